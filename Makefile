@@ -1,0 +1,46 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   deploy the safe baseline to the twin, canary it, show status, roll back
+#   make test   the whole test suite
+# Both install what they need first (idempotent; a stamp file skips the work when nothing changed).
+
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+AOT_VENV := .venv-aot
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test lint bench clean system-deps
+
+$(STAMP): pyproject.toml Makefile
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev,router,report,kernels]'
+	@# The sm_120 ahead-of-time compile checks use the Triton the box runs (3.8.0, pinned by
+	@# sglang 0.5.23 via torch 2.14.1); Triton's AOT compile needs no torch, so it gets its own venv.
+	@test -x $(AOT_VENV)/bin/python || $(PY) -m venv $(AOT_VENV)
+	$(AOT_VENV)/bin/pip install -q triton==3.8.0
+	@touch $(STAMP)
+
+install: $(STAMP) system-deps
+
+# OpenSSH server for the real-SSH tests (started on 127.0.0.1 by the test run itself).
+system-deps:
+	@command -v /usr/sbin/sshd >/dev/null 2>&1 || { \
+	  echo "installing openssh-server (for the SSH tests)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null) \
+	  || echo "warning: could not install openssh-server; SSH tests will fail"; }
+
+demo: install
+	$(BIN)/python -m dsv4ops.demo
+
+test: install
+	$(BIN)/python -m pytest -q
+
+lint: install
+	$(BIN)/ruff check dsv4ops tests testing benchmarks
+
+bench: install
+	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) $(AOT_VENV) .dsv4ops build *.egg-info

@@ -1,0 +1,89 @@
+"""The only module that imports yaml: safe loading with line numbers, safe dumping."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+
+class LineInfo:
+    """Maps key paths ('decode.buckets') of one loaded document to 1-based line numbers."""
+
+    def __init__(self) -> None:
+        self.lines: dict[str, int] = {}
+
+    def get(self, key_path: str) -> int | None:
+        # Fall back to the nearest parent that has a line.
+        parts = key_path.split(".")
+        while parts:
+            line = self.lines.get(".".join(parts))
+            if line is not None:
+                return line
+            parts.pop()
+        return None
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _no_duplicates_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates_mapping)
+
+
+def _collect_lines(node: yaml.Node, prefix: str, info: LineInfo) -> None:
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            path = f"{prefix}.{key}" if prefix else key
+            info.lines[path] = key_node.start_mark.line + 1
+            _collect_lines(value_node, path, info)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            path = f"{prefix}[{i}]"
+            info.lines[path] = item.start_mark.line + 1
+            _collect_lines(item, path, info)
+
+
+class YAMLSyntaxError(ValueError):
+    def __init__(self, message: str, line: int | None) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def load_with_lines(text: str) -> tuple[Any, LineInfo]:
+    """Parse one YAML document; return (data, line info). Raises YAMLSyntaxError."""
+    info = LineInfo()
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+        if node is None:
+            return None, info
+        _collect_lines(node, "", info)
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        raise YAMLSyntaxError(str(exc.problem or exc), line) from exc
+    except yaml.YAMLError as exc:
+        raise YAMLSyntaxError(str(exc), None) from exc
+    return data, info
+
+
+def safe_load(text: str) -> Any:
+    return load_with_lines(text)[0]
+
+
+def dump(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)

@@ -1,0 +1,129 @@
+"""CLI composition root: the click group, lazy sub-command loading and the one error boundary.
+
+Exit codes: 0 ok; 1 user mistake / refused (DsOpsError); 2 a deploy step failed and was handled
+(DeployError) or a canary verdict FAIL; 3 unexpected error (bug, with a crash report); 130 Ctrl-C.
+Sub-command modules are imported only when used, so `dsv4ops --help` stays fast and never loads
+fabric, aiohttp, torch or triton.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+import click
+
+from dsv4ops import __version__
+from dsv4ops.errors import DsOpsError
+
+# name -> (module, attribute, one-line help). Order is the order shown in --help.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "profile": ("dsv4ops.cli.profile", "profile", "Validate, render, diff and toggle deployment profiles."),
+    "deploy": ("dsv4ops.cli.deploy", "deploy", "Deploy a profile: the PD pair and router as one unit."),
+    "status": ("dsv4ops.cli.status", "status", "Show what runs on a target, its health and drift."),
+    "rollback": ("dsv4ops.cli.rollback", "rollback", "Redeploy the last known-good (or a named) deployment."),
+    "stop": ("dsv4ops.cli.stop", "stop", "Drain and stop router, decode and prefill, in that order."),
+    "journal": ("dsv4ops.cli.journal", "journal", "List deployments, rollbacks and stops."),
+    "canary": ("dsv4ops.cli.canary", "canary", "Run stress canaries and report verdicts."),
+    "kernels": ("dsv4ops.cli.kernels", "kernels", "Build, verify, deploy and roll back kernel packages."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose sub-commands live in modules imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        spec = COMMANDS.get(cmd_name)
+        if spec is None:
+            return None
+        module_name, attr, _ = spec
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            return _unavailable(cmd_name)
+        return getattr(module, attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Use the static help so --help imports no sub-command module.
+        rows = [(name, help_) for name, (_, _, help_) in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _unavailable(name: str) -> click.Command:
+    @click.command(name=name, context_settings={"ignore_unknown_options": True})
+    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+    def cmd(args: tuple[str, ...]) -> None:
+        raise DsOpsError(f"'{name}' is not available in this build of dsv4ops")
+
+    return cmd
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="dsv4ops")
+def cli() -> None:
+    """dsv4ops: operate a DeepSeek-V4-Flash prefill/decode deployment on SGLang.
+
+    Profiles under profiles/ describe the deployment; targets say where it runs (the box over SSH,
+    or the twin on this machine). Every mutating command is journaled.
+    """
+
+
+def _crash_report(exc: BaseException, argv: Sequence[str]) -> str | None:
+    """Write a short crash report next to the journal; return its path (None if unwritable)."""
+    from dsv4ops.constants import state_dir
+
+    try:
+        directory = state_dir() / "crash"
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"crash-{os.getpid()}.txt"
+        body = (
+            f"dsv4ops {__version__}\npython {sys.version.split()[0]}\n"
+            f"argv: {list(argv)}\n\n" + "".join(traceback.format_exception(exc))
+        )
+        path.write_text(body)
+        return str(path)
+    except OSError:
+        return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; return the exit code (never raises for user mistakes)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        cli.main(args=args, prog_name="dsv4ops", standalone_mode=False)
+    except DsOpsError as exc:
+        click.secho(f"error: {exc}", fg="red", err=True)
+        if exc.hint:
+            click.echo(f"hint: {exc.hint}", err=True)
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        return 130
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        return 1 if exc.exit_code == 2 else exc.exit_code
+    except SystemExit as exc:  # a command that calls sys.exit(code) on purpose
+        return int(exc.code or 0) if isinstance(exc.code, int | None) else 1
+    except Exception as exc:  # noqa: BLE001 - this is the boundary for bugs
+        report = _crash_report(exc, args)
+        click.secho(f"internal error: {type(exc).__name__}: {exc}", fg="red", err=True)
+        click.echo(
+            f"this is a bug in dsv4ops; crash report: {report or '(could not be written)'}",
+            err=True,
+        )
+        return 3
+    return 0

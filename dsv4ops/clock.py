@@ -1,0 +1,53 @@
+"""The only place that reads the wall clock or sleeps, so tests can inject a fake clock."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time as _time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+    def now(self) -> _dt.datetime: ...
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    """Real time."""
+
+    def monotonic(self) -> float:
+        return _time.monotonic()
+
+    def now(self) -> _dt.datetime:
+        return _dt.datetime.now(_dt.timezone.utc)
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            _time.sleep(seconds)
+
+
+class FakeClock:
+    """Deterministic clock for tests: sleep() advances time instantly."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self._t = start
+        self._epoch = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc)
+
+    def monotonic(self) -> float:
+        return self._t
+
+    def now(self) -> _dt.datetime:
+        return self._epoch + _dt.timedelta(seconds=self._t)
+
+    def sleep(self, seconds: float) -> None:
+        self._t += max(0.0, seconds)
+
+    def advance(self, seconds: float) -> None:
+        self._t += seconds
+
+
+def utc_now_iso(clock: Clock | None = None) -> str:
+    """ISO-8601 UTC timestamp with seconds precision."""
+    now = (clock or SystemClock()).now()
+    return now.replace(microsecond=0).isoformat().replace("+00:00", "Z")

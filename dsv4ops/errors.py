@@ -1,0 +1,88 @@
+"""Error hierarchy. Every user-facing failure is a DsOpsError; the CLI maps it to exit 1.
+
+    DsOpsError                  user mistake or refused operation: one line + hint, exit 1
+    ├── ProfileError            bad profile/target file (carries file, line, key path)
+    ├── TargetError             target unreachable, host key mismatch, bad target definition
+    ├── RemoteCommandError      a command on the target exited non-zero (carries the result)
+    ├── LockHeldError           another deploy holds the target's lock (names the holder)
+    ├── JournalError            journal unreadable or inconsistent
+    ├── DeployError             a deploy/rollback/stop step failed (says what, what was done, state now)
+    ├── CanaryError             a canary could not run (not a FAIL verdict: those are results)
+    └── KernelPackageError      bad/tampered kernel artifact, incompatible manifest
+
+Anything else that escapes is a bug: exit 3 with a short report.
+"""
+
+from __future__ import annotations
+
+
+class DsOpsError(Exception):
+    """Base class: a failure we can explain to the user in one line (plus an optional hint)."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ProfileError(DsOpsError):
+    """A profile or target file is invalid. `where` is 'file:line: key.path' when known."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        key: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.path = path
+        self.line = line
+        self.key = key
+        loc = ""
+        if path:
+            loc = path if line is None else f"{path}:{line}"
+        if key:
+            loc = f"{loc}: {key}" if loc else key
+        super().__init__(f"{loc}: {message}" if loc else message, hint=hint)
+        self.bare_message = message
+
+
+class TargetError(DsOpsError):
+    """The target cannot be reached or is misconfigured."""
+
+
+class RemoteCommandError(DsOpsError):
+    """A command on the target failed; `result` holds command, exit code and both streams."""
+
+    def __init__(self, message: str, *, result: object = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.result = result
+
+
+class LockHeldError(DsOpsError):
+    """The target's deploy lock is held (or was left by a dead process)."""
+
+
+class JournalError(DsOpsError):
+    """The journal cannot be read or written."""
+
+
+class DeployError(DsOpsError):
+    """A deploy, rollback or stop failed. The message says what failed, what was done, state now."""
+
+    exit_code = 2
+
+
+class CanaryError(DsOpsError):
+    """A canary could not be run at all (bad endpoint, bad arguments)."""
+
+
+class KernelPackageError(DsOpsError):
+    """A kernel artifact is invalid, tampered with or incompatible with the target."""

@@ -1,0 +1,1 @@
+"""Execution seam (local subprocess or SSH) and the process supervisor built on it."""

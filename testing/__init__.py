@@ -1,0 +1,1 @@
+"""Shared test helpers (not shipped in the wheel)."""
