@@ -1,0 +1,181 @@
+"""`dsv4ops profile list|show|validate|render|diff|set` (click only translates; work is in profiles)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import Any
+
+import click
+
+from dsv4ops.cli._output import echo_json, json_option, table
+from dsv4ops.errors import DsOpsError, ProfileError
+
+
+def _target_opt(f: Any) -> Any:
+    return click.option(
+        "--target",
+        "-t",
+        "target",
+        default=None,
+        envvar="DSV4OPS_TARGET",
+        help="Target from profiles/targets.yaml (default: the production box).",
+    )(f)
+
+
+def _target(name: str | None) -> Any:
+    from dsv4ops.profiles import get_target
+
+    return get_target(name or "box")
+
+
+@click.group()
+def profile() -> None:
+    """Validate, render, diff and toggle deployment profiles (a name under profiles/ or a path)."""
+
+
+@profile.command("list")
+@json_option
+def list_cmd(as_json: bool) -> None:
+    """List the shipped profiles."""
+    from dsv4ops.profiles import list_profiles, load_profile
+    from dsv4ops.profiles.views import summary
+
+    rows = []
+    for path in list_profiles():
+        try:
+            rows.append(summary(load_profile(path)))
+        except ProfileError as exc:
+            rows.append({"name": path.stem, "error": str(exc)})
+    if as_json:
+        echo_json(rows)
+        return
+    cols = ["name", "overlap", "multi_stream", "buckets", "description"]
+    click.echo(table(([r.get(c, r.get("error", "")) for c in cols] for r in rows), cols))
+
+
+@profile.command("show")
+@click.argument("name")
+@click.option("--rev", default=None, help="Show the profile as it was at this git revision.")
+@json_option
+def show_cmd(name: str, rev: str | None, as_json: bool) -> None:
+    """Show a profile's resolved values (after extends and defaults) and its warnings."""
+    from dsv4ops._yaml import dump
+    from dsv4ops.profiles import load_profile
+    from dsv4ops.profiles.views import details
+
+    data = details(load_profile(name, git_rev=rev))
+    if as_json:
+        echo_json(data)
+        return
+    click.echo(dump({k: v for k, v in data.items() if k != "warnings"}).rstrip())
+    for w in data["warnings"]:
+        click.echo(f"warning: {w['where']}: {w['message']}")
+
+
+@profile.command("validate")
+@click.argument("names", nargs=-1)
+@_target_opt
+@json_option
+def validate_cmd(names: tuple[str, ...], target: str | None, as_json: bool) -> None:
+    """Check profiles (default: every shipped profile) against every target (or --target)."""
+    from dsv4ops.profiles.views import validate_many
+
+    results = validate_many(list(names), target)
+    if as_json:
+        echo_json(results)
+    else:
+        for r in results:
+            click.echo(
+                f"{'ok  ' if r['ok'] else 'FAIL'}  {r['profile']}"
+                + ("" if r["ok"] else f"  {r['error']}")
+            )
+            for w in r["warnings"]:
+                click.echo(f"      warning: {w['where']}: {w['message']}")
+    failed = [r for r in results if not r["ok"]]
+    if len(failed) == 1 and len(results) == 1:
+        raise ProfileError(failed[0]["error"])
+    if failed:
+        raise DsOpsError(f"{len(failed)} of {len(results)} profiles are invalid")
+
+
+@profile.command("render")
+@click.argument("name")
+@_target_opt
+@json_option
+def render_cmd(name: str, target: str | None, as_json: bool) -> None:
+    """Print the exact prefill, decode and router commands."""
+    from dsv4ops.profiles import load_profile, render
+
+    rendered = render(load_profile(name), _target(target))
+    if as_json:
+        echo_json({**rendered.to_json(), "commands_hash": rendered.commands_hash()})
+        return
+    for comp in rendered.components:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in comp.env.items())
+        click.echo(f"# {comp.name} ({comp.host}:{comp.port})")
+        click.echo((env + " " if env else "") + shlex.join(comp.argv) + "\n")
+    for w in rendered.warnings:
+        click.echo(f"warning: {w}", err=True)
+
+
+@profile.command("diff")
+@click.argument("a")
+@click.argument("b")
+@click.option("--rev-a", default=None, help="Read A (and its extends chain) at this git revision.")
+@click.option("--rev-b", default=None, help="Read B at this git revision.")
+@_target_opt
+@json_option
+def diff_cmd(
+    a: str, b: str, rev_a: str | None, rev_b: str | None, target: str | None, as_json: bool
+) -> None:
+    """Show how B differs from A: resolved values, then the rendered argv and env."""
+    from dsv4ops.profiles.views import diff_report
+
+    report = diff_report(a, b, _target(target), rev_a=rev_a, rev_b=rev_b)
+    if as_json:
+        echo_json(report)
+        return
+    click.echo(f"--- {report['a']}\n+++ {report['b']}")
+    for ch in report["values"]:
+        click.echo(f"{ch['key']}: {ch['old']!r} -> {ch['new']!r}")
+    for comp in report["commands"]:
+        click.echo(f"\n[{comp['name']}] argv")
+        for line in comp["argv_diff"][2:]:
+            click.echo(line)
+        for ch in comp["env"]:
+            click.echo(f"env {ch['key']}: {ch['old']!r} -> {ch['new']!r}")
+    if not report["values"] and not report["commands"]:
+        click.echo("(no differences)")
+
+
+@profile.command("set", context_settings={"ignore_unknown_options": False})
+@click.argument("name")
+@click.argument("toggles", nargs=-1, required=True)
+@click.option("--as", "as_name", default=None, help="Write a new profile NEW that extends NAME.")
+@click.option("--in-place", is_flag=True, help="Edit NAME itself instead of writing a new profile.")
+@click.option("--no-commit", is_flag=True, help="Write the file but do not git commit it.")
+def set_cmd(
+    name: str, toggles: tuple[str, ...], as_name: str | None, in_place: bool, no_commit: bool
+) -> None:
+    """Toggle overlap=on|off multi-stream-overlap=on|off buckets=SPEC and git commit the result."""
+    from dsv4ops.profiles.setter import set_flags
+
+    command = "dsv4ops profile set " + shlex.join(
+        [name, *toggles] + (["--as", as_name] if as_name else [])
+    )
+    result = set_flags(
+        name,
+        list(toggles),
+        as_name=as_name,
+        in_place=in_place,
+        commit=not no_commit,
+        command=command,
+    )
+    click.echo(f"wrote {result.path}")
+    for line in result.changes:
+        click.echo(f"  {line}")
+    click.echo(
+        f"committed {result.commit[:12]}" if result.commit else "not committed (--no-commit)"
+    )
+    sys.stdout.flush()

@@ -1,0 +1,84 @@
+"""Differences between two profiles: resolved values and the rendered argv/env per component."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any
+
+from dsv4ops.profiles.model import Profile, Rendered
+
+
+@dataclass(frozen=True)
+class ValueChange:
+    key: str
+    old: Any
+    new: Any
+
+
+@dataclass(frozen=True)
+class ComponentDiff:
+    name: str
+    removed: tuple[str, ...]  # argv tokens only in A (in order)
+    added: tuple[str, ...]  # argv tokens only in B
+    argv_diff: tuple[str, ...]  # unified diff lines, one argv token per line
+    env_changes: tuple[ValueChange, ...]
+
+
+def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    """{'a': {'b': 1}} → {'a.b': 1}; lists stay whole (they are replaced, never merged)."""
+    if isinstance(data, dict):
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        if not data and prefix:
+            out[prefix] = {}
+        return out
+    if isinstance(data, tuple):
+        data = list(data)
+    return {prefix: data}
+
+
+def value_changes(a: Profile, b: Profile) -> list[ValueChange]:
+    fa, fb = flatten(a.to_dict()), flatten(b.to_dict())
+    fa.pop("name", None)
+    fb.pop("name", None)
+    missing = object()
+    out = []
+    for key in sorted(set(fa) | set(fb)):
+        old, new = fa.get(key, missing), fb.get(key, missing)
+        if old != new:
+            out.append(
+                ValueChange(key, None if old is missing else old, None if new is missing else new)
+            )
+    return out
+
+
+def _env_changes(a: dict[str, str], b: dict[str, str]) -> tuple[ValueChange, ...]:
+    return tuple(
+        ValueChange(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)
+    )
+
+
+def command_changes(a: Rendered, b: Rendered) -> list[ComponentDiff]:
+    out = []
+    for ca, cb in zip(a.components, b.components, strict=True):
+        matcher = difflib.SequenceMatcher(a=ca.argv, b=cb.argv, autojunk=False)
+        removed: list[str] = []
+        added: list[str] = []
+        for op, i1, i2, j1, j2 in matcher.get_opcodes():
+            if op != "equal":
+                removed += ca.argv[i1:i2]
+                added += cb.argv[j1:j2]
+        lines = difflib.unified_diff(
+            list(ca.argv),
+            list(cb.argv),
+            f"{a.profile}/{ca.name}",
+            f"{b.profile}/{cb.name}",
+            lineterm="",
+            n=1,
+        )
+        envs = _env_changes(ca.env_dict, cb.env_dict)
+        if removed or added or envs:
+            out.append(ComponentDiff(ca.name, tuple(removed), tuple(added), tuple(lines), envs))
+    return out

@@ -1,0 +1,175 @@
+"""What SGLang 0.5.23 and sglang-router 0.3.2 accept in `extra_args`, and what the profile owns.
+
+Flag names come from `_flag_tables.py`, extracted from the wheels by tools/extract_flag_tables.py.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from dsv4ops.profiles import _flag_tables
+
+# Removed in 0.5.23: argparse prefix matching turns them into "ambiguous option" (exit 2).
+REMOVED_SERVER_FLAGS = {
+    "--cuda-graph-bs": "--cuda-graph-bs-decode (set flags.decode_buckets instead)",
+    "--cuda-graph-max-bs": "--cuda-graph-max-bs-decode (or set flags.decode_buckets)",
+}
+
+# Still parsed, with a deprecation warning (server_args.py:410-425).
+DEPRECATED_SERVER_FLAGS = {
+    "--disable-cuda-graph": "--disable-decode-cuda-graph / --disable-prefill-cuda-graph",
+    "--enable-dp-attention": "--attn-dp-size N",
+}
+
+# Flags the renderer sets from profile keys; in extra_args they would fight the profile.
+MANAGED_SERVER_FLAGS = {
+    "--model-path": "model.path",
+    "--model": "model.path",
+    "--served-model-name": "model.served_name",
+    "--tool-call-parser": "model.tool_call_parser",
+    "--reasoning-parser": "model.reasoning_parser",
+    "--trust-remote-code": "model.trust_remote_code",
+    "--tp-size": "<side>.tp",
+    "--tensor-parallel-size": "<side>.tp",
+    "--tp": "<side>.tp",
+    "--base-gpu-id": "<side>.gpus",
+    "--host": "the target's bind_host",
+    "--port": "<side>.port",
+    "--disaggregation-mode": "the component (prefill/decode)",
+    "--disaggregation-transfer-backend": "<side>.transfer_backend",
+    "--disaggregation-bootstrap-port": "prefill.bootstrap_port",
+    "--page-size": "<side>.page_size",
+    "--kv-cache-dtype": "<side>.kv_cache_dtype",
+    "--mem-fraction-static": "<side>.mem_fraction_static",
+    "--max-running-requests": "<side>.max_running_requests",
+    "--cuda-graph-bs-decode": "flags.decode_buckets",
+    "--disable-overlap-schedule": "flags.overlap_schedule (decode)",
+    "--enable-metrics": "always on",
+}
+
+MANAGED_ROUTER_FLAGS = {
+    "--pd-disaggregation": "always on",
+    "--prefill": "the profile's prefill server",
+    "--decode": "the profile's decode server",
+    "--host": "the target's bind_host",
+    "--port": "router.port",
+    "--prometheus-port": "router.prometheus_port",
+    "--prometheus-host": "the target's bind_host",
+    "--policy": "router.policy",
+    "--health-check-endpoint": "router.health_check.endpoint",
+    "--health-check-interval-secs": "router.health_check.interval_secs",
+    "--health-check-timeout-secs": "router.health_check.timeout_secs",
+    "--health-failure-threshold": "router.health_check.failure_threshold",
+    "--health-success-threshold": "router.health_check.success_threshold",
+}
+
+
+@dataclass(frozen=True)
+class FlagProblem:
+    index: int  # position in extra_args
+    flag: str
+    message: str
+    is_error: bool
+
+
+def _options(args: tuple[str, ...]) -> list[tuple[int, str]]:
+    out = []
+    for i, arg in enumerate(args):
+        if arg.startswith("--"):
+            out.append((i, arg.split("=", 1)[0]))
+    return out
+
+
+def _match(flag: str, known: frozenset[str]) -> tuple[str | None, list[str]]:
+    """Resolve like argparse (allow_abbrev): exact, else a unique prefix; else ambiguity list."""
+    if flag in known:
+        return flag, []
+    hits = sorted(k for k in known if k.startswith(flag))
+    if len(hits) == 1:
+        return hits[0], []
+    return None, hits
+
+
+def check_server_args(args: tuple[str, ...], side: str) -> list[FlagProblem]:
+    """Problems with a server's extra_args (removed, ambiguous, unknown, managed, deprecated)."""
+    known = _flag_tables.SGLANG_SERVER_FLAGS
+    problems: list[FlagProblem] = []
+    for i, flag in _options(args):
+        if flag in REMOVED_SERVER_FLAGS:
+            problems.append(
+                FlagProblem(
+                    i,
+                    flag,
+                    f"{flag} was removed in SGLang 0.5.23; use {REMOVED_SERVER_FLAGS[flag]}",
+                    True,
+                )
+            )
+            continue
+        full, ambiguous = _match(flag, known)
+        if full is None:
+            if ambiguous:
+                msg = f"{flag} is ambiguous for SGLang 0.5.23 (could be {', '.join(ambiguous[:4])})"
+            else:
+                close = difflib.get_close_matches(flag, sorted(known), n=1)
+                msg = f"{flag} is not an SGLang 0.5.23 flag" + (
+                    f"; did you mean {close[0]}?" if close else ""
+                )
+            problems.append(FlagProblem(i, flag, msg, True))
+            continue
+        if full in MANAGED_SERVER_FLAGS:
+            key = MANAGED_SERVER_FLAGS[full].replace("<side>", side)
+            problems.append(
+                FlagProblem(i, flag, f"{full} is set by the profile ({key}); set it there", True)
+            )
+        elif full in DEPRECATED_SERVER_FLAGS:
+            problems.append(
+                FlagProblem(
+                    i,
+                    flag,
+                    f"{full} is deprecated in SGLang 0.5.23; use {DEPRECATED_SERVER_FLAGS[full]}",
+                    False,
+                )
+            )
+    return problems
+
+
+def check_router_args(args: tuple[str, ...]) -> list[FlagProblem]:
+    """Problems with the router's extra_args (unknown or managed flags)."""
+    known = _flag_tables.SGLANG_ROUTER_FLAGS
+    problems: list[FlagProblem] = []
+    for i, flag in _options(args):
+        full, ambiguous = _match(flag, known)
+        if full is None:
+            close = difflib.get_close_matches(flag, sorted(known), n=1)
+            msg = f"{flag} is not an sglang-router 0.3.2 flag" + (
+                f"; did you mean {close[0]}?" if close else ""
+            )
+            if ambiguous:
+                msg = f"{flag} is ambiguous for sglang-router 0.3.2 (could be {', '.join(ambiguous[:4])})"
+            problems.append(FlagProblem(i, flag, msg, True))
+        elif full in MANAGED_ROUTER_FLAGS:
+            problems.append(
+                FlagProblem(
+                    i,
+                    flag,
+                    f"{full} is set by the profile ({MANAGED_ROUTER_FLAGS[full]}); set it there",
+                    True,
+                )
+            )
+    return problems
+
+
+def option_value(args: tuple[str, ...], *names: str) -> str | None:
+    """The value of the last `--name V` / `--name=V` among args (None if absent)."""
+    value = None
+    for i, arg in enumerate(args):
+        head, eq, tail = arg.partition("=")
+        if head in names:
+            if eq:
+                value = tail
+            elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+                value = args[i + 1]
+            else:
+                value = ""
+    return value

@@ -1,0 +1,214 @@
+"""Profile loader: file (or git revision) → extends chain → merged, checked, frozen Profile.
+
+Raises only ProfileError. Order: YAML syntax, `schema_version` (alone, so an old dsv4ops says
+"upgrade" instead of listing key errors), unknown keys per file, `extends`, merge (lists replaced),
+types and defaults, semantic rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from dsv4ops._yaml import LineInfo, YAMLSyntaxError, load_with_lines
+from dsv4ops.constants import PROFILE_SCHEMA_VERSION, profiles_dir
+from dsv4ops.errors import ProfileError
+from dsv4ops.profiles import git as gitio
+from dsv4ops.profiles.build import build_profile
+from dsv4ops.profiles.model import Profile
+from dsv4ops.profiles.provenance import Provenance
+from dsv4ops.profiles.rules import check_profile
+from dsv4ops.profiles.schema import PROFILE_SCHEMA
+from dsv4ops.profiles.typecheck import check_unknown_keys, normalize
+
+MAX_EXTENDS_DEPTH = 16
+_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass(frozen=True)
+class _Doc:
+    path: str  # as shown in messages
+    data: dict[str, Any]
+    lines: LineInfo
+
+
+def profile_path(ref: str | Path, *, base_dir: Path | None = None) -> Path:
+    """Map a profile reference to a file: a path to a YAML file, or a name under profiles/."""
+    text = str(ref)
+    as_path = Path(text)
+    if text.endswith(_SUFFIXES) or "/" in text or (base_dir is None and as_path.is_file()):
+        # In `extends`, a relative path is relative to the extending file's directory.
+        if not as_path.is_absolute() and base_dir is not None:
+            as_path = base_dir / as_path
+        return as_path
+    directory = base_dir if base_dir is not None else profiles_dir()
+    for suffix in _SUFFIXES:
+        candidate = directory / f"{text}{suffix}"
+        if candidate.exists():
+            return candidate
+    return directory / f"{text}.yaml"
+
+
+def list_profiles(directory: Path | None = None) -> list[Path]:
+    """Every shipped profile file (targets.yaml excluded), sorted by name."""
+    directory = directory if directory is not None else profiles_dir()
+    files = [p for s in _SUFFIXES for p in directory.glob(f"*{s}") if p.stem != "targets"]
+    return sorted(files, key=lambda p: p.stem)
+
+
+def load_profile(ref: str | Path, *, git_rev: str | None = None) -> Profile:
+    """Load, merge and check one profile. `git_rev`: read it (and its chain) at that commit.
+
+    Raises ProfileError (file:line: key path and what would be valid).
+    """
+    path = profile_path(ref)
+    reader = _git_reader(path, git_rev) if git_rev else _fs_reader
+    chain = _load_chain(path, reader)
+    shown = chain[0].path
+    prov = Provenance(shown)
+    merged: dict[str, Any] = {}
+    for doc in reversed(chain):  # base first, child last
+        prov.record(doc.path, doc.lines, doc.data)
+        merged = deep_merge(merged, doc.data)
+    merged.pop("extends", None)
+    values = normalize(merged, PROFILE_SCHEMA, prov)
+    profile = build_profile(
+        values,
+        name=path.stem,
+        path=shown,
+        chain=tuple(d.path for d in chain),
+        prov=prov,
+        git_rev=git_rev,
+    )
+    warnings = check_profile(profile, prov)
+    return replace(profile, warnings=tuple(warnings), origins=prov.snapshot())
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Mappings merge key by key; anything else (lists included) is replaced by the override."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+Reader = Callable[[Path], str]
+
+
+def _fs_reader(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProfileError(
+            "no such profile file",
+            path=str(path),
+            hint="run 'dsv4ops profile list' to see the shipped profiles, or give a path to a .yaml file",
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(f"cannot read profile: {exc}", path=str(path)) from None
+
+
+def _git_reader(anchor: Path, rev: str) -> Reader:
+    def read(path: Path) -> str:
+        return gitio.show_file(path, rev)
+
+    return read
+
+
+def _load_chain(path: Path, reader: Reader) -> list[_Doc]:
+    chain: list[_Doc] = []
+    seen: list[Path] = []
+    current: Path | None = path
+    while current is not None:
+        resolved = current.resolve()
+        if resolved in seen:
+            names = " -> ".join(p.name for p in [*seen, resolved])
+            raise ProfileError(
+                f"'extends' forms a cycle: {names}", path=str(current), key="extends"
+            )
+        if len(seen) >= MAX_EXTENDS_DEPTH:
+            raise ProfileError(
+                f"'extends' chain deeper than {MAX_EXTENDS_DEPTH}", path=str(current)
+            )
+        seen.append(resolved)
+        doc = _parse(current, reader(current))
+        chain.append(doc)
+        parent = doc.data.get("extends")
+        if parent is None:
+            current = None
+        elif not isinstance(parent, str) or not parent.strip():
+            raise ProfileError(
+                f"expected the name of a profile or a path to a .yaml file, got {parent!r}",
+                path=doc.path,
+                line=doc.lines.get("extends"),
+                key="extends",
+            )
+        else:
+            current = profile_path(parent.strip(), base_dir=current.parent)
+            if not _exists(current, reader):
+                raise ProfileError(
+                    f"extends '{parent}', but {current} does not exist",
+                    path=doc.path,
+                    line=doc.lines.get("extends"),
+                    key="extends",
+                    hint="name a profile in the same directory (without .yaml) or a relative path",
+                )
+    return chain
+
+
+def _exists(path: Path, reader: Reader) -> bool:
+    if reader is _fs_reader:
+        return path.is_file()
+    return True  # a git read reports a missing file itself
+
+
+def _parse(path: Path, text: str) -> _Doc:
+    shown = str(path)
+    try:
+        data, lines = load_with_lines(text)
+    except YAMLSyntaxError as exc:
+        raise ProfileError(f"invalid YAML: {exc}", path=shown, line=exc.line) from None
+    if not isinstance(data, dict):
+        raise ProfileError("a profile must be a YAML mapping of keys", path=shown, line=1)
+    _check_schema_version(data, shown, lines)
+    check_unknown_keys(data, PROFILE_SCHEMA, shown, lines)
+    return _Doc(shown, data, lines)
+
+
+def _check_schema_version(data: dict[str, Any], path: str, lines: LineInfo) -> None:
+    version = data.get("schema_version")
+    line = lines.get("schema_version")
+    if version is None:
+        raise ProfileError(
+            f"missing schema_version; expected schema_version: {PROFILE_SCHEMA_VERSION}",
+            path=path,
+            line=1,
+            key="schema_version",
+        )
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ProfileError(
+            f"schema_version must be an integer, got {version!r}",
+            path=path,
+            line=line,
+            key="schema_version",
+        )
+    if version > PROFILE_SCHEMA_VERSION:
+        raise ProfileError(
+            f"schema_version {version} is newer than this dsv4ops understands ({PROFILE_SCHEMA_VERSION})",
+            path=path,
+            line=line,
+            key="schema_version",
+            hint="upgrade dsv4ops",
+        )
+    if version < PROFILE_SCHEMA_VERSION:
+        raise ProfileError(
+            f"schema_version {version} is not supported; expected {PROFILE_SCHEMA_VERSION}",
+            path=path,
+            line=line,
+            key="schema_version",
+        )

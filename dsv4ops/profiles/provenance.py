@@ -1,0 +1,78 @@
+"""Where each resolved value came from: key path → (file, line), across an `extends` chain."""
+
+from __future__ import annotations
+
+from dsv4ops._yaml import LineInfo
+from dsv4ops.errors import ProfileError
+
+
+def _is_under(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith((prefix + ".", prefix + "["))
+
+
+class Provenance:
+    """Origins of the merged document; later files (children) override earlier ones (bases)."""
+
+    def __init__(
+        self, default_file: str, origins: dict[str, tuple[str, int]] | None = None
+    ) -> None:
+        self.default_file = default_file
+        self._origins: dict[str, tuple[str, int]] = dict(origins or {})
+
+    def record(self, file: str, lines: LineInfo, data: object) -> None:
+        """Record one file's key paths; call for the base first, then each child."""
+        for path, line in lines.lines.items():
+            if _is_leafish(data, path):
+                # The child's value replaces the base's whole subtree (lists are replaced).
+                for stale in [p for p in self._origins if _is_under(p, path) and p != path]:
+                    del self._origins[stale]
+            self._origins[path] = (file, line)
+
+    def snapshot(self) -> dict[str, tuple[str, int]]:
+        return dict(self._origins)
+
+    def where(self, key_path: str) -> tuple[str, int | None]:
+        """(file, line) of a key path, falling back to the nearest recorded parent."""
+        parts = key_path
+        while parts:
+            if parts in self._origins:
+                return self._origins[parts]
+            cut = max(parts.rfind("."), parts.rfind("["))
+            parts = parts[:cut] if cut > 0 else ""
+        return self.default_file, None
+
+    def error(self, key_path: str, message: str, *, hint: str | None = None) -> ProfileError:
+        file, line = self.where(key_path)
+        if file != self.default_file:
+            # The location names the base file that set the value; say who inherited it.
+            message = f"{message} (inherited by {self.default_file})"
+        return ProfileError(message, path=file, line=line, key=key_path, hint=hint)
+
+
+def _is_leafish(data: object, path: str) -> bool:
+    """True if the value at `path` in `data` is not a mapping (a scalar or a list)."""
+    node = data
+    for token in _tokens(path):
+        if isinstance(token, int):
+            if not isinstance(node, list) or token >= len(node):
+                return True
+            node = node[token]
+        else:
+            if not isinstance(node, dict) or token not in node:
+                return True
+            node = node[token]
+    return not isinstance(node, dict)
+
+
+def _tokens(path: str) -> list[str | int]:
+    out: list[str | int] = []
+    for part in path.split("."):
+        while "[" in part:
+            head, _, rest = part.partition("[")
+            if head:
+                out.append(head)
+            idx, _, part = rest.partition("]")
+            out.append(int(idx))
+        if part:
+            out.append(part)
+    return out

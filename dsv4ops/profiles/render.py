@@ -1,0 +1,183 @@
+"""Profile + target → the exact argv and env of prefill, decode and router (sglang 0.5.23,
+sglang-router 0.3.2). Pure: no I/O except reading targets.yaml when no target is given."""
+
+from __future__ import annotations
+
+from dsv4ops.errors import ProfileError
+from dsv4ops.profiles.model import Component, Profile, Rendered, ServerSpec, SSHSpec, Target
+from dsv4ops.profiles.rules import MULTI_STREAM_ENV, check_against_target
+
+SGLANG_MODULE = "sglang.launch_server"
+TWIN_MODULE = "dsv4ops.twin.launch_server"
+ROUTER_MODULE = "sglang_router.launch_router"
+
+# Used when no targets file is around: the production box as the reference describes it.
+BUILTIN_BOX = Target(
+    name="box",
+    description="8-GPU box (built-in default)",
+    transport="ssh",
+    ssh=SSHSpec(
+        host="box", port=22, user=None, key=None, known_hosts=None, trust_on_first_use=False
+    ),
+    gpus=tuple(range(8)),
+    workdir="/opt/dsv4ops",
+    python="python3",
+    launcher="sglang",
+    bind_host="0.0.0.0",
+    connect_host="box",
+    port_offset=0,
+    twin_env=(),
+)
+
+
+def _production_target() -> Target:
+    from dsv4ops.profiles.targets import load_targets
+
+    try:
+        return load_targets().get("box", BUILTIN_BOX)
+    except ProfileError:
+        return BUILTIN_BOX
+
+
+def _local_address(target: Target) -> str:
+    # The router runs on the same machine as the servers; a wildcard bind is reached via loopback.
+    return "127.0.0.1" if target.bind_host in ("0.0.0.0", "::", "") else target.bind_host
+
+
+def _server_argv(p: Profile, side: ServerSpec, target: Target) -> list[str]:
+    off = target.port_offset
+    module = TWIN_MODULE if target.launcher == "twin" else SGLANG_MODULE
+    argv = [target.python, "-m", module, "--model-path", p.model.path]
+    if p.model.served_name:
+        argv += ["--served-model-name", p.model.served_name]
+    if p.model.trust_remote_code:
+        argv.append("--trust-remote-code")
+    if p.model.tool_call_parser:
+        argv += ["--tool-call-parser", p.model.tool_call_parser]
+    if p.model.reasoning_parser:
+        argv += ["--reasoning-parser", p.model.reasoning_parser]
+    # GPU selection by --base-gpu-id (the reference's argparse-verified form) rather than
+    # CUDA_VISIBLE_DEVICES: every process keeps the box's real device ordinals, so NIXL/UCX
+    # cuda_ipc between the prefill and decode GPUs and nvidia-smi output agree on GPU ids.
+    # The price is contiguous GPU sets, which the rules enforce.
+    argv += ["--tp-size", str(side.tp), "--base-gpu-id", str(side.gpus[0])]
+    argv += ["--host", target.bind_host, "--port", str(side.port + off)]
+    argv += [
+        "--disaggregation-mode",
+        side.role,
+        "--disaggregation-transfer-backend",
+        side.transfer_backend,
+        # On decode this is the fallback prefill bootstrap port (scheduler.py:2970); keep it equal.
+        "--disaggregation-bootstrap-port",
+        str(p.bootstrap_port + off),
+    ]
+    argv += ["--page-size", str(side.page_size), "--kv-cache-dtype", side.kv_cache_dtype]
+    if side.mem_fraction_static is not None:
+        argv += ["--mem-fraction-static", f"{side.mem_fraction_static:g}"]
+    if side.max_running_requests is not None:
+        argv += ["--max-running-requests", str(side.max_running_requests)]
+    if side.role == "decode":
+        argv += ["--cuda-graph-bs-decode", *(str(b) for b in p.flags.decode_buckets)]
+        # The TP-desync wedge is a decode-loop hazard (seed A/B toggled the decode only); the
+        # prefill keeps SGLang's default scheduler.
+        if not p.flags.overlap_schedule:
+            argv.append("--disable-overlap-schedule")
+    argv.append("--enable-metrics")
+    argv += list(side.extra_args)
+    return argv
+
+
+def _server_env(p: Profile, side: ServerSpec, target: Target) -> dict[str, str]:
+    env: dict[str, str] = {}
+    if target.launcher == "twin":
+        env.update(target.twin_env_dict)
+    env.update(side.env_dict)
+    # Gates the DSV4 alt-stream overlap in CUDA-graph capture (the tool-call corruption race).
+    # Set on both sides: decode is where it matters, on prefill it is harmless and keeps them alike.
+    env[MULTI_STREAM_ENV] = "1" if p.flags.multi_stream_overlap else "0"
+    return dict(sorted(env.items()))
+
+
+def _server(p: Profile, side: ServerSpec, target: Target) -> Component:
+    off = target.port_offset
+    ports = (
+        (side.port + off, p.bootstrap_port + off) if side.role == "prefill" else (side.port + off,)
+    )
+    return Component(
+        name=side.role,
+        argv=tuple(_server_argv(p, side, target)),
+        env=_server_env(p, side, target),
+        host=target.connect_host,
+        port=side.port + off,
+        ports=ports,
+        metrics_port=side.port + off,
+    )
+
+
+def _router(p: Profile, target: Target) -> Component:
+    off = target.port_offset
+    r, hc = p.router, p.router.health_check
+    local = _local_address(target)
+    argv = [
+        target.python,
+        "-m",
+        ROUTER_MODULE,
+        "--pd-disaggregation",
+        # Always the explicit bootstrap port: omitted, the router sends bootstrap_port null and the
+        # decode falls back to its own flag (reference §2.2).
+        "--prefill",
+        f"http://{local}:{p.prefill.port + off}",
+        str(p.bootstrap_port + off),
+        "--decode",
+        f"http://{local}:{p.decode.port + off}",
+        "--host",
+        target.bind_host,
+        "--port",
+        str(r.port + off),
+        "--prometheus-host",
+        target.bind_host,
+        "--prometheus-port",
+        str(r.prometheus_port + off),
+        "--policy",
+        r.policy,
+        "--health-check-endpoint",
+        hc.endpoint,
+        "--health-check-interval-secs",
+        str(hc.interval_secs),
+        "--health-check-timeout-secs",
+        str(hc.timeout_secs),
+        "--health-failure-threshold",
+        str(hc.failure_threshold),
+        "--health-success-threshold",
+        str(hc.success_threshold),
+        *r.extra_args,
+    ]
+    return Component(
+        name="router",
+        argv=tuple(argv),
+        env=dict(sorted(r.env_dict.items())),
+        host=target.connect_host,
+        port=r.port + off,
+        ports=(r.port + off, r.prometheus_port + off),
+        metrics_port=r.prometheus_port + off,
+    )
+
+
+def render(profile: Profile, target: Target | None = None) -> Rendered:
+    """Exact commands for prefill, decode and router, in start order.
+
+    target None → the production box (targets.yaml's `box`, else a built-in default).
+    Raises ProfileError if the profile does not fit the target (GPUs, ports).
+    """
+    tgt = target if target is not None else _production_target()
+    check_against_target(profile, tgt)
+    return Rendered(
+        profile=profile.name,
+        target=tgt.name,
+        components=(
+            _server(profile, profile.prefill, tgt),
+            _server(profile, profile.decode, tgt),
+            _router(profile, tgt),
+        ),
+        warnings=profile.warnings,
+    )

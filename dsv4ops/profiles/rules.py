@@ -1,0 +1,285 @@
+"""Semantic rules on a built Profile. Each rule raises ProfileError or returns warnings.
+
+Rules that need a target (GPUs present, ports after the offset) live in `check_against_target`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from dsv4ops.profiles.flags import check_router_args, check_server_args, option_value
+from dsv4ops.profiles.model import Profile, ProfileWarning, ServerSpec, Target
+from dsv4ops.profiles.provenance import Provenance
+
+# SGLang's DSV4 default when --max-running-requests is unset (deepseek_v4_hook.py:138-146).
+DSV4_DEFAULT_MAX_RUNNING = 256
+SGLANG_HEALTH_WAIT_S = 20  # SGLANG_HEALTH_CHECK_TIMEOUT default (http_server.py:218)
+MULTI_STREAM_ENV = "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"
+_KERNEL_PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*@[A-Za-z0-9][A-Za-z0-9.+_-]*$")
+
+Rule = Callable[[Profile, Provenance], list[ProfileWarning]]
+
+
+def _warn(prov: Provenance, code: str, key: str, message: str) -> ProfileWarning:
+    file, line = prov.where(key)
+    where = f"{file}:{line}: {key}" if line else f"{file}: {key}"
+    return ProfileWarning(code=code, message=message, where=where)
+
+
+def rule_gpus_match_tp(p: Profile, prov: Provenance) -> list[ProfileWarning]:
+    for side in (p.prefill, p.decode):
+        key = f"{side.role}.gpus"
+        if not side.gpus:
+            raise prov.error(key, "at least one GPU is required")
+        if len(set(side.gpus)) != len(side.gpus):
+            raise prov.error(key, f"GPU listed twice in {list(side.gpus)}")
+        if any(g < 0 for g in side.gpus):
+            raise prov.error(key, f"GPU ids must be >= 0, got {list(side.gpus)}")
+        if len(side.gpus) != side.tp:
+            raise prov.error(
+                f"{side.role}.tp",
+                f"tp is {side.tp} but {side.role}.gpus lists {len(side.gpus)} GPU(s); "
+                f"each TP rank needs exactly one GPU, so tp must be {len(side.gpus)}",
+            )
+        # Rendered as --base-gpu-id: SGLang then uses base, base+1, ... (gpu-id-step 1).
+        expected = list(range(side.gpus[0], side.gpus[0] + len(side.gpus)))
+        if list(side.gpus) != expected:
+            raise prov.error(
+                key,
+                f"GPUs must be contiguous and ascending (rendered as --base-gpu-id), got {list(side.gpus)}; "
+                f"e.g. {expected}",
+            )
+    return []
+
+
+def rule_gpus_disjoint(p: Profile, prov: Provenance) -> list[ProfileWarning]:
+    shared = sorted(set(p.prefill.gpus) & set(p.decode.gpus))
+    if shared:
+        raise prov.error(
+            "decode.gpus",
+            f"GPU(s) {shared} are also used by prefill; prefill and decode need disjoint GPUs",
+        )
+    return []
+
+
+def _ports(p: Profile) -> list[tuple[str, int]]:
+    return [
+        ("prefill.port", p.prefill.port),
+        ("prefill.bootstrap_port", p.bootstrap_port),
+        ("decode.port", p.decode.port),
+        ("router.port", p.router.port),
+        ("router.prometheus_port", p.router.prometheus_port),
+    ]
+
+
+def rule_ports_distinct(p: Profile, prov: Provenance) -> list[ProfileWarning]:
+    seen: dict[int, str] = {}
+    for key, port in _ports(p):
+        if port > 65535:
+            raise prov.error(key, f"port {port} is out of range; expected 1-65535")
+        if port in seen:
+            raise prov.error(
+                key, f"port {port} is already used by {seen[port]}; every port must be distinct"
+            )
+        seen[port] = key
+    return []
+
+
+def rule_buckets(p: Profile, prov: Provenance) -> list[ProfileWarning]:
+    key = "flags.decode_buckets"
+    buckets = p.flags.decode_buckets
+    if not buckets:
+        raise prov.error(key, "the bucket list is empty; expected at least one batch size")
+    for i, bs in enumerate(buckets):
+        if bs < 1:
+            raise prov.error(f"{key}[{i}]", f"batch size {bs} must be positive")
+        if i and bs <= buckets[i - 1]:
+            raise prov.error(
+                f"{key}[{i}]", f"buckets must be strictly increasing; {bs} follows {buckets[i - 1]}"
+            )
+    running = p.decode.max_running_requests or DSV4_DEFAULT_MAX_RUNNING
+    if buckets[-1] < running:
+        return [
+            _warn(
+                prov,
+                "buckets-below-max-running",
+                key,
+                f"largest decode bucket {buckets[-1]} < max running requests {running}: batches above "
+                f"{buckets[-1]} run without a CUDA graph (eager, much slower steps)",
+            )
+        ]
+    return []
+
+
+def rule_kv_identical(p: Profile, prov: Provenance) -> list[ProfileWarning]:
+    for attr in ("transfer_backend", "page_size", "kv_cache_dtype"):
+        a, b = getattr(p.prefill, attr), getattr(p.decode, attr)
+        if a != b:
+            raise prov.error(
+                f"decode.{attr}",
+                f"decode {attr} {b!r} differs from prefill {a!r}; the KV transfer needs them identical",
+            )
+    if p.prefill.transfer_backend == "fake":
+        raise prov.error(
+            "prefill.transfer_backend", "SGLang's prefill rejects the 'fake' transfer backend"
+        )
+    if p.prefill.transfer_backend != "nixl":
+        return [
+            _warn(
+                prov,
+                "not-nixl",
+                "prefill.transfer_backend",
+                f"transfer backend {p.prefill.transfer_backend!r}: the box is set up for nixl "
+                "(mooncake failed under sustained load, sglang#23272)",
+            )
+        ]
+    return []
+
+
+def _truthy_size(value: str | None) -> bool:
+    return value is not None and value.isdigit() and int(value) > 1
+
+
+def rule_two_batch_overlap(p: Profile, prov: Provenance) -> list[ProfileWarning]:
+    for side in (p.prefill, p.decode):
+        args = side.extra_args
+        if "--enable-two-batch-overlap" not in args:
+            continue
+        a2a = option_value(args, "--moe-a2a-backend")
+        attn_dp = _truthy_size(
+            option_value(args, "--attn-dp-size", "--attention-data-parallel-size")
+        ) or ("--enable-dp-attention" in args)
+        if (a2a is None or a2a == "none") and not attn_dp:
+            idx = args.index("--enable-two-batch-overlap")
+            raise prov.error(
+                f"{side.role}.extra_args[{idx}]",
+                "--enable-two-batch-overlap needs an MoE all-to-all backend (--moe-a2a-backend deepep, ...) "
+                "or attention-DP (--attn-dp-size N); SGLang 0.5.23 raises ValueError at start-up otherwise",
+            )
+    return []
+
+
+def rule_extra_args(p: Profile, prov: Provenance) -> list[ProfileWarning]:
+    warnings: list[ProfileWarning] = []
+    for side in (p.prefill, p.decode):
+        for problem in check_server_args(side.extra_args, side.role):
+            key = f"{side.role}.extra_args[{problem.index}]"
+            if problem.is_error:
+                raise prov.error(key, problem.message)
+            warnings.append(_warn(prov, "deprecated-flag", key, problem.message))
+    for problem in check_router_args(p.router.extra_args):
+        raise prov.error(f"router.extra_args[{problem.index}]", problem.message)
+    return warnings
+
+
+def rule_env(p: Profile, prov: Provenance) -> list[ProfileWarning]:
+    for side in (p.prefill, p.decode):
+        if MULTI_STREAM_ENV in side.env_dict:
+            raise prov.error(
+                f"{side.role}.env.{MULTI_STREAM_ENV}", "set flags.multi_stream_overlap instead"
+            )
+        for name in side.env_dict:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise prov.error(
+                    f"{side.role}.env", f"{name!r} is not a valid environment variable name"
+                )
+    return []
+
+
+def rule_hazards(p: Profile, prov: Provenance) -> list[ProfileWarning]:
+    out = []
+    if p.flags.overlap_schedule:
+        out.append(
+            _warn(
+                prov,
+                "overlap-schedule-wedge",
+                "flags.overlap_schedule",
+                "overlap scheduler on: +5-7% throughput in the seed A/B, but the TP-desync wedge "
+                "reproduced under abort cascades (decode hangs silently)",
+            )
+        )
+    if p.flags.multi_stream_overlap:
+        out.append(
+            _warn(
+                prov,
+                "multi-stream-corruption",
+                "flags.multi_stream_overlap",
+                "multi-stream overlap on: the CUDA-graph capture race corrupted tool calls at high "
+                "concurrency; SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0 fixed it",
+            )
+        )
+    if p.router.health_check.timeout_secs <= SGLANG_HEALTH_WAIT_S:
+        out.append(
+            _warn(
+                prov,
+                "health-timeout-short",
+                "router.health_check.timeout_secs",
+                f"router health timeout {p.router.health_check.timeout_secs}s <= SGLang's own "
+                f"{SGLANG_HEALTH_WAIT_S}s health wait: a busy server can be marked unhealthy",
+            )
+        )
+    return out
+
+
+def rule_misc(p: Profile, prov: Provenance) -> list[ProfileWarning]:
+    if p.kernel_package is not None and not _KERNEL_PACKAGE.match(p.kernel_package):
+        raise prov.error(
+            "kernel_package",
+            f"expected name@version (e.g. dsv4-decode@1.2.0) or empty, got {p.kernel_package!r}",
+        )
+    for key in ("corruption_max_rate", "consistency_min_agreement"):
+        if getattr(p.canary, key) > 1:
+            raise prov.error(
+                f"canary.{key}",
+                f"expected a fraction between 0 and 1, got {getattr(p.canary, key)}",
+            )
+    if any(c < 1 for c in p.canary.sweep_concurrency):
+        raise prov.error("canary.sweep_concurrency", "concurrency levels must be >= 1")
+    return []
+
+
+RULES: tuple[Rule, ...] = (
+    rule_gpus_match_tp,
+    rule_gpus_disjoint,
+    rule_ports_distinct,
+    rule_buckets,
+    rule_kv_identical,
+    rule_two_batch_overlap,
+    rule_extra_args,
+    rule_env,
+    rule_hazards,
+    rule_misc,
+)
+
+
+def check_profile(p: Profile, prov: Provenance) -> list[ProfileWarning]:
+    """Run every target-independent rule; raises ProfileError at the first violation."""
+    warnings: list[ProfileWarning] = []
+    for rule in RULES:
+        warnings.extend(rule(p, prov))
+    return warnings
+
+
+def check_against_target(p: Profile, target: Target) -> None:
+    """GPUs present on the target and ports in range after its offset. Raises ProfileError."""
+    prov = Provenance(p.path, p.origins)
+    available = set(target.gpus)
+    for side in (p.prefill, p.decode):
+        missing = sorted(set(side.gpus) - available)
+        if missing:
+            raise prov.error(
+                f"{side.role}.gpus",
+                f"GPU(s) {missing} are not on target '{target.name}' (it has {sorted(available)})",
+            )
+    for key, port in _ports(p):
+        shifted = port + target.port_offset
+        if shifted > 65535:
+            raise prov.error(
+                key,
+                f"port {port} + target '{target.name}' port_offset {target.port_offset} = {shifted} > 65535",
+            )
+
+
+def server_of(p: Profile, role: str) -> ServerSpec:
+    return p.prefill if role == "prefill" else p.decode

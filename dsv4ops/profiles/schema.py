@@ -1,0 +1,160 @@
+"""Declarative profile schema: every key, its type, default and what a valid value looks like.
+
+The loader walks this tree twice: once per file for unknown keys (so the error points at the file
+that has the typo), and once over the merged document for types and required keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Values SGLang 0.5.23's parser accepts (reference §1.1-1.2, dumped from the live parser).
+TRANSFER_BACKENDS = ("mooncake", "nixl", "ascend", "fake", "mori", "mooncake_tcp")
+KV_CACHE_DTYPES = (
+    "auto",
+    "fp8_e5m2",
+    "fp8_e4m3",
+    "mxfp8",
+    "bf16",
+    "bfloat16",
+    "nvfp4",
+    "fp4_mx_block16",
+)
+ROUTER_POLICIES = ("random", "round_robin", "cache_aware", "power_of_two", "manual")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One leaf key. `kind` is one of: str, int, float, bool, onoff, int_list, str_list,
+    str_map, buckets."""
+
+    kind: str
+    default: Any = None
+    required: bool = False
+    choices: tuple[str, ...] | None = None
+    minimum: float | None = None
+    nullable: bool = False
+    help: str = ""
+
+
+Schema = dict[str, "Field | Schema"]
+
+_KIND_HELP = {
+    "str": "a string",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "onoff": "on or off",
+    "int_list": "a list of integers, e.g. [0, 1, 2, 3]",
+    "str_list": "a list of strings, e.g. ['--flag', 'value']",
+    "str_map": "a mapping of NAME: value strings",
+    "buckets": "a list of ints, 'sglang-default', 'sglang-default:MAX', 'stepN' or 'stepN:LO-HI'",
+}
+
+
+def describe(f: Field) -> str:
+    """What a valid value looks like, for error messages."""
+    if f.choices:
+        text = "one of " + ", ".join(f.choices)
+    else:
+        text = _KIND_HELP[f.kind]
+        if f.minimum is not None:
+            text += f" >= {f.minimum:g}"
+    return text + (" (or null)" if f.nullable else "")
+
+
+def _server(role: str, *, default_port: int) -> Schema:
+    side: Schema = {
+        "gpus": Field("int_list", required=True, help="physical GPU ids, contiguous"),
+        "tp": Field("int", required=True, minimum=1, help="tensor parallel size = len(gpus)"),
+        "port": Field("int", default=default_port, minimum=1),
+        "transfer_backend": Field("str", default="nixl", choices=TRANSFER_BACKENDS),
+        "page_size": Field("int", default=256, minimum=1, help="DSV4 default is 256"),
+        "kv_cache_dtype": Field("str", default="fp8_e4m3", choices=KV_CACHE_DTYPES),
+        "mem_fraction_static": Field("float", nullable=True, minimum=0.0),
+        "max_running_requests": Field("int", nullable=True, minimum=1),
+        "extra_args": Field("str_list", default=[]),
+        "env": Field("str_map", default={}),
+    }
+    if role == "prefill":
+        side["bootstrap_port"] = Field("int", default=8998, minimum=1)
+    return side
+
+
+PROFILE_SCHEMA: Schema = {
+    "schema_version": Field("int", required=True),
+    "extends": Field("str", nullable=True),
+    "description": Field("str", default=""),
+    "model": {
+        "path": Field("str", required=True),
+        "served_name": Field("str", nullable=True),
+        "tool_call_parser": Field("str", default="deepseekv4", nullable=True),
+        "reasoning_parser": Field("str", default="deepseek-v4", nullable=True),
+        "trust_remote_code": Field("bool", default=True),
+    },
+    "prefill": _server("prefill", default_port=30000),
+    "decode": _server("decode", default_port=30001),
+    "router": {
+        "port": Field("int", default=8000, minimum=1),
+        "prometheus_port": Field("int", default=29000, minimum=1),
+        "policy": Field("str", default="cache_aware", choices=ROUTER_POLICIES),
+        "health_check": {
+            "endpoint": Field("str", default="/health"),
+            "interval_secs": Field("int", default=10, minimum=1),
+            # Above SGLang's own 20 s health-generate wait (reference §3), so a busy but healthy
+            # server is not marked dead by the router's 5 s default.
+            "timeout_secs": Field("int", default=30, minimum=1),
+            "failure_threshold": Field("int", default=3, minimum=1),
+            "success_threshold": Field("int", default=2, minimum=1),
+        },
+        "extra_args": Field("str_list", default=[]),
+        "env": Field("str_map", default={}),
+    },
+    "flags": {
+        "overlap_schedule": Field("onoff", default=False),
+        "multi_stream_overlap": Field("onoff", default=False),
+        "decode_buckets": Field("buckets", default="sglang-default"),
+    },
+    "kernel_package": Field("str", nullable=True, help="name@version, or empty"),
+    "canary": {
+        "smoke_requests": Field("int", default=8, minimum=1),
+        "corruption_max_rate": Field("float", default=0.0, minimum=0.0),
+        "consistency_min_agreement": Field("float", default=0.95, minimum=0.0),
+        "first_token_deadline_s": Field("float", default=60.0, minimum=0.0),
+        "hang_deadline_s": Field("float", default=120.0, minimum=0.0),
+        "abort_cascade_recovery_s": Field("float", default=60.0, minimum=0.0),
+        "stress_concurrency": Field("int", default=80, minimum=1),
+        "stress_duration_s": Field("float", default=120.0, minimum=0.0),
+        "sweep_concurrency": Field("int_list", default=[32, 48, 56, 57, 64, 72, 80, 88, 96]),
+        "sweep_throughput_tolerance_pct": Field("float", default=5.0, minimum=0.0),
+        "sawtooth_max_drop_pct": Field("float", default=5.0, minimum=0.0),
+    },
+}
+
+
+TARGETS_SCHEMA: Schema = {
+    "schema_version": Field("int", required=True),
+    # "targets" is a mapping name -> TARGET_SCHEMA, checked by the targets loader.
+}
+
+TARGET_SCHEMA: Schema = {
+    "description": Field("str", default=""),
+    "transport": Field("str", required=True, choices=("local", "ssh")),
+    "ssh": {
+        "host": Field("str", nullable=True),
+        "port": Field("int", default=22, minimum=1),
+        "user": Field("str", nullable=True),
+        "key": Field("str", nullable=True),
+        "known_hosts": Field("str", nullable=True),
+        "trust_on_first_use": Field("bool", default=False),
+    },
+    "gpus": Field("int_list", required=True),
+    "workdir": Field("str", required=True),
+    "python": Field("str", nullable=True, help="interpreter on the target"),
+    "launcher": Field("str", default="sglang", choices=("sglang", "twin")),
+    "bind_host": Field("str", default="127.0.0.1"),
+    "connect_host": Field("str", nullable=True),
+    "port_offset": Field("int", default=0, minimum=0),
+    "twin_env": Field("str_map", default={}),
+}

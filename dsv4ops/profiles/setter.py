@@ -1,0 +1,101 @@
+"""`profile set` end to end: toggles → new or edited file → checked → one git commit of that file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from dsv4ops.errors import DsOpsError, ProfileError
+from dsv4ops.profiles import git as gitio
+from dsv4ops.profiles.load import load_profile, profile_path
+from dsv4ops.profiles.toggles import (
+    check_new_name,
+    edit_in_place,
+    effective_changes,
+    new_profile_text,
+    parse_toggles,
+    write_atomically,
+)
+
+
+@dataclass(frozen=True)
+class SetResult:
+    path: str
+    message: str  # the commit message (also printed with --no-commit)
+    commit: str | None  # sha, None with commit=False
+    changes: tuple[str, ...]
+
+
+def set_flags(
+    ref: str,
+    items: list[str],
+    *,
+    as_name: str | None,
+    in_place: bool,
+    commit: bool = True,
+    command: str = "dsv4ops profile set",
+) -> SetResult:
+    """Apply toggles to profile `ref`, writing NEW (extends ref) or editing ref in place.
+
+    Raises DsOpsError: bad toggle, nothing would change, target file exists, unrelated staged work,
+    git failure; ProfileError if the result does not validate (nothing is written then).
+    """
+    if bool(as_name) == in_place:
+        raise DsOpsError(
+            "say where the change goes: --as NEW (a new profile extending this one) or --in-place",
+        )
+    toggles = parse_toggles(items)
+    source = load_profile(ref)
+    src_path = profile_path(ref)
+    if as_name:
+        check_new_name(as_name)
+        dest = src_path.with_name(f"{as_name}.yaml")
+        if dest.exists():
+            raise DsOpsError(
+                f"{dest} already exists", hint="pick another --as name, or use --in-place on it"
+            )
+        text = new_profile_text(source, src_path.stem, toggles, command)
+    else:
+        dest = src_path
+        text = edit_in_place(src_path.read_text(encoding="utf-8"), toggles)
+    root = _preflight_git(dest) if commit else None
+
+    changes: list[str] = []
+
+    def check(tmp: Path) -> None:
+        # Runs on the temp file: a ProfileError or "nothing changes" leaves the original untouched.
+        try:
+            candidate = load_profile(tmp)
+        except ProfileError as exc:
+            raise ProfileError(
+                f"the change would make an invalid profile: {exc.bare_message}",
+                path=str(dest),
+                key=exc.key,
+            ) from None
+        changes.extend(effective_changes(source, toggles, candidate))
+        if not changes:
+            raise DsOpsError(f"nothing changes: {source.name} already has {', '.join(items)}")
+
+    write_atomically(dest, text, check)
+    subject = f"profile {dest.stem}: " + "; ".join(c.split(": ", 1)[0] for c in changes)
+    origin = f"extends {source.name}" if as_name else "edited in place"
+    message = (
+        f"{subject}\n\n"
+        + "\n".join(f"- {c}" for c in changes)
+        + f"\n\n({origin}; written by {command})\n"
+    )
+    sha = gitio.commit_file(dest, message) if root is not None else None
+    return SetResult(str(dest), message, sha, tuple(changes))
+
+
+def _preflight_git(dest: Path) -> Path:
+    """Refuse before writing anything if git would refuse the commit afterwards."""
+    root = gitio.repo_root(dest.parent)
+    rel = dest.resolve().relative_to(root.resolve()).as_posix()
+    others = [p for p in gitio.staged_paths(root) if p != rel]
+    if others:
+        raise gitio.GitError(
+            f"refusing to commit: unrelated changes are staged ({', '.join(others[:5])})",
+            hint="commit or unstage them first (git restore --staged PATH), or pass --no-commit",
+        )
+    return root

@@ -1,0 +1,136 @@
+"""Targets: where a profile runs (the box over SSH, or the twin on this machine)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from dsv4ops._yaml import YAMLSyntaxError, load_with_lines
+from dsv4ops.constants import PROFILE_SCHEMA_VERSION, TARGETS_FILE, profiles_dir
+from dsv4ops.errors import ProfileError
+from dsv4ops.profiles.model import SSHSpec, Target
+from dsv4ops.profiles.provenance import Provenance
+from dsv4ops.profiles.schema import TARGET_SCHEMA
+from dsv4ops.profiles.typecheck import check_unknown_keys, normalize
+
+DEFAULT_TARGET = "twin-local"
+
+
+def targets_path() -> Path:
+    return profiles_dir() / TARGETS_FILE
+
+
+def load_targets(path: str | Path | None = None) -> dict[str, Target]:
+    """Load every target from targets.yaml (default: profiles/targets.yaml). Raises ProfileError."""
+    file = Path(path) if path is not None else targets_path()
+    shown = str(file)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProfileError(f"cannot read targets file: {exc.strerror or exc}", path=shown) from None
+    try:
+        data, lines = load_with_lines(text)
+    except YAMLSyntaxError as exc:
+        raise ProfileError(f"invalid YAML: {exc}", path=shown, line=exc.line) from None
+    if not isinstance(data, dict):
+        raise ProfileError(
+            "a targets file must be a mapping with 'schema_version' and 'targets'",
+            path=shown,
+            line=1,
+        )
+    version = data.get("schema_version")
+    if version != PROFILE_SCHEMA_VERSION:
+        raise ProfileError(
+            f"expected schema_version: {PROFILE_SCHEMA_VERSION}, got {version!r}",
+            path=shown,
+            line=lines.get("schema_version") or 1,
+            key="schema_version",
+        )
+    unknown = sorted(set(data) - {"schema_version", "targets"})
+    if unknown:
+        raise ProfileError(
+            "unknown key; valid keys here: schema_version, targets",
+            path=shown,
+            line=lines.get(unknown[0]),
+            key=unknown[0],
+        )
+    entries = data.get("targets")
+    if not isinstance(entries, dict) or not entries:
+        raise ProfileError(
+            "expected a mapping of target name -> settings",
+            path=shown,
+            line=lines.get("targets"),
+            key="targets",
+        )
+    prov = Provenance(shown)
+    prov.record(shown, lines, data)
+    targets = {}
+    for name, raw in entries.items():
+        prefix = f"targets.{name}"
+        if not isinstance(raw, dict):
+            raise ProfileError(
+                "expected a mapping of settings", path=shown, line=lines.get(prefix), key=prefix
+            )
+        check_unknown_keys(raw, TARGET_SCHEMA, shown, lines, prefix)
+        targets[str(name)] = _build(
+            str(name), normalize(raw, TARGET_SCHEMA, prov, prefix), prov, prefix
+        )
+    return targets
+
+
+def get_target(name: str | None, path: str | Path | None = None) -> Target:
+    """One target by name (None → twin-local). Raises ProfileError naming the known targets."""
+    targets = load_targets(path)
+    wanted = name or DEFAULT_TARGET
+    if wanted not in targets:
+        raise ProfileError(
+            f"unknown target '{wanted}'; known targets: {', '.join(sorted(targets))}",
+            path=str(Path(path) if path else targets_path()),
+        )
+    return targets[wanted]
+
+
+def _build(name: str, v: dict[str, Any], prov: Provenance, prefix: str) -> Target:
+    ssh = None
+    if v["transport"] == "ssh":
+        s = v["ssh"]
+        if not s["host"]:
+            raise prov.error(f"{prefix}.ssh.host", "an ssh target needs ssh.host")
+        ssh = SSHSpec(
+            host=s["host"],
+            port=s["port"],
+            user=s["user"],
+            key=s["key"],
+            known_hosts=s["known_hosts"],
+            trust_on_first_use=s["trust_on_first_use"],
+        )
+    gpus = v["gpus"]
+    if len(set(gpus)) != len(gpus) or any(g < 0 for g in gpus):
+        raise prov.error(f"{prefix}.gpus", f"expected distinct GPU ids >= 0, got {gpus}")
+    if v["launcher"] == "twin" and v["transport"] != "local":
+        raise prov.error(f"{prefix}.launcher", "the twin launcher runs on local targets only")
+    python = v["python"] or (sys.executable if v["transport"] == "local" else "python3")
+    workdir = v["workdir"]
+    if v["transport"] == "local":
+        # Relative local work directories are relative to where dsv4ops runs (like the state dir).
+        workdir = str(Path(workdir).expanduser().absolute())
+    connect = v["connect_host"] or (
+        ssh.host if ssh and v["bind_host"] in ("0.0.0.0", "::") else None
+    )
+    if connect is None:
+        connect = "127.0.0.1" if v["bind_host"] in ("0.0.0.0", "::") else v["bind_host"]
+    return Target(
+        name=name,
+        description=v["description"] or "",
+        transport=v["transport"],
+        ssh=ssh,
+        gpus=tuple(gpus),
+        workdir=workdir,
+        python=python,
+        launcher=v["launcher"],
+        bind_host=v["bind_host"],
+        connect_host=connect,
+        port_offset=v["port_offset"],
+        twin_env=tuple(sorted(v["twin_env"].items())),
+    )

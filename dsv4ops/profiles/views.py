@@ -1,0 +1,120 @@
+"""Plain-data views of profiles for the CLI (list rows, show, validate results, diff report)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from dsv4ops.errors import ProfileError
+from dsv4ops.profiles.diff import command_changes, value_changes
+from dsv4ops.profiles.load import list_profiles, load_profile
+from dsv4ops.profiles.model import Profile, Target
+from dsv4ops.profiles.render import render
+from dsv4ops.profiles.targets import load_targets
+
+
+def _onoff(value: bool) -> str:
+    return "on" if value else "off"
+
+
+def buckets_text(p: Profile) -> str:
+    spec = p.flags.decode_buckets_spec
+    shown = spec if isinstance(spec, str) else "list"
+    return f"{shown} ({len(p.flags.decode_buckets)} sizes, max {p.flags.decode_buckets[-1]})"
+
+
+def summary(p: Profile) -> dict[str, Any]:
+    extends = p.chain[1] if len(p.chain) > 1 else None
+    return {
+        "name": p.name,
+        "path": p.path,
+        "extends": extends,
+        "overlap": _onoff(p.flags.overlap_schedule),
+        "multi_stream": _onoff(p.flags.multi_stream_overlap),
+        "buckets": buckets_text(p),
+        "description": p.description,
+        "warnings": len(p.warnings),
+    }
+
+
+def details(p: Profile) -> dict[str, Any]:
+    data = p.to_dict()
+    data["flags"]["decode_buckets"] = list(p.flags.decode_buckets)
+    data["flags"]["decode_buckets_spec"] = (
+        p.flags.decode_buckets_spec
+        if isinstance(p.flags.decode_buckets_spec, str)
+        else list(p.flags.decode_buckets_spec)
+    )
+    data = _lists(data)
+    data["chain"] = list(p.chain)
+    data["warnings"] = [asdict(w) for w in p.warnings]
+    return data
+
+
+def _lists(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: _lists(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_lists(v) for v in data]
+    return data
+
+
+def validate_many(refs: list[str], target_name: str | None) -> list[dict[str, Any]]:
+    """Validate each profile (all shipped ones if refs is empty) against the targets."""
+    targets = load_targets()
+    if target_name is not None:
+        if target_name not in targets:
+            raise ProfileError(
+                f"unknown target '{target_name}'; known targets: {', '.join(sorted(targets))}"
+            )
+        targets = {target_name: targets[target_name]}
+    paths: list[Any] = list(refs) or list_profiles()
+    if not paths:
+        raise ProfileError(
+            "no profiles found", hint="run from the project root or set DSV4OPS_PROFILES_DIR"
+        )
+    results = []
+    for ref in paths:
+        name = getattr(ref, "stem", ref)
+        try:
+            profile = load_profile(ref)
+            for target in targets.values():
+                render(profile, target)
+        except ProfileError as exc:
+            results.append({"profile": str(name), "ok": False, "error": str(exc), "warnings": []})
+            continue
+        results.append(
+            {
+                "profile": profile.name,
+                "path": profile.path,
+                "ok": True,
+                "error": None,
+                "targets": sorted(targets),
+                "warnings": [asdict(w) for w in profile.warnings],
+            }
+        )
+    return results
+
+
+def diff_report(
+    a_ref: str, b_ref: str, target: Target, *, rev_a: str | None = None, rev_b: str | None = None
+) -> dict[str, Any]:
+    a, b = load_profile(a_ref, git_rev=rev_a), load_profile(b_ref, git_rev=rev_b)
+    ra, rb = render(a, target), render(b, target)
+    return {
+        "a": a.name + (f"@{rev_a}" if rev_a else ""),
+        "b": b.name + (f"@{rev_b}" if rev_b else ""),
+        "target": target.name,
+        "values": [_lists(asdict(c)) for c in value_changes(a, b)],
+        "commands": [
+            {
+                "name": c.name,
+                "removed": list(c.removed),
+                "added": list(c.added),
+                "argv_diff": list(c.argv_diff),
+                "env": [asdict(e) for e in c.env_changes],
+            }
+            for c in command_changes(ra, rb)
+        ],
+        "commands_hash": {"a": ra.commands_hash(), "b": rb.commands_hash()},
+    }

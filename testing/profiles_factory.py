@@ -1,0 +1,69 @@
+"""Test helpers: a profiles directory in a temp dir, with a valid base profile and targets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+BASE_PROFILE = """\
+schema_version: 1
+description: test base
+model:
+  path: /models/DeepSeek-V4-Flash
+  served_name: dsv4
+prefill:
+  gpus: [0, 1, 2, 3]
+  tp: 4
+  port: 30000
+  bootstrap_port: 8998
+decode:
+  gpus: [4, 5, 6, 7]
+  tp: 4
+  port: 30001
+  max_running_requests: 96
+router:
+  port: 8000
+  prometheus_port: 29000
+flags:
+  overlap_schedule: off
+  multi_stream_overlap: off
+  decode_buckets: step8
+"""
+
+
+def targets_yaml(ports_offset: int = 20000, gpus: str = "[0, 1, 2, 3, 4, 5, 6, 7]") -> str:
+    return f"""\
+schema_version: 1
+targets:
+  box:
+    transport: ssh
+    ssh: {{host: box.example, user: ops}}
+    gpus: {gpus}
+    workdir: /opt/dsv4ops
+    python: /opt/venv/bin/python
+    launcher: sglang
+    bind_host: 0.0.0.0
+  twin-local:
+    transport: local
+    gpus: {gpus}
+    workdir: work
+    launcher: twin
+    bind_host: 127.0.0.1
+    port_offset: {ports_offset}
+    twin_env: {{DSV4_TWIN_SEED: "7"}}
+"""
+
+
+def make_profiles_dir(root: Path, **files: str) -> Path:
+    """Create root/profiles with base.yaml, targets.yaml and any NAME=TEXT given (NAME.yaml)."""
+    directory = root / "profiles"
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "base.yaml").write_text(BASE_PROFILE)
+    (directory / "targets.yaml").write_text(targets_yaml())
+    for name, text in files.items():
+        (directory / f"{name.replace('_', '-')}.yaml").write_text(text)
+    return directory
+
+
+def child(extra: str, extends: str = "base") -> str:
+    """A profile extending `extends`; `extra` is YAML starting on line 3."""
+    return f"schema_version: 1\nextends: {extends}\n{extra}"

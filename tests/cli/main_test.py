@@ -1,0 +1,71 @@
+"""The one error boundary: user mistake → 1 line + exit 1, bug → 3 + report, Ctrl-C → 130."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+
+from dsv4ops import cli as cli_pkg
+from dsv4ops.errors import DsOpsError
+
+
+@click.command()
+def user_mistake() -> None:
+    raise DsOpsError("the thing is wrong", hint="do it right")
+
+
+@click.command()
+def bug() -> None:
+    raise RuntimeError("boom")
+
+
+@click.command()
+def interrupted() -> None:
+    raise KeyboardInterrupt
+
+
+@pytest.fixture(autouse=True)
+def _test_commands(monkeypatch: pytest.MonkeyPatch) -> None:
+    commands = dict(cli_pkg.COMMANDS)
+    for name in ("user_mistake", "bug", "interrupted"):
+        commands[name.replace("_", "-")] = (__name__, name, "test command")
+    monkeypatch.setattr(cli_pkg, "COMMANDS", commands)
+
+
+def test_user_mistake_exits_1_with_one_line_and_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_pkg.main(["user-mistake"]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == ["error: the thing is wrong", "hint: do it right"]
+    assert "Traceback" not in err
+
+
+def test_bug_exits_3_with_short_report(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_pkg.main(["bug"]) == 3
+    err = capsys.readouterr().err
+    assert "internal error: RuntimeError: boom" in err and "Traceback" not in err
+    report = Path(err.split("crash report: ")[1].strip())
+    assert report.is_file() and "RuntimeError: boom" in report.read_text()
+
+
+def test_keyboard_interrupt_exits_130(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_pkg.main(["interrupted"]) == 130
+
+
+def test_bad_profile_through_the_real_command_is_exit_1_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("schema_version: 1\nmodle: {}\n")
+    assert cli_pkg.main(["profile", "render", str(bad)]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert (
+        lines[0].startswith(f"error: {bad}:2: modle: unknown key")
+        and lines[1] == "hint: did you mean 'model'?"
+    )
+
+
+def test_usage_error_is_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_pkg.main(["profile", "render"]) == 1
+    assert "Missing argument" in capsys.readouterr().err

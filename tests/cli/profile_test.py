@@ -1,0 +1,189 @@
+"""`dsv4ops profile ...` through click (CliRunner) and through main() for exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dsv4ops.cli import cli, main
+from testing.profiles_factory import child, make_profiles_dir
+
+
+@pytest.fixture
+def pdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = make_profiles_dir(tmp_path, fast=child("flags:\n  overlap_schedule: on\n"))
+    monkeypatch.setenv("DSV4OPS_PROFILES_DIR", str(directory))
+    monkeypatch.chdir(tmp_path)
+    return directory
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def test_list_json(pdir: Path) -> None:
+    code, out = _run("profile", "list", "--json")
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert code == 0 and set(rows) == {"base", "fast"}
+    assert rows["fast"]["overlap"] == "on" and rows["base"]["buckets"].startswith(
+        "step8 (16 sizes, max 96)"
+    )
+
+
+def test_list_table(pdir: Path) -> None:
+    code, out = _run("profile", "list")
+    assert code == 0 and "base" in out and "fast" in out and "overlap" in out.splitlines()[0]
+
+
+def test_show_json_has_resolved_values_chain_and_warnings(pdir: Path) -> None:
+    code, out = _run("profile", "show", "fast", "--json")
+    data = json.loads(out)
+    assert (
+        code == 0
+        and data["decode"]["gpus"] == [4, 5, 6, 7]
+        and data["flags"]["overlap_schedule"] is True
+    )
+    assert [Path(c).name for c in data["chain"]] == ["fast.yaml", "base.yaml"]
+    assert [w["code"] for w in data["warnings"]] == ["overlap-schedule-wedge"]
+
+
+def test_render_json_is_the_contract(pdir: Path) -> None:
+    code, out = _run("profile", "render", "base", "--target", "twin-local", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["profile"] == "base" and len(data["commands_hash"]) == 64
+    assert [c["name"] for c in data["components"]] == ["prefill", "decode", "router"]
+    assert data["components"][0]["argv"][1:3] == ["-m", "dsv4ops.twin.launch_server"]
+
+
+def test_render_text_prints_shell_ready_commands(pdir: Path) -> None:
+    code, out = _run("profile", "render", str(pdir / "base.yaml"))
+    assert code == 0 and "# prefill (box.example:30000)" in out
+    assert (
+        "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0 /opt/venv/bin/python -m sglang.launch_server" in out
+    )
+
+
+def test_validate_all_and_one(pdir: Path) -> None:
+    code, out = _run("profile", "validate")
+    assert (
+        code == 0 and "ok    base" in out and "ok    fast" in out and "overlap scheduler on" in out
+    )
+    code, out = _run("profile", "validate", "fast", "--json")
+    assert code == 0 and json.loads(out)[0]["ok"] is True
+
+
+def test_validate_reports_every_broken_profile_and_exits_1(
+    pdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (pdir / "dupport.yaml").write_text(child("router:\n  port: 30000\n"))
+    (pdir / "unsorted.yaml").write_text(child("flags:\n  decode_buckets: [16, 8]\n"))
+    assert main(["profile", "validate"]) == 1
+    captured = capsys.readouterr()
+    assert (
+        f"FAIL  dupport  {pdir}/dupport.yaml:4: router.port: port 30000 is already used"
+        in captured.out
+    )
+    assert f"{pdir}/unsorted.yaml:4: flags.decode_buckets[1]" in captured.out
+    assert "error: 2 of 4 profiles are invalid" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("decode:\n  max_runing_requests: 8\n", "4: decode.max_runing_requests: unknown key"),
+        ("decode:\n  gpus: [3, 4, 5, 6]\n", "4: decode.gpus: GPU(s) [3] are also used by prefill"),
+        (
+            "router:\n  prometheus_port: 30001\n",
+            "4: router.prometheus_port: port 30001 is already used by decode.port",
+        ),
+        (
+            "flags:\n  decode_buckets: [8, 24, 16]\n",
+            "4: flags.decode_buckets[2]: buckets must be strictly increasing",
+        ),
+        (
+            "decode:\n  extra_args: ['--cuda-graph-max-bs', '96']\n",
+            "4: decode.extra_args[0]: --cuda-graph-max-bs was removed",
+        ),
+    ],
+    ids=["unknown-key", "gpu-overlap", "duplicate-port", "unsorted-buckets", "removed-flag"],
+)
+def test_validate_broken_profile_names_file_line_key(
+    pdir: Path, capsys: pytest.CaptureFixture[str], text: str, where: str
+) -> None:
+    path = pdir / "broken.yaml"
+    path.write_text(child(text))
+    assert main(["profile", "validate", str(path)]) == 1
+    assert capsys.readouterr().err.startswith(f"error: {path}:{where}")
+
+
+def test_show_and_diff_at_git_revisions(pdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }.items():
+        monkeypatch.setenv(key, value)
+    root = pdir.parent
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    subprocess.run(["git", "add", "."], cwd=root, check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "v1"], cwd=root, check=True)
+    (pdir / "fast.yaml").write_text(
+        child("flags:\n  overlap_schedule: on\n  decode_buckets: step4:40-96\n")
+    )
+    code, out = _run("profile", "show", "fast", "--rev", "HEAD", "--json")
+    assert code == 0 and json.loads(out)["flags"]["decode_buckets_spec"] == "step8"
+    code, out = _run("profile", "diff", "fast", "fast", "--rev-a", "HEAD", "--json")
+    data = json.loads(out)
+    assert data["a"] == "fast@HEAD" and [v["key"] for v in data["values"]] == [
+        "flags.decode_buckets",
+        "flags.decode_buckets_spec",
+    ]
+
+
+def test_validate_single_broken_profile_is_one_error_line(
+    pdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (pdir / "gpu.yaml").write_text(child("decode:\n  gpus: [3, 4, 5, 6]\n"))
+    assert main(["profile", "validate", "gpu"]) == 1
+    assert capsys.readouterr().err.startswith(f"error: {pdir}/gpu.yaml:4: decode.gpus: GPU(s) [3]")
+
+
+def test_unknown_target_is_a_user_error(pdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["profile", "render", "base", "--target", "moon"]) == 1
+    assert "unknown target 'moon'; known targets: box, twin-local" in capsys.readouterr().err
+
+
+def test_diff_shows_values_and_argv(pdir: Path) -> None:
+    code, out = _run("profile", "diff", "base", "fast")
+    assert (
+        code == 0
+        and "flags.overlap_schedule: False -> True" in out
+        and "---disable-overlap-schedule" in out
+    )
+    code, out = _run("profile", "diff", "base", "fast", "--json")
+    data = json.loads(out)
+    assert data["commands"][0]["removed"] == ["--disable-overlap-schedule"]
+    assert data["commands_hash"]["a"] != data["commands_hash"]["b"]
+    assert "(no differences)" in _run("profile", "diff", "base", "base")[1]
+
+
+def test_set_through_the_cli_commits(pdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"):
+        monkeypatch.setenv(key, "t")
+    for key in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.setenv(key, "t@t")
+    root = pdir.parent
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    code, out = _run("profile", "set", "base", "buckets=step4:40-96", "--as", "fine")
+    assert code == 0 and "wrote" in out and "committed" in out
+    log = subprocess.run(
+        ["git", "log", "-1", "--format=%s"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
+    assert log.strip() == "profile fine: buckets=step4:40-96"
+    assert main(["profile", "set", "base", "overlap=sometimes", "--as", "x"]) == 1

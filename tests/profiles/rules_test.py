@@ -1,0 +1,216 @@
+"""One test (at least) per semantic rule; each asserts file:line: key path and the advice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dsv4ops.errors import ProfileError
+from dsv4ops.profiles import load_profile, load_targets, render
+from testing.profiles_factory import child
+
+
+def _err(write, text: str) -> tuple[ProfileError, Path]:  # type: ignore[no-untyped-def]
+    path = write("p", child(text))
+    with pytest.raises(ProfileError) as info:
+        load_profile("p")
+    return info.value, path
+
+
+def _codes(write, text: str) -> list[str]:  # type: ignore[no-untyped-def]
+    write("p", child(text))
+    return [w.code for w in load_profile("p").warnings]
+
+
+def test_gpu_overlap_between_prefill_and_decode(write) -> None:  # type: ignore[no-untyped-def]
+    err, path = _err(write, "decode:\n  gpus: [3, 4, 5, 6]\n")
+    assert str(err).startswith(f"{path}:4: decode.gpus: GPU(s) [3] are also used by prefill")
+
+
+def test_tp_must_equal_number_of_gpus(write) -> None:  # type: ignore[no-untyped-def]
+    err, path = _err(write, "prefill:\n  tp: 2\n")
+    assert str(err).startswith(f"{path}:4: prefill.tp: tp is 2 but prefill.gpus lists 4 GPU(s)")
+    assert "tp must be 4" in str(err)
+
+
+def test_gpus_must_be_contiguous_for_base_gpu_id(write) -> None:  # type: ignore[no-untyped-def]
+    err, _ = _err(write, "prefill:\n  gpus: [0, 2]\n  tp: 2\n")
+    assert err.key == "prefill.gpus" and "contiguous" in str(err)
+
+
+def test_gpu_listed_twice(write) -> None:  # type: ignore[no-untyped-def]
+    err, _ = _err(write, "prefill:\n  gpus: [0, 0]\n  tp: 2\n")
+    assert "listed twice" in str(err)
+
+
+def test_gpus_must_exist_on_the_target(write, pdir: Path) -> None:  # type: ignore[no-untyped-def]
+    (pdir / "targets.yaml").write_text(
+        (pdir / "targets.yaml").read_text().replace("[0, 1, 2, 3, 4, 5, 6, 7]", "[0, 1, 2, 3]")
+    )
+    write("p", child(""))
+    with pytest.raises(ProfileError) as info:
+        render(load_profile("p"), load_targets()["box"])
+    assert info.value.key == "decode.gpus" and "[4, 5, 6, 7] are not on target 'box'" in str(
+        info.value
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "clash"),
+    [
+        ("decode:\n  port: 30000\n", "decode.port", "prefill.port"),
+        ("router:\n  port: 8998\n", "router.port", "prefill.bootstrap_port"),
+        ("router:\n  prometheus_port: 8000\n", "router.prometheus_port", "router.port"),
+        ("prefill:\n  bootstrap_port: 30001\n", "decode.port", "prefill.bootstrap_port"),
+    ],
+)
+def test_every_port_distinct(write, text: str, key: str, clash: str) -> None:  # type: ignore[no-untyped-def]
+    err, _ = _err(write, text)
+    assert err.key == key and f"already used by {clash}" in str(err)
+
+
+def test_port_range_after_target_offset(write) -> None:  # type: ignore[no-untyped-def]
+    write("p", child("router:\n  port: 60000\n"))
+    p = load_profile("p")
+    with pytest.raises(ProfileError, match="60000 \\+ target 'twin-local' port_offset 20000"):
+        render(p, load_targets()["twin-local"])
+
+
+def test_buckets_strictly_increasing(write) -> None:  # type: ignore[no-untyped-def]
+    err, path = _err(write, "flags:\n  decode_buckets: [8, 16, 16, 96]\n")
+    assert str(err).startswith(
+        f"{path}:4: flags.decode_buckets[2]: buckets must be strictly increasing"
+    )
+
+
+def test_buckets_unsorted(write) -> None:  # type: ignore[no-untyped-def]
+    err, _ = _err(write, "flags:\n  decode_buckets: [8, 32, 16, 96]\n")
+    assert err.key == "flags.decode_buckets[2]" and "16 follows 32" in str(err)
+
+
+def test_buckets_positive(write) -> None:  # type: ignore[no-untyped-def]
+    err, _ = _err(write, "flags:\n  decode_buckets: [0, 8, 96]\n")
+    assert err.key == "flags.decode_buckets[0]" and "positive" in str(err)
+
+
+def test_bad_bucket_spec(write) -> None:  # type: ignore[no-untyped-def]
+    err, _ = _err(write, "flags:\n  decode_buckets: step4:96-40\n")
+    assert err.key == "flags.decode_buckets" and "LO-HI" in str(err)
+
+
+def test_largest_bucket_below_max_running_is_an_explained_warning(write) -> None:  # type: ignore[no-untyped-def]
+    write("p", child("flags:\n  decode_buckets: [8, 16, 64]\n"))
+    (w,) = load_profile("p").warnings
+    assert w.code == "buckets-below-max-running" and "64 < max running requests 96" in w.message
+    assert "without a CUDA graph" in w.message and ":4: flags.decode_buckets" in w.where
+
+
+def test_buckets_compared_with_dsv4_default_max_running(write) -> None:  # type: ignore[no-untyped-def]
+    assert "buckets-below-max-running" in _codes(
+        write, "decode:\n  max_running_requests: null\nflags:\n  decode_buckets: [8, 128]\n"
+    )
+    assert (
+        _codes(
+            write,
+            "decode:\n  max_running_requests: null\nflags:\n  decode_buckets: sglang-default\n",
+        )
+        == []
+    )
+
+
+@pytest.mark.parametrize(
+    ("attr", "value"),
+    [("transfer_backend", "mooncake"), ("page_size", 128), ("kv_cache_dtype", "bfloat16")],
+)
+def test_kv_settings_identical_on_both_sides(write, attr: str, value: object) -> None:  # type: ignore[no-untyped-def]
+    err, _ = _err(write, f"decode:\n  {attr}: {value}\n")
+    assert err.key == f"decode.{attr}" and "identical" in str(err)
+
+
+def test_non_nixl_backend_on_both_sides_is_a_warning(write) -> None:  # type: ignore[no-untyped-def]
+    codes = _codes(
+        write, "prefill:\n  transfer_backend: mooncake\ndecode:\n  transfer_backend: mooncake\n"
+    )
+    assert codes == ["not-nixl"]
+
+
+def test_two_batch_overlap_needs_a2a_backend_or_attention_dp(write) -> None:  # type: ignore[no-untyped-def]
+    err, path = _err(write, "decode:\n  extra_args: ['--enable-two-batch-overlap']\n")
+    assert str(err).startswith(f"{path}:4: decode.extra_args[0]: --enable-two-batch-overlap needs")
+    assert "raises ValueError at start-up" in str(err)
+    ok = "decode:\n  extra_args: ['--enable-two-batch-overlap', '--moe-a2a-backend', 'deepep']\n"
+    assert _codes(write, ok) == []
+    ok_dp = "decode:\n  extra_args: ['--enable-two-batch-overlap', '--attn-dp-size', '4']\n"
+    assert _codes(write, ok_dp) == []
+    none = "decode:\n  extra_args: ['--enable-two-batch-overlap', '--moe-a2a-backend=none']\n"
+    assert "needs an MoE all-to-all" in str(_err(write, none)[0])
+
+
+@pytest.mark.parametrize(
+    ("flag", "replacement"),
+    [
+        ("--cuda-graph-bs", "--cuda-graph-bs-decode"),
+        ("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"),
+    ],
+)
+def test_removed_flag_names_the_replacement(write, flag: str, replacement: str) -> None:  # type: ignore[no-untyped-def]
+    err, path = _err(
+        write, f"decode:\n  extra_args: ['--watchdog-timeout', '600', '{flag}', '64']\n"
+    )
+    assert str(err).startswith(
+        f"{path}:4: decode.extra_args[2]: {flag} was removed in SGLang 0.5.23; use {replacement}"
+    )
+
+
+def test_unknown_and_ambiguous_server_flags(write) -> None:  # type: ignore[no-untyped-def]
+    err, _ = _err(write, "prefill:\n  extra_args: ['--watchdog-timout', '600']\n")
+    assert "not an SGLang 0.5.23 flag; did you mean --watchdog-timeout?" in str(err)
+    err, _ = _err(write, "prefill:\n  extra_args: ['--cuda-graph-max']\n")
+    assert "ambiguous" in str(err)
+
+
+def test_flags_the_profile_owns_are_rejected_in_extra_args(write) -> None:  # type: ignore[no-untyped-def]
+    err, _ = _err(write, "decode:\n  extra_args: ['--port', '1234']\n")
+    assert "--port is set by the profile (decode.port)" in str(err)
+    err, _ = _err(write, "decode:\n  extra_args: ['--cuda-graph-bs-decode', '8']\n")
+    assert "flags.decode_buckets" in str(err)
+
+
+def test_deprecated_flag_is_a_warning(write) -> None:  # type: ignore[no-untyped-def]
+    assert _codes(write, "decode:\n  extra_args: ['--disable-cuda-graph']\n") == ["deprecated-flag"]
+
+
+def test_router_extra_args_checked_against_router_flags(write) -> None:  # type: ignore[no-untyped-def]
+    assert _codes(write, "router:\n  extra_args: ['--retry-max-retries', '2']\n") == []
+    err, _ = _err(write, "router:\n  extra_args: ['--retry-max-retry', '2']\n")
+    assert err.key == "router.extra_args[0]" and "sglang-router 0.3.2" in str(err)
+    err, _ = _err(write, "router:\n  extra_args: ['--policy', 'random']\n")
+    assert "router.policy" in str(err)
+
+
+def test_hazards_are_warnings(write) -> None:  # type: ignore[no-untyped-def]
+    codes = _codes(write, "flags:\n  overlap_schedule: on\n  multi_stream_overlap: on\n")
+    assert codes == ["overlap-schedule-wedge", "multi-stream-corruption"]
+
+
+def test_short_router_health_timeout_warns(write) -> None:  # type: ignore[no-untyped-def]
+    assert _codes(write, "router:\n  health_check: {timeout_secs: 5}\n") == ["health-timeout-short"]
+
+
+def test_multi_stream_env_must_go_through_the_flag(write) -> None:  # type: ignore[no-untyped-def]
+    err, _ = _err(write, "decode:\n  env: {SGLANG_OPT_USE_MULTI_STREAM_OVERLAP: '1'}\n")
+    assert "flags.multi_stream_overlap" in str(err)
+
+
+def test_kernel_package_format(write) -> None:  # type: ignore[no-untyped-def]
+    assert _codes(write, "kernel_package: dsv4-decode@1.2.0\n") == []
+    write("p", child("kernel_package: dsv4-decode@1.2.0\n"))
+    assert load_profile("p").kernel_package == "dsv4-decode@1.2.0"
+    err, _ = _err(write, "kernel_package: dsv4-decode\n")
+    assert err.key == "kernel_package" and "name@version" in str(err)
+
+
+def test_canary_fractions_bounded(write) -> None:  # type: ignore[no-untyped-def]
+    err, _ = _err(write, "canary:\n  consistency_min_agreement: 95\n")
+    assert err.key == "canary.consistency_min_agreement" and "between 0 and 1" in str(err)
