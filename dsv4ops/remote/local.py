@@ -1,0 +1,110 @@
+"""LocalExecutor: the execution seam on this machine, via subprocess with argv lists only.
+
+Never `shell=True`: a profile value containing `;`, `$(...)` or spaces is passed to the program
+as one argument and never interpreted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from dsv4ops.clock import SystemClock
+from dsv4ops.errors import TargetError
+from dsv4ops.remote._redact import check_result, make_result, scrub, secret_values
+from dsv4ops.remote.base import CommandResult
+
+_CLOCK = SystemClock()
+
+
+class LocalExecutor:
+    """Runs commands as child processes of this one (the 'target' is localhost)."""
+
+    host = "localhost"
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = None,
+        check: bool = True,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: str | None = None,
+    ) -> CommandResult:
+        """Run argv; raises RemoteCommandError on failure when `check`, TargetError if cwd is missing."""
+        argv = [str(a) for a in argv]
+        full_env = None
+        if env:
+            full_env = dict(os.environ)
+            full_env.update(env)
+        t0 = _CLOCK.monotonic()
+        try:
+            proc = subprocess.run(
+                argv,
+                input=stdin if stdin is not None else "",
+                capture_output=True,
+                text=True,
+                env=full_env,
+                cwd=cwd,
+                timeout=timeout,
+                check=False,
+            )
+            code, out, err, timed_out = proc.returncode, proc.stdout, proc.stderr, False
+        except subprocess.TimeoutExpired as exc:
+            code, timed_out = -1, True
+            out = _text(exc.stdout)
+            err = _text(exc.stderr)
+        except FileNotFoundError as exc:
+            if cwd and not os.path.isdir(cwd):
+                raise TargetError(f"localhost: working directory {cwd} does not exist") from exc
+            code, out, err, timed_out = 127, "", f"{argv[0]}: command not found", False
+        except PermissionError as exc:
+            code, out, err, timed_out = (
+                126,
+                "",
+                f"{argv[0]}: {scrub(str(exc), secret_values(env))}",
+                False,
+            )
+        result = make_result(
+            argv,
+            code,
+            out,
+            err,
+            _CLOCK.monotonic() - t0,
+            host=self.host,
+            timed_out=timed_out,
+            env=env,
+        )
+        return check_result(result) if check else result
+
+    def put(self, local: Path, remote: str) -> None:
+        """Copy a file to `remote` (parent directories are created)."""
+        Path(remote).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(local, remote)
+
+    def get(self, remote: str, local: Path) -> None:
+        """Copy `remote` to a local path; raises TargetError when it does not exist."""
+        try:
+            Path(local).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(remote, local)
+        except FileNotFoundError as exc:
+            raise TargetError(f"localhost: no such file {remote}") from exc
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def __enter__(self) -> LocalExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _text(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    return data if isinstance(data, str) else data.decode("utf-8", "replace")

@@ -1,0 +1,307 @@
+"""SSHExecutor: the execution seam over SSH, built on fabric's Connection (paramiko underneath).
+
+* Host keys are checked against a known_hosts file (default ~/.ssh/known_hosts) and an unknown
+  or changed key is refused (paramiko RejectPolicy; fabric's own default would auto-add).
+  `trust_on_first_use=True` accepts an unknown key once and records it in that file; a
+  *changed* key is refused either way.
+* argv is joined with `shlex.quote` per element, so a value with `;`, `$(...)` or spaces reaches
+  the program as one argument.
+* Env is not sent with SSH `setenv` (servers drop it unless AcceptEnv allows it) and secret
+  values never go on a command line: env is written as one JSON line ahead of stdin and a tiny
+  python bootstrap on the target execs argv with it.
+* Every connect/auth/host-key/transport failure becomes a TargetError naming user@host:port; a
+  connection that drops mid-command does too, and the next call reconnects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import os
+import select
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import fabric
+import paramiko
+
+from dsv4ops.clock import SystemClock
+from dsv4ops.errors import TargetError
+from dsv4ops.remote._redact import check_result, make_result
+from dsv4ops.remote.base import CommandResult
+
+_CLOCK = SystemClock()
+
+# Reads one JSON line of env from fd 0 byte by byte (so the rest of stdin stays unread for
+# the program), then execs argv with it. Stdlib only: it runs with the target's python.
+_ENV_BOOTSTRAP = (
+    "import json,os,sys\n"
+    "b=b''\n"
+    "while not b.endswith(b'\\n'):\n"
+    " c=os.read(0,1)\n"
+    " if not c: break\n"
+    " b+=c\n"
+    "e=dict(os.environ);e.update(json.loads(b or b'{}'))\n"
+    "os.execvpe(sys.argv[1],sys.argv[1:],e)\n"
+)
+
+
+def build_command(argv: Sequence[str], *, cwd: str | None, python: str, with_env: bool) -> str:
+    """The remote shell command line for argv: every element quoted; env via the bootstrap."""
+    words = [str(a) for a in argv]
+    if with_env:
+        words = [python, "-c", _ENV_BOOTSTRAP, *words]
+    cmd = " ".join(shlex.quote(w) for w in words)
+    if cwd:
+        cmd = f"cd {shlex.quote(cwd)} && {cmd}"
+    return cmd
+
+
+def _load_known_hosts(keys: paramiko.HostKeys, path: Path) -> None:
+    """Load plain host-key lines, skipping what paramiko cannot parse, as OpenSSH does.
+
+    paramiko's own loader raises on a marker line (@cert-authority, @revoked) or a damaged
+    line, which would make a normal operator known_hosts unusable. Skipped lines only ever
+    mean *fewer* trusted keys.
+    """
+    for lineno, raw in enumerate(path.read_text().splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "@")):
+            continue
+        try:
+            entry = paramiko.hostkeys.HostKeyEntry.from_line(line, lineno)
+        except (paramiko.SSHException, paramiko.hostkeys.InvalidHostKey, ValueError):
+            continue
+        if entry is not None and entry.key is not None:
+            for name in entry.hostnames:
+                keys.add(name, entry.key.get_name(), entry.key)
+
+
+class _RecordOnFirstUse(paramiko.MissingHostKeyPolicy):
+    """Accept an unknown host key and append exactly one line for it to known_hosts.
+
+    paramiko's AutoAddPolicy rewrites the whole file from what it parsed, which can silently
+    drop lines it does not understand (@cert-authority, unsupported key types); appending
+    leaves the operator's file as it was.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        with self.path.open("a") as f:
+            f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+
+
+class SSHExecutor:
+    """Runs commands on one SSH target; connects lazily, reconnects after a dropped connection."""
+
+    def __init__(
+        self,
+        host: str,
+        *,
+        port: int = 22,
+        user: str | None = None,
+        key: str | None = None,
+        known_hosts: str | None = None,
+        trust_on_first_use: bool = False,
+        connect_timeout_s: float = 10.0,
+        python: str = "python3",
+    ) -> None:
+        self.host = host
+        self.port = int(port)
+        self.user = user or getpass.getuser()
+        self.key = key
+        self.known_hosts = known_hosts or os.path.expanduser("~/.ssh/known_hosts")
+        self.trust_on_first_use = trust_on_first_use
+        self.connect_timeout_s = connect_timeout_s
+        self.python = python
+        self._conn: fabric.Connection | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.user}@{self.host}:{self.port}"
+
+    # ------------------------------------------------------------------ connection
+
+    def _connection(self) -> fabric.Connection:
+        if self._conn is not None and self._conn.is_connected:
+            return self._conn
+        self.close()
+        kh = Path(self.known_hosts)
+        if not kh.exists():
+            if not self.trust_on_first_use:
+                raise TargetError(
+                    f"{self.where}: known_hosts file {kh} does not exist",
+                    hint="add the host's key to it (ssh-keyscan) or enable first-use trust for this target",
+                )
+            kh.parent.mkdir(parents=True, exist_ok=True)
+            kh.touch(mode=0o600)
+        connect_kwargs: dict[str, object] = {
+            "allow_agent": False,
+            "look_for_keys": self.key is None,
+        }
+        if self.key:
+            connect_kwargs["key_filename"] = [self.key]
+        config = fabric.Config(overrides={"load_ssh_configs": False})
+        conn = fabric.Connection(
+            self.host,
+            user=self.user,
+            port=self.port,
+            config=config,
+            connect_timeout=int(max(1, self.connect_timeout_s)),
+            connect_kwargs=connect_kwargs,
+        )
+        client = conn.client
+        try:
+            _load_known_hosts(client.get_host_keys(), kh)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TargetError(f"{self.where}: cannot read known_hosts {kh}: {exc}") from None
+        policy: paramiko.MissingHostKeyPolicy = (
+            _RecordOnFirstUse(kh) if self.trust_on_first_use else paramiko.RejectPolicy()
+        )
+        client.set_missing_host_key_policy(policy)
+        try:
+            conn.open()
+        except paramiko.BadHostKeyException as exc:
+            raise TargetError(
+                f"{self.where}: host key does not match {kh} (got {exc.key.get_name()}); refusing to connect",
+                hint="if the host was legitimately re-keyed, remove its old line from known_hosts",
+            ) from None
+        except paramiko.AuthenticationException as exc:
+            raise TargetError(f"{self.where}: authentication failed ({exc})") from None
+        except paramiko.SSHException as exc:
+            if "not found in known_hosts" in str(exc):
+                raise TargetError(
+                    f"{self.where}: host key is not in {kh}; refusing to connect to an unknown host",
+                    hint="add it with ssh-keyscan, or enable first-use trust for this target",
+                ) from None
+            raise TargetError(f"{self.where}: SSH error: {exc}") from None
+        except (OSError, EOFError) as exc:  # refused, unreachable, DNS, timeout
+            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            raise TargetError(f"{self.where}: cannot connect: {reason}") from None
+        transport = conn.client.get_transport()
+        if transport is not None:
+            transport.set_keepalive(30)  # readiness waits can be silent for minutes
+        self._conn = conn
+        return conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            # a dropped connection may fail to close cleanly; nothing more to release then
+            with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+                self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> SSHExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _dropped(self, what: str, exc: BaseException | None = None) -> TargetError:
+        self.close()
+        detail = f": {exc}" if exc and str(exc) else ""
+        return TargetError(f"{self.where}: connection dropped during {what}{detail}")
+
+    # ------------------------------------------------------------------ commands
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = None,
+        check: bool = True,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: str | None = None,
+    ) -> CommandResult:
+        """Run argv on the target; raises RemoteCommandError (check) or TargetError (transport)."""
+        argv = [str(a) for a in argv]
+        command = build_command(argv, cwd=cwd, python=self.python, with_env=bool(env))
+        payload = (json.dumps(dict(env)) + "\n" if env else "") + (stdin or "")
+        transport = self._connection().client.get_transport()
+        t0 = _CLOCK.monotonic()
+        try:
+            if transport is None or not transport.is_active():
+                raise self._dropped("command start")
+            chan = transport.open_session(timeout=self.connect_timeout_s)
+            chan.exec_command(command)
+            if payload:
+                chan.sendall(payload.encode())
+            chan.shutdown_write()
+            code, out, err, timed_out = _collect(chan, transport, t0, timeout)
+        except TargetError:
+            raise
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            raise self._dropped(f"`{argv[0]}`", exc) from None
+        if code is None:
+            raise self._dropped(f"`{argv[0]}`")
+        result = make_result(
+            argv,
+            code,
+            out,
+            err,
+            _CLOCK.monotonic() - t0,
+            host=self.host,
+            timed_out=timed_out,
+            env=env,
+        )
+        return check_result(result) if check else result
+
+    def put(self, local: Path, remote: str) -> None:
+        """Upload a file over SFTP; raises TargetError on failure."""
+        try:
+            self._connection().put(str(local), remote=remote)
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            raise TargetError(
+                f"{self.where}: upload of {local} to {remote} failed: {exc}"
+            ) from None
+
+    def get(self, remote: str, local: Path) -> None:
+        """Download a file over SFTP; raises TargetError on failure."""
+        try:
+            self._connection().get(remote, local=str(local))
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            raise TargetError(f"{self.where}: download of {remote} failed: {exc}") from None
+
+
+def _collect(
+    chan: paramiko.Channel, transport: paramiko.Transport, t0: float, timeout: float | None
+) -> tuple[int | None, str, str, bool]:
+    """Read both streams until exit. Exit code None means the connection went away."""
+    out, err = bytearray(), bytearray()
+    deadline = None if timeout is None else t0 + timeout
+    while True:
+        wait = 1.0 if deadline is None else max(0.0, min(1.0, deadline - _CLOCK.monotonic()))
+        select.select([chan], [], [], wait)
+        while chan.recv_ready():
+            out += chan.recv(65536)
+        while chan.recv_stderr_ready():
+            err += chan.recv_stderr(65536)
+        if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+            break
+        if not transport.is_active() or (chan.closed and not chan.exit_status_ready()):
+            chan.close()
+            return None, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), False
+        if deadline is not None and _CLOCK.monotonic() >= deadline:
+            chan.close()
+            return -1, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), True
+    code = chan.recv_exit_status()
+    chan.close()
+    text_out, text_err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+    if code != -1:
+        return code, text_out, text_err, False
+    # No exit status: either the command was killed by a signal (the server reports that as
+    # exit-signal, which paramiko does not turn into a status) or the connection died. A dead
+    # connection shows as an inactive transport within moments.
+    for _ in range(10):
+        if not transport.is_active():
+            return None, text_out, text_err, False
+        _CLOCK.sleep(0.03)
+    return -1, text_out, (text_err + "\n(terminated by a signal)").lstrip(), False

@@ -1,0 +1,203 @@
+"""A real OpenSSH server on 127.0.0.1 for the SSH tests, with throwaway host and user keys.
+
+Use the session-scoped `sshd` fixture (import it into a conftest), or `running_sshd(dir)` as a
+context manager (benchmarks, demos). `SshdServer.drop_connections()` kills the sshd processes
+serving open sessions, which is what a network drop looks like to the client, while the
+commands those sessions started keep running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testing.ports import free_port
+
+SSHD = "/usr/sbin/sshd"
+
+_CONFIG = """\
+Port {port}
+ListenAddress 127.0.0.1
+HostKey {dir}/ssh_host_ed25519_key
+PidFile {dir}/sshd.pid
+AuthorizedKeysFile {dir}/authorized_keys
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+Subsystem sftp internal-sftp
+LogLevel ERROR
+MaxStartups 100:30:200
+MaxSessions 100
+SetEnv HOME={dir}/home
+"""
+
+
+def ensure_sshd_installed() -> None:
+    """Install openssh-server when /usr/sbin/sshd is missing (needs root and apt)."""
+    if os.path.exists(SSHD):
+        return
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for argv in (
+        ["apt-get", "update", "-qq"],
+        ["apt-get", "install", "-y", "-qq", "openssh-server"],
+    ):
+        subprocess.run(argv, check=False, capture_output=True, timeout=600, env=env)
+    if not os.path.exists(SSHD):
+        pytest.fail("openssh-server is not installed and could not be installed (need root + apt)")
+
+
+def _keygen(path: Path) -> str:
+    """A fresh passphrase-less ed25519 key pair at path(.pub); returns the public key line."""
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "dsv4ops-test", "-f", str(path)],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+    return Path(f"{path}.pub").read_text().strip()
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+                    out.append(int(entry))
+    return out
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+@dataclass
+class SshdServer:
+    host: str
+    port: int
+    user: str
+    client_key: str
+    known_hosts: str
+    host_key_line: str
+    directory: Path
+    process: subprocess.Popen[bytes]
+
+    def connect_kwargs(self, **overrides: Any) -> dict[str, Any]:
+        """Keyword arguments for `dsv4ops.remote.connect("ssh", **kw)`."""
+        kw: dict[str, Any] = {
+            "host": self.host,
+            "port": self.port,
+            "user": self.user,
+            "key": self.client_key,
+            "known_hosts": self.known_hosts,
+        }
+        kw.update(overrides)
+        return kw
+
+    def executor(self, **overrides: Any) -> Any:
+        from dsv4ops.remote.ssh import SSHExecutor
+
+        kw = self.connect_kwargs(**overrides)
+        return SSHExecutor(kw.pop("host"), **kw)
+
+    def session_pids(self) -> list[int]:
+        """sshd processes serving sessions (descendants of the listener named sshd)."""
+        found, todo = [], _children(self.process.pid)
+        while todo:
+            pid = todo.pop()
+            if _comm(pid).startswith("sshd"):
+                found.append(pid)
+                todo.extend(_children(pid))
+        return found
+
+    def drop_connections(self) -> int:
+        """SIGKILL every sshd process serving a session; returns how many were killed."""
+        pids = self.session_pids()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return len(pids)
+
+
+@contextlib.contextmanager
+def running_sshd(directory: Path) -> Iterator[SshdServer]:
+    """Start sshd on 127.0.0.1:<free port> with fresh keys; stop it (and its sessions) on exit."""
+    ensure_sshd_installed()
+    directory.mkdir(parents=True, exist_ok=True)
+    os.makedirs("/run/sshd", exist_ok=True)  # privilege-separation directory sshd insists on
+    host_pub = _keygen(directory / "ssh_host_ed25519_key")
+    client_pub = _keygen(directory / "client_ed25519")
+    (directory / "authorized_keys").write_text(client_pub + "\n")
+    # The session's HOME is a clean directory: the operator's dotfiles (a .bashrc running
+    # `pyenv init` costs ~0.5 s per command) neither slow nor change what the tests run.
+    (directory / "home").mkdir(exist_ok=True)
+    port = free_port()
+    (directory / "sshd_config").write_text(_CONFIG.format(port=port, dir=directory))
+    key_type, key_b64 = host_pub.split()[:2]
+    host_key_line = f"[127.0.0.1]:{port} {key_type} {key_b64}"
+    (directory / "known_hosts").write_text(host_key_line + "\n")
+    log = open(directory / "sshd.log", "wb")  # noqa: SIM115 - closed in finally
+    proc = subprocess.Popen(
+        [SSHD, "-D", "-e", "-f", str(directory / "sshd_config")],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    server = SshdServer(
+        "127.0.0.1",
+        port,
+        getpass.getuser(),
+        str(directory / "client_ed25519"),
+        str(directory / "known_hosts"),
+        host_key_line,
+        directory,
+        proc,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"sshd exited: {(directory / 'sshd.log').read_text()[-2000:]}")
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError("sshd did not start listening within 15 s")
+            time.sleep(0.02)
+        yield server
+    finally:
+        server.drop_connections()
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshdServer]:
+    """A real OpenSSH server for this test session (see module docstring)."""
+    if shutil.which("ssh-keygen") is None:
+        ensure_sshd_installed()
+    with running_sshd(tmp_path_factory.mktemp("sshd")) as server:
+        yield server

@@ -1,0 +1,80 @@
+"""A tiny component for the supervisor tests: an HTTP server with scriptable bad behaviour.
+
+    python remote_toy_server.py --port P [--port Q] [--delay S] [--exit-after S --exit-code N]
+                                [--child-ignoring-term PIDFILE] [--listen-file F]
+
+Prints "toy: starting" and "toy: argv=<json>" to its log. Writes the monotonic time at which it
+started listening to --listen-file (CLOCK_MONOTONIC is machine-wide, so tests compare it with
+the agent's detection time). GET / answers 200 with the JSON of its env keys seen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - http.server API
+        body = json.dumps({"path": self.path, "env": sorted(os.environ)}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _child_ignoring_term(pidfile: str) -> None:
+    pid = os.fork()
+    if pid == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        while True:
+            time.sleep(1)
+    with open(pidfile, "w") as f:
+        f.write(str(pid))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, action="append", default=[])
+    ap.add_argument("--delay", type=float, default=0.0)
+    ap.add_argument("--exit-after", type=float, default=None)
+    ap.add_argument("--exit-code", type=int, default=3)
+    ap.add_argument("--child-ignoring-term", default=None)
+    ap.add_argument("--listen-file", default=None)
+    ap.add_argument("rest", nargs="*")
+    args, _ = ap.parse_known_args()
+    print("toy: starting", flush=True)
+    print("toy: argv=" + json.dumps(sys.argv[1:]), flush=True)
+    if args.child_ignoring_term:
+        _child_ignoring_term(args.child_ignoring_term)
+    if args.exit_after is not None:
+        time.sleep(args.exit_after)
+        print(f"toy: fatal: exiting with {args.exit_code}", flush=True)
+        return args.exit_code
+    time.sleep(args.delay)
+    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", p), _Handler) for p in args.port]
+    if args.listen_file:
+        with open(args.listen_file, "w") as f:
+            f.write(repr(time.monotonic()))
+    print("toy: listening on " + ",".join(map(str, args.port)), flush=True)
+    for s in servers[1:]:
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    if servers:
+        servers[0].serve_forever()
+    else:
+        while True:
+            time.sleep(1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsv4ops.errors import RemoteCommandError, TargetError
+from dsv4ops.remote import LocalExecutor
+
+# Values that would run code if they ever reached a shell.
+HOSTILE = ["a b", "x; touch {f}", "$(touch {f})", "`touch {f}`", "| touch {f}", "&& touch {f}"]
+
+
+def test_hostile_values_stay_single_arguments(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    args = [v.format(f=marker) for v in HOSTILE]
+    res = LocalExecutor().run(
+        [sys.executable, "-c", "import sys, json; print(json.dumps(sys.argv[1:]))", *args]
+    )
+    assert res.stdout.strip() == json.dumps(args)
+    assert not marker.exists()
+
+
+def test_env_cwd_and_stdin_reach_the_command(tmp_path: Path) -> None:
+    code = "import os, sys; print(os.environ['GREETING'], os.getcwd(), sys.stdin.read())"
+    res = LocalExecutor().run(
+        [sys.executable, "-c", code], env={"GREETING": "hi there"}, cwd=str(tmp_path), stdin="in"
+    )
+    assert res.stdout.split() == ["hi", "there", str(tmp_path), "in"]
+    assert res.ok and res.host == "localhost"
+
+
+def test_nonzero_exit_raises_with_result_and_both_streams() -> None:
+    code = "import sys; print('out-line'); print('err-line', file=sys.stderr); sys.exit(4)"
+    with pytest.raises(RemoteCommandError) as info:
+        LocalExecutor().run([sys.executable, "-c", code])
+    assert "exited 4" in str(info.value) and "err-line" in str(info.value)
+    result = info.value.result
+    assert result.exit_code == 4 and "out-line" in result.stdout
+    assert "exit code: 4" in result.describe()
+
+
+def test_check_false_returns_failed_result() -> None:
+    res = LocalExecutor().run([sys.executable, "-c", "raise SystemExit(2)"], check=False)
+    assert not res.ok and res.exit_code == 2
+
+
+def test_timeout_is_reported_not_hung() -> None:
+    res = LocalExecutor().run(
+        [sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5, check=False
+    )
+    assert res.timed_out and not res.ok and res.duration_s < 10
+
+
+def test_missing_program_is_exit_127() -> None:
+    res = LocalExecutor().run(["/nonexistent/dsv4ops-no-such-binary"], check=False)
+    assert res.exit_code == 127
+
+
+def test_missing_cwd_is_target_error(tmp_path: Path) -> None:
+    with pytest.raises(TargetError, match="does not exist"):
+        LocalExecutor().run(["true"], cwd=str(tmp_path / "nope"))
+
+
+def test_secrets_never_appear_in_results_or_errors() -> None:
+    secret = "s3cr3t-value-123"
+    code = "import os, sys; print(os.environ['HF_TOKEN']); print(os.environ['HF_TOKEN'], file=sys.stderr); sys.exit(1)"
+    with pytest.raises(RemoteCommandError) as info:
+        LocalExecutor().run(
+            [sys.executable, "-c", code, "--api-key", secret], env={"HF_TOKEN": secret}
+        )
+    result = info.value.result
+    texts = [
+        str(info.value),
+        result.describe(),
+        result.stdout,
+        result.stderr,
+        " ".join(result.argv),
+    ]
+    assert all(secret not in t for t in texts)
+    assert "***" in result.stdout and "--api-key" in result.argv
+
+
+def test_put_and_get_copy_files(tmp_path: Path) -> None:
+    src = tmp_path / "a.txt"
+    src.write_text("payload")
+    ex = LocalExecutor()
+    ex.put(src, str(tmp_path / "deep" / "dir" / "b.txt"))
+    ex.get(str(tmp_path / "deep" / "dir" / "b.txt"), tmp_path / "c.txt")
+    assert (tmp_path / "c.txt").read_text() == "payload"
+    with pytest.raises(TargetError):
+        ex.get(str(tmp_path / "missing"), tmp_path / "d.txt")

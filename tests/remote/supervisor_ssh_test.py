@@ -1,0 +1,71 @@
+"""What a dropped SSH connection does to the supervisor: a clear error, nothing lost on the box."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from dsv4ops.clock import SystemClock
+from dsv4ops.errors import TargetError
+from dsv4ops.remote import ProcessSpec, Supervisor
+from testing.ports import free_ports
+from testing.remote_sshd import SshdServer
+from tests.remote.conftest import toy_argv
+
+pytestmark = [pytest.mark.ssh, pytest.mark.slow]
+CLOCK = SystemClock()
+
+
+def _agents_running(agent_path: str, workdir: Path) -> list[int]:
+    """Agent processes still running, not counting the component's monitor (a fork of one)."""
+    monitor = json.loads((workdir / "run" / "web.json").read_text())["monitor_pid"]
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if agent_path in (proc / "cmdline").read_text() and int(proc.name) != monitor:
+                    pids.append(int(proc.name))
+            except OSError:
+                continue
+    return pids
+
+
+def test_drop_during_wait_is_a_target_error_and_the_component_survives(
+    sshd: SshdServer, workdir: Path
+) -> None:
+    ex = sshd.executor()
+    sup = Supervisor(ex, str(workdir), python=sys.executable)
+    (port,) = free_ports(1)
+    started = sup.start(ProcessSpec("web", toy_argv("--port", port, "--delay", 2.5), {}, (port,)))
+    errors: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            sup.wait_http(f"http://127.0.0.1:{port}/", timeout_s=30, proc_name="web")
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            errors.append(exc)
+
+    worker = threading.Thread(target=wait)
+    worker.start()
+    CLOCK.sleep(0.5)
+    assert sshd.drop_connections() >= 1
+    worker.join(timeout=20)
+    assert not worker.is_alive()
+    assert len(errors) == 1 and isinstance(errors[0], TargetError), errors
+    assert "connection dropped" in str(errors[0])
+    # the orphaned agent notices its caller is gone and stops polling
+    for _ in range(60):
+        if not _agents_running(sup.agent_path, workdir):
+            break
+        CLOCK.sleep(0.05)
+    assert not _agents_running(sup.agent_path, workdir)
+    # a new call reconnects; the detached component never noticed the drop
+    state = sup.status(["web"])["web"]
+    assert state.alive and state.pid == started.pid
+    assert sup.wait_http(f"http://127.0.0.1:{port}/", timeout_s=20, proc_name="web") < 20
+    assert not sup.stop("web", grace_s=5).forced
+    ex.close()
