@@ -1,0 +1,197 @@
+"""Achieved memory bandwidth of the DSV4 decode kernels, per decode bucket, against the GPU's peak.
+
+On a GPU machine (never needed by the tests):
+
+    python benchmarks/kernels_gpu.py                      # every shipped bucket, full shapes
+    python benchmarks/kernels_gpu.py --buckets 1,8,64 --tune --out tuned/   # also time candidates
+
+Full DSV4-Flash per-rank decode shapes: attention 16 heads (64 / TP4), head dim 512, 128 SWA +
+512 top-k FP8 KV rows per request plus the sink; MoE 256 experts, top-6, hidden 4096,
+intermediate 512 per rank (2048 / TP4), bf16 weights. Bytes are the unique bytes each kernel must
+move (KV rows gathered, expert weight slabs of the experts the batch routes to, activations), so
+bandwidth = bytes / median time (triton.testing.do_bench, CUDA events) and the ratio to peak
+says how far each kernel is from the memory roofline.
+
+`--dry-run` (CPU, no GPU): runs the same plumbing on one small bucket under Triton's interpreter
+and prints the byte accounting, to check the script itself; it makes no speed claim.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+# Peak DRAM bandwidth (bytes/s) by torch.cuda.get_device_name(); override with --peak-gbps.
+PEAK_BW = {
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": 1792e9,      # 512-bit GDDR7 @ 28 Gbps
+    "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": 1792e9,
+    "NVIDIA H200": 4.8e12,
+    "NVIDIA H100 80GB HBM3": 3.35e12,
+    "NVIDIA B200": 8.0e12,
+}
+ATTN_CANDIDATES = [{"BLOCK_H": 16, "BLOCK_T": t, "num_warps": w, "num_stages": s}
+                   for t in (16, 32) for w in (4, 8) for s in (1, 2, 3)]
+MOE_CANDIDATES = [{"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": k, "GROUP_SIZE_M": 1,
+                   "num_warps": w, "num_stages": s}
+                  for n in (32, 64) for k in (128, 256) for w in (4, 8) for s in (2, 3)]
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dry-run", action="store_true", help="CPU plumbing check under the interpreter")
+    p.add_argument("--buckets", default=None, help="comma-separated batch sizes (default: shipped keys)")
+    p.add_argument("--peak-gbps", type=float, default=None, help="device peak bandwidth in GB/s")
+    p.add_argument("--tune", action="store_true", help="time candidate configs, keep the fastest")
+    p.add_argument("--out", type=Path, default=None, help="write tuned JSON files here (with --tune)")
+    p.add_argument("--json", action="store_true", help="print results as JSON")
+    return p.parse_args(argv)
+
+
+def attn_inputs(torch, batch: int, device: str, heads: int = 16, pool: int = 65536):  # noqa: ANN001, ANN201
+    from kernels.reference import quantize_kv
+
+    kv = [quantize_kv(torch.randn(pool, 512)) for _ in range(2)]
+    swa, cmp = [tuple(t.to(device) for t in p) for p in kv]
+    swa_idx = torch.randint(0, pool, (batch, 128), dtype=torch.int32, device=device)
+    cmp_idx = torch.randint(0, pool, (batch, 512), dtype=torch.int32, device=device)
+    q = (torch.randn(batch, heads, 512, device=device) * 0.3).to(torch.bfloat16)
+    sink = torch.randn(heads, device=device)
+    rows = batch * (128 + 512)
+    nbytes = rows * (448 + 64 * 2 + 7) + swa_idx.numel() * 4 * 2 + q.numel() * 2 * 2
+    return (q, swa, swa_idx, cmp, cmp_idx, sink), nbytes
+
+
+def moe_inputs(torch, batch: int, device: str, experts: int = 256, hidden: int = 4096, inter: int = 512):  # noqa: ANN001, ANN201
+    x = torch.randn(batch, hidden, device=device).to(torch.bfloat16)
+    w13 = (torch.randn(experts, 2 * inter, hidden, device=device) / 64).to(torch.bfloat16)
+    w2 = (torch.randn(experts, hidden, inter, device=device) / 64).to(torch.bfloat16)
+    ids = torch.stack([torch.randperm(experts, device=device)[:6] for _ in range(batch)]).to(torch.int32)
+    weights = torch.softmax(torch.randn(batch, 6, device=device), dim=1)
+    used = torch.unique(ids).numel()
+    nbytes = used * (2 * inter * hidden + hidden * inter) * 2 + batch * 6 * (hidden + 2 * inter) * 2 * 2
+    return (x, w13, w2, ids, weights, inter), nbytes
+
+
+def run_attn(args: tuple, cfg: dict):  # noqa: ANN201
+    from kernels.sparse_decode_attn import sparse_decode_attn
+
+    q, swa, swa_idx, cmp, cmp_idx, sink = args
+    return sparse_decode_attn(q, swa, swa_idx, cmp, cmp_idx, sink, cfg)
+
+
+def run_moe(args: tuple, up_cfg: dict, down_cfg: dict | None = None):  # noqa: ANN201
+    from kernels.moe_grouped_gemm import grouped_gemm
+    from kernels.reference import swiglu
+
+    x, w13, w2, ids, weights, _ = args
+    up = grouped_gemm(x, w13, ids, up_cfg)
+    return grouped_gemm(swiglu(up).to(x.dtype), w2, ids, down_cfg or up_cfg, topk_weights=weights, a_per_slot=True)
+
+
+def timed(fn, dry: bool) -> float:  # noqa: ANN001
+    """Median seconds per call (CUDA events via do_bench); on a dry run, one wall-clock call."""
+    if dry:
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+    from triton.testing import do_bench
+
+    return do_bench(fn, warmup=25, rep=100, return_mode="median") / 1e3
+
+
+def check_correct(torch, attn_args: tuple, moe_args: tuple, attn_cfg: dict, moe_cfg: dict) -> str:  # noqa: ANN001
+    """Compare both kernels with the torch references (on CPU) for one bucket."""
+    from kernels.reference import moe_layer_ref, sparse_decode_attn_ref
+
+    def cpu(x):  # noqa: ANN001, ANN202
+        return tuple(cpu(t) for t in x) if isinstance(x, tuple) else x.cpu() if hasattr(x, "cpu") else x
+
+    attn = run_attn(attn_args, attn_cfg).float().cpu()
+    attn_err = (attn - sparse_decode_attn_ref(*cpu(attn_args))).abs().max().item()
+    x, w13, w2, ids, weights, _ = moe_args
+    moe = run_moe(moe_args, moe_cfg).float().cpu().view(*ids.shape, -1).sum(dim=1)
+    ref = moe_layer_ref(*cpu((x, w13, w2, ids, weights)))
+    moe_err = ((moe - ref).abs().max() / ref.abs().max()).item()
+    ok = attn_err < 2e-2 and moe_err < 2e-2
+    return f"{'PASS' if ok else 'FAIL'} (attention max abs err {attn_err:.2e}, MoE max rel err {moe_err:.2e})"
+
+
+def main(argv: list[str]) -> int:
+    a = parse_args(argv)
+    if not a.dry_run:
+        try:
+            import torch
+            has_gpu = torch.cuda.is_available()
+        except ImportError:
+            has_gpu = False
+        if not has_gpu:
+            print("no CUDA device: running the CPU dry run instead (no bandwidth figures)", file=sys.stderr)
+            a.dry_run = True
+    if a.dry_run:
+        from dsv4ops.kernels import interpreter
+
+        interpreter.enable()
+    import torch
+
+    from dsv4ops.kernels.catalog import nearest, shipped_configs
+
+    device = "cpu" if a.dry_run else "cuda"
+    name = "dry-run (interpreter)" if a.dry_run else torch.cuda.get_device_name()
+    peak = a.peak_gbps * 1e9 if a.peak_gbps else PEAK_BW.get(name)
+    tables = {f.kernel: f.table for f in shipped_configs()}
+    buckets = [int(b) for b in a.buckets.split(",")] if a.buckets else sorted(tables["fused_moe_up"])
+    if a.dry_run:  # the interpreter runs every program in numpy: one small bucket, small MoE
+        buckets = buckets[:1]
+    rows, tuned, verdict = [], {"sparse_decode_attn": {}, "fused_moe": {}}, None
+    for m in buckets:
+        attn_args, attn_bytes = attn_inputs(torch, m, device, pool=1024 if a.dry_run else 65536)
+        moe_shape = {"experts": 8, "hidden": 256, "inter": 64} if a.dry_run else {}
+        moe_args, moe_bytes = moe_inputs(torch, m, device, **moe_shape)
+        if verdict is None:  # correctness at the first bucket, before any timing
+            verdict = check_correct(torch, attn_args, moe_args, nearest(tables["sparse_decode_attn"], m),
+                                    nearest(tables["fused_moe_up"], m))
+            print(f"correctness vs torch reference (M={m}): {verdict}", file=sys.stderr)
+        plans = [("sparse_decode_attn", attn_bytes, lambda c, args=attn_args: run_attn(args, c),
+                  nearest(tables["sparse_decode_attn"], m), ATTN_CANDIDATES),
+                 ("fused_moe", moe_bytes, lambda c, args=moe_args: run_moe(args, c, c),
+                  nearest(tables["fused_moe_up"], m), MOE_CANDIDATES)]
+        for kernel, nbytes, fn, shipped, candidates in plans:
+            seconds = timed(lambda fn=fn, cfg=shipped: fn(cfg), a.dry_run)
+            best = (seconds, shipped)
+            if a.tune and not a.dry_run:
+                for cfg in candidates:
+                    try:
+                        t = timed(lambda fn=fn, cfg=cfg: fn(cfg), False)
+                    except Exception as exc:  # noqa: BLE001 - an invalid candidate is skipped, said why
+                        print(f"  skip {kernel} {cfg}: {type(exc).__name__}", file=sys.stderr)
+                        continue
+                    best = min(best, (t, cfg), key=lambda x: x[0])
+                tuned[kernel][str(m)] = best[1]
+            row = {"kernel": kernel, "bucket": m, "bytes": nbytes, "us": round(seconds * 1e6, 1),
+                   "gbps": None if a.dry_run else round(nbytes / seconds / 1e9, 1),
+                   "pct_of_peak": None if a.dry_run or not peak else round(100 * nbytes / seconds / peak, 1),
+                   "tuned_us": round(best[0] * 1e6, 1) if a.tune else None}
+            rows.append(row)
+    if a.json:
+        print(json.dumps({"device": name, "peak_bytes_per_s": peak, "correctness": verdict, "rows": rows}, indent=1))
+    else:
+        print(f"device: {name}   peak: {peak / 1e9 if peak else 'unknown'} GB/s")
+        for r in rows:
+            print(f"{r['kernel']:20s} M={r['bucket']:<4d} {r['bytes'] / 1e6:9.2f} MB {r['us']:10.1f} us "
+                  f"{r['gbps'] or '-':>8} GB/s {r['pct_of_peak'] or '-':>6} % of peak")
+    if a.tune and a.out and not a.dry_run:
+        a.out.mkdir(parents=True, exist_ok=True)
+        for kernel, table in tuned.items():
+            (a.out / f"{kernel}.tuned.json").write_text(json.dumps(table, indent=4) + "\n")
+        print(f"tuned configs written to {a.out} (AOT-check them with `dsv4ops kernels build`)")
+    return 0 if verdict and verdict.startswith("PASS") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,103 @@
+"""Compile kernels ahead of time for sm_120 on a machine without a GPU (triton only, no torch).
+
+Run by `dsv4ops.kernels.aot` with the Triton the box runs (.venv-aot, triton 3.8.0):
+
+    python aot_worker.py KERNELS_PARENT JOBS_JSON      -> {"triton": ver, "results": [...]}
+    python aot_worker.py --version                     -> {"triton": ver}
+
+Each job {"id", "kernel", "config"} is compiled with `triton.compile(ASTSource(...),
+target=GPUTarget("cuda", 120, 32))` (the wheel bundles ptxas, so no driver is needed); the result
+holds dynamic shared memory from the compile metadata and registers/stack from the bundled
+`cuobjdump -res-usage`. Jobs run in parallel processes (compiles are CPU-bound, seconds each).
+Like the target agent, this is its own program (another venv), so it runs cuobjdump itself
+rather than through the Executor seam that launched it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+ARCH, WARP = 120, 32
+_RES = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
+
+
+def _kernel(name: str):  # noqa: ANN202
+    from kernels import moe_grouped_gemm, sparse_decode_attn
+
+    if name == "sparse_decode_attn":
+        return sparse_decode_attn.sparse_decode_attn_kernel, sparse_decode_attn.aot_signature, {}
+    if name in ("fused_moe_up", "fused_moe_down"):
+        return (moe_grouped_gemm.fused_moe_kernel, moe_grouped_gemm.aot_signature,
+                {"down": name == "fused_moe_down"})
+    raise ValueError(f"unknown kernel {name!r}")
+
+
+def _resource_usage(cubin: bytes) -> dict[str, int]:
+    import triton
+
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True,
+                             timeout=120, check=True).stdout
+    match = _RES.search(out)
+    if not match:
+        raise RuntimeError(f"cuobjdump printed no resource usage: {out[-300:]!r}")
+    reg, stack, static_shared, local = (int(g) for g in match.groups())
+    return {"regs": reg, "stack": stack, "static_shared": static_shared, "local": local}
+
+
+def compile_one(job: dict) -> dict:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    t0 = time.monotonic()
+    out = {"id": job["id"], "kernel": job["kernel"], "config": job["config"]}
+    try:
+        fn, signature_of, extra = _kernel(job["kernel"])
+        signature, constexprs = signature_of(job["config"], **extra)
+        compiled = triton.compile(
+            ASTSource(fn, signature, constexprs), target=GPUTarget("cuda", ARCH, WARP),
+            options={"num_warps": job["config"]["num_warps"], "num_stages": job["config"]["num_stages"]},
+        )
+        cubin = compiled.asm["cubin"]
+        out.update(ok=True, shared=int(compiled.metadata.shared), cubin_bytes=len(cubin),
+                   cubin_sha256=hashlib.sha256(cubin).hexdigest(), **_resource_usage(cubin))
+    except Exception as exc:  # noqa: BLE001 - a failed compile is a result, reported per job
+        out.update(ok=False, error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:400]}")
+    out["seconds"] = round(time.monotonic() - t0, 2)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    import triton
+
+    if argv and argv[0] == "--version":
+        sys.stdout.write(json.dumps({"triton": triton.__version__}) + "\n")
+        return 0
+    kernels_parent, jobs_path = argv
+    sys.path.insert(0, kernels_parent)
+    with open(jobs_path) as f:
+        jobs = json.load(f)
+    workers = max(1, min(len(jobs), os.cpu_count() or 1))
+    if workers == 1:
+        results = [compile_one(j) for j in jobs]
+    else:
+        with ProcessPoolExecutor(workers, initializer=sys.path.insert, initargs=(0, kernels_parent)) as pool:
+            results = list(pool.map(compile_one, jobs))
+    sys.stdout.write(json.dumps({"triton": triton.__version__, "results": results}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,95 @@
+"""The tuned configs shipped in kernels/: where they are, what they hold, where they land.
+
+Config files use SGLang's fused-MoE JSON layout: `{"<batch size M>": {launch params}}`, looked up
+by the nearest M (fused_moe_triton_config.py). MoE files keep SGLang's exact names and land in
+`configs/triton_X_Y_Z/` of the package root, which is what SGLANG_MOE_CONFIG_DIR points at.
+Attention files use the same schema with a `kernel=...` name and land in `attention_configs/`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from dsv4ops.errors import KernelPackageError
+
+MOE_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
+ATTN_KEYS = ("BLOCK_H", "BLOCK_T", "num_warps", "num_stages")
+CONFIG_TREES = ("configs", "attention_configs")
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """One shipped config file. `lands_at` is relative to the package root."""
+
+    path: Path
+    lands_at: str
+    kernel: str  # fused_moe_up | fused_moe_down | sparse_decode_attn
+    table: dict[int, dict[str, int]]
+
+    @property
+    def config_key(self) -> str:
+        """The key a consumer looks the file up by: its name without `.json`."""
+        return self.path.stem
+
+
+def kernels_dir() -> Path:
+    """The kernels/ source tree: $DSV4OPS_KERNELS_DIR, else the one next to this checkout."""
+    env = os.environ.get("DSV4OPS_KERNELS_DIR")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "kernels"
+
+
+def kernel_of(name: str) -> str:
+    if name.startswith("kernel=sparse_decode_attn"):
+        return "sparse_decode_attn"
+    if name.startswith("E="):
+        return "fused_moe_down" if name.endswith("_down.json") else "fused_moe_up"
+    raise KernelPackageError(f"{name}: not a known config file name (E=... or kernel=...)")
+
+
+def load_table(path: Path, kernel: str) -> dict[int, dict[str, int]]:
+    """Parse and validate one config file; raises KernelPackageError naming file and key."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise KernelPackageError(f"{path}: not readable JSON: {exc}") from None
+    if not isinstance(raw, dict) or not raw:
+        raise KernelPackageError(f"{path}: expected a non-empty object of batch size -> config")
+    want = ATTN_KEYS if kernel == "sparse_decode_attn" else MOE_KEYS
+    table: dict[int, dict[str, int]] = {}
+    for key, cfg in raw.items():
+        if not key.isdigit() or int(key) < 1:
+            raise KernelPackageError(f"{path}: key {key!r}: batch sizes must be positive integers")
+        if not isinstance(cfg, dict) or set(cfg) != set(want):
+            raise KernelPackageError(f"{path}: key {key!r}: expected exactly {', '.join(want)}")
+        for field, value in cfg.items():
+            if not isinstance(value, int) or value < 1:
+                raise KernelPackageError(f"{path}: key {key!r}.{field}: must be a positive integer")
+        table[int(key)] = dict(cfg)
+    return table
+
+
+def shipped_configs(root: Path | None = None) -> list[ConfigFile]:
+    """Every config file under kernels/configs and kernels/attention_configs, validated."""
+    root = root or kernels_dir()
+    files = []
+    for tree in CONFIG_TREES:
+        for path in sorted((root / tree).glob("triton_*/*.json")):
+            kernel = kernel_of(path.name)
+            lands_at = path.relative_to(root).as_posix()
+            files.append(ConfigFile(path, lands_at, kernel, load_table(path, kernel)))
+    if not files:
+        raise KernelPackageError(f"{root}: no config files under {' or '.join(CONFIG_TREES)}/triton_*/")
+    return files
+
+
+def nearest(table: dict[int, dict[str, int]], m: int) -> dict[str, int]:
+    """SGLang's choice: the config whose batch-size key is closest to m (ties: the smaller)."""
+    return table[min(sorted(table), key=lambda k: abs(k - m))]
+
+
+def missing_buckets(table: dict[int, dict[str, int]], buckets: list[int] | tuple[int, ...]) -> list[int]:
+    """Buckets with no exact key: they would run on a neighbour's config."""
+    return [b for b in buckets if b not in table]

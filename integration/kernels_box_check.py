@@ -1,0 +1,73 @@
+"""On the GPU box: is the deployed kernel package right for this machine, and correct here?
+
+    /opt/sglang/.venv/bin/python kernels_box_check.py /opt/dsv4ops/kernels/dsv4-decode-kernels/current
+
+Self-contained (torch + triton from the server venv, no dsv4ops). Checks, in order:
+1. every file's sha256 against manifest.json;
+2. this GPU's name and compute capability, and this triton's version, against the manifest;
+3. SGLang's exact lookup path `configs/triton_<ver>/E=256,N=512,device_name=<name>.json` exists;
+4. both kernels at full DSV4-Flash per-rank shapes (16 heads, 512-d, 128 + 512 rows; 256 experts,
+   hidden 4096, intermediate 512) against the torch references shipped in the package.
+Exit 0 when all pass. Outside testpaths on purpose: it needs the box's GPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    root = Path(argv[0] if argv else ".").resolve()
+    manifest = json.loads((root / "manifest.json").read_text())
+    failures = []
+    for entry in manifest["files"]:
+        digest = hashlib.sha256((root / entry["path"]).read_bytes()).hexdigest()
+        if digest != entry["sha256"]:
+            failures.append(f"checksum mismatch: {entry['path']}")
+
+    import torch
+    import triton
+
+    if not torch.cuda.is_available():
+        sys.stderr.write("no CUDA device: this check runs on the GPU box\n")
+        return 2
+    name = torch.cuda.get_device_name().replace(" ", "_")
+    major, minor = torch.cuda.get_device_capability()
+    arch = f"sm_{major}{minor}"
+    if arch != manifest["target"]["arch"]:
+        failures.append(f"GPU is {arch}, package targets {manifest['target']['arch']}")
+    if name not in manifest["target"]["device_names"]:
+        failures.append(f"GPU {name} not in {manifest['target']['device_names']}")
+    if triton.__version__ != manifest["toolchain"]["triton"]:
+        failures.append(f"triton {triton.__version__} here, package built for {manifest['toolchain']['triton']}")
+    lookup = root / "configs" / f"triton_{triton.__version__.replace('.', '_')}" / f"E=256,N=512,device_name={name}.json"
+    if not lookup.is_file():
+        failures.append(f"SGLang would not find {lookup}")
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        from kernels_gpu import attn_inputs, check_correct, moe_inputs  # the benchmark's plumbing
+
+        sys.path.insert(0, str(root))  # after that import: `kernels` must be the deployed copy
+
+        attn_cfg = json.loads(next((root / "attention_configs").glob("triton_*/*.json")).read_text())["1"]
+        moe_cfg = json.loads(lookup.read_text())["1"] if lookup.is_file() else None
+        if moe_cfg:
+            verdict = check_correct(torch, attn_inputs(torch, 1, "cuda")[0], moe_inputs(torch, 1, "cuda")[0],
+                                    attn_cfg, moe_cfg)
+            if not verdict.startswith("PASS"):
+                failures.append(f"correctness: {verdict}")
+    except ImportError as exc:
+        failures.append(f"cannot run the correctness check: {exc} (copy benchmarks/kernels_gpu.py next to this script)")
+
+    for f in failures:
+        print(f"FAIL {f}")  # noqa: T201 - a standalone script for the box
+    print("OK" if not failures else f"{len(failures)} check(s) failed", f"({manifest['name']}@{manifest['version']})")  # noqa: T201
+    return 0 if not failures else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,69 @@
+"""Helpers for the kernel-package tests: hand-made and tampered artifacts, target tree snapshots."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+
+
+def read_members(path: Path) -> tuple[str, dict[str, bytes]]:
+    """(top dir, {relative path: bytes}) of an artifact, without any safety checks."""
+    with tarfile.open(path, "r:gz") as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    top = next(iter(members)).split("/")[0]
+    return top, {k.split("/", 1)[1]: v for k, v in members.items()}
+
+
+def write_tar(path: Path, entries: list[tuple[tarfile.TarInfo, bytes | None]]) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for info, data in entries:
+            if data is not None:
+                info.size = len(data)
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return path
+
+
+def repack(src: Path, dst: Path, mutate: Callable[[dict[str, bytes]], None],
+           top: str | None = None, fix_manifest: bool = False) -> Path:
+    """Copy an artifact with its files changed by `mutate`; `fix_manifest` re-signs checksums
+    (a well-formed package with a different content, e.g. another target)."""
+    old_top, files = read_members(src)
+    mutate(files)
+    if fix_manifest:
+        manifest = json.loads(files["manifest.json"])
+        for entry in manifest["files"]:
+            entry["sha256"] = hashlib.sha256(files[entry["path"]]).hexdigest()
+        files["manifest.json"] = json.dumps(manifest).encode()
+    entries = []
+    for rel, data in sorted(files.items()):
+        entries.append((tarfile.TarInfo(f"{top or old_top}/{rel}"), data))
+    return write_tar(dst, entries)
+
+
+def edit_manifest(files: dict[str, bytes], change: Callable[[dict], None]) -> None:
+    manifest = json.loads(files["manifest.json"])
+    change(manifest)
+    files["manifest.json"] = json.dumps(manifest).encode()
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every path under root -> content digest / link target / 'dir' (what 'unchanged' means)."""
+    out: dict[str, str] = {}
+    if not root.exists():
+        return out
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            rel = str(p.relative_to(root))
+            if p.is_symlink():
+                out[rel] = "->" + os.readlink(p)
+            elif p.is_dir():
+                out[rel] = "dir"
+            else:
+                out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out

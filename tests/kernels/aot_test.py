@@ -1,0 +1,73 @@
+"""sm_120 ahead-of-time compile of every shipped config, with the Triton the box runs (3.8.0).
+
+Runs the real compiler (ptxas bundled in the triton wheel, no GPU, no driver) in .venv-aot;
+results are cached by content hash under .dsv4ops/aot-cache, so only changed kernels recompile.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dsv4ops.errors import KernelPackageError
+from dsv4ops.kernels import aot
+from dsv4ops.kernels.build import build
+from dsv4ops.kernels.catalog import kernels_dir, shipped_configs
+from dsv4ops.remote.local import LocalExecutor
+
+pytestmark = pytest.mark.kernels
+
+if not aot.aot_python().exists():
+    pytest.skip(f"{aot.aot_python()} is missing: `make install` creates .venv-aot (triton 3.8.0)",
+                allow_module_level=True)
+
+SPILLS = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
+          "num_warps": 4, "num_stages": 4}
+TOO_MUCH_SMEM = {"BLOCK_H": 16, "BLOCK_T": 64, "num_warps": 8, "num_stages": 1}
+
+
+def test_every_shipped_config_compiles_for_sm120_within_limits() -> None:
+    jobs = aot.jobs_for(shipped_configs())
+    with LocalExecutor() as ex:
+        version, results = aot.check(jobs, executor=ex, kernels_root=kernels_dir())
+    assert version == "3.8.0"
+    for r in results:
+        assert r.ok, r.describe()
+        assert r.detail["shared"] <= aot.SM120_MAX_SHARED
+        assert len(r.detail["cubin_sha256"]) == 64
+
+
+@pytest.mark.slow
+def test_configs_over_sm120_limits_are_rejected_with_the_reason() -> None:
+    jobs = [("sparse_decode_attn", TOO_MUCH_SMEM), ("fused_moe_up", SPILLS)]
+    with LocalExecutor() as ex:
+        _, (smem, spill) = aot.check(jobs, executor=ex, kernels_root=kernels_dir())
+    assert not smem.ok and "exceeds sm_120's 101376 B" in smem.describe()
+    assert not spill.ok and "registers spill" in spill.describe()
+
+
+def test_build_refuses_a_package_with_a_spilling_config(tmp_path: Path) -> None:
+    root = tmp_path / "kernels"
+    shutil.copytree(kernels_dir(), root, ignore=shutil.ignore_patterns("__pycache__"))
+    up = next(p for p in (root / "configs").glob("triton_3_8_0/E=*.json") if not p.stem.endswith("_down"))
+    table = json.loads(up.read_text())
+    table["64"] = SPILLS
+    up.write_text(json.dumps(table))
+    out = tmp_path / "dist"
+    with LocalExecutor() as ex, pytest.raises(KernelPackageError) as err:
+        build(executor=ex, out_dir=out, version="9.9.9", root=root, interpreter=False)
+    assert "registers spill" in str(err.value) and f"{up.name} M=64" in str(err.value)
+    assert not out.exists()
+
+
+def test_limit_rules() -> None:
+    base = {"ok": True, "shared": 1000, "static_shared": 0, "regs": 128, "stack": 0, "local": 0,
+            "config": {"num_warps": 4}}
+    assert aot.limit_problems(base) == []
+    assert "exceeds" in aot.limit_problems({**base, "shared": 101_377})[0]
+    assert "per block" in aot.limit_problems({**base, "regs": 255, "config": {"num_warps": 16}})[0]
+    assert "spill" in aot.limit_problems({**base, "stack": 8})[0]
+    assert "compile failed" in aot.limit_problems({"ok": False, "error": "K >= 16"})[0]

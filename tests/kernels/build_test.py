@@ -1,0 +1,51 @@
+"""`kernels build`: the manifest says what the package holds, targets and was checked with."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tarfile
+
+import pytest
+
+from dsv4ops.constants import BOX_DEVICE_NAME
+from dsv4ops.kernels.build import build
+from dsv4ops.remote.local import LocalExecutor
+from testing.kernels_artifacts import read_members
+
+pytestmark = pytest.mark.kernels
+
+
+def test_manifest_lists_every_file_with_its_checksum_and_landing_place(built) -> None:
+    top, files = read_members(built.v1.path)
+    assert top == "dsv4-decode-kernels-0.1.0"
+    manifest = json.loads(files["manifest.json"])
+    listed = {e["path"]: e for e in manifest["files"]}
+    assert set(listed) == set(files) - {"manifest.json"}
+    for path, entry in listed.items():
+        assert entry["sha256"] == hashlib.sha256(files[path]).hexdigest()
+        assert entry["lands_at"] == f"<package root>/{path}"
+    moe = f"configs/triton_3_8_0/E=256,N=512,device_name={BOX_DEVICE_NAME}.json"
+    assert listed[moe]["role"] == "moe_config"
+    assert manifest["env"] == {"SGLANG_MOE_CONFIG_DIR": "<package root>"}
+    assert f"E=256,N=512,device_name={BOX_DEVICE_NAME}_down" in manifest["config_keys"]
+
+
+def test_manifest_records_target_and_which_versions_checked_what(built) -> None:
+    m = built.v1.manifest.raw
+    assert m["target"]["arch"] == "sm_120" and m["target"]["device_names"] == [BOX_DEVICE_NAME]
+    assert m["toolchain"] == {"triton": "3.8.0", "torch": "2.14.1", "sglang": "0.5.23"}
+    assert m["checks"]["sm120_compile"]["triton"] == "3.8.0"
+    interp = m["checks"]["interpreter"]
+    assert interp["torch"].startswith("2.13.0") and interp["triton"] == "3.7.1" and interp["passed"]
+    kernels = {c["kernel"] for c in interp["cases"]}
+    assert kernels == {"sparse_decode_attn", "fused_moe_up", "fused_moe_down"}
+    assert built.v2.manifest.raw["checks"]["interpreter"]["ran"] is False
+
+
+def test_archive_is_plain_files_and_reproducible(built, tmp_path) -> None:
+    with tarfile.open(built.v2.path) as tar:
+        assert all(m.isfile() and m.mtime == 0 and m.uid == 0 for m in tar.getmembers())
+    with LocalExecutor() as ex:
+        again = build(executor=ex, out_dir=tmp_path, version="0.2.0", interpreter=False)
+    assert again.sha256 == built.v2.sha256

@@ -1,0 +1,69 @@
+"""The shipped configs: schema, SGLang's nearest-bucket lookup, coverage of the profiles' buckets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dsv4ops.constants import BOX_DEVICE_NAME
+from dsv4ops.errors import KernelPackageError
+from dsv4ops.kernels.catalog import load_table, missing_buckets, nearest, shipped_configs
+from dsv4ops.profiles import list_profiles, load_profile
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_moe_configs_use_sglangs_file_names_for_the_box() -> None:
+    files = {f.lands_at for f in shipped_configs()}
+    base = f"configs/triton_3_8_0/E=256,N=512,device_name={BOX_DEVICE_NAME}"
+    assert f"{base}.json" in files          # w13 (gate/up): N = 2048 / TP4
+    assert f"{base}_down.json" in files     # w2
+
+
+def test_every_bucket_of_every_shipped_profile_has_its_own_config() -> None:
+    profiles = list_profiles(REPO / "profiles")
+    assert profiles, "no shipped profiles found"
+    buckets = set()
+    for path in profiles:
+        buckets |= set(load_profile(path).flags.decode_buckets)
+    assert {1, 8, 60, 96} <= buckets  # step-8 baseline and the step-4 profile (60) are both in
+    for f in shipped_configs():
+        assert missing_buckets(f.table, sorted(buckets)) == [], f.path.name
+
+
+def test_down_config_block_m_matches_up_as_sglang_forces() -> None:
+    tables = {f.kernel: f.table for f in shipped_configs()}
+    for m, cfg in tables["fused_moe_up"].items():
+        assert tables["fused_moe_down"][m]["BLOCK_SIZE_M"] == cfg["BLOCK_SIZE_M"]
+
+
+def test_nearest_picks_the_closest_bucket_like_sglang() -> None:
+    table = {1: {"v": 1}, 8: {"v": 8}, 64: {"v": 64}}
+    assert nearest(table, 3) == {"v": 1}
+    assert nearest(table, 24) == {"v": 8}
+    assert nearest(table, 200) == {"v": 64}
+    assert missing_buckets(table, [1, 2, 8]) == [2]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"x": {}}', "key 'x': batch sizes must be positive integers"),
+        ('{"1": {"BLOCK_H": 16}}', "key '1': expected exactly BLOCK_H, BLOCK_T"),
+        ('{"1": {"BLOCK_H": 0, "BLOCK_T": 16, "num_warps": 4, "num_stages": 2}}', "key '1'.BLOCK_H"),
+        ("{", "not readable JSON"),
+    ],
+)
+def test_bad_config_file_names_file_and_key(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "kernel=sparse_decode_attn,H=16.json"
+    path.write_text(content)
+    with pytest.raises(KernelPackageError) as err:
+        load_table(path, "sparse_decode_attn")
+    assert str(path) in str(err.value) and message in str(err.value)
+
+
+def test_shipped_files_are_valid_json_objects() -> None:
+    for f in shipped_configs():
+        assert json.loads(f.path.read_text())

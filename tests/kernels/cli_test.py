@@ -1,0 +1,87 @@
+"""`dsv4ops kernels ...` end to end through the CLI's error boundary, on a twin-local target."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsv4ops.cli import main
+from testing.kernels_artifacts import repack
+
+pytestmark = pytest.mark.kernels
+
+
+@pytest.fixture
+def twin_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    workdir = tmp_path / "twin-workdir"
+    (profiles / "targets.yaml").write_text(
+        "schema_version: 1\ntargets:\n  twin-local:\n    transport: local\n    gpus: [0, 1, 2, 3, 4, 5, 6, 7]\n"
+        f"    workdir: {workdir}\n    python: {sys.executable}\n    launcher: twin\n"
+        "    bind_host: 127.0.0.1\n    connect_host: 127.0.0.1\n    port_offset: 20000\n    twin_env: {}\n"
+    )
+    monkeypatch.setenv("DSV4OPS_PROFILES_DIR", str(profiles))
+    return workdir
+
+
+def test_build_verify_deploy_list_rollback(built, twin_target: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["kernels", "build", "--out", str(tmp_path / "dist"), "--version", "0.3.0",
+                 "--no-interpreter-check", "--json"]) == 0
+    artifact = Path(json.loads(capsys.readouterr().out)["path"])
+    assert main(["kernels", "verify", str(artifact)]) == 0
+    assert "fits twin-local (sm_120, triton 3.8.0" in capsys.readouterr().out
+    assert main(["kernels", "deploy", str(built.v1.path)]) == 0
+    assert main(["kernels", "deploy", str(artifact)]) == 0
+    out = capsys.readouterr().out
+    assert "deployed dsv4-decode-kernels@0.3.0 to twin-local (previous: 0.1.0)" in out
+    assert f"SGLANG_MOE_CONFIG_DIR={twin_target}/kernels/dsv4-decode-kernels/0.3.0" in out
+    assert main(["kernels", "list", "--json"]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    assert listing["packages"]["dsv4-decode-kernels"]["current"] == "0.3.0"
+    assert main(["kernels", "rollback"]) == 0
+    assert "current is now 0.1.0" in capsys.readouterr().out
+
+
+def test_refusal_is_one_error_line_and_exit_1(built, twin_target: Path, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    def tamper(files: dict[str, bytes]) -> None:
+        key = next(k for k in files if k.startswith("configs/"))
+        files[key] = files[key] + b" "
+
+    bad = repack(built.v1.path, tmp_path / "bad.tar.gz", tamper)
+    assert main(["kernels", "deploy", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "checksum mismatch" in err and "Traceback" not in err
+    assert not (twin_target / "kernels" / "dsv4-decode-kernels").exists()
+    assert main(["kernels", "verify", str(tmp_path / "missing.tar.gz")]) == 1
+    assert "cannot read artifact" in capsys.readouterr().err
+
+
+def test_cli_and_pipeline_modules_do_not_import_torch_or_triton() -> None:
+    code = ("import sys, dsv4ops.cli.kernels, dsv4ops.kernels, dsv4ops.kernels.build, "
+            "dsv4ops.kernels.deploy; bad = {'torch', 'triton'} & set(sys.modules); "
+            "sys.exit(f'imported {bad}' if bad else 0)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+def test_deploy_is_refused_while_a_pd_deploy_holds_the_lock(built, twin_target: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from dsv4ops.remote import LocalExecutor, Supervisor, lock_holder
+
+    supervisor = Supervisor(LocalExecutor(), str(twin_target), python=sys.executable)
+    holder = lock_holder("deploy")
+    supervisor.lock_acquire(holder)
+    try:
+        assert main(["kernels", "deploy", str(built.v1.path)]) != 0
+        assert "lock" in capsys.readouterr().err.lower()
+        assert not (twin_target / "kernels" / "dsv4-decode-kernels").exists()
+    finally:
+        supervisor.lock_release(holder["op_id"])
+    assert main(["kernels", "deploy", str(built.v1.path)]) == 0

@@ -1,0 +1,59 @@
+"""Archive rules shared by `kernels verify` and the target-side install."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+import pytest
+
+from dsv4ops.kernels.pkgtool import PackageError, read_safe
+
+
+def _tar(*entries: tarfile.TarInfo) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for info in entries:
+            data = b"x" if info.isfile() else None
+            if data:
+                info.size = 1
+            tar.addfile(info, io.BytesIO(data) if data else None)
+    return buf.getvalue()
+
+
+def _entry(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, link
+    return info
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (_entry("pkg-1/../escape.json"), "escapes the package directory"),
+        (_entry("/etc/cron.d/evil"), "escapes the package directory"),
+        (_entry("pkg-1/configs/x.json", tarfile.SYMTYPE, "/etc/passwd"), "is a link (symlink"),
+        (_entry("pkg-1/configs/y.json", tarfile.LNKTYPE, "pkg-1/manifest.json"), "is a link (hardlink"),
+        (_entry("pkg-1/dev", tarfile.CHRTYPE), "not a regular file"),
+        (_entry("other-2/x.json"), "outside the top directory"),
+    ],
+)
+def test_unsafe_entries_are_refused(bad: tarfile.TarInfo, message: str) -> None:
+    with pytest.raises(PackageError, match=message.replace("(", r"\(")):
+        read_safe(_tar(_entry("pkg-1/manifest.json"), bad))
+
+
+def test_garbage_and_missing_manifest_are_refused() -> None:
+    with pytest.raises(PackageError, match="not a readable"):
+        read_safe(b"not a tarball")
+    with pytest.raises(PackageError, match="no manifest.json"):
+        read_safe(_tar(_entry("pkg-1/configs/a.json")))
+
+
+def test_rollback_to_a_path_like_version_is_refused(tmp_path) -> None:
+    from dsv4ops.kernels.pkgtool import rollback
+
+    with pytest.raises(PackageError, match="bad version"):
+        rollback(str(tmp_path), "dsv4-decode-kernels", "../../etc")
+    with pytest.raises(PackageError, match="bad package name"):
+        rollback(str(tmp_path), "..", "0.1.0")
