@@ -1,0 +1,145 @@
+"""SGLang 0.5.23's `launch_server` command line, as far as the twin needs it.
+
+The parser declares the flags the twin honours plus SGLang's flags that share a prefix with them,
+so argparse's prefix matching fails exactly where SGLang's does: the removed `--cuda-graph-bs` and
+`--cuda-graph-max-bs` are "ambiguous option" errors (exit 2). Every other SGLang flag is accepted,
+logged and ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+
+MODES = ("null", "prefill", "decode")
+A2A_BACKENDS = (
+    "none", "deepep", "mooncake", "nixl", "mori", "ascend_fuseep", "flashinfer", "megamoe",
+    "deepep_v2", "pplx", "ascend_tp", "flashinfer_megamoe",
+)
+
+
+class StartupError(Exception):
+    """SGLang would refuse to start with these arguments (ValueError at resolution time)."""
+
+
+@dataclass(frozen=True)
+class ServerArgs:
+    model_path: str
+    served_model_name: str
+    host: str
+    port: int
+    mode: str
+    bootstrap_port: int
+    tp_size: int
+    dp_size: int
+    attn_dp_size: int
+    ep_size: int
+    max_running_requests: int | None
+    cuda_graph_bs_decode: tuple[int, ...] | None
+    cuda_graph_max_bs_decode: int | None
+    disable_cuda_graph_padding: bool
+    disable_decode_cuda_graph: bool
+    disable_overlap_schedule: bool
+    enable_two_batch_overlap: bool
+    moe_a2a_backend: str
+    enable_metrics: bool
+    tool_call_parser: str | None
+    reasoning_parser: str | None
+    page_size: int
+    kv_cache_dtype: str
+    transfer_backend: str
+    ignored: tuple[str, ...] = field(default=())
+    argv: tuple[str, ...] = field(default=())
+
+    @property
+    def overlap_schedule(self) -> bool:
+        return not self.disable_overlap_schedule
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sglang serve", allow_abbrev=True)
+    add = p.add_argument
+    add("--model-path", "--model", dest="model_path", required=True)
+    add("--served-model-name")
+    add("--tokenizer-path")
+    add("--host", default="127.0.0.1")
+    add("--port", type=int, default=30000)
+    add("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int, default=1)
+    add("--dp-size", "--data-parallel-size", dest="dp_size", type=int, default=1)
+    add("--attn-dp-size", "--attention-data-parallel-size", dest="attn_dp_size", type=int,
+        default=1)
+    add("--ep-size", "--expert-parallel-size", "--ep", dest="ep_size", type=int, default=1)
+    add("--max-running-requests", type=int)
+    add("--page-size", type=int)
+    add("--kv-cache-dtype", default="auto")
+    add("--disable-overlap-schedule", action="store_true")
+    add("--enable-two-batch-overlap", action="store_true")
+    add("--enable-single-batch-overlap", action="store_true")
+    add("--moe-a2a-backend", choices=A2A_BACKENDS, default="none")
+    add("--enable-metrics", action="store_true")
+    add("--enable-metrics-for-all-schedulers", action="store_true")
+    add("--tool-call-parser")
+    add("--reasoning-parser")
+    add("--disaggregation-mode", choices=MODES, default="null")
+    add("--disaggregation-transfer-backend", default="mooncake",
+        choices=("mooncake", "nixl", "ascend", "fake", "mori", "mooncake_tcp"))
+    add("--disaggregation-bootstrap-port", type=int, default=8998)
+    # CUDA-graph flags of 0.5.23: declaring both phases makes the removed un-suffixed names
+    # ambiguous prefixes, as in SGLang.
+    add("--cuda-graph-bs-decode", type=int, nargs="+")
+    add("--cuda-graph-bs-prefill", type=int, nargs="+")
+    add("--cuda-graph-max-bs-decode", type=int)
+    add("--cuda-graph-max-bs-prefill", type=int)
+    add("--cuda-graph-max-seq-len-prefill", type=int)
+    add("--cuda-graph-config")
+    add("--cuda-graph-backend-decode", choices=("full", "breakable", "disabled"))
+    add("--cuda-graph-backend-prefill", choices=("full", "breakable", "disabled"))
+    add("--disable-decode-cuda-graph", action="store_true")
+    add("--disable-prefill-cuda-graph", action="store_true")
+    add("--disable-cuda-graph-padding", action="store_true")
+    return p
+
+
+def parse_args(argv: list[str]) -> ServerArgs:
+    """Parse like SGLang. argparse errors exit 2; StartupError for resolution-time refusals."""
+    parser = build_parser()
+    ns, unknown = parser.parse_known_args(argv)
+    if ns.enable_two_batch_overlap and ns.moe_a2a_backend == "none" and ns.attn_dp_size <= 1:
+        # arg_groups/validation_hook.py:756-771
+        raise StartupError(
+            "ValueError: --enable-two-batch-overlap requires --moe-a2a-backend other than 'none' "
+            "or attention data parallelism (--attn-dp-size > 1)"
+        )
+    if ns.disaggregation_mode == "prefill" and ns.disaggregation_transfer_backend == "fake":
+        raise StartupError("ValueError: the fake transfer backend cannot be used on a prefill")
+    ep_size = ns.tp_size if ns.moe_a2a_backend != "none" else ns.ep_size
+    kv_dtype = "fp8_e4m3" if ns.kv_cache_dtype == "auto" else ns.kv_cache_dtype
+    return ServerArgs(
+        model_path=ns.model_path,
+        served_model_name=ns.served_model_name or ns.model_path,
+        host=ns.host,
+        port=ns.port,
+        mode=ns.disaggregation_mode,
+        bootstrap_port=ns.disaggregation_bootstrap_port,
+        tp_size=ns.tp_size,
+        dp_size=ns.dp_size,
+        attn_dp_size=ns.attn_dp_size,
+        ep_size=ep_size,
+        max_running_requests=ns.max_running_requests,
+        cuda_graph_bs_decode=tuple(ns.cuda_graph_bs_decode) if ns.cuda_graph_bs_decode else None,
+        cuda_graph_max_bs_decode=ns.cuda_graph_max_bs_decode,
+        disable_cuda_graph_padding=ns.disable_cuda_graph_padding,
+        disable_decode_cuda_graph=ns.disable_decode_cuda_graph
+        or ns.cuda_graph_backend_decode == "disabled",
+        disable_overlap_schedule=ns.disable_overlap_schedule,
+        enable_two_batch_overlap=ns.enable_two_batch_overlap,
+        moe_a2a_backend=ns.moe_a2a_backend,
+        enable_metrics=ns.enable_metrics,
+        tool_call_parser=ns.tool_call_parser,
+        reasoning_parser=ns.reasoning_parser,
+        page_size=ns.page_size or 256,  # DSV4 default
+        kv_cache_dtype=kv_dtype,
+        transfer_backend=ns.disaggregation_transfer_backend,
+        ignored=tuple(unknown),
+        argv=tuple(argv),
+    )

@@ -1,0 +1,122 @@
+"""The twin's tunables: every one is an env var prefixed DSV4_TWIN_ (documented in docs/twin.md).
+
+Defaults are the seeds' numbers (step law 18 ms + 1.05 ms/request, ~5 ms of the fixed term hidden
+by the overlap scheduler) or SGLang 0.5.23's own defaults (timeouts). Model time is scaled to wall
+time by DSV4_TWIN_TIME_SCALE: wall_seconds = model_seconds * time_scale.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+PREFIX = "DSV4_TWIN_"
+HAZARD_NAMES = ("degrade", "wedge", "corrupt")
+
+
+class TwinConfigError(ValueError):
+    """A DSV4_TWIN_* variable has a value the twin cannot use."""
+
+
+@dataclass(frozen=True)
+class TwinConfig:
+    time_scale: float = 1.0
+    step_a_ms: float = 18.0
+    step_b_ms: float = 1.05
+    overlap_hidden_ms: float = 5.0
+    prefill_ms_per_token: float = 0.1
+    model_load_s: float = 60.0
+    capture_s_per_bucket: float = 0.25
+    warmup_s: float = 1.0
+    degrade_fail_fraction: float = 0.3
+    wedge_aborts: int = 8
+    wedge_window_s: float = 2.0
+    corrupt_prob: float = 0.05
+    corrupt_min_bs: int = 64
+    seed: int = 0
+    event_log: str | None = None
+    force: frozenset[str] = field(default_factory=frozenset)
+    hazards_off: bool = False
+    health_timeout_s: float = 20.0
+    waiting_timeout_s: float = 300.0
+    bootstrap_timeout_s: float = 300.0
+    throughput_window_s: float = 2.0
+
+    def wall(self, model_seconds: float) -> float:
+        """Model seconds → wall seconds."""
+        return model_seconds * self.time_scale
+
+
+_FLOATS = {
+    "TIME_SCALE": "time_scale",
+    "STEP_A_MS": "step_a_ms",
+    "STEP_B_MS": "step_b_ms",
+    "OVERLAP_HIDDEN_MS": "overlap_hidden_ms",
+    "PREFILL_MS_PER_TOKEN": "prefill_ms_per_token",
+    "MODEL_LOAD_S": "model_load_s",
+    "CAPTURE_S_PER_BUCKET": "capture_s_per_bucket",
+    "WARMUP_S": "warmup_s",
+    "DEGRADE_FAIL_FRACTION": "degrade_fail_fraction",
+    "WEDGE_WINDOW_S": "wedge_window_s",
+    "CORRUPT_PROB": "corrupt_prob",
+    "THROUGHPUT_WINDOW_S": "throughput_window_s",
+}
+_INTS = {"WEDGE_ABORTS": "wedge_aborts", "CORRUPT_MIN_BS": "corrupt_min_bs", "SEED": "seed"}
+# SGLang's own env vars for the same timeouts; the DSV4_TWIN_ names override them.
+_SGLANG_TIMEOUTS = {
+    "health_timeout_s": ("SGLANG_HEALTH_CHECK_TIMEOUT", "HEALTH_TIMEOUT_S"),
+    "waiting_timeout_s": ("SGLANG_DISAGGREGATION_WAITING_TIMEOUT", "WAITING_TIMEOUT_S"),
+    "bootstrap_timeout_s": ("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", "BOOTSTRAP_TIMEOUT_S"),
+}
+
+
+def _number(env: Mapping[str, str], name: str, kind: type) -> float | int | None:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise TwinConfigError(f"{name}={raw!r}: expected a {kind.__name__}") from None
+    if value < 0:
+        raise TwinConfigError(f"{name}={raw!r}: must not be negative")
+    return value
+
+
+def load_config(env: Mapping[str, str] | None = None) -> TwinConfig:
+    """Read the DSV4_TWIN_* variables. Raises TwinConfigError on a bad value."""
+    env = os.environ if env is None else env
+    values: dict[str, object] = {}
+    for suffix, attr in _FLOATS.items():
+        v = _number(env, PREFIX + suffix, float)
+        if v is not None:
+            values[attr] = v
+    for suffix, attr in _INTS.items():
+        v = _number(env, PREFIX + suffix, int)
+        if v is not None:
+            values[attr] = v
+    for attr, (sglang_name, suffix) in _SGLANG_TIMEOUTS.items():
+        for name in (sglang_name, PREFIX + suffix):
+            v = _number(env, name, float)
+            if v is not None:
+                values[attr] = v
+    if values.get("time_scale", 1.0) == 0:
+        raise TwinConfigError(f"{PREFIX}TIME_SCALE must be > 0")
+    force_raw = env.get(PREFIX + "FORCE", "")
+    force = frozenset(h.strip() for h in force_raw.split(",") if h.strip())
+    unknown = force - set(HAZARD_NAMES)
+    if unknown:
+        raise TwinConfigError(
+            f"{PREFIX}FORCE={force_raw!r}: unknown hazard(s) {sorted(unknown)}; "
+            f"choose from {', '.join(HAZARD_NAMES)}"
+        )
+    hazards_raw = env.get(PREFIX + "HAZARDS", "auto").strip().lower()
+    if hazards_raw not in ("auto", "on", "off"):
+        raise TwinConfigError(f"{PREFIX}HAZARDS={hazards_raw!r}: expected auto or off")
+    return TwinConfig(
+        **values,  # type: ignore[arg-type]
+        event_log=env.get(PREFIX + "EVENT_LOG") or None,
+        force=force,
+        hazards_off=hazards_raw == "off",
+    )

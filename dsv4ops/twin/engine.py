@@ -1,0 +1,260 @@
+"""The decode batch loop: every running request gets one token per modelled step.
+
+Steps are scheduled against absolute deadlines (next_step_at += step) so the modelled step time
+does not drift with the CPU cost of emitting tokens. The loop also carries two hazards: the
+overlap-scheduler wedge (an abort cascade freezes it) and the multi-stream-overlap race (a request
+that joins a large captured batch may get corrupted output).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import TwinConfig
+from .content import Plan, corrupt_plan, split_arguments
+from .events import EventLog
+from .hazards import HazardBoard
+from .perf import padded_batch, step_ms
+
+# How far behind its deadlines the loop may fall before it gives up catching up (a CPU stall).
+CATCH_UP_LIMIT_S = 0.25
+
+# Output pieces: ("text", s), ("tool_header", name) or ("args", fragment).
+Piece = tuple[str, str]
+
+
+@dataclass(eq=False)
+class Req:
+    rid: str
+    plan: Plan
+    max_tokens: int
+    prompt_tokens: int
+    stream_events: asyncio.Queue[tuple[str, Any]] = field(default_factory=asyncio.Queue)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    n_tokens: int = 0
+    emitted: int = 0
+    finish_reason: str | None = None
+    aborted: bool = False
+    corrupted: str | None = None
+    joined: bool = False
+    is_health_probe: bool = False
+    first_token_at: float | None = None
+
+    def build_pieces(self) -> None:
+        """Fix the output length; pieces are produced one by one as steps run."""
+        plan = self.plan
+        full = plan.token_count()
+        self.n_tokens = min(full, max(self.max_tokens, 0))
+        if plan.natural_stop and full <= self.max_tokens:
+            self._natural = "tool_calls" if plan.tool_call is not None else "stop"
+        else:
+            self._natural = "length"
+        self._args = split_arguments(plan.tool_call.arguments) if plan.tool_call else []
+
+    def piece(self, i: int) -> Piece:
+        plan = self.plan
+        if plan.tool_call is not None:
+            return ("tool_header", plan.tool_call.name) if i == 0 else ("args", self._args[i - 1])
+        return ("text", plan.text_pieces[i])
+
+    @property
+    def pieces(self) -> list[Piece]:
+        """The pieces emitted so far."""
+        return [self.piece(i) for i in range(self.emitted)]
+
+    def emit_next(self) -> None:
+        piece = self.piece(self.emitted)
+        if self.emitted == 0:
+            self.first_token_at = time.monotonic()
+        self.emitted += 1
+        self.stream_events.put_nowait(("token", piece))
+        if self.emitted >= self.n_tokens:
+            self.finish(self._natural)
+
+    def finish(self, reason: str) -> None:
+        if self.finish_reason is None:
+            self.finish_reason = reason
+            self.stream_events.put_nowait(("finish", reason))
+            self.done.set()
+
+
+class DecodeEngine:
+    def __init__(
+        self,
+        *,
+        config: TwinConfig,
+        buckets: list[int],
+        overlap: bool,
+        multi_stream_overlap: bool,
+        max_running: int,
+        hazards: HazardBoard,
+        events: EventLog,
+        on_step: Callable[[int], None] = lambda n: None,
+    ) -> None:
+        self.config = config
+        self.buckets = buckets
+        self.overlap = overlap
+        self.multi_stream_overlap = multi_stream_overlap
+        self.max_running = max_running
+        self.hazards = hazards
+        self.events = events
+        self.on_step = on_step
+        self.waiting: deque[Req] = deque()
+        self.running: list[Req] = []
+        self.wedged = False
+        self.steps_done = 0
+        self._wake = asyncio.Event()
+        self._abort_times: deque[float] = deque()
+        self._recent: deque[tuple[float, int, float]] = deque()  # (wall end, tokens, model s)
+        self._rng = random.Random(config.seed)
+
+    # --- requests ------------------------------------------------------------------------
+    def submit(self, req: Req) -> None:
+        self.waiting.append(req)
+        self._wake.set()
+
+    def abort(self, req: Req, reason: str) -> bool:
+        """Abort one in-flight request; returns False if it had already finished."""
+        if req.finish_reason is not None:
+            return False
+        req.aborted = True
+        if req in self.waiting:
+            self.waiting.remove(req)
+        req.finish("abort")
+        self._count_abort(req, reason)
+        return True
+
+    def discard(self, req: Req) -> None:
+        """Drop a request without counting it as an abort (a timed-out health probe)."""
+        if req in self.waiting:
+            self.waiting.remove(req)
+        req.finish("abort")
+
+    def _count_abort(self, req: Req, reason: str) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        window = self.config.wall(self.config.wedge_window_s)
+        self._abort_times.append(now)
+        while self._abort_times and now - self._abort_times[0] > window:
+            self._abort_times.popleft()
+        if len(self._abort_times) < max(self.config.wedge_aborts, 1):
+            return
+        count = len(self._abort_times)
+        self._abort_times.clear()
+        will_wedge = self.hazards.active("wedge", self.overlap) and not self.wedged
+        self.events.emit("abort_cascade", aborts=count, reason=reason,
+                         overlap_schedule=self.overlap, wedges=will_wedge)
+        if will_wedge:
+            self.wedge("abort_cascade", last=req)
+
+    def wedge(self, cause: str, last: Req | None = None) -> None:
+        """TP desync: ranks disagree on the batch; nothing runs again until a restart."""
+        if self.wedged:
+            return
+        self.wedged = True
+        if not self.running and last is not None:
+            self.running.append(last)  # the ranks still hold the aborted batch
+        self.events.emit("wedged", cause=cause, running=len(self.running),
+                         queued=len(self.waiting))
+        self._wake.set()
+
+    # --- stats ---------------------------------------------------------------------------
+    def gen_throughput(self) -> float:
+        """Generated tokens per model second over the last window (0 when idle or wedged)."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        horizon = self.config.wall(self.config.throughput_window_s)
+        while self._recent and now - self._recent[0][0] > horizon:
+            self._recent.popleft()
+        if not self._recent:
+            return 0.0
+        last_end, _, last_model = self._recent[-1]
+        if now - last_end > self.config.wall(max(3 * last_model, 0.5)):
+            return 0.0
+        tokens = sum(t for _, t, _ in self._recent)
+        model_s = sum(m for _, _, m in self._recent)
+        return tokens / model_s if model_s > 0 else 0.0
+
+    # --- the loop ------------------------------------------------------------------------
+    def _admit(self) -> None:
+        joined = []
+        while self.waiting and len(self.running) < self.max_running:
+            req = self.waiting.popleft()
+            req.build_pieces()
+            if req.n_tokens == 0:
+                req.finish("length")
+                continue
+            req.joined = True
+            self.running.append(req)
+            joined.append(req)
+        if joined:
+            self._maybe_corrupt(joined)
+
+    def _maybe_corrupt(self, joined: list[Req]) -> None:
+        batch = len(self.running)
+        captured = bool(self.buckets) and batch <= self.buckets[-1]
+        padded = padded_batch(batch, self.buckets)
+        condition = self.multi_stream_overlap and captured and padded >= self.config.corrupt_min_bs
+        if not self.hazards.active("corrupt", condition):
+            return
+        for req in joined:
+            if req.is_health_probe or self._rng.random() >= self.config.corrupt_prob:
+                continue
+            # Donors keep their own (uncorrupted) values, so a swap is always visible.
+            others = [r for r in self.running if r is not req and r.plan.key != req.plan.key
+                      and not r.is_health_probe and r.corrupted is None]
+            same_kind = [r for r in others
+                         if (r.plan.tool_call is None) == (req.plan.tool_call is None)]
+            donor = self._rng.choice(same_kind).plan if same_kind else None
+            kind = corrupt_plan(req.plan, donor, self._rng.randrange(1 << 30))
+            req.corrupted = kind
+            req.build_pieces()
+            self.events.emit("corrupted", rid=req.rid, kind=kind, batch=batch, padded_bs=padded)
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_at: float | None = None
+        while True:
+            if self.wedged:
+                await asyncio.Event().wait()  # never set: only a restart clears a wedge
+            self._admit()
+            if not self.running:
+                next_at = None
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            batch = len(self.running)
+            model_s = step_ms(
+                batch,
+                self.buckets,
+                a=self.config.step_a_ms,
+                b=self.config.step_b_ms,
+                hidden_ms=self.config.overlap_hidden_ms if self.overlap else 0.0,
+            ) / 1000.0
+            now = loop.time()
+            if next_at is None or now - next_at > CATCH_UP_LIMIT_S:
+                next_at = now  # idle, or hopelessly behind: restart the deadline chain
+            next_at += self.config.wall(model_s)
+            # Always yield, even when behind, so HTTP handlers keep running while catching up.
+            await asyncio.sleep(max(next_at - loop.time(), 0.0))
+            if self.wedged:
+                continue
+            produced = 0
+            still = []
+            for req in self.running:
+                if req.finish_reason is not None:
+                    continue
+                req.emit_next()
+                produced += 1
+                if req.finish_reason is None:
+                    still.append(req)
+            self.running = still
+            self.steps_done += 1
+            self._recent.append((loop.time(), produced, model_s))
+            self.on_step(produced)

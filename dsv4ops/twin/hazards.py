@@ -1,0 +1,42 @@
+"""Hazard switches: each hazard is auto (on exactly when its condition holds), force or off.
+
+Start-up: DSV4_TWIN_FORCE=degrade,wedge,corrupt forces a subset, DSV4_TWIN_HAZARDS=off turns all
+off. Run time: POST /_twin/hazard {"hazard": NAME, "state": "force"|"off"|"auto"}.
+"""
+
+from __future__ import annotations
+
+from .config import HAZARD_NAMES, TwinConfig
+
+STATES = ("auto", "force", "off")
+
+
+class HazardBoard:
+    def __init__(self, config: TwinConfig) -> None:
+        self._state = {}
+        for name in HAZARD_NAMES:
+            if name in config.force:
+                self._state[name] = "force"
+            elif config.hazards_off:
+                self._state[name] = "off"
+            else:
+                self._state[name] = "auto"
+
+    def state(self, name: str) -> str:
+        return self._state[name]
+
+    def set(self, name: str, state: str) -> None:
+        """Raises ValueError on an unknown hazard or state."""
+        if name not in self._state:
+            raise ValueError(f"unknown hazard {name!r}; choose from {', '.join(HAZARD_NAMES)}")
+        if state not in STATES:
+            raise ValueError(f"unknown state {state!r}; choose from {', '.join(STATES)}")
+        self._state[name] = state
+
+    def active(self, name: str, condition: bool) -> bool:
+        """Whether the hazard applies now, given whether its real-world condition holds."""
+        state = self._state[name]
+        return state == "force" or (state == "auto" and condition)
+
+    def as_dict(self) -> dict[str, str]:
+        return dict(self._state)

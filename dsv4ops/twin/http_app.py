@@ -1,0 +1,196 @@
+"""The HTTP surface of a twin server: SGLang 0.5.23's paths, status codes and JSON keys, plus
+the twin's own /_twin/state and /_twin/hazard."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from .formats import error_body
+from .parse import BadRequest, parse
+from .server import CONTEXT_LEN, MAX_TOTAL_TOKENS, SGLANG_VERSION, TwinServer
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+FLUSHED = ("Cache flushed.\nPlease check backend logs for more details. (When there are running "
+           "or waiting requests, the operation will not be performed.)\n")
+
+
+def model_info(s: TwinServer) -> dict[str, Any]:
+    a = s.args
+    return {"model_path": a.model_path, "served_model_name": a.served_model_name,
+            "tokenizer_path": a.model_path, "is_generation": True,
+            "preferred_sampling_params": None, "weight_version": "default",
+            "load_format": "auto", "reasoning_parser": a.reasoning_parser,
+            "tool_call_parser": a.tool_call_parser, "disaggregation_mode": a.mode,
+            "has_image_understanding": False, "has_audio_understanding": False,
+            "model_type": "deepseek_v4", "architectures": ["DeepseekV4ForCausalLM"]}
+
+
+def server_info(s: TwinServer) -> dict[str, Any]:
+    a = s.args
+    resolved = {
+        "model_path": a.model_path, "served_model_name": a.served_model_name,
+        "host": a.host, "port": a.port, "tp_size": a.tp_size, "dp_size": a.dp_size,
+        "attn_dp_size": a.attn_dp_size, "ep_size": a.ep_size,
+        "max_running_requests": s.max_running, "page_size": a.page_size,
+        "kv_cache_dtype": a.kv_cache_dtype, "disaggregation_mode": a.mode,
+        "disaggregation_bootstrap_port": a.bootstrap_port,
+        "disaggregation_transfer_backend": a.transfer_backend,
+        "disable_overlap_schedule": a.disable_overlap_schedule,
+        "enable_two_batch_overlap": a.enable_two_batch_overlap,
+        "moe_a2a_backend": a.moe_a2a_backend, "enable_metrics": a.enable_metrics,
+        "cuda_graph_bs_decode": list(s.buckets) or None,
+        "cuda_graph_max_bs_decode": s.buckets[-1] if s.buckets else None,
+        "tool_call_parser": a.tool_call_parser, "reasoning_parser": a.reasoning_parser,
+    }
+    e = s.engine
+    internal = {**resolved, "world_size": a.tp_size,
+                "effective_max_running_requests_per_dp": s.max_running,
+                "last_gen_throughput": e.gen_throughput() if e else 0.0,
+                "memory_usage": {"weight": 40.5, "kvcache": 30.0, "graph": 1.5},
+                "disaggregation_mode": a.mode, "decode_cuda_graph_bs": list(s.buckets),
+                "decode_cuda_graph_memory_gb": round(0.02 * len(s.buckets), 3)}
+    return {**resolved,
+            "launch_command": " ".join(["python", "-m", "sglang.launch_server", *a.argv]),
+            "status": "ready" if s.status == "up" else s.status,
+            "max_total_num_tokens": MAX_TOTAL_TOKENS, "max_req_input_len": CONTEXT_LEN - 1,
+            "startup_time": s.startup_time, "kv_events": None,
+            "internal_states": [internal], "version": SGLANG_VERSION, "frontend": "python",
+            "twin_kernel_package": s.kernel.package, "twin_instance_id": s.instance_id}
+
+
+def twin_state(s: TwinServer) -> dict[str, Any]:
+    e = s.engine
+    peers: Any = None
+    if s.bootstrap is not None:
+        peers = [{"decode_addr": p.decode_addr, "decode_instance_id": p.instance_id,
+                  "stale": p.stale} for p in s.bootstrap.peers.values()]
+    elif s.receiver is not None:
+        peers = [{"bootstrap": f"{h}:{p}", **info} for (h, p), info in s.receiver.prefills.items()]
+    return {"role": s.role, "instance_id": s.instance_id, "pid": s.pid, "status": s.status,
+            "started_at": s.started_at, "hazards": s.hazards.as_dict(),
+            "wedged": bool(e and e.wedged), "running": len(e.running) if e else 0,
+            "queued": len(e.waiting) if e else 0, "steps": e.steps_done if e else 0,
+            "peers": peers, "degraded_peers": [p["decode_instance_id"] for p in peers or []
+                                               if p.get("stale")] if s.bootstrap else None,
+            "overlap_schedule": s.args.overlap_schedule,
+            "multi_stream_overlap": s.multi_stream_overlap, "decode_cuda_graph_bs": s.buckets,
+            "twin_kernel_package": s.kernel.package, "moe_config_dir": s.kernel.config_dir,
+            "time_scale": s.config.time_scale, "ignored_args": list(s.args.ignored)}
+
+
+def build_app(s: TwinServer) -> web.Application:
+    async def health(request: web.Request) -> web.Response:
+        return web.Response(status=200 if await s.health() else 503)
+
+    async def ready(request: web.Request) -> web.Response:
+        return web.Response(status=200 if s.status == "up" else 503)
+
+    async def get_model_info(request: web.Request) -> web.Response:
+        return web.json_response(model_info(s))
+
+    async def get_server_info(request: web.Request) -> web.Response:
+        return web.json_response(server_info(s))
+
+    def card() -> dict[str, Any]:
+        name = s.args.served_model_name
+        return {"id": name, "object": "model", "created": int(s.started_at),
+                "owned_by": "sglang", "root": name, "parent": None, "max_model_len": CONTEXT_LEN}
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [card()]})
+
+    async def one_model(request: web.Request) -> web.Response:
+        if request.match_info["model"] != s.args.served_model_name:
+            body = error_body(f"The model `{request.match_info['model']}` does not exist.", 404,
+                              "NotFoundError")
+            body["code"] = "model_not_found"
+            return web.json_response({"error": body}, status=404)
+        return web.json_response(card())
+
+    def generation(kind: str) -> Handler:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            try:
+                body = await request.json()
+                job, plan, boot, prompt = parse(kind, body, s.args.served_model_name)
+            except (BadRequest, json.JSONDecodeError) as exc:
+                if kind == "generate":
+                    return web.json_response({"error": {"message": str(exc)}}, status=400)
+                return web.json_response(error_body(str(exc), 400, "Bad Request"), status=400)
+            return await s.handle_generation(request, job, plan, boot, prompt)
+        return handler
+
+    async def abort_request(request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            return web.json_response({"error": {"message": "invalid JSON"}}, status=400)
+        s.abort(body.get("rid"), bool(body.get("abort_all", False)))
+        return web.Response(status=200)
+
+    async def flush_cache(request: web.Request) -> web.Response:
+        e = s.engine
+        if e is not None and (e.running or e.waiting):
+            return web.Response(status=400, text="Cache not flushed. Please check backend logs "
+                                "for more details. (When there are running or waiting requests, "
+                                "the operation will not be performed.)\n")
+        return web.Response(text=FLUSHED)
+
+    async def metrics(request: web.Request) -> web.Response:
+        assert s.metrics is not None
+        return web.Response(body=s.metrics.render(),
+                            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+    async def loads(request: web.Request) -> web.Response:
+        e = s.engine
+        return web.json_response({"timestamp": time.time(), "version": SGLANG_VERSION,
+                                  "accelerator": "twin", "num_accelerators": s.args.tp_size,
+                                  "loads": [{"dp_rank": 0,
+                                             "num_running_reqs": len(e.running) if e else 0,
+                                             "num_waiting_reqs": len(e.waiting) if e else 0}]})
+
+    async def state(request: web.Request) -> web.Response:
+        return web.json_response(twin_state(s))
+
+    async def hazard(request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+            s.set_hazard(str(body.get("hazard")), str(body.get("state")))
+        except (ValueError, AttributeError) as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        return web.json_response({"hazards": s.hazards.as_dict()})
+
+    @web.middleware
+    async def count_http(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if s.metrics is not None:
+            s.metrics.http_requests.labels(endpoint=request.path, method=request.method).inc()
+        return await handler(request)
+
+    app = web.Application(middlewares=[count_http], client_max_size=64 * 1024 * 1024)
+    r = app.router
+    for path in ("/health", "/health_generate"):
+        r.add_get(path, health)
+    r.add_get("/ready", ready)
+    r.add_get("/model_info", get_model_info)
+    r.add_get("/get_model_info", get_model_info)
+    r.add_get("/server_info", get_server_info)
+    r.add_get("/get_server_info", get_server_info)
+    r.add_get("/v1/models", models)
+    r.add_get("/v1/models/{model}", one_model)
+    r.add_post("/v1/chat/completions", generation("chat"))
+    r.add_post("/v1/completions", generation("completion"))
+    r.add_post("/generate", generation("generate"))
+    r.add_put("/generate", generation("generate"))
+    r.add_post("/abort_request", abort_request)
+    r.add_get("/flush_cache", flush_cache)
+    r.add_post("/flush_cache", flush_cache)
+    r.add_get("/v1/loads", loads)
+    if s.metrics is not None:
+        r.add_get("/metrics", metrics)
+    r.add_get("/_twin/state", state)
+    r.add_post("/_twin/hazard", hazard)
+    return app

@@ -1,0 +1,126 @@
+"""SGLang's Prometheus metrics (names and labels of 0.5.23), served only with --enable-metrics.
+
+Scheduler gauges are read from the live state at scrape time; tokenizer counters and histograms
+are recorded by the request path. Throughputs and latencies are in model time (wall / scale).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 60.0, 120.0, 300.0)
+ITL_BUCKETS = (0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
+
+
+@dataclass
+class SchedulerSnapshot:
+    running: int
+    queued: int
+    gen_throughput: float
+    token_usage: float
+    prefill_bootstrap_queue: int
+    decode_transfer_queue: int
+    transfer_failed_total: int
+    bootstrap_failed_total: int
+    is_cuda_graph: float
+    max_total_num_tokens: int
+    context_len: int
+    page_size: int
+
+
+class _SchedulerCollector(Collector):
+    def __init__(self, labels: dict[str, str], snapshot: Callable[[], SchedulerSnapshot]) -> None:
+        self._labels = labels
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        s = self._snapshot()
+        names, values = list(self._labels), list(self._labels.values())
+        gauges = {
+            "sglang:num_running_reqs": ("Running requests", s.running),
+            "sglang:num_queue_reqs": ("Queued requests", s.queued),
+            "sglang:num_grammar_queue_reqs": ("Grammar queue", 0),
+            "sglang:gen_throughput": ("Generation throughput (token/s)", s.gen_throughput),
+            "sglang:cache_hit_rate": ("Prefix cache hit rate", 0.0),
+            "sglang:token_usage": ("KV token usage", s.token_usage),
+            "sglang:num_prefill_bootstrap_queue_reqs": ("Prefill bootstrap queue",
+                                                        s.prefill_bootstrap_queue),
+            "sglang:num_prefill_inflight_queue_reqs": ("Prefill inflight queue", 0),
+            "sglang:num_decode_prealloc_queue_reqs": ("Decode prealloc queue", 0),
+            "sglang:num_decode_transfer_queue_reqs": ("Decode transfer queue",
+                                                      s.decode_transfer_queue),
+            "sglang:is_cuda_graph": ("Whether the batch ran a CUDA graph", s.is_cuda_graph),
+            "sglang:max_total_num_tokens": ("KV pool size in tokens", s.max_total_num_tokens),
+            "sglang:context_len": ("Context length", s.context_len),
+            "sglang:page_size": ("Page size", s.page_size),
+        }
+        for name, (doc, value) in gauges.items():
+            g = GaugeMetricFamily(name, doc, labels=names)
+            g.add_metric(values, float(value))
+            yield g
+        counters = {
+            "sglang:num_transfer_failed_reqs": ("KV transfers failed", s.transfer_failed_total),
+            "sglang:num_bootstrap_failed_reqs": ("Bootstraps failed", s.bootstrap_failed_total),
+        }
+        for name, (doc, value) in counters.items():
+            c = CounterMetricFamily(name, doc, labels=names)
+            c.add_metric(values, float(value))
+            yield c
+
+
+class TwinMetrics:
+    def __init__(self, *, model_name: str, engine_type: str,
+                 snapshot: Callable[[], SchedulerSnapshot]) -> None:
+        self.registry = CollectorRegistry()
+        sched = {"model_name": model_name, "engine_type": engine_type, "tp_rank": "0",
+                 "pp_rank": "0", "moe_ep_rank": "0"}
+        self.registry.register(_SchedulerCollector(sched, snapshot))
+        tok = ["model_name", "engine_type"]
+        self._tok = {"model_name": model_name, "engine_type": engine_type}
+        r = self.registry
+        self.prompt_tokens = Counter("sglang:prompt_tokens", "Prompt tokens",
+                                     [*tok, "is_streaming"], registry=r)
+        self.generation_tokens = Counter("sglang:generation_tokens", "Generated tokens",
+                                         [*tok, "is_streaming"], registry=r)
+        self.num_requests = Counter("sglang:num_requests", "Requests",
+                                    [*tok, "is_streaming"], registry=r)
+        self.aborted = Counter("sglang:num_aborted_requests", "Aborted requests", tok,
+                               registry=r)
+        self.ttft = Histogram("sglang:time_to_first_token_seconds", "TTFT",
+                              [*tok, "is_streaming"], buckets=LATENCY_BUCKETS, registry=r)
+        self.itl = Histogram("sglang:inter_token_latency_seconds", "ITL", tok,
+                             buckets=ITL_BUCKETS, registry=r)
+        self.e2e = Histogram("sglang:e2e_request_latency_seconds", "E2E latency",
+                             [*tok, "is_streaming"], buckets=LATENCY_BUCKETS, registry=r)
+        self.startup = Gauge("sglang:startup_time_seconds", "Startup time", [*tok, "phase"],
+                             registry=r)
+        self.http_requests = Counter("sglang:http_requests", "HTTP requests",
+                                     ["endpoint", "method"], registry=r)
+
+    def labels(self, streaming: bool | None = None) -> dict[str, str]:
+        if streaming is None:
+            return dict(self._tok)
+        return {**self._tok, "is_streaming": str(streaming).lower()}
+
+    def record_request(self, *, streaming: bool, prompt_tokens: int, completion_tokens: int,
+                       ttft_s: float | None, e2e_s: float, aborted: bool) -> None:
+        lab = self.labels(streaming)
+        self.num_requests.labels(**lab).inc()
+        self.prompt_tokens.labels(**lab).inc(prompt_tokens)
+        self.generation_tokens.labels(**lab).inc(completion_tokens)
+        if ttft_s is not None:
+            self.ttft.labels(**lab).observe(ttft_s)
+        self.e2e.labels(**lab).observe(e2e_s)
+        if completion_tokens > 1 and ttft_s is not None:
+            self.itl.labels(**self.labels()).observe(max(e2e_s - ttft_s, 0.0)
+                                                      / (completion_tokens - 1))
+        if aborted:
+            self.aborted.labels(**self.labels()).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

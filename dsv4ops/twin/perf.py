@@ -1,0 +1,68 @@
+"""The decode performance model: CUDA-graph buckets and the step law (pure functions).
+
+step_ms = a + b * padded_bs (- overlap_hidden_ms with the overlap scheduler), where padded_bs is
+the smallest captured bucket >= the running batch; above the largest bucket the batch runs eager
+at its own size. Seeds: a = 18 ms, b = 1.05 ms/request, ~5 ms hidden by overlap.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+DSV4_DEFAULT_MAX_RUNNING = 256  # deepseek_v4_hook.py:138-146
+
+
+def default_decode_buckets(max_bs: int) -> list[int]:
+    """SGLang's generate_decode_cuda_graph_batch_sizes (normal, non-speculative case)."""
+    sizes = [1, 2, 4, 8, 12]
+    sizes += list(range(16, 257, 8))
+    sizes += list(range(272, 497, 16))
+    sizes += list(range(512, max_bs + 1, 32))
+    sizes = [s for s in sizes if s <= max_bs]
+    if max_bs not in sizes:
+        sizes.append(max_bs)
+    return sizes
+
+
+def resolve_decode_buckets(
+    *,
+    explicit: tuple[int, ...] | None,
+    max_bs: int | None,
+    max_running_requests: int | None,
+    tp_size: int,
+    disable_padding: bool,
+    disabled: bool,
+) -> list[int]:
+    """The captured decode batch sizes, as /server_info reports them in decode_cuda_graph_bs."""
+    if disabled:
+        return []
+    if explicit:
+        return sorted(set(explicit))
+    if max_bs is None:
+        # memory_hook.py: a 96 GB (< 160 GiB) GPU gets 512 with tp >= 4, else 256; clamped to a
+        # lower --max-running-requests.
+        max_bs = 512 if tp_size >= 4 else 256
+        if max_running_requests is not None and max_running_requests < max_bs:
+            max_bs = max_running_requests
+    sizes = list(range(1, max_bs + 1)) if disable_padding else default_decode_buckets(max_bs)
+    # Runtime clamp by the request pool (base_cuda_graph_runner.py:65-109).
+    pool = max_running_requests or DSV4_DEFAULT_MAX_RUNNING
+    kept = [s for s in sizes if s <= pool]
+    if sizes and sizes[-1] > pool and pool not in kept:
+        kept.append(pool)
+    return kept
+
+
+def padded_batch(running: int, buckets: list[int]) -> int:
+    """The batch the GPU actually runs: the smallest bucket >= running, else running (eager)."""
+    if running <= 0:
+        return 0
+    i = bisect.bisect_left(buckets, running)
+    return buckets[i] if i < len(buckets) else running
+
+
+def step_ms(running: int, buckets: list[int], *, a: float, b: float, hidden_ms: float) -> float:
+    """Model milliseconds of one decode step for `running` requests (0 when idle)."""
+    if running <= 0:
+        return 0.0
+    return max(a - hidden_ms, 0.0) + b * padded_batch(running, buckets)

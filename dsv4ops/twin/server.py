@@ -1,0 +1,260 @@
+"""One twin server process: the state of a prefill, decode or unified SGLang worker.
+
+This module holds the request path (prefill compute, KV transfer, decode batch, streaming) and
+the information SGLang reports; `http_app.py` maps URLs onto it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+
+from aiohttp import web
+
+from .args import ServerArgs
+from .config import TwinConfig
+from .content import Plan
+from .engine import DecodeEngine, Req
+from .events import EventLog
+from .formats import FORMATS, Job, error_body
+from .hazards import HazardBoard
+from .kernel_package import KernelConfigChoice
+from .metrics import SchedulerSnapshot, TwinMetrics
+from .parse import Bootstrap, prompt_hash
+from .pd import FAKE_BOOTSTRAP_HOST, BootstrapServer, KVReceiver, TransferError
+from .perf import DSV4_DEFAULT_MAX_RUNNING, resolve_decode_buckets
+
+SGLANG_VERSION = "0.5.23"
+CONTEXT_LEN = 1048576
+MAX_TOTAL_TOKENS = 2_000_000
+
+
+def _env_on(value: str | None, default: bool) -> bool:
+    if value is None or value.strip() == "":
+        return default
+    return value.strip().lower() not in ("0", "false", "no", "off")
+
+
+class TwinServer:
+    def __init__(self, args: ServerArgs, config: TwinConfig, env: dict[str, str],
+                 kernel: KernelConfigChoice) -> None:
+        self.args = args
+        self.config = config
+        self.env = env
+        self.kernel = kernel
+        self.role = args.mode if args.mode != "null" else "unified"
+        self.instance_id = uuid.uuid4().hex[:16]
+        self.pid = os.getpid()
+        self.started_at = time.time()
+        self.status = "starting"
+        self.startup_time: float | None = None
+        self.events = EventLog(config.event_log, role=self.role, port=args.port,
+                               instance_id=self.instance_id)
+        self.hazards = HazardBoard(config)
+        self.multi_stream_overlap = _env_on(env.get("SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"), True)
+        self.health_generation = _env_on(env.get("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"), True)
+        self.max_running = args.max_running_requests or DSV4_DEFAULT_MAX_RUNNING
+        # A prefill server disables the decode graph (cuda_graph_hook.py:557-576).
+        self.buckets = resolve_decode_buckets(
+            explicit=args.cuda_graph_bs_decode, max_bs=args.cuda_graph_max_bs_decode,
+            max_running_requests=args.max_running_requests, tp_size=args.tp_size,
+            disable_padding=args.disable_cuda_graph_padding,
+            disabled=args.disable_decode_cuda_graph or self.role == "prefill")
+        self.inflight: dict[str, Req] = {}
+        self.prefill_lock = asyncio.Lock()
+        self.engine: DecodeEngine | None = None
+        if self.role != "prefill":
+            self.engine = DecodeEngine(
+                config=config, buckets=self.buckets, overlap=args.overlap_schedule,
+                multi_stream_overlap=self.multi_stream_overlap, max_running=self.max_running,
+                hazards=self.hazards, events=self.events)
+        info = {"pid": self.pid, "page_size": args.page_size,
+                "kv_cache_dtype": args.kv_cache_dtype, "tp_size": args.tp_size}
+        self.bootstrap = BootstrapServer(config=config, hazards=self.hazards, events=self.events,
+                                         instance_id=self.instance_id, info=info) \
+            if self.role == "prefill" else None
+        self.receiver = KVReceiver(config=config, hazards=self.hazards, events=self.events,
+                                   instance_id=self.instance_id,
+                                   decode_addr=f"{args.host}:{args.port}") \
+            if self.role == "decode" else None
+        self.metrics = TwinMetrics(model_name=args.served_model_name, engine_type=self.role,
+                                   snapshot=self.snapshot) if args.enable_metrics else None
+
+    # --- lifecycle -----------------------------------------------------------------------
+    def capture_seconds(self) -> float:
+        return self.config.capture_s_per_bucket * len(self.buckets)
+
+    def mark_ready(self) -> None:
+        self.status = "up"
+        self.startup_time = time.time() - self.started_at
+        if self.bootstrap is not None:
+            self.bootstrap.ready = True
+        if self.metrics is not None:
+            self.metrics.startup.labels(**self.metrics.labels(), phase="total").set(
+                self.startup_time / self.config.time_scale)
+        self.events.emit("ready", startup_time=self.startup_time, buckets=self.buckets)
+        if self.engine is not None and self.hazards.state("wedge") == "force":
+            self.engine.wedge("forced")
+
+    def set_hazard(self, name: str, state: str) -> None:
+        """Raises ValueError on unknown names/states."""
+        self.hazards.set(name, state)
+        self.events.emit("hazard_set", hazard=name, state=state)
+        if name == "wedge" and state == "force" and self.engine is not None \
+                and self.status == "up":
+            self.engine.wedge("forced")
+
+    # --- generation ----------------------------------------------------------------------
+    async def prefill_compute(self, prompt_tokens: int) -> None:
+        async with self.prefill_lock:
+            await asyncio.sleep(self.config.wall(prompt_tokens * self.config.prefill_ms_per_token
+                                                 / 1000.0))
+
+    async def handle_generation(self, request: web.Request, job: Job, plan: Plan,
+                                boot: Bootstrap, prompt: str) -> web.StreamResponse:
+        if self.status != "up":
+            return web.json_response(error_body("The server is not ready", 503,
+                                                "ServiceUnavailable"), status=503)
+        started = time.monotonic()
+        req = Req(rid=job.rid, plan=plan, max_tokens=job.max_tokens,
+                  prompt_tokens=job.prompt_tokens)
+        self.inflight[job.rid] = req
+        try:
+            if self.role == "prefill":
+                return await self._prefill_response(request, job, req, boot, prompt)
+            if self.role == "decode" and boot.host != FAKE_BOOTSTRAP_HOST:
+                if boot.host is None or boot.room is None:
+                    raise web.HTTPBadRequest(
+                        text='{"error":{"message":"bootstrap_host and bootstrap_room are '
+                             'required in decode mode"}}', content_type="application/json")
+                assert self.receiver is not None
+                port = boot.port if boot.port is not None else self.args.bootstrap_port
+                await self.receiver.fetch(boot.host, port, boot.room, prompt_hash(prompt))
+            elif self.role == "unified":
+                await self.prefill_compute(job.prompt_tokens)
+            if req.finish_reason is None:
+                assert self.engine is not None
+                self.engine.submit(req)
+            return await self._respond(request, job, req)
+        except TransferError as exc:
+            return web.json_response(error_body(str(exc), 500, "InternalServerError"),
+                                     status=500)
+        except asyncio.CancelledError:
+            self._abort(req, "client_disconnect")
+            raise
+        finally:
+            self.inflight.pop(job.rid, None)
+            self._record(job, req, started)
+
+    async def _prefill_response(self, request: web.Request, job: Job, req: Req,
+                                boot: Bootstrap, prompt: str) -> web.StreamResponse:
+        assert self.bootstrap is not None
+        real = boot.host not in (None, FAKE_BOOTSTRAP_HOST) and boot.room is not None
+        room = self.bootstrap.open_room(boot.room, prompt_hash(prompt), job.prompt_tokens) \
+            if real else None
+        await self.prefill_compute(job.prompt_tokens)
+        if room is not None:
+            room.kv_ready.set()
+            if not await self.bootstrap.wait_transferred(room):
+                return web.json_response(
+                    error_body(f"KV transfer for bootstrap room {boot.room} failed", 500,
+                               "InternalServerError"), status=500)
+        # The prefill answers with its first token; the router forwards the decode's answer.
+        req.max_tokens = min(1, job.max_tokens)
+        req.build_pieces()
+        if req.n_tokens:
+            req.emit_next()
+        req.finish(req.finish_reason or "length")
+        return await self._respond(request, job, req)
+
+    async def _respond(self, request: web.Request, job: Job, req: Req) -> web.StreamResponse:
+        fmt = FORMATS[job.kind](job)
+        if not job.stream:
+            await req.done.wait()
+            return web.json_response(fmt.full(req.pieces, req.finish_reason or ""))
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache"})
+        try:
+            await resp.prepare(request)
+            for chunk in fmt.start():
+                await resp.write(chunk)
+            while True:
+                kind, value = await req.stream_events.get()
+                if kind == "finish":
+                    break
+                await resp.write(fmt.token(value))
+            for chunk in fmt.end(req.finish_reason or "", req.emitted):
+                await resp.write(chunk)
+            await resp.write(b"data: [DONE]\n\n")
+        except (ConnectionResetError, ConnectionError):
+            self._abort(req, "client_disconnect")
+        return resp
+
+    def _abort(self, req: Req, reason: str) -> bool:
+        if self.engine is not None:
+            return self.engine.abort(req, reason)
+        if req.finish_reason is None:
+            req.aborted = True
+            req.finish("abort")
+            return True
+        return False
+
+    def abort(self, rid: str | None, abort_all: bool) -> int:
+        targets = list(self.inflight.values()) if abort_all else \
+            [r for r in [self.inflight.get(rid or "")] if r is not None]
+        return sum(self._abort(r, "abort_request") for r in targets)
+
+    def _record(self, job: Job, req: Req, started: float) -> None:
+        if self.metrics is None or req.is_health_probe:
+            return
+        scale = self.config.time_scale
+        ttft = (req.first_token_at - started) / scale if req.first_token_at else None
+        self.metrics.record_request(
+            streaming=job.stream, prompt_tokens=job.prompt_tokens,
+            completion_tokens=req.emitted, ttft_s=ttft,
+            e2e_s=(time.monotonic() - started) / scale, aborted=req.aborted)
+
+    # --- health --------------------------------------------------------------------------
+    async def health(self) -> bool:
+        """SGLang's /health: a 1-token fake-bootstrap generation within the health timeout."""
+        if self.status != "up":
+            return False
+        if not self.health_generation:
+            return True
+        probe = Req(rid=f"HEALTH_CHECK_{uuid.uuid4().hex[:8]}",
+                    plan=Plan("health", ["ok"], None, True), max_tokens=1, prompt_tokens=1,
+                    is_health_probe=True)
+        try:
+            async with asyncio.timeout(self.config.wall(self.config.health_timeout_s)):
+                if self.role == "prefill":
+                    await self.prefill_compute(1)
+                    return True
+                assert self.engine is not None
+                self.engine.submit(probe)
+                await probe.done.wait()
+                return True
+        except TimeoutError:
+            if self.engine is not None:
+                self.engine.discard(probe)
+            return False
+
+    # --- reporting -----------------------------------------------------------------------
+    def snapshot(self) -> SchedulerSnapshot:
+        e = self.engine
+        running = len(e.running) if e else 0
+        queued = len(e.waiting) if e else 0
+        transfer_q = self.receiver.in_flight if self.receiver else 0
+        return SchedulerSnapshot(
+            running=running, queued=queued,
+            gen_throughput=e.gen_throughput() if e else 0.0,
+            token_usage=min(1.0, running * 4096 / MAX_TOTAL_TOKENS),
+            prefill_bootstrap_queue=self.bootstrap.queued() if self.bootstrap else 0,
+            decode_transfer_queue=transfer_q,
+            transfer_failed_total=(self.receiver.failed if self.receiver else 0)
+            + (self.bootstrap.transfer_failed if self.bootstrap else 0),
+            bootstrap_failed_total=self.bootstrap.bootstrap_failed if self.bootstrap else 0,
+            is_cuda_graph=1.0 if self.buckets and 0 < running <= self.buckets[-1] else 0.0,
+            max_total_num_tokens=MAX_TOTAL_TOKENS, context_len=CONTEXT_LEN,
+            page_size=self.args.page_size)

@@ -1,0 +1,297 @@
+"""Start a twin PD stack (prefill + decode, optionally the real sglang-router) for tests.
+
+Usage::
+
+    from testing.twin_stack import twin_stack
+
+    with twin_stack(router=True, decode_args=["--cuda-graph-bs-decode", "32", "40"],
+                    env={"DSV4_TWIN_TIME_SCALE": "0.1"}) as stack:
+        stack.router.url          # http://127.0.0.1:PORT  (None without router=True)
+        stack.prefill.url, stack.prefill.bootstrap_port, stack.prefill.pid
+        stack.decode.url, stack.decode.pid
+        stack.event_log           # Path of the shared JSONL event log
+        stack.events()            # parsed events so far
+        stack.restart("decode")   # SIGTERM + start again with the same args/env/ports
+        stack.kill("decode")      # SIGKILL (the port closes; the router marks it unhealthy)
+
+Everything binds free ports on 127.0.0.1 and is killed (process group, SIGTERM then SIGKILL) on
+exit. `fast=True` (default) shortens the modelled start-up (model load, graph capture, warmup) so a
+stack is ready in about a second; anything in `env` overrides it. The router runs with
+HF_HUB_OFFLINE=1 so its tokenizer lookup fails at once instead of trying the network.
+
+Signature (stable; other helpers rely on it)::
+
+    twin_stack(*, prefill_args=(), decode_args=(), env=None, prefill_env=None, decode_env=None,
+               router=False, router_args=(), model_path=DEFAULT_MODEL_PATH, workdir=None,
+               fast=True, ready_timeout=60.0) -> ContextManager[TwinStack]
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testing.ports import free_ports
+
+DEFAULT_MODEL_PATH = "/models/DeepSeek-V4-Flash"
+FAST_ENV = {
+    "DSV4_TWIN_MODEL_LOAD_S": "0.2",
+    "DSV4_TWIN_CAPTURE_S_PER_BUCKET": "0.005",
+    "DSV4_TWIN_WARMUP_S": "0.2",
+}
+
+
+def _inherited_env() -> dict[str, str]:
+    """The caller's environment minus twin tunables, so a stray DSV4_TWIN_FORCE cannot leak in."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("DSV4_TWIN_", "SGLANG_OPT_", "SGLANG_MOE_CONFIG_DIR"))}
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGKILL it if the test process dies (no orphans even on a hard kill)."""
+    with suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+@dataclass
+class Proc:
+    """One started process: its argv/env (for restarts), ports, log file and Popen handle."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    port: int
+    log_path: Path
+    popen: subprocess.Popen[bytes] | None = None
+    bootstrap_port: int | None = None
+    prometheus_port: int | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.popen.pid if self.popen else None
+
+    @property
+    def metrics_url(self) -> str:
+        port = self.prometheus_port or self.port
+        return f"http://127.0.0.1:{port}/metrics"
+
+    def start(self) -> None:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        try:
+            self.popen = subprocess.Popen(self.argv, env=self.env, stdout=log,
+                                          stderr=subprocess.STDOUT, start_new_session=True,
+                                          preexec_fn=_die_with_parent)
+        finally:
+            log.close()
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM, grace: float = 5.0) -> None:
+        if self.popen is None:
+            return
+        if self.popen.poll() is None:
+            with suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, sig)
+            try:
+                self.popen.wait(grace)
+            except subprocess.TimeoutExpired:
+                with suppress(ProcessLookupError):
+                    os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait(5)
+        else:
+            self.popen.wait()
+
+    def log_tail(self, n: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except FileNotFoundError:
+            return ""
+
+
+@dataclass
+class TwinStack:
+    prefill: Proc
+    decode: Proc
+    router: Proc | None
+    event_log: Path
+    workdir: Path
+    ready_timeout: float = 60.0
+    procs: dict[str, Proc] = field(default_factory=dict)
+
+    def events(self) -> list[dict[str, Any]]:
+        if not self.event_log.exists():
+            return []
+        return [json.loads(x) for x in self.event_log.read_text().splitlines() if x.strip()]
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Send `sig` to one component's process group and reap it."""
+        self.procs[name].stop(sig, grace=5.0)
+
+    def start(self, name: str, wait: bool = True) -> None:
+        """Start a stopped component again with its original argv/env/ports."""
+        proc = self.procs[name]
+        proc.start()
+        if wait:
+            wait_http(proc.url + ("/readiness" if name == "router" else "/health"),
+                      self.ready_timeout, proc)
+
+    def restart(self, name: str, wait: bool = True) -> None:
+        """SIGTERM one component and start it again (same ports, args and env)."""
+        self.procs[name].stop(signal.SIGTERM)
+        self.start(name, wait=wait)
+
+    def wait_router_ready(self, timeout: float | None = None) -> None:
+        if self.router is not None:
+            wait_http(self.router.url + "/readiness", timeout or self.ready_timeout, self.router)
+
+
+def http_status(url: str, timeout: float = 5.0) -> int:
+    """GET url → status code, 0 when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        return 0
+
+
+def wait_http(url: str, timeout: float, proc: Proc | None = None) -> None:
+    """Poll until url answers 200; raises RuntimeError (with the log tail) on timeout/death."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if http_status(url, timeout=5.0) == 200:
+            return
+        if proc is not None and not proc.alive():
+            raise RuntimeError(f"{proc.name} exited ({proc.popen.returncode if proc.popen else '?'})"
+                               f" before {url} was ready:\n{proc.log_tail()}")
+        time.sleep(0.1)
+    tail = proc.log_tail() if proc else ""
+    raise RuntimeError(f"{url} not ready after {timeout}s:\n{tail}")
+
+
+@contextmanager
+def twin_stack(
+    *,
+    prefill_args: Sequence[str] = (),
+    decode_args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    prefill_env: Mapping[str, str] | None = None,
+    decode_env: Mapping[str, str] | None = None,
+    router: bool = False,
+    router_args: Sequence[str] = (),
+    model_path: str = DEFAULT_MODEL_PATH,
+    workdir: Path | None = None,
+    fast: bool = True,
+    ready_timeout: float = 60.0,
+) -> Iterator[TwinStack]:
+    """Start twin prefill + decode (+ router) on free ports; yield a TwinStack; kill all on exit."""
+    tmp = None
+    if workdir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="twin-stack-")
+        workdir = Path(tmp.name)
+    workdir.mkdir(parents=True, exist_ok=True)
+    event_log = workdir / "events.jsonl"
+    p_port, boot_port, d_port, r_port, prom_port = free_ports(5)
+    base_env = {**_inherited_env(), **(FAST_ENV if fast else {}), **(env or {}),
+                "DSV4_TWIN_EVENT_LOG": str(event_log)}
+    py = sys.executable
+    common = ["--model-path", model_path, "--host", "127.0.0.1", "--tp-size", "4",
+              "--disaggregation-transfer-backend", "nixl",
+              "--disaggregation-bootstrap-port", str(boot_port)]
+    prefill = Proc("prefill",
+                   [py, "-m", "dsv4ops.twin.launch_server", *common, "--port", str(p_port),
+                    "--disaggregation-mode", "prefill", *prefill_args],
+                   {**base_env, **(prefill_env or {})}, p_port, workdir / "prefill.log",
+                   bootstrap_port=boot_port)
+    decode = Proc("decode",
+                  [py, "-m", "dsv4ops.twin.launch_server", *common, "--port", str(d_port),
+                   "--disaggregation-mode", "decode", *decode_args],
+                  {**base_env, **(decode_env or {})}, d_port, workdir / "decode.log")
+    router_proc = None
+    if router:
+        router_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                      "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+        router_proc = Proc("router",
+                           [py, "-m", "sglang_router.launch_router", "--pd-disaggregation",
+                            "--prefill", prefill.url, str(boot_port), "--decode", decode.url,
+                            "--host", "127.0.0.1", "--port", str(r_port),
+                            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(prom_port),
+                            "--health-check-interval-secs", "1", *router_args],
+                           router_env, r_port, workdir / "router.log", prometheus_port=prom_port)
+    stack = TwinStack(prefill, decode, router_proc, event_log, workdir, ready_timeout)
+    stack.procs = {"prefill": prefill, "decode": decode}
+    if router_proc is not None:
+        stack.procs["router"] = router_proc
+    try:
+        prefill.start()
+        decode.start()
+        wait_http(prefill.url + "/health", ready_timeout, prefill)
+        wait_http(decode.url + "/health", ready_timeout, decode)
+        if router_proc is not None:
+            router_proc.start()
+            wait_http(router_proc.url + "/readiness", ready_timeout, router_proc)
+        yield stack
+    finally:
+        for proc in reversed(list(stack.procs.values())):
+            proc.stop()
+        if tmp is not None:
+            tmp.cleanup()
+
+
+@contextmanager
+def twin_server(
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    model_path: str = DEFAULT_MODEL_PATH,
+    workdir: Path | None = None,
+    fast: bool = True,
+    ready_timeout: float = 60.0,
+    wait: bool = True,
+    launcher_prefix: Sequence[str] = (),
+) -> Iterator[Proc]:
+    """One twin process (e.g. a lone decode for load tests) on a free port; killed on exit.
+
+    `args` are launch_server arguments besides --model-path/--host/--port. Decode requests that
+    carry `bootstrap_host: "2.2.2.2"` (SGLang's fake bootstrap) need no prefill.
+    `launcher_prefix` goes before the interpreter (e.g. ["taskset", "-c", "0"]).
+    """
+    tmp = None
+    if workdir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="twin-server-")
+        workdir = Path(tmp.name)
+    (port,) = free_ports(1)
+    full_env = {**_inherited_env(), **(FAST_ENV if fast else {}), **(env or {})}
+    full_env.setdefault("DSV4_TWIN_EVENT_LOG", str(workdir / "events.jsonl"))
+    proc = Proc("twin", [*launcher_prefix, sys.executable, "-m", "dsv4ops.twin.launch_server", "--model-path",
+                         model_path, "--host", "127.0.0.1", "--port", str(port), *args],
+                full_env, port, workdir / "twin.log")
+    try:
+        proc.start()
+        if wait:
+            wait_http(proc.url + "/health", ready_timeout, proc)
+        yield proc
+    finally:
+        proc.stop()
+        if tmp is not None:
+            tmp.cleanup()

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from dsv4ops.twin.args import StartupError, parse_args
+
+BASE = ["--model-path", "/models/DSV4"]
+
+
+def _launch(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dsv4ops.twin.launch_server", *BASE, *args],
+                          capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize("flag", ["--cuda-graph-bs", "--cuda-graph-max-bs"])
+def test_removed_cuda_graph_flags_fail_like_sglang_with_ambiguous_option(flag):
+    result = _launch([flag, "64"])
+    assert result.returncode == 2
+    assert f"ambiguous option: {flag} could match" in result.stderr
+
+
+def test_two_batch_overlap_without_a2a_or_attention_dp_refuses_to_start():
+    result = _launch(["--tp-size", "4", "--enable-two-batch-overlap"])
+    assert result.returncode == 1
+    assert "--enable-two-batch-overlap requires" in result.stderr
+
+
+def test_two_batch_overlap_with_a2a_backend_or_attention_dp_is_accepted():
+    assert parse_args([*BASE, "--enable-two-batch-overlap", "--moe-a2a-backend", "deepep",
+                       "--tp-size", "4"]).ep_size == 4
+    assert parse_args([*BASE, "--enable-two-batch-overlap", "--attn-dp-size", "2"])
+
+
+def test_unknown_sglang_flags_are_accepted_and_the_honoured_ones_parsed():
+    args = parse_args([*BASE, "--trust-remote-code", "--mem-fraction-static", "0.85",
+                       "--tp", "4", "--disaggregation-mode", "decode",
+                       "--cuda-graph-bs-decode", "32", "40", "--disable-overlap-schedule",
+                       "--served-model-name", "dsv4", "--enable-metrics"])
+    assert args.tp_size == 4  # argparse prefix match, as in SGLang
+    assert args.mode == "decode"
+    assert args.cuda_graph_bs_decode == (32, 40)
+    assert not args.overlap_schedule
+    assert args.served_model_name == "dsv4"
+    assert "--trust-remote-code" in args.ignored and "--mem-fraction-static" in args.ignored
+
+
+def test_startup_error_is_a_plain_exception_for_callers():
+    with pytest.raises(StartupError):
+        parse_args([*BASE, "--enable-two-batch-overlap"])
+
+
+def test_bad_twin_env_value_fails_with_one_line():
+    result = subprocess.run(
+        [sys.executable, "-m", "dsv4ops.twin.launch_server", *BASE],
+        capture_output=True, text=True, timeout=30,
+        env={"PATH": "/usr/bin:/bin", "DSV4_TWIN_TIME_SCALE": "fast"},
+    )
+    assert result.returncode == 1
+    assert "DSV4_TWIN_TIME_SCALE='fast': expected a float" in result.stderr
+    assert "Traceback" not in result.stderr

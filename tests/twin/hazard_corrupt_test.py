@@ -1,0 +1,67 @@
+"""Multi-stream-overlap race: corrupted outputs only with the env on and a large captured batch."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import aiohttp
+import pytest
+
+from testing.twin_client import WEATHER_TOOL, fake_bootstrap
+from testing.twin_stack import twin_server
+
+pytestmark = pytest.mark.slow
+
+BUCKETS = ["--cuda-graph-bs-decode", *[str(b) for b in range(32, 97, 8)]]
+ENV = {"DSV4_TWIN_TIME_SCALE": "0.2", "DSV4_TWIN_CORRUPT_PROB": "0.3"}
+PAD = "x" * 240  # ~60 argument tokens: requests stay in the batch while the rest arrive
+
+
+async def _agentic_wave(url: str, n: int) -> tuple[int, int]:
+    """n concurrent tool-call requests with distinct nonces → (wrong outputs, total)."""
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
+                                     timeout=aiohttp.ClientTimeout(total=60)) as session:
+        async def one(i: int) -> bool:
+            args = {"city": f"c{i}", "nonce": f"n{i:03d}", "pad": PAD}
+            body = {"messages": [{"role": "user", "content": f"CALL get_weather {json.dumps(args)}"}],
+                    "tools": [WEATHER_TOOL], "max_tokens": 500, **fake_bootstrap()}
+            async with session.post(f"{url}/v1/chat/completions", json=body) as resp:
+                out = await resp.json()
+            call = out["choices"][0]["message"]["tool_calls"][0]["function"]
+            try:
+                return json.loads(call["arguments"]) != args
+            except ValueError:
+                return True
+
+        results = await asyncio.gather(*(one(i) for i in range(n)))
+    return sum(results), n
+
+
+def _run(env: dict[str, str], n: int, extra: tuple[str, ...] = ()) -> tuple[int, list[dict]]:
+    with twin_server(["--disaggregation-mode", "decode", *BUCKETS, *extra],
+                     env={**ENV, **env}) as proc:
+        wrong, _ = asyncio.run(_agentic_wave(proc.url, n))
+        log = proc.env["DSV4_TWIN_EVENT_LOG"]
+        with open(log) as fh:
+            events = [json.loads(x) for x in fh if x.strip()]
+    return wrong, [e for e in events if e["event"] == "corrupted"]
+
+
+def test_large_captured_batch_with_multi_stream_overlap_corrupts_some_tool_calls():
+    wrong, corrupted = _run({}, 80)
+    assert 0 < wrong < 80
+    assert wrong == len(corrupted)
+    assert {e["kind"] for e in corrupted} <= {"tool_args_cross_request", "tool_args_invalid_json"}
+    assert all(e["padded_bs"] >= 64 for e in corrupted)
+
+
+def test_multi_stream_overlap_off_never_corrupts():
+    wrong, corrupted = _run({"SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": "0"}, 80)
+    assert wrong == 0 and corrupted == []
+
+
+def test_small_batches_never_corrupt_unless_forced():
+    assert _run({}, 12) == (0, [])
+    wrong, corrupted = _run({"DSV4_TWIN_FORCE": "corrupt", "DSV4_TWIN_CORRUPT_PROB": "1.0"}, 12)
+    assert wrong == 12 and len(corrupted) == 12

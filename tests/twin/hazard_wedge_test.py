@@ -1,0 +1,122 @@
+"""Overlap-scheduler wedge: an abort cascade with the overlap scheduler on freezes the decode."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aiohttp
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from testing.twin_client import fake_bootstrap
+from testing.twin_stack import twin_server, twin_stack
+
+pytestmark = pytest.mark.slow
+
+# Scale 0.2 keeps streamed steps >= 4 ms of wall time; a 5 s health timeout is 1 s of wall.
+ENV = {"DSV4_TWIN_TIME_SCALE": "0.2", "DSV4_TWIN_HEALTH_TIMEOUT_S": "5"}
+N = 10
+
+
+def _gauge(url: str, name: str) -> float:
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    for fam in text_string_to_metric_families(text):
+        if fam.name == name:
+            return fam.samples[0].value
+    raise AssertionError(f"{name} missing")
+
+
+async def _streams_then_abort_all(router_url: str, decode_url: str, n: int) -> None:
+    """n streaming chats through the router; once all run on the decode, /abort_request them."""
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=20)) as session:
+        async def one(i: int) -> None:
+            body = {"messages": [{"role": "user", "content": f"long story {i}"}],
+                    "max_tokens": 100000, "stream": True}
+            async with session.post(f"{router_url}/v1/chat/completions", json=body) as resp:
+                async for _ in resp.content:
+                    pass
+
+        tasks = [asyncio.create_task(one(i)) for i in range(n)]
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            async with session.get(f"{decode_url}/_twin/state") as r:
+                if (await r.json())["running"] >= n:
+                    break
+            await asyncio.sleep(0.05)
+        async with session.post(f"{decode_url}/abort_request", json={"abort_all": True}) as r:
+            assert r.status == 200
+        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10)
+
+
+def _probe_completes(decode_url: str, timeout: float) -> bool:
+    body = {"text": "are you there", "sampling_params": {"max_new_tokens": 2}, **fake_bootstrap()}
+    try:
+        return httpx.post(f"{decode_url}/generate", json=body, timeout=timeout).status_code == 200
+    except httpx.TimeoutException:
+        return False
+
+
+def _cascade(decode_args: list[str], env: dict[str, str] | None = None):
+    with twin_stack(router=True, decode_args=["--enable-metrics", *decode_args],
+                    env={**ENV, **(env or {})}) as stack:
+        asyncio.run(_streams_then_abort_all(stack.router.url, stack.decode.url, N))
+        yield stack
+
+
+@pytest.mark.router
+def test_abort_cascade_with_overlap_on_wedges_the_decode():
+    for stack in _cascade([]):
+        events = [e["event"] for e in stack.events()]
+        assert "abort_cascade" in events and "wedged" in events
+        state = httpx.get(f"{stack.decode.url}/_twin/state").json()
+        assert state["wedged"] and state["running"] > 0
+        assert not _probe_completes(stack.decode.url, timeout=1.5)  # new requests queue forever
+        assert httpx.get(f"{stack.decode.url}/health", timeout=10).status_code == 503
+        assert _gauge(stack.decode.url, "sglang:num_queue_reqs") >= 1
+        assert _gauge(stack.decode.url, "sglang:num_running_reqs") > 0
+        assert _gauge(stack.decode.url, "sglang:gen_throughput") == 0.0
+        # Only a restart clears it.
+        stack.restart("decode")
+        assert _probe_completes(stack.decode.url, timeout=10)
+
+
+@pytest.mark.router
+def test_same_cascade_with_overlap_off_does_not_wedge():
+    for stack in _cascade(["--disable-overlap-schedule"]):
+        cascades = [e for e in stack.events() if e["event"] == "abort_cascade"]
+        assert cascades and cascades[0]["wedges"] is False
+        assert not [e for e in stack.events() if e["event"] == "wedged"]
+        assert _probe_completes(stack.decode.url, timeout=10)
+        assert httpx.get(f"{stack.decode.url}/health", timeout=10).status_code == 200
+
+
+def test_client_disconnect_cascade_wedges_and_hazards_off_prevents_it():
+    async def disconnect_many(url: str) -> None:
+        async with aiohttp.ClientSession() as session:
+            responses = []
+            for i in range(N):
+                body = {"text": f"s{i}", "stream": True,
+                        "sampling_params": {"max_new_tokens": 100000}, **fake_bootstrap()}
+                resp = await session.post(f"{url}/generate", json=body)
+                await resp.content.readline()
+                responses.append(resp)
+            for resp in responses:
+                resp.close()  # drop the connection mid-stream
+            await asyncio.sleep(0.5)
+
+    for env, wedges in (({}, True), ({"DSV4_TWIN_HAZARDS": "off"}, False)):
+        with twin_server(["--disaggregation-mode", "decode"], env={**ENV, **env}) as proc:
+            asyncio.run(disconnect_many(proc.url))
+            state = httpx.get(f"{proc.url}/_twin/state").json()
+            assert state["wedged"] is wedges
+            assert _probe_completes(proc.url, timeout=1.5) is not wedges
+
+
+def test_forced_wedge_at_run_time():
+    with twin_server(["--disaggregation-mode", "decode"], env=ENV) as proc:
+        assert _probe_completes(proc.url, timeout=5)
+        httpx.post(f"{proc.url}/_twin/hazard", json={"hazard": "wedge", "state": "force"})
+        assert httpx.get(f"{proc.url}/_twin/state").json()["wedged"]
+        assert not _probe_completes(proc.url, timeout=1.0)

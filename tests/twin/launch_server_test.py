@@ -1,0 +1,51 @@
+"""A lone twin process: unified mode, kernel packages and the start-up log."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from testing.twin_stack import twin_server
+
+pytestmark = pytest.mark.slow
+
+
+def test_unified_mode_serves_without_a_prefill_and_reports_a_kernel_package(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "configs" / "triton_3_8_0").mkdir(parents=True)
+    (pkg / "configs" / "triton_3_8_0" / "E=256,N=512,device_name=X.json").write_text("{}")
+    (pkg / "manifest.json").write_text(json.dumps({"name": "dsv4-moe", "version": "2"}))
+    env = {"SGLANG_MOE_CONFIG_DIR": str(pkg), "DSV4_TWIN_TIME_SCALE": "0.05"}
+    with twin_server(["--enable-metrics", "--some-future-flag", "7"], env=env,
+                     workdir=tmp_path) as proc:
+        r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=10,
+                       json={"messages": [{"role": "user", "content": "SAY unified ok"}]})
+        assert r.json()["choices"][0]["message"]["content"] == "unified ok"
+        info = httpx.get(f"{proc.url}/server_info").json()
+        assert info["disaggregation_mode"] == "null"
+        assert info["twin_kernel_package"] == {"name": "dsv4-moe", "version": "2", "dir": str(pkg)}
+        state = httpx.get(f"{proc.url}/_twin/state").json()
+        assert state["role"] == "unified" and state["twin_kernel_package"]["version"] == "2"
+        assert "--some-future-flag" in state["ignored_args"]
+    log = (tmp_path / "twin.log").read_text()
+    assert f"Using MoE kernel config from {pkg}" in log
+    assert "twin: accepting and ignoring --some-future-flag" in log
+    events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events][:2] == ["started", "ready"]
+    assert events[-1]["event"] == "shutdown"  # SIGTERM on exit shuts down cleanly
+
+
+def test_forced_wedge_at_start_makes_health_fail():
+    env = {"DSV4_TWIN_FORCE": "wedge", "DSV4_TWIN_TIME_SCALE": "0.05"}
+    with twin_server(["--disaggregation-mode", "decode"], env=env, wait=False) as proc:
+        import time
+
+        from testing.twin_stack import http_status
+
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and http_status(proc.url + "/ready") != 200:
+            time.sleep(0.05)
+        assert http_status(proc.url + "/ready") == 200
+        assert http_status(proc.url + "/health", timeout=10) == 503
