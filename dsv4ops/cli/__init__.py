@@ -41,7 +41,7 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         spec = COMMANDS.get(cmd_name)
         if spec is None:
-            return None
+            return super().get_command(ctx, cmd_name)  # commands added with add_command
         module_name, attr, _ = spec
         try:
             module = importlib.import_module(module_name)
@@ -99,7 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code (never raises for user mistakes)."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        cli.main(args=args, prog_name="dsv4ops", standalone_mode=False)
+        # standalone_mode=False makes click return the exit code of ctx.exit(n) instead of
+        # calling sys.exit; keep it rather than flattening every exit to 0.
+        rv = cli.main(args=args, prog_name="dsv4ops", standalone_mode=False)
     except DsOpsError as exc:
         click.secho(f"error: {exc}", fg="red", err=True)
         if exc.hint:
@@ -126,4 +128,4 @@ def main(argv: Sequence[str] | None = None) -> int:
             err=True,
         )
         return 3
-    return 0
+    return rv if isinstance(rv, int) else 0

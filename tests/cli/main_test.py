@@ -69,3 +69,21 @@ def test_bad_profile_through_the_real_command_is_exit_1_one_line(
 def test_usage_error_is_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_pkg.main(["profile", "render"]) == 1
     assert "Missing argument" in capsys.readouterr().err
+
+
+def test_ctx_exit_code_is_kept() -> None:
+    """A command that ends with ctx.exit(n) (e.g. a canary verdict) must exit n, not 0."""
+    import click
+
+    from dsv4ops import cli as cli_mod
+
+    @click.command(name="exits-four")
+    @click.pass_context
+    def exits_four(ctx: click.Context) -> None:
+        ctx.exit(4)
+
+    cli_mod.cli.add_command(exits_four)
+    try:
+        assert cli_mod.main(["exits-four"]) == 4
+    finally:
+        cli_mod.cli.commands.pop("exits-four", None)

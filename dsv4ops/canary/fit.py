@@ -1,0 +1,140 @@
+"""Sweep analysis: the decode step-time law, the CUDA-graph bucket sawtooth and padding waste.
+
+The seeds' law is `step ≈ a + b·bs` (18 ms + 1.05 ms/req on the box; asymptote 1000/b ≈ 950 tok/s).
+A decode step at running batch `bs` replays the smallest captured graph ≥ bs, so with buckets the
+GPU runs the *padded* batch: throughput drops when bs crosses a bucket (726 → 663 tok/s at 56 → 57
+with step-8 buckets). Fitting against the padded batch recovers a and b exactly; the fit against
+the raw batch is reported too.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StepFit:
+    a_ms: float
+    b_ms: float
+    r2: float
+    n: int
+    x: str  # "padded_bs" or "bs"
+
+    @property
+    def ceiling_tok_s(self) -> float:
+        """Asymptotic decode throughput 1000/b tok/s (every slot busy, fixed cost amortised)."""
+        return 1000.0 / self.b_ms if self.b_ms > 0 else float("inf")
+
+    def step_ms(self, bs: float) -> float:
+        return self.a_ms + self.b_ms * bs
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "ceiling_tok_s": self.ceiling_tok_s}
+
+
+def fit_line(points: Sequence[tuple[float, float]], *, x: str = "bs") -> StepFit:
+    """Least squares y = a + b·x. Raises ValueError with fewer than two distinct x values."""
+    xs = [float(p[0]) for p in points]
+    ys = [float(p[1]) for p in points]
+    n = len(xs)
+    if n < 2 or len(set(xs)) < 2:
+        raise ValueError("need at least two distinct batch sizes to fit step = a + b*bs")
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((v - mx) ** 2 for v in xs)
+    sxy = sum((u - mx) * (v - my) for u, v in zip(xs, ys, strict=True))
+    b = sxy / sxx
+    a = my - b * mx
+    ss_tot = sum((v - my) ** 2 for v in ys)
+    ss_res = sum((v - (a + b * u)) ** 2 for u, v in zip(xs, ys, strict=True))
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    return StepFit(a_ms=a, b_ms=b, r2=r2, n=n, x=x)
+
+
+def pad_to_bucket(bs: float, buckets: Sequence[int]) -> float:
+    """The captured graph size a batch of `bs` runs in (bs itself above the largest bucket)."""
+    if not buckets:
+        return bs
+    ordered = sorted(buckets)
+    i = bisect.bisect_left(ordered, bs)
+    return float(ordered[i]) if i < len(ordered) else bs
+
+
+@dataclass(frozen=True)
+class LevelPoint:
+    """One staircase level: requested concurrency, observed running batch, step time, throughput."""
+
+    concurrency: int
+    bs: float
+    step_ms: float
+    output_tok_s: float
+    step_ms_metrics: float | None = None
+    output_tok_s_metrics: float | None = None  # the server's gen_throughput over the window
+
+
+@dataclass(frozen=True)
+class SawtoothDrop:
+    from_bs: float
+    to_bs: float
+    bucket: int  # the bucket boundary crossed (from_bs ≤ bucket < to_bs)
+    from_tok_s: float
+    to_tok_s: float
+
+    @property
+    def drop_pct(self) -> float:
+        return 100.0 * (self.from_tok_s - self.to_tok_s) / self.from_tok_s if self.from_tok_s else 0.0
+
+
+def find_sawtooth(
+    levels: Sequence[LevelPoint], buckets: Sequence[int], *, min_drop_pct: float = 1.0
+) -> list[SawtoothDrop]:
+    """Adjacent levels whose batch crosses a bucket boundary while throughput falls."""
+    drops: list[SawtoothDrop] = []
+    ordered = sorted(levels, key=lambda p: p.bs)
+    for prev, cur in zip(ordered, ordered[1:], strict=False):
+        crossed = [b for b in sorted(buckets) if prev.bs <= b < cur.bs]
+        if not crossed:
+            continue
+        drop = SawtoothDrop(prev.bs, cur.bs, crossed[-1], prev.output_tok_s, cur.output_tok_s)
+        if drop.drop_pct >= min_drop_pct:
+            drops.append(drop)
+    return drops
+
+
+@dataclass(frozen=True)
+class BucketWaste:
+    bucket: int
+    lo: int  # smallest batch that runs in this bucket
+    worst_padded_slots: int
+    worst_waste_pct: float  # padded share of the step at bs = lo, by the fitted law
+    observed_padding_pct: float | None  # mean padded share over the levels seen in this bucket
+
+
+def padding_waste(
+    buckets: Sequence[int], fit: StepFit, levels: Sequence[LevelPoint] = ()
+) -> list[BucketWaste]:
+    """Per bucket: how many slots the smallest batch that lands in it pads, and what that costs."""
+    out: list[BucketWaste] = []
+    prev = 0
+    for b in sorted(buckets):
+        lo = prev + 1
+        worst = fit.step_ms(b) - fit.step_ms(lo)
+        seen = [1.0 - p.bs / b for p in levels if lo <= round(p.bs) <= b]
+        out.append(
+            BucketWaste(
+                bucket=b,
+                lo=lo,
+                worst_padded_slots=b - lo,
+                worst_waste_pct=100.0 * worst / fit.step_ms(b) if fit.step_ms(b) > 0 else 0.0,
+                observed_padding_pct=100.0 * sum(seen) / len(seen) if seen else None,
+            )
+        )
+        prev = b
+    return out
+
+
+def step_bucket_lines(buckets: Sequence[int], max_bs: float) -> list[int]:
+    """Bucket boundaries to mark on plots (those inside the swept range)."""
+    return [b for b in sorted(buckets) if b <= max_bs]

@@ -1,0 +1,164 @@
+"""Per-request records: raw receipt timestamps from the hot path, parsed after the stream ends.
+
+Metric definitions (explicit, because tools disagree; reference load-generators.md §3):
+* TTFT: send → first event carrying content, reasoning or a tool-call delta (not a role-only chunk).
+* ITL: the gap between consecutive output events (one event per decode step in SGLang).
+* TPOT: (E2E − TTFT) / (output_tokens − 1), output_tokens from `usage.completion_tokens` when sent.
+* E2E: send → end of the response body.
+* queue wait: slot wait before send (closed loop), reported separately so TTFT excludes it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsv4ops.canary.sse import DONE
+from dsv4ops.canary.toolcalls import ToolCall, assemble
+
+try:  # orjson parses a chunk ~5x faster; it comes with sglang-router. json is the fallback.
+    from orjson import JSONDecodeError as _JSONError
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover - depends on the environment
+    _loads = json.loads
+    _JSONError = ValueError  # type: ignore[assignment,misc]
+
+# Error kinds (stable strings: counted in reports and named in verdict reasons).
+ERR_HTTP = "http_status"
+ERR_CONNECT = "connect"
+ERR_DISCONNECT = "disconnected"
+ERR_TIMEOUT = "timeout"
+ERR_STREAM = "stream_error"
+ERR_TRUNCATED = "truncated"
+ERR_BAD_JSON = "bad_event_json"
+ERR_CANCELLED = "cancelled"
+
+
+@dataclass
+class RequestRecord:
+    """One streamed request. Times are `perf_counter_ns` values."""
+
+    rid: str
+    tag: str = ""  # suite phase / concurrency level
+    t_queued: int = 0
+    t_send: int = 0
+    t_first: int = 0  # first output event, stamped live
+    t_last: int = 0  # last bytes received, stamped live (the watchdog reads it)
+    t_end: int = 0
+    status: int = 0
+    error: str | None = None
+    error_detail: str = ""
+    times: list[int] = field(default_factory=list)
+    payloads: list[bytes] = field(default_factory=list)
+    # filled by parse()
+    token_times: list[int] = field(default_factory=list)
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    usage_tokens: int | None = None
+    done: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def output_tokens(self) -> int:
+        return self.usage_tokens if self.usage_tokens is not None else len(self.token_times)
+
+    @property
+    def ttft_s(self) -> float | None:
+        return (self.token_times[0] - self.t_send) / 1e9 if self.token_times else None
+
+    @property
+    def e2e_s(self) -> float | None:
+        return (self.t_end - self.t_send) / 1e9 if self.t_end and self.t_send else None
+
+    @property
+    def itls_s(self) -> list[float]:
+        t = self.token_times
+        return [(t[i] - t[i - 1]) / 1e9 for i in range(1, len(t))]
+
+    @property
+    def tpot_s(self) -> float | None:
+        n = self.output_tokens
+        ttft, e2e = self.ttft_s, self.e2e_s
+        if n < 2 or ttft is None or e2e is None:
+            return None
+        return (e2e - ttft) / (n - 1)
+
+    @property
+    def queue_wait_s(self) -> float:
+        return (self.t_send - self.t_queued) / 1e9 if self.t_queued else 0.0
+
+
+def parse(rec: RequestRecord, *, keep_payloads: bool = False) -> RequestRecord:
+    """Parse the raw events of a finished stream into tokens, text, tool calls and usage."""
+    deltas: list[dict[str, Any]] = []
+    content: list[str] = []
+    reasoning: list[str] = []
+    for t, payload in zip(rec.times, rec.payloads, strict=True):
+        if payload == DONE:
+            rec.done = True
+            continue
+        try:
+            obj = _loads(payload)
+        except (_JSONError, ValueError):
+            _set_error(rec, ERR_BAD_JSON, payload[:120].decode("utf-8", "replace"))
+            continue
+        if not isinstance(obj, dict):
+            _set_error(rec, ERR_BAD_JSON, f"event is {type(obj).__name__}")
+            continue
+        if "error" in obj or obj.get("object") == "error":
+            err = obj.get("error", obj)
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            _set_error(rec, ERR_STREAM, str(msg)[:200])
+            continue
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            if usage.get("completion_tokens") is not None:
+                rec.usage_tokens = int(usage["completion_tokens"])
+            if usage.get("prompt_tokens") is not None:
+                rec.prompt_tokens = int(usage["prompt_tokens"])
+        output = False
+        for choice in obj.get("choices") or ():
+            delta = choice.get("delta")
+            if delta is None:  # /v1/completions chunks carry `text`
+                text = choice.get("text")
+                if text:
+                    content.append(text)
+                    output = True
+            else:
+                if delta.get("content"):
+                    content.append(delta["content"])
+                    output = True
+                if delta.get("reasoning_content"):
+                    reasoning.append(delta["reasoning_content"])
+                    output = True
+                calls = delta.get("tool_calls")
+                if calls:
+                    deltas.extend(calls)
+                    output = True
+            if choice.get("finish_reason"):
+                rec.finish_reason = choice["finish_reason"]
+        if output:
+            rec.token_times.append(t)
+    rec.content = "".join(content)
+    rec.reasoning = "".join(reasoning)
+    rec.tool_calls = assemble(deltas)
+    if rec.error is None and not rec.done:
+        _set_error(rec, ERR_TRUNCATED, "stream ended without data: [DONE]")
+    if not keep_payloads:
+        rec.times = []
+        rec.payloads = []
+    return rec
+
+
+def _set_error(rec: RequestRecord, kind: str, detail: str) -> None:
+    if rec.error is None:
+        rec.error = kind
+        rec.error_detail = detail

@@ -1,0 +1,112 @@
+"""The report directory: report.json (bench_serving key names at the top level), report.md (a
+human summary with tables) and PNG plots (`dsv4ops.canary.plots`, matplotlib imported lazily)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from dsv4ops.canary.stats import clean_json
+from dsv4ops.canary.verdict import SuiteResult, Thresholds
+from dsv4ops.errors import CanaryError
+
+LATENCY_ROWS = ("ttft", "itl", "tpot", "e2e_latency")
+
+
+def report_json(result: SuiteResult, thresholds: Thresholds | None = None) -> dict[str, Any]:
+    """bench_serving's keys (`output_throughput`, `median_ttft_ms`, `p99_itl_ms`, ...) at the top
+    level, taken from the suite with the most completed requests; the canary's own under `canary`."""
+    suites = result.sub_results or [result]
+    main = max(suites, key=lambda r: (r.metrics.get("summary") or {}).get("completed", -1))
+    summary = dict(main.metrics.get("summary") or {})
+    summary.pop("output_tokens_per_s_buckets", None)
+    data: dict[str, Any] = {
+        **summary,
+        "tag": f"dsv4ops-canary:{result.suite}",
+        "suite": result.suite,
+        "verdict": result.verdict.value,
+        "reasons": result.reasons,
+        "canary": {"suites": [r.to_json() for r in suites]},
+    }
+    if thresholds is not None:
+        data["canary"]["thresholds"] = thresholds.to_json()
+    return clean_json(data)
+
+
+def write_report(result: SuiteResult, directory: Path, *, thresholds: Thresholds | None = None) -> list[Path]:
+    """Write report.json, report.md and the plots; returns the paths written.
+
+    Raises CanaryError if the directory cannot be written.
+    """
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        written = [directory / "report.json", directory / "report.md"]
+        written[0].write_text(json.dumps(report_json(result, thresholds), indent=2) + "\n")
+        from dsv4ops.canary.plots import write_plots
+
+        pngs = write_plots(result, directory)
+        written[1].write_text(report_markdown(result, [p.name for p in pngs]))
+    except OSError as exc:
+        raise CanaryError(f"cannot write the report to {directory}: {exc.strerror}") from None
+    return written + pngs
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and (math.isnan(value) or math.isinf(value))):
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def report_markdown(result: SuiteResult, pngs: list[str] | None = None) -> str:
+    lines = [f"# Canary `{result.suite}`: **{result.verdict.value}**"]
+    if result.sub_results:
+        lines += [""] + [f"- {r}" for r in result.reasons]
+    for r in result.sub_results or [result]:
+        lines += ["", f"## {r.suite}: {r.verdict.value}", ""]
+        if r.sub_results:
+            continue
+        lines += [f"- {line}" for line in r.reasons]
+        s = r.metrics.get("summary") or {}
+        if s:
+            lines += ["", "| completed | failed | output tok/s | req/s | max tok/s (1 s) | concurrency |",
+                      "|---|---|---|---|---|---|",
+                      f"| {s.get('completed')} | {s.get('failed')} | {_fmt(s.get('output_throughput'))} "
+                      f"| {_fmt(s.get('request_throughput'), 2)} | {_fmt(s.get('max_output_tokens_per_s'))} "
+                      f"| {_fmt(s.get('concurrency'), 2)} |",
+                      "", "| latency (ms) | mean | median | p90 | p99 | max |", "|---|---|---|---|---|---|"]
+            for name in LATENCY_ROWS:
+                lines.append(f"| {name} | " + " | ".join(
+                    _fmt(s.get(f"{stat}_{name}_ms")) for stat in ("mean", "median", "p90", "p99", "max")) + " |")
+            errors = s.get("errors_by_kind") or {}
+            if errors:
+                lines += ["", "Errors: " + ", ".join(f"{k} {v}" for k, v in errors.items())]
+        fit = (r.metrics.get("fit") or {})
+        if fit:
+            lines += ["", "| fit | a (ms) | b (ms/req) | R² | ceiling 1000/b (tok/s) |", "|---|---|---|---|---|"]
+            for name, f in fit.items():
+                lines.append(f"| {name} | {_fmt(f['a_ms'], 2)} | {_fmt(f['b_ms'], 3)} | {_fmt(f['r2'], 4)} "
+                             f"| {_fmt(f['ceiling_tok_s'], 0)} |")
+        levels = r.metrics.get("levels") or []
+        if levels:
+            lines += ["", "| concurrency | step (ms) | step from metrics (ms) | output tok/s |", "|---|---|---|---|"]
+            lines += [f"| {p['concurrency']} | {_fmt(p['step_ms'], 2)} | {_fmt(p['step_ms_metrics'], 2)} "
+                      f"| {_fmt(p['output_tok_s'], 0)} |" for p in levels]
+        waste = r.metrics.get("padding_waste") or []
+        if waste:
+            lines += ["", "| bucket | smallest batch | worst padded slots | worst step waste % | observed padding % |",
+                      "|---|---|---|---|---|"]
+            lines += [f"| {w['bucket']} | {w['lo']} | {w['worst_padded_slots']} | {_fmt(w['worst_waste_pct'])} "
+                      f"| {_fmt(w['observed_padding_pct'])} |" for w in waste]
+        client = r.metrics.get("client") or {}
+        if client:
+            lines += ["", f"Client: {_fmt(client.get('client_cpu_cores'), 2)} cores, loop lag p99 "
+                      f"{_fmt(client.get('loop_lag_p99_ms'))} ms, machine CPU busy "
+                      f"{_fmt((client.get('machine_cpu_busy') or 0) * 100, 0)}%"
+                      + (" — CLIENT-BOUND" if client.get("client_bound") else "")]
+    if pngs:
+        lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in pngs]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,137 @@
+"""`run_suite`: the one entry point deploy and the CLI call; `suites_for_change`: which suites a
+profile change calls for."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dsv4ops.canary.suites.abort_cascade import run_abort_cascade
+from dsv4ops.canary.suites.common import Progress, SuiteContext
+from dsv4ops.canary.suites.corruption import run_corruption
+from dsv4ops.canary.suites.smoke import run_smoke, run_soak
+from dsv4ops.canary.suites.sweep import run_sweep
+from dsv4ops.canary.verdict import (
+    SuiteResult,
+    Thresholds,
+    Verdict,
+    buckets_from_profile,
+    thresholds_from_profile,
+    worst,
+)
+from dsv4ops.errors import CanaryError
+
+SUITES: dict[str, Callable[[SuiteContext], Awaitable[SuiteResult]]] = {
+    "smoke": run_smoke,
+    "corruption": run_corruption,
+    "abort-cascade": run_abort_cascade,
+    "sweep": run_sweep,
+    "soak": run_soak,
+}
+# `all` runs the abort cascade last: a wedge it provokes must not spoil the other suites.
+ALL_ORDER = ("smoke", "corruption", "sweep", "soak", "abort-cascade")
+SUITE_NAMES = (*SUITES, "all")
+
+
+def run_suite(
+    name: str,
+    base_url: str,
+    *,
+    worker_urls: Sequence[str] = (),
+    metrics_urls: Sequence[str] = (),
+    thresholds: Thresholds | None = None,
+    profile: Any = None,
+    buckets: Sequence[int] | None = None,
+    concurrency: int | None = None,
+    duration_s: float | None = None,
+    duration: float | None = None,
+    report_dir: str | Path | None = None,
+    progress: Progress | None = None,
+    model: str = "default",
+    rate_per_s: float | None = None,
+) -> SuiteResult:
+    """Run one suite (or `all`) against an OpenAI-compatible endpoint; blocking.
+
+    `worker_urls`/`metrics_urls`: the prefill/decode servers (metrics and /abort_request; the
+    router exposes neither). Thresholds come from `thresholds`, else the profile's `canary`
+    section, else defaults; buckets likewise from the profile's decode buckets. `rate_per_s`:
+    smoke/soak send open-loop Poisson arrivals (capped at the concurrency) instead of a closed loop.
+    Raises CanaryError when the suite cannot run at all (unknown suite, unreachable endpoint).
+    """
+    if name not in SUITE_NAMES:
+        raise CanaryError(f"unknown suite {name!r}; choose from {', '.join(SUITE_NAMES)}")
+    ctx = SuiteContext(
+        base_url=base_url,
+        worker_urls=tuple(dict.fromkeys([*worker_urls, *metrics_urls])),
+        thresholds=thresholds or (thresholds_from_profile(profile) if profile is not None else Thresholds()),
+        buckets=tuple(buckets) if buckets is not None else buckets_from_profile(profile),
+        concurrency=concurrency,
+        duration_s=duration_s if duration_s is not None else duration,
+        progress=progress,
+        model=model,
+        rate_per_s=rate_per_s,
+    )
+    result = asyncio.run(_run(name, ctx))
+    if report_dir is not None:
+        from dsv4ops.canary.report import write_report
+
+        write_report(result, Path(report_dir), thresholds=ctx.thresholds)
+    return result
+
+
+async def _run(name: str, ctx: SuiteContext) -> SuiteResult:
+    if name != "all":
+        return await SUITES[name](ctx)
+    results = []
+    for suite in ALL_ORDER:
+        ctx.say(f"== {suite}")
+        results.append(await SUITES[suite](ctx))
+    verdict = worst([r.verdict for r in results])
+    reasons = [f"{r.suite}: {r.verdict.value}" for r in results]
+    reasons += [f"{r.suite}: {line}" for r in results for line in r.reasons if not line.startswith("note")]
+    return SuiteResult(suite="all", verdict=verdict, reasons=reasons, metrics={}, sub_results=results)
+
+
+def suites_for_change(old_flags: Any, new_flags: Any) -> list[str]:
+    """Suites a deploy runs for a profile change: smoke always, plus
+    abort-cascade when the overlap scheduler changed (the TP-desync wedge),
+    sweep when the decode buckets changed (the sawtooth), and corruption when multi-stream overlap
+    changed or anything touches decode kernels (the seeds' capture race).
+
+    Flags are `profile.flags` objects, whole profiles, or dicts with overlap_schedule, multi_stream_overlap,
+    decode_buckets and optionally kernel_package; `old_flags` None means a first deploy.
+    """
+    suites = ["smoke"]
+    if old_flags is None:
+        return suites
+
+    def get(flags: Any, key: str) -> Any:
+        if isinstance(flags, Mapping):
+            return flags.get(key)
+        inner = getattr(flags, "flags", None)  # a whole Profile: flags + kernel_package
+        if inner is not None and hasattr(inner, key):
+            return getattr(inner, key)
+        return getattr(flags, key, None)
+
+    def changed(key: str) -> bool:
+        a, b = get(old_flags, key), get(new_flags, key)
+        if isinstance(a, list | tuple) or isinstance(b, list | tuple):
+            return tuple(a or ()) != tuple(b or ())
+        return a != b
+
+    if changed("multi_stream_overlap") or changed("kernel_package") or changed("decode_kernels"):
+        suites.append("corruption")
+    if changed("decode_buckets"):
+        suites.append("sweep")
+    if changed("overlap_schedule"):
+        suites.append("abort-cascade")
+    return suites
+
+
+def verdict_exit_code(result: SuiteResult) -> int:
+    return result.verdict.exit_code
+
+
+__all__ = ["SUITE_NAMES", "SuiteResult", "Verdict", "run_suite", "suites_for_change"]

@@ -1,0 +1,1 @@
+"""One module per suite; `dsv4ops.canary.runner` dispatches by name."""

@@ -1,0 +1,179 @@
+"""What every suite shares: its context, the live harness (client, watchdog, self-check, metrics
+sampler, progress) and the judges that turn observations into verdict reasons."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsv4ops.canary import records as R
+from dsv4ops.canary.loadgen import ChatClient
+from dsv4ops.canary.records import RequestRecord
+from dsv4ops.canary.sampler import MetricsSampler
+from dsv4ops.canary.selfcheck import SelfCheck, SelfCheckReport
+from dsv4ops.canary.toolcalls import ToolProblem, check_calls
+from dsv4ops.canary.verdict import Findings, Thresholds
+from dsv4ops.canary.watchdog import Watchdog
+from dsv4ops.canary.workload import TOOL_SCHEMAS, NonceBook, ToolExpectation
+
+Progress = Callable[[str], None]
+ARGS_MISMATCH = "args_mismatch"
+
+
+@dataclass
+class SuiteContext:
+    base_url: str
+    worker_urls: tuple[str, ...] = ()
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    buckets: tuple[int, ...] = ()
+    concurrency: int | None = None
+    duration_s: float | None = None
+    progress: Progress | None = None
+    model: str = "default"
+    api_key: str | None = None
+    rate_per_s: float | None = None  # open-loop Poisson arrivals (smoke/soak) instead of closed loop
+
+    def say(self, message: str) -> None:
+        if self.progress is not None:
+            self.progress(message)
+
+
+@dataclass
+class Harness:
+    client: ChatClient
+    watchdog: Watchdog
+    sampler: MetricsSampler
+    selfcheck: SelfCheck
+    records: list[RequestRecord]
+    t0_ns: int
+
+
+@contextlib.asynccontextmanager
+async def harness(ctx: SuiteContext, *, connections: int, name: str) -> AsyncIterator[Harness]:
+    """Client + hang watchdog + self-check + metrics sampler + a 1-second progress line."""
+    th = ctx.thresholds
+    wd = Watchdog(first_token_deadline_s=th.first_token_deadline_s, stall_s=th.stall_s,
+                  freeze_s=th.freeze_s, tick_s=th.watchdog_tick_s)
+    records: list[RequestRecord] = []
+    async with ChatClient(ctx.base_url, connections=connections + 8,
+                          total_timeout_s=th.hang_deadline_s, watchdog=wd,
+                          api_key=ctx.api_key) as client:
+        sampler = MetricsSampler(client, ctx.worker_urls, watchdog=wd)
+        sc = SelfCheck(cpu_max=th.client_cpu_max, lag_p99_max_ms=th.loop_lag_p99_max_ms)
+        h = Harness(client, wd, sampler, sc, records, time.perf_counter_ns())
+        ticker = asyncio.create_task(_progress(ctx, h, name)) if ctx.progress else None
+        try:
+            async with wd, sampler, sc:
+                yield h
+        finally:
+            if ticker is not None:
+                ticker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await ticker
+
+
+async def _progress(ctx: SuiteContext, h: Harness, name: str) -> None:
+    last_tokens = 0
+    while True:
+        await asyncio.sleep(1.0)
+        done = [r for r in h.records if r.t_end]
+        tokens = sum(len(r.token_times) for r in done)
+        ctx.say(f"{name}: {len(done)} done, {len(h.watchdog.active)} in flight, "
+                f"{tokens - last_tokens} tok in the last 1 s (parsed), "
+                f"{len(h.watchdog.events)} hang events")
+        last_tokens = tokens
+
+
+async def reachable(client: ChatClient) -> bool:
+    """The endpoint answers HTTP at all (any status): a refused connection is a CanaryError."""
+    status, _ = await client.get_text(client.base_url + "/v1/models", timeout_s=5.0)
+    return status != 0
+
+
+def tool_problems(rec: RequestRecord, expect: ToolExpectation, nonces: NonceBook) -> list[ToolProblem]:
+    """Validate a tool-call response: structure, JSON, schema, nonce, and the exact arguments."""
+    problems = check_calls(rec.tool_calls, TOOL_SCHEMAS, expected_nonce=expect.nonce,
+                           known_nonces=nonces.owners, content=rec.content)
+    if not problems and rec.tool_calls:
+        call = rec.tool_calls[0]
+        got = json.loads(call.arguments) if call.arguments.strip() else {}
+        if call.name != expect.tool or got != expect.args:
+            problems.append(ToolProblem(ARGS_MISMATCH, f"{call.name} {call.arguments[:120]!r}, "
+                                        f"expected {expect.tool} {expect.args}"))
+    return problems
+
+
+def counted_errors(records: Iterable[RequestRecord], ignore: Sequence[str] = (R.ERR_CANCELLED,)) -> Counter[str]:
+    return Counter(r.error for r in records if r.error and r.error not in ignore)
+
+
+def judge_errors(f: Findings, records: Sequence[RequestRecord], th: Thresholds,
+                 *, ignore: Sequence[str] = (R.ERR_CANCELLED,), require_completed: bool = True) -> None:
+    """FAIL when more than `max_error_rate` of the requests failed (our own cancellations aside)."""
+    judged = [r for r in records if r.error not in ignore]
+    if not judged:
+        if require_completed:
+            f.unsure("no request completed")
+        return
+    errors = counted_errors(judged, ignore)
+    n_err = sum(errors.values())
+    if n_err / len(judged) > th.max_error_rate:
+        first = next(r for r in judged if r.error and r.error not in ignore)
+        kinds = ", ".join(f"{k}={v}" for k, v in errors.most_common())
+        f.fail(f"{n_err} of {len(judged)} requests failed ({kinds}); first: {first.error_detail[:120]}")
+
+
+def judge_hangs(f: Findings, wd: Watchdog, sc: SelfCheckReport) -> None:
+    if not wd.events:
+        return
+    kinds = Counter(e.kind for e in wd.events)
+    first = wd.events[0]
+    line = (f"hang: {', '.join(f'{v} {k}' for k, v in kinds.items())}; first: {first.detail} "
+            f"(detected {first.detection_latency_s:.2f} s after the silence began)")
+    # A client whose loop stalled for seconds cannot tell a server stall from its own.
+    if sc.loop_lag_max_ms >= 1000.0:
+        f.unsure(line + f" — but the client loop stalled {sc.loop_lag_max_ms:.0f} ms")
+    else:
+        f.fail(line)
+
+
+def judge_tools(f: Findings, problems: dict[str, list[ToolProblem]], n_calls: int, th: Thresholds) -> None:
+    bad = {rid: p for rid, p in problems.items() if p}
+    if n_calls == 0:
+        return
+    rate = len(bad) / n_calls
+    if rate > th.corruption_max_rate:
+        kinds = Counter(p.kind for ps in bad.values() for p in ps)
+        first_rid, first = next(iter(bad.items()))
+        f.fail(f"tool-call corruption in {len(bad)} of {n_calls} calls ("
+               + ", ".join(f"{k}={v}" for k, v in kinds.most_common())
+               + f"); first ({first_rid}): {first[0]}")
+
+
+def judge_client(f: Findings, sc: SelfCheckReport) -> None:
+    for problem in sc.problems:
+        f.unsure(problem)
+
+
+def judge_latency(f: Findings, summary: dict[str, Any], th: Thresholds, client_bound: bool) -> None:
+    checks = (("p99_ttft_ms", th.ttft_p99_max_ms), ("p99_itl_ms", th.itl_p99_max_ms))
+    for key, limit in checks:
+        value = summary.get(key)
+        if limit is None or value is None or value != value:
+            continue
+        if value > limit:
+            line = f"{key} {value:.1f} > {limit:.1f}"
+            (f.unsure if client_bound else f.fail)(line + (" (client-bound)" if client_bound else ""))
+
+
+async def cancel_all(tasks: Iterable[asyncio.Task[Any]]) -> None:
+    tasks = list(tasks)
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

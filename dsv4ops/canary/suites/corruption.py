@@ -1,0 +1,141 @@
+"""corruption: the seeds' 80-session agentic stress plus an output-consistency check.
+
+Each session is what an agent harness does: send the tools, get a streamed tool call, validate it
+(JSON, schema, this request's nonce, the exact arguments), append the call and a tool result, and
+continue. The multi-stream-overlap race in the seeds showed up only at high concurrency as invalid
+or cross-request arguments. Consistency: the same greedy prompts at concurrency 1 and under the
+load must agree (exactly for the twin; `consistency_min_agreement` for a real model).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from dsv4ops.canary.loadgen import ChatClient
+from dsv4ops.canary.records import RequestRecord
+from dsv4ops.canary.stats import summarize
+from dsv4ops.canary.suites.common import (
+    Harness,
+    SuiteContext,
+    cancel_all,
+    harness,
+    judge_client,
+    judge_errors,
+    judge_hangs,
+    judge_tools,
+    reachable,
+    tool_problems,
+)
+from dsv4ops.canary.toolcalls import ToolProblem
+from dsv4ops.canary.verdict import Findings, SuiteResult
+from dsv4ops.canary.workload import (
+    NonceBook,
+    append_tool_turn,
+    base_body,
+    session_turn_body,
+    text_prompt,
+)
+from dsv4ops.errors import CanaryError
+
+GARBLED = "\ufffd"
+
+
+async def run_corruption(ctx: SuiteContext) -> SuiteResult:
+    th = ctx.thresholds
+    sessions = ctx.concurrency or th.stress_concurrency
+    nonces = NonceBook()
+    problems: dict[str, list[ToolProblem]] = {}
+    async with harness(ctx, connections=sessions + th.consistency_prompts, name="corruption") as h:
+        if not await reachable(h.client):
+            raise CanaryError(f"cannot reach {ctx.base_url}", hint="check --url / the target's router")
+        ctx.say(f"corruption: {th.consistency_prompts} reference prompts at concurrency 1")
+        reference = [await _consistency(h, i, "ref") for i in range(th.consistency_prompts)]
+        ctx.say(f"corruption: {sessions} agentic sessions x {th.corruption_turns}+ turns")
+        t0 = time.perf_counter()
+        deadline = t0 + ctx.duration_s if ctx.duration_s else None
+        tasks = [asyncio.create_task(_session(h, ctx, s, nonces, problems, deadline))
+                 for s in range(sessions)]
+        # the same greedy prompts again, while all sessions are in flight
+        await asyncio.sleep(0)
+        loaded_task = asyncio.gather(*(_consistency(h, i, "load")
+                                       for i in range(th.consistency_prompts)))
+        frozen = asyncio.create_task(h.watchdog.frozen.wait())
+        body = asyncio.gather(*tasks, loaded_task)
+        await asyncio.wait([body, frozen], return_when=asyncio.FIRST_COMPLETED)
+        if not body.done():
+            await cancel_all(tasks)
+            loaded_task.cancel()
+        await asyncio.gather(body, return_exceptions=True)
+        frozen.cancel()
+        loaded = loaded_task.result() if loaded_task.done() and not loaded_task.cancelled() else []
+        elapsed = time.perf_counter() - t0
+    sc = h.selfcheck.report
+    load_records = [r for r in h.records if r.tag != "ref"]
+    summary = summarize(load_records, duration_s=elapsed, max_concurrency=sessions, t0_ns=h.t0_ns)
+    f = Findings()
+    judge_errors(f, h.records, th)
+    judge_hangs(f, h.watchdog, sc)
+    judge_tools(f, problems, len(problems), th)
+    agreement, diffs = _agreement(reference, loaded)
+    if loaded and agreement < th.consistency_min_agreement:
+        f.fail(f"output consistency {agreement:.0%} < {th.consistency_min_agreement:.0%} between "
+               f"concurrency 1 and {sessions}; first: {diffs[0]}")
+    elif not loaded:
+        f.unsure("consistency prompts under load did not complete")
+    garbled = [r.rid for r in h.records if GARBLED in r.content]
+    if garbled:
+        f.fail(f"garbled output (U+FFFD) in {len(garbled)} responses, e.g. {garbled[0]}")
+    judge_client(f, sc)
+    if not problems:
+        f.unsure("no tool call was checked")
+    f.note(f"{len(problems)} tool calls checked in {sessions} sessions; consistency "
+           f"{agreement:.0%} over {len(loaded)} prompts")
+    metrics: dict[str, Any] = {
+        "summary": summary,
+        "hangs": h.watchdog.summary(),
+        "tool_calls": {"checked": len(problems),
+                       "bad": {rid: [str(p) for p in ps] for rid, ps in problems.items() if ps}},
+        "consistency": {"agreement": agreement, "prompts": len(loaded), "diffs": diffs[:5]},
+        "client": sc.to_json(),
+    }
+    return f.result("corruption", metrics)
+
+
+async def _consistency(h: Harness, i: int, tag: str) -> RequestRecord:
+    body = base_body([{"role": "user", "content": text_prompt(10_000 + i)}], max_tokens=32)
+    return await h.client.stream(body, rid=f"consistency-{tag}-{i}", tag=tag, sink=h.records)
+
+
+def _agreement(ref: list[RequestRecord], loaded: list[RequestRecord]) -> tuple[float, list[str]]:
+    pairs = [(a, b) for a, b in zip(ref, loaded, strict=False) if a.ok and b.ok]
+    if not pairs:
+        return 0.0, []
+    diffs = [f"{b.rid}: {a.content[:40]!r} vs {b.content[:40]!r}"
+             for a, b in pairs if a.content != b.content]
+    return 1.0 - len(diffs) / len(pairs), diffs
+
+
+async def _session(h: Harness, ctx: SuiteContext, s: int, nonces: NonceBook,
+                   problems: dict[str, list[ToolProblem]], deadline: float | None) -> None:
+    client: ChatClient = h.client
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent. Use the tools exactly as asked."}
+    ]
+    session = f"s{s:03d}"
+    step = 0
+    while step < ctx.thresholds.corruption_turns or (deadline and time.perf_counter() < deadline):
+        rid = f"corruption-{session}-{step}"
+        body, expect = session_turn_body(history, session, step, nonces.issue(rid), model=ctx.model)
+        rec = await client.stream(body, rid=rid, tag="session", sink=h.records)
+        if not rec.ok:
+            return  # counted as an error; an agent would stop here too
+        found = tool_problems(rec, expect, nonces)
+        problems[rid] = found
+        if found or not rec.tool_calls:
+            return
+        call = rec.tool_calls[0]
+        append_tool_turn(history, call.id or f"call_{rid}", call.name or "", call.arguments,
+                         f'{{"ok": true, "step": {step}}}')
+        step += 1

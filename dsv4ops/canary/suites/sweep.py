@@ -1,0 +1,203 @@
+"""sweep: a concurrency staircase, the step-time law and the CUDA-graph bucket sawtooth.
+
+Workers are added level by level (no drain between levels), each level's first 30% is warm-up.
+Per level: step time = median over streams of their token rate in the window (each stream gets
+one token per decode step), and
+from the server's metrics `1000 · running / gen_throughput` when exposed; output tok/s over the
+window. Fit `step = a + b·bs` (against the padded batch when the buckets are known), report a, b,
+R², the ceiling 1000/b, drops at bucket boundaries, and the padding waste per bucket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import statistics
+import time
+from dataclasses import replace
+from typing import Any
+
+from dsv4ops.canary.fit import (
+    LevelPoint,
+    StepFit,
+    find_sawtooth,
+    fit_line,
+    pad_to_bucket,
+    padding_waste,
+)
+from dsv4ops.canary.loadgen import closed_loop, level_windows
+from dsv4ops.canary.records import ERR_CANCELLED, RequestRecord
+from dsv4ops.canary.stats import summarize
+from dsv4ops.canary.suites.common import (
+    Harness,
+    SuiteContext,
+    harness,
+    judge_client,
+    judge_errors,
+    judge_hangs,
+    reachable,
+)
+from dsv4ops.canary.verdict import Findings, SuiteResult
+from dsv4ops.canary.workload import Mix
+from dsv4ops.errors import CanaryError
+
+DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32, 48, 64)
+
+
+def sweep_levels(ctx: SuiteContext) -> list[int]:
+    levels = sorted(set(ctx.thresholds.sweep_concurrency)) or list(DEFAULT_LEVELS)
+    if ctx.concurrency:
+        levels = [c for c in levels if c <= ctx.concurrency] or [ctx.concurrency]
+    return levels
+
+
+async def run_sweep(ctx: SuiteContext) -> SuiteResult:
+    th = ctx.thresholds
+    levels = sweep_levels(ctx)
+    level_s = (ctx.duration_s / len(levels)) if ctx.duration_s else th.sweep_level_s
+    mix = Mix(prefix="sweep", max_tokens=th.sweep_max_tokens, model=ctx.model)
+    async with harness(ctx, connections=levels[-1], name="sweep") as h:
+        if not await reachable(h.client):
+            raise CanaryError(f"cannot reach {ctx.base_url}", hint="check --url / the target's router")
+        starts, end = await _staircase(ctx, h, mix, levels, level_s)
+    sc = h.selfcheck.report
+    points = _level_points(h, levels, level_windows(starts, end))
+    f = Findings()
+    # long requests may all still be running when the staircase ends: they are cut, not failed
+    judge_errors(f, h.records, th, require_completed=False)
+    judge_hangs(f, h.watchdog, sc)
+    judge_client(f, sc)
+    metrics: dict[str, Any] = {
+        "summary": summarize(h.records, duration_s=(end - starts[0]) / 1e9,
+                             max_concurrency=levels[-1], t0_ns=h.t0_ns),
+        "levels": [p.__dict__ for p in points],
+        "buckets": list(ctx.buckets),
+        "hangs": h.watchdog.summary(),
+        "client": sc.to_json(),
+    }
+    fits = _fits(points, ctx.buckets)
+    metrics["fit"] = {k: v.to_json() for k, v in fits.items()}
+    # The server's own accounting is the primary law when exposed: it is not distorted by client
+    # lag or by proxies coalescing chunks. (The twin reports it in model time.)
+    law = fits.get("metrics") or fits.get("padded_bs") or fits.get("bs")
+    server_side = "metrics" in fits and all(p.output_tok_s_metrics for p in points)
+    judged = [replace(p, step_ms=p.step_ms_metrics, output_tok_s=p.output_tok_s_metrics)
+              for p in points] if server_side else points
+    metrics["law_source"] = "server metrics" if "metrics" in fits else "token timestamps"
+    if law is None:
+        f.unsure(f"not enough levels with output to fit the step law ({len(points)})")
+        return f.result("sweep", metrics)
+    f.note(f"step = {law.a_ms:.2f} + {law.b_ms:.3f}*{law.x} ms (R² {law.r2:.3f}, from "
+           f"{metrics['law_source']}); ceiling 1000/b = {law.ceiling_tok_s:.0f} tok/s")
+    if law.r2 < th.sweep_min_r2:
+        f.unsure(f"step law fits poorly: R² {law.r2:.3f} < {th.sweep_min_r2}")
+    if ctx.buckets:
+        drops = find_sawtooth(judged, ctx.buckets)
+        metrics["sawtooth"] = [{**d.__dict__, "drop_pct": d.drop_pct} for d in drops]
+        metrics["padding_waste"] = [w.__dict__ for w in padding_waste(ctx.buckets, law, judged)]
+        for d in drops:
+            line = (f"sawtooth at bucket {d.bucket}: {d.from_tok_s:.0f} -> {d.to_tok_s:.0f} tok/s "
+                    f"({d.from_bs:.0f} -> {d.to_bs:.0f} running, -{d.drop_pct:.1f}%)")
+            f.note(line + (" exceeds sawtooth_max_drop_pct" if d.drop_pct > th.sawtooth_max_drop_pct else ""))
+    off = _off_law(judged, law, ctx.buckets, th.sweep_throughput_tolerance_pct)
+    if off:
+        f.note("levels off the law by more than the tolerance: " + ", ".join(off))
+    return f.result("sweep", metrics)
+
+
+async def _staircase(ctx: SuiteContext, h: Harness, mix: Mix, levels: list[int],
+                     level_s: float) -> tuple[list[int], int]:
+    stop = asyncio.Event()
+    ids = itertools.count()
+    workers: list[asyncio.Task[Any]] = []
+    starts: list[int] = []
+    running = 0
+    for level in levels:
+        starts.append(time.perf_counter_ns())
+        ctx.say(f"sweep: level {level} for {level_s:.1f} s")
+        workers += [asyncio.create_task(closed_loop(
+            h.client, mix, concurrency=1, duration_s=1e9, tag=f"c{level}", stop=stop,
+            sink=h.records, counter=ids)) for _ in range(level - running)]
+        running = level
+        try:
+            await asyncio.wait_for(h.watchdog.frozen.wait(), timeout=level_s)
+            break  # frozen: stop climbing
+        except TimeoutError:
+            pass
+    end = time.perf_counter_ns()
+    stop.set()
+    # Drain what is in flight, but not for longer than a level: the rest is cut (and ignored).
+    _, pending = await asyncio.wait(workers, timeout=max(level_s, 3.0))
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*workers, return_exceptions=True)
+    return starts, end
+
+
+def _level_points(h: Harness, levels: list[int], windows: list[tuple[float, float]]) -> list[LevelPoint]:
+    decode = h.sampler.decode_url()
+    points: list[LevelPoint] = []
+    # streams cut when the staircase ended still delivered their tokens inside the windows
+    ok = [r for r in h.records if r.ok or r.error == ERR_CANCELLED]
+    for level, (a, b) in zip(levels, windows, strict=False):
+        step = _stream_step_ms(ok, a, b)
+        tokens = sum(1 for r in ok for t in r.token_times if a <= t <= b)
+        if step is None:
+            continue
+        step_metrics = tput_metrics = None
+        bs = float(level)
+        if decode is not None:
+            window = h.sampler.window(decode, int(a), int(b))
+            if window:  # the server's running batch beats the client's nominal concurrency
+                bs = float(statistics.median(x.running or 0.0 for x in window))
+            g = [x for x in window if x.gen_throughput and x.running]
+            if g:
+                step_metrics = statistics.median(1000.0 * x.running / x.gen_throughput for x in g)
+                tput_metrics = statistics.median(x.gen_throughput or 0.0 for x in g)
+        points.append(LevelPoint(concurrency=level, bs=bs, step_ms=step,
+                                 output_tok_s=tokens / ((b - a) / 1e9), step_ms_metrics=step_metrics,
+                                 output_tok_s_metrics=tput_metrics))
+    return points
+
+
+def _stream_step_ms(records: list[RequestRecord], a: float, b: float, min_tokens: int = 8) -> float | None:
+    """Median over streams of (last − first token in the window) / (tokens − 1).
+
+    Each stream gets one token per decode step, so this is the step time. It is robust to chunks
+    that carry several tokens (a busy client or a proxy coalescing writes), which make individual
+    inter-token gaps 0 and break a median of raw gaps.
+    """
+    per_stream = []
+    for r in records:
+        inside = [t for t in r.token_times if a <= t <= b]
+        if len(inside) >= min_tokens:
+            per_stream.append((inside[-1] - inside[0]) / (len(inside) - 1) / 1e6)
+    return statistics.median(per_stream) if len(per_stream) >= 2 else None
+
+
+def _fits(points: list[LevelPoint], buckets: tuple[int, ...]) -> dict[str, StepFit]:
+    fits: dict[str, StepFit] = {}
+    for name, xs in (("bs", [p.bs for p in points]),
+                     ("padded_bs", [pad_to_bucket(p.bs, buckets) for p in points] if buckets else None)):
+        if xs is None:
+            continue
+        with contextlib.suppress(ValueError):
+            fits[name] = fit_line(list(zip(xs, [p.step_ms for p in points], strict=True)), x=name)
+    with_metrics = [p for p in points if p.step_ms_metrics]
+    try:
+        xs = [pad_to_bucket(p.bs, buckets) for p in with_metrics]
+        fits["metrics"] = fit_line(list(zip(xs, [p.step_ms_metrics for p in with_metrics], strict=True)),
+                                   x="padded_bs" if buckets else "bs")
+    except ValueError:
+        pass
+    return fits
+
+
+def _off_law(points: list[LevelPoint], law: StepFit, buckets: tuple[int, ...], tol_pct: float) -> list[str]:
+    off = []
+    for p in points:
+        predicted = 1000.0 * p.bs / law.step_ms(pad_to_bucket(p.bs, buckets) if law.x == "padded_bs" else p.bs)
+        if predicted > 0 and abs(p.output_tok_s - predicted) / predicted * 100 > tol_pct:
+            off.append(f"c{p.concurrency} {p.output_tok_s:.0f} vs {predicted:.0f} tok/s")
+    return off

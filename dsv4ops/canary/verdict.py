@@ -1,0 +1,158 @@
+"""Verdicts, suite results and the thresholds they are judged by.
+
+Exit codes (CLI): PASS 0, FAIL 2, INCONCLUSIVE 4. FAIL beats INCONCLUSIVE beats PASS when results
+are combined (`all`), because a real failure found in one suite is not undone by another suite
+lacking data.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+
+class Verdict(enum.Enum):
+    PASS = "PASS"
+    FAIL = "FAIL"
+    INCONCLUSIVE = "INCONCLUSIVE"
+
+    @property
+    def exit_code(self) -> int:
+        return {Verdict.PASS: 0, Verdict.FAIL: 2, Verdict.INCONCLUSIVE: 4}[self]
+
+
+_RANK = {Verdict.PASS: 0, Verdict.INCONCLUSIVE: 1, Verdict.FAIL: 2}
+
+
+def worst(verdicts: list[Verdict]) -> Verdict:
+    return max(verdicts, key=_RANK.__getitem__) if verdicts else Verdict.INCONCLUSIVE
+
+
+@dataclass
+class SuiteResult:
+    """What a suite found: the verdict, one line per reason, and the numbers behind it."""
+
+    suite: str
+    verdict: Verdict
+    reasons: list[str] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    sub_results: list[SuiteResult] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return self.verdict.exit_code
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "suite": self.suite,
+            "verdict": self.verdict.value,
+            "reasons": list(self.reasons),
+            "metrics": self.metrics,
+        }
+        if self.sub_results:
+            out["suites"] = [s.to_json() for s in self.sub_results]
+        return out
+
+
+class Findings:
+    """Collects reasons while a suite is judged; `FAIL` and `INCONCLUSIVE` reasons are kept apart."""
+
+    def __init__(self) -> None:
+        self.failures: list[str] = []
+        self.inconclusive: list[str] = []
+        self.notes: list[str] = []
+
+    def fail(self, reason: str) -> None:
+        self.failures.append(reason)
+
+    def unsure(self, reason: str) -> None:
+        self.inconclusive.append(reason)
+
+    def note(self, reason: str) -> None:
+        self.notes.append(reason)
+
+    def result(self, suite: str, metrics: dict[str, Any]) -> SuiteResult:
+        if self.failures:
+            verdict = Verdict.FAIL
+        elif self.inconclusive:
+            verdict = Verdict.INCONCLUSIVE
+        else:
+            verdict = Verdict.PASS
+        reasons = (
+            [f"FAIL: {r}" for r in self.failures]
+            + [f"INCONCLUSIVE: {r}" for r in self.inconclusive]
+            + [f"note: {r}" for r in self.notes]
+        )
+        return SuiteResult(suite=suite, verdict=verdict, reasons=reasons, metrics=metrics)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Everything a suite is judged by. The first block mirrors the profile's `canary` section
+    (`dsv4ops.profiles.model.CanaryThresholds`); the rest are canary-side defaults.
+    """
+
+    smoke_requests: int = 8
+    corruption_max_rate: float = 0.0
+    consistency_min_agreement: float = 0.95
+    first_token_deadline_s: float = 60.0
+    # Per-request backstop: a request still open after this long is cut and counted as a hang.
+    hang_deadline_s: float = 120.0
+    abort_cascade_recovery_s: float = 60.0
+    stress_concurrency: int = 80
+    stress_duration_s: float = 120.0
+    sweep_concurrency: tuple[int, ...] = (32, 48, 56, 57, 64, 72, 80, 88, 96)
+    sweep_throughput_tolerance_pct: float = 5.0
+    sawtooth_max_drop_pct: float = 5.0
+    # Hang watchdog: a stream silent this long mid-response is stalled; in-flight requests with no
+    # token on any stream (or running > 0 and gen throughput 0 on the server) this long is a
+    # server-wide freeze. 2 s + a 0.1 s tick keeps detection under 3 s.
+    stall_s: float = 2.0
+    freeze_s: float = 2.0
+    watchdog_tick_s: float = 0.1
+    # Client self-check (reference load-generators.md §4.4: above these the numbers are the
+    # client's, not the server's).
+    client_cpu_max: float = 0.9
+    loop_lag_p99_max_ms: float = 50.0
+    max_error_rate: float = 0.0
+    ttft_p99_max_ms: float | None = None
+    itl_p99_max_ms: float | None = None
+    max_tokens: int = 64
+    smoke_concurrency: int = 4
+    corruption_turns: int = 3
+    consistency_prompts: int = 8
+    abort_streams: int = 32
+    sweep_level_s: float = 6.0
+    sweep_max_tokens: int = 512
+    sweep_min_r2: float = 0.9
+    soak_concurrency: int = 16
+
+    def with_overrides(self, **changes: Any) -> Thresholds:
+        known = {f.name for f in fields(self)}
+        return replace(self, **{k: v for k, v in changes.items() if k in known and v is not None})
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def thresholds_from_profile(profile: Any) -> Thresholds:
+    """Map a loaded profile's `canary` section (or a plain dict of it) onto Thresholds.
+
+    Keys the profile does not have keep the canary defaults.
+    """
+    section = getattr(profile, "canary", profile)
+    if section is None:
+        return Thresholds()
+    data = section if isinstance(section, dict) else (
+        asdict(section) if hasattr(section, "__dataclass_fields__") else vars(section)
+    )
+    changes = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items()}
+    return Thresholds().with_overrides(**changes)
+
+
+def buckets_from_profile(profile: Any) -> tuple[int, ...]:
+    """The decode CUDA-graph buckets the profile resolves to (empty when unknown)."""
+    flags = getattr(profile, "flags", None)
+    buckets = getattr(flags, "decode_buckets", None) if flags is not None else None
+    return tuple(int(b) for b in buckets) if buckets else ()

@@ -1,0 +1,152 @@
+"""Request bodies: plain prompts, tool-call prompts with per-request nonces, agentic sessions.
+
+Prompt convention: `CALL <tool> <json>` asks for a call of <tool> with exactly those arguments,
+`SAY <text>` for a fixed answer (the twin implements both literally, docs/twin.md; a real model
+follows the plain-English instruction that comes with them). Every tool-call request carries a
+fresh nonce the call must echo, so a value from another request (cross-talk) is caught.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+RECORD_STEP = {
+    "type": "function",
+    "function": {
+        "name": "record_step",
+        "description": "Record one step of an agent session.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "nonce": {"type": "string", "pattern": "^[0-9a-f]{12}$"},
+                "session": {"type": "string"},
+                "step": {"type": "integer", "minimum": 0},
+                "path": {"type": "string"},
+            },
+            "required": ["nonce", "session", "step"],
+            "additionalProperties": False,
+        },
+    },
+}
+LOOKUP_ORDER = {
+    "type": "function",
+    "function": {
+        "name": "lookup_order",
+        "description": "Look up an order by id.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "nonce": {"type": "string", "pattern": "^[0-9a-f]{12}$"},
+                "order_id": {"type": "integer", "minimum": 0},
+                "fields": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["nonce", "order_id"],
+            "additionalProperties": False,
+        },
+    },
+}
+TOOLS = [RECORD_STEP, LOOKUP_ORDER]
+TOOL_SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+
+
+def new_nonce() -> str:
+    return secrets.token_hex(6)
+
+
+def base_body(messages: list[dict[str, Any]], *, max_tokens: int, model: str = "default",
+              tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if tools:
+        body["tools"] = tools
+        body["tool_choice"] = "auto"
+    return body
+
+
+def call_prompt(tool: str, args: dict[str, Any]) -> str:
+    return (f"CALL {tool} {json.dumps(args, separators=(',', ':'))}\n"
+            f"Call the function {tool} with exactly the JSON arguments above. Write nothing else.")
+
+
+def text_prompt(i: int) -> str:
+    """A deterministic free-text prompt (no tool, no fixed answer)."""
+    return f"Describe decode step number {i} of the canary in one short paragraph."
+
+
+@dataclass
+class ToolExpectation:
+    """What a tool-call request must come back with."""
+
+    tool: str
+    nonce: str
+    args: dict[str, Any]
+
+
+@dataclass
+class NonceBook:
+    """Every nonce issued in a run (nonce → request id), to tell cross-talk from corruption."""
+
+    owners: dict[str, str] = field(default_factory=dict)
+
+    def issue(self, rid: str) -> str:
+        nonce = new_nonce()
+        self.owners[nonce] = rid
+        return nonce
+
+
+class Mix:
+    """Body factory for throughput suites: plain prompts with every `tool_every`-th a tool call."""
+
+    def __init__(self, *, prefix: str, max_tokens: int, model: str = "default",
+                 tool_every: int = 0, nonces: NonceBook | None = None) -> None:
+        self.prefix = prefix
+        self.max_tokens = max_tokens
+        self.model = model
+        self.tool_every = tool_every
+        self.nonces = nonces or NonceBook()
+        self.expect: dict[str, ToolExpectation] = {}
+        self._order = itertools.count()
+
+    def __call__(self, i: int) -> tuple[str, dict[str, Any]]:
+        rid = f"{self.prefix}-{i}"
+        if self.tool_every and i % self.tool_every == self.tool_every - 1:
+            nonce = self.nonces.issue(rid)
+            args = {"nonce": nonce, "order_id": next(self._order)}
+            self.expect[rid] = ToolExpectation("lookup_order", nonce, args)
+            msgs = [{"role": "user", "content": call_prompt("lookup_order", args)}]
+            return rid, base_body(msgs, max_tokens=max(self.max_tokens, 96), model=self.model,
+                                  tools=TOOLS)
+        msgs = [{"role": "user", "content": text_prompt(i)}]
+        return rid, base_body(msgs, max_tokens=self.max_tokens, model=self.model)
+
+
+def session_turn_body(
+    history: list[dict[str, Any]], session: str, step: int, nonce: str, *, model: str = "default",
+    max_tokens: int = 128,
+) -> tuple[dict[str, Any], ToolExpectation]:
+    args = {"nonce": nonce, "session": session, "step": step, "path": f"/work/{session}/f{step}.py"}
+    history.append({"role": "user", "content": call_prompt("record_step", args)})
+    body = base_body(list(history), max_tokens=max_tokens, model=model, tools=TOOLS)
+    return body, ToolExpectation("record_step", nonce, args)
+
+
+def append_tool_turn(history: list[dict[str, Any]], call_id: str, name: str, arguments: str,
+                     result: str) -> None:
+    """What an agent harness does after a call: the assistant's call, then the tool's result."""
+    history.append({
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": call_id, "type": "function",
+                        "function": {"name": name, "arguments": arguments}}],
+    })
+    history.append({"role": "tool", "tool_call_id": call_id, "content": result})

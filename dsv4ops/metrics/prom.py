@@ -1,0 +1,87 @@
+"""Parse Prometheus text exposition into the few SGLang gauges the canary and status read.
+
+Uses prometheus_client's own parser (the real one), then folds SGLang's per-rank label sets:
+`sglang:num_running_reqs` etc. carry `tp_rank`, `engine_type`, ... (reference sglang-0.5.23.md §4).
+Running/queued counts and generation throughput are summed over label sets; only attention-TP rank
+0 reports by default, so the sum is the server's value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from dsv4ops.errors import DsOpsError
+
+RUNNING = "sglang:num_running_reqs"
+QUEUED = "sglang:num_queue_reqs"
+GEN_THROUGHPUT = "sglang:gen_throughput"
+ABORTED_TOTAL = "sglang:num_aborted_requests_total"
+GEN_TOKENS_TOTAL = "sglang:generation_tokens_total"
+
+
+class MetricsParseError(DsOpsError):
+    """A /metrics body is not valid Prometheus text."""
+
+
+@dataclass(frozen=True)
+class Samples:
+    """name → list of (labels, value), exactly as exposed (counters keep their `_total` name)."""
+
+    series: dict[str, list[tuple[dict[str, str], float]]] = field(default_factory=dict)
+
+    def total(self, name: str, **match: str) -> float | None:
+        """Sum of the samples of `name` whose labels include `match`; None when absent."""
+        values = [
+            v
+            for labels, v in self.series.get(name, ())
+            if all(labels.get(k) == want for k, want in match.items()) and not math.isnan(v)
+        ]
+        return sum(values) if values else None
+
+    def label_values(self, name: str, label: str) -> set[str]:
+        return {labels[label] for labels, _ in self.series.get(name, ()) if label in labels}
+
+
+def parse_text(text: str) -> Samples:
+    """Parse a Prometheus text body. Raises MetricsParseError on malformed input."""
+    series: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                series[sample.name].append((dict(sample.labels), float(sample.value)))
+    except (ValueError, TypeError, IndexError) as exc:
+        raise MetricsParseError(f"invalid Prometheus text: {exc}") from None
+    return Samples(dict(series))
+
+
+@dataclass(frozen=True)
+class ServerGauges:
+    """The load state of one SGLang server (None where the metric is not exposed)."""
+
+    running: float | None
+    queued: float | None
+    gen_throughput: float | None
+    aborted_total: float | None
+    engine_types: tuple[str, ...]
+
+    @property
+    def has_load_gauges(self) -> bool:
+        return self.running is not None
+
+    @property
+    def in_system(self) -> float:
+        return (self.running or 0.0) + (self.queued or 0.0)
+
+
+def server_gauges(samples: Samples) -> ServerGauges:
+    return ServerGauges(
+        running=samples.total(RUNNING),
+        queued=samples.total(QUEUED),
+        gen_throughput=samples.total(GEN_THROUGHPUT),
+        aborted_total=samples.total(ABORTED_TOTAL),
+        engine_types=tuple(sorted(samples.label_values(RUNNING, "engine_type"))),
+    )

@@ -1,0 +1,206 @@
+"""A small OpenAI-compatible streaming server for the canary's own tests (not the twin).
+
+Run: `python -m testing.canary_server --port P [--config JSON]`. A global decode loop emits one
+token to every active stream per step of `a_ms + b_ms * padded(batch)` (the seeds' law). Knobs
+(config at start, or POST /_fake/config at run time): stall_after (tokens after which every new
+stream goes silent), freeze (no stream advances; running stays > 0), corrupt ("cross_talk" or
+"invalid_json" tool arguments), error_every (every Nth request gets HTTP 500), wedge_after_aborts
+(freeze after that many aborts). GET /metrics serves SGLang's gauge names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import bisect
+import contextlib
+import hashlib
+import json
+import re
+import time
+from typing import Any
+
+from aiohttp import web
+
+_CALL = re.compile(r"CALL\s+([A-Za-z_][\w.-]*)\s+(\{.*?\})\s*$", re.S | re.M)
+
+
+class Stream:
+    def __init__(self, rid: int) -> None:
+        self.rid = rid
+        self.queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self.tokens = 0
+
+
+class Fake:
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.cfg = {"a_ms": 5.0, "b_ms": 0.5, "buckets": [], "stall_after": None, "freeze": False,
+                    "corrupt": None, "error_every": 0, "wedge_after_aborts": 0, **config}
+        self.active: dict[int, Stream] = {}
+        self.seq = 0
+        self.aborts = 0
+        self.tokens_window: list[float] = []
+        self.last_args: str | None = None
+        self.wake = asyncio.Event()
+
+    def step_s(self, n: int) -> float:
+        buckets = sorted(self.cfg["buckets"])
+        i = bisect.bisect_left(buckets, n)
+        padded = buckets[i] if buckets and i < len(buckets) else n
+        return (self.cfg["a_ms"] + self.cfg["b_ms"] * padded) / 1000.0
+
+    async def decode_loop(self) -> None:
+        while True:
+            if self.cfg["freeze"]:
+                await asyncio.sleep(0.05)
+                continue
+            if not self.active:
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            batch = list(self.active.values())
+            await asyncio.sleep(self.step_s(len(batch)))
+            now = time.monotonic()
+            for s in batch:
+                stall = self.cfg["stall_after"]
+                if stall is not None and s.tokens >= stall:
+                    continue
+                s.tokens += 1
+                s.queue.put_nowait("tick")
+                self.tokens_window.append(now)
+
+    def abort(self, stream: Stream) -> None:
+        self.aborts += 1
+        if self.cfg["wedge_after_aborts"] and self.aborts >= self.cfg["wedge_after_aborts"]:
+            self.cfg["freeze"] = True
+        stream.queue.put_nowait(None)
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None, usage: dict[str, int] | None = None) -> bytes:
+    obj: dict[str, Any] = {"object": "chat.completion.chunk",
+                           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    if usage is not None:
+        obj = {"object": "chat.completion.chunk", "choices": [], "usage": usage}
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+async def chat(request: web.Request) -> web.StreamResponse:
+    fake: Fake = request.app["fake"]
+    body = await request.json()
+    fake.seq += 1
+    if fake.cfg["error_every"] and fake.seq % fake.cfg["error_every"] == 0:
+        return web.json_response({"object": "error", "message": "injected failure"}, status=500)
+    messages = body.get("messages") or []
+    user = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "user"), "")
+    call = _CALL.search(user) if body.get("tools") else None
+    pieces: list[dict[str, Any]]
+    if call:
+        args = json.dumps(json.loads(call.group(2)))
+        if fake.cfg["corrupt"] == "cross_talk" and fake.last_args:
+            args, fake.last_args = fake.last_args, args
+        else:
+            fake.last_args = args
+            if fake.cfg["corrupt"] == "invalid_json":
+                args = args[: len(args) // 2] + '",,'
+        pieces = [{"tool_calls": [{"index": 0, "id": f"call_{fake.seq}", "type": "function",
+                                   "function": {"name": call.group(1), "arguments": ""}}]}]
+        pieces += [{"tool_calls": [{"index": 0, "function": {"arguments": args[i:i + 4]}}]}
+                   for i in range(0, len(args), 4)]
+        finish = "tool_calls"
+    else:
+        seed = hashlib.sha256(user.encode()).hexdigest()
+        n = int(body.get("max_tokens") or 16)
+        pieces = [{"content": f" {seed[i % 60:i % 60 + 4]}"} for i in range(n)]
+        finish = "length"
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    stream = Stream(fake.seq)
+    fake.active[stream.rid] = stream
+    fake.wake.set()
+    sent = 0
+    try:
+        await resp.write(_chunk({"role": "assistant", "content": ""}))
+        for piece in pieces:
+            item = await stream.queue.get()
+            if item is None:
+                finish = "abort"
+                break
+            await resp.write(_chunk(piece))
+            sent += 1
+        fake.active.pop(stream.rid, None)
+        await resp.write(_chunk({}, finish))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            await resp.write(_chunk({}, usage={"prompt_tokens": len(user.split()), "completion_tokens": sent,
+                                                 "total_tokens": sent + len(user.split())}))
+        await resp.write(b"data: [DONE]\n\n")
+    except (ConnectionResetError, asyncio.CancelledError):
+        fake.abort(stream)
+        raise
+    finally:
+        fake.active.pop(stream.rid, None)
+    return resp
+
+
+async def metrics(request: web.Request) -> web.Response:
+    fake: Fake = request.app["fake"]
+    now = time.monotonic()
+    fake.tokens_window = [t for t in fake.tokens_window if now - t <= 1.0]
+    labels = '{model_name="fake",engine_type="decode",tp_rank="0"}'
+    text = (f"# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{labels} {len(fake.active)}\n"
+            f"# TYPE sglang:num_queue_reqs gauge\nsglang:num_queue_reqs{labels} 0\n"
+            f"# TYPE sglang:gen_throughput gauge\nsglang:gen_throughput{labels} {len(fake.tokens_window)}\n")
+    return web.Response(text=text, content_type="text/plain")
+
+
+async def abort_request(request: web.Request) -> web.Response:
+    fake: Fake = request.app["fake"]
+    body = await request.json()
+    if body.get("abort_all"):
+        for s in list(fake.active.values()):
+            fake.active.pop(s.rid, None)
+            fake.abort(s)
+    return web.Response(text="")
+
+
+async def set_config(request: web.Request) -> web.Response:
+    fake: Fake = request.app["fake"]
+    fake.cfg.update(await request.json())
+    fake.wake.set()
+    return web.json_response(fake.cfg)
+
+
+async def models(request: web.Request) -> web.Response:
+    return web.json_response({"object": "list", "data": [{"id": "fake", "object": "model"}]})
+
+
+def make_app(config: dict[str, Any]) -> web.Application:
+    app = web.Application()
+    app["fake"] = Fake(config)
+
+    async def background(app: web.Application):  # type: ignore[no-untyped-def]
+        task = asyncio.create_task(app["fake"].decode_loop())
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    app.cleanup_ctx.append(background)
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_post("/abort_request", abort_request)
+    app.router.add_post("/_fake/config", set_config)
+    app.router.add_get("/v1/models", models)
+    return app
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--config", default="{}")
+    args = parser.parse_args()
+    web.run_app(make_app(json.loads(args.config)), host="127.0.0.1", port=args.port, print=None,
+                access_log=None)
+
+
+if __name__ == "__main__":
+    main()

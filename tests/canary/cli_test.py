@@ -1,0 +1,59 @@
+"""`dsv4ops canary` through the real CLI entry point (exit codes are the contract)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dsv4ops.cli import main
+from testing.canary_fixtures import fake_server
+from testing.ports import free_port
+
+pytestmark = pytest.mark.slow
+
+
+def test_pass_prints_a_table_and_exits_0(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    with fake_server() as url:
+        code = main(["canary", "--url", url, "--worker-url", url, "--suite", "smoke",
+                     "--concurrency", "2", "--report", str(tmp_path / "r")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "canary smoke: PASS" in out and "smoke: 2 streams" in out
+    assert (tmp_path / "r" / "report.json").exists()
+
+
+def test_fail_exits_2_and_json_goes_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    with fake_server({"error_every": 2}) as url:
+        code = main(["canary", "--url", url, "--suite", "smoke", "--concurrency", "2", "--json"])
+    captured = capsys.readouterr()
+    assert code == 2
+    data = json.loads(captured.out)
+    assert data["verdict"] == "FAIL" and data["suite"] == "smoke"
+    assert "smoke: 2 streams" in captured.err  # progress stays off stdout with --json
+
+
+def test_inconclusive_exits_4(capsys: pytest.CaptureFixture[str]) -> None:
+    with fake_server({"a_ms": 10}) as url:
+        code = main(["canary", "--url", url, "--suite", "abort-cascade", "--concurrency", "4"])
+    assert code == 4
+    assert "INCONCLUSIVE" in capsys.readouterr().out
+
+
+def test_unreachable_url_is_one_error_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["canary", "--url", f"http://127.0.0.1:{free_port()}", "--suite", "smoke"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith("error: cannot reach") and "Traceback" not in err
+
+
+def test_target_without_a_deployment(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["canary", "--target", "twin-local", "--suite", "smoke"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "records no running deployment on target 'twin-local'" in err
+
+
+def test_bad_option_values(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["canary", "--suite", "bogus", "--url", "http://x"]) == 1
+    assert main(["canary", "--suite", "smoke", "--concurrency", "0", "--url", "http://x"]) == 1

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from dsv4ops.canary.fit import LevelPoint, find_sawtooth, fit_line, pad_to_bucket, padding_waste
+
+STEP8 = tuple(range(32, 97, 8))  # the seeds' step-8 buckets 32..96
+A, B = 18.0, 1.05  # the seeds' law
+
+
+def _level(c: int, buckets: tuple[int, ...] = STEP8) -> LevelPoint:
+    step = A + B * pad_to_bucket(c, buckets)
+    return LevelPoint(concurrency=c, bs=float(c), step_ms=step, output_tok_s=1000.0 * c / step)
+
+
+def test_fit_recovers_the_law_exactly_and_the_ceiling() -> None:
+    fit = fit_line([(bs, A + B * bs) for bs in (8, 16, 32, 64, 96)])
+    assert fit.a_ms == pytest.approx(A) and fit.b_ms == pytest.approx(B)
+    assert fit.r2 == pytest.approx(1.0)
+    assert fit.ceiling_tok_s == pytest.approx(1000 / 1.05)  # ≈ 952 tok/s, the seeds' ~950
+
+
+def test_fit_with_noise_matches_numpy_polyfit() -> None:
+    rng = random.Random(1)
+    pts = [(bs, A + B * bs + rng.gauss(0, 0.5)) for bs in range(1, 100, 7)]
+    fit = fit_line(pts)
+    b, a = np.polyfit([p[0] for p in pts], [p[1] for p in pts], 1)
+    assert (fit.a_ms, fit.b_ms) == pytest.approx((a, b))
+    assert 0.99 < fit.r2 < 1.0
+
+
+def test_fit_needs_two_distinct_batches() -> None:
+    with pytest.raises(ValueError):
+        fit_line([(8, 20.0), (8, 21.0)])
+
+
+def test_padding() -> None:
+    assert pad_to_bucket(57, STEP8) == 64
+    assert pad_to_bucket(56, STEP8) == 56
+    assert pad_to_bucket(100, STEP8) == 100
+    assert pad_to_bucket(5, ()) == 5
+
+
+def test_sawtooth_at_56_to_57_with_step8_buckets() -> None:
+    levels = [_level(c) for c in (32, 48, 56, 57, 64, 72)]
+    drops = find_sawtooth(levels, STEP8)
+    assert [(d.from_bs, d.to_bs, d.bucket) for d in drops] == [(56, 57, 56)]
+    # the seeds saw 726 -> 663 tok/s on the box; the law with padding gives 729 -> 669
+    assert drops[0].from_tok_s == pytest.approx(729.2, abs=0.5)
+    assert drops[0].to_tok_s == pytest.approx(669.0, abs=0.5)
+    assert 8 < drops[0].drop_pct < 9
+
+
+def test_no_sawtooth_without_a_drop() -> None:
+    levels = [_level(c, ()) for c in (32, 48, 56, 57, 64)]
+    assert find_sawtooth(levels, STEP8) == []
+
+
+def test_padding_waste_per_bucket() -> None:
+    fit = fit_line([(bs, A + B * bs) for bs in STEP8])
+    waste = {w.bucket: w for w in padding_waste(STEP8, fit, [_level(57)])}
+    assert waste[64].lo == 57 and waste[64].worst_padded_slots == 7
+    assert waste[64].worst_waste_pct == pytest.approx(100 * 7 * B / (A + 64 * B))
+    assert waste[64].observed_padding_pct == pytest.approx(100 * 7 / 64)
+    assert waste[32].worst_padded_slots == 31

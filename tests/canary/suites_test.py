@@ -1,0 +1,137 @@
+"""Suites against a small streaming server of our own (testing/canary_server.py): the loadgen
+mechanics, each detector and each verdict path, fast and without the twin."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dsv4ops.canary import Thresholds, Verdict, run_suite
+from dsv4ops.errors import CanaryError
+from testing.canary_fixtures import fake_server
+from testing.ports import free_port
+
+pytestmark = pytest.mark.slow
+
+TH = Thresholds(smoke_requests=12, stress_concurrency=16, corruption_turns=2, consistency_prompts=4,
+                abort_streams=12, first_token_deadline_s=5.0, hang_deadline_s=30.0,
+                loop_lag_p99_max_ms=1000.0, client_cpu_max=1.5)
+
+
+def _run(url: str, suite: str, **kw: object):  # type: ignore[no-untyped-def]
+    return run_suite(suite, url, worker_urls=[url], thresholds=kw.pop("thresholds", TH), **kw)
+
+
+def test_smoke_passes_and_measures(tmp_path) -> None:
+    lines: list[str] = []
+    with fake_server({"a_ms": 4, "b_ms": 0.5}) as url:
+        result = _run(url, "smoke", report_dir=tmp_path, progress=lines.append)
+    assert result.verdict is Verdict.PASS, result.reasons
+    s = result.metrics["summary"]
+    assert s["completed"] == 12 and s["failed"] == 0
+    # 4 streams: step = 4 + 0.5*4 = 6 ms per token
+    assert 5.0 <= s["median_itl_ms"] < 30.0
+    assert result.metrics["tool_calls"]["checked"] == 6
+    assert lines and lines[0].startswith("smoke:")
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["verdict"] == "PASS" and report["completed"] == 12
+    assert {"output_throughput", "median_ttft_ms", "p99_itl_ms"} <= report.keys()
+    assert (tmp_path / "report.md").read_text().startswith("# Canary `smoke`: **PASS**")
+    assert (tmp_path / "smoke-latency.png").stat().st_size > 1000
+
+
+def test_http_errors_fail_smoke() -> None:
+    with fake_server({"error_every": 3}) as url:
+        result = _run(url, "smoke")
+    assert result.verdict is Verdict.FAIL
+    assert any("requests failed (http_status=4)" in r for r in result.reasons), result.reasons
+
+
+def test_mid_stream_stall_is_detected_within_3s_and_fails() -> None:
+    th = Thresholds(smoke_requests=4, smoke_concurrency=4, loop_lag_p99_max_ms=1000.0, client_cpu_max=1.5)
+    with fake_server({"stall_after": 5}) as url:
+        result = _run(url, "smoke", thresholds=th)
+    assert result.verdict is Verdict.FAIL
+    hangs = result.metrics["hangs"]
+    assert hangs["hangs_by_kind"].get("stall", 0) >= 1
+    stalls = [e for e in hangs["events"] if e["kind"] == "stall"]
+    assert all(2.0 <= e["detection_latency_s"] < 3.0 for e in stalls)
+
+
+@pytest.mark.parametrize(("mode", "kind"), [("cross_talk", "cross_talk"), ("invalid_json", "invalid_json")])
+def test_corrupted_tool_calls_fail_the_corruption_suite(mode: str, kind: str) -> None:
+    with fake_server({"corrupt": mode}) as url:
+        result = _run(url, "corruption")
+    assert result.verdict is Verdict.FAIL
+    assert any("tool-call corruption" in r and kind in r for r in result.reasons), result.reasons
+
+
+def test_clean_corruption_suite_passes_with_consistency() -> None:
+    with fake_server() as url:
+        result = _run(url, "corruption")
+    assert result.verdict is Verdict.PASS, result.reasons
+    assert result.metrics["consistency"]["agreement"] == 1.0
+    assert result.metrics["tool_calls"]["checked"] == 16 * 2
+
+
+def test_abort_cascade_recovers_or_detects_the_wedge() -> None:
+    with fake_server({"a_ms": 10}) as url:
+        ok = _run(url, "abort-cascade")
+    assert ok.verdict is Verdict.PASS, ok.reasons
+    assert ok.metrics["cascade"]["recovery_s"] is not None
+    with fake_server({"a_ms": 10, "wedge_after_aborts": 3}) as url:
+        wedged = _run(url, "abort-cascade")
+    assert wedged.verdict is Verdict.FAIL
+    assert wedged.metrics["cascade"]["wedge_detected_s"] < 3.0
+
+
+def test_abort_cascade_without_worker_metrics_is_inconclusive() -> None:
+    with fake_server({"a_ms": 10}) as url:
+        result = run_suite("abort-cascade", url, thresholds=TH)
+    assert result.verdict is Verdict.INCONCLUSIVE
+    assert any("metrics unavailable" in r for r in result.reasons)
+
+
+def test_sweep_fits_the_law_and_finds_the_bucket_drop() -> None:
+    buckets = (4, 8, 16, 24)
+    th = Thresholds(sweep_concurrency=(4, 8, 16, 17, 24), sweep_level_s=1.5, sweep_max_tokens=400,
+                    loop_lag_p99_max_ms=1000.0, client_cpu_max=1.5)
+    with fake_server({"a_ms": 10, "b_ms": 1.0, "buckets": list(buckets)}) as url:
+        # no worker metrics: the law comes from the client's token timestamps
+        result = run_suite("sweep", url, thresholds=th, buckets=buckets)
+    assert result.metrics["law_source"] == "token timestamps"
+    assert result.verdict is Verdict.PASS, result.reasons
+    fit = result.metrics["fit"]["padded_bs"]
+    # the fake's sleeps overshoot on a busy machine: allow slack on the fixed term only
+    assert fit["b_ms"] == pytest.approx(1.0, rel=0.15)
+    assert 9.0 <= fit["a_ms"] <= 14.0
+    assert [(d["from_bs"], d["to_bs"]) for d in result.metrics["sawtooth"]] == [(16.0, 17.0)]
+
+
+def test_unreachable_endpoint_is_a_canary_error() -> None:
+    with pytest.raises(CanaryError, match="cannot reach"):
+        run_suite("smoke", f"http://127.0.0.1:{free_port()}", thresholds=TH)
+
+
+def test_unknown_suite() -> None:
+    with pytest.raises(CanaryError, match="unknown suite"):
+        run_suite("nope", "http://127.0.0.1:1")
+
+
+def test_a_client_bound_run_is_inconclusive_not_server_numbers() -> None:
+    th = Thresholds(smoke_requests=4, smoke_concurrency=2, loop_lag_p99_max_ms=0.0, client_cpu_max=1.5)
+    with fake_server() as url:
+        result = _run(url, "smoke", thresholds=th)
+    assert result.verdict is Verdict.INCONCLUSIVE
+    assert any("event-loop lag" in r for r in result.reasons)
+
+
+def test_soak_with_open_loop_poisson_arrivals() -> None:
+    th = Thresholds(soak_concurrency=4, max_tokens=16, loop_lag_p99_max_ms=1000.0, client_cpu_max=1.5)
+    with fake_server({"a_ms": 3}) as url:
+        result = _run(url, "soak", thresholds=th, duration_s=6.0, rate_per_s=8.0)
+    assert result.verdict is Verdict.PASS, result.reasons
+    s = result.metrics["summary"]
+    assert s["completed"] == 48
+    assert 4.0 < s["request_throughput"] < 12.0

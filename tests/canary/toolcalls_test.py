@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+import pytest
+
+from dsv4ops.canary import toolcalls as T
+from dsv4ops.canary.toolcalls import assemble, check_calls, validate_schema
+from dsv4ops.canary.workload import TOOL_SCHEMAS
+
+
+def _d(index: int = 0, id: str | None = None, name: str | None = None, args: str | None = None) -> dict:
+    fn: dict = {}
+    if name is not None:
+        fn["name"] = name
+    if args is not None:
+        fn["arguments"] = args
+    out: dict = {"index": index, "function": fn}
+    if id is not None:
+        out["id"] = id
+    return out
+
+
+NONCE = "0123456789ab"
+GOOD = '{"nonce":"0123456789ab","session":"s1","step":2}'
+
+
+def _kinds(problems: list[T.ToolProblem]) -> list[str]:
+    return [p.kind for p in problems]
+
+
+def test_deltas_joined_by_index_validate() -> None:
+    calls = assemble([_d(0, "c0", "record_step", ""), _d(1, "c1", "lookup_order", ""),
+                      _d(0, args=GOOD[:10]), _d(1, args='{"nonce":"0123456789ab",'),
+                      _d(0, args=GOOD[10:]), _d(1, args='"order_id":5}')])
+    assert [c.name for c in calls] == ["record_step", "lookup_order"]
+    assert check_calls(calls, TOOL_SCHEMAS, expected_nonce=NONCE) == []
+
+
+def test_null_name_is_reported() -> None:  # sglang#23071's shape
+    calls = assemble([_d(0, "c0", None, GOOD)])
+    assert _kinds(check_calls(calls, TOOL_SCHEMAS, expected_nonce=NONCE)) == [T.MISSING_NAME]
+
+
+def test_duplicated_name_and_concatenated_arguments() -> None:
+    calls = assemble([_d(0, "c0", "record_step", GOOD), _d(0, None, "record_step", GOOD)])
+    kinds = _kinds(check_calls(calls, TOOL_SCHEMAS, expected_nonce=NONCE))
+    assert T.NAME_CHANGED in kinds and T.INVALID_JSON in kinds
+
+
+def test_invalid_json_arguments() -> None:
+    calls = assemble([_d(0, "c0", "record_step", GOOD[:20] + '",,')])
+    assert _kinds(check_calls(calls, TOOL_SCHEMAS, expected_nonce=NONCE)) == [T.INVALID_JSON]
+
+
+def test_schema_violation() -> None:
+    calls = assemble([_d(0, "c0", "record_step", '{"nonce":"0123456789ab","session":"s1","step":"two"}')])
+    problems = check_calls(calls, TOOL_SCHEMAS, expected_nonce=NONCE)
+    assert _kinds(problems) == [T.SCHEMA] and "step" in problems[0].detail
+
+
+def test_cross_talk_is_told_apart_from_corruption() -> None:
+    other = '{"nonce":"ffffffffffff","session":"s9","step":2}'
+    calls = assemble([_d(0, "c0", "record_step", other)])
+    assert _kinds(check_calls(calls, TOOL_SCHEMAS, expected_nonce=NONCE,
+                              known_nonces={"ffffffffffff": "req-9"})) == [T.CROSS_TALK]
+    assert _kinds(check_calls(calls, TOOL_SCHEMAS, expected_nonce=NONCE)) == [T.NONCE_MISMATCH]
+
+
+def test_missing_call_unknown_tool_and_markup() -> None:
+    assert _kinds(check_calls([], TOOL_SCHEMAS, expected_nonce=NONCE)) == [T.MISSING_CALL]
+    calls = assemble([_d(0, "c0", "rm_rf", "{}")])
+    assert _kinds(check_calls(calls, TOOL_SCHEMAS, expected_nonce=None)) == [T.UNKNOWN_TOOL]
+    leaked = check_calls([], TOOL_SCHEMAS, expected_nonce=None, require_call=False,
+                         content='<｜tool▁calls▁begin｜>{"name": "x"}')
+    assert _kinds(leaked) == [T.MARKUP_IN_CONTENT]
+
+
+@pytest.mark.parametrize(
+    ("value", "schema", "ok"),
+    [
+        (1, {"type": "integer"}, True),
+        (True, {"type": "integer"}, False),
+        (1.0, {"type": "integer"}, True),
+        ("a", {"type": ["string", "null"]}, True),
+        (None, {"type": ["string", "null"]}, True),
+        ("x", {"enum": ["a", "b"]}, False),
+        ("abc", {"type": "string", "pattern": "^a"}, True),
+        ([1, "2"], {"type": "array", "items": {"type": "integer"}}, False),
+        ({"a": 1, "b": 2}, {"type": "object", "properties": {"a": {}}, "additionalProperties": False}, False),
+        ({}, {"type": "object", "required": ["a"]}, False),
+        (5, {"type": "number", "minimum": 6}, False),
+    ],
+)
+def test_schema_subset(value: object, schema: dict, ok: bool) -> None:
+    assert (validate_schema(value, schema) == []) is ok

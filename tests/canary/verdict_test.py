@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from dsv4ops.canary import suites_for_change, thresholds_from_profile
+from dsv4ops.canary.verdict import Findings, Thresholds, Verdict, buckets_from_profile, worst
+from dsv4ops.profiles import load_profile
+
+PROFILES = Path(__file__).resolve().parents[2] / "profiles"
+
+
+def _p(name: str):  # type: ignore[no-untyped-def]
+    return load_profile(str(PROFILES / f"{name}.yaml"))
+
+
+def test_exit_codes_and_worst() -> None:
+    assert [v.exit_code for v in Verdict] == [0, 2, 4]
+    assert worst([Verdict.PASS, Verdict.INCONCLUSIVE]) is Verdict.INCONCLUSIVE
+    assert worst([Verdict.INCONCLUSIVE, Verdict.FAIL, Verdict.PASS]) is Verdict.FAIL
+    assert worst([]) is Verdict.INCONCLUSIVE
+
+
+def test_findings_fail_beats_inconclusive_and_reasons_are_labelled() -> None:
+    f = Findings()
+    f.unsure("client-bound")
+    f.note("42 requests")
+    assert f.result("x", {}).verdict is Verdict.INCONCLUSIVE
+    f.fail("cross_talk")
+    r = f.result("x", {})
+    assert r.verdict is Verdict.FAIL
+    assert r.reasons == ["FAIL: cross_talk", "INCONCLUSIVE: client-bound", "note: 42 requests"]
+
+
+def test_thresholds_and_buckets_from_the_real_profiles() -> None:
+    baseline = _p("baseline")
+    th = thresholds_from_profile(baseline)
+    assert th.stress_concurrency == 80 and th.sweep_concurrency[:4] == (32, 48, 56, 57)
+    assert th.stall_s == Thresholds().stall_s  # canary-side default kept
+    assert buckets_from_profile(baseline)[-4:] == (72, 80, 88, 96)
+    assert thresholds_from_profile({"smoke_requests": 3, "unknown_key": 1}).smoke_requests == 3
+
+
+def test_suites_for_change_with_real_profiles() -> None:
+    base = _p("baseline")
+    assert suites_for_change(None, base.flags) == ["smoke"]
+    assert suites_for_change(base.flags, base.flags) == ["smoke"]
+    assert suites_for_change(base.flags, _p("overlap-on").flags) == ["smoke", "abort-cascade"]
+    assert suites_for_change(base.flags, _p("buckets-step4").flags) == ["smoke", "sweep"]
+    assert suites_for_change(base, _p("multi-stream-on")) == ["smoke", "corruption"]
+
+
+def test_suites_for_change_with_dicts_and_kernel_packages() -> None:
+    old = {"overlap_schedule": False, "multi_stream_overlap": False, "decode_buckets": [8, 16],
+           "kernel_package": None}
+    new = {**old, "kernel_package": "dsv4-decode@1.2.0", "decode_buckets": (8, 16, 24)}
+    assert suites_for_change(old, new) == ["smoke", "corruption", "sweep"]

@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+import asyncio
+
+from dsv4ops.canary import watchdog as W
+from dsv4ops.canary.records import RequestRecord
+from dsv4ops.canary.watchdog import Watchdog
+
+S = 1_000_000_000
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100 * S
+
+    def __call__(self) -> int:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += int(seconds * S)
+
+
+def _wd(clock: Clock, **kw: float) -> Watchdog:
+    return Watchdog(clock_ns=clock, first_token_deadline_s=kw.get("ftd", 10.0),
+                    stall_s=kw.get("stall", 2.0), freeze_s=kw.get("freeze", 2.0))
+
+
+def _stream(wd: Watchdog, clock: Clock, rid: str, *, first: bool = True) -> RequestRecord:
+    rec = RequestRecord(rid=rid, t_send=clock())
+    if first:
+        rec.t_first = rec.t_last = clock()
+    wd.register(rec, None)
+    return rec
+
+
+def _run_ticks(wd: Watchdog, clock: Clock, seconds: float, progress: list[RequestRecord] = ()) -> None:
+    """Tick every 0.1 s; streams in `progress` keep receiving bytes."""
+    for _ in range(int(seconds / 0.1)):
+        clock.advance(0.1)
+        for rec in progress:
+            rec.t_last = clock()
+        wd.check()
+
+
+def test_mid_stream_stall_detected_within_3s_and_only_that_stream() -> None:
+    clock = Clock()
+    wd = _wd(clock)
+    stuck, fine = _stream(wd, clock, "stuck"), _stream(wd, clock, "fine")
+    _run_ticks(wd, clock, 5.0, progress=[fine])
+    assert [(e.kind, e.rid) for e in wd.events] == [(W.STALL, "stuck")]
+    assert 2.0 <= wd.events[0].detection_latency_s < 3.0
+    assert stuck.extra["hang"] == W.STALL
+
+
+def test_no_first_token_deadline() -> None:
+    clock = Clock()
+    wd = _wd(clock, ftd=3.0, freeze=100.0)
+    _stream(wd, clock, "queued", first=False)
+    _run_ticks(wd, clock, 2.5)
+    assert wd.events == []
+    _run_ticks(wd, clock, 1.0)
+    # nothing was ever produced, so the server-wide rule fires at the same deadline
+    assert [e.kind for e in wd.events] == [W.NO_FIRST_TOKEN, W.FREEZE]
+    assert wd.events[0].rid == "queued" and 3.0 <= wd.events[0].detection_latency_s < 3.2
+
+
+def test_server_wide_freeze_once_per_episode_and_sets_the_event() -> None:
+    clock = Clock()
+    wd = _wd(clock, stall=100.0)
+    streams = [_stream(wd, clock, f"r{i}") for i in range(4)]
+    _run_ticks(wd, clock, 1.0, progress=streams)
+    assert not wd.frozen.is_set()
+    _run_ticks(wd, clock, 4.0)  # every stream silent
+    freezes = [e for e in wd.events if e.kind == W.FREEZE]
+    assert len(freezes) == 1 and wd.frozen.is_set()
+    assert freezes[0].detection_latency_s < 3.0
+
+
+def test_no_freeze_while_any_stream_progresses_or_nothing_in_flight() -> None:
+    clock = Clock()
+    wd = _wd(clock, stall=100.0)
+    a, b = _stream(wd, clock, "a"), _stream(wd, clock, "b")
+    _run_ticks(wd, clock, 5.0, progress=[a])
+    wd.unregister(a)
+    wd.unregister(b)
+    _run_ticks(wd, clock, 5.0)
+    assert wd.events == []
+
+
+def test_freeze_before_any_output_waits_for_the_first_token_deadline() -> None:
+    clock = Clock()
+    wd = _wd(clock, ftd=6.0)
+    _stream(wd, clock, "r", first=False)
+    _run_ticks(wd, clock, 4.0)
+    assert not wd.frozen.is_set()  # a slow prefill is not a freeze
+    _run_ticks(wd, clock, 2.5)
+    assert wd.frozen.is_set()
+
+
+def test_freeze_from_metrics_running_but_no_throughput() -> None:
+    clock = Clock()
+    wd = _wd(clock)
+    for _ in range(30):
+        wd.observe_gauges("http://d/metrics", 12.0, 0.0)
+        clock.advance(0.1)
+    assert [e.kind for e in wd.events] == [W.FREEZE_METRICS]
+    wd.observe_gauges("http://d/metrics", 12.0, 50.0)  # recovered: a new episode may be flagged
+    wd.observe_gauges("http://d/metrics", 0.0, 0.0)  # idle is not frozen
+    assert len(wd.events) == 1
+
+
+def test_flagged_streams_are_cut_after_the_grace() -> None:
+    async def main() -> RequestRecord:
+        wd = Watchdog(stall_s=0.2, freeze_s=60, tick_s=0.02)
+        rec = RequestRecord(rid="x")
+
+        async def silent() -> None:
+            rec.t_send = rec.t_first = rec.t_last = wd._now()
+            wd.register(rec, asyncio.current_task())
+            await asyncio.sleep(30)
+
+        async with wd:
+            task = asyncio.create_task(silent())
+            done, _ = await asyncio.wait([task], timeout=5)
+        assert task in done and task.cancelled()
+        return rec
+
+    rec = asyncio.run(main())
+    assert rec.extra["hang"] == W.STALL

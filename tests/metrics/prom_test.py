@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import pytest
+
+from dsv4ops.metrics.prom import MetricsParseError, parse_text, server_gauges
+
+# The shape SGLang 0.5.23 exposes with --enable-metrics (scheduler label set, two TP ranks
+# reporting with --enable-metrics-for-all-schedulers).
+SGLANG_TEXT = """\
+# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{engine_type="decode",model_name="dsv4",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 57.0
+sglang:num_running_reqs{engine_type="decode",model_name="dsv4",moe_ep_rank="0",pp_rank="0",tp_rank="1"} 3.0
+# HELP sglang:num_queue_reqs The number of requests in the waiting queue.
+# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{engine_type="decode",model_name="dsv4",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 4.0
+# HELP sglang:gen_throughput The generation throughput (token/s).
+# TYPE sglang:gen_throughput gauge
+sglang:gen_throughput{engine_type="decode",model_name="dsv4",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 663.5
+# HELP sglang:num_aborted_requests_total Number of aborted requests.
+# TYPE sglang:num_aborted_requests_total counter
+sglang:num_aborted_requests_total{engine_type="decode",model_name="dsv4"} 12.0
+"""
+
+
+def test_sglang_gauges_are_summed_over_label_sets() -> None:
+    g = server_gauges(parse_text(SGLANG_TEXT))
+    assert g.running == 60.0 and g.queued == 4.0 and g.in_system == 64.0
+    assert g.gen_throughput == 663.5
+    assert g.aborted_total == 12.0
+    assert g.engine_types == ("decode",)
+    assert g.has_load_gauges
+
+
+def test_label_match_and_absent_metrics() -> None:
+    samples = parse_text(SGLANG_TEXT)
+    assert samples.total("sglang:num_running_reqs", tp_rank="1") == 3.0
+    g = server_gauges(parse_text("# TYPE smg_worker_pool_size gauge\nsmg_worker_pool_size 2\n"))
+    assert g.running is None and not g.has_load_gauges and g.in_system == 0.0
+
+
+def test_malformed_text_is_a_clear_error() -> None:
+    with pytest.raises(MetricsParseError, match="invalid Prometheus text"):
+        parse_text("sglang:num_running_reqs{engine_type=decode} x y z\n")
