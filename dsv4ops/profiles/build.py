@@ -106,6 +106,8 @@ def build_profile(
             sweep_concurrency=tuple(c["sweep_concurrency"]),
             sweep_throughput_tolerance_pct=c["sweep_throughput_tolerance_pct"],
             sawtooth_max_drop_pct=c["sawtooth_max_drop_pct"],
+            stall_s=c["stall_s"],
+            freeze_s=c["freeze_s"],
         ),
         git_rev=git_rev,
     )

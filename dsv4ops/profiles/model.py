@@ -86,6 +86,8 @@ class CanaryThresholds:
     sweep_concurrency: tuple[int, ...]
     sweep_throughput_tolerance_pct: float
     sawtooth_max_drop_pct: float
+    stall_s: float
+    freeze_s: float
 
 
 @dataclass(frozen=True)

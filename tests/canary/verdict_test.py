@@ -54,3 +54,18 @@ def test_suites_for_change_with_dicts_and_kernel_packages() -> None:
            "kernel_package": None}
     new = {**old, "kernel_package": "dsv4-decode@1.2.0", "decode_buckets": (8, 16, 24)}
     assert suites_for_change(old, new) == ["smoke", "corruption", "sweep"]
+
+
+def test_profile_watchdog_settings_reach_the_canary(tmp_path) -> None:
+    """stall_s / freeze_s set in a profile's canary section drive the hang watchdog."""
+    from dsv4ops.canary.verdict import thresholds_from_profile
+    from dsv4ops.profiles import load_profile
+
+    src = load_profile("baseline").path
+    text = open(src).read().replace("  sawtooth_max_drop_pct: 5.0", "  sawtooth_max_drop_pct: 5.0\n  stall_s: 1.5\n  freeze_s: 2.5")
+    assert "stall_s: 1.5" in text
+    path = tmp_path / "tuned.yaml"
+    path.write_text(text)
+    th = thresholds_from_profile(load_profile(str(path)))
+    assert (th.stall_s, th.freeze_s) == (1.5, 2.5)
+    assert thresholds_from_profile(load_profile("baseline")).stall_s == 2.0
