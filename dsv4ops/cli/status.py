@@ -1,0 +1,88 @@
+"""`dsv4ops status`: per component health, versions, load; the deployment, drift, loose ends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from dsv4ops.cli._output import echo_json, json_option, table, target_option
+
+
+@click.command()
+@target_option
+@json_option
+def status(target: str | None, as_json: bool) -> None:
+    """Show what runs on a target, whether it serves, what is deployed and any drift."""
+    from dsv4ops.cli import _context as C
+    from dsv4ops.orchestrate.status import gather_status
+
+    ctx = C.open_target(target)
+    try:
+        report = gather_status(
+            ctx.supervisor, ctx.journal, target=ctx.target.name, render_now=C.render_now(ctx.target)
+        )
+    finally:
+        ctx.close()
+    if as_json:
+        echo_json(report)
+        return
+    for line in render(report):
+        click.echo(line)
+
+
+def render(report: dict[str, Any]) -> list[str]:
+    d = report["deployed"]
+    lines = [f"target {report['target']}: " + ("HEALTHY" if report["healthy"] else "NOT HEALTHY")]
+    if d:
+        lines.append(
+            f"deployed: {d['profile']} @ {(d['commit'] or 'uncommitted')[:12]} since {d['since']} "
+            f"by {d['by']} ({d['kind']} {d['op']})"
+        )
+    else:
+        lines.append("deployed: nothing recorded")
+    rows = []
+    for c in report["components"]:
+        extra = ""
+        if c["name"] == "router":
+            ws = c.get("workers") or []
+            extra = f"readiness {c.get('readiness')}; workers " + ", ".join(
+                f"{w['type']} {'ok' if w['healthy'] else 'UNHEALTHY'}" for w in ws
+            )
+        elif c["alive"]:
+            extra = (
+                f"sglang {c.get('version')}; running {_n(c.get('running_requests'))}, queued "
+                f"{_n(c.get('queued_requests'))}; buckets {_buckets(c.get('captured_buckets'))}"
+            )
+        rows.append(
+            [
+                c["name"],
+                "up" if c["alive"] else "DOWN",
+                c["pid"] or "-",
+                c["port"] or "-",
+                c.get("health", "-"),
+                extra,
+            ]
+        )
+    lines.append(table(rows, ["component", "process", "pid", "port", "health", "details"]))
+    for item in report["drift"]:
+        lines.append(f"drift: {item}")
+    for item in report["attention"]:
+        lines.append(f"attention: {item}")
+    if report["lock"]:
+        h = report["lock"]["holder"]
+        lines.append(
+            f"lock: held by {h.get('user')}@{h.get('host')} pid {h.get('pid')} "
+            f"({h.get('op_id')}){' - STALE (holder dead)' if report['lock']['stale'] else ''}"
+        )
+    return lines
+
+
+def _n(v: Any) -> str:
+    return "?" if v is None else f"{v:g}"
+
+
+def _buckets(b: Any) -> str:
+    if not b:
+        return "-"  # a prefill captures no decode graphs
+    return f"{len(b)} ({b[0]}..{b[-1]})"

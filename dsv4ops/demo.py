@@ -1,0 +1,99 @@
+"""`make demo`: deploy the safe baseline to twin-local, show status, canary it, redeploy another
+profile, roll back, stop. Runs the real CLI verbs on the twin and the real sglang-router, and
+leaves nothing running (a final stop runs even when a step fails).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from dsv4ops.cli import main as cli_main
+
+TARGET = "twin-local"
+# The twin models a real start-up (minutes of weight loading); the demo compresses model time.
+DEMO_TWIN_ENV = {
+    "DSV4_TWIN_TIME_SCALE": "0.02",
+    "DSV4_TWIN_MODEL_LOAD_S": "10",
+    "DSV4_TWIN_WARMUP_S": "5",
+    "HF_HUB_OFFLINE": "1",  # the router's tokenizer lookup must not wait on the network
+}
+
+# Short canaries; on a busy laptop the canary may not be able to judge latency (INCONCLUSIVE):
+# the demo keeps such a deployment, a FAIL verdict still rolls back.
+CANARY = ["--canary-duration", "5", "--accept-inconclusive-canary"]
+
+STEPS: list[tuple[str, list[str]]] = [
+    (
+        "Deploy the safe baseline (overlap off, multi-stream overlap off, step-8 buckets). The PD pair "
+        "and the router restart as one unit in the safe order, an end-to-end probe proves the KV "
+        "transfer, and the smoke canary runs.",
+        ["deploy", "baseline", "--yes", *CANARY, "--reason", "demo: safe baseline"],
+    ),
+    ("Status: health, versions, captured buckets, load, router readiness, drift.", ["status"]),
+    (
+        "Dry run of a change: the plan with the exact commands; nothing is touched.",
+        ["deploy", "buckets-step4", "--dry-run"],
+    ),
+    (
+        "Deploy another profile (step-4 decode buckets). The bucket change selects the sweep canary.",
+        ["deploy", "buckets-step4", "--yes", *CANARY, "--reason", "demo: finer buckets"],
+    ),
+    (
+        "Roll back to the last known-good deployment (the baseline), rebuilt from what the journal "
+        "recorded, by the same safe path; the end-to-end probe always runs.",
+        ["rollback", "--yes", "--reason", "demo: roll back"],
+    ),
+    ("Status after the rollback.", ["status"]),
+    (
+        "The journal: who deployed what, when, from which commit, and how it ended.",
+        ["journal", "--limit", "10"],
+    ),
+]
+
+
+def _emit(text: str, *, err: bool = False) -> None:
+    # The demo is a narrative on stdout (no click here: it drives the CLI like a user would).
+    stream = sys.stderr if err else sys.stdout
+    stream.write(text + "\n")
+    stream.flush()
+
+
+def _say(text: str) -> None:
+    _emit(f"\n=== {text}")
+
+
+def main() -> int:
+    for key, value in DEMO_TWIN_ENV.items():
+        os.environ.setdefault(key, value)
+    failed = None
+    try:
+        for n, (story, argv) in enumerate(STEPS, start=1):
+            _say(f"{n}. {story}")
+            _emit(f"$ dsv4ops {' '.join(argv)} --target {TARGET}")
+            code = cli_main([*argv, "--target", TARGET])
+            if code != 0:
+                failed = f"'dsv4ops {' '.join(argv)}' exited with {code}"
+                break
+    finally:
+        _say(
+            f"{len(STEPS) + 1}. Stop everything: router, decode, prefill, in that order; no process of "
+            "ours left, every port closed."
+        )
+        stop_code = cli_main(
+            ["stop", "--yes", "--recover", "--target", TARGET, "--reason", "demo: done"]
+        )
+    if failed:
+        _emit(f"\ndemo failed: {failed}", err=True)
+        return 1
+    if stop_code != 0:
+        _emit("\ndemo failed: the final stop did not complete", err=True)
+        return 1
+    _emit(
+        "\ndemo finished: deployed, checked, changed, rolled back and stopped; nothing left running."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

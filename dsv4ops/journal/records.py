@@ -1,0 +1,260 @@
+"""Journal records: the status enum, the record shapes, validation on read, secret scrubbing.
+
+A journal is a sequence of small JSON records, one per line. Every operation (deploy, rollback,
+stop, recover) is one `begin` record followed by `step` and `status` records sharing its `op`
+id. Folding them gives an `Operation`: what was asked, which step was in flight, how it ended and
+what was left running.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsv4ops.errors import JournalError
+
+RECORD_VERSION = 1
+RECORD_TYPES = ("begin", "step", "status")
+
+
+class Status(str, enum.Enum):
+    """Life cycle of one operation; persisted at every transition."""
+
+    PENDING = "PENDING"  # recorded, nothing changed on the target yet
+    RUNNING = "RUNNING"  # the target is being changed
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"  # failed and could not restore the previous deployment
+    ROLLED_BACK = "ROLLED_BACK"  # failed, and the last known-good deployment was restored
+    ABANDONED = "ABANDONED"  # the CLI died mid-operation; a later command resolved it
+
+    @property
+    def terminal(self) -> bool:
+        return self in _TERMINAL
+
+
+_TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.ROLLED_BACK, Status.ABANDONED})
+_ALLOWED: dict[Status, frozenset[Status]] = {
+    Status.PENDING: frozenset({Status.RUNNING, Status.FAILED, Status.ABANDONED, Status.SUCCEEDED}),
+    Status.RUNNING: _TERMINAL,
+}
+
+
+def check_transition(old: Status, new: Status) -> None:
+    """Raise JournalError unless old -> new is a legal status change."""
+    if new not in _ALLOWED.get(old, frozenset()):
+        raise JournalError(f"illegal journal transition {old.value} -> {new.value}")
+
+
+class Kind(str, enum.Enum):
+    DEPLOY = "deploy"
+    ROLLBACK = "rollback"
+    STOP = "stop"
+
+
+@dataclass
+class StepRecord:
+    name: str
+    phase: str  # "start" | "done" | "failed"
+    ts: str
+    duration_s: float | None = None
+    detail: str | None = None
+
+
+@dataclass
+class Operation:
+    """One deploy/rollback/stop as folded from its records."""
+
+    op: str
+    kind: Kind
+    ts: str
+    user: str
+    status: Status = Status.PENDING
+    profile: dict[str, Any] | None = None  # name, path, git_commit, commands_hash, content
+    components: list[dict[str, Any]] = field(default_factory=list)  # rendered, secrets redacted
+    reason: str | None = None
+    undo: dict[str, Any] | None = None  # what ran before: op id + profile summary
+    steps: list[StepRecord] = field(default_factory=list)
+    message: str | None = None
+    running: str | None = None  # op id whose deployment runs after this one ended ("" = nothing)
+    processes: dict[str, Any] = field(default_factory=dict)  # name -> {pid, started_at}
+    ended: str | None = None
+
+    @property
+    def step_in_flight(self) -> str | None:
+        """Name of the last step started but not finished (None when none)."""
+        open_steps: dict[str, StepRecord] = {}
+        for s in self.steps:
+            if s.phase == "start":
+                open_steps[s.name] = s
+            else:
+                open_steps.pop(s.name, None)
+        return list(open_steps)[-1] if open_steps else None
+
+    @property
+    def position(self) -> str:
+        """Where the operation got to: "during 'X'", "after 'Y'" or "before its first step"."""
+        flying = self.step_in_flight
+        if flying:
+            return f"during '{flying}'"
+        if self.steps:
+            return f"after '{self.steps[-1].name}'"
+        return "before its first step"
+
+    @property
+    def profile_name(self) -> str | None:
+        return (self.profile or {}).get("name")
+
+    def summary(self) -> dict[str, Any]:
+        p = self.profile or {}
+        return {
+            "id": self.op,
+            "kind": self.kind.value,
+            "when": self.ts,
+            "ended": self.ended,
+            "who": self.user,
+            "profile": p.get("name"),
+            "commit": p.get("git_commit"),
+            "commands_hash": p.get("commands_hash"),
+            "status": self.status.value,
+            "reason": self.reason,
+            "message": self.message,
+            "in_flight": None if self.status.terminal else self.step_in_flight,
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Secrets never reach the file: keys that look secret are blanked, secret argv flags are
+# redacted, and any value of a secret-looking variable in this process's environment is
+# replaced wherever it appears (a token pasted into a profile value, a reason, a log tail).
+
+
+# journal and remote are independent layers (docs/architecture.md), so the journal keeps its own
+# copy of the secret markers; a test checks it agrees with dsv4ops/remote/base.py.
+SECRET_ENV_MARKERS: tuple[str, ...] = (
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "API_KEY",
+    "APIKEY",
+    "CREDENTIAL",
+)
+SECRET_ARG_FLAGS: frozenset[str] = frozenset(
+    {"--api-key", "--control-plane-api-keys", "--hf-token"}
+)
+
+
+def is_secret_key(key: str) -> bool:
+    return any(marker in key.upper() for marker in SECRET_ENV_MARKERS)
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append("***")
+            hide_next = False
+            continue
+        flag, eq, _ = arg.partition("=")
+        if flag in SECRET_ARG_FLAGS:
+            out.append(f"{flag}=***" if eq else arg)
+            hide_next = not eq
+            continue
+        out.append(arg)
+    return out
+
+
+def scrub(value: Any, *, key: str | None = None) -> Any:
+    """Deep copy of value with secrets replaced by '***'."""
+    if key is not None and is_secret_key(key) and isinstance(value, str | int | float):
+        return "***"
+    if isinstance(value, Mapping):
+        return {str(k): scrub(v, key=str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        items = [scrub(v) for v in value]
+        if all(isinstance(v, str) for v in items):
+            items = redact_argv(items)
+        return items
+    if isinstance(value, str):
+        return _scrub_env_values(value)
+    return value
+
+
+def _scrub_env_values(text: str) -> str:
+    for k, v in os.environ.items():
+        if is_secret_key(k) and len(v) >= 6 and v in text:
+            text = text.replace(v, "***")
+    return text
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation on read: a record that parses as JSON but has the wrong shape is a format error.
+
+_REQUIRED: dict[str, tuple[str, ...]] = {
+    "begin": ("op", "kind", "ts", "user"),
+    "step": ("op", "ts", "name", "phase"),
+    "status": ("op", "ts", "status"),
+}
+
+
+def validate(record: Any, where: str) -> dict[str, Any]:
+    """Return record if it is a well-formed journal record; raise JournalError naming `where`."""
+    if not isinstance(record, dict):
+        raise JournalError(f"{where}: journal record is not an object")
+    version = record.get("v")
+    if version != RECORD_VERSION:
+        raise JournalError(
+            f"{where}: journal record version {version!r} is not {RECORD_VERSION}",
+            hint="this journal was written by another dsv4ops version",
+        )
+    rtype = record.get("type")
+    if rtype not in _REQUIRED:
+        raise JournalError(f"{where}: unknown journal record type {rtype!r}")
+    missing = [k for k in _REQUIRED[rtype] if not isinstance(record.get(k), str)]
+    if missing:
+        raise JournalError(f"{where}: journal {rtype} record lacks {', '.join(missing)}")
+    if rtype == "begin" and record["kind"] not in {k.value for k in Kind}:
+        raise JournalError(f"{where}: unknown operation kind {record['kind']!r}")
+    if rtype == "status" and record["status"] not in {s.value for s in Status}:
+        raise JournalError(f"{where}: unknown status {record['status']!r}")
+    return record
+
+
+def fold(records: list[dict[str, Any]]) -> list[Operation]:
+    """Operations in the order they began, each with its latest status applied."""
+    ops: dict[str, Operation] = {}
+    for r in records:
+        op_id = r["op"]
+        if r["type"] == "begin":
+            ops[op_id] = Operation(
+                op=op_id,
+                kind=Kind(r["kind"]),
+                ts=r["ts"],
+                user=r["user"],
+                profile=r.get("profile"),
+                components=list(r.get("components") or []),
+                reason=r.get("reason"),
+                undo=r.get("undo"),
+            )
+            continue
+        op = ops.get(op_id)
+        if op is None:
+            raise JournalError(f"journal record for unknown operation {op_id}")
+        if r["type"] == "step":
+            op.steps.append(
+                StepRecord(r["name"], r["phase"], r["ts"], r.get("duration_s"), r.get("detail"))
+            )
+        else:
+            op.status = Status(r["status"])
+            if r.get("message") is not None:
+                op.message = r["message"]
+            if "running" in r:
+                op.running = r["running"]
+            if r.get("processes"):
+                op.processes = dict(r["processes"])
+            if op.status.terminal:
+                op.ended = r["ts"]
+    return list(ops.values())

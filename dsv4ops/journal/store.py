@@ -1,0 +1,226 @@
+"""The journal store: one append-only JSONL file per target under the state directory.
+
+Every record is written with one `write` on an O_APPEND descriptor and fsynced before the call
+returns, so the step it announces runs only once the record is on disk. A crash mid-write can
+leave at most a torn last line: readers skip it (and say so), and the next append first
+terminates it so later records stay intact.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import re
+import secrets
+import socket
+from pathlib import Path
+from typing import Any
+
+from dsv4ops.clock import Clock, SystemClock, utc_now_iso
+from dsv4ops.constants import state_dir
+from dsv4ops.errors import JournalError
+from dsv4ops.journal.records import (
+    RECORD_VERSION,
+    Kind,
+    Operation,
+    Status,
+    check_transition,
+    fold,
+    scrub,
+    validate,
+)
+
+UNKNOWN = "?"  # `running` value when an operation could not tell what is left running
+_TARGET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def journal_path(target: str, directory: Path | None = None) -> Path:
+    """Path of the target's journal file; raise JournalError for an unsafe target name."""
+    if not _TARGET_NAME.match(target):
+        raise JournalError(f"target name {target!r} cannot name a journal file")
+    return Path(directory or state_dir() / "journal") / f"{target}.jsonl"
+
+
+def operator_identity() -> str:
+    """'user@host' of whoever runs the CLI (recorded as 'who')."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()}"
+
+
+class Journal:
+    """Append-only journal of one target. Opens nothing until a method is called."""
+
+    def __init__(self, target: str, *, directory: Path | None = None, clock: Clock | None = None):
+        self.target = target
+        self.path = journal_path(target, directory)
+        self._clock = clock or SystemClock()
+        self.skipped_lines: list[int] = []
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def begin(
+        self,
+        kind: Kind,
+        *,
+        profile: dict[str, Any] | None = None,
+        components: list[dict[str, Any]] | None = None,
+        reason: str | None = None,
+        undo: dict[str, Any] | None = None,
+        user: str | None = None,
+        op_id: str | None = None,
+    ) -> str:
+        """Record a new PENDING operation (with its undo information); return its id."""
+        op_id = op_id or self.new_op_id(kind)
+        self._append(
+            {
+                "type": "begin",
+                "op": op_id,
+                "kind": kind.value,
+                "user": user or operator_identity(),
+                "profile": profile,
+                "components": components or [],
+                "reason": reason,
+                "undo": undo,
+            }
+        )
+        self._append({"type": "status", "op": op_id, "status": Status.PENDING.value})
+        return op_id
+
+    def new_op_id(self, kind: Kind) -> str:
+        """A fresh, sortable operation id such as 'd-20261129T150102-3fa9'."""
+        stamp = self._clock.now().strftime("%Y%m%dT%H%M%S")
+        return f"{kind.value[0]}-{stamp}-{secrets.token_hex(2)}"
+
+    def transition(
+        self,
+        op_id: str,
+        status: Status,
+        *,
+        message: str | None = None,
+        running: str | None = None,
+        processes: dict[str, Any] | None = None,
+    ) -> None:
+        """Persist a status change. `running` names the op whose deployment runs now ('' none)."""
+        current = self.get(op_id)
+        check_transition(current.status, status)
+        record: dict[str, Any] = {"type": "status", "op": op_id, "status": status.value}
+        if message is not None:
+            record["message"] = message
+        if running is not None:
+            record["running"] = running
+        if processes:
+            record["processes"] = processes
+        self._append(record)
+
+    def step(
+        self,
+        op_id: str,
+        name: str,
+        phase: str,
+        *,
+        duration_s: float | None = None,
+        detail: str | None = None,
+    ) -> None:
+        """Record that a step starts ('start') or ended ('done' / 'failed')."""
+        record: dict[str, Any] = {"type": "step", "op": op_id, "name": name, "phase": phase}
+        if duration_s is not None:
+            record["duration_s"] = round(duration_s, 3)
+        if detail:
+            record["detail"] = detail
+        self._append(record)
+
+    def _append(self, record: dict[str, Any]) -> None:
+        record = {"v": RECORD_VERSION, "ts": utc_now_iso(self._clock), **scrub(record)}
+        line = (json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n").encode()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                if _ends_torn(fd):
+                    line = b"\n" + line
+                os.write(fd, line)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise JournalError(f"cannot write journal {self.path}: {exc.strerror}") from exc
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every valid record in order; torn lines are skipped and listed in skipped_lines."""
+        self.skipped_lines = []
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise JournalError(f"cannot read journal {self.path}: {exc.strerror}") from exc
+        out = []
+        for lineno, raw in enumerate(data.split(b"\n"), start=1):
+            if not raw.strip():
+                continue
+            try:
+                parsed = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                # A torn write from a crash; everything around it is still good.
+                self.skipped_lines.append(lineno)
+                continue
+            out.append(validate(parsed, f"{self.path}:{lineno}"))
+        return out
+
+    def operations(self) -> list[Operation]:
+        return fold(self.records())
+
+    def get(self, op_id: str) -> Operation:
+        """The operation with this id (or unique id prefix); raise JournalError if none."""
+        matches = [o for o in self.operations() if o.op == op_id or o.op.startswith(op_id)]
+        exact = [o for o in matches if o.op == op_id]
+        if exact:
+            return exact[0]
+        if len(matches) != 1:
+            what = "no" if not matches else "more than one"
+            raise JournalError(f"{what} journal entry matches {op_id!r} in {self.path}")
+        return matches[0]
+
+    def in_flight(self) -> list[Operation]:
+        """Operations that never reached a terminal status (a CLI that died mid-way)."""
+        return [o for o in self.operations() if not o.status.terminal]
+
+    def last_known_good(self, *, exclude: str | None = None) -> Operation | None:
+        """Newest deploy/rollback that SUCCEEDED (the profile it deployed is known-good)."""
+        for o in reversed(self.operations()):
+            if o.op == exclude:
+                continue
+            if o.kind in (Kind.DEPLOY, Kind.ROLLBACK) and o.status is Status.SUCCEEDED:
+                return o
+        return None
+
+    def deployed(self) -> Operation | None:
+        """The operation whose deployment runs now per the journal (None: nothing or unknown)."""
+        ops = {o.op: o for o in self.operations()}
+        for o in reversed(list(ops.values())):
+            if not o.status.terminal or o.running is None:
+                continue
+            return ops.get(o.running) if o.running not in ("", UNKNOWN) else None
+        return None
+
+    def deployed_is_unknown(self) -> Operation | None:
+        """The operation that left the target in an unknown state, if that is the latest word."""
+        for o in reversed(self.operations()):
+            if o.status.terminal and o.running is not None:
+                return o if o.running == UNKNOWN else None
+            if not o.status.terminal:
+                return o
+        return None
+
+
+def _ends_torn(fd: int) -> bool:
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return False
+    return os.pread(fd, 1, size - 1) != b"\n"

@@ -1,0 +1,90 @@
+"""The narrow surface the orchestrator needs from a target (satisfied by remote.Supervisor).
+
+Everything process- or network-level on the target goes through this: the engine, status and
+the probe are the same code for the local and SSH executors, because the Supervisor runs the
+target-side agent through either. Unit tests substitute a scripted fake with the same methods.
+Only `remote/base.py` is imported below `cli` (docs/architecture.md), so this module restates
+the Supervisor's signatures structurally instead of importing them.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from dsv4ops.clock import utc_now_iso
+from dsv4ops.remote.base import ProcessSpec, ProcessState
+
+
+class HttpReplyLike(Protocol):
+    status: int | None  # None: no HTTP answer at all (see error)
+    body: str
+    error: str | None
+    elapsed_s: float
+
+
+class TargetControl(Protocol):
+    """What the Supervisor offers (see dsv4ops/remote/supervisor.py for the behaviour)."""
+
+    workdir: str
+
+    def start(self, spec: ProcessSpec) -> ProcessState: ...
+
+    def stop(self, name: str, ports: Sequence[int] | None = None, grace_s: float = 10.0) -> Any:
+        """Raises a DeployError (StopError) when a process of the group or a port survives."""
+        ...
+
+    def status(
+        self, names: Iterable[str], ports: Mapping[str, Sequence[int]] | None = None
+    ) -> dict[str, ProcessState]: ...
+
+    def log_tail(self, name: str, lines: int = 50) -> str: ...
+
+    def wait_http(
+        self, url: str, *, timeout_s: float, expect: Any = 200, proc_name: str | None = None
+    ) -> float:
+        """Seconds waited; raises a DeployError (ComponentNotReadyError) with the log tail."""
+        ...
+
+    def http(
+        self,
+        url: str,
+        *,
+        method: str = "GET",
+        body: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout_s: float = 10.0,
+    ) -> HttpReplyLike: ...
+
+    def preflight(
+        self, ports: Iterable[int], gpus: Iterable[int], paths: Iterable[str] = ()
+    ) -> Any: ...
+
+    def lock_acquire(self, holder: Mapping[str, Any], force: bool = False) -> Any:
+        """Raises a LockHeldError (with .holder and .stale) when held."""
+        ...
+
+    def lock_release(self, op_id: str) -> bool: ...
+
+    def lock_info(self) -> Any:
+        """None, or an object with .holder (mapping) and .stale (bool)."""
+        ...
+
+
+def holder_for(op_id: str, command: str) -> dict[str, Any]:
+    """Identity of this CLI process for the deploy lock (the agent judges staleness by it)."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "user": user,
+        "command": command,
+        "started_at": utc_now_iso(),
+        "op_id": op_id,
+    }

@@ -1,0 +1,102 @@
+"""Drift: differences between what runs, what the journal says was deployed, and the profile now.
+
+Pure functions over plain data, so every rule is unit-tested without processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dsv4ops.orchestrate.model import START_ORDER, Deployment
+from dsv4ops.remote.base import ProcessState, redact_argv, redact_env
+
+
+def process_drift(
+    states: Mapping[str, ProcessState],
+    deployed: Deployment | None,
+    recorded_processes: Mapping[str, Mapping[str, Any]],
+) -> list[str]:
+    """Sentences about running processes that differ from the recorded deployment."""
+    out: list[str] = []
+    if deployed is None:
+        strays = [n for n in START_ORDER if n in states and states[n].alive]
+        if strays:
+            out.append(
+                f"{', '.join(strays)} running but the journal records no current deployment "
+                "(started outside dsv4ops, or left by an interrupted operation)"
+            )
+        return out
+    for name in START_ORDER:
+        state = states.get(name)
+        if state is None or not state.alive:
+            code = (
+                f" (exit code {state.exit_code})"
+                if state is not None and state.exit_code is not None
+                else ""
+            )
+            out.append(f"{name} is not running{code}, but {deployed.profile_name} is deployed")
+            continue
+        rec = recorded_processes.get(name) or {}
+        if rec and (rec.get("pid") != state.pid or rec.get("started_at") != state.started_at):
+            out.append(
+                f"{name} was restarted outside dsv4ops: deployed as pid {rec.get('pid')} "
+                f"(started {rec.get('started_at')}), now pid {state.pid} (started {state.started_at})"
+            )
+        spec = deployed.component(name)
+        if state.argv is not None and list(state.argv) != redact_argv(spec.argv):
+            out.append(
+                f"{name} runs a different command than deployed: {_argv_diff(spec.argv, state.argv)}"
+            )
+        if state.env is not None and dict(state.env) != redact_env(spec.env):
+            keys = sorted(
+                set(state.env) ^ set(spec.env)
+                | {
+                    k
+                    for k in set(state.env) & set(spec.env)
+                    if state.env[k] != redact_env(spec.env)[k]
+                }
+            )
+            out.append(
+                f"{name} runs with a different environment than deployed (keys: {', '.join(keys)})"
+            )
+    return out
+
+
+def profile_drift(
+    deployed: Deployment, rendered_now: Deployment | None, why_not: str | None = None
+) -> list[str]:
+    """Sentences when the deployed profile, rendered from the working copy now, differs."""
+    if rendered_now is None:
+        return (
+            [f"cannot render {deployed.profile_name} from the working copy to compare ({why_not})"]
+            if why_not
+            else []
+        )
+    if rendered_now.commands_hash == deployed.commands_hash:
+        return []
+    changed = [
+        n
+        for n in START_ORDER
+        if rendered_now.component(n).argv != deployed.component(n).argv
+        or dict(rendered_now.component(n).env) != dict(deployed.component(n).env)
+    ]
+    if not changed:  # only redacted secrets differ: the hash covers values we never recorded
+        return []
+    return [
+        f"profile {deployed.profile_name} in the working copy now renders different commands for "
+        f"{', '.join(changed)} than what is deployed (commit {(deployed.git_commit or 'uncommitted')[:12]}); "
+        "redeploy to apply, or `dsv4ops profile diff` to see the change"
+    ]
+
+
+def _argv_diff(want: tuple[str, ...], got: tuple[str, ...]) -> str:
+    want_r, got_r = redact_argv(want), list(got)
+    extra = [a for a in got_r if a not in want_r]
+    missing = [a for a in want_r if a not in got_r]
+    parts = []
+    if missing:
+        parts.append("missing " + " ".join(missing[:6]))
+    if extra:
+        parts.append("extra " + " ".join(extra[:6]))
+    return "; ".join(parts) or "same arguments in a different order"

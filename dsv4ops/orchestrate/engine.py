@@ -1,0 +1,219 @@
+"""The step runner: executes plan steps against a target, journaling and timing each one.
+
+One handler per step action (registered in one dict). A failing step raises StepFailed, which
+carries what failed; `ops.py` decides what to do about it (roll back, report). The runner also
+keeps the list of what it did, so an error can say what was done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsv4ops.clock import Clock, SystemClock
+from dsv4ops.errors import DsOpsError
+from dsv4ops.journal.store import Journal
+from dsv4ops.orchestrate import plan as P
+from dsv4ops.orchestrate.control import TargetControl
+from dsv4ops.orchestrate.model import WORKERS, Deployment
+from dsv4ops.orchestrate.probe import run_probe
+from dsv4ops.orchestrate.workload import read_load
+
+Progress = Callable[[str], None]
+# (deployment, router base URL) -> (verdict "PASS"|"FAIL"|"INCONCLUSIVE", reasons)
+CanaryStep = Callable[[Deployment, str], tuple[str, list[str]]]
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds. Ready waits are per component (a real DSV4 prefill loads weights for minutes)."""
+
+    ready_s: Mapping[str, float] = field(
+        default_factory=lambda: {"prefill": 1200.0, "decode": 1200.0, "router": 180.0}
+    )
+    stop_grace_s: float = 30.0
+    drain_s: float = 60.0
+    probe_request_s: float = 60.0
+    probe_rounds: int = 2
+
+
+class StepFailed(Exception):
+    """A step failed; `step` is its title, `reason` the one-paragraph why (may hold a log tail)."""
+
+    def __init__(self, step: str, reason: str) -> None:
+        super().__init__(f"{step}: {reason}")
+        self.step = step
+        self.reason = reason
+
+
+@dataclass
+class StepTiming:
+    title: str
+    action: str
+    component: str | None
+    duration_s: float
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class RunLog:
+    """What the runner did, in order, for messages, --json and the benchmark."""
+
+    timings: list[StepTiming] = field(default_factory=list)
+    changed: bool = False  # something on the target was stopped or started
+    ready_wait_s: dict[str, float] = field(default_factory=dict)  # start() return -> ready seen
+    probe_checks: list[str] = field(default_factory=list)
+
+    def done_titles(self) -> list[str]:
+        return [t.title for t in self.timings if t.ok and t.action in P.MUTATING | {P.PROBE}]
+
+
+class Runner:
+    """Runs steps for one operation; every step is journaled before it runs."""
+
+    def __init__(
+        self,
+        control: TargetControl,
+        journal: Journal,
+        op_id: str,
+        *,
+        clock: Clock | None = None,
+        progress: Progress | None = None,
+        timeouts: Timeouts | None = None,
+        canary: CanaryStep | None = None,
+        model: str = "default",
+        accept_inconclusive: bool = False,
+    ) -> None:
+        self.accept_inconclusive = accept_inconclusive
+        self.control = control
+        self.journal = journal
+        self.op_id = op_id
+        self.clock = clock or SystemClock()
+        self.progress = progress or (lambda _line: None)
+        self.timeouts = timeouts or Timeouts()
+        self.canary = canary
+        self.model = model
+        self.log = RunLog()
+        self._handlers: dict[str, Callable[[P.Step, Deployment | None], str]] = {
+            P.STOP: self._stop,
+            P.DRAIN: self._drain,
+            P.START: self._start,
+            P.WAIT: self._wait,
+            P.PROBE: self._probe,
+            P.CANARY: self._canary,
+        }
+        # Components this runner knows about, for the drain (the workers' metrics ports).
+        self.known: Deployment | None = None
+
+    def run(self, steps: list[P.Step], deployment: Deployment | None) -> None:
+        for step in steps:
+            self.run_step(step, deployment)
+
+    def run_step(self, step: P.Step, deployment: Deployment | None) -> None:
+        handler = self._handlers[step.action]
+        self.journal.step(self.op_id, step.title, "start")
+        t0 = self.clock.monotonic()
+        try:
+            detail = handler(step, deployment)
+        except (DsOpsError, StepFailed) as exc:
+            took = self.clock.monotonic() - t0
+            reason = exc.reason if isinstance(exc, StepFailed) else str(exc)
+            self.journal.step(
+                self.op_id, step.title, "failed", duration_s=took, detail=reason[:2000]
+            )
+            self.log.timings.append(
+                StepTiming(step.title, step.action, step.component, took, False, reason)
+            )
+            self.progress(f"  FAILED {step.title} ({took:.2f}s)")
+            raise StepFailed(step.title, reason) from exc
+        took = self.clock.monotonic() - t0
+        self.journal.step(self.op_id, step.title, "done", duration_s=took, detail=detail or None)
+        self.log.timings.append(
+            StepTiming(step.title, step.action, step.component, took, True, detail)
+        )
+        self.progress(f"  ok     {step.title} ({took:.2f}s){' - ' + detail if detail else ''}")
+
+    # -- handlers (each returns a short detail line) ----------------------------------------
+
+    def _stop(self, step: P.Step, _d: Deployment | None) -> str:
+        assert step.component
+        self.log.changed = True
+        report = self.control.stop(step.component, grace_s=self.timeouts.stop_grace_s)
+        if not getattr(report, "was_running", True):
+            return "was not running"
+        signals = getattr(report, "signals", ())
+        return "SIGKILL needed after the grace period" if "SIGKILL" in signals else ""
+
+    def _drain(self, step: P.Step, _d: Deployment | None) -> str:
+        workers = self.known.in_order(WORKERS) if self.known else []
+        if not workers:
+            return "no known workers"
+        deadline = self.clock.monotonic() + self.timeouts.drain_s
+        while True:
+            loads = {
+                c.name: read_load(self.control, c.url("/metrics"), timeout_s=3.0) for c in workers
+            }
+            busy = {n: ld for n, ld in loads.items() if ld.busy}
+            if not busy:
+                return "no requests in flight"
+            if self.clock.monotonic() >= deadline:
+                what = ", ".join(
+                    f"{n}: {ld.running:g} running/{ld.queued:g} queued" for n, ld in busy.items()
+                )
+                return f"gave up waiting after {self.timeouts.drain_s:g}s ({what}); stopping anyway"
+            self.clock.sleep(0.1)
+
+    def _start(self, step: P.Step, d: Deployment | None) -> str:
+        assert d and step.component
+        self.log.changed = True
+        state = self.control.start(d.component(step.component).process_spec())
+        self._started_at = self.clock.monotonic()
+        return f"pid {state.pid}"
+
+    def _wait(self, step: P.Step, _d: Deployment | None) -> str:
+        assert step.component
+        limit = self.timeouts.ready_s.get(step.component, 300.0)
+        t0 = self.clock.monotonic()
+        for url in step.checks:
+            left = max(1.0, limit - (self.clock.monotonic() - t0))
+            self.control.wait_http(url, timeout_s=left, proc_name=step.component)
+        started = getattr(self, "_started_at", t0)
+        self.log.ready_wait_s[step.component] = self.clock.monotonic() - started
+        return ""
+
+    def _probe(self, _step: P.Step, d: Deployment | None) -> str:
+        assert d
+        router = d.component("router").url()
+        result = run_probe(
+            self.control,
+            router,
+            model=self.model,
+            rounds=self.timeouts.probe_rounds,
+            timeout_s=self.timeouts.probe_request_s,
+        )
+        self.log.probe_checks = result.checks
+        if not result.ok:
+            raise StepFailed("end-to-end probe", "; ".join(result.failures))
+        return f"{len(result.checks)} generations through the router, content checked"
+
+    def _canary(self, _step: P.Step, d: Deployment | None) -> str:
+        assert d
+        if self.canary is None:
+            return "skipped (no canary available)"
+        verdict, reasons = self.canary(d, d.component("router").url())
+        if verdict == "INCONCLUSIVE" and self.accept_inconclusive:
+            # Asked for explicitly: the probe passed, the canary could not judge (a busy machine).
+            return f"INCONCLUSIVE, accepted as asked: {'; '.join(reasons)[:300]}"
+        if verdict != "PASS":
+            raise StepFailed(
+                "smoke canary", f"verdict {verdict}: {'; '.join(reasons) or 'no reasons'}"
+            )
+        return "PASS"
+
+
+def process_snapshot(control: TargetControl, names: list[str]) -> dict[str, Any]:
+    """pid and start time per component, recorded at success for drift detection."""
+    states = control.status(names)
+    return {n: {"pid": s.pid, "started_at": s.started_at} for n, s in states.items() if s.alive}

@@ -1,0 +1,154 @@
+"""Plans: pure functions from a Deployment to the ordered list of steps a deploy/stop runs.
+
+The engine executes exactly these steps, and `--dry-run` prints them with the exact commands,
+so what is shown is what runs. The safe order (issue 4):
+drain (stopping the router is the traffic stop; then wait for in-flight work on the workers) ->
+stop decode -> stop prefill -> start prefill (ready = /health 200 AND bootstrap server up) ->
+start decode (/health 200) -> start router (/readiness 200, not the liveness /health) ->
+end-to-end probe through the router -> canary -> mark known-good.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from dsv4ops.orchestrate.model import START_ORDER, STOP_ORDER, Deployment
+from dsv4ops.remote.base import redact_argv, redact_env
+
+# Step actions. Those in MUTATING change what runs on the target.
+PREFLIGHT, LOCK, RECORD, STOP, DRAIN, START, WAIT, PROBE, CANARY, MARK, UNLOCK = (
+    "preflight",
+    "lock",
+    "record",
+    "stop",
+    "drain",
+    "start",
+    "wait",
+    "probe",
+    "canary",
+    "mark",
+    "unlock",
+)
+MUTATING = frozenset({STOP, START})
+
+
+@dataclass(frozen=True)
+class Step:
+    action: str
+    title: str
+    component: str | None = None
+    argv: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    checks: tuple[str, ...] = ()  # URLs a WAIT step polls, in order
+
+    def command_line(self) -> str:
+        """The exact command, shell-quoted, secrets redacted (for printing only)."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(redact_env(self.env).items()))
+        cmd = shlex.join(redact_argv(self.argv))
+        return f"{env} {cmd}".strip()
+
+
+def ready_checks(deployment: Deployment, name: str) -> tuple[str, ...]:
+    """URLs that must answer 200 before a component counts as ready."""
+    c = deployment.component(name)
+    if name == "router":
+        # The router's /health is liveness only; /readiness says both workers are healthy.
+        return (c.url("/readiness"),)
+    checks = [c.url("/health")]
+    if name == "prefill":
+        checks.append(f"http://{c.probe_host}:{c.bootstrap_port}/health")
+    return tuple(checks)
+
+
+def stop_steps(components: Sequence[str] = START_ORDER) -> list[Step]:
+    """Drain then stop in the safe order (router, decode, prefill), limited to `components`."""
+    steps: list[Step] = []
+    for name in STOP_ORDER:
+        if name not in components:
+            continue
+        steps.append(Step(STOP, f"stop {name}", name))
+        if name == "router":
+            steps.append(Step(DRAIN, "wait for in-flight requests on the workers to finish"))
+    if "router" not in components:
+        steps.insert(0, Step(DRAIN, "wait for in-flight requests on the workers to finish"))
+    return steps
+
+
+def start_steps(deployment: Deployment, components: Sequence[str] = START_ORDER) -> list[Step]:
+    steps: list[Step] = []
+    for name in START_ORDER:
+        if name not in components:
+            continue
+        c = deployment.component(name)
+        steps.append(Step(START, f"start {name}", name, argv=c.argv, env=dict(c.env)))
+        checks = ready_checks(deployment, name)
+        what = {"prefill": "/health 200 and bootstrap server up", "decode": "/health 200"}.get(
+            name, "/readiness 200"
+        )
+        steps.append(Step(WAIT, f"wait until {name} is ready ({what})", name, checks=checks))
+    return steps
+
+
+def restart_steps(
+    deployment: Deployment, components: Sequence[str] = START_ORDER, *, canary: bool = False
+) -> list[Step]:
+    """Stop, start in order, prove end to end, optionally canary (the path rollback reuses)."""
+    steps = stop_steps(components) + start_steps(deployment, components)
+    steps.append(Step(PROBE, "end-to-end probe: generations through the router"))
+    if canary:
+        steps.append(Step(CANARY, "smoke canary"))
+    return steps
+
+
+def deploy_plan(
+    deployment: Deployment, components: Sequence[str] = START_ORDER, *, canary: bool = False
+) -> list[Step]:
+    """The full deploy: preflight, lock, journal, restart, mark known-good, unlock."""
+    return (
+        [
+            Step(PREFLIGHT, "preflight: GPUs, ports, work directory, kernel package"),
+            Step(LOCK, "take the target's deploy lock"),
+            Step(RECORD, "journal the undo information"),
+        ]
+        + restart_steps(deployment, components, canary=canary)
+        + [
+            Step(MARK, f"mark {deployment.describe()} known-good"),
+            Step(UNLOCK, "release the deploy lock"),
+        ]
+    )
+
+
+def stop_plan() -> list[Step]:
+    return (
+        [Step(LOCK, "take the target's deploy lock"), Step(RECORD, "journal the stop")]
+        + stop_steps()
+        + [Step(UNLOCK, "release the deploy lock")]
+    )
+
+
+def render_plan(steps: Sequence[Step]) -> list[str]:
+    """Numbered, human-readable plan lines with the exact commands."""
+    lines = []
+    for i, s in enumerate(steps, start=1):
+        lines.append(f"{i:2d}. {s.title}")
+        if s.argv:
+            lines.append(f"      $ {s.command_line()}")
+        for url in s.checks:
+            lines.append(f"      GET {url} -> 200")
+    return lines
+
+
+def plan_json(steps: Sequence[Step]) -> list[dict[str, object]]:
+    return [
+        {
+            "action": s.action,
+            "title": s.title,
+            "component": s.component,
+            "argv": redact_argv(s.argv) if s.argv else None,
+            "env": redact_env(s.env) if s.env else None,
+            "checks": list(s.checks) or None,
+        }
+        for s in steps
+    ]

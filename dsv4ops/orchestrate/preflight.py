@@ -1,0 +1,82 @@
+"""Preflight: can this deployment start on the target? Problems come back as plain sentences.
+
+Checks, on the target: the work directory is writable; every port the new components bind is
+free or held only by our own components (which the deploy stops first); the GPUs the workers
+use exist and are not used by someone else; the kernel package the profile names is present.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dsv4ops.orchestrate.control import TargetControl
+from dsv4ops.orchestrate.model import START_ORDER, WORKERS, Deployment, _flag_value
+
+
+def worker_gpus(deployment: Deployment) -> list[int]:
+    """GPU indices the workers use: --base-gpu-id .. + --tp-size (sglang's defaults 0 and 1)."""
+    gpus: set[int] = set()
+    for c in deployment.in_order(WORKERS):
+        base = int(_flag_value(c.argv, "--base-gpu-id") or 0)
+        tp = int(_flag_value(c.argv, "--tp-size") or _flag_value(c.argv, "--tp") or 1)
+        gpus.update(range(base, base + tp))
+    return sorted(gpus)
+
+
+def kernel_package_paths(deployment: Deployment, workdir: str) -> list[str]:
+    """Paths that must exist on the target for the profile's kernel package.
+
+    SGLang finds tuned MoE configs through SGLANG_MOE_CONFIG_DIR; when the workers' env names
+    it, that directory is the package. Otherwise <workdir>/kernels/<name>/<version>.
+    """
+    if not deployment.kernel_package:
+        return []
+    dirs = {
+        c.env["SGLANG_MOE_CONFIG_DIR"]
+        for c in deployment.in_order(WORKERS)
+        if c.env.get("SGLANG_MOE_CONFIG_DIR")
+    }
+    if dirs:
+        return sorted(dirs)
+    name, _, version = deployment.kernel_package.partition("@")
+    return [f"{workdir.rstrip('/')}/kernels/{name}/{version or 'current'}"]
+
+
+def preflight_problems(
+    control: TargetControl, deployment: Deployment, components: Sequence[str] = START_ORDER
+) -> list[str]:
+    """Sentences describing why the deployment cannot start; empty when it can."""
+    ports = sorted(
+        {p for c in deployment.in_order() if c.name in components for p in (c.ports or (c.port,))}
+    )
+    gpus = worker_gpus(deployment) if set(components) & set(WORKERS) else []
+    paths = kernel_package_paths(deployment, control.workdir)
+    report = control.preflight(ports, gpus, paths)
+    problems = []
+    if not report.writable:
+        problems.append(
+            f"work directory {report.workdir} is not writable ({report.writable_error})"
+        )
+    for port, use in sorted(report.ports.items()):
+        if use.in_use and not use.ours:
+            who = ", ".join(f"pid {pid}" for pid, _ in use.holders) or "another process"
+            problems.append(f"port {port} is in use by {who}, not by a dsv4ops component")
+    if report.gpus_available:
+        if report.gpus_missing:
+            problems.append(f"GPUs {list(report.gpus_missing)} do not exist on {report.host}")
+        ours_alive = any(s.alive for s in control.status(list(WORKERS)).values())
+        busy = {i: pids for i, pids in report.gpus_busy.items() if pids}
+        if busy and not ours_alive:
+            # With none of our workers running, anything on these GPUs belongs to someone else.
+            problems.append(
+                "GPUs in use by other processes: "
+                + ", ".join(
+                    f"GPU {i} (pids {', '.join(map(str, p))})" for i, p in sorted(busy.items())
+                )
+            )
+    for path, exists in report.paths.items():
+        if not exists:
+            problems.append(
+                f"kernel package {deployment.kernel_package} is not installed on the target ({path})"
+            )
+    return problems

@@ -1,0 +1,174 @@
+"""The end-to-end probe: real generations through the router, checked for content.
+
+This is the only deploy check that exercises the KV transfer from prefill to decode (the
+workers' /health generates with a fake bootstrap host and needs no peer; the router's /health
+is liveness only). It sends streaming chat completions and a non-streaming one that must call a
+tool, and checks what came back, not just the status code.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsv4ops.orchestrate.control import TargetControl
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+@dataclass
+class ProbeResult:
+    ok: bool
+    checks: list[str] = field(default_factory=list)  # one line per generation, pass or fail
+    elapsed_s: float = 0.0
+
+    @property
+    def failures(self) -> list[str]:
+        return [c for c in self.checks if c.startswith("FAIL")]
+
+
+def run_probe(
+    control: TargetControl,
+    router_url: str,
+    *,
+    model: str = "default",
+    rounds: int = 2,
+    timeout_s: float = 20.0,
+) -> ProbeResult:
+    """Send `rounds` x (streaming chat + tool-call chat) through the router; all must pass.
+
+    Stops at the first failure: a broken pair often fails by hanging until a timeout, and one
+    failure is enough to reject the deployment.
+    """
+    result = ProbeResult(ok=True)
+    for i in range(max(1, rounds)):
+        for check in (_streaming_chat, _tool_call_chat):
+            line, elapsed = check(control, router_url, model, timeout_s, i)
+            result.checks.append(line)
+            result.elapsed_s += elapsed
+            if line.startswith("FAIL"):
+                result.ok = False
+                return result
+    return result
+
+
+def _post(control: TargetControl, url: str, payload: dict[str, Any], timeout_s: float):
+    return control.http(
+        url,
+        method="POST",
+        body=json.dumps(payload),
+        headers={"Content-Type": "application/json"},
+        timeout_s=timeout_s,
+    )
+
+
+def _streaming_chat(control: TargetControl, base: str, model: str, timeout_s: float, i: int):
+    payload = {
+        "model": model,
+        "messages": [{"role": "user", "content": f"Probe {i}: reply with one short sentence."}],
+        "stream": True,
+        "max_tokens": 16,
+        "temperature": 0,
+    }
+    reply = _post(control, base + "/v1/chat/completions", payload, timeout_s)
+    if reply.status != 200:
+        return _fail("streaming chat", reply), reply.elapsed_s
+    text, finish, done, problem = parse_chat_stream(reply.body)
+    if problem:
+        return f"FAIL streaming chat: {problem}", reply.elapsed_s
+    if not done:
+        return "FAIL streaming chat: stream ended without [DONE]", reply.elapsed_s
+    if not text.strip():
+        return "FAIL streaming chat: no generated text in the stream", reply.elapsed_s
+    return f"ok   streaming chat: {len(text)} chars, finish={finish}", reply.elapsed_s
+
+
+def _tool_call_chat(control: TargetControl, base: str, model: str, timeout_s: float, i: int):
+    payload = {
+        "model": model,
+        "messages": [{"role": "user", "content": f"Probe {i}: what is the weather in Paris?"}],
+        "tools": [WEATHER_TOOL],
+        "tool_choice": "required",
+        "stream": False,
+        "max_tokens": 64,
+        "temperature": 0,
+    }
+    reply = _post(control, base + "/v1/chat/completions", payload, timeout_s)
+    if reply.status != 200:
+        return _fail("tool-call chat", reply), reply.elapsed_s
+    problem = check_tool_call_reply(reply.body)
+    if problem:
+        return f"FAIL tool-call chat: {problem}", reply.elapsed_s
+    return "ok   tool-call chat: get_weather called with valid arguments", reply.elapsed_s
+
+
+def _fail(what: str, reply: Any) -> str:
+    if reply.status is None:
+        return f"FAIL {what}: no answer ({reply.error})"
+    return f"FAIL {what}: HTTP {reply.status}: {reply.body[:200].strip()}"
+
+
+def parse_chat_stream(body: str) -> tuple[str, str | None, bool, str | None]:
+    """(text, finish_reason, saw [DONE], problem) of an SSE chat-completion stream body."""
+    text: list[str] = []
+    finish = None
+    done = False
+    for event in body.replace("\r\n", "\n").split("\n\n"):
+        data = "\n".join(
+            line[5:].lstrip() for line in event.split("\n") if line.startswith("data:")
+        )
+        if not data:
+            continue
+        if data.strip() == "[DONE]":
+            done = True
+            continue
+        try:
+            chunk = json.loads(data)
+        except json.JSONDecodeError:
+            return "".join(text), finish, done, f"undecodable stream event {data[:80]!r}"
+        if "error" in chunk:
+            return (
+                "".join(text),
+                finish,
+                done,
+                f"error event in stream: {str(chunk['error'])[:200]}",
+            )
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            text.append(delta.get("content") or "")
+            finish = choice.get("finish_reason") or finish
+    return "".join(text), finish, done, None
+
+
+def check_tool_call_reply(body: str) -> str | None:
+    """None if the reply calls get_weather with JSON arguments naming a city, else the problem."""
+    try:
+        data = json.loads(body)
+        message = data["choices"][0]["message"]
+    except (json.JSONDecodeError, KeyError, IndexError, TypeError):
+        return f"not a chat completion: {body[:200]!r}"
+    calls = message.get("tool_calls") or []
+    if not calls:
+        return f"no tool call in the reply (content: {str(message.get('content'))[:80]!r})"
+    fn = calls[0].get("function") or {}
+    if fn.get("name") != "get_weather":
+        return f"called unknown tool {fn.get('name')!r}"
+    try:
+        args = json.loads(fn.get("arguments") or "")
+    except json.JSONDecodeError:
+        return f"tool arguments are not JSON: {str(fn.get('arguments'))[:80]!r}"
+    if not isinstance(args, dict) or not isinstance(args.get("city"), str) or not args["city"]:
+        return f"tool arguments lack a city: {args!r}"
+    return None

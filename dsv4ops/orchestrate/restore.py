@@ -1,0 +1,125 @@
+"""Which deployment a rollback restores, rebuilt from what the journal recorded.
+
+A rollback redeploys the profile content recorded for a known-good deployment: the profile file
+read from git at the recorded commit (never the working copy) and rendered for the target. The
+result must render to the recorded commands hash; when it cannot (deployed from an uncommitted
+working copy, or git unavailable), the exact recorded commands are used, unless they hold
+redacted secrets, which only git can restore.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from dsv4ops.errors import DeployError, DsOpsError
+from dsv4ops.journal.records import Kind, Operation, Status
+from dsv4ops.journal.store import Journal
+from dsv4ops.orchestrate.model import Deployment, deployment_from_record
+
+# (profile path, git commit) -> the Deployment that file renders to at that commit for the target
+RenderAtCommit = Callable[[str, str], Deployment]
+
+
+def rebuild(op: Operation, render_at_commit: RenderAtCommit | None) -> tuple[Deployment, str]:
+    """(deployment, how it was rebuilt) for a recorded operation. Raises DeployError."""
+    recorded = deployment_from_record(op)
+    note = ""
+    path, commit = recorded.profile_path, recorded.git_commit
+    if path and commit and render_at_commit is not None:
+        try:
+            fresh = render_at_commit(path, commit)
+        except DsOpsError as exc:
+            note = f"profile not readable at git {commit[:12]}: {exc}"
+        else:
+            if fresh.commands_hash == recorded.commands_hash:
+                how = f"profile {path} read from git at {commit[:12]}"
+                return replace(fresh, source_op=op.op, git_commit=commit), how
+            note = (
+                f"profile {path} at git {commit[:12]} renders different commands than were deployed"
+            )
+    elif not commit:
+        note = "it was deployed from an uncommitted working copy"
+    if any(c.has_redacted_values for c in recorded.components):
+        raise DeployError(
+            f"cannot rebuild deployment {op.op} ({recorded.profile_name}): {note or 'no git commit recorded'}, "
+            "and its recorded commands hold redacted secrets"
+        )
+    return recorded, f"the exact commands recorded in journal {op.op}" + (
+        f" ({note})" if note else ""
+    )
+
+
+def known_good_ops(journal: Journal) -> list[Operation]:
+    """Successful deploys/rollbacks, newest first."""
+    return [
+        o
+        for o in reversed(journal.operations())
+        if o.kind in (Kind.DEPLOY, Kind.ROLLBACK) and o.status is Status.SUCCEEDED and o.components
+    ]
+
+
+def rollback_target(journal: Journal, to: str | None) -> Operation:
+    """The operation a rollback restores: `to` (journal id/prefix or git revision prefix), else
+    the newest known-good deployment that differs from what runs now. Raises DeployError."""
+    good = known_good_ops(journal)
+    if to:
+        by_id = [o for o in journal.operations() if o.op == to or o.op.startswith(to)]
+        if by_id:
+            op = next((o for o in by_id if o.op == to), None)
+            if op is None and len(by_id) > 1:
+                raise DeployError(
+                    f"{to!r} matches {len(by_id)} journal entries; give more of the id"
+                )
+            op = op or by_id[0]
+            if op.kind is Kind.STOP or not op.components:
+                raise DeployError(
+                    f"journal entry {op.op} is a {op.kind.value}; it deployed nothing to return to"
+                )
+            return op
+        by_rev = [
+            o
+            for o in good
+            if (o.profile or {}).get("git_commit", "")
+            and str(o.profile["git_commit"]).startswith(to)
+        ]
+        if by_rev:
+            return by_rev[0]
+        raise DeployError(
+            f"no deployment in the journal matches {to!r} (a journal id or a git commit)",
+            hint="list them with `dsv4ops journal`",
+        )
+    # After an interrupted or connection-lost operation nothing is known to run: any good one goes.
+    current = None if journal.deployed_is_unknown() is not None else journal.deployed()
+    current_hash = (current.profile or {}).get("commands_hash") if current else None
+    for op in good:
+        if current is None or (
+            op.op != current.op and (op.profile or {}).get("commands_hash") != current_hash
+        ):
+            return op
+    raise DeployError(
+        "no earlier known-good deployment to roll back to"
+        + (f" (only {current.profile_name}, which is what runs now)" if current else ""),
+        hint="list deployments with `dsv4ops journal`",
+    )
+
+
+def fallback_for(
+    journal: Journal,
+    render_at_commit: RenderAtCommit | None,
+    *,
+    exclude_op: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[Operation, Deployment] | None:
+    """The last known-good deployment to restore automatically if a deploy fails (None: none)."""
+    for op in known_good_ops(journal):
+        if op.op == exclude_op:
+            continue
+        try:
+            dep, _how = rebuild(op, render_at_commit)
+        except DeployError as exc:
+            if progress:
+                progress(f"note: cannot use {op.op} as the automatic rollback target: {exc}")
+            continue
+        return op, dep
+    return None

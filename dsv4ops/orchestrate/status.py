@@ -1,0 +1,186 @@
+"""`dsv4ops status`: what runs on a target, whether it serves, what is deployed, and drift.
+
+Per component: process alive, ports, health, SGLang version and captured CUDA-graph buckets from
+/server_info, running/queued requests from /metrics; the router's readiness and workers; the
+deployed profile and commit from the journal; drift; and any half-finished operation with what
+to do about it. Read-only: it never changes the target or the journal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from dsv4ops.errors import DsOpsError
+from dsv4ops.journal.records import Operation
+from dsv4ops.journal.store import UNKNOWN, Journal
+from dsv4ops.orchestrate.control import TargetControl
+from dsv4ops.orchestrate.drift import process_drift, profile_drift
+from dsv4ops.orchestrate.model import START_ORDER, Deployment, deployment_from_record
+from dsv4ops.orchestrate.workload import read_load
+
+# Renders the named profile from the working copy for this target (None when impossible).
+RenderNow = Callable[[str], Deployment]
+
+
+def gather_status(
+    control: TargetControl, journal: Journal, *, target: str, render_now: RenderNow | None = None
+) -> dict[str, Any]:
+    """A JSON-ready status report. Raises only for an unreachable target."""
+    current = journal.deployed()
+    deployed = deployment_from_record(current) if current and current.components else None
+    ports = {c.name: tuple(c.ports) for c in deployed.components} if deployed else None
+    states = control.status(list(START_ORDER), ports)
+    components = [_component(control, name, states[name], deployed) for name in START_ORDER]
+    drift = process_drift(states, deployed, _recorded_processes(journal))
+    if deployed is not None and render_now is not None:
+        try:
+            drift += profile_drift(deployed, render_now(deployed.profile_name))
+        except DsOpsError as exc:
+            drift += profile_drift(deployed, None, str(exc))
+    lock = control.lock_info()
+    report = {
+        "target": target,
+        "deployed": _deployed(current),
+        "components": components,
+        "drift": drift,
+        "lock": {"holder": dict(lock.holder), "stale": lock.stale} if lock else None,
+        "attention": _attention(journal, lock),
+    }
+    report["healthy"] = (
+        deployed is not None
+        and not drift
+        and all(c["alive"] and c["healthy"] for c in components)
+        and not report["attention"]
+    )
+    return report
+
+
+def _recorded_processes(journal: Journal) -> dict[str, Any]:
+    for op in reversed(journal.operations()):
+        if op.status.terminal and op.running is not None:
+            return dict(op.processes)
+    return {}
+
+
+def _deployed(op: Operation | None) -> dict[str, Any] | None:
+    if op is None:
+        return None
+    p = op.profile or {}
+    return {
+        "op": op.op,
+        "kind": op.kind.value,
+        "profile": p.get("name"),
+        "commit": p.get("git_commit"),
+        "commands_hash": p.get("commands_hash"),
+        "since": op.ended,
+        "by": op.user,
+    }
+
+
+def _component(
+    control: TargetControl, name: str, state: Any, deployed: Deployment | None
+) -> dict[str, Any]:
+    spec = deployed.component(name) if deployed else None
+    row: dict[str, Any] = {
+        "name": name,
+        "alive": bool(state.alive),
+        "pid": state.pid,
+        "started_at": state.started_at,
+        "port": spec.port if spec else None,
+        "ports_open": {str(k): v for k, v in (state.ports_open or {}).items()},
+        "exit_code": state.exit_code,
+        "healthy": False,
+    }
+    if not state.alive or spec is None:
+        return row
+    if name == "router":
+        row.update(_router_info(control, spec))
+        return row
+    health = control.http(spec.url("/health"), timeout_s=5.0)
+    row["health"] = health.status if health.status is not None else f"no answer ({health.error})"
+    row["healthy"] = health.status == 200
+    info = control.http(spec.url("/server_info"), timeout_s=5.0)
+    if info.status == 200:
+        row.update(_server_info(info.body))
+    load = read_load(control, spec.url("/metrics"))
+    row["running_requests"] = load.running
+    row["queued_requests"] = load.queued
+    if load.error:
+        row["metrics_error"] = load.error
+    return row
+
+
+def _server_info(body: str) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError:
+        return {"server_info_error": "not JSON"}
+    states = data.get("internal_states") or [{}]
+    first = states[0] if isinstance(states, list) and states else {}
+    return {
+        "version": data.get("version"),
+        "captured_buckets": first.get("decode_cuda_graph_bs") if isinstance(first, dict) else None,
+        "disaggregation_mode": data.get("disaggregation_mode"),
+    }
+
+
+def _router_info(control: TargetControl, spec: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    live = control.http(spec.url("/health"), timeout_s=5.0)
+    out["health"] = live.status if live.status is not None else f"no answer ({live.error})"
+    ready = control.http(spec.url("/readiness"), timeout_s=5.0)
+    out["readiness"] = ready.status
+    out["healthy"] = ready.status == 200  # /health is liveness only; readiness is what counts
+    workers = control.http(spec.url("/workers"), timeout_s=5.0)
+    if workers.status == 200:
+        try:
+            data = json.loads(workers.body)
+            out["workers"] = [
+                {"url": w.get("url"), "type": w.get("worker_type"), "healthy": w.get("is_healthy")}
+                for w in data.get("workers", [])
+            ]
+        except (json.JSONDecodeError, AttributeError):
+            out["workers"] = None
+    return out
+
+
+def _attention(journal: Journal, lock: Any) -> list[str]:
+    """Half-finished operations and stale locks, each with what to do."""
+    notes = []
+    for op in journal.in_flight():
+        where = op.position
+        holder_dead = lock is not None and lock.stale and lock.holder.get("op_id") == op.op
+        if lock is not None and not lock.stale and lock.holder.get("op_id") == op.op:
+            notes.append(
+                f"{op.kind.value} {op.op} of {op.profile_name or '-'} is in progress ({where})"
+            )
+            continue
+        why = (
+            f"its process (pid {lock.holder.get('pid')}) is dead and left the deploy lock"
+            if holder_dead
+            else "it never finished"
+        )
+        notes.append(
+            f"{op.kind.value} {op.op} of {op.profile_name or '-'} was interrupted {where}: {why}. "
+            "Run `dsv4ops rollback --recover` to restore the last known-good deployment, or "
+            "`dsv4ops deploy PROFILE --recover`"
+        )
+    unknown = journal.deployed_is_unknown()
+    if unknown is not None and unknown.status.terminal and unknown.running == UNKNOWN:
+        notes.append(
+            f"{unknown.kind.value} {unknown.op} ended {unknown.status.value} without knowing what runs; "
+            "redeploy or `dsv4ops rollback` to get back to a known state"
+        )
+    if (
+        lock is not None
+        and lock.stale
+        and not any(lock.holder.get("op_id") == o.op for o in journal.in_flight())
+    ):
+        notes.append(
+            f"the deploy lock was left by dead process pid {lock.holder.get('pid')} "
+            f"(operation {lock.holder.get('op_id')}); pass --recover to the next deploy/rollback/stop "
+            "(it is cleared without asking when the journal shows that operation ended)"
+        )
+    return notes

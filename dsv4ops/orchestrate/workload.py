@@ -1,0 +1,49 @@
+"""Running/queued requests on the workers, read from their Prometheus /metrics.
+
+Used by the drain (wait until in-flight work is done before stopping a worker) and by status.
+Parsed with prometheus_client's own text parser, so the exposition format is handled exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from dsv4ops.orchestrate.control import TargetControl
+
+RUNNING = "sglang:num_running_reqs"
+QUEUED = "sglang:num_queue_reqs"
+
+
+@dataclass(frozen=True)
+class Load:
+    running: float | None  # None: metrics unavailable
+    queued: float | None
+    error: str | None = None
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.running) or bool(self.queued)
+
+
+def parse_load(text: str) -> Load:
+    """Sum of running and queued requests over all scheduler ranks in one /metrics page."""
+    sums: dict[str, float] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name in (RUNNING, QUEUED):
+                    sums[sample.name] = sums.get(sample.name, 0.0) + float(sample.value)
+    except ValueError as exc:
+        return Load(None, None, f"unparsable metrics: {exc}")
+    if RUNNING not in sums:
+        return Load(None, None, f"no {RUNNING} in metrics")
+    return Load(sums.get(RUNNING), sums.get(QUEUED, 0.0))
+
+
+def read_load(control: TargetControl, metrics_url: str, *, timeout_s: float = 3.0) -> Load:
+    reply = control.http(metrics_url, timeout_s=timeout_s)
+    if reply.status != 200:
+        return Load(None, None, reply.error or f"HTTP {reply.status}")
+    return parse_load(reply.body)

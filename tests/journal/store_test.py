@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from dsv4ops.clock import FakeClock
+from dsv4ops.errors import JournalError
+from dsv4ops.journal.records import Kind, Status
+from dsv4ops.journal.store import Journal, journal_path
+
+
+@pytest.fixture
+def journal(tmp_path):
+    return Journal("twin-local", directory=tmp_path, clock=FakeClock())
+
+
+def _deploy(journal: Journal, name: str, ok: bool = True) -> str:
+    op = journal.begin(Kind.DEPLOY, profile={"name": name, "git_commit": "abc"}, reason="test")
+    journal.transition(op, Status.RUNNING)
+    journal.step(op, "start prefill", "start")
+    journal.step(op, "start prefill", "done", duration_s=0.5)
+    if ok:
+        journal.transition(op, Status.SUCCEEDED, running=op, processes={"prefill": {"pid": 1}})
+    return op
+
+
+def test_lifecycle_is_persisted_at_every_transition(journal):
+    op = journal.begin(Kind.DEPLOY, profile={"name": "baseline"})
+    assert journal.get(op).status is Status.PENDING
+    journal.transition(op, Status.RUNNING)
+    assert journal.get(op).status is Status.RUNNING
+    journal.transition(op, Status.SUCCEEDED, running=op)
+    got = journal.get(op)
+    assert got.status is Status.SUCCEEDED and got.ended is not None
+    statuses = [r["status"] for r in journal.records() if r["type"] == "status"]
+    assert statuses == ["PENDING", "RUNNING", "SUCCEEDED"]
+
+
+def test_illegal_transition_is_refused(journal):
+    op = _deploy(journal, "baseline")
+    with pytest.raises(JournalError, match="SUCCEEDED -> RUNNING"):
+        journal.transition(op, Status.RUNNING)
+
+
+def test_last_known_good_and_deployed(journal):
+    a = _deploy(journal, "baseline")
+    b = journal.begin(Kind.DEPLOY, profile={"name": "buckets"})
+    journal.transition(b, Status.RUNNING)
+    journal.transition(b, Status.ROLLED_BACK, message="probe failed", running=a)
+    assert journal.last_known_good().op == a
+    assert journal.deployed().op == a
+    s = journal.begin(Kind.STOP)
+    journal.transition(s, Status.RUNNING)
+    journal.transition(s, Status.SUCCEEDED, running="")
+    assert journal.deployed() is None
+    assert journal.last_known_good().op == a
+
+
+def test_in_flight_names_the_open_step(journal):
+    op = journal.begin(Kind.DEPLOY, profile={"name": "baseline"})
+    journal.transition(op, Status.RUNNING)
+    journal.step(op, "stop router", "start")
+    journal.step(op, "stop router", "done")
+    journal.step(op, "start decode", "start")
+    (flying,) = journal.in_flight()
+    assert flying.op == op and flying.step_in_flight == "start decode"
+    assert flying.summary()["in_flight"] == "start decode"
+
+
+def test_torn_last_line_is_skipped_and_next_append_stays_valid(journal):
+    a = _deploy(journal, "baseline")
+    with open(journal.path, "ab") as f:
+        f.write(b'{"v":1,"type":"status","op":"' + a.encode())  # crash mid-write
+    assert journal.get(a).status is Status.SUCCEEDED
+    assert journal.skipped_lines
+    b = _deploy(journal, "other")
+    assert journal.get(b).status is Status.SUCCEEDED
+    assert len(journal.operations()) == 2
+
+
+def test_format_errors_name_file_and_line(journal):
+    _deploy(journal, "baseline")
+    with open(journal.path, "a") as f:
+        f.write(
+            json.dumps({"v": 1, "type": "status", "op": "x", "ts": "t", "status": "WEIRD"}) + "\n"
+        )
+    with pytest.raises(JournalError, match=r"twin-local\.jsonl:\d+: unknown status 'WEIRD'"):
+        journal.records()
+    with open(journal.path, "w") as f:
+        f.write(json.dumps({"v": 99, "type": "begin"}) + "\n")
+    with pytest.raises(JournalError, match="version 99"):
+        journal.records()
+
+
+def test_secrets_never_reach_the_file(journal, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_supersecretvalue")
+    journal.begin(
+        Kind.DEPLOY,
+        profile={"name": "p", "env": {"HF_TOKEN": "hf_supersecretvalue", "OK": "1"}},
+        components=[{"argv": ["python", "--api-key", "k3y-material", "--port", "1"]}],
+        reason="pasted hf_supersecretvalue by mistake",
+    )
+    text = journal.path.read_text()
+    assert "hf_supersecretvalue" not in text and "k3y-material" not in text
+    assert '"OK":"1"' in text and "--port" in text
+
+
+def test_unsafe_target_name_is_refused(tmp_path):
+    with pytest.raises(JournalError):
+        journal_path("../etc", tmp_path)
+
+
+def test_journal_lives_under_state_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("DSV4OPS_STATE_DIR", str(tmp_path))
+    assert Journal("box").path == tmp_path / "journal" / "box.jsonl"
+
+
+def test_process_killed_mid_operation_leaves_a_readable_journal(tmp_path):
+    # A real process appends records and is SIGKILLed between steps: the journal stays readable
+    # and says which step was in flight.
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from dsv4ops.journal.store import Journal
+        from dsv4ops.journal.records import Kind, Status
+        j = Journal("box", directory={str(tmp_path)!r})
+        op = j.begin(Kind.DEPLOY, profile={{"name": "baseline"}})
+        j.transition(op, Status.RUNNING)
+        j.step(op, "start decode", "start")
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], timeout=30)
+    assert proc.returncode == -9
+    (op,) = Journal("box", directory=tmp_path).in_flight()
+    assert op.status is Status.RUNNING and op.step_in_flight == "start decode"
+    assert os.stat(journal_path("box", tmp_path)).st_mode & 0o777 == 0o600
+
+
+def test_secret_markers_agree_with_the_remote_seam():
+    from dsv4ops.journal import records
+    from dsv4ops.remote import base
+
+    assert records.SECRET_ENV_MARKERS == base.SECRET_ENV_MARKERS
+    assert records.SECRET_ARG_FLAGS == base.SECRET_ARG_FLAGS
+    argv = ["x", "--api-key", "k", "--hf-token=t", "--port", "1"]
+    assert records.redact_argv(argv) == base.redact_argv(argv)

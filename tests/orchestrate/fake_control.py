@@ -1,0 +1,146 @@
+"""A scripted stand-in for the Supervisor (unit tests of the engine's decisions)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+from dsv4ops.errors import DeployError, LockHeldError
+from dsv4ops.remote.base import ProcessState
+
+STREAM_OK = (
+    'data: {"choices":[{"index":0,"delta":{"content":"Hello"}}]}\n\n'
+    'data: {"choices":[{"index":0,"delta":{"content":" there."},"finish_reason":"stop"}]}\n\n'
+    "data: [DONE]\n\n"
+)
+TOOL_OK = json.dumps(
+    {
+        "choices": [
+            {
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                        }
+                    ],
+                }
+            }
+        ]
+    }
+)
+METRICS_IDLE = (
+    '# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{tp_rank="0"} 0\n'
+    '# TYPE sglang:num_queue_reqs gauge\nsglang:num_queue_reqs{tp_rank="0"} 0\n'
+)
+
+
+@dataclass
+class Reply:
+    status: int | None
+    body: str = ""
+    error: str | None = None
+    elapsed_s: float = 0.01
+
+
+@dataclass
+class FakeControl:
+    workdir: str = "/work"
+    calls: list[str] = field(default_factory=list)
+    running: dict[str, int] = field(default_factory=dict)
+    fail_url: str | None = None  # readiness waits on URLs containing this fail (a timeout)
+    fail_probe: bool = False
+    lock: dict[str, Any] | None = None
+    lock_stale: bool = False
+    busy_ports: dict[int, bool] = field(default_factory=dict)
+    busy_metric_reads: int = 0  # this many /metrics reads report 2 running requests
+    _next_pid: int = 1000
+
+    def actions(self) -> list[str]:
+        """Calls without the /metrics reads of the drain."""
+        return [c for c in self.calls if c != "metrics"]
+
+    def start(self, spec):
+        self.calls.append(f"start {spec.name}")
+        self._next_pid += 1
+        self.running[spec.name] = self._next_pid
+        return ProcessState(
+            spec.name, self._next_pid, True, started_at="t", argv=spec.argv, env=spec.env
+        )
+
+    def stop(self, name, ports=None, grace_s=10.0):
+        self.calls.append(f"stop {name}")
+        was = self.running.pop(name, None) is not None
+        return SimpleNamespace(was_running=was, signals=("SIGTERM",) if was else ())
+
+    def status(self, names, ports=None):
+        return {
+            n: ProcessState(n, self.running.get(n), n in self.running, started_at="t")
+            for n in names
+        }
+
+    def log_tail(self, name, lines=50):
+        return f"{name} log"
+
+    def wait_http(self, url, *, timeout_s, expect=200, proc_name=None):
+        self.calls.append(f"wait {proc_name} {url.split('/', 3)[-1]}")
+        if self.fail_url and self.fail_url in url:
+            raise DeployError(f"{proc_name} not ready: timeout\n--- last log lines ---\nboom")
+        return 0.05
+
+    def http(self, url, *, method="GET", body=None, headers=None, timeout_s=10.0):
+        if url.endswith("/metrics"):
+            self.calls.append("metrics")
+            if self.busy_metric_reads > 0:
+                self.busy_metric_reads -= 1
+                return Reply(200, METRICS_IDLE.replace("} 0\n", "} 2\n", 1))
+            return Reply(200, METRICS_IDLE)
+        if url.endswith("/v1/chat/completions"):
+            self.calls.append("probe")
+            if self.fail_probe:
+                return Reply(504, '{"error": "transfer lost"}')
+            return Reply(200, STREAM_OK if json.loads(body).get("stream") else TOOL_OK)
+        return Reply(200, "{}")
+
+    def preflight(self, ports, gpus, paths=()):
+        return SimpleNamespace(
+            host="fake",
+            workdir=self.workdir,
+            writable=True,
+            writable_error=None,
+            ports={
+                p: SimpleNamespace(
+                    in_use=self.busy_ports.get(p, False), ours=False, holders=((4242, None),)
+                )
+                for p in ports
+            },
+            gpus_available=False,
+            gpu_note="no nvidia-smi",
+            gpus_busy={},
+            gpus_missing=(),
+            paths={p: True for p in paths},
+        )
+
+    def lock_acquire(self, holder, force=False):
+        if self.lock is not None and not force:
+            err = LockHeldError(f"deploy lock is held by pid {self.lock.get('pid')}")
+            err.holder, err.stale = self.lock, self.lock_stale
+            raise err
+        self.calls.append("lock" + (" (forced)" if force else ""))
+        self.lock = dict(holder)
+        return None
+
+    def lock_release(self, op_id):
+        if self.lock and self.lock.get("op_id") == op_id:
+            self.lock = None
+            self.calls.append("unlock")
+            return True
+        return False
+
+    def lock_info(self):
+        return SimpleNamespace(holder=self.lock, stale=self.lock_stale) if self.lock else None

@@ -1,0 +1,248 @@
+"""Engine decisions against a scripted target: order, rollback, journal, lock handling."""
+
+from __future__ import annotations
+
+import pytest
+
+from dsv4ops.clock import FakeClock
+from dsv4ops.errors import DeployError, LockHeldError
+from dsv4ops.journal.records import Kind, Status
+from dsv4ops.journal.store import Journal
+from dsv4ops.orchestrate.model import ComponentSpec, Deployment, deployment_from_record
+from dsv4ops.orchestrate.ops import Operator
+from dsv4ops.orchestrate.pd import restart_scope
+from tests.orchestrate.fake_control import FakeControl
+
+
+def make_deployment(name: str, offset: int = 0) -> Deployment:
+    py = "/usr/bin/python3"
+    return Deployment(
+        profile_name=name,
+        git_commit="c0ffee" + name,
+        components=(
+            ComponentSpec(
+                "prefill",
+                (
+                    py,
+                    "-m",
+                    "sglang.launch_server",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(30000 + offset),
+                    "--disaggregation-bootstrap-port",
+                    "8998",
+                ),
+                {},
+                "127.0.0.1",
+                30000 + offset,
+                (30000 + offset, 8998),
+            ),
+            ComponentSpec(
+                "decode",
+                (py, "-m", "sglang.launch_server", "--port", str(30001 + offset)),
+                {"X": name},
+                "127.0.0.1",
+                30001 + offset,
+                (30001 + offset,),
+            ),
+            ComponentSpec(
+                "router",
+                (py, "-m", "sglang_router.launch_router", "--port", "8000"),
+                {},
+                "127.0.0.1",
+                8000,
+                (8000, 29000),
+            ),
+        ),
+    )
+
+
+@pytest.fixture
+def journal(tmp_path):
+    return Journal("fake", directory=tmp_path, clock=FakeClock())
+
+
+def operator(control, journal, lines=None):
+    return Operator(
+        control,
+        journal,
+        host="fake",
+        clock=FakeClock(),
+        progress=(lines.append if lines is not None else None),
+    )
+
+
+def _deployed(control, journal, name="baseline"):
+    out = operator(control, journal).deploy(make_deployment(name))
+    assert out.ok, out.message
+    return journal.get(out.op_id)
+
+
+def test_safe_order_and_journal_before_each_step(journal):
+    control = FakeControl()
+    out = operator(control, journal).deploy(make_deployment("baseline"))
+    assert out.ok and out.status == "SUCCEEDED"
+    assert control.actions() == [
+        "lock",
+        "stop router",
+        "stop decode",
+        "stop prefill",
+        "start prefill",
+        "wait prefill health",
+        "wait prefill health",  # /health + bootstrap /health
+        "start decode",
+        "wait decode health",
+        "start router",
+        "wait router readiness",
+        "probe",
+        "probe",
+        "probe",
+        "probe",
+        "unlock",
+    ]
+    op = journal.get(out.op_id)
+    assert op.status is Status.SUCCEEDED and op.running == op.op
+    assert op.profile["git_commit"] == "c0ffeebaseline" and op.processes["decode"]["pid"]
+    starts = [s.name for s in op.steps if s.phase == "start"]
+    assert starts[:3] == [
+        "stop router",
+        "wait for in-flight requests on the workers to finish",
+        "stop decode",
+    ]
+
+
+def test_failure_after_stop_rolls_back_to_known_good(journal):
+    control = FakeControl()
+    good = _deployed(control, journal)
+    control.calls.clear()
+    control.fail_url = ":30101/"  # the new decode never gets ready; the known-good one does
+    out = operator(control, journal).deploy(
+        make_deployment("buckets", offset=100), fallback=(good, deployment_from_record(good))
+    )
+    assert not out.ok and out.status == "ROLLED_BACK"
+    assert (
+        "failed at 'wait until decode is ready" in out.message and "last log lines" in out.message
+    )
+    assert (
+        "Running now: baseline" in out.message
+        and "Done before the failure: stop router" in out.message
+    )
+    assert journal.get(out.op_id).running == good.op
+    assert journal.deployed().op == good.op
+    # The rollback went through the same safe order and proved itself end to end.
+    calls = control.actions()
+    after = calls[calls.index("wait decode health") + 1 :]
+    assert after[:3] == ["stop router", "stop decode", "stop prefill"]
+    assert after[3:9] == [
+        "start prefill",
+        "wait prefill health",
+        "wait prefill health",
+        "start decode",
+        "wait decode health",
+        "start router",
+    ]
+    assert after[-2:] == ["probe", "unlock"]
+
+
+def test_failure_without_known_good_stops_everything(journal):
+    control = FakeControl(fail_probe=True)
+    out = operator(control, journal).deploy(make_deployment("baseline"))
+    assert out.status == "FAILED" and "No known-good deployment" in out.message
+    assert control.running == {} and journal.get(out.op_id).running == ""
+    assert "end-to-end probe" in out.message
+
+
+def test_failed_restore_reports_nothing_running(journal):
+    control = FakeControl()
+    good = _deployed(control, journal)
+    control.fail_probe = True
+    out = operator(control, journal).deploy(
+        make_deployment("x", 5), fallback=(good, deployment_from_record(good))
+    )
+    assert (
+        out.status == "FAILED"
+        and "also failed" in out.message
+        and "Running now: nothing" in out.message
+    )
+    assert control.running == {}
+
+
+def test_preflight_problem_changes_nothing(journal):
+    control = FakeControl(busy_ports={8000: True})
+    with pytest.raises(DeployError, match="port 8000 is in use by pid 4242.*Nothing was changed"):
+        operator(control, journal).deploy(make_deployment("baseline"))
+    assert control.actions() == [] and journal.operations() == []
+
+
+def test_live_lock_holder_fails_at_once(journal):
+    control = FakeControl(lock={"op_id": "d-other", "pid": 1, "host": "elsewhere"})
+    with pytest.raises(LockHeldError, match="pid 1"):
+        operator(control, journal).deploy(make_deployment("baseline"))
+    assert journal.operations() == []
+
+
+def test_stale_lock_of_interrupted_deploy_needs_recover(journal):
+    control = FakeControl()
+    _deployed(control, journal)
+    op = journal.begin(Kind.DEPLOY, profile={"name": "buckets"})
+    journal.transition(op, Status.RUNNING)
+    journal.step(op, "start decode", "start")
+    control.lock, control.lock_stale = {"op_id": op, "pid": 99999, "host": "h"}, True
+    with pytest.raises(LockHeldError, match="interrupted during 'start decode'") as exc:
+        operator(control, journal).deploy(make_deployment("baseline"))
+    assert "--recover" in exc.value.hint
+    out = operator(control, journal).deploy(make_deployment("baseline"), recover=True)
+    assert out.ok and any("ABANDONED" in n or "interrupted" in n for n in out.notes)
+    assert journal.get(op).status is Status.ABANDONED
+    assert "lock (forced)" in control.calls
+
+
+def test_partial_scope_keeps_prefill_running(journal):
+    control = FakeControl()
+    _deployed(control, journal)
+    prefill_pid = control.running["prefill"]
+    control.calls.clear()
+    scope = restart_scope(["decode"], allow_partial_pair=True)
+    out = operator(control, journal).deploy(make_deployment("baseline"), scope=scope)
+    assert out.ok and control.running["prefill"] == prefill_pid
+    assert "stop prefill" not in control.calls and "start decode" in control.calls
+    assert out.notes and "i-know" in out.notes[0]
+
+
+def test_stop_stops_in_order_and_records_nothing_running(journal):
+    control = FakeControl()
+    _deployed(control, journal)
+    control.calls.clear()
+    out = operator(control, journal).stop()
+    assert out.ok and control.actions() == [
+        "lock",
+        "stop router",
+        "stop decode",
+        "stop prefill",
+        "unlock",
+    ]
+    assert journal.deployed() is None and control.running == {}
+
+
+def test_drain_waits_for_in_flight_requests_after_the_router_stops(journal):
+    control = FakeControl()
+    _deployed(control, journal)
+    control.calls.clear()
+    control.busy_metric_reads = 6  # three polls (prefill + decode each) still see work
+    out = operator(control, journal).deploy(make_deployment("baseline"))
+    assert out.ok
+    calls = [c for c in control.calls if c != "probe"]
+    assert calls[:2] == ["lock", "stop router"]
+    assert calls[2:10] == ["metrics"] * 8 and calls[10] == "stop decode"  # 3 busy polls, 1 idle
+    drain = next(t for t in out.steps if t["action"] == "drain")
+    assert drain["detail"] == "no requests in flight"
+
+
+def test_drain_is_bounded(journal):
+    control = FakeControl()
+    _deployed(control, journal)
+    control.busy_metric_reads = 10_000
+    out = operator(control, journal).deploy(make_deployment("baseline"))
+    drain = next(t for t in out.steps if t["action"] == "drain")
+    assert out.ok and drain["detail"].startswith("gave up waiting after 60s")

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from dsv4ops.clock import FakeClock
+from dsv4ops.errors import DeployError, ProfileError
+from dsv4ops.journal.records import Kind, Status
+from dsv4ops.journal.store import Journal
+from dsv4ops.orchestrate.model import ComponentSpec, Deployment
+from dsv4ops.orchestrate.restore import rebuild, rollback_target
+from tests.orchestrate.ops_test import make_deployment
+
+
+@pytest.fixture
+def journal(tmp_path):
+    return Journal("fake", directory=tmp_path, clock=FakeClock())
+
+
+def record(journal, dep: Deployment, status=Status.SUCCEEDED, kind=Kind.DEPLOY):
+    op = journal.begin(kind, profile=dep.profile_record(), components=dep.component_records())
+    journal.transition(op, Status.RUNNING)
+    journal.transition(op, status, running=op if status is Status.SUCCEEDED else "")
+    return journal.get(op)
+
+
+def test_rollback_goes_to_the_previous_known_good_not_what_runs(journal):
+    a = record(journal, make_deployment("a"))
+    record(journal, make_deployment("b", 7))
+    assert rollback_target(journal, None).op == a.op
+
+
+def test_rollback_after_a_failed_deploy_goes_to_last_known_good(journal):
+    a = record(journal, make_deployment("a"))
+    b = record(journal, make_deployment("b", 7))
+    record(journal, make_deployment("c", 9), status=Status.FAILED)
+    assert rollback_target(journal, None).op == b.op  # nothing runs: restore the newest good one
+    assert rollback_target(journal, a.op).op == a.op
+    with pytest.raises(DeployError, match="matches 3 journal entries"):
+        rollback_target(journal, "d-")
+
+
+def test_rollback_to_a_commit_prefix_and_errors(journal):
+    a = record(journal, make_deployment("a"))
+    assert rollback_target(journal, "c0ffeea").op == a.op
+    with pytest.raises(DeployError, match="no deployment in the journal matches"):
+        rollback_target(journal, "zzz")
+    with pytest.raises(DeployError, match="no earlier known-good"):
+        rollback_target(journal, None)
+
+
+def test_rebuild_prefers_git_at_the_recorded_commit(journal):
+    dep = make_deployment("a")
+    op = record(journal, dep)
+    seen = []
+
+    def at_commit(path, commit):
+        seen.append(commit)
+        return dep
+
+    dep_path = dataclasses.replace(dep, profile_path="/p/a.yaml")
+    op = record(journal, dep_path)
+    got, how = rebuild(op, at_commit)
+    assert seen == ["c0ffeea"] and "read from git at c0ffeea" in how and got.source_op == op.op
+
+
+def test_rebuild_falls_back_to_recorded_commands_when_git_differs(journal):
+    dep = dataclasses.replace(make_deployment("a"), profile_path="/p/a.yaml")
+    op = record(journal, dep)
+    got, how = rebuild(op, lambda p, c: make_deployment("a", 3))
+    assert got.commands_hash == dep.commands_hash and "exact commands recorded" in how
+
+    def unreadable(p, c):
+        raise ProfileError("not readable at git revision")
+
+    assert rebuild(op, unreadable)[0].commands_hash == dep.commands_hash
+
+
+def test_rebuild_refuses_recorded_commands_with_redacted_secrets(journal):
+    d = make_deployment("a")
+    c = d.component("decode")
+    secret = Deployment(
+        "s",
+        (
+            d.component("prefill"),
+            ComponentSpec("decode", c.argv, {"HF_TOKEN": "x"}, c.host, c.port, c.ports),
+            d.component("router"),
+        ),
+    )
+    op = record(journal, secret)
+    with pytest.raises(DeployError, match="redacted secrets"):
+        rebuild(op, None)

@@ -1,0 +1,136 @@
+"""The same orchestration through the SSH executor against a real OpenSSH server on 127.0.0.1
+(known_hosts checked): deploy, status, redeploy another profile, rollback; and a connection that
+drops mid-deploy, after which status explains and a re-run recovers."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import pytest
+
+from dsv4ops.cli import _context as C
+from dsv4ops.journal.records import Kind
+from dsv4ops.journal.store import Journal
+from dsv4ops.orchestrate.engine import Timeouts
+from dsv4ops.orchestrate.ops import Operator
+from dsv4ops.orchestrate.restore import fallback_for, rebuild, rollback_target
+from dsv4ops.orchestrate.status import gather_status
+from dsv4ops.profiles import get_target
+from dsv4ops.remote import Supervisor
+from testing.orchestrate_env import our_processes
+
+pytestmark = [pytest.mark.slow, pytest.mark.router, pytest.mark.ssh]
+JOURNAL = "twin-over-ssh"
+
+
+class SshCommand:
+    """What one CLI invocation composes, but with the SSH executor (a fresh connection each)."""
+
+    def __init__(self, env, sshd, progress=None):
+        self.target = get_target(env.target)  # rendering only; processes start over SSH
+        self.executor = sshd.executor()
+        self.sup = Supervisor(self.executor, str(env.workdir), python=sys.executable)
+        self.journal = Journal(JOURNAL)
+        self.op = Operator(
+            self.sup,
+            self.journal,
+            host=f"127.0.0.1:{sshd.port} (ssh)",
+            progress=progress or (lambda _l: None),
+            model="deepseek-v4-flash",
+            timeouts=Timeouts(
+                ready_s={"prefill": 30, "decode": 30, "router": 30},
+                stop_grace_s=8,
+                drain_s=5,
+                probe_request_s=20,
+            ),
+        )
+
+    def deploy(self, profile, **kw):
+        new = C.deployment_for(profile, self.target)
+        fb = fallback_for(self.journal, C.render_at_commit(self.target))
+        return self.op.deploy(new, fallback=fb, run_canary=False, **kw)
+
+    def rollback(self):
+        target_op = rollback_target(self.journal, None)
+        dep, _ = rebuild(target_op, C.render_at_commit(self.target))
+        return self.op.deploy(dep, kind=Kind.ROLLBACK, run_canary=False)
+
+    def status(self):
+        return gather_status(
+            self.sup, self.journal, target=JOURNAL, render_now=C.render_now(self.target)
+        )
+
+    def close(self):
+        self.executor.close()
+
+
+def run(env, sshd, action, *args, progress=None, **kw):
+    cmd = SshCommand(env, sshd, progress)
+    try:
+        return getattr(cmd, action)(*args, **kw)
+    finally:
+        cmd.close()
+
+
+def test_deploy_status_redeploy_rollback_over_ssh(env, sshd):
+    out = run(env, sshd, "deploy", "baseline")
+    assert out.ok, out.message
+    st = run(env, sshd, "status")
+    assert st["healthy"] and st["deployed"]["profile"] == "baseline", st
+    assert {c["name"]: c["alive"] for c in st["components"]} == {
+        "prefill": True,
+        "decode": True,
+        "router": True,
+    }
+
+    out = run(env, sshd, "deploy", "buckets-step4")
+    assert out.ok, out.message
+    out = run(env, sshd, "rollback")
+    assert out.ok and out.kind == "rollback" and out.profile == "baseline", out.message
+    st = run(env, sshd, "status")
+    assert st["healthy"] and st["deployed"]["profile"] == "baseline" and st["drift"] == [], st
+    assert len(our_processes(env)) == 3
+
+
+def test_connection_drop_mid_deploy_then_status_and_rerun_recover(env, sshd):
+    if Journal(JOURNAL).deployed() is None:
+        assert run(env, sshd, "deploy", "baseline").ok
+    stop_dropping = threading.Event()
+
+    def keep_dropping():
+        # A network outage of ~3 s: every SSH session is cut as soon as it appears.
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline and not stop_dropping.is_set():
+            sshd.drop_connections()
+            time.sleep(0.02)
+
+    outage = []
+
+    def progress(line):
+        if "start decode" in line and line.lstrip().startswith("ok") and not outage:
+            t = threading.Thread(target=keep_dropping)
+            t.start()
+            outage.append(t)
+
+    try:
+        out = run(env, sshd, "deploy", "buckets-step4", progress=progress)
+    finally:
+        stop_dropping.set()
+        for t in outage:
+            t.join()
+    assert outage and not out.ok
+    assert "connection dropped" in out.message or "cannot connect" in out.message, out.message
+
+    st = run(env, sshd, "status")
+    if out.status != "ROLLED_BACK":
+        # The outage outlasted the automatic rollback: status says what is unknown and how to fix.
+        assert not st["healthy"]
+        assert st["attention"], st
+    out2 = run(env, sshd, "deploy", "baseline")
+    assert out2.ok, out2.message
+    st = run(env, sshd, "status")
+    assert st["healthy"] and st["lock"] is None and st["attention"] == [], st
+    assert len(our_processes(env)) == 3
+    assert Journal(JOURNAL).in_flight() == []
