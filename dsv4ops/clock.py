@@ -20,7 +20,7 @@ class SystemClock:
         return _time.monotonic()
 
     def now(self) -> _dt.datetime:
-        return _dt.datetime.now(_dt.timezone.utc)
+        return _dt.datetime.now(_dt.UTC)
 
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
@@ -32,7 +32,7 @@ class FakeClock:
 
     def __init__(self, start: float = 1000.0) -> None:
         self._t = start
-        self._epoch = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc)
+        self._epoch = _dt.datetime(2026, 1, 1, tzinfo=_dt.UTC)
 
     def monotonic(self) -> float:
         return self._t

@@ -80,6 +80,13 @@ class DeployError(DsOpsError):
     exit_code = 2
 
 
+class PreflightError(DeployError):
+    """The target cannot take the deployment (ports, GPUs, kernel package); nothing was changed,
+    so this is a refusal (exit 1, docs/deploy.md), not a handled step failure (2)."""
+
+    exit_code = 1
+
+
 class CanaryError(DsOpsError):
     """A canary could not be run at all (bad endpoint, bad arguments)."""
 

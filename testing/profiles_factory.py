@@ -30,7 +30,7 @@ flags:
 """
 
 
-def targets_yaml(ports_offset: int = 20000, gpus: str = "[0, 1, 2, 3, 4, 5, 6, 7]") -> str:
+def targets_yaml(ports_offset: int = 1000, gpus: str = "[0, 1, 2, 3, 4, 5, 6, 7]") -> str:
     return f"""\
 schema_version: 1
 targets:

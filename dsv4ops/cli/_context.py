@@ -18,6 +18,7 @@ import click
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.engine import CanaryStep, Timeouts
+from dsv4ops.orchestrate.kernelpkg import KernelSupport, config_dir_env
 from dsv4ops.orchestrate.model import Deployment, deployment_from_rendered
 from dsv4ops.orchestrate.ops import Operator
 
@@ -186,6 +187,23 @@ class _Attrs:
         self.__dict__.update(data)
 
 
+def kernel_support(ctx: TargetContext) -> KernelSupport:
+    """The kernels pipeline's checks, bound to this target, for the deploy path (kernelpkg.py)."""
+    from dsv4ops import kernels as K
+
+    sup, workdir = ctx.supervisor, ctx.target.workdir
+
+    def loaded(server_info: str, log_tail: str, expected: str) -> tuple[bool, str]:
+        check = K.loaded_check(server_info, log_tail, expected=expected)
+        return check.used, check.reason
+
+    return KernelSupport(
+        present=lambda ref: K.package_present(sup, workdir, ref),
+        env_for=lambda ref: config_dir_env(sup.read_state("kernels"), workdir, ref),
+        loaded=loaded,
+    )
+
+
 def operator_for(
     ctx: TargetContext,
     *,
@@ -204,6 +222,7 @@ def operator_for(
         canary=canary,
         model=model,
         command=command,
+        kernels=kernel_support(ctx),
     )
 
 

@@ -47,7 +47,7 @@ def journal(target: str | None, as_json: bool, limit: int) -> None:
                 s["kind"],
                 s["id"],
                 s["who"],
-                s["profile"] or "-",
+                s["profile"] or s["package"] or "-",
                 (s["commit"] or "-")[:10],
                 s["status"],
                 why[:90],

@@ -35,16 +35,53 @@ def _open(target_name: str | None) -> tuple[Any, Any]:
 
 
 @contextmanager
-def _deploy_lock(ctx: Any, command: str) -> Iterator[None]:
+def _deploy_lock(ctx: Any, command: str, op_id: str | None = None) -> Iterator[None]:
     """Hold the target's deploy lock: a kernel switch must not race a PD deploy or rollback."""
     from dsv4ops.remote import lock_holder
 
-    holder = lock_holder(command)
+    holder = lock_holder(command, op_id)
     ctx.supervisor.lock_acquire(holder)
     try:
         yield
     finally:
         ctx.supervisor.lock_release(holder["op_id"])
+
+
+@contextmanager
+def _journaled(ctx: Any, asked: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Journal one `kernels deploy|rollback` under the deploy lock: who and when (begin), what was
+    asked, and the outcome with the package it left current. The caller fills the yielded dict
+    with the result (package, previous, config_dir); an error is recorded FAILED and re-raised."""
+    from dsv4ops.journal.records import Kind, Status
+
+    journal = ctx.journal
+    op_id = journal.new_op_id(Kind.KERNELS)
+    result: dict[str, Any] = {}
+    with _deploy_lock(ctx, f"dsv4ops kernels {asked['action']}", op_id):
+        # Begun only once the lock is held: a refusal by the lock changed nothing, like deploy's.
+        journal.begin(Kind.KERNELS, op_id=op_id, kernel=asked)
+        journal.transition(op_id, Status.RUNNING)
+        try:
+            yield result
+        except Exception as exc:
+            journal.transition(op_id, Status.FAILED, message=str(exc).splitlines()[0][:500])
+            raise
+        journal.transition(
+            op_id,
+            Status.SUCCEEDED,
+            message=f"{asked['action']}: {result.get('package')} is current "
+            f"(previous: {result.get('previous') or 'none'})",
+            kernel=result,
+        )
+
+
+def _outcome(result: dict[str, Any]) -> dict[str, Any]:
+    """What the journal keeps of a switch: the package now current, the one before, its dir."""
+    return {
+        "package": f"{result.get('name')}@{result.get('version')}",
+        "previous": result.get("previous"),
+        "config_dir": result.get("config_dir"),
+    }
 
 
 @kernels.command("build")
@@ -100,8 +137,9 @@ def deploy_cmd(artifact: Path, target: str | None, as_json: bool) -> None:
 
     ctx, runtime = _open(target)
     try:
-        with _deploy_lock(ctx, "kernels deploy"):
+        with _journaled(ctx, {"action": "deploy", "artifact": artifact.name}) as record:
             result = deploy(ctx.supervisor.executor, ctx.target.workdir, ctx.target.python, artifact, runtime)
+            record.update(_outcome(result))
     finally:
         ctx.close()
     if as_json:
@@ -146,8 +184,9 @@ def rollback_cmd(name: str, to: str | None, target: str | None, as_json: bool) -
 
     ctx = open_target(target)
     try:
-        with _deploy_lock(ctx, "kernels rollback"):
+        with _journaled(ctx, {"action": "rollback", "name": name, "to": to}) as record:
             result = rollback(ctx.supervisor.executor, ctx.target.workdir, ctx.target.python, name, to)
+            record.update(_outcome(result))
     finally:
         ctx.close()
     if as_json:

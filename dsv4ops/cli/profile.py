@@ -63,8 +63,10 @@ def show_cmd(name: str, rev: str | None, as_json: bool) -> None:
     from dsv4ops._yaml import dump
     from dsv4ops.profiles import load_profile
     from dsv4ops.profiles.views import details
+    from dsv4ops.secrets import redact_tree
 
-    data = details(load_profile(name, git_rev=rev))
+    # Printed output never carries secrets (env tokens, --api-key values).
+    data = redact_tree(details(load_profile(name, git_rev=rev)))
     if as_json:
         echo_json(data)
         return
@@ -82,6 +84,9 @@ def validate_cmd(names: tuple[str, ...], target: str | None, as_json: bool) -> N
     from dsv4ops.profiles.views import validate_many
 
     results = validate_many(list(names), target)
+    if len(results) == 1 and not results[0]["ok"] and not as_json:
+        # One profile: its error is the one line the error boundary prints (file:line: key).
+        raise ProfileError(results[0]["error"])
     if as_json:
         echo_json(results)
     else:
@@ -93,8 +98,6 @@ def validate_cmd(names: tuple[str, ...], target: str | None, as_json: bool) -> N
             for w in r["warnings"]:
                 click.echo(f"      warning: {w['where']}: {w['message']}")
     failed = [r for r in results if not r["ok"]]
-    if len(failed) == 1 and len(results) == 1:
-        raise ProfileError(failed[0]["error"])
     if failed:
         raise DsOpsError(f"{len(failed)} of {len(results)} profiles are invalid")
 
@@ -106,15 +109,18 @@ def validate_cmd(names: tuple[str, ...], target: str | None, as_json: bool) -> N
 def render_cmd(name: str, target: str | None, as_json: bool) -> None:
     """Print the exact prefill, decode and router commands."""
     from dsv4ops.profiles import load_profile, render
+    from dsv4ops.secrets import redact_argv, redact_env, redact_tree
 
     rendered = render(load_profile(name), _target(target))
+    # Printed commands never carry secrets: a value under a secret env key or after a secret flag
+    # is shown as '***' (the deploy renders in-process and keeps the real values).
     if as_json:
-        echo_json({**rendered.to_json(), "commands_hash": rendered.commands_hash()})
+        echo_json(redact_tree({**rendered.to_json(), "commands_hash": rendered.commands_hash()}))
         return
     for comp in rendered.components:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in comp.env.items())
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in redact_env(comp.env).items())
         click.echo(f"# {comp.name} ({comp.host}:{comp.port})")
-        click.echo((env + " " if env else "") + shlex.join(comp.argv) + "\n")
+        click.echo((env + " " if env else "") + shlex.join(redact_argv(comp.argv)) + "\n")
     for w in rendered.warnings:
         click.echo(f"warning: {w}", err=True)
 

@@ -39,6 +39,8 @@ def render(report: dict[str, Any]) -> list[str]:
             f"deployed: {d['profile']} @ {(d['commit'] or 'uncommitted')[:12]} since {d['since']} "
             f"by {d['by']} ({d['kind']} {d['op']})"
         )
+        if d.get("kernel_package"):
+            lines.append(f"kernel package: {d['kernel_package']}")
     else:
         lines.append("deployed: nothing recorded")
     rows = []
@@ -54,6 +56,8 @@ def render(report: dict[str, Any]) -> list[str]:
                 f"sglang {c.get('version')}; running {_n(c.get('running_requests'))}, queued "
                 f"{_n(c.get('queued_requests'))}; buckets {_buckets(c.get('captured_buckets'))}"
             )
+            if c.get("kernel_package"):
+                extra += f"; kernels {c['kernel_package']}"
         rows.append(
             [
                 c["name"],

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from dsv4ops.errors import JournalError
+
+# One definition of "secret" for every writer (dsv4ops/secrets.py, the bottom layer).
+from dsv4ops.secrets import is_secret_key, redact_tree
 
 RECORD_VERSION = 1
 RECORD_TYPES = ("begin", "step", "status")
@@ -52,6 +54,9 @@ class Kind(str, enum.Enum):
     DEPLOY = "deploy"
     ROLLBACK = "rollback"
     STOP = "stop"
+    # `dsv4ops kernels deploy|rollback`: switches the target's tuned-kernel package. It starts
+    # or stops no process, so it never sets `running` and never counts as a deployment.
+    KERNELS = "kernels"
 
 
 @dataclass
@@ -81,6 +86,7 @@ class Operation:
     running: str | None = None  # op id whose deployment runs after this one ended ("" = nothing)
     processes: dict[str, Any] = field(default_factory=dict)  # name -> {pid, started_at}
     ended: str | None = None
+    kernel: dict[str, Any] | None = None  # KERNELS: action, package, previous, config_dir
 
     @property
     def step_in_flight(self) -> str | None:
@@ -122,6 +128,7 @@ class Operation:
             "reason": self.reason,
             "message": self.message,
             "in_flight": None if self.status.terminal else self.step_in_flight,
+            "package": (self.kernel or {}).get("package") or p.get("kernel_package"),
         }
 
 
@@ -131,56 +138,9 @@ class Operation:
 # replaced wherever it appears (a token pasted into a profile value, a reason, a log tail).
 
 
-# journal and remote are independent layers (docs/architecture.md), so the journal keeps its own
-# copy of the secret markers; a test checks it agrees with dsv4ops/remote/base.py.
-SECRET_ENV_MARKERS: tuple[str, ...] = (
-    "TOKEN",
-    "SECRET",
-    "PASSWORD",
-    "API_KEY",
-    "APIKEY",
-    "CREDENTIAL",
-)
-SECRET_ARG_FLAGS: frozenset[str] = frozenset(
-    {"--api-key", "--control-plane-api-keys", "--hf-token"}
-)
-
-
-def is_secret_key(key: str) -> bool:
-    return any(marker in key.upper() for marker in SECRET_ENV_MARKERS)
-
-
-def redact_argv(argv: list[str]) -> list[str]:
-    out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            out.append("***")
-            hide_next = False
-            continue
-        flag, eq, _ = arg.partition("=")
-        if flag in SECRET_ARG_FLAGS:
-            out.append(f"{flag}=***" if eq else arg)
-            hide_next = not eq
-            continue
-        out.append(arg)
-    return out
-
-
 def scrub(value: Any, *, key: str | None = None) -> Any:
     """Deep copy of value with secrets replaced by '***'."""
-    if key is not None and is_secret_key(key) and isinstance(value, str | int | float):
-        return "***"
-    if isinstance(value, Mapping):
-        return {str(k): scrub(v, key=str(k)) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        items = [scrub(v) for v in value]
-        if all(isinstance(v, str) for v in items):
-            items = redact_argv(items)
-        return items
-    if isinstance(value, str):
-        return _scrub_env_values(value)
-    return value
+    return redact_tree(value, key=key, text=_scrub_env_values)
 
 
 def _scrub_env_values(text: str) -> str:
@@ -238,6 +198,7 @@ def fold(records: list[dict[str, Any]]) -> list[Operation]:
                 components=list(r.get("components") or []),
                 reason=r.get("reason"),
                 undo=r.get("undo"),
+                kernel=r.get("kernel"),
             )
             continue
         op = ops.get(op_id)
@@ -255,6 +216,8 @@ def fold(records: list[dict[str, Any]]) -> list[Operation]:
                 op.running = r["running"]
             if r.get("processes"):
                 op.processes = dict(r["processes"])
+            if isinstance(r.get("kernel"), dict):
+                op.kernel = {**(op.kernel or {}), **r["kernel"]}
             if op.status.terminal:
                 op.ended = r["ts"]
     return list(ops.values())

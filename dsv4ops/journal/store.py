@@ -72,21 +72,23 @@ class Journal:
         undo: dict[str, Any] | None = None,
         user: str | None = None,
         op_id: str | None = None,
+        kernel: dict[str, Any] | None = None,
     ) -> str:
         """Record a new PENDING operation (with its undo information); return its id."""
         op_id = op_id or self.new_op_id(kind)
-        self._append(
-            {
-                "type": "begin",
-                "op": op_id,
-                "kind": kind.value,
-                "user": user or operator_identity(),
-                "profile": profile,
-                "components": components or [],
-                "reason": reason,
-                "undo": undo,
-            }
-        )
+        record: dict[str, Any] = {
+            "type": "begin",
+            "op": op_id,
+            "kind": kind.value,
+            "user": user or operator_identity(),
+            "profile": profile,
+            "components": components or [],
+            "reason": reason,
+            "undo": undo,
+        }
+        if kernel is not None:
+            record["kernel"] = kernel
+        self._append(record)
         self._append({"type": "status", "op": op_id, "status": Status.PENDING.value})
         return op_id
 
@@ -103,8 +105,10 @@ class Journal:
         message: str | None = None,
         running: str | None = None,
         processes: dict[str, Any] | None = None,
+        kernel: dict[str, Any] | None = None,
     ) -> None:
-        """Persist a status change. `running` names the op whose deployment runs now ('' none)."""
+        """Persist a status change. `running` names the op whose deployment runs now ('' none);
+        `kernel` adds to a KERNELS operation's details what only the outcome knows (version)."""
         current = self.get(op_id)
         check_transition(current.status, status)
         record: dict[str, Any] = {"type": "status", "op": op_id, "status": status.value}
@@ -114,6 +118,8 @@ class Journal:
             record["running"] = running
         if processes:
             record["processes"] = processes
+        if kernel:
+            record["kernel"] = kernel
         self._append(record)
 
     def step(

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dsv4ops.orchestrate.model import START_ORDER, Deployment
+from dsv4ops.orchestrate.kernelpkg import CONFIG_DIR_ENV
+from dsv4ops.orchestrate.model import START_ORDER, ComponentSpec, Deployment
 from dsv4ops.remote.base import ProcessState, redact_argv, redact_env
 
 
@@ -79,7 +80,7 @@ def profile_drift(
         n
         for n in START_ORDER
         if rendered_now.component(n).argv != deployed.component(n).argv
-        or dict(rendered_now.component(n).env) != dict(deployed.component(n).env)
+        or _env_differs(rendered_now.component(n), deployed.component(n), deployed.kernel_package)
     ]
     if not changed:  # only redacted secrets differ: the hash covers values we never recorded
         return []
@@ -88,6 +89,15 @@ def profile_drift(
         f"{', '.join(changed)} than what is deployed (commit {(deployed.git_commit or 'uncommitted')[:12]}); "
         "redeploy to apply, or `dsv4ops profile diff` to see the change"
     ]
+
+
+def _env_differs(now: ComponentSpec, deployed: ComponentSpec, kernel_package: str | None) -> bool:
+    """Env comparison that expects the kernel package's config dir the deploy added itself
+    (orchestrate/kernelpkg.py), which the profile does not render."""
+    want, got = dict(now.env), dict(deployed.env)
+    if kernel_package and CONFIG_DIR_ENV not in want:
+        got.pop(CONFIG_DIR_ENV, None)
+    return want != got
 
 
 def _argv_diff(want: tuple[str, ...], got: tuple[str, ...]) -> str:

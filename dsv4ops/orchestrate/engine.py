@@ -16,6 +16,8 @@ from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.control import TargetControl
+from dsv4ops.orchestrate.diagnose import missing_module_hint
+from dsv4ops.orchestrate.kernelpkg import KernelSupport
 from dsv4ops.orchestrate.model import WORKERS, Deployment
 from dsv4ops.orchestrate.probe import run_probe
 from dsv4ops.orchestrate.workload import read_load
@@ -85,8 +87,10 @@ class Runner:
         canary: CanaryStep | None = None,
         model: str = "default",
         accept_inconclusive: bool = False,
+        kernels: KernelSupport | None = None,
     ) -> None:
         self.accept_inconclusive = accept_inconclusive
+        self.kernels = kernels
         self.control = control
         self.journal = journal
         self.op_id = op_id
@@ -101,6 +105,7 @@ class Runner:
             P.DRAIN: self._drain,
             P.START: self._start,
             P.WAIT: self._wait,
+            P.KERNELS: self._kernels,
             P.PROBE: self._probe,
             P.CANARY: self._canary,
         }
@@ -172,16 +177,40 @@ class Runner:
         self._started_at = self.clock.monotonic()
         return f"pid {state.pid}"
 
-    def _wait(self, step: P.Step, _d: Deployment | None) -> str:
+    def _wait(self, step: P.Step, d: Deployment | None) -> str:
         assert step.component
         limit = self.timeouts.ready_s.get(step.component, 300.0)
         t0 = self.clock.monotonic()
         for url in step.checks:
             left = max(1.0, limit - (self.clock.monotonic() - t0))
-            self.control.wait_http(url, timeout_s=left, proc_name=step.component)
+            try:
+                self.control.wait_http(url, timeout_s=left, proc_name=step.component)
+            except DsOpsError as exc:
+                python = d.component(step.component).argv[0] if d else "python"
+                hint = missing_module_hint(str(exc), python)
+                if hint is None:
+                    raise
+                raise StepFailed(step.title, f"{step.component}: {hint}.\n{exc}") from exc
         started = getattr(self, "_started_at", t0)
         self.log.ready_wait_s[step.component] = self.clock.monotonic() - started
         return ""
+
+    def _kernels(self, step: P.Step, d: Deployment | None) -> str:
+        assert d and d.kernel_package and step.component
+        if self.kernels is None:
+            return "skipped (no kernel package support wired in)"
+        info = self.control.http(step.checks[0], timeout_s=10.0)
+        if info.status != 200:
+            raise StepFailed(
+                step.title, f"{step.component} /server_info answered {info.status or info.error}"
+            )
+        log = self.control.log_tail(step.component, lines=400)
+        used, reason = self.kernels.loaded(info.body, log, d.kernel_package)
+        if not used:
+            raise StepFailed(
+                step.title, f"kernel package {d.kernel_package} is not in use: {reason}"
+            )
+        return reason
 
     def _probe(self, _step: P.Step, d: Deployment | None) -> str:
         assert d

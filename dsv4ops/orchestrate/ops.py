@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dsv4ops.clock import Clock, SystemClock
-from dsv4ops.errors import DeployError, DsOpsError, LockHeldError, TargetError
+from dsv4ops.errors import DsOpsError, LockHeldError, PreflightError, TargetError
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import UNKNOWN, Journal
 from dsv4ops.orchestrate import plan as P
@@ -27,6 +27,7 @@ from dsv4ops.orchestrate.engine import (
     Timeouts,
     process_snapshot,
 )
+from dsv4ops.orchestrate.kernelpkg import KernelSupport, with_kernel_env
 from dsv4ops.orchestrate.model import START_ORDER, Deployment, deployment_from_record
 from dsv4ops.orchestrate.pd import RestartScope, restart_scope
 from dsv4ops.orchestrate.preflight import preflight_problems
@@ -69,8 +70,10 @@ class Operator:
         model: str = "default",
         command: str = "dsv4ops",
         accept_inconclusive: bool = False,
+        kernels: KernelSupport | None = None,
     ) -> None:
         self.accept_inconclusive = accept_inconclusive
+        self.kernels = kernels
         self.control = control
         self.journal = journal
         self.host = host
@@ -101,13 +104,19 @@ class Operator:
         for n in notes:
             self.progress(f"note: {n}")
         self.progress(f"preflight on {self.host}")
-        problems = preflight_problems(self.control, new, scope.components)
+        problems = preflight_problems(
+            self.control,
+            new,
+            scope.components,
+            package_present=self.kernels.present if self.kernels else None,
+        )
         if problems:
-            raise DeployError(
+            raise PreflightError(
                 f"preflight failed on {self.host}: "
                 + "; ".join(problems)
                 + ". Nothing was changed.",
             )
+        new = self._with_kernel_env(new)
         op_id = self.journal.new_op_id(kind)
         notes += self._take_lock(op_id, recover)
         try:
@@ -209,6 +218,11 @@ class Operator:
             self.journal.transition(op_id, Status.FAILED, message=msg, running="")
             return outcome(Status.FAILED, msg, "nothing")
         good_op, good = fallback
+        try:
+            good = self._with_kernel_env(good)
+        except DsOpsError as exc:
+            # Restore anyway: serving on default MoE configs beats serving nothing.
+            self.progress(f"note: cannot read the target's kernel package state ({exc})")
         self.progress(
             f"rolling back to the last known-good deployment {good.describe()} ({good_op.op})"
         )
@@ -340,6 +354,17 @@ class Operator:
             return None
         return next((o for o in self.journal.operations() if o.op == op_id), None)
 
+    def _with_kernel_env(self, deployment: Deployment) -> Deployment:
+        """Add the env that makes the workers load the profile's kernel package (when named)."""
+        ref = deployment.kernel_package
+        if not ref or self.kernels is None:
+            return deployment
+        env = dict(self.kernels.env_for(ref))
+        self.progress(
+            "kernel package " + ref + ": " + " ".join(f"{k}={v}" for k, v in sorted(env.items()))
+        )
+        return with_kernel_env(deployment, env)
+
     def _runner(self, op_id: str) -> Runner:
         return Runner(
             self.control,
@@ -351,6 +376,7 @@ class Operator:
             canary=self.canary,
             model=self.model,
             accept_inconclusive=self.accept_inconclusive,
+            kernels=self.kernels,
         )
 
 

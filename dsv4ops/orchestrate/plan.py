@@ -18,7 +18,7 @@ from dsv4ops.orchestrate.model import START_ORDER, STOP_ORDER, Deployment
 from dsv4ops.remote.base import redact_argv, redact_env
 
 # Step actions. Those in MUTATING change what runs on the target.
-PREFLIGHT, LOCK, RECORD, STOP, DRAIN, START, WAIT, PROBE, CANARY, MARK, UNLOCK = (
+PREFLIGHT, LOCK, RECORD, STOP, DRAIN, START, WAIT, KERNELS, PROBE, CANARY, MARK, UNLOCK = (
     "preflight",
     "lock",
     "record",
@@ -26,6 +26,7 @@ PREFLIGHT, LOCK, RECORD, STOP, DRAIN, START, WAIT, PROBE, CANARY, MARK, UNLOCK =
     "drain",
     "start",
     "wait",
+    "kernels",
     "probe",
     "canary",
     "mark",
@@ -88,6 +89,17 @@ def start_steps(deployment: Deployment, components: Sequence[str] = START_ORDER)
             name, "/readiness 200"
         )
         steps.append(Step(WAIT, f"wait until {name} is ready ({what})", name, checks=checks))
+        if name == "decode" and deployment.kernel_package:
+            # Before the router takes traffic: a decode on default MoE configs serves, slowly,
+            # so only its /server_info and log can tell (docs/kernels.md "Was it used?").
+            steps.append(
+                Step(
+                    KERNELS,
+                    f"check decode loaded kernel package {deployment.kernel_package}",
+                    name,
+                    checks=(c.url("/server_info"),),
+                )
+            )
     return steps
 
 

@@ -7,7 +7,7 @@ use exist and are not used by someone else; the kernel package the profile names
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.model import START_ORDER, WORKERS, Deployment, _flag_value
@@ -23,11 +23,14 @@ def worker_gpus(deployment: Deployment) -> list[int]:
     return sorted(gpus)
 
 
-def kernel_package_paths(deployment: Deployment, workdir: str) -> list[str]:
+def kernel_package_paths(
+    deployment: Deployment, workdir: str, *, verified: bool = False
+) -> list[str]:
     """Paths that must exist on the target for the profile's kernel package.
 
     SGLang finds tuned MoE configs through SGLANG_MOE_CONFIG_DIR; when the workers' env names
-    it, that directory is the package. Otherwise <workdir>/kernels/<name>/<version>.
+    it, that directory is the package. Otherwise <workdir>/kernels/<name>/<version>, unless
+    `verified` (the package's files are checked against its manifest instead, which is stricter).
     """
     if not deployment.kernel_package:
         return []
@@ -36,21 +39,31 @@ def kernel_package_paths(deployment: Deployment, workdir: str) -> list[str]:
         for c in deployment.in_order(WORKERS)
         if c.env.get("SGLANG_MOE_CONFIG_DIR")
     }
-    if dirs:
+    if dirs or verified:
         return sorted(dirs)
     name, _, version = deployment.kernel_package.partition("@")
     return [f"{workdir.rstrip('/')}/kernels/{name}/{version or 'current'}"]
 
 
 def preflight_problems(
-    control: TargetControl, deployment: Deployment, components: Sequence[str] = START_ORDER
+    control: TargetControl,
+    deployment: Deployment,
+    components: Sequence[str] = START_ORDER,
+    *,
+    package_present: Callable[[str], bool] | None = None,
 ) -> list[str]:
-    """Sentences describing why the deployment cannot start; empty when it can."""
+    """Sentences describing why the deployment cannot start; empty when it can.
+
+    `package_present` ("name@version" -> installed and intact, kernels.package_present on the
+    target) replaces the bare directory check for the profile's kernel package when given.
+    """
     ports = sorted(
         {p for c in deployment.in_order() if c.name in components for p in (c.ports or (c.port,))}
     )
     gpus = worker_gpus(deployment) if set(components) & set(WORKERS) else []
-    paths = kernel_package_paths(deployment, control.workdir)
+    ref = deployment.kernel_package
+    verify = package_present is not None and bool(ref)
+    paths = kernel_package_paths(deployment, control.workdir, verified=verify)
     report = control.preflight(ports, gpus, paths)
     problems = []
     if not report.writable:
@@ -79,4 +92,9 @@ def preflight_problems(
             problems.append(
                 f"kernel package {deployment.kernel_package} is not installed on the target ({path})"
             )
+    if verify and package_present is not None and ref and not package_present(ref):
+        problems.append(
+            f"kernel package {ref} is not installed on the target, or its files do not match its "
+            f"manifest; install it with `dsv4ops kernels deploy ARTIFACT` first"
+        )
     return problems

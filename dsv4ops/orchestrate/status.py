@@ -74,6 +74,7 @@ def _deployed(op: Operation | None) -> dict[str, Any] | None:
         "profile": p.get("name"),
         "commit": p.get("git_commit"),
         "commands_hash": p.get("commands_hash"),
+        "kernel_package": p.get("kernel_package"),
         "since": op.ended,
         "by": op.user,
     }
@@ -119,10 +120,16 @@ def _server_info(body: str) -> dict[str, Any]:
         return {"server_info_error": "not JSON"}
     states = data.get("internal_states") or [{}]
     first = states[0] if isinstance(states, list) and states else {}
+    # The twin names the kernel package it loaded; real SGLang does not (its log says when it
+    # fell back to default configs, which the deploy checks).
+    pkg = data.get("twin_kernel_package")
     return {
         "version": data.get("version"),
         "captured_buckets": first.get("decode_cuda_graph_bs") if isinstance(first, dict) else None,
         "disaggregation_mode": data.get("disaggregation_mode"),
+        "kernel_package": f"{pkg['name']}@{pkg['version']}"
+        if isinstance(pkg, dict) and pkg.get("name")
+        else None,
     }
 
 

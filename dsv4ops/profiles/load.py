@@ -54,6 +54,12 @@ def profile_path(ref: str | Path, *, base_dir: Path | None = None) -> Path:
 def list_profiles(directory: Path | None = None) -> list[Path]:
     """Every shipped profile file (targets.yaml excluded), sorted by name."""
     directory = directory if directory is not None else profiles_dir()
+    if not directory.is_dir():
+        # An empty listing would read as "no profiles"; a wrong directory is the likelier mistake.
+        raise ProfileError(
+            f"profiles directory {directory} does not exist",
+            hint="run dsv4ops from the repository root, or set DSV4OPS_PROFILES_DIR",
+        )
     files = [p for s in _SUFFIXES for p in directory.glob(f"*{s}") if p.stem != "targets"]
     return sorted(files, key=lambda p: p.stem)
 

@@ -279,6 +279,28 @@ def check_against_target(p: Profile, target: Target) -> None:
                 key,
                 f"port {port} + target '{target.name}' port_offset {target.port_offset} = {shifted} > 65535",
             )
+        if target.port_offset and in_ephemeral_range(shifted) and not in_ephemeral_range(port):
+            # An error, not a warning: the failure is intermittent (the bind fails only when some
+            # outgoing connection happened to take that source port, e.g. one in TIME_WAIT), so
+            # a warning would be ignored on the runs that pass and flake the others. The offset
+            # is ours to choose, so there is always a fix; SGLang's own defaults are below it.
+            low, high = EPHEMERAL_PORTS
+            raise prov.error(
+                key,
+                f"port {port} + target '{target.name}' port_offset {target.port_offset} = {shifted} "
+                f"is in Linux's ephemeral port range ({low}-{high}), where a client socket can hold "
+                "it and make the server's bind fail; choose a port_offset that keeps every port "
+                f"below {low}",
+            )
+
+
+# Linux's default net.ipv4.ip_local_port_range: source ports of outgoing connections. A constant,
+# not read from /proc: rendering happens on the operator's machine, the ports bind on the target.
+EPHEMERAL_PORTS = (32768, 60999)
+
+
+def in_ephemeral_range(port: int) -> bool:
+    return EPHEMERAL_PORTS[0] <= port <= EPHEMERAL_PORTS[1]
 
 
 def server_of(p: Profile, role: str) -> ServerSpec:

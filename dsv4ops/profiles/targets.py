@@ -108,8 +108,9 @@ def _build(name: str, v: dict[str, Any], prov: Provenance, prefix: str) -> Targe
     gpus = v["gpus"]
     if len(set(gpus)) != len(gpus) or any(g < 0 for g in gpus):
         raise prov.error(f"{prefix}.gpus", f"expected distinct GPU ids >= 0, got {gpus}")
-    if v["launcher"] == "twin" and v["transport"] != "local":
-        raise prov.error(f"{prefix}.launcher", "the twin launcher runs on local targets only")
+    # `launcher: twin` is allowed over SSH too: the twin is just another launcher on the target.
+    # Its `python` must have dsv4ops installed; when it does not, the prefill exits at once and
+    # the deploy's readiness wait reports that (orchestrate/engine.py names the missing module).
     python = v["python"] or (sys.executable if v["transport"] == "local" else "python3")
     workdir = v["workdir"]
     if v["transport"] == "local":

@@ -13,6 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+# Secret handling lives in dsv4ops.secrets (one definition for executors, journal and printers);
+# re-exported here because the executors' callers know it from this module.
+from dsv4ops.secrets import (
+    SECRET_ARG_FLAGS,
+    SECRET_ENV_MARKERS,
+    is_secret_key,
+    redact_argv,
+    redact_env,
+)
+
 
 @dataclass(frozen=True)
 class CommandResult:
@@ -76,42 +86,17 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
-# Environment keys whose values are secrets: redacted in journal, logs and printed commands.
-SECRET_ENV_MARKERS: tuple[str, ...] = ("TOKEN", "SECRET", "PASSWORD", "API_KEY", "APIKEY", "CREDENTIAL")
-
-
-def is_secret_key(key: str) -> bool:
-    upper = key.upper()
-    return any(marker in upper for marker in SECRET_ENV_MARKERS)
-
-
-def redact_env(env: Mapping[str, str]) -> dict[str, str]:
-    """Copy of env with secret values replaced by '***'."""
-    return {k: ("***" if is_secret_key(k) else v) for k, v in env.items()}
-
-
-SECRET_ARG_FLAGS: frozenset[str] = frozenset({"--api-key", "--control-plane-api-keys", "--hf-token"})
-
-
-def redact_argv(argv: Sequence[str]) -> list[str]:
-    """Copy of argv with the values of secret flags replaced by '***'."""
-    out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            out.append("***")
-            hide_next = False
-            continue
-        flag, eq, _ = arg.partition("=")
-        if flag in SECRET_ARG_FLAGS:
-            if eq:
-                out.append(f"{flag}=***")
-            else:
-                out.append(arg)
-                hide_next = True
-            continue
-        out.append(arg)
-    return out
+__all__ = [
+    "SECRET_ARG_FLAGS",
+    "SECRET_ENV_MARKERS",
+    "CommandResult",
+    "Executor",
+    "ProcessSpec",
+    "ProcessState",
+    "is_secret_key",
+    "redact_argv",
+    "redact_env",
+]
 
 
 @dataclass(frozen=True)

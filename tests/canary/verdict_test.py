@@ -62,7 +62,7 @@ def test_profile_watchdog_settings_reach_the_canary(tmp_path) -> None:
     from dsv4ops.profiles import load_profile
 
     src = load_profile("baseline").path
-    text = open(src).read().replace("  sawtooth_max_drop_pct: 5.0", "  sawtooth_max_drop_pct: 5.0\n  stall_s: 1.5\n  freeze_s: 2.5")
+    text = Path(src).read_text().replace("  sawtooth_max_drop_pct: 5.0", "  sawtooth_max_drop_pct: 5.0\n  stall_s: 1.5\n  freeze_s: 2.5")
     assert "stall_s: 1.5" in text
     path = tmp_path / "tuned.yaml"
     path.write_text(text)

@@ -187,3 +187,47 @@ def test_set_through_the_cli_commits(pdir: Path, monkeypatch: pytest.MonkeyPatch
     ).stdout
     assert log.strip() == "profile fine: buckets=step4:40-96"
     assert main(["profile", "set", "base", "overlap=sometimes", "--as", "x"]) == 1
+
+
+def test_render_and_show_never_print_secrets(tmp_path) -> None:
+    """`profile render` (text and --json) and `profile show` hide env tokens and --*api-key values."""
+    import json as _json
+
+    from click.testing import CliRunner
+
+    from dsv4ops.cli import cli as _cli
+    from dsv4ops.profiles import load_profile
+
+    text = Path(load_profile("baseline").path).read_text()
+    text = text.replace(
+        "extra_args: []\n  env: {}",
+        "extra_args: [--admin-api-key, SEKRET1]\n  env: {HF_TOKEN: SEKRET2}",
+        1,
+    )
+    assert "SEKRET1" in text
+    path = tmp_path / "secret.yaml"
+    path.write_text(text)
+    outputs = {}
+    for argv in (
+        ["profile", "render", str(path)],
+        ["profile", "render", str(path), "--json"],
+        ["profile", "show", str(path)],
+        ["profile", "show", str(path), "--json"],
+    ):
+        result = CliRunner().invoke(_cli, argv)
+        assert result.exit_code == 0, result.output
+        assert "SEKRET" not in result.output, argv
+        assert "***" in result.output, argv
+        outputs[" ".join(argv[1:2] + argv[3:])] = result.output
+    prefill = next(
+        c for c in _json.loads(outputs["render --json"])["components"] if c["name"] == "prefill"
+    )
+    assert prefill["argv"][prefill["argv"].index("--admin-api-key") + 1] == "***"
+
+
+def test_missing_profiles_directory_is_a_user_error(tmp_path, monkeypatch) -> None:
+    """A wrong DSV4OPS_PROFILES_DIR says so (exit 1) instead of listing nothing."""
+    from dsv4ops.cli import main as _main
+
+    monkeypatch.setenv("DSV4OPS_PROFILES_DIR", str(tmp_path / "nope"))
+    assert _main(["profile", "list"]) == 1

@@ -23,7 +23,7 @@ def twin_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (profiles / "targets.yaml").write_text(
         "schema_version: 1\ntargets:\n  twin-local:\n    transport: local\n    gpus: [0, 1, 2, 3, 4, 5, 6, 7]\n"
         f"    workdir: {workdir}\n    python: {sys.executable}\n    launcher: twin\n"
-        "    bind_host: 127.0.0.1\n    connect_host: 127.0.0.1\n    port_offset: 20000\n    twin_env: {}\n"
+        "    bind_host: 127.0.0.1\n    connect_host: 127.0.0.1\n    port_offset: 1000\n    twin_env: {}\n"
     )
     monkeypatch.setenv("DSV4OPS_PROFILES_DIR", str(profiles))
     return workdir
@@ -46,6 +46,18 @@ def test_build_verify_deploy_list_rollback(built, twin_target: Path, tmp_path: P
     assert listing["packages"]["dsv4-decode-kernels"]["current"] == "0.3.0"
     assert main(["kernels", "rollback"]) == 0
     assert "current is now 0.1.0" in capsys.readouterr().out
+    # Each switch is journaled: who, when, what was asked, which package it left current.
+    from dsv4ops.journal.store import Journal
+
+    ops = Journal("twin-local").operations()
+    assert [(o.kind.value, o.status.value, o.kernel["action"]) for o in ops] == [
+        ("kernels", "SUCCEEDED", "deploy"),
+        ("kernels", "SUCCEEDED", "deploy"),
+        ("kernels", "SUCCEEDED", "rollback"),
+    ]
+    assert ops[1].kernel["package"] == "dsv4-decode-kernels@0.3.0" and ops[1].kernel["previous"] == "0.1.0"
+    assert ops[2].kernel["package"] == "dsv4-decode-kernels@0.1.0" and ops[2].user
+    assert Journal("twin-local").deployed() is None  # a kernel switch is not a PD deployment
 
 
 def test_refusal_is_one_error_line_and_exit_1(built, twin_target: Path, tmp_path: Path,
@@ -59,6 +71,11 @@ def test_refusal_is_one_error_line_and_exit_1(built, twin_target: Path, tmp_path
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "checksum mismatch" in err and "Traceback" not in err
     assert not (twin_target / "kernels" / "dsv4-decode-kernels").exists()
+    from dsv4ops.journal.store import Journal
+
+    (op,) = Journal("twin-local").operations()
+    assert op.status.value == "FAILED" and "checksum mismatch" in (op.message or "")
+    assert op.kernel == {"action": "deploy", "artifact": "bad.tar.gz"}
     assert main(["kernels", "verify", str(tmp_path / "missing.tar.gz")]) == 1
     assert "cannot read artifact" in capsys.readouterr().err
 

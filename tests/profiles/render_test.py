@@ -88,10 +88,10 @@ def test_twin_target_same_args_other_module_offset_ports_and_twin_env(pdir: Path
         assert len(t.argv) == len(b.argv)
         assert t.env_dict["DSV4_TWIN_SEED"] == "7" and "DSV4_TWIN_SEED" not in b.env_dict
         assert _value(t.argv, "--host") == "127.0.0.1"
-    assert twin.component("prefill").ports == (50000, 28998)
+    assert twin.component("prefill").ports == (31000, 9998)
     assert twin.component("router").argv[2] == "sglang_router.launch_router"
-    assert twin.component("router").ports == (28000, 49000)
-    assert _value(twin.component("decode").argv, "--disaggregation-bootstrap-port") == "28998"
+    assert twin.component("router").ports == (9000, 30000)
+    assert _value(twin.component("decode").argv, "--disaggregation-bootstrap-port") == "9998"
 
 
 def test_extra_args_and_env_appended(write) -> None:  # type: ignore[no-untyped-def]

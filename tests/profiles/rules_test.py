@@ -8,7 +8,10 @@ import pytest
 
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import load_profile, load_targets, render
-from testing.profiles_factory import child
+from dsv4ops.profiles.load import list_profiles
+from testing.profiles_factory import child, targets_yaml
+
+REPO_PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 
 
 def _err(write, text: str) -> tuple[ProfileError, Path]:  # type: ignore[no-untyped-def]
@@ -71,10 +74,43 @@ def test_every_port_distinct(write, text: str, key: str, clash: str) -> None:  #
 
 
 def test_port_range_after_target_offset(write) -> None:  # type: ignore[no-untyped-def]
-    write("p", child("router:\n  port: 60000\n"))
+    write("p", child("router:\n  port: 65000\n"))
     p = load_profile("p")
-    with pytest.raises(ProfileError, match="60000 \\+ target 'twin-local' port_offset 20000"):
+    with pytest.raises(ProfileError, match="65000 \\+ target 'twin-local' port_offset 1000"):
         render(p, load_targets()["twin-local"])
+
+
+def test_offset_into_the_ephemeral_range_is_refused_naming_the_port(
+    pdir: Path,
+    write,  # type: ignore[no-untyped-def]
+) -> None:
+    # The old twin-local offset: 30000 -> 50000 collided with client sockets in TIME_WAIT.
+    (pdir / "targets.yaml").write_text(targets_yaml(ports_offset=20000))
+    with pytest.raises(ProfileError) as info:
+        render(load_profile("base"), load_targets()["twin-local"])
+    assert info.value.key == "prefill.port"
+    assert "30000 + target 'twin-local' port_offset 20000 = 50000" in str(info.value)
+    assert "ephemeral port range (32768-60999)" in str(info.value)
+    # Offset 0 (the box) renders the profile's own ports; a safe offset renders fine too.
+    assert render(load_profile("base"), load_targets()["box"]).component("prefill").port == 30000
+    (pdir / "targets.yaml").write_text(targets_yaml(ports_offset=2000))
+    assert (
+        render(load_profile("base"), load_targets()["twin-local"]).component("prefill").port
+        == 32000
+    )
+    # A port the profile itself puts in the range is the profile's choice, not the offset's.
+    write("p", child("router:\n  prometheus_port: 40000\n"))
+    assert (
+        render(load_profile("p"), load_targets()["twin-local"]).component("router").ports[1]
+        == 42000
+    )
+
+
+def test_every_shipped_profile_renders_below_the_ephemeral_range_on_every_target() -> None:
+    for path in list_profiles(REPO_PROFILES):
+        for target in load_targets(REPO_PROFILES / "targets.yaml").values():
+            ports = [p for c in render(load_profile(path), target).components for p in c.ports]
+            assert ports and max(ports) < 32768, (path.stem, target.name, ports)
 
 
 def test_buckets_strictly_increasing(write) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,132 @@
+"""The profile's kernel package in the deploy path, against a scripted target: preflight refuses
+an absent package, the workers get its config dir, a decode that did not load it is rolled back,
+and the added env is not drift."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from dsv4ops.clock import FakeClock
+from dsv4ops.errors import DeployError
+from dsv4ops.journal.store import Journal
+from dsv4ops.orchestrate.drift import process_drift, profile_drift
+from dsv4ops.orchestrate.kernelpkg import KernelSupport, config_dir_env
+from dsv4ops.orchestrate.model import deployment_from_record
+from dsv4ops.orchestrate.ops import Operator
+from dsv4ops.remote.base import ProcessState
+from tests.orchestrate.fake_control import FakeControl
+from tests.orchestrate.ops_test import make_deployment
+
+REF = "dsv4-decode-kernels@0.2.0"
+DIR = "/work/kernels/dsv4-decode-kernels/0.2.0"
+
+
+@pytest.fixture
+def journal(tmp_path):
+    return Journal("fake", directory=tmp_path, clock=FakeClock())
+
+
+def support(*, present=True, used=True, seen=None):
+    def loaded(info, log, expected):
+        if seen is not None:
+            seen.append((info, log, expected))
+        return (True, "tuned configs in use") if used else (False, "server fell back to default")
+
+    return KernelSupport(
+        present=lambda ref: present,
+        env_for=lambda ref: {"SGLANG_MOE_CONFIG_DIR": DIR},
+        loaded=loaded,
+    )
+
+
+def operator(control, journal, kernels):
+    return Operator(control, journal, host="fake", clock=FakeClock(), kernels=kernels)
+
+
+def with_package(name: str, offset: int = 0):
+    return replace(make_deployment(name, offset), kernel_package=REF)
+
+
+def test_absent_package_fails_preflight_and_changes_nothing(journal):
+    control = FakeControl()
+    with pytest.raises(DeployError) as info:
+        operator(control, journal, support(present=False)).deploy(with_package("baseline"))
+    msg = str(info.value)
+    assert f"kernel package {REF} is not installed on the target" in msg
+    assert "Nothing was changed" in msg and "kernels deploy" in msg
+    assert control.actions() == [] and journal.operations() == []
+
+
+def test_workers_get_the_config_dir_and_decode_is_checked_before_the_router(journal):
+    control, seen = FakeControl(), []
+    out = operator(control, journal, support(seen=seen)).deploy(with_package("baseline"))
+    assert out.ok, out.message
+    op = journal.get(out.op_id)
+    envs = {c["name"]: c["env"] for c in op.components}
+    assert envs["decode"]["SGLANG_MOE_CONFIG_DIR"] == DIR
+    assert envs["prefill"]["SGLANG_MOE_CONFIG_DIR"] == DIR
+    assert "SGLANG_MOE_CONFIG_DIR" not in envs["router"]
+    assert envs["decode"]["X"] == "baseline"  # the profile's own env is kept
+    assert op.profile["kernel_package"] == REF
+    # The rendered hash is kept: rollback and working-copy drift compare profile with profile.
+    assert op.profile["commands_hash"] == with_package("baseline").commands_hash
+    steps = [s.name for s in op.steps if s.phase == "done"]
+    check = f"check decode loaded kernel package {REF}"
+    assert steps.index("wait until decode is ready (/health 200)") < steps.index(check)
+    assert steps.index(check) < steps.index("start router")
+    assert seen and seen[0][2] == REF
+
+
+def test_package_not_used_rolls_back_with_the_reason(journal):
+    control = FakeControl()
+    good_out = operator(control, journal, support()).deploy(make_deployment("baseline"))
+    good = journal.get(good_out.op_id)
+    out = operator(control, journal, support(used=False)).deploy(
+        with_package("kernels", offset=100), fallback=(good, deployment_from_record(good))
+    )
+    assert not out.ok and out.status == "ROLLED_BACK", out.message
+    assert f"check decode loaded kernel package {REF}" in out.message
+    assert "is not in use: server fell back to default" in out.message
+    assert journal.deployed().op == good.op
+
+
+def test_added_env_is_not_drift(journal):
+    control = FakeControl()
+    out = operator(control, journal, support()).deploy(with_package("baseline"))
+    deployed = deployment_from_record(journal.get(out.op_id))
+    # What runs carries the env the deploy added (the agent records the env it started with).
+    states = {
+        c.name: ProcessState(c.name, 1, True, started_at="t", argv=c.argv, env=dict(c.env))
+        for c in deployed.components
+    }
+    assert process_drift(states, deployed, {}) == []
+    rendered_now = with_package("baseline")  # the working copy renders no config dir
+    assert profile_drift(deployed, rendered_now) == []
+    # A real change next to it is still reported, and only for the changed component.
+    changed = replace(
+        rendered_now,
+        commands_hash="",
+        components=tuple(
+            replace(c, env={**c.env, "X": "new"}) if c.name == "decode" else c
+            for c in rendered_now.components
+        ),
+    )
+    (line,) = profile_drift(deployed, changed)
+    assert "different commands for decode than" in line
+
+
+def test_config_dir_env_pins_the_profile_version():
+    state = {
+        "packages": {"dsv4-decode-kernels": {"current": "0.3.0", "config_dir": "/w/k/d/0.3.0"}},
+        "env": {"SGLANG_MOE_CONFIG_DIR": "/w/k/d/0.3.0"},
+    }
+    assert config_dir_env(state, "/w", "dsv4-decode-kernels@0.3.0") == {
+        "SGLANG_MOE_CONFIG_DIR": "/w/k/d/0.3.0"
+    }
+    # Installed but not current (a newer one was deployed since): the pinned version's root.
+    assert config_dir_env(state, "/w/", "dsv4-decode-kernels@0.2.0") == {
+        "SGLANG_MOE_CONFIG_DIR": "/w/kernels/dsv4-decode-kernels/0.2.0"
+    }
+    assert config_dir_env(None, "/w", "p@1") == {"SGLANG_MOE_CONFIG_DIR": "/w/kernels/p/1"}
