@@ -7,10 +7,14 @@ On a GPU machine (never needed by the tests):
 
 Full DSV4-Flash per-rank decode shapes: attention 16 heads (64 / TP4), head dim 512, 128 SWA +
 512 top-k FP8 KV rows per request plus the sink; MoE 256 experts, top-6, hidden 4096,
-intermediate 512 per rank (2048 / TP4), bf16 weights. Bytes are the unique bytes each kernel must
-move (KV rows gathered, expert weight slabs of the experts the batch routes to, activations), so
-bandwidth = bytes / median time (triton.testing.do_bench, CUDA events) and the ratio to peak
-says how far each kernel is from the memory roofline.
+intermediate 512 per rank (2048 / TP4), w13 then clamped SwiGLU then w2, with bf16 weights
+(`fused_moe`) and with NVFP4 weights (`fused_moe_nvfp4`: e2m1 packed 2 per byte, one e4m3 scale
+per 16, fp32 global per expert; 0.5625 B per weight). Bytes are the unique bytes each kernel must
+move (KV rows gathered, expert weight slabs and scales of the experts the batch routes to,
+activations), so bandwidth = bytes / median time (triton.testing.do_bench, CUDA events) and the
+ratio to peak says how far each kernel is from the memory roofline. The NVFP4 tl.dot_scaled
+(W4A4) kernel is not benchmarked: it has had no correctness run yet (the CPU interpreter cannot
+check it, reference §3.5 gotcha 6).
 
 `--dry-run` (CPU, no GPU): runs the same plumbing on one small bucket under Triton's interpreter
 and prints the byte accounting, to check the script itself; it makes no speed claim.
@@ -76,6 +80,51 @@ def moe_inputs(torch, batch: int, device: str, experts: int = 256, hidden: int =
     used = torch.unique(ids).numel()
     nbytes = used * (2 * inter * hidden + hidden * inter) * 2 + batch * 6 * (hidden + 2 * inter) * 2 * 2
     return (x, w13, w2, ids, weights, inter), nbytes
+
+
+def moe_nvfp4_inputs(torch, batch: int, device: str, experts: int = 256, hidden: int = 4096,  # noqa: ANN001, ANN201
+                     inter: int = 512):
+    """Random NVFP4 weights made directly in the packed format (quantizing 256 full experts on
+    the host would take minutes and tens of GB): every byte value, e4m3 scales in [0.5, 1]."""
+    x = torch.randn(batch, hidden, device=device).to(torch.bfloat16)
+
+    def weights(n: int, k: int) -> tuple:
+        packed = torch.randint(0, 256, (experts, n, k // 2), dtype=torch.uint8, device=device)
+        scale = (0.5 + 0.5 * torch.rand(experts, n, k // 16, device=device)).to(torch.float8_e4m3fn)
+        gscale = torch.full((experts,), 1 / 64, device=device)
+        return packed, scale, gscale
+
+    w13, w2 = weights(2 * inter, hidden), weights(hidden, inter)
+    ids = torch.stack([torch.randperm(experts, device=device)[:6] for _ in range(batch)]).to(torch.int32)
+    topk = torch.softmax(torch.randn(batch, 6, device=device), dim=1)
+    used = torch.unique(ids).numel()
+    per_weight = 0.5 + 1 / 16  # e2m1 nibble + one e4m3 byte per 16
+    nbytes = (int(used * (2 * inter * hidden + hidden * inter) * per_weight) + used * 2 * 4
+              + batch * 6 * (hidden + 2 * inter) * 2 * 2)
+    return (x, w13, w2, ids, topk, inter), nbytes
+
+
+def run_moe_nvfp4(args: tuple, up_cfg: dict, down_cfg: dict):  # noqa: ANN201
+    from kernels.moe_nvfp4 import grouped_gemm_nvfp4
+    from kernels.reference import swiglu
+
+    x, w13, w2, ids, weights, _ = args
+    up = grouped_gemm_nvfp4(x, *w13, ids, up_cfg)
+    return grouped_gemm_nvfp4(swiglu(up).to(x.dtype), *w2, ids, down_cfg, topk_weights=weights, a_per_slot=True)
+
+
+def check_nvfp4(torch, args: tuple, up_cfg: dict, down_cfg: dict) -> tuple[bool, float]:  # noqa: ANN001
+    """The NVFP4 layer vs the torch reference over the dequantized weights, on CPU; only the
+    experts the batch routes to are dequantized (the full 256 would be 12 GB of fp32)."""
+    from kernels.reference import moe_layer_nvfp4_ref
+
+    x, w13, w2, ids, weights, _ = args
+    out = run_moe_nvfp4(args, up_cfg, down_cfg).float().cpu().view(*ids.shape, -1).sum(dim=1)
+    used, local = torch.unique(ids.cpu().long(), return_inverse=True)
+    sub = [tuple(t[used.to(t.device)].cpu() for t in w) for w in (w13, w2)]
+    ref = moe_layer_nvfp4_ref(x.cpu(), sub[0], sub[1], local.to(torch.int32), weights.cpu())
+    err = ((out - ref).abs().max() / ref.abs().max()).item()
+    return err < 2e-2, err
 
 
 def run_attn(args: tuple, cfg: dict):  # noqa: ANN201
@@ -148,21 +197,32 @@ def main(argv: list[str]) -> int:
     buckets = [int(b) for b in a.buckets.split(",")] if a.buckets else sorted(tables["fused_moe_up"])
     if a.dry_run:  # the interpreter runs every program in numpy: one small bucket, small MoE
         buckets = buckets[:1]
-    rows, tuned, verdict = [], {"sparse_decode_attn": {}, "fused_moe": {}}, None
+    rows, tuned, verdict = [], {"sparse_decode_attn": {}, "fused_moe": {}, "fused_moe_nvfp4": {}}, None
     for m in buckets:
         attn_args, attn_bytes = attn_inputs(torch, m, device, pool=1024 if a.dry_run else 65536)
         moe_shape = {"experts": 8, "hidden": 256, "inter": 64} if a.dry_run else {}
         moe_args, moe_bytes = moe_inputs(torch, m, device, **moe_shape)
+        fp4_args, fp4_bytes = moe_nvfp4_inputs(torch, m, device, **moe_shape)
+        fp4_cfgs = (nearest(tables["fused_moe_nvfp4_up"], m), nearest(tables["fused_moe_nvfp4_down"], m))
         if verdict is None:  # correctness at the first bucket, before any timing
             verdict = check_correct(torch, attn_args, moe_args, nearest(tables["sparse_decode_attn"], m),
                                     nearest(tables["fused_moe_up"], m))
+            fp4_ok, fp4_err = check_nvfp4(torch, fp4_args, *fp4_cfgs)
+            if not fp4_ok and verdict.startswith("PASS"):
+                verdict = "FAIL" + verdict[4:]
+            verdict += f" (NVFP4 MoE max rel err {fp4_err:.2e}: {'PASS' if fp4_ok else 'FAIL'})"
             print(f"correctness vs torch reference (M={m}): {verdict}", file=sys.stderr)
         plans = [("sparse_decode_attn", attn_bytes, lambda c, args=attn_args: run_attn(args, c),
                   nearest(tables["sparse_decode_attn"], m), ATTN_CANDIDATES),
                  ("fused_moe", moe_bytes, lambda c, args=moe_args: run_moe(args, c, c),
-                  nearest(tables["fused_moe_up"], m), MOE_CANDIDATES)]
+                  nearest(tables["fused_moe_up"], m), MOE_CANDIDATES),
+                 # shipped: the up and down files' own configs; tuning: one candidate for both
+                 ("fused_moe_nvfp4", fp4_bytes,
+                  lambda c, args=fp4_args, own=fp4_cfgs: run_moe_nvfp4(args, *(own if c is None else (c, c))),
+                  None, MOE_CANDIDATES)]
         for kernel, nbytes, fn, shipped, candidates in plans:
             seconds = timed(lambda fn=fn, cfg=shipped: fn(cfg), a.dry_run)
+            shipped = shipped or fp4_cfgs[0]
             best = (seconds, shipped)
             if a.tune and not a.dry_run:
                 for cfg in candidates:

@@ -8,7 +8,7 @@ SGLang's fused-MoE layout (`E=256,N=512,device_name=...json`, keys = batch size 
 files SGLang reads through SGLANG_MOE_CONFIG_DIR, so one file drives both.
 
 Dtypes: bf16 activations and bf16 expert weights (fp32 accumulate), the `dtype`-less SGLang
-config name. The FP4 expert formats (MXFP4, NVFP4) are not implemented here; see docs/kernels.md.
+config name. NVFP4 expert weights: `moe_nvfp4.py` (same routing); MXFP4 is not implemented.
 
 Only triton is imported at top level (the sm_120 AOT check has no torch); torch is lazy.
 """
@@ -101,7 +101,7 @@ def moe_align(topk_ids: Any, block_m: int, n_experts: int) -> tuple[Any, Any, An
     """
     import torch
 
-    flat = topk_ids.flatten().to(torch.int64)
+    flat = topk_ids.flatten().to(torch.int64).cpu()  # host-side; callers move the result to the device
     pad_id = flat.numel()
     slots, blocks = [], []
     for expert in torch.unique(flat).tolist():
@@ -128,8 +128,9 @@ def grouped_gemm(a: Any, w: Any, topk_ids: Any, config: dict[str, int],
     n_tokens, top_k = topk_ids.shape
     n_experts, n, k = w.shape
     sorted_ids, expert_ids, n_post = moe_align(topk_ids, config["BLOCK_SIZE_M"], n_experts)
-    out = torch.zeros((n_tokens * top_k, n), dtype=a.dtype)
-    weights = (topk_weights if topk_weights is not None else torch.ones(n_tokens, top_k))
+    sorted_ids, expert_ids, n_post = (t.to(a.device) for t in (sorted_ids, expert_ids, n_post))
+    out = torch.zeros((n_tokens * top_k, n), dtype=a.dtype, device=a.device)
+    weights = (topk_weights if topk_weights is not None else torch.ones(n_tokens, top_k, device=a.device))
     grid = (triton.cdiv(sorted_ids.numel(), config["BLOCK_SIZE_M"]) * triton.cdiv(n, config["BLOCK_SIZE_N"]),)
     fused_moe_kernel[grid](
         a, w, out, weights.to(torch.float32).contiguous(), sorted_ids, expert_ids, n_post,

@@ -74,3 +74,83 @@ def moe_layer_ref(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, topk_ids
     up = grouped_gemm_ref(x, w13, topk_ids)
     down = grouped_gemm_ref(swiglu(up).to(x.dtype), w2, topk_ids, topk_weights, a_per_slot=True)
     return down.view(*topk_ids.shape, -1).sum(dim=1)
+
+
+# ----------------------------------------------------------------------------- NVFP4 experts
+# NVFP4 (NVIDIA's DeepSeek-V4-Flash-NVFP4 conversion, reference §1.1): e2m1 values, one
+# FP8-e4m3 scale per 16 values along K, one fp32 global scale per expert weight tensor.
+# Layout as kernels/moe_nvfp4.py: packed uint8 [E, N, K/2] (low nibble = even k),
+# scales float8_e4m3fn [E, N, K/16], global fp32 [E].
+
+E2M1_VALUES = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])  # magnitude by code & 7
+E2M1_MAX, E4M3_MAX, NVFP4_GROUP = 6.0, 448.0, 16
+
+
+def e2m1_decode(codes: torch.Tensor) -> torch.Tensor:
+    """4-bit codes (sign bit 3, magnitude bits 0-2) -> fp32 values."""
+    codes = codes.to(torch.int64)
+    mag = E2M1_VALUES[codes & 7]
+    return torch.where((codes & 8) != 0, -mag, mag)
+
+
+def e2m1_encode(x: torch.Tensor) -> torch.Tensor:
+    """fp32 values (already scaled into [-6, 6]) -> nearest e2m1 code (uint8, 0..15).
+
+    Ties go to the smaller magnitude; -0 encodes as +0.
+    """
+    mag = x.abs().clamp(max=E2M1_MAX)
+    idx = (mag[..., None] - E2M1_VALUES).abs().argmin(dim=-1)
+    return (idx | ((x < 0) & (idx > 0)).to(torch.int64) << 3).to(torch.uint8)
+
+
+def pack_nibbles(codes: torch.Tensor) -> torch.Tensor:
+    """[..., K] codes -> [..., K/2] uint8, element 2j in the low nibble, 2j+1 in the high."""
+    c = codes.to(torch.uint8)
+    return (c[..., 0::2] | (c[..., 1::2] << 4)).to(torch.uint8)
+
+
+def unpack_nibbles(packed: torch.Tensor) -> torch.Tensor:
+    """Inverse of pack_nibbles: [..., K/2] uint8 -> [..., K] codes (uint8)."""
+    lo, hi = packed & 0xF, packed >> 4
+    return torch.stack([lo, hi], dim=-1).flatten(-2)
+
+
+def quantize_nvfp4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """[E, N, K] float -> (packed uint8 [E, N, K/2], scales float8_e4m3fn [E, N, K/16], global fp32 [E]).
+
+    ModelOpt's recipe: global = amax(|w_e|) / (6 * 448), block scale = amax(block) / 6 / global
+    rounded to e4m3, values = e2m1(w / (scale * global)).
+    """
+    e, n, k = w.shape
+    if k % NVFP4_GROUP:
+        raise ValueError(f"K={k} is not a multiple of {NVFP4_GROUP}")
+    w = w.float()
+    gscale = (w.abs().amax(dim=(1, 2)) / (E2M1_MAX * E4M3_MAX)).clamp_min(1e-30)
+    blocks = w.reshape(e, n, k // NVFP4_GROUP, NVFP4_GROUP)
+    bscale = (blocks.abs().amax(dim=3) / E2M1_MAX / gscale[:, None, None]).clamp(max=E4M3_MAX)
+    bscale = bscale.to(torch.float8_e4m3fn)
+    denom = bscale.float() * gscale[:, None, None]
+    scaled = torch.where(denom[..., None] > 0, blocks / denom[..., None].clamp_min(1e-30), 0.0)
+    codes = e2m1_encode(scaled).reshape(e, n, k)
+    return pack_nibbles(codes), bscale, gscale
+
+
+def dequantize_nvfp4(packed: torch.Tensor, scale: torch.Tensor, gscale: torch.Tensor) -> torch.Tensor:
+    """Inverse of quantize_nvfp4: fp32 [E, N, K] = e2m1 * ue4m3 block scale * global scale."""
+    values = e2m1_decode(unpack_nibbles(packed))
+    factor = scale.float().repeat_interleave(NVFP4_GROUP, dim=-1) * gscale.float()[:, None, None]
+    return values * factor
+
+
+def grouped_gemm_nvfp4_ref(a: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
+                           gscale: torch.Tensor, topk_ids: torch.Tensor,
+                           topk_weights: torch.Tensor | None = None,
+                           a_per_slot: bool = False) -> torch.Tensor:
+    """grouped_gemm_ref over the dequantized NVFP4 weights (same routing semantics), fp32."""
+    return grouped_gemm_ref(a, dequantize_nvfp4(packed, scale, gscale), topk_ids, topk_weights, a_per_slot)
+
+
+def moe_layer_nvfp4_ref(x: torch.Tensor, w13: tuple, w2: tuple, topk_ids: torch.Tensor,
+                        topk_weights: torch.Tensor) -> torch.Tensor:
+    """moe_layer_ref with NVFP4 experts: w13 / w2 are (packed, scale, global) triples."""
+    return moe_layer_ref(x, dequantize_nvfp4(*w13), dequantize_nvfp4(*w2), topk_ids, topk_weights)

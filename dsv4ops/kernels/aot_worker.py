@@ -7,8 +7,9 @@ Run by `dsv4ops.kernels.aot` with the Triton the box runs (.venv-aot, triton 3.8
 
 Each job {"id", "kernel", "config"} is compiled with `triton.compile(ASTSource(...),
 target=GPUTarget("cuda", 120, 32))` (the wheel bundles ptxas, so no driver is needed); the result
-holds dynamic shared memory from the compile metadata and registers/stack from the bundled
-`cuobjdump -res-usage`. Jobs run in parallel processes (compiles are CPU-bound, seconds each).
+holds dynamic shared memory from the compile metadata, registers/stack from the bundled
+`cuobjdump -res-usage`, and the tensor-core instructions in the PTX (`mma`: bf16 MMA for the
+dequantizing kernels, the native FP4 `kind::mxf4nvf4...ue4m3` MMA for NVFP4 tl.dot_scaled). Jobs run in parallel processes (compiles are CPU-bound, seconds each).
 Like the target agent, this is its own program (another venv), so it runs cuobjdump itself
 rather than through the Executor seam that launched it.
 """
@@ -27,17 +28,30 @@ from concurrent.futures import ProcessPoolExecutor
 
 ARCH, WARP = 120, 32
 _RES = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
+_MMA = re.compile(r"\bmma\.[\w.:]+")
 
 
 def _kernel(name: str):  # noqa: ANN202
-    from kernels import moe_grouped_gemm, sparse_decode_attn
+    from kernels import moe_grouped_gemm, moe_nvfp4, sparse_decode_attn
 
     if name == "sparse_decode_attn":
         return sparse_decode_attn.sparse_decode_attn_kernel, sparse_decode_attn.aot_signature, {}
-    if name in ("fused_moe_up", "fused_moe_down"):
-        return (moe_grouped_gemm.fused_moe_kernel, moe_grouped_gemm.aot_signature,
-                {"down": name == "fused_moe_down"})
+    family, _, proj = name.rpartition("_")
+    if proj in ("up", "down"):
+        down = {"down": proj == "down"}
+        if family == "fused_moe":
+            return moe_grouped_gemm.fused_moe_kernel, moe_grouped_gemm.aot_signature, down
+        if family == "fused_moe_nvfp4":
+            return moe_nvfp4.fused_moe_nvfp4_kernel, moe_nvfp4.aot_signature, down
+        if family == "fused_moe_nvfp4_w4a4":
+            return (moe_nvfp4.fused_moe_nvfp4_dot_scaled_kernel, moe_nvfp4.aot_signature_dot_scaled, down)
     raise ValueError(f"unknown kernel {name!r}")
+
+
+def _mma_kinds(ptx: str) -> list[str]:
+    """The distinct tensor-core instructions in the PTX, e.g. `mma.sync.aligned.m16n8k16.row.col.
+    f32.bf16.bf16.f32` or the native FP4 `...kind::mxf4nvf4.block_scale.scale_vec::4X...ue4m3`."""
+    return sorted({m.group(0) for m in _MMA.finditer(ptx)})
 
 
 def _resource_usage(cubin: bytes) -> dict[str, int]:
@@ -72,7 +86,8 @@ def compile_one(job: dict) -> dict:
         )
         cubin = compiled.asm["cubin"]
         out.update(ok=True, shared=int(compiled.metadata.shared), cubin_bytes=len(cubin),
-                   cubin_sha256=hashlib.sha256(cubin).hexdigest(), **_resource_usage(cubin))
+                   cubin_sha256=hashlib.sha256(cubin).hexdigest(), mma=_mma_kinds(compiled.asm["ptx"]),
+                   **_resource_usage(cubin))
     except Exception as exc:  # noqa: BLE001 - a failed compile is a result, reported per job
         out.update(ok=False, error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:400]}")
     out["seconds"] = round(time.monotonic() - t0, 2)

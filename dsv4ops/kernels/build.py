@@ -5,7 +5,7 @@ every distinct config within sm_120's limits (with the box's triton, `.venv-aot`
 interpreter correctness run against the torch references (with the `kernels` extra's
 torch/triton). The artifact is a deterministic `.tar.gz` (sorted entries, zero mtimes/owners):
 `<name>-<version>/` holding manifest.json, configs/triton_X_Y_Z/ (SGLang's MoE layout),
-attention_configs/ and kernels/*.py.
+attention_configs/, moe_fp4_configs/ (NVFP4-expert MoE, the package's own keys) and kernels/*.py.
 """
 
 from __future__ import annotations
@@ -32,7 +32,13 @@ from dsv4ops.constants import (
 )
 from dsv4ops.errors import KernelPackageError
 from dsv4ops.kernels import aot
-from dsv4ops.kernels.catalog import ConfigFile, kernels_dir, shipped_configs
+from dsv4ops.kernels.catalog import (
+    AOT_ONLY,
+    ConfigFile,
+    interpreter_jobs,
+    kernels_dir,
+    shipped_configs,
+)
 from dsv4ops.kernels.manifest import PACKAGE_ROOT, SCHEMA, Manifest, parse
 from dsv4ops.remote.base import Executor
 
@@ -51,6 +57,8 @@ def _role(rel: str) -> str:
         return "moe_config"
     if rel.startswith("attention_configs/"):
         return "attention_config"
+    if rel.startswith("moe_fp4_configs/"):
+        return "moe_fp4_config"
     return "kernel_source"
 
 
@@ -93,12 +101,19 @@ def run_checks(executor: Executor, files: list[ConfigFile], root: Path, *, inter
         "triton": triton_aot, "target": "cuda:120 (sm_120a), warp 32",
         "limits": {"shared_per_block": aot.SM120_MAX_SHARED, "regs_per_thread": aot.SM120_MAX_REGS_PER_THREAD},
         "results": [{"kernel": r.kernel, "config": r.config, "shared": r.detail["shared"],
-                     "regs": r.detail["regs"], "cubin_sha256": r.detail["cubin_sha256"]} for r in results],
+                     "regs": r.detail["regs"], "mma": r.detail.get("mma", []),
+                     "cubin_sha256": r.detail["cubin_sha256"]} for r in results],
     }}
     if interpreter:
-        checks["interpreter"] = _interpreter_check(executor, [list(j) for j in jobs], python, root)
+        checks["interpreter"] = _interpreter_check(executor, [list(j) for j in interpreter_jobs(jobs)], python, root)
     else:
         checks["interpreter"] = {"ran": False, "reason": "skipped with --no-interpreter-check"}
+    unchecked = sorted({k for k, _ in jobs if k in AOT_ONLY})
+    if unchecked:
+        checks["interpreter"]["not_checked"] = {
+            "kernels": unchecked,
+            "reason": "Triton's interpreter computes NVFP4 tl.dot_scaled wrongly (reference §3.5 gotcha 6): "
+                      "sm_120 AOT compile only; needs a GPU correctness run"}
     return checks
 
 
@@ -111,7 +126,13 @@ def manifest_for(name: str, version: str, payload: dict[str, bytes], files: list
         "checks": checks,
         "model": {"id": "DeepSeek-V4-Flash", "experts": 256, "top_k": 6, "hidden": 4096,
                   "moe_intermediate": 2048, "tp": 4, "heads_per_rank": 16, "head_dim": 512,
-                  "swa_rows": 128, "index_topk": 512, "kv_cache": "fp8_e4m3 nope + bf16 rope, ue8m0 scales"},
+                  "swa_rows": 128, "index_topk": 512, "kv_cache": "fp8_e4m3 nope + bf16 rope, ue8m0 scales",
+                  "moe_weights": {
+                      "bf16": "configs/ (SGLang's names)",
+                      "nvfp4": "moe_fp4_configs/: e2m1 packed 2 per uint8 (low nibble = even k), one "
+                               "float8_e4m3fn scale per 16 along K, one fp32 global scale per expert; "
+                               "w4a16 (checked) and w4a4 tl.dot_scaled (AOT only)",
+                      "mxfp4": "not implemented"}},
         "config_keys": sorted(f.config_key for f in files),
         "env": {"SGLANG_MOE_CONFIG_DIR": PACKAGE_ROOT},
         "tuning": {"measured": False, "note": "launch params chosen to fit sm_120 (AOT-checked); "

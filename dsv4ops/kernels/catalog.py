@@ -4,6 +4,18 @@ Config files use SGLang's fused-MoE JSON layout: `{"<batch size M>": {launch par
 by the nearest M (fused_moe_triton_config.py). MoE files keep SGLang's exact names and land in
 `configs/triton_X_Y_Z/` of the package root, which is what SGLANG_MOE_CONFIG_DIR points at.
 Attention files use the same schema with a `kernel=...` name and land in `attention_configs/`.
+
+NVFP4-expert MoE files (kernels/moe_nvfp4.py) also use SGLang's schema, but SGLang's Triton
+fused-MoE has no FP4 `dtype=` (its names cover fp8_w8a8, int8_w8a8, int8_w8a16, int4_w4a16, ...;
+FP4 experts run on flashinfer_mxfp4 / flashinfer_trtllm_routed, reference §2.1), so it would
+never read them. They carry the package's own key, SGLang's fields behind a `kernel=` prefix:
+
+    kernel=fused_moe,E=256,N=512,device_name=<dev>,dtype=nvfp4_w4a16[_down].json   W4A16, checked
+    kernel=fused_moe,E=256,N=512,device_name=<dev>,dtype=nvfp4_w4a4[_down].json    tl.dot_scaled
+
+and land in `moe_fp4_configs/triton_X_Y_Z/`, outside SGLANG_MOE_CONFIG_DIR's `configs/`. The
+W4A4 `tl.dot_scaled` kernel is AOT-compiled only (AOT_ONLY): Triton's interpreter computes NVFP4
+dot_scaled wrongly (reference §3.5, gotcha 6).
 """
 
 from __future__ import annotations
@@ -17,7 +29,12 @@ from dsv4ops.errors import KernelPackageError
 
 MOE_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
 ATTN_KEYS = ("BLOCK_H", "BLOCK_T", "num_warps", "num_stages")
-CONFIG_TREES = ("configs", "attention_configs")
+CONFIG_TREES = ("configs", "attention_configs", "moe_fp4_configs")
+# dtype= of the package's FP4 MoE config names -> kernel family (kernels/moe_nvfp4.py).
+FP4_DTYPES = {"nvfp4_w4a16": "fused_moe_nvfp4", "nvfp4_w4a4": "fused_moe_nvfp4_w4a4"}
+# Kernels the interpreter cannot check (NVFP4 tl.dot_scaled, reference §3.5 gotcha 6): sm_120
+# AOT compile only, until a GPU run compares them with fused_moe_nvfp4.
+AOT_ONLY = frozenset({"fused_moe_nvfp4_w4a4_up", "fused_moe_nvfp4_w4a4_down"})
 
 
 @dataclass(frozen=True)
@@ -26,7 +43,7 @@ class ConfigFile:
 
     path: Path
     lands_at: str
-    kernel: str  # fused_moe_up | fused_moe_down | sparse_decode_attn
+    kernel: str  # fused_moe[_nvfp4[_w4a4]]_{up,down} | sparse_decode_attn
     table: dict[int, dict[str, int]]
 
     @property
@@ -44,6 +61,13 @@ def kernels_dir() -> Path:
 def kernel_of(name: str) -> str:
     if name.startswith("kernel=sparse_decode_attn"):
         return "sparse_decode_attn"
+    if name.startswith("kernel=fused_moe,"):
+        stem = name.removesuffix(".json").removesuffix("_down")
+        fields = dict(f.split("=", 1) for f in stem.split(",") if "=" in f)
+        family = FP4_DTYPES.get(fields.get("dtype", ""))
+        if family is None:
+            raise KernelPackageError(f"{name}: dtype={fields.get('dtype')!r} is not one of {sorted(FP4_DTYPES)}")
+        return f"{family}_{'down' if name.endswith('_down.json') else 'up'}"
     if name.startswith("E="):
         return "fused_moe_down" if name.endswith("_down.json") else "fused_moe_up"
     raise KernelPackageError(f"{name}: not a known config file name (E=... or kernel=...)")
@@ -83,6 +107,11 @@ def shipped_configs(root: Path | None = None) -> list[ConfigFile]:
     if not files:
         raise KernelPackageError(f"{root}: no config files under {' or '.join(CONFIG_TREES)}/triton_*/")
     return files
+
+
+def interpreter_jobs(jobs: list[tuple[str, dict[str, int]]]) -> list[tuple[str, dict[str, int]]]:
+    """The jobs the CPU interpreter can check (all but AOT_ONLY kernels)."""
+    return [j for j in jobs if j[0] not in AOT_ONLY]
 
 
 def nearest(table: dict[int, dict[str, int]], m: int) -> dict[str, int]:

@@ -6,8 +6,12 @@ prints one JSON object), so the manifest records what was checked and with which
 Shapes: attention runs the full DSV4-Flash per-rank decode shape (16 heads at TP4, head dim 512,
 128 SWA rows + 512 top-k rows, FP8 KV) for a few requests with padding. The MoE runs a reduced
 shape (E=8 experts, hidden 256, intermediate 64 per rank instead of 256/4096/512) because the
-interpreter executes every program in numpy; the launch configs are the shipped ones. The full
-shapes and every bucket's batch size run in benchmarks/kernels_gpu.py on a GPU.
+interpreter executes every program in numpy; the launch configs are the shipped ones. The NVFP4
+MoE (fused_moe_nvfp4_*) runs the same reduced shape with weights quantized by the torch reference
+quantizer, against the reference GEMM over the dequantized weights. The full shapes (E=256,
+top-6, hidden 4096, intermediate 2048 / TP4 = 512 per rank, w13 and w2) and every bucket's batch
+size run in benchmarks/kernels_gpu.py on a GPU. The NVFP4 `tl.dot_scaled` kernels (catalog.AOT_ONLY)
+are not run here: the interpreter computes them wrongly (reference §3.5, gotcha 6).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import time
 from typing import Any
 
 from dsv4ops.kernels import interpreter
-from dsv4ops.kernels.catalog import kernels_dir
+from dsv4ops.kernels.catalog import AOT_ONLY, kernels_dir
 
 ATTN_SHAPE = {"batch": 2, "heads": 16, "swa": 128, "topk": 512, "pool": 1024}
 MOE_SHAPE = {"tokens": 3, "experts": 8, "top_k": 6, "hidden": 256, "inter": 64}
@@ -53,13 +57,14 @@ def _moe_case(kernel: str, config: dict[str, int], seed: int) -> dict[str, Any]:
     import torch
 
     from kernels.moe_grouped_gemm import grouped_gemm
-    from kernels.reference import grouped_gemm_ref
+    from kernels.moe_nvfp4 import grouped_gemm_nvfp4
+    from kernels.reference import grouped_gemm_nvfp4_ref, grouped_gemm_ref, quantize_nvfp4
 
     g = torch.Generator().manual_seed(seed)
     s = MOE_SHAPE
     ids = torch.stack([torch.randperm(s["experts"], generator=g)[: s["top_k"]] for _ in range(s["tokens"])])
     ids = ids.to(torch.int32)
-    if kernel == "fused_moe_up":   # w13: [E, 2 * inter, hidden], one input row per token
+    if kernel.endswith("_up"):     # w13: [E, 2 * inter, hidden], one input row per token
         a = torch.randn(s["tokens"], s["hidden"], generator=g).to(torch.bfloat16)
         w = (torch.randn(s["experts"], 2 * s["inter"], s["hidden"], generator=g) / 8).to(torch.bfloat16)
         weights, per_slot = None, False
@@ -67,14 +72,22 @@ def _moe_case(kernel: str, config: dict[str, int], seed: int) -> dict[str, Any]:
         a = torch.randn(s["tokens"] * s["top_k"], s["inter"], generator=g).to(torch.bfloat16)
         w = (torch.randn(s["experts"], s["hidden"], s["inter"], generator=g) / 8).to(torch.bfloat16)
         weights, per_slot = torch.rand(s["tokens"], s["top_k"], generator=g), True
-    out = grouped_gemm(a, w, ids, config, topk_weights=weights, a_per_slot=per_slot)
-    ref = grouped_gemm_ref(a, w, ids, weights, a_per_slot=per_slot)
+    if kernel.startswith("fused_moe_nvfp4_"):  # NVFP4 weights, reference over their dequant
+        q = quantize_nvfp4(w)
+        out = grouped_gemm_nvfp4(a, *q, ids, config, topk_weights=weights, a_per_slot=per_slot)
+        ref = grouped_gemm_nvfp4_ref(a, *q, ids, weights, a_per_slot=per_slot)
+    else:
+        out = grouped_gemm(a, w, ids, config, topk_weights=weights, a_per_slot=per_slot)
+        ref = grouped_gemm_ref(a, w, ids, weights, a_per_slot=per_slot)
     rel = ((out.float() - ref).abs().max() / ref.abs().max()).item()
     return {"max_rel_err": rel, "tolerance": MOE_RTOL, "ok": rel <= MOE_RTOL}
 
 
 def run_case(kernel: str, config: dict[str, int], seed: int = 0) -> dict[str, Any]:
     """One kernel x config against its reference; returns the errors, tolerance and ok."""
+    if kernel in AOT_ONLY:
+        raise ValueError(f"{kernel}: NVFP4 tl.dot_scaled cannot be checked under the interpreter "
+                         "(reference §3.5, gotcha 6); it is checked by the sm_120 AOT compile only")
     interpreter.enable()
     root = str(kernels_dir().parent)  # the kernels/ sources are a top-level package
     if root not in sys.path:

@@ -6,7 +6,9 @@ twin and `kernels list` read name/version from there. Schema 1 fields:
     schema, name, version
     target     {arch, device_names, max_shared_per_block}
     toolchain  {triton, torch, sglang}: what the box runs and the package is built for
-    checks     {sm120_compile: {triton, ptxas, results}, interpreter: {torch, triton, cases}}
+    checks     {sm120_compile: {triton, ptxas, results}, interpreter: {torch, triton, cases,
+                not_checked: {kernels, reason}}}   (not_checked: NVFP4 tl.dot_scaled, AOT only)
+    model      {..., moe_weights: {bf16, nvfp4, mxfp4}}: which MoE weight formats ship where
     config_keys, env {SGLANG_MOE_CONFIG_DIR: "<package root>"}, tuning {measured, note}
     files      [{path, sha256, size, role, lands_at}]
 """

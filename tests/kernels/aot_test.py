@@ -15,7 +15,7 @@ import pytest
 from dsv4ops.errors import KernelPackageError
 from dsv4ops.kernels import aot
 from dsv4ops.kernels.build import build
-from dsv4ops.kernels.catalog import kernels_dir, shipped_configs
+from dsv4ops.kernels.catalog import AOT_ONLY, kernels_dir, shipped_configs
 from dsv4ops.remote.local import LocalExecutor
 
 pytestmark = pytest.mark.kernels
@@ -27,6 +27,9 @@ if not aot.aot_python().exists():
 SPILLS = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
           "num_warps": 4, "num_stages": 4}
 TOO_MUCH_SMEM = {"BLOCK_H": 16, "BLOCK_T": 64, "num_warps": 8, "num_stages": 1}
+# NVFP4 W4A16: dequantizing a 128 x 128 weight tile in registers spills at 4 warps.
+NVFP4_SPILLS = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
+                "num_warps": 4, "num_stages": 3}
 
 
 def test_every_shipped_config_compiles_for_sm120_within_limits() -> None:
@@ -38,15 +41,24 @@ def test_every_shipped_config_compiles_for_sm120_within_limits() -> None:
         assert r.ok, r.describe()
         assert r.detail["shared"] <= aot.SM120_MAX_SHARED
         assert len(r.detail["cubin_sha256"]) == 64
+    kernels = {r.kernel for r in results}
+    assert {"fused_moe_nvfp4_up", "fused_moe_nvfp4_down"} | AOT_ONLY <= kernels
+    for r in results:
+        if r.kernel in AOT_ONLY:  # tl.dot_scaled NVFP4 -> sm_120's native FP4 MMA with ue4m3 scales
+            assert any("kind::mxf4nvf4.block_scale.scale_vec::4X" in m and m.endswith(".ue4m3")
+                       for m in r.detail["mma"]), (r.describe(), r.detail["mma"])
+        elif r.kernel.startswith("fused_moe"):  # W4A16 dequantizes to bf16: bf16 MMA, as bf16
+            assert r.detail["mma"] == ["mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"], r.detail["mma"]
 
 
 @pytest.mark.slow
 def test_configs_over_sm120_limits_are_rejected_with_the_reason() -> None:
-    jobs = [("sparse_decode_attn", TOO_MUCH_SMEM), ("fused_moe_up", SPILLS)]
+    jobs = [("sparse_decode_attn", TOO_MUCH_SMEM), ("fused_moe_up", SPILLS), ("fused_moe_nvfp4_up", NVFP4_SPILLS)]
     with LocalExecutor() as ex:
-        _, (smem, spill) = aot.check(jobs, executor=ex, kernels_root=kernels_dir())
+        _, (smem, spill, fp4_spill) = aot.check(jobs, executor=ex, kernels_root=kernels_dir())
     assert not smem.ok and "exceeds sm_120's 101376 B" in smem.describe()
     assert not spill.ok and "registers spill" in spill.describe()
+    assert not fp4_spill.ok and "registers spill" in fp4_spill.describe()
 
 
 def test_build_refuses_a_package_with_a_spilling_config(tmp_path: Path) -> None:

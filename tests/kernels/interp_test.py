@@ -3,9 +3,10 @@
 Every decode bucket of every shipped profile maps to one of these configs (catalog_test), so this
 covers each bucket's launch parameters. Shapes: attention runs the full per-rank DSV4-Flash decode
 shape (16 heads, head dim 512, 128 SWA + 512 top-k FP8 rows, attention sink) for 2 requests with
-padding; the MoE runs E=8, hidden 256, intermediate 64 instead of E=256, hidden 4096,
-intermediate 512 per rank (the interpreter runs each program in numpy). The full shapes at every
-bucket's batch size run in benchmarks/kernels_gpu.py on a GPU.
+padding; the MoE (bf16 and NVFP4 weights) runs E=8, hidden 256, intermediate 64 instead of
+E=256, hidden 4096, intermediate 512 per rank (the interpreter runs each program in numpy). The
+full shapes at every bucket's batch size run in benchmarks/kernels_gpu.py on a GPU. The NVFP4
+tl.dot_scaled configs are AOT-only (catalog.AOT_ONLY): the interpreter computes them wrongly.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ from __future__ import annotations
 import pytest
 
 from dsv4ops.kernels.aot import jobs_for
-from dsv4ops.kernels.catalog import shipped_configs
+from dsv4ops.kernels.catalog import interpreter_jobs, shipped_configs
 from dsv4ops.kernels.interp_check import run_case
 
 pytestmark = pytest.mark.kernels
 torch = pytest.importorskip("torch")
 
-JOBS = jobs_for(shipped_configs())
+JOBS = interpreter_jobs(jobs_for(shipped_configs()))
 
 
 @pytest.mark.parametrize(("kernel", "config"), JOBS, ids=[f"{k}-{i}" for i, (k, _) in enumerate(JOBS)])
