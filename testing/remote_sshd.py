@@ -2,8 +2,9 @@
 
 Use the session-scoped `sshd` fixture (import it into a conftest), or `running_sshd(dir)` as a
 context manager (benchmarks, demos). `SshdServer.drop_connections()` kills the sshd processes
-serving open sessions, which is what a network drop looks like to the client, while the
-commands those sessions started keep running.
+serving open sessions, which is what a network drop looks like to the client. The commands
+those sessions started then lose their stdout/stderr; the SSH executor's command wrapper
+(`dsv4ops.remote.ssh`) sees that and ends them, as it does after a client-side timeout.
 """
 
 from __future__ import annotations

@@ -1,11 +1,18 @@
 """A tiny component for the supervisor tests: an HTTP server with scriptable bad behaviour.
 
-    python remote_toy_server.py --port P [--port Q] [--delay S] [--exit-after S --exit-code N]
+    python remote_toy_server.py --port P [--port Q] [--delay S] [--ready-file F]
+                                [--exit-after S --exit-code N]
                                 [--child-ignoring-term PIDFILE] [--listen-file F]
 
-Prints "toy: starting" and "toy: argv=<json>" to its log. Writes the monotonic time at which it
-started listening to --listen-file (CLOCK_MONOTONIC is machine-wide, so tests compare it with
-the agent's detection time). GET / answers 200 with the JSON of its env keys seen.
+Prints "toy: starting" and "toy: argv=<json>" to its log. The ports are bound at once (so no
+other process can take them during --delay) but only listened on after --delay: until then a
+connection is refused, as with a server that is still starting. Writes the monotonic time at
+which it started listening to --listen-file (CLOCK_MONOTONIC is machine-wide, so tests compare
+it with the agent's poll times). GET answers 200 with the JSON of the path and of its env keys seen (GET /sleep/S after S
+seconds); with
+--ready-file it answers 503 until that file exists and logs "toy: first poll" at the first such
+answer, so a test can see that a readiness wait is in flight and decide when the server becomes
+ready.
 """
 
 from __future__ import annotations
@@ -21,7 +28,20 @@ import time
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
+    ready_file: str | None = None  # GET answers 503 until this file exists
+    polled = threading.Event()
+
     def do_GET(self) -> None:  # noqa: N802 - http.server API
+        if _Handler.ready_file and not os.path.exists(_Handler.ready_file):
+            if not _Handler.polled.is_set():
+                _Handler.polled.set()
+                print("toy: first poll", flush=True)
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.path.startswith("/sleep/"):  # a slow endpoint: answers after that many seconds
+            time.sleep(float(self.path.rsplit("/", 1)[1]))
         body = json.dumps({"path": self.path, "env": sorted(os.environ)}).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -46,6 +66,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, action="append", default=[])
     ap.add_argument("--delay", type=float, default=0.0)
+    ap.add_argument("--ready-file", default=None)
     ap.add_argument("--exit-after", type=float, default=None)
     ap.add_argument("--exit-code", type=int, default=3)
     ap.add_argument("--child-ignoring-term", default=None)
@@ -60,8 +81,16 @@ def main() -> int:
         time.sleep(args.exit_after)
         print(f"toy: fatal: exiting with {args.exit_code}", flush=True)
         return args.exit_code
+    servers = [
+        http.server.ThreadingHTTPServer(("127.0.0.1", p), _Handler, bind_and_activate=False)
+        for p in args.port
+    ]
+    for s in servers:
+        s.server_bind()
+    _Handler.ready_file = args.ready_file
     time.sleep(args.delay)
-    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", p), _Handler) for p in args.port]
+    for s in servers:
+        s.server_activate()  # listen()
     if args.listen_file:
         with open(args.listen_file, "w") as f:
             f.write(repr(time.monotonic()))

@@ -22,9 +22,18 @@ import socket
 import sys
 import time
 
-# Keep in sync with dsv4ops/remote/base.py (a test checks they agree).
-SECRET_ENV_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "API_KEY", "APIKEY", "CREDENTIAL")
-SECRET_ARG_FLAGS = frozenset({"--api-key", "--control-plane-api-keys", "--hf-token"})
+# A stdlib-only copy of dsv4ops/secrets.py: this script runs on the box without dsv4ops
+# installed. tests/remote/agent_test.py checks both classify the same keys and flags.
+SECRET_ENV_MARKERS = (
+    "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "API_KEY", "APIKEY", "PRIVATE_KEY",
+    "ACCESS_KEY",
+)
+SECRET_ENV_SUFFIXES = ("_KEY", "_PASS", "_PW", "_AUTH")
+SECRET_ARG_FLAGS = frozenset(
+    {"--api-key", "--admin-api-key", "--control-plane-api-keys", "--hf-token",
+     "--oracle-password", "--ssl-keyfile-password"}
+)
+SECRET_FLAG_SUFFIXES = ("api-key", "api-keys", "-password", "-token", "-secret")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 POLL_S = 0.05  # readiness poll period: start-up completion is noticed within ~100 ms
 
@@ -39,10 +48,20 @@ class AgentError(Exception):
 # ---------------------------------------------------------------------------- small helpers
 
 
+def _is_secret_key(key: str) -> bool:
+    upper = key.upper()
+    return any(m in upper for m in SECRET_ENV_MARKERS) or upper.endswith(SECRET_ENV_SUFFIXES)
+
+
+def _is_secret_flag(flag: str) -> bool:
+    lower = flag.lower()
+    return lower in SECRET_ARG_FLAGS or (
+        lower.startswith("--") and lower.endswith(SECRET_FLAG_SUFFIXES)
+    )
+
+
 def _redact_env(env: dict) -> dict:
-    return {
-        k: ("***" if any(m in k.upper() for m in SECRET_ENV_MARKERS) else v) for k, v in env.items()
-    }
+    return {k: ("***" if _is_secret_key(k) else v) for k, v in env.items()}
 
 
 def _redact_argv(argv: list) -> list:
@@ -53,7 +72,7 @@ def _redact_argv(argv: list) -> list:
             hide = False
             continue
         flag, eq, _ = arg.partition("=")
-        if flag in SECRET_ARG_FLAGS:
+        if flag.startswith("--") and _is_secret_flag(flag):
             out.append(f"{flag}=***" if eq else arg)
             hide = not eq
             continue
@@ -284,10 +303,33 @@ def op_start(wd: Workdir, req: dict) -> dict:
         os.remove(wd.exit(name))
     env = dict(os.environ)
     env.update(spec_env)
+    # Over SSH the command wrapper SIGTERMs this agent when the channel goes away (timeout or
+    # drop). Dying between spawning the component and writing its run record would leave a
+    # running component nobody knows about, so SIGTERM/SIGHUP wait until the record exists
+    # (the wrapper's SIGKILL comes 2 s later, far more than this takes).
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGHUP})
+    try:
+        return _spawn_and_record(wd, name, argv, env, spec_env, ports, log_path, mask)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def _spawn_and_record(
+    wd: Workdir,
+    name: str,
+    argv: list,
+    env: dict,
+    spec_env: dict,
+    ports: list,
+    log_path: str,
+    mask: set,
+) -> dict:
     rfd, wfd = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover - runs in the forked monitor
         try:
+            # the monitor and the component must get SIGTERM from `stop` as usual
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             os.close(rfd)
             os.setsid()
             _monitor(wd, name, argv, env, log_path, wfd)
@@ -462,15 +504,51 @@ def op_http(wd: Workdir, req: dict) -> dict:
     return {"status": status, "body": body, "error": None, "elapsed_s": time.monotonic() - t0}
 
 
+HTTP_MANY_PARALLEL = 16
+
+
+def op_http_many(wd: Workdir, req: dict) -> dict:
+    """Several requests in one agent call, made concurrently (at most 16 at a time) so the
+    call takes about as long as the slowest request; replies in the order asked."""
+    import threading
+    import urllib.request  # noqa: F401 - import once here, not racing in the threads
+
+    items = req.get("requests")
+    if not isinstance(items, list) or not all(isinstance(i, dict) and i.get("url") for i in items):
+        raise AgentError("bad_request", "http_many needs a list of requests, each with a url")
+    timeout = float(req.get("timeout_s", 10.0))
+    replies: list = [None] * len(items)
+    gate = threading.Semaphore(HTTP_MANY_PARALLEL)
+
+    def one(i: int, item: dict) -> None:
+        with gate:
+            try:
+                replies[i] = op_http(wd, {"timeout_s": timeout, **item})
+            except Exception as exc:  # noqa: BLE001 - one bad item must not lose the others
+                replies[i] = {"status": None, "body": "", "error": str(exc), "elapsed_s": 0.0}
+
+    threads = [threading.Thread(target=one, args=(i, it), daemon=True) for i, it in enumerate(items)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"replies": replies}
+
+
 def op_wait_http(wd: Workdir, req: dict) -> dict:
     url = req["url"]
     timeout = float(req.get("timeout_s", 60.0))
     expect = req.get("expect", 200)
     expect_set = None if expect is None else set(expect if isinstance(expect, list) else [expect])
     name = req.get("name")
+    # Import before the clock starts: the lazy import costs tens of ms (more on a loaded box)
+    # and would make the first poll start late and its recorded start time wrong.
+    import urllib.request  # noqa: F401
+
     t0 = time.monotonic()
     last = "no answer yet"
     attempts = 0
+    last_miss_at = None  # start of the last attempt that did not succeed
     caller = os.getppid()
     while True:
         if os.getppid() != caller:
@@ -478,20 +556,27 @@ def op_wait_http(wd: Workdir, req: dict) -> dict:
             # stop polling instead of lingering on the target until the timeout.
             os._exit(3)
         attempts += 1
-        elapsed = time.monotonic() - t0
+        started = time.monotonic()
+        elapsed = started - t0
         try:
             status, body = _request("GET", url, None, {}, max(0.05, min(1.0, timeout - elapsed)))
             if expect_set is None or status in expect_set:
                 now = time.monotonic()
+                # The poll timing as measured here, so a caller can check the polling itself
+                # (gap between the last miss and the hit) apart from transport and server time.
                 return {
                     "elapsed_s": round(now - t0, 4),
                     "status": status,
                     "attempts": attempts,
                     "detected_at_monotonic": now,
+                    "first_poll_at_monotonic": t0,
+                    "last_miss_at_monotonic": last_miss_at,
+                    "hit_started_at_monotonic": started,
                 }
             last = f"HTTP {status}: {body[:200]}"
         except Exception as exc:  # noqa: BLE001 - refused, reset, bad status line: no answer
             last = str(getattr(exc, "reason", exc))
+        last_miss_at = started
         if name:
             st = _state_of(wd, _name(name), [])
             if not st["alive"]:
@@ -711,6 +796,7 @@ OPS = {
     "kill": op_kill,
     "log_tail": op_log_tail,
     "http": op_http,
+    "http_many": op_http_many,
     "wait_http": op_wait_http,
     "preflight": op_preflight,
     "lock_acquire": op_lock_acquire,

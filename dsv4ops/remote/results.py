@@ -33,6 +33,28 @@ class WaitResult:
     status: int
     attempts: int
     detected_at_monotonic: float  # the target's CLOCK_MONOTONIC at detection (benchmarks)
+    # The polling itself, on the target's clock: when the last unsuccessful poll started (None
+    # when the first one succeeded) and when the successful one started. Their difference is
+    # the detection granularity, independent of transport and of the server's answer time.
+    last_miss_at_monotonic: float | None = None
+    hit_started_at_monotonic: float | None = None
+    first_poll_at_monotonic: float | None = None
+
+    @property
+    def poll_gap_s(self) -> float | None:
+        """Seconds between the start of the last miss and the start of the hit."""
+        if self.last_miss_at_monotonic is None or self.hit_started_at_monotonic is None:
+            return None
+        return self.hit_started_at_monotonic - self.last_miss_at_monotonic
+
+    @property
+    def mean_poll_interval_s(self) -> float | None:
+        """Average time from one poll's start to the next one's over the whole wait."""
+        if self.attempts < 2 or self.first_poll_at_monotonic is None:
+            return None
+        if self.hit_started_at_monotonic is None:
+            return None
+        return (self.hit_started_at_monotonic - self.first_poll_at_monotonic) / (self.attempts - 1)
 
 
 @dataclass(frozen=True)

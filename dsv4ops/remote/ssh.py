@@ -1,14 +1,16 @@
 """SSHExecutor: the execution seam over SSH, built on fabric's Connection (paramiko underneath).
 
 * Host keys are checked against a known_hosts file (default ~/.ssh/known_hosts) and an unknown
-  or changed key is refused (paramiko RejectPolicy; fabric's own default would auto-add).
-  `trust_on_first_use=True` accepts an unknown key once and records it in that file; a
-  *changed* key is refused either way.
+  or changed key is refused (fabric's own default would auto-add). `trust_on_first_use=True`
+  accepts an unknown key once and records it in that file; a *changed* key, or one marked
+  `@revoked` there, is refused either way, before authentication.
 * argv is joined with `shlex.quote` per element, so a value with `;`, `$(...)` or spaces reaches
   the program as one argument.
 * Env is not sent with SSH `setenv` (servers drop it unless AcceptEnv allows it) and secret
   values never go on a command line: env is written as one JSON line ahead of stdin and a tiny
-  python bootstrap on the target execs argv with it.
+  python wrapper on the target execs argv with it. The same wrapper terminates the command's
+  process group when the channel goes away (timeout, drop), as the local executor kills a
+  command that times out.
 * Every connect/auth/host-key/transport failure becomes a TargetError naming user@host:port; a
   connection that drops mid-command does too, and the next call reconnects.
 """
@@ -34,67 +36,141 @@ from dsv4ops.remote.base import CommandResult
 
 _CLOCK = SystemClock()
 
-# Reads one JSON line of env from fd 0 byte by byte (so the rest of stdin stays unread for
-# the program), then execs argv with it. Stdlib only: it runs with the target's python.
-_ENV_BOOTSTRAP = (
-    "import json,os,sys\n"
-    "b=b''\n"
-    "while not b.endswith(b'\\n'):\n"
-    " c=os.read(0,1)\n"
-    " if not c: break\n"
-    " b+=c\n"
-    "e=dict(os.environ);e.update(json.loads(b or b'{}'))\n"
-    "os.execvpe(sys.argv[1],sys.argv[1:],e)\n"
+# Every command runs under this stdlib-only wrapper (with the target's python). It
+# 1. reads one JSON line of env from fd 0 byte by byte when argv[1] is "e" (so the rest of
+#    stdin stays unread for the program) and execs the program with it: no value is ever on a
+#    command line and the server's AcceptEnv does not matter;
+# 2. first double-forks a watcher that stays in the command's process group (sshd made it a
+#    fresh session) holding only stdout/stderr. When the client gives up (timeout) or the
+#    connection drops, sshd closes those sockets/pipes and the watcher sees POLLHUP/POLLERR:
+#    it sends SIGTERM to the group, then SIGKILL after 2 s, so a timed-out command does not
+#    keep running on the box. It exits as soon as the command does (pidfd, else a 0.1 s
+#    check), so it never holds the channel open. The program keeps the wrapper's pid, exit
+#    status and signal, and has no extra child to reap. Processes that left the group
+#    (setsid, as the agent does for components) are not touched.
+_WRAPPER = (
+    "import json,os,select,signal,sys,time\n"
+    "p=os.getpid();g=os.getpgrp()\n"
+    "try:fd=os.pidfd_open(p)\n"
+    "except (AttributeError,OSError):fd=None\n"
+    "if g==p or os.getsid(0)==g:\n"  # only a group of our own: never signal a shared one
+    " if os.fork()==0:\n"
+    "  if os.fork():os._exit(0)\n"
+    "  n=os.open(os.devnull,os.O_RDWR);os.dup2(n,0)\n"
+    "  signal.signal(signal.SIGTERM,signal.SIG_IGN);signal.signal(signal.SIGHUP,signal.SIG_IGN)\n"
+    "  def gone():\n"
+    "   if fd is not None:return bool(select.select([fd],[],[],0)[0])\n"
+    "   try:os.kill(p,0);return False\n"
+    "   except OSError:return True\n"
+    "  w=select.poll();w.register(1,0);w.register(2,0)\n"
+    "  if fd is not None:w.register(fd,select.POLLIN)\n"
+    "  while not gone():\n"
+    "   if [e for f,e in w.poll(None if fd is not None else 100) if f in(1,2)] and not gone():\n"
+    "    os.killpg(g,signal.SIGTERM);t=time.monotonic()+2\n"
+    "    while not gone() and time.monotonic()<t:time.sleep(0.02)\n"
+    "    os.killpg(g,signal.SIGKILL)\n"
+    "  os._exit(0)\n"
+    " os.wait()\n"
+    "if fd is not None:os.close(fd)\n"
+    "e=dict(os.environ)\n"
+    "if sys.argv[1]=='e':\n"
+    " b=b''\n"
+    " while not b.endswith(b'\\n'):\n"
+    "  c=os.read(0,1)\n"
+    "  if not c:break\n"
+    "  b+=c\n"
+    " e.update(json.loads(b or b'{}'))\n"
+    "try:os.execvpe(sys.argv[2],sys.argv[2:],e)\n"
+    "except OSError as x:\n"
+    " sys.stderr.write('%s: %s\\n'%(sys.argv[2],x.strerror));os._exit(127 if x.errno==2 else 126)\n"
 )
 
 
 def build_command(argv: Sequence[str], *, cwd: str | None, python: str, with_env: bool) -> str:
-    """The remote shell command line for argv: every element quoted; env via the bootstrap."""
-    words = [str(a) for a in argv]
-    if with_env:
-        words = [python, "-c", _ENV_BOOTSTRAP, *words]
+    """The remote shell command line for argv: every element quoted, run under the wrapper."""
+    words = [python, "-I", "-S", "-c", _WRAPPER, "e" if with_env else "-", *(str(a) for a in argv)]
     cmd = " ".join(shlex.quote(w) for w in words)
     if cwd:
         cmd = f"cd {shlex.quote(cwd)} && {cmd}"
     return cmd
 
 
-def _load_known_hosts(keys: paramiko.HostKeys, path: Path) -> None:
-    """Load plain host-key lines, skipping what paramiko cannot parse, as OpenSSH does.
+class _RevokedHostKey(paramiko.SSHException):
+    """The server presented a key that known_hosts marks @revoked (raised before auth)."""
 
-    paramiko's own loader raises on a marker line (@cert-authority, @revoked) or a damaged
-    line, which would make a normal operator known_hosts unusable. Skipped lines only ever
-    mean *fewer* trusted keys.
+    def __init__(self, key: paramiko.PKey) -> None:
+        super().__init__(f"host key {key.get_name()} {key.fingerprint} is revoked")
+        self.key = key
+
+
+def _key_id(key: paramiko.PKey) -> tuple[str, str]:
+    return key.get_name(), key.get_base64()
+
+
+def _load_known_hosts(keys: paramiko.HostKeys, path: Path) -> set[tuple[str, str]]:
+    """Load plain host-key lines into `keys`; return the keys marked `@revoked`.
+
+    paramiko's own loader raises on a marker line or a damaged line, which would make a normal
+    operator known_hosts unusable, so lines are parsed one by one. A revoked key is never
+    loaded as trusted, even when a plain line lists it too, so paramiko hands it to the
+    missing-key policy, which refuses it (see `_HostKeyPolicy`). The host patterns of a
+    `@revoked` line are not consulted: the key is refused for every host, stricter than
+    OpenSSH only for a key revoked for one host and trusted for another. `@cert-authority`
+    lines (host certificates are not supported) and damaged lines are skipped, as OpenSSH
+    skips damaged lines: skipping them only means fewer trusted keys.
     """
+    trusted: list[paramiko.hostkeys.HostKeyEntry] = []
+    revoked: set[tuple[str, str]] = set()
     for lineno, raw in enumerate(path.read_text().splitlines(), 1):
         line = raw.strip()
-        if not line or line.startswith(("#", "@")):
+        if not line or line.startswith("#"):
             continue
+        marker = None
+        if line.startswith("@"):
+            marker, _, line = line.replace("\t", " ").partition(" ")
+            line = line.strip()
+            if marker not in ("@revoked", "@cert-authority"):
+                continue  # an unknown marker: OpenSSH ignores the line too
         try:
             entry = paramiko.hostkeys.HostKeyEntry.from_line(line, lineno)
         except (paramiko.SSHException, paramiko.hostkeys.InvalidHostKey, ValueError):
             continue
-        if entry is not None and entry.key is not None:
+        if entry is None or entry.key is None:
+            continue
+        if marker == "@revoked":
+            revoked.add(_key_id(entry.key))
+        elif marker is None:
+            trusted.append(entry)
+    for entry in trusted:
+        if _key_id(entry.key) not in revoked:
             for name in entry.hostnames:
                 keys.add(name, entry.key.get_name(), entry.key)
+    return revoked
 
 
-class _RecordOnFirstUse(paramiko.MissingHostKeyPolicy):
-    """Accept an unknown host key and append exactly one line for it to known_hosts.
+class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
+    """Decides about a key known_hosts does not trust: revoked keys always fail (even with
+    first-use trust); otherwise refuse, or with `record_to` accept it once and append exactly
+    one line for it.
 
     paramiko's AutoAddPolicy rewrites the whole file from what it parsed, which can silently
     drop lines it does not understand (@cert-authority, unsupported key types); appending
     leaves the operator's file as it was.
     """
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, revoked: set[tuple[str, str]], record_to: Path | None) -> None:
+        self.revoked = revoked
+        self.record_to = record_to
 
     def missing_host_key(
         self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
     ) -> None:
+        if _key_id(key) in self.revoked:
+            raise _RevokedHostKey(key)
+        if self.record_to is None:
+            raise paramiko.SSHException(f"Server {hostname!r} not found in known_hosts")
         client.get_host_keys().add(hostname, key.get_name(), key)
-        with self.path.open("a") as f:
+        with self.record_to.open("a") as f:
             f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
 
 
@@ -159,16 +235,23 @@ class SSHExecutor:
         )
         client = conn.client
         try:
-            _load_known_hosts(client.get_host_keys(), kh)
+            revoked = _load_known_hosts(client.get_host_keys(), kh)
         except (OSError, UnicodeDecodeError) as exc:
             raise TargetError(f"{self.where}: cannot read known_hosts {kh}: {exc}") from None
-        policy: paramiko.MissingHostKeyPolicy = (
-            _RecordOnFirstUse(kh) if self.trust_on_first_use else paramiko.RejectPolicy()
+        client.set_missing_host_key_policy(
+            _HostKeyPolicy(revoked, kh if self.trust_on_first_use else None)
         )
-        client.set_missing_host_key_policy(policy)
         try:
             conn.open()
+            # Belt and braces: the policy already refused a revoked key before authentication.
+            server_key = client.get_transport().get_remote_server_key()  # type: ignore[union-attr]
+            if _key_id(server_key) in revoked:
+                raise _RevokedHostKey(server_key)
+        except _RevokedHostKey as exc:
+            raise self._revoked(conn, exc.key, kh) from None
         except paramiko.BadHostKeyException as exc:
+            if _key_id(exc.key) in revoked:  # another trusted key of that type, plus a revoked one
+                raise self._revoked(conn, exc.key, kh) from None
             raise TargetError(
                 f"{self.where}: host key does not match {kh} (got {exc.key.get_name()}); refusing to connect",
                 hint="if the host was legitimately re-keyed, remove its old line from known_hosts",
@@ -190,6 +273,15 @@ class SSHExecutor:
             transport.set_keepalive(30)  # readiness waits can be silent for minutes
         self._conn = conn
         return conn
+
+    def _revoked(self, conn: fabric.Connection, key: paramiko.PKey, kh: Path) -> TargetError:
+        with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+            conn.close()
+        return TargetError(
+            f"{self.where}: host key {key.get_name()} {key.fingerprint} is revoked "
+            f"(marked @revoked in {kh}); refusing to connect",
+            hint="a revoked key must never be trusted again: verify the host out of band",
+        )
 
     def close(self) -> None:
         if self._conn is not None:

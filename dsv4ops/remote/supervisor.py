@@ -35,6 +35,7 @@ from dsv4ops.remote.results import (
 )
 
 AGENT_SOURCE = Path(__file__).with_name("agent.py")
+_HTTP_FIELDS = frozenset({"url", "method", "body", "headers", "timeout_s"})
 _CALL_TIMEOUT_S = 60.0
 _INSTALLER = (
     "import os, sys\n"
@@ -266,6 +267,9 @@ class Supervisor:
             int(r["status"]),
             int(r["attempts"]),
             float(r["detected_at_monotonic"]),
+            _opt_float(r.get("last_miss_at_monotonic")),
+            _opt_float(r.get("hit_started_at_monotonic")),
+            _opt_float(r.get("first_poll_at_monotonic")),
         )
 
     def http(
@@ -288,6 +292,34 @@ class Supervisor:
             timeout_s=timeout_s,
         )
         return HttpReply(r["status"], r["body"], r["error"], r["elapsed_s"])
+
+    def http_many(
+        self, requests: Sequence[str | Mapping[str, Any]], *, timeout_s: float = 10.0
+    ) -> list[HttpReply]:
+        """Several requests made from the target in one agent round trip; replies in order.
+
+        Each item is a URL (GET) or a mapping with `url` and optionally `method`, `body`,
+        `headers`, `timeout_s` (default: `timeout_s`). They run concurrently on the target, so
+        the call takes about as long as the slowest one. As with `http`, a request that gets no
+        HTTP answer is a reply with status None.
+        """
+        items: list[dict[str, Any]] = []
+        for req in requests:
+            item: dict[str, Any] = {"url": req} if isinstance(req, str) else dict(req)
+            unknown = set(item) - _HTTP_FIELDS
+            if not item.get("url") or unknown:
+                raise ValueError(
+                    f"http_many: each request needs a url and only {sorted(_HTTP_FIELDS)}"
+                    f" (got {sorted(item)})"
+                )
+            if "headers" in item:
+                item["headers"] = dict(item["headers"] or {})
+            items.append(item)
+        if not items:
+            return []
+        longest = max(float(i.get("timeout_s", timeout_s)) for i in items)
+        r = self._call("http_many", timeout=longest + 30, requests=items, timeout_s=timeout_s)
+        return [HttpReply(x["status"], x["body"], x["error"], x["elapsed_s"]) for x in r["replies"]]
 
     # ------------------------------------------------------------------ preflight, lock, state
 
@@ -363,6 +395,10 @@ class Supervisor:
         if host == socket.gethostname() and isinstance(pid, int) and not _local_pid_alive(pid):
             return LockInfo(info.holder, True)
         return info
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _local_pid_alive(pid: int) -> bool:

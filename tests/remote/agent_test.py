@@ -28,12 +28,18 @@ def test_agent_imports_only_the_standard_library() -> None:
     assert modules <= set(sys.stdlib_module_names), modules - set(sys.stdlib_module_names)
 
 
-def test_agent_redaction_matches_base() -> None:
-    assert agent_mod.SECRET_ENV_MARKERS == base.SECRET_ENV_MARKERS
-    assert agent_mod.SECRET_ARG_FLAGS == base.SECRET_ARG_FLAGS
-    argv = ["x", "--api-key", "k1", "--hf-token=k2", "--port", "1"]
+def test_agent_redaction_matches_the_shared_definition() -> None:
+    """The agent's stdlib copy classifies secrets exactly like dsv4ops/secrets.py."""
+    from dsv4ops import secrets
+
+    assert agent_mod.SECRET_ENV_MARKERS == secrets.SECRET_ENV_MARKERS
+    assert agent_mod.SECRET_ENV_SUFFIXES == secrets.SECRET_ENV_SUFFIXES
+    assert agent_mod.SECRET_ARG_FLAGS == secrets.SECRET_ARG_FLAGS
+    assert agent_mod.SECRET_FLAG_SUFFIXES == secrets.SECRET_FLAG_SUFFIXES
+    argv = ["x", "--api-key", "k1", "--hf-token=k2", "--admin-api-key", "k3", "--port", "1",
+            "--max-prefill-tokens", "8"]
     assert agent_mod._redact_argv(argv) == base.redact_argv(argv)
-    env = {"HF_TOKEN": "a", "MY_PASSWORD": "b", "PATH": "/bin"}
+    env = {"HF_TOKEN": "a", "MY_PASSWORD": "b", "OPENAI_KEY": "c", "DB_PASS": "d", "PATH": "/bin"}
     assert agent_mod._redact_env(env) == base.redact_env(env)
 
 

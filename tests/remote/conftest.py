@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +30,17 @@ def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
     )
     yield ex
     ex.close()
+
+
+def wait_for_log_line(workdir: Path, name: str, text: str, within_s: float = 15.0) -> None:
+    """Block until the component's log (on this machine for both executors) contains `text`."""
+    log = workdir / "logs" / f"{name}.log"
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if log.exists() and text in log.read_text():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{text!r} not in {log} after {within_s}s")
 
 
 def _kill_recorded_groups(workdir: Path) -> None:

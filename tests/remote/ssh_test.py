@@ -1,12 +1,16 @@
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
+import signal
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
+import paramiko
 import pytest
 
 from dsv4ops.clock import SystemClock
@@ -26,14 +30,16 @@ ECHO_ARGS = "import sys, json; print(json.dumps(sys.argv[1:]))"
 def test_build_command_quotes_every_element() -> None:
     argv = ["prog", "a b", "x; rm -rf /", "$(id)", "it's"]
     cmd = build_command(argv, cwd=None, python="python3", with_env=False)
-    assert shlex.split(cmd) == argv
+    words = shlex.split(cmd)
+    assert words[:4] == ["python3", "-I", "-S", "-c"] and words[5] == "-"  # the wrapper, no env
+    assert words[6:] == argv
 
 
-def test_build_command_cwd_and_env_bootstrap_carry_no_values() -> None:
+def test_build_command_cwd_and_env_wrapper_carry_no_values() -> None:
     cmd = build_command(["prog", "--flag"], cwd="/srv/my dir", python="python3", with_env=True)
     words = shlex.split(cmd)
     assert words[:3] == ["cd", "/srv/my dir", "&&"]
-    assert words[3:5] == ["python3", "-c"] and words[-2:] == ["prog", "--flag"]
+    assert words[3:7] == ["python3", "-I", "-S", "-c"] and words[8:] == ["e", "prog", "--flag"]
 
 
 # ---------------------------------------------------------------- a real OpenSSH server
@@ -181,17 +187,135 @@ def test_connection_dropped_mid_command_is_a_target_error_then_reconnects(sshd: 
     ex.close()
 
 
+def _new_key_b64(path: Path) -> str:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    return " ".join(Path(f"{path}.pub").read_text().split()[:2])
+
+
 def test_known_hosts_lines_paramiko_cannot_parse_are_skipped(
     sshd: SshdServer, tmp_path: Path
 ) -> None:
     kh = tmp_path / "known_hosts"
+    other = _new_key_b64(tmp_path / "other")  # revoking some other key changes nothing here
     kh.write_text(
-        f"[127.0.0.1]:1 ssh-ed25519 not-base64!\n@revoked * ssh-ed25519 AAAA\n{sshd.host_key_line}\n"
+        f"[127.0.0.1]:1 ssh-ed25519 not-base64!\n@revoked * ssh-ed25519 AAAA\n"
+        f"@revoked * {other}\n@bogus-marker * {other}\n{sshd.host_key_line}\n"
     )
     with sshd.executor(known_hosts=str(kh)) as ex:
         assert ex.run(["true"]).ok
 
 
+def test_a_revoked_host_key_is_refused_even_when_also_trusted(
+    sshd: SshdServer, tmp_path: Path
+) -> None:
+    key = " ".join(sshd.host_key_line.split()[1:])
+    kh = tmp_path / "known_hosts"
+    stranger = tmp_path / "stranger"
+    _new_key_b64(stranger)
+    expected = rf"root@127\.0\.0\.1:{sshd.port}: host key ssh-ed25519 SHA256:\S+ is revoked \(marked @revoked in {kh}\)"
+    for content in (
+        f"@revoked * {key}\n{sshd.host_key_line}\n",  # listed as trusted too
+        f"{sshd.host_key_line}\n@revoked [127.0.0.1]:{sshd.port} {key}\n",  # order does not matter
+        f"{paramiko.HostKeys.hash_host(f'[127.0.0.1]:{sshd.port}')} {key}\n@revoked * {key}\n",
+    ):
+        kh.write_text(content)
+        for tofu in (False, True):
+            with pytest.raises(TargetError, match=expected) as info:
+                sshd.executor(known_hosts=str(kh), trust_on_first_use=tofu).run(["true"])
+            assert info.value.hint and "revoked" in info.value.hint
+        # refused before authentication: a key the server would reject gets the same answer
+        with pytest.raises(TargetError, match=expected):
+            sshd.executor(known_hosts=str(kh), key=str(stranger)).run(["true"])
+    # first-use trust never records a revoked key (and leaves the file as it was)
+    kh.write_text(f"@revoked * {key}\n")
+    with pytest.raises(TargetError, match=expected):
+        sshd.executor(known_hosts=str(kh), trust_on_first_use=True).run(["true"])
+    assert kh.read_text() == f"@revoked * {key}\n"
+
+
+def test_revoked_key_with_another_trusted_key_of_its_type_is_called_revoked(
+    sshd: SshdServer, tmp_path: Path
+) -> None:
+    key = " ".join(sshd.host_key_line.split()[1:])
+    other = _new_key_b64(tmp_path / "other")
+    kh = tmp_path / "known_hosts"
+    kh.write_text(f"[127.0.0.1]:{sshd.port} {other}\n@revoked * {key}\n")
+    with pytest.raises(TargetError, match="is revoked"):
+        sshd.executor(known_hosts=str(kh)).run(["true"])
+
+
 def test_unreadable_known_hosts_is_a_target_error(sshd: SshdServer, tmp_path: Path) -> None:
     with pytest.raises(TargetError, match="cannot read known_hosts"):
         sshd.executor(known_hosts=str(tmp_path)).run(["true"])  # a directory
+
+
+# ---------------------------------------------------------------- timeouts end the remote command
+
+
+def _gone(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2] in "ZX"
+
+
+def test_timeout_terminates_the_remote_command_and_its_children(
+    sshd: SshdServer, tmp_path: Path
+) -> None:
+    clock = SystemClock()
+    pids_file = tmp_path / "pids"
+    # The command ignores SIGTERM (so the SIGKILL escalation is needed) and has a child that
+    # does not (a process of the same group that the wrapper must reach too).
+    code = (
+        "import os, signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "child = subprocess.Popen(['sleep', '60'])\n"
+        "open(sys.argv[1] + '.tmp', 'w').write(f'{os.getpid()} {child.pid}')\n"
+        "os.replace(sys.argv[1] + '.tmp', sys.argv[1])\n"
+        "time.sleep(60)\n"
+    )
+    pids: list[int] = []
+    try:
+        with sshd.executor() as ex:
+            res = ex.run([PY, "-c", code, str(pids_file)], timeout=1.5, check=False)
+            assert res.timed_out
+            pids = [int(p) for p in pids_file.read_text().split()]
+            deadline = clock.monotonic() + 8  # SIGTERM, 2 s grace, SIGKILL
+            while not all(_gone(p) for p in pids) and clock.monotonic() < deadline:
+                clock.sleep(0.05)
+            assert all(_gone(p) for p in pids), pids
+            assert ex.run(["echo", "still usable"]).stdout.strip() == "still usable"
+    finally:
+        for pid in pids:  # safety net: nothing a test started outlives it
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_command_that_finishes_is_not_held_up_or_killed_by_the_wrapper(
+    sshd: SshdServer, tmp_path: Path
+) -> None:
+    # A detached grandchild (own session, like a component the agent starts) survives the
+    # command's end; the command's exit code and output arrive unchanged and at once.
+    pid_file = tmp_path / "detached.pid"
+    code = (
+        "import subprocess, sys\n"
+        "p = subprocess.Popen(['sleep', '30'], start_new_session=True,\n"
+        "    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "open(sys.argv[1], 'w').write(str(p.pid)); print('done'); sys.exit(4)\n"
+    )
+    pid = None
+    try:
+        with sshd.executor() as ex:
+            res = ex.run([PY, "-c", code, str(pid_file)], timeout=20, check=False)
+            assert (res.exit_code, res.stdout.strip()) == (4, "done")
+            assert res.duration_s < 5
+            pid = int(pid_file.read_text())
+            SystemClock().sleep(0.3)
+            assert not _gone(pid)
+            missing = ex.run(["no-such-program-dsv4ops"], check=False)
+            assert missing.exit_code == 127 and "no-such-program-dsv4ops" in missing.stderr
+    finally:
+        if pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -14,7 +14,7 @@ from dsv4ops.errors import TargetError
 from dsv4ops.remote import ProcessSpec, Supervisor
 from testing.ports import free_ports
 from testing.remote_sshd import SshdServer
-from tests.remote.conftest import toy_argv
+from tests.remote.conftest import toy_argv, wait_for_log_line
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
 CLOCK = SystemClock()
@@ -40,7 +40,11 @@ def test_drop_during_wait_is_a_target_error_and_the_component_survives(
     ex = sshd.executor()
     sup = Supervisor(ex, str(workdir), python=sys.executable)
     (port,) = free_ports(1)
-    started = sup.start(ProcessSpec("web", toy_argv("--port", port, "--delay", 2.5), {}, (port,)))
+    ready = workdir.parent / "ready"
+    # answers 503 until `ready` exists: the wait stays in flight until the test says otherwise
+    started = sup.start(
+        ProcessSpec("web", toy_argv("--port", port, "--ready-file", ready), {}, (port,))
+    )
     errors: list[BaseException] = []
 
     def wait() -> None:
@@ -51,9 +55,11 @@ def test_drop_during_wait_is_a_target_error_and_the_component_survives(
 
     worker = threading.Thread(target=wait)
     worker.start()
-    CLOCK.sleep(0.5)
-    assert sshd.drop_connections() >= 1
-    worker.join(timeout=20)
+    try:
+        wait_for_log_line(workdir, "web", "toy: first poll")  # evidence the wait is in flight
+        assert sshd.drop_connections() >= 1
+    finally:
+        worker.join(timeout=20)
     assert not worker.is_alive()
     assert len(errors) == 1 and isinstance(errors[0], TargetError), errors
     assert "connection dropped" in str(errors[0])
@@ -66,6 +72,7 @@ def test_drop_during_wait_is_a_target_error_and_the_component_survives(
     # a new call reconnects; the detached component never noticed the drop
     state = sup.status(["web"])["web"]
     assert state.alive and state.pid == started.pid
+    ready.touch()
     assert sup.wait_http(f"http://127.0.0.1:{port}/", timeout_s=20, proc_name="web") < 20
     assert not sup.stop("web", grace_s=5).forced
     ex.close()

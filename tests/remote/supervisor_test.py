@@ -18,11 +18,12 @@ from dsv4ops.remote import (
     ProcessSpec,
     StopError,
     Supervisor,
+    WaitResult,
     lock_holder,
     redact_argv,
 )
 from testing.ports import free_ports
-from tests.remote.conftest import toy_argv
+from tests.remote.conftest import toy_argv, wait_for_log_line
 
 pytestmark = pytest.mark.slow
 CLOCK = SystemClock()
@@ -50,6 +51,9 @@ def test_start_status_stop_a_detached_component(sup: Supervisor, workdir: Path) 
     assert sup.wait_http(f"http://127.0.0.1:{port}/", timeout_s=20, proc_name="web") < 20
     # own session and process group: detached from the CLI and from the SSH session
     assert os.getsid(state.pid) == state.pid and os.getpgid(state.pid) == state.pid
+    # the agent blocks SIGTERM while it records a start; the component must not inherit that
+    sigblk = Path(f"/proc/{state.pid}/status").read_text().split("SigBlk:")[1].split()[0]
+    assert int(sigblk, 16) == 0
     now = sup.status(["web"])["web"]
     assert now.alive and now.pid == state.pid and now.ports_open == {port: True, port2: True}
     assert now.argv == tuple(redact_argv(spec.argv))  # hostile value: one argument; key hidden
@@ -102,21 +106,48 @@ def test_stop_fails_when_a_port_stays_open(local_sup: Supervisor) -> None:
 
 def test_wait_http_notices_readiness_within_about_100ms(sup: Supervisor, workdir: Path) -> None:
     (port,) = free_ports(1)
-    listen_file = workdir.parent / "listening"
+    ready = workdir.parent / "ready"
+    # Refuses connections for 0.3 s, then answers 503 until the test creates `ready`: the
+    # moment of readiness is the test's, not a guess about how fast things start under load.
     sup.start(
         ProcessSpec(
-            "web",
-            toy_argv("--port", port, "--delay", 0.8, "--listen-file", listen_file),
-            {},
-            (port,),
+            "web", toy_argv("--port", port, "--delay", 0.3, "--ready-file", ready), {}, (port,)
         )
     )
-    res = sup.wait_http_result(f"http://127.0.0.1:{port}/", timeout_s=20, proc_name="web")
-    delay = res.detected_at_monotonic - float(listen_file.read_text())
-    # 50 ms polling: ~25 ms on average; 0.3 s leaves room for a loaded 2-core machine, while a
-    # 1 s poll period would fail this most of the time.
-    assert 0 <= delay < 0.3, delay
-    assert res.attempts > 3  # it really polled while the component was starting
+    results: list[WaitResult] = []
+    errors: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            results.append(
+                sup.wait_http_result(f"http://127.0.0.1:{port}/", timeout_s=20, proc_name="web")
+            )
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            errors.append(exc)
+
+    worker = threading.Thread(target=wait)
+    worker.start()
+    try:
+        wait_for_log_line(workdir, "web", "toy: first poll")  # the wait is polling
+        CLOCK.sleep(0.4)  # a few more polls, so the mean below covers steady polling
+        ready_at = CLOCK.monotonic()  # CLOCK_MONOTONIC is machine-wide: the agent's clock too
+    finally:
+        ready.touch()
+        worker.join(timeout=30)
+    assert not errors and len(results) == 1, errors
+    res = results[0]
+    # The agent's own poll times: it missed before readiness and hit after it.
+    assert res.last_miss_at_monotonic is not None and res.hit_started_at_monotonic is not None
+    assert res.last_miss_at_monotonic < ready_at < res.detected_at_monotonic
+    # Detection granularity is the gap between the last miss and the hit, measured on the
+    # target, so neither the SSH/agent round trip nor the server's answer time counts. 50 ms
+    # polling gives ~55 ms idle and <= 70 ms with 8 busy processes on 2 cores; a 0.1 s
+    # period fails the mean, a 0.2 s one both. A single gap may stretch under load; the mean
+    # over the whole wait much less.
+    assert res.poll_gap_s is not None and res.poll_gap_s < 0.2, res
+    assert res.mean_poll_interval_s is not None and res.mean_poll_interval_s < 0.1, res
+    assert res.attempts >= 4  # it really polled while the component was starting
+    assert res.detected_at_monotonic - ready_at < 2.0  # sanity: detected, not timed out
 
 
 def test_wait_http_fails_fast_with_the_log_when_the_process_dies(sup: Supervisor) -> None:
@@ -278,3 +309,46 @@ def test_a_recycled_pid_is_never_signalled(local_sup: Supervisor, workdir: Path)
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_http_many_makes_several_requests_in_one_round_trip(
+    local_sup: Supervisor, workdir: Path
+) -> None:
+    sup = local_sup  # the batching is the agent's; SSH is the same one-call path as `http`
+    port, port2, closed = free_ports(3)
+    not_ready = workdir.parent / "never"  # the second port's server answers 503 until this exists
+    sup.start(ProcessSpec("web", toy_argv("--port", port), {}, (port,)))
+    sup.start(
+        ProcessSpec("boot", toy_argv("--port", port2, "--ready-file", not_ready), {}, (port2,))
+    )
+    sup.wait_http(f"http://127.0.0.1:{port}/", timeout_s=20, proc_name="web")
+    sup.wait_http(f"http://127.0.0.1:{port2}/", timeout_s=20, expect=503, proc_name="boot")
+    calls = []
+    real_run = sup.executor.run
+
+    def counting_run(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(args[0])
+        return real_run(*args, **kwargs)
+
+    sup.executor.run = counting_run  # type: ignore[method-assign]
+    t0 = CLOCK.monotonic()
+    replies = sup.http_many(
+        [
+            f"http://127.0.0.1:{port}/a",
+            {"url": f"http://127.0.0.1:{port}/b", "method": "GET", "headers": {"X-T": "1"}},
+            f"http://127.0.0.1:{port2}/",
+            f"http://127.0.0.1:{closed}/",
+            *[f"http://127.0.0.1:{port}/sleep/1" for _ in range(4)],
+        ],
+        timeout_s=5,
+    )
+    wall = CLOCK.monotonic() - t0
+    assert len(calls) == 1  # one agent round trip for all of them
+    assert [r.status for r in replies] == [200, 200, 503, None, 200, 200, 200, 200]
+    assert '"/a"' in replies[0].body and '"/b"' in replies[1].body  # in the order asked
+    assert replies[3].error and replies[3].body == ""
+    assert all(r.elapsed_s >= 1.0 for r in replies[4:])
+    assert wall < 3.0  # concurrent on the target: four 1 s requests in series would take 4 s
+    assert sup.http_many([]) == []
+    with pytest.raises(ValueError, match="needs a url"):
+        sup.http_many([{"url": f"http://127.0.0.1:{port}/", "verb": "GET"}])
