@@ -5,7 +5,9 @@ token to every active stream per step of `a_ms + b_ms * padded(batch)` (the seed
 (config at start, or POST /_fake/config at run time): stall_after (tokens after which every new
 stream goes silent), freeze (no stream advances; running stays > 0), corrupt ("cross_talk" or
 "invalid_json" tool arguments), error_every (every Nth request gets HTTP 500), wedge_after_aborts
-(freeze after that many aborts). GET /metrics serves SGLang's gauge names.
+(freeze after that many aborts). GET /metrics serves SGLang's gauge names. Like SGLang, each
+stream is served under the body's `rid` (else `fake-<n>`), reported as the chunk `id`, and
+POST /abort_request {"rid": ...} aborts that stream only (an unknown rid is a no-op 200).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ _CALL = re.compile(r"CALL\s+([A-Za-z_][\w.-]*)\s+(\{.*?\})\s*$", re.S | re.M)
 
 
 class Stream:
-    def __init__(self, rid: int) -> None:
+    def __init__(self, rid: str) -> None:
         self.rid = rid
         self.queue: asyncio.Queue[str | None] = asyncio.Queue()
         self.tokens = 0
@@ -36,11 +38,12 @@ class Fake:
     def __init__(self, config: dict[str, Any]) -> None:
         self.cfg = {"a_ms": 5.0, "b_ms": 0.5, "buckets": [], "stall_after": None, "freeze": False,
                     "corrupt": None, "error_every": 0, "wedge_after_aborts": 0, **config}
-        self.active: dict[int, Stream] = {}
+        self.active: dict[str, Stream] = {}
         self.seq = 0
         self.aborts = 0
         self.tokens_window: list[float] = []
         self.last_args: str | None = None
+        self.abort_requests: list[dict[str, Any]] = []  # bodies of POST /abort_request, for tests
         self.wake = asyncio.Event()
 
     def step_s(self, n: int) -> float:
@@ -76,11 +79,12 @@ class Fake:
         stream.queue.put_nowait(None)
 
 
-def _chunk(delta: dict[str, Any], finish: str | None = None, usage: dict[str, int] | None = None) -> bytes:
-    obj: dict[str, Any] = {"object": "chat.completion.chunk",
+def _chunk(rid: str, delta: dict[str, Any], finish: str | None = None,
+           usage: dict[str, int] | None = None) -> bytes:
+    obj: dict[str, Any] = {"id": rid, "object": "chat.completion.chunk",
                            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
     if usage is not None:
-        obj = {"object": "chat.completion.chunk", "choices": [], "usage": usage}
+        obj = {"id": rid, "object": "chat.completion.chunk", "choices": [], "usage": usage}
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
@@ -114,23 +118,23 @@ async def chat(request: web.Request) -> web.StreamResponse:
         finish = "length"
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
-    stream = Stream(fake.seq)
+    stream = Stream(str(body.get("rid") or f"fake-{fake.seq}"))
     fake.active[stream.rid] = stream
     fake.wake.set()
     sent = 0
     try:
-        await resp.write(_chunk({"role": "assistant", "content": ""}))
+        await resp.write(_chunk(stream.rid, {"role": "assistant", "content": ""}))
         for piece in pieces:
             item = await stream.queue.get()
             if item is None:
                 finish = "abort"
                 break
-            await resp.write(_chunk(piece))
+            await resp.write(_chunk(stream.rid, piece))
             sent += 1
         fake.active.pop(stream.rid, None)
-        await resp.write(_chunk({}, finish))
+        await resp.write(_chunk(stream.rid, {}, finish))
         if (body.get("stream_options") or {}).get("include_usage"):
-            await resp.write(_chunk({}, usage={"prompt_tokens": len(user.split()), "completion_tokens": sent,
+            await resp.write(_chunk(stream.rid, {}, usage={"prompt_tokens": len(user.split()), "completion_tokens": sent,
                                                  "total_tokens": sent + len(user.split())}))
         await resp.write(b"data: [DONE]\n\n")
     except (ConnectionResetError, asyncio.CancelledError):
@@ -155,11 +159,17 @@ async def metrics(request: web.Request) -> web.Response:
 async def abort_request(request: web.Request) -> web.Response:
     fake: Fake = request.app["fake"]
     body = await request.json()
-    if body.get("abort_all"):
-        for s in list(fake.active.values()):
-            fake.active.pop(s.rid, None)
-            fake.abort(s)
+    fake.abort_requests.append(body)
+    targets = list(fake.active.values()) if body.get("abort_all") else \
+        [s for s in [fake.active.get(str(body.get("rid") or ""))] if s is not None]
+    for s in targets:
+        fake.active.pop(s.rid, None)
+        fake.abort(s)
     return web.Response(text="")
+
+
+async def abort_log(request: web.Request) -> web.Response:
+    return web.json_response(request.app["fake"].abort_requests)
 
 
 async def set_config(request: web.Request) -> web.Response:
@@ -189,6 +199,7 @@ def make_app(config: dict[str, Any]) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/abort_request", abort_request)
     app.router.add_post("/_fake/config", set_config)
+    app.router.add_get("/_fake/aborts", abort_log)
     app.router.add_get("/v1/models", models)
     return app
 

@@ -75,6 +75,8 @@ def twin_state(s: TwinServer) -> dict[str, Any]:
             "started_at": s.started_at, "hazards": s.hazards.as_dict(),
             "wedged": bool(e and e.wedged), "running": len(e.running) if e else 0,
             "queued": len(e.waiting) if e else 0, "steps": e.steps_done if e else 0,
+            # the rids of the requests this process is serving now (what /abort_request matches)
+            "inflight_rids": sorted(s.inflight),
             "peers": peers, "degraded_peers": [p["decode_instance_id"] for p in peers or []
                                                if p.get("stale")] if s.bootstrap else None,
             "overlap_schedule": s.args.overlap_schedule,
@@ -129,6 +131,10 @@ def build_app(s: TwinServer) -> web.Application:
             body = await request.json()
         except json.JSONDecodeError:
             return web.json_response({"error": {"message": "invalid JSON"}}, status=400)
+        if not isinstance(body, dict):
+            return web.json_response({"error": {"message": "AbortReq must be a JSON object"}},
+                                     status=400)
+        # SGLang's AbortReq: one request by rid (an unknown rid is a no-op), or all of them
         s.abort(body.get("rid"), bool(body.get("abort_all", False)))
         return web.Response(status=200)
 

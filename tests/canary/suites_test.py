@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 
 from dsv4ops.canary import Thresholds, Verdict, run_suite
@@ -15,8 +16,7 @@ from testing.ports import free_port
 pytestmark = pytest.mark.slow
 
 TH = Thresholds(smoke_requests=12, stress_concurrency=16, corruption_turns=2, consistency_prompts=4,
-                abort_streams=12, first_token_deadline_s=5.0, hang_deadline_s=30.0,
-                loop_lag_p99_max_ms=1000.0, client_cpu_max=1.5)
+                abort_streams=12, first_token_deadline_s=5.0, hang_deadline_s=30.0)
 
 
 def _run(url: str, suite: str, **kw: object):  # type: ignore[no-untyped-def]
@@ -30,8 +30,11 @@ def test_smoke_passes_and_measures(tmp_path) -> None:
     assert result.verdict is Verdict.PASS, result.reasons
     s = result.metrics["summary"]
     assert s["completed"] == 12 and s["failed"] == 0
-    # 4 streams: step = 4 + 0.5*4 = 6 ms per token
-    assert 5.0 <= s["median_itl_ms"] < 30.0
+    # 4 streams: step = 4 + 0.5*4 = 6 ms per token. TPOT, not ITL: on a loaded machine several
+    # tokens arrive in one read (ITL 0 then a double gap), which drags the ITL median down;
+    # (e2e - ttft) / (tokens - 1) spans the whole stream and is immune. The fake's sleeps never
+    # end early, and the smallest batch (1, at the tail) still steps 4.5 ms: the floor is hard.
+    assert 0.9 * 6.0 <= s["median_tpot_ms"] < 30.0
     assert result.metrics["tool_calls"]["checked"] == 6
     assert lines and lines[0].startswith("smoke:")
     report = json.loads((tmp_path / "report.json").read_text())
@@ -49,7 +52,7 @@ def test_http_errors_fail_smoke() -> None:
 
 
 def test_mid_stream_stall_is_detected_within_3s_and_fails() -> None:
-    th = Thresholds(smoke_requests=4, smoke_concurrency=4, loop_lag_p99_max_ms=1000.0, client_cpu_max=1.5)
+    th = Thresholds(smoke_requests=4, smoke_concurrency=4)
     with fake_server({"stall_after": 5}) as url:
         result = _run(url, "smoke", thresholds=th)
     assert result.verdict is Verdict.FAIL
@@ -78,8 +81,16 @@ def test_clean_corruption_suite_passes_with_consistency() -> None:
 def test_abort_cascade_recovers_or_detects_the_wedge() -> None:
     with fake_server({"a_ms": 10}) as url:
         ok = _run(url, "abort-cascade")
+        aborts = httpx.get(url + "/_fake/aborts", timeout=5).json()
     assert ok.verdict is Verdict.PASS, ok.reasons
-    assert ok.metrics["cascade"]["recovery_s"] is not None
+    cascade = ok.metrics["cascade"]
+    assert cascade["recovery_s"] is not None
+    # half by disconnect, half by per-request /abort_request, each of which ended its stream;
+    # never abort_all, which on a real box would abort every user's request too
+    assert cascade["aborted_by_disconnect"] == cascade["aborted_by_request"] == 6
+    assert cascade["ended_by_abort_request"] == 6
+    assert aborts and not any(a.get("abort_all") for a in aborts)
+    assert len({a["rid"] for a in aborts}) == 6 and all("-cascade-" in a["rid"] for a in aborts)
     with fake_server({"a_ms": 10, "wedge_after_aborts": 3}) as url:
         wedged = _run(url, "abort-cascade")
     assert wedged.verdict is Verdict.FAIL
@@ -95,8 +106,7 @@ def test_abort_cascade_without_worker_metrics_is_inconclusive() -> None:
 
 def test_sweep_fits_the_law_and_finds_the_bucket_drop() -> None:
     buckets = (4, 8, 16, 24)
-    th = Thresholds(sweep_concurrency=(4, 8, 16, 17, 24), sweep_level_s=1.5, sweep_max_tokens=400,
-                    loop_lag_p99_max_ms=1000.0, client_cpu_max=1.5)
+    th = Thresholds(sweep_concurrency=(4, 8, 16, 17, 24), sweep_level_s=1.5, sweep_max_tokens=400)
     with fake_server({"a_ms": 10, "b_ms": 1.0, "buckets": list(buckets)}) as url:
         # no worker metrics: the law comes from the client's token timestamps
         result = run_suite("sweep", url, thresholds=th, buckets=buckets)
@@ -128,7 +138,7 @@ def test_a_client_bound_run_is_inconclusive_not_server_numbers() -> None:
 
 
 def test_soak_with_open_loop_poisson_arrivals() -> None:
-    th = Thresholds(soak_concurrency=4, max_tokens=16, loop_lag_p99_max_ms=1000.0, client_cpu_max=1.5)
+    th = Thresholds(soak_concurrency=4, max_tokens=16)
     with fake_server({"a_ms": 3}) as url:
         result = _run(url, "soak", thresholds=th, duration_s=6.0, rate_per_s=8.0)
     assert result.verdict is Verdict.PASS, result.reasons

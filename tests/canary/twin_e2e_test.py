@@ -1,20 +1,24 @@
 """End to end: every suite against the twin behind the real sglang-router.
 
 Hazards off → every suite passes; each forced hazard makes the right suite FAIL for the right
-reason; the sweep recovers the twin's configured step law (18 ms + 1.05 ms/req) within 3% and
-finds the 56 → 57 drop with step-8 buckets. The twin runs at time scale 0.3 (model ms × 0.3 =
-wall ms); its /metrics report model time, so the server-side law is compared unscaled.
-Loop-lag limits are relaxed: twin, router and client share this machine's two cores.
+reason; the sweep recovers the twin's configured step law (18 ms + 1.05 ms/req) and finds the
+56 → 57 drop with step-8 buckets. The twin runs at time scale 0.3 (model ms × 0.3 = wall ms); its
+/metrics report model time, so the server-side law is compared unscaled, and the law fitted from
+the client's token receipt times (wall ms) is divided by the scale. The client self-check runs at
+its default CPU bound and a loop-lag bound that fits a shared 2-core machine (see TH).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 
 from dsv4ops.canary import Thresholds, Verdict, run_suite
+from testing.twin_client import assemble_chat_stream, sse_events
 from testing.twin_stack import TwinStack, twin_stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
@@ -22,13 +26,30 @@ pytestmark = [pytest.mark.slow, pytest.mark.router]
 STEP8 = (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96)  # profile baseline "step8"
 SAFE_DECODE = ["--enable-metrics", "--disable-overlap-schedule", "--max-running-requests", "96",
                "--cuda-graph-bs-decode", *map(str, STEP8)]
-BASE_ENV = {"DSV4_TWIN_TIME_SCALE": "0.3", "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": "0"}
+SCALE = 0.3
+BASE_ENV = {"DSV4_TWIN_TIME_SCALE": str(SCALE), "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": "0"}
 TH = Thresholds(
     smoke_requests=16, stress_concurrency=80, corruption_turns=3, abort_streams=32,
     sweep_concurrency=(32, 48, 56, 57, 64), sweep_level_s=2.5, sweep_max_tokens=1024,
     soak_concurrency=16, stress_duration_s=6.0, first_token_deadline_s=5.0, hang_deadline_s=60.0,
-    loop_lag_p99_max_ms=1000.0, client_cpu_max=1.5,
+    # The client CPU bound stays at its default (0.9 cores; the client peaks at ~0.4 here). The
+    # loop-lag bound does not: twin, router and client share two cores, so the client's loop
+    # waits for the CPU, not on its own work. Measured p99 on 2026-11-29: 19-37 ms with the
+    # canary tests alone, 55-73 ms while other test suites ran on the machine (corruption and
+    # abort-cascade then went INCONCLUSIVE at the 50 ms default); 150 ms is ~2x the worst seen.
+    loop_lag_p99_max_ms=150.0,
 )
+# The client-side law (token gaps, wall ms / scale) vs the configured 18 ms + 1.05 ms/req, measured
+# on this 2-core machine (twin + router + client on it) on 2026-11-29, 16 sweeps:
+#   canary tests alone (8):            a -2.8 … +2.6 %,  b -0.8 … +1.9 %
+#   other test suites also running (8): a -3.5 … +14.2 %, b -5.7 … +1.7 %
+# Under outside load the twin's own steps really stretch (its loop is starved of CPU), so the
+# client correctly measures a slower server, and the extrapolated intercept moves most. The
+# issue's 3 % holds only on a quiet machine; these are the tightest bounds that held every time.
+CLIENT_LAW_REL_A = 0.15
+CLIENT_LAW_REL_B = 0.08
+# long enough to outlast the whole abort-cascade suite at batch 1 (5.7 ms wall a step)
+USER_TOKENS = 600
 
 
 def _run(stack: TwinStack, suite: str, **kw: object):  # type: ignore[no-untyped-def]
@@ -53,9 +74,14 @@ def test_hazards_off_every_suite_passes_and_the_sweep_recovers_the_law(safe_stac
     verdicts = {r.suite: r.verdict for r in result.sub_results}
     assert verdicts == dict.fromkeys(("smoke", "corruption", "sweep", "soak", "abort-cascade"), Verdict.PASS), result.reasons
     sweep = next(r for r in result.sub_results if r.suite == "sweep").metrics
-    law = sweep["fit"]["metrics"]
+    law = sweep["fit"]["metrics"]  # the server's own accounting (the twin computes it)
     assert law["a_ms"] == pytest.approx(18.0, rel=0.03)
     assert law["b_ms"] == pytest.approx(1.05, rel=0.03)
+    # ...and independently from the client's receipt timestamps, so the check does not read the
+    # twin's formula back to itself
+    client_law = sweep["fit"]["padded_bs"]
+    assert client_law["a_ms"] / SCALE == pytest.approx(18.0, rel=CLIENT_LAW_REL_A), client_law
+    assert client_law["b_ms"] / SCALE == pytest.approx(1.05, rel=CLIENT_LAW_REL_B), client_law
     assert [(d["from_bs"], d["to_bs"]) for d in sweep["sawtooth"]] == [(56.0, 57.0)]
     corruption = next(r for r in result.sub_results if r.suite == "corruption").metrics
     assert corruption["tool_calls"]["checked"] >= 80 * TH.corruption_turns
@@ -72,6 +98,29 @@ def test_forced_multi_stream_corruption_fails_the_corruption_suite(safe_stack: T
     assert result.verdict is Verdict.FAIL
     assert any("tool-call corruption" in r and ("cross_talk" in r or "invalid_json" in r)
                for r in result.reasons), result.reasons
+
+
+def test_abort_cascade_aborts_only_the_canary_streams_not_a_users(safe_stack: TwinStack) -> None:
+    """A user's stream in flight through the same router survives the cascade untouched."""
+    body = {"model": "default", "messages": [{"role": "user", "content": "a user's long answer"}],
+            "max_tokens": USER_TOKENS, "stream": True, "stream_options": {"include_usage": True}}
+    with httpx.Client(timeout=60) as client, ThreadPoolExecutor(1) as pool, \
+            client.stream("POST", safe_stack.router.url + "/v1/chat/completions", json=body) as resp:
+        lines = resp.iter_lines()
+        first = json.loads(next(ln for ln in lines if ln.startswith("data:"))[5:])
+        state = client.get(safe_stack.decode.url + "/_twin/state").json()
+        assert first["id"] in state["inflight_rids"]  # decoding before the canary starts
+        user = pool.submit(lambda: sse_events(lines))
+        result = _run(safe_stack, "abort-cascade")
+        still_running = not user.done()  # so it was in flight through the whole cascade
+        events = user.result(timeout=30)
+    assert result.verdict is Verdict.PASS, result.reasons
+    cascade = result.metrics["cascade"]
+    assert cascade["aborted_by_request"] == 16 and cascade["ended_by_abort_request"] == 16
+    assert still_running
+    user_stream = assemble_chat_stream(events)
+    assert user_stream["finish"] == "length" and events[-1] == "[DONE]"
+    assert events[-2]["usage"]["completion_tokens"] == USER_TOKENS
 
 
 def test_overlap_scheduler_abort_cascade_wedge_detected_within_3s() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import aiohttp
@@ -28,26 +29,53 @@ def _gauge(url: str, name: str) -> float:
     raise AssertionError(f"{name} missing")
 
 
-async def _streams_then_abort_all(router_url: str, decode_url: str, n: int) -> None:
-    """n streaming chats through the router; once all run on the decode, /abort_request them."""
+async def _wait_state(session: aiohttp.ClientSession, url: str, done, what: str,  # type: ignore[no-untyped-def]
+                      timeout_s: float = 15.0) -> dict:
+    """Poll /_twin/state until done(state); fail the test (not hang) past the bounded deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        async with session.get(f"{url}/_twin/state") as r:
+            state = await r.json()
+        if done(state):
+            return state
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout_s} s: {state}")
+        await asyncio.sleep(0.05)
+
+
+async def _streams_then_abort_each(router_url: str, decode_url: str, n: int) -> None:
+    """n streaming chats through the router; once all run on the decode, abort each by its rid.
+
+    Per-rid aborts (never abort_all), with the id the decode reports as the chunk `id`: the
+    router drops a client `rid` from chat bodies, so that is the id the decode serves it under.
+    """
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=20)) as session:
-        async def one(i: int) -> None:
+        ids: list[str] = []
+
+        async def one(i: int) -> list[bytes]:
             body = {"messages": [{"role": "user", "content": f"long story {i}"}],
                     "max_tokens": 100000, "stream": True}
+            lines = []
             async with session.post(f"{router_url}/v1/chat/completions", json=body) as resp:
-                async for _ in resp.content:
-                    pass
+                async for line in resp.content:
+                    if line.startswith(b"data: {"):
+                        lines.append(line)
+                        if len(lines) == 1:
+                            ids.append(json.loads(line[6:])["id"])
+            return lines
 
         tasks = [asyncio.create_task(one(i)) for i in range(n)]
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            async with session.get(f"{decode_url}/_twin/state") as r:
-                if (await r.json())["running"] >= n:
-                    break
-            await asyncio.sleep(0.05)
-        async with session.post(f"{decode_url}/abort_request", json={"abort_all": True}) as r:
-            assert r.status == 200
-        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10)
+        state = await _wait_state(session, decode_url, lambda s: s["running"] >= n and len(ids) >= n,
+                                  f"{n} running streams with ids")
+        assert sorted(ids) == sorted(state["inflight_rids"])  # the chunk id is the decode's rid
+        for rid in ids:
+            async with session.post(f"{decode_url}/abort_request",
+                                    json={"rid": rid, "abort_all": False}) as r:
+                assert r.status == 200
+        outs = await asyncio.wait_for(asyncio.gather(*tasks), 10)
+        # every stream was ended by the server with finish_reason "abort", not cut by us
+        assert all(b'"finish_reason": "abort"' in b"".join(o) or b'"finish_reason":"abort"'
+                   in b"".join(o) for o in outs), [o[-2:] for o in outs]
 
 
 def _probe_completes(decode_url: str, timeout: float) -> bool:
@@ -61,7 +89,7 @@ def _probe_completes(decode_url: str, timeout: float) -> bool:
 def _cascade(decode_args: list[str], env: dict[str, str] | None = None):
     with twin_stack(router=True, decode_args=["--enable-metrics", *decode_args],
                     env={**ENV, **(env or {})}) as stack:
-        asyncio.run(_streams_then_abort_all(stack.router.url, stack.decode.url, N))
+        asyncio.run(_streams_then_abort_each(stack.router.url, stack.decode.url, N))
         yield stack
 
 
@@ -93,7 +121,7 @@ def test_same_cascade_with_overlap_off_does_not_wedge():
 
 
 def test_client_disconnect_cascade_wedges_and_hazards_off_prevents_it():
-    async def disconnect_many(url: str) -> None:
+    async def disconnect_many(url: str) -> dict:
         async with aiohttp.ClientSession() as session:
             responses = []
             for i in range(N):
@@ -104,12 +132,13 @@ def test_client_disconnect_cascade_wedges_and_hazards_off_prevents_it():
                 responses.append(resp)
             for resp in responses:
                 resp.close()  # drop the connection mid-stream
-            await asyncio.sleep(0.5)
+            # wedged, or every disconnect processed (nothing running) without a wedge
+            return await _wait_state(session, url, lambda s: s["wedged"] or s["running"] == 0,
+                                     "wedge or drained decode", timeout_s=10)
 
     for env, wedges in (({}, True), ({"DSV4_TWIN_HAZARDS": "off"}, False)):
         with twin_server(["--disaggregation-mode", "decode"], env={**ENV, **env}) as proc:
-            asyncio.run(disconnect_many(proc.url))
-            state = httpx.get(f"{proc.url}/_twin/state").json()
+            state = asyncio.run(disconnect_many(proc.url))
             assert state["wedged"] is wedges
             assert _probe_completes(proc.url, timeout=1.5) is not wedges
 

@@ -11,7 +11,12 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from testing.twin_client import WEATHER_TOOL, fake_bootstrap, sse_events, stream_chat
+from testing.twin_client import (
+    WEATHER_TOOL,
+    assemble_chat_stream,
+    sse_events,
+    stream_chat,
+)
 from testing.twin_stack import http_status, twin_server, twin_stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
@@ -127,17 +132,48 @@ def test_bad_chat_request_is_a_400_with_sglang_error_shape(stack, client):
     assert r.json()["object"] == "error" and r.json()["code"] == 400
 
 
-def test_abort_request_ends_an_in_flight_stream(stack, client):
-    body = {"text": "long", "rid": "abort-me", "stream": True,
-            "sampling_params": {"max_new_tokens": 100000}, **fake_bootstrap()}
-    with client.stream("POST", f"{stack.decode.url}/generate", json=body) as resp:
-        lines = resp.iter_lines()
+def test_abort_request_by_rid_ends_only_that_stream_through_the_router(stack, client):
+    """SGLang's AbortReq: {"rid", "abort_all": false} aborts one request; an unknown rid is a
+    no-op 200. The router keeps `rid` in /generate bodies, so both workers know the request by it."""
+    def body(rid: str, tokens: int) -> dict:
+        return {"text": f"long {rid}", "rid": rid, "stream": True,
+                "sampling_params": {"max_new_tokens": tokens}}
+
+    with client.stream("POST", f"{stack.router.url}/generate", json=body("keep-me", 400)) as keep, \
+            client.stream("POST", f"{stack.router.url}/generate", json=body("abort-me", 100000)) as resp:
+        lines, keep_lines = resp.iter_lines(), keep.iter_lines()
         first = next(line for line in lines if line.startswith("data:"))
-        assert json.loads(first[5:])["meta_info"]["completion_tokens"] == 1
-        r = client.post(f"{stack.decode.url}/abort_request", json={"rid": "abort-me"})
-        assert r.status_code == 200
+        assert json.loads(first[5:])["meta_info"]["id"] == "abort-me"
+        assert {"abort-me", "keep-me"} <= set(client.get(f"{stack.decode.url}/_twin/state")
+                                              .json()["inflight_rids"])
+        for url in (stack.prefill.url, stack.decode.url):
+            for rid in ("abort-me", "no-such-request"):
+                r = client.post(f"{url}/abort_request", json={"rid": rid, "abort_all": False})
+                assert r.status_code == 200 and r.text == ""
         events = sse_events(lines)
+        kept = sse_events(keep_lines)
     assert events[-2]["meta_info"]["finish_reason"]["type"] == "abort"
+    assert kept[-2]["meta_info"]["finish_reason"]["type"] == "length"
+    assert kept[-2]["meta_info"]["completion_tokens"] == 400
+    bad = client.post(f"{stack.decode.url}/abort_request", json=["abort-me"])
+    assert bad.status_code == 400
+
+
+def test_router_drops_rid_from_chat_bodies_and_the_chunk_id_names_the_decode_request(stack, client):
+    """Found with sglang-router 0.3.2: a chat request's `rid` does not reach the workers (the
+    router re-serializes chat bodies without it); each worker serves the request under its own
+    id, and the decode's is the chunk `id` the client receives: that is the id to abort by."""
+    req = {"messages": [{"role": "user", "content": "long chat"}], "max_tokens": 100000,
+           "stream": True, "rid": "my-chat-rid"}
+    with client.stream("POST", f"{stack.router.url}/v1/chat/completions", json=req) as resp:
+        lines = resp.iter_lines()
+        chunk_id = json.loads(next(ln for ln in lines if ln.startswith("data:"))[5:])["id"]
+        inflight = client.get(f"{stack.decode.url}/_twin/state").json()["inflight_rids"]
+        assert chunk_id != "my-chat-rid" and chunk_id in inflight
+        assert "my-chat-rid" not in inflight
+        client.post(f"{stack.decode.url}/abort_request", json={"rid": chunk_id, "abort_all": False})
+        events = sse_events(lines)
+    assert assemble_chat_stream(events)["finish"] == "abort"
 
 
 def test_metrics_parse_with_prometheus_client_and_only_with_enable_metrics(stack, client):

@@ -1,19 +1,31 @@
 """abort-cascade: cancel many in-flight streams at once, then check the server recovers.
 
-Half the streams are cut by client disconnect, the rest by `POST /abort_request {"abort_all":
-true}` on each worker (the router does not expose it). Recovery: running + queued back to the
-pre-cascade baseline within `abort_cascade_recovery_s`, fresh probe requests served, and no
-server-wide freeze — the seeds' overlap-scheduler TP-desync wedge appeared exactly here. Probes
-start right after the cascade, so a wedge is caught by the watchdog in ~freeze_s, not after the
-recovery bound.
+Half the streams are cut by client disconnect, the rest by `POST /abort_request {"rid": <id>,
+"abort_all": false}` per stream on each worker (the router does not expose it). Never
+`abort_all`: against a production box that would also abort every user's in-flight request.
+
+Which id: each canary stream sends its own `rid` in the body (bare SGLang and routers that keep
+it use it), and the suite also aborts the id the serving worker reports as the chunk `id` (SGLang
+sets it to the request's rid, `serving_chat.py`). sglang-router 0.3.2 drops `rid` from
+`/v1/chat/completions` bodies (it re-serializes them into typed structs; `/generate` and
+`/v1/completions` keep it), so behind that router the decode serves the stream under its own
+`chatcmpl-…` id, which is the one that matches there. An id a worker does not know is a no-op 200.
+
+Recovery: running + queued back to the pre-cascade baseline within `abort_cascade_recovery_s`,
+fresh probe requests served, and no server-wide freeze — the seeds' overlap-scheduler TP-desync
+wedge appeared exactly here. Probes start right after the cascade, so a wedge is caught by the
+watchdog in ~freeze_s, not after the recovery bound.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import secrets
 import time
 from typing import Any
 
+from dsv4ops.canary.records import RequestRecord
 from dsv4ops.canary.sampler import scrape_once
 from dsv4ops.canary.stats import summarize
 from dsv4ops.canary.suites.common import (
@@ -31,13 +43,16 @@ from dsv4ops.canary.workload import base_body, text_prompt
 from dsv4ops.errors import CanaryError
 
 PROBES = 4
+ABORT_GRACE_S = 1.0  # an aborted stream ends within a step or two; longer means it was not aborted
 
 
 async def run_abort_cascade(ctx: SuiteContext) -> SuiteResult:
     th = ctx.thresholds
     n = ctx.concurrency or th.abort_streams
     f = Findings()
-    async with harness(ctx, connections=n + PROBES, name="abort-cascade") as h:
+    # room for the streams, the probes and the burst of per-rid aborts without pool queueing (a
+    # cascade is aborts landing together)
+    async with harness(ctx, connections=2 * n + PROBES, name="abort-cascade") as h:
         if not await reachable(h.client):
             raise CanaryError(f"cannot reach {ctx.base_url}", hint="check --url / the target's router")
         baseline = await _in_system(h)
@@ -45,18 +60,25 @@ async def run_abort_cascade(ctx: SuiteContext) -> SuiteResult:
             f.unsure("worker metrics unavailable (pass --worker-url with --enable-metrics servers):"
                      " cannot check running/queued return to baseline")
         ctx.say(f"abort-cascade: starting {n} long streams")
+        # unique per run: a rid must not collide with another client's (or another canary's)
+        run_id = secrets.token_hex(4)
         streams = [asyncio.create_task(h.client.stream(
-            base_body([{"role": "user", "content": text_prompt(20_000 + i)}], max_tokens=4096,
-                      model=ctx.model), rid=f"cascade-{i}", tag="cascade", sink=h.records))
+            {**base_body([{"role": "user", "content": text_prompt(20_000 + i)}], max_tokens=4096,
+                         model=ctx.model), "rid": f"canary-{run_id}-cascade-{i}"},
+            rid=f"canary-{run_id}-cascade-{i}", tag="cascade", sink=h.records))
             for i in range(n)]
         decoding = await _wait_decoding(h, n, timeout_s=min(th.first_token_deadline_s, 30.0))
         t_cascade = time.perf_counter_ns()
         ctx.say(f"abort-cascade: cancelling {n} streams ({decoding} decoding)")
-        disconnect = streams if not ctx.worker_urls else streams[: n // 2]
+        half = n // 2 if ctx.worker_urls else n  # no worker URL: nowhere to POST an abort
+        disconnect, by_request = streams[:half], streams[half:]
+        recs = {r.rid: r for r in h.records if r.tag == "cascade"}
+        abort_ids = sorted({i for k in range(half, n)
+                            for i in _request_ids(recs[f"canary-{run_id}-cascade-{k}"])})
         await cancel_all(disconnect)
         abort_status = await asyncio.gather(*(
-            h.client.post_json(u.rstrip("/") + "/abort_request", {"rid": "", "abort_all": True})
-            for u in ctx.worker_urls))
+            h.client.post_json(u.rstrip("/") + "/abort_request", {"rid": rid, "abort_all": False})
+            for u in ctx.worker_urls for rid in abort_ids))
         await asyncio.sleep(0.2)
         probes = [asyncio.create_task(h.client.stream(
             base_body([{"role": "user", "content": text_prompt(30_000 + i)}], max_tokens=16,
@@ -67,6 +89,10 @@ async def run_abort_cascade(ctx: SuiteContext) -> SuiteResult:
         work = asyncio.gather(recovery, *probes)
         await asyncio.wait([work, frozen], return_when=asyncio.FIRST_COMPLETED,
                            timeout=th.abort_cascade_recovery_s + th.freeze_s + 5)
+        if by_request and not frozen.done():
+            await asyncio.wait(by_request, timeout=ABORT_GRACE_S)
+        # ended on their own (the server closed them) rather than cancelled below by us
+        ended_by_abort = sum(1 for t in by_request if t.done())
         await cancel_all([*streams, *probes, recovery, frozen])
         await asyncio.gather(work, return_exceptions=True)  # retrieve, so nothing is left unread
         recovery_s = recovery.result() if recovery.done() and not recovery.cancelled() else None
@@ -85,20 +111,44 @@ async def run_abort_cascade(ctx: SuiteContext) -> SuiteResult:
                f"{th.abort_cascade_recovery_s:.0f} s")
     if decoding < n // 4:
         f.unsure(f"only {decoding} of {n} streams were decoding when the cascade started")
-    if ctx.worker_urls and not all(s == 200 for s in abort_status):
-        f.note(f"/abort_request answered {abort_status}")
+    statuses = {st: abort_status.count(st) for st in sorted(set(abort_status))}
+    if abort_status and set(statuses) != {200}:
+        f.note(f"/abort_request answered {statuses} (status: count)")
+    if by_request and not freezes and ended_by_abort < len(by_request):
+        f.fail(f"{len(by_request) - ended_by_abort} of {len(by_request)} streams kept streaming "
+               f"{ABORT_GRACE_S:.0f} s after POST /abort_request with their ids "
+               f"({len(abort_ids)} ids sent to each worker)")
     judge_client(f, sc)
     f.note(f"{n} streams cancelled ({decoding} mid-decode); recovery "
            + (f"{recovery_s:.2f} s" if recovery_s is not None else "not measured"))
     metrics: dict[str, Any] = {
         "summary": summarize(probe_recs, duration_s=1.0, max_concurrency=PROBES),
         "cascade": {"streams": n, "decoding_at_cascade": decoding, "baseline_in_system": baseline,
-                    "recovery_s": recovery_s, "abort_request_status": list(abort_status),
+                    "recovery_s": recovery_s, "abort_request_status": statuses,
+                    "aborted_by_disconnect": len(disconnect), "aborted_by_request": len(by_request),
+                    "abort_request_ids": len(abort_ids), "ended_by_abort_request": ended_by_abort,
                     "wedge_detected_s": t_ms(freezes[0].detected_ns) if freezes else None},
         "hangs": h.watchdog.summary(),
         "client": sc.to_json(),
     }
     return f.result("abort-cascade", metrics)
+
+
+def _request_ids(rec: RequestRecord) -> list[str]:
+    """The ids a worker may know this stream by: the rid we sent, and the chunk `id` it reports.
+
+    Parsed here, off the hot path, from the raw events received so far (the first carrying an id).
+    """
+    ids = [rec.rid]
+    for payload in rec.payloads:
+        try:
+            obj = json.loads(payload)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("id"), str) and obj["id"]:
+            ids.append(obj["id"])
+            break
+    return ids
 
 
 async def _in_system(h: Harness) -> float | None:
