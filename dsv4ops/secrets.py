@@ -16,7 +16,6 @@ REDACTED = "***"
 
 # Substrings of environment variable names whose values are secrets.
 SECRET_ENV_MARKERS: tuple[str, ...] = (
-    "TOKEN",
     "SECRET",
     "PASSWORD",
     "PASSWD",
@@ -26,8 +25,9 @@ SECRET_ENV_MARKERS: tuple[str, ...] = (
     "PRIVATE_KEY",
     "ACCESS_KEY",
 )
-# Name endings that mark a secret too (OPENAI_KEY, DB_PASS, ...).
-SECRET_ENV_SUFFIXES: tuple[str, ...] = ("_KEY", "_PASS", "_PW", "_AUTH")
+# Name endings that mark a secret too (HF_TOKEN, OPENAI_KEY, DB_PASS, ...). TOKEN only as an
+# ending: names like max_tokens or first_token_deadline_s are settings, not credentials.
+SECRET_ENV_SUFFIXES: tuple[str, ...] = ("TOKEN", "_KEY", "_PASS", "_PW", "_AUTH")
 
 # Flags of sglang 0.5.23 / sglang-router 0.3.2 whose value is a secret; plus any flag whose name
 # ends like one of SECRET_FLAG_SUFFIXES, so a future `--foo-api-key` is covered without a change.

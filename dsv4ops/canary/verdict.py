@@ -129,8 +129,18 @@ class Thresholds:
     soak_concurrency: int = 16
 
     def with_overrides(self, **changes: Any) -> Thresholds:
-        known = {f.name for f in fields(self)}
-        return replace(self, **{k: v for k, v in changes.items() if k in known and v is not None})
+        """Copy with the known, well-typed values of `changes` (others keep the defaults: a
+        record from an older journal may hold a redacted '***' where a number belongs)."""
+        kept: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name not in changes or changes[f.name] is None:
+                continue
+            value, default = changes[f.name], getattr(self, f.name)
+            numeric = isinstance(default, int | float) and not isinstance(default, bool)
+            if numeric and (isinstance(value, bool) or not isinstance(value, int | float)):
+                continue
+            kept[f.name] = value
+        return replace(self, **kept)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -25,10 +25,9 @@ import time
 # A stdlib-only copy of dsv4ops/secrets.py: this script runs on the box without dsv4ops
 # installed. tests/remote/agent_test.py checks both classify the same keys and flags.
 SECRET_ENV_MARKERS = (
-    "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "API_KEY", "APIKEY", "PRIVATE_KEY",
-    "ACCESS_KEY",
+    "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "API_KEY", "APIKEY", "PRIVATE_KEY", "ACCESS_KEY",
 )
-SECRET_ENV_SUFFIXES = ("_KEY", "_PASS", "_PW", "_AUTH")
+SECRET_ENV_SUFFIXES = ("TOKEN", "_KEY", "_PASS", "_PW", "_AUTH")
 SECRET_ARG_FLAGS = frozenset(
     {"--api-key", "--admin-api-key", "--control-plane-api-keys", "--hf-token",
      "--oracle-password", "--ssl-keyfile-password"}

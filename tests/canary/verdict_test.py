@@ -69,3 +69,12 @@ def test_profile_watchdog_settings_reach_the_canary(tmp_path) -> None:
     th = thresholds_from_profile(load_profile(str(path)))
     assert (th.stall_s, th.freeze_s) == (1.5, 2.5)
     assert thresholds_from_profile(load_profile("baseline")).stall_s == 2.0
+
+
+def test_overrides_ignore_values_of_the_wrong_type() -> None:
+    """A recorded profile whose number was redacted to '***' keeps the default, not a crash."""
+    from dsv4ops.canary.verdict import Thresholds
+
+    th = Thresholds().with_overrides(first_token_deadline_s="***", stall_s=1.5, bogus=3)
+    assert th.first_token_deadline_s == Thresholds().first_token_deadline_s
+    assert th.stall_s == 1.5

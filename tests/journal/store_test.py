@@ -153,3 +153,14 @@ def test_journal_scrubs_every_kind_of_secret():
     out = records.scrub(record)
     assert out["env"] == {"HF_TOKEN": "***", "OPENAI_KEY": "***", "DB_PASS": "***", "PATH": "/bin"}
     assert out["argv"] == ["python", "--admin-api-key", "***", "--api-key=***", "--port", "1"]
+
+
+def test_journal_keeps_settings_that_only_mention_tokens():
+    """Canary thresholds like first_token_deadline_s are recorded as values, not '***'."""
+    from dsv4ops.journal import records
+
+    data = {"canary": {"first_token_deadline_s": 60.0, "max_tokens": 64}, "env": {"HF_TOKEN": "t"}}
+    assert records.scrub(data) == {
+        "canary": {"first_token_deadline_s": 60.0, "max_tokens": 64},
+        "env": {"HF_TOKEN": "***"},
+    }
