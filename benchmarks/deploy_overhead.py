@@ -5,7 +5,8 @@ Measured side by side in one run:
   * each component's own start-up: prefill/decode from process exec (/proc start time) to the
     twin's own `ready` event; the router from exec to its first /readiness 200 seen by a 5 ms
     poller started next to it (a separate launch against the same workers);
-  * overhead = total - sum of own start-ups (stops, agent calls, probe, journal, lock);
+  * overhead = total - sum of own start-ups (drain, stops, agent calls, probe, journal, lock);
+    a redeploy's drain includes the router's own graceful exit after SIGTERM (~1 s idle);
   * readiness-detection delay = when the deploy saw a worker ready - when the twin became ready
     (issue 4 asks for ~100 ms).
 

@@ -57,6 +57,16 @@ description: baseline whose decode never becomes ready
 decode:
   env: {DSV4_TWIN_MODEL_LOAD_S: "200000"}
 """,
+    # Multi-stream overlap on (the tool-call corruption hazard) with a canary small enough for a
+    # 2-core test machine: the deploy's flag-aware canary runs smoke + corruption on it.
+    "multi-stream-canary": """\
+schema_version: 1
+extends: multi-stream-on
+description: multi-stream overlap on, small canary (corruption suite at 16 sessions)
+canary:
+  smoke_requests: 4
+  stress_concurrency: 16
+""",
     # The router's interpreter cannot start (profiles reject unknown router flags, so break its
     # environment instead): it exits at once with a fatal error in its log.
     "router-broken": """\

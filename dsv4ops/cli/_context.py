@@ -7,6 +7,7 @@ and the canary step (canary) the deploy runs after the end-to-end probe.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -110,11 +111,26 @@ def render_now(target: Any) -> Callable[[str], Deployment]:
     return lambda name: deployment_for(name, target)
 
 
+READY_TIMEOUT_ENV = "DSV4OPS_READY_TIMEOUT_S"
+
+
 def timeouts_for(target: Any) -> Timeouts:
-    """Readiness limits: minutes on the real box (weights load), 2 min on the twin."""
-    override = os.environ.get("DSV4OPS_READY_TIMEOUT_S")
+    """Readiness limits: minutes on the real box (weights load), 2 min on the twin.
+
+    Raises DsOpsError (exit 1, one line) when DSV4OPS_READY_TIMEOUT_S is not a positive number:
+    a typo there must not become a traceback, nor silently the defaults.
+    """
+    override = os.environ.get(READY_TIMEOUT_ENV)
     if override:
-        s = float(override)
+        try:
+            s = float(override)
+        except ValueError:
+            s = -1.0
+        if not (math.isfinite(s) and s > 0):
+            raise DsOpsError(
+                f"{READY_TIMEOUT_ENV}={override!r} is not a positive number of seconds",
+                hint=f"unset it or set e.g. {READY_TIMEOUT_ENV}=60",
+            )
         return Timeouts(
             ready_s={"prefill": s, "decode": s, "router": s},
             stop_grace_s=min(30.0, s),
@@ -138,12 +154,13 @@ def model_name(deployment: Deployment) -> str:
 
 def canary_step(
     previous_flags: dict[str, Any] | None, *, duration_s: float, progress: Callable[[str], None]
-) -> CanaryStep | None:
-    """The deploy's canary: smoke plus the suites the flag change calls for (canary helper)."""
-    try:
-        from dsv4ops.canary import run_suite, suites_for_change
-    except ImportError:
-        return None
+) -> CanaryStep:
+    """The deploy's canary: smoke plus the suites the flag change calls for (canary helper).
+
+    The canary is part of the package: if it cannot be imported the deploy must fail loudly, not
+    mark a deployment known-good without its canary (the import error surfaces as a crash).
+    """
+    from dsv4ops.canary import run_suite, suites_for_change
 
     def step(deployment: Deployment, _router_url: str) -> tuple[str, list[str]]:
         router = deployment.component("router")
@@ -164,10 +181,16 @@ def canary_step(
                 duration_s=None if suite == "smoke" else duration_s,
                 model=model_name(deployment),
             )
+            # The suite's own verdict first, so the journal records which suites ran and how.
+            reasons.append(f"{suite}: {result.verdict.value}")
             reasons += [f"{suite}: {r}" for r in result.reasons if not r.startswith("note")]
+            # FAIL ends the canary (the deploy rolls back). INCONCLUSIVE does not: a later suite
+            # may still FAIL (e.g. a smoke the busy client could not judge, then a corruption
+            # suite that catches corrupted tool calls), and FAIL must win over INCONCLUSIVE.
+            if result.verdict.value == "FAIL":
+                return "FAIL", reasons
             if result.verdict.value != "PASS":
                 verdict = result.verdict.value
-                break
         return verdict, reasons
 
     return step

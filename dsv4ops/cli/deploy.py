@@ -6,6 +6,7 @@ import click
 
 from dsv4ops.cli._output import echo_json, json_option, target_option
 from dsv4ops.errors import DeployError
+from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
 
 
 @click.command()
@@ -155,5 +156,9 @@ def run_deploy(
         echo_json(out.to_json())
     else:
         click.echo(f"{out.kind} {out.status} in {out.total_s:.1f}s: {out.message.splitlines()[0]}")
+        # Repeated after the result so it is the last thing the operator reads.
+        for n in out.notes:
+            if n.startswith(PD_WARNING):
+                click.echo(n)
     if not out.ok:
         raise DeployError(out.message)

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from dsv4ops.cli._output import echo_json, json_option, target_option
+from dsv4ops.errors import DsOpsError
 
 
 @click.group("kernels")
@@ -95,8 +96,14 @@ def build_cmd(out_dir: Path, version: str | None, no_interpreter_check: bool, as
     from dsv4ops.kernels.build import build
     from dsv4ops.remote import LocalExecutor
 
-    result = build(executor=LocalExecutor(), out_dir=out_dir, version=version,
-                   interpreter=not no_interpreter_check)
+    # Checked before the (slow) compile checks, so a bad --out fails at once with one line
+    # instead of a traceback after minutes of work.
+    _writable_dir(out_dir)
+    try:
+        result = build(executor=LocalExecutor(), out_dir=out_dir, version=version,
+                       interpreter=not no_interpreter_check)
+    except OSError as exc:
+        raise DsOpsError(f"cannot write the artifact under {out_dir}: {exc.strerror or exc}") from None
     if as_json:
         echo_json({"path": str(result.path), "sha256": result.sha256, "name": result.manifest.name,
                    "version": result.manifest.version, "config_keys": list(result.manifest.config_keys)})
@@ -104,6 +111,20 @@ def build_cmd(out_dir: Path, version: str | None, no_interpreter_check: bool, as
     click.echo(f"built {result.path}  sha256 {result.sha256}")
     click.echo(f"  {result.manifest.ref}: {len(result.manifest.files)} files, "
                f"{len(result.manifest.config_keys)} config keys, target {result.manifest.arch}/triton {result.manifest.triton}")
+
+
+def _writable_dir(path: Path) -> None:
+    """Create `path` (and parents) and check it takes files; DsOpsError (exit 1) otherwise."""
+    import os
+
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DsOpsError(
+            f"--out {path}: cannot create the output directory: {exc.strerror or exc}"
+        ) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise DsOpsError(f"--out {path}: the output directory is not writable")
 
 
 @kernels.command("verify")

@@ -47,10 +47,7 @@ def render(report: dict[str, Any]) -> list[str]:
     for c in report["components"]:
         extra = ""
         if c["name"] == "router":
-            ws = c.get("workers") or []
-            extra = f"readiness {c.get('readiness')}; workers " + ", ".join(
-                f"{w['type']} {'ok' if w['healthy'] else 'UNHEALTHY'}" for w in ws
-            )
+            extra = _router_details(c)
         elif c["alive"]:
             extra = (
                 f"sglang {c.get('version')}; running {_n(c.get('running_requests'))}, queued "
@@ -80,6 +77,24 @@ def render(report: dict[str, Any]) -> list[str]:
             f"({h.get('op_id')}){' - STALE (holder dead)' if report['lock']['stale'] else ''}"
         )
     return lines
+
+
+def _router_details(c: dict[str, Any]) -> str:
+    """Readiness and workers; says why there is no readiness rather than printing None."""
+    if not c["alive"]:
+        return "router not running"
+    if "readiness" not in c:
+        return "readiness not checked (no deployment recorded, so its port is unknown)"
+    readiness = c.get("readiness")
+    if readiness is None:
+        return f"readiness unreachable ({c.get('readiness_error') or 'no answer'})"
+    ws = c.get("workers")
+    workers = (
+        ", ".join(f"{w['type']} {'ok' if w['healthy'] else 'UNHEALTHY'}" for w in ws)
+        if ws
+        else "unknown"
+    )
+    return f"readiness {readiness}; workers {workers}"
 
 
 def _n(v: Any) -> str:

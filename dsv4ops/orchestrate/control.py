@@ -37,6 +37,12 @@ class TargetControl(Protocol):
         """Raises a DeployError (StopError) when a process of the group or a port survives."""
         ...
 
+    def kill(self, name: str, signal: str = "KILL", group: bool = False) -> bool:
+        """Send a signal (to the process group when `group`); False when nothing was running.
+
+        The drain uses it to SIGTERM the router without waiting (its graceful shutdown)."""
+        ...
+
     def status(
         self, names: Iterable[str], ports: Mapping[str, Sequence[int]] | None = None
     ) -> dict[str, ProcessState]: ...

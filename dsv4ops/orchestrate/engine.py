@@ -20,7 +20,7 @@ from dsv4ops.orchestrate.diagnose import missing_module_hint
 from dsv4ops.orchestrate.kernelpkg import KernelSupport
 from dsv4ops.orchestrate.model import WORKERS, Deployment
 from dsv4ops.orchestrate.probe import run_probe
-from dsv4ops.orchestrate.workload import read_load
+from dsv4ops.orchestrate.workload import Load, read_load
 
 Progress = Callable[[str], None]
 # (deployment, router base URL) -> (verdict "PASS"|"FAIL"|"INCONCLUSIVE", reasons)
@@ -111,6 +111,8 @@ class Runner:
         }
         # Components this runner knows about, for the drain (the workers' metrics ports).
         self.known: Deployment | None = None
+        # The last router drain: None (none ran), "not running", "draining", "exited", "outlived".
+        self._router_drain: str | None = None
 
     def run(self, steps: list[P.Step], deployment: Deployment | None) -> None:
         for step in steps:
@@ -145,30 +147,101 @@ class Runner:
     def _stop(self, step: P.Step, _d: Deployment | None) -> str:
         assert step.component
         self.log.changed = True
-        report = self.control.stop(step.component, grace_s=self.timeouts.stop_grace_s)
+        drained = step.component == "router" and self._router_drain is not None
+        # After a drain the router already had the whole drain bound since its SIGTERM: what is
+        # left of it gets a short grace, then SIGKILL (the stop still verifies no process/port).
+        grace = 1.0 if drained else self.timeouts.stop_grace_s
+        report = self.control.stop(step.component, grace_s=grace)
         if not getattr(report, "was_running", True):
+            if drained and self._router_drain == "exited":
+                return "exited during the drain"
             return "was not running"
         signals = getattr(report, "signals", ())
-        return "SIGKILL needed after the grace period" if "SIGKILL" in signals else ""
+        if "SIGKILL" in signals:
+            return "SIGKILL needed after the " + ("drain bound" if drained else "grace period")
+        return ""
 
     def _drain(self, step: P.Step, _d: Deployment | None) -> str:
+        """SIGTERM the router and wait (bounded) until it has exited and the workers are idle.
+
+        sglang-router 0.3.2 drains on SIGTERM: it stops accepting new connections at once, lets
+        the streams in flight finish, then exits (its own --shutdown-grace-period-secs defaults
+        to 180 s, above our bound, so our bound is the one that applies). The workers' metrics
+        are watched meanwhile, for the progress lines and for requests that did not come through
+        the router. A worker whose /metrics cannot be read is reported as UNKNOWN, never as idle;
+        it does not hold the drain up (the router's exit already says its streams are done).
+        """
         workers = self.known.in_order(WORKERS) if self.known else []
-        if not workers:
-            return "no known workers"
-        deadline = self.clock.monotonic() + self.timeouts.drain_s
+        t0 = self.clock.monotonic()
+        deadline = t0 + self.timeouts.drain_s
+        with_router = step.component == "router"
+        router_up = False
+        if with_router:
+            router_up = bool(self.control.kill("router", signal="TERM", group=True))
+            self._router_drain = "draining" if router_up else "not running"
+            if router_up:
+                self.log.changed = True  # the SIGTERM is the first change on the target
+        peak: dict[str, float] = {}
+        unknown: dict[str, str] = {}
+        down: set[str] = set()
+        last_line, last_at = "", -1e9
         while True:
+            was_up = router_up
+            if router_up:
+                router_up = bool(self.control.status(["router"])["router"].alive)
             loads = {
                 c.name: read_load(self.control, c.url("/metrics"), timeout_s=3.0) for c in workers
             }
+            unknown = {n: ld.error or "unreadable" for n, ld in loads.items() if not ld.known}
+            if unknown:
+                # A worker that is not running has nothing in flight: that is known, not unknown.
+                states = self.control.status(list(unknown))
+                for n in [n for n in unknown if not states[n].alive]:
+                    del unknown[n]
+                    loads[n] = Load(0.0, 0.0)
+                    down.add(n)
             busy = {n: ld for n, ld in loads.items() if ld.busy}
-            if not busy:
-                return "no requests in flight"
-            if self.clock.monotonic() >= deadline:
+            for n, ld in busy.items():
+                peak[n] = max(peak.get(n, 0.0), (ld.running or 0.0) + (ld.queued or 0.0))
+            now = self.clock.monotonic()
+            line = _drain_line(with_router, router_up, loads, down)
+            # At most one progress line a second, except when the router goes away.
+            if line != last_line and (now - last_at >= 1.0 or was_up != router_up):
+                self.progress(f"    drain {now - t0:5.2f}s: {line}")
+                last_line, last_at = line, now
+            if not router_up and not busy:
+                break
+            if now >= deadline:
+                if with_router and router_up:
+                    self._router_drain = "outlived"
                 what = ", ".join(
-                    f"{n}: {ld.running:g} running/{ld.queued:g} queued" for n, ld in busy.items()
+                    f"{n}: {ld.running or 0:g} running/{ld.queued or 0:g} queued"
+                    for n, ld in busy.items()
                 )
-                return f"gave up waiting after {self.timeouts.drain_s:g}s ({what}); stopping anyway"
+                if router_up:
+                    what = "router still up" + (f"; {what}" if what else "")
+                return (
+                    f"gave up waiting after {self.timeouts.drain_s:g}s ({what}); stopping anyway"
+                    + _unknown_note(unknown)
+                )
             self.clock.sleep(0.1)
+        took = self.clock.monotonic() - t0
+        parts = []
+        if with_router and self._router_drain == "draining":
+            self._router_drain = "exited"
+            parts.append(f"router drained and exited {took:.2f}s after SIGTERM")
+        elif with_router:
+            parts.append("router was not running")
+        if peak:
+            seen = ", ".join(f"{n} up to {v:g}" for n, v in sorted(peak.items()))
+            parts.append(f"waited for in-flight requests ({seen})")
+        if not workers:
+            parts.append("no known workers")
+        elif down == {c.name for c in workers}:
+            parts.append("workers not running")
+        elif len(unknown) < len(workers):
+            parts.append("no requests in flight")
+        return "; ".join(parts) + _unknown_note(unknown)
 
     def _start(self, step: P.Step, d: Deployment | None) -> str:
         assert d and step.component
@@ -239,7 +312,30 @@ class Runner:
             raise StepFailed(
                 "smoke canary", f"verdict {verdict}: {'; '.join(reasons) or 'no reasons'}"
             )
-        return "PASS"
+        return f"PASS ({'; '.join(reasons)[:300]})" if reasons else "PASS"
+
+
+def _drain_line(
+    with_router: bool, router_up: bool, loads: Mapping[str, Any], down: set[str]
+) -> str:
+    bits = [f"router {'draining' if router_up else 'gone'}"] if with_router else []
+    for n, ld in loads.items():
+        if n in down:
+            bits.append(f"{n} not running")
+        elif ld.running is None:
+            bits.append(f"{n} in-flight UNKNOWN ({ld.error or 'metrics unreadable'})")
+        else:
+            bits.append(f"{n} {ld.running:g} running/{ld.queued or 0:g} queued")
+    return ", ".join(bits) or "no workers known"
+
+
+def _unknown_note(unknown: Mapping[str, str]) -> str:
+    """Unknown is not idle: say so in the step's detail (progress line and journal)."""
+    if not unknown:
+        return ""
+    return "; in-flight requests UNKNOWN on " + ", ".join(
+        f"{n} (metrics: {why})" for n, why in sorted(unknown.items())
+    )
 
 
 def process_snapshot(control: TargetControl, names: list[str]) -> dict[str, Any]:

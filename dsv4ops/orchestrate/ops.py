@@ -29,6 +29,7 @@ from dsv4ops.orchestrate.engine import (
 )
 from dsv4ops.orchestrate.kernelpkg import KernelSupport, with_kernel_env
 from dsv4ops.orchestrate.model import START_ORDER, Deployment, deployment_from_record
+from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
 from dsv4ops.orchestrate.pd import RestartScope, restart_scope
 from dsv4ops.orchestrate.preflight import preflight_problems
 
@@ -101,8 +102,9 @@ class Operator:
         t0 = self.clock.monotonic()
         scope = scope or restart_scope(None)
         notes = [scope.note] if scope.note else []
+        warning = scope.note if scope.note and scope.note.startswith(PD_WARNING) else None
         for n in notes:
-            self.progress(f"note: {n}")
+            self.progress(n if n == warning else f"note: {n}")
         self.progress(f"preflight on {self.host}")
         problems = preflight_problems(
             self.control,
@@ -130,6 +132,8 @@ class Operator:
                 undo=_undo(prev),
             )
             self.journal.transition(op_id, Status.RUNNING)
+            if warning:
+                self.journal.step(op_id, PD_WARNING, "done", detail=warning)
             self.progress(f"{kind.value} {new.describe()} to {self.host} (journal {op_id})")
             runner = self._runner(op_id)
             runner.known = deployment_from_record(prev) if prev and prev.components else new
@@ -149,7 +153,8 @@ class Operator:
                 Status.SUCCEEDED,
                 running=op_id,
                 processes=processes,
-                message=f"{new.describe()} deployed and known-good (commands {new.commands_hash[:12]})",
+                message=(f"{warning}\n" if warning else "")
+                + f"{new.describe()} deployed and known-good (commands {new.commands_hash[:12]})",
             )
             return Outcome(
                 True,
@@ -201,6 +206,9 @@ class Operator:
                 Status.FAILED, f"{what}\nNothing was changed on the target.", "unchanged"
             )
         self.progress(f"{what}\nrolling back: stopping router, decode, prefill")
+        if any(t.action == P.START for t in runner.log.timings):
+            # Some of the new components run now: drain through their ports, not the old ones'.
+            runner.known = new
         try:
             runner.run(P.stop_steps(), None)
         except StepFailed as stop_failure:

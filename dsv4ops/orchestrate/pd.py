@@ -16,6 +16,7 @@ from dsv4ops.errors import DeployError
 from dsv4ops.orchestrate.model import START_ORDER, WORKERS
 
 OVERRIDE_FLAG = "--i-know-decode-only-restart-breaks-kv-transfer"
+WARNING = "WARNING: PD pair partially restarted:"
 PAIR_REASON = (
     "restarting {asked} alone against a running {other} degraded the NIXL bootstrap state in "
     "production (KV transfers failed while both reported healthy); restarting the pair instead"
@@ -46,9 +47,12 @@ def restart_scope(
         (one,) = workers
         other = "prefill" if one == "decode" else "decode"
         if allow_partial_pair:
+            # Loud on purpose (printed, in --json notes, and in the journal's message): this is
+            # the restart that broke KV transfer silently in production.
             note = (
-                f"{OVERRIDE_FLAG}: restarting {one} without {other} as asked; the "
-                "bootstrap-degradation incident says this can break KV transfer silently"
+                f"{WARNING} {OVERRIDE_FLAG}: restarting {one} ALONE against the running {other}, "
+                "as asked; the bootstrap-degradation incident says this can break KV transfer "
+                "silently while both report healthy"
             )
             chosen = set(asked)
         else:

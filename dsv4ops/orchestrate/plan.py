@@ -2,8 +2,9 @@
 
 The engine executes exactly these steps, and `--dry-run` prints them with the exact commands,
 so what is shown is what runs. The safe order (issue 4):
-drain (stopping the router is the traffic stop; then wait for in-flight work on the workers) ->
-stop decode -> stop prefill -> start prefill (ready = /health 200 AND bootstrap server up) ->
+drain (SIGTERM the router: sglang-router 0.3.2 stops accepting at once and lets in-flight
+streams finish; watch the workers' running/queued requests while it does) -> stop router (SIGKILL
+only if it outlived the drain bound) -> stop decode -> stop prefill -> start prefill (ready = /health 200 AND bootstrap server up) ->
 start decode (/health 200) -> start router (/readiness 200, not the liveness /health) ->
 end-to-end probe through the router -> canary -> mark known-good.
 """
@@ -63,17 +64,29 @@ def ready_checks(deployment: Deployment, name: str) -> tuple[str, ...]:
     return tuple(checks)
 
 
+DRAIN_ROUTER = (
+    "drain: SIGTERM the router (no new requests; in-flight streams finish), "
+    "watch the workers' running/queued requests"
+)
+DRAIN_WORKERS = "wait for in-flight requests on the workers to finish"
+
+
 def stop_steps(components: Sequence[str] = START_ORDER) -> list[Step]:
-    """Drain then stop in the safe order (router, decode, prefill), limited to `components`."""
+    """Drain, then stop in the safe order (router, decode, prefill), limited to `components`.
+
+    The drain comes first and is the router's own graceful shutdown: stopping the router before
+    waiting would cut every client stream, and a burst of client disconnects is an abort cascade
+    on the old decode (the overlap-scheduler wedge trigger of the seeds). Without the router in
+    scope nothing stops the traffic, so the drain only waits (bounded) for the workers.
+    """
     steps: list[Step] = []
+    if "router" in components:
+        steps.append(Step(DRAIN, DRAIN_ROUTER, "router"))
+    else:
+        steps.append(Step(DRAIN, DRAIN_WORKERS))
     for name in STOP_ORDER:
-        if name not in components:
-            continue
-        steps.append(Step(STOP, f"stop {name}", name))
-        if name == "router":
-            steps.append(Step(DRAIN, "wait for in-flight requests on the workers to finish"))
-    if "router" not in components:
-        steps.insert(0, Step(DRAIN, "wait for in-flight requests on the workers to finish"))
+        if name in components:
+            steps.append(Step(STOP, f"stop {name}", name))
     return steps
 
 

@@ -17,6 +17,14 @@ from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.model import Deployment, deployment_from_record
 
+
+class RollbackTargetError(DeployError):
+    """`rollback --to` names nothing it can restore: a user mistake, refused before anything
+    changed, so exit 1 like the other refusals (docs/deploy.md), not 2 (a handled failure)."""
+
+    exit_code = 1
+
+
 # (profile path, git commit) -> the Deployment that file renders to at that commit for the target
 RenderAtCommit = Callable[[str, str], Deployment]
 
@@ -68,13 +76,15 @@ def rollback_target(journal: Journal, to: str | None) -> Operation:
         if by_id:
             op = next((o for o in by_id if o.op == to), None)
             if op is None and len(by_id) > 1:
-                raise DeployError(
-                    f"{to!r} matches {len(by_id)} journal entries; give more of the id"
+                raise RollbackTargetError(
+                    f"{to!r} matches {len(by_id)} journal entries "
+                    f"({', '.join(o.op for o in by_id[:5])}); give more of the id"
                 )
             op = op or by_id[0]
             if op.kind is Kind.STOP or not op.components:
-                raise DeployError(
-                    f"journal entry {op.op} is a {op.kind.value}; it deployed nothing to return to"
+                raise RollbackTargetError(
+                    f"journal entry {op.op} is a {op.kind.value}; it deployed nothing to return to. "
+                    + _choices(good)
                 )
             return op
         by_rev = [
@@ -85,8 +95,9 @@ def rollback_target(journal: Journal, to: str | None) -> Operation:
         ]
         if by_rev:
             return by_rev[0]
-        raise DeployError(
-            f"no deployment in the journal matches {to!r} (a journal id or a git commit)",
+        raise RollbackTargetError(
+            f"no deployment in the journal matches {to!r} (a journal id or a git commit). "
+            + _choices(good),
             hint="list them with `dsv4ops journal`",
         )
     # After an interrupted or connection-lost operation nothing is known to run: any good one goes.
@@ -102,6 +113,18 @@ def rollback_target(journal: Journal, to: str | None) -> Operation:
         + (f" (only {current.profile_name}, which is what runs now)" if current else ""),
         hint="list deployments with `dsv4ops journal`",
     )
+
+
+def _choices(good: list[Operation], limit: int = 8) -> str:
+    """What `--to` accepts, newest first: journal ids with their profile and git commit."""
+    if not good:
+        return "There is no known-good deployment in the journal."
+    items = [
+        f"{o.op} ({o.profile_name or '-'} @ {str((o.profile or {}).get('git_commit') or 'uncommitted')[:12]})"
+        for o in good[:limit]
+    ]
+    more = f" and {len(good) - limit} older" if len(good) > limit else ""
+    return "Known-good deployments (ID or REV): " + ", ".join(items) + more + "."
 
 
 def fallback_for(

@@ -139,6 +139,8 @@ def _router_info(control: TargetControl, spec: Any) -> dict[str, Any]:
     out["health"] = live.status if live.status is not None else f"no answer ({live.error})"
     ready = control.http(spec.url("/readiness"), timeout_s=5.0)
     out["readiness"] = ready.status
+    if ready.status is None:
+        out["readiness_error"] = ready.error or "no answer"
     out["healthy"] = ready.status == 200  # /health is liveness only; readiness is what counts
     workers = control.http(spec.url("/workers"), timeout_s=5.0)
     if workers.status == 200:

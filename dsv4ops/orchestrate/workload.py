@@ -24,7 +24,13 @@ class Load:
 
     @property
     def busy(self) -> bool:
+        """Known to have work. False for an unknown load too: check `known` before calling
+        anything idle (the drain reports unknown as UNKNOWN, status prints "?")."""
         return bool(self.running) or bool(self.queued)
+
+    @property
+    def known(self) -> bool:
+        return self.running is not None
 
 
 def parse_load(text: str) -> Load:

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
+import time
 
+import pytest
+
+from dsv4ops.cli import _context as C
 from dsv4ops.cli import main
+from dsv4ops.cli.status import _router_details
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
+from tests.orchestrate.ops_test import make_deployment
 
 
 def test_dry_run_prints_plan_and_exact_commands_and_touches_nothing(env, capsys):
@@ -61,3 +68,81 @@ def test_rollback_with_nothing_to_roll_back_to(env, capsys):
     code = main(["rollback", "--yes", "--target", env.target])
     err = capsys.readouterr().err
     assert code == 2 and "no earlier known-good deployment" in err
+
+
+# -- user mistakes: one clear line, exit 1, nothing changed ------------------------------------
+
+
+def _known_good(env, commit: str) -> str:
+    """A SUCCEEDED deploy in the journal (nothing runs; rollback --to only looks it up)."""
+    d = make_deployment("baseline")
+    j = Journal(env.target)
+    op = j.begin(
+        Kind.DEPLOY,
+        profile={**d.profile_record(), "git_commit": commit},
+        components=d.component_records(),
+    )
+    j.transition(op, Status.RUNNING)
+    j.transition(op, Status.SUCCEEDED, running=op)
+    return op
+
+
+def test_rollback_to_an_unknown_id_is_a_user_mistake_listing_the_choices(env, capsys):
+    op = _known_good(env, "0123456789abcdef")
+    before = Journal(env.target).operations()
+    code = main(["rollback", "--to", "nosuchid", "--yes", "--target", env.target])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "no deployment in the journal matches 'nosuchid'" in err
+    assert f"{op} (baseline @ 0123456789ab)" in err  # what --to accepts: IDs and REVs
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 2  # error + hint
+    assert Journal(env.target).operations() == before and not (env.workdir / "run").exists()
+
+
+def test_a_bad_ready_timeout_variable_is_one_clear_line(env, capsys, monkeypatch):
+    monkeypatch.setenv("DSV4OPS_READY_TIMEOUT_S", "abc")
+    before = Journal(env.target).operations()
+    code = main(["stop", "--yes", "--target", env.target])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    first = err.strip().splitlines()[0]
+    assert "DSV4OPS_READY_TIMEOUT_S='abc'" in first and "positive number" in first
+    assert "Traceback" not in err and "internal error" not in err
+    assert Journal(env.target).operations() == before  # refused before the stop began
+
+
+def test_status_says_the_router_is_not_running_instead_of_none(env, capsys):
+    code = main(["status", "--target", env.target])
+    out = capsys.readouterr().out
+    assert code == 0
+    router = next(line for line in out.splitlines() if line.startswith("router"))
+    assert "router not running" in router and "None" not in out
+
+
+def test_status_readiness_detail_when_the_router_does_not_answer():
+    row = {"name": "router", "alive": True, "readiness": None, "readiness_error": "timed out"}
+    assert _router_details(row) == "readiness unreachable (timed out)"
+    row = {"name": "router", "alive": True, "readiness": 200, "workers": []}
+    assert _router_details(row) == "readiness 200; workers unknown"
+
+
+def test_kernels_build_into_an_impossible_directory_is_a_clear_error(env, capsys, tmp_path):
+    t0 = time.monotonic()
+    code = main(["kernels", "build", "--out", "/proc/nope", "--no-interpreter-check"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "--out /proc/nope: cannot create the output directory" in err
+    assert "Traceback" not in err and "internal error" not in err
+    assert time.monotonic() - t0 < 5  # refused before the compile checks, not after
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code = main(["kernels", "build", "--out", str(blocker / "sub"), "--no-interpreter-check"])
+    assert code == 1 and "cannot create the output directory" in capsys.readouterr().err
+
+
+def test_the_deploy_canary_is_never_skipped_silently(monkeypatch):
+    """A canary that cannot be imported must stop the deploy, not let it be marked known-good
+    without its canary (it used to return None, which the engine ran as 'skipped')."""
+    monkeypatch.setitem(sys.modules, "dsv4ops.canary", None)  # makes the import fail
+    with pytest.raises(ImportError):
+        C.canary_step(None, duration_s=1.0, progress=lambda _line: None)

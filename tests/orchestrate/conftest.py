@@ -14,7 +14,14 @@ from testing.remote_sshd import sshd  # noqa: F401 - session fixture for the SSH
 @pytest.fixture(scope="module")
 def orch_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrchEnv]:
     """One twin environment (git repo of profiles, target on free ports) per test module."""
-    env = make_env(tmp_path_factory.mktemp("orch"))
+    yield from module_env(tmp_path_factory)
+
+
+def module_env(
+    tmp_path_factory: pytest.TempPathFactory, extra_twin_env: dict[str, str] | None = None
+) -> Iterator[OrchEnv]:
+    """Body of a module-scoped environment fixture: build it, then stop and kill everything."""
+    env = make_env(tmp_path_factory.mktemp("orch"), extra_twin_env=extra_twin_env)
     yield env
     with pytest.MonkeyPatch.context() as mp:
         for k, v in env.environ.items():

@@ -59,6 +59,9 @@ class FakeControl:
     lock_stale: bool = False
     busy_ports: dict[int, bool] = field(default_factory=dict)
     busy_metric_reads: int = 0  # this many /metrics reads report 2 running requests
+    router_drain_polls: int = 0  # after SIGTERM the router stays alive for this many status reads
+    unreadable_metrics: bool = False  # /metrics answers 404 (running/queued unknown)
+    _terminating: dict[str, int] = field(default_factory=dict)
     _next_pid: int = 1000
 
     def actions(self) -> list[str]:
@@ -75,10 +78,24 @@ class FakeControl:
 
     def stop(self, name, ports=None, grace_s=10.0):
         self.calls.append(f"stop {name}")
+        self._terminating.pop(name, None)
         was = self.running.pop(name, None) is not None
         return SimpleNamespace(was_running=was, signals=("SIGTERM",) if was else ())
 
+    def kill(self, name, signal="KILL", group=False):
+        self.calls.append(f"kill {signal} {name}")
+        if name not in self.running:
+            return False
+        self._terminating[name] = self.router_drain_polls
+        return True
+
     def status(self, names, ports=None):
+        for n, left in list(self._terminating.items()):
+            if left <= 0:
+                self.running.pop(n, None)
+                del self._terminating[n]
+            else:
+                self._terminating[n] = left - 1
         return {
             n: ProcessState(n, self.running.get(n), n in self.running, started_at="t")
             for n in names
@@ -96,6 +113,8 @@ class FakeControl:
     def http(self, url, *, method="GET", body=None, headers=None, timeout_s=10.0):
         if url.endswith("/metrics"):
             self.calls.append("metrics")
+            if self.unreadable_metrics:
+                return Reply(404, "not found")
             if self.busy_metric_reads > 0:
                 self.busy_metric_reads -= 1
                 return Reply(200, METRICS_IDLE.replace("} 0\n", "} 2\n", 1))

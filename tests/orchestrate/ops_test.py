@@ -8,6 +8,7 @@ from dsv4ops.clock import FakeClock
 from dsv4ops.errors import DeployError, LockHeldError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
+from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.model import ComponentSpec, Deployment, deployment_from_record
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.pd import restart_scope
@@ -85,6 +86,7 @@ def test_safe_order_and_journal_before_each_step(journal):
     assert out.ok and out.status == "SUCCEEDED"
     assert control.actions() == [
         "lock",
+        "kill TERM router",  # the drain: the router's graceful shutdown, not a stop
         "stop router",
         "stop decode",
         "stop prefill",
@@ -105,11 +107,7 @@ def test_safe_order_and_journal_before_each_step(journal):
     assert op.status is Status.SUCCEEDED and op.running == op.op
     assert op.profile["git_commit"] == "c0ffeebaseline" and op.processes["decode"]["pid"]
     starts = [s.name for s in op.steps if s.phase == "start"]
-    assert starts[:3] == [
-        "stop router",
-        "wait for in-flight requests on the workers to finish",
-        "stop decode",
-    ]
+    assert starts[:3] == [P.DRAIN_ROUTER, "stop router", "stop decode"]
 
 
 def test_failure_after_stop_rolls_back_to_known_good(journal):
@@ -133,8 +131,8 @@ def test_failure_after_stop_rolls_back_to_known_good(journal):
     # The rollback went through the same safe order and proved itself end to end.
     calls = control.actions()
     after = calls[calls.index("wait decode health") + 1 :]
-    assert after[:3] == ["stop router", "stop decode", "stop prefill"]
-    assert after[3:9] == [
+    assert after[:4] == ["kill TERM router", "stop router", "stop decode", "stop prefill"]
+    assert after[4:10] == [
         "start prefill",
         "wait prefill health",
         "wait prefill health",
@@ -217,6 +215,7 @@ def test_stop_stops_in_order_and_records_nothing_running(journal):
     out = operator(control, journal).stop()
     assert out.ok and control.actions() == [
         "lock",
+        "kill TERM router",
         "stop router",
         "stop decode",
         "stop prefill",
@@ -225,18 +224,41 @@ def test_stop_stops_in_order_and_records_nothing_running(journal):
     assert journal.deployed() is None and control.running == {}
 
 
-def test_drain_waits_for_in_flight_requests_after_the_router_stops(journal):
+def test_drain_sigterms_the_router_and_waits_for_it_and_the_workers(journal):
     control = FakeControl()
     _deployed(control, journal)
     control.calls.clear()
+    control.router_drain_polls = 2  # the router lets its streams finish for two polls
     control.busy_metric_reads = 6  # three polls (prefill + decode each) still see work
-    out = operator(control, journal).deploy(make_deployment("baseline"))
+    lines: list[str] = []
+    out = operator(control, journal, lines).deploy(make_deployment("baseline"))
     assert out.ok
     calls = [c for c in control.calls if c != "probe"]
-    assert calls[:2] == ["lock", "stop router"]
-    assert calls[2:10] == ["metrics"] * 8 and calls[10] == "stop decode"  # 3 busy polls, 1 idle
+    # SIGTERM first; the router is only stopped (SIGKILL if needed) after the drain.
+    assert calls[:2] == ["lock", "kill TERM router"]
+    assert calls[2:10] == ["metrics"] * 8 and calls[10] == "stop router"  # 3 busy polls, 1 idle
     drain = next(t for t in out.steps if t["action"] == "drain")
-    assert drain["detail"] == "no requests in flight"
+    assert drain["detail"].startswith("router drained and exited")
+    assert "waited for in-flight requests (decode up to 2, prefill up to 2)" in drain["detail"]
+    assert drain["detail"].endswith("no requests in flight")
+    assert any("drain" in line and "router draining" in line for line in lines)
+    stop_router = next(t for t in out.steps if t["title"] == "stop router")
+    assert stop_router["detail"] == "exited during the drain"
+
+
+def test_drain_reports_unreadable_metrics_as_unknown_not_idle(journal):
+    control = FakeControl()
+    _deployed(control, journal)
+    control.unreadable_metrics = True
+    lines: list[str] = []
+    out = operator(control, journal, lines).deploy(make_deployment("baseline"))
+    assert out.ok
+    drain = next(t for t in out.steps if t["action"] == "drain")
+    assert "no requests in flight" not in drain["detail"]
+    assert "in-flight requests UNKNOWN on decode (metrics: HTTP 404), prefill" in drain["detail"]
+    assert any("decode in-flight UNKNOWN" in line for line in lines)
+    journaled = [s.detail for s in journal.get(out.op_id).steps if s.name == P.DRAIN_ROUTER]
+    assert any(d and "UNKNOWN" in d for d in journaled)
 
 
 def test_drain_is_bounded(journal):
@@ -246,3 +268,13 @@ def test_drain_is_bounded(journal):
     out = operator(control, journal).deploy(make_deployment("baseline"))
     drain = next(t for t in out.steps if t["action"] == "drain")
     assert out.ok and drain["detail"].startswith("gave up waiting after 60s")
+
+
+def test_router_outliving_the_drain_bound_is_killed(journal):
+    control = FakeControl()
+    _deployed(control, journal)
+    control.router_drain_polls = 10_000
+    out = operator(control, journal).deploy(make_deployment("baseline"))
+    drain = next(t for t in out.steps if t["action"] == "drain")
+    assert out.ok and drain["detail"].startswith("gave up waiting after 60s (router still up")
+    assert "stop router" in control.calls and "router" in control.running  # restarted

@@ -1,0 +1,188 @@
+"""Behaviour on the target, through the CLI, on the twin with the real sglang-router:
+the drain lets a client stream finish, the deploy's canary runs (PASS is journaled; a FAIL
+rolls back to the last known-good), and the decode-only override restarts only the decode.
+
+One module environment: each test starts from the baseline deployed (`baseline_running`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import httpx
+import pytest
+
+from dsv4ops.journal.records import Status
+from dsv4ops.journal.store import Journal
+from dsv4ops.orchestrate import plan as P
+from dsv4ops.orchestrate.pd import OVERRIDE_FLAG
+from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
+from testing.orchestrate_env import our_processes, read_events
+from tests.orchestrate.conftest import assert_baseline_restored, cli, module_env
+
+pytestmark = [pytest.mark.slow, pytest.mark.router]
+
+# The twin's corruption hazard under its real-world condition (multi-stream overlap on and a
+# padded batch of at least CORRUPT_MIN_BS): 8 keeps the end-to-end probe (batch 1) and the smoke
+# canary (concurrency 4) clean and makes the 16-session corruption suite hit it. Forcing it with
+# DSV4_TWIN_FORCE=corrupt would corrupt the baseline too, so its restore could not be judged.
+# A decode step of 80 model ms (4 ms wall at the test time scale) so a stream lasts seconds
+# because the decode is generating it, not because a busy client is reading buffered tokens.
+TWIN_ENV = {
+    "DSV4_TWIN_CORRUPT_MIN_BS": "8",
+    "DSV4_TWIN_CORRUPT_PROB": "0.5",
+    "DSV4_TWIN_STEP_A_MS": "80",
+}
+STREAM_TOKENS = 500  # ~2 s
+
+
+@pytest.fixture(scope="module")
+def orch_env(tmp_path_factory):
+    yield from module_env(tmp_path_factory, TWIN_ENV)
+
+
+def _stream(url: str, result: dict, first_token: threading.Event) -> None:
+    """One long streaming chat completion; records what a client would see."""
+    body = {
+        "model": "deepseek-v4-flash",
+        "messages": [{"role": "user", "content": "Tell me a long story."}],
+        "max_tokens": STREAM_TOKENS,
+        "stream": True,
+    }
+    pieces, done, finish, errors = 0, False, None, []
+    try:
+        with (
+            httpx.Client(timeout=httpx.Timeout(30.0)) as client,
+            client.stream("POST", url, json=body) as reply,
+        ):
+            result["status"] = reply.status_code
+            for line in reply.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == "[DONE]":
+                    done = True
+                    continue
+                event = json.loads(payload)
+                if "error" in event:
+                    errors.append(event["error"])
+                for choice in event.get("choices") or []:
+                    if (choice.get("delta") or {}).get("content"):
+                        pieces += 1
+                        first_token.set()
+                    finish = choice.get("finish_reason") or finish
+    except httpx.HTTPError as exc:
+        errors.append(repr(exc))
+    result.update(pieces=pieces, done=done, finish=finish, errors=errors, ended=time.time())
+
+
+def test_redeploy_drains_a_client_stream_instead_of_cutting_it(baseline_running, capsys):
+    env = baseline_running
+    url = f"http://127.0.0.1:{env.port(8000)}/v1/chat/completions"
+    result: dict = {}
+    first_token = threading.Event()
+    client = threading.Thread(target=_stream, args=(url, result, first_token), daemon=True)
+    client.start()
+    assert first_token.wait(10), result
+    t_deploy = time.time()
+    code, out, err = cli(env, capsys, "deploy", "baseline", "--yes", "--json", "--no-canary")
+    client.join(30)
+    assert not client.is_alive()
+    assert code == 0, err
+
+    # The client saw a normal, complete stream: every token, the finish reason, [DONE].
+    assert result["status"] == 200 and result["errors"] == [], result
+    assert result["done"] and result["finish"] == "length", result
+    assert result["pieces"] >= STREAM_TOKENS * 0.95, result
+    # The deploy had to wait for it (it was far from done when the deploy began) ...
+    assert result["ended"] - t_deploy > 1.0, result
+    drain = next(s for s in out["steps"] if s["action"] == "drain")
+    assert drain["detail"].startswith("router drained and exited"), drain
+    assert "waited for in-flight requests (decode up to 1" in drain["detail"], (drain, err)
+    assert 0.5 < drain["duration_s"] < 15.0, drain  # bounded by the twin target's 15 s
+    stop_router = next(s for s in out["steps"] if s["title"] == "stop router")
+    assert stop_router["detail"] == "exited during the drain"
+    # ... and the old decode was shut down only after the stream ended, with no abort on it.
+    events = [e for e in read_events(env) if e["ts"] >= t_deploy]
+    decode_down = next(e for e in events if e["role"] == "decode" and e["event"] == "shutdown")
+    assert decode_down["ts"] > result["ended"]
+    assert not [e for e in events if e["event"] in ("abort_cascade", "wedged")]
+    # The progress lines (stderr under --json) showed the drain watching the workers.
+    assert "router draining" in err and "decode 1 running" in err
+
+
+def test_deploy_with_the_smoke_canary_journals_its_verdict(baseline_running, capsys):
+    env = baseline_running
+    code, out, err = cli(
+        env, capsys, "deploy", "baseline", "--yes", "--json", "--canary-duration", "3"
+    )
+    assert code == 0, err
+    assert out["status"] == "SUCCEEDED"
+    canary = next(s for s in out["steps"] if s["action"] == P.CANARY)
+    assert canary["ok"] and canary["detail"].startswith("PASS (smoke: PASS"), canary
+    op = Journal(env.target).get(out["op_id"])
+    recorded = [s for s in op.steps if s.name == "smoke canary" and s.phase == "done"]
+    assert recorded and recorded[0].detail.startswith("PASS (smoke: PASS"), op.steps
+    assert op.status is Status.SUCCEEDED
+
+
+def test_canary_fail_on_a_flag_change_rolls_back_to_the_last_known_good(baseline_running, capsys):
+    env = baseline_running
+    good = Journal(env.target).deployed()
+    # Accepting INCONCLUSIVE (a 2-core machine can make the client's self-check distrust its
+    # own timings) must not weaken a FAIL: the corruption suite's FAIL still rolls back.
+    code, out, err = cli(
+        env,
+        capsys,
+        "deploy",
+        "multi-stream-canary",
+        "--yes",
+        "--json",
+        "--canary-duration",
+        "2",
+        "--accept-inconclusive-canary",
+    )
+    assert code == 2, err
+    assert out["status"] == "ROLLED_BACK" and out["profile"] == "multi-stream-canary"
+    canary = next(s for s in out["steps"] if s["action"] == P.CANARY)
+    # Multi-stream overlap changed, so the flag-aware canary ran the corruption suite, which
+    # caught the twin's corrupted tool calls (the probe, at batch 1, could not).
+    assert not canary["ok"] and "corruption: FAIL" in canary["detail"], canary
+    assert "tool-call corruption" in canary["detail"] or "garbled" in canary["detail"]
+    assert "smoke: PASS" in canary["detail"] or "smoke: INCONCLUSIVE" in canary["detail"]
+    assert [e for e in read_events(env) if e["event"] == "corrupted"]
+    assert (
+        "Rolled back automatically" in out["message"] and "Running now: baseline" in out["message"]
+    )
+    op = Journal(env.target).get(out["op_id"])
+    assert op.status is Status.ROLLED_BACK and op.running == good.op
+    assert_baseline_restored(env, capsys)
+
+
+def test_decode_only_override_restarts_only_the_decode_and_warns_loudly(baseline_running, capsys):
+    env = baseline_running
+    before = len(read_events(env))
+    pids = {c["name"]: c["pid"] for c in cli(env, capsys, "status", "--json")[1]["components"]}
+    code, text, err = cli(
+        env, capsys, "deploy", "baseline", "--only", "decode", OVERRIDE_FLAG, "--yes", "--no-canary"
+    )
+    assert code == 0, err
+    events = read_events(env)[before:]
+    restarted = {e["role"] for e in events if e["event"] == "started"}
+    stopped = {e["role"] for e in events if e["event"] == "shutdown"}
+    assert "decode" in restarted and "decode" in stopped
+    assert "prefill" not in restarted and "prefill" not in stopped  # twin event log
+    now = {c["name"]: c["pid"] for c in cli(env, capsys, "status", "--json")[1]["components"]}
+    assert now["prefill"] == pids["prefill"] and now["decode"] != pids["decode"]
+    assert len(our_processes(env)) == 3
+    # Loud: first thing printed, repeated as the last line, and in the journal (its listing too).
+    lines = text.splitlines()
+    assert lines[0].startswith(PD_WARNING) and lines[-1].startswith(PD_WARNING), text
+    assert "ALONE" in lines[0] and OVERRIDE_FLAG in lines[0]
+    op = Journal(env.target).deployed()
+    assert op.message.startswith(PD_WARNING)
+    assert any(s.name == PD_WARNING and "ALONE" in (s.detail or "") for s in op.steps)
+    code, listing, _ = cli(env, capsys, "journal")
+    assert code == 0 and PD_WARNING in listing.splitlines()[-1]
