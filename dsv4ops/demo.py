@@ -13,7 +13,9 @@ from dsv4ops.cli import main as cli_main
 TARGET = "twin-local"
 # The twin models a real start-up (minutes of weight loading); the demo compresses model time.
 DEMO_TWIN_ENV = {
-    "DSV4_TWIN_TIME_SCALE": "0.02",
+    # 0.1: the sweep canary's 96 streams stay within what one client core can time (at 0.02 the
+    # client saturates on a 2-core machine and the sweep is INCONCLUSIVE).
+    "DSV4_TWIN_TIME_SCALE": "0.1",
     "DSV4_TWIN_MODEL_LOAD_S": "10",
     "DSV4_TWIN_WARMUP_S": "5",
     "HF_HUB_OFFLINE": "1",  # the router's tokenizer lookup must not wait on the network
@@ -21,13 +23,14 @@ DEMO_TWIN_ENV = {
 
 # Short canaries; on a busy laptop the canary may not be able to judge latency (INCONCLUSIVE):
 # the demo keeps such a deployment, a FAIL verdict still rolls back.
-CANARY = ["--canary-duration", "5", "--accept-inconclusive-canary"]
+# 20 s gives the sweep enough steps per concurrency level to fit the step law.
+CANARY = ["--canary-duration", "20", "--accept-inconclusive-canary"]
 
 STEPS: list[tuple[str, list[str]]] = [
     (
         "Deploy the safe baseline (overlap off, multi-stream overlap off, step-8 buckets). The PD pair "
         "and the router restart as one unit in the safe order, an end-to-end probe proves the KV "
-        "transfer, and the smoke canary runs.",
+        "transfer, and the smoke canary runs (a first deploy has no flag change to canary).",
         ["deploy", "baseline", "--yes", *CANARY, "--reason", "demo: safe baseline"],
     ),
     ("Status: health, versions, captured buckets, load, router readiness, drift.", ["status"]),

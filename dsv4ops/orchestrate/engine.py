@@ -300,7 +300,7 @@ class Runner:
             raise StepFailed("end-to-end probe", "; ".join(result.failures))
         return f"{len(result.checks)} generations through the router, content checked"
 
-    def _canary(self, _step: P.Step, d: Deployment | None) -> str:
+    def _canary(self, step: P.Step, d: Deployment | None) -> str:
         assert d
         if self.canary is None:
             return "skipped (no canary available)"
@@ -310,7 +310,7 @@ class Runner:
             return f"INCONCLUSIVE, accepted as asked: {'; '.join(reasons)[:300]}"
         if verdict != "PASS":
             raise StepFailed(
-                "smoke canary", f"verdict {verdict}: {'; '.join(reasons) or 'no reasons'}"
+                step.title, f"verdict {verdict}: {'; '.join(reasons) or 'no reasons'}"
             )
         return f"PASS ({'; '.join(reasons)[:300]})" if reasons else "PASS"
 

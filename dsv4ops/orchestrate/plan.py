@@ -123,7 +123,7 @@ def restart_steps(
     steps = stop_steps(components) + start_steps(deployment, components)
     steps.append(Step(PROBE, "end-to-end probe: generations through the router"))
     if canary:
-        steps.append(Step(CANARY, "smoke canary"))
+        steps.append(Step(CANARY, "canary: smoke + the suites the change calls for"))
     return steps
 
 

@@ -123,7 +123,7 @@ def test_deploy_with_the_smoke_canary_journals_its_verdict(baseline_running, cap
     canary = next(s for s in out["steps"] if s["action"] == P.CANARY)
     assert canary["ok"] and canary["detail"].startswith("PASS (smoke: PASS"), canary
     op = Journal(env.target).get(out["op_id"])
-    recorded = [s for s in op.steps if s.name == "smoke canary" and s.phase == "done"]
+    recorded = [s for s in op.steps if s.name == "canary: smoke + the suites the change calls for" and s.phase == "done"]
     assert recorded and recorded[0].detail.startswith("PASS (smoke: PASS"), op.steps
     assert op.status is Status.SUCCEEDED
 

@@ -27,7 +27,7 @@ def test_deploy_plan_is_the_safe_order():
     assert (
         titles.index("start router")
         < next(i for i, t in enumerate(titles) if "probe" in t)
-        < titles.index("smoke canary")
+        < titles.index("canary: smoke + the suites the change calls for")
     )
     assert (
         titles[0].startswith("preflight")
