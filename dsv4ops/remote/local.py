@@ -6,8 +6,10 @@ as one argument and never interpreted.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,6 +20,12 @@ from dsv4ops.remote._redact import check_result, make_result, scrub, secret_valu
 from dsv4ops.remote.base import CommandResult
 
 _CLOCK = SystemClock()
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL every process of the group (the command and whatever it spawned)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
 
 
 class LocalExecutor:
@@ -43,21 +51,26 @@ class LocalExecutor:
             full_env.update(env)
         t0 = _CLOCK.monotonic()
         try:
-            proc = subprocess.run(
+            # Own session, so a timeout can kill the command's whole process group (children
+            # included), as the SSH executor does on the target; components the agent detaches
+            # live in sessions of their own and are not touched.
+            proc = subprocess.Popen(
                 argv,
-                input=stdin if stdin is not None else "",
-                capture_output=True,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 text=True,
                 env=full_env,
                 cwd=cwd,
-                timeout=timeout,
-                check=False,
+                start_new_session=True,
             )
-            code, out, err, timed_out = proc.returncode, proc.stdout, proc.stderr, False
-        except subprocess.TimeoutExpired as exc:
-            code, timed_out = -1, True
-            out = _text(exc.stdout)
-            err = _text(exc.stderr)
+            try:
+                out, err = proc.communicate(stdin if stdin is not None else "", timeout=timeout)
+                code, timed_out = proc.returncode, False
+            except subprocess.TimeoutExpired:
+                _kill_group(proc.pid)
+                out, err = proc.communicate()
+                code, timed_out = -1, True
         except FileNotFoundError as exc:
             if cwd and not os.path.isdir(cwd):
                 raise TargetError(f"localhost: working directory {cwd} does not exist") from exc
@@ -103,8 +116,3 @@ class LocalExecutor:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def _text(data: bytes | str | None) -> str:
-    if data is None:
-        return ""
-    return data if isinstance(data, str) else data.decode("utf-8", "replace")

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,32 @@ def test_timeout_is_reported_not_hung() -> None:
         [sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5, check=False
     )
     assert res.timed_out and not res.ok and res.duration_s < 10
+
+
+def _alive(pid: int) -> bool:
+    """A process that exists and is not a zombie (PID 1 here does not reap orphans)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+def test_timeout_kills_what_the_command_spawned() -> None:
+    """A timed-out command's children go with it (no orphan left polling or holding a port)."""
+    script = (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    res = LocalExecutor().run([sys.executable, "-c", script], timeout=1.0, check=False)
+    assert res.timed_out
+    child = int(res.stdout.split()[0])
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "the command's child outlived the timeout"
 
 
 def test_missing_program_is_exit_127() -> None:
