@@ -36,8 +36,9 @@ TH = Thresholds(
     # loop-lag bound does not: twin, router and client share two cores, so the client's loop
     # waits for the CPU, not on its own work. Measured p99 on 2026-11-29: 19-37 ms with the
     # canary tests alone, 55-73 ms while other test suites ran on the machine (corruption and
-    # abort-cascade then went INCONCLUSIVE at the 50 ms default); 150 ms is ~2x the worst seen.
-    loop_lag_p99_max_ms=150.0,
+    # abort-cascade then went INCONCLUSIVE at the 50 ms default); 300 ms is ~4x the worst seen
+    # (a CI run of the fake-server tests once saw a single 285 ms stall in this long process).
+    loop_lag_p99_max_ms=300.0,
 )
 # The client-side law (token gaps, wall ms / scale) vs the configured 18 ms + 1.05 ms/req, measured
 # on this 2-core machine (twin + router + client on it) on 2026-11-29, 16 sweeps:
