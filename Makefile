@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 AOT_VENV := .venv-aot
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean system-deps
+.PHONY: install demo test lint bench bench-sglang clean system-deps
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -39,8 +39,16 @@ test: install
 lint: install
 	$(BIN)/ruff check dsv4ops tests testing benchmarks
 
+# Every benchmark script (sglang_client.py is a helper of loadgen_capacity.py, not a benchmark).
 bench: install
-	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	@for b in $(filter-out benchmarks/sglang_client.py,$(wildcard benchmarks/*.py)); do \
+	  echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# The client benchmark with sglang's own bench client side by side; builds .venv-sglang once
+# (~6 GB: sglang imports torch; benchmarks/sglang_env.sh). Never part of `make test`.
+bench-sglang: install
+	@test -x .venv-sglang/bin/python || bash benchmarks/sglang_env.sh .venv-sglang
+	SGLANG_PYTHON=$(CURDIR)/.venv-sglang/bin/python $(BIN)/python benchmarks/loadgen_capacity.py
 
 clean:
 	rm -rf $(VENV) $(AOT_VENV) .dsv4ops build *.egg-info

@@ -8,13 +8,15 @@ On a GPU machine (never needed by the tests):
 Full DSV4-Flash per-rank decode shapes: attention 16 heads (64 / TP4), head dim 512, 128 SWA +
 512 top-k FP8 KV rows per request plus the sink; MoE 256 experts, top-6, hidden 4096,
 intermediate 512 per rank (2048 / TP4), w13 then clamped SwiGLU then w2, with bf16 weights
-(`fused_moe`) and with NVFP4 weights (`fused_moe_nvfp4`: e2m1 packed 2 per byte, one e4m3 scale
-per 16, fp32 global per expert; 0.5625 B per weight). Bytes are the unique bytes each kernel must
+(`fused_moe`), with NVFP4 weights (`fused_moe_nvfp4`: e2m1 packed 2 per byte, one e4m3 scale
+per 16, fp32 global per expert; 0.5625 B per weight) and with MXFP4 weights (`fused_moe_mxfp4`,
+the official checkpoint's format: e2m1 packed 2 per byte, one ue8m0 scale byte per 32, no global
+scale; 0.5 + 1/32 = 0.53125 B per weight). Bytes are the unique bytes each kernel must
 move (KV rows gathered, expert weight slabs and scales of the experts the batch routes to,
 activations), so bandwidth = bytes / median time (triton.testing.do_bench, CUDA events) and the
-ratio to peak says how far each kernel is from the memory roofline. The NVFP4 tl.dot_scaled
-(W4A4) kernel is not benchmarked: it has had no correctness run yet (the CPU interpreter cannot
-check it, reference §3.5 gotcha 6).
+ratio to peak says how far each kernel is from the memory roofline. The NVFP4 and MXFP4
+tl.dot_scaled (W4A4) kernels are not benchmarked: they have had no correctness run yet (the CPU
+interpreter cannot check them, reference §3.5 gotcha 6).
 
 `--dry-run` (CPU, no GPU): runs the same plumbing on one small bucket under Triton's interpreter
 and prints the byte accounting, to check the script itself; it makes no speed claim.
@@ -102,6 +104,50 @@ def moe_nvfp4_inputs(torch, batch: int, device: str, experts: int = 256, hidden:
     nbytes = (int(used * (2 * inter * hidden + hidden * inter) * per_weight) + used * 2 * 4
               + batch * 6 * (hidden + 2 * inter) * 2 * 2)
     return (x, w13, w2, ids, topk, inter), nbytes
+
+
+def moe_mxfp4_inputs(torch, batch: int, device: str, experts: int = 256, hidden: int = 4096,  # noqa: ANN001, ANN201
+                     inter: int = 512):
+    """Random MXFP4 weights made directly in the packed format (as moe_nvfp4_inputs): every byte
+    value, ue8m0 scale bytes 118..121 (2^-9 .. 2^-6, so the layer's outputs stay O(1))."""
+    x = torch.randn(batch, hidden, device=device).to(torch.bfloat16)
+
+    def weights(n: int, k: int) -> tuple:
+        packed = torch.randint(0, 256, (experts, n, k // 2), dtype=torch.uint8, device=device)
+        scale = torch.randint(118, 122, (experts, n, k // 32), dtype=torch.uint8, device=device)
+        return packed, scale
+
+    w13, w2 = weights(2 * inter, hidden), weights(hidden, inter)
+    ids = torch.stack([torch.randperm(experts, device=device)[:6] for _ in range(batch)]).to(torch.int32)
+    topk = torch.softmax(torch.randn(batch, 6, device=device), dim=1)
+    used = torch.unique(ids).numel()
+    per_weight = 0.5 + 1 / 32  # e2m1 nibble + one ue8m0 byte per 32; no global scale
+    nbytes = (int(used * (2 * inter * hidden + hidden * inter) * per_weight)
+              + batch * 6 * (hidden + 2 * inter) * 2 * 2)
+    return (x, w13, w2, ids, topk, inter), nbytes
+
+
+def run_moe_mxfp4(args: tuple, up_cfg: dict, down_cfg: dict):  # noqa: ANN201
+    from kernels.moe_mxfp4 import grouped_gemm_mxfp4
+    from kernels.reference import swiglu
+
+    x, w13, w2, ids, weights, _ = args
+    up = grouped_gemm_mxfp4(x, *w13, ids, up_cfg)
+    return grouped_gemm_mxfp4(swiglu(up).to(x.dtype), *w2, ids, down_cfg, topk_weights=weights, a_per_slot=True)
+
+
+def check_mxfp4(torch, args: tuple, up_cfg: dict, down_cfg: dict) -> tuple[bool, float]:  # noqa: ANN001
+    """The MXFP4 layer vs the torch reference over the dequantized weights, on CPU; only the
+    experts the batch routes to are dequantized, as check_nvfp4."""
+    from kernels.reference import moe_layer_mxfp4_ref
+
+    x, w13, w2, ids, weights, _ = args
+    out = run_moe_mxfp4(args, up_cfg, down_cfg).float().cpu().view(*ids.shape, -1).sum(dim=1)
+    used, local = torch.unique(ids.cpu().long(), return_inverse=True)
+    sub = [tuple(t[used.to(t.device)].cpu() for t in w) for w in (w13, w2)]
+    ref = moe_layer_mxfp4_ref(x.cpu(), sub[0], sub[1], local.to(torch.int32), weights.cpu())
+    err = ((out - ref).abs().max() / ref.abs().max()).item()
+    return err < 2e-2, err
 
 
 def run_moe_nvfp4(args: tuple, up_cfg: dict, down_cfg: dict):  # noqa: ANN201
@@ -197,20 +243,25 @@ def main(argv: list[str]) -> int:
     buckets = [int(b) for b in a.buckets.split(",")] if a.buckets else sorted(tables["fused_moe_up"])
     if a.dry_run:  # the interpreter runs every program in numpy: one small bucket, small MoE
         buckets = buckets[:1]
-    rows, tuned, verdict = [], {"sparse_decode_attn": {}, "fused_moe": {}, "fused_moe_nvfp4": {}}, None
+    rows, verdict = [], None
+    tuned = {"sparse_decode_attn": {}, "fused_moe": {}, "fused_moe_nvfp4": {}, "fused_moe_mxfp4": {}}
     for m in buckets:
         attn_args, attn_bytes = attn_inputs(torch, m, device, pool=1024 if a.dry_run else 65536)
         moe_shape = {"experts": 8, "hidden": 256, "inter": 64} if a.dry_run else {}
         moe_args, moe_bytes = moe_inputs(torch, m, device, **moe_shape)
         fp4_args, fp4_bytes = moe_nvfp4_inputs(torch, m, device, **moe_shape)
         fp4_cfgs = (nearest(tables["fused_moe_nvfp4_up"], m), nearest(tables["fused_moe_nvfp4_down"], m))
+        mx_args, mx_bytes = moe_mxfp4_inputs(torch, m, device, **moe_shape)
+        mx_cfgs = (nearest(tables["fused_moe_mxfp4_up"], m), nearest(tables["fused_moe_mxfp4_down"], m))
         if verdict is None:  # correctness at the first bucket, before any timing
             verdict = check_correct(torch, attn_args, moe_args, nearest(tables["sparse_decode_attn"], m),
                                     nearest(tables["fused_moe_up"], m))
-            fp4_ok, fp4_err = check_nvfp4(torch, fp4_args, *fp4_cfgs)
-            if not fp4_ok and verdict.startswith("PASS"):
-                verdict = "FAIL" + verdict[4:]
-            verdict += f" (NVFP4 MoE max rel err {fp4_err:.2e}: {'PASS' if fp4_ok else 'FAIL'})"
+            for label, check, args, cfgs in (("NVFP4", check_nvfp4, fp4_args, fp4_cfgs),
+                                             ("MXFP4", check_mxfp4, mx_args, mx_cfgs)):
+                ok, err = check(torch, args, *cfgs)
+                if not ok and verdict.startswith("PASS"):
+                    verdict = "FAIL" + verdict[4:]
+                verdict += f" ({label} MoE max rel err {err:.2e}: {'PASS' if ok else 'FAIL'})"
             print(f"correctness vs torch reference (M={m}): {verdict}", file=sys.stderr)
         plans = [("sparse_decode_attn", attn_bytes, lambda c, args=attn_args: run_attn(args, c),
                   nearest(tables["sparse_decode_attn"], m), ATTN_CANDIDATES),
@@ -219,10 +270,13 @@ def main(argv: list[str]) -> int:
                  # shipped: the up and down files' own configs; tuning: one candidate for both
                  ("fused_moe_nvfp4", fp4_bytes,
                   lambda c, args=fp4_args, own=fp4_cfgs: run_moe_nvfp4(args, *(own if c is None else (c, c))),
+                  None, MOE_CANDIDATES),
+                 ("fused_moe_mxfp4", mx_bytes,
+                  lambda c, args=mx_args, own=mx_cfgs: run_moe_mxfp4(args, *(own if c is None else (c, c))),
                   None, MOE_CANDIDATES)]
         for kernel, nbytes, fn, shipped, candidates in plans:
             seconds = timed(lambda fn=fn, cfg=shipped: fn(cfg), a.dry_run)
-            shipped = shipped or fp4_cfgs[0]
+            shipped = shipped or {"fused_moe_nvfp4": fp4_cfgs, "fused_moe_mxfp4": mx_cfgs}[kernel][0]
             best = (seconds, shipped)
             if a.tune and not a.dry_run:
                 for cfg in candidates:

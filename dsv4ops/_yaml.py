@@ -47,18 +47,31 @@ def _no_duplicates_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool =
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates_mapping)
 
 
-def _collect_lines(node: yaml.Node, prefix: str, info: LineInfo) -> None:
+def _collect_lines(node: yaml.Node, prefix: str, info: LineInfo,
+                   seen: set[int] | None = None, path_ids: tuple[int, ...] = ()) -> None:
+    """Record each key's line. An alias is a node already seen: its lines are the anchor's, so it
+    is not walked again (which also keeps an alias bomb linear); an alias of one of its own
+    ancestors is a recursive structure, which no profile needs and which the checks after
+    loading would follow forever, so it is refused."""
+    seen = set() if seen is None else seen
+    if id(node) in path_ids:
+        raise YAMLSyntaxError(f"recursive alias at {prefix or 'the top level'}: a value that contains itself",
+                              info.lines.get(prefix, node.start_mark.line + 1))
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    path_ids = (*path_ids, id(node))
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
             key = str(key_node.value)
             path = f"{prefix}.{key}" if prefix else key
             info.lines[path] = key_node.start_mark.line + 1
-            _collect_lines(value_node, path, info)
+            _collect_lines(value_node, path, info, seen, path_ids)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             path = f"{prefix}[{i}]"
             info.lines[path] = item.start_mark.line + 1
-            _collect_lines(item, path, info)
+            _collect_lines(item, path, info, seen, path_ids)
 
 
 class YAMLSyntaxError(ValueError):

@@ -7,7 +7,9 @@ Self-contained (torch + triton from the server venv, no dsv4ops). Checks, in ord
 2. this GPU's name and compute capability, and this triton's version, against the manifest;
 3. SGLang's exact lookup path `configs/triton_<ver>/E=256,N=512,device_name=<name>.json` exists;
 4. both kernels at full DSV4-Flash per-rank shapes (16 heads, 512-d, 128 + 512 rows; 256 experts,
-   hidden 4096, intermediate 512) against the torch references shipped in the package.
+   hidden 4096, intermediate 512) against the torch references shipped in the package, and the
+   FP4-expert MoE (NVFP4 and MXFP4 W4A16, moe_fp4_configs/) at the same MoE shape, for each FP4
+   format whose config files the package holds.
 Exit 0 when all pass. Outside testpaths on purpose: it needs the box's GPU.
 """
 
@@ -49,7 +51,15 @@ def main(argv: list[str]) -> int:
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     try:
-        from kernels_gpu import attn_inputs, check_correct, moe_inputs  # the benchmark's plumbing
+        from kernels_gpu import (  # the benchmark's plumbing
+            attn_inputs,
+            check_correct,
+            check_mxfp4,
+            check_nvfp4,
+            moe_inputs,
+            moe_mxfp4_inputs,
+            moe_nvfp4_inputs,
+        )
 
         sys.path.insert(0, str(root))  # after that import: `kernels` must be the deployed copy
 
@@ -60,6 +70,18 @@ def main(argv: list[str]) -> int:
                                     attn_cfg, moe_cfg)
             if not verdict.startswith("PASS"):
                 failures.append(f"correctness: {verdict}")
+        fp4_dir = root / "moe_fp4_configs" / lookup.parent.name
+        for dtype, inputs, check in (("nvfp4_w4a16", moe_nvfp4_inputs, check_nvfp4),
+                                     ("mxfp4_w4a16", moe_mxfp4_inputs, check_mxfp4)):
+            paths = [fp4_dir / f"kernel=fused_moe,E=256,N=512,device_name={name},dtype={dtype}{d}.json"
+                     for d in ("", "_down")]
+            if not all(p.is_file() for p in paths):
+                print(f"skip {dtype}: the package has no {paths[0].name}")  # noqa: T201
+                continue
+            up_cfg, down_cfg = (json.loads(p.read_text())["1"] for p in paths)
+            ok, err = check(torch, inputs(torch, 1, "cuda")[0], up_cfg, down_cfg)
+            if not ok:
+                failures.append(f"correctness: {dtype} MoE max rel err {err:.2e}")
     except ImportError as exc:
         failures.append(f"cannot run the correctness check: {exc} (copy benchmarks/kernels_gpu.py next to this script)")
 

@@ -8,13 +8,16 @@ SGLang's fused-MoE layout (`E=256,N=512,device_name=...json`, keys = batch size 
 files SGLang reads through SGLANG_MOE_CONFIG_DIR, so one file drives both.
 
 Dtypes: bf16 activations and bf16 expert weights (fp32 accumulate), the `dtype`-less SGLang
-config name. NVFP4 expert weights: `moe_nvfp4.py` (same routing); MXFP4 is not implemented.
+config name. FP4 expert weights: `moe_nvfp4.py` (NVFP4) and `moe_mxfp4.py` (MXFP4), same
+routing: their kernels call this module's `moe_tile` prologue and `moe_store` epilogue, and their
+wrappers `plan_launch`.
 
 Only triton is imported at top level (the sm_120 AOT check has no torch); torch is lazy.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import triton
@@ -28,16 +31,14 @@ INTERMEDIATE = 2048
 
 
 @triton.jit
-def fused_moe_kernel(
-    a_ptr, b_ptr, c_ptr, topk_weights_ptr, sorted_token_ids_ptr, expert_ids_ptr,
-    num_tokens_post_padded_ptr,
-    N, K, num_valid_tokens,
-    stride_am, stride_be, stride_bn, stride_cm,
-    MUL_ROUTED_WEIGHT: tl.constexpr, TOP_K: tl.constexpr,
-    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
-    GROUP_SIZE_M: tl.constexpr,
-):
-    # C[slot, :] = A[slot // TOP_K, :] @ B[expert(slot)].T  (x routed weight for the down proj)
+def moe_tile(num_tokens_post_padded_ptr, sorted_token_ids_ptr, expert_ids_ptr, N, num_valid_tokens,
+             TOP_K: tl.constexpr, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
+             GROUP_SIZE_M: tl.constexpr):
+    # The routing / tile prologue every MoE kernel here shares (bf16, NVFP4, MXFP4): this
+    # program's BLOCK_SIZE_M x BLOCK_SIZE_N tile of one expert's output, SGLang's grouped order.
+    # Returns (slots, slot_ok, a_rows, expert, offs_n, n_ok): the (token, slot) ids of the tile's
+    # rows (padding >= num_valid_tokens), the activation row each reads (slot // TOP_K), the expert
+    # (int64) and the tile's output columns.
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(tl.load(num_tokens_post_padded_ptr), BLOCK_SIZE_M)
     num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
@@ -50,12 +51,39 @@ def fused_moe_kernel(
     offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
     slots = tl.load(sorted_token_ids_ptr + offs_m)
     slot_ok = slots < num_valid_tokens
+    a_rows = tl.where(slot_ok, slots // TOP_K, 0).to(tl.int64)
     expert = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
     offs_n = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     n_ok = offs_n < N
-    offs_k = tl.arange(0, BLOCK_SIZE_K)
+    return slots, slot_ok, a_rows, expert, offs_n, n_ok
 
-    a_rows = tl.where(slot_ok, slots // TOP_K, 0).to(tl.int64)
+
+@triton.jit
+def moe_store(c_ptr, acc, slots, slot_ok, offs_n, n_ok, topk_weights_ptr, stride_cm,
+              MUL_ROUTED_WEIGHT: tl.constexpr):
+    # The shared epilogue: x routed weight (the down projection), store the tile's valid rows.
+    if MUL_ROUTED_WEIGHT:
+        rw = tl.load(topk_weights_ptr + slots, mask=slot_ok, other=0.0)
+        acc = acc * rw[:, None]
+    c_ptrs = c_ptr + slots.to(tl.int64)[:, None] * stride_cm + offs_n[None, :]
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=slot_ok[:, None] & n_ok[None, :])
+
+
+@triton.jit
+def fused_moe_kernel(
+    a_ptr, b_ptr, c_ptr, topk_weights_ptr, sorted_token_ids_ptr, expert_ids_ptr,
+    num_tokens_post_padded_ptr,
+    N, K, num_valid_tokens,
+    stride_am, stride_be, stride_bn, stride_cm,
+    MUL_ROUTED_WEIGHT: tl.constexpr, TOP_K: tl.constexpr,
+    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr,
+):
+    # C[slot, :] = A[slot // TOP_K, :] @ B[expert(slot)].T  (x routed weight for the down proj)
+    slots, slot_ok, a_rows, expert, offs_n, n_ok = moe_tile(
+        num_tokens_post_padded_ptr, sorted_token_ids_ptr, expert_ids_ptr, N, num_valid_tokens,
+        TOP_K, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
+    offs_k = tl.arange(0, BLOCK_SIZE_K)
     a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_k[None, :]
     b_ptrs = b_ptr + expert * stride_be + offs_n.to(tl.int64)[None, :] * stride_bn + offs_k[:, None]
     acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
@@ -66,31 +94,34 @@ def fused_moe_kernel(
         acc = tl.dot(a, b, acc)
         a_ptrs += BLOCK_SIZE_K
         b_ptrs += BLOCK_SIZE_K
-    if MUL_ROUTED_WEIGHT:
-        w = tl.load(topk_weights_ptr + slots, mask=slot_ok, other=0.0)
-        acc = acc * w[:, None]
-    c_ptrs = c_ptr + slots.to(tl.int64)[:, None] * stride_cm + offs_n[None, :]
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=slot_ok[:, None] & n_ok[None, :])
+    moe_store(c_ptr, acc, slots, slot_ok, offs_n, n_ok, topk_weights_ptr, stride_cm, MUL_ROUTED_WEIGHT)
 
 
-def aot_signature(config: dict[str, int], down: bool = False) -> tuple:
-    """(signature, constexprs) for compiling this kernel ahead of time with `config`."""
-    signature = {
-        "a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "topk_weights_ptr": "*fp32",
-        "sorted_token_ids_ptr": "*i32", "expert_ids_ptr": "*i32",
-        "num_tokens_post_padded_ptr": "*i32",
-        "N": "i32", "K": "i32", "num_valid_tokens": "i32",
-        "stride_am": "i32", "stride_be": "i32", "stride_bn": "i32", "stride_cm": "i32",
-    }
-    constexprs = {
+def moe_constexprs(config: dict[str, int], down: bool) -> dict[str, Any]:
+    """The constexpr arguments every MoE kernel here takes, for one config and projection."""
+    return {
         # The down projection reads one row per slot and applies the routed weight.
         "MUL_ROUTED_WEIGHT": down, "TOP_K": 1 if down else TOP_K,
         "BLOCK_SIZE_M": config["BLOCK_SIZE_M"], "BLOCK_SIZE_N": config["BLOCK_SIZE_N"],
         "BLOCK_SIZE_K": config["BLOCK_SIZE_K"], "GROUP_SIZE_M": config["GROUP_SIZE_M"],
     }
-    for name in constexprs:
-        signature[name] = "constexpr"
-    return signature, constexprs
+
+
+def with_constexprs(signature: dict[str, str], config: dict[str, int], down: bool) -> tuple:
+    """(signature + the constexpr slots, constexprs): what `triton.compile`'s ASTSource takes."""
+    constexprs = moe_constexprs(config, down)
+    return {**signature, **dict.fromkeys(constexprs, "constexpr")}, constexprs
+
+
+def aot_signature(config: dict[str, int], down: bool = False) -> tuple:
+    """(signature, constexprs) for compiling this kernel ahead of time with `config`."""
+    return with_constexprs({
+        "a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "topk_weights_ptr": "*fp32",
+        "sorted_token_ids_ptr": "*i32", "expert_ids_ptr": "*i32",
+        "num_tokens_post_padded_ptr": "*i32",
+        "N": "i32", "K": "i32", "num_valid_tokens": "i32",
+        "stride_am": "i32", "stride_be": "i32", "stride_bn": "i32", "stride_cm": "i32",
+    }, config, down)
 
 
 def moe_align(topk_ids: Any, block_m: int, n_experts: int) -> tuple[Any, Any, Any]:
@@ -116,6 +147,38 @@ def moe_align(topk_ids: Any, block_m: int, n_experts: int) -> tuple[Any, Any, An
     return sorted_ids, expert_ids, torch.tensor([sorted_ids.numel()], dtype=torch.int32)
 
 
+@dataclass(frozen=True)
+class Launch:
+    """What every MoE wrapper here hands its kernel besides the weights (see `plan_launch`)."""
+
+    sorted_ids: Any
+    expert_ids: Any
+    n_post: Any
+    out: Any
+    topk_weights: Any  # fp32 [M, top_k], ones when the projection applies no routed weight
+    grid: tuple[int]
+    n_valid: int
+    kwargs: dict[str, Any]  # the constexprs plus num_warps / num_stages
+
+
+def plan_launch(a: Any, topk_ids: Any, n_experts: int, n: int, config: dict[str, int],
+                topk_weights: Any = None, a_per_slot: bool = False) -> Launch:
+    """Host side shared by the MoE wrappers: routing (`moe_align`), the output [M * top_k, N] in
+    a's dtype, the routed weights, the grid and the kernel keyword arguments."""
+    import torch
+
+    n_tokens, top_k = topk_ids.shape
+    sorted_ids, expert_ids, n_post = moe_align(topk_ids, config["BLOCK_SIZE_M"], n_experts)
+    sorted_ids, expert_ids, n_post = (t.to(a.device) for t in (sorted_ids, expert_ids, n_post))
+    out = torch.zeros((n_tokens * top_k, n), dtype=a.dtype, device=a.device)
+    weights = topk_weights if topk_weights is not None else torch.ones(n_tokens, top_k, device=a.device)
+    grid = (triton.cdiv(sorted_ids.numel(), config["BLOCK_SIZE_M"]) * triton.cdiv(n, config["BLOCK_SIZE_N"]),)
+    kwargs = {**moe_constexprs(config, topk_weights is not None), "TOP_K": 1 if a_per_slot else top_k,
+              "num_warps": config["num_warps"], "num_stages": config["num_stages"]}
+    return Launch(sorted_ids, expert_ids, n_post, out, weights.to(torch.float32).contiguous(), grid,
+                  n_tokens * top_k, kwargs)
+
+
 def grouped_gemm(a: Any, w: Any, topk_ids: Any, config: dict[str, int],
                  topk_weights: Any = None, a_per_slot: bool = False) -> Any:
     """out[slot] = a[row(slot)] @ w[topk_ids.flat[slot]].T  -> [M * top_k, N].
@@ -123,22 +186,12 @@ def grouped_gemm(a: Any, w: Any, topk_ids: Any, config: dict[str, int],
     a [M, K] (one row per token) or, with a_per_slot, [M * top_k, K] (one row per slot, as the
     down projection sees it); w [E, N, K]; optional topk_weights [M, top_k] multiply each slot.
     """
-    import torch
-
-    n_tokens, top_k = topk_ids.shape
     n_experts, n, k = w.shape
-    sorted_ids, expert_ids, n_post = moe_align(topk_ids, config["BLOCK_SIZE_M"], n_experts)
-    sorted_ids, expert_ids, n_post = (t.to(a.device) for t in (sorted_ids, expert_ids, n_post))
-    out = torch.zeros((n_tokens * top_k, n), dtype=a.dtype, device=a.device)
-    weights = (topk_weights if topk_weights is not None else torch.ones(n_tokens, top_k, device=a.device))
-    grid = (triton.cdiv(sorted_ids.numel(), config["BLOCK_SIZE_M"]) * triton.cdiv(n, config["BLOCK_SIZE_N"]),)
-    fused_moe_kernel[grid](
-        a, w, out, weights.to(torch.float32).contiguous(), sorted_ids, expert_ids, n_post,
-        n, k, n_tokens * top_k,
-        a.stride(0), w.stride(0), w.stride(1), out.stride(0),
-        MUL_ROUTED_WEIGHT=topk_weights is not None, TOP_K=1 if a_per_slot else top_k,
-        BLOCK_SIZE_M=config["BLOCK_SIZE_M"], BLOCK_SIZE_N=config["BLOCK_SIZE_N"],
-        BLOCK_SIZE_K=config["BLOCK_SIZE_K"], GROUP_SIZE_M=config["GROUP_SIZE_M"],
-        num_warps=config["num_warps"], num_stages=config["num_stages"],
+    p = plan_launch(a, topk_ids, n_experts, n, config, topk_weights, a_per_slot)
+    fused_moe_kernel[p.grid](
+        a, w, p.out, p.topk_weights, p.sorted_ids, p.expert_ids, p.n_post,
+        n, k, p.n_valid,
+        a.stride(0), w.stride(0), w.stride(1), p.out.stride(0),
+        **p.kwargs,
     )
-    return out
+    return p.out

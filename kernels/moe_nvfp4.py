@@ -14,7 +14,8 @@ e2m1 = 1 sign, 2 exponent, 1 mantissa bit: magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6
 decodes the nibbles arithmetically, multiplies the block scales (e2m1 x e4m3 has at most 5
 significant bits, so the bf16 product is exact), runs the bf16 MMA with fp32 accumulation, and
 applies the global scale to the accumulator. Activations are bf16. The official DSV4 checkpoints
-ship MXFP4 instead (32-value blocks, ue8m0 scales); that format is not implemented here. The
+ship MXFP4 instead (32-value blocks, ue8m0 scales): `moe_mxfp4.py`. Both call the shared helpers
+(`moe_grouped_gemm.moe_tile` / `moe_store`, `fp4_common`'s e2m1 decode and K loops). The
 packing order and scale layout follow the reference's prototype (§3.2); that they match the
 ModelOpt checkpoint byte for byte is UNVERIFIED (reference §4.4).
 
@@ -36,20 +37,10 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from kernels.moe_grouped_gemm import TOP_K, moe_align
+from kernels.fp4_common import check_fp4_shapes, fp4_dequant_dot, fp4_scaled_dot
+from kernels.moe_grouped_gemm import moe_store, moe_tile, plan_launch, with_constexprs
 
 GROUP = 16  # NVFP4: one ue4m3 scale per 16 e2m1 values
-
-
-@triton.jit
-def _e2m1_to_f32(code):
-    # code: int32 nibble 0..15 = sign(1) exponent(2) mantissa(1).
-    mag = code & 7
-    exp = mag >> 1
-    man = (mag & 1).to(tl.float32)
-    # exponent 0: subnormal 0 / 0.5; else (1 + m/2) * 2^(e-1) = (2 + m) * 2^e / 4
-    val = tl.where(exp == 0, man * 0.5, (2.0 + man) * (1 << exp).to(tl.float32) * 0.25)
-    return tl.where((code & 8) != 0, -val, val)
 
 
 @triton.jit
@@ -63,54 +54,17 @@ def fused_moe_nvfp4_kernel(
     GROUP_SIZE_M: tl.constexpr,
 ):
     # C[slot, :] = A[slot // TOP_K, :] @ dequant(B[expert(slot)]).T  (x routed weight for down)
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(tl.load(num_tokens_post_padded_ptr), BLOCK_SIZE_M)
-    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
-    group = pid // (GROUP_SIZE_M * num_pid_n)
-    first_m = group * GROUP_SIZE_M
-    group_m = tl.minimum(num_pid_m - first_m, GROUP_SIZE_M)
-    pid_m = first_m + (pid % group_m)
-    pid_n = (pid % (GROUP_SIZE_M * num_pid_n)) // group_m
-
-    HALF_K: tl.constexpr = BLOCK_SIZE_K // 2
-    GROUPS_K: tl.constexpr = BLOCK_SIZE_K // 16
-    offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
-    slots = tl.load(sorted_token_ids_ptr + offs_m)
-    slot_ok = slots < num_valid_tokens
-    expert = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
-    offs_n = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
-    n_ok = offs_n < N
-    offs_k = tl.arange(0, BLOCK_SIZE_K)
-    offs_kp = tl.arange(0, HALF_K)     # packed bytes
-    offs_ks = tl.arange(0, GROUPS_K)   # block scales
-
-    a_rows = tl.where(slot_ok, slots // TOP_K, 0).to(tl.int64)
-    a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_k[None, :]
+    slots, slot_ok, a_rows, expert, offs_n, n_ok = moe_tile(
+        num_tokens_post_padded_ptr, sorted_token_ids_ptr, expert_ids_ptr, N, num_valid_tokens,
+        TOP_K, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
     rows_n = offs_n.to(tl.int64)[:, None]
-    b_ptrs = b_ptr + expert * stride_be + rows_n * stride_bn + offs_kp[None, :]
-    s_ptrs = b_scale_ptr + expert * stride_se + rows_n * stride_sn + offs_ks[None, :]
-    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    for k0 in range(tl.cdiv(K, BLOCK_SIZE_K)):
-        k_left = K - k0 * BLOCK_SIZE_K
-        a = tl.load(a_ptrs, mask=slot_ok[:, None] & (offs_k < k_left)[None, :], other=0.0)
-        packed = tl.load(b_ptrs, mask=n_ok[:, None] & (offs_kp < k_left // 2)[None, :], other=0)
-        scale = tl.load(s_ptrs, mask=n_ok[:, None] & (offs_ks < k_left // 16)[None, :], other=0.0)
-        packed = packed.to(tl.int32)
-        lo = _e2m1_to_f32(packed & 15)    # k = 2j
-        hi = _e2m1_to_f32(packed >> 4)    # k = 2j + 1
-        w = tl.reshape(tl.join(lo, hi), (BLOCK_SIZE_N, GROUPS_K, 16))
-        w = w * scale.to(tl.float32)[:, :, None]
-        w = tl.reshape(w, (BLOCK_SIZE_N, BLOCK_SIZE_K)).to(tl.bfloat16)
-        acc = tl.dot(a, tl.trans(w), acc)
-        a_ptrs += BLOCK_SIZE_K
-        b_ptrs += HALF_K
-        s_ptrs += GROUPS_K
+    a_ptrs = a_ptr + a_rows[:, None] * stride_am + tl.arange(0, BLOCK_SIZE_K)[None, :]
+    b_ptrs = b_ptr + expert * stride_be + rows_n * stride_bn + tl.arange(0, BLOCK_SIZE_K // 2)[None, :]
+    s_ptrs = b_scale_ptr + expert * stride_se + rows_n * stride_sn + tl.arange(0, BLOCK_SIZE_K // 16)[None, :]
+    acc = fp4_dequant_dot(a_ptrs, b_ptrs, s_ptrs, slot_ok, n_ok, K,
+                          BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, 16, False)
     acc = acc * tl.load(b_gscale_ptr + expert)
-    if MUL_ROUTED_WEIGHT:
-        rw = tl.load(topk_weights_ptr + slots, mask=slot_ok, other=0.0)
-        acc = acc * rw[:, None]
-    c_ptrs = c_ptr + slots.to(tl.int64)[:, None] * stride_cm + offs_n[None, :]
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=slot_ok[:, None] & n_ok[None, :])
+    moe_store(c_ptr, acc, slots, slot_ok, offs_n, n_ok, topk_weights_ptr, stride_cm, MUL_ROUTED_WEIGHT)
 
 
 @triton.jit
@@ -128,82 +82,37 @@ def fused_moe_nvfp4_dot_scaled_kernel(
     # fp32 global scale). NOT validated on CPU: Triton's interpreter computes NVFP4 dot_scaled
     # wrongly (reference §3.5 gotcha 6), so this kernel is only AOT-compiled for sm_120 and
     # needs a GPU correctness run against fused_moe_nvfp4_kernel before it is used.
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(tl.load(num_tokens_post_padded_ptr), BLOCK_SIZE_M)
-    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
-    group = pid // (GROUP_SIZE_M * num_pid_n)
-    first_m = group * GROUP_SIZE_M
-    group_m = tl.minimum(num_pid_m - first_m, GROUP_SIZE_M)
-    pid_m = first_m + (pid % group_m)
-    pid_n = (pid % (GROUP_SIZE_M * num_pid_n)) // group_m
-
-    HALF_K: tl.constexpr = BLOCK_SIZE_K // 2
-    GROUPS_K: tl.constexpr = BLOCK_SIZE_K // 16
-    offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
-    slots = tl.load(sorted_token_ids_ptr + offs_m)
-    slot_ok = slots < num_valid_tokens
-    expert = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
-    offs_n = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
-    n_ok = offs_n < N
-    offs_kp = tl.arange(0, HALF_K)
-    offs_ks = tl.arange(0, GROUPS_K)
-
-    a_rows = tl.where(slot_ok, slots // TOP_K, 0).to(tl.int64)
+    slots, slot_ok, a_rows, expert, offs_n, n_ok = moe_tile(
+        num_tokens_post_padded_ptr, sorted_token_ids_ptr, expert_ids_ptr, N, num_valid_tokens,
+        TOP_K, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
+    offs_kp = tl.arange(0, BLOCK_SIZE_K // 2)
+    offs_ks = tl.arange(0, BLOCK_SIZE_K // 16)
+    rows_n = offs_n.to(tl.int64)
     a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_kp[None, :]
     as_ptrs = a_scale_ptr + a_rows[:, None] * stride_asm + offs_ks[None, :]
-    rows_n = offs_n.to(tl.int64)
     b_ptrs = b_ptr + expert * stride_be + rows_n[None, :] * stride_bn + offs_kp[:, None]
     bs_ptrs = b_scale_ptr + expert * stride_se + rows_n[:, None] * stride_sn + offs_ks[None, :]
-    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    for k0 in range(tl.cdiv(K, BLOCK_SIZE_K)):
-        k_left = K - k0 * BLOCK_SIZE_K
-        kp_ok = offs_kp < k_left // 2
-        ks_ok = offs_ks < k_left // 16
-        a = tl.load(a_ptrs, mask=slot_ok[:, None] & kp_ok[None, :], other=0)
-        a_s = tl.load(as_ptrs, mask=slot_ok[:, None] & ks_ok[None, :], other=0.0)
-        b = tl.load(b_ptrs, mask=kp_ok[:, None] & n_ok[None, :], other=0)
-        b_s = tl.load(bs_ptrs, mask=n_ok[:, None] & ks_ok[None, :], other=0.0)
-        acc = tl.dot_scaled(a, a_s, "e2m1", b, b_s, "e2m1", acc)
-        a_ptrs += HALF_K
-        as_ptrs += GROUPS_K
-        b_ptrs += HALF_K
-        bs_ptrs += GROUPS_K
+    acc = fp4_scaled_dot(a_ptrs, as_ptrs, b_ptrs, bs_ptrs, slot_ok, n_ok, K,
+                         BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, 16)
     acc = acc * (tl.load(b_gscale_ptr + expert) * tl.load(a_gscale_ptr))
-    if MUL_ROUTED_WEIGHT:
-        rw = tl.load(topk_weights_ptr + slots, mask=slot_ok, other=0.0)
-        acc = acc * rw[:, None]
-    c_ptrs = c_ptr + slots.to(tl.int64)[:, None] * stride_cm + offs_n[None, :]
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=slot_ok[:, None] & n_ok[None, :])
-
-
-def _constexprs(config: dict[str, int], down: bool) -> dict[str, Any]:
-    return {
-        # The down projection reads one row per slot and applies the routed weight.
-        "MUL_ROUTED_WEIGHT": down, "TOP_K": 1 if down else TOP_K,
-        "BLOCK_SIZE_M": config["BLOCK_SIZE_M"], "BLOCK_SIZE_N": config["BLOCK_SIZE_N"],
-        "BLOCK_SIZE_K": config["BLOCK_SIZE_K"], "GROUP_SIZE_M": config["GROUP_SIZE_M"],
-    }
+    moe_store(c_ptr, acc, slots, slot_ok, offs_n, n_ok, topk_weights_ptr, stride_cm, MUL_ROUTED_WEIGHT)
 
 
 def aot_signature(config: dict[str, int], down: bool = False) -> tuple:
     """(signature, constexprs) for compiling fused_moe_nvfp4_kernel ahead of time."""
-    signature = {
+    return with_constexprs({
         "a_ptr": "*bf16", "b_ptr": "*u8", "b_scale_ptr": "*fp8e4nv", "b_gscale_ptr": "*fp32",
         "c_ptr": "*bf16", "topk_weights_ptr": "*fp32", "sorted_token_ids_ptr": "*i32",
         "expert_ids_ptr": "*i32", "num_tokens_post_padded_ptr": "*i32",
         "N": "i32", "K": "i32", "num_valid_tokens": "i32",
         "stride_am": "i32", "stride_be": "i32", "stride_bn": "i32", "stride_se": "i32",
         "stride_sn": "i32", "stride_cm": "i32",
-    }
-    constexprs = _constexprs(config, down)
-    for name in constexprs:
-        signature[name] = "constexpr"
-    return signature, constexprs
+    }, config, down)
 
 
 def aot_signature_dot_scaled(config: dict[str, int], down: bool = False) -> tuple:
     """(signature, constexprs) for compiling fused_moe_nvfp4_dot_scaled_kernel ahead of time."""
-    signature = {
+    return with_constexprs({
         "a_ptr": "*u8", "a_scale_ptr": "*fp8e4nv", "a_gscale_ptr": "*fp32",
         "b_ptr": "*u8", "b_scale_ptr": "*fp8e4nv", "b_gscale_ptr": "*fp32",
         "c_ptr": "*bf16", "topk_weights_ptr": "*fp32", "sorted_token_ids_ptr": "*i32",
@@ -211,11 +120,7 @@ def aot_signature_dot_scaled(config: dict[str, int], down: bool = False) -> tupl
         "N": "i32", "K": "i32", "num_valid_tokens": "i32",
         "stride_am": "i32", "stride_asm": "i32", "stride_be": "i32", "stride_bn": "i32",
         "stride_se": "i32", "stride_sn": "i32", "stride_cm": "i32",
-    }
-    constexprs = _constexprs(config, down)
-    for name in constexprs:
-        signature[name] = "constexpr"
-    return signature, constexprs
+    }, config, down)
 
 
 def grouped_gemm_nvfp4(a: Any, w_packed: Any, w_scale: Any, w_gscale: Any, topk_ids: Any,
@@ -228,28 +133,15 @@ def grouped_gemm_nvfp4(a: Any, w_packed: Any, w_scale: Any, w_gscale: Any, topk_
     """
     import torch
 
-    n_tokens, top_k = topk_ids.shape
-    n_experts, n, half_k = w_packed.shape
-    k = 2 * half_k
-    if k % GROUP or w_scale.shape != (n_experts, n, k // GROUP) or a.shape[1] != k:
-        raise ValueError(f"NVFP4 shapes: a {tuple(a.shape)}, w_packed {tuple(w_packed.shape)}, "
-                         f"w_scale {tuple(w_scale.shape)} (K must be a multiple of {GROUP})")
-    if w_packed.stride(2) != 1 or w_scale.stride(2) != 1 or a.stride(1) != 1:
-        raise ValueError("a, w_packed and w_scale must be contiguous along K")
-    sorted_ids, expert_ids, n_post = moe_align(topk_ids, config["BLOCK_SIZE_M"], n_experts)
-    sorted_ids, expert_ids, n_post = (t.to(a.device) for t in (sorted_ids, expert_ids, n_post))
-    out = torch.zeros((n_tokens * top_k, n), dtype=a.dtype, device=a.device)
-    weights = topk_weights if topk_weights is not None else torch.ones(n_tokens, top_k, device=a.device)
-    grid = (triton.cdiv(sorted_ids.numel(), config["BLOCK_SIZE_M"]) * triton.cdiv(n, config["BLOCK_SIZE_N"]),)
-    fused_moe_nvfp4_kernel[grid](
-        a, w_packed, w_scale, w_gscale.to(torch.float32).contiguous(), out,
-        weights.to(torch.float32).contiguous(), sorted_ids, expert_ids, n_post,
-        n, k, n_tokens * top_k,
+    k = check_fp4_shapes("NVFP4", GROUP, a, w_packed, w_scale)
+    n_experts, n, _ = w_packed.shape
+    p = plan_launch(a, topk_ids, n_experts, n, config, topk_weights, a_per_slot)
+    fused_moe_nvfp4_kernel[p.grid](
+        a, w_packed, w_scale, w_gscale.to(torch.float32).contiguous(), p.out,
+        p.topk_weights, p.sorted_ids, p.expert_ids, p.n_post,
+        n, k, p.n_valid,
         a.stride(0), w_packed.stride(0), w_packed.stride(1), w_scale.stride(0), w_scale.stride(1),
-        out.stride(0),
-        MUL_ROUTED_WEIGHT=topk_weights is not None, TOP_K=1 if a_per_slot else top_k,
-        BLOCK_SIZE_M=config["BLOCK_SIZE_M"], BLOCK_SIZE_N=config["BLOCK_SIZE_N"],
-        BLOCK_SIZE_K=config["BLOCK_SIZE_K"], GROUP_SIZE_M=config["GROUP_SIZE_M"],
-        num_warps=config["num_warps"], num_stages=config["num_stages"],
+        p.out.stride(0),
+        **p.kwargs,
     )
-    return out
+    return p.out

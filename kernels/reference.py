@@ -154,3 +154,70 @@ def moe_layer_nvfp4_ref(x: torch.Tensor, w13: tuple, w2: tuple, topk_ids: torch.
                         topk_weights: torch.Tensor) -> torch.Tensor:
     """moe_layer_ref with NVFP4 experts: w13 / w2 are (packed, scale, global) triples."""
     return moe_layer_ref(x, dequantize_nvfp4(*w13), dequantize_nvfp4(*w2), topk_ids, topk_weights)
+
+
+# ----------------------------------------------------------------------------- MXFP4 experts
+# MXFP4 (OCP Microscaling; the official DSV4 checkpoints' routed experts, reference §1.1): e2m1
+# values, one ue8m0 scale byte per 32 values along K, value = e2m1 * 2^(byte - 127), no global
+# scale. Layout as kernels/moe_mxfp4.py: packed uint8 [E, N, K/2] (low nibble = even k, as
+# NVFP4), scales uint8 [E, N, K/32].
+
+MXFP4_GROUP, E2M1_EMAX, E8M0_BIAS = 32, 2, 127
+
+
+def e8m0_decode(scale: torch.Tensor) -> torch.Tensor:
+    """ue8m0 bytes -> fp32 2^(byte - 127); byte 255 is NaN (OCP MX), byte 0 is 2^-127."""
+    b = scale.to(torch.int32)
+    return torch.where(b == 255, torch.nan, torch.exp2((b - E8M0_BIAS).double()).float())
+
+
+def e2m1_encode_rne(x: torch.Tensor) -> torch.Tensor:
+    """fp32 values -> e2m1 codes (uint8, 0..15), round to nearest, ties to even, saturating at ±6.
+
+    Per binade the e2m1 grid is evenly spaced (step 0.5 below 2, 1 in [2, 4), 2 in [4, 6]), and
+    an even code is an even multiple of the step, so torch.round (half to even) per binade is
+    IEEE round-to-nearest-even. -0 and negatives that round to 0 encode as +0.
+    """
+    mag = x.float().abs().clamp(max=E2M1_MAX)
+    step = torch.where(mag < 2, 0.5, torch.where(mag < 4, 1.0, 2.0))
+    q = torch.round(mag / step) * step  # exact: mag / step and q are small multiples of 0.5
+    idx = (q[..., None] == E2M1_VALUES).to(torch.int64).argmax(dim=-1)
+    return (idx | ((x < 0) & (idx > 0)).to(torch.int64) << 3).to(torch.uint8)
+
+
+def quantize_mxfp4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """[..., K] float -> (packed uint8 [..., K/2], ue8m0 scales uint8 [..., K/32]).
+
+    OCP MX: per 32-value block the shared exponent is floor(log2(amax)) - 2 (2 = emax of e2m1),
+    clamped to [-127, 127] (an all-zero block gets -127, byte 0), stored as exponent + 127; the
+    values w / 2^exponent are rounded to nearest-even e2m1, saturating at ±6 (amax / 2^exponent
+    lies in [4, 8)). floor(log2) is taken from the float's exponent (frexp), exactly.
+    """
+    k = w.shape[-1]
+    if k % MXFP4_GROUP:
+        raise ValueError(f"K={k} is not a multiple of {MXFP4_GROUP}")
+    blocks = w.float().reshape(*w.shape[:-1], k // MXFP4_GROUP, MXFP4_GROUP)
+    amax = blocks.abs().amax(dim=-1)
+    _, exp = torch.frexp(amax)                       # amax = m * 2^exp, m in [0.5, 1)
+    shared = torch.where(amax > 0, exp - 1 - E2M1_EMAX, -E8M0_BIAS).clamp(-E8M0_BIAS, E8M0_BIAS)
+    scaled = torch.ldexp(blocks, -shared[..., None].to(torch.float32))
+    codes = e2m1_encode_rne(scaled).reshape(w.shape)
+    return pack_nibbles(codes), (shared + E8M0_BIAS).to(torch.uint8)
+
+
+def dequantize_mxfp4(packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """Inverse of quantize_mxfp4: fp32 [..., K] = e2m1 * 2^(scale byte - 127)."""
+    return e2m1_decode(unpack_nibbles(packed)) * e8m0_decode(scale).repeat_interleave(MXFP4_GROUP, dim=-1)
+
+
+def grouped_gemm_mxfp4_ref(a: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
+                           topk_ids: torch.Tensor, topk_weights: torch.Tensor | None = None,
+                           a_per_slot: bool = False) -> torch.Tensor:
+    """grouped_gemm_ref over the dequantized MXFP4 weights (same routing semantics), fp32."""
+    return grouped_gemm_ref(a, dequantize_mxfp4(packed, scale), topk_ids, topk_weights, a_per_slot)
+
+
+def moe_layer_mxfp4_ref(x: torch.Tensor, w13: tuple, w2: tuple, topk_ids: torch.Tensor,
+                        topk_weights: torch.Tensor) -> torch.Tensor:
+    """moe_layer_ref with MXFP4 experts: w13 / w2 are (packed, scale) pairs."""
+    return moe_layer_ref(x, dequantize_mxfp4(*w13), dequantize_mxfp4(*w2), topk_ids, topk_weights)

@@ -1,10 +1,12 @@
-"""The streaming load generator: aiohttp, one session, minimal work per event.
+"""The streaming load generator: minimal work per event, JSON parsed after the stream ends.
 
 Hot path per received chunk: one `perf_counter_ns()`, SSE framing, two list appends, and until the
-first output a cheap byte test. JSON is parsed once the stream has ended (`records.parse`). One
-shared `ClientSession` with a pooled connector (limit ≥ concurrency) and a raised read buffer —
-the design measured in reference load-generators.md §4 (aiohttp ~6–26 µs per event vs httpx
-15–67 µs, which saturates at ~15–23k events/s).
+first output a cheap byte test; `records.parse` does the rest once the stream has ended. For
+`http://` targets the streams go through `rawhttp` (an asyncio Protocol that handles each read in
+the event loop's callback, no task wake-up per event); anything else (https, credentials in the
+URL) and the small control requests use one shared aiohttp `ClientSession`. Both were measured
+side by side with httpx in benchmarks/loadgen_capacity.py (reference load-generators.md §4:
+aiohttp ~6–26 µs per event, httpx 15–67 µs and saturating at ~15–23k events/s).
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
+from dsv4ops.canary import rawhttp
 from dsv4ops.canary import records as R
 from dsv4ops.canary.records import RequestRecord, parse
 from dsv4ops.canary.sse import SseSplitter, is_token_event
@@ -42,8 +46,16 @@ class ChatClient:
         watchdog: Watchdog | None = None,
         api_key: str | None = None,
         path: str = CHAT_PATH,
+        engine: str = "auto",
     ) -> None:
+        """`engine`: "raw" (rawhttp; http:// only), "aiohttp", or "auto" (raw where it applies)."""
+        if engine not in ("auto", "raw", "aiohttp"):
+            raise ValueError(f"engine must be auto, raw or aiohttp, not {engine!r}")
+        if engine == "raw" and not rawhttp.StreamingHttp.supports(base_url):
+            raise ValueError(f"the raw engine speaks plain http:// only, not {base_url!r}")
+        self.engine = "raw" if engine != "aiohttp" and rawhttp.StreamingHttp.supports(base_url) else "aiohttp"
         self.url = base_url.rstrip("/") + path
+        self.path = urlsplit(self.url).path or "/"
         self.base_url = base_url.rstrip("/")
         self._connections = max(connections, 8)
         self._timeout = total_timeout_s
@@ -52,6 +64,7 @@ class ChatClient:
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self.session: aiohttp.ClientSession | None = None
+        self._raw: rawhttp.StreamingHttp | None = None
 
     async def __aenter__(self) -> ChatClient:
         connector = aiohttp.TCPConnector(limit=self._connections, limit_per_host=0, ttl_dns_cache=300)
@@ -60,9 +73,13 @@ class ChatClient:
             timeout=aiohttp.ClientTimeout(total=self._timeout, sock_connect=10),
             read_bufsize=1 << 20,
         )
+        if self.engine == "raw":
+            self._raw = rawhttp.StreamingHttp(self.base_url, limit=self._connections)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if self._raw is not None:
+            self._raw.close()
         if self.session is not None:
             await self.session.close()
 
@@ -95,6 +112,8 @@ class ChatClient:
         if wd is not None:
             wd.register(rec, asyncio.current_task())
         clock = time.perf_counter_ns
+        if self._raw is not None:
+            return await self._stream_raw(rec, data, wd)
         try:
             rec.t_send = clock()
             async with self.session.post(self.url, data=data, headers=self._headers) as resp:
@@ -131,6 +150,40 @@ class ChatClient:
             rec.error, rec.error_detail = R.ERR_TIMEOUT, f"no complete response in {self._timeout} s"
         except aiohttp.ClientError as exc:
             rec.error, rec.error_detail = R.ERR_DISCONNECT, f"{type(exc).__name__}: {exc}"[:200]
+        if not rec.t_end:
+            rec.t_end = clock()
+        _finish(rec, wd)
+        return rec
+
+    async def _stream_raw(self, rec: RequestRecord, data: bytes, wd: Watchdog | None) -> RequestRecord:
+        """`_stream` over rawhttp: the same record, the same error kinds."""
+        assert self._raw is not None
+        clock = time.perf_counter_ns
+        request = self._raw.request_bytes(self.path, data, self._headers)
+        try:
+            rec.t_send = clock()
+            async with asyncio.timeout(self._timeout):
+                resp = await self._raw.post_stream(request, rec)
+            rec.status = resp.status
+            if resp.status != 200:
+                text = resp.error_body.decode("utf-8", errors="replace")
+                rec.error, rec.error_detail = R.ERR_HTTP, f"HTTP {resp.status}: {text[:200]}"
+            rec.t_end = clock()
+        except asyncio.CancelledError:
+            rec.t_end = clock()
+            if rec.error is None:
+                hang = rec.extra.get("hang")
+                rec.error = f"hang_{hang}" if hang else R.ERR_CANCELLED
+            _finish(rec, wd)
+            raise
+        except TimeoutError:
+            rec.error, rec.error_detail = R.ERR_TIMEOUT, f"no complete response in {self._timeout} s"
+        except rawhttp.Disconnected as exc:
+            rec.error, rec.error_detail = R.ERR_DISCONNECT, str(exc)[:200]
+        except rawhttp.HttpError as exc:
+            rec.error, rec.error_detail = R.ERR_DISCONNECT, f"HttpError: {exc}"[:200]
+        except OSError as exc:
+            rec.error, rec.error_detail = R.ERR_CONNECT, f"{type(exc).__name__}: {exc}"[:200]
         if not rec.t_end:
             rec.t_end = clock()
         _finish(rec, wd)

@@ -3,12 +3,12 @@ profile change calls for."""
 
 from __future__ import annotations
 
-import asyncio
 import gc
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dsv4ops.canary import eventloop
 from dsv4ops.canary.suites.abort_cascade import run_abort_cascade
 from dsv4ops.canary.suites.common import Progress, SuiteContext
 from dsv4ops.canary.suites.corruption import run_corruption
@@ -81,7 +81,7 @@ def run_suite(
     gc.collect()
     gc.freeze()
     try:
-        result = asyncio.run(_run(name, ctx))
+        result = eventloop.run(_run(name, ctx))
     finally:
         gc.unfreeze()
     if report_dir is not None:

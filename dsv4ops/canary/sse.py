@@ -19,6 +19,11 @@ class SseSplitter:
         self._buf = b""
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        # The common case at one event per read: exactly one complete `data: ` line (SGLang's
+        # stream at stream_interval 1). Byte tests only, no split, no generator: ~5x cheaper.
+        if not self._buf and chunk[:6] == b"data: " and chunk.find(b"\n") == len(chunk) - 2 \
+                and chunk[-2:] == b"\n\n" and b"\r" not in chunk:
+            return [chunk[6:-2]]
         buf = self._buf + chunk if self._buf else chunk
         if b"\r" in buf:  # CRLF framing is legal SSE; normalise only when it occurs
             buf = buf.replace(b"\r\n", b"\n")

@@ -168,7 +168,12 @@ def deploy_cmd(artifact: Path, target: str | None, as_json: bool) -> None:
         return
     click.echo(f"deployed {result['name']}@{result['version']} to {ctx.target.name} "
                f"(previous: {result['previous'] or 'none'})")
-    click.echo(f"  SGLANG_MOE_CONFIG_DIR={result['config_dir']}  (restart decode to load it)")
+    click.echo(f"  SGLANG_MOE_CONFIG_DIR={result['config_dir']}")
+    # SGLang reads the config dir once at start, and a deploy loads the version the profile pins:
+    # the way to run this version is the whole unit, never a decode restart on its own (that
+    # breaks KV transfer against a long-running prefill).
+    click.echo(f"  to run it: pin `kernel_package: {result['name']}@{result['version']}` in the profile "
+               f"and `dsv4ops deploy PROFILE --target {ctx.target.name}`")
 
 
 @kernels.command("list")

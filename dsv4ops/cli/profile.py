@@ -80,26 +80,60 @@ def show_cmd(name: str, rev: str | None, as_json: bool) -> None:
 @_target_opt
 @json_option
 def validate_cmd(names: tuple[str, ...], target: str | None, as_json: bool) -> None:
-    """Check profiles (default: every shipped profile) against every target (or --target)."""
+    """Check profiles (default: every shipped profile) against every target (or --target).
+
+    Lists every problem of each file (file:line: key: message), not just the first; exit 1 if any.
+    """
     from dsv4ops.profiles.views import validate_many
 
     results = validate_many(list(names), target)
-    if len(results) == 1 and not results[0]["ok"] and not as_json:
-        # One profile: its error is the one line the error boundary prints (file:line: key).
-        raise ProfileError(results[0]["error"])
+    failed = [r for r in results if not r["ok"]]
+    n_problems = sum(len(r["problems"]) for r in failed)
+    summary = f"{_count(n_problems, 'problem')} in {_count(len(failed), 'profile')}"
     if as_json:
         echo_json(results)
+    elif len(results) == 1 and failed:
+        # One profile: its problems are error lines on stderr, like the error boundary prints.
+        problems = failed[0]["problems"]
+        if len(problems) == 1:
+            raise _as_error(problems[0])
+        for p in problems:
+            click.secho(f"error: {_problem_line(p)}", fg="red", err=True)
+            if p["hint"]:
+                click.echo(f"hint: {p['hint']}", err=True)
+        raise DsOpsError(summary)
     else:
         for r in results:
-            click.echo(
-                f"{'ok  ' if r['ok'] else 'FAIL'}  {r['profile']}"
-                + ("" if r["ok"] else f"  {r['error']}")
-            )
+            if r["ok"]:
+                click.echo(f"ok    {r['profile']}")
+            for p in r["problems"]:
+                click.echo(f"FAIL  {r['profile']}  {_problem_line(p)}")
+                if p["hint"]:
+                    click.echo(f"      hint: {p['hint']}")
             for w in r["warnings"]:
                 click.echo(f"      warning: {w['where']}: {w['message']}")
-    failed = [r for r in results if not r["ok"]]
+        if failed:
+            click.echo(summary)
     if failed:
         raise DsOpsError(f"{len(failed)} of {len(results)} profiles are invalid")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _as_error(problem: dict[str, Any]) -> ProfileError:
+    return ProfileError(
+        problem["message"],
+        path=problem["path"],
+        line=problem["line"],
+        key=problem["key"],
+        hint=problem["hint"],
+    )
+
+
+def _problem_line(problem: dict[str, Any]) -> str:
+    return str(_as_error(problem))  # file:line: key: message
 
 
 @profile.command("render")

@@ -15,12 +15,20 @@ from dsv4ops.cli._output import echo_json, json_option, table, target_option
 def status(target: str | None, as_json: bool) -> None:
     """Show what runs on a target, whether it serves, what is deployed and any drift."""
     from dsv4ops.cli import _context as C
-    from dsv4ops.orchestrate.status import gather_status
+    from dsv4ops.orchestrate.status import KernelStatus, gather_status
 
     ctx = C.open_target(target)
     try:
+        kernels = KernelStatus(
+            state=lambda: ctx.supervisor.read_state("kernels"),
+            loaded=C.kernel_support(ctx).loaded,
+        )
         report = gather_status(
-            ctx.supervisor, ctx.journal, target=ctx.target.name, render_now=C.render_now(ctx.target)
+            ctx.supervisor,
+            ctx.journal,
+            target=ctx.target.name,
+            render_now=C.render_now(ctx.target),
+            kernels=kernels,
         )
     finally:
         ctx.close()
@@ -39,7 +47,14 @@ def render(report: dict[str, Any]) -> list[str]:
             f"deployed: {d['profile']} @ {(d['commit'] or 'uncommitted')[:12]} since {d['since']} "
             f"by {d['by']} ({d['kind']} {d['op']})"
         )
-        if d.get("kernel_package"):
+        k = report.get("kernel_package")
+        if k:
+            lines.append(
+                f"kernel package: {k['deployed']} (active on target: {k['active_detail']}; "
+                f"decode loaded: {k['loaded_detail']})"
+                + (" - DRIFT, see below" if k["drift"] else "")
+            )
+        elif d.get("kernel_package"):
             lines.append(f"kernel package: {d['kernel_package']}")
     else:
         lines.append("deployed: nothing recorded")

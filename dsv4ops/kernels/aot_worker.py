@@ -9,7 +9,9 @@ Each job {"id", "kernel", "config"} is compiled with `triton.compile(ASTSource(.
 target=GPUTarget("cuda", 120, 32))` (the wheel bundles ptxas, so no driver is needed); the result
 holds dynamic shared memory from the compile metadata, registers/stack from the bundled
 `cuobjdump -res-usage`, and the tensor-core instructions in the PTX (`mma`: bf16 MMA for the
-dequantizing kernels, the native FP4 `kind::mxf4nvf4...ue4m3` MMA for NVFP4 tl.dot_scaled). Jobs run in parallel processes (compiles are CPU-bound, seconds each).
+dequantizing kernels, the native FP4 `kind::mxf4nvf4...ue4m3` MMA for NVFP4 tl.dot_scaled and
+`...scale_vec::2X...ue8m0` for MXFP4's). Jobs run in parallel processes (compiles are CPU-bound,
+seconds each).
 Like the target agent, this is its own program (another venv), so it runs cuobjdump itself
 rather than through the Executor seam that launched it.
 """
@@ -32,7 +34,7 @@ _MMA = re.compile(r"\bmma\.[\w.:]+")
 
 
 def _kernel(name: str):  # noqa: ANN202
-    from kernels import moe_grouped_gemm, moe_nvfp4, sparse_decode_attn
+    from kernels import moe_grouped_gemm, moe_mxfp4, moe_nvfp4, sparse_decode_attn
 
     if name == "sparse_decode_attn":
         return sparse_decode_attn.sparse_decode_attn_kernel, sparse_decode_attn.aot_signature, {}
@@ -45,12 +47,17 @@ def _kernel(name: str):  # noqa: ANN202
             return moe_nvfp4.fused_moe_nvfp4_kernel, moe_nvfp4.aot_signature, down
         if family == "fused_moe_nvfp4_w4a4":
             return (moe_nvfp4.fused_moe_nvfp4_dot_scaled_kernel, moe_nvfp4.aot_signature_dot_scaled, down)
+        if family == "fused_moe_mxfp4":
+            return moe_mxfp4.fused_moe_mxfp4_kernel, moe_mxfp4.aot_signature, down
+        if family == "fused_moe_mxfp4_w4a4":
+            return (moe_mxfp4.fused_moe_mxfp4_dot_scaled_kernel, moe_mxfp4.aot_signature_dot_scaled, down)
     raise ValueError(f"unknown kernel {name!r}")
 
 
 def _mma_kinds(ptx: str) -> list[str]:
     """The distinct tensor-core instructions in the PTX, e.g. `mma.sync.aligned.m16n8k16.row.col.
-    f32.bf16.bf16.f32` or the native FP4 `...kind::mxf4nvf4.block_scale.scale_vec::4X...ue4m3`."""
+    f32.bf16.bf16.f32` or the native FP4 `...kind::mxf4nvf4.block_scale.scale_vec::4X...ue4m3`
+    (NVFP4) / `...scale_vec::2X...ue8m0` (MXFP4)."""
     return sorted({m.group(0) for m in _MMA.finditer(ptx)})
 
 

@@ -5,7 +5,8 @@ every distinct config within sm_120's limits (with the box's triton, `.venv-aot`
 interpreter correctness run against the torch references (with the `kernels` extra's
 torch/triton). The artifact is a deterministic `.tar.gz` (sorted entries, zero mtimes/owners):
 `<name>-<version>/` holding manifest.json, configs/triton_X_Y_Z/ (SGLang's MoE layout),
-attention_configs/, moe_fp4_configs/ (NVFP4-expert MoE, the package's own keys) and kernels/*.py.
+attention_configs/, moe_fp4_configs/ (NVFP4- and MXFP4-expert MoE, the package's own keys) and
+kernels/*.py.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from dsv4ops.constants import (
 from dsv4ops.errors import KernelPackageError
 from dsv4ops.kernels import aot
 from dsv4ops.kernels.catalog import (
-    AOT_ONLY,
+    AOT_ONLY_WHY,
     ConfigFile,
     interpreter_jobs,
     kernels_dir,
@@ -108,12 +109,13 @@ def run_checks(executor: Executor, files: list[ConfigFile], root: Path, *, inter
         checks["interpreter"] = _interpreter_check(executor, [list(j) for j in interpreter_jobs(jobs)], python, root)
     else:
         checks["interpreter"] = {"ran": False, "reason": "skipped with --no-interpreter-check"}
-    unchecked = sorted({k for k, _ in jobs if k in AOT_ONLY})
+    unchecked = sorted({k for k, _ in jobs if k in AOT_ONLY_WHY})
     if unchecked:
+        reasons = sorted({AOT_ONLY_WHY[k] for k in unchecked})
         checks["interpreter"]["not_checked"] = {
             "kernels": unchecked,
-            "reason": "Triton's interpreter computes NVFP4 tl.dot_scaled wrongly (reference §3.5 gotcha 6): "
-                      "sm_120 AOT compile only; needs a GPU correctness run"}
+            "reason": f"{'; '.join(reasons)}: sm_120 AOT compile only; needs a GPU correctness run",
+            "why": {k: AOT_ONLY_WHY[k] for k in unchecked}}
     return checks
 
 
@@ -132,7 +134,9 @@ def manifest_for(name: str, version: str, payload: dict[str, bytes], files: list
                       "nvfp4": "moe_fp4_configs/: e2m1 packed 2 per uint8 (low nibble = even k), one "
                                "float8_e4m3fn scale per 16 along K, one fp32 global scale per expert; "
                                "w4a16 (checked) and w4a4 tl.dot_scaled (AOT only)",
-                      "mxfp4": "not implemented"}},
+                      "mxfp4": "moe_fp4_configs/ (dtype=mxfp4_*): e2m1 packed 2 per uint8 (low nibble = "
+                               "even k), one ue8m0 scale byte per 32 along K (2^(byte-127)), no global "
+                               "scale; w4a16 (checked) and w4a4 tl.dot_scaled (AOT only)"}},
         "config_keys": sorted(f.config_key for f in files),
         "env": {"SGLANG_MOE_CONFIG_DIR": PACKAGE_ROOT},
         "tuning": {"measured": False, "note": "launch params chosen to fit sm_120 (AOT-checked); "

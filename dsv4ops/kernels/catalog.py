@@ -5,17 +5,21 @@ by the nearest M (fused_moe_triton_config.py). MoE files keep SGLang's exact nam
 `configs/triton_X_Y_Z/` of the package root, which is what SGLANG_MOE_CONFIG_DIR points at.
 Attention files use the same schema with a `kernel=...` name and land in `attention_configs/`.
 
-NVFP4-expert MoE files (kernels/moe_nvfp4.py) also use SGLang's schema, but SGLang's Triton
-fused-MoE has no FP4 `dtype=` (its names cover fp8_w8a8, int8_w8a8, int8_w8a16, int4_w4a16, ...;
-FP4 experts run on flashinfer_mxfp4 / flashinfer_trtllm_routed, reference §2.1), so it would
-never read them. They carry the package's own key, SGLang's fields behind a `kernel=` prefix:
+FP4-expert MoE files (kernels/moe_nvfp4.py, kernels/moe_mxfp4.py) also use SGLang's schema, but
+SGLang's Triton fused-MoE has no FP4 `dtype=` (its names cover fp8_w8a8, int8_w8a8, int8_w8a16,
+int4_w4a16, ...; FP4 experts run on flashinfer_mxfp4 / flashinfer_trtllm_routed, reference §2.1),
+so it would never read them. They carry the package's own key, SGLang's fields behind a
+`kernel=` prefix:
 
     kernel=fused_moe,E=256,N=512,device_name=<dev>,dtype=nvfp4_w4a16[_down].json   W4A16, checked
     kernel=fused_moe,E=256,N=512,device_name=<dev>,dtype=nvfp4_w4a4[_down].json    tl.dot_scaled
+    kernel=fused_moe,E=256,N=512,device_name=<dev>,dtype=mxfp4_w4a16[_down].json   W4A16, checked
+    kernel=fused_moe,E=256,N=512,device_name=<dev>,dtype=mxfp4_w4a4[_down].json    tl.dot_scaled
 
 and land in `moe_fp4_configs/triton_X_Y_Z/`, outside SGLANG_MOE_CONFIG_DIR's `configs/`. The
-W4A4 `tl.dot_scaled` kernel is AOT-compiled only (AOT_ONLY): Triton's interpreter computes NVFP4
-dot_scaled wrongly (reference §3.5, gotcha 6).
+W4A4 `tl.dot_scaled` kernels are AOT-compiled only (AOT_ONLY, reasons in AOT_ONLY_WHY): Triton's
+interpreter computes NVFP4 dot_scaled wrongly and 3.7.1's cannot run dot_scaled at all
+(reference §3.5, gotcha 6).
 """
 
 from __future__ import annotations
@@ -30,12 +34,20 @@ from dsv4ops.errors import KernelPackageError
 MOE_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
 ATTN_KEYS = ("BLOCK_H", "BLOCK_T", "num_warps", "num_stages")
 CONFIG_TREES = ("configs", "attention_configs", "moe_fp4_configs")
-# dtype= of the package's FP4 MoE config names -> kernel family (kernels/moe_nvfp4.py).
-FP4_DTYPES = {"nvfp4_w4a16": "fused_moe_nvfp4", "nvfp4_w4a4": "fused_moe_nvfp4_w4a4"}
-# Kernels the interpreter cannot check (NVFP4 tl.dot_scaled, reference §3.5 gotcha 6): sm_120
-# AOT compile only, until a GPU run compares them with fused_moe_nvfp4.
-AOT_ONLY = frozenset({"fused_moe_nvfp4_w4a4_up", "fused_moe_nvfp4_w4a4_down"})
-
+# dtype= of the package's FP4 MoE config names -> kernel family (kernels/moe_nvfp4.py, moe_mxfp4.py).
+FP4_DTYPES = {"nvfp4_w4a16": "fused_moe_nvfp4", "nvfp4_w4a4": "fused_moe_nvfp4_w4a4",
+              "mxfp4_w4a16": "fused_moe_mxfp4", "mxfp4_w4a4": "fused_moe_mxfp4_w4a4"}
+_NVFP4_DOT_SCALED = ("Triton's interpreter computes NVFP4 tl.dot_scaled wrongly (reference §3.5 gotcha 6: "
+                     "it reads the ue4m3 scale bits as e8m0 exponents)")
+_MXFP4_DOT_SCALED = ("Triton 3.7.1's interpreter cannot run tl.dot_scaled at all (reference §3.5 gotcha 6: "
+                     "AttributeError inside the interpreter)")
+# Kernels the interpreter cannot check, and why: sm_120 AOT compile only, until a GPU run
+# compares them with their W4A16 kernels (fused_moe_nvfp4 / fused_moe_mxfp4).
+AOT_ONLY_WHY = {f"{family}_{proj}": why
+                for family, why in (("fused_moe_nvfp4_w4a4", _NVFP4_DOT_SCALED),
+                                    ("fused_moe_mxfp4_w4a4", _MXFP4_DOT_SCALED))
+                for proj in ("up", "down")}
+AOT_ONLY = frozenset(AOT_ONLY_WHY)
 
 @dataclass(frozen=True)
 class ConfigFile:
@@ -43,7 +55,7 @@ class ConfigFile:
 
     path: Path
     lands_at: str
-    kernel: str  # fused_moe[_nvfp4[_w4a4]]_{up,down} | sparse_decode_attn
+    kernel: str  # fused_moe[_{nvfp4,mxfp4}[_w4a4]]_{up,down} | sparse_decode_attn
     table: dict[int, dict[str, int]]
 
     @property

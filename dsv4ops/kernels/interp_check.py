@@ -7,11 +7,12 @@ Shapes: attention runs the full DSV4-Flash per-rank decode shape (16 heads at TP
 128 SWA rows + 512 top-k rows, FP8 KV) for a few requests with padding. The MoE runs a reduced
 shape (E=8 experts, hidden 256, intermediate 64 per rank instead of 256/4096/512) because the
 interpreter executes every program in numpy; the launch configs are the shipped ones. The NVFP4
-MoE (fused_moe_nvfp4_*) runs the same reduced shape with weights quantized by the torch reference
-quantizer, against the reference GEMM over the dequantized weights. The full shapes (E=256,
-top-6, hidden 4096, intermediate 2048 / TP4 = 512 per rank, w13 and w2) and every bucket's batch
-size run in benchmarks/kernels_gpu.py on a GPU. The NVFP4 `tl.dot_scaled` kernels (catalog.AOT_ONLY)
-are not run here: the interpreter computes them wrongly (reference §3.5, gotcha 6).
+MoE (fused_moe_nvfp4_*) and the MXFP4 MoE (fused_moe_mxfp4_*) run the same reduced shape with
+weights quantized by the torch reference quantizers, against the reference GEMM over the
+dequantized weights. The full shapes (E=256, top-6, hidden 4096, intermediate 2048 / TP4 = 512
+per rank, w13 and w2) and every bucket's batch size run in benchmarks/kernels_gpu.py on a GPU.
+The FP4 `tl.dot_scaled` kernels (catalog.AOT_ONLY) are not run here: the interpreter computes
+NVFP4 dot_scaled wrongly and 3.7.1's cannot run dot_scaled at all (reference §3.5, gotcha 6).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 from typing import Any
 
 from dsv4ops.kernels import interpreter
-from dsv4ops.kernels.catalog import AOT_ONLY, kernels_dir
+from dsv4ops.kernels.catalog import AOT_ONLY_WHY, kernels_dir
 
 ATTN_SHAPE = {"batch": 2, "heads": 16, "swa": 128, "topk": 512, "pool": 1024}
 MOE_SHAPE = {"tokens": 3, "experts": 8, "top_k": 6, "hidden": 256, "inter": 64}
@@ -57,8 +58,15 @@ def _moe_case(kernel: str, config: dict[str, int], seed: int) -> dict[str, Any]:
     import torch
 
     from kernels.moe_grouped_gemm import grouped_gemm
+    from kernels.moe_mxfp4 import grouped_gemm_mxfp4
     from kernels.moe_nvfp4 import grouped_gemm_nvfp4
-    from kernels.reference import grouped_gemm_nvfp4_ref, grouped_gemm_ref, quantize_nvfp4
+    from kernels.reference import (
+        grouped_gemm_mxfp4_ref,
+        grouped_gemm_nvfp4_ref,
+        grouped_gemm_ref,
+        quantize_mxfp4,
+        quantize_nvfp4,
+    )
 
     g = torch.Generator().manual_seed(seed)
     s = MOE_SHAPE
@@ -76,6 +84,10 @@ def _moe_case(kernel: str, config: dict[str, int], seed: int) -> dict[str, Any]:
         q = quantize_nvfp4(w)
         out = grouped_gemm_nvfp4(a, *q, ids, config, topk_weights=weights, a_per_slot=per_slot)
         ref = grouped_gemm_nvfp4_ref(a, *q, ids, weights, a_per_slot=per_slot)
+    elif kernel.startswith("fused_moe_mxfp4_"):  # MXFP4 weights, reference over their dequant
+        q = quantize_mxfp4(w)
+        out = grouped_gemm_mxfp4(a, *q, ids, config, topk_weights=weights, a_per_slot=per_slot)
+        ref = grouped_gemm_mxfp4_ref(a, *q, ids, weights, a_per_slot=per_slot)
     else:
         out = grouped_gemm(a, w, ids, config, topk_weights=weights, a_per_slot=per_slot)
         ref = grouped_gemm_ref(a, w, ids, weights, a_per_slot=per_slot)
@@ -85,9 +97,9 @@ def _moe_case(kernel: str, config: dict[str, int], seed: int) -> dict[str, Any]:
 
 def run_case(kernel: str, config: dict[str, int], seed: int = 0) -> dict[str, Any]:
     """One kernel x config against its reference; returns the errors, tolerance and ok."""
-    if kernel in AOT_ONLY:
-        raise ValueError(f"{kernel}: NVFP4 tl.dot_scaled cannot be checked under the interpreter "
-                         "(reference §3.5, gotcha 6); it is checked by the sm_120 AOT compile only")
+    if kernel in AOT_ONLY_WHY:
+        raise ValueError(f"{kernel}: tl.dot_scaled cannot be checked under the interpreter: "
+                         f"{AOT_ONLY_WHY[kernel]}; it is checked by the sm_120 AOT compile only")
     interpreter.enable()
     root = str(kernels_dir().parent)  # the kernels/ sources are a top-level package
     if root not in sys.path:

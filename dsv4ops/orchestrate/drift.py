@@ -6,6 +6,7 @@ Pure functions over plain data, so every rule is unit-tested without processes.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from dsv4ops.orchestrate.kernelpkg import CONFIG_DIR_ENV
@@ -88,6 +89,76 @@ def profile_drift(
         f"profile {deployed.profile_name} in the working copy now renders different commands for "
         f"{', '.join(changed)} than what is deployed (commit {(deployed.git_commit or 'uncommitted')[:12]}); "
         "redeploy to apply, or `dsv4ops profile diff` to see the change"
+    ]
+
+
+@dataclass(frozen=True)
+class KernelReading:
+    """One side of the kernel-package comparison: the package active on the target, or the one
+    the running decode loaded. `package` is "name@version", or None for none; `known` is False
+    when it cannot be told (then nothing is claimed about it); `detail` says how or why."""
+
+    package: str | None
+    known: bool = True
+    detail: str = ""
+
+    def text(self) -> str:
+        if not self.known:
+            return f"unknown ({self.detail})" if self.detail else "unknown"
+        if self.package is None:
+            return f"none ({self.detail})" if self.detail else "none"
+        return self.package
+
+    def differs(self, ref: str) -> bool:
+        """Known, and not `ref`."""
+        return self.known and self.package != ref
+
+
+def kernel_package_drift(
+    profile_name: str, deployed: str | None, active: KernelReading, loaded: KernelReading
+) -> list[str]:
+    """One sentence when the kernel package the deployment pinned (`deployed`, "name@version"),
+    the one active on the target (the `kernels` deploy's current pointer) and the one the
+    running decode loaded are not all the same; what cannot be known is shown, never counted.
+
+    The remedies are the tool's own: a deploy restarts the PD unit together and loads the
+    *pinned* version (kernelpkg.config_dir_env), whatever is current; `kernels rollback --to`
+    moves the pointer. Restarting decode alone is never suggested: against a long-running
+    prefill it breaks KV transfer (docs/deploy.md, the PD pair rule).
+    """
+    if not deployed:
+        return []  # the profile names no package: the workers use what its own env says
+    active_off, loaded_off = active.differs(deployed), loaded.differs(deployed)
+    if not (active_off or loaded_off):
+        return []
+    name, _, version = deployed.partition("@")
+    deploy = f"`dsv4ops deploy {profile_name}`"
+    fixes = []
+    if loaded_off:
+        fixes.append(
+            f"restart the unit with {deploy} (prefill, decode and router together) to load "
+            f"{deployed}, which the profile pins"
+            + (
+                f", after `dsv4ops kernels rollback --name {name} --to {version}` makes it "
+                "active on the target again"
+                if active_off
+                else ""
+            )
+        )
+    elif active_off:
+        fixes.append(
+            f"`dsv4ops kernels rollback --name {name} --to {version}` makes the running "
+            f"{deployed} active on the target again"
+        )
+    if active_off and active.package:
+        fixes.append(
+            f"or, to serve {active.package}, set `kernel_package: {active.package}` in profile "
+            f"{profile_name} and run {deploy} (it restarts the unit)"
+        )
+    return [
+        f"kernel package: deployed {deployed}, active on target {active.text()}, decode loaded "
+        f"{loaded.text()} — {'; '.join(fixes)}. Never restart decode alone: against the "
+        "running prefill it breaks KV transfer"
     ]
 
 

@@ -2,48 +2,93 @@
 
 Per component: process alive, ports, health, SGLang version and captured CUDA-graph buckets from
 /server_info, running/queued requests from /metrics; the router's readiness and workers; the
-deployed profile and commit from the journal; drift; and any half-finished operation with what
-to do about it. Read-only: it never changes the target or the journal.
+deployed profile and commit from the journal; the kernel package (pinned by the deployment,
+active on the target, loaded by the running decode); drift; and any half-finished operation with
+what to do about it. Read-only: it never changes the target or the journal.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.records import Operation
 from dsv4ops.journal.store import UNKNOWN, Journal
 from dsv4ops.orchestrate.control import TargetControl
-from dsv4ops.orchestrate.drift import process_drift, profile_drift
+from dsv4ops.orchestrate.drift import (
+    KernelReading,
+    kernel_package_drift,
+    process_drift,
+    profile_drift,
+)
 from dsv4ops.orchestrate.model import START_ORDER, Deployment, deployment_from_record
 from dsv4ops.orchestrate.workload import read_load
 
 # Renders the named profile from the working copy for this target (None when impossible).
 RenderNow = Callable[[str], Deployment]
 
+# Lines of the decode's log searched for SGLang's "fell back to default MoE configs" line.
+KERNEL_LOG_LINES = 400
+
+
+@dataclass(frozen=True)
+class KernelStatus:
+    """What status needs from the kernels pipeline, bound to the target by the CLI (orchestrate
+    does not import `dsv4ops.kernels`; see kernelpkg.py)."""
+
+    # The target's `kernels` state (Supervisor.read_state("kernels")): {"packages": {name:
+    # {"current", "previous", "config_dir"}}, "env": {...}}, or None when nothing was deployed.
+    state: Callable[[], Any]
+    # (server_info JSON, decode log tail, expected "name@version") -> (used, reason):
+    # kernels.loaded_check, as in KernelSupport.loaded.
+    loaded: Callable[[str, str, str], tuple[bool, str]] | None = None
+
 
 def gather_status(
-    control: TargetControl, journal: Journal, *, target: str, render_now: RenderNow | None = None
+    control: TargetControl,
+    journal: Journal,
+    *,
+    target: str,
+    render_now: RenderNow | None = None,
+    kernels: KernelStatus | None = None,
 ) -> dict[str, Any]:
     """A JSON-ready status report. Raises only for an unreachable target."""
     current = journal.deployed()
     deployed = deployment_from_record(current) if current and current.components else None
     ports = {c.name: tuple(c.ports) for c in deployed.components} if deployed else None
     states = control.status(list(START_ORDER), ports)
-    components = [_component(control, name, states[name], deployed) for name in START_ORDER]
+    infos: dict[str, Any] = {}
+    components = [_component(control, name, states[name], deployed, infos) for name in START_ORDER]
     drift = process_drift(states, deployed, _recorded_processes(journal))
     if deployed is not None and render_now is not None:
         try:
             drift += profile_drift(deployed, render_now(deployed.profile_name))
         except DsOpsError as exc:
             drift += profile_drift(deployed, None, str(exc))
+    kernel = None
+    if deployed is not None and deployed.kernel_package:
+        ref = deployed.kernel_package
+        active = _active_package(kernels, ref)
+        loaded = _decode_package(control, states["decode"], infos.get("decode"), kernels, ref)
+        kernel_drift = kernel_package_drift(deployed.profile_name, ref, active, loaded)
+        drift += kernel_drift
+        kernel = {
+            "deployed": ref,
+            "active": active.package if active.known else None,
+            "active_detail": active.text(),
+            "loaded": loaded.package if loaded.known else None,
+            "loaded_detail": loaded.text(),
+            "drift": bool(kernel_drift),
+        }
     lock = control.lock_info()
     report = {
         "target": target,
         "deployed": _deployed(current),
         "components": components,
+        "kernel_package": kernel,
         "drift": drift,
         "lock": {"holder": dict(lock.holder), "stale": lock.stale} if lock else None,
         "attention": _attention(journal, lock),
@@ -80,8 +125,73 @@ def _deployed(op: Operation | None) -> dict[str, Any] | None:
     }
 
 
+def _active_package(kernels: KernelStatus | None, ref: str) -> KernelReading:
+    """The version of `ref`'s package the target's `kernels` state names current."""
+    name = ref.partition("@")[0]
+    if kernels is None:
+        return KernelReading(None, known=False, detail="the target's kernels state was not read")
+    try:
+        state = kernels.state()
+    except DsOpsError as exc:
+        why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        return KernelReading(
+            None, known=False, detail=f"cannot read the target's kernels state: {why}"
+        )
+    packages = state.get("packages") if isinstance(state, Mapping) else None
+    entry = packages.get(name) if isinstance(packages, Mapping) else None
+    current = entry.get("current") if isinstance(entry, Mapping) else None
+    if not current:
+        return KernelReading(None, detail=f"no version of {name} is current on the target")
+    return KernelReading(f"{name}@{current}")
+
+
+def _decode_package(
+    control: TargetControl,
+    state: Any,
+    info: Any,
+    kernels: KernelStatus | None,
+    expected: str,
+) -> KernelReading:
+    """The package the running decode loaded: the twin names it in /server_info; real SGLang
+    does not, and only its log can say it fell back to default MoE configs."""
+    if not state.alive:
+        return KernelReading(None, known=False, detail="decode is not running")
+    if info is None or info.status != 200:
+        answer = "no answer" if info is None else info.status or info.error or "no answer"
+        return KernelReading(None, known=False, detail=f"decode /server_info: {answer}")
+    try:
+        data = json.loads(info.body)
+    except json.JSONDecodeError:
+        return KernelReading(None, known=False, detail="decode /server_info is not JSON")
+    if not isinstance(data, dict):
+        return KernelReading(None, known=False, detail="decode /server_info is not an object")
+    if "twin_kernel_package" in data:
+        pkg = data["twin_kernel_package"]
+        if isinstance(pkg, dict) and pkg.get("name"):
+            return KernelReading(f"{pkg['name']}@{pkg.get('version')}")
+        return KernelReading(
+            None, detail="the decode reports no package: SGLang's default MoE configs"
+        )
+    # Real SGLang: the default-config line in the log is the only evidence, and only of a
+    # fallback (it is logged at start, so an older log tail simply no longer shows it).
+    if kernels is not None and kernels.loaded is not None:
+        try:
+            log = control.log_tail("decode", KERNEL_LOG_LINES)
+        except DsOpsError as exc:
+            why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            return KernelReading(None, known=False, detail=f"cannot read the decode log: {why}")
+        used, reason = kernels.loaded(info.body, log, expected)
+        if not used:
+            return KernelReading(None, detail=reason)
+    return KernelReading(None, known=False, detail="real SGLang does not report it")
+
+
 def _component(
-    control: TargetControl, name: str, state: Any, deployed: Deployment | None
+    control: TargetControl,
+    name: str,
+    state: Any,
+    deployed: Deployment | None,
+    infos: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     spec = deployed.component(name) if deployed else None
     row: dict[str, Any] = {
@@ -103,6 +213,8 @@ def _component(
     row["health"] = health.status if health.status is not None else f"no answer ({health.error})"
     row["healthy"] = health.status == 200
     info = control.http(spec.url("/server_info"), timeout_s=5.0)
+    if infos is not None:
+        infos[name] = info
     if info.status == 200:
         row.update(_server_info(info.body))
     load = read_load(control, spec.url("/metrics"))

@@ -5,7 +5,7 @@ Contract 1 (docs/architecture.md): load_profile, load_targets, render, Component
 
 from __future__ import annotations
 
-from dsv4ops.profiles.load import list_profiles, load_profile, profile_path
+from dsv4ops.profiles.load import list_profiles, load_profile, profile_path, validate_profile
 from dsv4ops.profiles.model import (
     CanaryThresholds,
     Component,
@@ -15,6 +15,7 @@ from dsv4ops.profiles.model import (
     Rendered,
     Target,
 )
+from dsv4ops.profiles.problems import Problem
 from dsv4ops.profiles.render import render
 from dsv4ops.profiles.targets import DEFAULT_TARGET, get_target, load_targets
 
@@ -23,6 +24,7 @@ __all__ = [
     "CanaryThresholds",
     "Component",
     "Flags",
+    "Problem",
     "Profile",
     "ProfileWarning",
     "Rendered",
@@ -33,4 +35,5 @@ __all__ = [
     "load_targets",
     "profile_path",
     "render",
+    "validate_profile",
 ]

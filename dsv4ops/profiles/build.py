@@ -14,6 +14,7 @@ from dsv4ops.profiles.model import (
     RouterSpec,
     ServerSpec,
 )
+from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.provenance import Provenance
 
 
@@ -45,17 +46,31 @@ def build_profile(
     chain: tuple[str, ...],
     prov: Provenance,
     git_rev: str | None,
+    sink: Problems | None = None,
 ) -> Profile:
-    """Build the Profile; raises ProfileError (via prov) for a malformed bucket spec."""
+    """Build the Profile; a malformed bucket spec is reported to `sink` (default: raised)."""
+    sink = sink if sink is not None else strict()
     m, r, f, c = values["model"], values["router"], values["flags"], values["canary"]
     decode = _server("decode", values["decode"])
     spec = f["decode_buckets"]
-    try:
-        buckets = resolve_buckets(
-            spec, tp_size=decode.tp, max_running_requests=decode.max_running_requests
-        )
-    except BucketSpecError as exc:
-        raise prov.error("flags.decode_buckets", str(exc)) from None
+    key = "flags.decode_buckets"
+    buckets: list[int] = []
+    if sink.usable(key):
+        try:
+            buckets = resolve_buckets(
+                spec, tp_size=decode.tp, max_running_requests=decode.max_running_requests
+            )
+        except BucketSpecError as exc:
+            sink.report(prov.error(key, str(exc)))
+            sink.mark_unusable(key)
+        else:
+            if isinstance(spec, str) and not sink.usable(
+                "decode.tp", "decode.max_running_requests"
+            ):
+                # A spec resolves against decode's tp and max running requests: a bad one of
+                # those makes the list meaningless, so the bucket rules skip it.
+                buckets = []
+                sink.mark_unusable(key)
     hc = r["health_check"]
     return Profile(
         name=name,

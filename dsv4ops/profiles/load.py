@@ -3,11 +3,15 @@
 Raises only ProfileError. Order: YAML syntax, `schema_version` (alone, so an old dsv4ops says
 "upgrade" instead of listing key errors), unknown keys per file, `extends`, merge (lists replaced),
 types and defaults, semantic rules.
+
+`load_profile` stops at the first problem; `check_profile_file` / `validate_profile` run the same
+checks collecting every problem (problems.py); YAML syntax, `schema_version` and `extends` errors
+still end the check, since nothing after them can be trusted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -17,9 +21,10 @@ from dsv4ops.constants import PROFILE_SCHEMA_VERSION, profiles_dir
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import git as gitio
 from dsv4ops.profiles.build import build_profile
-from dsv4ops.profiles.model import Profile
+from dsv4ops.profiles.model import Profile, Target
+from dsv4ops.profiles.problems import Problem, Problems, strict
 from dsv4ops.profiles.provenance import Provenance
-from dsv4ops.profiles.rules import check_profile
+from dsv4ops.profiles.rules import check_against_target, check_profile
 from dsv4ops.profiles.schema import PROFILE_SCHEMA
 from dsv4ops.profiles.typecheck import check_unknown_keys, normalize
 
@@ -67,11 +72,56 @@ def list_profiles(directory: Path | None = None) -> list[Path]:
 def load_profile(ref: str | Path, *, git_rev: str | None = None) -> Profile:
     """Load, merge and check one profile. `git_rev`: read it (and its chain) at that commit.
 
-    Raises ProfileError (file:line: key path and what would be valid).
+    Raises ProfileError for the first problem (file:line: key path and what would be valid);
+    `validate_profile` lists them all.
     """
+    return _load(ref, git_rev, strict())
+
+
+@dataclass(frozen=True)
+class ProfileCheck:
+    """Every problem of one profile file. `profile` is the loaded profile when there are none."""
+
+    ref: str
+    problems: tuple[Problem, ...]  # sorted by file, line, key
+    profile: Profile | None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check_profile_file(
+    ref: str | Path, *, targets: Iterable[Target] = (), git_rev: str | None = None
+) -> ProfileCheck:
+    """Load one profile collecting every problem instead of stopping at the first.
+
+    YAML syntax errors, a bad `schema_version` and a broken `extends` chain still end the check
+    (nothing after them can be trusted). Unknown keys, wrong types, out-of-range values and rule
+    violations are all gathered; rules that need a value with a type error are skipped. Each
+    target in `targets` is checked too (GPUs present, ports after its offset).
+    """
+    sink = Problems(collect=True)
+    profile: Profile | None = None
+    try:
+        profile = _load(ref, git_rev, sink)
+        for target in targets:
+            check_against_target(profile, target, sink)
+    except ProfileError as exc:  # YAML syntax, schema_version or extends: the check ends here
+        sink.report(exc)
+    problems = tuple(sorted(sink.items, key=Problem.sort_key))
+    return ProfileCheck(str(ref), problems, None if problems else profile)
+
+
+def validate_profile(ref: str | Path, *, git_rev: str | None = None) -> list[Problem]:
+    """Every problem of one profile file (sorted by file and line); [] if it is valid."""
+    return list(check_profile_file(ref, git_rev=git_rev).problems)
+
+
+def _load(ref: str | Path, git_rev: str | None, sink: Problems) -> Profile:
     path = profile_path(ref)
     reader = _git_reader(path, git_rev) if git_rev else _fs_reader
-    chain = _load_chain(path, reader)
+    chain = _load_chain(path, reader, sink)
     shown = chain[0].path
     prov = Provenance(shown)
     merged: dict[str, Any] = {}
@@ -79,7 +129,7 @@ def load_profile(ref: str | Path, *, git_rev: str | None = None) -> Profile:
         prov.record(doc.path, doc.lines, doc.data)
         merged = deep_merge(merged, doc.data)
     merged.pop("extends", None)
-    values = normalize(merged, PROFILE_SCHEMA, prov)
+    values = normalize(merged, PROFILE_SCHEMA, prov, sink=sink)
     profile = build_profile(
         values,
         name=path.stem,
@@ -87,8 +137,9 @@ def load_profile(ref: str | Path, *, git_rev: str | None = None) -> Profile:
         chain=tuple(d.path for d in chain),
         prov=prov,
         git_rev=git_rev,
+        sink=sink,
     )
-    warnings = check_profile(profile, prov)
+    warnings = check_profile(profile, prov, sink)
     return replace(profile, warnings=tuple(warnings), origins=prov.snapshot())
 
 
@@ -126,7 +177,7 @@ def _git_reader(anchor: Path, rev: str) -> Reader:
     return read
 
 
-def _load_chain(path: Path, reader: Reader) -> list[_Doc]:
+def _load_chain(path: Path, reader: Reader, sink: Problems) -> list[_Doc]:
     chain: list[_Doc] = []
     seen: list[Path] = []
     current: Path | None = path
@@ -142,7 +193,7 @@ def _load_chain(path: Path, reader: Reader) -> list[_Doc]:
                 f"'extends' chain deeper than {MAX_EXTENDS_DEPTH}", path=str(current)
             )
         seen.append(resolved)
-        doc = _parse(current, reader(current))
+        doc = _parse(current, reader(current), sink)
         chain.append(doc)
         parent = doc.data.get("extends")
         if parent is None:
@@ -173,7 +224,7 @@ def _exists(path: Path, reader: Reader) -> bool:
     return True  # a git read reports a missing file itself
 
 
-def _parse(path: Path, text: str) -> _Doc:
+def _parse(path: Path, text: str, sink: Problems) -> _Doc:
     shown = str(path)
     try:
         data, lines = load_with_lines(text)
@@ -182,7 +233,7 @@ def _parse(path: Path, text: str) -> _Doc:
     if not isinstance(data, dict):
         raise ProfileError("a profile must be a YAML mapping of keys", path=shown, line=1)
     _check_schema_version(data, shown, lines)
-    check_unknown_keys(data, PROFILE_SCHEMA, shown, lines)
+    check_unknown_keys(data, PROFILE_SCHEMA, shown, lines, sink=sink)
     return _Doc(shown, data, lines)
 
 

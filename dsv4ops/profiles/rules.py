@@ -1,4 +1,6 @@
-"""Semantic rules on a built Profile. Each rule raises ProfileError or returns warnings.
+"""Semantic rules on a built Profile. Each rule reports errors to a sink (problems.py: strict
+raises the first, collecting records them all and skips values marked unusable) and returns
+warnings.
 
 Rules that need a target (GPUs present, ports after the offset) live in `check_against_target`.
 """
@@ -10,6 +12,7 @@ from collections.abc import Callable
 
 from dsv4ops.profiles.flags import check_router_args, check_server_args, option_value
 from dsv4ops.profiles.model import Profile, ProfileWarning, ServerSpec, Target
+from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.provenance import Provenance
 
 # SGLang's DSV4 default when --max-running-requests is unset (deepseek_v4_hook.py:138-146).
@@ -18,7 +21,7 @@ SGLANG_HEALTH_WAIT_S = 20  # SGLANG_HEALTH_CHECK_TIMEOUT default (http_server.py
 MULTI_STREAM_ENV = "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"
 _KERNEL_PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*@[A-Za-z0-9][A-Za-z0-9.+_-]*$")
 
-Rule = Callable[[Profile, Provenance], list[ProfileWarning]]
+Rule = Callable[[Profile, Provenance, Problems], list[ProfileWarning]]
 
 
 def _warn(prov: Provenance, code: str, key: str, message: str) -> ProfileWarning:
@@ -27,38 +30,51 @@ def _warn(prov: Provenance, code: str, key: str, message: str) -> ProfileWarning
     return ProfileWarning(code=code, message=message, where=where)
 
 
-def rule_gpus_match_tp(p: Profile, prov: Provenance) -> list[ProfileWarning]:
+def rule_gpus_match_tp(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
     for side in (p.prefill, p.decode):
         key = f"{side.role}.gpus"
+        if not sink.usable(key):
+            continue
         if not side.gpus:
-            raise prov.error(key, "at least one GPU is required")
+            sink.report(prov.error(key, "at least one GPU is required"))
+            continue
         if len(set(side.gpus)) != len(side.gpus):
-            raise prov.error(key, f"GPU listed twice in {list(side.gpus)}")
+            sink.report(prov.error(key, f"GPU listed twice in {list(side.gpus)}"))
+            continue
         if any(g < 0 for g in side.gpus):
-            raise prov.error(key, f"GPU ids must be >= 0, got {list(side.gpus)}")
-        if len(side.gpus) != side.tp:
-            raise prov.error(
-                f"{side.role}.tp",
-                f"tp is {side.tp} but {side.role}.gpus lists {len(side.gpus)} GPU(s); "
-                f"each TP rank needs exactly one GPU, so tp must be {len(side.gpus)}",
+            sink.report(prov.error(key, f"GPU ids must be >= 0, got {list(side.gpus)}"))
+            continue
+        if sink.usable(f"{side.role}.tp") and len(side.gpus) != side.tp:
+            sink.report(
+                prov.error(
+                    f"{side.role}.tp",
+                    f"tp is {side.tp} but {side.role}.gpus lists {len(side.gpus)} GPU(s); "
+                    f"each TP rank needs exactly one GPU, so tp must be {len(side.gpus)}",
+                )
             )
         # Rendered as --base-gpu-id: SGLang then uses base, base+1, ... (gpu-id-step 1).
         expected = list(range(side.gpus[0], side.gpus[0] + len(side.gpus)))
         if list(side.gpus) != expected:
-            raise prov.error(
-                key,
-                f"GPUs must be contiguous and ascending (rendered as --base-gpu-id), got {list(side.gpus)}; "
-                f"e.g. {expected}",
+            sink.report(
+                prov.error(
+                    key,
+                    f"GPUs must be contiguous and ascending (rendered as --base-gpu-id), got "
+                    f"{list(side.gpus)}; e.g. {expected}",
+                )
             )
     return []
 
 
-def rule_gpus_disjoint(p: Profile, prov: Provenance) -> list[ProfileWarning]:
+def rule_gpus_disjoint(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
+    if not sink.usable("prefill.gpus", "decode.gpus"):
+        return []
     shared = sorted(set(p.prefill.gpus) & set(p.decode.gpus))
     if shared:
-        raise prov.error(
-            "decode.gpus",
-            f"GPU(s) {shared} are also used by prefill; prefill and decode need disjoint GPUs",
+        sink.report(
+            prov.error(
+                "decode.gpus",
+                f"GPU(s) {shared} are also used by prefill; prefill and decode need disjoint GPUs",
+            )
         )
     return []
 
@@ -73,31 +89,49 @@ def _ports(p: Profile) -> list[tuple[str, int]]:
     ]
 
 
-def rule_ports_distinct(p: Profile, prov: Provenance) -> list[ProfileWarning]:
+def rule_ports_distinct(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
     seen: dict[int, str] = {}
     for key, port in _ports(p):
+        if not sink.usable(key):
+            continue
         if port > 65535:
-            raise prov.error(key, f"port {port} is out of range; expected 1-65535")
+            sink.report(prov.error(key, f"port {port} is out of range; expected 1-65535"))
+            continue
         if port in seen:
-            raise prov.error(
-                key, f"port {port} is already used by {seen[port]}; every port must be distinct"
+            sink.report(
+                prov.error(
+                    key,
+                    f"port {port} is already used by {seen[port]}; every port must be distinct",
+                )
             )
+            continue
         seen[port] = key
     return []
 
 
-def rule_buckets(p: Profile, prov: Provenance) -> list[ProfileWarning]:
+def rule_buckets(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
     key = "flags.decode_buckets"
+    if not sink.usable(key):
+        return []
     buckets = p.flags.decode_buckets
     if not buckets:
-        raise prov.error(key, "the bucket list is empty; expected at least one batch size")
+        sink.report(prov.error(key, "the bucket list is empty; expected at least one batch size"))
+        return []
+    ok = True
     for i, bs in enumerate(buckets):
         if bs < 1:
-            raise prov.error(f"{key}[{i}]", f"batch size {bs} must be positive")
-        if i and bs <= buckets[i - 1]:
-            raise prov.error(
-                f"{key}[{i}]", f"buckets must be strictly increasing; {bs} follows {buckets[i - 1]}"
+            sink.report(prov.error(f"{key}[{i}]", f"batch size {bs} must be positive"))
+            ok = False
+        elif i and bs <= buckets[i - 1]:
+            sink.report(
+                prov.error(
+                    f"{key}[{i}]",
+                    f"buckets must be strictly increasing; {bs} follows {buckets[i - 1]}",
+                )
             )
+            ok = False
+    if not ok or not sink.usable("decode.max_running_requests"):
+        return []
     running = p.decode.max_running_requests or DSV4_DEFAULT_MAX_RUNNING
     if buckets[-1] < running:
         return [
@@ -112,18 +146,28 @@ def rule_buckets(p: Profile, prov: Provenance) -> list[ProfileWarning]:
     return []
 
 
-def rule_kv_identical(p: Profile, prov: Provenance) -> list[ProfileWarning]:
+def rule_kv_identical(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
     for attr in ("transfer_backend", "page_size", "kv_cache_dtype"):
+        if not sink.usable(f"prefill.{attr}", f"decode.{attr}"):
+            continue
         a, b = getattr(p.prefill, attr), getattr(p.decode, attr)
         if a != b:
-            raise prov.error(
-                f"decode.{attr}",
-                f"decode {attr} {b!r} differs from prefill {a!r}; the KV transfer needs them identical",
+            sink.report(
+                prov.error(
+                    f"decode.{attr}",
+                    f"decode {attr} {b!r} differs from prefill {a!r}; the KV transfer needs them "
+                    "identical",
+                )
             )
+    if not sink.usable("prefill.transfer_backend"):
+        return []
     if p.prefill.transfer_backend == "fake":
-        raise prov.error(
-            "prefill.transfer_backend", "SGLang's prefill rejects the 'fake' transfer backend"
+        sink.report(
+            prov.error(
+                "prefill.transfer_backend", "SGLang's prefill rejects the 'fake' transfer backend"
+            )
         )
+        return []
     if p.prefill.transfer_backend != "nixl":
         return [
             _warn(
@@ -141,10 +185,10 @@ def _truthy_size(value: str | None) -> bool:
     return value is not None and value.isdigit() and int(value) > 1
 
 
-def rule_two_batch_overlap(p: Profile, prov: Provenance) -> list[ProfileWarning]:
+def rule_two_batch_overlap(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
     for side in (p.prefill, p.decode):
         args = side.extra_args
-        if "--enable-two-batch-overlap" not in args:
+        if not sink.usable(f"{side.role}.extra_args") or "--enable-two-batch-overlap" not in args:
             continue
         a2a = option_value(args, "--moe-a2a-backend")
         attn_dp = _truthy_size(
@@ -152,44 +196,57 @@ def rule_two_batch_overlap(p: Profile, prov: Provenance) -> list[ProfileWarning]
         ) or ("--enable-dp-attention" in args)
         if (a2a is None or a2a == "none") and not attn_dp:
             idx = args.index("--enable-two-batch-overlap")
-            raise prov.error(
-                f"{side.role}.extra_args[{idx}]",
-                "--enable-two-batch-overlap needs an MoE all-to-all backend (--moe-a2a-backend deepep, ...) "
-                "or attention-DP (--attn-dp-size N); SGLang 0.5.23 raises ValueError at start-up otherwise",
+            sink.report(
+                prov.error(
+                    f"{side.role}.extra_args[{idx}]",
+                    "--enable-two-batch-overlap needs an MoE all-to-all backend (--moe-a2a-backend "
+                    "deepep, ...) or attention-DP (--attn-dp-size N); SGLang 0.5.23 raises "
+                    "ValueError at start-up otherwise",
+                )
             )
     return []
 
 
-def rule_extra_args(p: Profile, prov: Provenance) -> list[ProfileWarning]:
+def rule_extra_args(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
     warnings: list[ProfileWarning] = []
     for side in (p.prefill, p.decode):
+        if not sink.usable(f"{side.role}.extra_args"):
+            continue
         for problem in check_server_args(side.extra_args, side.role):
             key = f"{side.role}.extra_args[{problem.index}]"
             if problem.is_error:
-                raise prov.error(key, problem.message)
-            warnings.append(_warn(prov, "deprecated-flag", key, problem.message))
-    for problem in check_router_args(p.router.extra_args):
-        raise prov.error(f"router.extra_args[{problem.index}]", problem.message)
+                sink.report(prov.error(key, problem.message))
+            else:
+                warnings.append(_warn(prov, "deprecated-flag", key, problem.message))
+    if sink.usable("router.extra_args"):
+        for problem in check_router_args(p.router.extra_args):
+            sink.report(prov.error(f"router.extra_args[{problem.index}]", problem.message))
     return warnings
 
 
-def rule_env(p: Profile, prov: Provenance) -> list[ProfileWarning]:
+def rule_env(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
     for side in (p.prefill, p.decode):
+        if not sink.usable(f"{side.role}.env"):
+            continue
         if MULTI_STREAM_ENV in side.env_dict:
-            raise prov.error(
-                f"{side.role}.env.{MULTI_STREAM_ENV}", "set flags.multi_stream_overlap instead"
+            sink.report(
+                prov.error(
+                    f"{side.role}.env.{MULTI_STREAM_ENV}", "set flags.multi_stream_overlap instead"
+                )
             )
         for name in side.env_dict:
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-                raise prov.error(
-                    f"{side.role}.env", f"{name!r} is not a valid environment variable name"
+                sink.report(
+                    prov.error(
+                        f"{side.role}.env", f"{name!r} is not a valid environment variable name"
+                    )
                 )
     return []
 
 
-def rule_hazards(p: Profile, prov: Provenance) -> list[ProfileWarning]:
+def rule_hazards(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
     out = []
-    if p.flags.overlap_schedule:
+    if sink.usable("flags.overlap_schedule") and p.flags.overlap_schedule:
         out.append(
             _warn(
                 prov,
@@ -199,7 +256,7 @@ def rule_hazards(p: Profile, prov: Provenance) -> list[ProfileWarning]:
                 "reproduced under abort cascades (decode hangs silently)",
             )
         )
-    if p.flags.multi_stream_overlap:
+    if sink.usable("flags.multi_stream_overlap") and p.flags.multi_stream_overlap:
         out.append(
             _warn(
                 prov,
@@ -209,12 +266,13 @@ def rule_hazards(p: Profile, prov: Provenance) -> list[ProfileWarning]:
                 "concurrency; SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0 fixed it",
             )
         )
-    if p.router.health_check.timeout_secs <= SGLANG_HEALTH_WAIT_S:
+    timeout_key = "router.health_check.timeout_secs"
+    if sink.usable(timeout_key) and p.router.health_check.timeout_secs <= SGLANG_HEALTH_WAIT_S:
         out.append(
             _warn(
                 prov,
                 "health-timeout-short",
-                "router.health_check.timeout_secs",
+                timeout_key,
                 f"router health timeout {p.router.health_check.timeout_secs}s <= SGLang's own "
                 f"{SGLANG_HEALTH_WAIT_S}s health wait: a busy server can be marked unhealthy",
             )
@@ -222,20 +280,28 @@ def rule_hazards(p: Profile, prov: Provenance) -> list[ProfileWarning]:
     return out
 
 
-def rule_misc(p: Profile, prov: Provenance) -> list[ProfileWarning]:
-    if p.kernel_package is not None and not _KERNEL_PACKAGE.match(p.kernel_package):
-        raise prov.error(
-            "kernel_package",
-            f"expected name@version (e.g. dsv4-decode@1.2.0) or empty, got {p.kernel_package!r}",
+def rule_misc(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
+    if (
+        sink.usable("kernel_package")
+        and p.kernel_package is not None
+        and not _KERNEL_PACKAGE.match(p.kernel_package)
+    ):
+        sink.report(
+            prov.error(
+                "kernel_package",
+                f"expected name@version (e.g. dsv4-decode@1.2.0) or empty, got {p.kernel_package!r}",
+            )
         )
     for key in ("corruption_max_rate", "consistency_min_agreement"):
-        if getattr(p.canary, key) > 1:
-            raise prov.error(
-                f"canary.{key}",
-                f"expected a fraction between 0 and 1, got {getattr(p.canary, key)}",
+        if sink.usable(f"canary.{key}") and getattr(p.canary, key) > 1:
+            sink.report(
+                prov.error(
+                    f"canary.{key}",
+                    f"expected a fraction between 0 and 1, got {getattr(p.canary, key)}",
+                )
             )
-    if any(c < 1 for c in p.canary.sweep_concurrency):
-        raise prov.error("canary.sweep_concurrency", "concurrency levels must be >= 1")
+    if sink.usable("canary.sweep_concurrency") and any(c < 1 for c in p.canary.sweep_concurrency):
+        sink.report(prov.error("canary.sweep_concurrency", "concurrency levels must be >= 1"))
     return []
 
 
@@ -253,44 +319,63 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def check_profile(p: Profile, prov: Provenance) -> list[ProfileWarning]:
-    """Run every target-independent rule; raises ProfileError at the first violation."""
+def check_profile(
+    p: Profile, prov: Provenance, sink: Problems | None = None
+) -> list[ProfileWarning]:
+    """Run every target-independent rule. Without a sink, raise ProfileError at the first
+    violation; with a collecting one, report every violation (skipping unusable values)."""
+    sink = sink if sink is not None else strict()
     warnings: list[ProfileWarning] = []
     for rule in RULES:
-        warnings.extend(rule(p, prov))
+        warnings.extend(rule(p, prov, sink))
     return warnings
 
 
-def check_against_target(p: Profile, target: Target) -> None:
-    """GPUs present on the target and ports in range after its offset. Raises ProfileError."""
+def check_against_target(p: Profile, target: Target, sink: Problems | None = None) -> None:
+    """GPUs present on the target and ports in range after its offset. Raises ProfileError
+    (without a sink) or reports each problem, skipping keys that already have one."""
+    sink = sink if sink is not None else strict()
     prov = Provenance(p.path, p.origins)
     available = set(target.gpus)
     for side in (p.prefill, p.decode):
+        key = f"{side.role}.gpus"
+        if not sink.usable(key) or sink.has_problem(key):
+            continue
         missing = sorted(set(side.gpus) - available)
         if missing:
-            raise prov.error(
-                f"{side.role}.gpus",
-                f"GPU(s) {missing} are not on target '{target.name}' (it has {sorted(available)})",
+            sink.report(
+                prov.error(
+                    key,
+                    f"GPU(s) {missing} are not on target '{target.name}' (it has {sorted(available)})",
+                )
             )
     for key, port in _ports(p):
+        if not sink.usable(key) or sink.has_problem(key):
+            continue
         shifted = port + target.port_offset
         if shifted > 65535:
-            raise prov.error(
-                key,
-                f"port {port} + target '{target.name}' port_offset {target.port_offset} = {shifted} > 65535",
+            sink.report(
+                prov.error(
+                    key,
+                    f"port {port} + target '{target.name}' port_offset {target.port_offset} = "
+                    f"{shifted} > 65535",
+                )
             )
+            continue
         if target.port_offset and in_ephemeral_range(shifted) and not in_ephemeral_range(port):
             # An error, not a warning: the failure is intermittent (the bind fails only when some
             # outgoing connection happened to take that source port, e.g. one in TIME_WAIT), so
             # a warning would be ignored on the runs that pass and flake the others. The offset
             # is ours to choose, so there is always a fix; SGLang's own defaults are below it.
             low, high = EPHEMERAL_PORTS
-            raise prov.error(
-                key,
-                f"port {port} + target '{target.name}' port_offset {target.port_offset} = {shifted} "
-                f"is in Linux's ephemeral port range ({low}-{high}), where a client socket can hold "
-                "it and make the server's bind fail; choose a port_offset that keeps every port "
-                f"below {low}",
+            sink.report(
+                prov.error(
+                    key,
+                    f"port {port} + target '{target.name}' port_offset {target.port_offset} = "
+                    f"{shifted} is in Linux's ephemeral port range ({low}-{high}), where a client "
+                    "socket can hold it and make the server's bind fail; choose a port_offset "
+                    f"that keeps every port below {low}",
+                )
             )
 
 

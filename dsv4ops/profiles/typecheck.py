@@ -7,6 +7,7 @@ from typing import Any
 
 from dsv4ops._yaml import LineInfo
 from dsv4ops.errors import ProfileError
+from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.provenance import Provenance
 from dsv4ops.profiles.schema import Field, Schema, describe
 
@@ -15,9 +16,16 @@ _OFF = {"off", "false", "no", "0"}
 
 
 def check_unknown_keys(
-    data: dict[str, Any], schema: Schema, file: str, lines: LineInfo, prefix: str = ""
+    data: dict[str, Any],
+    schema: Schema,
+    file: str,
+    lines: LineInfo,
+    prefix: str = "",
+    sink: Problems | None = None,
 ) -> None:
-    """Raise ProfileError for the first key not in the schema (with a did-you-mean hint)."""
+    """Report keys not in the schema (with a did-you-mean hint) and sections that are not
+    mappings. Without a sink, raise ProfileError for the first one."""
+    sink = sink if sink is not None else strict()
     for key, value in data.items():
         path = f"{prefix}.{key}" if prefix else str(key)
         spec = schema.get(key) if isinstance(key, str) else None
@@ -25,44 +33,96 @@ def check_unknown_keys(
             close = difflib.get_close_matches(str(key), list(schema), n=1)
             hint = f"did you mean '{close[0]}'?" if close else None
             valid = ", ".join(schema)
-            raise ProfileError(
-                f"unknown key; valid keys here: {valid}",
-                path=file,
-                line=lines.get(path),
-                key=path,
-                hint=hint,
+            sink.report(
+                ProfileError(
+                    f"unknown key; valid keys here: {valid}",
+                    path=file,
+                    line=lines.get(path),
+                    key=path,
+                    hint=hint,
+                )
             )
+            continue
         if isinstance(spec, dict):
             if value is None:
                 continue
             if not isinstance(value, dict):
-                raise ProfileError(
-                    "expected a mapping (a section of keys)",
-                    path=file,
-                    line=lines.get(path),
-                    key=path,
+                sink.report(
+                    ProfileError(
+                        "expected a mapping (a section of keys)",
+                        path=file,
+                        line=lines.get(path),
+                        key=path,
+                    )
                 )
-            check_unknown_keys(value, spec, file, lines, path)
+                sink.mark_unusable(path)
+                continue
+            check_unknown_keys(value, spec, file, lines, path, sink)
 
 
 def normalize(
-    data: dict[str, Any], schema: Schema, prov: Provenance, prefix: str = ""
+    data: dict[str, Any],
+    schema: Schema,
+    prov: Provenance,
+    prefix: str = "",
+    sink: Problems | None = None,
 ) -> dict[str, Any]:
-    """Return a copy with every schema key present: values type-checked, defaults filled in."""
+    """Return a copy with every schema key present: values type-checked, defaults filled in.
+
+    Without a sink, raise ProfileError for the first bad value. With a collecting sink, report
+    each one, mark it unusable and put a placeholder (its default, or an empty value) in its place.
+    """
     out: dict[str, Any] = {}
     for key, spec in schema.items():
         path = f"{prefix}.{key}" if prefix else key
         if isinstance(spec, dict):
             section = data.get(key)
-            out[key] = normalize(section or {}, spec, prov, path)
+            if sink is not None and section is not None and not isinstance(section, dict):
+                # Reported per file by check_unknown_keys ('expected a mapping').
+                sink.mark_unusable(path)
+                out[key] = placeholders(spec)
+                continue
+            out[key] = normalize(section or {}, spec, prov, path, sink)
             continue
-        if key not in data:
-            if spec.required:
-                raise prov.error(path, f"missing required key; expected {describe(spec)}")
-            out[key] = _copy(spec.default)
-            continue
-        out[key] = coerce(data[key], spec, prov, path)
+        try:
+            if key not in data:
+                if spec.required:
+                    raise prov.error(path, f"missing required key; expected {describe(spec)}")
+                out[key] = _copy(spec.default)
+                continue
+            out[key] = coerce(data[key], spec, prov, path)
+        except ProfileError as exc:
+            if sink is None:
+                raise
+            sink.report(exc)
+            sink.mark_unusable(path)
+            out[key] = placeholder(spec)
     return out
+
+
+_EMPTY: dict[str, Any] = {
+    "str": "",
+    "int": 0,
+    "float": 0.0,
+    "bool": False,
+    "onoff": False,
+    "int_list": [],
+    "str_list": [],
+    "str_map": {},
+    "buckets": [],
+}
+
+
+def placeholder(spec: Field) -> Any:
+    """A well-typed stand-in for a value that failed its check (never rendered: it is unusable)."""
+    return _copy(spec.default) if spec.default is not None else _copy(_EMPTY[spec.kind])
+
+
+def placeholders(schema: Schema) -> dict[str, Any]:
+    return {
+        key: placeholders(spec) if isinstance(spec, dict) else placeholder(spec)
+        for key, spec in schema.items()
+    }
 
 
 def _copy(value: Any) -> Any:

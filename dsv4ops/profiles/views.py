@@ -7,7 +7,7 @@ from typing import Any
 
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles.diff import command_changes, value_changes
-from dsv4ops.profiles.load import list_profiles, load_profile
+from dsv4ops.profiles.load import check_profile_file, list_profiles, load_profile
 from dsv4ops.profiles.model import Profile, Target
 from dsv4ops.profiles.render import render
 from dsv4ops.profiles.targets import load_targets
@@ -60,7 +60,11 @@ def _lists(data: Any) -> Any:
 
 
 def validate_many(refs: list[str], target_name: str | None) -> list[dict[str, Any]]:
-    """Validate each profile (all shipped ones if refs is empty) against the targets."""
+    """Validate each profile (all shipped ones if refs is empty) against the targets.
+
+    One result per profile; a failed one lists every problem of its file (`problems`, sorted by
+    file and line; `error` is the first as one line).
+    """
     targets = load_targets()
     if target_name is not None:
         if target_name not in targets:
@@ -76,19 +80,28 @@ def validate_many(refs: list[str], target_name: str | None) -> list[dict[str, An
     results = []
     for ref in paths:
         name = getattr(ref, "stem", ref)
-        try:
-            profile = load_profile(ref)
-            for target in targets.values():
-                render(profile, target)
-        except ProfileError as exc:
-            results.append({"profile": str(name), "ok": False, "error": str(exc), "warnings": []})
+        check = check_profile_file(ref, targets=targets.values())
+        profile = check.profile
+        if profile is None:
+            results.append(
+                {
+                    "profile": str(name),
+                    "ok": False,
+                    "error": str(check.problems[0]),
+                    "problems": [p.to_json() for p in check.problems],
+                    "warnings": [],
+                }
+            )
             continue
+        for target in targets.values():
+            render(profile, target)  # the targets were checked above; this renders the commands
         results.append(
             {
                 "profile": profile.name,
                 "path": profile.path,
                 "ok": True,
                 "error": None,
+                "problems": [],
                 "targets": sorted(targets),
                 "warnings": [asdict(w) for w in profile.warnings],
             }

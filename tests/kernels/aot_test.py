@@ -27,9 +27,13 @@ if not aot.aot_python().exists():
 SPILLS = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
           "num_warps": 4, "num_stages": 4}
 TOO_MUCH_SMEM = {"BLOCK_H": 16, "BLOCK_T": 64, "num_warps": 8, "num_stages": 1}
-# NVFP4 W4A16: dequantizing a 128 x 128 weight tile in registers spills at 4 warps.
+# NVFP4 / MXFP4 W4A16: dequantizing a 128 x 128 weight tile in registers spills at 4 warps.
 NVFP4_SPILLS = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
                 "num_warps": 4, "num_stages": 3}
+MXFP4_SPILLS = NVFP4_SPILLS
+# sm_120's native FP4 MMA per dot_scaled format (reference §3.4)
+FP4_MMA = {"fused_moe_nvfp4_w4a4": ("kind::mxf4nvf4.block_scale.scale_vec::4X", ".ue4m3"),
+           "fused_moe_mxfp4_w4a4": ("kind::mxf4nvf4.block_scale.scale_vec::2X", ".ue8m0")}
 
 
 def test_every_shipped_config_compiles_for_sm120_within_limits() -> None:
@@ -42,23 +46,26 @@ def test_every_shipped_config_compiles_for_sm120_within_limits() -> None:
         assert r.detail["shared"] <= aot.SM120_MAX_SHARED
         assert len(r.detail["cubin_sha256"]) == 64
     kernels = {r.kernel for r in results}
-    assert {"fused_moe_nvfp4_up", "fused_moe_nvfp4_down"} | AOT_ONLY <= kernels
+    assert {"fused_moe_nvfp4_up", "fused_moe_nvfp4_down", "fused_moe_mxfp4_up", "fused_moe_mxfp4_down"} <= kernels
+    assert kernels >= AOT_ONLY
     for r in results:
-        if r.kernel in AOT_ONLY:  # tl.dot_scaled NVFP4 -> sm_120's native FP4 MMA with ue4m3 scales
-            assert any("kind::mxf4nvf4.block_scale.scale_vec::4X" in m and m.endswith(".ue4m3")
-                       for m in r.detail["mma"]), (r.describe(), r.detail["mma"])
+        if r.kernel in AOT_ONLY:  # tl.dot_scaled -> sm_120's native FP4 MMA, ue4m3 / ue8m0 scales
+            kind, scale = FP4_MMA[r.kernel.rpartition("_")[0]]
+            assert any(kind in m and m.endswith(scale) for m in r.detail["mma"]), (r.describe(), r.detail["mma"])
         elif r.kernel.startswith("fused_moe"):  # W4A16 dequantizes to bf16: bf16 MMA, as bf16
             assert r.detail["mma"] == ["mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"], r.detail["mma"]
 
 
 @pytest.mark.slow
 def test_configs_over_sm120_limits_are_rejected_with_the_reason() -> None:
-    jobs = [("sparse_decode_attn", TOO_MUCH_SMEM), ("fused_moe_up", SPILLS), ("fused_moe_nvfp4_up", NVFP4_SPILLS)]
+    jobs = [("sparse_decode_attn", TOO_MUCH_SMEM), ("fused_moe_up", SPILLS), ("fused_moe_nvfp4_up", NVFP4_SPILLS),
+            ("fused_moe_mxfp4_down", MXFP4_SPILLS)]
     with LocalExecutor() as ex:
-        _, (smem, spill, fp4_spill) = aot.check(jobs, executor=ex, kernels_root=kernels_dir())
+        _, (smem, spill, fp4_spill, mx_spill) = aot.check(jobs, executor=ex, kernels_root=kernels_dir())
     assert not smem.ok and "exceeds sm_120's 101376 B" in smem.describe()
     assert not spill.ok and "registers spill" in spill.describe()
     assert not fp4_spill.ok and "registers spill" in fp4_spill.describe()
+    assert not mx_spill.ok and "registers spill" in mx_spill.describe()
 
 
 def test_build_refuses_a_package_with_a_spilling_config(tmp_path: Path) -> None:

@@ -32,7 +32,12 @@ def test_manifest_lists_every_file_with_its_checksum_and_landing_place(built) ->
     fp4 = f"kernel=fused_moe,E=256,N=512,device_name={BOX_DEVICE_NAME},dtype=nvfp4_w4a16"
     assert {fp4, f"{fp4}_down"} <= set(manifest["config_keys"])
     assert listed[f"moe_fp4_configs/triton_3_8_0/{fp4}.json"]["role"] == "moe_fp4_config"
-    assert listed["kernels/moe_nvfp4.py"]["role"] == "kernel_source"
+    mx = f"kernel=fused_moe,E=256,N=512,device_name={BOX_DEVICE_NAME},dtype=mxfp4_w4a16"
+    assert {mx, f"{mx}_down"} <= set(manifest["config_keys"])
+    assert listed[f"moe_fp4_configs/triton_3_8_0/{mx}_down.json"]["role"] == "moe_fp4_config"
+    for src in ("moe_nvfp4.py", "moe_mxfp4.py", "fp4_common.py"):
+        assert listed[f"kernels/{src}"]["role"] == "kernel_source"
+    assert "ue8m0" in manifest["model"]["moe_weights"]["mxfp4"]
 
 
 def test_manifest_records_target_and_which_versions_checked_what(built) -> None:
@@ -44,11 +49,14 @@ def test_manifest_records_target_and_which_versions_checked_what(built) -> None:
     assert interp["torch"].startswith("2.13.0") and interp["triton"] == "3.7.1" and interp["passed"]
     kernels = {c["kernel"] for c in interp["cases"]}
     assert kernels == {"sparse_decode_attn", "fused_moe_up", "fused_moe_down",
-                       "fused_moe_nvfp4_up", "fused_moe_nvfp4_down"}
-    # the NVFP4 tl.dot_scaled kernels: compiled for sm_120, said plainly not interpreter-checked
-    assert interp["not_checked"]["kernels"] == ["fused_moe_nvfp4_w4a4_down", "fused_moe_nvfp4_w4a4_up"]
+                       "fused_moe_nvfp4_up", "fused_moe_nvfp4_down", "fused_moe_mxfp4_up", "fused_moe_mxfp4_down"}
+    # the FP4 tl.dot_scaled kernels: compiled for sm_120, said plainly not interpreter-checked, and why
+    dot_scaled = ["fused_moe_mxfp4_w4a4_down", "fused_moe_mxfp4_w4a4_up",
+                  "fused_moe_nvfp4_w4a4_down", "fused_moe_nvfp4_w4a4_up"]
+    assert interp["not_checked"]["kernels"] == dot_scaled
+    assert "gotcha 6" in interp["not_checked"]["why"]["fused_moe_mxfp4_w4a4_up"]
     compiled = {r["kernel"] for r in m["checks"]["sm120_compile"]["results"]}
-    assert compiled == kernels | {"fused_moe_nvfp4_w4a4_down", "fused_moe_nvfp4_w4a4_up"}
+    assert compiled == kernels | set(dot_scaled)
     assert built.v2.manifest.raw["checks"]["interpreter"]["ran"] is False
 
 

@@ -11,6 +11,7 @@ from dsv4ops.constants import BOX_DEVICE_NAME
 from dsv4ops.errors import KernelPackageError
 from dsv4ops.kernels.catalog import (
     AOT_ONLY,
+    FP4_DTYPES,
     kernel_of,
     load_table,
     missing_buckets,
@@ -29,15 +30,21 @@ def test_moe_configs_use_sglangs_file_names_for_the_box() -> None:
     assert f"{base}_down.json" in files     # w2
 
 
-def test_nvfp4_moe_configs_use_the_packages_own_keys_outside_sglangs_dir() -> None:
-    """SGLang's Triton fused-MoE has no FP4 dtype= name, so the NVFP4 files carry a kernel= key
-    and stay out of configs/ (what SGLANG_MOE_CONFIG_DIR points SGLang at)."""
+def test_fp4_moe_configs_use_the_packages_own_keys_outside_sglangs_dir() -> None:
+    """SGLang's Triton fused-MoE has no FP4 dtype= name, so the NVFP4 and MXFP4 files carry a
+    kernel= key and stay out of configs/ (what SGLANG_MOE_CONFIG_DIR points SGLang at)."""
     by_kernel = {f.kernel: f.lands_at for f in shipped_configs()}
     base = f"moe_fp4_configs/triton_3_8_0/kernel=fused_moe,E=256,N=512,device_name={BOX_DEVICE_NAME}"
     assert by_kernel["fused_moe_nvfp4_up"] == f"{base},dtype=nvfp4_w4a16.json"
     assert by_kernel["fused_moe_nvfp4_down"] == f"{base},dtype=nvfp4_w4a16_down.json"
     assert by_kernel["fused_moe_nvfp4_w4a4_up"] == f"{base},dtype=nvfp4_w4a4.json"
-    assert set(AOT_ONLY) == {"fused_moe_nvfp4_w4a4_up", "fused_moe_nvfp4_w4a4_down"}
+    assert by_kernel["fused_moe_mxfp4_up"] == f"{base},dtype=mxfp4_w4a16.json"
+    assert by_kernel["fused_moe_mxfp4_down"] == f"{base},dtype=mxfp4_w4a16_down.json"
+    assert by_kernel["fused_moe_mxfp4_w4a4_up"] == f"{base},dtype=mxfp4_w4a4.json"
+    assert by_kernel["fused_moe_mxfp4_w4a4_down"] == f"{base},dtype=mxfp4_w4a4_down.json"
+    assert set(AOT_ONLY) == {"fused_moe_nvfp4_w4a4_up", "fused_moe_nvfp4_w4a4_down",
+                             "fused_moe_mxfp4_w4a4_up", "fused_moe_mxfp4_w4a4_down"}
+    assert set(FP4_DTYPES) == {"nvfp4_w4a16", "nvfp4_w4a4", "mxfp4_w4a16", "mxfp4_w4a4"}
     with pytest.raises(KernelPackageError, match="dtype='mxfp4'"):
         kernel_of("kernel=fused_moe,E=256,N=512,device_name=X,dtype=mxfp4.json")
 
@@ -55,7 +62,8 @@ def test_every_bucket_of_every_shipped_profile_has_its_own_config() -> None:
 
 def test_down_config_block_m_matches_up_as_sglang_forces() -> None:
     tables = {f.kernel: f.table for f in shipped_configs()}
-    for family in ("fused_moe", "fused_moe_nvfp4", "fused_moe_nvfp4_w4a4"):
+    for family in ("fused_moe", "fused_moe_nvfp4", "fused_moe_nvfp4_w4a4", "fused_moe_mxfp4",
+                   "fused_moe_mxfp4_w4a4"):
         for m, cfg in tables[f"{family}_up"].items():
             assert tables[f"{family}_down"][m]["BLOCK_SIZE_M"] == cfg["BLOCK_SIZE_M"], (family, m)
 

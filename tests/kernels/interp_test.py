@@ -3,10 +3,11 @@
 Every decode bucket of every shipped profile maps to one of these configs (catalog_test), so this
 covers each bucket's launch parameters. Shapes: attention runs the full per-rank DSV4-Flash decode
 shape (16 heads, head dim 512, 128 SWA + 512 top-k FP8 rows, attention sink) for 2 requests with
-padding; the MoE (bf16 and NVFP4 weights) runs E=8, hidden 256, intermediate 64 instead of
-E=256, hidden 4096, intermediate 512 per rank (the interpreter runs each program in numpy). The
-full shapes at every bucket's batch size run in benchmarks/kernels_gpu.py on a GPU. The NVFP4
-tl.dot_scaled configs are AOT-only (catalog.AOT_ONLY): the interpreter computes them wrongly.
+padding; the MoE (bf16, NVFP4 and MXFP4 weights) runs E=8, hidden 256, intermediate 64 instead
+of E=256, hidden 4096, intermediate 512 per rank (the interpreter runs each program in numpy).
+The full shapes at every bucket's batch size run in benchmarks/kernels_gpu.py on a GPU. The FP4
+tl.dot_scaled configs are AOT-only (catalog.AOT_ONLY): the interpreter computes NVFP4 dot_scaled
+wrongly and 3.7.1's cannot run it at all.
 """
 
 from __future__ import annotations

@@ -1,6 +1,11 @@
 from __future__ import annotations
 
-from dsv4ops.orchestrate.drift import process_drift, profile_drift
+from dsv4ops.orchestrate.drift import (
+    KernelReading,
+    kernel_package_drift,
+    process_drift,
+    profile_drift,
+)
 from dsv4ops.orchestrate.model import ComponentSpec, Deployment
 from dsv4ops.remote.base import ProcessState
 from tests.orchestrate.ops_test import make_deployment
@@ -59,3 +64,47 @@ def test_profile_changed_in_working_copy():
     )
     assert "renders different commands for decode" in profile_drift(d, changed)[0]
     assert profile_drift(d, d) == []
+
+
+# ------------------------------------------------------------------ kernel package drift
+
+PKG = "dsv4-decode-kernels"
+X, Y = f"{PKG}@0.2.0", f"{PKG}@0.1.0"
+
+
+def test_kernel_package_all_three_agree_or_cannot_be_told():
+    assert kernel_package_drift("k", X, KernelReading(X), KernelReading(X)) == []
+    # Real SGLang does not name what it loaded: unknown is shown, never counted as drift.
+    unknown = KernelReading(None, known=False, detail="real SGLang does not report it")
+    assert kernel_package_drift("k", X, KernelReading(X), unknown) == []
+    assert unknown.text() == "unknown (real SGLang does not report it)"
+    # A profile that names no package is not compared (its own env decides).
+    assert kernel_package_drift("k", None, KernelReading(Y), KernelReading(None)) == []
+
+
+def test_kernel_package_switched_on_the_target_after_the_unit_started():
+    (line,) = kernel_package_drift("k", X, KernelReading(Y), KernelReading(X))
+    assert line.startswith(f"kernel package: deployed {X}, active on target {Y}, decode loaded {X}")
+    # The running decode is what was deployed: re-point the target, or pin Y and redeploy the unit.
+    assert f"`dsv4ops kernels rollback --name {PKG} --to 0.2.0`" in line
+    assert f"set `kernel_package: {Y}` in profile k and run `dsv4ops deploy k`" in line
+    assert "Never restart decode alone" in line and "--only" not in line
+
+
+def test_kernel_package_decode_did_not_load_the_deployed_one():
+    fell_back = KernelReading(None, detail="server fell back to default MoE configs: Using default")
+    (line,) = kernel_package_drift("k", X, KernelReading(X), fell_back)
+    assert f"active on target {X}, decode loaded none (server fell back to default" in line
+    assert (
+        f"restart the unit with `dsv4ops deploy k` (prefill, decode and router together) to load {X}"
+        in line
+    )
+    assert "kernels rollback" not in line
+    (line,) = kernel_package_drift("k", X, KernelReading(Y), KernelReading(Y))
+    assert f"decode loaded {Y}" in line and "`dsv4ops deploy k`" in line
+    assert f"after `dsv4ops kernels rollback --name {PKG} --to 0.2.0`" in line
+    # Nothing current on the target: no "serve that one" advice for a package that is not there.
+    none = KernelReading(None, detail=f"no version of {PKG} is current on the target")
+    (line,) = kernel_package_drift("k", X, none, KernelReading(X))
+    assert f"active on target none (no version of {PKG} is current" in line
+    assert "kernel_package:" not in line.split(" — ", 1)[1]

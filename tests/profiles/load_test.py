@@ -95,6 +95,20 @@ def test_invalid_yaml_reports_line(write) -> None:  # type: ignore[no-untyped-de
     assert "invalid YAML" in str(err) and err.line is not None
 
 
+def test_recursive_alias_is_a_clear_error_not_a_crash(write) -> None:  # type: ignore[no-untyped-def]
+    write("loop", "schema_version: 1\nextra: &me\n  again: *me\n")
+    err = _err("loop")
+    assert "recursive alias" in str(err) and err.line == 3
+
+
+def test_an_alias_bomb_is_walked_once_per_anchor(write) -> None:  # type: ignore[no-untyped-def]
+    bomb = "schema_version: 1\na: &a [x, x, x, x, x, x, x, x, x, x]\n"
+    for i, prev in zip("bcdefghij", "abcdefghi", strict=True):
+        bomb += f"{i}: &{i} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"
+    write("bomb", bomb)  # 10^10 leaves if each alias were walked again
+    assert "unknown key" in str(_err("bomb"))
+
+
 def test_duplicate_key_is_an_error(write) -> None:  # type: ignore[no-untyped-def]
     write("dup", child("flags:\n  overlap_schedule: on\nflags:\n  overlap_schedule: off\n"))
     assert "duplicate key" in str(_err("dup"))

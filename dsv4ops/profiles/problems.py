@@ -1,0 +1,103 @@
+"""Problems of one profile file, and the sink the loader reports them to.
+
+The loader runs in one of two modes with the same checks in the same order:
+
+* strict (`load_profile`): the first problem is raised as a ProfileError, as it always was;
+* collecting (`validate_profile`): problems are recorded and the checks go on, so one run lists
+  every mistake of a file. Only errors after which nothing can be trusted (YAML syntax, a bad
+  `schema_version`, a broken `extends` chain) stop the collection; they are raised as before and
+  recorded by the caller.
+
+A value that failed its type check is marked *unusable*: the loader puts a placeholder in its
+place so the profile can still be built, and the rules skip whatever reads it (no crash, no
+second error about the same mistake).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dsv4ops.errors import ProfileError
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One error in a profile: where (file, line, dotted key) and what would be valid."""
+
+    path: str | None
+    line: int | None
+    key: str | None
+    message: str
+    hint: str | None = None
+
+    @classmethod
+    def from_error(cls, err: ProfileError) -> Problem:
+        return cls(
+            path=err.path, line=err.line, key=err.key, message=err.bare_message, hint=err.hint
+        )
+
+    def to_error(self) -> ProfileError:
+        return ProfileError(
+            self.message, path=self.path, line=self.line, key=self.key, hint=self.hint
+        )
+
+    def sort_key(self) -> tuple[str, int, str]:
+        return (self.path or "", self.line or 0, self.key or "")
+
+    def __str__(self) -> str:
+        return str(self.to_error())  # 'file:line: key: message', exactly as ProfileError says it
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "line": self.line,
+            "key": self.key,
+            "message": self.message,
+            "hint": self.hint,
+        }
+
+
+def _related(a: str, b: str) -> bool:
+    """True if one key path is the other or lies under it ('decode' and 'decode.tp')."""
+    if a == b:
+        return True
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return long.startswith((short + ".", short + "["))
+
+
+class Problems:
+    """Where checks report errors. Strict: `report` raises. Collecting: it records and returns."""
+
+    def __init__(self, *, collect: bool) -> None:
+        self.collect = collect
+        self._items: list[Problem] = []
+        self._unusable: set[str] = set()
+
+    def report(self, err: ProfileError) -> None:
+        if not self.collect:
+            raise err
+        problem = Problem.from_error(err)
+        if problem not in self._items:
+            self._items.append(problem)
+
+    def mark_unusable(self, key: str) -> None:
+        """The value at `key` (or the whole section) failed its check; rules must not read it."""
+        self._unusable.add(key)
+
+    def usable(self, *keys: str) -> bool:
+        """True if no key in `keys` is (in, or contains) a value marked unusable."""
+        return not any(_related(k, bad) for k in keys for bad in self._unusable)
+
+    def has_problem(self, key: str) -> bool:
+        """True if a problem was already reported at `key` (or at a key above or below it)."""
+        return any(p.key is not None and _related(key, p.key) for p in self._items)
+
+    @property
+    def items(self) -> list[Problem]:
+        """Every problem, in the order the checks found them."""
+        return list(self._items)
+
+
+def strict() -> Problems:
+    return Problems(collect=False)

@@ -1,0 +1,110 @@
+"""Kernel-package drift in `dsv4ops status`, through the real twin processes and the real router:
+no drift right after a deploy that loads the pinned package; drift once `kernels rollback` moves
+the target's current pointer under the running unit; drift when the decode runs without the
+package the deployment pinned, gone once the unit is redeployed (the remedy the line names).
+
+The packages are hand-made (a manifest with checksums and one MoE config file), installed with
+the target-side tool itself (`pkgtool.install`), so no kernel build is needed here."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from dsv4ops.cli import _context as C
+from dsv4ops.cli.status import render
+from dsv4ops.kernels import pkgtool
+from testing.kernels_artifacts import write_tar
+from testing.orchestrate_env import OrchEnv, commit_all
+from tests.orchestrate.conftest import cli, operator
+
+pytestmark = [pytest.mark.slow, pytest.mark.router]
+PKG = "dsv4-decode-kernels"
+REF = f"{PKG}@0.2.0"
+CONFIG = (
+    "configs/triton_3_8_0/E=256,N=512,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
+)
+
+
+def install(env: OrchEnv, tmp: Path, version: str) -> None:
+    """What `kernels deploy` leaves on the target: kernels/<name>/<version>, current, state."""
+    files = {CONFIG: json.dumps({"1": {"BLOCK_SIZE_M": 16, "num_warps": 4}}).encode()}
+    manifest = {
+        "name": PKG,
+        "version": version,
+        "files": [
+            {"path": p, "sha256": hashlib.sha256(d).hexdigest(), "size": len(d)}
+            for p, d in files.items()
+        ],
+    }
+    files["manifest.json"] = json.dumps(manifest).encode()
+    top = f"{PKG}-{version}"
+    upload = write_tar(
+        tmp / f"{top}.tar.gz",
+        [(tarfile.TarInfo(f"{top}/{rel}"), data) for rel, data in sorted(files.items())],
+    )
+    pkgtool.install(str(env.workdir), str(upload), None, None)
+
+
+def status(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> dict:
+    code, st, err = cli(env, capsys, "status", "--json")
+    assert code == 0, err  # drift is reported, as always, in the report (healthy false)
+    return st
+
+
+def test_kernel_package_drift_through_the_twin(env, capsys, tmp_path):
+    install(env, tmp_path, "0.1.0")
+    install(env, tmp_path, "0.2.0")  # current: 0.2.0, previous: 0.1.0
+    (env.profiles_dir / "kernels-on.yaml").write_text(
+        f"schema_version: 1\nextends: baseline\nkernel_package: {REF}\n"
+    )
+    commit_all(env, "kernel profile")
+
+    # The unit started without the package (an operator without kernel support wired in adds
+    # no SGLANG_MOE_CONFIG_DIR and skips the loaded check): the decode reports none.
+    op, ctx = operator(env, kernels=None)
+    try:
+        out = op.deploy(C.deployment_for("kernels-on", ctx.target), run_canary=False)
+    finally:
+        ctx.close()
+    assert out.ok, out.message
+    st = status(env, capsys)
+    assert not st["healthy"]
+    (line,) = st["drift"]  # nothing else differs: the journal recorded exactly what runs
+    assert f"active on target {REF}, decode loaded none (the decode reports no package" in line
+    assert "restart the unit with `dsv4ops deploy kernels-on` (prefill, decode and router" in line
+    decode = next(c for c in st["components"] if c["name"] == "decode")
+    assert decode["kernel_package"] is None and decode["healthy"]
+
+    # The remedy it names: the unit restarted by the deploy loads the pinned package.
+    code, _, err = cli(env, capsys, "deploy", "kernels-on", "--yes", "--no-canary")
+    assert code == 0, err
+    st = status(env, capsys)
+    assert st["healthy"] and st["drift"] == [], st
+    assert st["kernel_package"] == {
+        "deployed": REF,
+        "active": REF,
+        "active_detail": REF,
+        "loaded": REF,
+        "loaded_detail": REF,
+        "drift": False,
+    }
+
+    # The target's pointer moves under the running unit: the decode still runs 0.2.0.
+    code, _, err = cli(env, capsys, "kernels", "rollback")
+    assert code == 0, err
+    st = status(env, capsys)
+    assert not st["healthy"]
+    (line,) = st["drift"]
+    assert line.startswith(
+        f"kernel package: deployed {REF}, active on target {PKG}@0.1.0, decode loaded {REF}"
+    )
+    assert f"`dsv4ops kernels rollback --name {PKG} --to 0.2.0`" in line
+    assert "`dsv4ops deploy kernels-on`" in line and "Never restart decode alone" in line
+    text = "\n".join(render(st))
+    assert "NOT HEALTHY" in text and f"drift: {line}" in text
+    assert f"kernel package: {REF} (active on target: {PKG}@0.1.0; decode loaded: {REF})" in text

@@ -1,0 +1,189 @@
+"""`status` compares the kernel package the deployment pinned, the one active on the target and
+the one the running decode loaded, against a scripted target (twin-style and real-SGLang-style
+/server_info, a decode log with or without SGLang's default-config line)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+
+import pytest
+
+from dsv4ops.cli.status import render
+from dsv4ops.clock import FakeClock
+from dsv4ops.errors import DsOpsError
+from dsv4ops.journal.store import Journal
+from dsv4ops.kernels import loaded_check
+from dsv4ops.orchestrate.kernelpkg import KernelSupport
+from dsv4ops.orchestrate.ops import Operator
+from dsv4ops.orchestrate.status import KernelStatus, gather_status
+from tests.orchestrate.fake_control import FakeControl, Reply
+from tests.orchestrate.ops_test import make_deployment
+
+PKG = "dsv4-decode-kernels"
+REF = f"{PKG}@0.2.0"
+DEFAULT_LINE = (
+    "[2026-05-01 10:00:00] Using default MoE kernel config. Performance might be sub-optimal!"
+)
+
+
+@dataclass
+class SglangControl(FakeControl):
+    """FakeControl whose decode answers /server_info like the twin (`twin_kernel_package`) or,
+    with `twin=False`, like real SGLang (no such key), and whose decode log is `decode_log`."""
+
+    twin: bool = True
+    reported: str | None = REF
+    decode_log: str = "decode log"
+    log_reads: int = 0
+
+    def http(self, url, *, method="GET", body=None, headers=None, timeout_s=10.0):
+        if url.endswith("/server_info"):
+            info = {"version": "0.5.23", "internal_states": [{}]}
+            if self.twin:
+                name, _, version = (self.reported or "").partition("@")
+                info["twin_kernel_package"] = (
+                    {"name": name, "version": version} if self.reported else None
+                )
+            return Reply(200, json.dumps(info))
+        return super().http(url, method=method, body=body, headers=headers, timeout_s=timeout_s)
+
+    def log_tail(self, name, lines=50):
+        self.log_reads += 1
+        return self.decode_log if name == "decode" else super().log_tail(name, lines)
+
+
+def _loaded(info: str, log: str, expected: str) -> tuple[bool, str]:
+    check = loaded_check(info, log, expected=expected)  # what the CLI binds (kernel_support)
+    return check.used, check.reason
+
+
+def _state(current: str | None) -> dict:
+    packages = {PKG: {"current": current, "previous": None}} if current else {}
+    return {"packages": packages, "env": {}}
+
+
+def kernels_at(current: str | None) -> KernelStatus:
+    return KernelStatus(state=lambda: _state(current), loaded=_loaded)
+
+
+@pytest.fixture
+def deployed(tmp_path):
+    """(control, journal): a deployment pinning REF, deployed and known-good on the fake."""
+    journal = Journal("fake", directory=tmp_path, clock=FakeClock())
+    control = SglangControl()
+    support = KernelSupport(
+        present=lambda ref: True,
+        env_for=lambda ref: {"SGLANG_MOE_CONFIG_DIR": f"/work/kernels/{PKG}/0.2.0"},
+        loaded=_loaded,
+    )
+    deployment = replace(make_deployment("kernels-on"), kernel_package=REF)
+    out = Operator(control, journal, host="fake", clock=FakeClock(), kernels=support).deploy(
+        deployment
+    )
+    assert out.ok, out.message
+    control.log_reads = 0  # the deploy's own loaded check read it
+    return control, journal
+
+
+def status(control, journal, kernels):
+    return gather_status(control, journal, target="fake", kernels=kernels)
+
+
+def test_all_three_agree(deployed):
+    control, journal = deployed
+    st = status(control, journal, kernels_at("0.2.0"))
+    assert st["healthy"] and st["drift"] == [], st
+    assert st["kernel_package"] == {
+        "deployed": REF,
+        "active": REF,
+        "active_detail": REF,
+        "loaded": REF,
+        "loaded_detail": REF,
+        "drift": False,
+    }
+    assert control.log_reads == 0  # the twin names its package: no log read needed
+    lines = render(st)
+    assert f"kernel package: {REF} (active on target: {REF}; decode loaded: {REF})" in lines
+    assert not any(line.startswith("drift:") for line in lines)
+
+
+def test_target_switched_after_the_unit_started(deployed):
+    control, journal = deployed
+    st = status(control, journal, kernels_at("0.1.0"))
+    assert not st["healthy"]
+    (line,) = st["drift"]
+    assert line.startswith(
+        f"kernel package: deployed {REF}, active on target {PKG}@0.1.0, decode loaded {REF}"
+    )
+    assert st["kernel_package"]["drift"] and st["kernel_package"]["active"] == f"{PKG}@0.1.0"
+    lines = render(st)
+    assert lines[0].endswith("NOT HEALTHY")
+    assert f"drift: {line}" in lines
+    assert any("kernel package: " in x and "DRIFT, see below" in x for x in lines)
+
+
+def test_twin_decode_reports_no_package(deployed):
+    control, journal = deployed
+    control.reported = None
+    st = status(control, journal, kernels_at("0.2.0"))
+    assert not st["healthy"]
+    (line,) = st["drift"]
+    assert "decode loaded none (the decode reports no package" in line
+    assert "restart the unit with `dsv4ops deploy kernels-on`" in line
+    assert st["kernel_package"]["loaded"] is None and st["kernel_package"]["drift"]
+
+
+def test_real_sglang_fell_back_to_default_configs(deployed):
+    control, journal = deployed
+    control.twin, control.decode_log = False, f"loading\n{DEFAULT_LINE}\nready"
+    st = status(control, journal, kernels_at("0.2.0"))
+    (line,) = st["drift"]
+    assert "decode loaded none (server fell back to default MoE configs: " in line
+    assert "Using default MoE kernel config" in line and control.log_reads == 1
+
+
+def test_real_sglang_without_evidence_is_unknown_not_drift(deployed):
+    control, journal = deployed
+    control.twin = False
+    st = status(control, journal, kernels_at("0.2.0"))
+    assert st["healthy"] and st["drift"] == [], st
+    k = st["kernel_package"]
+    assert k["loaded"] is None and k["loaded_detail"] == "unknown (real SGLang does not report it)"
+    # ...but the pointer moving on the target is still seen.
+    st = status(control, journal, kernels_at("0.1.0"))
+    (line,) = st["drift"]
+    assert "decode loaded unknown (real SGLang does not report it)" in line
+
+
+def test_unreadable_target_state_and_decode_down(deployed):
+    control, journal = deployed
+
+    def broken():
+        raise DsOpsError("agent: state/kernels.json: bad JSON")
+
+    st = status(control, journal, KernelStatus(state=broken, loaded=_loaded))
+    assert st["drift"] == [] and st["healthy"], st
+    assert st["kernel_package"]["active_detail"] == (
+        "unknown (cannot read the target's kernels state: agent: state/kernels.json: bad JSON)"
+    )
+    st = status(control, journal, None)  # not wired in: shown as not read, nothing claimed
+    assert st["kernel_package"]["active_detail"].startswith("unknown (the target's kernels state")
+    assert st["drift"] == []
+    control.running.pop("decode")
+    st = status(control, journal, kernels_at("0.2.0"))
+    assert st["kernel_package"]["loaded_detail"] == "unknown (decode is not running)"
+    assert not any(d.startswith("kernel package") for d in st["drift"])
+    assert any("decode is not running" in d for d in st["drift"])
+
+
+def test_profile_without_a_package_is_not_compared(tmp_path):
+    journal = Journal("fake", directory=tmp_path, clock=FakeClock())
+    control = SglangControl(reported=None)
+    out = Operator(control, journal, host="fake", clock=FakeClock()).deploy(
+        make_deployment("baseline")
+    )
+    assert out.ok
+    st = status(control, journal, kernels_at("0.2.0"))
+    assert st["kernel_package"] is None and st["drift"] == [] and st["healthy"]
+    assert not any(line.startswith("kernel package") for line in render(st))

@@ -1,0 +1,256 @@
+"""Collecting every problem of a profile file (`validate_profile`, `profile validate`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsv4ops.cli import main
+from dsv4ops.errors import ProfileError
+from dsv4ops.profiles import Problem, load_profile, load_targets, validate_profile
+from dsv4ops.profiles.load import check_profile_file
+from testing.profiles_factory import child
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Three independent mistakes: an unknown key, a wrong type, a rule violation (port clash).
+THREE_MISTAKES = child(
+    "flagz: {}\n"  # 3
+    "decode:\n"  # 4
+    "  tp: four\n"  # 5
+    "router:\n"  # 6
+    "  port: 30000\n"  # 7: prefill.port is 30000 too
+)
+
+
+def _where(problems: list[Problem]) -> list[tuple[str, int | None, str | None]]:
+    return [(Path(p.path or "").name, p.line, p.key) for p in problems]
+
+
+def test_several_independent_mistakes_are_all_reported(write) -> None:  # type: ignore[no-untyped-def]
+    path = write("three", THREE_MISTAKES)
+    problems = validate_profile("three")
+    assert _where(problems) == [
+        ("three.yaml", 3, "flagz"),
+        ("three.yaml", 5, "decode.tp"),
+        ("three.yaml", 7, "router.port"),
+    ]
+    flagz, tp, port = problems
+    assert flagz.hint == "did you mean 'flags'?" and "unknown key" in flagz.message
+    assert tp.message == "expected an integer >= 1, got 'four'"
+    assert "port 30000 is already used by prefill.port" in port.message
+    assert str(tp) == f"{path}:5: decode.tp: expected an integer >= 1, got 'four'"
+
+
+def test_load_profile_still_raises_the_first_problem(write) -> None:  # type: ignore[no-untyped-def]
+    path = write("three", THREE_MISTAKES)
+    with pytest.raises(ProfileError) as info:
+        load_profile("three")
+    assert str(info.value).startswith(f"{path}:3: flagz: unknown key")
+
+
+def test_every_rule_violation_is_reported_not_just_the_first(write) -> None:  # type: ignore[no-untyped-def]
+    write(
+        "rules",
+        child(
+            "prefill:\n"  # 3
+            "  tp: 2\n"  # 4: 4 GPUs
+            "decode:\n"  # 5
+            "  port: 30000\n"  # 6: clashes with prefill.port
+            "  extra_args: ['--cuda-graph-max-bs', '96']\n"  # 7: removed flag
+            "flags:\n"  # 8
+            "  decode_buckets: [8, 24, 16]\n"  # 9: not increasing
+            "kernel_package: nope\n"  # 10
+        ),
+    )
+    assert _where(validate_profile("rules")) == [
+        ("rules.yaml", 4, "prefill.tp"),
+        ("rules.yaml", 6, "decode.port"),
+        ("rules.yaml", 7, "decode.extra_args[0]"),
+        ("rules.yaml", 9, "flags.decode_buckets[2]"),
+        ("rules.yaml", 10, "kernel_package"),
+    ]
+
+
+def test_yaml_syntax_error_is_the_only_problem(write) -> None:  # type: ignore[no-untyped-def]
+    # After a syntax error nothing can be trusted: the unknown key and bad type are not listed.
+    path = write("broken", "schema_version: 1\nextends: base\nmodel: [unclosed\nbogus: 1\n")
+    (problem,) = validate_profile("broken")
+    assert problem.path == str(path) and problem.line in (3, 4)
+    assert problem.message.startswith("invalid YAML")
+
+
+def test_bad_schema_version_is_the_only_problem(write) -> None:  # type: ignore[no-untyped-def]
+    write("future", "schema_version: 2\nbogus: 1\nprefill: {tp: x}\n")
+    (problem,) = validate_profile("future")
+    assert problem.key == "schema_version" and "newer" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("decode:\n  gpus: x\n", "decode.gpus"),  # GPU rules, disjointness, target GPUs
+        ("prefill:\n  tp: two\n", "prefill.tp"),  # tp == len(gpus)
+        ("decode:\n  tp: four\n", "decode.tp"),  # bucket spec step8 resolves against decode tp
+        ("router:\n  port: '8000'\n", "router.port"),  # distinct ports, target port range
+        ("decode:\n  extra_args: --foo\n", "decode.extra_args"),  # flag checks
+        ("flags:\n  decode_buckets: [a, b]\n", "flags.decode_buckets"),  # bucket order
+        ("decode: 5\n", "decode"),  # a whole section unusable
+    ],
+    ids=["gpus", "tp", "tp-buckets", "port", "extra-args", "buckets", "section"],
+)
+def test_type_error_skips_the_rules_that_need_the_value(write, text: str, key: str) -> None:  # type: ignore[no-untyped-def]
+    path = write("typed", child(text))
+    check = check_profile_file("typed", targets=load_targets().values())
+    assert [(p.path, p.line, p.key) for p in check.problems] == [
+        (str(path), 4 if "\n  " in text else 3, key)
+    ]
+    assert check.profile is None
+
+
+def test_a_type_error_does_not_hide_independent_rule_violations(write) -> None:  # type: ignore[no-untyped-def]
+    # decode.tp is unusable, but decode.gpus can still be checked against prefill's.
+    write("mixed", child("decode:\n  tp: four\n  gpus: [3, 4, 5, 6]\n"))
+    assert _where(validate_profile("mixed")) == [
+        ("mixed.yaml", 4, "decode.tp"),
+        ("mixed.yaml", 5, "decode.gpus"),
+    ]
+
+
+def test_errors_in_the_parent_name_the_parent_file_and_line(write, pdir: Path) -> None:  # type: ignore[no-untyped-def]
+    parent = write(
+        "parent",
+        child(
+            "prefill:\n"  # 3
+            "  portt: 1\n"  # 4: unknown key
+            "router:\n"  # 5
+            "  policy: fastest\n"  # 6: wrong value, inherited by the child
+        ),
+    )
+    kid = write("kid", child("decode:\n  max_runing_requests: 8\n", extends="parent"))
+    problems = validate_profile("kid")
+    assert [(p.path, p.line, p.key) for p in problems] == [
+        (str(kid), 4, "decode.max_runing_requests"),
+        (str(parent), 4, "prefill.portt"),
+        (str(parent), 6, "router.policy"),
+    ]
+    assert problems[2].message.endswith(f"(inherited by {kid})")
+
+
+def test_a_broken_extends_ends_the_check_but_keeps_what_came_before(write) -> None:  # type: ignore[no-untyped-def]
+    path = write("orphan", child("flagz: 1\n", extends="ghost"))
+    assert [(p.path, p.line, p.key) for p in validate_profile("orphan")] == [
+        (str(path), 2, "extends"),
+        (str(path), 3, "flagz"),
+    ]
+
+
+def test_target_problems_are_collected_too(write, pdir: Path) -> None:  # type: ignore[no-untyped-def]
+    (pdir / "targets.yaml").write_text(
+        (pdir / "targets.yaml").read_text().replace("[0, 1, 2, 3, 4, 5, 6, 7]", "[0, 1, 2, 3]")
+    )
+    write("far", child("flags:\n  overlap_schedule: maybe\n"))
+    check = check_profile_file("far", targets=[load_targets()["box"]])
+    assert [p.key for p in check.problems] == ["decode.gpus", "flags.overlap_schedule"]
+    assert "[4, 5, 6, 7] are not on target 'box'" in check.problems[0].message
+
+
+def test_a_valid_profile_has_no_problems(pdir: Path) -> None:
+    assert validate_profile("base") == []
+    check = check_profile_file("base", targets=load_targets().values())
+    assert check.ok and check.profile is not None and check.profile.name == "base"
+
+
+def test_shipped_profiles_have_no_problems() -> None:
+    from dsv4ops.profiles import list_profiles
+
+    for path in list_profiles(REPO / "profiles"):
+        assert validate_profile(path) == [], path
+
+
+# --- the CLI -------------------------------------------------------------------------------
+
+
+def test_cli_one_profile_lists_every_problem_and_exits_1(
+    write, capsys: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
+    path = write("three", THREE_MISTAKES)
+    assert main(["profile", "validate", "three"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"error: {path}:3: flagz: unknown key; valid keys here: schema_version, extends, "
+        "description, model, prefill, decode, router, flags, kernel_package, canary",
+        "hint: did you mean 'flags'?",
+        f"error: {path}:5: decode.tp: expected an integer >= 1, got 'four'",
+        f"error: {path}:7: router.port: port 30000 is already used by prefill.port; every port "
+        "must be distinct",
+        "error: 3 problems in 1 profile",
+    ]
+
+
+def test_cli_all_profiles_lists_problems_per_profile_with_a_summary(
+    write, capsys: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
+    three = write("three", THREE_MISTAKES)
+    broken = write("broken", "schema_version: 1\nmodel: [unclosed\n")
+    assert main(["profile", "validate"]) == 1
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines[0] == "ok    base"
+    assert lines[1].startswith(f"FAIL  broken  {broken}:") and "invalid YAML" in lines[1]
+    assert [line.split("  ")[2].split(": ")[0:2] for line in lines if "FAIL  three" in line] == [
+        [f"{three}:3", "flagz"],
+        [f"{three}:5", "decode.tp"],
+        [f"{three}:7", "router.port"],
+    ]
+    assert "      hint: did you mean 'flags'?" in lines
+    assert lines[-1] == "4 problems in 2 profiles"
+    assert captured.err == "error: 2 of 3 profiles are invalid\n"
+
+
+def test_cli_json_lists_every_problem(write, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    path = write("three", THREE_MISTAKES)
+    assert main(["profile", "validate", "three", "base", "--json"]) == 1
+    three, base = json.loads(capsys.readouterr().out)
+    assert three["ok"] is False and base["ok"] is True and base["problems"] == []
+    assert [(p["path"], p["line"], p["key"]) for p in three["problems"]] == [
+        (str(path), 3, "flagz"),
+        (str(path), 5, "decode.tp"),
+        (str(path), 7, "router.port"),
+    ]
+    assert three["problems"][0]["hint"] == "did you mean 'flags'?"
+    assert three["error"] == f"{path}:3: flagz: " + three["problems"][0]["message"]
+
+
+def test_cli_subprocess_exit_1_and_no_traceback(write, pdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write("three", THREE_MISTAKES)
+    write("kid", child("decode:\n  gpus: x\n", extends="three"))
+    env = {**os.environ, "DSV4OPS_PROFILES_DIR": str(pdir)}
+    outputs, stdouts = {}, {}
+    for args in (["kid"], [], ["kid", "--json"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "dsv4ops", "profile", "validate", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+            timeout=60,
+        )
+        assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
+        assert "Traceback" not in proc.stderr + proc.stdout and "internal error" not in proc.stderr
+        outputs[" ".join(args)] = proc.stdout + proc.stderr
+        stdouts[" ".join(args)] = proc.stdout
+    # The parent's mistakes name the parent's file and line, in every form of the output.
+    for out in (outputs["kid"], outputs[""]):
+        assert f"{pdir}/three.yaml:3: flagz: unknown key" in out
+    (kid,) = json.loads(stdouts["kid --json"])
+    assert {"path": f"{pdir}/three.yaml", "line": 3, "key": "flagz"}.items() <= kid["problems"][
+        1
+    ].items()
+    assert f"error: {pdir}/kid.yaml:4: decode.gpus: expected a list of integers" in outputs["kid"]
+    assert outputs["kid"].endswith("error: 4 problems in 1 profile\n")
