@@ -112,27 +112,11 @@ class ChatClient:
         if wd is not None:
             wd.register(rec, asyncio.current_task())
         clock = time.perf_counter_ns
-        if self._raw is not None:
-            return await self._stream_raw(rec, data, wd)
         try:
-            rec.t_send = clock()
-            async with self.session.post(self.url, data=data, headers=self._headers) as resp:
-                rec.status = resp.status
-                if resp.status != 200:
-                    text = await resp.text(errors="replace")
-                    rec.error, rec.error_detail = R.ERR_HTTP, f"HTTP {resp.status}: {text[:200]}"
-                else:
-                    splitter = SseSplitter()
-                    times, payloads = rec.times, rec.payloads
-                    async for chunk in resp.content.iter_any():
-                        t = clock()
-                        rec.t_last = t
-                        events = splitter.feed(chunk)
-                        for ev in events:
-                            times.append(t)
-                            payloads.append(ev)
-                        if not rec.t_first and events and any(map(is_token_event, events)):
-                            rec.t_first = t
+            if self._raw is not None:
+                await self._receive_raw(rec, data)
+            else:
+                await self._receive_aiohttp(rec, data)
             rec.t_end = clock()
         except asyncio.CancelledError:
             rec.t_end = clock()
@@ -141,53 +125,47 @@ class ChatClient:
                 rec.error = f"hang_{hang}" if hang else R.ERR_CANCELLED
             _finish(rec, wd)
             raise
-        except (aiohttp.ClientConnectorError, ConnectionRefusedError) as exc:
-            rec.error, rec.error_detail = R.ERR_CONNECT, str(exc)[:200]
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError,
-                aiohttp.ClientOSError) as exc:
-            rec.error, rec.error_detail = R.ERR_DISCONNECT, f"{type(exc).__name__}: {exc}"[:200]
-        except TimeoutError:
-            rec.error, rec.error_detail = R.ERR_TIMEOUT, f"no complete response in {self._timeout} s"
-        except aiohttp.ClientError as exc:
-            rec.error, rec.error_detail = R.ERR_DISCONNECT, f"{type(exc).__name__}: {exc}"[:200]
+        except (TimeoutError, OSError, aiohttp.ClientError, rawhttp.Disconnected, rawhttp.HttpError) as exc:
+            rec.error, rec.error_detail = _failure(exc, self._timeout)
         if not rec.t_end:
             rec.t_end = clock()
         _finish(rec, wd)
         return rec
 
-    async def _stream_raw(self, rec: RequestRecord, data: bytes, wd: Watchdog | None) -> RequestRecord:
-        """`_stream` over rawhttp: the same record, the same error kinds."""
+    async def _receive_raw(self, rec: RequestRecord, data: bytes) -> None:
+        """The stream over rawhttp: events land in `rec` from the loop's read callback."""
         assert self._raw is not None
-        clock = time.perf_counter_ns
         request = self._raw.request_bytes(self.path, data, self._headers)
-        try:
-            rec.t_send = clock()
-            async with asyncio.timeout(self._timeout):
-                resp = await self._raw.post_stream(request, rec)
+        rec.t_send = time.perf_counter_ns()
+        async with asyncio.timeout(self._timeout):
+            resp = await self._raw.post_stream(request, rec)
+        rec.status = resp.status
+        if resp.status != 200:
+            text = resp.error_body.decode("utf-8", errors="replace")
+            rec.error, rec.error_detail = R.ERR_HTTP, f"HTTP {resp.status}: {text[:200]}"
+
+    async def _receive_aiohttp(self, rec: RequestRecord, data: bytes) -> None:
+        """The stream over aiohttp (https, credentials in the URL): one task wake-up per read."""
+        assert self.session is not None
+        clock = time.perf_counter_ns
+        rec.t_send = clock()
+        async with self.session.post(self.url, data=data, headers=self._headers) as resp:
             rec.status = resp.status
             if resp.status != 200:
-                text = resp.error_body.decode("utf-8", errors="replace")
+                text = await resp.text(errors="replace")
                 rec.error, rec.error_detail = R.ERR_HTTP, f"HTTP {resp.status}: {text[:200]}"
-            rec.t_end = clock()
-        except asyncio.CancelledError:
-            rec.t_end = clock()
-            if rec.error is None:
-                hang = rec.extra.get("hang")
-                rec.error = f"hang_{hang}" if hang else R.ERR_CANCELLED
-            _finish(rec, wd)
-            raise
-        except TimeoutError:
-            rec.error, rec.error_detail = R.ERR_TIMEOUT, f"no complete response in {self._timeout} s"
-        except rawhttp.Disconnected as exc:
-            rec.error, rec.error_detail = R.ERR_DISCONNECT, str(exc)[:200]
-        except rawhttp.HttpError as exc:
-            rec.error, rec.error_detail = R.ERR_DISCONNECT, f"HttpError: {exc}"[:200]
-        except OSError as exc:
-            rec.error, rec.error_detail = R.ERR_CONNECT, f"{type(exc).__name__}: {exc}"[:200]
-        if not rec.t_end:
-            rec.t_end = clock()
-        _finish(rec, wd)
-        return rec
+                return
+            splitter = SseSplitter()
+            times, payloads = rec.times, rec.payloads
+            async for chunk in resp.content.iter_any():
+                t = clock()
+                rec.t_last = t
+                events = splitter.feed(chunk)
+                for ev in events:
+                    times.append(t)
+                    payloads.append(ev)
+                if not rec.t_first and events and any(map(is_token_event, events)):
+                    rec.t_first = t
 
     async def post_json(self, url: str, payload: dict[str, Any], *, timeout_s: float = 5.0) -> int:
         """POST a small JSON body (e.g. /abort_request); returns the HTTP status (0 if unreachable)."""
@@ -207,6 +185,20 @@ class ChatClient:
                 return resp.status, await resp.text(errors="replace")
         except (aiohttp.ClientError, TimeoutError):
             return 0, ""
+
+
+def _failure(exc: BaseException, timeout_s: float) -> tuple[str, str]:
+    """(error kind, detail) of a request that failed on the client side; the same kinds for both
+    engines. Order matters: aiohttp's connector error is an OSError and a ClientError."""
+    if isinstance(exc, TimeoutError):
+        return R.ERR_TIMEOUT, f"no complete response in {timeout_s} s"
+    if isinstance(exc, aiohttp.ClientConnectorError | ConnectionRefusedError):
+        return R.ERR_CONNECT, str(exc)[:200]
+    if isinstance(exc, rawhttp.Disconnected):
+        return R.ERR_DISCONNECT, str(exc)[:200]
+    if isinstance(exc, rawhttp.HttpError | aiohttp.ClientError):
+        return R.ERR_DISCONNECT, f"{type(exc).__name__}: {exc}"[:200]
+    return R.ERR_CONNECT, f"{type(exc).__name__}: {exc}"[:200]  # OSError: no connection
 
 
 def _finish(rec: RequestRecord, wd: Watchdog | None) -> None:
