@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "journal": ("dsv4ops.cli.journal", "journal", "List deployments, rollbacks and stops."),
     "canary": ("dsv4ops.cli.canary", "canary", "Run stress canaries and report verdicts."),
     "kernels": ("dsv4ops.cli.kernels", "kernels", "Build, verify, deploy and roll back kernel packages."),
+    "runbook": ("dsv4ops.cli.runbook", "runbook", "List, show and run incident runbooks (rehearse on the twin)."),
 }
 
 

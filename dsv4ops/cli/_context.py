@@ -234,6 +234,7 @@ def operator_for(
     canary: CanaryStep | None,
     model: str,
     command: str,
+    accept_inconclusive: bool = False,
 ) -> Operator:
     host = ctx.target.ssh.host if ctx.target.ssh else "localhost"
     return Operator(
@@ -245,6 +246,7 @@ def operator_for(
         canary=canary,
         model=model,
         command=command,
+        accept_inconclusive=accept_inconclusive,
         kernels=kernel_support(ctx),
     )
 

@@ -144,8 +144,8 @@ def run_deploy(
             canary=step,
             model=C.model_name(new),
             command=f"dsv4ops deploy {profile}",
+            accept_inconclusive=accept_inconclusive,
         )
-        op.accept_inconclusive = accept_inconclusive
         fallback = fallback_for(ctx.journal, C.render_at_commit(tgt), progress=progress)
         out = op.deploy(
             new, scope=scope, reason=reason, fallback=fallback, run_canary=canary, recover=recover

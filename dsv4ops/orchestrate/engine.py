@@ -40,6 +40,20 @@ class Timeouts:
     probe_rounds: int = 2
 
 
+@dataclass
+class RunSettings:
+    """What an operation's steps run with. The Operator holds one and hands it to every Runner it
+    makes, so the two never disagree about timeouts, the canary or the kernel support."""
+
+    clock: Clock = field(default_factory=SystemClock)
+    progress: Progress = field(default=lambda _line: None)
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    canary: CanaryStep | None = None
+    model: str = "default"
+    accept_inconclusive: bool = False  # an INCONCLUSIVE canary counts as passed (deploy flag)
+    kernels: KernelSupport | None = None
+
+
 class StepFailed(Exception):
     """A step failed; `step` is its title, `reason` the one-paragraph why (may hold a log tail)."""
 
@@ -76,29 +90,12 @@ class Runner:
     """Runs steps for one operation; every step is journaled before it runs."""
 
     def __init__(
-        self,
-        control: TargetControl,
-        journal: Journal,
-        op_id: str,
-        *,
-        clock: Clock | None = None,
-        progress: Progress | None = None,
-        timeouts: Timeouts | None = None,
-        canary: CanaryStep | None = None,
-        model: str = "default",
-        accept_inconclusive: bool = False,
-        kernels: KernelSupport | None = None,
+        self, control: TargetControl, journal: Journal, op_id: str, settings: RunSettings | None = None
     ) -> None:
-        self.accept_inconclusive = accept_inconclusive
-        self.kernels = kernels
         self.control = control
         self.journal = journal
         self.op_id = op_id
-        self.clock = clock or SystemClock()
-        self.progress = progress or (lambda _line: None)
-        self.timeouts = timeouts or Timeouts()
-        self.canary = canary
-        self.model = model
+        self.settings = settings or RunSettings()
         self.log = RunLog()
         self._handlers: dict[str, Callable[[P.Step, Deployment | None], str]] = {
             P.STOP: self._stop,
@@ -121,11 +118,11 @@ class Runner:
     def run_step(self, step: P.Step, deployment: Deployment | None) -> None:
         handler = self._handlers[step.action]
         self.journal.step(self.op_id, step.title, "start")
-        t0 = self.clock.monotonic()
+        t0 = self.settings.clock.monotonic()
         try:
             detail = handler(step, deployment)
         except (DsOpsError, StepFailed) as exc:
-            took = self.clock.monotonic() - t0
+            took = self.settings.clock.monotonic() - t0
             reason = exc.reason if isinstance(exc, StepFailed) else str(exc)
             self.journal.step(
                 self.op_id, step.title, "failed", duration_s=took, detail=reason[:2000]
@@ -133,14 +130,14 @@ class Runner:
             self.log.timings.append(
                 StepTiming(step.title, step.action, step.component, took, False, reason)
             )
-            self.progress(f"  FAILED {step.title} ({took:.2f}s)")
+            self.settings.progress(f"  FAILED {step.title} ({took:.2f}s)")
             raise StepFailed(step.title, reason) from exc
-        took = self.clock.monotonic() - t0
+        took = self.settings.clock.monotonic() - t0
         self.journal.step(self.op_id, step.title, "done", duration_s=took, detail=detail or None)
         self.log.timings.append(
             StepTiming(step.title, step.action, step.component, took, True, detail)
         )
-        self.progress(f"  ok     {step.title} ({took:.2f}s){' - ' + detail if detail else ''}")
+        self.settings.progress(f"  ok     {step.title} ({took:.2f}s){' - ' + detail if detail else ''}")
 
     # -- handlers (each returns a short detail line) ----------------------------------------
 
@@ -150,7 +147,7 @@ class Runner:
         drained = step.component == "router" and self._router_drain is not None
         # After a drain the router already had the whole drain bound since its SIGTERM: what is
         # left of it gets a short grace, then SIGKILL (the stop still verifies no process/port).
-        grace = 1.0 if drained else self.timeouts.stop_grace_s
+        grace = 1.0 if drained else self.settings.timeouts.stop_grace_s
         report = self.control.stop(step.component, grace_s=grace)
         if not getattr(report, "was_running", True):
             if drained and self._router_drain == "exited":
@@ -172,8 +169,8 @@ class Runner:
         it does not hold the drain up (the router's exit already says its streams are done).
         """
         workers = self.known.in_order(WORKERS) if self.known else []
-        t0 = self.clock.monotonic()
-        deadline = t0 + self.timeouts.drain_s
+        t0 = self.settings.clock.monotonic()
+        deadline = t0 + self.settings.timeouts.drain_s
         with_router = step.component == "router"
         router_up = False
         if with_router:
@@ -203,11 +200,11 @@ class Runner:
             busy = {n: ld for n, ld in loads.items() if ld.busy}
             for n, ld in busy.items():
                 peak[n] = max(peak.get(n, 0.0), (ld.running or 0.0) + (ld.queued or 0.0))
-            now = self.clock.monotonic()
+            now = self.settings.clock.monotonic()
             line = _drain_line(with_router, router_up, loads, down)
             # At most one progress line a second, except when the router goes away.
             if line != last_line and (now - last_at >= 1.0 or was_up != router_up):
-                self.progress(f"    drain {now - t0:5.2f}s: {line}")
+                self.settings.progress(f"    drain {now - t0:5.2f}s: {line}")
                 last_line, last_at = line, now
             if not router_up and not busy:
                 break
@@ -221,11 +218,11 @@ class Runner:
                 if router_up:
                     what = "router still up" + (f"; {what}" if what else "")
                 return (
-                    f"gave up waiting after {self.timeouts.drain_s:g}s ({what}); stopping anyway"
+                    f"gave up waiting after {self.settings.timeouts.drain_s:g}s ({what}); stopping anyway"
                     + _unknown_note(unknown)
                 )
-            self.clock.sleep(0.1)
-        took = self.clock.monotonic() - t0
+            self.settings.clock.sleep(0.1)
+        took = self.settings.clock.monotonic() - t0
         parts = []
         if with_router and self._router_drain == "draining":
             self._router_drain = "exited"
@@ -247,15 +244,15 @@ class Runner:
         assert d and step.component
         self.log.changed = True
         state = self.control.start(d.component(step.component).process_spec())
-        self._started_at = self.clock.monotonic()
+        self._started_at = self.settings.clock.monotonic()
         return f"pid {state.pid}"
 
     def _wait(self, step: P.Step, d: Deployment | None) -> str:
         assert step.component
-        limit = self.timeouts.ready_s.get(step.component, 300.0)
-        t0 = self.clock.monotonic()
+        limit = self.settings.timeouts.ready_s.get(step.component, 300.0)
+        t0 = self.settings.clock.monotonic()
         for url in step.checks:
-            left = max(1.0, limit - (self.clock.monotonic() - t0))
+            left = max(1.0, limit - (self.settings.clock.monotonic() - t0))
             try:
                 self.control.wait_http(url, timeout_s=left, proc_name=step.component)
             except DsOpsError as exc:
@@ -265,12 +262,12 @@ class Runner:
                     raise
                 raise StepFailed(step.title, f"{step.component}: {hint}.\n{exc}") from exc
         started = getattr(self, "_started_at", t0)
-        self.log.ready_wait_s[step.component] = self.clock.monotonic() - started
+        self.log.ready_wait_s[step.component] = self.settings.clock.monotonic() - started
         return ""
 
     def _kernels(self, step: P.Step, d: Deployment | None) -> str:
         assert d and d.kernel_package and step.component
-        if self.kernels is None:
+        if self.settings.kernels is None:
             return "skipped (no kernel package support wired in)"
         info = self.control.http(step.checks[0], timeout_s=10.0)
         if info.status != 200:
@@ -278,7 +275,7 @@ class Runner:
                 step.title, f"{step.component} /server_info answered {info.status or info.error}"
             )
         log = self.control.log_tail(step.component, lines=400)
-        used, reason = self.kernels.loaded(info.body, log, d.kernel_package)
+        used, reason = self.settings.kernels.loaded(info.body, log, d.kernel_package)
         if not used:
             raise StepFailed(
                 step.title, f"kernel package {d.kernel_package} is not in use: {reason}"
@@ -291,9 +288,9 @@ class Runner:
         result = run_probe(
             self.control,
             router,
-            model=self.model,
-            rounds=self.timeouts.probe_rounds,
-            timeout_s=self.timeouts.probe_request_s,
+            model=self.settings.model,
+            rounds=self.settings.timeouts.probe_rounds,
+            timeout_s=self.settings.timeouts.probe_request_s,
         )
         self.log.probe_checks = result.checks
         if not result.ok:
@@ -302,10 +299,10 @@ class Runner:
 
     def _canary(self, step: P.Step, d: Deployment | None) -> str:
         assert d
-        if self.canary is None:
+        if self.settings.canary is None:
             return "skipped (no canary available)"
-        verdict, reasons = self.canary(d, d.component("router").url())
-        if verdict == "INCONCLUSIVE" and self.accept_inconclusive:
+        verdict, reasons = self.settings.canary(d, d.component("router").url())
+        if verdict == "INCONCLUSIVE" and self.settings.accept_inconclusive:
             # Asked for explicitly: the probe passed, the canary could not judge (a busy machine).
             return f"INCONCLUSIVE, accepted as asked: {'; '.join(reasons)[:300]}"
         if verdict != "PASS":

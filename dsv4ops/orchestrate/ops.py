@@ -23,6 +23,7 @@ from dsv4ops.orchestrate.engine import (
     CanaryStep,
     Progress,
     Runner,
+    RunSettings,
     StepFailed,
     Timeouts,
     process_snapshot,
@@ -73,17 +74,19 @@ class Operator:
         accept_inconclusive: bool = False,
         kernels: KernelSupport | None = None,
     ) -> None:
-        self.accept_inconclusive = accept_inconclusive
-        self.kernels = kernels
         self.control = control
         self.journal = journal
         self.host = host
-        self.clock = clock or SystemClock()
-        self.progress = progress or (lambda _line: None)
-        self.timeouts = timeouts or Timeouts()
-        self.canary = canary
-        self.model = model
         self.command = command
+        self.settings = RunSettings(
+            clock=clock or SystemClock(),
+            progress=progress or (lambda _line: None),
+            timeouts=timeouts or Timeouts(),
+            canary=canary,
+            model=model,
+            accept_inconclusive=accept_inconclusive,
+            kernels=kernels,
+        )
 
     # ------------------------------------------------------------------------------ deploy
 
@@ -99,18 +102,18 @@ class Operator:
         recover: bool = False,
     ) -> Outcome:
         """Deploy `new` in the safe order; auto-roll back to `fallback` on a failure."""
-        t0 = self.clock.monotonic()
+        t0 = self.settings.clock.monotonic()
         scope = scope or restart_scope(None)
         notes = [scope.note] if scope.note else []
         warning = scope.note if scope.note and scope.note.startswith(PD_WARNING) else None
         for n in notes:
-            self.progress(n if n == warning else f"note: {n}")
-        self.progress(f"preflight on {self.host}")
+            self.settings.progress(n if n == warning else f"note: {n}")
+        self.settings.progress(f"preflight on {self.host}")
         problems = preflight_problems(
             self.control,
             new,
             scope.components,
-            package_present=self.kernels.present if self.kernels else None,
+            package_present=self.settings.kernels.present if self.settings.kernels else None,
         )
         if problems:
             raise PreflightError(
@@ -134,17 +137,17 @@ class Operator:
             self.journal.transition(op_id, Status.RUNNING)
             if warning:
                 self.journal.step(op_id, PD_WARNING, "done", detail=warning)
-            self.progress(f"{kind.value} {new.describe()} to {self.host} (journal {op_id})")
+            self.settings.progress(f"{kind.value} {new.describe()} to {self.host} (journal {op_id})")
             runner = self._runner(op_id)
             runner.known = deployment_from_record(prev) if prev and prev.components else new
-            with_canary = run_canary and self.canary is not None
+            with_canary = run_canary and self.settings.canary is not None
             steps = P.restart_steps(new, scope.components, canary=with_canary)
             try:
                 runner.run(steps, new)
             except StepFailed as failure:
                 out = self._fail(op_id, kind, new, runner, failure, fallback)
                 out.notes = notes + out.notes
-                out.total_s = self.clock.monotonic() - t0
+                out.total_s = self.settings.clock.monotonic() - t0
                 return out
             processes = process_snapshot(self.control, list(START_ORDER))
             self.journal.step(op_id, "mark known-good", "done")
@@ -164,7 +167,7 @@ class Operator:
                 new.profile_name,
                 f"{new.describe()} is deployed, healthy and marked known-good",
                 new.describe(),
-                self.clock.monotonic() - t0,
+                self.settings.clock.monotonic() - t0,
                 _steps(runner),
                 dict(runner.log.ready_wait_s),
                 runner.log.probe_checks,
@@ -205,7 +208,7 @@ class Operator:
             return outcome(
                 Status.FAILED, f"{what}\nNothing was changed on the target.", "unchanged"
             )
-        self.progress(f"{what}\nrolling back: stopping router, decode, prefill")
+        self.settings.progress(f"{what}\nrolling back: stopping router, decode, prefill")
         if any(t.action == P.START for t in runner.log.timings):
             # Some of the new components run now: drain through their ports, not the old ones'.
             runner.known = new
@@ -230,8 +233,8 @@ class Operator:
             good = self._with_kernel_env(good)
         except DsOpsError as exc:
             # Restore anyway: serving on default MoE configs beats serving nothing.
-            self.progress(f"note: cannot read the target's kernel package state ({exc})")
-        self.progress(
+            self.settings.progress(f"note: cannot read the target's kernel package state ({exc})")
+        self.settings.progress(
             f"rolling back to the last known-good deployment {good.describe()} ({good_op.op})"
         )
         try:
@@ -267,14 +270,14 @@ class Operator:
 
     def stop(self, *, reason: str | None = None, recover: bool = False) -> Outcome:
         """Drain and stop router, decode, prefill; verify no process and no port is left."""
-        t0 = self.clock.monotonic()
+        t0 = self.settings.clock.monotonic()
         op_id = self.journal.new_op_id(Kind.STOP)
         notes = self._take_lock(op_id, recover)
         try:
             prev = self.journal.deployed()
             self.journal.begin(Kind.STOP, op_id=op_id, reason=reason, undo=_undo(prev))
             self.journal.transition(op_id, Status.RUNNING)
-            self.progress(f"stop everything on {self.host} (journal {op_id})")
+            self.settings.progress(f"stop everything on {self.host} (journal {op_id})")
             runner = self._runner(op_id)
             runner.known = deployment_from_record(prev) if prev and prev.components else None
             try:
@@ -290,7 +293,7 @@ class Operator:
                     None,
                     msg,
                     "unknown",
-                    self.clock.monotonic() - t0,
+                    self.settings.clock.monotonic() - t0,
                     _steps(runner),
                     notes=notes,
                 )
@@ -305,7 +308,7 @@ class Operator:
                 None,
                 "router, decode and prefill stopped; no process left, every port closed",
                 "nothing",
-                self.clock.monotonic() - t0,
+                self.settings.clock.monotonic() - t0,
                 _steps(runner),
                 notes=notes,
             )
@@ -347,7 +350,7 @@ class Operator:
             self.journal.transition(op.op, Status.ABANDONED, message=msg, running=UNKNOWN)
             notes.append(f"{op.kind.value} {op.op} of {op.profile_name or '-'} was {msg}")
         for n in notes:
-            self.progress(f"note: {n}")
+            self.settings.progress(f"note: {n}")
         return notes
 
     def _release_lock(self, op_id: str) -> None:
@@ -355,7 +358,7 @@ class Operator:
             self.control.lock_release(op_id)
         except (TargetError, DsOpsError) as exc:
             # Left for the next command, which sees the journal says this op ended.
-            self.progress(f"warning: could not release the deploy lock ({exc})")
+            self.settings.progress(f"warning: could not release the deploy lock ({exc})")
 
     def _find(self, op_id: Any) -> Operation | None:
         if not isinstance(op_id, str):
@@ -365,27 +368,16 @@ class Operator:
     def _with_kernel_env(self, deployment: Deployment) -> Deployment:
         """Add the env that makes the workers load the profile's kernel package (when named)."""
         ref = deployment.kernel_package
-        if not ref or self.kernels is None:
+        if not ref or self.settings.kernels is None:
             return deployment
-        env = dict(self.kernels.env_for(ref))
-        self.progress(
+        env = dict(self.settings.kernels.env_for(ref))
+        self.settings.progress(
             "kernel package " + ref + ": " + " ".join(f"{k}={v}" for k, v in sorted(env.items()))
         )
         return with_kernel_env(deployment, env)
 
     def _runner(self, op_id: str) -> Runner:
-        return Runner(
-            self.control,
-            self.journal,
-            op_id,
-            clock=self.clock,
-            progress=self.progress,
-            timeouts=self.timeouts,
-            canary=self.canary,
-            model=self.model,
-            accept_inconclusive=self.accept_inconclusive,
-            kernels=self.kernels,
-        )
+        return Runner(self.control, self.journal, op_id, self.settings)
 
 
 def _interrupted(op: Operation | None) -> str:

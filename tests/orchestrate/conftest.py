@@ -63,8 +63,9 @@ def operator(env: OrchEnv, progress=None, **kw):
         model="deepseek-v4-flash",
         command="test",
     )
-    for k, v in kw.items():
-        setattr(op, k, v)
+    for k, v in kw.items():  # settings the CLI composes differently (e.g. kernels=None)
+        assert hasattr(op.settings, k), f"Operator has no setting {k!r}"
+        setattr(op.settings, k, v)
     return op, ctx
 
 

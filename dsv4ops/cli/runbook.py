@@ -1,0 +1,169 @@
+"""`dsv4ops runbook list|show|run`: the incident procedures under runbooks/, read or executed.
+
+`run` exits 0 when every step met its expectation, 2 when a command exited unexpectedly (the
+runbook stops there), 1 for an unknown runbook, a bad file or a declined step, 130 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from dsv4ops.cli._output import echo_json, json_option, table, target_option
+
+
+def _verbs() -> set[str]:
+    from dsv4ops.cli import COMMANDS
+
+    return set(COMMANDS) - {"runbook"}
+
+
+def _load(ref: str) -> Any:
+    from dsv4ops.runbooks.parse import load_runbook
+
+    return load_runbook(ref, verbs=_verbs())
+
+
+@click.group()
+def runbook() -> None:
+    """Incident procedures a person reads and dsv4ops runs (NAME under runbooks/, or a .md path)."""
+
+
+@runbook.command("list")
+@json_option
+def list_cmd(as_json: bool) -> None:
+    """Every runbook: name, title, symptom."""
+    from dsv4ops.runbooks.parse import list_runbooks
+
+    books = [_load(str(p)) for p in list_runbooks()]
+    rows = [
+        {
+            "name": b.name,
+            "title": b.title,
+            "symptom": b.summary,
+            "steps": len(b.steps),
+            "rehearsal": bool(b.rehearse),
+        }
+        for b in books
+    ]
+    if as_json:
+        echo_json(rows)
+        return
+    click.echo(
+        table(
+            ([r["name"], r["title"], _short(r["symptom"])] for r in rows),
+            ["name", "title", "symptom"],
+        )
+    )
+
+
+def _short(text: str, width: int = 70) -> str:
+    return text if len(text) <= width else text[: width - 3].rstrip() + "..."
+
+
+@runbook.command("show")
+@click.argument("name")
+@json_option
+def show_cmd(name: str, as_json: bool) -> None:
+    """The steps, the commands each runs and which ask for confirmation."""
+    b = _load(name)
+    if as_json:
+        echo_json(b.to_json())
+        return
+    click.echo(f"{b.title}  ({b.path})")
+    if b.summary:
+        click.echo(f"symptom: {b.summary}")
+    if b.placeholders:
+        click.echo("needs: " + " ".join(f"--var {v}=..." for v in sorted(b.placeholders)))
+    for s in b.steps:
+        what = "manual" if s.manual else ("asks first" if s.needs_confirmation else "runs")
+        click.echo(f"\n{s.number}. {s.title}  [{what}]")
+        for c in s.commands:
+            click.echo(f"   $ {c.display()}" + ("   <- asks first" if c.mutating else ""))
+    if b.rehearse:
+        click.echo("\nrehearse (--rehearse, twin targets only):")
+        for c in b.rehearse:
+            click.echo(f"   $ {c.display()}")
+
+
+@runbook.command("run")
+@click.argument("name")
+@target_option
+@click.option(
+    "--yes",
+    "-y",
+    is_flag=True,
+    help="Do not ask before steps that change the target " "or wait at manual steps.",
+)
+@click.option("--dry-run", is_flag=True, help="Print what would run; run nothing.")
+@click.option(
+    "--rehearse",
+    is_flag=True,
+    help="First run the runbook's Rehearse setup (twin targets only) to reproduce the incident.",
+)
+@click.option(
+    "--from",
+    "start",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="STEP",
+    help="Start at this step number.",
+)
+@click.option(
+    "--var",
+    "variables",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Value for a {NAME} placeholder (repeatable).",
+)
+def run_cmd(
+    name: str,
+    target: str | None,
+    yes: bool,
+    dry_run: bool,
+    rehearse: bool,
+    start: int | None,
+    variables: tuple[str, ...],
+) -> None:
+    """Run NAME's steps in order against --target; stop at the first unexpected exit code."""
+    from dsv4ops.profiles import DEFAULT_TARGET, load_targets
+    from dsv4ops.runbooks import run as R
+    from dsv4ops.runbooks.execute import execute
+
+    b = _load(name)
+    target = target or DEFAULT_TARGET
+    launchers = {n: t.launcher for n, t in load_targets().items()}
+    if rehearse:
+        R.check_rehearsal_target(target, launchers)
+    elif target not in launchers:
+        raise click.BadParameter(f"unknown target {target!r}", param_hint="--target")
+    if rehearse and not b.rehearse:
+        raise click.UsageError(f"runbook {b.name} has no '## Rehearse' section")
+    R.run(
+        R.Session(
+            runbook=b,
+            target=target,
+            execute=execute,
+            echo=click.echo,
+            confirm=lambda q: click.confirm(q, default=False),
+            pause=lambda msg: click.prompt(msg, default="", show_default=False, prompt_suffix=" "),
+            variables=_parse_vars(variables),
+            yes=yes,
+            dry_run=dry_run,
+            rehearse=rehearse,
+            start=start,
+        )
+    )
+
+
+def _parse_vars(pairs: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for p in pairs:
+        key, sep, value = p.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{p!r} is not NAME=VALUE", param_hint="--var")
+        if key == "target":
+            raise click.BadParameter("{target} comes from --target", param_hint="--var")
+        out[key] = value
+    return out

@@ -1,0 +1,122 @@
+"""`dsv4ops runbook ...` through the real CLI: list/show/refusals in process, and one end-to-end
+run of a test-local runbook whose commands run as real child processes against an isolated
+twin target (status and profile validate: nothing is deployed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dsv4ops.cli import main
+from testing.orchestrate_env import OrchEnv, make_env
+
+RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
+
+SHORT = """\
+# Short check
+
+**Symptom.** none: a test.
+
+1. Look: at the target and its baseline profile.
+   ```dsv4ops
+   dsv4ops status --target {target}
+   dsv4ops profile validate baseline --target {target}
+   ```
+2. Missing: a profile that does not exist is a user error (exit 1).
+   ```dsv4ops
+   dsv4ops profile validate no-such-profile --target {target}  # expect exit 1
+   ```
+"""
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> OrchEnv:
+    e = make_env(tmp_path)
+    for k, v in e.environ.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("DSV4OPS_RUNBOOKS_DIR", str(RUNBOOKS))
+    return e
+
+
+def test_end_to_end_run_through_the_real_cli(
+    env: OrchEnv, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    book = tmp_path / "short.md"
+    book.write_text(SHORT)
+    code = main(["runbook", "run", str(book), "--target", env.target])
+    out, err = capfd.readouterr()
+    assert code == 0, out + err
+    assert f"$ dsv4ops status --target {env.target}" in out
+    assert f"target {env.target}" in out  # the child's own status output, streamed through
+    assert "no-such-profile" in err  # the child's error, expected
+    assert out.rstrip().endswith("runbook short: every step met its expectation (3 command(s))")
+
+    book.write_text(SHORT.replace("  # expect exit 1", ""))
+    code = main(["runbook", "run", str(book), "--target", env.target, "--from", "2"])
+    out, err = capfd.readouterr()
+    assert code == 2
+    assert "dsv4ops status" not in out  # --from 2 skipped step 1
+    assert (
+        "step 2 of runbook short failed: `dsv4ops profile validate no-such-profile --target "
+        f"{env.target}` exited 1, expected 0.\nBefore it: nothing.\n" in err
+    )
+    assert f"check `dsv4ops status --target {env.target}`" in err
+
+
+def test_list_and_show(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["runbook", "list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in rows] == [
+        "bootstrap-degradation",
+        "decode-wedge",
+        "flag-change",
+        "tool-call-corruption",
+    ]
+    assert rows[1]["symptom"].startswith("`sglang:num_running_reqs` on the decode stays > 0")
+    assert main(["runbook", "show", "decode-wedge"]) == 0
+    out = capsys.readouterr().out
+    assert "3. Recover  [asks first]" in out
+    assert (
+        "   $ dsv4ops rollback --target {target} --reason 'decode wedge (runbook decode-wedge)'"
+        in out
+    )
+
+
+BOX = """\
+  box:
+    description: a real box over SSH (never contacted here)
+    transport: ssh
+    ssh: {host: dsv4-box.invalid, port: 22, user: ops}
+    gpus: [0, 1, 2, 3, 4, 5, 6, 7]
+    workdir: /opt/dsv4ops
+    python: /usr/bin/python3
+    launcher: sglang
+    bind_host: 0.0.0.0
+    connect_host: dsv4-box.invalid
+    port_offset: 0
+"""
+
+
+def test_refusals_are_user_errors(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    targets = env.profiles_dir / "targets.yaml"
+    targets.write_text(targets.read_text() + BOX)
+    assert main(["runbook", "run", "nope", "--target", env.target]) == 1
+    assert "no runbook named 'nope'" in capsys.readouterr().err
+    assert main(["runbook", "run", "decode-wedge", "--target", "box", "--rehearse"]) == 1
+    assert "runs only on a twin target; 'box' has launcher 'sglang'" in capsys.readouterr().err
+    assert main(["runbook", "run", "flag-change", "--target", env.target, "--dry-run"]) == 1
+    assert "flag-change.md: no value for {change}, {new}, {profile}" in capsys.readouterr().err
+    assert main(["runbook", "run", "decode-wedge", "--target", "elsewhere"]) == 1
+    assert "unknown target 'elsewhere'" in capsys.readouterr().err
+
+
+def test_dry_run_rehearsal_on_a_twin_target(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["runbook", "run", "decode-wedge", "--target", env.target, "--rehearse", "--dry-run"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"$ dsv4ops deploy overlap-on --target {env.target} --no-canary --yes" in out
+    assert out.rstrip().endswith("dry run: 8 command(s) would run")
