@@ -80,6 +80,7 @@ class Watchdog:
         self._freeze_at = 0
         self._metrics_zero_since: dict[str, int] = {}
         self._metrics_freeze_open: set[str] = set()
+        self._metrics_freeze_at = 0
         self._task: asyncio.Task[None] | None = None
 
     # -- registry (called by the load generator) --------------------------------------------
@@ -105,6 +106,8 @@ class Watchdog:
             return
         since = self._metrics_zero_since.setdefault(url, now)
         if now - since >= self.freeze_ns and url not in self._metrics_freeze_open:
+            if not self._metrics_freeze_open:
+                self._metrics_freeze_at = now
             self._metrics_freeze_open.add(url)
             self._record(FREEZE_METRICS, None, since, now,
                          f"{url}: {running:.0f} running, generation throughput 0")
@@ -149,13 +152,18 @@ class Watchdog:
             elif now - since < limit:
                 self._freeze_open = False
             if self._freeze_open and now - self._freeze_at >= self.cut_ns:
-                self._cut_all()
+                self._cut_all(FREEZE)
+            # The server's own metrics say it is frozen: its streams will not answer either. Without
+            # this, requests that never got a first token would wait out the first-token deadline
+            # (60 s by default) after a freeze was already detected in 2 s.
+            elif self._metrics_freeze_open and now - self._metrics_freeze_at >= self.cut_ns:
+                self._cut_all(FREEZE_METRICS)
         return new
 
-    def _cut_all(self) -> None:
+    def _cut_all(self, kind: str) -> None:
         """A frozen server will not answer: cancel every open stream so the suite ends."""
         for rec, task in self.active.values():
-            rec.extra.setdefault("hang", FREEZE)
+            rec.extra.setdefault("hang", kind)
             if task is not None and not task.done():
                 task.cancel()
 

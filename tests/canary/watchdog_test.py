@@ -109,6 +109,39 @@ def test_freeze_from_metrics_running_but_no_throughput() -> None:
     assert len(wd.events) == 1
 
 
+def test_a_freeze_seen_in_the_metrics_cuts_streams_still_waiting_for_a_first_token() -> None:
+    """A wedged decode after an abort cascade: nothing ever streams, the metrics say running > 0 at
+    zero throughput. The suite must end a grace after that detection, not at the 60 s first-token
+    deadline."""
+    async def main() -> tuple[RequestRecord, float, Watchdog]:
+        wd = Watchdog(first_token_deadline_s=60, stall_s=0.2, freeze_s=0.2, tick_s=0.02)
+        rec = RequestRecord(rid="w")
+
+        async def waiting() -> None:
+            rec.t_send = wd._now()
+            wd.register(rec, asyncio.current_task())
+            await asyncio.sleep(30)
+
+        async def frozen_metrics() -> None:
+            while True:
+                wd.observe_gauges("http://d/metrics", 32.0, 0.0)
+                await asyncio.sleep(0.05)
+
+        t0 = asyncio.get_running_loop().time()
+        async with wd:
+            task = asyncio.create_task(waiting())
+            sampler = asyncio.create_task(frozen_metrics())
+            done, _ = await asyncio.wait([task], timeout=5)
+            sampler.cancel()
+        assert task in done and task.cancelled()
+        return rec, asyncio.get_running_loop().time() - t0, wd
+
+    rec, took, wd = asyncio.run(main())
+    assert rec.extra["hang"] == W.FREEZE_METRICS
+    assert took < 2.0  # freeze_s + the cut grace, with room for a busy machine
+    assert [e.kind for e in wd.events] == [W.FREEZE_METRICS]
+
+
 def test_flagged_streams_are_cut_after_the_grace() -> None:
     async def main() -> RequestRecord:
         wd = Watchdog(stall_s=0.2, freeze_s=60, tick_s=0.02)
