@@ -46,7 +46,6 @@ class Response:
 
     status: int
     error_body: bytes  # the body of a non-200 answer, first 64 KiB
-    pending: bytes  # bytes after the last complete SSE event (a truncated stream leaves some)
 
 
 class ConnectTimeout(OSError):
@@ -97,8 +96,7 @@ class _Conn(asyncio.Protocol):
         done = self._done
         if done is not None and not done.done():
             if self._body_mode == "close" and not self._in_head:
-                self._flush_events(b"", time.perf_counter_ns())
-                self._finish()
+                self._finish()  # a read-to-close body ends here
             else:
                 detail = f"ServerDisconnected: {exc}" if exc else "ServerDisconnected: connection closed by peer"
                 done.set_exception(Disconnected(detail, got_bytes=self._got))
@@ -266,7 +264,7 @@ class _Conn(asyncio.Protocol):
             return  # finished once already: never hand a connection to the pool twice
         keep = self._keep_alive and not self.closed
         self._sink = None
-        done.set_result(Response(self.status, bytes(self.error_body), self._splitter.pending))
+        done.set_result(Response(self.status, bytes(self.error_body)))
         if keep:
             self._on_idle(self)
         elif self.transport is not None and not self.closed:

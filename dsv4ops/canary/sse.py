@@ -20,7 +20,7 @@ class SseSplitter:
 
     def feed(self, chunk: bytes) -> list[bytes]:
         # The common case at one event per read: exactly one complete `data: ` line (SGLang's
-        # stream at stream_interval 1). Byte tests only, no split, no generator: ~5x cheaper.
+        # stream at stream_interval 1). Byte tests only, no split, no generator: about half the cost.
         if not self._buf and chunk[:6] == b"data: " and chunk.find(b"\n") == len(chunk) - 2 \
                 and chunk[-2:] == b"\n\n" and b"\r" not in chunk:
             return [chunk[6:-2]]
