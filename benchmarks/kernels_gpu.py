@@ -25,6 +25,7 @@ and prints the byte accounting, to check the script itself; it makes no speed cl
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import time
@@ -32,6 +33,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+# Which copy of the kernel sources runs: the package's own, or a deployed package's `kernels/`
+# (integration/kernels_box_check.py sets this to "kernels" with the deployed root on sys.path).
+KERNEL_PACKAGE = "dsv4ops.kernels.sources"
+
+
+def kmod(name: str):  # noqa: ANN201
+    return importlib.import_module(f"{KERNEL_PACKAGE}.{name}")
 
 # Peak DRAM bandwidth (bytes/s) by torch.cuda.get_device_name(); override with --peak-gbps.
 PEAK_BW = {
@@ -60,7 +69,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def attn_inputs(torch, batch: int, device: str, heads: int = 16, pool: int = 65536):  # noqa: ANN001, ANN201
-    from kernels.reference import quantize_kv
+    quantize_kv = kmod("reference").quantize_kv
 
     kv = [quantize_kv(torch.randn(pool, 512)) for _ in range(2)]
     swa, cmp = [tuple(t.to(device) for t in p) for p in kv]
@@ -128,8 +137,8 @@ def moe_mxfp4_inputs(torch, batch: int, device: str, experts: int = 256, hidden:
 
 
 def run_moe_mxfp4(args: tuple, up_cfg: dict, down_cfg: dict):  # noqa: ANN201
-    from kernels.moe_mxfp4 import grouped_gemm_mxfp4
-    from kernels.reference import swiglu
+    grouped_gemm_mxfp4 = kmod("moe_mxfp4").grouped_gemm_mxfp4
+    swiglu = kmod("reference").swiglu
 
     x, w13, w2, ids, weights, _ = args
     up = grouped_gemm_mxfp4(x, *w13, ids, up_cfg)
@@ -139,7 +148,7 @@ def run_moe_mxfp4(args: tuple, up_cfg: dict, down_cfg: dict):  # noqa: ANN201
 def check_mxfp4(torch, args: tuple, up_cfg: dict, down_cfg: dict) -> tuple[bool, float]:  # noqa: ANN001
     """The MXFP4 layer vs the torch reference over the dequantized weights, on CPU; only the
     experts the batch routes to are dequantized, as check_nvfp4."""
-    from kernels.reference import moe_layer_mxfp4_ref
+    moe_layer_mxfp4_ref = kmod("reference").moe_layer_mxfp4_ref
 
     x, w13, w2, ids, weights, _ = args
     out = run_moe_mxfp4(args, up_cfg, down_cfg).float().cpu().view(*ids.shape, -1).sum(dim=1)
@@ -151,8 +160,8 @@ def check_mxfp4(torch, args: tuple, up_cfg: dict, down_cfg: dict) -> tuple[bool,
 
 
 def run_moe_nvfp4(args: tuple, up_cfg: dict, down_cfg: dict):  # noqa: ANN201
-    from kernels.moe_nvfp4 import grouped_gemm_nvfp4
-    from kernels.reference import swiglu
+    grouped_gemm_nvfp4 = kmod("moe_nvfp4").grouped_gemm_nvfp4
+    swiglu = kmod("reference").swiglu
 
     x, w13, w2, ids, weights, _ = args
     up = grouped_gemm_nvfp4(x, *w13, ids, up_cfg)
@@ -162,7 +171,7 @@ def run_moe_nvfp4(args: tuple, up_cfg: dict, down_cfg: dict):  # noqa: ANN201
 def check_nvfp4(torch, args: tuple, up_cfg: dict, down_cfg: dict) -> tuple[bool, float]:  # noqa: ANN001
     """The NVFP4 layer vs the torch reference over the dequantized weights, on CPU; only the
     experts the batch routes to are dequantized (the full 256 would be 12 GB of fp32)."""
-    from kernels.reference import moe_layer_nvfp4_ref
+    moe_layer_nvfp4_ref = kmod("reference").moe_layer_nvfp4_ref
 
     x, w13, w2, ids, weights, _ = args
     out = run_moe_nvfp4(args, up_cfg, down_cfg).float().cpu().view(*ids.shape, -1).sum(dim=1)
@@ -174,15 +183,15 @@ def check_nvfp4(torch, args: tuple, up_cfg: dict, down_cfg: dict) -> tuple[bool,
 
 
 def run_attn(args: tuple, cfg: dict):  # noqa: ANN201
-    from kernels.sparse_decode_attn import sparse_decode_attn
+    sparse_decode_attn = kmod("sparse_decode_attn").sparse_decode_attn
 
     q, swa, swa_idx, cmp, cmp_idx, sink = args
     return sparse_decode_attn(q, swa, swa_idx, cmp, cmp_idx, sink, cfg)
 
 
 def run_moe(args: tuple, up_cfg: dict, down_cfg: dict | None = None):  # noqa: ANN201
-    from kernels.moe_grouped_gemm import grouped_gemm
-    from kernels.reference import swiglu
+    grouped_gemm = kmod("moe_grouped_gemm").grouped_gemm
+    swiglu = kmod("reference").swiglu
 
     x, w13, w2, ids, weights, _ = args
     up = grouped_gemm(x, w13, ids, up_cfg)
@@ -202,7 +211,8 @@ def timed(fn, dry: bool) -> float:  # noqa: ANN001
 
 def check_correct(torch, attn_args: tuple, moe_args: tuple, attn_cfg: dict, moe_cfg: dict) -> str:  # noqa: ANN001
     """Compare both kernels with the torch references (on CPU) for one bucket."""
-    from kernels.reference import moe_layer_ref, sparse_decode_attn_ref
+    moe_layer_ref = kmod("reference").moe_layer_ref
+    sparse_decode_attn_ref = kmod("reference").sparse_decode_attn_ref
 
     def cpu(x):  # noqa: ANN001, ANN202
         return tuple(cpu(t) for t in x) if isinstance(x, tuple) else x.cpu() if hasattr(x, "cpu") else x

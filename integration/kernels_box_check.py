@@ -51,6 +51,7 @@ def main(argv: list[str]) -> int:
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     try:
+        import kernels_gpu
         from kernels_gpu import (  # the benchmark's plumbing
             attn_inputs,
             check_correct,
@@ -61,7 +62,8 @@ def main(argv: list[str]) -> int:
             moe_nvfp4_inputs,
         )
 
-        sys.path.insert(0, str(root))  # after that import: `kernels` must be the deployed copy
+        sys.path.insert(0, str(root))  # the deployed copy's `kernels/` is what runs, not the repo's
+        kernels_gpu.KERNEL_PACKAGE = "kernels"
 
         attn_cfg = json.loads(next((root / "attention_configs").glob("triton_*/*.json")).read_text())["1"]
         moe_cfg = json.loads(lookup.read_text())["1"] if lookup.is_file() else None

@@ -3,7 +3,7 @@
 The interpreter runs configs that would fail at launch on the RTX PRO 6000 (reference §3.4), so
 every distinct (kernel, config) is compiled for sm_120 with the Triton the box runs, in its own
 venv (`.venv-aot`, no torch) through an Executor. Results are cached by content hash (kernel
-sources, worker, config, triton version) under `.dsv4ops/aot-cache/` next to kernels/, so only a
+sources, worker, config, triton version) under the state directory's `aot-cache/`, so only a
 changed kernel or config recompiles.
 """
 
@@ -12,11 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dsv4ops.constants import state_dir
 from dsv4ops.errors import KernelPackageError
 from dsv4ops.kernels.catalog import ConfigFile
 from dsv4ops.remote.base import Executor
@@ -44,13 +46,20 @@ class AotResult:
 
 
 def aot_python() -> Path:
-    """Python of the AOT venv: $DSV4OPS_AOT_PYTHON, else .venv-aot/bin/python next to kernels/."""
+    """Python of the AOT venv: $DSV4OPS_AOT_PYTHON, else `.venv-aot` beside the running venv.
+
+    `make install` creates `.venv-aot` next to `.venv`; an installed dsv4ops finds it the same way
+    from whatever directory it runs in (the venv, not the checkout, is the anchor).
+    """
     env = os.environ.get("DSV4OPS_AOT_PYTHON")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / ".venv-aot" / "bin" / "python"
+    if env:
+        return Path(env)
+    return Path(sys.prefix).resolve().parent / ".venv-aot" / "bin" / "python"
 
 
 def cache_dir() -> Path:
-    return Path(__file__).resolve().parents[2] / ".dsv4ops" / "aot-cache"
+    """Compile results under the operator's state directory, never inside the package."""
+    return state_dir() / "aot-cache"
 
 
 def limit_problems(r: dict[str, Any]) -> list[str]:
@@ -80,7 +89,7 @@ def jobs_for(files: list[ConfigFile]) -> list[tuple[str, dict[str, int]]]:
 
 
 def _source_digest(kernels_root: Path) -> str:
-    h = hashlib.sha256(WORKER.read_bytes())
+    h = hashlib.sha256(WORKER.read_bytes() + b"no-line-info")
     for path in sorted(kernels_root.glob("*.py")):
         h.update(path.name.encode() + path.read_bytes())
     return h.hexdigest()
@@ -90,7 +99,12 @@ def _run_json(executor: Executor, argv: list[str]) -> dict[str, Any]:
     # Triton's own cache goes next to ours, never to ~/.triton.
     # TRITON_INTERPRET=0: the interpreter checks may have set it in this process's environment,
     # and under it @triton.jit yields interpreted functions that cannot be compiled.
-    env = {"TRITON_CACHE_DIR": str(cache_dir().parent / "triton-cache"), "TRITON_INTERPRET": "0"}
+    # TRITON_DISABLE_LINE_INFO=1: line info embeds the sources' absolute path in the cubin, and
+    # Triton's own cache key ignores that path, so the recorded cubin_sha256 would depend on where
+    # dsv4ops was installed when a kernel was first compiled. Without it the build reproduces
+    # anywhere; the box JIT-compiles its own cubins (with line info) at run time.
+    env = {"TRITON_CACHE_DIR": str(cache_dir().parent / "triton-cache"), "TRITON_INTERPRET": "0",
+           "TRITON_DISABLE_LINE_INFO": "1"}
     result = executor.run(argv, timeout=_COMPILE_TIMEOUT_S, check=False, env=env)
     if not result.ok:
         raise KernelPackageError(f"sm_120 compile check could not run:\n{result.describe()}")
@@ -122,7 +136,7 @@ def check(jobs: list[tuple[str, dict[str, int]]], *, executor: Executor, kernels
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(todo, f)
         try:
-            out = _run_json(executor, [str(python), str(WORKER), str(kernels_root.parent), f.name])
+            out = _run_json(executor, [str(python), str(WORKER), str(kernels_root), f.name])
         finally:
             os.unlink(f.name)
         cache.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 
 Run by `dsv4ops.kernels.aot` with the Triton the box runs (.venv-aot, triton 3.8.0):
 
-    python aot_worker.py KERNELS_PARENT JOBS_JSON      -> {"triton": ver, "results": [...]}
+    python aot_worker.py KERNELS_ROOT JOBS_JSON        -> {"triton": ver, "results": [...]}
     python aot_worker.py --version                     -> {"triton": ver}
 
 Each job {"id", "kernel", "config"} is compiled with `triton.compile(ASTSource(...),
@@ -19,6 +19,8 @@ rather than through the Executor seam that launched it.
 from __future__ import annotations
 
 import hashlib
+import importlib
+import importlib.util
 import json
 import os
 import re
@@ -33,8 +35,26 @@ _RES = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
 _MMA = re.compile(r"\bmma\.[\w.:]+")
 
 
+_SOURCES = "dsv4_kernel_sources"
+
+
+def _load_sources(root: str) -> None:
+    """Import the kernel source folder as a package of its own name (its modules import each
+    other relatively), so this worker needs neither dsv4ops nor its dependencies in its venv."""
+    if _SOURCES in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(
+        _SOURCES, os.path.join(root, "__init__.py"), submodule_search_locations=[root])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[_SOURCES] = module
+    spec.loader.exec_module(module)
+
+
 def _kernel(name: str):  # noqa: ANN202
-    from kernels import moe_grouped_gemm, moe_mxfp4, moe_nvfp4, sparse_decode_attn
+    moe_grouped_gemm, moe_mxfp4, moe_nvfp4, sparse_decode_attn = (
+        importlib.import_module(f"{_SOURCES}.{m}")
+        for m in ("moe_grouped_gemm", "moe_mxfp4", "moe_nvfp4", "sparse_decode_attn"))
 
     if name == "sparse_decode_attn":
         return sparse_decode_attn.sparse_decode_attn_kernel, sparse_decode_attn.aot_signature, {}
@@ -107,15 +127,15 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] == "--version":
         sys.stdout.write(json.dumps({"triton": triton.__version__}) + "\n")
         return 0
-    kernels_parent, jobs_path = argv
-    sys.path.insert(0, kernels_parent)
+    kernels_root, jobs_path = argv
+    _load_sources(kernels_root)
     with open(jobs_path) as f:
         jobs = json.load(f)
     workers = max(1, min(len(jobs), os.cpu_count() or 1))
     if workers == 1:
         results = [compile_one(j) for j in jobs]
     else:
-        with ProcessPoolExecutor(workers, initializer=sys.path.insert, initargs=(0, kernels_parent)) as pool:
+        with ProcessPoolExecutor(workers, initializer=_load_sources, initargs=(kernels_root,)) as pool:
             results = list(pool.map(compile_one, jobs))
     sys.stdout.write(json.dumps({"triton": triton.__version__, "results": results}) + "\n")
     return 0

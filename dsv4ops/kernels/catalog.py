@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from dsv4ops.errors import KernelPackageError
@@ -65,9 +66,16 @@ class ConfigFile:
 
 
 def kernels_dir() -> Path:
-    """The kernels/ source tree: $DSV4OPS_KERNELS_DIR, else the one next to this checkout."""
+    """The kernel source tree: $DSV4OPS_KERNELS_DIR, else the package data `dsv4ops.kernels.sources`.
+
+    Package data, not a folder next to a checkout: an installed dsv4ops (`pip install .`) builds
+    from any directory. importlib.resources gives a real directory for every install that puts
+    packages on the file system (a zipped install is not supported: Triton reads the sources).
+    """
     env = os.environ.get("DSV4OPS_KERNELS_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "kernels"
+    if env:
+        return Path(env)
+    return Path(str(resources.files("dsv4ops.kernels.sources")))
 
 
 def kernel_of(name: str) -> str:

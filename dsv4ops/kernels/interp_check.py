@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from dsv4ops.kernels import interpreter
-from dsv4ops.kernels.catalog import AOT_ONLY_WHY, kernels_dir
+from dsv4ops.kernels.catalog import AOT_ONLY_WHY
 
 ATTN_SHAPE = {"batch": 2, "heads": 16, "swa": 128, "topk": 512, "pool": 1024}
 MOE_SHAPE = {"tokens": 3, "experts": 8, "top_k": 6, "hidden": 256, "inter": 64}
@@ -34,8 +34,8 @@ ATTN_ATOL, MOE_RTOL = 2e-2, 1e-2
 def _attn_case(config: dict[str, int], seed: int) -> dict[str, Any]:
     import torch
 
-    from kernels.reference import quantize_kv, sparse_decode_attn_ref
-    from kernels.sparse_decode_attn import sparse_decode_attn
+    from dsv4ops.kernels.sources.reference import quantize_kv, sparse_decode_attn_ref
+    from dsv4ops.kernels.sources.sparse_decode_attn import sparse_decode_attn
 
     g = torch.Generator().manual_seed(seed)
     s = ATTN_SHAPE
@@ -57,10 +57,10 @@ def _attn_case(config: dict[str, int], seed: int) -> dict[str, Any]:
 def _moe_case(kernel: str, config: dict[str, int], seed: int) -> dict[str, Any]:
     import torch
 
-    from kernels.moe_grouped_gemm import grouped_gemm
-    from kernels.moe_mxfp4 import grouped_gemm_mxfp4
-    from kernels.moe_nvfp4 import grouped_gemm_nvfp4
-    from kernels.reference import (
+    from dsv4ops.kernels.sources.moe_grouped_gemm import grouped_gemm
+    from dsv4ops.kernels.sources.moe_mxfp4 import grouped_gemm_mxfp4
+    from dsv4ops.kernels.sources.moe_nvfp4 import grouped_gemm_nvfp4
+    from dsv4ops.kernels.sources.reference import (
         grouped_gemm_mxfp4_ref,
         grouped_gemm_nvfp4_ref,
         grouped_gemm_ref,
@@ -101,9 +101,6 @@ def run_case(kernel: str, config: dict[str, int], seed: int = 0) -> dict[str, An
         raise ValueError(f"{kernel}: tl.dot_scaled cannot be checked under the interpreter: "
                          f"{AOT_ONLY_WHY[kernel]}; it is checked by the sm_120 AOT compile only")
     interpreter.enable()
-    root = str(kernels_dir().parent)  # the kernels/ sources are a top-level package
-    if root not in sys.path:
-        sys.path.insert(0, root)
     t0 = time.monotonic()
     result = _attn_case(config, seed) if kernel == "sparse_decode_attn" else _moe_case(kernel, config, seed)
     return {"kernel": kernel, "config": config, **result, "seconds": round(time.monotonic() - t0, 2)}

@@ -33,8 +33,8 @@ def test_shipped_config_matches_the_torch_reference(kernel: str, config: dict[st
 def test_moe_layer_up_swiglu_down_matches_reference() -> None:
     """The two GEMMs chained as the decode runs them: w13 -> clamped SwiGLU -> w2 x routed weight."""
     run_case("fused_moe_up", JOBS[0][1])  # enables the interpreter before kernels are imported
-    from kernels.moe_grouped_gemm import grouped_gemm
-    from kernels.reference import moe_layer_ref, swiglu
+    from dsv4ops.kernels.sources.moe_grouped_gemm import grouped_gemm
+    from dsv4ops.kernels.sources.reference import moe_layer_ref, swiglu
 
     g = torch.Generator().manual_seed(3)
     m, e, hidden, inter = 2, 8, 128, 32
@@ -55,8 +55,8 @@ def test_moe_layer_up_swiglu_down_matches_reference() -> None:
 def test_attention_sink_and_padding_change_the_result_as_the_reference_says() -> None:
     """A large sink soaks up probability mass: the output shrinks toward zero, in both."""
     run_case("sparse_decode_attn", JOBS[-1][1])
-    from kernels.reference import quantize_kv, sparse_decode_attn_ref
-    from kernels.sparse_decode_attn import sparse_decode_attn
+    from dsv4ops.kernels.sources.reference import quantize_kv, sparse_decode_attn_ref
+    from dsv4ops.kernels.sources.sparse_decode_attn import sparse_decode_attn
 
     g = torch.Generator().manual_seed(5)
     pool = quantize_kv(torch.randn(256, 512, generator=g))
@@ -78,8 +78,8 @@ def test_moe_align_at_every_profile_bucket_with_the_full_expert_count() -> None:
     from pathlib import Path
 
     from dsv4ops.kernels.catalog import nearest
+    from dsv4ops.kernels.sources.moe_grouped_gemm import moe_align
     from dsv4ops.profiles import list_profiles, load_profile
-    from kernels.moe_grouped_gemm import moe_align
 
     repo = Path(__file__).resolve().parents[2]
     buckets = sorted({b for p in list_profiles(repo / "profiles") for b in load_profile(p).flags.decode_buckets})

@@ -19,27 +19,24 @@ is only compiled for sm_120 (aot_test): Triton 3.7.1's interpreter cannot run do
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import pytest
 
-from dsv4ops.kernels.catalog import kernels_dir, nearest, shipped_configs
+from dsv4ops.kernels.catalog import nearest, shipped_configs
 from dsv4ops.kernels.interpreter import enable
 
 pytestmark = pytest.mark.kernels
 torch = pytest.importorskip("torch")
 
 enable()  # before any kernel module is imported (conftest does it too)
-if str(kernels_dir().parent) not in sys.path:
-    sys.path.insert(0, str(kernels_dir().parent))
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from kernels.fp4_common import e8m0_to_f32  # noqa: E402
-from kernels.moe_mxfp4 import grouped_gemm_mxfp4  # noqa: E402
-from kernels.reference import (  # noqa: E402
+from dsv4ops.kernels.sources.fp4_common import e8m0_to_f32  # noqa: E402
+from dsv4ops.kernels.sources.moe_mxfp4 import grouped_gemm_mxfp4  # noqa: E402
+from dsv4ops.kernels.sources.reference import (  # noqa: E402
     dequantize_mxfp4,
     e2m1_decode,
     e2m1_encode_rne,

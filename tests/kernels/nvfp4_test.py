@@ -15,22 +15,19 @@ gotcha 6).
 
 from __future__ import annotations
 
-import sys
+from pathlib import Path
 
 import pytest
 
-from dsv4ops.kernels.catalog import kernels_dir
 from dsv4ops.kernels.interpreter import enable
 
 pytestmark = pytest.mark.kernels
 torch = pytest.importorskip("torch")
 
 enable()  # before any kernel module is imported (conftest does it too)
-if str(kernels_dir().parent) not in sys.path:
-    sys.path.insert(0, str(kernels_dir().parent))
 
-from kernels.moe_nvfp4 import grouped_gemm_nvfp4  # noqa: E402
-from kernels.reference import (  # noqa: E402
+from dsv4ops.kernels.sources.moe_nvfp4 import grouped_gemm_nvfp4  # noqa: E402
+from dsv4ops.kernels.sources.reference import (  # noqa: E402
     dequantize_nvfp4,
     e2m1_decode,
     grouped_gemm_nvfp4_ref,
@@ -130,7 +127,7 @@ def test_gpu_benchmark_nvfp4_plumbing_on_cpu() -> None:
     dequantizes only the routed experts, remapping their ids) at a tiny shape on CPU."""
     import importlib.util
 
-    path = kernels_dir().parent / "benchmarks" / "kernels_gpu.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "kernels_gpu.py"
     spec = importlib.util.spec_from_file_location("kernels_gpu_under_test", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

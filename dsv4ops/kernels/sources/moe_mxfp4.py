@@ -37,8 +37,8 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from kernels.fp4_common import check_fp4_shapes, fp4_dequant_dot, fp4_scaled_dot
-from kernels.moe_grouped_gemm import moe_store, moe_tile, plan_launch, with_constexprs
+from .fp4_common import check_fp4_shapes, fp4_dequant_dot, fp4_scaled_dot
+from .moe_grouped_gemm import moe_store, moe_tile, plan_launch, with_constexprs
 
 GROUP = 32  # MXFP4: one ue8m0 scale byte per 32 e2m1 values
 

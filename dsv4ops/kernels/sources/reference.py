@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.sparse_decode_attn import D_NOPE, N_SCALES
+from .sparse_decode_attn import D_NOPE, N_SCALES
 
 
 def quantize_kv(kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
