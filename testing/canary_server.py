@@ -5,8 +5,9 @@ token to every active stream per step of `a_ms + b_ms * padded(batch)` (the seed
 (config at start, or POST /_fake/config at run time): stall_after (tokens after which every new
 stream goes silent), freeze (no stream advances; running stays > 0), corrupt ("cross_talk" or
 "invalid_json" tool arguments), error_every (every Nth request gets HTTP 500), wedge_after_aborts
-(freeze after that many aborts). GET /metrics serves SGLang's gauge names. Like SGLang, each
-stream is served under the body's `rid` (else `fake-<n>`), reported as the chunk `id`, and
+(freeze after that many aborts), no_done (end each stream after its finish_reason and usage
+chunks without `data: [DONE]`, as some OpenAI-compatible servers do). GET /metrics serves SGLang's
+gauge names. Like SGLang, each stream is served under the body's `rid` (else `fake-<n>`), reported as the chunk `id`, and
 POST /abort_request {"rid": ...} aborts that stream only (an unknown rid is a no-op 200).
 """
 
@@ -37,7 +38,8 @@ class Stream:
 class Fake:
     def __init__(self, config: dict[str, Any]) -> None:
         self.cfg = {"a_ms": 5.0, "b_ms": 0.5, "buckets": [], "stall_after": None, "freeze": False,
-                    "corrupt": None, "error_every": 0, "wedge_after_aborts": 0, **config}
+                    "corrupt": None, "error_every": 0, "wedge_after_aborts": 0,
+                    "no_done": False, **config}
         self.active: dict[str, Stream] = {}
         self.seq = 0
         self.aborts = 0
@@ -136,7 +138,8 @@ async def chat(request: web.Request) -> web.StreamResponse:
         if (body.get("stream_options") or {}).get("include_usage"):
             await resp.write(_chunk(stream.rid, {}, usage={"prompt_tokens": len(user.split()), "completion_tokens": sent,
                                                  "total_tokens": sent + len(user.split())}))
-        await resp.write(b"data: [DONE]\n\n")
+        if not fake.cfg["no_done"]:
+            await resp.write(b"data: [DONE]\n\n")
     except (ConnectionResetError, asyncio.CancelledError):
         fake.abort(stream)
         raise

@@ -100,6 +100,10 @@ class ChatClient:
         try:
             return await inner
         except asyncio.CancelledError:
+            if rec.error is None and not rec.t_send:
+                # cancelled before its task ran: never sent, and not a completed request either
+                rec.error, rec.error_detail = R.ERR_CANCELLED, "cancelled before it was sent"
+                rec.t_end = rec.t_end or time.perf_counter_ns()
             me = asyncio.current_task()
             if inner.cancelled() and (me is None or not me.cancelling()):
                 return rec  # cut by the watchdog, not by our caller

@@ -6,6 +6,14 @@ Metric definitions (explicit, because tools disagree; reference load-generators.
 * TPOT: (E2E − TTFT) / (output_tokens − 1), output_tokens from `usage.completion_tokens` when sent.
 * E2E: send → end of the response body.
 * queue wait: slot wait before send (closed loop), reported separately so TTFT excludes it.
+
+Outcomes (each request has exactly one; `stats.summarize` counts them apart):
+* completed: the body ended cleanly with `data: [DONE]`, or without it after a chunk carrying a
+  `finish_reason` (some OpenAI-compatible servers never send `[DONE]`; `done` says which);
+* cancelled: cut on purpose by the canary itself (the end of a sweep, the abort cascade's client
+  disconnects), error `cancelled`: not a failure, and not complete either;
+* failed: any other error, including a watchdog cut (`hang_<kind>`) and `truncated`: a body that
+  ended cleanly with neither `[DONE]` nor a `finish_reason` (cut mid-answer).
 """
 
 from __future__ import annotations
@@ -60,11 +68,23 @@ class RequestRecord:
     prompt_tokens: int | None = None
     usage_tokens: int | None = None
     done: bool = False
+    events: int = 0  # SSE events received (the raw lists are dropped after the parse)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
+        """Completed: the stream ended the way a finished answer ends (see the module docstring)."""
         return self.error is None
+
+    @property
+    def cancelled(self) -> bool:
+        """Cut on purpose by the canary (not a failure; its tokens were still received)."""
+        return self.error == ERR_CANCELLED
+
+    @property
+    def ended_without_done(self) -> bool:
+        """Completed on a finish_reason with no `data: [DONE]` after it."""
+        return self.ok and not self.done and self.finish_reason is not None
 
     @property
     def output_tokens(self) -> int:
@@ -98,6 +118,7 @@ class RequestRecord:
 
 def parse(rec: RequestRecord, *, keep_payloads: bool = False) -> RequestRecord:
     """Parse the raw events of a finished stream into tokens, text, tool calls and usage."""
+    rec.events = len(rec.times)
     deltas: list[dict[str, Any]] = []
     content: list[str] = []
     reasoning: list[str] = []
@@ -150,8 +171,10 @@ def parse(rec: RequestRecord, *, keep_payloads: bool = False) -> RequestRecord:
     rec.content = "".join(content)
     rec.reasoning = "".join(reasoning)
     rec.tool_calls = assemble(deltas)
-    if rec.error is None and not rec.done:
-        _set_error(rec, ERR_TRUNCATED, "stream ended without data: [DONE]")
+    if rec.error is None and not rec.done and rec.finish_reason is None:
+        # A finish_reason is the model's own "this answer is over": a server that then closes the
+        # body without `[DONE]` delivered a complete answer. Without either, it was cut mid-way.
+        _set_error(rec, ERR_TRUNCATED, "stream ended without a finish_reason or data: [DONE]")
     if not keep_payloads:
         rec.times = []
         rec.payloads = []

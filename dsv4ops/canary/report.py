@@ -17,7 +17,8 @@ LATENCY_ROWS = ("ttft", "itl", "tpot", "e2e_latency")
 
 def report_json(result: SuiteResult, thresholds: Thresholds | None = None) -> dict[str, Any]:
     """bench_serving's keys (`output_throughput`, `median_ttft_ms`, `p99_itl_ms`, ...) at the top
-    level, taken from the suite with the most completed requests; the canary's own under `canary`."""
+    level, taken from the suite with the most completed requests (named by `summary_suite`); the
+    canary's own under `canary`."""
     suites = result.sub_results or [result]
     main = max(suites, key=lambda r: (r.metrics.get("summary") or {}).get("completed", -1))
     summary = dict(main.metrics.get("summary") or {})
@@ -26,6 +27,7 @@ def report_json(result: SuiteResult, thresholds: Thresholds | None = None) -> di
         **summary,
         "tag": f"dsv4ops-canary:{result.suite}",
         "suite": result.suite,
+        "summary_suite": main.suite,  # whose numbers the bench_serving keys above are
         "verdict": result.verdict.value,
         "reasons": result.reasons,
         "canary": {"suites": [r.to_json() for r in suites]},
@@ -61,6 +63,21 @@ def _fmt(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
+def _count_notes(s: dict[str, Any]) -> list[str]:
+    """What the counts above include, where it is not obvious, and the failures by kind."""
+    lines = []
+    if s.get("cancelled"):
+        lines += ["", f"Cancelled: {s['cancelled']} streams cut on purpose by the canary (not failures); "
+                  "their tokens are in output tok/s, their first token and gaps in TTFT and ITL."]
+    if s.get("completed_without_done"):
+        lines += ["", f"{s['completed_without_done']} completed streams ended after their finish_reason "
+                  "without `data: [DONE]`."]
+    errors = s.get("errors_by_kind") or {}
+    if errors:
+        lines += ["", "Errors: " + ", ".join(f"{k} {v}" for k, v in errors.items())]
+    return lines
+
+
 def report_markdown(result: SuiteResult, pngs: list[str] | None = None) -> str:
     lines = [f"# Canary `{result.suite}`: **{result.verdict.value}**"]
     if result.sub_results:
@@ -72,18 +89,17 @@ def report_markdown(result: SuiteResult, pngs: list[str] | None = None) -> str:
         lines += [f"- {line}" for line in r.reasons]
         s = r.metrics.get("summary") or {}
         if s:
-            lines += ["", "| completed | failed | output tok/s | req/s | max tok/s (1 s) | concurrency |",
-                      "|---|---|---|---|---|---|",
-                      f"| {s.get('completed')} | {s.get('failed')} | {_fmt(s.get('output_throughput'))} "
+            lines += ["", "| completed | cancelled | failed | output tok/s | req/s | max tok/s (1 s) "
+                      "| concurrency |", "|---|---|---|---|---|---|---|",
+                      f"| {s.get('completed')} | {s.get('cancelled', 0)} | {s.get('failed')} "
+                      f"| {_fmt(s.get('output_throughput'))} "
                       f"| {_fmt(s.get('request_throughput'), 2)} | {_fmt(s.get('max_output_tokens_per_s'))} "
                       f"| {_fmt(s.get('concurrency'), 2)} |",
                       "", "| latency (ms) | mean | median | p90 | p99 | max |", "|---|---|---|---|---|---|"]
             for name in LATENCY_ROWS:
                 lines.append(f"| {name} | " + " | ".join(
                     _fmt(s.get(f"{stat}_{name}_ms")) for stat in ("mean", "median", "p90", "p99", "max")) + " |")
-            errors = s.get("errors_by_kind") or {}
-            if errors:
-                lines += ["", "Errors: " + ", ".join(f"{k} {v}" for k, v in errors.items())]
+            lines += _count_notes(s)
         fit = (r.metrics.get("fit") or {})
         if fit:
             lines += ["", "| fit | a (ms) | b (ms/req) | R² | ceiling 1000/b (tok/s) |", "|---|---|---|---|---|"]

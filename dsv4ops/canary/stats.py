@@ -58,49 +58,81 @@ def per_second_tokens(records: Iterable[RequestRecord], t0_ns: int) -> list[int]
     return [counts.get(i, 0) for i in range(last + 1)]
 
 
+def span_s(records: Iterable[RequestRecord]) -> float:
+    """Seconds from the first request queued or sent to the last one ended (0 when none ran)."""
+    starts = [r.t_queued or r.t_send for r in records if r.t_queued or r.t_send]
+    ends = [r.t_end for r in records if r.t_end]
+    return max(0.0, (max(ends) - min(starts)) / 1e9) if starts and ends else 0.0
+
+
 def summarize(
     records: Sequence[RequestRecord],
     *,
-    duration_s: float,
+    duration_s: float | None = None,
     max_concurrency: int | None = None,
     t0_ns: int | None = None,
 ) -> dict[str, Any]:
-    """bench_serving-compatible summary of a set of requests (latencies in ms)."""
+    """bench_serving-compatible summary of a set of requests (latencies in ms).
+
+    What enters each key (docs/canary.md "Report keys"; bench_serving never cancels a request, so
+    where it has no rule the rule is the one that keeps its meaning):
+    * `completed` / `cancelled` / `failed`: the three outcomes (records.py), summing to the requests;
+    * `total_output_tokens`, `output_throughput`, the 1-s buckets: every output token received, from
+      every request (usage.completion_tokens where the stream sent it, else its output events);
+    * `total_input_tokens`: usage.prompt_tokens, which only a stream that ran to its end carries;
+    * `request_throughput`: completed / duration;
+    * TTFT, ITL, queue wait: completed and cancelled streams (a cut stream's first token and gaps
+      are finished measurements); TPOT, E2E: completed only (a cut stream's end is our cut);
+    * `concurrency`: mean requests in flight, Σ(send → end) of completed and cancelled / duration.
+    `duration_s` defaults to the records' span (first queued → last ended).
+    """
     ok = [r for r in records if r.ok]
-    out_tokens = sum(r.output_tokens for r in ok)
+    cut = [r for r in records if r.cancelled]
+    measured = ok + cut
+    failed = [r for r in records if not r.ok and not r.cancelled]
+    tokens = {name: sum(r.output_tokens for r in group)
+              for name, group in (("completed", ok), ("cancelled", cut), ("failed", failed))}
+    out_tokens = sum(tokens.values())
     in_tokens = sum(r.prompt_tokens or 0 for r in ok)
+    if duration_s is None:
+        duration_s = span_s(records)
     dur = max(duration_s, 1e-9)
     summary: dict[str, Any] = {
         "backend": "dsv4ops-canary",
         "max_concurrency": max_concurrency,
         "duration": duration_s,
         "completed": len(ok),
-        "failed": len(records) - len(ok),
+        "cancelled": len(cut),
+        "failed": len(failed),
+        "completed_without_done": sum(1 for r in ok if r.ended_without_done),
         "total_input_tokens": in_tokens,
         "total_output_tokens": out_tokens,
+        "output_tokens_by_outcome": tokens,
         "request_throughput": len(ok) / dur,
         "input_throughput": in_tokens / dur,
         "output_throughput": out_tokens / dur,
         "total_throughput": (in_tokens + out_tokens) / dur,
     }
     series = {
-        "ttft": [r.ttft_s * 1e3 for r in ok if r.ttft_s is not None],
-        "itl": [g * 1e3 for r in ok for g in r.itls_s],
+        "ttft": [r.ttft_s * 1e3 for r in measured if r.ttft_s is not None],
+        "itl": [g * 1e3 for r in measured for g in r.itls_s],
         "tpot": [r.tpot_s * 1e3 for r in ok if r.tpot_s is not None],
         "e2e_latency": [r.e2e_s * 1e3 for r in ok if r.e2e_s is not None],
-        "queue_wait": [r.queue_wait_s * 1e3 for r in ok],
+        "queue_wait": [r.queue_wait_s * 1e3 for r in measured if r.t_send],
     }
     for name, values in series.items():
         for stat, value in describe(values).items():
             summary[f"{stat}_{name}_ms"] = value
-    # bench_serving's "concurrency": sum of latencies / duration
-    summary["concurrency"] = sum(series["e2e_latency"]) / 1e3 / dur
-    if t0_ns is None and ok:
-        t0_ns = min(r.t_send for r in ok)
-    buckets = per_second_tokens(ok, t0_ns) if t0_ns is not None else []
+    # bench_serving's "concurrency": Σ latency / duration, i.e. the mean number in flight
+    in_flight_s = sum(r.e2e_s or 0.0 for r in measured)
+    summary["concurrency"] = in_flight_s / dur
+    if t0_ns is None and records:
+        sent = [r.t_send for r in records if r.t_send]
+        t0_ns = min(sent) if sent else None
+    buckets = per_second_tokens(records, t0_ns) if t0_ns is not None else []
     summary["max_output_tokens_per_s"] = max(buckets) if buckets else 0
     summary["output_tokens_per_s_buckets"] = buckets
-    summary["errors_by_kind"] = dict(Counter(r.error for r in records if r.error))
+    summary["errors_by_kind"] = dict(Counter(r.error for r in failed))
     usage_mismatch = [
         r for r in ok if r.usage_tokens is not None and r.usage_tokens != len(r.token_times)
     ]

@@ -62,6 +62,10 @@ class ScriptedServer:
                         await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             self.disconnects += 1
+        except RuntimeError as exc:  # uvloop: a write on the transport the client just closed
+            if "closed" not in str(exc):
+                raise
+            self.disconnects += 1
         finally:
             writer.close()
 
@@ -73,12 +77,12 @@ class ScriptedServer:
         self.server.close()
 
 
-def run_requests(script: Script, n: int = 1, *, concurrency: int = 1, **client_kw) -> tuple[list[R.RequestRecord], ScriptedServer]:  # type: ignore[no-untyped-def]
+def run_requests(script: Script, n: int = 1, *, concurrency: int = 1, engine: str = "raw", **client_kw) -> tuple[list[R.RequestRecord], ScriptedServer]:  # type: ignore[no-untyped-def]
     srv = ScriptedServer(script)
 
     async def main() -> list[R.RequestRecord]:
-        async with srv as url, ChatClient(url, connections=concurrency, **client_kw) as client:
-            assert client.engine == "raw"
+        async with srv as url, ChatClient(url, connections=concurrency, engine=engine, **client_kw) as client:
+            assert client.engine == engine
             sem = asyncio.Semaphore(concurrency)
 
             async def one(i: int) -> R.RequestRecord:
@@ -279,3 +283,56 @@ def test_event_loop_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DSV4OPS_EVENT_LOOP", "trio")
     with pytest.raises(ValueError, match="uvloop or asyncio"):
         eventloop.loop_factory()
+
+
+# -- how a stream ends, the same on both engines (aiohttp serves https and credentialed URLs) ------
+BOTH_ENGINES = pytest.mark.parametrize("engine", ["raw", "aiohttp"])
+FINISH = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3}}\n\n'
+NO_DONE = b"".join(EV % w for w in (b"a", b"b", b"c")) + FINISH + USAGE  # what some servers send
+
+
+@BOTH_ENGINES
+def test_a_stream_that_ends_on_its_finish_reason_without_done_is_complete(engine: str) -> None:
+    chunked = HEAD_CHUNKED + chunk(NO_DONE) + b"0\r\n\r\n"
+    to_close = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+    for script in ([chunked], [to_close, NO_DONE, 0.01, None]):
+        [rec], _ = run_requests(lambda n, b, s=script: s, engine=engine)
+        assert rec.ok, (rec.error, rec.error_detail)
+        assert rec.content == "abc" and rec.output_tokens == 3 and rec.finish_reason == "stop"
+        assert not rec.done and rec.ended_without_done  # said so, not hidden
+
+
+@BOTH_ENGINES
+def test_a_stream_cut_mid_answer_is_still_truncated(engine: str) -> None:
+    # the body ends cleanly, but with neither a finish_reason nor [DONE]: the answer was cut
+    cut = HEAD_CHUNKED + chunk(EV % b"a" + EV % b"b") + b"0\r\n\r\n"
+    [rec], _ = run_requests(lambda n, b: [cut], engine=engine)
+    assert rec.error == R.ERR_TRUNCATED and rec.content == "ab"
+    assert "finish_reason" in rec.error_detail
+
+
+@BOTH_ENGINES
+def test_a_connection_lost_after_the_finish_reason_is_a_disconnect(engine: str) -> None:
+    # chunked framing never finished: the transport broke, whatever the payload said
+    [rec], _ = run_requests(lambda n, b: [HEAD_CHUNKED, chunk(NO_DONE), 0.02, None], engine=engine)
+    assert rec.error == R.ERR_DISCONNECT and rec.content == "abc"
+
+
+@BOTH_ENGINES
+def test_a_request_cancelled_before_it_was_sent_is_cancelled_not_completed(engine: str) -> None:
+    srv = ScriptedServer(lambda n, b: [HEAD_CHUNKED + chunk(sse_body(["x"])) + b"0\r\n\r\n"])
+
+    async def main() -> R.RequestRecord:
+        async with srv as url, ChatClient(url, engine=engine) as client:
+            sink: list[R.RequestRecord] = []
+            task = asyncio.create_task(client.stream({"messages": []}, rid="early", sink=sink))
+            await asyncio.sleep(0)  # the outer coroutine starts and creates its inner task...
+            task.cancel()  # ...which is cancelled before it ever runs
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return sink[0]
+
+    rec = eventloop.run(main(), kind="asyncio")
+    assert not rec.ok and rec.cancelled and rec.t_send == 0 and rec.t_end
+    assert srv.requests == []

@@ -45,9 +45,18 @@ def test_metric_definitions_on_a_recorded_stream() -> None:
     assert rec.payloads == []  # raw events dropped after the parse
 
 
-def test_stream_without_done_is_truncated() -> None:
+def test_stream_without_done_or_finish_reason_is_truncated() -> None:
     rec = parse(_rec([(1, _delta(content="a"))]))
-    assert rec.error == R.ERR_TRUNCATED
+    assert rec.error == R.ERR_TRUNCATED and not rec.ended_without_done
+
+
+def test_stream_ending_on_a_finish_reason_without_done_is_complete() -> None:
+    # what some OpenAI-compatible servers send: the finish_reason chunk, usage, then the body ends
+    finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
+    rec = parse(_rec([(1, _delta(content="a")), (2, _delta(content="b")), (3, finish),
+                      (4, {"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2}})]))
+    assert rec.ok and rec.finish_reason == "length" and rec.output_tokens == 2
+    assert not rec.done and rec.ended_without_done and rec.events == 4
 
 
 def test_error_event_mid_stream() -> None:

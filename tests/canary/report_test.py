@@ -48,3 +48,15 @@ def test_write_report_creates_markdown_and_plots(tmp_path) -> None:
 def test_markdown_of_a_single_suite() -> None:
     md = report_markdown(SuiteResult("smoke", Verdict.PASS, ["note: ok"], {"summary": _summary(8)}))
     assert md.count("note: ok") == 1 and "| ttft |" in md
+
+
+def test_report_says_whose_numbers_and_counts_cancellations_apart() -> None:
+    data = report_json(_all(), Thresholds())
+    assert data["suite"] == "all" and data["summary_suite"] == "sweep"
+    s = {**_summary(48), "cancelled": 96, "completed_without_done": 5, "errors_by_kind": {"truncated": 2},
+         "failed": 2}
+    md = report_markdown(SuiteResult("sweep", Verdict.PASS, [], {"summary": s}))
+    assert "| completed | cancelled | failed |" in md and "| 48 | 96 | 2 |" in md
+    assert "Cancelled: 96 streams cut on purpose" in md
+    assert "5 completed streams ended after their finish_reason without `data: [DONE]`" in md
+    assert "Errors: truncated 2" in md

@@ -6,8 +6,16 @@ import random
 import numpy as np
 import pytest
 
+from dsv4ops.canary import records as R
 from dsv4ops.canary.records import RequestRecord
-from dsv4ops.canary.stats import clean_json, describe, per_second_tokens, percentile, summarize
+from dsv4ops.canary.stats import (
+    clean_json,
+    describe,
+    per_second_tokens,
+    percentile,
+    span_s,
+    summarize,
+)
 
 
 def test_percentiles_match_numpy() -> None:
@@ -37,6 +45,47 @@ def test_summary_uses_bench_serving_keys_and_1s_buckets() -> None:
     assert out["median_itl_ms"] == pytest.approx(200.0)
     assert out["errors_by_kind"] == {"http_status": 1}
     assert per_second_tokens(recs, s) == [16, 20, 4]
+
+
+S = 1_000_000_000
+
+
+def _stream(rid: str, first_s: float, gap_s: float, n: int, *, end_s: float, **kw: object) -> RequestRecord:
+    r = RequestRecord(rid=rid, t_send=S, t_end=S + int(end_s * S), **kw)  # type: ignore[arg-type]
+    r.token_times = [S + int((first_s + k * gap_s) * S) for k in range(n)]
+    return r
+
+
+def test_deliberate_cancellations_are_their_own_outcome_and_every_token_counts() -> None:
+    """The sweep's case: long streams cut at the end are not failures, and their tokens count."""
+    done = [_stream(f"d{i}", 0.1, 0.1, 10, end_s=1.05, usage_tokens=10, prompt_tokens=7)
+            for i in range(2)]
+    # cut by the canary at 2.0 s after 19 tokens (no usage chunk: counted events), ITL 0.1 s
+    cut = [_stream(f"c{i}", 0.1, 0.1, 19, end_s=2.0, error=R.ERR_CANCELLED) for i in range(3)]
+    # a real failure: 4 tokens came before the server broke the stream; a 3 s stall inside
+    broken = _stream("f", 0.5, 1.0, 4, end_s=4.0, error=R.ERR_DISCONNECT)
+    out = summarize([*done, *cut, broken], duration_s=4.0)
+    assert (out["completed"], out["cancelled"], out["failed"]) == (2, 3, 1)
+    assert out["output_tokens_by_outcome"] == {"completed": 20, "cancelled": 57, "failed": 4}
+    assert out["total_output_tokens"] == 81 and out["output_throughput"] == pytest.approx(81 / 4.0)
+    assert out["request_throughput"] == pytest.approx(2 / 4.0)  # completed requests per second
+    assert out["total_input_tokens"] == 14  # only a finished stream carries usage
+    assert out["errors_by_kind"] == {R.ERR_DISCONNECT: 1}  # failures only: sums to `failed`
+    # TTFT and ITL over completed and cancelled streams; the failure's 1 s gaps are not in them
+    assert out["max_ttft_ms"] == pytest.approx(100.0) and out["max_itl_ms"] == pytest.approx(100.0)
+    # E2E and TPOT over completed only: a cut stream's end is the cut, not the answer's end
+    assert out["max_e2e_latency_ms"] == pytest.approx(1050.0)
+    assert out["mean_tpot_ms"] == pytest.approx((1.05 - 0.1) / 9 * 1e3)
+    assert out["concurrency"] == pytest.approx((2 * 1.05 + 3 * 2.0) / 4.0)  # mean in flight
+    assert sum(out["output_tokens_per_s_buckets"]) == 81  # the buckets see every token too
+
+
+def test_duration_defaults_to_the_records_span() -> None:
+    a = RequestRecord(rid="a", t_queued=S, t_send=S + S // 2, t_end=2 * S)
+    b = RequestRecord(rid="b", t_send=S + S // 4, t_end=3 * S + S // 2)
+    assert span_s([a, b]) == pytest.approx(2.5) and span_s([]) == 0.0
+    assert summarize([a, b])["duration"] == pytest.approx(2.5)
+    assert summarize([a, b])["request_throughput"] == pytest.approx(2 / 2.5)
 
 
 def test_clean_json_removes_nan() -> None:

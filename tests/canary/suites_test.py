@@ -49,6 +49,19 @@ def test_smoke_passes_and_measures(tmp_path) -> None:
     assert (tmp_path / "smoke-latency.png").stat().st_size > 1000
 
 
+def test_a_server_that_never_sends_done_passes_and_is_reported(tmp_path) -> None:
+    """finish_reason + usage, then the body ends: complete answers, counted and said so."""
+    with fake_server({"a_ms": 2, "no_done": True}) as url:
+        result = _run(url, "smoke", report_dir=tmp_path)
+    assert result.verdict is Verdict.PASS, result.reasons
+    s = result.metrics["summary"]
+    assert (s["completed"], s["failed"], s["completed_without_done"]) == (12, 0, 12)
+    assert s["total_output_tokens"] > 0 and s["output_throughput"] > 0
+    assert any("12 of 12 streams ended after their finish_reason without data: [DONE]" in r
+               for r in result.reasons), result.reasons
+    assert "without `data: [DONE]`" in (tmp_path / "report.md").read_text()
+
+
 def test_http_errors_fail_smoke() -> None:
     with fake_server({"error_every": 3}) as url:
         result = _run(url, "smoke")
@@ -96,6 +109,12 @@ def test_abort_cascade_recovers_or_detects_the_wedge() -> None:
     assert cascade["ended_by_abort_request"] == 6
     assert aborts and not any(a.get("abort_all") for a in aborts)
     assert len({a["rid"] for a in aborts}) == 6 and all("-cascade-" in a["rid"] for a in aborts)
+    # the probes' numbers are per second of probing: their span, not a fixed 1 s (4 probes sent
+    # together, so the span is the slowest one's E2E plus the send spread)
+    s = ok.metrics["summary"]
+    assert s["max_e2e_latency_ms"] / 1e3 <= s["duration"] <= s["max_e2e_latency_ms"] / 1e3 + 0.25
+    assert s["request_throughput"] == pytest.approx(4 / s["duration"])
+    assert s["completed"] == 4 and s["failed"] == s["cancelled"] == 0
     with fake_server({"a_ms": 10, "wedge_after_aborts": 3}) as url:
         wedged = _run(url, "abort-cascade")
     assert wedged.verdict is Verdict.FAIL
@@ -122,6 +141,15 @@ def test_sweep_fits_the_law_and_finds_the_bucket_drop() -> None:
     assert fit["b_ms"] == pytest.approx(1.0, rel=0.15)
     assert 9.0 <= fit["a_ms"] <= 14.0
     assert [(d["from_bs"], d["to_bs"]) for d in result.metrics["sawtooth"]] == [(16.0, 17.0)]
+    # 400-token streams outlast the staircase: cut by the suite, which is not a failure, and
+    # their tokens count, so the run's tok/s lies within the levels' (the drain runs at the top
+    # level until the cut)
+    s = result.metrics["summary"]
+    assert s["failed"] == 0 and s["cancelled"] >= 16 and s["errors_by_kind"] == {}
+    assert s["output_tokens_by_outcome"]["cancelled"] > s["output_tokens_by_outcome"]["completed"]
+    level_tok_s = [p["output_tok_s"] for p in result.metrics["levels"]]
+    assert 0.8 * min(level_tok_s) <= s["output_throughput"] <= 1.1 * max(level_tok_s), (s, level_tok_s)
+    assert any("cancelled (not failures" in r for r in result.reasons)
 
 
 def test_unreachable_endpoint_is_a_canary_error() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import httpx
 import pytest
@@ -88,6 +89,31 @@ def test_hazards_off_every_suite_passes_and_the_sweep_recovers_the_law(safe_stac
     assert corruption["tool_calls"]["checked"] >= 80 * TH.corruption_turns
     assert corruption["consistency"]["agreement"] == 1.0
     assert (tmp_path / "report.json").exists() and (tmp_path / "sweep-sweep.png").exists()
+
+
+def test_sweep_report_counts_its_own_cancellations_apart_and_every_token(safe_stack: TwinStack, tmp_path) -> None:
+    """Issue 11 item 7: the sweep's deliberate cuts at the end are not failures, and the report's
+    bench_serving keys count every token received, so output_throughput lies within the levels'."""
+    th = replace(TH, sweep_concurrency=(16, 32, 48), sweep_level_s=2.0, sweep_max_tokens=512)
+    # 512 tokens take ~10 s of wall time at c48 (scale 0.3), far longer than the 3 s drain: the
+    # last level's streams are cut by the suite, while c16's first streams (10-20 ms a step)
+    # complete before the drain ends
+    result = run_suite("sweep", safe_stack.router.url,
+                       worker_urls=[safe_stack.prefill.url, safe_stack.decode.url],
+                       thresholds=th, buckets=STEP8, report_dir=tmp_path)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["failed"] == 0 and report["errors_by_kind"] == {}, report["errors_by_kind"]
+    assert report["cancelled"] >= 8 and report["completed"] >= 8
+    by = report["output_tokens_by_outcome"]
+    assert report["total_output_tokens"] == by["completed"] + by["cancelled"] + by["failed"]
+    assert by["cancelled"] > 0
+    assert report["output_throughput"] == pytest.approx(report["total_output_tokens"] / report["duration"])
+    assert report["request_throughput"] == pytest.approx(report["completed"] / report["duration"])
+    level_tok_s = [p["output_tok_s"] for p in result.metrics["levels"]]
+    assert len(level_tok_s) == 3
+    assert 0.8 * min(level_tok_s) <= report["output_throughput"] <= 1.1 * max(level_tok_s), level_tok_s
+    assert "| completed | cancelled | failed |" in (tmp_path / "report.md").read_text()
+    assert report["summary_suite"] == "sweep"
 
 
 def test_forced_multi_stream_corruption_fails_the_corruption_suite(safe_stack: TwinStack) -> None:

@@ -79,15 +79,19 @@ async def harness(ctx: SuiteContext, *, connections: int, name: str) -> AsyncIte
 
 
 async def _progress(ctx: SuiteContext, h: Harness, name: str) -> None:
-    last_tokens = 0
+    last_events = 0
     while True:
         await asyncio.sleep(1.0)
-        done = [r for r in h.records if r.t_end]
-        tokens = sum(len(r.token_times) for r in done)
-        ctx.say(f"{name}: {len(done)} done, {len(h.watchdog.active)} in flight, "
-                f"{tokens - last_tokens} tok in the last 1 s (parsed), "
+        # every SSE event received so far, open streams included (a long stream's tokens would
+        # otherwise show up only when it ends); a parsed stream keeps its count in `events`
+        events = sum(r.events if r.t_end else len(r.times) for r in h.records)
+        ended = Counter("completed" if r.ok else "cancelled" if r.cancelled else "failed"
+                        for r in h.records if r.t_end)
+        ctx.say(f"{name}: {ended['completed']} completed, {ended['cancelled']} cancelled, "
+                f"{ended['failed']} failed, {len(h.watchdog.active)} in flight, "
+                f"{events - last_events} events in the last 1 s, "
                 f"{len(h.watchdog.events)} hang events")
-        last_tokens = tokens
+        last_events = events
 
 
 async def reachable(client: ChatClient) -> bool:
@@ -115,7 +119,14 @@ def counted_errors(records: Iterable[RequestRecord], ignore: Sequence[str] = (R.
 
 def judge_errors(f: Findings, records: Sequence[RequestRecord], th: Thresholds,
                  *, ignore: Sequence[str] = (R.ERR_CANCELLED,), require_completed: bool = True) -> None:
-    """FAIL when more than `max_error_rate` of the requests failed (our own cancellations aside)."""
+    """FAIL when more than `max_error_rate` of the requests failed (our own cancellations aside).
+
+    Also notes streams that completed on a finish_reason without `data: [DONE]`: complete, but a
+    server that omits the marker is worth knowing about (a proxy may be dropping it)."""
+    no_done = [r for r in records if r.ended_without_done]
+    if no_done:
+        f.note(f"{len(no_done)} of {len(records)} streams ended after their finish_reason without "
+               "data: [DONE] (counted complete)")
     judged = [r for r in records if r.error not in ignore]
     if not judged:
         if require_completed:

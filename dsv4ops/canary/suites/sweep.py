@@ -27,7 +27,7 @@ from dsv4ops.canary.fit import (
     padding_waste,
 )
 from dsv4ops.canary.loadgen import closed_loop, level_windows
-from dsv4ops.canary.records import ERR_CANCELLED, RequestRecord
+from dsv4ops.canary.records import RequestRecord
 from dsv4ops.canary.stats import summarize
 from dsv4ops.canary.suites.common import (
     Harness,
@@ -60,7 +60,7 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
     async with harness(ctx, connections=levels[-1], name="sweep") as h:
         if not await reachable(h.client):
             raise CanaryError(f"cannot reach {ctx.base_url}", hint="check --url / the target's router")
-        starts, end = await _staircase(ctx, h, mix, levels, level_s)
+        starts, end, drained = await _staircase(ctx, h, mix, levels, level_s)
     sc = h.selfcheck.report
     points = _level_points(h, levels, level_windows(starts, end))
     f = Findings()
@@ -68,9 +68,15 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
     judge_errors(f, h.records, th, require_completed=False)
     judge_hangs(f, h.watchdog, sc)
     judge_client(f, sc)
+    # The whole run, drain included: the streams still open when the staircase ends deliver
+    # tokens (all counted) until they finish or are cut, so the duration must cover that too.
+    summary = summarize(h.records, duration_s=(drained - starts[0]) / 1e9,
+                        max_concurrency=levels[-1], t0_ns=h.t0_ns)
+    if summary["cancelled"]:
+        f.note(f"{summary['cancelled']} streams still open when the staircase ended were cancelled "
+               "(not failures; their tokens are counted)")
     metrics: dict[str, Any] = {
-        "summary": summarize(h.records, duration_s=(end - starts[0]) / 1e9,
-                             max_concurrency=levels[-1], t0_ns=h.t0_ns),
+        "summary": summary,
         "levels": [p.__dict__ for p in points],
         "buckets": list(ctx.buckets),
         "hangs": h.watchdog.summary(),
@@ -107,7 +113,8 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
 
 
 async def _staircase(ctx: SuiteContext, h: Harness, mix: Mix, levels: list[int],
-                     level_s: float) -> tuple[list[int], int]:
+                     level_s: float) -> tuple[list[int], int, int]:
+    """Run the levels; returns their start times, the staircase's end and the drain's end (ns)."""
     stop = asyncio.Event()
     ids = itertools.count()
     workers: list[asyncio.Task[Any]] = []
@@ -132,17 +139,18 @@ async def _staircase(ctx: SuiteContext, h: Harness, mix: Mix, levels: list[int],
     for task in pending:
         task.cancel()
     await asyncio.gather(*workers, return_exceptions=True)
-    return starts, end
+    return starts, end, time.perf_counter_ns()
 
 
 def _level_points(h: Harness, levels: list[int], windows: list[tuple[float, float]]) -> list[LevelPoint]:
     decode = h.sampler.decode_url()
     points: list[LevelPoint] = []
-    # streams cut when the staircase ended still delivered their tokens inside the windows
-    ok = [r for r in h.records if r.ok or r.error == ERR_CANCELLED]
+    # The step time from streams that ran normally (cut ones too: their tokens came before the
+    # cut); a level's tok/s from every token received in its window, whatever its stream's end.
+    timed = [r for r in h.records if r.ok or r.cancelled]
     for level, (a, b) in zip(levels, windows, strict=False):
-        step = _stream_step_ms(ok, a, b)
-        tokens = sum(1 for r in ok for t in r.token_times if a <= t <= b)
+        step = _stream_step_ms(timed, a, b)
+        tokens = sum(1 for r in h.records for t in r.token_times if a <= t <= b)
         if step is None:
             continue
         step_metrics = tput_metrics = None
