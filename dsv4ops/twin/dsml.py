@@ -23,9 +23,9 @@ PARAMETER_START = f"<{DSML_TOKEN}parameter"
 PARAMETER_END = f"</{DSML_TOKEN}parameter>"
 THINK_END = "</think>"  # DSV4's end-of-reasoning token (srt/parser/reasoning_parser.py)
 
-# A DSML tag opener is one token; the rest is words and punctuation, leading space kept, so the
-# tokens join back to the exact text.
-_TOKEN_RE = re.compile(rf"\s*(?:</?{DSML_TOKEN}\w+|\w+|[^\w\s])")
+# A DSML tag opener is one token; the rest is words and runs of punctuation (`="`, `">`: BPE
+# merges them), leading space kept, so the tokens join back to the exact text.
+_TOKEN_RE = re.compile(rf"\s*(?:</?{DSML_TOKEN}\w+|\w+|[^\w\s]+)")
 
 
 def render_call(name: str, args: dict[str, Any]) -> str:
