@@ -2,7 +2,9 @@
 
 The failure shapes come from real incidents: `name: null`, duplicated/concatenated `arguments`
 (sglang#23071), invalid JSON under streaming (vllm#38946), and in the seeds a multi-stream-overlap
-race that put one request's values into another's call (cross-talk). Every problem is reported as a
+race that, through SGLang 0.5.23's `deepseekv4` parser (which only ever emits complete calls with
+json.dumps arguments), showed up as missing calls, one request's values in another's call
+(cross-talk) and DSML markup in `content`. Every problem is reported as a
 `ToolProblem(kind, detail)` so a suite can count them by kind.
 """
 
@@ -25,10 +27,21 @@ SCHEMA = "schema_violation"
 NONCE_MISMATCH = "nonce_mismatch"
 CROSS_TALK = "cross_talk"
 MARKUP_IN_CONTENT = "markup_in_content"
+# Not corruption: the call did not fit in max_tokens (e.g. reasoning used the budget).
+CUT_BY_MAX_TOKENS = "cut_by_max_tokens"
 
-# Tool-call markup that must never leak into `content` when the parser works (DeepSeek and
-# generic JSON/XML tool-call formats).
-_MARKUP = re.compile(r"<\|?tool[▁_ ]?calls?|<tool_call>|<｜tool|\"arguments\"\s*:", re.IGNORECASE)
+# Tool-call markup that must never leak into `content` when the parser works: DSV4's DSML
+# (`<｜DSML｜tool_calls>`, `<｜DSML｜invoke name=…>`, `</｜DSML｜parameter>`; U+FF5C bars, ASCII
+# bars accepted too), older DeepSeek tokens and generic JSON/XML tool-call formats.
+_MARKUP = re.compile(
+    r"[｜|]DSML[｜|]|<\|?tool[▁_ ]?calls?|<tool_call>|<｜tool|\"arguments\"\s*:", re.IGNORECASE
+)
+# A canary nonce (workload.new_nonce) anywhere in the arguments, to spot other requests' values.
+_NONCE = re.compile(r"(?<![0-9a-f])[0-9a-f]{12}(?![0-9a-f])")
+
+
+def has_markup(text: str) -> bool:
+    return bool(text) and _MARKUP.search(text) is not None
 
 
 @dataclass
@@ -89,53 +102,56 @@ def check_calls(
     known_nonces: Mapping[str, str] | None = None,
     content: str = "",
     require_call: bool = True,
+    finish_reason: str | None = None,
 ) -> list[ToolProblem]:
     """Validate joined calls against the declared tools (name → JSON schema of the parameters).
 
     `expected_nonce`: the value this request's call must carry in its `nonce` argument.
-    `known_nonces`: every nonce issued in the run (nonce → request id), to tell cross-talk (another
-    request's nonce) from plain corruption.
+    `known_nonces`: every nonce issued in the run (nonce → request id): another request's nonce
+    anywhere in the arguments is cross-talk, not plain corruption.
     """
     problems: list[ToolProblem] = []
-    if content and _MARKUP.search(content):
+    if has_markup(content):
         problems.append(ToolProblem(MARKUP_IN_CONTENT, f"content has tool-call markup: {content[:80]!r}"))
     if not calls:
-        if require_call:
-            problems.append(ToolProblem(MISSING_CALL, "no tool call in the response"))
+        if require_call and finish_reason == "length":
+            problems.append(ToolProblem(CUT_BY_MAX_TOKENS, "no tool call: the output reached "
+                                        "max_tokens first (finish_reason length)"))
+        elif require_call:
+            problems.append(ToolProblem(MISSING_CALL, "no tool call in the response "
+                                        f"(finish_reason {finish_reason!r})"))
         return problems
     for call in calls:
         problems.extend(call.problems)
-        if not call.name:
-            problems.append(ToolProblem(MISSING_NAME, f"call {call.index} has no function name"))
-            continue
-        schema = tools.get(call.name)
-        if schema is None:
-            problems.append(ToolProblem(UNKNOWN_TOOL, f"call {call.index} names undeclared tool {call.name!r}"))
-            continue
-        try:
-            args = json.loads(call.arguments) if call.arguments.strip() else {}
-        except ValueError as exc:
-            problems.append(
-                ToolProblem(INVALID_JSON, f"{call.name}: {exc.msg} in {call.arguments[:120]!r}")
-            )
-            continue
-        errors = validate_schema(args, schema)
-        if errors:
-            problems.append(ToolProblem(SCHEMA, f"{call.name}: {errors[0]}"))
-            continue
-        if expected_nonce is not None and isinstance(args, dict) and "nonce" in args:
-            got = args["nonce"]
-            if got != expected_nonce:
-                owner = (known_nonces or {}).get(str(got))
-                if owner is not None:
-                    problems.append(
-                        ToolProblem(CROSS_TALK, f"{call.name}: nonce {got!r} belongs to request {owner}")
-                    )
-                else:
-                    problems.append(
-                        ToolProblem(NONCE_MISMATCH, f"{call.name}: nonce {got!r}, expected {expected_nonce!r}")
-                    )
+        problems.extend(_check_one(call, tools, expected_nonce, known_nonces or {}))
     return problems
+
+
+def _check_one(call: ToolCall, tools: Mapping[str, Mapping[str, Any]], expected_nonce: str | None,
+               known_nonces: Mapping[str, str]) -> list[ToolProblem]:
+    if not call.name:
+        return [ToolProblem(MISSING_NAME, f"call {call.index} has no function name")]
+    schema = tools.get(call.name)
+    if schema is None:
+        return [ToolProblem(UNKNOWN_TOOL, f"call {call.index} names undeclared tool {call.name!r}")]
+    try:
+        args = json.loads(call.arguments) if call.arguments.strip() else {}
+    except ValueError as exc:
+        return [ToolProblem(INVALID_JSON, f"{call.name}: {exc.msg} in {call.arguments[:120]!r}")]
+    if expected_nonce is not None:
+        for found in _NONCE.findall(call.arguments):
+            owner = known_nonces.get(found)
+            if found != expected_nonce and owner is not None:
+                return [ToolProblem(CROSS_TALK, f"{call.name}: value with nonce {found!r} of "
+                                    f"request {owner} in {call.arguments[:120]!r}")]
+    errors = validate_schema(args, schema)
+    if errors:
+        return [ToolProblem(SCHEMA, f"{call.name}: {errors[0]}")]
+    if expected_nonce is not None and isinstance(args, dict) and "nonce" in args \
+            and args["nonce"] != expected_nonce:
+        return [ToolProblem(NONCE_MISMATCH,
+                            f"{call.name}: nonce {args['nonce']!r}, expected {expected_nonce!r}")]
+    return []
 
 
 _TYPES: dict[str, tuple[type, ...]] = {

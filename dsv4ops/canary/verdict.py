@@ -127,6 +127,15 @@ class Thresholds:
     sweep_max_tokens: int = 512
     sweep_min_r2: float = 0.9
     soak_concurrency: int = 16
+    # Requests ask for reasoning first (chat_template_kwargs.thinking); tool-call and fixed-answer
+    # requests get this many more max_tokens, since reasoning counts against max_tokens.
+    thinking: bool = False
+    thinking_budget_tokens: int = 1024
+    # SGLang's deepseekv4 parser streams nothing while a call's DSML is decoded (one delta when
+    # it closes): ~70 tokens, 7 s at 100 ms a step. The corruption suite, where every stream is
+    # a tool call, tolerates this much silence before it calls a stream stalled or the server
+    # frozen (the abort-cascade and smoke suites keep stall_s / freeze_s).
+    tool_call_silence_s: float = 15.0
 
     def with_overrides(self, **changes: Any) -> Thresholds:
         """Copy with the known, well-typed values of `changes` (others keep the defaults: a
@@ -139,11 +148,19 @@ class Thresholds:
             numeric = isinstance(default, int | float) and not isinstance(default, bool)
             if numeric and (isinstance(value, bool) or not isinstance(value, int | float)):
                 continue
+            if isinstance(default, bool) and not isinstance(value, bool):
+                continue
             kept[f.name] = value
         return replace(self, **kept)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def thinking_mode(self) -> Any:
+        """The workload's view of `thinking` (workload.Thinking)."""
+        from dsv4ops.canary.workload import Thinking
+
+        return Thinking(on=self.thinking, budget=self.thinking_budget_tokens)
 
 
 def thresholds_from_profile(profile: Any) -> Thresholds:

@@ -3,7 +3,12 @@
 Prompt convention: `CALL <tool> <json>` asks for a call of <tool> with exactly those arguments,
 `SAY <text>` for a fixed answer (the twin implements both literally, docs/twin.md; a real model
 follows the plain-English instruction that comes with them). Every tool-call request carries a
-fresh nonce the call must echo, so a value from another request (cross-talk) is caught.
+fresh nonce the call must echo, planted in each of its string arguments, so a value from another
+request (cross-talk) is caught whichever argument it lands in.
+
+Thinking (`canary.thinking`): every body asks for `chat_template_kwargs: {"thinking": true}`
+(DSV4's reasoning is off without it), and requests that must end in a call or a fixed answer get
+`thinking_budget` more max_tokens, because reasoning tokens count against max_tokens.
 """
 
 from __future__ import annotations
@@ -57,8 +62,23 @@ def new_nonce() -> str:
     return secrets.token_hex(6)
 
 
+@dataclass(frozen=True)
+class Thinking:
+    """Whether requests ask the model to reason first, and the extra max_tokens that takes."""
+
+    on: bool = False
+    budget: int = 1024
+
+    def extra_tokens(self) -> int:
+        return self.budget if self.on else 0
+
+
+NO_THINKING = Thinking()
+
+
 def base_body(messages: list[dict[str, Any]], *, max_tokens: int, model: str = "default",
-              tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+              tools: list[dict[str, Any]] | None = None,
+              thinking: Thinking = NO_THINKING) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
         "messages": messages,
@@ -70,6 +90,8 @@ def base_body(messages: list[dict[str, Any]], *, max_tokens: int, model: str = "
     if tools:
         body["tools"] = tools
         body["tool_choice"] = "auto"
+    if thinking.on:
+        body["chat_template_kwargs"] = {"thinking": True}
     return body
 
 
@@ -108,8 +130,10 @@ class Mix:
     """Body factory for throughput suites: plain prompts with every `tool_every`-th a tool call."""
 
     def __init__(self, *, prefix: str, max_tokens: int, model: str = "default",
-                 tool_every: int = 0, nonces: NonceBook | None = None) -> None:
+                 tool_every: int = 0, nonces: NonceBook | None = None,
+                 thinking: Thinking = NO_THINKING) -> None:
         self.prefix = prefix
+        self.thinking = thinking
         self.max_tokens = max_tokens
         self.model = model
         self.tool_every = tool_every
@@ -124,19 +148,23 @@ class Mix:
             args = {"nonce": nonce, "order_id": next(self._order)}
             self.expect[rid] = ToolExpectation("lookup_order", nonce, args)
             msgs = [{"role": "user", "content": call_prompt("lookup_order", args)}]
-            return rid, base_body(msgs, max_tokens=max(self.max_tokens, 96), model=self.model,
-                                  tools=TOOLS)
+            return rid, base_body(msgs, max_tokens=max(self.max_tokens, 96)
+                                  + self.thinking.extra_tokens(), model=self.model, tools=TOOLS,
+                                  thinking=self.thinking)
         msgs = [{"role": "user", "content": text_prompt(i)}]
-        return rid, base_body(msgs, max_tokens=self.max_tokens, model=self.model)
+        return rid, base_body(msgs, max_tokens=self.max_tokens, model=self.model,
+                              thinking=self.thinking)
 
 
 def session_turn_body(
     history: list[dict[str, Any]], session: str, step: int, nonce: str, *, model: str = "default",
-    max_tokens: int = 128,
+    max_tokens: int = 128, thinking: Thinking = NO_THINKING,
 ) -> tuple[dict[str, Any], ToolExpectation]:
-    args = {"nonce": nonce, "session": session, "step": step, "path": f"/work/{session}/f{step}.py"}
+    args = {"nonce": nonce, "session": f"{session}-{nonce}", "step": step,
+            "path": f"/work/{session}/{nonce}/f{step}.py"}
     history.append({"role": "user", "content": call_prompt("record_step", args)})
-    body = base_body(list(history), max_tokens=max_tokens, model=model, tools=TOOLS)
+    body = base_body(list(history), max_tokens=max_tokens + thinking.extra_tokens(), model=model,
+                     tools=TOOLS, thinking=thinking)
     return body, ToolExpectation("record_step", nonce, args)
 
 

@@ -4,6 +4,11 @@ This is the only deploy check that exercises the KV transfer from prefill to dec
 workers' /health generates with a fake bootstrap host and needs no peer; the router's /health
 is liveness only). It sends streaming chat completions and a non-streaming one that must call a
 tool, and checks what came back, not just the status code.
+
+A server that reasons (DSV4 with --reasoning-parser deepseek-v4 and thinking on, e.g. through
+SGLANG_DEFAULT_THINKING) spends tokens on `reasoning_content` first, and those count against
+max_tokens: the streaming check counts reasoning as generated output, and the tool-call check
+leaves room for reasoning before the call (a model that does not reason stops after the call).
 """
 
 from __future__ import annotations
@@ -26,6 +31,10 @@ WEATHER_TOOL = {
         },
     },
 }
+
+
+# ~30 tokens for the call itself, the rest for reasoning that may come first
+TOOL_CALL_MAX_TOKENS = 1024
 
 
 @dataclass
@@ -102,7 +111,7 @@ def _tool_call_chat(control: TargetControl, base: str, model: str, timeout_s: fl
         "tools": [WEATHER_TOOL],
         "tool_choice": "required",
         "stream": False,
-        "max_tokens": 64,
+        "max_tokens": TOOL_CALL_MAX_TOKENS,
         "temperature": 0,
     }
     reply = _post(control, base + "/v1/chat/completions", payload, timeout_s)
@@ -121,7 +130,9 @@ def _fail(what: str, reply: Any) -> str:
 
 
 def parse_chat_stream(body: str) -> tuple[str, str | None, bool, str | None]:
-    """(text, finish_reason, saw [DONE], problem) of an SSE chat-completion stream body."""
+    """(text, finish_reason, saw [DONE], problem) of an SSE chat-completion stream body; `text`
+    includes `reasoning_content` (generated output too, and possibly all of it at small
+    max_tokens)."""
     text: list[str] = []
     finish = None
     done = False
@@ -147,7 +158,7 @@ def parse_chat_stream(body: str) -> tuple[str, str | None, bool, str | None]:
             )
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
-            text.append(delta.get("content") or "")
+            text.append((delta.get("reasoning_content") or "") + (delta.get("content") or ""))
             finish = choice.get("finish_reason") or finish
     return "".join(text), finish, done, None
 
@@ -161,6 +172,10 @@ def check_tool_call_reply(body: str) -> str | None:
         return f"not a chat completion: {body[:200]!r}"
     calls = message.get("tool_calls") or []
     if not calls:
+        finish = data["choices"][0].get("finish_reason")
+        if finish == "length" and message.get("reasoning_content"):
+            return (f"no tool call: reasoning used all {TOOL_CALL_MAX_TOKENS} max_tokens "
+                    f"(reasoning: {str(message['reasoning_content'])[:60]!r})")
         return f"no tool call in the reply (content: {str(message.get('content'))[:80]!r})"
     fn = calls[0].get("function") or {}
     if fn.get("name") != "get_weather":

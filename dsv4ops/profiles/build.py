@@ -123,6 +123,8 @@ def build_profile(
             sawtooth_max_drop_pct=c["sawtooth_max_drop_pct"],
             stall_s=c["stall_s"],
             freeze_s=c["freeze_s"],
+            thinking=c["thinking"],
+            thinking_budget_tokens=c["thinking_budget_tokens"],
         ),
         git_rev=git_rev,
     )

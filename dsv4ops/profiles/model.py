@@ -88,6 +88,8 @@ class CanaryThresholds:
     sawtooth_max_drop_pct: float
     stall_s: float
     freeze_s: float
+    thinking: bool = False  # suites ask for reasoning (chat_template_kwargs.thinking)
+    thinking_budget_tokens: int = 1024
 
 
 @dataclass(frozen=True)

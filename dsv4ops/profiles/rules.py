@@ -302,6 +302,11 @@ def rule_misc(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarni
             )
     if sink.usable("canary.sweep_concurrency") and any(c < 1 for c in p.canary.sweep_concurrency):
         sink.report(prov.error("canary.sweep_concurrency", "concurrency levels must be >= 1"))
+    if sink.usable("canary.thinking") and p.canary.thinking and not p.model.reasoning_parser:
+        # SGLang separates reasoning only with --reasoning-parser; without it the canary's
+        # thinking requests would get the reasoning in `content`.
+        sink.report(prov.error("canary.thinking", "thinking needs model.reasoning_parser "
+                               "(deepseek-v4 for DSV4)"))
     return []
 
 

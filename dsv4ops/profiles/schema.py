@@ -134,6 +134,10 @@ PROFILE_SCHEMA: Schema = {
         # under 3 s, far below SGLang's 300 s timeouts.
         "stall_s": Field("float", default=2.0, minimum=0.1),
         "freeze_s": Field("float", default=2.0, minimum=0.1),
+        # Run the suites with chat_template_kwargs.thinking (needs model.reasoning_parser);
+        # tool-call requests get thinking_budget_tokens more max_tokens for the reasoning.
+        "thinking": Field("bool", default=False),
+        "thinking_budget_tokens": Field("int", default=1024, minimum=1),
     },
 }
 

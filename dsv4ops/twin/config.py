@@ -42,6 +42,9 @@ class TwinConfig:
     waiting_timeout_s: float = 300.0
     bootstrap_timeout_s: float = 300.0
     throughput_window_s: float = 2.0
+    # the corrupt hazard's output shapes (twin/corruption.py); one is picked per corrupted request
+    corrupt_shapes: tuple[str, ...] = ("dropped_call", "cross_talk", "dsml_in_content")
+    reasoning_tokens: int = 32  # reasoning tokens per request with thinking on
 
     def wall(self, model_seconds: float) -> float:
         """Model seconds → wall seconds."""
@@ -62,7 +65,8 @@ _FLOATS = {
     "CORRUPT_PROB": "corrupt_prob",
     "THROUGHPUT_WINDOW_S": "throughput_window_s",
 }
-_INTS = {"WEDGE_ABORTS": "wedge_aborts", "CORRUPT_MIN_BS": "corrupt_min_bs", "SEED": "seed"}
+_INTS = {"WEDGE_ABORTS": "wedge_aborts", "CORRUPT_MIN_BS": "corrupt_min_bs", "SEED": "seed",
+         "REASONING_TOKENS": "reasoning_tokens"}
 # SGLang's own env vars for the same timeouts; the DSV4_TWIN_ names override them.
 _SGLANG_TIMEOUTS = {
     "health_timeout_s": ("SGLANG_HEALTH_CHECK_TIMEOUT", "HEALTH_TIMEOUT_S"),
@@ -114,6 +118,14 @@ def load_config(env: Mapping[str, str] | None = None) -> TwinConfig:
     hazards_raw = env.get(PREFIX + "HAZARDS", "auto").strip().lower()
     if hazards_raw not in ("auto", "on", "off"):
         raise TwinConfigError(f"{PREFIX}HAZARDS={hazards_raw!r}: expected auto or off")
+    shapes_raw = env.get(PREFIX + "CORRUPT_SHAPES", "").strip()
+    if shapes_raw:
+        from .corruption import check_shapes
+
+        try:
+            values["corrupt_shapes"] = check_shapes(shapes_raw.split(","))
+        except ValueError as exc:
+            raise TwinConfigError(f"{PREFIX}CORRUPT_SHAPES={shapes_raw!r}: {exc}") from None
     return TwinConfig(
         **values,  # type: ignore[arg-type]
         event_log=env.get(PREFIX + "EVENT_LOG") or None,

@@ -7,6 +7,10 @@ Prompt convention (the last user message; see docs/twin.md):
     forced one, else one picked by hash); arguments follow its JSON schema, taking values named in
     the message as `key=value` or in a JSON object;
   * otherwise: pseudo-text of max_tokens tokens derived from a hash of the prompt.
+
+A tool call is decoded as its DSML markup (`dsml.py`), one stand-in token per step; with
+`chat_template_kwargs.thinking` the answer is preceded by reasoning tokens and `</think>`. Both
+count against max_tokens, as on SGLang.
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from . import dsml
 
 _WORDS = (
     "the decode step moves tokens through experts while attention reads the cache and the "
@@ -27,7 +33,16 @@ _CALL_RE = re.compile(r"CALL\s+([A-Za-z_][\w.-]*)\s+(\{.*\})", re.S)
 _SAY_RE = re.compile(r"SAY\s+(.+)", re.S)
 _KV_RE = re.compile(r"\b([A-Za-z_]\w*)=(\"[^\"]*\"|'[^']*'|[^\s,;]+)")
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
-ARG_CHUNK_CHARS = 4
+DEFAULT_REASONING_TOKENS = 32
+
+# Output pieces: (kind, text). Kinds: "reasoning" (a reasoning_content delta), "text" (content),
+# "hidden" (decoded but not streamed: DSML the parser holds, `</think>`), "call" (the token that
+# closes an invoke block; its text is a dsml.CallEnd carrying the call).
+Piece = tuple[str, str]
+# What the tool-call parser makes of the DSML the model emitted.
+CALL_PARSED = "parsed"  # one delta with the whole call
+CALL_DROPPED = "dropped"  # a malformed invoke: dropped, fail closed (no call, finish "stop")
+CALL_IN_CONTENT = "in_content"  # not parsed: the markup is streamed as content
 
 
 def count_tokens(text: str) -> int:
@@ -46,26 +61,75 @@ def _pick(key: str, n: int, i: int = 0) -> int:
 @dataclass(frozen=True)
 class ToolCall:
     name: str
-    arguments: str  # JSON text, as OpenAI carries it
+    arguments: str  # JSON text, as OpenAI carries it (what the parser makes of `markup`)
+    markup: str = ""  # the DSML the model emits for it
+
+
+def make_call(name: str, args: dict[str, Any]) -> ToolCall:
+    return ToolCall(name, dsml.parsed_arguments(args), dsml.render_call(name, args))
 
 
 @dataclass
 class Plan:
-    """What the model will emit for one request: pieces are text or argument fragments."""
+    """What the model will emit for one request: reasoning, then text or one tool call."""
 
     key: str
     text_pieces: Sequence[str]
     tool_call: ToolCall | None
     natural_stop: bool  # True if the output ends before max_tokens by itself
+    reasoning: Sequence[str] = ()
+    reasoning_parsed: bool = True  # False without --reasoning-parser: reasoning is content
+    call_shape: str = CALL_PARSED
+    _pieces_cache: list[Piece] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def _thinking_len(self) -> int:
+        return len(self.reasoning) + 1 if self.reasoning else 0  # + `</think>`
 
     def token_count(self) -> int:
+        answer = len(self.call_pieces()) if self.tool_call is not None else len(self.text_pieces)
+        return self._thinking_len() + answer
+
+    def finish_reason(self) -> str:
+        """How the output ends when it is not cut by max_tokens."""
+        parsed = self.tool_call is not None and self.call_shape == CALL_PARSED
+        return "tool_calls" if parsed else "stop"
+
+    def piece(self, i: int) -> Piece:
+        n = len(self.reasoning)
+        if i < n:
+            return ("reasoning" if self.reasoning_parsed else "text", self.reasoning[i])
+        if n and i == n:
+            return ("hidden" if self.reasoning_parsed else "text", dsml.THINK_END)
+        j = i - self._thinking_len()
         if self.tool_call is not None:
-            return 1 + len(split_arguments(self.tool_call.arguments))
-        return len(self.text_pieces)
+            return self.call_pieces()[j]
+        return ("text", self.text_pieces[j])
+
+    def set_call(self, call: ToolCall | None, shape: str | None = None) -> None:
+        self.tool_call = call
+        self.call_shape = shape or self.call_shape
+        self._pieces_cache = None
+
+    def call_pieces(self) -> list[Piece]:
+        if self._pieces_cache is None:
+            self._pieces_cache = _call_pieces(self.tool_call, self.call_shape) \
+                if self.tool_call is not None else []
+        return self._pieces_cache
 
 
-def split_arguments(arguments: str) -> list[str]:
-    return [arguments[i:i + ARG_CHUNK_CHARS] for i in range(0, len(arguments), ARG_CHUNK_CHARS)]
+def _call_pieces(call: ToolCall, shape: str) -> list[Piece]:
+    toks = dsml.tokens(call.markup)
+    if shape == CALL_IN_CONTENT:
+        return [("text", t) for t in toks]
+    pieces: list[Piece] = [("hidden", t) for t in toks]
+    if shape == CALL_PARSED:
+        text = ""
+        for i, t in enumerate(toks):  # the parser emits the call when the invoke closes
+            text += t
+            if text.endswith(dsml.INVOKE_END):
+                pieces[i] = ("call", dsml.CallEnd(t, call.name, call.arguments))
+                break
+    return pieces
 
 
 class PseudoText(Sequence[str]):
@@ -204,13 +268,38 @@ def _choose_tool(
     return fns[_pick(key, len(fns))]
 
 
+@dataclass(frozen=True)
+class ChatOptions:
+    """What the server and the request add to the plan (SGLang's parsers, thinking)."""
+
+    tool_parser: bool = True  # --tool-call-parser set: DSML becomes tool calls
+    reasoning_parser: bool = False  # --reasoning-parser set: reasoning is reasoning_content
+    thinking: bool = False  # chat_template_kwargs.thinking is true
+    reasoning_tokens: int = DEFAULT_REASONING_TOKENS
+
+
 def plan_chat(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None,
     tool_choice: Any,
     max_tokens: int,
+    options: ChatOptions | None = None,
 ) -> Plan:
     """The deterministic answer to a chat request."""
+    options = options or ChatOptions()
+    plan = _answer(messages, tools, tool_choice, max_tokens)
+    if plan.tool_call is not None and not options.tool_parser:
+        plan.set_call(plan.tool_call, CALL_IN_CONTENT)
+    if options.thinking and options.reasoning_tokens > 0:
+        plan.reasoning = pseudo_text(plan.key + "\x1fthink", options.reasoning_tokens)
+        plan.reasoning_parsed = options.reasoning_parser
+        if not plan.natural_stop:  # free text fills what the reasoning left of max_tokens
+            plan.text_pieces = pseudo_text(plan.key, max(0, max_tokens - plan._thinking_len()))
+    return plan
+
+
+def _answer(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+            tool_choice: Any, max_tokens: int) -> Plan:
     key = prompt_of_messages(messages)
     text = last_user_text(messages)
     fns = _functions(tools)
@@ -220,15 +309,15 @@ def plan_chat(
         name, raw = call.group(1), call.group(2)
         obj = _first_json_object(raw)
         if any(f["name"] == name for f in fns) and obj is not None:
-            return Plan(key, [], ToolCall(name, json.dumps(obj)), True)
+            return Plan(key, [], make_call(name, obj), True)
     say = _SAY_RE.search(text)
     if say and not (call and tools_allowed):
         return Plan(key, _pieces_of(say.group(1).strip()), None, True)
     if tools_allowed:
         fn = _choose_tool(fns, tool_choice, text, key)
         if fn is not None:
-            args = _arguments_for(fn, _named_values(text), key)
-            return Plan(key, [], ToolCall(fn["name"], json.dumps(args)), True)
+            return Plan(key, [], make_call(fn["name"], _arguments_for(fn, _named_values(text), key)),
+                        True)
     return Plan(key, pseudo_text(key, max_tokens), None, False)
 
 
@@ -241,28 +330,3 @@ def plan_completion(prompt: str, max_tokens: int) -> Plan:
 
 def _pieces_of(text: str) -> list[str]:
     return re.findall(r"\s*\S+", text) or [text]
-
-
-# --- corruption (the multi-stream-overlap race) -------------------------------------------
-
-
-def corrupt_plan(plan: Plan, other: Plan | None, roll: int) -> str:
-    """Corrupt `plan` in place the way the race did; returns the kind of corruption."""
-    if plan.tool_call is not None:
-        if other is not None and other.tool_call is not None and other.key != plan.key:
-            plan.tool_call = ToolCall(plan.tool_call.name, other.tool_call.arguments)
-            return "tool_args_cross_request"
-        args = plan.tool_call.arguments
-        cut = max(1, len(args) * 3 // 5)
-        plan.tool_call = ToolCall(plan.tool_call.name, args[:cut] + '",,')
-        return "tool_args_invalid_json"
-    donor = list(other.text_pieces[:64]) if other is not None and len(other.text_pieces) else [""]
-    phase = roll % 3
-    if isinstance(plan.text_pieces, PseudoText):
-        plan.text_pieces = PseudoText(plan.key, plan.text_pieces.n, (donor, phase))
-    else:
-        pieces = list(plan.text_pieces)
-        for i in range(phase, len(pieces), 3):
-            pieces[i] = donor[i % len(donor)] + "\ufffd"
-        plan.text_pieces = pieces
-    return "garbled_text"

@@ -17,16 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import TwinConfig
-from .content import Plan, corrupt_plan, split_arguments
+from .content import Piece, Plan
+from .corruption import corrupt_plan
 from .events import EventLog
 from .hazards import HazardBoard
 from .perf import padded_batch, step_ms
 
 # How far behind its deadlines the loop may fall before it gives up catching up (a CPU stall).
 CATCH_UP_LIMIT_S = 0.25
-
-# Output pieces: ("text", s), ("tool_header", name) or ("args", fragment).
-Piece = tuple[str, str]
 
 
 @dataclass(eq=False)
@@ -51,17 +49,11 @@ class Req:
         plan = self.plan
         full = plan.token_count()
         self.n_tokens = min(full, max(self.max_tokens, 0))
-        if plan.natural_stop and full <= self.max_tokens:
-            self._natural = "tool_calls" if plan.tool_call is not None else "stop"
-        else:
-            self._natural = "length"
-        self._args = split_arguments(plan.tool_call.arguments) if plan.tool_call else []
+        natural = plan.natural_stop and full <= self.max_tokens
+        self._natural = plan.finish_reason() if natural else "length"
 
     def piece(self, i: int) -> Piece:
-        plan = self.plan
-        if plan.tool_call is not None:
-            return ("tool_header", plan.tool_call.name) if i == 0 else ("args", self._args[i - 1])
-        return ("text", plan.text_pieces[i])
+        return self.plan.piece(i)
 
     @property
     def pieces(self) -> list[Piece]:
@@ -212,10 +204,14 @@ class DecodeEngine:
             same_kind = [r for r in others
                          if (r.plan.tool_call is None) == (req.plan.tool_call is None)]
             donor = self._rng.choice(same_kind).plan if same_kind else None
-            kind = corrupt_plan(req.plan, donor, self._rng.randrange(1 << 30))
-            req.corrupted = kind
+            shape = corrupt_plan(req.plan, donor, self._rng.randrange(1 << 30),
+                                 self.hazards.corrupt_shapes)
+            if shape is None:
+                continue
+            req.corrupted = shape
             req.build_pieces()
-            self.events.emit("corrupted", rid=req.rid, kind=kind, batch=batch, padded_bs=padded)
+            self.events.emit("corrupted", rid=req.rid, kind=shape, shape=shape, batch=batch,
+                             padded_bs=padded)
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()

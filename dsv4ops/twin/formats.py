@@ -8,16 +8,19 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from .engine import Piece
+from .content import Piece
 
 VOCAB_SIZE = 129280  # DSV4 tokenizer size; output_ids are stand-ins
 
 
 def sse(obj: Any) -> bytes:
-    payload = obj if isinstance(obj, str) else json.dumps(obj, separators=(",", ":"))
+    # compact and UTF-8 as SGLang's msgspec/pydantic encoders write it (DSML's U+FF5C stays raw)
+    payload = obj if isinstance(obj, str) else json.dumps(obj, separators=(",", ":"),
+                                                          ensure_ascii=False)
     return f"data: {payload}\n\n".encode()
 
 
@@ -38,69 +41,95 @@ class Job:
     max_tokens: int
     created: int
     started: float = field(default_factory=time.monotonic)  # for meta_info.e2e_latency
+    # the request's output runs through the tool-call parser (serving_chat.py
+    # _tool_call_parsing_active): --tool-call-parser set, tools given, tool_choice not "none"
+    tool_parsing: bool = False
 
 
-def _text_and_call(pieces: list[Piece]) -> tuple[str, str | None, str]:
-    text = "".join(p for k, p in pieces if k == "text")
-    name = next((p for k, p in pieces if k == "tool_header"), None)
-    args = "".join(p for k, p in pieces if k == "args")
-    return text, name, args
+def _usage(job: Job, completion: int, reasoning: int = 0) -> dict[str, Any]:
+    """SGLang's UsageInfo (protocol.py), in its key order."""
+    return {"prompt_tokens": job.prompt_tokens, "total_tokens": job.prompt_tokens + completion,
+            "completion_tokens": completion, "prompt_tokens_details": None,
+            "reasoning_tokens": reasoning,
+            "completion_tokens_details": {"reasoning_tokens": reasoning} if reasoning else None}
 
 
-def _usage(job: Job, completion: int) -> dict[str, Any]:
-    return {"prompt_tokens": job.prompt_tokens, "completion_tokens": completion,
-            "total_tokens": job.prompt_tokens + completion, "prompt_tokens_details": None,
-            "reasoning_tokens": 0}
+def call_id() -> str:
+    """A fresh id per call, as serving_chat.py _process_tool_call_id does for deepseekv4."""
+    return f"call_{uuid.uuid4().hex[:24]}"
 
 
-def call_id(rid: str) -> str:
-    return "call_" + hashlib.sha256(rid.encode()).hexdigest()[:24]
+def _tool_call(piece: str) -> dict[str, Any]:
+    call: Any = piece  # a dsml.CallEnd: the token that closed the invoke block
+    return {"id": call_id(), "index": 0, "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments}}
 
 
 class ChatFormat:
+    """Chat chunks in the two shapes SGLang 0.5.23 writes them (serving_chat.py):
+    sse_utils.build_sse_content (role, reasoning, plain content, finish: `reasoning_content` is
+    always there, null keys omitted) and the pydantic ChatCompletionStreamResponse (tool-call
+    deltas, text from the tool-call parser, usage: every key, `usage: null`)."""
+
     def __init__(self, job: Job) -> None:
         self.job = job
+        self.reasoning_tokens = 0
 
-    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {"id": self.job.rid, "object": "chat.completion.chunk", "created": self.job.created,
-                "model": self.job.model,
-                "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                             "finish_reason": finish, "matched_stop": None}]}
+    def _head(self) -> dict[str, Any]:
+        return {"id": self.job.rid, "object": "chat.completion.chunk",
+                "created": self.job.created, "model": self.job.model}
+
+    def _content_chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": {"reasoning_content": None, **delta}, "logprobs": None,
+                  "finish_reason": finish, "matched_stop": None}
+        return sse({**self._head(), "choices": [choice]})
+
+    def _model_chunk(self, content: str | None, calls: list[dict[str, Any]] | None) -> bytes:
+        delta: dict[str, Any] = {"role": None, "content": content, "reasoning_content": None}
+        if calls is not None:
+            delta["tool_calls"] = calls
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None,
+                  "matched_stop": None}
+        return sse({**self._head(), "choices": [choice], "usage": None})
 
     def start(self) -> list[bytes]:
-        return [sse(self._chunk({"role": "assistant", "content": ""}))]
+        return [self._content_chunk({"role": "assistant", "content": ""})]
 
     def token(self, piece: Piece) -> bytes:
         kind, value = piece
+        if kind == "reasoning":
+            self.reasoning_tokens += 1
+            return self._content_chunk({"reasoning_content": value})
         if kind == "text":
-            return sse(self._chunk({"content": value}))
-        if kind == "tool_header":
-            call = {"index": 0, "id": call_id(self.job.rid), "type": "function",
-                    "function": {"name": value, "arguments": ""}}
-            return sse(self._chunk({"content": None, "tool_calls": [call]}))
-        return sse(self._chunk({"tool_calls": [{"index": 0, "function": {"arguments": value}}]}))
+            if self.job.tool_parsing:
+                return self._model_chunk(value, None)
+            return self._content_chunk({"content": value})
+        if kind == "call":
+            return self._model_chunk(None, [_tool_call(value)])
+        return b""  # hidden: decoded, held by the parser, nothing on the wire
 
     def end(self, finish: str, completion: int) -> list[bytes]:
-        out = [sse(self._chunk({}, finish))]
+        out = [self._content_chunk({}, finish)]
         if self.job.include_usage:
-            out.append(sse({"id": self.job.rid, "object": "chat.completion.chunk",
-                            "created": self.job.created, "model": self.job.model,
-                            "choices": [], "usage": _usage(self.job, completion)}))
+            out.append(sse({**self._head(), "choices": [],
+                            "usage": _usage(self.job, completion, self.reasoning_tokens)}))
         return out
 
     def full(self, pieces: list[Piece], finish: str) -> dict[str, Any]:
-        text, name, args = _text_and_call(pieces)
-        calls = None
-        if name is not None:
-            calls = [{"id": call_id(self.job.rid), "index": 0, "type": "function",
-                      "function": {"name": name, "arguments": args}}]
-        message = {"role": "assistant", "content": None if calls else text,
-                   "reasoning_content": None, "tool_calls": calls}
+        text = "".join(p for k, p in pieces if k == "text")
+        reasoning = "".join(p for k, p in pieces if k == "reasoning")
+        message: dict[str, Any] = {"role": "assistant", "content": text,
+                                   "reasoning_content": reasoning or None}
+        calls = [_tool_call(p) for k, p in pieces if k == "call"]
+        if calls:
+            message["tool_calls"] = calls
+        n_reasoning = sum(1 for k, _ in pieces if k == "reasoning")
         return {"id": self.job.rid, "object": "chat.completion", "created": self.job.created,
                 "model": self.job.model,
                 "choices": [{"index": 0, "message": message, "logprobs": None,
                              "finish_reason": finish, "matched_stop": None}],
-                "usage": _usage(self.job, len(pieces)), "metadata": {"weight_version": "default"}}
+                "usage": _usage(self.job, len(pieces), n_reasoning),
+                "metadata": {"weight_version": "default"}}
 
 
 class CompletionFormat:

@@ -1,18 +1,23 @@
 """Hazard switches: each hazard is auto (on exactly when its condition holds), force or off.
 
 Start-up: DSV4_TWIN_FORCE=degrade,wedge,corrupt forces a subset, DSV4_TWIN_HAZARDS=off turns all
-off. Run time: POST /_twin/hazard {"hazard": NAME, "state": "force"|"off"|"auto"}.
+off. Run time: POST /_twin/hazard {"hazard": NAME, "state": "force"|"off"|"auto"}, for `corrupt`
+optionally with "shapes": [...] (twin/corruption.py; start-up: DSV4_TWIN_CORRUPT_SHAPES).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .config import HAZARD_NAMES, TwinConfig
+from .corruption import check_shapes
 
 STATES = ("auto", "force", "off")
 
 
 class HazardBoard:
     def __init__(self, config: TwinConfig) -> None:
+        self.corrupt_shapes: tuple[str, ...] = tuple(config.corrupt_shapes)
         self._state = {}
         for name in HAZARD_NAMES:
             if name in config.force:
@@ -32,6 +37,12 @@ class HazardBoard:
         if state not in STATES:
             raise ValueError(f"unknown state {state!r}; choose from {', '.join(STATES)}")
         self._state[name] = state
+
+    def set_corrupt_shapes(self, shapes: Sequence[str]) -> None:
+        """Raises ValueError on an unknown shape or an empty list."""
+        if isinstance(shapes, str) or not isinstance(shapes, Sequence):
+            raise ValueError(f"shapes must be a list of names, got {shapes!r}")
+        self.corrupt_shapes = check_shapes([str(s) for s in shapes])
 
     def active(self, name: str, condition: bool) -> bool:
         """Whether the hazard applies now, given whether its real-world condition holds."""

@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from .formats import error_body
-from .parse import BadRequest, parse
+from .parse import BadRequest, Parsers, parse
 from .server import CONTEXT_LEN, MAX_TOTAL_TOKENS, SGLANG_VERSION, TwinServer
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -73,6 +73,7 @@ def twin_state(s: TwinServer) -> dict[str, Any]:
         peers = [{"bootstrap": f"{h}:{p}", **info} for (h, p), info in s.receiver.prefills.items()]
     return {"role": s.role, "instance_id": s.instance_id, "pid": s.pid, "status": s.status,
             "started_at": s.started_at, "hazards": s.hazards.as_dict(),
+            "corrupt_shapes": list(s.hazards.corrupt_shapes),
             "wedged": bool(e and e.wedged), "running": len(e.running) if e else 0,
             "queued": len(e.waiting) if e else 0, "steps": e.steps_done if e else 0,
             # the rids of the requests this process is serving now (what /abort_request matches)
@@ -114,11 +115,15 @@ def build_app(s: TwinServer) -> web.Application:
             return web.json_response({"error": body}, status=404)
         return web.json_response(card())
 
+    parsers = Parsers(tool_call_parser=s.args.tool_call_parser,
+                      reasoning_parser=s.args.reasoning_parser,
+                      reasoning_tokens=s.config.reasoning_tokens)
+
     def generation(kind: str) -> Handler:
         async def handler(request: web.Request) -> web.StreamResponse:
             try:
                 body = await request.json()
-                job, plan, boot, prompt = parse(kind, body, s.args.served_model_name)
+                job, plan, boot, prompt = parse(kind, body, s.args.served_model_name, parsers)
             except (BadRequest, json.JSONDecodeError) as exc:
                 if kind == "generate":
                     return web.json_response({"error": {"message": str(exc)}}, status=400)
@@ -163,12 +168,17 @@ def build_app(s: TwinServer) -> web.Application:
         return web.json_response(twin_state(s))
 
     async def hazard(request: web.Request) -> web.Response:
+        before = s.hazards.corrupt_shapes
         try:
             body = await request.json()
+            if "shapes" in body:  # the corrupt hazard's shapes (twin/corruption.py)
+                s.hazards.set_corrupt_shapes(body["shapes"])
             s.set_hazard(str(body.get("hazard")), str(body.get("state")))
-        except (ValueError, AttributeError) as exc:
+        except (ValueError, AttributeError, TypeError) as exc:
+            s.hazards.corrupt_shapes = before  # a rejected request changes nothing
             return web.json_response({"error": str(exc)}, status=400)
-        return web.json_response({"hazards": s.hazards.as_dict()})
+        return web.json_response({"hazards": s.hazards.as_dict(),
+                                  "corrupt_shapes": list(s.hazards.corrupt_shapes)})
 
     @web.middleware
     async def count_http(request: web.Request, handler: Handler) -> web.StreamResponse:

@@ -74,6 +74,31 @@ def test_missing_call_unknown_tool_and_markup() -> None:
     assert _kinds(leaked) == [T.MARKUP_IN_CONTENT]
 
 
+def test_dsml_markup_in_content_is_caught() -> None:
+    """DSV4's DSML exactly as SGLang's deepseekv4 detector spells it (U+FF5C bars)."""
+    for leaked in ('<｜DSML｜tool_calls>\n<｜DSML｜invoke name="record_step">',
+                   '</｜DSML｜parameter>', 'text <|DSML|invoke name="x">'):
+        problems = check_calls([], TOOL_SCHEMAS, expected_nonce=None, require_call=False,
+                               content=leaked)
+        assert _kinds(problems) == [T.MARKUP_IN_CONTENT], leaked
+    assert not T.has_markup("a plain answer about DSML and | pipes")
+
+
+def test_another_requests_nonce_in_any_argument_is_cross_talk() -> None:
+    planted = '{"nonce":"0123456789ab","session":"s1-ffffffffffff","step":2}'
+    calls = assemble([_d(0, "c0", "record_step", planted)])
+    problems = check_calls(calls, TOOL_SCHEMAS, expected_nonce=NONCE,
+                           known_nonces={"ffffffffffff": "req-9", NONCE: "req-1"})
+    assert _kinds(problems) == [T.CROSS_TALK] and "req-9" in problems[0].detail
+
+
+def test_a_call_cut_by_max_tokens_is_not_a_missing_call() -> None:
+    cut = check_calls([], TOOL_SCHEMAS, expected_nonce=NONCE, finish_reason="length")
+    assert _kinds(cut) == [T.CUT_BY_MAX_TOKENS]
+    dropped = check_calls([], TOOL_SCHEMAS, expected_nonce=NONCE, finish_reason="stop")
+    assert _kinds(dropped) == [T.MISSING_CALL] and "'stop'" in dropped[0].detail
+
+
 @pytest.mark.parametrize(
     ("value", "schema", "ok"),
     [

@@ -26,7 +26,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.router]
 
 STEP8 = (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96)  # profile baseline "step8"
 SAFE_DECODE = ["--enable-metrics", "--disable-overlap-schedule", "--max-running-requests", "96",
-               "--cuda-graph-bs-decode", *map(str, STEP8)]
+               "--cuda-graph-bs-decode", *map(str, STEP8), "--tool-call-parser", "deepseekv4",
+               "--reasoning-parser", "deepseek-v4"]
 SCALE = 0.3
 BASE_ENV = {"DSV4_TWIN_TIME_SCALE": str(SCALE), "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": "0"}
 TH = Thresholds(
@@ -59,9 +60,10 @@ def _run(stack: TwinStack, suite: str, **kw: object):  # type: ignore[no-untyped
                      thresholds=TH, buckets=STEP8, **kw)
 
 
-def _hazard(stack: TwinStack, name: str, state: str) -> None:
+def _hazard(stack: TwinStack, name: str, state: str, **extra: object) -> None:
     for url in (stack.prefill.url, stack.decode.url):
-        httpx.post(url + "/_twin/hazard", json={"hazard": name, "state": state}, timeout=5).raise_for_status()
+        httpx.post(url + "/_twin/hazard", json={"hazard": name, "state": state, **extra},
+                   timeout=5).raise_for_status()
 
 
 @pytest.fixture(scope="module")
@@ -116,15 +118,52 @@ def test_sweep_report_counts_its_own_cancellations_apart_and_every_token(safe_st
     assert report["summary_suite"] == "sweep"
 
 
-def test_forced_multi_stream_corruption_fails_the_corruption_suite(safe_stack: TwinStack) -> None:
-    _hazard(safe_stack, "corrupt", "force")
+# Each box shape of the multi-stream-overlap race, forced (at the default 5 % of requests), and
+# the reason the suite must give for it.
+SHAPE_REASONS = {"dropped_call": "missing_tool_call", "cross_talk": "cross_talk",
+                 "dsml_in_content": "markup_in_content"}
+
+
+@pytest.mark.parametrize("shape", SHAPE_REASONS)
+def test_each_forced_corruption_shape_fails_the_corruption_suite_for_its_reason(
+        safe_stack: TwinStack, shape: str) -> None:
+    _hazard(safe_stack, "corrupt", "force", shapes=[shape])
     try:
         result = _run(safe_stack, "corruption")
     finally:
         _hazard(safe_stack, "corrupt", "off")
     assert result.verdict is Verdict.FAIL
-    assert any("tool-call corruption" in r and ("cross_talk" in r or "invalid_json" in r)
-               for r in result.reasons), result.reasons
+    reason = SHAPE_REASONS[shape]
+    assert any("tool-call corruption" in r and reason in r for r in result.reasons), result.reasons
+    assert not any("invalid_json" in r or "no tool calls" in r for r in result.reasons)
+    logged = {e.get("shape") for e in safe_stack.events() if e["event"] == "corrupted"}
+    assert shape in logged
+
+
+def test_thinking_mode_passes_and_its_reasoning_is_seen(safe_stack: TwinStack) -> None:
+    body = {"model": "default", "messages": [{"role": "user", "content": "think first"}],
+            "max_tokens": 40, "stream": True, "chat_template_kwargs": {"thinking": True}}
+    with httpx.stream("POST", safe_stack.router.url + "/v1/chat/completions", json=body,
+                      timeout=30) as resp:
+        events = sse_events(resp.iter_lines())
+    assert any(e["choices"] and e["choices"][0]["delta"].get("reasoning_content")
+               for e in events[:-1])
+    th = replace(TH, thinking=True, thinking_budget_tokens=64, stress_concurrency=16)
+    result = run_suite("corruption", safe_stack.router.url,
+                       worker_urls=[safe_stack.prefill.url, safe_stack.decode.url],
+                       thresholds=th, buckets=STEP8)
+    assert result.verdict is Verdict.PASS, result.reasons
+    assert result.metrics["tool_calls"]["checked"] >= 16 * TH.corruption_turns
+
+
+def test_a_server_without_a_tool_call_parser_is_told_apart_from_corruption() -> None:
+    no_parser = [a for a in SAFE_DECODE if a not in ("--tool-call-parser", "deepseekv4")]
+    with twin_stack(router=True, env={**BASE_ENV, "DSV4_TWIN_HAZARDS": "off"},
+                    prefill_args=["--enable-metrics"], decode_args=no_parser) as stack:
+        result = _run(stack, "corruption")
+    assert result.verdict is Verdict.FAIL
+    assert any("no tool calls in any of" in r and "parser" in r for r in result.reasons), result.reasons
+    assert not any("tool-call corruption" in r for r in result.reasons)
 
 
 def test_abort_cascade_aborts_only_the_canary_streams_not_a_users(safe_stack: TwinStack) -> None:

@@ -18,6 +18,32 @@ def test_stream_without_text_or_with_error_fails():
     assert text == "" and done
 
 
+def test_reasoning_counts_as_generated_output():
+    reasoning_only = ('data: {"choices":[{"delta":{"reasoning_content":"Let me think"}}]}\n\n'
+                      'data: {"choices":[{"delta":{"reasoning_content":null},'
+                      '"finish_reason":"length"}]}\n\ndata: [DONE]\n\n')
+    text, finish, done, problem = parse_chat_stream(reasoning_only)
+    assert (text, finish, done, problem) == ("Let me think", "length", True, None)
+
+
+def test_tool_call_probe_leaves_room_for_reasoning_and_names_it_when_it_ran_out():
+    sent: list[dict] = []
+
+    class Recording(FakeControl):
+        def http(self, url, *, method="GET", body=None, headers=None, timeout_s=10.0):
+            if body:
+                sent.append(json.loads(body))
+            return super().http(url, method=method, body=body, headers=headers,
+                                timeout_s=timeout_s)
+
+    assert run_probe(Recording(), "http://r").ok
+    tool = next(b for b in sent if b.get("tools"))
+    assert tool["max_tokens"] >= 512
+    ran_out = json.dumps({"choices": [{"message": {"content": "", "reasoning_content": "hmm"},
+                                       "finish_reason": "length"}]})
+    assert "reasoning used all" in check_tool_call_reply(ran_out)
+
+
 def test_tool_call_reply_checks_content_not_status():
     assert check_tool_call_reply(TOOL_OK) is None
     no_call = json.dumps({"choices": [{"message": {"content": "sunny"}}]})

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from dsv4ops.canary.verdict import thresholds_from_profile
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import load_profile, load_targets, render
 from dsv4ops.profiles.load import list_profiles
@@ -250,3 +251,13 @@ def test_kernel_package_format(write) -> None:  # type: ignore[no-untyped-def]
 def test_canary_fractions_bounded(write) -> None:  # type: ignore[no-untyped-def]
     err, _ = _err(write, "canary:\n  consistency_min_agreement: 95\n")
     assert err.key == "canary.consistency_min_agreement" and "between 0 and 1" in str(err)
+
+
+def test_canary_thinking_needs_a_reasoning_parser(write) -> None:  # type: ignore[no-untyped-def]
+    write("p", child("canary:\n  thinking: true\n  thinking_budget_tokens: 2048\n"))
+    canary = load_profile("p").canary
+    assert canary.thinking is True and canary.thinking_budget_tokens == 2048
+    th = thresholds_from_profile(load_profile("p"))  # what the canary then runs with
+    assert th.thinking is True and th.thinking_mode().extra_tokens() == 2048
+    err, _ = _err(write, "model:\n  reasoning_parser: null\ncanary:\n  thinking: true\n")
+    assert "canary.thinking" in str(err) and "reasoning_parser" in str(err)

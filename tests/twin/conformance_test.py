@@ -76,18 +76,8 @@ XFAIL_METRICS = {  # (name, role) → reason; the coordinator removes them as fi
     ("sglang:realtime_tokens_total", role): "issue 10: the twin has no "
     "sglang:realtime_tokens_total{mode=...} counter" for role in ROLES}
 # Stream keys the twin lacks that nobody is changing: (chunk kind, level, key) → reason.
-KEY_GAPS = {
-    ("usage", "usage", "completion_tokens_details"): "SGLang writes null unless reasoning "
-    "tokens > 0 (protocol.py UsageInfo); no dsv4ops client reads it; not assigned in issue 10",
-}
-CHUNK_XFAILS = {
-    "role": "issue 10: the role chunk's delta lacks \"reasoning_content\": null "
-            "(sse_utils.StreamDelta keeps it required)",
-    "content": "issue 10: content chunks lack \"reasoning_content\": null",
-    "finish": "issue 10: the finish chunk's delta is {} instead of {\"reasoning_content\": null}",
-    "tool_call": "issue 10: tool-call chunks are pydantic model_dump_json in SGLang (\"usage\": "
-                 "null; delta role/content/reasoning_content null), one delta per call",
-}
+KEY_GAPS: dict[tuple[str, str, str], str] = {}
+CHUNK_XFAILS: dict[str, str] = {}  # issue 10's chunk fixes landed (twin/formats.py)
 
 
 # --- the twin against the fixture ------------------------------------------------------------
@@ -411,9 +401,6 @@ def test_tool_call_id_type_and_finish_reason_have_sglangs_shape(observed):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="issue 10: tool calls become ONE delta per call with "
-                   "complete arguments (deepseekv32_detector emits a call when its invoke is "
-                   "complete)")
 def test_a_tool_call_is_one_delta_with_the_complete_arguments(observed):
     fx = SURFACE["tool_call_delta"]
     assert fx["one_delta_per_call"] is True

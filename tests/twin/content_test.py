@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from dsv4ops.twin.content import corrupt_plan, plan_chat, plan_completion
+from dsv4ops.twin.content import ChatOptions, plan_chat, plan_completion
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather",
@@ -61,19 +61,33 @@ def test_say_convention_stops_by_itself():
     assert "".join(plan.text_pieces) == "hello there world" and plan.natural_stop
 
 
-def test_corruption_swaps_arguments_across_requests_or_breaks_json():
-    mine = plan_chat(_user('CALL search {"query": "a", "nonce": "n1"}'), [SEARCH], "auto", 99)
-    other = plan_chat(_user('CALL search {"query": "b", "nonce": "n2"}'), [SEARCH], "auto", 99)
-    assert corrupt_plan(mine, other, 0) == "tool_args_cross_request"
-    assert json.loads(mine.tool_call.arguments)["nonce"] == "n2"
-    lone = plan_chat(_user('CALL search {"query": "a", "nonce": "n1"}'), [SEARCH], "auto", 99)
-    assert corrupt_plan(lone, None, 0) == "tool_args_invalid_json"
-    try:
-        json.loads(lone.tool_call.arguments)
-        raise AssertionError("arguments should not parse")
-    except ValueError:
-        pass
-    text = plan_chat(_user("story"), None, "auto", 9)
-    clean = list(text.text_pieces)
-    assert corrupt_plan(text, None, 1) == "garbled_text"
-    assert list(text.text_pieces) != clean and any("\ufffd" in p for p in text.text_pieces)
+def test_a_call_is_decoded_as_its_dsml_and_closes_with_one_call_token():
+    plan = plan_chat(_user('CALL search {"query": " pd restart ", "nonce": "x1"}'), [SEARCH],
+                     "auto", 200)
+    pieces = [plan.piece(i) for i in range(plan.token_count())]
+    assert "".join(text for _, text in pieces) == plan.tool_call.markup
+    assert plan.tool_call.markup.startswith("<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"search\">")
+    calls = [text for kind, text in pieces if kind == "call"]
+    assert len(calls) == 1 and {k for k, _ in pieces} == {"hidden", "call"}
+    # what the deepseekv4 parser makes of it: json.dumps of the stripped string parameters
+    assert calls[0].arguments == '{"query": "pd restart", "nonce": "x1"}'
+    assert plan.finish_reason() == "tool_calls"
+
+
+def test_without_a_tool_call_parser_the_dsml_is_content():
+    plan = plan_chat(_user('CALL search {"query": "a"}'), [SEARCH], "auto", 200,
+                     ChatOptions(tool_parser=False))
+    pieces = [plan.piece(i) for i in range(plan.token_count())]
+    assert {k for k, _ in pieces} == {"text"} and plan.finish_reason() == "stop"
+    assert '<｜DSML｜invoke name="search">' in "".join(t for _, t in pieces)
+
+
+def test_thinking_puts_reasoning_and_think_end_before_the_answer_within_max_tokens():
+    opts = ChatOptions(reasoning_parser=True, thinking=True, reasoning_tokens=5)
+    text = plan_chat(_user("tell me a story"), None, "auto", 20, opts)
+    kinds = [text.piece(i)[0] for i in range(text.token_count())]
+    assert kinds == ["reasoning"] * 5 + ["hidden"] + ["text"] * 14  # 20 in all
+    assert text.piece(5)[1] == "</think>"
+    unparsed = plan_chat(_user("tell me a story"), None, "auto", 20,
+                         ChatOptions(reasoning_parser=False, thinking=True, reasoning_tokens=5))
+    assert {unparsed.piece(i)[0] for i in range(20)} == {"text"}  # no parser: all content

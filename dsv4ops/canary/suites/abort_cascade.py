@@ -64,7 +64,7 @@ async def run_abort_cascade(ctx: SuiteContext) -> SuiteResult:
         run_id = secrets.token_hex(4)
         streams = [asyncio.create_task(h.client.stream(
             {**base_body([{"role": "user", "content": text_prompt(20_000 + i)}], max_tokens=4096,
-                         model=ctx.model), "rid": f"canary-{run_id}-cascade-{i}"},
+                         model=ctx.model, thinking=th.thinking_mode()), "rid": f"canary-{run_id}-cascade-{i}"},
             rid=f"canary-{run_id}-cascade-{i}", tag="cascade", sink=h.records))
             for i in range(n)]
         decoding = await _wait_decoding(h, n, timeout_s=min(th.first_token_deadline_s, 30.0))
@@ -82,7 +82,7 @@ async def run_abort_cascade(ctx: SuiteContext) -> SuiteResult:
         await asyncio.sleep(0.2)
         probes = [asyncio.create_task(h.client.stream(
             base_body([{"role": "user", "content": text_prompt(30_000 + i)}], max_tokens=16,
-                      model=ctx.model), rid=f"probe-{i}", tag="probe", sink=h.records))
+                      model=ctx.model, thinking=th.thinking_mode()), rid=f"probe-{i}", tag="probe", sink=h.records))
             for i in range(PROBES)]
         recovery = asyncio.create_task(_recovered(h, baseline, th.abort_cascade_recovery_s))
         frozen = asyncio.create_task(h.watchdog.frozen.wait())

@@ -103,7 +103,8 @@ async def reachable(client: ChatClient) -> bool:
 def tool_problems(rec: RequestRecord, expect: ToolExpectation, nonces: NonceBook) -> list[ToolProblem]:
     """Validate a tool-call response: structure, JSON, schema, nonce, and the exact arguments."""
     problems = check_calls(rec.tool_calls, TOOL_SCHEMAS, expected_nonce=expect.nonce,
-                           known_nonces=nonces.owners, content=rec.content)
+                           known_nonces=nonces.owners, content=rec.content,
+                           finish_reason=rec.finish_reason)
     if not problems and rec.tool_calls:
         call = rec.tool_calls[0]
         got = json.loads(call.arguments) if call.arguments.strip() else {}

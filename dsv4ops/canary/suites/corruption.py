@@ -2,14 +2,19 @@
 
 Each session is what an agent harness does: send the tools, get a streamed tool call, validate it
 (JSON, schema, this request's nonce, the exact arguments), append the call and a tool result, and
-continue. The multi-stream-overlap race in the seeds showed up only at high concurrency as invalid
-or cross-request arguments. Consistency: the same greedy prompts at concurrency 1 and under the
-load must agree (exactly for the twin; `consistency_min_agreement` for a real model).
+continue. The multi-stream-overlap race in the seeds showed up only at high concurrency, through
+SGLang's deepseekv4 parser, as missing calls, another request's values inside valid JSON
+(cross-talk: every argument carries this request's nonce) and DSML markup in `content`. A model
+that made no call in any request is reported as that (tools not enabled or the wrong parser), not
+as corruption; a call cut by max_tokens (reasoning used the budget) is INCONCLUSIVE, not corrupt.
+Consistency: the same greedy prompts at concurrency 1 and under the load must agree (exactly for
+the twin; `consistency_min_agreement` for a real model).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from typing import Any
 
@@ -28,7 +33,7 @@ from dsv4ops.canary.suites.common import (
     reachable,
     tool_problems,
 )
-from dsv4ops.canary.toolcalls import ToolProblem
+from dsv4ops.canary.toolcalls import CUT_BY_MAX_TOKENS, MARKUP_IN_CONTENT, ToolProblem
 from dsv4ops.canary.verdict import Findings, SuiteResult
 from dsv4ops.canary.workload import (
     NonceBook,
@@ -47,11 +52,17 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
     sessions = ctx.concurrency or th.stress_concurrency
     nonces = NonceBook()
     problems: dict[str, list[ToolProblem]] = {}
-    async with harness(ctx, connections=sessions + th.consistency_prompts, name="corruption") as h:
+    # A tool call is silent until its DSML closes: allow that before calling a hang.
+    silence = th.tool_call_silence_s
+    quiet = dataclasses.replace(ctx, thresholds=dataclasses.replace(
+        th, stall_s=max(th.stall_s, silence), freeze_s=max(th.freeze_s, silence),
+        first_token_deadline_s=max(th.first_token_deadline_s, silence)))
+    async with harness(quiet, connections=sessions + th.consistency_prompts,
+                       name="corruption") as h:
         if not await reachable(h.client):
             raise CanaryError(f"cannot reach {ctx.base_url}", hint="check --url / the target's router")
         ctx.say(f"corruption: {th.consistency_prompts} reference prompts at concurrency 1")
-        reference = [await _consistency(h, i, "ref") for i in range(th.consistency_prompts)]
+        reference = [await _consistency(h, ctx, i, "ref") for i in range(th.consistency_prompts)]
         ctx.say(f"corruption: {sessions} agentic sessions x {th.corruption_turns}+ turns")
         t0 = time.perf_counter()
         deadline = t0 + ctx.duration_s if ctx.duration_s else None
@@ -59,7 +70,7 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
                  for s in range(sessions)]
         # the same greedy prompts again, while all sessions are in flight
         await asyncio.sleep(0)
-        loaded_task = asyncio.gather(*(_consistency(h, i, "load")
+        loaded_task = asyncio.gather(*(_consistency(h, ctx, i, "load")
                                        for i in range(th.consistency_prompts)))
         frozen = asyncio.create_task(h.watchdog.frozen.wait())
         body = asyncio.gather(*tasks, loaded_task)
@@ -77,7 +88,7 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
     f = Findings()
     judge_errors(f, h.records, th)
     judge_hangs(f, h.watchdog, sc)
-    judge_tools(f, problems, len(problems), th)
+    _judge_calls(f, problems, h.records, th)
     agreement, diffs = _agreement(reference, loaded)
     if loaded and agreement < th.consistency_min_agreement:
         f.fail(f"output consistency {agreement:.0%} < {th.consistency_min_agreement:.0%} between "
@@ -103,8 +114,30 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
     return f.result("corruption", metrics)
 
 
-async def _consistency(h: Harness, i: int, tag: str) -> RequestRecord:
-    body = base_body([{"role": "user", "content": text_prompt(10_000 + i)}], max_tokens=32)
+def _judge_calls(f: Findings, problems: dict[str, list[ToolProblem]],
+                 records: list[RequestRecord], th: Any) -> None:
+    """No call in any request → say so (not corruption); calls cut by max_tokens → INCONCLUSIVE;
+    the rest is judged as corruption."""
+    sessions = [r for r in records if r.tag == "session" and r.rid in problems]
+    if problems and not any(r.tool_calls for r in sessions):
+        markup = sum(1 for ps in problems.values() if any(p.kind == MARKUP_IN_CONTENT for p in ps))
+        f.fail(f"model made no tool calls in any of {len(problems)} tool-call requests: tools not "
+               "enabled / wrong parser? (SGLang needs --tool-call-parser deepseekv4)"
+               + (f"; {markup} responses carry tool-call markup in content" if markup else ""))
+        return
+    cut = [rid for rid, ps in problems.items() if ps and all(p.kind == CUT_BY_MAX_TOKENS for p in ps)]
+    if cut:
+        reasoning = max((len(r.reasoning) for r in sessions if r.rid in cut), default=0)
+        f.unsure(f"{len(cut)} tool-call requests reached max_tokens before their call (first "
+                 f"{cut[0]}; up to {reasoning} chars of reasoning): raise "
+                 "canary.thinking_budget_tokens")
+    judged = {rid: ps for rid, ps in problems.items() if rid not in cut}
+    judge_tools(f, judged, len(judged), th)
+
+
+async def _consistency(h: Harness, ctx: SuiteContext, i: int, tag: str) -> RequestRecord:
+    body = base_body([{"role": "user", "content": text_prompt(10_000 + i)}], max_tokens=32,
+                     model=ctx.model, thinking=ctx.thresholds.thinking_mode())
     return await h.client.stream(body, rid=f"consistency-{tag}-{i}", tag=tag, sink=h.records)
 
 
@@ -112,8 +145,8 @@ def _agreement(ref: list[RequestRecord], loaded: list[RequestRecord]) -> tuple[f
     pairs = [(a, b) for a, b in zip(ref, loaded, strict=False) if a.ok and b.ok]
     if not pairs:
         return 0.0, []
-    diffs = [f"{b.rid}: {a.content[:40]!r} vs {b.content[:40]!r}"
-             for a, b in pairs if a.content != b.content]
+    diffs = [f"{b.rid}: {(a.reasoning + a.content)[:40]!r} vs {(b.reasoning + b.content)[:40]!r}"
+             for a, b in pairs if (a.reasoning, a.content) != (b.reasoning, b.content)]
     return 1.0 - len(diffs) / len(pairs), diffs
 
 
@@ -127,7 +160,8 @@ async def _session(h: Harness, ctx: SuiteContext, s: int, nonces: NonceBook,
     step = 0
     while step < ctx.thresholds.corruption_turns or (deadline and time.perf_counter() < deadline):
         rid = f"corruption-{session}-{step}"
-        body, expect = session_turn_body(history, session, step, nonces.issue(rid), model=ctx.model)
+        body, expect = session_turn_body(history, session, step, nonces.issue(rid), model=ctx.model,
+                                         thinking=ctx.thresholds.thinking_mode())
         rec = await client.stream(body, rid=rid, tag="session", sink=h.records)
         if not rec.ok:
             return  # counted as an error; an agent would stop here too

@@ -42,7 +42,8 @@ async def run_soak(ctx: SuiteContext) -> SuiteResult:
 async def _run_mix(ctx: SuiteContext, name: str, *, concurrency: int, num_requests: int | None,
                    duration_s: float | None, tool_every: int, check_decay: bool = False) -> SuiteResult:
     th = ctx.thresholds
-    mix = Mix(prefix=name, max_tokens=th.max_tokens, model=ctx.model, tool_every=tool_every)
+    mix = Mix(prefix=name, max_tokens=th.max_tokens, model=ctx.model, tool_every=tool_every,
+              thinking=th.thinking_mode())
     async with harness(ctx, connections=concurrency, name=name) as h:
         if not await reachable(h.client):
             raise CanaryError(f"cannot reach {ctx.base_url}", hint="check --url / the target's router")

@@ -56,7 +56,8 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
     th = ctx.thresholds
     levels = sweep_levels(ctx)
     level_s = (ctx.duration_s / len(levels)) if ctx.duration_s else th.sweep_level_s
-    mix = Mix(prefix="sweep", max_tokens=th.sweep_max_tokens, model=ctx.model)
+    mix = Mix(prefix="sweep", max_tokens=th.sweep_max_tokens, model=ctx.model,
+              thinking=th.thinking_mode())
     async with harness(ctx, connections=levels[-1], name="sweep") as h:
         if not await reachable(h.client):
             raise CanaryError(f"cannot reach {ctx.base_url}", hint="check --url / the target's router")

@@ -1,0 +1,64 @@
+"""DSML, DeepSeek-V4's tool-call markup, as the model emits it and SGLang's `deepseekv4` parser
+reads it (srt/function_call/deepseekv32_detector.py, deepseekv4_detector.py in SGLang 0.5.23).
+
+The twin renders a call in the XML-parameter form, splits it into stand-in tokens (every tag
+opener such as `<｜DSML｜invoke` is one token) and decodes it for exactly as many steps as it has
+tokens. The parser sends nothing while an invoke block is open and, when it closes, ONE delta
+with the whole call; its `arguments` are `json.dumps(parameters, ensure_ascii=False)` of the
+parsed parameters (string values stripped), so they are always valid JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+DSML_TOKEN = "｜DSML｜"  # U+FF5C on both sides, exactly as the detector's `dsml_token`
+TOOL_CALLS_START = f"<{DSML_TOKEN}tool_calls>"
+TOOL_CALLS_END = f"</{DSML_TOKEN}tool_calls>"
+INVOKE_START = f"<{DSML_TOKEN}invoke"
+INVOKE_END = f"</{DSML_TOKEN}invoke>"
+PARAMETER_START = f"<{DSML_TOKEN}parameter"
+PARAMETER_END = f"</{DSML_TOKEN}parameter>"
+THINK_END = "</think>"  # DSV4's end-of-reasoning token (srt/parser/reasoning_parser.py)
+
+# A DSML tag opener is one token; the rest is words and runs of punctuation (`="`, `">`: BPE
+# merges them), leading space kept, so the tokens join back to the exact text.
+_TOKEN_RE = re.compile(rf"\s*(?:</?{DSML_TOKEN}\w+|\w+|[^\w\s]+)")
+
+
+def render_call(name: str, args: dict[str, Any]) -> str:
+    """One call as a complete `tool_calls` block, one parameter tag per argument."""
+    lines = [TOOL_CALLS_START, f'{INVOKE_START} name="{name}">']
+    for key, value in args.items():
+        if isinstance(value, str):
+            lines.append(f'{PARAMETER_START} name="{key}" string="true">{value}{PARAMETER_END}')
+        else:
+            text = json.dumps(value, ensure_ascii=False)
+            lines.append(f'{PARAMETER_START} name="{key}" string="false">{text}{PARAMETER_END}')
+    lines += [INVOKE_END, TOOL_CALLS_END]
+    return "\n".join(lines)
+
+
+def parsed_arguments(args: dict[str, Any]) -> str:
+    """The `arguments` string SGLang's parser makes of those parameter tags."""
+    parsed = {k: v.strip() if isinstance(v, str) else v for k, v in args.items()}
+    return json.dumps(parsed, ensure_ascii=False)
+
+
+def tokens(text: str) -> list[str]:
+    """Stand-in tokens of DSML text (joined, they are the text)."""
+    return _TOKEN_RE.findall(text) or [text]
+
+
+class CallEnd(str):
+    """The token that closes an invoke block; it carries the call the parser then emits."""
+
+    name: str
+    arguments: str
+
+    def __new__(cls, text: str, name: str, arguments: str) -> CallEnd:
+        token = super().__new__(cls, text)
+        token.name, token.arguments = name, arguments
+        return token

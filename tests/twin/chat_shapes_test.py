@@ -1,0 +1,133 @@
+"""Chat responses as SGLang 0.5.23 writes them with --tool-call-parser deepseekv4 and
+--reasoning-parser deepseek-v4 (serving_chat.py, sse_utils.py), seen over HTTP from one twin."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import httpx
+import pytest
+
+from testing.twin_client import WEATHER_TOOL, fake_bootstrap, sse_events
+from testing.twin_stack import twin_server
+
+pytestmark = pytest.mark.slow
+PARSERS = ["--tool-call-parser", "deepseekv4", "--reasoning-parser", "deepseek-v4"]
+CALL = 'CALL get_weather {"city": "Oslo", "nonce": "q7x"}'
+THINK = {"chat_template_kwargs": {"thinking": True}}
+
+
+@pytest.fixture(scope="module")
+def url():
+    env = {"DSV4_TWIN_TIME_SCALE": "0.02", "DSV4_TWIN_REASONING_TOKENS": "6"}
+    with twin_server(["--disaggregation-mode", "decode", *PARSERS], env=env) as proc:
+        yield proc.url
+
+
+@pytest.fixture(scope="module")
+def bare_url():
+    with twin_server(["--disaggregation-mode", "decode"], env={"DSV4_TWIN_TIME_SCALE": "0.02"}) as p:
+        yield p.url
+
+
+def _stream(url: str, content: str, **extra) -> list:
+    body = {"model": "m", "messages": [{"role": "user", "content": content}], "stream": True,
+            "stream_options": {"include_usage": True}, "max_tokens": 300, **fake_bootstrap(),
+            **extra}
+    with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=30) as r:
+        assert r.status_code == 200
+        events = sse_events(r.iter_lines())
+    assert events[-1] == "[DONE]"
+    return events[:-1]
+
+
+def _deltas(events: list) -> list[dict]:
+    return [e["choices"][0]["delta"] for e in events if e["choices"]]
+
+
+def test_a_tool_call_is_one_delta_with_id_name_and_complete_json_arguments(url):
+    events = _stream(url, CALL, tools=[WEATHER_TOOL])
+    with_calls = [e for e in events if e["choices"] and "tool_calls" in e["choices"][0]["delta"]]
+    assert len(with_calls) == 1
+    chunk = with_calls[0]
+    assert list(chunk) == ["id", "object", "created", "model", "choices", "usage"]
+    assert chunk["usage"] is None
+    delta = chunk["choices"][0]["delta"]
+    assert list(delta) == ["role", "content", "reasoning_content", "tool_calls"]
+    (call,) = delta["tool_calls"]
+    assert list(call) == ["id", "index", "type", "function"] and call["index"] == 0
+    assert re.fullmatch(r"call_[0-9a-f]{24}", call["id"]) and call["type"] == "function"
+    assert call["function"] == {"name": "get_weather",
+                                "arguments": '{"city": "Oslo", "nonce": "q7x"}'}
+    assert events[-2]["choices"][0]["finish_reason"] == "tool_calls"
+    # nothing but the role chunk, the call, the finish and usage: the DSML is held by the parser
+    assert len(events) == 4
+    usage = events[-1]["usage"]
+    assert usage["completion_tokens"] > 20 and usage["reasoning_tokens"] == 0
+
+
+def test_content_chunks_carry_reasoning_content_null_and_thinking_streams_it_first(url):
+    plain = _deltas(_stream(url, "SAY hello there"))
+    assert plain[0] == {"reasoning_content": None, "role": "assistant", "content": ""}
+    assert plain[1] == {"reasoning_content": None, "content": "hello"}
+    thought = _stream(url, "SAY hello there", **THINK)
+    deltas = _deltas(thought)
+    reasoning = [d for d in deltas if d.get("reasoning_content")]
+    assert len(reasoning) == 6 and all(list(d) == ["reasoning_content"] for d in reasoning)
+    first_text = next(i for i, d in enumerate(deltas) if d.get("content"))
+    assert first_text > deltas.index(reasoning[-1])
+    assert "".join(d.get("content") or "" for d in deltas) == "hello there"
+    usage = thought[-1]["usage"]
+    assert usage["reasoning_tokens"] == 6 and usage["completion_tokens"] == 6 + 1 + 2
+    assert usage["completion_tokens_details"] == {"reasoning_tokens": 6}
+
+
+def test_reasoning_can_use_up_max_tokens_then_no_call_and_finish_length(url):
+    events = _stream(url, CALL, tools=[WEATHER_TOOL], max_tokens=10, **THINK)
+    deltas = _deltas(events)
+    assert not any("tool_calls" in d for d in deltas)
+    assert not any(d.get("content") for d in deltas)
+    assert events[-2]["choices"][0]["finish_reason"] == "length"
+    assert events[-1]["usage"]["completion_tokens"] == 10
+
+
+def test_thinking_is_off_unless_asked_and_without_a_reasoning_parser_it_is_content(url, bare_url):
+    assert not any(d.get("reasoning_content") for d in _deltas(_stream(url, "SAY hi")))
+    raw = _deltas(_stream(bare_url, "SAY hi", **THINK))
+    text = "".join(d.get("content") or "" for d in raw)
+    assert "</think>" in text and text.endswith("hi")
+    assert not any(d.get("reasoning_content") for d in raw)
+
+
+def test_without_a_tool_call_parser_the_dsml_is_content_and_no_call(bare_url):
+    events = _stream(bare_url, CALL, tools=[WEATHER_TOOL])
+    content = "".join(d.get("content") or "" for d in _deltas(events))
+    assert '<｜DSML｜invoke name="get_weather">' in content
+    assert not any("tool_calls" in d for d in _deltas(events))
+    assert events[-2]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_non_streaming_tool_call_and_reasoning(url):
+    body = {"model": "m", "messages": [{"role": "user", "content": CALL}], "tools": [WEATHER_TOOL],
+            "max_tokens": 300, **fake_bootstrap(), **THINK}
+    out = httpx.post(url + "/v1/chat/completions", json=body, timeout=30).json()
+    choice = out["choices"][0]
+    message = choice["message"]
+    assert choice["finish_reason"] == "tool_calls" and message["content"] == ""
+    assert message["reasoning_content"] and len(message["reasoning_content"].split()) == 6
+    (call,) = message["tool_calls"]
+    assert re.fullmatch(r"call_[0-9a-f]{24}", call["id"]) and call["index"] == 0
+    assert json.loads(call["function"]["arguments"]) == {"city": "Oslo", "nonce": "q7x"}
+    assert out["usage"]["reasoning_tokens"] == 6
+
+
+def test_hazard_shapes_are_set_at_run_time_and_rejected_when_unknown(url):
+    r = httpx.post(url + "/_twin/hazard", json={"hazard": "corrupt", "state": "auto",
+                                                "shapes": ["cross_talk"]}, timeout=5)
+    assert r.status_code == 200 and r.json()["corrupt_shapes"] == ["cross_talk"]
+    bad = httpx.post(url + "/_twin/hazard", json={"hazard": "corrupt", "state": "auto",
+                                                  "shapes": ["bogus"]}, timeout=5)
+    assert bad.status_code == 400 and "choose one or more of" in bad.json()["error"]
+    state = httpx.get(url + "/_twin/state", timeout=5).json()
+    assert state["corrupt_shapes"] == ["cross_talk"]  # the rejected request changed nothing

@@ -1,0 +1,94 @@
+"""The corrupt hazard's shapes: what SGLang's deepseekv4 parser makes of a corrupted call."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dsv4ops.twin.config import TwinConfigError, load_config
+from dsv4ops.twin.content import plan_chat
+from dsv4ops.twin.corruption import BOX_SHAPES, check_shapes, corrupt_plan
+
+SEARCH = {"type": "function", "function": {
+    "name": "search", "parameters": {"type": "object",
+                                     "properties": {"query": {"type": "string"},
+                                                    "nonce": {"type": "string"}}}}}
+
+
+def _call(query: str, nonce: str):
+    msgs = [{"role": "user", "content": f'CALL search {{"query": "{query}", "nonce": "{nonce}"}}'}]
+    return plan_chat(msgs, [SEARCH], "auto", 300)
+
+
+def _pieces(plan):
+    return [plan.piece(i) for i in range(plan.token_count())]
+
+
+def test_dropped_call_decodes_the_dsml_but_makes_no_call_and_stops():
+    plan = _call("a", "n1")
+    assert corrupt_plan(plan, None, 0, ["dropped_call"]) == "dropped_call"
+    assert {k for k, _ in _pieces(plan)} == {"hidden"}
+    assert plan.finish_reason() == "stop"
+
+
+def test_cross_talk_puts_another_requests_value_into_valid_json():
+    mine, other = _call("a", "n1"), _call("b", "n2")
+    assert corrupt_plan(mine, other, 0, ["cross_talk"]) == "cross_talk"
+    calls = [t for k, t in _pieces(mine) if k == "call"]
+    assert len(calls) == 1
+    args = json.loads(calls[0].arguments)  # always valid JSON
+    assert args in ({"query": "b", "nonce": "n1"}, {"query": "a", "nonce": "n2"})
+    assert mine.finish_reason() == "tool_calls"
+    # the model emitted the other request's value: the markup says so too
+    assert calls[0].arguments == json.dumps(args, ensure_ascii=False)
+
+
+def test_cross_talk_without_a_donor_does_not_apply():
+    lone = _call("a", "n1")
+    assert corrupt_plan(lone, None, 0, ["cross_talk"]) is None
+    assert lone.finish_reason() == "tool_calls"
+
+
+def test_dsml_in_content_streams_the_markup_as_content_without_a_call():
+    plan = _call("a", "n1")
+    assert corrupt_plan(plan, None, 0, ["dsml_in_content"]) == "dsml_in_content"
+    pieces = _pieces(plan)
+    assert {k for k, _ in pieces} == {"text"} and plan.finish_reason() == "stop"
+    content = "".join(t for _, t in pieces)
+    assert content.startswith("<｜DSML｜tool_calls>") and '<｜DSML｜invoke name="search">' in content
+    assert "</｜DSML｜parameter>" in content and content.endswith("</｜DSML｜tool_calls>")
+
+
+def test_box_shapes_never_make_invalid_json_and_the_default_mix_uses_all_three():
+    seen = set()
+    for roll in range(30):
+        plan, other = _call("a", "n1"), _call("b", "n2")
+        shape = corrupt_plan(plan, other, roll)
+        seen.add(shape)
+        for kind, text in _pieces(plan):
+            if kind == "call":
+                json.loads(text.arguments)
+    assert seen == set(BOX_SHAPES)
+
+
+def test_invalid_json_and_garbled_text_are_opt_in_test_shapes():
+    plan = _call("a", "n1")
+    assert corrupt_plan(plan, None, 0, ["invalid_json"]) == "invalid_json"
+    call = next(t for k, t in _pieces(plan) if k == "call")
+    with pytest.raises(ValueError):
+        json.loads(call.arguments)
+    text = plan_chat([{"role": "user", "content": "story"}], None, "auto", 9)
+    assert corrupt_plan(text, None, 1) is None  # box shapes leave plain text alone
+    assert corrupt_plan(text, None, 1, ["garbled_text"]) == "garbled_text"
+    assert any("\ufffd" in p for p in text.text_pieces)
+
+
+def test_shapes_from_the_environment_are_checked():
+    assert load_config({}).corrupt_shapes == BOX_SHAPES
+    cfg = load_config({"DSV4_TWIN_CORRUPT_SHAPES": "cross_talk, dsml_in_content"})
+    assert cfg.corrupt_shapes == ("cross_talk", "dsml_in_content")
+    with pytest.raises(TwinConfigError, match="CORRUPT_SHAPES.*choose one or more of"):
+        load_config({"DSV4_TWIN_CORRUPT_SHAPES": "cross_talk,bogus"})
+    with pytest.raises(ValueError):
+        check_shapes([])
