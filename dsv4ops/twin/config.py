@@ -42,6 +42,12 @@ class TwinConfig:
     waiting_timeout_s: float = 300.0
     bootstrap_timeout_s: float = 300.0
     throughput_window_s: float = 2.0
+    # SGLang's decode->prefill heartbeat (environ.py:761-762; conn.py:479-485 clamps both)
+    heartbeat_interval_s: float = 5.0
+    heartbeat_max_failure: int = 2
+    # Seconds the schedulers take to release and exit after ShutdownReq (estimate; SGLang
+    # SIGKILLs them after 15 s, tokenizer_manager.py:456)
+    scheduler_exit_s: float = 3.0
 
     def wall(self, model_seconds: float) -> float:
         """Model seconds → wall seconds."""
@@ -61,6 +67,7 @@ _FLOATS = {
     "WEDGE_WINDOW_S": "wedge_window_s",
     "CORRUPT_PROB": "corrupt_prob",
     "THROUGHPUT_WINDOW_S": "throughput_window_s",
+    "SCHEDULER_EXIT_S": "scheduler_exit_s",
 }
 _INTS = {"WEDGE_ABORTS": "wedge_aborts", "CORRUPT_MIN_BS": "corrupt_min_bs", "SEED": "seed"}
 # SGLang's own env vars for the same timeouts; the DSV4_TWIN_ names override them.
@@ -68,6 +75,7 @@ _SGLANG_TIMEOUTS = {
     "health_timeout_s": ("SGLANG_HEALTH_CHECK_TIMEOUT", "HEALTH_TIMEOUT_S"),
     "waiting_timeout_s": ("SGLANG_DISAGGREGATION_WAITING_TIMEOUT", "WAITING_TIMEOUT_S"),
     "bootstrap_timeout_s": ("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", "BOOTSTRAP_TIMEOUT_S"),
+    "heartbeat_interval_s": ("SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL", "HEARTBEAT_INTERVAL_S"),
 }
 
 
@@ -101,6 +109,11 @@ def load_config(env: Mapping[str, str] | None = None) -> TwinConfig:
             v = _number(env, name, float)
             if v is not None:
                 values[attr] = v
+    failures = _number(env, "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE", int)
+    if failures is not None:
+        values["heartbeat_max_failure"] = max(int(failures), 1)  # conn.py:483-485
+    if "heartbeat_interval_s" in values:
+        values["heartbeat_interval_s"] = max(float(values["heartbeat_interval_s"]), 2.0)
     if values.get("time_scale", 1.0) == 0:
         raise TwinConfigError(f"{PREFIX}TIME_SCALE must be > 0")
     force_raw = env.get(PREFIX + "FORCE", "")
