@@ -102,7 +102,8 @@ def start_steps(deployment: Deployment, components: Sequence[str] = START_ORDER)
         c = deployment.component(name)
         steps.append(Step(START, f"start {name}", name, argv=c.argv, env=dict(c.env)))
         checks = ready_checks(deployment, name)
-        what = "/readiness 200" if name == "router" else "/health 200 after warmup"
+        # /health is 503 through the warmup, so its 200 means warmed up
+        what = "/readiness 200" if name == "router" else "/health 200"
         steps.append(Step(WAIT, f"wait until {name} is ready ({what})", name, checks=checks))
         if name == "decode" and deployment.kernel_package:
             # Before the router takes traffic: a decode on default MoE configs serves, slowly,

@@ -48,6 +48,7 @@ class TwinConfig:
     # Seconds the schedulers take to release and exit after ShutdownReq (estimate; SGLang
     # SIGKILLs them after 15 s, tokenizer_manager.py:456)
     scheduler_exit_s: float = 3.0
+    sigterm_tick_s: float = 5.0  # sigterm_watchdog's asyncio.sleep(5) (tokenizer_manager.py:3510)
 
     def wall(self, model_seconds: float) -> float:
         """Model seconds → wall seconds."""
@@ -68,6 +69,7 @@ _FLOATS = {
     "CORRUPT_PROB": "corrupt_prob",
     "THROUGHPUT_WINDOW_S": "throughput_window_s",
     "SCHEDULER_EXIT_S": "scheduler_exit_s",
+    "SIGTERM_TICK_S": "sigterm_tick_s",
 }
 _INTS = {"WEDGE_ABORTS": "wedge_aborts", "CORRUPT_MIN_BS": "corrupt_min_bs", "SEED": "seed"}
 # SGLang's own env vars for the same timeouts; the DSV4_TWIN_ names override them.

@@ -19,7 +19,6 @@ import os
 from .server import TwinServer
 
 log = logging.getLogger("sglang.twin")
-WATCHDOG_TICK_S = 5.0  # sigterm_watchdog's asyncio.sleep(5)
 SCHEDULER_EXIT_TIMEOUT_S = 15.0  # tokenizer_manager.py:456
 
 
@@ -33,7 +32,7 @@ def on_sigterm(server: TwinServer) -> None:
 async def sigterm_watchdog(server: TwinServer) -> str:
     """Returns how it ended: "graceful", "forced" or "schedulers_killed"."""
     cfg = server.config
-    tick = cfg.wall(WATCHDOG_TICK_S)
+    tick = cfg.wall(cfg.sigterm_tick_s)
     while not server.gracefully_exit:
         await asyncio.sleep(tick)
     while True:

@@ -66,6 +66,7 @@ def _stream(url: str, out: dict) -> None:
 def test_sigterm_drains_in_flight_requests_then_gives_the_schedulers_their_time(tmp_path):
     # a stream of 200 steps of 100 ms: 20 model s, 1 s wall; scheduler exit 10 model s, 0.5 s
     env = {"DSV4_TWIN_TIME_SCALE": str(SCALE), "DSV4_TWIN_SCHEDULER_EXIT_S": "10",
+           "DSV4_TWIN_SIGTERM_TICK_S": "5",
            "DSV4_TWIN_STEP_A_MS": "100"}
     with twin_server([], env=env, workdir=tmp_path) as proc:
         out: dict = {}
