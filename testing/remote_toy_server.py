@@ -3,6 +3,7 @@
     python remote_toy_server.py --port P [--port Q] [--delay S] [--ready-file F]
                                 [--exit-after S --exit-code N]
                                 [--child-ignoring-term PIDFILE] [--listen-file F]
+                                [--graceful-term S --term-log F]
 
 Prints "toy: starting" and "toy: argv=<json>" to its log. The ports are bound at once (so no
 other process can take them during --delay) but only listened on after --delay: until then a
@@ -13,6 +14,9 @@ seconds); with
 --ready-file it answers 503 until that file exists and logs "toy: first poll" at the first such
 answer, so a test can see that a readiness wait is in flight and decide when the server becomes
 ready.
+With --graceful-term S the toy behaves like an SGLang server process: on SIGTERM it writes
+"main TERM <monotonic>" to --term-log, takes S seconds, writes "main exit <monotonic>" and exits 0,
+and it has a child (like a scheduler) that writes "child TERM" to the same file if it gets one.
 """
 
 from __future__ import annotations
@@ -62,6 +66,26 @@ def _child_ignoring_term(pidfile: str) -> None:
         f.write(str(pid))
 
 
+def _log_line(path: str, text: str) -> None:
+    with open(path, "a") as f:
+        f.write(f"{text} {time.monotonic()!r}\n")
+
+
+def _graceful_term(seconds: float, log: str) -> None:
+    if os.fork() == 0:  # the "scheduler": records a SIGTERM if anyone sends it one
+        signal.signal(signal.SIGTERM, lambda *_: _log_line(log, "child TERM"))
+        while True:
+            time.sleep(1)
+
+    def on_term(*_: object) -> None:
+        _log_line(log, "main TERM")
+        time.sleep(seconds)
+        _log_line(log, "main exit")
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, action="append", default=[])
@@ -71,12 +95,16 @@ def main() -> int:
     ap.add_argument("--exit-code", type=int, default=3)
     ap.add_argument("--child-ignoring-term", default=None)
     ap.add_argument("--listen-file", default=None)
+    ap.add_argument("--graceful-term", type=float, default=None)
+    ap.add_argument("--term-log", default=None)
     ap.add_argument("rest", nargs="*")
     args, _ = ap.parse_known_args()
     print("toy: starting", flush=True)
     print("toy: argv=" + json.dumps(sys.argv[1:]), flush=True)
     if args.child_ignoring_term:
         _child_ignoring_term(args.child_ignoring_term)
+    if args.graceful_term is not None:
+        _graceful_term(args.graceful_term, args.term_log)
     if args.exit_after is not None:
         time.sleep(args.exit_after)
         print(f"toy: fatal: exiting with {args.exit_code}", flush=True)

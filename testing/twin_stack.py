@@ -15,8 +15,9 @@ Usage::
         stack.kill("decode")      # SIGKILL (the port closes; the router marks it unhealthy)
 
 Everything binds free ports on 127.0.0.1 and is killed (process group, SIGTERM then SIGKILL) on
-exit. `fast=True` (default) shortens the modelled start-up (model load, graph capture, warmup) so a
-stack is ready in about a second; anything in `env` overrides it. The router runs with
+exit. `fast=True` (default) shortens the modelled start-up (model load, graph capture, warmup) and
+the SIGTERM path (watchdog tick, scheduler exit) so a stack is ready in about a second and stops
+in a fraction of one; anything in `env` overrides it. The router runs with
 HF_HUB_OFFLINE=1 so its tokenizer lookup fails at once instead of trying the network.
 
 Signature (stable; other helpers rely on it)::
@@ -51,6 +52,10 @@ FAST_ENV = {
     "DSV4_TWIN_MODEL_LOAD_S": "0.2",
     "DSV4_TWIN_CAPTURE_S_PER_BUCKET": "0.005",
     "DSV4_TWIN_WARMUP_S": "0.2",
+    # and the SIGTERM path (SGLang: up to 5 s to notice, then the schedulers' exit), so a
+    # teardown at time scale 1 does not wait out the stop grace
+    "DSV4_TWIN_SIGTERM_TICK_S": "0.2",
+    "DSV4_TWIN_SCHEDULER_EXIT_S": "0.2",
 }
 
 

@@ -4,9 +4,10 @@ The engine executes exactly these steps, and `--dry-run` prints them with the ex
 so what is shown is what runs. The safe order (issue 4):
 drain (SIGTERM the router: sglang-router 0.3.2 stops accepting at once and lets in-flight
 streams finish; watch the workers' running/queued requests while it does) -> stop router (SIGKILL
-only if it outlived the drain bound) -> stop decode -> stop prefill -> start prefill (ready = /health 200 AND bootstrap server up) ->
-start decode (/health 200) -> start router (/readiness 200, not the liveness /health) ->
-end-to-end probe through the router -> canary -> mark known-good.
+only if it outlived the drain bound) -> stop decode -> stop prefill (each: SIGTERM to the server
+process, SGLang's own graceful shutdown, then the group) -> start prefill (ready = HTTP /health
+200 after warmup) -> start decode (/health 200) -> start router (/readiness 200, not the
+liveness /health) -> end-to-end probe through the router -> canary -> mark known-good.
 """
 
 from __future__ import annotations
@@ -53,15 +54,18 @@ class Step:
 
 
 def ready_checks(deployment: Deployment, name: str) -> tuple[str, ...]:
-    """URLs that must answer 200 before a component counts as ready."""
+    """URLs that must answer 200 before a component counts as ready.
+
+    A worker is ready when its HTTP `/health` answers 200: SGLang opens the HTTP port only after
+    model load and CUDA-graph capture and answers 503 until the warmup is done. The prefill's
+    bootstrap server proves nothing: it starts before the model loads and its `/health` is 200
+    from then on (sglang engine.py L1336-1350, disaggregation/common/conn.py L3075).
+    """
     c = deployment.component(name)
     if name == "router":
         # The router's /health is liveness only; /readiness says both workers are healthy.
         return (c.url("/readiness"),)
-    checks = [c.url("/health")]
-    if name == "prefill":
-        checks.append(f"http://{c.probe_host}:{c.bootstrap_port}/health")
-    return tuple(checks)
+    return (c.url("/health"),)
 
 
 DRAIN_ROUTER = (
@@ -98,9 +102,8 @@ def start_steps(deployment: Deployment, components: Sequence[str] = START_ORDER)
         c = deployment.component(name)
         steps.append(Step(START, f"start {name}", name, argv=c.argv, env=dict(c.env)))
         checks = ready_checks(deployment, name)
-        what = {"prefill": "/health 200 and bootstrap server up", "decode": "/health 200"}.get(
-            name, "/readiness 200"
-        )
+        # /health is 503 through the warmup, so its 200 means warmed up
+        what = "/readiness 200" if name == "router" else "/health 200"
         steps.append(Step(WAIT, f"wait until {name} is ready ({what})", name, checks=checks))
         if name == "decode" and deployment.kernel_package:
             # Before the router takes traffic: a decode on default MoE configs serves, slowly,

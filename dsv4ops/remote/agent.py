@@ -404,6 +404,45 @@ def _wait_gone(pgid: int, deadline: float) -> list[int]:
         time.sleep(0.02)
 
 
+def _wait_pid_gone(pid: int, deadline: float) -> bool:
+    while _proc_stat(pid) is not None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _terminate(rec: dict, pgid: int, members: list, grace: float, signals: list) -> list:
+    """SIGTERM the server process only, give its own graceful shutdown `grace` seconds, then
+    SIGKILL what is left of the group.
+
+    SGLang's TokenizerManager (the server process) handles SIGTERM: it drains, sends its
+    schedulers ShutdownReq and waits up to 15 s for them to release the GPUs before it kills
+    them; the schedulers install no SIGTERM handler, so a SIGTERM to the whole group would
+    kill them at once and skip that path. A group whose leader is already gone gets SIGTERM.
+    """
+    main = rec.get("pid")
+    main_alive = bool(main) and main in members
+    signals.append("SIGTERM")
+    deadline = time.monotonic() + grace
+    with contextlib.suppress(ProcessLookupError):
+        if main_alive:
+            os.kill(main, signal.SIGTERM)
+        else:
+            os.killpg(pgid, signal.SIGTERM)
+    if main_alive and _wait_pid_gone(main, deadline):
+        # the server exited by itself; what it left behind gets a moment to follow it
+        members = _wait_gone(pgid, min(deadline, time.monotonic() + 1.0))
+    else:
+        members = _wait_gone(pgid, deadline)
+    if members:
+        signals.append("SIGKILL")
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+        members = _wait_gone(pgid, time.monotonic() + 5.0)
+    return members
+
+
 def op_stop(wd: Workdir, req: dict) -> dict:
     name = _name(req.get("name"))
     grace = float(req.get("grace_s", 10.0))
@@ -417,15 +456,7 @@ def op_stop(wd: Workdir, req: dict) -> dict:
     signals: list[str] = []
     members = _group_members(pgid) if _group_is_ours(rec) else []
     if members:
-        signals.append("SIGTERM")
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGTERM)
-        members = _wait_gone(pgid, time.monotonic() + grace)
-        if members:
-            signals.append("SIGKILL")
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, signal.SIGKILL)
-            members = _wait_gone(pgid, time.monotonic() + 5.0)
+        members = _terminate(rec, pgid, members, grace, signals)
         if not members:
             _await_exit_record(wd, name, rec.get("pid"))
     # A listener can outlive the group by a few ms while the kernel tears the socket down.

@@ -155,7 +155,10 @@ class Supervisor:
     def stop(
         self, name: str, ports: Sequence[int] | None = None, grace_s: float = 10.0
     ) -> StopReport:
-        """SIGTERM the group, wait `grace_s`, SIGKILL; raises StopError if anything survives."""
+        """SIGTERM the server process only, give its own graceful shutdown up to `grace_s`, then
+        SIGKILL what is left of its group; raises StopError if anything survives or a port stays
+        open. (SGLang's schedulers have no SIGTERM handler: a group SIGTERM would kill them at
+        once and bypass the TokenizerManager's drain and ShutdownReq.)"""
         args: dict[str, Any] = {"name": name, "grace_s": grace_s}
         if ports is not None:
             args["ports"] = list(ports)

@@ -1,15 +1,21 @@
 """SGLang 0.5.23's `launch_server` command line, as far as the twin needs it.
 
-The parser declares the flags the twin honours plus SGLang's flags that share a prefix with them,
-so argparse's prefix matching fails exactly where SGLang's does: the removed `--cuda-graph-bs` and
-`--cuda-graph-max-bs` are "ambiguous option" errors (exit 2). Every other SGLang flag is accepted,
-logged and ignored.
+SGLang parses with `parse_args` (server_args.py:696, never `parse_known_args`), so a flag it does
+not know exits 2 with argparse's `unrecognized arguments` message. The twin declares the flags it
+honours with their meaning, then every other flag of the real 0.5.23 parser from the generated
+table (`dsv4ops/profiles/_flag_tables.py`, 559 flags): those are accepted, logged and ignored, and
+argparse's prefix matching sees exactly SGLang's flag set, so an abbreviation resolves (or is
+"ambiguous", like the removed `--cuda-graph-bs`) as it does on the box.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from types import ModuleType
 
 MODES = ("null", "prefill", "decode")
 A2A_BACKENDS = (
@@ -56,8 +62,39 @@ class ServerArgs:
         return not self.disable_overlap_schedule
 
 
+_TYPES = {"int": int, "float": float}
+
+
+@cache
+def _flag_tables() -> ModuleType:
+    """The generated table of the real parser's flags, loaded by path: the twin is its own
+    program and must not pull in the profiles package (yaml, validation) to start."""
+    path = Path(__file__).resolve().parent.parent / "profiles" / "_flag_tables.py"
+    spec = importlib.util.spec_from_file_location("_dsv4ops_sglang_flag_tables", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _add_unmodelled_flags(p: argparse.ArgumentParser) -> None:
+    """Every real SGLang flag the twin does not model: accepted with SGLang's arity, ignored."""
+    declared = set(p._option_string_actions)
+    for flag, (nargs, kind, choices) in _flag_tables().SGLANG_SERVER_TABLE.items():
+        if flag in declared:
+            continue
+        name = flag.lstrip("-").replace("-", "_")
+        dest = "unmodelled_" + name
+        if nargs == 0:
+            p.add_argument(flag, dest=dest, action="store_true")
+        else:  # metavar: what SGLang's usage line shows
+            p.add_argument(flag, dest=dest, nargs=None if nargs == 1 else nargs,
+                           type=_TYPES.get(kind), choices=choices, default=None,
+                           metavar=None if choices else name.upper())
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sglang serve", allow_abbrev=True)
+    p = argparse.ArgumentParser(prog="sglang serve")
     add = p.add_argument
     add("--model-path", "--model", dest="model_path", required=True)
     add("--served-model-name")
@@ -97,13 +134,26 @@ def build_parser() -> argparse.ArgumentParser:
     add("--disable-decode-cuda-graph", action="store_true")
     add("--disable-prefill-cuda-graph", action="store_true")
     add("--disable-cuda-graph-padding", action="store_true")
+    _add_unmodelled_flags(p)
     return p
+
+
+def _unmodelled(argv: list[str], parser: argparse.ArgumentParser) -> tuple[str, ...]:
+    """The real SGLang flags on the command line the twin does not model (for the log/state)."""
+    out = []
+    for arg in argv:
+        if not arg.startswith("--"):
+            continue
+        action = parser._option_string_actions.get(arg.split("=", 1)[0])
+        if action is not None and action.dest.startswith("unmodelled_"):
+            out.append(arg.split("=", 1)[0])
+    return tuple(out)
 
 
 def parse_args(argv: list[str]) -> ServerArgs:
     """Parse like SGLang. argparse errors exit 2; StartupError for resolution-time refusals."""
     parser = build_parser()
-    ns, unknown = parser.parse_known_args(argv)
+    ns = parser.parse_args(argv)  # unknown flags: exit 2, as SGLang (server_args.py:696)
     if ns.enable_two_batch_overlap and ns.moe_a2a_backend == "none" and ns.attn_dp_size <= 1:
         # arg_groups/validation_hook.py:756-771
         raise StartupError(
@@ -140,6 +190,6 @@ def parse_args(argv: list[str]) -> ServerArgs:
         page_size=ns.page_size or 256,  # DSV4 default
         kv_cache_dtype=kv_dtype,
         transfer_backend=ns.disaggregation_transfer_backend,
-        ignored=tuple(unknown),
+        ignored=_unmodelled(argv, parser),
         argv=tuple(argv),
     )

@@ -45,6 +45,13 @@ class TwinConfig:
     # the corrupt hazard's output shapes (twin/corruption.py); one is picked per corrupted request
     corrupt_shapes: tuple[str, ...] = ("dropped_call", "cross_talk", "dsml_in_content")
     reasoning_tokens: int = 32  # reasoning tokens per request with thinking on
+    # SGLang's decode->prefill heartbeat (environ.py:761-762; conn.py:479-485 clamps both)
+    heartbeat_interval_s: float = 5.0
+    heartbeat_max_failure: int = 2
+    # Seconds the schedulers take to release and exit after ShutdownReq (estimate; SGLang
+    # SIGKILLs them after 15 s, tokenizer_manager.py:456)
+    scheduler_exit_s: float = 3.0
+    sigterm_tick_s: float = 5.0  # sigterm_watchdog's asyncio.sleep(5) (tokenizer_manager.py:3510)
 
     def wall(self, model_seconds: float) -> float:
         """Model seconds → wall seconds."""
@@ -64,6 +71,8 @@ _FLOATS = {
     "WEDGE_WINDOW_S": "wedge_window_s",
     "CORRUPT_PROB": "corrupt_prob",
     "THROUGHPUT_WINDOW_S": "throughput_window_s",
+    "SCHEDULER_EXIT_S": "scheduler_exit_s",
+    "SIGTERM_TICK_S": "sigterm_tick_s",
 }
 _INTS = {"WEDGE_ABORTS": "wedge_aborts", "CORRUPT_MIN_BS": "corrupt_min_bs", "SEED": "seed",
          "REASONING_TOKENS": "reasoning_tokens"}
@@ -72,6 +81,7 @@ _SGLANG_TIMEOUTS = {
     "health_timeout_s": ("SGLANG_HEALTH_CHECK_TIMEOUT", "HEALTH_TIMEOUT_S"),
     "waiting_timeout_s": ("SGLANG_DISAGGREGATION_WAITING_TIMEOUT", "WAITING_TIMEOUT_S"),
     "bootstrap_timeout_s": ("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", "BOOTSTRAP_TIMEOUT_S"),
+    "heartbeat_interval_s": ("SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL", "HEARTBEAT_INTERVAL_S"),
 }
 
 
@@ -105,6 +115,11 @@ def load_config(env: Mapping[str, str] | None = None) -> TwinConfig:
             v = _number(env, name, float)
             if v is not None:
                 values[attr] = v
+    failures = _number(env, "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE", int)
+    if failures is not None:
+        values["heartbeat_max_failure"] = max(int(failures), 1)  # conn.py:483-485
+    if "heartbeat_interval_s" in values:
+        values["heartbeat_interval_s"] = max(float(values["heartbeat_interval_s"]), 2.0)
     if values.get("time_scale", 1.0) == 0:
         raise TwinConfigError(f"{PREFIX}TIME_SCALE must be > 0")
     force_raw = env.get(PREFIX + "FORCE", "")

@@ -10,8 +10,9 @@ from typing import Any
 
 from aiohttp import web
 
+from .batch import serve_batch
 from .formats import error_body
-from .parse import BadRequest, Parsers, parse
+from .parse import BadRequest, Parsers, parse, parse_batch
 from .server import CONTEXT_LEN, MAX_TOTAL_TOKENS, SGLANG_VERSION, TwinServer
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -91,7 +92,8 @@ def build_app(s: TwinServer) -> web.Application:
         return web.Response(status=200 if await s.health() else 503)
 
     async def ready(request: web.Request) -> web.Response:
-        return web.Response(status=200 if s.status == "up" else 503)
+        # TokenizerManager.is_ready(): up and not shutting down
+        return web.Response(status=200 if s.status == "up" and not s.gracefully_exit else 503)
 
     async def get_model_info(request: web.Request) -> web.Response:
         return web.json_response(model_info(s))
@@ -123,6 +125,9 @@ def build_app(s: TwinServer) -> web.Application:
         async def handler(request: web.Request) -> web.StreamResponse:
             try:
                 body = await request.json()
+                batch = parse_batch(kind, body, s.args.served_model_name, parsers)
+                if batch is not None:  # a list of prompts or n > 1
+                    return await serve_batch(s, request, batch)
                 job, plan, boot, prompt = parse(kind, body, s.args.served_model_name, parsers)
             except (BadRequest, json.JSONDecodeError) as exc:
                 if kind == "generate":

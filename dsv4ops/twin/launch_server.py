@@ -1,8 +1,10 @@
 """`python -m dsv4ops.twin.launch_server ARGS`: the twin in place of `python -m sglang.launch_server`.
 
-Start-up follows SGLang's order: parse (argparse errors exit 2), resolve (refusals exit 1),
-load the model (port still closed), open the port with /health 503 while CUDA graphs are captured
-and the server warms up, then serve. SIGTERM/SIGINT shut down cleanly; SIGKILL just closes ports.
+Start-up follows SGLang's order: parse (argparse errors exit 2, unknown flags included), resolve
+(refusals exit 1), start the prefill's bootstrap server, load the model and capture CUDA graphs
+(HTTP port still closed), open the HTTP port with /health 503 while the server warms up, then
+serve. Once up, SIGTERM takes SGLang's graceful path (`shutdown.py`); SIGINT, and any signal
+during start-up, stop at once; SIGKILL just closes the ports.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from .config import TwinConfigError, load_config
 from .http_app import build_app
 from .kernel_package import resolve_kernel_config
 from .server import TwinServer
+from .shutdown import on_sigterm, sigterm_watchdog
 
 log = logging.getLogger("sglang.twin")
 
@@ -39,35 +42,50 @@ async def _serve(server: TwinServer) -> None:
                        decode_cuda_graph_bs=server.buckets, hazards=server.hazards.as_dict(),
                        bootstrap_port=args.bootstrap_port if server.role == "prefill" else None,
                        twin_kernel_package=server.kernel.package)
+    # Launch phase: SIGTERM/SIGINT stop at once (no TokenizerManager handler yet; uvicorn's
+    # own handler during warmup).
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    runners: list[web.AppRunner] = []
+    if server.bootstrap is not None:
+        # TokenizerManager init starts it, before the schedulers finish loading
+        # (engine.py L1336-1350, disagg_service.py): /health 200 and /route 503 from here on.
+        runners.append(await _site(server.bootstrap.app(), args.host, args.bootstrap_port))
+        log.info("Bootstrap server started on %s:%d", args.host, args.bootstrap_port)
     log.info("Load weight begin. (model load %.1fs model time)", cfg.model_load_s)
     if await _wait_or_stop(stop, cfg.wall(cfg.model_load_s)):
-        return await _shutdown(server, [])
-    runners = []
-    app = build_app(server)
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
-                           shutdown_timeout=1.0)
-    await runner.setup()
-    await web.TCPSite(runner, args.host, args.port, reuse_address=True).start()
-    runners.append(runner)
-    if server.bootstrap is not None:
-        boot = web.AppRunner(server.bootstrap.app(), handler_cancellation=True,
-                             access_log=None, shutdown_timeout=1.0)
-        await boot.setup()
-        await web.TCPSite(boot, args.host, args.bootstrap_port, reuse_address=True).start()
-        runners.append(boot)
-        log.info("Bootstrap server started on %s:%d", args.host, args.bootstrap_port)
+        return await _shutdown(server, runners)
     engine_task = asyncio.create_task(server.engine.run()) if server.engine else None
     log.info("Capture cuda graph bs %s", server.buckets)
-    if await _wait_or_stop(stop, cfg.wall(server.capture_seconds() + cfg.warmup_s)):
+    if await _wait_or_stop(stop, cfg.wall(server.capture_seconds())):
+        return await _shutdown(server, runners, engine_task)
+    server.ranks_registered()
+    # The HTTP port opens once the schedulers are ready (after load and graph capture); the
+    # warmup request follows, /health 503 until it is done.
+    runners.insert(0, await _site(build_app(server), args.host, args.port))
+    if await _wait_or_stop(stop, cfg.wall(cfg.warmup_s)):
         return await _shutdown(server, runners, engine_task)
     server.mark_ready()
     log.info("The server is fired up and ready to roll!")
-    await stop.wait()
-    await _shutdown(server, runners, engine_task)
+    # Running phase: the TokenizerManager's SIGTERM handler takes over (SIGINT stays quick).
+    loop.add_signal_handler(signal.SIGTERM, on_sigterm, server)
+    watchdog = asyncio.create_task(sigterm_watchdog(server))
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait({watchdog, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    how = watchdog.result() if watchdog.done() else "sigint"
+    watchdog.cancel()
+    stopped.cancel()
+    await _shutdown(server, runners, engine_task, how=how)
+
+
+async def _site(app: web.Application, host: str, port: int) -> web.AppRunner:
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
+                           shutdown_timeout=1.0)
+    await runner.setup()
+    await web.TCPSite(runner, host, port, reuse_address=True).start()
+    return runner
 
 
 async def _wait_or_stop(stop: asyncio.Event, seconds: float) -> bool:
@@ -79,9 +97,9 @@ async def _wait_or_stop(stop: asyncio.Event, seconds: float) -> bool:
 
 
 async def _shutdown(server: TwinServer, runners: list[web.AppRunner],
-                    engine_task: asyncio.Task[None] | None = None) -> None:
+                    engine_task: asyncio.Task[None] | None = None, how: str = "launch") -> None:
     server.status = "shutting_down"
-    server.events.emit("shutdown")
+    server.events.emit("shutdown", how=how)
     if engine_task is not None:
         engine_task.cancel()
     for runner in runners:

@@ -42,10 +42,19 @@ def _max_tokens(value: Any) -> int:
 
 
 def _bootstrap(body: dict[str, Any]) -> Bootstrap:
-    port = body.get("bootstrap_port")
-    room = body.get("bootstrap_room")
-    return Bootstrap(body.get("bootstrap_host"), int(port) if port is not None else None,
-                     int(room) if room is not None else None)
+    host, port, room = (body.get(k) for k in ("bootstrap_host", "bootstrap_port",
+                                              "bootstrap_room"))
+    # A single request may still carry one-element lists (what the router sends for a
+    # one-prompt list); anything else list-valued is a batch and goes through parse_batch.
+    host, port, room = (v[0] if isinstance(v, list) and len(v) == 1 else v
+                        for v in (host, port, room))
+    try:
+        return Bootstrap(None if host is None else str(host),
+                         int(port) if port is not None else None,
+                         int(room) if room is not None else None)
+    except (TypeError, ValueError):
+        raise BadRequest("bootstrap_host/bootstrap_port/bootstrap_room: expected one value "
+                         "per request") from None
 
 
 def prompt_hash(prompt: str) -> str:
@@ -134,3 +143,115 @@ def parse(kind: str, body: Any, model_name: str,
               include_usage=include_usage, prompt_tokens=n_prompt, max_tokens=max_tokens,
               created=int(time.time()), tool_parsing=tool_parsing)
     return job, plan, _bootstrap(body), prompt
+
+
+@dataclass(frozen=True)
+class Sub:
+    """One sequence of a batched request: choice `index`, with its own rid and bootstrap."""
+
+    index: int
+    prompt_index: int
+    job: Job
+    plan: Plan
+    boot: Bootstrap
+    prompt: str
+    shares_room: bool  # a parallel sample: 0.5.23 gives it the room of its prompt
+
+
+@dataclass(frozen=True)
+class Batch:
+    kind: str
+    n: int
+    stream: bool
+    include_usage: bool
+    subs: list[Sub]
+    primers: list[Sub]  # per prompt when n > 1: the prefix-caching request (max_new_tokens 0)
+
+
+def _n(kind: str, body: dict[str, Any]) -> int:
+    params = body.get("sampling_params") if kind == "generate" else body
+    value = (params or {}).get("n", 1) if isinstance(params, dict) else 1
+    if value is None:
+        return 1
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise BadRequest(f"n must be a positive integer, got {value!r}")
+    return value
+
+
+def _prompts(kind: str, body: dict[str, Any]) -> list[Any] | None:
+    """The batch of prompts, or None for a single prompt."""
+    if kind == "completion":
+        p = body.get("prompt")
+        if isinstance(p, list) and p and isinstance(p[0], str | list):
+            return p
+    elif kind == "generate":
+        t, ids = body.get("text"), body.get("input_ids")
+        if isinstance(t, list):
+            return t
+        if isinstance(ids, list) and ids and isinstance(ids[0], list):
+            return ids
+    return None
+
+
+def _spread(value: Any, num: int, n: int, *, room: bool) -> list[Any]:
+    """io_struct.py `_normalize_bootstrap_params` (L907-939), verbatim in effect."""
+    if value is None:
+        return [None] * num
+    if not isinstance(value, list):
+        return [value + i for i in range(num)] if room else [value] * num
+    return value * n
+
+
+def parse_batch(kind: str, body: Any, model_name: str,
+                parsers: Parsers | None = None) -> Batch | None:
+    """A request SGLang runs as a batch (a list of prompts, or n > 1), else None.
+
+    Follows 0.5.23's TokenizerManager: with n > 1 each prompt first sends a prefix-caching
+    request, then n samples that are copies of the prompt's request, so every sample carries
+    the prompt's bootstrap room (tokenizer_manager.py L2128-2172; fixed after 0.5.23 by sglang
+    PRs #26486/#30723). Raises BadRequest.
+    """
+    if not isinstance(body, dict):
+        return None
+    n = _n(kind, body)
+    prompts = _prompts(kind, body)
+    if prompts is None and n == 1:
+        return None
+    if prompts is not None and len(prompts) == 1 and n == 1:
+        return None  # a one-element list is a single request
+    batch_prompts = prompts if prompts is not None else [None]
+    if any(isinstance(p, str) and not p for p in batch_prompts) or not batch_prompts:
+        raise BadRequest("Prompt cannot be empty")
+    size = len(batch_prompts)
+    num = size * n
+    hosts = _spread(body.get("bootstrap_host"), num, n, room=False)
+    ports = _spread(body.get("bootstrap_port"), num, n, room=False)
+    rooms = _spread(body.get("bootstrap_room"), num, n, room=True)
+    base_rid = body.get("rid")
+    subs: list[Sub] = []
+    primers: list[Sub] = []
+    for i, prompt_v in enumerate(batch_prompts):
+        one = {k: v for k, v in body.items()
+               if k not in ("bootstrap_host", "bootstrap_port", "bootstrap_room", "rid", "n")}
+        if prompt_v is not None:
+            one[{"completion": "prompt", "generate": "text"}[kind]
+                if isinstance(prompt_v, str) else
+                {"completion": "prompt", "generate": "input_ids"}[kind]] = prompt_v
+            if kind == "generate" and not isinstance(prompt_v, str):
+                one.pop("text", None)
+        boot = {"bootstrap_host": hosts[i], "bootstrap_port": ports[i],
+                "bootstrap_room": rooms[i]}
+        if n > 1:
+            primer_job, plan, pboot, prompt = parse(kind, {**one, **boot,
+                                                           "rid": uuid.uuid4().hex}, model_name,
+                                                   parsers)
+            primers.append(Sub(i, i, primer_job, plan, pboot, prompt, False))
+        for j in range(n):
+            if n == 1:
+                rid = f"{base_rid}_{i}" if isinstance(base_rid, str) else uuid.uuid4().hex
+            else:
+                rid = uuid.uuid4().hex  # regenerate_rid()
+            job, plan, sboot, prompt = parse(kind, {**one, **boot, "rid": rid}, model_name, parsers)
+            subs.append(Sub(i * n + j, i, job, plan, sboot, prompt, shares_room=n > 1))
+    first = subs[0].job
+    return Batch(kind, n, first.stream, first.include_usage, subs, primers)

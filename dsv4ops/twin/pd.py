@@ -2,8 +2,14 @@
 
 Prefill side: `BootstrapServer`, an aiohttp app on --disaggregation-bootstrap-port (as SGLang's
 CommonKVBootstrapServer) with GET /health, GET /route, POST /register_peer and POST /transfer.
-Decode side: `KVReceiver`, which registers with a prefill on first use and pulls each request's
-KV by bootstrap room; the decode cannot produce a token until that succeeds.
+As in SGLang it is up from the start of the process (TokenizerManager init, before the model
+loads): `/health` is always 200, `/route` is 503 until the prefill's ranks registered (after load
+and graph capture, conn.py:3055-3067, 3208-3214). Decode side: `kv_receiver.KVReceiver`.
+
+A transfer from a decode this prefill never registered (the decode cached the metadata of an
+earlier prefill process behind the same address; 0.5.23 has no instance-id check) goes where no
+rank listens on the box: nothing answers it, the decode fails after its waiting timeout and only
+then re-registers. There is no "unknown peer, register again" answer.
 
 Bootstrap degradation: the prefill keeps every decode peer it has seen (NIXL's table is never
 pruned). When a new decode instance registers at the address of an earlier one while this prefill
@@ -18,7 +24,6 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 
-import aiohttp
 from aiohttp import web
 
 from .config import TwinConfig
@@ -110,7 +115,8 @@ class BootstrapServer:
 
     async def _route(self, request: web.Request) -> web.Response:
         if not self.ready:
-            return web.json_response({"error": "prefill ranks not registered"}, status=503)
+            return web.Response(text="Prefill server not fully registered yet "
+                                     "(0 workers registered).", status=503)
         return web.json_response({
             "prefill_instance_id": self.instance_id,
             "prefill_pid": self.info.get("pid"),
@@ -143,11 +149,16 @@ class BootstrapServer:
 
     async def _transfer(self, request: web.Request) -> web.Response:
         body = await request.json()
-        peer = self.peers.get(str(body.get("decode_instance_id")))
-        if peer is None:
-            return web.json_response({"error": "unknown decode peer; register first"}, status=409)
         room_id = int(body["room"])
         deadline = self.config.wall(self.config.bootstrap_timeout_s)
+        peer = self.peers.get(str(body.get("decode_instance_id")))
+        if peer is None:
+            # Stale metadata on the decode: the message reaches no rank of this process.
+            self.events.emit("transfer_unanswered", room=room_id,
+                             decode_instance_id=body.get("decode_instance_id"),
+                             reason="decode not registered with this prefill instance")
+            await asyncio.sleep(deadline)
+            return web.json_response({"error": "no rank answered"}, status=504)
         try:
             r = await asyncio.wait_for(self._room_ready(room_id), deadline)
         except TimeoutError:
@@ -174,94 +185,3 @@ class BootstrapServer:
                 await r.kv_ready.wait()
                 return r
             await asyncio.sleep(0.002)
-
-
-class KVReceiver:
-    """Decode side of the transfer: registration per prefill, then one pull per room."""
-
-    def __init__(self, *, config: TwinConfig, hazards: HazardBoard, events: EventLog,
-                 instance_id: str, decode_addr: str) -> None:
-        self.config = config
-        self.hazards = hazards
-        self.events = events
-        self.instance_id = instance_id
-        self.decode_addr = decode_addr
-        self.prefills: dict[tuple[str, int], dict[str, object]] = {}
-        self.in_flight = 0
-        self.failed = 0
-        self._session: aiohttp.ClientSession | None = None
-        self._locks: dict[tuple[str, int], asyncio.Lock] = {}
-
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0, force_close=False))
-        return self._session
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-
-    async def _register(self, host: str, port: int) -> dict[str, object]:
-        key = (host, port)
-        async with self._locks.setdefault(key, asyncio.Lock()):
-            if key in self.prefills:
-                return self.prefills[key]
-            base = f"http://{host}:{port}"
-            timeout = aiohttp.ClientTimeout(total=self.config.wall(self.config.bootstrap_timeout_s))
-            async with self._client().get(f"{base}/route", timeout=timeout) as resp:
-                if resp.status != 200:
-                    raise TransferError(f"bootstrap /route on {base} answered {resp.status}")
-                route = await resp.json()
-            body = {"decode_addr": self.decode_addr, "decode_instance_id": self.instance_id}
-            async with self._client().post(f"{base}/register_peer", json=body,
-                                           timeout=timeout) as resp:
-                reg = await resp.json()
-            self.prefills[key] = reg
-            self.events.emit("peer_registered", bootstrap=f"{host}:{port}",
-                             prefill_instance_id=reg.get("prefill_instance_id"),
-                             prefill_pid=reg.get("prefill_pid"),
-                             prefill_started_at=reg.get("prefill_started_at"),
-                             page_size=route.get("page_size"))
-            return reg
-
-    async def fetch(self, host: str, port: int, room: int, prompt_hash: str) -> None:
-        """Pull the KV of `room`; raises TransferError after the waiting timeout or on errors."""
-        self.in_flight += 1
-        try:
-            await self._fetch(host, port, room, prompt_hash)
-        except TransferError as exc:
-            self.failed += 1
-            self.events.emit("transfer_failed", room=room, side="decode", reason=str(exc),
-                             bootstrap=f"{host}:{port}")
-            raise
-        finally:
-            self.in_flight -= 1
-
-    async def _fetch(self, host: str, port: int, room: int, prompt_hash: str) -> None:
-        waiting = self.config.wall(self.config.waiting_timeout_s)
-        body = {"room": room, "decode_instance_id": self.instance_id, "prompt_hash": prompt_hash,
-                "degrade_state": self.hazards.state("degrade")}
-        for attempt in range(2):
-            try:
-                await self._register(host, port)
-                async with self._client().post(
-                    f"http://{host}:{port}/transfer", json=body,
-                    timeout=aiohttp.ClientTimeout(total=waiting),
-                ) as resp:
-                    if resp.status == 409 and attempt == 0:
-                        # The prefill does not know us (it was restarted): register again.
-                        self.prefills.pop((host, port), None)
-                        continue
-                    if resp.status != 200:
-                        raise TransferError(f"transfer of room {room} failed: {resp.status}")
-                    return
-            except TimeoutError:
-                self.prefills.pop((host, port), None)  # SGLang invalidates cached bootstrap info
-                raise TransferError(
-                    f"KVPoll.WaitingForInput timed out after {self.config.waiting_timeout_s}s"
-                ) from None
-            except aiohttp.ClientError as exc:
-                self.prefills.pop((host, port), None)
-                raise TransferError(f"bootstrap server {host}:{port} unreachable: {exc}") from None
-        raise TransferError(f"transfer of room {room} refused after re-registration")

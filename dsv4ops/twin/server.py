@@ -21,9 +21,10 @@ from .events import EventLog
 from .formats import FORMATS, Job, error_body
 from .hazards import HazardBoard
 from .kernel_package import KernelConfigChoice
+from .kv_receiver import KVReceiver
 from .metrics import SchedulerSnapshot, TwinMetrics
 from .parse import Bootstrap, prompt_hash
-from .pd import FAKE_BOOTSTRAP_HOST, BootstrapServer, KVReceiver, TransferError
+from .pd import FAKE_BOOTSTRAP_HOST, BootstrapServer, TransferError
 from .perf import DSV4_DEFAULT_MAX_RUNNING, resolve_decode_buckets
 
 SGLANG_VERSION = "0.5.23"
@@ -35,6 +36,11 @@ def _env_on(value: str | None, default: bool) -> bool:
     if value is None or value.strip() == "":
         return default
     return value.strip().lower() not in ("0", "false", "no", "off")
+
+
+def not_ready() -> web.Response:
+    return web.json_response(error_body("The server is not ready", 503, "ServiceUnavailable"),
+                             status=503)
 
 
 class TwinServer:
@@ -49,6 +55,10 @@ class TwinServer:
         self.pid = os.getpid()
         self.started_at = time.time()
         self.status = "starting"
+        # TokenizerManager.gracefully_exit (SIGTERM seen) and ServerStatus.UnHealthy (the last
+        # /health timed out): /health answers 503 for the first; SIGTERM exits at once on the second
+        self.gracefully_exit = False
+        self.unhealthy = False
         self.startup_time: float | None = None
         self.events = EventLog(config.event_log, role=self.role, port=args.port,
                                instance_id=self.instance_id)
@@ -86,11 +96,17 @@ class TwinServer:
     def capture_seconds(self) -> float:
         return self.config.capture_s_per_bucket * len(self.buckets)
 
+    def ranks_registered(self) -> None:
+        """The prefill's scheduler ranks registered with the bootstrap server (after load and
+        capture, before the HTTP port opens): `/route` answers from now on."""
+        if self.bootstrap is not None:
+            self.bootstrap.ready = True
+        if self.receiver is not None:
+            self.receiver.start_heartbeat()  # the decode KV manager's heartbeat thread
+
     def mark_ready(self) -> None:
         self.status = "up"
         self.startup_time = time.time() - self.started_at
-        if self.bootstrap is not None:
-            self.bootstrap.ready = True
         if self.metrics is not None:
             self.metrics.startup.labels(**self.metrics.labels(), phase="total").set(
                 self.startup_time / self.config.time_scale)
@@ -115,28 +131,13 @@ class TwinServer:
     async def handle_generation(self, request: web.Request, job: Job, plan: Plan,
                                 boot: Bootstrap, prompt: str) -> web.StreamResponse:
         if self.status != "up":
-            return web.json_response(error_body("The server is not ready", 503,
-                                                "ServiceUnavailable"), status=503)
+            return not_ready()
         started = time.monotonic()
         req = Req(rid=job.rid, plan=plan, max_tokens=job.max_tokens,
                   prompt_tokens=job.prompt_tokens)
         self.inflight[job.rid] = req
         try:
-            if self.role == "prefill":
-                return await self._prefill_response(request, job, req, boot, prompt)
-            if self.role == "decode" and boot.host != FAKE_BOOTSTRAP_HOST:
-                if boot.host is None or boot.room is None:
-                    raise web.HTTPBadRequest(
-                        text='{"error":{"message":"bootstrap_host and bootstrap_room are '
-                             'required in decode mode"}}', content_type="application/json")
-                assert self.receiver is not None
-                port = boot.port if boot.port is not None else self.args.bootstrap_port
-                await self.receiver.fetch(boot.host, port, boot.room, prompt_hash(prompt))
-            elif self.role == "unified":
-                await self.prefill_compute(job.prompt_tokens)
-            if req.finish_reason is None:
-                assert self.engine is not None
-                self.engine.submit(req)
+            await self.prepare(job, req, boot, prompt)
             return await self._respond(request, job, req)
         except TransferError as exc:
             return web.json_response(error_body(str(exc), 500, "InternalServerError"),
@@ -146,28 +147,67 @@ class TwinServer:
             raise
         finally:
             self.inflight.pop(job.rid, None)
-            self._record(job, req, started)
+            self.record(job, req, started)
 
-    async def _prefill_response(self, request: web.Request, job: Job, req: Req,
-                                boot: Bootstrap, prompt: str) -> web.StreamResponse:
-        assert self.bootstrap is not None
+    async def prepare(self, job: Job, req: Req, boot: Bootstrap, prompt: str, *,
+                      shares_room: bool = False) -> None:
+        """Everything before the first token: prefill compute and KV transfer, then the decode
+        batch. Raises TransferError; HTTPBadRequest for a decode request without bootstrap."""
         real = boot.host not in (None, FAKE_BOOTSTRAP_HOST) and boot.room is not None
-        room = self.bootstrap.open_room(boot.room, prompt_hash(prompt), job.prompt_tokens) \
-            if real else None
+        if self.role == "prefill":
+            await self._prefill_one(job, req, boot, prompt, real, shares_room)
+            return
+        if self.role == "decode" and boot.host != FAKE_BOOTSTRAP_HOST:
+            if boot.host is None or boot.room is None:
+                raise web.HTTPBadRequest(
+                    text='{"error":{"message":"bootstrap_host and bootstrap_room are '
+                         'required in decode mode"}}', content_type="application/json")
+            assert self.receiver is not None
+            port = boot.port if boot.port is not None else self.args.bootstrap_port
+            if shares_room:
+                await self._lost_sample(boot.room, self.config.waiting_timeout_s, "decode",
+                                        "KVPoll.WaitingForInput")
+            await self.receiver.fetch(boot.host, port, boot.room, prompt_hash(prompt))
+        elif self.role == "unified":
+            await self.prefill_compute(job.prompt_tokens)
+        if req.finish_reason is None:
+            assert self.engine is not None
+            self.engine.submit(req)
+
+    async def _lost_sample(self, room: int, timeout_s: float, side: str, poll: str) -> None:
+        """A parallel sample reusing its prompt's bootstrap room (0.5.23): the room's transfer
+        already concluded for the prefix-caching request, so this one waits in `poll` until the
+        timeout and fails (sglang PRs #26486, #30723 describe the hang)."""
+        await asyncio.sleep(self.config.wall(timeout_s))
+        if side == "decode" and self.receiver is not None:
+            self.receiver.failed += 1
+        elif self.bootstrap is not None:
+            self.bootstrap.bootstrap_failed += 1
+        reason = f"Request {room} timed out after {timeout_s:.1f}s in {poll}"
+        self.events.emit("transfer_failed", room=room, side=side, reason=reason,
+                         cause="parallel samples share the bootstrap room")
+        raise TransferError(reason)
+
+    async def _prefill_one(self, job: Job, req: Req, boot: Bootstrap, prompt: str, real: bool,
+                           shares_room: bool) -> None:
+        assert self.bootstrap is not None
+        if real and shares_room:
+            await self.prefill_compute(job.prompt_tokens)
+            await self._lost_sample(int(boot.room or 0), self.config.bootstrap_timeout_s,
+                                    "prefill", "KVPoll.Bootstrapping")
+        room = self.bootstrap.open_room(int(boot.room or 0), prompt_hash(prompt),
+                                        job.prompt_tokens) if real else None
         await self.prefill_compute(job.prompt_tokens)
         if room is not None:
             room.kv_ready.set()
             if not await self.bootstrap.wait_transferred(room):
-                return web.json_response(
-                    error_body(f"KV transfer for bootstrap room {boot.room} failed", 500,
-                               "InternalServerError"), status=500)
+                raise TransferError(f"KV transfer for bootstrap room {boot.room} failed")
         # The prefill answers with its first token; the router forwards the decode's answer.
         req.max_tokens = min(1, job.max_tokens)
         req.build_pieces()
         if req.n_tokens:
             req.emit_next()
         req.finish(req.finish_reason or "length")
-        return await self._respond(request, job, req)
 
     async def _respond(self, request: web.Request, job: Job, req: Req) -> web.StreamResponse:
         fmt = FORMATS[job.kind](job)
@@ -206,7 +246,7 @@ class TwinServer:
             [r for r in [self.inflight.get(rid or "")] if r is not None]
         return sum(self._abort(r, "abort_request") for r in targets)
 
-    def _record(self, job: Job, req: Req, started: float) -> None:
+    def record(self, job: Job, req: Req, started: float) -> None:
         if self.metrics is None or req.is_health_probe:
             return
         scale = self.config.time_scale
@@ -219,7 +259,7 @@ class TwinServer:
     # --- health --------------------------------------------------------------------------
     async def health(self) -> bool:
         """SGLang's /health: a 1-token fake-bootstrap generation within the health timeout."""
-        if self.status != "up":
+        if self.gracefully_exit or self.status != "up":
             return False
         if not self.health_generation:
             return True
@@ -234,10 +274,12 @@ class TwinServer:
                 assert self.engine is not None
                 self.engine.submit(probe)
                 await probe.done.wait()
+                self.unhealthy = False
                 return True
         except TimeoutError:
             if self.engine is not None:
                 self.engine.discard(probe)
+            self.unhealthy = True
             return False
 
     # --- reporting -----------------------------------------------------------------------

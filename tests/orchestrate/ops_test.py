@@ -91,8 +91,7 @@ def test_safe_order_and_journal_before_each_step(journal):
         "stop decode",
         "stop prefill",
         "start prefill",
-        "wait prefill health",
-        "wait prefill health",  # /health + bootstrap /health
+        "wait prefill health",  # HTTP /health only: the bootstrap server is up before load
         "start decode",
         "wait decode health",
         "start router",
@@ -132,9 +131,8 @@ def test_failure_after_stop_rolls_back_to_known_good(journal):
     calls = control.actions()
     after = calls[calls.index("wait decode health") + 1 :]
     assert after[:4] == ["kill TERM router", "stop router", "stop decode", "stop prefill"]
-    assert after[4:10] == [
+    assert after[4:9] == [
         "start prefill",
-        "wait prefill health",
         "wait prefill health",
         "start decode",
         "wait decode health",

@@ -35,7 +35,8 @@ def test_deploy_plan_is_the_safe_order():
         and titles[2].startswith("journal")
     )
     waits = {s.component: s.checks for s in steps if s.action == P.WAIT}
-    assert waits["prefill"] == ("http://127.0.0.1:30000/health", "http://127.0.0.1:8998/health")
+    # HTTP /health after warmup; never the bootstrap server (200 before the model loads)
+    assert waits["prefill"] == ("http://127.0.0.1:30000/health",)
     assert waits["router"] == ("http://127.0.0.1:8000/readiness",)  # not the liveness /health
 
 

@@ -61,3 +61,26 @@ def test_bad_twin_env_value_fails_with_one_line():
     assert result.returncode == 1
     assert "DSV4_TWIN_TIME_SCALE='fast': expected a float" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_flag_sglang_does_not_know_exits_2_with_argparses_message():
+    result = _launch(["--some-future-flag", "7"])
+    assert result.returncode == 2
+    assert "sglang serve: error: unrecognized arguments: --some-future-flag 7" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_every_real_sglang_flag_is_accepted_with_its_arity():
+    from dsv4ops.profiles._flag_tables import SGLANG_SERVER_TABLE
+    from dsv4ops.twin.args import build_parser
+
+    parser = build_parser()
+    declared = set(parser._option_string_actions) - {"-h", "--help"}
+    assert declared == set(SGLANG_SERVER_TABLE)  # exactly the real parser's 559 flags
+    args = parse_args([*BASE, "--mem-fraction-static", "0.85", "--trust-remote-code",
+                       "--attention-backend", "dsv4", "--gc-threshold", "1", "2"])
+    assert args.ignored == ("--mem-fraction-static", "--trust-remote-code",
+                            "--attention-backend", "--gc-threshold")
+    with pytest.raises(SystemExit) as exc:  # a real flag with a bad choice: argparse's exit 2
+        parse_args([*BASE, "--attention-backend", "no-such-backend"])
+    assert exc.value.code == 2

@@ -18,7 +18,7 @@ def test_unified_mode_serves_without_a_prefill_and_reports_a_kernel_package(tmp_
     (pkg / "configs" / "triton_3_8_0" / "E=256,N=512,device_name=X.json").write_text("{}")
     (pkg / "manifest.json").write_text(json.dumps({"name": "dsv4-moe", "version": "2"}))
     env = {"SGLANG_MOE_CONFIG_DIR": str(pkg), "DSV4_TWIN_TIME_SCALE": "0.05"}
-    with twin_server(["--enable-metrics", "--some-future-flag", "7"], env=env,
+    with twin_server(["--enable-metrics", "--mem-fraction-static", "0.85"], env=env,
                      workdir=tmp_path) as proc:
         r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=10,
                        json={"messages": [{"role": "user", "content": "SAY unified ok"}]})
@@ -28,10 +28,10 @@ def test_unified_mode_serves_without_a_prefill_and_reports_a_kernel_package(tmp_
         assert info["twin_kernel_package"] == {"name": "dsv4-moe", "version": "2", "dir": str(pkg)}
         state = httpx.get(f"{proc.url}/_twin/state").json()
         assert state["role"] == "unified" and state["twin_kernel_package"]["version"] == "2"
-        assert "--some-future-flag" in state["ignored_args"]
+        assert "--mem-fraction-static" in state["ignored_args"]
     log = (tmp_path / "twin.log").read_text()
     assert f"Using MoE kernel config from {pkg}" in log
-    assert "twin: accepting and ignoring --some-future-flag" in log
+    assert "twin: accepting and ignoring --mem-fraction-static" in log
     events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert [e["event"] for e in events][:2] == ["started", "ready"]
     assert events[-1]["event"] == "shutdown"  # SIGTERM on exit shuts down cleanly
