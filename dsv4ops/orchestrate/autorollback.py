@@ -36,10 +36,8 @@ class Ending:
 def failure_line(kind: Kind, new: Deployment, failure: StepFailed) -> str:
     if isinstance(failure, Interrupted):
         how = "after" if failure.finished else "during"
-        return (
-            f"{kind.value} of {new.describe()} was interrupted by {failure.signal_name} "
-            f"{how} '{failure.step}'"
-        )
+        where = f"{how} '{failure.step}'" if failure.step else "before its first step"
+        return f"{kind.value} of {new.describe()} was interrupted by {failure.signal_name} {where}"
     return f"{kind.value} of {new.describe()} failed at '{failure.step}': {failure.reason}"
 
 

@@ -131,7 +131,11 @@ class Runner:
 
     def run(self, steps: list[P.Step], deployment: Deployment | None) -> None:
         for step in steps:
-            self.run_step(step, deployment)
+            try:
+                self.run_step(step, deployment)
+            except KeyboardInterrupt as exc:  # between two steps: after the last one finished
+                last = self.log.timings[-1].title if self.log.timings else ""
+                raise Interrupted(last, signal_name_of(exc), finished=True) from None
 
     def run_step(self, step: P.Step, deployment: Deployment | None) -> None:
         handler = self._handlers[step.action]

@@ -185,7 +185,7 @@ class Operator:
                 failure = (
                     exc
                     if isinstance(exc, StepFailed)
-                    else Interrupted("between steps", signal_name_of(exc))
+                    else Interrupted("", signal_name_of(exc), finished=True)
                 )
                 ending = roll_back(
                     runner,
@@ -325,7 +325,7 @@ class Operator:
                 if isinstance(exc, StepFailed) and not isinstance(exc, Interrupted):
                     msg = f"stop failed at '{exc.step}': {exc.reason}\nRunning now: unknown."
                 else:
-                    where = exc.step if isinstance(exc, StepFailed) else "between steps"
+                    where = exc.step if isinstance(exc, StepFailed) else "its start"
                     msg = (
                         f"stop was interrupted by {signal_name_of(exc)} at '{where}'.\nRunning "
                         "now: unknown (some components may be up); run `dsv4ops stop` to finish."

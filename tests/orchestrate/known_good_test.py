@@ -36,8 +36,9 @@ def test_a_router_only_restart_is_not_marked_known_good_and_records_what_runs(jo
     other = make_deployment("other", offset=7)  # different worker ports: different commands
     out = operator(control, journal).deploy(other, scope=restart_scope(["router"]))
     assert out.ok and out.status == "SUCCEEDED"
-    assert "NOT marked known-good" in out.message and "marked known-good" not in out.message.replace(
-        "NOT marked known-good", ""
+    assert (
+        "NOT marked known-good" in out.message
+        and "marked known-good" not in out.message.replace("NOT marked known-good", "")
     )
     assert {n: control.running[n] for n in worker_pids} == worker_pids  # workers untouched
     op = journal.get(out.op_id)
