@@ -17,6 +17,7 @@ from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import UNKNOWN
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.engine import Interrupted, Runner, StepFailed, process_snapshot
+from dsv4ops.orchestrate.interrupts import signal_name_of
 from dsv4ops.orchestrate.model import START_ORDER, Deployment
 
 KnownGood = tuple[Operation, Deployment]
@@ -81,70 +82,68 @@ def roll_back(
     tried: list[str] = []
     progress(what)
     for good_op, good in [*candidates, (None, None)]:
-        progress("rolling back: stopping router, decode, prefill")
         try:
-            runner.run(P.stop_steps(), None)
-        except Interrupted as again:
-            return _interrupted_again(end, what, did_line, again, "stopping the processes")
-        except StepFailed as stop_failure:
-            msg = (
-                f"{what}\n{did_line}\nThe automatic rollback could not stop the processes "
-                f"({stop_failure}). Running now: unknown; {FIX_UNKNOWN}."
-            )
-            return end(Status.FAILED, msg, UNKNOWN, "unknown")
-        if good_op is None or good is None:
-            break
-        good = prepare(good)
-        progress(f"rolling back to the known-good deployment {good.describe()} ({good_op.op})")
-        try:
-            runner.run(
-                P.start_steps(good)
-                + [P.Step(P.PROBE, "end-to-end probe of the restored deployment")],
-                good,
-            )
-        except Interrupted as again:
-            return _interrupted_again(end, what, did_line, again, f"restoring {good.describe()}")
+            progress("rolling back: stopping router, decode, prefill")
+            try:
+                runner.run(P.stop_steps(), None)
+            except Interrupted:
+                raise
+            except StepFailed as stop_failure:
+                msg = (
+                    f"{what}\n{did_line}\nThe automatic rollback could not stop the processes "
+                    f"({stop_failure}). Running now: unknown; {FIX_UNKNOWN}."
+                )
+                return end(Status.FAILED, msg, UNKNOWN, "unknown")
+            if good_op is None or good is None:
+                break
+            good = prepare(good)
+            progress(f"rolling back to the known-good deployment {good.describe()} ({good_op.op})")
+            probe = P.Step(P.PROBE, "end-to-end probe of the restored deployment")
+            runner.run(P.start_steps(good) + [probe], good)
+        except (Interrupted, KeyboardInterrupt) as again:
+            doing = f"restoring {good.describe()}" if good is not None else "stopping the processes"
+            return _interrupted_again(end, what, did_line, again, doing)
         except StepFailed as restore_failure:
+            assert good_op is not None and good is not None
             tried.append(
                 f"Rolling back to {good.describe()} ({good_op.op}) also failed at "
                 f"'{restore_failure.step}': {restore_failure.reason}"
             )
             runner.known = good
             continue
-        earlier = "\n".join(tried) + ("\n" if tried else "")
+        earlier = "".join(t + "\n" for t in tried)
         msg = (
             f"{what}\n{did_line}\n{earlier}Rolled back automatically to the known-good deployment "
             f"{good.describe()} (journal {good_op.op}) by the same safe path; its end-to-end "
             f"probe passed.\nRunning now: {good.describe()}."
         )
         return end(Status.ROLLED_BACK, msg, good_op.op, good.describe())
-    if not candidates:
-        msg = (
-            f"{what}\n{did_line}\nNo known-good deployment to roll back to, so everything "
-            "was stopped. Running now: nothing."
+    return end(Status.FAILED, f"{what}\n{did_line}\n" + _nothing_left(tried), "", "nothing")
+
+
+def _nothing_left(tried: list[str]) -> str:
+    if not tried:
+        return (
+            "No known-good deployment to roll back to, so everything was stopped. "
+            "Running now: nothing."
         )
-    else:
-        msg = (
-            f"{what}\n{did_line}\n"
-            + "\n".join(tried)
-            + (
-                f"\nNo other known-good deployment left to try ({len(tried)} tried), so everything "
-                "was stopped. Running now: nothing (everything was stopped)."
-            )
-        )
-    return end(Status.FAILED, msg, "", "nothing")
+    return "".join(t + "\n" for t in tried) + (
+        f"No other known-good deployment left to try ({len(tried)} tried), so everything "
+        "was stopped. Running now: nothing (everything was stopped)."
+    )
 
 
 def _interrupted_again(
     end: Callable[[Status, str, str | None, str], Ending],
     what: str,
     did_line: str,
-    again: Interrupted,
+    again: BaseException,
     doing: str,
 ) -> Ending:
+    at = f", at '{again.step}'" if isinstance(again, StepFailed) and again.step else ""
     msg = (
-        f"{what}\n{did_line}\nThe automatic rollback was interrupted too ({again.signal_name} "
-        f"while {doing}, at '{again.step}'), so it stopped there.\nRunning now: unknown "
+        f"{what}\n{did_line}\nThe automatic rollback was interrupted too "
+        f"({signal_name_of(again)} while {doing}{at}), so it stopped there.\nRunning now: unknown "
         f"(some components may be up); {FIX_UNKNOWN}."
     )
     return end(Status.FAILED, msg, UNKNOWN, "unknown")

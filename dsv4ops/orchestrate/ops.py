@@ -9,18 +9,17 @@ into exit code 2), only refusals before anything changed raise.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dsv4ops.clock import Clock, SystemClock
-from dsv4ops.errors import DsOpsError, LockHeldError, PreflightError, TargetError
+from dsv4ops.errors import DsOpsError, PreflightError
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import UNKNOWN, Journal
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.autorollback import KnownGood, roll_back
-from dsv4ops.orchestrate.control import TargetControl, holder_for
+from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.engine import (
     CanaryStep,
     Interrupted,
@@ -33,6 +32,7 @@ from dsv4ops.orchestrate.engine import (
 )
 from dsv4ops.orchestrate.interrupts import signal_name_of
 from dsv4ops.orchestrate.kernelpkg import KernelSupport, with_kernel_env
+from dsv4ops.orchestrate.lockstep import release_lock, take_lock
 from dsv4ops.orchestrate.model import START_ORDER, Deployment, deployment_from_record
 from dsv4ops.orchestrate.partial import describe_mix, is_mixed, unit_after
 from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
@@ -133,19 +133,7 @@ class Operator:
         warning = scope.note if scope.note and scope.note.startswith(PD_WARNING) else None
         for n in notes:
             self.settings.progress(n if n == warning else f"note: {n}")
-        self.settings.progress(f"preflight on {self.host}")
-        problems = preflight_problems(
-            self.control,
-            new,
-            scope.components,
-            package_present=self.settings.kernels.present if self.settings.kernels else None,
-        )
-        if problems:
-            raise PreflightError(
-                f"preflight failed on {self.host}: "
-                + "; ".join(problems)
-                + ". Nothing was changed.",
-            )
+        self._preflight(new, scope)
         new = self._with_kernel_env(new)
         unit_after(new, scope, self.journal.deployed())  # refuse a partial restart of nothing
         op_id = self.journal.new_op_id(kind)
@@ -168,51 +156,80 @@ class Operator:
                 self.journal.transition(op_id, Status.RUNNING)
                 if warning:
                     self.journal.step(op_id, PD_WARNING, "done", detail=warning)
-            self.settings.progress(
-                f"{kind.value} {new.describe()} to {self.host} (journal {op_id})"
-            )
             runner = self._runner(op_id)
-            runner.known = deployment_from_record(prev) if prev and prev.components else new
-            with_canary = run_canary and self.settings.canary is not None
-            steps = P.restart_steps(new, scope.components, canary=with_canary)
-            try:
+            try:  # from here on, a signal is a failure like any other: journaled and handled
                 gate.raise_held()
-                runner.run(steps, new)
+                self.settings.progress(
+                    f"{kind.value} {new.describe()} to {self.host} (journal {op_id})"
+                )
+                runner.known = deployment_from_record(prev) if prev and prev.components else new
+                with_canary = run_canary and self.settings.canary is not None
+                runner.run(P.restart_steps(new, scope.components, canary=with_canary), new)
                 return self._succeeded(
                     op_id, kind, new, unit, scope_record, warning, runner, notes, t0
                 )
             except (StepFailed, KeyboardInterrupt) as exc:
-                failure = (
-                    exc
-                    if isinstance(exc, StepFailed)
-                    else Interrupted("", signal_name_of(exc), finished=True)
-                )
-                ending = roll_back(
-                    runner,
-                    op_id=op_id,
-                    kind=kind,
-                    new=new,
-                    failure=failure,
-                    candidates=candidates,
-                    prepare=self._restorable,
-                )
-                out = self._outcome(
-                    False,
-                    op_id,
-                    kind,
-                    ending.status,
-                    new,
-                    ending.message,
-                    ending.running,
-                    runner,
-                    notes,
-                    t0,
-                )
-                out.interrupted = ending.interrupted or bool(gate.received)
-                return out
+                return self._failed(exc, runner, op_id, kind, new, candidates, notes, t0)
         finally:
             with gate.shielded():
                 self._release_lock(op_id)
+
+    def _preflight(self, new: Deployment, scope: RestartScope) -> None:
+        """Refuse (PreflightError, nothing changed) when the target cannot take `new`."""
+        self.settings.progress(f"preflight on {self.host}")
+        problems = preflight_problems(
+            self.control,
+            new,
+            scope.components,
+            package_present=self.settings.kernels.present if self.settings.kernels else None,
+        )
+        if problems:
+            raise PreflightError(
+                f"preflight failed on {self.host}: "
+                + "; ".join(problems)
+                + ". Nothing was changed.",
+            )
+
+    def _failed(
+        self,
+        exc: BaseException,
+        runner: Runner,
+        op_id: str,
+        kind: Kind,
+        new: Deployment,
+        candidates: list[KnownGood],
+        notes: list[str],
+        t0: float,
+    ) -> Outcome:
+        """A step failed or a signal arrived: roll back automatically (autorollback.py)."""
+        failure = (
+            exc
+            if isinstance(exc, StepFailed)
+            else Interrupted("", signal_name_of(exc), finished=True)
+        )
+        ending = roll_back(
+            runner,
+            op_id=op_id,
+            kind=kind,
+            new=new,
+            failure=failure,
+            candidates=candidates,
+            prepare=self._restorable,
+        )
+        out = self._outcome(
+            False,
+            op_id,
+            kind,
+            ending.status,
+            new,
+            ending.message,
+            ending.running,
+            runner,
+            notes,
+            t0,
+        )
+        out.interrupted = ending.interrupted or bool(self.settings.interrupts.received)
+        return out
 
     def _succeeded(
         self,
@@ -355,65 +372,12 @@ class Operator:
     # ------------------------------------------------------------------------------ lock
 
     def _take_lock(self, op_id: str, recover: bool) -> list[str]:
-        """Acquire the deploy lock; resolve a half-finished operation when that is safe/asked."""
-        notes: list[str] = []
-        holder = holder_for(op_id, self.command)
-        try:
-            self.control.lock_acquire(holder)
-        except LockHeldError as exc:
-            held = dict(getattr(exc, "holder", {}) or {})
-            stale = bool(getattr(exc, "stale", False))
-            held_op = self._find(held.get("op_id"))
-            ours = held.get("host") == socket.gethostname() and held.get("pid") == holder["pid"]
-            if held_op is not None and held_op.status.terminal and (stale or ours):
-                # The journal says that operation ended; only its lock release was lost
-                # (e.g. the SSH connection dropped). Safe to clear.
-                notes.append(
-                    f"cleared the deploy lock left by {held_op.op}, which ended {held_op.status.value}"
-                )
-            elif stale and recover:
-                notes.append(f"broke the deploy lock left by dead process pid {held.get('pid')}")
-            elif stale:
-                raise LockHeldError(
-                    f"{exc}. {_interrupted(held_op)}",
-                    hint="see `dsv4ops status`; resolve with `dsv4ops rollback --recover` (restore the "
-                    "last known-good) or `dsv4ops deploy PROFILE --recover`",
-                ) from None
-            else:
-                raise
-            self.control.lock_acquire(holder, force=True)
-        flying = self.journal.in_flight()
-        if flying and not recover:
-            # The journal shows an operation that never ended (its CLI died after the lock was
-            # released or broken): what it left is unknown, so carrying on silently would build
-            # on a guess. Refuse, and say how to resolve it.
-            self._release_lock(op_id)
-            op = flying[-1]
-            raise LockHeldError(
-                f"{_interrupted(op)} and never ended; what it left running is unknown. "
-                "Nothing was changed.",
-                hint="see `dsv4ops status`; resolve with `dsv4ops rollback --recover` (restore the "
-                "last known-good) or `dsv4ops deploy PROFILE --recover`",
-            )
-        for op in flying:
-            msg = f"interrupted {op.position}; resolved by {op_id}"
-            self.journal.transition(op.op, Status.ABANDONED, message=msg, running=UNKNOWN)
-            notes.append(f"{op.kind.value} {op.op} of {op.profile_name or '-'} was {msg}")
-        for n in notes:
-            self.settings.progress(f"note: {n}")
-        return notes
+        return take_lock(
+            self.control, self.journal, op_id, self.command, recover, self.settings.progress
+        )
 
     def _release_lock(self, op_id: str) -> None:
-        try:
-            self.control.lock_release(op_id)
-        except (TargetError, DsOpsError) as exc:
-            # Left for the next command, which sees the journal says this op ended.
-            self.settings.progress(f"warning: could not release the deploy lock ({exc})")
-
-    def _find(self, op_id: Any) -> Operation | None:
-        if not isinstance(op_id, str):
-            return None
-        return next((o for o in self.journal.operations() if o.op == op_id), None)
+        release_lock(self.control, op_id, self.settings.progress)
 
     def _with_kernel_env(self, deployment: Deployment) -> Deployment:
         """Add the env that makes the workers load the profile's kernel package (when named)."""
@@ -437,12 +401,6 @@ def _candidates(fallback: KnownGood | Sequence[KnownGood] | None) -> list[KnownG
     if isinstance(fallback, tuple) and len(fallback) == 2 and isinstance(fallback[0], Operation):
         return [fallback]
     return list(fallback)  # type: ignore[arg-type]
-
-
-def _interrupted(op: Operation | None) -> str:
-    if op is None:
-        return "The journal has no record of its operation"
-    return f"The journal shows {op.kind.value} {op.op} of {op.profile_name or '-'} was interrupted {op.position}"
 
 
 def _undo(prev: Operation | None) -> dict[str, Any]:
