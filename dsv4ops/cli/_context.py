@@ -251,6 +251,18 @@ def operator_for(
     )
 
 
+def raise_for(out: Any) -> None:
+    """A handled failure exits 2 with its message; an interrupted operation exits 130 (its
+    message says what was done and what runs now, rolled back or not)."""
+    from dsv4ops.errors import DeployError
+    from dsv4ops.orchestrate.interrupts import DeployInterrupted
+
+    if getattr(out, "interrupted", False):
+        raise DeployInterrupted(out.message)
+    if not out.ok:
+        raise DeployError(out.message)
+
+
 def progress_printer(as_json: bool) -> Callable[[str], None]:
     """Progress lines go to stdout, or to stderr when stdout carries --json."""
     return lambda line: click.echo(line, err=as_json)

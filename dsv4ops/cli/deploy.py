@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from dsv4ops.cli._output import echo_json, json_option, target_option
-from dsv4ops.errors import DeployError
 from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
 
 
@@ -96,7 +95,7 @@ def run_deploy(
     from dsv4ops.cli import _context as C
     from dsv4ops.orchestrate import plan as P
     from dsv4ops.orchestrate.pd import restart_scope
-    from dsv4ops.orchestrate.restore import fallback_for
+    from dsv4ops.orchestrate.restore import fallbacks_for
     from dsv4ops.profiles import get_target
 
     tgt = get_target(target)
@@ -146,7 +145,7 @@ def run_deploy(
             command=f"dsv4ops deploy {profile}",
             accept_inconclusive=accept_inconclusive,
         )
-        fallback = fallback_for(ctx.journal, C.render_at_commit(tgt), progress=progress)
+        fallback = fallbacks_for(ctx.journal, C.render_at_commit(tgt), progress=progress)
         out = op.deploy(
             new, scope=scope, reason=reason, fallback=fallback, run_canary=canary, recover=recover
         )
@@ -160,5 +159,4 @@ def run_deploy(
         for n in out.notes:
             if n.startswith(PD_WARNING):
                 click.echo(n)
-    if not out.ok:
-        raise DeployError(out.message)
+    C.raise_for(out)

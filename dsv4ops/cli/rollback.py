@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from dsv4ops.cli._output import echo_json, json_option, target_option
-from dsv4ops.errors import DeployError
 
 
 @click.command()
@@ -55,7 +54,7 @@ def run_rollback(
 ) -> None:
     from dsv4ops.cli import _context as C
     from dsv4ops.journal.records import Kind
-    from dsv4ops.orchestrate.restore import fallback_for, rebuild, rollback_target
+    from dsv4ops.orchestrate.restore import fallbacks_for, rebuild, rollback_target
 
     progress = C.progress_printer(as_json)
     ctx = C.open_target(target)
@@ -65,13 +64,10 @@ def run_rollback(
         if not yes:
             click.confirm(f"roll back {ctx.target.name} to {dep.describe()} ({op.op})?", abort=True)
         progress(f"rollback target: {op.op} ({dep.describe()}), rebuilt from {how}")
-        current = ctx.journal.deployed() if ctx.journal.deployed_is_unknown() is None else None
-        fallback = (
-            fallback_for(
-                ctx.journal, C.render_at_commit(ctx.target), exclude_op=op.op, progress=progress
-            )
-            if current is not None
-            else None
+        # If the target fails too, the next known-good ones are tried, whether or not anything
+        # ran before: with nothing running, stopping everything is the worst outcome, not the plan.
+        fallback = fallbacks_for(
+            ctx.journal, C.render_at_commit(ctx.target), exclude_op=op.op, progress=progress
         )
         step = C.canary_step(None, duration_s=20.0, progress=progress) if canary else None
         runner = C.operator_for(
@@ -91,5 +87,4 @@ def run_rollback(
         echo_json(out.to_json())
     else:
         click.echo(f"{out.kind} {out.status} in {out.total_s:.1f}s: {out.message.splitlines()[0]}")
-    if not out.ok:
-        raise DeployError(out.message)
+    C.raise_for(out)

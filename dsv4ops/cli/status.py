@@ -45,7 +45,14 @@ def render(report: dict[str, Any]) -> list[str]:
     if d:
         lines.append(
             f"deployed: {d['profile']} @ {(d['commit'] or 'uncommitted')[:12]} since {d['since']} "
-            f"by {d['by']} ({d['kind']} {d['op']})"
+            f"by {d['by']} ({d['kind']} {d['op']}; "
+            + (
+                "known-good)"
+                if d.get("known_good")
+                else f"NOT known-good: partial restart of {', '.join(d['partial'])})"
+                if d.get("partial")
+                else "NOT known-good)"
+            )
         )
         k = report.get("kernel_package")
         if k:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from dsv4ops.cli._output import echo_json, json_option, target_option
-from dsv4ops.errors import DeployError
 
 
 @click.command()
@@ -38,5 +37,4 @@ def stop(target: str | None, yes: bool, as_json: bool, recover: bool, reason: st
         echo_json(out.to_json())
     else:
         click.echo(f"stop {out.status} in {out.total_s:.1f}s: {out.message.splitlines()[0]}")
-    if not out.ok:
-        raise DeployError(out.message)
+    C.raise_for(out)

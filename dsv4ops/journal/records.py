@@ -87,6 +87,25 @@ class Operation:
     processes: dict[str, Any] = field(default_factory=dict)  # name -> {pid, started_at}
     ended: str | None = None
     kernel: dict[str, Any] | None = None  # KERNELS: action, package, previous, config_dir
+    # What a partial restart (`deploy --only`) restarted and whose components it kept running:
+    # {"restarted": [names], "kept_from": op id, "kept_profile": name, "profile_hash": hash of
+    # the asked profile's own commands}. None for a whole-unit operation.
+    scope: dict[str, Any] | None = None
+    # Set only by the SUCCEEDED transition of a deploy/rollback that restarted the whole unit
+    # from one profile's rendered commands and proved it with generations through the router.
+    marked_known_good: bool = False
+
+    @property
+    def known_good(self) -> bool:
+        """The one rule for "known-good" (rollback, the automatic rollback, `journal`): this
+        exact unit served a proven generation. Positive evidence only: the operation said so when
+        it SUCCEEDED; a partial restart, a stop or a kernel switch never does."""
+        return (
+            self.kind in (Kind.DEPLOY, Kind.ROLLBACK)
+            and self.status is Status.SUCCEEDED
+            and bool(self.components)
+            and self.marked_known_good
+        )
 
     @property
     def step_in_flight(self) -> str | None:
@@ -129,6 +148,8 @@ class Operation:
             "message": self.message,
             "in_flight": None if self.status.terminal else self.step_in_flight,
             "package": (self.kernel or {}).get("package") or p.get("kernel_package"),
+            "known_good": self.known_good,
+            "partial": (self.scope or {}).get("restarted"),
         }
 
 
@@ -199,6 +220,7 @@ def fold(records: list[dict[str, Any]]) -> list[Operation]:
                 reason=r.get("reason"),
                 undo=r.get("undo"),
                 kernel=r.get("kernel"),
+                scope=r.get("scope") if isinstance(r.get("scope"), dict) else None,
             )
             continue
         op = ops.get(op_id)
@@ -216,6 +238,8 @@ def fold(records: list[dict[str, Any]]) -> list[Operation]:
                 op.running = r["running"]
             if r.get("processes"):
                 op.processes = dict(r["processes"])
+            if r.get("known_good") is True:
+                op.marked_known_good = True
             if isinstance(r.get("kernel"), dict):
                 op.kernel = {**(op.kernel or {}), **r["kernel"]}
             if op.status.terminal:

@@ -73,8 +73,10 @@ class Journal:
         user: str | None = None,
         op_id: str | None = None,
         kernel: dict[str, Any] | None = None,
+        scope: dict[str, Any] | None = None,
     ) -> str:
-        """Record a new PENDING operation (with its undo information); return its id."""
+        """Record a new PENDING operation (with its undo information); return its id.
+        `scope` describes a partial restart (see Operation.scope)."""
         op_id = op_id or self.new_op_id(kind)
         record: dict[str, Any] = {
             "type": "begin",
@@ -88,6 +90,8 @@ class Journal:
         }
         if kernel is not None:
             record["kernel"] = kernel
+        if scope is not None:
+            record["scope"] = scope
         self._append(record)
         self._append({"type": "status", "op": op_id, "status": Status.PENDING.value})
         return op_id
@@ -106,11 +110,15 @@ class Journal:
         running: str | None = None,
         processes: dict[str, Any] | None = None,
         kernel: dict[str, Any] | None = None,
+        known_good: bool = False,
     ) -> None:
         """Persist a status change. `running` names the op whose deployment runs now ('' none);
-        `kernel` adds to a KERNELS operation's details what only the outcome knows (version)."""
+        `kernel` adds to a KERNELS operation's details what only the outcome knows (version);
+        `known_good` marks a SUCCEEDED deploy/rollback known-good (Operation.known_good)."""
         current = self.get(op_id)
         check_transition(current.status, status)
+        if known_good and status is not Status.SUCCEEDED:
+            raise JournalError(f"only a SUCCEEDED operation can be known-good, not {status.value}")
         record: dict[str, Any] = {"type": "status", "op": op_id, "status": status.value}
         if message is not None:
             record["message"] = message
@@ -120,6 +128,8 @@ class Journal:
             record["processes"] = processes
         if kernel:
             record["kernel"] = kernel
+        if known_good:
+            record["known_good"] = True
         self._append(record)
 
     def step(
@@ -197,14 +207,13 @@ class Journal:
         """Operations that never reached a terminal status (a CLI that died mid-way)."""
         return [o for o in self.operations() if not o.status.terminal]
 
+    def known_good(self) -> list[Operation]:
+        """Known-good deployments, newest first (the rule: Operation.known_good)."""
+        return [o for o in reversed(self.operations()) if o.known_good]
+
     def last_known_good(self, *, exclude: str | None = None) -> Operation | None:
-        """Newest deploy/rollback that SUCCEEDED (the profile it deployed is known-good)."""
-        for o in reversed(self.operations()):
-            if o.op == exclude:
-                continue
-            if o.kind in (Kind.DEPLOY, Kind.ROLLBACK) and o.status is Status.SUCCEEDED:
-                return o
-        return None
+        """The newest known-good deployment (other than `exclude`), by the same rule."""
+        return next((o for o in self.known_good() if o.op != exclude), None)
 
     def deployed(self) -> Operation | None:
         """The operation whose deployment runs now per the journal (None: nothing or unknown)."""

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from dsv4ops.clock import utc_now_iso
 from dsv4ops.remote.base import ProcessSpec, ProcessState
+from dsv4ops.remote.procident import identity
 
 
 class HttpReplyLike(Protocol):
@@ -88,6 +89,8 @@ def holder_for(op_id: str, command: str) -> dict[str, Any]:
         user = str(os.getuid())
     return {
         "pid": os.getpid(),
+        # the pid alone could be reused after a crash; with these it names one process
+        **identity(os.getpid()),
         "host": socket.gethostname(),
         "user": user,
         "command": command,

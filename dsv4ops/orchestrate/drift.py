@@ -18,14 +18,30 @@ def process_drift(
     states: Mapping[str, ProcessState],
     deployed: Deployment | None,
     recorded_processes: Mapping[str, Mapping[str, Any]],
+    started_by: Mapping[str, tuple[int | None, str]] | None = None,
 ) -> list[str]:
-    """Sentences about running processes that differ from the recorded deployment."""
+    """Sentences about running processes that differ from the recorded deployment.
+
+    `started_by` maps a component to (pid, "deploy d-… of P, which …") for the operations the
+    journal shows starting it after the recorded deployment (an interrupted one): a process
+    they started is named as theirs, not as "restarted outside dsv4ops".
+    """
     out: list[str] = []
+    by = started_by or {}
+
+    def ours(name: str, state: ProcessState) -> str | None:
+        pid, who = by.get(name, (None, ""))
+        return who if pid is not None and pid == state.pid else None
+
     if deployed is None:
         strays = [n for n in START_ORDER if n in states and states[n].alive]
-        if strays:
+        left = [n for n in strays if ours(n, states[n])]
+        for n in left:
+            out.append(f"{n} (pid {states[n].pid}) was left running by {ours(n, states[n])}")
+        others = [n for n in strays if n not in left]
+        if others:
             out.append(
-                f"{', '.join(strays)} running but the journal records no current deployment "
+                f"{', '.join(others)} running but the journal records no current deployment "
                 "(started outside dsv4ops, or left by an interrupted operation)"
             )
         return out
@@ -41,6 +57,12 @@ def process_drift(
             continue
         rec = recorded_processes.get(name) or {}
         if rec and (rec.get("pid") != state.pid or rec.get("started_at") != state.started_at):
+            if ours(name, state):
+                out.append(
+                    f"{name} (pid {state.pid}) was started by {ours(name, state)}; it is not "
+                    f"the deployed {deployed.profile_name}'s {name} (pid {rec.get('pid')})"
+                )
+                continue
             out.append(
                 f"{name} was restarted outside dsv4ops: deployed as pid {rec.get('pid')} "
                 f"(started {rec.get('started_at')}), now pid {state.pid} (started {state.started_at})"

@@ -7,6 +7,7 @@ keeps the list of what it did, so an error can say what was done.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.diagnose import missing_module_hint
+from dsv4ops.orchestrate.interrupts import InterruptGate, signal_name_of
 from dsv4ops.orchestrate.kernelpkg import KernelSupport
 from dsv4ops.orchestrate.model import WORKERS, Deployment
 from dsv4ops.orchestrate.probe import run_probe
@@ -52,6 +54,7 @@ class RunSettings:
     model: str = "default"
     accept_inconclusive: bool = False  # an INCONCLUSIVE canary counts as passed (deploy flag)
     kernels: KernelSupport | None = None
+    interrupts: InterruptGate = field(default_factory=InterruptGate)
 
 
 class StepFailed(Exception):
@@ -61,6 +64,17 @@ class StepFailed(Exception):
         super().__init__(f"{step}: {reason}")
         self.step = step
         self.reason = reason
+
+
+class Interrupted(StepFailed):
+    """SIGINT/SIGTERM during a step: handled like a failed step (interrupts.py). `finished` is
+    True when the step in flight was one that must not be cut and was finished first."""
+
+    def __init__(self, step: str, signal_name: str, *, finished: bool = False) -> None:
+        how = "after it finished (it was not cut in half)" if finished else "while it ran"
+        super().__init__(step, f"interrupted by {signal_name} {how}")
+        self.signal_name = signal_name
+        self.finished = finished
 
 
 @dataclass
@@ -90,7 +104,11 @@ class Runner:
     """Runs steps for one operation; every step is journaled before it runs."""
 
     def __init__(
-        self, control: TargetControl, journal: Journal, op_id: str, settings: RunSettings | None = None
+        self,
+        control: TargetControl,
+        journal: Journal,
+        op_id: str,
+        settings: RunSettings | None = None,
     ) -> None:
         self.control = control
         self.journal = journal
@@ -113,31 +131,56 @@ class Runner:
 
     def run(self, steps: list[P.Step], deployment: Deployment | None) -> None:
         for step in steps:
-            self.run_step(step, deployment)
+            try:
+                self.run_step(step, deployment)
+            except KeyboardInterrupt as exc:  # between two steps: after the last one finished
+                last = self.log.timings[-1].title if self.log.timings else ""
+                raise Interrupted(last, signal_name_of(exc), finished=True) from None
 
     def run_step(self, step: P.Step, deployment: Deployment | None) -> None:
         handler = self._handlers[step.action]
-        self.journal.step(self.op_id, step.title, "start")
+        gate = self.settings.interrupts
+        # Starting or stopping a process is finished even when a signal arrives meanwhile: cut
+        # in half it would leave a process nobody recorded, or one half-stopped.
+        hold = gate.holding() if step.action in P.MUTATING else contextlib.nullcontext()
         t0 = self.settings.clock.monotonic()
         try:
-            detail = handler(step, deployment)
-        except (DsOpsError, StepFailed) as exc:
+            with hold:
+                self.journal.step(self.op_id, step.title, "start")
+                detail = handler(step, deployment)
+        except (DsOpsError, StepFailed, KeyboardInterrupt) as exc:
             took = self.settings.clock.monotonic() - t0
+            if isinstance(exc, KeyboardInterrupt):
+                exc = Interrupted(step.title, signal_name_of(exc))
             reason = exc.reason if isinstance(exc, StepFailed) else str(exc)
-            self.journal.step(
-                self.op_id, step.title, "failed", duration_s=took, detail=reason[:2000]
-            )
+            held = gate.take_held()
+            if held:  # the step failed on its own; the signal is not also a second interrupt
+                reason += f" ({held} arrived meanwhile)"
+            with gate.holding():
+                self.journal.step(
+                    self.op_id, step.title, "failed", duration_s=took, detail=reason[:2000]
+                )
             self.log.timings.append(
                 StepTiming(step.title, step.action, step.component, took, False, reason)
             )
             self.settings.progress(f"  FAILED {step.title} ({took:.2f}s)")
+            if isinstance(exc, Interrupted):
+                raise exc from None
             raise StepFailed(step.title, reason) from exc
         took = self.settings.clock.monotonic() - t0
-        self.journal.step(self.op_id, step.title, "done", duration_s=took, detail=detail or None)
+        with gate.holding():
+            self.journal.step(
+                self.op_id, step.title, "done", duration_s=took, detail=detail or None
+            )
         self.log.timings.append(
             StepTiming(step.title, step.action, step.component, took, True, detail)
         )
-        self.settings.progress(f"  ok     {step.title} ({took:.2f}s){' - ' + detail if detail else ''}")
+        self.settings.progress(
+            f"  ok     {step.title} ({took:.2f}s){' - ' + detail if detail else ''}"
+        )
+        held = gate.take_held()
+        if held:
+            raise Interrupted(step.title, held, finished=True)
 
     # -- handlers (each returns a short detail line) ----------------------------------------
 
@@ -306,9 +349,7 @@ class Runner:
             # Asked for explicitly: the probe passed, the canary could not judge (a busy machine).
             return f"INCONCLUSIVE, accepted as asked: {'; '.join(reasons)[:300]}"
         if verdict != "PASS":
-            raise StepFailed(
-                step.title, f"verdict {verdict}: {'; '.join(reasons) or 'no reasons'}"
-            )
+            raise StepFailed(step.title, f"verdict {verdict}: {'; '.join(reasons) or 'no reasons'}")
         return f"PASS ({'; '.join(reasons)[:300]})" if reasons else "PASS"
 
 

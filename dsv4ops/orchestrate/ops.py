@@ -9,18 +9,20 @@ into exit code 2), only refusals before anything changed raise.
 
 from __future__ import annotations
 
-import socket
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dsv4ops.clock import Clock, SystemClock
-from dsv4ops.errors import DsOpsError, LockHeldError, PreflightError, TargetError
+from dsv4ops.errors import DsOpsError, PreflightError
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import UNKNOWN, Journal
 from dsv4ops.orchestrate import plan as P
-from dsv4ops.orchestrate.control import TargetControl, holder_for
+from dsv4ops.orchestrate.autorollback import KnownGood, roll_back
+from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.engine import (
     CanaryStep,
+    Interrupted,
     Progress,
     Runner,
     RunSettings,
@@ -28,13 +30,14 @@ from dsv4ops.orchestrate.engine import (
     Timeouts,
     process_snapshot,
 )
+from dsv4ops.orchestrate.interrupts import signal_name_of
 from dsv4ops.orchestrate.kernelpkg import KernelSupport, with_kernel_env
+from dsv4ops.orchestrate.lockstep import release_lock, take_lock
 from dsv4ops.orchestrate.model import START_ORDER, Deployment, deployment_from_record
+from dsv4ops.orchestrate.partial import describe_mix, is_mixed, unit_after
 from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
 from dsv4ops.orchestrate.pd import RestartScope, restart_scope
 from dsv4ops.orchestrate.preflight import preflight_problems
-
-KnownGood = tuple[Operation, Deployment]
 
 
 @dataclass
@@ -51,6 +54,7 @@ class Outcome:
     ready_wait_s: dict[str, float] = field(default_factory=dict)
     probe: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    interrupted: bool = False  # SIGINT/SIGTERM arrived (the CLI exits 130)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,17 +101,81 @@ class Operator:
         kind: Kind = Kind.DEPLOY,
         scope: RestartScope | None = None,
         reason: str | None = None,
-        fallback: KnownGood | None = None,
+        fallback: KnownGood | Sequence[KnownGood] | None = None,
         run_canary: bool = True,
         recover: bool = False,
     ) -> Outcome:
-        """Deploy `new` in the safe order; auto-roll back to `fallback` on a failure."""
+        """Deploy `new` in the safe order; on a failure or an interrupt (SIGINT/SIGTERM), roll
+        back automatically to `fallback` (one known-good, or a list tried in order)."""
+        with self.settings.interrupts.installed():
+            return self._deploy(
+                new,
+                kind,
+                scope or restart_scope(None),
+                reason,
+                _candidates(fallback),
+                run_canary,
+                recover,
+            )
+
+    def _deploy(
+        self,
+        new: Deployment,
+        kind: Kind,
+        scope: RestartScope,
+        reason: str | None,
+        candidates: list[KnownGood],
+        run_canary: bool,
+        recover: bool,
+    ) -> Outcome:
         t0 = self.settings.clock.monotonic()
-        scope = scope or restart_scope(None)
         notes = [scope.note] if scope.note else []
         warning = scope.note if scope.note and scope.note.startswith(PD_WARNING) else None
         for n in notes:
             self.settings.progress(n if n == warning else f"note: {n}")
+        self._preflight(new, scope)
+        new = self._with_kernel_env(new)
+        unit_after(new, scope, self.journal.deployed())  # refuse a partial restart of nothing
+        op_id = self.journal.new_op_id(kind)
+        gate = self.settings.interrupts
+        with gate.holding():  # a signal now is raised once the journal knows the operation
+            notes += self._take_lock(op_id, recover)
+        try:
+            prev = self.journal.deployed()  # again: under the lock, nobody changes it now
+            unit, scope_record = unit_after(new, scope, prev)
+            with gate.holding():
+                self.journal.begin(
+                    kind,
+                    op_id=op_id,
+                    profile=unit.profile_record(),
+                    components=unit.component_records(),
+                    reason=reason,
+                    undo=_undo(prev),
+                    scope=scope_record,
+                )
+                self.journal.transition(op_id, Status.RUNNING)
+                if warning:
+                    self.journal.step(op_id, PD_WARNING, "done", detail=warning)
+            runner = self._runner(op_id)
+            try:  # from here on, a signal is a failure like any other: journaled and handled
+                gate.raise_held()
+                self.settings.progress(
+                    f"{kind.value} {new.describe()} to {self.host} (journal {op_id})"
+                )
+                runner.known = deployment_from_record(prev) if prev and prev.components else new
+                with_canary = run_canary and self.settings.canary is not None
+                runner.run(P.restart_steps(new, scope.components, canary=with_canary), new)
+                return self._succeeded(
+                    op_id, kind, new, unit, scope_record, warning, runner, notes, t0
+                )
+            except (StepFailed, KeyboardInterrupt) as exc:
+                return self._failed(exc, runner, op_id, kind, new, candidates, notes, t0)
+        finally:
+            with gate.shielded():
+                self._release_lock(op_id)
+
+    def _preflight(self, new: Deployment, scope: RestartScope) -> None:
+        """Refuse (PreflightError, nothing changed) when the target cannot take `new`."""
         self.settings.progress(f"preflight on {self.host}")
         problems = preflight_problems(
             self.control,
@@ -121,249 +189,195 @@ class Operator:
                 + "; ".join(problems)
                 + ". Nothing was changed.",
             )
-        new = self._with_kernel_env(new)
-        op_id = self.journal.new_op_id(kind)
-        notes += self._take_lock(op_id, recover)
-        try:
-            prev = self.journal.deployed()
-            self.journal.begin(
-                kind,
-                op_id=op_id,
-                profile=new.profile_record(),
-                components=new.component_records(),
-                reason=reason,
-                undo=_undo(prev),
+
+    def _failed(
+        self,
+        exc: BaseException,
+        runner: Runner,
+        op_id: str,
+        kind: Kind,
+        new: Deployment,
+        candidates: list[KnownGood],
+        notes: list[str],
+        t0: float,
+    ) -> Outcome:
+        """A step failed or a signal arrived: roll back automatically (autorollback.py)."""
+        failure = (
+            exc
+            if isinstance(exc, StepFailed)
+            else Interrupted("", signal_name_of(exc), finished=True)
+        )
+        ending = roll_back(
+            runner,
+            op_id=op_id,
+            kind=kind,
+            new=new,
+            failure=failure,
+            candidates=candidates,
+            prepare=self._restorable,
+        )
+        out = self._outcome(
+            False,
+            op_id,
+            kind,
+            ending.status,
+            new,
+            ending.message,
+            ending.running,
+            runner,
+            notes,
+            t0,
+        )
+        out.interrupted = ending.interrupted or bool(self.settings.interrupts.received)
+        return out
+
+    def _succeeded(
+        self,
+        op_id: str,
+        kind: Kind,
+        new: Deployment,
+        unit: Deployment,
+        scope_record: dict[str, Any] | None,
+        warning: str | None,
+        runner: Runner,
+        notes: list[str],
+        t0: float,
+    ) -> Outcome:
+        """Journal the end of a deploy whose steps all passed. Known-good only on the whole unit
+        started from `new`'s rendered commands and proven through the router (the probe ran)."""
+        proven = any(t.action == P.PROBE and t.ok for t in runner.log.timings)
+        known_good = scope_record is None and proven
+        if known_good:
+            text = f"{new.describe()} deployed and known-good (commands {new.commands_hash[:12]})"
+            first = f"{new.describe()} is deployed, healthy and marked known-good"
+        else:
+            op = self.journal.get(op_id)
+            runs = (
+                describe_mix(op) if is_mixed(op) else f"the unit runs {new.describe()}'s commands"
             )
-            self.journal.transition(op_id, Status.RUNNING)
-            if warning:
-                self.journal.step(op_id, PD_WARNING, "done", detail=warning)
-            self.settings.progress(f"{kind.value} {new.describe()} to {self.host} (journal {op_id})")
-            runner = self._runner(op_id)
-            runner.known = deployment_from_record(prev) if prev and prev.components else new
-            with_canary = run_canary and self.settings.canary is not None
-            steps = P.restart_steps(new, scope.components, canary=with_canary)
-            try:
-                runner.run(steps, new)
-            except StepFailed as failure:
-                out = self._fail(op_id, kind, new, runner, failure, fallback)
-                out.notes = notes + out.notes
-                out.total_s = self.settings.clock.monotonic() - t0
-                return out
+            text = first = (
+                f"{', '.join(scope_record['restarted'] if scope_record else [])} of "
+                f"{new.describe()} restarted and serving (end-to-end probe passed); NOT marked "
+                f"known-good: a partial restart is not a proven unit ({runs})"
+            )
+        with self.settings.interrupts.shielded():
             processes = process_snapshot(self.control, list(START_ORDER))
-            self.journal.step(op_id, "mark known-good", "done")
+            if known_good:
+                self.journal.step(op_id, "mark known-good", "done")
             self.journal.transition(
                 op_id,
                 Status.SUCCEEDED,
                 running=op_id,
                 processes=processes,
-                message=(f"{warning}\n" if warning else "")
-                + f"{new.describe()} deployed and known-good (commands {new.commands_hash[:12]})",
+                message=(f"{warning}\n" if warning else "") + text,
+                known_good=known_good,
             )
-            return Outcome(
-                True,
-                op_id,
-                kind.value,
-                Status.SUCCEEDED.value,
-                new.profile_name,
-                f"{new.describe()} is deployed, healthy and marked known-good",
-                new.describe(),
-                self.settings.clock.monotonic() - t0,
-                _steps(runner),
-                dict(runner.log.ready_wait_s),
-                runner.log.probe_checks,
-                notes,
-            )
-        finally:
-            self._release_lock(op_id)
+        return self._outcome(
+            True, op_id, kind, Status.SUCCEEDED, new, first, unit.describe(), runner, notes, t0
+        )
 
-    def _fail(
+    def _outcome(
         self,
+        ok: bool,
         op_id: str,
         kind: Kind,
+        status: Status,
         new: Deployment,
+        message: str,
+        running: str,
         runner: Runner,
-        failure: StepFailed,
-        fallback: KnownGood | None,
+        notes: list[str],
+        t0: float,
     ) -> Outcome:
-        what = f"{kind.value} of {new.describe()} failed at '{failure.step}': {failure.reason}"
-        did = runner.log.done_titles()
-        did_line = f"Done before the failure: {', '.join(did) or 'nothing'}."
+        return Outcome(
+            ok,
+            op_id,
+            kind.value,
+            status.value,
+            new.profile_name,
+            message,
+            running,
+            self.settings.clock.monotonic() - t0,
+            _steps(runner),
+            dict(runner.log.ready_wait_s),
+            runner.log.probe_checks,
+            notes,
+        )
 
-        def outcome(status: Status, message: str, running: str) -> Outcome:
-            return Outcome(
-                False,
-                op_id,
-                kind.value,
-                status.value,
-                new.profile_name,
-                message,
-                running,
-                steps=_steps(runner),
-                ready_wait_s=dict(runner.log.ready_wait_s),
-                probe=runner.log.probe_checks,
-            )
-
-        if not runner.log.changed:
-            self.journal.transition(op_id, Status.FAILED, message=what)
-            return outcome(
-                Status.FAILED, f"{what}\nNothing was changed on the target.", "unchanged"
-            )
-        self.settings.progress(f"{what}\nrolling back: stopping router, decode, prefill")
-        if any(t.action == P.START for t in runner.log.timings):
-            # Some of the new components run now: drain through their ports, not the old ones'.
-            runner.known = new
+    def _restorable(self, good: Deployment) -> Deployment:
         try:
-            runner.run(P.stop_steps(), None)
-        except StepFailed as stop_failure:
-            msg = (
-                f"{what}\n{did_line}\nThe automatic rollback could not stop the old processes "
-                f"({stop_failure}). Running now: unknown; run `dsv4ops status`."
-            )
-            self.journal.transition(op_id, Status.FAILED, message=msg, running=UNKNOWN)
-            return outcome(Status.FAILED, msg, "unknown")
-        if fallback is None:
-            msg = (
-                f"{what}\n{did_line}\nNo known-good deployment to roll back to, so everything "
-                "was stopped. Running now: nothing."
-            )
-            self.journal.transition(op_id, Status.FAILED, message=msg, running="")
-            return outcome(Status.FAILED, msg, "nothing")
-        good_op, good = fallback
-        try:
-            good = self._with_kernel_env(good)
+            return self._with_kernel_env(good)
         except DsOpsError as exc:
             # Restore anyway: serving on default MoE configs beats serving nothing.
             self.settings.progress(f"note: cannot read the target's kernel package state ({exc})")
-        self.settings.progress(
-            f"rolling back to the last known-good deployment {good.describe()} ({good_op.op})"
-        )
-        try:
-            runner.run(
-                P.start_steps(good)
-                + [P.Step(P.PROBE, "end-to-end probe of the restored deployment")],
-                good,
-            )
-        except StepFailed as restore_failure:
-            try:
-                runner.run(P.stop_steps(), None)
-                running, run_desc = "", "nothing (everything was stopped)"
-            except StepFailed:
-                running, run_desc = UNKNOWN, "unknown; run `dsv4ops status`"
-            msg = (
-                f"{what}\n{did_line}\nRolling back to {good.describe()} also failed at "
-                f"'{restore_failure.step}': {restore_failure.reason}\nRunning now: {run_desc}."
-            )
-            self.journal.transition(op_id, Status.FAILED, message=msg, running=running)
-            return outcome(Status.FAILED, msg, run_desc)
-        processes = process_snapshot(self.control, list(START_ORDER))
-        msg = (
-            f"{what}\n{did_line}\nRolled back automatically to the last known-good deployment "
-            f"{good.describe()} (journal {good_op.op}) by the same safe path; its end-to-end "
-            f"probe passed.\nRunning now: {good.describe()}."
-        )
-        self.journal.transition(
-            op_id, Status.ROLLED_BACK, message=msg, running=good_op.op, processes=processes
-        )
-        return outcome(Status.ROLLED_BACK, msg, good.describe())
+            return good
 
     # ------------------------------------------------------------------------------ stop
 
     def stop(self, *, reason: str | None = None, recover: bool = False) -> Outcome:
         """Drain and stop router, decode, prefill; verify no process and no port is left."""
+        with self.settings.interrupts.installed():
+            return self._stop(reason, recover)
+
+    def _stop(self, reason: str | None, recover: bool) -> Outcome:
         t0 = self.settings.clock.monotonic()
+        gate = self.settings.interrupts
         op_id = self.journal.new_op_id(Kind.STOP)
-        notes = self._take_lock(op_id, recover)
+        with gate.holding():
+            notes = self._take_lock(op_id, recover)
         try:
             prev = self.journal.deployed()
-            self.journal.begin(Kind.STOP, op_id=op_id, reason=reason, undo=_undo(prev))
-            self.journal.transition(op_id, Status.RUNNING)
+            with gate.holding():
+                self.journal.begin(Kind.STOP, op_id=op_id, reason=reason, undo=_undo(prev))
+                self.journal.transition(op_id, Status.RUNNING)
             self.settings.progress(f"stop everything on {self.host} (journal {op_id})")
             runner = self._runner(op_id)
             runner.known = deployment_from_record(prev) if prev and prev.components else None
+            ok, status, running, msg = True, Status.SUCCEEDED, "", "stopped; ports closed"
             try:
+                gate.raise_held()
                 runner.run(P.stop_steps(), None)
-            except StepFailed as failure:
-                msg = f"stop failed at '{failure.step}': {failure.reason}\nRunning now: unknown."
-                self.journal.transition(op_id, Status.FAILED, message=msg, running=UNKNOWN)
-                return Outcome(
-                    False,
-                    op_id,
-                    "stop",
-                    "FAILED",
-                    None,
-                    msg,
-                    "unknown",
-                    self.settings.clock.monotonic() - t0,
-                    _steps(runner),
-                    notes=notes,
-                )
-            self.journal.transition(
-                op_id, Status.SUCCEEDED, message="stopped; ports closed", running=""
-            )
-            return Outcome(
-                True,
+            except (StepFailed, KeyboardInterrupt) as exc:
+                ok, status, running = False, Status.FAILED, UNKNOWN
+                if isinstance(exc, StepFailed) and not isinstance(exc, Interrupted):
+                    msg = f"stop failed at '{exc.step}': {exc.reason}\nRunning now: unknown."
+                else:
+                    where = exc.step if isinstance(exc, StepFailed) else "its start"
+                    msg = (
+                        f"stop was interrupted by {signal_name_of(exc)} at '{where}'.\nRunning "
+                        "now: unknown (some components may be up); run `dsv4ops stop` to finish."
+                    )
+            with gate.shielded():
+                self.journal.transition(op_id, status, message=msg, running=running)
+            out = Outcome(
+                ok,
                 op_id,
                 "stop",
-                "SUCCEEDED",
+                status.value,
                 None,
-                "router, decode and prefill stopped; no process left, every port closed",
-                "nothing",
+                msg
+                if not ok
+                else "router, decode and prefill stopped; no process left, " "every port closed",
+                "nothing" if ok else "unknown",
                 self.settings.clock.monotonic() - t0,
                 _steps(runner),
                 notes=notes,
             )
+            out.interrupted = bool(gate.received)
+            return out
         finally:
-            self._release_lock(op_id)
+            with gate.shielded():
+                self._release_lock(op_id)
 
     # ------------------------------------------------------------------------------ lock
 
     def _take_lock(self, op_id: str, recover: bool) -> list[str]:
-        """Acquire the deploy lock; resolve a half-finished operation when that is safe/asked."""
-        notes: list[str] = []
-        holder = holder_for(op_id, self.command)
-        try:
-            self.control.lock_acquire(holder)
-        except LockHeldError as exc:
-            held = dict(getattr(exc, "holder", {}) or {})
-            stale = bool(getattr(exc, "stale", False))
-            held_op = self._find(held.get("op_id"))
-            ours = held.get("host") == socket.gethostname() and held.get("pid") == holder["pid"]
-            if held_op is not None and held_op.status.terminal and (stale or ours):
-                # The journal says that operation ended; only its lock release was lost
-                # (e.g. the SSH connection dropped). Safe to clear.
-                notes.append(
-                    f"cleared the deploy lock left by {held_op.op}, which ended {held_op.status.value}"
-                )
-            elif stale and recover:
-                notes.append(f"broke the deploy lock left by dead process pid {held.get('pid')}")
-            elif stale:
-                raise LockHeldError(
-                    f"{exc}. {_interrupted(held_op)}",
-                    hint="see `dsv4ops status`; resolve with `dsv4ops rollback --recover` (restore the "
-                    "last known-good) or `dsv4ops deploy PROFILE --recover`",
-                ) from None
-            else:
-                raise
-            self.control.lock_acquire(holder, force=True)
-        for op in self.journal.in_flight():
-            msg = f"interrupted {op.position}; resolved by {op_id}"
-            self.journal.transition(op.op, Status.ABANDONED, message=msg, running=UNKNOWN)
-            notes.append(f"{op.kind.value} {op.op} of {op.profile_name or '-'} was {msg}")
-        for n in notes:
-            self.settings.progress(f"note: {n}")
-        return notes
+        return take_lock(
+            self.control, self.journal, op_id, self.command, recover, self.settings.progress
+        )
 
     def _release_lock(self, op_id: str) -> None:
-        try:
-            self.control.lock_release(op_id)
-        except (TargetError, DsOpsError) as exc:
-            # Left for the next command, which sees the journal says this op ended.
-            self.settings.progress(f"warning: could not release the deploy lock ({exc})")
-
-    def _find(self, op_id: Any) -> Operation | None:
-        if not isinstance(op_id, str):
-            return None
-        return next((o for o in self.journal.operations() if o.op == op_id), None)
+        release_lock(self.control, op_id, self.settings.progress)
 
     def _with_kernel_env(self, deployment: Deployment) -> Deployment:
         """Add the env that makes the workers load the profile's kernel package (when named)."""
@@ -380,10 +394,13 @@ class Operator:
         return Runner(self.control, self.journal, op_id, self.settings)
 
 
-def _interrupted(op: Operation | None) -> str:
-    if op is None:
-        return "The journal has no record of its operation"
-    return f"The journal shows {op.kind.value} {op.op} of {op.profile_name or '-'} was interrupted {op.position}"
+def _candidates(fallback: KnownGood | Sequence[KnownGood] | None) -> list[KnownGood]:
+    """One known-good (Operation, Deployment) pair, or a list of them, as a list."""
+    if fallback is None:
+        return []
+    if isinstance(fallback, tuple) and len(fallback) == 2 and isinstance(fallback[0], Operation):
+        return [fallback]
+    return list(fallback)  # type: ignore[arg-type]
 
 
 def _undo(prev: Operation | None) -> dict[str, Any]:

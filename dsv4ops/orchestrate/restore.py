@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from dsv4ops.errors import DeployError, DsOpsError
-from dsv4ops.journal.records import Kind, Operation, Status
+from dsv4ops.journal.records import Kind, Operation
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.model import Deployment, deployment_from_record
 
@@ -58,13 +58,14 @@ def rebuild(op: Operation, render_at_commit: RenderAtCommit | None) -> tuple[Dep
     )
 
 
+# How many known-good deployments the automatic rollback tries, newest first, before it stops
+# everything: each try is a full stop/start/probe, and one that fails its probe is skipped.
+MAX_FALLBACKS = 3
+
+
 def known_good_ops(journal: Journal) -> list[Operation]:
-    """Successful deploys/rollbacks, newest first."""
-    return [
-        o
-        for o in reversed(journal.operations())
-        if o.kind in (Kind.DEPLOY, Kind.ROLLBACK) and o.status is Status.SUCCEEDED and o.components
-    ]
+    """Known-good deployments, newest first: the journal's one rule (Operation.known_good)."""
+    return journal.known_good()
 
 
 def rollback_target(journal: Journal, to: str | None) -> Operation:
@@ -127,14 +128,18 @@ def _choices(good: list[Operation], limit: int = 8) -> str:
     return "Known-good deployments (ID or REV): " + ", ".join(items) + more + "."
 
 
-def fallback_for(
+def fallbacks_for(
     journal: Journal,
     render_at_commit: RenderAtCommit | None,
     *,
     exclude_op: str | None = None,
     progress: Callable[[str], None] | None = None,
-) -> tuple[Operation, Deployment] | None:
-    """The last known-good deployment to restore automatically if a deploy fails (None: none)."""
+    limit: int = MAX_FALLBACKS,
+) -> list[tuple[Operation, Deployment]]:
+    """The known-good deployments the automatic rollback tries, in order (newest first, one per
+    distinct set of commands, at most `limit`): when the first fails its probe, the next."""
+    out: list[tuple[Operation, Deployment]] = []
+    seen: set[str] = set()
     for op in known_good_ops(journal):
         if op.op == exclude_op:
             continue
@@ -144,5 +149,24 @@ def fallback_for(
             if progress:
                 progress(f"note: cannot use {op.op} as the automatic rollback target: {exc}")
             continue
-        return op, dep
-    return None
+        if dep.commands_hash in seen:
+            continue  # the same commands again would fail the same way
+        seen.add(dep.commands_hash)
+        out.append((op, dep))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def fallback_for(
+    journal: Journal,
+    render_at_commit: RenderAtCommit | None,
+    *,
+    exclude_op: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[Operation, Deployment] | None:
+    """The newest known-good deployment to restore automatically (None: none)."""
+    found = fallbacks_for(
+        journal, render_at_commit, exclude_op=exclude_op, progress=progress, limit=1
+    )
+    return found[0] if found else None

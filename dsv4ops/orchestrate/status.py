@@ -10,6 +10,7 @@ what to do about it. Read-only: it never changes the target or the journal.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from dsv4ops.orchestrate.drift import (
     profile_drift,
 )
 from dsv4ops.orchestrate.model import START_ORDER, Deployment, deployment_from_record
+from dsv4ops.orchestrate.partial import describe_mix, is_mixed
 from dsv4ops.orchestrate.workload import read_load
 
 # Renders the named profile from the working copy for this target (None when impossible).
@@ -62,8 +64,15 @@ def gather_status(
     states = control.status(list(START_ORDER), ports)
     infos: dict[str, Any] = {}
     components = [_component(control, name, states[name], deployed, infos) for name in START_ORDER]
-    drift = process_drift(states, deployed, _recorded_processes(journal))
-    if deployed is not None and render_now is not None:
+    drift = process_drift(states, deployed, _recorded_processes(journal), _started_by(journal))
+    if current is not None and is_mixed(current):
+        # A partial restart left a mix: say what runs; the profile comparison would only repeat
+        # that the kept parts are not the profile's.
+        drift.append(
+            f"partial restart: {describe_mix(current)}. This mix is not known-good; "
+            f"`dsv4ops deploy {current.profile_name}` restarts the whole unit from it"
+        )
+    elif deployed is not None and render_now is not None:
         try:
             drift += profile_drift(deployed, render_now(deployed.profile_name))
         except DsOpsError as exc:
@@ -102,6 +111,38 @@ def gather_status(
     return report
 
 
+_PID = re.compile(r"\bpid (\d+)\b")
+
+
+def _started_by(journal: Journal) -> dict[str, tuple[int | None, str]]:
+    """Components that operations after the last word on what runs started (an interrupted
+    deploy, or one that ended not knowing what it left): name -> (pid, who and how it ended)."""
+    ops = journal.operations()
+    word = next(
+        (
+            i
+            for i in range(len(ops) - 1, -1, -1)
+            if ops[i].status.terminal and ops[i].running is not None
+        ),
+        -1,
+    )
+    out: dict[str, tuple[int | None, str]] = {}
+    for i, op in enumerate(ops):
+        if i < word or (i == word and op.running != UNKNOWN):
+            continue
+        how = (
+            f"which was interrupted {op.position}"
+            if not op.status.terminal
+            else f"which ended {op.status.value} not knowing what it left running"
+        )
+        for step in op.steps:
+            m = _PID.search(step.detail or "") if step.phase == "done" else None
+            if m and step.name.startswith("start "):
+                who = f"{op.kind.value} {op.op} of {op.profile_name or '-'}, {how}"
+                out[step.name.removeprefix("start ")] = (int(m.group(1)), who)
+    return out
+
+
 def _recorded_processes(journal: Journal) -> dict[str, Any]:
     for op in reversed(journal.operations()):
         if op.status.terminal and op.running is not None:
@@ -122,6 +163,8 @@ def _deployed(op: Operation | None) -> dict[str, Any] | None:
         "kernel_package": p.get("kernel_package"),
         "since": op.ended,
         "by": op.user,
+        "known_good": op.known_good,
+        "partial": (op.scope or {}).get("restarted"),
     }
 
 
@@ -290,9 +333,17 @@ def _attention(journal: Journal, lock: Any) -> list[str]:
         )
     unknown = journal.deployed_is_unknown()
     if unknown is not None and unknown.status.terminal and unknown.running == UNKNOWN:
+        why = next(
+            (ln for ln in (unknown.message or "").splitlines() if "interrupted" in ln),
+            "",
+        )
+        good = journal.last_known_good()
+        to = f" ({good.profile_name}, {good.op})" if good else ""
         notes.append(
-            f"{unknown.kind.value} {unknown.op} ended {unknown.status.value} without knowing what runs; "
-            "redeploy or `dsv4ops rollback` to get back to a known state"
+            f"{unknown.kind.value} {unknown.op} of {unknown.profile_name or '-'} ended "
+            f"{unknown.status.value} without knowing what runs"
+            + (f" ({why.rstrip('.')})" if why else "")
+            + f"; run `dsv4ops rollback` to restore the last known-good deployment{to}"
         )
     if (
         lock is not None

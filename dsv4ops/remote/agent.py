@@ -734,10 +734,33 @@ def _lock_view(wd: Workdir, dead_pids: list) -> dict | None:
     if holder is None:
         return None
     same_host = holder.get("host") == socket.gethostname()
-    stale = (same_host and not _pid_alive(holder.get("pid"))) or holder.get("pid") in (
-        dead_pids or []
-    )
+    stale = (same_host and _holder_gone(holder)) or holder.get("pid") in (dead_pids or [])
     return {"holder": holder, "stale": bool(stale)}
+
+
+def _boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def _holder_gone(holder: dict) -> bool:
+    """The lock holder's process no longer exists: its pid is dead, or now belongs to another
+    process (start time, field 22 of /proc/PID/stat, or the boot differs from what the holder
+    recorded; dsv4ops/remote/procident.py is the CLI side of this rule)."""
+    pid = holder.get("pid")
+    if not isinstance(pid, int) or not _pid_alive(pid):
+        return True
+    boot = holder.get("boot_id")
+    if isinstance(boot, str) and _boot_id() not in (None, boot):
+        return True
+    start = holder.get("pid_start")
+    if isinstance(start, int) and os.path.isdir("/proc"):
+        stat = _proc_stat(pid)
+        return stat is None or stat[2] != start
+    return False
 
 
 def op_lock_acquire(wd: Workdir, req: dict) -> dict:

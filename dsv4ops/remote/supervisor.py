@@ -25,6 +25,7 @@ from dsv4ops.remote.errors import (
     DeployLockError,
     StopError,
 )
+from dsv4ops.remote.procident import same_process
 from dsv4ops.remote.results import (
     HttpReply,
     LockInfo,
@@ -395,8 +396,9 @@ class Supervisor:
         if info.stale:
             return info
         pid, host = info.holder.get("pid"), info.holder.get("host")
-        if host == socket.gethostname() and isinstance(pid, int) and not _local_pid_alive(pid):
-            return LockInfo(info.holder, True)
+        here = host == socket.gethostname() and isinstance(pid, int)
+        if here and (not _local_pid_alive(pid) or same_process(pid, dict(info.holder)) is False):
+            return LockInfo(info.holder, True)  # dead, or its pid reused by another process
         return info
 
 

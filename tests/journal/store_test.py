@@ -20,12 +20,19 @@ def journal(tmp_path):
 
 
 def _deploy(journal: Journal, name: str, ok: bool = True) -> str:
-    op = journal.begin(Kind.DEPLOY, profile={"name": name, "git_commit": "abc"}, reason="test")
+    op = journal.begin(
+        Kind.DEPLOY,
+        profile={"name": name, "git_commit": "abc"},
+        components=[{"name": "prefill", "argv": ["python"]}],
+        reason="test",
+    )
     journal.transition(op, Status.RUNNING)
     journal.step(op, "start prefill", "start")
     journal.step(op, "start prefill", "done", duration_s=0.5)
     if ok:
-        journal.transition(op, Status.SUCCEEDED, running=op, processes={"prefill": {"pid": 1}})
+        journal.transition(
+            op, Status.SUCCEEDED, running=op, processes={"prefill": {"pid": 1}}, known_good=True
+        )
     return op
 
 

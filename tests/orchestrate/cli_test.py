@@ -83,7 +83,7 @@ def _known_good(env, commit: str) -> str:
         components=d.component_records(),
     )
     j.transition(op, Status.RUNNING)
-    j.transition(op, Status.SUCCEEDED, running=op)
+    j.transition(op, Status.SUCCEEDED, running=op, known_good=True)
     return op
 
 

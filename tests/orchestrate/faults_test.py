@@ -145,6 +145,13 @@ def test_cli_killed_mid_deploy_then_next_command_resolves(baseline_running, caps
         for a in st["attention"]
     ), st["attention"]
     assert st["lock"]["stale"]
+    # The half-started workers are the interrupted operation's, not "restarted outside dsv4ops".
+    assert not any("restarted outside dsv4ops" in d for d in st["drift"]), st["drift"]
+    assert any(
+        d.startswith("prefill (pid") and "started by deploy" in d and "buckets-step4" in d
+        and "interrupted" in d
+        for d in st["drift"]
+    ), st["drift"]
 
     code, _, err = cli(env, capsys, "deploy", "baseline", "--yes", "--no-canary")
     assert code == 1 and "dead process" in err and "--recover" in err

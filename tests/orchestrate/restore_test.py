@@ -21,7 +21,8 @@ def journal(tmp_path):
 def record(journal, dep: Deployment, status=Status.SUCCEEDED, kind=Kind.DEPLOY):
     op = journal.begin(kind, profile=dep.profile_record(), components=dep.component_records())
     journal.transition(op, Status.RUNNING)
-    journal.transition(op, status, running=op if status is Status.SUCCEEDED else "")
+    ok = status is Status.SUCCEEDED
+    journal.transition(op, status, running=op if ok else "", known_good=ok)
     return journal.get(op)
 
 

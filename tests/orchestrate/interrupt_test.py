@@ -1,0 +1,116 @@
+"""Ctrl-C / SIGTERM during an operation, engine decisions with real signals sent to this process
+(scripted target). The same through the real CLI process, twin and router:
+interrupt_live_test.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from dsv4ops.clock import FakeClock
+from dsv4ops.journal.records import Status
+from dsv4ops.journal.store import UNKNOWN, Journal
+from dsv4ops.orchestrate.status import gather_status
+from tests.orchestrate.fake_control import FakeControl
+from tests.orchestrate.ops_test import make_deployment, operator
+
+
+@pytest.fixture
+def journal(tmp_path):
+    return Journal("fake", directory=tmp_path, clock=FakeClock())
+
+
+class SignallingControl(FakeControl):
+    """Sends a real signal to this process when a given call happens (the n-th time)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plan: list[tuple[str, int]] = []  # (call prefix, signal), consumed in order
+
+    def _maybe(self, call: str) -> None:
+        if self.plan and call.startswith(self.plan[0][0]):
+            _, sig = self.plan.pop(0)
+            os.kill(os.getpid(), sig)
+
+    def wait_http(self, url, **kw):
+        self._maybe(f"wait {kw.get('proc_name')}")
+        return super().wait_http(url, **kw)
+
+    def http(self, url, **kw):
+        if url.endswith("/metrics"):
+            self._maybe("metrics")
+        return super().http(url, **kw)
+
+    def start(self, spec):
+        result = super().start(spec)
+        self._maybe(f"start {spec.name}")  # arrives while the start step is in flight
+        return result
+
+
+def _good(control, journal):
+    from dsv4ops.orchestrate.model import deployment_from_record
+
+    out = operator(control, journal).deploy(make_deployment("baseline"))
+    assert out.ok
+    op = journal.get(out.op_id)
+    return op, deployment_from_record(op)
+
+
+def test_sigint_during_a_wait_is_journaled_and_rolls_back(journal):
+    control = SignallingControl()
+    good = _good(control, journal)
+    control.plan = [("wait decode", signal.SIGINT)]
+    out = operator(control, journal).deploy(make_deployment("new", 3), fallback=good)
+    assert out.interrupted and out.status == "ROLLED_BACK", out.message
+    assert "interrupted by SIGINT during 'wait until decode is ready" in out.message
+    assert "Running now: baseline" in out.message
+    op = journal.get(out.op_id)
+    assert op.status is Status.ROLLED_BACK and op.running == good[0].op
+    failed = [s for s in op.steps if s.phase == "failed"]
+    assert failed and "interrupted by SIGINT" in failed[0].detail
+    assert control.lock is None and journal.in_flight() == []
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+
+
+def test_sigterm_during_a_start_lets_the_start_finish_then_rolls_back(journal):
+    control = SignallingControl()
+    good = _good(control, journal)
+    control.plan = [("start decode", signal.SIGTERM)]
+    out = operator(control, journal).deploy(make_deployment("new", 3), fallback=good)
+    assert out.interrupted and out.status == "ROLLED_BACK", out.message
+    assert "interrupted by SIGTERM after 'start decode'" in out.message
+    op = journal.get(out.op_id)
+    start = [s for s in op.steps if s.name == "start decode"]
+    assert [s.phase for s in start][:2] == ["start", "done"]  # the start was not cut in half
+    assert (start[1].detail or "").startswith("pid ")
+
+
+def test_a_second_sigint_stops_the_rollback_and_status_names_the_fix(journal):
+    control = SignallingControl()
+    good = _good(control, journal)
+    control.plan = [("wait decode", signal.SIGINT), ("wait prefill", signal.SIGINT)]
+    out = operator(control, journal).deploy(make_deployment("new", 3), fallback=good)
+    assert out.interrupted and out.status == "FAILED", out.message
+    assert "The automatic rollback was interrupted too (SIGINT" in out.message
+    assert "Running now: unknown" in out.message and "`dsv4ops rollback`" in out.message
+    op = journal.get(out.op_id)
+    assert op.status is Status.FAILED and op.running == UNKNOWN and control.lock is None
+    report = gather_status(control, journal, target="fake")
+    assert not report["healthy"]
+    assert any(
+        "without knowing what runs" in a and "`dsv4ops rollback`" in a and "baseline" in a
+        for a in report["attention"]
+    ), report["attention"]
+
+
+def test_sigint_before_anything_changed_fails_cleanly(journal):
+    control = SignallingControl()
+    _good(control, journal)
+    control.running.pop("router")  # nothing to SIGTERM: the drain only watches the workers
+    control.plan = [("metrics", signal.SIGINT)]
+    out = operator(control, journal).deploy(make_deployment("new", 3))
+    assert out.interrupted and out.status == "FAILED", out.message
+    assert "Nothing was changed on the target" in out.message
+    assert control.actions()[-1] == "unlock" and "stop decode" not in control.actions()[-3:]

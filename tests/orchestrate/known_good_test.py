@@ -1,0 +1,130 @@
+"""Known-good means "this exact unit served a proven generation" (engine decisions, scripted
+target): one rule for the journal and restore, partial restarts never marked, the automatic
+rollback walks the known-good list, a plain deploy refuses an unresolved interrupted operation.
+The same behaviours through the real CLI, twin and router: known_good_live_test.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from dsv4ops.clock import FakeClock
+from dsv4ops.errors import LockHeldError
+from dsv4ops.journal.records import Kind, Status
+from dsv4ops.journal.store import Journal
+from dsv4ops.orchestrate.model import deployment_from_record
+from dsv4ops.orchestrate.partial import PartialRestartRefused
+from dsv4ops.orchestrate.pd import restart_scope
+from dsv4ops.orchestrate.restore import fallbacks_for, known_good_ops, rollback_target
+from tests.orchestrate.fake_control import FakeControl
+from tests.orchestrate.ops_test import make_deployment, operator
+
+
+@pytest.fixture
+def journal(tmp_path):
+    return Journal("fake", directory=tmp_path, clock=FakeClock())
+
+
+def _deploy(control, journal, name, offset=0, **kw):
+    return operator(control, journal).deploy(make_deployment(name, offset), **kw)
+
+
+def test_a_router_only_restart_is_not_marked_known_good_and_records_what_runs(journal):
+    control = FakeControl()
+    base = _deploy(control, journal, "baseline")
+    assert base.ok and journal.get(base.op_id).known_good
+    worker_pids = {n: control.running[n] for n in ("prefill", "decode")}
+    other = make_deployment("other", offset=7)  # different worker ports: different commands
+    out = operator(control, journal).deploy(other, scope=restart_scope(["router"]))
+    assert out.ok and out.status == "SUCCEEDED"
+    assert (
+        "NOT marked known-good" in out.message
+        and "marked known-good" not in out.message.replace("NOT marked known-good", "")
+    )
+    assert {n: control.running[n] for n in worker_pids} == worker_pids  # workers untouched
+    op = journal.get(out.op_id)
+    assert not op.known_good and op.scope["restarted"] == ["router"]
+    # The journal records what really runs: baseline's workers, other's router.
+    recorded = deployment_from_record(op)
+    base_dep = make_deployment("baseline")
+    assert recorded.component("decode") == base_dep.component("decode")
+    assert recorded.component("router") == other.component("router")
+    assert [o.op for o in known_good_ops(journal)] == [base.op_id]
+    assert journal.last_known_good().op == base.op_id  # the same rule, not a second one
+
+
+def test_a_failed_deploy_after_a_partial_restart_rolls_back_to_the_proven_unit(journal):
+    control = FakeControl()
+    base = _deploy(control, journal, "baseline")
+    operator(control, journal).deploy(make_deployment("p", 7), scope=restart_scope(["router"]))
+    control.fail_url = ":30010/"  # the next deploy's decode never gets ready
+    out = _deploy(control, journal, "broken", 9, fallback=fallbacks_for(journal, None))
+    assert out.status == "ROLLED_BACK", out.message
+    assert "Running now: baseline" in out.message
+    assert journal.deployed().op == base.op_id
+
+
+def test_a_partial_restart_with_nothing_recorded_is_refused_before_anything_changes(journal):
+    control = FakeControl()
+    with pytest.raises(PartialRestartRefused, match="no deployment running") as exc:
+        operator(control, journal).deploy(
+            make_deployment("baseline"), scope=restart_scope(["router"])
+        )
+    assert exc.value.exit_code == 1 and control.actions() == [] and journal.operations() == []
+
+
+def test_the_automatic_rollback_tries_the_next_known_good_when_the_first_fails(journal):
+    control = FakeControl()
+    a = _deploy(control, journal, "a")
+    b = _deploy(control, journal, "b", 5)
+    candidates = fallbacks_for(journal, None)
+    assert [op.op for op, _ in candidates] == [b.op_id, a.op_id]
+    control.fail_url = ":30006/"  # b's decode (and the new one on the same port) never ready
+    out = _deploy(control, journal, "c", 5, fallback=candidates)
+    assert out.status == "ROLLED_BACK", out.message
+    assert "Rolling back to b @ c0ffeeb" in out.message and "also failed" in out.message
+    assert "Running now: a @ c0ffeea" in out.message
+    assert journal.deployed().op == a.op_id
+
+
+def test_the_walk_is_bounded_and_ends_with_everything_stopped(journal):
+    control = FakeControl()
+    for i, name in enumerate("abcde"):
+        _deploy(control, journal, name, i + 1)
+    candidates = fallbacks_for(journal, None)
+    assert len(candidates) == 3  # MAX_FALLBACKS, newest first
+    control.fail_probe = True
+    out = _deploy(control, journal, "z", 9, fallback=candidates)
+    assert out.status == "FAILED" and "3 tried" in out.message
+    assert "Running now: nothing" in out.message and control.running == {}
+
+
+def test_rollback_with_nothing_running_still_finds_the_known_good_list(journal):
+    control = FakeControl()
+    a = _deploy(control, journal, "a")
+    _deploy(control, journal, "b", 5)
+    assert operator(control, journal).stop().ok
+    target = rollback_target(journal, None)
+    others = fallbacks_for(journal, None, exclude_op=target.op)
+    assert [op.op for op, _ in others] == [a.op_id]
+
+
+def test_a_plain_deploy_does_not_silently_abandon_an_unresolved_operation(journal):
+    control = FakeControl()
+    _deploy(control, journal, "baseline")
+    op = journal.begin(Kind.DEPLOY, profile={"name": "buckets"})
+    journal.transition(op, Status.RUNNING)
+    journal.step(op, "start decode", "start")  # its CLI died; its lock is gone
+    with pytest.raises(LockHeldError, match="interrupted during 'start decode'") as exc:
+        _deploy(control, journal, "baseline")
+    assert "--recover" in exc.value.hint
+    assert journal.get(op).status is Status.RUNNING and control.lock is None
+    out = _deploy(control, journal, "baseline", recover=True)
+    assert out.ok and journal.get(op).status is Status.ABANDONED
+
+
+def test_known_good_is_recorded_only_on_a_proven_success(journal):
+    op = journal.begin(Kind.DEPLOY, profile={"name": "x"}, components=[{"name": "prefill"}])
+    journal.transition(op, Status.RUNNING)
+    journal.transition(op, Status.SUCCEEDED, running=op)  # no positive evidence recorded
+    assert not journal.get(op).known_good and journal.last_known_good() is None
+    assert known_good_ops(journal) == []
