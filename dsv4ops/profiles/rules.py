@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from dsv4ops.profiles.buckets import MAX_BATCH_SIZE, MAX_BUCKETS
+from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.flags import check_router_args, check_server_args, option_value
 from dsv4ops.profiles.model import Profile, ProfileWarning, ServerSpec, Target
 from dsv4ops.profiles.problems import Problems, strict
@@ -117,10 +119,20 @@ def rule_buckets(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWa
     if not buckets:
         sink.report(prov.error(key, "the bucket list is empty; expected at least one batch size"))
         return []
+    if len(buckets) > MAX_BUCKETS:
+        sink.report(
+            prov.error(key, f"{len(buckets)} decode buckets; at most {MAX_BUCKETS} (each is a CUDA graph)")
+        )
+        return []
     ok = True
     for i, bs in enumerate(buckets):
         if bs < 1:
             sink.report(prov.error(f"{key}[{i}]", f"batch size {bs} must be positive"))
+            ok = False
+        elif bs > MAX_BATCH_SIZE:
+            sink.report(
+                prov.error(f"{key}[{i}]", f"batch size {excerpt(bs)} is above {MAX_BATCH_SIZE}")
+            )
             ok = False
         elif i and bs <= buckets[i - 1]:
             sink.report(
@@ -133,6 +145,20 @@ def rule_buckets(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWa
     if not ok or not sink.usable("decode.max_running_requests"):
         return []
     running = p.decode.max_running_requests or DSV4_DEFAULT_MAX_RUNNING
+    if _explicit_max(p.flags.decode_buckets_spec) and buckets[-1] > running:
+        # SGLang drops captured sizes above its request pool (reference §1.4 step 3): the graphs
+        # cost memory and start-up time and are never used; the profile asked for something else.
+        where = f"{key}[{len(buckets) - 1}]" if not isinstance(p.flags.decode_buckets_spec, str) else key
+        source = "decode.max_running_requests" if p.decode.max_running_requests else "DSV4's default"
+        sink.report(
+            prov.error(
+                where,
+                f"largest decode bucket {buckets[-1]} is above max running requests {running} "
+                f"({source}): SGLang never runs a batch that large, and drops the CUDA graph",
+                hint="lower the buckets, or raise decode.max_running_requests",
+            )
+        )
+        return []
     if buckets[-1] < running:
         return [
             _warn(
@@ -144,6 +170,12 @@ def rule_buckets(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWa
             )
         ]
     return []
+
+
+def _explicit_max(spec: str | tuple[int, ...]) -> bool:
+    """True when the spec names its largest size (a list, `sglang-default:MAX`, `stepN:LO-HI`);
+    the bare specs follow SGLang's own max, which it clamps itself."""
+    return not isinstance(spec, str) or ":" in spec
 
 
 def rule_kv_identical(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
@@ -238,7 +270,8 @@ def rule_env(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarnin
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                 sink.report(
                     prov.error(
-                        f"{side.role}.env", f"{name!r} is not a valid environment variable name"
+                        f"{side.role}.env",
+                        f"{excerpt(name)} is not a valid environment variable name",
                     )
                 )
     return []
@@ -289,7 +322,8 @@ def rule_misc(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarni
         sink.report(
             prov.error(
                 "kernel_package",
-                f"expected name@version (e.g. dsv4-decode@1.2.0) or empty, got {p.kernel_package!r}",
+                f"expected name@version (e.g. dsv4-decode@1.2.0) or empty, got "
+                f"{excerpt(p.kernel_package)}",
             )
         )
     for key in ("corruption_max_rate", "consistency_min_agreement"):
