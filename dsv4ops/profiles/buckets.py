@@ -31,8 +31,8 @@ class BucketSpecError(ValueError):
 
 SPEC_HELP = "a list of ints, 'sglang-default', 'sglang-default:MAX', 'stepN' or 'stepN:LO-HI'"
 
-_STEP_RE = re.compile(r"^step(\d{1,9})(?::(\d{1,9})-(\d{1,9}))?$")
-_DEFAULT_RE = re.compile(r"^sglang-default(?::(\d{1,9}))?$")
+_STEP_RE = re.compile(r"^step(\d{1,12})(?::(\d{1,12})-(\d{1,12}))?$")
+_DEFAULT_RE = re.compile(r"^sglang-default(?::(\d{1,12}))?$")
 
 
 def sglang_default_buckets(max_bs: int) -> list[int]:

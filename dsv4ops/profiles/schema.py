@@ -86,7 +86,8 @@ _KIND_HELP = {
 def describe(f: Field) -> str:
     """What a valid value looks like, for error messages."""
     if f.choices:
-        text = "one of " + ", ".join(f.choices)
+        shown = f.choices if len(f.choices) <= 10 else (*f.choices[:8], f"... ({len(f.choices)} in all)")
+        text = "one of " + ", ".join(shown)
     else:
         text = _KIND_HELP[f.kind]
         bounds = _bounds(f)
