@@ -67,7 +67,9 @@ def _no_duplicates_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool =
             duplicate = key in seen
         except TypeError:  # a list or mapping used as a key ('? [a, b]')
             raise yaml.constructor.ConstructorError(
-                None, None, "a key must be a plain value (a name), not a list or mapping",
+                None,
+                None,
+                "a key must be a plain value (a name), not a list or mapping",
                 key_node.start_mark,
             ) from None
         if duplicate:
@@ -81,16 +83,23 @@ def _no_duplicates_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool =
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates_mapping)
 
 
-def _collect_lines(node: yaml.Node, prefix: str, info: LineInfo,
-                   seen: set[int] | None = None, path_ids: tuple[int, ...] = ()) -> None:
+def _collect_lines(
+    node: yaml.Node,
+    prefix: str,
+    info: LineInfo,
+    seen: set[int] | None = None,
+    path_ids: tuple[int, ...] = (),
+) -> None:
     """Record each key's line. An alias is a node already seen: its lines are the anchor's, so it
     is not walked again (which also keeps an alias bomb linear); an alias of one of its own
     ancestors is a recursive structure, which no profile needs and which the checks after
     loading would follow forever, so it is refused."""
     seen = set() if seen is None else seen
     if id(node) in path_ids:
-        raise YAMLSyntaxError(f"recursive alias at {prefix or 'the top level'}: a value that contains itself",
-                              info.lines.get(prefix, node.start_mark.line + 1))
+        raise YAMLSyntaxError(
+            f"recursive alias at {prefix or 'the top level'}: a value that contains itself",
+            info.lines.get(prefix, node.start_mark.line + 1),
+        )
     if id(node) in seen:
         return
     seen.add(id(node))

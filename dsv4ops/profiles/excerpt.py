@@ -85,7 +85,9 @@ def _bounded_list(value: list[Any] | tuple[Any, ...], level: int) -> list[Any]:
         if isinstance(item, str) and item.startswith("--"):
             flag, eq, _ = item.partition("=")
             if is_secret_flag(flag):
-                out.append(_Shown(repr(f"{flag}={REDACTED}")) if eq else _bounded(item, None, level))
+                out.append(
+                    _Shown(repr(f"{flag}={REDACTED}")) if eq else _bounded(item, None, level)
+                )
                 hide_next = not eq
                 continue
         out.append(_bounded(item, None, level + 1))

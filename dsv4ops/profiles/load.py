@@ -195,7 +195,9 @@ def _load_chain(path: Path, reader: Reader, sink: Problems) -> list[_Doc]:
         try:
             resolved = current.resolve()
         except (OSError, RuntimeError) as exc:  # a symlink loop
-            raise ProfileError(f"cannot resolve the profile's path: {exc}", path=str(current)) from None
+            raise ProfileError(
+                f"cannot resolve the profile's path: {exc}", path=str(current)
+            ) from None
         if resolved in seen:
             names = " -> ".join(p.name for p in [*seen, resolved])
             raise ProfileError(

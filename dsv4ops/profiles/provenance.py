@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dsv4ops._yaml import LineInfo
 from dsv4ops.errors import ProfileError
+from dsv4ops.profiles.model import ProfileWarning
 
 
 def _is_under(path: str, prefix: str) -> bool:
@@ -40,6 +41,12 @@ class Provenance:
             cut = max(parts.rfind("."), parts.rfind("["))
             parts = parts[:cut] if cut > 0 else ""
         return self.default_file, None
+
+    def warning(self, code: str, key_path: str, message: str) -> ProfileWarning:
+        """A warning located like an error ('file:line: key')."""
+        file, line = self.where(key_path)
+        where = f"{file}:{line}: {key_path}" if line else f"{file}: {key_path}"
+        return ProfileWarning(code=code, message=message, where=where)
 
     def error(self, key_path: str, message: str, *, hint: str | None = None) -> ProfileError:
         file, line = self.where(key_path)

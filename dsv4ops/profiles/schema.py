@@ -25,7 +25,9 @@ KV_CACHE_DTYPES = (
     "fp4_mx_block16",
 )
 ROUTER_POLICIES = ("random", "round_robin", "cache_aware", "power_of_two", "manual")
-REASONING_PARSERS: tuple[str, ...] = tuple(_flag_tables.SGLANG_SERVER_TABLE["--reasoning-parser"][2])
+REASONING_PARSERS: tuple[str, ...] = tuple(
+    _flag_tables.SGLANG_SERVER_TABLE["--reasoning-parser"][2]
+)
 
 MAX_GPU_ID = 255
 MAX_RUNNING_REQUESTS = MAX_BATCH_SIZE
@@ -86,7 +88,11 @@ _KIND_HELP = {
 def describe(f: Field) -> str:
     """What a valid value looks like, for error messages."""
     if f.choices:
-        shown = f.choices if len(f.choices) <= 10 else (*f.choices[:8], f"... ({len(f.choices)} in all)")
+        shown = (
+            f.choices
+            if len(f.choices) <= 10
+            else (*f.choices[:8], f"... ({len(f.choices)} in all)")
+        )
         text = "one of " + ", ".join(shown)
     else:
         text = _KIND_HELP[f.kind]
@@ -106,8 +112,14 @@ def _bounds(f: Field) -> str:
 
 def _server(role: str, *, default_port: int) -> Schema:
     side: Schema = {
-        "gpus": Field("int_list", required=True, help="physical GPU ids, contiguous", minimum=0,
-                      maximum=MAX_GPU_ID, max_items=64),
+        "gpus": Field(
+            "int_list",
+            required=True,
+            help="physical GPU ids, contiguous",
+            minimum=0,
+            maximum=MAX_GPU_ID,
+            max_items=64,
+        ),
         "tp": Field("int", required=True, minimum=1, help="tensor parallel size = len(gpus)"),
         "port": Field("int", default=default_port, minimum=1, maximum=65535),
         "transfer_backend": Field("str", default="nixl", choices=TRANSFER_BACKENDS),
@@ -116,7 +128,9 @@ def _server(role: str, *, default_port: int) -> Schema:
         # A fraction of GPU memory: SGLang's own default on the 96 GB box is about 0.89.
         "mem_fraction_static": Field("float", nullable=True, minimum=0.05, maximum=0.99),
         # DSV4's default is 256 (reference §1.4); the request pool is allocated up front.
-        "max_running_requests": Field("int", nullable=True, minimum=1, maximum=MAX_RUNNING_REQUESTS),
+        "max_running_requests": Field(
+            "int", nullable=True, minimum=1, maximum=MAX_RUNNING_REQUESTS
+        ),
         "extra_args": Field("str_list", default=[]),
         "env": Field("str_map", default={}),
     }
@@ -171,8 +185,13 @@ PROFILE_SCHEMA: Schema = {
         "abort_cascade_recovery_s": Field("float", default=60.0, minimum=0.0, maximum=3600.0),
         "stress_concurrency": Field("int", default=80, minimum=1, maximum=MAX_CONCURRENCY),
         "stress_duration_s": Field("float", default=120.0, minimum=0.0, maximum=86400.0),
-        "sweep_concurrency": Field("int_list", default=[32, 48, 56, 57, 64, 72, 80, 88, 96],
-                                   minimum=1, maximum=MAX_CONCURRENCY, max_items=64),
+        "sweep_concurrency": Field(
+            "int_list",
+            default=[32, 48, 56, 57, 64, 72, 80, 88, 96],
+            minimum=1,
+            maximum=MAX_CONCURRENCY,
+            max_items=64,
+        ),
         "sweep_throughput_tolerance_pct": Field("float", default=5.0, minimum=0.0, maximum=100.0),
         "sawtooth_max_drop_pct": Field("float", default=5.0, minimum=0.0, maximum=100.0),
         # Hang watchdog: a stream silent this long is stalled; no token anywhere (or running > 0

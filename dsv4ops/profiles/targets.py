@@ -30,7 +30,9 @@ def load_targets(path: str | Path | None = None) -> dict[str, Target]:
     try:
         text = read_bounded(file, "targets")
     except FileNotFoundError:
-        raise ProfileError("cannot read targets file: No such file or directory", path=shown) from None
+        raise ProfileError(
+            "cannot read targets file: No such file or directory", path=shown
+        ) from None
     try:
         data, lines = load_with_lines(text)
     except YAMLSyntaxError as exc:

@@ -229,7 +229,9 @@ def _is_argv_scalar(v: Any) -> bool:
     return isinstance(v, str | int)
 
 
-def _check_items(value: list[Any] | dict[Any, Any], spec: Field, prov: Provenance, path: str) -> None:
+def _check_items(
+    value: list[Any] | dict[Any, Any], spec: Field, prov: Provenance, path: str
+) -> None:
     limit = spec.max_items if spec.max_items is not None else MAX_ITEMS
     if len(value) > limit:
         raise prov.error(path, f"{len(value)} items; at most {limit} are allowed here")
@@ -255,7 +257,8 @@ def check_text(text: str, spec: Field, prov: Provenance, path: str) -> None:
     for i, ch in enumerate(text):
         if unicodedata.category(ch) == "Cc" and not (spec.text == "free" and ch in "\n\t"):
             raise prov.error(
-                path, f"contains the control character U+{ord(ch):04X} at position {i}; expected {what}"
+                path,
+                f"contains the control character U+{ord(ch):04X} at position {i}; expected {what}",
             )
     if spec.text in _NONEMPTY_TEXT and not text.strip():
         raise prov.error(path, f"empty or blank; expected {what}")

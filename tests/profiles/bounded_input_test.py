@@ -13,8 +13,8 @@ import pytest
 
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import load_profile
-from tests.profiles.cli_process import run_cli
 from testing.profiles_factory import child
+from tests.profiles.cli_process import run_cli
 
 
 def _bomb(section: str, key: str) -> str:
@@ -37,7 +37,9 @@ def _assert_clear_error(run, path: Path, line: int | None, fragment: str) -> Non
     [("prefill", "env"), ("decode", "extra_args")],
     ids=["env", "extra_args"],
 )
-def test_an_alias_bomb_in_a_type_checked_value_is_refused_quickly(write, pdir: Path, section: str, key: str) -> None:  # type: ignore[no-untyped-def]
+def test_an_alias_bomb_in_a_type_checked_value_is_refused_quickly(
+    write, pdir: Path, section: str, key: str
+) -> None:  # type: ignore[no-untyped-def]
     path = write("bomb", child(_bomb(section, key)))
     assert len(path.read_text()) < 1200
     for command in ("validate", "render", "show"):
@@ -46,7 +48,9 @@ def test_an_alias_bomb_in_a_type_checked_value_is_refused_quickly(write, pdir: P
         _assert_clear_error(run, path, 5, "aliases expand this value to more than 20000 nodes")
 
 
-def test_a_profile_extending_a_bomb_is_refused_with_the_bomb_file_and_line(write, pdir: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_profile_extending_a_bomb_is_refused_with_the_bomb_file_and_line(
+    write, pdir: Path
+) -> None:  # type: ignore[no-untyped-def]
     bomb = write("bomb", child(_bomb("prefill", "env")))
     write("kid", child("description: innocent\n", extends="bomb"))
     _assert_clear_error(run_cli("profile", "render", "kid", profiles_dir=pdir), bomb, 5, "alias")
@@ -109,7 +113,9 @@ def test_bad_utf8_names_its_line(pdir: Path) -> None:
     ],
     ids=["5000-chars", "long-part", "nul", "newline", "blank", "list"],
 )
-def test_a_bad_extends_name_is_a_clear_error_at_its_line(write, pdir: Path, value: str, fragment: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_bad_extends_name_is_a_clear_error_at_its_line(
+    write, pdir: Path, value: str, fragment: str
+) -> None:  # type: ignore[no-untyped-def]
     path = write("kid", f"schema_version: 1\nextends: {value}\n")
     run = run_cli("profile", "validate", "kid", profiles_dir=pdir)
     _assert_clear_error(run, path, 2, fragment)

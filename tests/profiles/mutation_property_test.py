@@ -40,9 +40,28 @@ NO_LINE_REASONS = ("missing required key", "the document is", "bytes; at most", 
 
 NASTY_STRINGS = st.sampled_from(
     [
-        "", " ", "\n", "\u200b", "a\x00b", "\x1b[2J", "x" * 20_000, "--api-key", "-h", "junk",
-        "sglang-default:999999999", "step1:1-8000", "step8:1-1000000000", "step0", "health",
-        "/health", "deepseek v4", "../../../../etc/passwd", "a" * 5000, "on", "1e30", ".nan",
+        "",
+        " ",
+        "\n",
+        "\u200b",
+        "a\x00b",
+        "\x1b[2J",
+        "x" * 20_000,
+        "--api-key",
+        "-h",
+        "junk",
+        "sglang-default:999999999",
+        "step1:1-8000",
+        "step8:1-1000000000",
+        "step0",
+        "health",
+        "/health",
+        "deepseek v4",
+        "../../../../etc/passwd",
+        "a" * 5000,
+        "on",
+        "1e30",
+        ".nan",
     ]
 )
 NASTY_SCALARS = st.one_of(
@@ -154,7 +173,9 @@ def _check_in_process(path: Path) -> None:
     check = check_profile_file(path, targets=targets)
     for problem in check.problems:
         assert problem.path, problem
-        assert problem.line is not None or any(r in problem.message for r in NO_LINE_REASONS), problem
+        assert problem.line is not None or any(
+            r in problem.message for r in NO_LINE_REASONS
+        ), problem
         assert "SEKRET" not in str(problem) and len(str(problem)) < len(str(problem.path)) + 600
     try:
         profile = load_profile(path)

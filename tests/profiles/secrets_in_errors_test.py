@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.profiles.excerpt import excerpt
-from tests.profiles.cli_process import run_cli
 from testing.profiles_factory import child
+from tests.profiles.cli_process import run_cli
 
 SECRET = "hf_SEKRETvalue1234"
 
@@ -53,9 +53,11 @@ def test_no_command_prints_the_secret_of_a_bad_profile(write, pdir: Path, case: 
     text, key = CASES[case]
     path = write("leaky", child(text))
     for command in COMMANDS:
-        argv = [*command[:2], "leaky", *command[2:]] if command[0] == "profile" else [
-            "deploy", "leaky", *command[1:]
-        ]
+        argv = (
+            [*command[:2], "leaky", *command[2:]]
+            if command[0] == "profile"
+            else ["deploy", "leaky", *command[1:]]
+        )
         run = run_cli(*argv, profiles_dir=pdir)
         assert run.code == 1, (argv, run.text)
         assert SECRET not in run.text, (argv, run.text)
@@ -63,7 +65,9 @@ def test_no_command_prints_the_secret_of_a_bad_profile(write, pdir: Path, case: 
         assert "Traceback" not in run.text, (argv, run.text)
         if "--json" in argv and command[1] == "validate":
             (result,) = json.loads(run.out)
-            assert result["problems"][0]["key"] == key and result["problems"][0]["path"] == str(path)
+            assert result["problems"][0]["key"] == key and result["problems"][0]["path"] == str(
+                path
+            )
         else:
             assert f"{path}:" in run.err and f": {key}: " in run.err, (argv, run.err)
 
@@ -90,3 +94,25 @@ def test_the_excerpt_is_bounded_in_size_and_time() -> None:
     assert len(text) <= 120 and text.startswith("{'a': ['xxx")
     assert "<an integer of about" in excerpt(10**4000)
     assert excerpt([[[[[1]]]]]) == "[[[[...]]]]"
+
+
+def test_profile_diff_hides_secrets_but_still_shows_that_they_changed(write, pdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write(
+        "one",
+        child(f"prefill:\n  env: {{HF_TOKEN: {SECRET}}}\n  extra_args: [--api-key, {SECRET}]\n"),
+    )
+    write(
+        "two",
+        child("prefill:\n  env: {HF_TOKEN: hf_SEKRETother}\n  extra_args: [--api-key, SEKRET2]\n"),
+    )
+    for argv in (["one", "two"], ["one", "two", "--json"], ["base", "one"]):
+        run = run_cli("profile", "diff", *argv, profiles_dir=pdir)
+        assert run.code == 0, run.text
+        assert "SEKRET" not in run.text, (argv, run.text)
+    run = run_cli("profile", "diff", "one", "two", profiles_dir=pdir)
+    assert "prefill.env.HF_TOKEN: '***' -> '***'" in run.out
+    assert "env HF_TOKEN: '***' -> '***'" in run.out
+    (text, key) = CASES["env-list"]
+    write("leaky", child(text))
+    run = run_cli("profile", "diff", "base", "leaky", profiles_dir=pdir)
+    assert run.code == 1 and "SEKRET" not in run.text and f": {key}: " in run.err, run.text

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.profiles import load_profile, validate_profile
-from tests.profiles.cli_process import run_cli
 from testing.profiles_factory import child
+from tests.profiles.cli_process import run_cli
 
 # (YAML from line 3 of a profile extending base, the key named, a fragment of the message).
 # Base: decode max_running_requests 96, buckets step8.
@@ -17,47 +17,127 @@ REFUSED = [
     ("canary:\n  hang_deadline_s: .inf\n", "canary.hang_deadline_s", "finite number"),
     ("canary:\n  first_token_deadline_s: -.inf\n", "canary.first_token_deadline_s", "finite"),
     ("canary:\n  stress_duration_s: 1.0e+300\n", "canary.stress_duration_s", "from 0 to 86400"),
-    ("canary:\n  sweep_concurrency: [8, 100000]\n", "canary.sweep_concurrency[1]", "from 1 to 4096"),
+    (
+        "canary:\n  sweep_concurrency: [8, 100000]\n",
+        "canary.sweep_concurrency[1]",
+        "from 1 to 4096",
+    ),
     ("canary:\n  sawtooth_max_drop_pct: 250\n", "canary.sawtooth_max_drop_pct", "from 0 to 100"),
-    ("decode:\n  max_running_requests: " + "1" + "0" * 30 + "\n", "decode.max_running_requests", "from 1 to 8192"),
+    (
+        "decode:\n  max_running_requests: " + "1" + "0" * 30 + "\n",
+        "decode.max_running_requests",
+        "from 1 to 8192",
+    ),
     ("decode:\n  mem_fraction_static: 1.5\n", "decode.mem_fraction_static", "from 0.05 to 0.99"),
     ("decode:\n  page_size: 1048576\n", "decode.page_size", "from 1 to 1024"),
     ("decode:\n  gpus: [4, 5, 6, 100000]\n", "decode.gpus[3]", "from 0 to 255"),
-    ("router:\n  health_check:\n    interval_secs: 99999999999\n", "router.health_check.interval_secs", "from 1 to 3600"),
+    (
+        "router:\n  health_check:\n    interval_secs: 99999999999\n",
+        "router.health_check.interval_secs",
+        "from 1 to 3600",
+    ),
     ("router:\n  port: 70000\n", "router.port", "from 1 to 65535"),
-    ("flags:\n  decode_buckets: [8, 16, 128]\n", "flags.decode_buckets[2]", "above max running requests 96"),
-    ("flags:\n  decode_buckets: sglang-default:512\n", "flags.decode_buckets", "above max running requests 96"),
-    ("flags:\n  decode_buckets: step4:40-200\n", "flags.decode_buckets", "above max running requests 96"),
-    ("flags:\n  decode_buckets: step8:1-1000000000\n", "flags.decode_buckets", "1 <= LO < HI <= 8192"),
-    ("flags:\n  decode_buckets: sglang-default:99999999\n", "flags.decode_buckets", "from 1 to 8192"),
+    (
+        "flags:\n  decode_buckets: [8, 16, 128]\n",
+        "flags.decode_buckets[2]",
+        "above max running requests 96",
+    ),
+    (
+        "flags:\n  decode_buckets: sglang-default:512\n",
+        "flags.decode_buckets",
+        "above max running requests 96",
+    ),
+    (
+        "flags:\n  decode_buckets: step4:40-200\n",
+        "flags.decode_buckets",
+        "above max running requests 96",
+    ),
+    (
+        "flags:\n  decode_buckets: step8:1-1000000000\n",
+        "flags.decode_buckets",
+        "1 <= LO < HI <= 8192",
+    ),
+    (
+        "flags:\n  decode_buckets: sglang-default:99999999\n",
+        "flags.decode_buckets",
+        "from 1 to 8192",
+    ),
     ("flags:\n  decode_buckets: step1:1-8000\n", "flags.decode_buckets", "at most 512"),
-    ("flags:\n  decode_buckets: step" + "9" * 5000 + "\n", "flags.decode_buckets", "unknown bucket spec"),
-    ("decode:\n  extra_args: ['--watchdog-timeout', '600', 'junk']\n", "decode.extra_args[2]", "'junk' is not a flag"),
-    ("decode:\n  extra_args: [oops, '--skip-server-warmup']\n", "decode.extra_args[0]", "unrecognized arguments"),
+    (
+        "flags:\n  decode_buckets: step" + "9" * 5000 + "\n",
+        "flags.decode_buckets",
+        "unknown bucket spec",
+    ),
+    (
+        "decode:\n  extra_args: ['--watchdog-timeout', '600', 'junk']\n",
+        "decode.extra_args[2]",
+        "'junk' is not a flag",
+    ),
+    (
+        "decode:\n  extra_args: [oops, '--skip-server-warmup']\n",
+        "decode.extra_args[0]",
+        "unrecognized arguments",
+    ),
     ("prefill:\n  extra_args: ['-h']\n", "prefill.extra_args[0]", "options start with --"),
-    ("prefill:\n  extra_args: ['--watchdog-timeout']\n", "prefill.extra_args[0]", "--watchdog-timeout expects a value"),
-    ("router:\n  extra_args: ['--request-timeout-secs', '60', '90']\n", "router.extra_args[2]", "sglang-router 0.3.2 would exit"),
+    (
+        "prefill:\n  extra_args: ['--watchdog-timeout']\n",
+        "prefill.extra_args[0]",
+        "--watchdog-timeout expects a value",
+    ),
+    (
+        "router:\n  extra_args: ['--request-timeout-secs', '60', '90']\n",
+        "router.extra_args[2]",
+        "sglang-router 0.3.2 would exit",
+    ),
     ("model:\n  served_name: ''\n", "model.served_name", "empty or blank"),
     ("model:\n  served_name: ' '\n", "model.served_name", "empty or blank"),
     ('model:\n  served_name: "dsv4\\n"\n', "model.served_name", "control character U+000A"),
-    ('model:\n  served_name: "dsv4\\u200b"\n', "model.served_name", "invisible or space character U+200B"),
+    (
+        'model:\n  served_name: "dsv4\\u200b"\n',
+        "model.served_name",
+        "invisible or space character U+200B",
+    ),
     ("model:\n  served_name: deepseek v4\n", "model.served_name", "U+0020"),
     ("model:\n  path: ''\n", "model.path", "empty or blank"),
     ("model:\n  reasoning_parser: deepseek-v9\n", "model.reasoning_parser", "expected one of"),
-    ("router:\n  health_check:\n    endpoint: health\n", "router.health_check.endpoint", "starting with '/'"),
-    ('router:\n  health_check:\n    endpoint: "/he alth"\n', "router.health_check.endpoint", "U+0020"),
-    ('prefill:\n  env:\n    NCCL_DEBUG: "IN\\0FO"\n', "prefill.env.NCCL_DEBUG", "control character U+0000"),
+    (
+        "router:\n  health_check:\n    endpoint: health\n",
+        "router.health_check.endpoint",
+        "starting with '/'",
+    ),
+    (
+        'router:\n  health_check:\n    endpoint: "/he alth"\n',
+        "router.health_check.endpoint",
+        "U+0020",
+    ),
+    (
+        'prefill:\n  env:\n    NCCL_DEBUG: "IN\\0FO"\n',
+        "prefill.env.NCCL_DEBUG",
+        "control character U+0000",
+    ),
     ('decode:\n  extra_args: ["--served-model-name\\r"]\n', "decode.extra_args[0]", "U+000D"),
     ("decode:\n  env: {A: .nan}\n", "decode.env", "expected a mapping of NAME: value strings"),
-    ("decode:\n  extra_args: ['--watchdog-timeout', .inf]\n", "decode.extra_args", "expected a list of strings"),
-    ("decode:\n  extra_args: [" + ", ".join(["--skip-server-warmup"] * 300) + "]\n", "decode.extra_args", "at most 256"),
+    (
+        "decode:\n  extra_args: ['--watchdog-timeout', .inf]\n",
+        "decode.extra_args",
+        "expected a list of strings",
+    ),
+    (
+        "decode:\n  extra_args: [" + ", ".join(["--skip-server-warmup"] * 300) + "]\n",
+        "decode.extra_args",
+        "at most 256",
+    ),
     ("description: " + "x" * 20000 + "\n", "description", "at most 16384"),
     ('description: "\\e[2J"\n', "description", "control character U+001B"),
 ]
 
 
-@pytest.mark.parametrize(("text", "key", "fragment"), REFUSED, ids=[r[1] + ":" + r[2][:20] for r in REFUSED])
-def test_each_value_is_refused_at_its_file_line_and_key(write, text: str, key: str, fragment: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("text", "key", "fragment"), REFUSED, ids=[r[1] + ":" + r[2][:20] for r in REFUSED]
+)
+def test_each_value_is_refused_at_its_file_line_and_key(
+    write, text: str, key: str, fragment: str
+) -> None:  # type: ignore[no-untyped-def]
     path = write("bad", child(text))
     problems = validate_profile("bad")
     assert [p.key for p in problems] == [key], problems
