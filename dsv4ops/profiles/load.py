@@ -21,7 +21,7 @@ from dsv4ops.constants import PROFILE_SCHEMA_VERSION, profiles_dir
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import git as gitio
 from dsv4ops.profiles.build import build_profile
-from dsv4ops.profiles.excerpt import excerpt
+from dsv4ops.profiles.excerpt import excerpt, key_excerpt
 from dsv4ops.profiles.files import check_reference, read_bounded, reference_problem
 from dsv4ops.profiles.model import Profile, Target
 from dsv4ops.profiles.problems import Problem, Problems, strict
@@ -198,14 +198,20 @@ def _load_chain(path: Path, reader: Reader, sink: Problems) -> list[_Doc]:
             raise ProfileError(
                 f"cannot resolve the profile's path: {exc}", path=str(current)
             ) from None
+        # Both errors point at the `extends:` line that leads back (or too deep).
+        by_path = chain[-1].path if chain else str(current)
+        by_line = chain[-1].lines.get("extends") if chain else None
         if resolved in seen:
             names = " -> ".join(p.name for p in [*seen, resolved])
             raise ProfileError(
-                f"'extends' forms a cycle: {names}", path=str(current), key="extends"
+                f"'extends' forms a cycle: {names}", path=by_path, line=by_line, key="extends"
             )
         if len(seen) >= MAX_EXTENDS_DEPTH:
             raise ProfileError(
-                f"'extends' chain deeper than {MAX_EXTENDS_DEPTH}", path=str(current)
+                f"'extends' chain deeper than {MAX_EXTENDS_DEPTH}",
+                path=by_path,
+                line=by_line,
+                key="extends",
             )
         seen.append(resolved)
         doc = _parse(current, reader(current), sink)
@@ -235,15 +241,23 @@ def _load_chain(path: Path, reader: Reader, sink: Problems) -> list[_Doc]:
                     key="extends",
                 ) from None
             if not found:
+                what = "is not a regular file" if _exists_at_all(current) else "does not exist"
                 raise ProfileError(
-                    f"extends {excerpt(parent, limit=80)}, but {excerpt(str(current), limit=200)} "
-                    "does not exist",
+                    f"extends {excerpt(parent, limit=80)}, but {key_excerpt(str(current), 200)} "
+                    + what,
                     path=doc.path,
                     line=doc.lines.get("extends"),
                     key="extends",
                     hint="name a profile in the same directory (without .yaml) or a relative path",
                 )
     return chain
+
+
+def _exists_at_all(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:
+        return False
 
 
 def _exists(path: Path, reader: Reader) -> bool:
