@@ -18,6 +18,11 @@ import re
 
 # RTX PRO 6000 Blackwell, 96 GB: SGLang's memory table row "< 160 GiB" (reference §1.4).
 BOX_GPU_MEMORY_GIB = 96
+# Bounds on what a spec may ask for, checked before any list is built (a `step1:1-1000000000`
+# would otherwise build a billion-item list). SGLang's own lists stop at 512 with 52 sizes; each
+# size is a captured CUDA graph (memory and start-up time), so 512 sizes is already absurd.
+MAX_BATCH_SIZE = 8192
+MAX_BUCKETS = 512
 
 
 class BucketSpecError(ValueError):
@@ -26,8 +31,8 @@ class BucketSpecError(ValueError):
 
 SPEC_HELP = "a list of ints, 'sglang-default', 'sglang-default:MAX', 'stepN' or 'stepN:LO-HI'"
 
-_STEP_RE = re.compile(r"^step(\d+)(?::(\d+)-(\d+))?$")
-_DEFAULT_RE = re.compile(r"^sglang-default(?::(\d+))?$")
+_STEP_RE = re.compile(r"^step(\d{1,12})(?::(\d{1,12})-(\d{1,12}))?$")
+_DEFAULT_RE = re.compile(r"^sglang-default(?::(\d{1,12}))?$")
 
 
 def sglang_default_buckets(max_bs: int) -> list[int]:
@@ -87,18 +92,20 @@ def resolve_buckets(
     if isinstance(spec, list):
         return list(spec)
     text = spec.strip()
+    if len(text) > 64:
+        raise BucketSpecError(f"unknown bucket spec {text[:40]!r}...; expected {SPEC_HELP}")
     default_max = sglang_default_max_bs(tp_size, max_running_requests)
     match = _DEFAULT_RE.match(text)
     if match:
         max_bs = int(match.group(1)) if match.group(1) else default_max
-        if max_bs < 1:
-            raise BucketSpecError(f"max batch size in {text!r} must be >= 1")
+        if not 1 <= max_bs <= MAX_BATCH_SIZE:
+            raise BucketSpecError(f"max batch size in {text!r} must be from 1 to {MAX_BATCH_SIZE}")
         return sglang_default_buckets(max_bs)
     match = _STEP_RE.match(text)
     if match:
         step = int(match.group(1))
-        if step < 1:
-            raise BucketSpecError(f"step in {text!r} must be >= 1")
+        if not 1 <= step <= MAX_BATCH_SIZE:
+            raise BucketSpecError(f"step in {text!r} must be from 1 to {MAX_BATCH_SIZE}")
         max_bs = default_max
         if match.group(2) is None:
             lo, hi = 16, max_bs
@@ -106,8 +113,14 @@ def resolve_buckets(
                 return sglang_default_buckets(max_bs)
         else:
             lo, hi = int(match.group(2)), int(match.group(3))
-            if not 1 <= lo < hi:
-                raise BucketSpecError(f"range in {text!r} must be LO-HI with 1 <= LO < HI")
+            if not 1 <= lo < hi <= MAX_BATCH_SIZE:
+                raise BucketSpecError(
+                    f"range in {text!r} must be LO-HI with 1 <= LO < HI <= {MAX_BATCH_SIZE}"
+                )
+            if (hi - lo) // step > MAX_BUCKETS:
+                raise BucketSpecError(
+                    f"{text!r} asks for {(hi - lo) // step + 1} sizes; at most {MAX_BUCKETS}"
+                )
             max_bs = max(max_bs, hi)
         return _stepped(sglang_default_buckets(max_bs), step, lo, hi)
     raise BucketSpecError(f"unknown bucket spec {text!r}; expected {SPEC_HELP}")

@@ -1,4 +1,9 @@
-"""Differences between two profiles: resolved values and the rendered argv/env per component."""
+"""Differences between two profiles: resolved values and the rendered argv/env per component.
+
+Secrets never appear (dsv4ops/secrets.py): a value under a secret-named key, and the value of a
+secret flag in an argv, are shown as '***'. A changed secret still shows as a change of its env
+key (`'***' -> '***'`); a changed secret flag value only changes the commands hash.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsv4ops.profiles.model import Profile, Rendered
+from dsv4ops.secrets import REDACTED, is_secret_key, redact_argv
 
 
 @dataclass(frozen=True)
@@ -49,30 +55,45 @@ def value_changes(a: Profile, b: Profile) -> list[ValueChange]:
         old, new = fa.get(key, missing), fb.get(key, missing)
         if old != new:
             out.append(
-                ValueChange(key, None if old is missing else old, None if new is missing else new)
+                ValueChange(
+                    key,
+                    _hidden(key, None if old is missing else old),
+                    _hidden(key, None if new is missing else new),
+                )
             )
     return out
 
 
+def _hidden(key: str, value: Any) -> Any:
+    if value is not None and is_secret_key(key.rsplit(".", 1)[-1]):
+        return REDACTED
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return redact_argv(value)
+    return value
+
+
 def _env_changes(a: dict[str, str], b: dict[str, str]) -> tuple[ValueChange, ...]:
     return tuple(
-        ValueChange(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)
+        ValueChange(k, _hidden(k, a.get(k)), _hidden(k, b.get(k)))
+        for k in sorted(set(a) | set(b))
+        if a.get(k) != b.get(k)
     )
 
 
 def command_changes(a: Rendered, b: Rendered) -> list[ComponentDiff]:
     out = []
     for ca, cb in zip(a.components, b.components, strict=True):
-        matcher = difflib.SequenceMatcher(a=ca.argv, b=cb.argv, autojunk=False)
+        argv_a, argv_b = redact_argv(ca.argv), redact_argv(cb.argv)
+        matcher = difflib.SequenceMatcher(a=argv_a, b=argv_b, autojunk=False)
         removed: list[str] = []
         added: list[str] = []
         for op, i1, i2, j1, j2 in matcher.get_opcodes():
             if op != "equal":
-                removed += ca.argv[i1:i2]
-                added += cb.argv[j1:j2]
+                removed += argv_a[i1:i2]
+                added += argv_b[j1:j2]
         lines = difflib.unified_diff(
-            list(ca.argv),
-            list(cb.argv),
+            argv_a,
+            argv_b,
             f"{a.profile}/{ca.name}",
             f"{b.profile}/{cb.name}",
             lineterm="",

@@ -6,9 +6,12 @@ Flag names come from `_flag_tables.py`, extracted from the wheels by tools/extra
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
+from typing import Any
 
 from dsv4ops.profiles import _flag_tables
+from dsv4ops.profiles.excerpt import excerpt
 
 # Removed in 0.5.23: argparse prefix matching turns them into "ambiguous option" (exit 2).
 REMOVED_SERVER_FLAGS = {
@@ -81,6 +84,62 @@ def _options(args: tuple[str, ...]) -> list[tuple[int, str]]:
     return out
 
 
+# argparse reads a token that looks like a negative number as a value, not an option, when the
+# parser has no option that looks like one (SGLang's and the router's have none).
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+
+
+def _short(flag: str) -> str:
+    return flag if len(flag) <= 80 else flag[:77] + "..."
+
+
+def _is_value(arg: str) -> bool:
+    return not arg.startswith("-") or bool(_NEGATIVE_NUMBER.match(arg))
+
+
+def _stray_args(
+    args: tuple[str, ...], table: dict[str, tuple[Any, ...]], program: str
+) -> list[FlagProblem]:
+    """Tokens no option consumes, and options missing their value, walked the way argparse does
+    (nargs from the flag table): SGLang would exit 2 with 'unrecognized arguments' or 'expected
+    one argument'. An unknown flag is reported elsewhere; it is assumed to take any values."""
+    problems: list[FlagProblem] = []
+    known = frozenset(table)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--" or not arg.startswith("--") and not _NEGATIVE_NUMBER.match(arg):
+            if arg.startswith("-") and arg != "--":
+                msg = f"{excerpt(arg, limit=60)} is not an option {program} accepts (options start with --)"
+            else:
+                msg = (
+                    f"{excerpt(arg, limit=60)} is not a flag and no flag before it takes a value; "
+                    f"{program} would exit with 'unrecognized arguments'"
+                )
+            problems.append(FlagProblem(i, arg, msg, True))
+            i += 1
+            continue
+        if _NEGATIVE_NUMBER.match(arg):
+            problems.append(FlagProblem(i, arg, f"{arg} follows no flag that takes a value", True))
+            i += 1
+            continue
+        name, eq, _ = arg.partition("=")
+        full, _ = _match(name, known)
+        nargs = table[full][0] if full is not None else "*"
+        i += 1
+        if eq or nargs == 0:
+            continue
+        if nargs in (1, "+") and (i >= len(args) or not _is_value(args[i])):
+            problems.append(FlagProblem(i - 1, name, f"{full} expects a value", True))
+            continue
+        if nargs in (1, "?"):
+            i += 1 if i < len(args) and _is_value(args[i]) else 0
+            continue
+        while i < len(args) and _is_value(args[i]):  # "+", "*" and unknown flags
+            i += 1
+    return problems
+
+
 def _match(flag: str, known: frozenset[str]) -> tuple[str | None, list[str]]:
     """Resolve like argparse (allow_abbrev): exact, else a unique prefix; else ambiguity list."""
     if flag in known:
@@ -94,7 +153,7 @@ def _match(flag: str, known: frozenset[str]) -> tuple[str | None, list[str]]:
 def check_server_args(args: tuple[str, ...], side: str) -> list[FlagProblem]:
     """Problems with a server's extra_args (removed, ambiguous, unknown, managed, deprecated)."""
     known = _flag_tables.SGLANG_SERVER_FLAGS
-    problems: list[FlagProblem] = []
+    problems = _stray_args(args, _flag_tables.SGLANG_SERVER_TABLE, "SGLang 0.5.23")
     for i, flag in _options(args):
         if flag in REMOVED_SERVER_FLAGS:
             problems.append(
@@ -109,10 +168,10 @@ def check_server_args(args: tuple[str, ...], side: str) -> list[FlagProblem]:
         full, ambiguous = _match(flag, known)
         if full is None:
             if ambiguous:
-                msg = f"{flag} is ambiguous for SGLang 0.5.23 (could be {', '.join(ambiguous[:4])})"
+                msg = f"{_short(flag)} is ambiguous for SGLang 0.5.23 (could be {', '.join(ambiguous[:4])})"
             else:
-                close = difflib.get_close_matches(flag, sorted(known), n=1)
-                msg = f"{flag} is not an SGLang 0.5.23 flag" + (
+                close = difflib.get_close_matches(flag[:80], sorted(known), n=1)
+                msg = f"{_short(flag)} is not an SGLang 0.5.23 flag" + (
                     f"; did you mean {close[0]}?" if close else ""
                 )
             problems.append(FlagProblem(i, flag, msg, True))
@@ -137,16 +196,16 @@ def check_server_args(args: tuple[str, ...], side: str) -> list[FlagProblem]:
 def check_router_args(args: tuple[str, ...]) -> list[FlagProblem]:
     """Problems with the router's extra_args (unknown or managed flags)."""
     known = _flag_tables.SGLANG_ROUTER_FLAGS
-    problems: list[FlagProblem] = []
+    problems = _stray_args(args, _flag_tables.SGLANG_ROUTER_TABLE, "sglang-router 0.3.2")
     for i, flag in _options(args):
         full, ambiguous = _match(flag, known)
         if full is None:
-            close = difflib.get_close_matches(flag, sorted(known), n=1)
-            msg = f"{flag} is not an sglang-router 0.3.2 flag" + (
+            close = difflib.get_close_matches(flag[:80], sorted(known), n=1)
+            msg = f"{_short(flag)} is not an sglang-router 0.3.2 flag" + (
                 f"; did you mean {close[0]}?" if close else ""
             )
             if ambiguous:
-                msg = f"{flag} is ambiguous for sglang-router 0.3.2 (could be {', '.join(ambiguous[:4])})"
+                msg = f"{_short(flag)} is ambiguous for sglang-router 0.3.2 (could be {', '.join(ambiguous[:4])})"
             problems.append(FlagProblem(i, flag, msg, True))
         elif full in MANAGED_ROUTER_FLAGS:
             problems.append(

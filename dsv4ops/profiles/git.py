@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 from dsv4ops.errors import DsOpsError, ProfileError
+from dsv4ops.profiles.files import MAX_FILE_BYTES
 
 GIT_TIMEOUT_S = 30
 
@@ -50,8 +51,16 @@ def show_file(path: Path, rev: str) -> str:
         rel = path.resolve().relative_to(root)
     except (GitError, ValueError) as exc:
         raise ProfileError(f"cannot read at git revision {rev}: {exc}", path=str(path)) from None
+    spec = f"{rev}:{rel.as_posix()}"
     try:
-        return _git(["show", f"{rev}:{rel.as_posix()}"], root)
+        # Size first: a profile is a few KB, and `git show` of a huge blob would be read whole.
+        size = int(_git(["cat-file", "-s", spec], root).strip() or 0)
+        if size > MAX_FILE_BYTES:
+            raise ProfileError(
+                f"at git revision {rev} the file is {size} bytes; at most {MAX_FILE_BYTES} are read",
+                path=str(path),
+            )
+        return _git(["show", spec], root)
     except GitError as exc:
         raise ProfileError(f"not readable at git revision {rev}: {exc}", path=str(path)) from None
 

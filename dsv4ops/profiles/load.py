@@ -21,6 +21,8 @@ from dsv4ops.constants import PROFILE_SCHEMA_VERSION, profiles_dir
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import git as gitio
 from dsv4ops.profiles.build import build_profile
+from dsv4ops.profiles.excerpt import excerpt, key_excerpt
+from dsv4ops.profiles.files import check_reference, read_bounded, reference_problem
 from dsv4ops.profiles.model import Profile, Target
 from dsv4ops.profiles.problems import Problem, Problems, strict
 from dsv4ops.profiles.provenance import Provenance
@@ -40,8 +42,18 @@ class _Doc:
 
 
 def profile_path(ref: str | Path, *, base_dir: Path | None = None) -> Path:
-    """Map a profile reference to a file: a path to a YAML file, or a name under profiles/."""
+    """Map a profile reference to a file: a path to a YAML file, or a name under profiles/.
+    Raises ProfileError for a reference no file can have (files.reference_problem)."""
     text = str(ref)
+    if base_dir is None:
+        check_reference(text)
+    try:
+        return _profile_path(text, base_dir)
+    except (OSError, RuntimeError) as exc:  # a symlink loop, a directory we may not list
+        raise ProfileError(f"cannot look up profile {excerpt(text, limit=60)}: {exc}") from None
+
+
+def _profile_path(text: str, base_dir: Path | None) -> Path:
     as_path = Path(text)
     if text.endswith(_SUFFIXES) or "/" in text or (base_dir is None and as_path.is_file()):
         # In `extends`, a relative path is relative to the extending file's directory.
@@ -159,15 +171,13 @@ Reader = Callable[[Path], str]
 
 def _fs_reader(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return read_bounded(path)
     except FileNotFoundError:
         raise ProfileError(
             "no such profile file",
             path=str(path),
             hint="run 'dsv4ops profile list' to see the shipped profiles, or give a path to a .yaml file",
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"cannot read profile: {exc}", path=str(path)) from None
 
 
 def _git_reader(anchor: Path, rev: str) -> Reader:
@@ -182,15 +192,26 @@ def _load_chain(path: Path, reader: Reader, sink: Problems) -> list[_Doc]:
     seen: list[Path] = []
     current: Path | None = path
     while current is not None:
-        resolved = current.resolve()
+        try:
+            resolved = current.resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop
+            raise ProfileError(
+                f"cannot resolve the profile's path: {exc}", path=str(current)
+            ) from None
+        # Both errors point at the `extends:` line that leads back (or too deep).
+        by_path = chain[-1].path if chain else str(current)
+        by_line = chain[-1].lines.get("extends") if chain else None
         if resolved in seen:
             names = " -> ".join(p.name for p in [*seen, resolved])
             raise ProfileError(
-                f"'extends' forms a cycle: {names}", path=str(current), key="extends"
+                f"'extends' forms a cycle: {names}", path=by_path, line=by_line, key="extends"
             )
         if len(seen) >= MAX_EXTENDS_DEPTH:
             raise ProfileError(
-                f"'extends' chain deeper than {MAX_EXTENDS_DEPTH}", path=str(current)
+                f"'extends' chain deeper than {MAX_EXTENDS_DEPTH}",
+                path=by_path,
+                line=by_line,
+                key="extends",
             )
         seen.append(resolved)
         doc = _parse(current, reader(current), sink)
@@ -198,24 +219,45 @@ def _load_chain(path: Path, reader: Reader, sink: Problems) -> list[_Doc]:
         parent = doc.data.get("extends")
         if parent is None:
             current = None
-        elif not isinstance(parent, str) or not parent.strip():
+        elif not isinstance(parent, str) or reference_problem(parent) is not None:
+            problem = (
+                reference_problem(parent)
+                if isinstance(parent, str)
+                else "expected the name of a profile or a path to a .yaml file, got "
+                + excerpt(parent)
+            )
             raise ProfileError(
-                f"expected the name of a profile or a path to a .yaml file, got {parent!r}",
-                path=doc.path,
-                line=doc.lines.get("extends"),
-                key="extends",
+                str(problem), path=doc.path, line=doc.lines.get("extends"), key="extends"
             )
         else:
-            current = profile_path(parent.strip(), base_dir=current.parent)
-            if not _exists(current, reader):
+            try:
+                current = _profile_path(parent.strip(), current.parent)
+                found = _exists(current, reader)
+            except (OSError, RuntimeError) as exc:
                 raise ProfileError(
-                    f"extends '{parent}', but {current} does not exist",
+                    f"cannot look up {excerpt(parent, limit=60)}: {exc.__class__.__name__}",
+                    path=doc.path,
+                    line=doc.lines.get("extends"),
+                    key="extends",
+                ) from None
+            if not found:
+                what = "is not a regular file" if _exists_at_all(current) else "does not exist"
+                raise ProfileError(
+                    f"extends {excerpt(parent, limit=80)}, but {key_excerpt(str(current), 200)} "
+                    + what,
                     path=doc.path,
                     line=doc.lines.get("extends"),
                     key="extends",
                     hint="name a profile in the same directory (without .yaml) or a relative path",
                 )
     return chain
+
+
+def _exists_at_all(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:
+        return False
 
 
 def _exists(path: Path, reader: Reader) -> bool:
@@ -249,14 +291,15 @@ def _check_schema_version(data: dict[str, Any], path: str, lines: LineInfo) -> N
         )
     if isinstance(version, bool) or not isinstance(version, int):
         raise ProfileError(
-            f"schema_version must be an integer, got {version!r}",
+            f"schema_version must be an integer, got {excerpt(version)}",
             path=path,
             line=line,
             key="schema_version",
         )
     if version > PROFILE_SCHEMA_VERSION:
         raise ProfileError(
-            f"schema_version {version} is newer than this dsv4ops understands ({PROFILE_SCHEMA_VERSION})",
+            f"schema_version {excerpt(version)} is newer than this dsv4ops understands "
+            f"({PROFILE_SCHEMA_VERSION})",
             path=path,
             line=line,
             key="schema_version",
@@ -264,7 +307,7 @@ def _check_schema_version(data: dict[str, Any], path: str, lines: LineInfo) -> N
         )
     if version < PROFILE_SCHEMA_VERSION:
         raise ProfileError(
-            f"schema_version {version} is not supported; expected {PROFILE_SCHEMA_VERSION}",
+            f"schema_version {excerpt(version)} is not supported; expected {PROFILE_SCHEMA_VERSION}",
             path=path,
             line=line,
             key="schema_version",

@@ -72,13 +72,15 @@ class Problems:
     def __init__(self, *, collect: bool) -> None:
         self.collect = collect
         self._items: list[Problem] = []
+        self._seen: set[Problem] = set()  # a set: a file can have thousands of problems
         self._unusable: set[str] = set()
 
     def report(self, err: ProfileError) -> None:
         if not self.collect:
             raise err
         problem = Problem.from_error(err)
-        if problem not in self._items:
+        if problem not in self._seen:
+            self._seen.add(problem)
             self._items.append(problem)
 
     def mark_unusable(self, key: str) -> None:

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from dsv4ops._yaml import LineInfo
 from dsv4ops.errors import ProfileError
-
-
-def _is_under(path: str, prefix: str) -> bool:
-    return path == prefix or path.startswith((prefix + ".", prefix + "["))
+from dsv4ops.profiles.model import ProfileWarning
 
 
 class Provenance:
@@ -21,11 +18,14 @@ class Provenance:
 
     def record(self, file: str, lines: LineInfo, data: object) -> None:
         """Record one file's key paths; call for the base first, then each child."""
+        # The child's value replaces the base's whole subtree (lists are replaced): forget what
+        # the bases recorded under each of its scalars and lists. One pass over the origins,
+        # each checked by its ancestors (a file can have thousands of keys).
+        replaced = {path for path in lines.lines if _is_leafish(data, path)}
+        if replaced:
+            for stale in [p for p in self._origins if any(a in replaced for a in _ancestors(p))]:
+                del self._origins[stale]
         for path, line in lines.lines.items():
-            if _is_leafish(data, path):
-                # The child's value replaces the base's whole subtree (lists are replaced).
-                for stale in [p for p in self._origins if _is_under(p, path) and p != path]:
-                    del self._origins[stale]
             self._origins[path] = (file, line)
 
     def snapshot(self) -> dict[str, tuple[str, int]]:
@@ -41,12 +41,23 @@ class Provenance:
             parts = parts[:cut] if cut > 0 else ""
         return self.default_file, None
 
+    def warning(self, code: str, key_path: str, message: str) -> ProfileWarning:
+        """A warning located like an error ('file:line: key')."""
+        file, line = self.where(key_path)
+        where = f"{file}:{line}: {key_path}" if line else f"{file}: {key_path}"
+        return ProfileWarning(code=code, message=message, where=where)
+
     def error(self, key_path: str, message: str, *, hint: str | None = None) -> ProfileError:
         file, line = self.where(key_path)
         if file != self.default_file:
             # The location names the base file that set the value; say who inherited it.
             message = f"{message} (inherited by {self.default_file})"
         return ProfileError(message, path=file, line=line, key=key_path, hint=hint)
+
+
+def _ancestors(path: str) -> list[str]:
+    """Proper prefixes of a key path at '.' and '[': 'a.b[0]' -> ['a', 'a.b']."""
+    return [path[:i] for i, ch in enumerate(path) if ch in ".[" and i > 0]
 
 
 def _is_leafish(data: object, path: str) -> bool:

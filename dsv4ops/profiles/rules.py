@@ -10,13 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from dsv4ops.profiles.bucket_rules import rule_buckets
+from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.flags import check_router_args, check_server_args, option_value
 from dsv4ops.profiles.model import Profile, ProfileWarning, ServerSpec, Target
 from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.provenance import Provenance
 
-# SGLang's DSV4 default when --max-running-requests is unset (deepseek_v4_hook.py:138-146).
-DSV4_DEFAULT_MAX_RUNNING = 256
 SGLANG_HEALTH_WAIT_S = 20  # SGLANG_HEALTH_CHECK_TIMEOUT default (http_server.py:218)
 MULTI_STREAM_ENV = "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"
 _KERNEL_PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*@[A-Za-z0-9][A-Za-z0-9.+_-]*$")
@@ -25,9 +25,7 @@ Rule = Callable[[Profile, Provenance, Problems], list[ProfileWarning]]
 
 
 def _warn(prov: Provenance, code: str, key: str, message: str) -> ProfileWarning:
-    file, line = prov.where(key)
-    where = f"{file}:{line}: {key}" if line else f"{file}: {key}"
-    return ProfileWarning(code=code, message=message, where=where)
+    return prov.warning(code, key, message)
 
 
 def rule_gpus_match_tp(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
@@ -106,43 +104,6 @@ def rule_ports_distinct(p: Profile, prov: Provenance, sink: Problems) -> list[Pr
             )
             continue
         seen[port] = key
-    return []
-
-
-def rule_buckets(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
-    key = "flags.decode_buckets"
-    if not sink.usable(key):
-        return []
-    buckets = p.flags.decode_buckets
-    if not buckets:
-        sink.report(prov.error(key, "the bucket list is empty; expected at least one batch size"))
-        return []
-    ok = True
-    for i, bs in enumerate(buckets):
-        if bs < 1:
-            sink.report(prov.error(f"{key}[{i}]", f"batch size {bs} must be positive"))
-            ok = False
-        elif i and bs <= buckets[i - 1]:
-            sink.report(
-                prov.error(
-                    f"{key}[{i}]",
-                    f"buckets must be strictly increasing; {bs} follows {buckets[i - 1]}",
-                )
-            )
-            ok = False
-    if not ok or not sink.usable("decode.max_running_requests"):
-        return []
-    running = p.decode.max_running_requests or DSV4_DEFAULT_MAX_RUNNING
-    if buckets[-1] < running:
-        return [
-            _warn(
-                prov,
-                "buckets-below-max-running",
-                key,
-                f"largest decode bucket {buckets[-1]} < max running requests {running}: batches above "
-                f"{buckets[-1]} run without a CUDA graph (eager, much slower steps)",
-            )
-        ]
     return []
 
 
@@ -238,7 +199,8 @@ def rule_env(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarnin
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                 sink.report(
                     prov.error(
-                        f"{side.role}.env", f"{name!r} is not a valid environment variable name"
+                        f"{side.role}.env",
+                        f"{excerpt(name)} is not a valid environment variable name",
                     )
                 )
     return []
@@ -289,7 +251,8 @@ def rule_misc(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarni
         sink.report(
             prov.error(
                 "kernel_package",
-                f"expected name@version (e.g. dsv4-decode@1.2.0) or empty, got {p.kernel_package!r}",
+                f"expected name@version (e.g. dsv4-decode@1.2.0) or empty, got "
+                f"{excerpt(p.kernel_package)}",
             )
         )
     for key in ("corruption_max_rate", "consistency_min_agreement"):

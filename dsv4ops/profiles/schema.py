@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dsv4ops.profiles import _flag_tables
+from dsv4ops.profiles.buckets import MAX_BATCH_SIZE, MAX_BUCKETS
+
 # Values SGLang 0.5.23's parser accepts (reference §1.1-1.2, dumped from the live parser).
 TRANSFER_BACKENDS = ("mooncake", "nixl", "ascend", "fake", "mori", "mooncake_tcp")
 KV_CACHE_DTYPES = (
@@ -22,12 +25,38 @@ KV_CACHE_DTYPES = (
     "fp4_mx_block16",
 )
 ROUTER_POLICIES = ("random", "round_robin", "cache_aware", "power_of_two", "manual")
+REASONING_PARSERS: tuple[str, ...] = tuple(
+    _flag_tables.SGLANG_SERVER_TABLE["--reasoning-parser"][2]
+)
+
+MAX_GPU_ID = 255
+MAX_RUNNING_REQUESTS = MAX_BATCH_SIZE
+MAX_CONCURRENCY = 4096  # canary concurrency levels
+
+
+# Bounds every value gets (docs/profiles.md "What is refused"): far above any real profile, far
+# below what would make a check, a message or a command line unbounded.
+MAX_STRING_CHARS = 16 * 1024  # one argv word or env value; Linux allows 128 KiB (MAX_ARG_STRLEN)
+MAX_ITEMS = 256  # items of a list or NAME: value mapping (extra_args, env, ...)
+
+# What a string must look like (Field.text), beyond "no control characters", which every string
+# except free text is checked for (a NUL cannot be passed to execve; a newline or an escape
+# sequence in an argv word or env value breaks the printed command, the journal and the terminal).
+TEXT_HELP = {
+    "free": "text (newlines and tabs allowed)",
+    "argv": "text without control characters",
+    "nonempty": "a non-empty string without control characters",
+    "name": "a name: visible characters only, no spaces",
+    "endpoint": "a URL path starting with '/', without spaces",
+}
 
 
 @dataclass(frozen=True)
 class Field:
     """One leaf key. `kind` is one of: str, int, float, bool, onoff, int_list, str_list,
-    str_map, buckets."""
+    str_map, buckets. `minimum`/`maximum` bound a number or each item of an int_list; floats
+    must also be finite. `max_items` bounds a list (default MAX_ITEMS); `text` is a TEXT_HELP
+    key for each string (default "argv")."""
 
     kind: str
     default: Any = None
@@ -36,6 +65,9 @@ class Field:
     minimum: float | None = None
     nullable: bool = False
     help: str = ""
+    maximum: float | None = None
+    max_items: int | None = None
+    text: str = "argv"
 
 
 Schema = dict[str, "Field | Schema"]
@@ -56,57 +88,84 @@ _KIND_HELP = {
 def describe(f: Field) -> str:
     """What a valid value looks like, for error messages."""
     if f.choices:
-        text = "one of " + ", ".join(f.choices)
+        shown = (
+            f.choices
+            if len(f.choices) <= 10
+            else (*f.choices[:8], f"... ({len(f.choices)} in all)")
+        )
+        text = "one of " + ", ".join(shown)
     else:
         text = _KIND_HELP[f.kind]
-        if f.minimum is not None:
-            text += f" >= {f.minimum:g}"
+        bounds = _bounds(f)
+        if bounds:
+            text += f", each {bounds}" if f.kind == "int_list" else f" {bounds}"
     return text + (" (or null)" if f.nullable else "")
+
+
+def _bounds(f: Field) -> str:
+    if f.minimum is not None and f.maximum is not None:
+        return f"from {f.minimum:g} to {f.maximum:g}"
+    if f.minimum is not None:
+        return f">= {f.minimum:g}"
+    return f"<= {f.maximum:g}" if f.maximum is not None else ""
 
 
 def _server(role: str, *, default_port: int) -> Schema:
     side: Schema = {
-        "gpus": Field("int_list", required=True, help="physical GPU ids, contiguous"),
+        "gpus": Field(
+            "int_list",
+            required=True,
+            help="physical GPU ids, contiguous",
+            minimum=0,
+            maximum=MAX_GPU_ID,
+            max_items=64,
+        ),
         "tp": Field("int", required=True, minimum=1, help="tensor parallel size = len(gpus)"),
-        "port": Field("int", default=default_port, minimum=1),
+        "port": Field("int", default=default_port, minimum=1, maximum=65535),
         "transfer_backend": Field("str", default="nixl", choices=TRANSFER_BACKENDS),
-        "page_size": Field("int", default=256, minimum=1, help="DSV4 default is 256"),
+        "page_size": Field("int", default=256, minimum=1, help="DSV4 default is 256", maximum=1024),
         "kv_cache_dtype": Field("str", default="fp8_e4m3", choices=KV_CACHE_DTYPES),
-        "mem_fraction_static": Field("float", nullable=True, minimum=0.0),
-        "max_running_requests": Field("int", nullable=True, minimum=1),
+        # A fraction of GPU memory: SGLang's own default on the 96 GB box is about 0.89.
+        "mem_fraction_static": Field("float", nullable=True, minimum=0.05, maximum=0.99),
+        # DSV4's default is 256 (reference §1.4); the request pool is allocated up front.
+        "max_running_requests": Field(
+            "int", nullable=True, minimum=1, maximum=MAX_RUNNING_REQUESTS
+        ),
         "extra_args": Field("str_list", default=[]),
         "env": Field("str_map", default={}),
     }
     if role == "prefill":
-        side["bootstrap_port"] = Field("int", default=8998, minimum=1)
+        side["bootstrap_port"] = Field("int", default=8998, minimum=1, maximum=65535)
     return side
 
 
 PROFILE_SCHEMA: Schema = {
     "schema_version": Field("int", required=True),
     "extends": Field("str", nullable=True),
-    "description": Field("str", default=""),
+    "description": Field("str", default="", text="free"),
     "model": {
-        "path": Field("str", required=True),
-        "served_name": Field("str", nullable=True),
+        "path": Field("str", required=True, text="nonempty"),
+        "served_name": Field("str", nullable=True, text="name"),
         "tool_call_parser": Field("str", default="deepseekv4", nullable=True),
-        "reasoning_parser": Field("str", default="deepseek-v4", nullable=True),
+        "reasoning_parser": Field(
+            "str", default="deepseek-v4", nullable=True, choices=REASONING_PARSERS
+        ),
         "trust_remote_code": Field("bool", default=True),
     },
     "prefill": _server("prefill", default_port=30000),
     "decode": _server("decode", default_port=30001),
     "router": {
-        "port": Field("int", default=8000, minimum=1),
-        "prometheus_port": Field("int", default=29000, minimum=1),
+        "port": Field("int", default=8000, minimum=1, maximum=65535),
+        "prometheus_port": Field("int", default=29000, minimum=1, maximum=65535),
         "policy": Field("str", default="cache_aware", choices=ROUTER_POLICIES),
         "health_check": {
-            "endpoint": Field("str", default="/health"),
-            "interval_secs": Field("int", default=10, minimum=1),
+            "endpoint": Field("str", default="/health", text="endpoint"),
+            "interval_secs": Field("int", default=10, minimum=1, maximum=3600),
             # Above SGLang's own 20 s health-generate wait (reference §3), so a busy but healthy
             # server is not marked dead by the router's 5 s default.
-            "timeout_secs": Field("int", default=30, minimum=1),
-            "failure_threshold": Field("int", default=3, minimum=1),
-            "success_threshold": Field("int", default=2, minimum=1),
+            "timeout_secs": Field("int", default=30, minimum=1, maximum=3600),
+            "failure_threshold": Field("int", default=3, minimum=1, maximum=100),
+            "success_threshold": Field("int", default=2, minimum=1, maximum=100),
         },
         "extra_args": Field("str_list", default=[]),
         "env": Field("str_map", default={}),
@@ -114,30 +173,36 @@ PROFILE_SCHEMA: Schema = {
     "flags": {
         "overlap_schedule": Field("onoff", default=False),
         "multi_stream_overlap": Field("onoff", default=False),
-        "decode_buckets": Field("buckets", default="sglang-default"),
+        "decode_buckets": Field("buckets", default="sglang-default", max_items=MAX_BUCKETS),
     },
     "kernel_package": Field("str", nullable=True, help="name@version, or empty"),
     "canary": {
-        "smoke_requests": Field("int", default=8, minimum=1),
-        "corruption_max_rate": Field("float", default=0.0, minimum=0.0),
-        "consistency_min_agreement": Field("float", default=0.95, minimum=0.0),
-        "first_token_deadline_s": Field("float", default=60.0, minimum=0.0),
-        "hang_deadline_s": Field("float", default=120.0, minimum=0.0),
-        "abort_cascade_recovery_s": Field("float", default=60.0, minimum=0.0),
-        "stress_concurrency": Field("int", default=80, minimum=1),
-        "stress_duration_s": Field("float", default=120.0, minimum=0.0),
-        "sweep_concurrency": Field("int_list", default=[32, 48, 56, 57, 64, 72, 80, 88, 96]),
-        "sweep_throughput_tolerance_pct": Field("float", default=5.0, minimum=0.0),
-        "sawtooth_max_drop_pct": Field("float", default=5.0, minimum=0.0),
+        "smoke_requests": Field("int", default=8, minimum=1, maximum=10_000),
+        "corruption_max_rate": Field("float", default=0.0, minimum=0.0, maximum=1.0),
+        "consistency_min_agreement": Field("float", default=0.95, minimum=0.0, maximum=1.0),
+        "first_token_deadline_s": Field("float", default=60.0, minimum=0.0, maximum=3600.0),
+        "hang_deadline_s": Field("float", default=120.0, minimum=0.0, maximum=3600.0),
+        "abort_cascade_recovery_s": Field("float", default=60.0, minimum=0.0, maximum=3600.0),
+        "stress_concurrency": Field("int", default=80, minimum=1, maximum=MAX_CONCURRENCY),
+        "stress_duration_s": Field("float", default=120.0, minimum=0.0, maximum=86400.0),
+        "sweep_concurrency": Field(
+            "int_list",
+            default=[32, 48, 56, 57, 64, 72, 80, 88, 96],
+            minimum=1,
+            maximum=MAX_CONCURRENCY,
+            max_items=64,
+        ),
+        "sweep_throughput_tolerance_pct": Field("float", default=5.0, minimum=0.0, maximum=100.0),
+        "sawtooth_max_drop_pct": Field("float", default=5.0, minimum=0.0, maximum=100.0),
         # Hang watchdog: a stream silent this long is stalled; no token anywhere (or running > 0
         # with zero generation throughput) this long is a server-wide freeze. 2 s keeps detection
         # under 3 s, far below SGLang's 300 s timeouts.
-        "stall_s": Field("float", default=2.0, minimum=0.1),
-        "freeze_s": Field("float", default=2.0, minimum=0.1),
+        "stall_s": Field("float", default=2.0, minimum=0.1, maximum=600.0),
+        "freeze_s": Field("float", default=2.0, minimum=0.1, maximum=600.0),
         # Run the suites with chat_template_kwargs.thinking (needs model.reasoning_parser);
         # tool-call requests get thinking_budget_tokens more max_tokens for the reasoning.
         "thinking": Field("bool", default=False),
-        "thinking_budget_tokens": Field("int", default=1024, minimum=1),
+        "thinking_budget_tokens": Field("int", default=1024, minimum=1, maximum=131072),
     },
 }
 
@@ -148,22 +213,22 @@ TARGETS_SCHEMA: Schema = {
 }
 
 TARGET_SCHEMA: Schema = {
-    "description": Field("str", default=""),
+    "description": Field("str", default="", text="free"),
     "transport": Field("str", required=True, choices=("local", "ssh")),
     "ssh": {
         "host": Field("str", nullable=True),
-        "port": Field("int", default=22, minimum=1),
+        "port": Field("int", default=22, minimum=1, maximum=65535),
         "user": Field("str", nullable=True),
         "key": Field("str", nullable=True),
         "known_hosts": Field("str", nullable=True),
         "trust_on_first_use": Field("bool", default=False),
     },
-    "gpus": Field("int_list", required=True),
+    "gpus": Field("int_list", required=True, minimum=0, maximum=MAX_GPU_ID, max_items=64),
     "workdir": Field("str", required=True),
     "python": Field("str", nullable=True, help="interpreter on the target"),
     "launcher": Field("str", default="sglang", choices=("sglang", "twin")),
     "bind_host": Field("str", default="127.0.0.1"),
     "connect_host": Field("str", nullable=True),
-    "port_offset": Field("int", default=0, minimum=0),
+    "port_offset": Field("int", default=0, minimum=0, maximum=65535),
     "twin_env": Field("str_map", default={}),
 }

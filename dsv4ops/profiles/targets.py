@@ -9,6 +9,8 @@ from typing import Any
 from dsv4ops._yaml import YAMLSyntaxError, load_with_lines
 from dsv4ops.constants import PROFILE_SCHEMA_VERSION, TARGETS_FILE, profiles_dir
 from dsv4ops.errors import ProfileError
+from dsv4ops.profiles.excerpt import excerpt
+from dsv4ops.profiles.files import read_bounded
 from dsv4ops.profiles.model import SSHSpec, Target
 from dsv4ops.profiles.provenance import Provenance
 from dsv4ops.profiles.schema import TARGET_SCHEMA
@@ -26,9 +28,11 @@ def load_targets(path: str | Path | None = None) -> dict[str, Target]:
     file = Path(path) if path is not None else targets_path()
     shown = str(file)
     try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ProfileError(f"cannot read targets file: {exc.strerror or exc}", path=shown) from None
+        text = read_bounded(file, "targets")
+    except FileNotFoundError:
+        raise ProfileError(
+            "cannot read targets file: No such file or directory", path=shown
+        ) from None
     try:
         data, lines = load_with_lines(text)
     except YAMLSyntaxError as exc:
@@ -42,7 +46,7 @@ def load_targets(path: str | Path | None = None) -> dict[str, Target]:
     version = data.get("schema_version")
     if version != PROFILE_SCHEMA_VERSION:
         raise ProfileError(
-            f"expected schema_version: {PROFILE_SCHEMA_VERSION}, got {version!r}",
+            f"expected schema_version: {PROFILE_SCHEMA_VERSION}, got {excerpt(version)}",
             path=shown,
             line=lines.get("schema_version") or 1,
             key="schema_version",

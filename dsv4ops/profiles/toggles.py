@@ -13,6 +13,7 @@ from pathlib import Path
 
 from dsv4ops.errors import DsOpsError, ProfileError
 from dsv4ops.profiles.buckets import SPEC_HELP, BucketSpecError, resolve_buckets
+from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.model import Profile
 
 # toggle name → schema key under `flags`
@@ -45,19 +46,19 @@ def parse_toggles(items: tuple[str, ...] | list[str]) -> list[Toggle]:
         name, raw = name.strip(), raw.strip()
         if not eq or name not in TOGGLES:
             raise DsOpsError(
-                f"bad toggle {item!r}; expected one of: {', '.join(f'{t}=...' for t in TOGGLES)}"
+                f"bad toggle {excerpt(item)}; expected one of: {', '.join(f'{t}=...' for t in TOGGLES)}"
             )
         if name == "buckets":
             try:
                 resolve_buckets(_bucket_value(raw), tp_size=4, max_running_requests=None)
             except (BucketSpecError, ValueError) as exc:
                 raise DsOpsError(
-                    f"bad buckets value {raw!r}: {exc}", hint=f"use {SPEC_HELP}"
+                    f"bad buckets value {excerpt(raw)}: {exc}", hint=f"use {SPEC_HELP}"
                 ) from None
             out[name] = Toggle(name, TOGGLES[name], raw, _bucket_yaml(raw))
         else:
             if raw.lower() not in _ONOFF:
-                raise DsOpsError(f"bad value in {item!r}; expected on or off")
+                raise DsOpsError(f"bad value in {excerpt(item)}; expected on or off")
             out[name] = Toggle(name, TOGGLES[name], _ONOFF[raw.lower()], raw.lower())
     return list(out.values())
 

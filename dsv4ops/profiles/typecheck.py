@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import difflib
+import math
+import unicodedata
 from typing import Any
 
 from dsv4ops._yaml import LineInfo
 from dsv4ops.errors import ProfileError
+from dsv4ops.profiles.excerpt import excerpt, key_excerpt
 from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.provenance import Provenance
-from dsv4ops.profiles.schema import Field, Schema, describe
+from dsv4ops.profiles.schema import MAX_ITEMS, MAX_STRING_CHARS, TEXT_HELP, Field, Schema, describe
 
 _ON = {"on", "true", "yes", "1"}
 _OFF = {"off", "false", "no", "0"}
@@ -30,7 +33,8 @@ def check_unknown_keys(
         path = f"{prefix}.{key}" if prefix else str(key)
         spec = schema.get(key) if isinstance(key, str) else None
         if spec is None:
-            close = difflib.get_close_matches(str(key), list(schema), n=1)
+            # A key can be anything YAML allows (16 KB of text): match and show a bounded part.
+            close = difflib.get_close_matches(str(key)[:64], list(schema), n=1)
             hint = f"did you mean '{close[0]}'?" if close else None
             valid = ", ".join(schema)
             sink.report(
@@ -38,7 +42,7 @@ def check_unknown_keys(
                     f"unknown key; valid keys here: {valid}",
                     path=file,
                     line=lines.get(path),
-                    key=path,
+                    key=key_excerpt(path, 120),
                     hint=hint,
                 )
             )
@@ -137,7 +141,8 @@ def coerce(value: Any, spec: Field, prov: Provenance, path: str) -> Any:
     """Check one value against its field; return the normalized value."""
 
     def bad() -> ProfileError:
-        return prov.error(path, f"expected {describe(spec)}, got {value!r}")
+        shown = excerpt(value, key=path.rsplit(".", 1)[-1])
+        return prov.error(path, f"expected {describe(spec)}, got {shown}")
 
     if value is None or value == "" and spec.kind != "str":
         if spec.nullable:
@@ -151,15 +156,22 @@ def coerce(value: Any, spec: Field, prov: Provenance, path: str) -> Any:
             raise bad()
         if spec.choices and value not in spec.choices:
             raise bad()
-        return value if value != "" or not spec.nullable else None
-    if kind == "int":
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise bad()
-        return _check_min(value, spec, prov, path)
-    if kind == "float":
+        if value == "" and spec.nullable and spec.text not in _NONEMPTY_TEXT:
+            return None
+        check_text(value, spec, prov, path)
+        return value
+    if kind in ("int", "float"):
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise bad()
-        return _check_min(float(value), spec, prov, path)
+        if kind == "int" and not isinstance(value, int):
+            raise bad()
+        _check_number(value, spec, prov, path)
+        if kind == "int":
+            return value
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond any float, in a field without a maximum
+            raise bad() from None
     if kind == "bool":
         if not isinstance(value, bool):
             raise bad()
@@ -171,41 +183,103 @@ def coerce(value: Any, spec: Field, prov: Provenance, path: str) -> Any:
         if isinstance(value, str) and value.lower() in _ON | _OFF:
             return value.lower() in _ON
         raise bad()
-    if kind == "int_list":
-        if not isinstance(value, list) or any(
-            isinstance(v, bool) or not isinstance(v, int) for v in value
-        ):
+    if kind in ("int_list", "buckets") and isinstance(value, list):
+        if any(isinstance(v, bool) or not isinstance(v, int) for v in value):
             raise bad()
+        _check_items(value, spec, prov, path)
+        if kind == "int_list":
+            for i, v in enumerate(value):
+                _check_number(v, spec, prov, f"{path}[{i}]")
         return list(value)
+    if kind == "buckets" and isinstance(value, str):
+        return value  # a spec: resolved (and bounded) by buckets.resolve_buckets
     if kind == "str_list":
-        if not isinstance(value, list) or any(
-            isinstance(v, bool | dict | list) or v is None for v in value
-        ):
+        if not isinstance(value, list) or not all(_is_argv_scalar(v) for v in value):
             raise bad()
+        _check_items(value, spec, prov, path)
         # Numbers in an argv list are fine ('--max-prefill-tokens', 16384); argv is strings.
-        return [str(v) for v in value]
+        out = [str(v) for v in value]
+        for i, v in enumerate(out):
+            check_text(v, spec, prov, f"{path}[{i}]")
+        return out
     if kind == "str_map":
-        if not isinstance(value, dict) or any(isinstance(v, dict | list) for v in value.values()):
-            raise bad()
-        return {str(k): _env_str(v) for k, v in value.items()}
-    if kind == "buckets":
-        if isinstance(value, str):
-            return value
-        if isinstance(value, list) and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value
+        if not isinstance(value, dict) or not all(
+            v is None or _is_argv_scalar(v) for v in value.values()
         ):
-            return list(value)
+            raise bad()
+        _check_items(value, spec, prov, path)
+        out_map = {str(k): _env_str(v) for k, v in value.items()}
+        for k, v in out_map.items():
+            check_text(k, spec, prov, path)
+            check_text(v, spec, prov, f"{path}.{k}")
+        return out_map
+    if kind in ("int_list", "buckets"):
         raise bad()
     raise AssertionError(f"unknown field kind {kind}")
+
+
+_NONEMPTY_TEXT = ("nonempty", "name", "endpoint")
+
+
+def _is_argv_scalar(v: Any) -> bool:
+    """A value that has one obvious text form in an argv or env: a string, a bool, an integer
+    or a finite number (a NaN or infinity is refused: no flag means it)."""
+    if isinstance(v, float):
+        return math.isfinite(v)
+    return isinstance(v, str | int)
+
+
+def _check_items(
+    value: list[Any] | dict[Any, Any], spec: Field, prov: Provenance, path: str
+) -> None:
+    limit = spec.max_items if spec.max_items is not None else MAX_ITEMS
+    if len(value) > limit:
+        raise prov.error(path, f"{len(value)} items; at most {limit} are allowed here")
+
+
+def _check_number(value: float, spec: Field, prov: Provenance, path: str) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise prov.error(path, f"expected a finite number ({describe(spec)}), got {value!r}")
+    low = spec.minimum is not None and value < spec.minimum
+    high = spec.maximum is not None and value > spec.maximum
+    if low or high:
+        raise prov.error(path, f"expected {describe(spec)}, got {excerpt(value)}")
+
+
+def check_text(text: str, spec: Field, prov: Provenance, path: str) -> None:
+    """Refuse a string that is too long, has control characters (except newlines and tabs in
+    free text), or does not look like its field's kind of text (schema.TEXT_HELP)."""
+    what = TEXT_HELP[spec.text]
+    if len(text) > MAX_STRING_CHARS:
+        raise prov.error(
+            path, f"{len(text)} characters long; at most {MAX_STRING_CHARS} are allowed"
+        )
+    for i, ch in enumerate(text):
+        if unicodedata.category(ch) == "Cc" and not (spec.text == "free" and ch in "\n\t"):
+            raise prov.error(
+                path,
+                f"contains the control character U+{ord(ch):04X} at position {i}; expected {what}",
+            )
+    if spec.text in _NONEMPTY_TEXT and not text.strip():
+        raise prov.error(path, f"empty or blank; expected {what}")
+    if spec.text == "name" or spec.text == "endpoint":
+        for i, ch in enumerate(text):
+            if ch.isspace() or unicodedata.category(ch) in _INVISIBLE:
+                raise prov.error(
+                    path,
+                    f"contains the invisible or space character U+{ord(ch):04X} at position {i}; "
+                    f"expected {what}",
+                )
+    if spec.text == "endpoint" and not text.startswith("/"):
+        raise prov.error(path, f"expected {what}, got {excerpt(text)}")
+
+
+# Unicode categories that print as nothing or as blank: format characters (zero-width space and
+# joiners, bidi controls), separators.
+_INVISIBLE = frozenset({"Cf", "Zs", "Zl", "Zp", "Co", "Cn"})
 
 
 def _env_str(value: Any) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
     return "" if value is None else str(value)
-
-
-def _check_min(value: float, spec: Field, prov: Provenance, path: str) -> Any:
-    if spec.minimum is not None and value < spec.minimum:
-        raise prov.error(path, f"expected {describe(spec)}, got {value!r}")
-    return value

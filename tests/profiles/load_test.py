@@ -101,12 +101,20 @@ def test_recursive_alias_is_a_clear_error_not_a_crash(write) -> None:  # type: i
     assert "recursive alias" in str(err) and err.line == 3
 
 
-def test_an_alias_bomb_is_walked_once_per_anchor(write) -> None:  # type: ignore[no-untyped-def]
+def test_an_alias_bomb_is_refused_at_the_anchor_that_crosses_the_budget(write) -> None:  # type: ignore[no-untyped-def]
     bomb = "schema_version: 1\na: &a [x, x, x, x, x, x, x, x, x, x]\n"
     for i, prev in zip("bcdefghij", "abcdefghi", strict=True):
         bomb += f"{i}: &{i} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"
-    write("bomb", bomb)  # 10^10 leaves if each alias were walked again
-    assert "unknown key" in str(_err("bomb"))
+    write("bomb", bomb)  # 10^10 leaves once expanded
+    err = _err("bomb")
+    # e: (line 6) is the first value whose expansion (10^5 leaves) is above 20,000 nodes.
+    assert err.line == 6 and "aliases expand this value to more than 20000 nodes" in str(err)
+
+
+def test_aliases_within_the_budget_still_load(write) -> None:  # type: ignore[no-untyped-def]
+    write("anchors", child("decode:\n  env: &e {A: '1'}\nprefill:\n  env: *e\n"))
+    p = load_profile("anchors")
+    assert p.prefill.env_dict == p.decode.env_dict == {"A": "1"}
 
 
 def test_duplicate_key_is_an_error(write) -> None:  # type: ignore[no-untyped-def]

@@ -250,7 +250,7 @@ def test_kernel_package_format(write) -> None:  # type: ignore[no-untyped-def]
 
 def test_canary_fractions_bounded(write) -> None:  # type: ignore[no-untyped-def]
     err, _ = _err(write, "canary:\n  consistency_min_agreement: 95\n")
-    assert err.key == "canary.consistency_min_agreement" and "between 0 and 1" in str(err)
+    assert err.key == "canary.consistency_min_agreement" and "expected a number from 0 to 1, got 95" in str(err)
 
 
 def test_canary_thinking_needs_a_reasoning_parser(write) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,104 @@
+"""A value as error messages show it: a short, secret-free excerpt, in bounded time.
+
+Error messages quote what the user wrote ("got {...}"). The value can be anything YAML produced:
+a mapping with a token under HF_TOKEN, an argv with `--api-key sk-...`, a 16 KB string, a list of
+thousands of items. `excerpt` walks at most a few items per level and a few levels deep, hides
+secrets with the one definition in dsv4ops/secrets.py (secret-named keys, values of secret flags),
+and cuts the result to MAX_EXCERPT_CHARS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from itertools import islice
+from typing import Any
+
+from dsv4ops.secrets import REDACTED, is_secret_flag, is_secret_key
+
+MAX_EXCERPT_CHARS = 120
+_MAX_ITEMS = 6  # per list or mapping
+_MAX_LEVELS = 3
+_MAX_STR = MAX_EXCERPT_CHARS
+
+
+class _Shown:
+    """Printed as its text, without quotes (for '***' and '...' markers)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+_HIDDEN = _Shown(REDACTED)
+
+
+def excerpt(value: Any, *, key: str | None = None, limit: int = MAX_EXCERPT_CHARS) -> str:
+    """repr-like text of `value`, at most `limit` characters; `key` is the name the value sits
+    under (a secret-named key hides the whole value, whatever its shape)."""
+    text = repr(_bounded(value, key, 0))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def key_excerpt(key: str, limit: int = 60) -> str:
+    """A user-written key or key path, cut to `limit` characters (for locations and hints)."""
+    return key if len(key) <= limit else key[: limit - 3] + "..."
+
+
+def _bounded(value: Any, key: str | None, level: int) -> Any:
+    if key is not None and value is not None and is_secret_key(key):
+        return _HIDDEN
+    if isinstance(value, str):
+        return value if len(value) <= _MAX_STR else value[:_MAX_STR] + "..."
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return _Shown(f"<an integer of about {value.bit_length() * 3 // 10} digits>")
+    if isinstance(value, Mapping | list | tuple) and level >= _MAX_LEVELS:
+        return _Shown("{...}" if isinstance(value, Mapping) else "[...]")
+    if isinstance(value, Mapping):
+        out: dict[Any, Any] = {}
+        for k, v in islice(value.items(), _MAX_ITEMS):
+            shown_key = _bounded(k, None, level + 1)
+            out[shown_key if _hashable(shown_key) else _Shown(repr(shown_key))] = _bounded(
+                v, str(k), level + 1
+            )
+        if len(value) > _MAX_ITEMS:
+            out[_Shown("...")] = _Shown(f"{len(value) - _MAX_ITEMS} more")
+        return out
+    if isinstance(value, list | tuple):
+        return _bounded_list(value, level)
+    if isinstance(value, bytes):
+        return value[:_MAX_STR]
+    return value
+
+
+def _bounded_list(value: list[Any] | tuple[Any, ...], level: int) -> list[Any]:
+    """Items of an argv-like list; the value after a secret flag (`--api-key V`) is hidden, and
+    so is the value part of `--api-key=V`."""
+    out: list[Any] = []
+    hide_next = False
+    for item in islice(value, _MAX_ITEMS):
+        if hide_next:
+            out.append(_HIDDEN)
+            hide_next = False
+            continue
+        if isinstance(item, str) and item.startswith("--"):
+            flag, eq, _ = item.partition("=")
+            if is_secret_flag(flag):
+                out.append(
+                    _Shown(repr(f"{flag}={REDACTED}")) if eq else _bounded(item, None, level)
+                )
+                hide_next = not eq
+                continue
+        out.append(_bounded(item, None, level + 1))
+    if len(value) > _MAX_ITEMS:
+        out.append(_Shown(f"... {len(value) - _MAX_ITEMS} more"))
+    return out
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True

@@ -1,0 +1,90 @@
+"""Reading profile and targets files in bounded time and memory, and checking profile names.
+
+A profile reference (a CLI argument, or an `extends:` value) becomes a file name. Anything the OS
+would refuse with an OSError (a 5,000-character name, a NUL) is refused here first with a clear
+message; anything that is not a regular file (a FIFO would block the read, /dev/zero would never
+end) is refused before it is opened; a file is read up to MAX_FILE_BYTES and no further.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import unicodedata
+from pathlib import Path
+
+from dsv4ops._yaml import MAX_DOCUMENT_CHARS
+from dsv4ops.errors import ProfileError
+from dsv4ops.profiles.excerpt import excerpt
+
+MAX_FILE_BYTES = MAX_DOCUMENT_CHARS  # profiles are a few KB
+MAX_NAME_CHARS = 1024  # a whole reference; Linux's PATH_MAX is 4096
+MAX_PART_BYTES = 255  # one path component (Linux NAME_MAX)
+
+
+def reference_problem(ref: str) -> str | None:
+    """Why `ref` cannot name a profile file (None when it can): empty, control characters, or
+    longer than a file name may be."""
+    if not ref.strip():
+        return "expected the name of a profile or a path to a .yaml file, got an empty name"
+    for i, ch in enumerate(ref):
+        if unicodedata.category(ch) == "Cc":
+            return (
+                f"a profile name cannot contain the control character U+{ord(ch):04X} "
+                f"(position {i})"
+            )
+    if len(ref) > MAX_NAME_CHARS:
+        return f"a profile name of {len(ref)} characters is longer than {MAX_NAME_CHARS}"
+    for part in ref.split("/"):
+        if len(part.encode("utf-8", "surrogatepass")) + len(".yaml") > MAX_PART_BYTES:
+            return (
+                f"{excerpt(part, limit=40)} is too long for a file name (at most "
+                f"{MAX_PART_BYTES - len('.yaml')} bytes per path part, without '.yaml')"
+            )
+    return None
+
+
+def check_reference(ref: str) -> None:
+    """Raise ProfileError (no file, no line: the name came from the command line) if `ref`
+    cannot name a profile file."""
+    problem = reference_problem(ref)
+    if problem is not None:
+        raise ProfileError(f"{problem} (the profile named on the command line)")
+
+
+def read_bounded(path: Path, what: str = "profile") -> str:
+    """The UTF-8 text of a regular file of at most MAX_FILE_BYTES. Raises ProfileError (with a
+    line for bad UTF-8) for anything else; FileNotFoundError is left to the caller."""
+    shown = str(path)
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise ProfileError(f"cannot read {what}: not a regular file", path=shown)
+        if info.st_size > MAX_FILE_BYTES:
+            raise ProfileError(_too_big(what, info.st_size), path=shown)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ProfileError(f"cannot read {what}: {exc.strerror or exc}", path=shown) from None
+    return decode_bounded(data, shown, what)
+
+
+def decode_bounded(data: bytes, shown: str, what: str = "profile") -> str:
+    if len(data) > MAX_FILE_BYTES:
+        raise ProfileError(_too_big(what, len(data)), path=shown)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ProfileError(
+            f"not UTF-8 text: byte 0x{data[exc.start]:02x} cannot start a character",
+            path=shown,
+            line=line,
+        ) from None
+
+
+def _too_big(what: str, size: int) -> str:
+    return f"the {what} file is {size} bytes; at most {MAX_FILE_BYTES} are read (profiles are a few KB)"

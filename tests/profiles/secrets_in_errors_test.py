@@ -1,0 +1,118 @@
+"""No output path prints a secret value, errors included (issue 11).
+
+A profile whose secret has the wrong shape used to print `got {'HF_TOKEN': [...]}` with the token
+in `validate`, `render`, `show` and `deploy --dry-run`. Each case here is a profile with one
+mistake next to a secret, run through every command that reads a profile, as a real process.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dsv4ops.profiles.excerpt import excerpt
+from testing.profiles_factory import child
+from tests.profiles.cli_process import run_cli
+
+SECRET = "hf_SEKRETvalue1234"
+
+CASES = {
+    "env-list": ("prefill:\n  env:\n    HF_TOKEN: [" + SECRET + "]\n", "prefill.env"),
+    "env-mapping": ("router:\n  env:\n    OPENAI_API_KEY: {inner: " + SECRET + "}\n", "router.env"),
+    "env-control": ('decode:\n  env:\n    HF_TOKEN: "' + SECRET + '\\0"\n', "decode.env.HF_TOKEN"),
+    "argv-wrong-shape": (
+        "decode:\n  extra_args: ['--api-key', '" + SECRET + "', {x: 1}]\n",
+        "decode.extra_args",
+    ),
+    "argv-equals": (
+        "prefill:\n  extra_args: ['--admin-api-key=" + SECRET + "', .inf]\n",
+        "prefill.extra_args",
+    ),
+    "argv-stray": (
+        "decode:\n  extra_args: ['--api-key', '" + SECRET + "', 'junk']\n",
+        "decode.extra_args[2]",
+    ),
+}
+
+COMMANDS = [
+    ("profile", "validate"),
+    ("profile", "validate", "--json"),
+    ("profile", "render"),
+    ("profile", "render", "--json"),
+    ("profile", "show"),
+    ("profile", "show", "--json"),
+    ("deploy", "--dry-run", "--target", "twin-local"),
+    ("deploy", "--dry-run", "--target", "twin-local", "--json"),
+]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_no_command_prints_the_secret_of_a_bad_profile(write, pdir: Path, case: str) -> None:  # type: ignore[no-untyped-def]
+    text, key = CASES[case]
+    path = write("leaky", child(text))
+    for command in COMMANDS:
+        argv = (
+            [*command[:2], "leaky", *command[2:]]
+            if command[0] == "profile"
+            else ["deploy", "leaky", *command[1:]]
+        )
+        run = run_cli(*argv, profiles_dir=pdir)
+        assert run.code == 1, (argv, run.text)
+        assert SECRET not in run.text, (argv, run.text)
+        assert "SEKRET" not in run.text, (argv, run.text)
+        assert "Traceback" not in run.text, (argv, run.text)
+        if "--json" in argv and command[1] == "validate":
+            (result,) = json.loads(run.out)
+            assert result["problems"][0]["key"] == key and result["problems"][0]["path"] == str(
+                path
+            )
+        else:
+            assert f"{path}:" in run.err and f": {key}: " in run.err, (argv, run.err)
+
+
+def test_validating_every_profile_hides_the_secrets_too(write, pdir: Path) -> None:  # type: ignore[no-untyped-def]
+    for i, (text, _) in enumerate(CASES.values()):
+        write(f"leaky{i}", child(text))
+    run = run_cli("profile", "validate", profiles_dir=pdir)
+    assert run.code == 1 and run.text.count("FAIL  leaky") >= len(CASES), run.text
+    assert "SEKRET" not in run.text, run.text
+
+
+def test_the_excerpt_shows_the_shape_without_the_secret() -> None:
+    assert excerpt({"HF_TOKEN": [SECRET], "A": "1"}) == "{'HF_TOKEN': ***, 'A': '1'}"
+    assert excerpt(["--api-key", SECRET, {"x": 1}]) == "['--api-key', ***, {'x': 1}]"
+    assert excerpt(["--ssl-keyfile-password=" + SECRET]) == "['--ssl-keyfile-password=***']"
+    assert excerpt(SECRET, key="HF_TOKEN") == "***"
+    assert excerpt(None, key="HF_TOKEN") == "None"  # nothing to hide: the key is just unset
+
+
+def test_the_excerpt_is_bounded_in_size_and_time() -> None:
+    huge = ["x" * 10_000] * 10_000
+    text = excerpt({"a": huge, "b": [[[[[[1]]]]]], "c": 10**4000})
+    assert len(text) <= 120 and text.startswith("{'a': ['xxx")
+    assert "<an integer of about" in excerpt(10**4000)
+    assert excerpt([[[[[1]]]]]) == "[[[[...]]]]"
+
+
+def test_profile_diff_hides_secrets_but_still_shows_that_they_changed(write, pdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write(
+        "one",
+        child(f"prefill:\n  env: {{HF_TOKEN: {SECRET}}}\n  extra_args: [--api-key, {SECRET}]\n"),
+    )
+    write(
+        "two",
+        child("prefill:\n  env: {HF_TOKEN: hf_SEKRETother}\n  extra_args: [--api-key, SEKRET2]\n"),
+    )
+    for argv in (["one", "two"], ["one", "two", "--json"], ["base", "one"]):
+        run = run_cli("profile", "diff", *argv, profiles_dir=pdir)
+        assert run.code == 0, run.text
+        assert "SEKRET" not in run.text, (argv, run.text)
+    run = run_cli("profile", "diff", "one", "two", profiles_dir=pdir)
+    assert "prefill.env.HF_TOKEN: '***' -> '***'" in run.out
+    assert "env HF_TOKEN: '***' -> '***'" in run.out
+    (text, key) = CASES["env-list"]
+    write("leaky", child(text))
+    run = run_cli("profile", "diff", "base", "leaky", profiles_dir=pdir)
+    assert run.code == 1 and "SEKRET" not in run.text and f": {key}: " in run.err, run.text
