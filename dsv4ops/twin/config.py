@@ -13,6 +13,13 @@ from dataclasses import dataclass, field
 
 PREFIX = "DSV4_TWIN_"
 HAZARD_NAMES = ("degrade", "wedge", "corrupt")
+# Which side of the TP desync rank 0 (the only rank that reports metrics) is on when the decode
+# wedges: "blocked" (it spins in the collective, its gauges freeze) or "idle" (it dropped the
+# batch and idles while the other ranks spin; it republishes idle values).
+WEDGE_RANK0 = ("blocked", "idle")
+# When sglang:realtime_tokens_total{mode="decode"} moves: every decode iteration (0.5.23's code)
+# or only at each --decode-log-interval (the counter's help text; the worst case for a detector).
+REALTIME_TOKENS = ("per_iteration", "per_log_interval")
 
 
 class TwinConfigError(ValueError):
@@ -41,7 +48,8 @@ class TwinConfig:
     health_timeout_s: float = 20.0
     waiting_timeout_s: float = 300.0
     bootstrap_timeout_s: float = 300.0
-    throughput_window_s: float = 2.0
+    wedge_rank0: str = "blocked"
+    realtime_tokens: str = "per_iteration"
 
     def wall(self, model_seconds: float) -> float:
         """Model seconds → wall seconds."""
@@ -60,7 +68,6 @@ _FLOATS = {
     "DEGRADE_FAIL_FRACTION": "degrade_fail_fraction",
     "WEDGE_WINDOW_S": "wedge_window_s",
     "CORRUPT_PROB": "corrupt_prob",
-    "THROUGHPUT_WINDOW_S": "throughput_window_s",
 }
 _INTS = {"WEDGE_ABORTS": "wedge_aborts", "CORRUPT_MIN_BS": "corrupt_min_bs", "SEED": "seed"}
 # SGLang's own env vars for the same timeouts; the DSV4_TWIN_ names override them.
@@ -114,6 +121,13 @@ def load_config(env: Mapping[str, str] | None = None) -> TwinConfig:
     hazards_raw = env.get(PREFIX + "HAZARDS", "auto").strip().lower()
     if hazards_raw not in ("auto", "on", "off"):
         raise TwinConfigError(f"{PREFIX}HAZARDS={hazards_raw!r}: expected auto or off")
+    for suffix, attr, choices in (("WEDGE_RANK0", "wedge_rank0", WEDGE_RANK0),
+                                  ("REALTIME_TOKENS", "realtime_tokens", REALTIME_TOKENS)):
+        raw = env.get(PREFIX + suffix, "").strip().lower()
+        if raw and raw not in choices:
+            raise TwinConfigError(f"{PREFIX}{suffix}={raw!r}: expected {' or '.join(choices)}")
+        if raw:
+            values[attr] = raw
     return TwinConfig(
         **values,  # type: ignore[arg-type]
         event_log=env.get(PREFIX + "EVENT_LOG") or None,

@@ -32,6 +32,10 @@ class TransferError(Exception):
     """The KV for a room could not be fetched; the request fails."""
 
 
+class HandshakeError(TransferError):
+    """The decode could not bootstrap with the prefill (SGLang counts a bootstrap failure)."""
+
+
 @dataclass
 class Room:
     room: int
@@ -40,6 +44,7 @@ class Room:
     kv_ready: asyncio.Event = field(default_factory=asyncio.Event)
     done: asyncio.Event = field(default_factory=asyncio.Event)
     failed: bool = False
+    handshaken: bool = False  # the decode asked for this room (it left the bootstrap queue)
 
 
 @dataclass
@@ -94,15 +99,18 @@ class BootstrapServer:
             await asyncio.wait_for(r.done.wait(), self.config.wall(self.config.bootstrap_timeout_s))
             return not r.failed
         except TimeoutError:
-            self.bootstrap_failed += 1
+            # prefill.py: a room the decode never bootstrapped is a bootstrap failure (L1377);
+            # one it did is an inflight transfer failure (L1312)
+            if r.handshaken:
+                self.transfer_failed += 1
+            else:
+                self.bootstrap_failed += 1
             self.events.emit("transfer_failed", room=r.room, side="prefill",
-                             reason="KVPoll.Bootstrapping timed out")
+                             reason="KVPoll.Bootstrapping timed out" if not r.handshaken
+                             else "KVPoll.Transferring timed out")
             return False
         finally:
             self.rooms.pop(r.room, None)
-
-    def queued(self) -> int:
-        return sum(1 for r in self.rooms.values() if not r.done.is_set())
 
     # --- HTTP ----------------------------------------------------------------------------
     async def _health(self, request: web.Request) -> web.Response:
@@ -156,9 +164,9 @@ class BootstrapServer:
             return web.json_response({"error": "prompt mismatch for room"}, status=409)
         if (self._degraded_for(peer, str(body.get("degrade_state", "auto")))
                 and _fraction(self.config.seed, room_id) < self.config.degrade_fail_fraction):
-            # Silent failure: the stale NIXL peer state swallows the transfer.
+            # Silent failure: the stale NIXL peer state swallows the transfer. The prefill
+            # counts it only when its own request times out (wait_transferred).
             r.failed = True
-            self.transfer_failed += 1
             self.events.emit("transfer_failed", room=room_id, side="prefill",
                              decode_instance_id=peer.instance_id, reason="stale peer state")
             await asyncio.sleep(deadline)
@@ -171,6 +179,7 @@ class BootstrapServer:
         while True:
             r = self.rooms.get(room_id)
             if r is not None:
+                r.handshaken = True
                 await r.kv_ready.wait()
                 return r
             await asyncio.sleep(0.002)
@@ -188,7 +197,8 @@ class KVReceiver:
         self.decode_addr = decode_addr
         self.prefills: dict[tuple[str, int], dict[str, object]] = {}
         self.in_flight = 0
-        self.failed = 0
+        self.failed = 0  # transfers (decode.py L2827, L3373)
+        self.bootstrap_failed = 0  # handshakes (decode.py L1177)
         self._session: aiohttp.ClientSession | None = None
         self._locks: dict[tuple[str, int], asyncio.Lock] = {}
 
@@ -211,7 +221,7 @@ class KVReceiver:
             timeout = aiohttp.ClientTimeout(total=self.config.wall(self.config.bootstrap_timeout_s))
             async with self._client().get(f"{base}/route", timeout=timeout) as resp:
                 if resp.status != 200:
-                    raise TransferError(f"bootstrap /route on {base} answered {resp.status}")
+                    raise HandshakeError(f"bootstrap /route on {base} answered {resp.status}")
                 route = await resp.json()
             body = {"decode_addr": self.decode_addr, "decode_instance_id": self.instance_id}
             async with self._client().post(f"{base}/register_peer", json=body,
@@ -231,7 +241,10 @@ class KVReceiver:
         try:
             await self._fetch(host, port, room, prompt_hash)
         except TransferError as exc:
-            self.failed += 1
+            if isinstance(exc, HandshakeError):
+                self.bootstrap_failed += 1
+            else:
+                self.failed += 1
             self.events.emit("transfer_failed", room=room, side="decode", reason=str(exc),
                              bootstrap=f"{host}:{port}")
             raise
@@ -244,7 +257,12 @@ class KVReceiver:
                 "degrade_state": self.hazards.state("degrade")}
         for attempt in range(2):
             try:
-                await self._register(host, port)
+                try:
+                    await self._register(host, port)
+                except (TimeoutError, aiohttp.ClientError) as exc:
+                    self.prefills.pop((host, port), None)
+                    raise HandshakeError(
+                        f"bootstrap server {host}:{port} unreachable: {exc!r}") from None
                 async with self._client().post(
                     f"http://{host}:{port}/transfer", json=body,
                     timeout=aiohttp.ClientTimeout(total=waiting),
