@@ -7,7 +7,9 @@ stream goes silent), freeze (no stream advances; running stays > 0), corrupt ("c
 "invalid_json" tool arguments), error_every (every Nth request gets HTTP 500), wedge_after_aborts
 (freeze after that many aborts), no_done (end each stream after its finish_reason and usage
 chunks without `data: [DONE]`, as some OpenAI-compatible servers do). GET /metrics serves SGLang's
-gauge names. Like SGLang, each stream is served under the body's `rid` (else `fake-<n>`), reported as the chunk `id`, and
+gauge names and its decode progress counter (bumped every step); frozen, the gauges keep their
+last values as SGLang 0.5.23's do when its scheduler loop is blocked. Like SGLang, each
+stream is served under the body's `rid` (else `fake-<n>`), reported as the chunk `id`, and
 POST /abort_request {"rid": ...} aborts that stream only (an unknown rid is a no-op 200).
 """
 
@@ -44,6 +46,8 @@ class Fake:
         self.seq = 0
         self.aborts = 0
         self.tokens_window: list[float] = []
+        self.decode_tokens = 0  # sglang:realtime_tokens_total{mode="decode"}
+        self.published_gen = 0.0  # gen_throughput as last published (frozen with the loop)
         self.last_args: str | None = None
         self.abort_requests: list[dict[str, Any]] = []  # bodies of POST /abort_request, for tests
         self.wake = asyncio.Event()
@@ -73,6 +77,7 @@ class Fake:
                 s.tokens += 1
                 s.queue.put_nowait("tick")
                 self.tokens_window.append(now)
+                self.decode_tokens += 1
 
     def abort(self, stream: Stream) -> None:
         self.aborts += 1
@@ -152,10 +157,15 @@ async def metrics(request: web.Request) -> web.Response:
     fake: Fake = request.app["fake"]
     now = time.monotonic()
     fake.tokens_window = [t for t in fake.tokens_window if now - t <= 1.0]
+    if not fake.cfg["freeze"]:
+        fake.published_gen = float(len(fake.tokens_window))
     labels = '{model_name="fake",engine_type="decode",tp_rank="0"}'
+    mode = '{model_name="fake",engine_type="decode",tp_rank="0",mode="decode"}'
     text = (f"# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{labels} {len(fake.active)}\n"
             f"# TYPE sglang:num_queue_reqs gauge\nsglang:num_queue_reqs{labels} 0\n"
-            f"# TYPE sglang:gen_throughput gauge\nsglang:gen_throughput{labels} {len(fake.tokens_window)}\n")
+            f"# TYPE sglang:gen_throughput gauge\nsglang:gen_throughput{labels} {fake.published_gen}\n"
+            f"# TYPE sglang:realtime_tokens_total counter\n"
+            f"sglang:realtime_tokens_total{mode} {fake.decode_tokens}\n")
     return web.Response(text=text, content_type="text/plain")
 
 

@@ -1,8 +1,8 @@
 """Live /metrics sampling of the workers during a suite (aiohttp, inside the suite's loop).
 
-Feeds the watchdog (server-wide freeze: running > 0 and gen throughput 0) and keeps a time series
-for the sweep (running batch, step time from `running / gen_throughput`) and the abort cascade
-(running/queued back to baseline).
+Feeds the watchdog (server-wide freeze: work admitted and the decode progress counter standing
+still, `progress.py`) and keeps a time series for the sweep (running batch, step time from
+`running / gen_throughput`) and the abort cascade (running/queued back to baseline).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class MetricsSampler:
             self.samples.append(sample)
             got.append(sample)
             if self._watchdog is not None:
-                self._watchdog.observe_gauges(url, gauges.running, gauges.gen_throughput)
+                self._watchdog.observe_metrics(url, gauges)
         return got
 
     async def _run(self) -> None:

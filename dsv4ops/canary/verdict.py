@@ -106,8 +106,9 @@ class Thresholds:
     sweep_throughput_tolerance_pct: float = 5.0
     sawtooth_max_drop_pct: float = 5.0
     # Hang watchdog: a stream silent this long mid-response is stalled; in-flight requests with no
-    # token on any stream (or running > 0 and gen throughput 0 on the server) this long is a
-    # server-wide freeze. 2 s + a 0.1 s tick keeps detection under 3 s.
+    # token on any stream this long is a server-wide freeze (the server's metrics confirm it from
+    # its stalled progress counter, canary/progress.py). 2 s + a 0.1 s tick keeps detection
+    # under 3 s.
     stall_s: float = 2.0
     freeze_s: float = 2.0
     watchdog_tick_s: float = 0.1

@@ -4,11 +4,15 @@ Three cases are kept apart (reference load-generators.md §5.1, §6 G5):
 * `no_first_token`: a request got no output within the first-token deadline (queueing or a lost
   KV transfer);
 * `stall`: a stream that had output went silent mid-response for `stall_s`;
-* `freeze`: server-wide — requests in flight and no bytes on *any* stream for `freeze_s`, or the
-  server's metrics say running > 0 while generation throughput is 0 for `freeze_s`.
-At the defaults (2 s, ticking every 0.1 s) a stall is detected about 2.1 s after the last byte,
-far below SGLang's 300 s timeouts and the 6 h client timeouts of existing tools. Each detection
-records its latency (detection time − time the silence began).
+* `freeze`: server-wide — requests in flight and no bytes on *any* stream for `freeze_s`;
+* `freeze_metrics`: the same seen in a decode's own metrics — work admitted (running or queued
+  > 0) and its progress counter `realtime_tokens_total{mode="decode"}` standing still for longer
+  than a healthy server goes between bumps (`progress.py`). Never from `gen_throughput`: on
+  SGLang 0.5.23 a wedged (blocked) scheduler keeps exporting its last, non-zero value.
+At the defaults (2 s, ticking every 0.1 s) a stall or freeze is detected about 2.1 s after the
+last byte, far below SGLang's 300 s timeouts and the 6 h client timeouts of existing tools; the
+metrics confirm a wedge within two decode log intervals. Each detection records its latency
+(detection time − time the silence began).
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dsv4ops.canary.progress import DEFAULT_DECODE_LOG_INTERVAL, ProgressDetector
 from dsv4ops.canary.records import RequestRecord
+from dsv4ops.metrics.prom import ServerGauges
 
 NO_FIRST_TOKEN = "no_first_token"
 STALL = "stall"
@@ -60,6 +66,7 @@ class Watchdog:
         freeze_s: float = 2.0,
         tick_s: float = 0.1,
         cut_after_s: float | None = None,
+        decode_log_interval: int = DEFAULT_DECODE_LOG_INTERVAL,
         clock_ns: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
         self.first_token_deadline_ns = int(first_token_deadline_s * 1e9)
@@ -78,7 +85,8 @@ class Watchdog:
         self._seen_output = False
         self._freeze_open = False
         self._freeze_at = 0
-        self._metrics_zero_since: dict[str, int] = {}
+        self.progress = ProgressDetector(min_window_s=freeze_s,
+                                         decode_log_interval=decode_log_interval)
         self._metrics_freeze_open: set[str] = set()
         self._metrics_freeze_at = 0
         self._task: asyncio.Task[None] | None = None
@@ -98,20 +106,26 @@ class Watchdog:
             self._seen_output = True
 
     # -- metrics (called by the metrics sampler) ------------------------------------------------
-    def observe_gauges(self, url: str, running: float | None, gen_throughput: float | None) -> None:
+    def observe_metrics(self, url: str, gauges: ServerGauges) -> HangEvent | None:
+        """One scrape of a worker: confirms a freeze when its decode stopped making progress."""
         now = self._now()
-        if running is None or gen_throughput is None or running <= 0 or gen_throughput > 0:
-            self._metrics_zero_since.pop(url, None)
-            self._metrics_freeze_open.discard(url)
-            return
-        since = self._metrics_zero_since.setdefault(url, now)
-        if now - since >= self.freeze_ns and url not in self._metrics_freeze_open:
-            if not self._metrics_freeze_open:
-                self._metrics_freeze_at = now
-            self._metrics_freeze_open.add(url)
-            self._record(FREEZE_METRICS, None, since, now,
-                         f"{url}: {running:.0f} running, generation throughput 0")
-            self.frozen.set()
+        stall = self.progress.observe(
+            url, now, running=gauges.running, queued=gauges.queued,
+            decode_tokens=gauges.decode_tokens, engine_types=gauges.engine_types,
+            in_flight=len(self.active))
+        if stall is None:
+            if not self.progress.is_open(url):
+                self._metrics_freeze_open.discard(url)  # progress again: a new episode may open
+            return None
+        if not self._metrics_freeze_open:
+            self._metrics_freeze_at = now
+        self._metrics_freeze_open.add(url)
+        self.frozen.set()
+        return self._record(
+            FREEZE_METRICS, None, stall.since_ns, now,
+            f"{url}: {stall.running:.0f} running, {stall.queued:.0f} queued, no decode progress "
+            f"(realtime_tokens_total) for {(now - stall.since_ns) / 1e9:.1f} s "
+            f"(window {stall.window_s:.1f} s)")
 
     # -- the check ----------------------------------------------------------------------------
     def check(self) -> list[HangEvent]:

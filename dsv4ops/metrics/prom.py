@@ -21,6 +21,10 @@ QUEUED = "sglang:num_queue_reqs"
 GEN_THROUGHPUT = "sglang:gen_throughput"
 ABORTED_TOTAL = "sglang:num_aborted_requests_total"
 GEN_TOKENS_TOTAL = "sglang:generation_tokens_total"
+# Progress counter: bumped by every decode iteration in 0.5.23 (metrics_reporter.py L909-916);
+# the family is declared before its first increment, its `mode` children appear on first use.
+REALTIME_TOKENS = "sglang:realtime_tokens"
+REALTIME_TOKENS_TOTAL = "sglang:realtime_tokens_total"
 
 
 class MetricsParseError(DsOpsError):
@@ -32,6 +36,7 @@ class Samples:
     """name → list of (labels, value), exactly as exposed (counters keep their `_total` name)."""
 
     series: dict[str, list[tuple[dict[str, str], float]]] = field(default_factory=dict)
+    families: frozenset[str] = frozenset()  # every declared family, with or without samples
 
     def total(self, name: str, **match: str) -> float | None:
         """Sum of the samples of `name` whose labels include `match`; None when absent."""
@@ -49,13 +54,15 @@ class Samples:
 def parse_text(text: str) -> Samples:
     """Parse a Prometheus text body. Raises MetricsParseError on malformed input."""
     series: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
+    families: set[str] = set()
     try:
         for family in text_string_to_metric_families(text):
+            families.add(family.name)
             for sample in family.samples:
                 series[sample.name].append((dict(sample.labels), float(sample.value)))
     except (ValueError, TypeError, IndexError) as exc:
         raise MetricsParseError(f"invalid Prometheus text: {exc}") from None
-    return Samples(dict(series))
+    return Samples(dict(series), frozenset(families))
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,8 @@ class ServerGauges:
     gen_throughput: float | None
     aborted_total: float | None
     engine_types: tuple[str, ...]
+    # realtime_tokens_total{mode="decode"}: 0 while declared but never bumped, None when absent
+    decode_tokens: float | None = None
 
     @property
     def has_load_gauges(self) -> bool:
@@ -84,4 +93,12 @@ def server_gauges(samples: Samples) -> ServerGauges:
         gen_throughput=samples.total(GEN_THROUGHPUT),
         aborted_total=samples.total(ABORTED_TOTAL),
         engine_types=tuple(sorted(samples.label_values(RUNNING, "engine_type"))),
+        decode_tokens=_decode_tokens(samples),
     )
+
+
+def _decode_tokens(samples: Samples) -> float | None:
+    value = samples.total(REALTIME_TOKENS_TOTAL, mode="decode")
+    if value is None and REALTIME_TOKENS in samples.families:
+        return 0.0
+    return value

@@ -194,9 +194,9 @@ PROFILE_SCHEMA: Schema = {
         ),
         "sweep_throughput_tolerance_pct": Field("float", default=5.0, minimum=0.0, maximum=100.0),
         "sawtooth_max_drop_pct": Field("float", default=5.0, minimum=0.0, maximum=100.0),
-        # Hang watchdog: a stream silent this long is stalled; no token anywhere (or running > 0
-        # with zero generation throughput) this long is a server-wide freeze. 2 s keeps detection
-        # under 3 s, far below SGLang's 300 s timeouts.
+        # Hang watchdog: a stream silent this long is stalled; no token anywhere this long is a
+        # server-wide freeze (and the floor of the metrics-side no-progress window). 2 s keeps
+        # detection under 3 s, far below SGLang's 300 s timeouts.
         "stall_s": Field("float", default=2.0, minimum=0.1, maximum=600.0),
         "freeze_s": Field("float", default=2.0, minimum=0.1, maximum=600.0),
         # Run the suites with chat_template_kwargs.thinking (needs model.reasoning_parser);

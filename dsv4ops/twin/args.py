@@ -56,6 +56,7 @@ class ServerArgs:
     transfer_backend: str
     ignored: tuple[str, ...] = field(default=())
     argv: tuple[str, ...] = field(default=())
+    decode_log_interval: int = 40  # decode iterations between metric reports (observability.py)
 
     @property
     def overlap_schedule(self) -> bool:
@@ -115,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--moe-a2a-backend", choices=A2A_BACKENDS, default="none")
     add("--enable-metrics", action="store_true")
     add("--enable-metrics-for-all-schedulers", action="store_true")
+    add("--decode-log-interval", type=int, default=40)
     add("--tool-call-parser")
     add("--reasoning-parser")
     add("--disaggregation-mode", choices=MODES, default="null")
@@ -162,6 +164,10 @@ def parse_args(argv: list[str]) -> ServerArgs:
         )
     if ns.disaggregation_mode == "prefill" and ns.disaggregation_transfer_backend == "fake":
         raise StartupError("ValueError: the fake transfer backend cannot be used on a prefill")
+    if ns.decode_log_interval < 1:
+        # SGLang accepts it and dies on the first decode batch (`forward_ct % 0`); refuse early.
+        raise StartupError(f"ValueError: --decode-log-interval must be >= 1, got "
+                           f"{ns.decode_log_interval}")
     ep_size = ns.tp_size if ns.moe_a2a_backend != "none" else ns.ep_size
     kv_dtype = "fp8_e4m3" if ns.kv_cache_dtype == "auto" else ns.kv_cache_dtype
     return ServerArgs(
@@ -192,4 +198,5 @@ def parse_args(argv: list[str]) -> ServerArgs:
         transfer_backend=ns.disaggregation_transfer_backend,
         ignored=_unmodelled(argv, parser),
         argv=tuple(argv),
+        decode_log_interval=ns.decode_log_interval,
     )

@@ -13,6 +13,13 @@ from dataclasses import dataclass, field
 
 PREFIX = "DSV4_TWIN_"
 HAZARD_NAMES = ("degrade", "wedge", "corrupt")
+# Which side of the TP desync rank 0 (the only rank that reports metrics) is on when the decode
+# wedges: "blocked" (it spins in the collective, its gauges freeze) or "idle" (it dropped the
+# batch and idles while the other ranks spin; it republishes idle values).
+WEDGE_RANK0 = ("blocked", "idle")
+# When sglang:realtime_tokens_total{mode="decode"} moves: every decode iteration (0.5.23's code)
+# or only at each --decode-log-interval (the counter's help text; the worst case for a detector).
+REALTIME_TOKENS = ("per_iteration", "per_log_interval")
 
 
 class TwinConfigError(ValueError):
@@ -41,7 +48,6 @@ class TwinConfig:
     health_timeout_s: float = 20.0
     waiting_timeout_s: float = 300.0
     bootstrap_timeout_s: float = 300.0
-    throughput_window_s: float = 2.0
     # the corrupt hazard's output shapes (twin/corruption.py); one is picked per corrupted request
     corrupt_shapes: tuple[str, ...] = ("dropped_call", "cross_talk", "dsml_in_content")
     reasoning_tokens: int = 32  # reasoning tokens per request with thinking on
@@ -52,6 +58,8 @@ class TwinConfig:
     # SIGKILLs them after 15 s, tokenizer_manager.py:456)
     scheduler_exit_s: float = 3.0
     sigterm_tick_s: float = 5.0  # sigterm_watchdog's asyncio.sleep(5) (tokenizer_manager.py:3510)
+    wedge_rank0: str = "blocked"
+    realtime_tokens: str = "per_iteration"
 
     def wall(self, model_seconds: float) -> float:
         """Model seconds → wall seconds."""
@@ -70,7 +78,6 @@ _FLOATS = {
     "DEGRADE_FAIL_FRACTION": "degrade_fail_fraction",
     "WEDGE_WINDOW_S": "wedge_window_s",
     "CORRUPT_PROB": "corrupt_prob",
-    "THROUGHPUT_WINDOW_S": "throughput_window_s",
     "SCHEDULER_EXIT_S": "scheduler_exit_s",
     "SIGTERM_TICK_S": "sigterm_tick_s",
 }
@@ -141,6 +148,13 @@ def load_config(env: Mapping[str, str] | None = None) -> TwinConfig:
             values["corrupt_shapes"] = check_shapes(shapes_raw.split(","))
         except ValueError as exc:
             raise TwinConfigError(f"{PREFIX}CORRUPT_SHAPES={shapes_raw!r}: {exc}") from None
+    for suffix, attr, choices in (("WEDGE_RANK0", "wedge_rank0", WEDGE_RANK0),
+                                  ("REALTIME_TOKENS", "realtime_tokens", REALTIME_TOKENS)):
+        raw = env.get(PREFIX + suffix, "").strip().lower()
+        if raw and raw not in choices:
+            raise TwinConfigError(f"{PREFIX}{suffix}={raw!r}: expected {' or '.join(choices)}")
+        if raw:
+            values[attr] = raw
     return TwinConfig(
         **values,  # type: ignore[arg-type]
         event_log=env.get(PREFIX + "EVENT_LOG") or None,

@@ -1,19 +1,21 @@
 """The decode batch loop: every running request gets one token per modelled step.
 
 Steps are scheduled against absolute deadlines (next_step_at += step) so the modelled step time
-does not drift with the CPU cost of emitting tokens. The loop also carries two hazards: the
-overlap-scheduler wedge (an abort cascade freezes it) and the multi-stream-overlap race (a request
-that joins a large captured batch may get corrupted output).
+does not drift with the CPU cost of emitting tokens. The loop is also rank 0's scheduler loop for
+the metrics: it reports each iteration to its `StatsReporter`, and when it finds no batch it runs
+the idle path (`_maybe_log_idle_metrics`). It carries two hazards: the overlap-scheduler wedge
+(an abort cascade desyncs the TP ranks) and the multi-stream-overlap race (a request that joins a
+large captured batch may get corrupted output).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .config import TwinConfig
@@ -22,9 +24,13 @@ from .corruption import corrupt_plan
 from .events import EventLog
 from .hazards import HazardBoard
 from .perf import padded_batch, step_ms
+from .reporter import StatsReporter
 
 # How far behind its deadlines the loop may fall before it gives up catching up (a CPU stall).
 CATCH_UP_LIMIT_S = 0.25
+# The real idle loop spins; the twin's wakes this often (wall seconds) to run the idle path, so an
+# idle republish follows a transfer that ended without a request joining the batch.
+IDLE_POLL_S = 0.25
 
 
 @dataclass(eq=False)
@@ -87,7 +93,7 @@ class DecodeEngine:
         max_running: int,
         hazards: HazardBoard,
         events: EventLog,
-        on_step: Callable[[int], None] = lambda n: None,
+        reporter: StatsReporter | None = None,
     ) -> None:
         self.config = config
         self.buckets = buckets
@@ -96,14 +102,13 @@ class DecodeEngine:
         self.max_running = max_running
         self.hazards = hazards
         self.events = events
-        self.on_step = on_step
+        self.reporter = reporter
         self.waiting: deque[Req] = deque()
         self.running: list[Req] = []
         self.wedged = False
         self.steps_done = 0
         self._wake = asyncio.Event()
         self._abort_times: deque[float] = deque()
-        self._recent: deque[tuple[float, int, float]] = deque()  # (wall end, tokens, model s)
         self._rng = random.Random(config.seed)
 
     # --- requests ------------------------------------------------------------------------
@@ -158,20 +163,8 @@ class DecodeEngine:
 
     # --- stats ---------------------------------------------------------------------------
     def gen_throughput(self) -> float:
-        """Generated tokens per model second over the last window (0 when idle or wedged)."""
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        horizon = self.config.wall(self.config.throughput_window_s)
-        while self._recent and now - self._recent[0][0] > horizon:
-            self._recent.popleft()
-        if not self._recent:
-            return 0.0
-        last_end, _, last_model = self._recent[-1]
-        if now - last_end > self.config.wall(max(3 * last_model, 0.5)):
-            return 0.0
-        tokens = sum(t for _, t, _ in self._recent)
-        model_s = sum(m for _, _, m in self._recent)
-        return tokens / model_s if model_s > 0 else 0.0
+        """SGLang's last_gen_throughput: what rank 0 last logged (frozen while the loop is blocked)."""
+        return self.reporter.last_gen_throughput if self.reporter else 0.0
 
     # --- the loop ------------------------------------------------------------------------
     def _admit(self) -> None:
@@ -218,12 +211,11 @@ class DecodeEngine:
         next_at: float | None = None
         while True:
             if self.wedged:
-                await asyncio.Event().wait()  # never set: only a restart clears a wedge
+                await self._wedged_loop()  # returns never: only a restart clears a wedge
             self._admit()
             if not self.running:
                 next_at = None
-                self._wake.clear()
-                await self._wake.wait()
+                await self._idle()
                 continue
             batch = len(self.running)
             model_s = step_ms(
@@ -241,6 +233,7 @@ class DecodeEngine:
             await asyncio.sleep(max(next_at - loop.time(), 0.0))
             if self.wedged:
                 continue
+            ran = len(self.running)
             produced = 0
             still = []
             for req in self.running:
@@ -252,5 +245,27 @@ class DecodeEngine:
                     still.append(req)
             self.running = still
             self.steps_done += 1
-            self._recent.append((loop.time(), produced, model_s))
-            self.on_step(produced)
+            if self.reporter is not None:
+                # the batch the iteration ran (finished requests included), as process_batch_result
+                self.reporter.decode_step(produced, batch_size=ran)
+
+    async def _idle(self) -> None:
+        """No batch: the idle path (metrics republish), then sleep until a request or a poll."""
+        if self.reporter is not None:
+            self.reporter.on_idle()
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), IDLE_POLL_S)
+
+    async def _wedged_loop(self) -> None:
+        """The TP desync. Rank 0 blocked (default): its loop never runs again, so it logs
+        nothing and its gauges keep their last values. Rank 0 idle (DSV4_TWIN_WEDGE_RANK0=idle):
+        it dropped the batch the other ranks still hold and runs its idle path with an empty
+        batch; it never schedules again (its next collective would block it too)."""
+        if self.config.wedge_rank0 != "idle" or self.reporter is None:
+            await asyncio.Event().wait()  # never set
+        assert self.reporter is not None
+        while True:
+            view = replace(self.reporter.live(), running=0, queued=len(self.waiting))
+            self.reporter.on_idle(rank0_view=view)
+            await asyncio.sleep(IDLE_POLL_S)

@@ -25,7 +25,7 @@ import aiohttp
 from .config import TwinConfig
 from .events import EventLog
 from .hazards import HazardBoard
-from .pd import TransferError
+from .pd import HandshakeError, TransferError
 
 log = logging.getLogger("sglang.twin")
 Addr = tuple[str, int]
@@ -42,7 +42,8 @@ class KVReceiver:
         self.prefills: dict[Addr, dict[str, object]] = {}  # prefill_info_table + connection pool
         self.heartbeat_failures: dict[Addr, int] = {}
         self.in_flight = 0
-        self.failed = 0
+        self.failed = 0  # transfers (decode.py L2827, L3373)
+        self.bootstrap_failed = 0  # handshakes (decode.py L1177)
         self._session: aiohttp.ClientSession | None = None
         self._locks: dict[Addr, asyncio.Lock] = {}
         self._pulls: dict[Addr, set[asyncio.Task[None]]] = {}  # addr_to_rooms_tracker
@@ -119,7 +120,7 @@ class KVReceiver:
             timeout = aiohttp.ClientTimeout(total=self.config.wall(self.config.bootstrap_timeout_s))
             async with self._client().get(f"{base}/route", timeout=timeout) as resp:
                 if resp.status != 200:
-                    raise TransferError(f"bootstrap /route on {base} answered {resp.status}")
+                    raise HandshakeError(f"bootstrap /route on {base} answered {resp.status}")
                 route = await resp.json()
             body = {"decode_addr": self.decode_addr, "decode_instance_id": self.instance_id}
             async with self._client().post(f"{base}/register_peer", json=body,
@@ -140,7 +141,10 @@ class KVReceiver:
         try:
             await self._fetch(host, port, room, prompt_hash)
         except TransferError as exc:
-            self.failed += 1
+            if isinstance(exc, HandshakeError):
+                self.bootstrap_failed += 1
+            else:
+                self.failed += 1
             self.events.emit("transfer_failed", room=room, side="decode", reason=str(exc),
                              bootstrap=f"{host}:{port}")
             raise
@@ -151,8 +155,9 @@ class KVReceiver:
         key = (host, port)
         try:
             await self._register(host, port)
-        except (aiohttp.ClientError, OSError) as exc:
-            raise TransferError(f"bootstrap server {host}:{port} unreachable: {exc}") from None
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            self.prefills.pop(key, None)
+            raise HandshakeError(f"bootstrap server {host}:{port} unreachable: {exc!r}") from None
         body = {"room": room, "decode_instance_id": self.instance_id, "prompt_hash": prompt_hash,
                 "degrade_state": self.hazards.state("degrade")}
         pull = asyncio.ensure_future(self._pull(key, body))

@@ -1,7 +1,10 @@
 """SGLang's Prometheus metrics (names and labels of 0.5.23), served only with --enable-metrics.
 
-Scheduler gauges are read from the live state at scrape time; tokenizer counters and histograms
-are recorded by the request path. Throughputs and latencies are in model time (wall / scale).
+Scheduler gauges show what rank 0's reporter last published (`reporter.py`: at the decode log
+interval, on prefill batches, on the idle path; frozen while the loop is blocked), never the live
+state. Counters (realtime tokens, PD failures) are read as they stand. Tokenizer counters and
+histograms are recorded by the request path. Throughputs and latencies are in model time
+(wall / scale).
 """
 
 from __future__ import annotations
@@ -13,48 +16,51 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from .reporter import SchedStats
+
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 60.0, 120.0, 300.0)
 ITL_BUCKETS = (0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
 
 
 @dataclass
 class SchedulerSnapshot:
-    running: int
-    queued: int
-    gen_throughput: float
-    token_usage: float
-    prefill_bootstrap_queue: int
-    decode_transfer_queue: int
+    published: SchedStats
+    realtime_tokens: dict[str, int]
     transfer_failed_total: int
     bootstrap_failed_total: int
-    is_cuda_graph: float
     max_total_num_tokens: int
     context_len: int
     page_size: int
 
 
 class _SchedulerCollector(Collector):
+    """Rank 0's scheduler metrics (labels as metrics_collector.py L1381-1393)."""
+
     def __init__(self, labels: dict[str, str], snapshot: Callable[[], SchedulerSnapshot]) -> None:
         self._labels = labels
         self._snapshot = snapshot
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         s = self._snapshot()
+        p = s.published
         names, values = list(self._labels), list(self._labels.values())
         gauges = {
-            "sglang:num_running_reqs": ("Running requests", s.running),
-            "sglang:num_queue_reqs": ("Queued requests", s.queued),
+            "sglang:num_running_reqs": ("The number of running requests.", p.running),
+            "sglang:num_queue_reqs": ("The number of requests in the waiting queue.", p.queued),
             "sglang:num_grammar_queue_reqs": ("Grammar queue", 0),
-            "sglang:gen_throughput": ("Generation throughput (token/s)", s.gen_throughput),
+            "sglang:gen_throughput": ("The generation throughput (token/s).", p.gen_throughput),
             "sglang:cache_hit_rate": ("Prefix cache hit rate", 0.0),
-            "sglang:token_usage": ("KV token usage", s.token_usage),
+            "sglang:token_usage": ("The token usage.", p.token_usage),
             "sglang:num_prefill_bootstrap_queue_reqs": ("Prefill bootstrap queue",
-                                                        s.prefill_bootstrap_queue),
-            "sglang:num_prefill_inflight_queue_reqs": ("Prefill inflight queue", 0),
-            "sglang:num_decode_prealloc_queue_reqs": ("Decode prealloc queue", 0),
+                                                        p.prefill_bootstrap_queue),
+            "sglang:num_prefill_inflight_queue_reqs": ("Prefill inflight queue",
+                                                       p.prefill_inflight_queue),
+            "sglang:num_decode_prealloc_queue_reqs": ("Decode prealloc queue",
+                                                      p.decode_prealloc_queue),
             "sglang:num_decode_transfer_queue_reqs": ("Decode transfer queue",
-                                                      s.decode_transfer_queue),
-            "sglang:is_cuda_graph": ("Whether the batch ran a CUDA graph", s.is_cuda_graph),
+                                                      p.decode_transfer_queue),
+            # 0.5.23 declares it but its reporter never sets it (metrics_collector.py L731, L1721)
+            "sglang:is_cuda_graph": ("Whether the batch is using CUDA graph.", 0),
             "sglang:max_total_num_tokens": ("KV pool size in tokens", s.max_total_num_tokens),
             "sglang:context_len": ("Context length", s.context_len),
             "sglang:page_size": ("Page size", s.page_size),
@@ -71,6 +77,14 @@ class _SchedulerCollector(Collector):
             c = CounterMetricFamily(name, doc, labels=names)
             c.add_metric(values, float(value))
             yield c
+        rt = CounterMetricFamily(
+            "sglang:realtime_tokens",
+            "Total number of tokens processed (updated on each log interval). "
+            "mode: prefill_compute, prefill_cache, decode.", labels=[*names, "mode"])
+        for mode, value in s.realtime_tokens.items():
+            if value:  # a labelled child appears on its first increment (inc(0) is skipped)
+                rt.add_metric([*values, mode], float(value))
+        yield rt
 
 
 class TwinMetrics:

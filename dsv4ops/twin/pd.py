@@ -37,6 +37,10 @@ class TransferError(Exception):
     """The KV for a room could not be fetched; the request fails."""
 
 
+class HandshakeError(TransferError):
+    """The decode could not bootstrap with the prefill (SGLang counts a bootstrap failure)."""
+
+
 @dataclass
 class Room:
     room: int
@@ -45,6 +49,7 @@ class Room:
     kv_ready: asyncio.Event = field(default_factory=asyncio.Event)
     done: asyncio.Event = field(default_factory=asyncio.Event)
     failed: bool = False
+    handshaken: bool = False  # the decode asked for this room (it left the bootstrap queue)
 
 
 @dataclass
@@ -99,15 +104,18 @@ class BootstrapServer:
             await asyncio.wait_for(r.done.wait(), self.config.wall(self.config.bootstrap_timeout_s))
             return not r.failed
         except TimeoutError:
-            self.bootstrap_failed += 1
+            # prefill.py: a room the decode never bootstrapped is a bootstrap failure (L1377);
+            # one it did is an inflight transfer failure (L1312)
+            if r.handshaken:
+                self.transfer_failed += 1
+            else:
+                self.bootstrap_failed += 1
             self.events.emit("transfer_failed", room=r.room, side="prefill",
-                             reason="KVPoll.Bootstrapping timed out")
+                             reason="KVPoll.Bootstrapping timed out" if not r.handshaken
+                             else "KVPoll.Transferring timed out")
             return False
         finally:
             self.rooms.pop(r.room, None)
-
-    def queued(self) -> int:
-        return sum(1 for r in self.rooms.values() if not r.done.is_set())
 
     # --- HTTP ----------------------------------------------------------------------------
     async def _health(self, request: web.Request) -> web.Response:
@@ -167,9 +175,9 @@ class BootstrapServer:
             return web.json_response({"error": "prompt mismatch for room"}, status=409)
         if (self._degraded_for(peer, str(body.get("degrade_state", "auto")))
                 and _fraction(self.config.seed, room_id) < self.config.degrade_fail_fraction):
-            # Silent failure: the stale NIXL peer state swallows the transfer.
+            # Silent failure: the stale NIXL peer state swallows the transfer. The prefill
+            # counts it only when its own request times out (wait_transferred).
             r.failed = True
-            self.transfer_failed += 1
             self.events.emit("transfer_failed", room=room_id, side="prefill",
                              decode_instance_id=peer.instance_id, reason="stale peer state")
             await asyncio.sleep(deadline)
@@ -182,6 +190,7 @@ class BootstrapServer:
         while True:
             r = self.rooms.get(room_id)
             if r is not None:
+                r.handshaken = True
                 await r.kv_ready.wait()
                 return r
             await asyncio.sleep(0.002)

@@ -24,8 +24,9 @@ from .kernel_package import KernelConfigChoice
 from .kv_receiver import KVReceiver
 from .metrics import SchedulerSnapshot, TwinMetrics
 from .parse import Bootstrap, prompt_hash
-from .pd import FAKE_BOOTSTRAP_HOST, BootstrapServer, TransferError
+from .pd import FAKE_BOOTSTRAP_HOST, BootstrapServer, Room, TransferError
 from .perf import DSV4_DEFAULT_MAX_RUNNING, resolve_decode_buckets
+from .reporter import SchedStats, StatsReporter
 
 SGLANG_VERSION = "0.5.23"
 CONTEXT_LEN = 1048576
@@ -74,12 +75,19 @@ class TwinServer:
             disabled=args.disable_decode_cuda_graph or self.role == "prefill")
         self.inflight: dict[str, Req] = {}
         self.prefill_lock = asyncio.Lock()
+        # prefill requests waiting for the prefill (their room, None for a fake bootstrap)
+        self._prefill_waiting: dict[int, Room | None] = {}
+        self._prefill_seq = 0
+        self._prefill_running: list[Room | None] = []  # in prefill compute now
+        # rank 0's metrics reporter: what /metrics shows is what it last published
+        self.reporter = StatsReporter(config, decode_log_interval=args.decode_log_interval,
+                                      live=self.live_stats, fully_idle=self.fully_idle)
         self.engine: DecodeEngine | None = None
         if self.role != "prefill":
             self.engine = DecodeEngine(
                 config=config, buckets=self.buckets, overlap=args.overlap_schedule,
                 multi_stream_overlap=self.multi_stream_overlap, max_running=self.max_running,
-                hazards=self.hazards, events=self.events)
+                hazards=self.hazards, events=self.events, reporter=self.reporter)
         info = {"pid": self.pid, "page_size": args.page_size,
                 "kv_cache_dtype": args.kv_cache_dtype, "tp_size": args.tp_size}
         self.bootstrap = BootstrapServer(config=config, hazards=self.hazards, events=self.events,
@@ -107,6 +115,7 @@ class TwinServer:
     def mark_ready(self) -> None:
         self.status = "up"
         self.startup_time = time.time() - self.started_at
+        self.reporter.start()
         if self.metrics is not None:
             self.metrics.startup.labels(**self.metrics.labels(), phase="total").set(
                 self.startup_time / self.config.time_scale)
@@ -123,10 +132,23 @@ class TwinServer:
             self.engine.wedge("forced")
 
     # --- generation ----------------------------------------------------------------------
-    async def prefill_compute(self, prompt_tokens: int) -> None:
-        async with self.prefill_lock:
-            await asyncio.sleep(self.config.wall(prompt_tokens * self.config.prefill_ms_per_token
-                                                 / 1000.0))
+    async def prefill_compute(self, prompt_tokens: int, room: Room | None = None) -> None:
+        """One prompt at a time; each is a prefill batch, which publishes the gauges."""
+        self._prefill_seq += 1
+        key = self._prefill_seq
+        self._prefill_waiting[key] = room
+        try:
+            async with self.prefill_lock:
+                del self._prefill_waiting[key]
+                self._prefill_running.append(room)
+                try:
+                    self.reporter.prefill_batch(prompt_tokens)
+                    await asyncio.sleep(self.config.wall(
+                        prompt_tokens * self.config.prefill_ms_per_token / 1000.0))
+                finally:
+                    self._prefill_running.remove(room)
+        finally:
+            self._prefill_waiting.pop(key, None)
 
     async def handle_generation(self, request: web.Request, job: Job, plan: Plan,
                                 boot: Bootstrap, prompt: str) -> web.StreamResponse:
@@ -197,7 +219,7 @@ class TwinServer:
                                     "prefill", "KVPoll.Bootstrapping")
         room = self.bootstrap.open_room(int(boot.room or 0), prompt_hash(prompt),
                                         job.prompt_tokens) if real else None
-        await self.prefill_compute(job.prompt_tokens)
+        await self.prefill_compute(job.prompt_tokens, room)
         if room is not None:
             room.kv_ready.set()
             if not await self.bootstrap.wait_transferred(room):
@@ -283,20 +305,50 @@ class TwinServer:
             return False
 
     # --- reporting -----------------------------------------------------------------------
-    def snapshot(self) -> SchedulerSnapshot:
+    def live_stats(self) -> SchedStats:
+        """The scheduler's state right now: what a log_stats call would publish.
+
+        Prefill stages as in SGLang: bootstrap queue (the decode has not asked for the room yet)
+        → waiting → running (prefill compute) → inflight (KV not pulled yet). The twin computes a
+        prompt before its handshake; such a room counts as bootstrapping until the decode asks.
+        """
         e = self.engine
-        running = len(e.running) if e else 0
-        queued = len(e.waiting) if e else 0
-        transfer_q = self.receiver.in_flight if self.receiver else 0
-        return SchedulerSnapshot(
-            running=running, queued=queued,
-            gen_throughput=e.gen_throughput() if e else 0.0,
+        running = (len(e.running) if e else 0) + len(self._prefill_running)
+        waiting = list(self._prefill_waiting.values())
+        bootstrapping = inflight = 0
+        if self.bootstrap is not None:
+            computing = {id(r) for r in self._prefill_running}
+            for r in self.bootstrap.rooms.values():
+                if not r.handshaken and id(r) not in computing:
+                    bootstrapping += 1
+                elif r.handshaken and r.kv_ready.is_set() and not r.done.is_set():
+                    inflight += 1
+        queued = sum(1 for r in waiting if r is None or r.handshaken)
+        return SchedStats(
+            running=running,
+            queued=(len(e.waiting) if e else 0) + queued,
             token_usage=min(1.0, running * 4096 / MAX_TOTAL_TOKENS),
-            prefill_bootstrap_queue=self.bootstrap.queued() if self.bootstrap else 0,
-            decode_transfer_queue=transfer_q,
+            prefill_bootstrap_queue=bootstrapping,
+            prefill_inflight_queue=inflight,
+            decode_transfer_queue=self.receiver.in_flight if self.receiver else 0)
+
+    def fully_idle(self) -> bool:
+        """Scheduler.is_fully_idle: nothing running, waiting, bootstrapping or in transfer."""
+        s = self.live_stats()
+        return not (s.running or s.queued or s.prefill_bootstrap_queue
+                    or s.prefill_inflight_queue or s.decode_transfer_queue)
+
+    def snapshot(self) -> SchedulerSnapshot:
+        if self.engine is None and self.status == "up":
+            # The prefill's scheduler loop is not a task here: its idle path (which on the box
+            # spins all the time) is evaluated when someone looks, with the same outcome.
+            self.reporter.on_idle()
+        p = self.reporter.published
+        return SchedulerSnapshot(
+            published=p, realtime_tokens=dict(self.reporter.realtime_tokens),
             transfer_failed_total=(self.receiver.failed if self.receiver else 0)
             + (self.bootstrap.transfer_failed if self.bootstrap else 0),
-            bootstrap_failed_total=self.bootstrap.bootstrap_failed if self.bootstrap else 0,
-            is_cuda_graph=1.0 if self.buckets and 0 < running <= self.buckets[-1] else 0.0,
+            bootstrap_failed_total=(self.receiver.bootstrap_failed if self.receiver else 0)
+            + (self.bootstrap.bootstrap_failed if self.bootstrap else 0),
             max_total_num_tokens=MAX_TOTAL_TOKENS, context_len=CONTEXT_LEN,
             page_size=self.args.page_size)

@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from dsv4ops.canary import Thresholds, Verdict, run_suite
+from dsv4ops.metrics.prom import parse_text, server_gauges
 from testing.twin_client import assemble_chat_stream, sse_events
 from testing.twin_stack import TwinStack, twin_stack
 
@@ -194,6 +195,9 @@ def test_overlap_scheduler_abort_cascade_wedge_detected_within_3s() -> None:
     with twin_stack(router=True, env=BASE_ENV, prefill_args=["--enable-metrics"],
                     decode_args=overlap_on) as stack:
         result = _run(stack, "abort-cascade")
+        # what the canary saw: 0.5.23's frozen gauges (rank 0 blocked), not a zero throughput
+        frozen = server_gauges(parse_text(httpx.get(stack.decode.url + "/metrics").text))
+        assert (frozen.running or 0) > 0 and (frozen.gen_throughput or 0) > 0, frozen
     assert result.verdict is Verdict.FAIL
     assert any(r.startswith("FAIL: wedge") for r in result.reasons), result.reasons
     assert result.metrics["cascade"]["wedge_detected_s"] < 3.0

@@ -5,6 +5,7 @@ import asyncio
 from dsv4ops.canary import watchdog as W
 from dsv4ops.canary.records import RequestRecord
 from dsv4ops.canary.watchdog import Watchdog
+from dsv4ops.metrics.prom import ServerGauges
 
 S = 1_000_000_000
 
@@ -97,22 +98,44 @@ def test_freeze_before_any_output_waits_for_the_first_token_deadline() -> None:
     assert wd.frozen.is_set()
 
 
-def test_freeze_from_metrics_running_but_no_throughput() -> None:
+def _gauges(running: float, tokens: float, gen_throughput: float | None = None) -> ServerGauges:
+    return ServerGauges(running=running, queued=0.0, gen_throughput=gen_throughput,
+                        aborted_total=0.0, engine_types=("decode",), decode_tokens=tokens)
+
+
+def test_freeze_from_metrics_running_and_no_decode_progress_even_with_frozen_throughput() -> None:
+    """0.5.23's wedge as a scrape shows it: running > 0 and gen_throughput > 0 frozen at their
+    last values, and the progress counter standing still."""
     clock = Clock()
     wd = _wd(clock)
-    for _ in range(30):
-        wd.observe_gauges("http://d/metrics", 12.0, 0.0)
-        clock.advance(0.1)
-    assert [e.kind for e in wd.events] == [W.FREEZE_METRICS]
-    wd.observe_gauges("http://d/metrics", 12.0, 50.0)  # recovered: a new episode may be flagged
-    wd.observe_gauges("http://d/metrics", 0.0, 0.0)  # idle is not frozen
+    tokens = 0.0
+    for _ in range(10):  # healthy: the counter moves on every scrape (per-iteration bumps)
+        tokens += 12 * 6
+        wd.observe_metrics("http://d/metrics", _gauges(12.0, tokens, 900.0))
+        clock.advance(0.5)
+    for _ in range(10):  # wedged: nothing moves, gen_throughput stays 900
+        wd.observe_metrics("http://d/metrics", _gauges(12.0, tokens, 900.0))
+        clock.advance(0.5)
+    assert [e.kind for e in wd.events] == [W.FREEZE_METRICS] and wd.frozen.is_set()
+    assert 2.0 <= wd.events[0].detection_latency_s <= 3.0
+    wd.observe_metrics("http://d/metrics", _gauges(12.0, tokens + 72, 900.0))  # recovered
+    wd.observe_metrics("http://d/metrics", _gauges(0.0, tokens + 72, 0.0))  # idle is not frozen
     assert len(wd.events) == 1
 
 
+def test_gen_throughput_zero_is_not_a_freeze_while_the_counter_moves() -> None:
+    clock = Clock()
+    wd = _wd(clock)
+    for i in range(20):
+        wd.observe_metrics("http://d/metrics", _gauges(12.0, 100.0 + 72 * i, 0.0))
+        clock.advance(0.5)
+    assert wd.events == []
+
+
 def test_a_freeze_seen_in_the_metrics_cuts_streams_still_waiting_for_a_first_token() -> None:
-    """A wedged decode after an abort cascade: nothing ever streams, the metrics say running > 0 at
-    zero throughput. The suite must end a grace after that detection, not at the 60 s first-token
-    deadline."""
+    """A wedged decode after an abort cascade: nothing ever streams, the metrics say running > 0
+    and the progress counter stopped. The suite must end a grace after that detection, not at
+    the 60 s first-token deadline."""
     async def main() -> tuple[RequestRecord, float, Watchdog]:
         wd = Watchdog(first_token_deadline_s=60, stall_s=0.2, freeze_s=0.2, tick_s=0.02)
         rec = RequestRecord(rid="w")
@@ -123,8 +146,13 @@ def test_a_freeze_seen_in_the_metrics_cuts_streams_still_waiting_for_a_first_tok
             await asyncio.sleep(30)
 
         async def frozen_metrics() -> None:
+            tokens = 0.0
+            for _ in range(4):  # healthy scrapes first: per-iteration bumps, 50 ms apart
+                tokens += 32 * 3
+                wd.observe_metrics("http://d/metrics", _gauges(32.0, tokens, 500.0))
+                await asyncio.sleep(0.05)
             while True:
-                wd.observe_gauges("http://d/metrics", 32.0, 0.0)
+                wd.observe_metrics("http://d/metrics", _gauges(32.0, tokens, 500.0))
                 await asyncio.sleep(0.05)
 
         t0 = asyncio.get_running_loop().time()

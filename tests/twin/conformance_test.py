@@ -72,9 +72,7 @@ REQUIRED_METRICS: dict[str, tuple[tuple[str, ...], str]] = {
 # Label values a role must show after the traffic below (SGLang bumps these modes there).
 REQUIRED_VALUES = {("sglang:realtime_tokens_total", "decode"): {"mode": {"decode"}},
                    ("sglang:realtime_tokens_total", "prefill"): {"mode": {"prefill_compute"}}}
-XFAIL_METRICS = {  # (name, role) → reason; the coordinator removes them as fixes land
-    ("sglang:realtime_tokens_total", role): "issue 10: the twin has no "
-    "sglang:realtime_tokens_total{mode=...} counter" for role in ROLES}
+XFAIL_METRICS: dict[tuple[str, str], str] = {}  # (name, role) → reason; issue 10's landed
 # Stream keys the twin lacks that nobody is changing: (chunk kind, level, key) → reason.
 KEY_GAPS: dict[tuple[str, str, str], str] = {}
 CHUNK_XFAILS: dict[str, str] = {}  # issue 10's chunk fixes landed (twin/formats.py)

@@ -29,6 +29,17 @@ def _gauge(url: str, name: str) -> float:
     raise AssertionError(f"{name} missing")
 
 
+def _scheduler_metrics(url: str) -> dict[str, float]:
+    """Rank 0's load gauges and its decode progress counter."""
+    got = {name: _gauge(url, name) for name in (
+        "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:gen_throughput")}
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    got["decode_tokens"] = sum(
+        s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+        if s.name == "sglang:realtime_tokens_total" and s.labels.get("mode") == "decode")
+    return got
+
+
 async def _wait_state(session: aiohttp.ClientSession, url: str, done, what: str,  # type: ignore[no-untyped-def]
                       timeout_s: float = 15.0) -> dict:
     """Poll /_twin/state until done(state); fail the test (not hang) past the bounded deadline."""
@@ -67,6 +78,12 @@ async def _streams_then_abort_each(router_url: str, decode_url: str, n: int) -> 
         tasks = [asyncio.create_task(one(i)) for i in range(n)]
         state = await _wait_state(session, decode_url, lambda s: s["running"] >= n and len(ids) >= n,
                                   f"{n} running streams with ids")
+        # ...and rank 0 reported them (at its next --decode-log-interval), as on a box that
+        # has been decoding for a while
+        deadline = time.monotonic() + 15
+        while await asyncio.to_thread(_gauge, decode_url, "sglang:num_running_reqs") < n:
+            assert time.monotonic() < deadline, "the running gauge never reached the batch"
+            await asyncio.sleep(0.05)
         assert sorted(ids) == sorted(state["inflight_rids"])  # the chunk id is the decode's rid
         for rid in ids:
             async with session.post(f"{decode_url}/abort_request",
@@ -102,9 +119,14 @@ def test_abort_cascade_with_overlap_on_wedges_the_decode():
         assert state["wedged"] and state["running"] > 0
         assert not _probe_completes(stack.decode.url, timeout=1.5)  # new requests queue forever
         assert httpx.get(f"{stack.decode.url}/health", timeout=10).status_code == 503
-        assert _gauge(stack.decode.url, "sglang:num_queue_reqs") >= 1
-        assert _gauge(stack.decode.url, "sglang:num_running_reqs") > 0
-        assert _gauge(stack.decode.url, "sglang:gen_throughput") == 0.0
+        assert httpx.get(f"{stack.decode.url}/_twin/state").json()["queued"] >= 1
+        # rank 0's loop is blocked: its gauges keep the values of its last report (0.5.23's
+        # mostrecent gauges), so running > 0 AND gen_throughput > 0, and nothing moves
+        frozen = _scheduler_metrics(stack.decode.url)
+        assert frozen["sglang:num_running_reqs"] > 0
+        assert frozen["sglang:gen_throughput"] > 0
+        time.sleep(1.0)  # dozens of log intervals of a healthy loop at this scale
+        assert _scheduler_metrics(stack.decode.url) == frozen
         # Only a restart clears it.
         stack.restart("decode")
         assert _probe_completes(stack.decode.url, timeout=10)

@@ -68,6 +68,11 @@ async def run_abort_cascade(ctx: SuiteContext) -> SuiteResult:
             rid=f"canary-{run_id}-cascade-{i}", tag="cascade", sink=h.records))
             for i in range(n)]
         decoding = await _wait_decoding(h, n, timeout_s=min(th.first_token_deadline_s, 30.0))
+        # SGLang publishes running/queued once per --decode-log-interval, so the scrape at the
+        # start may predate other clients' requests; what the workers report now, minus our own
+        # open streams, is a second (later) reading of the same baseline
+        if baseline is not None:
+            baseline = max(baseline, await _baseline_beside_ours(h))
         t_cascade = time.perf_counter_ns()
         ctx.say(f"abort-cascade: cancelling {n} streams ({decoding} decoding)")
         half = n // 2 if ctx.worker_urls else n  # no worker URL: nowhere to POST an abort
@@ -157,6 +162,19 @@ async def _in_system(h: Harness) -> float | None:
     gauges = await asyncio.gather(*(scrape_once(h.client, u) for u in h.sampler.urls))
     got = [g for g in gauges if g is not None]
     return sum(g.in_system for g in got) if got else None
+
+
+async def _baseline_beside_ours(h: Harness, wait_s: float = 5.0) -> float:
+    """Other clients' running + queued, read once the workers' report includes our streams."""
+    deadline = time.perf_counter() + wait_s
+    while True:
+        now = await _in_system(h)
+        ours = sum(1 for r in h.records if r.tag == "cascade" and r.t_first and not r.t_end)
+        if now is not None and (now >= ours or time.perf_counter() > deadline):
+            return max(now - ours, 0.0)
+        if now is None:
+            return 0.0
+        await asyncio.sleep(0.1)
 
 
 async def _wait_decoding(h: Harness, n: int, *, timeout_s: float) -> int:

@@ -41,6 +41,7 @@ from dsv4ops.canary.suites.common import (
 from dsv4ops.canary.verdict import Findings, SuiteResult
 from dsv4ops.canary.workload import Mix
 from dsv4ops.errors import CanaryError
+from dsv4ops.metrics.prom import ServerGauges
 
 DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32, 48, 64)
 
@@ -160,7 +161,7 @@ def _level_points(h: Harness, levels: list[int], windows: list[tuple[float, floa
             window = h.sampler.window(decode, int(a), int(b))
             if window:  # the server's running batch beats the client's nominal concurrency
                 bs = float(statistics.median(x.running or 0.0 for x in window))
-            g = [x for x in window if x.gen_throughput and x.running]
+            g = [x for x in _whole_interval_reports(window) if x.gen_throughput and x.running]
             if g:
                 step_metrics = statistics.median(1000.0 * x.running / x.gen_throughput for x in g)
                 tput_metrics = statistics.median(x.gen_throughput or 0.0 for x in g)
@@ -168,6 +169,24 @@ def _level_points(h: Harness, levels: list[int], windows: list[tuple[float, floa
                                  output_tok_s=tokens / ((b - a) / 1e9), step_ms_metrics=step_metrics,
                                  output_tok_s_metrics=tput_metrics))
     return points
+
+
+def _whole_interval_reports(window: list[ServerGauges]) -> list[ServerGauges]:
+    """Scrapes of reports whose whole log interval ran at one batch size.
+
+    SGLang publishes running and gen_throughput once per --decode-log-interval; the first report
+    after a level change averages tokens over steps at the old batch but names the new running
+    count. Keep a scrape only when the report before it (the previous distinct pair) had the
+    same running count.
+    """
+    kept, prev, current = [], None, None
+    for x in window:
+        pair = (x.running, x.gen_throughput)
+        if pair != current:
+            prev, current = current, pair
+        if prev is not None and prev[0] == pair[0]:
+            kept.append(x)
+    return kept
 
 
 def _stream_step_ms(records: list[RequestRecord], a: float, b: float, min_tokens: int = 8) -> float | None:

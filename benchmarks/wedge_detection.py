@@ -1,0 +1,121 @@
+"""Wedge-detection latency (stall → verdict): the canary's stream-silence path side by side with the
+metrics-only path, against the faithful twin (time scale 1.0, 0.5.23 metric semantics).
+
+Each trial starts a twin (unified, `--enable-metrics`, default `--decode-log-interval 40`), holds
+`--streams` long streams through the canary's own client, waits until the metrics detector has
+seen healthy bumps, then forces the wedge (rank 0 blocked: gauges frozen with running > 0 and
+gen_throughput > 0) at a random phase of the log interval. Two watchdogs watch the same run: one
+fed only by the streams, one only by /metrics scrapes every 0.5 s. Latency = verdict time − the
+moment the wedge was forced. Both counter cadences are measured: 0.5.23's (every decode
+iteration) and the worst case (only at the log interval, DSV4_TWIN_REALTIME_TOKENS=
+per_log_interval). Goals: stream silence ≤ 3 s; metrics ≤ two log intervals (40 × the modelled
+step). Bounded: each trial ends by itself within `--timeout` seconds after the wedge.
+
+    .venv/bin/python benchmarks/wedge_detection.py [--trials 3] [--streams 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from dsv4ops.canary.loadgen import ChatClient  # noqa: E402
+from dsv4ops.canary.sampler import MetricsSampler  # noqa: E402
+from dsv4ops.canary.watchdog import FREEZE, FREEZE_METRICS, Watchdog  # noqa: E402
+from dsv4ops.canary.workload import base_body, text_prompt  # noqa: E402
+from dsv4ops.twin.perf import default_decode_buckets, padded_batch, step_ms  # noqa: E402
+from testing.twin_stack import twin_server  # noqa: E402
+
+LOG_INTERVAL = 40
+CADENCES = ("per_iteration", "per_log_interval")
+
+
+async def _trial(url: str, streams: int, warm_s: float, timeout_s: float) -> tuple[float, float]:
+    """One wedge: (stream-silence latency s, metrics-only latency s); nan when not detected."""
+    wd_stream, wd_metrics = Watchdog(), Watchdog()
+    async with ChatClient(url, connections=streams + 8, watchdog=wd_stream) as client:
+        sampler = MetricsSampler(client, [url], interval_s=0.5, watchdog=wd_metrics)
+        async with wd_stream, wd_metrics, sampler:
+            tasks = [asyncio.create_task(client.stream(
+                base_body([{"role": "user", "content": text_prompt(i)}], max_tokens=100_000),
+                rid=f"wedge-bench-{i}", tag="bench")) for i in range(streams)]
+            await asyncio.sleep(warm_s + random.uniform(0.0, 3.0))  # a random log-interval phase
+            t_wedge = time.perf_counter_ns()
+            status = await client.post_json(url + "/_twin/hazard",
+                                            {"hazard": "wedge", "state": "force"})
+            assert status == 200, status
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline and not (
+                    _first(wd_stream, FREEZE) and _first(wd_metrics, FREEZE_METRICS)):
+                await asyncio.sleep(0.05)
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+    s, m = _first(wd_stream, FREEZE), _first(wd_metrics, FREEZE_METRICS)
+    early = [e for e in (*wd_stream.events, *wd_metrics.events) if e.detected_ns < t_wedge]
+    if early:
+        raise SystemExit(f"false wedge verdict before the wedge: {early[0].detail}")
+    return ((s - t_wedge) / 1e9 if s else float("nan"), (m - t_wedge) / 1e9 if m else float("nan"))
+
+
+def _first(wd: Watchdog, kind: str) -> int | None:
+    return next((e.detected_ns for e in wd.events if e.kind == kind), None)
+
+
+def _row(name: str, xs: list[float]) -> str:
+    ok = [x for x in xs if x == x]
+    if not ok:
+        return f"{name:>16} {'-':>8} {'-':>8}   detected 0/{len(xs)}"
+    return (f"{name:>16} {statistics.median(ok):8.2f} {max(ok):8.2f}   "
+            f"detected {len(ok)}/{len(xs)}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=3, help="wedges per cadence")
+    parser.add_argument("--streams", type=int, default=60)
+    parser.add_argument("--warm", type=float, default=8.0, help="healthy seconds before a wedge")
+    parser.add_argument("--timeout", type=float, default=20.0)
+    opts = parser.parse_args()
+    step = step_ms(opts.streams, default_decode_buckets(256), a=18.0, b=1.05, hidden_ms=5.0)
+    two_logs = 2 * LOG_INTERVAL * step / 1000.0
+    print(f"wedge detection, twin at scale 1.0, {opts.streams} streams "
+          f"(padded {padded_batch(opts.streams, default_decode_buckets(256))}), step {step:.1f} ms, "
+          f"log interval {LOG_INTERVAL} iterations = {LOG_INTERVAL * step / 1000:.2f} s")
+    verdict = True
+    for cadence in CADENCES:
+        env = {"DSV4_TWIN_TIME_SCALE": "1.0", "DSV4_TWIN_REALTIME_TOKENS": cadence}
+        stream_s, metrics_s = [], []
+        for _ in range(opts.trials):
+            with twin_server(["--enable-metrics", "--max-running-requests", "256"],
+                             env=env) as proc:
+                s, m = asyncio.run(_trial(proc.url, opts.streams, opts.warm, opts.timeout))
+            stream_s.append(s)
+            metrics_s.append(m)
+        ok_s = [x for x in stream_s if x == x]
+        ok_m = [x for x in metrics_s if x == x]
+        print(f"\nrealtime_tokens_total cadence: {cadence}")
+        print(f"{'path':>16} {'median s':>8} {'max s':>8}")
+        print(_row("stream silence", stream_s))
+        print(_row("metrics only", metrics_s))
+        if ok_s and ok_m:
+            print(f"{'ratio':>16} {statistics.median(ok_m) / statistics.median(ok_s):8.2f}"
+                  "   (metrics / stream, medians)")
+        goal_s = len(ok_s) == len(stream_s) and max(ok_s) <= 3.0
+        goal_m = len(ok_m) == len(metrics_s) and max(ok_m) <= two_logs
+        verdict = verdict and goal_s and goal_m
+        print(f"  goal stream silence <= 3 s: {'met' if goal_s else 'NOT met'}; "
+              f"metrics <= two log intervals ({two_logs:.2f} s): {'met' if goal_m else 'NOT met'}")
+    return 0 if verdict else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""What the simulated scheduler publishes to /metrics, and when: SGLang 0.5.23's MetricsReporter.
+
+On the box the scheduler gauges are `Gauge(multiprocess_mode="mostrecent")`: a scrape reads what
+the scheduler loop last *logged*, not the live state (`srt/observability/metrics_collector.py`
+L363-395, `log_stats` L1646). The loop logs them
+
+* on a decode iteration whose cumulative count is a multiple of `--decode-log-interval`
+  (`metrics_reporter.py` L933-944; gen_throughput = tokens since the last log / wall gap),
+* on every prefill batch (`report_prefill_stats`, L719-899),
+* when fully idle, if the running gauge disagrees with the true running count or the last log is
+  30 s old (`_maybe_log_idle_metrics`, L1476-1540: running = the true count, gen_throughput = 0),
+
+and nothing else. A loop that is blocked (a TP rank spinning in a collective: the seeds' wedge)
+logs nothing, so rank 0's gauges freeze at their last values. `sglang:realtime_tokens_total` is
+a counter bumped by every decode iteration (`report_decode_stats` L909-916, before the interval
+check) and every prefill batch; the twin can also bump it only at the log interval (the counter's
+own help text, "updated on each log interval", L1032-1039) to rehearse the worst case.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from .config import TwinConfig
+
+IDLE_REPUBLISH_S = 30.0  # model seconds (metrics_reporter.py L1497)
+MODES = ("prefill_compute", "prefill_cache", "decode")
+
+
+@dataclass(frozen=True)
+class SchedStats:
+    """One `log_stats` call: the gauge values a scrape shows until the next one."""
+
+    running: int = 0
+    queued: int = 0
+    gen_throughput: float = 0.0
+    token_usage: float = 0.0
+    prefill_bootstrap_queue: int = 0
+    prefill_inflight_queue: int = 0
+    decode_prealloc_queue: int = 0
+    decode_transfer_queue: int = 0
+
+
+class StatsReporter:
+    """Rank 0's metrics reporter. `live()` is the scheduler's state right now (what a log would
+    publish); `fully_idle()` is `Scheduler.is_fully_idle` (nothing running or in any queue)."""
+
+    def __init__(self, config: TwinConfig, *, decode_log_interval: int,
+                 live: Callable[[], SchedStats], fully_idle: Callable[[], bool],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.decode_log_interval = decode_log_interval
+        self._live = live
+        self._fully_idle = fully_idle
+        self._now = clock
+        self.published = SchedStats()
+        self.logs = 0  # how many times the gauges were published (for tests and /_twin/state)
+        self.realtime_tokens = dict.fromkeys(MODES, 0)
+        self.forward_ct_decode = 0
+        self._pending_decode_tokens = 0  # per-log-interval cadence: held until the next log
+        self._generated_since_log = 0
+        self._last_log_at = self._now()
+        self._last_decode_log_at = self._last_log_at
+        self._last_gen_throughput = 0.0
+
+    def live(self) -> SchedStats:
+        return self._live()
+
+    @property
+    def last_gen_throughput(self) -> float:
+        return self._last_gen_throughput
+
+    def _log(self, stats: SchedStats) -> None:
+        self.published = stats
+        self.logs += 1
+        self._last_log_at = self._now()
+
+    def start(self) -> None:
+        """The first publish when the server is ready (after the warmup request's report)."""
+        self._log(replace(self._live(), gen_throughput=0.0))
+
+    # --- decode --------------------------------------------------------------------------
+    def decode_step(self, produced: int, *, batch_size: int) -> None:
+        """One decode iteration of `batch_size` requests that produced `produced` tokens
+        (report_decode_stats; the running gauge is the batch that ran, finished ones included)."""
+        if self.config.realtime_tokens == "per_log_interval":
+            self._pending_decode_tokens += produced
+        else:
+            self.realtime_tokens["decode"] += produced
+        self._generated_since_log += produced
+        self.forward_ct_decode = (self.forward_ct_decode + 1) % (1 << 30)
+        if self.forward_ct_decode % self.decode_log_interval != 0:
+            return
+        now = self._now()
+        gap_model_s = (now - self._last_decode_log_at) / self.config.time_scale
+        self._last_decode_log_at = now
+        self._last_gen_throughput = self._generated_since_log / gap_model_s \
+            if gap_model_s > 0 else 0.0
+        self._generated_since_log = 0
+        self.realtime_tokens["decode"] += self._pending_decode_tokens
+        self._pending_decode_tokens = 0
+        self._log(replace(self._live(), running=batch_size,
+                          gen_throughput=self._last_gen_throughput))
+
+    # --- prefill -------------------------------------------------------------------------
+    def prefill_batch(self, compute_tokens: int, cache_tokens: int = 0) -> None:
+        """One prefill batch (report_prefill_stats): counters, then every gauge."""
+        self.realtime_tokens["prefill_compute"] += compute_tokens
+        self.realtime_tokens["prefill_cache"] += cache_tokens
+        now = self._now()
+        # _current_gen_throughput: the last decode value, decayed to 0 after 30 s without one
+        if (now - self._last_decode_log_at) > self.config.wall(IDLE_REPUBLISH_S):
+            self._last_gen_throughput = 0.0
+        self._log(replace(self._live(), gen_throughput=self._last_gen_throughput))
+
+    # --- idle ----------------------------------------------------------------------------
+    def on_idle(self, rank0_view: SchedStats | None = None) -> bool:
+        """`_maybe_log_idle_metrics`, called by a loop that found no batch to run. Publishes the
+        idle values when the running gauge is stale or the last log is 30 s old; returns whether
+        it did. `rank0_view` replaces the live state when rank 0 sees less than the twin holds
+        (a rank that dropped its batch while the others still hold it)."""
+        if rank0_view is None:
+            if not self._fully_idle():
+                return False
+            view = self._live()
+        else:
+            view = rank0_view
+            if view.running or view.queued or view.decode_transfer_queue:
+                return False
+        stale = self.published.running != view.running
+        old = self._now() > self._last_log_at + self.config.wall(IDLE_REPUBLISH_S)
+        if not (stale or old):
+            return False
+        self._log(replace(view, gen_throughput=0.0))
+        return True
