@@ -71,6 +71,15 @@ class LocalExecutor:
                 _kill_group(proc.pid)
                 out, err = proc.communicate()
                 code, timed_out = -1, True
+            except BaseException:
+                # Interrupted (Ctrl-C, SIGTERM to the CLI, the interrupt gate): the child is in
+                # a session of its own, so the terminal's signal never reached it; without this
+                # a readiness wait on the target would run on to its own timeout as an orphan.
+                # Steps that must finish (start, stop) hold the signal and never get here.
+                _kill_group(proc.pid)
+                with contextlib.suppress(Exception):
+                    proc.communicate(timeout=5)
+                raise
         except FileNotFoundError as exc:
             if cwd and not os.path.isdir(cwd):
                 raise TargetError(f"localhost: working directory {cwd} does not exist") from exc

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -119,3 +121,36 @@ def test_put_and_get_copy_files(tmp_path: Path) -> None:
     assert (tmp_path / "c.txt").read_text() == "payload"
     with pytest.raises(TargetError):
         ex.get(str(tmp_path / "missing"), tmp_path / "d.txt")
+
+
+def test_an_interrupt_kills_the_running_command_and_what_it_spawned(tmp_path: Path) -> None:
+    """Ctrl-C (or SIGTERM) to the CLI while a command runs: the command runs in a session of its
+    own, so the signal never reaches it; the executor must end it rather than leave it polling
+    on to its own timeout (issue 11 item 3: an interrupted deploy's readiness wait)."""
+    pids = tmp_path / "pids"
+    inner = tmp_path / "inner.py"
+    inner.write_text(
+        "import subprocess, sys, time\n"
+        "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pids)!r}, 'w').write(str(c.pid))\n"
+        "time.sleep(60)\n")
+    cli = (
+        "import signal, sys\n"
+        "from dsv4ops.remote.local import LocalExecutor\n"
+        "signal.signal(signal.SIGTERM, signal.default_int_handler)\n"
+        "try:\n"
+        f"    LocalExecutor().run([sys.executable, {str(inner)!r}], timeout=120)\n"
+        "except KeyboardInterrupt:\n"
+        "    sys.exit(130)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", cli])
+    deadline = time.monotonic() + 30
+    while not (pids.exists() and pids.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    grandchild = int(pids.read_text())
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 130
+    deadline = time.monotonic() + 10
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(grandchild)
