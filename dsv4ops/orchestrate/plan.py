@@ -45,6 +45,7 @@ class Step:
     argv: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     checks: tuple[str, ...] = ()  # URLs a WAIT step polls, in order
+    note: str = ""  # printed under the step in a plan: what its check does and does not prove
 
     def command_line(self) -> str:
         """The exact command, shell-quoted, secrets redacted (for printing only)."""
@@ -94,6 +95,13 @@ def stop_steps(components: Sequence[str] = START_ORDER) -> list[Step]:
     return steps
 
 
+# SGLang 0.5.23 opens the HTTP port only after model load and CUDA-graph capture and answers
+# /health 503 through warmup; the prefill's bootstrap server answers /health 200 from process
+# start, before the model loads, so it is never the readiness check.
+WORKER_READY_NOTE = ("the HTTP server: open after load and CUDA-graph capture, 200 only after "
+                     "warmup; not the bootstrap server, whose /health is 200 before the model loads")
+
+
 def start_steps(deployment: Deployment, components: Sequence[str] = START_ORDER) -> list[Step]:
     steps: list[Step] = []
     for name in START_ORDER:
@@ -104,7 +112,8 @@ def start_steps(deployment: Deployment, components: Sequence[str] = START_ORDER)
         checks = ready_checks(deployment, name)
         # /health is 503 through the warmup, so its 200 means warmed up
         what = "/readiness 200" if name == "router" else "/health 200"
-        steps.append(Step(WAIT, f"wait until {name} is ready ({what})", name, checks=checks))
+        steps.append(Step(WAIT, f"wait until {name} is ready ({what})", name, checks=checks,
+                          note="" if name == "router" else WORKER_READY_NOTE))
         if name == "decode" and deployment.kernel_package:
             # Before the router takes traffic: a decode on default MoE configs serves, slowly,
             # so only its /server_info and log can tell (docs/kernels.md "Was it used?").
@@ -165,6 +174,8 @@ def render_plan(steps: Sequence[Step]) -> list[str]:
             lines.append(f"      $ {s.command_line()}")
         for url in s.checks:
             lines.append(f"      GET {url} -> 200")
+        if s.note:
+            lines.append(f"      ({s.note})")
     return lines
 
 
@@ -177,6 +188,7 @@ def plan_json(steps: Sequence[Step]) -> list[dict[str, object]]:
             "argv": redact_argv(s.argv) if s.argv else None,
             "env": redact_env(s.env) if s.env else None,
             "checks": list(s.checks) or None,
+            "note": s.note or None,
         }
         for s in steps
     ]

@@ -40,6 +40,20 @@ def test_deploy_plan_is_the_safe_order():
     assert waits["router"] == ("http://127.0.0.1:8000/readiness",)  # not the liveness /health
 
 
+def test_the_plan_says_what_worker_readiness_proves():
+    """Issue 10: the printed plan (dry run) says readiness is the HTTP server after warmup, not
+    the bootstrap server, whose /health is 200 before the model loads."""
+    steps = P.deploy_plan(make_deployment("baseline"), canary=True)
+    lines = P.render_plan(steps)
+    for name in ("prefill", "decode"):
+        i = next(i for i, line in enumerate(lines)
+                 if line.endswith(f"wait until {name} is ready (/health 200)"))
+        assert lines[i + 1].strip().startswith("GET ") and lines[i + 1].endswith("/health -> 200")
+        assert "after warmup" in lines[i + 2] and "not the bootstrap server" in lines[i + 2]
+    notes = {s["component"]: s["note"] for s in P.plan_json(steps) if s["action"] == P.WAIT}
+    assert notes["router"] is None and "before the model loads" in notes["decode"]
+
+
 def test_dry_run_shows_exact_commands_quoted_and_secrets_redacted():
     d = make_deployment("baseline")
     evil = ComponentSpec(
