@@ -7,6 +7,7 @@ time by DSV4_TWIN_TIME_SCALE: wall_seconds = model_seconds * time_scale.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -59,6 +60,10 @@ class TwinConfig:
     scheduler_exit_s: float = 3.0
     sigterm_tick_s: float = 5.0  # sigterm_watchdog's asyncio.sleep(5) (tokenizer_manager.py:3510)
     wedge_rank0: str = "blocked"
+    # Step-time variation for A/B tests (perf.StepVariation); 0 = the seeds' law exactly.
+    step_noise_pct: float = 0.0
+    step_drift_pct_per_min: float = 0.0
+    drift_epoch: float | None = None  # unix seconds the drift counts from (default: start)
     realtime_tokens: str = "per_iteration"
 
     def wall(self, model_seconds: float) -> float:
@@ -80,6 +85,9 @@ _FLOATS = {
     "CORRUPT_PROB": "corrupt_prob",
     "SCHEDULER_EXIT_S": "scheduler_exit_s",
     "SIGTERM_TICK_S": "sigterm_tick_s",
+    "STEP_NOISE_PCT": "step_noise_pct",
+    "STEP_DRIFT_PCT_PER_MIN": "step_drift_pct_per_min",
+    "DRIFT_EPOCH": "drift_epoch",
 }
 _INTS = {"WEDGE_ABORTS": "wedge_aborts", "CORRUPT_MIN_BS": "corrupt_min_bs", "SEED": "seed",
          "REASONING_TOKENS": "reasoning_tokens"}
@@ -100,6 +108,8 @@ def _number(env: Mapping[str, str], name: str, kind: type) -> float | int | None
         value = kind(raw)
     except ValueError:
         raise TwinConfigError(f"{name}={raw!r}: expected a {kind.__name__}") from None
+    if not math.isfinite(value):
+        raise TwinConfigError(f"{name}={raw!r}: must be a finite number")
     if value < 0:
         raise TwinConfigError(f"{name}={raw!r}: must not be negative")
     return value

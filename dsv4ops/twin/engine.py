@@ -23,7 +23,7 @@ from .content import Piece, Plan
 from .corruption import corrupt_plan
 from .events import EventLog
 from .hazards import HazardBoard
-from .perf import padded_batch, step_ms
+from .perf import StepVariation, padded_batch, step_ms
 from .reporter import StatsReporter
 
 # How far behind its deadlines the loop may fall before it gives up catching up (a CPU stall).
@@ -110,6 +110,9 @@ class DecodeEngine:
         self._wake = asyncio.Event()
         self._abort_times: deque[float] = deque()
         self._rng = random.Random(config.seed)
+        self.variation = StepVariation(
+            noise_pct=config.step_noise_pct, drift_pct_per_min=config.step_drift_pct_per_min,
+            epoch=config.drift_epoch, time_scale=config.time_scale, seed=config.seed)
 
     # --- requests ------------------------------------------------------------------------
     def submit(self, req: Req) -> None:
@@ -225,6 +228,8 @@ class DecodeEngine:
                 b=self.config.step_b_ms,
                 hidden_ms=self.config.overlap_hidden_ms if self.overlap else 0.0,
             ) / 1000.0
+            if self.variation.active:
+                model_s *= self.variation.factor()
             now = loop.time()
             if next_at is None or now - next_at > CATCH_UP_LIMIT_S:
                 next_at = now  # idle, or hopelessly behind: restart the deadline chain

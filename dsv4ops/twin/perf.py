@@ -8,6 +8,8 @@ at its own size. Seeds: a = 18 ms, b = 1.05 ms/request, ~5 ms hidden by overlap.
 from __future__ import annotations
 
 import bisect
+import random
+import time
 
 DSV4_DEFAULT_MAX_RUNNING = 256  # deepseek_v4_hook.py:138-146
 
@@ -66,3 +68,42 @@ def step_ms(running: int, buckets: list[int], *, a: float, b: float, hidden_ms: 
     if running <= 0:
         return 0.0
     return max(a - hidden_ms, 0.0) + b * padded_batch(running, buckets)
+
+
+class StepVariation:
+    """Optional, seeded variation of the step time (off by default: the seeds' law exactly).
+
+    The box's step time is not a constant: it jitters step to step and drifts over an afternoon
+    (clocks, temperature, other tenants of the host). A/B statistics are only proven on a twin
+    that does the same, so `dsv4ops ab` tests can check that a known effect is recovered with its
+    interval and that counterbalanced blocks cancel drift.
+
+    * noise: each step is multiplied by 1 + N(0, noise_pct/100), clipped to [0.5, 2], drawn from
+      its own seeded stream (enabling it changes no other random choice of the twin);
+    * drift: steps are slower by drift_pct_per_min percent per MODEL minute since `epoch` (unix
+      seconds). The epoch outlives restarts: give every twin of an experiment the same one
+      (DSV4_TWIN_DRIFT_EPOCH), or each process starts its own drift at zero.
+    """
+
+    def __init__(self, *, noise_pct: float, drift_pct_per_min: float, epoch: float | None,
+                 time_scale: float, seed: int, clock=time.time) -> None:  # noqa: ANN001
+        self.noise = noise_pct / 100.0
+        self.drift = drift_pct_per_min / 100.0
+        self.time_scale = time_scale
+        self._clock = clock
+        self.epoch = clock() if epoch is None else epoch
+        self._rng = random.Random(f"step-noise:{seed}")
+
+    @property
+    def active(self) -> bool:
+        return bool(self.noise or self.drift)
+
+    def factor(self) -> float:
+        """The multiplier for the next step's model time."""
+        f = 1.0
+        if self.drift:
+            model_min = max(self._clock() - self.epoch, 0.0) / self.time_scale / 60.0
+            f *= 1.0 + self.drift * model_min
+        if self.noise:
+            f *= min(max(1.0 + self._rng.gauss(0.0, self.noise), 0.5), 2.0)
+        return f
