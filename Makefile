@@ -23,12 +23,17 @@ $(STAMP): pyproject.toml Makefile
 
 install: $(STAMP) system-deps
 
-# OpenSSH server for the real-SSH tests (started on 127.0.0.1 by the test run itself).
+# OpenSSH server for the real-SSH tests and Prometheus + promtool for the alert-rule tests (each
+# started on 127.0.0.1 by the test run itself; no service is enabled).
 system-deps:
 	@command -v /usr/sbin/sshd >/dev/null 2>&1 || { \
 	  echo "installing openssh-server (for the SSH tests)"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null) \
 	  || echo "warning: could not install openssh-server; SSH tests will fail"; }
+	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || { \
+	  echo "installing prometheus (promtool and the server, for the alert-rule tests)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
+	  || echo "warning: could not install prometheus; the alert-rule tests will fail"; }
 
 demo: install
 	$(BIN)/python -m dsv4ops.demo

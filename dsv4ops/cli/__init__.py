@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "canary": ("dsv4ops.cli.canary", "canary", "Run stress canaries and report verdicts."),
     "kernels": ("dsv4ops.cli.kernels", "kernels", "Build, verify, deploy and roll back kernel packages."),
     "runbook": ("dsv4ops.cli.runbook", "runbook", "List, show and run incident runbooks (rehearse on the twin)."),
+    "monitoring": ("dsv4ops.cli.monitoring", "monitoring", "Render Prometheus alert rules and scrape configs."),
 }
 
 

@@ -1,0 +1,77 @@
+"""`dsv4ops monitoring render`: Prometheus scrape config and alert rules for a deployed profile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from dsv4ops.cli._output import echo_json, json_option, target_option
+from dsv4ops.errors import DsOpsError
+
+
+@click.group()
+def monitoring() -> None:
+    """Alert rules and scrape configs for the PD unit (no dsv4ops process needed to run them)."""
+
+
+@monitoring.command("render")
+@click.argument("profile")
+@target_option
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write prometheus.yml and dsv4ops-alerts.yml here (default: print the rules).")
+@click.option("--scrape-interval", type=click.FloatRange(min=0.1, max=300.0), default=5.0,
+              show_default=True, help="Seconds between scrapes (and rule evaluations).")
+@click.option("--max-step-ms", type=click.FloatRange(min=1.0, max=10_000.0), default=150.0,
+              show_default=True, help="Slowest decode step to allow for in the wedge window.")
+@json_option
+def render_cmd(profile: str, target: str | None, out_dir: Path | None, scrape_interval: float,
+               max_step_ms: float, as_json: bool) -> None:
+    """Render the rules and the scrape config for PROFILE as deployed on the target."""
+    from dsv4ops import _yaml
+    from dsv4ops.monitoring import RuleSettings, alert_rules, scrape_config
+    from dsv4ops.profiles import get_target, load_profile, render
+
+    p = load_profile(profile)
+    t = get_target(target)
+    deployment = render(p, t)
+    settings = RuleSettings(scrape_interval_s=scrape_interval, max_step_ms=max_step_ms,
+                            decode_log_interval=_decode_log_interval(deployment),
+                            max_decode_bucket=max(p.flags.decode_buckets, default=None),
+                            time_scale=_time_scale(t))
+    rules = alert_rules(settings)
+    config = scrape_config(deployment, settings, rules_file="dsv4ops-alerts.yml",
+                           profile_name=p.name, target_name=t.name)
+    if as_json:
+        echo_json({"prometheus": config, "rules": rules})
+        return
+    if out_dir is None:
+        click.echo(_yaml.dump(rules), nl=False)
+        return
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "prometheus.yml").write_text(_yaml.dump(config), encoding="utf-8")
+        (out_dir / "dsv4ops-alerts.yml").write_text(_yaml.dump(rules), encoding="utf-8")
+    except OSError as exc:
+        raise DsOpsError(f"--out {out_dir}: cannot write: {exc.strerror or exc}") from None
+    click.echo(f"wrote {out_dir / 'prometheus.yml'} and {out_dir / 'dsv4ops-alerts.yml'}")
+
+
+def _decode_log_interval(deployment: object) -> int:
+    """The decode's --decode-log-interval from its rendered argv (SGLang's default 40)."""
+    argv = list(deployment.component("decode").argv)  # type: ignore[attr-defined]
+    if "--decode-log-interval" in argv:
+        i = argv.index("--decode-log-interval")
+        if i + 1 < len(argv) and argv[i + 1].isdigit():
+            return max(1, int(argv[i + 1]))
+    return 40
+
+
+def _time_scale(target: object) -> float:
+    """A twin target's DSV4_TWIN_TIME_SCALE (its windows are in wall seconds); 1 otherwise."""
+    env = dict(getattr(target, "twin_env", ()) or ())
+    try:
+        scale = float(env.get("DSV4_TWIN_TIME_SCALE", 1.0))
+    except ValueError:
+        return 1.0
+    return scale if 0 < scale <= 1000 else 1.0

@@ -1,0 +1,148 @@
+"""Prometheus alert rules for the PD unit, from the server and router metrics alone.
+
+No dsv4ops process is needed to evaluate them: they read what SGLang 0.5.23 and sglang-router
+0.3.2 export (`dsv4ops monitoring render` writes them with a scrape config). Each rule encodes a
+fact of the real metrics, not of a cleaner signal:
+
+* `sglang:gen_throughput` and `num_running_reqs` are last-published gauges: a blocked scheduler
+  keeps running > 0 and throughput > 0 (twin-vs-sglang §3), so a wedge is "running > 0 while the
+  progress counter `realtime_tokens_total{mode="decode"}` does not move", never "throughput 0".
+  The counter moves every decode iteration in 0.5.23's code (at worst, its help text says, every
+  `--decode-log-interval` iterations), so the window spans at least two log intervals at the
+  slowest step and four scrapes.
+* In SGLang's multiprocess mode a labelled counter appears only at its first increment: a
+  failure counter born at 1 is a failure that `increase()` cannot see, so the failure rules also
+  fire on a series that is new within the window and already > 0.
+* The decode's `/health` never exercises KV transfer (fake bootstrap host): transfers can fail
+  while every health check is green, which is what `DSV4PDErrorsWhileHealthy` says.
+
+Durations are in MODEL seconds; `time_scale` turns them into the wall seconds of a scaled twin.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+RUNBOOKS = {
+    "wedge": "runbooks/decode-wedge.md",
+    "degrade": "runbooks/bootstrap-degradation.md",
+    "restart": "runbooks/README.md",  # status first; the pair is restarted as one unit
+}
+
+
+@dataclass(frozen=True)
+class RuleSettings:
+    scrape_interval_s: float = 5.0
+    decode_log_interval: int = 40  # SGLang's default --decode-log-interval
+    max_step_ms: float = 150.0  # slowest decode step to allow for (seeds: ~18 + 1.05*96 ms)
+    wedge_for_s: float = 60.0
+    failure_window_s: float = 300.0
+    queue_stuck_for_s: float = 120.0
+    down_for_s: float = 60.0
+    eager_for_s: float = 300.0
+    max_decode_bucket: int | None = None  # the largest captured CUDA-graph batch, if known
+    time_scale: float = 1.0  # wall seconds per model second (a scaled twin)
+
+    def wedge_window_s(self) -> float:
+        """Model seconds over which a moving decode counter must have moved."""
+        log_interval_s = self.decode_log_interval * self.max_step_ms / 1000.0
+        return max(2 * log_interval_s, 4 * self.scrape_interval_s)
+
+
+def duration(model_s: float, time_scale: float = 1.0) -> str:
+    """A Prometheus duration for `model_s` model seconds at `time_scale` (ms resolution)."""
+    ms = max(1, math.ceil(model_s * time_scale * 1000))
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+def _alert(name: str, expr: str, for_: str, severity: str, summary: str, runbook: str,
+           evidence: str) -> dict[str, Any]:
+    # one line: PromQL does not care, and YAML folds multi-line scalars unreadably
+    return {"alert": name, "expr": " ".join(expr.split()), "for": for_,
+            "labels": {"severity": severity, "component": "dsv4-pd"},
+            "annotations": {"summary": summary, "evidence": evidence, "runbook": runbook}}
+
+
+def _new_and_positive(metric: str, window: str) -> str:
+    """A counter series that was born within the window at a value > 0, on an instance that was
+    already being scraped then (so a Prometheus restart does not look like a new failure)."""
+    return (f"sum by (instance, engine_type) ((({metric} unless {metric} offset {window}) > 0)"
+            f" and on (instance) (up offset {window} == 1))")
+
+
+def alert_rules(s: RuleSettings) -> dict[str, Any]:
+    """The rule file as a mapping (dump it with `_yaml.dump`)."""
+    t = s.time_scale
+    w_wedge = duration(s.wedge_window_s(), t)
+    w_fail = duration(s.failure_window_s, t)
+    running = 'max by (instance) (sglang:num_running_reqs{engine_type="decode"})'
+    progress = 'sglang:realtime_tokens_total{engine_type="decode",mode="decode"}'
+    rules = [
+        _alert(
+            "DSV4DecodeWedged",
+            f"({running} > 0)\n"
+            f"and on (instance) (sum by (instance) (increase({progress}[{w_wedge}])) == 0)\n"
+            f"or ({running} > 0) unless on (instance) {progress}",
+            duration(s.wedge_for_s, t), "critical",
+            "decode {{ $labels.instance }} has running requests but decodes no tokens",
+            RUNBOOKS["wedge"],
+            "num_running_reqs > 0 (a last-published gauge: it freezes in a wedge) while "
+            f"realtime_tokens_total{{mode=decode}} did not move for {w_wedge}"),
+        _alert(
+            "DSV4PDTransferFailing",
+            "sum by (instance, engine_type) "
+            f"(increase(sglang:num_transfer_failed_reqs_total[{w_fail}])) > 0\n"
+            "or sum by (instance, engine_type) "
+            f"(increase(sglang:num_bootstrap_failed_reqs_total[{w_fail}])) > 0\n"
+            f"or {_new_and_positive('sglang:num_transfer_failed_reqs_total', w_fail)}\n"
+            f"or {_new_and_positive('sglang:num_bootstrap_failed_reqs_total', w_fail)}",
+            "0s", "warning",
+            "{{ $labels.engine_type }} {{ $labels.instance }}: KV transfers or bootstraps failing",
+            RUNBOOKS["degrade"],
+            f"transfer/bootstrap failure counters rose within {w_fail} (bumped on both sides)"),
+        _alert(
+            "DSV4PDErrorsWhileHealthy",
+            f"sum(increase(smg_http_responses_total{{status_code=~\"5..\"}}[{w_fail}])) > 0\n"
+            "and on () (min(smg_worker_health) == 1)",
+            "0s", "warning",
+            "the router returns 5xx while every worker's health check passes",
+            RUNBOOKS["degrade"],
+            "router 5xx responses with smg_worker_health == 1 for every worker: /health uses "
+            "a fake bootstrap host and never exercises KV transfer"),
+        _alert(
+            "DSV4PDQueueStuck",
+            "max by (instance, engine_type) (sglang:num_prefill_bootstrap_queue_reqs"
+            " or sglang:num_decode_transfer_queue_reqs) > 0\n"
+            "and on (instance) sum by (instance) "
+            f"(increase(sglang:realtime_tokens_total[{w_wedge}])) == 0",
+            duration(s.queue_stuck_for_s, t), "warning",
+            "{{ $labels.engine_type }} {{ $labels.instance }}: PD bootstrap/transfer queue "
+            "never empties",
+            RUNBOOKS["degrade"],
+            "requests waiting in the bootstrap or transfer queue while that server's progress "
+            "counter does not move (a transfer takes milliseconds; SGLang's timeout is 300 s)"),
+        _alert(
+            "DSV4ComponentDown",
+            'up{job=~"dsv4-(prefill|decode|router)"} == 0',
+            duration(s.down_for_s, t), "critical",
+            "{{ $labels.job }} {{ $labels.instance }} does not answer its metrics scrape",
+            RUNBOOKS["restart"], "the scrape of the component failed"),
+        _alert(
+            "DSV4RouterWorkerUnhealthy",
+            "smg_worker_health == 0",
+            duration(s.down_for_s, t), "critical",
+            "the router marks worker {{ $labels.worker }} unhealthy",
+            RUNBOOKS["restart"], "smg_worker_health == 0 (router health checks failing)"),
+    ]
+    if s.max_decode_bucket is not None:
+        rules.append(_alert(
+            "DSV4DecodeEagerFallback",
+            f"{running} > {s.max_decode_bucket}",
+            duration(s.eager_for_s, t), "warning",
+            f"decode batches above the largest CUDA-graph bucket ({s.max_decode_bucket}) run "
+            "eager", "runbooks/flag-change.md",
+            "num_running_reqs above the profile's largest decode bucket (SGLang runs such "
+            "batches without a graph)"))
+    return {"groups": [{"name": "dsv4ops-pd", "rules": rules}]}

@@ -1,0 +1,115 @@
+"""A real Prometheus scrapes the twin behind the real router and evaluates the shipped rules.
+
+One stack, three phases at the twin's time scale (rules rendered with the same scale, so every
+window and `for` is the box's in model time): hazards off, nothing is even pending; bootstrap
+degradation forced, the transfer-failure alert fires; the decode wedged (rank 0 blocked, gauges
+frozen at their last values), the wedge alert fires.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from dsv4ops import _yaml
+from dsv4ops.monitoring import RuleSettings, alert_rules, scrape_config
+from testing.prometheus_server import BINARY, prometheus_server
+from testing.twin_stack import TwinStack, twin_stack
+
+pytestmark = [pytest.mark.slow, pytest.mark.router,
+              # In CI a missing binary fails the test (make install must have installed it).
+              pytest.mark.skipif(BINARY is None and not os.environ.get("CI"), reason="prometheus missing: `make install` "
+                                 "installs Debian's prometheus package")]
+
+SCALE = 0.1
+ENV = {"DSV4_TWIN_TIME_SCALE": str(SCALE), "DSV4_TWIN_HAZARDS": "off",
+       # model seconds: failed transfers are noticed after 20 s (SGLang's default is 300)
+       "DSV4_TWIN_WAITING_TIMEOUT_S": "20", "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "20",
+       "DSV4_TWIN_DEGRADE_FAIL_FRACTION": "0.5"}
+DECODE = ["--enable-metrics", "--disable-overlap-schedule", "--tool-call-parser", "deepseekv4",
+          "--cuda-graph-bs-decode", "8", "16", "32"]
+
+
+class _StackDeployment:
+    """What scrape_config reads of a rendered Deployment, for a test stack's ports."""
+
+    def __init__(self, stack: TwinStack) -> None:
+        assert stack.router is not None
+        self.urls = {"prefill": stack.prefill.url + "/metrics",
+                     "decode": stack.decode.url + "/metrics",
+                     "router": f"http://127.0.0.1:{stack.router.prometheus_port}/metrics"}
+
+    def component(self, name: str) -> object:
+        return type("C", (), {"metrics_url": self.urls[name]})()
+
+
+class _Traffic:
+    """A few client threads streaming short chats through the router until stopped (bounded)."""
+
+    def __init__(self, url: str, threads: int = 4, max_requests: int = 4000) -> None:
+        self.url, self.left, self.stop = url, max_requests, threading.Event()
+        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
+
+    def _run(self) -> None:
+        body = {"model": "default", "messages": [{"role": "user", "content": "hello"}],
+                "max_tokens": 48, "stream": True}
+        with httpx.Client(timeout=httpx.Timeout(5.0, connect=2.0)) as client:
+            while not self.stop.is_set() and self.left > 0:
+                self.left -= 1
+                try:
+                    with client.stream("POST", self.url + "/v1/chat/completions", json=body) as r:
+                        for _ in r.iter_lines():
+                            if self.stop.is_set():
+                                break
+                except httpx.HTTPError:
+                    time.sleep(0.05)
+
+    def __enter__(self) -> _Traffic:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=10)
+
+
+def _hazard(stack: TwinStack, name: str, state: str) -> None:
+    for url in (stack.prefill.url, stack.decode.url):
+        httpx.post(url + "/_twin/hazard", json={"hazard": name, "state": state},
+                   timeout=5).raise_for_status()
+
+
+def test_each_forced_hazard_fires_its_alert_and_nothing_fires_with_hazards_off(tmp_path: Path) -> None:
+    settings = RuleSettings(time_scale=SCALE, max_decode_bucket=32)
+    rules = _yaml.dump(alert_rules(settings))
+    with twin_stack(router=True, env=ENV, prefill_args=["--enable-metrics"],
+                    decode_args=DECODE) as stack:
+        config = _yaml.dump(scrape_config(_StackDeployment(stack), settings,
+                                          rules_file="dsv4ops-alerts.yml",
+                                          profile_name="test", target_name="twin"))
+        with prometheus_server(config, rules) as prom, _Traffic(stack.router.url):
+            # Hazards off: longer than the wedge window + its `for` (2 s + 6 s wall).
+            deadline = time.monotonic() + 10.0
+            while time.monotonic() < deadline:
+                assert prom.active() == set(), prom.alerts()
+                time.sleep(0.5)
+            assert prom.targets_up() == {"dsv4-prefill": 1.0, "dsv4-decode": 1.0,
+                                         "dsv4-router": 1.0}
+
+            _hazard(stack, "degrade", "force")
+            took = prom.wait_firing("DSV4PDTransferFailing", timeout=40)
+            assert "DSV4DecodeWedged" not in prom.active()
+            _hazard(stack, "degrade", "off")
+
+            _hazard(stack, "wedge", "force")
+            wedge_took = prom.wait_firing("DSV4DecodeWedged", timeout=40)
+    # wedge window 20 s + for 60 s model = 8 s wall, plus scrape/evaluation steps
+    assert wedge_took >= 6.0, "fired before its window and `for` could have passed"
+    assert took < 40 and wedge_took < 40
