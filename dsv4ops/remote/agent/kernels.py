@@ -146,21 +146,35 @@ def present(wd: Workdir, name: str, version: str) -> dict:
     return {"present": os.path.isdir(path), "path": path}
 
 
+def _site_dirs() -> list[str]:
+    """The site-packages directories the target's python uses, found as site.py finds them
+    (a venv by its pyvenv.cfg) but without running site.py: its .pth files execute code."""
+    import site
+    import sys
+
+    exe_dir = os.path.dirname(os.path.abspath(sys.executable))
+    prefixes, user = [sys.prefix], [site.getusersitepackages()]  # user site: outside a venv
+    for cfg in (os.path.join(exe_dir, "pyvenv.cfg"), os.path.join(os.path.dirname(exe_dir), "pyvenv.cfg")):
+        if os.path.isfile(cfg):
+            with open(cfg, encoding="utf-8") as f:
+                system = any(line.replace(" ", "").lower() == "include-system-site-packages=true\n"
+                             for line in f)
+            prefixes = [os.path.dirname(exe_dir), *([sys.prefix] if system else [])]
+            user = user if system else []
+            break
+    return [*site.getsitepackages(prefixes), *user]
+
+
 def probe() -> dict:
     """The target's triton and torch versions (from its python's site-packages) and its GPUs."""
-    import site
     import subprocess
     from importlib import metadata
 
-    # The agent runs with -S; what counts is what the target's python would import: set up its
-    # site directories (venv included) as a plain start does. This process ends after the reply.
-    site.main()
+    path = _site_dirs()  # the agent runs with -S: where the target's python would look
 
     def version(dist: str) -> str | None:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return None
+        found = next(iter(metadata.distributions(name=dist, path=path)), None)
+        return found.version if found is not None else None
 
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"],
