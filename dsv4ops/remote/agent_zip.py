@@ -13,6 +13,9 @@ zip and the supervisor's sha256 check does not make two operators re-upload in t
 from __future__ import annotations
 
 import hashlib
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
@@ -51,3 +54,12 @@ def agent_zip() -> bytes:
 
 def agent_sha256() -> str:
     return hashlib.sha256(agent_zip()).hexdigest()
+
+
+@contextmanager
+def local_agent_zip() -> Iterator[Path]:
+    """The zip as a local file for `Executor.put` (removed afterwards)."""
+    with tempfile.TemporaryDirectory(prefix="dsv4ops-agent-") as tmp:
+        path = Path(tmp) / "agent.zip"
+        path.write_bytes(agent_zip())
+        yield path

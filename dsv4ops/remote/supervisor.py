@@ -10,17 +10,13 @@ round trip, not one per poll).
 from __future__ import annotations
 
 import json
-import os
 import posixpath
-import socket
-import tempfile
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from dsv4ops.errors import TargetError
-from dsv4ops.remote.agent_zip import agent_sha256, agent_zip
+from dsv4ops.remote.agent_zip import agent_sha256, local_agent_zip
 from dsv4ops.remote.base import Executor, ProcessSpec, ProcessState
 from dsv4ops.remote.errors import (
     AgentCallError,
@@ -28,7 +24,7 @@ from dsv4ops.remote.errors import (
     StopError,
     lock_error,
 )
-from dsv4ops.remote.procident import same_process
+from dsv4ops.remote.procident import dead_here
 from dsv4ops.remote.results import (
     HttpReply,
     LockInfo,
@@ -63,20 +59,13 @@ class Supervisor:
         """Upload the agent when missing or different (by sha256); returns its hello (host, python)."""
         return self._call("hello")
 
-    def call(self, op: str, timeout: float = _CALL_TIMEOUT_S, **args: Any) -> dict[str, Any]:
-        """One agent command by name, for the commands without a typed method here (the kernel
-        package ones: `dsv4ops/kernels/deploy.py`). Raises AgentCallError with the agent's kind."""
-        return self._call(op, timeout, **args)
-
     def _upload_agent(self) -> None:
         # Copied under a temporary name, then run from there: the new zip checks its own sha256
         # against ours on the target before renaming itself into place (atomic), so a
         # concurrent caller never runs a half-written or damaged agent.
         upload = f"{self.agent_path}.tmp.{uuid.uuid4().hex[:12]}"
         self.executor.run(["mkdir", "-p", posixpath.dirname(upload)], timeout=_CALL_TIMEOUT_S)
-        with tempfile.TemporaryDirectory(prefix="dsv4ops-agent-") as tmp:
-            local = Path(tmp) / "agent.zip"
-            local.write_bytes(agent_zip())
+        with local_agent_zip() as local:
             self.executor.put(local, upload)
         try:
             self._run_agent(upload, "install_self", _CALL_TIMEOUT_S, {}, final=True)
@@ -126,7 +115,9 @@ class Supervisor:
         result = reply.get("result")
         return result if isinstance(result, dict) else {"value": result}
 
-    def _call(self, op: str, timeout: float = _CALL_TIMEOUT_S, **args: Any) -> dict[str, Any]:
+    def call(self, op: str, timeout: float = _CALL_TIMEOUT_S, **args: Any) -> dict[str, Any]:
+        """One agent command by name: the typed methods below use it, and so do the kernel
+        package commands (`dsv4ops/kernels/deploy.py`). Raises AgentCallError (agent's kind)."""
         # The agent checks its own hash against ours before doing anything, so a missing, stale
         # or damaged agent costs one upload and one retry, and a current one nothing extra.
         result = self._run_agent(self.agent_path, op, timeout, args, final=False)
@@ -135,6 +126,8 @@ class Supervisor:
             result = self._run_agent(self.agent_path, op, timeout, args, final=True)
         assert result is not None
         return result
+
+    _call = call
 
     # ------------------------------------------------------------------ processes
 
@@ -398,24 +391,9 @@ class Supervisor:
     # A holder on *this* machine (the operator's) whose pid is gone is dead, even when the
     # target is remote and cannot see our process table.
     def _with_local_staleness(self, info: LockInfo) -> LockInfo:
-        if info.stale:
-            return info
-        pid, host = info.holder.get("pid"), info.holder.get("host")
-        here = host == socket.gethostname() and isinstance(pid, int)
-        if here and (not _local_pid_alive(pid) or same_process(pid, dict(info.holder)) is False):
-            return LockInfo(info.holder, True)  # dead, or its pid reused by another process
-        return info
+        dead = not info.stale and dead_here(dict(info.holder))
+        return LockInfo(info.holder, True) if dead else info
 
 
 def _opt_float(value: Any) -> float | None:
     return None if value is None else float(value)
-
-
-def _local_pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
