@@ -122,8 +122,9 @@ def test_bad_requests_get_a_json_error_not_a_traceback(tmp_path: Path) -> None:
     assert reply["kind"] == "bad_request" and "invalid name" in reply["error"]
     reply = _agent({"op": "hello", "workdir": str(tmp_path), "agent_sha256": "0" * 64}, tmp_path)
     assert reply["kind"] == "stale_agent"
-    reply = _agent({"op": "install_self", "workdir": str(tmp_path / "elsewhere")}, tmp_path)
-    assert reply["kind"] == "bad_request" and (tmp_path / "agent.zip").exists()
+    for unchecked in ({}, {"agent_sha256": agent_sha256(), "workdir": str(tmp_path / "elsewhere")}):
+        reply = _agent({"op": "install_self", "workdir": str(tmp_path), **unchecked}, tmp_path)
+        assert reply["kind"] == "bad_request" and (tmp_path / "agent.zip").exists()
 
 
 def test_unexecutable_argv_is_a_clear_start_error(tmp_path: Path) -> None:

@@ -48,6 +48,8 @@ def op_hello(wd: Workdir, req: dict) -> dict:
 def op_install_self(wd: Workdir, req: dict) -> dict:
     """Rename this (already sha-checked) upload to `<workdir>/.dsv4ops/agent.zip`, atomically:
     a concurrent caller runs the old zip or the new one, never a half-written one."""
+    if not req.get("agent_sha256"):
+        raise AgentError("bad_request", "install_self needs the agent_sha256 it must match")
     final = wd.sub(".dsv4ops", "agent.zip")
     if os.path.dirname(os.path.abspath(_ZIP)) != os.path.dirname(final):
         raise AgentError("bad_request", "install_self runs only from an upload in .dsv4ops/")
