@@ -31,7 +31,7 @@ def _open(target_name: str | None) -> tuple[Any, Any]:
     from dsv4ops.kernels.deploy import probe_runtime
 
     ctx = open_target(target_name)
-    runtime = _runtime(ctx.target) or probe_runtime(ctx.supervisor.executor, ctx.target.python)
+    runtime = _runtime(ctx.target) or probe_runtime(ctx.supervisor)
     return ctx, runtime
 
 

@@ -1,16 +1,16 @@
-"""Verify, deploy, list and roll back kernel packages on a target, through the Executor seam.
+"""Verify, deploy, list and roll back kernel packages on a target, through the target agent.
 
 Everything that can be refused locally is refused before the target is touched: archive rules
-and checksums (`pkgtool.read_safe`/`verify_members`, the same code the target runs), the manifest
-schema and compatibility with what the target runs. The target then re-verifies what it received
-(`pkgtool install`), unpacks to `<workdir>/kernels/<name>/<version>/`, swaps `current` atomically
-and records `SGLANG_MOE_CONFIG_DIR` in `<workdir>/state/kernels.json` (Supervisor.read_state
-("kernels")["env"]).
+and checksums (`remote/agent/kernel_archive.py`, the same code the agent runs on the target),
+the manifest schema and compatibility with what the target runs. The artifact is then copied to
+`<workdir>/kernels/.incoming-*` and the agent's `kernels_install` re-verifies what it received,
+unpacks to `<workdir>/kernels/<name>/<version>/`, swaps `current` atomically and records
+`SGLANG_MOE_CONFIG_DIR` in `<workdir>/state/kernels.json` (Supervisor.read_state("kernels")
+["env"]). Listing, rollback, the present check and the runtime probe are agent commands too.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,12 +18,13 @@ from typing import Any
 
 from dsv4ops.constants import BOX_ARCH, BOX_DEVICE_NAME, BOX_TRITON_VERSION
 from dsv4ops.errors import KernelPackageError
-from dsv4ops.kernels import pkgtool
 from dsv4ops.kernels.manifest import Manifest, TargetRuntime, check_compatible, parse
+from dsv4ops.remote.agent import kernel_archive
 from dsv4ops.remote.base import Executor
+from dsv4ops.remote.errors import AgentCallError
+from dsv4ops.remote.supervisor import Supervisor
 
 STATE_NAME = "kernels"  # <workdir>/state/kernels.json
-_TOOL_SOURCE = Path(pkgtool.__file__).read_text(encoding="utf-8")
 _TIMEOUT_S = 120
 
 
@@ -41,9 +42,9 @@ def open_artifact(path: Path) -> Artifact:
     except OSError as exc:
         raise KernelPackageError(f"{path}: cannot read artifact: {exc.strerror}") from None
     try:
-        top, files = pkgtool.read_safe(data)
-        raw = pkgtool.verify_members(files)
-    except pkgtool.PackageError as exc:
+        top, files = kernel_archive.read_safe(data)
+        raw = kernel_archive.verify_members(files)
+    except kernel_archive.PackageError as exc:
         raise KernelPackageError(f"{path}: {exc}") from None
     manifest = parse(raw, f"{path}:manifest.json")
     if top != f"{manifest.name}-{manifest.version}":
@@ -57,43 +58,25 @@ def twin_runtime(twin_env: dict[str, str] | None = None) -> TargetRuntime:
     return TargetRuntime(BOX_ARCH, triton, (BOX_DEVICE_NAME,), source="twin target, emulating the box")
 
 
-_PROBE = (
-    "import json, subprocess\n"
-    "from importlib import metadata\n"
-    "def v(p):\n"
-    "    try: return metadata.version(p)\n"
-    "    except Exception: return None\n"
-    "try:\n"
-    "    out = subprocess.run(['nvidia-smi', '--query-gpu=name,compute_cap', '--format=csv,noheader'],"
-    " capture_output=True, text=True, timeout=30).stdout\n"
-    "except Exception: out = ''\n"
-    "gpus = [l.split(',') for l in out.strip().splitlines() if ',' in l]\n"
-    "print(json.dumps({'triton': v('triton'), 'torch': v('torch'),"
-    " 'gpus': [[n.strip(), c.strip()] for n, c in gpus]}))\n"
-)
-
-
-def probe_runtime(executor: Executor, python: str) -> TargetRuntime:
-    """Ask the target's python for its triton and nvidia-smi for its GPUs; raises when unknown."""
-    result = executor.run([python, "-c", _PROBE], timeout=_TIMEOUT_S)
-    info = json.loads(result.stdout.strip().splitlines()[-1])
+def probe_runtime(sup: Supervisor) -> TargetRuntime:
+    """Ask the target (its python's triton, nvidia-smi's GPUs) through the agent; raises when unknown."""
+    info = kernel_call(sup, "kernels_probe")
+    host = sup.executor.host
     if not info["triton"] or not info["gpus"]:
-        raise KernelPackageError(f"{executor.host}: cannot tell which triton/GPU the target runs "
+        raise KernelPackageError(f"{host}: cannot tell which triton/GPU the target runs "
                                  f"(triton={info['triton']}, gpus={info['gpus']})")
     cc = info["gpus"][0][1].replace(".", "")
     names = tuple(sorted({n.replace(" ", "_") for n, _ in info["gpus"]}))
-    return TargetRuntime(f"sm_{cc}", info["triton"], names, source=f"probed on {executor.host}")
+    return TargetRuntime(f"sm_{cc}", info["triton"], names, source=f"probed on {host}")
 
 
-def _tool(executor: Executor, python: str, *args: str) -> dict[str, Any]:
-    result = executor.run([python, "-c", _TOOL_SOURCE, *args], timeout=_TIMEOUT_S, check=False)
+def kernel_call(sup: Supervisor, op: str, **args: Any) -> dict[str, Any]:
+    """One `kernels_*` agent command; any refusal or failure is a KernelPackageError."""
     try:
-        reply = json.loads(result.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        raise KernelPackageError(f"{executor.host}: kernel package tool failed:\n{result.describe()}") from None
-    if "error" in reply:
-        raise KernelPackageError(f"{executor.host}: {reply['error']}")
-    return reply
+        return sup.call(op, timeout=_TIMEOUT_S, **args)
+    except AgentCallError as exc:
+        detail = exc.reply.get("error") if exc.kind == "package" else None
+        raise KernelPackageError(str(f"{sup.executor.host}: {detail}" if detail else exc)) from None
 
 
 def verify(artifact_path: Path, runtime: TargetRuntime | None = None) -> Artifact:
@@ -111,23 +94,24 @@ def deploy(executor: Executor, workdir: str, python: str, artifact_path: Path,
     Returns {name, version, current, previous, config_dir}. Raises KernelPackageError (nothing
     changed on the target) on any refusal."""
     artifact = verify(artifact_path, runtime)
-    upload = f"{workdir}/kernels/.incoming-{uuid.uuid4().hex[:8]}.tar.gz"
-    executor.run(["mkdir", "-p", f"{workdir}/kernels"], timeout=_TIMEOUT_S)
+    sup = Supervisor(executor, workdir, python)
+    upload = f"{sup.workdir}/kernels/.incoming-{uuid.uuid4().hex[:8]}.tar.gz"
+    executor.run(["mkdir", "-p", f"{sup.workdir}/kernels"], timeout=_TIMEOUT_S)
     executor.put(artifact.path, upload)
-    return _tool(executor, python, "install", "--workdir", workdir, "--upload", upload,
-                 "--arch", runtime.arch, "--triton", runtime.triton)
+    return kernel_call(sup, "kernels_install", upload=upload, arch=runtime.arch,
+                       triton=runtime.triton)
 
 
 def list_packages(executor: Executor, workdir: str, python: str) -> dict[str, Any]:
     """{packages: {name: {versions, current, previous}}, env: {SGLANG_MOE_CONFIG_DIR}}."""
-    return _tool(executor, python, "list", "--workdir", workdir)
+    return kernel_call(Supervisor(executor, workdir, python), "kernels_list")
 
 
 def rollback(executor: Executor, workdir: str, python: str, name: str,
              to: str | None = None) -> dict[str, Any]:
     """Switch `current` back to the previous (or the named) installed version, re-verified."""
-    args = ["rollback", "--workdir", workdir, "--name", name]
-    return _tool(executor, python, *args, *(["--version", to] if to else []))
+    return kernel_call(Supervisor(executor, workdir, python), "kernels_rollback", name=name,
+                       version=to)
 
 
 def split_ref(ref: str) -> tuple[str, str]:
@@ -141,8 +125,11 @@ def package_present(executor_or_supervisor: Any, workdir: str, ref: str, python:
     """Deploy preflight: is `name@version` installed and intact under `<workdir>/kernels/`?
 
     Accepts an Executor or a Supervisor (its executor and python are used)."""
-    executor = getattr(executor_or_supervisor, "executor", executor_or_supervisor)
-    python = python or getattr(executor_or_supervisor, "python", None) or "python3"
     name, version = split_ref(ref)
-    return bool(_tool(executor, python, "present", "--workdir", workdir, "--name", name,
-                      "--version", version)["present"])
+    if isinstance(executor_or_supervisor, Supervisor) and executor_or_supervisor.workdir == workdir.rstrip("/"):
+        sup = executor_or_supervisor
+    else:
+        executor = getattr(executor_or_supervisor, "executor", executor_or_supervisor)
+        python = python or getattr(executor_or_supervisor, "python", None) or "python3"
+        sup = Supervisor(executor, workdir, python)
+    return bool(kernel_call(sup, "kernels_present", name=name, version=version)["present"])

@@ -60,3 +60,22 @@ class DeployLockError(LockHeldError):
         super().__init__(message, hint=hint)
         self.holder = dict(holder)
         self.stale = stale
+
+
+def lock_error(host: str, h: Mapping[str, object], stale: bool) -> DeployLockError:
+    """The refusal for a held deploy lock, naming its holder (and saying when it is dead)."""
+    who = f"{h.get('user', '?')}@{h.get('host', '?')} pid {h.get('pid', '?')}"
+    what = f"'{h.get('command', '?')}' (operation {h.get('op_id', '?')}, since {h.get('started_at', '?')})"
+    if stale:
+        return DeployLockError(
+            f"deploy lock on {host} was left by a dead process: {who} running {what}",
+            holder=h,
+            stale=True,
+            hint="its operation did not finish; check `dsv4ops status`, then break the lock explicitly",
+        )
+    return DeployLockError(
+        f"deploy lock on {host} is held by {who} running {what}",
+        holder=h,
+        stale=False,
+        hint="wait for that operation to finish",
+    )

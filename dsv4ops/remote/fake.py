@@ -6,7 +6,7 @@ than being mistaken for a target error). Every call is recorded in `calls`.
 
     fake = FakeExecutor()
     fake.script(["nvidia-smi", "-L"], stdout="GPU 0: ...")
-    fake.script(re.compile(r"agent\\.py$"), handler=lambda argv, stdin: (0, '{"ok": true}', ""))
+    fake.script(re.compile(r"agent\\.zip$"), handler=lambda argv, stdin: (0, '{"ok": true}', ""))
 """
 
 from __future__ import annotations

@@ -4,12 +4,14 @@ A pid is reused after its process exits; a deploy lock that named only a pid wou
 when an unrelated process got the same number after a crash. The lock records the holder's
 start time (field 22 of /proc/PID/stat, clock ticks since boot) and the boot id, and a holder
 counts as alive only while a process with that pid, start time and boot exists. The target-side
-agent (stdlib-only, uploaded alone) has its own copy of this rule in its lock functions.
+agent (stdlib-only, `remote/agent/lock.py`) applies the same rule on the target, where it can
+see the holder's process; this module is the operator side of it.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 
 
 def start_ticks(pid: int) -> int | None:
@@ -49,3 +51,22 @@ def same_process(pid: int, recorded: dict[str, object]) -> bool | None:
     if now is None:
         return False if os.path.isdir("/proc") else None
     return now == want_start
+
+
+def dead_here(holder: dict[str, object]) -> bool:
+    """A lock holder recorded on *this* machine whose process is gone (or whose pid now
+    belongs to another process). False for another machine's holder: that is the target's call."""
+    pid = holder.get("pid")
+    if holder.get("host") != socket.gethostname() or not isinstance(pid, int):
+        return False
+    return not _pid_alive(pid) or same_process(pid, holder) is False
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,31 +1,30 @@
-"""Supervisor: typed operator-side methods over the target-side agent (`remote/agent.py`).
+"""Supervisor: typed operator-side methods over the target-side agent (`remote/agent/`).
 
 Every process-level action (detached start, group stop, status, readiness wait, preflight, the
-deploy lock, state files) runs *on the target* inside one `python3 agent.py` call with a JSON
-request on stdin. Going through stdin keeps secret env values off every command line; running
-the waits on the target keeps readiness detection fast over SSH (one round trip, not one per
-poll).
+deploy lock, state files, kernel packages) runs *on the target* inside one `python3 agent.zip`
+call with a JSON request on stdin. Going through stdin keeps secret env values off every
+command line; running the waits on the target keeps readiness detection fast over SSH (one
+round trip, not one per poll).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import socket
+import posixpath
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from dsv4ops.errors import TargetError
+from dsv4ops.remote.agent_zip import agent_sha256, local_agent_zip
 from dsv4ops.remote.base import Executor, ProcessSpec, ProcessState
 from dsv4ops.remote.errors import (
     AgentCallError,
     ComponentNotReadyError,
-    DeployLockError,
     StopError,
+    lock_error,
 )
-from dsv4ops.remote.procident import same_process
+from dsv4ops.remote.procident import dead_here
 from dsv4ops.remote.results import (
     HttpReply,
     LockInfo,
@@ -35,26 +34,15 @@ from dsv4ops.remote.results import (
     WaitResult,
 )
 
-AGENT_SOURCE = Path(__file__).with_name("agent.py")
 _HTTP_FIELDS = frozenset({"url", "method", "body", "headers", "timeout_s"})
 _CALL_TIMEOUT_S = 60.0
-_INSTALLER = (
-    "import os, sys\n"
-    "p = sys.argv[1]\n"
-    "os.makedirs(os.path.dirname(p), exist_ok=True)\n"
-    "t = '%s.tmp.%d' % (p, os.getpid())\n"
-    "with open(t, 'w') as f:\n"
-    "    f.write(sys.stdin.read())\n"
-    "os.replace(t, p)\n"
-)
-
-
-def agent_sha256() -> str:
-    return hashlib.sha256(AGENT_SOURCE.read_bytes()).hexdigest()
+# What python prints when it cannot start the agent at all (missing, empty, or not a zip):
+# only then is a call retried after an upload, never after a crash mid-operation.
+_NEVER_RAN = ("can't open file", "SyntaxError", "can't find '__main__' module")
 
 
 class Supervisor:
-    """Drives the agent in `<workdir>/.dsv4ops/agent.py` on the executor's target."""
+    """Drives the agent zip in `<workdir>/.dsv4ops/agent.zip` on the executor's target."""
 
     def __init__(self, executor: Executor, workdir: str, python: str = "python3") -> None:
         if not workdir.startswith("/"):
@@ -62,7 +50,7 @@ class Supervisor:
         self.executor = executor
         self.workdir = workdir.rstrip("/") or "/"
         self.python = python
-        self.agent_path = f"{self.workdir}/.dsv4ops/agent.py"
+        self.agent_path = f"{self.workdir}/.dsv4ops/agent.zip"
         self._sha256 = agent_sha256()
 
     # ------------------------------------------------------------------ agent plumbing
@@ -72,24 +60,29 @@ class Supervisor:
         return self._call("hello")
 
     def _upload_agent(self) -> None:
-        # -I -S: the agent is stdlib-only, so skip site-packages (4x faster start-up) and PYTHON* env.
-        # One round trip, no SFTP needed: the source goes on stdin and is renamed into place,
-        # so a concurrent caller never runs a half-written agent.
-        self.executor.run(
-            [self.python, "-I", "-S", "-c", _INSTALLER, self.agent_path],
-            stdin=AGENT_SOURCE.read_text(),
-            timeout=_CALL_TIMEOUT_S,
-        )
+        # Copied under a temporary name, then run from there: the new zip checks its own sha256
+        # against ours on the target before renaming itself into place (atomic), so a
+        # concurrent caller never runs a half-written or damaged agent.
+        upload = f"{self.agent_path}.tmp.{uuid.uuid4().hex[:12]}"
+        self.executor.run(["mkdir", "-p", posixpath.dirname(upload)], timeout=_CALL_TIMEOUT_S)
+        with local_agent_zip() as local:
+            self.executor.put(local, upload)
+        try:
+            self._run_agent(upload, "install_self", _CALL_TIMEOUT_S, {}, final=True)
+        except BaseException:
+            self.executor.run(["rm", "-f", upload], timeout=_CALL_TIMEOUT_S, check=False)
+            raise
 
-    def _raw_call(
-        self, op: str, timeout: float, args: Mapping[str, Any], *, final: bool
+    def _run_agent(
+        self, path: str, op: str, timeout: float, args: Mapping[str, Any], *, final: bool
     ) -> dict[str, Any] | None:
-        """One agent call. None (unless `final`): the agent there is missing, stale or broken."""
+        """One call of the agent zip at `path`. None (unless `final`): missing, stale or broken."""
         request = json.dumps(
             {"op": op, "workdir": self.workdir, "agent_sha256": self._sha256, **args}
         )
+        # -I -S: the agent is stdlib-only, so skip site-packages (4x faster start-up) and PYTHON* env.
         res = self.executor.run(
-            [self.python, "-I", "-S", self.agent_path], stdin=request, timeout=timeout, check=False
+            [self.python, "-I", "-S", path], stdin=request, timeout=timeout, check=False
         )
         if res.exit_code == 127 and not res.timed_out:
             raise TargetError(
@@ -103,7 +96,7 @@ class Supervisor:
         if not isinstance(reply, dict):
             # Retry only when the agent cannot have run at all (missing, empty or unparsable
             # file): a crash mid-operation is reported, never repeated behind the caller's back.
-            never_ran = "can't open file" in res.stderr or "SyntaxError" in res.stderr
+            never_ran = any(m in res.stderr for m in _NEVER_RAN)
             if not final and not res.timed_out and (never_ran or (res.ok and not res.stdout)):
                 return None
             what = "timed out" if res.timed_out else f"exit {res.exit_code}, no reply"
@@ -122,15 +115,19 @@ class Supervisor:
         result = reply.get("result")
         return result if isinstance(result, dict) else {"value": result}
 
-    def _call(self, op: str, timeout: float = _CALL_TIMEOUT_S, **args: Any) -> dict[str, Any]:
+    def call(self, op: str, timeout: float = _CALL_TIMEOUT_S, **args: Any) -> dict[str, Any]:
+        """One agent command by name: the typed methods below use it, and so do the kernel
+        package commands (`dsv4ops/kernels/deploy.py`). Raises AgentCallError (agent's kind)."""
         # The agent checks its own hash against ours before doing anything, so a missing, stale
         # or damaged agent costs one upload and one retry, and a current one nothing extra.
-        result = self._raw_call(op, timeout, args, final=False)
+        result = self._run_agent(self.agent_path, op, timeout, args, final=False)
         if result is None:
             self._upload_agent()
-            result = self._raw_call(op, timeout, args, final=True)
+            result = self._run_agent(self.agent_path, op, timeout, args, final=True)
         assert result is not None
         return result
+
+    _call = call
 
     # ------------------------------------------------------------------ processes
 
@@ -362,7 +359,7 @@ class Supervisor:
                 raise
             info = LockInfo(dict(exc.reply.get("holder") or {}), bool(exc.reply.get("stale")))  # type: ignore[call-overload]
             info = self._with_local_staleness(info)
-            raise _lock_error(self.executor.host, info) from None
+            raise lock_error(self.executor.host, info.holder, info.stale) from None
         return LockInfo(r["broke"], True) if r.get("broke") else None
 
     def lock_release(self, op_id: str) -> bool:
@@ -372,9 +369,10 @@ class Supervisor:
         except AgentCallError as exc:
             if exc.kind != "lock_held":
                 raise
-            raise _lock_error(
-                self.executor.host, LockInfo(exc.reply.get("holder") or {}, False)
-            ) from None  # type: ignore[arg-type]
+            holder = exc.reply.get("holder")
+            raise lock_error(
+                self.executor.host, holder if isinstance(holder, Mapping) else {}, False
+            ) from None
 
     def lock_info(self) -> LockInfo | None:
         r = self._call("lock_info")
@@ -393,43 +391,9 @@ class Supervisor:
     # A holder on *this* machine (the operator's) whose pid is gone is dead, even when the
     # target is remote and cannot see our process table.
     def _with_local_staleness(self, info: LockInfo) -> LockInfo:
-        if info.stale:
-            return info
-        pid, host = info.holder.get("pid"), info.holder.get("host")
-        here = host == socket.gethostname() and isinstance(pid, int)
-        if here and (not _local_pid_alive(pid) or same_process(pid, dict(info.holder)) is False):
-            return LockInfo(info.holder, True)  # dead, or its pid reused by another process
-        return info
+        dead = not info.stale and dead_here(dict(info.holder))
+        return LockInfo(info.holder, True) if dead else info
 
 
 def _opt_float(value: Any) -> float | None:
     return None if value is None else float(value)
-
-
-def _local_pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _lock_error(host: str, info: LockInfo) -> DeployLockError:
-    h = info.holder
-    who = f"{h.get('user', '?')}@{h.get('host', '?')} pid {h.get('pid', '?')}"
-    what = f"'{h.get('command', '?')}' (operation {h.get('op_id', '?')}, since {h.get('started_at', '?')})"
-    if info.stale:
-        return DeployLockError(
-            f"deploy lock on {host} was left by a dead process: {who} running {what}",
-            holder=h,
-            stale=True,
-            hint="its operation did not finish; check `dsv4ops status`, then break the lock explicitly",
-        )
-    return DeployLockError(
-        f"deploy lock on {host} is held by {who} running {what}",
-        holder=h,
-        stale=False,
-        hint="wait for that operation to finish",
-    )

@@ -18,6 +18,7 @@ from dsv4ops.kernels import deploy as kd
 from dsv4ops.kernels import loaded_check, package_present
 from dsv4ops.kernels.manifest import TargetRuntime
 from dsv4ops.remote.local import LocalExecutor
+from dsv4ops.remote.supervisor import Supervisor
 from dsv4ops.twin.kernel_package import resolve_kernel_config
 from testing.kernels_artifacts import edit_manifest, read_members, repack, snapshot, write_tar
 
@@ -153,8 +154,8 @@ def test_the_target_refuses_a_file_corrupted_after_the_local_check(built, target
     upload = f"{target.workdir}/kernels/.incoming-test.tar.gz"
     target.executor.put(bad, upload)
     with pytest.raises(KernelPackageError, match="checksum mismatch"):
-        kd._tool(target.executor, target.python, "install", "--workdir", target.workdir,
-                 "--upload", upload, "--arch", "sm_120", "--triton", "3.8.0")
+        kd.kernel_call(Supervisor(target.executor, target.workdir, target.python), "kernels_install",
+                       upload=upload, arch="sm_120", triton="3.8.0")
     assert snapshot(target.root) == before  # upload removed, nothing unpacked, current unchanged
 
 
@@ -178,3 +179,22 @@ def test_package_present_is_false_when_the_installed_copy_was_modified(built, lo
     assert not package_present(t.executor, t.workdir, ref, python=t.python)
     with pytest.raises(KernelPackageError, match="name@version"):
         package_present(t.executor, t.workdir, "no-version")
+
+
+def test_the_runtime_probe_asks_the_target_through_the_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The target's triton as its python sees it (site-packages, although the agent runs -I -S)
+    and its GPUs from nvidia-smi; no GPU means the probe refuses instead of guessing."""
+    from importlib import metadata
+
+    sup = Supervisor(LocalExecutor(), str(tmp_path / "target"), sys.executable)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    with pytest.raises(KernelPackageError, match=f"cannot tell.*triton={metadata.version('triton')}"):
+        kd.probe_runtime(sup)
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA RTX PRO 6000 Blackwell Server Edition, 12.0'\n")
+    smi.chmod(0o755)
+    runtime = kd.probe_runtime(sup)
+    assert (runtime.arch, runtime.triton) == ("sm_120", metadata.version("triton"))
+    assert runtime.device_names == ("NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition",)

@@ -1,4 +1,5 @@
-"""Archive rules shared by `kernels verify` and the target-side install."""
+"""Archive rules shared by `kernels verify` and the agent's `kernels_install` on the target
+(`dsv4ops/remote/agent/kernel_archive.py`, the one home of the rules)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import tarfile
 
 import pytest
 
-from dsv4ops.kernels.pkgtool import PackageError, read_safe
+from dsv4ops.remote.agent.kernel_archive import PackageError, read_safe
 
 
 def _tar(*entries: tarfile.TarInfo) -> bytes:
@@ -51,9 +52,18 @@ def test_garbage_and_missing_manifest_are_refused() -> None:
 
 
 def test_rollback_to_a_path_like_version_is_refused(tmp_path) -> None:
-    from dsv4ops.kernels.pkgtool import rollback
+    from dsv4ops.remote.agent.common import Workdir
+    from dsv4ops.remote.agent.kernels import rollback
 
     with pytest.raises(PackageError, match="bad version"):
-        rollback(str(tmp_path), "dsv4-decode-kernels", "../../etc")
+        rollback(Workdir(str(tmp_path)), "dsv4-decode-kernels", "../../etc")
     with pytest.raises(PackageError, match="bad package name"):
-        rollback(str(tmp_path), "..", "0.1.0")
+        rollback(Workdir(str(tmp_path)), "..", "0.1.0")
+
+
+def test_the_operator_side_uses_the_agents_archive_rules() -> None:
+    """One home: `kernels verify` refuses with the very functions the agent ships."""
+    from dsv4ops.kernels import deploy
+    from dsv4ops.remote.agent import kernel_archive
+
+    assert deploy.kernel_archive is kernel_archive

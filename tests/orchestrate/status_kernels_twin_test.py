@@ -3,13 +3,16 @@ no drift right after a deploy that loads the pinned package; drift once `kernels
 the target's current pointer under the running unit; drift when the decode runs without the
 package the deployment pinned, gone once the unit is redeployed (the remedy the line names).
 
-The packages are hand-made (a manifest with checksums and one MoE config file), installed with
-the target-side tool itself (`pkgtool.install`), so no kernel build is needed here."""
+The packages are hand-made (a manifest with checksums and one MoE config file), installed by
+the target agent's own `kernels_install` (what `kernels deploy` calls after its local checks), so
+no kernel build is needed here."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import sys
 import tarfile
 from pathlib import Path
 
@@ -17,7 +20,8 @@ import pytest
 
 from dsv4ops.cli import _context as C
 from dsv4ops.cli.status import render
-from dsv4ops.kernels import pkgtool
+from dsv4ops.kernels.deploy import kernel_call
+from dsv4ops.remote import LocalExecutor, Supervisor
 from testing.kernels_artifacts import write_tar
 from testing.orchestrate_env import OrchEnv, commit_all
 from tests.orchestrate.conftest import cli, operator
@@ -47,7 +51,11 @@ def install(env: OrchEnv, tmp: Path, version: str) -> None:
         tmp / f"{top}.tar.gz",
         [(tarfile.TarInfo(f"{top}/{rel}"), data) for rel, data in sorted(files.items())],
     )
-    pkgtool.install(str(env.workdir), str(upload), None, None)
+    incoming = Path(env.workdir) / "kernels" / f".incoming-{version}.tar.gz"
+    incoming.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(upload, incoming)
+    sup = Supervisor(LocalExecutor(), str(env.workdir), sys.executable)
+    kernel_call(sup, "kernels_install", upload=str(incoming), arch=None, triton=None)
 
 
 def status(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> dict:

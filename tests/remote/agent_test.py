@@ -1,58 +1,113 @@
-"""The agent as a program: stdlib only, its own redaction in sync, JSON in/out, self-updating."""
+"""The agent as a program: one stdlib-only zip carrying the real secrets module, JSON in/out,
+self-updating by sha256, runnable isolated on a target without dsv4ops."""
 
 from __future__ import annotations
 
 import ast
+import io
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
+from dsv4ops import secrets
 from dsv4ops.remote import LocalExecutor, Supervisor, base
-from dsv4ops.remote import agent as agent_mod
+from dsv4ops.remote.agent_zip import AGENT_DIR, SECRETS_SOURCE, agent_sha256, agent_zip
 from dsv4ops.remote.errors import AgentCallError
-from dsv4ops.remote.supervisor import AGENT_SOURCE, agent_sha256
+
+# Python under `env -i`, like a login on a box: no PYTHONPATH, no venv, no dsv4ops importable.
+_BARE_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
+_OWN = ("dsv4ops.remote.agent", "dsv4ops.secrets")
+# Names the stdlib itself tries (and fails) to import: `copy` probes for Jython's org.python.core.
+_STDLIB_PROBES = {"org", "org.python", "org.python.core"}
 
 
-def test_agent_imports_only_the_standard_library() -> None:
-    tree = ast.parse(AGENT_SOURCE.read_text())
-    modules = {
-        (n.module if isinstance(n, ast.ImportFrom) else a.name).split(".")[0]
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Import | ast.ImportFrom)
-        for a in (n.names if isinstance(n, ast.Import) else [n])  # type: ignore[attr-defined]
-        if not (isinstance(n, ast.ImportFrom) and n.module == "__future__")
+def _zip_members() -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(agent_zip())) as zf:
+        return {n: zf.read(n) for n in zf.namelist()}
+
+
+def _imported_names(source: bytes) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module != "__future__":
+            names.add(str(node.module))
+    return names
+
+
+def test_every_module_in_the_zip_imports_only_the_stdlib_and_its_own_package() -> None:
+    members = _zip_members()
+    assert {n for n in members if n.startswith("dsv4ops/remote/agent/")} == {
+        f"dsv4ops/remote/agent/{p.name}" for p in AGENT_DIR.glob("*.py")
     }
-    assert modules <= set(sys.stdlib_module_names), modules - set(sys.stdlib_module_names)
+    for name, source in members.items():
+        for mod in _imported_names(source):
+            own = mod.startswith(_OWN)
+            assert own or mod.split(".")[0] in sys.stdlib_module_names, f"{name} imports {mod}"
 
 
-def test_agent_redaction_matches_the_shared_definition() -> None:
-    """The agent's stdlib copy classifies secrets exactly like dsv4ops/secrets.py."""
-    from dsv4ops import secrets
+def test_the_zip_carries_the_real_secrets_module_and_no_copy() -> None:
+    members = _zip_members()
+    assert members["dsv4ops/secrets.py"] == SECRETS_SOURCE.read_bytes()
+    assert SECRETS_SOURCE.resolve() == Path(secrets.__file__).resolve()
+    for path in AGENT_DIR.glob("*.py"):  # nobody re-declares the rules next to the agent
+        assert "SECRET_ENV_MARKERS" not in path.read_text(), path
+    assert agent_zip() == agent_zip() and len(agent_sha256()) == 64
 
-    assert agent_mod.SECRET_ENV_MARKERS == secrets.SECRET_ENV_MARKERS
-    assert agent_mod.SECRET_ENV_SUFFIXES == secrets.SECRET_ENV_SUFFIXES
-    assert agent_mod.SECRET_ARG_FLAGS == secrets.SECRET_ARG_FLAGS
-    assert agent_mod.SECRET_FLAG_SUFFIXES == secrets.SECRET_FLAG_SUFFIXES
-    argv = ["x", "--api-key", "k1", "--hf-token=k2", "--admin-api-key", "k3", "--port", "1",
-            "--max-prefill-tokens", "8"]
-    assert agent_mod._redact_argv(argv) == base.redact_argv(argv)
-    env = {"HF_TOKEN": "a", "MY_PASSWORD": "b", "OPENAI_KEY": "c", "DB_PASS": "d", "PATH": "/bin"}
-    assert agent_mod._redact_env(env) == base.redact_env(env)
+
+def _run_isolated(zip_path: Path, request: dict, *, importtime: bool = False) -> tuple[dict, str]:
+    argv = [sys.executable, "-I", "-S", *(["-X", "importtime"] if importtime else []), str(zip_path)]
+    out = subprocess.run(argv, input=json.dumps(request), capture_output=True, text=True,
+                         timeout=30, check=True, cwd=zip_path.parent, env=_BARE_ENV)
+    return json.loads(out.stdout), out.stderr
+
+
+def test_the_uploaded_zip_runs_isolated_on_a_target_without_dsv4ops(tmp_path: Path) -> None:
+    """`python -I -S agent.zip` from a temp dir with a bare env: every command family answers,
+    and nothing but the stdlib and the zip's own modules is imported (python's own record)."""
+    target = tmp_path / "box"
+    target.mkdir()
+    zip_path = target / "agent.zip"
+    zip_path.write_bytes(agent_zip())
+    wd = str(target / "wd")
+    requests = [
+        {"op": "hello"},
+        {"op": "write_state", "name": "x", "data": {"HF_TOKEN": "t"}},
+        {"op": "read_state", "name": "x"},
+        {"op": "start", "name": "c", "argv": ["true", "--api-key", "k-123456"],
+         "env": {"HF_TOKEN": "hf-123456", "MODE": "a"}},
+        {"op": "status", "names": ["c"]},
+        {"op": "preflight", "ports": [1], "gpus": [], "paths": [wd]},
+        {"op": "http", "url": "http://127.0.0.1:1/", "timeout_s": 1},
+        {"op": "lock_info"},
+        {"op": "kernels_list"},
+        {"op": "kernels_probe"},
+    ]
+    for req in requests:
+        reply, trace = _run_isolated(zip_path, {**req, "workdir": wd, "agent_sha256": agent_sha256()},
+                                     importtime=True)
+        assert reply["ok"], (req, reply)
+        loaded = [line.split("|")[-1].strip() for line in trace.splitlines() if "|" in line]
+        stray = [m for m in loaded[1:] if not m.startswith(_OWN) and m not in _STDLIB_PROBES
+                 and m not in ("dsv4ops", "dsv4ops.remote")
+                 and m.split(".")[0] not in sys.stdlib_module_names]
+        assert not stray, (req["op"], stray)
+        assert any(m.startswith("dsv4ops.remote.agent") for m in loaded)
+    record = json.loads((target / "wd" / "run" / "c.json").read_text())
+    assert record["argv"] == secrets.redact_argv(["true", "--api-key", "k-123456"])  # the real rules
+    assert record["env"] == {"HF_TOKEN": "***", "MODE": "a"}
 
 
 def _agent(request: dict, tmp_path: Path) -> dict:
-    out = subprocess.run(
-        [sys.executable, "-I", "-S", str(AGENT_SOURCE)],
-        input=json.dumps(request),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
-    return json.loads(out.stdout)
+    zip_path = tmp_path / "agent.zip"
+    if not zip_path.exists():
+        zip_path.write_bytes(agent_zip())
+    return _run_isolated(zip_path, request)[0]
 
 
 def test_bad_requests_get_a_json_error_not_a_traceback(tmp_path: Path) -> None:
@@ -67,6 +122,9 @@ def test_bad_requests_get_a_json_error_not_a_traceback(tmp_path: Path) -> None:
     assert reply["kind"] == "bad_request" and "invalid name" in reply["error"]
     reply = _agent({"op": "hello", "workdir": str(tmp_path), "agent_sha256": "0" * 64}, tmp_path)
     assert reply["kind"] == "stale_agent"
+    for unchecked in ({}, {"agent_sha256": agent_sha256(), "workdir": str(tmp_path / "elsewhere")}):
+        reply = _agent({"op": "install_self", "workdir": str(tmp_path), **unchecked}, tmp_path)
+        assert reply["kind"] == "bad_request" and (tmp_path / "agent.zip").exists()
 
 
 def test_unexecutable_argv_is_a_clear_start_error(tmp_path: Path) -> None:
@@ -76,20 +134,54 @@ def test_unexecutable_argv_is_a_clear_start_error(tmp_path: Path) -> None:
     assert info.value.kind == "exec_failed"
 
 
-def test_agent_is_uploaded_once_and_replaced_when_different(tmp_path: Path) -> None:
+def _other_version() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:  # a valid agent zip of another dsv4ops version
+        for name, data in _zip_members().items():
+            zf.writestr(name, data + (b"\n# another version\n" if name.endswith("main.py") else b""))
+    return buf.getvalue()
+
+
+def test_agent_is_uploaded_once_and_a_tampered_zip_is_detected_and_replaced(tmp_path: Path) -> None:
     sup = Supervisor(LocalExecutor(), str(tmp_path), python=sys.executable)
     installed = Path(sup.agent_path)
     assert not installed.exists()
     assert sup.ensure_agent()["sha256"] == agent_sha256()
-    assert installed.read_bytes() == AGENT_SOURCE.read_bytes()
+    assert installed.read_bytes() == agent_zip()
     mtime = installed.stat().st_mtime_ns
     sup.read_state("x")
     assert installed.stat().st_mtime_ns == mtime  # unchanged agent: not uploaded again
-    for other in (AGENT_SOURCE.read_text() + "# another version\n", "", "garbage("):
-        installed.write_text(other)
-        assert sup.read_state("x") is None  # noticed, re-uploaded, call retried
-        assert installed.read_bytes() == AGENT_SOURCE.read_bytes()
+    good = agent_zip()
+    tampered = {
+        "another version": _other_version(),
+        "bytes appended": good + b"tampered",
+        "truncated": good[: len(good) // 2],
+        "no __main__": good.replace(b"__main__.py", b"__xain__.py"),
+        "empty": b"",
+        "garbage": b"garbage(",
+    }
+    for what, data in tampered.items():
+        installed.write_bytes(data)
+        assert sup.read_state("x") is None, what  # noticed, re-uploaded, call retried
+        assert installed.read_bytes() == good, what
     assert not list(installed.parent.glob("*.tmp.*"))
+
+
+def test_an_upload_damaged_in_transit_is_never_installed(tmp_path: Path) -> None:
+    """The fresh upload proves its own sha256 before it renames itself into place."""
+
+    class Corrupting(LocalExecutor):
+        def put(self, local: Path, remote: str) -> None:
+            super().put(local, remote)
+            with open(remote, "ab") as f:
+                f.write(b"bit rot")
+
+    sup = Supervisor(Corrupting(), str(tmp_path), python=sys.executable)
+    with pytest.raises(AgentCallError) as info:
+        sup.ensure_agent()
+    assert info.value.kind == "stale_agent"
+    assert not Path(sup.agent_path).exists()
+    assert not list(Path(sup.agent_path).parent.glob("*.tmp.*"))
 
 
 def test_missing_python_on_the_target_is_a_target_error(tmp_path: Path) -> None:

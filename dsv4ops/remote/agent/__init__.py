@@ -1,0 +1,20 @@
+"""The dsv4ops target-side agent: a stdlib-only package that runs ON THE TARGET.
+
+The supervisor (`dsv4ops/remote/supervisor.py`) ships this package, with the real
+`dsv4ops/secrets.py` it uses for redaction, as one zip (`dsv4ops/remote/agent_zip.py`) to
+`<workdir>/.dsv4ops/agent.zip` and runs it as `python3 -I -S agent.zip`: one JSON request on
+stdin ({"op": ..., "workdir": ..., "agent_sha256": ...}), one JSON reply on stdout
+({"ok": true, "result": ...} or {"ok": false, "kind": ..., "error": ..., ...}).
+
+It must run with a plain python3 and no dsv4ops installed, so its modules import nothing but
+the standard library, each other and `dsv4ops.secrets` (tests/remote/agent_test.py runs the
+zip isolated to prove it). Modules: `common` (errors, work-dir layout, JSON files), `procfs`
+(/proc reads), `processes` (start/stop/status/kill/log_tail), `httpwait` (requests and
+readiness waits made from the target), `preflight`, `lock` (the deploy lock), `state`,
+`kernel_archive` (the kernel-package archive rules, also used by `dsv4ops kernels verify`),
+`kernels` (install/switch/list/present/probe of kernel packages) and `main` (dispatch).
+
+Layout under the work directory: logs/<name>.log (previous one rotated to .1), run/<name>.json
+(pid, pgid, argv, redacted env, started_at, ports), run/<name>.exit.json (written by the
+monitor when the component exits), state/<name>.json, deploy.lock, kernels/<name>/<version>/.
+"""

@@ -1,0 +1,84 @@
+"""What every agent command shares: its error type, the work-dir layout, JSON files on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class AgentError(Exception):
+    """A refusal or failure the operator gets as {"ok": false, "kind": ..., "error": ...}."""
+
+    def __init__(self, kind: str, message: str, **extra: object) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.extra = extra
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def check_name(value: object) -> str:
+    """A component or state name usable as one file name."""
+    if not isinstance(value, str) or not NAME_RE.match(value):
+        raise AgentError("bad_request", f"invalid name {value!r}")
+    return value
+
+
+def write_json_atomic(path: str, data: object) -> None:
+    """Temp file, fsync, rename, fsync the directory: readers see the old or the new file."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def read_json(path: str) -> dict | None:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise AgentError("corrupt", f"cannot read {path}: {exc}") from exc
+
+
+class Workdir:
+    """Paths under the target's work directory (parents created on first use)."""
+
+    def __init__(self, root: str) -> None:
+        if not root or not os.path.isabs(root):
+            raise AgentError("bad_request", f"workdir must be an absolute path, got {root!r}")
+        self.root = root
+
+    def sub(self, *parts: str) -> str:
+        path = os.path.join(self.root, *parts)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return path
+
+    def log(self, name: str) -> str:
+        return self.sub("logs", f"{name}.log")
+
+    def run(self, name: str) -> str:
+        return self.sub("run", f"{name}.json")
+
+    def exit(self, name: str) -> str:
+        return self.sub("run", f"{name}.exit.json")
+
+    def state(self, name: str) -> str:
+        return self.sub("state", f"{name}.json")
+
+    def lock(self) -> str:
+        return self.sub("deploy.lock")

@@ -1,0 +1,140 @@
+"""HTTP made from the target itself: one request, many at once, and the readiness wait."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from .common import AgentError, Workdir, check_name
+from .processes import await_exit_record, state_of
+from .procfs import tail
+
+POLL_S = 0.05  # readiness poll period: start-up completion is noticed within ~100 ms
+
+
+def _request(
+    method: str, url: str, body: str | None, headers: dict, timeout: float
+) -> tuple[int, str]:
+    import urllib.error  # lazy: urllib costs as much as the rest of the agent's start-up
+    import urllib.request
+
+    data = body.encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read(1 << 20).decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(1 << 20).decode("utf-8", "replace")
+
+
+def op_http(wd: Workdir, req: dict) -> dict:
+    t0 = time.monotonic()
+    try:
+        status, body = _request(
+            req.get("method", "GET"),
+            req["url"],
+            req.get("body"),
+            req.get("headers") or {},
+            float(req.get("timeout_s", 10.0)),
+        )
+    except Exception as exc:  # noqa: BLE001 - refused, reset, bad status line: no answer
+        return {"status": None, "body": "", "error": str(exc), "elapsed_s": time.monotonic() - t0}
+    return {"status": status, "body": body, "error": None, "elapsed_s": time.monotonic() - t0}
+
+
+HTTP_MANY_PARALLEL = 16
+
+
+def op_http_many(wd: Workdir, req: dict) -> dict:
+    """Several requests in one agent call, made concurrently (at most 16 at a time) so the
+    call takes about as long as the slowest request; replies in the order asked."""
+    import threading
+    import urllib.request  # noqa: F401 - import once here, not racing in the threads
+
+    items = req.get("requests")
+    if not isinstance(items, list) or not all(isinstance(i, dict) and i.get("url") for i in items):
+        raise AgentError("bad_request", "http_many needs a list of requests, each with a url")
+    timeout = float(req.get("timeout_s", 10.0))
+    replies: list = [None] * len(items)
+    gate = threading.Semaphore(HTTP_MANY_PARALLEL)
+
+    def one(i: int, item: dict) -> None:
+        with gate:
+            try:
+                replies[i] = op_http(wd, {"timeout_s": timeout, **item})
+            except Exception as exc:  # noqa: BLE001 - one bad item must not lose the others
+                replies[i] = {"status": None, "body": "", "error": str(exc), "elapsed_s": 0.0}
+
+    threads = [threading.Thread(target=one, args=(i, it), daemon=True) for i, it in enumerate(items)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"replies": replies}
+
+
+def op_wait_http(wd: Workdir, req: dict) -> dict:
+    url = req["url"]
+    timeout = float(req.get("timeout_s", 60.0))
+    expect = req.get("expect", 200)
+    expect_set = None if expect is None else set(expect if isinstance(expect, list) else [expect])
+    name = req.get("name")
+    # Import before the clock starts: the lazy import costs tens of ms (more on a loaded box)
+    # and would make the first poll start late and its recorded start time wrong.
+    import urllib.request  # noqa: F401
+
+    t0 = time.monotonic()
+    last = "no answer yet"
+    attempts = 0
+    last_miss_at = None  # start of the last attempt that did not succeed
+    caller = os.getppid()
+    while True:
+        if os.getppid() != caller:
+            # Our caller (the SSH session or the CLI) is gone: nobody will read the answer, so
+            # stop polling instead of lingering on the target until the timeout.
+            os._exit(3)
+        attempts += 1
+        started = time.monotonic()
+        elapsed = started - t0
+        try:
+            status, body = _request("GET", url, None, {}, max(0.05, min(1.0, timeout - elapsed)))
+            if expect_set is None or status in expect_set:
+                now = time.monotonic()
+                # The poll timing as measured here, so a caller can check the polling itself
+                # (gap between the last miss and the hit) apart from transport and server time.
+                return {
+                    "elapsed_s": round(now - t0, 4),
+                    "status": status,
+                    "attempts": attempts,
+                    "detected_at_monotonic": now,
+                    "first_poll_at_monotonic": t0,
+                    "last_miss_at_monotonic": last_miss_at,
+                    "hit_started_at_monotonic": started,
+                }
+            last = f"HTTP {status}: {body[:200]}"
+        except Exception as exc:  # noqa: BLE001 - refused, reset, bad status line: no answer
+            last = str(getattr(exc, "reason", exc))
+        last_miss_at = started
+        if name:
+            st = state_of(wd, check_name(name), [])
+            if not st["alive"]:
+                await_exit_record(wd, name, st["pid"])
+                st = state_of(wd, name, [])
+                raise AgentError(
+                    "died",
+                    f"{name} exited (code {st['exit_code']}) before {url} was ready",
+                    elapsed_s=round(time.monotonic() - t0, 4),
+                    exit_code=st["exit_code"],
+                    log_tail=tail(wd.log(name), 40),
+                    last=last,
+                )
+        if time.monotonic() - t0 >= timeout:
+            raise AgentError(
+                "timeout",
+                f"{url} not ready after {timeout:g}s (last: {last})",
+                elapsed_s=round(time.monotonic() - t0, 4),
+                last=last,
+                log_tail=tail(wd.log(name), 40) if name else "",
+            )
+        time.sleep(POLL_S)
+

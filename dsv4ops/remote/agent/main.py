@@ -1,0 +1,119 @@
+"""The agent's one protocol: read a JSON request, check the zip is the operator's, dispatch.
+
+The request names the sha256 of the zip the operator would upload; an agent whose own zip
+differs answers `stale_agent` before doing anything, and the supervisor replaces it. The
+`install_self` command is how a fresh upload puts itself in place: it runs from its temporary
+name, proves its own sha256 is the one asked for, then renames itself over the old zip.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import socket
+import sys
+from collections.abc import Callable
+
+from .common import AgentError, Workdir
+
+_ZIP = ""  # path of the running zip, set by main()
+
+
+def own_sha256() -> str:
+    with open(_ZIP, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _user() -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError):
+        return str(os.getuid())
+
+
+def op_hello(wd: Workdir, req: dict) -> dict:
+    return {
+        "sha256": own_sha256(),
+        "python": sys.version.split()[0],
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "user": _user(),
+    }
+
+
+def op_install_self(wd: Workdir, req: dict) -> dict:
+    """Rename this (already sha-checked) upload to `<workdir>/.dsv4ops/agent.zip`, atomically:
+    a concurrent caller runs the old zip or the new one, never a half-written one."""
+    if not req.get("agent_sha256"):
+        raise AgentError("bad_request", "install_self needs the agent_sha256 it must match")
+    final = wd.sub(".dsv4ops", "agent.zip")
+    if os.path.dirname(os.path.abspath(_ZIP)) != os.path.dirname(final):
+        raise AgentError("bad_request", "install_self runs only from an upload in .dsv4ops/")
+    os.replace(_ZIP, final)
+    return {"installed": final}
+
+
+# op -> (module, function). A call imports only its own module: the zip is compiled from
+# source on every run (no .pyc for an unknown target python), so this halves the start-up.
+OPS = {
+    "start": ("processes", "op_start"),
+    "stop": ("processes", "op_stop"),
+    "status": ("processes", "op_status"),
+    "kill": ("processes", "op_kill"),
+    "log_tail": ("processes", "op_log_tail"),
+    "http": ("httpwait", "op_http"),
+    "http_many": ("httpwait", "op_http_many"),
+    "wait_http": ("httpwait", "op_wait_http"),
+    "preflight": ("preflight", "op_preflight"),
+    "lock_acquire": ("lock", "op_lock_acquire"),
+    "lock_release": ("lock", "op_lock_release"),
+    "lock_info": ("lock", "op_lock_info"),
+    "read_state": ("state", "op_read_state"),
+    "write_state": ("state", "op_write_state"),
+    "kernels_install": ("kernels", "op_kernels_install"),
+    "kernels_list": ("kernels", "op_kernels_list"),
+    "kernels_rollback": ("kernels", "op_kernels_rollback"),
+    "kernels_present": ("kernels", "op_kernels_present"),
+    "kernels_probe": ("kernels", "op_kernels_probe"),
+}
+
+
+def _lookup(op: object) -> Callable[[Workdir, dict], object]:
+    if op == "hello":
+        return op_hello
+    if op == "install_self":
+        return op_install_self
+    where = OPS.get(op) if isinstance(op, str) else None
+    if where is None:
+        raise AgentError("bad_request", f"unknown op {op!r}")
+    try:
+        module = importlib.import_module(f".{where[0]}", __package__)
+    except ImportError as exc:
+        # Only when the zip was replaced between our sha check and this import (a concurrent
+        # upgrade): nothing ran, so the caller may upload and retry.
+        raise AgentError("stale_agent", f"agent changed while starting: {exc}") from None
+    return getattr(module, where[1])
+
+
+def main(zip_path: str) -> int:
+    """Answer one request from stdin on stdout; always exit 0 with a JSON reply."""
+    global _ZIP
+    _ZIP = zip_path
+    try:
+        req = json.loads(sys.stdin.read() or "{}")
+        want = req.get("agent_sha256")
+        if want and want != own_sha256():  # the operator has a different agent: re-upload first
+            raise AgentError("stale_agent", "agent on the target is a different version")
+        op = _lookup(req.get("op"))
+        reply: dict = {"ok": True, "result": op(Workdir(req.get("workdir", "")), req)}
+    except AgentError as exc:
+        reply = {"ok": False, "kind": exc.kind, "error": str(exc), **exc.extra}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        reply = {"ok": False, "kind": "internal", "error": f"{type(exc).__name__}: {exc}"}
+    sys.stdout.write(json.dumps(reply))
+    sys.stdout.flush()
+    return 0

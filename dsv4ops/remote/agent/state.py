@@ -1,0 +1,15 @@
+"""Small JSON state files (`<workdir>/state/<name>.json`) the operator side reads and writes."""
+
+from __future__ import annotations
+
+from .common import Workdir, check_name, read_json, write_json_atomic
+
+
+def op_read_state(wd: Workdir, req: dict) -> dict:
+    return {"data": read_json(wd.state(check_name(req.get("name"))))}
+
+
+def op_write_state(wd: Workdir, req: dict) -> dict:
+    write_json_atomic(wd.state(check_name(req.get("name"))), req.get("data"))
+    return {"written": True}
+
