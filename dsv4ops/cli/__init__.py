@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "kernels": ("dsv4ops.cli.kernels", "kernels", "Build, verify, deploy and roll back kernel packages."),
     "runbook": ("dsv4ops.cli.runbook", "runbook", "List, show and run incident runbooks (rehearse on the twin)."),
     "monitoring": ("dsv4ops.cli.monitoring", "monitoring", "Render Prometheus alert rules and scrape configs."),
+    "export": ("dsv4ops.cli.export", "export", "Export a profile to Kubernetes (an SGLang RoleBasedGroup)."),
 }
 
 

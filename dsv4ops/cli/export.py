@@ -1,0 +1,61 @@
+"""`dsv4ops export rbg`: a profile as an SGLang RoleBasedGroup, validated offline before printing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from dsv4ops.errors import DsOpsError
+
+
+@click.group()
+def export() -> None:
+    """Export a profile to another orchestrator (Kubernetes)."""
+
+
+@export.command("rbg")
+@click.argument("profile")
+@click.option("--image", default=None, help="SGLang image for prefill and decode.")
+@click.option("--router-image", default=None, help="sglang-router image.")
+@click.option("--namespace", default=None, help="metadata.namespace of the RoleBasedGroup.")
+@click.option("--replicas", type=int, default=1, show_default=True,
+              help="Prefill:decode pairs (N:N); the router stays one.")
+@click.option("--name", default=None, help="RoleBasedGroup name (default: the profile's).")
+@click.option("--python", "python", default="python3", show_default=True,
+              help="The interpreter inside the images.")
+@click.option("--gpus-per-node", type=click.IntRange(min=1, max=64), default=None,
+              help="GPUs a node offers: a TP larger than this is refused.")
+@click.option("--kernel-image", default=None,
+              help="Image holding the profile's kernel package under /package.")
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Write the manifest here (default: stdout).")
+def rbg(profile: str, image: str | None, router_image: str | None, namespace: str | None,
+        replicas: int, name: str | None, python: str, gpus_per_node: int | None,
+        kernel_image: str | None, output: Path | None) -> None:
+    """Render PROFILE as the box would run it, then as a RoleBasedGroup (v1alpha2)."""
+    from dsv4ops import _yaml
+    from dsv4ops.export import rbg as R
+    from dsv4ops.export.validate import check
+    from dsv4ops.profiles import get_target, load_profile, render
+
+    p = load_profile(profile)
+    deployment = render(p, get_target("box"))
+    opts = R.ExportOptions(image=image or R.DEFAULT_IMAGE,
+                           router_image=router_image or R.DEFAULT_ROUTER_IMAGE,
+                           namespace=namespace, replicas=replicas, python=python, name=name,
+                           gpus_per_node=gpus_per_node, kernel_image=kernel_image)
+    manifest = R.build_manifest(p, deployment, opts)
+    check(manifest)
+    text = "# dsv4ops export rbg " + p.name + ": apply with kubectl apply -f; the Secret "
+    text += f"{manifest['metadata']['name']}-env holds any secret env/flag values (not printed)\n"
+    text += _yaml.dump(manifest)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise DsOpsError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
+    click.echo(f"wrote {output} (RoleBasedGroup {manifest['metadata']['name']}, validated "
+               "against the v1alpha2 schema)")

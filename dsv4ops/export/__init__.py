@@ -1,0 +1,1 @@
+"""Export a profile to other orchestrators: an SGLang RoleBasedGroup for Kubernetes."""

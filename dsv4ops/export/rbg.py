@@ -1,0 +1,222 @@
+"""A profile as an SGLang RoleBasedGroup (`workloads.x-k8s.io/v1alpha2`) for Kubernetes.
+
+Built from the same render as the box's commands (`profiles.render(profile, box target)`), so
+each container runs that component's argv and env. Only what a pod changes is adapted, and
+`adaptations()` lists each one (the test holds the manifest to "box argv + these, nothing else"):
+
+* argv[0], the box's interpreter path, becomes the image's (`--python`, default `python3`);
+* `--base-gpu-id N` becomes 0: a pod sees only the GPUs the device plugin gave it;
+* the router's `--prefill URL BOOTSTRAP_PORT` / `--decode URL` point at the roles' per-pod
+  Service names (`<group>-<role>-<i>.s-<group>-<role>`, RBG's headless services), one per replica.
+
+Order: decode depends on prefill and the router on both (RBG `dependencies`: a role is created
+only when its dependencies are Ready), the safe start order the box gets. No CoordinatedPolicy
+with maxSkew for 1:1 (it stalls: sgl-project/rbg#307).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from dsv4ops.errors import DsOpsError
+from dsv4ops.secrets import is_secret_flag, is_secret_key
+
+API_VERSION = "workloads.x-k8s.io/v1alpha2"
+DEFAULT_IMAGE = "lmsysorg/sglang:v0.5.23"
+DEFAULT_ROUTER_IMAGE = "lmsysorg/sglang-router:v0.3.2"
+KERNELS_MOUNT = "/opt/dsv4ops/kernels"
+_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    image: str = DEFAULT_IMAGE
+    router_image: str = DEFAULT_ROUTER_IMAGE
+    namespace: str | None = None
+    replicas: int = 1
+    python: str = "python3"
+    name: str | None = None  # the RoleBasedGroup's name (default: the profile's, DNS-1123)
+    gpus_per_node: int | None = None  # refuse a TP that no node could hold
+    kernel_image: str | None = None  # image holding the kernel package (default: named after it)
+
+
+def adaptations() -> list[str]:
+    return ["argv[0]: the box's interpreter -> the image's (--python)",
+            "--base-gpu-id N -> 0 (a pod sees only its own GPUs)",
+            "router --prefill/--decode: the box addresses -> the roles' per-pod Service names",
+            "a secret flag's value (--api-key ...) -> $(DSV4_ARG_<FLAG>), read from the Secret"]
+
+
+def group_name(profile_name: str, override: str | None) -> str:
+    name = override or re.sub(r"[^a-z0-9-]+", "-", profile_name.lower()).strip("-")
+    if not _DNS1123.match(name) or len(name) > 40:
+        raise DsOpsError(f"--name {name!r}: a RoleBasedGroup name must be a DNS-1123 label of at "
+                         "most 40 characters (its role Services append to it)",
+                         hint="pass --name with lowercase letters, digits and '-'")
+    return name
+
+
+def pod_host(group: str, role: str, index: int) -> str:
+    return f"{group}-{role}-{index}.s-{group}-{role}"
+
+
+def _flag(argv: list[str], flag: str) -> str | None:
+    return argv[argv.index(flag) + 1] if flag in argv and argv.index(flag) + 1 < len(argv) else None
+
+
+def secret_arg_env(flag: str) -> str:
+    return "DSV4_ARG_" + re.sub(r"[^A-Z0-9]+", "_", flag.lstrip("-").upper())
+
+
+def hide_secret_args(argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Secret flag values become `$(VAR)` (Kubernetes expands them from the container env);
+    returns the argv and {VAR: value} for the Secret."""
+    out, secrets, i = list(argv), {}, 0
+    while i < len(out):
+        flag = out[i]
+        if is_secret_flag(flag) and i + 1 < len(out):
+            var = secret_arg_env(flag)
+            secrets[var] = out[i + 1]
+            out[i + 1] = f"$({var})"
+            i += 1
+        i += 1
+    return out, secrets
+
+
+def server_argv(box_argv: list[str], python: str) -> list[str]:
+    argv = [python, *box_argv[1:]]
+    if "--base-gpu-id" in argv:
+        argv[argv.index("--base-gpu-id") + 1] = "0"
+    return argv
+
+
+def router_argv(box_argv: list[str], python: str, group: str, replicas: int, prefill_port: int,
+                decode_port: int, bootstrap_port: int) -> list[str]:
+    """The box router argv with its --prefill/--decode groups replaced by one per replica."""
+    out, i = [python], 1
+    while i < len(box_argv):
+        a = box_argv[i]
+        if a == "--prefill":
+            i += 3  # --prefill URL BOOTSTRAP_PORT
+            continue
+        if a == "--decode":
+            i += 2
+            continue
+        out.append(a)
+        if a == "--pd-disaggregation":
+            for r in range(replicas):
+                out += ["--prefill", f"http://{pod_host(group, 'prefill', r)}:{prefill_port}",
+                        str(bootstrap_port)]
+            for r in range(replicas):
+                out += ["--decode", f"http://{pod_host(group, 'decode', r)}:{decode_port}"]
+        i += 1
+    return out
+
+
+def _env(env: dict[str, str], secret_name: str) -> list[dict[str, Any]]:
+    """Container env; a secret never enters the manifest: it is read from a Secret by key."""
+    out: list[dict[str, Any]] = []
+    for k, v in sorted(env.items()):
+        if is_secret_key(k) or k.startswith("DSV4_ARG_"):
+            out.append({"name": k, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": k}}})
+        else:
+            out.append({"name": k, "value": v})
+    return out
+
+
+def _probe(port: int, path: str) -> dict[str, Any]:
+    return {"httpGet": {"path": path, "port": port}, "periodSeconds": 10, "failureThreshold": 3}
+
+
+def _container(name: str, image: str, argv: list[str], env: list[dict[str, Any]],
+               ports: list[tuple[str, int]], probe: dict[str, Any]) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": name, "image": image, "command": argv,
+                         "ports": [{"name": n, "containerPort": p} for n, p in ports],
+                         "readinessProbe": probe}
+    if env:
+        c["env"] = env
+    return c
+
+
+def _role(name: str, replicas: int, container: dict[str, Any], deps: list[str],
+          volumes: list[dict[str, Any]] | None = None,
+          init: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [container]}
+    if volumes:
+        spec["volumes"] = volumes
+    if init:
+        spec["initContainers"] = init
+    role: dict[str, Any] = {
+        "name": name, "replicas": replicas,
+        "standalonePattern": {"template": {"metadata": {"labels": {"app.kubernetes.io/part-of": "dsv4ops", "dsv4ops/role": name}},
+                                           "spec": spec}}}
+    if deps:
+        role["dependencies"] = deps
+    return role
+
+
+def build_manifest(profile: Any, deployment: Any, opts: ExportOptions) -> dict[str, Any]:
+    """The RoleBasedGroup for `profile` rendered for the box (`deployment`). Raises DsOpsError."""
+    if not 1 <= opts.replicas <= 64:
+        raise DsOpsError(f"--replicas {opts.replicas}: expected 1 to 64 prefill:decode pairs")
+    group = group_name(profile.name, opts.name)
+    secret_name = f"{group}-env"
+    pre, dec, rtr = (deployment.component(n) for n in ("prefill", "decode", "router"))
+    pre_argv, dec_argv = list(pre.argv), list(dec.argv)
+    tp = {n: int(_flag(a, "--tp-size") or 1) for n, a in (("prefill", pre_argv), ("decode", dec_argv))}
+    if opts.gpus_per_node is not None:
+        for n, size in tp.items():
+            if size > opts.gpus_per_node:
+                raise DsOpsError(f"--gpus-per-node {opts.gpus_per_node}: {n} runs TP {size}, "
+                                 "which needs that many GPUs in one pod",
+                                 hint="multi-node TP needs RBG's leaderWorkerPattern (not exported)")
+    boot = int(_flag(pre_argv, "--disaggregation-bootstrap-port") or 8998)
+    volumes, init, mounts = _kernel_parts(profile, opts)
+    roles = []
+    for name, comp, argv in (("prefill", pre, pre_argv), ("decode", dec, dec_argv)):
+        ports = [("http", comp.port)] + ([("bootstrap", boot)] if name == "prefill" else [])
+        command, hidden = hide_secret_args(server_argv(argv, opts.python))
+        c = _container(name, opts.image, command,
+                       _env({**_pod_env(dict(comp.env), mounts), **hidden}, secret_name), ports,
+                       _probe(comp.port, "/health"))
+        c["resources"] = {"limits": {"nvidia.com/gpu": tp[name]}}
+        if mounts:
+            c["volumeMounts"] = mounts
+        roles.append(_role(name, opts.replicas, c, ["prefill"] if name == "decode" else [],
+                           volumes, init))
+    r_argv = router_argv(list(rtr.argv), opts.python, group, opts.replicas, pre.port, dec.port, boot)
+    prom = int(_flag(r_argv, "--prometheus-port") or 29000)
+    r_argv, hidden = hide_secret_args(r_argv)
+    rc = _container("router", opts.router_image, r_argv, _env({**dict(rtr.env), **hidden}, secret_name),
+                    [("http", rtr.port), ("metrics", prom)], _probe(rtr.port, "/readiness"))
+    roles.append(_role("router", 1, rc, ["prefill", "decode"]))
+    meta: dict[str, Any] = {"name": group, "labels": {"app.kubernetes.io/managed-by": "dsv4ops",
+                                                       "dsv4ops/profile": group}}
+    if opts.namespace:
+        meta["namespace"] = opts.namespace
+    return {"apiVersion": API_VERSION, "kind": "RoleBasedGroup", "metadata": meta,
+            "spec": {"roles": roles}}
+
+
+def _pod_env(env: dict[str, str], mounts: list[dict[str, Any]]) -> dict[str, str]:
+    """The box env; SGLang's MoE config dir points at the pod's copy of the kernel package."""
+    if mounts and "SGLANG_MOE_CONFIG_DIR" in env:
+        env["SGLANG_MOE_CONFIG_DIR"] = mounts[0]["mountPath"]
+    return env
+
+
+def _kernel_parts(profile: Any, opts: ExportOptions) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The kernel package as an init container copying it from an image into a shared volume."""
+    ref = getattr(profile, "kernel_package", None)
+    if not ref:
+        return [], [], []
+    name, _, version = ref.partition("@")
+    image = opts.kernel_image or f"{name}:{version}"
+    path = f"{KERNELS_MOUNT}/{name}/{version}"
+    volume = {"name": "dsv4-kernels", "emptyDir": {}}
+    init = {"name": "dsv4-kernels", "image": image,
+            "command": ["sh", "-c", f"cp -a /package/. {path}/"],
+            "volumeMounts": [{"name": "dsv4-kernels", "mountPath": path}]}
+    return [volume], [init], [{"name": "dsv4-kernels", "mountPath": path, "readOnly": True}]

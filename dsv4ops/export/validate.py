@@ -1,0 +1,101 @@
+"""Offline checks of an exported RoleBasedGroup before it is printed.
+
+1. JSON Schema: the vendored `openAPIV3Schema` of v1alpha2 (vendor/SOURCE.md), with jsonschema.
+2. Undeclared fields: the API server silently drops fields a structural schema does not declare
+   (or, under `x-kubernetes-preserve-unknown-fields`, keeps them for a controller whose types
+   ignore them), so a field the schema does not declare is an error here, not a field that
+   quietly does nothing on the cluster.
+3. PD consistency, what an operator of a PD pair gets wrong by hand: the same model, TP size,
+   page size, KV-cache dtype and transfer backend on both roles, and the router pointed at the
+   prefill's bootstrap port.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from dsv4ops.errors import DsOpsError
+
+PD_SAME = ("--model-path", "--tp-size", "--page-size", "--kv-cache-dtype",
+           "--disaggregation-transfer-backend", "--disaggregation-bootstrap-port")
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict[str, Any]:
+    text = resources.files("dsv4ops.export").joinpath("vendor/rbg_v1alpha2.schema.json").read_text()
+    return dict(json.loads(text))
+
+
+def _path(parts: Any) -> str:
+    return ".".join(str(p) for p in parts) or "(root)"
+
+
+def schema_problems(manifest: dict[str, Any]) -> list[str]:
+    from jsonschema import Draft202012Validator
+
+    validator = Draft202012Validator(schema())
+    return [f"{_path(e.absolute_path)}: {e.message[:300]}"
+            for e in sorted(validator.iter_errors(manifest), key=lambda e: list(e.absolute_path))]
+
+
+def pruned_fields(value: Any, node: dict[str, Any], path: tuple[Any, ...] = ()) -> list[str]:
+    """Fields of `value` that the schema `node` does not declare. A node that preserves unknown
+    fields but declares none (free-form, e.g. labels) accepts anything."""
+    if node.get("x-kubernetes-preserve-unknown-fields") and not (
+            node.get("properties") or node.get("items")):
+        return []
+    out: list[str] = []
+    if isinstance(value, dict) and node.get("type", "object") == "object":
+        props = node.get("properties")
+        extra = node.get("additionalProperties")
+        for k, v in value.items():
+            if props is not None and k in props:
+                out += pruned_fields(v, props[k], (*path, k))
+            elif isinstance(extra, dict):
+                out += pruned_fields(v, extra, (*path, k))
+            elif props is not None and not extra:
+                out.append(_path((*path, k)))
+    elif isinstance(value, list) and isinstance(node.get("items"), dict):
+        for i, item in enumerate(value):
+            out += pruned_fields(item, node["items"], (*path, i))
+    return out
+
+
+def _flag(argv: list[str], flag: str) -> str | None:
+    return argv[argv.index(flag) + 1] if flag in argv and argv.index(flag) + 1 < len(argv) else None
+
+
+def pd_problems(manifest: dict[str, Any]) -> list[str]:
+    roles = {r["name"]: r for r in manifest["spec"]["roles"]}
+
+    def argv(name: str) -> list[str]:
+        return list(roles[name]["standalonePattern"]["template"]["spec"]["containers"][0]["command"])
+
+    problems = []
+    pre, dec, rtr = argv("prefill"), argv("decode"), argv("router")
+    for flag in PD_SAME:
+        if _flag(pre, flag) != _flag(dec, flag):
+            problems.append(f"{flag}: prefill {_flag(pre, flag)!r} != decode {_flag(dec, flag)!r}")
+    boot = _flag(pre, "--disaggregation-bootstrap-port")
+    for i, a in enumerate(rtr):
+        if a == "--prefill" and (i + 2 >= len(rtr) or rtr[i + 2] != boot):
+            problems.append(f"router --prefill {rtr[i + 1] if i + 1 < len(rtr) else ''}: bootstrap "
+                            f"port is not the prefill's {boot}")
+    deps = {n: tuple(r.get("dependencies", ())) for n, r in roles.items()}
+    if deps.get("decode") != ("prefill",) or set(deps.get("router", ())) != {"prefill", "decode"}:
+        problems.append(f"dependencies {deps}: expected decode -> prefill and router -> both")
+    return problems
+
+
+def check(manifest: dict[str, Any]) -> None:
+    """Raise DsOpsError listing every problem (schema, pruned fields, PD consistency)."""
+    problems = schema_problems(manifest)
+    problems += [f"{p}: not declared by the RoleBasedGroup schema (dropped or ignored)"
+                 for p in pruned_fields(manifest, schema())]
+    problems += pd_problems(manifest)
+    if problems:
+        raise DsOpsError("the exported RoleBasedGroup does not validate:\n  " + "\n  ".join(problems),
+                         hint="this is a dsv4ops bug or an option the schema cannot express")
