@@ -19,8 +19,8 @@ def open_target(name: str | None) -> TargetSession:
     from dsv4ops.remote import Supervisor, connect
 
     target = get_target(name)
-    if target.transport == "ssh":
-        s = target.ssh
+    s = target.ssh
+    if target.transport == "ssh" and s is not None:  # profiles require `ssh:` for transport ssh
         executor = connect(
             "ssh",
             host=s.host,

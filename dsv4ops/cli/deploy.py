@@ -62,8 +62,8 @@ def deploy(
 ) -> None:
     """Deploy PROFILE to a target: drain, stop, start in order, prove end to end, mark known-good."""
     from dsv4ops.cli._context import open_target, progress_printer
+    from dsv4ops.orchestrate.outcome import raise_for
     from dsv4ops.orchestrate.usecases import deploy as D
-    from dsv4ops.orchestrate.usecases.compose import raise_for
 
     plan = D.plan_deploy(
         profile, target, only=only, allow_partial_pair=allow_partial_pair, canary=not no_canary

@@ -18,7 +18,7 @@ from dsv4ops.cli._output import echo_json, json_option, target_option
 def stop(target: str | None, yes: bool, as_json: bool, recover: bool, reason: str | None) -> None:
     """Stop the whole deployment in the safe order (journaled)."""
     from dsv4ops.cli._context import open_target, progress_printer
-    from dsv4ops.orchestrate.usecases.compose import raise_for
+    from dsv4ops.orchestrate.outcome import raise_for
     from dsv4ops.orchestrate.usecases.stop import run_stop
 
     session = open_target(target)

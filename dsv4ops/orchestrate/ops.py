@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 from dsv4ops.clock import Clock, SystemClock
@@ -35,32 +35,11 @@ from dsv4ops.orchestrate.interrupts import signal_name_of
 from dsv4ops.orchestrate.kernelpkg import KernelSupport, with_kernel_env
 from dsv4ops.orchestrate.model import START_ORDER, Deployment, deployment_from_record
 from dsv4ops.orchestrate.operation import RunningOperation, journaled_operation
+from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.partial import describe_mix, is_mixed, unit_after
 from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
 from dsv4ops.orchestrate.pd import RestartScope, restart_scope
 from dsv4ops.orchestrate.preflight import preflight_problems
-
-
-@dataclass(kw_only=True)
-class Outcome:
-    """How an operation ended, for the CLI's printing, --json and its exit code."""
-
-    ok: bool
-    op_id: str | None = None
-    kind: str
-    status: str
-    profile: str | None = None
-    message: str
-    running: str | None = None  # what runs now ("nothing", "unknown", profile @ commit)
-    total_s: float = 0.0
-    steps: list[dict[str, Any]] = field(default_factory=list)
-    ready_wait_s: dict[str, float] = field(default_factory=dict)
-    probe: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    interrupted: bool = False  # SIGINT/SIGTERM arrived (the CLI exits 130)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class Operator:
@@ -212,17 +191,9 @@ class Operator:
             prepare=self._restorable,
         )
         out = self._outcome(
-            ok=False,
-            op_id=op_id,
-            kind=kind,
-            status=ending.status,
-            new=new,
-            message=ending.message,
-            running=ending.running,
-            runner=runner,
-            notes=notes,
-            t0=t0,
-        )
+            ok=False, op_id=op_id, kind=kind, status=ending.status, new=new,
+            message=ending.message, running=ending.running, runner=runner, notes=notes, t0=t0,
+        )  # fmt: skip
         out.interrupted = ending.interrupted or bool(self.settings.interrupts.received)
         return out
 
@@ -269,17 +240,9 @@ class Operator:
             )
         operation.ended = True
         return self._outcome(
-            ok=True,
-            op_id=op_id,
-            kind=kind,
-            status=Status.SUCCEEDED,
-            new=new,
-            message=first,
-            running=unit.describe(),
-            runner=runner,
-            notes=notes,
-            t0=t0,
-        )
+            ok=True, op_id=op_id, kind=kind, status=Status.SUCCEEDED, new=new, message=first,
+            running=unit.describe(), runner=runner, notes=notes, t0=t0,
+        )  # fmt: skip
 
     def _outcome(
         self,
@@ -359,7 +322,9 @@ class Operator:
 
     # ------------------------------------------------------------------------------ helpers
 
-    def _operation(self, kind: Kind, recover: bool) -> contextlib.AbstractContextManager[RunningOperation]:
+    def _operation(
+        self, kind: Kind, recover: bool
+    ) -> contextlib.AbstractContextManager[RunningOperation]:
         """The journaled-operation context (operation.py) with this operator's gate and lock."""
         return journaled_operation(
             self.control,

@@ -1,17 +1,16 @@
 """The pieces every PD use case binds to its target: readiness limits, the served model name,
-the kernels pipeline's checks, the Operator, and an Outcome turned into the CLI's exit."""
+the kernels pipeline's checks and the Operator."""
 
 from __future__ import annotations
 
 import math
 import os
 
-from dsv4ops.errors import DeployError, DsOpsError
+from dsv4ops.errors import DsOpsError
 from dsv4ops.orchestrate.engine import CanaryStep, Progress, Timeouts
-from dsv4ops.orchestrate.interrupts import DeployInterrupted
 from dsv4ops.orchestrate.kernelpkg import KernelSupport, config_dir_env
 from dsv4ops.orchestrate.model import Deployment
-from dsv4ops.orchestrate.ops import Operator, Outcome
+from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.usecases.session import TargetSession
 from dsv4ops.profiles.model import Target
 
@@ -98,12 +97,3 @@ def operator_for(
         accept_inconclusive=accept_inconclusive,
         kernels=kernel_support(session),
     )
-
-
-def raise_for(out: Outcome) -> None:
-    """A handled failure exits 2 with its message; an interrupted operation exits 130 (its
-    message says what was done and what runs now, rolled back or not)."""
-    if out.interrupted:
-        raise DeployInterrupted(out.message)
-    if not out.ok:
-        raise DeployError(out.message)
