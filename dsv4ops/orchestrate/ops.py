@@ -35,7 +35,7 @@ from dsv4ops.orchestrate.interrupts import signal_name_of
 from dsv4ops.orchestrate.kernelpkg import KernelSupport, with_kernel_env
 from dsv4ops.orchestrate.model import START_ORDER, Deployment, deployment_from_record
 from dsv4ops.orchestrate.operation import RunningOperation, journaled_operation
-from dsv4ops.orchestrate.outcome import Outcome
+from dsv4ops.orchestrate.outcome import Outcome as Outcome  # re-exported: ops.Outcome
 from dsv4ops.orchestrate.partial import describe_mix, is_mixed, unit_after
 from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
 from dsv4ops.orchestrate.pd import RestartScope, restart_scope
@@ -357,7 +357,7 @@ def _candidates(fallback: KnownGood | Sequence[KnownGood] | None) -> list[KnownG
         return []
     if isinstance(fallback, tuple) and len(fallback) == 2 and isinstance(fallback[0], Operation):
         return [fallback]
-    return list(fallback)  # type: ignore[arg-type]
+    return list(fallback)
 
 
 def _undo(prev: Operation | None) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.engine import CanaryStep, Progress
 from dsv4ops.orchestrate.model import Deployment
-from dsv4ops.orchestrate.ops import Outcome
+from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.pd import RestartScope, restart_scope
 from dsv4ops.orchestrate.restore import fallbacks_for
 from dsv4ops.orchestrate.usecases.compose import model_name, operator_for

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from dsv4ops.journal.records import Kind, Operation
 from dsv4ops.orchestrate.engine import CanaryStep, Progress
 from dsv4ops.orchestrate.model import Deployment
-from dsv4ops.orchestrate.ops import Outcome
+from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.restore import fallbacks_for, rebuild, rollback_target
 from dsv4ops.orchestrate.usecases.compose import model_name, operator_for
 from dsv4ops.orchestrate.usecases.gate import buckets_of, canary_gate, thresholds_of

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dsv4ops.orchestrate.engine import Progress
-from dsv4ops.orchestrate.ops import Outcome
+from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.usecases.compose import operator_for
 from dsv4ops.orchestrate.usecases.session import TargetSession
 
