@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from dsv4ops.errors import CanaryError
 from dsv4ops.orchestrate.engine import Progress
 from dsv4ops.orchestrate.model import WORKERS
+from dsv4ops.orchestrate.usecases.compose import model_name
 
 if TYPE_CHECKING:
     from dsv4ops.canary import SuiteResult, Thresholds
@@ -59,8 +60,7 @@ def resolve_endpoint(
             thresholds = thresholds_from_profile(dict(content.get("canary") or {}))
             recorded = dict(d.flags).get("decode_buckets") or ()
             buckets = tuple(int(b) for b in recorded)
-        served = content.get("model") or {}
-        name = name or served.get("served_name") or served.get("path")
+        name = name or model_name(d)
     elif profile is not None:
         from dsv4ops.profiles import get_target, render
 
@@ -111,5 +111,6 @@ def _load(profile_ref: str | None) -> Profile | None:
 
 
 def _model_of(profile: Profile | None) -> str | None:
+    """The same rule as `compose.model_name`, read from a loaded profile."""
     spec = profile.model if profile is not None else None
     return (spec.served_name or spec.path) if spec else None
