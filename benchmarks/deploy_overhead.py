@@ -74,6 +74,7 @@ def main() -> int:
     os.environ.update(env.environ)
     from dsv4ops.cli import _context as C
     from dsv4ops.orchestrate.restore import fallback_for
+    from dsv4ops.orchestrate.usecases import compose, render
 
     detected: dict[str, float] = {}
     rows = []
@@ -90,14 +91,14 @@ def main() -> int:
                 return elapsed
 
             sup.wait_http = wait
-            op = C.operator_for(
+            op = compose.operator_for(
                 ctx, progress=lambda _l: None, canary=None, model="dsv4", command="bench"
             )
             mark = len(read_events(env))
-            new = C.deployment_for(profile, ctx.target)
+            new = render.deployment_for(profile, ctx.target)
             out = op.deploy(
                 new,
-                fallback=fallback_for(ctx.journal, C.render_at_commit(ctx.target)),
+                fallback=fallback_for(ctx.journal, render.render_at_commit(ctx.target)),
                 run_canary=False,
             )
             assert out.ok, out.message
@@ -113,7 +114,7 @@ def main() -> int:
             overhead = out.total_s - sum(own.values())
             rows.append((profile, out.total_s, own, overhead, delays))
             ctx.close()
-        op = C.operator_for(
+        op = compose.operator_for(
             C.open_target(env.target),
             progress=lambda _l: None,
             canary=None,

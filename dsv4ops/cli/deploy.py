@@ -61,96 +61,38 @@ def deploy(
     reason: str | None,
 ) -> None:
     """Deploy PROFILE to a target: drain, stop, start in order, prove end to end, mark known-good."""
-    run_deploy(
-        profile=profile,
-        target=target,
-        dry_run=dry_run,
-        yes=yes,
-        as_json=as_json,
-        only=only,
-        allow_partial_pair=allow_partial_pair,
-        recover=recover,
-        canary=not no_canary,
-        canary_duration=canary_duration,
-        accept_inconclusive=accept_inconclusive,
-        reason=reason,
+    from dsv4ops.cli._context import open_target, progress_printer
+    from dsv4ops.orchestrate.outcome import raise_for
+    from dsv4ops.orchestrate.usecases import deploy as D
+
+    plan = D.plan_deploy(
+        profile, target, only=only, allow_partial_pair=allow_partial_pair, canary=not no_canary
     )
-
-
-def run_deploy(
-    *,
-    profile: str,
-    target: str | None,
-    dry_run: bool,
-    yes: bool,
-    as_json: bool,
-    only: tuple[str, ...],
-    allow_partial_pair: bool,
-    recover: bool,
-    canary: bool,
-    canary_duration: float,
-    accept_inconclusive: bool,
-    reason: str | None,
-) -> None:
-    from dsv4ops.cli import _context as C
-    from dsv4ops.orchestrate import plan as P
-    from dsv4ops.orchestrate.pd import restart_scope
-    from dsv4ops.orchestrate.restore import fallbacks_for
-    from dsv4ops.profiles import get_target
-
-    tgt = get_target(target)
-    new = C.deployment_for(profile, tgt)
-    scope = restart_scope(only, allow_partial_pair=allow_partial_pair)
     if dry_run:
-        steps = P.deploy_plan(new, scope.components, canary=canary)
         if as_json:
-            echo_json(
-                {
-                    "dry_run": True,
-                    "target": tgt.name,
-                    "profile": new.profile_name,
-                    "commit": new.git_commit,
-                    "commands_hash": new.commands_hash,
-                    "note": scope.note,
-                    "plan": P.plan_json(steps),
-                }
-            )
-            return
-        click.echo(f"plan: deploy {new.describe()} to {tgt.name} (dry run: nothing is changed)")
-        if scope.note:
-            click.echo(f"note: {scope.note}")
-        for line in P.render_plan(steps):
-            click.echo(line)
+            echo_json(plan.to_json())
+        else:
+            for line in plan.lines():
+                click.echo(line)
         return
     if not yes:
-        click.confirm(f"deploy {new.describe()} to {tgt.name}?", abort=True)
-    progress = C.progress_printer(as_json)
-    ctx = C.open_target(target)
+        click.confirm(f"deploy {plan.deployment.describe()} to {plan.target.name}?", abort=True)
+    progress = progress_printer(as_json)
+    session = open_target(target)
     try:
-        prev = ctx.journal.deployed()
-        step = (
-            C.canary_step(
-                (prev.profile or {}).get("flags") if prev else None,
-                duration_s=canary_duration,
-                progress=progress,
-            )
-            if canary
-            else None
-        )
-        op = C.operator_for(
-            ctx,
-            progress=progress,
-            canary=step,
-            model=C.model_name(new),
+        out = D.run_deploy(
+            session,
+            plan,
             command=f"dsv4ops deploy {profile}",
+            progress=progress,
+            canary=not no_canary,
+            canary_duration_s=canary_duration,
             accept_inconclusive=accept_inconclusive,
-        )
-        fallback = fallbacks_for(ctx.journal, C.render_at_commit(tgt), progress=progress)
-        out = op.deploy(
-            new, scope=scope, reason=reason, fallback=fallback, run_canary=canary, recover=recover
+            recover=recover,
+            reason=reason,
         )
     finally:
-        ctx.close()
+        session.close()
     if as_json:
         echo_json(out.to_json())
     else:
@@ -159,4 +101,4 @@ def run_deploy(
         for n in out.notes:
             if n.startswith(PD_WARNING):
                 click.echo(n)
-    C.raise_for(out)
+    raise_for(out)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,71 +16,22 @@ def kernels() -> None:
     """Build, verify, deploy and roll back tuned kernel packages (docs/kernels.md)."""
 
 
-def _runtime(target: Any) -> Any:
-    from dsv4ops.kernels.deploy import twin_runtime
-
-    if target.launcher == "twin":
-        return twin_runtime(dict(target.twin_env))
-    return None  # probed on the target by the caller, through its executor
-
-
 def _open(target_name: str | None) -> tuple[Any, Any]:
+    """(session, the target's runtime: arch and triton) for verify and deploy."""
     from dsv4ops.cli._context import open_target
-    from dsv4ops.kernels.deploy import probe_runtime
+    from dsv4ops.orchestrate.usecases.kernels import target_runtime
 
-    ctx = open_target(target_name)
-    runtime = _runtime(ctx.target) or probe_runtime(ctx.supervisor)
-    return ctx, runtime
-
-
-@contextmanager
-def _deploy_lock(ctx: Any, command: str, op_id: str | None = None) -> Iterator[None]:
-    """Hold the target's deploy lock: a kernel switch must not race a PD deploy or rollback."""
-    from dsv4ops.remote import lock_holder
-
-    holder = lock_holder(command, op_id)
-    ctx.supervisor.lock_acquire(holder)
+    session = open_target(target_name)
     try:
-        yield
-    finally:
-        ctx.supervisor.lock_release(holder["op_id"])
+        return session, target_runtime(session)
+    except BaseException:
+        session.close()
+        raise
 
 
-@contextmanager
-def _journaled(ctx: Any, asked: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Journal one `kernels deploy|rollback` under the deploy lock: who and when (begin), what was
-    asked, and the outcome with the package it left current. The caller fills the yielded dict
-    with the result (package, previous, config_dir); an error is recorded FAILED and re-raised."""
-    from dsv4ops.journal.records import Kind, Status
-
-    journal = ctx.journal
-    op_id = journal.new_op_id(Kind.KERNELS)
-    result: dict[str, Any] = {}
-    with _deploy_lock(ctx, f"dsv4ops kernels {asked['action']}", op_id):
-        # Begun only once the lock is held: a refusal by the lock changed nothing, like deploy's.
-        journal.begin(Kind.KERNELS, op_id=op_id, kernel=asked)
-        journal.transition(op_id, Status.RUNNING)
-        try:
-            yield result
-        except Exception as exc:
-            journal.transition(op_id, Status.FAILED, message=str(exc).splitlines()[0][:500])
-            raise
-        journal.transition(
-            op_id,
-            Status.SUCCEEDED,
-            message=f"{asked['action']}: {result.get('package')} is current "
-            f"(previous: {result.get('previous') or 'none'})",
-            kernel=result,
-        )
-
-
-def _outcome(result: dict[str, Any]) -> dict[str, Any]:
-    """What the journal keeps of a switch: the package now current, the one before, its dir."""
-    return {
-        "package": f"{result.get('name')}@{result.get('version')}",
-        "previous": result.get("previous"),
-        "config_dir": result.get("config_dir"),
-    }
+_recover_option = click.option(
+    "--recover", is_flag=True, help="Resolve an interrupted operation (stale lock) first."
+)
 
 
 @kernels.command("build")
@@ -152,15 +101,17 @@ def verify_cmd(artifact: Path, target: str | None, as_json: bool) -> None:
 @click.argument("artifact", type=click.Path(dir_okay=False, path_type=Path))
 @target_option
 @json_option
-def deploy_cmd(artifact: Path, target: str | None, as_json: bool) -> None:
+@_recover_option
+def deploy_cmd(artifact: Path, target: str | None, as_json: bool, recover: bool) -> None:
     """Copy, verify on the target, switch atomically; the previous version stays for rollback."""
-    from dsv4ops.kernels.deploy import deploy
+    from dsv4ops.cli._context import progress_printer
+    from dsv4ops.orchestrate.usecases.kernels import deploy_package
 
     ctx, runtime = _open(target)
     try:
-        with _journaled(ctx, {"action": "deploy", "artifact": artifact.name}) as record:
-            result = deploy(ctx.supervisor.executor, ctx.target.workdir, ctx.target.python, artifact, runtime)
-            record.update(_outcome(result))
+        result = deploy_package(
+            ctx, artifact, runtime, progress=progress_printer(as_json), recover=recover
+        )
     finally:
         ctx.close()
     if as_json:
@@ -203,16 +154,15 @@ def list_cmd(target: str | None, as_json: bool) -> None:
 @click.option("--to", "to", default=None, help="Version to switch to (default: the previous one).")
 @target_option
 @json_option
-def rollback_cmd(name: str, to: str | None, target: str | None, as_json: bool) -> None:
+@_recover_option
+def rollback_cmd(name: str, to: str | None, target: str | None, as_json: bool, recover: bool) -> None:
     """Switch the package back to its previous (or a named) installed version."""
-    from dsv4ops.cli._context import open_target
-    from dsv4ops.kernels.deploy import rollback
+    from dsv4ops.cli._context import open_target, progress_printer
+    from dsv4ops.orchestrate.usecases.kernels import rollback_package
 
     ctx = open_target(target)
     try:
-        with _journaled(ctx, {"action": "rollback", "name": name, "to": to}) as record:
-            result = rollback(ctx.supervisor.executor, ctx.target.workdir, ctx.target.python, name, to)
-            record.update(_outcome(result))
+        result = rollback_package(ctx, name, to, progress=progress_printer(as_json), recover=recover)
     finally:
         ctx.close()
     if as_json:

@@ -31,60 +31,23 @@ def rollback(
     reason: str | None,
 ) -> None:
     """Roll back to the last known-good deployment through the same safe path."""
-    run_rollback(
-        target=target,
-        to=to,
-        yes=yes,
-        as_json=as_json,
-        recover=recover,
-        canary=canary,
-        reason=reason,
-    )
+    from dsv4ops.cli._context import open_target, progress_printer
+    from dsv4ops.orchestrate.outcome import raise_for
+    from dsv4ops.orchestrate.usecases.rollback import choose_rollback, run_rollback
 
-
-def run_rollback(
-    *,
-    target: str | None,
-    to: str | None,
-    yes: bool,
-    as_json: bool,
-    recover: bool,
-    canary: bool,
-    reason: str | None,
-) -> None:
-    from dsv4ops.cli import _context as C
-    from dsv4ops.journal.records import Kind
-    from dsv4ops.orchestrate.restore import fallbacks_for, rebuild, rollback_target
-
-    progress = C.progress_printer(as_json)
-    ctx = C.open_target(target)
+    progress = progress_printer(as_json)
+    session = open_target(target)
     try:
-        op = rollback_target(ctx.journal, to)
-        dep, how = rebuild(op, C.render_at_commit(ctx.target))
+        choice = choose_rollback(session, to)
         if not yes:
-            click.confirm(f"roll back {ctx.target.name} to {dep.describe()} ({op.op})?", abort=True)
-        progress(f"rollback target: {op.op} ({dep.describe()}), rebuilt from {how}")
-        # If the target fails too, the next known-good ones are tried, whether or not anything
-        # ran before: with nothing running, stopping everything is the worst outcome, not the plan.
-        fallback = fallbacks_for(
-            ctx.journal, C.render_at_commit(ctx.target), exclude_op=op.op, progress=progress
-        )
-        step = C.canary_step(None, duration_s=20.0, progress=progress) if canary else None
-        runner = C.operator_for(
-            ctx, progress=progress, canary=step, model=C.model_name(dep), command="dsv4ops rollback"
-        )
-        out = runner.deploy(
-            dep,
-            kind=Kind.ROLLBACK,
-            reason=reason or f"rollback to {op.op}",
-            fallback=fallback,
-            run_canary=canary,
-            recover=recover,
+            click.confirm(choice.question(session.target.name), abort=True)
+        out = run_rollback(
+            session, choice, progress=progress, canary=canary, recover=recover, reason=reason
         )
     finally:
-        ctx.close()
+        session.close()
     if as_json:
         echo_json(out.to_json())
     else:
         click.echo(f"{out.kind} {out.status} in {out.total_s:.1f}s: {out.message.splitlines()[0]}")
-    C.raise_for(out)
+    raise_for(out)

@@ -14,20 +14,22 @@ from dsv4ops.cli._output import echo_json, json_option, table, target_option
 @json_option
 def status(target: str | None, as_json: bool) -> None:
     """Show what runs on a target, whether it serves, what is deployed and any drift."""
-    from dsv4ops.cli import _context as C
+    from dsv4ops.cli._context import open_target
     from dsv4ops.orchestrate.status import KernelStatus, gather_status
+    from dsv4ops.orchestrate.usecases.compose import kernel_support
+    from dsv4ops.orchestrate.usecases.render import render_now
 
-    ctx = C.open_target(target)
+    ctx = open_target(target)
     try:
         kernels = KernelStatus(
             state=lambda: ctx.supervisor.read_state("kernels"),
-            loaded=C.kernel_support(ctx).loaded,
+            loaded=kernel_support(ctx).loaded,
         )
         report = gather_status(
             ctx.supervisor,
             ctx.journal,
             target=ctx.target.name,
-            render_now=C.render_now(ctx.target),
+            render_now=render_now(ctx.target),
             kernels=kernels,
         )
     finally:

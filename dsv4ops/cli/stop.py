@@ -17,24 +17,21 @@ from dsv4ops.cli._output import echo_json, json_option, target_option
 @click.option("--reason", default=None, help="Why (recorded in the journal).")
 def stop(target: str | None, yes: bool, as_json: bool, recover: bool, reason: str | None) -> None:
     """Stop the whole deployment in the safe order (journaled)."""
-    from dsv4ops.cli import _context as C
+    from dsv4ops.cli._context import open_target, progress_printer
+    from dsv4ops.orchestrate.outcome import raise_for
+    from dsv4ops.orchestrate.usecases.stop import run_stop
 
-    ctx = C.open_target(target)
+    session = open_target(target)
     try:
         if not yes:
-            click.confirm(f"stop everything on {ctx.target.name}?", abort=True)
-        op = C.operator_for(
-            ctx,
-            progress=C.progress_printer(as_json),
-            canary=None,
-            model="default",
-            command="dsv4ops stop",
+            click.confirm(f"stop everything on {session.target.name}?", abort=True)
+        out = run_stop(
+            session, progress=progress_printer(as_json), recover=recover, reason=reason
         )
-        out = op.stop(reason=reason, recover=recover)
     finally:
-        ctx.close()
+        session.close()
     if as_json:
         echo_json(out.to_json())
     else:
         click.echo(f"stop {out.status} in {out.total_s:.1f}s: {out.message.splitlines()[0]}")
-    C.raise_for(out)
+    raise_for(out)

@@ -98,8 +98,7 @@ def roll_back(
                 break
             good = prepare(good)
             progress(f"rolling back to the known-good deployment {good.describe()} ({good_op.op})")
-            probe = P.Step(P.PROBE, "end-to-end probe of the restored deployment")
-            runner.run(P.start_steps(good) + [probe], good)
+            runner.run(P.restore_steps(good), good)
         except (Interrupted, KeyboardInterrupt) as again:
             doing = f"restoring {good.describe()}" if good is not None else "stopping the processes"
             return _interrupted_again(end, what, did_line, again, doing)

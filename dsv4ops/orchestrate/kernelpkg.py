@@ -1,7 +1,7 @@
 """The profile's kernel package in the deploy path: preflight, the workers' env, the loaded check.
 
-orchestrate and kernels are peers (docs/architecture.md), so the orchestrator does not import
-`dsv4ops.kernels`; the CLI (the composition root) hands it a `KernelSupport` built from
+orchestrate's engine and kernels are peers (docs/architecture.md), so the engine does not import
+`dsv4ops.kernels`; the use cases (`usecases/compose.kernel_support`) hand it a `KernelSupport` from
 `kernels.package_present`, the target's `kernels` state and `kernels.loaded_check`. Without one
 (unit tests with a scripted target), preflight falls back to checking that the package's
 directory exists and the loaded check is skipped with a note.

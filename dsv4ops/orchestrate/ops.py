@@ -9,8 +9,9 @@ into exit code 2), only refusals before anything changed raise.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 from dsv4ops.clock import Clock, SystemClock
@@ -32,32 +33,13 @@ from dsv4ops.orchestrate.engine import (
 )
 from dsv4ops.orchestrate.interrupts import signal_name_of
 from dsv4ops.orchestrate.kernelpkg import KernelSupport, with_kernel_env
-from dsv4ops.orchestrate.lockstep import release_lock, take_lock
 from dsv4ops.orchestrate.model import START_ORDER, Deployment, deployment_from_record
+from dsv4ops.orchestrate.operation import RunningOperation, journaled_operation
+from dsv4ops.orchestrate.outcome import Outcome as Outcome  # re-exported: ops.Outcome
 from dsv4ops.orchestrate.partial import describe_mix, is_mixed, unit_after
 from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
 from dsv4ops.orchestrate.pd import RestartScope, restart_scope
 from dsv4ops.orchestrate.preflight import preflight_problems
-
-
-@dataclass
-class Outcome:
-    ok: bool
-    op_id: str | None
-    kind: str
-    status: str
-    profile: str | None
-    message: str
-    running: str | None  # description of what runs now ("nothing", "unknown", profile @ commit)
-    total_s: float = 0.0
-    steps: list[dict[str, Any]] = field(default_factory=list)
-    ready_wait_s: dict[str, float] = field(default_factory=dict)
-    probe: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    interrupted: bool = False  # SIGINT/SIGTERM arrived (the CLI exits 130)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class Operator:
@@ -135,44 +117,36 @@ class Operator:
             self.settings.progress(n if n == warning else f"note: {n}")
         self._preflight(new, scope)
         new = self._with_kernel_env(new)
+        # One source of the order: the plan `--dry-run` prints. Its bracket (preflight, lock,
+        # journal, mark, unlock) is this method and the operation context; the runner runs the
+        # rest (drain, stop router/decode/prefill, start prefill/decode/router, probe, canary).
+        with_canary = run_canary and self.settings.canary is not None
+        steps = P.engine_steps(P.deploy_plan(new, scope.components, canary=with_canary))
         unit_after(new, scope, self.journal.deployed())  # refuse a partial restart of nothing
-        op_id = self.journal.new_op_id(kind)
-        gate = self.settings.interrupts
-        with gate.holding():  # a signal now is raised once the journal knows the operation
-            notes += self._take_lock(op_id, recover)
-        try:
+        with self._operation(kind, recover) as op:
+            notes += op.notes
             prev = self.journal.deployed()  # again: under the lock, nobody changes it now
             unit, scope_record = unit_after(new, scope, prev)
-            with gate.holding():
-                self.journal.begin(
-                    kind,
-                    op_id=op_id,
-                    profile=unit.profile_record(),
-                    components=unit.component_records(),
-                    reason=reason,
-                    undo=_undo(prev),
-                    scope=scope_record,
-                )
-                self.journal.transition(op_id, Status.RUNNING)
-                if warning:
-                    self.journal.step(op_id, PD_WARNING, "done", detail=warning)
-            runner = self._runner(op_id)
+            op.begin(
+                profile=unit.profile_record(),
+                components=unit.component_records(),
+                reason=reason,
+                undo=_undo(prev),
+                scope=scope_record,
+            )
+            if warning:
+                op.step(PD_WARNING, "done", detail=warning)
+            runner = self._runner(op.op_id)
             try:  # from here on, a signal is a failure like any other: journaled and handled
-                gate.raise_held()
+                op.gate.raise_held()
                 self.settings.progress(
-                    f"{kind.value} {new.describe()} to {self.host} (journal {op_id})"
+                    f"{kind.value} {new.describe()} to {self.host} (journal {op.op_id})"
                 )
                 runner.known = deployment_from_record(prev) if prev and prev.components else new
-                with_canary = run_canary and self.settings.canary is not None
-                runner.run(P.restart_steps(new, scope.components, canary=with_canary), new)
-                return self._succeeded(
-                    op_id, kind, new, unit, scope_record, warning, runner, notes, t0
-                )
+                runner.run(steps, new)
+                return self._succeeded(op, new, unit, scope_record, warning, runner, notes, t0)
             except (StepFailed, KeyboardInterrupt) as exc:
-                return self._failed(exc, runner, op_id, kind, new, candidates, notes, t0)
-        finally:
-            with gate.shielded():
-                self._release_lock(op_id)
+                return self._failed(exc, runner, op.op_id, kind, new, candidates, notes, t0)
 
     def _preflight(self, new: Deployment, scope: RestartScope) -> None:
         """Refuse (PreflightError, nothing changed) when the target cannot take `new`."""
@@ -217,24 +191,15 @@ class Operator:
             prepare=self._restorable,
         )
         out = self._outcome(
-            False,
-            op_id,
-            kind,
-            ending.status,
-            new,
-            ending.message,
-            ending.running,
-            runner,
-            notes,
-            t0,
-        )
+            ok=False, op_id=op_id, kind=kind, status=ending.status, new=new,
+            message=ending.message, running=ending.running, runner=runner, notes=notes, t0=t0,
+        )  # fmt: skip
         out.interrupted = ending.interrupted or bool(self.settings.interrupts.received)
         return out
 
     def _succeeded(
         self,
-        op_id: str,
-        kind: Kind,
+        operation: RunningOperation,
         new: Deployment,
         unit: Deployment,
         scope_record: dict[str, Any] | None,
@@ -245,6 +210,7 @@ class Operator:
     ) -> Outcome:
         """Journal the end of a deploy whose steps all passed. Known-good only on the whole unit
         started from `new`'s rendered commands and proven through the router (the probe ran)."""
+        op_id, kind = operation.op_id, operation.kind
         proven = any(t.action == P.PROBE and t.ok for t in runner.log.timings)
         known_good = scope_record is None and proven
         if known_good:
@@ -260,7 +226,7 @@ class Operator:
                 f"{new.describe()} restarted and serving (end-to-end probe passed); NOT marked "
                 f"known-good: a partial restart is not a proven unit ({runs})"
             )
-        with self.settings.interrupts.shielded():
+        with operation.gate.shielded():
             processes = process_snapshot(self.control, list(START_ORDER))
             if known_good:
                 self.journal.step(op_id, "mark known-good", "done")
@@ -272,12 +238,15 @@ class Operator:
                 message=(f"{warning}\n" if warning else "") + text,
                 known_good=known_good,
             )
+        operation.ended = True
         return self._outcome(
-            True, op_id, kind, Status.SUCCEEDED, new, first, unit.describe(), runner, notes, t0
-        )
+            ok=True, op_id=op_id, kind=kind, status=Status.SUCCEEDED, new=new, message=first,
+            running=unit.describe(), runner=runner, notes=notes, t0=t0,
+        )  # fmt: skip
 
     def _outcome(
         self,
+        *,
         ok: bool,
         op_id: str,
         kind: Kind,
@@ -290,18 +259,18 @@ class Operator:
         t0: float,
     ) -> Outcome:
         return Outcome(
-            ok,
-            op_id,
-            kind.value,
-            status.value,
-            new.profile_name,
-            message,
-            running,
-            self.settings.clock.monotonic() - t0,
-            _steps(runner),
-            dict(runner.log.ready_wait_s),
-            runner.log.probe_checks,
-            notes,
+            ok=ok,
+            op_id=op_id,
+            kind=kind.value,
+            status=status.value,
+            profile=new.profile_name,
+            message=message,
+            running=running,
+            total_s=self.settings.clock.monotonic() - t0,
+            steps=_steps(runner),
+            ready_wait_s=dict(runner.log.ready_wait_s),
+            probe=runner.log.probe_checks,
+            notes=notes,
         )
 
     def _restorable(self, good: Deployment) -> Deployment:
@@ -321,63 +290,51 @@ class Operator:
 
     def _stop(self, reason: str | None, recover: bool) -> Outcome:
         t0 = self.settings.clock.monotonic()
-        gate = self.settings.interrupts
-        op_id = self.journal.new_op_id(Kind.STOP)
-        with gate.holding():
-            notes = self._take_lock(op_id, recover)
-        try:
+        with self._operation(Kind.STOP, recover) as op:
             prev = self.journal.deployed()
-            with gate.holding():
-                self.journal.begin(Kind.STOP, op_id=op_id, reason=reason, undo=_undo(prev))
-                self.journal.transition(op_id, Status.RUNNING)
-            self.settings.progress(f"stop everything on {self.host} (journal {op_id})")
-            runner = self._runner(op_id)
+            op.begin(reason=reason, undo=_undo(prev))
+            self.settings.progress(f"stop everything on {self.host} (journal {op.op_id})")
+            runner = self._runner(op.op_id)
             runner.known = deployment_from_record(prev) if prev and prev.components else None
             ok, status, running, msg = True, Status.SUCCEEDED, "", "stopped; ports closed"
             try:
-                gate.raise_held()
-                runner.run(P.stop_steps(), None)
+                op.gate.raise_held()
+                runner.run(P.engine_steps(P.stop_steps()), None)
             except (StepFailed, KeyboardInterrupt) as exc:
                 ok, status, running = False, Status.FAILED, UNKNOWN
-                if isinstance(exc, StepFailed) and not isinstance(exc, Interrupted):
-                    msg = f"stop failed at '{exc.step}': {exc.reason}\nRunning now: unknown."
-                else:
-                    where = exc.step if isinstance(exc, StepFailed) else "its start"
-                    msg = (
-                        f"stop was interrupted by {signal_name_of(exc)} at '{where}'.\nRunning "
-                        "now: unknown (some components may be up); run `dsv4ops stop` to finish."
-                    )
-            with gate.shielded():
-                self.journal.transition(op_id, status, message=msg, running=running)
-            out = Outcome(
-                ok,
-                op_id,
-                "stop",
-                status.value,
-                None,
-                msg
+                msg = _stop_failure(exc)
+            op.finish(status, message=msg, running=running)
+            return Outcome(
+                ok=ok,
+                op_id=op.op_id,
+                kind="stop",
+                status=status.value,
+                profile=None,
+                message=msg
                 if not ok
-                else "router, decode and prefill stopped; no process left, " "every port closed",
-                "nothing" if ok else "unknown",
-                self.settings.clock.monotonic() - t0,
-                _steps(runner),
-                notes=notes,
+                else "router, decode and prefill stopped; no process left, every port closed",
+                running="nothing" if ok else "unknown",
+                total_s=self.settings.clock.monotonic() - t0,
+                steps=_steps(runner),
+                notes=op.notes,
+                interrupted=bool(op.gate.received),
             )
-            out.interrupted = bool(gate.received)
-            return out
-        finally:
-            with gate.shielded():
-                self._release_lock(op_id)
 
-    # ------------------------------------------------------------------------------ lock
+    # ------------------------------------------------------------------------------ helpers
 
-    def _take_lock(self, op_id: str, recover: bool) -> list[str]:
-        return take_lock(
-            self.control, self.journal, op_id, self.command, recover, self.settings.progress
+    def _operation(
+        self, kind: Kind, recover: bool
+    ) -> contextlib.AbstractContextManager[RunningOperation]:
+        """The journaled-operation context (operation.py) with this operator's gate and lock."""
+        return journaled_operation(
+            self.control,
+            self.journal,
+            kind,
+            command=self.command,
+            recover=recover,
+            progress=self.settings.progress,
+            gate=self.settings.interrupts,
         )
-
-    def _release_lock(self, op_id: str) -> None:
-        release_lock(self.control, op_id, self.settings.progress)
 
     def _with_kernel_env(self, deployment: Deployment) -> Deployment:
         """Add the env that makes the workers load the profile's kernel package (when named)."""
@@ -400,7 +357,7 @@ def _candidates(fallback: KnownGood | Sequence[KnownGood] | None) -> list[KnownG
         return []
     if isinstance(fallback, tuple) and len(fallback) == 2 and isinstance(fallback[0], Operation):
         return [fallback]
-    return list(fallback)  # type: ignore[arg-type]
+    return list(fallback)
 
 
 def _undo(prev: Operation | None) -> dict[str, Any]:
@@ -411,6 +368,16 @@ def _undo(prev: Operation | None) -> dict[str, Any]:
         "previous_profile": prev.profile,
         "previous_components": prev.components,
     }
+
+
+def _stop_failure(exc: BaseException) -> str:
+    if isinstance(exc, StepFailed) and not isinstance(exc, Interrupted):
+        return f"stop failed at '{exc.step}': {exc.reason}\nRunning now: unknown."
+    where = exc.step if isinstance(exc, StepFailed) else "its start"
+    return (
+        f"stop was interrupted by {signal_name_of(exc)} at '{where}'.\nRunning "
+        "now: unknown (some components may be up); run `dsv4ops stop` to finish."
+    )
 
 
 def _steps(runner: Runner) -> list[dict[str, Any]]:

@@ -35,6 +35,9 @@ PREFLIGHT, LOCK, RECORD, STOP, DRAIN, START, WAIT, KERNELS, PROBE, CANARY, MARK,
     "unlock",
 )
 MUTATING = frozenset({STOP, START})
+# The bracket of an operation: done by the operator and the journaled-operation context
+# (operation.py) around the steps the engine runs; listed in the plan so --dry-run shows them.
+BRACKET = frozenset({PREFLIGHT, LOCK, RECORD, MARK, UNLOCK})
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,19 @@ def restart_steps(
     if canary:
         steps.append(Step(CANARY, "canary: smoke + the suites the change calls for"))
     return steps
+
+
+def restore_steps(deployment: Deployment) -> list[Step]:
+    """The automatic rollback's restore of a known-good deployment (after everything stopped):
+    start in order, wait ready, prove it end to end (no canary: it is known-good)."""
+    return start_steps(deployment) + [
+        Step(PROBE, "end-to-end probe of the restored deployment")
+    ]
+
+
+def engine_steps(steps: Sequence[Step]) -> list[Step]:
+    """The steps the engine runs, in the plan's order: the plan without its bracket."""
+    return [s for s in steps if s.action not in BRACKET]
 
 
 def deploy_plan(

@@ -38,7 +38,7 @@ KERNEL_LOG_LINES = 400
 
 @dataclass(frozen=True)
 class KernelStatus:
-    """What status needs from the kernels pipeline, bound to the target by the CLI (orchestrate
+    """What status needs from the kernels pipeline, bound to the target by the CLI (the engine
     does not import `dsv4ops.kernels`; see kernelpkg.py)."""
 
     # The target's `kernels` state (Supervisor.read_state("kernels")): {"packages": {name:

@@ -102,3 +102,35 @@ def test_deploy_is_refused_while_a_pd_deploy_holds_the_lock(built, twin_target: 
     finally:
         supervisor.lock_release(holder["op_id"])
     assert main(["kernels", "deploy", str(built.v1.path)]) == 0
+
+
+def test_a_dead_deploys_lock_and_unfinished_journal_block_a_switch_until_recover(
+        built, twin_target: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A kernel switch takes the lock through the deploy's operation context: a deploy whose CLI
+    died (its lock left by a dead process, its journal entry never ended) blocks the switch with
+    the deploy's message, and `--recover` resolves it like `deploy --recover` does."""
+    from dsv4ops.journal.records import Kind, Status
+    from dsv4ops.journal.store import Journal
+    from dsv4ops.remote import LocalExecutor, Supervisor, lock_holder
+
+    journal = Journal("twin-local")
+    crashed = journal.begin(Kind.DEPLOY, profile={"name": "baseline"})
+    journal.transition(crashed, Status.RUNNING)
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    supervisor = Supervisor(LocalExecutor(), str(twin_target), python=sys.executable)
+    supervisor.lock_acquire(dict(lock_holder("dsv4ops deploy baseline", crashed), pid=proc.pid))
+
+    assert main(["kernels", "deploy", str(built.v1.path)]) == 1
+    err = capsys.readouterr().err
+    assert f"deploy {crashed} of baseline was interrupted" in err and "--recover" in err
+    assert [o.op for o in journal.operations()] == [crashed]  # the refusal journaled nothing
+    assert not (twin_target / "kernels" / "dsv4-decode-kernels").exists()
+
+    assert main(["kernels", "deploy", str(built.v1.path), "--recover"]) == 0
+    out = capsys.readouterr().out
+    assert "broke the deploy lock left by dead process" in out
+    ops = journal.operations()
+    assert ops[0].status is Status.ABANDONED and (ops[-1].kind, ops[-1].status) == (
+        Kind.KERNELS, Status.SUCCEEDED)
+    assert supervisor.lock_info() is None  # released after the switch

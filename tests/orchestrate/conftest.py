@@ -53,10 +53,11 @@ def cli(
 
 def operator(env: OrchEnv, progress=None, **kw):
     """(Operator, TargetContext) for the env's target, as the CLI composes them."""
-    from dsv4ops.cli import _context as C
+    from dsv4ops.cli._context import open_target
+    from dsv4ops.orchestrate.usecases.compose import operator_for
 
-    ctx = C.open_target(env.target)
-    op = C.operator_for(
+    ctx = open_target(env.target)
+    op = operator_for(
         ctx,
         progress=progress or (lambda _l: None),
         canary=None,
@@ -71,13 +72,13 @@ def operator(env: OrchEnv, progress=None, **kw):
 
 def deploy_via_operator(env: OrchEnv, profile: str, progress=None, **kw):
     """Deploy like the CLI does (fallback = last known-good from git), with a progress hook."""
-    from dsv4ops.cli import _context as C
     from dsv4ops.orchestrate.restore import fallback_for
+    from dsv4ops.orchestrate.usecases import render as R
 
     op, ctx = operator(env, progress)
     try:
-        new = C.deployment_for(profile, ctx.target)
-        fallback = fallback_for(ctx.journal, C.render_at_commit(ctx.target))
+        new = R.deployment_for(profile, ctx.target)
+        fallback = fallback_for(ctx.journal, R.render_at_commit(ctx.target))
         return op.deploy(new, fallback=fallback, run_canary=False, **kw)
     finally:
         ctx.close()

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from dsv4ops.cli import _context as C
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
+from dsv4ops.orchestrate.usecases import render as R
 from dsv4ops.profiles import get_target
 from tests.orchestrate.conftest import assert_baseline_restored, cli
 
@@ -27,7 +27,7 @@ def _short_waits(monkeypatch):
 def _journal_degraded_as_known_good(env) -> str:
     """What today's main wrote after `deploy degraded --only router`: a known-good record of a
     profile whose whole unit never served (its probe fails)."""
-    dep = C.deployment_for("degraded", get_target(env.target))
+    dep = R.deployment_for("degraded", get_target(env.target))
     j = Journal(env.target)
     op = j.begin(Kind.DEPLOY, profile=dep.profile_record(), components=dep.component_records())
     j.transition(op, Status.RUNNING)

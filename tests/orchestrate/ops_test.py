@@ -276,3 +276,18 @@ def test_router_outliving_the_drain_bound_is_killed(journal):
     drain = next(t for t in out.steps if t["action"] == "drain")
     assert out.ok and drain["detail"].startswith("gave up waiting after 60s (router still up")
     assert "stop router" in control.calls and "router" in control.running  # restarted
+
+
+def test_the_deploy_runs_exactly_the_steps_its_dry_run_prints(journal):
+    """One source of the order: the engine runs the plan `deploy --dry-run` shows, without the
+    bracket (preflight, lock, journal, mark, unlock) the Operator and operation context do."""
+    dep = make_deployment("baseline")
+    plan = P.deploy_plan(dep)
+    out = operator(FakeControl(), journal).deploy(dep)
+    assert out.ok, out.message
+    ran = [s["title"] for s in out.steps]
+    assert ran == [s.title for s in plan if s.action not in P.BRACKET]
+    assert [s.action for s in plan if s.action in P.BRACKET] == [
+        P.PREFLIGHT, P.LOCK, P.RECORD, P.MARK, P.UNLOCK]
+    journaled = [s.name for s in journal.get(out.op_id).steps if s.phase == "start"]
+    assert journaled == ran

@@ -10,13 +10,13 @@ import time
 
 import pytest
 
-from dsv4ops.cli import _context as C
 from dsv4ops.journal.records import Kind
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.engine import Timeouts
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.restore import fallback_for, rebuild, rollback_target
 from dsv4ops.orchestrate.status import gather_status
+from dsv4ops.orchestrate.usecases import render as R
 from dsv4ops.profiles import get_target
 from dsv4ops.remote import Supervisor
 from testing.orchestrate_env import our_processes
@@ -48,18 +48,18 @@ class SshCommand:
         )
 
     def deploy(self, profile, **kw):
-        new = C.deployment_for(profile, self.target)
-        fb = fallback_for(self.journal, C.render_at_commit(self.target))
+        new = R.deployment_for(profile, self.target)
+        fb = fallback_for(self.journal, R.render_at_commit(self.target))
         return self.op.deploy(new, fallback=fb, run_canary=False, **kw)
 
     def rollback(self):
         target_op = rollback_target(self.journal, None)
-        dep, _ = rebuild(target_op, C.render_at_commit(self.target))
+        dep, _ = rebuild(target_op, R.render_at_commit(self.target))
         return self.op.deploy(dep, kind=Kind.ROLLBACK, run_canary=False)
 
     def status(self):
         return gather_status(
-            self.sup, self.journal, target=JOURNAL, render_now=C.render_now(self.target)
+            self.sup, self.journal, target=JOURNAL, render_now=R.render_now(self.target)
         )
 
     def close(self):

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from dsv4ops.cli import _context as C
 from dsv4ops.cli.status import render
 from dsv4ops.kernels.deploy import kernel_call
+from dsv4ops.orchestrate.usecases import render as R
 from dsv4ops.remote import LocalExecutor, Supervisor
 from testing.kernels_artifacts import write_tar
 from testing.orchestrate_env import OrchEnv, commit_all
@@ -76,7 +76,7 @@ def test_kernel_package_drift_through_the_twin(env, capsys, tmp_path):
     # no SGLANG_MOE_CONFIG_DIR and skips the loaded check): the decode reports none.
     op, ctx = operator(env, kernels=None)
     try:
-        out = op.deploy(C.deployment_for("kernels-on", ctx.target), run_canary=False)
+        out = op.deploy(R.deployment_for("kernels-on", ctx.target), run_canary=False)
     finally:
         ctx.close()
     assert out.ok, out.message

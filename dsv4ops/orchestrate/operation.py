@@ -1,0 +1,88 @@
+"""One journaled operation on a target: the lock, the journal's begin and transitions, the
+release, and signals, in one place for deploy, rollback, stop and kernel switches.
+
+`journaled_operation(...)` is a context manager:
+
+1. installs the SIGINT/SIGTERM gate (interrupts.py) for the operation;
+2. takes the target's deploy lock (lockstep.py: a live holder refuses, a dead one's lock is
+   cleared when the journal shows its operation ended, broken with `recover`, else refused; an
+   operation the journal shows never ended blocks until `recover` marks it ABANDONED), with a
+   signal meanwhile held until the journal can know about the operation;
+3. yields a `RunningOperation` whose `begin(...)` journals the operation and moves it to RUNNING, and
+   whose `finish(...)` journals its terminal status: both shielded from a signal cutting them;
+4. releases the lock on the way out, whatever happened (a failed release is left for the next
+   command, which sees in the journal that this operation ended).
+
+A refusal by the lock raises before anything is journaled: a refused operation changed nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsv4ops.journal.records import Kind, Status
+from dsv4ops.journal.store import Journal
+from dsv4ops.orchestrate.control import TargetControl
+from dsv4ops.orchestrate.interrupts import InterruptGate
+from dsv4ops.orchestrate.lockstep import release_lock, take_lock
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class RunningOperation:
+    """The operation in progress: its journal id, what resolving the lock noted, its gate."""
+
+    journal: Journal
+    kind: Kind
+    op_id: str
+    gate: InterruptGate
+    notes: list[str] = field(default_factory=list)
+    begun: bool = False
+    ended: bool = False
+
+    def begin(self, **record: Any) -> None:
+        """Journal the operation (`record`: Journal.begin's fields) and move it to RUNNING."""
+        with self.gate.holding():  # a signal now is raised once the journal knows the operation
+            self.journal.begin(self.kind, op_id=self.op_id, **record)
+            self.journal.transition(self.op_id, Status.RUNNING)
+        self.begun = True
+
+    def step(self, name: str, phase: str, **fields: Any) -> None:
+        with self.gate.holding():
+            self.journal.step(self.op_id, name, phase, **fields)
+
+    def finish(self, status: Status, **fields: Any) -> None:
+        """Journal the terminal status (`fields`: Journal.transition's); a signal cannot cut it."""
+        with self.gate.shielded():
+            self.journal.transition(self.op_id, status, **fields)
+        self.ended = True
+
+
+@contextlib.contextmanager
+def journaled_operation(
+    control: TargetControl,
+    journal: Journal,
+    kind: Kind,
+    *,
+    command: str,
+    recover: bool = False,
+    progress: Progress | None = None,
+    gate: InterruptGate | None = None,
+    op_id: str | None = None,
+) -> Iterator[RunningOperation]:
+    """Lock the target for one operation of `kind`; see the module docstring."""
+    say = progress or (lambda _line: None)
+    gate = gate or InterruptGate()
+    op = RunningOperation(journal, kind, op_id or journal.new_op_id(kind), gate)
+    with gate.installed():
+        with gate.holding():
+            op.notes += take_lock(control, journal, op.op_id, command, recover, say)
+        try:
+            yield op
+        finally:
+            with gate.shielded():
+                release_lock(control, op.op_id, say)

@@ -1,0 +1,40 @@
+"""How an operation ended (`Outcome`), and the one rule that turns it into the CLI's exit."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from dsv4ops.errors import DeployError
+from dsv4ops.orchestrate.interrupts import DeployInterrupted
+
+
+@dataclass(kw_only=True)
+class Outcome:
+    """How an operation ended, for the CLI's printing, --json and its exit code."""
+
+    ok: bool
+    op_id: str | None = None
+    kind: str
+    status: str
+    profile: str | None = None
+    message: str
+    running: str | None = None  # what runs now ("nothing", "unknown", profile @ commit)
+    total_s: float = 0.0
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    ready_wait_s: dict[str, float] = field(default_factory=dict)
+    probe: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    interrupted: bool = False  # SIGINT/SIGTERM arrived (the CLI exits 130)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def raise_for(out: Outcome) -> None:
+    """A handled failure exits 2 with its message; an interrupted operation exits 130 (its
+    message says what was done and what runs now, rolled back or not)."""
+    if out.interrupted:
+        raise DeployInterrupted(out.message)
+    if not out.ok:
+        raise DeployError(out.message)

@@ -1,0 +1,18 @@
+"""Use cases: what one CLI verb does, end to end, composed from the layers below.
+
+Each module takes plain values (a target name, a profile reference, flags) and a `TargetSession`
+(executor, supervisor, journal, clock, built by `cli/_context.py`), and returns a value the CLI
+prints (`Outcome`, a plan, a kernel switch's result). Refusals raise DsOpsError; the CLI's one
+error boundary turns them into exit codes. Nothing here prints or exits.
+
+- `deploy.py`, `rollback.py`, `stop.py`: the PD unit's operations (through `ops.Operator` and
+  the journaled-operation context, `orchestrate/operation.py`);
+- `gate.py`: the canary a deploy runs after its end-to-end probe, typed on `Thresholds`;
+- `kernels.py`: `kernels deploy|rollback` under the same operation context;
+- `canary.py`: where `dsv4ops canary` sends its load and which thresholds judge it;
+- `compose.py` / `render.py`: readiness timeouts, the operator, kernel support, and profiles
+  rendered into Deployments (with their git provenance) for a target.
+
+This sub-package is the one part of `orchestrate` that imports `dsv4ops.kernels` and
+`dsv4ops.canary` (lazily): it binds them to the engine, which knows neither.
+"""

@@ -1,0 +1,99 @@
+"""The pieces every PD use case binds to its target: readiness limits, the served model name,
+the kernels pipeline's checks and the Operator."""
+
+from __future__ import annotations
+
+import math
+import os
+
+from dsv4ops.errors import DsOpsError
+from dsv4ops.orchestrate.engine import CanaryStep, Progress, Timeouts
+from dsv4ops.orchestrate.kernelpkg import KernelSupport, config_dir_env
+from dsv4ops.orchestrate.model import Deployment
+from dsv4ops.orchestrate.ops import Operator
+from dsv4ops.orchestrate.usecases.session import TargetSession
+from dsv4ops.profiles.model import Target
+
+READY_TIMEOUT_ENV = "DSV4OPS_READY_TIMEOUT_S"
+
+
+def timeouts_for(target: Target) -> Timeouts:
+    """Readiness limits: minutes on the real box (weights load), 2 min on the twin.
+
+    Raises DsOpsError (exit 1, one line) when DSV4OPS_READY_TIMEOUT_S is not a positive number:
+    a typo there must not become a traceback, nor silently the defaults.
+    """
+    override = os.environ.get(READY_TIMEOUT_ENV)
+    if override:
+        try:
+            s = float(override)
+        except ValueError:
+            s = -1.0
+        if not (math.isfinite(s) and s > 0):
+            raise DsOpsError(
+                f"{READY_TIMEOUT_ENV}={override!r} is not a positive number of seconds",
+                hint=f"unset it or set e.g. {READY_TIMEOUT_ENV}=60",
+            )
+        return Timeouts(
+            ready_s={"prefill": s, "decode": s, "router": s},
+            stop_grace_s=min(30.0, s),
+            drain_s=min(60.0, s),
+            probe_request_s=min(60.0, s),
+        )
+    if target.launcher == "twin":
+        return Timeouts(
+            ready_s={"prefill": 120.0, "decode": 120.0, "router": 60.0},
+            stop_grace_s=10.0,
+            drain_s=15.0,
+            probe_request_s=30.0,
+        )
+    return Timeouts()
+
+
+def model_name(deployment: Deployment) -> str:
+    """The name requests ask for: the profile's served name, else its model path."""
+    model = (deployment.content or {}).get("model") or {}
+    return str(model.get("served_name") or model.get("path") or "default")
+
+
+def kernel_support(session: TargetSession) -> KernelSupport:
+    """The kernels pipeline's checks, bound to this target, for the deploy path (kernelpkg.py)."""
+    from dsv4ops import kernels as K
+
+    sup, workdir = session.supervisor, session.target.workdir
+
+    def loaded(server_info: str, log_tail: str, expected: str) -> tuple[bool, str]:
+        check = K.loaded_check(server_info, log_tail, expected=expected)
+        return bool(check.used), str(check.reason)
+
+    return KernelSupport(
+        present=lambda ref: bool(K.package_present(sup, workdir, ref)),
+        env_for=lambda ref: config_dir_env(sup.read_state("kernels"), workdir, ref),
+        loaded=loaded,
+    )
+
+
+def operator_for(
+    session: TargetSession,
+    *,
+    progress: Progress,
+    canary: CanaryStep | None,
+    model: str,
+    command: str,
+    accept_inconclusive: bool = False,
+) -> Operator:
+    target = session.target
+    host = target.ssh.host if target.ssh else "localhost"
+    return Operator(
+        session.supervisor,
+        session.journal,
+        host=f"{target.name} ({host})",
+        clock=session.clock,
+        progress=progress,
+        timeouts=timeouts_for(target),
+        canary=canary,
+        model=model,
+        command=command,
+        accept_inconclusive=accept_inconclusive,
+        kernels=kernel_support(session),
+    )

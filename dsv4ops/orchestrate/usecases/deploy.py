@@ -1,0 +1,113 @@
+"""`deploy PROFILE`: render, plan (what --dry-run prints is what runs), then the operation with
+its canary gate and the known-good fallbacks the automatic rollback walks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dsv4ops.orchestrate import plan as P
+from dsv4ops.orchestrate.engine import CanaryStep, Progress
+from dsv4ops.orchestrate.model import Deployment
+from dsv4ops.orchestrate.outcome import Outcome
+from dsv4ops.orchestrate.pd import RestartScope, restart_scope
+from dsv4ops.orchestrate.restore import fallbacks_for
+from dsv4ops.orchestrate.usecases.compose import model_name, operator_for
+from dsv4ops.orchestrate.usecases.gate import buckets_of, canary_gate, thresholds_of
+from dsv4ops.orchestrate.usecases.render import deployment_for, render_at_commit
+from dsv4ops.orchestrate.usecases.session import TargetSession
+from dsv4ops.profiles.model import Target
+
+
+@dataclass(frozen=True)
+class DeployPlan:
+    """What a deploy would do: the rendered deployment, the restart scope and the steps."""
+
+    target: Target
+    deployment: Deployment
+    scope: RestartScope
+    steps: list[P.Step]
+
+    def to_json(self) -> dict[str, Any]:
+        """The `deploy --dry-run --json` document."""
+        return {
+            "dry_run": True,
+            "target": self.target.name,
+            "profile": self.deployment.profile_name,
+            "commit": self.deployment.git_commit,
+            "commands_hash": self.deployment.commands_hash,
+            "note": self.scope.note,
+            "plan": P.plan_json(self.steps),
+        }
+
+    def lines(self) -> list[str]:
+        """The human-readable dry run: the header, the restart note, the numbered steps."""
+        out = [
+            f"plan: deploy {self.deployment.describe()} to {self.target.name} "
+            "(dry run: nothing is changed)"
+        ]
+        if self.scope.note:
+            out.append(f"note: {self.scope.note}")
+        return out + P.render_plan(self.steps)
+
+
+def plan_deploy(
+    profile_ref: str,
+    target_name: str | None,
+    *,
+    only: Sequence[str] = (),
+    allow_partial_pair: bool = False,
+    canary: bool = True,
+) -> DeployPlan:
+    """Render PROFILE for the target and plan its deploy; touches nothing. Raises DsOpsError."""
+    from dsv4ops.profiles import get_target
+
+    target = get_target(target_name)
+    new = deployment_for(profile_ref, target)
+    scope = restart_scope(only, allow_partial_pair=allow_partial_pair)
+    return DeployPlan(target, new, scope, P.deploy_plan(new, scope.components, canary=canary))
+
+
+def run_deploy(
+    session: TargetSession,
+    plan: DeployPlan,
+    *,
+    command: str,
+    progress: Progress,
+    canary: bool = True,
+    canary_duration_s: float = 20.0,
+    accept_inconclusive: bool = False,
+    recover: bool = False,
+    reason: str | None = None,
+) -> Outcome:
+    """Deploy the planned deployment; a failure or interrupt rolls back (see ops.Operator)."""
+    new = plan.deployment
+    step: CanaryStep | None = None
+    if canary:
+        prev = session.journal.deployed()
+        step = canary_gate(
+            (prev.profile or {}).get("flags") if prev else None,
+            thresholds=thresholds_of(new),
+            buckets=buckets_of(new),
+            model=model_name(new),
+            duration_s=canary_duration_s,
+            progress=progress,
+        )
+    operator = operator_for(
+        session,
+        progress=progress,
+        canary=step,
+        model=model_name(new),
+        command=command,
+        accept_inconclusive=accept_inconclusive,
+    )
+    fallback = fallbacks_for(session.journal, render_at_commit(session.target), progress=progress)
+    return operator.deploy(
+        new,
+        scope=plan.scope,
+        reason=reason,
+        fallback=fallback,
+        run_canary=canary,
+        recover=recover,
+    )

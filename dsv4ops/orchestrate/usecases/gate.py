@@ -1,0 +1,102 @@
+"""The deploy's canary gate: smoke plus the suites the flag change calls for, judged by the
+profile's thresholds, after the end-to-end probe passed.
+
+The verdicts of the suites are combined by the canary's own rule (`canary.verdict.worst`: FAIL
+beats INCONCLUSIVE beats PASS). A FAIL ends the gate at once (the deploy rolls back); an
+INCONCLUSIVE does not, since a later suite may still FAIL (a smoke the busy client could not
+judge, then a corruption suite that catches corrupted tool calls).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from dsv4ops.orchestrate.engine import CanaryStep, Progress
+from dsv4ops.orchestrate.model import WORKERS, Deployment
+
+if TYPE_CHECKING:
+    from dsv4ops.canary import SuiteResult, Thresholds
+
+# (suite, router URL, worker URLs, thresholds, buckets, duration or None, model) -> SuiteResult
+SuiteRunner = Callable[
+    [str, str, Sequence[str], "Thresholds", tuple[int, ...], float | None, str], "SuiteResult"
+]
+
+
+def thresholds_of(deployment: Deployment) -> Thresholds:
+    """The thresholds the deployment's profile sets in its `canary` section (defaults else)."""
+    from dsv4ops.canary import thresholds_from_profile
+
+    return thresholds_from_profile(dict((deployment.content or {}).get("canary") or {}))
+
+
+def buckets_of(deployment: Deployment) -> tuple[int, ...]:
+    """The decode CUDA-graph buckets the profile resolves to (empty when unknown)."""
+    buckets = dict(deployment.flags).get("decode_buckets")
+    return tuple(int(b) for b in buckets) if buckets else ()
+
+
+def canary_gate(
+    previous_flags: Mapping[str, Any] | None,
+    *,
+    thresholds: Thresholds,
+    buckets: tuple[int, ...],
+    model: str,
+    duration_s: float,
+    progress: Progress,
+    run: SuiteRunner | None = None,
+) -> CanaryStep:
+    """The CanaryStep for one deploy (engine.py): (deployment, router URL) -> (verdict, reasons).
+
+    The canary is part of the package: if it cannot be imported the deploy must fail loudly, not
+    mark a deployment known-good without its canary (the import error surfaces as a crash).
+    """
+    from dsv4ops.canary import Verdict, suites_for_change
+    from dsv4ops.canary.verdict import worst
+
+    run_one = run or _run_suite
+
+    def step(deployment: Deployment, _router_url: str) -> tuple[str, list[str]]:
+        router = deployment.component("router")
+        base = f"http://{router.host}:{router.port}"  # the canary runs on this machine
+        workers = [f"http://{c.host}:{c.port}" for c in deployment.in_order(WORKERS)]
+        flags = dict(deployment.flags)
+        flags.setdefault("kernel_package", deployment.kernel_package)
+        reasons: list[str] = []
+        verdicts: list[Verdict] = []
+        for suite in suites_for_change(previous_flags, flags):
+            progress(f"    canary suite {suite}")
+            duration = None if suite == "smoke" else duration_s
+            result = run_one(suite, base, workers, thresholds, buckets, duration, model)
+            # The suite's own verdict first, so the journal records which suites ran and how.
+            reasons.append(f"{suite}: {result.verdict.value}")
+            reasons += [f"{suite}: {r}" for r in result.reasons if not r.startswith("note")]
+            verdicts.append(result.verdict)
+            if worst(verdicts) is Verdict.FAIL:
+                break
+        return worst(verdicts).value, reasons
+
+    return step
+
+
+def _run_suite(
+    suite: str,
+    base_url: str,
+    workers: Sequence[str],
+    thresholds: Thresholds,
+    buckets: tuple[int, ...],
+    duration_s: float | None,
+    model: str,
+) -> SuiteResult:
+    from dsv4ops.canary import run_suite
+
+    return run_suite(
+        suite,
+        base_url,
+        worker_urls=workers,
+        thresholds=thresholds,
+        buckets=buckets,
+        duration_s=duration_s,
+        model=model,
+    )

@@ -1,0 +1,135 @@
+"""`kernels deploy|rollback`: switch the target's tuned-kernel package as a journaled operation.
+
+The switch takes the same deploy lock as a PD deploy, through the same operation context
+(operation.py): it must not race a deploy or rollback, a dead holder's lock is resolved the same
+way, and an interrupted operation the journal shows never ended blocks it until `--recover`.
+It is journaled as its own kind (KERNELS): begun once the lock is held (a refusal by the lock
+changed nothing), then SUCCEEDED with the package it left current, or FAILED with why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dsv4ops.journal.records import Kind, Status
+from dsv4ops.orchestrate.engine import Progress
+from dsv4ops.orchestrate.interrupts import signal_name_of
+from dsv4ops.orchestrate.operation import journaled_operation
+from dsv4ops.orchestrate.usecases.session import TargetSession
+
+if TYPE_CHECKING:
+    from dsv4ops.kernels.manifest import TargetRuntime
+
+
+def target_runtime(session: TargetSession) -> TargetRuntime:
+    """What the target runs (arch, triton): a twin stands in for the box, else it is probed."""
+    from dsv4ops.kernels.deploy import probe_runtime, twin_runtime
+
+    target = session.target
+    if target.launcher == "twin":
+        return twin_runtime(dict(target.twin_env))
+    return probe_runtime(session.supervisor)
+
+
+def deploy_package(
+    session: TargetSession,
+    artifact: Path,
+    runtime: TargetRuntime,
+    *,
+    progress: Progress,
+    recover: bool = False,
+) -> dict[str, Any]:
+    """Verify, upload and switch to ARTIFACT; {name, version, current, previous, config_dir}."""
+    from dsv4ops.kernels.deploy import deploy
+
+    t = session.target
+    return _switch(
+        session,
+        {"action": "deploy", "artifact": artifact.name},
+        lambda: deploy(session.supervisor.executor, t.workdir, t.python, artifact, runtime),
+        progress=progress,
+        recover=recover,
+    )
+
+
+def rollback_package(
+    session: TargetSession,
+    name: str,
+    to: str | None,
+    *,
+    progress: Progress,
+    recover: bool = False,
+) -> dict[str, Any]:
+    """Switch NAME back to its previous (or the `to`) installed version, re-verified."""
+    from dsv4ops.kernels.deploy import rollback
+
+    t = session.target
+    return _switch(
+        session,
+        {"action": "rollback", "name": name, "to": to},
+        lambda: rollback(session.supervisor.executor, t.workdir, t.python, name, to),
+        progress=progress,
+        recover=recover,
+    )
+
+
+def _switch(
+    session: TargetSession,
+    asked: dict[str, Any],
+    do: Callable[[], dict[str, Any]],
+    *,
+    progress: Progress,
+    recover: bool,
+) -> dict[str, Any]:
+    with _journaled(session, asked, progress=progress, recover=recover) as record:
+        result = do()
+        record.update(
+            {
+                "package": f"{result.get('name')}@{result.get('version')}",
+                "previous": result.get("previous"),
+                "config_dir": result.get("config_dir"),
+            }
+        )
+    return result
+
+
+@contextmanager
+def _journaled(
+    session: TargetSession, asked: dict[str, Any], *, progress: Progress, recover: bool
+) -> Iterator[dict[str, Any]]:
+    """The caller fills the yielded dict with what the journal keeps of the switch (package,
+    previous, config_dir); an error (or a signal) is recorded FAILED and re-raised."""
+    command = f"dsv4ops kernels {asked['action']}"
+    with journaled_operation(
+        session.supervisor,
+        session.journal,
+        Kind.KERNELS,
+        command=command,
+        recover=recover,
+        progress=progress,
+    ) as op:
+        op.begin(kernel=asked)
+        result: dict[str, Any] = {}
+        try:
+            op.gate.raise_held()
+            yield result
+        except KeyboardInterrupt as exc:
+            op.finish(
+                Status.FAILED,
+                message=f"{asked['action']} interrupted by {signal_name_of(exc)}; the current "
+                "package is what `dsv4ops kernels list` shows",
+            )
+            raise
+        except Exception as exc:
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            op.finish(Status.FAILED, message=first[:500])
+            raise
+        op.finish(
+            Status.SUCCEEDED,
+            message=f"{asked['action']}: {result.get('package')} is current "
+            f"(previous: {result.get('previous') or 'none'})",
+            kernel=result,
+        )

@@ -1,0 +1,78 @@
+"""`rollback [--to ID|REV]`: rebuild the recorded deployment exactly (git at its commit, else the
+journal's commands) and redeploy it by the deploy's safe path, with the next known-good ones as
+the automatic fallbacks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dsv4ops.journal.records import Kind, Operation
+from dsv4ops.orchestrate.engine import CanaryStep, Progress
+from dsv4ops.orchestrate.model import Deployment
+from dsv4ops.orchestrate.outcome import Outcome
+from dsv4ops.orchestrate.restore import fallbacks_for, rebuild, rollback_target
+from dsv4ops.orchestrate.usecases.compose import model_name, operator_for
+from dsv4ops.orchestrate.usecases.gate import buckets_of, canary_gate, thresholds_of
+from dsv4ops.orchestrate.usecases.render import render_at_commit
+from dsv4ops.orchestrate.usecases.session import TargetSession
+
+CANARY_DURATION_S = 20.0
+
+
+@dataclass(frozen=True)
+class RollbackChoice:
+    """The journal operation to restore, its rebuilt deployment, and how it was rebuilt."""
+
+    op: Operation
+    deployment: Deployment
+    how: str
+
+    def question(self, target_name: str) -> str:
+        return f"roll back {target_name} to {self.deployment.describe()} ({self.op.op})?"
+
+
+def choose_rollback(session: TargetSession, to: str | None) -> RollbackChoice:
+    """The last known-good deployment (or `to`: a journal id prefix or git commit), rebuilt.
+    Raises RollbackTargetError (exit 1) when `to` names nothing restorable."""
+    op = rollback_target(session.journal, to)
+    dep, how = rebuild(op, render_at_commit(session.target))
+    return RollbackChoice(op, dep, how)
+
+
+def run_rollback(
+    session: TargetSession,
+    choice: RollbackChoice,
+    *,
+    progress: Progress,
+    canary: bool = False,
+    recover: bool = False,
+    reason: str | None = None,
+) -> Outcome:
+    dep, op = choice.deployment, choice.op
+    progress(f"rollback target: {op.op} ({dep.describe()}), rebuilt from {choice.how}")
+    # If the target fails too, the next known-good ones are tried, whether or not anything ran
+    # before: with nothing running, stopping everything is the worst outcome, not the plan.
+    fallback = fallbacks_for(
+        session.journal, render_at_commit(session.target), exclude_op=op.op, progress=progress
+    )
+    step: CanaryStep | None = None
+    if canary:
+        step = canary_gate(
+            None,
+            thresholds=thresholds_of(dep),
+            buckets=buckets_of(dep),
+            model=model_name(dep),
+            duration_s=CANARY_DURATION_S,
+            progress=progress,
+        )
+    operator = operator_for(
+        session, progress=progress, canary=step, model=model_name(dep), command="dsv4ops rollback"
+    )
+    return operator.deploy(
+        dep,
+        kind=Kind.ROLLBACK,
+        reason=reason or f"rollback to {op.op}",
+        fallback=fallback,
+        run_canary=canary,
+        recover=recover,
+    )

@@ -1,0 +1,48 @@
+"""Where `dsv4ops canary` sends load and what judges it (orchestrate/usecases/canary.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dsv4ops.canary import Thresholds
+from dsv4ops.errors import CanaryError
+from dsv4ops.journal.records import Kind, Status
+from dsv4ops.journal.store import Journal
+from dsv4ops.orchestrate.usecases.canary import resolve_endpoint
+from tests.orchestrate.ops_test import make_deployment
+
+
+def record_deployed(target: str, content: dict, flags: dict) -> None:
+    dep = make_deployment("recorded")
+    journal = Journal(target)
+    op = journal.begin(
+        Kind.DEPLOY,
+        profile={**dep.profile_record(), "content": content, "flags": flags},
+        components=dep.component_records(),
+    )
+    journal.transition(op, Status.RUNNING)
+    journal.transition(op, Status.SUCCEEDED, running=op)
+
+
+def test_a_url_is_used_as_given_with_default_thresholds() -> None:
+    ep = resolve_endpoint(None, None, "http://h:1", ("http://w:2",))
+    assert (ep.base_url, ep.worker_urls, ep.buckets, ep.model) == (
+        "http://h:1", ("http://w:2",), (), "default")
+    assert ep.thresholds == Thresholds()
+
+
+def test_the_deployed_unit_is_judged_by_its_recorded_profile() -> None:
+    record_deployed("twin-local", {"canary": {"smoke_requests": 3},
+                                   "model": {"served_name": "dsv4-flash"}},
+                    {"decode_buckets": [1, 8, 16]})
+    ep = resolve_endpoint("twin-local", None, None)
+    assert ep.base_url == "http://127.0.0.1:8000"
+    assert ep.worker_urls == ("http://127.0.0.1:30000", "http://127.0.0.1:30001")
+    assert ep.thresholds.smoke_requests == 3 and ep.buckets == (1, 8, 16)
+    assert ep.model == "dsv4-flash"
+    assert resolve_endpoint("twin-local", None, None, model="asked").model == "asked"
+
+
+def test_nothing_deployed_and_no_profile_is_a_clear_refusal() -> None:
+    with pytest.raises(CanaryError, match="records no running deployment on target 'nowhere'"):
+        resolve_endpoint("nowhere", None, None)

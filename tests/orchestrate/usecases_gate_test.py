@@ -1,0 +1,80 @@
+"""The deploy's canary gate (orchestrate/usecases/gate.py): suites chosen by the flag change,
+verdicts combined by the canary's own rule, judged by the profile's thresholds."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+
+import pytest
+
+from dsv4ops.canary import SuiteResult, Thresholds, Verdict
+from dsv4ops.orchestrate.usecases.gate import buckets_of, canary_gate, thresholds_of
+from tests.orchestrate.ops_test import make_deployment
+
+
+def scripted(verdicts: dict[str, Verdict], ran: list[tuple]):
+    def run(suite, base, workers, thresholds, buckets, duration, model):
+        ran.append((suite, base, tuple(workers), thresholds, buckets, duration, model))
+        return SuiteResult(suite, verdicts[suite], reasons=[f"why {suite}", "note: ignored"])
+
+    return run
+
+
+def flags(**changes):
+    base = {"overlap_schedule": True, "multi_stream_overlap": False, "decode_buckets": [1, 2]}
+    return {**base, **changes}
+
+
+def test_fail_beats_inconclusive_and_ends_the_gate() -> None:
+    dep = replace(make_deployment("new"), flags=flags(overlap_schedule=False, decode_buckets=[4]))
+    ran: list[tuple] = []
+    verdicts = {"smoke": Verdict.INCONCLUSIVE, "sweep": Verdict.FAIL, "abort-cascade": Verdict.PASS}
+    step = canary_gate(flags(), thresholds=Thresholds(), buckets=(4,), model="m", duration_s=3.0,
+                       progress=lambda _l: None, run=scripted(verdicts, ran))
+    verdict, reasons = step(dep, dep.component("router").url())
+    assert verdict == "FAIL"
+    assert [r[0] for r in ran] == ["smoke", "sweep"]  # nothing runs after the FAIL
+    assert reasons == ["smoke: INCONCLUSIVE", "smoke: why smoke", "sweep: FAIL", "sweep: why sweep"]
+
+
+def test_inconclusive_does_not_end_the_gate_and_is_the_verdict_over_passes() -> None:
+    dep = replace(make_deployment("new"), flags=flags(decode_buckets=[4]))
+    ran: list[tuple] = []
+    step = canary_gate(flags(), thresholds=Thresholds(), buckets=(4,), model="m", duration_s=3.0,
+                       progress=lambda _l: None,
+                       run=scripted({"smoke": Verdict.INCONCLUSIVE, "sweep": Verdict.PASS}, ran))
+    assert step(dep, "")[0] == "INCONCLUSIVE"
+    assert [r[0] for r in ran] == ["smoke", "sweep"]
+
+
+def test_suites_get_the_thresholds_the_workers_and_the_duration() -> None:
+    dep = make_deployment("new")
+    ran: list[tuple] = []
+    th = Thresholds(smoke_requests=3)
+    step = canary_gate(None, thresholds=th, buckets=(8, 16), model="dsv4", duration_s=7.0,
+                       progress=lambda _l: None, run=scripted({"smoke": Verdict.PASS}, ran))
+    assert step(dep, "") == ("PASS", ["smoke: PASS", "smoke: why smoke"])
+    (suite, base, workers, thresholds, buckets, duration, model), = ran
+    assert (suite, base, duration, model) == ("smoke", "http://127.0.0.1:8000", None, "dsv4")
+    assert workers == ("http://127.0.0.1:30000", "http://127.0.0.1:30001")
+    assert thresholds is th and buckets == (8, 16)
+
+
+def test_thresholds_and_buckets_come_from_the_recorded_profile() -> None:
+    dep = replace(make_deployment("new"), content={"canary": {"smoke_requests": 5}},
+                  flags={"decode_buckets": [1, 8]})
+    assert thresholds_of(dep).smoke_requests == 5
+    assert thresholds_of(dep).corruption_max_rate == Thresholds().corruption_max_rate
+    assert buckets_of(dep) == (1, 8)
+    assert thresholds_of(make_deployment("bare")) == Thresholds() and buckets_of(make_deployment("b")) == ()
+
+
+def test_the_deploy_canary_is_never_skipped_silently(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A canary that cannot be imported must stop the deploy, not let it be marked known-good
+    without its canary (it used to return None, which the engine ran as 'skipped')."""
+    th = Thresholds()
+    monkeypatch.setitem(sys.modules, "dsv4ops.canary", None)  # makes the import fail
+    with pytest.raises(ImportError):
+        canary_gate(None, thresholds=th, buckets=(), model="m", duration_s=1.0,
+                    progress=lambda _line: None)
