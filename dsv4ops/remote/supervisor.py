@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from dsv4ops.remote.results import (
     StopReport,
     WaitResult,
 )
+from dsv4ops.whoami import local_host
 
 AGENT_SOURCE = Path(__file__).with_name("agent.py")
 _HTTP_FIELDS = frozenset({"url", "method", "body", "headers", "timeout_s"})
@@ -396,7 +396,7 @@ class Supervisor:
         if info.stale:
             return info
         pid, host = info.holder.get("pid"), info.holder.get("host")
-        here = host == socket.gethostname() and isinstance(pid, int)
+        here = host == local_host() and isinstance(pid, int)
         if here and (not _local_pid_alive(pid) or same_process(pid, dict(info.holder)) is False):
             return LockInfo(info.holder, True)  # dead, or its pid reused by another process
         return info

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import itertools
 import statistics
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -40,6 +39,7 @@ from dsv4ops.canary.suites.common import (
 )
 from dsv4ops.canary.verdict import Findings, SuiteResult
 from dsv4ops.canary.workload import Mix
+from dsv4ops.clock import perf_ns
 from dsv4ops.errors import CanaryError
 from dsv4ops.metrics.prom import ServerGauges
 
@@ -123,7 +123,7 @@ async def _staircase(ctx: SuiteContext, h: Harness, mix: Mix, levels: list[int],
     starts: list[int] = []
     running = 0
     for level in levels:
-        starts.append(time.perf_counter_ns())
+        starts.append(perf_ns())
         ctx.say(f"sweep: level {level} for {level_s:.1f} s")
         workers += [asyncio.create_task(closed_loop(
             h.client, mix, concurrency=1, duration_s=1e9, tag=f"c{level}", stop=stop,
@@ -134,14 +134,14 @@ async def _staircase(ctx: SuiteContext, h: Harness, mix: Mix, levels: list[int],
             break  # frozen: stop climbing
         except TimeoutError:
             pass
-    end = time.perf_counter_ns()
+    end = perf_ns()
     stop.set()
     # Drain what is in flight, but not for longer than a level: the rest is cut (and ignored).
     _, pending = await asyncio.wait(workers, timeout=max(level_s, 3.0))
     for task in pending:
         task.cancel()
     await asyncio.gather(*workers, return_exceptions=True)
-    return starts, end, time.perf_counter_ns()
+    return starts, end, perf_ns()
 
 
 def _level_points(h: Harness, levels: list[int], windows: list[tuple[float, float]]) -> list[LevelPoint]:
