@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from dsv4ops.canary.sse import SseSplitter, is_token_event
@@ -52,7 +53,7 @@ class ConnectTimeout(OSError):
     """No TCP connection within the connect timeout (kept apart from a response that times out)."""
 
 
-class StreamSink:
+class StreamSink(Protocol):
     """Where a response's events go. `RequestRecord` has exactly these attributes."""
 
     times: list[int]

@@ -86,9 +86,9 @@ def _moe_case(kernel: str, config: dict[str, int], seed: int) -> dict[str, Any]:
         out = grouped_gemm_nvfp4(a, *q, ids, config, topk_weights=weights, a_per_slot=per_slot)
         ref = grouped_gemm_nvfp4_ref(a, *q, ids, weights, a_per_slot=per_slot)
     elif kernel.startswith("fused_moe_mxfp4_"):  # MXFP4 weights, reference over their dequant
-        q = quantize_mxfp4(w)
-        out = grouped_gemm_mxfp4(a, *q, ids, config, topk_weights=weights, a_per_slot=per_slot)
-        ref = grouped_gemm_mxfp4_ref(a, *q, ids, weights, a_per_slot=per_slot)
+        qm = quantize_mxfp4(w)
+        out = grouped_gemm_mxfp4(a, *qm, ids, config, topk_weights=weights, a_per_slot=per_slot)
+        ref = grouped_gemm_mxfp4_ref(a, *qm, ids, weights, a_per_slot=per_slot)
     else:
         out = grouped_gemm(a, w, ids, config, topk_weights=weights, a_per_slot=per_slot)
         ref = grouped_gemm_ref(a, w, ids, weights, a_per_slot=per_slot)

@@ -91,7 +91,7 @@ async def run_abort_cascade(ctx: SuiteContext) -> SuiteResult:
             for i in range(PROBES)]
         recovery = asyncio.create_task(_recovered(h, baseline, th.abort_cascade_recovery_s))
         frozen = asyncio.create_task(h.watchdog.frozen.wait())
-        work = asyncio.gather(recovery, *probes)
+        work: asyncio.Future[Any] = asyncio.gather(recovery, *probes)
         await asyncio.wait([work, frozen], return_when=asyncio.FIRST_COMPLETED,
                            timeout=th.abort_cascade_recovery_s + th.freeze_s + 5)
         if by_request and not frozen.done():

@@ -73,7 +73,7 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
         loaded_task = asyncio.gather(*(_consistency(h, ctx, i, "load")
                                        for i in range(th.consistency_prompts)))
         frozen = asyncio.create_task(h.watchdog.frozen.wait())
-        body = asyncio.gather(*tasks, loaded_task)
+        body: asyncio.Future[Any] = asyncio.gather(*tasks, loaded_task)
         await asyncio.wait([body, frozen], return_when=asyncio.FIRST_COMPLETED)
         if not body.done():
             await cancel_all(tasks)
