@@ -41,8 +41,11 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q
 
+# ruff, then mypy with [tool.mypy] of pyproject.toml (tests/architecture/mypy_test.py runs the
+# same check inside `make test`, so CI has it too).
 lint: install
 	$(BIN)/ruff check dsv4ops tests testing benchmarks
+	$(BIN)/python -m mypy
 
 # Every benchmark script (sglang_client.py is a helper of loadgen_capacity.py, not a benchmark).
 bench: install

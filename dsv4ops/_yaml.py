@@ -62,7 +62,7 @@ def _short(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
 def _no_duplicates_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> Any:
     seen: set[Any] = set()
     for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+        key = loader.construct_object(key_node, deep=deep)
         try:
             duplicate = key in seen
         except TypeError:  # a list or mapping used as a key ('? [a, b]')

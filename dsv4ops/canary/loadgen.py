@@ -15,7 +15,6 @@ import asyncio
 import itertools
 import json
 import random
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,6 +26,7 @@ from dsv4ops.canary import records as R
 from dsv4ops.canary.records import RequestRecord, parse
 from dsv4ops.canary.sse import SseSplitter, is_token_event
 from dsv4ops.canary.watchdog import Watchdog
+from dsv4ops.clock import perf_ns, perf_s
 
 CHAT_PATH = "/v1/chat/completions"
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
@@ -103,7 +103,7 @@ class ChatClient:
             if rec.error is None and not rec.t_send:
                 # cancelled before its task ran: never sent, and not a completed request either
                 rec.error, rec.error_detail = R.ERR_CANCELLED, "cancelled before it was sent"
-                rec.t_end = rec.t_end or time.perf_counter_ns()
+                rec.t_end = rec.t_end or perf_ns()
             me = asyncio.current_task()
             if inner.cancelled() and (me is None or not me.cancelling()):
                 return rec  # cut by the watchdog, not by our caller
@@ -115,7 +115,7 @@ class ChatClient:
         wd = self.watchdog
         if wd is not None:
             wd.register(rec, asyncio.current_task())
-        clock = time.perf_counter_ns
+        clock = perf_ns
         try:
             if self._raw is not None:
                 await self._receive_raw(rec, data)
@@ -140,7 +140,7 @@ class ChatClient:
         """The stream over rawhttp: events land in `rec` from the loop's read callback."""
         assert self._raw is not None
         request = self._raw.request_bytes(self.path, data, self._headers)
-        rec.t_send = time.perf_counter_ns()
+        rec.t_send = perf_ns()
         async with asyncio.timeout(self._timeout):
             resp = await self._raw.post_stream(request, rec)
         rec.status = resp.status
@@ -151,7 +151,7 @@ class ChatClient:
     async def _receive_aiohttp(self, rec: RequestRecord, data: bytes) -> None:
         """The stream over aiohttp (https, credentials in the URL): one task wake-up per read."""
         assert self.session is not None
-        clock = time.perf_counter_ns
+        clock = perf_ns
         rec.t_send = clock()
         async with self.session.post(self.url, data=data, headers=self._headers) as resp:
             rec.status = resp.status
@@ -239,19 +239,19 @@ async def closed_loop(
         raise ValueError("closed_loop needs num_requests or duration_s")
     out: list[RequestRecord] = [] if sink is None else sink
     ids = counter if counter is not None else itertools.count()
-    deadline = time.perf_counter() + duration_s if duration_s is not None else None
+    deadline = perf_s() + duration_s if duration_s is not None else None
 
     async def worker() -> None:
         while True:
             if stop is not None and stop.is_set():
                 return
-            if deadline is not None and time.perf_counter() >= deadline:
+            if deadline is not None and perf_s() >= deadline:
                 return
             i = next(ids)
             if num_requests is not None and i >= num_requests:
                 return
             rid, body = make_body(i)
-            await client.stream(body, rid=rid, tag=tag, t_queued=time.perf_counter_ns(), sink=out)
+            await client.stream(body, rid=rid, tag=tag, t_queued=perf_ns(), sink=out)
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     return out
@@ -285,7 +285,7 @@ async def poisson(
             return await client.stream(body, rid=rid, tag=tag, t_queued=arrived, sink=out)
 
     for i in range(num_requests):
-        tasks.append(asyncio.create_task(one(i, time.perf_counter_ns())))
+        tasks.append(asyncio.create_task(one(i, perf_ns())))
         await asyncio.sleep(rng.expovariate(rate_per_s))
     await asyncio.gather(*tasks)
     return out

@@ -17,12 +17,13 @@ closed before answering is retried once on a fresh one (the request was never se
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from dsv4ops.canary.sse import SseSplitter, is_token_event
+from dsv4ops.clock import perf_ns
 
 _MAX_HEAD = 64 * 1024
 _MAX_ERROR_BODY = 64 * 1024
@@ -52,7 +53,7 @@ class ConnectTimeout(OSError):
     """No TCP connection within the connect timeout (kept apart from a response that times out)."""
 
 
-class StreamSink:
+class StreamSink(Protocol):
     """Where a response's events go. `RequestRecord` has exactly these attributes."""
 
     times: list[int]
@@ -103,7 +104,7 @@ class _Conn(asyncio.Protocol):
         self._on_lost(self)
 
     def data_received(self, data: bytes) -> None:
-        t = time.perf_counter_ns()  # the receipt stamp: first thing, before any parsing
+        t = perf_ns()  # the receipt stamp: first thing, before any parsing
         if self._done is None or self._done.done():
             # Bytes nobody asked for (after the end of a response, on an idle connection): the
             # connection is out of step with the server and must not carry another request.

@@ -140,8 +140,4 @@ def suites_for_change(old_flags: Any, new_flags: Any) -> list[str]:
     return suites
 
 
-def verdict_exit_code(result: SuiteResult) -> int:
-    return result.verdict.exit_code
-
-
 __all__ = ["SUITE_NAMES", "SuiteResult", "Verdict", "run_suite", "suites_for_change"]

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dsv4ops.canary.loadgen import ChatClient
 from dsv4ops.canary.watchdog import Watchdog
+from dsv4ops.clock import perf_ns
 from dsv4ops.errors import DsOpsError
 from dsv4ops.metrics.prom import ServerGauges, parse_text, server_gauges
 
@@ -75,7 +75,7 @@ class MetricsSampler:
 
     async def sample_all(self) -> list[GaugeSample]:
         results = await asyncio.gather(*(scrape_once(self._client, u) for u in self.urls))
-        now = time.perf_counter_ns()
+        now = perf_ns()
         got = []
         for url, gauges in zip(self.urls, results, strict=True):
             if gauges is None:

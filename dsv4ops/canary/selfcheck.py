@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from dsv4ops.canary.stats import percentile
+from dsv4ops.clock import cpu_s, perf_s
 
 
 def read_proc_stat(path: str = "/proc/stat") -> tuple[int, int] | None:
@@ -70,8 +70,8 @@ class SelfCheck:
         self.report = SelfCheckReport()
 
     async def __aenter__(self) -> SelfCheck:
-        self._t0 = time.perf_counter()
-        self._cpu0 = time.process_time()
+        self._t0 = perf_s()
+        self._cpu0 = cpu_s()
         self._stat0 = read_proc_stat()
         self._task = asyncio.create_task(self._run())
         return self
@@ -85,21 +85,21 @@ class SelfCheck:
 
     async def _run(self) -> None:
         # The ticker: the overshoot of a short sleep is the time other callbacks held the loop.
-        last_cpu, last_t = time.process_time(), time.perf_counter()
+        last_cpu, last_t = cpu_s(), perf_s()
         while True:
-            before = time.perf_counter()
+            before = perf_s()
             await asyncio.sleep(self._tick)
-            now = time.perf_counter()
+            now = perf_s()
             self._lags.append(max(0.0, now - before - self._tick) * 1e3)
             if now - last_t >= 0.5:
-                cpu = time.process_time()
+                cpu = cpu_s()
                 self._cpu_samples.append((cpu - last_cpu) / (now - last_t))
                 last_cpu, last_t = cpu, now
 
     def _finish(self) -> SelfCheckReport:
-        wall = max(time.perf_counter() - self._t0, 1e-9)
+        wall = max(perf_s() - self._t0, 1e-9)
         rep = SelfCheckReport(
-            cpu_cores=(time.process_time() - self._cpu0) / wall,
+            cpu_cores=(cpu_s() - self._cpu0) / wall,
             cpu_peak=max(self._cpu_samples, default=0.0),
             loop_lag_p50_ms=percentile(self._lags, 50) if self._lags else 0.0,
             loop_lag_p99_ms=percentile(self._lags, 99) if self._lags else 0.0,

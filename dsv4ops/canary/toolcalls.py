@@ -136,7 +136,7 @@ def _check_one(call: ToolCall, tools: Mapping[str, Mapping[str, Any]], expected_
         return [ToolProblem(UNKNOWN_TOOL, f"call {call.index} names undeclared tool {call.name!r}")]
     try:
         args = json.loads(call.arguments) if call.arguments.strip() else {}
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return [ToolProblem(INVALID_JSON, f"{call.name}: {exc.msg} in {call.arguments[:120]!r}")]
     if expected_nonce is not None:
         for found in _NONCE.findall(call.arguments):

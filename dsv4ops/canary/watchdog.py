@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from dsv4ops.canary.progress import DEFAULT_DECODE_LOG_INTERVAL, ProgressDetector
 from dsv4ops.canary.records import RequestRecord
+from dsv4ops.clock import perf_ns
 from dsv4ops.metrics.prom import ServerGauges
 
 NO_FIRST_TOKEN = "no_first_token"
@@ -67,7 +67,7 @@ class Watchdog:
         tick_s: float = 0.1,
         cut_after_s: float | None = None,
         decode_log_interval: int = DEFAULT_DECODE_LOG_INTERVAL,
-        clock_ns: Callable[[], int] = time.perf_counter_ns,
+        clock_ns: Callable[[], int] = perf_ns,
     ) -> None:
         self.first_token_deadline_ns = int(first_token_deadline_s * 1e9)
         self.stall_ns = int(stall_s * 1e9)

@@ -19,7 +19,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-RECORD_STEP = {
+RECORD_STEP: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "record_step",
@@ -37,7 +37,7 @@ RECORD_STEP = {
         },
     },
 }
-LOOKUP_ORDER = {
+LOOKUP_ORDER: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "lookup_order",

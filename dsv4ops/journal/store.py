@@ -8,12 +8,10 @@ terminates it so later records stay intact.
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import re
 import secrets
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +28,7 @@ from dsv4ops.journal.records import (
     scrub,
     validate,
 )
+from dsv4ops.whoami import operator_identity
 
 UNKNOWN = "?"  # `running` value when an operation could not tell what is left running
 _TARGET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -40,15 +39,6 @@ def journal_path(target: str, directory: Path | None = None) -> Path:
     if not _TARGET_NAME.match(target):
         raise JournalError(f"target name {target!r} cannot name a journal file")
     return Path(directory or state_dir() / "journal") / f"{target}.jsonl"
-
-
-def operator_identity() -> str:
-    """'user@host' of whoever runs the CLI (recorded as 'who')."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
-    return f"{user}@{socket.gethostname()}"
 
 
 class Journal:

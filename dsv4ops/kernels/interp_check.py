@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from typing import Any
 
+from dsv4ops.clock import SystemClock
 from dsv4ops.kernels import interpreter
 from dsv4ops.kernels.catalog import AOT_ONLY_WHY
 
+_CLOCK = SystemClock()
 ATTN_SHAPE = {"batch": 2, "heads": 16, "swa": 128, "topk": 512, "pool": 1024}
 MOE_SHAPE = {"tokens": 3, "experts": 8, "top_k": 6, "hidden": 256, "inter": 64}
 # bf16 output rounding (8 bits of mantissa) on values of magnitude ~1-4, plus bf16 P in PV.
@@ -85,9 +86,9 @@ def _moe_case(kernel: str, config: dict[str, int], seed: int) -> dict[str, Any]:
         out = grouped_gemm_nvfp4(a, *q, ids, config, topk_weights=weights, a_per_slot=per_slot)
         ref = grouped_gemm_nvfp4_ref(a, *q, ids, weights, a_per_slot=per_slot)
     elif kernel.startswith("fused_moe_mxfp4_"):  # MXFP4 weights, reference over their dequant
-        q = quantize_mxfp4(w)
-        out = grouped_gemm_mxfp4(a, *q, ids, config, topk_weights=weights, a_per_slot=per_slot)
-        ref = grouped_gemm_mxfp4_ref(a, *q, ids, weights, a_per_slot=per_slot)
+        qm = quantize_mxfp4(w)
+        out = grouped_gemm_mxfp4(a, *qm, ids, config, topk_weights=weights, a_per_slot=per_slot)
+        ref = grouped_gemm_mxfp4_ref(a, *qm, ids, weights, a_per_slot=per_slot)
     else:
         out = grouped_gemm(a, w, ids, config, topk_weights=weights, a_per_slot=per_slot)
         ref = grouped_gemm_ref(a, w, ids, weights, a_per_slot=per_slot)
@@ -101,9 +102,9 @@ def run_case(kernel: str, config: dict[str, int], seed: int = 0) -> dict[str, An
         raise ValueError(f"{kernel}: tl.dot_scaled cannot be checked under the interpreter: "
                          f"{AOT_ONLY_WHY[kernel]}; it is checked by the sm_120 AOT compile only")
     interpreter.enable()
-    t0 = time.monotonic()
+    t0 = _CLOCK.monotonic()
     result = _attn_case(config, seed) if kernel == "sparse_decode_attn" else _moe_case(kernel, config, seed)
-    return {"kernel": kernel, "config": config, **result, "seconds": round(time.monotonic() - t0, 2)}
+    return {"kernel": kernel, "config": config, **result, "seconds": round(_CLOCK.monotonic() - t0, 2)}
 
 
 def versions() -> dict[str, str]:

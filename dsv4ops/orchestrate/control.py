@@ -9,15 +9,14 @@ the Supervisor's signatures structurally instead of importing them.
 
 from __future__ import annotations
 
-import getpass
 import os
-import socket
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from dsv4ops.clock import utc_now_iso
 from dsv4ops.remote.base import ProcessSpec, ProcessState
 from dsv4ops.remote.procident import identity
+from dsv4ops.whoami import local_host, local_user
 
 
 class HttpReplyLike(Protocol):
@@ -83,16 +82,12 @@ class TargetControl(Protocol):
 
 def holder_for(op_id: str, command: str) -> dict[str, Any]:
     """Identity of this CLI process for the deploy lock (the agent judges staleness by it)."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
     return {
         "pid": os.getpid(),
         # the pid alone could be reused after a crash; with these it names one process
         **identity(os.getpid()),
-        "host": socket.gethostname(),
-        "user": user,
+        "host": local_host(),
+        "user": local_user(),
         "command": command,
         "started_at": utc_now_iso(),
         "op_id": op_id,

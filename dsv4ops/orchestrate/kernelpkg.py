@@ -59,10 +59,3 @@ def with_kernel_env(deployment: Deployment, env: Mapping[str, str]) -> Deploymen
         for c in deployment.components
     )
     return replace(deployment, components=comps)
-
-
-def strip_added_env(env: Mapping[str, str], kernel_package: str | None) -> dict[str, str]:
-    """`env` without what `with_kernel_env` adds, for comparing with a fresh render."""
-    if not kernel_package:
-        return dict(env)
-    return {k: v for k, v in env.items() if k != CONFIG_DIR_ENV}

@@ -10,7 +10,6 @@ ABANDONED: what it left running is unknown, and carrying on would build on a gue
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +17,7 @@ from dsv4ops.errors import DsOpsError, LockHeldError, TargetError
 from dsv4ops.journal.records import Operation, Status
 from dsv4ops.journal.store import UNKNOWN, Journal
 from dsv4ops.orchestrate.control import TargetControl, holder_for
+from dsv4ops.whoami import local_host
 
 RESOLVE_HINT = (
     "see `dsv4ops status`; resolve with `dsv4ops rollback --recover` (restore the "
@@ -42,7 +42,7 @@ def take_lock(
         held = dict(getattr(exc, "holder", {}) or {})
         stale = bool(getattr(exc, "stale", False))
         held_op = _find(journal, held.get("op_id"))
-        ours = held.get("host") == socket.gethostname() and held.get("pid") == holder["pid"]
+        ours = held.get("host") == local_host() and held.get("pid") == holder["pid"]
         if held_op is not None and held_op.status.terminal and (stale or ours):
             # The journal says that operation ended; only its lock release was lost
             # (e.g. the SSH connection dropped). Safe to clear.

@@ -382,7 +382,3 @@ def _stop_failure(exc: BaseException) -> str:
 
 def _steps(runner: Runner) -> list[dict[str, Any]]:
     return [asdict(t) for t in runner.log.timings]
-
-
-def summary_line(out: Outcome) -> str:
-    return f"{out.kind} {out.status}: {out.message.splitlines()[0]} (total {out.total_s:.1f}s)"

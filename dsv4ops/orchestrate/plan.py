@@ -173,14 +173,6 @@ def deploy_plan(
     )
 
 
-def stop_plan() -> list[Step]:
-    return (
-        [Step(LOCK, "take the target's deploy lock"), Step(RECORD, "journal the stop")]
-        + stop_steps()
-        + [Step(UNLOCK, "release the deploy lock")]
-    )
-
-
 def render_plan(steps: Sequence[Step]) -> list[str]:
     """Numbered, human-readable plan lines with the exact commands."""
     lines = []

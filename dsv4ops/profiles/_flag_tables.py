@@ -10,7 +10,7 @@ Each entry: flag -> (nargs, value kind, choices or None).
 from __future__ import annotations
 
 SGLANG_WHEEL_SHA256 = "00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937"
-SGLANG_SERVER_TABLE: dict[str, tuple] = {
+SGLANG_SERVER_TABLE: dict[str, tuple[int | str, str, tuple[str, ...] | None]] = {
     "--abort-on-priority-when-disabled": (0, "str", None),
     "--admin-api-key": (1, "str", None),
     "--allow-auto-truncate": (0, "str", None),
@@ -1185,7 +1185,7 @@ SGLANG_SERVER_TABLE: dict[str, tuple] = {
     "--weight-version": (1, "str", None),
 }
 
-SGLANG_ROUTER_TABLE: dict[str, tuple] = {
+SGLANG_ROUTER_TABLE: dict[str, tuple[int | str, str, tuple[str, ...] | None]] = {
     "--api-key": (1, "str", None),
     "--assignment-mode": (1, "str", ("random", "min_load", "min_group")),
     "--backend": (1, "str", ("sglang", "openai")),

@@ -25,9 +25,7 @@ KV_CACHE_DTYPES = (
     "fp4_mx_block16",
 )
 ROUTER_POLICIES = ("random", "round_robin", "cache_aware", "power_of_two", "manual")
-REASONING_PARSERS: tuple[str, ...] = tuple(
-    _flag_tables.SGLANG_SERVER_TABLE["--reasoning-parser"][2]
-)
+REASONING_PARSERS: tuple[str, ...] = _flag_tables.SGLANG_SERVER_TABLE["--reasoning-parser"][2] or ()
 
 MAX_GPU_ID = 255
 MAX_RUNNING_REQUESTS = MAX_BATCH_SIZE

@@ -11,7 +11,8 @@ see the holder's process; this module is the operator side of it.
 from __future__ import annotations
 
 import os
-import socket
+
+from dsv4ops.whoami import local_host
 
 
 def start_ticks(pid: int) -> int | None:
@@ -57,7 +58,7 @@ def dead_here(holder: dict[str, object]) -> bool:
     """A lock holder recorded on *this* machine whose process is gone (or whose pid now
     belongs to another process). False for another machine's holder: that is the target's call."""
     pid = holder.get("pid")
-    if holder.get("host") != socket.gethostname() or not isinstance(pid, int):
+    if holder.get("host") != local_host() or not isinstance(pid, int):
         return False
     return not _pid_alive(pid) or same_process(pid, holder) is False
 

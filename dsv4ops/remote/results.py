@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import getpass
 import os
-import socket
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -12,6 +10,7 @@ from typing import Any
 
 from dsv4ops.clock import utc_now_iso
 from dsv4ops.remote.base import redact_argv
+from dsv4ops.whoami import local_host, local_user
 
 
 @dataclass(frozen=True)
@@ -100,16 +99,9 @@ def lock_holder(command: str, op_id: str | None = None) -> dict[str, Any]:
     """Identity of this process for the deploy lock: pid, host, user, command, started_at, op_id."""
     return {
         "pid": os.getpid(),
-        "host": socket.gethostname(),
-        "user": _user(),
+        "host": local_host(),
+        "user": local_user(),
         "command": " ".join(redact_argv(command.split())),
         "started_at": utc_now_iso(),
         "op_id": op_id or uuid.uuid4().hex[:12],
     }
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no passwd entry (containers)
-        return str(os.getuid())

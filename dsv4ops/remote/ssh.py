@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import contextlib
-import getpass
 import json
 import os
 import select
@@ -33,6 +32,7 @@ from dsv4ops.clock import SystemClock
 from dsv4ops.errors import TargetError
 from dsv4ops.remote._redact import check_result, make_result
 from dsv4ops.remote.base import CommandResult
+from dsv4ops.whoami import local_user
 
 _CLOCK = SystemClock()
 
@@ -191,7 +191,7 @@ class SSHExecutor:
     ) -> None:
         self.host = host
         self.port = int(port)
-        self.user = user or getpass.getuser()
+        self.user = user or local_user()
         self.key = key
         self.known_hosts = known_hosts or os.path.expanduser("~/.ssh/known_hosts")
         self.trust_on_first_use = trust_on_first_use

@@ -288,7 +288,7 @@ def _read_block(
     lines: list[str], start: int, fence: str, path: str
 ) -> tuple[int, list[tuple[int, str]]]:
     """(index after the closing fence, [(line number, text)]) of the block opened at `start`."""
-    body = []
+    body: list[tuple[int, str]] = []
     for j in range(start + 1, len(lines)):
         if lines[j].strip().startswith(fence[:3]) and lines[j].strip().strip(fence[0]) == "":
             return j + 1, body

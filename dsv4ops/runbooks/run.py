@@ -84,10 +84,8 @@ def run(s: Session) -> list[Ran]:
     phases: list[tuple[str, Step | None, list[tuple[Command, list[str]]]]] = []
     if s.rehearse:
         phases.append(("rehearse", None, [(c, c.resolve(values)) for c in s.runbook.rehearse]))
-    for step in steps:
-        phases.append(
-            (f"step {step.number}", step, [(c, c.resolve(values)) for c in step.commands])
-        )
+    for st in steps:
+        phases.append((f"step {st.number}", st, [(c, c.resolve(values)) for c in st.commands]))
     ran: list[Ran] = []
     history: list[str] = []
     mode = " (dry run: nothing is run)" if s.dry_run else ""

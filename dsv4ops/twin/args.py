@@ -90,7 +90,7 @@ def _add_unmodelled_flags(p: argparse.ArgumentParser) -> None:
             p.add_argument(flag, dest=dest, action="store_true")
         else:  # metavar: what SGLang's usage line shows
             p.add_argument(flag, dest=dest, nargs=None if nargs == 1 else nargs,
-                           type=_TYPES.get(kind), choices=choices, default=None,
+                           type=_TYPES.get(kind, str), choices=choices, default=None,
                            metavar=None if choices else name.upper())
 
 

@@ -136,7 +136,7 @@ def load_config(env: Mapping[str, str] | None = None) -> TwinConfig:
     if failures is not None:
         values["heartbeat_max_failure"] = max(int(failures), 1)  # conn.py:483-485
     if "heartbeat_interval_s" in values:
-        values["heartbeat_interval_s"] = max(float(values["heartbeat_interval_s"]), 2.0)
+        values["heartbeat_interval_s"] = max(float(values["heartbeat_interval_s"]), 2.0)  # type: ignore[arg-type]  # a number: _number
     if values.get("time_scale", 1.0) == 0:
         raise TwinConfigError(f"{PREFIX}TIME_SCALE must be > 0")
     force_raw = env.get(PREFIX + "FORCE", "")

@@ -151,7 +151,7 @@ class PseudoText(Sequence[str]):
             return donor[i % len(donor)] + "\ufffd"
         return (" " if i else "") + _WORDS[_pick(self.key, len(_WORDS), i)]
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         if isinstance(i, slice):
             return [self._word(j) for j in range(*i.indices(self.n))]
         if i < 0:

@@ -201,7 +201,7 @@ class GenerateFormat:
         return self._body(finish)
 
 
-FORMATS = {"chat": ChatFormat, "completion": CompletionFormat, "generate": GenerateFormat}
+FORMATS: dict[str, type[ChatFormat] | type[CompletionFormat] | type[GenerateFormat]] = {"chat": ChatFormat, "completion": CompletionFormat, "generate": GenerateFormat}
 
 
 def error_body(message: str, code: int, kind: str = "BadRequestError") -> dict[str, Any]:

@@ -76,7 +76,7 @@ def _thinking(body: dict[str, Any]) -> bool:
     kwargs = body.get("chat_template_kwargs")
     if kwargs is not None and not isinstance(kwargs, dict):
         raise BadRequest("chat_template_kwargs must be an object")
-    return bool(kwargs) and kwargs.get("thinking") is True
+    return kwargs is not None and kwargs.get("thinking") is True
 
 
 def _chat_plan(body: dict[str, Any], messages: list[Any], max_tokens: int,

@@ -47,7 +47,7 @@ HEAD_ALLOWED = "aiohttp serves HEAD on every GET route; unused by dsv4ops and th
 OPERATOR_ENDPOINTS: dict[tuple[str, str], tuple[Any, str]] = {
     ("GET", "/health"): (None, "orchestrate/plan.py, orchestrate/status.py readiness"),
     ("GET", "/server_info"): (None, "orchestrate/status.py, plan.py checks"),
-    ("GET", "/metrics"): (None, "metrics/scrape.py, canary/sampler.py, orchestrate/engine.py"),
+    ("GET", "/metrics"): (None, "canary/sampler.py, orchestrate/engine.py"),
     ("GET", "/v1/models"): (None, "canary/suites/common.py preflight"),
     ("POST", "/v1/chat/completions"): (
         {"messages": [{"role": "user", "content": "SAY ok"}], "max_tokens": 2,

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-import time
 from typing import Any
 
 from dsv4ops.canary.records import RequestRecord
@@ -40,6 +39,7 @@ from dsv4ops.canary.suites.common import (
 from dsv4ops.canary.verdict import Findings, SuiteResult
 from dsv4ops.canary.watchdog import FREEZE, FREEZE_METRICS
 from dsv4ops.canary.workload import base_body, text_prompt
+from dsv4ops.clock import perf_ns, perf_s
 from dsv4ops.errors import CanaryError
 
 PROBES = 4
@@ -73,7 +73,7 @@ async def run_abort_cascade(ctx: SuiteContext) -> SuiteResult:
         # open streams, is a second (later) reading of the same baseline
         if baseline is not None:
             baseline = max(baseline, await _baseline_beside_ours(h))
-        t_cascade = time.perf_counter_ns()
+        t_cascade = perf_ns()
         ctx.say(f"abort-cascade: cancelling {n} streams ({decoding} decoding)")
         half = n // 2 if ctx.worker_urls else n  # no worker URL: nowhere to POST an abort
         disconnect, by_request = streams[:half], streams[half:]
@@ -91,7 +91,7 @@ async def run_abort_cascade(ctx: SuiteContext) -> SuiteResult:
             for i in range(PROBES)]
         recovery = asyncio.create_task(_recovered(h, baseline, th.abort_cascade_recovery_s))
         frozen = asyncio.create_task(h.watchdog.frozen.wait())
-        work = asyncio.gather(recovery, *probes)
+        work: asyncio.Future[Any] = asyncio.gather(recovery, *probes)
         await asyncio.wait([work, frozen], return_when=asyncio.FIRST_COMPLETED,
                            timeout=th.abort_cascade_recovery_s + th.freeze_s + 5)
         if by_request and not frozen.done():
@@ -166,11 +166,11 @@ async def _in_system(h: Harness) -> float | None:
 
 async def _baseline_beside_ours(h: Harness, wait_s: float = 5.0) -> float:
     """Other clients' running + queued, read once the workers' report includes our streams."""
-    deadline = time.perf_counter() + wait_s
+    deadline = perf_s() + wait_s
     while True:
         now = await _in_system(h)
         ours = sum(1 for r in h.records if r.tag == "cascade" and r.t_first and not r.t_end)
-        if now is not None and (now >= ours or time.perf_counter() > deadline):
+        if now is not None and (now >= ours or perf_s() > deadline):
             return max(now - ours, 0.0)
         if now is None:
             return 0.0
@@ -179,8 +179,8 @@ async def _baseline_beside_ours(h: Harness, wait_s: float = 5.0) -> float:
 
 async def _wait_decoding(h: Harness, n: int, *, timeout_s: float) -> int:
     """Wait until most streams have output (mid-decode), leaving a few mid-prefill at most."""
-    deadline = time.perf_counter() + timeout_s
-    while time.perf_counter() < deadline:
+    deadline = perf_s() + timeout_s
+    while perf_s() < deadline:
         decoding = sum(1 for r in h.records if r.tag == "cascade" and r.t_first and not r.t_end)
         if decoding >= max(1, (3 * n) // 4):
             await asyncio.sleep(0.2)  # let a few more tokens flow: cut mid-decode, not at token 1
@@ -193,10 +193,10 @@ async def _recovered(h: Harness, baseline: float | None, bound_s: float) -> floa
     """Seconds until running + queued ≤ baseline (None without metrics or past the bound)."""
     if baseline is None:
         return None
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < bound_s:
+    t0 = perf_s()
+    while perf_s() - t0 < bound_s:
         now = await _in_system(h)
         if now is not None and now <= baseline:
-            return time.perf_counter() - t0
+            return perf_s() - t0
         await asyncio.sleep(0.1)
     return None

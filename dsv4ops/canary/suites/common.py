@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from dsv4ops.canary.toolcalls import ToolProblem, check_calls
 from dsv4ops.canary.verdict import Findings, Thresholds
 from dsv4ops.canary.watchdog import Watchdog
 from dsv4ops.canary.workload import TOOL_SCHEMAS, NonceBook, ToolExpectation
+from dsv4ops.clock import perf_ns
 
 Progress = Callable[[str], None]
 ARGS_MISMATCH = "args_mismatch"
@@ -66,7 +66,7 @@ async def harness(ctx: SuiteContext, *, connections: int, name: str) -> AsyncIte
                           api_key=ctx.api_key) as client:
         sampler = MetricsSampler(client, ctx.worker_urls, watchdog=wd)
         sc = SelfCheck(cpu_max=th.client_cpu_max, lag_p99_max_ms=th.loop_lag_p99_max_ms)
-        h = Harness(client, wd, sampler, sc, records, time.perf_counter_ns())
+        h = Harness(client, wd, sampler, sc, records, perf_ns())
         ticker = asyncio.create_task(_progress(ctx, h, name)) if ctx.progress else None
         try:
             async with wd, sampler, sc:

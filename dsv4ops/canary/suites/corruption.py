@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from typing import Any
 
 from dsv4ops.canary.loadgen import ChatClient
@@ -42,6 +41,7 @@ from dsv4ops.canary.workload import (
     session_turn_body,
     text_prompt,
 )
+from dsv4ops.clock import perf_s
 from dsv4ops.errors import CanaryError
 
 GARBLED = "\ufffd"
@@ -64,7 +64,7 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
         ctx.say(f"corruption: {th.consistency_prompts} reference prompts at concurrency 1")
         reference = [await _consistency(h, ctx, i, "ref") for i in range(th.consistency_prompts)]
         ctx.say(f"corruption: {sessions} agentic sessions x {th.corruption_turns}+ turns")
-        t0 = time.perf_counter()
+        t0 = perf_s()
         deadline = t0 + ctx.duration_s if ctx.duration_s else None
         tasks = [asyncio.create_task(_session(h, ctx, s, nonces, problems, deadline))
                  for s in range(sessions)]
@@ -73,7 +73,7 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
         loaded_task = asyncio.gather(*(_consistency(h, ctx, i, "load")
                                        for i in range(th.consistency_prompts)))
         frozen = asyncio.create_task(h.watchdog.frozen.wait())
-        body = asyncio.gather(*tasks, loaded_task)
+        body: asyncio.Future[Any] = asyncio.gather(*tasks, loaded_task)
         await asyncio.wait([body, frozen], return_when=asyncio.FIRST_COMPLETED)
         if not body.done():
             await cancel_all(tasks)
@@ -81,7 +81,7 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
         await asyncio.gather(body, return_exceptions=True)
         frozen.cancel()
         loaded = loaded_task.result() if loaded_task.done() and not loaded_task.cancelled() else []
-        elapsed = time.perf_counter() - t0
+        elapsed = perf_s() - t0
     sc = h.selfcheck.report
     load_records = [r for r in h.records if r.tag != "ref"]
     summary = summarize(load_records, duration_s=elapsed, max_concurrency=sessions, t0_ns=h.t0_ns)
@@ -158,7 +158,7 @@ async def _session(h: Harness, ctx: SuiteContext, s: int, nonces: NonceBook,
     ]
     session = f"s{s:03d}"
     step = 0
-    while step < ctx.thresholds.corruption_turns or (deadline and time.perf_counter() < deadline):
+    while step < ctx.thresholds.corruption_turns or (deadline and perf_s() < deadline):
         rid = f"corruption-{session}-{step}"
         body, expect = session_turn_body(history, session, step, nonces.issue(rid), model=ctx.model,
                                          thinking=ctx.thresholds.thinking_mode())

@@ -3,7 +3,6 @@ tool-call validity, latency thresholds and (soak) throughput that holds up over 
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from dsv4ops.canary.loadgen import closed_loop, poisson
@@ -21,6 +20,7 @@ from dsv4ops.canary.suites.common import (
 )
 from dsv4ops.canary.verdict import Findings, SuiteResult
 from dsv4ops.canary.workload import Mix
+from dsv4ops.clock import perf_s
 from dsv4ops.errors import CanaryError
 
 
@@ -47,7 +47,7 @@ async def _run_mix(ctx: SuiteContext, name: str, *, concurrency: int, num_reques
     async with harness(ctx, connections=concurrency, name=name) as h:
         if not await reachable(h.client):
             raise CanaryError(f"cannot reach {ctx.base_url}", hint="check --url / the target's router")
-        t0 = time.perf_counter()
+        t0 = perf_s()
         if ctx.rate_per_s:
             n = num_requests or max(1, round(ctx.rate_per_s * (duration_s or 10.0)))
             ctx.say(f"{name}: Poisson arrivals at {ctx.rate_per_s:g}/s, {n} requests, cap {concurrency}")
@@ -58,7 +58,7 @@ async def _run_mix(ctx: SuiteContext, name: str, *, concurrency: int, num_reques
                     + (f"{num_requests} requests" if num_requests else f"{duration_s:.0f} s"))
             await closed_loop(h.client, mix, concurrency=concurrency, num_requests=num_requests,
                               duration_s=duration_s, tag=name, sink=h.records, stop=h.watchdog.frozen)
-        elapsed = time.perf_counter() - t0
+        elapsed = perf_s() - t0
     sc = h.selfcheck.report
     summary = summarize(h.records, duration_s=elapsed, max_concurrency=concurrency, t0_ns=h.t0_ns)
     problems = {rid: tool_problems(rec, mix.expect[rid], mix.nonces)

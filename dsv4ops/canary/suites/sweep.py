@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import itertools
 import statistics
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -40,6 +39,7 @@ from dsv4ops.canary.suites.common import (
 )
 from dsv4ops.canary.verdict import Findings, SuiteResult
 from dsv4ops.canary.workload import Mix
+from dsv4ops.clock import perf_ns
 from dsv4ops.errors import CanaryError
 from dsv4ops.metrics.prom import ServerGauges
 
@@ -90,8 +90,8 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
     # lag or by proxies coalescing chunks. (The twin reports it in model time.)
     law = fits.get("metrics") or fits.get("padded_bs") or fits.get("bs")
     server_side = "metrics" in fits and all(p.output_tok_s_metrics for p in points)
-    judged = [replace(p, step_ms=p.step_ms_metrics, output_tok_s=p.output_tok_s_metrics)
-              for p in points] if server_side else points
+    judged = [replace(p, step_ms=p.step_ms_metrics or 0.0, output_tok_s=p.output_tok_s_metrics or 0.0)
+              for p in points] if server_side else points  # server_side: both are set (> 0)
     metrics["law_source"] = "server metrics" if "metrics" in fits else "token timestamps"
     if law is None:
         f.unsure(f"not enough levels with output to fit the step law ({len(points)})")
@@ -123,7 +123,7 @@ async def _staircase(ctx: SuiteContext, h: Harness, mix: Mix, levels: list[int],
     starts: list[int] = []
     running = 0
     for level in levels:
-        starts.append(time.perf_counter_ns())
+        starts.append(perf_ns())
         ctx.say(f"sweep: level {level} for {level_s:.1f} s")
         workers += [asyncio.create_task(closed_loop(
             h.client, mix, concurrency=1, duration_s=1e9, tag=f"c{level}", stop=stop,
@@ -134,14 +134,14 @@ async def _staircase(ctx: SuiteContext, h: Harness, mix: Mix, levels: list[int],
             break  # frozen: stop climbing
         except TimeoutError:
             pass
-    end = time.perf_counter_ns()
+    end = perf_ns()
     stop.set()
     # Drain what is in flight, but not for longer than a level: the rest is cut (and ignored).
     _, pending = await asyncio.wait(workers, timeout=max(level_s, 3.0))
     for task in pending:
         task.cancel()
     await asyncio.gather(*workers, return_exceptions=True)
-    return starts, end, time.perf_counter_ns()
+    return starts, end, perf_ns()
 
 
 def _level_points(h: Harness, levels: list[int], windows: list[tuple[float, float]]) -> list[LevelPoint]:
@@ -161,10 +161,11 @@ def _level_points(h: Harness, levels: list[int], windows: list[tuple[float, floa
             window = h.sampler.window(decode, int(a), int(b))
             if window:  # the server's running batch beats the client's nominal concurrency
                 bs = float(statistics.median(x.running or 0.0 for x in window))
-            g = [x for x in _whole_interval_reports(window) if x.gen_throughput and x.running]
+            g = [(x.running, x.gen_throughput) for x in _whole_interval_reports(window)
+                 if x.gen_throughput and x.running]
             if g:
-                step_metrics = statistics.median(1000.0 * x.running / x.gen_throughput for x in g)
-                tput_metrics = statistics.median(x.gen_throughput or 0.0 for x in g)
+                step_metrics = statistics.median(1000.0 * run / tput for run, tput in g)
+                tput_metrics = statistics.median(tput for _, tput in g)
         points.append(LevelPoint(concurrency=level, bs=bs, step_ms=step,
                                  output_tok_s=tokens / ((b - a) / 1e9), step_ms_metrics=step_metrics,
                                  output_tok_s_metrics=tput_metrics))
@@ -179,7 +180,9 @@ def _whole_interval_reports(window: list[ServerGauges]) -> list[ServerGauges]:
     count. Keep a scrape only when the report before it (the previous distinct pair) had the
     same running count.
     """
-    kept, prev, current = [], None, None
+    kept: list[ServerGauges] = []
+    prev: tuple[float | None, float | None] | None = None
+    current: tuple[float | None, float | None] | None = None
     for x in window:
         pair = (x.running, x.gen_throughput)
         if pair != current:
@@ -212,10 +215,10 @@ def _fits(points: list[LevelPoint], buckets: tuple[int, ...]) -> dict[str, StepF
             continue
         with contextlib.suppress(ValueError):
             fits[name] = fit_line(list(zip(xs, [p.step_ms for p in points], strict=True)), x=name)
-    with_metrics = [p for p in points if p.step_ms_metrics]
+    with_metrics = [(p.bs, p.step_ms_metrics) for p in points if p.step_ms_metrics]
     try:
-        xs = [pad_to_bucket(p.bs, buckets) for p in with_metrics]
-        fits["metrics"] = fit_line(list(zip(xs, [p.step_ms_metrics for p in with_metrics], strict=True)),
+        xs = [pad_to_bucket(bs, buckets) for bs, _ in with_metrics]
+        fits["metrics"] = fit_line(list(zip(xs, [step for _, step in with_metrics], strict=True)),
                                    x="padded_bs" if buckets else "bs")
     except ValueError:
         pass

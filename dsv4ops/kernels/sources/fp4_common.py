@@ -17,6 +17,8 @@ Only triton is imported (the sm_120 AOT check has no torch).
 
 from __future__ import annotations
 
+from typing import Any
+
 import triton
 import triton.language as tl
 
@@ -111,7 +113,7 @@ def fp4_scaled_dot(a_ptrs, as_ptrs, b_ptrs, bs_ptrs, slot_ok, n_ok, K,
     return acc
 
 
-def check_fp4_shapes(fmt: str, group: int, a: object, w_packed: object, w_scale: object) -> int:
+def check_fp4_shapes(fmt: str, group: int, a: Any, w_packed: Any, w_scale: Any) -> int:
     """Validate an FP4 weight triple against the activations; returns K. Raises ValueError."""
     n_experts, n, half_k = w_packed.shape
     k = 2 * half_k

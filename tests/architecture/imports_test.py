@@ -1,0 +1,192 @@
+"""The layer table and the one-home rules of docs/architecture.md, enforced on the source.
+
+Each exception is written here with its reason, and the same list is in docs/architecture.md:
+a new one is a decision to make in both places, not a drift that passes unnoticed.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from testing.package_ast import Module, imports, modules
+
+# Layer of each area of the package (docs/architecture.md): a module imports only from lower
+# layers (higher numbers); areas of one layer are independent of each other.
+LAYERS: dict[str, int] = {
+    # The programs that start the CLI: `python -m dsv4ops` and `python -m dsv4ops.demo`.
+    "__main__": 0,
+    "demo": 0,
+    "cli": 1,
+    # the use cases: the one part of orchestrate that may import kernels and canary
+    "orchestrate.usecases": 2,
+    "orchestrate": 3,
+    "kernels": 3,
+    "runbooks": 3,
+    "canary": 4,
+    "monitoring": 4,
+    "export": 4,
+    "buckets": 4,
+    "remote": 5,
+    "journal": 5,
+    "profiles": 5,
+    "metrics": 5,
+    "": 6,  # dsv4ops/__init__.py (the version)
+    "errors": 6,
+    "clock": 6,
+    "_yaml": 6,
+    "constants": 6,
+    "secrets": 6,
+    "whoami": 6,
+}
+LEAF = 6
+SUB_AREAS = ("orchestrate.usecases",)  # sub-packages with a layer of their own
+TWIN = "twin"  # its own program (the SGLang stand-in): imported by no layer
+
+
+def area(module: str) -> str:
+    parts = module.split(".")
+    for sub in SUB_AREAS:
+        if ".".join(parts[1:3]) == sub:
+            return sub
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _own(mod: Module) -> list[tuple[str, int]]:
+    """The dsv4ops modules `mod` imports, as (area, line), other areas only."""
+    out = []
+    for imp in imports(mod):
+        if imp.module.split(".")[0] != "dsv4ops" or area(imp.module) == area(mod.name):
+            continue
+        if area(imp.module) not in LAYERS and area(imp.module) != TWIN:
+            continue  # `from dsv4ops import __version__` also yields "dsv4ops.__version__"
+        out.append((area(imp.module), imp.lineno))
+    return out
+
+
+def test_every_area_has_a_layer() -> None:
+    unknown = {area(m.name) for m in modules()} - set(LAYERS) - {TWIN}
+    assert not unknown, f"give these a layer in LAYERS and docs/architecture.md: {sorted(unknown)}"
+
+
+def test_modules_import_only_from_lower_layers() -> None:
+    bad = []
+    for mod in modules():
+        mine = area(mod.name)
+        for target, line in _own(mod):
+            if mine == TWIN:
+                ok = LAYERS.get(target) == LEAF  # the twin uses nothing above the leaf modules
+            elif target == TWIN:
+                ok = False
+            else:
+                ok = LAYERS[target] > LAYERS[mine]
+            if not ok:
+                bad.append(f"{mod.path}:{line} ({mine}) imports {target}")
+    assert not bad, "imports against the layer table of docs/architecture.md:\n" + "\n".join(bad)
+
+
+def test_nothing_imports_cli_but_the_programs_that_start_it() -> None:
+    bad = [
+        f"{mod.path}:{line}"
+        for mod in modules()
+        if LAYERS.get(area(mod.name)) != 0 and area(mod.name) != "cli"
+        for target, line in _own(mod)
+        if target == "cli"
+    ]
+    assert not bad
+
+
+# What each external module (or module prefix) may be imported by: path prefixes relative to
+# the repository root, each with the reason it is a home. "dsv4ops/twin/" is the twin's own
+# program throughout; "dsv4ops/remote/agent/" is the target agent, a stdlib-only program
+# uploaded to the target and run there in its own process.
+TWIN_PROGRAM = ("dsv4ops/twin/", "the twin is its own program (an SGLang stand-in)")
+AGENT_PROGRAM = ("dsv4ops/remote/agent/", "the target agent: its own stdlib-only process")
+HOMES: dict[str, tuple[tuple[str, str], ...]] = {
+    "subprocess": (
+        ("dsv4ops/remote/local.py", "the Executor seam on this machine"),
+        AGENT_PROGRAM,
+        TWIN_PROGRAM,
+        ("dsv4ops/kernels/aot_worker.py", "runs in the AOT venv (.venv-aot), without dsv4ops"),
+        ("dsv4ops/runbooks/execute.py",
+         "children are `dsv4ops` commands with output streamed through; an Executor buffers"),
+        ("dsv4ops/profiles/git.py",
+         "git on the operator's own checkout; profiles may not import remote (same layer)"),
+    ),
+    "time": (
+        ("dsv4ops/clock.py", "the clock seam: every clock read and sleep of the layers"),
+        AGENT_PROGRAM,
+        TWIN_PROGRAM,
+        ("dsv4ops/kernels/aot_worker.py", "runs in the AOT venv (.venv-aot), without dsv4ops"),
+    ),
+    "datetime": (("dsv4ops/clock.py", "the clock seam"), TWIN_PROGRAM),
+    "yaml": (("dsv4ops/_yaml.py", "one loader (safe, duplicate keys refused) for every file"),),
+    "aiohttp": (
+        ("dsv4ops/canary/loadgen.py", "the canary's streaming HTTP client"),
+        TWIN_PROGRAM,
+    ),
+    "httpx": (),  # test clients and benchmarks only: a dev dependency
+    "requests": (),
+    "urllib.request": (AGENT_PROGRAM,),  # the target side's HTTP waits (stdlib only)
+    "urllib.error": (AGENT_PROGRAM,),
+    "http.client": (AGENT_PROGRAM,),
+    "getpass": (("dsv4ops/whoami.py", "who runs the CLI: journal `who`, lock holders"),),
+    "click": (("dsv4ops/cli/", "the CLI"),),
+    "tabulate": (("dsv4ops/cli/", "the CLI's tables"),),
+    "fabric": (("dsv4ops/remote/ssh.py", "the SSH executor"),),
+    "paramiko": (("dsv4ops/remote/ssh.py", "the SSH executor"),),
+    "uvloop": (("dsv4ops/canary/eventloop.py", "the canary's event loop, optional"),),
+    "torch": (("dsv4ops/kernels/", "kernel sources and checks, imported lazily"),),
+    "triton": (("dsv4ops/kernels/", "kernel sources and builders, imported lazily"),),
+    "matplotlib": (("dsv4ops/canary/plots.py", "PNG plots in canary reports (report extra)"),),
+}
+
+
+def _matches(imported: str, rule: str) -> bool:
+    return imported == rule or imported.startswith(rule + ".")
+
+
+def _outside_home(rule: str) -> list[str]:
+    homes = tuple(path for path, _why in HOMES[rule])
+    return [
+        f"{mod.path}:{imp.lineno} imports {imp.module}"
+        for mod in modules()
+        if not str(mod.path).startswith(homes) or not homes
+        for imp in imports(mod)
+        if _matches(imp.module, rule)
+    ]
+
+
+@pytest.mark.parametrize("rule", sorted(HOMES))
+def test_one_home_per_external_module(rule: str) -> None:
+    bad = sorted(set(_outside_home(rule)))
+    homes = ", ".join(path for path, _ in HOMES[rule]) or "nowhere in the package"
+    assert not bad, f"{rule} belongs in {homes} (docs/architecture.md):\n" + "\n".join(bad)
+
+
+def test_user_and_host_name_are_read_in_one_place() -> None:
+    homes = ("dsv4ops/whoami.py", AGENT_PROGRAM[0], TWIN_PROGRAM[0])
+    bad = [
+        f"{mod.path}:{node.lineno}"
+        for mod in modules()
+        if not str(mod.path).startswith(homes)
+        for node in ast.walk(mod.tree)
+        if (isinstance(node, ast.Attribute) and node.attr in ("gethostname", "getuser"))
+        or (isinstance(node, ast.alias) and node.name in ("gethostname", "getuser"))
+    ]
+    assert not bad, "use dsv4ops.whoami (local_host, local_user):\n" + "\n".join(bad)
+
+
+def test_the_rules_see_the_imports_they_police() -> None:
+    # The walker finds lazy imports inside functions and `from x import y` submodules; were it
+    # blind to them the rules above would pass vacuously.
+    found = {
+        (str(m.path), i.module)
+        for m in modules()
+        for i in imports(m)
+        if i.module in ("subprocess", "urllib.request", "time", "dsv4ops.clock")
+    }
+    assert ("dsv4ops/remote/agent/httpwait.py", "urllib.request") in found  # a lazy import
+    assert ("dsv4ops/remote/local.py", "subprocess") in found
+    assert ("dsv4ops/canary/loadgen.py", "dsv4ops.clock") in found
