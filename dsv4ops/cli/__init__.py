@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "runbook": ("dsv4ops.cli.runbook", "runbook", "List, show and run incident runbooks (rehearse on the twin)."),
     "monitoring": ("dsv4ops.cli.monitoring", "monitoring", "Render Prometheus alert rules and scrape configs."),
     "export": ("dsv4ops.cli.export", "export", "Export a profile to Kubernetes (an SGLang RoleBasedGroup)."),
+    "buckets": ("dsv4ops.cli.buckets", "buckets", "Plan decode CUDA-graph buckets from observed traffic."),
 }
 
 

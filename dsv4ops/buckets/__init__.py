@@ -1,0 +1,1 @@
+"""The decode CUDA-graph bucket planner (`dsv4ops buckets plan`)."""

@@ -1,0 +1,133 @@
+"""The bucket planner: exact against brute force, and better than the shipped ladders on the
+traffic the seeds describe (C60-C90)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsv4ops.buckets.plan import (
+    StepLaw,
+    evaluate,
+    expected_padded,
+    graph_budget,
+    normalise,
+    padded,
+    plan,
+)
+from dsv4ops.profiles.buckets import resolve_buckets
+
+REPO = Path(__file__).resolve().parents[2]
+SEEDS = StepLaw(18.0, 1.05)
+
+
+def _brute(dist: dict[int, float], k: int, max_bs: int) -> float:
+    """The least expected padded batch over EVERY list of at most k sizes from 1..max_bs that
+    ends at max_bs (not only observed sizes: that the DP may restrict itself is part of the claim)."""
+    best = float("inf")
+    inner = range(1, max_bs)
+    for r in range(k):
+        for combo in itertools.combinations(inner, r):
+            best = min(best, expected_padded(dist, [*combo, max_bs]))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_the_plan_is_optimal_against_brute_force_on_small_cases(seed: int) -> None:
+    rng = random.Random(seed)
+    max_bs = rng.randint(4, 11)
+    sizes = rng.sample(range(1, max_bs + 3), rng.randint(1, min(6, max_bs)))  # some above max_bs
+    dist = normalise({n: rng.random() + 0.01 for n in sizes})
+    k = rng.randint(1, 4)
+    got = plan(dist, max_buckets=k, max_bs=max_bs)
+    assert got[-1] == max_bs and len(got) <= k and got == sorted(set(got))
+    assert expected_padded(dist, got) == pytest.approx(_brute(dist, k, max_bs), abs=1e-12)
+
+
+def test_a_tie_takes_the_fewest_graphs() -> None:
+    dist = normalise({8: 1.0})
+    assert plan(dist, max_buckets=5, max_bs=8) == [8]
+
+
+def test_padding_and_eager_follow_sglang() -> None:
+    assert padded(57, [32, 40, 48, 56, 64]) == 64
+    assert padded(65, [32, 64]) == 65  # above the last bucket: eager at its own size
+    e = evaluate("x", normalise({57: 1.0}), [56, 64], SEEDS)
+    assert e.waste_by_bucket == {56: 0.0, 64: 7.0} and e.eager_share == 0.0
+    assert e.tok_s == pytest.approx(57 / (18 + 1.05 * 64) * 1000)
+
+
+def test_on_c60_to_c90_traffic_it_beats_step8_and_step4_with_fewer_graphs() -> None:
+    rng = random.Random(7)
+    dist = normalise({n: 1.0 + rng.random() for n in range(60, 91)})
+    step8 = resolve_buckets("step8", tp_size=4, max_running_requests=96)
+    step4 = resolve_buckets("step4:40-96", tp_size=4, max_running_requests=96)
+    tok = {name: evaluate(name, dist, b, SEEDS) for name, b in (("step8", step8), ("step4", step4))}
+    for k in (len(step8), len(step4) - 1):
+        planned = evaluate("planned", dist, plan(dist, max_buckets=k, max_bs=96), SEEDS)
+        assert planned.graphs < len(step4)
+        assert planned.tok_s > tok["step8"].tok_s
+        assert planned.tok_s >= tok["step4"].tok_s
+    # the seeds' 56 -> 57 cliff: a plan for traffic at 57 puts a bucket exactly there
+    assert 57 in plan(normalise({56: 1, 57: 1, 58: 1}), max_buckets=4, max_bs=96)
+
+
+def test_the_memory_budget_limits_the_graphs() -> None:
+    assert graph_budget(16, graph_mb=100.0, memory_mb=550.0) == 5
+    assert graph_budget(16, graph_mb=None, memory_mb=550.0) == 16
+    assert graph_budget(3, graph_mb=10.0, memory_mb=1e6) == 3
+
+
+def test_the_cli_prints_the_comparison_and_the_revision_command(tmp_path: Path) -> None:
+    samples = tmp_path / "running.json"
+    samples.write_text(json.dumps([60 + (i * 7) % 31 for i in range(400)] + [0] * 20))
+    proc = subprocess.run([sys.executable, "-m", "dsv4ops", "buckets", "plan", "--distribution",
+                           str(samples), "--max-buckets", "12", "--json"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    ladders = {lad["name"]: lad for lad in out["ladders"]}
+    assert set(ladders) == {"planned", "step8", "step4:40-96", "sglang-default"}
+    planned = ladders["planned"]["buckets"]
+    assert planned[-1] == 96 and len(planned) <= 12
+    assert out["command"] == (f"dsv4ops profile set baseline buckets={','.join(map(str, planned))}"
+                              " --as baseline-planned")
+    bad = subprocess.run([sys.executable, "-m", "dsv4ops", "buckets", "plan"], cwd=REPO,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "exactly one of" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.slow
+def test_sampling_a_live_decode_sees_its_running_batch() -> None:
+    """A real decode twin with 12 requests running: the sampled distribution is all at 12."""
+    import asyncio
+
+    import aiohttp
+
+    from dsv4ops.orchestrate.usecases.buckets import sample_running
+    from testing.twin_load import _background, wait_running
+    from testing.twin_stack import twin_server
+
+    async def load_then_sample(url: str) -> dict[int, float]:
+        async with aiohttp.ClientSession() as session:
+            tasks = [asyncio.create_task(_background(session, url, i, False)) for i in range(12)]
+            try:
+                await wait_running(session, url, 12)
+                return await asyncio.to_thread(sample_running, url + "/metrics", window_s=1.5,
+                                               interval_s=0.1)
+            finally:
+                async with session.post(f"{url}/abort_request", json={"abort_all": True}):
+                    pass
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    env = {"DSV4_TWIN_TIME_SCALE": "0.1", "DSV4_TWIN_HAZARDS": "off"}
+    with twin_server(["--disaggregation-mode", "decode", "--enable-metrics",
+                      "--decode-log-interval", "4"], env=env) as proc:
+        counts = asyncio.run(load_then_sample(proc.url))
+    assert counts and set(counts) == {12}, counts
