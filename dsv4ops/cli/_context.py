@@ -1,7 +1,7 @@
 """Composition root for the orchestration verbs: target name -> executor, supervisor, journal.
 
-Also the glue that needs more than one lower layer: rendering a profile (profiles) into a
-Deployment (orchestrate) with its git commit, rebuilding one at a recorded commit for rollback,
+Also the glue that needs more than one lower layer: rendering a profile (profiles) into the
+Deployment value with its git commit, rebuilding one at a recorded commit for rollback,
 and the canary step (canary) the deploy runs after the end-to-end probe.
 """
 
@@ -10,17 +10,17 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import click
 
+from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.engine import CanaryStep, Timeouts
 from dsv4ops.orchestrate.kernelpkg import KernelSupport, config_dir_env
-from dsv4ops.orchestrate.model import Deployment, deployment_from_rendered
 from dsv4ops.orchestrate.ops import Operator
 
 
@@ -84,10 +84,8 @@ def deployment_for(profile_ref: str, target: Any) -> Deployment:
     from dsv4ops.profiles import load_profile, render
 
     profile = load_profile(profile_ref)
-    rendered = render(profile, target)
-    return deployment_from_rendered(
-        rendered,
-        profile=profile,
+    return replace(
+        render(profile, target),
         profile_path=str(Path(profile.path).resolve()),
         git_commit=git_commit_of(profile),
     )
@@ -99,9 +97,7 @@ def render_at_commit(target: Any) -> Callable[[str, str], Deployment]:
 
     def build(path: str, commit: str) -> Deployment:
         profile = load_profile(path, git_rev=commit)
-        return deployment_from_rendered(
-            render(profile, target), profile=profile, profile_path=path, git_commit=commit
-        )
+        return replace(render(profile, target), profile_path=path, git_commit=commit)
 
     return build
 
@@ -147,11 +143,6 @@ def timeouts_for(target: Any) -> Timeouts:
     return Timeouts()
 
 
-def model_name(deployment: Deployment) -> str:
-    model = (deployment.content or {}).get("model") or {}
-    return str(model.get("served_name") or model.get("path") or "default")
-
-
 def canary_step(
     previous_flags: dict[str, Any] | None, *, duration_s: float, progress: Callable[[str], None]
 ) -> CanaryStep:
@@ -160,12 +151,12 @@ def canary_step(
     The canary is part of the package: if it cannot be imported the deploy must fail loudly, not
     mark a deployment known-good without its canary (the import error surfaces as a crash).
     """
-    from dsv4ops.canary import run_suite, suites_for_change
+    from dsv4ops.canary import run_suite, suites_for_change, thresholds_from_profile
 
     def step(deployment: Deployment, _router_url: str) -> tuple[str, list[str]]:
-        router = deployment.component("router")
-        base = f"http://{router.host}:{router.port}"  # the canary runs on this machine
-        workers = [f"http://{c.host}:{c.port}" for c in deployment.in_order(("prefill", "decode"))]
+        base = deployment.component("router").client_url()  # the canary runs on this machine
+        workers = [c.client_url() for c in deployment.in_order(("prefill", "decode"))]
+        thresholds = thresholds_from_profile(deployment.canary_settings)
         flags = dict(deployment.flags)
         flags.setdefault("kernel_package", deployment.kernel_package)
         suites = suites_for_change(previous_flags, flags)
@@ -177,9 +168,10 @@ def canary_step(
                 suite,
                 base,
                 worker_urls=workers,
-                profile=_ThresholdsView(deployment),
+                thresholds=thresholds,
+                buckets=deployment.decode_buckets,
                 duration_s=None if suite == "smoke" else duration_s,
-                model=model_name(deployment),
+                model=deployment.model_name,
             )
             # The suite's own verdict first, so the journal records which suites ran and how.
             reasons.append(f"{suite}: {result.verdict.value}")
@@ -194,20 +186,6 @@ def canary_step(
         return verdict, reasons
 
     return step
-
-
-class _ThresholdsView:
-    """Exposes the recorded profile content the way the canary reads a Profile (.canary, .flags)."""
-
-    def __init__(self, deployment: Deployment) -> None:
-        content = deployment.content or {}
-        self.canary = _Attrs(content.get("canary") or {})
-        self.flags = _Attrs(dict(deployment.flags))
-
-
-class _Attrs:
-    def __init__(self, data: dict[str, Any]) -> None:
-        self.__dict__.update(data)
 
 
 def kernel_support(ctx: TargetContext) -> KernelSupport:

@@ -6,12 +6,18 @@ Exit codes: 0 PASS, 2 FAIL, 4 INCONCLUSIVE (1 when the canary could not run at a
 from __future__ import annotations
 
 import sys
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from dsv4ops.cli._output import echo_json, json_option, table, target_option
 from dsv4ops.errors import CanaryError
+
+if TYPE_CHECKING:
+    from dsv4ops.canary import Thresholds
+    from dsv4ops.deployment import Deployment
+    from dsv4ops.profiles import Profile
 
 SUITES = ("smoke", "corruption", "abort-cascade", "sweep", "soak", "all")
 
@@ -43,9 +49,9 @@ def canary(target: str | None, profile_ref: str | None, suite: str, concurrency:
     endpoint = _resolve(target, profile_ref, url, worker_urls)
     progress = (lambda line: click.echo(line, err=True)) if as_json else click.echo
     result = run_suite(
-        suite, endpoint["base_url"], worker_urls=endpoint["worker_urls"], profile=endpoint["profile"],
-        concurrency=concurrency, duration_s=duration, report_dir=report_dir, progress=progress,
-        model=model or endpoint["model"], rate_per_s=rate,
+        suite, endpoint.base_url, worker_urls=endpoint.worker_urls, thresholds=endpoint.thresholds,
+        buckets=endpoint.buckets, concurrency=concurrency, duration_s=duration,
+        report_dir=report_dir, progress=progress, model=model or endpoint.model, rate_per_s=rate,
     )
     if as_json:
         echo_json({**result.to_json(), "report_dir": report_dir})
@@ -70,52 +76,49 @@ def _headline(metrics: dict[str, Any]) -> str:
     return f"{s['output_throughput']:.0f} / {s.get('p99_ttft_ms') or float('nan'):.0f}"
 
 
+@dataclass(frozen=True)
+class _Endpoint:
+    base_url: str
+    worker_urls: tuple[str, ...]
+    thresholds: Thresholds
+    buckets: tuple[int, ...]
+    model: str
+
+
 def _resolve(target: str | None, profile_ref: str | None, url: str | None,
-             worker_urls: tuple[str, ...]) -> dict[str, Any]:
-    """Where to send load: --url as given, else the target's deployed (or --profile rendered) PD."""
+             worker_urls: tuple[str, ...]) -> _Endpoint:
+    """Where to send load: --url as given, else the target's deployed (or --profile rendered) PD.
+    Thresholds, buckets and model come from --profile when given, else from the deployment."""
+    from dsv4ops.canary import Thresholds, thresholds_from_profile
+
     profile = None
     if profile_ref:
         from dsv4ops.profiles import load_profile
 
         profile = load_profile(profile_ref)
-    model = _model_of(profile)
     if url:
-        return {"base_url": url, "worker_urls": worker_urls, "profile": profile, "model": model}
-    if not target:
-        from dsv4ops.profiles import DEFAULT_TARGET
+        if profile is None:
+            return _Endpoint(url, worker_urls, Thresholds(), (), "default")
+        return _Endpoint(url, worker_urls, thresholds_from_profile(profile),
+                         profile.flags.decode_buckets, profile.model.request_name)
+    d = _deployment(target, profile)
+    workers = worker_urls or tuple(c.client_url() for c in d.in_order(("prefill", "decode")))
+    return _Endpoint(d.component("router").client_url(), workers,
+                     thresholds_from_profile(profile if profile is not None else d.canary_settings),
+                     profile.flags.decode_buckets if profile is not None else d.decode_buckets,
+                     profile.model.request_name if profile is not None else d.model_name)
 
-        target = DEFAULT_TARGET
+
+def _deployment(target: str | None, profile: Profile | None) -> Deployment:
+    """The target's deployed Deployment (the journal's), else the profile rendered for it."""
     from dsv4ops.journal.store import Journal
-    from dsv4ops.orchestrate.model import deployment_from_record
+    from dsv4ops.profiles import DEFAULT_TARGET, get_target, render
 
-    op = Journal(target).deployed()
+    name = target or DEFAULT_TARGET
+    op = Journal(name).deployed()
     if op is not None and op.components:
-        d = deployment_from_record(op)
-        comps = {c.name: f"http://{c.host}:{c.port}" for c in d.components}
-        view = profile or _RecordedProfile(d.content or {}, dict(d.flags))
-        content_model = ((d.content or {}).get("model") or {})
-        model = model or content_model.get("served_name") or content_model.get("path")
-    elif profile is not None:
-        from dsv4ops.profiles import get_target, render
-
-        rendered = render(profile, get_target(target))
-        comps = {c.name: c.url for c in rendered.components}
-        view = profile
-    else:
-        raise CanaryError(f"the journal records no running deployment on target {target!r}",
-                          hint="pass --profile P to use its rendered ports, or --url")
-    workers = worker_urls or tuple(comps[n] for n in ("prefill", "decode") if n in comps)
-    return {"base_url": comps["router"], "worker_urls": workers, "profile": view, "model": model or "default"}
-
-
-def _model_of(profile: Any) -> str | None:
-    spec = getattr(profile, "model", None)
-    return (getattr(spec, "served_name", None) or getattr(spec, "path", None)) if spec else None
-
-
-class _RecordedProfile:
-    """The journal's record of a deployed profile, read the way the canary reads a Profile."""
-
-    def __init__(self, content: dict[str, Any], flags: dict[str, Any]) -> None:
-        self.canary = dict(content.get("canary") or {})
-        self.flags = type("Flags", (), {"decode_buckets": tuple(flags.get("decode_buckets") or ())})()
+        return op.deployment()
+    if profile is not None:
+        return render(profile, get_target(name))
+    raise CanaryError(f"the journal records no running deployment on target {name!r}",
+                      hint="pass --profile P to use its rendered ports, or --url")

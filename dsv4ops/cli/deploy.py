@@ -141,7 +141,7 @@ def run_deploy(
             ctx,
             progress=progress,
             canary=step,
-            model=C.model_name(new),
+            model=new.model_name,
             command=f"dsv4ops deploy {profile}",
             accept_inconclusive=accept_inconclusive,
         )

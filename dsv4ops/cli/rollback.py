@@ -71,7 +71,7 @@ def run_rollback(
         )
         step = C.canary_step(None, duration_s=20.0, progress=progress) if canary else None
         runner = C.operator_for(
-            ctx, progress=progress, canary=step, model=C.model_name(dep), command="dsv4ops rollback"
+            ctx, progress=progress, canary=step, model=dep.model_name, command="dsv4ops rollback"
         )
         out = runner.deploy(
             dep,

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dsv4ops.clock import Clock, SystemClock
+from dsv4ops.deployment import START_ORDER, Deployment
 from dsv4ops.errors import DsOpsError, PreflightError
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import UNKNOWN, Journal
@@ -33,7 +34,6 @@ from dsv4ops.orchestrate.engine import (
 from dsv4ops.orchestrate.interrupts import signal_name_of
 from dsv4ops.orchestrate.kernelpkg import KernelSupport, with_kernel_env
 from dsv4ops.orchestrate.lockstep import release_lock, take_lock
-from dsv4ops.orchestrate.model import START_ORDER, Deployment, deployment_from_record
 from dsv4ops.orchestrate.partial import describe_mix, is_mixed, unit_after
 from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
 from dsv4ops.orchestrate.pd import RestartScope, restart_scope
@@ -162,7 +162,7 @@ class Operator:
                 self.settings.progress(
                     f"{kind.value} {new.describe()} to {self.host} (journal {op_id})"
                 )
-                runner.known = deployment_from_record(prev) if prev and prev.components else new
+                runner.known = prev.deployment() if prev and prev.components else new
                 with_canary = run_canary and self.settings.canary is not None
                 runner.run(P.restart_steps(new, scope.components, canary=with_canary), new)
                 return self._succeeded(
@@ -332,7 +332,7 @@ class Operator:
                 self.journal.transition(op_id, Status.RUNNING)
             self.settings.progress(f"stop everything on {self.host} (journal {op_id})")
             runner = self._runner(op_id)
-            runner.known = deployment_from_record(prev) if prev and prev.components else None
+            runner.known = prev.deployment() if prev and prev.components else None
             ok, status, running, msg = True, Status.SUCCEEDED, "", "stopped; ports closed"
             try:
                 gate.raise_held()
