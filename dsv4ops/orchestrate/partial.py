@@ -54,7 +54,7 @@ def unit_after(
         "kept_commit": kept.git_commit,
         "profile_hash": new.commands_hash,
     }
-    if all(kept.component(n).record() == new.component(n).record() for n in kept_names):
+    if all(kept.component(n).to_record() == new.component(n).to_record() for n in kept_names):
         return new, record  # the kept parts already run exactly P's commands
     mixed = Deployment(
         profile_name=new.profile_name,
