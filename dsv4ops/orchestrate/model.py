@@ -5,12 +5,15 @@ Deployment a journal operation recorded.
 
 from __future__ import annotations
 
+# `Deployment` (re-exported) and `ComponentSpec`: deprecated aliases, removed after the
+# issue-12 merge.
 from dsv4ops.deployment import START_ORDER, STOP_ORDER, WORKERS, Component, Deployment
 from dsv4ops.journal.records import Operation
 from dsv4ops.remote.base import ProcessSpec
 
-# deprecated alias, removed after the issue-12 merge (use dsv4ops.deployment.Component)
-ComponentSpec = Component
+# Import Component and Deployment from dsv4ops.deployment; rebuild a recorded deployment with
+# Operation.deployment().
+ComponentSpec = Component  # deprecated alias, removed after the issue-12 merge
 
 __all__ = [
     "START_ORDER",
@@ -33,6 +36,5 @@ def process_spec(component: Component) -> ProcessSpec:
 
 
 def deployment_from_record(op: Operation) -> Deployment:
-    """Rebuild the exact Deployment a journal operation recorded (raises DeployError when the
-    operation recorded no components)."""
+    """Deprecated alias of `op.deployment()`, removed after the issue-12 merge."""
     return op.deployment()
