@@ -18,8 +18,6 @@ from dsv4ops.canary.verdict import (
     SuiteResult,
     Thresholds,
     Verdict,
-    buckets_from_profile,
-    thresholds_from_profile,
     worst,
 )
 from dsv4ops.errors import CanaryError
@@ -43,8 +41,7 @@ def run_suite(
     worker_urls: Sequence[str] = (),
     metrics_urls: Sequence[str] = (),
     thresholds: Thresholds | None = None,
-    profile: Any = None,
-    buckets: Sequence[int] | None = None,
+    buckets: Sequence[int] = (),
     concurrency: int | None = None,
     duration_s: float | None = None,
     duration: float | None = None,
@@ -56,8 +53,9 @@ def run_suite(
     """Run one suite (or `all`) against an OpenAI-compatible endpoint; blocking.
 
     `worker_urls`/`metrics_urls`: the prefill/decode servers (metrics and /abort_request; the
-    router exposes neither). Thresholds come from `thresholds`, else the profile's `canary`
-    section, else defaults; buckets likewise from the profile's decode buckets. `rate_per_s`:
+    router exposes neither). `thresholds`: what the suites judge by (None: the canary defaults;
+    a caller with a profile or a deployment passes `thresholds_from_profile(...)` of its canary
+    section); `buckets`: the decode CUDA-graph buckets (empty when unknown). `rate_per_s`:
     smoke/soak send open-loop Poisson arrivals (capped at the concurrency) instead of a closed loop.
     Raises CanaryError when the suite cannot run at all (unknown suite, unreachable endpoint).
     """
@@ -66,8 +64,8 @@ def run_suite(
     ctx = SuiteContext(
         base_url=base_url,
         worker_urls=tuple(dict.fromkeys([*worker_urls, *metrics_urls])),
-        thresholds=thresholds or (thresholds_from_profile(profile) if profile is not None else Thresholds()),
-        buckets=tuple(buckets) if buckets is not None else buckets_from_profile(profile),
+        thresholds=thresholds or Thresholds(),
+        buckets=tuple(int(b) for b in buckets),
         concurrency=concurrency,
         duration_s=duration_s if duration_s is not None else duration,
         progress=progress,

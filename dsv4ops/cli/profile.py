@@ -149,7 +149,7 @@ def render_cmd(name: str, target: str | None, as_json: bool) -> None:
     # Printed commands never carry secrets: a value under a secret env key or after a secret flag
     # is shown as '***' (the deploy renders in-process and keeps the real values).
     if as_json:
-        echo_json(redact_tree({**rendered.to_json(), "commands_hash": rendered.commands_hash()}))
+        echo_json(redact_tree({**rendered.to_json(), "commands_hash": rendered.commands_hash}))
         return
     for comp in rendered.components:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in redact_env(comp.env).items())

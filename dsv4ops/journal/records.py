@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsv4ops.deployment import Deployment
 from dsv4ops.errors import JournalError
 
 # One definition of "secret" for every writer (dsv4ops/secrets.py, the bottom layer).
@@ -131,6 +132,11 @@ class Operation:
     @property
     def profile_name(self) -> str | None:
         return (self.profile or {}).get("name")
+
+    def deployment(self) -> Deployment:
+        """The exact Deployment this operation recorded (Deployment.to_record, any version).
+        Raises DeployError when it recorded no components."""
+        return Deployment.from_record(self.profile, self.components, source_op=self.op)
 
     def summary(self) -> dict[str, Any]:
         p = self.profile or {}

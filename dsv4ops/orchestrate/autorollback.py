@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from dsv4ops.deployment import START_ORDER, Deployment
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import UNKNOWN
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.engine import Interrupted, Runner, StepFailed, process_snapshot
 from dsv4ops.orchestrate.interrupts import signal_name_of
-from dsv4ops.orchestrate.model import START_ORDER, Deployment
 
 KnownGood = tuple[Operation, Deployment]
 FIX_UNKNOWN = (

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dsv4ops.deployment import START_ORDER, Component, Deployment
 from dsv4ops.orchestrate.kernelpkg import CONFIG_DIR_ENV
-from dsv4ops.orchestrate.model import START_ORDER, ComponentSpec, Deployment
 from dsv4ops.remote.base import ProcessState, redact_argv, redact_env
 
 
@@ -184,7 +184,7 @@ def kernel_package_drift(
     ]
 
 
-def _env_differs(now: ComponentSpec, deployed: ComponentSpec, kernel_package: str | None) -> bool:
+def _env_differs(now: Component, deployed: Component, kernel_package: str | None) -> bool:
     """Env comparison that expects the kernel package's config dir the deploy added itself
     (orchestrate/kernelpkg.py), which the profile does not render."""
     want, got = dict(now.env), dict(deployed.env)

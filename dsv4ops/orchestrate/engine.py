@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsv4ops.clock import Clock, SystemClock
+from dsv4ops.deployment import WORKERS, Deployment
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate import plan as P
@@ -20,7 +21,7 @@ from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.diagnose import missing_module_hint
 from dsv4ops.orchestrate.interrupts import InterruptGate, signal_name_of
 from dsv4ops.orchestrate.kernelpkg import KernelSupport
-from dsv4ops.orchestrate.model import WORKERS, Deployment
+from dsv4ops.orchestrate.model import process_spec
 from dsv4ops.orchestrate.probe import run_probe
 from dsv4ops.orchestrate.workload import Load, read_load
 
@@ -286,7 +287,7 @@ class Runner:
     def _start(self, step: P.Step, d: Deployment | None) -> str:
         assert d and step.component
         self.log.changed = True
-        state = self.control.start(d.component(step.component).process_spec())
+        state = self.control.start(process_spec(d.component(step.component)))
         self._started_at = self.settings.clock.monotonic()
         return f"pid {state.pid}"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from dsv4ops.orchestrate.model import WORKERS, Deployment
+from dsv4ops.deployment import WORKERS, Deployment
 
 # The variable SGLang reads once at start to find tuned fused-MoE configs (docs/kernels.md).
 CONFIG_DIR_ENV = "SGLANG_MOE_CONFIG_DIR"

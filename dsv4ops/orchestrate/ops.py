@@ -15,6 +15,7 @@ from dataclasses import asdict
 from typing import Any
 
 from dsv4ops.clock import Clock, SystemClock
+from dsv4ops.deployment import START_ORDER, Deployment
 from dsv4ops.errors import DsOpsError, PreflightError
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import UNKNOWN, Journal
@@ -33,7 +34,6 @@ from dsv4ops.orchestrate.engine import (
 )
 from dsv4ops.orchestrate.interrupts import signal_name_of
 from dsv4ops.orchestrate.kernelpkg import KernelSupport, with_kernel_env
-from dsv4ops.orchestrate.model import START_ORDER, Deployment, deployment_from_record
 from dsv4ops.orchestrate.operation import RunningOperation, journaled_operation
 from dsv4ops.orchestrate.outcome import Outcome as Outcome  # re-exported: ops.Outcome
 from dsv4ops.orchestrate.partial import describe_mix, is_mixed, unit_after
@@ -142,7 +142,7 @@ class Operator:
                 self.settings.progress(
                     f"{kind.value} {new.describe()} to {self.host} (journal {op.op_id})"
                 )
-                runner.known = deployment_from_record(prev) if prev and prev.components else new
+                runner.known = prev.deployment() if prev and prev.components else new
                 runner.run(steps, new)
                 return self._succeeded(op, new, unit, scope_record, warning, runner, notes, t0)
             except (StepFailed, KeyboardInterrupt) as exc:
@@ -295,7 +295,7 @@ class Operator:
             op.begin(reason=reason, undo=_undo(prev))
             self.settings.progress(f"stop everything on {self.host} (journal {op.op_id})")
             runner = self._runner(op.op_id)
-            runner.known = deployment_from_record(prev) if prev and prev.components else None
+            runner.known = prev.deployment() if prev and prev.components else None
             ok, status, running, msg = True, Status.SUCCEEDED, "", "stopped; ports closed"
             try:
                 op.gate.raise_held()

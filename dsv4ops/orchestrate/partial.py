@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsv4ops.deployment import START_ORDER, Deployment
 from dsv4ops.errors import DeployError
 from dsv4ops.journal.records import Operation
-from dsv4ops.orchestrate.model import START_ORDER, Deployment, deployment_from_record
 from dsv4ops.orchestrate.pd import RestartScope
 
 
@@ -42,7 +42,7 @@ def unit_after(
             "running is unknown. Nothing was changed.",
             hint=f"deploy the whole unit: `dsv4ops deploy {new.profile_name}` (without --only)",
         )
-    kept = deployment_from_record(current)
+    kept = current.deployment()
     components = tuple(
         new.component(n) if n in scope.components else kept.component(n) for n in START_ORDER
     )
@@ -54,7 +54,7 @@ def unit_after(
         "kept_commit": kept.git_commit,
         "profile_hash": new.commands_hash,
     }
-    if all(kept.component(n).record() == new.component(n).record() for n in kept_names):
+    if all(kept.component(n).to_record() == new.component(n).to_record() for n in kept_names):
         return new, record  # the kept parts already run exactly P's commands
     mixed = Deployment(
         profile_name=new.profile_name,

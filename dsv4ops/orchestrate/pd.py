@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from dsv4ops.deployment import START_ORDER, WORKERS
 from dsv4ops.errors import DeployError
-from dsv4ops.orchestrate.model import START_ORDER, WORKERS
 
 OVERRIDE_FLAG = "--i-know-decode-only-restart-breaks-kv-transfer"
 WARNING = "WARNING: PD pair partially restarted:"

@@ -16,7 +16,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dsv4ops.orchestrate.model import START_ORDER, STOP_ORDER, Deployment
+from dsv4ops.deployment import START_ORDER, STOP_ORDER, Deployment
 from dsv4ops.remote.base import redact_argv, redact_env
 
 # Step actions. Those in MUTATING change what runs on the target.

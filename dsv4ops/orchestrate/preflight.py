@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from dsv4ops.deployment import START_ORDER, WORKERS, Deployment
 from dsv4ops.orchestrate.control import TargetControl
-from dsv4ops.orchestrate.model import START_ORDER, WORKERS, Deployment, _flag_value
 
 
 def worker_gpus(deployment: Deployment) -> list[int]:
@@ -21,6 +21,17 @@ def worker_gpus(deployment: Deployment) -> list[int]:
         tp = int(_flag_value(c.argv, "--tp-size") or _flag_value(c.argv, "--tp") or 1)
         gpus.update(range(base, base + tp))
     return sorted(gpus)
+
+
+def _flag_value(argv: Sequence[str], flag: str) -> str | None:
+    # The GPUs are read from the very command the worker runs (what a recorded deployment
+    # rebuilt from the journal will start), not from the profile.
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
 
 
 def kernel_package_paths(

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DeployError, DsOpsError
 from dsv4ops.journal.records import Kind, Operation
 from dsv4ops.journal.store import Journal
-from dsv4ops.orchestrate.model import Deployment, deployment_from_record
 
 
 class RollbackTargetError(DeployError):
@@ -31,7 +31,7 @@ RenderAtCommit = Callable[[str, str], Deployment]
 
 def rebuild(op: Operation, render_at_commit: RenderAtCommit | None) -> tuple[Deployment, str]:
     """(deployment, how it was rebuilt) for a recorded operation. Raises DeployError."""
-    recorded = deployment_from_record(op)
+    recorded = op.deployment()
     note = ""
     path, commit = recorded.profile_path, recorded.git_commit
     if path and commit and render_at_commit is not None:

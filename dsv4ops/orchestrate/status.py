@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dsv4ops.deployment import START_ORDER, Deployment
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.records import Operation
 from dsv4ops.journal.store import UNKNOWN, Journal
@@ -25,7 +26,6 @@ from dsv4ops.orchestrate.drift import (
     process_drift,
     profile_drift,
 )
-from dsv4ops.orchestrate.model import START_ORDER, Deployment, deployment_from_record
 from dsv4ops.orchestrate.partial import describe_mix, is_mixed
 from dsv4ops.orchestrate.workload import read_load
 
@@ -59,7 +59,7 @@ def gather_status(
 ) -> dict[str, Any]:
     """A JSON-ready status report. Raises only for an unreachable target."""
     current = journal.deployed()
-    deployed = deployment_from_record(current) if current and current.components else None
+    deployed = current.deployment() if current and current.components else None
     ports = {c.name: tuple(c.ports) for c in deployed.components} if deployed else None
     states = control.status(list(START_ORDER), ports)
     infos: dict[str, Any] = {}

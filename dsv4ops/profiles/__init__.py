@@ -1,6 +1,7 @@
 """Deployment profiles: load (with extends and provenance), check, and render to exact commands.
 
-Contract 1 (docs/architecture.md): load_profile, load_targets, render, Component, Rendered.
+Contract 1 (docs/architecture.md): load_profile, load_targets, render → Deployment
+(the one value of `dsv4ops.deployment`), Component.
 """
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ from dsv4ops.profiles.load import list_profiles, load_profile, profile_path, val
 from dsv4ops.profiles.model import (
     CanaryThresholds,
     Component,
+    Deployment,
     Flags,
     Profile,
     ProfileWarning,
-    Rendered,
     Target,
 )
 from dsv4ops.profiles.problems import Problem
@@ -23,11 +24,11 @@ __all__ = [
     "DEFAULT_TARGET",
     "CanaryThresholds",
     "Component",
+    "Deployment",
     "Flags",
     "Problem",
     "Profile",
     "ProfileWarning",
-    "Rendered",
     "Target",
     "get_target",
     "list_profiles",

@@ -11,7 +11,8 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
-from dsv4ops.profiles.model import Profile, Rendered
+from dsv4ops.deployment import Deployment
+from dsv4ops.profiles.model import Profile
 from dsv4ops.secrets import REDACTED, is_secret_key, redact_argv
 
 
@@ -80,7 +81,7 @@ def _env_changes(a: dict[str, str], b: dict[str, str]) -> tuple[ValueChange, ...
     )
 
 
-def command_changes(a: Rendered, b: Rendered) -> list[ComponentDiff]:
+def command_changes(a: Deployment, b: Deployment) -> list[ComponentDiff]:
     out = []
     for ca, cb in zip(a.components, b.components, strict=True):
         argv_a, argv_b = redact_argv(ca.argv), redact_argv(cb.argv)
@@ -94,8 +95,8 @@ def command_changes(a: Rendered, b: Rendered) -> list[ComponentDiff]:
         lines = difflib.unified_diff(
             argv_a,
             argv_b,
-            f"{a.profile}/{ca.name}",
-            f"{b.profile}/{cb.name}",
+            f"{a.profile_name}/{ca.name}",
+            f"{b.profile_name}/{cb.name}",
             lineterm="",
             n=1,
         )

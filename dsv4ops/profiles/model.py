@@ -1,11 +1,16 @@
-"""Frozen value objects: what a loaded profile, a target and a rendered deployment are."""
+"""Frozen value objects: what a loaded profile and a target are (a rendered deployment is
+`dsv4ops.deployment.Deployment`)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+# A rendered deployment is the one `Deployment` value of the bottom layer (dsv4ops/deployment.py);
+# re-exported here because profiles build it and their warnings travel with it.
+from dsv4ops.deployment import Component, Deployment, ProfileWarning, served_model_name
+
+__all__ = ["Component", "Deployment", "ProfileWarning"]
 
 
 @dataclass(frozen=True)
@@ -15,6 +20,11 @@ class ModelSpec:
     tool_call_parser: str | None
     reasoning_parser: str | None
     trust_remote_code: bool
+
+    @property
+    def request_name(self) -> str:
+        """The model name requests carry (the one rule: dsv4ops.deployment.served_model_name)."""
+        return served_model_name(self.served_name, self.path)
 
 
 @dataclass(frozen=True)
@@ -93,18 +103,6 @@ class CanaryThresholds:
 
 
 @dataclass(frozen=True)
-class ProfileWarning:
-    """A known hazard or a soft rule: not an error, but canaries and operators act on it."""
-
-    code: str
-    message: str
-    where: str
-
-    def __str__(self) -> str:
-        return f"{self.where}: {self.message}" if self.where else self.message
-
-
-@dataclass(frozen=True)
 class Profile:
     name: str
     path: str
@@ -163,69 +161,3 @@ class Target:
     @property
     def twin_env_dict(self) -> dict[str, str]:
         return dict(self.twin_env)
-
-
-@dataclass(frozen=True)
-class Component:
-    """One process of the deployment, ready to start: exact argv and env."""
-
-    name: str  # "prefill" | "decode" | "router"
-    argv: tuple[str, ...]
-    env: dict[str, str]  # only what the command needs on top of the target's environment
-    host: str  # address the operator machine uses to reach `port`
-    port: int  # the HTTP API port
-    ports: tuple[int, ...]  # every port the process binds
-    metrics_port: int  # where /metrics is served (servers: the API port; router: Prometheus)
-
-    @property
-    def env_dict(self) -> dict[str, str]:
-        return dict(self.env)
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    @property
-    def metrics_url(self) -> str:
-        return f"http://{self.host}:{self.metrics_port}/metrics"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "argv": list(self.argv),
-            "env": dict(self.env),
-            "host": self.host,
-            "port": self.port,
-            "ports": list(self.ports),
-            "metrics_port": self.metrics_port,
-        }
-
-
-@dataclass(frozen=True)
-class Rendered:
-    profile: str
-    target: str
-    components: tuple[Component, ...]
-    warnings: tuple[ProfileWarning, ...] = field(default=())
-
-    def component(self, name: str) -> Component:
-        for comp in self.components:
-            if comp.name == name:
-                return comp
-        raise KeyError(name)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "profile": self.profile,
-            "target": self.target,
-            "components": [c.to_json() for c in self.components],
-        }
-
-    def commands_hash(self) -> str:
-        """sha256 over every component's name, argv and env (order-stable); hex digest."""
-        payload = [
-            {"name": c.name, "argv": list(c.argv), "env": dict(sorted(c.env.items()))}
-            for c in self.components
-        ]
-        blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
-        return hashlib.sha256(blob).hexdigest()

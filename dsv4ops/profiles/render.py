@@ -1,10 +1,14 @@
-"""Profile + target → the exact argv and env of prefill, decode and router (sglang 0.5.23,
-sglang-router 0.3.2). Pure: no I/O except reading targets.yaml when no target is given."""
+"""Profile + target → the Deployment: exact argv and env of prefill, decode and router (sglang
+0.5.23, sglang-router 0.3.2) and every port they bind. Pure: no I/O except reading targets.yaml
+when no target is given."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
+from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import ProfileError
-from dsv4ops.profiles.model import Component, Profile, Rendered, ServerSpec, SSHSpec, Target
+from dsv4ops.profiles.model import Profile, ServerSpec, SSHSpec, Target
 from dsv4ops.profiles.rules import MULTI_STREAM_ENV, check_against_target
 
 SGLANG_MODULE = "sglang.launch_server"
@@ -111,6 +115,8 @@ def _server(p: Profile, side: ServerSpec, target: Target) -> Component:
         port=side.port + off,
         ports=ports,
         metrics_port=side.port + off,
+        bootstrap_port=p.bootstrap_port + off if side.role == "prefill" else None,
+        bind_host=target.bind_host,
     )
 
 
@@ -160,24 +166,31 @@ def _router(p: Profile, target: Target) -> Component:
         port=r.port + off,
         ports=(r.port + off, r.prometheus_port + off),
         metrics_port=r.prometheus_port + off,
+        bind_host=target.bind_host,
     )
 
 
-def render(profile: Profile, target: Target | None = None) -> Rendered:
-    """Exact commands for prefill, decode and router, in start order.
+def render(profile: Profile, target: Target | None = None) -> Deployment:
+    """Exact commands for prefill, decode and router, in start order, as one Deployment.
 
     target None → the production box (targets.yaml's `box`, else a built-in default).
-    Raises ProfileError if the profile does not fit the target (GPUs, ports).
+    Raises ProfileError if the profile does not fit the target (GPUs, ports). The git commit is
+    not known here (the caller adds it with `dataclasses.replace`); `profile_path` is the
+    profile's path as loaded.
     """
     tgt = target if target is not None else _production_target()
     check_against_target(profile, tgt)
-    return Rendered(
-        profile=profile.name,
-        target=tgt.name,
+    return Deployment(
+        profile_name=profile.name,
         components=(
             _server(profile, profile.prefill, tgt),
             _server(profile, profile.decode, tgt),
             _router(profile, tgt),
         ),
+        profile_path=profile.path,
+        content=profile.to_dict(),
+        flags=asdict(profile.flags),
+        kernel_package=profile.kernel_package,
+        target=tgt.name,
         warnings=profile.warnings,
     )

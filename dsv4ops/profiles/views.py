@@ -129,5 +129,5 @@ def diff_report(
             }
             for c in command_changes(ra, rb)
         ],
-        "commands_hash": {"a": ra.commands_hash(), "b": rb.commands_hash()},
+        "commands_hash": {"a": ra.commands_hash, "b": rb.commands_hash},
     }

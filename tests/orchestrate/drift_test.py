@@ -1,12 +1,12 @@
 from __future__ import annotations
 
+from dsv4ops.deployment import Component, Deployment
 from dsv4ops.orchestrate.drift import (
     KernelReading,
     kernel_package_drift,
     process_drift,
     profile_drift,
 )
-from dsv4ops.orchestrate.model import ComponentSpec, Deployment
 from dsv4ops.remote.base import ProcessState
 from tests.orchestrate.ops_test import make_deployment
 
@@ -58,7 +58,7 @@ def test_profile_changed_in_working_copy():
         "b",
         (
             d.component("prefill"),
-            ComponentSpec("decode", (*c.argv, "--new"), c.env, c.host, c.port, c.ports),
+            Component("decode", (*c.argv, "--new"), c.env, c.host, c.port, c.ports),
             d.component("router"),
         ),
     )

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from dsv4ops.journal.store import Journal
-from dsv4ops.orchestrate.model import deployment_from_record
+from dsv4ops.orchestrate.model import process_spec
 from dsv4ops.profiles import load_profile
 from dsv4ops.remote import LocalExecutor, Supervisor
 from testing.orchestrate_env import our_processes, read_events
@@ -66,9 +66,9 @@ def test_deploy_status_redeploy_rollback_stop(env, capsys):
 
     # A component restarted outside the tool shows up as drift.
     sup = Supervisor(LocalExecutor(), str(env.workdir), python=sys.executable)
-    decode = deployment_from_record(Journal(env.target).deployed()).component("decode")
+    decode = Journal(env.target).deployed().deployment().component("decode")
     sup.stop("decode", grace_s=5)
-    sup.start(decode.process_spec())
+    sup.start(process_spec(decode))
     sup.wait_http(decode.url("/health"), timeout_s=30, proc_name="decode")
     code, st, _ = cli(env, capsys, "status", "--json")
     assert not st["healthy"]

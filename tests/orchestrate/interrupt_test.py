@@ -50,12 +50,11 @@ class SignallingControl(FakeControl):
 
 
 def _good(control, journal):
-    from dsv4ops.orchestrate.model import deployment_from_record
 
     out = operator(control, journal).deploy(make_deployment("baseline"))
     assert out.ok
     op = journal.get(out.op_id)
-    return op, deployment_from_record(op)
+    return op, op.deployment()
 
 
 def test_sigint_during_a_wait_is_journaled_and_rolls_back(journal):

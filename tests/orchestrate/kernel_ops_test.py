@@ -13,7 +13,6 @@ from dsv4ops.errors import DeployError
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.drift import process_drift, profile_drift
 from dsv4ops.orchestrate.kernelpkg import KernelSupport, config_dir_env
-from dsv4ops.orchestrate.model import deployment_from_record
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.remote.base import ProcessState
 from tests.orchestrate.fake_control import FakeControl
@@ -84,7 +83,7 @@ def test_package_not_used_rolls_back_with_the_reason(journal):
     good_out = operator(control, journal, support()).deploy(make_deployment("baseline"))
     good = journal.get(good_out.op_id)
     out = operator(control, journal, support(used=False)).deploy(
-        with_package("kernels", offset=100), fallback=(good, deployment_from_record(good))
+        with_package("kernels", offset=100), fallback=(good, good.deployment())
     )
     assert not out.ok and out.status == "ROLLED_BACK", out.message
     assert f"check decode loaded kernel package {REF}" in out.message
@@ -95,7 +94,7 @@ def test_package_not_used_rolls_back_with_the_reason(journal):
 def test_added_env_is_not_drift(journal):
     control = FakeControl()
     out = operator(control, journal, support()).deploy(with_package("baseline"))
-    deployed = deployment_from_record(journal.get(out.op_id))
+    deployed = journal.get(out.op_id).deployment()
     # What runs carries the env the deploy added (the agent records the env it started with).
     states = {
         c.name: ProcessState(c.name, 1, True, started_at="t", argv=c.argv, env=dict(c.env))

@@ -11,7 +11,6 @@ from dsv4ops.clock import FakeClock
 from dsv4ops.errors import LockHeldError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
-from dsv4ops.orchestrate.model import deployment_from_record
 from dsv4ops.orchestrate.partial import PartialRestartRefused
 from dsv4ops.orchestrate.pd import restart_scope
 from dsv4ops.orchestrate.restore import fallbacks_for, known_good_ops, rollback_target
@@ -44,7 +43,7 @@ def test_a_router_only_restart_is_not_marked_known_good_and_records_what_runs(jo
     op = journal.get(out.op_id)
     assert not op.known_good and op.scope["restarted"] == ["router"]
     # The journal records what really runs: baseline's workers, other's router.
-    recorded = deployment_from_record(op)
+    recorded = op.deployment()
     base_dep = make_deployment("baseline")
     assert recorded.component("decode") == base_dep.component("decode")
     assert recorded.component("router") == other.component("router")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from dsv4ops.clock import FakeClock
+from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import DeployError, LockHeldError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate import plan as P
-from dsv4ops.orchestrate.model import ComponentSpec, Deployment, deployment_from_record
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.pd import restart_scope
 from tests.orchestrate.fake_control import FakeControl
@@ -21,7 +21,7 @@ def make_deployment(name: str, offset: int = 0) -> Deployment:
         profile_name=name,
         git_commit="c0ffee" + name,
         components=(
-            ComponentSpec(
+            Component(
                 "prefill",
                 (
                     py,
@@ -39,7 +39,7 @@ def make_deployment(name: str, offset: int = 0) -> Deployment:
                 30000 + offset,
                 (30000 + offset, 8998),
             ),
-            ComponentSpec(
+            Component(
                 "decode",
                 (py, "-m", "sglang.launch_server", "--port", str(30001 + offset)),
                 {"X": name},
@@ -47,7 +47,7 @@ def make_deployment(name: str, offset: int = 0) -> Deployment:
                 30001 + offset,
                 (30001 + offset,),
             ),
-            ComponentSpec(
+            Component(
                 "router",
                 (py, "-m", "sglang_router.launch_router", "--port", "8000"),
                 {},
@@ -115,7 +115,7 @@ def test_failure_after_stop_rolls_back_to_known_good(journal):
     control.calls.clear()
     control.fail_url = ":30101/"  # the new decode never gets ready; the known-good one does
     out = operator(control, journal).deploy(
-        make_deployment("buckets", offset=100), fallback=(good, deployment_from_record(good))
+        make_deployment("buckets", offset=100), fallback=(good, good.deployment())
     )
     assert not out.ok and out.status == "ROLLED_BACK"
     assert (
@@ -154,7 +154,7 @@ def test_failed_restore_reports_nothing_running(journal):
     good = _deployed(control, journal)
     control.fail_probe = True
     out = operator(control, journal).deploy(
-        make_deployment("x", 5), fallback=(good, deployment_from_record(good))
+        make_deployment("x", 5), fallback=(good, good.deployment())
     )
     assert (
         out.status == "FAILED"

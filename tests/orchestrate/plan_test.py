@@ -4,9 +4,9 @@ import shlex
 
 import pytest
 
+from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import DeployError
 from dsv4ops.orchestrate import plan as P
-from dsv4ops.orchestrate.model import ComponentSpec, Deployment
 from dsv4ops.orchestrate.pd import OVERRIDE_FLAG, restart_scope
 from tests.orchestrate.ops_test import make_deployment
 
@@ -56,7 +56,7 @@ def test_the_plan_says_what_worker_readiness_proves():
 
 def test_dry_run_shows_exact_commands_quoted_and_secrets_redacted():
     d = make_deployment("baseline")
-    evil = ComponentSpec(
+    evil = Component(
         "decode",
         ("python", "-m", "x", "--served-model-name", "a; rm -rf / $(id)", "--api-key", "s3cret"),
         {"HF_TOKEN": "hf_x", "MODE": "a b"},

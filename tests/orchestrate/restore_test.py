@@ -5,10 +5,10 @@ import dataclasses
 import pytest
 
 from dsv4ops.clock import FakeClock
+from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import DeployError, ProfileError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
-from dsv4ops.orchestrate.model import ComponentSpec, Deployment
 from dsv4ops.orchestrate.restore import rebuild, rollback_target
 from tests.orchestrate.ops_test import make_deployment
 
@@ -85,7 +85,7 @@ def test_rebuild_refuses_recorded_commands_with_redacted_secrets(journal):
         "s",
         (
             d.component("prefill"),
-            ComponentSpec("decode", c.argv, {"HF_TOKEN": "x"}, c.host, c.port, c.ports),
+            Component("decode", c.argv, {"HF_TOKEN": "x"}, c.host, c.port, c.ports),
             d.component("router"),
         ),
     )

@@ -110,12 +110,12 @@ def test_extra_args_and_env_appended(write) -> None:  # type: ignore[no-untyped-
 
 def test_commands_hash_is_stable_and_sensitive(write) -> None:  # type: ignore[no-untyped-def]
     box = load_targets()["box"]
-    h1 = render(load_profile("base"), box).commands_hash()
-    assert h1 == render(load_profile("base"), box).commands_hash() and len(h1) == 64
+    h1 = render(load_profile("base"), box).commands_hash
+    assert h1 == render(load_profile("base"), box).commands_hash and len(h1) == 64
     write("p", child("flags:\n  overlap_schedule: on\n"))
-    assert render(load_profile("p"), box).commands_hash() != h1
+    assert render(load_profile("p"), box).commands_hash != h1
     write("q", child("description: only the description differs\n"))
-    assert render(load_profile("q"), box).commands_hash() == h1
+    assert render(load_profile("q"), box).commands_hash == h1
 
 
 def test_render_without_target_uses_the_box(pdir: Path) -> None:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dsv4ops.errors import CanaryError
 from dsv4ops.orchestrate.engine import Progress
 from dsv4ops.orchestrate.model import WORKERS
-from dsv4ops.orchestrate.usecases.compose import model_name
 
 if TYPE_CHECKING:
     from dsv4ops.canary import SuiteResult, Thresholds
@@ -47,24 +46,21 @@ def resolve_endpoint(
     if url:
         return CanaryEndpoint(url, tuple(worker_urls), thresholds, buckets, name or "default")
     from dsv4ops.journal.store import Journal
-    from dsv4ops.orchestrate.model import deployment_from_record
     from dsv4ops.profiles import DEFAULT_TARGET
 
     target = target or DEFAULT_TARGET
     op = Journal(target).deployed()
     if op is not None and op.components:
-        d = deployment_from_record(op)
-        comps = {c.name: f"http://{c.host}:{c.port}" for c in d.components}
-        content: dict[str, Any] = dict(d.content or {})
+        d = op.deployment()
+        comps = {c.name: c.client_url() for c in d.components}
         if profile is None:  # judged as the deployed profile was recorded
-            thresholds = thresholds_from_profile(dict(content.get("canary") or {}))
-            recorded = dict(d.flags).get("decode_buckets") or ()
-            buckets = tuple(int(b) for b in recorded)
-        name = name or model_name(d)
+            thresholds = thresholds_from_profile(d.canary_settings)
+            buckets = d.decode_buckets
+        name = name or d.model_name
     elif profile is not None:
         from dsv4ops.profiles import get_target, render
 
-        comps = {c.name: c.url for c in render(profile, get_target(target)).components}
+        comps = {c.name: c.client_url() for c in render(profile, get_target(target)).components}
     else:
         raise CanaryError(
             f"the journal records no running deployment on target {target!r}",
@@ -111,6 +107,5 @@ def _load(profile_ref: str | None) -> Profile | None:
 
 
 def _model_of(profile: Profile | None) -> str | None:
-    """The same rule as `compose.model_name`, read from a loaded profile."""
-    spec = profile.model if profile is not None else None
-    return (spec.served_name or spec.path) if spec else None
+    """The name requests ask for (`deployment.served_model_name`'s rule, from a profile)."""
+    return profile.model.request_name if profile is not None else None

@@ -9,7 +9,6 @@ import os
 from dsv4ops.errors import DsOpsError
 from dsv4ops.orchestrate.engine import CanaryStep, Progress, Timeouts
 from dsv4ops.orchestrate.kernelpkg import KernelSupport, config_dir_env
-from dsv4ops.orchestrate.model import Deployment
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.usecases.session import TargetSession
 from dsv4ops.profiles.model import Target
@@ -48,12 +47,6 @@ def timeouts_for(target: Target) -> Timeouts:
             probe_request_s=30.0,
         )
     return Timeouts()
-
-
-def model_name(deployment: Deployment) -> str:
-    """The name requests ask for: the profile's served name, else its model path."""
-    model = (deployment.content or {}).get("model") or {}
-    return str(model.get("served_name") or model.get("path") or "default")
 
 
 def kernel_support(session: TargetSession) -> KernelSupport:

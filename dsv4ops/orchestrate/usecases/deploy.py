@@ -13,7 +13,7 @@ from dsv4ops.orchestrate.model import Deployment
 from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.pd import RestartScope, restart_scope
 from dsv4ops.orchestrate.restore import fallbacks_for
-from dsv4ops.orchestrate.usecases.compose import model_name, operator_for
+from dsv4ops.orchestrate.usecases.compose import operator_for
 from dsv4ops.orchestrate.usecases.gate import buckets_of, canary_gate, thresholds_of
 from dsv4ops.orchestrate.usecases.render import deployment_for, render_at_commit
 from dsv4ops.orchestrate.usecases.session import TargetSession
@@ -90,7 +90,7 @@ def run_deploy(
             (prev.profile or {}).get("flags") if prev else None,
             thresholds=thresholds_of(new),
             buckets=buckets_of(new),
-            model=model_name(new),
+            model=new.model_name,
             duration_s=canary_duration_s,
             progress=progress,
         )
@@ -98,7 +98,7 @@ def run_deploy(
         session,
         progress=progress,
         canary=step,
-        model=model_name(new),
+        model=new.model_name,
         command=command,
         accept_inconclusive=accept_inconclusive,
     )

@@ -28,13 +28,12 @@ def thresholds_of(deployment: Deployment) -> Thresholds:
     """The thresholds the deployment's profile sets in its `canary` section (defaults else)."""
     from dsv4ops.canary import thresholds_from_profile
 
-    return thresholds_from_profile(dict((deployment.content or {}).get("canary") or {}))
+    return thresholds_from_profile(deployment.canary_settings)
 
 
 def buckets_of(deployment: Deployment) -> tuple[int, ...]:
     """The decode CUDA-graph buckets the profile resolves to (empty when unknown)."""
-    buckets = dict(deployment.flags).get("decode_buckets")
-    return tuple(int(b) for b in buckets) if buckets else ()
+    return deployment.decode_buckets
 
 
 def canary_gate(
@@ -58,9 +57,8 @@ def canary_gate(
     run_one = run or _run_suite
 
     def step(deployment: Deployment, _router_url: str) -> tuple[str, list[str]]:
-        router = deployment.component("router")
-        base = f"http://{router.host}:{router.port}"  # the canary runs on this machine
-        workers = [f"http://{c.host}:{c.port}" for c in deployment.in_order(WORKERS)]
+        base = deployment.component("router").client_url()  # the canary runs on this machine
+        workers = [c.client_url() for c in deployment.in_order(WORKERS)]
         flags = dict(deployment.flags)
         flags.setdefault("kernel_package", deployment.kernel_package)
         reasons: list[str] = []

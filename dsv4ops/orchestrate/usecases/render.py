@@ -4,9 +4,10 @@ read from git at a recorded commit (rollback), each with its git provenance."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
-from dsv4ops.orchestrate.model import Deployment, deployment_from_rendered
+from dsv4ops.deployment import Deployment
 from dsv4ops.profiles.model import Target
 
 
@@ -16,9 +17,8 @@ def deployment_for(profile_ref: str, target: Target) -> Deployment:
     from dsv4ops.profiles.committed import clean_head_commit
 
     profile = load_profile(profile_ref)
-    return deployment_from_rendered(
+    return replace(
         render(profile, target),
-        profile=profile,
         profile_path=str(Path(profile.path).resolve()),
         git_commit=clean_head_commit(profile),
     )
@@ -30,9 +30,7 @@ def render_at_commit(target: Target) -> Callable[[str, str], Deployment]:
 
     def build(path: str, commit: str) -> Deployment:
         profile = load_profile(path, git_rev=commit)
-        return deployment_from_rendered(
-            render(profile, target), profile=profile, profile_path=path, git_commit=commit
-        )
+        return replace(render(profile, target), profile_path=path, git_commit=commit)
 
     return build
 

@@ -11,7 +11,7 @@ from dsv4ops.orchestrate.engine import CanaryStep, Progress
 from dsv4ops.orchestrate.model import Deployment
 from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.restore import fallbacks_for, rebuild, rollback_target
-from dsv4ops.orchestrate.usecases.compose import model_name, operator_for
+from dsv4ops.orchestrate.usecases.compose import operator_for
 from dsv4ops.orchestrate.usecases.gate import buckets_of, canary_gate, thresholds_of
 from dsv4ops.orchestrate.usecases.render import render_at_commit
 from dsv4ops.orchestrate.usecases.session import TargetSession
@@ -61,12 +61,12 @@ def run_rollback(
             None,
             thresholds=thresholds_of(dep),
             buckets=buckets_of(dep),
-            model=model_name(dep),
+            model=dep.model_name,
             duration_s=CANARY_DURATION_S,
             progress=progress,
         )
     operator = operator_for(
-        session, progress=progress, canary=step, model=model_name(dep), command="dsv4ops rollback"
+        session, progress=progress, canary=step, model=dep.model_name, command="dsv4ops rollback"
     )
     return operator.deploy(
         dep,
