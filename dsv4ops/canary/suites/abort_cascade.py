@@ -22,10 +22,12 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+from dataclasses import dataclass
 from typing import Any
 
 from dsv4ops.canary.records import RequestRecord
 from dsv4ops.canary.sampler import scrape_once
+from dsv4ops.canary.selfcheck import SelfCheckReport
 from dsv4ops.canary.stats import summarize
 from dsv4ops.canary.suites.common import (
     Harness,
@@ -36,8 +38,8 @@ from dsv4ops.canary.suites.common import (
     judge_errors,
     reachable,
 )
-from dsv4ops.canary.verdict import Findings, SuiteResult
-from dsv4ops.canary.watchdog import FREEZE, FREEZE_METRICS
+from dsv4ops.canary.verdict import Findings, SuiteResult, Thresholds
+from dsv4ops.canary.watchdog import FREEZE, FREEZE_METRICS, HangEvent
 from dsv4ops.canary.workload import base_body, text_prompt
 from dsv4ops.clock import perf_ns, perf_s
 from dsv4ops.errors import CanaryError
@@ -46,9 +48,31 @@ PROBES = 4
 ABORT_GRACE_S = 1.0  # an aborted stream ends within a step or two; longer means it was not aborted
 
 
+@dataclass(frozen=True)
+class _Cascade:
+    """What one cascade observed, judged once the harness has closed."""
+
+    streams: int
+    decoding: int  # streams with output when the cascade started
+    baseline: float | None  # other clients' running + queued; None without worker metrics
+    t_cascade_ns: int
+    abort_ids: list[str]
+    abort_status: list[int]
+    by_disconnect: int
+    by_request: int
+    ended_by_abort: int  # of the by_request streams, those the server closed by itself
+    recovery_s: float | None
+
+    @property
+    def statuses(self) -> dict[int, int]:
+        return {st: self.abort_status.count(st) for st in sorted(set(self.abort_status))}
+
+    def since_cascade_s(self, ns: int) -> float:
+        return (ns - self.t_cascade_ns) / 1e9
+
+
 async def run_abort_cascade(ctx: SuiteContext) -> SuiteResult:
-    th = ctx.thresholds
-    n = ctx.concurrency or th.abort_streams
+    n = ctx.concurrency or ctx.thresholds.abort_streams
     f = Findings()
     # room for the streams, the probes and the burst of per-rid aborts without pool queueing (a
     # cascade is aborts landing together)
@@ -59,85 +83,121 @@ async def run_abort_cascade(ctx: SuiteContext) -> SuiteResult:
         if baseline is None:
             f.unsure("worker metrics unavailable (pass --worker-url with --enable-metrics servers):"
                      " cannot check running/queued return to baseline")
-        ctx.say(f"abort-cascade: starting {n} long streams")
-        # unique per run: a rid must not collide with another client's (or another canary's)
-        run_id = secrets.token_hex(4)
-        streams = [asyncio.create_task(h.client.stream(
-            {**base_body([{"role": "user", "content": text_prompt(20_000 + i)}], max_tokens=4096,
-                         model=ctx.model, thinking=th.thinking_mode()), "rid": f"canary-{run_id}-cascade-{i}"},
-            rid=f"canary-{run_id}-cascade-{i}", tag="cascade", sink=h.records))
-            for i in range(n)]
-        decoding = await _wait_decoding(h, n, timeout_s=min(th.first_token_deadline_s, 30.0))
-        # SGLang publishes running/queued once per --decode-log-interval, so the scrape at the
-        # start may predate other clients' requests; what the workers report now, minus our own
-        # open streams, is a second (later) reading of the same baseline
-        if baseline is not None:
-            baseline = max(baseline, await _baseline_beside_ours(h))
-        t_cascade = perf_ns()
-        ctx.say(f"abort-cascade: cancelling {n} streams ({decoding} decoding)")
-        half = n // 2 if ctx.worker_urls else n  # no worker URL: nowhere to POST an abort
-        disconnect, by_request = streams[:half], streams[half:]
-        recs = {r.rid: r for r in h.records if r.tag == "cascade"}
-        abort_ids = sorted({i for k in range(half, n)
-                            for i in _request_ids(recs[f"canary-{run_id}-cascade-{k}"])})
-        await cancel_all(disconnect)
-        abort_status = await asyncio.gather(*(
-            h.client.post_json(u.rstrip("/") + "/abort_request", {"rid": rid, "abort_all": False})
-            for u in ctx.worker_urls for rid in abort_ids))
-        await asyncio.sleep(0.2)
-        probes = [asyncio.create_task(h.client.stream(
-            base_body([{"role": "user", "content": text_prompt(30_000 + i)}], max_tokens=16,
-                      model=ctx.model, thinking=th.thinking_mode()), rid=f"probe-{i}", tag="probe", sink=h.records))
-            for i in range(PROBES)]
-        recovery = asyncio.create_task(_recovered(h, baseline, th.abort_cascade_recovery_s))
-        frozen = asyncio.create_task(h.watchdog.frozen.wait())
-        work: asyncio.Future[Any] = asyncio.gather(recovery, *probes)
-        await asyncio.wait([work, frozen], return_when=asyncio.FIRST_COMPLETED,
-                           timeout=th.abort_cascade_recovery_s + th.freeze_s + 5)
-        if by_request and not frozen.done():
-            await asyncio.wait(by_request, timeout=ABORT_GRACE_S)
-        # ended on their own (the server closed them) rather than cancelled below by us
-        ended_by_abort = sum(1 for t in by_request if t.done())
-        await cancel_all([*streams, *probes, recovery, frozen])
-        await asyncio.gather(work, return_exceptions=True)  # retrieve, so nothing is left unread
-        recovery_s = recovery.result() if recovery.done() and not recovery.cancelled() else None
+        c = await _cascade(ctx, h, n, baseline)
     sc = h.selfcheck.report
-    t_ms = lambda ns: (ns - t_cascade) / 1e9  # noqa: E731
-    freezes = [e for e in h.watchdog.events if e.kind in (FREEZE, FREEZE_METRICS) and e.detected_ns > t_cascade]
+    freezes = _judge(f, h, c, ctx.thresholds)
+    judge_client(f, sc)
+    f.note(f"{n} streams cancelled ({c.decoding} mid-decode); recovery "
+           + (f"{c.recovery_s:.2f} s" if c.recovery_s is not None else "not measured"))
+    return f.result("abort-cascade", _metrics(h, c, freezes, sc))
+
+
+async def _cascade(ctx: SuiteContext, h: Harness, n: int, baseline: float | None) -> _Cascade:
+    """Open n long streams, cut them all at once (half by disconnect, half by POST
+    /abort_request), then watch the probes and the recovery."""
+    th = ctx.thresholds
+    ctx.say(f"abort-cascade: starting {n} long streams")
+    # unique per run: a rid must not collide with another client's (or another canary's)
+    run_id = secrets.token_hex(4)
+    streams = [asyncio.create_task(h.client.stream(
+        {**base_body([{"role": "user", "content": text_prompt(20_000 + i)}], max_tokens=4096,
+                     model=ctx.model, thinking=th.thinking_mode()), "rid": f"canary-{run_id}-cascade-{i}"},
+        rid=f"canary-{run_id}-cascade-{i}", tag="cascade", sink=h.records))
+        for i in range(n)]
+    decoding = await _wait_decoding(h, n, timeout_s=min(th.first_token_deadline_s, 30.0))
+    # SGLang publishes running/queued once per --decode-log-interval, so the scrape at the
+    # start may predate other clients' requests; what the workers report now, minus our own
+    # open streams, is a second (later) reading of the same baseline
+    if baseline is not None:
+        baseline = max(baseline, await _baseline_beside_ours(h))
+    t_cascade = perf_ns()
+    ctx.say(f"abort-cascade: cancelling {n} streams ({decoding} decoding)")
+    half = n // 2 if ctx.worker_urls else n  # no worker URL: nowhere to POST an abort
+    disconnect, by_request = streams[:half], streams[half:]
+    recs = {r.rid: r for r in h.records if r.tag == "cascade"}
+    abort_ids = sorted({i for k in range(half, n)
+                        for i in _request_ids(recs[f"canary-{run_id}-cascade-{k}"])})
+    await cancel_all(disconnect)
+    abort_status = await asyncio.gather(*(
+        h.client.post_json(u.rstrip("/") + "/abort_request", {"rid": rid, "abort_all": False})
+        for u in ctx.worker_urls for rid in abort_ids))
+    await asyncio.sleep(0.2)
+    ended_by_abort, recovery_s = await _watch_recovery(ctx, h, baseline, streams, by_request)
+    return _Cascade(streams=n, decoding=decoding, baseline=baseline, t_cascade_ns=t_cascade,
+                    abort_ids=abort_ids, abort_status=list(abort_status),
+                    by_disconnect=len(disconnect), by_request=len(by_request),
+                    ended_by_abort=ended_by_abort, recovery_s=recovery_s)
+
+
+async def _watch_recovery(
+    ctx: SuiteContext, h: Harness, baseline: float | None,
+    streams: list[asyncio.Task[Any]], by_request: list[asyncio.Task[Any]],
+) -> tuple[int, float | None]:
+    """Probe right after the cascade, until recovery or a freeze; then give the by-request
+    streams a grace to end. (how many of them the server ended, seconds to recovery or None)"""
+    th = ctx.thresholds
+    probes = [asyncio.create_task(h.client.stream(
+        base_body([{"role": "user", "content": text_prompt(30_000 + i)}], max_tokens=16,
+                  model=ctx.model, thinking=th.thinking_mode()), rid=f"probe-{i}", tag="probe", sink=h.records))
+        for i in range(PROBES)]
+    recovery = asyncio.create_task(_recovered(h, baseline, th.abort_cascade_recovery_s))
+    frozen = asyncio.create_task(h.watchdog.frozen.wait())
+    work: asyncio.Future[Any] = asyncio.gather(recovery, *probes)
+    await asyncio.wait([work, frozen], return_when=asyncio.FIRST_COMPLETED,
+                       timeout=th.abort_cascade_recovery_s + th.freeze_s + 5)
+    if by_request and not frozen.done():
+        await asyncio.wait(by_request, timeout=ABORT_GRACE_S)
+    # ended on their own (the server closed them) rather than cancelled below by us
+    ended_by_abort = sum(1 for t in by_request if t.done())
+    await cancel_all([*streams, *probes, recovery, frozen])
+    await asyncio.gather(work, return_exceptions=True)  # retrieve, so nothing is left unread
+    recovery_s = recovery.result() if recovery.done() and not recovery.cancelled() else None
+    return ended_by_abort, recovery_s
+
+
+def _judge(f: Findings, h: Harness, c: _Cascade, th: Thresholds) -> list[HangEvent]:
+    """The server-side findings; returns the freezes detected after the cascade (a wedge
+    explains the other symptoms, so they are not judged again)."""
+    freezes = [e for e in h.watchdog.events if e.kind in (FREEZE, FREEZE_METRICS) and e.detected_ns > c.t_cascade_ns]
     if freezes:
         e = freezes[0]
-        f.fail(f"wedge: {e.detail}; detected {t_ms(e.detected_ns):.2f} s after the cascade "
+        f.fail(f"wedge: {e.detail}; detected {c.since_cascade_s(e.detected_ns):.2f} s after the cascade "
                f"({e.detection_latency_s:.2f} s after the silence began)")
-    probe_recs = [r for r in h.records if r.tag == "probe"]
     if not freezes:
-        judge_errors(f, probe_recs, th, ignore=())
-    if baseline is not None and recovery_s is None and not freezes:
-        f.fail(f"running/queued requests did not return to baseline {baseline:.0f} within "
+        judge_errors(f, _probe_records(h), th, ignore=())
+    if c.baseline is not None and c.recovery_s is None and not freezes:
+        f.fail(f"running/queued requests did not return to baseline {c.baseline:.0f} within "
                f"{th.abort_cascade_recovery_s:.0f} s")
-    if decoding < n // 4:
-        f.unsure(f"only {decoding} of {n} streams were decoding when the cascade started")
-    statuses = {st: abort_status.count(st) for st in sorted(set(abort_status))}
-    if abort_status and set(statuses) != {200}:
-        f.note(f"/abort_request answered {statuses} (status: count)")
-    if by_request and not freezes and ended_by_abort < len(by_request):
-        f.fail(f"{len(by_request) - ended_by_abort} of {len(by_request)} streams kept streaming "
+    if c.decoding < c.streams // 4:
+        f.unsure(f"only {c.decoding} of {c.streams} streams were decoding when the cascade started")
+    if c.abort_status and set(c.statuses) != {200}:
+        f.note(f"/abort_request answered {c.statuses} (status: count)")
+    if c.by_request and not freezes and c.ended_by_abort < c.by_request:
+        f.fail(f"{c.by_request - c.ended_by_abort} of {c.by_request} streams kept streaming "
                f"{ABORT_GRACE_S:.0f} s after POST /abort_request with their ids "
-               f"({len(abort_ids)} ids sent to each worker)")
-    judge_client(f, sc)
-    f.note(f"{n} streams cancelled ({decoding} mid-decode); recovery "
-           + (f"{recovery_s:.2f} s" if recovery_s is not None else "not measured"))
-    metrics: dict[str, Any] = {
+               f"({len(c.abort_ids)} ids sent to each worker)")
+    return freezes
+
+
+def _metrics(
+    h: Harness, c: _Cascade, freezes: list[HangEvent], sc: SelfCheckReport
+) -> dict[str, Any]:
+    return {
         # the probes' own span (first sent → last ended): the rates are per second of probing
-        "summary": summarize(probe_recs, max_concurrency=PROBES),
-        "cascade": {"streams": n, "decoding_at_cascade": decoding, "baseline_in_system": baseline,
-                    "recovery_s": recovery_s, "abort_request_status": statuses,
-                    "aborted_by_disconnect": len(disconnect), "aborted_by_request": len(by_request),
-                    "abort_request_ids": len(abort_ids), "ended_by_abort_request": ended_by_abort,
-                    "wedge_detected_s": t_ms(freezes[0].detected_ns) if freezes else None},
+        "summary": summarize(_probe_records(h), max_concurrency=PROBES),
+        "cascade": {"streams": c.streams, "decoding_at_cascade": c.decoding,
+                    "baseline_in_system": c.baseline, "recovery_s": c.recovery_s,
+                    "abort_request_status": c.statuses,
+                    "aborted_by_disconnect": c.by_disconnect, "aborted_by_request": c.by_request,
+                    "abort_request_ids": len(c.abort_ids), "ended_by_abort_request": c.ended_by_abort,
+                    "wedge_detected_s": c.since_cascade_s(freezes[0].detected_ns) if freezes else None},
         "hangs": h.watchdog.summary(),
         "client": sc.to_json(),
     }
-    return f.result("abort-cascade", metrics)
+
+
+def _probe_records(h: Harness) -> list[RequestRecord]:
+    return [r for r in h.records if r.tag == "probe"]
 
 
 def _request_ids(rec: RequestRecord) -> list[str]:
