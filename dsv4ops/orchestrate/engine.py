@@ -19,11 +19,11 @@ from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.diagnose import missing_module_hint
+from dsv4ops.orchestrate.drain import DrainWatch
 from dsv4ops.orchestrate.interrupts import InterruptGate, signal_name_of
 from dsv4ops.orchestrate.kernelpkg import KernelSupport
 from dsv4ops.orchestrate.model import process_spec
 from dsv4ops.orchestrate.probe import run_probe
-from dsv4ops.orchestrate.workload import Load, read_load
 
 Progress = Callable[[str], None]
 # (deployment, router base URL) -> (verdict "PASS"|"FAIL"|"INCONCLUSIVE", reasons)
@@ -214,7 +214,6 @@ class Runner:
         """
         workers = self.known.in_order(WORKERS) if self.known else []
         t0 = self.settings.clock.monotonic()
-        deadline = t0 + self.settings.timeouts.drain_s
         with_router = step.component == "router"
         router_up = False
         if with_router:
@@ -222,67 +221,23 @@ class Runner:
             self._router_drain = "draining" if router_up else "not running"
             if router_up:
                 self.log.changed = True  # the SIGTERM is the first change on the target
-        peak: dict[str, float] = {}
-        unknown: dict[str, str] = {}
-        down: set[str] = set()
-        last_line, last_at = "", -1e9
-        while True:
-            was_up = router_up
-            if router_up:
-                router_up = bool(self.control.status(["router"])["router"].alive)
-            loads = {
-                c.name: read_load(self.control, c.url("/metrics"), timeout_s=3.0) for c in workers
-            }
-            unknown = {n: ld.error or "unreadable" for n, ld in loads.items() if not ld.known}
-            if unknown:
-                # A worker that is not running has nothing in flight: that is known, not unknown.
-                states = self.control.status(list(unknown))
-                for n in [n for n in unknown if not states[n].alive]:
-                    del unknown[n]
-                    loads[n] = Load(0.0, 0.0)
-                    down.add(n)
-            busy = {n: ld for n, ld in loads.items() if ld.busy}
-            for n, ld in busy.items():
-                peak[n] = max(peak.get(n, 0.0), (ld.running or 0.0) + (ld.queued or 0.0))
-            now = self.settings.clock.monotonic()
-            line = _drain_line(with_router, router_up, loads, down)
-            # At most one progress line a second, except when the router goes away.
-            if line != last_line and (now - last_at >= 1.0 or was_up != router_up):
-                self.settings.progress(f"    drain {now - t0:5.2f}s: {line}")
-                last_line, last_at = line, now
-            if not router_up and not busy:
-                break
-            if now >= deadline:
-                if with_router and router_up:
-                    self._router_drain = "outlived"
-                what = ", ".join(
-                    f"{n}: {ld.running or 0:g} running/{ld.queued or 0:g} queued"
-                    for n, ld in busy.items()
-                )
-                if router_up:
-                    what = "router still up" + (f"; {what}" if what else "")
-                return (
-                    f"gave up waiting after {self.settings.timeouts.drain_s:g}s ({what}); stopping anyway"
-                    + _unknown_note(unknown)
-                )
-            self.settings.clock.sleep(0.1)
+        watch = DrainWatch(self.control, workers, clock=self.settings.clock,
+                           progress=self.settings.progress, with_router=with_router,
+                           router_up=router_up, t0=t0)
+        bound_s = self.settings.timeouts.drain_s
+        busy = watch.wait(bound_s)
+        if busy is not None:
+            if with_router and watch.router_up:
+                self._router_drain = "outlived"
+            return watch.gave_up(busy, bound_s)
         took = self.settings.clock.monotonic() - t0
-        parts = []
+        router_part = None
         if with_router and self._router_drain == "draining":
             self._router_drain = "exited"
-            parts.append(f"router drained and exited {took:.2f}s after SIGTERM")
+            router_part = f"router drained and exited {took:.2f}s after SIGTERM"
         elif with_router:
-            parts.append("router was not running")
-        if peak:
-            seen = ", ".join(f"{n} up to {v:g}" for n, v in sorted(peak.items()))
-            parts.append(f"waited for in-flight requests ({seen})")
-        if not workers:
-            parts.append("no known workers")
-        elif down == {c.name for c in workers}:
-            parts.append("workers not running")
-        elif len(unknown) < len(workers):
-            parts.append("no requests in flight")
-        return "; ".join(parts) + _unknown_note(unknown)
+            router_part = "router was not running"
+        return watch.drained(router_part)
 
     def _start(self, step: P.Step, d: Deployment | None) -> str:
         assert d and step.component
@@ -352,29 +307,6 @@ class Runner:
         if verdict != "PASS":
             raise StepFailed(step.title, f"verdict {verdict}: {'; '.join(reasons) or 'no reasons'}")
         return f"PASS ({'; '.join(reasons)[:300]})" if reasons else "PASS"
-
-
-def _drain_line(
-    with_router: bool, router_up: bool, loads: Mapping[str, Any], down: set[str]
-) -> str:
-    bits = [f"router {'draining' if router_up else 'gone'}"] if with_router else []
-    for n, ld in loads.items():
-        if n in down:
-            bits.append(f"{n} not running")
-        elif ld.running is None:
-            bits.append(f"{n} in-flight UNKNOWN ({ld.error or 'metrics unreadable'})")
-        else:
-            bits.append(f"{n} {ld.running:g} running/{ld.queued or 0:g} queued")
-    return ", ".join(bits) or "no workers known"
-
-
-def _unknown_note(unknown: Mapping[str, str]) -> str:
-    """Unknown is not idle: say so in the step's detail (progress line and journal)."""
-    if not unknown:
-        return ""
-    return "; in-flight requests UNKNOWN on " + ", ".join(
-        f"{n} (metrics: {why})" for n, why in sorted(unknown.items())
-    )
 
 
 def process_snapshot(control: TargetControl, names: list[str]) -> dict[str, Any]:

@@ -1,0 +1,129 @@
+"""The drain step's watch: poll the router's liveness and the workers' loads until the router has
+exited and no worker is busy, or the bound runs out; then say what was seen.
+
+The runner (`engine.py`) sends the router its SIGTERM and keeps the router's drain state; this
+module only polls and words the result. A worker whose /metrics cannot be read is UNKNOWN, never
+idle, unless the target says it is not running (then it has nothing in flight: known, not unknown).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from dsv4ops.clock import Clock
+from dsv4ops.deployment import Component
+from dsv4ops.orchestrate.control import TargetControl
+from dsv4ops.orchestrate.workload import Load, read_load
+
+
+class DrainWatch:
+    """One drain's polling and what it saw: the peak in-flight count per worker, the workers
+    whose load is unknown, the ones found not running."""
+
+    def __init__(
+        self,
+        control: TargetControl,
+        workers: list[Component],
+        *,
+        clock: Clock,
+        progress: Callable[[str], None],
+        with_router: bool,
+        router_up: bool,
+        t0: float,
+    ) -> None:
+        self.control, self.workers = control, workers
+        self.clock, self.progress = clock, progress
+        self.with_router, self.router_up, self.t0 = with_router, router_up, t0
+        self.peak: dict[str, float] = {}
+        self.unknown: dict[str, str] = {}
+        self.down: set[str] = set()
+        self._last_line, self._last_at = "", -1e9
+
+    def wait(self, bound_s: float) -> dict[str, Load] | None:
+        """Poll every 0.1 s until the router is gone and no worker is busy (None), or until
+        `bound_s` after t0 (the loads still busy then)."""
+        deadline = self.t0 + bound_s
+        while True:
+            was_up = self.router_up
+            if self.router_up:
+                self.router_up = bool(self.control.status(["router"])["router"].alive)
+            loads = self._read_loads()
+            busy = {n: ld for n, ld in loads.items() if ld.busy}
+            for n, ld in busy.items():
+                self.peak[n] = max(self.peak.get(n, 0.0), (ld.running or 0.0) + (ld.queued or 0.0))
+            now = self.clock.monotonic()
+            self._say(now, loads, router_changed=was_up != self.router_up)
+            if not self.router_up and not busy:
+                return None
+            if now >= deadline:
+                return busy
+            self.clock.sleep(0.1)
+
+    def _read_loads(self) -> dict[str, Load]:
+        loads = {
+            c.name: read_load(self.control, c.url("/metrics"), timeout_s=3.0) for c in self.workers
+        }
+        self.unknown = {n: ld.error or "unreadable" for n, ld in loads.items() if not ld.known}
+        if self.unknown:
+            # A worker that is not running has nothing in flight: that is known, not unknown.
+            states = self.control.status(list(self.unknown))
+            for n in [n for n in self.unknown if not states[n].alive]:
+                del self.unknown[n]
+                loads[n] = Load(0.0, 0.0)
+                self.down.add(n)
+        return loads
+
+    def _say(self, now: float, loads: Mapping[str, Load], *, router_changed: bool) -> None:
+        line = _drain_line(self.with_router, self.router_up, loads, self.down)
+        # At most one progress line a second, except when the router goes away.
+        if line != self._last_line and (now - self._last_at >= 1.0 or router_changed):
+            self.progress(f"    drain {now - self.t0:5.2f}s: {line}")
+            self._last_line, self._last_at = line, now
+
+    def gave_up(self, busy: Mapping[str, Load], bound_s: float) -> str:
+        """The step's detail when the bound ran out (the stop goes ahead anyway)."""
+        what = ", ".join(
+            f"{n}: {ld.running or 0:g} running/{ld.queued or 0:g} queued" for n, ld in busy.items()
+        )
+        if self.router_up:
+            what = "router still up" + (f"; {what}" if what else "")
+        return f"gave up waiting after {bound_s:g}s ({what}); stopping anyway" + _unknown_note(
+            self.unknown
+        )
+
+    def drained(self, router_part: str | None) -> str:
+        """The step's detail when the drain finished: the router's part, then the workers'."""
+        parts = [router_part] if router_part else []
+        if self.peak:
+            seen = ", ".join(f"{n} up to {v:g}" for n, v in sorted(self.peak.items()))
+            parts.append(f"waited for in-flight requests ({seen})")
+        if not self.workers:
+            parts.append("no known workers")
+        elif self.down == {c.name for c in self.workers}:
+            parts.append("workers not running")
+        elif len(self.unknown) < len(self.workers):
+            parts.append("no requests in flight")
+        return "; ".join(parts) + _unknown_note(self.unknown)
+
+
+def _drain_line(
+    with_router: bool, router_up: bool, loads: Mapping[str, Load], down: set[str]
+) -> str:
+    bits = [f"router {'draining' if router_up else 'gone'}"] if with_router else []
+    for n, ld in loads.items():
+        if n in down:
+            bits.append(f"{n} not running")
+        elif ld.running is None:
+            bits.append(f"{n} in-flight UNKNOWN ({ld.error or 'metrics unreadable'})")
+        else:
+            bits.append(f"{n} {ld.running:g} running/{ld.queued or 0:g} queued")
+    return ", ".join(bits) or "no workers known"
+
+
+def _unknown_note(unknown: Mapping[str, str]) -> str:
+    """Unknown is not idle: say so in the step's detail (progress line and journal)."""
+    if not unknown:
+        return ""
+    return "; in-flight requests UNKNOWN on " + ", ".join(
+        f"{n} (metrics: {why})" for n, why in sorted(unknown.items())
+    )
