@@ -87,41 +87,48 @@ def twin_state(s: TwinServer) -> dict[str, Any]:
             "time_scale": s.config.time_scale, "ignored_args": list(s.args.ignored)}
 
 
-def build_app(s: TwinServer) -> web.Application:
-    async def health(request: web.Request) -> web.Response:
-        return web.Response(status=200 if await s.health() else 503)
+class _Handlers:
+    """One handler per SGLang path, over one TwinServer (aiohttp takes the bound methods)."""
 
-    async def ready(request: web.Request) -> web.Response:
+    def __init__(self, s: TwinServer) -> None:
+        self.s = s
+        self.parsers = Parsers(tool_call_parser=s.args.tool_call_parser,
+                               reasoning_parser=s.args.reasoning_parser,
+                               reasoning_tokens=s.config.reasoning_tokens)
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200 if await self.s.health() else 503)
+
+    async def ready(self, request: web.Request) -> web.Response:
         # TokenizerManager.is_ready(): up and not shutting down
+        s = self.s
         return web.Response(status=200 if s.status == "up" and not s.gracefully_exit else 503)
 
-    async def get_model_info(request: web.Request) -> web.Response:
-        return web.json_response(model_info(s))
+    async def model_info(self, request: web.Request) -> web.Response:
+        return web.json_response(model_info(self.s))
 
-    async def get_server_info(request: web.Request) -> web.Response:
-        return web.json_response(server_info(s))
+    async def server_info(self, request: web.Request) -> web.Response:
+        return web.json_response(server_info(self.s))
 
-    def card() -> dict[str, Any]:
-        name = s.args.served_model_name
-        return {"id": name, "object": "model", "created": int(s.started_at),
+    def _card(self) -> dict[str, Any]:
+        name = self.s.args.served_model_name
+        return {"id": name, "object": "model", "created": int(self.s.started_at),
                 "owned_by": "sglang", "root": name, "parent": None, "max_model_len": CONTEXT_LEN}
 
-    async def models(request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [card()]})
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [self._card()]})
 
-    async def one_model(request: web.Request) -> web.Response:
-        if request.match_info["model"] != s.args.served_model_name:
+    async def one_model(self, request: web.Request) -> web.Response:
+        if request.match_info["model"] != self.s.args.served_model_name:
             body = error_body(f"The model `{request.match_info['model']}` does not exist.", 404,
                               "NotFoundError")
             body["code"] = "model_not_found"
             return web.json_response({"error": body}, status=404)
-        return web.json_response(card())
+        return web.json_response(self._card())
 
-    parsers = Parsers(tool_call_parser=s.args.tool_call_parser,
-                      reasoning_parser=s.args.reasoning_parser,
-                      reasoning_tokens=s.config.reasoning_tokens)
+    def generation(self, kind: str) -> Handler:
+        s, parsers = self.s, self.parsers
 
-    def generation(kind: str) -> Handler:
         async def handler(request: web.Request) -> web.StreamResponse:
             try:
                 body = await request.json()
@@ -136,7 +143,7 @@ def build_app(s: TwinServer) -> web.Application:
             return await s.handle_generation(request, job, plan, boot, prompt)
         return handler
 
-    async def abort_request(request: web.Request) -> web.Response:
+    async def abort_request(self, request: web.Request) -> web.Response:
         try:
             body = await request.json()
         except json.JSONDecodeError:
@@ -145,34 +152,35 @@ def build_app(s: TwinServer) -> web.Application:
             return web.json_response({"error": {"message": "AbortReq must be a JSON object"}},
                                      status=400)
         # SGLang's AbortReq: one request by rid (an unknown rid is a no-op), or all of them
-        s.abort(body.get("rid"), bool(body.get("abort_all", False)))
+        self.s.abort(body.get("rid"), bool(body.get("abort_all", False)))
         return web.Response(status=200)
 
-    async def flush_cache(request: web.Request) -> web.Response:
-        e = s.engine
+    async def flush_cache(self, request: web.Request) -> web.Response:
+        e = self.s.engine
         if e is not None and (e.running or e.waiting):
             return web.Response(status=400, text="Cache not flushed. Please check backend logs "
                                 "for more details. (When there are running or waiting requests, "
                                 "the operation will not be performed.)\n")
         return web.Response(text=FLUSHED)
 
-    async def metrics(request: web.Request) -> web.Response:
-        assert s.metrics is not None
-        return web.Response(body=s.metrics.render(),
+    async def metrics(self, request: web.Request) -> web.Response:
+        assert self.s.metrics is not None
+        return web.Response(body=self.s.metrics.render(),
                             headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
-    async def loads(request: web.Request) -> web.Response:
-        e = s.engine
+    async def loads(self, request: web.Request) -> web.Response:
+        s, e = self.s, self.s.engine
         return web.json_response({"timestamp": time.time(), "version": SGLANG_VERSION,
                                   "accelerator": "twin", "num_accelerators": s.args.tp_size,
                                   "loads": [{"dp_rank": 0,
                                              "num_running_reqs": len(e.running) if e else 0,
                                              "num_waiting_reqs": len(e.waiting) if e else 0}]})
 
-    async def state(request: web.Request) -> web.Response:
-        return web.json_response(twin_state(s))
+    async def state(self, request: web.Request) -> web.Response:
+        return web.json_response(twin_state(self.s))
 
-    async def hazard(request: web.Request) -> web.Response:
+    async def hazard(self, request: web.Request) -> web.Response:
+        s = self.s
         before = s.hazards.corrupt_shapes
         try:
             body = await request.json()
@@ -186,32 +194,35 @@ def build_app(s: TwinServer) -> web.Application:
                                   "corrupt_shapes": list(s.hazards.corrupt_shapes)})
 
     @web.middleware
-    async def count_http(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if s.metrics is not None:
-            s.metrics.http_requests.labels(endpoint=request.path, method=request.method).inc()
+    async def count_http(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if self.s.metrics is not None:
+            self.s.metrics.http_requests.labels(endpoint=request.path, method=request.method).inc()
         return await handler(request)
 
-    app = web.Application(middlewares=[count_http], client_max_size=64 * 1024 * 1024)
+
+def build_app(s: TwinServer) -> web.Application:
+    h = _Handlers(s)
+    app = web.Application(middlewares=[h.count_http], client_max_size=64 * 1024 * 1024)
     r = app.router
     for path in ("/health", "/health_generate"):
-        r.add_get(path, health)
-    r.add_get("/ready", ready)
-    r.add_get("/model_info", get_model_info)
-    r.add_get("/get_model_info", get_model_info)
-    r.add_get("/server_info", get_server_info)
-    r.add_get("/get_server_info", get_server_info)
-    r.add_get("/v1/models", models)
-    r.add_get("/v1/models/{model}", one_model)
-    r.add_post("/v1/chat/completions", generation("chat"))
-    r.add_post("/v1/completions", generation("completion"))
-    r.add_post("/generate", generation("generate"))
-    r.add_put("/generate", generation("generate"))
-    r.add_post("/abort_request", abort_request)
-    r.add_get("/flush_cache", flush_cache)
-    r.add_post("/flush_cache", flush_cache)
-    r.add_get("/v1/loads", loads)
+        r.add_get(path, h.health)
+    r.add_get("/ready", h.ready)
+    r.add_get("/model_info", h.model_info)
+    r.add_get("/get_model_info", h.model_info)
+    r.add_get("/server_info", h.server_info)
+    r.add_get("/get_server_info", h.server_info)
+    r.add_get("/v1/models", h.models)
+    r.add_get("/v1/models/{model}", h.one_model)
+    r.add_post("/v1/chat/completions", h.generation("chat"))
+    r.add_post("/v1/completions", h.generation("completion"))
+    r.add_post("/generate", h.generation("generate"))
+    r.add_put("/generate", h.generation("generate"))
+    r.add_post("/abort_request", h.abort_request)
+    r.add_get("/flush_cache", h.flush_cache)
+    r.add_post("/flush_cache", h.flush_cache)
+    r.add_get("/v1/loads", h.loads)
     if s.metrics is not None:
-        r.add_get("/metrics", metrics)
-    r.add_get("/_twin/state", state)
-    r.add_post("/_twin/hazard", hazard)
+        r.add_get("/metrics", h.metrics)
+    r.add_get("/_twin/state", h.state)
+    r.add_post("/_twin/hazard", h.hazard)
     return app
