@@ -93,7 +93,7 @@ def gather_status(
             "drift": bool(kernel_drift),
         }
     lock = control.lock_info()
-    report = {
+    report: dict[str, Any] = {
         "target": target,
         "deployed": _deployed(current),
         "components": components,

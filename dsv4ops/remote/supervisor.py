@@ -258,10 +258,10 @@ class Supervisor:
                 msg,
                 url=url,
                 reason=exc.kind,
-                elapsed_s=float(exc.reply.get("elapsed_s") or 0.0),
+                elapsed_s=_opt_float(exc.reply.get("elapsed_s")) or 0.0,
                 name=proc_name,
                 log_tail=tail,
-                exit_code=exc.reply.get("exit_code"),  # type: ignore[arg-type]
+                component_exit_code=_opt_int(exc.reply.get("exit_code")),
             ) from None
         return WaitResult(
             float(r["elapsed_s"]),
@@ -395,5 +395,9 @@ class Supervisor:
         return LockInfo(info.holder, True) if dead else info
 
 
-def _opt_float(value: Any) -> float | None:
-    return None if value is None else float(value)
+def _opt_float(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float | str) else None
+
+
+def _opt_int(value: object) -> int | None:
+    return value if isinstance(value, int) else None
