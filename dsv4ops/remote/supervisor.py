@@ -250,6 +250,7 @@ class Supervisor:
             if exc.kind not in ("timeout", "died"):
                 raise
             tail = str(exc.reply.get("log_tail") or "")
+            code = exc.reply.get("exit_code")
             who = f"{proc_name} " if proc_name else ""
             msg = f"{who}not ready on {self.executor.host}: {exc.reply.get('error')}"
             if tail:
@@ -261,7 +262,7 @@ class Supervisor:
                 elapsed_s=_opt_float(exc.reply.get("elapsed_s")) or 0.0,
                 name=proc_name,
                 log_tail=tail,
-                component_exit_code=_opt_int(exc.reply.get("exit_code")),
+                component_exit_code=code if isinstance(code, int) else None,
             ) from None
         return WaitResult(
             float(r["elapsed_s"]),
@@ -397,7 +398,3 @@ class Supervisor:
 
 def _opt_float(value: object) -> float | None:
     return float(value) if isinstance(value, int | float | str) else None
-
-
-def _opt_int(value: object) -> int | None:
-    return value if isinstance(value, int) else None
