@@ -147,7 +147,7 @@ def run_cmd(
             execute=execute,
             echo=click.echo,
             confirm=lambda q: click.confirm(q, default=False),
-            pause=lambda msg: click.prompt(msg, default="", show_default=False, prompt_suffix=" "),
+            pause=_pause,
             variables=_parse_vars(variables),
             yes=yes,
             dry_run=dry_run,
@@ -167,3 +167,8 @@ def _parse_vars(pairs: tuple[str, ...]) -> dict[str, str]:
             raise click.BadParameter("{target} comes from --target", param_hint="--var")
         out[key] = value
     return out
+
+
+def _pause(msg: str) -> None:
+    """Wait for Enter (what was typed is not used)."""
+    click.prompt(msg, default="", show_default=False, prompt_suffix=" ")

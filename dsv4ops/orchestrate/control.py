@@ -3,8 +3,9 @@
 Everything process- or network-level on the target goes through this: the engine, status and
 the probe are the same code for the local and SSH executors, because the Supervisor runs the
 target-side agent through either. Unit tests substitute a scripted fake with the same methods.
-Only `remote/base.py` is imported below `cli` (docs/architecture.md), so this module restates
-the Supervisor's signatures structurally instead of importing them.
+The protocol is typed on the Supervisor's own result types (`dsv4ops/remote/results.py`, next to
+the agent protocol they decode), so mypy checks that the real `Supervisor` and the test doubles
+satisfy it, and the engine reads the results' fields instead of probing for them.
 """
 
 from __future__ import annotations
@@ -16,14 +17,8 @@ from typing import Any, Protocol
 from dsv4ops.clock import utc_now_iso
 from dsv4ops.remote.base import ProcessSpec, ProcessState
 from dsv4ops.remote.procident import identity
+from dsv4ops.remote.results import HttpReply, LockInfo, PreflightReport, StopReport
 from dsv4ops.whoami import local_host, local_user
-
-
-class HttpReplyLike(Protocol):
-    status: int | None  # None: no HTTP answer at all (see error)
-    body: str
-    error: str | None
-    elapsed_s: float
 
 
 class TargetControl(Protocol):
@@ -33,7 +28,9 @@ class TargetControl(Protocol):
 
     def start(self, spec: ProcessSpec) -> ProcessState: ...
 
-    def stop(self, name: str, ports: Sequence[int] | None = None, grace_s: float = 10.0) -> Any:
+    def stop(
+        self, name: str, ports: Sequence[int] | None = None, grace_s: float = 10.0
+    ) -> StopReport:
         """Raises a DeployError (StopError) when a process of the group or a port survives."""
         ...
 
@@ -50,7 +47,12 @@ class TargetControl(Protocol):
     def log_tail(self, name: str, lines: int = 50) -> str: ...
 
     def wait_http(
-        self, url: str, *, timeout_s: float, expect: Any = 200, proc_name: str | None = None
+        self,
+        url: str,
+        *,
+        timeout_s: float,
+        expect: int | Sequence[int] | None = 200,
+        proc_name: str | None = None,
     ) -> float:
         """Seconds waited; raises a DeployError (ComponentNotReadyError) with the log tail."""
         ...
@@ -63,21 +65,22 @@ class TargetControl(Protocol):
         body: str | None = None,
         headers: Mapping[str, str] | None = None,
         timeout_s: float = 10.0,
-    ) -> HttpReplyLike: ...
+    ) -> HttpReply:
+        """One request made from the target; no HTTP answer at all is a reply with status None."""
+        ...
 
     def preflight(
         self, ports: Iterable[int], gpus: Iterable[int], paths: Iterable[str] = ()
-    ) -> Any: ...
+    ) -> PreflightReport: ...
 
-    def lock_acquire(self, holder: Mapping[str, Any], force: bool = False) -> Any:
-        """Raises a LockHeldError (with .holder and .stale) when held."""
+    def lock_acquire(self, holder: Mapping[str, Any], force: bool = False) -> LockInfo | None:
+        """The broken lock's info when `force` broke one; raises a DeployLockError (a
+        LockHeldError with .holder and .stale) when held."""
         ...
 
     def lock_release(self, op_id: str) -> bool: ...
 
-    def lock_info(self) -> Any:
-        """None, or an object with .holder (mapping) and .stale (bool)."""
-        ...
+    def lock_info(self) -> LockInfo | None: ...
 
 
 def holder_for(op_id: str, command: str) -> dict[str, Any]:

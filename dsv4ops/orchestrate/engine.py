@@ -129,6 +129,8 @@ class Runner:
         self.known: Deployment | None = None
         # The last router drain: None (none ran), "not running", "draining", "exited", "outlived".
         self._router_drain: str | None = None
+        # When the last start step returned (its component's ready wait is measured from it).
+        self._started_at: float | None = None
 
     def run(self, steps: list[P.Step], deployment: Deployment | None) -> None:
         for step in steps:
@@ -193,12 +195,11 @@ class Runner:
         # left of it gets a short grace, then SIGKILL (the stop still verifies no process/port).
         grace = 1.0 if drained else self.settings.timeouts.stop_grace_s
         report = self.control.stop(step.component, grace_s=grace)
-        if not getattr(report, "was_running", True):
+        if not report.was_running:
             if drained and self._router_drain == "exited":
                 return "exited during the drain"
             return "was not running"
-        signals = getattr(report, "signals", ())
-        if "SIGKILL" in signals:
+        if report.forced:
             return "SIGKILL needed after the " + ("drain bound" if drained else "grace period")
         return ""
 
@@ -260,7 +261,7 @@ class Runner:
                 if hint is None:
                     raise
                 raise StepFailed(step.title, f"{step.component}: {hint}.\n{exc}") from exc
-        started = getattr(self, "_started_at", t0)
+        started = t0 if self._started_at is None else self._started_at
         self.log.ready_wait_s[step.component] = self.settings.clock.monotonic() - started
         return ""
 

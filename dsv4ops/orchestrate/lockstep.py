@@ -17,6 +17,7 @@ from dsv4ops.errors import DsOpsError, LockHeldError, TargetError
 from dsv4ops.journal.records import Operation, Status
 from dsv4ops.journal.store import UNKNOWN, Journal
 from dsv4ops.orchestrate.control import TargetControl, holder_for
+from dsv4ops.remote.errors import DeployLockError
 from dsv4ops.whoami import local_host
 
 RESOLVE_HINT = (
@@ -38,9 +39,9 @@ def take_lock(
     holder = holder_for(op_id, command)
     try:
         control.lock_acquire(holder)
-    except LockHeldError as exc:
-        held = dict(getattr(exc, "holder", {}) or {})
-        stale = bool(getattr(exc, "stale", False))
+    except DeployLockError as exc:
+        held = exc.holder
+        stale = exc.stale
         held_op = _find(journal, held.get("op_id"))
         ours = held.get("host") == local_host() and held.get("pid") == holder["pid"]
         if held_op is not None and held_op.status.terminal and (stale or ours):

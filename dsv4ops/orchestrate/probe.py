@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsv4ops.orchestrate.control import TargetControl
+from dsv4ops.remote.results import HttpReply
 
 WEATHER_TOOL = {
     "type": "function",
@@ -73,7 +74,9 @@ def run_probe(
     return result
 
 
-def _post(control: TargetControl, url: str, payload: dict[str, Any], timeout_s: float):
+def _post(
+    control: TargetControl, url: str, payload: dict[str, Any], timeout_s: float
+) -> HttpReply:
     return control.http(
         url,
         method="POST",
@@ -83,7 +86,9 @@ def _post(control: TargetControl, url: str, payload: dict[str, Any], timeout_s: 
     )
 
 
-def _streaming_chat(control: TargetControl, base: str, model: str, timeout_s: float, i: int):
+def _streaming_chat(
+    control: TargetControl, base: str, model: str, timeout_s: float, i: int
+) -> tuple[str, float]:
     payload = {
         "model": model,
         "messages": [{"role": "user", "content": f"Probe {i}: reply with one short sentence."}],
@@ -104,7 +109,9 @@ def _streaming_chat(control: TargetControl, base: str, model: str, timeout_s: fl
     return f"ok   streaming chat: {len(text)} chars, finish={finish}", reply.elapsed_s
 
 
-def _tool_call_chat(control: TargetControl, base: str, model: str, timeout_s: float, i: int):
+def _tool_call_chat(
+    control: TargetControl, base: str, model: str, timeout_s: float, i: int
+) -> tuple[str, float]:
     payload = {
         "model": model,
         "messages": [{"role": "user", "content": f"Probe {i}: what is the weather in Paris?"}],
@@ -123,7 +130,7 @@ def _tool_call_chat(control: TargetControl, base: str, model: str, timeout_s: fl
     return "ok   tool-call chat: get_weather called with valid arguments", reply.elapsed_s
 
 
-def _fail(what: str, reply: Any) -> str:
+def _fail(what: str, reply: HttpReply) -> str:
     if reply.status is None:
         return f"FAIL {what}: no answer ({reply.error})"
     return f"FAIL {what}: HTTP {reply.status}: {reply.body[:200].strip()}"

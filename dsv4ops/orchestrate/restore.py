@@ -91,8 +91,7 @@ def rollback_target(journal: Journal, to: str | None) -> Operation:
         by_rev = [
             o
             for o in good
-            if (o.profile or {}).get("git_commit", "")
-            and str(o.profile["git_commit"]).startswith(to)
+            if str((o.profile or {}).get("git_commit") or "").startswith(to)
         ]
         if by_rev:
             return by_rev[0]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dsv4ops.deployment import START_ORDER, Deployment
+from dsv4ops.deployment import START_ORDER, Component, Deployment
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.records import Operation
 from dsv4ops.journal.store import UNKNOWN, Journal
@@ -28,6 +28,8 @@ from dsv4ops.orchestrate.drift import (
 )
 from dsv4ops.orchestrate.partial import describe_mix, is_mixed
 from dsv4ops.orchestrate.workload import read_load
+from dsv4ops.remote.base import ProcessState
+from dsv4ops.remote.results import HttpReply, LockInfo
 
 # Renders the named profile from the working copy for this target (None when impossible).
 RenderNow = Callable[[str], Deployment]
@@ -62,7 +64,7 @@ def gather_status(
     deployed = current.deployment() if current and current.components else None
     ports = {c.name: tuple(c.ports) for c in deployed.components} if deployed else None
     states = control.status(list(START_ORDER), ports)
-    infos: dict[str, Any] = {}
+    infos: dict[str, HttpReply] = {}
     components = [_component(control, name, states[name], deployed, infos) for name in START_ORDER]
     drift = process_drift(states, deployed, _recorded_processes(journal), _started_by(journal))
     if current is not None and is_mixed(current):
@@ -93,7 +95,7 @@ def gather_status(
             "drift": bool(kernel_drift),
         }
     lock = control.lock_info()
-    report = {
+    report: dict[str, Any] = {
         "target": target,
         "deployed": _deployed(current),
         "components": components,
@@ -190,8 +192,8 @@ def _active_package(kernels: KernelStatus | None, ref: str) -> KernelReading:
 
 def _decode_package(
     control: TargetControl,
-    state: Any,
-    info: Any,
+    state: ProcessState,
+    info: HttpReply | None,
     kernels: KernelStatus | None,
     expected: str,
 ) -> KernelReading:
@@ -232,9 +234,9 @@ def _decode_package(
 def _component(
     control: TargetControl,
     name: str,
-    state: Any,
+    state: ProcessState,
     deployed: Deployment | None,
-    infos: dict[str, Any] | None = None,
+    infos: dict[str, HttpReply] | None = None,
 ) -> dict[str, Any]:
     spec = deployed.component(name) if deployed else None
     row: dict[str, Any] = {
@@ -288,7 +290,7 @@ def _server_info(body: str) -> dict[str, Any]:
     }
 
 
-def _router_info(control: TargetControl, spec: Any) -> dict[str, Any]:
+def _router_info(control: TargetControl, spec: Component) -> dict[str, Any]:
     out: dict[str, Any] = {}
     live = control.http(spec.url("/health"), timeout_s=5.0)
     out["health"] = live.status if live.status is not None else f"no answer ({live.error})"
@@ -310,20 +312,20 @@ def _router_info(control: TargetControl, spec: Any) -> dict[str, Any]:
     return out
 
 
-def _attention(journal: Journal, lock: Any) -> list[str]:
+def _attention(journal: Journal, lock: LockInfo | None) -> list[str]:
     """Half-finished operations and stale locks, each with what to do."""
     notes = []
     for op in journal.in_flight():
         where = op.position
-        holder_dead = lock is not None and lock.stale and lock.holder.get("op_id") == op.op
-        if lock is not None and not lock.stale and lock.holder.get("op_id") == op.op:
+        ours = lock if lock is not None and lock.holder.get("op_id") == op.op else None
+        if ours is not None and not ours.stale:
             notes.append(
                 f"{op.kind.value} {op.op} of {op.profile_name or '-'} is in progress ({where})"
             )
             continue
         why = (
-            f"its process (pid {lock.holder.get('pid')}) is dead and left the deploy lock"
-            if holder_dead
+            f"its process (pid {ours.holder.get('pid')}) is dead and left the deploy lock"
+            if ours is not None
             else "it never finished"
         )
         notes.append(

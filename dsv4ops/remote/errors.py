@@ -19,7 +19,9 @@ class AgentCallError(RemoteCommandError):
 
 
 class ComponentNotReadyError(DeployError):
-    """A readiness wait failed: `reason` is "timeout" or "died"; `log_tail` is the component's log."""
+    """A readiness wait failed: `reason` is "timeout" or "died"; `log_tail` is the component's log;
+    `component_exit_code` is the dead component's exit status (the CLI's own exit code stays
+    DeployError's)."""
 
     def __init__(
         self,
@@ -30,7 +32,7 @@ class ComponentNotReadyError(DeployError):
         elapsed_s: float,
         name: str | None,
         log_tail: str,
-        exit_code: int | None,
+        component_exit_code: int | None,
     ) -> None:
         super().__init__(message)
         self.url = url
@@ -38,7 +40,7 @@ class ComponentNotReadyError(DeployError):
         self.elapsed_s = elapsed_s
         self.name = name
         self.log_tail = log_tail
-        self.exit_code = exit_code
+        self.component_exit_code = component_exit_code
 
 
 class StopError(DeployError):

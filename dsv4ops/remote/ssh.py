@@ -95,7 +95,7 @@ def build_command(argv: Sequence[str], *, cwd: str | None, python: str, with_env
     return cmd
 
 
-class _RevokedHostKey(paramiko.SSHException):
+class _RevokedHostKey(paramiko.SSHException):  # type: ignore[misc]  # paramiko is untyped
     """The server presented a key that known_hosts marks @revoked (raised before auth)."""
 
     def __init__(self, key: paramiko.PKey) -> None:
@@ -148,7 +148,7 @@ def _load_known_hosts(keys: paramiko.HostKeys, path: Path) -> set[tuple[str, str
     return revoked
 
 
-class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
+class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):  # type: ignore[misc]  # paramiko is untyped
     """Decides about a key known_hosts does not trust: revoked keys always fail (even with
     first-use trust); otherwise refuse, or with `record_to` accept it once and append exactly
     one line for it.
@@ -244,7 +244,7 @@ class SSHExecutor:
         try:
             conn.open()
             # Belt and braces: the policy already refused a revoked key before authentication.
-            server_key = client.get_transport().get_remote_server_key()  # type: ignore[union-attr]
+            server_key = client.get_transport().get_remote_server_key()
             if _key_id(server_key) in revoked:
                 raise _RevokedHostKey(server_key)
         except _RevokedHostKey as exc:

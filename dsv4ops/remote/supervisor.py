@@ -250,6 +250,7 @@ class Supervisor:
             if exc.kind not in ("timeout", "died"):
                 raise
             tail = str(exc.reply.get("log_tail") or "")
+            code = exc.reply.get("exit_code")
             who = f"{proc_name} " if proc_name else ""
             msg = f"{who}not ready on {self.executor.host}: {exc.reply.get('error')}"
             if tail:
@@ -258,10 +259,10 @@ class Supervisor:
                 msg,
                 url=url,
                 reason=exc.kind,
-                elapsed_s=float(exc.reply.get("elapsed_s") or 0.0),
+                elapsed_s=_opt_float(exc.reply.get("elapsed_s")) or 0.0,
                 name=proc_name,
                 log_tail=tail,
-                exit_code=exc.reply.get("exit_code"),  # type: ignore[arg-type]
+                component_exit_code=code if isinstance(code, int) else None,
             ) from None
         return WaitResult(
             float(r["elapsed_s"]),
@@ -395,5 +396,5 @@ class Supervisor:
         return LockInfo(info.holder, True) if dead else info
 
 
-def _opt_float(value: Any) -> float | None:
-    return None if value is None else float(value)
+def _opt_float(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float | str) else None

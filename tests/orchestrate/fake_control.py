@@ -1,14 +1,22 @@
-"""A scripted stand-in for the Supervisor (unit tests of the engine's decisions)."""
+"""A scripted stand-in for the Supervisor (unit tests of the engine's decisions).
+
+It returns the Supervisor's own result types (dsv4ops/remote/results.py), so it satisfies the
+`TargetControl` protocol as the real one does (`_satisfies_the_protocol` below, checked by mypy
+in tests/architecture/mypy_test.py).
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
-from dsv4ops.errors import DeployError, LockHeldError
-from dsv4ops.remote.base import ProcessState
+from dsv4ops.errors import DeployError
+from dsv4ops.orchestrate.control import TargetControl
+from dsv4ops.remote.base import ProcessSpec, ProcessState
+from dsv4ops.remote.errors import DeployLockError
+from dsv4ops.remote.results import HttpReply, LockInfo, PortUse, PreflightReport, StopReport
 
 STREAM_OK = (
     'data: {"choices":[{"index":0,"delta":{"content":"Hello"}}]}\n\n'
@@ -40,12 +48,8 @@ METRICS_IDLE = (
 )
 
 
-@dataclass
-class Reply:
-    status: int | None
-    body: str = ""
-    error: str | None = None
-    elapsed_s: float = 0.01
+def Reply(status: int | None, body: str = "", error: str | None = None) -> HttpReply:  # noqa: N802
+    return HttpReply(status, body, error, 0.01)
 
 
 @dataclass
@@ -68,7 +72,7 @@ class FakeControl:
         """Calls without the /metrics reads of the drain."""
         return [c for c in self.calls if c != "metrics"]
 
-    def start(self, spec):
+    def start(self, spec: ProcessSpec) -> ProcessState:
         self.calls.append(f"start {spec.name}")
         self._next_pid += 1
         self.running[spec.name] = self._next_pid
@@ -76,20 +80,25 @@ class FakeControl:
             spec.name, self._next_pid, True, started_at="t", argv=spec.argv, env=spec.env
         )
 
-    def stop(self, name, ports=None, grace_s=10.0):
+    def stop(
+        self, name: str, ports: Sequence[int] | None = None, grace_s: float = 10.0
+    ) -> StopReport:
         self.calls.append(f"stop {name}")
         self._terminating.pop(name, None)
-        was = self.running.pop(name, None) is not None
-        return SimpleNamespace(was_running=was, signals=("SIGTERM",) if was else ())
+        pid = self.running.pop(name, None)
+        was = pid is not None
+        return StopReport(name, pid, was, ("SIGTERM",) if was else (), 0.01)
 
-    def kill(self, name, signal="KILL", group=False):
+    def kill(self, name: str, signal: str = "KILL", group: bool = False) -> bool:
         self.calls.append(f"kill {signal} {name}")
         if name not in self.running:
             return False
         self._terminating[name] = self.router_drain_polls
         return True
 
-    def status(self, names, ports=None):
+    def status(
+        self, names: Iterable[str], ports: Mapping[str, Sequence[int]] | None = None
+    ) -> dict[str, ProcessState]:
         for n, left in list(self._terminating.items()):
             if left <= 0:
                 self.running.pop(n, None)
@@ -101,16 +110,31 @@ class FakeControl:
             for n in names
         }
 
-    def log_tail(self, name, lines=50):
+    def log_tail(self, name: str, lines: int = 50) -> str:
         return f"{name} log"
 
-    def wait_http(self, url, *, timeout_s, expect=200, proc_name=None):
+    def wait_http(
+        self,
+        url: str,
+        *,
+        timeout_s: float,
+        expect: int | Sequence[int] | None = 200,
+        proc_name: str | None = None,
+    ) -> float:
         self.calls.append(f"wait {proc_name} {url.split('/', 3)[-1]}")
         if self.fail_url and self.fail_url in url:
             raise DeployError(f"{proc_name} not ready: timeout\n--- last log lines ---\nboom")
         return 0.05
 
-    def http(self, url, *, method="GET", body=None, headers=None, timeout_s=10.0):
+    def http(
+        self,
+        url: str,
+        *,
+        method: str = "GET",
+        body: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout_s: float = 10.0,
+    ) -> HttpReply:
         if url.endswith("/metrics"):
             self.calls.append("metrics")
             if self.unreadable_metrics:
@@ -123,21 +147,18 @@ class FakeControl:
             self.calls.append("probe")
             if self.fail_probe:
                 return Reply(504, '{"error": "transfer lost"}')
-            return Reply(200, STREAM_OK if json.loads(body).get("stream") else TOOL_OK)
+            return Reply(200, STREAM_OK if json.loads(body or "{}").get("stream") else TOOL_OK)
         return Reply(200, "{}")
 
-    def preflight(self, ports, gpus, paths=()):
-        return SimpleNamespace(
+    def preflight(
+        self, ports: Iterable[int], gpus: Iterable[int], paths: Iterable[str] = ()
+    ) -> PreflightReport:
+        return PreflightReport(
             host="fake",
             workdir=self.workdir,
             writable=True,
             writable_error=None,
-            ports={
-                p: SimpleNamespace(
-                    in_use=self.busy_ports.get(p, False), ours=False, holders=((4242, None),)
-                )
-                for p in ports
-            },
+            ports={p: PortUse(self.busy_ports.get(p, False), ((4242, None),)) for p in ports},
             gpus_available=False,
             gpu_note="no nvidia-smi",
             gpus_busy={},
@@ -145,21 +166,28 @@ class FakeControl:
             paths={p: True for p in paths},
         )
 
-    def lock_acquire(self, holder, force=False):
+    def lock_acquire(self, holder: Mapping[str, Any], force: bool = False) -> LockInfo | None:
         if self.lock is not None and not force:
-            err = LockHeldError(f"deploy lock is held by pid {self.lock.get('pid')}")
-            err.holder, err.stale = self.lock, self.lock_stale
-            raise err
+            raise DeployLockError(
+                f"deploy lock is held by pid {self.lock.get('pid')}",
+                holder=self.lock,
+                stale=self.lock_stale,
+                hint=None,
+            )
         self.calls.append("lock" + (" (forced)" if force else ""))
         self.lock = dict(holder)
         return None
 
-    def lock_release(self, op_id):
+    def lock_release(self, op_id: str) -> bool:
         if self.lock and self.lock.get("op_id") == op_id:
             self.lock = None
             self.calls.append("unlock")
             return True
         return False
 
-    def lock_info(self):
-        return SimpleNamespace(holder=self.lock, stale=self.lock_stale) if self.lock else None
+    def lock_info(self) -> LockInfo | None:
+        return LockInfo(self.lock, self.lock_stale) if self.lock else None
+
+
+def _satisfies_the_protocol(fake: FakeControl) -> TargetControl:
+    return fake  # mypy: FakeControl is a TargetControl

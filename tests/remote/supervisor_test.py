@@ -162,7 +162,8 @@ def test_wait_http_fails_fast_with_the_log_when_the_process_dies(sup: Supervisor
         sup.wait_http(f"http://127.0.0.1:{port}/", timeout_s=60, proc_name="web")
     assert CLOCK.monotonic() - t0 < 10  # not the 60 s timeout
     err = info.value
-    assert err.reason == "died" and err.exit_code == 7
+    assert err.reason == "died" and err.component_exit_code == 7
+    assert err.exit_code == 2  # the CLI's exit code stays DeployError's, not the component's
     assert "toy: fatal: exiting with 7" in err.log_tail and "toy: fatal" in str(err)
 
 

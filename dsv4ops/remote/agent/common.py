@@ -6,6 +6,13 @@ import json
 import os
 import re
 import time
+from typing import Any
+
+# A JSON object as `json.loads` decodes it: one call's request, its reply, a record on disk.
+# Its values are whatever the JSON held, so each command checks the ones it uses where it uses
+# them (check_name, int(...), isinstance); the operator side decodes replies into the typed
+# results of dsv4ops/remote/results.py.
+JsonObject = dict[str, Any]
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -45,7 +52,8 @@ def write_json_atomic(path: str, data: object) -> None:
         os.close(dfd)
 
 
-def read_json(path: str) -> dict | None:
+def read_json_value(path: str) -> object:
+    """The JSON value in `path` (None when the file is absent); unreadable JSON is corrupt."""
     try:
         with open(path) as f:
             return json.load(f)
@@ -53,6 +61,14 @@ def read_json(path: str) -> dict | None:
         return None
     except (OSError, ValueError) as exc:
         raise AgentError("corrupt", f"cannot read {path}: {exc}") from exc
+
+
+def read_json(path: str) -> JsonObject | None:
+    """The JSON object in `path` (a record the agent wrote), None when the file is absent."""
+    data = read_json_value(path)
+    if data is not None and not isinstance(data, dict):
+        raise AgentError("corrupt", f"cannot read {path}: not a JSON object")
+    return data
 
 
 class Workdir:

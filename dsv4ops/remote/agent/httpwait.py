@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from .common import AgentError, Workdir, check_name
+from .common import AgentError, JsonObject, Workdir, check_name
 from .processes import await_exit_record, state_of
 from .procfs import tail
 
@@ -13,7 +13,7 @@ POLL_S = 0.05  # readiness poll period: start-up completion is noticed within ~1
 
 
 def _request(
-    method: str, url: str, body: str | None, headers: dict, timeout: float
+    method: str, url: str, body: str | None, headers: dict[str, str], timeout: float
 ) -> tuple[int, str]:
     import urllib.error  # lazy: urllib costs as much as the rest of the agent's start-up
     import urllib.request
@@ -27,7 +27,7 @@ def _request(
         return exc.code, exc.read(1 << 20).decode("utf-8", "replace")
 
 
-def op_http(wd: Workdir, req: dict) -> dict:
+def op_http(wd: Workdir, req: JsonObject) -> JsonObject:
     t0 = time.monotonic()
     try:
         status, body = _request(
@@ -45,7 +45,7 @@ def op_http(wd: Workdir, req: dict) -> dict:
 HTTP_MANY_PARALLEL = 16
 
 
-def op_http_many(wd: Workdir, req: dict) -> dict:
+def op_http_many(wd: Workdir, req: JsonObject) -> JsonObject:
     """Several requests in one agent call, made concurrently (at most 16 at a time) so the
     call takes about as long as the slowest request; replies in the order asked."""
     import threading
@@ -55,10 +55,10 @@ def op_http_many(wd: Workdir, req: dict) -> dict:
     if not isinstance(items, list) or not all(isinstance(i, dict) and i.get("url") for i in items):
         raise AgentError("bad_request", "http_many needs a list of requests, each with a url")
     timeout = float(req.get("timeout_s", 10.0))
-    replies: list = [None] * len(items)
+    replies: list[JsonObject | None] = [None] * len(items)
     gate = threading.Semaphore(HTTP_MANY_PARALLEL)
 
-    def one(i: int, item: dict) -> None:
+    def one(i: int, item: JsonObject) -> None:
         with gate:
             try:
                 replies[i] = op_http(wd, {"timeout_s": timeout, **item})
@@ -73,7 +73,7 @@ def op_http_many(wd: Workdir, req: dict) -> dict:
     return {"replies": replies}
 
 
-def op_wait_http(wd: Workdir, req: dict) -> dict:
+def op_wait_http(wd: Workdir, req: JsonObject) -> JsonObject:
     url = req["url"]
     timeout = float(req.get("timeout_s", 60.0))
     expect = req.get("expect", 200)

@@ -13,6 +13,10 @@ import io
 import json
 import os
 import tarfile
+from typing import Any
+
+# A decoded manifest.json (kept local: the operator side imports this module on its own).
+Manifest = dict[str, Any]
 
 MANIFEST = "manifest.json"
 
@@ -55,7 +59,7 @@ def read_safe(data: bytes) -> tuple[str, dict[str, bytes]]:
     return top, files
 
 
-def verify_members(files: dict[str, bytes]) -> dict:
+def verify_members(files: dict[str, bytes]) -> Manifest:
     """Parse the manifest and check every file against it; return the manifest dict.
 
     Refuses a checksum or size mismatch, a listed file that is missing and a file not listed."""
@@ -74,10 +78,11 @@ def verify_members(files: dict[str, bytes]) -> dict:
     extra = sorted(set(files) - set(listed) - {MANIFEST})
     if extra:
         raise PackageError(f"{extra[0]}: in the archive but not in the manifest")
+    assert isinstance(manifest, dict)  # manifest["files"] above fails on any other JSON value
     return manifest
 
 
-def check_target(manifest: dict, arch: str | None, triton: str | None) -> None:
+def check_target(manifest: Manifest, arch: str | None, triton: str | None) -> None:
     """Refuse a manifest built for another architecture or Triton version."""
     got_arch = manifest.get("target", {}).get("arch")
     got_triton = manifest.get("toolchain", {}).get("triton")
@@ -89,7 +94,7 @@ def check_target(manifest: dict, arch: str | None, triton: str | None) -> None:
 
 
 
-def verify_tree(root: str) -> dict:
+def verify_tree(root: str) -> Manifest:
     """Re-check an unpacked package directory against its manifest."""
     files = {}
     for dirpath, _, names in os.walk(root):

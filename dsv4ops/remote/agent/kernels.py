@@ -17,8 +17,9 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 
-from .common import AgentError, Workdir, read_json, write_json_atomic
+from .common import AgentError, JsonObject, Workdir, read_json, write_json_atomic
 from .kernel_archive import PackageError, check_target, read_safe, verify_members, verify_tree
 
 STATE = "kernels"  # <workdir>/state/kernels.json
@@ -35,11 +36,11 @@ def _pkg_dir(wd: Workdir, name: str) -> str:
     return os.path.join(wd.root, "kernels", name)
 
 
-def _read_state(wd: Workdir) -> dict:
+def _read_state(wd: Workdir) -> JsonObject:
     return read_json(wd.state(STATE)) or {"packages": {}, "env": {}}
 
 
-def _switch(wd: Workdir, name: str, version: str) -> dict:
+def _switch(wd: Workdir, name: str, version: str) -> JsonObject:
     """Point current at version (symlink + rename, atomic); record it and the previous one."""
     pdir = _pkg_dir(wd, name)
     current = os.path.join(pdir, "current")
@@ -74,7 +75,7 @@ def _unpack(pdir: str, files: dict[str, bytes]) -> str:
     return staging
 
 
-def install(wd: Workdir, upload: str, arch: str | None, triton: str | None) -> dict:
+def install(wd: Workdir, upload: str, arch: str | None, triton: str | None) -> JsonObject:
     """Verify the uploaded archive, unpack it to kernels/<name>/<version>, switch current."""
     incoming = os.path.join(wd.root, "kernels", ".incoming-")
     if not upload.startswith(incoming) or "/" in upload[len(incoming):]:
@@ -104,7 +105,7 @@ def install(wd: Workdir, upload: str, arch: str | None, triton: str | None) -> d
             os.remove(upload)
 
 
-def list_packages(wd: Workdir) -> dict:
+def list_packages(wd: Workdir) -> JsonObject:
     state = _read_state(wd)
     out = {}
     base = os.path.join(wd.root, "kernels")
@@ -121,7 +122,7 @@ def list_packages(wd: Workdir) -> dict:
     return {"packages": out, "env": state.get("env", {})}
 
 
-def rollback(wd: Workdir, name: str, to: str | None) -> dict:
+def rollback(wd: Workdir, name: str, to: str | None) -> JsonObject:
     """Switch `current` back to the previous (or the named) installed version, re-verified."""
     entry = _read_state(wd).get("packages", {}).get(name)
     target = to or (entry or {}).get("previous")
@@ -135,7 +136,7 @@ def rollback(wd: Workdir, name: str, to: str | None) -> dict:
     return {"name": name, "version": target, **_switch(wd, name, target)}
 
 
-def present(wd: Workdir, name: str, version: str) -> dict:
+def present(wd: Workdir, name: str, version: str) -> JsonObject:
     if not isinstance(version, str) or not _plain_name(version):
         return {"present": False, "reason": f"bad version {version!r}"}
     path = os.path.join(_pkg_dir(wd, name), version)
@@ -165,7 +166,7 @@ def _site_dirs() -> list[str]:
     return [*site.getsitepackages(prefixes), *user]
 
 
-def probe() -> dict:
+def probe() -> JsonObject:
     """The target's triton and torch versions (from its python's site-packages) and its GPUs."""
     import subprocess
     from importlib import metadata
@@ -186,28 +187,29 @@ def probe() -> dict:
             "gpus": [[n.strip(), c.strip()] for n, c in gpus]}
 
 
-def _refusals(fn, *args: object) -> dict:  # noqa: ANN001 - one of the functions above
+def _refusals(fn: Callable[..., JsonObject], *args: object) -> JsonObject:
+    """`fn` (one of the functions above), its package and file errors as the agent's refusals."""
     try:
         return fn(*args)
     except (PackageError, OSError) as exc:
         raise AgentError("package", str(exc)) from None
 
 
-def op_kernels_install(wd: Workdir, req: dict) -> dict:
+def op_kernels_install(wd: Workdir, req: JsonObject) -> JsonObject:
     return _refusals(install, wd, str(req.get("upload") or ""), req.get("arch"), req.get("triton"))
 
 
-def op_kernels_list(wd: Workdir, req: dict) -> dict:
+def op_kernels_list(wd: Workdir, req: JsonObject) -> JsonObject:
     return _refusals(list_packages, wd)
 
 
-def op_kernels_rollback(wd: Workdir, req: dict) -> dict:
+def op_kernels_rollback(wd: Workdir, req: JsonObject) -> JsonObject:
     return _refusals(rollback, wd, req.get("name"), req.get("version"))
 
 
-def op_kernels_present(wd: Workdir, req: dict) -> dict:
+def op_kernels_present(wd: Workdir, req: JsonObject) -> JsonObject:
     return _refusals(present, wd, req.get("name"), req.get("version"))
 
 
-def op_kernels_probe(wd: Workdir, req: dict) -> dict:
+def op_kernels_probe(wd: Workdir, req: JsonObject) -> JsonObject:
     return probe()

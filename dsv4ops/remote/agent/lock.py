@@ -7,11 +7,11 @@ import os
 import socket
 import time
 
-from .common import AgentError, Workdir, now_iso, read_json
+from .common import AgentError, JsonObject, Workdir, now_iso, read_json
 from .procfs import pid_alive, proc_stat
 
 
-def _lock_view(wd: Workdir, dead_pids: list) -> dict | None:
+def _lock_view(wd: Workdir, dead_pids: list[object]) -> JsonObject | None:
     holder = read_json(wd.lock())
     if holder is None:
         return None
@@ -28,7 +28,7 @@ def _boot_id() -> str | None:
         return None
 
 
-def _holder_gone(holder: dict) -> bool:
+def _holder_gone(holder: JsonObject) -> bool:
     """The lock holder's process no longer exists: its pid is dead, or now belongs to another
     process (start time, field 22 of /proc/PID/stat, or the boot differs from what the holder
     recorded; dsv4ops/remote/procident.py is the CLI side of this rule)."""
@@ -45,7 +45,7 @@ def _holder_gone(holder: dict) -> bool:
     return False
 
 
-def op_lock_acquire(wd: Workdir, req: dict) -> dict:
+def op_lock_acquire(wd: Workdir, req: JsonObject) -> JsonObject:
     holder = dict(req.get("holder") or {})
     holder.setdefault("started_at", now_iso())
     if not holder.get("op_id"):
@@ -74,7 +74,7 @@ def op_lock_acquire(wd: Workdir, req: dict) -> dict:
     return {"acquired": True, "holder": holder, "broke": broken}
 
 
-def op_lock_release(wd: Workdir, req: dict) -> dict:
+def op_lock_release(wd: Workdir, req: JsonObject) -> JsonObject:
     view = _lock_view(wd, [])
     if view is None:
         return {"released": False}
@@ -84,6 +84,6 @@ def op_lock_release(wd: Workdir, req: dict) -> dict:
     return {"released": True}
 
 
-def op_lock_info(wd: Workdir, req: dict) -> dict | None:
+def op_lock_info(wd: Workdir, req: JsonObject) -> JsonObject | None:
     return _lock_view(wd, req.get("dead_pids") or [])
 

@@ -16,7 +16,7 @@ import socket
 import sys
 from collections.abc import Callable
 
-from .common import AgentError, Workdir
+from .common import AgentError, JsonObject, Workdir
 
 _ZIP = ""  # path of the running zip, set by main()
 
@@ -35,7 +35,7 @@ def _user() -> str:
         return str(os.getuid())
 
 
-def op_hello(wd: Workdir, req: dict) -> dict:
+def op_hello(wd: Workdir, req: JsonObject) -> JsonObject:
     return {
         "sha256": own_sha256(),
         "python": sys.version.split()[0],
@@ -45,7 +45,7 @@ def op_hello(wd: Workdir, req: dict) -> dict:
     }
 
 
-def op_install_self(wd: Workdir, req: dict) -> dict:
+def op_install_self(wd: Workdir, req: JsonObject) -> JsonObject:
     """Rename this (already sha-checked) upload to `<workdir>/.dsv4ops/agent.zip`, atomically:
     a concurrent caller runs the old zip or the new one, never a half-written one."""
     if not req.get("agent_sha256"):
@@ -82,7 +82,7 @@ OPS = {
 }
 
 
-def _lookup(op: object) -> Callable[[Workdir, dict], object]:
+def _lookup(op: object) -> Callable[[Workdir, JsonObject], object]:
     if op == "hello":
         return op_hello
     if op == "install_self":
@@ -96,7 +96,8 @@ def _lookup(op: object) -> Callable[[Workdir, dict], object]:
         # Only when the zip was replaced between our sha check and this import (a concurrent
         # upgrade): nothing ran, so the caller may upload and retry.
         raise AgentError("stale_agent", f"agent changed while starting: {exc}") from None
-    return getattr(module, where[1])
+    fn: Callable[[Workdir, JsonObject], object] = getattr(module, where[1])
+    return fn
 
 
 def main(zip_path: str) -> int:
@@ -109,7 +110,7 @@ def main(zip_path: str) -> int:
         if want and want != own_sha256():  # the operator has a different agent: re-upload first
             raise AgentError("stale_agent", "agent on the target is a different version")
         op = _lookup(req.get("op"))
-        reply: dict = {"ok": True, "result": op(Workdir(req.get("workdir", "")), req)}
+        reply: JsonObject = {"ok": True, "result": op(Workdir(req.get("workdir", "")), req)}
     except AgentError as exc:
         reply = {"ok": False, "kind": exc.kind, "error": str(exc), **exc.extra}
     except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -6,11 +6,11 @@ import contextlib
 import os
 import socket
 
-from .common import Workdir, read_json
+from .common import JsonObject, Workdir, read_json
 from .procfs import group_is_ours, listeners, pids_by_inode, port_open, proc_stat
 
 
-def _gpus(indices: list) -> dict:
+def _gpus(indices: list[int]) -> JsonObject:
     import subprocess
 
     try:
@@ -69,7 +69,7 @@ def _our_pgids(wd: Workdir) -> dict[int, str]:
     return out
 
 
-def op_preflight(wd: Workdir, req: dict) -> dict:
+def op_preflight(wd: Workdir, req: JsonObject) -> JsonObject:
     writable, why = True, None
     try:
         probe = wd.sub(".dsv4ops", f"write-probe.{os.getpid()}")

@@ -11,7 +11,15 @@ import time
 
 from dsv4ops.secrets import redact_argv, redact_env
 
-from .common import AgentError, Workdir, check_name, now_iso, read_json, write_json_atomic
+from .common import (
+    AgentError,
+    JsonObject,
+    Workdir,
+    check_name,
+    now_iso,
+    read_json,
+    write_json_atomic,
+)
 from .procfs import (
     group_is_ours,
     group_members,
@@ -24,7 +32,9 @@ from .procfs import (
 )
 
 
-def _monitor(wd: Workdir, name: str, argv: list, env: dict, log_path: str, wfd: int) -> None:
+def _monitor(
+    wd: Workdir, name: str, argv: list[str], env: dict[str, str], log_path: str, wfd: int
+) -> None:
     """Runs in a forked child in its own session: spawn the component, report its pid, reap it.
 
     The component gets its own session and process group (so stop can signal the group and the
@@ -63,7 +73,7 @@ def _monitor(wd: Workdir, name: str, argv: list, env: dict, log_path: str, wfd: 
     os._exit(0)
 
 
-def op_start(wd: Workdir, req: dict) -> dict:
+def op_start(wd: Workdir, req: JsonObject) -> JsonObject:
     name = check_name(req.get("name"))
     argv = [str(a) for a in req.get("argv") or []]
     if not argv:
@@ -96,13 +106,13 @@ def op_start(wd: Workdir, req: dict) -> dict:
 def _spawn_and_record(
     wd: Workdir,
     name: str,
-    argv: list,
-    env: dict,
-    spec_env: dict,
-    ports: list,
+    argv: list[str],
+    env: dict[str, str],
+    spec_env: dict[str, str],
+    ports: list[int],
     log_path: str,
-    mask: set,
-) -> dict:
+    mask: set[int | signal.Signals],
+) -> JsonObject:
     rfd, wfd = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover - runs in the forked monitor
@@ -146,11 +156,11 @@ def await_exit_record(wd: Workdir, name: str, pid: int | None, within_s: float =
         time.sleep(0.01)
 
 
-def state_of(wd: Workdir, name: str, ports: list | None = None) -> dict:
+def state_of(wd: Workdir, name: str, ports: list[int] | None = None) -> JsonObject:
     rec = read_json(wd.run(name)) or {}
     pid = rec.get("pid")
     alive = pid_alive(pid)
-    if alive and rec.get("starttime") is not None:
+    if alive and pid and rec.get("starttime") is not None:
         st = proc_stat(pid)  # same pid number but a different process: ours is gone
         alive = bool(st and st[2] == rec["starttime"])
     ex = read_json(wd.exit(name)) or {}
@@ -171,7 +181,7 @@ def state_of(wd: Workdir, name: str, ports: list | None = None) -> dict:
     }
 
 
-def op_status(wd: Workdir, req: dict) -> dict:
+def op_status(wd: Workdir, req: JsonObject) -> JsonObject:
     ports = req.get("ports") or {}
     return {n: state_of(wd, check_name(n), ports.get(n)) for n in req.get("names") or []}
 
@@ -192,7 +202,9 @@ def _wait_pid_gone(pid: int, deadline: float) -> bool:
     return True
 
 
-def _terminate(rec: dict, pgid: int, members: list, grace: float, signals: list) -> list:
+def _terminate(
+    rec: JsonObject, pgid: int, members: list[int], grace: float, signals: list[str]
+) -> list[int]:
     """SIGTERM the server process only, give its own graceful shutdown `grace` seconds, then
     SIGKILL what is left of the group.
 
@@ -202,15 +214,15 @@ def _terminate(rec: dict, pgid: int, members: list, grace: float, signals: list)
     kill them at once and skip that path. A group whose leader is already gone gets SIGTERM.
     """
     main = rec.get("pid")
-    main_alive = bool(main) and main in members
+    main_pid = main if isinstance(main, int) and main in members else None  # alive, in the group
     signals.append("SIGTERM")
     deadline = time.monotonic() + grace
     with contextlib.suppress(ProcessLookupError):
-        if main_alive:
-            os.kill(main, signal.SIGTERM)
+        if main_pid is not None:
+            os.kill(main_pid, signal.SIGTERM)
         else:
             os.killpg(pgid, signal.SIGTERM)
-    if main_alive and _wait_pid_gone(main, deadline):
+    if main_pid is not None and _wait_pid_gone(main_pid, deadline):
         # the server exited by itself; what it left behind gets a moment to follow it
         members = _wait_gone(pgid, min(deadline, time.monotonic() + 1.0))
     else:
@@ -223,22 +235,22 @@ def _terminate(rec: dict, pgid: int, members: list, grace: float, signals: list)
     return members
 
 
-def op_stop(wd: Workdir, req: dict) -> dict:
+def op_stop(wd: Workdir, req: JsonObject) -> JsonObject:
     name = check_name(req.get("name"))
     grace = float(req.get("grace_s", 10.0))
     rec = read_json(wd.run(name)) or {}
-    ports = [
-        int(p)
-        for p in (req.get("ports") if req.get("ports") is not None else rec.get("ports") or [])
-    ]
+    asked = req.get("ports")
+    ports = [int(p) for p in (asked if asked is not None else rec.get("ports") or [])]
     pgid = rec.get("pgid")
     t0 = time.monotonic()
     signals: list[str] = []
-    members = group_members(pgid) if group_is_ours(rec) else []
-    if members:
-        members = _terminate(rec, pgid, members, grace, signals)
-        if not members:
-            await_exit_record(wd, name, rec.get("pid"))
+    members: list[int] = []
+    if isinstance(pgid, int) and group_is_ours(rec):
+        members = group_members(pgid)
+        if members:
+            members = _terminate(rec, pgid, members, grace, signals)
+            if not members:
+                await_exit_record(wd, name, rec.get("pid"))
     # A listener can outlive the group by a few ms while the kernel tears the socket down.
     deadline = time.monotonic() + 1.0
     open_ports = [p for p in ports if port_open(p)]
@@ -262,7 +274,7 @@ def op_stop(wd: Workdir, req: dict) -> dict:
     }
 
 
-def op_kill(wd: Workdir, req: dict) -> dict:
+def op_kill(wd: Workdir, req: JsonObject) -> JsonObject:
     name = check_name(req.get("name"))
     rec = read_json(wd.run(name)) or {}
     sig = getattr(signal, "SIG" + str(req.get("signal", "KILL")).upper().removeprefix("SIG"))
@@ -276,7 +288,7 @@ def op_kill(wd: Workdir, req: dict) -> dict:
     return {"name": name, "killed": True, "pid": rec["pid"]}
 
 
-def op_log_tail(wd: Workdir, req: dict) -> dict:
+def op_log_tail(wd: Workdir, req: JsonObject) -> JsonObject:
     name = check_name(req.get("name"))
     return {"name": name, "text": tail(wd.log(name), int(req.get("lines", 50)))}
 

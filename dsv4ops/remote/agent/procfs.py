@@ -6,6 +6,8 @@ import contextlib
 import os
 import socket
 
+from .common import JsonObject
+
 
 def proc_stat(pid: int) -> tuple[str, int, int] | None:
     """(state, pgid, starttime) of a live process, or None (gone or zombie counts as gone)."""
@@ -46,7 +48,7 @@ def group_members(pgid: int) -> list[int]:
     return pids
 
 
-def group_is_ours(rec: dict) -> bool:
+def group_is_ours(rec: JsonObject) -> bool:
     """Does the recorded process group still belong to the component we started?
 
     The kernel never hands out a pid that is still some group's pgid, so if the leader's pid is

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from .common import Workdir, check_name, read_json, write_json_atomic
+from .common import JsonObject, Workdir, check_name, read_json_value, write_json_atomic
 
 
-def op_read_state(wd: Workdir, req: dict) -> dict:
-    return {"data": read_json(wd.state(check_name(req.get("name"))))}
+def op_read_state(wd: Workdir, req: JsonObject) -> JsonObject:
+    return {"data": read_json_value(wd.state(check_name(req.get("name"))))}
 
 
-def op_write_state(wd: Workdir, req: dict) -> dict:
+def op_write_state(wd: Workdir, req: JsonObject) -> JsonObject:
     write_json_atomic(wd.state(check_name(req.get("name"))), req.get("data"))
     return {"written": True}
 
