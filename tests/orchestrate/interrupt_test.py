@@ -13,8 +13,7 @@ from dsv4ops.clock import FakeClock
 from dsv4ops.journal.records import Status
 from dsv4ops.journal.store import UNKNOWN, Journal
 from dsv4ops.orchestrate.status import gather_status
-from tests.orchestrate.fake_control import FakeControl
-from tests.orchestrate.ops_test import make_deployment, operator
+from testing.orchestrate_fake_control import FakeControl, make_deployment, operator
 
 
 @pytest.fixture

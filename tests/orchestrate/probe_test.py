@@ -4,7 +4,7 @@ import json
 
 from dsv4ops.orchestrate.probe import check_tool_call_reply, parse_chat_stream, run_probe
 from dsv4ops.orchestrate.workload import parse_load
-from tests.orchestrate.fake_control import STREAM_OK, TOOL_OK, FakeControl
+from testing.orchestrate_fake_control import STREAM_OK, TOOL_OK, FakeControl
 
 
 def test_stream_parse_collects_text_and_done():

@@ -17,8 +17,7 @@ from dsv4ops.kernels import loaded_check
 from dsv4ops.orchestrate.kernelpkg import KernelSupport
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.status import KernelStatus, gather_status
-from tests.orchestrate.fake_control import FakeControl, Reply
-from tests.orchestrate.ops_test import make_deployment
+from testing.orchestrate_fake_control import FakeControl, Reply, make_deployment
 
 PKG = "dsv4-decode-kernels"
 REF = f"{PKG}@0.2.0"

@@ -1,4 +1,5 @@
-"""A scripted stand-in for the Supervisor (unit tests of the engine's decisions)."""
+"""A scripted stand-in for the Supervisor (unit tests of the engine's decisions), the small
+deployment and the Operator over it that those tests share."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from dsv4ops.clock import FakeClock
+from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import DeployError, LockHeldError
+from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.remote.base import ProcessState
 
 STREAM_OK = (
@@ -163,3 +167,59 @@ class FakeControl:
 
     def lock_info(self):
         return SimpleNamespace(holder=self.lock, stale=self.lock_stale) if self.lock else None
+
+
+def make_deployment(name: str, offset: int = 0) -> Deployment:
+    """A three-component deployment (prefill, decode, router); `offset` shifts the worker ports."""
+    py = "/usr/bin/python3"
+    return Deployment(
+        profile_name=name,
+        git_commit="c0ffee" + name,
+        components=(
+            Component(
+                "prefill",
+                (
+                    py,
+                    "-m",
+                    "sglang.launch_server",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(30000 + offset),
+                    "--disaggregation-bootstrap-port",
+                    "8998",
+                ),
+                {},
+                "127.0.0.1",
+                30000 + offset,
+                (30000 + offset, 8998),
+            ),
+            Component(
+                "decode",
+                (py, "-m", "sglang.launch_server", "--port", str(30001 + offset)),
+                {"X": name},
+                "127.0.0.1",
+                30001 + offset,
+                (30001 + offset,),
+            ),
+            Component(
+                "router",
+                (py, "-m", "sglang_router.launch_router", "--port", "8000"),
+                {},
+                "127.0.0.1",
+                8000,
+                (8000, 29000),
+            ),
+        ),
+    )
+
+
+def operator(control, journal, lines=None):  # type: ignore[no-untyped-def]
+    """The engine over `control` with a fake clock; progress lines go to `lines` when given."""
+    return Operator(
+        control,
+        journal,
+        host="fake",
+        clock=FakeClock(),
+        progress=(lines.append if lines is not None else None),
+    )
