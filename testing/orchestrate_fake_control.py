@@ -4,6 +4,7 @@ deployment and the Operator over it that those tests share."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -223,3 +224,74 @@ def operator(control, journal, lines=None):  # type: ignore[no-untyped-def]
         clock=FakeClock(),
         progress=(lines.append if lines is not None else None),
     )
+
+
+# -- FakeControl variants of single test modules -------------------------------------------------
+
+KERNELS_PKG = "dsv4-decode-kernels"
+KERNELS_REF = f"{KERNELS_PKG}@0.2.0"
+
+
+@dataclass
+class SglangControl(FakeControl):
+    """FakeControl whose decode answers /server_info like the twin (`twin_kernel_package`) or,
+    with `twin=False`, like real SGLang (no such key), and whose decode log is `decode_log`."""
+
+    twin: bool = True
+    reported: str | None = KERNELS_REF
+    decode_log: str = "decode log"
+    log_reads: int = 0
+
+    def http(self, url, *, method="GET", body=None, headers=None, timeout_s=10.0):
+        if url.endswith("/server_info"):
+            info = {"version": "0.5.23", "internal_states": [{}]}
+            if self.twin:
+                name, _, version = (self.reported or "").partition("@")
+                info["twin_kernel_package"] = (
+                    {"name": name, "version": version} if self.reported else None
+                )
+            return Reply(200, json.dumps(info))
+        return super().http(url, method=method, body=body, headers=headers, timeout_s=timeout_s)
+
+    def log_tail(self, name, lines=50):
+        self.log_reads += 1
+        return self.decode_log if name == "decode" else super().log_tail(name, lines)
+
+
+class SignallingControl(FakeControl):
+    """Sends a real signal to this process when a given call happens (the n-th time)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plan: list[tuple[str, int]] = []  # (call prefix, signal), consumed in order
+
+    def _maybe(self, call: str) -> None:
+        if self.plan and call.startswith(self.plan[0][0]):
+            _, sig = self.plan.pop(0)
+            os.kill(os.getpid(), sig)
+
+    def wait_http(self, url, **kw):
+        self._maybe(f"wait {kw.get('proc_name')}")
+        return super().wait_http(url, **kw)
+
+    def http(self, url, **kw):
+        if url.endswith("/metrics"):
+            self._maybe("metrics")
+        return super().http(url, **kw)
+
+    def start(self, spec):
+        result = super().start(spec)
+        self._maybe(f"start {spec.name}")  # arrives while the start step is in flight
+        return result
+
+
+@dataclass
+class RecordingControl(FakeControl):
+    """FakeControl that keeps the JSON body of every HTTP request it is sent (in `sent`)."""
+
+    sent: list[dict[str, Any]] = field(default_factory=list)
+
+    def http(self, url, *, method="GET", body=None, headers=None, timeout_s=10.0):  # type: ignore[no-untyped-def]
+        if body:
+            self.sent.append(json.loads(body))
+        return super().http(url, method=method, body=body, headers=headers, timeout_s=timeout_s)
