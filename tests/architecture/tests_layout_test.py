@@ -96,6 +96,25 @@ def test_no_test_doubles_under_tests() -> None:
     assert doubles == [], "shared doubles live in testing/<area>_<thing>.py"
 
 
+def _conftest_helpers(path: Path, root: Path = ROOT) -> list[str]:
+    """Top-level functions and classes of a conftest.py that are not fixtures."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [
+        f"{path.relative_to(root)}:{node.lineno} {node.name}"
+        for node in tree.body
+        if isinstance(node, ast.ClassDef)
+        or (
+            isinstance(node, ast.FunctionDef)
+            and not any("fixture" in ast.unparse(d) for d in node.decorator_list)
+        )
+    ]
+
+
+def test_conftest_files_hold_fixtures_only() -> None:
+    helpers = [h for p in _python_files(TESTS) if p.name == "conftest.py" for h in _conftest_helpers(p)]
+    assert helpers == [], "helpers that tests import live in testing/<area>_<thing>.py"
+
+
 def test_testing_modules_are_named_after_the_area_they_serve() -> None:
     areas = _areas()
     stray = sorted(
@@ -120,4 +139,9 @@ def test_the_rules_catch_what_they_are_for(tmp_path: Path) -> None:
     double = tmp_path / "x_test.py"
     double.write_text("class FakeThing:\n    pass\n\n\nclass Variant(mod.ScriptedServer):\n    pass\n")
     assert [d.rsplit(" ", 1)[1] for d in _doubles(double, root=tmp_path)] == ["FakeThing", "Variant"]
+    conftest = TESTS / "conftest.py"
+    assert _conftest_helpers(conftest) == []
+    helper = tmp_path / "conftest.py"
+    helper.write_text("import pytest\n\n\n@pytest.fixture\ndef ok():\n    pass\n\n\ndef cli():\n    pass\n")
+    assert [h.rsplit(" ", 1)[1] for h in _conftest_helpers(helper, root=tmp_path)] == ["cli"]
 
