@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import os
 import tarfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+
+from dsv4ops.kernels.build import BuildResult, build
+from dsv4ops.remote.local import LocalExecutor
 
 
 def read_members(path: Path) -> tuple[str, dict[str, bytes]]:
@@ -67,3 +72,23 @@ def snapshot(root: Path) -> dict[str, str]:
             else:
                 out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
+
+
+@dataclass(frozen=True)
+class Built:
+    v1: BuildResult  # built with the interpreter check
+    v2: BuildResult  # same kernels, another version
+
+
+def build_pair(out: Path) -> Built:
+    """Two real artifacts into `out`: v1 checked with Triton's interpreter, v2 another version."""
+    from dsv4ops.kernels.interpreter import enable as enable_interpreter
+
+    # TRITON_INTERPRET is read when @triton.jit decorates: on before the build imports a kernel
+    # (reference gotcha 2). Without the kernels extra there is nothing to turn on.
+    with contextlib.suppress(ImportError):
+        enable_interpreter()
+    with LocalExecutor() as ex:
+        v1 = build(executor=ex, out_dir=out, version="0.1.0")
+        v2 = build(executor=ex, out_dir=out, version="0.2.0", interpreter=False)
+    return Built(v1, v2)

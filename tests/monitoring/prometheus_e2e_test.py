@@ -18,7 +18,7 @@ import pytest
 
 from dsv4ops import _yaml
 from dsv4ops.monitoring import RuleSettings, alert_rules, scrape_config
-from testing.prometheus_server import BINARY, prometheus_server
+from testing.monitoring_prometheus_server import BINARY, prometheus_server
 from testing.twin_stack import TwinStack, twin_stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.router,

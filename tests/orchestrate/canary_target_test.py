@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.orchestrate.conftest import cli
+from testing.orchestrate_cli import cli
 
 pytestmark = pytest.mark.slow
 

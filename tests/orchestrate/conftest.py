@@ -1,13 +1,14 @@
+"""Fixtures of the orchestrate tests: one twin environment per module, the CLI pointed at it (the
+helpers they use live in testing/orchestrate_cli.py)."""
+
 from __future__ import annotations
 
-import contextlib
-import json
 from collections.abc import Iterator
 
 import pytest
 
-from dsv4ops.cli import main
-from testing.orchestrate_env import OrchEnv, kill_all, make_env, our_processes
+from testing.orchestrate_cli import cli, module_env
+from testing.orchestrate_env import OrchEnv, our_processes
 from testing.remote_sshd import sshd  # noqa: F401 - session fixture for the SSH tests
 
 
@@ -17,71 +18,12 @@ def orch_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrchEnv]:
     yield from module_env(tmp_path_factory)
 
 
-def module_env(
-    tmp_path_factory: pytest.TempPathFactory, extra_twin_env: dict[str, str] | None = None
-) -> Iterator[OrchEnv]:
-    """Body of a module-scoped environment fixture: build it, then stop and kill everything."""
-    env = make_env(tmp_path_factory.mktemp("orch"), extra_twin_env=extra_twin_env)
-    yield env
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in env.environ.items():
-            mp.setenv(k, v)
-        with contextlib.suppress(Exception):
-            main(["stop", "--target", env.target, "--yes", "--recover"])
-    kill_all(env)
-    assert our_processes(env) == [], "orphaned processes after the module's teardown"
-
-
 @pytest.fixture
 def env(orch_env: OrchEnv, _clean_environ: None, monkeypatch: pytest.MonkeyPatch) -> OrchEnv:
     """The module environment, with the CLI pointed at it (profiles dir, state dir)."""
     for k, v in orch_env.environ.items():
         monkeypatch.setenv(k, v)
     return orch_env
-
-
-def cli(
-    env: OrchEnv, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, dict | str, str]:
-    """Run `dsv4ops ARGS --target T`; parse stdout as JSON when --json was given."""
-    code = main([*args, "--target", env.target])
-    out, err = capsys.readouterr()
-    if "--json" in args and out.strip():
-        return code, json.loads(out), err
-    return code, out, err
-
-
-def operator(env: OrchEnv, progress=None, **kw):
-    """(Operator, TargetContext) for the env's target, as the CLI composes them."""
-    from dsv4ops.cli._context import open_target
-    from dsv4ops.orchestrate.usecases.compose import operator_for
-
-    ctx = open_target(env.target)
-    op = operator_for(
-        ctx,
-        progress=progress or (lambda _l: None),
-        canary=None,
-        model="deepseek-v4-flash",
-        command="test",
-    )
-    for k, v in kw.items():  # settings the CLI composes differently (e.g. kernels=None)
-        assert hasattr(op.settings, k), f"Operator has no setting {k!r}"
-        setattr(op.settings, k, v)
-    return op, ctx
-
-
-def deploy_via_operator(env: OrchEnv, profile: str, progress=None, **kw):
-    """Deploy like the CLI does (fallback = last known-good from git), with a progress hook."""
-    from dsv4ops.orchestrate.restore import fallback_for
-    from dsv4ops.orchestrate.usecases import render as R
-
-    op, ctx = operator(env, progress)
-    try:
-        new = R.deployment_for(profile, ctx.target)
-        fallback = fallback_for(ctx.journal, R.render_at_commit(ctx.target))
-        return op.deploy(new, fallback=fallback, run_canary=False, **kw)
-    finally:
-        ctx.close()
 
 
 @pytest.fixture
@@ -94,19 +36,3 @@ def baseline_running(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> OrchEn
         code, _, err = cli(env, capsys, "deploy", "baseline", "--yes", "--no-canary")
         assert code == 0, err
     return env
-
-
-def assert_baseline_restored(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
-    """Previous deployment restored and healthy, exactly our three processes, journal consistent."""
-    from dsv4ops.journal.store import Journal
-
-    code, st, err = cli(env, capsys, "status", "--json")
-    assert code == 0, err
-    assert st["healthy"], st
-    assert st["deployed"]["profile"] == "baseline"
-    assert st["drift"] == [] and st["attention"] == [] and st["lock"] is None
-    assert len(our_processes(env)) == 3, "orphaned or missing processes"
-    pids = sorted(c["pid"] for c in st["components"])
-    assert pids == our_processes(env)
-    j = Journal(env.target)
-    assert j.in_flight() == [] and j.skipped_lines == []

@@ -15,8 +15,8 @@ import pytest
 
 from dsv4ops.journal.records import Status
 from dsv4ops.journal.store import Journal
+from testing.orchestrate_cli import assert_baseline_restored, cli, deploy_via_operator
 from testing.orchestrate_env import read_events
-from tests.orchestrate.conftest import assert_baseline_restored, cli, deploy_via_operator
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 

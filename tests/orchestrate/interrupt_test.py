@@ -4,7 +4,6 @@ interrupt_live_test.py."""
 
 from __future__ import annotations
 
-import os
 import signal
 
 import pytest
@@ -13,40 +12,16 @@ from dsv4ops.clock import FakeClock
 from dsv4ops.journal.records import Status
 from dsv4ops.journal.store import UNKNOWN, Journal
 from dsv4ops.orchestrate.status import gather_status
-from tests.orchestrate.fake_control import FakeControl
-from tests.orchestrate.ops_test import make_deployment, operator
+from testing.orchestrate_fake_control import (
+    SignallingControl,
+    make_deployment,
+    operator,
+)
 
 
 @pytest.fixture
 def journal(tmp_path):
     return Journal("fake", directory=tmp_path, clock=FakeClock())
-
-
-class SignallingControl(FakeControl):
-    """Sends a real signal to this process when a given call happens (the n-th time)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.plan: list[tuple[str, int]] = []  # (call prefix, signal), consumed in order
-
-    def _maybe(self, call: str) -> None:
-        if self.plan and call.startswith(self.plan[0][0]):
-            _, sig = self.plan.pop(0)
-            os.kill(os.getpid(), sig)
-
-    def wait_http(self, url, **kw):
-        self._maybe(f"wait {kw.get('proc_name')}")
-        return super().wait_http(url, **kw)
-
-    def http(self, url, **kw):
-        if url.endswith("/metrics"):
-            self._maybe("metrics")
-        return super().http(url, **kw)
-
-    def start(self, spec):
-        result = super().start(spec)
-        self._maybe(f"start {spec.name}")  # arrives while the start step is in flight
-        return result
 
 
 def _good(control, journal):

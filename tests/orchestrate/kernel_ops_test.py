@@ -15,8 +15,7 @@ from dsv4ops.orchestrate.drift import process_drift, profile_drift
 from dsv4ops.orchestrate.kernelpkg import KernelSupport, config_dir_env
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.remote.base import ProcessState
-from tests.orchestrate.fake_control import FakeControl
-from tests.orchestrate.ops_test import make_deployment
+from testing.orchestrate_fake_control import FakeControl, make_deployment
 
 REF = "dsv4-decode-kernels@0.2.0"
 DIR = "/work/kernels/dsv4-decode-kernels/0.2.0"

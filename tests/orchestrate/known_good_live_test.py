@@ -14,7 +14,7 @@ from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.usecases import render as R
 from dsv4ops.profiles import get_target
-from tests.orchestrate.conftest import assert_baseline_restored, cli
+from testing.orchestrate_cli import assert_baseline_restored, cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 

@@ -5,73 +5,17 @@ from __future__ import annotations
 import pytest
 
 from dsv4ops.clock import FakeClock
-from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import DeployError, LockHeldError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate import plan as P
-from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.pd import restart_scope
-from tests.orchestrate.fake_control import FakeControl
-
-
-def make_deployment(name: str, offset: int = 0) -> Deployment:
-    py = "/usr/bin/python3"
-    return Deployment(
-        profile_name=name,
-        git_commit="c0ffee" + name,
-        components=(
-            Component(
-                "prefill",
-                (
-                    py,
-                    "-m",
-                    "sglang.launch_server",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(30000 + offset),
-                    "--disaggregation-bootstrap-port",
-                    "8998",
-                ),
-                {},
-                "127.0.0.1",
-                30000 + offset,
-                (30000 + offset, 8998),
-            ),
-            Component(
-                "decode",
-                (py, "-m", "sglang.launch_server", "--port", str(30001 + offset)),
-                {"X": name},
-                "127.0.0.1",
-                30001 + offset,
-                (30001 + offset,),
-            ),
-            Component(
-                "router",
-                (py, "-m", "sglang_router.launch_router", "--port", "8000"),
-                {},
-                "127.0.0.1",
-                8000,
-                (8000, 29000),
-            ),
-        ),
-    )
+from testing.orchestrate_fake_control import FakeControl, make_deployment, operator
 
 
 @pytest.fixture
 def journal(tmp_path):
     return Journal("fake", directory=tmp_path, clock=FakeClock())
-
-
-def operator(control, journal, lines=None):
-    return Operator(
-        control,
-        journal,
-        host="fake",
-        clock=FakeClock(),
-        progress=(lines.append if lines is not None else None),
-    )
 
 
 def _deployed(control, journal, name="baseline"):

@@ -4,7 +4,7 @@ import json
 
 from dsv4ops.orchestrate.probe import check_tool_call_reply, parse_chat_stream, run_probe
 from dsv4ops.orchestrate.workload import parse_load
-from tests.orchestrate.fake_control import STREAM_OK, TOOL_OK, FakeControl
+from testing.orchestrate_fake_control import STREAM_OK, TOOL_OK, FakeControl, RecordingControl
 
 
 def test_stream_parse_collects_text_and_done():
@@ -27,17 +27,9 @@ def test_reasoning_counts_as_generated_output():
 
 
 def test_tool_call_probe_leaves_room_for_reasoning_and_names_it_when_it_ran_out():
-    sent: list[dict] = []
-
-    class Recording(FakeControl):
-        def http(self, url, *, method="GET", body=None, headers=None, timeout_s=10.0):
-            if body:
-                sent.append(json.loads(body))
-            return super().http(url, method=method, body=body, headers=headers,
-                                timeout_s=timeout_s)
-
-    assert run_probe(Recording(), "http://r").ok
-    tool = next(b for b in sent if b.get("tools"))
+    control = RecordingControl()
+    assert run_probe(control, "http://r").ok
+    tool = next(b for b in control.sent if b.get("tools"))
     assert tool["max_tokens"] >= 512
     ran_out = json.dumps({"choices": [{"message": {"content": "", "reasoning_content": "hmm"},
                                        "finish_reason": "length"}]})

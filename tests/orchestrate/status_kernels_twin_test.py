@@ -23,8 +23,8 @@ from dsv4ops.kernels.deploy import kernel_call
 from dsv4ops.orchestrate.usecases import render as R
 from dsv4ops.remote import LocalExecutor, Supervisor
 from testing.kernels_artifacts import write_tar
+from testing.orchestrate_cli import cli, operator
 from testing.orchestrate_env import OrchEnv, commit_all
-from tests.orchestrate.conftest import cli, operator
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 PKG = "dsv4-decode-kernels"

@@ -4,8 +4,7 @@ the one the running decode loaded, against a scripted target (twin-style and rea
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import pytest
 
@@ -17,40 +16,13 @@ from dsv4ops.kernels import loaded_check
 from dsv4ops.orchestrate.kernelpkg import KernelSupport
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.status import KernelStatus, gather_status
-from tests.orchestrate.fake_control import FakeControl, Reply
-from tests.orchestrate.ops_test import make_deployment
+from testing.orchestrate_fake_control import KERNELS_PKG as PKG
+from testing.orchestrate_fake_control import KERNELS_REF as REF
+from testing.orchestrate_fake_control import SglangControl, make_deployment
 
-PKG = "dsv4-decode-kernels"
-REF = f"{PKG}@0.2.0"
 DEFAULT_LINE = (
     "[2026-05-01 10:00:00] Using default MoE kernel config. Performance might be sub-optimal!"
 )
-
-
-@dataclass
-class SglangControl(FakeControl):
-    """FakeControl whose decode answers /server_info like the twin (`twin_kernel_package`) or,
-    with `twin=False`, like real SGLang (no such key), and whose decode log is `decode_log`."""
-
-    twin: bool = True
-    reported: str | None = REF
-    decode_log: str = "decode log"
-    log_reads: int = 0
-
-    def http(self, url, *, method="GET", body=None, headers=None, timeout_s=10.0):
-        if url.endswith("/server_info"):
-            info = {"version": "0.5.23", "internal_states": [{}]}
-            if self.twin:
-                name, _, version = (self.reported or "").partition("@")
-                info["twin_kernel_package"] = (
-                    {"name": name, "version": version} if self.reported else None
-                )
-            return Reply(200, json.dumps(info))
-        return super().http(url, method=method, body=body, headers=headers, timeout_s=timeout_s)
-
-    def log_tail(self, name, lines=50):
-        self.log_reads += 1
-        return self.decode_log if name == "decode" else super().log_tail(name, lines)
 
 
 def _loaded(info: str, log: str, expected: str) -> tuple[bool, str]:

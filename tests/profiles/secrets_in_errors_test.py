@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.profiles.excerpt import excerpt
+from testing.cli_process import run_cli
 from testing.profiles_factory import child
-from tests.profiles.cli_process import run_cli
 
 SECRET = "hf_SEKRETvalue1234"
 

@@ -10,16 +10,9 @@ import pytest
 
 from dsv4ops.twin.config import TwinConfigError, load_config
 from dsv4ops.twin.perf import StepVariation
+from testing.twin_fake_clock import FakeClock
 from testing.twin_load import measure_step_ms
 from testing.twin_stack import twin_server
-
-
-class FakeClock:
-    def __init__(self, t: float = 1000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def _variation(clock: FakeClock, **kw: float) -> StepVariation:

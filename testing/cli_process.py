@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 # Far above what any command needs on a profile (about 60 MB), far below what an unbounded alias
 # expansion reaches (5 GB after 40 s on the alias bomb of issue 11).

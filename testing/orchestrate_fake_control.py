@@ -1,4 +1,5 @@
-"""A scripted stand-in for the Supervisor (unit tests of the engine's decisions).
+"""A scripted stand-in for the Supervisor (unit tests of the engine's decisions), the small
+deployment and the Operator over it that those tests share.
 
 It returns the Supervisor's own result types (dsv4ops/remote/results.py), so it satisfies the
 `TargetControl` protocol as the real one does (`_satisfies_the_protocol` below, checked by mypy
@@ -8,12 +9,16 @@ in tests/architecture/mypy_test.py).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsv4ops.clock import FakeClock
+from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import DeployError
 from dsv4ops.orchestrate.control import TargetControl
+from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.remote.base import ProcessSpec, ProcessState
 from dsv4ops.remote.errors import DeployLockError
 from dsv4ops.remote.results import HttpReply, LockInfo, PortUse, PreflightReport, StopReport
@@ -191,3 +196,130 @@ class FakeControl:
 
 def _satisfies_the_protocol(fake: FakeControl) -> TargetControl:
     return fake  # mypy: FakeControl is a TargetControl
+
+
+def make_deployment(name: str, offset: int = 0) -> Deployment:
+    """A three-component deployment (prefill, decode, router); `offset` shifts the worker ports."""
+    py = "/usr/bin/python3"
+    return Deployment(
+        profile_name=name,
+        git_commit="c0ffee" + name,
+        components=(
+            Component(
+                "prefill",
+                (
+                    py,
+                    "-m",
+                    "sglang.launch_server",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(30000 + offset),
+                    "--disaggregation-bootstrap-port",
+                    "8998",
+                ),
+                {},
+                "127.0.0.1",
+                30000 + offset,
+                (30000 + offset, 8998),
+            ),
+            Component(
+                "decode",
+                (py, "-m", "sglang.launch_server", "--port", str(30001 + offset)),
+                {"X": name},
+                "127.0.0.1",
+                30001 + offset,
+                (30001 + offset,),
+            ),
+            Component(
+                "router",
+                (py, "-m", "sglang_router.launch_router", "--port", "8000"),
+                {},
+                "127.0.0.1",
+                8000,
+                (8000, 29000),
+            ),
+        ),
+    )
+
+
+def operator(control: TargetControl, journal: Any, lines: list[str] | None = None) -> Operator:
+    """The engine over `control` with a fake clock; progress lines go to `lines` when given."""
+    return Operator(
+        control,
+        journal,
+        host="fake",
+        clock=FakeClock(),
+        progress=(lines.append if lines is not None else None),
+    )
+
+
+# -- FakeControl variants of single test modules -------------------------------------------------
+
+KERNELS_PKG = "dsv4-decode-kernels"
+KERNELS_REF = f"{KERNELS_PKG}@0.2.0"
+
+
+@dataclass
+class SglangControl(FakeControl):
+    """FakeControl whose decode answers /server_info like the twin (`twin_kernel_package`) or,
+    with `twin=False`, like real SGLang (no such key), and whose decode log is `decode_log`."""
+
+    twin: bool = True
+    reported: str | None = KERNELS_REF
+    decode_log: str = "decode log"
+    log_reads: int = 0
+
+    def http(self, url, *, method="GET", body=None, headers=None, timeout_s=10.0):
+        if url.endswith("/server_info"):
+            info: dict[str, Any] = {"version": "0.5.23", "internal_states": [{}]}
+            if self.twin:
+                name, _, version = (self.reported or "").partition("@")
+                info["twin_kernel_package"] = (
+                    {"name": name, "version": version} if self.reported else None
+                )
+            return Reply(200, json.dumps(info))
+        return super().http(url, method=method, body=body, headers=headers, timeout_s=timeout_s)
+
+    def log_tail(self, name, lines=50):
+        self.log_reads += 1
+        return self.decode_log if name == "decode" else super().log_tail(name, lines)
+
+
+class SignallingControl(FakeControl):
+    """Sends a real signal to this process when a given call happens (the n-th time)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plan: list[tuple[str, int]] = []  # (call prefix, signal), consumed in order
+
+    def _maybe(self, call: str) -> None:
+        if self.plan and call.startswith(self.plan[0][0]):
+            _, sig = self.plan.pop(0)
+            os.kill(os.getpid(), sig)
+
+    def wait_http(self, url, **kw):
+        self._maybe(f"wait {kw.get('proc_name')}")
+        return super().wait_http(url, **kw)
+
+    def http(self, url, **kw):
+        if url.endswith("/metrics"):
+            self._maybe("metrics")
+        return super().http(url, **kw)
+
+    def start(self, spec):
+        result = super().start(spec)
+        self._maybe(f"start {spec.name}")  # arrives while the start step is in flight
+        return result
+
+
+@dataclass
+class RecordingControl(FakeControl):
+    """FakeControl that keeps the JSON body of every HTTP request it is sent (in `sent`)."""
+
+    sent: list[dict[str, Any]] = field(default_factory=list)
+
+    def http(self, url, *, method="GET", body=None, headers=None, timeout_s=10.0):
+        if body:
+            self.sent.append(json.loads(body))
+        return super().http(url, method=method, body=body, headers=headers, timeout_s=timeout_s)

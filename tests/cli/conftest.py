@@ -1,0 +1,7 @@
+"""Fixtures of the CLI verb tests: the module-scoped twin environment of tests/orchestrate, the SSH
+server of tests/remote (the session-scoped kernel artifacts `built` come from tests/conftest.py)."""
+
+from __future__ import annotations
+
+from testing.remote_sshd import sshd  # noqa: F401 - session fixture for the SSH tests
+from tests.orchestrate.conftest import env, orch_env  # noqa: F401 - one twin environment per module

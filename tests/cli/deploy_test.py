@@ -1,0 +1,43 @@
+"""`dsv4ops deploy` without a running deployment: the dry run, an unknown profile."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from dsv4ops.cli import main
+from dsv4ops.journal.store import Journal
+
+
+def test_dry_run_prints_plan_and_exact_commands_and_touches_nothing(env, capsys):
+    code = main(["deploy", "baseline", "--dry-run", "--target", env.target])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "dry run: nothing is changed" in out
+    start = next(
+        line
+        for line in out.splitlines()
+        if "-m dsv4ops.twin.launch_server" in line and "prefill" in line
+    )
+    argv = shlex.split(start.split("$ ", 1)[1])
+    assert f"--port={env.port(30000)}" in argv or str(env.port(30000)) in argv
+    assert not (env.workdir / "run").exists() and Journal(env.target).operations() == []
+
+
+def test_dry_run_json_and_pair_rule_note(env, capsys):
+    code = main(
+        ["deploy", "baseline", "--dry-run", "--json", "--only", "decode", "--target", env.target]
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["dry_run"] and "restarting the pair instead" in data["note"]
+    assert [s["title"] for s in data["plan"] if s["action"] == "start"] == [
+        "start prefill",
+        "start decode",
+        "start router",
+    ]
+
+
+def test_unknown_profile_is_one_clear_error(env, capsys):
+    code = main(["deploy", "no-such-profile", "--yes", "--target", env.target])
+    err = capsys.readouterr().err
+    assert code == 1 and "no-such-profile" in err and "Traceback" not in err
