@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dsv4ops.deployment import WORKERS
 from dsv4ops.errors import CanaryError
 from dsv4ops.orchestrate.engine import Progress
-from dsv4ops.orchestrate.model import WORKERS
 
 if TYPE_CHECKING:
     from dsv4ops.canary import SuiteResult, Thresholds

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dsv4ops.deployment import Deployment
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.engine import CanaryStep, Progress
-from dsv4ops.orchestrate.model import Deployment
 from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.pd import RestartScope, restart_scope
 from dsv4ops.orchestrate.restore import fallbacks_for

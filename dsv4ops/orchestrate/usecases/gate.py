@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from dsv4ops.deployment import WORKERS, Deployment
 from dsv4ops.orchestrate.engine import CanaryStep, Progress
-from dsv4ops.orchestrate.model import WORKERS, Deployment
 
 if TYPE_CHECKING:
     from dsv4ops.canary import SuiteResult, Thresholds

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dsv4ops.deployment import Deployment
 from dsv4ops.journal.records import Kind, Operation
 from dsv4ops.orchestrate.engine import CanaryStep, Progress
-from dsv4ops.orchestrate.model import Deployment
 from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.restore import fallbacks_for, rebuild, rollback_target
 from dsv4ops.orchestrate.usecases.compose import operator_for
