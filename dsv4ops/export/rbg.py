@@ -62,7 +62,8 @@ def pod_host(group: str, role: str, index: int) -> str:
     return f"{group}-{role}-{index}.s-{group}-{role}"
 
 
-def _flag(argv: list[str], flag: str) -> str | None:
+def flag_value(argv: list[str], flag: str) -> str | None:
+    """The value after `flag` in argv, or None."""
     return argv[argv.index(flag) + 1] if flag in argv and argv.index(flag) + 1 < len(argv) else None
 
 
@@ -165,14 +166,14 @@ def build_manifest(profile: Any, deployment: Any, opts: ExportOptions) -> dict[s
     secret_name = f"{group}-env"
     pre, dec, rtr = (deployment.component(n) for n in ("prefill", "decode", "router"))
     pre_argv, dec_argv = list(pre.argv), list(dec.argv)
-    tp = {n: int(_flag(a, "--tp-size") or 1) for n, a in (("prefill", pre_argv), ("decode", dec_argv))}
+    tp = {n: int(flag_value(a, "--tp-size") or 1) for n, a in (("prefill", pre_argv), ("decode", dec_argv))}
     if opts.gpus_per_node is not None:
         for n, size in tp.items():
             if size > opts.gpus_per_node:
                 raise DsOpsError(f"--gpus-per-node {opts.gpus_per_node}: {n} runs TP {size}, "
                                  "which needs that many GPUs in one pod",
                                  hint="multi-node TP needs RBG's leaderWorkerPattern (not exported)")
-    boot = int(_flag(pre_argv, "--disaggregation-bootstrap-port") or 8998)
+    boot = int(flag_value(pre_argv, "--disaggregation-bootstrap-port") or 8998)
     volumes, init, mounts = _kernel_parts(profile, opts)
     roles = []
     for name, comp, argv in (("prefill", pre, pre_argv), ("decode", dec, dec_argv)):
@@ -187,7 +188,7 @@ def build_manifest(profile: Any, deployment: Any, opts: ExportOptions) -> dict[s
         roles.append(_role(name, opts.replicas, c, ["prefill"] if name == "decode" else [],
                            volumes, init))
     r_argv = router_argv(list(rtr.argv), opts.python, group, opts.replicas, pre.port, dec.port, boot)
-    prom = int(_flag(r_argv, "--prometheus-port") or 29000)
+    prom = int(flag_value(r_argv, "--prometheus-port") or 29000)
     r_argv, hidden = hide_secret_args(r_argv)
     rc = _container("router", opts.router_image, r_argv, _env({**dict(rtr.env), **hidden}, secret_name),
                     [("http", rtr.port), ("metrics", prom)], _probe(rtr.port, "/readiness"))

@@ -18,6 +18,7 @@ from importlib import resources
 from typing import Any
 
 from dsv4ops.errors import DsOpsError
+from dsv4ops.export.rbg import flag_value
 
 PD_SAME = ("--model-path", "--tp-size", "--page-size", "--kv-cache-dtype",
            "--disaggregation-transfer-backend", "--disaggregation-bootstrap-port")
@@ -64,10 +65,6 @@ def pruned_fields(value: Any, node: dict[str, Any], path: tuple[Any, ...] = ()) 
     return out
 
 
-def _flag(argv: list[str], flag: str) -> str | None:
-    return argv[argv.index(flag) + 1] if flag in argv and argv.index(flag) + 1 < len(argv) else None
-
-
 def pd_problems(manifest: dict[str, Any]) -> list[str]:
     roles = {r["name"]: r for r in manifest["spec"]["roles"]}
 
@@ -77,9 +74,9 @@ def pd_problems(manifest: dict[str, Any]) -> list[str]:
     problems = []
     pre, dec, rtr = argv("prefill"), argv("decode"), argv("router")
     for flag in PD_SAME:
-        if _flag(pre, flag) != _flag(dec, flag):
-            problems.append(f"{flag}: prefill {_flag(pre, flag)!r} != decode {_flag(dec, flag)!r}")
-    boot = _flag(pre, "--disaggregation-bootstrap-port")
+        if flag_value(pre, flag) != flag_value(dec, flag):
+            problems.append(f"{flag}: prefill {flag_value(pre, flag)!r} != decode {flag_value(dec, flag)!r}")
+    boot = flag_value(pre, "--disaggregation-bootstrap-port")
     for i, a in enumerate(rtr):
         if a == "--prefill" and (i + 2 >= len(rtr) or rtr[i + 2] != boot):
             problems.append(f"router --prefill {rtr[i + 1] if i + 1 < len(rtr) else ''}: bootstrap "
