@@ -135,7 +135,7 @@ class Component:
         legacy = _legacy_ports(name, argv, port, ports)
         metrics = data.get("metrics_port")
         bootstrap = data["bootstrap_port"] if "bootstrap_port" in data else legacy[1]
-        bind = data["bind_host"] if "bind_host" in data else _argv_value(argv, "--host")
+        bind = data["bind_host"] if "bind_host" in data else argv_value(argv, "--host")
         return cls(
             name=name,
             argv=argv,
@@ -149,7 +149,8 @@ class Component:
         )
 
 
-def _argv_value(argv: Sequence[str], flag: str) -> str | None:
+def argv_value(argv: Sequence[str], flag: str) -> str | None:
+    """The value of `flag` in a command line (`--flag V` or `--flag=V`), or None."""
     for i, arg in enumerate(argv):
         if arg == flag and i + 1 < len(argv):
             return argv[i + 1]
@@ -166,10 +167,10 @@ def _legacy_ports(
     second in `ports`; argv is the fallback for records without ports."""
     second = ports[1] if len(ports) > 1 else None
     if name == "router":
-        prom = second or _argv_value(argv, "--prometheus-port")
+        prom = second or argv_value(argv, "--prometheus-port")
         return (int(prom) if prom else port), None
     if name == "prefill":
-        boot = second or _argv_value(argv, "--disaggregation-bootstrap-port")
+        boot = second or argv_value(argv, "--disaggregation-bootstrap-port")
         return port, (int(boot) if boot else None)
     return port, None
 

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from dsv4ops.deployment import argv_value as flag_value
 from dsv4ops.errors import DsOpsError
 from dsv4ops.secrets import is_secret_flag, is_secret_key
 
@@ -60,11 +61,6 @@ def group_name(profile_name: str, override: str | None) -> str:
 
 def pod_host(group: str, role: str, index: int) -> str:
     return f"{group}-{role}-{index}.s-{group}-{role}"
-
-
-def flag_value(argv: list[str], flag: str) -> str | None:
-    """The value after `flag` in argv, or None."""
-    return argv[argv.index(flag) + 1] if flag in argv and argv.index(flag) + 1 < len(argv) else None
 
 
 def secret_arg_env(flag: str) -> str:

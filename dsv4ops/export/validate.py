@@ -17,8 +17,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from dsv4ops.deployment import argv_value as flag_value
 from dsv4ops.errors import DsOpsError
-from dsv4ops.export.rbg import flag_value
 
 PD_SAME = ("--model-path", "--tp-size", "--page-size", "--kv-cache-dtype",
            "--disaggregation-transfer-backend", "--disaggregation-bootstrap-port")

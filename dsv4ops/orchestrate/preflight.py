@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from dsv4ops.deployment import START_ORDER, WORKERS, Deployment
+from dsv4ops.deployment import START_ORDER, WORKERS, Deployment, argv_value
 from dsv4ops.orchestrate.control import TargetControl
 
 
@@ -17,21 +17,10 @@ def worker_gpus(deployment: Deployment) -> list[int]:
     """GPU indices the workers use: --base-gpu-id .. + --tp-size (sglang's defaults 0 and 1)."""
     gpus: set[int] = set()
     for c in deployment.in_order(WORKERS):
-        base = int(_flag_value(c.argv, "--base-gpu-id") or 0)
-        tp = int(_flag_value(c.argv, "--tp-size") or _flag_value(c.argv, "--tp") or 1)
+        base = int(argv_value(c.argv, "--base-gpu-id") or 0)
+        tp = int(argv_value(c.argv, "--tp-size") or argv_value(c.argv, "--tp") or 1)
         gpus.update(range(base, base + tp))
     return sorted(gpus)
-
-
-def _flag_value(argv: Sequence[str], flag: str) -> str | None:
-    # The GPUs are read from the very command the worker runs (what a recorded deployment
-    # rebuilt from the journal will start), not from the profile.
-    for i, arg in enumerate(argv):
-        if arg == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return None
 
 
 def kernel_package_paths(
