@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import io
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -190,3 +191,28 @@ def test_missing_python_on_the_target_is_a_target_error(tmp_path: Path) -> None:
     sup = Supervisor(LocalExecutor(), str(tmp_path), python="/nonexistent/python3")
     with pytest.raises(TargetError, match="no /nonexistent/python3 on the target"):
         sup.ensure_agent()
+
+
+def test_a_port_bound_between_the_table_read_and_the_connect_still_names_its_owner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A component still starting binds its port after preflight read /proc/net/tcp: the connect
+    # then sees it, and the owner must still be found (a CI failure: "in use by another process").
+    import socket as socket_mod
+
+    from dsv4ops.remote.agent import preflight as agent_preflight
+    from dsv4ops.remote.agent.common import Workdir
+
+    server = socket_mod.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    real = agent_preflight.listeners
+    reads = [{}]  # the first read: before the bind
+    monkeypatch.setattr(agent_preflight, "listeners", lambda: reads.pop() if reads else real())
+    try:
+        reply = agent_preflight.op_preflight(Workdir(str(tmp_path)), {"ports": [port]})
+    finally:
+        server.close()
+    use = reply["ports"][str(port)]
+    assert use["in_use"] and [h["pid"] for h in use["holders"]] == [os.getpid()], use

@@ -84,6 +84,10 @@ def op_preflight(wd: Workdir, req: JsonObject) -> JsonObject:
     for p in req.get("ports") or []:
         p = int(p)
         in_use = p in lst or port_open(p)
+        if in_use and p not in lst:
+            # It was bound between the table read and the connect (a component still starting
+            # up): read the table again, or its owner would look like a stranger's.
+            lst = listeners()
         pids = pids_by_inode(lst.get(p, set())) if in_use else []
         owners = []
         for pid in pids:
