@@ -10,15 +10,11 @@ satisfy it, and the engine reads the results' fields instead of probing for them
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from dsv4ops.clock import utc_now_iso
 from dsv4ops.remote.base import ProcessSpec, ProcessState
-from dsv4ops.remote.procident import identity
 from dsv4ops.remote.results import HttpReply, LockInfo, PreflightReport, StopReport
-from dsv4ops.whoami import local_host, local_user
 
 
 class TargetControl(Protocol):
@@ -81,17 +77,3 @@ class TargetControl(Protocol):
     def lock_release(self, op_id: str) -> bool: ...
 
     def lock_info(self) -> LockInfo | None: ...
-
-
-def holder_for(op_id: str, command: str) -> dict[str, Any]:
-    """Identity of this CLI process for the deploy lock (the agent judges staleness by it)."""
-    return {
-        "pid": os.getpid(),
-        # the pid alone could be reused after a crash; with these it names one process
-        **identity(os.getpid()),
-        "host": local_host(),
-        "user": local_user(),
-        "command": command,
-        "started_at": utc_now_iso(),
-        "op_id": op_id,
-    }

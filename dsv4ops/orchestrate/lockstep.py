@@ -16,8 +16,9 @@ from typing import Any
 from dsv4ops.errors import DsOpsError, LockHeldError, TargetError
 from dsv4ops.journal.records import Operation, Status
 from dsv4ops.journal.store import UNKNOWN, Journal
-from dsv4ops.orchestrate.control import TargetControl, holder_for
+from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.remote.errors import DeployLockError
+from dsv4ops.remote.results import lock_holder
 from dsv4ops.whoami import local_host
 
 RESOLVE_HINT = (
@@ -36,7 +37,7 @@ def take_lock(
 ) -> list[str]:
     """Acquire the deploy lock for `op_id`; return the notes about what it resolved."""
     notes: list[str] = []
-    holder = holder_for(op_id, command)
+    holder = lock_holder(command, op_id)
     try:
         control.lock_acquire(holder)
     except DeployLockError as exc:

@@ -10,6 +10,7 @@ from typing import Any
 
 from dsv4ops.clock import utc_now_iso
 from dsv4ops.remote.base import redact_argv
+from dsv4ops.remote.procident import identity
 from dsv4ops.whoami import local_host, local_user
 
 
@@ -96,9 +97,15 @@ class LockInfo:
 
 
 def lock_holder(command: str, op_id: str | None = None) -> dict[str, Any]:
-    """Identity of this process for the deploy lock: pid, host, user, command, started_at, op_id."""
+    """Identity of this process for the deploy lock (the agent judges staleness by it).
+
+    pid, with the boot id and start ticks beside it (the pid alone could be reused after a
+    crash; with them it names one process), host, user, the command (secrets redacted),
+    started_at and the operation id the lock is taken for.
+    """
     return {
         "pid": os.getpid(),
+        **identity(os.getpid()),
         "host": local_host(),
         "user": local_user(),
         "command": " ".join(redact_argv(command.split())),

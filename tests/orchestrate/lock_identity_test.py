@@ -7,9 +7,9 @@ import os
 import socket
 import sys
 
-from dsv4ops.orchestrate.control import holder_for
 from dsv4ops.remote import LocalExecutor, Supervisor
 from dsv4ops.remote.procident import start_ticks
+from dsv4ops.remote.results import lock_holder
 
 
 def _supervisor(tmp_path) -> Supervisor:
@@ -17,7 +17,7 @@ def _supervisor(tmp_path) -> Supervisor:
 
 
 def test_the_holder_records_its_process_start_time():
-    holder = holder_for("d-x", "dsv4ops deploy baseline")
+    holder = lock_holder("dsv4ops deploy baseline", "d-x")
     with open(f"/proc/{os.getpid()}/stat") as f:
         field22 = int(f.read().rsplit(")", 1)[1].split()[19])
     assert holder["pid"] == os.getpid() and holder["pid_start"] == field22
@@ -26,7 +26,7 @@ def test_the_holder_records_its_process_start_time():
 
 def test_a_live_holder_is_not_stale(tmp_path):
     sup = _supervisor(tmp_path)
-    sup.lock_acquire(holder_for("d-live", "test"))
+    sup.lock_acquire(lock_holder("test", "d-live"))
     info = sup.lock_info()
     assert info is not None and not info.stale
     assert sup._call("lock_info")["stale"] is False  # the agent's own judgement
@@ -36,7 +36,7 @@ def test_a_holder_whose_pid_was_reused_is_stale(tmp_path):
     sup = _supervisor(tmp_path)
     # This process stands in for the unrelated process that got the crashed holder's pid: same
     # pid, same host, but not the start time the holder recorded.
-    holder = {**holder_for("d-crashed", "test"), "pid_start": start_ticks(os.getpid()) - 1}
+    holder = {**lock_holder("test", "d-crashed"), "pid_start": start_ticks(os.getpid()) - 1}
     assert holder["host"] == socket.gethostname()
     sup.lock_acquire(holder)
     assert sup._call("lock_info")["stale"] is True  # the agent (on the target) sees it
@@ -46,5 +46,5 @@ def test_a_holder_whose_pid_was_reused_is_stale(tmp_path):
 
 def test_a_holder_from_another_boot_is_stale(tmp_path):
     sup = _supervisor(tmp_path)
-    sup.lock_acquire({**holder_for("d-old-boot", "test"), "boot_id": "not-this-boot"})
+    sup.lock_acquire({**lock_holder("test", "d-old-boot"), "boot_id": "not-this-boot"})
     assert sup.lock_info().stale
