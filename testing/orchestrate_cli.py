@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,7 @@ def module_env(
 
 def cli(
     env: OrchEnv, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, dict | str, str]:
+) -> tuple[int, Any, str]:  # stdout: parsed JSON with --json, else text
     """Run `dsv4ops ARGS --target T`; parse stdout as JSON when --json was given."""
     code = main([*args, "--target", env.target])
     out, err = capsys.readouterr()
@@ -40,7 +41,7 @@ def cli(
     return code, out, err
 
 
-def operator(env: OrchEnv, progress=None, **kw):
+def cli_operator(env: OrchEnv, progress=None, **kw):
     """(Operator, TargetContext) for the env's target, as the CLI composes them."""
     from dsv4ops.cli._context import open_target
     from dsv4ops.orchestrate.usecases.compose import operator_for
@@ -64,7 +65,7 @@ def deploy_via_operator(env: OrchEnv, profile: str, progress=None, **kw):
     from dsv4ops.orchestrate.restore import fallback_for
     from dsv4ops.orchestrate.usecases import render as R
 
-    op, ctx = operator(env, progress)
+    op, ctx = cli_operator(env, progress)
     try:
         new = R.deployment_for(profile, ctx.target)
         fallback = fallback_for(ctx.journal, R.render_at_commit(ctx.target))

@@ -23,7 +23,7 @@ from dsv4ops.kernels.deploy import kernel_call
 from dsv4ops.orchestrate.usecases import render as R
 from dsv4ops.remote import LocalExecutor, Supervisor
 from testing.kernels_artifacts import write_tar
-from testing.orchestrate_cli import cli, operator
+from testing.orchestrate_cli import cli, cli_operator
 from testing.orchestrate_env import OrchEnv, commit_all
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
@@ -74,7 +74,7 @@ def test_kernel_package_drift_through_the_twin(env, capsys, tmp_path):
 
     # The unit started without the package (an operator without kernel support wired in adds
     # no SGLANG_MOE_CONFIG_DIR and skips the loaded check): the decode reports none.
-    op, ctx = operator(env, kernels=None)
+    op, ctx = cli_operator(env, kernels=None)
     try:
         out = op.deploy(R.deployment_for("kernels-on", ctx.target), run_canary=False)
     finally:
