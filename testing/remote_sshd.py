@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import getpass
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -193,12 +192,3 @@ def running_sshd(directory: Path) -> Iterator[SshdServer]:
             proc.kill()
             proc.wait(timeout=5)
         log.close()
-
-
-@pytest.fixture(scope="session")
-def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshdServer]:
-    """A real OpenSSH server for this test session (see module docstring)."""
-    if shutil.which("ssh-keygen") is None:
-        ensure_sshd_installed()
-    with running_sshd(tmp_path_factory.mktemp("sshd")) as server:
-        yield server

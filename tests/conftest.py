@@ -8,6 +8,7 @@ import pytest
 
 if TYPE_CHECKING:
     from testing.kernels_artifacts import Built
+    from testing.remote_sshd import SshdServer
 
 
 @pytest.fixture(autouse=True)
@@ -27,3 +28,17 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
     from testing.kernels_artifacts import build_pair
 
     yield build_pair(tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshdServer]:
+    """A real OpenSSH server on 127.0.0.1, one for the whole session (testing/remote_sshd.py):
+    tests/remote, tests/orchestrate, tests/cli and tests/kernels share it."""
+    import shutil
+
+    from testing.remote_sshd import ensure_sshd_installed, running_sshd
+
+    if shutil.which("ssh-keygen") is None:
+        ensure_sshd_installed()
+    with running_sshd(tmp_path_factory.mktemp("sshd")) as server:
+        yield server

@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.kernels.interpreter import enable as enable_interpreter
-from testing.remote_sshd import sshd  # noqa: F401  (session fixture: a real OpenSSH server)
 
 # TRITON_INTERPRET is read when @triton.jit decorates: turn it on before any test imports a kernel
 # module (reference gotcha 2). Without the kernels extra there is nothing to turn on.

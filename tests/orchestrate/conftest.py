@@ -9,7 +9,6 @@ import pytest
 
 from testing.orchestrate_cli import cli, module_env
 from testing.orchestrate_env import OrchEnv, our_processes
-from testing.remote_sshd import sshd  # noqa: F401 - session fixture for the SSH tests
 
 
 @pytest.fixture(scope="module")

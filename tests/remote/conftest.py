@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.remote import Executor, LocalExecutor, Supervisor
-from testing.remote_sshd import sshd  # noqa: F401 - session fixture used by the SSH tests
 from testing.remote_toy import kill_recorded_groups
 
 
