@@ -75,7 +75,10 @@ class _SchedulerCollector(Collector):
         }
         for name, (doc, value) in counters.items():
             c = CounterMetricFamily(name, doc, labels=names)
-            c.add_metric(values, float(value))
+            # 0.5.23 calls .labels(...) only in increment_*_failed_reqs (metrics_collector.py
+            # L1434-1438): the labelled series is absent, not 0, until the first failure.
+            if value:
+                c.add_metric(values, float(value))
             yield c
         rt = CounterMetricFamily(
             "sglang:realtime_tokens",

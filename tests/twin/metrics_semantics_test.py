@@ -210,6 +210,11 @@ def test_a_lost_transfer_is_counted_on_both_sides_and_a_dead_bootstrap_on_the_de
            "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "10"}
     with twin_stack(prefill_args=["--enable-metrics"], decode_args=["--enable-metrics"],
                     env=env) as stack:
+        # 0.5.23 creates a failure counter's labelled series on its first increment: before any
+        # failure there is no sample at all (an alert on `increase()` alone misses the first one)
+        for url in (stack.prefill.url, stack.decode.url):
+            fresh = scrape(url)
+            assert not any(k[0].endswith("_failed_reqs_total") for k in fresh), sorted(fresh)
         asyncio.run(_pd_request(stack.prefill.url, stack.decode.url,
                                 stack.prefill.bootstrap_port, 7))
         p, d = scrape(stack.prefill.url), scrape(stack.decode.url)
