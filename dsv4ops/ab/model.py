@@ -51,8 +51,13 @@ class BlockResult:
             arm = d["arm"]
             if arm not in ARMS:
                 raise ValueError(f"arm must be A or B, not {arm!r}")
+            raw = d.get("values", {})
+            if raw is None:
+                raw = {}
+            if not isinstance(raw, dict):
+                raise ValueError(f"values must be a mapping of concurrency to metrics, not {raw!r}")
             values = {int(c): {str(k): float(v) for k, v in m.items()}
-                      for c, m in (d.get("values") or {}).items()}
+                      for c, m in raw.items()}
             return cls(index=int(d["index"]), arm=arm, profile=str(d["profile"]),
                        deploy_op=d.get("deploy_op"), started_at=str(d.get("started_at", "")),
                        duration_s=float(d.get("duration_s", 0.0)), values=values,
