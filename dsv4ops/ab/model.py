@@ -12,6 +12,10 @@ ARMS: tuple[Arm, Arm] = ("A", "B")
 METRICS: tuple[str, ...] = ("output_tok_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
                             "step_a_ms", "step_b_ms")  # step law step ≈ a + b·bs, fitted per block
 HIGHER_IS_BETTER = {"output_tok_s"}  # every other metric: lower is better
+# Reported with verdicts but never a reason to reject B: the fitted law describes the step, and a
+# bucket change legitimately trades its intercept for its slope (step-4 vs step-8 over the running
+# batch: a larger a, a smaller b). Throughput and latency say whether the trade paid.
+DIAGNOSTIC_METRICS = {"step_a_ms", "step_b_ms"}
 
 # The step law is fitted over all concurrency levels of a block, so it belongs to no one level:
 # a block keeps step_a_ms / step_b_ms under this key of `values` (analysed like a level).
