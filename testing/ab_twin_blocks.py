@@ -9,6 +9,7 @@ That is the twin's truth (perf.py) and its variation, without the load generator
 
 from __future__ import annotations
 
+import random
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -53,18 +54,23 @@ class TwinBlocks:
     noise_pct: float = 2.0
     drift_pct_per_min: float = 0.0
     seed: int = 0
+    # Deploy-to-deploy variation (sd, percent of every step of a block): the twin has none, the box
+    # some (GPU clocks, memory layout after a restart); benchmarks/ab_time_to_decision.py varies it.
+    block_sd_pct: float = 0.0
     cfg: TwinConfig = field(default_factory=TwinConfig)
 
     def run(self, schedule: Sequence[Arm]) -> list[BlockResult]:
         clock = _Clock()
         var = StepVariation(noise_pct=self.noise_pct, drift_pct_per_min=self.drift_pct_per_min,
                             epoch=0.0, time_scale=1.0, seed=self.seed, clock=clock)
+        rng = random.Random(f"block-sd:{self.seed}")
         out = []
         for i, arm_name in enumerate(schedule):
             arm = self.arms[arm_name]
             clock.t += startup_s(arm, self.cfg)  # the switch: this arm's deploy and capture
             start = clock.t
-            values = {c: self._level(arm, c, clock, var) for c in self.concurrencies}
+            block = max(0.5, 1 + rng.gauss(0, self.block_sd_pct / 100)) if self.block_sd_pct else 1.0
+            values = {c: self._level(arm, c, clock, var, block) for c in self.concurrencies}
             fit = _fit([(c, values[c]["step_mean_ms"]) for c in self.concurrencies])
             for v in values.values():
                 v.pop("step_mean_ms")
@@ -74,13 +80,14 @@ class TwinBlocks:
                                    clock.t - start, values))
         return out
 
-    def _level(self, arm: ArmModel, c: int, clock: _Clock, var: StepVariation) -> dict[str, float]:
+    def _level(self, arm: ArmModel, c: int, clock: _Clock, var: StepVariation,
+               block: float) -> dict[str, float]:
         dt = self.block_s / len(self.concurrencies) / self.steps
         hidden = self.cfg.overlap_hidden_ms if arm.overlap else 0.0
         law = step_ms(c, list(arm.buckets), a=self.cfg.step_a_ms, b=self.cfg.step_b_ms, hidden_ms=hidden)
         steps = []
         for _ in range(self.steps):
-            steps.append(law * arm.step_scale * var.factor())
+            steps.append(law * arm.step_scale * block * var.factor())
             clock.t += dt
         steps.sort()
         mean = statistics.fmean(steps)
