@@ -57,7 +57,7 @@ def report_record(*, a: str, b: str, schedule: Sequence[Arm], blocks: Sequence[B
                   analysis: Analysis, gates: Sequence[GateResult], decision: Decision,
                   buckets: dict[str, list[int]] | None = None, experiment_op: str | None = None,
                   interrupted: str | None = None) -> dict[str, Any]:
-    return _clean({
+    record: dict[str, Any] = _clean({
         "version": REPORT_VERSION, "kind": "ab", "a": a, "b": b, "experiment_op": experiment_op,
         "partial": analysis.partial or interrupted is not None, "interrupted": interrupted,
         "decision": decision.to_record(), "schedule": list(schedule),
@@ -65,6 +65,7 @@ def report_record(*, a: str, b: str, schedule: Sequence[Arm], blocks: Sequence[B
         "blocks": [blk.to_record() for blk in sorted(blocks, key=lambda x: x.index)],
         "buckets": buckets or {},
     })
+    return record
 
 
 def _fmt(x: float | None, spec: str = ".3f") -> str:
