@@ -6,6 +6,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dsv4ops.ab.analysis import analyse, pair_blocks
 from dsv4ops.ab.model import Arm, BlockResult
@@ -110,3 +112,34 @@ def test_absent_metrics_and_levels_are_analysed_where_measured() -> None:
 def test_bad_settings_are_refused(kw: dict) -> None:
     with pytest.raises(ValueError):
         analyse([], **kw)
+
+
+def test_a_missing_block_loses_its_own_pair_only() -> None:
+    blocks = _blocks(counterbalanced(12), effect=1.06, sd=0.005)
+    del blocks[5]  # its deploy failed: no result at all
+    pairs, how = pair_blocks(blocks)
+    assert how == "adjacent"
+    assert [(a.index, b.index) for a, b in pairs] == [(0, 1), (3, 2), (6, 7), (8, 9), (11, 10)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(min_value=0.5, max_value=1.5), min_size=4, max_size=16),
+       st.floats(min_value=0.005, max_value=0.1), st.integers(min_value=-20, max_value=20))
+def test_verdicts_follow_their_rules_and_ignore_the_unit(factors: list[float], band: float, k: int) -> None:
+    n = len(factors) - len(factors) % 2
+    blocks = [BlockResult(i, arm, arm, None, "", 1.0, {8: {"output_tok_s": 100 * f}})
+              for i, (arm, f) in enumerate(zip(counterbalanced(n), factors, strict=False))]
+    (v,) = analyse(blocks, band=band, resamples=200).verdicts
+    if v.verdict == "equivalent":
+        assert 1 - band <= v.ci_low and v.ci_high <= 1 + band
+    if v.verdict in ("better", "worse"):
+        assert v.wilcoxon_p < 0.05 and (v.ci_low > 1 if v.verdict == "better" else v.ci_high < 1)
+    if v.pairs < 6:
+        assert v.verdict == "inconclusive"
+    # the same blocks in another unit (x 2^k is exact in floating point): the same analysis
+    scaled = [BlockResult(b.index, b.arm, b.profile, None, "", 1.0,
+                          {8: {"output_tok_s": b.values[8]["output_tok_s"] * 2.0 ** k}}) for b in blocks]
+    w = analyse(scaled, band=band, resamples=200).verdicts[0]
+    fields = ("verdict", "ratio", "ci_low", "ci_high", "wilcoxon_p", "drift_rho_a", "drift_rho_diff", "note")
+    assert [getattr(w, f) for f in fields] == [getattr(v, f) for f in fields]
+    assert w.mean_a == v.mean_a * 2.0 ** k

@@ -74,3 +74,17 @@ def test_without_matplotlib_the_text_reports_are_still_written(tmp_path: Path, b
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     written = _write(tmp_path, blocks, [])
     assert [p.name for p in written] == ["report.json", "report.md"]
+
+
+def test_drift_and_a_naive_order_are_called_out_in_words(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    from dsv4ops.ab.schedule import naive
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    arms = {"A": ArmModel("step8", tuple(STEP8)), "B": ArmModel("step4", tuple(STEP4))}
+    blocks = TwinBlocks(arms, concurrencies=(60,), steps=50, drift_pct_per_min=0.3).run(naive(12))
+    an = analyse(blocks, resamples=200)
+    write_report(tmp_path, a="step8", b="step4", schedule=naive(12), blocks=blocks, analysis=an, gates=[],
+                 decision=decide(an, []))
+    md = (tmp_path / "report.md").read_text()
+    assert "A's values drifted over the experiment" in md and "output_tok_s@60" in md
+    assert "Note: the schedule is not counterbalanced" in md
