@@ -18,7 +18,6 @@ def status(target: str | None, as_json: bool) -> None:
     from dsv4ops.orchestrate.status import KernelStatus, gather_status
     from dsv4ops.orchestrate.usecases.compose import kernel_support
     from dsv4ops.orchestrate.usecases.render import render_now
-
     from dsv4ops.profiles import get_target
 
     if get_target(target).endpoint is not None:
