@@ -8,6 +8,7 @@ import pytest
 
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import load_targets, render
+from dsv4ops.profiles.rules import check_against_target
 
 HEAD = "schema_version: 1\ntargets:\n  cluster:\n    transport: endpoint\n"
 
@@ -42,12 +43,15 @@ def test_an_endpoint_target_loads_its_urls_and_runs_nothing(tmp_path: Path) -> N
     assert (e.profile, e.namespace, t.description) == ("baseline", "inference", "the RBG cluster")
 
 
-def test_rendering_a_profile_for_an_endpoint_target_is_refused(tmp_path: Path, pdir: Path) -> None:
+def test_rendering_or_checking_a_profile_for_an_endpoint_target_is_refused(tmp_path: Path, pdir: Path) -> None:
     from dsv4ops.profiles import load_profile
 
     t = load_targets(_write(tmp_path, "    router_url: http://r:8000\n"))["cluster"]
     with pytest.raises(ProfileError, match="is an endpoint .* nothing renders for it"):
         render(load_profile("base"), t)
+    # `profile validate --target cluster`: one problem saying why, not "GPU(s) not on target".
+    with pytest.raises(ProfileError, match="its GPUs and ports are the cluster's"):
+        check_against_target(load_profile("base"), t)
 
 
 def test_a_missing_router_url_names_the_target(tmp_path: Path) -> None:
