@@ -19,8 +19,6 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from dsv4ops.export.rbg import API_VERSION, pair_share
 from dsv4ops.export.validate import pruned_fields
 
@@ -53,6 +51,8 @@ def policy_schema() -> dict[str, Any]:
 
 
 def policy_problems(policy: dict[str, Any]) -> list[str]:
+    from jsonschema import Draft202012Validator
+
     node = policy_schema()
     errors = sorted(Draft202012Validator(node).iter_errors(policy), key=lambda e: list(e.path))
     out = [f"CoordinatedPolicy {'.'.join(map(str, e.absolute_path)) or '(root)'}: "

@@ -127,3 +127,22 @@ def test_process_verbs_refuse_print_the_cluster_command_and_change_nothing(
     assert "Traceback" not in err
     assert _pids(cluster) == before and len(before) == 3  # every process untouched
     assert Journal("cluster").operations() == []  # nothing journaled, no lock taken
+
+
+def test_a_router_that_does_not_answer_is_not_called_healthy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from testing.ports import free_ports
+
+    (port,) = free_ports(1)
+    (tmp_path / "targets.yaml").write_text(
+        "schema_version: 1\ntargets:\n  gone:\n    transport: endpoint\n"
+        f"    router_url: http://127.0.0.1:{port}\n")
+    monkeypatch.setenv("DSV4OPS_PROFILES_DIR", str(tmp_path))
+    code, out, err = _run(capsys, "status", "--target", "gone", "--json")
+    assert code == 0, err
+    st = json.loads(out)
+    assert st["healthy"] is False and st["router"]["readiness"] is None
+    assert st["router"]["readiness_error"]  # says why: nothing answered
+    code, out, _ = _run(capsys, "status", "--target", "gone")
+    assert "NOT HEALTHY" in out and "restarts: owned by the cluster's controller" in out
