@@ -47,6 +47,8 @@ def build_endpoint_target(
         )
         for role in ("prefill", "decode")
     }
+    prom = v["metrics"]["router"]
+    router_metrics = check_url(prom, prov, f"{prefix}.metrics.router") if prom else None
     host = urlsplit(router).hostname or ""
     return Target(
         name=name,
@@ -65,6 +67,7 @@ def build_endpoint_target(
             router_url=router,
             prefill=workers["prefill"],
             decode=workers["decode"],
+            router_metrics=router_metrics,
             profile=v["profile"],
             namespace=v["namespace"],
         ),

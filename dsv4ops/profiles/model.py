@@ -151,6 +151,7 @@ class EndpointSpec:
     router_url: str
     prefill: tuple[str, ...]
     decode: tuple[str, ...]
+    router_metrics: str | None  # the router's Prometheus base URL (its --prometheus-port)
     profile: str | None  # the profile the cluster runs (for the export line and the canary)
     namespace: str | None  # the RoleBasedGroup's namespace (for the kubectl lines)
 

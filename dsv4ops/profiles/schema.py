@@ -239,6 +239,7 @@ ENDPOINT_TARGET_SCHEMA: Schema = {
     "metrics": {
         "prefill": Field("str_list", default=[], max_items=64, help="prefill server URLs"),
         "decode": Field("str_list", default=[], max_items=64, help="decode server URLs"),
+        "router": Field("str", nullable=True, text="name", help="the router's Prometheus URL"),
     },
     "profile": Field("str", nullable=True, text="name", help="the profile the cluster runs"),
     "namespace": Field("str", nullable=True, text="name"),

@@ -31,6 +31,7 @@ def test_an_endpoint_target_loads_its_urls_and_runs_nothing(tmp_path: Path) -> N
                             "    metrics:\n"
                             "      prefill: [http://p-0.s-p:30000, http://p-1.s-p:30000]\n"
                             "      decode: [https://d-0.s-d:30001]\n"
+                            "      router: http://router.inference:29000\n"
                             "    profile: baseline\n    namespace: inference\n"
                             "    description: the RBG cluster\n")
     t = load_targets(path)["cluster"]
@@ -40,6 +41,7 @@ def test_an_endpoint_target_loads_its_urls_and_runs_nothing(tmp_path: Path) -> N
     assert e.router_url == "http://router.inference:8000"  # the trailing '/' is dropped
     assert e.prefill == ("http://p-0.s-p:30000", "http://p-1.s-p:30000")
     assert e.decode == ("https://d-0.s-d:30001",)
+    assert e.router_metrics == "http://router.inference:29000"
     assert (e.profile, e.namespace, t.description) == ("baseline", "inference", "the RBG cluster")
 
 

@@ -39,6 +39,8 @@ class Reachable:
     prefill_urls: tuple[str, ...]  # /metrics, /health, /abort_request live here
     decode_urls: tuple[str, ...]
     source: str  # "endpoint" (targets.yaml), "journal" (the deployed unit) or "profile" (render)
+    # The router's Prometheus /metrics (its own port), when known.
+    router_metrics_url: str | None = None
     # The deployment the journal recorded (its canary settings, buckets, model), when known.
     deployment: Deployment | None = None
     endpoint: bool = False  # a cluster: its controller owns restarts
@@ -50,6 +52,7 @@ class Reachable:
 
     @property
     def metrics_urls(self) -> tuple[str, ...]:
+        """The servers' /metrics (SGLang serves it on the API port with --enable-metrics)."""
         return tuple(f"{u}/metrics" for u in self.worker_urls)
 
 
@@ -68,8 +71,10 @@ def reachable(target_name: str | None, profile: Profile | None = None) -> Reacha
     target = _known_target(name)
     if target is not None and target.endpoint is not None:
         e = target.endpoint
+        prom = f"{e.router_metrics}/metrics" if e.router_metrics else None
         return Reachable(
-            name, e.router_url, e.prefill, e.decode, "endpoint", endpoint=True, profile=e.profile
+            name, e.router_url, e.prefill, e.decode, "endpoint", prom, endpoint=True,
+            profile=e.profile,
         )
     op = Journal(name).deployed()
     if op is not None and op.components:
@@ -88,10 +93,12 @@ def reachable(target_name: str | None, profile: Profile | None = None) -> Reacha
 def _from_components(
     name: str, d: Deployment, source: str, recorded: Deployment | None = None
 ) -> Reachable:
-    urls = {c.name: c.client_url() for c in d.components}
-    one = {role: (urls[role],) if role in urls else () for role in WORKERS}
+    comps = {c.name: c for c in d.components}
+    one = {role: (comps[role].client_url(),) if role in comps else () for role in WORKERS}
+    router = comps["router"]
     return Reachable(
-        name, urls["router"], one["prefill"], one["decode"], source, deployment=recorded
+        name, router.client_url(), one["prefill"], one["decode"], source, router.metrics_url,
+        deployment=recorded,
     )
 
 

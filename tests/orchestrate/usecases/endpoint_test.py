@@ -47,6 +47,7 @@ targets:
     metrics:
       prefill: [{stack.prefill.url}]
       decode: [{stack.decode.url}]
+      router: http://127.0.0.1:{stack.router.prometheus_port}
     profile: baseline
     namespace: inference
 """)
@@ -71,6 +72,7 @@ def test_reachable_resolves_the_endpoint_target_to_its_urls(cluster: TwinStack) 
     assert r.router_url == cluster.router.url
     assert r.worker_urls == (cluster.prefill.url, cluster.decode.url)
     assert r.metrics_urls == (f"{cluster.prefill.url}/metrics", f"{cluster.decode.url}/metrics")
+    assert r.router_metrics_url == cluster.router.metrics_url
 
 
 def test_the_canary_passes_through_the_endpoint_target(
