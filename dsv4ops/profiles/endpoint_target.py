@@ -70,6 +70,7 @@ def build_endpoint_target(
             router_metrics=router_metrics,
             profile=v["profile"],
             namespace=v["namespace"],
+            replicas=v["replicas"],
         ),
     )
 

@@ -154,6 +154,7 @@ class EndpointSpec:
     router_metrics: str | None  # the router's Prometheus base URL (its --prometheus-port)
     profile: str | None  # the profile the cluster runs (for the export line and the canary)
     namespace: str | None  # the RoleBasedGroup's namespace (for the kubectl lines)
+    replicas: int | None  # its prefill:decode pairs (the export line keeps them)
 
 
 @dataclass(frozen=True)

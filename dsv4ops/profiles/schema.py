@@ -243,4 +243,5 @@ ENDPOINT_TARGET_SCHEMA: Schema = {
     },
     "profile": Field("str", nullable=True, text="name", help="the profile the cluster runs"),
     "namespace": Field("str", nullable=True, text="name"),
+    "replicas": Field("int", nullable=True, minimum=1, maximum=64, help="prefill:decode pairs"),
 }

@@ -32,7 +32,7 @@ def test_an_endpoint_target_loads_its_urls_and_runs_nothing(tmp_path: Path) -> N
                             "      prefill: [http://p-0.s-p:30000, http://p-1.s-p:30000]\n"
                             "      decode: [https://d-0.s-d:30001]\n"
                             "      router: http://router.inference:29000\n"
-                            "    profile: baseline\n    namespace: inference\n"
+                            "    profile: baseline\n    namespace: inference\n    replicas: 2\n"
                             "    description: the RBG cluster\n")
     t = load_targets(path)["cluster"]
     assert t.transport == "endpoint" and t.ssh is None and t.gpus == ()
@@ -42,7 +42,8 @@ def test_an_endpoint_target_loads_its_urls_and_runs_nothing(tmp_path: Path) -> N
     assert e.prefill == ("http://p-0.s-p:30000", "http://p-1.s-p:30000")
     assert e.decode == ("https://d-0.s-d:30001",)
     assert e.router_metrics == "http://router.inference:29000"
-    assert (e.profile, e.namespace, t.description) == ("baseline", "inference", "the RBG cluster")
+    assert (e.profile, e.namespace, e.replicas) == ("baseline", "inference", 2)
+    assert t.description == "the RBG cluster"
 
 
 def test_rendering_or_checking_a_profile_for_an_endpoint_target_is_refused(tmp_path: Path, pdir: Path) -> None:

@@ -20,12 +20,14 @@ DOCS = "docs/kubernetes.md: what stays the same and what the cluster takes over"
 
 
 def export_line(target: Target, profile: str | None, *extra: str) -> str:
-    """`dsv4ops export rbg PROFILE ... | kubectl apply -f -` for this endpoint target."""
+    """`dsv4ops export rbg PROFILE ... | kubectl apply -f -` for this endpoint target, with its
+    `replicas` and `namespace` (an export without the cluster's --replicas would rescale it)."""
     e = target.endpoint
-    ns = e.namespace if e is not None else None
     args = ["dsv4ops", "export", "rbg", profile or _profile_of(target), *extra]
-    if ns:
-        args += ["--namespace", ns]
+    if e is not None and e.replicas is not None:
+        args += ["--replicas", str(e.replicas)]
+    if e is not None and e.namespace:
+        args += ["--namespace", e.namespace]
     return " ".join(args) + " | kubectl apply -f -"
 
 
@@ -33,20 +35,29 @@ def refuse_on_endpoint(target: Target, verb: str, profile: str | None = None) ->
     """Raise ControllerOwnedError when `target` is an endpoint; return otherwise."""
     if target.endpoint is None:
         return
-    what = {
-        "deploy": (f"to roll {profile or 'the profile'} out on the cluster, apply its export:",
-                   export_line(target, profile)),
-        "rollback": ("to go back, apply the export of the known-good revision (profiles/ "
-                     "checked out at that commit):", export_line(target, profile)),
-        "stop": ("to stop the deployment, delete the RoleBasedGroup:", _delete_line(target)),
-    }.get(verb, ("kernel packages reach the pods as an init-container image: pin "
-                 "`kernel_package` in the profile and apply its export:",
-                 export_line(target, profile, "--kernel-image", "IMAGE")))
+    why, command = _how(target, verb, profile)
     raise ControllerOwnedError(
         f"{verb}: target {target.name!r} is an endpoint (transport: endpoint); the cluster's "
-        f"controller owns restarts, and nothing was changed.\n  {what[0]}\n    {what[1]}",
+        f"controller owns restarts, and nothing was changed.\n  {why}\n    {command}",
         hint=DOCS,
     )
+
+
+def _how(target: Target, verb: str, profile: str | None) -> tuple[str, str]:
+    """(what to do instead, the command) for `verb` on the cluster."""
+    if verb == "deploy":
+        return (f"to roll {profile or 'the profile'} out on the cluster, apply its export:",
+                export_line(target, profile))
+    if verb == "rollback":
+        return ("to go back, apply the export of the known-good revision (profiles/ checked out "
+                "at that commit):", export_line(target, profile))
+    if verb == "stop":
+        return "to stop the deployment, delete the RoleBasedGroup:", _delete_line(target)
+    if verb.startswith("kernels"):
+        return ("kernel packages reach the pods as an init-container image: pin "
+                "`kernel_package` in the profile and apply its export:",
+                export_line(target, profile, "--kernel-image", "IMAGE"))
+    return "changes reach the cluster as an applied export:", export_line(target, profile)
 
 
 def endpoint_status(session: TargetSession) -> dict[str, Any]:

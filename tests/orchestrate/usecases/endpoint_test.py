@@ -50,6 +50,7 @@ targets:
       router: http://127.0.0.1:{stack.router.prometheus_port}
     profile: baseline
     namespace: inference
+    replicas: 2
 """)
     monkeypatch.setenv("DSV4OPS_PROFILES_DIR", str(profiles))
     return stack
@@ -109,13 +110,13 @@ def test_status_reads_the_router_and_its_workers(
     ("args", "line"),
     [
         (("deploy", "baseline", "--yes"),
-         "dsv4ops export rbg baseline --namespace inference | kubectl apply -f -"),
+         "dsv4ops export rbg baseline --replicas 2 --namespace inference | kubectl apply -f -"),
         (("deploy", "baseline", "--dry-run"),
-         "dsv4ops export rbg baseline --namespace inference | kubectl apply -f -"),
+         "dsv4ops export rbg baseline --replicas 2 --namespace inference | kubectl apply -f -"),
         (("rollback", "--yes"),
-         "dsv4ops export rbg baseline --namespace inference | kubectl apply -f -"),
+         "dsv4ops export rbg baseline --replicas 2 --namespace inference | kubectl apply -f -"),
         (("stop", "--yes"), "kubectl delete rolebasedgroup baseline -n inference"),
-        (("kernels", "rollback"), "--kernel-image IMAGE --namespace inference | kubectl apply"),
+        (("kernels", "rollback"), "--kernel-image IMAGE --replicas 2 --namespace inference | kubectl apply"),
     ],
 )
 def test_process_verbs_refuse_print_the_cluster_command_and_change_nothing(
