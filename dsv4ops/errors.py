@@ -7,6 +7,8 @@
     ├── LockHeldError           another deploy holds the target's lock (names the holder)
     ├── JournalError            journal unreadable or inconsistent
     ├── DeployError             a deploy/rollback/stop step failed (says what, what was done, state now)
+    ├── ControllerOwnedError    deploy/rollback/stop/kernels on an endpoint target: the cluster's
+    │                           controller owns restarts (nothing changed; prints the kubectl line)
     ├── CanaryError             a canary could not run (not a FAIL verdict: those are results)
     └── KernelPackageError      bad/tampered kernel artifact, incompatible manifest
 
@@ -85,6 +87,12 @@ class PreflightError(DeployError):
     so this is a refusal (exit 1, docs/deploy.md), not a handled step failure (2)."""
 
     exit_code = 1
+
+
+class ControllerOwnedError(DsOpsError):
+    """A verb that starts or stops processes, asked of an endpoint target (a cluster): its
+    controller owns restarts. Nothing was changed, so this is a refusal (exit 1); the message
+    carries the command that does it on the cluster."""
 
 
 class CanaryError(DsOpsError):

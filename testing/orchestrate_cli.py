@@ -46,7 +46,7 @@ def cli_operator(env: OrchEnv, progress=None, **kw):
     from dsv4ops.cli._context import open_target
     from dsv4ops.orchestrate.usecases.compose import operator_for
 
-    ctx = open_target(env.target)
+    ctx = open_target(env.target, verb="test")
     op = operator_for(
         ctx,
         progress=progress or (lambda _l: None),

@@ -4,7 +4,9 @@ journal and clock (a `TargetSession`). What the verbs then do lives in orchestra
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
@@ -12,13 +14,25 @@ from dsv4ops.clock import SystemClock
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.usecases.session import TargetSession
 
+if TYPE_CHECKING:
+    from dsv4ops.profiles.model import Target
 
-def open_target(name: str | None) -> TargetSession:
-    """Connect (lazily, for SSH) to a target from profiles/targets.yaml. Raises DsOpsError."""
+
+def open_target(name: str | None, *, verb: str, http_only: bool = False) -> TargetSession:
+    """Connect (lazily, for SSH) to a target from profiles/targets.yaml. Raises DsOpsError.
+
+    An endpoint target (a cluster) is refused for `verb` (ControllerOwnedError, naming the
+    kubectl line) unless `http_only`: then the session's supervisor makes its HTTP requests
+    from this machine, with its agent in the state directory, and must do nothing else."""
+    from dsv4ops.orchestrate.usecases.endpoint import refuse_on_endpoint
     from dsv4ops.profiles import get_target
     from dsv4ops.remote import Supervisor, connect
 
     target = get_target(name)
+    if target.endpoint is not None:
+        if not http_only:
+            refuse_on_endpoint(target, verb)
+        return _http_session(target)
     s = target.ssh
     if target.transport == "ssh" and s is not None:  # profiles require `ssh:` for transport ssh
         executor = connect(
@@ -35,6 +49,19 @@ def open_target(name: str | None) -> TargetSession:
         executor = connect("local")
     supervisor = Supervisor(executor, target.workdir, python=target.python)
     return TargetSession(target, supervisor, Journal(target.name), SystemClock())
+
+
+def _http_session(target: Target) -> TargetSession:
+    """A session whose supervisor only makes HTTP requests from this machine (endpoint status)."""
+    from dsv4ops.constants import state_dir
+    from dsv4ops.remote import Supervisor, connect
+
+    workdir = (state_dir() / "endpoints" / target.name).absolute()
+    executor = connect("local")
+    return TargetSession(
+        target, Supervisor(executor, str(workdir), python=sys.executable), Journal(target.name),
+        SystemClock(),
+    )
 
 
 def _expand(path: str | None) -> str | None:

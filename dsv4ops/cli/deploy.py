@@ -78,7 +78,7 @@ def deploy(
     if not yes:
         click.confirm(f"deploy {plan.deployment.describe()} to {plan.target.name}?", abort=True)
     progress = progress_printer(as_json)
-    session = open_target(target)
+    session = open_target(target, verb="deploy")
     try:
         out = D.run_deploy(
             session,

@@ -36,7 +36,7 @@ def rbg(profile: str, image: str | None, router_image: str | None, namespace: st
     """Render PROFILE as the box would run it, then as a RoleBasedGroup (v1alpha2)."""
     from dsv4ops import _yaml
     from dsv4ops.export import rbg as R
-    from dsv4ops.export.validate import check
+    from dsv4ops.export.validate import check_documents
     from dsv4ops.profiles import get_target, load_profile, render
 
     p = load_profile(profile)
@@ -45,11 +45,12 @@ def rbg(profile: str, image: str | None, router_image: str | None, namespace: st
                            router_image=router_image or R.DEFAULT_ROUTER_IMAGE,
                            namespace=namespace, replicas=replicas, python=python, name=name,
                            gpus_per_node=gpus_per_node, kernel_image=kernel_image)
-    manifest = R.build_manifest(p, deployment, opts)
-    check(manifest)
+    docs = R.documents(p, deployment, opts)
+    check_documents(docs)
+    manifest = docs[-1]
     text = "# dsv4ops export rbg " + p.name + ": apply with kubectl apply -f; the Secret "
     text += f"{manifest['metadata']['name']}-env holds any secret env/flag values (not printed)\n"
-    text += _yaml.dump(manifest)
+    text += "---\n".join(_yaml.dump(d) for d in docs)
     if output is None:
         click.echo(text, nl=False)
         return
@@ -57,5 +58,6 @@ def rbg(profile: str, image: str | None, router_image: str | None, namespace: st
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise DsOpsError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
-    click.echo(f"wrote {output} (RoleBasedGroup {manifest['metadata']['name']}, validated "
-               "against the v1alpha2 schema)")
+    policy = " and its CoordinatedPolicy" if len(docs) > 1 else ""
+    click.echo(f"wrote {output} (RoleBasedGroup {manifest['metadata']['name']}{policy}, "
+               "validated against the vendored v1alpha2 schema)")

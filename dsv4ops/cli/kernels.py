@@ -16,12 +16,12 @@ def kernels() -> None:
     """Build, verify, deploy and roll back tuned kernel packages (docs/kernels.md)."""
 
 
-def _open(target_name: str | None) -> tuple[Any, Any]:
+def _open(target_name: str | None, verb: str) -> tuple[Any, Any]:
     """(session, the target's runtime: arch and triton) for verify and deploy."""
     from dsv4ops.cli._context import open_target
     from dsv4ops.orchestrate.usecases.kernels import target_runtime
 
-    session = open_target(target_name)
+    session = open_target(target_name, verb=verb)
     try:
         return session, target_runtime(session)
     except BaseException:
@@ -84,7 +84,7 @@ def verify_cmd(artifact: Path, target: str | None, as_json: bool) -> None:
     """Check an artifact's checksums and archive rules, and that TARGET can run it."""
     from dsv4ops.kernels.deploy import verify
 
-    ctx, runtime = _open(target)
+    ctx, runtime = _open(target, "kernels verify")
     try:
         result = verify(artifact, runtime)
     finally:
@@ -107,7 +107,7 @@ def deploy_cmd(artifact: Path, target: str | None, as_json: bool, recover: bool)
     from dsv4ops.cli._context import progress_printer
     from dsv4ops.orchestrate.usecases.kernels import deploy_package
 
-    ctx, runtime = _open(target)
+    ctx, runtime = _open(target, "kernels deploy")
     try:
         result = deploy_package(
             ctx, artifact, runtime, progress=progress_printer(as_json), recover=recover
@@ -136,7 +136,7 @@ def list_cmd(target: str | None, as_json: bool) -> None:
     from dsv4ops.cli._output import table
     from dsv4ops.kernels.deploy import list_packages
 
-    ctx = open_target(target)
+    ctx = open_target(target, verb="kernels list")
     try:
         result = list_packages(ctx.supervisor.executor, ctx.target.workdir, ctx.target.python)
     finally:
@@ -160,7 +160,7 @@ def rollback_cmd(name: str, to: str | None, target: str | None, as_json: bool, r
     from dsv4ops.cli._context import open_target, progress_printer
     from dsv4ops.orchestrate.usecases.kernels import rollback_package
 
-    ctx = open_target(target)
+    ctx = open_target(target, verb="kernels rollback")
     try:
         result = rollback_package(ctx, name, to, progress=progress_printer(as_json), recover=recover)
     finally:

@@ -36,7 +36,7 @@ def rollback(
     from dsv4ops.orchestrate.usecases.rollback import choose_rollback, run_rollback
 
     progress = progress_printer(as_json)
-    session = open_target(target)
+    session = open_target(target, verb="rollback")
     try:
         choice = choose_rollback(session, to)
         if not yes:

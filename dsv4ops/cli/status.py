@@ -18,8 +18,12 @@ def status(target: str | None, as_json: bool) -> None:
     from dsv4ops.orchestrate.status import KernelStatus, gather_status
     from dsv4ops.orchestrate.usecases.compose import kernel_support
     from dsv4ops.orchestrate.usecases.render import render_now
+    from dsv4ops.profiles import get_target
 
-    ctx = open_target(target)
+    if get_target(target).endpoint is not None:
+        _endpoint_status(target, as_json)
+        return
+    ctx = open_target(target, verb="status")
     try:
         kernels = KernelStatus(
             state=lambda: ctx.supervisor.read_state("kernels"),
@@ -39,6 +43,39 @@ def status(target: str | None, as_json: bool) -> None:
         return
     for line in render(report):
         click.echo(line)
+
+
+def _endpoint_status(target: str | None, as_json: bool) -> None:
+    """An endpoint target (a cluster): the router as this machine reaches it, read-only."""
+    from dsv4ops.cli._context import open_target
+    from dsv4ops.orchestrate.usecases.endpoint import endpoint_status
+
+    ctx = open_target(target, verb="status", http_only=True)
+    try:
+        report = endpoint_status(ctx)
+    finally:
+        ctx.close()
+    if as_json:
+        echo_json(report)
+        return
+    for line in render_endpoint(report):
+        click.echo(line)
+
+
+def render_endpoint(report: dict[str, Any]) -> list[str]:
+    r = report["router"]
+    head = "HEALTHY (router readiness 200)" if report["healthy"] else "NOT HEALTHY"
+    ready = r["readiness"] if r["readiness"] is not None else (
+        f"no answer ({r.get('readiness_error')})")
+    lines = [f"target {report['target']} (endpoint {report['router_url']}): {head}",
+             f"router: health {r['health']}; readiness {ready}"]
+    ws = r.get("workers")
+    if ws is None:
+        lines.append("workers: unknown (the router's /workers gave no list)")
+    for w in ws or ():
+        state = "ok" if w["healthy"] else "UNHEALTHY"
+        lines.append(f"worker (as the router lists it): {w['type']} {w['url']} {state}")
+    return [*lines, f"restarts: {report['restarts']}"]
 
 
 def render(report: dict[str, Any]) -> list[str]:

@@ -21,7 +21,7 @@ def stop(target: str | None, yes: bool, as_json: bool, recover: bool, reason: st
     from dsv4ops.orchestrate.outcome import raise_for
     from dsv4ops.orchestrate.usecases.stop import run_stop
 
-    session = open_target(target)
+    session = open_target(target, verb="stop")
     try:
         if not yes:
             click.confirm(f"stop everything on {session.target.name}?", abort=True)

@@ -11,11 +11,15 @@ each container runs that component's argv and env. Only what a pod changes is ad
 
 Order: decode depends on prefill and the router on both (RBG `dependencies`: a role is created
 only when its dependencies are Ready), the safe start order the box gets. No CoordinatedPolicy
-with maxSkew for 1:1 (it stalls: sgl-project/rbg#307).
+with maxSkew for 1:1 (it stalls: sgl-project/rbg#307). With N:N pairs (N > 1), `documents()`
+adds a CoordinatedPolicy (v1alpha2, named like the group) whose rolling-update maxSkew is one
+pair's share, and each worker role rolls one replica at a time (maxUnavailable 1, maxSurge 0):
+neither role's new revision gets more than one replica ahead of the other's.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -181,8 +185,11 @@ def build_manifest(profile: Any, deployment: Any, opts: ExportOptions) -> dict[s
         c["resources"] = {"limits": {"nvidia.com/gpu": tp[name]}}
         if mounts:
             c["volumeMounts"] = mounts
-        roles.append(_role(name, opts.replicas, c, ["prefill"] if name == "decode" else [],
-                           volumes, init))
+        role = _role(name, opts.replicas, c, ["prefill"] if name == "decode" else [], volumes, init)
+        if opts.replicas > 1:  # one replica at a time; the CoordinatedPolicy pairs the roles
+            role["rolloutStrategy"] = {"type": "RollingUpdate",
+                                       "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}
+        roles.append(role)
     r_argv = router_argv(list(rtr.argv), opts.python, group, opts.replicas, pre.port, dec.port, boot)
     prom = int(flag_value(r_argv, "--prometheus-port") or 29000)
     r_argv, hidden = hide_secret_args(r_argv)
@@ -195,6 +202,37 @@ def build_manifest(profile: Any, deployment: Any, opts: ExportOptions) -> dict[s
         meta["namespace"] = opts.namespace
     return {"apiVersion": API_VERSION, "kind": "RoleBasedGroup", "metadata": meta,
             "spec": {"roles": roles}}
+
+
+def documents(profile: Any, deployment: Any, opts: ExportOptions) -> list[dict[str, Any]]:
+    """What `export rbg` prints: (N:N only) the CoordinatedPolicy, then the RoleBasedGroup. The
+    policy comes first: the controller reads it when it reconciles the group and does not watch
+    policies, so one applied after the group would wait for the group's next change."""
+    manifest = build_manifest(profile, deployment, opts)
+    policy = coordinated_policy(manifest)
+    return [manifest] if policy is None else [policy, manifest]
+
+
+def coordinated_policy(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """The CoordinatedPolicy that keeps prefill and decode of one revision together, for N > 1
+    pairs; None for 1:1, where any maxSkew stalls the rollout (sgl-project/rbg#307).
+
+    maxSkew is a percentage (RBG compares the roles' updated fractions): ceil(100/N)% lets a
+    role's new revision lead the other's by one replica and never by two. The controller looks
+    the policy up by the group's name and namespace, so it carries both."""
+    replicas = {r["name"]: r["replicas"] for r in manifest["spec"]["roles"]}
+    n = replicas["prefill"]
+    if n <= 1 or replicas["decode"] != n:
+        return None
+    meta = {k: v for k, v in manifest["metadata"].items() if k in ("name", "namespace", "labels")}
+    return {"apiVersion": API_VERSION, "kind": "CoordinatedPolicy", "metadata": meta,
+            "spec": {"policies": [{"roles": ["prefill", "decode"],
+                                   "strategy": {"rollingUpdate": {"maxSkew": pair_share(n)}}}]}}
+
+
+def pair_share(replicas: int) -> str:
+    """One pair's share of N as a maxSkew percentage: 50% for 2, 34% for 3, 25% for 4."""
+    return f"{math.ceil(100 / replicas)}%"
 
 
 def _pod_env(env: dict[str, str], mounts: list[dict[str, Any]]) -> dict[str, str]:

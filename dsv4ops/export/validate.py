@@ -87,12 +87,34 @@ def pd_problems(manifest: dict[str, Any]) -> list[str]:
     return problems
 
 
-def check(manifest: dict[str, Any]) -> None:
-    """Raise DsOpsError listing every problem (schema, pruned fields, PD consistency)."""
+def group_problems(manifest: dict[str, Any]) -> list[str]:
+    """Schema, pruned fields and PD consistency of the RoleBasedGroup."""
     problems = schema_problems(manifest)
     problems += [f"{p}: not declared by the RoleBasedGroup schema (dropped or ignored)"
                  for p in pruned_fields(manifest, schema())]
-    problems += pd_problems(manifest)
+    return problems + pd_problems(manifest)
+
+
+def check(manifest: dict[str, Any]) -> None:
+    """Raise DsOpsError listing every problem (schema, pruned fields, PD consistency)."""
+    _raise(group_problems(manifest))
+
+
+def check_documents(docs: list[dict[str, Any]]) -> None:
+    """What `export rbg` prints: the group, its CoordinatedPolicy when N:N, and the pairing of
+    the two (coordination.py). Raises DsOpsError listing every problem."""
+    from dsv4ops.export.coordination import coordination_problems
+
+    groups = [d for d in docs if d.get("kind") == "RoleBasedGroup"]
+    policies = [d for d in docs if d.get("kind") == "CoordinatedPolicy"]
+    problems = [] if len(groups) == 1 else [f"expected one RoleBasedGroup, got {len(groups)}"]
+    problems += [p for g in groups for p in group_problems(g)]
+    if groups:
+        problems += coordination_problems(groups[0], policies)
+    _raise(problems)
+
+
+def _raise(problems: list[str]) -> None:
     if problems:
         raise DsOpsError("the exported RoleBasedGroup does not validate:\n  " + "\n  ".join(problems),
                          hint="this is a dsv4ops bug or an option the schema cannot express")

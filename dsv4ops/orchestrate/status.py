@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dsv4ops.deployment import START_ORDER, Component, Deployment
+from dsv4ops.deployment import START_ORDER, Deployment
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.records import Operation
 from dsv4ops.journal.store import UNKNOWN, Journal
@@ -252,7 +252,7 @@ def _component(
     if not state.alive or spec is None:
         return row
     if name == "router":
-        row.update(_router_info(control, spec))
+        row.update(router_info(control, spec.url()))
         return row
     health = control.http(spec.url("/health"), timeout_s=5.0)
     row["health"] = health.status if health.status is not None else f"no answer ({health.error})"
@@ -290,16 +290,17 @@ def _server_info(body: str) -> dict[str, Any]:
     }
 
 
-def _router_info(control: TargetControl, spec: Component) -> dict[str, Any]:
+def router_info(control: TargetControl, base_url: str) -> dict[str, Any]:
+    """The router at `base_url`: liveness, readiness and its workers as it lists them."""
     out: dict[str, Any] = {}
-    live = control.http(spec.url("/health"), timeout_s=5.0)
+    live = control.http(f"{base_url}/health", timeout_s=5.0)
     out["health"] = live.status if live.status is not None else f"no answer ({live.error})"
-    ready = control.http(spec.url("/readiness"), timeout_s=5.0)
+    ready = control.http(f"{base_url}/readiness", timeout_s=5.0)
     out["readiness"] = ready.status
     if ready.status is None:
         out["readiness_error"] = ready.error or "no answer"
     out["healthy"] = ready.status == 200  # /health is liveness only; readiness is what counts
-    workers = control.http(spec.url("/workers"), timeout_s=5.0)
+    workers = control.http(f"{base_url}/workers", timeout_s=5.0)
     if workers.status == 200:
         try:
             data = json.loads(workers.body)

@@ -144,10 +144,24 @@ class SSHSpec:
 
 
 @dataclass(frozen=True)
+class EndpointSpec:
+    """A cluster reached only over HTTP (`transport: endpoint`): its router and the prefill and
+    decode servers whose /metrics the canary reads. dsv4ops starts nothing there."""
+
+    router_url: str
+    prefill: tuple[str, ...]
+    decode: tuple[str, ...]
+    router_metrics: str | None  # the router's Prometheus base URL (its --prometheus-port)
+    profile: str | None  # the profile the cluster runs (for the export line and the canary)
+    namespace: str | None  # the RoleBasedGroup's namespace (for the kubectl lines)
+    replicas: int | None  # its prefill:decode pairs (the export line keeps them)
+
+
+@dataclass(frozen=True)
 class Target:
     name: str
     description: str
-    transport: str  # "local" | "ssh"
+    transport: str  # "local" | "ssh" | "endpoint"
     ssh: SSHSpec | None
     gpus: tuple[int, ...]
     workdir: str
@@ -157,6 +171,9 @@ class Target:
     connect_host: str
     port_offset: int
     twin_env: tuple[tuple[str, str], ...]
+    # Set for `transport: endpoint` only; the fields above are then inert (no GPUs, no work
+    # directory): everything that would start or stop a process refuses such a target.
+    endpoint: EndpointSpec | None = None
 
     @property
     def twin_env_dict(self) -> dict[str, str]:

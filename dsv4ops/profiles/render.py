@@ -179,6 +179,14 @@ def render(profile: Profile, target: Target | None = None) -> Deployment:
     profile's path as loaded.
     """
     tgt = target if target is not None else _production_target()
+    if tgt.endpoint is not None:
+        # A cluster runs the export (`dsv4ops export rbg`), not commands dsv4ops starts.
+        raise ProfileError(
+            f"target {tgt.name!r} is an endpoint (transport: endpoint): dsv4ops starts no "
+            "process there, so nothing renders for it",
+            hint=f"dsv4ops export rbg {profile.name} renders it for the cluster; "
+            "--target box shows the box's commands",
+        )
     check_against_target(profile, tgt)
     return Deployment(
         profile_name=profile.name,

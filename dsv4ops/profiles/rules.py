@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from dsv4ops.errors import ProfileError
 from dsv4ops.profiles.bucket_rules import rule_buckets
 from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.flags import check_router_args, check_server_args, option_value
@@ -303,6 +304,15 @@ def check_against_target(p: Profile, target: Target, sink: Problems | None = Non
     """GPUs present on the target and ports in range after its offset. Raises ProfileError
     (without a sink) or reports each problem, skipping keys that already have one."""
     sink = sink if sink is not None else strict()
+    if target.endpoint is not None:
+        # A cluster places pods itself: the box's GPU ids and ports do not apply there.
+        sink.report(ProfileError(
+            f"target {target.name!r} is an endpoint (transport: endpoint): its GPUs and ports "
+            "are the cluster's, so a profile is not checked against it",
+            path=p.path,
+            hint=f"--target box checks the box; dsv4ops export rbg {p.name} checks the export",
+        ))
+        return
     prov = Provenance(p.path, p.origins)
     available = set(target.gpus)
     for side in (p.prefill, p.decode):

@@ -212,7 +212,7 @@ TARGETS_SCHEMA: Schema = {
 
 TARGET_SCHEMA: Schema = {
     "description": Field("str", default="", text="free"),
-    "transport": Field("str", required=True, choices=("local", "ssh")),
+    "transport": Field("str", required=True, choices=("local", "ssh", "endpoint")),
     "ssh": {
         "host": Field("str", nullable=True),
         "port": Field("int", default=22, minimum=1, maximum=65535),
@@ -229,4 +229,19 @@ TARGET_SCHEMA: Schema = {
     "connect_host": Field("str", nullable=True),
     "port_offset": Field("int", default=0, minimum=0, maximum=65535),
     "twin_env": Field("str_map", default={}),
+}
+
+# `transport: endpoint`: a cluster (RBG) reached only over HTTP; dsv4ops starts nothing there.
+ENDPOINT_TARGET_SCHEMA: Schema = {
+    "description": Field("str", default="", text="free"),
+    "transport": Field("str", required=True, choices=("endpoint",)),
+    "router_url": Field("str", required=True, text="name", help="http(s)://host[:port]"),
+    "metrics": {
+        "prefill": Field("str_list", default=[], max_items=64, help="prefill server URLs"),
+        "decode": Field("str_list", default=[], max_items=64, help="decode server URLs"),
+        "router": Field("str", nullable=True, text="name", help="the router's Prometheus URL"),
+    },
+    "profile": Field("str", nullable=True, text="name", help="the profile the cluster runs"),
+    "namespace": Field("str", nullable=True, text="name"),
+    "replicas": Field("int", nullable=True, minimum=1, maximum=64, help="prefill:decode pairs"),
 }

@@ -1,4 +1,5 @@
-"""Targets: where a profile runs (the box over SSH, or the twin on this machine)."""
+"""Targets: where a profile runs (the box over SSH, or the twin on this machine), or a cluster
+reached at its router's URL (`transport: endpoint`, profiles/endpoint_target.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from dsv4ops._yaml import YAMLSyntaxError, load_with_lines
 from dsv4ops.constants import PROFILE_SCHEMA_VERSION, TARGETS_FILE, profiles_dir
 from dsv4ops.errors import ProfileError
+from dsv4ops.profiles.endpoint_target import build_endpoint_target, is_endpoint
 from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.files import read_bounded
 from dsv4ops.profiles.model import SSHSpec, Target
@@ -76,6 +78,9 @@ def load_targets(path: str | Path | None = None) -> dict[str, Target]:
             raise ProfileError(
                 "expected a mapping of settings", path=shown, line=lines.get(prefix), key=prefix
             )
+        if is_endpoint(raw):
+            targets[str(name)] = build_endpoint_target(str(name), raw, shown, lines, prov, prefix)
+            continue
         check_unknown_keys(raw, TARGET_SCHEMA, shown, lines, prefix)
         targets[str(name)] = _build(
             str(name), normalize(raw, TARGET_SCHEMA, prov, prefix), prov, prefix

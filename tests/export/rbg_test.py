@@ -172,7 +172,7 @@ def test_the_checks_catch_what_the_cluster_would_reject_or_drop() -> None:
 
 
 @pytest.mark.skipif(not VENDORED_CRD.is_file(), reason="the shared CRD copy is not beside this checkout")
-def test_the_vendored_schema_is_the_crds_v1alpha2_schema_unchanged() -> None:
+def test_the_vendored_schemas_are_the_crds_unchanged() -> None:
     import yaml  # the CRD is 2.8 MB: above the profile loader's bounds, read it plainly
 
     crd = yaml.safe_load(VENDORED_CRD.read_text())
@@ -180,5 +180,11 @@ def test_the_vendored_schema_is_the_crds_v1alpha2_schema_unchanged() -> None:
     want = json.dumps(version["schema"]["openAPIV3Schema"], separators=(",", ":"), sort_keys=True)
     got = (REPO / "dsv4ops" / "export" / "vendor" / "rbg_v1alpha2.schema.json").read_text()
     assert got == want
+    # and the coordination strategy the N:N CoordinatedPolicy is checked against (v1alpha1's)
+    v1 = next(v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1")
+    spec = v1["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    strategy = spec["coordination"]["items"]["properties"]["strategy"]
+    path = REPO / "dsv4ops" / "export" / "vendor" / "rbg_v1alpha1_coordination_strategy.schema.json"
+    assert path.read_text() == json.dumps(strategy, separators=(",", ":"), sort_keys=True)
     assert (REPO / "dsv4ops" / "export" / "vendor" / "LICENSE").read_text() == (
         VENDORED_CRD.parent / "LICENSE").read_text()

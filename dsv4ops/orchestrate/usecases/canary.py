@@ -1,8 +1,10 @@
 """`dsv4ops canary`: where the load goes and what judges it, then the suite.
 
-The endpoint is `--url` as given, else the target's deployed PD unit as the journal recorded it
-(or, with `--profile`, as that profile renders for the target). The thresholds and decode
-buckets come from `--profile`, else from the deployed profile's record, else the defaults.
+The endpoint is `--url` as given, else what `session.reachable` finds for the target: an
+endpoint target's router and metrics URLs, the deployed PD unit as the journal recorded it, or
+(with `--profile`) that profile's ports as rendered for the target. The thresholds and decode
+buckets come from `--profile`, else from the endpoint target's `profile:`, else from the deployed
+profile's record, else the defaults.
 """
 
 from __future__ import annotations
@@ -11,8 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dsv4ops.deployment import WORKERS
-from dsv4ops.errors import CanaryError
+from dsv4ops.errors import CanaryError, TargetError
 from dsv4ops.orchestrate.engine import Progress
 
 if TYPE_CHECKING:
@@ -45,29 +46,24 @@ def resolve_endpoint(
     name = model or _model_of(profile)
     if url:
         return CanaryEndpoint(url, tuple(worker_urls), thresholds, buckets, name or "default")
-    from dsv4ops.journal.store import Journal
-    from dsv4ops.profiles import DEFAULT_TARGET
+    from dsv4ops.orchestrate.usecases.session import reachable
 
-    target = target or DEFAULT_TARGET
-    op = Journal(target).deployed()
-    if op is not None and op.components:
-        d = op.deployment()
-        comps = {c.name: c.client_url() for c in d.components}
+    try:
+        reach = reachable(target, profile)
+    except TargetError as exc:  # nothing to send load to: the canary could not run
+        raise CanaryError(exc.message, hint=exc.hint) from None
+    if profile is None and reach.profile:  # an endpoint target names the profile it runs
+        profile = _load(reach.profile)
+        thresholds, buckets = thresholds_from_profile(profile), buckets_from_profile(profile)
+        name = name or _model_of(profile)
+    d = reach.deployment
+    if d is not None:
         if profile is None:  # judged as the deployed profile was recorded
             thresholds = thresholds_from_profile(d.canary_settings)
             buckets = d.decode_buckets
         name = name or d.model_name
-    elif profile is not None:
-        from dsv4ops.profiles import get_target, render
-
-        comps = {c.name: c.client_url() for c in render(profile, get_target(target)).components}
-    else:
-        raise CanaryError(
-            f"the journal records no running deployment on target {target!r}",
-            hint="pass --profile P to use its rendered ports, or --url",
-        )
-    workers = tuple(worker_urls) or tuple(comps[n] for n in WORKERS if n in comps)
-    return CanaryEndpoint(comps["router"], workers, thresholds, buckets, name or "default")
+    workers = tuple(worker_urls) or reach.worker_urls
+    return CanaryEndpoint(reach.router_url, workers, thresholds, buckets, name or "default")
 
 
 def run_canary(

@@ -14,6 +14,7 @@ from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.pd import RestartScope, restart_scope
 from dsv4ops.orchestrate.restore import fallbacks_for
 from dsv4ops.orchestrate.usecases.compose import operator_for
+from dsv4ops.orchestrate.usecases.endpoint import refuse_on_endpoint
 from dsv4ops.orchestrate.usecases.gate import buckets_of, canary_gate, thresholds_of
 from dsv4ops.orchestrate.usecases.render import deployment_for, render_at_commit
 from dsv4ops.orchestrate.usecases.session import TargetSession
@@ -64,6 +65,7 @@ def plan_deploy(
     from dsv4ops.profiles import get_target
 
     target = get_target(target_name)
+    refuse_on_endpoint(target, "deploy", profile_ref)  # before rendering: nothing to plan
     new = deployment_for(profile_ref, target)
     scope = restart_scope(only, allow_partial_pair=allow_partial_pair)
     return DeployPlan(target, new, scope, P.deploy_plan(new, scope.components, canary=canary))

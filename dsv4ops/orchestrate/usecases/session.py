@@ -1,4 +1,5 @@
-"""What a use case runs against: one target, its supervisor, its journal and the clock."""
+"""What a use case runs against: one target, its supervisor, its journal and the clock; and
+`reachable`, what of a target this machine can reach over HTTP (the router, the servers)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dsv4ops.clock import Clock, SystemClock
+from dsv4ops.deployment import WORKERS
+from dsv4ops.errors import TargetError
 from dsv4ops.journal.store import Journal
 
 if TYPE_CHECKING:
-    from dsv4ops.profiles.model import Target
+    from dsv4ops.deployment import Deployment
+    from dsv4ops.profiles.model import Profile, Target
     from dsv4ops.remote.supervisor import Supervisor
 
 
@@ -24,3 +28,86 @@ class TargetSession:
 
     def close(self) -> None:
         self.supervisor.executor.close()
+
+
+@dataclass(frozen=True)
+class Reachable:
+    """A target as this machine reaches it: base URLs (no path) of its router and servers."""
+
+    target: str
+    router_url: str
+    prefill_urls: tuple[str, ...]  # /metrics, /health, /abort_request live here
+    decode_urls: tuple[str, ...]
+    source: str  # "endpoint" (targets.yaml), "journal" (the deployed unit) or "profile" (render)
+    # The router's Prometheus /metrics (its own port), when known.
+    router_metrics_url: str | None = None
+    # The deployment the journal recorded (its canary settings, buckets, model), when known.
+    deployment: Deployment | None = None
+    endpoint: bool = False  # a cluster: its controller owns restarts
+    profile: str | None = None  # the profile an endpoint target says its cluster runs
+
+    @property
+    def worker_urls(self) -> tuple[str, ...]:
+        return self.prefill_urls + self.decode_urls
+
+    @property
+    def metrics_urls(self) -> tuple[str, ...]:
+        """The servers' /metrics (SGLang serves it on the API port with --enable-metrics)."""
+        return tuple(f"{u}/metrics" for u in self.worker_urls)
+
+
+def reachable(target_name: str | None, profile: Profile | None = None) -> Reachable:
+    """What of target `target_name` (None: the default) can be reached, for the HTTP-only verbs
+    (canary, ab, watch, status of an endpoint target):
+
+    1. an endpoint target (`transport: endpoint`): its router_url and metrics URLs as written;
+    2. else the unit the journal records as deployed there (its ports as recorded);
+    3. else, with `profile`, that profile's ports as rendered for the target.
+
+    Raises TargetError when none applies, ProfileError for a bad targets file or profile."""
+    from dsv4ops.profiles import DEFAULT_TARGET
+
+    name = target_name or DEFAULT_TARGET
+    target = _known_target(name)
+    if target is not None and target.endpoint is not None:
+        e = target.endpoint
+        prom = f"{e.router_metrics}/metrics" if e.router_metrics else None
+        return Reachable(
+            name, e.router_url, e.prefill, e.decode, "endpoint", prom, endpoint=True,
+            profile=e.profile,
+        )
+    op = Journal(name).deployed()
+    if op is not None and op.components:
+        d = op.deployment()
+        return _from_components(name, d, "journal", d)
+    if profile is not None:
+        from dsv4ops.profiles import get_target, render
+
+        return _from_components(name, render(profile, target or get_target(name)), "profile")
+    raise TargetError(
+        f"the journal records no running deployment on target {name!r}",
+        hint="pass --profile P to use its rendered ports, or --url",
+    )
+
+
+def _from_components(
+    name: str, d: Deployment, source: str, recorded: Deployment | None = None
+) -> Reachable:
+    comps = {c.name: c for c in d.components}
+    one = {role: (comps[role].client_url(),) if role in comps else () for role in WORKERS}
+    router = comps["router"]
+    return Reachable(
+        name, router.client_url(), one["prefill"], one["decode"], source, router.metrics_url,
+        deployment=recorded,
+    )
+
+
+def _known_target(name: str) -> Target | None:
+    """The target from targets.yaml; None when the file or the name is absent (a journal's
+    record is enough to reach a unit). A broken targets file raises ProfileError."""
+    from dsv4ops.profiles import load_targets
+    from dsv4ops.profiles.targets import targets_path
+
+    if not targets_path().is_file():
+        return None
+    return load_targets().get(name)
