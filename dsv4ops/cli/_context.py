@@ -13,8 +13,14 @@ from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.usecases.session import TargetSession
 
 
-def open_target(name: str | None) -> TargetSession:
-    """Connect (lazily, for SSH) to a target from profiles/targets.yaml. Raises DsOpsError."""
+def open_target(name: str | None, *, read_only: bool = False) -> TargetSession:
+    """Connect (lazily, for SSH) to a target from profiles/targets.yaml. Raises DsOpsError.
+
+    Its journal is the target's record (orchestrate/targetjournal.py) cached in the state
+    directory; `read_only` callers (status, journal) read the cache when the target is
+    unreachable, every other caller is refused."""
+    from dsv4ops.journal.store import journal_path
+    from dsv4ops.orchestrate.targetjournal import TargetJournal
     from dsv4ops.profiles import get_target
     from dsv4ops.remote import Supervisor, connect
 
@@ -34,7 +40,9 @@ def open_target(name: str | None) -> TargetSession:
     else:
         executor = connect("local")
     supervisor = Supervisor(executor, target.workdir, python=target.python)
-    return TargetSession(target, supervisor, Journal(target.name), SystemClock())
+    record = TargetJournal(supervisor, journal_path(target.name), offline_ok=read_only)
+    journal = Journal(target.name, backend=record)
+    return TargetSession(target, supervisor, journal, SystemClock())
 
 
 def _expand(path: str | None) -> str | None:
