@@ -17,8 +17,8 @@ def open_target(name: str | None, *, read_only: bool = False) -> TargetSession:
     """Connect (lazily, for SSH) to a target from profiles/targets.yaml. Raises DsOpsError.
 
     Its journal is the target's record (orchestrate/targetjournal.py) cached in the state
-    directory; `read_only` callers (status, journal) read the cache when the target is
-    unreachable, every other caller is refused."""
+    directory (synced here, so any other caller is refused at once when the target is
+    unreachable); `read_only` callers (status, journal) then read the cache instead."""
     from dsv4ops.journal.store import journal_path
     from dsv4ops.orchestrate.targetjournal import TargetJournal
     from dsv4ops.profiles import get_target
@@ -42,7 +42,16 @@ def open_target(name: str | None, *, read_only: bool = False) -> TargetSession:
     supervisor = Supervisor(executor, target.workdir, python=target.python)
     record = TargetJournal(supervisor, journal_path(target.name), offline_ok=read_only)
     journal = Journal(target.name, backend=record)
-    return TargetSession(target, supervisor, journal, SystemClock())
+    session = TargetSession(target, supervisor, journal, SystemClock())
+    if not read_only:
+        # First contact is the record: an unreachable target refuses the command here, before
+        # anything else is tried, with the one sentence that says nothing was changed.
+        try:
+            journal.records()
+        except BaseException:
+            session.close()
+            raise
+    return session
 
 
 def _expand(path: str | None) -> str | None:

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dsv4ops import journalfile
-
 from dsv4ops.clock import Clock, SystemClock, utc_now_iso
 from dsv4ops.constants import state_dir
 from dsv4ops.errors import JournalError

@@ -19,7 +19,6 @@ with the operator's state-directory file as its cache.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 import secrets
@@ -27,9 +26,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dsv4ops import journalfile
-from dsv4ops.clock import Clock, SystemClock, utc_now_iso
+from dsv4ops.clock import Clock, SystemClock, age_s, utc_now_iso
 from dsv4ops.errors import JournalError, TargetError
 from dsv4ops.journal.records import RECORD_VERSION
+from dsv4ops.remote.base import Executor
 from dsv4ops.remote.errors import AgentCallError
 from dsv4ops.whoami import local_host, operator_identity
 
@@ -39,14 +39,10 @@ OFFLINE_HINT = (
 )
 
 
-class _Executor(Protocol):
-    host: str
-
-
 class AgentCaller(Protocol):
     """What this needs of the Supervisor: one agent call by name, and where it goes."""
 
-    executor: _Executor
+    executor: Executor
     workdir: str
 
     def call(self, op: str, timeout: float = ..., **args: Any) -> dict[str, Any]: ...
@@ -201,13 +197,7 @@ class TargetJournal:
         return data if isinstance(data, dict) else {}
 
     def _age_s(self, synced_at: object) -> float | None:
-        if not isinstance(synced_at, str):
-            return None
-        try:
-            then = _dt.datetime.fromisoformat(synced_at.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        return round((self._clock.now() - then).total_seconds(), 1)
+        return age_s(synced_at, self._clock) if isinstance(synced_at, str) else None
 
     def _refusal(self, exc: TargetError) -> TargetError:
         return TargetError(

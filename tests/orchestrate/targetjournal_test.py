@@ -159,3 +159,17 @@ def test_unreachable_target_reads_answer_from_the_cache_and_writes_refuse(box, t
     with pytest.raises(TargetError, match="nothing was changed"):
         writer.begin(Kind.STOP)
     assert reader.path.read_bytes() == cached
+
+
+@pytest.mark.ssh
+def test_append_and_read_through_the_real_ssh_path(box, tmp_path, sshd):
+    """Alice reaches the box over SSH (a real OpenSSH server), bob runs on it: one record."""
+    with sshd.executor() as executor:
+        over_ssh = Supervisor(executor, box.workdir, python="/usr/bin/python3")
+        alice = _journal(over_ssh, tmp_path / "alice")
+        op = _deploy(alice, "baseline")
+        bob = _journal(box, tmp_path / "bob")
+        assert [o.op for o in bob.known_good()] == [op]
+        later = _deploy(bob, "multi-stream-on")
+        assert alice.deployed().op == later and alice.source()["source"] == "target"
+        assert alice.path.read_bytes() == (Path(box.workdir) / "journal.jsonl").read_bytes()
