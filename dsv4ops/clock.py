@@ -59,3 +59,14 @@ def utc_now_iso(clock: Clock | None = None) -> str:
     """ISO-8601 UTC timestamp with seconds precision."""
     now = (clock or SystemClock()).now()
     return now.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def age_s(iso: str, clock: Clock | None = None) -> float | None:
+    """Seconds from a `utc_now_iso` timestamp to now (None when `iso` is not one)."""
+    try:
+        then = _dt.datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if then.tzinfo is None:
+        return None
+    return round(((clock or SystemClock()).now() - then).total_seconds(), 1)

@@ -18,12 +18,19 @@ if TYPE_CHECKING:
     from dsv4ops.profiles.model import Target
 
 
-def open_target(name: str | None, *, verb: str, http_only: bool = False) -> TargetSession:
+def open_target(
+    name: str | None, *, verb: str, http_only: bool = False, read_only: bool = False
+) -> TargetSession:
     """Connect (lazily, for SSH) to a target from profiles/targets.yaml. Raises DsOpsError.
 
     An endpoint target (a cluster) is refused for `verb` (ControllerOwnedError, naming the
     kubectl line) unless `http_only`: then the session's supervisor makes its HTTP requests
-    from this machine, with its agent in the state directory, and must do nothing else."""
+    from this machine, with its agent in the state directory, and must do nothing else.
+    Otherwise its journal is the target's record (orchestrate/targetjournal.py) cached in the
+    state directory (synced here, so any other caller is refused at once when the target is
+    unreachable); `read_only` callers (status, journal) then read the cache instead."""
+    from dsv4ops.journal.store import journal_path
+    from dsv4ops.orchestrate.targetjournal import TargetJournal
     from dsv4ops.orchestrate.usecases.endpoint import refuse_on_endpoint
     from dsv4ops.profiles import get_target
     from dsv4ops.remote import Supervisor, connect
@@ -48,7 +55,18 @@ def open_target(name: str | None, *, verb: str, http_only: bool = False) -> Targ
     else:
         executor = connect("local")
     supervisor = Supervisor(executor, target.workdir, python=target.python)
-    return TargetSession(target, supervisor, Journal(target.name), SystemClock())
+    record = TargetJournal(supervisor, journal_path(target.name), offline_ok=read_only)
+    journal = Journal(target.name, backend=record)
+    session = TargetSession(target, supervisor, journal, SystemClock())
+    if not read_only:
+        # First contact is the record: an unreachable target refuses the command here, before
+        # anything else is tried, with the one sentence that says nothing was changed.
+        try:
+            journal.records()
+        except BaseException:
+            session.close()
+            raise
+    return session
 
 
 def _http_session(target: Target) -> TargetSession:

@@ -1,6 +1,11 @@
-"""`dsv4ops journal`: deployments, rollbacks and stops: when, who, profile, commit, outcome, why."""
+"""`dsv4ops journal`: deployments, rollbacks and stops: when, who, profile, commit, outcome, why.
+
+It reads the target's journal of record (through its agent); when the target cannot be reached
+it shows the local cache and says how old it is."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import click
 
@@ -13,46 +18,78 @@ from dsv4ops.cli._output import echo_json, json_option, table, target_option
 @click.option("--limit", type=int, default=20, show_default=True, help="Newest N entries.")
 def journal(target: str | None, as_json: bool, limit: int) -> None:
     """List the target's journal, newest last."""
-    from dsv4ops.journal.store import Journal
-    from dsv4ops.profiles.targets import DEFAULT_TARGET
+    from dsv4ops.cli._context import open_target
+    from dsv4ops.journal.records import fold, place_merged
 
-    j = Journal(target or DEFAULT_TARGET)
-    ops = j.operations()[-limit:] if limit > 0 else j.operations()
+    ctx = open_target(target, verb="journal", read_only=True)
+    try:
+        j = ctx.journal
+        records = j.records()  # one read: operations and merges from the same bytes
+        source = j.source()
+    finally:
+        ctx.close()
+    every = place_merged(fold(records), records)
+    ops = every[-limit:] if limit > 0 else every
+    merges = [r for r in records if r["type"] == "merge"]
     if as_json:
         echo_json(
             {
                 "target": j.target,
                 "path": str(j.path),
+                "record": source,
                 "skipped_lines": j.skipped_lines,
+                "merges": merges,
                 "entries": [o.summary() for o in ops],
             }
         )
         return
+    click.echo(record_line(source))
     if not ops:
-        click.echo(f"journal {j.path}: empty")
-        return
-    rows = []
-    for o in ops:
-        s = o.summary()
-        why = (
-            (s["message"] or s["reason"] or "").splitlines()[0]
-            if (s["message"] or s["reason"])
-            else ""
-        )
-        if s["in_flight"]:
-            why = f"IN FLIGHT: {s['in_flight']}"
-        rows.append(
-            [
-                s["when"],
-                s["kind"],
-                s["id"],
-                s["who"],
-                s["profile"] or s["package"] or "-",
-                (s["commit"] or "-")[:10],
-                s["status"],
-                why[:90],
-            ]
-        )
-    click.echo(table(rows, ["when", "kind", "id", "who", "profile", "commit", "outcome", "reason"]))
+        click.echo("journal: empty")
+    else:
+        click.echo(table([_row(o.summary()) for o in ops], _HEADERS))
+    for m in merges:
+        click.echo(merge_line(m))
     if j.skipped_lines:
         click.echo(f"note: skipped torn line(s) {j.skipped_lines} (an interrupted write)", err=True)
+
+
+_HEADERS = ["when", "kind", "id", "who", "profile", "commit", "outcome", "reason"]
+
+
+def _row(s: dict[str, Any]) -> list[Any]:
+    why = (s["message"] or s["reason"] or "").splitlines()[0] if (s["message"] or s["reason"]) else ""
+    if s["in_flight"]:
+        why = f"IN FLIGHT: {s['in_flight']}"
+    return [
+        s["when"],
+        s["kind"],
+        s["id"],
+        s["who"],
+        s["profile"] or s["package"] or "-",
+        (s["commit"] or "-")[:10],
+        s["status"],
+        why[:90],
+    ]
+
+
+def record_line(source: dict[str, Any]) -> str:
+    """Where the history shown comes from; from the cache, how old it is and why."""
+    if source.get("source") == "cache":
+        age = source.get("age_s")
+        when = f"synced {source.get('synced_at')} ({age:.0f} s ago)" if age is not None else "never synced"
+        return (
+            f"TARGET UNREACHABLE ({source.get('error')}): showing the local cache "
+            f"{source.get('cache')}, {when}; it may be stale"
+        )
+    if source.get("source") == "target":
+        return f"journal of record: {source.get('record')} (cache {source.get('cache')})"
+    return f"journal: {source.get('path')}"
+
+
+def merge_line(m: dict[str, Any]) -> str:
+    ops = m.get("ops") or []
+    return (
+        f"merged {m.get('records')} record(s) of {len(ops)} operation(s) from {m.get('source')} "
+        f"by {m.get('user')} at {m.get('ts')} ({m.get('op')})"
+    )

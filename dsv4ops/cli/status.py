@@ -15,7 +15,8 @@ from dsv4ops.cli._output import echo_json, json_option, table, target_option
 def status(target: str | None, as_json: bool) -> None:
     """Show what runs on a target, whether it serves, what is deployed and any drift."""
     from dsv4ops.cli._context import open_target
-    from dsv4ops.orchestrate.status import KernelStatus, gather_status
+    from dsv4ops.journal.store import FileBackend, Journal
+    from dsv4ops.orchestrate.status import KernelStatus, gather_status, journal_status
     from dsv4ops.orchestrate.usecases.compose import kernel_support
     from dsv4ops.orchestrate.usecases.render import render_now
     from dsv4ops.profiles import get_target
@@ -23,26 +24,36 @@ def status(target: str | None, as_json: bool) -> None:
     if get_target(target).endpoint is not None:
         _endpoint_status(target, as_json)
         return
-    ctx = open_target(target, verb="status")
+    ctx = open_target(target, verb="status", read_only=True)
     try:
-        kernels = KernelStatus(
-            state=lambda: ctx.supervisor.read_state("kernels"),
-            loaded=kernel_support(ctx).loaded,
-        )
-        report = gather_status(
-            ctx.supervisor,
-            ctx.journal,
-            target=ctx.target.name,
-            render_now=render_now(ctx.target),
-            kernels=kernels,
-        )
+        ctx.journal.records()  # one sync of the target's record (the cache when unreachable)
+        record = ctx.journal.source()
+        # Every question below is answered from that one synced copy: one view, one round trip.
+        snapshot = Journal(ctx.target.name, backend=FileBackend(ctx.journal.path))
+        if record["source"] == "cache":
+            report = journal_status(snapshot, target=ctx.target.name, record=record)
+        else:
+            kernels = KernelStatus(
+                state=lambda: ctx.supervisor.read_state("kernels"),
+                loaded=kernel_support(ctx).loaded,
+            )
+            report = gather_status(
+                ctx.supervisor,
+                snapshot,
+                target=ctx.target.name,
+                render_now=render_now(ctx.target),
+                kernels=kernels,
+            )
+            report["record"] = record
     finally:
         ctx.close()
     if as_json:
         echo_json(report)
-        return
-    for line in render(report):
-        click.echo(line)
+    else:
+        for line in render(report) if report.get("reachable", True) else render_offline(report):
+            click.echo(line)
+    if not report.get("reachable", True):
+        click.get_current_context().exit(1)  # not observed: no status, only the journal's word
 
 
 def _endpoint_status(target: str | None, as_json: bool) -> None:
@@ -137,6 +148,24 @@ def render(report: dict[str, Any]) -> list[str]:
             f"lock: held by {h.get('user')}@{h.get('host')} pid {h.get('pid')} "
             f"({h.get('op_id')}){' - STALE (holder dead)' if report['lock']['stale'] else ''}"
         )
+    return lines
+
+
+def render_offline(report: dict[str, Any]) -> list[str]:
+    from dsv4ops.cli.journal import record_line
+
+    d = report["deployed"]
+    lines = [f"target {report['target']}: UNKNOWN (not reachable)", record_line(report["record"])]
+    if d:
+        lines.append(
+            f"last recorded deployment: {d['profile']} @ {(d['commit'] or 'uncommitted')[:12]} "
+            f"since {d['since']} by {d['by']} ({d['kind']} {d['op']}"
+            + ("; known-good)" if d.get("known_good") else "; NOT known-good)")
+        )
+    else:
+        lines.append("last recorded deployment: nothing recorded")
+    for o in report["in_flight"]:
+        lines.append(f"attention: {o['kind']} {o['id']} of {o['profile'] or '-'} never ended")
     return lines
 
 

@@ -20,7 +20,9 @@ from dsv4ops.errors import JournalError
 from dsv4ops.secrets import is_secret_key, redact_tree
 
 RECORD_VERSION = 1
-RECORD_TYPES = ("begin", "step", "status")
+# "merge" journals the one-time merge of an operator-side journal into the target's record
+# (dsv4ops/orchestrate/targetjournal.py): who, from where, which operations it brought in.
+RECORD_TYPES = ("begin", "step", "status", "merge")
 
 
 class Status(str, enum.Enum):
@@ -184,6 +186,7 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     "begin": ("op", "kind", "ts", "user"),
     "step": ("op", "ts", "name", "phase"),
     "status": ("op", "ts", "status"),
+    "merge": ("op", "ts", "user"),
 }
 
 
@@ -215,6 +218,8 @@ def fold(records: list[dict[str, Any]]) -> list[Operation]:
     ops: dict[str, Operation] = {}
     for r in records:
         op_id = r["op"]
+        if r["type"] == "merge":
+            continue
         if r["type"] == "begin":
             ops[op_id] = Operation(
                 op=op_id,
@@ -251,3 +256,19 @@ def fold(records: list[dict[str, Any]]) -> list[Operation]:
             if op.status.terminal:
                 op.ended = r["ts"]
     return list(ops.values())
+
+
+def place_merged(ops: list[Operation], records: list[dict[str, Any]]) -> list[Operation]:
+    """`ops` with each operation a merge brought in placed by its begin time among the others.
+
+    The target's own records are in the order they happened (one writer at a time, under the
+    deploy lock), so their order stands; an operation merged from an operator-side journal was
+    appended later than it happened and takes its place by its timestamp instead."""
+    merged = {op for r in records if r["type"] == "merge" for op in r.get("ops") or []}
+    if not merged:
+        return ops
+    out = [o for o in ops if o.op not in merged]
+    for o in (o for o in ops if o.op in merged):
+        at = next((i for i, n in enumerate(out) if n.ts > o.ts), len(out))
+        out.insert(at, o)
+    return out

@@ -1,20 +1,24 @@
-"""The journal store: one append-only JSONL file per target under the state directory.
+"""The journal store: one append-only JSONL record per target.
 
-Every record is written with one `write` on an O_APPEND descriptor and fsynced before the call
-returns, so the step it announces runs only once the record is on disk. A crash mid-write can
-leave at most a torn last line: readers skip it (and say so), and the next append first
-terminates it so later records stay intact.
+Where the record lives is the store's backend: `FileBackend` (a file under the state directory,
+the default) or the target's own record through its agent (`orchestrate/targetjournal.py`, what
+the CLI composes), with the state directory's file as its offline cache. Either way the file
+rules are `dsv4ops/journalfile.py`: every call's records are written with one `write` on an
+O_APPEND descriptor and fsynced before the call returns, so the step it announces runs only once
+the record is on disk. A crash mid-write can leave at most a torn last line: readers skip it
+(and say so), and the next append first terminates it so later records stay intact.
 """
 
 from __future__ import annotations
 
-import json
-import os
+import contextlib
 import re
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from dsv4ops import journalfile
 from dsv4ops.clock import Clock, SystemClock, utc_now_iso
 from dsv4ops.constants import state_dir
 from dsv4ops.errors import JournalError
@@ -25,6 +29,7 @@ from dsv4ops.journal.records import (
     Status,
     check_transition,
     fold,
+    place_merged,
     scrub,
     validate,
 )
@@ -41,14 +46,76 @@ def journal_path(target: str, directory: Path | None = None) -> Path:
     return Path(directory or state_dir() / "journal") / f"{target}.jsonl"
 
 
+class JournalBackend(Protocol):
+    """Where a journal's bytes live. `path` is the local file (the record, or its cache)."""
+
+    path: Path
+
+    def append(self, data: bytes, *, lock_op: str | None) -> None:
+        """Append whole lines durably (raise JournalError or TargetError); `lock_op` is the
+        operation whose deploy lock the writer holds (None outside an operation)."""
+
+    def read(self, *, lock_op: str | None = None) -> bytes:
+        """The record's bytes, current (raise JournalError or TargetError); `lock_op` as for
+        append (a backend may trust what it holds while that operation holds the lock)."""
+
+    def describe(self) -> dict[str, Any]:
+        """Where the last read came from: {"source": "file"|"target"|"cache", ...}."""
+
+
+class FileBackend:
+    """The record is a local file (a journal of its own, or a test's)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def append(self, data: bytes, *, lock_op: str | None) -> None:
+        try:
+            journalfile.append_bytes(str(self.path), data)
+        except OSError as exc:
+            raise JournalError(f"cannot write journal {self.path}: {exc.strerror}") from exc
+
+    def read(self, *, lock_op: str | None = None) -> bytes:
+        try:
+            return journalfile.read_bytes(str(self.path))
+        except OSError as exc:
+            raise JournalError(f"cannot read journal {self.path}: {exc.strerror}") from exc
+
+    def describe(self) -> dict[str, Any]:
+        return {"source": "file", "path": str(self.path)}
+
+
 class Journal:
     """Append-only journal of one target. Opens nothing until a method is called."""
 
-    def __init__(self, target: str, *, directory: Path | None = None, clock: Clock | None = None):
+    def __init__(
+        self,
+        target: str,
+        *,
+        directory: Path | None = None,
+        clock: Clock | None = None,
+        backend: JournalBackend | None = None,
+    ):
         self.target = target
-        self.path = journal_path(target, directory)
+        self.backend = backend or FileBackend(journal_path(target, directory))
+        self.path = self.backend.path
         self._clock = clock or SystemClock()
+        self._lock_op: str | None = None
         self.skipped_lines: list[int] = []
+
+    @contextlib.contextmanager
+    def under_lock(self, op_id: str) -> Iterator[None]:
+        """Appends meanwhile are made as operation `op_id`, holder of the deploy lock: the
+        target's record refuses them once another operation holds it."""
+        before, self._lock_op = self._lock_op, op_id
+        try:
+            yield
+        finally:
+            self._lock_op = before
+
+    def source(self) -> dict[str, Any]:
+        """Where the last read came from (the backend's describe(): file, target or cache)."""
+        return self.backend.describe()
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -82,8 +149,8 @@ class Journal:
             record["kernel"] = kernel
         if scope is not None:
             record["scope"] = scope
-        self._append(record)
-        self._append({"type": "status", "op": op_id, "status": Status.PENDING.value})
+        # One append (one round trip to a remote record) for both records.
+        self._append(record, {"type": "status", "op": op_id, "status": Status.PENDING.value})
         return op_id
 
     def new_op_id(self, kind: Kind) -> str:
@@ -139,48 +206,25 @@ class Journal:
             record["detail"] = detail
         self._append(record)
 
-    def _append(self, record: dict[str, Any]) -> None:
-        record = {"v": RECORD_VERSION, "ts": utc_now_iso(self._clock), **scrub(record)}
-        line = (json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n").encode()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                if _ends_torn(fd):
-                    line = b"\n" + line
-                os.write(fd, line)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            raise JournalError(f"cannot write journal {self.path}: {exc.strerror}") from exc
+    def _append(self, *records: dict[str, Any]) -> None:
+        stamp = {"v": RECORD_VERSION, "ts": utc_now_iso(self._clock)}
+        data = b"".join(journalfile.encode({**stamp, **scrub(r)}) for r in records)
+        self.backend.append(data, lock_op=self._lock_op)
 
     # -- reading -------------------------------------------------------------------------------
 
     def records(self) -> list[dict[str, Any]]:
         """Every valid record in order; torn lines are skipped and listed in skipped_lines."""
-        self.skipped_lines = []
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise JournalError(f"cannot read journal {self.path}: {exc.strerror}") from exc
-        out = []
-        for lineno, raw in enumerate(data.split(b"\n"), start=1):
-            if not raw.strip():
-                continue
-            try:
-                parsed = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                # A torn write from a crash; everything around it is still good.
-                self.skipped_lines.append(lineno)
-                continue
-            out.append(validate(parsed, f"{self.path}:{lineno}"))
-        return out
+        parsed, self.skipped_lines = journalfile.parse(self.backend.read(lock_op=self._lock_op))
+        return [validate(r, f"{self.path}:{lineno}") for lineno, r in parsed]
 
     def operations(self) -> list[Operation]:
-        return fold(self.records())
+        records = self.records()
+        return place_merged(fold(records), records)
+
+    def merges(self) -> list[dict[str, Any]]:
+        """The merge records: each operator-side journal merged into this record, once."""
+        return [r for r in self.records() if r["type"] == "merge"]
 
     def get(self, op_id: str) -> Operation:
         """The operation with this id (or unique id prefix); raise JournalError if none."""
@@ -222,10 +266,3 @@ class Journal:
             if not o.status.terminal:
                 return o
         return None
-
-
-def _ends_torn(fd: int) -> bool:
-    size = os.fstat(fd).st_size
-    if size == 0:
-        return False
-    return os.pread(fd, 1, size - 1) != b"\n"

@@ -10,7 +10,9 @@ release, and signals, in one place for deploy, rollback, stop and kernel switche
    signal meanwhile held until the journal can know about the operation;
 3. yields a `RunningOperation` whose `begin(...)` journals the operation and moves it to RUNNING, and
    whose `finish(...)` journals its terminal status: both shielded from a signal cutting them;
-4. releases the lock on the way out, whatever happened (a failed release is left for the next
+4. meanwhile appends to the journal as the lock's holder (`Journal.under_lock`): the target's
+   record refuses them once another operation holds the lock;
+5. releases the lock on the way out, whatever happened (a failed release is left for the next
    command, which sees in the journal that this operation ended).
 
 A refusal by the lock raises before anything is journaled: a refused operation changed nothing.
@@ -78,7 +80,7 @@ def journaled_operation(
     say = progress or (lambda _line: None)
     gate = gate or InterruptGate()
     op = RunningOperation(journal, kind, op_id or journal.new_op_id(kind), gate)
-    with gate.installed():
+    with gate.installed(), journal.under_lock(op.op_id):
         with gate.holding():
             op.notes += take_lock(control, journal, op.op_id, command, recover, say)
         try:

@@ -359,3 +359,17 @@ def _attention(journal: Journal, lock: LockInfo | None) -> list[str]:
             "(it is cleared without asking when the journal shows that operation ended)"
         )
     return notes
+
+
+def journal_status(journal: Journal, *, target: str, record: dict[str, Any]) -> dict[str, Any]:
+    """What the journal alone says when the target cannot be reached: the deployment it last
+    recorded and the operations it shows unfinished. Nothing about the processes is observed,
+    so nothing is called healthy."""
+    return {
+        "target": target,
+        "reachable": False,
+        "record": record,
+        "deployed": _deployed(journal.deployed()),
+        "in_flight": [o.summary() for o in journal.in_flight()],
+        "healthy": False,
+    }

@@ -39,6 +39,7 @@ LAYERS: dict[str, float] = {
     "_yaml": 6,
     "constants": 6,
     "secrets": 6,
+    "journalfile": 6,  # the journal's file rules: the store and the target agent share them
     "whoami": 6,
     "deployment": 5.5,  # the one model of a deployment: above the leaves it imports (errors, secrets)
 }

@@ -4,6 +4,7 @@ whose python lacks dsv4ops failing with one clear sentence instead of a buried t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -33,13 +34,22 @@ def ssh_env(env: OrchEnv, sshd) -> OrchEnv:
             "      trust_on_first_use: false"
         )
         over_ssh = local.replace("transport: local", ssh)
-        bare = over_ssh.replace(f"python: {sys.executable}", "python: /usr/bin/python3")
+        # The bare target is a box of its own (its own work directory): sharing the work
+        # directory would share the journal of record, whose known-good the failed deploy
+        # would then restore.
+        bare = over_ssh.replace(f"python: {sys.executable}", "python: /usr/bin/python3").replace(
+            f"workdir: {env.workdir}", f"workdir: {_bare_workdir(env)}"
+        )
         path.write_text(
             text
             + over_ssh.replace(f"  {env.target}:", f"  {SSH_TARGET}:", 1)
             + bare.replace(f"  {env.target}:", f"  {NO_DSV4OPS}:", 1)
         )
     return env
+
+
+def _bare_workdir(env: OrchEnv) -> Path:
+    return env.workdir.with_name(env.workdir.name + "-bare")
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict, str]:
@@ -88,5 +98,6 @@ def test_target_python_without_dsv4ops_fails_with_one_clear_sentence(ssh_env, ca
     assert "install dsv4ops" in err and "set `python:` for this target" in err
     assert "Running now: nothing" in err
     assert our_processes(ssh_env) == []
+    assert our_processes(dataclasses.replace(ssh_env, workdir=_bare_workdir(ssh_env))) == []
     (op,) = Journal(NO_DSV4OPS).operations()
     assert op.status.value == "FAILED" and op.running == ""

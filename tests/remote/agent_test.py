@@ -16,12 +16,18 @@ import pytest
 
 from dsv4ops import secrets
 from dsv4ops.remote import LocalExecutor, Supervisor, base
-from dsv4ops.remote.agent_zip import AGENT_DIR, SECRETS_SOURCE, agent_sha256, agent_zip
+from dsv4ops.remote.agent_zip import (
+    AGENT_DIR,
+    JOURNALFILE_SOURCE,
+    SECRETS_SOURCE,
+    agent_sha256,
+    agent_zip,
+)
 from dsv4ops.remote.errors import AgentCallError
 
 # Python under `env -i`, like a login on a box: no PYTHONPATH, no venv, no dsv4ops importable.
 _BARE_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
-_OWN = ("dsv4ops.remote.agent", "dsv4ops.secrets")
+_OWN = ("dsv4ops.remote.agent", "dsv4ops.secrets", "dsv4ops.journalfile")
 # Names the stdlib itself tries (and fails) to import: `copy` probes for Jython's org.python.core.
 _STDLIB_PROBES = {"org", "org.python", "org.python.core"}
 
@@ -55,6 +61,7 @@ def test_every_module_in_the_zip_imports_only_the_stdlib_and_its_own_package() -
 def test_the_zip_carries_the_real_secrets_module_and_no_copy() -> None:
     members = _zip_members()
     assert members["dsv4ops/secrets.py"] == SECRETS_SOURCE.read_bytes()
+    assert members["dsv4ops/journalfile.py"] == JOURNALFILE_SOURCE.read_bytes()  # the store's rules
     assert SECRETS_SOURCE.resolve() == Path(secrets.__file__).resolve()
     for path in AGENT_DIR.glob("*.py"):  # nobody re-declares the rules next to the agent
         assert "SECRET_ENV_MARKERS" not in path.read_text(), path
@@ -86,6 +93,9 @@ def test_the_uploaded_zip_runs_isolated_on_a_target_without_dsv4ops(tmp_path: Pa
         {"op": "preflight", "ports": [1], "gpus": [], "paths": [wd]},
         {"op": "http", "url": "http://127.0.0.1:1/", "timeout_s": 1},
         {"op": "lock_info"},
+        {"op": "journal_append", "lines": '{"op":"d-1","type":"begin"}\n'},
+        {"op": "journal_read", "offset": 0},
+        {"op": "journal_merge", "records": [{"op": "d-2"}], "merge": {"type": "merge"}},
         {"op": "kernels_list"},
         {"op": "kernels_probe"},
     ]

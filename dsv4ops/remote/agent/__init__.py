@@ -7,14 +7,16 @@ stdin ({"op": ..., "workdir": ..., "agent_sha256": ...}), one JSON reply on stdo
 ({"ok": true, "result": ...} or {"ok": false, "kind": ..., "error": ..., ...}).
 
 It must run with a plain python3 and no dsv4ops installed, so its modules import nothing but
-the standard library, each other and `dsv4ops.secrets` (tests/remote/agent_test.py runs the
-zip isolated to prove it). Modules: `common` (errors, work-dir layout, JSON files), `procfs`
+the standard library, each other, `dsv4ops.secrets` and `dsv4ops.journalfile`
+(tests/remote/agent_test.py runs the zip isolated to prove it). Modules: `common` (errors, work-dir layout, JSON files), `procfs`
 (/proc reads), `processes` (start/stop/status/kill/log_tail), `httpwait` (requests and
 readiness waits made from the target), `preflight`, `lock` (the deploy lock), `state`,
+`journal` (the journal of record, with the file rules of `dsv4ops/journalfile.py`),
 `kernel_archive` (the kernel-package archive rules, also used by `dsv4ops kernels verify`),
 `kernels` (install/switch/list/present/probe of kernel packages) and `main` (dispatch).
 
 Layout under the work directory: logs/<name>.log (previous one rotated to .1), run/<name>.json
 (pid, pgid, argv, redacted env, started_at, ports), run/<name>.exit.json (written by the
-monitor when the component exits), state/<name>.json, deploy.lock, kernels/<name>/<version>/.
+monitor when the component exits), state/<name>.json, deploy.lock, journal.jsonl,
+kernels/<name>/<version>/.
 """

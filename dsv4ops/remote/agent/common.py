@@ -98,3 +98,6 @@ class Workdir:
 
     def lock(self) -> str:
         return self.sub("deploy.lock")
+
+    def journal(self) -> str:
+        return self.sub("journal.jsonl")

@@ -1,0 +1,216 @@
+"""The journal of record on the target (`<workdir>/journal.jsonl`), written through its agent,
+with the operator's state-directory file as its cache.
+
+* Reads sync the cache first: one agent call fetches what the cache lacks (or everything, when
+  the cache is not a prefix of the target's record), and `<target>.sync.json` next to the cache
+  records when and what was synced. Once an operation's own append (accepted by the agent as
+  the lock holder's) brought the cache up to date, its reads come from the cache: no other
+  operation can append meanwhile (the agent refuses an append from one not holding the lock).
+* Appends go to the target through the agent (`journal_append`: flocked, fsynced, torn-line
+  safe, refused once the writing operation no longer holds the deploy lock); the reply carries
+  the record's new tail, so the cache stays current in the same round trip.
+* A cache that holds records it did not get from the target (an operator-side journal from
+  before the journal of record, or a write through a plain file Journal) is merged into the
+  target's record, once: the agent appends the records whose (op id, sequence) it lacks after a
+  `merge` record naming who merged what from where.
+* The target unreachable: a read-only caller (`offline_ok`) gets the cache and `describe()`
+  says so, with its age; anyone else gets a TargetError saying nothing was changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any, Protocol
+
+from dsv4ops import journalfile
+from dsv4ops.clock import Clock, SystemClock, age_s, utc_now_iso
+from dsv4ops.errors import JournalError, TargetError
+from dsv4ops.journal.records import RECORD_VERSION
+from dsv4ops.remote.base import Executor
+from dsv4ops.remote.errors import AgentCallError
+from dsv4ops.whoami import local_host, operator_identity
+
+OFFLINE_HINT = (
+    "the journal of record lives on the target: mutating commands need it; `dsv4ops status` "
+    "and `dsv4ops journal` answer from the local cache meanwhile"
+)
+
+
+class AgentCaller(Protocol):
+    """What this needs of the Supervisor: one agent call by name, and where it goes."""
+
+    executor: Executor
+    workdir: str
+
+    def call(self, op: str, timeout: float = ..., **args: Any) -> dict[str, Any]: ...
+
+
+class TargetJournal:
+    """A JournalBackend (journal/store.py) for the target's record; see the module docstring."""
+
+    def __init__(
+        self,
+        agent: AgentCaller,
+        cache: Path,
+        *,
+        offline_ok: bool = False,
+        clock: Clock | None = None,
+    ) -> None:
+        self.agent = agent
+        self.path = cache
+        self.marker = cache.with_name(cache.name.removesuffix(".jsonl") + ".sync.json")
+        self.offline_ok = offline_ok
+        self._clock = clock or SystemClock()
+        self._current_under: str | None = None  # lock op whose own call synced the cache last
+        self._synced = False  # this process has synced (and merged) at least once
+        self._offline_error: str | None = None
+
+    # -- the JournalBackend protocol ---------------------------------------------------------
+
+    def read(self, *, lock_op: str | None = None) -> bytes:
+        if lock_op is None or lock_op != self._current_under:
+            try:
+                self._sync()
+            except TargetError as exc:
+                if not self.offline_ok:
+                    raise self._refusal(exc) from None
+                self._offline_error = str(exc)
+        return self._cache_bytes()
+
+    def append(self, data: bytes, *, lock_op: str | None) -> None:
+        try:
+            if not self._synced:
+                self._sync()  # merges a dirty cache first, so nothing local is lost
+            cached = self._cache_bytes()
+            reply = self.agent.call(
+                "journal_append",
+                lines=data.decode("utf-8", "surrogateescape"),
+                lock_op=lock_op,
+                offset=len(cached),
+                prefix_sha256=journalfile.sha256(cached),
+            )
+        except AgentCallError as exc:
+            if exc.kind == "lock_lost":
+                raise JournalError(
+                    f"{self.agent.executor.host}: {exc.reply.get('error')}",
+                    hint="another operator took over this target; see `dsv4ops status`",
+                ) from None
+            raise JournalError(f"cannot append to the journal of record: {exc}") from None
+        except TargetError as exc:
+            raise self._refusal(exc) from None
+        self._apply(cached, reply, lock_op)
+
+    def describe(self) -> dict[str, Any]:
+        marker = self._marker() or {}
+        synced_at = marker.get("synced_at")
+        out: dict[str, Any] = {
+            "source": "cache" if self._offline_error else "target",
+            "record": f"{self.agent.executor.host}:{self.agent.workdir}/journal.jsonl",
+            "cache": str(self.path),
+            "synced_at": synced_at,
+            "age_s": self._age_s(synced_at),
+        }
+        if self._offline_error:
+            out["error"] = self._offline_error
+        return out
+
+    # -- syncing -------------------------------------------------------------------------------
+
+    def _sync(self) -> None:
+        cached = self._cache_bytes()
+        marker = self._marker()
+        if cached.strip() and (marker is None or marker.get("sha256") != journalfile.sha256(cached)):
+            reply = self._merge(cached, first=marker is None)
+            cached = b""  # the merge reply holds the whole record
+        else:
+            reply = self._call_read(cached)
+        self._apply(cached, reply, None)
+        self._synced = True
+        self._offline_error = None
+
+    def _call_read(self, cached: bytes) -> dict[str, Any]:
+        try:
+            return self.agent.call(
+                "journal_read", offset=len(cached), prefix_sha256=journalfile.sha256(cached)
+            )
+        except AgentCallError as exc:
+            raise JournalError(f"cannot read the journal of record: {exc}") from None
+
+    def _merge(self, cached: bytes, *, first: bool) -> dict[str, Any]:
+        """Merge the cache's records the target lacks (nothing is appended if it lacks none)."""
+        parsed, _torn = journalfile.parse(cached)
+        records = [r for _, r in parsed if isinstance(r, dict) and isinstance(r.get("op"), str)]
+        if first:
+            backup = self.path.with_name(self.path.name + ".pre-merge")
+            if not backup.exists():
+                backup.write_bytes(cached)  # the operator's own copy, as it was before the merge
+        stamp = self._clock.now().strftime("%Y%m%dT%H%M%S")
+        merge = {
+            "v": RECORD_VERSION,
+            "ts": utc_now_iso(self._clock),
+            "type": "merge",
+            "op": f"m-{stamp}-{secrets.token_hex(2)}",
+            "user": operator_identity(),
+            "source": f"{local_host()}:{self.path.resolve()}",
+        }
+        try:
+            return self.agent.call(
+                "journal_merge", records=records, merge=merge, offset=0, prefix_sha256=None
+            )
+        except AgentCallError as exc:
+            raise JournalError(f"cannot merge {self.path} into the journal of record: {exc}") from None
+
+    def _apply(self, cached: bytes, reply: dict[str, Any], trusted_for: str | None) -> None:
+        """Bring the cache to the target's record as the reply describes it; note the sync.
+        `trusted_for`: the lock op whose accepted append this is (its reads may use the cache)."""
+        tail = str(reply.get("data") or "").encode("utf-8", "surrogateescape")
+        fresh = tail if reply.get("reset") else cached + tail
+        if fresh != self._cache_bytes():
+            _write_atomic(self.path, fresh)
+        marker = {
+            "synced_at": utc_now_iso(self._clock),
+            "sha256": journalfile.sha256(fresh),
+            "size": len(fresh),
+            "record": f"{self.agent.executor.host}:{self.agent.workdir}/journal.jsonl",
+        }
+        _write_atomic(self.marker, (json.dumps(marker, sort_keys=True) + "\n").encode())
+        self._current_under = trusted_for
+
+    # -- local files -----------------------------------------------------------------------------
+
+    def _cache_bytes(self) -> bytes:
+        try:
+            return journalfile.read_bytes(str(self.path))
+        except OSError as exc:
+            raise JournalError(f"cannot read the journal cache {self.path}: {exc.strerror}") from exc
+
+    def _marker(self) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.marker.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return {}  # unreadable: the cache is treated as unsynced local records (merged)
+        return data if isinstance(data, dict) else {}
+
+    def _age_s(self, synced_at: object) -> float | None:
+        return age_s(synced_at, self._clock) if isinstance(synced_at, str) else None
+
+    def _refusal(self, exc: TargetError) -> TargetError:
+        return TargetError(
+            f"{exc}; the journal of record on the target cannot be reached: nothing was changed",
+            hint=OFFLINE_HINT,
+        )
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise JournalError(f"cannot write the journal cache {path}: {exc.strerror}") from exc

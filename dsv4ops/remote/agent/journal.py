@@ -1,0 +1,84 @@
+"""The journal of record (`<workdir>/journal.jsonl`): read from an offset, append under the
+deploy lock, merge an operator-side journal once. The file rules are `dsv4ops/journalfile.py`
+(the operator's store uses the same module), so fsync and torn lines behave the same here.
+
+Every reply carries what the caller's cached copy lacks (`data` after its `offset`, or all of
+it with `reset` when the cached prefix is not the target's), so an append also refreshes the
+operator's cache in the same round trip.
+"""
+
+from __future__ import annotations
+
+import json
+
+import dsv4ops.journalfile as journalfile
+
+from .common import AgentError, JsonObject, Workdir, read_json
+
+
+def _since(path: str, req: JsonObject) -> JsonObject:
+    data = journalfile.read_bytes(path)
+    offset = req.get("offset")
+    tail, reset = journalfile.tail_after(
+        data, offset if isinstance(offset, int) else 0, req.get("prefix_sha256")
+    )
+    return {
+        "data": tail.decode("utf-8", "surrogateescape"),
+        "reset": reset,
+        "size": len(data),
+        "sha256": journalfile.sha256(data),
+    }
+
+
+def op_journal_read(wd: Workdir, req: JsonObject) -> JsonObject:
+    return _since(wd.journal(), req)
+
+
+def _check_fence(wd: Workdir, lock_op: object) -> None:
+    """An operation's records are appended only while it holds the deploy lock: a CLI whose lock
+    was broken by another operator (`--recover`) cannot keep writing into the record."""
+    if lock_op is None:
+        return
+    holder = read_json(wd.lock()) or {}
+    if holder.get("op_id") != lock_op:
+        raise AgentError(
+            "lock_lost",
+            f"operation {lock_op} no longer holds the deploy lock "
+            f"(held by {holder.get('op_id') or 'nobody'}); its record was not appended",
+            holder=holder,
+        )
+
+
+def op_journal_append(wd: Workdir, req: JsonObject) -> JsonObject:
+    lines = req.get("lines")
+    if not isinstance(lines, str) or not lines.endswith("\n"):
+        raise AgentError("bad_request", "journal_append needs whole lines")
+    for line in lines.splitlines():
+        if not isinstance(json.loads(line), dict):
+            raise AgentError("bad_request", "journal_append: every line is a JSON object")
+    path = wd.journal()
+    with journalfile.exclusive(path):
+        _check_fence(wd, req.get("lock_op"))
+        journalfile.append_bytes(path, lines.encode("utf-8", "surrogateescape"))
+        return _since(path, req)
+
+
+def op_journal_merge(wd: Workdir, req: JsonObject) -> JsonObject:
+    """Append the `records` whose (op id, sequence) the target's file lacks, after the `merge`
+    record that journals the merge; nothing at all when every record is already there."""
+    records, merge = req.get("records"), req.get("merge")
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise AgentError("bad_request", "journal_merge needs a list of records")
+    if not isinstance(merge, dict) or merge.get("type") != "merge":
+        raise AgentError("bad_request", "journal_merge needs its merge record")
+    path = wd.journal()
+    with journalfile.exclusive(path):
+        present = [r for _, r in journalfile.parse(journalfile.read_bytes(path))[0]]
+        new = journalfile.missing_records(present, records)
+        began = [r["op"] for r in new if r.get("type") == "begin"]
+        if new:
+            merge = {**merge, "records": len(new), "ops": began}
+            data = b"".join(journalfile.encode(r) for r in [merge, *new])
+            journalfile.append_bytes(path, data)
+        reply = _since(path, req)
+    return {**reply, "merged": len(new), "ops": began}

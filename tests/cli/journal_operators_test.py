@@ -1,0 +1,97 @@
+"""Two operators, each with a state directory of their own, on one twin target (the real CLI,
+the real router): they deploy, roll back and read status and `journal` and see one history and
+one known-good list, because the journal of record is the target's; a CLI killed with SIGKILL
+mid-deploy is resolved by the other operator, with the right operation named. (On a main before
+the journal of record, bob's status says nothing is deployed and his rollback knows no
+known-good.)"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsv4ops.journal.records import Status
+from testing.orchestrate_cli import cli
+from testing.orchestrate_env import OrchEnv
+
+pytestmark = [pytest.mark.slow, pytest.mark.router]
+
+
+def _as(monkeypatch: pytest.MonkeyPatch, state: Path) -> None:
+    monkeypatch.setenv("DSV4OPS_STATE_DIR", str(state))
+
+
+def _history(env: OrchEnv, capsys) -> list[tuple[str, str, str]]:
+    code, out, err = cli(env, capsys, "journal", "--json", "--limit", "0")
+    assert code == 0, err
+    assert out["record"]["source"] == "target", out["record"]
+    return [(e["id"], e["status"], str(e["known_good"])) for e in out["entries"]]
+
+
+def _killed_mid_deploy(env: OrchEnv, profile: str) -> None:
+    """The real CLI, SIGKILLed right after 'start decode': no handler runs, the lock and an
+    unfinished operation stay behind."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dsv4ops", "deploy", profile, "--yes", "--no-canary",
+         "--target", env.target],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ},
+    )
+    try:
+        for line in proc.stdout or ():
+            if "ok" in line and "start decode" in line:
+                proc.kill()
+                break
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+
+
+def test_two_operators_deploy_roll_back_and_resolve_each_others_crash(
+    env, capsys, monkeypatch, tmp_path
+):
+    alice, bob = env.state_dir, tmp_path / "bob-state"
+    _as(monkeypatch, alice)
+    code, first, err = cli(env, capsys, "deploy", "baseline", "--yes", "--no-canary", "--json")
+    assert code == 0, err
+
+    _as(monkeypatch, bob)  # bob: another machine, an empty state directory
+    code, st, err = cli(env, capsys, "status", "--json")
+    assert code == 0, err
+    assert st["deployed"]["op"] == first["op_id"] and st["deployed"]["known_good"], st["deployed"]
+    assert st["record"]["source"] == "target"
+    code, second, err = cli(env, capsys, "deploy", "buckets-step4", "--yes", "--no-canary", "--json")
+    assert code == 0, err
+
+    _as(monkeypatch, alice)  # alice's CLI dies mid-deploy
+    _killed_mid_deploy(env, "baseline")
+
+    _as(monkeypatch, bob)  # bob is paged: the lock and the journal name alice's operation
+    code, st, _ = cli(env, capsys, "status", "--json")
+    killed = st["lock"]["holder"]["op_id"]
+    assert st["lock"]["stale"] and killed.startswith("d-") and killed != second["op_id"]
+    assert any(killed in a and "interrupted" in a for a in st["attention"]), st["attention"]
+    code, back, err = cli(env, capsys, "rollback", "--recover", "--yes", "--json")
+    assert code == 0, err
+    assert any(killed in n and "interrupted" in n for n in back["notes"]), back["notes"]
+    # The last known-good of the shared list: bob's own deploy, which alice's machine never ran.
+    assert back["profile"] == "buckets-step4"
+
+    seen_by_bob = _history(env, capsys)
+    _as(monkeypatch, alice)
+    assert _history(env, capsys) == seen_by_bob
+    ids = [i for i, _, _ in seen_by_bob]
+    assert ids == [first["op_id"], second["op_id"], killed, back["op_id"]]
+    code, hist, err = cli(env, capsys, "journal", "--json", "--limit", "0")
+    entry = next(e for e in hist["entries"] if e["id"] == killed)
+    assert entry["status"] == Status.ABANDONED.value and back["op_id"] in entry["message"]
+    code, st, err = cli(env, capsys, "status", "--json")
+    assert code == 0 and st["healthy"], st
+    assert st["deployed"]["op"] == back["op_id"] and st["deployed"]["profile"] == "buckets-step4"
+    assert st["lock"] is None and st["attention"] == []
