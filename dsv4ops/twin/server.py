@@ -22,10 +22,11 @@ from .formats import FORMATS, Job, error_body
 from .hazards import HazardBoard
 from .kernel_package import KernelConfigChoice
 from .kv_receiver import KVReceiver
+from .memory import memory_usage
 from .metrics import SchedulerSnapshot, TwinMetrics
 from .parse import Bootstrap, prompt_hash
 from .pd import FAKE_BOOTSTRAP_HOST, BootstrapServer, Room, TransferError
-from .perf import DSV4_DEFAULT_MAX_RUNNING, decode_graph_memory_gb, resolve_decode_buckets
+from .perf import DSV4_DEFAULT_MAX_RUNNING, resolve_decode_buckets
 from .reporter import SchedStats, StatsReporter
 
 SGLANG_VERSION = "0.5.23"
@@ -352,4 +353,4 @@ class TwinServer:
             + (self.bootstrap.bootstrap_failed if self.bootstrap else 0),
             max_total_num_tokens=MAX_TOTAL_TOKENS, context_len=CONTEXT_LEN,
             page_size=self.args.page_size,
-            graph_memory_gb={"decode": decode_graph_memory_gb(self.buckets)})
+            memory=memory_usage(self.buckets, token_capacity=MAX_TOTAL_TOKENS))

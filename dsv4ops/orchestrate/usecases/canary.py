@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dsv4ops.constants import SGLANG_DEFAULT_DECODE_LOG_INTERVAL
 from dsv4ops.deployment import WORKERS
 from dsv4ops.errors import CanaryError
 from dsv4ops.orchestrate.engine import Progress
@@ -27,6 +28,9 @@ class CanaryEndpoint:
     thresholds: Thresholds
     buckets: tuple[int, ...]
     model: str  # the name requests ask for
+    # the decode's --decode-log-interval (sizes the metrics freeze window); SGLang's default
+    # when only a --url is known
+    decode_log_interval: int = SGLANG_DEFAULT_DECODE_LOG_INTERVAL
 
 
 def resolve_endpoint(
@@ -50,9 +54,11 @@ def resolve_endpoint(
 
     target = target or DEFAULT_TARGET
     op = Journal(target).deployed()
+    log_interval = SGLANG_DEFAULT_DECODE_LOG_INTERVAL
     if op is not None and op.components:
         d = op.deployment()
         comps = {c.name: c.client_url() for c in d.components}
+        log_interval = d.decode_log_interval  # what the running decode was started with
         if profile is None:  # judged as the deployed profile was recorded
             thresholds = thresholds_from_profile(d.canary_settings)
             buckets = d.decode_buckets
@@ -60,14 +66,17 @@ def resolve_endpoint(
     elif profile is not None:
         from dsv4ops.profiles import get_target, render
 
-        comps = {c.name: c.client_url() for c in render(profile, get_target(target)).components}
+        rendered = render(profile, get_target(target))
+        comps = {c.name: c.client_url() for c in rendered.components}
+        log_interval = rendered.decode_log_interval
     else:
         raise CanaryError(
             f"the journal records no running deployment on target {target!r}",
             hint="pass --profile P to use its rendered ports, or --url",
         )
     workers = tuple(worker_urls) or tuple(comps[n] for n in WORKERS if n in comps)
-    return CanaryEndpoint(comps["router"], workers, thresholds, buckets, name or "default")
+    return CanaryEndpoint(comps["router"], workers, thresholds, buckets, name or "default",
+                          decode_log_interval=log_interval)
 
 
 def run_canary(
@@ -95,6 +104,7 @@ def run_canary(
         progress=progress,
         model=endpoint.model,
         rate_per_s=rate_per_s,
+        decode_log_interval=endpoint.decode_log_interval,
     )
 
 
