@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsv4ops.constants import SGLANG_DEFAULT_DECODE_LOG_INTERVAL
 from dsv4ops.errors import DeployError
 from dsv4ops.secrets import REDACTED, redact_argv, redact_env
 
@@ -240,6 +241,16 @@ class Deployment:
     def canary_settings(self) -> dict[str, Any]:
         """The profile's `canary` section as recorded (for canary.thresholds_from_profile)."""
         return dict((self.content or {}).get("canary") or {})
+
+    @property
+    def decode_log_interval(self) -> int:
+        """The decode's `--decode-log-interval` (SGLang's 40 when not given): decode iterations
+        between two metric reports, which the canary's freeze detection must wait out."""
+        value = argv_value(self.component("decode").argv, "--decode-log-interval")
+        try:
+            return int(value) if value else SGLANG_DEFAULT_DECODE_LOG_INTERVAL
+        except ValueError:  # SGLang would not have started with it; judge by the default
+            return SGLANG_DEFAULT_DECODE_LOG_INTERVAL
 
     @property
     def decode_buckets(self) -> tuple[int, ...]:

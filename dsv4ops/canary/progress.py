@@ -29,7 +29,11 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-DEFAULT_DECODE_LOG_INTERVAL = 40  # SGLang's default (srt/arg_groups/fields/observability.py)
+from dsv4ops.constants import SGLANG_DEFAULT_DECODE_LOG_INTERVAL
+
+# SGLang's default; a caller that knows the deployed decode passes its real value (a window sized
+# for 40 iterations ends inside one log interval of a decode run with a larger one).
+DEFAULT_DECODE_LOG_INTERVAL = SGLANG_DEFAULT_DECODE_LOG_INTERVAL
 FALLBACK_STEP_S = 0.1  # a DSV4 decode step at ~80 running, before any gap was measured
 WINDOW_FACTOR = 1.5
 PER_ITERATION_EVIDENCE = 3  # consecutive small changes that prove per-iteration bumping

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dsv4ops.canary import eventloop
+from dsv4ops.canary.progress import DEFAULT_DECODE_LOG_INTERVAL
 from dsv4ops.canary.suites.abort_cascade import run_abort_cascade
 from dsv4ops.canary.suites.common import Progress, SuiteContext
 from dsv4ops.canary.suites.corruption import run_corruption
@@ -49,6 +50,7 @@ def run_suite(
     progress: Progress | None = None,
     model: str = "default",
     rate_per_s: float | None = None,
+    decode_log_interval: int = DEFAULT_DECODE_LOG_INTERVAL,
 ) -> SuiteResult:
     """Run one suite (or `all`) against an OpenAI-compatible endpoint; blocking.
 
@@ -57,6 +59,9 @@ def run_suite(
     a caller with a profile or a deployment passes `thresholds_from_profile(...)` of its canary
     section); `buckets`: the decode CUDA-graph buckets (empty when unknown). `rate_per_s`:
     smoke/soak send open-loop Poisson arrivals (capped at the concurrency) instead of a closed loop.
+    `decode_log_interval`: the deployed decode's `--decode-log-interval` (SGLang's 40 when not
+    given), which sizes the metrics freeze window (`progress.py`); a caller with a Deployment
+    passes `deployment.decode_log_interval`.
     Raises CanaryError when the suite cannot run at all (unknown suite, unreachable endpoint).
     """
     if name not in SUITE_NAMES:
@@ -71,6 +76,7 @@ def run_suite(
         progress=progress,
         model=model,
         rate_per_s=rate_per_s,
+        decode_log_interval=decode_log_interval,
     )
     # A full garbage collection stalls the event loop for as long as it scans the heap (hundreds
     # of ms in a long-lived process), which the self-check rightly reads as untrustworthy receipt

@@ -213,6 +213,8 @@ class Watchdog:
             by_kind[e.kind] = by_kind.get(e.kind, 0) + 1
         return {
             "hangs_by_kind": by_kind,
+            # what the metrics freeze window was sized for (the decode's --decode-log-interval)
+            "decode_log_interval": self.progress.decode_log_interval,
             "max_detection_latency_s": max((e.detection_latency_s for e in self.events), default=None),
             "events": [e.to_json() for e in self.events[:50]],
         }

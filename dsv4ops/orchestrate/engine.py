@@ -23,7 +23,7 @@ from dsv4ops.orchestrate.drain import DrainWatch
 from dsv4ops.orchestrate.interrupts import InterruptGate, signal_name_of
 from dsv4ops.orchestrate.kernelpkg import KernelSupport
 from dsv4ops.orchestrate.model import process_spec
-from dsv4ops.orchestrate.probe import run_probe
+from dsv4ops.orchestrate.probe import ProbeThinking, run_probe
 
 Progress = Callable[[str], None]
 # (deployment, router base URL) -> (verdict "PASS"|"FAIL"|"INCONCLUSIVE", reasons)
@@ -291,6 +291,8 @@ class Runner:
             model=self.settings.model,
             rounds=self.settings.timeouts.probe_rounds,
             timeout_s=self.settings.timeouts.probe_request_s,
+            # asked the way the profile's canary (and its users) ask: reasoning on or off
+            thinking=ProbeThinking.from_canary_settings(d.canary_settings),
         )
         self.log.probe_checks = result.checks
         if not result.ok:

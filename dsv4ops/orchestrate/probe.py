@@ -9,11 +9,17 @@ A server that reasons (DSV4 with --reasoning-parser deepseek-v4 and thinking on,
 SGLANG_DEFAULT_THINKING) spends tokens on `reasoning_content` first, and those count against
 max_tokens: the streaming check counts reasoning as generated output, and the tool-call check
 leaves room for reasoning before the call (a model that does not reason stops after the call).
+
+`ProbeThinking` carries the profile's `canary.thinking` settings: when on, every probe request asks
+for `chat_template_kwargs: {"thinking": true}` as the canary's do (DSV4 reasons only when asked),
+and the tool call gets `thinking_budget_tokens` more max_tokens, so the deploy proves the path
+its users take, reasoning parser included.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +44,33 @@ WEATHER_TOOL = {
 TOOL_CALL_MAX_TOKENS = 1024
 
 
+@dataclass(frozen=True)
+class ProbeThinking:
+    """Whether the probe asks the model to reason first, and the extra tokens that takes."""
+
+    on: bool = False
+    budget_tokens: int = 1024
+
+    @classmethod
+    def from_canary_settings(cls, settings: Mapping[str, Any]) -> ProbeThinking:
+        """From a profile's `canary` section as recorded (`Deployment.canary_settings`)."""
+        budget = settings.get("thinking_budget_tokens")
+        return cls(on=bool(settings.get("thinking")),
+                   budget_tokens=int(budget) if budget is not None else cls.budget_tokens)
+
+    def apply(self, payload: dict[str, Any], *, extra_tokens: bool) -> dict[str, Any]:
+        """`payload` asking for reasoning when on; `extra_tokens`: room for it in max_tokens."""
+        if not self.on:
+            return payload
+        out = {**payload, "chat_template_kwargs": {"thinking": True}}
+        if extra_tokens:
+            out["max_tokens"] = int(payload["max_tokens"]) + self.budget_tokens
+        return out
+
+
+NO_THINKING = ProbeThinking()
+
+
 @dataclass
 class ProbeResult:
     ok: bool
@@ -56,8 +89,10 @@ def run_probe(
     model: str = "default",
     rounds: int = 2,
     timeout_s: float = 20.0,
+    thinking: ProbeThinking = NO_THINKING,
 ) -> ProbeResult:
     """Send `rounds` x (streaming chat + tool-call chat) through the router; all must pass.
+    `thinking`: the profile's canary reasoning settings (`ProbeThinking.from_canary_settings`).
 
     Stops at the first failure: a broken pair often fails by hanging until a timeout, and one
     failure is enough to reject the deployment.
@@ -65,7 +100,7 @@ def run_probe(
     result = ProbeResult(ok=True)
     for i in range(max(1, rounds)):
         for check in (_streaming_chat, _tool_call_chat):
-            line, elapsed = check(control, router_url, model, timeout_s, i)
+            line, elapsed = check(control, router_url, model, timeout_s, i, thinking)
             result.checks.append(line)
             result.elapsed_s += elapsed
             if line.startswith("FAIL"):
@@ -87,15 +122,18 @@ def _post(
 
 
 def _streaming_chat(
-    control: TargetControl, base: str, model: str, timeout_s: float, i: int
+    control: TargetControl, base: str, model: str, timeout_s: float, i: int,
+    thinking: ProbeThinking,
 ) -> tuple[str, float]:
-    payload = {
+    payload: dict[str, Any] = {
         "model": model,
         "messages": [{"role": "user", "content": f"Probe {i}: reply with one short sentence."}],
         "stream": True,
         "max_tokens": 16,
         "temperature": 0,
     }
+    # 16 tokens may all be reasoning: counted as generated output, no extra budget needed
+    payload = thinking.apply(payload, extra_tokens=False)
     reply = _post(control, base + "/v1/chat/completions", payload, timeout_s)
     if reply.status != 200:
         return _fail("streaming chat", reply), reply.elapsed_s
@@ -110,9 +148,10 @@ def _streaming_chat(
 
 
 def _tool_call_chat(
-    control: TargetControl, base: str, model: str, timeout_s: float, i: int
+    control: TargetControl, base: str, model: str, timeout_s: float, i: int,
+    thinking: ProbeThinking,
 ) -> tuple[str, float]:
-    payload = {
+    payload: dict[str, Any] = {
         "model": model,
         "messages": [{"role": "user", "content": f"Probe {i}: what is the weather in Paris?"}],
         "tools": [WEATHER_TOOL],
@@ -121,13 +160,22 @@ def _tool_call_chat(
         "max_tokens": TOOL_CALL_MAX_TOKENS,
         "temperature": 0,
     }
+    payload = thinking.apply(payload, extra_tokens=True)
     reply = _post(control, base + "/v1/chat/completions", payload, timeout_s)
     if reply.status != 200:
         return _fail("tool-call chat", reply), reply.elapsed_s
-    problem = check_tool_call_reply(reply.body)
+    problem = check_tool_call_reply(reply.body, max_tokens=payload["max_tokens"])
     if problem:
         return f"FAIL tool-call chat: {problem}", reply.elapsed_s
-    return "ok   tool-call chat: get_weather called with valid arguments", reply.elapsed_s
+    line = "ok   tool-call chat: get_weather called with valid arguments"
+    reasoned = _reasoning_chars(reply.body)
+    return (line + (f", after {reasoned} chars of reasoning" if reasoned else "")), reply.elapsed_s
+
+
+def _reasoning_chars(body: str) -> int:
+    """Characters of `reasoning_content` in a (checked) non-streaming reply."""
+    message = json.loads(body)["choices"][0]["message"]
+    return len(message.get("reasoning_content") or "")
 
 
 def _fail(what: str, reply: HttpReply) -> str:
@@ -170,8 +218,9 @@ def parse_chat_stream(body: str) -> tuple[str, str | None, bool, str | None]:
     return "".join(text), finish, done, None
 
 
-def check_tool_call_reply(body: str) -> str | None:
-    """None if the reply calls get_weather with JSON arguments naming a city, else the problem."""
+def check_tool_call_reply(body: str, *, max_tokens: int = TOOL_CALL_MAX_TOKENS) -> str | None:
+    """None if the reply calls get_weather with JSON arguments naming a city, else the problem
+    (`max_tokens`: what the request allowed, named when reasoning used it all)."""
     try:
         data = json.loads(body)
         message = data["choices"][0]["message"]
@@ -181,7 +230,7 @@ def check_tool_call_reply(body: str) -> str | None:
     if not calls:
         finish = data["choices"][0].get("finish_reason")
         if finish == "length" and message.get("reasoning_content"):
-            return (f"no tool call: reasoning used all {TOOL_CALL_MAX_TOKENS} max_tokens "
+            return (f"no tool call: reasoning used all {max_tokens} max_tokens "
                     f"(reasoning: {str(message['reasoning_content'])[:60]!r})")
         return f"no tool call in the reply (content: {str(message.get('content'))[:80]!r})"
     fn = calls[0].get("function") or {}

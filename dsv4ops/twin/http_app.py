@@ -12,8 +12,8 @@ from aiohttp import web
 
 from .batch import serve_batch
 from .formats import error_body
+from .memory import decode_cuda_graph_memory_gb, memory_usage
 from .parse import BadRequest, Parsers, parse, parse_batch
-from .perf import decode_graph_memory_gb
 from .server import CONTEXT_LEN, MAX_TOTAL_TOKENS, SGLANG_VERSION, TwinServer
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -53,9 +53,10 @@ def server_info(s: TwinServer) -> dict[str, Any]:
     internal = {**resolved, "world_size": a.tp_size,
                 "effective_max_running_requests_per_dp": s.max_running,
                 "last_gen_throughput": e.gen_throughput() if e else 0.0,
-                "memory_usage": {"weight": 40.5, "kvcache": 30.0, "graph": 1.5},
+                # the same numbers as the memory gauges of /metrics (memory.py)
+                "memory_usage": memory_usage(s.buckets, token_capacity=MAX_TOTAL_TOKENS),
                 "disaggregation_mode": a.mode, "decode_cuda_graph_bs": list(s.buckets),
-                "decode_cuda_graph_memory_gb": decode_graph_memory_gb(s.buckets)}
+                "decode_cuda_graph_memory_gb": decode_cuda_graph_memory_gb(s.buckets)}
     return {**resolved,
             "launch_command": " ".join(["python", "-m", "sglang.launch_server", *a.argv]),
             "status": "ready" if s.status == "up" else s.status,

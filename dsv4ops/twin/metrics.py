@@ -11,16 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from .memory import GRAPH_MEMORY_PHASES
 from .reporter import SchedStats
 
-# model_executor/graph_memory_usage.py: emit_constants sets every phase at start-up (0.0 if none)
-GRAPH_MEMORY_PHASES = ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode",
-                       "draft_extend")
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 60.0, 120.0, 300.0)
 ITL_BUCKETS = (0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
 
@@ -34,7 +33,8 @@ class SchedulerSnapshot:
     max_total_num_tokens: int
     context_len: int
     page_size: int
-    graph_memory_gb: dict[str, float] = field(default_factory=dict)  # phase -> GB (per GPU)
+    # /server_info's memory_usage (memory.py), which 0.5.23's start-up gauges repeat
+    memory: dict[str, Any] = field(default_factory=dict)
 
 
 class _SchedulerCollector(Collector):
@@ -68,6 +68,13 @@ class _SchedulerCollector(Collector):
             "sglang:max_total_num_tokens": ("KV pool size in tokens", s.max_total_num_tokens),
             "sglang:context_len": ("Context length", s.context_len),
             "sglang:page_size": ("Page size", s.page_size),
+            # emit_constants (metrics_collector.py L1769-1800): the memory_usage numbers
+            "sglang:weight_memory_usage_gb": ("Memory used by model weights in GB.",
+                                              s.memory.get("weight", 0.0)),
+            "sglang:kv_cache_memory_usage_gb": ("Memory used by the KV cache pools in GB.",
+                                                s.memory.get("kvcache", 0.0)),
+            "sglang:startup_available_gpu_memory_gb": ("Available GPU memory in GB at startup.",
+                                                       s.memory.get("startup_available", 0.0)),
         }
         for name, (doc, value) in gauges.items():
             g = GaugeMetricFamily(name, doc, labels=names)
@@ -76,7 +83,7 @@ class _SchedulerCollector(Collector):
         graph = GaugeMetricFamily("sglang:graph_memory_usage_gb",
                                   "Memory used by captured device graphs in GB.", labels=[*names, "phase"])
         for phase in GRAPH_MEMORY_PHASES:  # metrics_collector.py L1313, L1787-1791
-            graph.add_metric([*values, phase], float(s.graph_memory_gb.get(phase, 0.0)))
+            graph.add_metric([*values, phase], float(s.memory.get("graph", {}).get(phase, 0.0)))
         yield graph
         counters = {
             "sglang:num_transfer_failed_reqs": ("KV transfers failed", s.transfer_failed_total),

@@ -22,10 +22,11 @@ from .formats import FORMATS, Job, error_body
 from .hazards import HazardBoard
 from .kernel_package import KernelConfigChoice
 from .kv_receiver import KVReceiver
+from .memory import memory_usage
 from .metrics import SchedulerSnapshot, TwinMetrics
 from .parse import Bootstrap, prompt_hash
 from .pd import FAKE_BOOTSTRAP_HOST, BootstrapServer, Room, TransferError
-from .perf import DSV4_DEFAULT_MAX_RUNNING, decode_graph_memory_gb, resolve_decode_buckets
+from .perf import DSV4_DEFAULT_MAX_RUNNING, resolve_decode_buckets
 from .reporter import SchedStats, StatsReporter
 
 SGLANG_VERSION = "0.5.23"
@@ -186,6 +187,8 @@ class TwinServer:
                          'required in decode mode"}}', content_type="application/json")
             assert self.receiver is not None
             port = boot.port if boot.port is not None else self.args.bootstrap_port
+            if self.engine is not None and self.engine.wedged:
+                await self._never_handshaken()
             if shares_room:
                 await self._lost_sample(boot.room, self.config.waiting_timeout_s, "decode",
                                         "KVPoll.WaitingForInput")
@@ -195,6 +198,15 @@ class TwinServer:
         if req.finish_reason is None:
             assert self.engine is not None
             self.engine.submit(req)
+
+    async def _never_handshaken(self) -> None:
+        """A request reaching a wedged decode. 0.5.23's decode builds the KV receiver (the
+        handshake with the prefill), pre-allocates and polls transfers in its scheduler loop
+        (decode.py DecodePreallocQueue/DecodeTransferQueue, run by the disagg decode event
+        loop); a blocked loop (rank 0 idle or not: its next TP collective blocks it) never asks
+        the prefill for the room. The prefill times the room out as a bootstrap failure
+        (prefill.py L1377); this side keeps the request, with no timeout of its own, forever."""
+        await asyncio.Event().wait()
 
     async def _lost_sample(self, room: int, timeout_s: float, side: str, poll: str) -> None:
         """A parallel sample reusing its prompt's bootstrap room (0.5.23): the room's transfer
@@ -352,4 +364,4 @@ class TwinServer:
             + (self.bootstrap.bootstrap_failed if self.bootstrap else 0),
             max_total_num_tokens=MAX_TOTAL_TOKENS, context_len=CONTEXT_LEN,
             page_size=self.args.page_size,
-            graph_memory_gb={"decode": decode_graph_memory_gb(self.buckets)})
+            memory=memory_usage(self.buckets, token_capacity=MAX_TOTAL_TOKENS))

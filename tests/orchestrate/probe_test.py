@@ -1,10 +1,32 @@
 from __future__ import annotations
 
 import json
+import sys
+from dataclasses import replace
 
-from dsv4ops.orchestrate.probe import check_tool_call_reply, parse_chat_stream, run_probe
+import pytest
+
+from dsv4ops.clock import FakeClock
+from dsv4ops.journal.store import Journal
+from dsv4ops.orchestrate.probe import (
+    TOOL_CALL_MAX_TOKENS,
+    ProbeThinking,
+    check_tool_call_reply,
+    parse_chat_stream,
+    run_probe,
+)
 from dsv4ops.orchestrate.workload import parse_load
-from testing.orchestrate_fake_control import STREAM_OK, TOOL_OK, FakeControl, RecordingControl
+from dsv4ops.remote.local import LocalExecutor
+from dsv4ops.remote.supervisor import Supervisor
+from testing.orchestrate_fake_control import (
+    STREAM_OK,
+    TOOL_OK,
+    FakeControl,
+    RecordingControl,
+    make_deployment,
+    operator,
+)
+from testing.twin_stack import twin_stack
 
 
 def test_stream_parse_collects_text_and_done():
@@ -63,3 +85,44 @@ def test_parse_load_sums_ranks_with_prometheus_parser():
     load = parse_load(text)
     assert (load.running, load.queued, load.busy) == (5.0, 1.0, True)
     assert parse_load("# TYPE other gauge\nother 1\n").running is None
+
+
+def _probe_bodies(content: dict | None, tmp_path) -> list[dict]:
+    control = RecordingControl()
+    journal = Journal("fake", directory=tmp_path, clock=FakeClock())
+    out = operator(control, journal).deploy(replace(make_deployment("d"), content=content))
+    assert out.ok, out.message
+    return [b for b in control.sent if "messages" in b]
+
+
+def test_the_deploy_probe_asks_for_reasoning_as_the_profiles_canary_does(tmp_path):
+    """canary.thinking on: every probe request carries chat_template_kwargs.thinking (DSV4
+    reasons only when asked) and the tool call gets thinking_budget_tokens more max_tokens."""
+    canary = {"canary": {"thinking": True, "thinking_budget_tokens": 300}}
+    bodies = _probe_bodies(canary, tmp_path / "on")
+    assert len(bodies) == 4 and all(b["chat_template_kwargs"] == {"thinking": True} for b in bodies)
+    tool = [b["max_tokens"] for b in bodies if b.get("tools")]
+    assert tool == [TOOL_CALL_MAX_TOKENS + 300] * 2
+    off = _probe_bodies({"canary": {"thinking": False}}, tmp_path / "off")
+    assert off and not any("chat_template_kwargs" in b for b in off)
+    assert not any("chat_template_kwargs" in b for b in _probe_bodies(None, tmp_path / "none"))
+
+
+@pytest.mark.slow
+@pytest.mark.router
+def test_a_thinking_probe_through_the_real_router_gets_reasoning_before_the_call(tmp_path):
+    """The twin behind the real router reasons only when asked, for longer than the probe's
+    own TOOL_CALL_MAX_TOKENS: the profile's budget is what lets the call still come."""
+    decode = ["--tool-call-parser", "deepseekv4", "--reasoning-parser", "deepseek-v4"]
+    env = {"DSV4_TWIN_TIME_SCALE": "0.02", "DSV4_TWIN_REASONING_TOKENS": "1100",
+           "DSV4_TWIN_HAZARDS": "off"}
+    control = Supervisor(LocalExecutor(), str(tmp_path / "target"), python=sys.executable)
+    thinking = ProbeThinking.from_canary_settings({"thinking": True, "thinking_budget_tokens": 200})
+    with twin_stack(router=True, env=env, decode_args=decode) as stack:
+        asked = run_probe(control, stack.router.url, rounds=1, thinking=thinking)
+        plain = run_probe(control, stack.router.url, rounds=1)
+        short = run_probe(control, stack.router.url, rounds=1, thinking=replace(thinking, budget_tokens=0))
+    assert asked.ok, asked.checks
+    assert "after" in asked.checks[1] and "chars of reasoning" in asked.checks[1]
+    assert plain.ok and "reasoning" not in plain.checks[1]
+    assert not short.ok and "reasoning used all 1024 max_tokens" in short.failures[0]

@@ -171,3 +171,34 @@ def test_forced_wedge_at_run_time():
         httpx.post(f"{proc.url}/_twin/hazard", json={"hazard": "wedge", "state": "force"})
         assert httpx.get(f"{proc.url}/_twin/state").json()["wedged"]
         assert not _probe_completes(proc.url, timeout=1.0)
+
+
+@pytest.mark.router
+def test_a_wedged_decode_never_asks_for_a_new_rooms_kv_so_the_prefill_times_it_out():
+    """0.5.23's decode handshakes and pulls KV from its scheduler loop: a wedged one never asks
+    for a new request's room, so the prefill counts a bootstrap failure after its bootstrap
+    timeout while the decode's gauges and counters show nothing. The rank-0-idle variant (whose
+    gauges read as an idle server's) is where this is the decode's only trace in the metrics;
+    both variants take the same path."""
+    env = {**ENV, "DSV4_TWIN_WEDGE_RANK0": "idle", "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "5"}
+    with twin_stack(router=True, env=env, prefill_args=["--enable-metrics"],
+                    decode_args=["--enable-metrics"]) as stack:
+        httpx.post(f"{stack.decode.url}/_twin/hazard", json={"hazard": "wedge", "state": "force"})
+        body = {"model": "default", "messages": [{"role": "user", "content": "SAY hi"}],
+                "max_tokens": 4}
+        with pytest.raises(httpx.TimeoutException):  # the decode keeps it, with no timeout
+            httpx.post(f"{stack.router.url}/v1/chat/completions", json=body, timeout=2.5)
+        deadline = time.monotonic() + 10
+        while _counter(stack.prefill.url, "sglang:num_bootstrap_failed_reqs_total") < 1:
+            assert time.monotonic() < deadline, "the prefill never timed the room out"
+            time.sleep(0.1)
+        assert _counter(stack.decode.url, "sglang:num_transfer_failed_reqs_total") == 0
+        assert _counter(stack.decode.url, "sglang:num_bootstrap_failed_reqs_total") == 0
+        # the decode never even handshook with the prefill (it registers on its first request)
+        assert "peer_registered" not in {e["event"] for e in stack.events()}
+
+
+def _counter(url: str, name: str) -> float:
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    return sum(s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+               if s.name == name)

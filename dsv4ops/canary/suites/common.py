@@ -13,6 +13,7 @@ from typing import Any
 
 from dsv4ops.canary import records as R
 from dsv4ops.canary.loadgen import ChatClient
+from dsv4ops.canary.progress import DEFAULT_DECODE_LOG_INTERVAL
 from dsv4ops.canary.records import RequestRecord
 from dsv4ops.canary.sampler import MetricsSampler
 from dsv4ops.canary.selfcheck import SelfCheck, SelfCheckReport
@@ -38,6 +39,8 @@ class SuiteContext:
     model: str = "default"
     api_key: str | None = None
     rate_per_s: float | None = None  # open-loop Poisson arrivals (smoke/soak) instead of closed loop
+    # the decode's --decode-log-interval: how long its progress counter may rest while healthy
+    decode_log_interval: int = DEFAULT_DECODE_LOG_INTERVAL
 
     def say(self, message: str) -> None:
         if self.progress is not None:
@@ -59,7 +62,8 @@ async def harness(ctx: SuiteContext, *, connections: int, name: str) -> AsyncIte
     """Client + hang watchdog + self-check + metrics sampler + a 1-second progress line."""
     th = ctx.thresholds
     wd = Watchdog(first_token_deadline_s=th.first_token_deadline_s, stall_s=th.stall_s,
-                  freeze_s=th.freeze_s, tick_s=th.watchdog_tick_s)
+                  freeze_s=th.freeze_s, tick_s=th.watchdog_tick_s,
+                  decode_log_interval=ctx.decode_log_interval)
     records: list[RequestRecord] = []
     async with ChatClient(ctx.base_url, connections=connections + 8,
                           total_timeout_s=th.hang_deadline_s, watchdog=wd,

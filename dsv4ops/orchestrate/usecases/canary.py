@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dsv4ops.constants import SGLANG_DEFAULT_DECODE_LOG_INTERVAL
 from dsv4ops.errors import CanaryError, TargetError
 from dsv4ops.orchestrate.engine import Progress
 
@@ -28,6 +29,9 @@ class CanaryEndpoint:
     thresholds: Thresholds
     buckets: tuple[int, ...]
     model: str  # the name requests ask for
+    # the decode's --decode-log-interval (sizes the metrics freeze window); SGLang's default
+    # when only a --url is known
+    decode_log_interval: int = SGLANG_DEFAULT_DECODE_LOG_INTERVAL
 
 
 def resolve_endpoint(
@@ -63,7 +67,8 @@ def resolve_endpoint(
             buckets = d.decode_buckets
         name = name or d.model_name
     workers = tuple(worker_urls) or reach.worker_urls
-    return CanaryEndpoint(reach.router_url, workers, thresholds, buckets, name or "default")
+    return CanaryEndpoint(reach.router_url, workers, thresholds, buckets, name or "default",
+                          decode_log_interval=reach.decode_log_interval)
 
 
 def run_canary(
@@ -91,6 +96,7 @@ def run_canary(
         progress=progress,
         model=endpoint.model,
         rate_per_s=rate_per_s,
+        decode_log_interval=endpoint.decode_log_interval,
     )
 
 

@@ -18,9 +18,11 @@ from dsv4ops.orchestrate.engine import CanaryStep, Progress
 if TYPE_CHECKING:
     from dsv4ops.canary import SuiteResult, Thresholds
 
-# (suite, router URL, worker URLs, thresholds, buckets, duration or None, model) -> SuiteResult
+# (suite, router URL, worker URLs, thresholds, buckets, duration or None, model,
+#  decode log interval) -> SuiteResult
 SuiteRunner = Callable[
-    [str, str, Sequence[str], "Thresholds", tuple[int, ...], float | None, str], "SuiteResult"
+    [str, str, Sequence[str], "Thresholds", tuple[int, ...], float | None, str, int],
+    "SuiteResult",
 ]
 
 
@@ -66,7 +68,9 @@ def canary_gate(
         for suite in suites_for_change(previous_flags, flags):
             progress(f"    canary suite {suite}")
             duration = None if suite == "smoke" else duration_s
-            result = run_one(suite, base, workers, thresholds, buckets, duration, model)
+            # the deployed decode's log interval sizes the metrics freeze window
+            result = run_one(suite, base, workers, thresholds, buckets, duration, model,
+                             deployment.decode_log_interval)
             # The suite's own verdict first, so the journal records which suites ran and how.
             reasons.append(f"{suite}: {result.verdict.value}")
             reasons += [f"{suite}: {r}" for r in result.reasons if not r.startswith("note")]
@@ -86,6 +90,7 @@ def _run_suite(
     buckets: tuple[int, ...],
     duration_s: float | None,
     model: str,
+    decode_log_interval: int,
 ) -> SuiteResult:
     from dsv4ops.canary import run_suite
 
@@ -97,4 +102,5 @@ def _run_suite(
         buckets=buckets,
         duration_s=duration_s,
         model=model,
+        decode_log_interval=decode_log_interval,
     )

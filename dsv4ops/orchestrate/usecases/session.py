@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dsv4ops.clock import Clock, SystemClock
+from dsv4ops.constants import SGLANG_DEFAULT_DECODE_LOG_INTERVAL
 from dsv4ops.deployment import WORKERS
 from dsv4ops.errors import TargetError
 from dsv4ops.journal.store import Journal
@@ -45,6 +46,9 @@ class Reachable:
     deployment: Deployment | None = None
     endpoint: bool = False  # a cluster: its controller owns restarts
     profile: str | None = None  # the profile an endpoint target says its cluster runs
+    # The decode's --decode-log-interval as started (the canary's freeze window); SGLang's
+    # default when unknown (an endpoint target).
+    decode_log_interval: int = SGLANG_DEFAULT_DECODE_LOG_INTERVAL
 
     @property
     def worker_urls(self) -> tuple[str, ...]:
@@ -99,6 +103,7 @@ def _from_components(
     return Reachable(
         name, router.client_url(), one["prefill"], one["decode"], source, router.metrics_url,
         deployment=recorded,
+        decode_log_interval=d.decode_log_interval,
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from dsv4ops.canary import Thresholds
@@ -12,8 +14,11 @@ from dsv4ops.orchestrate.usecases.canary import resolve_endpoint
 from testing.orchestrate_fake_control import make_deployment
 
 
-def record_deployed(target: str, content: dict, flags: dict) -> None:
+def record_deployed(target: str, content: dict, flags: dict, decode_args: tuple[str, ...] = ()) -> None:
     dep = make_deployment("recorded")
+    dep = replace(dep, commands_hash="", components=tuple(
+        replace(c, argv=(*c.argv, *decode_args)) if c.name == "decode" else c
+        for c in dep.components))
     journal = Journal(target)
     op = journal.begin(
         Kind.DEPLOY,
@@ -29,6 +34,7 @@ def test_a_url_is_used_as_given_with_default_thresholds() -> None:
     assert (ep.base_url, ep.worker_urls, ep.buckets, ep.model) == (
         "http://h:1", ("http://w:2",), (), "default")
     assert ep.thresholds == Thresholds()
+    assert ep.decode_log_interval == 40  # nothing known of the decode: SGLang's default
 
 
 def test_the_deployed_unit_is_judged_by_its_recorded_profile() -> None:
@@ -40,7 +46,13 @@ def test_the_deployed_unit_is_judged_by_its_recorded_profile() -> None:
     assert ep.worker_urls == ("http://127.0.0.1:30000", "http://127.0.0.1:30001")
     assert ep.thresholds.smoke_requests == 3 and ep.buckets == (1, 8, 16)
     assert ep.model == "dsv4-flash"
+    assert ep.decode_log_interval == 40
     assert resolve_endpoint("twin-local", None, None, model="asked").model == "asked"
+
+
+def test_the_freeze_window_follows_the_deployed_decode_log_interval() -> None:
+    record_deployed("twin-local", {}, {}, decode_args=("--decode-log-interval", "200"))
+    assert resolve_endpoint("twin-local", None, None).decode_log_interval == 200
 
 
 def test_nothing_deployed_and_no_profile_is_a_clear_refusal() -> None:

@@ -14,8 +14,8 @@ from testing.orchestrate_fake_control import make_deployment
 
 
 def scripted(verdicts: dict[str, Verdict], ran: list[tuple]):
-    def run(suite, base, workers, thresholds, buckets, duration, model):
-        ran.append((suite, base, tuple(workers), thresholds, buckets, duration, model))
+    def run(suite, base, workers, thresholds, buckets, duration, model, log_interval):
+        ran.append((suite, base, tuple(workers), thresholds, buckets, duration, model, log_interval))
         return SuiteResult(suite, verdicts[suite], reasons=[f"why {suite}", "note: ignored"])
 
     return run
@@ -55,10 +55,26 @@ def test_suites_get_the_thresholds_the_workers_and_the_duration() -> None:
     step = canary_gate(None, thresholds=th, buckets=(8, 16), model="dsv4", duration_s=7.0,
                        progress=lambda _l: None, run=scripted({"smoke": Verdict.PASS}, ran))
     assert step(dep, "") == ("PASS", ["smoke: PASS", "smoke: why smoke"])
-    (suite, base, workers, thresholds, buckets, duration, model), = ran
+    (suite, base, workers, thresholds, buckets, duration, model, log_interval), = ran
     assert (suite, base, duration, model) == ("smoke", "http://127.0.0.1:8000", None, "dsv4")
     assert workers == ("http://127.0.0.1:30000", "http://127.0.0.1:30001")
     assert thresholds is th and buckets == (8, 16)
+    assert log_interval == 40  # the decode runs SGLang's default
+
+
+def test_suites_size_their_freeze_window_by_the_deployed_decode_log_interval() -> None:
+    """The gate judges the deployment it is given: a decode run with --decode-log-interval 200
+    rests its progress counter up to 200 iterations, which the metrics freeze window must allow."""
+    dep = make_deployment("new")
+    dep = replace(dep, commands_hash="", components=tuple(
+        replace(c, argv=(*c.argv, "--decode-log-interval", "200")) if c.name == "decode" else c
+        for c in dep.components))
+    ran: list[tuple] = []
+    step = canary_gate(flags(), thresholds=Thresholds(), buckets=(), model="m", duration_s=1.0,
+                       progress=lambda _l: None,
+                       run=scripted({"smoke": Verdict.PASS, "sweep": Verdict.PASS}, ran))
+    step(replace(dep, flags=flags(decode_buckets=[4])), "")
+    assert [(r[0], r[-1]) for r in ran] == [("smoke", 200), ("sweep", 200)]
 
 
 def test_thresholds_and_buckets_come_from_the_recorded_profile() -> None:
