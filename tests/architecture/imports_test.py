@@ -39,6 +39,7 @@ LAYERS: dict[str, float] = {
     "constants": 6,
     "secrets": 6,
     "whoami": 6,
+    "sglang_paths": 6,  # what SGLang 0.5.23 reads per MoE path (kernels, profiles, the twin)
     "deployment": 5.5,  # the one model of a deployment: above the leaves it imports (errors, secrets)
 }
 LEAF = 6
