@@ -17,6 +17,7 @@ from dsv4ops import _yaml
 from dsv4ops.export import rbg as R
 from dsv4ops.export.validate import check, pd_problems, pruned_fields, schema
 from dsv4ops.profiles import get_target, list_profiles, load_profile, render
+from testing.profiles_factory import TRITON_MOE_PATH_YAML
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(p.stem for p in list_profiles(REPO / "profiles"))
@@ -117,7 +118,8 @@ def test_secrets_become_secret_refs_and_never_enter_the_manifest(pdir: Path, wri
 
 
 def test_a_kernel_package_lands_in_a_volume_sglang_is_pointed_at(pdir: Path, write) -> None:  # noqa: ANN001
-    write("withkernels", "schema_version: 1\nextends: base\nkernel_package: dsv4-decode-kernels@0.2.0\n")
+    write("withkernels", "schema_version: 1\nextends: base\nkernel_package: dsv4-decode-kernels@0.2.0\n"
+          + TRITON_MOE_PATH_YAML)
     os.environ["DSV4OPS_PROFILES_DIR"] = str(pdir)
     try:
         p = load_profile("withkernels")

@@ -25,6 +25,7 @@ from dsv4ops.remote import LocalExecutor, Supervisor
 from testing.kernels_artifacts import write_tar
 from testing.orchestrate_cli import cli, operator
 from testing.orchestrate_env import OrchEnv, commit_all
+from testing.profiles_factory import TRITON_MOE_PATH_YAML
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 PKG = "dsv4-decode-kernels"
@@ -68,7 +69,7 @@ def test_kernel_package_drift_through_the_twin(env, capsys, tmp_path):
     install(env, tmp_path, "0.1.0")
     install(env, tmp_path, "0.2.0")  # current: 0.2.0, previous: 0.1.0
     (env.profiles_dir / "kernels-on.yaml").write_text(
-        f"schema_version: 1\nextends: baseline\nkernel_package: {REF}\n"
+        f"schema_version: 1\nextends: baseline\nkernel_package: {REF}\n" + TRITON_MOE_PATH_YAML
     )
     commit_all(env, "kernel profile")
 
