@@ -1,0 +1,71 @@
+"""Through the real part: SGLang 0.5.23's own load_plugins() and MoE config lookup against a
+package built by `dsv4ops kernels build` and installed the way deploy installs it.
+
+Needs the real-sglang env (`make test-sglang` builds it: tools/sglang_test_env.sh); skipped
+without it. The cheap test (no env) checks sglang_paths' name rule against the fixture
+extracted from the wheel, so `make test` still fails if the name rule drifts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from dsv4ops.sglang_paths import moe_config_file_name, plugin_env
+
+SITE = Path(os.environ.get("DSV4OPS_SGLANG_SITE", ".dsv4ops/sglang-site")).resolve()
+PROBE = Path(__file__).resolve().parents[2] / "testing" / "kernels_sglang_probe.py"
+BOX = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+# fused_moe_triton_config.py L36-51 (sglang 0.5.23), verbatim: the fixture the cheap test holds.
+SGLANG_NAME_RULE = (
+    'return f"E={E},N={N},device_name={device_name}{dtype_selector}{block_shape_selector}'
+    '{per_channel_quant_selector}{down_moe_selector}.json"')
+
+
+def test_the_name_rule_matches_sglang_and_the_shipped_file() -> None:
+    name = moe_config_file_name(256, 512, BOX, "fp8_w8a8", (128, 128))
+    assert name == ("E=256,N=512,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition,"
+                    "dtype=fp8_w8a8,block_shape=[128, 128].json")
+    shipped = Path(__file__).resolve().parents[2] / "dsv4ops/kernels/sources/configs/triton_3_8_0"
+    assert (shipped / name).is_file() and (shipped / name.replace(".json", "_down.json")).is_file()
+    wheel_src = Path("/work/sglang-src/unpacked/sglang/srt/layers/moe/moe_runner/triton_utils/"
+                     "fused_moe_triton_config.py")
+    if wheel_src.is_file():  # where the wheel is unpacked, hold the fixture to it
+        assert SGLANG_NAME_RULE in wheel_src.read_text()
+
+
+@pytest.mark.sglang
+@pytest.mark.kernels
+def test_sglang_loads_the_built_plugin_and_finds_its_config(built, tmp_path: Path) -> None:
+    if not (SITE / "sglang" / "srt" / "plugins" / "__init__.py").is_file():
+        pytest.skip(f"no real-sglang env at {SITE}: run `make test-sglang`")
+    with tarfile.open(built.v2.path) as tar:
+        tar.extractall(tmp_path, filter="data")
+    root = next(tmp_path.glob("dsv4-decode-kernels-*"))
+    env = {**os.environ, **plugin_env("dsv4-decode-kernels", str(root))}
+    env["PYTHONPATH"] = f"{SITE}:{env['PYTHONPATH']}"
+    out = _probe(env)
+    assert out["config_name"] == moe_config_file_name(256, 512, BOX, "fp8_w8a8", (128, 128))
+    assert out["found"] and out["down_found"] and 1 in out["keys"] and 96 in out["keys"]
+    target = "sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_config.get_moe_configs"
+    assert out["hooks"] == [target] and out["patched"] == [target] and out["wrapped"]
+    assert "Loaded plugin dsv4_decode_kernels from group sglang.srt.plugins" in out["log"]
+    assert f"Using MoE kernel config from {root}/configs/triton_3_8_0/" in out["log"]
+
+    # SGLANG_PLUGINS naming another plugin: SGLang skips ours, nothing registered.
+    skipped = _probe({**env, "SGLANG_PLUGINS": "someone_else"})
+    assert skipped["hooks"] == [] and "Skipping plugin dsv4_decode_kernels" in skipped["log"]
+
+
+def _probe(env: dict[str, str]) -> dict:
+    proc = subprocess.run([sys.executable, "-W", "ignore", str(PROBE)], env=env, capture_output=True,
+                          text=True, timeout=240, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "[dsv4ops-kernel-plugin] loaded" in proc.stderr or "someone_else" in env["SGLANG_PLUGINS"]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
