@@ -71,10 +71,10 @@ def loaded_check(server_info_json: str | dict[str, Any], log_text: str, expected
     del server_info_json  # what /server_info says is not evidence (real SGLang names no package)
     lines = log_text.splitlines()
     loaded = _loaded_packages(lines)
-    package = expected if expected in loaded else next(iter(loaded), None)
+    package: str | None = expected if expected in loaded else (next(iter(loaded)) if loaded else None)
     if moe is not None and not moe.reads_triton_configs:
         seen = f"; the plugin did load ({loaded[package]})" if package else ""
-        return LoadedCheck(False, package, f"{moe.name}: {moe.why}{seen}", NOT_USED_BY_BACKEND)
+        return LoadedCheck(False, package, f"{moe.why}{seen}", NOT_USED_BY_BACKEND)
     if package is None or (expected and package != expected):
         other = f"; it loaded {', '.join(loaded)} instead" if loaded else ""
         want = expected or "a kernel package"

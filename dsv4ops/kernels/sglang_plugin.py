@@ -67,7 +67,10 @@ def register() -> None:
     wanted = (manifest.get("plugin") or {}).get("hooks", [])
     applied = []
     try:
-        from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+        from sglang.srt.plugins.hook_registry import (  # type: ignore[import-not-found]
+            HookRegistry,
+            HookType,
+        )
     except ImportError as exc:
         _say(f"loaded {ref} pid={os.getpid()} hooks=none (no SGLang hook registry here: {exc})")
         return

@@ -81,7 +81,7 @@ def _package_of(module: object) -> dict[str, str] | None:
 def resolve_kernel_config(env: dict[str, str] | os._Environ[str], argv: list[str] | None = None,
                           packages: list[dict[str, str]] | None = None) -> KernelConfigChoice:
     """Raises FileNotFoundError, as SGLang does, when the lookup runs and `configs/` is missing."""
-    package = (packages or [None])[0]
+    package = packages[0] if packages else None
     if not moe_path(argv or [], dict(env)).reads_triton_configs:
         return KernelConfigChoice(None, package, None)
     up, _down = dsv4_flash_config_names(BOX_DEVICE_NAME)

@@ -63,8 +63,9 @@ def _package_env(config_dir: str) -> dict[str, str]:
     """The manifest's `env` with its package-root placeholder resolved (SGLANG_MOE_CONFIG_DIR,
     SGLANG_PLUGINS, PYTHONPATH = the plugin's site); a manifest without one: the config dir."""
     manifest = read_json(os.path.join(config_dir, "manifest.json")) or {}
-    env = manifest.get("env") if isinstance(manifest.get("env"), dict) else {}
-    out = {str(k): str(v).replace("<package root>", config_dir) for k, v in env.items()}
+    env = manifest.get("env")
+    items = env.items() if isinstance(env, dict) else ()
+    out = {str(k): str(v).replace("<package root>", config_dir) for k, v in items}
     return out or {"SGLANG_MOE_CONFIG_DIR": config_dir}
 
 
