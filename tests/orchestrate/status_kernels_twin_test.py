@@ -20,8 +20,11 @@ import pytest
 
 from dsv4ops.cli.status import render
 from dsv4ops.kernels.deploy import kernel_call
+from dsv4ops.kernels.plugin_dist import plugin_members
 from dsv4ops.orchestrate.usecases import render as R
 from dsv4ops.remote import LocalExecutor, Supervisor
+from dsv4ops.sglang_paths import dsv4_flash_config_names, plugin_env
+from dsv4ops.twin.kernel_package import BOX_DEVICE_NAME
 from testing.kernels_artifacts import write_tar
 from testing.orchestrate_cli import cli, operator
 from testing.orchestrate_env import OrchEnv, commit_all
@@ -30,17 +33,18 @@ from testing.profiles_factory import TRITON_MOE_PATH_YAML
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 PKG = "dsv4-decode-kernels"
 REF = f"{PKG}@0.2.0"
-CONFIG = (
-    "configs/triton_3_8_0/E=256,N=512,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
-)
+CONFIG = f"configs/triton_3_8_0/{dsv4_flash_config_names(BOX_DEVICE_NAME)[0]}"
 
 
 def install(env: OrchEnv, tmp: Path, version: str) -> None:
-    """What `kernels deploy` leaves on the target: kernels/<name>/<version>, current, state."""
-    files = {CONFIG: json.dumps({"1": {"BLOCK_SIZE_M": 16, "num_warps": 4}}).encode()}
+    """What `kernels deploy` leaves on the target: kernels/<name>/<version> (its config and its
+    plugin distribution), current, state."""
+    files = {CONFIG: json.dumps({"1": {"BLOCK_SIZE_M": 16, "num_warps": 4}}).encode(),
+             **plugin_members(PKG, version)}
     manifest = {
         "name": PKG,
         "version": version,
+        "env": plugin_env(PKG, "<package root>"),
         "files": [
             {"path": p, "sha256": hashlib.sha256(d).hexdigest(), "size": len(d)}
             for p, d in files.items()
@@ -84,7 +88,7 @@ def test_kernel_package_drift_through_the_twin(env, capsys, tmp_path):
     st = status(env, capsys)
     assert not st["healthy"]
     (line,) = st["drift"]  # nothing else differs: the journal recorded exactly what runs
-    assert f"active on target {REF}, decode loaded none (the decode reports no package" in line
+    assert f"active on target {REF}, decode loaded none (not loaded: no '[dsv4ops-kernel-plugin]" in line
     assert "restart the unit with `dsv4ops deploy kernels-on` (prefill, decode and router" in line
     decode = next(c for c in st["components"] if c["name"] == "decode")
     assert decode["kernel_package"] is None and decode["healthy"]
