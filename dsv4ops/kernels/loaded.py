@@ -51,7 +51,7 @@ class LoadedCheck:
 
 def _first(lines: list[str], pattern: str) -> str | None:
     rx = re.compile(pattern)
-    return next((ln.strip()[:240] for ln in lines if rx.search(ln)), None)
+    return next((ln.strip()[:400] for ln in lines if rx.search(ln)), None)
 
 
 def _loaded_packages(lines: list[str]) -> dict[str, str]:
@@ -60,7 +60,7 @@ def _loaded_packages(lines: list[str]) -> dict[str, str]:
     for ln in lines:
         m = _LOADED.search(ln)
         if m:
-            out.setdefault(f"{m.group(1)}@{m.group(2)}", ln.strip()[:240])
+            out.setdefault(f"{m.group(1)}@{m.group(2)}", ln.strip()[:400])
     return out
 
 

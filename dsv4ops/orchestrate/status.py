@@ -94,6 +94,8 @@ def gather_status(
             "active_detail": active.text(),
             "loaded": loaded.package if loaded.known else None,
             "loaded_detail": loaded.text(),
+            # "in use: <plugin line> | <config lookup line>" when used (kernels/loaded.py)
+            "evidence": loaded.detail if loaded.package else None,
             "drift": bool(kernel_drift),
         }
     lock = control.lock_info()

@@ -31,7 +31,7 @@ def test_a_log_without_the_default_config_line_is_not_loaded() -> None:
 def test_in_use_needs_the_plugin_line_and_sglang_reading_the_package_config() -> None:
     result = loaded_check(INFO, f"{PLUGIN}\n{FOUND}\n", expected=REF, moe=TRITON)
     assert result.used and result.state == IN_USE and result.package == REF
-    assert result.evidence == (PLUGIN, FOUND[:240])
+    assert result.evidence == (PLUGIN, FOUND)
     unread = loaded_check(INFO, f"{PLUGIN}\n{SGLANG_DEFAULT}\n", expected=REF, moe=TRITON)
     assert not unread.used and unread.state == LOADED_UNREAD and "fell back" in unread.reason
     unknown_path = loaded_check(INFO, f"{PLUGIN}\n{FOUND}\n", expected=REF)

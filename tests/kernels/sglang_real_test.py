@@ -42,30 +42,37 @@ def test_the_name_rule_matches_sglang_and_the_shipped_file() -> None:
 
 @pytest.mark.sglang
 @pytest.mark.kernels
-def test_sglang_loads_the_built_plugin_and_finds_its_config(built, tmp_path: Path) -> None:
+def test_sglang_loads_the_built_plugin_and_finds_its_config(request, tmp_path: Path) -> None:  # noqa: ANN001
     if not (SITE / "sglang" / "srt" / "plugins" / "__init__.py").is_file():
         pytest.skip(f"no real-sglang env at {SITE}: run `make test-sglang`")
+    built = request.getfixturevalue("built")  # only when the env is there: the build is slow
     with tarfile.open(built.v2.path) as tar:
         tar.extractall(tmp_path, filter="data")
     root = next(tmp_path.glob("dsv4-decode-kernels-*"))
     env = {**os.environ, **plugin_env("dsv4-decode-kernels", str(root))}
     env["PYTHONPATH"] = f"{SITE}:{env['PYTHONPATH']}"
-    out = _probe(env)
+    out, stderr = _probe(env)
     assert out["config_name"] == moe_config_file_name(256, 512, BOX, "fp8_w8a8", (128, 128))
     assert out["found"] and out["down_found"] and 1 in out["keys"] and 96 in out["keys"]
     target = "sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_config.get_moe_configs"
     assert out["hooks"] == [target] and out["patched"] == [target] and out["wrapped"]
     assert "Loaded plugin dsv4_decode_kernels from group sglang.srt.plugins" in out["log"]
     assert f"Using MoE kernel config from {root}/configs/triton_3_8_0/" in out["log"]
+    # The plugin's own lines: loaded (with the hook it registered), then its hook on the real
+    # get_moe_configs reporting SGLang's result: the evidence kernels/loaded.py reads.
+    assert f"[dsv4ops-kernel-plugin] loaded dsv4-decode-kernels {built.v2.manifest.version} pid=" in stderr
+    assert f"hooks=moe_config_witness:after:{target}" in stderr
+    assert ("[dsv4ops-kernel-plugin] moe-config E=256 N=512 dtype=fp8_w8a8 block=[128, 128] "
+            "down=False: found in this package") in stderr
 
     # SGLANG_PLUGINS naming another plugin: SGLang skips ours, nothing registered.
-    skipped = _probe({**env, "SGLANG_PLUGINS": "someone_else"})
+    skipped, stderr = _probe({**env, "SGLANG_PLUGINS": "someone_else"})
     assert skipped["hooks"] == [] and "Skipping plugin dsv4_decode_kernels" in skipped["log"]
+    assert "[dsv4ops-kernel-plugin]" not in stderr
 
 
-def _probe(env: dict[str, str]) -> dict:
+def _probe(env: dict[str, str]) -> tuple[dict, str]:
     proc = subprocess.run([sys.executable, "-W", "ignore", str(PROBE)], env=env, capture_output=True,
                           text=True, timeout=240, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "[dsv4ops-kernel-plugin] loaded" in proc.stderr or "someone_else" in env["SGLANG_PLUGINS"]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr

@@ -98,6 +98,7 @@ def test_kernel_package_drift_through_the_twin(env, capsys, tmp_path):
     assert code == 0, err
     st = status(env, capsys)
     assert st["healthy"] and st["drift"] == [], st
+    evidence = st["kernel_package"].pop("evidence")
     assert st["kernel_package"] == {
         "deployed": REF,
         "active": REF,
@@ -106,6 +107,9 @@ def test_kernel_package_drift_through_the_twin(env, capsys, tmp_path):
         "loaded_detail": REF,
         "drift": False,
     }
+    # The twin decode loaded the plugin (its own line) and SGLang-style lookup read its config.
+    assert evidence.startswith(f"in use: [dsv4ops-kernel-plugin] loaded {PKG} 0.2.0 pid=")
+    assert f"Using MoE kernel config from {env.workdir}/kernels/{PKG}/0.2.0/{CONFIG}." in evidence
 
     # The target's pointer moves under the running unit: the decode still runs 0.2.0.
     code, _, err = cli(env, capsys, "kernels", "rollback")

@@ -78,11 +78,14 @@ def test_all_three_agree(deployed):
         "active_detail": REF,
         "loaded": REF,
         "loaded_detail": REF,
+        "evidence": f"in use: {PLUGIN_LINE} | Using MoE kernel config from /work/kernels/{PKG}/0.2.0/"
+                    "configs/triton_3_8_0/E=256,N=512,device_name=X,dtype=fp8_w8a8,block_shape=[128, 128].json.",
         "drift": False,
     }
     assert control.log_reads == 1  # the log is the evidence, the twin's /server_info is not
     lines = render(st)
     assert f"kernel package: {REF} (active on target: {REF}; decode loaded: {REF})" in lines
+    assert f"  in use: {PLUGIN_LINE} | Using MoE kernel config from /work/kernels/" in "\n".join(lines)
     assert not any(line.startswith("drift:") for line in lines)
 
 
