@@ -133,8 +133,8 @@ def test_a_kernel_package_lands_in_a_volume_sglang_is_pointed_at(pdir: Path, wri
     mount = spec["containers"][0]["volumeMounts"][0]["mountPath"]
     assert mount == "/opt/dsv4ops/kernels/dsv4-decode-kernels/0.2.0"
     env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
-    if "SGLANG_MOE_CONFIG_DIR" in dict(box.component("decode").env):
-        assert env["SGLANG_MOE_CONFIG_DIR"] == mount
+    assert env["SGLANG_MOE_CONFIG_DIR"] == mount and env["PYTHONPATH"] == f"{mount}/site"
+    assert env["SGLANG_PLUGINS"] == "dsv4_decode_kernels" and env["SGLANG_DSV4_FP4_DEQUANT"] == "1"
 
 
 def test_a_broken_profile_is_refused_with_file_and_line(pdir: Path, write) -> None:  # noqa: ANN001
