@@ -274,7 +274,7 @@ class Runner:
             raise StepFailed(
                 step.title, f"{step.component} /server_info answered {info.status or info.error}"
             )
-        log = self.control.log_tail(step.component, lines=400)
+        log = self.control.log_tail(step.component, lines=2000)  # the evidence is at its start
         used, reason = self.settings.kernels.loaded(
             info.body, log, d.kernel_package, d.component(step.component)
         )

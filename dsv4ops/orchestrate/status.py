@@ -35,7 +35,7 @@ from dsv4ops.remote.results import HttpReply, LockInfo
 RenderNow = Callable[[str], Deployment]
 
 # Lines of the decode's log searched for SGLang's "fell back to default MoE configs" line.
-KERNEL_LOG_LINES = 400
+KERNEL_LOG_LINES = 2000  # the plugin and config lines are printed at start
 
 
 @dataclass(frozen=True)
@@ -218,7 +218,14 @@ def _decode_package(
         why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         return KernelReading(None, known=False, detail=f"cannot read the decode log: {why}")
     used, reason = kernels.loaded(info.body, log, expected, decode)
-    return KernelReading(expected, detail=reason) if used else KernelReading(None, detail=reason)
+    if used:
+        return KernelReading(expected, detail=reason)
+    if len(log.splitlines()) >= KERNEL_LOG_LINES:
+        # The evidence is printed at start; a tail that does not reach the log's start (the log
+        # is rotated per start) cannot say it is absent.
+        return KernelReading(None, known=False, detail=f"the decode's start-up lines are no longer "
+                             f"in its last {KERNEL_LOG_LINES} log lines ({reason[:160]})")
+    return KernelReading(None, detail=reason)
 
 
 def _component(

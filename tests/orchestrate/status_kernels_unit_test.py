@@ -133,6 +133,15 @@ def test_old_false_positive_no_default_line_is_not_loaded(deployed):
     assert "decode loaded none (not loaded: " in line and st["kernel_package"]["loaded"] is None
 
 
+def test_evidence_scrolled_out_of_the_tail_is_unknown_not_absent(deployed):
+    control, journal = deployed
+    control.decode_log = "\n".join(f"request {i}" for i in range(2000))  # the tail misses the start
+    st = status(control, journal, kernels_at("0.2.0"))
+    assert st["drift"] == [] and st["kernel_package"]["loaded"] is None
+    assert st["kernel_package"]["loaded_detail"].startswith(
+        "unknown (the decode's start-up lines are no longer in its last 2000 log lines")
+
+
 def test_a_decode_on_the_flashinfer_path_is_not_used_by_this_backend(tmp_path):
     journal = Journal("fake", directory=tmp_path, clock=FakeClock())
     control = SglangControl()
