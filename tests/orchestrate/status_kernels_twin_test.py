@@ -125,3 +125,16 @@ def test_kernel_package_drift_through_the_twin(env, capsys, tmp_path):
     text = "\n".join(render(st))
     assert "NOT HEALTHY" in text and f"drift: {line}" in text
     assert f"kernel package: {REF} (active on target: {PKG}@0.1.0; decode loaded: {REF})" in text
+
+    # A decode whose env keeps SGLang's loader from loading the plugin (the profile's own
+    # SGLANG_PLUGINS wins): the real twin starts without it and the deploy gate says so.
+    (env.profiles_dir / "kernels-unloaded.yaml").write_text(
+        f"schema_version: 1\nextends: baseline\nkernel_package: {REF}\n"
+        + TRITON_MOE_PATH_YAML + '    SGLANG_PLUGINS: "someone_else"\n'
+    )
+    commit_all(env, "a profile whose decode loads no plugin")
+    code, _, err = cli(env, capsys, "deploy", "kernels-unloaded", "--yes", "--no-canary")
+    assert code != 0
+    assert f"kernel package {REF} is not in use: not loaded: no '[dsv4ops-kernel-plugin] loaded'" in " ".join(
+        err.split()), err
+    assert "Rolled back automatically to the known-good deployment kernels-on" in err
