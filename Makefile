@@ -45,7 +45,7 @@ test: install
 # ~330 MB, tools/sglang_test_env.sh); the rest of the suite skips these tests without the env.
 test-sglang: install
 	@test -f .dsv4ops/sglang-site/sglang/srt/plugins/__init__.py || bash tools/sglang_test_env.sh .dsv4ops/sglang-site
-	DSV4OPS_TEST_SGLANG=1 $(BIN)/python -m pytest -q -m sglang tests/kernels/sglang_real_test.py
+	SGLANG_REAL_TESTS=1 $(BIN)/python -m pytest -q -m sglang tests/kernels/sglang_real_test.py
 
 # ruff, then mypy with [tool.mypy] of pyproject.toml (tests/architecture/mypy_test.py runs the
 # same check inside `make test`, so CI has it too).

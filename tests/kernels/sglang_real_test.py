@@ -2,8 +2,9 @@
 package built by `dsv4ops kernels build` and installed the way deploy installs it.
 
 Needs the real-sglang env (`make test-sglang` builds it: tools/sglang_test_env.sh, and sets
-DSV4OPS_TEST_SGLANG=1); skipped otherwise, so `make test` stays within the CI budget. The cheap test (no env) checks sglang_paths' name rule against the fixture
-extracted from the wheel, so `make test` still fails if the name rule drifts.
+SGLANG_REAL_TESTS=1, not DSV4OPS_-prefixed: tests/conftest.py clears those); skipped otherwise,
+so `make test` stays within the CI budget. The cheap test (no env) checks sglang_paths' name rule
+against the fixture extracted from the wheel, so `make test` still fails if the rule drifts.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 
 from dsv4ops.sglang_paths import moe_config_file_name, plugin_env
 
-SITE = Path(os.environ.get("DSV4OPS_SGLANG_SITE", ".dsv4ops/sglang-site")).resolve()
+SITE = Path(os.environ.get("SGLANG_TEST_SITE", ".dsv4ops/sglang-site")).resolve()
 PROBE = Path(__file__).resolve().parents[2] / "testing" / "kernels_sglang_probe.py"
 BOX = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 # fused_moe_triton_config.py L36-51 (sglang 0.5.23), verbatim: the fixture the cheap test holds.
@@ -43,8 +44,8 @@ def test_the_name_rule_matches_sglang_and_the_shipped_file() -> None:
 @pytest.mark.sglang
 @pytest.mark.kernels
 def test_sglang_loads_the_built_plugin_and_finds_its_config(request, tmp_path: Path) -> None:  # noqa: ANN001
-    if os.environ.get("DSV4OPS_TEST_SGLANG") != "1" or not (SITE / "sglang/srt/plugins/__init__.py").is_file():
-        pytest.skip(f"runs in `make test-sglang` (DSV4OPS_TEST_SGLANG=1, env at {SITE}); ~70 s")
+    if os.environ.get("SGLANG_REAL_TESTS") != "1" or not (SITE / "sglang/srt/plugins/__init__.py").is_file():
+        pytest.skip(f"runs in `make test-sglang` (SGLANG_REAL_TESTS=1, env at {SITE}); ~70 s")
     built = request.getfixturevalue("built")  # only when the env is there: the build is slow
     with tarfile.open(built.v2.path) as tar:
         tar.extractall(tmp_path, filter="data")
