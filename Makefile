@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 AOT_VENV := .venv-aot
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench bench-sglang clean system-deps
+.PHONY: install demo test test-sglang lint bench bench-sglang clean system-deps
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -40,6 +40,12 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# The kernel plugin through the real sglang 0.5.23 (wheel --no-deps + a few pure-python deps,
+# ~330 MB, tools/sglang_test_env.sh); the rest of the suite skips these tests without the env.
+test-sglang: install
+	@test -f .dsv4ops/sglang-site/sglang/srt/plugins/__init__.py || bash tools/sglang_test_env.sh .dsv4ops/sglang-site
+	SGLANG_REAL_TESTS=1 $(BIN)/python -m pytest -q -m sglang tests/kernels/sglang_real_test.py
 
 # ruff, then mypy with [tool.mypy] of pyproject.toml (tests/architecture/mypy_test.py runs the
 # same check inside `make test`, so CI has it too).

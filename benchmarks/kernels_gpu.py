@@ -50,6 +50,10 @@ PEAK_BW = {
     "NVIDIA H100 80GB HBM3": 3.35e12,
     "NVIDIA B200": 8.0e12,
 }
+BOX_DEVICE = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+# Targets (issue 13): % of peak DRAM bandwidth; the MoE target holds at decode M <= 16.
+TARGET_PCT = {"sparse_decode_attn": 80.0, "fused_moe": 70.0, "fused_moe_nvfp4": 70.0, "fused_moe_mxfp4": 70.0}
+TARGET_MAX_M = {"sparse_decode_attn": None, "fused_moe": 16, "fused_moe_nvfp4": 16, "fused_moe_mxfp4": 16}
 ATTN_CANDIDATES = [{"BLOCK_H": 16, "BLOCK_T": t, "num_warps": w, "num_stages": s}
                    for t in (16, 32) for w in (4, 8) for s in (1, 2, 3)]
 MOE_CANDIDATES = [{"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": k, "GROUP_SIZE_M": 1,
@@ -301,20 +305,36 @@ def main(argv: list[str]) -> int:
                    "gbps": None if a.dry_run else round(nbytes / seconds / 1e9, 1),
                    "pct_of_peak": None if a.dry_run or not peak else round(100 * nbytes / seconds / peak, 1),
                    "tuned_us": round(best[0] * 1e6, 1) if a.tune else None}
+            row["target_pct"], row["meets_target"] = _target(kernel, m, row["pct_of_peak"])
             rows.append(row)
     if a.json:
         print(json.dumps({"device": name, "peak_bytes_per_s": peak, "correctness": verdict, "rows": rows}, indent=1))
     else:
         print(f"device: {name}   peak: {peak / 1e9 if peak else 'unknown'} GB/s")
         for r in rows:
+            verdict_t = "" if r["target_pct"] is None else (
+                f"  target {r['target_pct']:.0f}%: {'MET' if r['meets_target'] else 'MISSED'}")
             print(f"{r['kernel']:20s} M={r['bucket']:<4d} {r['bytes'] / 1e6:9.2f} MB {r['us']:10.1f} us "
-                  f"{r['gbps'] or '-':>8} GB/s {r['pct_of_peak'] or '-':>6} % of peak")
+                  f"{r['gbps'] or '-':>8} GB/s {r['pct_of_peak'] or '-':>6} % of peak{verdict_t}")
     if a.tune and a.out and not a.dry_run:
-        a.out.mkdir(parents=True, exist_ok=True)
+        out = a.out / name.replace(" ", "_")  # configs are per device: never mix them up
+        out.mkdir(parents=True, exist_ok=True)
         for kernel, table in tuned.items():
-            (a.out / f"{kernel}.tuned.json").write_text(json.dumps(table, indent=4) + "\n")
-        print(f"tuned configs written to {a.out} (AOT-check them with `dsv4ops kernels build`)")
+            (out / f"{kernel}.tuned.json").write_text(json.dumps(table, indent=4) + "\n")
+        label = {"tuned_on": name, "is_the_box": name == BOX_DEVICE,
+                 "note": "tuned on the box's GPU" if name == BOX_DEVICE else
+                 f"tuned on {name}, NOT the box's {BOX_DEVICE} (sm_120): do not ship these as its configs"}
+        (out / "TUNED_ON.json").write_text(json.dumps(label, indent=1) + "\n")
+        print(f"tuned configs written to {out}: {label['note']}")
     return 0 if verdict and verdict.startswith("PASS") else 1
+
+
+def _target(kernel: str, m: int, pct: float | None) -> tuple[float | None, bool | None]:
+    """(target % of peak, met?) where the issue sets one for this kernel at this M."""
+    limit = TARGET_MAX_M.get(kernel)
+    if kernel not in TARGET_PCT or (limit is not None and m > limit):
+        return None, None
+    return TARGET_PCT[kernel], None if pct is None else pct >= TARGET_PCT[kernel]
 
 
 if __name__ == "__main__":

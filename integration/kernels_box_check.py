@@ -5,7 +5,9 @@
 Self-contained (torch + triton from the server venv, no dsv4ops). Checks, in order:
 1. every file's sha256 against manifest.json;
 2. this GPU's name and compute capability, and this triton's version, against the manifest;
-3. SGLang's exact lookup path `configs/triton_<ver>/E=256,N=512,device_name=<name>.json` exists;
+3. the file SGLang's own lookup computes exists: `configs/triton_<ver>/<name>`, <name> from
+   sglang's get_config_file_name(256, 512, "fp8_w8a8", [128, 128]) (the triton_fp8_dequant path,
+   dsv4ops/sglang_paths.py), imported from the server venv; the same rule inline without it;
 4. both kernels at full DSV4-Flash per-rank shapes (16 heads, 512-d, 128 + 512 rows; 256 experts,
    hidden 4096, intermediate 512) against the torch references shipped in the package, and the
    FP4-expert MoE (NVFP4 and MXFP4 W4A16, moe_fp4_configs/) at the same MoE shape, for each FP4
@@ -19,6 +21,18 @@ import hashlib
 import json
 import sys
 from pathlib import Path
+
+
+def _sglang_config_name(device_name: str) -> str:
+    """The up-projection config name SGLang looks up for DSV4-Flash at TP4 on the FP8-dequant
+    triton path: SGLang's own function when sglang imports here, else its rule (L36-51)."""
+    try:
+        from sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_config import (
+            get_config_file_name,
+        )
+    except Exception:  # noqa: BLE001 - any import failure: fall back to the rule
+        return f"E=256,N=512,device_name={device_name},dtype=fp8_w8a8,block_shape=[128, 128].json"
+    return get_config_file_name(256, 512, "fp8_w8a8", [128, 128])
 
 
 def main(argv: list[str]) -> int:
@@ -45,7 +59,7 @@ def main(argv: list[str]) -> int:
         failures.append(f"GPU {name} not in {manifest['target']['device_names']}")
     if triton.__version__ != manifest["toolchain"]["triton"]:
         failures.append(f"triton {triton.__version__} here, package built for {manifest['toolchain']['triton']}")
-    lookup = root / "configs" / f"triton_{triton.__version__.replace('.', '_')}" / f"E=256,N=512,device_name={name}.json"
+    lookup = root / "configs" / f"triton_{triton.__version__.replace('.', '_')}" / _sglang_config_name(name)
     if not lookup.is_file():
         failures.append(f"SGLang would not find {lookup}")
 

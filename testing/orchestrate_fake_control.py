@@ -263,12 +263,22 @@ KERNELS_REF = f"{KERNELS_PKG}@0.2.0"
 @dataclass
 class SglangControl(FakeControl):
     """FakeControl whose decode answers /server_info like the twin (`twin_kernel_package`) or,
-    with `twin=False`, like real SGLang (no such key), and whose decode log is `decode_log`."""
+    with `twin=False`, like real SGLang (no such key), and whose decode log is `decode_log`, by
+    default the evidence a decode that loaded `reported` prints (kernels/loaded.py): the
+    plugin's line and SGLang finding the package's MoE config."""
 
     twin: bool = True
     reported: str | None = KERNELS_REF
-    decode_log: str = "decode log"
+    decode_log: str | None = None
     log_reads: int = 0
+
+    def evidence(self) -> str:
+        if not self.reported:
+            return "decode log"
+        name, _, version = self.reported.partition("@")
+        return (f"[dsv4ops-kernel-plugin] loaded {name} {version} pid=7 hooks=none\n"
+                f"Using MoE kernel config from /work/kernels/{name}/{version}/configs/triton_3_8_0/"
+                "E=256,N=512,device_name=X,dtype=fp8_w8a8,block_shape=[128, 128].json.\n")
 
     def http(self, url, *, method="GET", body=None, headers=None, timeout_s=10.0):
         if url.endswith("/server_info"):
@@ -283,7 +293,9 @@ class SglangControl(FakeControl):
 
     def log_tail(self, name, lines=50):
         self.log_reads += 1
-        return self.decode_log if name == "decode" else super().log_tail(name, lines)
+        if name != "decode":
+            return super().log_tail(name, lines)
+        return self.evidence() if self.decode_log is None else self.decode_log
 
 
 class SignallingControl(FakeControl):

@@ -67,3 +67,13 @@ def make_profiles_dir(root: Path, **files: str) -> Path:
 def child(extra: str, extends: str = "base") -> str:
     """A profile extending `extends`; `extra` is YAML starting on line 3."""
     return f"schema_version: 1\nextends: {extends}\n{extra}"
+
+
+# A decode on the one MoE path that reads a kernel package's configs (dsv4ops/sglang_paths.py:
+# FP4 experts cast to FP8, triton runner); a profile with kernel_package needs it to validate.
+TRITON_MOE_PATH_YAML = """\
+decode:
+  env:
+    SGLANG_DSV4_FP4_DEQUANT: "1"
+    SGLANG_ENABLE_JIT_DEEPGEMM: "0"
+"""

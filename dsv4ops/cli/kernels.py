@@ -125,6 +125,9 @@ def deploy_cmd(artifact: Path, target: str | None, as_json: bool, recover: bool)
     # breaks KV transfer against a long-running prefill).
     click.echo(f"  to run it: pin `kernel_package: {result['name']}@{result['version']}` in the profile "
                f"and `dsv4ops deploy PROFILE --target {ctx.target.name}`")
+    # Only one DSV4 MoE path reads the package's configs (docs/kernels.md); validate enforces it.
+    click.echo("  it is read only with decode.env SGLANG_DSV4_FP4_DEQUANT=1 and "
+               "SGLANG_ENABLE_JIT_DEEPGEMM=0 (--moe-runner-backend auto)")
 
 
 @kernels.command("list")

@@ -111,6 +111,8 @@ def render(report: dict[str, Any]) -> list[str]:
                 f"decode loaded: {k['loaded_detail']})"
                 + (" - DRIFT, see below" if k["drift"] else "")
             )
+            if k.get("evidence"):
+                lines.append(f"  {k['evidence']}")
         elif d.get("kernel_package"):
             lines.append(f"kernel package: {d['kernel_package']}")
     else:

@@ -27,6 +27,7 @@ from typing import Any
 from dsv4ops.deployment import argv_value as flag_value
 from dsv4ops.errors import DsOpsError
 from dsv4ops.secrets import is_secret_flag, is_secret_key
+from dsv4ops.sglang_paths import plugin_env
 
 API_VERSION = "workloads.x-k8s.io/v1alpha2"
 DEFAULT_IMAGE = "lmsysorg/sglang:v0.5.23"
@@ -236,10 +237,14 @@ def pair_share(replicas: int) -> str:
 
 
 def _pod_env(env: dict[str, str], mounts: list[dict[str, Any]]) -> dict[str, str]:
-    """The box env; SGLang's MoE config dir points at the pod's copy of the kernel package."""
-    if mounts and "SGLANG_MOE_CONFIG_DIR" in env:
-        env["SGLANG_MOE_CONFIG_DIR"] = mounts[0]["mountPath"]
-    return env
+    """The box env plus what loads the kernel package from the pod's copy (as deploy adds on the
+    box, orchestrate/kernelpkg.py): its config dir, its plugin, its site on PYTHONPATH. A value
+    the profile sets itself wins, as on the box."""
+    if not mounts:
+        return env
+    root = mounts[0]["mountPath"]
+    package = root.rstrip("/").split("/")[-2]  # KERNELS_MOUNT/<name>/<version>
+    return {**plugin_env(package, root), **env}
 
 
 def _kernel_parts(profile: Any, opts: ExportOptions) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:

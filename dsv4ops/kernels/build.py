@@ -4,9 +4,10 @@ Checks first (a package is only written when all pass): config schema, sm_120 AO
 every distinct config within sm_120's limits (with the box's triton, `.venv-aot`), and the
 interpreter correctness run against the torch references (with the `kernels` extra's
 torch/triton). The artifact is a deterministic `.tar.gz` (sorted entries, zero mtimes/owners):
-`<name>-<version>/` holding manifest.json, configs/triton_X_Y_Z/ (SGLang's MoE layout),
-attention_configs/, moe_fp4_configs/ (NVFP4- and MXFP4-expert MoE, the package's own keys) and
-kernels/*.py.
+`<name>-<version>/` holding manifest.json, configs/triton_X_Y_Z/ (SGLang's MoE layout, under the
+block-FP8 names its triton_fp8_dequant path looks up), attention_configs/, moe_fp4_configs/
+(NVFP4- and MXFP4-expert MoE, the package's own keys), kernels/*.py and site/ (the SGLang plugin
+distribution, kernels/plugin_dist.py).
 """
 
 from __future__ import annotations
@@ -41,6 +42,14 @@ from dsv4ops.kernels.catalog import (
     shipped_configs,
 )
 from dsv4ops.kernels.manifest import PACKAGE_ROOT, SCHEMA, Manifest, parse
+from dsv4ops.kernels.plugin_dist import (
+    SITE,
+    package_env,
+    plugin_members,
+    plugin_section,
+    replaces,
+    sglang_section,
+)
 from dsv4ops.remote.base import Executor
 
 DEFAULT_NAME = "dsv4-decode-kernels"
@@ -60,6 +69,8 @@ def _role(rel: str) -> str:
         return "attention_config"
     if rel.startswith("moe_fp4_configs/"):
         return "moe_fp4_config"
+    if rel.startswith(f"{SITE}/"):
+        return "sglang_plugin"
     return "kernel_source"
 
 
@@ -130,7 +141,7 @@ def manifest_for(name: str, version: str, payload: dict[str, bytes], files: list
                   "moe_intermediate": 2048, "tp": 4, "heads_per_rank": 16, "head_dim": 512,
                   "swa_rows": 128, "index_topk": 512, "kv_cache": "fp8_e4m3 nope + bf16 rope, ue8m0 scales",
                   "moe_weights": {
-                      "bf16": "configs/ (SGLang's names)",
+                      "bf16": "configs/: launch params under the names SGLang's block-FP8 Triton MoE looks up (the package's bf16 kernel shares the tiles)",
                       "nvfp4": "moe_fp4_configs/: e2m1 packed 2 per uint8 (low nibble = even k), one "
                                "float8_e4m3fn scale per 16 along K, one fp32 global scale per expert; "
                                "w4a16 (checked) and w4a4 tl.dot_scaled (AOT only)",
@@ -138,11 +149,13 @@ def manifest_for(name: str, version: str, payload: dict[str, bytes], files: list
                                "even k), one ue8m0 scale byte per 32 along K (2^(byte-127)), no global "
                                "scale; w4a16 (checked) and w4a4 tl.dot_scaled (AOT only)"}},
         "config_keys": sorted(f.config_key for f in files),
-        "env": {"SGLANG_MOE_CONFIG_DIR": PACKAGE_ROOT},
+        "env": package_env(name, PACKAGE_ROOT),
+        "plugin": plugin_section(name),
+        "sglang": sglang_section(),
         "tuning": {"measured": False, "note": "launch params chosen to fit sm_120 (AOT-checked); "
                    "not yet timed on a GPU: run benchmarks/kernels_gpu.py --tune on the box"},
         "files": [{"path": p, "sha256": hashlib.sha256(b).hexdigest(), "size": len(b), "role": _role(p),
-                   "lands_at": f"{PACKAGE_ROOT}/{p}"} for p, b in sorted(payload.items())],
+                   "lands_at": f"{PACKAGE_ROOT}/{p}", **replaces(p)} for p, b in sorted(payload.items())],
     }
 
 
@@ -173,6 +186,7 @@ def build(*, executor: Executor, out_dir: Path, version: str | None = None, name
     if "/" in version or version.startswith(".") or not version.strip():
         raise KernelPackageError(f"bad version {version!r}: no '/', no leading '.'")
     checks = run_checks(executor, files, root, interpreter=interpreter, python=python, aot_python=aot_python)
+    payload.update(plugin_members(name, version))  # after the version: its dist-info names it
     manifest = manifest_for(name, version, payload, files, checks)
     members = {**payload, "manifest.json": (json.dumps(manifest, indent=1) + "\n").encode()}
     path = out_dir / f"{name}-{version}.tar.gz"

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsv4ops.deployment import START_ORDER, Component, Deployment
-from dsv4ops.orchestrate.kernelpkg import CONFIG_DIR_ENV
 from dsv4ops.remote.base import ProcessState, redact_argv, redact_env
+from dsv4ops.sglang_paths import CONFIG_DIR_ENV, PLUGINS_ENV
 
 
 def process_drift(
@@ -185,11 +185,13 @@ def kernel_package_drift(
 
 
 def _env_differs(now: Component, deployed: Component, kernel_package: str | None) -> bool:
-    """Env comparison that expects the kernel package's config dir the deploy added itself
-    (orchestrate/kernelpkg.py), which the profile does not render."""
+    """Env comparison that expects the kernel package's env the deploy added itself
+    (orchestrate/kernelpkg.py: config dir, plugin name, its site on PYTHONPATH), which the
+    profile does not render."""
     want, got = dict(now.env), dict(deployed.env)
-    if kernel_package and CONFIG_DIR_ENV not in want:
-        got.pop(CONFIG_DIR_ENV, None)
+    for key in (CONFIG_DIR_ENV, PLUGINS_ENV, "PYTHONPATH"):
+        if kernel_package and key not in want:
+            got.pop(key, None)
     return want != got
 
 

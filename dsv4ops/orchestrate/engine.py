@@ -274,8 +274,10 @@ class Runner:
             raise StepFailed(
                 step.title, f"{step.component} /server_info answered {info.status or info.error}"
             )
-        log = self.control.log_tail(step.component, lines=400)
-        used, reason = self.settings.kernels.loaded(info.body, log, d.kernel_package)
+        log = self.control.log_tail(step.component, lines=2000)  # the evidence is at its start
+        used, reason = self.settings.kernels.loaded(
+            info.body, log, d.kernel_package, d.component(step.component)
+        )
         if not used:
             raise StepFailed(
                 step.title, f"kernel package {d.kernel_package} is not in use: {reason}"

@@ -12,24 +12,27 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from dsv4ops.deployment import WORKERS, Deployment
+from dsv4ops.deployment import WORKERS, Component, Deployment
+from dsv4ops.sglang_paths import CONFIG_DIR_ENV, plugin_env
 
-# The variable SGLang reads once at start to find tuned fused-MoE configs (docs/kernels.md).
-CONFIG_DIR_ENV = "SGLANG_MOE_CONFIG_DIR"
+__all__ = ["CONFIG_DIR_ENV", "KernelSupport", "config_dir_env", "with_kernel_env"]
 
 
 @dataclass(frozen=True)
 class KernelSupport:
     # "name@version" -> installed on the target with every file matching its manifest?
     present: Callable[[str], bool]
-    # "name@version" -> env the workers need to load it ({SGLANG_MOE_CONFIG_DIR: dir})
+    # "name@version" -> env the workers need to load it (sglang_paths.plugin_env)
     env_for: Callable[[str], Mapping[str, str]]
-    # (server_info JSON, decode log tail, expected "name@version") -> (used, reason)
-    loaded: Callable[[str, str, str], tuple[bool, str]]
+    # (server_info JSON, decode log tail, expected "name@version", the decode component: its argv
+    # and env say which MoE path runs) -> (used, reason); used only on positive evidence
+    loaded: Callable[[str, str, str, Component | None], tuple[bool, str]]
 
 
 def config_dir_env(state: object, workdir: str, ref: str) -> dict[str, str]:
-    """The env for `ref` from the target's `kernels` state (Supervisor.read_state("kernels")).
+    """The env for `ref` from the target's `kernels` state (Supervisor.read_state("kernels")):
+    SGLANG_MOE_CONFIG_DIR, SGLANG_PLUGINS (only this package's plugin loads) and PYTHONPATH (its
+    installed distribution, `<package dir>/site`, where importlib.metadata finds the entry point).
 
     The state's env names the *current* version's directory; a profile pins a version, which may
     be installed but not current (e.g. after `kernels deploy` of a newer one), so then the pinned
@@ -39,8 +42,8 @@ def config_dir_env(state: object, workdir: str, ref: str) -> dict[str, str]:
     packages = state.get("packages", {}) if isinstance(state, Mapping) else {}
     entry = packages.get(name) if isinstance(packages, Mapping) else None
     if isinstance(entry, Mapping) and entry.get("current") == version and entry.get("config_dir"):
-        return {CONFIG_DIR_ENV: str(entry["config_dir"])}
-    return {CONFIG_DIR_ENV: f"{workdir.rstrip('/')}/kernels/{name}/{version}"}
+        return plugin_env(name, str(entry["config_dir"]))
+    return plugin_env(name, f"{workdir.rstrip('/')}/kernels/{name}/{version}")
 
 
 def with_kernel_env(deployment: Deployment, env: Mapping[str, str]) -> Deployment:

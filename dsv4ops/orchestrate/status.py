@@ -35,7 +35,7 @@ from dsv4ops.remote.results import HttpReply, LockInfo
 RenderNow = Callable[[str], Deployment]
 
 # Lines of the decode's log searched for SGLang's "fell back to default MoE configs" line.
-KERNEL_LOG_LINES = 400
+KERNEL_LOG_LINES = 2000  # the plugin and config lines are printed at start
 
 
 @dataclass(frozen=True)
@@ -46,9 +46,9 @@ class KernelStatus:
     # The target's `kernels` state (Supervisor.read_state("kernels")): {"packages": {name:
     # {"current", "previous", "config_dir"}}, "env": {...}}, or None when nothing was deployed.
     state: Callable[[], Any]
-    # (server_info JSON, decode log tail, expected "name@version") -> (used, reason):
-    # kernels.loaded_check, as in KernelSupport.loaded.
-    loaded: Callable[[str, str, str], tuple[bool, str]] | None = None
+    # (server_info JSON, decode log tail, expected "name@version", decode component) ->
+    # (used, reason): kernels.loaded_check, as in KernelSupport.loaded.
+    loaded: Callable[[str, str, str, Component | None], tuple[bool, str]] | None = None
 
 
 def gather_status(
@@ -83,7 +83,9 @@ def gather_status(
     if deployed is not None and deployed.kernel_package:
         ref = deployed.kernel_package
         active = _active_package(kernels, ref)
-        loaded = _decode_package(control, states["decode"], infos.get("decode"), kernels, ref)
+        loaded = _decode_package(
+            control, states["decode"], infos.get("decode"), kernels, ref, deployed.component("decode")
+        )
         kernel_drift = kernel_package_drift(deployed.profile_name, ref, active, loaded)
         drift += kernel_drift
         kernel = {
@@ -92,6 +94,8 @@ def gather_status(
             "active_detail": active.text(),
             "loaded": loaded.package if loaded.known else None,
             "loaded_detail": loaded.text(),
+            # "in use: <plugin line> | <config lookup line>" when used (kernels/loaded.py)
+            "evidence": loaded.detail if loaded.package else None,
             "drift": bool(kernel_drift),
         }
     lock = control.lock_info()
@@ -196,39 +200,32 @@ def _decode_package(
     info: HttpReply | None,
     kernels: KernelStatus | None,
     expected: str,
+    decode: Component | None = None,
 ) -> KernelReading:
-    """The package the running decode loaded: the twin names it in /server_info; real SGLang
-    does not, and only its log can say it fell back to default MoE configs."""
+    """The package the running decode uses, from the positive evidence in its log only
+    (kernels/loaded.py): the plugin's own line, and the config lookup where the decode's MoE
+    path reads one. /server_info is no evidence (real SGLang names no package)."""
     if not state.alive:
         return KernelReading(None, known=False, detail="decode is not running")
     if info is None or info.status != 200:
         answer = "no answer" if info is None else info.status or info.error or "no answer"
         return KernelReading(None, known=False, detail=f"decode /server_info: {answer}")
+    if kernels is None or kernels.loaded is None:
+        return KernelReading(None, known=False, detail="no kernel check wired in")
     try:
-        data = json.loads(info.body)
-    except json.JSONDecodeError:
-        return KernelReading(None, known=False, detail="decode /server_info is not JSON")
-    if not isinstance(data, dict):
-        return KernelReading(None, known=False, detail="decode /server_info is not an object")
-    if "twin_kernel_package" in data:
-        pkg = data["twin_kernel_package"]
-        if isinstance(pkg, dict) and pkg.get("name"):
-            return KernelReading(f"{pkg['name']}@{pkg.get('version')}")
-        return KernelReading(
-            None, detail="the decode reports no package: SGLang's default MoE configs"
-        )
-    # Real SGLang: the default-config line in the log is the only evidence, and only of a
-    # fallback (it is logged at start, so an older log tail simply no longer shows it).
-    if kernels is not None and kernels.loaded is not None:
-        try:
-            log = control.log_tail("decode", KERNEL_LOG_LINES)
-        except DsOpsError as exc:
-            why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-            return KernelReading(None, known=False, detail=f"cannot read the decode log: {why}")
-        used, reason = kernels.loaded(info.body, log, expected)
-        if not used:
-            return KernelReading(None, detail=reason)
-    return KernelReading(None, known=False, detail="real SGLang does not report it")
+        log = control.log_tail("decode", KERNEL_LOG_LINES)
+    except DsOpsError as exc:
+        why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        return KernelReading(None, known=False, detail=f"cannot read the decode log: {why}")
+    used, reason = kernels.loaded(info.body, log, expected, decode)
+    if used:
+        return KernelReading(expected, detail=reason)
+    if len(log.splitlines()) >= KERNEL_LOG_LINES:
+        # The evidence is printed at start; a tail that does not reach the log's start (the log
+        # is rotated per start) cannot say it is absent.
+        return KernelReading(None, known=False, detail=f"the decode's start-up lines are no longer "
+                             f"in its last {KERNEL_LOG_LINES} log lines ({reason[:160]})")
+    return KernelReading(None, detail=reason)
 
 
 def _component(

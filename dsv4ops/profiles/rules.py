@@ -17,6 +17,7 @@ from dsv4ops.profiles.flags import check_router_args, check_server_args, option_
 from dsv4ops.profiles.model import Profile, ProfileWarning, ServerSpec, Target
 from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.provenance import Provenance
+from dsv4ops.sglang_paths import moe_path
 
 SGLANG_HEALTH_WAIT_S = 20  # SGLANG_HEALTH_CHECK_TIMEOUT default (http_server.py:218)
 MULTI_STREAM_ENV = "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"
@@ -274,6 +275,22 @@ def rule_misc(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarni
     return []
 
 
+def rule_kernel_package_loadable(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
+    """A kernel package only delivers MoE configs SGLang's triton_fp8_dequant path reads (and the
+    plugin registers no kernel): refuse one the decode's MoE path would never read."""
+    if not (sink.usable("kernel_package") and p.kernel_package and _KERNEL_PACKAGE.match(p.kernel_package)):
+        return []
+    path = moe_path(p.decode.extra_args, p.decode.env_dict)
+    if not path.reads_triton_configs:
+        sink.report(prov.error(
+            "kernel_package",
+            f"nothing in this configuration would load {p.kernel_package}: the decode runs {path.name} "
+            f"({path.why}). Drop kernel_package, or run the triton path: decode.env "
+            "SGLANG_DSV4_FP4_DEQUANT: '1' and SGLANG_ENABLE_JIT_DEEPGEMM: '0' with "
+            "--moe-runner-backend auto (docs/kernels.md)"))
+    return []
+
+
 RULES: tuple[Rule, ...] = (
     rule_gpus_match_tp,
     rule_gpus_disjoint,
@@ -285,6 +302,7 @@ RULES: tuple[Rule, ...] = (
     rule_env,
     rule_hazards,
     rule_misc,
+    rule_kernel_package_loadable,
 )
 
 

@@ -20,7 +20,7 @@ from aiohttp import web
 from .args import StartupError, parse_args
 from .config import TwinConfigError, load_config
 from .http_app import build_app
-from .kernel_package import resolve_kernel_config
+from .kernel_package import load_plugins, resolve_kernel_config
 from .server import TwinServer
 from .shutdown import on_sigterm, sigterm_watchdog
 
@@ -109,6 +109,9 @@ async def _shutdown(server: TwinServer, runners: list[web.AppRunner],
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Plugins first, before logging is configured: SGLang's order (launch_server.py L79), so its
+    # INFO "Loaded plugin" line is lost here too; a plugin's own stderr line is not.
+    packages = load_plugins(os.environ)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="[%(asctime)s] %(message)s")
     logging.getLogger("aiohttp.server").addFilter(_DropHttp2Probe())
@@ -116,14 +119,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)  # argparse errors exit 2 like SGLang
         config = load_config()
-        kernel = resolve_kernel_config(os.environ)
+        kernel = resolve_kernel_config(os.environ, list(argv), packages)
     except (StartupError, TwinConfigError, FileNotFoundError) as exc:
         log.error("%s", exc)
         return 1
     for flag in args.ignored:
         if flag.startswith("--"):
             log.info("twin: accepting and ignoring %s", flag)
-    log.info(kernel.log_line)
+    if kernel.log_line:
+        log.info(kernel.log_line)
     server = TwinServer(args, config, dict(os.environ), kernel)
     log.info("twin pid=%s role=%s port=%d instance=%s", server.pid, server.role, args.port,
              server.instance_id)

@@ -41,6 +41,7 @@ LAYERS: dict[str, float] = {
     "secrets": 6,
     "journalfile": 6,  # the journal's file rules: the store and the target agent share them
     "whoami": 6,
+    "sglang_paths": 6,  # what SGLang 0.5.23 reads per MoE path (kernels, profiles, the twin)
     "deployment": 5.5,  # the one model of a deployment: above the leaves it imports (errors, secrets)
 }
 LEAF = 6

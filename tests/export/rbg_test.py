@@ -17,6 +17,7 @@ from dsv4ops import _yaml
 from dsv4ops.export import rbg as R
 from dsv4ops.export.validate import check, pd_problems, pruned_fields, schema
 from dsv4ops.profiles import get_target, list_profiles, load_profile, render
+from testing.profiles_factory import TRITON_MOE_PATH_YAML
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(p.stem for p in list_profiles(REPO / "profiles"))
@@ -117,7 +118,8 @@ def test_secrets_become_secret_refs_and_never_enter_the_manifest(pdir: Path, wri
 
 
 def test_a_kernel_package_lands_in_a_volume_sglang_is_pointed_at(pdir: Path, write) -> None:  # noqa: ANN001
-    write("withkernels", "schema_version: 1\nextends: base\nkernel_package: dsv4-decode-kernels@0.2.0\n")
+    write("withkernels", "schema_version: 1\nextends: base\nkernel_package: dsv4-decode-kernels@0.2.0\n"
+          + TRITON_MOE_PATH_YAML)
     os.environ["DSV4OPS_PROFILES_DIR"] = str(pdir)
     try:
         p = load_profile("withkernels")
@@ -131,8 +133,8 @@ def test_a_kernel_package_lands_in_a_volume_sglang_is_pointed_at(pdir: Path, wri
     mount = spec["containers"][0]["volumeMounts"][0]["mountPath"]
     assert mount == "/opt/dsv4ops/kernels/dsv4-decode-kernels/0.2.0"
     env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
-    if "SGLANG_MOE_CONFIG_DIR" in dict(box.component("decode").env):
-        assert env["SGLANG_MOE_CONFIG_DIR"] == mount
+    assert env["SGLANG_MOE_CONFIG_DIR"] == mount and env["PYTHONPATH"] == f"{mount}/site"
+    assert env["SGLANG_PLUGINS"] == "dsv4_decode_kernels" and env["SGLANG_DSV4_FP4_DEQUANT"] == "1"
 
 
 def test_a_broken_profile_is_refused_with_file_and_line(pdir: Path, write) -> None:  # noqa: ANN001

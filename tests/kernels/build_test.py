@@ -25,10 +25,22 @@ def test_manifest_lists_every_file_with_its_checksum_and_landing_place(built) ->
     for path, entry in listed.items():
         assert entry["sha256"] == hashlib.sha256(files[path]).hexdigest()
         assert entry["lands_at"] == f"<package root>/{path}"
-    moe = f"configs/triton_3_8_0/E=256,N=512,device_name={BOX_DEVICE_NAME}.json"
-    assert listed[moe]["role"] == "moe_config"
-    assert manifest["env"] == {"SGLANG_MOE_CONFIG_DIR": "<package root>"}
-    assert f"E=256,N=512,device_name={BOX_DEVICE_NAME}_down" in manifest["config_keys"]
+    key = f"E=256,N=512,device_name={BOX_DEVICE_NAME},dtype=fp8_w8a8,block_shape=[128, 128]"
+    moe = f"configs/triton_3_8_0/{key}.json"
+    assert listed[moe]["role"] == "moe_config" and "get_default_config" in listed[moe]["replaces"]
+    assert "triton_fp8_dequant path only" in listed[moe]["read_by"]
+    assert manifest["env"] == {"SGLANG_MOE_CONFIG_DIR": "<package root>", "SGLANG_PLUGINS": "dsv4_decode_kernels",
+                               "PYTHONPATH": "<package root>/site"}
+    assert f"{key}_down" in manifest["config_keys"]
+    # The SGLang plugin distribution: entry point in group sglang.srt.plugins.
+    eps = files["site/dsv4_decode_kernels-0.1.0.dist-info/entry_points.txt"].decode()
+    assert eps == "[sglang.srt.plugins]\ndsv4_decode_kernels = dsv4ops_kernel_plugin:register\n"
+    assert listed["site/dsv4ops_kernel_plugin/__init__.py"]["role"] == "sglang_plugin"
+    assert manifest["plugin"]["hooks"] == ["moe_config_witness"]
+    assert set(manifest["plugin"]["not_registered"]) == {"sparse_decode_attn", "fused_moe_mxfp4", "fused_moe_bf16"}
+    assert manifest["sglang"]["requires_env"] == {"SGLANG_DSV4_FP4_DEQUANT": "1", "SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
+    for path in ("attention_configs/", "moe_fp4_configs/", "kernels/"):
+        assert all(e["replaces"].startswith("nothing in SGLang") for p, e in listed.items() if p.startswith(path))
     fp4 = f"kernel=fused_moe,E=256,N=512,device_name={BOX_DEVICE_NAME},dtype=nvfp4_w4a16"
     assert {fp4, f"{fp4}_down"} <= set(manifest["config_keys"])
     assert listed[f"moe_fp4_configs/triton_3_8_0/{fp4}.json"]["role"] == "moe_fp4_config"

@@ -25,9 +25,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_moe_configs_use_sglangs_file_names_for_the_box() -> None:
     files = {f.lands_at for f in shipped_configs()}
-    base = f"configs/triton_3_8_0/E=256,N=512,device_name={BOX_DEVICE_NAME}"
+    # The names SGLang's triton_fp8_dequant path computes (dsv4ops/sglang_paths.py), nothing else.
+    base = f"configs/triton_3_8_0/E=256,N=512,device_name={BOX_DEVICE_NAME},dtype=fp8_w8a8,block_shape=[128, 128]"
     assert f"{base}.json" in files          # w13 (gate/up): N = 2048 / TP4
     assert f"{base}_down.json" in files     # w2
+    assert {f for f in files if f.startswith("configs/")} == {f"{base}.json", f"{base}_down.json"}
 
 
 def test_fp4_moe_configs_use_the_packages_own_keys_outside_sglangs_dir() -> None:

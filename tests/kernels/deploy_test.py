@@ -4,6 +4,8 @@ and every refusal leaves the target exactly as it was."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import tarfile
 from collections.abc import Iterator
@@ -19,12 +21,14 @@ from dsv4ops.kernels import loaded_check, package_present
 from dsv4ops.kernels.manifest import TargetRuntime
 from dsv4ops.remote.local import LocalExecutor
 from dsv4ops.remote.supervisor import Supervisor
+from dsv4ops.sglang_paths import moe_path
 from dsv4ops.twin.kernel_package import resolve_kernel_config
 from testing.kernels_artifacts import edit_manifest, read_members, repack, snapshot, write_tar
 
 pytestmark = pytest.mark.kernels
 
 BOX = kd.twin_runtime()
+TRITON = {"SGLANG_DSV4_FP4_DEQUANT": "1", "SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
 NAME = "dsv4-decode-kernels"
 
 
@@ -81,15 +85,21 @@ def test_build_verify_deploy_rollback(built, target: Tgt) -> None:
 
 def test_the_twin_loads_the_deployed_package_and_the_check_sees_it(built, local_target: Tgt) -> None:
     kd.deploy(local_target.executor, local_target.workdir, local_target.python, built.v1.path, BOX)
-    env = _state(local_target)["env"]
+    env = {**_state(local_target)["env"], **TRITON}
+    root = env["SGLANG_MOE_CONFIG_DIR"]
+    assert env["SGLANG_PLUGINS"] == "dsv4_decode_kernels" and env["PYTHONPATH"] == f"{root}/site"
     choice = resolve_kernel_config(env)  # the twin's own SGLang-style lookup
-    assert choice.config_dir.endswith("configs/triton_3_8_0")
-    server_info = json.dumps({"twin_kernel_package": choice.package})
-    result = loaded_check(server_info, choice.log_line + "\n", expected=f"{NAME}@0.1.0")
-    assert result.used and result.package == f"{NAME}@0.1.0"
-    assert not loaded_check(server_info, "", expected=f"{NAME}@0.2.0").used
-    default = resolve_kernel_config({})
-    assert not loaded_check({"twin_kernel_package": default.package}, default.log_line).used
+    assert choice.config_dir == f"{root}/configs/triton_3_8_0"
+    # The plugin's line is what a process that loaded it prints: run its register() here.
+    plugin_line = subprocess.run(
+        [sys.executable, "-c", "import dsv4ops_kernel_plugin as p; p.register()"],
+        env={**os.environ, "PYTHONPATH": env["PYTHONPATH"]}, capture_output=True, text=True,
+        check=True).stderr
+    moe = moe_path([], env)
+    result = loaded_check("{}", plugin_line + choice.log_line + "\n", expected=f"{NAME}@0.1.0", moe=moe)
+    assert result.used and result.package == f"{NAME}@0.1.0", result
+    assert not loaded_check("{}", plugin_line + choice.log_line, expected=f"{NAME}@0.2.0", moe=moe).used
+    assert not loaded_check("{}", choice.log_line, expected=f"{NAME}@0.1.0", moe=moe).used
 
 
 def _tar_with(built_path: Path, dst: Path, extra: tarfile.TarInfo) -> Path:

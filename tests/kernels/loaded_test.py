@@ -1,26 +1,62 @@
-"""`loaded_check`: did the server use the tuned package, judged from /server_info and its log."""
+"""`loaded_check`: "in use" only on the plugin's own line plus SGLang reading the package's config."""
 
 from __future__ import annotations
 
 import json
 
 from dsv4ops.kernels import loaded_check
+from dsv4ops.kernels.loaded import IN_USE, LOADED_UNREAD, NOT_LOADED, NOT_USED_BY_BACKEND
+from dsv4ops.sglang_paths import moe_path
 
+REF = "dsv4-decode-kernels@0.2.0"
+PLUGIN = "[dsv4ops-kernel-plugin] loaded dsv4-decode-kernels 0.2.0 pid=41 hooks=none"
+FOUND = ("[2026-11-29 10:00:02 TP0] Using MoE kernel config from /w/kernels/dsv4-decode-kernels/0.2.0/"
+         "configs/triton_3_8_0/E=256,N=512,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition,"
+         "dtype=fp8_w8a8,block_shape=[128, 128].json.")
 SGLANG_DEFAULT = ("[2026-11-29 10:00:01 TP0] Using default MoE kernel config. Performance might be "
                   "sub-optimal! Config file not found at /x/configs/triton_3_8_0/E=256,N=512,...json")
+TRITON = moe_path([], {"SGLANG_DSV4_FP4_DEQUANT": "1", "SGLANG_ENABLE_JIT_DEEPGEMM": "0"})
+FLASHINFER = moe_path([], {})
+INFO = json.dumps({"version": "0.5.23"})
 
 
-def test_real_sglang_without_package_report_is_judged_by_the_log() -> None:
-    info = json.dumps({"version": "0.5.23"})
-    assert loaded_check(info, "[TP0] Load weight end.\n").used
-    result = loaded_check(info, "boot\n" + SGLANG_DEFAULT + "\nready\n")
-    assert not result.used and "Using default MoE kernel config" in result.reason
+def test_a_log_without_the_default_config_line_is_not_loaded() -> None:
+    """The old false positive: no "Using default MoE kernel config" line used to mean "in use"."""
+    for moe in (None, TRITON):
+        result = loaded_check(INFO, "[TP0] Load weight end.\nready\n", expected=REF, moe=moe)
+        assert not result.used and result.state == NOT_LOADED, result
+        assert "no '[dsv4ops-kernel-plugin] loaded' line" in result.reason
 
 
-def test_twin_report_must_name_the_expected_package() -> None:
+def test_in_use_needs_the_plugin_line_and_sglang_reading_the_package_config() -> None:
+    result = loaded_check(INFO, f"{PLUGIN}\n{FOUND}\n", expected=REF, moe=TRITON)
+    assert result.used and result.state == IN_USE and result.package == REF
+    assert result.evidence == (PLUGIN, FOUND)
+    unread = loaded_check(INFO, f"{PLUGIN}\n{SGLANG_DEFAULT}\n", expected=REF, moe=TRITON)
+    assert not unread.used and unread.state == LOADED_UNREAD and "fell back" in unread.reason
+    unknown_path = loaded_check(INFO, f"{PLUGIN}\n{FOUND}\n", expected=REF)
+    assert not unknown_path.used and unknown_path.state == LOADED_UNREAD
+
+
+def test_sglang_loader_line_is_a_second_witness_when_present() -> None:
+    witness = "Loaded plugin dsv4_decode_kernels from group sglang.srt.plugins"
+    result = loaded_check(INFO, f"{witness}\n{PLUGIN}\n{FOUND}\n", expected=REF, moe=TRITON)
+    assert result.used and result.evidence[1] == witness
+
+
+def test_another_version_loaded_is_not_the_expected_one() -> None:
+    other = PLUGIN.replace("0.2.0", "0.1.0")
+    result = loaded_check(INFO, f"{other}\n{FOUND}\n", expected=REF, moe=TRITON)
+    assert not result.used and result.state == NOT_LOADED
+    assert "it loaded dsv4-decode-kernels@0.1.0 instead" in result.reason
+
+
+def test_a_backend_that_reads_nothing_never_says_in_use() -> None:
+    result = loaded_check(INFO, f"{PLUGIN}\n{FOUND}\n", expected=REF, moe=FLASHINFER)
+    assert not result.used and result.state == NOT_USED_BY_BACKEND
+    assert "flashinfer_mxfp4 reads no Triton configs" in result.reason and "the plugin did load" in result.reason
+
+
+def test_server_info_is_no_evidence() -> None:
     info = {"twin_kernel_package": {"name": "dsv4-decode-kernels", "version": "0.2.0", "dir": "/w"}}
-    assert loaded_check(info, "", expected="dsv4-decode-kernels@0.2.0").used
-    wrong = loaded_check(info, "", expected="dsv4-decode-kernels@0.1.0")
-    assert not wrong.used and "loaded dsv4-decode-kernels@0.2.0, expected" in wrong.reason
-    none = loaded_check({"twin_kernel_package": None}, "", expected="dsv4-decode-kernels@0.1.0")
-    assert not none.used and none.package is None
+    assert loaded_check(info, "", expected=REF, moe=TRITON).state == NOT_LOADED

@@ -16,6 +16,7 @@ import pytest
 from dsv4ops.cli import main
 from dsv4ops.journal.store import Journal
 from testing.orchestrate_env import OrchEnv, commit_all, kill_all, make_env, our_processes
+from testing.profiles_factory import TRITON_MOE_PATH_YAML
 
 pytestmark = [pytest.mark.kernels, pytest.mark.slow, pytest.mark.router]
 PKG = "dsv4-decode-kernels"
@@ -26,7 +27,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[OrchEnv]:
     env = make_env(tmp_path)
     for name, version in (("kernels-on", "0.2.0"), ("kernels-absent", "9.9.9")):
         (env.profiles_dir / f"{name}.yaml").write_text(
-            f"schema_version: 1\nextends: baseline\nkernel_package: {PKG}@{version}\n"
+            f"schema_version: 1\nextends: baseline\nkernel_package: {PKG}@{version}\n" + TRITON_MOE_PATH_YAML
         )
     commit_all(env, "kernel profiles")
     for k, v in env.environ.items():

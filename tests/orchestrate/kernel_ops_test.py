@@ -15,6 +15,7 @@ from dsv4ops.orchestrate.drift import process_drift, profile_drift
 from dsv4ops.orchestrate.kernelpkg import KernelSupport, config_dir_env
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.remote.base import ProcessState
+from dsv4ops.sglang_paths import plugin_env
 from testing.orchestrate_fake_control import FakeControl, make_deployment
 
 REF = "dsv4-decode-kernels@0.2.0"
@@ -27,14 +28,14 @@ def journal(tmp_path):
 
 
 def support(*, present=True, used=True, seen=None):
-    def loaded(info, log, expected):
+    def loaded(info, log, expected, decode):
         if seen is not None:
-            seen.append((info, log, expected))
-        return (True, "tuned configs in use") if used else (False, "server fell back to default")
+            seen.append((info, log, expected, decode))
+        return (True, "in use: evidence") if used else (False, "not loaded: no plugin line")
 
     return KernelSupport(
         present=lambda ref: present,
-        env_for=lambda ref: {"SGLANG_MOE_CONFIG_DIR": DIR},
+        env_for=lambda ref: plugin_env("dsv4-decode-kernels", DIR),
         loaded=loaded,
     )
 
@@ -65,7 +66,9 @@ def test_workers_get_the_config_dir_and_decode_is_checked_before_the_router(jour
     envs = {c["name"]: c["env"] for c in op.components}
     assert envs["decode"]["SGLANG_MOE_CONFIG_DIR"] == DIR
     assert envs["prefill"]["SGLANG_MOE_CONFIG_DIR"] == DIR
-    assert "SGLANG_MOE_CONFIG_DIR" not in envs["router"]
+    assert envs["decode"]["SGLANG_PLUGINS"] == "dsv4_decode_kernels"
+    assert envs["decode"]["PYTHONPATH"] == f"{DIR}/site"
+    assert "SGLANG_MOE_CONFIG_DIR" not in envs["router"] and "SGLANG_PLUGINS" not in envs["router"]
     assert envs["decode"]["X"] == "baseline"  # the profile's own env is kept
     assert op.profile["kernel_package"] == REF
     # The rendered hash is kept: rollback and working-copy drift compare profile with profile.
@@ -74,7 +77,7 @@ def test_workers_get_the_config_dir_and_decode_is_checked_before_the_router(jour
     check = f"check decode loaded kernel package {REF}"
     assert steps.index("wait until decode is ready (/health 200)") < steps.index(check)
     assert steps.index(check) < steps.index("start router")
-    assert seen and seen[0][2] == REF
+    assert seen and seen[0][2] == REF and seen[0][3].name == "decode"  # its argv/env: the MoE path
 
 
 def test_package_not_used_rolls_back_with_the_reason(journal):
@@ -86,7 +89,7 @@ def test_package_not_used_rolls_back_with_the_reason(journal):
     )
     assert not out.ok and out.status == "ROLLED_BACK", out.message
     assert f"check decode loaded kernel package {REF}" in out.message
-    assert "is not in use: server fell back to default" in out.message
+    assert "is not in use: not loaded: no plugin line" in out.message
     assert journal.deployed().op == good.op
 
 
@@ -121,10 +124,11 @@ def test_config_dir_env_pins_the_profile_version():
         "env": {"SGLANG_MOE_CONFIG_DIR": "/w/k/d/0.3.0"},
     }
     assert config_dir_env(state, "/w", "dsv4-decode-kernels@0.3.0") == {
-        "SGLANG_MOE_CONFIG_DIR": "/w/k/d/0.3.0"
+        "SGLANG_MOE_CONFIG_DIR": "/w/k/d/0.3.0", "SGLANG_PLUGINS": "dsv4_decode_kernels",
+        "PYTHONPATH": "/w/k/d/0.3.0/site",
     }
     # Installed but not current (a newer one was deployed since): the pinned version's root.
-    assert config_dir_env(state, "/w/", "dsv4-decode-kernels@0.2.0") == {
-        "SGLANG_MOE_CONFIG_DIR": "/w/kernels/dsv4-decode-kernels/0.2.0"
-    }
-    assert config_dir_env(None, "/w", "p@1") == {"SGLANG_MOE_CONFIG_DIR": "/w/kernels/p/1"}
+    pinned = config_dir_env(state, "/w/", "dsv4-decode-kernels@0.2.0")
+    assert pinned["SGLANG_MOE_CONFIG_DIR"] == "/w/kernels/dsv4-decode-kernels/0.2.0"
+    assert pinned["PYTHONPATH"] == "/w/kernels/dsv4-decode-kernels/0.2.0/site"
+    assert config_dir_env(None, "/w", "p@1")["SGLANG_MOE_CONFIG_DIR"] == "/w/kernels/p/1"

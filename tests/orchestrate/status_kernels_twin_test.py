@@ -20,26 +20,31 @@ import pytest
 
 from dsv4ops.cli.status import render
 from dsv4ops.kernels.deploy import kernel_call
+from dsv4ops.kernels.plugin_dist import plugin_members
 from dsv4ops.orchestrate.usecases import render as R
 from dsv4ops.remote import LocalExecutor, Supervisor
+from dsv4ops.sglang_paths import dsv4_flash_config_names, plugin_env
+from dsv4ops.twin.kernel_package import BOX_DEVICE_NAME
 from testing.kernels_artifacts import write_tar
 from testing.orchestrate_cli import cli, cli_operator
 from testing.orchestrate_env import OrchEnv, commit_all
+from testing.profiles_factory import TRITON_MOE_PATH_YAML
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 PKG = "dsv4-decode-kernels"
 REF = f"{PKG}@0.2.0"
-CONFIG = (
-    "configs/triton_3_8_0/E=256,N=512,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
-)
+CONFIG = f"configs/triton_3_8_0/{dsv4_flash_config_names(BOX_DEVICE_NAME)[0]}"
 
 
 def install(env: OrchEnv, tmp: Path, version: str) -> None:
-    """What `kernels deploy` leaves on the target: kernels/<name>/<version>, current, state."""
-    files = {CONFIG: json.dumps({"1": {"BLOCK_SIZE_M": 16, "num_warps": 4}}).encode()}
+    """What `kernels deploy` leaves on the target: kernels/<name>/<version> (its config and its
+    plugin distribution), current, state."""
+    files = {CONFIG: json.dumps({"1": {"BLOCK_SIZE_M": 16, "num_warps": 4}}).encode(),
+             **plugin_members(PKG, version)}
     manifest = {
         "name": PKG,
         "version": version,
+        "env": plugin_env(PKG, "<package root>"),
         "files": [
             {"path": p, "sha256": hashlib.sha256(d).hexdigest(), "size": len(d)}
             for p, d in files.items()
@@ -68,7 +73,7 @@ def test_kernel_package_drift_through_the_twin(env, capsys, tmp_path):
     install(env, tmp_path, "0.1.0")
     install(env, tmp_path, "0.2.0")  # current: 0.2.0, previous: 0.1.0
     (env.profiles_dir / "kernels-on.yaml").write_text(
-        f"schema_version: 1\nextends: baseline\nkernel_package: {REF}\n"
+        f"schema_version: 1\nextends: baseline\nkernel_package: {REF}\n" + TRITON_MOE_PATH_YAML
     )
     commit_all(env, "kernel profile")
 
@@ -83,7 +88,7 @@ def test_kernel_package_drift_through_the_twin(env, capsys, tmp_path):
     st = status(env, capsys)
     assert not st["healthy"]
     (line,) = st["drift"]  # nothing else differs: the journal recorded exactly what runs
-    assert f"active on target {REF}, decode loaded none (the decode reports no package" in line
+    assert f"active on target {REF}, decode loaded none (not loaded: no '[dsv4ops-kernel-plugin]" in line
     assert "restart the unit with `dsv4ops deploy kernels-on` (prefill, decode and router" in line
     decode = next(c for c in st["components"] if c["name"] == "decode")
     assert decode["kernel_package"] is None and decode["healthy"]
@@ -93,6 +98,7 @@ def test_kernel_package_drift_through_the_twin(env, capsys, tmp_path):
     assert code == 0, err
     st = status(env, capsys)
     assert st["healthy"] and st["drift"] == [], st
+    evidence = st["kernel_package"].pop("evidence")
     assert st["kernel_package"] == {
         "deployed": REF,
         "active": REF,
@@ -101,6 +107,9 @@ def test_kernel_package_drift_through_the_twin(env, capsys, tmp_path):
         "loaded_detail": REF,
         "drift": False,
     }
+    # The twin decode loaded the plugin (its own line) and SGLang-style lookup read its config.
+    assert evidence.startswith(f"in use: [dsv4ops-kernel-plugin] loaded {PKG} 0.2.0 pid=")
+    assert f"Using MoE kernel config from {env.workdir}/kernels/{PKG}/0.2.0/{CONFIG}." in evidence
 
     # The target's pointer moves under the running unit: the decode still runs 0.2.0.
     code, _, err = cli(env, capsys, "kernels", "rollback")
@@ -116,3 +125,16 @@ def test_kernel_package_drift_through_the_twin(env, capsys, tmp_path):
     text = "\n".join(render(st))
     assert "NOT HEALTHY" in text and f"drift: {line}" in text
     assert f"kernel package: {REF} (active on target: {PKG}@0.1.0; decode loaded: {REF})" in text
+
+    # A decode whose env keeps SGLang's loader from loading the plugin (the profile's own
+    # SGLANG_PLUGINS wins): the real twin starts without it and the deploy gate says so.
+    (env.profiles_dir / "kernels-unloaded.yaml").write_text(
+        f"schema_version: 1\nextends: baseline\nkernel_package: {REF}\n"
+        + TRITON_MOE_PATH_YAML + '    SGLANG_PLUGINS: "someone_else"\n'
+    )
+    commit_all(env, "a profile whose decode loads no plugin")
+    code, _, err = cli(env, capsys, "deploy", "kernels-unloaded", "--yes", "--no-canary")
+    assert code != 0
+    assert f"kernel package {REF} is not in use: not loaded: no '[dsv4ops-kernel-plugin] loaded'" in " ".join(
+        err.split()), err
+    assert "Rolled back automatically to the known-good deployment kernels-on" in err

@@ -1,6 +1,6 @@
 """`status` compares the kernel package the deployment pinned, the one active on the target and
-the one the running decode loaded, against a scripted target (twin-style and real-SGLang-style
-/server_info, a decode log with or without SGLang's default-config line)."""
+the one the running decode uses, against a scripted target: the decode log is the only evidence
+(the plugin's line and SGLang reading the package's config; /server_info is not)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from dsv4ops.clock import FakeClock
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.store import Journal
 from dsv4ops.kernels import loaded_check
-from dsv4ops.orchestrate.kernelpkg import KernelSupport
+from dsv4ops.orchestrate.kernelpkg import KernelSupport, with_kernel_env
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.status import KernelStatus, gather_status
+from dsv4ops.sglang_paths import moe_path
 from testing.orchestrate_fake_control import KERNELS_PKG as PKG
 from testing.orchestrate_fake_control import KERNELS_REF as REF
 from testing.orchestrate_fake_control import SglangControl, make_deployment
@@ -25,9 +26,14 @@ DEFAULT_LINE = (
 )
 
 
-def _loaded(info: str, log: str, expected: str) -> tuple[bool, str]:
-    check = loaded_check(info, log, expected=expected)  # what the CLI binds (kernel_support)
-    return check.used, check.reason
+TRITON_ENV = {"SGLANG_DSV4_FP4_DEQUANT": "1", "SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
+PLUGIN_LINE = f"[dsv4ops-kernel-plugin] loaded {PKG} 0.2.0 pid=7 hooks=none"
+
+
+def _loaded(info: str, log: str, expected: str, decode=None) -> tuple[bool, str]:  # noqa: ANN001
+    moe = moe_path(decode.argv, dict(decode.env)) if decode is not None else None
+    check = loaded_check(info, log, expected=expected, moe=moe)  # what the CLI binds (kernel_support)
+    return check.used, check.reason if check.used else f"{check.state}: {check.reason}"
 
 
 def _state(current: str | None) -> dict:
@@ -49,7 +55,7 @@ def deployed(tmp_path):
         env_for=lambda ref: {"SGLANG_MOE_CONFIG_DIR": f"/work/kernels/{PKG}/0.2.0"},
         loaded=_loaded,
     )
-    deployment = replace(make_deployment("kernels-on"), kernel_package=REF)
+    deployment = with_kernel_env(replace(make_deployment("kernels-on"), kernel_package=REF), TRITON_ENV)
     out = Operator(control, journal, host="fake", clock=FakeClock(), kernels=support).deploy(
         deployment
     )
@@ -72,11 +78,14 @@ def test_all_three_agree(deployed):
         "active_detail": REF,
         "loaded": REF,
         "loaded_detail": REF,
+        "evidence": f"in use: {PLUGIN_LINE} | Using MoE kernel config from /work/kernels/{PKG}/0.2.0/"
+                    "configs/triton_3_8_0/E=256,N=512,device_name=X,dtype=fp8_w8a8,block_shape=[128, 128].json.",
         "drift": False,
     }
-    assert control.log_reads == 0  # the twin names its package: no log read needed
+    assert control.log_reads == 1  # the log is the evidence, the twin's /server_info is not
     lines = render(st)
     assert f"kernel package: {REF} (active on target: {REF}; decode loaded: {REF})" in lines
+    assert f"  in use: {PLUGIN_LINE} | Using MoE kernel config from /work/kernels/" in "\n".join(lines)
     assert not any(line.startswith("drift:") for line in lines)
 
 
@@ -101,31 +110,59 @@ def test_twin_decode_reports_no_package(deployed):
     st = status(control, journal, kernels_at("0.2.0"))
     assert not st["healthy"]
     (line,) = st["drift"]
-    assert "decode loaded none (the decode reports no package" in line
+    assert "decode loaded none (not loaded: no '[dsv4ops-kernel-plugin] loaded' line" in line
     assert "restart the unit with `dsv4ops deploy kernels-on`" in line
     assert st["kernel_package"]["loaded"] is None and st["kernel_package"]["drift"]
 
 
 def test_real_sglang_fell_back_to_default_configs(deployed):
     control, journal = deployed
-    control.twin, control.decode_log = False, f"loading\n{DEFAULT_LINE}\nready"
+    control.twin, control.decode_log = False, f"{PLUGIN_LINE}\n{DEFAULT_LINE}\nready"
     st = status(control, journal, kernels_at("0.2.0"))
     (line,) = st["drift"]
-    assert "decode loaded none (server fell back to default MoE configs: " in line
-    assert "Using default MoE kernel config" in line and control.log_reads == 1
+    assert "decode loaded none (loaded, configs not read: plugin loaded (" in line
+    assert "SGLang fell back to its default: [2026-05-01" in line and control.log_reads == 1
 
 
-def test_real_sglang_without_evidence_is_unknown_not_drift(deployed):
+def test_old_false_positive_no_default_line_is_not_loaded(deployed):
+    """Real SGLang, no default-config line and no plugin line: once "in use", now "not loaded"."""
     control, journal = deployed
-    control.twin = False
+    control.twin, control.decode_log = False, "loading\nready"
+    st = status(control, journal, kernels_at("0.2.0"))
+    (line,) = st["drift"]
+    assert "decode loaded none (not loaded: " in line and st["kernel_package"]["loaded"] is None
+
+
+def test_evidence_scrolled_out_of_the_tail_is_unknown_not_absent(deployed):
+    control, journal = deployed
+    control.decode_log = "\n".join(f"request {i}" for i in range(2000))  # the tail misses the start
+    st = status(control, journal, kernels_at("0.2.0"))
+    assert st["drift"] == [] and st["kernel_package"]["loaded"] is None
+    assert st["kernel_package"]["loaded_detail"].startswith(
+        "unknown (the decode's start-up lines are no longer in its last 2000 log lines")
+
+
+def test_a_decode_on_the_flashinfer_path_is_not_used_by_this_backend(tmp_path):
+    journal = Journal("fake", directory=tmp_path, clock=FakeClock())
+    control = SglangControl()
+    support = KernelSupport(present=lambda ref: True, env_for=lambda ref: {}, loaded=_loaded)
+    deployment = replace(make_deployment("kernels-on"), kernel_package=REF)  # no triton env
+    out = Operator(control, journal, host="fake", clock=FakeClock(), kernels=support).deploy(deployment)
+    assert not out.ok and out.status == "FAILED"
+    assert "is not in use: not used by this backend: flashinfer_mxfp4 reads no Triton configs" in " ".join(
+        out.message.split())
+
+
+def test_real_sglang_with_the_evidence_in_its_log_is_in_use(deployed):
+    control, journal = deployed
+    control.twin = False  # no twin_kernel_package: the log alone says it
     st = status(control, journal, kernels_at("0.2.0"))
     assert st["healthy"] and st["drift"] == [], st
-    k = st["kernel_package"]
-    assert k["loaded"] is None and k["loaded_detail"] == "unknown (real SGLang does not report it)"
-    # ...but the pointer moving on the target is still seen.
+    assert st["kernel_package"]["loaded"] == REF
+    # ...and the pointer moving on the target is still seen.
     st = status(control, journal, kernels_at("0.1.0"))
     (line,) = st["drift"]
-    assert "decode loaded unknown (real SGLang does not report it)" in line
+    assert f"decode loaded {REF}" in line
 
 
 def test_unreadable_target_state_and_decode_down(deployed):

@@ -10,7 +10,7 @@ from dsv4ops.canary.verdict import thresholds_from_profile
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import load_profile, load_targets, render
 from dsv4ops.profiles.load import list_profiles
-from testing.profiles_factory import child, targets_yaml
+from testing.profiles_factory import TRITON_MOE_PATH_YAML, child, targets_yaml
 
 REPO_PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 
@@ -241,11 +241,23 @@ def test_multi_stream_env_must_go_through_the_flag(write) -> None:  # type: igno
 
 
 def test_kernel_package_format(write) -> None:  # type: ignore[no-untyped-def]
-    assert _codes(write, "kernel_package: dsv4-decode@1.2.0\n") == []
-    write("p", child("kernel_package: dsv4-decode@1.2.0\n"))
+    assert _codes(write, "kernel_package: dsv4-decode@1.2.0\n" + TRITON_MOE_PATH_YAML) == []
+    write("p", child("kernel_package: dsv4-decode@1.2.0\n" + TRITON_MOE_PATH_YAML))
     assert load_profile("p").kernel_package == "dsv4-decode@1.2.0"
     err, _ = _err(write, "kernel_package: dsv4-decode\n")
     assert err.key == "kernel_package" and "name@version" in str(err)
+
+
+@pytest.mark.parametrize(("decode", "reason"), [
+    ("", "flashinfer_mxfp4 reads no Triton configs"),
+    ("  extra_args: [--moe-runner-backend, triton]\n", "Hidden size mismatch"),
+    ("  env: {SGLANG_DSV4_FP4_DEQUANT: '1'}\n", "deep_gemm"),
+    ("  extra_args: [--moe-runner-backend, marlin]\n", "reads no Triton configs"),
+])
+def test_a_kernel_package_nothing_would_load_is_refused_with_the_reason(write, decode, reason) -> None:  # type: ignore[no-untyped-def]
+    err, path = _err(write, "kernel_package: dsv4-decode@1.2.0\n" + (f"decode:\n{decode}" if decode else ""))
+    assert err.key == "kernel_package" and reason in str(err)
+    assert f"{path}:3:" in str(err) and "nothing in this configuration would load dsv4-decode@1.2.0" in str(err)
 
 
 def test_canary_fractions_bounded(write) -> None:  # type: ignore[no-untyped-def]

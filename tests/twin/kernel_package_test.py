@@ -1,37 +1,45 @@
-from __future__ import annotations
+"""The twin's MoE config lookup: only on the triton path, under SGLang's exact DSV4-Flash name."""
 
-import json
+from __future__ import annotations
 
 import pytest
 
-from dsv4ops.twin.kernel_package import resolve_kernel_config
+from dsv4ops.sglang_paths import dsv4_flash_config_names
+from dsv4ops.twin.kernel_package import BOX_DEVICE_NAME, resolve_kernel_config
+
+TRITON_ENV = {"SGLANG_DSV4_FP4_DEQUANT": "1", "SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
+UP = dsv4_flash_config_names(BOX_DEVICE_NAME)[0]
+
+
+def test_the_flashinfer_path_looks_nothing_up(tmp_path):
+    choice = resolve_kernel_config({"SGLANG_MOE_CONFIG_DIR": str(tmp_path)})  # no configs/: no crash
+    assert choice.log_line is None and choice.config_dir is None
 
 
 def test_no_dir_means_sglang_default_config():
-    choice = resolve_kernel_config({})
-    assert choice.log_line == "Using default MoE kernel config" and choice.package is None
+    choice = resolve_kernel_config(dict(TRITON_ENV))
+    assert choice.log_line.startswith("Using default MoE kernel config") and UP in choice.log_line
 
 
-def test_package_with_configs_and_manifest_is_reported(tmp_path):
+def test_the_exact_name_is_found_and_any_other_is_not(tmp_path):
     d = tmp_path / "configs" / "triton_3_8_0"
     d.mkdir(parents=True)
-    (d / "E=256,N=256,device_name=X.json").write_text("{}")
-    (tmp_path / "manifest.json").write_text(json.dumps({"name": "moe-sm120", "version": "1.2"}))
-    choice = resolve_kernel_config({"SGLANG_MOE_CONFIG_DIR": str(tmp_path)})
-    assert choice.log_line == f"Using MoE kernel config from {tmp_path}"
-    assert choice.package == {"name": "moe-sm120", "version": "1.2", "dir": str(tmp_path)}
-    assert choice.config_dir == str(d)
+    (d / UP.replace(",dtype=fp8_w8a8,block_shape=[128, 128]", "")).write_text("{}")  # the old no-dtype name
+    env = {**TRITON_ENV, "SGLANG_MOE_CONFIG_DIR": str(tmp_path)}
+    assert resolve_kernel_config(env).log_line.startswith("Using default MoE kernel config")
+    (d / UP).write_text("{}")
+    choice = resolve_kernel_config(env)
+    assert choice.log_line == f"Using MoE kernel config from {d / UP}." and choice.config_dir == str(d)
 
 
-def test_other_triton_dir_is_a_fallback_and_empty_dirs_mean_default(tmp_path):
-    (tmp_path / "configs" / "triton_3_8_0").mkdir(parents=True)
-    assert resolve_kernel_config({"SGLANG_MOE_CONFIG_DIR": str(tmp_path)}).package is None
+def test_other_triton_dir_is_a_fallback(tmp_path):
     other = tmp_path / "configs" / "triton_3_7_1"
-    other.mkdir()
-    (other / "a.json").write_text("{}")
-    assert resolve_kernel_config({"SGLANG_MOE_CONFIG_DIR": str(tmp_path)}).config_dir == str(other)
+    other.mkdir(parents=True)
+    (other / UP).write_text("{}")
+    choice = resolve_kernel_config({**TRITON_ENV, "SGLANG_MOE_CONFIG_DIR": str(tmp_path)})
+    assert choice.config_dir == str(other) and "Fallback to triton version 3.7.1" in choice.log_line
 
 
-def test_dir_without_configs_subfolder_crashes_like_sglang(tmp_path):
+def test_dir_without_configs_subfolder_crashes_like_sglang_on_the_triton_path(tmp_path):
     with pytest.raises(FileNotFoundError):
-        resolve_kernel_config({"SGLANG_MOE_CONFIG_DIR": str(tmp_path)})
+        resolve_kernel_config({**TRITON_ENV, "SGLANG_MOE_CONFIG_DIR": str(tmp_path)})

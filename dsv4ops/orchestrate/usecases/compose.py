@@ -6,12 +6,14 @@ from __future__ import annotations
 import math
 import os
 
+from dsv4ops.deployment import Component
 from dsv4ops.errors import DsOpsError
 from dsv4ops.orchestrate.engine import CanaryStep, Progress, Timeouts
 from dsv4ops.orchestrate.kernelpkg import KernelSupport, config_dir_env
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.usecases.session import TargetSession
 from dsv4ops.profiles.model import Target
+from dsv4ops.sglang_paths import moe_path
 
 READY_TIMEOUT_ENV = "DSV4OPS_READY_TIMEOUT_S"
 
@@ -55,9 +57,12 @@ def kernel_support(session: TargetSession) -> KernelSupport:
 
     sup, workdir = session.supervisor, session.target.workdir
 
-    def loaded(server_info: str, log_tail: str, expected: str) -> tuple[bool, str]:
-        check = K.loaded_check(server_info, log_tail, expected=expected)
-        return bool(check.used), str(check.reason)
+    def loaded(
+        server_info: str, log_tail: str, expected: str, decode: Component | None = None
+    ) -> tuple[bool, str]:
+        moe = moe_path(decode.argv, dict(decode.env)) if decode is not None else None
+        check = K.loaded_check(server_info, log_tail, expected=expected, moe=moe)
+        return bool(check.used), check.reason if check.used else f"{check.state}: {check.reason}"
 
     return KernelSupport(
         present=lambda ref: bool(K.package_present(sup, workdir, ref)),

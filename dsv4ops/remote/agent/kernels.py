@@ -6,7 +6,8 @@ Layout under the work directory:
     kernels/<name>/<version>/          unpacked, checksums verified (SGLANG_MOE_CONFIG_DIR)
     kernels/<name>/current -> <version> switched by symlink rename (atomic)
     state/kernels.json                 {"packages": {name: {"current", "previous", "config_dir"}},
-                                        "env": {"SGLANG_MOE_CONFIG_DIR": path of the current one}}
+                                        "env": the current one's manifest env, resolved:
+                                               SGLANG_MOE_CONFIG_DIR, SGLANG_PLUGINS, PYTHONPATH}
 
 Every refusal happens before anything under kernels/<name>/ changes; the upload and the staging
 directory are removed whatever happens. Refusals are AgentError kind "package".
@@ -53,9 +54,19 @@ def _switch(wd: Workdir, name: str, version: str) -> JsonObject:
     entry = {"current": version, "previous": previous if previous != version else
              state.get("packages", {}).get(name, {}).get("previous"), "config_dir": config_dir}
     state.setdefault("packages", {})[name] = entry
-    state["env"] = {"SGLANG_MOE_CONFIG_DIR": config_dir}
+    state["env"] = _package_env(config_dir)
     write_json_atomic(wd.state(STATE), state)
     return entry
+
+
+def _package_env(config_dir: str) -> dict[str, str]:
+    """The manifest's `env` with its package-root placeholder resolved (SGLANG_MOE_CONFIG_DIR,
+    SGLANG_PLUGINS, PYTHONPATH = the plugin's site); a manifest without one: the config dir."""
+    manifest = read_json(os.path.join(config_dir, "manifest.json")) or {}
+    env = manifest.get("env")
+    items = env.items() if isinstance(env, dict) else ()
+    out = {str(k): str(v).replace("<package root>", config_dir) for k, v in items}
+    return out or {"SGLANG_MOE_CONFIG_DIR": config_dir}
 
 
 def _unpack(pdir: str, files: dict[str, bytes]) -> str:

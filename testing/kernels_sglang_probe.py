@@ -1,0 +1,73 @@
+"""Run inside the real-sglang test env (tools/sglang_test_env.sh): SGLang 0.5.23's own
+load_plugins() and MoE config lookup against an installed kernel package; prints one JSON line.
+
+    PYTHONPATH=<sglang site>:<package>/site SGLANG_PLUGINS=... SGLANG_MOE_CONFIG_DIR=<package> \
+        python testing/kernels_sglang_probe.py
+
+Three things stand in for the box, and only these: the device name (no GPU here), triton's
+version (the box runs 3.8.0, this venv 3.7.1) and SGLang's published exec config (normally
+published from ServerArgs; deterministic inference off is its default). fused_moe_triton_config
+is imported from its file before load_plugins: its package __init__ chain imports GPU-only
+dependencies (torchvision, flashinfer, ...) that the CPU env does not have; the module's own code,
+and the hook registry applying the plugin's hook to it, are SGLang's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import logging
+import sys
+import types
+
+BOX_DEVICE = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+CFG = "sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_config"
+
+
+def _preload_config_module() -> types.ModuleType:
+    import sglang
+
+    parts = CFG.split(".")
+    for i in range(3, len(parts)):  # empty parents: their real __init__ needs GPU deps
+        name = ".".join(parts[:i])
+        if name not in sys.modules:
+            mod = types.ModuleType(name)
+            mod.__path__ = []  # type: ignore[attr-defined]
+            sys.modules[name] = mod
+    path = f"{sglang.__path__[0]}/srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py"
+    spec = importlib.util.spec_from_file_location(CFG, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[CFG] = module
+    spec.loader.exec_module(module)
+    parent = sys.modules[CFG.rsplit(".", 1)[0]]
+    parent.fused_moe_triton_config = module  # what a real import sets
+    module.get_device_name = lambda: BOX_DEVICE
+    module.triton = types.SimpleNamespace(__version__="3.8.0")
+    deterministic = types.SimpleNamespace(enable_deterministic_inference=False)
+    module.get_exec = lambda: types.SimpleNamespace(deterministic=deterministic)
+    return module
+
+
+def main() -> int:
+    logs = io.StringIO()
+    handler = logging.StreamHandler(logs)
+    logging.basicConfig(level=logging.INFO, handlers=[handler, logging.StreamHandler(sys.stderr)])
+    cfg = _preload_config_module()
+    from sglang.srt.plugins import load_plugins
+    from sglang.srt.plugins.hook_registry import HookRegistry
+
+    load_plugins()
+    name = cfg.get_config_file_name(256, 512, "fp8_w8a8", [128, 128])
+    table = cfg.get_moe_configs(256, 512, "fp8_w8a8", 128, 128)
+    down = cfg.get_moe_configs(256, 512, "fp8_w8a8", 128, 128, down_moe=True)
+    print(json.dumps({  # noqa: T201 - the probe's one result line
+        "config_name": name, "found": table is not None, "keys": sorted(table or {}),
+        "down_found": down is not None, "hooks": sorted(HookRegistry._hooks),
+        "patched": sorted(HookRegistry._patched),
+        "wrapped": hasattr(cfg.get_moe_configs, "__wrapped__"), "log": logs.getvalue()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""Through the real part: SGLang 0.5.23's own load_plugins() and MoE config lookup against a
+package built by `dsv4ops kernels build` and installed the way deploy installs it.
+
+Needs the real-sglang env (`make test-sglang` builds it: tools/sglang_test_env.sh, and sets
+SGLANG_REAL_TESTS=1, not DSV4OPS_-prefixed: tests/conftest.py clears those); skipped otherwise,
+so `make test` stays within the CI budget. The cheap test (no env) checks sglang_paths' name rule
+against the fixture extracted from the wheel, so `make test` still fails if the rule drifts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from dsv4ops.sglang_paths import moe_config_file_name, plugin_env
+
+SITE = Path(os.environ.get("SGLANG_TEST_SITE", ".dsv4ops/sglang-site")).resolve()
+PROBE = Path(__file__).resolve().parents[2] / "testing" / "kernels_sglang_probe.py"
+BOX = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+# fused_moe_triton_config.py L36-51 (sglang 0.5.23), verbatim: the fixture the cheap test holds.
+SGLANG_NAME_RULE = (
+    'return f"E={E},N={N},device_name={device_name}{dtype_selector}{block_shape_selector}'
+    '{per_channel_quant_selector}{down_moe_selector}.json"')
+
+
+def test_the_name_rule_matches_sglang_and_the_shipped_file() -> None:
+    name = moe_config_file_name(256, 512, BOX, "fp8_w8a8", (128, 128))
+    assert name == ("E=256,N=512,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition,"
+                    "dtype=fp8_w8a8,block_shape=[128, 128].json")
+    shipped = Path(__file__).resolve().parents[2] / "dsv4ops/kernels/sources/configs/triton_3_8_0"
+    assert (shipped / name).is_file() and (shipped / name.replace(".json", "_down.json")).is_file()
+    wheel_src = Path("/work/sglang-src/unpacked/sglang/srt/layers/moe/moe_runner/triton_utils/"
+                     "fused_moe_triton_config.py")
+    if wheel_src.is_file():  # where the wheel is unpacked, hold the fixture to it
+        assert SGLANG_NAME_RULE in wheel_src.read_text()
+
+
+@pytest.mark.sglang
+@pytest.mark.kernels
+def test_sglang_loads_the_built_plugin_and_finds_its_config(request, tmp_path: Path) -> None:  # noqa: ANN001
+    if os.environ.get("SGLANG_REAL_TESTS") != "1" or not (SITE / "sglang/srt/plugins/__init__.py").is_file():
+        pytest.skip(f"runs in `make test-sglang` (SGLANG_REAL_TESTS=1, env at {SITE}); ~70 s")
+    built = request.getfixturevalue("built")  # only when the env is there: the build is slow
+    with tarfile.open(built.v2.path) as tar:
+        tar.extractall(tmp_path, filter="data")
+    root = next(tmp_path.glob("dsv4-decode-kernels-*"))
+    env = {**os.environ, **plugin_env("dsv4-decode-kernels", str(root))}
+    env["PYTHONPATH"] = f"{SITE}:{env['PYTHONPATH']}"
+    out, stderr = _probe(env)
+    assert out["config_name"] == moe_config_file_name(256, 512, BOX, "fp8_w8a8", (128, 128))
+    assert out["found"] and out["down_found"] and 1 in out["keys"] and 96 in out["keys"]
+    target = "sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_config.get_moe_configs"
+    assert out["hooks"] == [target] and out["patched"] == [target] and out["wrapped"]
+    assert "Loaded plugin dsv4_decode_kernels from group sglang.srt.plugins" in out["log"]
+    assert f"Using MoE kernel config from {root}/configs/triton_3_8_0/" in out["log"]
+    # The plugin's own lines: loaded (with the hook it registered), then its hook on the real
+    # get_moe_configs reporting SGLang's result: the evidence kernels/loaded.py reads.
+    assert f"[dsv4ops-kernel-plugin] loaded dsv4-decode-kernels {built.v2.manifest.version} pid=" in stderr
+    assert f"hooks=moe_config_witness:after:{target}" in stderr
+    assert ("[dsv4ops-kernel-plugin] moe-config E=256 N=512 dtype=fp8_w8a8 block=[128, 128] "
+            "down=False: found in this package") in stderr
+
+    # SGLANG_PLUGINS naming another plugin: SGLang skips ours, nothing registered.
+    skipped, stderr = _probe({**env, "SGLANG_PLUGINS": "someone_else"})
+    assert skipped["hooks"] == [] and "Skipping plugin dsv4_decode_kernels" in skipped["log"]
+    assert "[dsv4ops-kernel-plugin]" not in stderr
+
+
+def _probe(env: dict[str, str]) -> tuple[dict, str]:
+    proc = subprocess.run([sys.executable, "-W", "ignore", str(PROBE)], env=env, capture_output=True,
+                          text=True, timeout=240, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
