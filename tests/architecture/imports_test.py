@@ -28,6 +28,7 @@ LAYERS: dict[str, float] = {
     "monitoring": 4,
     "export": 4,
     "buckets": 4,
+    "ab": 4,
     "remote": 5,
     "journal": 5,
     "profiles": 5,
@@ -140,7 +141,10 @@ HOMES: dict[str, tuple[tuple[str, str], ...]] = {
     "uvloop": (("dsv4ops/canary/eventloop.py", "the canary's event loop, optional"),),
     "torch": (("dsv4ops/kernels/", "kernel sources and checks, imported lazily"),),
     "triton": (("dsv4ops/kernels/", "kernel sources and builders, imported lazily"),),
-    "matplotlib": (("dsv4ops/canary/plots.py", "PNG plots in canary reports (report extra)"),),
+    "matplotlib": (
+        ("dsv4ops/canary/plots.py", "PNG plots in canary reports (report extra)"),
+        ("dsv4ops/ab/report.py", "PNG plots in A/B reports (report extra)"),
+    ),
 }
 
 

@@ -1,0 +1,95 @@
+"""Which arm the box is left on: correctness gates first, then positive evidence for B only.
+
+Order of the rules (the first that applies decides):
+1. B failed a correctness gate (the suite its change calls for): A, whatever B's throughput.
+2. The experiment is partial (interrupted, blocks missing): A.
+3. The primary metric is worse at some concurrency, or any metric is worse beyond the band: A.
+4. The primary metric is better at one concurrency at least: B.
+5. Otherwise (equivalent, inconclusive, nothing measured): A; "no difference found" keeps A.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dsv4ops.ab.analysis import Analysis, MetricVerdict
+from dsv4ops.ab.model import Arm, higher_is_better
+
+
+@dataclass(frozen=True)
+class GateResult:
+    suite: str  # "abort_cascade" | "corruption" | "sweep" ...
+    arm: Arm
+    passed: bool
+    reason: str  # the suite's own summary (why it failed)
+
+    def to_record(self) -> dict[str, object]:
+        return {"suite": self.suite, "arm": self.arm, "passed": self.passed, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Decision:
+    winner: Arm
+    reasons: list[str]  # human sentences, the first one is the headline
+
+    def to_record(self) -> dict[str, object]:
+        return {"winner": self.winner, "reasons": list(self.reasons)}
+
+
+def _level(v: MetricVerdict) -> str:
+    return "the step-law fit" if v.concurrency == 0 else f"concurrency {v.concurrency}"
+
+
+def _effect(v: MetricVerdict) -> str:
+    if v.ratio is None:
+        return "n/a"
+    ci = "" if v.ci_low is None or v.ci_high is None else f" (CI {v.ci_low:.3f}-{v.ci_high:.3f})"
+    return f"B/A {v.ratio:.3f}{ci}"
+
+
+def _beyond_band(v: MetricVerdict, band: float) -> bool:
+    """A worse verdict whose point estimate is more than `band` in the bad direction."""
+    if v.verdict != "worse" or v.ratio is None:
+        return False
+    return v.ratio < 1 - band if higher_is_better(v.metric) else v.ratio > 1 + band
+
+
+def decide(analysis: Analysis, gates: Sequence[GateResult], *, primary: str = "output_tok_s") -> Decision:
+    failed_b = [g for g in gates if g.arm == "B" and not g.passed]
+    failed_a = [g for g in gates if g.arm == "A" and not g.passed]
+    side = [f"A also failed the {g.suite} gate: {g.reason}" for g in failed_a]
+    if failed_b:
+        heads = [f"B failed the {g.suite} gate, so A stays whatever B's throughput: {g.reason}"
+                 for g in failed_b]
+        return Decision("A", heads + side + _evidence(analysis, primary))
+    if analysis.partial:
+        return Decision("A", ["the experiment is partial, so the box stays on A: "
+                              + "; ".join(analysis.notes or ["blocks are missing"]), *side,
+                              *_evidence(analysis, primary)])
+    prim = analysis.for_metric(primary)
+    worse = [v for v in prim if v.verdict == "worse"]
+    harm = [v for v in analysis.verdicts if v.metric != primary and _beyond_band(v, analysis.band)]
+    if worse or harm:
+        v = (worse or harm)[0]
+        return Decision("A", [f"B is worse on {v.metric} at {_level(v)} ({_effect(v)}), so A stays",
+                              *side, *_evidence(analysis, primary)])
+    better = [v for v in prim if v.verdict == "better"]
+    if better:
+        best = max(better, key=lambda v: abs((v.ratio or 1) - 1))
+        head = (f"B wins: {primary} better at {len(better)} of {len(prim)} concurrencies, "
+                f"up to {100 * ((best.ratio or 1) - 1):+.1f}% at {_level(best)} ({_effect(best)})")
+        return Decision("B", [head, *side, *_evidence(analysis, primary)])
+    if not prim:
+        head = f"no {primary} was measured in a complete A/B pair, so the box stays on A"
+    elif all(v.verdict == "equivalent" for v in prim):
+        head = (f"B is equivalent to A on {primary} within ±{100 * analysis.band:g}%; "
+                "no gain shown, so the box stays on A")
+    else:
+        head = f"no {primary} gain shown for B (inconclusive), so the box stays on A"
+    return Decision("A", [head, *side, *_evidence(analysis, primary)])
+
+
+def _evidence(analysis: Analysis, primary: str) -> list[str]:
+    """One sentence per concurrency of the primary metric: its verdict and why."""
+    return [f"{primary} at {_level(v)}: {v.verdict} ({v.note})" for v in analysis.for_metric(primary)]
