@@ -8,8 +8,10 @@ from __future__ import annotations
 from testing.orchestrate_env import OrchEnv, commit_all
 
 # Model time x 0.2: slow enough that the client keeps up with 60 streams on a shared 2-core
-# machine, fast enough that a block (deploy + 3 s of sweep) takes ~10 s.
-AB_TWIN_ENV = {"DSV4_TWIN_TIME_SCALE": "0.2"}
+# machine. Every block restarts the unit: the schedulers' exit after ShutdownReq and the SIGTERM
+# watchdog's tick (3 s and 5 s model time by default) are cut to keep a block near 8 s.
+AB_TWIN_ENV = {"DSV4_TWIN_TIME_SCALE": "0.2", "DSV4_TWIN_SCHEDULER_EXIT_S": "0.5",
+               "DSV4_TWIN_SIGTERM_TICK_S": "0.5"}
 # Short sweep requests: the staircase's drain after the last level waits for them.
 AB_WORKLOAD = {"sweep_max_tokens": 64}
 VARIANTS = {"ab-base": "baseline", "ab-overlap": "overlap-on", "ab-step4": "buckets-step4"}

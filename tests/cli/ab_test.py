@@ -38,7 +38,7 @@ def env(orch_env: OrchEnv, monkeypatch: pytest.MonkeyPatch) -> OrchEnv:
     for k, v in orch_env.environ.items():
         monkeypatch.setenv(k, v)
     # A wedged decode is stopped after its grace period: keep that (and every wait) short.
-    monkeypatch.setenv("DSV4OPS_READY_TIMEOUT_S", "8")
+    monkeypatch.setenv("DSV4OPS_READY_TIMEOUT_S", "5")
     return orch_env
 
 
@@ -105,13 +105,15 @@ def test_an_interrupt_mid_experiment_leaves_a_running_and_a_partial_report(
 
     real = AB.canary_runner
     calls: list[str] = []
+    attention: list[str] = []
 
     def ctrl_c_in_the_second_block(progress):  # type: ignore[no-untyped-def]
         run = real(progress)
 
         def wrapped(suite, dep, th, duration, concurrency):  # type: ignore[no-untyped-def]
             calls.append(dep.profile_name)
-            if len(calls) == 2:  # B's block: Ctrl-C while its sweep runs
+            if len(calls) == 2:  # B's block: what status says mid-experiment, then Ctrl-C
+                attention.extend(_status(env)["attention"])
                 signal.raise_signal(signal.SIGINT)
             return run(suite, dep, th, duration, concurrency)
 
@@ -124,6 +126,8 @@ def test_an_interrupt_mid_experiment_leaves_a_running_and_a_partial_report(
     assert "interrupted by SIGINT" in err and "the box runs A (ab-base" in err
     journal = Journal(env.target)
     exp = [o for o in journal.operations() if o.kind is Kind.EXPERIMENT][-1]
+    assert attention == [f"experiment {exp.op} of ab-base vs ab-step4 is in progress "
+                         "(during 'block 1 B ab-step4')"]
     assert exp.status is Status.FAILED and "interrupted by SIGINT after 2 of 4 blocks" in exp.message
     assert [(s.name, s.phase) for s in exp.steps if s.name.startswith("block ")] == [
         ("block 0 A ab-base", "start"), ("block 0 A ab-base", "done"),
@@ -137,3 +141,14 @@ def test_an_interrupt_mid_experiment_leaves_a_running_and_a_partial_report(
     assert deployed.profile_name == "ab-base" and deployed.known_good
     assert exp.op in (deployed.reason or "") and "leave the box on A" in deployed.reason
     assert journal.in_flight() == [] and len(our_processes(env)) == 3
+
+
+def _status(env: OrchEnv) -> dict:
+    from dsv4ops.cli._context import open_target
+    from dsv4ops.orchestrate.status import gather_status
+
+    session = open_target(env.target)
+    try:
+        return gather_status(session.supervisor, session.journal, target=env.target)
+    finally:
+        session.close()

@@ -10,9 +10,12 @@ error boundary turns them into exit codes. Nothing here prints or exits.
 - `gate.py`: the canary a deploy runs after its end-to-end probe, typed on `Thresholds`;
 - `kernels.py`: `kernels deploy|rollback` under the same operation context;
 - `canary.py`: where `dsv4ops canary` sends its load and which thresholds judge it;
+- `ab.py` (`ab_plan.py`, `ab_blocks.py`): `dsv4ops ab`, an A/B experiment whose blocks deploy
+  through `deploy.py` nested in it, measured by the canary, judged by `dsv4ops.ab`;
 - `compose.py` / `render.py`: readiness timeouts, the operator, kernel support, and profiles
   rendered into Deployments (with their git provenance) for a target.
 
 This sub-package is the one part of `orchestrate` that imports `dsv4ops.kernels` and
-`dsv4ops.canary` (lazily): it binds them to the engine, which knows neither.
+`dsv4ops.canary` (lazily): it binds them to the engine, which knows neither. (`dsv4ops.ab`
+too, lazily: the A/B statistics, decision and report.)
 """

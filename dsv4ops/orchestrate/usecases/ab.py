@@ -93,7 +93,13 @@ def run_ab(session: TargetSession, plan: ABPlan, *, progress: Progress, command:
                  reason=f"A/B {a} vs {b}: {''.join(plan.schedule)}, canary {plan.suite} at "
                         f"{','.join(map(str, plan.levels))}")
         op.step("plan", "done", detail=_plan_detail(plan))
-        return _Experiment(session, plan, op, progress, run or canary_runner(progress)).run()
+        try:
+            return _Experiment(session, plan, op, progress, run or canary_runner(progress)).run()
+        except Exception as exc:  # a bug: the journal still says the experiment ended, and how
+            if not op.ended:
+                op.finish(Status.FAILED, message=f"the experiment crashed: {type(exc).__name__}: "
+                          f"{_first(str(exc))}; see `dsv4ops status` for what runs")
+            raise
 
 
 class _Experiment:
@@ -230,10 +236,15 @@ class _Experiment:
             return f"{arm} ({profile}, {current.op})", current.op
         self.op.step(f"leave the box on {arm}", "start")
         self.say(f"== leaving the box on {arm} ({profile})")
-        out = run_deploy(self.session, plan.a if arm == "A" else plan.b,
-                         command=f"dsv4ops ab (experiment {self.op.op_id})", progress=self.say,
-                         canary=False, reason=f"experiment {self.op.op_id}: leave the box on {arm}",
-                         within=self.op)
+        try:
+            out = run_deploy(self.session, plan.a if arm == "A" else plan.b,
+                             command=f"dsv4ops ab (experiment {self.op.op_id})", progress=self.say,
+                             canary=False, within=self.op,
+                             reason=f"experiment {self.op.op_id}: leave the box on {arm}")
+        except DsOpsError as exc:  # refused before it changed anything (e.g. preflight)
+            self.op.step(f"leave the box on {arm}", "failed", detail=_first(str(exc)))
+            now = journal.deployed()
+            return (f"{now.profile_name} ({now.op})" if now else "unknown"), None
         self.op.step(f"leave the box on {arm}", "done" if out.ok else "failed",
                      detail=f"deploy {out.op_id}: {_first(out.message)}")
         if not out.ok:

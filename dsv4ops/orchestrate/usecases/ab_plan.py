@@ -9,11 +9,11 @@ from the profile's decode bucket count (capture time grows with the number of gr
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from dsv4ops.clock import seconds_between
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
@@ -190,7 +190,7 @@ def switch_cost(journal: Journal, plan: DeployPlan) -> Switch:
     for op in reversed(journal.operations()):
         if (op.kind in (Kind.DEPLOY, Kind.ROLLBACK) and op.status is Status.SUCCEEDED
                 and op.profile_name == name and op.ended):
-            seconds = _seconds_between(op.ts, op.ended)
+            seconds = seconds_between(op.ts, op.ended)
             if seconds is not None:
                 return Switch(seconds, f"journal {op.op}, {seconds:.1f} s")
     n = len(buckets_of(plan.deployment))
@@ -218,15 +218,6 @@ def _float(text: str | None, default: float) -> float:
         return float(text) if text is not None else default
     except ValueError:
         return default
-
-
-def _seconds_between(start: str, end: str) -> float | None:
-    try:
-        a, b = _dt.datetime.fromisoformat(start), _dt.datetime.fromisoformat(end)
-    except ValueError:
-        return None
-    s = (b - a).total_seconds()
-    return s if s >= 0 else None
 
 
 def _duration(seconds: float) -> str:
