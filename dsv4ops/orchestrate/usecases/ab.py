@@ -252,6 +252,7 @@ class _Experiment:
         return f"{arm} ({profile}, {out.op_id})", out.op_id
 
     def _report(self, analysis: Analysis, decision: Decision, stopped: str | None) -> list[Path]:
+        from dsv4ops.ab.model import ARMS
         from dsv4ops.ab.report import write_report
         from dsv4ops.constants import state_dir
 
@@ -262,7 +263,7 @@ class _Experiment:
                                 schedule=plan.schedule, blocks=self.blocks, analysis=analysis,
                                 gates=self.gates, decision=decision,
                                 buckets={arm: list(plan.deployment(arm).decode_buckets)
-                                         for arm in ("A", "B")},
+                                         for arm in ARMS},
                                 experiment_op=self.op.op_id, interrupted=stopped)
         except OSError as exc:
             self.say(f"warning: cannot write the report into {directory}: {exc}")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from dsv4ops.clock import seconds_between
+from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
@@ -70,7 +71,7 @@ class ABPlan:
     def target_name(self) -> str:
         return self.a.target.name
 
-    def deployment(self, arm: Arm) -> Any:
+    def deployment(self, arm: Arm) -> Deployment:
         return (self.a if arm == "A" else self.b).deployment
 
     def profile(self, arm: Arm) -> str:
