@@ -73,12 +73,17 @@ class Analysis:
 
 
 def pair_blocks(blocks: Sequence[BlockResult]) -> tuple[list[tuple[BlockResult, BlockResult]], str]:
-    """(A, B) block pairs and the pairing used ("adjacent" or "ordinal"), complete blocks only."""
-    ordered = sorted(blocks, key=lambda b: b.index)
-    slots = [ordered[i:i + 2] for i in range(0, len(ordered) - 1, 2)]
-    if slots and all(len(s) == 2 and s[0].arm != s[1].arm for s in slots):
-        pairs = [(s[0], s[1]) if s[0].arm == "A" else (s[1], s[0]) for s in slots]
+    """(A, B) block pairs and the pairing used ("adjacent" or "ordinal"), complete blocks only.
+
+    Slots are by schedule index (2k, 2k+1), so a block missing from the list (a failed deploy)
+    loses its own pair only and does not shift the pairing of the blocks after it."""
+    by_index = {b.index: b for b in blocks}
+    slots = [(by_index[i], by_index[i + 1]) for i in sorted(by_index)
+             if i % 2 == 0 and i + 1 in by_index]
+    if slots and all(x.arm != y.arm for x, y in slots):
+        pairs = [(x, y) if x.arm == "A" else (y, x) for x, y in slots]
         return [(a, b) for a, b in pairs if a.complete and b.complete], "adjacent"
+    ordered = sorted(blocks, key=lambda b: b.index)
     a_blocks = [b for b in ordered if b.arm == "A" and b.complete]
     b_blocks = [b for b in ordered if b.arm == "B" and b.complete]
     return list(zip(a_blocks, b_blocks, strict=False)), "ordinal"

@@ -3,7 +3,8 @@
 Order of the rules (the first that applies decides):
 1. B failed a correctness gate (the suite its change calls for): A, whatever B's throughput.
 2. The experiment is partial (interrupted, blocks missing): A.
-3. The primary metric is worse at some concurrency, or any metric is worse beyond the band: A.
+3. The primary metric is worse at some concurrency, or another metric is worse beyond the band
+   (the fitted step law's a and b excepted: DIAGNOSTIC_METRICS): A.
 4. The primary metric is better at one concurrency at least: B.
 5. Otherwise (equivalent, inconclusive, nothing measured): A; "no difference found" keeps A.
 """
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dsv4ops.ab.analysis import Analysis, MetricVerdict
-from dsv4ops.ab.model import Arm, higher_is_better
+from dsv4ops.ab.model import DIAGNOSTIC_METRICS, Arm, higher_is_better
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,8 @@ def decide(analysis: Analysis, gates: Sequence[GateResult], *, primary: str = "o
                               *_evidence(analysis, primary)])
     prim = analysis.for_metric(primary)
     worse = [v for v in prim if v.verdict == "worse"]
-    harm = [v for v in analysis.verdicts if v.metric != primary and _beyond_band(v, analysis.band)]
+    harm = [v for v in analysis.verdicts if v.metric != primary and v.metric not in DIAGNOSTIC_METRICS
+            and _beyond_band(v, analysis.band)]
     if worse or harm:
         v = (worse or harm)[0]
         return Decision("A", [f"B is worse on {v.metric} at {_level(v)} ({_effect(v)}), so A stays",

@@ -12,6 +12,10 @@ ARMS: tuple[Arm, Arm] = ("A", "B")
 METRICS: tuple[str, ...] = ("output_tok_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
                             "step_a_ms", "step_b_ms")  # step law step ≈ a + b·bs, fitted per block
 HIGHER_IS_BETTER = {"output_tok_s"}  # every other metric: lower is better
+# Reported with verdicts but never a reason to reject B: the fitted law describes the step, and a
+# bucket change legitimately trades its intercept for its slope (step-4 vs step-8 over the running
+# batch: a larger a, a smaller b). Throughput and latency say whether the trade paid.
+DIAGNOSTIC_METRICS = {"step_a_ms", "step_b_ms"}
 
 # The step law is fitted over all concurrency levels of a block, so it belongs to no one level:
 # a block keeps step_a_ms / step_b_ms under this key of `values` (analysed like a level).
@@ -51,8 +55,13 @@ class BlockResult:
             arm = d["arm"]
             if arm not in ARMS:
                 raise ValueError(f"arm must be A or B, not {arm!r}")
+            raw = d.get("values", {})
+            if raw is None:
+                raw = {}
+            if not isinstance(raw, dict):
+                raise ValueError(f"values must be a mapping of concurrency to metrics, not {raw!r}")
             values = {int(c): {str(k): float(v) for k, v in m.items()}
-                      for c, m in (d.get("values") or {}).items()}
+                      for c, m in raw.items()}
             return cls(index=int(d["index"]), arm=arm, profile=str(d["profile"]),
                        deploy_op=d.get("deploy_op"), started_at=str(d.get("started_at", "")),
                        duration_s=float(d.get("duration_s", 0.0)), values=values,

@@ -57,7 +57,7 @@ def report_record(*, a: str, b: str, schedule: Sequence[Arm], blocks: Sequence[B
                   analysis: Analysis, gates: Sequence[GateResult], decision: Decision,
                   buckets: dict[str, list[int]] | None = None, experiment_op: str | None = None,
                   interrupted: str | None = None) -> dict[str, Any]:
-    return _clean({
+    record: dict[str, Any] = _clean({
         "version": REPORT_VERSION, "kind": "ab", "a": a, "b": b, "experiment_op": experiment_op,
         "partial": analysis.partial or interrupted is not None, "interrupted": interrupted,
         "decision": decision.to_record(), "schedule": list(schedule),
@@ -65,6 +65,7 @@ def report_record(*, a: str, b: str, schedule: Sequence[Arm], blocks: Sequence[B
         "blocks": [blk.to_record() for blk in sorted(blocks, key=lambda x: x.index)],
         "buckets": buckets or {},
     })
+    return record
 
 
 def _fmt(x: float | None, spec: str = ".3f") -> str:
@@ -87,6 +88,7 @@ def markdown(r: dict[str, Any]) -> str:
     out += ["", f"Schedule: {' '.join(r['schedule'])} ({len(r['blocks'])} blocks ran); "
             f"confidence {an['confidence']:g}, equivalence band ±{100 * an['band']:g}%, "
             f"bootstrap seed {an['seed']}, experiment op {r['experiment_op'] or '-'}.", ""]
+    out += [f"Note: {n}." for n in an["notes"]] + ([""] if an["notes"] else [])
     out += ["## Per metric (B relative to A)", "",
             "| level | metric | verdict | B/A | CI | signed-rank p | pairs | mean A | mean B | why |",
             "|---|---|---|---|---|---|---|---|---|---|"]
@@ -102,6 +104,7 @@ def markdown(r: dict[str, Any]) -> str:
             "cancelled it).", "", "| level | metric | rho(index, A) | rho(time, B/A-1) |", "|---|---|---|---|"]
     out += [f"| {_level(v['concurrency'])} | {v['metric']} | {_fmt(v['drift_rho_a'], '.2f')} | "
             f"{_fmt(v['drift_rho_diff'], '.2f')} |" for v in an["verdicts"]]
+    out += [""] + _drift_flags(an["verdicts"])
     out += ["", "## Correctness gates", ""]
     out += [f"- {g['arm']} {g['suite']}: {'passed' if g['passed'] else 'FAILED'} ({g['reason']})"
             for g in r["gates"]] or ["- none run"]
@@ -114,6 +117,22 @@ def markdown(r: dict[str, Any]) -> str:
         out += ["", "## Buckets", ""]
         out += [f"- {arm}: {' '.join(map(str, b))}" for arm, b in r["buckets"].items()]
     return "\n".join(out) + "\n"
+
+
+DRIFT_RHO = 0.8  # a rank correlation this strong over the blocks is called out in words
+
+
+def _drift_flags(verdicts: list[dict[str, Any]]) -> list[str]:
+    drifted = [v for v in verdicts if v["drift_rho_a"] is not None and abs(v["drift_rho_a"]) >= DRIFT_RHO]
+    left = [v for v in verdicts if v["drift_rho_diff"] is not None and abs(v["drift_rho_diff"]) >= DRIFT_RHO]
+    out = []
+    if drifted:
+        out.append(f"A's values drifted over the experiment (|rho| >= {DRIFT_RHO:g}) for "
+                   + ", ".join(f"{v['metric']}@{_level(v['concurrency'])}" for v in drifted) + ".")
+    if left:
+        out.append("The B/A differences trend with time (drift not cancelled by the pairing) for "
+                   + ", ".join(f"{v['metric']}@{_level(v['concurrency'])}" for v in left) + ".")
+    return out or [f"No strong drift (every |rho| below {DRIFT_RHO:g})."]
 
 
 def _arm_series(r: dict[str, Any], metric: str) -> dict[str, list[tuple[int, float, float, float]]]:

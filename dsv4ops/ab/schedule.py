@@ -35,4 +35,6 @@ def naive(blocks: int) -> list[Arm]:
     """AAAA BBBB: every A first (for the drift comparison only)."""
     _check(blocks)
     half = blocks // 2
-    return ["A"] * half + ["B"] * half
+    a: list[Arm] = ["A"] * half
+    b: list[Arm] = ["B"] * half
+    return a + b

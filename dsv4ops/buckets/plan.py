@@ -127,3 +127,33 @@ def graph_budget(max_buckets: int, graph_mb: float | None, memory_mb: float | No
     if memory_mb is None or graph_mb is None or graph_mb <= 0:
         return max_buckets
     return max(1, min(max_buckets, int(memory_mb // graph_mb)))
+
+
+@dataclass(frozen=True)
+class GraphMemory:
+    """The graph memory per bucket the plan uses, and where it came from (said to the user)."""
+
+    mb_per_graph: float | None
+    source: str  # "option" (--graph-mb), "observed" (the decode's gauge), "none"
+    sentence: str
+
+
+def graph_memory_estimate(option_mb: float | None, observed_gb: float | None,
+                          captured: int | None) -> GraphMemory:
+    """The decode's own sglang:graph_memory_usage_gb{phase="decode"} (the total of its captured
+    graphs on one GPU) over the graphs it captured, when observed (a measurement beats a guess);
+    else --graph-mb, the user's estimate. Per graph is a linear model: graphs share one memory
+    pool, so the largest size weighs most (vLLM #7894); the memory of a plan is an estimate."""
+    if observed_gb and captured:
+        mb = round(observed_gb * 1024 / captured, 2)
+        over = f"; --graph-mb {option_mb:g} not used" if option_mb is not None else ""
+        return GraphMemory(mb, "observed", f"graph memory: {mb:g} MB per graph, observed (the decode "
+                           f"reports {observed_gb:g} GB for its {captured} captured decode graphs in "
+                           f"sglang:graph_memory_usage_gb){over}")
+    why = (f"the decode reports {observed_gb:g} GB in sglang:graph_memory_usage_gb but not how many "
+           "graphs (no decode_cuda_graph_bs in /server_info)" if observed_gb
+           else "no sglang:graph_memory_usage_gb{phase=\"decode\"} observed")
+    if option_mb is not None:
+        return GraphMemory(option_mb, "option", f"graph memory: {option_mb:g} MB per graph, "
+                           f"--graph-mb (your estimate; {why})")
+    return GraphMemory(None, "none", f"graph memory: unknown ({why}); --graph-mb MB sets a budget")

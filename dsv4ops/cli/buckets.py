@@ -28,7 +28,8 @@ def buckets() -> None:
 @click.option("--max-bs", type=click.IntRange(min=1, max=8192), default=96, show_default=True,
               help="The decode's largest batch (max_running_requests; always a bucket).")
 @click.option("--graph-mb", type=click.FloatRange(min=0.0), default=None,
-              help="Graph memory per bucket in MB (for the memory budget and the table).")
+              help="Graph memory per bucket in MB (for the memory budget and the table); a live "
+                   "decode's sglang:graph_memory_usage_gb is used instead when observed.")
 @click.option("--memory-mb", type=click.FloatRange(min=0.0), default=None,
               help="Budget for all graphs' memory in MB (with --graph-mb).")
 @click.option("--profile", "profile", default="baseline", show_default=True,
@@ -45,20 +46,25 @@ def plan_cmd(report: Path | None, distribution: Path | None, metrics_url: str | 
     if sum(x is not None for x in (report, distribution, metrics_url)) != 1:
         raise DsOpsError("give exactly one of --from REPORT, --distribution FILE, --metrics-url URL")
     step_law = S.parse_law(law) if law else None
+    observed_gb: float | None = None
+    captured: int | None = None
     if report is not None:
         counts, fitted = S.from_report(report)
         step_law = step_law or fitted
     elif distribution is not None:
         counts = S.from_file(distribution)
     else:
-        from dsv4ops.orchestrate.usecases.buckets import sample_running
+        from dsv4ops.orchestrate.usecases.buckets import sample_decode
 
-        counts = sample_running(str(metrics_url), window_s=window)
+        live = sample_decode(str(metrics_url), window_s=window)
+        counts, observed_gb, captured = live.counts, live.graph_memory_gb, live.captured_graphs
     step_law = step_law or P.StepLaw()
     try:
         dist = P.normalise(counts)
     except ValueError as exc:
         raise DsOpsError(str(exc)) from None
+    memory = P.graph_memory_estimate(graph_mb, observed_gb, captured)
+    graph_mb = memory.mb_per_graph
     k = P.graph_budget(max_buckets, graph_mb, memory_mb)
     best = P.plan(dist, max_buckets=k, max_bs=max_bs)
     ladders = {"planned": best,
@@ -71,10 +77,13 @@ def plan_cmd(report: Path | None, distribution: Path | None, metrics_url: str | 
     if as_json:
         echo_json({"law": {"a_ms": step_law.a_ms, "b_ms": step_law.b_ms}, "graph_budget": k,
                    "distribution": {str(n): round(p, 5) for n, p in dist.items()},
+                   "graph_memory": {"mb_per_graph": memory.mb_per_graph, "source": memory.source,
+                                    "observed_gb": observed_gb, "captured_graphs": captured},
                    "ladders": [e.to_json() for e in evals], "command": command})
         return
     click.echo(f"step law {step_law.a_ms:g} + {step_law.b_ms:g}·bs ms; {len(dist)} batch sizes "
                f"observed ({min(dist)}..{max(dist)}); at most {k} graphs")
+    click.echo(memory.sentence)
     rows = [[e.name, e.graphs, f"{e.tok_s:.1f}", f"{e.mean_step_ms:.2f}",
              f"{e.expected_padding:.2f}", f"{100 * e.eager_share:.1f}%",
              "-" if e.graph_memory_mb is None else f"{e.graph_memory_mb:g}"] for e in evals]

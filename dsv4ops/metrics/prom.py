@@ -25,6 +25,9 @@ GEN_TOKENS_TOTAL = "sglang:generation_tokens_total"
 # the family is declared before its first increment, its `mode` children appear on first use.
 REALTIME_TOKENS = "sglang:realtime_tokens"
 REALTIME_TOKENS_TOTAL = "sglang:realtime_tokens_total"
+# Set once at start-up per phase (emit_constants, metrics_collector.py L1313/L1787): the TOTAL memory
+# of the phase's captured graphs on one GPU, not per bucket; 0.0 for a phase that captured none.
+GRAPH_MEMORY_GB = "sglang:graph_memory_usage_gb"
 
 
 class MetricsParseError(DsOpsError):
@@ -76,6 +79,8 @@ class ServerGauges:
     engine_types: tuple[str, ...]
     # realtime_tokens_total{mode="decode"}: 0 while declared but never bumped, None when absent
     decode_tokens: float | None = None
+    # graph_memory_usage_gb{phase="decode"}, the largest over ranks (each GPU holds its own graphs)
+    decode_graph_memory_gb: float | None = None
 
     @property
     def has_load_gauges(self) -> bool:
@@ -94,7 +99,14 @@ def server_gauges(samples: Samples) -> ServerGauges:
         aborted_total=samples.total(ABORTED_TOTAL),
         engine_types=tuple(sorted(samples.label_values(RUNNING, "engine_type"))),
         decode_tokens=_decode_tokens(samples),
+        decode_graph_memory_gb=_graph_memory(samples, "decode"),
     )
+
+
+def _graph_memory(samples: Samples, phase: str) -> float | None:
+    values = [v for labels, v in samples.series.get(GRAPH_MEMORY_GB, ())
+              if labels.get("phase") == phase and not math.isnan(v)]
+    return max(values) if values else None
 
 
 def _decode_tokens(samples: Samples) -> float | None:

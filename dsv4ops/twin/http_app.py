@@ -13,6 +13,7 @@ from aiohttp import web
 from .batch import serve_batch
 from .formats import error_body
 from .parse import BadRequest, Parsers, parse, parse_batch
+from .perf import decode_graph_memory_gb
 from .server import CONTEXT_LEN, MAX_TOTAL_TOKENS, SGLANG_VERSION, TwinServer
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -54,7 +55,7 @@ def server_info(s: TwinServer) -> dict[str, Any]:
                 "last_gen_throughput": e.gen_throughput() if e else 0.0,
                 "memory_usage": {"weight": 40.5, "kvcache": 30.0, "graph": 1.5},
                 "disaggregation_mode": a.mode, "decode_cuda_graph_bs": list(s.buckets),
-                "decode_cuda_graph_memory_gb": round(0.02 * len(s.buckets), 3)}
+                "decode_cuda_graph_memory_gb": decode_graph_memory_gb(s.buckets)}
     return {**resolved,
             "launch_command": " ".join(["python", "-m", "sglang.launch_server", *a.argv]),
             "status": "ready" if s.status == "up" else s.status,

@@ -10,7 +10,7 @@ histograms are recorded by the request path. Throughputs and latencies are in mo
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -18,6 +18,9 @@ from prometheus_client.registry import Collector
 
 from .reporter import SchedStats
 
+# model_executor/graph_memory_usage.py: emit_constants sets every phase at start-up (0.0 if none)
+GRAPH_MEMORY_PHASES = ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode",
+                       "draft_extend")
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 60.0, 120.0, 300.0)
 ITL_BUCKETS = (0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
 
@@ -31,6 +34,7 @@ class SchedulerSnapshot:
     max_total_num_tokens: int
     context_len: int
     page_size: int
+    graph_memory_gb: dict[str, float] = field(default_factory=dict)  # phase -> GB (per GPU)
 
 
 class _SchedulerCollector(Collector):
@@ -69,6 +73,11 @@ class _SchedulerCollector(Collector):
             g = GaugeMetricFamily(name, doc, labels=names)
             g.add_metric(values, float(value))
             yield g
+        graph = GaugeMetricFamily("sglang:graph_memory_usage_gb",
+                                  "Memory used by captured device graphs in GB.", labels=[*names, "phase"])
+        for phase in GRAPH_MEMORY_PHASES:  # metrics_collector.py L1313, L1787-1791
+            graph.add_metric([*values, phase], float(s.graph_memory_gb.get(phase, 0.0)))
+        yield graph
         counters = {
             "sglang:num_transfer_failed_reqs": ("KV transfers failed", s.transfer_failed_total),
             "sglang:num_bootstrap_failed_reqs": ("Bootstraps failed", s.bootstrap_failed_total),

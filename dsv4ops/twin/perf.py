@@ -12,6 +12,14 @@ import random
 import time
 
 DSV4_DEFAULT_MAX_RUNNING = 256  # deepseek_v4_hook.py:138-146
+# Graph memory per captured decode bucket, GB per GPU: an estimate (TensorRT-LLM measured ~10 MiB of
+# metadata per graph for DeepSeek-R1; DSA-style models more). What /server_info's
+# decode_cuda_graph_memory_gb and /metrics' sglang:graph_memory_usage_gb{phase="decode"} report.
+GRAPH_GB_PER_DECODE_BUCKET = 0.02
+
+
+def decode_graph_memory_gb(buckets: list[int]) -> float:
+    return round(GRAPH_GB_PER_DECODE_BUCKET * len(buckets), 3)
 
 
 def default_decode_buckets(max_bs: int) -> list[int]:

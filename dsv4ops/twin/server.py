@@ -25,7 +25,7 @@ from .kv_receiver import KVReceiver
 from .metrics import SchedulerSnapshot, TwinMetrics
 from .parse import Bootstrap, prompt_hash
 from .pd import FAKE_BOOTSTRAP_HOST, BootstrapServer, Room, TransferError
-from .perf import DSV4_DEFAULT_MAX_RUNNING, resolve_decode_buckets
+from .perf import DSV4_DEFAULT_MAX_RUNNING, decode_graph_memory_gb, resolve_decode_buckets
 from .reporter import SchedStats, StatsReporter
 
 SGLANG_VERSION = "0.5.23"
@@ -351,4 +351,5 @@ class TwinServer:
             bootstrap_failed_total=(self.receiver.bootstrap_failed if self.receiver else 0)
             + (self.bootstrap.bootstrap_failed if self.bootstrap else 0),
             max_total_num_tokens=MAX_TOTAL_TOKENS, context_len=CONTEXT_LEN,
-            page_size=self.args.page_size)
+            page_size=self.args.page_size,
+            graph_memory_gb={"decode": decode_graph_memory_gb(self.buckets)})

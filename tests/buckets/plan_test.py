@@ -17,6 +17,7 @@ from dsv4ops.buckets.plan import (
     evaluate,
     expected_padded,
     graph_budget,
+    graph_memory_estimate,
     normalise,
     padded,
     plan,
@@ -84,6 +85,17 @@ def test_the_memory_budget_limits_the_graphs() -> None:
     assert graph_budget(3, graph_mb=10.0, memory_mb=1e6) == 3
 
 
+def test_an_observed_graph_memory_is_used_instead_of_the_estimate() -> None:
+    seen = graph_memory_estimate(180.0, 0.32, 16)
+    assert seen.source == "observed" and seen.mb_per_graph == pytest.approx(0.32 * 1024 / 16)
+    assert "observed" in seen.sentence and "--graph-mb 180 not used" in seen.sentence
+    no_count = graph_memory_estimate(180.0, 0.32, None)
+    assert no_count.source == "option" and no_count.mb_per_graph == 180.0
+    assert "not how many graphs" in no_count.sentence
+    assert graph_memory_estimate(None, None, None).source == "none"
+    assert graph_memory_estimate(None, 0.0, 16).mb_per_graph is None  # 0 GB: nothing captured
+
+
 def test_the_cli_prints_the_comparison_and_the_revision_command(tmp_path: Path) -> None:
     samples = tmp_path / "running.json"
     samples.write_text(json.dumps([60 + (i * 7) % 31 for i in range(400)] + [0] * 20))
@@ -104,30 +116,44 @@ def test_the_cli_prints_the_comparison_and_the_revision_command(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_sampling_a_live_decode_sees_its_running_batch() -> None:
-    """A real decode twin with 12 requests running: the sampled distribution is all at 12."""
+def test_sampling_a_live_decode_sees_its_running_batch_and_graph_memory() -> None:
+    """A real decode twin with 12 requests running: the sampled distribution is all at 12, its
+    sglang:graph_memory_usage_gb becomes the plan's per-graph memory, and the CLI says so."""
     import asyncio
 
     import aiohttp
 
-    from dsv4ops.orchestrate.usecases.buckets import sample_running
+    from dsv4ops.orchestrate.usecases.buckets import sample_decode
     from testing.twin_load import _background, wait_running
     from testing.twin_stack import twin_server
 
-    async def load_then_sample(url: str) -> dict[int, float]:
+    async def load_then_sample(url: str):  # noqa: ANN202
         async with aiohttp.ClientSession() as session:
             tasks = [asyncio.create_task(_background(session, url, i, False)) for i in range(12)]
             try:
                 await wait_running(session, url, 12)
-                return await asyncio.to_thread(sample_running, url + "/metrics", window_s=1.5,
+                live = await asyncio.to_thread(sample_decode, url + "/metrics", window_s=1.5,
                                                interval_s=0.1)
+                cli = await asyncio.to_thread(
+                    subprocess.run, [sys.executable, "-m", "dsv4ops", "buckets", "plan", "--metrics-url",
+                                     url + "/metrics", "--window", "1", "--graph-mb", "500",
+                                     "--memory-mb", "100", "--json"],
+                    cwd=REPO, capture_output=True, text=True, timeout=60)
+                return live, cli
             finally:
                 async with session.post(f"{url}/abort_request", json={"abort_all": True}):
                     pass
                 await asyncio.gather(*tasks, return_exceptions=True)
 
     env = {"DSV4_TWIN_TIME_SCALE": "0.1", "DSV4_TWIN_HAZARDS": "off"}
-    with twin_server(["--disaggregation-mode", "decode", "--enable-metrics",
-                      "--decode-log-interval", "4"], env=env) as proc:
-        counts = asyncio.run(load_then_sample(proc.url))
-    assert counts and set(counts) == {12}, counts
+    with twin_server(["--disaggregation-mode", "decode", "--enable-metrics", "--decode-log-interval", "4",
+                      "--cuda-graph-bs-decode", "4", "8", "12", "16", "32"], env=env) as proc:
+        live, cli = asyncio.run(load_then_sample(proc.url))
+    assert live.counts and set(live.counts) == {12}, live.counts
+    # the twin's 0.02 GB per captured decode graph (docs/twin.md), as the box reports its own
+    assert live.graph_memory_gb == pytest.approx(0.1) and live.captured_graphs == 5
+    assert cli.returncode == 0, cli.stderr
+    out = json.loads(cli.stdout)
+    assert out["graph_memory"]["source"] == "observed"
+    assert out["graph_memory"]["mb_per_graph"] == pytest.approx(0.1 * 1024 / 5)
+    assert out["graph_budget"] == 4  # 100 MB at 20.48 MB per graph (the observed, not the 500 guessed)

@@ -42,3 +42,13 @@ def test_label_match_and_absent_metrics() -> None:
 def test_malformed_text_is_a_clear_error() -> None:
     with pytest.raises(MetricsParseError, match="invalid Prometheus text"):
         parse_text("sglang:num_running_reqs{engine_type=decode} x y z\n")
+
+
+def test_decode_graph_memory_is_the_per_gpu_total_of_the_decode_phase() -> None:
+    text = "# TYPE sglang:graph_memory_usage_gb gauge\n" + "".join(
+        f'sglang:graph_memory_usage_gb{{engine_type="decode",model_name="dsv4",moe_ep_rank="0",'
+        f'phase="{phase}",pp_rank="0",tp_rank="{rank}"}} {gb}\n'
+        for rank in (0, 1) for phase, gb in (("prefill", 0.0), ("decode", 0.31 + rank / 100)))
+    g = server_gauges(parse_text(SGLANG_TEXT + text))
+    assert g.decode_graph_memory_gb == pytest.approx(0.32)  # each GPU holds its own: max, not sum
+    assert server_gauges(parse_text(SGLANG_TEXT)).decode_graph_memory_gb is None

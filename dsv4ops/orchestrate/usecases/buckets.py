@@ -1,31 +1,51 @@
 """`dsv4ops buckets plan --metrics-url URL --window S`: the running batch sizes a live decode
-reports, sampled over a bounded window (0.5.23 exposes no batch-size histogram)."""
+reports, sampled over a bounded window (0.5.23 exposes no batch-size histogram), and the memory
+its captured decode graphs take (`sglang:graph_memory_usage_gb{phase="decode"}`, when exposed)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dsv4ops.errors import DsOpsError
 
+if TYPE_CHECKING:
+    from dsv4ops.canary.loadgen import ChatClient
+
 MAX_WINDOW_S = 6 * 3600.0
+
+
+@dataclass(frozen=True)
+class LiveSample:
+    counts: dict[int, float]  # running batch size -> samples (idle samples dropped)
+    graph_memory_gb: float | None  # all captured decode graphs on one GPU, as the decode reports
+    captured_graphs: int | None  # len(decode_cuda_graph_bs) from its /server_info, when it says
 
 
 def sample_running(metrics_url: str, *, window_s: float, interval_s: float = 1.0) -> dict[int, float]:
     """{running batch size: samples} from `sglang:num_running_reqs` every `interval_s` for
     `window_s` seconds. Idle samples (0 running) are dropped: they generate no tokens."""
+    return sample_decode(metrics_url, window_s=window_s, interval_s=interval_s).counts
+
+
+def sample_decode(metrics_url: str, *, window_s: float, interval_s: float = 1.0) -> LiveSample:
+    """sample_running's counts, plus the decode's graph memory and captured graph count."""
     if not 0 < window_s <= MAX_WINDOW_S or not 0.05 <= interval_s <= window_s:
         raise DsOpsError(f"--window {window_s:g}s / interval {interval_s:g}s: expected a window "
                          f"up to {MAX_WINDOW_S:g}s and an interval from 0.05s to the window")
     return asyncio.run(_sample(metrics_url, window_s, interval_s))
 
 
-async def _sample(url: str, window_s: float, interval_s: float) -> dict[int, float]:
+async def _sample(url: str, window_s: float, interval_s: float) -> LiveSample:
     from dsv4ops.canary.loadgen import ChatClient
     from dsv4ops.canary.sampler import scrape_once
 
     counts: Counter[int] = Counter()
     seen = 0
+    graph_gb: float | None = None
     loop = asyncio.get_running_loop()
     end = loop.time() + window_s
     async with ChatClient(url, connections=2, total_timeout_s=10.0, engine="aiohttp") as client:
@@ -33,10 +53,28 @@ async def _sample(url: str, window_s: float, interval_s: float) -> dict[int, flo
             gauges = await scrape_once(client, url)
             if gauges is not None and gauges.running is not None:
                 seen += 1
+                if gauges.decode_graph_memory_gb is not None:
+                    graph_gb = gauges.decode_graph_memory_gb
                 if gauges.running >= 1:
                     counts[round(gauges.running)] += 1
             await asyncio.sleep(interval_s)
+        captured = await _captured_graphs(client, url) if graph_gb else None
     if not seen:
         raise DsOpsError(f"{url}: no sglang:num_running_reqs in any scrape",
                          hint="the decode needs --enable-metrics; give its /metrics URL")
-    return dict(counts)
+    return LiveSample(dict(counts), graph_gb, captured)
+
+
+async def _captured_graphs(client: ChatClient, url: str) -> int | None:
+    """How many decode graphs the server captured: /server_info's internal_states[0]
+    decode_cuda_graph_bs (0.5.23 sets it in PD mode, internal_state.py L91-105)."""
+    base = url.rstrip("/").removesuffix("/metrics")
+    status, text = await client.get_text(base + "/server_info")
+    if status != 200:
+        return None
+    try:
+        states = json.loads(text).get("internal_states") or [{}]
+        bs = states[0].get("decode_cuda_graph_bs")
+    except (ValueError, AttributeError, IndexError, TypeError):
+        return None
+    return len(bs) if isinstance(bs, list) and bs else None

@@ -1,0 +1,145 @@
+"""Verdicts: known effects recovered, equivalence shown only by a CI inside the band, and too few
+pairs never a verdict."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dsv4ops.ab.analysis import analyse, pair_blocks
+from dsv4ops.ab.model import Arm, BlockResult
+from dsv4ops.ab.schedule import counterbalanced, naive
+
+
+def _blocks(schedule: list[Arm], *, effect: float, sd: float, seed: int = 0, level: int = 60,
+            metric: str = "output_tok_s", base: float = 700.0) -> list[BlockResult]:
+    """Blocks whose B value is `effect` times A's, each with multiplicative noise of sd `sd`."""
+    rng = random.Random(seed)
+    return [BlockResult(i, arm, f"p{arm}", f"op-{i}", "2026-12-01T00:00:00Z", 120.0,
+                        {level: {metric: base * (effect if arm == "B" else 1.0) * (1 + rng.gauss(0, sd))}})
+            for i, arm in enumerate(schedule)]
+
+
+def _one(blocks: list[BlockResult], **kw: object):  # noqa: ANN202
+    (v,) = analyse(blocks, **kw).verdicts  # type: ignore[arg-type]
+    return v
+
+
+@pytest.mark.parametrize(("effect", "verdict"), [(1.06, "better"), (0.94, "worse")])
+def test_a_known_throughput_effect_is_recovered_with_its_interval(effect: float, verdict: str) -> None:
+    v = _one(_blocks(counterbalanced(12), effect=effect, sd=0.005))
+    assert v.verdict == verdict and v.pairs == 6 and v.pairing == "adjacent"
+    assert v.ci_low < effect < v.ci_high and v.ci_low <= v.ratio <= v.ci_high
+    assert v.wilcoxon_p < 0.05 and v.note.startswith(f"{100 * (v.ratio - 1):+.1f}%")
+    assert "excludes 1" in v.note
+
+
+def test_lower_is_better_metrics_read_the_other_way() -> None:
+    v = _one(_blocks(counterbalanced(12), effect=0.9, sd=0.005, metric="itl_p99_ms", base=90.0))
+    assert v.verdict == "better" and v.ratio == pytest.approx(0.9, abs=0.01)
+    v = _one(_blocks(counterbalanced(12), effect=1.1, sd=0.005, metric="ttft_p50_ms", base=90.0))
+    assert v.verdict == "worse"
+
+
+def test_no_effect_with_little_noise_is_equivalent_within_the_band() -> None:
+    v = _one(_blocks(counterbalanced(12), effect=1.0, sd=0.003))
+    assert v.verdict == "equivalent" and v.ci_low >= 0.98 and v.ci_high <= 1.02
+    assert "inside the ±2% band" in v.note
+
+
+def test_no_effect_with_much_noise_is_inconclusive_not_equivalent() -> None:
+    v = _one(_blocks(counterbalanced(12), effect=1.0, sd=0.05))
+    assert v.verdict == "inconclusive"  # "no difference found" is not "equivalent"
+    assert v.ci_low < 0.98 or v.ci_high > 1.02
+    assert "spans 1" in v.note
+
+
+def test_a_wider_band_turns_the_same_data_equivalent() -> None:
+    blocks = _blocks(counterbalanced(12), effect=1.0, sd=0.02, seed=3)
+    assert _one(blocks, band=0.02).verdict == "inconclusive"
+    assert _one(blocks, band=0.2).verdict == "equivalent"
+
+
+def test_too_few_pairs_is_inconclusive_and_says_how_many_blocks_are_needed() -> None:
+    v = _one(_blocks(counterbalanced(8), effect=1.2, sd=0.001))  # a huge effect, only 4 pairs
+    assert v.verdict == "inconclusive" and v.pairs == 4
+    assert "at least 6 (12 blocks)" in v.note
+    v = _one(_blocks(counterbalanced(12), effect=1.2, sd=0.001), confidence=0.99)
+    assert v.verdict == "inconclusive" and "at least 8 (16 blocks)" in v.note
+    assert _one(_blocks(counterbalanced(16), effect=1.2, sd=0.001), confidence=0.99).verdict == "better"
+
+
+def test_the_analysis_is_deterministic_by_seed() -> None:
+    blocks = _blocks(counterbalanced(12), effect=1.03, sd=0.01, seed=9)
+    a1, a2, a3 = (analyse(blocks, seed=s).verdicts[0] for s in (1, 1, 2))
+    assert a1 == a2 and (a1.ci_low, a1.ci_high) != (a3.ci_low, a3.ci_high)
+
+
+def test_interrupted_blocks_are_left_out_and_mark_the_analysis_partial() -> None:
+    blocks = _blocks(counterbalanced(12), effect=1.06, sd=0.005)
+    blocks[11] = BlockResult(11, "A", "pA", None, "", 30.0, {60: {"output_tok_s": 1.0}}, complete=False)
+    an = analyse(blocks, planned=16)
+    (v,) = an.verdicts
+    assert an.partial and v.pairs == 5 and v.blocks_a == 5  # the half block's 1.0 is not used
+    assert v.verdict == "inconclusive"
+    assert any("interrupted" in n for n in an.notes) and any("12 of 16" in n for n in an.notes)
+    assert not analyse(_blocks(counterbalanced(12), effect=1.06, sd=0.005), planned=12).partial
+
+
+def test_a_naive_order_pairs_by_ordinal_and_says_drift_is_not_cancelled() -> None:
+    blocks = _blocks(naive(12), effect=1.06, sd=0.005)
+    pairs, how = pair_blocks(blocks)
+    assert how == "ordinal" and [(a.index, b.index) for a, b in pairs] == [(k, k + 6) for k in range(6)]
+    an = analyse(blocks)
+    assert any("not counterbalanced" in n for n in an.notes)
+    _, how = pair_blocks(_blocks(counterbalanced(8), effect=1.0, sd=0.0))
+    assert how == "adjacent"
+
+
+def test_absent_metrics_and_levels_are_analysed_where_measured() -> None:
+    blocks = _blocks(counterbalanced(12), effect=1.06, sd=0.005)
+    blocks[0] = BlockResult(0, "A", "pA", None, "", 1.0, {})  # this block measured nothing
+    an = analyse(blocks)
+    (v,) = an.for_metric("output_tok_s")
+    assert v.pairs == 5 and v.verdict == "inconclusive"
+    assert an.for_metric("itl_p50_ms") == []
+
+
+@pytest.mark.parametrize("kw", [{"confidence": 1.0}, {"confidence": 0.2}, {"band": 0.0}, {"band": 1.5}])
+def test_bad_settings_are_refused(kw: dict) -> None:
+    with pytest.raises(ValueError):
+        analyse([], **kw)
+
+
+def test_a_missing_block_loses_its_own_pair_only() -> None:
+    blocks = _blocks(counterbalanced(12), effect=1.06, sd=0.005)
+    del blocks[5]  # its deploy failed: no result at all
+    pairs, how = pair_blocks(blocks)
+    assert how == "adjacent"
+    assert [(a.index, b.index) for a, b in pairs] == [(0, 1), (3, 2), (6, 7), (8, 9), (11, 10)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(min_value=0.5, max_value=1.5), min_size=4, max_size=16),
+       st.floats(min_value=0.005, max_value=0.1), st.integers(min_value=-20, max_value=20))
+def test_verdicts_follow_their_rules_and_ignore_the_unit(factors: list[float], band: float, k: int) -> None:
+    n = len(factors) - len(factors) % 2
+    blocks = [BlockResult(i, arm, arm, None, "", 1.0, {8: {"output_tok_s": 100 * f}})
+              for i, (arm, f) in enumerate(zip(counterbalanced(n), factors, strict=False))]
+    (v,) = analyse(blocks, band=band, resamples=200).verdicts
+    if v.verdict == "equivalent":
+        assert 1 - band <= v.ci_low and v.ci_high <= 1 + band
+    if v.verdict in ("better", "worse"):
+        assert v.wilcoxon_p < 0.05 and (v.ci_low > 1 if v.verdict == "better" else v.ci_high < 1)
+    if v.pairs < 6:
+        assert v.verdict == "inconclusive"
+    # the same blocks in another unit (x 2^k is exact in floating point): the same analysis
+    scaled = [BlockResult(b.index, b.arm, b.profile, None, "", 1.0,
+                          {8: {"output_tok_s": b.values[8]["output_tok_s"] * 2.0 ** k}}) for b in blocks]
+    w = analyse(scaled, band=band, resamples=200).verdicts[0]
+    fields = ("verdict", "ratio", "ci_low", "ci_high", "wilcoxon_p", "drift_rho_a", "drift_rho_diff", "note")
+    assert [getattr(w, f) for f in fields] == [getattr(v, f) for f in fields]
+    assert w.mean_a == v.mean_a * 2.0 ** k
