@@ -99,48 +99,91 @@ def test_overlap_gains_but_the_abort_cascade_gate_keeps_the_baseline(env: OrchEn
     assert len(our_processes(env)) == 3 and Journal(env.target).in_flight() == []
 
 
-def test_an_interrupt_mid_experiment_leaves_a_running_and_a_partial_report(
+def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_partial(
         env: OrchEnv, capsys, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from dsv4ops.orchestrate.usecases import ab as AB
+    """Ctrl-C after block 1's deploy stopped A's unit: the deploy's own rollback restarts A, the
+    experiment ends FAILED naming the block done, the report is partial."""
+    from dsv4ops.cli import _context
 
-    real = AB.canary_runner
-    calls: list[str] = []
+    printer = _context.progress_printer
+    seen: list[str] = []
+    fired: list[str] = []
     attention: list[str] = []
 
-    def ctrl_c_in_the_second_block(progress):  # type: ignore[no-untyped-def]
-        run = real(progress)
+    def ctrl_c_mid_deploy_of_b(as_json: bool):  # type: ignore[no-untyped-def]
+        echo = printer(as_json)
 
-        def wrapped(suite, dep, th, duration, concurrency):  # type: ignore[no-untyped-def]
-            calls.append(dep.profile_name)
-            if len(calls) == 2:  # B's block: what status says mid-experiment, then Ctrl-C
+        def progress(line: str) -> None:
+            echo(line)
+            seen.append(line)
+            if line.startswith("deploy ab-step4"):  # B's deploy is journaled: ask status
                 attention.extend(_status(env)["attention"])
+            if (line.startswith("  ok     stop prefill") and not fired
+                    and any(x.startswith("deploy ab-step4") for x in seen)):
+                fired.append(line)  # once: a second Ctrl-C would stop the rollback itself
                 signal.raise_signal(signal.SIGINT)
-            return run(suite, dep, th, duration, concurrency)
 
-        return wrapped
+        return progress
 
-    monkeypatch.setattr(AB, "canary_runner", ctrl_c_in_the_second_block)
-    code, out, err = cli(env, capsys, "ab", "ab-base", "ab-step4", "--blocks", "4",
-                         "--levels", "56,57", *FAST, "--report", str(tmp_path))
+    monkeypatch.setattr(_context, "progress_printer", ctrl_c_mid_deploy_of_b)
+    code, _out, err = cli(env, capsys, "ab", "ab-base", "ab-step4", "--blocks", "4",
+                          "--levels", "56,57", *FAST, "--report", str(tmp_path))
     assert code == 130, err
-    assert "interrupted by SIGINT" in err and "the box runs A (ab-base" in err
+    assert "block 1 (B)'s deploy was interrupted" in err and "the box runs A (ab-base" in err
     journal = Journal(env.target)
     exp = [o for o in journal.operations() if o.kind is Kind.EXPERIMENT][-1]
-    assert attention == [f"experiment {exp.op} of ab-base vs ab-step4 is in progress "
-                         "(during 'block 1 B ab-step4')"]
-    assert exp.status is Status.FAILED and "interrupted by SIGINT after 2 of 4 blocks" in exp.message
+    b_deploy = [o for o in journal.operations() if o.profile_name == "ab-step4"][-1]
+    # While B's deploy ran, status called both in progress, the deploy within the experiment.
+    assert attention == [
+        f"experiment {exp.op} of ab-base vs ab-step4 is in progress (during 'block 1 B ab-step4')",
+        f"deploy {b_deploy.op} of ab-step4 is in progress (before its first step, within "
+        f"experiment {exp.op})"]
+    assert b_deploy.status is Status.ROLLED_BACK and exp.op in (b_deploy.reason or "")
+    assert exp.status is Status.FAILED and "after 1 of 4 blocks" in exp.message
     assert [(s.name, s.phase) for s in exp.steps if s.name.startswith("block ")] == [
         ("block 0 A ab-base", "start"), ("block 0 A ab-base", "done"),
         ("block 1 B ab-step4", "start"), ("block 1 B ab-step4", "failed")]
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report["partial"] and "SIGINT" in report["interrupted"]
-    assert [(b["arm"], b["complete"]) for b in report["blocks"]] == [("A", True), ("B", False)]
+    assert report["partial"] and "interrupted" in report["interrupted"]
+    assert [(b["arm"], b["complete"]) for b in report["blocks"]] == [("A", True)]
     assert report["decision"]["winner"] == "A"
-    # Put back on A by a deploy (the box ran B when the signal came), nothing left in flight.
+    # A runs again, restored by the deploy's rollback (no extra deploy), nothing in flight.
     deployed = journal.deployed()
     assert deployed.profile_name == "ab-base" and deployed.known_good
-    assert exp.op in (deployed.reason or "") and "leave the box on A" in deployed.reason
     assert journal.in_flight() == [] and len(our_processes(env)) == 3
+
+
+def test_ctrl_c_while_a_block_is_measured_keeps_a_and_records_the_block_as_partial(
+        env: OrchEnv, capsys, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Ctrl-C during block 0's sweep (A): the box already runs A's proven deployment, so nothing is
+    redeployed; the block is in the report as incomplete and the experiment ends FAILED."""
+    from dsv4ops.orchestrate.usecases import ab as AB
+
+    real = AB.canary_runner
+
+    def ctrl_c_in_the_first_sweep(progress):  # type: ignore[no-untyped-def]
+        run = real(progress)
+
+        def wrapped(suite, dep, th, duration, concurrency):  # type: ignore[no-untyped-def]
+            signal.raise_signal(signal.SIGINT)
+            return run(suite, dep, th, duration, concurrency)
+
+        return wrapped
+
+    monkeypatch.setattr(AB, "canary_runner", ctrl_c_in_the_first_sweep)
+    before = len(Journal(env.target).operations())
+    code, _out, err = cli(env, capsys, "ab", "ab-base", "ab-step4", "--blocks", "4",
+                          "--levels", "56,57", *FAST, "--report", str(tmp_path))
+    assert code == 130 and "interrupted by SIGINT; the box runs A (ab-base" in err, err
+    journal = Journal(env.target)
+    exp, block0 = journal.operations()[before:]  # the experiment and block 0's deploy, no other
+    assert exp.kind is Kind.EXPERIMENT and exp.status is Status.FAILED
+    assert "interrupted by SIGINT after 1 of 4 blocks (done: none)" in exp.message
+    assert ("block 0 A ab-base", "failed") in [(s.name, s.phase) for s in exp.steps]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [(b["arm"], b["complete"], b["deploy_op"]) for b in report["blocks"]] == [
+        ("A", False, block0.op)]
+    assert journal.deployed().op == block0.op and len(our_processes(env)) == 3
 
 
 def _status(env: OrchEnv) -> dict:
