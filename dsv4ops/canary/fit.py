@@ -72,6 +72,12 @@ class LevelPoint:
     output_tok_s: float
     step_ms_metrics: float | None = None
     output_tok_s_metrics: float | None = None  # the server's gen_throughput over the window
+    # Client latencies at this level (ms): TTFT of the requests sent in its window, ITL of the
+    # token gaps inside it (the A/B compares arms per level; the run's summary mixes levels).
+    ttft_p50_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    itl_p50_ms: float | None = None
+    itl_p99_ms: float | None = None
 
 
 @dataclass(frozen=True)

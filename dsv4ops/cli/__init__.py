@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "monitoring": ("dsv4ops.cli.monitoring", "monitoring", "Render Prometheus alert rules and scrape configs."),
     "export": ("dsv4ops.cli.export", "export", "Export a profile to Kubernetes (an SGLang RoleBasedGroup)."),
     "buckets": ("dsv4ops.cli.buckets", "buckets", "Plan decode CUDA-graph buckets from observed traffic."),
+    "ab": ("dsv4ops.cli.ab", "ab", "A/B two profiles on one box, in alternating blocks; keep the winner."),
 }
 
 

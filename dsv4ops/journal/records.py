@@ -60,6 +60,10 @@ class Kind(str, enum.Enum):
     # `dsv4ops kernels deploy|rollback`: switches the target's tuned-kernel package. It starts
     # or stops no process, so it never sets `running` and never counts as a deployment.
     KERNELS = "kernels"
+    # `dsv4ops ab`: an A/B experiment. Its blocks' deploys are journaled as DEPLOYs of their own
+    # (each names the experiment in its reason); the experiment itself starts no process, so it
+    # never sets `running` and never counts as a deployment or as known-good.
+    EXPERIMENT = "experiment"
 
 
 @dataclass

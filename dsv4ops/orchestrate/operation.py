@@ -16,6 +16,9 @@ release, and signals, in one place for deploy, rollback, stop and kernel switche
    command, which sees in the journal that this operation ended).
 
 A refusal by the lock raises before anything is journaled: a refused operation changed nothing.
+
+`nested_operation(...)` is the same for an operation run inside another one that holds the lock
+for both (an A/B experiment's block deploys): no lock of its own, the caller's gate.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.control import TargetControl
@@ -88,3 +92,16 @@ def journaled_operation(
         finally:
             with gate.shielded():
                 release_lock(control, op.op_id, say)
+
+
+@contextlib.contextmanager
+def nested_operation(
+    journal: Journal, kind: Kind, parent: RunningOperation, *, gate: InterruptGate
+) -> Iterator[RunningOperation]:
+    """An operation of `kind` inside `parent`, which took the deploy lock (and resolved what
+    earlier operations left) for both: it journals itself like any other; the lock stays
+    with `parent`. Raises DsOpsError unless `parent` is begun and not ended."""
+    if not parent.begun or parent.ended:
+        raise DsOpsError(f"{kind.value} cannot run inside {parent.kind.value} {parent.op_id}: "
+                         "that operation is not in progress")
+    yield RunningOperation(journal, kind, journal.new_op_id(kind), gate)

@@ -34,7 +34,11 @@ from dsv4ops.orchestrate.engine import (
 )
 from dsv4ops.orchestrate.interrupts import signal_name_of
 from dsv4ops.orchestrate.kernelpkg import KernelSupport, with_kernel_env
-from dsv4ops.orchestrate.operation import RunningOperation, journaled_operation
+from dsv4ops.orchestrate.operation import (
+    RunningOperation,
+    journaled_operation,
+    nested_operation,
+)
 from dsv4ops.orchestrate.outcome import Outcome as Outcome  # re-exported: ops.Outcome
 from dsv4ops.orchestrate.partial import describe_mix, is_mixed, unit_after
 from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
@@ -86,9 +90,11 @@ class Operator:
         fallback: KnownGood | Sequence[KnownGood] | None = None,
         run_canary: bool = True,
         recover: bool = False,
+        within: RunningOperation | None = None,
     ) -> Outcome:
         """Deploy `new` in the safe order; on a failure or an interrupt (SIGINT/SIGTERM), roll
-        back automatically to `fallback` (one known-good, or a list tried in order)."""
+        back automatically to `fallback` (one known-good, or a list tried in order). `within`:
+        the operation (an A/B experiment) that holds the deploy lock for this deploy."""
         with self.settings.interrupts.installed():
             return self._deploy(
                 new,
@@ -98,6 +104,7 @@ class Operator:
                 _candidates(fallback),
                 run_canary,
                 recover,
+                within,
             )
 
     def _deploy(
@@ -109,6 +116,7 @@ class Operator:
         candidates: list[KnownGood],
         run_canary: bool,
         recover: bool,
+        within: RunningOperation | None = None,
     ) -> Outcome:
         t0 = self.settings.clock.monotonic()
         notes = [scope.note] if scope.note else []
@@ -123,7 +131,7 @@ class Operator:
         with_canary = run_canary and self.settings.canary is not None
         steps = P.engine_steps(P.deploy_plan(new, scope.components, canary=with_canary))
         unit_after(new, scope, self.journal.deployed())  # refuse a partial restart of nothing
-        with self._operation(kind, recover) as op:
+        with self._operation(kind, recover, within) as op:
             notes += op.notes
             prev = self.journal.deployed()  # again: under the lock, nobody changes it now
             unit, scope_record = unit_after(new, scope, prev)
@@ -323,9 +331,12 @@ class Operator:
     # ------------------------------------------------------------------------------ helpers
 
     def _operation(
-        self, kind: Kind, recover: bool
+        self, kind: Kind, recover: bool, within: RunningOperation | None = None
     ) -> contextlib.AbstractContextManager[RunningOperation]:
-        """The journaled-operation context (operation.py) with this operator's gate and lock."""
+        """The journaled-operation context (operation.py) with this operator's gate and lock
+        (inside `within`, which holds the lock: nested_operation)."""
+        if within is not None:
+            return nested_operation(self.journal, kind, within, gate=self.settings.interrupts)
         return journaled_operation(
             self.control,
             self.journal,

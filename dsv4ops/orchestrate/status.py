@@ -17,7 +17,7 @@ from typing import Any
 
 from dsv4ops.deployment import START_ORDER, Deployment
 from dsv4ops.errors import DsOpsError
-from dsv4ops.journal.records import Operation
+from dsv4ops.journal.records import Kind, Operation
 from dsv4ops.journal.store import UNKNOWN, Journal
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.drift import (
@@ -313,12 +313,17 @@ def router_info(control: TargetControl, base_url: str) -> dict[str, Any]:
 def _attention(journal: Journal, lock: LockInfo | None) -> list[str]:
     """Half-finished operations and stale locks, each with what to do."""
     notes = []
-    for op in journal.in_flight():
+    flying = journal.in_flight()
+    holder = lock.holder.get("op_id") if lock is not None and not lock.stale else None
+    # A live A/B experiment holds the lock for the deploys nested in it (usecases/ab.py).
+    parent = next((o for o in flying if o.op == holder and o.kind is Kind.EXPERIMENT), None)
+    for op in flying:
         where = op.position
         ours = lock if lock is not None and lock.holder.get("op_id") == op.op else None
-        if ours is not None and not ours.stale:
+        if (ours is not None and not ours.stale) or (parent is not None and op is not parent):
+            inside = f", within {parent.kind.value} {parent.op}" if parent and op is not parent else ""
             notes.append(
-                f"{op.kind.value} {op.op} of {op.profile_name or '-'} is in progress ({where})"
+                f"{op.kind.value} {op.op} of {op.profile_name or '-'} is in progress ({where}{inside})"
             )
             continue
         why = (

@@ -27,7 +27,7 @@ from dsv4ops.canary.fit import (
 )
 from dsv4ops.canary.loadgen import closed_loop, level_windows
 from dsv4ops.canary.records import RequestRecord
-from dsv4ops.canary.stats import summarize
+from dsv4ops.canary.stats import percentile, summarize
 from dsv4ops.canary.suites.common import (
     Harness,
     SuiteContext,
@@ -168,8 +168,20 @@ def _level_points(h: Harness, levels: list[int], windows: list[tuple[float, floa
                 tput_metrics = statistics.median(tput for _, tput in g)
         points.append(LevelPoint(concurrency=level, bs=bs, step_ms=step,
                                  output_tok_s=tokens / ((b - a) / 1e9), step_ms_metrics=step_metrics,
-                                 output_tok_s_metrics=tput_metrics))
+                                 output_tok_s_metrics=tput_metrics, **_level_latency(timed, a, b)))
     return points
+
+
+def _level_latency(records: list[RequestRecord], a: float, b: float) -> dict[str, float | None]:
+    """TTFT p50/p99 of the requests sent in [a, b] and ITL p50/p99 of the gaps inside it (ms)."""
+    ttft = [r.ttft_s * 1e3 for r in records if a <= r.t_send <= b and r.ttft_s is not None]
+    itl = [(t[i] - t[i - 1]) / 1e6 for r in records for t in [r.token_times]
+           for i in range(1, len(t)) if a <= t[i - 1] and t[i] <= b]
+    out: dict[str, float | None] = {}
+    for name, xs in (("ttft", ttft), ("itl", itl)):
+        out[f"{name}_p50_ms"] = percentile(xs, 50) if xs else None
+        out[f"{name}_p99_ms"] = percentile(xs, 99) if xs else None
+    return out
 
 
 def _whole_interval_reports(window: list[ServerGauges]) -> list[ServerGauges]:

@@ -14,9 +14,12 @@ error boundary turns them into exit codes. Nothing here prints or exits.
   metrics URLs (an endpoint target's, the journal's deployed unit's, or a profile's render);
 - `endpoint.py`: endpoint targets (a cluster): the process verbs refuse with the kubectl line,
   `status` reads the router;
+- `ab.py` (`ab_plan.py`, `ab_blocks.py`): `dsv4ops ab`, an A/B experiment whose blocks deploy
+  through `deploy.py` nested in it, measured by the canary, judged by `dsv4ops.ab`;
 - `compose.py` / `render.py`: readiness timeouts, the operator, kernel support, and profiles
   rendered into Deployments (with their git provenance) for a target.
 
 This sub-package is the one part of `orchestrate` that imports `dsv4ops.kernels` and
-`dsv4ops.canary` (lazily): it binds them to the engine, which knows neither.
+`dsv4ops.canary` (lazily): it binds them to the engine, which knows neither. (`dsv4ops.ab`
+too, lazily: the A/B statistics, decision and report.)
 """

@@ -10,6 +10,7 @@ from typing import Any
 from dsv4ops.deployment import Deployment
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.engine import CanaryStep, Progress
+from dsv4ops.orchestrate.operation import RunningOperation
 from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.pd import RestartScope, restart_scope
 from dsv4ops.orchestrate.restore import fallbacks_for
@@ -82,8 +83,10 @@ def run_deploy(
     accept_inconclusive: bool = False,
     recover: bool = False,
     reason: str | None = None,
+    within: RunningOperation | None = None,
 ) -> Outcome:
-    """Deploy the planned deployment; a failure or interrupt rolls back (see ops.Operator)."""
+    """Deploy the planned deployment; a failure or interrupt rolls back (see ops.Operator).
+    `within`: the operation holding the deploy lock for it (an A/B experiment's block)."""
     new = plan.deployment
     step: CanaryStep | None = None
     if canary:
@@ -112,4 +115,5 @@ def run_deploy(
         fallback=fallback,
         run_canary=canary,
         recover=recover,
+        within=within,
     )

@@ -1,0 +1,93 @@
+"""`dsv4ops ab PROFILE_A PROFILE_B`: a time-multiplexed A/B on one target (orchestrate/usecases/ab.py).
+
+Exit codes: 0 the experiment ran to its end (whichever arm won), 2 a block's deploy or suite
+failed (the box was put back on A), 130 interrupted (the box was put back on A).
+"""
+
+from __future__ import annotations
+
+import click
+
+from dsv4ops.cli._output import echo_json, json_option, target_option
+
+
+@click.command("ab")
+@click.argument("profile_a")
+@click.argument("profile_b")
+@target_option
+@click.option("--suite", type=click.Choice(["sweep", "soak"]), default="sweep", show_default=True,
+              help="The canary workload measured in every block.")
+@click.option("--blocks", type=click.IntRange(min=2), default=12, show_default=True,
+              help="Blocks in the ABBA BAAB order (even; 12 = the 6 pairs a 95% verdict needs).")
+@click.option("--levels", default=None, help="Concurrency levels, e.g. 48,56,57,64 (default: A's sweep levels).")
+@click.option("--block-duration", type=click.FloatRange(min=0.5), default=None,
+              help="Seconds measured per block (default: the suite's own length).")
+@click.option("--warmup", type=click.FloatRange(min=0), default=10.0, show_default=True,
+              help="Seconds of load after each deploy before the measured part (discarded).")
+@click.option("--max-tokens", type=click.IntRange(min=8), default=None,
+              help="max_tokens of the measured requests (default: the profile's canary setting).")
+@click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True,
+              help="Confidence of the intervals and the signed-rank test.")
+@click.option("--report", "report_dir", type=click.Path(file_okay=False), default=None,
+              help="Report directory (default: the state directory's ab/EXPERIMENT_ID).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
+@click.option("--dry-run", is_flag=True, help="Print the schedule, the gates and the time; change nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@json_option
+def ab(profile_a: str, profile_b: str, target: str | None, suite: str, blocks: int,
+       levels: str | None, block_duration: float | None, warmup: float, max_tokens: int | None,
+       confidence: float,
+       report_dir: str | None, seed: int, dry_run: bool, yes: bool, as_json: bool) -> None:
+    """A/B PROFILE_A against PROFILE_B on one target, blocks alternating in time; leave the box
+    on the winner (on A when inconclusive, partial or unsafe)."""
+    from dsv4ops.cli._context import open_target, progress_printer
+    from dsv4ops.errors import DeployError
+    from dsv4ops.orchestrate.interrupts import DeployInterrupted
+    from dsv4ops.orchestrate.usecases import ab as AB
+    from dsv4ops.orchestrate.usecases.ab_plan import plan_ab
+
+    plan = plan_ab(profile_a, profile_b, target, suite=suite, blocks=blocks, seed=seed,
+                   levels=_levels(levels), block_s=block_duration, warmup_s=warmup,
+                   confidence=confidence, report_dir=report_dir,
+                   workload=_workload(suite, max_tokens))
+    if dry_run:
+        echo_json(plan.to_json()) if as_json else click.echo("\n".join(
+            [*plan.lines(), "(dry run: nothing is changed)"]))
+        return
+    if not yes:
+        click.confirm(f"run {len(plan.schedule)} A/B blocks of {profile_a} vs {profile_b} on "
+                      f"{plan.target_name} (about {plan.total_s / 60:.0f} min)?", abort=True)
+    session = open_target(target)
+    try:
+        out = AB.run_ab(session, plan, progress=progress_printer(as_json),
+                        command=f"dsv4ops ab {profile_a} {profile_b}")
+    finally:
+        session.close()
+    if as_json:
+        echo_json(out.to_json())
+    else:
+        for line in out.decision.reasons:
+            click.echo(line)
+        click.echo(f"experiment {out.op_id}: winner {out.decision.winner}; the box runs {out.box}")
+        if out.report:
+            click.echo(f"report: {out.report[0].parent}/report.md")
+    if out.interrupted:
+        raise DeployInterrupted(f"{out.interrupted}; the box runs {out.box}")
+    if out.failure:
+        raise DeployError(f"{out.failure}; the box runs {out.box}")
+
+
+def _levels(text: str | None) -> tuple[int, ...]:
+    if not text:
+        return ()
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: expected integers separated by commas",
+                                 param_hint="--levels") from None
+
+
+def _workload(suite: str, max_tokens: int | None) -> dict[str, int]:
+    if max_tokens is None:
+        return {}
+    return {"sweep_max_tokens" if suite == "sweep" else "max_tokens": max_tokens}

@@ -1,0 +1,229 @@
+"""`dsv4ops ab` up front: the counterbalanced schedule, the correctness gates B's change calls
+for, the switch cost per arm, the measured part per block and the estimated total. What
+`--dry-run` prints is what `run_ab` runs; planning touches nothing.
+
+The switch cost (stop, restart, weights, CUDA-graph capture, probe) is the last SUCCEEDED
+deploy of the same profile on this target as the journal timed it; without one it is estimated
+from the profile's decode bucket count (capture time grows with the number of graphs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from dsv4ops.clock import seconds_between
+from dsv4ops.deployment import Deployment
+from dsv4ops.errors import DsOpsError
+from dsv4ops.journal.records import Kind, Status
+from dsv4ops.journal.store import Journal
+from dsv4ops.orchestrate.usecases.deploy import DeployPlan, plan_deploy
+from dsv4ops.orchestrate.usecases.gate import buckets_of, thresholds_of
+
+if TYPE_CHECKING:
+    from dsv4ops.ab.model import Arm
+    from dsv4ops.canary import Thresholds
+
+SUITES = ("sweep", "soak")
+DEFAULT_BLOCKS = 12  # 6 A/B pairs: the fewest with which the signed-rank test reaches p < 0.05
+DEFAULT_WARMUP_S = 10.0
+# Without a timed deploy in the journal: a restart on the box (stop, weights, start) plus the
+# capture per decode graph. The twin's own settings give its estimate (docs/twin.md).
+BOX_RESTART_S = 300.0
+BOX_CAPTURE_S_PER_BUCKET = 0.25
+TWIN_DEFAULTS = {"MODEL_LOAD_S": 60.0, "CAPTURE_S_PER_BUCKET": 0.25, "WARMUP_S": 1.0,
+                 "TIME_SCALE": 1.0}
+TWIN_OVERHEAD_S = 2.0  # router start, probe, stops: wall seconds, not scaled
+# Gate suites' length when they do not have one of their own (abort-cascade runs to its wedge
+# check and recovery window).
+ABORT_CASCADE_S = 30.0
+# Names the A/B gates carry (ab.decision.GateResult.suite) for the canary's suite names.
+GATE_NAMES = {"abort-cascade": "abort_cascade", "corruption": "corruption", "sweep": "sweep"}
+
+
+@dataclass(frozen=True)
+class Switch:
+    seconds: float
+    source: str  # "journal d-... (12.3 s)" or "estimate from N decode buckets"
+
+
+@dataclass(frozen=True)
+class ABPlan:
+    a: DeployPlan
+    b: DeployPlan
+    schedule: list[Arm]
+    suite: str  # the measured workload: sweep | soak
+    levels: tuple[int, ...]  # concurrency levels (sweep staircase; soak: one level)
+    thresholds: Thresholds  # A's canary section, with the levels: one workload for both arms
+    gates: list[str]  # canary suites B must pass (from the A -> B flag diff)
+    gate_why: list[str]
+    switch: dict[str, Switch]
+    measured_s: float  # per block, after warm-up
+    warmup_s: float
+    gate_s: float
+    seed: int = 0
+    confidence: float = 0.95
+    report_dir: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def target_name(self) -> str:
+        return self.a.target.name
+
+    def deployment(self, arm: Arm) -> Deployment:
+        return (self.a if arm == "A" else self.b).deployment
+
+    def profile(self, arm: Arm) -> str:
+        return str(self.deployment(arm).profile_name)
+
+    @property
+    def total_s(self) -> float:
+        blocks = sum(self.switch[arm].seconds + self.warmup_s + self.measured_s
+                     for arm in self.schedule)
+        return blocks + self.gate_s + self.switch["A"].seconds  # the final switch, worst case
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dry_run": True, "target": self.target_name,
+            "a": self.profile("A"), "b": self.profile("B"),
+            "schedule": "".join(self.schedule), "blocks": len(self.schedule),
+            "suite": self.suite, "levels": list(self.levels),
+            "gates": [GATE_NAMES.get(g, g) for g in self.gates], "gate_why": self.gate_why,
+            "switch_s": {arm: {"seconds": round(s.seconds, 1), "source": s.source}
+                         for arm, s in self.switch.items()},
+            "warmup_s": self.warmup_s, "measured_s_per_block": round(self.measured_s, 1),
+            "gate_s": round(self.gate_s, 1), "estimated_total_s": round(self.total_s, 1),
+            "seed": self.seed, "confidence": self.confidence, "notes": self.notes,
+        }
+
+    def lines(self) -> list[str]:
+        sched = " ".join("".join(self.schedule[i:i + 4]) for i in range(0, len(self.schedule), 4))
+        out = [f"plan: A/B of A={self.a.deployment.describe()} and B={self.b.deployment.describe()} "
+               f"on {self.target_name}",
+               f"  schedule: {sched} ({len(self.schedule)} blocks; each deploys its arm as the "
+               "whole PD unit, proven by a generation)",
+               f"  workload: canary {self.suite} at concurrency {', '.join(map(str, self.levels))}; "
+               f"warm-up {self.warmup_s:g} s, then {self.measured_s:.0f} s measured per block"]
+        out += [f"  gate on B: {GATE_NAMES.get(g, g)} ({why})" for g, why in zip(self.gates, self.gate_why,
+                                                                               strict=True)]
+        if not self.gates:
+            out.append("  gate on B: none (the flag change calls for no correctness suite)")
+        out += [f"  switch {arm}: {s.seconds:.0f} s ({s.source})" for arm, s in self.switch.items()]
+        out.append(f"  estimated total: {_duration(self.total_s)} (blocks, gates and the final "
+                   "switch to the winner)")
+        out += [f"  note: {n}" for n in self.notes]
+        return out
+
+
+def plan_ab(
+    a_ref: str,
+    b_ref: str,
+    target_name: str | None,
+    *,
+    suite: str = "sweep",
+    blocks: int = DEFAULT_BLOCKS,
+    seed: int = 0,
+    levels: Sequence[int] = (),
+    block_s: float | None = None,
+    warmup_s: float = DEFAULT_WARMUP_S,
+    confidence: float = 0.95,
+    report_dir: str | None = None,
+    workload: Mapping[str, Any] | None = None,
+) -> ABPlan:
+    """Render both profiles for the target and plan the experiment. Raises DsOpsError.
+    `workload`: canary Thresholds fields to override for the measured workload (e.g. shorter
+    sweep requests in tests)."""
+    from dsv4ops.ab.schedule import counterbalanced
+    from dsv4ops.ab.stats import min_pairs_for
+
+    if suite not in SUITES:
+        raise DsOpsError(f"--suite {suite!r}: choose from {', '.join(SUITES)}")
+    try:
+        schedule = counterbalanced(blocks)
+    except ValueError as exc:
+        raise DsOpsError(f"--blocks {blocks}: {exc}") from None
+    if not 0.5 <= confidence < 1:
+        raise DsOpsError(f"--confidence {confidence:g}: expected a value in [0.5, 1)")
+    a, b = plan_deploy(a_ref, target_name, canary=False), plan_deploy(b_ref, target_name, canary=False)
+    if a.deployment.commands_hash == b.deployment.commands_hash:
+        raise DsOpsError(f"{a_ref} and {b_ref} render the same commands on {a.target.name}: "
+                         "there is nothing to compare")
+    th = thresholds_of(a.deployment)
+    levels = tuple(sorted(set(levels))) or (
+        tuple(sorted(set(th.sweep_concurrency))) if suite == "sweep" else (th.soak_concurrency,))
+    if any(c < 1 for c in levels) or (suite == "soak" and len(levels) != 1):
+        raise DsOpsError(f"--levels {','.join(map(str, levels))}: the sweep takes levels >= 1, "
+                         "the soak exactly one")
+    th = replace(th.with_overrides(**dict(workload or {})), sweep_concurrency=levels)
+    measured = block_s or (len(levels) * th.sweep_level_s if suite == "sweep" else th.stress_duration_s)
+    gates, why = gate_suites(a.deployment.flags, b.deployment.flags, a, b)
+    journal = Journal(a.target.name)
+    switch = {"A": switch_cost(journal, a), "B": switch_cost(journal, b)}
+    notes = []
+    need = min_pairs_for(1 - confidence)
+    if len(schedule) // 2 < need:
+        notes.append(f"{len(schedule)} blocks make {len(schedule) // 2} A/B pairs; a better/worse "
+                     f"verdict at {confidence:g} confidence needs {need} ({2 * need} blocks): with "
+                     "fewer, every verdict is inconclusive and the box stays on A")
+    gate_s = sum(_gate_seconds(g, suite, th) for g in gates)
+    return ABPlan(a, b, schedule, suite, levels, th, gates, why, switch, measured, warmup_s,
+                  gate_s, seed, confidence, report_dir, notes)
+
+
+def gate_suites(a_flags: Any, b_flags: Any, a: DeployPlan, b: DeployPlan) -> tuple[list[str], list[str]]:
+    """The canary suites B's change calls for (the deploy's rule, canary.suites_for_change,
+    without its smoke: every block's deploy already proves a generation), each with why."""
+    from dsv4ops.canary import suites_for_change
+
+    old = {**dict(a_flags), "kernel_package": a.deployment.kernel_package}
+    new = {**dict(b_flags), "kernel_package": b.deployment.kernel_package}
+    suites = [s for s in suites_for_change(old, new) if s != "smoke"]
+    why = {"abort-cascade": "the overlap scheduler changed: the TP-desync wedge under abort cascades",
+           "corruption": "multi-stream overlap or the decode kernels changed: tool-call corruption",
+           "sweep": "the decode CUDA-graph buckets changed: the sawtooth and eager fallbacks"}
+    return suites, [why.get(s, "the flag change calls for it") for s in suites]
+
+
+def switch_cost(journal: Journal, plan: DeployPlan) -> Switch:
+    """The last timed SUCCEEDED deploy of this profile on the target, else an estimate."""
+    name = plan.deployment.profile_name
+    for op in reversed(journal.operations()):
+        if (op.kind in (Kind.DEPLOY, Kind.ROLLBACK) and op.status is Status.SUCCEEDED
+                and op.profile_name == name and op.ended):
+            seconds = seconds_between(op.ts, op.ended)
+            if seconds is not None:
+                return Switch(seconds, f"journal {op.op}, {seconds:.1f} s")
+    n = len(buckets_of(plan.deployment))
+    target = plan.target
+    if target.launcher == "twin":
+        twin = dict(target.twin_env)
+        env = {k: _float(twin.get(f"DSV4_TWIN_{k}"), v) for k, v in TWIN_DEFAULTS.items()}
+        model_s = env["MODEL_LOAD_S"] + env["WARMUP_S"] + n * env["CAPTURE_S_PER_BUCKET"]
+        return Switch(TWIN_OVERHEAD_S + model_s * env["TIME_SCALE"],
+                      f"estimate for the twin from {n} decode buckets")
+    return Switch(BOX_RESTART_S + n * BOX_CAPTURE_S_PER_BUCKET,
+                  f"estimate from {n} decode buckets (no timed deploy of {name} in the journal)")
+
+
+def _gate_seconds(suite: str, measured_suite: str, th: Thresholds) -> float:
+    if suite == "sweep" and measured_suite == "sweep":
+        return 0.0  # B's measured sweeps are the gate
+    if suite == "abort-cascade":
+        return ABORT_CASCADE_S
+    return th.stress_duration_s
+
+
+def _float(text: str | None, default: float) -> float:
+    try:
+        return float(text) if text is not None else default
+    except ValueError:
+        return default
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -1,0 +1,197 @@
+"""`dsv4ops ab` on the twin behind the real router: the dry run, bad input, the seeds' overlap A/B
+(a gain with its interval, rejected by the abort-cascade gate) and an interrupt mid-experiment.
+
+One twin environment for the module (testing/ab_profiles.py: time scale 0.2, decode metrics every
+10 steps); few blocks and short sweeps: these tests check the orchestration and the journal, not
+the statistics' power (tests/ab/ does that).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dsv4ops.journal.records import Kind, Status
+from dsv4ops.journal.store import Journal
+from testing.ab_profiles import AB_TWIN_ENV, add_ab_profiles
+from testing.orchestrate_cli import cli, module_env
+from testing.orchestrate_env import OrchEnv, our_processes
+
+pytestmark = [pytest.mark.slow, pytest.mark.router]
+
+FAST = ("--warmup", "0", "--block-duration", "3", "--max-tokens", "64", "--yes")
+
+
+@pytest.fixture(scope="module")
+def orch_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrchEnv]:
+    for env in module_env(tmp_path_factory, extra_twin_env=AB_TWIN_ENV):
+        add_ab_profiles(env)
+        yield env
+
+
+@pytest.fixture
+def env(orch_env: OrchEnv, monkeypatch: pytest.MonkeyPatch) -> OrchEnv:
+    for k, v in orch_env.environ.items():
+        monkeypatch.setenv(k, v)
+    # A wedged decode is stopped after its grace period: keep that (and every wait) short.
+    monkeypatch.setenv("DSV4OPS_READY_TIMEOUT_S", "5")
+    return orch_env
+
+
+def test_dry_run_prints_the_plan_and_changes_nothing(env: OrchEnv, capsys) -> None:
+    code, out, err = cli(env, capsys, "ab", "baseline", "overlap-on", "--dry-run")
+    assert code == 0, err
+    assert "schedule: ABBA BAAB ABBA (12 blocks" in out
+    assert "gate on B: abort_cascade (the overlap scheduler changed" in out
+    assert "switch A:" in out and "estimated total:" in out and "nothing is changed" in out
+    code, plan, err = cli(env, capsys, "ab", "baseline", "buckets-step4", "--dry-run", "--json",
+                          "--blocks", "4", "--levels", "56,57")
+    assert code == 0, err
+    assert (plan["schedule"], plan["gates"], plan["levels"]) == ("ABBA", ["sweep"], [56, 57])
+    assert plan["estimated_total_s"] > 4 * plan["measured_s_per_block"]
+    assert Journal(env.target).operations() == [] and our_processes(env) == []
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("baseline", "baseline"), "render the same commands"),
+    (("baseline", "overlap-on", "--blocks", "3"), "even and at least 2"),
+    (("baseline", "no-such-profile"), "no-such-profile"),
+    (("baseline", "overlap-on", "--suite", "soak", "--levels", "8,16"), "the soak exactly one"),
+])
+def test_bad_input_is_one_clear_error_and_changes_nothing(env: OrchEnv, capsys, args, message) -> None:
+    code, _out, err = cli(env, capsys, "ab", *args, "--dry-run")
+    assert code == 1 and message in err and "Traceback" not in err
+    assert Journal(env.target).operations() == []
+
+
+def test_overlap_gains_but_the_abort_cascade_gate_keeps_the_baseline(env: OrchEnv, capsys,
+                                                                       tmp_path: Path) -> None:
+    code, out, err = cli(env, capsys, "ab", "ab-base", "ab-overlap", "--blocks", "4",
+                         "--levels", "56,60", *FAST, "--json", "--report", str(tmp_path))
+    assert code == 0, err
+    assert out["winner"] == "A" and out["ok"] and out["box"].startswith("A (ab-base")
+    (gate,) = out["gates"]
+    assert gate["suite"] == "abort_cascade" and not gate["passed"] and "wedge" in gate["reason"]
+    assert "B failed the abort_cascade gate" in out["reasons"][0]
+    # The twin's truth at 60 running: (18 + 1.05*64) / (13 + 1.05*64) = +6.2% with overlap on.
+    tput = {v["concurrency"]: v for v in out["analysis"]["verdicts"] if v["metric"] == "output_tok_s"}
+    assert 1.02 < tput[60]["ratio"] < 1.12, tput[60]
+    assert tput[60]["ci_low"] is not None and tput[60]["ci_low"] <= tput[60]["ratio"] <= tput[60]["ci_high"]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["decision"]["winner"] == "A" and len(report["blocks"]) == 4
+    # The journal: one experiment (never known-good) holding its blocks' deploys, each naming it.
+    ops = Journal(env.target).operations()
+    (exp,) = [o for o in ops if o.kind is Kind.EXPERIMENT]
+    assert exp.status is Status.SUCCEEDED and not exp.known_good and exp.running is None
+    deploys = [o for o in ops if o.kind is Kind.DEPLOY]
+    assert [d.profile_name for d in deploys] == ["ab-base", "ab-overlap", "ab-overlap", "ab-base"]
+    assert all(d.reason and exp.op in d.reason for d in deploys)
+    assert [b["deploy_op"] for b in out["blocks"]] == [d.op for d in deploys]
+    block_steps = [s for s in exp.steps if s.name.startswith("block ") and s.phase == "done"]
+    assert [s.detail.split(";")[0] for s in block_steps] == [f"deploy {d.op}" for d in deploys]
+    assert any(s.name == "gate abort-cascade on B" and s.phase == "failed" for s in exp.steps)
+    # Left on A: the last block's deploy of ab-base (it ran after the gate's wedge was cleared).
+    assert Journal(env.target).deployed().op == deploys[-1].op
+    assert len(our_processes(env)) == 3 and Journal(env.target).in_flight() == []
+
+
+def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_partial(
+        env: OrchEnv, capsys, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Ctrl-C after block 1's deploy stopped A's unit: the deploy's own rollback restarts A, the
+    experiment ends FAILED naming the block done, the report is partial."""
+    from dsv4ops.cli import _context
+
+    printer = _context.progress_printer
+    seen: list[str] = []
+    fired: list[str] = []
+    attention: list[str] = []
+
+    def ctrl_c_mid_deploy_of_b(as_json: bool):  # type: ignore[no-untyped-def]
+        echo = printer(as_json)
+
+        def progress(line: str) -> None:
+            echo(line)
+            seen.append(line)
+            if line.startswith("deploy ab-step4"):  # B's deploy is journaled: ask status
+                attention.extend(_status(env)["attention"])
+            if (line.startswith("  ok     stop prefill") and not fired
+                    and any(x.startswith("deploy ab-step4") for x in seen)):
+                fired.append(line)  # once: a second Ctrl-C would stop the rollback itself
+                signal.raise_signal(signal.SIGINT)
+
+        return progress
+
+    monkeypatch.setattr(_context, "progress_printer", ctrl_c_mid_deploy_of_b)
+    code, _out, err = cli(env, capsys, "ab", "ab-base", "ab-step4", "--blocks", "4",
+                          "--levels", "56,57", *FAST, "--report", str(tmp_path))
+    assert code == 130, err
+    assert "block 1 (B)'s deploy was interrupted" in err and "the box runs A (ab-base" in err
+    journal = Journal(env.target)
+    exp = [o for o in journal.operations() if o.kind is Kind.EXPERIMENT][-1]
+    b_deploy = [o for o in journal.operations() if o.profile_name == "ab-step4"][-1]
+    # While B's deploy ran, status called both in progress, the deploy within the experiment.
+    assert attention == [
+        f"experiment {exp.op} of ab-base vs ab-step4 is in progress (during 'block 1 B ab-step4')",
+        f"deploy {b_deploy.op} of ab-step4 is in progress (before its first step, within "
+        f"experiment {exp.op})"]
+    assert b_deploy.status is Status.ROLLED_BACK and exp.op in (b_deploy.reason or "")
+    assert exp.status is Status.FAILED and "after 1 of 4 blocks" in exp.message
+    assert [(s.name, s.phase) for s in exp.steps if s.name.startswith("block ")] == [
+        ("block 0 A ab-base", "start"), ("block 0 A ab-base", "done"),
+        ("block 1 B ab-step4", "start"), ("block 1 B ab-step4", "failed")]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["partial"] and "interrupted" in report["interrupted"]
+    assert [(b["arm"], b["complete"]) for b in report["blocks"]] == [("A", True)]
+    assert report["decision"]["winner"] == "A"
+    # A runs again, restored by the deploy's rollback (no extra deploy), nothing in flight.
+    deployed = journal.deployed()
+    assert deployed.profile_name == "ab-base" and deployed.known_good
+    assert journal.in_flight() == [] and len(our_processes(env)) == 3
+
+
+def test_ctrl_c_while_a_block_is_measured_keeps_a_and_records_the_block_as_partial(
+        env: OrchEnv, capsys, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Ctrl-C during block 0's sweep (A): the box already runs A's proven deployment, so nothing is
+    redeployed; the block is in the report as incomplete and the experiment ends FAILED."""
+    from dsv4ops.orchestrate.usecases import ab as AB
+
+    real = AB.canary_runner
+
+    def ctrl_c_in_the_first_sweep(progress):  # type: ignore[no-untyped-def]
+        run = real(progress)
+
+        def wrapped(suite, dep, th, duration, concurrency):  # type: ignore[no-untyped-def]
+            signal.raise_signal(signal.SIGINT)
+            return run(suite, dep, th, duration, concurrency)
+
+        return wrapped
+
+    monkeypatch.setattr(AB, "canary_runner", ctrl_c_in_the_first_sweep)
+    before = len(Journal(env.target).operations())
+    code, _out, err = cli(env, capsys, "ab", "ab-base", "ab-step4", "--blocks", "4",
+                          "--levels", "56,57", *FAST, "--report", str(tmp_path))
+    assert code == 130 and "interrupted by SIGINT; the box runs A (ab-base" in err, err
+    journal = Journal(env.target)
+    exp, block0 = journal.operations()[before:]  # the experiment and block 0's deploy, no other
+    assert exp.kind is Kind.EXPERIMENT and exp.status is Status.FAILED
+    assert "interrupted by SIGINT after 1 of 4 blocks (done: none)" in exp.message
+    assert ("block 0 A ab-base", "failed") in [(s.name, s.phase) for s in exp.steps]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [(b["arm"], b["complete"], b["deploy_op"]) for b in report["blocks"]] == [
+        ("A", False, block0.op)]
+    assert journal.deployed().op == block0.op and len(our_processes(env)) == 3
+
+
+def _status(env: OrchEnv) -> dict:
+    from dsv4ops.cli._context import open_target
+    from dsv4ops.orchestrate.status import gather_status
+
+    session = open_target(env.target)
+    try:
+        return gather_status(session.supervisor, session.journal, target=env.target)
+    finally:
+        session.close()

@@ -1,0 +1,118 @@
+"""The A/B use case (orchestrate/usecases/ab*.py): the plan (gates from the flag diff, the switch
+cost from the journal or the bucket count), the block values (never mixing the server's and the
+client's numbers), the gates' positive-evidence rule, and on the twin behind the real router:
+step-8 against step-4 buckets picks step-4 and leaves the box on it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from dsv4ops.ab.model import FIT_LEVEL
+from dsv4ops.canary import SuiteResult, Verdict
+from dsv4ops.clock import FakeClock
+from dsv4ops.journal.records import Kind, Status
+from dsv4ops.journal.store import Journal
+from dsv4ops.orchestrate.usecases.ab_blocks import (
+    Measured,
+    block_values,
+    choose_sources,
+    gate_result,
+)
+from dsv4ops.orchestrate.usecases.ab_plan import plan_ab, switch_cost
+from testing.ab_profiles import AB_TWIN_ENV, AB_WORKLOAD, add_ab_profiles
+from testing.orchestrate_cli import module_env
+from testing.orchestrate_env import OrchEnv, our_processes
+
+
+@pytest.mark.parametrize(("b", "gates"), [
+    ("overlap-on", ["abort-cascade"]), ("buckets-step4", ["sweep"]),
+    ("multi-stream-on", ["corruption"])])
+def test_the_gates_b_must_pass_follow_the_flag_diff(b: str, gates: list[str]) -> None:
+    plan = plan_ab("baseline", b, None, blocks=4)
+    assert plan.gates == gates and plan.schedule == ["A", "B", "B", "A"]
+    assert any("needs 6 (12 blocks)" in n for n in plan.notes)  # 4 blocks cannot decide at 95%
+
+
+def test_the_switch_cost_is_the_journals_last_deploy_else_an_estimate_from_the_buckets() -> None:
+    plan = plan_ab("baseline", "buckets-step4", None, blocks=2)
+    step8, step4 = switch_cost(Journal("twin-local"), plan.a), switch_cost(Journal("twin-local"), plan.b)
+    assert "estimate" in step8.source and step4.seconds > step8.seconds  # more graphs to capture
+    clock = FakeClock()
+    journal = Journal("twin-local", clock=clock)
+    op = journal.begin(Kind.DEPLOY, profile={"name": "baseline"})
+    journal.transition(op, Status.RUNNING)
+    clock.advance(42.0)
+    journal.transition(op, Status.SUCCEEDED, running=op)
+    timed = switch_cost(journal, plan.a)
+    assert timed.seconds == pytest.approx(42.0) and op in timed.source
+
+
+def _sweep(levels: list[dict], fits: dict) -> SuiteResult:
+    return SuiteResult("sweep", Verdict.PASS, metrics={"levels": levels, "fit": fits})
+
+
+def test_block_values_never_mix_the_servers_numbers_with_the_clients() -> None:
+    fit = {"a_ms": 18.0, "b_ms": 1.05, "n": 3}
+    with_server = _sweep([{"concurrency": 57, "output_tok_s": 6500.0, "output_tok_s_metrics": 650.0,
+                           "itl_p50_ms": 8.0}], {"metrics": fit, "bs": {**fit, "a_ms": 1.8}})
+    without = _sweep([{"concurrency": 57, "output_tok_s": 6600.0, "output_tok_s_metrics": None,
+                       "itl_p50_ms": 8.1}], {"bs": {**fit, "a_ms": 1.9}})
+    blocks = [Measured(*block_values(r), r, 3.0) for r in (with_server, without)]
+    mixed = choose_sources(blocks)
+    assert [v[57]["output_tok_s"] for v in mixed] == [6500.0, 6600.0]  # the client's, for both
+    assert [v[57]["itl_p50_ms"] for v in mixed] == [8.0, 8.1]
+    both = choose_sources([blocks[0], blocks[0]])
+    assert both[0][57]["output_tok_s"] == 650.0 and both[0][FIT_LEVEL]["step_a_ms"] == 18.0
+    two_levels = _sweep([], {"bs": {**fit, "n": 2}})  # a line through two points: no law
+    assert FIT_LEVEL not in block_values(two_levels)[0]
+
+
+def test_a_gate_passes_only_on_positive_evidence() -> None:
+    passed, failed, unsure = (SuiteResult("sweep", v, reasons=[f"{v.value}: why"])
+                              for v in (Verdict.PASS, Verdict.FAIL, Verdict.INCONCLUSIVE))
+    assert gate_result("sweep", [passed, unsure]).passed
+    assert not gate_result("sweep", [passed, failed]).passed
+    g = gate_result("abort-cascade", [unsure])
+    assert (g.suite, g.passed) == ("abort_cascade", False) and "could not judge" in g.reason
+
+
+# ---------------------------------------------------------------------------------------------
+# On the twin behind the real router.
+
+
+@pytest.fixture(scope="module")
+def ab_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrchEnv]:
+    for env in module_env(tmp_path_factory, extra_twin_env=AB_TWIN_ENV):
+        add_ab_profiles(env)
+        yield env
+
+
+@pytest.mark.slow
+@pytest.mark.router
+def test_step4_buckets_beat_step8_at_57_running_and_stay_on_the_box(
+        ab_env: OrchEnv, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from dsv4ops.cli._context import open_target
+    from dsv4ops.orchestrate.usecases.ab import run_ab
+
+    for k, v in ab_env.environ.items():
+        monkeypatch.setenv(k, v)
+    # 3 pairs at 70%: the fewest blocks with which the signed-rank test can show an effect (the
+    # box's default is 6 pairs at 95%). 57 and 60 running: step-8 pads both to 64, step-4 to 60.
+    plan = plan_ab("ab-base", "ab-step4", ab_env.target, blocks=6, levels=(57, 60), block_s=3.0,
+                   warmup_s=0.0, confidence=0.7, report_dir=str(tmp_path), workload=AB_WORKLOAD)
+    session = open_target(ab_env.target)
+    try:
+        out = run_ab(session, plan, progress=lambda _line: None, command="test")
+    finally:
+        session.close()
+    assert out.ok and out.decision.winner == "B", out.decision.reasons
+    assert [(g.suite, g.passed) for g in out.gates] == [("sweep", True)]
+    (at57,) = [v for v in out.analysis.for_metric("output_tok_s") if v.concurrency == 57]
+    # The twin's law: (18 + 1.05*64) / (18 + 1.05*60) = 1.052; the CI must hold the gain.
+    assert at57.verdict == "better" and 1.02 < at57.ratio < 1.09 and at57.ci_low > 1.0, at57
+    deployed = Journal(ab_env.target).deployed()
+    assert deployed.profile_name == "ab-step4" and deployed.known_good
+    assert out.box.startswith("B (ab-step4") and len(our_processes(ab_env)) == 3
+    assert (tmp_path / "report.md").read_text().startswith("# A/B: ab-base (A) vs ab-step4 (B)")
