@@ -57,7 +57,7 @@ def ab(profile_a: str, profile_b: str, target: str | None, suite: str, blocks: i
     if not yes:
         click.confirm(f"run {len(plan.schedule)} A/B blocks of {profile_a} vs {profile_b} on "
                       f"{plan.target_name} (about {plan.total_s / 60:.0f} min)?", abort=True)
-    session = open_target(target)
+    session = open_target(target, verb="ab")
     try:
         out = AB.run_ab(session, plan, progress=progress_printer(as_json),
                         command=f"dsv4ops ab {profile_a} {profile_b}")

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dsv4ops.deployment import START_ORDER, Deployment
+from dsv4ops.deployment import START_ORDER, Component, Deployment
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.records import Kind, Operation
 from dsv4ops.journal.store import UNKNOWN, Journal

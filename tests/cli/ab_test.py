@@ -190,7 +190,7 @@ def _status(env: OrchEnv) -> dict:
     from dsv4ops.cli._context import open_target
     from dsv4ops.orchestrate.status import gather_status
 
-    session = open_target(env.target)
+    session = open_target(env.target, verb="status", read_only=True)
     try:
         return gather_status(session.supervisor, session.journal, target=env.target)
     finally:

@@ -57,6 +57,11 @@ def _how(target: Target, verb: str, profile: str | None) -> tuple[str, str]:
         return ("kernel packages reach the pods as an init-container image: pin "
                 "`kernel_package` in the profile and apply its export:",
                 export_line(target, profile, "--kernel-image", "IMAGE"))
+    if verb == "ab":
+        return ("an A/B switches the deployment between blocks, and restarts are the cluster's: "
+                "run `dsv4ops ab` against a box, or roll each arm out with its export and canary "
+                "it by name (`dsv4ops canary --target " + target.name + "`):",
+                export_line(target, profile))
     return "changes reach the cluster as an applied export:", export_line(target, profile)
 
 

@@ -102,7 +102,7 @@ def test_step4_buckets_beat_step8_at_57_running_and_stay_on_the_box(
     # box's default is 6 pairs at 95%). 57 and 60 running: step-8 pads both to 64, step-4 to 60.
     plan = plan_ab("ab-base", "ab-step4", ab_env.target, blocks=6, levels=(57, 60), block_s=3.0,
                    warmup_s=0.0, confidence=0.7, report_dir=str(tmp_path), workload=AB_WORKLOAD)
-    session = open_target(ab_env.target)
+    session = open_target(ab_env.target, verb="ab")
     try:
         out = run_ab(session, plan, progress=lambda _line: None, command="test")
     finally:
