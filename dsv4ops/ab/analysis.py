@@ -153,18 +153,20 @@ def _verdict(metric: str, n: int, ratio: float | None, ci: tuple[float, float] |
     alpha = 1 - confidence
     if n < need or ratio is None or ci is None:
         return "inconclusive", (f"{n} A/B pairs; a verdict needs at least {need} "
-                                f"({2 * need} blocks) for the signed-rank test to reach p < {alpha:.2g}")
+                                f"({2 * need} blocks) for the signed-rank test to reach p ≤ {alpha:.2g}")
     lo, hi = ci
     span = f"CI [{lo:.3f}, {hi:.3f}] of B/A {ratio:.3f}"
     if 1 - band <= lo and hi <= 1 + band:
         return "equivalent", f"{span} lies inside the ±{100 * band:g}% band"
     up = lo > 1  # B's value is higher than A's, CI excluding 1
     down = hi < 1
-    if (up or down) and p is not None and p < alpha:
+    # p ≤ alpha, as min_pairs_for counts: the exact p is discrete, and with the fewest pairs
+    # its smallest value equals alpha exactly (3 pairs at 75%: 0.25)
+    if (up or down) and p is not None and p <= alpha:
         good = up == higher_is_better(metric)
         effect = f"{100 * (ratio - 1):+.1f}%"
         return ("better" if good else "worse"), f"{effect}: {span} excludes 1, signed-rank p {p:.3g}"
     if up or down:
         shown = "n/a" if p is None else f"{p:.3g}"
-        return "inconclusive", f"{span} excludes 1 but the signed-rank p {shown} is not below {alpha:.2g}"
+        return "inconclusive", f"{span} excludes 1 but the signed-rank p {shown} is above {alpha:.2g}"
     return "inconclusive", f"{span} spans 1 and the ±{100 * band:g}% band: no difference shown either way"

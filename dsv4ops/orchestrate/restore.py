@@ -84,7 +84,7 @@ def rollback_target(journal: Journal, to: str | None) -> Operation:
             op = op or by_id[0]
             if op.kind is Kind.STOP or not op.components:
                 raise RollbackTargetError(
-                    f"journal entry {op.op} is a {op.kind.value}; it deployed nothing to return to. "
+                    f"journal entry {op.op} is {_a(op.kind.value)}; it deployed nothing to return to. "
                     + _choices(good)
                 )
             return op
@@ -169,3 +169,8 @@ def fallback_for(
         journal, render_at_commit, exclude_op=exclude_op, progress=progress, limit=1
     )
     return found[0] if found else None
+
+
+def _a(word: str) -> str:
+    """The word with its indefinite article ("an experiment", "a stop")."""
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"

@@ -143,3 +143,18 @@ def test_verdicts_follow_their_rules_and_ignore_the_unit(factors: list[float], b
     fields = ("verdict", "ratio", "ci_low", "ci_high", "wilcoxon_p", "drift_rho_a", "drift_rho_diff", "note")
     assert [getattr(w, f) for f in fields] == [getattr(v, f) for f in fields]
     assert w.mean_a == v.mean_a * 2.0 ** k
+
+
+def test_the_fewest_pairs_the_plan_asks_for_can_reach_a_verdict() -> None:
+    """min_pairs_for(alpha) pairs all in one direction give the exact p = alpha at 75%: the
+    verdict must be reachable there, or a plan sized by it could never decide (ab-run saw it)."""
+    from dsv4ops.ab.stats import min_pairs_for
+
+    need = min_pairs_for(0.25)
+    blocks = []
+    for i, arm in enumerate(counterbalanced(4 * ((need + 1) // 2))[: 2 * need]):
+        value = 110.0 + i * 0.01 if arm == "B" else 100.0 + i * 0.01
+        blocks.append(BlockResult(i, arm, arm, None, "2026-12-01T00:00:00Z", 1.0,
+                                  {60: {"output_tok_s": value}}))
+    verdict = analyse(blocks, confidence=0.75, seed=1).for_metric("output_tok_s")[0]
+    assert verdict.pairs == need and verdict.verdict == "better", verdict
