@@ -58,6 +58,15 @@ class Kind(str, enum.Enum):
     # `dsv4ops kernels deploy|rollback`: switches the target's tuned-kernel package. It starts
     # or stops no process, so it never sets `running` and never counts as a deployment.
     KERNELS = "kernels"
+    # `dsv4ops runbook run`: one run of a runbook, each step a journal step. It changes nothing
+    # itself (the commands it runs journal themselves), so it is never in flight for them,
+    # never a deployment and never known-good.
+    RUNBOOK = "runbook"
+
+    @property
+    def changes_target(self) -> bool:
+        """False for the runbook run that only drives other operations."""
+        return self is not Kind.RUNBOOK
 
 
 @dataclass
@@ -95,6 +104,8 @@ class Operation:
     # Set only by the SUCCEEDED transition of a deploy/rollback that restarted the whole unit
     # from one profile's rendered commands and proved it with generations through the router.
     marked_known_good: bool = False
+    # The runbook run (its op id) whose step ran this operation ($DSV4OPS_RUNBOOK_RUN).
+    runbook_run: str | None = None
 
     @property
     def known_good(self) -> bool:
@@ -227,6 +238,7 @@ def fold(records: list[dict[str, Any]]) -> list[Operation]:
                 undo=r.get("undo"),
                 kernel=r.get("kernel"),
                 scope=r.get("scope") if isinstance(r.get("scope"), dict) else None,
+                runbook_run=r.get("runbook_run") if isinstance(r.get("runbook_run"), str) else None,
             )
             continue
         op = ops.get(op_id)

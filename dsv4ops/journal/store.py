@@ -31,6 +31,8 @@ from dsv4ops.journal.records import (
 from dsv4ops.whoami import operator_identity
 
 UNKNOWN = "?"  # `running` value when an operation could not tell what is left running
+# Set by `dsv4ops runbook run` for the commands it runs: their operations name the run.
+RUNBOOK_RUN_ENV = "DSV4OPS_RUNBOOK_RUN"
 _TARGET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -82,6 +84,9 @@ class Journal:
             record["kernel"] = kernel
         if scope is not None:
             record["scope"] = scope
+        run = os.environ.get(RUNBOOK_RUN_ENV)
+        if run and kind.changes_target:
+            record["runbook_run"] = run  # this command is a step of that runbook run
         self._append(record)
         self._append({"type": "status", "op": op_id, "status": Status.PENDING.value})
         return op_id
@@ -194,8 +199,9 @@ class Journal:
         return matches[0]
 
     def in_flight(self) -> list[Operation]:
-        """Operations that never reached a terminal status (a CLI that died mid-way)."""
-        return [o for o in self.operations() if not o.status.terminal]
+        """Operations that never reached a terminal status (a CLI that died mid-way). A runbook
+        run is not one of them: it changes nothing itself and stays open until it is resumed."""
+        return [o for o in self.operations() if not o.status.terminal and o.kind.changes_target]
 
     def known_good(self) -> list[Operation]:
         """Known-good deployments, newest first (the rule: Operation.known_good)."""
@@ -217,6 +223,8 @@ class Journal:
     def deployed_is_unknown(self) -> Operation | None:
         """The operation that left the target in an unknown state, if that is the latest word."""
         for o in reversed(self.operations()):
+            if not o.kind.changes_target:
+                continue
             if o.status.terminal and o.running is not None:
                 return o if o.running == UNKNOWN else None
             if not o.status.terminal:
