@@ -13,9 +13,10 @@ def checklist(b: Runbook) -> list[str]:
         lines.append("needs: " + " ".join(f"--var {v}=..." for v in sorted(b.placeholders)))
     for s in b.steps:
         lines.append("")
-        lines.append(f"[ ] {s.number}. {s.title}  [{_what(s)}]")
-        for text in s.text.splitlines()[1:] if s.text.count("\n") else ():
-            lines.append(f"       {text}" if text else "")
+        prose = s.text.splitlines() or [s.title]
+        lines.append(f"[ ] {s.number}. {prose[0]}")
+        lines += [f"       {text}" if text else "" for text in prose[1:]]
+        lines.append(f"       [{_what(s)}]")
         for c in s.commands:
             lines.append(f"       $ {c.display()}" + ("   <- asks first" if c.mutating else ""))
         for cond in s.conditions:

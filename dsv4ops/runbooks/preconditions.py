@@ -1,6 +1,6 @@
 """The preconditions a runbook step records before it runs, and what changed since.
 
-A snapshot (from `dsv4ops status`'s report) holds what matters to a PD incident: each
+A snapshot (world.py takes it before every step) holds what matters to a PD incident: each
 component's process and health (the pair's health, the router's readiness), running/queued per
 server, and the deployed operation, profile and commit. `--resume` compares the snapshot of the
 step it continues with today's: a change of health or of what is deployed refuses the resume
@@ -15,24 +15,6 @@ from typing import Any
 WATCHED = ("alive", "healthy")  # per component: a change here refuses a resume
 LOAD = ("running", "queued")  # per component: reported, never refusing
 DEPLOYED = ("op", "profile", "commit")
-
-
-def snapshot_from_status(report: Mapping[str, Any]) -> dict[str, Any]:
-    """The precondition snapshot of a `gather_status` report."""
-    components = {}
-    for c in report.get("components") or []:
-        components[str(c.get("name"))] = {
-            "alive": bool(c.get("alive")),
-            "healthy": bool(c.get("healthy")),
-            "running": c.get("running_requests"),
-            "queued": c.get("queued_requests"),
-        }
-    deployed = report.get("deployed") or {}
-    return {
-        "healthy": bool(report.get("healthy")),
-        "components": components,
-        "deployed": {k: deployed.get(k) for k in DEPLOYED},
-    }
 
 
 def changes(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[list[str], list[str]]:

@@ -90,6 +90,7 @@ class Progress:
     ran: list[Ran] = field(default_factory=list)
     history: list[str] = field(default_factory=list)
     open_step: str | None = None  # journaled start without an end yet
+    would_run: int = 0  # dry run: commands shown
     opened_at: float = 0.0
 
     @property
@@ -130,7 +131,7 @@ def run(s: Session) -> list[Ran]:
             s.echo(f"resume with: {resume_command(s, p.run_id)}")
         raise
     if s.dry_run:
-        s.echo("dry run: nothing ran")
+        s.echo(f"dry run: {p.would_run} command(s) would run")
         return p.ran
     if p.log is not None:
         p.log.finish(f"{len(p.history)} step(s) ended as expected")

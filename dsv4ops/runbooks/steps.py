@@ -24,6 +24,11 @@ from dsv4ops.runbooks.runlog import REHEARSE, STEP_PREFIX
 def rehearse(s: Session, p: Progress) -> None:
     """The `## Rehearse` commands: reproduce the incident on the twin."""
     s.echo("== rehearse: reproduce the incident on the twin")
+    if any(c.mutating for c in s.runbook.rehearse) and not (s.yes or s.dry_run):
+        answer = _ask(s, f"rehearse changes {s.target}: run it?")
+        if not answer["answer"]:
+            why = "not interactive (pass --yes)" if answer.get("refused") else "not confirmed"
+            raise RunbookStopped(f"stopped at rehearse: {why}; nothing ran.")
     _open(s, p, REHEARSE, snapshot=False)
     ok, code, shown = _commands(s, p, REHEARSE, list(s.runbook.rehearse))
     _close(s, p, ok, outcome="ok" if ok else "failed")
@@ -33,7 +38,6 @@ def rehearse(s: Session, p: Progress) -> None:
             + before(p.history, s.target),
             hint=resume_hint(s, p, None),
         )
-    p.history.append("rehearse: the incident is set up")
 
 
 def step(s: Session, p: Progress, st: Step) -> Step | None:
@@ -55,14 +59,21 @@ def step(s: Session, p: Progress, st: Step) -> Step | None:
         **info,
     )
     if ok or branched:
-        said = info.get("said", "ok" if ok else "failed")
-        p.history.append(f"{where}: {said}")
+        if st.action != "run" or not ok:
+            p.history.append(f"{where}: {info.get('said', 'ok' if ok else 'failed')}")
         if branch:
             s.echo(f"   -> {'step ' + str(nxt.number) if nxt else 'end of the runbook'}")
         return nxt
-    message = f"{where} of runbook {s.runbook.name} {info.get('said', 'failed')}."
-    error = RunbookStopped if info.get("stopped") else RunbookFailed
-    raise error(message + "\n" + before(p.history, s.target), hint=resume_hint(s, p, st))
+    if info.get("stopped"):
+        raise RunbookStopped(
+            f"stopped at {where}: {info['said']}.\n" + before(p.history, s.target),
+            hint=resume_hint(s, p, st),
+        )
+    raise RunbookFailed(
+        f"{where} of runbook {s.runbook.name} {info.get('said', 'failed')}.\n"
+        + before(p.history, s.target),
+        hint=resume_hint(s, p, st),
+    )
 
 
 def close_open_step(s: Session, p: Progress, outcome: str) -> None:
@@ -105,11 +116,13 @@ def _commands(
         shown = join(argv)
         s.echo(f"$ {shown}" + (f"  # expect exit {cmd.expect_text()}" if cmd.expect != {0} else ""))
         if s.dry_run:
+            p.would_run += 1
             continue
         code = s.execute(argv, command_env(s, p))
         p.ran.append(Ran(where, shown, code))
         if code not in cmd.expect:
             return False, code, shown
+        p.history.append(f"{where}: `{shown}` exited {code} as expected")
     return True, 0, ""
 
 
@@ -128,8 +141,8 @@ def _refusal(where: str) -> dict[str, Any]:
     return {
         "outcome": "refused",
         "stopped": True,
-        "said": f"needs a confirmation and this run is not interactive (pass --yes to "
-        f"answer yes for {where})",
+        "said": "it needs a confirmation and this run is not interactive; nothing after it "
+        "ran (pass --yes to answer yes)",
     }
 
 
@@ -145,7 +158,7 @@ def _run(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, dict[str,
                 **info,
                 "outcome": "declined",
                 "stopped": True,
-                "said": "was not confirmed; nothing after it ran",
+                "said": "not confirmed; nothing after it ran",
             }
     ok, code, shown = _commands(s, p, where, list(st.commands))
     if ok:

@@ -11,13 +11,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dsv4ops.clock import Clock, SystemClock
+from dsv4ops.deployment import START_ORDER
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.store import Journal
-from dsv4ops.metrics.prom import MetricsParseError, parse_text
+from dsv4ops.metrics.prom import MetricsParseError, parse_text, server_gauges
 from dsv4ops.remote import Supervisor
 from dsv4ops.runbooks.diagnostics import collect
 from dsv4ops.runbooks.model import Condition
-from dsv4ops.runbooks.preconditions import snapshot_from_status
 
 POLL_S = 0.25
 
@@ -39,10 +39,53 @@ class TargetWorld:
         self.clock = clock or SystemClock()
 
     def snapshot(self) -> dict[str, Any]:
+        """The preconditions in two agent round trips (process states; every health and
+        metrics request at once): it is taken before every step."""
         try:
-            return snapshot_from_status(self.status())
+            return self._snapshot()
         except DsOpsError as exc:
             return {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
+
+    def _snapshot(self) -> dict[str, Any]:
+        current = self.journal.deployed()
+        deployed = current.deployment() if current and current.components else None
+        states = self.supervisor.status(list(START_ORDER))
+        urls: list[tuple[str, str, str]] = []  # component, what, url
+        if deployed is not None:
+            for name in START_ORDER:
+                spec = deployed.component(name)
+                if name == "router":
+                    urls.append((name, "health", spec.url("/readiness")))
+                else:
+                    urls += [
+                        (name, "health", spec.url("/health")),
+                        (name, "metrics", spec.url("/metrics")),
+                    ]
+        replies = self.supervisor.http_many([u for _, _, u in urls], timeout_s=5.0) if urls else []
+        components: dict[str, dict[str, Any]] = {
+            n: {"alive": bool(states[n].alive), "healthy": False, "running": None, "queued": None}
+            for n in START_ORDER
+        }
+        for (name, what, _), reply in zip(urls, replies, strict=True):
+            row = components[name]
+            if what == "health":
+                row["healthy"] = row["alive"] and reply.status == 200
+            elif reply.status == 200:
+                try:
+                    g = server_gauges(parse_text(reply.body))
+                except MetricsParseError:
+                    continue
+                row["running"], row["queued"] = g.running, g.queued
+        p = (current.profile or {}) if current else {}
+        return {
+            "healthy": deployed is not None and all(c["healthy"] for c in components.values()),
+            "components": components,
+            "deployed": {
+                "op": current.op if current else None,
+                "profile": p.get("name"),
+                "commit": p.get("git_commit"),
+            },
+        }
 
     def wait(self, conditions: Sequence[Condition], timeout_s: float) -> tuple[bool, str]:
         """Poll until every condition holds at once; (held, what was last seen)."""
