@@ -167,6 +167,7 @@ class Operation:
             "package": (self.kernel or {}).get("package") or p.get("kernel_package"),
             "known_good": self.known_good,
             "partial": (self.scope or {}).get("restarted"),
+            "runbook_run": self.runbook_run,
         }
 
 

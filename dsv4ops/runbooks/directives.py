@@ -13,7 +13,6 @@ its conditions, branches and repeat mark. Pure; errors name file:line.
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,10 +105,7 @@ def _number(value: str, where: str, form: str) -> float:
 def parse_condition(text: str, lineno: int, path: str) -> Condition:
     """One `until:` value -> Condition. Raises RunbookError naming path:line."""
     where = f"{path}:{lineno}"
-    try:
-        words = shlex.split(text)
-    except ValueError as exc:
-        raise RunbookError(f"{where}: cannot read {text!r}: {exc}") from None
+    words = text.split()  # not shlex: label values keep their quotes
     forms = (
         "'metric COMPONENT SERIES OP NUMBER', 'http COMPONENT PATH CODE', "
         "'process COMPONENT alive|dead' or 'status healthy'"

@@ -139,6 +139,12 @@ def parse_runbook(text: str, *, path: str, verbs: Collection[str] | None = None)
         elif raw.strip():
             open_step = False  # an unindented paragraph ends the list
         i += 1
+    return _finish(title, summary, steps, rehearse, path)
+
+
+def _finish(
+    title: str, summary: str, steps: list[_Draft], rehearse: list[Command], path: str
+) -> Runbook:
     if not title:
         raise RunbookError(f"{path}:1: a runbook starts with a '# Title' line")
     if not steps:
