@@ -10,7 +10,6 @@ each starts from what the previous one left, as an on-call engineer's shift woul
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pty
@@ -128,18 +127,29 @@ def children_of(env: OrchEnv, run_id: str) -> list[Any]:
 def test_decode_wedge_rehearsed_with_diagnostics_of_the_wedged_twin(
     env: OrchEnv, capfd: pytest.CaptureFixture[str]
 ) -> None:
+    before = run_ids(env)
     # Through a real process, so the test can put SGLang's ServerArgs line (with secrets) into
     # the wedged decode's log once the rehearsal has started it, before step 3 collects it.
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dsv4ops", "runbook", "run", "decode-wedge", "--rehearse",
-         "--yes", "--target", env.target],
+        [
+            sys.executable,
+            "-m",
+            "dsv4ops",
+            "runbook",
+            "run",
+            "decode-wedge",
+            "--rehearse",
+            "--yes",
+            "--target",
+            env.target,
+        ],
         env=dict(os.environ),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
-    _wait_for_step(env, "rehearse", "done", proc)
+    _wait_for_step(env, "rehearse", "done", proc, before)
     with open(env.workdir / "logs" / "decode.log", "a") as log:
         log.write(f"server_args=ServerArgs(api_key='{API_KEY}', hf_token={TOKEN})\n")
     out, _ = proc.communicate(timeout=240)
@@ -157,8 +167,12 @@ def test_decode_wedge_rehearsed_with_diagnostics_of_the_wedged_twin(
 def _assert_wedged_bundle(bundle: Path) -> None:
     files = {str(p.relative_to(bundle)) for p in bundle.rglob("*") if p.is_file()}
     for part in ("prefill", "decode", "router"):
-        assert {f"{part}/log-tail.txt", f"{part}/processes.json", f"{part}/server_info.json",
-                f"{part}/metrics.prom"} <= files, files
+        assert {
+            f"{part}/log-tail.txt",
+            f"{part}/processes.json",
+            f"{part}/server_info.json",
+            f"{part}/metrics.prom",
+        } <= files, files
     for part in ("prefill", "decode"):  # the SGLang processes (the router is Rust)
         dumps = [f for f in files if f.startswith(f"{part}/py-spy-")]
         assert dumps, files
@@ -179,24 +193,34 @@ def _assert_wedged_bundle(bundle: Path) -> None:
     assert sum(i.get("bytes", 0) for i in manifest["items"]) <= manifest["max_bytes"]
 
 
+def run_ids(env: OrchEnv) -> set[str]:
+    return {o.op for o in Journal(env.target).operations() if o.kind is Kind.RUNBOOK}
+
+
 def _wait_for_step(
-    env: OrchEnv, name: str, phase: str, proc: subprocess.Popen[Any], within_s: float = 120.0
+    env: OrchEnv,
+    name: str,
+    phase: str,
+    proc: subprocess.Popen[Any],
+    before: set[str],
+    within_s: float = 120.0,
 ) -> str:
-    """Poll the journal until the newest run has `name` at `phase`; returns the run id."""
+    """Poll the journal until a run that is not in `before` has `name` at `phase`; its id."""
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()[0] if proc.stdout else proc.returncode
-        with contextlib.suppress(IndexError):
-            op = last_run(env)
-            if any(s.name == name and s.phase == phase for s in op.steps):
-                return str(op.op)
+        assert proc.poll() is None, proc.communicate()[0]
+        for op in Journal(env.target).operations():
+            new = op.kind is Kind.RUNBOOK and op.op not in before
+            if new and any(s.name == name and s.phase == phase for s in op.steps):
+                return op.op
         time.sleep(0.05)
     raise AssertionError(f"no {name} {phase} within {within_s} s")
 
 
 def test_bootstrap_degradation_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[str]) -> None:
-    code, out = runbook(env, capfd, "bootstrap-degradation", "--rehearse", "--yes",
-                        "--var", "profile=baseline")
+    code, out = runbook(
+        env, capfd, "bootstrap-degradation", "--rehearse", "--yes", "--var", "profile=baseline"
+    )
     assert code == 0, out
     run = fold_run(last_run(env))
     assert run.done[1]["outcome"] == "ok"  # health green...
@@ -207,8 +231,9 @@ def test_bootstrap_degradation_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixt
 
 
 def test_pd_safe_restart_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[str]) -> None:
-    code, out = runbook(env, capfd, "pd-safe-restart", "--rehearse", "--yes",
-                        "--var", "profile=baseline")
+    code, out = runbook(
+        env, capfd, "pd-safe-restart", "--rehearse", "--yes", "--var", "profile=baseline"
+    )
     assert code == 0, out
     run = fold_run(last_run(env))
     confirmation = run.done[3]["confirmation"]
@@ -219,9 +244,20 @@ def test_pd_safe_restart_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[st
 def test_overlap_ab_rejects_the_unsafe_candidate(
     env: OrchEnv, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    code, out = runbook(env, capfd, "overlap-ab", "--yes", "--var", "baseline=baseline",
-                        "--var", "candidate=overlap-on", "--var", "concurrency=8",
-                        "--var", "duration=1")
+    code, out = runbook(
+        env,
+        capfd,
+        "overlap-ab",
+        "--yes",
+        "--var",
+        "baseline=baseline",
+        "--var",
+        "candidate=overlap-on",
+        "--var",
+        "concurrency=8",
+        "--var",
+        "duration=1",
+    )
     assert code == 0, out
     run = fold_run(last_run(env))
     assert run.done[4]["outcome"] == "failed" and run.done[4]["next"] == 6  # the wedge
@@ -232,41 +268,44 @@ def test_overlap_ab_rejects_the_unsafe_candidate(
 
 
 def test_flag_change_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[str]) -> None:
-    code, out = runbook(env, capfd, "flag-change", "--yes", "--var", "profile=overlap-on",
-                        "--var", "change=overlap=off", "--var", "new=overlap-on-off")
+    code, out = runbook(
+        env,
+        capfd,
+        "flag-change",
+        "--yes",
+        "--var",
+        "profile=overlap-on",
+        "--var",
+        "change=overlap=off",
+        "--var",
+        "new=overlap-on-off",
+    )
     assert code == 0, out
     assert_healthy(env, capfd, "overlap-on-off")
 
 
 def test_tool_call_corruption_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[str]) -> None:
-    code, out = runbook(env, capfd, "tool-call-corruption", "--rehearse", "--yes",
-                        "--var", "profile=ms-small")
+    code, out = runbook(
+        env, capfd, "tool-call-corruption", "--rehearse", "--yes", "--var", "profile=ms-small"
+    )
     assert code == 0, out
     assert "--suite corruption  # expect exit 2" in out
     assert_healthy(env, capfd, "ms-small-msoff")
 
 
-def test_bucket_tuning_rehearsed(
-    env: OrchEnv, capfd: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    dist = tmp_path / "sizes.json"
-    dist.write_text(json.dumps([8] * 5 + [12] * 3 + [16] * 4))
-    code, out = runbook(env, capfd, "bucket-tuning", "--yes", "--var", "profile=sweep-small",
-                        "--var", "concurrency=8", "--var", "duration=1",
-                        "--var", f"report={tmp_path / 'report'}", "--var", f"distribution={dist}",
-                        "--var", "buckets=step4:4-16", "--var", "new=sweep-small-b")
-    assert code == 0, out
-    st = status(env, capfd)
-    assert st["healthy"] and st["deployed"]["profile"] == "sweep-small-b", st
-    decode = next(c for c in st["components"] if c["name"] == "decode")
-    assert decode["captured_buckets"][:4] == [4, 8, 12, 16], decode
-
-
 def test_kernel_rollout_rehearsed(
     env: OrchEnv, capfd: pytest.CaptureFixture[str], built: Any
 ) -> None:
-    code, out = runbook(env, capfd, "kernel-rollout", "--yes", "--var",
-                        f"artifact={built.v1.path}", "--var", "profile=kernels-pinned")
+    code, out = runbook(
+        env,
+        capfd,
+        "kernel-rollout",
+        "--yes",
+        "--var",
+        f"artifact={built.v1.path}",
+        "--var",
+        "profile=kernels-pinned",
+    )
     assert code == 0, out
     st = status(env, capfd)
     assert st["healthy"] and st["deployed"]["profile"] == "kernels-pinned", st
@@ -275,9 +314,42 @@ def test_kernel_rollout_rehearsed(
     assert run.done[4]["next"] is None and 5 not in run.done  # ended at the verify step
 
 
+def test_bucket_tuning_rehearsed(
+    env: OrchEnv, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    dist = tmp_path / "sizes.json"
+    dist.write_text(json.dumps([8] * 5 + [12] * 3 + [16] * 4))
+    code, out = runbook(
+        env,
+        capfd,
+        "bucket-tuning",
+        "--yes",
+        "--var",
+        "profile=sweep-small",
+        "--var",
+        "concurrency=8",
+        "--var",
+        "duration=1",
+        "--var",
+        f"report={tmp_path / 'report'}",
+        "--var",
+        f"distribution={dist}",
+        "--var",
+        "buckets=step4:40-96",
+        "--var",
+        "new=sweep-small-b",
+    )
+    assert code == 0, out
+    st = status(env, capfd)
+    assert st["healthy"] and st["deployed"]["profile"] == "sweep-small-b", st
+    decode = next(c for c in st["components"] if c["name"] == "decode")
+    assert 44 in decode["captured_buckets"], decode  # step 4 from 40 on
+
+
 def _start_resumable(env: OrchEnv, book: Path) -> tuple[subprocess.Popen[Any], int, str]:
     """The resumable runbook in a real process whose stdin is a terminal; waits at step 2's
     prompt. Returns (process, the pty's controlling fd, run id)."""
+    before = run_ids(env)
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "dsv4ops", "runbook", "run", str(book), "--target", env.target],
@@ -288,7 +360,7 @@ def _start_resumable(env: OrchEnv, book: Path) -> tuple[subprocess.Popen[Any], i
         text=True,
     )
     os.close(follower)
-    run_id = _wait_for_step(env, "step 2", "start", proc)
+    run_id = _wait_for_step(env, "step 2", "start", proc, before)
     time.sleep(0.3)  # the prompt is being written: the run waits for an answer now
     return proc, leader, run_id
 
@@ -304,7 +376,9 @@ def test_ctrl_c_at_a_prompt_then_resume(
     os.close(leader)
     assert proc.returncode == 130, out
     assert "interrupted.\nBefore it:\n  step 1: `dsv4ops status" in out
-    assert f"resume with: dsv4ops runbook run resumable --target {env.target} --resume {run_id}" in out
+    assert (
+        f"resume with: dsv4ops runbook run resumable --target {env.target} --resume {run_id}" in out
+    )
     rec = fold_run(Journal(env.target).get(run_id))
     assert rec.status is Status.RUNNING and rec.done[2]["outcome"] == "interrupted"
     # Not interactive now: the confirmation step is refused without --yes, and nothing ran.

@@ -35,8 +35,10 @@ def test_hazard_switch_only_on_a_twin(
     targets.write_text(targets.read_text() + BOX)
     assert main(["twin", "hazard", "wedge", "--state", "force", "--target", "box"]) == 1
     err = capsys.readouterr().err
-    assert "target 'box' runs real SGLang (launcher 'sglang'): twin hazards can be forced only " \
-           "on a twin target. Nothing was sent." in err
+    assert (
+        "target 'box' runs real SGLang (launcher 'sglang'): twin hazards can be forced only "
+        "on a twin target. Nothing was sent." in err
+    )
     assert "Traceback" not in err
     assert main(["twin", "hazard", "degrade", "--state", "force", "--target", env.target]) == 1
     assert "the journal records no running deployment on 'twin-test'" in capsys.readouterr().err

@@ -51,7 +51,9 @@ def journal(tmp_path: Path) -> Journal:
     return Journal("t1", directory=tmp_path, clock=FakeClock())
 
 
-def session(journal: Journal, world: FakeWorld, ex: FakeExecutor, **kw) -> tuple[Session, list[str]]:
+def session(
+    journal: Journal, world: FakeWorld, ex: FakeExecutor, **kw
+) -> tuple[Session, list[str]]:
     out: list[str] = []
     answers = kw.pop("answers", [True, True, True])
     variables = kw.pop("variables", {"profile": "baseline"})
@@ -151,13 +153,16 @@ def test_resume_refused_when_the_preconditions_changed(journal: Journal) -> None
     s, out = session(journal, world, ex, resume=run_id, yes=True, interactive=False)
     with pytest.raises(RunbookStopped) as exc:
         run(s)
-    assert "the target changed since it stopped (deployed op: d-1 -> d-2; decode healthy: " \
-           "True -> False). Nothing ran." in str(exc.value)
+    assert (
+        "the target changed since it stopped (deployed op: d-1 -> d-2; decode healthy: "
+        "True -> False). Nothing ran." in str(exc.value)
+    )
     assert "preconditions (for information): decode running: 0 -> 7" in out
     assert ex.calls == []
     # A person at a terminal may go on anyway.
-    s, _ = session(journal, world, FakeExecutor(lambda argv: 0), resume=run_id,
-                   answers=[True, True, True])
+    s, _ = session(
+        journal, world, FakeExecutor(lambda argv: 0), resume=run_id, answers=[True, True, True]
+    )
     run(s)
     assert journal.get(run_id).status is Status.SUCCEEDED
 
@@ -190,7 +195,9 @@ def test_ctrl_c_at_a_prompt_says_what_ran_and_how_to_resume(journal: Journal) ->
     with pytest.raises(KeyboardInterrupt):
         run(s)
     run_id = journal.operations()[-1].op
-    assert "interrupted.\nBefore it:\n  step 1: `dsv4ops status --target t1` exited 0" in "\n".join(out)
+    assert "interrupted.\nBefore it:\n  step 1: `dsv4ops status --target t1` exited 0" in "\n".join(
+        out
+    )
     assert out[-1] == f"resume with: dsv4ops runbook run book --target t1 --resume {run_id}"
     rec = fold_run(journal.get(run_id))
     assert rec.done[3]["outcome"] == "interrupted" and rec.resume_at == 3

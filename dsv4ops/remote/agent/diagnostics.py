@@ -83,23 +83,8 @@ def _component(wd: Workdir, name: str, log_lines: int, pyspy: str | None) -> Jso
     pgid = rec.get("pgid")
     members = sorted(group_members(int(pgid))) if isinstance(pgid, int) else []
     secrets: set[str] = set()
-    tree = []
-    dumps: dict[str, str] = {}
     for pid in members:
         secrets |= _secret_values(pid)
-        argv = _cmdline(pid)
-        st = proc_stat(pid)
-        tree.append(
-            {
-                "pid": pid,
-                "ppid": _ppid(pid),
-                "state": st[0] if st else "?",
-                "argv": redact_argv(argv),
-            }
-        )
-        if pyspy is not None and any("python" in os.path.basename(a) for a in argv[:1]):
-            dumps[str(pid)] = _pyspy(pyspy, pid)
-    log = tail(wd.log(name), log_lines)
     values = sorted(secrets, key=len, reverse=True)
 
     def scrub(text: str) -> str:
@@ -107,6 +92,22 @@ def _component(wd: Workdir, name: str, log_lines: int, pyspy: str | None) -> Jso
             text = text.replace(v, "***")
         return text
 
+    tree = []
+    dumps: dict[str, str] = {}
+    for pid in members:
+        argv = _cmdline(pid)
+        st = proc_stat(pid)
+        tree.append(
+            {
+                "pid": pid,
+                "ppid": _ppid(pid),
+                "state": st[0] if st else "?",
+                "argv": [scrub(a) for a in redact_argv(argv)],
+            }
+        )
+        if pyspy is not None and any("python" in os.path.basename(a) for a in argv[:1]):
+            dumps[str(pid)] = _pyspy(pyspy, pid)
+    log = tail(wd.log(name), log_lines)
     return {
         "name": name,
         "pgid": pgid,
