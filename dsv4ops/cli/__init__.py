@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "export": ("dsv4ops.cli.export", "export", "Export a profile to Kubernetes (an SGLang RoleBasedGroup)."),
     "buckets": ("dsv4ops.cli.buckets", "buckets", "Plan decode CUDA-graph buckets from observed traffic."),
     "ab": ("dsv4ops.cli.ab", "ab", "A/B two profiles on one box, in alternating blocks; keep the winner."),
+    "twin": ("dsv4ops.cli.twin", "twin", "Force the twin's hazards (twin targets only; rehearsals)."),
 }
 
 

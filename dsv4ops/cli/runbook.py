@@ -1,7 +1,8 @@
 """`dsv4ops runbook list|show|run`: the incident procedures under runbooks/, read or executed.
 
-`run` exits 0 when every step met its expectation, 2 when a command exited unexpectedly (the
-runbook stops there), 1 for an unknown runbook, a bad file or a declined step, 130 on Ctrl-C.
+`run` exits 0 when every step met its expectation, 2 when a step did not (the runbook stops
+there; `--resume RUN_ID` continues it), 1 for an unknown runbook, a bad file, a declined or
+refused confirmation or a refused resume, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -66,25 +67,15 @@ def _short(text: str, width: int = 70) -> str:
 @click.argument("name")
 @json_option
 def show_cmd(name: str, as_json: bool) -> None:
-    """The steps, the commands each runs and which ask for confirmation."""
+    """The readable checklist: each step's text, what it does, and which ones ask first."""
+    from dsv4ops.runbooks.checklist import checklist
+
     b = _load(name)
     if as_json:
         echo_json(b.to_json())
         return
-    click.echo(f"{b.title}  ({b.path})")
-    if b.summary:
-        click.echo(f"symptom: {b.summary}")
-    if b.placeholders:
-        click.echo("needs: " + " ".join(f"--var {v}=..." for v in sorted(b.placeholders)))
-    for s in b.steps:
-        what = "manual" if s.manual else ("asks first" if s.needs_confirmation else "runs")
-        click.echo(f"\n{s.number}. {s.title}  [{what}]")
-        for c in s.commands:
-            click.echo(f"   $ {c.display()}" + ("   <- asks first" if c.mutating else ""))
-    if b.rehearse:
-        click.echo("\nrehearse (--rehearse, twin targets only):")
-        for c in b.rehearse:
-            click.echo(f"   $ {c.display()}")
+    for line in checklist(b):
+        click.echo(line)
 
 
 @runbook.command("run")
@@ -94,7 +85,7 @@ def show_cmd(name: str, as_json: bool) -> None:
     "--yes",
     "-y",
     is_flag=True,
-    help="Do not ask before steps that change the target " "or wait at manual steps.",
+    help="Answer yes to every confirmation (recorded as --yes) and do not wait at manual steps.",
 )
 @click.option("--dry-run", is_flag=True, help="Print what would run; run nothing.")
 @click.option(
@@ -108,7 +99,14 @@ def show_cmd(name: str, as_json: bool) -> None:
     type=click.IntRange(min=0),
     default=None,
     metavar="STEP",
-    help="Start at this step number.",
+    help="Start at this step number (a new run).",
+)
+@click.option(
+    "--resume",
+    "resume",
+    default=None,
+    metavar="RUN_ID",
+    help="Continue a journaled run where it stopped, once its preconditions are re-checked.",
 )
 @click.option(
     "--var",
@@ -124,9 +122,13 @@ def run_cmd(
     dry_run: bool,
     rehearse: bool,
     start: int | None,
+    resume: str | None,
     variables: tuple[str, ...],
 ) -> None:
-    """Run NAME's steps in order against --target; stop at the first unexpected exit code."""
+    """Run NAME's steps against --target, journaled; stop at the first unexpected outcome."""
+    import sys
+
+    from dsv4ops.cli._context import open_target
     from dsv4ops.profiles import DEFAULT_TARGET, load_targets
     from dsv4ops.runbooks import run as R
     from dsv4ops.runbooks.execute import execute
@@ -140,21 +142,61 @@ def run_cmd(
         raise click.BadParameter(f"unknown target {target!r}", param_hint="--target")
     if rehearse and not b.rehearse:
         raise click.UsageError(f"runbook {b.name} has no '## Rehearse' section")
-    R.run(
-        R.Session(
-            runbook=b,
-            target=target,
-            execute=execute,
-            echo=click.echo,
-            confirm=lambda q: click.confirm(q, default=False),
-            pause=_pause,
-            variables=_parse_vars(variables),
-            yes=yes,
-            dry_run=dry_run,
-            rehearse=rehearse,
-            start=start,
+    ctx = None if dry_run else open_target(target)
+    try:
+        R.run(
+            R.Session(
+                runbook=b,
+                target=target,
+                execute=execute,
+                echo=click.echo,
+                confirm=_confirm,
+                pause=_pause,
+                variables=_parse_vars(variables),
+                yes=yes,
+                dry_run=dry_run,
+                rehearse=rehearse,
+                start=start,
+                resume=resume,
+                world=_world(ctx) if ctx else None,
+                journal=ctx.journal if ctx else None,
+                interactive=sys.stdin.isatty(),
+            )
         )
+    finally:
+        if ctx is not None:
+            ctx.close()
+
+
+def _world(ctx: Any) -> Any:
+    """The engine's view of the target: status's report for preconditions, the remote seam."""
+    from dsv4ops.orchestrate.status import KernelStatus, gather_status
+    from dsv4ops.orchestrate.usecases.compose import kernel_support
+    from dsv4ops.orchestrate.usecases.render import render_now
+    from dsv4ops.runbooks.world import TargetWorld
+
+    kernels = KernelStatus(
+        state=lambda: ctx.supervisor.read_state("kernels"), loaded=kernel_support(ctx).loaded
     )
+
+    def status() -> dict[str, Any]:  # what `dsv4ops status` reports, as it composes it
+        return gather_status(
+            ctx.supervisor,
+            ctx.journal,
+            target=ctx.target.name,
+            render_now=render_now(ctx.target),
+            kernels=kernels,
+        )
+
+    return TargetWorld(ctx.supervisor, ctx.journal, target=ctx.target.name, status=status)
+
+
+def _confirm(question: str) -> bool:
+    """y/N; Ctrl-C at the prompt is Ctrl-C for the runbook (summary and resume command)."""
+    try:
+        return bool(click.confirm(question, default=False))
+    except click.Abort:
+        raise KeyboardInterrupt from None
 
 
 def _parse_vars(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -170,5 +212,8 @@ def _parse_vars(pairs: tuple[str, ...]) -> dict[str, str]:
 
 
 def _pause(msg: str) -> None:
-    """Wait for Enter (what was typed is not used)."""
-    click.prompt(msg, default="", show_default=False, prompt_suffix=" ")
+    """Wait for Enter (what was typed is not used); Ctrl-C stops the runbook."""
+    try:
+        click.prompt(msg, default="", show_default=False, prompt_suffix=" ")
+    except click.Abort:
+        raise KeyboardInterrupt from None

@@ -64,6 +64,15 @@ class Kind(str, enum.Enum):
     # (each names the experiment in its reason); the experiment itself starts no process, so it
     # never sets `running` and never counts as a deployment or as known-good.
     EXPERIMENT = "experiment"
+    # `dsv4ops runbook run`: one run of a runbook, each step a journal step. It changes nothing
+    # itself (the commands it runs journal themselves), so it is never in flight for them,
+    # never a deployment and never known-good.
+    RUNBOOK = "runbook"
+
+    @property
+    def changes_target(self) -> bool:
+        """False for the runbook run that only drives other operations."""
+        return self is not Kind.RUNBOOK
 
 
 @dataclass
@@ -101,6 +110,8 @@ class Operation:
     # Set only by the SUCCEEDED transition of a deploy/rollback that restarted the whole unit
     # from one profile's rendered commands and proved it with generations through the router.
     marked_known_good: bool = False
+    # The runbook run (its op id) whose step ran this operation ($DSV4OPS_RUNBOOK_RUN).
+    runbook_run: str | None = None
 
     @property
     def known_good(self) -> bool:
@@ -162,6 +173,7 @@ class Operation:
             "package": (self.kernel or {}).get("package") or p.get("kernel_package"),
             "known_good": self.known_good,
             "partial": (self.scope or {}).get("restarted"),
+            "runbook_run": self.runbook_run,
         }
 
 
@@ -236,6 +248,7 @@ def fold(records: list[dict[str, Any]]) -> list[Operation]:
                 undo=r.get("undo"),
                 kernel=r.get("kernel"),
                 scope=r.get("scope") if isinstance(r.get("scope"), dict) else None,
+                runbook_run=r.get("runbook_run") if isinstance(r.get("runbook_run"), str) else None,
             )
             continue
         op = ops.get(op_id)

@@ -12,6 +12,7 @@ the record is on disk. A crash mid-write can leave at most a torn last line: rea
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import secrets
 from collections.abc import Iterator
@@ -36,6 +37,11 @@ from dsv4ops.journal.records import (
 from dsv4ops.whoami import operator_identity
 
 UNKNOWN = "?"  # `running` value when an operation could not tell what is left running
+# Set by `dsv4ops runbook run` for the commands it runs: their operations name the run.
+RUNBOOK_RUN_ENV = "DSV4OPS_RUNBOOK_RUN"
+# Operation ids start with the kind's letter for the operations that run the unit; the others
+# spell their kind, so a runbook run ("runbook-…") never reads like a rollback ("r-…").
+_OP_PREFIX = {Kind.DEPLOY: "d", Kind.ROLLBACK: "r", Kind.STOP: "s", Kind.KERNELS: "k"}
 _TARGET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -149,6 +155,9 @@ class Journal:
             record["kernel"] = kernel
         if scope is not None:
             record["scope"] = scope
+        run = os.environ.get(RUNBOOK_RUN_ENV)
+        if run and kind.changes_target:
+            record["runbook_run"] = run  # this command is a step of that runbook run
         # One append (one round trip to a remote record) for both records.
         self._append(record, {"type": "status", "op": op_id, "status": Status.PENDING.value})
         return op_id
@@ -156,7 +165,7 @@ class Journal:
     def new_op_id(self, kind: Kind) -> str:
         """A fresh, sortable operation id such as 'd-20261129T150102-3fa9'."""
         stamp = self._clock.now().strftime("%Y%m%dT%H%M%S")
-        return f"{kind.value[0]}-{stamp}-{secrets.token_hex(2)}"
+        return f"{_OP_PREFIX.get(kind, kind.value)}-{stamp}-{secrets.token_hex(2)}"
 
     def transition(
         self,
@@ -238,8 +247,9 @@ class Journal:
         return matches[0]
 
     def in_flight(self) -> list[Operation]:
-        """Operations that never reached a terminal status (a CLI that died mid-way)."""
-        return [o for o in self.operations() if not o.status.terminal]
+        """Operations that never reached a terminal status (a CLI that died mid-way). A runbook
+        run is not one of them: it changes nothing itself and stays open until it is resumed."""
+        return [o for o in self.operations() if not o.status.terminal and o.kind.changes_target]
 
     def known_good(self) -> list[Operation]:
         """Known-good deployments, newest first (the rule: Operation.known_good)."""
@@ -261,6 +271,8 @@ class Journal:
     def deployed_is_unknown(self) -> Operation | None:
         """The operation that left the target in an unknown state, if that is the latest word."""
         for o in reversed(self.operations()):
+            if not o.kind.changes_target:
+                continue
             if o.status.terminal and o.running is not None:
                 return o if o.running == UNKNOWN else None
             if not o.status.terminal:

@@ -3,9 +3,11 @@
 The format (docs/runbooks.md): numbered list items are steps; inside a step, a fenced block with
 the info string `dsv4ops` holds the commands to run, one per line, as the operator types them.
 A trailing `# expect exit N` (or `N or M`) states the exit codes that count as success (default
-0); other trailing comments are notes. `{target}` is the run's --target, `{name}` any other
-placeholder a `--var name=VALUE` fills. A `## Rehearse` section's blocks reproduce the incident on
-the twin and run only with `--rehearse`. A step without a block is a manual step.
+0); other trailing comments are notes. A ```` ```step ```` block gives a step another kind (wait,
+diagnostics, confirm), its branches and its repeat mark (directives.py). `{target}` is the run's
+--target, `{name}` any other placeholder a `--var name=VALUE` fills. A `## Rehearse` section's
+blocks reproduce the incident on the twin and run only with `--rehearse`. A step without a block
+is a manual step. Every mistake is refused with file:line before anything runs.
 """
 
 from __future__ import annotations
@@ -13,155 +15,30 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection
 from pathlib import Path
-from typing import Any
 
-from dsv4ops.errors import DsOpsError
+from dsv4ops.runbooks.directives import Directives, parse_directives
+from dsv4ops.runbooks.model import (
+    END,
+    PROGRAM,
+    Command,
+    Runbook,
+    RunbookError,
+    Step,
+    join,
+)
 
-PROGRAM = "dsv4ops"
+__all__ = ["Command", "Runbook", "RunbookError", "Step", "join", "load_runbook", "parse_runbook"]
+
 README = "README.md"
-# Commands that change the box (or, for `profile set`, commit a profile): asked before they run.
-MUTATING = {
-    ("deploy",),
-    ("rollback",),
-    ("stop",),
-    ("kernels", "deploy"),
-    ("kernels", "rollback"),
-    ("profile", "set"),
-}
-# Those of them that ask for confirmation themselves; the runbook has asked, so they get --yes.
-SELF_CONFIRMING = {"deploy", "rollback", "stop"}
+STEP_BLOCK = "step"
 SHELL_TOKENS = {"|", "||", "&", "&&", ";", ">", ">>", "<", "<<", "2>", "2>&1"}
 _FENCE = re.compile(r"^\s*(```+|~~~+)\s*([\w-]*)\s*$")
 _STEP = re.compile(r"^(\d+)[.)]\s+(.*)$")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _EXPECT = re.compile(r"^expect\s+exit\s+(\d+(?:\s*(?:,|or)\s*\d+)*)\s*$")
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_-]*)\}")
-_PLAIN = re.compile(r"[\w{}@%+=:,./-]+")
 _SUMMARY = re.compile(r"^\*\*(Symptom|When)\.?\*\*\.?\s*(.*)$")
-
-
-class RunbookError(DsOpsError):
-    """A runbook cannot be found or does not parse (exit 1). The message names file:line."""
-
-
-@dataclass(frozen=True)
-class Command:
-    argv: tuple[str, ...]  # as written, starting with "dsv4ops", placeholders unresolved
-    line: int
-    expect: frozenset[int] = frozenset({0})
-    note: str = ""  # a trailing comment that is not an expectation
-
-    @property
-    def mutating(self) -> bool:
-        """True when the command changes the box (and so needs a confirmation)."""
-        args = self.argv[1:]
-        if "--dry-run" in args:
-            return False
-        return tuple(args[:1]) in MUTATING or tuple(args[:2]) in MUTATING
-
-    @property
-    def placeholders(self) -> set[str]:
-        return {m for a in self.argv for m in _PLACEHOLDER.findall(a)}
-
-    def resolve(self, values: Mapping[str, str]) -> list[str]:
-        """argv with every {name} replaced; --yes added where the runbook did the asking.
-        Raises RunbookError for a placeholder without a value."""
-        missing = sorted(self.placeholders - set(values))
-        if missing:
-            raise RunbookError(
-                f"line {self.line}: no value for {', '.join('{' + m + '}' for m in missing)}",
-                hint="pass " + " ".join(f"--var {m}=VALUE" for m in missing),
-            )
-        argv = [_PLACEHOLDER.sub(lambda m: values[m.group(1)], a) for a in self.argv]
-        if self.mutating and argv[1] in SELF_CONFIRMING and not {"--yes", "-y"} & set(argv):
-            argv.append("--yes")
-        return argv
-
-    def expect_text(self) -> str:
-        return " or ".join(str(c) for c in sorted(self.expect))
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "line": self.line,
-            "argv": list(self.argv),
-            "expect": sorted(self.expect),
-            "mutating": self.mutating,
-            "note": self.note or None,
-        }
-
-    def display(self) -> str:
-        text = join(self.argv)
-        if self.expect != {0}:
-            text += f"  # expect exit {self.expect_text()}"
-        return text
-
-
-@dataclass(frozen=True)
-class Step:
-    number: int
-    text: str  # the step's prose (code blocks removed), as written
-    line: int
-    commands: tuple[Command, ...] = ()
-
-    @property
-    def manual(self) -> bool:
-        return not self.commands
-
-    @property
-    def title(self) -> str:
-        """The step's first words up to ':' or '.' (e.g. 'Confirm')."""
-        first = self.text.split("\n", 1)[0]
-        m = re.match(r"^(.{1,60}?)[:.](\s|$)", first)
-        if m:
-            return m.group(1).strip()
-        return first if len(first) <= 60 else first[:57].rsplit(" ", 1)[0] + "..."
-
-    @property
-    def needs_confirmation(self) -> bool:
-        return any(c.mutating for c in self.commands)
-
-
-@dataclass(frozen=True)
-class Runbook:
-    name: str
-    path: str
-    title: str
-    summary: str  # the **Symptom.** (or **When.**) paragraph, one line
-    steps: tuple[Step, ...]
-    rehearse: tuple[Command, ...] = ()
-    placeholders: frozenset[str] = field(default_factory=frozenset)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "title": self.title,
-            "symptom": self.summary,
-            "path": self.path,
-            "variables": sorted(self.placeholders),
-            "rehearse": [c.to_json() for c in self.rehearse],
-            "steps": [
-                {
-                    "step": s.number,
-                    "title": s.title,
-                    "text": s.text,
-                    "manual": s.manual,
-                    "confirm": s.needs_confirmation,
-                    "commands": [c.to_json() for c in s.commands],
-                }
-                for s in self.steps
-            ],
-        }
-
-    def step(self, number: int) -> Step:
-        for s in self.steps:
-            if s.number == number:
-                return s
-        raise RunbookError(
-            f"{self.name} has no step {number} (steps: {', '.join(str(s.number) for s in self.steps)})"
-        )
 
 
 def runbooks_dir() -> Path:
@@ -202,7 +79,7 @@ def load_runbook(ref: str, *, verbs: Collection[str] | None = None) -> Runbook:
 def parse_runbook(text: str, *, path: str, verbs: Collection[str] | None = None) -> Runbook:
     """Parse runbook markdown. Raises RunbookError naming path:line."""
     title, summary = "", ""
-    steps: list[tuple[int, int, list[str], list[Command]]] = []  # number, line, prose, commands
+    steps: list[_Draft] = []
     rehearse: list[Command] = []
     in_rehearse = False
     open_step = False  # prose and blocks still belong to the last step
@@ -214,17 +91,23 @@ def parse_runbook(text: str, *, path: str, verbs: Collection[str] | None = None)
         fence = _FENCE.match(raw)
         if fence:
             i, block = _read_block(lines, i, fence.group(1), path)
-            if fence.group(2) != PROGRAM:
+            info = fence.group(2)
+            if info not in (PROGRAM, STEP_BLOCK):
                 continue  # an illustration, not something to run
+            if not open_step and not (in_rehearse and info == PROGRAM):
+                raise RunbookError(
+                    f"{path}:{lineno}: a {info} block must be inside a numbered step"
+                )
+            if info == STEP_BLOCK:
+                if steps[-1].directives is not None:
+                    raise RunbookError(f"{path}:{lineno}: a step has one ```step block")
+                steps[-1].directives = parse_directives(block, path, lineno)
+                continue
             cmds = [c for n, t in block if (c := _parse_command(t, n, path, verbs)) is not None]
             if in_rehearse:
                 rehearse += cmds
-            elif open_step:
-                steps[-1][3].extend(cmds)
             else:
-                raise RunbookError(
-                    f"{path}:{lineno}: a dsv4ops block must be inside a numbered step"
-                )
+                steps[-1].commands.extend(cmds)
             continue
         heading = _HEADING.match(raw)
         if heading:
@@ -247,22 +130,27 @@ def parse_runbook(text: str, *, path: str, verbs: Collection[str] | None = None)
         step = _STEP.match(raw)
         if step and not in_rehearse:
             number = int(step.group(1))
-            if any(s[0] == number for s in steps):
+            if any(s.number == number for s in steps):
                 raise RunbookError(f"{path}:{lineno}: step {number} appears twice")
-            steps.append((number, lineno, [step.group(2)], []))
+            steps.append(_Draft(number, lineno, [step.group(2)]))
             open_step = True
         elif open_step and (raw.startswith((" ", "\t")) or not raw.strip()):
-            steps[-1][2].append(raw.strip())
+            steps[-1].prose.append(raw.strip())
         elif raw.strip():
             open_step = False  # an unindented paragraph ends the list
         i += 1
+    return _finish(title, summary, steps, rehearse, path)
+
+
+def _finish(
+    title: str, summary: str, steps: list[_Draft], rehearse: list[Command], path: str
+) -> Runbook:
     if not title:
         raise RunbookError(f"{path}:1: a runbook starts with a '# Title' line")
     if not steps:
         raise RunbookError(f"{path}: no numbered steps")
-    built = tuple(
-        Step(n, "\n".join(_trim(prose)), line, tuple(cmds)) for n, line, prose, cmds in steps
-    )
+    built = tuple(d.build(path) for d in steps)
+    _check_branches(built, steps, path)
     names = frozenset(p for s in built for c in s.commands for p in c.placeholders) | frozenset(
         p for c in rehearse for p in c.placeholders
     )
@@ -275,6 +163,51 @@ def parse_runbook(text: str, *, path: str, verbs: Collection[str] | None = None)
         rehearse=tuple(rehearse),
         placeholders=names - {"target"},
     )
+
+
+class _Draft:
+    """A step while its lines are read."""
+
+    def __init__(self, number: int, line: int, prose: list[str]) -> None:
+        self.number, self.line, self.prose = number, line, prose
+        self.commands: list[Command] = []
+        self.directives: Directives | None = None
+
+    def build(self, path: str) -> Step:
+        fields = dict(self.directives.fields) if self.directives else {}
+        step = Step(
+            self.number, "\n".join(_trim(self.prose)), self.line, tuple(self.commands), **fields
+        )
+        where = f"{path}:{self.directives.line if self.directives else self.line}"
+        kind = step.action
+        if kind == "run" and not step.commands:
+            raise RunbookError(
+                f"{where}: step {step.number} is kind run but has no ```dsv4ops block"
+            )
+        if kind != "run" and step.commands:
+            raise RunbookError(
+                f"{where}: step {step.number} is kind {kind}; its commands belong in a run step"
+            )
+        if kind == "wait" and not step.conditions:
+            raise RunbookError(f"{where}: wait step {step.number} needs at least one 'until:'")
+        if kind != "wait" and step.conditions:
+            raise RunbookError(f"{where}: 'until:' belongs to a wait step (kind: wait)")
+        if kind == "confirm" and not step.question:
+            raise RunbookError(f"{where}: confirm step {step.number} needs a 'question:'")
+        return step
+
+
+def _check_branches(built: tuple[Step, ...], drafts: list[_Draft], path: str) -> None:
+    numbers = {s.number for s in built}
+    for step, draft in zip(built, drafts, strict=True):
+        for name in ("if_ok", "if_failed"):
+            target = getattr(step, name)
+            if target and target != END and int(target) not in numbers:
+                line = draft.directives.branch_lines[name] if draft.directives else draft.line
+                raise RunbookError(
+                    f"{path}:{line}: step {step.number} branches to step {target}, which does "
+                    f"not exist (steps: {', '.join(str(n) for n in sorted(numbers))})"
+                )
 
 
 def _trim(prose: list[str]) -> list[str]:
@@ -349,11 +282,6 @@ def _check_target(argv: list[str], where: str) -> None:
             raise RunbookError(
                 f"{where}: write '--target {{target}}', not a fixed target {value!r}"
             )
-
-
-def join(argv: tuple[str, ...] | list[str]) -> str:
-    """shlex.join, but a bare {placeholder} stays readable (it is not shell syntax here)."""
-    return " ".join(a if _PLAIN.fullmatch(a) else shlex.quote(a) for a in argv)
 
 
 def split_comment(line: str) -> tuple[str, str]:

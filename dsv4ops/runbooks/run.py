@@ -1,17 +1,25 @@
-"""Run a parsed runbook: steps in order, each command's exit code checked against its expectation.
+"""Run a parsed runbook: steps in order (or as their branches say), each journaled.
 
-The command executor, the confirmation prompt, the Enter-to-continue pause and the output are
-injected, so the order, the stop-at-first-failure message, --from and --dry-run are tested
-without processes. Every dsv4ops command the runbook runs journals itself.
+The command executor, the world (preconditions, waits, diagnostics), the journal, the prompts
+and the output are injected, so order, branches, expectations, confirmations, resume and Ctrl-C
+are tested without processes (and through the real CLI on the twin). A run is a journal
+operation of its own (runlog.py); every dsv4ops command a step runs journals itself and names
+the run ($DSV4OPS_RUNBOOK_RUN). Ctrl-C anywhere, a prompt included, ends with what ran and the
+command that resumes the run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
+from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.errors import DsOpsError
-from dsv4ops.runbooks.parse import Command, Runbook, RunbookError, Step, join
+from dsv4ops.journal.store import RUNBOOK_RUN_ENV, Journal
+from dsv4ops.runbooks.model import Command, Condition, Runbook, RunbookError, Step
+from dsv4ops.runbooks.runlog import RunLog
+from dsv4ops.whoami import operator_identity
 
 # argv (starting with "dsv4ops"), extra environment -> exit code
 Execute = Callable[[Sequence[str], Mapping[str, str]], int]
@@ -19,13 +27,23 @@ TARGET_ENV = "DSV4OPS_TARGET"  # a command without --target still goes to the ru
 
 
 class RunbookFailed(DsOpsError):
-    """A runbook command exited with an unexpected code; the runbook stopped there (exit 2)."""
+    """A step did not meet its expectation; the runbook stopped there (exit 2)."""
 
     exit_code = 2
 
 
 class RunbookStopped(DsOpsError):
-    """The operator declined a step that changes the target; nothing after it ran (exit 1)."""
+    """A confirmation was declined or could not be asked; nothing after it ran (exit 1)."""
+
+
+class World(Protocol):
+    """What the target shows, for preconditions, waits and diagnostics (world.py)."""
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+    def wait(self, conditions: Sequence[Condition], timeout_s: float) -> tuple[bool, str]: ...
+
+    def diagnostics(self, run_id: str, max_bytes: int) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -55,6 +73,29 @@ class Session:
     dry_run: bool = False
     rehearse: bool = False
     start: int | None = None
+    world: World | None = None
+    journal: Journal | None = None
+    resume: str | None = None  # a run id to continue
+    interactive: bool = True  # a person can answer prompts (stdin is a terminal)
+    clock: Clock = field(default_factory=SystemClock)
+    who: Callable[[], str] = operator_identity
+
+
+@dataclass
+class Progress:
+    """What the run did so far: the summary printed when it stops, and its journal."""
+
+    log: RunLog | None
+    values: dict[str, str]
+    ran: list[Ran] = field(default_factory=list)
+    history: list[str] = field(default_factory=list)
+    open_step: str | None = None  # journaled start without an end yet
+    would_run: int = 0  # dry run: commands shown
+    opened_at: float = 0.0
+
+    @property
+    def run_id(self) -> str | None:
+        return self.log.op if self.log and self.log.op else None
 
 
 def selected_steps(runbook: Runbook, start: int | None) -> list[Step]:
@@ -67,11 +108,47 @@ def selected_steps(runbook: Runbook, start: int | None) -> list[Step]:
 
 def run(s: Session) -> list[Ran]:
     """Run the session; return what ran. Raises RunbookFailed (2), RunbookStopped or
-    RunbookError (1); KeyboardInterrupt propagates after saying what ran."""
-    steps = selected_steps(s.runbook, s.start)
-    values = {**(s.variables or {}), "target": s.target}
-    # Resolve every command first: a missing --var stops the run before anything changes.
-    selected = [
+    RunbookError (1); KeyboardInterrupt propagates after saying what ran and how to resume."""
+    from dsv4ops.runbooks import resume as R
+    from dsv4ops.runbooks import steps as S
+
+    plan = R.plan(s)  # where to start, the values, the journal: checked before anything runs
+    p = Progress(plan.log, plan.values)
+    mode = " (dry run: nothing is run)" if s.dry_run else ""
+    s.echo(f"runbook {s.runbook.name}: {s.runbook.title} -- target {s.target}{mode}")
+    if p.run_id:
+        s.echo(f"journaled as run {p.run_id}")
+    current = plan.first
+    try:
+        if plan.rehearse:
+            S.rehearse(s, p)
+        while current is not None:
+            current = S.step(s, p, current)
+    except KeyboardInterrupt:
+        S.close_open_step(s, p, "interrupted")
+        s.echo(f"interrupted.\n{before(p.history, s.target)}")
+        if p.run_id:
+            s.echo(f"resume with: {resume_command(s, p.run_id)}")
+        raise
+    if s.dry_run:
+        s.echo(f"dry run: {p.would_run} command(s) would run")
+        return p.ran
+    if p.log is not None:
+        p.log.finish(f"{len(p.history)} step(s) ended as expected")
+    s.echo(f"runbook {s.runbook.name}: every step met its expectation ({len(p.ran)} command(s))")
+    return p.ran
+
+
+def command_env(s: Session, p: Progress) -> dict[str, str]:
+    env = {TARGET_ENV: s.target}
+    if p.run_id:
+        env[RUNBOOK_RUN_ENV] = p.run_id
+    return env
+
+
+def resolve_all(s: Session, steps: Sequence[Step], values: Mapping[str, str]) -> None:
+    """A missing --var stops the run before anything changes. Raises RunbookError."""
+    selected: list[Command] = [
         *(s.runbook.rehearse if s.rehearse else ()),
         *(c for st in steps for c in st.commands),
     ]
@@ -81,77 +158,9 @@ def run(s: Session) -> list[Ran]:
             f"{s.runbook.path}: no value for {', '.join('{' + m + '}' for m in missing)}",
             hint="pass " + " ".join(f"--var {m}=VALUE" for m in missing),
         )
-    phases: list[tuple[str, Step | None, list[tuple[Command, list[str]]]]] = []
-    if s.rehearse:
-        phases.append(("rehearse", None, [(c, c.resolve(values)) for c in s.runbook.rehearse]))
-    for st in steps:
-        phases.append((f"step {st.number}", st, [(c, c.resolve(values)) for c in st.commands]))
-    ran: list[Ran] = []
-    history: list[str] = []
-    mode = " (dry run: nothing is run)" if s.dry_run else ""
-    s.echo(f"runbook {s.runbook.name}: {s.runbook.title} -- target {s.target}{mode}")
-    try:
-        for where, step, commands in phases:
-            _announce(s, where, step, commands)
-            if not commands:
-                _manual(s, where)
-                history.append(f"{where}: manual")
-                continue
-            if any(c.mutating for c, _ in commands) and not (s.yes or s.dry_run):
-                question = f"{where} changes {s.target}: run it?"
-                if not s.confirm(question):
-                    raise RunbookStopped(
-                        f"stopped at {where}: not confirmed; nothing after it ran.\n"
-                        + _before(history, s.target),
-                        hint=_resume_hint(s, step),
-                    )
-            for cmd, argv in commands:
-                shown = join(argv)
-                s.echo(
-                    f"$ {shown}"
-                    + (f"  # expect exit {cmd.expect_text()}" if cmd.expect != {0} else "")
-                )
-                if s.dry_run:
-                    continue
-                code = s.execute(argv, {TARGET_ENV: s.target})
-                ran.append(Ran(where, shown, code))
-                if code not in cmd.expect:
-                    raise RunbookFailed(
-                        f"{where} of runbook {s.runbook.name} failed: `{shown}` exited {code}, "
-                        f"expected {cmd.expect_text()}.\n" + _before(history, s.target),
-                        hint=_resume_hint(s, step),
-                    )
-                history.append(f"{where}: `{shown}` exited {code} as expected")
-    except KeyboardInterrupt:
-        s.echo(f"interrupted.\n{_before(history, s.target)}")
-        raise
-    if s.dry_run:
-        s.echo(f"dry run: {sum(len(c) for _, _, c in phases)} command(s) would run")
-    else:
-        s.echo(f"runbook {s.runbook.name}: every step met its expectation ({len(ran)} command(s))")
-    return ran
 
 
-def _announce(s: Session, where: str, step: Step | None, commands: list) -> None:
-    if step is None:
-        s.echo("== rehearse: reproduce the incident on the twin")
-        return
-    flag = " [changes the target: asks first]" if step.needs_confirmation else ""
-    s.echo(f"== {where}: {step.title}{flag}" + ("" if commands else " (manual)"))
-    for line in step.text.splitlines():
-        s.echo(f"   {line}" if line else "")
-
-
-def _manual(s: Session, where: str) -> None:
-    if s.dry_run:
-        return
-    if s.yes:
-        s.echo(f"   ({where} is manual; --yes given, not waiting)")
-        return
-    s.pause(f"{where} is manual: press Enter when it is done (Ctrl-C stops the runbook)")
-
-
-def _before(history: list[str], target: str) -> str:
+def before(history: list[str], target: str) -> str:
     """What ran before the stop, one line each, and where to look now."""
     done = "".join(f"\n  {h}" for h in history) if history else " nothing."
     return (
@@ -160,7 +169,13 @@ def _before(history: list[str], target: str) -> str:
     )
 
 
-def _resume_hint(s: Session, step: Step | None) -> str:
+def resume_command(s: Session, run_id: str) -> str:
+    return f"dsv4ops runbook run {s.runbook.name} --target {s.target} --resume {run_id}"
+
+
+def resume_hint(s: Session, p: Progress, step: Step | None) -> str:
+    if p.run_id:
+        return f"once handled, resume with `{resume_command(s, p.run_id)}`"
     base = f"dsv4ops runbook run {s.runbook.name} --target {s.target}"
     if step is None:
         return f"fix the rehearsal setup, or skip it: `{base}`"

@@ -70,18 +70,27 @@ def test_list_and_show(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None
     rows = json.loads(capsys.readouterr().out)
     assert [r["name"] for r in rows] == [
         "bootstrap-degradation",
+        "bucket-tuning",
         "decode-wedge",
+        "drain-and-stop",
         "flag-change",
+        "kernel-rollout",
+        "overlap-ab",
+        "pd-safe-restart",
         "tool-call-corruption",
     ]
-    assert rows[1]["symptom"].startswith("`sglang:num_running_reqs` on the decode stays > 0")
+    assert rows[2]["symptom"].startswith("`sglang:num_running_reqs` on the decode stays > 0")
     assert main(["runbook", "show", "decode-wedge"]) == 0
     out = capsys.readouterr().out
-    assert "3. Recover  [asks first]" in out
+    # The checklist a person reads: every step's text, what it does, its command or condition.
+    assert "[ ] 5. Recover: only a restart clears the wedge" in out
+    assert "       [asks first, not safe to repeat]" in out
     assert (
-        "   $ dsv4ops rollback --target {target} --reason 'decode wedge (runbook decode-wedge)'"
+        "       $ dsv4ops rollback --target {target} --reason 'decode wedge (runbook decode-wedge)'"
         in out
     )
+    assert "       until http decode /health 503  (at most 60 s)" in out
+    assert "       ? Is the overlap scheduler on in the deployed profile (status above)?" in out
 
 
 BOX = """\
@@ -119,4 +128,4 @@ def test_dry_run_rehearsal_on_a_twin_target(
     assert main(args) == 0
     out = capsys.readouterr().out
     assert f"$ dsv4ops deploy overlap-on --target {env.target} --no-canary --yes" in out
-    assert out.rstrip().endswith("dry run: 8 command(s) would run")
+    assert out.rstrip().endswith("dry run: 6 command(s) would run")

@@ -171,3 +171,22 @@ def test_journal_keeps_settings_that_only_mention_tokens():
         "canary": {"first_token_deadline_s": 60.0, "max_tokens": 64},
         "env": {"HF_TOKEN": "***"},
     }
+
+
+def test_a_runbook_run_is_never_in_flight_deployed_or_known_good(journal, monkeypatch):
+    """An open run (a runbook waiting to be resumed) must not block or be abandoned by the
+    deploys it runs, nor make status report an interrupted operation."""
+    good = _deploy(journal, "baseline")
+    run = journal.begin(Kind.RUNBOOK, reason="runbook decode-wedge")
+    journal.transition(run, Status.RUNNING)
+    journal.step(run, "step 1", "start")
+    monkeypatch.setenv("DSV4OPS_RUNBOOK_RUN", run)
+    child = _deploy(journal, "overlap-on")
+    assert journal.in_flight() == []
+    assert journal.deployed_is_unknown() is None
+    assert journal.deployed().op == child
+    assert [o.op for o in journal.known_good()] == [child, good]
+    ops = {o.op: o for o in journal.operations()}
+    assert ops[child].runbook_run == run and ops[good].runbook_run is None
+    assert ops[run].runbook_run is None  # a run does not point to itself
+    assert ops[child].summary()["runbook_run"] == run

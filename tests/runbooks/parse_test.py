@@ -181,3 +181,93 @@ def test_rehearse_section_has_no_steps() -> None:
 )
 def test_split_comment(line: str, expected: tuple[str, str]) -> None:
     assert split_comment(line) == expected
+
+
+STEPS = """\
+# Kinds
+
+1. Wait: for the decode.
+   ```step
+   kind: wait
+   until: metric decode sglang:realtime_tokens_total{mode="decode"} > 0
+   until: http router /readiness 200,204
+   until: process prefill alive
+   until: status healthy
+   timeout: 30s
+   if-failed: 3
+   ```
+2. Keep: a bundle.
+   ```step
+   kind: diagnostics
+   max-bytes: 1000
+   ```
+3. Ask: a person.
+   ```step
+   kind: confirm
+   question: Restart now?
+   if-ok: end
+   ```
+4. Change: something.
+   ```dsv4ops
+   dsv4ops rollback --target {target}
+   ```
+   ```step
+   repeat: safe
+   ```
+"""
+
+
+def test_step_kinds_conditions_branches_and_repeat_marks() -> None:
+    b = parse_runbook(STEPS, path="kinds.md")
+    wait, diag, ask, change = b.steps
+    assert [s.action for s in b.steps] == ["wait", "diagnostics", "confirm", "run"]
+    metric, http, process, status = wait.conditions
+    assert (metric.kind, metric.component, metric.series, metric.labels) == (
+        "metric", "decode", "sglang:realtime_tokens_total", (("mode", "decode"),))
+    assert metric.op == ">" and metric.holds(1.0) and not metric.holds(0.0)
+    assert http.codes == {200, 204} and http.path == "/readiness"
+    assert (process.component, process.state) == ("prefill", "alive")
+    assert status.kind == "status"
+    assert wait.timeout_s == 30 and wait.if_failed == "3"
+    assert b.after(wait, wait.if_failed) is ask and b.after(ask, ask.if_ok) is None
+    assert b.after(wait, "") is diag and diag.max_bytes == 1000
+    assert ask.question == "Restart now?" and ask.safe_to_repeat
+    assert change.needs_confirmation and change.safe_to_repeat  # marked safe explicitly
+    assert not parse_runbook(STEPS.replace("repeat: safe", "kind: run"), path="k.md").steps[
+        3
+    ].safe_to_repeat  # a step that changes the target is not safe to repeat by default
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("kind: diagnostics", "kind: reboot", "k.md:15: unknown step kind 'reboot'"),
+        ("   question: Restart now?\n", "", "k.md:19: confirm step 3 needs a 'question:'"),
+        ("if-failed: 3", "if-failed: 9", "k.md:11: step 1 branches to step 9, which does not exist"),
+        ("until: process prefill alive", "until: process gpu alive", "k.md:8: unknown component 'gpu'"),
+        ("until: status healthy", "until: metric decode up", "k.md:9: a metric condition compares"),
+        ("timeout: 30s", "timeout: soon", "k.md:10: cannot read 'soon'"),
+        ("max-bytes: 1000", "size: 1000", "k.md:16: 'size: 1000' is not a step setting"),
+        ("dsv4ops rollback --target {target}", "rm -rf /", "k.md:26: only dsv4ops commands"),
+        ("   kind: diagnostics\n", "   kind: diagnostics\n   kind: wait\n", "'kind' appears twice"),
+    ],
+)
+def test_a_malformed_runbook_is_refused_with_file_and_line(old: str, new: str, message: str) -> None:
+    assert old in STEPS
+    with pytest.raises(RunbookError) as exc:
+        parse_runbook(STEPS.replace(old, new), path="k.md")
+    assert message in str(exc.value)
+
+
+def test_kind_and_blocks_must_agree() -> None:
+    no_until = STEPS.replace('   until: metric decode sglang:realtime_tokens_total{mode="decode"} > 0\n'
+                             "   until: http router /readiness 200,204\n"
+                             "   until: process prefill alive\n   until: status healthy\n", "")
+    with pytest.raises(RunbookError, match=r"k.md:4: wait step 1 needs at least one 'until:'"):
+        parse_runbook(no_until, path="k.md")
+    commands_in_a_wait = STEPS.replace("   if-failed: 3\n   ```\n", "   if-failed: 3\n   ```\n"
+                                       "   ```dsv4ops\n   dsv4ops status\n   ```\n")
+    with pytest.raises(RunbookError, match="step 1 is kind wait; its commands belong in a run"):
+        parse_runbook(commands_in_a_wait, path="k.md")
+    with pytest.raises(RunbookError, match="k.md:1: a step block must be inside a numbered step"):
+        parse_runbook("```step\nkind: wait\n```\n# T\n1. a\n", path="k.md")

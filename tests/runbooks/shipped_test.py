@@ -14,11 +14,16 @@ SHIPPED = list_runbooks(RUNBOOKS)
 VERBS = set(COMMANDS) - {"runbook"}
 
 
-def test_the_four_runbooks_are_shipped() -> None:
+def test_the_nine_runbooks_are_shipped() -> None:
     assert {p.stem for p in SHIPPED} == {
         "bootstrap-degradation",
+        "bucket-tuning",
         "decode-wedge",
+        "drain-and-stop",
         "flag-change",
+        "kernel-rollout",
+        "overlap-ab",
+        "pd-safe-restart",
         "tool-call-corruption",
     }
 
@@ -31,17 +36,26 @@ def test_shipped_runbook_parses(path: Path) -> None:
     assert all(s.title and len(s.title) <= 30 for s in b.steps), [s.title for s in b.steps]
     for c in [*b.rehearse, *(c for s in b.steps for c in s.commands)]:
         # Every command that talks to a target names it, so the text reads right when copied.
-        if c.argv[1] in {"deploy", "rollback", "stop", "status", "canary", "journal"}:
+        if c.argv[1] in {"deploy", "rollback", "stop", "status", "canary", "journal", "twin"}:
             assert "{target}" in c.argv, c.display()
+    # Each one ends by proving its outcome (a wait, a canary, or a record of the state).
+    assert {"wait", "run"} & {s.action for s in b.steps[-3:]}
 
 
-def test_decode_wedge_rehearses_and_asks_before_the_restart() -> None:
+def test_decode_wedge_collects_diagnostics_before_the_restart() -> None:
     b = load_runbook(str(RUNBOOKS / "decode-wedge.md"), verbs=VERBS)
-    assert [c.argv[1:3] for c in b.rehearse] == [
-        ("deploy", "baseline"),
-        ("deploy", "overlap-on"),
-        ("canary", "--target"),
-    ]
-    assert b.rehearse[-1].expect == {2}
-    assert [s.number for s in b.steps if s.needs_confirmation] == [3]
+    assert [c.argv[1:3] for c in b.rehearse] == [("deploy", "overlap-on"), ("twin", "hazard")]
+    actions = [s.action for s in b.steps]
+    assert actions.index("diagnostics") < next(
+        i for i, s in enumerate(b.steps) if s.needs_confirmation
+    )
+    assert [s.number for s in b.steps if s.needs_confirmation] == [5]
+    assert not b.step(5).safe_to_repeat
     assert b.placeholders == set()
+
+
+def test_overlap_ab_rolls_back_when_the_stress_fails() -> None:
+    b = load_runbook(str(RUNBOOKS / "overlap-ab.md"), verbs=VERBS)
+    stress, decide = b.step(4), b.step(5)
+    assert stress.if_failed == "6" and decide.if_failed == "6" and decide.if_ok == "end"
+    assert b.after(stress, stress.if_failed) is b.step(6)

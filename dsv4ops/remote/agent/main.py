@@ -82,6 +82,7 @@ OPS = {
     "kernels_rollback": ("kernels", "op_kernels_rollback"),
     "kernels_present": ("kernels", "op_kernels_present"),
     "kernels_probe": ("kernels", "op_kernels_probe"),
+    "diagnostics": ("diagnostics", "op_diagnostics"),
 }
 
 

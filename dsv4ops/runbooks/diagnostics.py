@@ -1,0 +1,135 @@
+"""The diagnostics bundle: one directory with what the target shows before anyone touches it.
+
+Collected through the remote seam only (the agent's `diagnostics` op for process trees, log
+tails and `py-spy dump`, scrubbed on the target; target-side HTTP for `/server_info` and
+`/metrics`), plus the journal's tail and the deployed profile with its rendered commands.
+Everything is redacted again here (dsv4ops/secrets.py's rule, this process's secret values and
+`key=value` shapes in text) and the whole bundle stays under a size cap: an item that does not
+fit is cut, and MANIFEST.json says what was cut or missing and why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from dsv4ops.clock import Clock, SystemClock
+from dsv4ops.constants import state_dir
+from dsv4ops.deployment import START_ORDER
+from dsv4ops.errors import DsOpsError
+from dsv4ops.journal.store import Journal
+from dsv4ops.remote import Supervisor
+from dsv4ops.secrets import REDACTED, is_secret_key, redact_tree
+
+JOURNAL_TAIL = 200  # records
+LOG_LINES = 400
+# `api_key='abc'`, `--api-key abc`, `HF_TOKEN=abc` in free text (SGLang logs its ServerArgs).
+_SECRET_TEXT = re.compile(
+    r"(?i)((?:api[_-]?keys?|token|password|passwd|secret)['\"]?\s*[=:]\s*|--api-key\s+)"
+    r"(['\"]?)([^'\"\s,)]+)"
+)
+
+
+def scrub_text(text: str) -> str:
+    for k, v in os.environ.items():
+        if is_secret_key(k) and len(v) >= 4:
+            text = text.replace(v, REDACTED)
+    return _SECRET_TEXT.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+
+
+class Bundle:
+    """Writes items under one directory within a byte budget."""
+
+    def __init__(self, root: Path, max_bytes: int) -> None:
+        self.root = root
+        self.left = max_bytes
+        self.items: list[dict[str, Any]] = []
+        root.mkdir(parents=True, exist_ok=True)
+
+    def text(self, name: str, text: str, what: str) -> None:
+        data = scrub_text(text).encode()
+        cut = len(data) > self.left
+        if cut:
+            data = data[: max(self.left, 0)]
+        (self.root / name).parent.mkdir(parents=True, exist_ok=True)
+        (self.root / name).write_bytes(data)
+        self.left -= len(data)
+        self.items.append({"file": name, "what": what, "bytes": len(data), "cut": cut})
+
+    def json(self, name: str, value: Any, what: str) -> None:
+        self.text(name, json.dumps(redact_tree(value), indent=2, sort_keys=True, default=str), what)
+
+    def missing(self, what: str, why: str) -> None:
+        self.items.append({"file": None, "what": what, "missing": why})
+
+
+def collect(
+    supervisor: Supervisor,
+    journal: Journal,
+    *,
+    target: str,
+    run_id: str,
+    max_bytes: int,
+    clock: Clock | None = None,
+    names: Sequence[str] = START_ORDER,
+) -> Path:
+    """Write the bundle; return its directory. Raises DsOpsError only when nothing is reachable."""
+    stamp = (clock or SystemClock()).now().strftime("%Y%m%dT%H%M%S")
+    b = Bundle(state_dir() / "diagnostics" / target / f"{stamp}-{run_id}", max_bytes)
+    current = journal.deployed()
+    deployed = current.deployment() if current and current.components else None
+    if current is not None:
+        b.json(
+            "deployment.json",
+            {"op": current.op, "profile": current.profile, "components": current.components},
+            "deployed profile and rendered commands",
+        )
+    else:
+        b.missing("deployed profile and rendered commands", "the journal records no deployment")
+    _target_side(supervisor, b, names)
+    for name in names:
+        spec = deployed.component(name) if deployed else None
+        if spec is None:
+            b.missing(f"{name} /server_info and /metrics", "no deployed component")
+            continue
+        for path, fname in (("/server_info", "server_info.json"), ("/metrics", "metrics.prom")):
+            reply = supervisor.http(spec.url(path), timeout_s=5.0)
+            if reply.status is None:
+                b.missing(f"{name} {path}", f"no answer: {reply.error}")
+            else:
+                b.text(f"{name}/{fname}", reply.body, f"{name} {path} (HTTP {reply.status})")
+    records = journal.records()[-JOURNAL_TAIL:]
+    b.text(
+        "journal-tail.jsonl",
+        "".join(json.dumps(r, sort_keys=True) + "\n" for r in records),
+        f"the journal's last {len(records)} records",
+    )
+    (b.root / "MANIFEST.json").write_text(
+        json.dumps(
+            {"target": target, "run": run_id, "max_bytes": max_bytes, "items": b.items}, indent=2
+        )
+    )
+    return b.root
+
+
+def _target_side(supervisor: Supervisor, b: Bundle, names: Sequence[str]) -> None:
+    try:
+        reply = supervisor.call("diagnostics", timeout=120, names=list(names), log_lines=LOG_LINES)
+    except DsOpsError as exc:
+        b.missing("logs, process trees, py-spy", f"the agent could not collect them: {exc}")
+        return
+    for c in reply.get("components") or []:
+        name = str(c.get("name"))
+        b.text(f"{name}/log-tail.txt", str(c.get("log_tail") or ""), f"{name} log (last lines)")
+        b.json(f"{name}/processes.json", c.get("processes") or [], f"{name} process tree")
+        dumps = c.get("py_spy") or {}
+        if c.get("py_spy_missing"):
+            b.missing(f"{name} py-spy dump", str(c["py_spy_missing"]))
+        elif not dumps:
+            b.missing(f"{name} py-spy dump", "no running Python process in its group")
+        for pid, text in sorted(dumps.items()):
+            b.text(f"{name}/py-spy-{pid}.txt", str(text), f"{name} py-spy dump of pid {pid}")

@@ -1,0 +1,69 @@
+"""Force, clear or re-arm one of the twin's hazards on a running twin deployment.
+
+The request is the twin's own `POST /_twin/hazard` (docs/twin.md, "Failure modes"), made from
+the target side through the remote seam, on the server the hazard lives on: bootstrap
+degradation on the prefill (its switch decides every transfer), the wedge and tool-call
+corruption on the decode. A real SGLang target has no such switch: refused, saying so.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dsv4ops.errors import DsOpsError
+from dsv4ops.journal.store import Journal
+from dsv4ops.remote import Supervisor
+
+HAZARDS = {"degrade": "prefill", "wedge": "decode", "corrupt": "decode"}
+STATES = ("force", "off", "auto")
+WHAT = {
+    "degrade": "bootstrap degradation (silent KV transfer loss; /health stays 200)",
+    "wedge": "decode wedge (running > 0, no tokens, /health 503 after its timeout)",
+    "corrupt": "tool-call corruption (dropped calls, cross-talk, DSML in content)",
+}
+
+
+class NotATwinError(DsOpsError):
+    """The hazard switch exists only on the twin (exit 1)."""
+
+
+def check_twin(target: str, launcher: str) -> None:
+    if launcher != "twin":
+        raise NotATwinError(
+            f"target {target!r} runs real SGLang (launcher {launcher!r}): twin hazards can be "
+            "forced only on a twin target. Nothing was sent.",
+            hint="rehearse on the twin, e.g. --target twin-local",
+        )
+
+
+def set_hazard(
+    supervisor: Supervisor, journal: Journal, *, target: str, hazard: str, state: str
+) -> dict[str, Any]:
+    """Send the switch; return {"hazard", "state", "component", "hazards": the twin's states}.
+    Raises DsOpsError when nothing is deployed or the twin refuses."""
+    if hazard not in HAZARDS or state not in STATES:
+        raise DsOpsError(f"unknown hazard {hazard!r} or state {state!r}")
+    component = HAZARDS[hazard]
+    current = journal.deployed()
+    if current is None or not current.components:
+        raise DsOpsError(
+            f"the journal records no running deployment on {target!r}: nothing to switch",
+            hint=f"deploy first: `dsv4ops deploy baseline --target {target}`",
+        )
+    url = current.deployment().component(component).url("/_twin/hazard")
+    reply = supervisor.http(
+        url,
+        method="POST",
+        body=json.dumps({"hazard": hazard, "state": state}),
+        headers={"Content-Type": "application/json"},
+        timeout_s=10.0,
+    )
+    if reply.status != 200:
+        why = reply.body.strip()[:300] if reply.status else reply.error
+        raise DsOpsError(f"the {component} did not take the switch ({reply.status}): {why}")
+    try:
+        states = json.loads(reply.body).get("hazards")
+    except (json.JSONDecodeError, AttributeError):
+        states = None
+    return {"hazard": hazard, "state": state, "component": component, "hazards": states}

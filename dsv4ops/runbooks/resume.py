@@ -1,0 +1,130 @@
+"""Where a run starts: from the top (or --from), or, with --resume RUN_ID, where the journal
+says the run stopped, once the recorded preconditions have been checked again.
+
+None of the tools that inspired this (Ansible, SSM Automation, Rundeck) re-checks the world
+before resuming a step; a PD incident needs it: the pair may have been restarted, or be healthy
+again, since the run stopped. A change of health or of what is deployed refuses the resume (a
+person at a terminal may go on anyway); a step that was in flight, failed or was cut short and
+is not safe to repeat needs a fresh confirmation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dsv4ops.runbooks.model import RunbookError, Step
+from dsv4ops.runbooks.preconditions import changes
+from dsv4ops.runbooks.run import (
+    RunbookStopped,
+    Session,
+    resolve_all,
+    selected_steps,
+)
+from dsv4ops.runbooks.runlog import RunLog, RunRecord, load
+
+
+@dataclass
+class Plan:
+    first: Step | None
+    values: dict[str, str]
+    log: RunLog | None
+    rehearse: bool
+
+
+def plan(s: Session) -> Plan:
+    """Check everything that can be checked before the first step. Raises RunbookError or
+    RunbookStopped."""
+    if s.resume:
+        return _resume(s)
+    values = {**(s.variables or {}), "target": s.target}
+    steps = selected_steps(s.runbook, s.start)
+    resolve_all(s, steps, values)
+    log = None
+    if s.journal is not None and not s.dry_run:
+        log = RunLog(s.journal)
+        log.begin(s.runbook.name, s.runbook.path, s.target, dict(s.variables or {}))
+    return Plan(steps[0] if steps else None, values, log, s.rehearse)
+
+
+def _resume(s: Session) -> Plan:
+    assert s.resume is not None
+    if s.journal is None:
+        raise RunbookError("--resume needs the target's journal")
+    if s.dry_run or s.start is not None or s.rehearse:
+        raise RunbookError(
+            "--resume continues a run as recorded: no --from, --rehearse or --dry-run"
+        )
+    rec = load(s.journal, s.resume)
+    _check_same_run(s, rec)
+    values = {**rec.variables, **(s.variables or {}), "target": s.target}
+    at = rec.resume_at
+    first = (
+        None if at == "end" else s.runbook.step(at) if isinstance(at, int) else s.runbook.steps[0]
+    )
+    steps = selected_steps(s.runbook, first.number) if first else []
+    resolve_all(s, steps, values)
+    s.echo(
+        f"resuming run {rec.op} of {rec.runbook} on {rec.target} at "
+        + (f"step {first.number}" if first else "its end (every step had run)")
+    )
+    if first is not None:
+        _check_preconditions(s, rec)
+        _check_repeat(s, rec, first)
+    log = RunLog(s.journal)
+    log.reopen(rec.op)
+    return Plan(first, values, log, rehearse=False)
+
+
+def _check_same_run(s: Session, rec: RunRecord) -> None:
+    if rec.status.terminal:
+        raise RunbookError(
+            f"run {rec.op} ended {rec.status.value}; there is nothing to resume",
+            hint=f"start a new run: `dsv4ops runbook run {s.runbook.name} --target {s.target}`",
+        )
+    if rec.runbook != s.runbook.name:
+        raise RunbookError(f"run {rec.op} is a run of {rec.runbook!r}, not {s.runbook.name!r}")
+    if rec.target != s.target:
+        raise RunbookError(f"run {rec.op} ran against {rec.target!r}, not {s.target!r}")
+
+
+def _check_preconditions(s: Session, rec: RunRecord) -> None:
+    if s.world is None:
+        return
+    blocking, info = changes(rec.preconditions(), s.world.snapshot())
+    if not blocking and not info:
+        s.echo("preconditions: unchanged since the run stopped")
+    for line in info:
+        s.echo(f"preconditions (for information): {line}")
+    if not blocking:
+        return
+    s.echo("preconditions CHANGED since the run stopped:")
+    for line in blocking:
+        s.echo(f"  {line}")
+    if s.interactive and s.confirm("the target changed since this run stopped: resume anyway?"):
+        return
+    raise RunbookStopped(
+        f"not resuming run {rec.op}: the target changed since it stopped ("
+        + "; ".join(blocking)
+        + "). Nothing ran.",
+        hint=f"look with `dsv4ops status --target {s.target}`, then start a new run "
+        f"(`dsv4ops runbook run {s.runbook.name} --target {s.target}`)",
+    )
+
+
+def _check_repeat(s: Session, rec: RunRecord, first: Step) -> None:
+    """A step that may already have done part of its work runs again only when safe, or with a
+    fresh confirmation."""
+    cut_short = first.number == rec.in_flight or (
+        first.number in rec.done and rec.done[first.number].get("outcome") != "ok"
+    )
+    if not cut_short or first.safe_to_repeat:
+        return
+    question = f"step {first.number} may have run in part and is not safe to repeat: run it again?"
+    s.echo(f"step {first.number} ({first.title}) is not safe to repeat")
+    if s.yes or (s.interactive and s.confirm(question)):
+        return
+    raise RunbookStopped(
+        f"not resuming run {rec.op}: step {first.number} is not safe to repeat and was not "
+        "confirmed again. Nothing ran.",
+        hint="check what it did with `dsv4ops journal`, then resume at a terminal (or --yes)",
+    )

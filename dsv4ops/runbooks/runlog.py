@@ -1,0 +1,149 @@
+"""A runbook run as a journal operation of its own (kind `runbook`), through the Journal API only.
+
+The run's `begin` record carries the runbook's name in `reason`; its first step record, `run`,
+carries what was asked (runbook, path, target, variables) as JSON in `detail`. Each runbook step
+is a journal step named `step N`: `start` with the preconditions snapshot, then `done` or
+`failed` with the outcome, the next step and, for a confirmation, who answered and when. A run
+stays RUNNING until it ends (SUCCEEDED); a failure, a refusal, Ctrl-C or a killed process leave it
+open, which is what `--resume RUN_ID` continues.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsv4ops.errors import JournalError
+from dsv4ops.journal.records import Kind, Operation, Status
+from dsv4ops.journal.store import Journal
+from dsv4ops.runbooks.model import RunbookError
+
+STEP_PREFIX = "step "
+REHEARSE = "rehearse"
+HEADER = "run"
+
+
+@dataclass
+class RunRecord:
+    """What the journal says about one run, folded for --resume."""
+
+    op: str
+    runbook: str
+    target: str
+    variables: dict[str, str]
+    status: Status
+    done: dict[int, dict[str, Any]] = field(default_factory=dict)  # step -> end detail
+    started: dict[int, dict[str, Any]] = field(default_factory=dict)  # step -> start detail
+    in_flight: int | None = None  # started, never ended (a killed run)
+    last: int | None = None  # the last step that ended
+    rehearsed: bool = False
+
+    @property
+    def resume_at(self) -> int | str | None:
+        """The step to continue with: the one in flight, the one after the last ok step (its
+        recorded `next`, "end" when it ended the run), or the one that failed (None: from the
+        start)."""
+        if self.in_flight is not None:
+            return self.in_flight
+        if self.last is None:
+            return None
+        end = self.done[self.last]
+        if end.get("outcome") == "ok" or end.get("branched"):
+            nxt = end.get("next")
+            return "end" if nxt is None else int(nxt)
+        return self.last
+
+    def preconditions(self) -> dict[str, Any] | None:
+        """The snapshot recorded when the step to resume (or the last one) started."""
+        at = self.resume_at
+        for n in (at, self.last):
+            if isinstance(n, int) and n in self.started:
+                snap = self.started[n].get("preconditions")
+                if isinstance(snap, dict):
+                    return snap
+        return None
+
+
+class RunLog:
+    """Writes one run's records; `load` reads one back."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self.op = ""
+
+    def begin(self, runbook: str, path: str, target: str, variables: dict[str, str]) -> str:
+        self.op = self.journal.begin(Kind.RUNBOOK, reason=f"runbook {runbook}")
+        self.journal.transition(self.op, Status.RUNNING)
+        header = {"runbook": runbook, "path": path, "target": target, "variables": variables}
+        self.journal.step(self.op, HEADER, "done", detail=json.dumps(header, sort_keys=True))
+        return self.op
+
+    def reopen(self, op: str) -> None:
+        self.op = op
+        self.journal.step(op, HEADER, "done", detail=json.dumps({"resumed": True}))
+
+    def start(self, where: str, preconditions: dict[str, Any] | None) -> None:
+        detail = json.dumps({"preconditions": preconditions}, sort_keys=True, default=str)
+        self.journal.step(self.op, where, "start", detail=detail)
+
+    def end(self, where: str, ok: bool, duration_s: float, **detail: Any) -> None:
+        self.journal.step(
+            self.op,
+            where,
+            "done" if ok else "failed",
+            duration_s=duration_s,
+            detail=json.dumps(detail, sort_keys=True, default=str),
+        )
+
+    def finish(self, message: str) -> None:
+        self.journal.transition(self.op, Status.SUCCEEDED, message=message)
+
+
+def load(journal: Journal, run_id: str) -> RunRecord:
+    """The run with this id (or unique prefix). Raises RunbookError when it is not a run."""
+    try:
+        op = journal.get(run_id)
+    except JournalError as exc:
+        raise RunbookError(
+            str(exc), hint="`dsv4ops journal` lists the runs (kind runbook)"
+        ) from None
+    if op.kind is not Kind.RUNBOOK:
+        raise RunbookError(f"journal entry {op.op} is a {op.kind.value}, not a runbook run")
+    return fold_run(op)
+
+
+def fold_run(op: Operation) -> RunRecord:
+    header: dict[str, Any] = {}
+    rec = RunRecord(op.op, "", "", {}, op.status)
+    for s in op.steps:
+        detail = _json(s.detail)
+        if s.name == HEADER:
+            if "runbook" in detail:
+                header = detail
+            continue
+        if s.name == REHEARSE:
+            rec.rehearsed = rec.rehearsed or s.phase == "done"
+            continue
+        if not s.name.startswith(STEP_PREFIX):
+            continue
+        n = int(s.name.removeprefix(STEP_PREFIX))
+        if s.phase == "start":
+            rec.started[n] = detail
+            rec.in_flight = n
+        else:
+            rec.done[n] = detail
+            rec.last = n
+            rec.in_flight = None
+    rec.runbook = str(header.get("runbook", ""))
+    rec.target = str(header.get("target", ""))
+    rec.variables = {str(k): str(v) for k, v in (header.get("variables") or {}).items()}
+    return rec
+
+
+def _json(text: str | None) -> dict[str, Any]:
+    try:
+        value = json.loads(text or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
