@@ -142,7 +142,7 @@ def run_cmd(
         raise click.BadParameter(f"unknown target {target!r}", param_hint="--target")
     if rehearse and not b.rehearse:
         raise click.UsageError(f"runbook {b.name} has no '## Rehearse' section")
-    ctx = None if dry_run else open_target(target)
+    ctx = None if dry_run else open_target(target, verb="runbook run")
     try:
         R.run(
             R.Session(

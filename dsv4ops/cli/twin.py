@@ -33,7 +33,7 @@ def hazard(name: str, state: str, target: str | None, as_json: bool) -> None:
 
     t = get_target(target)
     check_twin(t.name, t.launcher)
-    ctx = open_target(t.name)
+    ctx = open_target(t.name, verb="twin hazard")
     try:
         result = set_hazard(ctx.supervisor, ctx.journal, target=t.name, hazard=name, state=state)
     finally:
