@@ -29,6 +29,7 @@ from dsv4ops.journal.store import Journal
 from dsv4ops.runbooks.runlog import fold_run
 from testing.orchestrate_cli import module_env
 from testing.orchestrate_env import OrchEnv, commit_all
+from testing.profiles_factory import TRITON_MOE_PATH_YAML
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 TOKEN = "hf_rehearsalSecret0042"  # in every component's environment (a secret-looking key)
@@ -37,8 +38,9 @@ SMALL_CANARY = "canary:\n  smoke_requests: 4\n  stress_concurrency: 4\n"
 PROFILES = {
     "ms-small": "schema_version: 1\nextends: multi-stream-on\n" + SMALL_CANARY,
     "sweep-small": "schema_version: 1\nextends: baseline\ncanary:\n  sweep_concurrency: [8, 16]\n",
+    # the package pinned on the one MoE path that reads its configs (docs/kernels.md)
     "kernels-pinned": "schema_version: 1\nextends: baseline\n"
-    "kernel_package: dsv4-decode-kernels@0.1.0\n" + SMALL_CANARY,
+    "kernel_package: dsv4-decode-kernels@0.1.0\n" + TRITON_MOE_PATH_YAML + SMALL_CANARY,
 }
 # A test-local runbook for resume: a prompt to stop at, then a step that is not safe to repeat.
 RESUMABLE = """\
