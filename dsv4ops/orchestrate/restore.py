@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DeployError, DsOpsError
-from dsv4ops.journal.records import Kind, Operation
+from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
 
 
@@ -100,6 +100,9 @@ def rollback_target(journal: Journal, to: str | None) -> Operation:
             + _choices(good),
             hint="list them with `dsv4ops journal`",
         )
+    arm_a = unfinished_experiment_arm_a(journal, good)
+    if arm_a is not None:
+        return arm_a
     # After an interrupted or connection-lost operation nothing is known to run: any good one goes.
     current = None if journal.deployed_is_unknown() is not None else journal.deployed()
     current_hash = (current.profile or {}).get("commands_hash") if current else None
@@ -112,6 +115,30 @@ def rollback_target(journal: Journal, to: str | None) -> Operation:
         "no earlier known-good deployment to roll back to"
         + (f" (only {current.profile_name}, which is what runs now)" if current else ""),
         hint="list deployments with `dsv4ops journal`",
+    )
+
+
+def unfinished_experiment_arm_a(journal: Journal, good: list[Operation]) -> Operation | None:
+    """A's newest proven deploy of the newest A/B experiment, when that experiment never ended
+    (its CLI died mid-run; the next command's --recover marks it ABANDONED) and nothing outside
+    it has deployed since: an A/B that does not finish leaves the box on A, as `dsv4ops ab`
+    does itself when it is interrupted. None otherwise (the usual newest-known-good rule)."""
+    ops = journal.operations()
+    at = next((i for i in range(len(ops) - 1, -1, -1) if ops[i].kind is Kind.EXPERIMENT), None)
+    if at is None:
+        return None
+    exp = ops[at]
+    if exp.status not in (Status.PENDING, Status.RUNNING, Status.ABANDONED):
+        return None
+    mine = f"experiment {exp.op}:"
+    if any(
+        o.kind in (Kind.DEPLOY, Kind.ROLLBACK, Kind.STOP) and not (o.reason or "").startswith(mine)
+        for o in ops[at + 1 :]
+    ):
+        return None  # someone deployed, rolled back or stopped since: that is what counts now
+    a = (exp.profile or {}).get("a")
+    return next(
+        (o for o in good if (o.reason or "").startswith(mine) and o.profile_name == a), None
     )
 
 

@@ -126,3 +126,36 @@ def test_known_good_is_recorded_only_on_a_proven_success(journal):
     journal.transition(op, Status.SUCCEEDED, running=op)  # no positive evidence recorded
     assert not journal.get(op).known_good and journal.last_known_good() is None
     assert known_good_ops(journal) == []
+
+
+def test_a_rollback_after_an_ab_whose_cli_died_returns_to_a_not_to_the_newest_block(journal):
+    """The CLI running `dsv4ops ab` died mid-experiment: `rollback --recover` must leave the box
+    on A, as an interrupted A/B does, even when B's block is the newest proven deployment."""
+    control = FakeControl()
+    exp = journal.new_op_id(Kind.EXPERIMENT)
+    a = _deploy(control, journal, "a", reason=f"experiment {exp}: block 0 (A)")
+    b = _deploy(control, journal, "b", 5, reason=f"experiment {exp}: block 1 (B)")
+    journal.begin(Kind.EXPERIMENT, op_id=exp, profile={"name": "a vs b", "a": "a", "b": "b"})
+    journal.transition(exp, Status.RUNNING)
+    block2 = journal.begin(Kind.DEPLOY, profile={"name": "b"}, reason=f"experiment {exp}: block 2 (B)")
+    journal.transition(block2, Status.RUNNING)
+    journal.step(block2, "start decode", "start")  # its CLI died here: nothing known to run
+    assert journal.deployed_is_unknown() is not None
+    assert rollback_target(journal, None).op == a.op_id
+    journal.transition(exp, Status.ABANDONED)  # what the next command's --recover records
+    assert rollback_target(journal, None).op == a.op_id
+    # someone deployed since, outside the experiment: the usual newest-known-good rule again
+    _deploy(control, journal, "c", 9, recover=True)
+    assert rollback_target(journal, None).op == b.op_id
+
+
+def test_an_experiment_that_ended_does_not_steer_the_rollback(journal):
+    control = FakeControl()
+    exp = journal.new_op_id(Kind.EXPERIMENT)
+    _deploy(control, journal, "a", reason=f"experiment {exp}: block 0 (A)")
+    b = _deploy(control, journal, "b", 5, reason=f"experiment {exp}: leave the box on B")
+    journal.begin(Kind.EXPERIMENT, op_id=exp, profile={"name": "a vs b", "a": "a", "b": "b"})
+    journal.transition(exp, Status.RUNNING)
+    journal.transition(exp, Status.SUCCEEDED)
+    _deploy(control, journal, "c", 9)
+    assert rollback_target(journal, None).op == b.op_id
