@@ -216,7 +216,7 @@ def wait_http(url: str, timeout: float, proc: Proc | None = None) -> None:
         if proc is not None and not proc.alive():
             raise RuntimeError(f"{proc.name} exited ({proc.popen.returncode if proc.popen else '?'})"
                                f" before {url} was ready:\n{proc.log_tail()}")
-        time.sleep(0.1)
+        time.sleep(0.02)  # a 0.1 s period cost ~50 ms per wait on average, three waits a stack
     tail = proc.log_tail() if proc else ""
     raise RuntimeError(f"{url} not ready after {timeout}s:\n{tail}")
 
