@@ -7,12 +7,17 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
+from dsv4ops.kernels import aot
 from dsv4ops.kernels.build import BuildResult, build
+from dsv4ops.kernels.catalog import kernels_dir, shipped_configs
 from dsv4ops.remote.local import LocalExecutor
 
 
@@ -80,15 +85,45 @@ class Built:
     v2: BuildResult  # same kernels, another version
 
 
-def build_pair(out: Path) -> Built:
-    """Two real artifacts into `out`: v1 checked with Triton's interpreter, v2 another version."""
+@dataclass(frozen=True)
+class ShippedAot:
+    """The sm_120 compile of every shipped (kernel, config), run once with an empty cache."""
+
+    version: str                # the Triton that compiled them
+    results: list[aot.AotResult]
+    cache: Path                 # the aot-cache/ that compile filled (content-hash keyed)
+
+
+def compile_shipped(state: Path) -> ShippedAot:
+    """Compile every shipped config for sm_120 into `state`/aot-cache, from nothing (a real,
+    cold compile: `state` must be empty). Tests that build the shipped package copy the cache
+    (`seed_aot_cache`) instead of compiling the same sources again; the keys hash the kernel
+    sources, worker, config and Triton version, so a hit is exactly what a compile would give."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DSV4OPS_STATE_DIR", str(state))
+        assert not aot.cache_dir().exists(), "the shipped compile must start from an empty cache"
+        with LocalExecutor() as ex:
+            version, results = aot.check(aot.jobs_for(shipped_configs()), executor=ex,
+                                         kernels_root=kernels_dir())
+        return ShippedAot(version, results, aot.cache_dir())
+
+
+def seed_aot_cache(shipped: ShippedAot, state: Path) -> None:
+    """Copy the session's shipped compile results into `state`/aot-cache (kept if already there)."""
+    shutil.copytree(shipped.cache, state / "aot-cache", dirs_exist_ok=True)
+
+
+def build_pair(out: Path, state: Path) -> Built:
+    """Two real artifacts into `out`: v1 checked with Triton's interpreter, v2 another version.
+    Operator state (the compile caches) goes to `state`, never the working directory."""
     from dsv4ops.kernels.interpreter import enable as enable_interpreter
 
     # TRITON_INTERPRET is read when @triton.jit decorates: on before the build imports a kernel
     # (reference gotcha 2). Without the kernels extra there is nothing to turn on.
     with contextlib.suppress(ImportError):
         enable_interpreter()
-    with LocalExecutor() as ex:
+    with pytest.MonkeyPatch.context() as mp, LocalExecutor() as ex:
+        mp.setenv("DSV4OPS_STATE_DIR", str(state))
         v1 = build(executor=ex, out_dir=out, version="0.1.0")
         v2 = build(executor=ex, out_dir=out, version="0.2.0", interpreter=False)
     return Built(v1, v2)

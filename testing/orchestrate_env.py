@@ -32,6 +32,10 @@ FAST_TWIN_ENV = {
     "DSV4_TWIN_CAPTURE_S_PER_BUCKET": "0.005",
     "DSV4_TWIN_WARMUP_S": "0.2",
     "DSV4_TWIN_TIME_SCALE": "0.05",
+    # and the SIGTERM path, as testing/twin_stack.py's FAST_ENV: SGLang's watchdog tick (5 s) and
+    # the schedulers' exit (3 s) would make every stop 0.4 s of wall time at this scale.
+    "DSV4_TWIN_SIGTERM_TICK_S": "0.2",
+    "DSV4_TWIN_SCHEDULER_EXIT_S": "0.2",
     # A lost KV transfer hangs until the bootstrap timeout (300 model s): keep it to ~1 s here.
     "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "20",
     "DSV4_TWIN_WAITING_TIMEOUT_S": "20",

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from testing.kernels_artifacts import Built
+    from testing.kernels_artifacts import Built, ShippedAot
     from testing.remote_sshd import SshdServer
 
 
@@ -21,13 +21,38 @@ def _clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Tem
 
 
 @pytest.fixture(scope="session")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
-    """Two real kernel artifacts, built once per session (tests/kernels and tests/cli/kernels_test
-    share it; the interpreter run is the slow part)."""
-    pytest.importorskip("torch")
-    from testing.kernels_artifacts import build_pair
+def shipped_aot(tmp_path_factory: pytest.TempPathFactory) -> ShippedAot:
+    """The sm_120 compile of every shipped config, once per session from an empty cache (about
+    25 s on 2 cores): its results, and the aot-cache it filled for `warm_aot_cache`."""
+    from testing.kernels_artifacts import compile_shipped
 
-    yield build_pair(tmp_path_factory.mktemp("dist"))
+    return compile_shipped(tmp_path_factory.mktemp("aot-state"))
+
+
+@pytest.fixture
+def warm_aot_cache(_clean_environ: None, shipped_aot: ShippedAot) -> ShippedAot:
+    """This test's state directory starts with the session's shipped compile results, so a build
+    of the shipped package compiles only what differs from it (a changed config). For tests whose
+    subject is not the compile itself; a cold compile is `shipped_aot`'s (and installed_build's)."""
+    from pathlib import Path
+
+    from testing.kernels_artifacts import seed_aot_cache
+
+    seed_aot_cache(shipped_aot, Path(os.environ["DSV4OPS_STATE_DIR"]))
+    return shipped_aot
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Built]:
+    """Two real kernel artifacts, built once per session (tests/kernels and tests/cli/kernels_test
+    share it; the interpreter run is the slow part). Their compile results come from
+    `shipped_aot`'s cache; their state stays in a temp dir, never the working directory."""
+    pytest.importorskip("torch")
+    from testing.kernels_artifacts import build_pair, seed_aot_cache
+
+    state = tmp_path_factory.mktemp("built-state")
+    seed_aot_cache(request.getfixturevalue("shipped_aot"), state)
+    yield build_pair(tmp_path_factory.mktemp("dist"), state)
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.kernels import aot
+from testing.kernels_artifacts import ShippedAot, seed_aot_cache
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,8 +57,11 @@ def _build(cwd: Path, out: Path, state: Path, pythonpath: str | None) -> dict:
     return json.loads(proc.stdout)
 
 
-def test_installed_package_builds_from_any_directory_and_matches_the_checkout(installed: Path,
-                                                                            tmp_path: Path) -> None:
+def test_installed_package_builds_from_any_directory_and_matches_the_checkout(
+        installed: Path, tmp_path: Path, shipped_aot: ShippedAot) -> None:
+    """The wheel's build compiles from an empty cache; the checkout's build reuses the session's
+    compile of the checkout's sources (shipped_aot, also from an empty cache, in another state
+    directory), so two independent compiles from two locations must give the same cubins."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     state = tmp_path / "state"
@@ -67,6 +71,7 @@ def test_installed_package_builds_from_any_directory_and_matches_the_checkout(in
     assert Path(probe.stdout.strip()).is_relative_to(installed)  # the wheel's copy, not the checkout
 
     from_wheel = _build(elsewhere, tmp_path / "dist-wheel", state, str(installed))
+    seed_aot_cache(shipped_aot, tmp_path / "state2")
     from_checkout = _build(REPO, tmp_path / "dist-checkout", tmp_path / "state2", None)
     assert Path(from_wheel["path"]).is_file()
     assert from_wheel["config_keys"] and from_wheel["config_keys"] == from_checkout["config_keys"]
