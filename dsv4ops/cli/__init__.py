@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "monitoring": ("dsv4ops.cli.monitoring", "monitoring", "Render Prometheus alert rules and scrape configs."),
     "export": ("dsv4ops.cli.export", "export", "Export a profile to Kubernetes (an SGLang RoleBasedGroup)."),
     "buckets": ("dsv4ops.cli.buckets", "buckets", "Plan decode CUDA-graph buckets from observed traffic."),
+    "watch": ("dsv4ops.cli.watch", "watch", "Watch the deployed unit: findings with evidence and runbooks."),
 }
 
 

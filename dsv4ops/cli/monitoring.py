@@ -30,15 +30,16 @@ def render_cmd(profile: str, target: str | None, out_dir: Path | None, scrape_in
     """Render the rules and the scrape config for PROFILE as deployed on the target."""
     from dsv4ops import _yaml
     from dsv4ops.monitoring import RuleSettings, alert_rules, scrape_config
+    from dsv4ops.monitoring.scrape import decode_log_interval, target_time_scale
     from dsv4ops.profiles import get_target, load_profile, render
 
     p = load_profile(profile)
     t = get_target(target)
     deployment = render(p, t)
     settings = RuleSettings(scrape_interval_s=scrape_interval, max_step_ms=max_step_ms,
-                            decode_log_interval=_decode_log_interval(deployment),
+                            decode_log_interval=decode_log_interval(deployment),
                             max_decode_bucket=max(p.flags.decode_buckets, default=None),
-                            time_scale=_time_scale(t))
+                            time_scale=target_time_scale(t))
     rules = alert_rules(settings)
     config = scrape_config(deployment, settings, rules_file="dsv4ops-alerts.yml",
                            profile_name=p.name, target_name=t.name)
@@ -55,23 +56,3 @@ def render_cmd(profile: str, target: str | None, out_dir: Path | None, scrape_in
     except OSError as exc:
         raise DsOpsError(f"--out {out_dir}: cannot write: {exc.strerror or exc}") from None
     click.echo(f"wrote {out_dir / 'prometheus.yml'} and {out_dir / 'dsv4ops-alerts.yml'}")
-
-
-def _decode_log_interval(deployment: object) -> int:
-    """The decode's --decode-log-interval from its rendered argv (SGLang's default 40)."""
-    argv = list(deployment.component("decode").argv)  # type: ignore[attr-defined]
-    if "--decode-log-interval" in argv:
-        i = argv.index("--decode-log-interval")
-        if i + 1 < len(argv) and argv[i + 1].isdigit():
-            return max(1, int(argv[i + 1]))
-    return 40
-
-
-def _time_scale(target: object) -> float:
-    """A twin target's DSV4_TWIN_TIME_SCALE (its windows are in wall seconds); 1 otherwise."""
-    env = dict(getattr(target, "twin_env", ()) or ())
-    try:
-        scale = float(env.get("DSV4_TWIN_TIME_SCALE", 1.0))
-    except ValueError:
-        return 1.0
-    return scale if 0 < scale <= 1000 else 1.0

@@ -69,6 +69,7 @@ def canary_gate(
             result = run_one(suite, base, workers, thresholds, buckets, duration, model)
             # The suite's own verdict first, so the journal records which suites ran and how.
             reasons.append(f"{suite}: {result.verdict.value}")
+            reasons += baseline_reason(suite, result)
             reasons += [f"{suite}: {r}" for r in result.reasons if not r.startswith("note")]
             verdicts.append(result.verdict)
             if worst(verdicts) is Verdict.FAIL:
@@ -98,3 +99,13 @@ def _run_suite(
         duration_s=duration_s,
         model=model,
     )
+
+
+def baseline_reason(suite: str, result: SuiteResult) -> list[str]:
+    """`smoke: baseline T tok/s at concurrency C` for a passing smoke: the throughput at its
+    load that `dsv4ops watch` compares with later (it reads it back from the journal)."""
+    summary = result.metrics.get("summary") or {}
+    tput, conc = summary.get("output_throughput"), summary.get("max_concurrency")
+    if suite != "smoke" or result.verdict.value != "PASS" or not tput or not conc:
+        return []
+    return [f"{suite}: baseline {float(tput):.0f} tok/s at concurrency {int(conc)}"]
