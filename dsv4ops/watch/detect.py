@@ -53,7 +53,9 @@ class Detector:
         decode = scrape.servers.get("decode")
         tokens = decode.decode_tokens if decode is not None and decode.up else None
         if tokens is not None and self._progress_value != tokens:
-            self._progress_at, self._progress_value = now, tokens
+            # the first reading is a starting point, not a move
+            self._progress_at = now if self._progress_value is not None else self._progress_at
+            self._progress_value = tokens
         if probes:
             self.probes.round(now, probes, healthy=_all_healthy(scrape))
         found = [*self._down_and_unhealthy(scrape), *self._failures(scrape)]
@@ -233,7 +235,8 @@ class _ProbeTracker:
         window = self.s.wall(self.s.failure_window_s)
         if self.stalled_rounds >= self.s.stalled_probes and self._stall_started is not None:
             evidence = (f"{self.stalled_rounds} probe rounds in a row stalled", self.last_stall)
-            if decode_progress_at is not None and decode_progress_at >= self._stall_started:
+            # a move seen after the first stalled round began: the decode decodes other work
+            if decode_progress_at is not None and decode_progress_at > self._stall_started:
                 out.append(Finding("pd_transfer_degraded", "unit",
                                    "probes stall while the decode keeps decoding other work",
                                    (*evidence, "realtime_tokens_total{mode=decode} still moves: "
