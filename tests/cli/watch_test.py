@@ -42,7 +42,8 @@ def test_once_on_the_healthy_baseline_then_on_a_wedged_decode(baseline_running: 
     assert all(c["up"] for c in first["components"].values())
 
     decode = Journal(env.target).deployed().deployment().component("decode")  # type: ignore[union-attr]
-    pid = httpx.get(decode.url("/_twin/state"), timeout=5).json().get("pid")
+    pid = httpx.get(decode.url("/_twin/state"), timeout=5).json()["pid"]
+    assert pid
     httpx.post(decode.url("/_twin/hazard"), json={"hazard": "wedge", "state": "force"},
                timeout=5).raise_for_status()
     code, rounds, _ = _once(env, capsys)
