@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,7 +113,8 @@ def judge(req: ProbeRequest, reply: HttpReply) -> ProbeOutcome:
     return _judge_tool_call(req, s, out)
 
 
-def _judge_tool_call(req: ProbeRequest, s: _Stream, out: Any) -> ProbeOutcome:
+def _judge_tool_call(req: ProbeRequest, s: _Stream,
+                     out: Callable[[str, str], ProbeOutcome]) -> ProbeOutcome:
     calls = assemble(s.deltas or [])
     problems = check_calls(calls, TOOL_SCHEMAS, expected_nonce=req.nonce, content=s.content,
                            finish_reason=s.finish)

@@ -11,8 +11,12 @@ import httpx
 import pytest
 
 from dsv4ops.cli import main
+from dsv4ops.cli.watch import render
+from dsv4ops.clock import FakeClock
 from dsv4ops.journal.store import Journal
+from dsv4ops.watch import Watcher, WatchSettings
 from testing.orchestrate_env import OrchEnv
+from testing.watch_fake_unit import ENDPOINTS, FakeUnit
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 
@@ -46,9 +50,20 @@ def test_once_on_the_healthy_baseline_then_on_a_wedged_decode(baseline_running: 
     assert pid
     httpx.post(decode.url("/_twin/hazard"), json={"hazard": "wedge", "state": "force"},
                timeout=5).raise_for_status()
-    code, rounds, _ = _once(env, capsys)
-    assert code == 2
+    code, rounds, err = _once(env, capsys, "--prometheus-port", "0")
+    assert code == 2 and "findings on http://127.0.0.1:" in err
     codes = {f["code"] for f in rounds[-1]["findings"]}
     assert "probe_stalled" in codes or "decode_wedged" in codes, rounds[-1]["findings"]
     assert all(f["runbook"].startswith("runbooks/") for f in rounds[-1]["findings"])
     assert httpx.get(decode.url("/_twin/state"), timeout=5).json().get("pid") == pid
+
+
+def test_the_live_view_is_a_line_per_component_then_the_findings() -> None:
+    unit = FakeUnit(probe="corrupt")
+    unit.decoding()
+    lines = render(Watcher(ENDPOINTS, WatchSettings(), unit, FakeClock()).tick())
+    assert lines[0].endswith("round 1: CRITICAL")
+    assert [line.split()[0] for line in lines[1:5]] == ["prefill", "decode", "router", "probes"]
+    assert "running 4" in lines[2] and "workers 2/2 healthy" in lines[3]
+    assert lines[5].startswith("  CRITICAL tool_call_corruption (decode)")
+    assert lines[5].endswith("-> runbooks/tool-call-corruption.md")
