@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from dsv4ops.clock import Clock, utc_now_iso
+from dsv4ops.errors import DsOpsError
 from dsv4ops.remote.results import HttpReply
 from dsv4ops.watch.detect import Detector
 from dsv4ops.watch.endpoints import WatchEndpoints
@@ -105,13 +106,19 @@ class Watcher:
         reqs += [{"url": self.endpoints.router_url + "/v1/chat/completions", "method": "POST",
                   "body": json.dumps(p.body), "headers": {"Content-Type": "application/json"},
                   "timeout_s": probe_timeout} for p in probes]
-        replies = self.http_many(reqs, timeout_s=scrape_timeout)
+        try:
+            replies = self.http_many(reqs, timeout_s=scrape_timeout)
+        except DsOpsError as exc:  # the target itself unreachable: every component unseen
+            why = f"target unreachable: {str(exc).splitlines()[0][:200]}"
+            replies = [HttpReply(None, "", why, 0.0)] * len(reqs)
+            if probes:  # nothing was sent: not a stall of the unit; probe again next round
+                probes, self._next_probe = [], None
         names = list(self.endpoints.metrics)
         n = len(names)
         servers = {name: server_reading(name, replies[i], replies[n + i])
                    for i, name in enumerate(names)}
         scrape = Scrape(now, servers, router_reading(replies[2 * n]))
-        outcomes = tuple(judge(p, r) for p, r in zip(probes, replies[2 * n + 1:], strict=True))
+        outcomes = tuple(judge(p, r) for p, r in zip(probes, replies[2 * n + 1:], strict=False))
         self.rounds += 1
         findings = self.detector.observe(scrape, outcomes or None)
         return Round(self.rounds, utc_now_iso(self.clock), scrape, outcomes, tuple(findings))

@@ -49,3 +49,25 @@ def test_once_watches_one_wedge_window_and_reports_the_worst() -> None:
     warn = FakeUnit(probe="fail")
     assert Watcher(ENDPOINTS, WatchSettings(), warn, FakeClock()).once(
         lambda r: None).worst is Severity.WARNING
+
+
+def test_an_unreachable_target_is_components_down_not_a_stalled_unit_and_watch_goes_on() -> None:
+    from dsv4ops.errors import TargetError
+
+    unit = FakeUnit()
+    calls = {"n": 0}
+
+    def flaky(requests, *, timeout_s=10.0):
+        calls["n"] += 1
+        if 2 <= calls["n"] <= 4:
+            raise TargetError("box: ssh: connection reset")
+        return unit(requests, timeout_s=timeout_s)
+
+    rounds = []
+    Watcher(ENDPOINTS, WatchSettings(), flaky, FakeClock()).run(rounds.append, max_rounds=6)
+    codes = [{f.code for f in r.findings} for r in rounds]
+    assert codes[0] == set() and codes[1] == set()  # one failed round: not yet
+    assert codes[2] == codes[3] == {"component_down"} and not codes[5]
+    down = next(f for f in rounds[2].findings)
+    assert "target unreachable: box: ssh: connection reset" in down.evidence[0]
+    assert all(not r.probes for r in rounds[1:4])
