@@ -26,6 +26,7 @@ from dsv4ops.watch.readings import Scrape, ServerReading, router_reading, server
 from dsv4ops.watch.settings import WatchSettings
 
 SCRAPE_TIMEOUT_S = 5.0  # wall seconds for a /metrics or /health answer
+MIN_TIMEOUT_S = 2.0
 
 
 class HttpMany(Protocol):
@@ -100,9 +101,10 @@ class Watcher:
         if self._probe_due(now):
             probes = probe_requests(self.endpoints.model, self.rounds)
             self._next_probe = now + self.settings.wall(self.settings.probe_every_s)
-        scrape_timeout = min(SCRAPE_TIMEOUT_S, max(0.5, self.settings.wall(self.settings.interval_s)))
+        # HTTP and the agent's start-up are wall time on any twin: never scaled below 2 s
+        scrape_timeout = min(SCRAPE_TIMEOUT_S, max(MIN_TIMEOUT_S, self.settings.wall(self.settings.interval_s)))
         reqs = [{**r, "timeout_s": scrape_timeout} for r in self._scrape_requests()]
-        probe_timeout = self.settings.wall(self.settings.probe_timeout_s)
+        probe_timeout = max(MIN_TIMEOUT_S, self.settings.wall(self.settings.probe_timeout_s))
         reqs += [{"url": self.endpoints.router_url + "/v1/chat/completions", "method": "POST",
                   "body": json.dumps(p.body), "headers": {"Content-Type": "application/json"},
                   "timeout_s": probe_timeout} for p in probes]
