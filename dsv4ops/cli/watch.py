@@ -55,7 +55,11 @@ def watch(target: str | None, interval_s: float, probe_every_s: float, once: boo
             from dsv4ops.watch.exporter import FindingsExporter
 
             exporter = FindingsExporter()
-            port = exporter.serve(prometheus_port)
+            try:
+                port = exporter.serve(prometheus_port)
+            except OSError as exc:
+                raise DsOpsError(f"--prometheus-port {prometheus_port}: cannot listen on "
+                                 f"127.0.0.1: {exc.strerror or exc}") from None
             click.echo(f"findings on http://127.0.0.1:{port}/metrics", err=True)
 
         def emit(r: Round) -> None:

@@ -6,6 +6,7 @@ decode is still the same process afterwards."""
 from __future__ import annotations
 
 import json
+import socket
 
 import httpx
 import pytest
@@ -44,6 +45,12 @@ def test_once_on_the_healthy_baseline_then_on_a_wedged_decode(baseline_running: 
     first = rounds[0]
     assert [p["status"] for p in first["probes"]] == ["ok", "ok"]
     assert all(c["up"] for c in first["components"].values())
+
+    with socket.socket() as busy:  # a port already taken: a clear error, no traceback
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        code, rounds, err = _once(env, capsys, "--prometheus-port", str(busy.getsockname()[1]))
+    assert code == 3 and rounds == [] and "cannot listen" in err and "Traceback" not in err
 
     decode = Journal(env.target).deployed().deployment().component("decode")  # type: ignore[union-attr]
     pid = httpx.get(decode.url("/_twin/state"), timeout=5).json()["pid"]
