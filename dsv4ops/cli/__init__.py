@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "buckets": ("dsv4ops.cli.buckets", "buckets", "Plan decode CUDA-graph buckets from observed traffic."),
     "ab": ("dsv4ops.cli.ab", "ab", "A/B two profiles on one box, in alternating blocks; keep the winner."),
     "twin": ("dsv4ops.cli.twin", "twin", "Force the twin's hazards (twin targets only; rehearsals)."),
+    "watch": ("dsv4ops.cli.watch", "watch", "Watch the deployed unit: findings with evidence and runbooks."),
 }
 
 

@@ -24,26 +24,38 @@ def monitoring() -> None:
               show_default=True, help="Seconds between scrapes (and rule evaluations).")
 @click.option("--max-step-ms", type=click.FloatRange(min=1.0, max=10_000.0), default=150.0,
               show_default=True, help="Slowest decode step to allow for in the wedge window.")
+@click.option("--law-a-ms", type=click.FloatRange(min=0.0, max=10_000.0), default=18.0,
+              show_default=True, help="Dashboard: the step-time law's fixed cost (a canary "
+                                      "sweep fits it; the default is the seeds' box).")
+@click.option("--law-b-ms", type=click.FloatRange(min=0.0, max=1_000.0), default=1.05,
+              show_default=True, help="Dashboard: the law's cost per running request.")
 @json_option
 def render_cmd(profile: str, target: str | None, out_dir: Path | None, scrape_interval: float,
-               max_step_ms: float, as_json: bool) -> None:
-    """Render the rules and the scrape config for PROFILE as deployed on the target."""
+               max_step_ms: float, law_a_ms: float, law_b_ms: float, as_json: bool) -> None:
+    """Render the rules, the scrape config and the Grafana dashboard for PROFILE as deployed
+    on the target."""
+    import json
+
     from dsv4ops import _yaml
     from dsv4ops.monitoring import RuleSettings, alert_rules, scrape_config
+    from dsv4ops.monitoring.dashboard import dashboard
+    from dsv4ops.monitoring.scrape import decode_log_interval, target_time_scale
     from dsv4ops.profiles import get_target, load_profile, render
 
     p = load_profile(profile)
     t = get_target(target)
     deployment = render(p, t)
     settings = RuleSettings(scrape_interval_s=scrape_interval, max_step_ms=max_step_ms,
-                            decode_log_interval=_decode_log_interval(deployment),
+                            decode_log_interval=decode_log_interval(deployment),
                             max_decode_bucket=max(p.flags.decode_buckets, default=None),
-                            time_scale=_time_scale(t))
+                            time_scale=target_time_scale(t))
     rules = alert_rules(settings)
     config = scrape_config(deployment, settings, rules_file="dsv4ops-alerts.yml",
                            profile_name=p.name, target_name=t.name)
+    board = dashboard(a_ms=law_a_ms, b_ms=law_b_ms, max_bucket=settings.max_decode_bucket,
+                      title=f"DSV4 PD unit: {p.name} on {t.name}")
     if as_json:
-        echo_json({"prometheus": config, "rules": rules})
+        echo_json({"prometheus": config, "rules": rules, "dashboard": board})
         return
     if out_dir is None:
         click.echo(_yaml.dump(rules), nl=False)
@@ -52,26 +64,9 @@ def render_cmd(profile: str, target: str | None, out_dir: Path | None, scrape_in
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "prometheus.yml").write_text(_yaml.dump(config), encoding="utf-8")
         (out_dir / "dsv4ops-alerts.yml").write_text(_yaml.dump(rules), encoding="utf-8")
+        (out_dir / "dsv4ops-dashboard.json").write_text(json.dumps(board, indent=2) + "\n",
+                                                        encoding="utf-8")
     except OSError as exc:
         raise DsOpsError(f"--out {out_dir}: cannot write: {exc.strerror or exc}") from None
-    click.echo(f"wrote {out_dir / 'prometheus.yml'} and {out_dir / 'dsv4ops-alerts.yml'}")
-
-
-def _decode_log_interval(deployment: object) -> int:
-    """The decode's --decode-log-interval from its rendered argv (SGLang's default 40)."""
-    argv = list(deployment.component("decode").argv)  # type: ignore[attr-defined]
-    if "--decode-log-interval" in argv:
-        i = argv.index("--decode-log-interval")
-        if i + 1 < len(argv) and argv[i + 1].isdigit():
-            return max(1, int(argv[i + 1]))
-    return 40
-
-
-def _time_scale(target: object) -> float:
-    """A twin target's DSV4_TWIN_TIME_SCALE (its windows are in wall seconds); 1 otherwise."""
-    env = dict(getattr(target, "twin_env", ()) or ())
-    try:
-        scale = float(env.get("DSV4_TWIN_TIME_SCALE", 1.0))
-    except ValueError:
-        return 1.0
-    return scale if 0 < scale <= 1000 else 1.0
+    click.echo(f"wrote {out_dir / 'prometheus.yml'}, {out_dir / 'dsv4ops-alerts.yml'} and "
+               f"{out_dir / 'dsv4ops-dashboard.json'}")

@@ -252,7 +252,8 @@ class DecodeEngine:
             self.steps_done += 1
             if self.reporter is not None:
                 # the batch the iteration ran (finished requests included), as process_batch_result
-                self.reporter.decode_step(produced, batch_size=ran)
+                self.reporter.decode_step(produced, batch_size=ran,
+                                          cuda_graph=any(b >= ran for b in self.buckets))
 
     async def _idle(self) -> None:
         """No batch: the idle path (metrics republish), then sleep until a request or a poll."""

@@ -28,6 +28,7 @@ ITL_BUCKETS = (0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
 class SchedulerSnapshot:
     published: SchedStats
     realtime_tokens: dict[str, int]
+    graph_passes: dict[str, int]
     transfer_failed_total: int
     bootstrap_failed_total: int
     max_total_num_tokens: int
@@ -104,6 +105,12 @@ class _SchedulerCollector(Collector):
             if value:  # a labelled child appears on its first increment (inc(0) is skipped)
                 rt.add_metric([*values, mode], float(value))
         yield rt
+        gp = CounterMetricFamily(
+            "sglang:cuda_graph_passes", "Total number of forward passes categorized by CUDA graph.",
+            labels=[*names, "mode"])
+        for mode, value in sorted(s.graph_passes.items()):
+            gp.add_metric([*values, mode], float(value))  # a child appears on its first pass
+        yield gp
 
 
 class TwinMetrics:

@@ -58,6 +58,9 @@ class StatsReporter:
         self.published = SchedStats()
         self.logs = 0  # how many times the gauges were published (for tests and /_twin/state)
         self.realtime_tokens = dict.fromkeys(MODES, 0)
+        # sglang:cuda_graph_passes_total by mode (decode_cuda_graph|decode_none|prefill_none):
+        # bumped every forward pass, not at the log interval (batch_result_processor.py L994)
+        self.graph_passes: dict[str, int] = {}
         self.forward_ct_decode = 0
         self._pending_decode_tokens = 0  # per-log-interval cadence: held until the next log
         self._generated_since_log = 0
@@ -82,9 +85,12 @@ class StatsReporter:
         self._log(replace(self._live(), gen_throughput=0.0))
 
     # --- decode --------------------------------------------------------------------------
-    def decode_step(self, produced: int, *, batch_size: int) -> None:
+    def decode_step(self, produced: int, *, batch_size: int, cuda_graph: bool = True) -> None:
         """One decode iteration of `batch_size` requests that produced `produced` tokens
-        (report_decode_stats; the running gauge is the batch that ran, finished ones included)."""
+        (report_decode_stats; the running gauge is the batch that ran, finished ones included).
+        `cuda_graph`: the batch ran a captured graph (False above the largest bucket: eager)."""
+        mode = "decode_cuda_graph" if cuda_graph else "decode_none"
+        self.graph_passes[mode] = self.graph_passes.get(mode, 0) + 1
         if self.config.realtime_tokens == "per_log_interval":
             self._pending_decode_tokens += produced
         else:
@@ -106,7 +112,9 @@ class StatsReporter:
 
     # --- prefill -------------------------------------------------------------------------
     def prefill_batch(self, compute_tokens: int, cache_tokens: int = 0) -> None:
-        """One prefill batch (report_prefill_stats): counters, then every gauge."""
+        """One prefill batch (report_prefill_stats): counters, then every gauge. Its graph pass
+        is `prefill_none`: 0.5.23 runs prefill without a graph unless piecewise graphs are on."""
+        self.graph_passes["prefill_none"] = self.graph_passes.get("prefill_none", 0) + 1
         self.realtime_tokens["prefill_compute"] += compute_tokens
         self.realtime_tokens["prefill_cache"] += cache_tokens
         now = self._now()

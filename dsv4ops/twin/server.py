@@ -358,6 +358,7 @@ class TwinServer:
         p = self.reporter.published
         return SchedulerSnapshot(
             published=p, realtime_tokens=dict(self.reporter.realtime_tokens),
+            graph_passes=dict(self.reporter.graph_passes),
             transfer_failed_total=(self.receiver.failed if self.receiver else 0)
             + (self.bootstrap.transfer_failed if self.bootstrap else 0),
             bootstrap_failed_total=(self.receiver.bootstrap_failed if self.receiver else 0)

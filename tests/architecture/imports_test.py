@@ -24,6 +24,8 @@ LAYERS: dict[str, float] = {
     "orchestrate": 3,
     "kernels": 3,
     "runbooks": 3,
+    # between orchestrate and the canary: watch reuses the canary's tool-call checks for its probe
+    "watch": 3.5,
     "canary": 4,
     "monitoring": 4,
     "export": 4,

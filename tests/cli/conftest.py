@@ -3,4 +3,8 @@ server of tests/remote (the session-scoped kernel artifacts `built` come from te
 
 from __future__ import annotations
 
-from tests.orchestrate.conftest import env, orch_env  # noqa: F401 - one twin environment per module
+from tests.orchestrate.conftest import (  # noqa: F401 - one twin environment per module
+    baseline_running,
+    env,
+    orch_env,
+)

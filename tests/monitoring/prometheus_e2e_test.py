@@ -9,7 +9,6 @@ frozen at their last values), the wedge alert fires.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from dsv4ops import _yaml
 from dsv4ops.monitoring import RuleSettings, alert_rules, scrape_config
 from testing.monitoring_prometheus_server import BINARY, prometheus_server
 from testing.twin_stack import TwinStack, twin_stack
+from testing.twin_traffic import RouterTraffic
 
 pytestmark = [pytest.mark.slow, pytest.mark.router,
               # In CI a missing binary fails the test (make install must have installed it).
@@ -48,38 +48,6 @@ class _StackDeployment:
         return type("C", (), {"metrics_url": self.urls[name]})()
 
 
-class _Traffic:
-    """A few client threads streaming short chats through the router until stopped (bounded)."""
-
-    def __init__(self, url: str, threads: int = 4, max_requests: int = 4000) -> None:
-        self.url, self.left, self.stop = url, max_requests, threading.Event()
-        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
-
-    def _run(self) -> None:
-        body = {"model": "default", "messages": [{"role": "user", "content": "hello"}],
-                "max_tokens": 48, "stream": True}
-        with httpx.Client(timeout=httpx.Timeout(5.0, connect=2.0)) as client:
-            while not self.stop.is_set() and self.left > 0:
-                self.left -= 1
-                try:
-                    with client.stream("POST", self.url + "/v1/chat/completions", json=body) as r:
-                        for _ in r.iter_lines():
-                            if self.stop.is_set():
-                                break
-                except httpx.HTTPError:
-                    time.sleep(0.05)
-
-    def __enter__(self) -> _Traffic:
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(timeout=10)
-
-
 def _hazard(stack: TwinStack, name: str, state: str) -> None:
     for url in (stack.prefill.url, stack.decode.url):
         httpx.post(url + "/_twin/hazard", json={"hazard": name, "state": state},
@@ -94,7 +62,7 @@ def test_each_forced_hazard_fires_its_alert_and_nothing_fires_with_hazards_off(t
         config = _yaml.dump(scrape_config(_StackDeployment(stack), settings,
                                           rules_file="dsv4ops-alerts.yml",
                                           profile_name="test", target_name="twin"))
-        with prometheus_server(config, rules) as prom, _Traffic(stack.router.url):
+        with prometheus_server(config, rules) as prom, RouterTraffic(stack.router.url):
             # Hazards off: longer than the wedge window + its `for` (2 s + 6 s wall).
             deadline = time.monotonic() + 10.0
             while time.monotonic() < deadline:

@@ -126,6 +126,13 @@ def test_deploy_with_the_smoke_canary_journals_its_verdict(baseline_running, cap
     recorded = [s for s in op.steps if s.name == "canary: smoke + the suites the change calls for" and s.phase == "done"]
     assert recorded and recorded[0].detail.startswith("PASS (smoke: PASS"), op.steps
     assert op.status is Status.SUCCEEDED
+    # ... with the smoke's throughput at its load, which `dsv4ops watch` reads back
+    from dsv4ops.watch.baseline import baseline_from_operations
+
+    j = Journal(env.target)
+    baseline = baseline_from_operations(j.operations(), j.deployed())
+    assert baseline is not None and baseline.tokens_per_s > 0 and baseline.concurrency > 0
+    assert out["op_id"] in baseline.source
 
 
 def test_canary_fail_on_a_flag_change_rolls_back_to_the_last_known_good(baseline_running, capsys):

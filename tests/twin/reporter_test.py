@@ -93,3 +93,18 @@ def test_prefill_batches_publish_and_count_prefill_tokens() -> None:
     rep.prefill_batch(500, 12)
     assert rep.realtime_tokens == {"prefill_compute": 500, "prefill_cache": 12, "decode": 0}
     assert rep.published.prefill_bootstrap_queue == 2 and rep.published.running == 1
+
+
+def test_cuda_graph_passes_are_counted_every_forward_pass_by_mode() -> None:
+    # 0.5.23 bumps cuda_graph_passes_total on every decode batch (batch_result_processor.py
+    # L994) and every prefill batch (metrics_reporter.py L807), not at the log interval.
+    world = World()
+    rep = world.reporter(interval=40)
+    rep.start()
+    assert rep.graph_passes == {}  # a labelled child appears on its first pass
+    for _ in range(3):
+        rep.decode_step(4, batch_size=4, cuda_graph=True)
+    rep.decode_step(9, batch_size=9, cuda_graph=False)  # above the largest bucket: eager
+    rep.prefill_batch(100)
+    assert rep.graph_passes == {"decode_cuda_graph": 3, "decode_none": 1, "prefill_none": 1}
+    assert rep.logs == 2  # the prefill batch published; no decode log yet

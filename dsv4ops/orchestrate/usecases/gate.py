@@ -73,6 +73,7 @@ def canary_gate(
                              deployment.decode_log_interval)
             # The suite's own verdict first, so the journal records which suites ran and how.
             reasons.append(f"{suite}: {result.verdict.value}")
+            reasons += baseline_reason(suite, result)
             reasons += [f"{suite}: {r}" for r in result.reasons if not r.startswith("note")]
             verdicts.append(result.verdict)
             if worst(verdicts) is Verdict.FAIL:
@@ -104,3 +105,13 @@ def _run_suite(
         model=model,
         decode_log_interval=decode_log_interval,
     )
+
+
+def baseline_reason(suite: str, result: SuiteResult) -> list[str]:
+    """`smoke: baseline T tok/s at concurrency C` for a passing smoke: the throughput at its
+    load that `dsv4ops watch` compares with later (it reads it back from the journal)."""
+    summary = result.metrics.get("summary") or {}
+    tput, conc = summary.get("output_throughput"), summary.get("max_concurrency")
+    if suite != "smoke" or result.verdict.value != "PASS" or not tput or not conc:
+        return []
+    return [f"{suite}: baseline {float(tput):.0f} tok/s at concurrency {int(conc)}"]

@@ -149,3 +149,41 @@ def test_a_router_that_does_not_answer_is_not_called_healthy(
     assert st["router"]["readiness_error"]  # says why: nothing answered
     code, out, _ = _run(capsys, "status", "--target", "gone")
     assert "NOT HEALTHY" in out and "restarts: owned by the cluster's controller" in out
+
+
+def test_watch_judges_the_cluster_through_the_endpoint_target(cluster: TwinStack) -> None:
+    """`dsv4ops watch --target cluster`: the router's and servers' metrics and the probes go from
+    this machine to the URLs targets.yaml names; a decode that goes away is reported."""
+    from dsv4ops.cli._context import open_target
+    from dsv4ops.orchestrate.usecases.watch import open_watch
+
+    session = open_target("cluster", verb="watch", http_only=True, read_only=True)
+    try:
+        watcher = open_watch(session, interval_s=1.0, probe_every_s=0.0)
+        assert watcher.endpoints.via == "operator"
+        assert watcher.endpoints.model == "deepseek-v4-flash"  # the baseline profile's name
+        quiet = watcher.tick()
+        assert quiet.scrape.router.up and all(s.up for s in quiet.scrape.servers.values()), quiet
+        assert [p.status for p in quiet.probes] == ["ok", "ok"], quiet.probes
+        assert quiet.findings == (), quiet.findings
+        cluster.kill("decode")  # the cluster's decode pod gone: seen from this machine
+        try:
+            seen = [f for _ in range(3) for f in watcher.tick().findings]
+        finally:
+            cluster.restart("decode")
+        down = [f for f in seen if f.code == "component_down"]
+        assert down and down[0].component == "decode", seen
+    finally:
+        session.close()
+
+
+def test_watch_refuses_an_endpoint_without_the_metrics_it_judges_by(
+    cluster: TwinStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    path = Path(os.environ["DSV4OPS_PROFILES_DIR"]) / "targets.yaml"
+    text = path.read_text()
+    path.write_text("\n".join(line for line in text.splitlines() if "router: http" not in line) + "\n")
+    code, out, err = _run(capsys, "watch", "--target", "cluster", "--once")
+    assert code != 0 and "metrics.router" in err and "Traceback" not in err, (code, out, err)

@@ -94,3 +94,15 @@ def test_the_deploy_canary_is_never_skipped_silently(monkeypatch: pytest.MonkeyP
     with pytest.raises(ImportError):
         canary_gate(None, thresholds=th, buckets=(), model="m", duration_s=1.0,
                     progress=lambda _line: None)
+
+
+def test_a_passing_smoke_records_its_throughput_baseline_for_watch() -> None:
+    dep = make_deployment("new")
+
+    def run(suite, *_args):
+        return SuiteResult(suite, Verdict.PASS, metrics={"summary": {"output_throughput": 1234.6,
+                                                                     "max_concurrency": 8}})
+
+    step = canary_gate(None, thresholds=Thresholds(), buckets=(8,), model="m", duration_s=1.0,
+                       progress=lambda _l: None, run=run)
+    assert step(dep, "") == ("PASS", ["smoke: PASS", "smoke: baseline 1235 tok/s at concurrency 8"])

@@ -1,0 +1,118 @@
+"""`dsv4ops watch`: a read-only monitor of the deployed PD unit (findings, runbooks, metrics).
+
+Exit codes: with `--once`, the worst finding of the last round: 0 ok, 1 warning, 2 critical,
+and 3 when it could not watch at all (no deployment recorded, target unreachable) so a cron job
+never reads "could not look" as "warning". Without `--once` it runs until Ctrl-C (exit 0).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from dsv4ops.cli._output import json_option, target_option
+from dsv4ops.errors import DsOpsError
+
+if TYPE_CHECKING:
+    from dsv4ops.watch.loop import Round
+    from dsv4ops.watch.readings import ServerReading
+
+UNKNOWN_EXIT = 3
+
+
+@click.command()
+@target_option
+@click.option("--interval", "interval_s", type=click.FloatRange(min=0.1, max=3600.0), default=5.0,
+              show_default=True, help="Seconds between scrapes (model seconds on a scaled twin).")
+@click.option("--probe-every", "probe_every_s", type=click.FloatRange(min=0.0, max=86400.0),
+              default=30.0, show_default=True,
+              help="Seconds between end-to-end probes through the router; 0: no probes.")
+@click.option("--once", is_flag=True,
+              help="Watch for one wedge window and one probe round, print, exit with the worst "
+                   "finding (0 ok, 1 warning, 2 critical, 3 could not watch).")
+@json_option
+@click.option("--prometheus-port", type=click.IntRange(min=0, max=65535), default=None,
+              help="Serve the findings as Prometheus metrics on 127.0.0.1:PORT.")
+def watch(target: str | None, interval_s: float, probe_every_s: float, once: bool, as_json: bool,
+          prometheus_port: int | None) -> None:
+    """Watch the deployed unit: scrape, probe, report findings with evidence and the runbook
+    to follow. Never restarts anything."""
+    from dsv4ops.cli._context import open_target
+    from dsv4ops.orchestrate.usecases.watch import open_watch
+
+    try:
+        ctx = open_target(target, verb="watch", http_only=True, read_only=True)
+    except DsOpsError as exc:
+        raise _unknown(exc, once) from None
+    exporter = None
+    try:
+        watcher = open_watch(ctx, interval_s=interval_s, probe_every_s=probe_every_s or 30.0,
+                             probe=probe_every_s > 0)
+        if prometheus_port is not None:
+            from dsv4ops.watch.exporter import FindingsExporter
+
+            exporter = FindingsExporter()
+            try:
+                port = exporter.serve(prometheus_port)
+            except OSError as exc:
+                raise DsOpsError(f"--prometheus-port {prometheus_port}: cannot listen on "
+                                 f"127.0.0.1: {exc.strerror or exc}") from None
+            click.echo(f"findings on http://127.0.0.1:{port}/metrics", err=True)
+
+        def emit(r: Round) -> None:
+            if exporter is not None:
+                exporter.update(r)
+            if as_json:
+                click.echo(json.dumps(r.to_json()))
+            else:
+                click.echo("\n".join(render(r)))
+
+        if once:
+            last = watcher.once(emit)
+            sys.exit(int(last.worst))
+        try:
+            watcher.run(emit)
+        except KeyboardInterrupt:
+            click.echo("watch stopped", err=True)
+    except DsOpsError as exc:
+        raise _unknown(exc, once) from None
+    finally:
+        if exporter is not None:
+            exporter.close()
+        ctx.close()
+
+
+def _unknown(exc: DsOpsError, once: bool) -> DsOpsError:
+    if once:
+        exc.exit_code = UNKNOWN_EXIT
+    return exc
+
+
+def render(r: Round) -> list[str]:
+    """The live view of one round: a header, one line per component, probes, findings."""
+    lines = [f"{r.at} round {r.number}: {r.worst.name}"]
+    for name, s in r.scrape.servers.items():
+        lines.append(f"  {name:<8}" + (_server(s) if s.up else f"DOWN ({s.error})"))
+    router = r.scrape.router
+    ok = sum(1 for v in router.worker_health.values() if v == 1)
+    lines.append("  router  " + (f"up  workers {ok}/{len(router.worker_health)} healthy, "
+                                 f"5xx {router.responses_5xx:g}" if router.up
+                                 else f"DOWN ({router.error})"))
+    if r.probes:
+        lines.append("  probes   " + ", ".join(f"{p.kind} {p.status} ({p.elapsed_s:.2f} s)"
+                                             for p in r.probes))
+    lines += ["  " + f.line() for f in r.findings]
+    return lines
+
+
+def _server(s: ServerReading) -> str:
+    waiting = ", ".join(f"{k} {v:g}" for k, v in s.queues.items() if v) or "empty"
+    return (f"up  health {s.health or '-'}, running {_n(s.running)}, queued {_n(s.queued)}, "
+            f"tokens {_n(s.progress)}, failures {s.failures:g}, PD queues {waiting}")
+
+
+def _n(v: float | None) -> str:
+    return "?" if v is None else f"{v:g}"

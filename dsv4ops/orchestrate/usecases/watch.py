@@ -1,0 +1,75 @@
+"""`dsv4ops watch`: the deployed unit (from the journal) bound to a Watcher for this session.
+
+Read-only: the Watcher's HTTP client is the supervisor's `http_many` (requests made from the
+target, as the deploy probe's are); nothing here can start, stop or signal a process.
+"""
+
+from __future__ import annotations
+
+from dsv4ops.errors import DsOpsError
+from dsv4ops.monitoring.scrape import decode_log_interval, target_time_scale
+from dsv4ops.orchestrate.usecases.session import TargetSession
+from dsv4ops.watch import Watcher, WatchSettings, watch_endpoints
+from dsv4ops.watch.baseline import baseline_from_operations
+from dsv4ops.watch.endpoints import cluster_watch_endpoints
+
+
+def open_watch(session: TargetSession, *, interval_s: float = 5.0, probe_every_s: float = 30.0,
+               probe: bool = True) -> Watcher:
+    """A Watcher for what the journal says runs on the session's target. Raises DsOpsError
+    when nothing is recorded (watch reports on a deployment, never on a guess)."""
+    if session.target.endpoint is not None:
+        return _open_cluster_watch(session, interval_s=interval_s, probe_every_s=probe_every_s,
+                                   probe=probe)
+    deployed = session.journal.deployed()
+    if deployed is None or not deployed.components:
+        raise DsOpsError(f"the journal records no running deployment on target "
+                         f"{session.target.name!r}: nothing to watch",
+                         hint=f"dsv4ops status --target {session.target.name}")
+    deployment = deployed.deployment()
+    endpoints = watch_endpoints(session.target, deployment)
+    settings = WatchSettings(
+        interval_s=interval_s,
+        probe_every_s=probe_every_s,
+        decode_log_interval=decode_log_interval(deployment),
+        max_decode_bucket=max(endpoints.decode_buckets, default=None),
+        baseline=baseline_from_operations(session.journal.operations(), deployed),
+        time_scale=target_time_scale(session.target),
+    )
+    return Watcher(endpoints, settings, session.supervisor.http_many, session.clock, probe=probe)
+
+
+def _open_cluster_watch(session: TargetSession, *, interval_s: float, probe_every_s: float,
+                        probe: bool) -> Watcher:
+    """An endpoint target (a cluster): its router and servers as targets.yaml names them,
+    reached from this machine; the profile it names (if any) gives the model and buckets. No
+    journal baseline: dsv4ops did not deploy it, so `throughput_below_baseline` stays quiet."""
+    from dsv4ops.orchestrate.usecases.session import reachable
+
+    reach = reachable(session.target.name)
+    missing = [key for key, have in (("metrics.router", reach.router_metrics_url),
+                                     ("metrics.decode", reach.decode_urls)) if not have]
+    if missing:
+        raise DsOpsError(
+            f"target {session.target.name!r} is an endpoint without {' and '.join(missing)}: "
+            "watch judges the unit by the router's and the decode's metrics",
+            hint="add them to its entry in profiles/targets.yaml (docs/kubernetes.md)")
+    model, buckets = "default", ()
+    if reach.profile:
+        from dsv4ops.canary import buckets_from_profile
+        from dsv4ops.profiles import load_profile
+
+        profile = load_profile(reach.profile)
+        model, buckets = profile.model.request_name, buckets_from_profile(profile)
+    endpoints = cluster_watch_endpoints(
+        reach.router_url, str(reach.router_metrics_url), reach.prefill_urls, reach.decode_urls,
+        model=model, decode_buckets=tuple(buckets))
+    settings = WatchSettings(
+        interval_s=interval_s,
+        probe_every_s=probe_every_s,
+        decode_log_interval=reach.decode_log_interval,
+        max_decode_bucket=max(endpoints.decode_buckets, default=None),
+        baseline=None,
+        time_scale=1.0,
+    )
+    return Watcher(endpoints, settings, session.supervisor.http_many, session.clock, probe=probe)

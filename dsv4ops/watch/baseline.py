@@ -1,0 +1,32 @@
+"""The throughput baseline: what the deployed unit's last canary measured, from the journal.
+
+The deploy's canary gate records, in its step detail, `smoke: baseline T tok/s at concurrency C`
+(`orchestrate/usecases/gate.py`); watch compares the decode's throughput with T when it runs at
+about the same load. Only a canary of the deployed commands counts (same commands hash).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from dsv4ops.journal.records import Operation
+from dsv4ops.watch.settings import Baseline
+
+_BASELINE = re.compile(r"baseline (\d+(?:\.\d+)?) tok/s at concurrency (\d+)")
+
+
+def baseline_from_operations(ops: Sequence[Operation], deployed: Operation | None) -> Baseline | None:
+    """The newest canary baseline recorded for the deployed commands; None when there is none."""
+    if deployed is None:
+        return None
+    wanted = (deployed.profile or {}).get("commands_hash")
+    for op in reversed(ops):
+        if wanted is not None and (op.profile or {}).get("commands_hash") != wanted:
+            continue
+        for step in reversed(op.steps):
+            m = _BASELINE.search(step.detail or "") if step.name.startswith("canary") else None
+            if m and step.phase == "done" and int(m.group(2)) > 0:
+                return Baseline(float(m.group(1)), int(m.group(2)),
+                                source=f"{op.kind.value} {op.op} canary")
+    return None

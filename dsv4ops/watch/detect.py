@@ -1,0 +1,255 @@
+"""Findings from a sequence of scrapes and probe rounds: pure, clock-free (times come in).
+
+Each detector keeps the little history it needs and answers "what is wrong now, and what did
+I see". The servers' gauges are last-published (a blocked scheduler keeps running > 0 and
+gen_throughput > 0), so nothing here judges by throughput gauges: a wedge is running > 0 while
+the progress counter does not move for the wedge window; failures are counter rises (a count
+already there at the first scrape is history, not news); a stalled probe is a wedge only when
+the decode also stopped progressing (else the request was lost between prefill and decode).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dsv4ops.watch.findings import Finding
+from dsv4ops.watch.probe import CORRUPT, FAILED, STALLED, ProbeOutcome
+from dsv4ops.watch.readings import Scrape, ServerReading
+from dsv4ops.watch.settings import WatchSettings
+
+
+@dataclass
+class _Since:
+    """When a condition started holding, and the counter value it holds at."""
+
+    at: float
+    value: float
+
+
+class Detector:
+    def __init__(self, settings: WatchSettings) -> None:
+        self.s = settings
+        self._frozen: _Since | None = None  # decode running > 0 at this counter value
+        self._queue: dict[str, _Since] = {}
+        self._last_failures: dict[str, float] = {}
+        self._fail_seen: dict[str, tuple[float, str]] = {}  # component -> (at, evidence)
+        self._last_5xx: float | None = None
+        self._eager: tuple[float, float] | None = None  # (eager passes, graph passes) last seen
+        self._eager_seen: tuple[float, str] | None = None
+        self._over_bucket = 0
+        self._down: dict[str, int] = {}
+        self._tput: deque[tuple[float, float, float]] = deque()  # (at, decode tokens, running)
+        self._progress_at: float | None = None  # when the decode's counter last moved
+        self._progress_value: float | None = None
+        self.probes = _ProbeTracker(settings)
+
+    def _scaled(self, wall_s: float) -> str:
+        return f"{wall_s / self.s.time_scale:.0f} s"
+
+    def observe(self, scrape: Scrape, probes: Sequence[ProbeOutcome] | None = None) -> list[Finding]:
+        now = scrape.at
+        decode = scrape.servers.get("decode")
+        tokens = decode.decode_tokens if decode is not None and decode.up else None
+        if tokens is not None and self._progress_value != tokens:
+            # the first reading is a starting point, not a move
+            self._progress_at = now if self._progress_value is not None else self._progress_at
+            self._progress_value = tokens
+        if probes:
+            self.probes.round(now, probes, healthy=_all_healthy(scrape))
+        found = [*self._down_and_unhealthy(scrape), *self._failures(scrape)]
+        for server in scrape.servers.values():
+            found += self._queue_stuck(now, server)
+        if decode is not None:
+            found += self._wedge(now, decode) + self._eager_fallback(now, decode)
+            found += self._throughput(now, decode)
+        found += self.probes.findings(now, self._progress_at)
+        return found
+
+    # --- components ---------------------------------------------------------------------
+    def _down_and_unhealthy(self, scrape: Scrape) -> list[Finding]:
+        out = []
+        errors = {n: r.error for n, r in scrape.servers.items()}
+        errors["router"] = scrape.router.error
+        for name, error in errors.items():
+            self._down[name] = self._down.get(name, 0) + 1 if error else 0
+            if error and self._down[name] >= self.s.down_scrapes:
+                out.append(Finding("component_down", name, f"{name} does not answer /metrics",
+                                   (f"{self._down[name]} scrapes in a row: {error}",)))
+        for worker, value in sorted(scrape.router.worker_health.items()):
+            if value == 0:
+                out.append(Finding("worker_unhealthy", "router",
+                                   f"the router marks {worker} unhealthy",
+                                   (f"smg_worker_health{{worker={worker!r}}} == 0",)))
+        return out
+
+    # --- decode wedge -------------------------------------------------------------------
+    def _wedge(self, now: float, d: ServerReading) -> list[Finding]:
+        if not d.up or not d.running or d.decode_tokens is None:
+            self._frozen = None
+            return []
+        if self._frozen is None or self._frozen.value != d.decode_tokens:
+            self._frozen = _Since(now, d.decode_tokens)
+            return []
+        frozen_for = now - self._frozen.at
+        if frozen_for < self.s.wall(self.s.wedge_window_s()):
+            return []
+        evidence = [f"num_running_reqs {d.running:g} (a last-published gauge)",
+                    f"realtime_tokens_total{{mode=decode}} stuck at {d.decode_tokens:g} for "
+                    f"{self._scaled(frozen_for)} (window {self.s.wedge_window_s():g} s)"]
+        if self.probes.stalled_rounds:
+            evidence.append(f"{self.probes.stalled_rounds} probe round(s) stalled: "
+                            f"{self.probes.last_stall}")
+        return [Finding("decode_wedged", "decode", "running requests but no decode progress",
+                        tuple(evidence))]
+
+    # --- PD transfer failures -------------------------------------------------------------
+    def _failures(self, scrape: Scrape) -> list[Finding]:
+        now = scrape.at
+        for name, server in scrape.servers.items():
+            if not server.up:
+                continue
+            before = self._last_failures.get(name)
+            self._last_failures[name] = server.failures
+            if before is not None and server.failures > before:
+                self._fail_seen[name] = (now, (
+                    f"transfer+bootstrap failure counters {before:g} -> {server.failures:g} "
+                    f"(transfer {server.transfer_failed:g}, bootstrap {server.bootstrap_failed:g})"))
+        r = scrape.router
+        if r.up:
+            if (self._last_5xx is not None and r.responses_5xx > self._last_5xx
+                    and r.worker_health and min(r.worker_health.values()) == 1):
+                self._fail_seen["router"] = (now, (
+                    f"router 5xx responses {self._last_5xx:g} -> {r.responses_5xx:g} while "
+                    "every smg_worker_health == 1"))
+            self._last_5xx = r.responses_5xx
+        window = self.s.wall(self.s.failure_window_s)
+        return [Finding("pd_transfer_degraded", name, "KV transfers or bootstraps failing",
+                        (ev, f"seen {self._scaled(now - at)} ago"))
+                for name, (at, ev) in sorted(self._fail_seen.items()) if now - at <= window]
+
+    def _queue_stuck(self, now: float, server: ServerReading) -> list[Finding]:
+        waiting = server.waiting_in_pd_queues() if server.up else 0.0
+        progress = server.progress
+        if not waiting or progress is None:
+            self._queue.pop(server.name, None)
+            return []
+        since = self._queue.get(server.name)
+        if since is None or since.value != progress:
+            self._queue[server.name] = _Since(now, progress)
+            return []
+        if now - since.at < self.s.wall(self.s.queue_stuck_s):
+            return []
+        queues = ", ".join(f"{k} {v:g}" for k, v in sorted(server.queues.items()) if v)
+        return [Finding("queue_stuck", server.name, "PD queue holds requests and nothing moves",
+                        (f"queues: {queues}", f"realtime_tokens_total stuck at {progress:g} for "
+                         f"{self._scaled(now - since.at)}"))]
+
+    # --- eager fallback and throughput ----------------------------------------------------
+    def _eager_fallback(self, now: float, d: ServerReading) -> list[Finding]:
+        if not d.up:
+            return []
+        if d.eager_passes is not None and d.graph_passes is not None:
+            before, self._eager = self._eager, (d.eager_passes, d.graph_passes)
+            captured = self.s.max_decode_bucket is not None or d.graph_passes > 0
+            if before is not None and d.eager_passes > before[0] and captured:
+                eager = d.eager_passes - before[0]
+                total = eager + max(0.0, d.graph_passes - before[1])
+                self._eager_seen = (now, (
+                    f"{eager:g} of {total:g} decode passes since the last scrape ran without a "
+                    "CUDA graph (cuda_graph_passes_total{mode=decode_none})"))
+        elif self.s.max_decode_bucket is not None:  # no pass counter: the running gauge
+            over = (d.running or 0) > self.s.max_decode_bucket
+            self._over_bucket = self._over_bucket + 1 if over else 0
+            if self._over_bucket >= 2:
+                self._eager_seen = (now, f"num_running_reqs {d.running:g} for "
+                                         f"{self._over_bucket} scrapes")
+        if self._eager_seen is None or now - self._eager_seen[0] > self.s.wall(self.s.eager_window_s):
+            return []
+        bucket = self.s.max_decode_bucket
+        return [Finding("eager_fallback", "decode",
+                        "decode batches above the largest CUDA-graph bucket"
+                        + (f" ({bucket})" if bucket is not None else "") + " run eager",
+                        (self._eager_seen[1], f"seen {self._scaled(now - self._eager_seen[0])} ago"))]
+
+    def _throughput(self, now: float, d: ServerReading) -> list[Finding]:
+        base = self.s.baseline
+        if base is None or not d.up or d.decode_tokens is None:
+            return []
+        self._tput.append((now, d.decode_tokens, d.running or 0.0))
+        window = self.s.wall(self.s.throughput_window_s)
+        while len(self._tput) > 2 and now - self._tput[1][0] >= window:
+            self._tput.popleft()
+        t0, tok0, _ = self._tput[0]
+        if now - t0 < 0.9 * window or d.decode_tokens < tok0:
+            return []
+        rate = (d.decode_tokens - tok0) / (now - t0)  # wall tok/s, as the canary measured it
+        load = sum(r for _, _, r in self._tput) / len(self._tput)
+        same_load = abs(load - base.concurrency) <= self.s.load_tolerance * base.concurrency
+        if not same_load or rate >= self.s.throughput_min_ratio * base.tokens_per_s:
+            return []
+        return [Finding("throughput_below_baseline", "decode",
+                        "decode throughput below the last canary's at the same load",
+                        (f"{rate:.0f} tok/s over {self._scaled(now - t0)} at mean running "
+                         f"{load:.1f}", f"canary baseline {base.tokens_per_s:.0f} tok/s at "
+                         f"concurrency {base.concurrency} ({base.source})"))]
+
+
+def _all_healthy(scrape: Scrape) -> bool:
+    """Every /health answered 200 and the router calls every worker healthy (when it says)."""
+    servers = all(s.health == 200 for s in scrape.servers.values())
+    workers = scrape.router.worker_health
+    return servers and (not workers or min(workers.values()) == 1)
+
+
+class _ProbeTracker:
+    """Consecutive stalled rounds, and failures and corruption seen within the failure window."""
+
+    def __init__(self, settings: WatchSettings) -> None:
+        self.s = settings
+        self.stalled_rounds = 0
+        self.last_stall = ""
+        self._stall_started: float | None = None
+        self._failed: tuple[float, str] | None = None
+        self._corrupt: tuple[float, str] | None = None
+        self.rounds = 0
+
+    def round(self, now: float, outcomes: Sequence[ProbeOutcome], *, healthy: bool) -> None:
+        self.rounds += 1
+        stalls = [o for o in outcomes if o.status == STALLED]
+        if stalls:
+            self._stall_started = now if not self.stalled_rounds else self._stall_started
+            self.stalled_rounds += 1
+            self.last_stall = f"{stalls[0].kind}: {stalls[0].detail}"
+        else:
+            self.stalled_rounds, self._stall_started = 0, None
+        for o in outcomes:
+            if o.status == FAILED and healthy:
+                self._failed = (now, f"{o.kind} probe: {o.detail}")
+            elif o.status == CORRUPT:
+                self._corrupt = (now, f"{o.kind} probe: {o.detail}")
+
+    def findings(self, now: float, decode_progress_at: float | None) -> list[Finding]:
+        out = []
+        window = self.s.wall(self.s.failure_window_s)
+        if self.stalled_rounds >= self.s.stalled_probes and self._stall_started is not None:
+            evidence = (f"{self.stalled_rounds} probe rounds in a row stalled", self.last_stall)
+            # a move seen after the first stalled round began: the decode decodes other work
+            if decode_progress_at is not None and decode_progress_at > self._stall_started:
+                out.append(Finding("pd_transfer_degraded", "unit",
+                                   "probes stall while the decode keeps decoding other work",
+                                   (*evidence, "realtime_tokens_total{mode=decode} still moves: "
+                                    "requests are lost between prefill and decode")))
+            else:
+                out.append(Finding("probe_stalled", "unit",
+                                   "probes get no answer and the decode makes no progress",
+                                   evidence))
+        if self._failed and now - self._failed[0] <= window:
+            out.append(Finding("probe_failed_while_healthy", "unit",
+                               "probes fail while every /health is green",
+                               (self._failed[1], "/health never exercises the KV transfer")))
+        if self._corrupt and now - self._corrupt[0] <= window:
+            out.append(Finding("tool_call_corruption", "decode", "a probe's tool call came back "
+                               "corrupted", (self._corrupt[1],)))
+        return out

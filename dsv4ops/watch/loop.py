@@ -1,0 +1,153 @@
+"""The watch loop: scrape every `interval`, probe every `probe_every`, detect, emit. Behind the
+clock seam (`dsv4ops.clock`) and an injected HTTP client, so a fake clock and scripted replies
+test it; it only ever reads (GET /metrics, GET /health, probe generations): it never restarts
+or changes anything.
+
+One round is one `http_many` call: every scrape and, when due, the probes run concurrently (on
+the target, through the agent, for local and ssh targets), so a round that carries probes takes
+up to the probe timeout. The scrape's time is the round's start.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from dsv4ops.clock import Clock, utc_now_iso
+from dsv4ops.errors import DsOpsError
+from dsv4ops.remote.results import HttpReply
+from dsv4ops.watch.detect import Detector
+from dsv4ops.watch.endpoints import WatchEndpoints
+from dsv4ops.watch.findings import Finding, Severity, worst
+from dsv4ops.watch.probe import ProbeOutcome, ProbeRequest, judge, probe_requests
+from dsv4ops.watch.readings import Scrape, ServerReading, router_reading, server_reading
+from dsv4ops.watch.settings import WatchSettings
+
+SCRAPE_TIMEOUT_S = 5.0  # wall seconds for a /metrics or /health answer
+MIN_TIMEOUT_S = 2.0
+
+
+class HttpMany(Protocol):
+    """Supervisor.http_many: the requests run concurrently, replies in order, no answer is a
+    reply with status None."""
+
+    def __call__(self, requests: Sequence[Mapping[str, Any]], *,
+                 timeout_s: float = 10.0) -> list[HttpReply]: ...
+
+
+@dataclass(frozen=True)
+class Round:
+    """What one round saw and concluded (the terminal line, the JSON line, the exporter)."""
+
+    number: int
+    at: str  # UTC ISO time
+    scrape: Scrape
+    probes: tuple[ProbeOutcome, ...]
+    findings: tuple[Finding, ...]
+
+    @property
+    def worst(self) -> Severity:
+        return worst(self.findings)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "round": self.number, "at": self.at, "worst": self.worst.name.lower(),
+            "components": {**{n: _server_json(s) for n, s in self.scrape.servers.items()},
+                           "router": {"up": self.scrape.router.up, "error": self.scrape.router.error,
+                                      "responses_5xx": self.scrape.router.responses_5xx,
+                                      "worker_health": self.scrape.router.worker_health}},
+            "probes": [{"kind": p.kind, "status": p.status, "detail": p.detail,
+                        "elapsed_s": round(p.elapsed_s, 3)} for p in self.probes],
+            "findings": [f.to_json() for f in self.findings],
+        }
+
+
+def _server_json(s: ServerReading) -> dict[str, Any]:
+    return {"up": s.up, "error": s.error, "health": s.health, "running": s.running,
+            "queued": s.queued, "decode_tokens": s.decode_tokens, "progress": s.progress,
+            "transfer_failed": s.transfer_failed, "bootstrap_failed": s.bootstrap_failed,
+            "queues": s.queues, "eager_passes": s.eager_passes}
+
+
+@dataclass
+class Watcher:
+    endpoints: WatchEndpoints
+    settings: WatchSettings
+    http_many: HttpMany
+    clock: Clock
+    probe: bool = True
+    detector: Detector = field(init=False)
+    rounds: int = field(default=0, init=False)
+    _next_probe: float | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.detector = Detector(self.settings)
+
+    def _scrape_requests(self) -> list[dict[str, Any]]:
+        e = self.endpoints
+        reqs = [{"url": e.metrics[n]} for n in e.metrics]
+        reqs += [{"url": e.health[n]} for n in e.metrics]
+        return [*reqs, {"url": e.router_metrics_url}]
+
+    def _probe_due(self, now: float) -> bool:
+        return self.probe and (self._next_probe is None or now >= self._next_probe)
+
+    def tick(self) -> Round:
+        """One round: scrape (and probe when due), detect. Returns what it saw."""
+        now = self.clock.monotonic()
+        probes: list[ProbeRequest] = []
+        if self._probe_due(now):
+            probes = probe_requests(self.endpoints.model, self.rounds)
+            self._next_probe = now + self.settings.wall(self.settings.probe_every_s)
+        # HTTP and the agent's start-up are wall time on any twin: never scaled below 2 s
+        scrape_timeout = min(SCRAPE_TIMEOUT_S, max(MIN_TIMEOUT_S, self.settings.wall(self.settings.interval_s)))
+        reqs = [{**r, "timeout_s": scrape_timeout} for r in self._scrape_requests()]
+        probe_timeout = max(MIN_TIMEOUT_S, self.settings.wall(self.settings.probe_timeout_s))
+        reqs += [{"url": self.endpoints.router_url + "/v1/chat/completions", "method": "POST",
+                  "body": json.dumps(p.body), "headers": {"Content-Type": "application/json"},
+                  "timeout_s": probe_timeout} for p in probes]
+        try:
+            replies = self.http_many(reqs, timeout_s=scrape_timeout)
+        except DsOpsError as exc:  # the target itself unreachable: every component unseen
+            why = f"target unreachable: {str(exc).splitlines()[0][:200]}"
+            replies = [HttpReply(None, "", why, 0.0)] * len(reqs)
+            if probes:  # nothing was sent: not a stall of the unit; probe again next round
+                probes, self._next_probe = [], None
+        names = list(self.endpoints.metrics)
+        n = len(names)
+        servers = {name: server_reading(name, replies[i], replies[n + i])
+                   for i, name in enumerate(names)}
+        scrape = Scrape(now, servers, router_reading(replies[2 * n]))
+        outcomes = tuple(judge(p, r) for p, r in zip(probes, replies[2 * n + 1:], strict=False))
+        self.rounds += 1
+        findings = self.detector.observe(scrape, outcomes or None)
+        return Round(self.rounds, utc_now_iso(self.clock), scrape, outcomes, tuple(findings))
+
+    def run(self, emit: Callable[[Round], None], *, stop: Callable[[], bool] = lambda: False,
+            max_rounds: int | None = None) -> Round | None:
+        """Rounds every `interval` until `stop()` or `max_rounds`; returns the last one."""
+        last = None
+        while not stop() and (max_rounds is None or self.rounds < max_rounds):
+            started = self.clock.monotonic()
+            last = self.tick()
+            emit(last)
+            self.clock.sleep(started + self.settings.wall(self.settings.interval_s)
+                             - self.clock.monotonic())
+        return last
+
+    def once(self, emit: Callable[[Round], None]) -> Round:
+        """Watch for one wedge window (so a frozen counter can be told from a slow one) and one
+        probe round, then return the last round: its worst finding is `--once`'s exit code."""
+        self.settings = replace(self.settings, stalled_probes=1)
+        self.detector = Detector(self.settings)
+        deadline = self.clock.monotonic() + self.settings.wall(
+            self.settings.wedge_window_s() + self.settings.interval_s)
+        last = self.tick()
+        emit(last)
+        while self.clock.monotonic() < deadline:
+            self.clock.sleep(self.settings.wall(self.settings.interval_s))
+            last = self.tick()
+            emit(last)
+        return last

@@ -1,0 +1,130 @@
+"""A scripted PD unit for watch's unit tests: Prometheus text for each server and the router
+from mutable numbers, /health codes, and probe answers in the twin's stream shapes, served to a
+Watcher as its `http_many`. Times come from a FakeClock the test advances."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsv4ops.remote.results import HttpReply
+from dsv4ops.watch import WatchEndpoints
+
+ENDPOINTS = WatchEndpoints(
+    router_url="http://t:9000", router_metrics_url="http://t:29000/metrics",
+    metrics={"prefill": "http://t:31000/metrics", "decode": "http://t:31001/metrics"},
+    health={"prefill": "http://t:31000/health", "decode": "http://t:31001/health"},
+    model="default", decode_buckets=(8, 16))
+
+
+@dataclass
+class FakeServer:
+    engine: str
+    running: float = 0.0
+    tokens: float = 0.0  # realtime_tokens_total (decode: mode decode; prefill: prefill_compute)
+    transfer_failed: float = 0.0
+    bootstrap_failed: float | None = None  # None: the child is not born yet
+    queues: dict[str, float] = field(default_factory=dict)
+    eager: float | None = 0.0  # cuda_graph_passes_total{mode=decode_none}; None: no such family
+    graph: float = 0.0
+    health: int | None = 200
+    up: bool = True
+
+    def text(self) -> str:
+        lab = f'engine_type="{self.engine}",model_name="m",tp_rank="0"'
+        mode = "decode" if self.engine == "decode" else "prefill_compute"
+        lines = [f"# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{{{lab}}} {self.running}",
+                 f"# TYPE sglang:num_queue_reqs gauge\nsglang:num_queue_reqs{{{lab}}} 0",
+                 "# TYPE sglang:realtime_tokens counter"]
+        if self.tokens:
+            lines.append(f'sglang:realtime_tokens_total{{{lab},mode="{mode}"}} {self.tokens}')
+        lines += ["# TYPE sglang:num_transfer_failed_reqs counter",
+                  f"sglang:num_transfer_failed_reqs_total{{{lab}}} {self.transfer_failed}",
+                  "# TYPE sglang:num_bootstrap_failed_reqs counter"]
+        if self.bootstrap_failed is not None:
+            lines.append(f"sglang:num_bootstrap_failed_reqs_total{{{lab}}} {self.bootstrap_failed}")
+        for q in ("prefill_bootstrap", "decode_transfer"):
+            v = self.queues.get(q.split("_")[1], 0.0)
+            lines.append(f"# TYPE sglang:num_{q}_queue_reqs gauge\nsglang:num_{q}_queue_reqs{{{lab}}} {v}")
+        if self.eager is not None:
+            lines.append("# TYPE sglang:cuda_graph_passes counter")
+            lines.append(f'sglang:cuda_graph_passes_total{{{lab},mode="decode_none"}} {self.eager}')
+            lines.append(f'sglang:cuda_graph_passes_total{{{lab},mode="decode_cuda_graph"}} {self.graph}')
+        return "\n".join(lines) + "\n"
+
+
+@dataclass
+class FakeUnit:
+    """`unit(requests, timeout_s=...)` answers like Supervisor.http_many. `probe` is how the
+    next probes answer: ok | stall | fail | corrupt | markup."""
+
+    prefill: FakeServer = field(default_factory=lambda: FakeServer("prefill"))
+    decode: FakeServer = field(default_factory=lambda: FakeServer("decode"))
+    router_up: bool = True
+    responses_5xx: float = 0.0
+    worker_health: dict[str, float] = field(default_factory=lambda: {"http://t:31000": 1.0,
+                                                                     "http://t:31001": 1.0})
+    probe: str = "ok"
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def decoding(self, tokens_per_scrape: float = 100.0, running: float = 4.0) -> None:
+        """A busy, progressing decode (call once per scrape)."""
+        self.decode.running = running
+        self.decode.tokens += tokens_per_scrape
+        self.decode.graph += tokens_per_scrape / running
+
+    def __call__(self, requests: Sequence[Mapping[str, Any]], *,
+                 timeout_s: float = 10.0) -> list[HttpReply]:
+        self.requests.extend(dict(r) for r in requests)
+        return [self._answer(dict(r)) for r in requests]
+
+    def _answer(self, r: dict[str, Any]) -> HttpReply:
+        url = r["url"]
+        for server, port in ((self.prefill, "31000"), (self.decode, "31001")):
+            if f":{port}/" in url:
+                if not server.up:
+                    return HttpReply(None, "", "connection refused", 0.0)
+                if url.endswith("/health"):
+                    return HttpReply(server.health, "", None, 0.01)
+                return HttpReply(200, server.text(), None, 0.01)
+        if url.endswith(":29000/metrics"):
+            if not self.router_up:
+                return HttpReply(None, "", "connection refused", 0.0)
+            return HttpReply(200, self._router_text(), None, 0.01)
+        return self._probe_answer(json.loads(r["body"]))
+
+    def _router_text(self) -> str:
+        lines = ["# TYPE smg_http_responses_total counter",
+                 f'smg_http_responses_total{{status_code="500",error_code=""}} {self.responses_5xx}',
+                 "# TYPE smg_worker_health gauge"]
+        lines += [f'smg_worker_health{{worker="{w}"}} {v}' for w, v in self.worker_health.items()]
+        return "\n".join(lines) + "\n"
+
+    def _probe_answer(self, body: dict[str, Any]) -> HttpReply:
+        if self.probe == "stall":
+            return HttpReply(None, "", "timed out", 2.0)
+        if self.probe == "fail":
+            return HttpReply(500, "upstream error", None, 0.1)
+        if not body.get("tools"):
+            return HttpReply(200, sse([{"delta": {"content": "Fine."}, "finish_reason": "stop"}]),
+                             None, 0.1)
+        m = re.search(r"CALL record_step (\{.*?\})\n", body["messages"][-1]["content"])
+        assert m, body
+        args = json.loads(m.group(1))
+        if self.probe == "corrupt":  # cross-talk: another request's session value
+            args["session"] = "watch-0123456789ab"
+        if self.probe == "markup":
+            delta = {"content": "<｜DSML｜tool_calls><｜DSML｜invoke name=\"record_step\">"}
+            return HttpReply(200, sse([{"delta": delta, "finish_reason": "stop"}]), None, 0.1)
+        call = {"index": 0, "id": "call_0", "type": "function",
+                "function": {"name": "record_step", "arguments": json.dumps(args)}}
+        return HttpReply(200, sse([{"delta": {"tool_calls": [call]}, "finish_reason": "tool_calls"}]),
+                         None, 0.1)
+
+
+def sse(choices: list[dict[str, Any]]) -> str:
+    events = [f"data: {json.dumps({'choices': [{'index': 0, **c}]})}" for c in choices]
+    return "\n\n".join([*events, "data: [DONE]"]) + "\n\n"

@@ -1,0 +1,40 @@
+"""The throughput baseline read back from the journal: the deployed commands' newest canary
+gate that recorded one (the gate writes it, orchestrate/usecases/gate.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dsv4ops.journal.records import Kind, Status
+from dsv4ops.journal.store import Journal
+from dsv4ops.watch.baseline import baseline_from_operations
+
+CANARY = "canary: smoke + the suites the change calls for"
+
+
+def _deploy(j: Journal, commands_hash: str, detail: str | None) -> str:
+    op = j.begin(Kind.DEPLOY, profile={"name": "baseline", "commands_hash": commands_hash})
+    j.transition(op, Status.RUNNING)
+    if detail is not None:
+        j.step(op, CANARY, "start")
+        j.step(op, CANARY, "done", detail=detail)
+    j.transition(op, Status.SUCCEEDED, running=op, known_good=True)
+    return op
+
+
+def test_the_deployed_commands_newest_canary_baseline(tmp_path: Path) -> None:
+    j = Journal("t", directory=tmp_path)
+    assert baseline_from_operations(j.operations(), j.deployed()) is None
+    old = _deploy(j, "h1", "PASS (smoke: PASS; smoke: baseline 900 tok/s at concurrency 8)")
+    _deploy(j, "h2", "PASS (smoke: PASS; smoke: baseline 5000 tok/s at concurrency 8)")
+    again = _deploy(j, "h1", None)  # the same commands redeployed without a canary
+    deployed = j.deployed()
+    assert deployed is not None and deployed.op == again
+    b = baseline_from_operations(j.operations(), deployed)
+    assert b is not None and (b.tokens_per_s, b.concurrency) == (900.0, 8) and old in b.source
+
+
+def test_no_baseline_when_the_canary_recorded_none(tmp_path: Path) -> None:
+    j = Journal("t", directory=tmp_path)
+    _deploy(j, "h1", "PASS (smoke: PASS)")
+    assert baseline_from_operations(j.operations(), j.deployed()) is None

@@ -1,0 +1,73 @@
+"""The loop behind the clock seam: rounds every interval, probes on their own schedule, only
+reads (GET /metrics, GET /health, probe generations through the router), and `--once` watches
+for one wedge window before its worst finding becomes the exit code."""
+
+from __future__ import annotations
+
+from dsv4ops.clock import FakeClock
+from dsv4ops.watch import Severity, Watcher, WatchSettings
+from testing.watch_fake_unit import ENDPOINTS, FakeUnit
+
+
+def test_rounds_every_interval_probes_every_probe_period_and_nothing_but_reads() -> None:
+    unit = FakeUnit()
+    clock = FakeClock()
+    w = Watcher(ENDPOINTS, WatchSettings(interval_s=5, probe_every_s=30), unit, clock)
+    rounds = []
+    w.run(rounds.append, max_rounds=13)
+    assert len(rounds) == 13 and clock.monotonic() == 1000.0 + 13 * 5
+    assert [r.number for r in rounds if r.probes] == [1, 7, 13]
+    for req in unit.requests:
+        if req.get("method", "GET") == "GET":
+            assert req["url"].endswith(("/metrics", "/health")), req
+        else:
+            assert req["method"] == "POST" and req["url"] == "http://t:9000/v1/chat/completions"
+    assert {r["timeout_s"] for r in unit.requests if r.get("method") == "POST"} == {20.0}
+
+
+def test_a_scaled_twin_runs_the_same_windows_in_wall_time() -> None:
+    unit = FakeUnit()
+    clock = FakeClock()
+    w = Watcher(ENDPOINTS, WatchSettings(time_scale=0.1), unit, clock)
+    w.run(lambda r: None, max_rounds=7)
+    assert round(clock.monotonic() - 1000.0, 6) == 3.5  # 7 rounds of 5 model s at 0.1
+    assert {r["timeout_s"] for r in unit.requests if r.get("method") == "POST"} == {2.0}
+
+
+def test_once_watches_one_wedge_window_and_reports_the_worst() -> None:
+    unit = FakeUnit()
+    clock = FakeClock()
+    w = Watcher(ENDPOINTS, WatchSettings(), unit, clock)
+    seen = []
+    last = w.once(seen.append)
+    assert last.worst is Severity.OK and len(seen) == 6  # t = 0 .. 25 s: the window + a scrape
+    unit2 = FakeUnit(probe="stall")
+    unit2.decode.running, unit2.decode.tokens = 5, 100
+    last = Watcher(ENDPOINTS, WatchSettings(), unit2, FakeClock()).once(lambda r: None)
+    assert last.worst is Severity.CRITICAL
+    assert {f.code for f in last.findings} == {"decode_wedged", "probe_stalled"}
+    warn = FakeUnit(probe="fail")
+    assert Watcher(ENDPOINTS, WatchSettings(), warn, FakeClock()).once(
+        lambda r: None).worst is Severity.WARNING
+
+
+def test_an_unreachable_target_is_components_down_not_a_stalled_unit_and_watch_goes_on() -> None:
+    from dsv4ops.errors import TargetError
+
+    unit = FakeUnit()
+    calls = {"n": 0}
+
+    def flaky(requests, *, timeout_s=10.0):
+        calls["n"] += 1
+        if 2 <= calls["n"] <= 4:
+            raise TargetError("box: ssh: connection reset")
+        return unit(requests, timeout_s=timeout_s)
+
+    rounds = []
+    Watcher(ENDPOINTS, WatchSettings(), flaky, FakeClock()).run(rounds.append, max_rounds=6)
+    codes = [{f.code for f in r.findings} for r in rounds]
+    assert codes[0] == set() and codes[1] == set()  # one failed round: not yet
+    assert codes[2] == codes[3] == {"component_down"} and not codes[5]
+    down = next(f for f in rounds[2].findings)
+    assert "target unreachable: box: ssh: connection reset" in down.evidence[0]
+    assert all(not r.probes for r in rounds[1:4])
