@@ -54,7 +54,8 @@ def _open_cluster_watch(session: TargetSession, *, interval_s: float, probe_ever
             f"target {session.target.name!r} is an endpoint without {' and '.join(missing)}: "
             "watch judges the unit by the router's and the decode's metrics",
             hint="add them to its entry in profiles/targets.yaml (docs/kubernetes.md)")
-    model, buckets = "default", ()
+    model: str = "default"
+    buckets: tuple[int, ...] = ()
     if reach.profile:
         from dsv4ops.canary import buckets_from_profile
         from dsv4ops.profiles import load_profile
@@ -63,7 +64,7 @@ def _open_cluster_watch(session: TargetSession, *, interval_s: float, probe_ever
         model, buckets = profile.model.request_name, buckets_from_profile(profile)
     endpoints = cluster_watch_endpoints(
         reach.router_url, str(reach.router_metrics_url), reach.prefill_urls, reach.decode_urls,
-        model=model, decode_buckets=tuple(buckets))
+        model=model, decode_buckets=buckets)
     settings = WatchSettings(
         interval_s=interval_s,
         probe_every_s=probe_every_s,
