@@ -2,7 +2,7 @@
 the twin's noise level, and how it scales with the number of blocks.
 
 The blocks are measured on the twin's REAL performance model in-process (dsv4ops.twin.perf,
-StepVariation: seeded per-step noise, slow drift), with no servers: testing/ab_twin_blocks.py.
+StepVariation: seeded per-step noise, slow drift), with no servers: testing/ab.py.
 B is A (step-8 buckets, 60 running) with every step 1/1.05 as long: a true +5% in tok/s. Each row
 repeats the whole experiment over seeds and reports the chance that the analysis calls B "better"
 (the correct verdict), the chance a no-effect B is called better (false positive), the median CI
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dsv4ops.ab.analysis import analyse  # noqa: E402
 from dsv4ops.ab.schedule import counterbalanced  # noqa: E402
 from dsv4ops.profiles.buckets import resolve_buckets  # noqa: E402
-from testing.ab_twin_blocks import ArmModel, TwinBlocks, startup_s  # noqa: E402
+from testing.ab import ArmModel, TwinBlocks, startup_s  # noqa: E402
 
 EFFECT = 1.05
 NOISE_PCT = 2.0

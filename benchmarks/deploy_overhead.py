@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from testing.orchestrate_env import kill_all, make_env, read_events  # noqa: E402
+from testing.orchestrate import kill_all, make_env, read_events  # noqa: E402
 
 
 def _boot_time() -> float:

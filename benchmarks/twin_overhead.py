@@ -23,8 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dsv4ops.twin.perf import default_decode_buckets, padded_batch  # noqa: E402
-from testing.twin_load import measure_step_ms  # noqa: E402
-from testing.twin_stack import twin_server  # noqa: E402
+from testing.twin import measure_step_ms, twin_server  # noqa: E402
 
 A_MS, B_MS = 18.0, 1.05
 

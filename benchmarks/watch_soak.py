@@ -24,9 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dsv4ops.watch import Round, WatchSettings  # noqa: E402
-from testing.twin_stack import twin_stack  # noqa: E402
-from testing.twin_traffic import RouterTraffic  # noqa: E402
-from testing.watch_twin import local_watcher  # noqa: E402
+from testing.twin import RouterTraffic, twin_stack  # noqa: E402
+from testing.watch import local_watcher  # noqa: E402
 
 BUCKETS = (1, 2, 4, 8, 16, 32)
 

@@ -32,7 +32,7 @@ from dsv4ops.canary.sampler import MetricsSampler  # noqa: E402
 from dsv4ops.canary.watchdog import FREEZE, FREEZE_METRICS, Watchdog  # noqa: E402
 from dsv4ops.canary.workload import base_body, text_prompt  # noqa: E402
 from dsv4ops.twin.perf import default_decode_buckets, padded_batch, step_ms  # noqa: E402
-from testing.twin_stack import twin_server  # noqa: E402
+from testing.twin import twin_server  # noqa: E402
 
 LOG_INTERVAL = 40
 CADENCES = ("per_iteration", "per_log_interval")

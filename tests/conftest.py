@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from testing.kernels_artifacts import Built, ShippedAot
-    from testing.remote_sshd import SshdServer
+    from testing.kernels import Built, ShippedAot
+    from testing.remote import SshdServer
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +24,7 @@ def _clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Tem
 def shipped_aot(tmp_path_factory: pytest.TempPathFactory) -> ShippedAot:
     """The sm_120 compile of every shipped config, once per session from an empty cache (about
     25 s on 2 cores): its results, and the aot-cache it filled for `warm_aot_cache`."""
-    from testing.kernels_artifacts import compile_shipped
+    from testing.kernels import compile_shipped
 
     return compile_shipped(tmp_path_factory.mktemp("aot-state"))
 
@@ -36,7 +36,7 @@ def warm_aot_cache(_clean_environ: None, shipped_aot: ShippedAot) -> ShippedAot:
     subject is not the compile itself; a cold compile is `shipped_aot`'s (and installed_build's)."""
     from pathlib import Path
 
-    from testing.kernels_artifacts import seed_aot_cache
+    from testing.kernels import seed_aot_cache
 
     seed_aot_cache(shipped_aot, Path(os.environ["DSV4OPS_STATE_DIR"]))
     return shipped_aot
@@ -48,7 +48,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
     share it; the interpreter run is the slow part). Their compile results come from
     `shipped_aot`'s cache; their state stays in a temp dir, never the working directory."""
     pytest.importorskip("torch")
-    from testing.kernels_artifacts import build_pair, seed_aot_cache
+    from testing.kernels import build_pair, seed_aot_cache
 
     state = tmp_path_factory.mktemp("built-state")
     seed_aot_cache(request.getfixturevalue("shipped_aot"), state)
@@ -57,11 +57,11 @@ def built(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
 
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshdServer]:
-    """A real OpenSSH server on 127.0.0.1, one for the whole session (testing/remote_sshd.py):
+    """A real OpenSSH server on 127.0.0.1, one for the whole session (testing/remote.py):
     tests/remote, tests/orchestrate, tests/cli and tests/kernels share it."""
     import shutil
 
-    from testing.remote_sshd import ensure_sshd_installed, running_sshd
+    from testing.remote import ensure_sshd_installed, running_sshd
 
     if shutil.which("ssh-keygen") is None:
         ensure_sshd_installed()

@@ -11,7 +11,7 @@ from dsv4ops.ab.schedule import counterbalanced, naive
 from dsv4ops.profiles.buckets import resolve_buckets
 from dsv4ops.twin.config import TwinConfig
 from dsv4ops.twin.perf import step_ms
-from testing.ab_twin_blocks import ArmModel, TwinBlocks
+from testing.ab import ArmModel, TwinBlocks
 
 STEP8 = tuple(resolve_buckets("step8", tp_size=4, max_running_requests=96))
 ARMS = {"A": ArmModel("safe", STEP8), "B": ArmModel("overlap-on", STEP8, overlap=True)}

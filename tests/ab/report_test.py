@@ -15,7 +15,7 @@ from dsv4ops.ab.model import BlockResult
 from dsv4ops.ab.report import write_report
 from dsv4ops.ab.schedule import counterbalanced
 from dsv4ops.profiles.buckets import resolve_buckets
-from testing.ab_twin_blocks import ArmModel, TwinBlocks
+from testing.ab import ArmModel, TwinBlocks
 
 STEP8 = resolve_buckets("step8", tp_size=4, max_running_requests=96)
 STEP4 = resolve_buckets("step4:40-96", tp_size=4, max_running_requests=96)

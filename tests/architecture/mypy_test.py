@@ -55,6 +55,6 @@ def test_the_target_control_doubles_satisfy_the_protocol() -> None:
         for p in (ROOT / top).rglob("*.py")
         if DOUBLE_MARK in p.read_text(encoding="utf-8") and p.name != "mypy_test.py"
     )
-    assert doubles, "no test double of TargetControl found (testing/orchestrate_fake_control.py?)"
+    assert doubles, "no test double of TargetControl found (testing/orchestrate.py?)"
     proc = _mypy(*doubles)
     assert proc.returncode == 0, f"a test double breaks TargetControl:\n{proc.stdout}{proc.stderr}"

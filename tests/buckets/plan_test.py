@@ -124,8 +124,7 @@ def test_sampling_a_live_decode_sees_its_running_batch_and_graph_memory() -> Non
     import aiohttp
 
     from dsv4ops.orchestrate.usecases.buckets import sample_decode
-    from testing.twin_load import _background, wait_running
-    from testing.twin_stack import twin_server
+    from testing.twin import _background, twin_server, wait_running
 
     async def load_then_sample(url: str):  # noqa: ANN202
         async with aiohttp.ClientSession() as session:

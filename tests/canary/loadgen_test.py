@@ -7,7 +7,7 @@ import pytest
 from dsv4ops.canary import records as R
 from dsv4ops.canary.loadgen import ChatClient, closed_loop, level_windows, poisson
 from dsv4ops.canary.workload import Mix
-from testing.canary_fixtures import fake_server
+from testing.canary import fake_server
 from testing.ports import free_port
 
 pytestmark = pytest.mark.slow

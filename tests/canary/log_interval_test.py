@@ -28,10 +28,9 @@ from dsv4ops.canary.watchdog import FREEZE_METRICS, Watchdog
 from dsv4ops.clock import perf_ns
 from dsv4ops.deployment import Deployment
 from dsv4ops.metrics.prom import parse_text, server_gauges
-from testing.canary_fixtures import fake_server
-from testing.orchestrate_fake_control import make_deployment
-from testing.twin_client import fake_bootstrap
-from testing.twin_stack import twin_server
+from testing.canary import fake_server
+from testing.orchestrate import make_deployment
+from testing.twin import fake_bootstrap, twin_server
 
 pytestmark = pytest.mark.slow
 

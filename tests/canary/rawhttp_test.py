@@ -16,7 +16,7 @@ import pytest
 from dsv4ops.canary import eventloop, rawhttp
 from dsv4ops.canary import records as R
 from dsv4ops.canary.loadgen import ChatClient
-from testing.canary_scripted_server import Script, ScriptedServer
+from testing.canary import Script, ScriptedServer
 from testing.ports import free_port
 
 EV = b'data: {"choices":[{"index":0,"delta":{"content":"%s"}}]}\n\n'

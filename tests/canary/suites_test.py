@@ -1,4 +1,4 @@
-"""Suites against a small streaming server of our own (testing/canary_server.py): the loadgen
+"""Suites against a small streaming server of our own (testing/programs/canary_server.py): the loadgen
 mechanics, each detector and each verdict path, fast and without the twin."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from dsv4ops.canary import Thresholds, Verdict, run_suite
 from dsv4ops.errors import CanaryError
-from testing.canary_fixtures import fake_server
+from testing.canary import fake_server
 from testing.ports import free_port
 
 pytestmark = pytest.mark.slow

@@ -20,8 +20,7 @@ import pytest
 
 from dsv4ops.canary import Thresholds, Verdict, run_suite
 from dsv4ops.metrics.prom import parse_text, server_gauges
-from testing.twin_client import assemble_chat_stream, sse_events
-from testing.twin_stack import TwinStack, twin_stack
+from testing.twin import TwinStack, assemble_chat_stream, sse_events, twin_stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 

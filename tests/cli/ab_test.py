@@ -1,7 +1,7 @@
 """`dsv4ops ab` on the twin behind the real router: the dry run, bad input, the seeds' overlap A/B
 (a gain with its interval, rejected by the abort-cascade gate) and an interrupt mid-experiment.
 
-One twin environment for the module (testing/ab_profiles.py: time scale 0.2, decode metrics every
+One twin environment for the module (testing/ab.py: time scale 0.2, decode metrics every
 10 steps); few blocks and short sweeps: these tests check the orchestration and the journal, not
 the statistics' power (tests/ab/ does that).
 """
@@ -17,9 +17,8 @@ import pytest
 
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
-from testing.ab_profiles import AB_TWIN_ENV, add_ab_profiles
-from testing.orchestrate_cli import cli, module_env
-from testing.orchestrate_env import OrchEnv, our_processes
+from testing.ab import AB_TWIN_ENV, add_ab_profiles
+from testing.orchestrate import OrchEnv, cli, module_env, our_processes
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 

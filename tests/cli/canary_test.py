@@ -7,7 +7,7 @@ import json
 import pytest
 
 from dsv4ops.cli import main
-from testing.canary_fixtures import fake_server
+from testing.canary import fake_server
 from testing.ports import free_port
 
 pytestmark = pytest.mark.slow

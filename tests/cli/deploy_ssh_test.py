@@ -13,7 +13,7 @@ import pytest
 
 from dsv4ops.cli import main
 from dsv4ops.journal.store import Journal
-from testing.orchestrate_env import OrchEnv, our_processes
+from testing.orchestrate import OrchEnv, our_processes
 
 pytestmark = [pytest.mark.slow, pytest.mark.router, pytest.mark.ssh]
 SSH_TARGET = "twin-ssh"

@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.journal.records import Status
-from testing.orchestrate_cli import cli
-from testing.orchestrate_env import OrchEnv
+from testing.orchestrate import OrchEnv, cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.cli import main
-from testing.kernels_artifacts import repack
+from testing.kernels import repack
 
 pytestmark = pytest.mark.kernels
 

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from dsv4ops.cli import cli, main
-from testing.profiles_factory import child, make_profiles_dir
+from testing.profiles import child, make_profiles_dir
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dsv4ops.cli import main
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
-from testing.orchestrate_fake_control import make_deployment
+from testing.orchestrate import make_deployment
 
 
 def test_rollback_with_nothing_to_roll_back_to(env, capsys):

@@ -27,9 +27,8 @@ from dsv4ops.cli import main
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.runbooks.runlog import fold_run
-from testing.orchestrate_cli import module_env
-from testing.orchestrate_env import OrchEnv, commit_all
-from testing.profiles_factory import TRITON_MOE_PATH_YAML
+from testing.orchestrate import OrchEnv, commit_all, module_env
+from testing.profiles import TRITON_MOE_PATH_YAML
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 TOKEN = "hf_rehearsalSecret0042"  # in every component's environment (a secret-looking key)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.cli import main
-from testing.orchestrate_env import OrchEnv, make_env
+from testing.orchestrate import OrchEnv, make_env
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 

@@ -11,8 +11,7 @@ import pytest
 from dsv4ops.cli import main
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
-from testing.orchestrate_env import OrchEnv
-from testing.orchestrate_fake_control import make_deployment
+from testing.orchestrate import OrchEnv, make_deployment
 from testing.ports import free_port
 
 pytestmark = pytest.mark.ssh

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.cli import main
-from testing.orchestrate_env import make_env
+from testing.orchestrate import make_env
 
 BOX = """\
   box:

@@ -16,8 +16,8 @@ from dsv4ops.cli.watch import render
 from dsv4ops.clock import FakeClock
 from dsv4ops.journal.store import Journal
 from dsv4ops.watch import Watcher, WatchSettings
-from testing.orchestrate_env import OrchEnv
-from testing.watch_fake_unit import ENDPOINTS, FakeUnit
+from testing.orchestrate import OrchEnv
+from testing.watch import ENDPOINTS, FakeUnit
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 

@@ -17,7 +17,7 @@ from dsv4ops import _yaml
 from dsv4ops.export import rbg as R
 from dsv4ops.export.validate import check, pd_problems, pruned_fields, schema
 from dsv4ops.profiles import get_target, list_profiles, load_profile, render
-from testing.profiles_factory import TRITON_MOE_PATH_YAML
+from testing.profiles import TRITON_MOE_PATH_YAML
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(p.stem for p in list_profiles(REPO / "profiles"))

@@ -17,7 +17,7 @@ from dsv4ops.kernels import aot
 from dsv4ops.kernels.build import build
 from dsv4ops.kernels.catalog import AOT_ONLY, kernels_dir, shipped_configs
 from dsv4ops.remote.local import LocalExecutor
-from testing.kernels_artifacts import ShippedAot
+from testing.kernels import ShippedAot
 
 pytestmark = pytest.mark.kernels
 

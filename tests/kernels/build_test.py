@@ -11,7 +11,7 @@ import pytest
 from dsv4ops.constants import BOX_DEVICE_NAME
 from dsv4ops.kernels.build import build
 from dsv4ops.remote.local import LocalExecutor
-from testing.kernels_artifacts import read_members
+from testing.kernels import read_members
 
 pytestmark = pytest.mark.kernels
 

@@ -23,7 +23,7 @@ from dsv4ops.remote.local import LocalExecutor
 from dsv4ops.remote.supervisor import Supervisor
 from dsv4ops.sglang_paths import moe_path
 from dsv4ops.twin.kernel_package import resolve_kernel_config
-from testing.kernels_artifacts import edit_manifest, read_members, repack, snapshot, write_tar
+from testing.kernels import edit_manifest, read_members, repack, snapshot, write_tar
 
 pytestmark = pytest.mark.kernels
 

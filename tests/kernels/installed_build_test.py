@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.kernels import aot
-from testing.kernels_artifacts import ShippedAot, seed_aot_cache
+from testing.kernels import ShippedAot, seed_aot_cache
 
 REPO = Path(__file__).resolve().parents[2]
 

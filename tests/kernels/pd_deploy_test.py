@@ -15,8 +15,8 @@ import pytest
 
 from dsv4ops.cli import main
 from dsv4ops.journal.store import Journal
-from testing.orchestrate_env import OrchEnv, commit_all, kill_all, make_env, our_processes
-from testing.profiles_factory import TRITON_MOE_PATH_YAML
+from testing.orchestrate import OrchEnv, commit_all, kill_all, make_env, our_processes
+from testing.profiles import TRITON_MOE_PATH_YAML
 
 pytestmark = [pytest.mark.kernels, pytest.mark.slow, pytest.mark.router]
 PKG = "dsv4-decode-kernels"

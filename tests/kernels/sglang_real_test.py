@@ -21,7 +21,7 @@ import pytest
 from dsv4ops.sglang_paths import moe_config_file_name, plugin_env
 
 SITE = Path(os.environ.get("SGLANG_TEST_SITE", ".dsv4ops/sglang-site")).resolve()
-PROBE = Path(__file__).resolve().parents[2] / "testing" / "kernels_sglang_probe.py"
+PROBE = Path(__file__).resolve().parents[2] / "testing" / "programs" / "kernels_sglang_probe.py"
 BOX = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 # fused_moe_triton_config.py L36-51 (sglang 0.5.23), verbatim: the fixture the cheap test holds.
 SGLANG_NAME_RULE = (

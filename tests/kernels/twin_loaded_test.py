@@ -17,7 +17,7 @@ from dsv4ops.kernels import loaded_check
 from dsv4ops.kernels.loaded import IN_USE, NOT_LOADED, NOT_USED_BY_BACKEND
 from dsv4ops.remote.local import LocalExecutor
 from dsv4ops.sglang_paths import moe_path
-from testing.twin_stack import twin_stack
+from testing.twin import twin_stack
 
 pytestmark = [pytest.mark.kernels, pytest.mark.slow]
 REF = "dsv4-decode-kernels@0.2.0"

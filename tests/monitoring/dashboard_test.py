@@ -20,7 +20,7 @@ from dsv4ops import _yaml
 from dsv4ops.metrics.prom import parse_text
 from dsv4ops.monitoring.dashboard import dashboard, expressions
 from dsv4ops.watch.exporter import FindingsExporter
-from testing.twin_stack import twin_stack
+from testing.twin import twin_stack
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "monitoring" / "dsv4ops-dashboard.json"

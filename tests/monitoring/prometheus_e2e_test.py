@@ -17,9 +17,8 @@ import pytest
 
 from dsv4ops import _yaml
 from dsv4ops.monitoring import RuleSettings, alert_rules, scrape_config
-from testing.monitoring_prometheus_server import BINARY, prometheus_server
-from testing.twin_stack import TwinStack, twin_stack
-from testing.twin_traffic import RouterTraffic
+from testing.monitoring import BINARY, prometheus_server
+from testing.twin import RouterTraffic, TwinStack, twin_stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.router,
               # In CI a missing binary fails the test (make install must have installed it).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from testing.orchestrate_cli import cli
+from testing.orchestrate import cli
 
 pytestmark = pytest.mark.slow
 

@@ -1,5 +1,5 @@
 """Fixtures of the orchestrate tests: one twin environment per module, the CLI pointed at it (the
-helpers they use live in testing/orchestrate_cli.py)."""
+helpers they use live in testing/orchestrate.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from testing.orchestrate_cli import cli, module_env
-from testing.orchestrate_env import OrchEnv, our_processes
+from testing.orchestrate import OrchEnv, cli, module_env, our_processes
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from dsv4ops.orchestrate.drift import (
     profile_drift,
 )
 from dsv4ops.remote.base import ProcessState
-from testing.orchestrate_fake_control import make_deployment
+from testing.orchestrate import make_deployment
 
 
 def _states(d, pids=None, **override):

@@ -15,8 +15,7 @@ import pytest
 
 from dsv4ops.journal.records import Status
 from dsv4ops.journal.store import Journal
-from testing.orchestrate_cli import assert_baseline_restored, cli, deploy_via_operator
-from testing.orchestrate_env import read_events
+from testing.orchestrate import assert_baseline_restored, cli, deploy_via_operator, read_events
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 

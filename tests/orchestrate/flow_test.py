@@ -10,8 +10,7 @@ from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.model import process_spec
 from dsv4ops.profiles import load_profile
 from dsv4ops.remote import LocalExecutor, Supervisor
-from testing.orchestrate_cli import cli
-from testing.orchestrate_env import our_processes, read_events
+from testing.orchestrate import cli, our_processes, read_events
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 

@@ -14,7 +14,7 @@ import pytest
 
 from dsv4ops.journal.records import Status
 from dsv4ops.journal.store import UNKNOWN, Journal
-from testing.orchestrate_cli import assert_baseline_restored, cli
+from testing.orchestrate import assert_baseline_restored, cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 

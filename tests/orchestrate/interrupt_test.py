@@ -12,7 +12,7 @@ from dsv4ops.clock import FakeClock
 from dsv4ops.journal.records import Status
 from dsv4ops.journal.store import UNKNOWN, Journal
 from dsv4ops.orchestrate.status import gather_status
-from testing.orchestrate_fake_control import (
+from testing.orchestrate import (
     SignallingControl,
     make_deployment,
     operator,

@@ -16,7 +16,7 @@ from dsv4ops.orchestrate.kernelpkg import KernelSupport, config_dir_env
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.remote.base import ProcessState
 from dsv4ops.sglang_paths import plugin_env
-from testing.orchestrate_fake_control import FakeControl, make_deployment
+from testing.orchestrate import FakeControl, make_deployment
 
 REF = "dsv4-decode-kernels@0.2.0"
 DIR = "/work/kernels/dsv4-decode-kernels/0.2.0"

@@ -2,7 +2,7 @@
 marked known-good and records what runs; the automatic rollback, and `rollback` with nothing
 running, walk the known-good list past one whose probe fails.
 
-`degraded` (testing/orchestrate_env.py) is baseline with the twin's bootstrap degradation forced:
+`degraded` (testing/orchestrate.py) is baseline with the twin's bootstrap degradation forced:
 every /health is 200, every KV transfer is lost, so only the end-to-end probe catches it.
 """
 
@@ -14,7 +14,7 @@ from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.usecases import render as R
 from dsv4ops.profiles import get_target
-from testing.orchestrate_cli import assert_baseline_restored, cli
+from testing.orchestrate import assert_baseline_restored, cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 

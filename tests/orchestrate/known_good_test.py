@@ -14,7 +14,7 @@ from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.partial import PartialRestartRefused
 from dsv4ops.orchestrate.pd import restart_scope
 from dsv4ops.orchestrate.restore import fallbacks_for, known_good_ops, rollback_target
-from testing.orchestrate_fake_control import FakeControl, make_deployment, operator
+from testing.orchestrate import FakeControl, make_deployment, operator
 
 
 @pytest.fixture

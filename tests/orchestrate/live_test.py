@@ -19,8 +19,13 @@ from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.pd import OVERRIDE_FLAG
 from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
-from testing.orchestrate_cli import assert_baseline_restored, cli, module_env
-from testing.orchestrate_env import our_processes, read_events
+from testing.orchestrate import (
+    assert_baseline_restored,
+    cli,
+    module_env,
+    our_processes,
+    read_events,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 

@@ -15,7 +15,7 @@ from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.operation import journaled_operation
 from dsv4ops.orchestrate.usecases import kernels as kernel_usecase
 from dsv4ops.orchestrate.usecases.session import TargetSession
-from testing.orchestrate_fake_control import FakeControl
+from testing.orchestrate import FakeControl
 
 
 @pytest.fixture

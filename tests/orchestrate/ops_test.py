@@ -10,7 +10,7 @@ from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.pd import restart_scope
-from testing.orchestrate_fake_control import FakeControl, make_deployment, operator
+from testing.orchestrate import FakeControl, make_deployment, operator
 
 
 @pytest.fixture

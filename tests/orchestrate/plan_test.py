@@ -8,7 +8,7 @@ from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import DeployError
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.pd import OVERRIDE_FLAG, restart_scope
-from testing.orchestrate_fake_control import make_deployment
+from testing.orchestrate import make_deployment
 
 
 def test_deploy_plan_is_the_safe_order():

@@ -18,7 +18,7 @@ from dsv4ops.orchestrate.probe import (
 from dsv4ops.orchestrate.workload import parse_load
 from dsv4ops.remote.local import LocalExecutor
 from dsv4ops.remote.supervisor import Supervisor
-from testing.orchestrate_fake_control import (
+from testing.orchestrate import (
     STREAM_OK,
     TOOL_OK,
     FakeControl,
@@ -26,7 +26,7 @@ from testing.orchestrate_fake_control import (
     make_deployment,
     operator,
 )
-from testing.twin_stack import twin_stack
+from testing.twin import twin_stack
 
 
 def test_stream_parse_collects_text_and_done():

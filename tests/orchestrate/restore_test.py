@@ -10,7 +10,7 @@ from dsv4ops.errors import DeployError, ProfileError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.restore import rebuild, rollback_target
-from testing.orchestrate_fake_control import make_deployment
+from testing.orchestrate import make_deployment
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from dsv4ops.orchestrate.status import gather_status
 from dsv4ops.orchestrate.usecases import render as R
 from dsv4ops.profiles import get_target
 from dsv4ops.remote import Supervisor
-from testing.orchestrate_env import our_processes
+from testing.orchestrate import our_processes
 
 pytestmark = [pytest.mark.slow, pytest.mark.router, pytest.mark.ssh]
 JOURNAL = "twin-over-ssh"

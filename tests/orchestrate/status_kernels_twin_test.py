@@ -25,10 +25,9 @@ from dsv4ops.orchestrate.usecases import render as R
 from dsv4ops.remote import LocalExecutor, Supervisor
 from dsv4ops.sglang_paths import dsv4_flash_config_names, plugin_env
 from dsv4ops.twin.kernel_package import BOX_DEVICE_NAME
-from testing.kernels_artifacts import write_tar
-from testing.orchestrate_cli import cli, cli_operator
-from testing.orchestrate_env import OrchEnv, commit_all
-from testing.profiles_factory import TRITON_MOE_PATH_YAML
+from testing.kernels import write_tar
+from testing.orchestrate import OrchEnv, cli, cli_operator, commit_all
+from testing.profiles import TRITON_MOE_PATH_YAML
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 PKG = "dsv4-decode-kernels"

@@ -17,9 +17,9 @@ from dsv4ops.orchestrate.kernelpkg import KernelSupport, with_kernel_env
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.status import KernelStatus, gather_status
 from dsv4ops.sglang_paths import moe_path
-from testing.orchestrate_fake_control import KERNELS_PKG as PKG
-from testing.orchestrate_fake_control import KERNELS_REF as REF
-from testing.orchestrate_fake_control import SglangControl, make_deployment
+from testing.orchestrate import KERNELS_PKG as PKG
+from testing.orchestrate import KERNELS_REF as REF
+from testing.orchestrate import SglangControl, make_deployment
 
 DEFAULT_LINE = (
     "[2026-05-01 10:00:00] Using default MoE kernel config. Performance might be sub-optimal!"

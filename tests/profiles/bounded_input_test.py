@@ -1,6 +1,6 @@
 """Every command that reads a profile ends in bounded time and memory on any input (issue 11).
 
-Through the real CLI process with a memory ceiling (testing/cli_process.py): the alias bomb of the
+Through the real CLI process with a memory ceiling (testing/cli.py): the alias bomb of the
 issue hung `profile validate` and `render` at 5 GB after 40 s.
 """
 
@@ -15,8 +15,8 @@ import pytest
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import load_profile
 from dsv4ops.profiles.load import check_profile_file
-from testing.cli_process import run_cli
-from testing.profiles_factory import child
+from testing.cli import run_cli
+from testing.profiles import child
 
 
 def _bomb(section: str, key: str) -> str:

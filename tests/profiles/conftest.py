@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from testing.profiles_factory import make_profiles_dir
+from testing.profiles import make_profiles_dir
 
 
 @pytest.fixture

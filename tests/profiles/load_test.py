@@ -9,7 +9,7 @@ import pytest
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import load_profile
 from dsv4ops.profiles.load import deep_merge
-from testing.profiles_factory import BASE_PROFILE, child
+from testing.profiles import BASE_PROFILE, child
 
 
 def _err(ref: str | Path) -> ProfileError:

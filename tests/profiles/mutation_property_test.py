@@ -29,7 +29,7 @@ from dsv4ops.cli import main
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import load_profile, load_targets, render
 from dsv4ops.profiles.load import check_profile_file
-from testing.cli_process import run_cli
+from testing.cli import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(p.name for p in (REPO / "profiles").glob("*.yaml") if p.stem != "targets")

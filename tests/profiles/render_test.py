@@ -8,8 +8,7 @@ import pytest
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import load_profile, load_targets, render
 from dsv4ops.profiles.load import list_profiles
-from testing.profiles_factory import child, targets_yaml
-from testing.profiles_sglang_parser import ParseFailed, sglang_server_parser
+from testing.profiles import ParseFailed, child, sglang_server_parser, targets_yaml
 
 REPO_PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 

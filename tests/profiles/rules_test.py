@@ -10,7 +10,7 @@ from dsv4ops.canary.verdict import thresholds_from_profile
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import load_profile, load_targets, render
 from dsv4ops.profiles.load import list_profiles
-from testing.profiles_factory import TRITON_MOE_PATH_YAML, child, targets_yaml
+from testing.profiles import TRITON_MOE_PATH_YAML, child, targets_yaml
 
 REPO_PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 

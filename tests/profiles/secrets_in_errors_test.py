@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.profiles.excerpt import excerpt
-from testing.cli_process import run_cli
-from testing.profiles_factory import child
+from testing.cli import run_cli
+from testing.profiles import child
 
 SECRET = "hf_SEKRETvalue1234"
 

@@ -14,7 +14,7 @@ from dsv4ops.cli import main
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import Problem, load_profile, load_targets, validate_profile
 from dsv4ops.profiles.load import check_profile_file
-from testing.profiles_factory import child
+from testing.profiles import child
 
 REPO = Path(__file__).resolve().parents[2]
 

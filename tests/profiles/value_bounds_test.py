@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.profiles import load_profile, validate_profile
-from testing.cli_process import run_cli
-from testing.profiles_factory import child
+from testing.cli import run_cli
+from testing.profiles import child
 
 # (YAML from line 3 of a profile extending base, the key named, a fragment of the message).
 # Base: decode max_running_requests 96, buckets step8.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from dsv4ops.remote import ProcessSpec, Supervisor
 from testing.ports import free_ports
-from testing.remote_toy import toy_argv, wait_for_log_line
+from testing.remote import toy_argv, wait_for_log_line
 
 SECRET = "hf_agentSideSecret77"
 

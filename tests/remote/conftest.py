@@ -1,5 +1,5 @@
 """Fixtures of the remote tests: each executor (local, and ssh against a real OpenSSH server), a
-work directory cleaned of process groups, the Supervisor on them (helpers: testing/remote_toy.py)."""
+work directory cleaned of process groups, the Supervisor on them (helpers: testing/remote.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.remote import Executor, LocalExecutor, Supervisor
-from testing.remote_toy import kill_recorded_groups
+from testing.remote import kill_recorded_groups
 
 
 @pytest.fixture(params=["local", pytest.param("ssh", marks=pytest.mark.ssh)])

@@ -8,7 +8,7 @@ import pytest
 import dsv4ops.remote as remote
 from dsv4ops.errors import TargetError
 from dsv4ops.remote import LocalExecutor, connect
-from testing.remote_sshd import SshdServer
+from testing.remote import SshdServer
 
 
 def test_local_transport() -> None:

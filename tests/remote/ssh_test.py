@@ -17,7 +17,7 @@ from dsv4ops.clock import SystemClock
 from dsv4ops.errors import RemoteCommandError, TargetError
 from dsv4ops.remote.ssh import SSHExecutor, build_command
 from testing.ports import free_port
-from testing.remote_sshd import SshdServer
+from testing.remote import SshdServer
 
 pytestmark = pytest.mark.ssh
 PY = sys.executable

@@ -11,7 +11,7 @@ import pytest
 
 from dsv4ops.remote import ProcessSpec, Supervisor
 from testing.ports import free_ports
-from testing.remote_toy import toy_argv
+from testing.remote import toy_argv
 
 pytestmark = pytest.mark.slow
 

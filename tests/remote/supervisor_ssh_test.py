@@ -13,8 +13,7 @@ from dsv4ops.clock import SystemClock
 from dsv4ops.errors import TargetError
 from dsv4ops.remote import ProcessSpec, Supervisor
 from testing.ports import free_ports
-from testing.remote_sshd import SshdServer
-from testing.remote_toy import toy_argv, wait_for_log_line
+from testing.remote import SshdServer, toy_argv, wait_for_log_line
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
 CLOCK = SystemClock()

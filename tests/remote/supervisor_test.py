@@ -23,7 +23,7 @@ from dsv4ops.remote import (
     redact_argv,
 )
 from testing.ports import free_ports
-from testing.remote_toy import toy_argv, wait_for_log_line
+from testing.remote import toy_argv, wait_for_log_line
 
 pytestmark = pytest.mark.slow
 CLOCK = SystemClock()

@@ -13,8 +13,7 @@ from dsv4ops.journal.store import RUNBOOK_RUN_ENV, Journal
 from dsv4ops.runbooks.parse import RunbookError, parse_runbook
 from dsv4ops.runbooks.run import RunbookFailed, RunbookStopped, Session, run
 from dsv4ops.runbooks.runlog import fold_run
-from testing.runbooks_fake_executor import FakeExecutor
-from testing.runbooks_fake_world import FakeWorld
+from testing.runbooks import FakeExecutor, FakeWorld
 
 BOOK = """\
 # Book

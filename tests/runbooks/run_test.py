@@ -12,7 +12,7 @@ from dsv4ops.runbooks.run import (
     check_rehearsal_target,
     run,
 )
-from testing.runbooks_fake_executor import FakeExecutor, incident_present
+from testing.runbooks import FakeExecutor, incident_present
 
 BOOK = """\
 # Wedge

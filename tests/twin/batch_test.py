@@ -7,8 +7,7 @@ import time
 import httpx
 import pytest
 
-from testing.twin_client import sse_events
-from testing.twin_stack import twin_server, twin_stack
+from testing.twin import sse_events, twin_server, twin_stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 SCALE = 0.05

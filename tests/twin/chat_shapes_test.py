@@ -9,8 +9,7 @@ import re
 import httpx
 import pytest
 
-from testing.twin_client import WEATHER_TOOL, fake_bootstrap, sse_events
-from testing.twin_stack import twin_server
+from testing.twin import WEATHER_TOOL, fake_bootstrap, sse_events, twin_server
 
 pytestmark = pytest.mark.slow
 PARSERS = ["--tool-call-parser", "deepseekv4", "--reasoning-parser", "deepseek-v4"]

@@ -22,8 +22,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import dsv4ops
-from testing.twin_client import WEATHER_TOOL, fake_bootstrap, sse_events
-from testing.twin_stack import twin_stack
+from testing.twin import WEATHER_TOOL, fake_bootstrap, sse_events, twin_stack
 
 SURFACE_PATH = Path(__file__).parent / "fixtures" / "sglang_0_5_23_surface.json"
 SURFACE = json.loads(SURFACE_PATH.read_text())

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from testing.twin_stack import twin_server
+from testing.twin import twin_server
 
 pytestmark = pytest.mark.slow
 

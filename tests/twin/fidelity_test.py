@@ -6,8 +6,7 @@ import asyncio
 
 import pytest
 
-from testing.twin_load import measure_step_ms
-from testing.twin_stack import twin_server
+from testing.twin import measure_step_ms, twin_server
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,7 @@ import aiohttp
 import pytest
 
 from dsv4ops.twin.corruption import BOX_SHAPES
-from testing.twin_client import WEATHER_TOOL, fake_bootstrap
-from testing.twin_stack import twin_server
+from testing.twin import WEATHER_TOOL, fake_bootstrap, twin_server
 
 pytestmark = pytest.mark.slow
 

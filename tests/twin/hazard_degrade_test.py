@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from testing.twin_stack import twin_stack
+from testing.twin import twin_stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 

@@ -11,8 +11,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from testing.twin_client import fake_bootstrap
-from testing.twin_stack import twin_server, twin_stack
+from testing.twin import fake_bootstrap, twin_server, twin_stack
 
 pytestmark = pytest.mark.slow
 

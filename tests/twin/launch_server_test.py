@@ -10,7 +10,7 @@ import pytest
 from dsv4ops.kernels.plugin_dist import plugin_members
 from dsv4ops.sglang_paths import dsv4_flash_config_names, plugin_env
 from dsv4ops.twin.kernel_package import BOX_DEVICE_NAME
-from testing.twin_stack import twin_server
+from testing.twin import twin_server
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +52,7 @@ def test_forced_wedge_at_start_makes_health_fail():
     with twin_server(["--disaggregation-mode", "decode"], env=env, wait=False) as proc:
         import time
 
-        from testing.twin_stack import http_status
+        from testing.twin import http_status
 
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and http_status(proc.url + "/ready") != 200:

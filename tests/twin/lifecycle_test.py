@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from testing.ports import free_ports
-from testing.twin_stack import http_status, twin_server
+from testing.twin import http_status, twin_server
 
 pytestmark = pytest.mark.slow
 SCALE = 0.05

@@ -9,7 +9,7 @@ import pytest
 
 from dsv4ops.metrics.prom import parse_text, server_gauges
 from dsv4ops.twin.memory import DECODE_GRAPH_PHASES, GRAPH_MEMORY_PHASES
-from testing.twin_stack import twin_server
+from testing.twin import twin_server
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from testing.twin_stack import twin_stack
+from testing.twin import twin_stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 SCALE = 0.05

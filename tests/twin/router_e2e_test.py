@@ -11,13 +11,15 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from testing.twin_client import (
+from testing.twin import (
     WEATHER_TOOL,
     assemble_chat_stream,
+    http_status,
     sse_events,
     stream_chat,
+    twin_server,
+    twin_stack,
 )
-from testing.twin_stack import http_status, twin_server, twin_stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 BUCKETS = ["--cuda-graph-bs-decode", *[str(b) for b in range(32, 97, 8)]]

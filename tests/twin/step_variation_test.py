@@ -10,9 +10,7 @@ import pytest
 
 from dsv4ops.twin.config import TwinConfigError, load_config
 from dsv4ops.twin.perf import StepVariation
-from testing.twin_fake_clock import FakeClock
-from testing.twin_load import measure_step_ms
-from testing.twin_stack import twin_server
+from testing.twin import FakeClock, measure_step_ms, twin_server
 
 
 def _variation(clock: FakeClock, **kw: float) -> StepVariation:

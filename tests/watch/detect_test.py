@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from dsv4ops.clock import FakeClock
 from dsv4ops.watch import Baseline, Round, Watcher, WatchSettings
-from testing.watch_fake_unit import ENDPOINTS, FakeUnit
+from testing.watch import ENDPOINTS, FakeUnit
 
 S = WatchSettings(max_decode_bucket=16)  # box defaults: 5 s scrapes, wedge window 20 s
 

@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from dsv4ops.clock import FakeClock
 from dsv4ops.watch import Watcher, WatchSettings
 from dsv4ops.watch.exporter import FindingsExporter
-from testing.watch_fake_unit import ENDPOINTS, FakeUnit
+from testing.watch import ENDPOINTS, FakeUnit
 
 
 def _scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:

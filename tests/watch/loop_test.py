@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dsv4ops.clock import FakeClock
 from dsv4ops.watch import Severity, Watcher, WatchSettings
-from testing.watch_fake_unit import ENDPOINTS, FakeUnit
+from testing.watch import ENDPOINTS, FakeUnit
 
 
 def test_rounds_every_interval_probes_every_probe_period_and_nothing_but_reads() -> None:

@@ -10,7 +10,7 @@ from dsv4ops.clock import FakeClock
 from dsv4ops.remote.results import HttpReply
 from dsv4ops.watch import Watcher, WatchSettings
 from dsv4ops.watch.probe import judge, probe_requests
-from testing.watch_fake_unit import ENDPOINTS, FakeUnit, sse
+from testing.watch import ENDPOINTS, FakeUnit, sse
 
 
 def _tool_reply(arguments: str, content: str = "") -> HttpReply:

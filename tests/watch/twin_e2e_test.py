@@ -15,9 +15,8 @@ from collections.abc import Iterator
 import pytest
 
 from dsv4ops.watch import WatchSettings
-from testing.twin_stack import TwinStack, twin_stack
-from testing.twin_traffic import RouterTraffic
-from testing.watch_twin import Watched, hazard, local_watcher, watch_for
+from testing.twin import RouterTraffic, TwinStack, twin_stack
+from testing.watch import Watched, hazard, local_watcher, watch_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 

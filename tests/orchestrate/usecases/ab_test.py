@@ -21,9 +21,8 @@ from dsv4ops.orchestrate.usecases.ab_blocks import (
     gate_result,
 )
 from dsv4ops.orchestrate.usecases.ab_plan import plan_ab, switch_cost
-from testing.ab_profiles import AB_TWIN_ENV, AB_WORKLOAD, add_ab_profiles
-from testing.orchestrate_cli import module_env
-from testing.orchestrate_env import OrchEnv, our_processes
+from testing.ab import AB_TWIN_ENV, AB_WORKLOAD, add_ab_profiles
+from testing.orchestrate import OrchEnv, module_env, our_processes
 
 
 @pytest.mark.parametrize(("b", "gates"), [

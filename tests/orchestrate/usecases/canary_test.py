@@ -11,7 +11,7 @@ from dsv4ops.errors import CanaryError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.usecases.canary import resolve_endpoint
-from testing.orchestrate_fake_control import make_deployment
+from testing.orchestrate import make_deployment
 
 
 def record_deployed(target: str, content: dict, flags: dict, decode_args: tuple[str, ...] = ()) -> None:

@@ -13,8 +13,8 @@ import pytest
 from dsv4ops.cli import main
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.usecases.session import reachable
-from testing.orchestrate_env import FAST_TWIN_ENV, SHIPPED_PROFILES
-from testing.twin_stack import TwinStack, twin_stack
+from testing.orchestrate import FAST_TWIN_ENV, SHIPPED_PROFILES
+from testing.twin import TwinStack, twin_stack
 
 pytestmark = pytest.mark.slow
 

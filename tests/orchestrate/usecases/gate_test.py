@@ -10,7 +10,7 @@ import pytest
 
 from dsv4ops.canary import SuiteResult, Thresholds, Verdict
 from dsv4ops.orchestrate.usecases.gate import buckets_of, canary_gate, thresholds_of
-from testing.orchestrate_fake_control import make_deployment
+from testing.orchestrate import make_deployment
 
 
 def scripted(verdicts: dict[str, Verdict], ran: list[tuple]):

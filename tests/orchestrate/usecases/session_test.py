@@ -12,7 +12,7 @@ from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.usecases.session import reachable
 from dsv4ops.profiles import load_profile
-from testing.orchestrate_fake_control import make_deployment
+from testing.orchestrate import make_deployment
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -1,4 +1,6 @@
-"""A real Prometheus (Debian's `prometheus` binary) on 127.0.0.1 for end-to-end alert tests.
+"""Test helpers and doubles for `dsv4ops.monitoring` (one module per package area).
+
+- from monitoring_prometheus_server.py: A real Prometheus (Debian's `prometheus` binary) on 127.0.0.1 for end-to-end alert tests.
 
     with prometheus_server(config_text, rules_text) as prom:
         prom.alerts()            # [{"labels": {...}, "state": "pending"|"firing", ...}, ...]
@@ -22,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from testing.ports import free_ports
+
+# --- prometheus_server (was testing/monitoring.py) ---
 
 BINARY = shutil.which("prometheus")
 

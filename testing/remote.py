@@ -1,20 +1,26 @@
-"""A real OpenSSH server on 127.0.0.1 for the SSH tests, with throwaway host and user keys.
+"""Test helpers and doubles for `dsv4ops.remote` (one module per package area).
+
+- from remote_sshd.py: A real OpenSSH server on 127.0.0.1 for the SSH tests, with throwaway host and user keys.
 
 Use the session-scoped `sshd` fixture (import it into a conftest), or `running_sshd(dir)` as a
 context manager (benchmarks, demos). `SshdServer.drop_connections()` kills the sshd processes
 serving open sessions, which is what a network drop looks like to the client. The commands
 those sessions started then lose their stdout/stderr; the SSH executor's command wrapper
 (`dsv4ops.remote.ssh`) sees that and ends them, as it does after a client-side timeout.
+- from remote_toy.py: Helpers for the supervisor tests around the toy component (testing/programs/remote_toy_server.py): its
+argv, waiting for a line in its log, and the teardown that kills every process group started.
 """
 
 from __future__ import annotations
 
 import contextlib
 import getpass
+import json
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,7 +29,10 @@ from typing import Any
 
 import pytest
 
+import testing.programs.remote_toy_server
 from testing.ports import free_port
+
+# --- sshd (was testing/remote.py) ---
 
 SSHD = "/usr/sbin/sshd"
 
@@ -192,3 +201,36 @@ def running_sshd(directory: Path) -> Iterator[SshdServer]:
             proc.kill()
             proc.wait(timeout=5)
         log.close()
+
+
+# --- toy (was testing/remote.py) ---
+
+TOY = str(Path(testing.programs.remote_toy_server.__file__).resolve())
+
+
+def toy_argv(*args: object) -> tuple[str, ...]:
+    """argv that starts the toy component with this interpreter."""
+    return (sys.executable, "-I", "-S", TOY, *map(str, args))
+
+
+def wait_for_log_line(workdir: Path, name: str, text: str, within_s: float = 15.0) -> None:
+    """Block until the component's log (on this machine for both executors) contains `text`."""
+    log = workdir / "logs" / f"{name}.log"
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if log.exists() and text in log.read_text():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{text!r} not in {log} after {within_s}s")
+
+
+def kill_recorded_groups(workdir: Path) -> None:
+    """Teardown safety net: SIGKILL every process group a test started (no orphans)."""
+    for rec in (workdir / "run").glob("*.json"):
+        if rec.name.endswith(".exit.json"):
+            continue
+        with contextlib.suppress(ValueError, OSError):
+            pgid = json.loads(rec.read_text()).get("pgid")
+            if pgid:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pgid, signal.SIGKILL)

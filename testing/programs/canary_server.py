@@ -1,6 +1,6 @@
 """A small OpenAI-compatible streaming server for the canary's own tests (not the twin).
 
-Run: `python -m testing.canary_server --port P [--config JSON]`. A global decode loop emits one
+Run: `python -m testing.programs.canary_server --port P [--config JSON]`. A global decode loop emits one
 token to every active stream per step of `a_ms + b_ms * padded(batch)` (the seeds' law). Knobs
 (config at start, or POST /_fake/config at run time): stall_after (tokens after which every new
 stream goes silent), freeze (no stream advances; running stays > 0), corrupt ("cross_talk" or

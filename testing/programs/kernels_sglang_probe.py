@@ -2,7 +2,7 @@
 load_plugins() and MoE config lookup against an installed kernel package; prints one JSON line.
 
     PYTHONPATH=<sglang site>:<package>/site SGLANG_PLUGINS=... SGLANG_MOE_CONFIG_DIR=<package> \
-        python testing/kernels_sglang_probe.py
+        python testing/programs/kernels_sglang_probe.py
 
 Three things stand in for the box, and only these: the device name (no GPU here), triton's
 version (the box runs 3.8.0, this venv 3.7.1) and SGLang's published exec config (normally

@@ -1,4 +1,20 @@
-"""A scripted stand-in for the Supervisor (unit tests of the engine's decisions), the small
+"""Test helpers and doubles for `dsv4ops.orchestrate` (one module per package area).
+
+- from orchestrate_env.py: Test/demo/benchmark environment for deploy/status/rollback on the twin with the real router.
+
+`make_env(root)` builds, under `root`:
+  * a git repository holding the shipped profiles plus fault-injection variants (committed, so
+    rollback reads them from git at a commit, as in production);
+  * targets.yaml with a local twin target on free high ports (a port offset), fast twin start-up
+    and a shared twin event log;
+  * the work directory the components run in (their cwd, which is how orphans are found).
+
+`our_processes(env)` lists live processes whose cwd is that work directory; `kill_all(env)` is the
+teardown safety net (SIGKILL every recorded process group and every such process).
+- from orchestrate_cli.py: Helpers for the orchestrate and CLI tests on a twin environment (testing/orchestrate.py):
+its module-scoped lifetime, `dsv4ops ARGS --target T` in-process, the Operator as the CLI
+composes it, and the check that the baseline was restored.
+- from orchestrate_fake_control.py: A scripted stand-in for the Supervisor (unit tests of the engine's decisions), the small
 deployment and the Operator over it that those tests share.
 
 It returns the Supervisor's own result types (dsv4ops/remote/results.py), so it satisfies the
@@ -8,12 +24,23 @@ in tests/architecture/mypy_test.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from dsv4ops.cli import main
 from dsv4ops.clock import FakeClock
 from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import DeployError
@@ -22,6 +49,295 @@ from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.remote.base import ProcessSpec, ProcessState
 from dsv4ops.remote.errors import DeployLockError
 from dsv4ops.remote.results import HttpReply, LockInfo, PortUse, PreflightReport, StopReport
+
+# --- env (was testing/orchestrate.py) ---
+
+SHIPPED_PROFILES = Path(__file__).resolve().parent.parent / "profiles"
+BASE_PORTS = (30000, 30001, 8998, 8000, 29000)
+FAST_TWIN_ENV = {
+    "DSV4_TWIN_MODEL_LOAD_S": "0.2",
+    "DSV4_TWIN_CAPTURE_S_PER_BUCKET": "0.005",
+    "DSV4_TWIN_WARMUP_S": "0.2",
+    "DSV4_TWIN_TIME_SCALE": "0.05",
+    # and the SIGTERM path, as testing/twin.py's FAST_ENV: SGLang's watchdog tick (5 s) and
+    # the schedulers' exit (3 s) would make every stop 0.4 s of wall time at this scale.
+    "DSV4_TWIN_SIGTERM_TICK_S": "0.2",
+    "DSV4_TWIN_SCHEDULER_EXIT_S": "0.2",
+    # A lost KV transfer hangs until the bootstrap timeout (300 model s): keep it to ~1 s here.
+    "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "20",
+    "DSV4_TWIN_WAITING_TIMEOUT_S": "20",
+}
+
+# Fault-injection profiles, each extending the safe baseline.
+VARIANTS = {
+    # The twin's bootstrap degradation forced: /health stays 200, every KV transfer is lost.
+    "degraded": """\
+schema_version: 1
+extends: baseline
+description: baseline with the twin's bootstrap degradation forced (probe must fail)
+prefill:
+  env: {DSV4_TWIN_FORCE: degrade, DSV4_TWIN_DEGRADE_FAIL_FRACTION: "1.0"}
+decode:
+  env: {DSV4_TWIN_FORCE: degrade, DSV4_TWIN_DEGRADE_FAIL_FRACTION: "1.0"}
+""",
+    # Decode keeps "loading weights" for ~3 hours: it never answers /health 200.
+    "decode-never-ready": """\
+schema_version: 1
+extends: baseline
+description: baseline whose decode never becomes ready
+decode:
+  env: {DSV4_TWIN_MODEL_LOAD_S: "200000"}
+""",
+    # Multi-stream overlap on (the tool-call corruption hazard) with a canary small enough for a
+    # 2-core test machine: the deploy's flag-aware canary runs smoke + corruption on it.
+    "multi-stream-canary": """\
+schema_version: 1
+extends: multi-stream-on
+description: multi-stream overlap on, small canary (corruption suite at 16 sessions)
+canary:
+  smoke_requests: 4
+  stress_concurrency: 16
+""",
+    # The router's interpreter cannot start (profiles reject unknown router flags, so break its
+    # environment instead): it exits at once with a fatal error in its log.
+    "router-broken": """\
+schema_version: 1
+extends: baseline
+description: baseline whose router cannot start
+router:
+  env: {PYTHONHOME: /nonexistent-dsv4ops-test}
+""",
+}
+
+
+@dataclass(frozen=True)
+class OrchEnv:
+    root: Path
+    profiles_dir: Path
+    state_dir: Path
+    workdir: Path
+    event_log: Path
+    target: str
+    offset: int
+
+    @property
+    def environ(self) -> dict[str, str]:
+        return {
+            "DSV4OPS_PROFILES_DIR": str(self.profiles_dir),
+            "DSV4OPS_STATE_DIR": str(self.state_dir),
+        }
+
+    def port(self, base: int) -> int:
+        return base + self.offset
+
+
+def _ports_free(ports: list[int]) -> bool:
+    for p in ports:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p))
+            except OSError:
+                return False
+    return True
+
+
+def pick_offset(rng: random.Random | None = None) -> int:
+    """A port offset that puts all five profile ports on free ports (below the ephemeral range)."""
+    rng = rng or random.Random()
+    for _ in range(200):
+        offset = rng.randrange(1000, 2300)  # 30000+offset stays below 32768 (ephemeral range)
+        if _ports_free([p + offset for p in BASE_PORTS]):
+            return offset
+    raise RuntimeError("no free port offset found")
+
+
+def _git(args: list[str], cwd: Path) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, timeout=30)
+
+
+def make_env(
+    root: Path, *, target: str = "twin-test", extra_twin_env: dict[str, str] | None = None
+) -> OrchEnv:
+    profiles = root / "repo" / "profiles"
+    profiles.mkdir(parents=True)
+    for f in SHIPPED_PROFILES.glob("*.yaml"):
+        if f.name != "targets.yaml":
+            shutil.copy(f, profiles / f.name)
+    for name, text in VARIANTS.items():
+        (profiles / f"{name}.yaml").write_text(text)
+    offset = pick_offset()
+    workdir = root / "work"
+    event_log = root / "twin-events.jsonl"
+    twin_env = {**FAST_TWIN_ENV, "DSV4_TWIN_EVENT_LOG": str(event_log), **(extra_twin_env or {})}
+    env_lines = "\n".join(f"      {k}: {json.dumps(v)}" for k, v in sorted(twin_env.items()))
+    (profiles / "targets.yaml").write_text(
+        f"""schema_version: 1
+targets:
+  {target}:
+    description: test twin on free ports
+    transport: local
+    gpus: [0, 1, 2, 3, 4, 5, 6, 7]
+    workdir: {workdir}
+    python: {sys.executable}
+    launcher: twin
+    bind_host: 127.0.0.1
+    connect_host: 127.0.0.1
+    port_offset: {offset}
+    twin_env:
+{env_lines}
+"""
+    )
+    repo = root / "repo"
+    _git(["init", "-q"], repo)
+    _git(["-c", "user.email=t@example.com", "-c", "user.name=test", "add", "-A"], repo)
+    _git(
+        [
+            "-c",
+            "user.email=t@example.com",
+            "-c",
+            "user.name=test",
+            "commit",
+            "-q",
+            "-m",
+            "profiles",
+        ],
+        repo,
+    )
+    state = root / "state"
+    state.mkdir()
+    return OrchEnv(root, profiles, state, workdir, event_log, target, offset)
+
+
+def commit_all(env: OrchEnv, message: str) -> None:
+    repo = env.profiles_dir.parent
+    _git(["-c", "user.email=t@example.com", "-c", "user.name=test", "add", "-A"], repo)
+    _git(
+        ["-c", "user.email=t@example.com", "-c", "user.name=test", "commit", "-q", "-m", message],
+        repo,
+    )
+
+
+def our_processes(env: OrchEnv) -> list[int]:
+    """Live processes running in the environment's work directory (components and strays)."""
+    found = []
+    want = str(env.workdir.resolve())
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry}/cwd") != want:
+                continue
+            with open(f"/proc/{entry}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            found.append(int(entry))
+    return sorted(found)
+
+
+def kill_all(env: OrchEnv) -> None:
+    """Teardown safety net: SIGKILL recorded process groups, then anything left in the workdir."""
+    run_dir = env.workdir / "run"
+    if run_dir.is_dir():
+        for rec in run_dir.glob("*.json"):
+            if rec.name.endswith(".exit.json"):
+                continue
+            with contextlib.suppress(ValueError, OSError):
+                pgid = json.loads(rec.read_text()).get("pgid")
+                if pgid:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(pgid, signal.SIGKILL)
+    for pid in our_processes(env):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def read_events(env: OrchEnv) -> list[dict[str, object]]:
+    try:
+        return [json.loads(line) for line in env.event_log.read_text().splitlines() if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+# --- cli (was testing/orchestrate.py) ---
+
+def module_env(
+    tmp_path_factory: pytest.TempPathFactory, extra_twin_env: dict[str, str] | None = None
+) -> Iterator[OrchEnv]:
+    """Body of a module-scoped environment fixture: build it, then stop and kill everything."""
+    env = make_env(tmp_path_factory.mktemp("orch"), extra_twin_env=extra_twin_env)
+    yield env
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.environ.items():
+            mp.setenv(k, v)
+        with contextlib.suppress(Exception):
+            main(["stop", "--target", env.target, "--yes", "--recover"])
+    kill_all(env)
+    assert our_processes(env) == [], "orphaned processes after the module's teardown"
+
+
+def cli(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, Any, str]:  # stdout: parsed JSON with --json, else text
+    """Run `dsv4ops ARGS --target T`; parse stdout as JSON when --json was given."""
+    code = main([*args, "--target", env.target])
+    out, err = capsys.readouterr()
+    if "--json" in args and out.strip():
+        return code, json.loads(out), err
+    return code, out, err
+
+
+def cli_operator(env: OrchEnv, progress=None, **kw):
+    """(Operator, TargetContext) for the env's target, as the CLI composes them."""
+    from dsv4ops.cli._context import open_target
+    from dsv4ops.orchestrate.usecases.compose import operator_for
+
+    ctx = open_target(env.target, verb="test")
+    op = operator_for(
+        ctx,
+        progress=progress or (lambda _l: None),
+        canary=None,
+        model="deepseek-v4-flash",
+        command="test",
+    )
+    for k, v in kw.items():  # settings the CLI composes differently (e.g. kernels=None)
+        assert hasattr(op.settings, k), f"Operator has no setting {k!r}"
+        setattr(op.settings, k, v)
+    return op, ctx
+
+
+def deploy_via_operator(env: OrchEnv, profile: str, progress=None, **kw):
+    """Deploy like the CLI does (fallback = last known-good from git), with a progress hook."""
+    from dsv4ops.orchestrate.restore import fallback_for
+    from dsv4ops.orchestrate.usecases import render as R
+
+    op, ctx = cli_operator(env, progress)
+    try:
+        new = R.deployment_for(profile, ctx.target)
+        fallback = fallback_for(ctx.journal, R.render_at_commit(ctx.target))
+        return op.deploy(new, fallback=fallback, run_canary=False, **kw)
+    finally:
+        ctx.close()
+
+
+def assert_baseline_restored(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    """Previous deployment restored and healthy, exactly our three processes, journal consistent."""
+    from dsv4ops.journal.store import Journal
+
+    code, st, err = cli(env, capsys, "status", "--json")
+    assert code == 0, err
+    assert st["healthy"], st
+    assert st["deployed"]["profile"] == "baseline"
+    assert st["drift"] == [] and st["attention"] == [] and st["lock"] is None
+    assert len(our_processes(env)) == 3, "orphaned or missing processes"
+    pids = sorted(c["pid"] for c in st["components"])
+    assert pids == our_processes(env)
+    j = Journal(env.target)
+    assert j.in_flight() == [] and j.skipped_lines == []
+
+
+# --- fake_control (was testing/orchestrate.py) ---
 
 STREAM_OK = (
     'data: {"choices":[{"index":0,"delta":{"content":"Hello"}}]}\n\n'

@@ -1,4 +1,7 @@
-"""Helpers for the kernel-package tests: hand-made and tampered artifacts, target tree snapshots."""
+"""Test helpers and doubles for `dsv4ops.kernels` (one module per package area).
+
+- from kernels_artifacts.py: Helpers for the kernel-package tests: hand-made and tampered artifacts, target tree snapshots.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from dsv4ops.kernels.build import BuildResult, build
 from dsv4ops.kernels.catalog import kernels_dir, shipped_configs
 from dsv4ops.remote.local import LocalExecutor
 
+# --- artifacts (was testing/kernels.py) ---
 
 def read_members(path: Path) -> tuple[str, dict[str, bytes]]:
     """(top dir, {relative path: bytes}) of an artifact, without any safety checks."""

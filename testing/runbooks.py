@@ -1,12 +1,39 @@
-"""A scripted stand-in for the runbook engine's world (preconditions, waits, diagnostics)."""
+"""Test helpers and doubles for `dsv4ops.runbooks` (one module per package area).
+
+- from runbooks_fake_executor.py: A scripted stand-in for the runbook session's command executor (nothing runs).
+- from runbooks_fake_world.py: A scripted stand-in for the runbook engine's world (preconditions, waits, diagnostics).
+"""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dsv4ops.runbooks.model import Condition
+
+# --- fake_executor (was testing/runbooks.py) ---
+
+def incident_present(argv: list[str]) -> int:
+    """The wedge is there: the smoke canary FAILs (2), everything else succeeds."""
+    return 2 if "smoke" in argv else 0
+
+
+class FakeExecutor:
+    """Exit codes from a script; records every argv and env it is given, runs nothing."""
+
+    def __init__(self, code_for: Callable[[list[str]], int] = incident_present) -> None:
+        self.code_for = code_for
+        self.calls: list[list[str]] = []
+        self.envs: list[dict[str, str]] = []
+
+    def __call__(self, argv: Sequence[str], env: Mapping[str, str]) -> int:
+        self.calls.append(list(argv))
+        self.envs.append(dict(env))
+        return self.code_for(list(argv))
+
+
+# --- fake_world (was testing/runbooks.py) ---
 
 HEALTHY: dict[str, Any] = {
     "healthy": True,

@@ -1,8 +1,18 @@
-"""Start a twin PD stack (prefill + decode, optionally the real sglang-router) for tests.
+"""Test helpers and doubles for `dsv4ops.twin` (one module per package area).
+
+- from twin_client.py: Client-side helpers for twin tests: SSE parsing, chat-stream assembly, fake bootstrap.
+- from twin_fake_clock.py: A settable clock for the twin's time-dependent settings (step drift): returns `t`, moved by hand.
+- from twin_load.py: Measure a twin decode's step time from the outside (for the fidelity test and the benchmark).
+
+`measure_step_ms` keeps `concurrency - 1` background requests running on a decode, adds one
+streaming probe and times its tokens on the client; the step is the least-squares slope of
+arrival time over token index, converted to model milliseconds with the twin's time scale. Requests use SGLang's fake bootstrap host, so a
+lone decode needs no prefill.
+- from twin_stack.py: Start a twin PD stack (prefill + decode, optionally the real sglang-router) for tests.
 
 Usage::
 
-    from testing.twin_stack import twin_stack
+    from testing.twin import twin_stack
 
     with twin_stack(router=True, decode_args=["--cuda-graph-bs-decode", "32", "40"],
                     env={"DSV4_TWIN_TIME_SCALE": "0.1"}) as stack:
@@ -25,10 +35,13 @@ Signature (stable; other helpers rely on it)::
     twin_stack(*, prefill_args=(), decode_args=(), env=None, prefill_env=None, decode_env=None,
                router=False, router_args=(), model_path=DEFAULT_MODEL_PATH, workdir=None,
                fast=True, ready_timeout=60.0) -> ContextManager[TwinStack]
+- from twin_traffic.py: Light background traffic through the router: a few client threads streaming short chats
+until stopped (bounded in count), for tests and benchmarks that watch a twin under load.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import json
 import os
@@ -36,6 +49,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -45,7 +59,149 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+import httpx
+
 from testing.ports import free_ports
+
+# --- client (was testing/twin.py) ---
+
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather",
+    "description": "weather for a city",
+    "parameters": {"type": "object",
+                   "properties": {"city": {"type": "string"}, "nonce": {"type": "string"},
+                                  "pad": {"type": "string"}},
+                   "required": ["city", "nonce"]}}}
+
+
+def sse_events(lines: Iterator[str]) -> list[Any]:
+    """Parse `data:` lines of an SSE stream; '[DONE]' is kept as the string."""
+    out: list[Any] = []
+    for line in lines:
+        if line.startswith("data:"):
+            payload = line[5:].strip()
+            out.append(payload if payload == "[DONE]" else json.loads(payload))
+    return out
+
+
+def assemble_chat_stream(events: list[Any]) -> dict[str, Any]:
+    """Rebuild content, the tool call and the finish reason from chat.completion.chunk events."""
+    content, name, call_id, args, finish = "", None, None, "", None
+    for ev in events:
+        if ev == "[DONE]" or not ev.get("choices"):
+            continue
+        choice = ev["choices"][0]
+        delta = choice.get("delta") or {}
+        content += delta.get("content") or ""
+        for call in delta.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            if fn.get("name"):
+                name, call_id = fn["name"], call.get("id")
+            args += fn.get("arguments") or ""
+        finish = choice.get("finish_reason") or finish
+    return {"content": content, "name": name, "id": call_id, "arguments": args, "finish": finish}
+
+
+def stream_chat(client: httpx.Client, url: str, body: dict[str, Any]) -> dict[str, Any]:
+    with client.stream("POST", f"{url}/v1/chat/completions", json={**body, "stream": True}) as r:
+        assert r.status_code == 200, r.read()
+        events = sse_events(r.iter_lines())
+    assert events[-1] == "[DONE]"
+    return assemble_chat_stream(events)
+
+
+def fake_bootstrap() -> dict[str, Any]:
+    return {"bootstrap_host": "2.2.2.2", "bootstrap_port": 0, "bootstrap_room": 0}
+
+
+# --- fake_clock (was testing/twin.py) ---
+
+class FakeClock:
+    def __init__(self, t: float = 1000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+# --- load (was testing/twin.py) ---
+
+FAKE_BOOTSTRAP = {"bootstrap_host": "2.2.2.2", "bootstrap_port": 0, "bootstrap_room": 0}
+
+
+async def _state(session: aiohttp.ClientSession, url: str) -> dict:
+    async with session.get(f"{url}/_twin/state") as resp:
+        return await resp.json()
+
+
+async def wait_running(session: aiohttp.ClientSession, url: str, n: int,
+                       timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (await _state(session, url))["running"] == n:
+            return
+        await asyncio.sleep(0.02)
+    raise TimeoutError(f"decode at {url} never reached {n} running requests")
+
+
+async def _background(session: aiohttp.ClientSession, url: str, i: int, stream: bool) -> int:
+    body = {"text": f"background request {i}", "stream": stream,
+            "sampling_params": {"max_new_tokens": 1_000_000}, **FAKE_BOOTSTRAP}
+    chunks = 0
+    async with session.post(f"{url}/generate", json=body) as resp:
+        if stream:
+            async for line in resp.content:
+                chunks += line.startswith(b"data:")
+        else:
+            await resp.read()
+    return chunks
+
+
+async def _probe(session: aiohttp.ClientSession, url: str, tokens: int) -> list[float]:
+    body = {"text": "probe request", "stream": True,
+            "sampling_params": {"max_new_tokens": tokens}, **FAKE_BOOTSTRAP}
+    arrivals: list[float] = []
+    async with session.post(f"{url}/generate", json=body) as resp:
+        async for line in resp.content:
+            if line.startswith(b"data:") and not line.startswith(b"data: [DONE]"):
+                arrivals.append(time.perf_counter())
+    return arrivals
+
+
+async def measure_step_ms(url: str, concurrency: int, *, probe_tokens: int, time_scale: float,
+                          stream_background: bool = False) -> float:
+    """Mean modelled step (ms) at `concurrency` running requests; aborts the load afterwards."""
+    timeout = aiohttp.ClientTimeout(total=300)
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+        tasks = [asyncio.create_task(_background(session, url, i, stream_background))
+                 for i in range(concurrency - 1)]
+        try:
+            await wait_running(session, url, concurrency - 1)
+            arrivals = await _probe(session, url, probe_tokens)
+        finally:
+            async with session.post(f"{url}/abort_request", json={"abort_all": True}):
+                pass
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await wait_running(session, url, 0)
+    if len(arrivals) < probe_tokens:
+        raise RuntimeError(f"probe got {len(arrivals)} of {probe_tokens} tokens")
+    return step_from_arrivals(arrivals[:probe_tokens]) / time_scale * 1000.0
+
+
+def step_from_arrivals(arrivals: list[float]) -> float:
+    """Least-squares slope of arrival time over token index: every arrival contributes, so a
+    late first or last token (client jitter) barely moves it."""
+    n = len(arrivals)
+    mean_i = (n - 1) / 2
+    mean_t = sum(arrivals) / n
+    num = sum((i - mean_i) * (t - mean_t) for i, t in enumerate(arrivals))
+    den = sum((i - mean_i) ** 2 for i in range(n))
+    return num / den
+
+
+# --- stack (was testing/twin.py) ---
 
 DEFAULT_MODEL_PATH = "/models/DeepSeek-V4-Flash"
 FAST_ENV = {
@@ -326,3 +482,41 @@ def twin_server(
         end_all([proc])
         if tmp is not None:
             tmp.cleanup()
+
+
+# --- traffic (was testing/twin.py) ---
+
+class RouterTraffic:
+    def __init__(self, url: str, threads: int = 4, max_requests: int = 4000,
+                 max_tokens: int = 48) -> None:
+        self.url, self.left, self.stop = url, max_requests, threading.Event()
+        self.max_tokens = max_tokens
+        self.completed = 0
+        self.errors = 0
+        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
+
+    def _run(self) -> None:
+        body = {"model": "default", "messages": [{"role": "user", "content": "hello"}],
+                "max_tokens": self.max_tokens, "stream": True}
+        with httpx.Client(timeout=httpx.Timeout(5.0, connect=2.0)) as client:
+            while not self.stop.is_set() and self.left > 0:
+                self.left -= 1
+                try:
+                    with client.stream("POST", self.url + "/v1/chat/completions", json=body) as r:
+                        for _ in r.iter_lines():
+                            if self.stop.is_set():
+                                break
+                    self.completed += 1
+                except httpx.HTTPError:
+                    self.errors += 1
+                    time.sleep(0.05)
+
+    def __enter__(self) -> RouterTraffic:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=10)

@@ -1,4 +1,7 @@
-"""Run `python -m dsv4ops ...` as a real process with a time and memory ceiling."""
+"""Test helpers and doubles for `dsv4ops.cli` (one module per package area).
+
+- from cli_process.py: Run `python -m dsv4ops ...` as a real process with a time and memory ceiling.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+# --- process (was testing/cli.py) ---
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,0 +1,1 @@
+"""Programs the tests start as processes (servers, toy components)."""
