@@ -6,7 +6,8 @@
 - Under `tests/` there are only test modules, `conftest.py` (fixtures; their helpers live in
   `testing/`), `__init__.py` and `fixtures/` data trees; no class named Fake*/Scripted* and no
   subclass of one: doubles are shared from `testing/`.
-- `testing/` modules are named after the package area they serve: `<area>_<thing>.py`.
+- `testing/` holds one module per package area, named after it (`testing/<area>.py`), and the
+  programs tests start as processes in `testing/programs/<area>_<thing>.py`.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def test_every_test_directory_is_a_package_area_with_an_init() -> None:
 
 def test_no_test_doubles_under_tests() -> None:
     doubles = [d for p in _python_files(TESTS) for d in _doubles(p)]
-    assert doubles == [], "shared doubles live in testing/<area>_<thing>.py"
+    assert doubles == [], "shared doubles live in testing/<area>.py"
 
 
 def _conftest_helpers(path: Path, root: Path = ROOT) -> list[str]:
@@ -112,19 +113,27 @@ def _conftest_helpers(path: Path, root: Path = ROOT) -> list[str]:
 
 def test_conftest_files_hold_fixtures_only() -> None:
     helpers = [h for p in _python_files(TESTS) if p.name == "conftest.py" for h in _conftest_helpers(p)]
-    assert helpers == [], "helpers that tests import live in testing/<area>_<thing>.py"
+    assert helpers == [], "helpers that tests import live in testing/<area>.py"
 
 
-def test_testing_modules_are_named_after_the_area_they_serve() -> None:
+def test_testing_holds_one_module_per_package_area() -> None:
     areas = _areas()
     stray = sorted(
+        p.name for p in TESTING.glob("*.py") if p.stem not in SHARED_TESTING and p.stem not in areas
+    )
+    assert stray == [], f"one testing/ module per package area, named after it: one of {sorted(areas)}"
+    programs = sorted(
+        p.name
+        for p in (TESTING / "programs").glob("*.py")
+        if p.stem != "__init__" and p.stem.split("_")[0] not in areas
+    )
+    assert programs == [], "name testing/programs/ modules <area>_<thing>.py"
+    imported_as_module = sorted(
         p.name
         for p in TESTING.glob("*.py")
-        if p.stem not in SHARED_TESTING
-        and p.stem.split("_")[0] not in areas
-        and p.stem not in areas
+        if 'if __name__ == "__main__":' in p.read_text()
     )
-    assert stray == [], f"name testing/ modules <area>_<thing>.py, area one of {sorted(areas)}"
+    assert imported_as_module == [], "a program the tests start belongs in testing/programs/"
     assert sorted(p.name for p in TESTING.rglob("*_test.py")) == []  # tests live under tests/
 
 
