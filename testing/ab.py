@@ -1,10 +1,10 @@
 """Test helpers and doubles for `dsv4ops.ab` (one module per package area).
 
-- from ab_profiles.py: Profiles for the A/B tests on the twin (testing/orchestrate.py): the shipped ones with
+- profiles: Profiles for the A/B tests on the twin (testing/orchestrate.py): the shipped ones with
 the decode's metrics published every 10 decode steps instead of 40, so the sweep's short levels
 span whole log intervals and the A/B can use the server's own accounting; and the twin settings
 those tests run at.
-- from ab_twin_blocks.py: A/B blocks measured on the twin's REAL decode performance model, in-process, on a fake clock.
+- twin_blocks: A/B blocks measured on the twin's REAL decode performance model, in-process, on a fake clock.
 
 No servers: each block runs `steps` decode steps per concurrency level through
 `dsv4ops.twin.perf.step_ms` (buckets, overlap) times `StepVariation.factor()` (the twin's seeded

@@ -1,7 +1,7 @@
 """Test helpers and doubles for `dsv4ops.canary` (one module per package area).
 
-- from canary_fixtures.py: Start `testing.programs.canary_server` in a subprocess on a free port (killed on exit).
-- from canary_scripted_server.py: A real TCP server on 127.0.0.1 that answers each request with scripted byte pieces, each in its
+- fixtures: Start `testing.programs.canary_server` in a subprocess on a free port (killed on exit).
+- scripted_server: A real TCP server on 127.0.0.1 that answers each request with scripted byte pieces, each in its
 own write with a pause in between (the rawhttp client tests). It counts connections, requests
 and disconnects, so keep-alive reuse is observable from outside.
 """

@@ -1,6 +1,6 @@
 """Test helpers and doubles for `dsv4ops.cli` (one module per package area).
 
-- from cli_process.py: Run `python -m dsv4ops ...` as a real process with a time and memory ceiling.
+- process: Run `python -m dsv4ops ...` as a real process with a time and memory ceiling.
 """
 
 from __future__ import annotations

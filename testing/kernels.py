@@ -1,6 +1,6 @@
 """Test helpers and doubles for `dsv4ops.kernels` (one module per package area).
 
-- from kernels_artifacts.py: Helpers for the kernel-package tests: hand-made and tampered artifacts, target tree snapshots.
+- artifacts: Helpers for the kernel-package tests: hand-made and tampered artifacts, target tree snapshots.
 """
 
 from __future__ import annotations

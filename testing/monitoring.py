@@ -1,6 +1,6 @@
 """Test helpers and doubles for `dsv4ops.monitoring` (one module per package area).
 
-- from monitoring_prometheus_server.py: A real Prometheus (Debian's `prometheus` binary) on 127.0.0.1 for end-to-end alert tests.
+- prometheus_server: A real Prometheus (Debian's `prometheus` binary) on 127.0.0.1 for end-to-end alert tests.
 
     with prometheus_server(config_text, rules_text) as prom:
         prom.alerts()            # [{"labels": {...}, "state": "pending"|"firing", ...}, ...]

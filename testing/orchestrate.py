@@ -1,6 +1,6 @@
 """Test helpers and doubles for `dsv4ops.orchestrate` (one module per package area).
 
-- from orchestrate_env.py: Test/demo/benchmark environment for deploy/status/rollback on the twin with the real router.
+- env: Test/demo/benchmark environment for deploy/status/rollback on the twin with the real router.
 
 `make_env(root)` builds, under `root`:
   * a git repository holding the shipped profiles plus fault-injection variants (committed, so
@@ -11,10 +11,10 @@
 
 `our_processes(env)` lists live processes whose cwd is that work directory; `kill_all(env)` is the
 teardown safety net (SIGKILL every recorded process group and every such process).
-- from orchestrate_cli.py: Helpers for the orchestrate and CLI tests on a twin environment (testing/orchestrate.py):
+- cli: Helpers for the orchestrate and CLI tests on a twin environment (testing/orchestrate.py):
 its module-scoped lifetime, `dsv4ops ARGS --target T` in-process, the Operator as the CLI
 composes it, and the check that the baseline was restored.
-- from orchestrate_fake_control.py: A scripted stand-in for the Supervisor (unit tests of the engine's decisions), the small
+- fake_control: A scripted stand-in for the Supervisor (unit tests of the engine's decisions), the small
 deployment and the Operator over it that those tests share.
 
 It returns the Supervisor's own result types (dsv4ops/remote/results.py), so it satisfies the

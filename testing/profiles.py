@@ -1,7 +1,7 @@
 """Test helpers and doubles for `dsv4ops.profiles` (one module per package area).
 
-- from profiles_factory.py: Test helpers: a profiles directory in a temp dir, with a valid base profile and targets.
-- from profiles_sglang_parser.py: An argparse parser rebuilt from the vendored SGLang 0.5.23 flag table.
+- factory: Test helpers: a profiles directory in a temp dir, with a valid base profile and targets.
+- sglang_parser: An argparse parser rebuilt from the vendored SGLang 0.5.23 flag table.
 
 SGLang's real parser needs torch and the whole wheel; the table (dsv4ops/profiles/_flag_tables.py)
 was dumped from that real parser by tools/extract_flag_tables.py, so rebuilding it gives the same

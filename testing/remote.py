@@ -1,13 +1,13 @@
 """Test helpers and doubles for `dsv4ops.remote` (one module per package area).
 
-- from remote_sshd.py: A real OpenSSH server on 127.0.0.1 for the SSH tests, with throwaway host and user keys.
+- sshd: A real OpenSSH server on 127.0.0.1 for the SSH tests, with throwaway host and user keys.
 
 Use the session-scoped `sshd` fixture (import it into a conftest), or `running_sshd(dir)` as a
 context manager (benchmarks, demos). `SshdServer.drop_connections()` kills the sshd processes
 serving open sessions, which is what a network drop looks like to the client. The commands
 those sessions started then lose their stdout/stderr; the SSH executor's command wrapper
 (`dsv4ops.remote.ssh`) sees that and ends them, as it does after a client-side timeout.
-- from remote_toy.py: Helpers for the supervisor tests around the toy component (testing/programs/remote_toy_server.py): its
+- toy: Helpers for the supervisor tests around the toy component (testing/programs/remote_toy_server.py): its
 argv, waiting for a line in its log, and the teardown that kills every process group started.
 """
 

@@ -1,7 +1,7 @@
 """Test helpers and doubles for `dsv4ops.runbooks` (one module per package area).
 
-- from runbooks_fake_executor.py: A scripted stand-in for the runbook session's command executor (nothing runs).
-- from runbooks_fake_world.py: A scripted stand-in for the runbook engine's world (preconditions, waits, diagnostics).
+- fake_executor: A scripted stand-in for the runbook session's command executor (nothing runs).
+- fake_world: A scripted stand-in for the runbook engine's world (preconditions, waits, diagnostics).
 """
 
 from __future__ import annotations

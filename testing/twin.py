@@ -1,14 +1,14 @@
 """Test helpers and doubles for `dsv4ops.twin` (one module per package area).
 
-- from twin_client.py: Client-side helpers for twin tests: SSE parsing, chat-stream assembly, fake bootstrap.
-- from twin_fake_clock.py: A settable clock for the twin's time-dependent settings (step drift): returns `t`, moved by hand.
-- from twin_load.py: Measure a twin decode's step time from the outside (for the fidelity test and the benchmark).
+- client: Client-side helpers for twin tests: SSE parsing, chat-stream assembly, fake bootstrap.
+- fake_clock: A settable clock for the twin's time-dependent settings (step drift): returns `t`, moved by hand.
+- load: Measure a twin decode's step time from the outside (for the fidelity test and the benchmark).
 
 `measure_step_ms` keeps `concurrency - 1` background requests running on a decode, adds one
 streaming probe and times its tokens on the client; the step is the least-squares slope of
 arrival time over token index, converted to model milliseconds with the twin's time scale. Requests use SGLang's fake bootstrap host, so a
 lone decode needs no prefill.
-- from twin_stack.py: Start a twin PD stack (prefill + decode, optionally the real sglang-router) for tests.
+- stack: Start a twin PD stack (prefill + decode, optionally the real sglang-router) for tests.
 
 Usage::
 
@@ -35,7 +35,7 @@ Signature (stable; other helpers rely on it)::
     twin_stack(*, prefill_args=(), decode_args=(), env=None, prefill_env=None, decode_env=None,
                router=False, router_args=(), model_path=DEFAULT_MODEL_PATH, workdir=None,
                fast=True, ready_timeout=60.0) -> ContextManager[TwinStack]
-- from twin_traffic.py: Light background traffic through the router: a few client threads streaming short chats
+- traffic: Light background traffic through the router: a few client threads streaming short chats
 until stopped (bounded in count), for tests and benchmarks that watch a twin under load.
 """
 

@@ -1,9 +1,9 @@
 """Test helpers and doubles for `dsv4ops.watch` (one module per package area).
 
-- from watch_fake_unit.py: A scripted PD unit for watch's unit tests: Prometheus text for each server and the router
+- fake_unit: A scripted PD unit for watch's unit tests: Prometheus text for each server and the router
 from mutable numbers, /health codes, and probe answers in the twin's stream shapes, served to a
 Watcher as its `http_many`. Times come from a FakeClock the test advances.
-- from watch_twin.py: `dsv4ops watch` against a twin stack (testing/twin.py): its endpoints, the real
+- twin: `dsv4ops watch` against a twin stack (testing/twin.py): its endpoints, the real
 supervisor's `http_many` through the local executor (requests made by the target agent, as for
 a deployed target), forcing hazards, and waiting for a finding with the real clock.
 """
