@@ -284,8 +284,20 @@ def place_merged(ops: list[Operation], records: list[dict[str, Any]]) -> list[Op
     merged = {op for r in records if r["type"] == "merge" for op in r.get("ops") or []}
     if not merged:
         return ops
+    # A native operation begun after the merge record began after every operation merged by it
+    # (the merge is the first thing a command does): it follows them even within one second.
+    after_merge: set[str] = set()
+    seen_merge = False
+    for r in records:
+        if r["type"] == "merge":
+            seen_merge = True
+        elif r["type"] == "begin" and seen_merge and r["op"] not in merged:
+            after_merge.add(r["op"])
     out = [o for o in ops if o.op not in merged]
     for o in (o for o in ops if o.op in merged):
-        at = next((i for i, n in enumerate(out) if n.ts > o.ts), len(out))
+        at = next(
+            (i for i, n in enumerate(out) if n.ts > o.ts or (n.op in after_merge and n.ts >= o.ts)),
+            len(out),
+        )
         out.insert(at, o)
     return out

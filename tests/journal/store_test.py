@@ -190,3 +190,21 @@ def test_a_runbook_run_is_never_in_flight_deployed_or_known_good(journal, monkey
     assert ops[child].runbook_run == run and ops[good].runbook_run is None
     assert ops[run].runbook_run is None  # a run does not point to itself
     assert ops[child].summary()["runbook_run"] == run
+
+
+def test_an_operation_merged_in_comes_before_what_began_after_the_merge_within_one_second() -> None:
+    """The merge is the first thing a command does: an operation merged from an operator-side
+    journal began before anything begun after the merge record, even when both have the same
+    seconds-precision timestamp (a CI failure: the crashed deploy listed after the kernel switch)."""
+    from dsv4ops.journal.records import fold, place_merged
+
+    ts = "2026-12-01T16:01:04Z"
+    records = [
+        {"type": "merge", "op": "m", "ts": ts, "user": "u", "ops": ["d-1"]},
+        {"type": "begin", "op": "d-1", "kind": "deploy", "ts": ts, "user": "u",
+         "profile": {"name": "baseline"}},
+        {"type": "begin", "op": "k-1", "kind": "kernels", "ts": ts, "user": "u",
+         "profile": {"name": "pkg"}},
+    ]
+    native_first = [records[0], records[2], records[1]]  # the cache order after a merge
+    assert [o.op for o in place_merged(fold(native_first), native_first)] == ["d-1", "k-1"]
