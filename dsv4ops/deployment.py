@@ -248,7 +248,7 @@ class Deployment:
         between two metric reports, which the canary's freeze detection must wait out."""
         value = argv_value(self.component("decode").argv, "--decode-log-interval")
         try:
-            return int(value) if value else SGLANG_DEFAULT_DECODE_LOG_INTERVAL
+            return max(1, int(value)) if value else SGLANG_DEFAULT_DECODE_LOG_INTERVAL
         except ValueError:  # SGLang would not have started with it; judge by the default
             return SGLANG_DEFAULT_DECODE_LOG_INTERVAL
 

@@ -238,16 +238,9 @@ def our_processes(env: OrchEnv) -> list[int]:
 
 def kill_all(env: OrchEnv) -> None:
     """Teardown safety net: SIGKILL recorded process groups, then anything left in the workdir."""
-    run_dir = env.workdir / "run"
-    if run_dir.is_dir():
-        for rec in run_dir.glob("*.json"):
-            if rec.name.endswith(".exit.json"):
-                continue
-            with contextlib.suppress(ValueError, OSError):
-                pgid = json.loads(rec.read_text()).get("pgid")
-                if pgid:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(pgid, signal.SIGKILL)
+    from testing.remote import kill_recorded_groups
+
+    kill_recorded_groups(env.workdir)
     for pid in our_processes(env):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)

@@ -39,14 +39,14 @@ def render_cmd(profile: str, target: str | None, out_dir: Path | None, scrape_in
     from dsv4ops import _yaml
     from dsv4ops.monitoring import RuleSettings, alert_rules, scrape_config
     from dsv4ops.monitoring.dashboard import dashboard
-    from dsv4ops.monitoring.scrape import decode_log_interval, target_time_scale
+    from dsv4ops.monitoring.scrape import target_time_scale
     from dsv4ops.profiles import get_target, load_profile, render
 
     p = load_profile(profile)
     t = get_target(target)
     deployment = render(p, t)
     settings = RuleSettings(scrape_interval_s=scrape_interval, max_step_ms=max_step_ms,
-                            decode_log_interval=decode_log_interval(deployment),
+                            decode_log_interval=deployment.decode_log_interval,
                             max_decode_bucket=max(p.flags.decode_buckets, default=None),
                             time_scale=target_time_scale(t))
     rules = alert_rules(settings)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from dsv4ops.deployment import argv_value
 from dsv4ops.monitoring.rules import RuleSettings, duration
 
 JOBS = ("prefill", "decode", "router")
@@ -37,12 +36,6 @@ def scrape_config(deployment: Any, settings: RuleSettings, *, rules_file: str,
         "rule_files": [rules_file],
         "scrape_configs": jobs,
     }
-
-
-def decode_log_interval(deployment: Any) -> int:
-    """The decode's --decode-log-interval from its rendered argv (SGLang's default 40)."""
-    value = argv_value(deployment.component("decode").argv, "--decode-log-interval")
-    return max(1, int(value)) if value is not None and value.isdigit() else 40
 
 
 def target_time_scale(target: Any) -> float:

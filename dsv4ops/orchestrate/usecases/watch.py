@@ -7,7 +7,7 @@ target, as the deploy probe's are); nothing here can start, stop or signal a pro
 from __future__ import annotations
 
 from dsv4ops.errors import DsOpsError
-from dsv4ops.monitoring.scrape import decode_log_interval, target_time_scale
+from dsv4ops.monitoring.scrape import target_time_scale
 from dsv4ops.orchestrate.usecases.session import TargetSession
 from dsv4ops.watch import Watcher, WatchSettings, watch_endpoints
 from dsv4ops.watch.baseline import baseline_from_operations
@@ -31,7 +31,7 @@ def open_watch(session: TargetSession, *, interval_s: float = 5.0, probe_every_s
     settings = WatchSettings(
         interval_s=interval_s,
         probe_every_s=probe_every_s,
-        decode_log_interval=decode_log_interval(deployment),
+        decode_log_interval=deployment.decode_log_interval,
         max_decode_bucket=max(endpoints.decode_buckets, default=None),
         baseline=baseline_from_operations(session.journal.operations(), deployed),
         time_scale=target_time_scale(session.target),
