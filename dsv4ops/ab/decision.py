@@ -50,10 +50,13 @@ def _effect(v: MetricVerdict) -> str:
 
 
 def _beyond_band(v: MetricVerdict, band: float) -> bool:
-    """A worse verdict whose point estimate is more than `band` in the bad direction."""
-    if v.verdict != "worse" or v.ratio is None:
+    """A worse verdict whose whole CI lies more than `band` in the bad direction: the mirror of
+    "equivalent" (whole CI inside the band). A point estimate beyond it is not enough: a guard
+    metric is checked at every level (several checks per experiment), and a noisy p99 whose CI
+    reaches into the band does not show a cost larger than the band."""
+    if v.verdict != "worse" or v.ci_low is None or v.ci_high is None:
         return False
-    return v.ratio < 1 - band if higher_is_better(v.metric) else v.ratio > 1 + band
+    return v.ci_high < 1 - band if higher_is_better(v.metric) else v.ci_low > 1 + band
 
 
 def decide(analysis: Analysis, gates: Sequence[GateResult], *, primary: str = "output_tok_s") -> Decision:

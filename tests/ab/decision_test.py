@@ -54,6 +54,11 @@ def test_worse_anywhere_on_the_primary_or_beyond_the_band_elsewhere_keeps_a() ->
     # worse but within the band (a 1% ITL cost for a 6% throughput gain) does not block B
     d = decide(_an(GAIN, _v("itl_p50_ms", "worse", 1.01)), [])
     assert d.winner == "B"
+    # worse, its point beyond the band but its CI reaching into it (a CI run's noisy TTFT p99:
+    # B/A 1.039, CI 1.016-1.066): no cost beyond the band is shown, B's gain stands
+    noisy = MetricVerdict(60, "ttft_p99_ms", "worse", 1.039, 1.016, 1.066, 0.25, None, None, 3,
+                          "worse because")
+    assert decide(_an(GAIN, noisy), []).winner == "B"
 
 
 def test_a_failed_gate_on_a_is_reported_but_b_still_needs_evidence() -> None:
