@@ -1,30 +1,38 @@
-"""Per concurrency and metric: pair A and B blocks, estimate B/A with a bootstrap CI, check it with
-the signed-rank test, diagnose drift, and give a verdict that never calls "no difference found"
-equivalent.
+"""Per concurrency and metric: pair A and B blocks, and give the sequential design's verdict
+(dsv4ops/ab/sequential.py) with its repeated confidence interval, the signed-rank test and the drift
+diagnostics beside it; a verdict never calls "no difference found" equivalent.
 
 Pairing. In a counterbalanced schedule (ABBA BAAB ...) blocks 2k and 2k+1 always hold one A and
 one B: each such adjacent pair is a unit, and within an ABBA quad the two pairs' drift has opposite
 signs, so it cancels in the mean. Any other order (the naive AAAA BBBB) pairs the k-th A with the
 k-th B in time order, which is what a naive comparison does: drift then biases every pair alike.
 
-Verdict (B relative to A, in the metric's good direction, HIGHER_IS_BETTER):
-* equivalent: the whole CI lies inside 1 ± band (TOST-style: equivalence must be shown);
-* better / worse: the CI excludes 1 on that side AND the signed-rank p is below 1 - confidence;
-* inconclusive: anything else, and always below the pairs the signed-rank test needs.
+Verdict (B relative to A, in the metric's good direction, HIGHER_IS_BETTER), from the repeated
+confidence interval of B/A after the pairs so far (valid at whichever look the experiment stops):
+* better / worse: the interval at 1 - alpha excludes 1 on that side;
+* equivalent: the interval at 1 - 2 alpha lies inside 1 ± band (TOST: one-sided alpha per side);
+* inconclusive: anything else.
+Multiplicity: the primary metric's alpha is split over its concurrency levels and the guard
+metrics' (TTFT, ITL) over all guard checks (Bonferroni), so checking many levels and metrics at
+every look cannot make a chance verdict likely; the fitted law (DIAGNOSTIC_METRICS) decides nothing.
 """
 
 from __future__ import annotations
 
-import random
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from dsv4ops.ab.model import METRICS, BlockResult, higher_is_better
-from dsv4ops.ab.stats import bootstrap_ratio_ci, min_pairs_for, spearman, wilcoxon_signed_rank
+from dsv4ops.ab.model import DIAGNOSTIC_METRICS, METRICS, BlockResult, higher_is_better
+from dsv4ops.ab.sequential import pair_sd, repeated_ci, sd_used
+from dsv4ops.ab.stats import spearman, wilcoxon_signed_rank
 
 Verdict = Literal["better", "worse", "equivalent", "inconclusive"]
+PRIMARY = "output_tok_s"
+DEFAULT_VARIATION = 0.02  # the stated deploy-to-deploy sd per block when the operator names none
+GUARD_BAND = 0.02  # a guard metric rejects B only when B is shown worse by more than this
 
 
 @dataclass(frozen=True)
@@ -32,10 +40,10 @@ class MetricVerdict:
     concurrency: int
     metric: str
     verdict: Verdict  # B relative to A
-    ratio: float | None  # B/A of block means (None when not estimable)
-    ci_low: float | None  # block-bootstrap CI of the ratio
+    ratio: float | None  # B/A: the geometric mean over the pairs (None when not estimable)
+    ci_low: float | None  # the repeated confidence interval of B/A at 1 - alpha
     ci_high: float | None
-    wilcoxon_p: float | None  # signed-rank test on the paired differences
+    wilcoxon_p: float | None  # signed-rank test on the paired differences (a check, not the verdict)
     drift_rho_a: float | None  # Spearman, block index vs A's values
     drift_rho_diff: float | None  # Spearman, pair time vs the relative differences
     pairs: int  # adjacent A/B pairs used
@@ -47,6 +55,9 @@ class MetricVerdict:
     blocks_a: int = 0
     blocks_b: int = 0
     pairing: str = "adjacent"  # "adjacent" (counterbalanced) or "ordinal" (k-th A with k-th B)
+    alpha: float = 0.05  # this check's share of the experiment's alpha
+    pair_sd: float | None = None  # sd of one pair's log B/A the interval used
+    sd_raised: bool = False  # the pairs showed more variation than the stated bound
 
     def to_record(self) -> dict[str, object]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -58,9 +69,10 @@ class Analysis:
     partial: bool
     blocks: int
     confidence: float = 0.95
-    band: float = 0.02
-    seed: int = 0
-    min_pairs: int = 6
+    band: float = 0.05  # the primary's equivalence band
+    looks: int = 6  # the budget in pairs the design spends its alpha over
+    variation: float = DEFAULT_VARIATION
+    guard_band: float = GUARD_BAND
     notes: list[str] = field(default_factory=list)
 
     def for_metric(self, metric: str) -> list[MetricVerdict]:
@@ -68,9 +80,9 @@ class Analysis:
 
     def to_record(self) -> dict[str, object]:
         return {"partial": self.partial, "blocks": self.blocks, "confidence": self.confidence,
-                "band": self.band, "seed": self.seed, "min_pairs": self.min_pairs,
+                "band": self.band, "looks": self.looks, "variation": self.variation,
+                "guard_band": self.guard_band, "design": "group-sequential, Kim-DeMets alpha t^3",
                 "notes": list(self.notes), "verdicts": [v.to_record() for v in self.verdicts]}
-
 
 def pair_blocks(blocks: Sequence[BlockResult]) -> tuple[list[tuple[BlockResult, BlockResult]], str]:
     """(A, B) block pairs and the pairing used ("adjacent" or "ordinal"), complete blocks only.
@@ -89,16 +101,23 @@ def pair_blocks(blocks: Sequence[BlockResult]) -> tuple[list[tuple[BlockResult, 
     return list(zip(a_blocks, b_blocks, strict=False)), "ordinal"
 
 
-def analyse(blocks: Sequence[BlockResult], *, confidence: float = 0.95, band: float = 0.02,
-            resamples: int = 2000, seed: int = 0, planned: int | None = None) -> Analysis:
-    """Every (concurrency, metric) the blocks measured; `planned`: the schedule's length (fewer
-    blocks than planned makes the analysis partial, as does an interrupted block)."""
+def analyse(blocks: Sequence[BlockResult], *, confidence: float = 0.95, band: float = 0.05,
+            looks: int | None = None, variation: float = DEFAULT_VARIATION,
+            guard_band: float = GUARD_BAND, planned: int | None = None,
+            primary: str = PRIMARY) -> Analysis:
+    """Every (concurrency, metric) the blocks measured. `looks`: the budget in pairs (default:
+    the planned blocks' pairs, else the pairs there are); `variation`: the stated bound on the
+    deploy-to-deploy sd per block (a fraction); `planned`: the schedule's length, fewer blocks
+    than planned making the analysis partial (as does an interrupted block)."""
     if not 0.5 <= confidence < 1:
         raise ValueError(f"confidence must be in [0.5, 1), not {confidence}")
-    if not 0 < band < 1:
-        raise ValueError(f"band must be in (0, 1), not {band}")
+    for name, x in (("band", band), ("guard_band", guard_band)):
+        if not 0 < x < 1:
+            raise ValueError(f"{name} must be in (0, 1), not {x}")
+    if not 0 <= variation < 1:
+        raise ValueError(f"variation must be in [0, 1), not {variation}")
     pairs, pairing = pair_blocks(blocks)
-    need = min_pairs_for(1 - confidence)
+    budget = looks or (planned // 2 if planned else 0) or max(len(pairs), 1)
     notes = []
     incomplete = [b.index for b in blocks if not b.complete]
     if incomplete:
@@ -112,9 +131,19 @@ def analyse(blocks: Sequence[BlockResult], *, confidence: float = 0.95, band: fl
     keys = sorted({(c, m) for b in blocks if b.complete for c, ms in b.values.items() for m in ms},
                   key=lambda cm: (cm[0], METRICS.index(cm[1]) if cm[1] in METRICS else len(METRICS),
                                   cm[1]))
-    verdicts = [_metric_verdict(blocks, pairs, pairing, c, m, confidence=confidence, band=band,
-                                resamples=resamples, seed=seed, need=need) for c, m in keys]
-    return Analysis(verdicts, partial, len(blocks), confidence, band, seed, need, notes)
+    alpha = 1 - confidence
+    n_primary = sum(m == primary for _, m in keys) or 1
+    n_guard = sum(m != primary and m not in DIAGNOSTIC_METRICS for _, m in keys) or 1
+    verdicts = []
+    for c, m in keys:
+        share = (alpha / n_primary if m == primary else alpha if m in DIAGNOSTIC_METRICS
+                 else alpha / n_guard)
+        verdicts.append(_metric_verdict(blocks, pairs, pairing, c, m, alpha=share,
+                                        band=band if m == primary else guard_band,
+                                        looks=budget, variation=variation,
+                                        estimated=m != primary))
+    return Analysis(verdicts, partial, len(blocks), confidence, band, budget, variation, guard_band,
+                    notes)
 
 
 def _summary(xs: list[float]) -> tuple[float | None, float | None]:
@@ -124,49 +153,59 @@ def _summary(xs: list[float]) -> tuple[float | None, float | None]:
 
 
 def _metric_verdict(blocks: Sequence[BlockResult], pairs: list[tuple[BlockResult, BlockResult]],
-                    pairing: str, c: int, m: str, *, confidence: float, band: float,
-                    resamples: int, seed: int, need: int) -> MetricVerdict:
+                    pairing: str, c: int, m: str, *, alpha: float, band: float, looks: int,
+                    variation: float, estimated: bool) -> MetricVerdict:
     a_vals = [(b.index, v) for b in blocks if b.arm == "A" and b.complete
               and (v := b.value(c, m)) is not None]
     b_vals = [v for b in blocks if b.arm == "B" and b.complete and (v := b.value(c, m)) is not None]
     mean_a, sd_a = _summary([v for _, v in a_vals])
     mean_b, sd_b = _summary(b_vals)
     used = [(pa.value(c, m), pb.value(c, m), (pa.index + pb.index) / 2) for pa, pb in pairs]
-    vals = [(a, b, t) for a, b, t in used if a is not None and b is not None and a > 0]
+    vals = [(a, b, t) for a, b, t in used if a is not None and b is not None and a > 0 and b > 0]
     n = len(vals)
-    ratio = sum(b for _, b, _ in vals) / sum(a for a, _, _ in vals) if vals else None
-    ci = bootstrap_ratio_ci([(a, b) for a, b, _ in vals], confidence=confidence,
-                            resamples=resamples, rng=random.Random(f"ab:{seed}:{c}:{m}"))
     rel = [b / a - 1 for a, b, _ in vals]
     w = wilcoxon_signed_rank(rel)
     p = None if w is None else w[1]
     rho_a = spearman([float(i) for i, _ in a_vals], [v for _, v in a_vals])
     rho_d = spearman([t for _, _, t in vals], rel)
-    verdict, note = _verdict(m, n, ratio, ci, p, confidence=confidence, band=band, need=need)
-    return MetricVerdict(c, m, verdict, ratio, None if ci is None else ci[0],
-                         None if ci is None else ci[1], p, rho_a, rho_d, n, note,
-                         mean_a, mean_b, sd_a, sd_b, len(a_vals), len(b_vals), pairing)
+    common = dict(wilcoxon_p=p, drift_rho_a=rho_a, drift_rho_diff=rho_d, pairs=n, mean_a=mean_a,
+                  mean_b=mean_b, sd_a=sd_a, sd_b=sd_b, blocks_a=len(a_vals), blocks_b=len(b_vals),
+                  pairing=pairing, alpha=alpha)
+    if not n:
+        return MetricVerdict(c, m, "inconclusive", None, None, None, note="no complete A/B pair "
+                             "measured it", **common)  # type: ignore[arg-type]
+    d = [math.log(b / a) for a, b, _ in vals]
+    sd, raised = sd_used(d, variation)
+    kw = {"looks": looks, "variation": variation, "sd": sd, "estimated": estimated}
+    mean, lo, hi = repeated_ci(d, alpha=alpha, **kw)  # type: ignore[arg-type]
+    _, lo_e, hi_e = repeated_ci(d, alpha=min(2 * alpha, 0.5), **kw)  # type: ignore[arg-type]
+    verdict, note = _verdict(m, n, looks, math.exp(mean), (math.exp(lo), math.exp(hi)),
+                             (math.exp(lo_e), math.exp(hi_e)), band=band, alpha=alpha)
+    if estimated:  # a guard or diagnostic: its own noise, t-quantiles (sequential.repeated_ci)
+        sd = max(pair_sd(variation), math.sqrt(statistics.variance(d))) if n > 1 else None
+        raised = False
+        if n < 2:
+            note = "one A/B pair: a guard metric needs two to estimate its own noise"
+    elif raised:
+        note += (f"; the pairs vary more than the stated ±{100 * variation:g}% per block "
+                 f"(pair sd {100 * sd:.1f}% used)")
+    return MetricVerdict(c, m, verdict, math.exp(mean), _exp(lo), _exp(hi), note=note,
+                         pair_sd=sd, sd_raised=raised, **common)  # type: ignore[arg-type]
 
 
-def _verdict(metric: str, n: int, ratio: float | None, ci: tuple[float, float] | None,
-             p: float | None, *, confidence: float, band: float, need: int) -> tuple[Verdict, str]:
-    alpha = 1 - confidence
-    if n < need or ratio is None or ci is None:
-        return "inconclusive", (f"{n} A/B pairs; a verdict needs at least {need} "
-                                f"({2 * need} blocks) for the signed-rank test to reach p ≤ {alpha:.2g}")
+def _exp(x: float) -> float | None:
+    return math.exp(x) if math.isfinite(x) else None
+
+
+def _verdict(metric: str, n: int, looks: int, ratio: float, ci: tuple[float, float],
+             eq: tuple[float, float], *, band: float, alpha: float) -> tuple[Verdict, str]:
     lo, hi = ci
-    span = f"CI [{lo:.3f}, {hi:.3f}] of B/A {ratio:.3f}"
-    if 1 - band <= lo and hi <= 1 + band:
-        return "equivalent", f"{span} lies inside the ±{100 * band:g}% band"
-    up = lo > 1  # B's value is higher than A's, CI excluding 1
-    down = hi < 1
-    # p ≤ alpha, as min_pairs_for counts: the exact p is discrete, and with the fewest pairs
-    # its smallest value equals alpha exactly (3 pairs at 75%: 0.25)
-    if (up or down) and p is not None and p <= alpha:
-        good = up == higher_is_better(metric)
-        effect = f"{100 * (ratio - 1):+.1f}%"
-        return ("better" if good else "worse"), f"{effect}: {span} excludes 1, signed-rank p {p:.3g}"
-    if up or down:
-        shown = "n/a" if p is None else f"{p:.3g}"
-        return "inconclusive", f"{span} excludes 1 but the signed-rank p {shown} is above {alpha:.2g}"
+    span = f"repeated CI [{lo:.3f}, {hi:.3f}] of B/A {ratio:.3f} after {n} of {looks} pairs"
+    if lo > 1 or hi < 1:
+        good = (lo > 1) == higher_is_better(metric)
+        return ("better" if good else "worse"), (f"{100 * (ratio - 1):+.1f}%: {span} excludes 1 "
+                                                 f"(alpha {alpha:.2g})")
+    if 1 - band <= eq[0] and eq[1] <= 1 + band:
+        return "equivalent", (f"{span}; its {1 - 2 * alpha:.3g} interval [{eq[0]:.3f}, {eq[1]:.3f}] "
+                              f"lies inside the ±{100 * band:g}% band")
     return "inconclusive", f"{span} spans 1 and the ±{100 * band:g}% band: no difference shown either way"

@@ -3,10 +3,15 @@
 Order of the rules (the first that applies decides):
 1. B failed a correctness gate (the suite its change calls for): A, whatever B's throughput.
 2. The experiment is partial (interrupted, blocks missing): A.
-3. The primary metric is worse at some concurrency, or another metric is worse beyond the band
-   (the fitted step law's a and b excepted: DIAGNOSTIC_METRICS): A.
+3. The primary metric is worse at some concurrency, or a guard metric (TTFT, ITL) is worse with
+   its whole repeated interval beyond the guard band, its alpha split over all guard checks (the
+   fitted step law's a and b excepted: DIAGNOSTIC_METRICS): A.
 4. The primary metric is better at one concurrency at least: B.
 5. Otherwise (equivalent, inconclusive, nothing measured): A; "no difference found" keeps A.
+
+`settled` says whether the rules can no longer change with more pairs: the sequential design
+stops there (a failed gate, a worse primary or guard, a better primary, or every level of the
+primary equivalent), else it goes on to the budget.
 """
 
 from __future__ import annotations
@@ -50,10 +55,10 @@ def _effect(v: MetricVerdict) -> str:
 
 
 def _beyond_band(v: MetricVerdict, band: float) -> bool:
-    """A worse verdict whose whole CI lies more than `band` in the bad direction: the mirror of
-    "equivalent" (whole CI inside the band). A point estimate beyond it is not enough: a guard
-    metric is checked at every level (several checks per experiment), and a noisy p99 whose CI
-    reaches into the band does not show a cost larger than the band."""
+    """A worse verdict whose whole repeated CI lies more than `band` in the bad direction: the
+    mirror of "equivalent" (CI inside the band). A point estimate beyond it is not enough: a
+    guard metric is checked at every level and look, and a noisy p99 whose CI reaches into the
+    band does not show a cost larger than the band."""
     if v.verdict != "worse" or v.ci_low is None or v.ci_high is None:
         return False
     return v.ci_high < 1 - band if higher_is_better(v.metric) else v.ci_low > 1 + band
@@ -72,9 +77,7 @@ def decide(analysis: Analysis, gates: Sequence[GateResult], *, primary: str = "o
                               + "; ".join(analysis.notes or ["blocks are missing"]), *side,
                               *_evidence(analysis, primary)])
     prim = analysis.for_metric(primary)
-    worse = [v for v in prim if v.verdict == "worse"]
-    harm = [v for v in analysis.verdicts if v.metric != primary and v.metric not in DIAGNOSTIC_METRICS
-            and _beyond_band(v, analysis.band)]
+    worse, harm = _against(analysis, primary)
     if worse or harm:
         v = (worse or harm)[0]
         return Decision("A", [f"B is worse on {v.metric} at {_level(v)} ({_effect(v)}), so A stays",
@@ -93,6 +96,24 @@ def decide(analysis: Analysis, gates: Sequence[GateResult], *, primary: str = "o
     else:
         head = f"no {primary} gain shown for B (inconclusive), so the box stays on A"
     return Decision("A", [head, *side, *_evidence(analysis, primary)])
+
+
+def _against(analysis: Analysis, primary: str) -> tuple[list[MetricVerdict], list[MetricVerdict]]:
+    """(primary levels worse, guard checks worse beyond the guard band)."""
+    worse = [v for v in analysis.for_metric(primary) if v.verdict == "worse"]
+    harm = [v for v in analysis.verdicts if v.metric != primary and v.metric not in DIAGNOSTIC_METRICS
+            and _beyond_band(v, analysis.guard_band)]
+    return worse, harm
+
+
+def settled(analysis: Analysis, gates: Sequence[GateResult], *, primary: str = "output_tok_s") -> bool:
+    """True when more pairs cannot change the decision's outcome (see the module docstring)."""
+    if any(g.arm == "B" and not g.passed for g in gates):
+        return True
+    worse, harm = _against(analysis, primary)
+    prim = analysis.for_metric(primary)
+    return bool(worse or harm or any(v.verdict == "better" for v in prim)
+                or (prim and all(v.verdict == "equivalent" for v in prim)))
 
 
 def _evidence(analysis: Analysis, primary: str) -> list[str]:

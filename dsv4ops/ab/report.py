@@ -86,11 +86,14 @@ def markdown(r: dict[str, Any]) -> str:
         out += [f"**PARTIAL**: {why}. The verdicts use the complete blocks only.", ""]
     out += [f"- {x}" for x in d["reasons"][1:]]
     out += ["", f"Schedule: {' '.join(r['schedule'])} ({len(r['blocks'])} blocks ran); "
-            f"confidence {an['confidence']:g}, equivalence band ±{100 * an['band']:g}%, "
-            f"bootstrap seed {an['seed']}, experiment op {r['experiment_op'] or '-'}.", ""]
+            f"sequential design ({an.get('design', '-')}) over a budget of {an.get('looks', '-')} "
+            f"pairs, confidence {an['confidence']:g} over all looks, stated deploy-to-deploy "
+            f"variation ±{100 * an.get('variation', 0):g}% per block, equivalence band "
+            f"±{100 * an['band']:g}%, guard band ±{100 * an.get('guard_band', 0):g}%, "
+            f"experiment op {r['experiment_op'] or '-'}.", ""]
     out += [f"Note: {n}." for n in an["notes"]] + ([""] if an["notes"] else [])
     out += ["## Per metric (B relative to A)", "",
-            "| level | metric | verdict | B/A | CI | signed-rank p | pairs | mean A | mean B | why |",
+            "| level | metric | verdict | B/A | repeated CI | signed-rank p | pairs | mean A | mean B | why |",
             "|---|---|---|---|---|---|---|---|---|---|"]
     for v in an["verdicts"]:
         arrow = "↑" if higher_is_better(v["metric"]) else "↓"
@@ -168,7 +171,7 @@ def _plots(plt: Any, directory: Path, r: dict[str, Any]) -> list[Path]:
             ax2.plot(xs, [v["ratio"] for v in ratios], "o-", color="C2", label="B/A")
             lo = [v["ci_low"] if v["ci_low"] is not None else v["ratio"] for v in ratios]
             hi = [v["ci_high"] if v["ci_high"] is not None else v["ratio"] for v in ratios]
-            ax2.fill_between(xs, lo, hi, color="C2", alpha=0.25, label=f"{r['analysis']['confidence']:g} CI")
+            ax2.fill_between(xs, lo, hi, color="C2", alpha=0.25, label=f"{r['analysis']['confidence']:g} repeated CI")
             band = r["analysis"]["band"]
             ax2.axhspan(1 - band, 1 + band, color="grey", alpha=0.15, label="equivalence band")
             ax2.axhline(1.0, color="grey", lw=0.8)

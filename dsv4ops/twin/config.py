@@ -64,6 +64,10 @@ class TwinConfig:
     step_noise_pct: float = 0.0
     step_drift_pct_per_min: float = 0.0
     drift_epoch: float | None = None  # unix seconds the drift counts from (default: start)
+    # Deploy-to-deploy variation (perf.deploy_offset): a per-start factor on the decode step law.
+    deploy_variation_pct: float = 0.0
+    deploy_seed: int | None = None  # default: seed
+    deploy_counter: str | None = None  # file counting starts (the offset's stream index)
     realtime_tokens: str = "per_iteration"
 
     def wall(self, model_seconds: float) -> float:
@@ -88,8 +92,10 @@ _FLOATS = {
     "STEP_NOISE_PCT": "step_noise_pct",
     "STEP_DRIFT_PCT_PER_MIN": "step_drift_pct_per_min",
     "DRIFT_EPOCH": "drift_epoch",
+    "DEPLOY_VARIATION_PCT": "deploy_variation_pct",
 }
 _INTS = {"WEDGE_ABORTS": "wedge_aborts", "CORRUPT_MIN_BS": "corrupt_min_bs", "SEED": "seed",
+         "DEPLOY_SEED": "deploy_seed",
          "REASONING_TOKENS": "reasoning_tokens"}
 # SGLang's own env vars for the same timeouts; the DSV4_TWIN_ names override them.
 _SGLANG_TIMEOUTS = {
@@ -168,6 +174,7 @@ def load_config(env: Mapping[str, str] | None = None) -> TwinConfig:
     return TwinConfig(
         **values,  # type: ignore[arg-type]
         event_log=env.get(PREFIX + "EVENT_LOG") or None,
+        deploy_counter=env.get(PREFIX + "DEPLOY_COUNTER") or None,
         force=force,
         hazards_off=hazards_raw == "off",
     )

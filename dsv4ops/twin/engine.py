@@ -23,7 +23,7 @@ from .content import Piece, Plan
 from .corruption import corrupt_plan
 from .events import EventLog
 from .hazards import HazardBoard
-from .perf import StepVariation, padded_batch, step_ms
+from .perf import StepVariation, deploy_offset, padded_batch, step_ms
 from .reporter import StatsReporter
 
 # How far behind its deadlines the loop may fall before it gives up catching up (a CPU stall).
@@ -110,9 +110,13 @@ class DecodeEngine:
         self._wake = asyncio.Event()
         self._abort_times: deque[float] = deque()
         self._rng = random.Random(config.seed)
+        seed = config.seed if config.deploy_seed is None else config.deploy_seed
+        offset, start = deploy_offset(config.deploy_variation_pct, seed, config.deploy_counter)
         self.variation = StepVariation(
             noise_pct=config.step_noise_pct, drift_pct_per_min=config.step_drift_pct_per_min,
-            epoch=config.drift_epoch, time_scale=config.time_scale, seed=config.seed)
+            epoch=config.drift_epoch, time_scale=config.time_scale, seed=config.seed, offset=offset)
+        if config.deploy_variation_pct:
+            events.emit("deploy_offset", factor=round(offset, 6), start=start)
 
     # --- requests ------------------------------------------------------------------------
     def submit(self, req: Req) -> None:

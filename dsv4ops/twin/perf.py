@@ -8,6 +8,7 @@ at its own size. Seeds: a = 18 ms, b = 1.05 ms/request, ~5 ms hidden by overlap.
 from __future__ import annotations
 
 import bisect
+import os
 import random
 import time
 
@@ -90,7 +91,9 @@ class StepVariation:
     """
 
     def __init__(self, *, noise_pct: float, drift_pct_per_min: float, epoch: float | None,
-                 time_scale: float, seed: int, clock=time.time) -> None:  # noqa: ANN001
+                 time_scale: float, seed: int, clock=time.time,  # noqa: ANN001
+                 offset: float = 1.0) -> None:
+        self.offset = offset  # this start's deploy-to-deploy factor (deploy_offset)
         self.noise = noise_pct / 100.0
         self.drift = drift_pct_per_min / 100.0
         self.time_scale = time_scale
@@ -100,14 +103,40 @@ class StepVariation:
 
     @property
     def active(self) -> bool:
-        return bool(self.noise or self.drift)
+        return bool(self.noise or self.drift or self.offset != 1.0)
 
     def factor(self) -> float:
         """The multiplier for the next step's model time."""
-        f = 1.0
+        f = self.offset
         if self.drift:
             model_min = max(self._clock() - self.epoch, 0.0) / self.time_scale / 60.0
             f *= 1.0 + self.drift * model_min
         if self.noise:
             f *= min(max(1.0 + self._rng.gauss(0.0, self.noise), 0.5), 2.0)
         return f
+
+
+def deploy_offset(variation_pct: float, seed: int, counter: str | None) -> tuple[float, int]:
+    """(this start's step-law factor, its start index): 1 + N(0, variation_pct/100), clipped to
+    [0.5, 2], drawn from its own stream seeded by (seed, the start index).
+
+    The box's step time differs from one start to the next (GPU clocks, memory layout, which
+    kernels autotuning picked): a per-start offset that stays for the whole process. The start
+    index is the number of starts counted before in the file `counter` (one line appended per
+    start), so a test's sequence of restarts draws the same offsets every run; without a counter
+    every start draws from a fresh, unseeded index, as the box does."""
+    if variation_pct <= 0:
+        return 1.0, 0
+    if counter:
+        fd = os.open(counter, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            with os.fdopen(fd, "a+", encoding="utf-8") as fh:
+                fh.seek(0)
+                index = sum(1 for line in fh if line.strip())
+                fh.write(f"{os.getpid()}\n")
+        except OSError:
+            index = 0
+    else:
+        index = time.time_ns()
+    rng = random.Random(f"deploy-offset:{seed}:{index}")
+    return min(max(1.0 + rng.gauss(0.0, variation_pct / 100.0), 0.5), 2.0), index

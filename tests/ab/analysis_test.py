@@ -30,11 +30,11 @@ def _one(blocks: list[BlockResult], **kw: object):  # noqa: ANN202
 
 @pytest.mark.parametrize(("effect", "verdict"), [(1.06, "better"), (0.94, "worse")])
 def test_a_known_throughput_effect_is_recovered_with_its_interval(effect: float, verdict: str) -> None:
-    v = _one(_blocks(counterbalanced(12), effect=effect, sd=0.005))
-    assert v.verdict == verdict and v.pairs == 6 and v.pairing == "adjacent"
+    v = _one(_blocks(counterbalanced(4), effect=effect, sd=0.005), variation=0.01)
+    assert v.verdict == verdict and v.pairs == 2 and v.pairing == "adjacent"
     assert v.ci_low < effect < v.ci_high and v.ci_low <= v.ratio <= v.ci_high
-    assert v.wilcoxon_p < 0.05 and v.note.startswith(f"{100 * (v.ratio - 1):+.1f}%")
-    assert "excludes 1" in v.note
+    assert v.note.startswith(f"{100 * (v.ratio - 1):+.1f}%") and "excludes 1" in v.note
+    assert "after 2 of 2 pairs" in v.note and not v.sd_raised
 
 
 def test_lower_is_better_metrics_read_the_other_way() -> None:
@@ -45,37 +45,40 @@ def test_lower_is_better_metrics_read_the_other_way() -> None:
 
 
 def test_no_effect_with_little_noise_is_equivalent_within_the_band() -> None:
-    v = _one(_blocks(counterbalanced(12), effect=1.0, sd=0.003))
-    assert v.verdict == "equivalent" and v.ci_low >= 0.98 and v.ci_high <= 1.02
-    assert "inside the ±2% band" in v.note
+    v = _one(_blocks(counterbalanced(4), effect=1.0, sd=0.003), variation=0.01, band=0.05)
+    assert v.verdict == "equivalent" and "inside the ±5% band" in v.note
+    assert 0.95 <= v.ci_low <= 1 <= v.ci_high <= 1.05
 
 
 def test_no_effect_with_much_noise_is_inconclusive_not_equivalent() -> None:
-    v = _one(_blocks(counterbalanced(12), effect=1.0, sd=0.05))
+    v = _one(_blocks(counterbalanced(12), effect=1.0, sd=0.05), variation=0.01, band=0.05)
     assert v.verdict == "inconclusive"  # "no difference found" is not "equivalent"
-    assert v.ci_low < 0.98 or v.ci_high > 1.02
+    assert v.ci_low < 0.95 or v.ci_high > 1.05
     assert "spans 1" in v.note
+    # the pairs vary far more than the stated 1%: the interval uses what they show
+    assert v.sd_raised and "vary more than the stated ±1%" in v.note
 
 
 def test_a_wider_band_turns_the_same_data_equivalent() -> None:
-    blocks = _blocks(counterbalanced(12), effect=1.0, sd=0.02, seed=3)
+    blocks = _blocks(counterbalanced(8), effect=1.0, sd=0.02, seed=3)
     assert _one(blocks, band=0.02).verdict == "inconclusive"
     assert _one(blocks, band=0.2).verdict == "equivalent"
 
 
-def test_too_few_pairs_is_inconclusive_and_says_how_many_blocks_are_needed() -> None:
-    v = _one(_blocks(counterbalanced(8), effect=1.2, sd=0.001))  # a huge effect, only 4 pairs
-    assert v.verdict == "inconclusive" and v.pairs == 4
-    assert "at least 6 (12 blocks)" in v.note
-    v = _one(_blocks(counterbalanced(12), effect=1.2, sd=0.001), confidence=0.99)
-    assert v.verdict == "inconclusive" and "at least 8 (16 blocks)" in v.note
-    assert _one(_blocks(counterbalanced(16), effect=1.2, sd=0.001), confidence=0.99).verdict == "better"
+def test_a_large_stated_variation_needs_more_pairs_for_the_same_data() -> None:
+    blocks = _blocks(counterbalanced(4), effect=1.05, sd=0.002)
+    assert _one(blocks, variation=0.01).verdict == "better"
+    v = _one(blocks, variation=0.04)  # B/A 1.05 over 2 pairs cannot exclude a 4%-per-block offset
+    assert v.verdict == "inconclusive" and v.ci_low < 1 < v.ci_high
+    # the same 2 pairs as the first look of a 6-pair budget: less alpha spent yet, a wider interval
+    early = _one(blocks, variation=0.01, looks=6)
+    last = _one(blocks, variation=0.01, looks=2)
+    assert early.ci_high - early.ci_low > last.ci_high - last.ci_low
 
 
-def test_the_analysis_is_deterministic_by_seed() -> None:
+def test_the_analysis_is_deterministic() -> None:
     blocks = _blocks(counterbalanced(12), effect=1.03, sd=0.01, seed=9)
-    a1, a2, a3 = (analyse(blocks, seed=s).verdicts[0] for s in (1, 1, 2))
-    assert a1 == a2 and (a1.ci_low, a1.ci_high) != (a3.ci_low, a3.ci_high)
+    assert analyse(blocks).verdicts == analyse(blocks).verdicts
 
 
 def test_interrupted_blocks_are_left_out_and_mark_the_analysis_partial() -> None:
@@ -84,7 +87,7 @@ def test_interrupted_blocks_are_left_out_and_mark_the_analysis_partial() -> None
     an = analyse(blocks, planned=16)
     (v,) = an.verdicts
     assert an.partial and v.pairs == 5 and v.blocks_a == 5  # the half block's 1.0 is not used
-    assert v.verdict == "inconclusive"
+    assert v.ratio == pytest.approx(1.06, abs=0.01)
     assert any("interrupted" in n for n in an.notes) and any("12 of 16" in n for n in an.notes)
     assert not analyse(_blocks(counterbalanced(12), effect=1.06, sd=0.005), planned=12).partial
 
@@ -104,11 +107,12 @@ def test_absent_metrics_and_levels_are_analysed_where_measured() -> None:
     blocks[0] = BlockResult(0, "A", "pA", None, "", 1.0, {})  # this block measured nothing
     an = analyse(blocks)
     (v,) = an.for_metric("output_tok_s")
-    assert v.pairs == 5 and v.verdict == "inconclusive"
+    assert v.pairs == 5 and v.verdict == "better"
     assert an.for_metric("itl_p50_ms") == []
 
 
-@pytest.mark.parametrize("kw", [{"confidence": 1.0}, {"confidence": 0.2}, {"band": 0.0}, {"band": 1.5}])
+@pytest.mark.parametrize("kw", [{"confidence": 1.0}, {"confidence": 0.2}, {"band": 0.0}, {"band": 1.5},
+                                {"variation": -0.01}, {"guard_band": 0.0}])
 def test_bad_settings_are_refused(kw: dict) -> None:
     with pytest.raises(ValueError):
         analyse([], **kw)
@@ -123,38 +127,35 @@ def test_a_missing_block_loses_its_own_pair_only() -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.floats(min_value=0.5, max_value=1.5), min_size=4, max_size=16),
+@given(st.lists(st.floats(min_value=0.5, max_value=1.5), min_size=2, max_size=16),
        st.floats(min_value=0.005, max_value=0.1), st.integers(min_value=-20, max_value=20))
 def test_verdicts_follow_their_rules_and_ignore_the_unit(factors: list[float], band: float, k: int) -> None:
     n = len(factors) - len(factors) % 2
     blocks = [BlockResult(i, arm, arm, None, "", 1.0, {8: {"output_tok_s": 100 * f}})
               for i, (arm, f) in enumerate(zip(counterbalanced(n), factors, strict=False))]
-    (v,) = analyse(blocks, band=band, resamples=200).verdicts
+    (v,) = analyse(blocks, band=band).verdicts
     if v.verdict == "equivalent":
-        assert 1 - band <= v.ci_low and v.ci_high <= 1 + band
+        assert 1 - band <= v.ci_low and v.ci_high <= 1 + band  # the 95% one lies inside too
     if v.verdict in ("better", "worse"):
-        assert v.wilcoxon_p < 0.05 and (v.ci_low > 1 if v.verdict == "better" else v.ci_high < 1)
-    if v.pairs < 6:
-        assert v.verdict == "inconclusive"
+        assert v.ci_low > 1 if v.verdict == "better" else v.ci_high < 1
+    if v.verdict == "inconclusive":
+        assert v.ci_low <= 1 <= v.ci_high
     # the same blocks in another unit (x 2^k is exact in floating point): the same analysis
     scaled = [BlockResult(b.index, b.arm, b.profile, None, "", 1.0,
                           {8: {"output_tok_s": b.values[8]["output_tok_s"] * 2.0 ** k}}) for b in blocks]
-    w = analyse(scaled, band=band, resamples=200).verdicts[0]
+    w = analyse(scaled, band=band).verdicts[0]
     fields = ("verdict", "ratio", "ci_low", "ci_high", "wilcoxon_p", "drift_rho_a", "drift_rho_diff", "note")
     assert [getattr(w, f) for f in fields] == [getattr(v, f) for f in fields]
     assert w.mean_a == v.mean_a * 2.0 ** k
 
 
-def test_the_fewest_pairs_the_plan_asks_for_can_reach_a_verdict() -> None:
-    """min_pairs_for(alpha) pairs all in one direction give the exact p = alpha at 75%: the
-    verdict must be reachable there, or a plan sized by it could never decide (ab-run saw it)."""
-    from dsv4ops.ab.stats import min_pairs_for
-
-    need = min_pairs_for(0.25)
-    blocks = []
-    for i, arm in enumerate(counterbalanced(4 * ((need + 1) // 2))[: 2 * need]):
-        value = 110.0 + i * 0.01 if arm == "B" else 100.0 + i * 0.01
-        blocks.append(BlockResult(i, arm, arm, None, "2026-12-01T00:00:00Z", 1.0,
-                                  {60: {"output_tok_s": value}}))
-    verdict = analyse(blocks, confidence=0.75, seed=1).for_metric("output_tok_s")[0]
-    assert verdict.pairs == need and verdict.verdict == "better", verdict
+def test_alpha_is_split_over_the_primary_levels_and_over_the_guard_checks() -> None:
+    blocks = [BlockResult(i, arm, arm, None, "", 1.0,
+                          {c: {"output_tok_s": 100.0 + i, "itl_p99_ms": 9.0 + i, "ttft_p99_ms": 50.0}
+                           for c in (56, 57, 60)} | {0: {"step_a_ms": 18.0 + i}})
+              for i, arm in enumerate(counterbalanced(4))]
+    an = analyse(blocks, confidence=0.95)
+    share = {v.metric: v.alpha for v in an.verdicts}
+    assert share["output_tok_s"] == pytest.approx(0.05 / 3)
+    assert share["itl_p99_ms"] == share["ttft_p99_ms"] == pytest.approx(0.05 / 6)
+    assert share["step_a_ms"] == pytest.approx(0.05)  # a diagnostic decides nothing

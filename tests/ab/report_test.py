@@ -29,7 +29,7 @@ def blocks() -> list[BlockResult]:
 
 
 def _write(directory: Path, blocks: list[BlockResult], gates: list[GateResult], **kw: object) -> list[Path]:
-    an = analyse(blocks, resamples=300, planned=len(SCHEDULE))
+    an = analyse(blocks, planned=len(SCHEDULE))
     return write_report(directory, a="step8", b="step4", schedule=SCHEDULE, blocks=blocks, analysis=an,
                         gates=gates, decision=decide(an, gates), buckets={"A": STEP8, "B": STEP4},
                         experiment_op="op-ab-1", **kw)  # type: ignore[arg-type]
@@ -82,7 +82,7 @@ def test_drift_and_a_naive_order_are_called_out_in_words(tmp_path: Path, monkeyp
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     arms = {"A": ArmModel("step8", tuple(STEP8)), "B": ArmModel("step4", tuple(STEP4))}
     blocks = TwinBlocks(arms, concurrencies=(60,), steps=50, drift_pct_per_min=0.3).run(naive(12))
-    an = analyse(blocks, resamples=200)
+    an = analyse(blocks)
     write_report(tmp_path, a="step8", b="step4", schedule=naive(12), blocks=blocks, analysis=an, gates=[],
                  decision=decide(an, []))
     md = (tmp_path / "report.md").read_text()

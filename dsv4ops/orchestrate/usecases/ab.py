@@ -7,8 +7,11 @@ through the deploy use case (the whole PD unit in the safe order, proven by a ge
 canary gate is the experiment's, not the deploy's), nested in the experiment: every block's
 deploy is a DEPLOY in the journal whose reason names the experiment, and the experiment's steps
 name every block's deploy. B's correctness gates run once, right after B's first measured block
-(the next block redeploys, so a wedge they provoke spoils no measurement). The end leaves the box
-on the winner (A when inconclusive, partial or unsafe) through the same deploy path.
+(the next block redeploys, so a wedge they provoke spoils no measurement). After every A/B pair
+the sequential design looks (ab.sequential, ab.decision.settled): a failed gate, B shown worse,
+better, or equivalent ends the experiment there (journaled as a `look` step), else it goes on to
+the budget. The end leaves the box on the winner (A when inconclusive, partial or unsafe) through
+the same deploy path.
 
 Interrupted (a signal, a deploy that failed and rolled back, a suite that could not run): the
 blocks done are analysed as a partial experiment, the box is put back on A by a deploy (unless
@@ -121,6 +124,8 @@ class _Experiment:
             for index, arm in enumerate(self.plan.schedule):
                 if not self._block(index, arm):
                     break
+                if index % 2 == 1 and self._look(index):
+                    break
         except KeyboardInterrupt as exc:
             self.interrupted = f"interrupted by {signal_name_of(exc)}"
         except DsOpsError as exc:
@@ -186,23 +191,52 @@ class _Experiment:
             self.op.step(f"gate {suite} on B", "done" if g.passed else "failed", detail=g.reason)
             self.say(f"   gate {g.suite}: {'PASS' if g.passed else 'FAIL'}: {g.reason}")
 
-    # -- the end -------------------------------------------------------------------------------
+    # -- the looks and the end -----------------------------------------------------------------
 
-    def _end(self) -> ABOutcome:
-        from dsv4ops.ab.analysis import analyse
-        from dsv4ops.ab.decision import Decision, decide
-
-        plan = self.plan
+    def _valued(self) -> list[BlockResult]:
+        """The blocks so far with their values (choose_sources over every complete block)."""
         complete = [b for b in self.blocks if b.complete]
         valued = {b.index: replace(b, values=v) for b, v in zip(complete, choose_sources(self.measured),
                                                                  strict=True)}
-        self.blocks = [valued.get(b.index, b) for b in self.blocks]
-        if "sweep" in plan.gates and plan.suite == "sweep" and self.b_results:
-            self.gates.append(gate_result("sweep", self.b_results))
-        analysis = analyse(self.blocks, confidence=plan.confidence, seed=plan.seed,
-                           planned=len(plan.schedule))
-        decision = decide(analysis, self.gates)
+        return [valued.get(b.index, b) for b in self.blocks]
+
+    def _gates_now(self) -> list[GateResult]:
+        """The gates run, and a measured sweep's own gate over B's sweeps so far."""
+        if "sweep" in self.plan.gates and self.plan.suite == "sweep" and self.b_results:
+            return [*self.gates, gate_result("sweep", self.b_results)]
+        return list(self.gates)
+
+    def _analyse(self, blocks: list[BlockResult], planned: int | None) -> Analysis:
+        from dsv4ops.ab.analysis import analyse
+
+        plan = self.plan
+        return analyse(blocks, confidence=plan.confidence, band=plan.effect, looks=plan.looks,
+                       variation=plan.variation, planned=planned)
+
+    def _look(self, index: int) -> bool:
+        """After a pair: True when the design has decided (journaled either way)."""
+        from dsv4ops.ab.decision import decide, settled
+
+        look = (index + 1) // 2
+        gates = self._gates_now()
+        analysis = self._analyse(self._valued(), None)
+        done = settled(analysis, gates)
+        head = decide(analysis, gates).reasons[0]
+        what = "decided, stopping" if done else ("budget spent" if index + 1 >= len(self.plan.schedule)
+                                                 else "not decided yet, going on")
+        self.op.step(f"look {look} of {self.plan.looks}", "done", detail=f"{what}: {head}"[:400])
+        self.say(f"== look {look}/{self.plan.looks} after {index + 1} blocks: {what}: {head}")
+        return done
+
+    def _end(self) -> ABOutcome:
+        from dsv4ops.ab.decision import Decision, decide
+
+        plan = self.plan
+        self.blocks = self._valued()
+        self.gates = self._gates_now()
         stopped = self.interrupted or self.failure
+        analysis = self._analyse(self.blocks, len(plan.schedule) if stopped else None)
+        decision = decide(analysis, self.gates)
         if stopped and decision.winner != "A":
             decision = Decision("A", [f"the experiment stopped early ({stopped}), so the box "
                                       "stays on A", *decision.reasons])
@@ -274,7 +308,9 @@ def _plan_detail(plan: ABPlan) -> str:
     gates = ",".join(plan.gates) or "none"
     return (f"schedule {''.join(plan.schedule)}; suite {plan.suite} at "
             f"{','.join(map(str, plan.levels))}; gates on B: {gates}; {plan.measured_s:g} s "
-            f"measured per block after {plan.warmup_s:g} s warm-up; seed {plan.seed}")
+            f"measured per block after {plan.warmup_s:g} s warm-up; sequential, a budget of "
+            f"{plan.looks} pairs for a {100 * plan.effect:g}% effect at ±{100 * plan.variation:g}% "
+            f"variation, {plan.confidence:g} confidence")
 
 
 def _first(message: str) -> str:

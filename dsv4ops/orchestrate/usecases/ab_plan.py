@@ -1,6 +1,12 @@
 """`dsv4ops ab` up front: the counterbalanced schedule, the correctness gates B's change calls
-for, the switch cost per arm, the measured part per block and the estimated total. What
-`--dry-run` prints is what `run_ab` runs; planning touches nothing.
+for, the switch cost per arm, the measured part per block, the sequential design's budget and
+the expected and worst-case time for the effect the operator names. What `--dry-run` prints is
+what `run_ab` runs; planning touches nothing.
+
+The budget (the most blocks the experiment may take) is sized by the design
+(ab.sequential.size_budget): the fewest pairs with which a true effect of `--effect` percent is
+decided with 90% probability at the stated deploy-to-deploy `--variation`; `--blocks` overrides
+it. The experiment stops earlier as soon as the verdict is decided.
 
 The switch cost (stop, restart, weights, CUDA-graph capture, probe) is the last SUCCEEDED
 deploy of the same profile on this target as the journal timed it; without one it is estimated
@@ -26,7 +32,7 @@ if TYPE_CHECKING:
     from dsv4ops.canary import Thresholds
 
 SUITES = ("sweep", "soak")
-DEFAULT_BLOCKS = 12  # 6 A/B pairs: the fewest with which the signed-rank test reaches p < 0.05
+DEFAULT_EFFECT = 0.05  # the smallest throughput effect worth a switch, and the equivalence band
 DEFAULT_WARMUP_S = 10.0
 # Without a timed deploy in the journal: a restart on the box (stop, weights, start) plus the
 # capture per decode graph. The twin's own settings give its estimate (docs/twin.md).
@@ -62,10 +68,28 @@ class ABPlan:
     measured_s: float  # per block, after warm-up
     warmup_s: float
     gate_s: float
-    seed: int = 0
     confidence: float = 0.95
     report_dir: str | None = None
     notes: list[str] = field(default_factory=list)
+    effect: float = DEFAULT_EFFECT  # the named effect (fraction); also the equivalence band
+    variation: float = 0.02  # the stated deploy-to-deploy sd per block (fraction)
+
+    @property
+    def looks(self) -> int:
+        """The budget in A/B pairs: the design looks after each."""
+        return len(self.schedule) // 2
+
+    def _block_s(self, arm: Arm) -> float:
+        return self.switch[arm].seconds + self.warmup_s + self.measured_s
+
+    def expected(self) -> tuple[float, float, float]:
+        """(expected blocks, their seconds, P(decided within the budget)) for a true effect of
+        the named size at the stated variation."""
+        from dsv4ops.ab.sequential import expected_pairs
+
+        pairs, p = expected_pairs(self.looks, 1 - self.confidence, self.effect, self.variation)
+        per_pair = sum(self._block_s(arm) for arm in self.schedule) / self.looks
+        return 2 * pairs, pairs * per_pair + self.gate_s + self.switch["A"].seconds, p
 
     @property
     def target_name(self) -> str:
@@ -79,11 +103,12 @@ class ABPlan:
 
     @property
     def total_s(self) -> float:
-        blocks = sum(self.switch[arm].seconds + self.warmup_s + self.measured_s
-                     for arm in self.schedule)
-        return blocks + self.gate_s + self.switch["A"].seconds  # the final switch, worst case
+        """The worst case: the whole budget, the gates and the final switch to the winner."""
+        blocks = sum(self._block_s(arm) for arm in self.schedule)
+        return blocks + self.gate_s + self.switch["A"].seconds
 
     def to_json(self) -> dict[str, Any]:
+        exp_blocks, exp_s, p = self.expected()
         return {
             "dry_run": True, "target": self.target_name,
             "a": self.profile("A"), "b": self.profile("B"),
@@ -94,15 +119,23 @@ class ABPlan:
                          for arm, s in self.switch.items()},
             "warmup_s": self.warmup_s, "measured_s_per_block": round(self.measured_s, 1),
             "gate_s": round(self.gate_s, 1), "estimated_total_s": round(self.total_s, 1),
-            "seed": self.seed, "confidence": self.confidence, "notes": self.notes,
+            "worst_case_total_s": round(self.total_s, 1), "confidence": self.confidence,
+            "design": "group-sequential (Kim-DeMets alpha t^3), a look after every pair",
+            "effect_pct": round(100 * self.effect, 3), "variation_pct": round(100 * self.variation, 3),
+            "band_pct": round(100 * self.effect, 3), "budget_pairs": self.looks,
+            "expected_blocks": round(exp_blocks, 2), "expected_total_s": round(exp_s, 1),
+            "p_decided": round(p, 4), "notes": self.notes,
         }
 
     def lines(self) -> list[str]:
         sched = " ".join("".join(self.schedule[i:i + 4]) for i in range(0, len(self.schedule), 4))
         out = [f"plan: A/B of A={self.a.deployment.describe()} and B={self.b.deployment.describe()} "
                f"on {self.target_name}",
-               f"  schedule: {sched} ({len(self.schedule)} blocks; each deploys its arm as the "
-               "whole PD unit, proven by a generation)",
+               f"  schedule: {sched} (a budget of {len(self.schedule)} blocks; each deploys its "
+               "arm as the whole PD unit, proven by a generation)",
+               f"  design: group-sequential, a look after every A/B pair; stops as soon as B is "
+               f"shown better or worse, or equivalent within ±{100 * self.effect:g}%, at "
+               f"{self.confidence:g} confidence over all looks",
                f"  workload: canary {self.suite} at concurrency {', '.join(map(str, self.levels))}; "
                f"warm-up {self.warmup_s:g} s, then {self.measured_s:.0f} s measured per block"]
         out += [f"  gate on B: {GATE_NAMES.get(g, g)} ({why})" for g, why in zip(self.gates, self.gate_why,
@@ -110,8 +143,12 @@ class ABPlan:
         if not self.gates:
             out.append("  gate on B: none (the flag change calls for no correctness suite)")
         out += [f"  switch {arm}: {s.seconds:.0f} s ({s.source})" for arm, s in self.switch.items()]
-        out.append(f"  estimated total: {_duration(self.total_s)} (blocks, gates and the final "
-                   "switch to the winner)")
+        exp_blocks, exp_s, p = self.expected()
+        out.append(f"  expected for a true {100 * self.effect:+g}% at ±{100 * self.variation:g}% "
+                   f"deploy-to-deploy variation: {exp_blocks:.1f} blocks, {_duration(exp_s)} "
+                   f"(decided within the budget with probability {p:.2f})")
+        out.append(f"  estimated total: {_duration(self.total_s)} at worst (the whole budget, "
+                   "gates and the final switch to the winner)")
         out += [f"  note: {n}" for n in self.notes]
         return out
 
@@ -122,8 +159,9 @@ def plan_ab(
     target_name: str | None,
     *,
     suite: str = "sweep",
-    blocks: int = DEFAULT_BLOCKS,
-    seed: int = 0,
+    blocks: int | None = None,
+    effect: float = DEFAULT_EFFECT,
+    variation: float = 0.02,
     levels: Sequence[int] = (),
     block_s: float | None = None,
     warmup_s: float = DEFAULT_WARMUP_S,
@@ -135,16 +173,21 @@ def plan_ab(
     `workload`: canary Thresholds fields to override for the measured workload (e.g. shorter
     sweep requests in tests)."""
     from dsv4ops.ab.schedule import counterbalanced
-    from dsv4ops.ab.stats import min_pairs_for
+    from dsv4ops.ab.sequential import MAX_LOOKS, size_budget
 
     if suite not in SUITES:
         raise DsOpsError(f"--suite {suite!r}: choose from {', '.join(SUITES)}")
-    try:
-        schedule = counterbalanced(blocks)
-    except ValueError as exc:
-        raise DsOpsError(f"--blocks {blocks}: {exc}") from None
     if not 0.5 <= confidence < 1:
         raise DsOpsError(f"--confidence {confidence:g}: expected a value in [0.5, 1)")
+    if not 0 < effect < 1:
+        raise DsOpsError(f"--effect {100 * effect:g}: expected a percentage above 0 and below 100")
+    if not 0 <= variation < 0.5:
+        raise DsOpsError(f"--variation {100 * variation:g}: expected a percentage in [0, 50)")
+    sized = 2 * size_budget(effect, variation, 1 - confidence)
+    try:
+        schedule = counterbalanced(sized if blocks is None else blocks)
+    except ValueError as exc:
+        raise DsOpsError(f"--blocks {blocks}: {exc}") from None
     a, b = plan_deploy(a_ref, target_name, canary=False), plan_deploy(b_ref, target_name, canary=False)
     if a.deployment.commands_hash == b.deployment.commands_hash:
         raise DsOpsError(f"{a_ref} and {b_ref} render the same commands on {a.target.name}: "
@@ -161,14 +204,16 @@ def plan_ab(
     journal = Journal(a.target.name)
     switch = {"A": switch_cost(journal, a), "B": switch_cost(journal, b)}
     notes = []
-    need = min_pairs_for(1 - confidence)
-    if len(schedule) // 2 < need:
-        notes.append(f"{len(schedule)} blocks make {len(schedule) // 2} A/B pairs; a better/worse "
-                     f"verdict at {confidence:g} confidence needs {need} ({2 * need} blocks): with "
-                     "fewer, every verdict is inconclusive and the box stays on A")
+    if blocks is not None and blocks < sized:
+        notes.append(f"a budget of {blocks} blocks is below the {sized} the design sizes for a "
+                     f"{100 * effect:g}% effect at ±{100 * variation:g}% variation: such an "
+                     "effect is more often left undecided (inconclusive keeps A)")
+    if sized >= 2 * MAX_LOOKS:
+        notes.append(f"a {100 * effect:g}% effect is small for ±{100 * variation:g}% deploy-to-deploy "
+                     f"variation: even {2 * MAX_LOOKS} blocks decide it with less than 90% probability")
     gate_s = sum(_gate_seconds(g, suite, th) for g in gates)
     return ABPlan(a, b, schedule, suite, levels, th, gates, why, switch, measured, warmup_s,
-                  gate_s, seed, confidence, report_dir, notes)
+                  gate_s, confidence, report_dir, notes, effect, variation)
 
 
 def gate_suites(a_flags: Any, b_flags: Any, a: DeployPlan, b: DeployPlan) -> tuple[list[str], list[str]]:

@@ -31,7 +31,23 @@ from testing.orchestrate import OrchEnv, module_env, our_processes
 def test_the_gates_b_must_pass_follow_the_flag_diff(b: str, gates: list[str]) -> None:
     plan = plan_ab("baseline", b, None, blocks=4)
     assert plan.gates == gates and plan.schedule == ["A", "B", "B", "A"]
-    assert any("needs 6 (12 blocks)" in n for n in plan.notes)  # 4 blocks cannot decide at 95%
+    assert any("below the 8 the design sizes" in n for n in plan.notes)  # 5% at ±2% needs 8
+
+
+def test_the_plan_sizes_the_budget_and_states_the_expected_and_worst_box_time() -> None:
+    plan = plan_ab("baseline", "buckets-step4", None)  # 5% at ±2%: 4 pairs
+    assert len(plan.schedule) == 8 and plan.looks == 4 and plan.notes == []
+    blocks, seconds, p = plan.expected()
+    assert 4 < blocks < 8 and p >= 0.9 and seconds < plan.total_s
+    lines = "\n".join(plan.lines())
+    assert "a budget of 8 blocks" in lines and "stops as soon as B is shown better or worse" in lines
+    assert f"expected for a true +5% at ±2% deploy-to-deploy variation: {blocks:.1f} blocks" in lines
+    assert "at worst (the whole budget" in lines
+    small = plan_ab("baseline", "buckets-step4", None, effect=0.05, variation=0.01)
+    assert len(small.schedule) == 4 and small.expected()[1] < seconds
+    j = small.to_json()
+    assert (j["budget_pairs"], j["effect_pct"], j["variation_pct"]) == (2, 5.0, 1.0)
+    assert j["expected_total_s"] < j["worst_case_total_s"] == j["estimated_total_s"]
 
 
 def test_the_switch_cost_is_the_journals_last_deploy_else_an_estimate_from_the_buckets() -> None:
