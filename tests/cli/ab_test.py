@@ -17,7 +17,7 @@ import pytest
 
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
-from testing.ab import AB_TWIN_ENV, add_ab_profiles
+from testing.ab import ab_twin_env, add_ab_profiles
 from testing.orchestrate import OrchEnv, cli, module_env, our_processes
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
@@ -27,7 +27,7 @@ FAST = ("--warmup", "0", "--block-duration", "3", "--max-tokens", "64", "--yes")
 
 @pytest.fixture(scope="module")
 def orch_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrchEnv]:
-    for env in module_env(tmp_path_factory, extra_twin_env=AB_TWIN_ENV):
+    for env in module_env(tmp_path_factory, extra_twin_env=ab_twin_env(tmp_path_factory.mktemp("ab"))):
         add_ab_profiles(env)
         yield env
 
@@ -44,9 +44,17 @@ def env(orch_env: OrchEnv, monkeypatch: pytest.MonkeyPatch) -> OrchEnv:
 def test_dry_run_prints_the_plan_and_changes_nothing(env: OrchEnv, capsys) -> None:
     code, out, err = cli(env, capsys, "ab", "baseline", "overlap-on", "--dry-run")
     assert code == 0, err
-    assert "schedule: ABBA BAAB ABBA (12 blocks" in out
+    # the budget the design sizes for a 5% effect at the default ±2% variation: 4 pairs
+    assert "schedule: ABBA BAAB (a budget of 8 blocks" in out
+    assert "design: group-sequential, a look after every A/B pair" in out
+    assert "expected for a true +5% at ±2% deploy-to-deploy variation:" in out
     assert "gate on B: abort_cascade (the overlap scheduler changed" in out
     assert "switch A:" in out and "estimated total:" in out and "nothing is changed" in out
+    code, plan, err = cli(env, capsys, "ab", "baseline", "overlap-on", "--dry-run", "--json",
+                          "--effect", "10", "--variation", "1")
+    assert code == 0, err
+    assert (plan["budget_pairs"], plan["effect_pct"], plan["variation_pct"]) == (2, 10.0, 1.0)
+    assert plan["expected_blocks"] < 4 and plan["expected_total_s"] < plan["worst_case_total_s"]
     code, plan, err = cli(env, capsys, "ab", "baseline", "buckets-step4", "--dry-run", "--json",
                           "--blocks", "4", "--levels", "56,57")
     assert code == 0, err
@@ -69,31 +77,36 @@ def test_bad_input_is_one_clear_error_and_changes_nothing(env: OrchEnv, capsys, 
 
 def test_overlap_gains_but_the_abort_cascade_gate_keeps_the_baseline(env: OrchEnv, capsys,
                                                                        tmp_path: Path) -> None:
-    code, out, err = cli(env, capsys, "ab", "ab-base", "ab-overlap", "--blocks", "4",
+    code, out, err = cli(env, capsys, "ab", "ab-base", "ab-overlap", "--variation", "1",
                          "--levels", "56,60", *FAST, "--json", "--report", str(tmp_path))
     assert code == 0, err
     assert out["winner"] == "A" and out["ok"] and out["box"].startswith("A (ab-base")
+    assert out["schedule"] == "ABBA" and len(out["blocks"]) == 2  # stopped at the first look
     (gate,) = out["gates"]
     assert gate["suite"] == "abort_cascade" and not gate["passed"] and "wedge" in gate["reason"]
     assert "B failed the abort_cascade gate" in out["reasons"][0]
-    # The twin's truth at 60 running: (18 + 1.05*64) / (13 + 1.05*64) = +6.2% with overlap on.
+    # B's throughput is reported with its interval, one pair's worth (the twin's truth at 60 is
+    # +6.2%; one pair on a loaded machine proves no size: tests/ab and the step-4 A/B do that).
     tput = {v["concurrency"]: v for v in out["analysis"]["verdicts"] if v["metric"] == "output_tok_s"}
-    assert 1.02 < tput[60]["ratio"] < 1.12, tput[60]
-    assert tput[60]["ci_low"] is not None and tput[60]["ci_low"] <= tput[60]["ratio"] <= tput[60]["ci_high"]
+    assert tput[60]["pairs"] == 1 and tput[60]["ci_low"] <= tput[60]["ratio"] <= tput[60]["ci_high"]
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report["decision"]["winner"] == "A" and len(report["blocks"]) == 4
+    assert report["decision"]["winner"] == "A" and len(report["blocks"]) == 2
     # The journal: one experiment (never known-good) holding its blocks' deploys, each naming it.
     ops = Journal(env.target).operations()
     (exp,) = [o for o in ops if o.kind is Kind.EXPERIMENT]
     assert exp.status is Status.SUCCEEDED and not exp.known_good and exp.running is None
     deploys = [o for o in ops if o.kind is Kind.DEPLOY]
-    assert [d.profile_name for d in deploys] == ["ab-base", "ab-overlap", "ab-overlap", "ab-base"]
+    # two blocks, then the deploy that leaves the box on A (B ran the gate's wedge)
+    assert [d.profile_name for d in deploys] == ["ab-base", "ab-overlap", "ab-base"]
     assert all(d.reason and exp.op in d.reason for d in deploys)
-    assert [b["deploy_op"] for b in out["blocks"]] == [d.op for d in deploys]
+    assert [b["deploy_op"] for b in out["blocks"]] == [d.op for d in deploys[:2]]
     block_steps = [s for s in exp.steps if s.name.startswith("block ") and s.phase == "done"]
-    assert [s.detail.split(";")[0] for s in block_steps] == [f"deploy {d.op}" for d in deploys]
+    assert [s.detail.split(";")[0] for s in block_steps] == [f"deploy {d.op}" for d in deploys[:2]]
     assert any(s.name == "gate abort-cascade on B" and s.phase == "failed" for s in exp.steps)
-    # Left on A: the last block's deploy of ab-base (it ran after the gate's wedge was cleared).
+    (look,) = [s for s in exp.steps if s.name.startswith("look ")]
+    assert look.name == "look 1 of 2" and look.detail.startswith(
+        "decided, stopping: B failed the abort_cascade gate")
+    assert "leave the box on A" in [s.name for s in exp.steps]
     assert Journal(env.target).deployed().op == deploys[-1].op
     assert len(our_processes(env)) == 3 and Journal(env.target).in_flight() == []
 
