@@ -181,8 +181,9 @@ def _metric_verdict(blocks: Sequence[BlockResult], pairs: list[tuple[BlockResult
     _, lo_e, hi_e = repeated_ci(d, alpha=min(2 * alpha, 0.5), **kw)  # type: ignore[arg-type]
     verdict, note = _verdict(m, n, looks, math.exp(mean), (math.exp(lo), math.exp(hi)),
                              (math.exp(lo_e), math.exp(hi_e)), band=band, alpha=alpha)
+    shown: float | None = sd
     if estimated:  # a guard or diagnostic: its own noise, t-quantiles (sequential.repeated_ci)
-        sd = max(pair_sd(variation), math.sqrt(statistics.variance(d))) if n > 1 else None
+        shown = max(pair_sd(variation), math.sqrt(statistics.variance(d))) if n > 1 else None
         raised = False
         if n < 2:
             note = "one A/B pair: a guard metric needs two to estimate its own noise"
@@ -190,7 +191,7 @@ def _metric_verdict(blocks: Sequence[BlockResult], pairs: list[tuple[BlockResult
         note += (f"; the pairs vary more than the stated ±{100 * variation:g}% per block "
                  f"(pair sd {100 * sd:.1f}% used)")
     return MetricVerdict(c, m, verdict, math.exp(mean), _exp(lo), _exp(hi), note=note,
-                         pair_sd=sd, sd_raised=raised, **common)  # type: ignore[arg-type]
+                         pair_sd=shown, sd_raised=raised, **common)  # type: ignore[arg-type]
 
 
 def _exp(x: float) -> float | None:
