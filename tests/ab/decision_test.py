@@ -76,3 +76,19 @@ def test_the_fitted_law_trading_intercept_for_slope_does_not_block_b() -> None:
     # step-4 vs step-8 over the running batch: a larger intercept, a smaller slope, more tok/s
     d = decide(_an(GAIN, _v("step_a_ms", "worse", 1.33, c=0), _v("step_b_ms", "better", 0.9, c=0)), [])
     assert d.winner == "B"
+
+
+def test_the_design_stops_only_when_more_pairs_cannot_change_the_outcome() -> None:
+    from dsv4ops.ab.decision import settled
+
+    eq56, open57 = _v("output_tok_s", "equivalent", 1.0, c=56), _v("output_tok_s", "inconclusive", 1.02, c=57)
+    assert settled(_an(GAIN), [])  # better: B
+    assert settled(_an(_v("output_tok_s", "worse", 0.9)), [])  # worse: A
+    assert settled(_an(eq56, _v("output_tok_s", "equivalent", 1.0, c=57)), [])  # all equivalent: A
+    assert not settled(_an(eq56, open57), [])  # one level still open: another pair
+    assert settled(_an(eq56, open57), [WEDGED])  # a failed gate settles it for A
+    harm = _v("itl_p99_ms", "worse", 1.2)  # its whole interval beyond the ±2% guard band
+    assert settled(_an(open57, harm), []) and decide(_an(open57, harm), []).winner == "A"
+    noisy = _v("itl_p99_ms", "worse", 1.015)  # worse, but not shown beyond the band
+    assert not settled(_an(open57, noisy), [])
+    assert not settled(_an(), [])  # nothing measured yet
