@@ -8,9 +8,14 @@ from typing import Any
 
 import click
 
+# Whether this invocation printed its JSON document: the error boundary (cli/__init__.py) then
+# adds no second object to stdout (the document says how it ended: `exit`, `error`).
+PRINTED: list[bool] = []
+
 
 def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+    PRINTED.append(True)
 
 
 def table(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> str:

@@ -40,6 +40,7 @@ def ab(profile_a: str, profile_b: str, target: str | None, suite: str, blocks: i
        report_dir: str | None, seed: int, dry_run: bool, yes: bool, as_json: bool) -> None:
     """A/B PROFILE_A against PROFILE_B on one target, blocks alternating in time; leave the box
     on the winner (on A when inconclusive, partial or unsafe)."""
+    from dsv4ops import exitcodes
     from dsv4ops.cli._context import open_target, progress_printer
     from dsv4ops.errors import DeployError
     from dsv4ops.orchestrate.interrupts import DeployInterrupted
@@ -64,7 +65,9 @@ def ab(profile_a: str, profile_b: str, target: str | None, suite: str, blocks: i
     finally:
         session.close()
     if as_json:
-        echo_json(out.to_json())
+        code = (exitcodes.INTERRUPTED if out.interrupted else exitcodes.FAILED if out.failure
+                else exitcodes.OK)
+        echo_json({**out.to_json(), "exit": code, "error": out.interrupted or out.failure})
     else:
         for line in out.decision.reasons:
             click.echo(line)

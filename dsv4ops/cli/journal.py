@@ -19,6 +19,7 @@ from dsv4ops.cli._output import echo_json, json_option, table, target_option
 def journal(target: str | None, as_json: bool, limit: int) -> None:
     """List the target's journal, newest last."""
     from dsv4ops.cli._context import open_target
+    from dsv4ops.journal.knowngood import judge
     from dsv4ops.journal.records import fold, place_merged
 
     ctx = open_target(target, verb="journal", read_only=True)
@@ -29,6 +30,7 @@ def journal(target: str | None, as_json: bool, limit: int) -> None:
     finally:
         ctx.close()
     every = place_merged(fold(records), records)
+    judged = judge(every)  # over the whole journal: a gate failed anywhere counts
     ops = every[-limit:] if limit > 0 else every
     merges = [r for r in records if r["type"] == "merge"]
     if as_json:
@@ -39,7 +41,7 @@ def journal(target: str | None, as_json: bool, limit: int) -> None:
                 "record": source,
                 "skipped_lines": j.skipped_lines,
                 "merges": merges,
-                "entries": [o.summary() for o in ops],
+                "entries": [o.summary(judged.get(o.op)) for o in ops],
             }
         )
         return
@@ -47,14 +49,14 @@ def journal(target: str | None, as_json: bool, limit: int) -> None:
     if not ops:
         click.echo("journal: empty")
     else:
-        click.echo(table([_row(o.summary()) for o in ops], _HEADERS))
+        click.echo(table([_row(o.summary(judged.get(o.op))) for o in ops], _HEADERS))
     for m in merges:
         click.echo(merge_line(m))
     if j.skipped_lines:
         click.echo(f"note: skipped torn line(s) {j.skipped_lines} (an interrupted write)", err=True)
 
 
-_HEADERS = ["when", "kind", "id", "who", "profile", "commit", "outcome", "reason"]
+_HEADERS = ["when", "kind", "id", "who", "profile", "commit", "outcome", "known-good", "reason"]
 
 
 def _row(s: dict[str, Any]) -> list[Any]:
@@ -69,8 +71,20 @@ def _row(s: dict[str, Any]) -> list[Any]:
         s["profile"] or s["package"] or "-",
         (s["commit"] or "-")[:10],
         s["status"],
+        _known_good_cell(s),
         why[:90],
     ]
+
+
+def _known_good_cell(s: dict[str, Any]) -> str:
+    """For a deploy or rollback: "yes"/"yes (INCONCLUSIVE accepted)" or "no: why" (the rule
+    of journal/knowngood.py); "-" for what never deploys (stop, kernels, experiment, runbook)."""
+    why = s.get("known_good_why")
+    if not why:
+        return "-"
+    if s["known_good"]:
+        return "yes (INCONCLUSIVE accepted)" if "below a pass" in why else "yes"
+    return "no: " + why.removeprefix("not known-good: ")[:70]
 
 
 def record_line(source: dict[str, Any]) -> str:

@@ -47,13 +47,24 @@ def status(target: str | None, as_json: bool) -> None:
             report["record"] = record
     finally:
         ctx.close()
+    _exit_with_word(report)
     if as_json:
         echo_json(report)
     else:
         for line in render(report) if report.get("reachable", True) else render_offline(report):
             click.echo(line)
-    if not report.get("reachable", True):
-        click.get_current_context().exit(1)  # not observed: no status, only the journal's word
+    # HEALTHY 0, NOT HEALTHY 2, UNKNOWN 4 (not observed: only the journal's word), so a script
+    # never reads a stopped or unhealthy unit as fine.
+    click.get_current_context().exit(report["exit"])
+
+
+def _exit_with_word(report: dict[str, Any]) -> None:
+    """Add the one status word and its exit code (dsv4ops/exitcodes.py) to the report."""
+    from dsv4ops import exitcodes
+    from dsv4ops.orchestrate.status import health_word
+
+    report["status"] = health_word(report)
+    report["exit"] = exitcodes.for_health(report["status"])
 
 
 def _endpoint_status(target: str | None, as_json: bool) -> None:
@@ -66,16 +77,18 @@ def _endpoint_status(target: str | None, as_json: bool) -> None:
         report = endpoint_status(ctx)
     finally:
         ctx.close()
+    _exit_with_word(report)
     if as_json:
         echo_json(report)
-        return
-    for line in render_endpoint(report):
-        click.echo(line)
+    else:
+        for line in render_endpoint(report):
+            click.echo(line)
+    click.get_current_context().exit(report["exit"])
 
 
 def render_endpoint(report: dict[str, Any]) -> list[str]:
     r = report["router"]
-    head = "HEALTHY (router readiness 200)" if report["healthy"] else "NOT HEALTHY"
+    head = "HEALTHY (router readiness 200)" if report["status"] == "HEALTHY" else report["status"]
     ready = r["readiness"] if r["readiness"] is not None else (
         f"no answer ({r.get('readiness_error')})")
     lines = [f"target {report['target']} (endpoint {report['router_url']}): {head}",
@@ -91,18 +104,13 @@ def render_endpoint(report: dict[str, Any]) -> list[str]:
 
 def render(report: dict[str, Any]) -> list[str]:
     d = report["deployed"]
-    lines = [f"target {report['target']}: " + ("HEALTHY" if report["healthy"] else "NOT HEALTHY")]
+    from dsv4ops.orchestrate.status import health_word
+
+    lines = [f"target {report['target']}: {report.get('status') or health_word(report)}"]
     if d:
         lines.append(
             f"deployed: {d['profile']} @ {(d['commit'] or 'uncommitted')[:12]} since {d['since']} "
-            f"by {d['by']} ({d['kind']} {d['op']}; "
-            + (
-                "known-good)"
-                if d.get("known_good")
-                else f"NOT known-good: partial restart of {', '.join(d['partial'])})"
-                if d.get("partial")
-                else "NOT known-good)"
-            )
+            f"by {d['by']} ({d['kind']} {d['op']}; {_known_good_words(d)})"
         )
         k = report.get("kernel_package")
         if k:
@@ -153,6 +161,14 @@ def render(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _known_good_words(d: dict[str, Any]) -> str:
+    """"known-good" or "NOT known-good: why", as journal/knowngood.py judged the deployment."""
+    why = str(d.get("known_good_why") or "")
+    if d.get("known_good"):
+        return "known-good" + (" (below a pass: INCONCLUSIVE accepted)" if "below" in why else "")
+    return "NOT " + (why.removeprefix("not ") if why else "known-good")
+
+
 def render_offline(report: dict[str, Any]) -> list[str]:
     from dsv4ops.cli.journal import record_line
 
@@ -162,7 +178,7 @@ def render_offline(report: dict[str, Any]) -> list[str]:
         lines.append(
             f"last recorded deployment: {d['profile']} @ {(d['commit'] or 'uncommitted')[:12]} "
             f"since {d['since']} by {d['by']} ({d['kind']} {d['op']}"
-            + ("; known-good)" if d.get("known_good") else "; NOT known-good)")
+            + f"; {_known_good_words(d)})"
         )
     else:
         lines.append("last recorded deployment: nothing recorded")

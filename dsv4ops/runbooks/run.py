@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from dsv4ops import exitcodes
 from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.store import RUNBOOK_RUN_ENV, Journal
@@ -29,7 +30,7 @@ TARGET_ENV = "DSV4OPS_TARGET"  # a command without --target still goes to the ru
 class RunbookFailed(DsOpsError):
     """A step did not meet its expectation; the runbook stopped there (exit 2)."""
 
-    exit_code = 2
+    exit_code = exitcodes.FAILED
 
 
 class RunbookStopped(DsOpsError):

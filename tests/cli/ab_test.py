@@ -85,7 +85,7 @@ def test_overlap_gains_but_the_abort_cascade_gate_keeps_the_baseline(env: OrchEn
     # The journal: one experiment (never known-good) holding its blocks' deploys, each naming it.
     ops = Journal(env.target).operations()
     (exp,) = [o for o in ops if o.kind is Kind.EXPERIMENT]
-    assert exp.status is Status.SUCCEEDED and not exp.known_good and exp.running is None
+    assert exp.status is Status.SUCCEEDED and exp.op not in Journal(env.target).judged() and exp.running is None
     deploys = [o for o in ops if o.kind is Kind.DEPLOY]
     assert [d.profile_name for d in deploys] == ["ab-base", "ab-overlap", "ab-overlap", "ab-base"]
     assert all(d.reason and exp.op in d.reason for d in deploys)
@@ -148,7 +148,8 @@ def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_parti
     assert report["decision"]["winner"] == "A"
     # A runs again, restored by the deploy's rollback (no extra deploy), nothing in flight.
     deployed = journal.deployed()
-    assert deployed.profile_name == "ab-base" and deployed.known_good
+    assert deployed.profile_name == "ab-base" and deployed.proven
+    assert not journal.judged()[deployed.op].known_good  # an experiment's arm never is
     assert journal.in_flight() == [] and len(our_processes(env)) == 3
 
 

@@ -64,7 +64,8 @@ def install(env: OrchEnv, tmp: Path, version: str) -> None:
 
 def status(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> dict:
     code, st, err = cli(env, capsys, "status", "--json")
-    assert code == 0, err  # drift is reported, as always, in the report (healthy false)
+    # drift is reported in the report, and NOT HEALTHY is exit 2 (dsv4ops/exitcodes.py)
+    assert code == (0 if st["healthy"] else 2) and st["exit"] == code, err
     return st
 
 

@@ -229,7 +229,7 @@ class _Experiment:
         current = journal.deployed()
         hashes = {(journal.get(o).profile or {}).get("commands_hash") for o in self.deploys[arm]}
         profile = plan.profile(arm)
-        if (current is not None and current.known_good and not self.gated_since_deploy
+        if (current is not None and current.proven and not self.gated_since_deploy
                 and (current.profile or {}).get("commands_hash") in hashes):
             self.say(f"the box already runs {arm} ({profile}, {current.op})")
             self.op.step(f"leave the box on {arm}", "done", detail=f"already running {current.op}")

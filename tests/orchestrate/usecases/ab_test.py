@@ -111,7 +111,9 @@ def test_step4_buckets_beat_step8_at_57_running_and_stay_on_the_box(
     (at57,) = [v for v in out.analysis.for_metric("output_tok_s") if v.concurrency == 57]
     # The twin's law: (18 + 1.05*64) / (18 + 1.05*60) = 1.052; the CI must hold the gain.
     assert at57.verdict == "better" and 1.02 < at57.ratio < 1.09 and at57.ci_low > 1.0, at57
-    deployed = Journal(ab_env.target).deployed()
-    assert deployed.profile_name == "ab-step4" and deployed.known_good
+    journal = Journal(ab_env.target)
+    deployed = journal.deployed()
+    assert deployed.profile_name == "ab-step4" and deployed.proven
+    assert not journal.judged()[deployed.op].known_good  # an experiment's arm never is
     assert out.box.startswith("B (ab-step4") and len(our_processes(ab_env)) == 3
     assert (tmp_path / "report.md").read_text().startswith("# A/B: ab-base (A) vs ab-step4 (B)")
