@@ -146,3 +146,21 @@ def test_canary_verdicts_map_onto_the_table(verdict, code) -> None:
     from dsv4ops.canary.verdict import Verdict
 
     assert exitcodes.for_verdict(verdict) == Verdict(verdict).exit_code == code
+
+
+# The commands that change a target. runbook run and twin hazard are not there yet (runbook
+# run streams its children's output, twin hazard is never journaled): see CHANGELOG.
+MUTATING = {("deploy",), ("rollback",), ("stop",), ("kernels", "deploy"),
+            ("kernels", "rollback"), ("ab",)}
+SAME_FLAGS = ("--yes", "--reason", "--dry-run", "--json", "--target")
+
+
+@pytest.mark.parametrize("path", sorted(MUTATING), ids=[" ".join(p) for p in sorted(MUTATING)])
+def test_every_mutating_command_takes_the_same_flags(path) -> None:
+    cmd = dict(LEAVES)[path]
+    opts = {o: p for p in cmd.params if isinstance(p, click.Option) for o in p.opts}
+    missing = [f for f in SAME_FLAGS if f not in opts]
+    assert not missing, f"{' '.join(path)} lacks {missing}"
+    assert opts["--yes"].is_flag and "-y" in opts["--yes"].opts
+    assert opts["--dry-run"].is_flag and opts["--json"].is_flag
+    assert "journal" in (opts["--reason"].help or "")

@@ -28,6 +28,20 @@ def json_option(f: Any) -> Any:
     return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(f)
 
 
+# The flags every mutating command takes, with one meaning everywhere (README).
+def yes_option(f: Any) -> Any:
+    return click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")(f)
+
+
+def reason_option(f: Any) -> Any:
+    return click.option("--reason", default=None, help="Why (recorded in the journal).")(f)
+
+
+def dry_run_option(f: Any) -> Any:
+    return click.option("--dry-run", is_flag=True,
+                        help="Print what it would do; change nothing.")(f)
+
+
 def target_option(f: Any) -> Any:
     return click.option(
         "--target",

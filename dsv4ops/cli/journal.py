@@ -41,7 +41,7 @@ def journal(target: str | None, as_json: bool, limit: int) -> None:
                 "record": source,
                 "skipped_lines": j.skipped_lines,
                 "merges": merges,
-                "entries": [o.summary(judged.get(o.op)) for o in ops],
+                "entries": [entry(o, judged) for o in ops],
             }
         )
         return
@@ -49,7 +49,7 @@ def journal(target: str | None, as_json: bool, limit: int) -> None:
     if not ops:
         click.echo("journal: empty")
     else:
-        click.echo(table([_row(o.summary(judged.get(o.op))) for o in ops], _HEADERS))
+        click.echo(table([_row(entry(o, judged)) for o in ops], _HEADERS))
     for m in merges:
         click.echo(merge_line(m))
     if j.skipped_lines:
@@ -59,10 +59,34 @@ def journal(target: str | None, as_json: bool, limit: int) -> None:
 _HEADERS = ["when", "kind", "id", "who", "profile", "commit", "outcome", "known-good", "reason"]
 
 
+def entry(o: Any, judged: dict[str, Any]) -> dict[str, Any]:
+    """One operation's summary with its true state: a runbook run is RUNNING only while its
+    process lives (runbooks/runlog.run_state), and an open operation says what to run next."""
+    from dsv4ops.journal.records import Kind
+
+    s = o.summary(judged.get(o.op))
+    s["next"] = None
+    if o.kind is Kind.RUNBOOK:
+        s["status"], s["next"] = _run_state(o)
+    elif not o.status.terminal:
+        s["next"] = ("if its process is gone: `dsv4ops rollback --recover`"
+                     + (" (puts the box back on A; `ab` has no --recover of its own)"
+                        if o.kind is Kind.EXPERIMENT else ""))
+    return s
+
+
+def _run_state(o: Any) -> tuple[str, str | None]:
+    from dsv4ops.runbooks.runlog import run_state
+
+    return run_state(o)
+
+
 def _row(s: dict[str, Any]) -> list[Any]:
     why = (s["message"] or s["reason"] or "").splitlines()[0] if (s["message"] or s["reason"]) else ""
     if s["in_flight"]:
         why = f"IN FLIGHT: {s['in_flight']}"
+    if s.get("next"):
+        why = f"{why}; next: {s['next']}" if why else f"next: {s['next']}"
     return [
         s["when"],
         s["kind"],
@@ -72,7 +96,7 @@ def _row(s: dict[str, Any]) -> list[Any]:
         (s["commit"] or "-")[:10],
         s["status"],
         _known_good_cell(s),
-        why[:90],
+        why if s.get("next") else why[:90],  # the command to run next is never cut
     ]
 
 

@@ -45,6 +45,7 @@ def status(target: str | None, as_json: bool) -> None:
                 kernels=kernels,
             )
             report["record"] = record
+        report["open"] = open_operations(snapshot)
     finally:
         ctx.close()
     _exit_with_word(report)
@@ -56,6 +57,30 @@ def status(target: str | None, as_json: bool) -> None:
     # HEALTHY 0, NOT HEALTHY 2, UNKNOWN 4 (not observed: only the journal's word), so a script
     # never reads a stopped or unhealthy unit as fine.
     click.get_current_context().exit(report["exit"])
+
+
+def _open_lines(report: dict[str, Any]) -> list[str]:
+    """The open runbook runs and experiments, each with what resumes or recovers it."""
+    return [f"open: {o['kind']} {o['id']}"
+            + (f" of {o['runbook']}" if o["kind"] == "runbook" and o["runbook"] else "")
+            + f" {o['status']}" + (f": {o['next']}" if o["next"] else "")
+            for o in report.get("open", []) if o["kind"] in ("runbook", "experiment")]
+
+
+def open_operations(journal: Any) -> list[dict[str, Any]]:
+    """Runs and experiments (and any operation) not ended, with their true state and the
+    command that resumes or recovers them (the journal listing's `next`)."""
+    from dsv4ops.cli.journal import entry
+
+    ops = journal.operations()
+    judged = journal.judged()
+    out = []
+    for o in ops:
+        s = entry(o, judged)
+        if s["status"] in ("RUNNING", "INTERRUPTED", "PENDING"):
+            out.append({k: s[k] for k in ("id", "kind", "status", "profile", "when", "next")}
+                       | {"runbook": (o.reason or "").removeprefix("runbook ") or None})
+    return out
 
 
 def _exit_with_word(report: dict[str, Any]) -> None:
@@ -152,6 +177,7 @@ def render(report: dict[str, Any]) -> list[str]:
         lines.append(f"drift: {item}")
     for item in report["attention"]:
         lines.append(f"attention: {item}")
+    lines += _open_lines(report)
     if report["lock"]:
         h = report["lock"]["holder"]
         lines.append(
@@ -184,7 +210,7 @@ def render_offline(report: dict[str, Any]) -> list[str]:
         lines.append("last recorded deployment: nothing recorded")
     for o in report["in_flight"]:
         lines.append(f"attention: {o['kind']} {o['id']} of {o['profile'] or '-'} never ended")
-    return lines
+    return lines + _open_lines(report)
 
 
 def _router_details(c: dict[str, Any]) -> str:

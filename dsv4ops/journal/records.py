@@ -34,6 +34,9 @@ class Status(str, enum.Enum):
     FAILED = "FAILED"  # failed and could not restore the previous deployment
     ROLLED_BACK = "ROLLED_BACK"  # failed, and the last known-good deployment was restored
     ABANDONED = "ABANDONED"  # the CLI died mid-operation; a later command resolved it
+    # Stopped where it can be resumed, by the process that ran it (a runbook run that stopped at
+    # a failed step, a refusal or Ctrl-C): not terminal, `--resume` moves it back to RUNNING.
+    INTERRUPTED = "INTERRUPTED"
 
     @property
     def terminal(self) -> bool:
@@ -43,7 +46,8 @@ class Status(str, enum.Enum):
 _TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.ROLLED_BACK, Status.ABANDONED})
 _ALLOWED: dict[Status, frozenset[Status]] = {
     Status.PENDING: frozenset({Status.RUNNING, Status.FAILED, Status.ABANDONED, Status.SUCCEEDED}),
-    Status.RUNNING: _TERMINAL,
+    Status.RUNNING: _TERMINAL | {Status.INTERRUPTED},
+    Status.INTERRUPTED: _TERMINAL | {Status.RUNNING},
 }
 
 

@@ -112,7 +112,7 @@ def test_kernel_package_drift_through_the_twin(env, capsys, tmp_path):
     assert f"Using MoE kernel config from {env.workdir}/kernels/{PKG}/0.2.0/{CONFIG}." in evidence
 
     # The target's pointer moves under the running unit: the decode still runs 0.2.0.
-    code, _, err = cli(env, capsys, "kernels", "rollback")
+    code, _, err = cli(env, capsys, "kernels", "rollback", "--yes")
     assert code == 0, err
     st = status(env, capsys)
     assert not st["healthy"]

@@ -84,14 +84,15 @@ class ABOutcome:
 
 
 def run_ab(session: TargetSession, plan: ABPlan, *, progress: Progress, command: str,
-           run: SuiteRun | None = None) -> ABOutcome:
+           run: SuiteRun | None = None, reason: str | None = None) -> ABOutcome:
     """Run the planned experiment (blocking); see the module docstring."""
     with journaled_operation(session.supervisor, session.journal, Kind.EXPERIMENT,
                              command=command, progress=progress) as op:
         a, b = plan.profile("A"), plan.profile("B")
         op.begin(profile={"name": f"{a} vs {b}", "a": a, "b": b},
-                 reason=f"A/B {a} vs {b}: {''.join(plan.schedule)}, canary {plan.suite} at "
-                        f"{','.join(map(str, plan.levels))}")
+                 reason=(f"{reason}; " if reason else "")
+                 + f"A/B {a} vs {b}: {''.join(plan.schedule)}, canary {plan.suite} at "
+                   f"{','.join(map(str, plan.levels))}")
         op.step("plan", "done", detail=_plan_detail(plan))
         try:
             return _Experiment(session, plan, op, progress, run or canary_runner(progress)).run()
