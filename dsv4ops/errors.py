@@ -17,13 +17,13 @@ Anything else that escapes is a bug: exit 3 with a short report. The codes: dsv4
 
 from __future__ import annotations
 
-from dsv4ops import exitcodes
+from dsv4ops.exitcodes import FAILED, REFUSED
 
 
 class DsOpsError(Exception):
     """Base class: a failure we can explain to the user in one line (plus an optional hint)."""
 
-    exit_code = exitcodes.REFUSED
+    exit_code = REFUSED
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -81,14 +81,14 @@ class JournalError(DsOpsError):
 class DeployError(DsOpsError):
     """A deploy, rollback or stop failed. The message says what failed, what was done, state now."""
 
-    exit_code = exitcodes.FAILED
+    exit_code = FAILED
 
 
 class PreflightError(DeployError):
     """The target cannot take the deployment (ports, GPUs, kernel package); nothing was changed,
     so this is a refusal (exit 1, docs/deploy.md), not a handled step failure (2)."""
 
-    exit_code = exitcodes.REFUSED
+    exit_code = REFUSED
 
 
 class ControllerOwnedError(DsOpsError):

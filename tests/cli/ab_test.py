@@ -195,3 +195,46 @@ def _status(env: OrchEnv) -> dict:
         return gather_status(session.supervisor, session.journal, target=env.target)
     finally:
         session.close()
+
+
+def test_known_good_across_deploys_no_canary_and_an_ab_whose_b_failed_its_gate(
+        env: OrchEnv, capsys, tmp_path: Path) -> None:
+    """Issue 20's scenario on the twin behind the real router, one stack: baseline gated ->
+    overlap-on's gate fails (rolled back) -> overlap-on and multi-stream-on with --no-canary ->
+    rollback offers baseline, neither flag profile; after an A/B whose B failed its gate,
+    rollback never offers B."""
+    gated = ("--yes", "--json", "--canary-duration", "2")
+    code, base, err = cli(env, capsys, "deploy", "baseline", *gated, "--accept-inconclusive-canary")
+    assert code == 0 and base["status"] == "SUCCEEDED", err
+    code, out, err = cli(env, capsys, "deploy", "overlap-on", *gated)
+    assert code == 2 and out["status"] == "ROLLED_BACK" and out["exit"] == 2, err
+    assert "Running now: baseline" in out["message"], out["message"]
+    for profile in ("overlap-on", "multi-stream-on"):
+        code, out, err = cli(env, capsys, "deploy", profile, "--yes", "--json", "--no-canary")
+        assert code == 0 and out["status"] == "SUCCEEDED", err
+
+    code, plan, err = cli(env, capsys, "rollback", "--dry-run", "--json")
+    assert code == 0, err
+    assert (plan["op"], plan["profile"], plan["known_good"]) == (base["op_id"], "baseline", True)
+    code, listing, err = cli(env, capsys, "journal", "--json", "--limit", "0")
+    why = {e["id"]: (e["profile"], e["known_good"], e["known_good_why"]) for e in listing["entries"]
+           if e["kind"] == "deploy"}
+    assert why[base["op_id"]][1] is True
+    blind = [w for w in why.values() if w[0] in ("overlap-on", "multi-stream-on") and "no canary" in w[2]]
+    assert len(blind) == 2 and not any(w[1] for w in blind), why
+    code, st, _ = cli(env, capsys, "status", "--json")
+    assert st["deployed"]["profile"] == "multi-stream-on" and not st["deployed"]["known_good"]
+
+    code, ab_out, err = cli(env, capsys, "ab", "ab-base", "ab-overlap", "--blocks", "2",
+                            "--levels", "56,60", *FAST, "--json", "--report", str(tmp_path))
+    assert code == 0 and ab_out["exit"] == 0, err
+    assert [g["passed"] for g in ab_out["gates"]] == [False] and ab_out["winner"] == "A"
+    journal = Journal(env.target)
+    judged = journal.judged()
+    b_deploys = [o for o in journal.operations() if o.profile_name == "ab-overlap"]
+    assert b_deploys and not any(judged[o.op].known_good for o in b_deploys)
+    code, plan, err = cli(env, capsys, "rollback", "--dry-run", "--json")
+    assert code == 0 and plan["profile"] == "baseline" and plan["op"] == base["op_id"], (plan, err)
+    assert all(o.op != plan["op"] for o in b_deploys)
+    offered = [o.profile_name for o in journal.known_good()]
+    assert "ab-overlap" not in offered and "overlap-on" not in offered, offered
