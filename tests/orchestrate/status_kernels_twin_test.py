@@ -94,7 +94,8 @@ def test_kernel_package_drift_through_the_twin(env, capsys, tmp_path):
     assert decode["kernel_package"] is None and decode["healthy"]
 
     # The remedy it names: the unit restarted by the deploy loads the pinned package.
-    code, _, err = cli(env, capsys, "deploy", "kernels-on", "--yes", "--no-canary")
+    code, _, err = cli(env, capsys, "deploy", "kernels-on", "--yes", "--canary-duration", "2",
+                       "--accept-inconclusive-canary")  # gated: the known-good to return to
     assert code == 0, err
     st = status(env, capsys)
     assert st["healthy"] and st["drift"] == [], st
