@@ -27,6 +27,7 @@ def journal(target: str | None, as_json: bool, limit: int) -> None:
         j = ctx.journal
         records = j.records()  # one read: operations and merges from the same bytes
         source = j.source()
+        lock = _lock(ctx, source)
     finally:
         ctx.close()
     every = place_merged(fold(records), records)
@@ -41,7 +42,7 @@ def journal(target: str | None, as_json: bool, limit: int) -> None:
                 "record": source,
                 "skipped_lines": j.skipped_lines,
                 "merges": merges,
-                "entries": [entry(o, judged) for o in ops],
+                "entries": [entry(o, judged, lock) for o in ops],
             }
         )
         return
@@ -49,7 +50,7 @@ def journal(target: str | None, as_json: bool, limit: int) -> None:
     if not ops:
         click.echo("journal: empty")
     else:
-        click.echo(table([_row(entry(o, judged)) for o in ops], _HEADERS))
+        click.echo(table([_row(entry(o, judged, lock)) for o in ops], _HEADERS))
     for m in merges:
         click.echo(merge_line(m))
     if j.skipped_lines:
@@ -59,19 +60,46 @@ def journal(target: str | None, as_json: bool, limit: int) -> None:
 _HEADERS = ["when", "kind", "id", "who", "profile", "commit", "outcome", "known-good", "reason"]
 
 
-def entry(o: Any, judged: dict[str, Any]) -> dict[str, Any]:
-    """One operation's summary with its true state: a runbook run is RUNNING only while its
-    process lives (runbooks/runlog.run_state), and an open operation says what to run next."""
+_UNSEEN = object()  # the deploy lock was not read (the target unreachable): liveness unknown
+
+
+def _lock(ctx: Any, source: dict[str, Any]) -> Any:
+    """The target's deploy lock (None: free), or _UNSEEN when it cannot be read."""
+    from dsv4ops.errors import DsOpsError
+
+    if source.get("source") == "cache":
+        return _UNSEEN
+    try:
+        return ctx.supervisor.lock_info()
+    except DsOpsError:
+        return _UNSEEN
+
+
+def entry(o: Any, judged: dict[str, Any], lock: Any = _UNSEEN) -> dict[str, Any]:
+    """One operation's summary with its true state and what to run next: a runbook run is
+    RUNNING only while its process lives (runbooks/runlog.run_state); an operation that never
+    ended is RUNNING only while the deploy lock names it (or the experiment it runs within)
+    and its holder lives; its process gone, it is ABANDONED, with the recover command."""
     from dsv4ops.journal.records import Kind
 
     s = o.summary(judged.get(o.op))
     s["next"] = None
     if o.kind is Kind.RUNBOOK:
         s["status"], s["next"] = _run_state(o)
-    elif not o.status.terminal:
-        s["next"] = ("if its process is gone: `dsv4ops rollback --recover`"
-                     + (" (puts the box back on A; `ab` has no --recover of its own)"
-                        if o.kind is Kind.EXPERIMENT else ""))
+        return s
+    if o.status.terminal:
+        return s
+    recover = ("`dsv4ops rollback --recover`" + (" (puts the box back on A; `ab` has no "
+                                                "--recover of its own)"
+                                                if o.kind is Kind.EXPERIMENT else ""))
+    if lock is _UNSEEN:
+        s["next"] = f"if its process is gone: {recover}"
+        return s
+    holder = lock.holder.get("op_id") if lock is not None and not lock.stale else None
+    inside = holder is not None and (o.reason or "").startswith(f"experiment {holder}:")
+    if holder != o.op and not inside:
+        s["status"] = "ABANDONED"
+        s["next"] = f"its process is gone (no live deploy lock names it): {recover}"
     return s
 
 

@@ -45,7 +45,7 @@ def status(target: str | None, as_json: bool) -> None:
                 kernels=kernels,
             )
             report["record"] = record
-        report["open"] = open_operations(snapshot)
+        report["open"] = open_operations(snapshot, _lock_of(report))
     finally:
         ctx.close()
     _exit_with_word(report)
@@ -67,7 +67,19 @@ def _open_lines(report: dict[str, Any]) -> list[str]:
             for o in report.get("open", []) if o["kind"] in ("runbook", "experiment")]
 
 
-def open_operations(journal: Any) -> list[dict[str, Any]]:
+def _lock_of(report: dict[str, Any]) -> Any:
+    """The deploy lock status read (a LockInfo, None when free), or the journal listing's
+    "not read" marker when the target was not reached."""
+    from dsv4ops.cli.journal import _UNSEEN
+    from dsv4ops.remote.results import LockInfo
+
+    if "lock" not in report:
+        return _UNSEEN
+    lock = report["lock"]
+    return LockInfo(lock["holder"], lock["stale"]) if lock else None
+
+
+def open_operations(journal: Any, lock: Any) -> list[dict[str, Any]]:
     """Runs and experiments (and any operation) not ended, with their true state and the
     command that resumes or recovers them (the journal listing's `next`)."""
     from dsv4ops.cli.journal import entry
@@ -76,8 +88,8 @@ def open_operations(journal: Any) -> list[dict[str, Any]]:
     judged = journal.judged()
     out = []
     for o in ops:
-        s = entry(o, judged)
-        if s["status"] in ("RUNNING", "INTERRUPTED", "PENDING"):
+        s = entry(o, judged, lock)
+        if not o.status.terminal:
             out.append({k: s[k] for k in ("id", "kind", "status", "profile", "when", "next")}
                        | {"runbook": (o.reason or "").removeprefix("runbook ") or None})
     return out

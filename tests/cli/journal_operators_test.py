@@ -79,6 +79,11 @@ def test_two_operators_deploy_roll_back_and_resolve_each_others_crash(
     killed = st["lock"]["holder"]["op_id"]
     assert st["lock"]["stale"] and killed.startswith("d-") and killed != second["op_id"]
     assert any(killed in a and "interrupted" in a for a in st["attention"]), st["attention"]
+    # Its process is gone: the journal does not call it RUNNING, and names the recover command.
+    code, hist, err = cli(env, capsys, "journal", "--json", "--limit", "0")
+    dead = next(e for e in hist["entries"] if e["id"] == killed)
+    assert dead["status"] == "ABANDONED" and "rollback --recover" in dead["next"], dead
+    assert any(o["id"] == killed and o["status"] == "ABANDONED" for o in st["open"]), st["open"]
     code, back, err = cli(env, capsys, "rollback", "--recover", "--yes", "--json")
     assert code == 0, err
     assert any(killed in n and "interrupted" in n for n in back["notes"]), back["notes"]

@@ -153,3 +153,16 @@ def test_a_rollback_after_an_ab_whose_cli_died_returns_to_a_not_to_the_newest_bl
     c = _deploy(control, journal, "c", 9, recover=True)
     assert [o.op for o in known_good_ops(journal)][:3] == [c.op_id, journal.operations()[1].op,
                                                            gated_a.op_id]
+
+
+def test_the_automatic_rollback_never_restores_a_no_canary_deploy(journal):
+    """A deploy that ran no gate is not known-good: a failed deploy after it rolls back past it
+    to the gated one (issue 20: the decode-wedge rehearsal's `--no-canary` deploy)."""
+    control = FakeControl()
+    gated = _deploy(control, journal, "a")
+    blind = operator(control, journal, gate=None).deploy(make_deployment("b", 5))
+    assert blind.ok and not journal.judged()[blind.op_id].known_good
+    assert [op.op for op, _ in fallbacks_for(journal, None)] == [gated.op_id]
+    control.fail_url = ":30010/"
+    out = _deploy(control, journal, "c", 9, fallback=fallbacks_for(journal, None))
+    assert out.status == "ROLLED_BACK" and "Running now: a @ c0ffeea" in out.message, out.message
