@@ -100,8 +100,10 @@ def test_overlap_gains_but_the_abort_cascade_gate_keeps_the_baseline(env: OrchEn
 
 def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_partial(
         env: OrchEnv, capsys, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Ctrl-C after block 1's deploy stopped A's unit: the deploy's own rollback restarts A, the
-    experiment ends FAILED naming the block done, the report is partial."""
+    """Ctrl-C after block 1's deploy stopped A's unit: its automatic rollback has nothing
+    known-good to restore (an experiment's blocks never are, and nothing was gated before), so
+    it stops everything; the experiment then puts the box back on A by a deploy, ends FAILED
+    naming the block done, the report is partial."""
     from dsv4ops.cli import _context
 
     printer = _context.progress_printer
@@ -137,7 +139,8 @@ def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_parti
         f"experiment {exp.op} of ab-base vs ab-step4 is in progress (during 'block 1 B ab-step4')",
         f"deploy {b_deploy.op} of ab-step4 is in progress (before its first step, within "
         f"experiment {exp.op})"]
-    assert b_deploy.status is Status.ROLLED_BACK and exp.op in (b_deploy.reason or "")
+    assert b_deploy.status is Status.FAILED and exp.op in (b_deploy.reason or "")
+    assert "No known-good deployment to roll back to" in (b_deploy.message or "")
     assert exp.status is Status.FAILED and "after 1 of 4 blocks" in exp.message
     assert [(s.name, s.phase) for s in exp.steps if s.name.startswith("block ")] == [
         ("block 0 A ab-base", "start"), ("block 0 A ab-base", "done"),
@@ -146,9 +149,10 @@ def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_parti
     assert report["partial"] and "interrupted" in report["interrupted"]
     assert [(b["arm"], b["complete"]) for b in report["blocks"]] == [("A", True)]
     assert report["decision"]["winner"] == "A"
-    # A runs again, restored by the deploy's rollback (no extra deploy), nothing in flight.
+    # A runs again, put back by the experiment's own deploy of A, nothing in flight.
     deployed = journal.deployed()
     assert deployed.profile_name == "ab-base" and deployed.proven
+    assert deployed.reason == f"experiment {exp.op}: leave the box on A"
     assert not journal.judged()[deployed.op].known_good  # an experiment's arm never is
     assert journal.in_flight() == [] and len(our_processes(env)) == 3
 

@@ -32,7 +32,8 @@ def test_nothing_recorded_is_exit_4_with_a_clear_message(env: OrchEnv, capsys) -
     if Journal(env.target).deployed() is not None:
         pytest.skip("the module's environment already has a deployment")
     code, rounds, err = _once(env, capsys)
-    assert code == 4 and rounds == []
+    assert code == 4 and rounds == [{"error": rounds[0]["error"], "hint": rounds[0]["hint"],
+                                     "exit": 4}]  # --json: the error is one object on stdout
     assert "records no running deployment" in err and "Traceback" not in err
 
 
@@ -50,7 +51,8 @@ def test_once_on_the_healthy_baseline_then_on_a_wedged_decode(baseline_running: 
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         code, rounds, err = _once(env, capsys, "--prometheus-port", str(busy.getsockname()[1]))
-    assert code == 4 and rounds == [] and "cannot listen" in err and "Traceback" not in err
+    assert code == 4 and [r["exit"] for r in rounds] == [4] and "round" not in rounds[0]
+    assert "cannot listen" in err and "Traceback" not in err
 
     decode = Journal(env.target).deployed().deployment().component("decode")  # type: ignore[union-attr]
     pid = httpx.get(decode.url("/_twin/state"), timeout=5).json()["pid"]
