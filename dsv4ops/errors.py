@@ -12,16 +12,18 @@
     ├── CanaryError             a canary could not run (not a FAIL verdict: those are results)
     └── KernelPackageError      bad/tampered kernel artifact, incompatible manifest
 
-Anything else that escapes is a bug: exit 3 with a short report.
+Anything else that escapes is a bug: exit 3 with a short report. The codes: dsv4ops/exitcodes.py.
 """
 
 from __future__ import annotations
+
+from dsv4ops.exitcodes import FAILED, REFUSED
 
 
 class DsOpsError(Exception):
     """Base class: a failure we can explain to the user in one line (plus an optional hint)."""
 
-    exit_code = 1
+    exit_code = REFUSED
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -79,14 +81,14 @@ class JournalError(DsOpsError):
 class DeployError(DsOpsError):
     """A deploy, rollback or stop failed. The message says what failed, what was done, state now."""
 
-    exit_code = 2
+    exit_code = FAILED
 
 
 class PreflightError(DeployError):
     """The target cannot take the deployment (ports, GPUs, kernel package); nothing was changed,
     so this is a refusal (exit 1, docs/deploy.md), not a handled step failure (2)."""
 
-    exit_code = 1
+    exit_code = REFUSED
 
 
 class ControllerOwnedError(DsOpsError):

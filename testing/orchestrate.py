@@ -552,14 +552,23 @@ def make_deployment(name: str, offset: int = 0) -> Deployment:
     )
 
 
-def operator(control: TargetControl, journal: Any, lines: list[str] | None = None) -> Operator:
-    """The engine over `control` with a fake clock; progress lines go to `lines` when given."""
+def passing_gate(_deployment: Deployment, _router_url: str) -> tuple[str, list[str]]:
+    """A canary gate that passes (the unit tests' deploys are gated, so known-good)."""
+    return "PASS", ["smoke: PASS"]
+
+
+def operator(
+    control: TargetControl, journal: Any, lines: list[str] | None = None, *, gate: Any = passing_gate
+) -> Operator:
+    """The engine over `control` with a fake clock and a canary gate that passes (`gate=None`:
+    none, like `--no-canary`); progress lines go to `lines` when given."""
     return Operator(
         control,
         journal,
         host="fake",
         clock=FakeClock(),
         progress=(lines.append if lines is not None else None),
+        canary=gate,
     )
 
 

@@ -11,6 +11,8 @@ import enum
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from dsv4ops import exitcodes
+
 
 class Verdict(enum.Enum):
     PASS = "PASS"
@@ -19,7 +21,7 @@ class Verdict(enum.Enum):
 
     @property
     def exit_code(self) -> int:
-        return {Verdict.PASS: 0, Verdict.FAIL: 2, Verdict.INCONCLUSIVE: 4}[self]
+        return exitcodes.for_verdict(self.value)
 
 
 _RANK = {Verdict.PASS: 0, Verdict.INCONCLUSIVE: 1, Verdict.FAIL: 2}

@@ -1,7 +1,9 @@
 """CLI composition root: the click group, lazy sub-command loading and the one error boundary.
 
-Exit codes: 0 ok; 1 user mistake / refused (DsOpsError); 2 a deploy step failed and was handled
-(DeployError) or a canary verdict FAIL; 3 unexpected error (bug, with a crash report); 130 Ctrl-C.
+Exit codes: one table for every command, `dsv4ops/exitcodes.py` (printed by `--help`): this
+boundary maps what a command raised or returned onto it (DsOpsError: its `exit_code`; click's
+usage errors: REFUSED; anything else: BUG; Ctrl-C: INTERRUPTED). With `--json`, an error is also
+one JSON object on stdout (`error`, `hint`, `exit`), the human line staying on stderr.
 Sub-command modules are imported only when used, so `dsv4ops --help` stays fast and never loads
 fabric, aiohttp, torch or triton.
 """
@@ -16,7 +18,7 @@ from collections.abc import Sequence
 
 import click
 
-from dsv4ops import __version__
+from dsv4ops import __version__, exitcodes
 from dsv4ops.errors import DsOpsError
 
 # name -> (module, attribute, one-line help). Order is the order shown in --help.
@@ -74,7 +76,11 @@ def _unavailable(name: str) -> click.Command:
     return cmd
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+EXIT_CODES_HELP = "Exit codes (every command):\n\n\b\n" + "\n".join(exitcodes.table_lines())
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=EXIT_CODES_HELP)
 @click.version_option(__version__, prog_name="dsv4ops")
 def cli() -> None:
     """dsv4ops: operate a DeepSeek-V4-Flash prefill/decode deployment on SGLang.
@@ -104,7 +110,11 @@ def _crash_report(exc: BaseException, argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code (never raises for user mistakes)."""
+    from dsv4ops.cli import _output
+
     args = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in args
+    _output.PRINTED.clear()
     try:
         # standalone_mode=False makes click return the exit code of ctx.exit(n) instead of
         # calling sys.exit; keep it rather than flattening every exit to 0.
@@ -113,20 +123,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         click.secho(f"error: {exc}", fg="red", err=True)
         if exc.hint:
             click.echo(f"hint: {exc.hint}", err=True)
-        return exc.exit_code
+        return _json_error(as_json, str(exc), exc.hint, exc.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
-        return 130
+        return _json_error(as_json, "aborted", None, exitcodes.INTERRUPTED)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
-        return 130
+        return _json_error(as_json, "interrupted", None, exitcodes.INTERRUPTED)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
-        return 1 if exc.exit_code == 2 else exc.exit_code
+        # click's usage error is its 2; ours is REFUSED (2 means "observed to be wrong")
+        code = exitcodes.REFUSED if exc.exit_code == 2 else exc.exit_code
+        return _json_error(as_json, exc.format_message(), None, code)
     except SystemExit as exc:  # a command that calls sys.exit(code) on purpose
-        return int(exc.code or 0) if isinstance(exc.code, int | None) else 1
+        return int(exc.code or 0) if isinstance(exc.code, int | None) else exitcodes.REFUSED
     except Exception as exc:  # noqa: BLE001 - this is the boundary for bugs
         report = _crash_report(exc, args)
         click.secho(f"internal error: {type(exc).__name__}: {exc}", fg="red", err=True)
@@ -134,5 +146,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"this is a bug in dsv4ops; crash report: {report or '(could not be written)'}",
             err=True,
         )
-        return 3
-    return rv if isinstance(rv, int) else 0
+        return _json_error(as_json, f"internal error: {type(exc).__name__}: {exc}",
+                           f"crash report: {report or '(could not be written)'}", exitcodes.BUG)
+    return rv if isinstance(rv, int) else exitcodes.OK
+
+
+def _json_error(as_json: bool, message: str, hint: str | None, code: int) -> int:
+    """With --json, the error as one JSON object on stdout (a script reads stdout); return code."""
+    from dsv4ops.cli import _output
+
+    if as_json and not _output.PRINTED:  # else the document printed says it (`exit`, `error`)
+        import json
+
+        click.echo(json.dumps({"error": message, "hint": hint, "exit": code}))
+    return code

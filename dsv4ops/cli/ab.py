@@ -1,7 +1,9 @@
 """`dsv4ops ab PROFILE_A PROFILE_B`: a time-multiplexed A/B on one target (orchestrate/usecases/ab.py).
 
-Exit codes: 0 the experiment ran to its end (whichever arm won), 2 a block's deploy or suite
-failed (the box was put back on A), 130 interrupted (the box was put back on A).
+Exit codes (dsv4ops/exitcodes.py): 0 the experiment ran to its end (whichever arm won), 2 a
+block's deploy or suite failed (the box was put back on A), 130 interrupted (the box was put back
+on A). A CLI that died mid-experiment leaves it in flight: `dsv4ops rollback --recover` marks it
+ABANDONED and puts the box back on A (there is no `ab --recover`).
 """
 
 from __future__ import annotations
@@ -41,13 +43,21 @@ from dsv4ops.cli._output import echo_json, json_option, target_option
               help="Report directory (default: the state directory's ab/EXPERIMENT_ID).")
 @click.option("--dry-run", is_flag=True, help="Print the schedule, the gates and the time; change nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--reason", default=None, help="Why (recorded in the journal).")
 @json_option
 def ab(profile_a: str, profile_b: str, target: str | None, suite: str, blocks: int | None,
        effect: float, variation: float, levels: str | None, block_duration: float | None,
        warmup: float, max_tokens: int | None, confidence: float,
-       report_dir: str | None, dry_run: bool, yes: bool, as_json: bool) -> None:
+       report_dir: str | None, dry_run: bool, yes: bool, reason: str | None,
+       as_json: bool) -> None:
     """A/B PROFILE_A against PROFILE_B on one target, blocks alternating in time; leave the box
-    on the winner (on A when inconclusive, partial or unsafe)."""
+    on the winner (on A when inconclusive, partial or unsafe).
+
+    An experiment's block deploys are never known-good, and a gate B fails keeps B's commands
+    from ever being offered by `rollback`. If this CLI dies mid-experiment, run
+    `dsv4ops rollback --recover`: it marks the experiment ABANDONED and puts the box back on A
+    (there is no `ab --recover`)."""
+    from dsv4ops import exitcodes
     from dsv4ops.cli._context import open_target, progress_printer
     from dsv4ops.errors import DeployError
     from dsv4ops.orchestrate.interrupts import DeployInterrupted
@@ -69,11 +79,13 @@ def ab(profile_a: str, profile_b: str, target: str | None, suite: str, blocks: i
     session = open_target(target, verb="ab")
     try:
         out = AB.run_ab(session, plan, progress=progress_printer(as_json),
-                        command=f"dsv4ops ab {profile_a} {profile_b}")
+                        command=f"dsv4ops ab {profile_a} {profile_b}", reason=reason)
     finally:
         session.close()
     if as_json:
-        echo_json(out.to_json())
+        code = (exitcodes.INTERRUPTED if out.interrupted else exitcodes.FAILED if out.failure
+                else exitcodes.OK)
+        echo_json({**out.to_json(), "exit": code, "error": out.interrupted or out.failure})
     else:
         for line in out.decision.reasons:
             click.echo(line)

@@ -43,7 +43,7 @@ def canary(target: str | None, profile_ref: str | None, suite: str, concurrency:
     result = run_canary(endpoint, suite, concurrency=concurrency, duration_s=duration,
                         rate_per_s=rate, report_dir=report_dir, progress=progress)
     if as_json:
-        echo_json({**result.to_json(), "report_dir": report_dir})
+        echo_json({**result.to_json(), "report_dir": report_dir, "exit": result.exit_code})
     else:
         rows = [(r.suite, r.verdict.value, _headline(r.metrics)) for r in (result.sub_results or [result])]
         click.echo(table(rows, ["suite", "verdict", "output tok/s / TTFT p99 ms"]))

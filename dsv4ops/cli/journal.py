@@ -19,6 +19,7 @@ from dsv4ops.cli._output import echo_json, json_option, table, target_option
 def journal(target: str | None, as_json: bool, limit: int) -> None:
     """List the target's journal, newest last."""
     from dsv4ops.cli._context import open_target
+    from dsv4ops.journal.knowngood import judge
     from dsv4ops.journal.records import fold, place_merged
 
     ctx = open_target(target, verb="journal", read_only=True)
@@ -26,9 +27,11 @@ def journal(target: str | None, as_json: bool, limit: int) -> None:
         j = ctx.journal
         records = j.records()  # one read: operations and merges from the same bytes
         source = j.source()
+        lock = _lock(ctx, source)
     finally:
         ctx.close()
     every = place_merged(fold(records), records)
+    judged = judge(every)  # over the whole journal: a gate failed anywhere counts
     ops = every[-limit:] if limit > 0 else every
     merges = [r for r in records if r["type"] == "merge"]
     if as_json:
@@ -39,7 +42,7 @@ def journal(target: str | None, as_json: bool, limit: int) -> None:
                 "record": source,
                 "skipped_lines": j.skipped_lines,
                 "merges": merges,
-                "entries": [o.summary() for o in ops],
+                "entries": [entry(o, judged, lock) for o in ops],
             }
         )
         return
@@ -47,20 +50,71 @@ def journal(target: str | None, as_json: bool, limit: int) -> None:
     if not ops:
         click.echo("journal: empty")
     else:
-        click.echo(table([_row(o.summary()) for o in ops], _HEADERS))
+        click.echo(table([_row(entry(o, judged, lock)) for o in ops], _HEADERS))
     for m in merges:
         click.echo(merge_line(m))
     if j.skipped_lines:
         click.echo(f"note: skipped torn line(s) {j.skipped_lines} (an interrupted write)", err=True)
 
 
-_HEADERS = ["when", "kind", "id", "who", "profile", "commit", "outcome", "reason"]
+_HEADERS = ["when", "kind", "id", "who", "profile", "commit", "outcome", "known-good", "reason"]
+
+
+_UNSEEN = object()  # the deploy lock was not read (the target unreachable): liveness unknown
+
+
+def _lock(ctx: Any, source: dict[str, Any]) -> Any:
+    """The target's deploy lock (None: free), or _UNSEEN when it cannot be read."""
+    from dsv4ops.errors import DsOpsError
+
+    if source.get("source") == "cache":
+        return _UNSEEN
+    try:
+        return ctx.supervisor.lock_info()
+    except DsOpsError:
+        return _UNSEEN
+
+
+def entry(o: Any, judged: dict[str, Any], lock: Any = _UNSEEN) -> dict[str, Any]:
+    """One operation's summary with its true state and what to run next: a runbook run is
+    RUNNING only while its process lives (runbooks/runlog.run_state); an operation that never
+    ended is RUNNING only while the deploy lock names it (or the experiment it runs within)
+    and its holder lives; its process gone, it is ABANDONED, with the recover command."""
+    from dsv4ops.journal.records import Kind
+
+    s = o.summary(judged.get(o.op))
+    s["next"] = None
+    if o.kind is Kind.RUNBOOK:
+        s["status"], s["next"] = _run_state(o)
+        return s
+    if o.status.terminal:
+        return s
+    recover = ("`dsv4ops rollback --recover`" + (" (puts the box back on A; `ab` has no "
+                                                "--recover of its own)"
+                                                if o.kind is Kind.EXPERIMENT else ""))
+    if lock is _UNSEEN:
+        s["next"] = f"if its process is gone: {recover}"
+        return s
+    holder = lock.holder.get("op_id") if lock is not None and not lock.stale else None
+    inside = holder is not None and (o.reason or "").startswith(f"experiment {holder}:")
+    if holder != o.op and not inside:
+        s["status"] = "ABANDONED"
+        s["next"] = f"its process is gone (no live deploy lock names it): {recover}"
+    return s
+
+
+def _run_state(o: Any) -> tuple[str, str | None]:
+    from dsv4ops.runbooks.runlog import run_state
+
+    return run_state(o)
 
 
 def _row(s: dict[str, Any]) -> list[Any]:
     why = (s["message"] or s["reason"] or "").splitlines()[0] if (s["message"] or s["reason"]) else ""
     if s["in_flight"]:
         why = f"IN FLIGHT: {s['in_flight']}"
+    if s.get("next"):
+        why = f"{why}; next: {s['next']}" if why else f"next: {s['next']}"
     return [
         s["when"],
         s["kind"],
@@ -69,8 +123,20 @@ def _row(s: dict[str, Any]) -> list[Any]:
         s["profile"] or s["package"] or "-",
         (s["commit"] or "-")[:10],
         s["status"],
-        why[:90],
+        _known_good_cell(s),
+        why if s.get("next") else why[:90],  # the command to run next is never cut
     ]
+
+
+def _known_good_cell(s: dict[str, Any]) -> str:
+    """For a deploy or rollback: "yes"/"yes (INCONCLUSIVE accepted)" or "no: why" (the rule
+    of journal/knowngood.py); "-" for what never deploys (stop, kernels, experiment, runbook)."""
+    why = s.get("known_good_why")
+    if not why:
+        return "-"
+    if s["known_good"]:
+        return "yes (INCONCLUSIVE accepted)" if "below a pass" in why else "yes"
+    return "no: " + why.removeprefix("not known-good: ")[:70]
 
 
 def record_line(source: dict[str, Any]) -> str:

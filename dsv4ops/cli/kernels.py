@@ -7,7 +7,14 @@ from typing import Any
 
 import click
 
-from dsv4ops.cli._output import echo_json, json_option, target_option
+from dsv4ops.cli._output import (
+    dry_run_option,
+    echo_json,
+    json_option,
+    reason_option,
+    target_option,
+    yes_option,
+)
 from dsv4ops.errors import DsOpsError
 
 
@@ -102,15 +109,27 @@ def verify_cmd(artifact: Path, target: str | None, as_json: bool) -> None:
 @target_option
 @json_option
 @_recover_option
-def deploy_cmd(artifact: Path, target: str | None, as_json: bool, recover: bool) -> None:
+@yes_option
+@reason_option
+@dry_run_option
+def deploy_cmd(artifact: Path, target: str | None, as_json: bool, recover: bool, yes: bool,
+               reason: str | None, dry_run: bool) -> None:
     """Copy, verify on the target, switch atomically; the previous version stays for rollback."""
     from dsv4ops.cli._context import progress_printer
     from dsv4ops.orchestrate.usecases.kernels import deploy_package
 
     ctx, runtime = _open(target, "kernels deploy")
     try:
+        if dry_run or not yes:
+            what = f"install {artifact.name} on {ctx.target.name} and make it current"
+            if dry_run:
+                _print_dry_run(as_json, {"dry_run": True, "action": "deploy", "artifact": str(artifact),
+                                         "target": ctx.target.name}, what)
+                return
+            click.confirm(f"{what}?", abort=True)
         result = deploy_package(
-            ctx, artifact, runtime, progress=progress_printer(as_json), recover=recover
+            ctx, artifact, runtime, progress=progress_printer(as_json), recover=recover,
+            reason=reason,
         )
     finally:
         ctx.close()
@@ -128,6 +147,13 @@ def deploy_cmd(artifact: Path, target: str | None, as_json: bool, recover: bool)
     # Only one DSV4 MoE path reads the package's configs (docs/kernels.md); validate enforces it.
     click.echo("  it is read only with decode.env SGLANG_DSV4_FP4_DEQUANT=1 and "
                "SGLANG_ENABLE_JIT_DEEPGEMM=0 (--moe-runner-backend auto)")
+
+
+def _print_dry_run(as_json: bool, doc: dict, what: str) -> None:
+    if as_json:
+        echo_json(doc)
+    else:
+        click.echo(f"plan: {what} (dry run: nothing is changed)")
 
 
 @kernels.command("list")
@@ -158,14 +184,26 @@ def list_cmd(target: str | None, as_json: bool) -> None:
 @target_option
 @json_option
 @_recover_option
-def rollback_cmd(name: str, to: str | None, target: str | None, as_json: bool, recover: bool) -> None:
+@yes_option
+@reason_option
+@dry_run_option
+def rollback_cmd(name: str, to: str | None, target: str | None, as_json: bool, recover: bool,
+                 yes: bool, reason: str | None, dry_run: bool) -> None:
     """Switch the package back to its previous (or a named) installed version."""
     from dsv4ops.cli._context import open_target, progress_printer
     from dsv4ops.orchestrate.usecases.kernels import rollback_package
 
     ctx = open_target(target, verb="kernels rollback")
     try:
-        result = rollback_package(ctx, name, to, progress=progress_printer(as_json), recover=recover)
+        if dry_run or not yes:
+            what = f"switch {name} on {ctx.target.name} back to {to or 'its previous version'}"
+            if dry_run:
+                _print_dry_run(as_json, {"dry_run": True, "action": "rollback", "name": name,
+                                         "to": to, "target": ctx.target.name}, what)
+                return
+            click.confirm(f"{what}?", abort=True)
+        result = rollback_package(ctx, name, to, progress=progress_printer(as_json),
+                                  recover=recover, reason=reason)
     finally:
         ctx.close()
     if as_json:

@@ -21,6 +21,8 @@ from dsv4ops.cli._output import echo_json, json_option, target_option
     "--canary", is_flag=True, help="Also run the canary (the end-to-end probe always runs)."
 )
 @click.option("--reason", default=None, help="Why (recorded in the journal).")
+@click.option("--dry-run", is_flag=True,
+              help="Print what it would restore and why it is known-good; change nothing.")
 def rollback(
     target: str | None,
     to: str | None,
@@ -29,6 +31,7 @@ def rollback(
     recover: bool,
     canary: bool,
     reason: str | None,
+    dry_run: bool,
 ) -> None:
     """Roll back to the last known-good deployment through the same safe path."""
     from dsv4ops.cli._context import open_target, progress_printer
@@ -39,6 +42,15 @@ def rollback(
     session = open_target(target, verb="rollback")
     try:
         choice = choose_rollback(session, to)
+        if dry_run:
+            plan = choice.to_json(session.target.name, session.journal.judged().get(choice.op.op))
+            if as_json:
+                echo_json(plan)
+            else:
+                click.echo(f"plan: {choice.question(session.target.name).rstrip('?')}, rebuilt "
+                           f"from {choice.how}; {plan['known_good_why']} (dry run: nothing is "
+                           "changed)")
+            return
         if not yes:
             click.confirm(choice.question(session.target.name), abort=True)
         out = run_rollback(

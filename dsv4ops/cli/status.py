@@ -45,15 +45,63 @@ def status(target: str | None, as_json: bool) -> None:
                 kernels=kernels,
             )
             report["record"] = record
+        report["open"] = open_operations(snapshot, _lock_of(report))
     finally:
         ctx.close()
+    _exit_with_word(report)
     if as_json:
         echo_json(report)
     else:
         for line in render(report) if report.get("reachable", True) else render_offline(report):
             click.echo(line)
-    if not report.get("reachable", True):
-        click.get_current_context().exit(1)  # not observed: no status, only the journal's word
+    # HEALTHY 0, NOT HEALTHY 2, UNKNOWN 4 (not observed: only the journal's word), so a script
+    # never reads a stopped or unhealthy unit as fine.
+    click.get_current_context().exit(report["exit"])
+
+
+def _open_lines(report: dict[str, Any]) -> list[str]:
+    """The open runbook runs and experiments, each with what resumes or recovers it."""
+    return [f"open: {o['kind']} {o['id']}"
+            + (f" of {o['runbook']}" if o["kind"] == "runbook" and o["runbook"] else "")
+            + f" {o['status']}" + (f": {o['next']}" if o["next"] else "")
+            for o in report.get("open", []) if o["kind"] in ("runbook", "experiment")]
+
+
+def _lock_of(report: dict[str, Any]) -> Any:
+    """The deploy lock status read (a LockInfo, None when free), or the journal listing's
+    "not read" marker when the target was not reached."""
+    from dsv4ops.cli.journal import _UNSEEN
+    from dsv4ops.remote.results import LockInfo
+
+    if "lock" not in report:
+        return _UNSEEN
+    lock = report["lock"]
+    return LockInfo(lock["holder"], lock["stale"]) if lock else None
+
+
+def open_operations(journal: Any, lock: Any) -> list[dict[str, Any]]:
+    """Runs and experiments (and any operation) not ended, with their true state and the
+    command that resumes or recovers them (the journal listing's `next`)."""
+    from dsv4ops.cli.journal import entry
+
+    ops = journal.operations()
+    judged = journal.judged()
+    out = []
+    for o in ops:
+        s = entry(o, judged, lock)
+        if not o.status.terminal:
+            out.append({k: s[k] for k in ("id", "kind", "status", "profile", "when", "next")}
+                       | {"runbook": (o.reason or "").removeprefix("runbook ") or None})
+    return out
+
+
+def _exit_with_word(report: dict[str, Any]) -> None:
+    """Add the one status word and its exit code (dsv4ops/exitcodes.py) to the report."""
+    from dsv4ops import exitcodes
+    from dsv4ops.orchestrate.status import health_word
+
+    report["status"] = health_word(report)
+    report["exit"] = exitcodes.for_health(report["status"])
 
 
 def _endpoint_status(target: str | None, as_json: bool) -> None:
@@ -66,16 +114,18 @@ def _endpoint_status(target: str | None, as_json: bool) -> None:
         report = endpoint_status(ctx)
     finally:
         ctx.close()
+    _exit_with_word(report)
     if as_json:
         echo_json(report)
-        return
-    for line in render_endpoint(report):
-        click.echo(line)
+    else:
+        for line in render_endpoint(report):
+            click.echo(line)
+    click.get_current_context().exit(report["exit"])
 
 
 def render_endpoint(report: dict[str, Any]) -> list[str]:
     r = report["router"]
-    head = "HEALTHY (router readiness 200)" if report["healthy"] else "NOT HEALTHY"
+    head = "HEALTHY (router readiness 200)" if report["status"] == "HEALTHY" else report["status"]
     ready = r["readiness"] if r["readiness"] is not None else (
         f"no answer ({r.get('readiness_error')})")
     lines = [f"target {report['target']} (endpoint {report['router_url']}): {head}",
@@ -91,18 +141,13 @@ def render_endpoint(report: dict[str, Any]) -> list[str]:
 
 def render(report: dict[str, Any]) -> list[str]:
     d = report["deployed"]
-    lines = [f"target {report['target']}: " + ("HEALTHY" if report["healthy"] else "NOT HEALTHY")]
+    from dsv4ops.orchestrate.status import health_word
+
+    lines = [f"target {report['target']}: {report.get('status') or health_word(report)}"]
     if d:
         lines.append(
             f"deployed: {d['profile']} @ {(d['commit'] or 'uncommitted')[:12]} since {d['since']} "
-            f"by {d['by']} ({d['kind']} {d['op']}; "
-            + (
-                "known-good)"
-                if d.get("known_good")
-                else f"NOT known-good: partial restart of {', '.join(d['partial'])})"
-                if d.get("partial")
-                else "NOT known-good)"
-            )
+            f"by {d['by']} ({d['kind']} {d['op']}; {_known_good_words(d)})"
         )
         k = report.get("kernel_package")
         if k:
@@ -144,6 +189,7 @@ def render(report: dict[str, Any]) -> list[str]:
         lines.append(f"drift: {item}")
     for item in report["attention"]:
         lines.append(f"attention: {item}")
+    lines += _open_lines(report)
     if report["lock"]:
         h = report["lock"]["holder"]
         lines.append(
@@ -151,6 +197,14 @@ def render(report: dict[str, Any]) -> list[str]:
             f"({h.get('op_id')}){' - STALE (holder dead)' if report['lock']['stale'] else ''}"
         )
     return lines
+
+
+def _known_good_words(d: dict[str, Any]) -> str:
+    """"known-good" or "NOT known-good: why", as journal/knowngood.py judged the deployment."""
+    why = str(d.get("known_good_why") or "")
+    if d.get("known_good"):
+        return "known-good" + (" (below a pass: INCONCLUSIVE accepted)" if "below" in why else "")
+    return "NOT " + (why.removeprefix("not ") if why else "known-good")
 
 
 def render_offline(report: dict[str, Any]) -> list[str]:
@@ -162,13 +216,13 @@ def render_offline(report: dict[str, Any]) -> list[str]:
         lines.append(
             f"last recorded deployment: {d['profile']} @ {(d['commit'] or 'uncommitted')[:12]} "
             f"since {d['since']} by {d['by']} ({d['kind']} {d['op']}"
-            + ("; known-good)" if d.get("known_good") else "; NOT known-good)")
+            + f"; {_known_good_words(d)})"
         )
     else:
         lines.append("last recorded deployment: nothing recorded")
     for o in report["in_flight"]:
         lines.append(f"attention: {o['kind']} {o['id']} of {o['profile'] or '-'} never ended")
-    return lines
+    return lines + _open_lines(report)
 
 
 def _router_details(c: dict[str, Any]) -> str:

@@ -15,8 +15,13 @@ from dsv4ops.cli._output import echo_json, json_option, target_option
     "--recover", is_flag=True, help="Resolve an interrupted operation (stale lock) first."
 )
 @click.option("--reason", default=None, help="Why (recorded in the journal).")
-def stop(target: str | None, yes: bool, as_json: bool, recover: bool, reason: str | None) -> None:
+@click.option("--dry-run", is_flag=True, help="Print the stop plan; change nothing.")
+def stop(target: str | None, yes: bool, as_json: bool, recover: bool, reason: str | None,
+         dry_run: bool) -> None:
     """Stop the whole deployment in the safe order (journaled)."""
+    if dry_run:
+        _dry_run(target, as_json)
+        return
     from dsv4ops.cli._context import open_target, progress_printer
     from dsv4ops.orchestrate.outcome import raise_for
     from dsv4ops.orchestrate.usecases.stop import run_stop
@@ -35,3 +40,18 @@ def stop(target: str | None, yes: bool, as_json: bool, recover: bool, reason: st
     else:
         click.echo(f"stop {out.status} in {out.total_s:.1f}s: {out.message.splitlines()[0]}")
     raise_for(out)
+
+
+def _dry_run(target: str | None, as_json: bool) -> None:
+    """The stop's steps, as `deploy --dry-run` prints a deploy's (plan.py: one source)."""
+    from dsv4ops.orchestrate import plan as P
+    from dsv4ops.profiles import get_target
+
+    name = get_target(target).name
+    steps = P.stop_steps()  # drain, router, decode, prefill: what `stop` runs
+    if as_json:
+        echo_json({"dry_run": True, "target": name, "plan": P.plan_json(steps)})
+        return
+    click.echo(f"plan: stop everything on {name} (dry run: nothing is changed)")
+    for line in P.render_plan(steps):
+        click.echo(line)

@@ -1,8 +1,9 @@
 """`dsv4ops watch`: a read-only monitor of the deployed PD unit (findings, runbooks, metrics).
 
-Exit codes: with `--once`, the worst finding of the last round: 0 ok, 1 warning, 2 critical,
-and 3 when it could not watch at all (no deployment recorded, target unreachable) so a cron job
-never reads "could not look" as "warning". Without `--once` it runs until Ctrl-C (exit 0).
+Exit codes (dsv4ops/exitcodes.py): with `--once`, the word of the last round: 0 ok, 2 critical,
+4 warning or unknown: a component did not answer with no finding yet, no probe came back, or it
+could not watch at all (no deployment recorded, target unreachable), so a cron job never reads
+"could not look" as OK. Without `--once` it runs until Ctrl-C (exit 0).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from dsv4ops import exitcodes
 from dsv4ops.cli._output import json_option, target_option
 from dsv4ops.errors import DsOpsError
 
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
     from dsv4ops.watch.loop import Round
     from dsv4ops.watch.readings import ServerReading
 
-UNKNOWN_EXIT = 3
+UNKNOWN_EXIT = exitcodes.UNDECIDED
 
 
 @click.command()
@@ -32,7 +34,8 @@ UNKNOWN_EXIT = 3
               help="Seconds between end-to-end probes through the router; 0: no probes.")
 @click.option("--once", is_flag=True,
               help="Watch for one wedge window and one probe round, print, exit with the worst "
-                   "finding (0 ok, 1 warning, 2 critical, 3 could not watch).")
+                   "finding (0 ok, 2 critical, 4 warning or unknown: nothing answered, no probe back, "
+                   "could not watch).")
 @json_option
 @click.option("--prometheus-port", type=click.IntRange(min=0, max=65535), default=None,
               help="Serve the findings as Prometheus metrics on 127.0.0.1:PORT.")
@@ -72,7 +75,7 @@ def watch(target: str | None, interval_s: float, probe_every_s: float, once: boo
 
         if once:
             last = watcher.once(emit)
-            sys.exit(int(last.worst))
+            sys.exit(exitcodes.for_severity(last.word))
         try:
             watcher.run(emit)
         except KeyboardInterrupt:
@@ -93,7 +96,8 @@ def _unknown(exc: DsOpsError, once: bool) -> DsOpsError:
 
 def render(r: Round) -> list[str]:
     """The live view of one round: a header, one line per component, probes, findings."""
-    lines = [f"{r.at} round {r.number}: {r.worst.name}"]
+    lines = [f"{r.at} round {r.number}: {r.word.upper()}"
+             + (f" ({r.unproven})" if r.unproven else "")]
     for name, s in r.scrape.servers.items():
         lines.append(f"  {name:<8}" + (_server(s) if s.up else f"DOWN ({s.error})"))
     router = r.scrape.router

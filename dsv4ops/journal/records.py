@@ -34,6 +34,9 @@ class Status(str, enum.Enum):
     FAILED = "FAILED"  # failed and could not restore the previous deployment
     ROLLED_BACK = "ROLLED_BACK"  # failed, and the last known-good deployment was restored
     ABANDONED = "ABANDONED"  # the CLI died mid-operation; a later command resolved it
+    # Stopped where it can be resumed, by the process that ran it (a runbook run that stopped at
+    # a failed step, a refusal or Ctrl-C): not terminal, `--resume` moves it back to RUNNING.
+    INTERRUPTED = "INTERRUPTED"
 
     @property
     def terminal(self) -> bool:
@@ -43,7 +46,8 @@ class Status(str, enum.Enum):
 _TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.ROLLED_BACK, Status.ABANDONED})
 _ALLOWED: dict[Status, frozenset[Status]] = {
     Status.PENDING: frozenset({Status.RUNNING, Status.FAILED, Status.ABANDONED, Status.SUCCEEDED}),
-    Status.RUNNING: _TERMINAL,
+    Status.RUNNING: _TERMINAL | {Status.INTERRUPTED},
+    Status.INTERRUPTED: _TERMINAL | {Status.RUNNING},
 }
 
 
@@ -114,10 +118,12 @@ class Operation:
     runbook_run: str | None = None
 
     @property
-    def known_good(self) -> bool:
-        """The one rule for "known-good" (rollback, the automatic rollback, `journal`): this
-        exact unit served a proven generation. Positive evidence only: the operation said so when
-        it SUCCEEDED; a partial restart, a stop or a kernel switch never does."""
+    def proven(self) -> bool:
+        """This exact whole unit served a proven generation through the router: the operation
+        said so when it SUCCEEDED; a partial restart, a stop or a kernel switch never does.
+        Necessary for known-good, not sufficient: known-good is judged over the whole journal
+        (its gate, the experiment it belongs to, gates its commands failed elsewhere) in ONE
+        place, `dsv4ops.journal.knowngood`."""
         return (
             self.kind in (Kind.DEPLOY, Kind.ROLLBACK)
             and self.status is Status.SUCCEEDED
@@ -155,7 +161,9 @@ class Operation:
         Raises DeployError when it recorded no components."""
         return Deployment.from_record(self.profile, self.components, source_op=self.op)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, judgement: Any = None) -> dict[str, Any]:
+        """The operation in the `journal --json` shape; `judgement` is its
+        `knowngood.Judgement` (None: not a deploy or rollback, never known-good)."""
         p = self.profile or {}
         return {
             "id": self.op,
@@ -171,7 +179,8 @@ class Operation:
             "message": self.message,
             "in_flight": None if self.status.terminal else self.step_in_flight,
             "package": (self.kernel or {}).get("package") or p.get("kernel_package"),
-            "known_good": self.known_good,
+            "known_good": bool(judgement is not None and judgement.known_good),
+            "known_good_why": judgement.why if judgement is not None else None,
             "partial": (self.scope or {}).get("restarted"),
             "runbook_run": self.runbook_run,
         }

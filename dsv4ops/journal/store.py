@@ -23,6 +23,7 @@ from dsv4ops import journalfile
 from dsv4ops.clock import Clock, SystemClock, utc_now_iso
 from dsv4ops.constants import state_dir
 from dsv4ops.errors import JournalError
+from dsv4ops.journal import knowngood
 from dsv4ops.journal.records import (
     RECORD_VERSION,
     Kind,
@@ -180,7 +181,8 @@ class Journal:
     ) -> None:
         """Persist a status change. `running` names the op whose deployment runs now ('' none);
         `kernel` adds to a KERNELS operation's details what only the outcome knows (version);
-        `known_good` marks a SUCCEEDED deploy/rollback known-good (Operation.known_good)."""
+        `known_good` records that a SUCCEEDED deploy/rollback proved its whole unit through the
+        router (Operation.proven; whether it is known-good is dsv4ops.journal.knowngood's)."""
         current = self.get(op_id)
         check_transition(current.status, status)
         if known_good and status is not Status.SUCCEEDED:
@@ -252,8 +254,13 @@ class Journal:
         return [o for o in self.operations() if not o.status.terminal and o.kind.changes_target]
 
     def known_good(self) -> list[Operation]:
-        """Known-good deployments, newest first (the rule: Operation.known_good)."""
-        return [o for o in reversed(self.operations()) if o.known_good]
+        """Known-good deployments in the order rollback offers them (the one rule:
+        dsv4ops.journal.knowngood): gate passes newest first, then accepted INCONCLUSIVEs."""
+        return knowngood.known_good(self.operations())
+
+    def judged(self) -> dict[str, knowngood.Judgement]:
+        """op id -> whether that deploy/rollback is known-good and why (the same rule)."""
+        return knowngood.judge(self.operations())
 
     def last_known_good(self, *, exclude: str | None = None) -> Operation | None:
         """The newest known-good deployment (other than `exclude`), by the same rule."""

@@ -15,6 +15,7 @@ from typing import Any
 from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.deployment import WORKERS, Deployment
 from dsv4ops.errors import DsOpsError
+from dsv4ops.journal import knowngood as KG
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.control import TargetControl
@@ -306,12 +307,13 @@ class Runner:
         if self.settings.canary is None:
             return "skipped (no canary available)"
         verdict, reasons = self.settings.canary(d, d.component("router").url())
+        # The detail's first words are what journal/knowngood.py judges the gate by.
         if verdict == "INCONCLUSIVE" and self.settings.accept_inconclusive:
             # Asked for explicitly: the probe passed, the canary could not judge (a busy machine).
-            return f"INCONCLUSIVE, accepted as asked: {'; '.join(reasons)[:300]}"
+            return f"{KG.GATE_ACCEPTED}: {'; '.join(reasons)[:300]}"
         if verdict != "PASS":
             raise StepFailed(step.title, f"verdict {verdict}: {'; '.join(reasons) or 'no reasons'}")
-        return f"PASS ({'; '.join(reasons)[:300]})" if reasons else "PASS"
+        return f"{KG.GATE_PASS} ({'; '.join(reasons)[:300]})" if reasons else KG.GATE_PASS
 
 
 def process_snapshot(control: TargetControl, names: list[str]) -> dict[str, Any]:

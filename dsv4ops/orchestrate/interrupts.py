@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterator
 from types import FrameType
 
+from dsv4ops import exitcodes
 from dsv4ops.errors import DeployError
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -40,7 +41,7 @@ def signal_name_of(exc: BaseException) -> str:
 class DeployInterrupted(DeployError):
     """The operation was interrupted and handled: exit 130 with the message saying what runs."""
 
-    exit_code = 130
+    exit_code = exitcodes.INTERRUPTED
 
 
 class InterruptGate:

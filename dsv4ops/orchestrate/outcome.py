@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from dsv4ops import exitcodes
 from dsv4ops.errors import DeployError
 from dsv4ops.orchestrate.interrupts import DeployInterrupted
 
@@ -27,8 +28,19 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     interrupted: bool = False  # SIGINT/SIGTERM arrived (the CLI exits 130)
 
+    @property
+    def exit_code(self) -> int:
+        """What `raise_for` makes of it (dsv4ops/exitcodes.py)."""
+        if self.interrupted:
+            return exitcodes.INTERRUPTED
+        return exitcodes.OK if self.ok else exitcodes.FAILED
+
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The operation's `--json` document; also the one object an error prints (`exit`,
+        `error`: its first line, `hint`), as every command's error under --json has them."""
+        first = (self.message.splitlines() or [""])[0]
+        return {**asdict(self), "exit": self.exit_code,
+                "error": None if self.ok and not self.interrupted else first, "hint": None}
 
 
 def raise_for(out: Outcome) -> None:

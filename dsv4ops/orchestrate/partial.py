@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsv4ops import exitcodes
 from dsv4ops.deployment import START_ORDER, Deployment
 from dsv4ops.errors import DeployError
 from dsv4ops.journal.records import Operation
@@ -21,7 +22,7 @@ from dsv4ops.orchestrate.pd import RestartScope
 class PartialRestartRefused(DeployError):
     """`--only` with no recorded deployment to keep: refused before anything changed (exit 1)."""
 
-    exit_code = 1
+    exit_code = exitcodes.REFUSED
 
 
 def unit_after(

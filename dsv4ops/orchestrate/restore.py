@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from dsv4ops import exitcodes
 from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DeployError, DsOpsError
+from dsv4ops.journal.knowngood import arm_of, commands_hash
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
 
@@ -22,7 +24,7 @@ class RollbackTargetError(DeployError):
     """`rollback --to` names nothing it can restore: a user mistake, refused before anything
     changed, so exit 1 like the other refusals (docs/deploy.md), not 2 (a handled failure)."""
 
-    exit_code = 1
+    exit_code = exitcodes.REFUSED
 
 
 # (profile path, git commit) -> the Deployment that file renders to at that commit for the target
@@ -64,7 +66,9 @@ MAX_FALLBACKS = 3
 
 
 def known_good_ops(journal: Journal) -> list[Operation]:
-    """Known-good deployments, newest first: the journal's one rule (Operation.known_good)."""
+    """Known-good deployments in the order they are offered: the journal's one rule
+    (dsv4ops.journal.knowngood: passes newest first, then accepted INCONCLUSIVEs). Commands that
+    failed a gate anywhere are not among them: only `rollback --to` can name those."""
     return journal.known_good()
 
 
@@ -88,9 +92,12 @@ def rollback_target(journal: Journal, to: str | None) -> Operation:
                     + _choices(good)
                 )
             return op
+        # A revision names the newest known-good deployment at it, else (named, so the
+        # operator's choice) the newest proven whole unit recorded at it.
+        whole = [o for o in reversed(journal.operations()) if o.proven]
         by_rev = [
             o
-            for o in good
+            for o in [*good, *whole]
             if str((o.profile or {}).get("git_commit") or "").startswith(to)
         ]
         if by_rev:
@@ -111,18 +118,21 @@ def rollback_target(journal: Journal, to: str | None) -> Operation:
             op.op != current.op and (op.profile or {}).get("commands_hash") != current_hash
         ):
             return op
-    raise DeployError(
+    # Refused before anything changed: exit 1 (dsv4ops/exitcodes.py), like a bad --to.
+    raise RollbackTargetError(
         "no earlier known-good deployment to roll back to"
         + (f" (only {current.profile_name}, which is what runs now)" if current else ""),
-        hint="list deployments with `dsv4ops journal`",
+        hint="`dsv4ops journal` shows why each deployment is or is not known-good; name one "
+        "with `dsv4ops rollback --to ID`",
     )
 
 
 def unfinished_experiment_arm_a(journal: Journal, good: list[Operation]) -> Operation | None:
-    """A's newest proven deploy of the newest A/B experiment, when that experiment never ended
-    (its CLI died mid-run; the next command's --recover marks it ABANDONED) and nothing outside
-    it has deployed since: an A/B that does not finish leaves the box on A, as `dsv4ops ab`
-    does itself when it is interrupted. None otherwise (the usual newest-known-good rule)."""
+    """The known-good deployment of A's commands (else of A's profile) when the newest A/B
+    experiment never ended (its CLI died mid-run; the next command's --recover marks it
+    ABANDONED) and nothing outside it has deployed since: an A/B that does not finish leaves the
+    box on A, as `dsv4ops ab` does itself when it is interrupted. An experiment's blocks are
+    never known-good themselves. None otherwise (the usual newest-known-good rule)."""
     ops = journal.operations()
     at = next((i for i in range(len(ops) - 1, -1, -1) if ops[i].kind is Kind.EXPERIMENT), None)
     if at is None:
@@ -137,8 +147,9 @@ def unfinished_experiment_arm_a(journal: Journal, good: list[Operation]) -> Oper
     ):
         return None  # someone deployed, rolled back or stopped since: that is what counts now
     a = (exp.profile or {}).get("a")
-    return next(
-        (o for o in good if (o.reason or "").startswith(mine) and o.profile_name == a), None
+    a_hashes = {commands_hash(o) for o in ops if arm_of(o, exp.op) == "A"} - {None}
+    return next((o for o in good if commands_hash(o) in a_hashes), None) or next(
+        (o for o in good if o.profile_name == a), None
     )
 
 

@@ -101,7 +101,7 @@ def gather_status(
     lock = control.lock_info()
     report: dict[str, Any] = {
         "target": target,
-        "deployed": _deployed(current),
+        "deployed": _deployed(current, journal),
         "components": components,
         "kernel_package": kernel,
         "drift": drift,
@@ -115,6 +115,24 @@ def gather_status(
         and not report["attention"]
     )
     return report
+
+
+HEALTHY, NOT_HEALTHY, UNKNOWN_HEALTH = "HEALTHY", "NOT HEALTHY", "UNKNOWN"
+
+
+def health_word(report: Mapping[str, Any]) -> str:
+    """The one status word of a status report, on positive evidence only: HEALTHY when every
+    check answered and passed; UNKNOWN when nothing of the unit could be observed (the target
+    unreachable, or an endpoint's router gave no answer at all); NOT HEALTHY otherwise (a
+    component down, not answering, drift, an unfinished operation). Its exit code:
+    exitcodes.for_health."""
+    if report.get("reachable") is False:
+        return UNKNOWN_HEALTH
+    router = report.get("router")
+    if isinstance(router, Mapping) and router.get("readiness") is None and not isinstance(
+            router.get("health"), int):
+        return UNKNOWN_HEALTH  # an endpoint target whose router answered nothing
+    return HEALTHY if report.get("healthy") else NOT_HEALTHY
 
 
 _PID = re.compile(r"\bpid (\d+)\b")
@@ -156,10 +174,11 @@ def _recorded_processes(journal: Journal) -> dict[str, Any]:
     return {}
 
 
-def _deployed(op: Operation | None) -> dict[str, Any] | None:
+def _deployed(op: Operation | None, journal: Journal) -> dict[str, Any] | None:
     if op is None:
         return None
     p = op.profile or {}
+    judged = journal.judged().get(op.op)  # the one rule (journal/knowngood.py)
     return {
         "op": op.op,
         "kind": op.kind.value,
@@ -169,7 +188,8 @@ def _deployed(op: Operation | None) -> dict[str, Any] | None:
         "kernel_package": p.get("kernel_package"),
         "since": op.ended,
         "by": op.user,
-        "known_good": op.known_good,
+        "known_good": bool(judged and judged.known_good),
+        "known_good_why": judged.why if judged else None,
         "partial": (op.scope or {}).get("restarted"),
     }
 
@@ -371,7 +391,7 @@ def journal_status(journal: Journal, *, target: str, record: dict[str, Any]) -> 
         "target": target,
         "reachable": False,
         "record": record,
-        "deployed": _deployed(journal.deployed()),
+        "deployed": _deployed(journal.deployed(), journal),
         "in_flight": [o.summary() for o in journal.in_flight()],
         "healthy": False,
     }

@@ -31,7 +31,8 @@ MUTATING = {
     ("twin", "hazard"),
 }
 # Those of them that ask for confirmation themselves; the runbook has asked, so they get --yes.
-SELF_CONFIRMING = {"deploy", "rollback", "stop"}
+SELF_CONFIRMING = {("deploy",), ("rollback",), ("stop",), ("kernels", "deploy"),
+                   ("kernels", "rollback")}
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_-]*)\}")
 _PLAIN = re.compile(r"[\w{}@%+=:,./-]+")
 
@@ -70,7 +71,8 @@ class Command:
                 hint="pass " + " ".join(f"--var {m}=VALUE" for m in missing),
             )
         argv = [PLACEHOLDER.sub(lambda m: values[m.group(1)], a) for a in self.argv]
-        if self.mutating and argv[1] in SELF_CONFIRMING and not {"--yes", "-y"} & set(argv):
+        asks = tuple(argv[1:2]) in SELF_CONFIRMING or tuple(argv[1:3]) in SELF_CONFIRMING
+        if self.mutating and asks and not {"--yes", "-y"} & set(argv):
             argv.append("--yes")
         return argv
 

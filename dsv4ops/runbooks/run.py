@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from dsv4ops import exitcodes
 from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.store import RUNBOOK_RUN_ENV, Journal
@@ -29,7 +30,7 @@ TARGET_ENV = "DSV4OPS_TARGET"  # a command without --target still goes to the ru
 class RunbookFailed(DsOpsError):
     """A step did not meet its expectation; the runbook stopped there (exit 2)."""
 
-    exit_code = 2
+    exit_code = exitcodes.FAILED
 
 
 class RunbookStopped(DsOpsError):
@@ -129,6 +130,10 @@ def run(s: Session) -> list[Ran]:
         s.echo(f"interrupted.\n{before(p.history, s.target)}")
         if p.run_id:
             s.echo(f"resume with: {resume_command(s, p.run_id)}")
+        _stopped(s, p, "interrupted (Ctrl-C/SIGTERM)")
+        raise
+    except DsOpsError as exc:  # a failed step, a refusal: the run ends INTERRUPTED, resumable
+        _stopped(s, p, (str(exc).splitlines() or ["stopped"])[0])
         raise
     if s.dry_run:
         s.echo(f"dry run: {p.would_run} command(s) would run")
@@ -137,6 +142,12 @@ def run(s: Session) -> list[Ran]:
         p.log.finish(f"{len(p.history)} step(s) ended as expected")
     s.echo(f"runbook {s.runbook.name}: every step met its expectation ({len(p.ran)} command(s))")
     return p.ran
+
+
+def _stopped(s: Session, p: Progress, why: str) -> None:
+    """Journal that the run stopped, where `--resume` continues it (never left RUNNING)."""
+    if p.log is not None and p.run_id:
+        p.log.stop(f"{why[:300]}; resume with `{resume_command(s, p.run_id)}`")
 
 
 def command_env(s: Session, p: Progress) -> dict[str, str]:

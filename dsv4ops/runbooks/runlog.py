@@ -3,9 +3,12 @@
 The run's `begin` record carries the runbook's name in `reason`; its first step record, `run`,
 carries what was asked (runbook, path, target, variables) as JSON in `detail`. Each runbook step
 is a journal step named `step N`: `start` with the preconditions snapshot, then `done` or
-`failed` with the outcome, the next step and, for a confirmation, who answered and when. A run
-stays RUNNING until it ends (SUCCEEDED); a failure, a refusal, Ctrl-C or a killed process leave it
-open, which is what `--resume RUN_ID` continues.
+`failed` with the outcome, the next step and, for a confirmation, who answered and when. A run is
+RUNNING while its process runs it; a failure, a refusal or Ctrl-C end it INTERRUPTED (with the
+`--resume RUN_ID` command that continues it); it ends SUCCEEDED. A killed process cannot say so:
+the header records the process that owns the run (pid, start ticks, boot id, host, as the deploy
+lock's holder does), and `run_state` reads a RUNNING run whose owner is gone as INTERRUPTED, so
+nothing is shown RUNNING after its process ended.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from typing import Any
 from dsv4ops.errors import JournalError
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
+from dsv4ops.remote.procident import dead_here, identity
 from dsv4ops.runbooks.model import RunbookError
+from dsv4ops.whoami import local_host
 
 STEP_PREFIX = "step "
 REHEARSE = "rehearse"
@@ -38,6 +43,7 @@ class RunRecord:
     in_flight: int | None = None  # started, never ended (a killed run)
     last: int | None = None  # the last step that ended
     rehearsed: bool = False
+    owner: dict[str, Any] = field(default_factory=dict)  # the process running it (last header)
 
     @property
     def resume_at(self) -> int | str | None:
@@ -75,13 +81,22 @@ class RunLog:
     def begin(self, runbook: str, path: str, target: str, variables: dict[str, str]) -> str:
         self.op = self.journal.begin(Kind.RUNBOOK, reason=f"runbook {runbook}")
         self.journal.transition(self.op, Status.RUNNING)
-        header = {"runbook": runbook, "path": path, "target": target, "variables": variables}
+        header = {"runbook": runbook, "path": path, "target": target, "variables": variables,
+                  "owner": owner()}
         self.journal.step(self.op, HEADER, "done", detail=json.dumps(header, sort_keys=True))
         return self.op
 
     def reopen(self, op: str) -> None:
         self.op = op
-        self.journal.step(op, HEADER, "done", detail=json.dumps({"resumed": True}))
+        if self.journal.get(op).status is Status.INTERRUPTED:
+            self.journal.transition(op, Status.RUNNING)
+        self.journal.step(op, HEADER, "done",
+                          detail=json.dumps({"resumed": True, "owner": owner()}, sort_keys=True))
+
+    def stop(self, message: str) -> None:
+        """The run stopped where `--resume` continues it (the message names the command)."""
+        if self.op and self.journal.get(self.op).status is Status.RUNNING:
+            self.journal.transition(self.op, Status.INTERRUPTED, message=message)
 
     def start(self, where: str, preconditions: dict[str, Any] | None) -> None:
         detail = json.dumps({"preconditions": preconditions}, sort_keys=True, default=str)
@@ -121,6 +136,8 @@ def fold_run(op: Operation) -> RunRecord:
         if s.name == HEADER:
             if "runbook" in detail:
                 header = detail
+            if isinstance(detail.get("owner"), dict):
+                rec.owner = detail["owner"]
             continue
         if s.name == REHEARSE:
             rec.rehearsed = rec.rehearsed or s.phase == "done"
@@ -139,6 +156,36 @@ def fold_run(op: Operation) -> RunRecord:
     rec.target = str(header.get("target", ""))
     rec.variables = {str(k): str(v) for k, v in (header.get("variables") or {}).items()}
     return rec
+
+
+def owner() -> dict[str, Any]:
+    """This process, as the run's owner: pid, start ticks, boot id and host (the deploy lock's
+    holder identity, remote/procident.py), so liveness is judged by the process, not the pid."""
+    import os
+
+    return {"pid": os.getpid(), **identity(os.getpid()), "host": local_host()}
+
+
+def run_state(op: Operation) -> tuple[str, str | None]:
+    """(the run's true state, what to do): RUNNING only while its owner process lives. A
+    RUNNING run whose owner is gone (killed; judged on the owner's machine, else "cannot tell")
+    is INTERRUPTED. The note names the resume command for an open run."""
+    rec = fold_run(op)
+    resume = (f"dsv4ops runbook run {rec.runbook} --target {rec.target} --resume {op.op}"
+              if rec.runbook else None)
+    if op.status is Status.RUNNING:
+        if rec.owner and dead_here(rec.owner):
+            return (Status.INTERRUPTED.value,
+                    f"its process (pid {rec.owner.get('pid')}) ended without ending the run; "
+                    f"resume with `{resume}`")
+        where = rec.owner.get("host") if rec.owner else None
+        mine = rec.owner and where == local_host()
+        return Status.RUNNING.value, (None if mine else
+                                      f"run by a process on {where or 'an unknown host'}; if it "
+                                      f"is gone, resume with `{resume}`")
+    if op.status is Status.INTERRUPTED:
+        return Status.INTERRUPTED.value, f"resume with `{resume}`"
+    return op.status.value, None
 
 
 def _json(text: str | None) -> dict[str, Any]:

@@ -46,14 +46,40 @@ class Round:
     scrape: Scrape
     probes: tuple[ProbeOutcome, ...]
     findings: tuple[Finding, ...]
+    # Set by `Watcher.once` when the whole watch had no probe answered through the router (with
+    # probes on): scrapes alone do not show the unit serving, so the round cannot say "ok".
+    unproven: str | None = None
 
     @property
     def worst(self) -> Severity:
         return worst(self.findings)
 
+    @property
+    def answered(self) -> bool:
+        """Every component's scrape answered in this round."""
+        return self.scrape.router.up and all(s.up for s in self.scrape.servers.values())
+
+    @property
+    def word(self) -> str:
+        """ok | warning | critical | unknown, on positive evidence only: "ok" needs every
+        component to have answered in this round (and, for `--once`, a probe through the
+        router); a round in which something did not answer, with no finding yet, is "unknown"
+        (a component is called down only after two silent scrapes). Its exit code:
+        exitcodes.for_severity."""
+        if self.worst is Severity.CRITICAL:
+            return "critical"
+        if self.worst is Severity.WARNING:
+            return "warning"
+        if not self.answered or self.unproven:
+            return "unknown"
+        return "ok"
+
     def to_json(self) -> dict[str, Any]:
         return {
-            "round": self.number, "at": self.at, "worst": self.worst.name.lower(),
+            "round": self.number, "at": self.at, "worst": self.word,
+            "unanswered": sorted([n for n, s in self.scrape.servers.items() if not s.up]
+                                 + ([] if self.scrape.router.up else ["router"])),
+            "unproven": self.unproven,
             "components": {**{n: _server_json(s) for n, s in self.scrape.servers.items()},
                            "router": {"up": self.scrape.router.up, "error": self.scrape.router.error,
                                       "responses_5xx": self.scrape.router.responses_5xx,
@@ -145,9 +171,25 @@ class Watcher:
         deadline = self.clock.monotonic() + self.settings.wall(
             self.settings.wedge_window_s() + self.settings.interval_s)
         last = self.tick()
-        emit(last)
-        while self.clock.monotonic() < deadline:
+        rounds = [last]
+        # Enough evidence: the window, then (bounded by a second window) until every component
+        # answered and a probe came back, or a finding decided; short of that: "unknown".
+        give_up = deadline + self.settings.wall(self.settings.wedge_window_s())
+        while self.clock.monotonic() < deadline or (
+                self.clock.monotonic() < give_up and not self._enough(rounds)):
+            emit(last)
             self.clock.sleep(self.settings.wall(self.settings.interval_s))
             last = self.tick()
-            emit(last)
+            rounds.append(last)
+        if not self._enough(rounds) and last.answered:
+            last = replace(last, unproven="no probe through the router answered while watched")
+        emit(last)
         return last
+
+    def _enough(self, rounds: Sequence[Round]) -> bool:
+        """A finding decided, or the last round answered everywhere and (probes on) some probe
+        came back."""
+        if rounds[-1].worst is not Severity.OK:
+            return True
+        probed = not self.probe or any(p.status != "stalled" for r in rounds for p in r.probes)
+        return rounds[-1].answered and probed

@@ -37,6 +37,7 @@ LAYERS: dict[str, float] = {
     "metrics": 5,
     "": 6,  # dsv4ops/__init__.py (the version)
     "errors": 6,
+    "exitcodes": 7,  # the one exit-code table: below errors, which names its codes
     "clock": 6,
     "_yaml": 6,
     "constants": 6,

@@ -94,7 +94,7 @@ def test_overlap_gains_but_the_abort_cascade_gate_keeps_the_baseline(env: OrchEn
     # The journal: one experiment (never known-good) holding its blocks' deploys, each naming it.
     ops = Journal(env.target).operations()
     (exp,) = [o for o in ops if o.kind is Kind.EXPERIMENT]
-    assert exp.status is Status.SUCCEEDED and not exp.known_good and exp.running is None
+    assert exp.status is Status.SUCCEEDED and exp.op not in Journal(env.target).judged() and exp.running is None
     deploys = [o for o in ops if o.kind is Kind.DEPLOY]
     # two blocks, then the deploy that leaves the box on A (B ran the gate's wedge)
     assert [d.profile_name for d in deploys] == ["ab-base", "ab-overlap", "ab-base"]
@@ -113,8 +113,10 @@ def test_overlap_gains_but_the_abort_cascade_gate_keeps_the_baseline(env: OrchEn
 
 def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_partial(
         env: OrchEnv, capsys, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Ctrl-C after block 1's deploy stopped A's unit: the deploy's own rollback restarts A, the
-    experiment ends FAILED naming the block done, the report is partial."""
+    """Ctrl-C after block 1's deploy stopped A's unit: its automatic rollback has nothing
+    known-good to restore (an experiment's blocks never are, and nothing was gated before), so
+    it stops everything; the experiment then puts the box back on A by a deploy, ends FAILED
+    naming the block done, the report is partial."""
     from dsv4ops.cli import _context
 
     printer = _context.progress_printer
@@ -150,7 +152,8 @@ def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_parti
         f"experiment {exp.op} of ab-base vs ab-step4 is in progress (during 'block 1 B ab-step4')",
         f"deploy {b_deploy.op} of ab-step4 is in progress (before its first step, within "
         f"experiment {exp.op})"]
-    assert b_deploy.status is Status.ROLLED_BACK and exp.op in (b_deploy.reason or "")
+    assert b_deploy.status is Status.FAILED and exp.op in (b_deploy.reason or "")
+    assert "No known-good deployment to roll back to" in (b_deploy.message or "")
     assert exp.status is Status.FAILED and "after 1 of 4 blocks" in exp.message
     assert [(s.name, s.phase) for s in exp.steps if s.name.startswith("block ")] == [
         ("block 0 A ab-base", "start"), ("block 0 A ab-base", "done"),
@@ -159,9 +162,11 @@ def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_parti
     assert report["partial"] and "interrupted" in report["interrupted"]
     assert [(b["arm"], b["complete"]) for b in report["blocks"]] == [("A", True)]
     assert report["decision"]["winner"] == "A"
-    # A runs again, restored by the deploy's rollback (no extra deploy), nothing in flight.
+    # A runs again, put back by the experiment's own deploy of A, nothing in flight.
     deployed = journal.deployed()
-    assert deployed.profile_name == "ab-base" and deployed.known_good
+    assert deployed.profile_name == "ab-base" and deployed.proven
+    assert deployed.reason == f"experiment {exp.op}: leave the box on A"
+    assert not journal.judged()[deployed.op].known_good  # an experiment's arm never is
     assert journal.in_flight() == [] and len(our_processes(env)) == 3
 
 
@@ -207,3 +212,46 @@ def _status(env: OrchEnv) -> dict:
         return gather_status(session.supervisor, session.journal, target=env.target)
     finally:
         session.close()
+
+
+def test_known_good_across_deploys_no_canary_and_an_ab_whose_b_failed_its_gate(
+        env: OrchEnv, capsys, tmp_path: Path) -> None:
+    """Issue 20's scenario on the twin behind the real router, one stack: baseline gated ->
+    overlap-on's gate fails (rolled back) -> overlap-on and multi-stream-on with --no-canary ->
+    rollback offers baseline, neither flag profile; after an A/B whose B failed its gate,
+    rollback never offers B."""
+    gated = ("--yes", "--json", "--canary-duration", "2")
+    code, base, err = cli(env, capsys, "deploy", "baseline", *gated, "--accept-inconclusive-canary")
+    assert code == 0 and base["status"] == "SUCCEEDED", err
+    code, out, err = cli(env, capsys, "deploy", "overlap-on", *gated)
+    assert code == 2 and out["status"] == "ROLLED_BACK" and out["exit"] == 2, err
+    assert "Running now: baseline" in out["message"], out["message"]
+    for profile in ("overlap-on", "multi-stream-on"):
+        code, out, err = cli(env, capsys, "deploy", profile, "--yes", "--json", "--no-canary")
+        assert code == 0 and out["status"] == "SUCCEEDED", err
+
+    code, plan, err = cli(env, capsys, "rollback", "--dry-run", "--json")
+    assert code == 0, err
+    assert (plan["op"], plan["profile"], plan["known_good"]) == (base["op_id"], "baseline", True)
+    code, listing, err = cli(env, capsys, "journal", "--json", "--limit", "0")
+    why = {e["id"]: (e["profile"], e["known_good"], e["known_good_why"]) for e in listing["entries"]
+           if e["kind"] == "deploy"}
+    assert why[base["op_id"]][1] is True
+    blind = [w for w in why.values() if w[0] in ("overlap-on", "multi-stream-on") and "no canary" in w[2]]
+    assert len(blind) == 2 and not any(w[1] for w in blind), why
+    code, st, _ = cli(env, capsys, "status", "--json")
+    assert st["deployed"]["profile"] == "multi-stream-on" and not st["deployed"]["known_good"]
+
+    code, ab_out, err = cli(env, capsys, "ab", "ab-base", "ab-overlap", "--blocks", "2",
+                            "--levels", "56,60", *FAST, "--json", "--report", str(tmp_path))
+    assert code == 0 and ab_out["exit"] == 0, err
+    assert [g["passed"] for g in ab_out["gates"]] == [False] and ab_out["winner"] == "A"
+    journal = Journal(env.target)
+    judged = journal.judged()
+    b_deploys = [o for o in journal.operations() if o.profile_name == "ab-overlap"]
+    assert b_deploys and not any(judged[o.op].known_good for o in b_deploys)
+    code, plan, err = cli(env, capsys, "rollback", "--dry-run", "--json")
+    assert code == 0 and plan["profile"] == "baseline" and plan["op"] == base["op_id"], (plan, err)
+    assert all(o.op != plan["op"] for o in b_deploys)
+    offered = [o.profile_name for o in journal.known_good()]
+    assert "ab-overlap" not in offered and "overlap-on" not in offered, offered

@@ -18,6 +18,9 @@ import pytest
 from dsv4ops.journal.records import Status
 from testing.orchestrate import OrchEnv, cli
 
+# Gated deploys (known-good needs a gate; an INCONCLUSIVE on a loaded machine is accepted).
+GATED = ("--canary-duration", "2", "--accept-inconclusive-canary")
+
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 
 
@@ -57,7 +60,7 @@ def test_two_operators_deploy_roll_back_and_resolve_each_others_crash(
 ):
     alice, bob = env.state_dir, tmp_path / "bob-state"
     _as(monkeypatch, alice)
-    code, first, err = cli(env, capsys, "deploy", "baseline", "--yes", "--no-canary", "--json")
+    code, first, err = cli(env, capsys, "deploy", "baseline", "--yes", *GATED, "--json")
     assert code == 0, err
 
     _as(monkeypatch, bob)  # bob: another machine, an empty state directory
@@ -65,7 +68,7 @@ def test_two_operators_deploy_roll_back_and_resolve_each_others_crash(
     assert code == 0, err
     assert st["deployed"]["op"] == first["op_id"] and st["deployed"]["known_good"], st["deployed"]
     assert st["record"]["source"] == "target"
-    code, second, err = cli(env, capsys, "deploy", "buckets-step4", "--yes", "--no-canary", "--json")
+    code, second, err = cli(env, capsys, "deploy", "buckets-step4", "--yes", *GATED, "--json")
     assert code == 0, err
 
     _as(monkeypatch, alice)  # alice's CLI dies mid-deploy
@@ -76,11 +79,20 @@ def test_two_operators_deploy_roll_back_and_resolve_each_others_crash(
     killed = st["lock"]["holder"]["op_id"]
     assert st["lock"]["stale"] and killed.startswith("d-") and killed != second["op_id"]
     assert any(killed in a and "interrupted" in a for a in st["attention"]), st["attention"]
+    # Its process is gone: the journal does not call it RUNNING, and names the recover command.
+    code, hist, err = cli(env, capsys, "journal", "--json", "--limit", "0")
+    dead = next(e for e in hist["entries"] if e["id"] == killed)
+    assert dead["status"] == "ABANDONED" and "rollback --recover" in dead["next"], dead
+    assert any(o["id"] == killed and o["status"] == "ABANDONED" for o in st["open"]), st["open"]
     code, back, err = cli(env, capsys, "rollback", "--recover", "--yes", "--json")
     assert code == 0, err
     assert any(killed in n and "interrupted" in n for n in back["notes"]), back["notes"]
-    # The last known-good of the shared list: bob's own deploy, which alice's machine never ran.
-    assert back["profile"] == "buckets-step4"
+    # The last known-good of the shared list: bob's own deploy, which alice's machine never ran
+    # (unless its gate was an accepted INCONCLUSIVE and alice's a PASS: that ranks below).
+    gate = {d["profile"]: next(s["detail"] for s in d["steps"] if s["action"] == "canary")
+            for d in (first, second)}
+    below = gate["buckets-step4"].startswith("INCONCLUSIVE") and gate["baseline"].startswith("PASS")
+    assert back["profile"] == ("baseline" if below else "buckets-step4"), gate
 
     seen_by_bob = _history(env, capsys)
     _as(monkeypatch, alice)
@@ -92,5 +104,5 @@ def test_two_operators_deploy_roll_back_and_resolve_each_others_crash(
     assert entry["status"] == Status.ABANDONED.value and back["op_id"] in entry["message"]
     code, st, err = cli(env, capsys, "status", "--json")
     assert code == 0 and st["healthy"], st
-    assert st["deployed"]["op"] == back["op_id"] and st["deployed"]["profile"] == "buckets-step4"
+    assert st["deployed"]["op"] == back["op_id"] and st["deployed"]["profile"] == back["profile"]
     assert st["lock"] is None and st["attention"] == []

@@ -36,15 +36,15 @@ def test_build_verify_deploy_list_rollback(built, twin_target: Path, tmp_path: P
     artifact = Path(json.loads(capsys.readouterr().out)["path"])
     assert main(["kernels", "verify", str(artifact)]) == 0
     assert "fits twin-local (sm_120, triton 3.8.0" in capsys.readouterr().out
-    assert main(["kernels", "deploy", str(built.v1.path)]) == 0
-    assert main(["kernels", "deploy", str(artifact)]) == 0
+    assert main(["kernels", "deploy", str(built.v1.path), "--yes"]) == 0
+    assert main(["kernels", "deploy", str(artifact), "--yes"]) == 0
     out = capsys.readouterr().out
     assert "deployed dsv4-decode-kernels@0.3.0 to twin-local (previous: 0.1.0)" in out
     assert f"SGLANG_MOE_CONFIG_DIR={twin_target}/kernels/dsv4-decode-kernels/0.3.0" in out
     assert main(["kernels", "list", "--json"]) == 0
     listing = json.loads(capsys.readouterr().out)
     assert listing["packages"]["dsv4-decode-kernels"]["current"] == "0.3.0"
-    assert main(["kernels", "rollback"]) == 0
+    assert main(["kernels", "rollback", "--yes"]) == 0
     assert "current is now 0.1.0" in capsys.readouterr().out
     # Each switch is journaled: who, when, what was asked, which package it left current.
     from dsv4ops.journal.store import Journal
@@ -67,7 +67,7 @@ def test_refusal_is_one_error_line_and_exit_1(built, twin_target: Path, tmp_path
         files[key] = files[key] + b" "
 
     bad = repack(built.v1.path, tmp_path / "bad.tar.gz", tamper)
-    assert main(["kernels", "deploy", str(bad)]) == 1
+    assert main(["kernels", "deploy", str(bad), "--yes"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "checksum mismatch" in err and "Traceback" not in err
     assert not (twin_target / "kernels" / "dsv4-decode-kernels").exists()
@@ -96,12 +96,12 @@ def test_deploy_is_refused_while_a_pd_deploy_holds_the_lock(built, twin_target: 
     holder = lock_holder("deploy")
     supervisor.lock_acquire(holder)
     try:
-        assert main(["kernels", "deploy", str(built.v1.path)]) != 0
+        assert main(["kernels", "deploy", str(built.v1.path), "--yes"]) != 0
         assert "lock" in capsys.readouterr().err.lower()
         assert not (twin_target / "kernels" / "dsv4-decode-kernels").exists()
     finally:
         supervisor.lock_release(holder["op_id"])
-    assert main(["kernels", "deploy", str(built.v1.path)]) == 0
+    assert main(["kernels", "deploy", str(built.v1.path), "--yes"]) == 0
 
 
 def test_a_dead_deploys_lock_and_unfinished_journal_block_a_switch_until_recover(
@@ -121,13 +121,13 @@ def test_a_dead_deploys_lock_and_unfinished_journal_block_a_switch_until_recover
     supervisor = Supervisor(LocalExecutor(), str(twin_target), python=sys.executable)
     supervisor.lock_acquire(dict(lock_holder("dsv4ops deploy baseline", crashed), pid=proc.pid))
 
-    assert main(["kernels", "deploy", str(built.v1.path)]) == 1
+    assert main(["kernels", "deploy", str(built.v1.path), "--yes"]) == 1
     err = capsys.readouterr().err
     assert f"deploy {crashed} of baseline was interrupted" in err and "--recover" in err
     assert [o.op for o in journal.operations()] == [crashed]  # the refusal journaled nothing
     assert not (twin_target / "kernels" / "dsv4-decode-kernels").exists()
 
-    assert main(["kernels", "deploy", str(built.v1.path), "--recover"]) == 0
+    assert main(["kernels", "deploy", str(built.v1.path), "--recover", "--yes"]) == 0
     out = capsys.readouterr().out
     assert "broke the deploy lock left by dead process" in out
     ops = journal.operations()

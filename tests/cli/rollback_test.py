@@ -11,7 +11,7 @@ from testing.orchestrate import make_deployment
 def test_rollback_with_nothing_to_roll_back_to(env, capsys):
     code = main(["rollback", "--yes", "--target", env.target])
     err = capsys.readouterr().err
-    assert code == 2 and "no earlier known-good deployment" in err
+    assert code == 1 and "no earlier known-good deployment" in err
 
 
 # -- user mistakes: one clear line, exit 1, nothing changed ------------------------------------
@@ -27,6 +27,7 @@ def _known_good(env, commit: str) -> str:
         components=d.component_records(),
     )
     j.transition(op, Status.RUNNING)
+    j.step(op, "canary: smoke", "done", detail="PASS")
     j.transition(op, Status.SUCCEEDED, running=op, known_good=True)
     return op
 

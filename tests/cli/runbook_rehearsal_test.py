@@ -26,7 +26,7 @@ import pytest
 from dsv4ops.cli import main
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
-from dsv4ops.runbooks.runlog import fold_run
+from dsv4ops.runbooks.runlog import fold_run, run_state
 from testing.orchestrate import OrchEnv, commit_all, module_env
 from testing.profiles import TRITON_MOE_PATH_YAML
 
@@ -105,8 +105,15 @@ def runbook(env: OrchEnv, capfd: pytest.CaptureFixture[str], *args: str) -> tupl
 
 
 def status(env: OrchEnv, capfd: pytest.CaptureFixture[str]) -> dict[str, Any]:
-    assert main(["status", "--json", "--target", env.target]) == 0
-    return json.loads(capfd.readouterr().out)
+    code = main(["status", "--json", "--target", env.target])
+    st = json.loads(capfd.readouterr().out)
+    assert code == st["exit"] == (0 if st["healthy"] else 2), st  # NOT HEALTHY exits 2
+    return st
+
+
+def journal_json(env: OrchEnv, capfd: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    code = main(["journal", "--json", "--limit", "0", "--target", env.target])
+    return code, json.loads(capfd.readouterr().out)
 
 
 def assert_healthy(env: OrchEnv, capfd: pytest.CaptureFixture[str], profile: str) -> None:
@@ -381,7 +388,7 @@ def test_ctrl_c_at_a_prompt_then_resume(
         f"resume with: dsv4ops runbook run resumable --target {env.target} --resume {run_id}" in out
     )
     rec = fold_run(Journal(env.target).get(run_id))
-    assert rec.status is Status.RUNNING and rec.done[2]["outcome"] == "interrupted"
+    assert rec.status is Status.INTERRUPTED and rec.done[2]["outcome"] == "interrupted"
     # Not interactive now: the confirmation step is refused without --yes, and nothing ran.
     code, text = runbook(env, capfd, str(book), "--resume", run_id)
     assert code == 1 and "not interactive" in text, text
@@ -403,7 +410,15 @@ def test_a_killed_run_resumes_and_a_changed_target_refuses(
     proc.communicate(timeout=30)
     os.close(leader)
     rec = fold_run(Journal(env.target).get(run_id))
-    assert rec.in_flight == 2 and rec.status is Status.RUNNING  # journaled where it died
+    assert rec.in_flight == 2 and rec.status is Status.RUNNING  # journaled where it died ...
+    # ... and read as what it is: its process is gone, so not RUNNING (journal, status).
+    state, note = run_state(Journal(env.target).get(run_id))
+    assert state == "INTERRUPTED" and f"--resume {run_id}" in note, note
+    code, listing = journal_json(env, capfd)
+    entry = next(e for e in listing["entries"] if e["id"] == run_id)
+    assert entry["status"] == "INTERRUPTED" and f"--resume {run_id}" in entry["next"]
+    st = status(env, capfd)
+    assert any(o["id"] == run_id and o["status"] == "INTERRUPTED" for o in st["open"]), st["open"]
     # A second killed run, then the target changes under both: drain-and-stop stops it all.
     proc, leader, second = _start_resumable(env, book)
     proc.kill()
@@ -420,4 +435,4 @@ def test_a_killed_run_resumes_and_a_changed_target_refuses(
     assert code == 1, text
     assert "preconditions CHANGED since the run stopped" in text
     assert "decode alive: True -> False" in text and "deployed op:" in text
-    assert fold_run(Journal(env.target).get(second)).status is Status.RUNNING  # still resumable
+    assert run_state(Journal(env.target).get(second))[0] == "INTERRUPTED"  # still resumable

@@ -21,7 +21,7 @@ SHORT = """\
 
 1. Look: at the target and its baseline profile.
    ```dsv4ops
-   dsv4ops status --target {target}
+   dsv4ops status --target {target}  # expect exit 0 or 2
    dsv4ops profile validate baseline --target {target}
    ```
 2. Missing: a profile that does not exist is a user error (exit 1).
@@ -63,6 +63,12 @@ def test_end_to_end_run_through_the_real_cli(
         f"{env.target}` exited 1, expected 0.\nBefore it: nothing.\n" in err
     )
     assert f"check `dsv4ops status --target {env.target}`" in err
+    # The run stopped at a failed step and its process ended: INTERRUPTED, never RUNNING, and
+    # the journal says which command resumes it (issue 20).
+    assert main(["journal", "--json", "--target", env.target]) == 0
+    run = json.loads(capfd.readouterr().out)["entries"][-1]
+    assert run["kind"] == "runbook" and run["status"] == "INTERRUPTED", run
+    assert f"--resume {run['id']}" in run["next"]
 
 
 def test_list_and_show(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:

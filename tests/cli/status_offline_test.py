@@ -40,6 +40,7 @@ def test_reads_answer_from_the_cache_and_mutations_refuse(env: OrchEnv, sshd, ca
     j = Journal(FAR)
     op = j.begin(Kind.DEPLOY, profile=d.profile_record(), components=d.component_records())
     j.transition(op, Status.RUNNING)
+    j.step(op, "canary: smoke", "done", detail="PASS")
     j.transition(op, Status.SUCCEEDED, running=op, known_good=True)
     code, out, err = _run(capsys, "journal", "--json")
     assert code == 0 and json.loads(out)["record"]["source"] == "target", err
@@ -48,12 +49,13 @@ def test_reads_answer_from_the_cache_and_mutations_refuse(env: OrchEnv, sshd, ca
     cached = j.path.read_bytes()
     code, out, err = _run(capsys, "status", "--json")
     st = json.loads(out)
-    assert code == 1 and st["reachable"] is False and st["healthy"] is False
+    assert code == 4 and st["reachable"] is False and st["healthy"] is False  # UNKNOWN
+    assert st["status"] == "UNKNOWN" and st["exit"] == 4
     assert st["record"]["source"] == "cache" and st["record"]["age_s"] >= 0
     assert "cannot connect" in st["record"]["error"]
     assert st["deployed"]["op"] == op and st["deployed"]["known_good"]
     code, out, _ = _run(capsys, "status")
-    assert code == 1 and "UNKNOWN (not reachable)" in out and "TARGET UNREACHABLE" in out
+    assert code == 4 and "UNKNOWN (not reachable)" in out and "TARGET UNREACHABLE" in out
     assert "s ago" in out and "last recorded deployment: baseline" in out
     code, out, _ = _run(capsys, "journal")
     assert code == 0 and "TARGET UNREACHABLE" in out and "synced" in out and op in out

@@ -7,9 +7,10 @@ from dsv4ops.cli.status import _router_details
 
 
 def test_status_says_the_router_is_not_running_instead_of_none(env, capsys):
+    """Nothing runs: NOT HEALTHY, and a script sees it (exit 2, not 0)."""
     code = main(["status", "--target", env.target])
     out = capsys.readouterr().out
-    assert code == 0
+    assert code == 2 and "NOT HEALTHY" in out.splitlines()[0]
     router = next(line for line in out.splitlines() if line.startswith("router"))
     assert "router not running" in router and "None" not in out
 

@@ -1,5 +1,5 @@
 """`dsv4ops watch` end to end on a deployed twin target (the real router, the target agent):
-`--once` exits 3 when there is nothing to watch, 0 on the healthy baseline (JSON lines, probes
+`--once` exits 4 (UNKNOWN) when there is nothing to watch, 0 on the healthy baseline (JSON lines, probes
 through the router), 2 when the decode is wedged. It never restarts anything: the wedged
 decode is still the same process afterwards."""
 
@@ -28,11 +28,12 @@ def _once(env: OrchEnv, capsys: pytest.CaptureFixture[str], *extra: str) -> tupl
     return code, [json.loads(line) for line in out.splitlines() if line.strip()], err
 
 
-def test_nothing_recorded_is_exit_3_with_a_clear_message(env: OrchEnv, capsys) -> None:
+def test_nothing_recorded_is_exit_4_with_a_clear_message(env: OrchEnv, capsys) -> None:
     if Journal(env.target).deployed() is not None:
         pytest.skip("the module's environment already has a deployment")
     code, rounds, err = _once(env, capsys)
-    assert code == 3 and rounds == []
+    assert code == 4 and rounds == [{"error": rounds[0]["error"], "hint": rounds[0]["hint"],
+                                     "exit": 4}]  # --json: the error is one object on stdout
     assert "records no running deployment" in err and "Traceback" not in err
 
 
@@ -50,7 +51,8 @@ def test_once_on_the_healthy_baseline_then_on_a_wedged_decode(baseline_running: 
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         code, rounds, err = _once(env, capsys, "--prometheus-port", str(busy.getsockname()[1]))
-    assert code == 3 and rounds == [] and "cannot listen" in err and "Traceback" not in err
+    assert code == 4 and [r["exit"] for r in rounds] == [4] and "round" not in rounds[0]
+    assert "cannot listen" in err and "Traceback" not in err
 
     decode = Journal(env.target).deployed().deployment().component("decode")  # type: ignore[union-attr]
     pid = httpx.get(decode.url("/_twin/state"), timeout=5).json()["pid"]

@@ -29,6 +29,7 @@ def _deploy(journal: Journal, name: str, ok: bool = True) -> str:
     journal.transition(op, Status.RUNNING)
     journal.step(op, "start prefill", "start")
     journal.step(op, "start prefill", "done", duration_s=0.5)
+    journal.step(op, "canary: smoke", "done", detail="PASS (smoke: PASS)")  # its gate passed
     if ok:
         journal.transition(
             op, Status.SUCCEEDED, running=op, processes={"prefill": {"pid": 1}}, known_good=True

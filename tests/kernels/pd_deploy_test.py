@@ -50,7 +50,7 @@ def _kinds(env: OrchEnv) -> list[tuple[str, str]]:
 
 
 def test_profile_kernel_package_is_checked_loaded_and_shown(built, env, capsys):
-    code, _, err = _cli(capsys, env, "kernels", "deploy", str(built.v2.path))
+    code, _, err = _cli(capsys, env, "kernels", "deploy", str(built.v2.path), "--yes")
     assert code == 0, err
     kernels_op = Journal(env.target).operations()[-1]
     assert (

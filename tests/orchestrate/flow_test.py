@@ -16,7 +16,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.router]
 
 
 def test_deploy_status_redeploy_rollback_stop(env, capsys):
-    code, out, err = cli(env, capsys, "deploy", "baseline", "--yes", "--json", "--no-canary")
+    code, out, err = cli(env, capsys, "deploy", "baseline", "--yes", "--json", "--canary-duration", "2",
+                         "--accept-inconclusive-canary")  # gated: rollback offers it
     assert code == 0, err
     assert out["status"] == "SUCCEEDED" and out["profile"] == "baseline"
     titles = [s["title"] for s in out["steps"]]

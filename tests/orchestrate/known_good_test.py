@@ -29,7 +29,7 @@ def _deploy(control, journal, name, offset=0, **kw):
 def test_a_router_only_restart_is_not_marked_known_good_and_records_what_runs(journal):
     control = FakeControl()
     base = _deploy(control, journal, "baseline")
-    assert base.ok and journal.get(base.op_id).known_good
+    assert base.ok and journal.judged()[base.op_id].known_good
     worker_pids = {n: control.running[n] for n in ("prefill", "decode")}
     other = make_deployment("other", offset=7)  # different worker ports: different commands
     out = operator(control, journal).deploy(other, scope=restart_scope(["router"]))
@@ -40,7 +40,7 @@ def test_a_router_only_restart_is_not_marked_known_good_and_records_what_runs(jo
     )
     assert {n: control.running[n] for n in worker_pids} == worker_pids  # workers untouched
     op = journal.get(out.op_id)
-    assert not op.known_good and op.scope["restarted"] == ["router"]
+    assert not journal.judged()[op.op].known_good and op.scope["restarted"] == ["router"]
     # The journal records what really runs: baseline's workers, other's router.
     recorded = op.deployment()
     base_dep = make_deployment("baseline")
@@ -124,38 +124,45 @@ def test_known_good_is_recorded_only_on_a_proven_success(journal):
     op = journal.begin(Kind.DEPLOY, profile={"name": "x"}, components=[{"name": "prefill"}])
     journal.transition(op, Status.RUNNING)
     journal.transition(op, Status.SUCCEEDED, running=op)  # no positive evidence recorded
-    assert not journal.get(op).known_good and journal.last_known_good() is None
+    assert not journal.judged()[op].known_good and journal.last_known_good() is None
     assert known_good_ops(journal) == []
 
 
 def test_a_rollback_after_an_ab_whose_cli_died_returns_to_a_not_to_the_newest_block(journal):
     """The CLI running `dsv4ops ab` died mid-experiment: `rollback --recover` must leave the box
-    on A, as an interrupted A/B does, even when B's block is the newest proven deployment."""
+    on A, as an interrupted A/B does, even when B's block is the newest proven deployment. The
+    blocks are never known-good themselves: A's gated deploy before the experiment is restored."""
     control = FakeControl()
     exp = journal.new_op_id(Kind.EXPERIMENT)
-    a = _deploy(control, journal, "a", reason=f"experiment {exp}: block 0 (A)")
-    b = _deploy(control, journal, "b", 5, reason=f"experiment {exp}: block 1 (B)")
+    gated_a = _deploy(control, journal, "a")
+    _deploy(control, journal, "b", 5)  # B was known-good before the experiment
+    no_gate = operator(control, journal, gate=None)  # (journaled before the experiment's begin:
+    no_gate.deploy(make_deployment("a"), reason=f"experiment {exp}: block 0 (A)")  # its lock
+    no_gate.deploy(make_deployment("b", 5), reason=f"experiment {exp}: block 1 (B)")  # is ours)
     journal.begin(Kind.EXPERIMENT, op_id=exp, profile={"name": "a vs b", "a": "a", "b": "b"})
     journal.transition(exp, Status.RUNNING)
     block2 = journal.begin(Kind.DEPLOY, profile={"name": "b"}, reason=f"experiment {exp}: block 2 (B)")
     journal.transition(block2, Status.RUNNING)
     journal.step(block2, "start decode", "start")  # its CLI died here: nothing known to run
     assert journal.deployed_is_unknown() is not None
-    assert rollback_target(journal, None).op == a.op_id
+    assert rollback_target(journal, None).op == gated_a.op_id
     journal.transition(exp, Status.ABANDONED)  # what the next command's --recover records
-    assert rollback_target(journal, None).op == a.op_id
-    # someone deployed since, outside the experiment: the usual newest-known-good rule again
-    _deploy(control, journal, "c", 9, recover=True)
-    assert rollback_target(journal, None).op == b.op_id
+    assert rollback_target(journal, None).op == gated_a.op_id
+    # someone deployed since, outside the experiment: the usual newest-known-good rule again,
+    # and B's gated deploy before the experiment is still known-good (no gate on B failed)
+    c = _deploy(control, journal, "c", 9, recover=True)
+    assert [o.op for o in known_good_ops(journal)][:3] == [c.op_id, journal.operations()[1].op,
+                                                           gated_a.op_id]
 
 
-def test_an_experiment_that_ended_does_not_steer_the_rollback(journal):
+def test_the_automatic_rollback_never_restores_a_no_canary_deploy(journal):
+    """A deploy that ran no gate is not known-good: a failed deploy after it rolls back past it
+    to the gated one (issue 20: the decode-wedge rehearsal's `--no-canary` deploy)."""
     control = FakeControl()
-    exp = journal.new_op_id(Kind.EXPERIMENT)
-    _deploy(control, journal, "a", reason=f"experiment {exp}: block 0 (A)")
-    b = _deploy(control, journal, "b", 5, reason=f"experiment {exp}: leave the box on B")
-    journal.begin(Kind.EXPERIMENT, op_id=exp, profile={"name": "a vs b", "a": "a", "b": "b"})
-    journal.transition(exp, Status.RUNNING)
-    journal.transition(exp, Status.SUCCEEDED)
-    _deploy(control, journal, "c", 9)
-    assert rollback_target(journal, None).op == b.op_id
+    gated = _deploy(control, journal, "a")
+    blind = operator(control, journal, gate=None).deploy(make_deployment("b", 5))
+    assert blind.ok and not journal.judged()[blind.op_id].known_good
+    assert [op.op for op, _ in fallbacks_for(journal, None)] == [gated.op_id]
+    control.fail_url = ":30010/"
+    out = _deploy(control, journal, "c", 9, fallback=fallbacks_for(journal, None))
+    assert out.status == "ROLLED_BACK" and "Running now: a @ c0ffeea" in out.message, out.message

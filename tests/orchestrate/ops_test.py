@@ -226,7 +226,7 @@ def test_the_deploy_runs_exactly_the_steps_its_dry_run_prints(journal):
     """One source of the order: the engine runs the plan `deploy --dry-run` shows, without the
     bracket (preflight, lock, journal, mark, unlock) the Operator and operation context do."""
     dep = make_deployment("baseline")
-    plan = P.deploy_plan(dep)
+    plan = P.deploy_plan(dep, canary=True)
     out = operator(FakeControl(), journal).deploy(dep)
     assert out.ok, out.message
     ran = [s["title"] for s in out.steps]

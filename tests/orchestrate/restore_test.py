@@ -22,6 +22,7 @@ def record(journal, dep: Deployment, status=Status.SUCCEEDED, kind=Kind.DEPLOY):
     op = journal.begin(kind, profile=dep.profile_record(), components=dep.component_records())
     journal.transition(op, Status.RUNNING)
     ok = status is Status.SUCCEEDED
+    journal.step(op, "canary: smoke", "done", detail="PASS")
     journal.transition(op, status, running=op if ok else "", known_good=ok)
     return journal.get(op)
 

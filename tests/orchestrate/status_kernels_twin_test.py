@@ -64,7 +64,8 @@ def install(env: OrchEnv, tmp: Path, version: str) -> None:
 
 def status(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> dict:
     code, st, err = cli(env, capsys, "status", "--json")
-    assert code == 0, err  # drift is reported, as always, in the report (healthy false)
+    # drift is reported in the report, and NOT HEALTHY is exit 2 (dsv4ops/exitcodes.py)
+    assert code == (0 if st["healthy"] else 2) and st["exit"] == code, err
     return st
 
 
@@ -93,7 +94,8 @@ def test_kernel_package_drift_through_the_twin(env, capsys, tmp_path):
     assert decode["kernel_package"] is None and decode["healthy"]
 
     # The remedy it names: the unit restarted by the deploy loads the pinned package.
-    code, _, err = cli(env, capsys, "deploy", "kernels-on", "--yes", "--no-canary")
+    code, _, err = cli(env, capsys, "deploy", "kernels-on", "--yes", "--canary-duration", "2",
+                       "--accept-inconclusive-canary")  # gated: the known-good to return to
     assert code == 0, err
     st = status(env, capsys)
     assert st["healthy"] and st["drift"] == [], st
@@ -111,7 +113,7 @@ def test_kernel_package_drift_through_the_twin(env, capsys, tmp_path):
     assert f"Using MoE kernel config from {env.workdir}/kernels/{PKG}/0.2.0/{CONFIG}." in evidence
 
     # The target's pointer moves under the running unit: the decode still runs 0.2.0.
-    code, _, err = cli(env, capsys, "kernels", "rollback")
+    code, _, err = cli(env, capsys, "kernels", "rollback", "--yes")
     assert code == 0, err
     st = status(env, capsys)
     assert not st["healthy"]

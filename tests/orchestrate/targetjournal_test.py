@@ -40,6 +40,7 @@ def _record(box: Supervisor) -> list[dict]:
 def _deploy(j: Journal, profile: str, *, good: bool = True) -> str:
     op = j.begin(Kind.DEPLOY, profile={"name": profile}, components=[{"name": "decode"}])
     j.transition(op, Status.RUNNING)
+    j.step(op, "canary: smoke", "done", detail="PASS")  # gated: known-good when proven
     j.transition(op, Status.SUCCEEDED, running=op, known_good=good)
     return op
 
@@ -72,7 +73,7 @@ def test_an_operator_side_journal_is_merged_once_without_duplicates(box, tmp_pat
     assert [o.op for o in ops] == [old, new]  # the merged op takes its place by its time
     assert bob.deployed().op == new  # ... so it does not pose as the newest deployment
     (merge,) = bob.merges()
-    assert merge["ops"] == [old] and merge["records"] == 4 and merge["user"]
+    assert merge["ops"] == [old] and merge["records"] == 5 and merge["user"]
     assert str(tmp_path / "bob") in merge["source"]
     assert (tmp_path / "bob" / "journal" / f"{TARGET}.jsonl.pre-merge").exists()
 

@@ -12,7 +12,7 @@ from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import RUNBOOK_RUN_ENV, Journal
 from dsv4ops.runbooks.parse import RunbookError, parse_runbook
 from dsv4ops.runbooks.run import RunbookFailed, RunbookStopped, Session, run
-from dsv4ops.runbooks.runlog import fold_run
+from dsv4ops.runbooks.runlog import fold_run, run_state
 from testing.runbooks import FakeExecutor, FakeWorld
 
 BOOK = """\
@@ -78,7 +78,7 @@ def test_a_run_is_one_journal_operation_with_each_step(journal: Journal) -> None
     s, out = session(journal, world, ex)
     run(s)
     op = journal.operations()[-1]
-    assert op.kind is Kind.RUNBOOK and op.status is Status.SUCCEEDED and not op.known_good
+    assert op.kind is Kind.RUNBOOK and op.status is Status.SUCCEEDED and not op.proven and journal.judged() == {}
     rec = fold_run(op)
     assert rec.runbook == "book" and rec.target == "t1" and rec.variables == {"profile": "baseline"}
     assert sorted(rec.done) == [1, 2, 3, 4, 5]  # 2 held: no branch
@@ -105,7 +105,10 @@ def test_a_refused_confirmation_when_nobody_can_answer(journal: Journal) -> None
     with pytest.raises(RunbookStopped, match="stopped at step 3: it needs a confirmation"):
         run(s)
     rec = fold_run(journal.operations()[-1])
-    assert rec.status is Status.RUNNING and rec.done[3]["outcome"] == "refused"
+    # stopped where --resume continues it: INTERRUPTED, with the command (never left RUNNING)
+    assert rec.status is Status.INTERRUPTED and rec.done[3]["outcome"] == "refused"
+    op = journal.operations()[-1]
+    assert "--resume " + op.op in (op.message or "") and run_state(op)[0] == "INTERRUPTED"
     assert [c[1] for c in ex.calls] == ["status"]  # nothing after it ran
 
 

@@ -71,3 +71,34 @@ def test_an_unreachable_target_is_components_down_not_a_stalled_unit_and_watch_g
     down = next(f for f in rounds[2].findings)
     assert "target unreachable: box: ssh: connection reset" in down.evidence[0]
     assert all(not r.probes for r in rounds[1:4])
+
+
+def test_a_silent_unit_is_never_ok_and_once_ends_unknown_or_critical_not_ok() -> None:
+    """A router that accepts connections and never answers (issue 20): the batch times out, the
+    probes are dropped, nothing answered. No round says "ok"; `--once` does not either."""
+    from dsv4ops import exitcodes
+    from dsv4ops.errors import TargetError
+
+    def silent(requests, *, timeout_s=10.0):
+        raise TargetError("http_many: no answer within 5 s")
+
+    w = Watcher(ENDPOINTS, WatchSettings(), silent, FakeClock())
+    first = w.tick()
+    assert first.worst is Severity.OK and first.findings == ()  # no finding after one scrape ...
+    assert first.word == "unknown" and not first.answered  # ... and still no OK
+    assert set(first.to_json()["unanswered"]) == {"prefill", "decode", "router"}
+    seen = []
+    last = Watcher(ENDPOINTS, WatchSettings(), silent, FakeClock()).once(seen.append)
+    assert all(r.word != "ok" for r in seen)
+    assert exitcodes.for_severity(last.word) != exitcodes.OK
+
+
+def test_once_with_every_probe_unanswered_is_critical_not_ok() -> None:
+    """An idle decode (no wedge to see in its counters) whose probes never come back: the
+    scrapes answer, but `--once` does not call it OK; the stalled probe round decides."""
+    from dsv4ops import exitcodes
+
+    last = Watcher(ENDPOINTS, WatchSettings(), FakeUnit(probe="stall"), FakeClock()).once(
+        lambda r: None)
+    assert last.word == "critical" and {f.code for f in last.findings} == {"probe_stalled"}
+    assert exitcodes.for_severity(last.word) == exitcodes.FAILED

@@ -87,14 +87,15 @@ class ABOutcome:
 
 
 def run_ab(session: TargetSession, plan: ABPlan, *, progress: Progress, command: str,
-           run: SuiteRun | None = None) -> ABOutcome:
+           run: SuiteRun | None = None, reason: str | None = None) -> ABOutcome:
     """Run the planned experiment (blocking); see the module docstring."""
     with journaled_operation(session.supervisor, session.journal, Kind.EXPERIMENT,
                              command=command, progress=progress) as op:
         a, b = plan.profile("A"), plan.profile("B")
         op.begin(profile={"name": f"{a} vs {b}", "a": a, "b": b},
-                 reason=f"A/B {a} vs {b}: {''.join(plan.schedule)}, canary {plan.suite} at "
-                        f"{','.join(map(str, plan.levels))}")
+                 reason=(f"{reason}; " if reason else "")
+                 + f"A/B {a} vs {b}: {''.join(plan.schedule)}, canary {plan.suite} at "
+                   f"{','.join(map(str, plan.levels))}")
         op.step("plan", "done", detail=_plan_detail(plan))
         try:
             return _Experiment(session, plan, op, progress, run or canary_runner(progress)).run()
@@ -263,7 +264,7 @@ class _Experiment:
         current = journal.deployed()
         hashes = {(journal.get(o).profile or {}).get("commands_hash") for o in self.deploys[arm]}
         profile = plan.profile(arm)
-        if (current is not None and current.known_good and not self.gated_since_deploy
+        if (current is not None and current.proven and not self.gated_since_deploy
                 and (current.profile or {}).get("commands_hash") in hashes):
             self.say(f"the box already runs {arm} ({profile}, {current.op})")
             self.op.step(f"leave the box on {arm}", "done", detail=f"already running {current.op}")

@@ -41,6 +41,7 @@ def deploy_package(
     *,
     progress: Progress,
     recover: bool = False,
+    reason: str | None = None,
 ) -> dict[str, Any]:
     """Verify, upload and switch to ARTIFACT; {name, version, current, previous, config_dir}."""
     from dsv4ops.kernels.deploy import deploy
@@ -52,6 +53,7 @@ def deploy_package(
         lambda: deploy(session.supervisor.executor, t.workdir, t.python, artifact, runtime),
         progress=progress,
         recover=recover,
+        reason=reason,
     )
 
 
@@ -62,6 +64,7 @@ def rollback_package(
     *,
     progress: Progress,
     recover: bool = False,
+    reason: str | None = None,
 ) -> dict[str, Any]:
     """Switch NAME back to its previous (or the `to`) installed version, re-verified."""
     from dsv4ops.kernels.deploy import rollback
@@ -73,6 +76,7 @@ def rollback_package(
         lambda: rollback(session.supervisor.executor, t.workdir, t.python, name, to),
         progress=progress,
         recover=recover,
+        reason=reason,
     )
 
 
@@ -83,8 +87,9 @@ def _switch(
     *,
     progress: Progress,
     recover: bool,
+    reason: str | None = None,
 ) -> dict[str, Any]:
-    with _journaled(session, asked, progress=progress, recover=recover) as record:
+    with _journaled(session, asked, progress=progress, recover=recover, reason=reason) as record:
         result = do()
         record.update(
             {
@@ -98,7 +103,8 @@ def _switch(
 
 @contextmanager
 def _journaled(
-    session: TargetSession, asked: dict[str, Any], *, progress: Progress, recover: bool
+    session: TargetSession, asked: dict[str, Any], *, progress: Progress, recover: bool,
+    reason: str | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The caller fills the yielded dict with what the journal keeps of the switch (package,
     previous, config_dir); an error (or a signal) is recorded FAILED and re-raised."""
@@ -111,7 +117,7 @@ def _journaled(
         recover=recover,
         progress=progress,
     ) as op:
-        op.begin(kernel=asked)
+        op.begin(kernel=asked, reason=reason)
         result: dict[str, Any] = {}
         try:
             op.gate.raise_held()

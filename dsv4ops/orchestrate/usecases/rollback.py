@@ -5,6 +5,7 @@ the automatic fallbacks."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from dsv4ops.deployment import Deployment
 from dsv4ops.journal.records import Kind, Operation
@@ -29,6 +30,15 @@ class RollbackChoice:
 
     def question(self, target_name: str) -> str:
         return f"roll back {target_name} to {self.deployment.describe()} ({self.op.op})?"
+
+    def to_json(self, target_name: str, judged: Any) -> dict[str, Any]:
+        """The `rollback --dry-run --json` document: what it would restore and whether (and
+        why) that is known-good, as journal/knowngood.py judges it."""
+        return {"dry_run": True, "target": target_name, "op": self.op.op,
+                "profile": self.deployment.profile_name, "commit": self.deployment.git_commit,
+                "commands_hash": self.deployment.commands_hash, "how": self.how,
+                "known_good": bool(judged and judged.known_good),
+                "known_good_why": judged.why if judged else "not known-good: not a deployment"}
 
 
 def choose_rollback(session: TargetSession, to: str | None) -> RollbackChoice:

@@ -129,11 +129,13 @@ def test_step4_buckets_beat_step8_at_57_running_and_stay_on_the_box(
     # The twin's law: (18 + 1.05*64) / (18 + 1.05*60) = 1.052; the repeated CI must hold the gain.
     assert at57.verdict == "better" and 1.02 < at57.ratio < 1.09 and at57.ci_low > 1.0, at57
     assert at57.alpha == pytest.approx(0.025)  # 95% split over the two levels
-    exp = Journal(ab_env.target).get(out.op_id)
+    journal = Journal(ab_env.target)
+    exp = journal.get(out.op_id)
     looks = [s.detail for s in exp.steps if s.name.startswith("look ")]
     assert looks and looks[-1].startswith("decided, stopping: B wins"), looks
     assert len(out.blocks) == 2 * len(looks) <= 4
-    deployed = Journal(ab_env.target).deployed()
-    assert deployed.profile_name == "ab-step4" and deployed.known_good
+    deployed = journal.deployed()
+    assert deployed.profile_name == "ab-step4" and deployed.proven
+    assert not journal.judged()[deployed.op].known_good  # an experiment's arm never is
     assert out.box.startswith("B (ab-step4") and len(our_processes(ab_env)) == 3
     assert (tmp_path / "report.md").read_text().startswith("# A/B: ab-base (A) vs ab-step4 (B)")

@@ -143,12 +143,14 @@ def test_a_router_that_does_not_answer_is_not_called_healthy(
         f"    router_url: http://127.0.0.1:{port}\n")
     monkeypatch.setenv("DSV4OPS_PROFILES_DIR", str(tmp_path))
     code, out, err = _run(capsys, "status", "--target", "gone", "--json")
-    assert code == 0, err
+    assert code == 4, err  # nothing answered: UNKNOWN, never HEALTHY nor exit 0
     st = json.loads(out)
     assert st["healthy"] is False and st["router"]["readiness"] is None
+    assert st["status"] == "UNKNOWN" and st["exit"] == 4
     assert st["router"]["readiness_error"]  # says why: nothing answered
     code, out, _ = _run(capsys, "status", "--target", "gone")
-    assert "NOT HEALTHY" in out and "restarts: owned by the cluster's controller" in out
+    assert code == 4 and "UNKNOWN" in out and "HEALTHY (" not in out
+    assert "restarts: owned by the cluster's controller" in out
 
 
 def test_watch_judges_the_cluster_through_the_endpoint_target(cluster: TwinStack) -> None:

@@ -1,0 +1,177 @@
+"""Known-good: the one rule, judged over the whole journal (a pure function of its operations).
+
+Every reader asks this module: `rollback` (what it offers and `--recover`), the automatic
+rollback's fallbacks, `ab`'s restore, `status`, `journal` and the runbooks (through those
+commands). A deployment is known-good only on positive evidence that this exact unit served and
+passed its gate:
+
+* a DEPLOY or ROLLBACK that SUCCEEDED (never a failed, rolled-back, interrupted or abandoned one),
+  restarted the whole unit (never a partial `--only` restart) and proved it with generations
+  through the router (the end-to-end probe; the journal's `known_good` mark on its status);
+* and whose flag-aware canary gate passed. A gate INCONCLUSIVE accepted with
+  `--accept-inconclusive-canary` is known-good too, ranked below every pass. A `--no-canary`
+  deploy ran no gate: never known-good. A rollback that ran no gate of its own is known-good when
+  it restored commands that were (it inherits their rank); one named with `--to` to commands
+  that never were is not;
+* never an A/B experiment's block (an arm): the experiment's gates are on B, not on that deploy.
+  The experiment's final deploy of the winner is judged by its own gate like any deploy;
+* never commands (a commands hash) that FAILED a gate anywhere in the journal: a deploy's canary
+  FAIL, or a gate an experiment ran on B. Rollback never offers them again; the operator can
+  still name one with `rollback --to`.
+
+The rule reads only what every journal already records (the steps' names and details, the
+status records), so journals written before it are re-judged by it when read: a `--no-canary`
+deploy an older version marked known-good is not one any more, and says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dsv4ops.journal.records import Kind, Operation, Status
+
+# What the deploy's canary step records (orchestrate/engine.py writes these words; older journals
+# have them too): its step name starts with GATE_STEP, its detail with the verdict.
+GATE_STEP = "canary"
+GATE_PASS = "PASS"
+GATE_ACCEPTED = "INCONCLUSIVE, accepted as asked"
+GATE_FAIL = "verdict FAIL"
+
+PASSED, ACCEPTED, NOT = 2, 1, 0  # ranks: a pass, an INCONCLUSIVE accepted, not known-good
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """Whether one deploy/rollback is known-good, how strongly, and why (in words)."""
+
+    op: str
+    rank: int
+    why: str
+
+    @property
+    def known_good(self) -> bool:
+        return self.rank > NOT
+
+
+def commands_hash(op: Operation) -> str | None:
+    value = (op.profile or {}).get("commands_hash")
+    return str(value) if value else None
+
+
+def judge(ops: Sequence[Operation]) -> dict[str, Judgement]:
+    """op id -> Judgement for every DEPLOY and ROLLBACK in `ops` (the journal, oldest first)."""
+    experiments = {o.op for o in ops if o.kind is Kind.EXPERIMENT}
+    failed = failed_gates(ops)
+    out: dict[str, Judgement] = {}
+    good: dict[str, Judgement] = {}  # commands hash -> the best known-good judgement so far
+    for o in ops:
+        if o.kind not in (Kind.DEPLOY, Kind.ROLLBACK):
+            continue
+        j = _own(o, experiments, good)
+        h = commands_hash(o)
+        if j.known_good and h in failed:
+            j = Judgement(o.op, NOT, f"not known-good: its commands failed {failed[h]}")
+        out[o.op] = j
+        if j.known_good and h and (h not in good or good[h].rank < j.rank):
+            good[h] = j
+    return out
+
+
+def known_good(ops: Sequence[Operation]) -> list[Operation]:
+    """The known-good deployments in the order rollback offers them: every gate pass before
+    every accepted INCONCLUSIVE, newest first within each."""
+    judged = judge(ops)
+    newest_first = [o for o in reversed(ops) if o.op in judged and judged[o.op].known_good]
+    return sorted(newest_first, key=lambda o: -judged[o.op].rank)  # stable: newest first kept
+
+
+def failed_gates(ops: Sequence[Operation]) -> dict[str, str]:
+    """commands hash -> which gate it FAILED (the first one), over the whole journal."""
+    out: dict[str, str] = {}
+    by_id = {o.op: o for o in ops}
+    for o in ops:
+        if o.kind in (Kind.DEPLOY, Kind.ROLLBACK):
+            h = commands_hash(o)
+            if h and h not in out and any(
+                s.name.startswith(GATE_STEP) and s.phase == "failed"
+                and (s.detail or "").startswith(GATE_FAIL)
+                for s in o.steps
+            ):
+                out[h] = f"the canary gate of {o.op} ({o.profile_name or '-'})"
+        elif o.kind is Kind.EXPERIMENT:
+            gates = [s.name for s in o.steps if s.name.startswith("gate ") and s.phase == "failed"]
+            if not gates:
+                continue
+            for d in by_id.values():
+                h = commands_hash(d)
+                if h and h not in out and arm_of(d, o.op) == "B":
+                    out[h] = f"the {gates[0]} of experiment {o.op} ({d.profile_name or '-'})"
+    return out
+
+
+def arm_of(op: Operation, experiment: str) -> str | None:
+    """"A"/"B" when `op` is one of that experiment's blocks (`ab` names it in the reason)."""
+    reason = op.reason or ""
+    prefix = f"experiment {experiment}: block "
+    if op.kind is not Kind.DEPLOY or not reason.startswith(prefix):
+        return None
+    tail = reason[len(prefix):]
+    return "B" if tail.endswith("(B)") else "A" if tail.endswith("(A)") else None
+
+
+def _own(o: Operation, experiments: set[str], good: dict[str, Judgement]) -> Judgement:
+    """The judgement of `o` by its own records (and, for a rollback, what it restored)."""
+    def no(why: str) -> Judgement:
+        return Judgement(o.op, NOT, f"not known-good: {why}")
+
+    if o.status is not Status.SUCCEEDED:
+        return no(_ended(o))
+    if not o.components:
+        return no("it recorded no deployment")
+    if o.scope is not None:
+        return no(f"a partial restart ({', '.join(o.scope.get('restarted') or [])}) is not a "
+                  "proven unit")
+    arm = next((e for e in experiments if arm_of(o, e)), None)
+    if arm is not None:
+        return no(f"a block of A/B experiment {arm} (an experiment's arm is never known-good)")
+    if not o.proven:
+        return no("the unit was never proven by generations through the router")
+    gate = gate_of(o)
+    if gate == GATE_PASS:
+        return Judgement(o.op, PASSED, "known-good: whole unit, served through the router, "
+                                       "canary gate PASS")
+    if gate == GATE_ACCEPTED:
+        return Judgement(o.op, ACCEPTED, "known-good (below a pass): canary gate INCONCLUSIVE, "
+                                         "accepted with --accept-inconclusive-canary")
+    h = commands_hash(o)
+    if o.kind is Kind.ROLLBACK:
+        if h in good:
+            src = good[h]
+            return Judgement(o.op, src.rank, f"known-good: restored the commands of {src.op} "
+                                             f"({src.why.split(': ', 1)[-1]})")
+        return no("it restored commands that were never known-good (named with --to) and ran "
+                  "no gate")
+    return no("no canary gate ran (--no-canary, or an experiment's deploy)")
+
+
+def gate_of(o: Operation) -> str | None:
+    """GATE_PASS or GATE_ACCEPTED when the operation's canary gate passed; None otherwise."""
+    for s in o.steps:
+        if s.name.startswith(GATE_STEP) and s.phase == "done":
+            detail = s.detail or ""
+            if detail.startswith(GATE_ACCEPTED):
+                return GATE_ACCEPTED
+            if detail.startswith(GATE_PASS):
+                return GATE_PASS
+    return None
+
+
+def _ended(o: Operation) -> str:
+    if o.status is Status.ROLLED_BACK:
+        return "it failed and was rolled back"
+    if o.status is Status.FAILED:
+        return "it failed"
+    if o.status is Status.ABANDONED:
+        return "it was interrupted and abandoned"
+    return f"it never ended ({o.status.value}: interrupted, or still in flight)"
