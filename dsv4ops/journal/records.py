@@ -17,7 +17,7 @@ from dsv4ops.deployment import Deployment
 from dsv4ops.errors import JournalError
 
 # One definition of "secret" for every writer (dsv4ops/secrets.py, the bottom layer).
-from dsv4ops.secrets import is_secret_key, redact_tree
+from dsv4ops.secrets import is_secret_key, redact_text, redact_tree
 
 RECORD_VERSION = 1
 # "merge" journals the one-time merge of an operator-side journal into the target's record
@@ -189,10 +189,10 @@ def scrub(value: Any, *, key: str | None = None) -> Any:
 
 
 def _scrub_env_values(text: str) -> str:
-    for k, v in os.environ.items():
-        if is_secret_key(k) and len(v) >= 6 and v in text:
-            text = text.replace(v, "***")
-    return text
+    """This process's secret env values, then the secret shapes of free text (a log tail or an
+    argv quoted in a message: `--admin-api-key V`, `api_key='V'`, a URL's password)."""
+    values = [v for k, v in os.environ.items() if is_secret_key(k) and len(v) >= 6 and v in text]
+    return redact_text(text, values)
 
 
 # ---------------------------------------------------------------------------------------------
