@@ -11,13 +11,18 @@ open, which is what `--resume RUN_ID` continues.
 from __future__ import annotations
 
 import json
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsv4ops.errors import JournalError
+from dsv4ops.errors import DsOpsError, JournalError
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.runbooks.model import RunbookError
+
+
+class RunbookStopped(DsOpsError):
+    """A confirmation was declined or could not be asked; nothing after it ran (exit 1)."""
 
 STEP_PREFIX = "step "
 REHEARSE = "rehearse"
@@ -38,6 +43,10 @@ class RunRecord:
     in_flight: int | None = None  # started, never ended (a killed run)
     last: int | None = None  # the last step that ended
     rehearsed: bool = False
+    digest: str = ""  # the runbook text's sha256 when the run began ("" before it was recorded)
+    step_digests: dict[str, str] = field(default_factory=dict)
+    header_records: int = 0  # `run` records so far (each resume adds one): the claim's basis
+    claims: list[dict[str, Any]] = field(default_factory=list)  # each resume's claim, in order
 
     @property
     def resume_at(self) -> int | str | None:
@@ -72,16 +81,51 @@ class RunLog:
         self.journal = journal
         self.op = ""
 
-    def begin(self, runbook: str, path: str, target: str, variables: dict[str, str]) -> str:
+    def begin(
+        self,
+        runbook: str,
+        path: str,
+        target: str,
+        variables: dict[str, str],
+        *,
+        digest: str = "",
+        step_digests: dict[str, str] | None = None,
+    ) -> str:
         self.op = self.journal.begin(Kind.RUNBOOK, reason=f"runbook {runbook}")
         self.journal.transition(self.op, Status.RUNNING)
-        header = {"runbook": runbook, "path": path, "target": target, "variables": variables}
+        header = {
+            "runbook": runbook,
+            "path": path,
+            "target": target,
+            "variables": variables,
+            "sha256": digest,
+            "steps": step_digests or {},
+        }
         self.journal.step(self.op, HEADER, "done", detail=json.dumps(header, sort_keys=True))
         return self.op
 
-    def reopen(self, op: str) -> None:
-        self.op = op
-        self.journal.step(op, HEADER, "done", detail=json.dumps({"resumed": True}))
+    def reopen(self, rec: RunRecord, who: str) -> None:
+        """Claim the run for this resume. Two operators resuming the same run both append a claim
+        naming the run's state they saw (its `run` record count); the journal of record orders
+        the appends, so the first claim on that state wins and the other gets RunbookStopped
+        before any step runs."""
+        claim = {
+            "resumed": True,
+            "after": rec.header_records,
+            "claim": secrets.token_hex(8),
+            "who": who,
+        }
+        self.journal.step(rec.op, HEADER, "done", detail=json.dumps(claim, sort_keys=True))
+        now = fold_run(self.journal.get(rec.op))
+        rivals = [c for c in now.claims if c.get("after") == rec.header_records]
+        winner = rivals[0] if rivals else claim
+        if winner.get("claim") != claim["claim"]:
+            raise RunbookStopped(
+                f"run {rec.op} is being resumed by {winner.get('who') or 'another operator'} "
+                "(their claim reached the journal first); this resume did not start: nothing ran",
+                hint="follow it with `dsv4ops journal`; resume only once it has stopped",
+            )
+        self.op = rec.op
 
     def start(self, where: str, preconditions: dict[str, Any] | None) -> None:
         detail = json.dumps({"preconditions": preconditions}, sort_keys=True, default=str)
@@ -119,8 +163,11 @@ def fold_run(op: Operation) -> RunRecord:
     for s in op.steps:
         detail = _json(s.detail)
         if s.name == HEADER:
+            rec.header_records += 1
             if "runbook" in detail:
                 header = detail
+            if detail.get("resumed") and "claim" in detail:
+                rec.claims.append(detail)
             continue
         if s.name == REHEARSE:
             rec.rehearsed = rec.rehearsed or s.phase == "done"
@@ -138,6 +185,9 @@ def fold_run(op: Operation) -> RunRecord:
     rec.runbook = str(header.get("runbook", ""))
     rec.target = str(header.get("target", ""))
     rec.variables = {str(k): str(v) for k, v in (header.get("variables") or {}).items()}
+    rec.digest = str(header.get("sha256") or "")
+    steps = header.get("steps")
+    rec.step_digests = {str(k): str(v) for k, v in steps.items()} if isinstance(steps, dict) else {}
     return rec
 
 
