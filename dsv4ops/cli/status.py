@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from dsv4ops.cli._output import echo_json, json_option, table, target_option
+from dsv4ops.cli._output import echo_json, echo_lines, json_option, table, target_option
 
 
 @click.command()
@@ -50,8 +50,7 @@ def status(target: str | None, as_json: bool) -> None:
     if as_json:
         echo_json(report)
     else:
-        for line in render(report) if report.get("reachable", True) else render_offline(report):
-            click.echo(line)
+        echo_lines(render(report) if report.get("reachable", True) else render_offline(report))
     if not report.get("reachable", True):
         click.get_current_context().exit(1)  # not observed: no status, only the journal's word
 
@@ -69,8 +68,7 @@ def _endpoint_status(target: str | None, as_json: bool) -> None:
     if as_json:
         echo_json(report)
         return
-    for line in render_endpoint(report):
-        click.echo(line)
+    echo_lines(render_endpoint(report))
 
 
 def render_endpoint(report: dict[str, Any]) -> list[str]:
