@@ -107,16 +107,10 @@ def test_two_operators_resuming_one_run_only_one_wins(record, tmp_path, sshd) ->
 
         # Interleave deterministically: bob resumes completely while alice is between reading
         # the run and claiming it; both saw the same state, bob's claim reached the record first.
-        outcome: dict[str, object] = {}
-
-        class Between(FakeWorld):
-            def snapshot(self):
-                if "bob" not in outcome:
-                    outcome["bob"] = run(bob_session)
-                return super().snapshot()
-
+        between = FakeWorld()
+        between.at_first_snapshot = lambda: run(bob_session)
         alice_ex = FakeExecutor(lambda argv: 0)
-        s, _ = _session(alice, BOOK, "alice@a", alice_ex, world=Between(), resume=run_id)
+        s, _ = _session(alice, BOOK, "alice@a", alice_ex, world=between, resume=run_id)
         with pytest.raises(RunbookStopped, match="being resumed by bob@b") as exc:
             run(s)
         assert "nothing ran" in str(exc.value)
