@@ -137,20 +137,35 @@ def argv_secret_values(argv: Sequence[str]) -> set[str]:
     return out
 
 
+_KEY_ENDINGS = (
+    "api_key", "api-key", "apikey", "api_keys", "api-keys", "apikeys", "token", "password",
+    "passwd", "secret", "db_url", "db-url", "redis_url", "redis-url",
+)
+
+
+def _ends(endings: Iterable[str]) -> str:
+    """`(?:(?<=e1)|(?<=e2)...)`: the name just matched ends with one of them. A lookbehind per
+    ending, after a possessive name match, keeps the scan linear: a name is read once, never
+    re-tried from each of its characters (a 64 KB base64 blob in a log must not take minutes)."""
+    return "(?:" + "|".join(f"(?<={re.escape(e)})" for e in endings) + ")"
+
+
 def _text_pattern() -> re.Pattern[str]:
-    flags = "|".join(re.escape(f) for f in sorted(SECRET_ARG_FLAGS, key=len, reverse=True))
-    suffixes = "|".join(re.escape(s) for s in SECRET_FLAG_SUFFIXES)
     multi = "|".join(re.escape(f) for f in SECRET_MULTI_VALUE_FLAGS)
+    flag_ends = _ends([*SECRET_FLAG_SUFFIXES, *SECRET_ARG_FLAGS])
     return re.compile(
         # --control-plane-api-keys a b c (up to the next option)
-        rf"(?P<multi>(?:{multi})(?:=|[ \t]+))(?P<mval>[^\s'\"-][^\s'\",]*(?:[ \t]+[^\s'\"-][^\s'\",]*)*)"
+        rf"(?<![A-Za-z0-9-])(?P<multi>(?:{multi})(?:=|[ \t]++))"
+        r"(?P<mval>[^\s'\"-][^\s'\",]*+(?:[ \t]++[^\s'\"-][^\s'\",]*+)*+)"
         # --api-key v, --api-key=v, --foo-api-key v
-        rf"|(?P<flag>(?:{flags}|--[A-Za-z0-9-]*(?:{suffixes}))(?:=|[ \t]+))(?P<fq>['\"]?)(?P<fval>[^\s'\",)]+)"
+        rf"|(?<![A-Za-z0-9-])(?P<flag>--[A-Za-z0-9-]++{flag_ends}(?:=|[ \t]++))"
+        r"(?P<fq>['\"]?)(?P<fval>[^\s'\",)]++)"
         # api_key='v', "admin_api_key": "v", HF_TOKEN=v, ssl_keyfile_password: v, redis_url=...
-        r"|(?P<key>(?i:[A-Za-z0-9_]*(?:api[_-]?keys?|token|password|passwd|secret|db[_-]url|redis[_-]url))"
-        r"['\"]?[ \t]*[=:][ \t]*)(?P<kq>['\"]?)(?P<kval>[^'\"\s,)\]}]+)"
+        rf"|(?<![A-Za-z0-9_-])(?P<key>(?i:[A-Za-z0-9_-]++{_ends(_KEY_ENDINGS)})"
+        r"['\"]?[ \t]*+[=:][ \t]*+)(?P<kq>['\"]?)(?P<kval>[^'\"\s,)\]}]++)"
         # any URL's password: scheme://user:PASS@host
-        r"|(?P<url>[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@'\"]*:)(?P<uval>[^\s@/'\"]+)(?=@)"
+        r"|(?<![A-Za-z0-9+.-])(?P<url>[A-Za-z][A-Za-z0-9+.-]*+://[^\s:/@'\"]*+:)"
+        r"(?P<uval>[^\s@/'\"]++)(?=@)"
     )
 
 

@@ -84,3 +84,15 @@ def test_free_text_redaction_covers_flags_keys_and_urls() -> None:
     assert "api_key=None" in out and "--port 1" in out and "first_token: 3.2 s" in out
     assert secrets.redact_text("uses only-here-9 now", {"only-here-9"}) == "uses *** now"
     assert secrets.argv_secret_values(["--api-key sekr1t", "--api-key=", "zzzz"]) == {"sekr1t", "zzzz"}
+
+
+@pytest.mark.parametrize(
+    "text", ["a" * 65536, "--" + "a-" * 32768, "x" * 32768 + "://" + "a" * 32768, "a:" * 32768]
+)
+def test_free_text_redaction_is_linear(text: str) -> None:
+    """A 64 KB base64 blob or dash run in a log tail took minutes with a backtracking pattern."""
+    import time
+
+    t0 = time.process_time()
+    secrets.redact_text(text)
+    assert time.process_time() - t0 < 1.0  # linear: milliseconds; quadratic: minutes

@@ -48,7 +48,7 @@ def check_namespace(value: str | None) -> None:
 
 
 def check_image(option: str, value: str) -> None:
-    m = _IMAGE.fullmatch(value)
+    m = _IMAGE.fullmatch(value) if len(value) <= 2 * _MAX_IMAGE_NAME + 200 else None
     if m is None or len(m.group("name")) > _MAX_IMAGE_NAME:
         raise DsOpsError(
             f"{option} {_shown(value)}: not a container image reference "
