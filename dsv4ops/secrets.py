@@ -144,9 +144,11 @@ _KEY_ENDINGS = (
 
 
 def _ends(endings: Iterable[str]) -> str:
-    """`(?:(?<=e1)|(?<=e2)...)`: the name just matched ends with one of them. A lookbehind per
-    ending, after a possessive name match, keeps the scan linear: a name is read once, never
-    re-tried from each of its characters (a 64 KB base64 blob in a log must not take minutes)."""
+    """`(?:(?<=e1)|(?<=e2)...)`: the name just matched ends with one of them. Each branch starts
+    only where a name starts (a lookbehind for "no name character before"), so a name is scanned
+    from its start only, never re-tried from each of its characters: the scan stays linear (a
+    64 KB base64 blob in a log must not take minutes). No possessive quantifiers: this module
+    ships in the agent zip and the target's python3 may predate 3.11."""
     return "(?:" + "|".join(f"(?<={re.escape(e)})" for e in endings) + ")"
 
 
@@ -155,17 +157,17 @@ def _text_pattern() -> re.Pattern[str]:
     flag_ends = _ends([*SECRET_FLAG_SUFFIXES, *SECRET_ARG_FLAGS])
     return re.compile(
         # --control-plane-api-keys a b c (up to the next option)
-        rf"(?<![A-Za-z0-9-])(?P<multi>(?:{multi})(?:=|[ \t]++))"
-        r"(?P<mval>[^\s'\"-][^\s'\",]*+(?:[ \t]++[^\s'\"-][^\s'\",]*+)*+)"
+        rf"(?<![A-Za-z0-9-])(?P<multi>(?:{multi})(?:=|[ \t]+))"
+        r"(?P<mval>[^\s'\"-][^\s'\",]*(?:[ \t]+[^\s'\"-][^\s'\",]*)*)"
         # --api-key v, --api-key=v, --foo-api-key v
-        rf"|(?<![A-Za-z0-9-])(?P<flag>--[A-Za-z0-9-]++{flag_ends}(?:=|[ \t]++))"
-        r"(?P<fq>['\"]?)(?P<fval>[^\s'\",)]++)"
+        rf"|(?<![A-Za-z0-9-])(?P<flag>--[A-Za-z0-9-]+{flag_ends}(?:=|[ \t]+))"
+        r"(?P<fq>['\"]?)(?P<fval>[^\s'\",)]+)"
         # api_key='v', "admin_api_key": "v", HF_TOKEN=v, ssl_keyfile_password: v, redis_url=...
-        rf"|(?<![A-Za-z0-9_-])(?P<key>(?i:[A-Za-z0-9_-]++{_ends(_KEY_ENDINGS)})"
-        r"['\"]?[ \t]*+[=:][ \t]*+)(?P<kq>['\"]?)(?P<kval>[^'\"\s,)\]}]++)"
+        rf"|(?<![A-Za-z0-9_-])(?P<key>(?i:[A-Za-z0-9_-]+{_ends(_KEY_ENDINGS)})"
+        r"['\"]?[ \t]*[=:][ \t]*)(?P<kq>['\"]?)(?P<kval>[^'\"\s,)\]}]+)"
         # any URL's password: scheme://user:PASS@host
-        r"|(?<![A-Za-z0-9+.-])(?P<url>[A-Za-z][A-Za-z0-9+.-]*+://[^\s:/@'\"]*+:)"
-        r"(?P<uval>[^\s@/'\"]++)(?=@)"
+        r"|(?<![A-Za-z0-9+.-])(?P<url>[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@'\"]*:)"
+        r"(?P<uval>[^\s@/'\"]+)(?=@)"
     )
 
 
