@@ -142,6 +142,11 @@ def render(report: dict[str, Any]) -> list[str]:
         lines.append(f"drift: {item}")
     for item in report["attention"]:
         lines.append(f"attention: {item}")
+    diverged = (report.get("record") or {}).get("diverged")
+    if diverged:  # the journal's history lost records on the target: mutations are refused
+        from dsv4ops.cli.journal import record_line
+
+        lines.append("attention: " + record_line(report["record"]).split("\n", 1)[1])
     if report["lock"]:
         h = report["lock"]["holder"]
         lines.append(
