@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from dsv4ops import journalfile
-from dsv4ops.errors import JournalError
+from dsv4ops.errors import DsOpsError, JournalError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.targetjournal import TargetJournal
@@ -118,3 +118,55 @@ def test_a_kill_9_inside_an_append_leaves_a_torn_line_the_next_append_ends(over_
     assert [o.op for o in bob.operations()] == [first] and bob.skipped_lines == [5]
     second = _deploy(bob, "later")
     assert [o.op for o in _journal(over_ssh, tmp_path / "carol").operations()] == [first, second]
+
+
+def _agents_of(workdir: Path) -> list[int]:
+    """Live agent processes run from this workdir's agent zip (ours: the test started them)."""
+    want = f"{workdir}/.dsv4ops/agent.zip".encode()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if want in f.read():
+                        pids.append(int(entry))
+            except OSError:
+                continue
+    return pids
+
+
+def test_a_kill_9_of_the_agent_inside_its_append_loses_nothing(over_ssh, tmp_path):
+    """The agent SIGKILLed inside journal_append, while it waits for the record's flock (held
+    here): nothing is appended, the CLI gets an error instead of a success, and the next append
+    through a fresh agent finds the record intact."""
+    import threading
+    import time
+
+    alice = _journal(over_ssh, tmp_path / "alice")
+    first = _deploy(alice, "baseline")
+    record = Path(over_ssh.workdir) / "journal.jsonl"
+    before = record.read_bytes()
+    errors: list[BaseException] = []
+
+    def append() -> None:
+        try:
+            alice.begin(Kind.STOP, reason="killed inside the append")
+        except BaseException as exc:  # noqa: BLE001 - the test asserts what it was
+            errors.append(exc)
+
+    with journalfile.exclusive(str(record)):
+        worker = threading.Thread(target=append)
+        worker.start()
+        deadline = time.monotonic() + 30
+        while not (pids := _agents_of(Path(over_ssh.workdir))) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pids, "the agent never started"
+        time.sleep(0.3)  # it is blocked in flock now (the lock is ours)
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        worker.join(timeout=60)
+    assert not worker.is_alive() and errors, "the killed append must not report success"
+    assert isinstance(errors[0], DsOpsError), repr(errors[0])  # a clear error, no traceback
+    assert record.read_bytes() == before  # nothing of it reached the record
+    later = _deploy(_journal(over_ssh, tmp_path / "bob"), "later")
+    assert [o.op for o in _journal(over_ssh, tmp_path / "carol").operations()] == [first, later]
