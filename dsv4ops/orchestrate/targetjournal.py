@@ -24,6 +24,7 @@ with the operator's state-directory file as its cache.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -294,10 +295,16 @@ def _last_ts(records: list[dict[str, Any]]) -> str:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
+    """Temp file (0600 whatever the umask, never through a symlink planted at its name), then
+    rename: the cache passes journalfile's own checks when it is read back."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}")
-        tmp.write_bytes(data)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)  # a leftover of a killed run (or a planted link): never written through
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except OSError as exc:
         raise JournalError(f"cannot write the journal cache {path}: {exc.strerror}") from exc

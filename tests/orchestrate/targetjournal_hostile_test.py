@@ -170,3 +170,16 @@ def test_a_kill_9_of_the_agent_inside_its_append_loses_nothing(over_ssh, tmp_pat
     assert record.read_bytes() == before  # nothing of it reached the record
     later = _deploy(_journal(over_ssh, tmp_path / "bob"), "later")
     assert [o.op for o in _journal(over_ssh, tmp_path / "carol").operations()] == [first, later]
+
+
+def test_the_cache_is_written_0600_under_a_group_writable_umask(over_ssh, tmp_path):
+    """Ubuntu's default user umask is 002: a cache written with it would be group-writable and
+    refused by the journal's own checks on the next read."""
+    old = os.umask(0o002)
+    try:
+        alice = _journal(over_ssh, tmp_path / "alice")
+        first = _deploy(alice, "baseline")
+        assert [o.op for o in _journal(over_ssh, tmp_path / "alice").operations()] == [first]
+    finally:
+        os.umask(old)
+    assert alice.path.stat().st_mode & 0o077 == 0
