@@ -8,25 +8,62 @@ readers skip it, and the next append first terminates it so later records stay i
 A record is identified by its operation id and its sequence number among that operation's
 records in the file (`record_keys`): the merge of an operator-side journal into the target's
 appends exactly the records whose identity the target's file does not hold yet.
+
+The file is opened with O_NOFOLLOW and checked before a byte is read or written (`_open`): a
+regular file owned by this user and writable by nobody else. A journal path replaced by a
+symlink (to a victim file) or by someone else's file is refused with UnsafeJournalFile, so an
+append can never land in another file and a read never passes another file off as the record.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Iterator
 from typing import Any
 
 Record = dict[str, Any]
 
 
+class UnsafeJournalFile(OSError):
+    """The journal path is a symlink, not a regular file, not this user's, or writable by others."""
+
+
+def _open(path: str, flags: int) -> int:
+    """An fd on `path` opened without following a symlink, checked to be a regular file owned by
+    this user and not writable by group or others. Raises UnsafeJournalFile (or OSError)."""
+    try:
+        # O_NONBLOCK: a FIFO put in its place must not hang the open (no effect on a regular file).
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeJournalFile(
+                exc.errno, "is a symbolic link; the journal is never written through one", path
+            ) from None
+        raise
+    st = os.fstat(fd)
+    why = None
+    if not stat.S_ISREG(st.st_mode):
+        why = "is not a regular file"
+    elif st.st_uid != os.geteuid():
+        why = f"is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})"
+    elif st.st_mode & 0o022:
+        why = f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
+    if why is not None:
+        os.close(fd)
+        raise UnsafeJournalFile(errno.EPERM, f"{why}; refusing to use it as a journal", path)
+    return fd
+
+
 def append_bytes(path: str, data: bytes) -> None:
     """Append `data` (whole lines) in one write and fsync; terminate a torn last line first.
-    Creates the file (0600) and its directory. Raises OSError."""
+    Creates the file (0600) and its directory. Raises OSError (UnsafeJournalFile: see _open)."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = _open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         if _ends_torn(fd):
             data = b"\n" + data
@@ -81,12 +118,14 @@ def missing_records(present: list[Record], incoming: list[Record]) -> list[Recor
 
 
 def read_bytes(path: str) -> bytes:
-    """The file's bytes (b"" when absent). Raises OSError on any other failure."""
+    """The file's bytes (b"" when absent). Raises OSError on any other failure (UnsafeJournalFile
+    for a symlink or a file that is not safely this user's: see _open)."""
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        fd = _open(path, os.O_RDONLY)
     except FileNotFoundError:
         return b""
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
 
 
 def sha256(data: bytes) -> str:
@@ -107,7 +146,7 @@ def exclusive(path: str) -> Iterator[None]:
     import fcntl
 
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fd = _open(f"{path}.lock", os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -54,8 +54,14 @@ class FakeWorld:
         self.failing: set[str] = set()
         self.waited: list[list[str]] = []
         self.bundles: list[tuple[str, int]] = []
+        # Called once, at the first snapshot: a test interleaves another operator there (a
+        # resume has read the run and checks the target before it claims the run).
+        self.at_first_snapshot: Callable[[], object] | None = None
 
     def snapshot(self) -> dict[str, Any]:
+        hook, self.at_first_snapshot = self.at_first_snapshot, None
+        if hook is not None:
+            hook()
         return copy.deepcopy(self.state)
 
     def wait(self, conditions: Sequence[Condition], timeout_s: float) -> tuple[bool, str]:

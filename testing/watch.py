@@ -10,10 +10,12 @@ a deployed target), forcing hazards, and waiting for a finding with the real clo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -195,3 +197,46 @@ def watch_for(watcher: Watcher, code: str | None, timeout_s: float) -> Watched:
 
     watcher.run(emit, stop=stop)
     return seen
+
+
+# --- hostile: a malicious router / server on 127.0.0.1 (issue 21, F9) ---
+
+HOSTILE_WORKER_URL = "http://10.0.0.9:30001\nworker (as the router lists it): decode http://forged:1 ok"
+HOSTILE_METRICS = b"\x1b[2J\x1b]0;pwned\x07sglang:num_running_reqs{\x1b[31m} 1\n\x9b31m\r\n"
+
+
+@contextlib.contextmanager
+def hostile_http() -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 answering like a malicious router and servers: /workers
+    lists a worker whose URL holds a line break and a forged "worker ... ok" line, /metrics is
+    garbage with ESC/OSC/CSI bytes, everything else 200 with an ESC sequence. Yields its URL."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server API
+            if self.path == "/workers":
+                body = json.dumps({"workers": [{"url": HOSTILE_WORKER_URL, "is_healthy": False,
+                                                "worker_type": "decode\x1b[8m"}]}).encode()
+            elif self.path == "/metrics":
+                body = HOSTILE_METRICS
+            else:
+                body = b"ok\x1b[2J"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_POST = do_GET  # noqa: N815 - the probes' requests get the same hostile answer
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

@@ -120,9 +120,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # calling sys.exit; keep it rather than flattening every exit to 0.
         rv = cli.main(args=args, prog_name="dsv4ops", standalone_mode=False)
     except DsOpsError as exc:
-        click.secho(f"error: {exc}", fg="red", err=True)
+        from dsv4ops.cli._output import terminal_safe  # an error may quote what a server sent
+
+        click.secho(f"error: {terminal_safe(str(exc), keep_newlines=True)}", fg="red", err=True)
         if exc.hint:
-            click.echo(f"hint: {exc.hint}", err=True)
+            click.echo(f"hint: {terminal_safe(exc.hint, keep_newlines=True)}", err=True)
         return _json_error(as_json, str(exc), exc.hint, exc.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)

@@ -1,8 +1,13 @@
-"""Output helpers shared by commands: JSON printing and tables (tabulate imported lazily)."""
+"""Output helpers shared by commands: JSON printing, tables (tabulate imported lazily) and the
+terminal's safety: text that came from the network (a worker URL the router lists, a /metrics
+body, an error a server sent) can hold ESC sequences or line breaks that rewrite the screen or
+forge lines ("worker ... ok"). Every line a command prints in text mode goes through
+`terminal_safe`, which shows each control character as its escape (`\x1b`, `\n`)."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -12,6 +17,30 @@ import click
 # adds no second object to stdout (the document says how it ended: `exit`, `error`).
 PRINTED: list[bool] = []
 
+# C0 and C1 controls, DEL, line/paragraph separators and the bidirectional overrides (which
+# reorder what the terminal shows).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str, *, keep_newlines: bool = False) -> str:
+    """`text` as one printable line: every control character as its Python escape (with
+    `keep_newlines`, a message's own line breaks stay)."""
+    def escape(m: re.Match[str]) -> str:
+        c = m.group()
+        return c if keep_newlines and c == "\n" else c.encode("unicode_escape").decode("ascii")
+
+    return _CONTROL.sub(escape, text)
+
+
+class Block(str):
+    """A multi-line block built from already escaped cells (a table): printed as it is."""
+
+
+def echo_lines(lines: Iterable[str], *, err: bool = False) -> None:
+    """Print each line made terminal-safe (a Block keeps its own line breaks)."""
+    for line in lines:
+        click.echo(line if isinstance(line, Block) else terminal_safe(str(line)), err=err)
+
 
 def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
@@ -19,9 +48,12 @@ def echo_json(data: Any) -> None:
 
 
 def table(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> str:
+    """A table whose cells are terminal-safe (a cell with a line break stays one row)."""
     from tabulate import tabulate
 
-    return tabulate(list(rows), headers=list(headers), tablefmt="simple")
+    safe = [[c if c is None or isinstance(c, int | float) else terminal_safe(str(c)) for c in r]
+            for r in rows]
+    return Block(tabulate(safe, headers=list(headers), tablefmt="simple"))
 
 
 def json_option(f: Any) -> Any:

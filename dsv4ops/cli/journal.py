@@ -16,12 +16,22 @@ from dsv4ops.cli._output import echo_json, json_option, table, target_option
 @target_option
 @json_option
 @click.option("--limit", type=int, default=20, show_default=True, help="Newest N entries.")
-def journal(target: str | None, as_json: bool, limit: int) -> None:
+@click.option(
+    "--merge",
+    "merge",
+    is_flag=True,
+    help="Append the records this machine kept when the target's record lost history "
+    "(shorter or diverged) back into the record; mutating commands refuse until then.",
+)
+def journal(target: str | None, as_json: bool, limit: int, merge: bool) -> None:
     """List the target's journal, newest last."""
     from dsv4ops.cli._context import open_target
     from dsv4ops.journal.knowngood import judge
     from dsv4ops.journal.records import fold, place_merged
 
+    if merge:
+        _merge(target)
+        return
     ctx = open_target(target, verb="journal", read_only=True)
     try:
         j = ctx.journal
@@ -139,8 +149,44 @@ def _known_good_cell(s: dict[str, Any]) -> str:
     return "no: " + why.removeprefix("not known-good: ")[:70]
 
 
+def _merge(target: str | None) -> None:
+    from dsv4ops.cli._context import open_target
+    from dsv4ops.orchestrate.targetjournal import TargetJournal
+
+    ctx = open_target(target, verb="journal --merge", read_only=True)
+    try:
+        backend = ctx.journal.backend
+        if not isinstance(backend, TargetJournal):
+            click.echo(f"journal: {ctx.journal.path} is a local file; nothing to merge")
+            return
+        done = backend.merge_diverged()  # a TargetError when the target cannot be reached
+    finally:
+        ctx.close()
+    if not done["merged"] and "copy" not in done:
+        click.echo("journal: nothing to merge (the record holds every record this machine had)")
+        return
+    click.echo(
+        f"journal: merged {done['merged']} record(s) of {len(done['ops'])} operation(s) into "
+        f"the journal of record; the copy is kept as {done['copy']}"
+    )
+
+
 def record_line(source: dict[str, Any]) -> str:
     """Where the history shown comes from; from the cache, how old it is and why."""
+    line = _record_line(source)
+    d = source.get("diverged")
+    if d:
+        line += (
+            f"\nHISTORY DIVERGED: the target's record ({d['target_records']} records, last "
+            f"{d['target_last_ts']}) lacks {d['missing_on_target']} record(s) of this machine's "
+            f"copy ({d['copy_records']} records, last {d['copy_last_ts']}), kept in {d['copy']}; "
+            f"the {d['newer']}'s copy is newer. Mutating commands refuse until "
+            f"`{d['merge_command']}`"
+        )
+    return line
+
+
+def _record_line(source: dict[str, Any]) -> str:
     if source.get("source") == "cache":
         age = source.get("age_s")
         when = f"synced {source.get('synced_at')} ({age:.0f} s ago)" if age is not None else "never synced"

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from dsv4ops.cli._output import echo_json, json_option, table, target_option
+from dsv4ops.cli._output import echo_json, echo_lines, json_option, table, target_option
 
 
 @click.command()
@@ -52,8 +52,7 @@ def status(target: str | None, as_json: bool) -> None:
     if as_json:
         echo_json(report)
     else:
-        for line in render(report) if report.get("reachable", True) else render_offline(report):
-            click.echo(line)
+        echo_lines(render(report) if report.get("reachable", True) else render_offline(report))
     # HEALTHY 0, NOT HEALTHY 2, UNKNOWN 4 (not observed: only the journal's word), so a script
     # never reads a stopped or unhealthy unit as fine.
     click.get_current_context().exit(report["exit"])
@@ -118,8 +117,7 @@ def _endpoint_status(target: str | None, as_json: bool) -> None:
     if as_json:
         echo_json(report)
     else:
-        for line in render_endpoint(report):
-            click.echo(line)
+        echo_lines(render_endpoint(report))
     click.get_current_context().exit(report["exit"])
 
 
@@ -190,6 +188,11 @@ def render(report: dict[str, Any]) -> list[str]:
     for item in report["attention"]:
         lines.append(f"attention: {item}")
     lines += _open_lines(report)
+    diverged = (report.get("record") or {}).get("diverged")
+    if diverged:  # the journal's history lost records on the target: mutations are refused
+        from dsv4ops.cli.journal import record_line
+
+        lines.append("attention: " + record_line(report["record"]).split("\n", 1)[1])
     if report["lock"]:
         h = report["lock"]["holder"]
         lines.append(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from dsv4ops import exitcodes
-from dsv4ops.cli._output import json_option, target_option
+from dsv4ops.cli._output import echo_lines, json_option, target_option
 from dsv4ops.errors import DsOpsError
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def watch(target: str | None, interval_s: float, probe_every_s: float, once: boo
             if as_json:
                 click.echo(json.dumps(r.to_json()))
             else:
-                click.echo("\n".join(render(r)))
+                echo_lines(render(r))  # readings and errors came from the network
 
         if once:
             last = watcher.once(emit)

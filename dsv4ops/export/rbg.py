@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from dsv4ops.deployment import argv_value as flag_value
 from dsv4ops.errors import DsOpsError
+from dsv4ops.export import values as V
 from dsv4ops.secrets import is_secret_flag, is_secret_key
 from dsv4ops.sglang_paths import plugin_env
 
@@ -55,9 +57,21 @@ def adaptations() -> list[str]:
             "a secret flag's value (--api-key ...) -> $(DSV4_ARG_<FLAG>), read from the Secret"]
 
 
+def check_options(opts: ExportOptions, kernel_package: str | None) -> None:
+    """Every option value by Kubernetes' own rules (export/values.py). Raises DsOpsError."""
+    V.check_namespace(opts.namespace)
+    V.check_image("--image", opts.image)
+    V.check_image("--router-image", opts.router_image)
+    V.check_program(opts.python)
+    if kernel_package:
+        V.check_package(kernel_package)
+        name, _, version = kernel_package.partition("@")
+        V.check_image("--kernel-image", opts.kernel_image or f"{name}:{version}")
+
+
 def group_name(profile_name: str, override: str | None) -> str:
     name = override or re.sub(r"[^a-z0-9-]+", "-", profile_name.lower()).strip("-")
-    if not _DNS1123.match(name) or len(name) > 40:
+    if not _DNS1123.fullmatch(name) or len(name) > 40:
         raise DsOpsError(f"--name {name!r}: a RoleBasedGroup name must be a DNS-1123 label of at "
                          "most 40 characters (its role Services append to it)",
                          hint="pass --name with lowercase letters, digits and '-'")
@@ -73,12 +87,16 @@ def secret_arg_env(flag: str) -> str:
 
 
 def hide_secret_args(argv: list[str]) -> tuple[list[str], dict[str, str]]:
-    """Secret flag values become `$(VAR)` (Kubernetes expands them from the container env);
-    returns the argv and {VAR: value} for the Secret."""
+    """Secret flag values become `$(VAR)` (Kubernetes expands them from the container env),
+    in both shapes `--flag V` and `--flag=V`; returns the argv and {VAR: value} for the Secret."""
     out, secrets, i = list(argv), {}, 0
     while i < len(out):
-        flag = out[i]
-        if is_secret_flag(flag) and i + 1 < len(out):
+        flag, eq, value = out[i].partition("=")
+        if eq and is_secret_flag(flag):
+            var = secret_arg_env(flag)
+            secrets[var] = value
+            out[i] = f"{flag}=$({var})"
+        elif is_secret_flag(flag) and i + 1 < len(out):
             var = secret_arg_env(flag)
             secrets[var] = out[i + 1]
             out[i + 1] = f"$({var})"
@@ -163,6 +181,7 @@ def build_manifest(profile: Any, deployment: Any, opts: ExportOptions) -> dict[s
     """The RoleBasedGroup for `profile` rendered for the box (`deployment`). Raises DsOpsError."""
     if not 1 <= opts.replicas <= 64:
         raise DsOpsError(f"--replicas {opts.replicas}: expected 1 to 64 prefill:decode pairs")
+    check_options(opts, getattr(profile, "kernel_package", None))
     group = group_name(profile.name, opts.name)
     secret_name = f"{group}-env"
     pre, dec, rtr = (deployment.component(n) for n in ("prefill", "decode", "router"))
@@ -257,6 +276,6 @@ def _kernel_parts(profile: Any, opts: ExportOptions) -> tuple[list[dict[str, Any
     path = f"{KERNELS_MOUNT}/{name}/{version}"
     volume = {"name": "dsv4-kernels", "emptyDir": {}}
     init = {"name": "dsv4-kernels", "image": image,
-            "command": ["sh", "-c", f"cp -a /package/. {path}/"],
+            "command": ["sh", "-c", f"cp -a /package/. {shlex.quote(path + '/')}"],
             "volumeMounts": [{"name": "dsv4-kernels", "mountPath": path}]}
     return [volume], [init], [{"name": "dsv4-kernels", "mountPath": path, "readOnly": True}]

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import enum
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dsv4ops.deployment import Deployment
 from dsv4ops.errors import JournalError
 
 # One definition of "secret" for every writer (dsv4ops/secrets.py, the bottom layer).
-from dsv4ops.secrets import is_secret_key, redact_tree
+from dsv4ops.secrets import is_secret_key, redact_text, redact_tree
 
 RECORD_VERSION = 1
 # "merge" journals the one-time merge of an operator-side journal into the target's record
@@ -198,10 +198,10 @@ def scrub(value: Any, *, key: str | None = None) -> Any:
 
 
 def _scrub_env_values(text: str) -> str:
-    for k, v in os.environ.items():
-        if is_secret_key(k) and len(v) >= 6 and v in text:
-            text = text.replace(v, "***")
-    return text
+    """This process's secret env values, then the secret shapes of free text (a log tail or an
+    argv quoted in a message: `--admin-api-key V`, `api_key='V'`, a URL's password)."""
+    values = [v for k, v in os.environ.items() if is_secret_key(k) and len(v) >= 6 and v in text]
+    return redact_text(text, values)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,12 +240,21 @@ def validate(record: Any, where: str) -> dict[str, Any]:
 
 def fold(records: list[dict[str, Any]]) -> list[Operation]:
     """Operations in the order they began, each with its latest status applied."""
-    ops: dict[str, Operation] = {}
+    return list(fold_into({}, records).values())
+
+
+def fold_into(ops: dict[str, Operation], records: list[dict[str, Any]]) -> dict[str, Operation]:
+    """`ops` (folded from earlier records, in begin order) with `records` applied: a new dict;
+    an operation these records change is a copy, so Operations handed out before stay as they
+    were (journal/memo.py folds a growing journal this way, record by record, once)."""
+    ops = dict(ops)
+    copied: set[str] = set()
     for r in records:
         op_id = r["op"]
         if r["type"] == "merge":
             continue
         if r["type"] == "begin":
+            copied.add(op_id)
             ops[op_id] = Operation(
                 op=op_id,
                 kind=Kind(r["kind"]),
@@ -263,6 +272,9 @@ def fold(records: list[dict[str, Any]]) -> list[Operation]:
         op = ops.get(op_id)
         if op is None:
             raise JournalError(f"journal record for unknown operation {op_id}")
+        if op_id not in copied:
+            op = ops[op_id] = replace(op, steps=list(op.steps), processes=dict(op.processes))
+            copied.add(op_id)
         if r["type"] == "step":
             op.steps.append(
                 StepRecord(r["name"], r["phase"], r["ts"], r.get("duration_s"), r.get("detail"))
@@ -281,7 +293,7 @@ def fold(records: list[dict[str, Any]]) -> list[Operation]:
                 op.kernel = {**(op.kernel or {}), **r["kernel"]}
             if op.status.terminal:
                 op.ended = r["ts"]
-    return list(ops.values())
+    return ops
 
 
 def place_merged(ops: list[Operation], records: list[dict[str, Any]]) -> list[Operation]:

@@ -24,16 +24,14 @@ from dsv4ops.clock import Clock, SystemClock, utc_now_iso
 from dsv4ops.constants import state_dir
 from dsv4ops.errors import JournalError
 from dsv4ops.journal import knowngood
+from dsv4ops.journal.memo import Folded
 from dsv4ops.journal.records import (
     RECORD_VERSION,
     Kind,
     Operation,
     Status,
     check_transition,
-    fold,
-    place_merged,
     scrub,
-    validate,
 )
 from dsv4ops.whoami import operator_identity
 
@@ -109,6 +107,7 @@ class Journal:
         self._clock = clock or SystemClock()
         self._lock_op: str | None = None
         self.skipped_lines: list[int] = []
+        self._folded = Folded(str(self.path))
 
     @contextlib.contextmanager
     def under_lock(self, op_id: str) -> Iterator[None]:
@@ -225,13 +224,15 @@ class Journal:
     # -- reading -------------------------------------------------------------------------------
 
     def records(self) -> list[dict[str, Any]]:
-        """Every valid record in order; torn lines are skipped and listed in skipped_lines."""
-        parsed, self.skipped_lines = journalfile.parse(self.backend.read(lock_op=self._lock_op))
-        return [validate(r, f"{self.path}:{lineno}") for lineno, r in parsed]
+        """Every valid record in order; torn lines are skipped and listed in skipped_lines.
+        (Parsed once per byte: journal/memo.py folds only what this object has not seen.)"""
+        records, self.skipped_lines = self._folded.records(self.backend.read(lock_op=self._lock_op))
+        return list(records)
 
     def operations(self) -> list[Operation]:
-        records = self.records()
-        return place_merged(fold(records), records)
+        data = self.backend.read(lock_op=self._lock_op)
+        self.skipped_lines = list(self._folded.records(data)[1])
+        return self._folded.operations(data)
 
     def merges(self) -> list[dict[str, Any]]:
         """The merge records: each operator-side journal merged into this record, once."""

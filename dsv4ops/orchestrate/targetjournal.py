@@ -15,10 +15,16 @@ with the operator's state-directory file as its cache.
   `merge` record naming who merged what from where.
 * The target unreachable: a read-only caller (`offline_ok`) gets the cache and `describe()`
   says so, with its age; anyone else gets a TargetError saying nothing was changed.
+* The target's record shorter than, or diverging from, a cache that was a faithful copy of it
+  (restored from a backup, replaced, truncated): history is never dropped. The cache as it was
+  is kept whole next to it (`<target>.jsonl.diverged`), the cache follows the target's record,
+  `describe()` says which copy is newer, and every mutating caller is refused (JournalError)
+  until `dsv4ops journal --merge` appends the kept copy's missing records to the record.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -33,6 +39,7 @@ from dsv4ops.remote.base import Executor
 from dsv4ops.remote.errors import AgentCallError
 from dsv4ops.whoami import local_host, operator_identity
 
+MERGE_COMMAND = "dsv4ops journal --target {target} --merge"
 OFFLINE_HINT = (
     "the journal of record lives on the target: mutating commands need it; `dsv4ops status` "
     "and `dsv4ops journal` answer from the local cache meanwhile"
@@ -67,6 +74,7 @@ class TargetJournal:
         self._current_under: str | None = None  # lock op whose own call synced the cache last
         self._synced = False  # this process has synced (and merged) at least once
         self._offline_error: str | None = None
+        self.diverged = cache.with_name(cache.name + ".diverged")
 
     # -- the JournalBackend protocol ---------------------------------------------------------
 
@@ -78,12 +86,15 @@ class TargetJournal:
                 if not self.offline_ok:
                     raise self._refusal(exc) from None
                 self._offline_error = str(exc)
+        if not self.offline_ok:
+            self._refuse_if_diverged()
         return self._cache_bytes()
 
     def append(self, data: bytes, *, lock_op: str | None) -> None:
         try:
             if not self._synced:
                 self._sync()  # merges a dirty cache first, so nothing local is lost
+            self._refuse_if_diverged()
             cached = self._cache_bytes()
             reply = self.agent.call(
                 "journal_append",
@@ -115,7 +126,72 @@ class TargetJournal:
         }
         if self._offline_error:
             out["error"] = self._offline_error
+        diverged = self._divergence()
+        if diverged is not None:
+            out["diverged"] = diverged
         return out
+
+    # -- a record that lost history ------------------------------------------------------------
+
+    def _divergence(self) -> dict[str, Any] | None:
+        """What the kept copy holds that the record lacks, and which is newer (None: no copy)."""
+        try:
+            kept = journalfile.read_bytes(str(self.diverged))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise JournalError(f"cannot read {self.diverged}: {exc.strerror}") from exc
+        if not kept:
+            return None
+        mine, theirs = _records(kept), _records(self._cache_bytes())
+        missing = journalfile.missing_records(theirs, mine)
+        newer = "target" if _last_ts(theirs) > _last_ts(mine) else "cache"
+        return {
+            "copy": str(self.diverged),
+            "copy_records": len(mine),
+            "copy_last_ts": _last_ts(mine) or None,
+            "target_records": len(theirs),
+            "target_last_ts": _last_ts(theirs) or None,
+            "missing_on_target": len(missing),
+            "newer": newer,
+            "merge_command": MERGE_COMMAND.format(target=self.path.stem),
+        }
+
+    def _refuse_if_diverged(self) -> None:
+        d = self._divergence()
+        if d is None:
+            return
+        raise JournalError(
+            f"the journal of record ({d['target_records']} record(s), last {d['target_last_ts']}) "
+            f"lacks {d['missing_on_target']} of the {d['copy_records']} record(s) this machine "
+            f"had (last {d['copy_last_ts']}; kept in {d['copy']}); the {d['newer']}'s copy is "
+            "the newer; nothing was changed",
+            hint=f"run `{d['merge_command']}` to append the missing records to the record, "
+            "then retry",
+        )
+
+    def merge_diverged(self) -> dict[str, Any]:
+        """Append the kept copy's records the target lacks (after a merge record), keep the copy
+        as `.merged`; return {"merged": n, "ops": [...]} (n = 0: nothing to merge)."""
+        d = self._divergence()
+        if d is None:
+            return {"merged": 0, "ops": []}
+        reply = self._merge(journalfile.read_bytes(str(self.diverged)), first=False, source=self.diverged)
+        self._apply(b"", reply, None)
+        done = self.diverged.with_name(f"{self.diverged.name}.merged-{self._stamp()}")
+        os.replace(self.diverged, done)
+        return {"merged": int(reply.get("merged") or 0), "ops": list(reply.get("ops") or []), "copy": str(done)}
+
+    def _keep_diverged(self, cached: bytes, fresh: bytes) -> None:
+        """The record no longer holds what the cache had: keep the cache whole before it follows."""
+        if not journalfile.missing_records(_records(fresh), _records(cached)):
+            return  # the record holds every cached record (a rewritten torn line): nothing lost
+        kept = journalfile.read_bytes(str(self.diverged))  # an earlier divergence not merged yet
+        extra = journalfile.missing_records(_records(kept), _records(cached))
+        if kept and not extra:
+            return  # the kept copy already holds all of it
+        data = cached if not kept else kept + b"".join(journalfile.encode(r) for r in extra)
+        _write_atomic(self.diverged, data)
 
     # -- syncing -------------------------------------------------------------------------------
 
@@ -139,7 +215,7 @@ class TargetJournal:
         except AgentCallError as exc:
             raise JournalError(f"cannot read the journal of record: {exc}") from None
 
-    def _merge(self, cached: bytes, *, first: bool) -> dict[str, Any]:
+    def _merge(self, cached: bytes, *, first: bool, source: Path | None = None) -> dict[str, Any]:
         """Merge the cache's records the target lacks (nothing is appended if it lacks none)."""
         parsed, _torn = journalfile.parse(cached)
         records = [r for _, r in parsed if isinstance(r, dict) and isinstance(r.get("op"), str)]
@@ -147,14 +223,13 @@ class TargetJournal:
             backup = self.path.with_name(self.path.name + ".pre-merge")
             if not backup.exists():
                 backup.write_bytes(cached)  # the operator's own copy, as it was before the merge
-        stamp = self._clock.now().strftime("%Y%m%dT%H%M%S")
         merge = {
             "v": RECORD_VERSION,
             "ts": utc_now_iso(self._clock),
             "type": "merge",
-            "op": f"m-{stamp}-{secrets.token_hex(2)}",
+            "op": f"m-{self._stamp()}-{secrets.token_hex(2)}",
             "user": operator_identity(),
-            "source": f"{local_host()}:{self.path.resolve()}",
+            "source": f"{local_host()}:{(source or self.path).resolve()}",
         }
         try:
             return self.agent.call(
@@ -168,6 +243,8 @@ class TargetJournal:
         `trusted_for`: the lock op whose accepted append this is (its reads may use the cache)."""
         tail = str(reply.get("data") or "").encode("utf-8", "surrogateescape")
         fresh = tail if reply.get("reset") else cached + tail
+        if reply.get("reset") and cached.strip():
+            self._keep_diverged(cached, fresh)
         if fresh != self._cache_bytes():
             _write_atomic(self.path, fresh)
         marker = {
@@ -196,6 +273,9 @@ class TargetJournal:
             return {}  # unreadable: the cache is treated as unsynced local records (merged)
         return data if isinstance(data, dict) else {}
 
+    def _stamp(self) -> str:
+        return self._clock.now().strftime("%Y%m%dT%H%M%S")
+
     def _age_s(self, synced_at: object) -> float | None:
         return age_s(synced_at, self._clock) if isinstance(synced_at, str) else None
 
@@ -206,11 +286,25 @@ class TargetJournal:
         )
 
 
+def _records(data: bytes) -> list[dict[str, Any]]:
+    return [r for _, r in journalfile.parse(data)[0] if isinstance(r, dict)]
+
+
+def _last_ts(records: list[dict[str, Any]]) -> str:
+    return max((str(r.get("ts") or "") for r in records), default="")
+
+
 def _write_atomic(path: Path, data: bytes) -> None:
+    """Temp file (0600 whatever the umask, never through a symlink planted at its name), then
+    rename: the cache passes journalfile's own checks when it is read back."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}")
-        tmp.write_bytes(data)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)  # a leftover of a killed run (or a planted link): never written through
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except OSError as exc:
         raise JournalError(f"cannot write the journal cache {path}: {exc.strerror}") from exc

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from itertools import islice
 from typing import Any
 
-from dsv4ops.secrets import REDACTED, is_secret_flag, is_secret_key
+from dsv4ops.secrets import REDACTED, is_secret_flag, is_secret_key, redact_argv
 
 MAX_EXCERPT_CHARS = 120
 _MAX_ITEMS = 6  # per list or mapping
@@ -73,23 +73,27 @@ def _bounded(value: Any, key: str | None, level: int) -> Any:
 
 
 def _bounded_list(value: list[Any] | tuple[Any, ...], level: int) -> list[Any]:
-    """Items of an argv-like list; the value after a secret flag (`--api-key V`) is hidden, and
-    so is the value part of `--api-key=V`."""
+    """Items of an argv-like list, the values of secret flags hidden in every shape dsv4ops/
+    secrets.py's redact_argv knows (`--api-key V`, `--api-key=V`, `"--api-key V"`, `--api-key=`
+    then `V`)."""
     out: list[Any] = []
+    items = list(islice(value, _MAX_ITEMS))
+    strings = [i for i in items if isinstance(i, str)]
+    shown = iter(redact_argv(strings)) if len(strings) == len(items) else None
     hide_next = False
-    for item in islice(value, _MAX_ITEMS):
-        if hide_next:
+    for item in items:
+        if shown is not None:
+            text = next(shown)
+            out.append(_HIDDEN if text == REDACTED != item else _bounded(text, None, level + 1))
+            continue
+        if hide_next:  # a mixed list: only the plain `--flag V` shape can be argv
             out.append(_HIDDEN)
             hide_next = False
             continue
-        if isinstance(item, str) and item.startswith("--"):
-            flag, eq, _ = item.partition("=")
-            if is_secret_flag(flag):
-                out.append(
-                    _Shown(repr(f"{flag}={REDACTED}")) if eq else _bounded(item, None, level)
-                )
-                hide_next = not eq
-                continue
+        if isinstance(item, str) and item.startswith("--") and is_secret_flag(item.partition("=")[0]):
+            out.append(_Shown(repr(redact_argv([item])[0])))
+            hide_next = "=" not in item
+            continue
         out.append(_bounded(item, None, level + 1))
     if len(value) > _MAX_ITEMS:
         out.append(_Shown(f"... {len(value) - _MAX_ITEMS} more"))

@@ -12,6 +12,7 @@ from typing import Any
 
 from dsv4ops.profiles import _flag_tables
 from dsv4ops.profiles.excerpt import excerpt
+from dsv4ops.secrets import redact_argv, redact_text
 
 # Removed in 0.5.23: argparse prefix matching turns them into "ambiguous option" (exit 2).
 REMOVED_SERVER_FLAGS = {
@@ -75,6 +76,12 @@ class FlagProblem:
     message: str
     is_error: bool
 
+    def __post_init__(self) -> None:
+        # Messages quote what the user wrote: `"--api-key sekr1t"` as one item, say. Whatever
+        # built them, no secret value leaves here (dsv4ops/secrets.py's text rule).
+        object.__setattr__(self, "message", redact_text(self.message))
+        object.__setattr__(self, "flag", redact_text(self.flag))
+
 
 def _options(args: tuple[str, ...]) -> list[tuple[int, str]]:
     out = []
@@ -105,18 +112,19 @@ def _stray_args(
     one argument'. An unknown flag is reported elsewhere; it is assumed to take any values."""
     problems: list[FlagProblem] = []
     known = frozenset(table)
+    shown = redact_argv(args)  # `--api-key=` then the value: the value is quoted as ***
     i = 0
     while i < len(args):
         arg = args[i]
         if arg == "--" or not arg.startswith("--") and not _NEGATIVE_NUMBER.match(arg):
             if arg.startswith("-") and arg != "--":
-                msg = f"{excerpt(arg, limit=60)} is not an option {program} accepts (options start with --)"
+                msg = f"{excerpt(shown[i], limit=60)} is not an option {program} accepts (options start with --)"
             else:
                 msg = (
-                    f"{excerpt(arg, limit=60)} is not a flag and no flag before it takes a value; "
+                    f"{excerpt(shown[i], limit=60)} is not a flag and no flag before it takes a value; "
                     f"{program} would exit with 'unrecognized arguments'"
                 )
-            problems.append(FlagProblem(i, arg, msg, True))
+            problems.append(FlagProblem(i, shown[i], msg, True))
             i += 1
             continue
         if _NEGATIVE_NUMBER.match(arg):

@@ -97,6 +97,18 @@ def rule_ports_distinct(p: Profile, prov: Provenance, sink: Problems) -> list[Pr
         if port > 65535:
             sink.report(prov.error(key, f"port {port} is out of range; expected 1-65535"))
             continue
+        if in_ephemeral_range(port):
+            # As for a shifted port (check_against_target): a client socket can hold it at any
+            # time and make the server's bind fail now and then, so it is refused outright.
+            low, high = EPHEMERAL_PORTS
+            sink.report(
+                prov.error(
+                    key,
+                    f"port {port} is in Linux's ephemeral port range ({low}-{high}), where a "
+                    f"client socket can hold it and make the bind fail; choose a port below {low}",
+                )
+            )
+            continue
         if port in seen:
             sink.report(
                 prov.error(

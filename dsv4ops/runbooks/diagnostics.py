@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,22 +22,26 @@ from dsv4ops.deployment import START_ORDER
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.store import Journal
 from dsv4ops.remote import Supervisor
-from dsv4ops.secrets import REDACTED, is_secret_key, redact_tree
+from dsv4ops.secrets import is_secret_key, redact_text, redact_tree
 
 JOURNAL_TAIL = 200  # records
 LOG_LINES = 400
-# `api_key='abc'`, `--api-key abc`, `HF_TOKEN=abc` in free text (SGLang logs its ServerArgs).
-_SECRET_TEXT = re.compile(
-    r"(?i)((?:api[_-]?keys?|token|password|passwd|secret)['\"]?\s*[=:]\s*|--api-key\s+)"
-    r"(['\"]?)([^'\"\s,)]+)"
-)
 
 
 def scrub_text(text: str) -> str:
-    for k, v in os.environ.items():
-        if is_secret_key(k) and len(v) >= 4:
-            text = text.replace(v, REDACTED)
-    return _SECRET_TEXT.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    """This process's secret env values, then dsv4ops/secrets.py's text rule: `api_key='abc'`,
+    `--admin-api-key abc`, `"admin_api_key": "abc"`, URL passwords (SGLang logs its ServerArgs)."""
+    return redact_text(text, (v for k, v in os.environ.items() if is_secret_key(k)))
+
+
+def scrub_body(text: str) -> str:
+    """An HTTP body: a JSON one (server_info: `admin_api_key`, `launch_command` with the argv)
+    is redacted as data, key by key and argv by argv, then as text; anything else as text."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return json.dumps(redact_tree(value, text=scrub_text), indent=2, sort_keys=True)
 
 
 class Bundle:
@@ -61,7 +64,8 @@ class Bundle:
         self.items.append({"file": name, "what": what, "bytes": len(data), "cut": cut})
 
     def json(self, name: str, value: Any, what: str) -> None:
-        self.text(name, json.dumps(redact_tree(value), indent=2, sort_keys=True, default=str), what)
+        value = redact_tree(value, text=scrub_text)
+        self.text(name, json.dumps(value, indent=2, sort_keys=True, default=str), what)
 
     def missing(self, what: str, why: str) -> None:
         self.items.append({"file": None, "what": what, "missing": why})
@@ -101,7 +105,8 @@ def collect(
             if reply.status is None:
                 b.missing(f"{name} {path}", f"no answer: {reply.error}")
             else:
-                b.text(f"{name}/{fname}", reply.body, f"{name} {path} (HTTP {reply.status})")
+                body = scrub_body(reply.body) if fname.endswith(".json") else reply.body
+                b.text(f"{name}/{fname}", body, f"{name} {path} (HTTP {reply.status})")
     records = journal.records()[-JOURNAL_TAIL:]
     b.text(
         "journal-tail.jsonl",

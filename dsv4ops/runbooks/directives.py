@@ -12,12 +12,15 @@ its conditions, branches and repeat mark. Pure; errors name file:line.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from dsv4ops.runbooks.model import END, KINDS, Condition, RunbookError
 
+MAX_TIMEOUT_S = 86_400.0  # a wait or step longer than a day is a typo, not a plan
+MAX_BUNDLE_BYTES = 1 << 34  # 16 GiB: a diagnostics bundle larger than that fills the disk
 _FIELD = {
     "kind": "kind",
     "timeout": "timeout_s",
@@ -70,9 +73,9 @@ def parse_directives(block: list[tuple[int, str]], path: str, opened: int) -> Di
         elif key == "until":
             conditions.append(parse_condition(value, lineno, path))
         elif key == "timeout":
-            out.fields["timeout_s"] = _number(value, where, "timeout: SECONDS")
+            out.fields["timeout_s"] = _number(value, where, "timeout: SECONDS", MAX_TIMEOUT_S)
         elif key == "max-bytes":
-            out.fields["max_bytes"] = int(_number(value, where, "max-bytes: BYTES"))
+            out.fields["max_bytes"] = int(_number(value, where, "max-bytes: BYTES", MAX_BUNDLE_BYTES))
         elif key == "question":
             if not value:
                 raise RunbookError(f"{where}: 'question:' needs the question to ask")
@@ -92,13 +95,17 @@ def parse_directives(block: list[tuple[int, str]], path: str, opened: int) -> Di
     return out
 
 
-def _number(value: str, where: str, form: str) -> float:
+def _number(value: str, where: str, form: str, most: float) -> float:
     try:
         number = float(value.removesuffix("s"))
     except ValueError:
         raise RunbookError(f"{where}: cannot read {value!r}; write '{form}'") from None
+    if not math.isfinite(number):
+        raise RunbookError(f"{where}: {value!r} is not a finite number; write '{form}'")
     if number <= 0:
         raise RunbookError(f"{where}: {value!r} must be more than 0")
+    if number > most:
+        raise RunbookError(f"{where}: {value!r} is more than the most allowed, {most:g}")
     return number
 
 
@@ -130,6 +137,8 @@ def parse_condition(text: str, lineno: int, path: str) -> Condition:
             codes = frozenset(int(c) for c in words[3].split(","))
         except ValueError:
             raise RunbookError(f"{where}: {words[3]!r} is not an HTTP status code") from None
+        if not all(100 <= c <= 599 for c in codes):
+            raise RunbookError(f"{where}: {words[3]!r}: HTTP status codes are 100-599")
         return Condition("http", component, lineno, path=words[2], codes=codes, text=text)
     return _metric(words, component, lineno, where, text)
 
@@ -156,6 +165,8 @@ def _metric(words: list[str], component: str, lineno: int, where: str, text: str
         value = float(number)
     except ValueError:
         raise RunbookError(f"{where}: {number!r} is not a number") from None
+    if not math.isfinite(value):  # `== nan` never holds, `< inf` always: neither means anything
+        raise RunbookError(f"{where}: {number!r} is not a finite number")
     return Condition(
         "metric",
         component,

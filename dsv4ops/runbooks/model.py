@@ -9,6 +9,8 @@ Each keeps its prose next to its action and says whether running it twice is saf
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import shlex
 from collections.abc import Mapping
@@ -197,6 +199,17 @@ class Runbook:
     steps: tuple[Step, ...]
     rehearse: tuple[Command, ...] = ()
     placeholders: frozenset[str] = field(default_factory=frozenset)
+    digest: str = ""  # sha256 of the runbook's text: a run records it, --resume compares it
+
+    def step_digests(self) -> dict[str, str]:
+        """Step number -> a short hash of what the step is (text, commands, settings): a run
+        records them so a resume after an edit can say which steps changed."""
+        return {
+            str(s.number): hashlib.sha256(
+                json.dumps(s.to_json(), sort_keys=True).encode()
+            ).hexdigest()[:16]
+            for s in self.steps
+        }
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -12,6 +12,8 @@ is a manual step. Every mistake is refused with file:line before anything runs.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
 import re
 import shlex
@@ -32,6 +34,7 @@ from dsv4ops.runbooks.model import (
 __all__ = ["Command", "Runbook", "RunbookError", "Step", "join", "load_runbook", "parse_runbook"]
 
 README = "README.md"
+MAX_RUNBOOK_BYTES = 1 << 20  # 1 MiB: the longest shipped runbook is a few KiB
 STEP_BLOCK = "step"
 SHELL_TOKENS = {"|", "||", "&", "&&", ";", ">", ">>", "<", "<<", "2>", "2>&1"}
 _FENCE = re.compile(r"^\s*(```+|~~~+)\s*([\w-]*)\s*$")
@@ -70,7 +73,13 @@ def load_runbook(ref: str, *, verbs: Collection[str] | None = None) -> Runbook:
     """Find and parse a runbook. `verbs`: the dsv4ops sub-commands a block may use."""
     path = find_runbook(ref)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            data = f.read(MAX_RUNBOOK_BYTES + 1)  # never more than the cap, whatever the file
+        if len(data) > MAX_RUNBOOK_BYTES:
+            raise RunbookError(
+                f"{path}: a runbook is at most {MAX_RUNBOOK_BYTES // 1024} KiB; this one is larger"
+            )
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise RunbookError(f"cannot read runbook {path}: {exc}") from None
     return parse_runbook(text, path=str(path), verbs=verbs)
@@ -139,7 +148,8 @@ def parse_runbook(text: str, *, path: str, verbs: Collection[str] | None = None)
         elif raw.strip():
             open_step = False  # an unindented paragraph ends the list
         i += 1
-    return _finish(title, summary, steps, rehearse, path)
+    book = _finish(title, summary, steps, rehearse, path)
+    return dataclasses.replace(book, digest=hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest())
 
 
 def _finish(
@@ -151,6 +161,7 @@ def _finish(
         raise RunbookError(f"{path}: no numbered steps")
     built = tuple(d.build(path) for d in steps)
     _check_branches(built, steps, path)
+    _check_no_cycle(built, steps, path)
     names = frozenset(p for s in built for c in s.commands for p in c.placeholders) | frozenset(
         p for c in rehearse for p in c.placeholders
     )
@@ -210,6 +221,54 @@ def _check_branches(built: tuple[Step, ...], drafts: list[_Draft], path: str) ->
                 )
 
 
+def _check_no_cycle(built: tuple[Step, ...], drafts: list[_Draft], path: str) -> None:
+    """Refuse a runbook whose branches can lead back to a step already run: it would run for
+    ever (also with --dry-run, which follows if-ok). A step's ways on are its if-ok (default: the
+    next step) and its if-failed when set (without one a failure stops the run)."""
+    order = [s.number for s in built]
+    by_number = {s.number: (s, d) for s, d in zip(built, drafts, strict=True)}
+
+    def edges(number: int) -> list[tuple[int, str]]:
+        step = by_number[number][0]
+        out = []
+        for name, target in (("if_ok", step.if_ok), ("if_failed", step.if_failed)):
+            if target == END or (name == "if_failed" and not target):
+                continue
+            if target:
+                out.append((int(target), name))
+            elif order.index(number) + 1 < len(order):
+                out.append((order[order.index(number) + 1], name))
+        return out
+
+    done: set[int] = set()
+    for first in order:  # an iterative depth-first walk: a long runbook needs no deep recursion
+        if first in done:
+            continue
+        path_nodes: list[int] = [first]
+        stack = [iter(edges(first))]
+        while stack:
+            nxt_edge = next(stack[-1], None)
+            if nxt_edge is None:
+                done.add(path_nodes.pop())
+                stack.pop()
+                continue
+            nxt, name = nxt_edge
+            if nxt in path_nodes:
+                _refuse_cycle(path, by_number[path_nodes[-1]][1], name, [*path_nodes[path_nodes.index(nxt) :], nxt])
+            if nxt not in done:
+                path_nodes.append(nxt)
+                stack.append(iter(edges(nxt)))
+
+
+def _refuse_cycle(path: str, draft: _Draft, branch: str, cycle: list[int]) -> None:
+    line = (draft.directives.branch_lines.get(branch) if draft.directives else None) or draft.line
+    raise RunbookError(
+        f"{path}:{line}: the branches make a cycle ({' -> '.join(f'step {n}' for n in cycle)}): "
+        "the run would never end. A branch may only lead on to a step that cannot lead back, or "
+        "to 'end'; to retry, repeat the commands in a later step (docs/runbooks.md)"
+    )
+
+
 def _trim(prose: list[str]) -> list[str]:
     out = list(prose)
     while out and not out[-1]:
@@ -266,6 +325,8 @@ def _parse_command(
                 f"{where}: cannot read {comment!r}; write '# expect exit 2' or '# expect exit 0 or 4'"
             )
         expect = frozenset(int(c) for c in re.findall(r"\d+", m.group(1)))
+        if any(c > 255 for c in expect):  # a process exit status is 0-255
+            raise RunbookError(f"{where}: {comment!r}: an exit code is 0-255")
         note = ""
     return Command(tuple(argv), lineno, expect, note)
 

@@ -42,7 +42,14 @@ def plan(s: Session) -> Plan:
     log = None
     if s.journal is not None and not s.dry_run:
         log = RunLog(s.journal)
-        log.begin(s.runbook.name, s.runbook.path, s.target, dict(s.variables or {}))
+        log.begin(
+            s.runbook.name,
+            s.runbook.path,
+            s.target,
+            dict(s.variables or {}),
+            digest=s.runbook.digest,
+            step_digests=s.runbook.step_digests(),
+        )
     return Plan(steps[0] if steps else None, values, log, s.rehearse)
 
 
@@ -56,6 +63,7 @@ def _resume(s: Session) -> Plan:
         )
     rec = load(s.journal, s.resume)
     _check_same_run(s, rec)
+    _check_unchanged(s, rec)
     values = {**rec.variables, **(s.variables or {}), "target": s.target}
     at = rec.resume_at
     first = (
@@ -71,7 +79,7 @@ def _resume(s: Session) -> Plan:
         _check_preconditions(s, rec)
         _check_repeat(s, rec, first)
     log = RunLog(s.journal)
-    log.reopen(rec.op)
+    log.reopen(rec, s.who())  # RunbookStopped when another operator's resume claimed it first
     return Plan(first, values, log, rehearse=False)
 
 
@@ -85,6 +93,31 @@ def _check_same_run(s: Session, rec: RunRecord) -> None:
         raise RunbookError(f"run {rec.op} is a run of {rec.runbook!r}, not {s.runbook.name!r}")
     if rec.target != s.target:
         raise RunbookError(f"run {rec.op} ran against {rec.target!r}, not {s.target!r}")
+
+
+def _check_unchanged(s: Session, rec: RunRecord) -> None:
+    """The runbook must be the one the run began with: a step edited since (status became stop)
+    would otherwise run unannounced. Refused, naming the steps that changed."""
+    if not rec.digest:
+        s.echo(f"note: run {rec.op} predates runbook hashes; its runbook is not compared")
+        return
+    if rec.digest == s.runbook.digest:
+        return
+    now = s.runbook.step_digests()
+    was = rec.step_digests
+    lines = [f"step {n} changed" for n in sorted(set(now) & set(was), key=int) if now[n] != was[n]]
+    lines += [f"step {n} added" for n in sorted(set(now) - set(was), key=int)]
+    lines += [f"step {n} removed" for n in sorted(set(was) - set(now), key=int)]
+    if not lines and was:
+        s.echo(f"note: {s.runbook.path} changed since run {rec.op} began, outside its steps")
+        return
+    what = "; ".join(lines) or "its steps were not recorded"
+    raise RunbookError(
+        f"not resuming run {rec.op}: {s.runbook.path} changed since the run began ({what}; "
+        f"sha256 {rec.digest[:12]} then, {s.runbook.digest[:12]} now). Nothing ran.",
+        hint="restore the runbook as it was (git), or start a new run of the edited one "
+        f"(`dsv4ops runbook run {s.runbook.name} --target {s.target} --from N`)",
+    )
 
 
 def _check_preconditions(s: Session, rec: RunRecord) -> None:

@@ -19,6 +19,7 @@ from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.store import RUNBOOK_RUN_ENV, Journal
 from dsv4ops.runbooks.model import Command, Condition, Runbook, RunbookError, Step
+from dsv4ops.runbooks.runlog import RunbookStopped as RunbookStopped  # its home is runlog
 from dsv4ops.runbooks.runlog import RunLog
 from dsv4ops.whoami import operator_identity
 
@@ -31,10 +32,6 @@ class RunbookFailed(DsOpsError):
     """A step did not meet its expectation; the runbook stopped there (exit 2)."""
 
     exit_code = exitcodes.FAILED
-
-
-class RunbookStopped(DsOpsError):
-    """A confirmation was declined or could not be asked; nothing after it ran (exit 1)."""
 
 
 class World(Protocol):

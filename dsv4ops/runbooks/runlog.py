@@ -14,15 +14,20 @@ nothing is shown RUNNING after its process ended.
 from __future__ import annotations
 
 import json
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsv4ops.errors import JournalError
+from dsv4ops.errors import DsOpsError, JournalError
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.remote.procident import dead_here, identity
 from dsv4ops.runbooks.model import RunbookError
 from dsv4ops.whoami import local_host
+
+
+class RunbookStopped(DsOpsError):
+    """A confirmation was declined or could not be asked; nothing after it ran (exit 1)."""
 
 STEP_PREFIX = "step "
 REHEARSE = "rehearse"
@@ -44,6 +49,10 @@ class RunRecord:
     last: int | None = None  # the last step that ended
     rehearsed: bool = False
     owner: dict[str, Any] = field(default_factory=dict)  # the process running it (last header)
+    digest: str = ""  # the runbook text's sha256 when the run began ("" before it was recorded)
+    step_digests: dict[str, str] = field(default_factory=dict)
+    header_records: int = 0  # `run` records so far (each resume adds one): the claim's basis
+    claims: list[dict[str, Any]] = field(default_factory=list)  # each resume's claim, in order
 
     @property
     def resume_at(self) -> int | str | None:
@@ -78,20 +87,55 @@ class RunLog:
         self.journal = journal
         self.op = ""
 
-    def begin(self, runbook: str, path: str, target: str, variables: dict[str, str]) -> str:
+    def begin(
+        self,
+        runbook: str,
+        path: str,
+        target: str,
+        variables: dict[str, str],
+        *,
+        digest: str = "",
+        step_digests: dict[str, str] | None = None,
+    ) -> str:
         self.op = self.journal.begin(Kind.RUNBOOK, reason=f"runbook {runbook}")
         self.journal.transition(self.op, Status.RUNNING)
-        header = {"runbook": runbook, "path": path, "target": target, "variables": variables,
-                  "owner": owner()}
+        header = {
+            "runbook": runbook,
+            "path": path,
+            "target": target,
+            "variables": variables,
+            "sha256": digest,
+            "steps": step_digests or {},
+            "owner": owner(),
+        }
         self.journal.step(self.op, HEADER, "done", detail=json.dumps(header, sort_keys=True))
         return self.op
 
-    def reopen(self, op: str) -> None:
-        self.op = op
-        if self.journal.get(op).status is Status.INTERRUPTED:
-            self.journal.transition(op, Status.RUNNING)
-        self.journal.step(op, HEADER, "done",
-                          detail=json.dumps({"resumed": True, "owner": owner()}, sort_keys=True))
+    def reopen(self, rec: RunRecord, who: str) -> None:
+        """Claim the run for this resume. Two operators resuming the same run both append a claim
+        naming the run's state they saw (its `run` record count); the journal of record orders
+        the appends, so the first claim on that state wins and the other gets RunbookStopped
+        before any step runs. The claim names this process as the run's owner."""
+        claim = {
+            "resumed": True,
+            "after": rec.header_records,
+            "claim": secrets.token_hex(8),
+            "who": who,
+            "owner": owner(),
+        }
+        self.journal.step(rec.op, HEADER, "done", detail=json.dumps(claim, sort_keys=True))
+        now = fold_run(self.journal.get(rec.op))
+        rivals = [c for c in now.claims if c.get("after") == rec.header_records]
+        winner = rivals[0] if rivals else claim
+        if winner.get("claim") != claim["claim"]:
+            raise RunbookStopped(
+                f"run {rec.op} is being resumed by {winner.get('who') or 'another operator'} "
+                "(their claim reached the journal first); this resume did not start: nothing ran",
+                hint="follow it with `dsv4ops journal`; resume only once it has stopped",
+            )
+        self.op = rec.op
+        if self.journal.get(rec.op).status is Status.INTERRUPTED:
+            self.journal.transition(rec.op, Status.RUNNING)
 
     def stop(self, message: str) -> None:
         """The run stopped where `--resume` continues it (the message names the command)."""
@@ -134,10 +178,13 @@ def fold_run(op: Operation) -> RunRecord:
     for s in op.steps:
         detail = _json(s.detail)
         if s.name == HEADER:
+            rec.header_records += 1
             if "runbook" in detail:
                 header = detail
             if isinstance(detail.get("owner"), dict):
                 rec.owner = detail["owner"]
+            if detail.get("resumed") and "claim" in detail:
+                rec.claims.append(detail)
             continue
         if s.name == REHEARSE:
             rec.rehearsed = rec.rehearsed or s.phase == "done"
@@ -155,6 +202,9 @@ def fold_run(op: Operation) -> RunRecord:
     rec.runbook = str(header.get("runbook", ""))
     rec.target = str(header.get("target", ""))
     rec.variables = {str(k): str(v) for k, v in (header.get("variables") or {}).items()}
+    rec.digest = str(header.get("sha256") or "")
+    steps = header.get("steps")
+    rec.step_digests = {str(k): str(v) for k, v in steps.items()} if isinstance(steps, dict) else {}
     return rec
 
 

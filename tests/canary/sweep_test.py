@@ -30,3 +30,23 @@ def test_a_level_counts_every_token_received_in_its_window() -> None:
     [point] = _level_points(h, [4], [(S, 2 * S)])  # type: ignore[arg-type]
     assert point.output_tok_s == pytest.approx(400.0)
     assert point.step_ms == pytest.approx(10.0)
+
+
+def test_streams_whose_tokens_came_in_one_chunk_give_no_step_time() -> None:
+    """issue 21, F6: `--max-tokens 16` streams coalesced into one chunk measured a 0 ms step, the
+    two-level law went through it and the off-law check divided by zero (ab exit 3)."""
+    chunked = [_stream(f"s{i}", 0, 16) for i in range(4)]  # every token at the same instant
+    h = SimpleNamespace(records=chunked, sampler=SimpleNamespace(decode_url=lambda: None))
+    assert _level_points(h, [4], [(S, 2 * S)]) == []  # type: ignore[arg-type]
+
+
+def test_a_law_crossing_zero_is_reported_not_divided_by() -> None:
+    from dsv4ops.canary.fit import LevelPoint, fit_line
+    from dsv4ops.canary.suites.sweep import _off_law
+
+    law = fit_line([(4.0, 0.0), (8.0, 10.0)])  # step 0 ms at bs 4: 1000*bs/step has no value
+    points = [LevelPoint(4, 4.0, 0.0, 100.0), LevelPoint(8, 8.0, 10.0, 800.0)]
+    off, unusable = _off_law(points, law, (), 5.0)
+    assert off == [] and unusable == ["c4 (0.00 ms at bs 4)"]
+    below = fit_line([(4.0, -2.0), (8.0, 10.0)])
+    assert _off_law(points, below, (), 5.0)[1] == ["c4 (-2.00 ms at bs 4)"]

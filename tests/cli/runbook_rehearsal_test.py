@@ -436,3 +436,59 @@ def test_a_killed_run_resumes_and_a_changed_target_refuses(
     assert "preconditions CHANGED since the run stopped" in text
     assert "decode alive: True -> False" in text and "deployed op:" in text
     assert run_state(Journal(env.target).get(second))[0] == "INTERRUPTED"  # still resumable
+
+
+LONG_STEP = """\
+# Long step
+
+**When.** a test.
+
+1. Look: at the target.
+   ```dsv4ops
+   dsv4ops status --target {target}
+   ```
+2. Load: a soak through the router (long enough to be interrupted in the middle).
+   ```dsv4ops
+   dsv4ops canary --target {target} --suite soak --duration 60 --concurrency 2
+   ```
+3. Verify: healthy.
+   ```step
+   kind: wait
+   until: status healthy
+   timeout: 60
+   ```
+"""
+
+
+def test_ctrl_c_inside_a_step_whose_command_runs_interrupts_both_and_resumes(
+    env: OrchEnv, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """issue 21: Ctrl-C while a step's child command (a canary through the real router) runs:
+    the child gets it too and is waited for, the step is journaled `interrupted`, the run exits
+    130 with the resume command and resumes at that step; the runbook edited meanwhile, the
+    resume is refused naming the changed step (issue 21, F5, through the real CLI)."""
+    if not status(env, capfd)["healthy"]:  # an earlier test of the module may have stopped it
+        assert main(["deploy", "baseline", "--target", env.target, "--yes", "--no-canary"]) == 0
+        capfd.readouterr()
+    book = tmp_path / "long.md"
+    book.write_text(LONG_STEP)
+    before = run_ids(env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dsv4ops", "runbook", "run", str(book), "--target", env.target],
+        env=dict(os.environ), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    run_id = _wait_for_step(env, "step 2", "start", proc, before)
+    time.sleep(3.0)  # the canary is sending load now (a bounded wait: the soak lasts 60 s)
+    os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole foreground group
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out
+    assert f"--resume {run_id}" in out and "interrupted." in out, out
+    rec = fold_run(Journal(env.target).get(run_id))
+    assert rec.status is Status.INTERRUPTED and rec.done[2]["outcome"] == "interrupted", rec.done
+    assert rec.resume_at == 2
+    book.write_text(LONG_STEP.replace("--duration 60", "--duration 2"))  # an edit: refused
+    code, text = runbook(env, capfd, str(book), "--resume", run_id, "--yes")
+    assert code == 1 and "step 2 changed" in text, text
+    book.write_text(LONG_STEP)
+    assert_healthy(env, capfd, "baseline")  # the interrupted canary left the unit serving

@@ -135,3 +135,19 @@ def test_dry_run_rehearsal_on_a_twin_target(
     out = capsys.readouterr().out
     assert f"$ dsv4ops deploy overlap-on --target {env.target} --no-canary --yes" in out
     assert out.rstrip().endswith("dry run: 6 command(s) would run")
+
+
+def test_a_branch_cycle_and_an_oversized_runbook_are_refused_before_anything_runs(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """issue 21, F4 and F10: `if-ok: 1` on step 1 printed 413k lines in 10 s with --dry-run."""
+    loop = tmp_path / "loop.md"
+    loop.write_text(SHORT.replace("   ```\n2. Missing", "   ```\n   ```step\n   if-ok: 1\n   ```\n2. Missing"))
+    for extra in (["--dry-run"], ["--yes"]):
+        assert main(["runbook", "run", str(loop), "--target", env.target, *extra]) == 1
+        err = capsys.readouterr().err
+        assert "loop.md:11: the branches make a cycle (step 1 -> step 1)" in err, err
+    big = tmp_path / "big.md"
+    big.write_text(SHORT + "\n" + "x" * (1 << 20))
+    assert main(["runbook", "run", str(big), "--target", env.target, "--dry-run"]) == 1
+    assert "a runbook is at most 1024 KiB" in capsys.readouterr().err

@@ -209,3 +209,16 @@ def test_an_operation_merged_in_comes_before_what_began_after_the_merge_within_o
     ]
     native_first = [records[0], records[2], records[1]]  # the cache order after a merge
     assert [o.op for o in place_merged(fold(native_first), native_first)] == ["d-1", "k-1"]
+
+
+def test_free_text_in_a_record_is_scrubbed_of_every_argv_shape(journal):
+    """issue 21, F3: a failure message quoting a log tail or an argv (`"--api-key v"` in one
+    string, `--api-key=` then the value, ServerArgs) is written with the values hidden."""
+    op = journal.begin(
+        Kind.DEPLOY,
+        components=[{"argv": ["python", "--api-key sekr1t-1", "--api-key=", "sekr1t-2"]}],
+        reason="decode died: ServerArgs(admin_api_key='sekr1t-3') --control-plane-api-keys sekr1t-4",
+    )
+    journal.step(op, "start decode", "failed", detail="log: --ssl-keyfile-password=sekr1t-5")
+    assert "sekr1t" not in journal.path.read_text()
+    assert journal.get(op).components[0]["argv"] == ["python", "--api-key ***", "--api-key=", "***"]

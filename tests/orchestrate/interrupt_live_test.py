@@ -109,3 +109,33 @@ def test_a_second_ctrl_c_during_the_rollback_leaves_a_state_status_names(baselin
     assert code == 0, err
     assert out["profile"] == "baseline"
     assert_baseline_restored(env, capsys)
+
+
+def test_stop_while_a_deploy_is_in_its_middle_phase_is_refused_naming_it(baseline_running, capsys):
+    """issue 21: `stop` issued while a deploy waits for its new decode (prefill started, decode
+    starting) is refused at once by the deploy lock, naming the deploy and its pid; nothing is
+    stopped, and the deploy then ends on its own terms (here: Ctrl-C, rolled back)."""
+    env = baseline_running
+    proc = _deploy_process(env, "decode-never-ready")
+    seen: list[str] = []
+    refused: tuple[int, str, str] | None = None
+    try:
+        for line in proc.stdout:
+            seen.append(line)
+            if refused is None and "ok     start decode" in line:
+                deploy = [o for o in Journal(env.target).in_flight()][-1]
+                refused = cli(env, capsys, "stop", "--yes")
+                assert proc.poll() is None  # the deploy is still in its middle phase
+                os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert refused is not None, "".join(seen)
+    code, out, err = refused
+    assert code == 1, (out, err)
+    assert "deploy lock" in err and str(proc.pid) in err and deploy.op in err, err
+    stops = [o for o in Journal(env.target).operations() if o.kind.value == "stop"]
+    assert stops == []  # a refusal by the lock journals nothing and stops nothing
+    assert proc.returncode == 130, "".join(seen)
+    assert_baseline_restored(env, capsys)

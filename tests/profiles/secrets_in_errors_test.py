@@ -30,6 +30,12 @@ CASES = {
         "prefill:\n  extra_args: ['--admin-api-key=" + SECRET + "', .inf]\n",
         "prefill.extra_args",
     ),
+    # issue 21, F8: the flag and its value in one item, and `--flag=` with the value after it
+    "argv-one-string": ("decode:\n  extra_args: ['--api-key " + SECRET + "']\n", "decode.extra_args[0]"),
+    "argv-empty-equals": (
+        "prefill:\n  extra_args: ['--api-key=', '" + SECRET + "']\n",
+        "prefill.extra_args[1]",
+    ),
     "argv-stray": (
         "decode:\n  extra_args: ['--api-key', '" + SECRET + "', 'junk']\n",
         "decode.extra_args[2]",
@@ -85,6 +91,8 @@ def test_the_excerpt_shows_the_shape_without_the_secret() -> None:
     assert excerpt(["--api-key", SECRET, {"x": 1}]) == "['--api-key', ***, {'x': 1}]"
     assert excerpt(["--ssl-keyfile-password=" + SECRET]) == "['--ssl-keyfile-password=***']"
     assert excerpt(SECRET, key="HF_TOKEN") == "***"
+    assert excerpt(["--api-key " + SECRET]) == "['--api-key ***']"
+    assert excerpt(["--api-key=", SECRET, "x"]) == "['--api-key=', ***, 'x']"
     assert excerpt(None, key="HF_TOKEN") == "None"  # nothing to hide: the key is just unset
 
 

@@ -37,6 +37,9 @@ REFUSED = [
         "from 1 to 3600",
     ),
     ("router:\n  port: 70000\n", "router.port", "from 1 to 65535"),
+    # issue 21, F10: a port a client socket may hold at any moment (Linux's ephemeral range)
+    ("router:\n  port: 40000\n", "router.port", "ephemeral port range (32768-60999)"),
+    ("decode:\n  port: 32768\n", "decode.port", "ephemeral port range"),
     (
         "flags:\n  decode_buckets: [8, 16, 128]\n",
         "flags.decode_buckets[2]",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dsv4ops.runbooks.diagnostics import Bundle, scrub_text
+from dsv4ops.runbooks.diagnostics import Bundle, scrub_body, scrub_text
 
 
 def test_the_size_cap_cuts_and_says_so(tmp_path: Path) -> None:
@@ -35,3 +35,28 @@ def test_free_text_and_json_are_redacted(tmp_path: Path, monkeypatch: pytest.Mon
     b = Bundle(tmp_path / "b", max_bytes=10_000)
     b.json("d.json", {"env": {"HF_TOKEN": "hf_x9y8z7"}, "argv": ["--api-key", "k"]}, "d")
     assert json.loads((tmp_path / "b/d.json").read_text())["env"]["HF_TOKEN"] == "***"
+
+
+def test_server_info_is_redacted_as_data(tmp_path: Path) -> None:
+    """issue 21, F3: SGLang's /server_info carries the ServerArgs (admin_api_key, the keys list)
+    and the twin's its launch command: every secret-carrying field and argv is hidden."""
+    body = json.dumps(
+        {
+            "admin_api_key": "sekr1t-admin",
+            "api_key": None,
+            "control_plane_api_keys": ["cp-key-one", "cp-key-two"],
+            "ssl_keyfile_password": "pw-keyfile",
+            "launch_command": "python -m sglang.launch_server --admin-api-key sekr1t-admin "
+            "--api-key=sekr1t-api --port 31000",
+            "postgres_db_url": "postgres://ops:pg-pass-1@db/x",
+            "tp_size": 4,
+        }
+    )
+    out = scrub_body(body)
+    for secret in ("sekr1t", "cp-key", "pw-keyfile", "pg-pass-1"):
+        assert secret not in out, out
+    data = json.loads(out)
+    assert data["api_key"] is None and data["tp_size"] == 4
+    assert data["launch_command"].endswith("--api-key=*** --port 31000")
+    assert scrub_body("not json --admin-api-key sekr1t") == "not json --admin-api-key sekr1t"
+    assert "sekr1t" not in scrub_text("not json --admin-api-key sekr1t")

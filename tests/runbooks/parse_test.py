@@ -250,6 +250,19 @@ def test_step_kinds_conditions_branches_and_repeat_marks() -> None:
         ("max-bytes: 1000", "size: 1000", "k.md:16: 'size: 1000' is not a step setting"),
         ("dsv4ops rollback --target {target}", "rm -rf /", "k.md:26: only dsv4ops commands"),
         ("   kind: diagnostics\n", "   kind: diagnostics\n   kind: wait\n", "'kind' appears twice"),
+        # issue 21, F10: values that parse but mean nothing
+        ("timeout: 30s", "timeout: 1e308", "k.md:10: '1e308' is more than the most allowed, 86400"),
+        ("timeout: 30s", "timeout: inf", "k.md:10: 'inf' is not a finite number"),
+        ("timeout: 30s", "timeout: nan", "k.md:10: 'nan' is not a finite number"),
+        ("max-bytes: 1000", "max-bytes: 1e300", "is more than the most allowed"),
+        ('{mode="decode"} > 0', '{mode="decode"} == nan', "k.md:6: 'nan' is not a finite number"),
+        ('{mode="decode"} > 0', '{mode="decode"} < inf', "k.md:6: 'inf' is not a finite number"),
+        ("/readiness 200,204", "/readiness 200,9999", "k.md:7: '200,9999': HTTP status codes are 100-599"),
+        ("{target}\n   ```\n   ```step", "{target}  # expect exit 999999999999\n   ```\n   ```step",
+         "k.md:26: 'expect exit 999999999999': an exit code is 0-255"),
+        # issue 21, F4: a branch cycle would run for ever (also with --dry-run)
+        ("if-ok: end", "if-ok: 1", "k.md:22: the branches make a cycle (step 1 -> step 2 -> step 3 -> step 1)"),
+        ("if-failed: 3", "if-failed: 1", "k.md:11: the branches make a cycle (step 1 -> step 1)"),
     ],
 )
 def test_a_malformed_runbook_is_refused_with_file_and_line(old: str, new: str, message: str) -> None:

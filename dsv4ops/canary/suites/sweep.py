@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import math
 import statistics
 from dataclasses import replace
 from typing import Any
@@ -108,7 +109,10 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
             line = (f"sawtooth at bucket {d.bucket}: {d.from_tok_s:.0f} -> {d.to_tok_s:.0f} tok/s "
                     f"({d.from_bs:.0f} -> {d.to_bs:.0f} running, -{d.drop_pct:.1f}%)")
             f.note(line + (" exceeds sawtooth_max_drop_pct" if d.drop_pct > th.sawtooth_max_drop_pct else ""))
-    off = _off_law(judged, law, ctx.buckets, th.sweep_throughput_tolerance_pct)
+    off, unusable = _off_law(judged, law, ctx.buckets, th.sweep_throughput_tolerance_pct)
+    if unusable:
+        f.unsure("the fitted step law predicts no positive step time at "
+                 + ", ".join(unusable) + ": those levels cannot be judged against it")
     if off:
         f.note("levels off the law by more than the tolerance: " + ", ".join(off))
     return f.result("sweep", metrics)
@@ -214,7 +218,9 @@ def _stream_step_ms(records: list[RequestRecord], a: float, b: float, min_tokens
     per_stream = []
     for r in records:
         inside = [t for t in r.token_times if a <= t <= b]
-        if len(inside) >= min_tokens:
+        # a stream whose tokens all came in one chunk has no step to show (0 ms): left out, so
+        # a level of such streams has no step time rather than a zero one the law divides by
+        if len(inside) >= min_tokens and inside[-1] > inside[0]:
             per_stream.append((inside[-1] - inside[0]) / (len(inside) - 1) / 1e6)
     return statistics.median(per_stream) if len(per_stream) >= 2 else None
 
@@ -237,10 +243,18 @@ def _fits(points: list[LevelPoint], buckets: tuple[int, ...]) -> dict[str, StepF
     return fits
 
 
-def _off_law(points: list[LevelPoint], law: StepFit, buckets: tuple[int, ...], tol_pct: float) -> list[str]:
-    off = []
+def _off_law(points: list[LevelPoint], law: StepFit, buckets: tuple[int, ...],
+             tol_pct: float) -> tuple[list[str], list[str]]:
+    """(levels off the law beyond the tolerance, levels where the law predicts a step ≤ 0 ms).
+    A fit through few or coarse levels can cross zero (a = -b·bs): no throughput follows from
+    it, so such a level is reported, never divided by."""
+    off, unusable = [], []
     for p in points:
-        predicted = 1000.0 * p.bs / law.step_ms(pad_to_bucket(p.bs, buckets) if law.x == "padded_bs" else p.bs)
+        step = law.step_ms(pad_to_bucket(p.bs, buckets) if law.x == "padded_bs" else p.bs)
+        if not (math.isfinite(step) and step > 0):
+            unusable.append(f"c{p.concurrency} ({step:.2f} ms at bs {p.bs:g})")
+            continue
+        predicted = 1000.0 * p.bs / step
         if predicted > 0 and abs(p.output_tok_s - predicted) / predicted * 100 > tol_pct:
             off.append(f"c{p.concurrency} {p.output_tok_s:.0f} vs {predicted:.0f} tok/s")
-    return off
+    return off, unusable

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 
-from dsv4ops.secrets import is_secret_key, redact_argv
+from dsv4ops.secrets import argv_secret_values, is_secret_key, redact_argv, redact_text
 
 from .common import JsonObject, Workdir, check_name, read_json
 from .procfs import group_members, proc_stat, tail
@@ -83,14 +83,11 @@ def _component(wd: Workdir, name: str, log_lines: int, pyspy: str | None) -> Jso
     pgid = rec.get("pgid")
     members = sorted(group_members(int(pgid))) if isinstance(pgid, int) else []
     secrets: set[str] = set()
-    for pid in members:
-        secrets |= _secret_values(pid)
-    values = sorted(secrets, key=len, reverse=True)
+    for pid in members:  # the values themselves, wherever a dump or a log line repeats them
+        secrets |= _secret_values(pid) | argv_secret_values(_cmdline(pid))
 
     def scrub(text: str) -> str:
-        for v in values:
-            text = text.replace(v, "***")
-        return text
+        return redact_text(text, secrets)
 
     tree = []
     dumps: dict[str, str] = {}

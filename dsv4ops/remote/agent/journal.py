@@ -9,7 +9,9 @@ operator's cache in the same round trip.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 
 import dsv4ops.journalfile as journalfile
 
@@ -30,8 +32,24 @@ def _since(path: str, req: JsonObject) -> JsonObject:
     }
 
 
+@contextlib.contextmanager
+def _safe_file(path: str) -> Iterator[None]:
+    """A journal path that is a symlink or not safely this user's file is a refusal naming it
+    (journalfile._open): nothing is read from it or appended to it."""
+    try:
+        yield
+    except journalfile.UnsafeJournalFile as exc:
+        raise AgentError(
+            "unsafe_journal",
+            f"the journal of record {exc.filename} {exc.strerror}; nothing was read or written "
+            "(move it aside and restore the real file, e.g. from the operator's cache)",
+        ) from None
+
+
 def op_journal_read(wd: Workdir, req: JsonObject) -> JsonObject:
-    return _since(wd.journal(), req)
+    path = wd.journal()
+    with _safe_file(path):
+        return _since(path, req)
 
 
 def _check_fence(wd: Workdir, lock_op: object) -> None:
@@ -57,7 +75,7 @@ def op_journal_append(wd: Workdir, req: JsonObject) -> JsonObject:
         if not isinstance(json.loads(line), dict):
             raise AgentError("bad_request", "journal_append: every line is a JSON object")
     path = wd.journal()
-    with journalfile.exclusive(path):
+    with _safe_file(path), journalfile.exclusive(path):
         _check_fence(wd, req.get("lock_op"))
         journalfile.append_bytes(path, lines.encode("utf-8", "surrogateescape"))
         return _since(path, req)
@@ -72,7 +90,7 @@ def op_journal_merge(wd: Workdir, req: JsonObject) -> JsonObject:
     if not isinstance(merge, dict) or merge.get("type") != "merge":
         raise AgentError("bad_request", "journal_merge needs its merge record")
     path = wd.journal()
-    with journalfile.exclusive(path):
+    with _safe_file(path), journalfile.exclusive(path):
         present = [r for _, r in journalfile.parse(journalfile.read_bytes(path))[0]]
         new = journalfile.missing_records(present, records)
         began = [r["op"] for r in new if r.get("type") == "begin"]

@@ -6,6 +6,8 @@ import contextlib
 import os
 import socket
 
+from dsv4ops.secrets import redact_text
+
 from .common import JsonObject
 
 
@@ -99,6 +101,8 @@ def pids_by_inode(inodes: set[str]) -> list[int]:
 
 
 def tail(path: str, lines: int) -> str:
+    """The last `lines` lines of a log, secrets hidden (SGLang logs its ServerArgs, api keys
+    included, and a component's argv): every log tail leaves the target scrubbed."""
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
@@ -107,5 +111,5 @@ def tail(path: str, lines: int) -> str:
             data = f.read().decode("utf-8", "replace")
     except FileNotFoundError:
         return ""
-    return "\n".join(data.splitlines()[-lines:]) if lines > 0 else ""
+    return redact_text("\n".join(data.splitlines()[-lines:])) if lines > 0 else ""
 

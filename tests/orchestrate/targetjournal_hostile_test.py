@@ -1,0 +1,185 @@
+"""The journal of record under attack and fault, through the real agent over the real OpenSSH
+(dsv4ops/orchestrate/targetjournal.py, dsv4ops/remote/agent/journal.py, dsv4ops/journalfile.py):
+a symlinked record is refused and nothing lands in the victim; a record that lost history never
+silently replaces the operator's copy; a kill -9 inside an append leaves a torn line the next
+append terminates."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsv4ops import journalfile
+from dsv4ops.errors import DsOpsError, JournalError
+from dsv4ops.journal.records import Kind, Status
+from dsv4ops.journal.store import Journal
+from dsv4ops.orchestrate.targetjournal import TargetJournal
+from dsv4ops.remote import Supervisor
+
+TARGET = "box"
+pytestmark = pytest.mark.ssh
+
+
+@pytest.fixture
+def over_ssh(sshd, tmp_path: Path):
+    with sshd.executor() as executor:
+        yield Supervisor(executor, str(tmp_path / "workdir"), python="/usr/bin/python3")
+
+
+def _journal(box: Supervisor, state: Path, **kw) -> Journal:
+    return Journal(TARGET, backend=TargetJournal(box, state / "journal" / f"{TARGET}.jsonl", **kw))
+
+
+def _deploy(j: Journal, profile: str) -> str:
+    op = j.begin(Kind.DEPLOY, profile={"name": profile}, components=[{"name": "decode"}])
+    j.transition(op, Status.RUNNING)
+    j.transition(op, Status.SUCCEEDED, running=op, known_good=True)
+    return op
+
+
+def test_a_symlinked_record_is_refused_and_the_victim_untouched(over_ssh, tmp_path):
+    alice = _journal(over_ssh, tmp_path / "alice")
+    first = _deploy(alice, "baseline")
+    record = Path(over_ssh.workdir) / "journal.jsonl"
+    saved, victim = tmp_path / "SAVED", tmp_path / "victim.txt"
+    victim.write_bytes(b"precious\n")
+    os.replace(record, saved)
+    record.symlink_to(victim)
+    cache_before = alice.path.read_bytes()
+
+    with pytest.raises(JournalError, match="symbolic link") as exc:
+        _journal(over_ssh, tmp_path / "alice").begin(Kind.STOP, reason="x")
+    assert "nothing was read or written" in str(exc.value)
+    with pytest.raises(JournalError, match="symbolic link"):
+        _journal(over_ssh, tmp_path / "bob").records()
+    assert victim.read_bytes() == b"precious\n"  # not one record appended to it
+    assert alice.path.read_bytes() == cache_before  # the cache was not overwritten with it
+    assert first in cache_before.decode()
+
+
+def test_a_record_writable_by_others_is_refused(over_ssh, tmp_path):
+    alice = _journal(over_ssh, tmp_path / "alice")
+    _deploy(alice, "baseline")
+    record = Path(over_ssh.workdir) / "journal.jsonl"
+    record.chmod(0o666)
+    with pytest.raises(JournalError, match="writable by group or others"):
+        _journal(over_ssh, tmp_path / "bob").records()
+
+
+def test_a_shorter_record_keeps_both_copies_and_refuses_mutations_until_merged(over_ssh, tmp_path):
+    alice = _journal(over_ssh, tmp_path / "alice")
+    ops = [_deploy(alice, f"p{i}") for i in range(6)]
+    record = Path(over_ssh.workdir) / "journal.jsonl"
+    full = record.read_bytes()
+    # The target's record restored from an old backup: the first two deploys only.
+    record.write_bytes(b"".join(full.splitlines(keepends=True)[: 2 * 4]))
+    os.chmod(record, 0o600)
+
+    reader = _journal(over_ssh, tmp_path / "alice", offline_ok=True)
+    assert [o.op for o in reader.operations()] == ops[:2]  # the target's word, shown as such
+    d = reader.source()["diverged"]
+    assert d["copy_records"] == 24 and d["target_records"] == 8 and d["missing_on_target"] == 16
+    assert d["newer"] == "cache"
+    kept = Path(d["copy"])
+    assert kept.read_bytes() == full  # nothing of the operator's history was dropped
+
+    writer = _journal(over_ssh, tmp_path / "alice")
+    with pytest.raises(JournalError, match="lacks 16 of the 24") as exc:
+        writer.begin(Kind.STOP, reason="must wait")
+    assert f"dsv4ops journal --target {TARGET} --merge" in (exc.value.hint or "")
+    assert len(journalfile.parse(record.read_bytes())[0]) == 8  # nothing appended
+
+    done = writer.backend.merge_diverged()
+    assert done["merged"] == 16 and done["ops"] == ops[2:]
+    assert not kept.exists() and Path(done["copy"]).exists()
+    after = _journal(over_ssh, tmp_path / "alice")
+    assert [o.op for o in after.operations()] == ops
+    after.begin(Kind.STOP, reason="now allowed")
+
+
+def test_a_kill_9_inside_an_append_leaves_a_torn_line_the_next_append_ends(over_ssh, tmp_path):
+    alice = _journal(over_ssh, tmp_path / "alice")
+    first = _deploy(alice, "baseline")
+    record = Path(over_ssh.workdir) / "journal.jsonl"
+    # An appender killed with SIGKILL after writing half of its line (the write is not atomic
+    # for the kernel once the process dies between two writes of a large record).
+    script = (
+        "import os,sys,signal;fd=os.open(sys.argv[1],os.O_WRONLY|os.O_APPEND);"
+        'os.write(fd,b\'{"v":1,"op":"d-torn","ty\');os.kill(os.getpid(),signal.SIGKILL)'
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(record)], timeout=30)
+    assert done.returncode == -signal.SIGKILL
+    bob = _journal(over_ssh, tmp_path / "bob")
+    assert [o.op for o in bob.operations()] == [first] and bob.skipped_lines == [5]
+    second = _deploy(bob, "later")
+    assert [o.op for o in _journal(over_ssh, tmp_path / "carol").operations()] == [first, second]
+
+
+def _agents_of(workdir: Path) -> list[int]:
+    """Live agent processes run from this workdir's agent zip (ours: the test started them)."""
+    want = f"{workdir}/.dsv4ops/agent.zip".encode()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if want in f.read():
+                        pids.append(int(entry))
+            except OSError:
+                continue
+    return pids
+
+
+def test_a_kill_9_of_the_agent_inside_its_append_loses_nothing(over_ssh, tmp_path):
+    """The agent SIGKILLed inside journal_append, while it waits for the record's flock (held
+    here): nothing is appended, the CLI gets an error instead of a success, and the next append
+    through a fresh agent finds the record intact."""
+    import threading
+    import time
+
+    alice = _journal(over_ssh, tmp_path / "alice")
+    first = _deploy(alice, "baseline")
+    record = Path(over_ssh.workdir) / "journal.jsonl"
+    before = record.read_bytes()
+    errors: list[BaseException] = []
+
+    def append() -> None:
+        try:
+            alice.begin(Kind.STOP, reason="killed inside the append")
+        except BaseException as exc:  # noqa: BLE001 - the test asserts what it was
+            errors.append(exc)
+
+    with journalfile.exclusive(str(record)):
+        worker = threading.Thread(target=append)
+        worker.start()
+        deadline = time.monotonic() + 30
+        while not (pids := _agents_of(Path(over_ssh.workdir))) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pids, "the agent never started"
+        time.sleep(0.3)  # it is blocked in flock now (the lock is ours)
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        worker.join(timeout=60)
+    assert not worker.is_alive() and errors, "the killed append must not report success"
+    assert isinstance(errors[0], DsOpsError), repr(errors[0])  # a clear error, no traceback
+    assert record.read_bytes() == before  # nothing of it reached the record
+    later = _deploy(_journal(over_ssh, tmp_path / "bob"), "later")
+    assert [o.op for o in _journal(over_ssh, tmp_path / "carol").operations()] == [first, later]
+
+
+def test_the_cache_is_written_0600_under_a_group_writable_umask(over_ssh, tmp_path):
+    """Ubuntu's default user umask is 002: a cache written with it would be group-writable and
+    refused by the journal's own checks on the next read."""
+    old = os.umask(0o002)
+    try:
+        alice = _journal(over_ssh, tmp_path / "alice")
+        first = _deploy(alice, "baseline")
+        assert [o.op for o in _journal(over_ssh, tmp_path / "alice").operations()] == [first]
+    finally:
+        os.umask(old)
+    assert alice.path.stat().st_mode & 0o077 == 0
