@@ -221,9 +221,10 @@ class Operator:
         op_id, kind = operation.op_id, operation.kind
         proven = any(t.action == P.PROBE and t.ok for t in runner.log.timings)
         known_good = scope_record is None and proven
-        if known_good:
-            text = f"{new.describe()} deployed and known-good (commands {new.commands_hash[:12]})"
-            first = f"{new.describe()} is deployed, healthy and marked known-good"
+        if known_good:  # proven; known-good is the journal's rule (gate, experiment, ...)
+            text = (f"{new.describe()} deployed and proven through the router (commands "
+                    f"{new.commands_hash[:12]})")
+            first = ""
         else:
             op = self.journal.get(op_id)
             runs = (
@@ -247,6 +248,10 @@ class Operator:
                 known_good=known_good,
             )
         operation.ended = True
+        if known_good:
+            judged = self.journal.judged().get(op_id)
+            first = f"{new.describe()} is deployed and healthy; " + (
+                judged.why if judged else "not known-good: not judged")
         return self._outcome(
             ok=True, op_id=op_id, kind=kind, status=Status.SUCCEEDED, new=new, message=first,
             running=unit.describe(), runner=runner, notes=notes, t0=t0,
