@@ -45,6 +45,8 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
     ("DSV4OPS_READY_TIMEOUT_S", "readiness wait per component, seconds (default: 1200)"),
     ("DSV4OPS_EVENT_LOOP", "the canary's event loop: uvloop (default) or asyncio"),
     ("DSV4OPS_PROGRESS_EVERY_S", "seconds between two progress lines off a terminal (default: 10)"),
+    ("DSV4OPS_RUNBOOK_URL", "where the runbooks are published: the alert rules' runbook links "
+                            "(monitoring render --runbook-url)"),
     ("DSV4OPS_RUNBOOK_RUN", "set by `runbook run` for the commands it runs (journal link)"),
     ("_DSV4OPS_COMPLETE", "shell completion: eval \"$(_DSV4OPS_COMPLETE=bash_source dsv4ops)\" "
                           "(zsh_source, fish_source)"),

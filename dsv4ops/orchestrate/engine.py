@@ -19,7 +19,7 @@ from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.diagnose import missing_module_hint
-from dsv4ops.orchestrate.drain import DrainWatch
+from dsv4ops.orchestrate.drain import DrainWatch, no_progress_bound_s
 from dsv4ops.orchestrate.interrupts import InterruptGate, signal_name_of
 from dsv4ops.orchestrate.kernelpkg import KernelSupport
 from dsv4ops.orchestrate.model import process_spec
@@ -239,11 +239,18 @@ class Runner:
             self._router_drain = "draining" if router_up else "not running"
             if router_up:
                 self.log.changed = True  # the SIGTERM is the first change on the target
+        decode = next((c for c in workers if c.name == "decode"), None)
+        stall_s = (no_progress_bound_s(decode, self.known.decode_log_interval)
+                   if decode is not None and self.known is not None else None)
         watch = DrainWatch(self.control, workers, clock=self.settings.clock,
                            progress=self.settings.progress, with_router=with_router,
-                           router_up=router_up, t0=t0)
+                           router_up=router_up, t0=t0, stall_s=stall_s)
         bound_s = self.settings.timeouts.drain_s
         busy = watch.wait(bound_s)
+        if watch.stalled:
+            if with_router and watch.router_up:
+                self._router_drain = "outlived"
+            return "; ".join(watch.stalled.values())
         if busy is not None:
             if with_router and watch.router_up:
                 self._router_drain = "outlived"
