@@ -130,7 +130,7 @@ def test_abort_cascade_without_worker_metrics_is_inconclusive() -> None:
 
 def test_sweep_fits_the_law_and_finds_the_bucket_drop() -> None:
     buckets = (4, 8, 16, 24)
-    th = Thresholds(sweep_concurrency=(4, 8, 16, 17, 24), sweep_level_s=1.5, sweep_max_tokens=400)
+    th = Thresholds(sweep_concurrency=(4, 8, 16, 17, 24), sweep_level_s=3.0, sweep_max_tokens=400)
     with fake_server({"a_ms": 10, "b_ms": 1.0, "buckets": list(buckets)}) as url:
         # no worker metrics: the law comes from the client's token timestamps
         result = run_suite("sweep", url, thresholds=th, buckets=buckets)
