@@ -46,7 +46,13 @@ class Detector:
         self.probes = _ProbeTracker(settings)
 
     def _scaled(self, wall_s: float) -> str:
-        return f"{wall_s / self.s.time_scale:.0f} s"
+        """A duration on the one clock watch reports in: model time (the box's), with the wall
+        seconds beside it on a scaled twin, so `stuck for 258 s` 26 s after a wedge reads right."""
+        scale = self.s.time_scale
+        model = f"{wall_s / scale:.0f} s" if wall_s / scale >= 10 else f"{wall_s / scale:.1f} s"
+        if scale == 1.0:
+            return model
+        return f"{model} model time ({wall_s:.1f} s wall at twin time scale {scale:g})"
 
     def observe(self, scrape: Scrape, probes: Sequence[ProbeOutcome] | None = None) -> list[Finding]:
         now = scrape.at

@@ -38,6 +38,7 @@ from dsv4ops.canary.suites.common import (
     judge_hangs,
     reachable,
 )
+from dsv4ops.canary.timescale import clock_label, clock_record, server_time_scale, to_model_time
 from dsv4ops.canary.verdict import Findings, SuiteResult
 from dsv4ops.canary.workload import Mix
 from dsv4ops.clock import perf_ns
@@ -66,9 +67,11 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
         if not await reachable(h.client):
             raise CanaryError(f"cannot reach {ctx.base_url}", hint="check --url / the target's router")
         starts, end, drained = await _staircase(ctx, h, mix, levels, level_s)
+        scale = await server_time_scale(h.client, h.sampler.decode_url())
     sc = h.selfcheck.report
     metrics_ci: dict[int, tuple[tuple[float, float] | None, int]] = {}
-    points = _level_points(h, levels, level_windows(starts, end), metrics_ci)
+    points = [to_model_time(p, scale)
+              for p in _level_points(h, levels, level_windows(starts, end), metrics_ci)]
     f = Findings()
     # long requests may all still be running when the staircase ends: they are cut, not failed
     judge_errors(f, h.records, th, require_completed=False)
@@ -89,7 +92,10 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
         "client": sc.to_json(),
     }
     fits = _fits(points, ctx.buckets)
-    metrics["fit"] = {k: v.to_json() for k, v in fits.items()}
+    clock = clock_label(scale)
+    metrics["clock"] = clock_record(scale)
+    metrics["summary_clock"] = "client wall"  # bench_serving's keys, as its own tool has them
+    metrics["fit"] = {k: {**v.to_json(), "clock": clock} for k, v in fits.items()}
     # The server's own accounting is the primary law when exposed: it is not distorted by client
     # lag or by proxies coalescing chunks. (The twin reports it in model time.)
     law = fits.get("metrics") or fits.get("padded_bs") or fits.get("bs")
@@ -103,7 +109,7 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
         f.unsure(f"not enough levels with output to fit the step law ({len(points)})")
         return f.result("sweep", metrics)
     f.note(f"step = {law.a_ms:.2f} + {law.b_ms:.3f}*{law.x} ms (R² {law.r2:.3f}, from "
-           f"{metrics['law_source']}); ceiling 1000/b = {law.ceiling_tok_s:.0f} tok/s")
+           f"{metrics['law_source']}); ceiling 1000/b = {law.ceiling_tok_s:.0f} tok/s ({clock})")
     if law.r2 < th.sweep_min_r2:
         f.unsure(f"step law fits poorly: R² {law.r2:.3f} < {th.sweep_min_r2}")
     if ctx.buckets:
