@@ -159,10 +159,12 @@ async def _staircase(ctx: SuiteContext, h: Harness, mix: Mix, levels: list[int],
 
 
 def _level_points(h: Harness, levels: list[int], windows: list[tuple[float, float]],
-                  metrics_ci: dict[int, tuple[tuple[float, float] | None, int]]) -> list[LevelPoint]:
+                  metrics_ci: dict[int, tuple[tuple[float, float] | None, int]] | None = None,
+                  ) -> list[LevelPoint]:
     """The levels as the client measured them; `metrics_ci` gets each level's CI of the server's
     gen_throughput reports (the noise of output_tok_s_metrics)."""
     decode = h.sampler.decode_url()
+    metrics_ci = {} if metrics_ci is None else metrics_ci
     points: list[LevelPoint] = []
     # The step time from streams that ran normally (cut ones too: their tokens came before the
     # cut); a level's tok/s from every token received in its window, whatever its stream's end.
