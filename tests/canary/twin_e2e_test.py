@@ -88,7 +88,8 @@ def test_hazards_off_every_suite_passes_and_the_sweep_recovers_the_law(safe_stac
     assert sweep["clock"]["time_scale"] == SCALE and client_law["clock"] == law["clock"]
     assert client_law["a_ms"] == pytest.approx(18.0, rel=CLIENT_LAW_REL_A), client_law
     assert client_law["b_ms"] == pytest.approx(1.05, rel=CLIENT_LAW_REL_B), client_law
-    assert [(d["from_bs"], d["to_bs"]) for d in sweep["sawtooth"]] == [(56.0, 57.0)]
+    assert [(d["from_bs"], d["to_bs"]) for d in sweep["sawtooth"]] == [(56.0, 57.0)], [
+        (p["bs"], p["output_tok_s_metrics"], p["output_tok_s_ci"], p["output_tok_s_n"]) for p in sweep["levels"]]
     corruption = next(r for r in result.sub_results if r.suite == "corruption").metrics
     assert corruption["tool_calls"]["checked"] >= 80 * TH.corruption_turns
     assert corruption["consistency"]["agreement"] == 1.0

@@ -101,8 +101,7 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
     law = fits.get("metrics") or fits.get("padded_bs") or fits.get("bs")
     server_side = "metrics" in fits and all(p.output_tok_s_metrics for p in points)
     judged = [replace(p, step_ms=p.step_ms_metrics or 0.0, output_tok_s=p.output_tok_s_metrics or 0.0,
-                      output_tok_s_ci=metrics_ci.get(p.concurrency, (None, 0))[0],
-                      output_tok_s_n=metrics_ci.get(p.concurrency, (None, 0))[1])
+                      **_server_noise(p, metrics_ci))
               for p in points] if server_side else points  # server_side: both are set (> 0)
     metrics["law_source"] = "server metrics" if "metrics" in fits else "token timestamps"
     if law is None:
@@ -192,6 +191,17 @@ def _level_points(h: Harness, levels: list[int], windows: list[tuple[float, floa
                                  output_tok_s_ci=_slices_ci(h.records, a, b), output_tok_s_n=SLICES))
         metrics_ci[level] = (mean_ci95([tput for _, tput in g]), len(g)) if g else (None, 0)
     return points
+
+
+def _server_noise(p: LevelPoint, metrics_ci: dict[int, tuple[tuple[float, float] | None, int]],
+                  ) -> dict[str, Any]:
+    """The noise of a level's server-side tok/s: the CI of its own reports when it has three or
+    more, else the client's slices (the same throughput, on the same model clock): a level of a
+    few log intervals has too few whole-interval reports to say."""
+    ci, n = metrics_ci.get(p.concurrency, (None, 0))
+    if ci is None or n < 3:
+        ci, n = p.output_tok_s_ci, p.output_tok_s_n
+    return {"output_tok_s_ci": ci, "output_tok_s_n": n}
 
 
 def _slices_ci(records: list[RequestRecord], a: float, b: float) -> tuple[float, float] | None:
