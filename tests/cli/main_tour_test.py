@@ -101,8 +101,10 @@ def test_the_readme_tour_runs_verbatim_from_a_subdirectory(tmp_path: Path) -> No
 
 def _could_not_judge(line: str, proc: subprocess.CompletedProcess[str]) -> bool:
     """A canary that says it cannot judge because this (shared, 2-core) machine is too busy to
-    time its streams: INCONCLUSIVE, exit 4, as documented. Its report is still written."""
-    busy = re.search(r"machine \d+% busy|client-bound|not trustworthy", proc.stdout + proc.stderr)
+    time its streams, or the law its starved twin reported fits poorly: INCONCLUSIVE, exit 4, as
+    documented. Its report is still written (the bucket plan reads it)."""
+    busy = re.search(r"machine \d+% busy|client-bound|not trustworthy|step law fits poorly",
+                     proc.stdout + proc.stderr)
     return line.startswith("dsv4ops canary ") and proc.returncode == 4 and busy is not None
 
 
@@ -120,8 +122,10 @@ def _check_what_the_tour_promises(ops: Path, project: Path, outputs: dict[str, s
     # no level runs faster than the law's ceiling as it did when the client's wall tok/s
     # (x1/scale) stood beside the server's model-time law
     assert sweep["clock"]["name"] == "model" and sweep["clock"]["time_scale"] == 0.05
-    law = sweep["fit"].get("metrics") or sweep["fit"]["padded_bs"]
-    assert law["clock"] == "model time, twin time scale 0.05"
+    assert {f["clock"] for f in sweep["fit"].values()} == {"model time, twin time scale 0.05"}
+    # the client's law from the same levels (the server's own law at scale 0.05 on a loaded
+    # 2-core machine is too noisy to bound anything)
+    law = sweep["fit"]["padded_bs"]
     assert max(p["output_tok_s"] for p in sweep["levels"]) < 1.2 * law["ceiling_tok_s"]
     plan = next(out for line, out in outputs.items() if line.startswith("dsv4ops buckets plan"))
     assert "from canary sweep levels" in plan
