@@ -23,11 +23,57 @@ TWIN_ENV_PREFIX = "DSV4_TWIN_"
 TARGETS_FILE = "targets.yaml"
 
 
+PROJECT_ENV = "DSV4OPS_PROJECT"
+# What marks a dsv4ops project, the way `.git` marks a repository.
+PROJECT_MARKER = Path("profiles") / TARGETS_FILE
+PROJECT_HINT = (
+    "run dsv4ops inside a dsv4ops project (a directory holding profiles/targets.yaml, or "
+    "below one), or point at it with --project DIR or DSV4OPS_PROJECT"
+)
+
+# Every environment variable the CLI reads, with what it does: `dsv4ops --help` lists them
+# (tests/cli/main_test.py checks every DSV4OPS_ name in the package is here).
+ENVIRONMENT: tuple[tuple[str, str], ...] = (
+    ("DSV4OPS_TARGET", "default --target of every command that takes one"),
+    (PROJECT_ENV, "the project directory (as --project); else found by walking up from the "
+                  "current directory to the one holding profiles/targets.yaml"),
+    ("DSV4OPS_PROFILES_DIR", "profiles directory (default: PROJECT/profiles)"),
+    ("DSV4OPS_STATE_DIR", "operator-side state: journals, crash reports (default: PROJECT/.dsv4ops)"),
+    ("DSV4OPS_RUNBOOKS_DIR", "runbooks directory (default: PROJECT/runbooks)"),
+    ("DSV4OPS_KERNELS_DIR", "kernel source tree (default: the package's own)"),
+    ("DSV4OPS_AOT_PYTHON", "Python of the Triton ahead-of-time compile venv (default: .venv-aot)"),
+    ("DSV4OPS_READY_TIMEOUT_S", "readiness wait per component, seconds (default: 1200)"),
+    ("DSV4OPS_EVENT_LOOP", "the canary's event loop: uvloop (default) or asyncio"),
+    ("DSV4OPS_PROGRESS_EVERY_S", "seconds between two progress lines off a terminal (default: 10)"),
+    ("DSV4OPS_RUNBOOK_URL", "where the runbooks are published: the alert rules' runbook links "
+                            "(monitoring render --runbook-url)"),
+    ("DSV4OPS_RUNBOOK_RUN", "set by `runbook run` for the commands it runs (journal link)"),
+    ("_DSV4OPS_COMPLETE", "shell completion: eval \"$(_DSV4OPS_COMPLETE=bash_source dsv4ops)\" "
+                          "(zsh_source, fish_source)"),
+)
+
+
+def project_dir() -> Path:
+    """The project: $DSV4OPS_PROJECT, else the nearest directory at or above the current one that
+    holds profiles/targets.yaml (as git finds `.git`), else the current directory (whose missing
+    files then fail with PROJECT_HINT)."""
+    env = os.environ.get(PROJECT_ENV)
+    if env:
+        return Path(env).expanduser().absolute()
+    here = Path.cwd()
+    for directory in (here, *here.parents):
+        if (directory / PROJECT_MARKER).is_file():
+            return directory
+    return here
+
+
 def profiles_dir() -> Path:
-    """Directory holding profiles: $DSV4OPS_PROFILES_DIR, else ./profiles."""
-    return Path(os.environ.get("DSV4OPS_PROFILES_DIR", "profiles"))
+    """Directory holding profiles: $DSV4OPS_PROFILES_DIR, else PROJECT/profiles."""
+    env = os.environ.get("DSV4OPS_PROFILES_DIR")
+    return Path(env) if env else project_dir() / "profiles"
 
 
 def state_dir() -> Path:
-    """Operator-side state (journal, crash reports): $DSV4OPS_STATE_DIR, else ./.dsv4ops."""
-    return Path(os.environ.get("DSV4OPS_STATE_DIR", ".dsv4ops"))
+    """Operator-side state (journal, crash reports): $DSV4OPS_STATE_DIR, else PROJECT/.dsv4ops."""
+    env = os.environ.get("DSV4OPS_STATE_DIR")
+    return Path(env) if env else project_dir() / ".dsv4ops"

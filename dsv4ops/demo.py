@@ -1,4 +1,4 @@
-"""`make demo`: deploy the safe baseline to twin-local, show status, canary it, redeploy another
+"""`make demo`: deploy the safe baseline to twin-fast ($DSV4OPS_TARGET to choose another), show status, canary it, redeploy another
 profile, roll back, stop. Runs the real CLI verbs on the twin and the real sglang-router, and
 leaves nothing running (a final stop runs even when a step fails).
 """
@@ -10,16 +10,13 @@ import sys
 
 from dsv4ops.cli import main as cli_main
 
-TARGET = "twin-local"
-# The twin models a real start-up (minutes of weight loading); the demo compresses model time.
-DEMO_TWIN_ENV = {
-    # 0.1: the sweep canary's 96 streams stay within what one client core can time (at 0.02 the
-    # client saturates on a 2-core machine and the sweep is INCONCLUSIVE).
-    "DSV4_TWIN_TIME_SCALE": "0.1",
-    "DSV4_TWIN_MODEL_LOAD_S": "10",
-    "DSV4_TWIN_WARMUP_S": "5",
-    "HF_HUB_OFFLINE": "1",  # the router's tokenizer lookup must not wait on the network
-}
+DEFAULT_TARGET = "twin-fast"
+TARGET_ENV = "DSV4OPS_TARGET"
+# The twin models a real start-up (minutes of weight loading); the demo's target `twin-fast`
+# compresses model time in its own `twin_env` (profiles/targets.yaml), so every command the demo
+# prints runs the same when copied. The router's tokenizer lookup must not wait on the network:
+# the one variable the demo sets itself, and says so.
+DEMO_ENV = {"HF_HUB_OFFLINE": "1"}
 
 # Short canaries; on a busy laptop the canary may not be able to judge latency (INCONCLUSIVE):
 # the demo keeps such a deployment, a FAIL verdict still rolls back.
@@ -66,15 +63,35 @@ def _say(text: str) -> None:
     _emit(f"\n=== {text}")
 
 
+def _settings(name: str) -> str | None:
+    """What the demo runs on, said before it runs: the target's twin settings and ports. None
+    when the target cannot be read (the first command then says why, with its hint)."""
+    from dsv4ops.errors import DsOpsError
+    from dsv4ops.profiles import get_target
+
+    try:
+        target = get_target(name)
+    except DsOpsError:
+        return None
+    twin = " ".join(f"{k}={v}" for k, v in target.twin_env) or "none (real timing)"
+    own = " ".join(f"{k}={v}" for k, v in DEMO_ENV.items())
+    return (f"target {name} ({target.description}): launcher {target.launcher}, port_offset "
+            f"{target.port_offset}; twin_env {twin}; the demo also sets {own}")
+
+
 def main() -> int:
-    for key, value in DEMO_TWIN_ENV.items():
+    target = os.environ.get(TARGET_ENV) or DEFAULT_TARGET
+    for key, value in DEMO_ENV.items():
         os.environ.setdefault(key, value)
+    settings = _settings(target)
+    if settings:
+        _emit(settings)
     failed = None
     try:
         for n, (story, argv) in enumerate(STEPS, start=1):
             _say(f"{n}. {story}")
-            _emit(f"$ dsv4ops {' '.join(argv)} --target {TARGET}")
-            code = cli_main([*argv, "--target", TARGET])
+            _emit(f"$ dsv4ops {' '.join(argv)} --target {target}")
+            code = cli_main([*argv, "--target", target])
             if code != 0:
                 failed = f"'dsv4ops {' '.join(argv)}' exited with {code}"
                 break
@@ -84,7 +101,7 @@ def main() -> int:
             "ours left, every port closed."
         )
         stop_code = cli_main(
-            ["stop", "--yes", "--recover", "--target", TARGET, "--reason", "demo: done"]
+            ["stop", "--yes", "--recover", "--target", target, "--reason", "demo: done"]
         )
     if failed:
         _emit(f"\ndemo failed: {failed}", err=True)

@@ -51,3 +51,49 @@ def run_cli(*args: str, profiles_dir: Path, cwd: Path | None = None) -> Run:
         preexec_fn=_limit_memory,  # noqa: PLW1509 - no threads in the test process at this point
     )
     return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+# --- terminal ---
+
+def run_in_pty(argv: list[str], *, env: dict[str, str], cwd: Path, timeout_s: float = 120.0,
+               columns: int = 200) -> tuple[int, str]:
+    """Run `argv` with stdin, stdout and stderr on a pseudo-terminal, as a user at a terminal
+    would; returns (exit code, everything it wrote, escape sequences included). Bounded: the
+    process group is killed past `timeout_s` and the test fails."""
+    import fcntl
+    import pty
+    import select
+    import signal
+    import struct
+    import termios
+    import time
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=cwd,
+                            env={**env, "TERM": "xterm-256color", "COLUMNS": str(columns)},
+                            start_new_session=True)
+    os.close(slave)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            if time.monotonic() > deadline:
+                os.killpg(proc.pid, signal.SIGKILL)
+                raise AssertionError(f"{argv} ran past {timeout_s}s:\n"
+                                     + b"".join(chunks).decode(errors="replace")[-3000:])
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # EIO: every holder of the terminal closed it
+                    data = b""
+                if not data:
+                    break
+                chunks.append(data)
+            elif proc.poll() is not None:
+                break
+        code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        os.close(master)
+    return code, b"".join(chunks).decode(errors="replace")

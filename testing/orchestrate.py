@@ -379,6 +379,8 @@ class FakeControl:
     busy_metric_reads: int = 0  # this many /metrics reads report 2 running requests
     router_drain_polls: int = 0  # after SIGTERM the router stays alive for this many status reads
     unreadable_metrics: bool = False  # /metrics answers 404 (running/queued unknown)
+    # A wedged decode: busy reads also say realtime_tokens_total{mode="decode"} is stuck here.
+    frozen_decode_tokens: float | None = None
     _terminating: dict[str, int] = field(default_factory=dict)
     _next_pid: int = 1000
 
@@ -455,7 +457,11 @@ class FakeControl:
                 return Reply(404, "not found")
             if self.busy_metric_reads > 0:
                 self.busy_metric_reads -= 1
-                return Reply(200, METRICS_IDLE.replace("} 0\n", "} 2\n", 1))
+                body = METRICS_IDLE.replace("} 0\n", "} 2\n", 1)
+                if self.frozen_decode_tokens is not None:
+                    body += ('# TYPE sglang:realtime_tokens counter\nsglang:realtime_tokens_total'
+                             f'{{tp_rank="0",mode="decode"}} {self.frozen_decode_tokens}\n')
+                return Reply(200, body)
             return Reply(200, METRICS_IDLE)
         if url.endswith("/v1/chat/completions"):
             self.calls.append("probe")

@@ -240,3 +240,36 @@ def hostile_http() -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+@dataclass
+class ClockedWedge:
+    """A unit and its probe stream on a FakeClock: decoding (and the stream receiving tokens)
+    until `wedge_at`, then a wedge as 0.5.23 shows it: the stream silent, running > 0, the
+    progress counter stopped (or, with `decode_goes_on`, a lost stream beside a decode that
+    still decodes other work). `unit` answers like Supervisor.http_many; `silence_s` is the
+    probe stream (watch/stream.py's StreamProbe)."""
+
+    clock: Any
+    wedge_at: float
+    decode_goes_on: bool = False
+    unit: FakeUnit = field(default_factory=FakeUnit)
+    token_every_s: float = 0.1
+
+    def __call__(self, requests: Sequence[Mapping[str, Any]], *,
+                 timeout_s: float = 10.0) -> list[HttpReply]:
+        now = self.clock.monotonic()
+        # 0.5.23's counter moves every decode iteration: its value is the tokens made so far
+        until = now if self.decode_goes_on else min(now, self.wedge_at)
+        self.unit.decode.tokens = round(400.0 * until, 1)  # 400 tok/s
+        self.unit.decode.running = 4 if now < self.wedge_at else 12
+        return self.unit(requests, timeout_s=timeout_s)
+
+    def silence_s(self) -> float | None:
+        now = self.clock.monotonic()
+        if now < self.wedge_at:
+            return (now % self.token_every_s)  # a token every 0.1 s
+        return now - self.wedge_at
+
+    def close(self) -> None:
+        pass

@@ -178,7 +178,7 @@ def _plots(plt: Any, directory: Path, r: dict[str, Any]) -> list[Path]:
         ax1.set(xlabel="concurrency", ylabel="output tok/s", title="both arms (band: block min-max)")
         ax2.set(xlabel="concurrency", ylabel="B/A", title="ratio with bootstrap CI")
         for ax in (ax1, ax2):
-            ax.legend(fontsize=8)
+            _legend(ax, fontsize=8)
             ax.grid(alpha=0.3)
         written.append(_save(fig, plt, directory / "curves.png"))
     written += _blocks_plot(plt, directory, r, metric)
@@ -200,7 +200,7 @@ def _blocks_plot(plt: Any, directory: Path, r: dict[str, Any], metric: str) -> l
                 ax.plot(*zip(*pts, strict=True), marker, color=f"C{k % 10}", mfc="none" if arm == "B" else None,
                         label=f"{arm} @ {c}")
     ax.set(xlabel="block (time order)", ylabel=metric, title="per block, in time order (drift shows as a slope)")
-    ax.legend(fontsize=7, ncol=2)
+    _legend(ax, fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
     return [_save(fig, plt, directory / "blocks.png")]
 
@@ -218,9 +218,19 @@ def _buckets_plot(plt: Any, directory: Path, r: dict[str, Any], series: dict[str
                 ax.axvline(bucket, color=color, ls=":" if arm == "A" else "--", alpha=0.5,
                            label=f"{arm} buckets" if k == 0 else None)
     ax.set(xlabel="concurrency", ylabel="output tok/s", title="throughput and CUDA-graph bucket boundaries")
-    ax.legend(fontsize=8)
+    _legend(ax, fontsize=8)
     ax.grid(alpha=0.3)
     return _save(fig, plt, directory / "buckets.png")
+
+
+def _legend(ax: Any, **kw: Any) -> None:
+    """A legend when something is labelled; on a partial run (one arm, no pairs yet) a panel can be
+    empty, and matplotlib would warn "No artists with labels found" for it: say so in it instead."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kw)
+    else:
+        ax.text(0.5, 0.5, "no data yet (partial run)", ha="center", va="center",
+                transform=ax.transAxes, color="grey")
 
 
 def _save(fig: Any, plt: Any, path: Path) -> Path:

@@ -3,13 +3,17 @@
 0.5.23 has no batch-size histogram: the distribution is built from samples of the decode's
 `sglang:num_running_reqs` (a live target, sampled over a window), a canary/A-B report's levels
 (the server's median running batch per level, each level weighted by its duration), or a JSON
-file (`{"size": weight, ...}` or a list of samples).
+file (`{"size": weight, ...}` or a list of samples). A report's levels are a staircase the
+canary chose, not traffic: below its lowest level it says nothing (the CLI keeps the profile's
+own buckets there rather than planning them away).
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,29 +42,91 @@ def from_file(path: Path) -> dict[int, float]:
     raise DsOpsError(f"{path}: expected a list of running batch sizes or {{\"size\": weight}}")
 
 
-def from_report(path: Path) -> tuple[dict[int, float], StepLaw | None]:
-    """The sweep levels of a report.json (a canary or A/B report) and its fitted law, if any."""
+@dataclass(frozen=True)
+class ReportLevels:
+    """What a report says about the running batch: the distribution over its levels, the law it
+    fitted, and where both came from (a sentence for the user)."""
+
+    counts: dict[int, float]
+    law: StepLaw | None
+    source: str
+    # A staircase of levels the canary chose, not traffic: it says nothing below its lowest level.
+    staircase: bool = True
+
+
+# dsv4ops.ab's FIT_LEVEL: a block's fitted law sits under this key of `values` (buckets and ab
+# are areas of one layer, so the report format is read, not imported).
+AB_FIT_LEVEL = "0"
+_NO_LEVELS_HINT = ("give --from the report.json of `dsv4ops canary --suite sweep --report DIR` "
+                   "or of `dsv4ops ab ... --suite sweep`")
+
+
+def from_report(path: Path) -> ReportLevels:
+    """The sweep levels of a report.json and its fitted law: a canary report (the sweep's result
+    under `canary.suites[]`, as `canary --suite sweep --report` writes it) or an A/B report
+    (`kind: ab`: its blocks' levels, the law of the arm it kept). Raises DsOpsError."""
     data = _read_json(path)
-    suites = data.get("suites", {}) if isinstance(data, dict) else {}
-    sweep = suites.get("sweep") if isinstance(suites, dict) else None
-    metrics = (sweep or {}).get("metrics", {}) if isinstance(sweep, dict) else {}
-    levels = metrics.get("levels") or (data.get("levels") if isinstance(data, dict) else None)
-    if not levels:
-        raise DsOpsError(f"{path}: no sweep levels in this report",
-                         hint="give --from a report of `dsv4ops canary --suite sweep --report DIR`")
+    if not isinstance(data, dict):
+        raise DsOpsError(f"{path}: not a report (expected a JSON object)", hint=_NO_LEVELS_HINT)
+    if data.get("kind") == "ab":
+        return _from_ab(path, data)
+    suites = (data.get("canary") or {}).get("suites") if isinstance(data.get("canary"), dict) else None
+    sweep = next((s for s in suites or [] if isinstance(s, dict) and s.get("suite") == "sweep"), None)
+    metrics = sweep.get("metrics") if isinstance(sweep, dict) else None
+    levels = metrics.get("levels") if isinstance(metrics, dict) else None
+    if not levels or not isinstance(metrics, dict):
+        raise DsOpsError(f"{path}: no sweep levels in this report (no canary.suites[] entry of "
+                         "suite sweep with metrics.levels)", hint=_NO_LEVELS_HINT)
     dist: dict[int, float] = {}
-    for lv in levels:
-        bs = lv.get("bs") or lv.get("concurrency")
-        if bs:
-            dist[round(float(bs))] = dist.get(round(float(bs)), 0.0) + float(lv.get("duration_s", 1.0) or 1.0)
+    try:
+        for lv in levels:
+            bs = lv.get("bs") or lv.get("concurrency")
+            if bs and float(bs) >= 1:
+                n = round(float(bs))
+                dist[n] = dist.get(n, 0.0) + float(lv.get("duration_s", 1.0) or 1.0)
+    except (AttributeError, TypeError, ValueError):
+        raise DsOpsError(f"{path}: canary.suites[sweep].metrics.levels: expected a list of "
+                         "{\"bs\": running, ...} objects", hint=_NO_LEVELS_HINT) from None
     fit = metrics.get("fit", {})
-    law = None
     for key in ("metrics", "padded_bs", "bs"):
-        f = fit.get(key) if isinstance(fit, dict) else None
-        if isinstance(f, dict) and "a_ms" in f and "b_ms" in f:
-            law = StepLaw(float(f["a_ms"]), float(f["b_ms"]))
-            break
-    return dist, law
+        law = _law(fit.get(key) if isinstance(fit, dict) else None, "a_ms", "b_ms")
+        if law is not None:
+            return ReportLevels(dist, law, f"canary sweep levels; law fitted from fit.{key}")
+    return ReportLevels(dist, None, "canary sweep levels; no fitted law")
+
+
+def _from_ab(path: Path, data: dict[str, Any]) -> ReportLevels:
+    """An A/B report: each level (concurrency) weighted by the blocks' measured time, the law the
+    kept arm's blocks fitted (median of their step_a_ms / step_b_ms)."""
+    winner = (data.get("decision") or {}).get("winner") or "A"
+    dist: dict[int, float] = {}
+    a_ms: list[float] = []
+    b_ms: list[float] = []
+    for blk in data.get("blocks") or []:
+        values = blk.get("values") if isinstance(blk, dict) else None
+        if not isinstance(values, dict):
+            continue
+        levels = [int(c) for c in values if str(c).isdigit() and int(c) >= 1]
+        for c in levels:
+            dist[c] = dist.get(c, 0.0) + float(blk.get("duration_s") or 1.0) / len(levels)
+        fitted = values.get(AB_FIT_LEVEL) or {}
+        if blk.get("arm") == winner and isinstance(fitted, dict) and _law(fitted, "step_a_ms", "step_b_ms"):
+            a_ms.append(float(fitted["step_a_ms"]))
+            b_ms.append(float(fitted["step_b_ms"]))
+    if not dist:
+        raise DsOpsError(f"{path}: no levels in this A/B report's blocks", hint=_NO_LEVELS_HINT)
+    law = StepLaw(statistics.median(a_ms), statistics.median(b_ms)) if a_ms else None
+    how = f"the law of arm {winner} (kept), median of {len(a_ms)} blocks" if law else "no fitted law"
+    return ReportLevels(dist, law, f"A/B report levels (concurrency); {how}")
+
+
+def _law(fit: Any, a_key: str, b_key: str) -> StepLaw | None:
+    if not isinstance(fit, dict):
+        return None
+    a, b = fit.get(a_key), fit.get(b_key)
+    if not isinstance(a, int | float) or not isinstance(b, int | float) or b <= 0:
+        return None
+    return StepLaw(float(a), float(b))
 
 
 def parse_law(text: str) -> StepLaw:

@@ -78,6 +78,10 @@ class LevelPoint:
     ttft_p99_ms: float | None = None
     itl_p50_ms: float | None = None
     itl_p99_ms: float | None = None
+    # 95% CI of output_tok_s from the level's own slices (its measured noise), [low, high];
+    # None when too few slices were measured to say.
+    output_tok_s_ci: tuple[float, float] | None = None
+    output_tok_s_n: int = 0  # how many slices the CI is from
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,11 @@ class SawtoothDrop:
     bucket: int  # the bucket boundary crossed (from_bs ≤ bucket < to_bs)
     from_tok_s: float
     to_tok_s: float
+    from_padded: float = 0.0  # the graph each level's batch runs in
+    to_padded: float = 0.0
+    from_ci: tuple[float, float] | None = None  # 95% CIs of the two levels' tok/s
+    to_ci: tuple[float, float] | None = None
+    drop_ci: tuple[float, float] | None = None  # 95% CI of from_tok_s - to_tok_s (Welch)
 
     @property
     def drop_pct(self) -> float:
@@ -96,17 +105,60 @@ class SawtoothDrop:
 def find_sawtooth(
     levels: Sequence[LevelPoint], buckets: Sequence[int], *, min_drop_pct: float = 1.0
 ) -> list[SawtoothDrop]:
-    """Adjacent levels whose batch crosses a bucket boundary while throughput falls."""
+    """Adjacent levels whose padded batch changes (a bucket boundary crossed: the larger graph
+    runs) while throughput falls by more than the measured noise: the 95% CI of the drop (Welch,
+    from the two levels' slice CIs) lies above zero. Two levels in one graph are never a sawtooth (their step is the
+    same by the law: a difference between them is noise or a batch estimate, not padding), and a
+    level with no CI (too few slices) is no evidence of one."""
     drops: list[SawtoothDrop] = []
     ordered = sorted(levels, key=lambda p: p.bs)
     for prev, cur in zip(ordered, ordered[1:], strict=False):
+        pad_prev, pad_cur = pad_to_bucket(prev.bs, buckets), pad_to_bucket(cur.bs, buckets)
         crossed = [b for b in sorted(buckets) if prev.bs <= b < cur.bs]
-        if not crossed:
+        if not crossed or pad_prev == pad_cur:
             continue
-        drop = SawtoothDrop(prev.bs, cur.bs, crossed[-1], prev.output_tok_s, cur.output_tok_s)
+        diff = _difference_ci(prev, cur)
+        if diff is None or diff[0] <= 0:
+            continue  # unmeasured, or within the noise
+        drop = SawtoothDrop(prev.bs, cur.bs, crossed[-1], prev.output_tok_s, cur.output_tok_s,
+                            pad_prev, pad_cur, prev.output_tok_s_ci, cur.output_tok_s_ci, diff)
         if drop.drop_pct >= min_drop_pct:
             drops.append(drop)
     return drops
+
+
+# Two-sided 95% Student t quantiles by degrees of freedom (a level has a handful of slices).
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+        9: 2.262, 10: 2.228, 15: 2.131, 20: 2.086, 30: 2.042}
+
+
+def _t95(df: int) -> float:
+    return _T95[max(k for k in _T95 if k <= max(1, df))]
+
+
+def _difference_ci(a: LevelPoint, b: LevelPoint) -> tuple[float, float] | None:
+    """95% CI of a.output_tok_s - b.output_tok_s from the levels' CIs (each mean ± t·se):
+    se of the difference sqrt(se_a² + se_b²), t at the smaller level's degrees of freedom
+    (conservative beside Welch-Satterthwaite)."""
+    ci_a, ci_b = a.output_tok_s_ci, b.output_tok_s_ci
+    if ci_a is None or ci_b is None or min(a.output_tok_s_n, b.output_tok_s_n) < 3:
+        return None
+    se = [(ci[1] - ci[0]) / 2 / _t95(p.output_tok_s_n - 1) for p, ci in ((a, ci_a), (b, ci_b))]
+    half = _t95(min(a.output_tok_s_n, b.output_tok_s_n) - 1) * (se[0] ** 2 + se[1] ** 2) ** 0.5
+    diff = a.output_tok_s - b.output_tok_s
+    return (diff - half, diff + half)
+
+
+def mean_ci95(values: Sequence[float]) -> tuple[float, float] | None:
+    """95% CI of the mean of `values` (t interval; slices of one level are close to normal and
+    few); None with fewer than 3 values."""
+    n = len(values)
+    if n < 3:
+        return None
+    mean = sum(values) / n
+    sd = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5
+    half = _t95(n - 1) * sd / n ** 0.5
+    return (mean - half, mean + half)
 
 
 @dataclass(frozen=True)

@@ -59,8 +59,11 @@ def _sweep_plot(plt: Any, m: dict[str, Any], path: Path) -> Path:
         if grid[0] <= b <= grid[-1]:
             for ax in (ax1, ax2):
                 ax.axvline(b, color="red", alpha=0.15, lw=1)
-    ax1.set(xlabel="running batch", ylabel="output tok/s", title="throughput vs concurrency")
-    ax2.set(xlabel="running batch", ylabel="decode step (ms)",
+    clock = m.get("clock") or {}
+    scale = clock.get("time_scale", 1.0)
+    on = "model time" + (f", twin time scale {scale:g}" if scale != 1.0 else "")
+    ax1.set(xlabel="running batch", ylabel=f"output tok/s ({on})", title="throughput vs concurrency")
+    ax2.set(xlabel="running batch", ylabel=f"decode step (ms, {on})",
             title="step time vs concurrency (red lines: CUDA-graph buckets)")
     for ax in (ax1, ax2):
         ax.grid(alpha=0.3)

@@ -89,7 +89,7 @@ def report_markdown(result: SuiteResult, pngs: list[str] | None = None) -> str:
         lines += [f"- {line}" for line in r.reasons]
         s = r.metrics.get("summary") or {}
         if s:
-            lines += ["", "| completed | cancelled | failed | output tok/s | req/s | max tok/s (1 s) "
+            lines += ["", "Client wall clock:", "", "| completed | cancelled | failed | output tok/s | req/s | max tok/s (1 s) "
                       "| concurrency |", "|---|---|---|---|---|---|---|",
                       f"| {s.get('completed')} | {s.get('cancelled', 0)} | {s.get('failed')} "
                       f"| {_fmt(s.get('output_throughput'))} "
@@ -101,6 +101,10 @@ def report_markdown(result: SuiteResult, pngs: list[str] | None = None) -> str:
                     _fmt(s.get(f"{stat}_{name}_ms")) for stat in ("mean", "median", "p90", "p99", "max")) + " |")
             lines += _count_notes(s)
         fit = (r.metrics.get("fit") or {})
+        clock = (r.metrics.get("clock") or {})
+        if clock and (fit or r.metrics.get("levels")):
+            lines += ["", f"Levels and fits on the {clock.get('name')} clock, time scale "
+                          f"{clock.get('time_scale'):g}: {clock.get('note')}."]
         if fit:
             lines += ["", "| fit | a (ms) | b (ms/req) | R² | ceiling 1000/b (tok/s) |", "|---|---|---|---|---|"]
             for name, f in fit.items():

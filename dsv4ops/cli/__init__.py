@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import click
 
 from dsv4ops import __version__, exitcodes
+from dsv4ops.constants import ENVIRONMENT, PROJECT_ENV
 from dsv4ops.errors import DsOpsError
 
 # name -> (module, attribute, one-line help). Order is the order shown in --help.
@@ -79,14 +80,31 @@ def _unavailable(name: str) -> click.Command:
 EXIT_CODES_HELP = "Exit codes (every command):\n\n\b\n" + "\n".join(exitcodes.table_lines())
 
 
+def _environment_epilog() -> str:
+    # `\b` keeps click from re-wrapping the table.
+    rows = "\n".join(f"  {name:<25} {what}" for name, what in ENVIRONMENT)
+    return f"\b\nEnvironment:\n{rows}"
+
+
+def _set_project(_ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    # Through the environment, so the commands a runbook runs as children find it too; main()
+    # puts the variable back as it was (the in-process CLI of the tests runs many commands).
+    if value:
+        os.environ[PROJECT_ENV] = os.path.abspath(os.path.expanduser(value))
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
-             epilog=EXIT_CODES_HELP)
+             epilog=EXIT_CODES_HELP + "\n\n" + _environment_epilog())
 @click.version_option(__version__, prog_name="dsv4ops")
+@click.option("--project", metavar="DIR", expose_value=False, is_eager=True, callback=_set_project,
+              help="The dsv4ops project (the directory holding profiles/targets.yaml); default: "
+                   "found by walking up from the current directory, or $DSV4OPS_PROJECT.")
 def cli() -> None:
     """dsv4ops: operate a DeepSeek-V4-Flash prefill/decode deployment on SGLang.
 
     Profiles under profiles/ describe the deployment; targets say where it runs (the box over SSH,
-    or the twin on this machine). Every mutating command is journaled.
+    or the twin on this machine). Every mutating command is journaled. Run it anywhere inside
+    the project; shell completion: eval "$(_DSV4OPS_COMPLETE=bash_source dsv4ops)".
     """
 
 
@@ -110,9 +128,20 @@ def _crash_report(exc: BaseException, argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code (never raises for user mistakes)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    project = os.environ.get(PROJECT_ENV)
+    try:
+        return _run(args)
+    finally:
+        if project is None:
+            os.environ.pop(PROJECT_ENV, None)
+        else:
+            os.environ[PROJECT_ENV] = project
+
+
+def _run(args: list[str]) -> int:
     from dsv4ops.cli import _output
 
-    args = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in args
     _output.PRINTED.clear()
     try:

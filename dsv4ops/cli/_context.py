@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from dsv4ops.cli._live import LiveWaits
 from dsv4ops.clock import SystemClock
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.usecases.session import TargetSession
@@ -57,7 +58,7 @@ def open_target(
     supervisor = Supervisor(executor, target.workdir, python=target.python)
     record = TargetJournal(supervisor, journal_path(target.name), offline_ok=read_only)
     journal = Journal(target.name, backend=record)
-    session = TargetSession(target, supervisor, journal, SystemClock())
+    session = TargetSession(target, supervisor, journal, SystemClock(), waits=live_waits())
     if not read_only:
         # First contact is the record: an unreachable target refuses the command here, before
         # anything else is tried, with the one sentence that says nothing was changed.
@@ -84,6 +85,12 @@ def _http_session(target: Target) -> TargetSession:
 
 def _expand(path: str | None) -> str | None:
     return os.path.expanduser(path) if path else None
+
+
+def live_waits() -> LiveWaits:
+    """The observer of the command being run: plain lines, never a live one, under --json."""
+    ctx = click.get_current_context(silent=True)
+    return LiveWaits(plain=bool(ctx is not None and ctx.params.get("as_json")))
 
 
 def progress_printer(as_json: bool) -> Callable[[str], None]:

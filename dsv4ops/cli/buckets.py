@@ -48,9 +48,10 @@ def plan_cmd(report: Path | None, distribution: Path | None, metrics_url: str | 
     step_law = S.parse_law(law) if law else None
     observed_gb: float | None = None
     captured: int | None = None
+    source: S.ReportLevels | None = None
     if report is not None:
-        counts, fitted = S.from_report(report)
-        step_law = step_law or fitted
+        source = S.from_report(report)
+        counts, step_law = source.counts, step_law or source.law
     elif distribution is not None:
         counts = S.from_file(distribution)
     else:
@@ -66,7 +67,11 @@ def plan_cmd(report: Path | None, distribution: Path | None, metrics_url: str | 
     memory = P.graph_memory_estimate(graph_mb, observed_gb, captured)
     graph_mb = memory.mb_per_graph
     k = P.graph_budget(max_buckets, graph_mb, memory_mb)
-    best = P.plan(dist, max_buckets=k, max_bs=max_bs)
+    kept = _kept_below(source, dist, profile, max_bs)
+    if len(kept) >= k:
+        raise DsOpsError(f"--max-buckets {k}: the {len(kept)} buckets {profile} has below the "
+                         f"sweep's lowest level leave no graph to plan", hint="raise --max-buckets")
+    best = sorted({*kept, *P.plan(dist, max_buckets=k - len(kept), max_bs=max_bs)})
     ladders = {"planned": best,
                "step8": resolve_buckets("step8", tp_size=4, max_running_requests=max_bs),
                "step4:40-96": resolve_buckets("step4:40-96", tp_size=4, max_running_requests=max_bs),
@@ -79,10 +84,16 @@ def plan_cmd(report: Path | None, distribution: Path | None, metrics_url: str | 
                    "distribution": {str(n): round(p, 5) for n, p in dist.items()},
                    "graph_memory": {"mb_per_graph": memory.mb_per_graph, "source": memory.source,
                                     "observed_gb": observed_gb, "captured_graphs": captured},
-                   "ladders": [e.to_json() for e in evals], "command": command})
+                   "ladders": [e.to_json() for e in evals], "command": command,
+                   "source": source.source if source else None, "kept_below": kept})
         return
     click.echo(f"step law {step_law.a_ms:g} + {step_law.b_ms:g}·bs ms; {len(dist)} batch sizes "
                f"observed ({min(dist)}..{max(dist)}); at most {k} graphs")
+    if source is not None:
+        click.echo(f"from {source.source}")
+    if kept:
+        click.echo(f"kept from {profile} below the sweep's lowest level {min(dist)} (a sweep says "
+                   f"nothing about smaller batches): {' '.join(map(str, kept))}")
     click.echo(memory.sentence)
     rows = [[e.name, e.graphs, f"{e.tok_s:.1f}", f"{e.mean_step_ms:.2f}",
              f"{e.expected_padding:.2f}", f"{100 * e.eager_share:.1f}%",
@@ -93,3 +104,15 @@ def plan_cmd(report: Path | None, distribution: Path | None, metrics_url: str | 
     click.echo("most padding (planned): " + ", ".join(f"{b}: {w:.2f} slots/step" for b, w in worst))
     click.echo(f"make it a revision:  {command}")
     click.echo(f"then prove it:       dsv4ops ab {profile} {profile}-planned --suite sweep")
+
+
+def _kept_below(source: object, dist: dict[int, float], profile: str, max_bs: int) -> list[int]:
+    """A sweep's levels are a staircase, not traffic: nothing was observed below its lowest level,
+    so planning there would drop every small bucket (a live decode at 4 running would then run
+    the graph of the lowest level). The profile's own buckets below it are kept as they are."""
+    if source is None or not getattr(source, "staircase", False):
+        return []
+    from dsv4ops.profiles import load_profile
+
+    floor = min(dist)
+    return [b for b in load_profile(profile).flags.decode_buckets if b < floor and b < max_bs]

@@ -46,7 +46,7 @@ def canary(target: str | None, profile_ref: str | None, suite: str, concurrency:
         echo_json({**result.to_json(), "report_dir": report_dir, "exit": result.exit_code})
     else:
         rows = [(r.suite, r.verdict.value, _headline(r.metrics)) for r in (result.sub_results or [result])]
-        click.echo(table(rows, ["suite", "verdict", "output tok/s / TTFT p99 ms"]))
+        click.echo(table(rows, ["suite", "verdict", "output tok/s / TTFT p99 ms (client wall)"]))
         for line in result.reasons:
             click.echo(f"  {line}")
         if report_dir:

@@ -49,6 +49,7 @@ _recover_option = click.option(
 @json_option
 def build_cmd(out_dir: Path, version: str | None, no_interpreter_check: bool, as_json: bool) -> None:
     """Check every config (sm_120 compile, interpreter) and write a versioned artifact."""
+    from dsv4ops.cli._live import LiveWaits
     from dsv4ops.kernels.build import build
     from dsv4ops.remote import LocalExecutor
 
@@ -57,7 +58,7 @@ def build_cmd(out_dir: Path, version: str | None, no_interpreter_check: bool, as
     _writable_dir(out_dir)
     try:
         result = build(executor=LocalExecutor(), out_dir=out_dir, version=version,
-                       interpreter=not no_interpreter_check)
+                       interpreter=not no_interpreter_check, waits=LiveWaits(plain=as_json))
     except OSError as exc:
         raise DsOpsError(f"cannot write the artifact under {out_dir}: {exc.strerror or exc}") from None
     if as_json:

@@ -29,9 +29,13 @@ def monitoring() -> None:
                                       "sweep fits it; the default is the seeds' box).")
 @click.option("--law-b-ms", type=click.FloatRange(min=0.0, max=1_000.0), default=1.05,
               show_default=True, help="Dashboard: the law's cost per running request.")
+@click.option("--runbook-url", envvar="DSV4OPS_RUNBOOK_URL", default=None, metavar="BASE",
+              help="Where the runbooks are published: each alert links BASE/runbooks/NAME.md "
+                   "(default: the path in the project; $DSV4OPS_RUNBOOK_URL).")
 @json_option
 def render_cmd(profile: str, target: str | None, out_dir: Path | None, scrape_interval: float,
-               max_step_ms: float, law_a_ms: float, law_b_ms: float, as_json: bool) -> None:
+               max_step_ms: float, law_a_ms: float, law_b_ms: float, runbook_url: str | None,
+               as_json: bool) -> None:
     """Render the rules, the scrape config and the Grafana dashboard for PROFILE as deployed
     on the target."""
     import json
@@ -39,16 +43,22 @@ def render_cmd(profile: str, target: str | None, out_dir: Path | None, scrape_in
     from dsv4ops import _yaml
     from dsv4ops.monitoring import RuleSettings, alert_rules, scrape_config
     from dsv4ops.monitoring.dashboard import dashboard
+    from dsv4ops.monitoring.rules import check_runbook_url
     from dsv4ops.monitoring.scrape import target_time_scale
     from dsv4ops.profiles import get_target, load_profile, render
 
+    if runbook_url is not None:
+        try:
+            runbook_url = check_runbook_url(runbook_url)
+        except ValueError as exc:
+            raise DsOpsError(f"--runbook-url {runbook_url!r}: {exc}") from None
     p = load_profile(profile)
     t = get_target(target)
     deployment = render(p, t)
     settings = RuleSettings(scrape_interval_s=scrape_interval, max_step_ms=max_step_ms,
                             decode_log_interval=deployment.decode_log_interval,
                             max_decode_bucket=max(p.flags.decode_buckets, default=None),
-                            time_scale=target_time_scale(t))
+                            time_scale=target_time_scale(t), runbook_url=runbook_url)
     rules = alert_rules(settings)
     config = scrape_config(deployment, settings, rules_file="dsv4ops-alerts.yml",
                            profile_name=p.name, target_name=t.name)

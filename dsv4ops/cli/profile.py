@@ -195,8 +195,11 @@ def diff_cmd(
 @click.option("--as", "as_name", default=None, help="Write a new profile NEW that extends NAME.")
 @click.option("--in-place", is_flag=True, help="Edit NAME itself instead of writing a new profile.")
 @click.option("--no-commit", is_flag=True, help="Write the file but do not git commit it.")
+@click.option("--reason", "-m", "reason", default=None,
+              help="Why: the commit body starts with it (the flags' hazard text follows).")
 def set_cmd(
-    name: str, toggles: tuple[str, ...], as_name: str | None, in_place: bool, no_commit: bool
+    name: str, toggles: tuple[str, ...], as_name: str | None, in_place: bool, no_commit: bool,
+    reason: str | None,
 ) -> None:
     """Toggle overlap=on|off multi-stream-overlap=on|off buckets=SPEC and git commit the result."""
     from dsv4ops.profiles.setter import set_flags
@@ -211,6 +214,7 @@ def set_cmd(
         in_place=in_place,
         commit=not no_commit,
         command=command,
+        reason=reason,
     )
     click.echo(f"wrote {result.path}")
     for line in result.changes:

@@ -51,6 +51,7 @@ def watch(target: str | None, interval_s: float, probe_every_s: float, once: boo
     except DsOpsError as exc:
         raise _unknown(exc, once) from None
     exporter = None
+    watcher = None
     try:
         watcher = open_watch(ctx, interval_s=interval_s, probe_every_s=probe_every_s or 30.0,
                              probe=probe_every_s > 0)
@@ -85,6 +86,8 @@ def watch(target: str | None, interval_s: float, probe_every_s: float, once: boo
     finally:
         if exporter is not None:
             exporter.close()
+        if watcher is not None and watcher.stream is not None:
+            watcher.stream.close()
         ctx.close()
 
 

@@ -51,6 +51,7 @@ from dsv4ops.kernels.plugin_dist import (
     sglang_section,
 )
 from dsv4ops.remote.base import Executor
+from dsv4ops.waits import QUIET, WaitObserver
 
 DEFAULT_NAME = "dsv4-decode-kernels"
 
@@ -100,10 +101,13 @@ def _interpreter_check(executor: Executor, jobs: list, python: str, root: Path) 
 
 
 def run_checks(executor: Executor, files: list[ConfigFile], root: Path, *, interpreter: bool,
-               python: str, aot_python: Path | None) -> dict[str, Any]:
-    """Run the AOT and interpreter checks; raise KernelPackageError on any failure."""
+               python: str, aot_python: Path | None, waits: WaitObserver = QUIET) -> dict[str, Any]:
+    """Run the AOT and interpreter checks; raise KernelPackageError on any failure. Each runs
+    minutes on a laptop: `waits` shows them while they run (dsv4ops/waits.py)."""
     jobs = aot.jobs_for(files)
-    triton_aot, results = aot.check(jobs, executor=executor, kernels_root=root, python=aot_python)
+    with waits.waiting(f"sm_120 compile check of {len(jobs)} kernel configs", None) as seen:
+        seen.observe(f"{len(files)} config files, Triton {BOX_TRITON_VERSION} ahead-of-time")
+        triton_aot, results = aot.check(jobs, executor=executor, kernels_root=root, python=aot_python)
     bad = [r for r in results if not r.ok]
     if bad:
         users = [f"{f.path.name} M={m}" for f in files for m, c in f.table.items()
@@ -117,7 +121,8 @@ def run_checks(executor: Executor, files: list[ConfigFile], root: Path, *, inter
                      "cubin_sha256": r.detail["cubin_sha256"]} for r in results],
     }}
     if interpreter:
-        checks["interpreter"] = _interpreter_check(executor, [list(j) for j in interpreter_jobs(jobs)], python, root)
+        with waits.waiting("interpreter correctness run (CPU) against the torch references", None):
+            checks["interpreter"] = _interpreter_check(executor, [list(j) for j in interpreter_jobs(jobs)], python, root)
     else:
         checks["interpreter"] = {"ran": False, "reason": "skipped with --no-interpreter-check"}
     unchecked = sorted({k for k, _ in jobs if k in AOT_ONLY_WHY})
@@ -176,7 +181,7 @@ def write_archive(out: Path, top: str, members: dict[str, bytes]) -> str:
 
 def build(*, executor: Executor, out_dir: Path, version: str | None = None, name: str = DEFAULT_NAME,
           root: Path | None = None, interpreter: bool = True, python: str = sys.executable,
-          aot_python: Path | None = None) -> BuildResult:
+          aot_python: Path | None = None, waits: WaitObserver = QUIET) -> BuildResult:
     """Check and package the shipped kernels; raises KernelPackageError when a check fails."""
     root = root or kernels_dir()
     files = shipped_configs(root)
@@ -185,7 +190,8 @@ def build(*, executor: Executor, out_dir: Path, version: str | None = None, name
     version = version or f"{__version__}+t{BOX_TRITON_VERSION.replace('.', '')}.{digest.hexdigest()[:8]}"
     if "/" in version or version.startswith(".") or not version.strip():
         raise KernelPackageError(f"bad version {version!r}: no '/', no leading '.'")
-    checks = run_checks(executor, files, root, interpreter=interpreter, python=python, aot_python=aot_python)
+    checks = run_checks(executor, files, root, interpreter=interpreter, python=python, aot_python=aot_python,
+                        waits=waits)
     payload.update(plugin_members(name, version))  # after the version: its dist-info names it
     manifest = manifest_for(name, version, payload, files, checks)
     members = {**payload, "manifest.json": (json.dumps(manifest, indent=1) + "\n").encode()}

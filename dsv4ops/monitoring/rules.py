@@ -44,6 +44,13 @@ class RuleSettings:
     eager_for_s: float = 300.0
     max_decode_bucket: int | None = None  # the largest captured CUDA-graph batch, if known
     time_scale: float = 1.0  # wall seconds per model second (a scaled twin)
+    # Where the runbooks are published (e.g. https://git.example.com/ops/dsv4ops/blob/main): the
+    # alerts' `runbook` annotation is BASE/runbooks/NAME.md, a link Alertmanager and Grafana can
+    # open. None: the path relative to the project (what the shipped rules say).
+    runbook_url: str | None = None
+
+    def runbook(self, path: str) -> str:
+        return f"{self.runbook_url.rstrip('/')}/{path}" if self.runbook_url else path
 
     def wedge_window_s(self) -> float:
         """Model seconds over which a moving decode counter must have moved."""
@@ -145,4 +152,16 @@ def alert_rules(s: RuleSettings) -> dict[str, Any]:
             "eager", "runbooks/flag-change.md",
             "num_running_reqs above the profile's largest decode bucket (SGLang runs such "
             "batches without a graph)"))
+    for rule in rules:
+        rule["annotations"]["runbook"] = s.runbook(rule["annotations"]["runbook"])
     return {"groups": [{"name": "dsv4ops-pd", "rules": rules}]}
+
+
+def check_runbook_url(url: str) -> str:
+    """The base of the runbook links: an http(s) URL, as an alert's link must open in a browser.
+    Raises ValueError naming what is wrong."""
+    if not url.startswith(("https://", "http://")) or len(url) > 500:
+        raise ValueError("expected an http:// or https:// URL (at most 500 characters)")
+    if any(c.isspace() or c in "\"'<>`" or ord(c) < 32 for c in url):
+        raise ValueError("spaces, quotes, <, > and control characters are not allowed in it")
+    return url

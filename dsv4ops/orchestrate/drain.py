@@ -4,6 +4,11 @@ exited and no worker is busy, or the bound runs out; then say what was seen.
 The runner (`engine.py`) sends the router its SIGTERM and keeps the router's drain state; this
 module only polls and words the result. A worker whose /metrics cannot be read is UNKNOWN, never
 idle, unless the target says it is not running (then it has nothing in flight: known, not unknown).
+
+A busy decode whose progress counter (`realtime_tokens_total{mode="decode"}`) does not move for
+`stall_s` is wedged: its streams will never finish, so waiting for them only spends the bound
+(12-18 s of a rollback from a wedge went there). The watch stops at once and says so; the stop
+that follows ends the decode.
 """
 
 from __future__ import annotations
@@ -14,6 +19,21 @@ from dsv4ops.clock import Clock
 from dsv4ops.deployment import Component
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.workload import Load, read_load
+
+# The slowest decode step to allow for (as the alert rules: ~18 + 1.05*96 ms on the box, with room).
+MAX_STEP_S = 0.15
+
+
+def no_progress_bound_s(decode: Component, log_interval: int) -> float:
+    """Wall seconds a busy decode's progress counter may stand still before it is judged wedged:
+    one `--decode-log-interval` of steps at the slowest step (0.5.23 moves the counter every
+    iteration; its help text promises at worst every log interval), at least 1 s of polls. A
+    twin's model time runs at its DSV4_TWIN_TIME_SCALE (the one twin setting read here)."""
+    try:
+        scale = float(decode.env.get("DSV4_TWIN_TIME_SCALE", "1") or 1.0)
+    except ValueError:
+        scale = 1.0
+    return max(1.0, log_interval * MAX_STEP_S * max(scale, 0.0))
 
 
 class DrainWatch:
@@ -30,8 +50,12 @@ class DrainWatch:
         with_router: bool,
         router_up: bool,
         t0: float,
+        stall_s: float | None = None,
     ) -> None:
         self.control, self.workers = control, workers
+        self.stall_s = stall_s
+        self.stalled: dict[str, str] = {}  # worker -> why it was not waited for (wedged)
+        self._progress_at: dict[str, tuple[float, float]] = {}  # worker -> (counter, since)
         self.clock, self.progress = clock, progress
         self.with_router, self.router_up, self.t0 = with_router, router_up, t0
         self.peak: dict[str, float] = {}
@@ -55,9 +79,29 @@ class DrainWatch:
             self._say(now, loads, router_changed=was_up != self.router_up)
             if not self.router_up and not busy:
                 return None
+            if self._wedged(busy, now):
+                return busy
             if now >= deadline:
                 return busy
             self.clock.sleep(0.1)
+
+    def _wedged(self, busy: Mapping[str, Load], now: float) -> bool:
+        """True once a busy worker's decode counter stood still for stall_s (recorded in
+        `stalled`); a worker that is idle or exports no counter is never judged by it."""
+        if self.stall_s is None:
+            return False
+        for name, load in busy.items():
+            if load.decode_tokens is None:
+                continue
+            seen = self._progress_at.get(name)
+            if seen is None or seen[0] != load.decode_tokens:
+                self._progress_at[name] = (load.decode_tokens, now)
+            elif now - seen[1] >= self.stall_s:
+                self.stalled[name] = (
+                    f"{name} made no progress for {now - seen[1]:.1f}s with {load.running or 0:g} "
+                    f"running (realtime_tokens_total frozen at {load.decode_tokens:g}): wedged, "
+                    "not drained; stopping it")
+        return bool(self.stalled)
 
     def _read_loads(self) -> dict[str, Load]:
         loads = {

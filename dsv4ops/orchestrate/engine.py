@@ -20,15 +20,21 @@ from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.diagnose import missing_module_hint
-from dsv4ops.orchestrate.drain import DrainWatch
+from dsv4ops.orchestrate.drain import DrainWatch, no_progress_bound_s
 from dsv4ops.orchestrate.interrupts import InterruptGate, signal_name_of
 from dsv4ops.orchestrate.kernelpkg import KernelSupport
 from dsv4ops.orchestrate.model import process_spec
 from dsv4ops.orchestrate.probe import ProbeThinking, run_probe
+from dsv4ops.remote.errors import ComponentNotReadyError
+from dsv4ops.waits import QUIET, UNWATCHED, Wait, WaitObserver
 
 Progress = Callable[[str], None]
 # (deployment, router base URL) -> (verdict "PASS"|"FAIL"|"INCONCLUSIVE", reasons)
 CanaryStep = Callable[[Deployment, str], tuple[str, list[str]]]
+# A readiness wait asks the target in slices of this many seconds, so the wait's observer hears
+# what the component answered meanwhile ("HTTP 503: loading weights"); the target still polls
+# every 50 ms inside a slice, so readiness is seen as soon as before.
+WAIT_SLICE_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,7 @@ class RunSettings:
     accept_inconclusive: bool = False  # an INCONCLUSIVE canary counts as passed (deploy flag)
     kernels: KernelSupport | None = None
     interrupts: InterruptGate = field(default_factory=InterruptGate)
+    waits: WaitObserver = QUIET  # shows a long step while it runs (dsv4ops/waits.py)
 
 
 class StepFailed(Exception):
@@ -132,6 +139,7 @@ class Runner:
         self._router_drain: str | None = None
         # When the last start step returned (its component's ready wait is measured from it).
         self._started_at: float | None = None
+        self._seen: Wait = UNWATCHED  # the observer's handle of the step in flight
 
     def run(self, steps: list[P.Step], deployment: Deployment | None) -> None:
         for step in steps:
@@ -151,7 +159,9 @@ class Runner:
         try:
             with hold:
                 self.journal.step(self.op_id, step.title, "start")
-                detail = handler(step, deployment)
+                with self.settings.waits.waiting(step.title, self._bound_s(step)) as wait:
+                    self._seen = wait
+                    detail = handler(step, deployment)
         except (DsOpsError, StepFailed, KeyboardInterrupt) as exc:
             took = self.settings.clock.monotonic() - t0
             if isinstance(exc, KeyboardInterrupt):
@@ -185,6 +195,13 @@ class Runner:
         held = gate.take_held()
         if held:
             raise Interrupted(step.title, held, finished=True)
+
+    def _bound_s(self, step: P.Step) -> float | None:
+        """The seconds a step is bounded by, for the live line (None: no bound of its own)."""
+        t = self.settings.timeouts
+        if step.action == P.WAIT and step.component:
+            return t.ready_s.get(step.component, 300.0)
+        return {P.STOP: t.stop_grace_s, P.DRAIN: t.drain_s}.get(step.action)
 
     # -- handlers (each returns a short detail line) ----------------------------------------
 
@@ -223,11 +240,18 @@ class Runner:
             self._router_drain = "draining" if router_up else "not running"
             if router_up:
                 self.log.changed = True  # the SIGTERM is the first change on the target
+        decode = next((c for c in workers if c.name == "decode"), None)
+        stall_s = (no_progress_bound_s(decode, self.known.decode_log_interval)
+                   if decode is not None and self.known is not None else None)
         watch = DrainWatch(self.control, workers, clock=self.settings.clock,
                            progress=self.settings.progress, with_router=with_router,
-                           router_up=router_up, t0=t0)
+                           router_up=router_up, t0=t0, stall_s=stall_s)
         bound_s = self.settings.timeouts.drain_s
         busy = watch.wait(bound_s)
+        if watch.stalled:
+            if with_router and watch.router_up:
+                self._router_drain = "outlived"
+            return "; ".join(watch.stalled.values())
         if busy is not None:
             if with_router and watch.router_up:
                 self._router_drain = "outlived"
@@ -253,9 +277,8 @@ class Runner:
         limit = self.settings.timeouts.ready_s.get(step.component, 300.0)
         t0 = self.settings.clock.monotonic()
         for url in step.checks:
-            left = max(1.0, limit - (self.settings.clock.monotonic() - t0))
             try:
-                self.control.wait_http(url, timeout_s=left, proc_name=step.component)
+                self._wait_ready(step, url, t0, limit)
             except DsOpsError as exc:
                 python = d.component(step.component).argv[0] if d else "python"
                 hint = missing_module_hint(str(exc), python)
@@ -265,6 +288,27 @@ class Runner:
         started = t0 if self._started_at is None else self._started_at
         self.log.ready_wait_s[step.component] = self.settings.clock.monotonic() - started
         return ""
+
+    def _wait_ready(self, step: P.Step, url: str, t0: float, limit: float) -> None:
+        """Wait for `url` in slices, telling the observer what the component last answered."""
+        assert step.component
+        path = "/" + url.split("/", 3)[-1] if url.count("/") >= 3 else url
+        while True:
+            left = max(1.0, limit - (self.settings.clock.monotonic() - t0))
+            try:
+                self.control.wait_http(url, timeout_s=min(left, WAIT_SLICE_S),
+                                       proc_name=step.component)
+                return
+            except ComponentNotReadyError as exc:
+                if exc.reason != "timeout":
+                    raise
+                if left > WAIT_SLICE_S:
+                    self._seen.observe(f"{step.component} {path} {exc.last}")
+                    continue
+                waited = self.settings.clock.monotonic() - t0
+                tail = f"\n--- last log lines ---\n{exc.log_tail}" if exc.log_tail else ""
+                raise StepFailed(step.title, f"{step.component} not ready: {url} not ready after "
+                                 f"{waited:.0f}s of {limit:g}s (last: {exc.last}){tail}") from exc
 
     def _kernels(self, step: P.Step, d: Deployment | None) -> str:
         assert d and d.kernel_package and step.component

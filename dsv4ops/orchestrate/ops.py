@@ -44,6 +44,7 @@ from dsv4ops.orchestrate.partial import describe_mix, is_mixed, unit_after
 from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
 from dsv4ops.orchestrate.pd import RestartScope, restart_scope
 from dsv4ops.orchestrate.preflight import preflight_problems
+from dsv4ops.waits import QUIET, WaitObserver
 
 
 class Operator:
@@ -63,6 +64,7 @@ class Operator:
         command: str = "dsv4ops",
         accept_inconclusive: bool = False,
         kernels: KernelSupport | None = None,
+        waits: WaitObserver = QUIET,
     ) -> None:
         self.control = control
         self.journal = journal
@@ -76,6 +78,7 @@ class Operator:
             model=model,
             accept_inconclusive=accept_inconclusive,
             kernels=kernels,
+            waits=waits,
         )
 
     # ------------------------------------------------------------------------------ deploy

@@ -74,6 +74,10 @@ def preflight_problems(
         if use.in_use and not use.ours:
             who = ", ".join(f"pid {pid}" for pid, _ in use.holders) or "another process"
             problems.append(f"port {port} is in use by {who}, not by a dsv4ops component")
+    if any(use.in_use and not use.ours for use in report.ports.values()) and deployment.target:
+        # The ports are the profile's shifted by the target's port_offset: that is the knob.
+        problems.append(f"to run beside it, change `port_offset` of target {deployment.target} in "
+                        "profiles/targets.yaml (every port of the unit moves with it)")
     if report.gpus_available:
         if report.gpus_missing:
             problems.append(f"GPUs {list(report.gpus_missing)} do not exist on {report.host}")

@@ -14,6 +14,9 @@ from dsv4ops.orchestrate.control import TargetControl
 
 RUNNING = "sglang:num_running_reqs"
 QUEUED = "sglang:num_queue_reqs"
+# The decode's progress counter: it moves while the decode generates; running > 0 with it frozen
+# is a wedge (the gauges keep their last values; docs/monitoring.md).
+DECODE_TOKENS = "sglang:realtime_tokens_total"
 
 
 @dataclass(frozen=True)
@@ -21,6 +24,7 @@ class Load:
     running: float | None  # None: metrics unavailable
     queued: float | None
     error: str | None = None
+    decode_tokens: float | None = None  # realtime_tokens_total{mode="decode"}, when exported
 
     @property
     def busy(self) -> bool:
@@ -39,13 +43,16 @@ def parse_load(text: str) -> Load:
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                if sample.name in (RUNNING, QUEUED):
-                    sums[sample.name] = sums.get(sample.name, 0.0) + float(sample.value)
+                name = sample.name
+                if name == DECODE_TOKENS and sample.labels.get("mode") != "decode":
+                    continue
+                if name in (RUNNING, QUEUED, DECODE_TOKENS):
+                    sums[name] = sums.get(name, 0.0) + float(sample.value)
     except ValueError as exc:
         return Load(None, None, f"unparsable metrics: {exc}")
     if RUNNING not in sums:
         return Load(None, None, f"no {RUNNING} in metrics")
-    return Load(sums.get(RUNNING), sums.get(QUEUED, 0.0))
+    return Load(sums.get(RUNNING), sums.get(QUEUED, 0.0), decode_tokens=sums.get(DECODE_TOKENS))
 
 
 def read_load(control: TargetControl, metrics_url: str, *, timeout_s: float = 3.0) -> Load:

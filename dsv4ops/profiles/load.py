@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dsv4ops._yaml import LineInfo, YAMLSyntaxError, load_with_lines
-from dsv4ops.constants import PROFILE_SCHEMA_VERSION, profiles_dir
+from dsv4ops.constants import PROFILE_SCHEMA_VERSION, PROJECT_HINT, profiles_dir
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import git as gitio
 from dsv4ops.profiles.build import build_profile
@@ -75,7 +75,7 @@ def list_profiles(directory: Path | None = None) -> list[Path]:
         # An empty listing would read as "no profiles"; a wrong directory is the likelier mistake.
         raise ProfileError(
             f"profiles directory {directory} does not exist",
-            hint="run dsv4ops from the repository root, or set DSV4OPS_PROFILES_DIR",
+            hint=PROJECT_HINT + " (or set DSV4OPS_PROFILES_DIR)",
         )
     files = [p for s in _SUFFIXES for p in directory.glob(f"*{s}") if p.stem != "targets"]
     return sorted(files, key=lambda p: p.stem)

@@ -34,6 +34,7 @@ def set_flags(
     in_place: bool,
     commit: bool = True,
     command: str = "dsv4ops profile set",
+    reason: str | None = None,
 ) -> SetResult:
     """Apply toggles to profile `ref`, writing NEW (extends ref) or editing ref in place.
 
@@ -45,6 +46,7 @@ def set_flags(
             "say where the change goes: --as NEW (a new profile extending this one) or --in-place",
         )
     toggles = parse_toggles(items)
+    why = _reason(reason)
     source = load_profile(ref)
     src_path = profile_path(ref)
     if as_name:
@@ -81,11 +83,29 @@ def set_flags(
     origin = f"extends {source.name}" if as_name else "edited in place"
     message = (
         f"{subject}\n\n"
+        + (f"{why}\n\n" if why else "")
         + "\n".join(f"- {c}" for c in changes)
         + f"\n\n({origin}; written by {command})\n"
     )
     sha = gitio.commit_file(dest, message) if root is not None else None
     return SetResult(str(dest), message, sha, tuple(changes))
+
+
+MAX_REASON_CHARS = 2000
+
+
+def _reason(reason: str | None) -> str | None:
+    """The operator's why, first in the commit body (the flags' own hazard lines follow)."""
+    if reason is None:
+        return None
+    text = "\n".join(line.rstrip() for line in reason.strip().splitlines())
+    if not text:
+        raise DsOpsError("--reason is empty", hint='say why, e.g. -m "A/B won by 6%, see ab/..."')
+    if len(text) > MAX_REASON_CHARS:
+        raise DsOpsError(f"--reason is {len(text)} characters; at most {MAX_REASON_CHARS}")
+    if any(ord(c) < 32 and c not in "\n\t" for c in text):
+        raise DsOpsError("--reason holds control characters", hint="plain text only")
+    return text
 
 
 def _preflight_git(dest: Path) -> Path:

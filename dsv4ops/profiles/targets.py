@@ -8,7 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from dsv4ops._yaml import YAMLSyntaxError, load_with_lines
-from dsv4ops.constants import PROFILE_SCHEMA_VERSION, TARGETS_FILE, profiles_dir
+from dsv4ops.constants import (
+    PROFILE_SCHEMA_VERSION,
+    PROJECT_HINT,
+    TARGETS_FILE,
+    profiles_dir,
+    project_dir,
+)
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles.endpoint_target import build_endpoint_target, is_endpoint
 from dsv4ops.profiles.excerpt import excerpt
@@ -33,7 +39,7 @@ def load_targets(path: str | Path | None = None) -> dict[str, Target]:
         text = read_bounded(file, "targets")
     except FileNotFoundError:
         raise ProfileError(
-            "cannot read targets file: No such file or directory", path=shown
+            "cannot read targets file: No such file or directory", path=shown, hint=PROJECT_HINT
         ) from None
     try:
         data, lines = load_with_lines(text)
@@ -123,8 +129,9 @@ def _build(name: str, v: dict[str, Any], prov: Provenance, prefix: str) -> Targe
     python = v["python"] or (sys.executable if v["transport"] == "local" else "python3")
     workdir = v["workdir"]
     if v["transport"] == "local":
-        # Relative local work directories are relative to where dsv4ops runs (like the state dir).
-        workdir = str(Path(workdir).expanduser().absolute())
+        # Relative local work directories are relative to the project (like the state dir), so a
+        # command run from a subdirectory finds the unit a command from the root deployed.
+        workdir = str((project_dir() / Path(workdir).expanduser()).absolute())
     connect = v["connect_host"] or (
         ssh.host if ssh and v["bind_host"] in ("0.0.0.0", "::") else None
     )

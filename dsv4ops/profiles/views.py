@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from dsv4ops.constants import PROJECT_HINT
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles.diff import command_changes, value_changes
 from dsv4ops.profiles.load import check_profile_file, list_profiles, load_profile
@@ -75,7 +76,7 @@ def validate_many(refs: list[str], target_name: str | None) -> list[dict[str, An
     paths: list[Any] = list(refs) or list_profiles()
     if not paths:
         raise ProfileError(
-            "no profiles found", hint="run from the project root or set DSV4OPS_PROFILES_DIR"
+            "no profiles found", hint=PROJECT_HINT + " (or set DSV4OPS_PROFILES_DIR)"
         )
     results = []
     for ref in paths:

@@ -33,8 +33,10 @@ class ComponentNotReadyError(DeployError):
         name: str | None,
         log_tail: str,
         component_exit_code: int | None,
+        last: str = "",
     ) -> None:
         super().__init__(message)
+        self.last = last  # what the URL last answered ("HTTP 503: ...", "connection refused")
         self.url = url
         self.reason = reason
         self.elapsed_s = elapsed_s

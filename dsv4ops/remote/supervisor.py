@@ -263,7 +263,7 @@ class Supervisor:
                 name=proc_name,
                 log_tail=tail,
                 component_exit_code=code if isinstance(code, int) else None,
-            ) from None
+                last=str(exc.reply.get("last") or "")) from None
         return WaitResult(
             float(r["elapsed_s"]),
             int(r["status"]),

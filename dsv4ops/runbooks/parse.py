@@ -20,6 +20,7 @@ import shlex
 from collections.abc import Collection
 from pathlib import Path
 
+from dsv4ops.constants import project_dir
 from dsv4ops.runbooks.directives import Directives, parse_directives
 from dsv4ops.runbooks.model import (
     END,
@@ -45,8 +46,9 @@ _SUMMARY = re.compile(r"^\*\*(Symptom|When)\.?\*\*\.?\s*(.*)$")
 
 
 def runbooks_dir() -> Path:
-    """Directory holding runbooks: $DSV4OPS_RUNBOOKS_DIR, else ./runbooks."""
-    return Path(os.environ.get("DSV4OPS_RUNBOOKS_DIR", "runbooks"))
+    """Directory holding runbooks: $DSV4OPS_RUNBOOKS_DIR, else PROJECT/runbooks."""
+    env = os.environ.get("DSV4OPS_RUNBOOKS_DIR")
+    return Path(env) if env else project_dir() / "runbooks"
 
 
 def list_runbooks(directory: Path | None = None) -> list[Path]:

@@ -63,7 +63,10 @@ def server_info(s: TwinServer) -> dict[str, Any]:
             "max_total_num_tokens": MAX_TOTAL_TOKENS, "max_req_input_len": CONTEXT_LEN - 1,
             "startup_time": s.startup_time, "kv_events": None,
             "internal_states": [internal], "version": SGLANG_VERSION, "frontend": "python",
-            "twin_kernel_package": s.kernel.package, "twin_instance_id": s.instance_id}
+            "twin_kernel_package": s.kernel.package, "twin_instance_id": s.instance_id,
+            # Not in SGLang: the twin's model clock (wall s = model s x scale), so a client can
+            # put what it measures on the clock the server reports in (canary/timescale.py).
+            "twin_time_scale": s.config.time_scale}
 
 
 def twin_state(s: TwinServer) -> dict[str, Any]:

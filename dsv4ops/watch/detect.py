@@ -18,6 +18,7 @@ from dsv4ops.watch.findings import Finding
 from dsv4ops.watch.probe import CORRUPT, FAILED, STALLED, ProbeOutcome
 from dsv4ops.watch.readings import Scrape, ServerReading
 from dsv4ops.watch.settings import WatchSettings
+from dsv4ops.watch.stream import CONFIRM_GAP_S, SILENCE_S
 
 
 @dataclass
@@ -46,9 +47,17 @@ class Detector:
         self.probes = _ProbeTracker(settings)
 
     def _scaled(self, wall_s: float) -> str:
-        return f"{wall_s / self.s.time_scale:.0f} s"
+        """A duration on the one clock watch reports in: model time (the box's), with the wall
+        seconds beside it on a scaled twin, so `stuck for 258 s` 26 s after a wedge reads right."""
+        scale = self.s.time_scale
+        model = f"{wall_s / scale:.0f} s" if wall_s / scale >= 10 else f"{wall_s / scale:.1f} s"
+        if scale == 1.0:
+            return model
+        return f"{model} model time ({wall_s:.1f} s wall at twin time scale {scale:g})"
 
-    def observe(self, scrape: Scrape, probes: Sequence[ProbeOutcome] | None = None) -> list[Finding]:
+    def observe(self, scrape: Scrape, probes: Sequence[ProbeOutcome] | None = None,
+                silence_s: float | None = None) -> list[Finding]:
+        """`silence_s`: seconds since the probe stream's last token (None: no stream under way)."""
         now = scrape.at
         decode = scrape.servers.get("decode")
         tokens = decode.decode_tokens if decode is not None and decode.up else None
@@ -62,7 +71,9 @@ class Detector:
         for server in scrape.servers.values():
             found += self._queue_stuck(now, server)
         if decode is not None:
-            found += self._wedge(now, decode) + self._eager_fallback(now, decode)
+            gauges = self._wedge(now, decode)  # first: it keeps the counter's history
+            found += self._stream_wedge(now, decode, silence_s) or gauges
+            found += self._eager_fallback(now, decode)
             found += self._throughput(now, decode)
         found += self.probes.findings(now, self._progress_at)
         return found
@@ -103,6 +114,24 @@ class Detector:
                             f"{self.probes.last_stall}")
         return [Finding("decode_wedged", "decode", "running requests but no decode progress",
                         tuple(evidence))]
+
+    def _stream_wedge(self, now: float, d: ServerReading, silence_s: float | None) -> list[Finding]:
+        """The probe stream silent for SILENCE_S decides; the decode's gauges confirm: running > 0
+        and the progress counter unmoved since a scrape taken after the stream's last token (so
+        over the whole silence the decode produced nothing for anyone)."""
+        if silence_s is None or silence_s < SILENCE_S or self._frozen is None:
+            return []
+        if not d.up or not d.running or d.decode_tokens != self._frozen.value:
+            return []
+        last_token_at = now - silence_s
+        if self._frozen.at < last_token_at or now - self._frozen.at < CONFIRM_GAP_S * 0.9:
+            return []  # not yet two scrapes after the last token
+        return [Finding("decode_wedged", "decode", "the probe stream went silent and the decode "
+                        "makes no progress", (
+                            f"probe stream: no token for {self._scaled(silence_s)}",
+                            f"realtime_tokens_total{{mode=decode}} stuck at {d.decode_tokens:g} "
+                            f"for {self._scaled(now - self._frozen.at)} since then",
+                            f"num_running_reqs {d.running:g} (a last-published gauge)"))]
 
     # --- PD transfer failures -------------------------------------------------------------
     def _failures(self, scrape: Scrape) -> list[Finding]:

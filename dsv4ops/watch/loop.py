@@ -24,9 +24,11 @@ from dsv4ops.watch.findings import Finding, Severity, worst
 from dsv4ops.watch.probe import ProbeOutcome, ProbeRequest, judge, probe_requests
 from dsv4ops.watch.readings import Scrape, ServerReading, router_reading, server_reading
 from dsv4ops.watch.settings import WatchSettings
+from dsv4ops.watch.stream import CONFIRM_GAP_S, SILENCE_S, StreamProbe
 
 SCRAPE_TIMEOUT_S = 5.0  # wall seconds for a /metrics or /health answer
 MIN_TIMEOUT_S = 2.0
+POLL_S = 0.25  # how often the probe stream's silence is looked at between rounds
 
 
 class HttpMany(Protocol):
@@ -104,6 +106,11 @@ class Watcher:
     http_many: HttpMany
     clock: Clock
     probe: bool = True
+    stream: StreamProbe | None = None  # the probe stream (watch/stream.py), when one runs
+    # The scrapes' client when it is quicker than `http_many` (a local target: GETs from this
+    # machine, not an agent process per round, whose start-up on a loaded machine took seconds
+    # and held the stream's confirmation back); the probes still go through `http_many`.
+    scrape_http: HttpMany | None = None
     detector: Detector = field(init=False)
     rounds: int = field(default=0, init=False)
     _next_probe: float | None = field(default=None, init=False)
@@ -111,31 +118,39 @@ class Watcher:
     def __post_init__(self) -> None:
         self.detector = Detector(self.settings)
 
-    def _scrape_requests(self) -> list[dict[str, Any]]:
+    def _scrape_requests(self, health: bool = True) -> list[dict[str, Any]]:
         e = self.endpoints
         reqs = [{"url": e.metrics[n]} for n in e.metrics]
-        reqs += [{"url": e.health[n]} for n in e.metrics]
+        if health:  # a wedged decode's /health hangs for SGLang's 20 s: no confirming round waits
+            reqs += [{"url": e.health[n]} for n in e.metrics]
         return [*reqs, {"url": e.router_metrics_url}]
 
     def _probe_due(self, now: float) -> bool:
         return self.probe and (self._next_probe is None or now >= self._next_probe)
 
-    def tick(self) -> Round:
-        """One round: scrape (and probe when due), detect. Returns what it saw."""
+    def tick(self, *, confirm: bool = False) -> Round:
+        """One round: scrape (and probe when due), detect. Returns what it saw. `confirm`: a
+        round the probe stream's silence asked for, a scrape only (no probes: it must be quick)."""
         now = self.clock.monotonic()
         probes: list[ProbeRequest] = []
-        if self._probe_due(now):
+        if self._probe_due(now) and not confirm:
             probes = probe_requests(self.endpoints.model, self.rounds)
             self._next_probe = now + self.settings.wall(self.settings.probe_every_s)
         # HTTP and the agent's start-up are wall time on any twin: never scaled below 2 s
         scrape_timeout = min(SCRAPE_TIMEOUT_S, max(MIN_TIMEOUT_S, self.settings.wall(self.settings.interval_s)))
-        reqs = [{**r, "timeout_s": scrape_timeout} for r in self._scrape_requests()]
+        reqs = [{**r, "timeout_s": scrape_timeout} for r in self._scrape_requests(not confirm)]
         probe_timeout = max(MIN_TIMEOUT_S, self.settings.wall(self.settings.probe_timeout_s))
         reqs += [{"url": self.endpoints.router_url + "/v1/chat/completions", "method": "POST",
                   "body": json.dumps(p.body), "headers": {"Content-Type": "application/json"},
                   "timeout_s": probe_timeout} for p in probes]
         try:
-            replies = self.http_many(reqs, timeout_s=scrape_timeout)
+            if self.scrape_http is not None:
+                n_scrapes = len(self._scrape_requests(not confirm))
+                replies = self.scrape_http(reqs[:n_scrapes], timeout_s=scrape_timeout)
+                if reqs[n_scrapes:]:
+                    replies += self.http_many(reqs[n_scrapes:], timeout_s=scrape_timeout)
+            else:
+                replies = self.http_many(reqs, timeout_s=scrape_timeout)
         except DsOpsError as exc:  # the target itself unreachable: every component unseen
             why = f"target unreachable: {str(exc).splitlines()[0][:200]}"
             replies = [HttpReply(None, "", why, 0.0)] * len(reqs)
@@ -143,25 +158,44 @@ class Watcher:
                 probes, self._next_probe = [], None
         names = list(self.endpoints.metrics)
         n = len(names)
-        servers = {name: server_reading(name, replies[i], replies[n + i])
+        k = n if confirm else 2 * n  # where the router's reply is
+        servers = {name: server_reading(name, replies[i], None if confirm else replies[n + i])
                    for i, name in enumerate(names)}
-        scrape = Scrape(now, servers, router_reading(replies[2 * n]))
-        outcomes = tuple(judge(p, r) for p, r in zip(probes, replies[2 * n + 1:], strict=False))
+        scrape = Scrape(now, servers, router_reading(replies[k]))
+        outcomes = tuple(judge(p, r) for p, r in zip(probes, replies[k + 1:], strict=False))
         self.rounds += 1
-        findings = self.detector.observe(scrape, outcomes or None)
+        silence = self.stream.silence_s() if self.stream is not None else None
+        findings = self.detector.observe(scrape, outcomes or None, silence_s=silence)
         return Round(self.rounds, utc_now_iso(self.clock), scrape, outcomes, tuple(findings))
 
     def run(self, emit: Callable[[Round], None], *, stop: Callable[[], bool] = lambda: False,
             max_rounds: int | None = None) -> Round | None:
-        """Rounds every `interval` until `stop()` or `max_rounds`; returns the last one."""
+        """Rounds every `interval` until `stop()` or `max_rounds`; returns the last one. Between
+        rounds the probe stream is looked at every POLL_S: its silence brings the next round
+        forward, then one more CONFIRM_GAP_S later (the two scrapes that confirm a wedge)."""
         last = None
         while not stop() and (max_rounds is None or self.rounds < max_rounds):
             started = self.clock.monotonic()
             last = self.tick()
             emit(last)
-            self.clock.sleep(started + self.settings.wall(self.settings.interval_s)
-                             - self.clock.monotonic())
+            due = started + self.settings.wall(self.settings.interval_s)
+            # at least one look at the stream after every round, however long the round took
+            while not stop():
+                if self._stream_silent() and (max_rounds is None or self.rounds < max_rounds):
+                    last = self.tick(confirm=True)
+                    emit(last)
+                    if any(f.code == "decode_wedged" for f in last.findings):
+                        break
+                    self.clock.sleep(CONFIRM_GAP_S)
+                    continue
+                if self.clock.monotonic() >= due:
+                    break
+                self.clock.sleep(min(POLL_S, max(0.0, due - self.clock.monotonic())))
         return last
+
+    def _stream_silent(self) -> bool:
+        silence = self.stream.silence_s() if self.stream is not None else None
+        return silence is not None and silence >= SILENCE_S
 
     def once(self, emit: Callable[[Round], None]) -> Round:
         """Watch for one wedge window (so a frozen counter can be told from a slow one) and one

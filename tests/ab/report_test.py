@@ -88,3 +88,15 @@ def test_drift_and_a_naive_order_are_called_out_in_words(tmp_path: Path, monkeyp
     md = (tmp_path / "report.md").read_text()
     assert "A's values drifted over the experiment" in md and "output_tok_s@60" in md
     assert "Note: the schedule is not counterbalanced" in md
+
+
+def test_a_partial_run_with_one_arm_writes_its_plots_without_warnings(tmp_path: Path, blocks) -> None:  # noqa: ANN001
+    """One A block and no B yet (interrupted at once): no pair, no ratio; matplotlib must not warn
+    "No artists with labels found to put in legend" about the empty panel (issue 23)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        written = _write(tmp_path, blocks[:1], [], interrupted="Ctrl-C during block 1")
+    assert not [w for w in caught if "No artists" in str(w.message)], [str(w.message) for w in caught]
+    assert "curves.png" in {p.name for p in written}

@@ -44,6 +44,7 @@ LAYERS: dict[str, float] = {
     "secrets": 6,
     "journalfile": 6,  # the journal's file rules: the store and the target agent share them
     "whoami": 6,
+    "waits": 6,  # the wait seam: long steps report to an observer the CLI draws (cli/_live.py)
     "sglang_paths": 6,  # what SGLang 0.5.23 reads per MoE path (kernels, profiles, the twin)
     "deployment": 5.5,  # the one model of a deployment: above the leaves it imports (errors, secrets)
 }
@@ -146,6 +147,7 @@ HOMES: dict[str, tuple[tuple[str, str], ...]] = {
     "uvloop": (("dsv4ops/canary/eventloop.py", "the canary's event loop, optional"),),
     "torch": (("dsv4ops/kernels/", "kernel sources and checks, imported lazily"),),
     "triton": (("dsv4ops/kernels/", "kernel sources and builders, imported lazily"),),
+    "rich": (("dsv4ops/cli/_live.py", "the live progress line of long steps, imported lazily"),),
     "matplotlib": (
         ("dsv4ops/canary/plots.py", "PNG plots in canary reports (report extra)"),
         ("dsv4ops/ab/report.py", "PNG plots in A/B reports (report extra)"),

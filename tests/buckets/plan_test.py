@@ -156,3 +156,33 @@ def test_sampling_a_live_decode_sees_its_running_batch_and_graph_memory() -> Non
     assert out["graph_memory"]["source"] == "observed"
     assert out["graph_memory"]["mb_per_graph"] == pytest.approx(0.1 * 1024 / 5)
     assert out["graph_budget"] == 4  # 100 MB at 20.48 MB per graph (the observed, not the 500 guessed)
+
+
+def test_an_ab_report_gives_its_levels_and_the_kept_arms_law(tmp_path: Path) -> None:
+    """`buckets plan --from` an A/B report as `dsv4ops ab` writes it (issue 23): its levels, the
+    law of the arm it kept; the sweep's small buckets are kept from the profile."""
+    from dsv4ops.ab.analysis import analyse
+    from dsv4ops.ab.decision import decide
+    from dsv4ops.ab.report import write_report
+    from dsv4ops.ab.schedule import counterbalanced
+    from testing.ab import ArmModel, TwinBlocks
+
+    step8 = resolve_buckets("step8", tp_size=4, max_running_requests=96)
+    step4 = resolve_buckets("step4:40-96", tp_size=4, max_running_requests=96)
+    schedule = counterbalanced(4)
+    arms = {"A": ArmModel("step8", tuple(step8)), "B": ArmModel("step4", tuple(step4))}
+    blocks = TwinBlocks(arms, concurrencies=(48, 56, 57, 60), steps=50, seed=1).run(schedule)
+    an = analyse(blocks, resamples=200, planned=len(schedule))
+    decision = decide(an, [])
+    write_report(tmp_path, a="step8", b="step4", schedule=schedule, blocks=blocks, analysis=an,
+                 gates=[], decision=decision, buckets={"A": step8, "B": step4})
+    proc = subprocess.run([sys.executable, "-m", "dsv4ops", "buckets", "plan", "--from",
+                           str(tmp_path / "report.json"), "--json"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert set(out["distribution"]) == {"48", "56", "57", "60"}
+    assert f"the law of arm {decision.winner} (kept)" in out["source"]
+    assert out["kept_below"] == [b for b in step8 if b < 48]
+    planned = next(lad for lad in out["ladders"] if lad["name"] == "planned")["buckets"]
+    assert planned[:len(out["kept_below"])] == out["kept_below"] and planned[-1] == 96

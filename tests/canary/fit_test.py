@@ -1,19 +1,29 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from dsv4ops.canary.fit import LevelPoint, find_sawtooth, fit_line, pad_to_bucket, padding_waste
+from dsv4ops.canary.fit import (
+    LevelPoint,
+    find_sawtooth,
+    fit_line,
+    mean_ci95,
+    pad_to_bucket,
+    padding_waste,
+)
 
 STEP8 = tuple(range(32, 97, 8))  # the seeds' step-8 buckets 32..96
 A, B = 18.0, 1.05  # the seeds' law
 
 
-def _level(c: int, buckets: tuple[int, ...] = STEP8) -> LevelPoint:
+def _level(c: int, buckets: tuple[int, ...] = STEP8, noise: float = 5.0) -> LevelPoint:
     step = A + B * pad_to_bucket(c, buckets)
-    return LevelPoint(concurrency=c, bs=float(c), step_ms=step, output_tok_s=1000.0 * c / step)
+    tok_s = 1000.0 * c / step
+    return LevelPoint(concurrency=c, bs=float(c), step_ms=step, output_tok_s=tok_s,
+                      output_tok_s_ci=(tok_s - noise, tok_s + noise), output_tok_s_n=5)
 
 
 def test_fit_recovers_the_law_exactly_and_the_ceiling() -> None:
@@ -52,6 +62,27 @@ def test_sawtooth_at_56_to_57_with_step8_buckets() -> None:
     assert drops[0].from_tok_s == pytest.approx(729.2, abs=0.5)
     assert drops[0].to_tok_s == pytest.approx(669.0, abs=0.5)
     assert 8 < drops[0].drop_pct < 9
+
+
+def test_no_sawtooth_within_one_graph_or_within_the_noise() -> None:
+    """Issue 23: `sawtooth at bucket 88: 820 -> 604` between two levels that ran in one graph
+    (no padding change) was noise or the batch estimate; and a drop inside the levels' CIs is
+    not evidence either."""
+    same_graph = [replace(_level(81), bs=81.0, output_tok_s=820.0, output_tok_s_ci=(810.0, 830.0)),
+                  replace(_level(88), bs=88.0, output_tok_s=604.0, output_tok_s_ci=(590.0, 620.0))]
+    assert find_sawtooth(same_graph, STEP8) == []  # both pad to 88
+    noisy = [_level(56, noise=60.0), _level(57, noise=60.0)]  # 729 -> 669: the drop's CI spans 0
+    assert find_sawtooth(noisy, STEP8) == []
+    unmeasured = [replace(p, output_tok_s_ci=None) for p in (_level(56), _level(57))]
+    assert find_sawtooth(unmeasured, STEP8) == []
+    drop = find_sawtooth([_level(56), _level(57)], STEP8)[0]
+    assert (drop.from_padded, drop.to_padded) == (56, 64) and drop.drop_ci[0] > 0
+
+
+def test_mean_ci95_is_the_t_interval() -> None:
+    lo, hi = mean_ci95([10.0, 12.0, 14.0])  # mean 12, sd 2, t(2) = 4.303
+    assert (lo, hi) == pytest.approx((12 - 4.303 * 2 / 3 ** 0.5, 12 + 4.303 * 2 / 3 ** 0.5))
+    assert mean_ci95([1.0, 2.0]) is None
 
 
 def test_no_sawtooth_without_a_drop() -> None:

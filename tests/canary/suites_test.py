@@ -130,7 +130,7 @@ def test_abort_cascade_without_worker_metrics_is_inconclusive() -> None:
 
 def test_sweep_fits_the_law_and_finds_the_bucket_drop() -> None:
     buckets = (4, 8, 16, 24)
-    th = Thresholds(sweep_concurrency=(4, 8, 16, 17, 24), sweep_level_s=1.5, sweep_max_tokens=400)
+    th = Thresholds(sweep_concurrency=(4, 8, 16, 17, 24), sweep_level_s=3.0, sweep_max_tokens=400)
     with fake_server({"a_ms": 10, "b_ms": 1.0, "buckets": list(buckets)}) as url:
         # no worker metrics: the law comes from the client's token timestamps
         result = run_suite("sweep", url, thresholds=th, buckets=buckets)
@@ -178,3 +178,40 @@ def test_soak_with_open_loop_poisson_arrivals() -> None:
     s = result.metrics["summary"]
     assert s["completed"] == 48
     assert 4.0 < s["request_throughput"] < 12.0
+
+
+def test_a_failed_request_line_always_says_which_request_and_what_failed() -> None:
+    """The smoke FAIL's `first:` is never empty, also for an error with no detail (issue 23)."""
+    from dsv4ops.canary.records import RequestRecord
+    from dsv4ops.canary.suites.common import first_error
+
+    bare = RequestRecord(rid="smoke-3", status=503, error="http_status", error_detail="")
+    assert first_error(bare) == "smoke-3: http_status HTTP 503 (the server sent no detail)"
+    cut = RequestRecord(rid="smoke-4", error="hang_stall", error_detail="no token for\n 3.0 s")
+    assert first_error(cut) == "smoke-4: hang_stall: no token for 3.0 s"
+
+
+def test_the_cli_fail_lines_count_calls_and_findings_apart_and_name_the_first_error() -> None:
+    """Through `dsv4ops canary --url`, as the operator reads them (issue 23, item 7)."""
+    import re
+    import subprocess
+    import sys
+
+    def canary(url: str, suite: str) -> str:
+        proc = subprocess.run([sys.executable, "-m", "dsv4ops", "canary", "--url", url, "--suite",
+                               suite, "--model", "fake", "--worker-url", url],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2, proc.stdout + proc.stderr  # FAIL
+        return proc.stdout + proc.stderr
+
+    with fake_server({"error_every": 3}) as url:
+        out = canary(url, "smoke")
+    first = re.search(r"requests failed \(http_status=\d+\); first: (.*)", out)
+    assert first and re.match(r"\S+: http_status HTTP 500: ", first.group(1)), out
+    with fake_server({"corrupt": "cross_talk"}) as url:
+        out = canary(url, "corruption")
+    line = re.search(r"tool-call corruption in (\d+) of (\d+) calls: (\d+) findings? \(([^)]*)\)",
+                     out)
+    assert line, out
+    kinds = [int(v) for v in re.findall(r"=(\d+)", line.group(4))]
+    assert sum(kinds) == int(line.group(3)) >= int(line.group(1))

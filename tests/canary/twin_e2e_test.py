@@ -82,11 +82,14 @@ def test_hazards_off_every_suite_passes_and_the_sweep_recovers_the_law(safe_stac
     assert law["a_ms"] == pytest.approx(18.0, rel=0.03)
     assert law["b_ms"] == pytest.approx(1.05, rel=0.03)
     # ...and independently from the client's receipt timestamps, so the check does not read the
-    # twin's formula back to itself
+    # twin's formula back to itself; on the same clock as the server's (model time, the twin's
+    # scale from its /server_info: issue 23)
     client_law = sweep["fit"]["padded_bs"]
-    assert client_law["a_ms"] / SCALE == pytest.approx(18.0, rel=CLIENT_LAW_REL_A), client_law
-    assert client_law["b_ms"] / SCALE == pytest.approx(1.05, rel=CLIENT_LAW_REL_B), client_law
-    assert [(d["from_bs"], d["to_bs"]) for d in sweep["sawtooth"]] == [(56.0, 57.0)]
+    assert sweep["clock"]["time_scale"] == SCALE and client_law["clock"] == law["clock"]
+    assert client_law["a_ms"] == pytest.approx(18.0, rel=CLIENT_LAW_REL_A), client_law
+    assert client_law["b_ms"] == pytest.approx(1.05, rel=CLIENT_LAW_REL_B), client_law
+    assert [(d["from_bs"], d["to_bs"]) for d in sweep["sawtooth"]] == [(56.0, 57.0)], [
+        (p["bs"], p["output_tok_s_metrics"], p["output_tok_s_ci"], p["output_tok_s_n"]) for p in sweep["levels"]]
     corruption = next(r for r in result.sub_results if r.suite == "corruption").metrics
     assert corruption["tool_calls"]["checked"] >= 80 * TH.corruption_turns
     assert corruption["consistency"]["agreement"] == 1.0
@@ -111,8 +114,9 @@ def test_sweep_report_counts_its_own_cancellations_apart_and_every_token(safe_st
     assert by["cancelled"] > 0
     assert report["output_throughput"] == pytest.approx(report["total_output_tokens"] / report["duration"])
     assert report["request_throughput"] == pytest.approx(report["completed"] / report["duration"])
-    level_tok_s = [p["output_tok_s"] for p in result.metrics["levels"]]
-    assert len(level_tok_s) == 3
+    # the levels are model time (issue 23), bench_serving's keys the client's wall clock
+    level_tok_s = [p["output_tok_s"] / SCALE for p in result.metrics["levels"]]
+    assert len(level_tok_s) == 3 and result.metrics["summary_clock"] == "client wall"
     assert 0.8 * min(level_tok_s) <= report["output_throughput"] <= 1.1 * max(level_tok_s), level_tok_s
     assert "| completed | cancelled | failed |" in (tmp_path / "report.md").read_text()
     assert report["summary_suite"] == "sweep"

@@ -1,4 +1,4 @@
-"""`dsv4ops --help` and `dsv4ops profile render` stay light: no fabric, aiohttp, httpx, torch, triton."""
+"""`dsv4ops --help` and `dsv4ops profile render` stay light: no fabric, aiohttp, httpx, torch, triton, rich."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY = ("fabric", "paramiko", "aiohttp", "httpx", "torch", "triton")
+# rich: the live line of a long step (cli/_live.py) loads it only when a step outlasts 2 s
+HEAVY = ("fabric", "paramiko", "aiohttp", "httpx", "torch", "triton", "rich")
 
 _PROBE = """
 import json, sys

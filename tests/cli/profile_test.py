@@ -231,3 +231,30 @@ def test_missing_profiles_directory_is_a_user_error(tmp_path, monkeypatch) -> No
 
     monkeypatch.setenv("DSV4OPS_PROFILES_DIR", str(tmp_path / "nope"))
     assert _main(["profile", "list"]) == 1
+
+
+def test_set_records_the_operators_reason_before_the_hazard_text(
+    pdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`profile set -m WHY`: the commit body is the operator's words, then what the flag does."""
+    import os
+    import sys
+
+    root = pdir.parent
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_COMMITTER_NAME": "t",
+           "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_EMAIL": "t@t"}
+    proc = subprocess.run([sys.executable, "-m", "dsv4ops", "profile", "set", "base", "overlap=on",
+                           "--as", "tryit", "-m", "A/B won by 6% at c64\nticket OPS-12"],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    body = subprocess.run(["git", "log", "-1", "--format=%b"], cwd=root, capture_output=True,
+                          text=True, check=True).stdout
+    lines = body.strip().splitlines()
+    assert lines[:2] == ["A/B won by 6% at c64", "ticket OPS-12"]
+    assert any("overlap" in line and "wedge" in line.lower() for line in lines[2:]), body
+    empty = subprocess.run([sys.executable, "-m", "dsv4ops", "profile", "set", "base",
+                            "overlap=on", "--as", "other", "--reason", "  "], cwd=root, env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert empty.returncode == 1 and "--reason is empty" in empty.stderr
+    assert not (pdir / "other.yaml").exists()

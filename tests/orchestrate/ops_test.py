@@ -212,6 +212,23 @@ def test_drain_is_bounded(journal):
     assert out.ok and drain["detail"].startswith("gave up waiting after 60s")
 
 
+def test_a_busy_decode_that_makes_no_progress_is_stopped_not_drained(journal):
+    """Rolling back from a wedge: running > 0 with the decode counter frozen is judged within one
+    log interval at the slowest step (40 x 0.15 s = 6 s on the box), not waited out to the
+    60 s bound; the router, still holding the wedged streams, is stopped too (issue 23)."""
+    control = FakeControl()
+    _deployed(control, journal)
+    control.busy_metric_reads = 10_000
+    control.router_drain_polls = 10_000
+    control.frozen_decode_tokens = 67734
+    out = operator(control, journal).deploy(make_deployment("baseline"))
+    drain = next(t for t in out.steps if t["action"] == "drain")
+    assert out.ok, out
+    assert "made no progress for 6.0s with 2 running" in drain["detail"], drain["detail"]
+    assert "wedged, not drained" in drain["detail"] and 6.0 <= drain["duration_s"] < 7.0
+    assert "stop router" in control.calls and "stop decode" in control.calls
+
+
 def test_router_outliving_the_drain_bound_is_killed(journal):
     control = FakeControl()
     _deployed(control, journal)

@@ -155,3 +155,14 @@ def test_components_down_after_two_scrapes_and_unhealthy_workers() -> None:
     unit.worker_health["http://t:31001"] = 0.0
     r = _rounds(w, clock, 1, unit.decoding)[0]
     assert _codes(r) == {"worker_unhealthy"}
+
+
+def test_durations_are_model_time_with_the_wall_seconds_and_scale_beside() -> None:
+    """Issue 23: `stuck at 67734 for 258 s` about 26 s after the wedge, on a twin at 0.1, with
+    nothing saying which clock: the figure names its clock and the scale."""
+    from dsv4ops.watch.detect import Detector
+    from dsv4ops.watch.settings import WatchSettings
+
+    assert Detector(WatchSettings(time_scale=0.1))._scaled(25.8) == (
+        "258 s model time (25.8 s wall at twin time scale 0.1)")
+    assert Detector(WatchSettings())._scaled(4.25) == "4.2 s"

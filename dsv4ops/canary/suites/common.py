@@ -142,7 +142,17 @@ def judge_errors(f: Findings, records: Sequence[RequestRecord], th: Thresholds,
     if n_err / len(judged) > th.max_error_rate:
         first = next(r for r in judged if r.error and r.error not in ignore)
         kinds = ", ".join(f"{k}={v}" for k, v in errors.most_common())
-        f.fail(f"{n_err} of {len(judged)} requests failed ({kinds}); first: {first.error_detail[:120]}")
+        f.fail(f"{n_err} of {len(judged)} requests failed ({kinds}); first: {first_error(first)}")
+
+
+def first_error(rec: RequestRecord) -> str:
+    """One failed request, never an empty string: which request, what failed, what it answered
+    (an HTTP error with an empty body has no detail, its status and kind still say something)."""
+    parts = [f"{rec.rid}: {rec.error}"]
+    if rec.status and rec.status != 200:
+        parts.append(f"HTTP {rec.status}")
+    detail = " ".join(rec.error_detail.split())[:120]
+    return " ".join(parts) + (f": {detail}" if detail else " (the server sent no detail)")
 
 
 def judge_hangs(f: Findings, wd: Watchdog, sc: SelfCheckReport) -> None:
@@ -167,7 +177,11 @@ def judge_tools(f: Findings, problems: dict[str, list[ToolProblem]], n_calls: in
     if rate > th.corruption_max_rate:
         kinds = Counter(p.kind for ps in bad.values() for p in ps)
         first_rid, first = next(iter(bad.items()))
-        f.fail(f"tool-call corruption in {len(bad)} of {n_calls} calls ("
+        # A call can have several findings (a wrong nonce and a missing argument): the calls and
+        # the findings are counted apart, so the kinds add up to the findings, not the calls.
+        findings = sum(kinds.values())
+        f.fail(f"tool-call corruption in {len(bad)} of {n_calls} calls: {findings} "
+               f"finding{'s' if findings != 1 else ''} ("
                + ", ".join(f"{k}={v}" for k, v in kinds.most_common())
                + f"); first ({first_rid}): {first[0]}")
 

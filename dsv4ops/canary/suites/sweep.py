@@ -23,6 +23,7 @@ from dsv4ops.canary.fit import (
     StepFit,
     find_sawtooth,
     fit_line,
+    mean_ci95,
     pad_to_bucket,
     padding_waste,
 )
@@ -38,6 +39,7 @@ from dsv4ops.canary.suites.common import (
     judge_hangs,
     reachable,
 )
+from dsv4ops.canary.timescale import clock_label, clock_record, server_time_scale, to_model_time
 from dsv4ops.canary.verdict import Findings, SuiteResult
 from dsv4ops.canary.workload import Mix
 from dsv4ops.clock import perf_ns
@@ -45,6 +47,8 @@ from dsv4ops.errors import CanaryError
 from dsv4ops.metrics.prom import ServerGauges
 
 DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32, 48, 64)
+# A level's window is cut in this many slices to measure its tok/s noise (its CI).
+SLICES = 5
 
 
 def sweep_levels(ctx: SuiteContext) -> list[int]:
@@ -64,8 +68,11 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
         if not await reachable(h.client):
             raise CanaryError(f"cannot reach {ctx.base_url}", hint="check --url / the target's router")
         starts, end, drained = await _staircase(ctx, h, mix, levels, level_s)
+        scale = await server_time_scale(h.client, h.sampler.decode_url())
     sc = h.selfcheck.report
-    points = _level_points(h, levels, level_windows(starts, end))
+    metrics_ci: dict[int, tuple[tuple[float, float] | None, int]] = {}
+    points = [to_model_time(p, scale)
+              for p in _level_points(h, levels, level_windows(starts, end), metrics_ci)]
     f = Findings()
     # long requests may all still be running when the staircase ends: they are cut, not failed
     judge_errors(f, h.records, th, require_completed=False)
@@ -86,19 +93,23 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
         "client": sc.to_json(),
     }
     fits = _fits(points, ctx.buckets)
-    metrics["fit"] = {k: v.to_json() for k, v in fits.items()}
+    clock = clock_label(scale)
+    metrics["clock"] = clock_record(scale)
+    metrics["summary_clock"] = "client wall"  # bench_serving's keys, as its own tool has them
+    metrics["fit"] = {k: {**v.to_json(), "clock": clock} for k, v in fits.items()}
     # The server's own accounting is the primary law when exposed: it is not distorted by client
     # lag or by proxies coalescing chunks. (The twin reports it in model time.)
     law = fits.get("metrics") or fits.get("padded_bs") or fits.get("bs")
     server_side = "metrics" in fits and all(p.output_tok_s_metrics for p in points)
-    judged = [replace(p, step_ms=p.step_ms_metrics or 0.0, output_tok_s=p.output_tok_s_metrics or 0.0)
+    judged = [replace(p, step_ms=p.step_ms_metrics or 0.0, output_tok_s=p.output_tok_s_metrics or 0.0,
+                      **_server_noise(p, metrics_ci))
               for p in points] if server_side else points  # server_side: both are set (> 0)
     metrics["law_source"] = "server metrics" if "metrics" in fits else "token timestamps"
     if law is None:
         f.unsure(f"not enough levels with output to fit the step law ({len(points)})")
         return f.result("sweep", metrics)
     f.note(f"step = {law.a_ms:.2f} + {law.b_ms:.3f}*{law.x} ms (R² {law.r2:.3f}, from "
-           f"{metrics['law_source']}); ceiling 1000/b = {law.ceiling_tok_s:.0f} tok/s")
+           f"{metrics['law_source']}); ceiling 1000/b = {law.ceiling_tok_s:.0f} tok/s ({clock})")
     if law.r2 < th.sweep_min_r2:
         f.unsure(f"step law fits poorly: R² {law.r2:.3f} < {th.sweep_min_r2}")
     if ctx.buckets:
@@ -106,8 +117,10 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
         metrics["sawtooth"] = [{**d.__dict__, "drop_pct": d.drop_pct} for d in drops]
         metrics["padding_waste"] = [w.__dict__ for w in padding_waste(ctx.buckets, law, judged)]
         for d in drops:
+            ci = f"drop 95% CI {_ci(d.drop_ci)} tok/s; levels [{_ci(d.from_ci)}] -> [{_ci(d.to_ci)}]"
             line = (f"sawtooth at bucket {d.bucket}: {d.from_tok_s:.0f} -> {d.to_tok_s:.0f} tok/s "
-                    f"({d.from_bs:.0f} -> {d.to_bs:.0f} running, -{d.drop_pct:.1f}%)")
+                    f"({d.from_bs:.0f} -> {d.to_bs:.0f} running, padded {d.from_padded:.0f} -> "
+                    f"{d.to_padded:.0f}; -{d.drop_pct:.1f}%, beyond the noise: {ci})")
             f.note(line + (" exceeds sawtooth_max_drop_pct" if d.drop_pct > th.sawtooth_max_drop_pct else ""))
     off, unusable = _off_law(judged, law, ctx.buckets, th.sweep_throughput_tolerance_pct)
     if unusable:
@@ -148,8 +161,13 @@ async def _staircase(ctx: SuiteContext, h: Harness, mix: Mix, levels: list[int],
     return starts, end, perf_ns()
 
 
-def _level_points(h: Harness, levels: list[int], windows: list[tuple[float, float]]) -> list[LevelPoint]:
+def _level_points(h: Harness, levels: list[int], windows: list[tuple[float, float]],
+                  metrics_ci: dict[int, tuple[tuple[float, float] | None, int]] | None = None,
+                  ) -> list[LevelPoint]:
+    """The levels as the client measured them; `metrics_ci` gets each level's CI of the server's
+    gen_throughput reports (the noise of output_tok_s_metrics)."""
     decode = h.sampler.decode_url()
+    metrics_ci = {} if metrics_ci is None else metrics_ci
     points: list[LevelPoint] = []
     # The step time from streams that ran normally (cut ones too: their tokens came before the
     # cut); a level's tok/s from every token received in its window, whatever its stream's end.
@@ -160,20 +178,45 @@ def _level_points(h: Harness, levels: list[int], windows: list[tuple[float, floa
         if step is None:
             continue
         step_metrics = tput_metrics = None
+        g: list[tuple[float, float]] = []
         bs = float(level)
         if decode is not None:
             window = h.sampler.window(decode, int(a), int(b))
             if window:  # the server's running batch beats the client's nominal concurrency
                 bs = float(statistics.median(x.running or 0.0 for x in window))
-            g = [(x.running, x.gen_throughput) for x in _whole_interval_reports(window)
+            g = [(float(x.running), float(x.gen_throughput)) for x in _whole_interval_reports(window)
                  if x.gen_throughput and x.running]
             if g:
                 step_metrics = statistics.median(1000.0 * run / tput for run, tput in g)
                 tput_metrics = statistics.median(tput for _, tput in g)
         points.append(LevelPoint(concurrency=level, bs=bs, step_ms=step,
                                  output_tok_s=tokens / ((b - a) / 1e9), step_ms_metrics=step_metrics,
-                                 output_tok_s_metrics=tput_metrics, **_level_latency(timed, a, b)))
+                                 output_tok_s_metrics=tput_metrics, **_level_latency(timed, a, b),
+                                 output_tok_s_ci=_slices_ci(h.records, a, b), output_tok_s_n=SLICES))
+        metrics_ci[level] = (mean_ci95([tput for _, tput in g]), len(g)) if g else (None, 0)
     return points
+
+
+def _server_noise(p: LevelPoint, metrics_ci: dict[int, tuple[tuple[float, float] | None, int]],
+                  ) -> dict[str, Any]:
+    """The noise of a level's server-side tok/s: the CI of its own reports when it has three or
+    more, else the client's slices (the same throughput, on the same model clock): a level of a
+    few log intervals has too few whole-interval reports to say."""
+    ci, n = metrics_ci.get(p.concurrency, (None, 0))
+    if ci is None or n < 3:
+        ci, n = p.output_tok_s_ci, p.output_tok_s_n
+    return {"output_tok_s_ci": ci, "output_tok_s_n": n}
+
+
+def _slices_ci(records: list[RequestRecord], a: float, b: float) -> tuple[float, float] | None:
+    """The level's tok/s noise: its window cut in SLICES equal slices, the 95% CI of their mean."""
+    width = (b - a) / SLICES
+    counts = [0] * SLICES
+    for r in records:
+        for t in r.token_times:
+            if a <= t < b:
+                counts[min(SLICES - 1, int((t - a) // width))] += 1
+    return mean_ci95([c / (width / 1e9) for c in counts]) if width > 0 else None
 
 
 def _level_latency(records: list[RequestRecord], a: float, b: float) -> dict[str, float | None]:
@@ -243,18 +286,24 @@ def _fits(points: list[LevelPoint], buckets: tuple[int, ...]) -> dict[str, StepF
     return fits
 
 
+def _ci(ci: tuple[float, float] | None) -> str:
+    return "-" if ci is None else f"{ci[0]:.0f}-{ci[1]:.0f}"
+
+
 def _off_law(points: list[LevelPoint], law: StepFit, buckets: tuple[int, ...],
              tol_pct: float) -> tuple[list[str], list[str]]:
-    """(levels off the law beyond the tolerance, levels where the law predicts a step ≤ 0 ms).
-    A fit through few or coarse levels can cross zero (a = -b·bs): no throughput follows from
-    it, so such a level is reported, never divided by."""
+    """(levels whose step time is off the law at their (padded) batch beyond the tolerance,
+    levels where the law predicts a step <= 0 ms). The step, not tok/s: the law is a step law,
+    and tok/s also carries the running-batch estimate (a median of a gauge), which made a level
+    whose ITL equals the law look off it. A fit through few or coarse levels can cross zero
+    (a = -b*bs): no step follows from it, so such a level is reported, never divided by."""
     off, unusable = [], []
     for p in points:
-        step = law.step_ms(pad_to_bucket(p.bs, buckets) if law.x == "padded_bs" else p.bs)
-        if not (math.isfinite(step) and step > 0):
-            unusable.append(f"c{p.concurrency} ({step:.2f} ms at bs {p.bs:g})")
+        x = pad_to_bucket(p.bs, buckets) if law.x == "padded_bs" else p.bs
+        predicted = law.step_ms(x)
+        if not (math.isfinite(predicted) and predicted > 0):
+            unusable.append(f"c{p.concurrency} ({predicted:.2f} ms at bs {p.bs:g})")
             continue
-        predicted = 1000.0 * p.bs / step
-        if predicted > 0 and abs(p.output_tok_s - predicted) / predicted * 100 > tol_pct:
-            off.append(f"c{p.concurrency} {p.output_tok_s:.0f} vs {predicted:.0f} tok/s")
+        if p.step_ms > 0 and abs(p.step_ms - predicted) / predicted * 100 > tol_pct:
+            off.append(f"c{p.concurrency} step {p.step_ms:.1f} vs {predicted:.1f} ms at batch {x:.0f}")
     return off, unusable

@@ -94,4 +94,5 @@ def operator_for(
         command=command,
         accept_inconclusive=accept_inconclusive,
         kernels=kernel_support(session),
+        waits=session.waits,
     )

@@ -11,6 +11,7 @@ from dsv4ops.constants import SGLANG_DEFAULT_DECODE_LOG_INTERVAL
 from dsv4ops.deployment import WORKERS
 from dsv4ops.errors import TargetError
 from dsv4ops.journal.store import Journal
+from dsv4ops.waits import QUIET, WaitObserver
 
 if TYPE_CHECKING:
     from dsv4ops.deployment import Deployment
@@ -26,6 +27,7 @@ class TargetSession:
     supervisor: Supervisor
     journal: Journal
     clock: Clock = field(default_factory=SystemClock)
+    waits: WaitObserver = QUIET  # what shows a long step while it runs (the CLI's: cli/_live.py)
 
     def close(self) -> None:
         self.supervisor.executor.close()

@@ -12,6 +12,7 @@ from dsv4ops.orchestrate.usecases.session import TargetSession
 from dsv4ops.watch import Watcher, WatchSettings, watch_endpoints
 from dsv4ops.watch.baseline import baseline_from_operations
 from dsv4ops.watch.endpoints import cluster_watch_endpoints
+from dsv4ops.watch.stream import ProbeStream
 
 
 def open_watch(session: TargetSession, *, interval_s: float = 5.0, probe_every_s: float = 30.0,
@@ -36,7 +37,23 @@ def open_watch(session: TargetSession, *, interval_s: float = 5.0, probe_every_s
         baseline=baseline_from_operations(session.journal.operations(), deployed),
         time_scale=target_time_scale(session.target),
     )
-    return Watcher(endpoints, settings, session.supervisor.http_many, session.clock, probe=probe)
+    stream = _probe_stream(session, endpoints.model) if probe else None
+    # A local target's URLs are this machine's: its scrapes skip the agent process.
+    confirm = stream.http_many if stream is not None and session.target.transport == "local" else None
+    return Watcher(endpoints, settings, session.supervisor.http_many, session.clock, probe=probe,
+                   stream=stream, scrape_http=confirm)
+
+
+def _probe_stream(session: TargetSession, model: str) -> ProbeStream | None:
+    """The probe stream through the unit's router as this machine reaches it (watch/stream.py):
+    one generation held open, so a wedge is found within 3 s of its last token."""
+    from dsv4ops.orchestrate.usecases.session import reachable
+
+    try:
+        router = reachable(session.target.name).router_url
+    except DsOpsError:
+        return None  # the scrapes and probes still judge the unit, as before
+    return ProbeStream(router, model)
 
 
 def _open_cluster_watch(session: TargetSession, *, interval_s: float, probe_every_s: float,
@@ -73,4 +90,7 @@ def _open_cluster_watch(session: TargetSession, *, interval_s: float, probe_ever
         baseline=None,
         time_scale=1.0,
     )
-    return Watcher(endpoints, settings, session.supervisor.http_many, session.clock, probe=probe)
+    stream = _probe_stream(session, model) if probe else None
+    # an endpoint target's URLs are this machine's already
+    return Watcher(endpoints, settings, session.supervisor.http_many, session.clock, probe=probe,
+                   stream=stream, scrape_http=stream.http_many if stream is not None else None)

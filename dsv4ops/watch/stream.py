@@ -1,0 +1,116 @@
+"""The probe stream: one long streamed generation through the router, held open between watch
+rounds, so a wedge is seen where the canary sees it, as silence on a stream (issue 23).
+
+The gauges of a wedged decode are last-published and its counter may move only once per log
+interval, so judging by them alone takes a wedge window (20 s on the box). A stream that stops
+delivering tokens says at once that decoding stopped for it; watch then confirms with two
+scrapes 0.5 s apart that the decode has running requests and that its
+`realtime_tokens_total{mode="decode"}` did not move (a silent stream beside a decode that still
+decodes is a lost request, not a wedge). The stream runs from this machine, with the canary's
+client, in a thread of its own; watch reads only `silence_s()`, measured on the stream's clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from dsv4ops.clock import perf_ns
+from dsv4ops.remote.results import HttpReply
+
+if TYPE_CHECKING:
+    from dsv4ops.canary.loadgen import ChatClient
+    from dsv4ops.canary.records import RequestRecord
+
+# A healthy decode step is ~20-150 ms on the box (the seeds' law at 1-96 running); a stream
+# that receives nothing for this long, mid-generation, has stopped decoding.
+SILENCE_S = 1.5
+CONFIRM_GAP_S = 0.5  # between the two confirming scrapes
+
+
+class StreamProbe(Protocol):
+    def silence_s(self) -> float | None:
+        """Seconds since the stream's last token, while a generation is under way; None while
+        none is (starting, between two generations, or the probe stopped)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class ProbeStream:
+    """The real probe stream (canary.loadgen's ChatClient in a background event loop)."""
+
+    def __init__(self, router_url: str, model: str, *, max_tokens: int = 100_000) -> None:
+        self.router_url, self.model, self.max_tokens = router_url, model, max_tokens
+        self._stop = threading.Event()
+        self._rec: RequestRecord | None = None  # the generation under way
+        self._evloop: asyncio.AbstractEventLoop | None = None
+        self._client: ChatClient | None = None
+        self._ready = threading.Event()  # the client is open (the first round may come at once)
+        self._thread = threading.Thread(target=self._main, daemon=True, name="dsv4ops-watch-stream")
+        self._thread.start()
+
+    def silence_s(self) -> float | None:
+        rec = self._rec  # one read: the stream's thread replaces it between generations
+        if rec is None or not rec.t_first or rec.t_end:
+            return None
+        return (perf_ns() - rec.t_last) / 1e9
+
+    def http_many(self, requests: Sequence[Mapping[str, Any]], *,
+                  timeout_s: float = 10.0) -> list[HttpReply]:
+        """GETs from this machine on the stream's own client (watch's HttpMany): the confirming
+        scrapes of a local target, which must not wait on an agent process's start-up."""
+        self._ready.wait(10.0)
+        loop, client = self._evloop, self._client
+        if loop is None or client is None:
+            return [HttpReply(None, "", "the probe stream is not running", 0.0) for _ in requests]
+
+        async def one(r: Mapping[str, Any]) -> HttpReply:
+            status, text = await client.get_text(str(r["url"]),
+                                                 timeout_s=float(r.get("timeout_s", timeout_s)))
+            return HttpReply(status or None, text, None if status else "no answer", 0.0)
+
+        async def every() -> list[HttpReply]:
+            return list(await asyncio.gather(*(one(r) for r in requests)))
+
+        return asyncio.run_coroutine_threadsafe(every(), loop).result(timeout_s + 5.0)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(self._loop())
+        finally:  # ended (closed, or the client could not start): the scrapes get no answer
+            self._evloop, self._client = None, None
+            self._ready.set()
+
+    async def _loop(self) -> None:
+        from dsv4ops.canary.loadgen import ChatClient
+
+        body = {"model": self.model, "stream": True, "temperature": 0.0,
+                "max_tokens": self.max_tokens,
+                "messages": [{"role": "user", "content": "Watch probe stream: write a long, "
+                              "numbered list of short sentences."}]}
+        n = 0
+        async with ChatClient(self.router_url, connections=8, total_timeout_s=24 * 3600.0,
+                              engine="aiohttp") as client:
+            self._evloop, self._client = asyncio.get_running_loop(), client
+            self._ready.set()
+            while not self._stop.is_set():
+                n += 1
+                sink: list[RequestRecord] = []
+                task = asyncio.create_task(client.stream(body, rid=f"watch-stream-{n}",
+                                                         tag="watch", sink=sink))
+                while not task.done() and not self._stop.is_set():
+                    self._rec = sink[0] if sink else None
+                    await asyncio.sleep(0.1)
+                self._rec = None
+                if not task.done():
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
+                    return
+                await asyncio.sleep(1.0)  # a failed or finished generation: the next one

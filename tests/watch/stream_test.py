@@ -1,0 +1,46 @@
+"""A wedge is a finding within 3 s of the probe stream's last token (issue 23, item 8): the
+stream's silence decides, two scrapes 0.5 s apart confirm (running > 0, the decode's counter
+unmoved); deterministic, on a fake clock, at every phase of the 5 s round."""
+
+from __future__ import annotations
+
+import pytest
+
+from dsv4ops.clock import FakeClock
+from dsv4ops.watch import Round, Watcher, WatchSettings
+from dsv4ops.watch.loop import POLL_S
+from dsv4ops.watch.stream import CONFIRM_GAP_S, SILENCE_S
+from testing.watch import ENDPOINTS, ClockedWedge
+
+
+def _first_wedge(scripted: ClockedWedge, clock: FakeClock, until_s: float) -> tuple[float | None, Round | None]:
+    w = Watcher(ENDPOINTS, WatchSettings(), scripted, clock, probe=False, stream=scripted)
+    found: list[tuple[float, Round]] = []
+
+    def emit(r: Round) -> None:
+        if not found and any(f.code == "decode_wedged" for f in r.findings):
+            found.append((clock.monotonic(), r))
+
+    end = clock.monotonic() + until_s
+    w.run(emit, stop=lambda: bool(found) or clock.monotonic() > end)
+    return (found[0][0], found[0][1]) if found else (None, None)
+
+
+@pytest.mark.parametrize("phase_s", [0.0, 0.3, 1.7, 2.5, 3.9, 4.95])
+def test_a_wedge_is_found_within_3_s_of_the_last_token(phase_s: float) -> None:
+    clock = FakeClock()
+    wedge_at = clock.monotonic() + 20.0 + phase_s  # four healthy rounds, then a random phase
+    at, r = _first_wedge(ClockedWedge(clock, wedge_at), clock, until_s=60.0)
+    assert at is not None, "no finding"
+    latency = at - wedge_at
+    assert SILENCE_S <= latency <= SILENCE_S + POLL_S + CONFIRM_GAP_S + 0.05 < 3.0, latency
+    f = next(f for f in r.findings if f.code == "decode_wedged")
+    assert f.evidence[0].startswith("probe stream: no token for")
+    assert "stuck at" in f.evidence[1] and "num_running_reqs 12" in f.evidence[2]
+
+
+def test_a_silent_stream_beside_a_decoding_decode_is_no_wedge() -> None:
+    clock = FakeClock()
+    scripted = ClockedWedge(clock, clock.monotonic() + 10.0, decode_goes_on=True)
+    at, _ = _first_wedge(scripted, clock, until_s=60.0)
+    assert at is None  # the counter moves: decoding goes on for others (the gauge path agrees)
