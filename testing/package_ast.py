@@ -43,7 +43,7 @@ def modules() -> tuple[Module, ...]:
     return tuple(out)
 
 
-def _package_of(mod: Module) -> str:
+def package_of(mod: Module) -> str:
     return mod.name if mod.path.name == "__init__.py" else mod.name.rpartition(".")[0]
 
 
@@ -56,7 +56,7 @@ def imports(mod: Module) -> Iterator[Import]:
                 yield Import(alias.name, node.lineno)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = _package_of(mod).split(".")
+                base = package_of(mod).split(".")
                 base = base[: len(base) - (node.level - 1)]
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
