@@ -19,6 +19,8 @@ $(STAMP): pyproject.toml Makefile
 	@# sglang 0.5.23 via torch 2.14.1); Triton's AOT compile needs no torch, so it gets its own venv.
 	@test -x $(AOT_VENV)/bin/python || $(PY) -m venv $(AOT_VENV)
 	$(AOT_VENV)/bin/pip install -q triton==3.8.0
+	@# dsv4ops finds that venv by this record (dsv4ops/kernels/aot.py), not by guessing a layout.
+	@echo "$(CURDIR)/$(AOT_VENV)/bin/python" > $(VENV)/dsv4ops-aot-python
 	@touch $(STAMP)
 
 install: $(STAMP) system-deps

@@ -41,7 +41,6 @@ from typing import Any
 import pytest
 
 from dsv4ops.cli import main
-from dsv4ops.clock import FakeClock
 from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import DeployError
 from dsv4ops.orchestrate.control import TargetControl
@@ -49,6 +48,7 @@ from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.remote.base import ProcessSpec, ProcessState
 from dsv4ops.remote.errors import DeployLockError
 from dsv4ops.remote.results import HttpReply, LockInfo, PortUse, PreflightReport, StopReport
+from testing.clock import FakeClock
 
 # --- env (was testing/orchestrate.py) ---
 

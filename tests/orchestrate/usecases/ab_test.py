@@ -11,7 +11,6 @@ import pytest
 
 from dsv4ops.ab.model import FIT_LEVEL
 from dsv4ops.canary import SuiteResult, Verdict
-from dsv4ops.clock import FakeClock
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.usecases.ab_blocks import (
@@ -22,6 +21,7 @@ from dsv4ops.orchestrate.usecases.ab_blocks import (
 )
 from dsv4ops.orchestrate.usecases.ab_plan import plan_ab, switch_cost
 from testing.ab import AB_TWIN_ENV, AB_WORKLOAD, add_ab_profiles
+from testing.clock import FakeClock
 from testing.orchestrate import OrchEnv, module_env, our_processes
 
 
