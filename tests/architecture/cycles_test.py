@@ -12,7 +12,7 @@ import ast
 import functools
 from collections.abc import Iterator, Mapping
 
-from testing.package_ast import Module, modules, package_of
+from testing.package_ast import Module, from_target, modules
 
 
 def _targets(mod: Module, known: Mapping[str, Module]) -> Iterator[str]:
@@ -21,12 +21,7 @@ def _targets(mod: Module, known: Mapping[str, Module]) -> Iterator[str]:
         if isinstance(node, ast.Import):
             yield from (a.name for a in node.names if a.name in known)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package_of(mod).split(".")
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
+            target = from_target(mod, node)
             subs = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in known]
             yield from subs
             if len(subs) < len(node.names) and target in known:
