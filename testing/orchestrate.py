@@ -208,6 +208,29 @@ targets:
     return OrchEnv(root, profiles, state, workdir, event_log, target, offset)
 
 
+REAL_BOX = """\
+  box:
+    description: a real box over SSH (never contacted here)
+    transport: ssh
+    ssh: {host: dsv4-box.invalid, port: 22, user: ops}
+    gpus: [0, 1, 2, 3, 4, 5, 6, 7]
+    workdir: /opt/dsv4ops
+    python: /usr/bin/python3
+    launcher: sglang
+    bind_host: 0.0.0.0
+    connect_host: dsv4-box.invalid
+    port_offset: 0
+"""
+
+
+def add_real_box(env: OrchEnv) -> str:
+    """Add a target `box` run by real SGLang over SSH (an .invalid host: never contacted) to the
+    environment's targets.yaml, for the refusals of twin-only verbs; returns its name."""
+    targets = env.profiles_dir / "targets.yaml"
+    targets.write_text(targets.read_text() + REAL_BOX)
+    return "box"
+
+
 def commit_all(env: OrchEnv, message: str) -> None:
     repo = env.profiles_dir.parent
     _git(["-c", "user.email=t@example.com", "-c", "user.name=test", "add", "-A"], repo)
