@@ -40,8 +40,12 @@ system-deps:
 demo: install
 	$(BIN)/python -m dsv4ops.demo
 
+# On TEST_WORKERS pytest-xdist workers, one test file at a time each (the kernels' files as one
+# unit, the long files first: testing/workers.py); ports are reserved per worker and across
+# processes (testing/ports.py). Every run ends with its 20 slowest tests (pyproject addopts).
+TEST_WORKERS ?= 2
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The kernel plugin through the real sglang 0.5.23 (wheel --no-deps + a few pure-python deps,
 # ~330 MB, tools/sglang_test_env.sh); the rest of the suite skips these tests without the env.

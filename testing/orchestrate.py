@@ -30,7 +30,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -49,6 +48,7 @@ from dsv4ops.remote.base import ProcessSpec, ProcessState
 from dsv4ops.remote.errors import DeployLockError
 from dsv4ops.remote.results import HttpReply, LockInfo, PortUse, PreflightReport, StopReport
 from testing.clock import FakeClock
+from testing.ports import reserve_ports
 
 # --- env (was testing/orchestrate.py) ---
 
@@ -131,22 +131,14 @@ class OrchEnv:
         return base + self.offset
 
 
-def _ports_free(ports: list[int]) -> bool:
-    for p in ports:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", p))
-            except OSError:
-                return False
-    return True
-
-
 def pick_offset(rng: random.Random | None = None) -> int:
-    """A port offset that puts all five profile ports on free ports (below the ephemeral range)."""
+    """A port offset that puts all five profile ports on free ports (below the ephemeral range),
+    reserved for this process like testing/ports.py's: two xdist workers (or two checkouts'
+    runs) never get offsets whose ports overlap, even before their twins bind them."""
     rng = rng or random.Random()
     for _ in range(200):
         offset = rng.randrange(1000, 2300)  # 30000+offset stays below 32768 (ephemeral range)
-        if _ports_free([p + offset for p in BASE_PORTS]):
+        if reserve_ports(p + offset for p in BASE_PORTS):
             return offset
     raise RuntimeError("no free port offset found")
 

@@ -151,6 +151,7 @@ def _time_many_keys(write, n: int) -> float:  # type: ignore[no-untyped-def]
     return elapsed
 
 
+@pytest.mark.serial  # a timing ratio: alone (testing/workers.py)
 def test_thousands_of_problems_are_collected_in_linear_time(write) -> None:  # type: ignore[no-untyped-def]
     # 9,000 unknown keys took 11 s (quadratic provenance and de-duplication). A ratio, not a
     # wall-clock bound, so a loaded machine slows both runs alike: 4x the keys must cost well
