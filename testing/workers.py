@@ -90,4 +90,4 @@ def run_lock_dir(config: Any) -> Path | None:
     workerinput = getattr(config, "workerinput", None)
     if not workerinput:
         return None
-    return Path(tempfile.gettempdir()) / f"dsv4ops-tests-{workerinput['testrun_uid']}"
+    return Path(tempfile.gettempdir()) / f"dsv4ops-tests-{workerinput['testrunuid']}"

@@ -118,3 +118,31 @@ def test_the_kernels_files_are_one_unit_and_any_other_file_its_own() -> None:
 def test_the_long_files_listed_first_exist() -> None:
     missing = [u for u in HEAVY if u != KERNELS_UNIT and not (ROOT / u).is_file()]
     assert not missing, f"testing/workers.py HEAVY names no test file: {missing}"
+
+
+def test_xdist_workers_share_one_lock_directory_per_run() -> None:
+    # The key xdist names its run by: a worker without it would fail every test's setup.
+    class Config:
+        workerinput = {"testrunuid": "abc123", "workerid": "gw0"}
+
+    from testing.workers import run_lock_dir
+
+    assert run_lock_dir(Config()) == Path(ports.tempfile.gettempdir()) / "dsv4ops-tests-abc123"
+    assert run_lock_dir(object()) is None
+
+
+def test_make_tests_parallel_run_works_end_to_end() -> None:
+    """`-n 2 --dist loadfile` as `make test` runs it: the scheduler hook, the lock fixture and
+    the markers work on real workers (a broken one fails every test's setup, not one test)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider",
+         "tests/architecture/parallel_test.py", "tests/twin/costs_test.py", "--co"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider",
+         "tests/architecture/parallel_test.py", "-k", "kernels_files or without_xdist or long_files"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0 and "3 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
