@@ -29,8 +29,21 @@ from xdist.workermanage import WorkerController
 KERNELS_UNIT = "kernels"
 KERNELS_PREFIXES = ("tests/kernels/", "tests/cli/kernels")
 
-# Measured with `pytest --durations=0` (seconds on 2 loaded cores, rounded), longest first.
-HEAVY: tuple[str, ...] = ()
+# The longest units, longest first: worker-seconds of `pytest -n 2 --durations=0` on the shared
+# 2-core machine at load ~10 (CI's unloaded run takes about 0.4 of these).
+HEAVY: tuple[str, ...] = (
+    "tests/cli/runbook_rehearsal_test.py",  # 834 s, serial
+    KERNELS_UNIT,  # ~540 s: the interpreter checks, the AOT compile, the installed build
+    "tests/orchestrate/faults_test.py",  # 212 s
+    "tests/cli/ab_test.py",  # 170 s, serial
+    "tests/canary/twin_e2e_test.py",  # 161 s, serial
+    "tests/orchestrate/usecases/ab_test.py",  # 126 s
+    "tests/orchestrate/known_good_live_test.py",  # 103 s
+    "tests/canary/suites_test.py",  # 81 s
+    "tests/orchestrate/live_test.py",  # 71 s, serial
+    "tests/profiles/secrets_in_errors_test.py",  # 69 s
+    "tests/remote/supervisor_test.py",  # 65 s
+)
 
 
 def unit_of(nodeid: str) -> str:

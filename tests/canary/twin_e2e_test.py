@@ -22,7 +22,9 @@ from dsv4ops.canary import Thresholds, Verdict, run_suite
 from dsv4ops.metrics.prom import parse_text, server_gauges
 from testing.twin import TwinStack, assemble_chat_stream, sse_events, twin_stack
 
-pytestmark = [pytest.mark.slow, pytest.mark.router]
+# serial: its verdicts come from canaries, whose self-check rightly calls a CPU-starved
+# client INCONCLUSIVE; so it runs while no other worker runs a test (testing/workers.py)
+pytestmark = [pytest.mark.slow, pytest.mark.router, pytest.mark.serial]
 
 STEP8 = (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96)  # profile baseline "step8"
 SAFE_DECODE = ["--enable-metrics", "--disable-overlap-schedule", "--max-running-requests", "96",
@@ -73,7 +75,6 @@ def safe_stack() -> Iterator[TwinStack]:
         yield stack
 
 
-@pytest.mark.serial  # measured latencies: alone (testing/workers.py)
 def test_hazards_off_every_suite_passes_and_the_sweep_recovers_the_law(safe_stack: TwinStack, tmp_path) -> None:
     result = _run(safe_stack, "all", report_dir=tmp_path)
     verdicts = {r.suite: r.verdict for r in result.sub_results}
@@ -94,7 +95,6 @@ def test_hazards_off_every_suite_passes_and_the_sweep_recovers_the_law(safe_stac
     assert (tmp_path / "report.json").exists() and (tmp_path / "sweep-sweep.png").exists()
 
 
-@pytest.mark.serial  # measured latencies: alone (testing/workers.py)
 def test_sweep_report_counts_its_own_cancellations_apart_and_every_token(safe_stack: TwinStack, tmp_path) -> None:
     """Issue 11 item 7: the sweep's deliberate cuts at the end are not failures, and the report's
     bench_serving keys count every token received, so output_throughput lies within the levels'."""
@@ -191,7 +191,6 @@ def test_abort_cascade_aborts_only_the_canary_streams_not_a_users(safe_stack: Tw
     assert events[-2]["usage"]["completion_tokens"] == USER_TOKENS
 
 
-@pytest.mark.serial  # measured latencies: alone (testing/workers.py)
 def test_overlap_scheduler_abort_cascade_wedge_detected_within_3s() -> None:
     overlap_on = [a for a in SAFE_DECODE if a != "--disable-overlap-schedule"]
     with twin_stack(router=True, env=BASE_ENV, prefill_args=["--enable-metrics"],

@@ -90,6 +90,7 @@ def ab_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrchEnv]:
 
 @pytest.mark.slow
 @pytest.mark.router
+@pytest.mark.serial  # an A/B of measured latencies: alone (testing/workers.py)
 def test_step4_buckets_beat_step8_at_57_running_and_stay_on_the_box(
         ab_env: OrchEnv, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     from dsv4ops.cli._context import open_target
