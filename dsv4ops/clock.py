@@ -35,26 +35,6 @@ class SystemClock:
             _time.sleep(seconds)
 
 
-class FakeClock:
-    """Deterministic clock for tests: sleep() advances time instantly."""
-
-    def __init__(self, start: float = 1000.0) -> None:
-        self._t = start
-        self._epoch = _dt.datetime(2026, 1, 1, tzinfo=_dt.UTC)
-
-    def monotonic(self) -> float:
-        return self._t
-
-    def now(self) -> _dt.datetime:
-        return self._epoch + _dt.timedelta(seconds=self._t)
-
-    def sleep(self, seconds: float) -> None:
-        self._t += max(0.0, seconds)
-
-    def advance(self, seconds: float) -> None:
-        self._t += seconds
-
-
 def utc_now_iso(clock: Clock | None = None) -> str:
     """ISO-8601 UTC timestamp with seconds precision."""
     now = (clock or SystemClock()).now()

@@ -30,7 +30,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -41,7 +40,6 @@ from typing import Any
 import pytest
 
 from dsv4ops.cli import main
-from dsv4ops.clock import FakeClock
 from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import DeployError
 from dsv4ops.orchestrate.control import TargetControl
@@ -49,6 +47,8 @@ from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.remote.base import ProcessSpec, ProcessState
 from dsv4ops.remote.errors import DeployLockError
 from dsv4ops.remote.results import HttpReply, LockInfo, PortUse, PreflightReport, StopReport
+from testing.clock import FakeClock
+from testing.ports import reserve_ports
 
 # --- env (was testing/orchestrate.py) ---
 
@@ -131,22 +131,14 @@ class OrchEnv:
         return base + self.offset
 
 
-def _ports_free(ports: list[int]) -> bool:
-    for p in ports:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", p))
-            except OSError:
-                return False
-    return True
-
-
 def pick_offset(rng: random.Random | None = None) -> int:
-    """A port offset that puts all five profile ports on free ports (below the ephemeral range)."""
+    """A port offset that puts all five profile ports on free ports (below the ephemeral range),
+    reserved for this process like testing/ports.py's: two xdist workers (or two checkouts'
+    runs) never get offsets whose ports overlap, even before their twins bind them."""
     rng = rng or random.Random()
     for _ in range(200):
         offset = rng.randrange(1000, 2300)  # 30000+offset stays below 32768 (ephemeral range)
-        if _ports_free([p + offset for p in BASE_PORTS]):
+        if reserve_ports(p + offset for p in BASE_PORTS):
             return offset
     raise RuntimeError("no free port offset found")
 
@@ -206,6 +198,29 @@ targets:
     state = root / "state"
     state.mkdir()
     return OrchEnv(root, profiles, state, workdir, event_log, target, offset)
+
+
+REAL_BOX = """\
+  box:
+    description: a real box over SSH (never contacted here)
+    transport: ssh
+    ssh: {host: dsv4-box.invalid, port: 22, user: ops}
+    gpus: [0, 1, 2, 3, 4, 5, 6, 7]
+    workdir: /opt/dsv4ops
+    python: /usr/bin/python3
+    launcher: sglang
+    bind_host: 0.0.0.0
+    connect_host: dsv4-box.invalid
+    port_offset: 0
+"""
+
+
+def add_real_box(env: OrchEnv) -> str:
+    """Add a target `box` run by real SGLang over SSH (an .invalid host: never contacted) to the
+    environment's targets.yaml, for the refusals of twin-only verbs; returns its name."""
+    targets = env.profiles_dir / "targets.yaml"
+    targets.write_text(targets.read_text() + REAL_BOX)
+    return "box"
 
 
 def commit_all(env: OrchEnv, message: str) -> None:

@@ -43,8 +43,17 @@ def modules() -> tuple[Module, ...]:
     return tuple(out)
 
 
-def _package_of(mod: Module) -> str:
+def package_of(mod: Module) -> str:
     return mod.name if mod.path.name == "__init__.py" else mod.name.rpartition(".")[0]
+
+
+def from_target(mod: Module, node: ast.ImportFrom) -> str:
+    """The absolute module of `from X import ...` in `mod` (relative imports resolved)."""
+    if not node.level:
+        return node.module or ""
+    base = package_of(mod).split(".")
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
 
 
 def imports(mod: Module) -> Iterator[Import]:
@@ -55,12 +64,7 @@ def imports(mod: Module) -> Iterator[Import]:
             for alias in node.names:
                 yield Import(alias.name, node.lineno)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = _package_of(mod).split(".")
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
+            target = from_target(mod, node)
             yield Import(target, node.lineno)
             for alias in node.names:
                 yield Import(f"{target}.{alias.name}", node.lineno)

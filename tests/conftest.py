@@ -1,14 +1,38 @@
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
     from testing.kernels import Built, ShippedAot
     from testing.remote import SshdServer
+
+
+if importlib.util.find_spec("xdist") is not None:  # a hook of pytest-xdist's (the dev extra)
+
+    def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+        """`make test`'s `-n 2 --dist loadfile`: by file, the kernels as one unit, the long
+        files first (testing/workers.py). Any other --dist is xdist's own."""
+        if config.getoption("dist") != "loadfile":
+            return None
+        from testing.workers import FileScheduling
+
+        return FileScheduling(config, log)
+
+
+@pytest.fixture(autouse=True)
+def _serial_alone(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test marked `serial` (it measures time) runs while no other worker runs a test; every
+    other test shares the run with the other workers (testing/workers.py)."""
+    from testing.workers import exclusive_if, run_lock_dir
+
+    serial = request.node.get_closest_marker("serial") is not None
+    with exclusive_if(serial, run_lock_dir(request.config)):
+        yield
 
 
 @pytest.fixture(autouse=True)

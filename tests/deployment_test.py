@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from dsv4ops.clock import FakeClock
 from dsv4ops.deployment import Component, Deployment, commands_hash
 from dsv4ops.errors import DeployError
 from dsv4ops.journal.records import Kind
 from dsv4ops.journal.store import Journal
 from dsv4ops.profiles import load_profile, load_targets, render
+from testing.clock import FakeClock
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = sorted(p.stem for p in (REPO / "profiles").glob("*.yaml") if p.stem != "targets")

@@ -191,8 +191,3 @@ def padding_waste(
         )
         prev = b
     return out
-
-
-def step_bucket_lines(buckets: Sequence[int], max_bs: float) -> list[int]:
-    """Bucket boundaries to mark on plots (those inside the swept range)."""
-    return [b for b in sorted(buckets) if b <= max_bs]

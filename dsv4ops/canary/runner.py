@@ -40,12 +40,10 @@ def run_suite(
     base_url: str,
     *,
     worker_urls: Sequence[str] = (),
-    metrics_urls: Sequence[str] = (),
     thresholds: Thresholds | None = None,
     buckets: Sequence[int] = (),
     concurrency: int | None = None,
     duration_s: float | None = None,
-    duration: float | None = None,
     report_dir: str | Path | None = None,
     progress: Progress | None = None,
     model: str = "default",
@@ -54,7 +52,7 @@ def run_suite(
 ) -> SuiteResult:
     """Run one suite (or `all`) against an OpenAI-compatible endpoint; blocking.
 
-    `worker_urls`/`metrics_urls`: the prefill/decode servers (metrics and /abort_request; the
+    `worker_urls`: the prefill/decode servers (metrics and /abort_request; the
     router exposes neither). `thresholds`: what the suites judge by (None: the canary defaults;
     a caller with a profile or a deployment passes `thresholds_from_profile(...)` of its canary
     section); `buckets`: the decode CUDA-graph buckets (empty when unknown). `rate_per_s`:
@@ -68,11 +66,11 @@ def run_suite(
         raise CanaryError(f"unknown suite {name!r}; choose from {', '.join(SUITE_NAMES)}")
     ctx = SuiteContext(
         base_url=base_url,
-        worker_urls=tuple(dict.fromkeys([*worker_urls, *metrics_urls])),
+        worker_urls=tuple(dict.fromkeys(worker_urls)),
         thresholds=thresholds or Thresholds(),
         buckets=tuple(int(b) for b in buckets),
         concurrency=concurrency,
-        duration_s=duration_s if duration_s is not None else duration,
+        duration_s=duration_s,
         progress=progress,
         model=model,
         rate_per_s=rate_per_s,

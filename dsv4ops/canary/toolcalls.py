@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 # Problem kinds (stable strings: they appear in reports and verdict reasons).
@@ -154,64 +155,31 @@ def _check_one(call: ToolCall, tools: Mapping[str, Mapping[str, Any]], expected_
     return []
 
 
-_TYPES: dict[str, tuple[type, ...]] = {
-    "object": (dict,),
-    "array": (list,),
-    "string": (str,),
-    "number": (int, float),
-    "integer": (int,),
-    "boolean": (bool,),
-    "null": (type(None),),
-}
+def validate_schema(value: Any, schema: Mapping[str, Any]) -> list[str]:
+    """Check `value` against a tool's JSON Schema (draft 2020-12, jsonschema); returns one line
+    per violation, `$.path: message`, in path order, then by message (empty when valid)."""
+    cached = _by_identity.get(id(schema))
+    if cached is None or cached[0] is not schema:  # a new schema (or a reused id)
+        cached = (schema, _validator(json.dumps(schema, sort_keys=True)))
+        _by_identity[id(schema)] = cached
+    errors = sorted(cached[1].iter_errors(value),
+                    key=lambda e: ([str(p) for p in e.absolute_path], e.message))
+    return [f"{_json_path(e.absolute_path)}: {e.message[:200]}" for e in errors]
 
 
-def validate_schema(value: Any, schema: Mapping[str, Any], path: str = "$") -> list[str]:
-    """Check `value` against a JSON-Schema subset (type, properties, required,
-    additionalProperties, items, enum, const, minLength, maxLength, pattern, minimum, maximum).
-
-    Returns error strings (empty when valid). Tool schemas in practice use only this subset.
-    """
-    errors: list[str] = []
-    expected = schema.get("type")
-    if expected is not None:
-        names = [expected] if isinstance(expected, str) else list(expected)
-        if not any(_is_type(value, n) for n in names):
-            return [f"{path}: expected {'/'.join(names)}, got {type(value).__name__}"]
-    if "enum" in schema and value not in schema["enum"]:
-        errors.append(f"{path}: {value!r} not in {schema['enum']!r}")
-    if "const" in schema and value != schema["const"]:
-        errors.append(f"{path}: {value!r} != {schema['const']!r}")
-    if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            errors.append(f"{path}: shorter than {schema['minLength']}")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            errors.append(f"{path}: longer than {schema['maxLength']}")
-        if "pattern" in schema and re.search(schema["pattern"], value) is None:
-            errors.append(f"{path}: {value!r} does not match {schema['pattern']!r}")
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            errors.append(f"{path}: {value} < {schema['minimum']}")
-        if "maximum" in schema and value > schema["maximum"]:
-            errors.append(f"{path}: {value} > {schema['maximum']}")
-    if isinstance(value, dict):
-        props = schema.get("properties", {})
-        for key in schema.get("required", []):
-            if key not in value:
-                errors.append(f"{path}: missing required {key!r}")
-        for key, item in value.items():
-            if key in props:
-                errors.extend(validate_schema(item, props[key], f"{path}.{key}"))
-            elif schema.get("additionalProperties") is False:
-                errors.append(f"{path}: unexpected property {key!r}")
-    if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
-        for i, item in enumerate(value):
-            errors.extend(validate_schema(item, schema["items"], f"{path}[{i}]"))
-    return errors
+# The tool schemas of a suite are a few constant mappings: looked up by identity first, which
+# spares the per-call json.dumps of the content key (the entry keeps the mapping alive).
+_by_identity: dict[int, tuple[Mapping[str, Any], Any]] = {}
 
 
-def _is_type(value: Any, name: str) -> bool:
-    if name in ("integer", "number") and isinstance(value, bool):
-        return False
-    if name == "integer" and isinstance(value, float):
-        return value.is_integer()
-    return isinstance(value, _TYPES.get(name, (object,)))
+@lru_cache(maxsize=64)
+def _validator(schema_json: str) -> Any:
+    """One compiled validator per distinct schema: a suite checks thousands of calls against a
+    handful of tool schemas, and building a validator costs far more than running one."""
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(json.loads(schema_json))
+
+
+def _json_path(parts: Iterable[Any]) -> str:
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)

@@ -19,8 +19,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from dsv4ops.export.declared import pruned_fields
 from dsv4ops.export.rbg import API_VERSION, pair_share
-from dsv4ops.export.validate import pruned_fields
 
 ONE_AT_A_TIME = {"maxUnavailable": 1, "maxSurge": 0}
 

@@ -19,6 +19,8 @@ from typing import Any
 
 from dsv4ops.deployment import argv_value as flag_value
 from dsv4ops.errors import DsOpsError
+from dsv4ops.export.coordination import coordination_problems
+from dsv4ops.export.declared import field_path, pruned_fields
 
 PD_SAME = ("--model-path", "--tp-size", "--page-size", "--kv-cache-dtype",
            "--disaggregation-transfer-backend", "--disaggregation-bootstrap-port")
@@ -30,39 +32,12 @@ def schema() -> dict[str, Any]:
     return dict(json.loads(text))
 
 
-def _path(parts: Any) -> str:
-    return ".".join(str(p) for p in parts) or "(root)"
-
-
 def schema_problems(manifest: dict[str, Any]) -> list[str]:
     from jsonschema import Draft202012Validator
 
     validator = Draft202012Validator(schema())
-    return [f"{_path(e.absolute_path)}: {e.message[:300]}"
+    return [f"{field_path(e.absolute_path)}: {e.message[:300]}"
             for e in sorted(validator.iter_errors(manifest), key=lambda e: list(e.absolute_path))]
-
-
-def pruned_fields(value: Any, node: dict[str, Any], path: tuple[Any, ...] = ()) -> list[str]:
-    """Fields of `value` that the schema `node` does not declare. A node that preserves unknown
-    fields but declares none (free-form, e.g. labels) accepts anything."""
-    if node.get("x-kubernetes-preserve-unknown-fields") and not (
-            node.get("properties") or node.get("items")):
-        return []
-    out: list[str] = []
-    if isinstance(value, dict) and node.get("type", "object") == "object":
-        props = node.get("properties")
-        extra = node.get("additionalProperties")
-        for k, v in value.items():
-            if props is not None and k in props:
-                out += pruned_fields(v, props[k], (*path, k))
-            elif isinstance(extra, dict):
-                out += pruned_fields(v, extra, (*path, k))
-            elif props is not None and not extra:
-                out.append(_path((*path, k)))
-    elif isinstance(value, list) and isinstance(node.get("items"), dict):
-        for i, item in enumerate(value):
-            out += pruned_fields(item, node["items"], (*path, i))
-    return out
 
 
 def pd_problems(manifest: dict[str, Any]) -> list[str]:
@@ -103,8 +78,6 @@ def check(manifest: dict[str, Any]) -> None:
 def check_documents(docs: list[dict[str, Any]]) -> None:
     """What `export rbg` prints: the group, its CoordinatedPolicy when N:N, and the pairing of
     the two (coordination.py). Raises DsOpsError listing every problem."""
-    from dsv4ops.export.coordination import coordination_problems
-
     groups = [d for d in docs if d.get("kind") == "RoleBasedGroup"]
     policies = [d for d in docs if d.get("kind") == "CoordinatedPolicy"]
     problems = [] if len(groups) == 1 else [f"expected one RoleBasedGroup, got {len(groups)}"]

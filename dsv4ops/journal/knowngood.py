@@ -137,6 +137,14 @@ def _own(o: Operation, experiments: set[str], good: dict[str, Judgement]) -> Jud
         return no(f"a block of A/B experiment {arm} (an experiment's arm is never known-good)")
     if not o.proven:
         return no("the unit was never proven by generations through the router")
+    return _by_gate(o, good)
+
+
+def _by_gate(o: Operation, good: dict[str, Judgement]) -> Judgement:
+    """A proven whole-unit deploy or rollback, judged by its gate (or what a rollback restored)."""
+    def no(why: str) -> Judgement:
+        return Judgement(o.op, NOT, f"not known-good: {why}")
+
     gate = gate_of(o)
     if gate == GATE_PASS:
         return Judgement(o.op, PASSED, "known-good: whole unit, served through the router, "

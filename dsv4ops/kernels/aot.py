@@ -45,16 +45,25 @@ class AotResult:
         return f"{self.kernel}[{cfg}]: {'; '.join(self.problems) or 'fits sm_120'}"
 
 
-def aot_python() -> Path:
-    """Python of the AOT venv: $DSV4OPS_AOT_PYTHON, else `.venv-aot` beside the running venv.
+AOT_PYTHON_ENV = "DSV4OPS_AOT_PYTHON"
+AOT_PYTHON_RECORD = "dsv4ops-aot-python"  # in the running venv: one line, written by `make install`
 
-    `make install` creates `.venv-aot` next to `.venv`; an installed dsv4ops finds it the same way
-    from whatever directory it runs in (the venv, not the checkout, is the anchor).
+
+def aot_python() -> Path:
+    """Python of the sm_120 compile venv: $DSV4OPS_AOT_PYTHON, else the one `make install`
+    recorded in the running venv (`<venv>/dsv4ops-aot-python`, one absolute path).
+
+    Declared, not guessed from where the checkout or the venv happens to be: an install that
+    recorded none (a plain `pip install`) names it with $DSV4OPS_AOT_PYTHON; `check` says so.
     """
-    env = os.environ.get("DSV4OPS_AOT_PYTHON")
+    env = os.environ.get(AOT_PYTHON_ENV)
     if env:
         return Path(env)
-    return Path(sys.prefix).resolve().parent / ".venv-aot" / "bin" / "python"
+    record = Path(sys.prefix) / AOT_PYTHON_RECORD
+    try:
+        return Path(record.read_text().strip())
+    except OSError:
+        return record  # missing: `check` reports it with the hint below
 
 
 def cache_dir() -> Path:
@@ -120,7 +129,8 @@ def check(jobs: list[tuple[str, dict[str, int]]], *, executor: Executor, kernels
     python = python or aot_python()
     if not python.exists():
         raise KernelPackageError(f"{python}: the sm_120 compile venv is missing",
-                                 hint="`make install` creates .venv-aot with the box's triton")
+                                 hint=f"`make install` creates .venv-aot with the box's triton "
+                                      f"(triton 3.8.0) and records it; or set {AOT_PYTHON_ENV}")
     version = _run_json(executor, [str(python), str(WORKER), "--version"])["triton"]
     salt = _source_digest(kernels_root) + version
     keys = [hashlib.sha256((salt + json.dumps(j, sort_keys=True)).encode()).hexdigest() for j in jobs]

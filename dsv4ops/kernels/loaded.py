@@ -18,7 +18,6 @@ line is not evidence of anything: the flashinfer path never prints it.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,10 +95,3 @@ def loaded_check(server_info_json: str | dict[str, Any], log_text: str, expected
                            tuple(evidence))
     evidence.append(read)
     return LoadedCheck(True, package, "in use: " + " | ".join(evidence), IN_USE, tuple(evidence))
-
-
-def reported_package(server_info_json: str | dict[str, Any]) -> str | None:
-    """The twin's diagnostic `twin_kernel_package` (the plugin it loaded), as name@version."""
-    info = json.loads(server_info_json) if isinstance(server_info_json, str) else server_info_json
-    pkg = info.get("twin_kernel_package") if isinstance(info, dict) else None
-    return f"{pkg['name']}@{pkg['version']}" if isinstance(pkg, dict) and pkg.get("name") else None

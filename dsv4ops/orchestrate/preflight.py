@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 from dsv4ops.deployment import START_ORDER, WORKERS, Deployment, argv_value
 from dsv4ops.orchestrate.control import TargetControl
+from dsv4ops.remote.results import PreflightReport
 
 
 def worker_gpus(deployment: Deployment) -> list[int]:
@@ -78,6 +79,23 @@ def preflight_problems(
         # The ports are the profile's shifted by the target's port_offset: that is the knob.
         problems.append(f"to run beside it, change `port_offset` of target {deployment.target} in "
                         "profiles/targets.yaml (every port of the unit moves with it)")
+    problems += _gpu_problems(control, report)
+    for path, exists in report.paths.items():
+        if not exists:
+            problems.append(
+                f"kernel package {deployment.kernel_package} is not installed on the target ({path})"
+            )
+    if verify and package_present is not None and ref and not package_present(ref):
+        problems.append(
+            f"kernel package {ref} is not installed on the target, or its files do not match its "
+            f"manifest; install it with `dsv4ops kernels deploy ARTIFACT` first"
+        )
+    return problems
+
+
+def _gpu_problems(control: TargetControl, report: PreflightReport) -> list[str]:
+    """GPUs the unit needs that do not exist, or that other processes hold."""
+    problems: list[str] = []
     if report.gpus_available:
         if report.gpus_missing:
             problems.append(f"GPUs {list(report.gpus_missing)} do not exist on {report.host}")
@@ -91,14 +109,4 @@ def preflight_problems(
                     f"GPU {i} (pids {', '.join(map(str, p))})" for i, p in sorted(busy.items())
                 )
             )
-    for path, exists in report.paths.items():
-        if not exists:
-            problems.append(
-                f"kernel package {deployment.kernel_package} is not installed on the target ({path})"
-            )
-    if verify and package_present is not None and ref and not package_present(ref):
-        problems.append(
-            f"kernel package {ref} is not installed on the target, or its files do not match its "
-            f"manifest; install it with `dsv4ops kernels deploy ARTIFACT` first"
-        )
     return problems

@@ -14,7 +14,7 @@ from dsv4ops.errors import ProfileError
 from dsv4ops.profiles.bucket_rules import rule_buckets
 from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.flags import check_router_args, check_server_args, option_value
-from dsv4ops.profiles.model import Profile, ProfileWarning, ServerSpec, Target
+from dsv4ops.profiles.model import Profile, ProfileWarning, Target
 from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.provenance import Provenance
 from dsv4ops.sglang_paths import moe_path
@@ -394,7 +394,3 @@ EPHEMERAL_PORTS = (32768, 60999)
 
 def in_ephemeral_range(port: int) -> bool:
     return EPHEMERAL_PORTS[0] <= port <= EPHEMERAL_PORTS[1]
-
-
-def server_of(p: Profile, role: str) -> ServerSpec:
-    return p.prefill if role == "prefill" else p.decode

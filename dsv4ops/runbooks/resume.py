@@ -14,13 +14,13 @@ from dataclasses import dataclass
 
 from dsv4ops.runbooks.model import RunbookError, Step
 from dsv4ops.runbooks.preconditions import changes
-from dsv4ops.runbooks.run import (
+from dsv4ops.runbooks.runlog import RunLog, RunRecord, load
+from dsv4ops.runbooks.session import (
     RunbookStopped,
     Session,
     resolve_all,
     selected_steps,
 )
-from dsv4ops.runbooks.runlog import RunLog, RunRecord, load
 
 
 @dataclass

@@ -8,7 +8,8 @@ from typing import Any
 
 from dsv4ops.clock import utc_now_iso
 from dsv4ops.runbooks.model import Command, Step, join
-from dsv4ops.runbooks.run import (
+from dsv4ops.runbooks.runlog import REHEARSE, STEP_PREFIX
+from dsv4ops.runbooks.session import (
     Progress,
     Ran,
     RunbookFailed,
@@ -18,7 +19,6 @@ from dsv4ops.runbooks.run import (
     command_env,
     resume_hint,
 )
-from dsv4ops.runbooks.runlog import REHEARSE, STEP_PREFIX
 
 
 def rehearse(s: Session, p: Progress) -> None:

@@ -25,8 +25,9 @@ WHOLE_PACKAGE_DIRS = {"architecture"}  # tests of the package as a whole, not of
 CLI_PACKAGE_TESTS = {"main", "imports"}
 SUPPORT_FILES = {"conftest.py", "__init__.py"}
 DATA_DIR = "fixtures"  # data trees (e.g. a synthetic SGLang source tree), never collected
-# testing/ modules that serve every area rather than one: free ports, the package read as source.
-SHARED_TESTING = {"__init__", "ports", "package_ast"}
+# testing/ modules that serve every area rather than one: free ports, the package read as source,
+# the suite's schedule over xdist workers.
+SHARED_TESTING = {"__init__", "ports", "package_ast", "workers"}
 DOUBLE_PREFIXES = ("Fake", "Scripted")
 
 

@@ -28,6 +28,7 @@ def _run(url: str, suite: str, **kw: object):  # type: ignore[no-untyped-def]
     return run_suite(suite, url, worker_urls=[url], thresholds=kw.pop("thresholds", TH), **kw)
 
 
+@pytest.mark.serial  # measured latencies: alone (testing/workers.py)
 def test_smoke_passes_and_measures(tmp_path) -> None:
     lines: list[str] = []
     with fake_server({"a_ms": 4, "b_ms": 0.5}) as url:
@@ -69,6 +70,7 @@ def test_http_errors_fail_smoke() -> None:
     assert any("requests failed (http_status=4)" in r for r in result.reasons), result.reasons
 
 
+@pytest.mark.serial  # measured latencies: alone (testing/workers.py)
 def test_mid_stream_stall_is_detected_within_3s_and_fails() -> None:
     th = Thresholds(smoke_requests=4, smoke_concurrency=4)
     with fake_server({"stall_after": 5}) as url:
@@ -128,6 +130,7 @@ def test_abort_cascade_without_worker_metrics_is_inconclusive() -> None:
     assert any("metrics unavailable" in r for r in result.reasons)
 
 
+@pytest.mark.serial  # measured latencies: alone (testing/workers.py)
 def test_sweep_fits_the_law_and_finds_the_bucket_drop() -> None:
     buckets = (4, 8, 16, 24)
     th = Thresholds(sweep_concurrency=(4, 8, 16, 17, 24), sweep_level_s=3.0, sweep_max_tokens=400)
@@ -170,6 +173,7 @@ def test_a_client_bound_run_is_inconclusive_not_server_numbers() -> None:
     assert any("event-loop lag" in r for r in result.reasons)
 
 
+@pytest.mark.serial  # measured latencies: alone (testing/workers.py)
 def test_soak_with_open_loop_poisson_arrivals() -> None:
     th = Thresholds(soak_concurrency=4, max_tokens=16)
     with fake_server({"a_ms": 3}) as url:

@@ -117,3 +117,15 @@ def test_a_call_cut_by_max_tokens_is_not_a_missing_call() -> None:
 )
 def test_schema_subset(value: object, schema: dict, ok: bool) -> None:
     assert (validate_schema(value, schema) == []) is ok
+
+
+def test_schema_violations_name_the_path_and_the_rule() -> None:
+    schema = {"type": "object", "required": ["nonce"], "additionalProperties": False,
+              "properties": {"city": {"type": "string"},
+                             "days": {"type": "array", "items": {"type": "integer"}}}}
+    assert validate_schema({"city": 1, "days": [1, "2"], "x": 0}, schema) == [
+        "$: 'nonce' is a required property",
+        "$: Additional properties are not allowed ('x' was unexpected)",
+        "$.city: 1 is not of type 'string'",
+        "$.days[1]: '2' is not of type 'integer'",
+    ]

@@ -22,7 +22,9 @@ from dsv4ops.canary import Thresholds, Verdict, run_suite
 from dsv4ops.metrics.prom import parse_text, server_gauges
 from testing.twin import TwinStack, assemble_chat_stream, sse_events, twin_stack
 
-pytestmark = [pytest.mark.slow, pytest.mark.router]
+# serial: its verdicts come from canaries, whose self-check rightly calls a CPU-starved
+# client INCONCLUSIVE; so it runs while no other worker runs a test (testing/workers.py)
+pytestmark = [pytest.mark.slow, pytest.mark.router, pytest.mark.serial]
 
 STEP8 = (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96)  # profile baseline "step8"
 SAFE_DECODE = ["--enable-metrics", "--disable-overlap-schedule", "--max-running-requests", "96",

@@ -20,7 +20,9 @@ from dsv4ops.journal.store import Journal
 from testing.ab import ab_twin_env, add_ab_profiles
 from testing.orchestrate import OrchEnv, cli, module_env, our_processes
 
-pytestmark = [pytest.mark.slow, pytest.mark.router]
+# serial: its verdicts come from canaries, whose self-check rightly calls a CPU-starved
+# client INCONCLUSIVE; so it runs while no other worker runs a test (testing/workers.py)
+pytestmark = [pytest.mark.slow, pytest.mark.router, pytest.mark.serial]
 
 FAST = ("--warmup", "0", "--block-duration", "3", "--max-tokens", "64", "--yes")
 

@@ -30,6 +30,10 @@ from dsv4ops.runbooks.runlog import fold_run, run_state
 from testing.orchestrate import OrchEnv, commit_all, module_env
 from testing.profiles import TRITON_MOE_PATH_YAML
 
+# serial: its verdicts come from canaries, whose self-check rightly calls a CPU-starved
+# client INCONCLUSIVE; so it runs while no other worker runs a test (testing/workers.py)
+pytestmark = pytest.mark.serial
+
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 TOKEN = "hf_rehearsalSecret0042"  # in every component's environment (a secret-looking key)
 API_KEY = "sk-logged-api-key-9931"  # what SGLang prints in its ServerArgs line

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.cli import main
-from testing.orchestrate import OrchEnv, make_env
+from testing.orchestrate import OrchEnv, add_real_box, make_env
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 
@@ -99,24 +99,8 @@ def test_list_and_show(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None
     assert "       ? Is the overlap scheduler on in the deployed profile (status above)?" in out
 
 
-BOX = """\
-  box:
-    description: a real box over SSH (never contacted here)
-    transport: ssh
-    ssh: {host: dsv4-box.invalid, port: 22, user: ops}
-    gpus: [0, 1, 2, 3, 4, 5, 6, 7]
-    workdir: /opt/dsv4ops
-    python: /usr/bin/python3
-    launcher: sglang
-    bind_host: 0.0.0.0
-    connect_host: dsv4-box.invalid
-    port_offset: 0
-"""
-
-
 def test_refusals_are_user_errors(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
-    targets = env.profiles_dir / "targets.yaml"
-    targets.write_text(targets.read_text() + BOX)
+    add_real_box(env)
     assert main(["runbook", "run", "nope", "--target", env.target]) == 1
     assert "no runbook named 'nope'" in capsys.readouterr().err
     assert main(["runbook", "run", "decode-wedge", "--target", "box", "--rehearse"]) == 1

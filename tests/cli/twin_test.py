@@ -8,21 +8,7 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.cli import main
-from testing.orchestrate import make_env
-
-BOX = """\
-  box:
-    description: a real box over SSH (never contacted here)
-    transport: ssh
-    ssh: {host: dsv4-box.invalid, port: 22, user: ops}
-    gpus: [0, 1, 2, 3, 4, 5, 6, 7]
-    workdir: /opt/dsv4ops
-    python: /usr/bin/python3
-    launcher: sglang
-    bind_host: 0.0.0.0
-    connect_host: dsv4-box.invalid
-    port_offset: 0
-"""
+from testing.orchestrate import add_real_box, make_env
 
 
 def test_hazard_switch_only_on_a_twin(
@@ -31,8 +17,7 @@ def test_hazard_switch_only_on_a_twin(
     env = make_env(tmp_path)
     for k, v in env.environ.items():
         monkeypatch.setenv(k, v)
-    targets = env.profiles_dir / "targets.yaml"
-    targets.write_text(targets.read_text() + BOX)
+    add_real_box(env)
     assert main(["twin", "hazard", "wedge", "--state", "force", "--target", "box"]) == 1
     err = capsys.readouterr().err
     assert (

@@ -13,9 +13,9 @@ import pytest
 
 from dsv4ops.cli import main
 from dsv4ops.cli.watch import render
-from dsv4ops.clock import FakeClock
 from dsv4ops.journal.store import Journal
 from dsv4ops.watch import Watcher, WatchSettings
+from testing.clock import FakeClock
 from testing.orchestrate import OrchEnv
 from testing.watch import ENDPOINTS, FakeUnit
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from dsv4ops.clock import FakeClock
 from dsv4ops.journal.knowngood import judge, known_good
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.restore import rollback_target
+from testing.clock import FakeClock
 
 
 @pytest.fixture

@@ -8,10 +8,10 @@ import textwrap
 
 import pytest
 
-from dsv4ops.clock import FakeClock
 from dsv4ops.errors import JournalError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal, journal_path
+from testing.clock import FakeClock
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """An installed dsv4ops (a real wheel, not this checkout) builds the kernel package from anywhere.
 
 The kernel sources and configs are package data (`dsv4ops.kernels.sources`), compile results go to
-the state directory, and the AOT venv is found beside the running venv, so nothing depends on the
+the state directory, and the AOT venv is named by $DSV4OPS_AOT_PYTHON, so nothing depends on the
 checkout or the working directory. The artifact is byte-identical to the checkout's build: the
 recorded cubin hashes do not depend on where the sources live.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -31,10 +32,19 @@ if not aot.aot_python().exists():
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`pip install` of a wheel built from this checkout into a folder of its own."""
+    """`pip install` of a wheel built from this checkout into a folder of its own. The wheel is
+    built from a copy of what it is made of: setuptools' build/ and egg-info then land in the
+    copy, not in the checkout (nor in another run's way)."""
     work = tmp_path_factory.mktemp("wheel")
+    had_build = (REPO / "build").exists()
+    src = work / "src"
+    shutil.copytree(REPO / "dsv4ops", src / "dsv4ops",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "-w", str(work), str(REPO)], check=True, timeout=300, cwd=work)
+                    "-w", str(work), str(src)], check=True, timeout=300, cwd=work)
+    assert (REPO / "build").exists() == had_build  # the checkout is left as it was
     wheel = next(work.glob("dsv4ops-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "dsv4ops/kernels/sources/moe_mxfp4.py" in names

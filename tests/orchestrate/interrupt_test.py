@@ -8,10 +8,10 @@ import signal
 
 import pytest
 
-from dsv4ops.clock import FakeClock
 from dsv4ops.journal.records import Status
 from dsv4ops.journal.store import UNKNOWN, Journal
 from dsv4ops.orchestrate.status import gather_status
+from testing.clock import FakeClock
 from testing.orchestrate import (
     SignallingControl,
     make_deployment,

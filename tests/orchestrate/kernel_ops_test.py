@@ -8,7 +8,6 @@ from dataclasses import replace
 
 import pytest
 
-from dsv4ops.clock import FakeClock
 from dsv4ops.errors import DeployError
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.drift import process_drift, profile_drift
@@ -16,6 +15,7 @@ from dsv4ops.orchestrate.kernelpkg import KernelSupport, config_dir_env
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.remote.base import ProcessState
 from dsv4ops.sglang_paths import plugin_env
+from testing.clock import FakeClock
 from testing.orchestrate import FakeControl, make_deployment
 
 REF = "dsv4-decode-kernels@0.2.0"

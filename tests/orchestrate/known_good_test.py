@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from dsv4ops.clock import FakeClock
 from dsv4ops.errors import LockHeldError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.partial import PartialRestartRefused
 from dsv4ops.orchestrate.pd import restart_scope
 from dsv4ops.orchestrate.restore import fallbacks_for, known_good_ops, rollback_target
+from testing.clock import FakeClock
 from testing.orchestrate import FakeControl, make_deployment, operator
 
 

@@ -27,7 +27,9 @@ from testing.orchestrate import (
     read_events,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.router]
+# serial: its drain and canary verdicts are timed, whose self-check rightly calls a CPU-starved
+# client INCONCLUSIVE; so it runs while no other worker runs a test (testing/workers.py)
+pytestmark = [pytest.mark.slow, pytest.mark.router, pytest.mark.serial]
 
 # The twin's corruption hazard under its real-world condition (multi-stream overlap on and a
 # padded batch of at least CORRUPT_MIN_BS): 8 keeps the end-to-end probe (batch 1) and the smoke

@@ -8,13 +8,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from dsv4ops.clock import FakeClock
 from dsv4ops.errors import KernelPackageError, LockHeldError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.operation import journaled_operation
 from dsv4ops.orchestrate.usecases import kernels as kernel_usecase
 from dsv4ops.orchestrate.usecases.session import TargetSession
+from testing.clock import FakeClock
 from testing.orchestrate import FakeControl
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from dsv4ops.clock import FakeClock
 from dsv4ops.errors import DeployError, LockHeldError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.pd import restart_scope
+from testing.clock import FakeClock
 from testing.orchestrate import FakeControl, make_deployment, operator
 
 

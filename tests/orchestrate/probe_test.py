@@ -6,7 +6,6 @@ from dataclasses import replace
 
 import pytest
 
-from dsv4ops.clock import FakeClock
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.probe import (
     TOOL_CALL_MAX_TOKENS,
@@ -18,6 +17,7 @@ from dsv4ops.orchestrate.probe import (
 from dsv4ops.orchestrate.workload import parse_load
 from dsv4ops.remote.local import LocalExecutor
 from dsv4ops.remote.supervisor import Supervisor
+from testing.clock import FakeClock
 from testing.orchestrate import (
     STREAM_OK,
     TOOL_OK,

@@ -4,12 +4,12 @@ import dataclasses
 
 import pytest
 
-from dsv4ops.clock import FakeClock
 from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import DeployError, ProfileError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.restore import rebuild, rollback_target
+from testing.clock import FakeClock
 from testing.orchestrate import make_deployment
 
 

@@ -9,7 +9,6 @@ from dataclasses import replace
 import pytest
 
 from dsv4ops.cli.status import render
-from dsv4ops.clock import FakeClock
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.store import Journal
 from dsv4ops.kernels import loaded_check
@@ -17,6 +16,7 @@ from dsv4ops.orchestrate.kernelpkg import KernelSupport, with_kernel_env
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.status import KernelStatus, gather_status
 from dsv4ops.sglang_paths import moe_path
+from testing.clock import FakeClock
 from testing.orchestrate import KERNELS_PKG as PKG
 from testing.orchestrate import KERNELS_REF as REF
 from testing.orchestrate import SglangControl, make_deployment

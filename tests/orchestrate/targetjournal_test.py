@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from dsv4ops import journalfile
-from dsv4ops.clock import FakeClock
 from dsv4ops.errors import JournalError, TargetError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.targetjournal import TargetJournal
 from dsv4ops.remote import LocalExecutor, Supervisor
 from dsv4ops.remote.ssh import SSHExecutor
+from testing.clock import FakeClock
 from testing.ports import free_port
 
 TARGET = "box"

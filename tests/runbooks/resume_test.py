@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from dsv4ops.clock import FakeClock
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import RUNBOOK_RUN_ENV, Journal
 from dsv4ops.runbooks.parse import RunbookError, parse_runbook
 from dsv4ops.runbooks.run import RunbookFailed, RunbookStopped, Session, run
 from dsv4ops.runbooks.runlog import fold_run, run_state
+from testing.clock import FakeClock
 from testing.runbooks import FakeExecutor, FakeWorld
 
 BOOK = """\

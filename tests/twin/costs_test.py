@@ -11,7 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from testing.twin import twin_server
 
-pytestmark = pytest.mark.slow
+# serial: model seconds measured from the client's clock (testing/workers.py)
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 SCALE = 0.1  # wall seconds per model second
 

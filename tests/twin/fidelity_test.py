@@ -8,7 +8,8 @@ import pytest
 
 from testing.twin import measure_step_ms, twin_server
 
-pytestmark = pytest.mark.slow
+# serial: the step law is measured from the client's clock (testing/workers.py)
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 SCALE = 0.2
 ENV = {"DSV4_TWIN_TIME_SCALE": str(SCALE), "DSV4_TWIN_HAZARDS": "off"}

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dsv4ops.clock import FakeClock
 from dsv4ops.watch import Baseline, Round, Watcher, WatchSettings
+from testing.clock import FakeClock
 from testing.watch import ENDPOINTS, FakeUnit
 
 S = WatchSettings(max_decode_bucket=16)  # box defaults: 5 s scrapes, wedge window 20 s

@@ -6,9 +6,9 @@ from __future__ import annotations
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from dsv4ops.clock import FakeClock
 from dsv4ops.watch import Watcher, WatchSettings
 from dsv4ops.watch.exporter import FindingsExporter
+from testing.clock import FakeClock
 from testing.watch import ENDPOINTS, FakeUnit
 
 

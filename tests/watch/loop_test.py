@@ -4,8 +4,8 @@ for one wedge window before its worst finding becomes the exit code."""
 
 from __future__ import annotations
 
-from dsv4ops.clock import FakeClock
 from dsv4ops.watch import Severity, Watcher, WatchSettings
+from testing.clock import FakeClock
 from testing.watch import ENDPOINTS, FakeUnit
 
 

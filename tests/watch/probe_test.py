@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
-from dsv4ops.clock import FakeClock
 from dsv4ops.remote.results import HttpReply
 from dsv4ops.watch import Watcher, WatchSettings
 from dsv4ops.watch.probe import judge, probe_requests
+from testing.clock import FakeClock
 from testing.watch import ENDPOINTS, FakeUnit, sse
 
 

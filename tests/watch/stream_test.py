@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from dsv4ops.clock import FakeClock
 from dsv4ops.watch import Round, Watcher, WatchSettings
 from dsv4ops.watch.loop import POLL_S
 from dsv4ops.watch.stream import CONFIRM_GAP_S, SILENCE_S
+from testing.clock import FakeClock
 from testing.watch import ENDPOINTS, ClockedWedge
 
 

@@ -25,14 +25,10 @@ class LiveSample:
     captured_graphs: int | None  # len(decode_cuda_graph_bs) from its /server_info, when it says
 
 
-def sample_running(metrics_url: str, *, window_s: float, interval_s: float = 1.0) -> dict[int, float]:
-    """{running batch size: samples} from `sglang:num_running_reqs` every `interval_s` for
-    `window_s` seconds. Idle samples (0 running) are dropped: they generate no tokens."""
-    return sample_decode(metrics_url, window_s=window_s, interval_s=interval_s).counts
-
-
 def sample_decode(metrics_url: str, *, window_s: float, interval_s: float = 1.0) -> LiveSample:
-    """sample_running's counts, plus the decode's graph memory and captured graph count."""
+    """{running batch size: samples} from `sglang:num_running_reqs` every `interval_s` for
+    `window_s` seconds (idle samples, 0 running, are dropped: they generate no tokens), plus the
+    decode's graph memory and captured graph count."""
     if not 0 < window_s <= MAX_WINDOW_S or not 0.05 <= interval_s <= window_s:
         raise DsOpsError(f"--window {window_s:g}s / interval {interval_s:g}s: expected a window "
                          f"up to {MAX_WINDOW_S:g}s and an interval from 0.05s to the window")

@@ -11,7 +11,6 @@ import pytest
 
 from dsv4ops.ab.model import FIT_LEVEL
 from dsv4ops.canary import SuiteResult, Verdict
-from dsv4ops.clock import FakeClock
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.usecases.ab_blocks import (
@@ -22,6 +21,7 @@ from dsv4ops.orchestrate.usecases.ab_blocks import (
 )
 from dsv4ops.orchestrate.usecases.ab_plan import plan_ab, switch_cost
 from testing.ab import AB_WORKLOAD, ab_twin_env, add_ab_profiles
+from testing.clock import FakeClock
 from testing.orchestrate import OrchEnv, module_env, our_processes
 
 
@@ -106,6 +106,7 @@ def ab_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrchEnv]:
 
 @pytest.mark.slow
 @pytest.mark.router
+@pytest.mark.serial  # an A/B of measured latencies: alone (testing/workers.py)
 def test_step4_buckets_beat_step8_at_57_running_and_stay_on_the_box(
         ab_env: OrchEnv, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     from dsv4ops.cli._context import open_target

@@ -1,0 +1,106 @@
+"""How `make test` spreads the suite over pytest-xdist workers (`-n 2` on CI's two cores).
+
+One work unit per test file, as `--dist loadfile` has it: a file's module-scoped fixtures (a
+twin stack, an sshd session) start once, on one worker. Two exceptions:
+
+- every test of the kernels (tests/kernels/, tests/cli/kernels*) is one unit: they share the
+  session fixtures `shipped_aot` and `built` (a 25 s compile and an interpreter run), which
+  each worker that ran one of them would build again;
+- the units known to be long go first (HEAVY, most expensive first), so the last one to start
+  is a short one and neither worker idles while the other finishes a four-minute file.
+
+A file missing from HEAVY only runs later; a name in HEAVY that is no test file fails
+tests/architecture/parallel_test.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import tempfile
+from collections import OrderedDict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from xdist.scheduler import LoadScopeScheduling
+from xdist.workermanage import WorkerController
+
+KERNELS_UNIT = "kernels"
+KERNELS_PREFIXES = ("tests/kernels/", "tests/cli/kernels")
+
+# The longest units, longest first: worker-seconds of `pytest -n 2 --durations=0` on the shared
+# 2-core machine at load ~10 (CI's unloaded run takes about 0.4 of these).
+HEAVY: tuple[str, ...] = (
+    "tests/cli/runbook_rehearsal_test.py",  # 834 s, serial
+    KERNELS_UNIT,  # ~540 s: the interpreter checks, the AOT compile, the installed build
+    "tests/orchestrate/faults_test.py",  # 212 s
+    "tests/cli/ab_test.py",  # 170 s, serial
+    "tests/canary/twin_e2e_test.py",  # 161 s, serial
+    "tests/orchestrate/usecases/ab_test.py",  # 126 s
+    "tests/orchestrate/known_good_live_test.py",  # 103 s
+    "tests/canary/suites_test.py",  # 81 s
+    "tests/orchestrate/live_test.py",  # 71 s, serial
+    "tests/profiles/secrets_in_errors_test.py",  # 69 s
+    "tests/remote/supervisor_test.py",  # 65 s
+)
+
+
+def unit_of(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    return KERNELS_UNIT if path.startswith(KERNELS_PREFIXES) else path
+
+
+class FileScheduling(LoadScopeScheduling):
+    """LoadScopeScheduling by file (kernels as one unit), the long units first."""
+
+    _ordered = False
+
+    def _split_scope(self, nodeid: str) -> str:
+        return unit_of(nodeid)
+
+    def _assign_work_unit(self, node: WorkerController) -> None:
+        if not self._ordered:  # the first assignment: the queue is complete, nothing sent yet
+            rank = {unit: i for i, unit in enumerate(HEAVY)}
+            units = sorted(self.workqueue.items(), key=lambda kv: rank.get(kv[0], len(rank)))
+            self.workqueue = OrderedDict(units)
+            self._ordered = True
+        super()._assign_work_unit(node)
+
+
+# --- serial tests: alone on the machine while they run ---------------------------------------
+#
+# A test that measures time (a step-law fit, a stall caught within 3 s, model seconds from a
+# twin's sleeps) is marked `serial`: while it runs, no test runs on another worker. Every test
+# holds a shared flock on the run's lock file, a serial one an exclusive flock; a turnstile lock,
+# taken before either and released once it is held, keeps the shared holders from starving a
+# waiting serial test (a new test waits at the turnstile behind it). Module-scoped fixtures of
+# other files (an idle twin stack) stay up meanwhile; they cost no CPU when no test drives them.
+# Outside xdist (one process) no lock is taken: there is nothing to run beside.
+
+
+@contextlib.contextmanager
+def exclusive_if(serial: bool, lock_dir: Path | None) -> Iterator[None]:
+    """Hold the run's lock for one test: exclusive for a serial test, shared for any other."""
+    if lock_dir is None:
+        yield
+        return
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / "turnstile", "a+") as turnstile, open(lock_dir / "tests", "a+") as tests:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(tests, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(tests, fcntl.LOCK_UN)
+
+
+def run_lock_dir(config: Any) -> Path | None:
+    """The lock directory of this xdist run (its workers share the run's uid), None outside xdist."""
+    workerinput = getattr(config, "workerinput", None)
+    if not workerinput:
+        return None
+    return Path(tempfile.gettempdir()) / f"dsv4ops-tests-{workerinput['testrunuid']}"

@@ -1,0 +1,148 @@
+"""What makes `make test`'s parallel run safe: ports no two workers (or two runs) share, serial
+tests alone, the kernels' files on one worker (testing/ports.py, testing/workers.py)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from testing import ports
+from testing.workers import HEAVY, KERNELS_UNIT, exclusive_if, unit_of
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_each_worker_has_its_own_band_clear_of_the_offsets_and_the_ephemeral_range(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    bands = []
+    for name in ("gw0", "gw1"):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", name)
+        bands.append(ports.band())
+    assert set(bands[0]).isdisjoint(bands[1])
+    for band in bands:
+        assert band.start >= 12000 and band.stop <= 28900  # the offsets use 9000-11300, 30000+
+    monkeypatch.delenv("PYTEST_XDIST_WORKER")
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT")
+    assert ports.band() == range(12000, 28900)  # one process: the whole band
+
+
+def test_a_port_another_process_holds_is_never_handed_out() -> None:
+    port = ports.free_port()
+    # another process (a second worker, another checkout's run) reserves the next few
+    script = (
+        "import fcntl, os, sys\n"
+        "from testing import ports\n"
+        "fds = [ports._lock(p) for p in range(int(sys.argv[1]), int(sys.argv[1]) + 40)]\n"
+        "print('held', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    held = subprocess.Popen([sys.executable, "-c", script, str(port + 1)], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert held.stdout is not None and held.stdout.readline().strip() == "held"
+        handed = ports.free_ports(20)
+        assert not set(handed) & set(range(port + 1, port + 41))
+        assert len(set(handed)) == 20 and port not in handed
+    finally:
+        held.communicate("", timeout=30)
+
+
+def test_a_reserved_port_is_bindable_and_a_bound_one_is_skipped() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        busy = s.getsockname()[1]
+        assert not ports.reserve_ports([busy])
+    port = ports.free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))  # what the server it was handed to does next
+
+
+def test_an_offsets_ports_are_reserved_all_or_none() -> None:
+    first = ports.free_port()
+    fd = os.open(ports.LOCK_DIR / str(first + 3), os.O_CREAT | os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as another process would hold it
+        assert not ports.reserve_ports([first + 1, first + 2, first + 3])
+        assert ports.reserve_ports([first + 1, first + 2])  # none of them was kept before
+    finally:
+        os.close(fd)
+
+
+def test_a_serial_test_waits_for_the_running_tests_and_holds_the_next_ones(tmp_path: Path) -> None:
+    running, release, serial_in = threading.Event(), threading.Event(), threading.Event()
+
+    def other_worker_test() -> None:
+        with exclusive_if(False, tmp_path):
+            running.set()
+            release.wait(30)
+
+    def serial_test() -> None:
+        with exclusive_if(True, tmp_path):
+            serial_in.set()
+
+    other = threading.Thread(target=other_worker_test)
+    other.start()
+    assert running.wait(30)
+    serial = threading.Thread(target=serial_test)
+    serial.start()
+    # While the other test runs, the serial one does not start (whatever the wait: it blocks).
+    assert not serial_in.wait(0.3)
+    release.set()
+    other.join(30)
+    serial.join(30)
+    assert serial_in.is_set()
+
+
+def test_without_xdist_no_lock_is_taken(tmp_path: Path) -> None:
+    with exclusive_if(True, None), exclusive_if(True, None):
+        pass  # nested: would deadlock if it locked
+
+
+def test_the_kernels_files_are_one_unit_and_any_other_file_its_own() -> None:
+    assert unit_of("tests/kernels/build_test.py::test_x") == KERNELS_UNIT
+    assert unit_of("tests/cli/kernels_test.py::test_y[a]") == KERNELS_UNIT
+    assert unit_of("tests/cli/kernels_build_test.py::test_z") == KERNELS_UNIT
+    assert unit_of("tests/cli/deploy_test.py::test_a") == "tests/cli/deploy_test.py"
+
+
+def test_the_long_files_listed_first_exist() -> None:
+    missing = [u for u in HEAVY if u != KERNELS_UNIT and not (ROOT / u).is_file()]
+    assert not missing, f"testing/workers.py HEAVY names no test file: {missing}"
+
+
+def test_xdist_workers_share_one_lock_directory_per_run() -> None:
+    # The key xdist names its run by: a worker without it would fail every test's setup.
+    class Config:
+        workerinput = {"testrunuid": "abc123", "workerid": "gw0"}
+
+    from testing.workers import run_lock_dir
+
+    assert run_lock_dir(Config()) == Path(ports.tempfile.gettempdir()) / "dsv4ops-tests-abc123"
+    assert run_lock_dir(object()) is None
+
+
+def test_make_tests_parallel_run_works_end_to_end() -> None:
+    """`-n 2 --dist loadfile` as `make test` runs it: the scheduler hook, the lock fixture and
+    the markers work on real workers (a broken one fails every test's setup, not one test)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider",
+         "tests/architecture/parallel_test.py", "tests/twin/costs_test.py", "--co"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider",
+         "tests/architecture/parallel_test.py", "-k", "kernels_files or without_xdist or long_files"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0 and "3 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
