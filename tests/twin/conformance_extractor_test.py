@@ -1,5 +1,6 @@
-"""tools/extract_twin_conformance.py: on the real SGLang 0.5.23 wheel (skipped where it is absent,
-as on CI) it reproduces the committed fixture byte for byte; on a miniature SGLang tree
+"""tools/extract_twin_conformance.py: on the real SGLang 0.5.23 wheel (the pinned one `make install`
+fetches into the project cache, tools/fetch_sglang_wheel.sh, so CI runs it) it reproduces the
+committed fixture byte for byte; on a miniature SGLang tree
 (fixtures/sglang_synthetic) its reading of routes, metrics, stream keys and the tool-call id is
 checked fact by fact, so the tool's logic is tested in CI too."""
 
@@ -13,28 +14,31 @@ from typing import Any
 
 import pytest
 
+from tools.sglang_wheel import MISSING, WHEEL
 from tools.twin_conformance import extract, main, render
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SURFACE_PATH = FIXTURES / "sglang_0_5_23_surface.json"
 SYNTHETIC = FIXTURES / "sglang_synthetic"
-WHEEL = Path("/work/sglang-src/sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl")
-UNPACKED = Path("/work/sglang-src/unpacked")
 SURFACE = json.loads(SURFACE_PATH.read_text())
 
 
 # --- the extractor --------------------------------------------------------------------------
 
-@pytest.mark.skipif(not WHEEL.is_file(), reason=f"the real wheel is not here ({WHEEL})")
+@pytest.mark.skipif(not WHEEL.is_file(), reason=MISSING)
 def test_extractor_reproduces_the_committed_fixture_from_the_real_wheel():
     assert render(extract(WHEEL)) == SURFACE_PATH.read_text(), (
         "regenerate: tools/extract_twin_conformance.py WHEEL -o " + str(SURFACE_PATH))
 
 
-@pytest.mark.skipif(not UNPACKED.is_dir(), reason=f"no unpacked wheel at {UNPACKED}")
-def test_extractor_reads_an_unpacked_wheel_like_the_wheel():
-    from_dir = extract(UNPACKED)
-    assert from_dir.pop("wheel") == {"file": None, "sha256": None, "unpacked_dir": str(UNPACKED)}
+@pytest.mark.skipif(not WHEEL.is_file(), reason=MISSING)
+def test_extractor_reads_an_unpacked_wheel_like_the_wheel(tmp_path: Path):
+    unpacked = tmp_path / "unpacked"
+    with zipfile.ZipFile(WHEEL) as zf:  # the package's sources: all the extractor reads
+        zf.extractall(unpacked, [n for n in zf.namelist()
+                                 if n.startswith("sglang/") and n.endswith(".py")])
+    from_dir = extract(unpacked)
+    assert from_dir.pop("wheel") == {"file": None, "sha256": None, "unpacked_dir": str(unpacked)}
     committed = dict(SURFACE)
     committed.pop("wheel")
     assert from_dir == committed
