@@ -125,6 +125,10 @@ def _build(name: str, v: dict[str, Any], prov: Provenance, prefix: str) -> Targe
     if v["transport"] == "local":
         # Relative local work directories are relative to where dsv4ops runs (like the state dir).
         workdir = str(Path(workdir).expanduser().absolute())
+        if "/" in python and not Path(python).expanduser().is_absolute():
+            # So is a relative interpreter path: the components start in the work directory,
+            # where the same relative path would name another file.
+            python = str(Path(python).expanduser().absolute())
     connect = v["connect_host"] or (
         ssh.host if ssh and v["bind_host"] in ("0.0.0.0", "::") else None
     )
