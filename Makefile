@@ -13,7 +13,8 @@ SGLANG_WHEEL := .dsv4ops/wheels/sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.
 # Real SGLang 0.5.23 + sglang-router 0.3.2 on CPU with a tiny model (tools/sglang-cpu/, ~6.5 GB)
 REAL_SGLANG := .dsv4ops/sglang-cpu
 
-.PHONY: install demo test test-sglang lint bench bench-sglang clean system-deps real-sglang
+.PHONY: install demo test test-sglang lint bench bench-sglang clean system-deps real-sglang \
+	test-real-sglang
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -78,6 +79,11 @@ bench-sglang: install
 # of `make test`; the `sglang-cpu` target of profiles/targets.yaml runs from it.
 real-sglang: install
 	@test -f $(REAL_SGLANG)/.ready || bash tools/sglang-cpu/setup.sh $(REAL_SGLANG)
+
+# The live conformance run: the same probes against the twin and one real server, then the diff
+# (docs/twin.md, "Measured against the real server"). Starts one real server (~3.5 GB, ~100 s).
+test-real-sglang: real-sglang
+	REAL_SGLANG=$(CURDIR)/$(REAL_SGLANG) $(BIN)/python -m pytest -q -m real_sglang tests/twin/real_sglang_test.py
 
 clean:
 	rm -rf $(VENV) $(AOT_VENV) .dsv4ops build *.egg-info

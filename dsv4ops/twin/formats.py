@@ -200,7 +200,10 @@ class GenerateFormat:
         elif finish in ("stop", "tool_calls"):
             reason = {"type": "stop", "matched": matched}
         elif finish == "abort":
-            reason = {"type": "abort", "message": "Abort request"}
+            # FINISH_ABORT.to_json (schedule_batch.py L332-345), as the real server answered an
+            # /abort_request'ed /generate (tools/sglang-cpu/README.md)
+            reason = {"type": "abort", "message": "Aborted", "status_code": None,
+                      "err_type": None}
         ids = [token_id(p) for _, p in self._pieces]
         want = self.job.logprobs
         logprobs = lp.generate([p for _, p in self._pieces], ids, want.top) if want.on else {}

@@ -11,4 +11,4 @@ cd "$DIR/debs"
 apt-get download libibverbs1 librdmacm1 libnl-3-200 libnl-route-3-200
 for d in *.deb; do dpkg-deb -x "$d" "$DIR/libs"; done
 touch "$DIR/.ready-pd"
-echo "PD ready: LD_LIBRARY_PATH=$(ls -d "$DIR"/libs/usr/lib/*-linux-gnu) MC_FORCE_TCP=1 MOONCAKE_PROTOCOL=tcp"
+echo "PD ready: serve with tools/sglang-cpu/serve_pd.sh $DIR prefill|decode PORT"
