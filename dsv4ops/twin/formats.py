@@ -143,7 +143,10 @@ class ChatFormat:
                 "model": self.job.model,
                 "choices": [{"index": 0, "message": message,
                              "logprobs": self._logprobs([p for k, p in pieces if k == "text"]),
-                             "finish_reason": finish, "matched_stop": matched}],
+                             "finish_reason": finish,
+                             # a whole response with calls drops it (serving_chat.py L3211-3213,
+                             # seen on the real server); the stream's finish chunk keeps the EOS id
+                             "matched_stop": None if finish == "tool_calls" else matched}],
                 "usage": _usage(self.job, len(pieces) if completion is None else completion,
                                 n_reasoning),
                 "metadata": {"weight_version": "default"}}

@@ -114,6 +114,10 @@ def test_non_streaming_tool_call_and_reasoning(url):
     choice = out["choices"][0]
     message = choice["message"]
     assert choice["finish_reason"] == "tool_calls" and message["content"] == ""
+    assert choice["matched_stop"] is None  # dropped for calls (the real server: null here)
+    streamed = [e["choices"][0] for e in _stream(url, CALL, tools=[WEATHER_TOOL])
+                if e["choices"] and e["choices"][0]["finish_reason"]]
+    assert [c["matched_stop"] for c in streamed] == [1]  # the stream keeps the EOS id
     assert message["reasoning_content"] and len(message["reasoning_content"].split()) == 6
     (call,) = message["tool_calls"]
     assert re.fullmatch(r"call_[0-9a-f]{24}", call["id"]) and call["index"] == 0
