@@ -105,3 +105,21 @@ def test_extractor_names_a_missing_anchor_in_one_line(tmp_path: Path,
     not_a_wheel.write_text("nope")
     assert main([str(not_a_wheel)]) == 1
     assert "not a wheel" in capsys.readouterr().err
+
+
+# --- the live diff (tools/twin_conformance/live.py), on the shapes of the last real run --------
+
+def test_the_live_diff_passes_the_recorded_run_and_flags_what_it_does_not_explain():
+    from tools.twin_conformance.live import EXPLAINED, diff
+    recorded = json.loads((Path(__file__).resolve().parents[2] / "tools/sglang-cpu/observed/"
+                           "live-shapes.json").read_text())
+    twin, real = recorded["twin"], recorded["real"]
+    assert diff(twin, real) == []
+    assert twin["chat.tool_required"] != real["chat.tool_required"]  # explained, not equal
+    assert "chat.tool_required" in EXPLAINED
+    changed = {**twin, "chat.stop": {**twin["chat.stop"], "matched_stop": False},
+               "metrics.families": [*twin["metrics.families"], "sglang:twin_only"]}
+    assert [line.split(":")[0] for line in diff(changed, real)] == ["chat.stop",
+                                                                    "metrics.families"]
+    labels = {**twin, "metrics.idle": {**twin["metrics.idle"], "sglang:num_running_reqs": []}}
+    assert [line.split(":")[0] for line in diff(labels, real)] == ["metrics.idle"]
