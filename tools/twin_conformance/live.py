@@ -24,9 +24,9 @@ EXPLAINED: dict[str, str] = {
     "generate.meta_info.keys": "the real server adds request timestamps, queue_time, dp_rank, "
     "weight_versions and cached_tokens_details; no dsv4ops reader uses them",
     "chat.full.keys": "the real chat body adds metadata.weight_versions (same reason)",
-    "chat.tool_required": "the real tiny model fails grammar-constrained decoding on CPU "
-    "(`Grammar accept_token failed ... token [0]`, HTTP 500, unified and PD alike); the twin "
-    "treats tool_choice required like auto and constrains nothing",
+    "chat.tool_required": "the real tiny model cannot spell the qwen structural tag that "
+    "tool_choice required constrains it to (`Grammar accept_token failed ... token [0]`, HTTP "
+    "500, unified and PD alike); the twin treats required like auto and constrains nothing",
 }
 # Families only the real server exports are expected (the twin exports what dsv4ops, the rules
 # and the dashboard read); one only the twin exports is a difference. `*_created` series are
