@@ -8,8 +8,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 AOT_VENV := .venv-aot
 STAMP := $(VENV)/.installed
+# The pinned sglang wheel the conformance fixture and the kernel tests read (tools/sglang_wheel.txt)
+SGLANG_WHEEL := .dsv4ops/wheels/sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl
+# Real SGLang 0.5.23 + sglang-router 0.3.2 on CPU with a tiny model (tools/sglang-cpu/, ~6.5 GB)
+REAL_SGLANG := .dsv4ops/sglang-cpu
 
-.PHONY: install demo test test-sglang lint format format-check bench bench-sglang clean system-deps
+.PHONY: install demo test test-sglang lint format format-check bench bench-sglang clean system-deps \
+	real-sglang test-real-sglang
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,7 +28,12 @@ $(STAMP): pyproject.toml Makefile
 	@echo "$(CURDIR)/$(AOT_VENV)/bin/python" > $(VENV)/dsv4ops-aot-python
 	@touch $(STAMP)
 
-install: $(STAMP) system-deps
+# ~39 MB once; pip checks the sha256 pinned in tools/sglang_wheel.txt.
+$(SGLANG_WHEEL): $(STAMP) tools/sglang_wheel.txt
+	PYTHON=$(BIN)/python bash tools/fetch_sglang_wheel.sh $(dir $(SGLANG_WHEEL))
+	@touch $@
+
+install: $(STAMP) $(SGLANG_WHEEL) system-deps
 
 # OpenSSH server for the real-SSH tests and Prometheus + promtool for the alert-rule tests (each
 # started on 127.0.0.1 by the test run itself; no service is enabled).
@@ -50,7 +60,7 @@ test: install
 # The kernel plugin through the real sglang 0.5.23 (wheel --no-deps + a few pure-python deps,
 # ~330 MB, tools/sglang_test_env.sh); the rest of the suite skips these tests without the env.
 test-sglang: install
-	@test -f .dsv4ops/sglang-site/sglang/srt/plugins/__init__.py || bash tools/sglang_test_env.sh .dsv4ops/sglang-site
+	@test -f .dsv4ops/sglang-site/sglang/srt/plugins/__init__.py || SGLANG_WHEEL=$(SGLANG_WHEEL) bash tools/sglang_test_env.sh .dsv4ops/sglang-site
 	SGLANG_REAL_TESTS=1 $(BIN)/python -m pytest -q -m sglang tests/kernels/sglang_real_test.py
 
 # ruff, then mypy with [tool.mypy] of pyproject.toml (tests/architecture/mypy_test.py runs the
@@ -79,6 +89,17 @@ bench: install
 bench-sglang: install
 	@test -x .venv-sglang/bin/python || bash benchmarks/sglang_env.sh .venv-sglang
 	SGLANG_PYTHON=$(CURDIR)/.venv-sglang/bin/python $(BIN)/python benchmarks/loadgen_capacity.py
+
+# Real SGLang 0.5.23 and the real router 0.3.2 on this CPU-only machine, with a tiny deterministic
+# model (tools/sglang-cpu/README.md): built once into $(REAL_SGLANG) (~6.5 GB, 6-8 min). Never part
+# of `make test`; the `sglang-cpu` target of profiles/targets.yaml runs from it.
+real-sglang: install
+	@test -f $(REAL_SGLANG)/.ready || bash tools/sglang-cpu/setup.sh $(REAL_SGLANG)
+
+# The live conformance run: the same probes against the twin and one real server, then the diff
+# (docs/twin.md, "Measured against the real server"). Starts one real server (~3.5 GB, ~100 s).
+test-real-sglang: real-sglang
+	REAL_SGLANG=$(CURDIR)/$(REAL_SGLANG) $(BIN)/python -m pytest -q -m real_sglang tests/twin/real_sglang_test.py
 
 clean:
 	rm -rf $(VENV) $(AOT_VENV) .dsv4ops build *.egg-info

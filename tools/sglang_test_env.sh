@@ -6,7 +6,7 @@
 set -euo pipefail
 DIR=${1:-.dsv4ops/sglang-site}
 PY=${PYTHON:-.venv/bin/python}
-WHEEL=${SGLANG_WHEEL:-$(ls /work/sglang-src/sglang-0.5.23-*.whl | head -1)}
+WHEEL=${SGLANG_WHEEL:-.dsv4ops/wheels/sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl}
 "$PY" -m pip install -q --no-deps --no-compile --target "$DIR" "$WHEEL"
 "$PY" -m pip install -q --no-deps --no-compile --target "$DIR" psutil pybase64 requests urllib3 \
     msgspec pyzmq tqdm ipython traitlets pygments "transformers==5.19.0" "tokenizers==0.23.2" \

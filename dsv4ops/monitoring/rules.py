@@ -13,6 +13,9 @@ fact of the real metrics, not of a cleaner signal:
 * In SGLang's multiprocess mode a labelled counter appears only at its first increment: a
   failure counter born at 1 is a failure that `increase()` cannot see, so the failure rules also
   fire on a series that is new within the window and already > 0.
+* `sglang:scheduler_idle_seconds_total` grows about once a second while the loop idles and
+  stands still while it is blocked; with the progress counter also still, the decode loop is
+  neither idling nor decoding: a wedge whichever side rank 0 is on (its gauges may read idle).
 * The decode's `/health` never exercises KV transfer (fake bootstrap host): transfers can fail
   while every health check is green, which is what `DSV4PDErrorsWhileHealthy` says.
 
@@ -143,15 +146,7 @@ def alert_rules(s: RuleSettings) -> dict[str, Any]:
             "the router marks worker {{ $labels.worker }} unhealthy",
             RUNBOOKS["restart"], "smg_worker_health == 0 (router health checks failing)"),
     ]
-    if s.max_decode_bucket is not None:
-        rules.append(_alert(
-            "DSV4DecodeEagerFallback",
-            f"{running} > {s.max_decode_bucket}",
-            duration(s.eager_for_s, t), "warning",
-            f"decode batches above the largest CUDA-graph bucket ({s.max_decode_bucket}) run "
-            "eager", "runbooks/flag-change.md",
-            "num_running_reqs above the profile's largest decode bucket (SGLang runs such "
-            "batches without a graph)"))
+    rules += [_loop_stalled(s, w_wedge), _eager_fallback(s, w_wedge)]
     for rule in rules:
         rule["annotations"]["runbook"] = s.runbook(rule["annotations"]["runbook"])
     return {"groups": [{"name": "dsv4ops-pd", "rules": rules}]}
@@ -165,3 +160,34 @@ def check_runbook_url(url: str) -> str:
     if any(c.isspace() or c in "\"'<>`" or ord(c) < 32 for c in url):
         raise ValueError("spaces, quotes, <, > and control characters are not allowed in it")
     return url
+
+
+def _loop_stalled(s: RuleSettings, window: str) -> dict[str, Any]:
+    idle = 'sglang:scheduler_idle_seconds_total{engine_type="decode"}'
+    progress = 'sglang:realtime_tokens_total{engine_type="decode",mode="decode"}'
+    return _alert(
+        "DSV4DecodeLoopStalled",
+        f"(sum by (instance) (increase({idle}[{window}])) == 0)\n"
+        "and on (instance) ("
+        f"(sum by (instance) (increase({progress}[{window}])) == 0)\n"
+        f"or on (instance) (sum by (instance) ({idle}) unless on (instance) {progress}))",
+        duration(s.wedge_for_s, s.time_scale), "critical",
+        "decode {{ $labels.instance }}: its scheduler loop neither idles nor decodes",
+        RUNBOOKS["wedge"],
+        f"scheduler_idle_seconds_total and realtime_tokens_total{{mode=decode}} both stood still "
+        f"for {window}: a blocked loop (either side of the TP desync; rank 0's gauges may read "
+        "idle)")
+
+
+def _eager_fallback(s: RuleSettings, window: str) -> dict[str, Any]:
+    passes = 'sglang:cuda_graph_passes_total{engine_type="decode"'
+    bucket = f" ({s.max_decode_bucket})" if s.max_decode_bucket is not None else ""
+    return _alert(
+        "DSV4DecodeEagerFallback",
+        f'sum by (instance) (increase({passes},mode="decode_none"}}[{window}])) > 0\n'
+        f'and on (instance) sum by (instance) ({passes},mode="decode_cuda_graph"}}) > 0',
+        duration(s.eager_for_s, s.time_scale), "warning",
+        f"decode batches above the largest CUDA-graph bucket{bucket} run eager",
+        "runbooks/flag-change.md",
+        'cuda_graph_passes_total{mode="decode_none"} rising on a decode that captured graphs '
+        "(0.5.23 counts every decode pass, batch_result_processor.py L994)")

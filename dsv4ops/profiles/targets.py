@@ -132,6 +132,10 @@ def _build(name: str, v: dict[str, Any], prov: Provenance, prefix: str) -> Targe
         # Relative local work directories are relative to the project (like the state dir), so a
         # command run from a subdirectory finds the unit a command from the root deployed.
         workdir = str((project_dir() / Path(workdir).expanduser()).absolute())
+        if "/" in python and not Path(python).expanduser().is_absolute():
+            # So is a relative interpreter path: the components start in the work directory,
+            # where the same relative path would name another file.
+            python = str((project_dir() / Path(python).expanduser()).absolute())
     connect = v["connect_host"] or (
         ssh.host if ssh and v["bind_host"] in ("0.0.0.0", "::") else None
     )

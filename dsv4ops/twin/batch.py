@@ -58,7 +58,7 @@ async def serve_batch(server: TwinServer, request: web.Request,
         return not_ready()
     started = time.monotonic()
     reqs = [Req(rid=s.job.rid, plan=s.plan, max_tokens=s.job.max_tokens,
-                prompt_tokens=s.job.prompt_tokens) for s in batch.subs]
+                prompt_tokens=s.job.prompt_tokens, stop=s.job.stop) for s in batch.subs]
     for s, r in zip(batch.subs, reqs, strict=True):
         server.inflight[s.job.rid] = r
     tasks: list[asyncio.Task[None]] = []
@@ -90,7 +90,8 @@ async def serve_batch(server: TwinServer, request: web.Request,
 
 
 def _full(batch: Batch, reqs: list[Req]) -> Any:
-    bodies = [FORMATS[batch.kind](s.job).full(r.pieces, r.finish_reason or "")
+    bodies = [FORMATS[batch.kind](s.job).full(r.pieces, r.finish_reason or "", r.emitted,
+                                              r.matched)
               for s, r in zip(batch.subs, reqs, strict=True)]
     if batch.kind == "generate":
         return bodies  # /generate answers a batch with a list
@@ -138,7 +139,7 @@ async def _stream(server: TwinServer, request: web.Request, batch: Batch, reqs: 
                 break
             if kind == "finish":
                 open_ -= 1
-                for chunk in f.end(r.finish_reason or "", r.emitted):
+                for chunk in f.end(r.finish_reason or "", r.emitted, r.matched):
                     await resp.write(_index(chunk, s.index, batch.kind))
                 continue
             await resp.write(_index(f.token(value), s.index, batch.kind))

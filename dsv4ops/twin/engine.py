@@ -22,6 +22,7 @@ from .config import TwinConfig
 from .content import Piece, Plan
 from .corruption import corrupt_plan
 from .events import EventLog
+from .formats import EOS_TOKEN_ID
 from .hazards import HazardBoard
 from .perf import StepVariation, deploy_offset, padded_batch, step_ms
 from .reporter import StatsReporter
@@ -49,6 +50,16 @@ class Req:
     joined: bool = False
     is_health_probe: bool = False
     first_token_at: float | None = None
+    # `stop` strings: the output ends at the first one decoded, cut before it (the detokenizer's
+    # trim_matched_stop); while the text ends in a prefix of one, nothing is streamed
+    # (output_streamer.py L472-473), so the held tokens go out together in one chunk.
+    stop: tuple[str, ...] = ()
+    # what ended it (finish_reason.matched): the stop string, or the EOS token's id on a natural
+    # end (FINISH_MATCHED_TOKEN, schedule_batch.py L284-293); None when cut by max_tokens
+    matched: str | int | None = None
+    sent: list[Piece] = field(default_factory=list)  # the output as streamed
+    _text: str = ""
+    _sent_len: int = 0
 
     def build_pieces(self) -> None:
         """Fix the output length; pieces are produced one by one as steps run."""
@@ -63,16 +74,45 @@ class Req:
 
     @property
     def pieces(self) -> list[Piece]:
-        """The pieces emitted so far."""
-        return [self.piece(i) for i in range(self.emitted)]
+        """The output so far, as streamed (stop strings cut, held tokens joined)."""
+        return list(self.sent)
+
+    def _send(self, piece: Piece) -> None:
+        self.sent.append(piece)
+        self.stream_events.put_nowait(("token", piece))
+
+    def _release(self) -> None:
+        if len(self._text) > self._sent_len:
+            self._send(("text", self._text[self._sent_len:]))
+            self._sent_len = len(self._text)
+
+    def _match_stop(self, text: str) -> None:
+        """schedule_batch.py `_check_str_based_finish` (L1911-1930) for one new token."""
+        self._text += text
+        for stop in self.stop:
+            pos = self._text.find(stop) if stop else -1
+            if pos >= 0:
+                self._text = self._text[:max(pos, self._sent_len)]
+                self._release()
+                self.matched = stop
+                self.finish("stop")
+                return
+        if not any(_ends_in_prefix(self._text, stop) for stop in self.stop):
+            self._release()
 
     def emit_next(self) -> None:
         piece = self.piece(self.emitted)
         if self.emitted == 0:
             self.first_token_at = time.monotonic()
         self.emitted += 1
-        self.stream_events.put_nowait(("token", piece))
-        if self.emitted >= self.n_tokens:
+        if self.stop and piece[0] == "text":
+            self._match_stop(piece[1])
+        else:
+            self._send(piece)
+        if self.finish_reason is None and self.emitted >= self.n_tokens:
+            self._release()  # a finished request sends everything it holds
+            if self._natural != "length":
+                self.matched = EOS_TOKEN_ID
             self.finish(self._natural)
 
     def finish(self, reason: str) -> None:
@@ -80,6 +120,12 @@ class Req:
             self.finish_reason = reason
             self.stream_events.put_nowait(("finish", reason))
             self.done.set()
+
+
+def _ends_in_prefix(text: str, stop: str) -> bool:
+    """`check_match_stop_str_prefix` (schedule_batch.py L1830-1853): the text ends in a proper
+    prefix of `stop`, so the next token may complete it."""
+    return any(text.endswith(stop[:i]) for i in range(1, len(stop)))
 
 
 class DecodeEngine:

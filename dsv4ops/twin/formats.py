@@ -12,9 +12,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import logprobs as lp
 from .content import Piece
 
 VOCAB_SIZE = 129280  # DSV4 tokenizer size; output_ids are stand-ins
+# The id a natural end reports as finish_reason.matched / matched_stop: DeepSeek's
+# <｜end▁of▁sentence｜> (1 in the V3 tokenizer; V4-Flash's own config not read: UNVERIFIED).
+EOS_TOKEN_ID = 1
 
 
 def sse(obj: Any) -> bytes:
@@ -44,6 +48,8 @@ class Job:
     # the request's output runs through the tool-call parser (serving_chat.py
     # _tool_call_parsing_active): --tool-call-parser set, tools given, tool_choice not "none"
     tool_parsing: bool = False
+    stop: tuple[str, ...] = ()  # the request's `stop` strings (sampling_params.stop)
+    logprobs: lp.LogprobRequest = field(default_factory=lp.LogprobRequest)
 
 
 def _usage(job: Job, completion: int, reasoning: int = 0) -> dict[str, Any]:
@@ -79,17 +85,25 @@ class ChatFormat:
         return {"id": self.job.rid, "object": "chat.completion.chunk",
                 "created": self.job.created, "model": self.job.model}
 
-    def _content_chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
-        choice = {"index": 0, "delta": {"reasoning_content": None, **delta}, "logprobs": None,
-                  "finish_reason": finish, "matched_stop": None}
+    def _logprobs(self, texts: list[str]) -> dict[str, Any] | None:
+        want = self.job.logprobs
+        return lp.chat(texts, want.top) if want.on and texts else None
+
+    def _content_chunk(self, delta: dict[str, Any], finish: str | None = None,
+                       matched: str | int | None = None) -> bytes:
+        text = delta.get("content")
+        choice = {"index": 0, "delta": {"reasoning_content": None, **delta},
+                  "logprobs": self._logprobs([text] if text and finish is None else []),
+                  "finish_reason": finish, "matched_stop": matched}
         return sse({**self._head(), "choices": [choice]})
 
     def _model_chunk(self, content: str | None, calls: list[dict[str, Any]] | None) -> bytes:
         delta: dict[str, Any] = {"role": None, "content": content, "reasoning_content": None}
         if calls is not None:
             delta["tool_calls"] = calls
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None,
-                  "matched_stop": None}
+        choice = {"index": 0, "delta": delta, "logprobs": self._logprobs([content] if content
+                                                                          else []),
+                  "finish_reason": None, "matched_stop": None}
         return sse({**self._head(), "choices": [choice], "usage": None})
 
     def start(self) -> list[bytes]:
@@ -108,14 +122,15 @@ class ChatFormat:
             return self._model_chunk(None, [_tool_call(value)])
         return b""  # hidden: decoded, held by the parser, nothing on the wire
 
-    def end(self, finish: str, completion: int) -> list[bytes]:
-        out = [self._content_chunk({}, finish)]
+    def end(self, finish: str, completion: int, matched: str | int | None = None) -> list[bytes]:
+        out = [self._content_chunk({}, finish, matched)]
         if self.job.include_usage:
             out.append(sse({**self._head(), "choices": [],
                             "usage": _usage(self.job, completion, self.reasoning_tokens)}))
         return out
 
-    def full(self, pieces: list[Piece], finish: str) -> dict[str, Any]:
+    def full(self, pieces: list[Piece], finish: str, completion: int | None = None,
+             matched: str | int | None = None) -> dict[str, Any]:
         text = "".join(p for k, p in pieces if k == "text")
         reasoning = "".join(p for k, p in pieces if k == "reasoning")
         message: dict[str, Any] = {"role": "assistant", "content": text,
@@ -126,9 +141,14 @@ class ChatFormat:
         n_reasoning = sum(1 for k, _ in pieces if k == "reasoning")
         return {"id": self.job.rid, "object": "chat.completion", "created": self.job.created,
                 "model": self.job.model,
-                "choices": [{"index": 0, "message": message, "logprobs": None,
-                             "finish_reason": finish, "matched_stop": None}],
-                "usage": _usage(self.job, len(pieces), n_reasoning),
+                "choices": [{"index": 0, "message": message,
+                             "logprobs": self._logprobs([p for k, p in pieces if k == "text"]),
+                             "finish_reason": finish,
+                             # a whole response with calls drops it (serving_chat.py L3211-3213,
+                             # seen on the real server); the stream's finish chunk keeps the EOS id
+                             "matched_stop": None if finish == "tool_calls" else matched}],
+                "usage": _usage(self.job, len(pieces) if completion is None else completion,
+                                n_reasoning),
                 "metadata": {"weight_version": "default"}}
 
 
@@ -136,29 +156,34 @@ class CompletionFormat:
     def __init__(self, job: Job) -> None:
         self.job = job
 
-    def _chunk(self, text: str, finish: str | None) -> dict[str, Any]:
+    def _chunk(self, text: str, finish: str | None, matched: str | int | None = None,
+               tokens: list[str] | None = None) -> dict[str, Any]:
+        want = self.job.logprobs
+        logprobs = lp.completion(tokens, want.top) if want.on and tokens else None
         return {"id": self.job.rid, "object": "text_completion", "created": self.job.created,
                 "model": self.job.model,
-                "choices": [{"index": 0, "text": text, "logprobs": None,
-                             "finish_reason": finish, "matched_stop": None}]}
+                "choices": [{"index": 0, "text": text, "logprobs": logprobs,
+                             "finish_reason": finish, "matched_stop": matched}]}
 
     def start(self) -> list[bytes]:
         return []
 
     def token(self, piece: Piece) -> bytes:
-        return sse(self._chunk(piece[1], None))
+        return sse(self._chunk(piece[1], None, tokens=[piece[1]]))
 
-    def end(self, finish: str, completion: int) -> list[bytes]:
-        out = [sse(self._chunk("", finish))]
+    def end(self, finish: str, completion: int, matched: str | int | None = None) -> list[bytes]:
+        out = [sse(self._chunk("", finish, matched))]
         if self.job.include_usage:
             out.append(sse({"id": self.job.rid, "object": "text_completion",
                             "created": self.job.created, "model": self.job.model, "choices": [],
                             "usage": _usage(self.job, completion)}))
         return out
 
-    def full(self, pieces: list[Piece], finish: str) -> dict[str, Any]:
-        body = self._chunk("".join(p for _, p in pieces), finish)
-        body["usage"] = _usage(self.job, len(pieces))
+    def full(self, pieces: list[Piece], finish: str, completion: int | None = None,
+             matched: str | int | None = None) -> dict[str, Any]:
+        body = self._chunk("".join(p for _, p in pieces), finish, matched,
+                           tokens=[p for _, p in pieces])
+        body["usage"] = _usage(self.job, len(pieces) if completion is None else completion)
         return body
 
 
@@ -168,22 +193,29 @@ class GenerateFormat:
     def __init__(self, job: Job) -> None:
         self.job = job
         self._pieces: list[Piece] = []
+        self._completion: int | None = None  # the token count once known (stop strings cut)
 
-    def _body(self, finish: str | None) -> dict[str, Any]:
-        n = len(self._pieces)
+    def _body(self, finish: str | None, matched: str | int | None = None) -> dict[str, Any]:
+        n = len(self._pieces) if self._completion is None else self._completion
         reason: dict[str, Any] | None = None
         if finish == "length":
             reason = {"type": "length", "length": n}
         elif finish in ("stop", "tool_calls"):
-            reason = {"type": "stop", "matched": None}
+            reason = {"type": "stop", "matched": matched}
         elif finish == "abort":
-            reason = {"type": "abort", "message": "Abort request"}
+            # FINISH_ABORT.to_json (schedule_batch.py L332-345), as the real server answered an
+            # /abort_request'ed /generate (tools/sglang-cpu/README.md)
+            reason = {"type": "abort", "message": "Aborted", "status_code": None,
+                      "err_type": None}
+        ids = [token_id(p) for _, p in self._pieces]
+        want = self.job.logprobs
+        logprobs = lp.generate([p for _, p in self._pieces], ids, want.top) if want.on else {}
         return {"text": "".join(p for _, p in self._pieces),
-                "output_ids": [token_id(p) for _, p in self._pieces],
+                "output_ids": ids,
                 "meta_info": {"id": self.job.rid, "finish_reason": reason,
                               "prompt_tokens": self.job.prompt_tokens, "completion_tokens": n,
                               "cached_tokens": 0, "reasoning_tokens": 0,
-                              "weight_version": "default", "num_retractions": 0,
+                              "weight_version": "default", "num_retractions": 0, **logprobs,
                               "e2e_latency": time.monotonic() - self.job.started}}
 
     def start(self) -> list[bytes]:
@@ -193,12 +225,15 @@ class GenerateFormat:
         self._pieces.append(piece)
         return sse(self._body(None))
 
-    def end(self, finish: str, completion: int) -> list[bytes]:
-        return [sse(self._body(finish))]
+    def end(self, finish: str, completion: int, matched: str | int | None = None) -> list[bytes]:
+        self._completion = completion
+        return [sse(self._body(finish, matched))]
 
-    def full(self, pieces: list[Piece], finish: str) -> dict[str, Any]:
+    def full(self, pieces: list[Piece], finish: str, completion: int | None = None,
+             matched: str | int | None = None) -> dict[str, Any]:
         self._pieces = list(pieces)
-        return self._body(finish)
+        self._completion = completion
+        return self._body(finish, matched)
 
 
 FORMATS: dict[str, type[ChatFormat] | type[CompletionFormat] | type[GenerateFormat]] = {"chat": ChatFormat, "completion": CompletionFormat, "generate": GenerateFormat}

@@ -29,6 +29,7 @@ class SchedulerSnapshot:
     published: SchedStats
     realtime_tokens: dict[str, int]
     graph_passes: dict[str, int]
+    idle_seconds: float
     transfer_failed_total: int
     bootstrap_failed_total: int
     max_total_num_tokens: int
@@ -97,6 +98,11 @@ class _SchedulerCollector(Collector):
             if value:
                 c.add_metric(values, float(value))
             yield c
+        idle = CounterMetricFamily(
+            "sglang:scheduler_idle_seconds",
+            "Total wall time while the scheduler has no runnable or queued work.", labels=names)
+        idle.add_metric(values, s.idle_seconds)  # registered at 0 (metrics_collector.py L1086)
+        yield idle
         rt = CounterMetricFamily(
             "sglang:realtime_tokens",
             "Total number of tokens processed (updated on each log interval). "

@@ -18,6 +18,7 @@ from .content import (
     prompt_of_messages,
 )
 from .formats import Job
+from .logprobs import MAX_TOP_LOGPROBS, LogprobRequest
 
 DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's sampling default
 
@@ -55,6 +56,34 @@ def _bootstrap(body: dict[str, Any]) -> Bootstrap:
     except (TypeError, ValueError):
         raise BadRequest("bootstrap_host/bootstrap_port/bootstrap_room: expected one value "
                          "per request") from None
+
+
+def _stop(value: Any) -> tuple[str, ...]:
+    """`stop`: a string or a list of strings (protocol.py; sampling_params.py normalizes a string
+    into a one-element list)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise BadRequest(f"stop must be a string or a list of strings, got {value!r}")
+
+
+def _logprobs(kind: str, body: dict[str, Any]) -> LogprobRequest:
+    """chat: `logprobs: true` + `top_logprobs`; completions: `logprobs: N`; /generate:
+    `return_logprob` + `top_logprobs_num` (protocol.py, io_struct.py)."""
+    if kind == "chat":
+        on, top = body.get("logprobs") is True, body.get("top_logprobs")
+    elif kind == "completion":
+        top = body.get("logprobs")
+        on = top is not None
+    else:
+        on, top = body.get("return_logprob") is True, body.get("top_logprobs_num")
+    top = 0 if top is None else top
+    if not isinstance(top, int) or isinstance(top, bool) or not 0 <= top <= MAX_TOP_LOGPROBS:
+        raise BadRequest(f"top_logprobs must be an integer 0..{MAX_TOP_LOGPROBS}, got {top!r}")
+    return LogprobRequest(on, top)
 
 
 def prompt_hash(prompt: str) -> str:
@@ -104,6 +133,7 @@ def parse(kind: str, body: Any, model_name: str,
     opts = body.get("stream_options") or {}
     include_usage = bool(opts.get("include_usage")) if isinstance(opts, dict) else False
     tool_parsing = False
+    stop = _stop(body.get("stop")) if kind != "generate" else ()
     if kind == "chat":
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
@@ -134,6 +164,7 @@ def parse(kind: str, body: Any, model_name: str,
         if not isinstance(params, dict):
             raise BadRequest("sampling_params must be an object")
         max_tokens = _max_tokens(params.get("max_new_tokens"))
+        stop = _stop(params.get("stop"))
         plan = plan_completion(prompt, max_tokens)
         rid = str(body.get("rid") or uuid.uuid4().hex)
         stream = bool(body.get("stream", False))
@@ -141,7 +172,8 @@ def parse(kind: str, body: Any, model_name: str,
         and not isinstance(body.get("text"), str) else count_tokens(prompt)
     job = Job(kind=kind, rid=rid, model=str(body.get("model") or model_name), stream=stream,
               include_usage=include_usage, prompt_tokens=n_prompt, max_tokens=max_tokens,
-              created=int(time.time()), tool_parsing=tool_parsing)
+              created=int(time.time()), tool_parsing=tool_parsing, stop=stop,
+              logprobs=_logprobs(kind, body))
     return job, plan, _bootstrap(body), prompt
 
 

@@ -15,6 +15,13 @@ logs nothing, so rank 0's gauges freeze at their last values. `sglang:realtime_t
 a counter bumped by every decode iteration (`report_decode_stats` L909-916, before the interval
 check) and every prefill batch; the twin can also bump it only at the log interval (the counter's
 own help text, "updated on each log interval", L1032-1039) to rehearse the worst case.
+
+`sglang:scheduler_idle_seconds_total` (metrics_collector.py L1062-1068, registered at 0) adds the
+wall time the loop spent fully idle: the loop samples idle/active on every pass (idle path:
+`record_scheduler_idle`, a batch or a non-idle pass: `record_scheduler_active`, scheduler.py
+L2219, L4620, L5256-5333) and flushes the sum at the first sample at least 1 s after the last
+flush (metrics_reporter.py L1384-1430, `_SCHEDULER_TIME_ACCOUNTING_INTERVAL_NS`). A blocked loop
+samples nothing, so the counter stands still in a wedge, whichever side rank 0 is on.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from dataclasses import dataclass, replace
 from .config import TwinConfig
 
 IDLE_REPUBLISH_S = 30.0  # model seconds (metrics_reporter.py L1497)
+IDLE_ACCOUNTING_FLUSH_S = 1.0  # wall seconds on the box (metrics_reporter.py L76)
 MODES = ("prefill_compute", "prefill_cache", "decode")
 
 
@@ -67,6 +75,9 @@ class StatsReporter:
         self._last_log_at = self._now()
         self._last_decode_log_at = self._last_log_at
         self._last_gen_throughput = 0.0
+        self.idle_seconds = 0.0  # sglang:scheduler_idle_seconds_total, model seconds
+        self._acct: tuple[float, float, bool] | None = None  # flushed at, sampled at, was idle
+        self._acct_idle_s = 0.0  # wall seconds idle since the last flush
 
     def live(self) -> SchedStats:
         return self._live()
@@ -83,12 +94,30 @@ class StatsReporter:
     def start(self) -> None:
         """The first publish when the server is ready (after the warmup request's report)."""
         self._log(replace(self._live(), gen_throughput=0.0))
+        now = self._now()
+        self._acct = (now, now, True)  # start_scheduler_time_accounting: idle from the start
+
+    def _sample(self, idle: bool) -> None:
+        """`_record_scheduler_time`: the time since the last sample counts as idle if that
+        sample was; the sum goes to the counter once a flush interval has passed."""
+        if self._acct is None:
+            return
+        flushed, last, was_idle = self._acct
+        now = self._now()
+        if was_idle:
+            self._acct_idle_s += now - last
+        if now - flushed >= self.config.wall(IDLE_ACCOUNTING_FLUSH_S):
+            self.idle_seconds += self._acct_idle_s / self.config.time_scale
+            self._acct_idle_s = 0.0
+            flushed = now
+        self._acct = (flushed, now, idle)
 
     # --- decode --------------------------------------------------------------------------
     def decode_step(self, produced: int, *, batch_size: int, cuda_graph: bool = True) -> None:
         """One decode iteration of `batch_size` requests that produced `produced` tokens
         (report_decode_stats; the running gauge is the batch that ran, finished ones included).
         `cuda_graph`: the batch ran a captured graph (False above the largest bucket: eager)."""
+        self._sample(False)
         mode = "decode_cuda_graph" if cuda_graph else "decode_none"
         self.graph_passes[mode] = self.graph_passes.get(mode, 0) + 1
         if self.config.realtime_tokens == "per_log_interval":
@@ -114,6 +143,7 @@ class StatsReporter:
     def prefill_batch(self, compute_tokens: int, cache_tokens: int = 0) -> None:
         """One prefill batch (report_prefill_stats): counters, then every gauge. Its graph pass
         is `prefill_none`: 0.5.23 runs prefill without a graph unless piecewise graphs are on."""
+        self._sample(False)
         self.graph_passes["prefill_none"] = self.graph_passes.get("prefill_none", 0) + 1
         self.realtime_tokens["prefill_compute"] += compute_tokens
         self.realtime_tokens["prefill_cache"] += cache_tokens
@@ -128,10 +158,13 @@ class StatsReporter:
         """`_maybe_log_idle_metrics`, called by a loop that found no batch to run. Publishes the
         idle values when the running gauge is stale or the last log is 30 s old; returns whether
         it did. `rank0_view` replaces the live state when rank 0 sees less than the twin holds
-        (a rank that dropped its batch while the others still hold it)."""
+        (a rank that dropped its batch while the others still hold it). That rank's loop then
+        blocks in its next TP broadcast (docs/twin.md), so it samples no idle time."""
         if rank0_view is None:
             if not self._fully_idle():
+                self._sample(False)
                 return False
+            self._sample(True)
             view = self._live()
         else:
             view = rank0_view

@@ -157,7 +157,7 @@ class TwinServer:
             return not_ready()
         started = time.monotonic()
         req = Req(rid=job.rid, plan=plan, max_tokens=job.max_tokens,
-                  prompt_tokens=job.prompt_tokens)
+                  prompt_tokens=job.prompt_tokens, stop=job.stop)
         self.inflight[job.rid] = req
         try:
             await self.prepare(job, req, boot, prompt)
@@ -247,7 +247,8 @@ class TwinServer:
         fmt = FORMATS[job.kind](job)
         if not job.stream:
             await req.done.wait()
-            return web.json_response(fmt.full(req.pieces, req.finish_reason or ""))
+            return web.json_response(fmt.full(req.pieces, req.finish_reason or "", req.emitted,
+                                              req.matched))
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                            "Cache-Control": "no-cache"})
         try:
@@ -259,7 +260,7 @@ class TwinServer:
                 if kind == "finish":
                     break
                 await resp.write(fmt.token(value))
-            for chunk in fmt.end(req.finish_reason or "", req.emitted):
+            for chunk in fmt.end(req.finish_reason or "", req.emitted, req.matched):
                 await resp.write(chunk)
             await resp.write(b"data: [DONE]\n\n")
         except (ConnectionResetError, ConnectionError):
@@ -359,6 +360,7 @@ class TwinServer:
         return SchedulerSnapshot(
             published=p, realtime_tokens=dict(self.reporter.realtime_tokens),
             graph_passes=dict(self.reporter.graph_passes),
+            idle_seconds=self.reporter.idle_seconds,
             transfer_failed_total=(self.receiver.failed if self.receiver else 0)
             + (self.bootstrap.transfer_failed if self.bootstrap else 0),
             bootstrap_failed_total=(self.receiver.bootstrap_failed if self.receiver else 0)

@@ -3,8 +3,9 @@ package built by `dsv4ops kernels build` and installed the way deploy installs i
 
 Needs the real-sglang env (`make test-sglang` builds it: tools/sglang_test_env.sh, and sets
 SGLANG_REAL_TESTS=1, not DSV4OPS_-prefixed: tests/conftest.py clears those); skipped otherwise,
-so `make test` stays within the CI budget. The cheap test (no env) checks sglang_paths' name rule
-against the fixture extracted from the wheel, so `make test` still fails if the rule drifts.
+so `make test` stays within the CI budget. The cheap tests (no env) check sglang_paths' name rule
+against the fixture, and the fixture against the pinned wheel `make install` fetches
+(tools/fetch_sglang_wheel.sh), so `make test` still fails if the rule drifts.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.sglang_paths import moe_config_file_name, plugin_env
+from tools.sglang_wheel import MISSING, WHEEL, source
 
 SITE = Path(os.environ.get("SGLANG_TEST_SITE", ".dsv4ops/sglang-site")).resolve()
 PROBE = Path(__file__).resolve().parents[2] / "testing" / "programs" / "kernels_sglang_probe.py"
@@ -35,10 +37,12 @@ def test_the_name_rule_matches_sglang_and_the_shipped_file() -> None:
                     "dtype=fp8_w8a8,block_shape=[128, 128].json")
     shipped = Path(__file__).resolve().parents[2] / "dsv4ops/kernels/sources/configs/triton_3_8_0"
     assert (shipped / name).is_file() and (shipped / name.replace(".json", "_down.json")).is_file()
-    wheel_src = Path("/work/sglang-src/unpacked/sglang/srt/layers/moe/moe_runner/triton_utils/"
-                     "fused_moe_triton_config.py")
-    if wheel_src.is_file():  # where the wheel is unpacked, hold the fixture to it
-        assert SGLANG_NAME_RULE in wheel_src.read_text()
+
+@pytest.mark.skipif(not WHEEL.is_file(), reason=MISSING)
+def test_the_name_rule_fixture_is_the_wheels_own_text() -> None:
+    """Holds the verbatim rule above to the pinned wheel (`make install` fetches it, so CI too)."""
+    rule = source("srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py")
+    assert SGLANG_NAME_RULE in rule
 
 
 @pytest.mark.sglang

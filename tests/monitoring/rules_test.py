@@ -28,6 +28,8 @@ needs_promtool = pytest.mark.skipif(PROMTOOL is None and not os.environ.get("CI"
 S = RuleSettings(max_decode_bucket=96)  # box defaults: 5 s scrapes, wedge window 20 s, for 60 s
 DEC = {"engine_type": "decode", "instance": "box:30001", "job": "dsv4-decode"}
 PRE = {"engine_type": "prefill", "instance": "box:30000", "job": "dsv4-prefill"}
+GRAPH = "sglang:cuda_graph_passes_total"
+IDLE = "sglang:scheduler_idle_seconds_total"
 
 
 def _series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
@@ -116,9 +118,31 @@ CASES: list[tuple[str, list[dict[str, str]], str, list[dict[str, Any]]]] = [
                                            "1x5 0x30")], "2m",
      [_expect("DSV4RouterWorkerUnhealthy", {"worker": "http://box:30001", "job": "dsv4-router",
                                             "instance": "box:29000"})]),
-    ("DSV4DecodeEagerFallback", [_series("sglang:num_running_reqs", DEC, "120x80")], "6m",
-     [_expect("DSV4DecodeEagerFallback", {"instance": DEC["instance"]})]),
-    ("DSV4DecodeEagerFallback", [_series("sglang:num_running_reqs", DEC, "96x80")], "6m", []),
+    # Eager passes on a decode that runs graphs: 0.5.23 counts every pass by mode.
+    ("DSV4DecodeEagerFallback", [_series(GRAPH, {**DEC, "mode": "decode_none"}, "0+2x80"),
+                                 _series(GRAPH, {**DEC, "mode": "decode_cuda_graph"}, "0+50x80")],
+     "6m", [_expect("DSV4DecodeEagerFallback", {"instance": DEC["instance"]})]),
+    # --disable-cuda-graph (the CPU target): every pass is eager, nothing fell back.
+    ("DSV4DecodeEagerFallback", [_series(GRAPH, {**DEC, "mode": "decode_none"}, "0+50x80")],
+     "6m", []),
+    # An eager burst long ago: the counter stands still now.
+    ("DSV4DecodeEagerFallback", [_series(GRAPH, {**DEC, "mode": "decode_none"}, "40x80"),
+                                 _series(GRAPH, {**DEC, "mode": "decode_cuda_graph"}, "0+50x80")],
+     "6m", []),
+    # The rank-0-idle wedge: gauges read idle (running 0), the idle counter and the progress
+    # counter both stand still (the loop blocks in its next TP broadcast).
+    ("DSV4DecodeLoopStalled", [_series(IDLE, DEC, "0+5x4 20x36"),
+                               _series("sglang:num_running_reqs", DEC, "0x40"),
+                               _series("sglang:realtime_tokens_total", {**DEC, "mode": "decode"},
+                                       "0+300x4 1200x36")],
+     "2m", [_expect("DSV4DecodeLoopStalled", {"instance": DEC["instance"]})]),
+    # Blocked before its first decode batch: no progress series yet.
+    ("DSV4DecodeLoopStalled", [_series(IDLE, DEC, "3x40")], "2m",
+     [_expect("DSV4DecodeLoopStalled", {"instance": DEC["instance"]})]),
+    ("DSV4DecodeLoopStalled", [_series(IDLE, DEC, "0+5x40")], "2m", []),  # healthy and idle
+    ("DSV4DecodeLoopStalled", [_series(IDLE, DEC, "3x40"),  # busy: decoding, never idle
+                               _series("sglang:realtime_tokens_total", {**DEC, "mode": "decode"},
+                                       "0+300x40")], "2m", []),
 ]
 
 
@@ -152,7 +176,7 @@ def test_the_shipped_rules_are_the_render_of_baseline_for_the_box() -> None:
 @needs_promtool
 def test_promtool_checks_the_shipped_rules_and_a_rendered_config(tmp_path: Path) -> None:
     out = _promtool("check", "rules", str(REPO / "monitoring" / "dsv4ops-alerts.yml"), cwd=tmp_path)
-    assert out.returncode == 0 and "SUCCESS: 7 rules found" in out.stdout, out.stdout + out.stderr
+    assert out.returncode == 0 and "SUCCESS: 8 rules found" in out.stdout, out.stdout + out.stderr
     proc = subprocess.run([sys.executable, "-m", "dsv4ops", "monitoring", "render", "baseline",
                            "--target", "twin-local", "--out", str(tmp_path)], capture_output=True,
                           text=True, timeout=60, cwd=REPO)

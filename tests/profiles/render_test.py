@@ -178,9 +178,10 @@ def test_shipped_profile_commands_parse_with_sglang_and_router_parsers(path: Pat
                 )
             else:
                 ns = server.parse_args(args)
+                backend = load_profile(path).prefill.transfer_backend
                 assert (
                     ns.disaggregation_mode == comp.name
-                    and ns.disaggregation_transfer_backend == "nixl"
+                    and ns.disaggregation_transfer_backend == backend
                 )
 
 

@@ -114,6 +114,10 @@ def test_non_streaming_tool_call_and_reasoning(url):
     choice = out["choices"][0]
     message = choice["message"]
     assert choice["finish_reason"] == "tool_calls" and message["content"] == ""
+    assert choice["matched_stop"] is None  # dropped for calls (the real server: null here)
+    streamed = [e["choices"][0] for e in _stream(url, CALL, tools=[WEATHER_TOOL])
+                if e["choices"] and e["choices"][0]["finish_reason"]]
+    assert [c["matched_stop"] for c in streamed] == [1]  # the stream keeps the EOS id
     assert message["reasoning_content"] and len(message["reasoning_content"].split()) == 6
     (call,) = message["tool_calls"]
     assert re.fullmatch(r"call_[0-9a-f]{24}", call["id"]) and call["index"] == 0
@@ -130,3 +134,54 @@ def test_hazard_shapes_are_set_at_run_time_and_rejected_when_unknown(url):
     assert bad.status_code == 400 and "choose one or more of" in bad.json()["error"]
     state = httpx.get(url + "/_twin/state", timeout=5).json()
     assert state["corrupt_shapes"] == ["cross_talk"]  # the rejected request changed nothing
+
+
+def test_a_stop_string_ends_the_answer_with_finish_stop_and_matched_stop(bare_url):
+    """As real SGLang 0.5.23 answered through the real router (docs/twin.md, "Measured against
+    the real server"): the finish chunk's delta holds only reasoning_content, the text is cut
+    before the stop string, completion_tokens counts through it; a natural end reports the EOS
+    token's id."""
+    events = _stream(bare_url, "SAY alpha beta gamma delta epsilon", stop=[" delta"])
+    content = "".join(d.get("content") or "" for d in _deltas(events))
+    finish = [e["choices"][0] for e in events if e["choices"] and e["choices"][0]["finish_reason"]]
+    assert content == "alpha beta gamma"
+    assert finish == [{"index": 0, "delta": {"reasoning_content": None}, "logprobs": None,
+                       "finish_reason": "stop", "matched_stop": " delta"}]
+    assert events[-1]["usage"]["completion_tokens"] == 4
+    body = {"text": "SAY alpha beta gamma", "sampling_params": {"max_new_tokens": 50,
+                                                                 "stop": "gamma"},
+            **fake_bootstrap()}
+    meta = httpx.post(bare_url + "/generate", json=body, timeout=30).json()["meta_info"]
+    assert meta["finish_reason"] == {"type": "stop", "matched": "gamma"}
+    natural = _stream(bare_url, "SAY alpha beta")
+    assert [e["choices"][0]["matched_stop"] for e in natural if e["choices"]][-1] == 1
+
+
+def test_logprobs_have_the_shapes_real_sglang_answered(bare_url):
+    """Chat, completions and /generate as the real 0.5.23 server answered `logprobs` on CPU
+    (tools/sglang-cpu/observed/pd-cpu/*logprobs*): per-token entries, top alternatives, and
+    null on the role and finish chunks."""
+    events = _stream(bare_url, "SAY alpha beta", logprobs=True, top_logprobs=2)
+    lps = [e["choices"][0]["logprobs"] for e in events if e["choices"]]
+    assert lps[0] is None and lps[-1] is None  # role chunk, finish chunk
+    for entry_set, delta in zip(lps[1:-1], _deltas(events)[1:-1], strict=True):
+        (entry,) = entry_set["content"]
+        assert set(entry) == {"token", "bytes", "logprob", "top_logprobs"}
+        assert entry["token"] == delta["content"] and entry["bytes"] == list(entry["token"].encode())
+        assert len(entry["top_logprobs"]) == 2 and entry["top_logprobs"][0]["token"] == entry["token"]
+        assert entry["logprob"] <= 0.0
+    body = {"model": "m", "prompt": "SAY alpha beta", "max_tokens": 5, "logprobs": 2,
+            **fake_bootstrap()}
+    choice = httpx.post(bare_url + "/v1/completions", json=body, timeout=30).json()["choices"][0]
+    got = choice["logprobs"]
+    assert set(got) == {"text_offset", "token_logprobs", "tokens", "top_logprobs"}
+    assert "".join(got["tokens"]) == choice["text"] and set(got["text_offset"]) == {-1}
+    body = {"text": "SAY alpha beta", "sampling_params": {"max_new_tokens": 5},
+            "return_logprob": True, "top_logprobs_num": 2, **fake_bootstrap()}
+    out = httpx.post(bare_url + "/generate", json=body, timeout=30).json()
+    meta = out["meta_info"]
+    assert [t[1] for t in meta["output_token_logprobs"]] == out["output_ids"]
+    assert meta["output_token_logprobs_length"] == len(out["output_ids"])
+    assert all(len(t) == 2 for t in meta["output_top_logprobs"])
+    plain = httpx.post(bare_url + "/v1/completions", json={**body, "prompt": "x"}, timeout=30)
+    assert plain.json()["choices"][0]["logprobs"] is None  # not asked for

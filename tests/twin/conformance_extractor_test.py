@@ -1,5 +1,6 @@
-"""tools/extract_twin_conformance.py: on the real SGLang 0.5.23 wheel (skipped where it is absent,
-as on CI) it reproduces the committed fixture byte for byte; on a miniature SGLang tree
+"""tools/extract_twin_conformance.py: on the real SGLang 0.5.23 wheel (the pinned one `make install`
+fetches into the project cache, tools/fetch_sglang_wheel.sh, so CI runs it) it reproduces the
+committed fixture byte for byte; on a miniature SGLang tree
 (fixtures/sglang_synthetic) its reading of routes, metrics, stream keys and the tool-call id is
 checked fact by fact, so the tool's logic is tested in CI too."""
 
@@ -13,28 +14,31 @@ from typing import Any
 
 import pytest
 
+from tools.sglang_wheel import MISSING, WHEEL
 from tools.twin_conformance import extract, main, render
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SURFACE_PATH = FIXTURES / "sglang_0_5_23_surface.json"
 SYNTHETIC = FIXTURES / "sglang_synthetic"
-WHEEL = Path("/work/sglang-src/sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl")
-UNPACKED = Path("/work/sglang-src/unpacked")
 SURFACE = json.loads(SURFACE_PATH.read_text())
 
 
 # --- the extractor --------------------------------------------------------------------------
 
-@pytest.mark.skipif(not WHEEL.is_file(), reason=f"the real wheel is not here ({WHEEL})")
+@pytest.mark.skipif(not WHEEL.is_file(), reason=MISSING)
 def test_extractor_reproduces_the_committed_fixture_from_the_real_wheel():
     assert render(extract(WHEEL)) == SURFACE_PATH.read_text(), (
         "regenerate: tools/extract_twin_conformance.py WHEEL -o " + str(SURFACE_PATH))
 
 
-@pytest.mark.skipif(not UNPACKED.is_dir(), reason=f"no unpacked wheel at {UNPACKED}")
-def test_extractor_reads_an_unpacked_wheel_like_the_wheel():
-    from_dir = extract(UNPACKED)
-    assert from_dir.pop("wheel") == {"file": None, "sha256": None, "unpacked_dir": str(UNPACKED)}
+@pytest.mark.skipif(not WHEEL.is_file(), reason=MISSING)
+def test_extractor_reads_an_unpacked_wheel_like_the_wheel(tmp_path: Path):
+    unpacked = tmp_path / "unpacked"
+    with zipfile.ZipFile(WHEEL) as zf:  # the package's sources: all the extractor reads
+        zf.extractall(unpacked, [n for n in zf.namelist()
+                                 if n.startswith("sglang/") and n.endswith(".py")])
+    from_dir = extract(unpacked)
+    assert from_dir.pop("wheel") == {"file": None, "sha256": None, "unpacked_dir": str(unpacked)}
     committed = dict(SURFACE)
     committed.pop("wheel")
     assert from_dir == committed
@@ -101,3 +105,21 @@ def test_extractor_names_a_missing_anchor_in_one_line(tmp_path: Path,
     not_a_wheel.write_text("nope")
     assert main([str(not_a_wheel)]) == 1
     assert "not a wheel" in capsys.readouterr().err
+
+
+# --- the live diff (tools/twin_conformance/live.py), on the shapes of the last real run --------
+
+def test_the_live_diff_passes_the_recorded_run_and_flags_what_it_does_not_explain():
+    from tools.twin_conformance.live import EXPLAINED, diff
+    recorded = json.loads((Path(__file__).resolve().parents[2] / "tools/sglang-cpu/observed/"
+                           "live-shapes.json").read_text())
+    twin, real = recorded["twin"], recorded["real"]
+    assert diff(twin, real) == []
+    assert twin["chat.tool_required"] != real["chat.tool_required"]  # explained, not equal
+    assert "chat.tool_required" in EXPLAINED
+    changed = {**twin, "chat.stop": {**twin["chat.stop"], "matched_stop": False},
+               "metrics.families": [*twin["metrics.families"], "sglang:twin_only"]}
+    assert [line.split(":")[0] for line in diff(changed, real)] == ["chat.stop",
+                                                                    "metrics.families"]
+    labels = {**twin, "metrics.idle": {**twin["metrics.idle"], "sglang:num_running_reqs": []}}
+    assert [line.split(":")[0] for line in diff(labels, real)] == ["metrics.idle"]

@@ -8,6 +8,7 @@ from dsv4ops.twin.config import load_config
 from dsv4ops.twin.content import plan_completion
 from dsv4ops.twin.engine import DecodeEngine, Req
 from dsv4ops.twin.events import EventLog, read_events
+from dsv4ops.twin.formats import EOS_TOKEN_ID
 from dsv4ops.twin.hazards import HazardBoard
 
 
@@ -81,3 +82,43 @@ def test_every_running_request_gets_one_token_per_step(tmp_path):
         task.cancel()
 
     asyncio.run(main())
+
+
+def _emit_all(req: Req) -> list[tuple[str, str]]:
+    req.build_pieces()
+    while req.finish_reason is None:
+        req.emit_next()
+    return req.pieces
+
+
+def _said(text: str, stop: tuple[str, ...], tokens: int = 50) -> Req:
+    from dsv4ops.twin.content import Plan
+    words = [w if i == 0 else " " + w for i, w in enumerate(text.split())]
+    return Req(rid="s", plan=Plan("k", words, None, True), max_tokens=tokens, prompt_tokens=1,
+               stop=stop)
+
+
+def test_a_stop_string_ends_the_output_cut_before_it_with_matched() -> None:
+    req = _said("one two three four five", (" four",))
+    pieces = _emit_all(req)
+    assert "".join(p for _, p in pieces) == "one two three"
+    assert req.finish_reason == "stop" and req.matched == " four"
+    assert req.emitted == 4  # the stop string's token counts (output_ids through the stop)
+
+
+def test_text_that_may_start_a_stop_string_is_held_then_sent_in_one_chunk() -> None:
+    req = _said("one two three four five", ("two three x", "five"))
+    pieces = _emit_all(req)
+    # " two" and " three" could begin "two three x": held, then sent together with " four";
+    # the text is cut where "five" starts, so the space of the " five" token stays
+    assert pieces == [("text", "one"), ("text", " two three four"), ("text", " ")]
+    assert req.finish_reason == "stop" and req.matched == "five"
+
+
+def test_without_a_match_the_output_runs_to_its_natural_end_and_held_text_is_sent() -> None:
+    req = _said("one two three", ("three x",))
+    assert "".join(p for _, p in _emit_all(req)) == "one two three"
+    assert req.finish_reason == "stop" and req.matched == EOS_TOKEN_ID  # a natural end
+    capped = _said("one two three", ("nothing",), tokens=2)
+    assert "".join(p for _, p in _emit_all(capped)) == "one two"
+    assert capped.finish_reason == "length"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import pytest
 
@@ -69,3 +71,44 @@ def test_forced_degradation_without_a_restart():
             httpx.Client(timeout=30) as client:
         assert _chat(client, stack.router.url).status_code >= 500
         assert _events(stack, "transfer_failed")
+
+
+def _failures(client: httpx.Client, url: str) -> float:
+    total = 0.0
+    for line in client.get(f"{url}/metrics").text.splitlines():
+        if line.startswith(("sglang:num_transfer_failed_reqs_total",
+                            "sglang:num_bootstrap_failed_reqs_total")):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def _counted_on_both_sides(client: httpx.Client, stack) -> tuple[float, float]:
+    """Waits (bounded) until the lost transfer's own timeouts counted it on both sides."""
+    deadline = time.monotonic() + 20
+    while True:
+        counts = (_failures(client, stack.prefill.url), _failures(client, stack.decode.url))
+        if all(counts):
+            return counts
+        assert time.monotonic() < deadline, counts
+        time.sleep(0.05)
+
+
+def test_failure_counters_stop_rising_once_the_hazard_is_off_and_lost_transfers_timed_out():
+    """Turning the hazard off ends new losses; transfers already lost still count when their
+    own timeouts expire (as on the box), then the counters stand still under new traffic."""
+    env = {**ENV, "DSV4_TWIN_FORCE": "degrade"}
+    metrics = ["--enable-metrics"]
+    with twin_stack(router=True, router_args=["--disable-retries"], env=env,
+                    prefill_args=metrics, decode_args=metrics) as stack, \
+            httpx.Client(timeout=30) as client:
+        assert _chat(client, stack.router.url).status_code >= 500
+        for url in (stack.prefill.url, stack.decode.url):
+            client.post(f"{url}/_twin/hazard", json={"hazard": "degrade", "state": "off"})
+        settled = _counted_on_both_sides(client, stack)
+        lost = len(_events(stack, "transfer_failed"))
+        for _ in range(4):
+            assert _chat(client, stack.router.url).status_code == 200
+        time.sleep(1.0)  # two of the 0.5 s wall timeouts: a new loss would have counted
+        assert (_failures(client, stack.prefill.url), _failures(client, stack.decode.url)) \
+            == settled
+        assert len(_events(stack, "transfer_failed")) == lost

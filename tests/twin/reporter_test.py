@@ -108,3 +108,43 @@ def test_cuda_graph_passes_are_counted_every_forward_pass_by_mode() -> None:
     rep.prefill_batch(100)
     assert rep.graph_passes == {"decode_cuda_graph": 3, "decode_none": 1, "prefill_none": 1}
     assert rep.logs == 2  # the prefill batch published; no decode log yet
+
+
+def test_idle_seconds_add_fully_idle_wall_time_flushed_once_a_second() -> None:
+    world = World()
+    rep = world.reporter()  # scale 0.1: the 1 s flush interval is 0.1 s of wall
+    rep.start()
+    assert rep.idle_seconds == 0.0  # registered at 0
+    for _ in range(3):  # the idle path polls every 0.03 s: nothing flushed before 0.1 s
+        world.t += 0.03
+        rep.on_idle()
+    assert rep.idle_seconds == 0.0
+    world.t += 0.03
+    rep.on_idle()
+    assert abs(rep.idle_seconds - 1.2) < 1e-6  # 0.12 s wall idle = 1.2 model s
+    _decode(world, rep, 20, batch=2)  # idle until the first batch ran (0.01 s), then busy
+    world.idle = True
+    world.t += 0.15
+    rep.on_idle()  # the idle sample ends the busy stretch; idle starts only now
+    assert abs(rep.idle_seconds - 1.3) < 1e-6
+    world.t += 0.15
+    rep.on_idle()
+    assert abs(rep.idle_seconds - 2.8) < 1e-6
+
+
+def test_idle_seconds_stand_still_while_work_waits_and_in_either_wedge() -> None:
+    world = World()
+    rep = world.reporter()
+    rep.start()
+    world.idle = False  # e.g. a request in the transfer queue: the idle path runs, not idle
+    rep.on_idle()
+    for _ in range(8):
+        world.t += 0.05
+        rep.on_idle()
+    assert rep.idle_seconds == 0.0
+    # Rank 0 idle in the TP desync: it republishes idle values, then blocks in its next
+    # broadcast, so no idle time is sampled (a blocked rank 0 calls nothing at all).
+    for _ in range(8):
+        world.t += 0.05
+        rep.on_idle(rank0_view=SchedStats())
+    assert rep.idle_seconds == 0.0 and rep.published.running == 0

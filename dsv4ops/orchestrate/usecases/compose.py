@@ -44,11 +44,17 @@ def timeouts_for(target: Target) -> Timeouts:
     if target.launcher == "twin":
         return Timeouts(
             ready_s={"prefill": 120.0, "decode": 120.0, "router": 60.0},
-            stop_grace_s=10.0,
+            stop_grace_s=TWIN_STOP_GRACE_S,
             drain_s=15.0,
             probe_request_s=30.0,
         )
     return Timeouts()
+
+
+# Above the twin's worst graceful exit, as 0.5.23's: the SIGTERM watchdog's 5 s tick, then 15 s
+# for the schedulers to answer ShutdownReq (a wedged decode never does and is killed then), in
+# model seconds at the twin's default scale (twin/shutdown.py; tests/twin/lifecycle_test.py).
+TWIN_STOP_GRACE_S = 25.0
 
 
 def kernel_support(session: TargetSession) -> KernelSupport:
