@@ -172,7 +172,7 @@ def test_an_ab_report_gives_its_levels_and_the_kept_arms_law(tmp_path: Path) -> 
     schedule = counterbalanced(4)
     arms = {"A": ArmModel("step8", tuple(step8)), "B": ArmModel("step4", tuple(step4))}
     blocks = TwinBlocks(arms, concurrencies=(48, 56, 57, 60), steps=50, seed=1).run(schedule)
-    an = analyse(blocks, resamples=200, planned=len(schedule))
+    an = analyse(blocks, planned=len(schedule))
     decision = decide(an, [])
     write_report(tmp_path, a="step8", b="step4", schedule=schedule, blocks=blocks, analysis=an,
                  gates=[], decision=decision, buckets={"A": step8, "B": step4})

@@ -39,7 +39,7 @@ def test_a_shorter_record_is_merged_back_by_the_command_the_refusal_names(env, c
     assert main(["journal"]) == 0
     out = capsys.readouterr().out
     assert "HISTORY DIVERGED" in out and "the cache's copy is newer" in out, out
-    assert main(["status"]) == 0
+    assert main(["status"]) == 2  # NOT HEALTHY: nothing runs (the stops above)
     assert "attention: HISTORY DIVERGED" in capsys.readouterr().out
     assert main(["stop", "--yes"]) == 1
     err = capsys.readouterr().err

@@ -53,7 +53,11 @@ class SshCommand:
         return self.op.deploy(new, fallback=fb, run_canary=False, **kw)
 
     def rollback(self):
-        target_op = rollback_target(self.journal, None)
+        # The deploys here run no canary gate (run_canary=False), so none is known-good
+        # (journal/knowngood.py): name the first baseline deploy, as `rollback --to ID` does.
+        first = next(o for o in self.journal.operations()
+                     if o.kind is Kind.DEPLOY and o.profile_name == "baseline")
+        target_op = rollback_target(self.journal, first.op)
         dep, _ = rebuild(target_op, R.render_at_commit(self.target))
         return self.op.deploy(dep, kind=Kind.ROLLBACK, run_canary=False)
 
