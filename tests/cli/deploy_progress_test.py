@@ -6,7 +6,6 @@ prefill's readiness wait is the step that must be seen."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import subprocess
@@ -14,25 +13,15 @@ import sys
 
 import pytest
 
-from dsv4ops.cli import main
 from testing.cli import run_in_pty
-from testing.orchestrate import kill_all, make_env, our_processes
+from testing.orchestrate import module_env
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def slow_env(tmp_path_factory):
-    env = make_env(tmp_path_factory.mktemp("progress"),
-                   extra_twin_env={"DSV4_TWIN_MODEL_LOAD_S": "100"})
-    yield env
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in env.environ.items():
-            mp.setenv(k, v)
-        with contextlib.suppress(Exception):
-            main(["stop", "--target", env.target, "--yes", "--recover"])
-    kill_all(env)
-    assert our_processes(env) == []
+    yield from module_env(tmp_path_factory, extra_twin_env={"DSV4_TWIN_MODEL_LOAD_S": "100"})
 
 
 def _environ(env, **extra: str) -> dict[str, str]:
