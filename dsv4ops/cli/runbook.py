@@ -2,7 +2,9 @@
 
 `run` exits 0 when every step met its expectation, 2 when a step did not (the runbook stops
 there; `--resume RUN_ID` continues it), 1 for an unknown runbook, a bad file, a declined or
-refused confirmation or a refused resume, 130 on Ctrl-C.
+refused confirmation or a refused resume, 130 on Ctrl-C. It takes the flags every mutating
+command takes (cli/_output.py); with `--json` its own lines and its children's output go to
+stderr and stdout carries one object: the run, what ran, and how it ended.
 """
 
 from __future__ import annotations
@@ -11,7 +13,15 @@ from typing import Any
 
 import click
 
-from dsv4ops.cli._output import echo_json, json_option, table, target_option
+from dsv4ops.cli._output import (
+    dry_run_option,
+    echo_json,
+    json_option,
+    reason_option,
+    table,
+    target_option,
+    yes_option,
+)
 
 
 def _verbs() -> set[str]:
@@ -81,13 +91,10 @@ def show_cmd(name: str, as_json: bool) -> None:
 @runbook.command("run")
 @click.argument("name")
 @target_option
-@click.option(
-    "--yes",
-    "-y",
-    is_flag=True,
-    help="Answer yes to every confirmation (recorded as --yes) and do not wait at manual steps.",
-)
-@click.option("--dry-run", is_flag=True, help="Print what would run; run nothing.")
+@yes_option  # also: a manual step is not waited at (the answer is recorded as --yes)
+@dry_run_option
+@reason_option
+@json_option
 @click.option(
     "--rehearse",
     is_flag=True,
@@ -124,11 +131,16 @@ def run_cmd(
     start: int | None,
     resume: str | None,
     variables: tuple[str, ...],
+    reason: str | None,
+    as_json: bool,
 ) -> None:
-    """Run NAME's steps against --target, journaled; stop at the first unexpected outcome."""
+    """Run NAME's steps against --target, journaled; stop at the first unexpected outcome.
+
+    --yes answers yes to every confirmation and does not wait at manual steps."""
+    import functools
     import sys
 
-    from dsv4ops.cli._context import open_target
+    from dsv4ops.cli._context import open_target, progress_printer
     from dsv4ops.profiles import DEFAULT_TARGET, load_targets
     from dsv4ops.runbooks import run as R
     from dsv4ops.runbooks.execute import execute
@@ -144,28 +156,51 @@ def run_cmd(
         raise click.UsageError(f"runbook {b.name} has no '## Rehearse' section")
     ctx = None if dry_run else open_target(target, verb="runbook run")
     try:
-        R.run(
-            R.Session(
-                runbook=b,
-                target=target,
-                execute=execute,
-                echo=click.echo,
-                confirm=_confirm,
-                pause=_pause,
-                variables=_parse_vars(variables),
-                yes=yes,
-                dry_run=dry_run,
-                rehearse=rehearse,
-                start=start,
-                resume=resume,
-                world=_world(ctx) if ctx else None,
-                journal=ctx.journal if ctx else None,
-                interactive=sys.stdin.isatty(),
-            )
+        session = R.Session(
+            runbook=b,
+            target=target,
+            execute=functools.partial(execute, stdout_to_stderr=as_json),
+            echo=progress_printer(as_json),
+            confirm=_confirm,
+            pause=_pause,
+            variables=_parse_vars(variables),
+            yes=yes,
+            dry_run=dry_run,
+            rehearse=rehearse,
+            start=start,
+            resume=resume,
+            world=_world(ctx) if ctx else None,
+            journal=ctx.journal if ctx else None,
+            interactive=sys.stdin.isatty(),
+            reason=reason,
         )
+        _run_reporting(session, as_json)
     finally:
         if ctx is not None:
             ctx.close()
+
+
+def _run_reporting(session: Any, as_json: bool) -> None:
+    """Run; with --json print the one result object, also when the run stops (then the error
+    boundary re-raises nothing of its own onto stdout: the object says how it ended)."""
+    from dsv4ops import exitcodes
+    from dsv4ops.errors import DsOpsError
+    from dsv4ops.runbooks import run as R
+
+    try:
+        R.run(session)
+    except DsOpsError as exc:
+        if as_json:
+            echo_json(R.result_json(session, exit_code=exc.exit_code, error=str(exc),
+                                    hint=exc.hint))
+        raise
+    except KeyboardInterrupt:
+        if as_json:
+            echo_json(R.result_json(session, exit_code=exitcodes.INTERRUPTED,
+                                    error="interrupted"))
+        raise
+    if as_json:
+        echo_json(R.result_json(session, exit_code=exitcodes.OK))
 
 
 def _world(ctx: Any) -> Any:

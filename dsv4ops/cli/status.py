@@ -90,8 +90,13 @@ def open_operations(journal: Any, lock: Any) -> list[dict[str, Any]]:
         s = entry(o, judged, lock)
         if not o.status.terminal:
             out.append({k: s[k] for k in ("id", "kind", "status", "profile", "when", "next")}
-                       | {"runbook": (o.reason or "").removeprefix("runbook ") or None})
+                       | {"runbook": _runbook_name(o.reason)})
     return out
+
+
+def _runbook_name(reason: str | None) -> str | None:
+    """A run's journaled reason is `runbook NAME` or `runbook NAME: WHY` (runbooks/runlog.py)."""
+    return (reason or "").removeprefix("runbook ").split(": ", 1)[0] or None
 
 
 def _exit_with_word(report: dict[str, Any]) -> None:

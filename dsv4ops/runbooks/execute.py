@@ -4,7 +4,9 @@ No shell, so nothing in a runbook line is interpreted. The child writes straight
 process's stdout/stderr (its output streams as it comes, colours and all) and shares the process
 group, so Ctrl-C reaches it too: it handles the interrupt its own way (a deploy journals where it
 stopped) and this process waits for it before stopping. Its stdin is closed: the runbook asks
-every question itself, and a prompt nobody foresaw aborts instead of hanging.
+every question itself, and a prompt nobody foresaw aborts instead of hanging. Under
+`runbook run --json` the child's stdout goes to this process's stderr: stdout carries only the
+run's one JSON object.
 """
 
 from __future__ import annotations
@@ -26,11 +28,12 @@ def child_argv(argv: Sequence[str]) -> list[str]:
     return [sys.executable, "-m", "dsv4ops", *argv[1:]]
 
 
-def execute(argv: Sequence[str], env: Mapping[str, str]) -> int:
+def execute(argv: Sequence[str], env: Mapping[str, str], *, stdout_to_stderr: bool = False) -> int:
     """Run one runbook command to completion; return its exit code."""
     sys.stdout.flush()
     sys.stderr.flush()
-    proc = subprocess.Popen(child_argv(argv), env={**os.environ, **env}, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(child_argv(argv), env={**os.environ, **env}, stdin=subprocess.DEVNULL,
+                            stdout=2 if stdout_to_stderr else None)  # fd 2: this stderr
     try:
         return proc.wait()
     except KeyboardInterrupt:

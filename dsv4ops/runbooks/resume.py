@@ -49,6 +49,7 @@ def plan(s: Session) -> Plan:
             dict(s.variables or {}),
             digest=s.runbook.digest,
             step_digests=s.runbook.step_digests(),
+            reason=s.reason,
         )
     return Plan(steps[0] if steps else None, values, log, s.rehearse)
 

@@ -10,6 +10,8 @@ command that resumes the run.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dsv4ops.errors import DsOpsError
 from dsv4ops.runbooks import resume as R
 from dsv4ops.runbooks import steps as S
@@ -48,6 +50,7 @@ __all__ = [
     "resolve_all",
     "resume_command",
     "resume_hint",
+    "result_json",
     "run",
     "selected_steps",
 ]
@@ -58,6 +61,7 @@ def run(s: Session) -> list[Ran]:
     RunbookError (1); KeyboardInterrupt propagates after saying what ran and how to resume."""
     plan = R.plan(s)  # where to start, the values, the journal: checked before anything runs
     p = Progress(plan.log, plan.values)
+    s.progress = p
     mode = " (dry run: nothing is run)" if s.dry_run else ""
     s.echo(f"runbook {s.runbook.name}: {s.runbook.title} -- target {s.target}{mode}")
     if p.run_id:
@@ -85,6 +89,24 @@ def run(s: Session) -> list[Ran]:
         p.log.finish(f"{len(p.history)} step(s) ended as expected")
     s.echo(f"runbook {s.runbook.name}: every step met its expectation ({len(p.ran)} command(s))")
     return p.ran
+
+
+def result_json(s: Session, *, exit_code: int, error: str | None = None,
+                hint: str | None = None) -> dict[str, Any]:
+    """`runbook run --json`'s one object: the run, what ran, how it ended (`exit`, `error`)."""
+    p = s.progress
+    run_id = p.run_id if p else None
+    return {
+        "runbook": s.runbook.name,
+        "target": s.target,
+        "run": run_id,
+        "dry_run": s.dry_run,
+        "ran": [{"where": r.where, "command": r.command, "exit": r.code} for r in (p.ran if p else [])],
+        "exit": exit_code,
+        "error": error,
+        "hint": hint,
+        "resume": resume_command(s, run_id) if run_id and exit_code != 0 else None,
+    }
 
 
 def _stopped(s: Session, p: Progress, why: str) -> None:

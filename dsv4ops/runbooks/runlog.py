@@ -96,8 +96,11 @@ class RunLog:
         *,
         digest: str = "",
         step_digests: dict[str, str] | None = None,
+        reason: str | None = None,
     ) -> str:
-        self.op = self.journal.begin(Kind.RUNBOOK, reason=f"runbook {runbook}")
+        # `runbook NAME`, then the operator's --reason after ": " (status reads the name back)
+        why = f"runbook {runbook}" + (f": {reason}" if reason else "")
+        self.op = self.journal.begin(Kind.RUNBOOK, reason=why)
         self.journal.transition(self.op, Status.RUNNING)
         header = {
             "runbook": runbook,

@@ -74,6 +74,8 @@ class Session:
     interactive: bool = True  # a person can answer prompts (stdin is a terminal)
     clock: Clock = field(default_factory=SystemClock)
     who: Callable[[], str] = operator_identity
+    reason: str | None = None  # --reason: journaled with the run
+    progress: Progress | None = None  # set by run.run(): what ran so far (--json's result)
 
 
 @dataclass

@@ -135,3 +135,25 @@ def test_a_branch_cycle_and_an_oversized_runbook_are_refused_before_anything_run
     big.write_text(SHORT + "\n" + "x" * (1 << 20))
     assert main(["runbook", "run", str(big), "--target", env.target, "--dry-run"]) == 1
     assert "a runbook is at most 1024 KiB" in capsys.readouterr().err
+
+
+def test_json_run_prints_one_object_and_journals_the_reason(
+    env: OrchEnv, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`runbook run --json`: the children's output and the run's own lines go to stderr, stdout
+    is one object saying how the run ended and how to resume it; --reason is journaled."""
+    book = tmp_path / "short.md"
+    book.write_text(SHORT.replace("  # expect exit 1", ""))
+    code = main(["runbook", "run", str(book), "--target", env.target, "--from", "2", "--json",
+                 "--reason", "drill 42"])
+    out, err = capfd.readouterr()
+    assert code == 2, out + err
+    doc = json.loads(out)  # the whole of stdout is one document
+    assert doc["exit"] == 2 and "step 2 of runbook short failed" in doc["error"]
+    assert [r["exit"] for r in doc["ran"]] == [1] and doc["run"]
+    assert doc["resume"] == (f"dsv4ops runbook run short --target {env.target} "
+                             f"--resume {doc['run']}")
+    assert "no-such-profile" in err and "$ dsv4ops profile validate" in err
+    assert main(["journal", "--json", "--target", env.target]) == 0
+    run = json.loads(capfd.readouterr().out)["entries"][-1]
+    assert run["id"] == doc["run"] and "drill 42" in json.dumps(run), run
