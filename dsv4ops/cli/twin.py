@@ -1,13 +1,22 @@
 """`dsv4ops twin hazard NAME --state force|off|auto`: switch a twin hazard (twin targets only).
 
 Runbook rehearsals use it to reproduce each incident; on a real target it is refused (exit 1).
+It takes the flags every mutating command takes (cli/_output.py): it asks first unless
+`--yes`, `--dry-run` says what it would send and where, `--reason` is journaled with the switch.
 """
 
 from __future__ import annotations
 
 import click
 
-from dsv4ops.cli._output import echo_json, json_option, target_option
+from dsv4ops.cli._output import (
+    dry_run_option,
+    echo_json,
+    json_option,
+    reason_option,
+    target_option,
+    yes_option,
+)
 
 
 @click.group()
@@ -25,20 +34,41 @@ def twin() -> None:
 )
 @target_option
 @json_option
-def hazard(name: str, state: str, target: str | None, as_json: bool) -> None:
-    """Force, clear or re-arm one hazard of the running twin deployment."""
+@yes_option
+@reason_option
+@dry_run_option
+def hazard(name: str, state: str, target: str | None, as_json: bool, yes: bool,
+           reason: str | None, dry_run: bool) -> None:
+    """Force, clear or re-arm one hazard of the running twin deployment (journaled)."""
     from dsv4ops.cli._context import open_target
     from dsv4ops.profiles import get_target
-    from dsv4ops.runbooks.hazard import WHAT, check_twin, set_hazard
+    from dsv4ops.runbooks.hazard import WHAT, check_twin, plan_hazard, set_hazard
 
     t = get_target(target)
     check_twin(t.name, t.launcher)
-    ctx = open_target(t.name, verb="twin hazard")
+    ctx = open_target(t.name, verb="twin hazard", read_only=dry_run)
     try:
-        result = set_hazard(ctx.supervisor, ctx.journal, target=t.name, hazard=name, state=state)
+        planned = plan_hazard(ctx.journal, target=t.name, hazard=name, state=state)
+        if dry_run:
+            _print_dry_run(planned, t.name, as_json)
+            return
+        if not yes:
+            click.confirm(f"set {name} ({WHAT[name]}) to {state} on the {planned['component']} "
+                          f"of {t.name}?", abort=True)
+        result = set_hazard(ctx.supervisor, ctx.journal, target=t.name, hazard=name, state=state,
+                            reason=reason)
     finally:
         ctx.close()
     if as_json:
         echo_json(result)
         return
     click.echo(f"{name} ({WHAT[name]}) is now {state} on the {result['component']} of {t.name}")
+
+
+def _print_dry_run(planned: dict[str, object], target: str, as_json: bool) -> None:
+    if as_json:
+        echo_json({"dry_run": True, "target": target, **planned})
+        return
+    click.echo(f"would POST {{\"hazard\": \"{planned['hazard']}\", \"state\": "
+               f"\"{planned['state']}\"}} to {planned['url']} (the {planned['component']} of "
+               f"{target}); dry run: nothing is sent")

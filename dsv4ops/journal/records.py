@@ -72,6 +72,9 @@ class Kind(str, enum.Enum):
     # itself (the commands it runs journal themselves), so it is never in flight for them,
     # never a deployment and never known-good.
     RUNBOOK = "runbook"
+    # `dsv4ops twin hazard`: a twin hazard switched on purpose (a rehearsal), with who and why.
+    # It starts or stops no process: never a deployment, never known-good.
+    HAZARD = "hazard"
 
     @property
     def changes_target(self) -> bool:

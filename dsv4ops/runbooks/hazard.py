@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from dsv4ops.errors import DsOpsError
+from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.remote import Supervisor
 
@@ -37,11 +38,9 @@ def check_twin(target: str, launcher: str) -> None:
         )
 
 
-def set_hazard(
-    supervisor: Supervisor, journal: Journal, *, target: str, hazard: str, state: str
-) -> dict[str, Any]:
-    """Send the switch; return {"hazard", "state", "component", "hazards": the twin's states}.
-    Raises DsOpsError when nothing is deployed or the twin refuses."""
+def plan_hazard(journal: Journal, *, target: str, hazard: str, state: str) -> dict[str, Any]:
+    """What the switch would send, and where: {"hazard", "state", "component", "url"} (the
+    dry run prints it). Raises DsOpsError when nothing is deployed."""
     if hazard not in HAZARDS or state not in STATES:
         raise DsOpsError(f"unknown hazard {hazard!r} or state {state!r}")
     component = HAZARDS[hazard]
@@ -52,8 +51,35 @@ def set_hazard(
             hint=f"deploy first: `dsv4ops deploy baseline --target {target}`",
         )
     url = current.deployment().component(component).url("/_twin/hazard")
+    return {"hazard": hazard, "state": state, "component": component, "url": url}
+
+
+def set_hazard(
+    supervisor: Supervisor, journal: Journal, *, target: str, hazard: str, state: str,
+    reason: str | None = None,
+) -> dict[str, Any]:
+    """Send the switch, journaled as a HAZARD operation (who, why, SUCCEEDED or FAILED); return
+    {"hazard", "state", "component", "hazards": the twin's states, "op"}. Raises DsOpsError
+    when nothing is deployed or the twin refuses."""
+    planned = plan_hazard(journal, target=target, hazard=hazard, state=state)
+    why = f"{hazard} {state}" + (f": {reason}" if reason else "")
+    op = journal.begin(Kind.HAZARD, reason=why)
+    try:
+        out = _send(supervisor, planned)
+    except DsOpsError as exc:
+        journal.transition(op, Status.FAILED, message=str(exc)[:300])
+        raise
+    except BaseException:
+        journal.transition(op, Status.ABANDONED, message="interrupted before the twin answered")
+        raise
+    journal.transition(op, Status.SUCCEEDED, message=f"{planned['component']}: {why}")
+    return {**out, "op": op}
+
+
+def _send(supervisor: Supervisor, planned: dict[str, Any]) -> dict[str, Any]:
+    hazard, state, component = planned["hazard"], planned["state"], planned["component"]
     reply = supervisor.http(
-        url,
+        planned["url"],
         method="POST",
         body=json.dumps({"hazard": hazard, "state": state}),
         headers={"Content-Type": "application/json"},
