@@ -148,19 +148,39 @@ def test_canary_verdicts_map_onto_the_table(verdict, code) -> None:
     assert exitcodes.for_verdict(verdict) == Verdict(verdict).exit_code == code
 
 
-# The commands that change a target. runbook run and twin hazard are not there yet (runbook
-# run streams its children's output, twin hazard is never journaled): see CHANGELOG.
+# Every registered leaf command is named in exactly one of these: a new command fails
+# test_every_command_is_classified until someone decides whether it changes something (a
+# target, the journal, a profile's git history) and so owes the mutating flags.
 MUTATING = {("deploy",), ("rollback",), ("stop",), ("kernels", "deploy"),
-            ("kernels", "rollback"), ("ab",)}
+            ("kernels", "rollback"), ("ab",), ("runbook", "run"), ("twin", "hazard"),
+            ("profile", "set")}
+READ_ONLY = {("buckets", "plan"), ("canary",), ("export", "rbg"), ("journal",),
+             ("kernels", "build"), ("kernels", "list"), ("kernels", "verify"),
+             ("monitoring", "render"), ("profile", "diff"), ("profile", "list"),
+             ("profile", "render"), ("profile", "show"), ("profile", "validate"),
+             ("runbook", "list"), ("runbook", "show"), ("status",), ("watch",)}
 SAME_FLAGS = ("--yes", "--reason", "--dry-run", "--json", "--target")
+
+
+def test_every_command_is_classified() -> None:
+    leaves = {p for p, _ in LEAVES}
+    assert not MUTATING & READ_ONLY
+    assert leaves - MUTATING - READ_ONLY == set(), "classify the new command(s) above"
+    assert (MUTATING | READ_ONLY) - leaves == set(), "a classified command is gone"
 
 
 @pytest.mark.parametrize("path", sorted(MUTATING), ids=[" ".join(p) for p in sorted(MUTATING)])
 def test_every_mutating_command_takes_the_same_flags(path) -> None:
+    from dsv4ops.cli import _output
+
     cmd = dict(LEAVES)[path]
     opts = {o: p for p in cmd.params if isinstance(p, click.Option) for o in p.opts}
     missing = [f for f in SAME_FLAGS if f not in opts]
     assert not missing, f"{' '.join(path)} lacks {missing}"
-    assert opts["--yes"].is_flag and "-y" in opts["--yes"].opts
-    assert opts["--dry-run"].is_flag and opts["--json"].is_flag
-    assert "journal" in (opts["--reason"].help or "")
+    # one definition (cli/_output.py): the same spelling, short forms and help everywhere
+    assert opts["--yes"].is_flag and opts["--yes"].opts == ["--yes", "-y"]
+    assert opts["--yes"].help == _output.YES_HELP
+    assert opts["--reason"].opts == ["--reason", "-m"] and opts["--reason"].help == _output.REASON_HELP
+    assert opts["--dry-run"].is_flag and "nothing" in (opts["--dry-run"].help or "")
+    assert opts["--json"].is_flag and opts["--json"].name == "as_json"
+    assert opts["--target"].envvar == "DSV4OPS_TARGET"

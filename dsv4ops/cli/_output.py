@@ -60,13 +60,18 @@ def json_option(f: Any) -> Any:
     return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(f)
 
 
-# The flags every mutating command takes, with one meaning everywhere (README).
+# The flags every mutating command takes, with one meaning everywhere (README; the list of
+# mutating commands is tests/exitcodes_test.py's, which checks each takes them from here).
+YES_HELP = "Do not ask for confirmation."
+REASON_HELP = "Why (recorded in the journal; profile set: first in the commit message)."
+
+
 def yes_option(f: Any) -> Any:
-    return click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")(f)
+    return click.option("--yes", "-y", is_flag=True, help=YES_HELP)(f)
 
 
 def reason_option(f: Any) -> Any:
-    return click.option("--reason", default=None, help="Why (recorded in the journal).")(f)
+    return click.option("--reason", "-m", "reason", default=None, help=REASON_HELP)(f)
 
 
 def dry_run_option(f: Any) -> Any:

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 import click
 
-from dsv4ops.cli._output import echo_json, json_option, target_option
+from dsv4ops.cli._output import (
+    echo_json,
+    json_option,
+    reason_option,
+    target_option,
+    yes_option,
+)
 
 
 @click.command("ab")
@@ -42,8 +48,8 @@ from dsv4ops.cli._output import echo_json, json_option, target_option
 @click.option("--report", "report_dir", type=click.Path(file_okay=False), default=None,
               help="Report directory (default: the state directory's ab/EXPERIMENT_ID).")
 @click.option("--dry-run", is_flag=True, help="Print the schedule, the gates and the time; change nothing.")
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
-@click.option("--reason", default=None, help="Why (recorded in the journal).")
+@yes_option
+@reason_option
 @json_option
 def ab(profile_a: str, profile_b: str, target: str | None, suite: str, blocks: int | None,
        effect: float, variation: float, levels: str | None, block_duration: float | None,

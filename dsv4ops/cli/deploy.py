@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import click
 
-from dsv4ops.cli._output import echo_json, json_option, target_option
+from dsv4ops.cli._output import (
+    echo_json,
+    json_option,
+    reason_option,
+    target_option,
+    yes_option,
+)
 from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
 
 
@@ -14,7 +20,7 @@ from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
 @click.option(
     "--dry-run", is_flag=True, help="Print the plan and the exact commands; change nothing."
 )
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@yes_option
 @json_option
 @click.option(
     "--only",
@@ -45,7 +51,7 @@ from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
     is_flag=True,
     help="Keep the deployment when the canary cannot judge (INCONCLUSIVE); FAIL still rolls back.",
 )
-@click.option("--reason", default=None, help="Why (recorded in the journal).")
+@reason_option
 def deploy(
     profile: str,
     target: str | None,

@@ -8,7 +8,15 @@ from typing import Any
 
 import click
 
-from dsv4ops.cli._output import echo_json, json_option, table
+from dsv4ops.cli._output import (
+    dry_run_option,
+    echo_json,
+    json_option,
+    reason_option,
+    table,
+    target_option,
+    yes_option,
+)
 from dsv4ops.errors import DsOpsError, ProfileError
 
 
@@ -195,15 +203,24 @@ def diff_cmd(
 @click.option("--as", "as_name", default=None, help="Write a new profile NEW that extends NAME.")
 @click.option("--in-place", is_flag=True, help="Edit NAME itself instead of writing a new profile.")
 @click.option("--no-commit", is_flag=True, help="Write the file but do not git commit it.")
-@click.option("--reason", "-m", "reason", default=None,
-              help="Why: the commit body starts with it (the flags' hazard text follows).")
+@reason_option
+@yes_option
+@dry_run_option
+@json_option
+@target_option
 def set_cmd(
     name: str, toggles: tuple[str, ...], as_name: str | None, in_place: bool, no_commit: bool,
-    reason: str | None,
+    reason: str | None, yes: bool, dry_run: bool, as_json: bool, target: str | None,
 ) -> None:
-    """Toggle overlap=on|off multi-stream-overlap=on|off buckets=SPEC and git commit the result."""
+    """Toggle overlap=on|off multi-stream-overlap=on|off buckets=SPEC and git commit the result.
+
+    It asks nothing (--yes is accepted, as every mutating command takes it); --dry-run checks
+    everything and prints the diff, writing nothing; --target also checks that the result
+    renders for that target; --reason goes first in the commit message."""
+    from dsv4ops.profiles import get_target
     from dsv4ops.profiles.setter import set_flags
 
+    del yes  # nothing to confirm: the change is one commit, `git revert` undoes it
     command = "dsv4ops profile set " + shlex.join(
         [name, *toggles] + (["--as", as_name] if as_name else [])
     )
@@ -215,11 +232,20 @@ def set_cmd(
         commit=not no_commit,
         command=command,
         reason=reason,
+        dry_run=dry_run,
+        target=get_target(target) if target else None,
     )
-    click.echo(f"wrote {result.path}")
+    if as_json:
+        echo_json(result.to_json())
+        return
+    click.echo(f"{'would write' if dry_run else 'wrote'} {result.path}")
     for line in result.changes:
         click.echo(f"  {line}")
-    click.echo(
-        f"committed {result.commit[:12]}" if result.commit else "not committed (--no-commit)"
-    )
+    if dry_run:
+        click.echo(result.diff.rstrip("\n"))
+        click.echo("dry run: nothing was written or committed")
+    else:
+        click.echo(
+            f"committed {result.commit[:12]}" if result.commit else "not committed (--no-commit)"
+        )
     sys.stdout.flush()

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import click
 
-from dsv4ops.cli._output import echo_json, json_option, target_option
+from dsv4ops.cli._output import (
+    echo_json,
+    json_option,
+    reason_option,
+    target_option,
+    yes_option,
+)
 
 
 @click.command()
@@ -12,7 +18,7 @@ from dsv4ops.cli._output import echo_json, json_option, target_option
 @click.option(
     "--to", "to", default=None, metavar="ID|REV", help="Journal id (prefix) or git commit."
 )
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@yes_option
 @json_option
 @click.option(
     "--recover", is_flag=True, help="Resolve an interrupted operation (stale lock) first."
@@ -20,7 +26,7 @@ from dsv4ops.cli._output import echo_json, json_option, target_option
 @click.option(
     "--canary", is_flag=True, help="Also run the canary (the end-to-end probe always runs)."
 )
-@click.option("--reason", default=None, help="Why (recorded in the journal).")
+@reason_option
 @click.option("--dry-run", is_flag=True,
               help="Print what it would restore and why it is known-good; change nothing.")
 def rollback(

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import click
 
-from dsv4ops.cli._output import echo_json, json_option, target_option
+from dsv4ops.cli._output import (
+    echo_json,
+    json_option,
+    reason_option,
+    target_option,
+    yes_option,
+)
 
 
 @click.command()
 @target_option
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@yes_option
 @json_option
 @click.option(
     "--recover", is_flag=True, help="Resolve an interrupted operation (stale lock) first."
 )
-@click.option("--reason", default=None, help="Why (recorded in the journal).")
+@reason_option
 @click.option("--dry-run", is_flag=True, help="Print the stop plan; change nothing.")
 def stop(target: str | None, yes: bool, as_json: bool, recover: bool, reason: str | None,
          dry_run: bool) -> None:

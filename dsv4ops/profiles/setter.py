@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dsv4ops.errors import DsOpsError, ProfileError
 from dsv4ops.profiles import git as gitio
 from dsv4ops.profiles.load import load_profile, profile_path
+from dsv4ops.profiles.model import Target
+from dsv4ops.profiles.render import render
 from dsv4ops.profiles.toggles import (
     check_new_name,
     edit_in_place,
@@ -22,8 +26,14 @@ from dsv4ops.profiles.toggles import (
 class SetResult:
     path: str
     message: str  # the commit message (also printed with --no-commit)
-    commit: str | None  # sha, None with commit=False
+    commit: str | None  # sha, None with commit=False or a dry run
     changes: tuple[str, ...]
+    diff: str = ""  # the file's unified diff (a new profile: all of it added)
+    dry_run: bool = False  # nothing was written
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "dry_run": self.dry_run, "commit": self.commit,
+                "changes": list(self.changes), "message": self.message, "diff": self.diff}
 
 
 def set_flags(
@@ -35,9 +45,13 @@ def set_flags(
     commit: bool = True,
     command: str = "dsv4ops profile set",
     reason: str | None = None,
+    dry_run: bool = False,
+    target: Target | None = None,
 ) -> SetResult:
     """Apply toggles to profile `ref`, writing NEW (extends ref) or editing ref in place.
 
+    With `dry_run` everything is checked (and the diff returned) but nothing is written or
+    committed; with `target` the result must also render for it.
     Raises DsOpsError: bad toggle, nothing would change, target file exists, unrelated staged work,
     git failure; ProfileError if the result does not validate (nothing is written then).
     """
@@ -61,6 +75,7 @@ def set_flags(
         dest = src_path
         text = edit_in_place(src_path.read_text(encoding="utf-8"), toggles)
     root = _preflight_git(dest) if commit else None
+    before = dest.read_text(encoding="utf-8") if not as_name else ""
 
     changes: list[str] = []
 
@@ -77,18 +92,29 @@ def set_flags(
         changes.extend(effective_changes(source, toggles, candidate))
         if not changes:
             raise DsOpsError(f"nothing changes: {source.name} already has {', '.join(items)}")
+        if target is not None:
+            render(candidate, target)  # a ProfileError/DsOpsError here: nothing is written
 
-    write_atomically(dest, text, check)
+    write_atomically(dest, text, check, replace=not dry_run)
+    message = _message(dest, source.name if as_name else None, changes, why, command)
+    sha = gitio.commit_file(dest, message) if root is not None and not dry_run else None
+    diff = "".join(difflib.unified_diff(before.splitlines(keepends=True),
+                                        text.splitlines(keepends=True),
+                                        "/dev/null" if as_name else str(dest), str(dest)))
+    return SetResult(str(dest), message, sha, tuple(changes), diff, dry_run)
+
+
+def _message(dest: Path, extends: str | None, changes: list[str], why: str | None,
+             command: str) -> str:
+    """The commit message: subject, the operator's why, each change, where it came from."""
     subject = f"profile {dest.stem}: " + "; ".join(c.split(": ", 1)[0] for c in changes)
-    origin = f"extends {source.name}" if as_name else "edited in place"
-    message = (
+    origin = f"extends {extends}" if extends else "edited in place"
+    return (
         f"{subject}\n\n"
         + (f"{why}\n\n" if why else "")
         + "\n".join(f"- {c}" for c in changes)
         + f"\n\n({origin}; written by {command})\n"
     )
-    sha = gitio.commit_file(dest, message) if root is not None else None
-    return SetResult(str(dest), message, sha, tuple(changes))
 
 
 MAX_REASON_CHARS = 2000

@@ -186,16 +186,18 @@ def _set_flag(lines: list[str], key: str, value: str) -> list[str]:
     return [*lines[:insert], f"{' ' * child_indent}{key}: {value}\n", *lines[insert:]]
 
 
-def write_atomically(path: Path, text: str, check: object) -> None:
+def write_atomically(path: Path, text: str, check: object, *, replace: bool = True) -> None:
     """Write `text` to a temp file beside `path`, run `check(temp_path)`, then replace `path`.
 
-    `check` loads the temp file as a profile (raising ProfileError); nothing is replaced on error.
+    `check` loads the temp file as a profile (raising ProfileError); nothing is replaced on error,
+    nor at all without `replace` (a dry run: checked beside its siblings, as `extends` needs).
     """
     tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
     tmp.write_text(text, encoding="utf-8")
     try:
         check(tmp)  # type: ignore[operator]
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -189,6 +189,30 @@ def test_set_through_the_cli_commits(pdir: Path, monkeypatch: pytest.MonkeyPatch
     assert main(["profile", "set", "base", "overlap=sometimes", "--as", "x"]) == 1
 
 
+def test_set_dry_run_and_json_write_nothing_and_say_what(pdir: Path, monkeypatch) -> None:
+    """`profile set` takes the mutating commands' flags: --dry-run prints the diff and writes
+    and commits nothing; --json prints the result object; --yes is accepted (it asks nothing)."""
+    for key in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"):
+        monkeypatch.setenv(key, "t")
+    for key in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.setenv(key, "t@t")
+    root = pdir.parent
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    code, out = _run("profile", "set", "base", "overlap=on", "--as", "trial", "--dry-run",
+                     "--yes", "--target", "twin-local")
+    assert code == 0, out
+    assert "would write" in out and "+extends: base" in out and "nothing was written" in out
+    assert not (pdir / "trial.yaml").exists()
+    assert main(["profile", "set", "base", "overlap=on", "--as", "trial", "--dry-run",
+                 "--json", "-m", "why"]) == 0
+    assert not (pdir / "trial.yaml").exists()
+    code, out = _run("profile", "set", "base", "overlap=on", "--as", "trial", "--json", "-y",
+                     "--reason", "A/B won")
+    doc = json.loads(out)
+    assert code == 0 and doc["dry_run"] is False and doc["commit"] and doc["changes"], doc
+    assert doc["message"].split("\n\n")[1] == "A/B won" and (pdir / "trial.yaml").exists()
+
+
 def test_render_and_show_never_print_secrets(tmp_path) -> None:
     """`profile render` (text and --json) and `profile show` hide env tokens and --*api-key values."""
     import json as _json
