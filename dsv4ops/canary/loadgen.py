@@ -183,12 +183,20 @@ class ChatClient:
             return 0
 
     async def get_text(self, url: str, *, timeout_s: float = 2.0) -> tuple[int, str]:
+        status, text, _ = await self.get_text_reply(url, timeout_s=timeout_s)
+        return status, text
+
+    async def get_text_reply(self, url: str, *, timeout_s: float = 2.0) -> tuple[int, str, str | None]:
+        """(status, text, why there is none): "timed out" (it accepted and did not answer in
+        time) is told from a refused or broken connection, which watch judges differently."""
         assert self.session is not None
         try:
             async with self.session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
-                return resp.status, await resp.text(errors="replace")
-        except (aiohttp.ClientError, TimeoutError):
-            return 0, ""
+                return resp.status, await resp.text(errors="replace"), None
+        except TimeoutError:
+            return 0, "", "timed out"
+        except aiohttp.ClientError as exc:
+            return 0, "", f"{type(exc).__name__}: {exc}"[:200]
 
 
 def _failure(exc: BaseException, timeout_s: float) -> tuple[str, str]:

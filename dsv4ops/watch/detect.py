@@ -41,6 +41,7 @@ class Detector:
         self._eager_seen: tuple[float, str] | None = None
         self._over_bucket = 0
         self._down: dict[str, int] = {}
+        self._timeouts: dict[str, int] = {}  # of those silent scrapes, in a row, timed out
         self._tput: deque[tuple[float, float, float]] = deque()  # (at, decode tokens, running)
         self._progress_at: float | None = None  # when the decode's counter last moved
         self._progress_value: float | None = None
@@ -75,7 +76,9 @@ class Detector:
             found += self._stream_wedge(now, decode, silence_s) or gauges
             found += self._eager_fallback(now, decode)
             found += self._throughput(now, decode)
-        found += self.probes.findings(now, self._progress_at)
+        # "the decode makes no progress" needs its counter read in this round
+        found += self.probes.findings(now, self._progress_at,
+                                      decode_read=tokens is not None)
         return found
 
     # --- components ---------------------------------------------------------------------
@@ -85,9 +88,19 @@ class Detector:
         errors["router"] = scrape.router.error
         for name, error in errors.items():
             self._down[name] = self._down.get(name, 0) + 1 if error else 0
+            # down only on a refusal or a broken connection in the streak: a port that accepts
+            # and never answers is not evidence that nothing is there
+            timed_out = bool(error) and "timed out" in str(error)
+            self._timeouts[name] = self._timeouts.get(name, 0) + 1 if timed_out else 0
             if error and self._down[name] >= self.s.down_scrapes:
-                out.append(Finding("component_down", name, f"{name} does not answer /metrics",
-                                   (f"{self._down[name]} scrapes in a row: {error}",)))
+                if self._timeouts[name] >= self._down[name]:
+                    out.append(Finding("component_unresponsive", name,
+                                       f"{name} accepts connections but does not answer /metrics",
+                                       (f"{self._down[name]} scrapes in a row timed out: {error}",
+                                        "not called down: nothing shows it gone")))
+                else:
+                    out.append(Finding("component_down", name, f"{name} does not answer /metrics",
+                                       (f"{self._down[name]} scrapes in a row: {error}",)))
         for worker, value in sorted(scrape.router.worker_health.items()):
             if value == 0:
                 out.append(Finding("worker_unhealthy", "router",
@@ -259,10 +272,12 @@ class _ProbeTracker:
             elif o.status == CORRUPT:
                 self._corrupt = (now, f"{o.kind} probe: {o.detail}")
 
-    def findings(self, now: float, decode_progress_at: float | None) -> list[Finding]:
+    def findings(self, now: float, decode_progress_at: float | None, *,
+                 decode_read: bool = True) -> list[Finding]:
         out = []
         window = self.s.wall(self.s.failure_window_s)
-        if self.stalled_rounds >= self.s.stalled_probes and self._stall_started is not None:
+        if (self.stalled_rounds >= self.s.stalled_probes and self._stall_started is not None
+                and decode_read):
             evidence = (f"{self.stalled_rounds} probe rounds in a row stalled", self.last_stall)
             # a move seen after the first stalled round began: the decode decodes other work
             if decode_progress_at is not None and decode_progress_at > self._stall_started:

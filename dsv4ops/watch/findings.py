@@ -29,6 +29,9 @@ KINDS: dict[str, tuple[Severity, str]] = {
     "throughput_below_baseline": (Severity.WARNING, "bucket-tuning"),
     "tool_call_corruption": (Severity.CRITICAL, "tool-call-corruption"),
     "component_down": (Severity.CRITICAL, "pd-safe-restart"),
+    # accepts connections, never answers in time: not shown down (busy? wedged? a proxy?), so
+    # it cannot be OK either; look (issue 20: positive evidence only)
+    "component_unresponsive": (Severity.WARNING, "pd-safe-restart"),
     "worker_unhealthy": (Severity.CRITICAL, "pd-safe-restart"),
 }
 

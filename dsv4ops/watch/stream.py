@@ -68,9 +68,9 @@ class ProbeStream:
             return [HttpReply(None, "", "the probe stream is not running", 0.0) for _ in requests]
 
         async def one(r: Mapping[str, Any]) -> HttpReply:
-            status, text = await client.get_text(str(r["url"]),
-                                                 timeout_s=float(r.get("timeout_s", timeout_s)))
-            return HttpReply(status or None, text, None if status else "no answer", 0.0)
+            status, text, why = await client.get_text_reply(
+                str(r["url"]), timeout_s=float(r.get("timeout_s", timeout_s)))
+            return HttpReply(status or None, text, None if status else (why or "no answer"), 0.0)
 
         async def every() -> list[HttpReply]:
             return list(await asyncio.gather(*(one(r) for r in requests)))
