@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import selectors
+import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -273,3 +275,37 @@ class ClockedWedge:
 
     def close(self) -> None:
         pass
+
+
+@contextlib.contextmanager
+def silent_listeners(ports: set[int]) -> Iterator[None]:
+    """Listen on each port; accept every connection and never send a byte (closed at exit)."""
+    sel = selectors.DefaultSelector()
+    listeners, held = [], []
+    for port in sorted(ports):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        s.listen(64)
+        s.setblocking(False)
+        sel.register(s, selectors.EVENT_READ)
+        listeners.append(s)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            for key, _ in sel.select(timeout=0.1):
+                with contextlib.suppress(OSError):
+                    conn, _ = key.fileobj.accept()  # type: ignore[union-attr]
+                    held.append(conn)  # read nothing, answer nothing
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        for s in [*listeners, *held]:
+            s.close()
+        sel.close()

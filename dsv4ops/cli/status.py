@@ -165,6 +165,8 @@ def render(report: dict[str, Any]) -> list[str]:
             lines.append(f"kernel package: {d['kernel_package']}")
     else:
         lines.append("deployed: nothing recorded")
+    if report.get("unmanaged"):  # not started by this tool: not DOWN, not known either
+        lines.append(f"UNMANAGED: {report['unmanaged']['why']}")
     rows = []
     for c in report["components"]:
         extra = ""
@@ -180,7 +182,8 @@ def render(report: dict[str, Any]) -> list[str]:
         rows.append(
             [
                 c["name"],
-                "up" if c["alive"] else "DOWN",
+                "up" if c["alive"] else "UNMANAGED" if any((c.get("ports_open") or {}).values())
+                else "DOWN",
                 c["pid"] or "-",
                 c["port"] or "-",
                 c.get("health", "-"),

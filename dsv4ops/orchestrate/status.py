@@ -27,6 +27,7 @@ from dsv4ops.orchestrate.drift import (
     profile_drift,
 )
 from dsv4ops.orchestrate.partial import describe_mix, is_mixed
+from dsv4ops.orchestrate.unmanaged import UNMANAGED, ports_to_check, unmanaged
 from dsv4ops.orchestrate.workload import read_load
 from dsv4ops.remote.base import ProcessState
 from dsv4ops.remote.results import HttpReply, LockInfo
@@ -62,8 +63,7 @@ def gather_status(
     """A JSON-ready status report. Raises only for an unreachable target."""
     current = journal.deployed()
     deployed = current.deployment() if current and current.components else None
-    ports = {c.name: tuple(c.ports) for c in deployed.components} if deployed else None
-    states = control.status(list(START_ORDER), ports)
+    states = control.status(list(START_ORDER), ports_to_check(deployed, render_now))
     infos: dict[str, HttpReply] = {}
     components = [_component(control, name, states[name], deployed, infos) for name in START_ORDER]
     drift = process_drift(states, deployed, _recorded_processes(journal), _started_by(journal))
@@ -107,6 +107,7 @@ def gather_status(
         "drift": drift,
         "lock": {"holder": dict(lock.holder), "stale": lock.stale} if lock else None,
         "attention": _attention(journal, lock),
+        "unmanaged": unmanaged(deployed is not None, states),
     }
     report["healthy"] = (
         deployed is not None
@@ -121,13 +122,14 @@ HEALTHY, NOT_HEALTHY, UNKNOWN_HEALTH = "HEALTHY", "NOT HEALTHY", "UNKNOWN"
 
 
 def health_word(report: Mapping[str, Any]) -> str:
-    """The one status word of a status report, on positive evidence only: HEALTHY when every
-    check answered and passed; UNKNOWN when nothing of the unit could be observed (the target
-    unreachable, or an endpoint's router gave no answer at all); NOT HEALTHY otherwise (a
-    component down, not answering, drift, an unfinished operation). Its exit code:
-    exitcodes.for_health."""
+    """The one status word of a report, on positive evidence only: HEALTHY when every check
+    answered and passed; UNKNOWN when nothing of the unit could be observed (target unreachable,
+    an endpoint's router silent); UNMANAGED when nothing is recorded but its ports answer
+    (unmanaged.py); else NOT HEALTHY (down, drift, an unfinished operation). exitcodes.for_health."""
     if report.get("reachable") is False:
         return UNKNOWN_HEALTH
+    if report.get("unmanaged"):
+        return UNMANAGED
     router = report.get("router")
     if isinstance(router, Mapping) and router.get("readiness") is None and not isinstance(
             router.get("health"), int):

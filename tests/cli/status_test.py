@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from dsv4ops.cli import main
 from dsv4ops.cli.status import _router_details
 
@@ -20,3 +22,28 @@ def test_status_readiness_detail_when_the_router_does_not_answer():
     assert _router_details(row) == "readiness unreachable (timed out)"
     row = {"name": "router", "alive": True, "readiness": 200, "workers": []}
     assert _router_details(row) == "readiness 200; workers unknown"
+
+
+def test_a_stack_nobody_recorded_is_unmanaged_not_down(tmp_path, monkeypatch, capsys):
+    """Issue 20: ports that answer with no deploy in the journal are positive evidence that
+    something runs there, and of nothing else: UNMANAGED, exit 4 (UNDECIDED), never DOWN."""
+    from dsv4ops.orchestrate.usecases.render import deployment_for
+    from dsv4ops.profiles import get_target
+    from testing.orchestrate import make_env
+    from testing.watch import silent_listeners
+
+    env = make_env(tmp_path)
+    for k, v in env.environ.items():
+        monkeypatch.setenv(k, v)
+    router = deployment_for("baseline", get_target(env.target)).component("router").port
+    with silent_listeners({router}):
+        code = main(["status", "--target", env.target])
+        out = capsys.readouterr().out
+        assert code == 4, out
+        assert f"target {env.target}: UNMANAGED" in out
+        assert f"UNMANAGED: answers on :{router}, no deploy in the journal" in out
+        assert main(["status", "--json", "--target", env.target]) == 4
+        doc = json.loads(capsys.readouterr().out)
+        assert (doc["status"], doc["exit"], doc["unmanaged"]["ports"]) == ("UNMANAGED", 4, [router])
+    assert main(["status", "--target", env.target]) == 2  # nothing answers now: NOT HEALTHY
+    assert "UNMANAGED" not in capsys.readouterr().out

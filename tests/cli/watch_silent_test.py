@@ -6,13 +6,8 @@ observed, not even "down"."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import selectors
-import socket
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,40 +17,7 @@ from dsv4ops.cli import main
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from testing.orchestrate import make_env
-
-
-@contextlib.contextmanager
-def silent_listeners(ports: set[int]) -> Iterator[None]:
-    """Listen on each port; accept every connection and never send a byte (closed at exit)."""
-    sel = selectors.DefaultSelector()
-    listeners, held = [], []
-    for port in sorted(ports):
-        s = socket.socket()
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", port))
-        s.listen(64)
-        s.setblocking(False)
-        sel.register(s, selectors.EVENT_READ)
-        listeners.append(s)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            for key, _ in sel.select(timeout=0.1):
-                with contextlib.suppress(OSError):
-                    conn, _ = key.fileobj.accept()  # type: ignore[union-attr]
-                    held.append(conn)  # read nothing, answer nothing
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=10)
-        for s in [*listeners, *held]:
-            s.close()
-        sel.close()
+from testing.watch import silent_listeners
 
 
 def test_once_against_a_silent_unit_is_undecided_never_ok(
