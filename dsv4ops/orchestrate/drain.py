@@ -9,6 +9,12 @@ A busy decode whose progress counter (`realtime_tokens_total{mode="decode"}`) do
 `stall_s` is wedged: its streams will never finish, so waiting for them only spends the bound
 (12-18 s of a rollback from a wedge went there). The watch stops at once and says so; the stop
 that follows ends the decode.
+
+An idle reading is not trusted alone: SGLang 0.5.23 publishes `num_running_reqs` every
+`--decode-log-interval` iterations, so the gauge can read 0 while a stream is still open, but it
+moves the progress counter every iteration. A worker is drained only once it read idle across
+polls at least `idle_confirm_s` apart with its counter unmoved; a counter that moves under a 0
+gauge is a request still decoding (counted as one in flight).
 """
 
 from __future__ import annotations
@@ -34,6 +40,17 @@ def no_progress_bound_s(decode: Component, log_interval: int) -> float:
     except ValueError:
         scale = 1.0
     return max(1.0, log_interval * MAX_STEP_S * max(scale, 0.0))
+
+
+def idle_confirm_s(workers: list[Component]) -> float:
+    """Wall seconds an idle reading must hold, counter unmoved: two of the slowest decode steps
+    (each moves the counter), at least 0.3 s (three polls)."""
+    decode = next((c for c in workers if c.name == "decode"), None)
+    try:
+        scale = float((decode.env if decode else {}).get("DSV4_TWIN_TIME_SCALE", "1") or 1.0)
+    except ValueError:
+        scale = 1.0
+    return max(0.3, 2 * MAX_STEP_S * max(scale, 0.0))
 
 
 class DrainWatch:
@@ -62,6 +79,8 @@ class DrainWatch:
         self.unknown: dict[str, str] = {}
         self.down: set[str] = set()
         self._last_line, self._last_at = "", -1e9
+        self.confirm_s = idle_confirm_s(workers)
+        self._idle_since: dict[str, tuple[float | None, float]] = {}  # worker -> (counter, since)
 
     def wait(self, bound_s: float) -> dict[str, Load] | None:
         """Poll every 0.1 s until the router is gone and no worker is busy (None), or until
@@ -77,13 +96,32 @@ class DrainWatch:
                 self.peak[n] = max(self.peak.get(n, 0.0), (ld.running or 0.0) + (ld.queued or 0.0))
             now = self.clock.monotonic()
             self._say(now, loads, router_changed=was_up != self.router_up)
-            if not self.router_up and not busy:
+            if not self.router_up and not busy and self._settled(loads, now):
                 return None
             if self._wedged(busy, now):
                 return busy
             if now >= deadline:
                 return busy
             self.clock.sleep(0.1)
+
+    def _settled(self, loads: Mapping[str, Load], now: float) -> bool:
+        """Every worker read idle for confirm_s with its progress counter unmoved (one that is
+        not running or whose load is unknown has nothing more to show)."""
+        settled = True
+        for name, load in loads.items():
+            if load.busy:
+                self._idle_since.pop(name, None)
+                settled = False
+            elif name in self.down or not load.known:
+                continue
+            elif (seen := self._idle_since.get(name)) is None or seen[0] != load.decode_tokens:
+                if seen is not None:  # moved under a 0 gauge: a request is still decoding
+                    self.peak[name] = max(self.peak.get(name, 0.0), 1.0)
+                self._idle_since[name] = (load.decode_tokens, now)
+                settled = False
+            elif now - seen[1] < self.confirm_s:
+                settled = False
+        return settled
 
     def _wedged(self, busy: Mapping[str, Load], now: float) -> bool:
         """True once a busy worker's decode counter stood still for stall_s (recorded in

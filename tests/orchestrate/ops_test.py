@@ -178,7 +178,10 @@ def test_drain_sigterms_the_router_and_waits_for_it_and_the_workers(journal):
     calls = [c for c in control.calls if c != "probe"]
     # SIGTERM first; the router is only stopped (SIGKILL if needed) after the drain.
     assert calls[:2] == ["lock", "kill TERM router"]
-    assert calls[2:10] == ["metrics"] * 8 and calls[10] == "stop router"  # 3 busy polls, 1 idle
+    # 3 busy polls, then idle held 0.3 s with the progress counter unmoved (4 polls): a 0
+    # gauge alone may be a lagging one (drain.py)
+    idle_from = calls.index("stop router")
+    assert calls[2:idle_from] == ["metrics"] * 14, calls
     drain = next(t for t in out.steps if t["action"] == "drain")
     assert drain["detail"].startswith("router drained and exited")
     assert "waited for in-flight requests (decode up to 2, prefill up to 2)" in drain["detail"]
