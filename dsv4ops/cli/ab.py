@@ -60,7 +60,7 @@ def ab(profile_a: str, profile_b: str, target: str | None, suite: str, blocks: i
     on the winner (on A when inconclusive, partial or unsafe).
 
     An experiment's block deploys are never known-good, and a gate B fails keeps B's commands
-    from ever being offered by `rollback`. If this CLI dies mid-experiment, run
+    from ever being offered by `rollback`; the final deploy of the winner runs its own gate. If this CLI dies mid-experiment, run
     `dsv4ops rollback --recover`: it marks the experiment ABANDONED and puts the box back on A
     (there is no `ab --recover`)."""
     from dsv4ops import exitcodes

@@ -242,7 +242,9 @@ class _Experiment:
             decision = Decision("A", [f"the experiment stopped early ({stopped}), so the box "
                                       "stays on A", *decision.reasons])
         winner: Arm = decision.winner
-        box, left_on = self._leave_on(winner)
+        # The winner of an experiment that ran to its decision is deployed through its own
+        # flag-aware gate (so it can be known-good); putting A back after a stop is a restore.
+        box, left_on = self._leave_on(winner, gate=not stopped)
         report = self._report(analysis, decision, stopped)
         outcome = ABOutcome(self.op.op_id, plan, self.blocks, self.gates, analysis, decision, box,
                             report, self.interrupted, self.failure)
@@ -257,14 +259,16 @@ class _Experiment:
                            f"(blocks done: {done}); report {report[0].parent if report else '-'}")
         return outcome
 
-    def _leave_on(self, arm: Arm) -> tuple[str, str | None]:
-        """Put the box on `arm` by the deploy path unless it runs that arm's blocks' proven
-        deployment already (and no gate ran on it since); (what runs, in words; the op or None)."""
+    def _leave_on(self, arm: Arm, *, gate: bool = False) -> tuple[str, str | None]:
+        """Put the box on `arm` by the deploy path (with `gate`, the deploy's own flag-aware
+        canary gate: a FAIL rolls back as any deploy's does, an INCONCLUSIVE keeps the winner,
+        recorded as accepted); without `gate`, not when it runs that arm's blocks' proven
+        deployment already (and no gate ran on it since). (What runs, in words; the op or None.)"""
         plan, journal = self.plan, self.session.journal
         current = journal.deployed()
         hashes = {(journal.get(o).profile or {}).get("commands_hash") for o in self.deploys[arm]}
         profile = plan.profile(arm)
-        if (current is not None and current.proven and not self.gated_since_deploy
+        if (not gate and current is not None and current.proven and not self.gated_since_deploy
                 and (current.profile or {}).get("commands_hash") in hashes):
             self.say(f"the box already runs {arm} ({profile}, {current.op})")
             self.op.step(f"leave the box on {arm}", "done", detail=f"already running {current.op}")
@@ -274,7 +278,8 @@ class _Experiment:
         try:
             out = run_deploy(self.session, plan.a if arm == "A" else plan.b,
                              command=f"dsv4ops ab (experiment {self.op.op_id})", progress=self.say,
-                             canary=False, within=self.op,
+                             canary=gate, within=self.op, accept_inconclusive=True,
+                             canary_duration_s=min(FINAL_GATE_S, max(2.0, plan.measured_s)),
                              reason=f"experiment {self.op.op_id}: leave the box on {arm}")
         except DsOpsError as exc:  # refused before it changed anything (e.g. preflight)
             self.op.step(f"leave the box on {arm}", "failed", detail=_first(str(exc)))
@@ -303,6 +308,10 @@ class _Experiment:
         except OSError as exc:
             self.say(f"warning: cannot write the report into {directory}: {exc}")
             return []
+
+
+# Seconds per suite of the winner's final gate: deploy's default, or less with short blocks.
+FINAL_GATE_S = 20.0
 
 
 def _plan_detail(plan: ABPlan) -> str:
