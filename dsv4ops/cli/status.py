@@ -142,6 +142,19 @@ def render_endpoint(report: dict[str, Any]) -> list[str]:
     return [*lines, f"restarts: {report['restarts']}"]
 
 
+def _unmanaged_lines(report: dict[str, Any]) -> list[str]:
+    """Not started by this tool (orchestrate/unmanaged.py): not DOWN, not known either."""
+    found = report.get("unmanaged")
+    return [f"UNMANAGED: {found['why']}"] if found else []
+
+
+def _process_word(c: dict[str, Any]) -> str:
+    """up (our process), UNMANAGED (not ours, its port accepts), DOWN."""
+    if c["alive"]:
+        return "up"
+    return "UNMANAGED" if any((c.get("ports_open") or {}).values()) else "DOWN"
+
+
 def render(report: dict[str, Any]) -> list[str]:
     d = report["deployed"]
     from dsv4ops.orchestrate.status import health_word
@@ -165,8 +178,7 @@ def render(report: dict[str, Any]) -> list[str]:
             lines.append(f"kernel package: {d['kernel_package']}")
     else:
         lines.append("deployed: nothing recorded")
-    if report.get("unmanaged"):  # not started by this tool: not DOWN, not known either
-        lines.append(f"UNMANAGED: {report['unmanaged']['why']}")
+    lines += _unmanaged_lines(report)
     rows = []
     for c in report["components"]:
         extra = ""
@@ -182,8 +194,7 @@ def render(report: dict[str, Any]) -> list[str]:
         rows.append(
             [
                 c["name"],
-                "up" if c["alive"] else "UNMANAGED" if any((c.get("ports_open") or {}).values())
-                else "DOWN",
+                _process_word(c),
                 c["pid"] or "-",
                 c["port"] or "-",
                 c.get("health", "-"),
