@@ -81,6 +81,7 @@ class DrainWatch:
         self._last_line, self._last_at = "", -1e9
         self.confirm_s = idle_confirm_s(workers)
         self._idle_since: dict[str, tuple[float | None, float]] = {}  # worker -> (counter, since)
+        self.moving: set[str] = set()  # workers whose counter moved under a 0 gauge last poll
 
     def wait(self, bound_s: float) -> dict[str, Load] | None:
         """Poll every 0.1 s until the router is gone and no worker is busy (None), or until
@@ -95,8 +96,9 @@ class DrainWatch:
             for n, ld in busy.items():
                 self.peak[n] = max(self.peak.get(n, 0.0), (ld.running or 0.0) + (ld.queued or 0.0))
             now = self.clock.monotonic()
+            settled = self._settled(loads, now)  # every poll: the router's drain time included
             self._say(now, loads, router_changed=was_up != self.router_up)
-            if not self.router_up and not busy and self._settled(loads, now):
+            if not self.router_up and not busy and settled:
                 return None
             if self._wedged(busy, now):
                 return busy
@@ -108,6 +110,7 @@ class DrainWatch:
         """Every worker read idle for confirm_s with its progress counter unmoved (one that is
         not running or whose load is unknown has nothing more to show)."""
         settled = True
+        self.moving.clear()
         for name, load in loads.items():
             if load.busy:
                 self._idle_since.pop(name, None)
@@ -117,6 +120,7 @@ class DrainWatch:
             elif (seen := self._idle_since.get(name)) is None or seen[0] != load.decode_tokens:
                 if seen is not None:  # moved under a 0 gauge: a request is still decoding
                     self.peak[name] = max(self.peak.get(name, 0.0), 1.0)
+                    self.moving.add(name)
                 self._idle_since[name] = (load.decode_tokens, now)
                 settled = False
             elif now - seen[1] < self.confirm_s:
@@ -156,7 +160,7 @@ class DrainWatch:
         return loads
 
     def _say(self, now: float, loads: Mapping[str, Load], *, router_changed: bool) -> None:
-        line = _drain_line(self.with_router, self.router_up, loads, self.down)
+        line = _drain_line(self.with_router, self.router_up, loads, self.down, self.moving)
         # At most one progress line a second, except when the router goes away.
         if line != self._last_line and (now - self._last_at >= 1.0 or router_changed):
             self.progress(f"    drain {now - self.t0:5.2f}s: {line}")
@@ -189,7 +193,8 @@ class DrainWatch:
 
 
 def _drain_line(
-    with_router: bool, router_up: bool, loads: Mapping[str, Load], down: set[str]
+    with_router: bool, router_up: bool, loads: Mapping[str, Load], down: set[str],
+    moving: frozenset[str] | set[str] = frozenset(),
 ) -> str:
     bits = [f"router {'draining' if router_up else 'gone'}"] if with_router else []
     for n, ld in loads.items():
@@ -198,7 +203,8 @@ def _drain_line(
         elif ld.running is None:
             bits.append(f"{n} in-flight UNKNOWN ({ld.error or 'metrics unreadable'})")
         else:
-            bits.append(f"{n} {ld.running:g} running/{ld.queued or 0:g} queued")
+            bits.append(f"{n} {ld.running:g} running/{ld.queued or 0:g} queued"
+                        + (" (progress counter moving: in flight)" if n in moving else ""))
     return ", ".join(bits) or "no workers known"
 
 

@@ -85,16 +85,37 @@ def _stream(url: str, result: dict, first_token: threading.Event) -> None:
     result.update(pieces=pieces, done=done, finish=finish, errors=errors, ended=time.time())
 
 
-def test_redeploy_drains_a_client_stream_instead_of_cutting_it(baseline_running, capsys):
+def test_redeploy_drains_a_client_stream_instead_of_cutting_it(baseline_running, capsys,
+                                                                monkeypatch):
+    """The stream starts once the deploy is journaled and about to run its steps (the first is
+    the drain), and the deploy goes on only after its first token: so it is open when the drain
+    begins however long the steps before took on a loaded machine (no race with them)."""
+    from dsv4ops.cli import _context
+
     env = baseline_running
     url = f"http://127.0.0.1:{env.port(8000)}/v1/chat/completions"
     result: dict = {}
     first_token = threading.Event()
     client = threading.Thread(target=_stream, args=(url, result, first_token), daemon=True)
-    client.start()
-    assert first_token.wait(10), result
-    t_deploy = time.time()
+    printer = _context.progress_printer
+    started: list[float] = []
+
+    def stream_before_the_drain(as_json: bool):  # type: ignore[no-untyped-def]
+        echo = printer(as_json)
+
+        def progress(line: str) -> None:
+            echo(line)
+            if line.startswith("deploy ") and "(journal " in line and not started:
+                started.append(time.time())
+                client.start()
+                assert first_token.wait(10), result
+
+        return progress
+
+    monkeypatch.setattr(_context, "progress_printer", stream_before_the_drain)
     code, out, err = cli(env, capsys, "deploy", "baseline", "--yes", "--json", "--no-canary")
+    assert started, err
+    t_deploy = started[0]
     client.join(30)
     assert not client.is_alive()
     assert code == 0, err
@@ -116,8 +137,11 @@ def test_redeploy_drains_a_client_stream_instead_of_cutting_it(baseline_running,
     decode_down = next(e for e in events if e["role"] == "decode" and e["event"] == "shutdown")
     assert decode_down["ts"] > result["ended"]
     assert not [e for e in events if e["event"] in ("abort_cascade", "wedged")]
-    # The progress lines (stderr under --json) showed the drain watching the workers.
-    assert "router draining" in err and "decode 1 running" in err
+    # The progress lines (stderr under --json) showed the drain watching the workers: the
+    # gauge (published every decode-log-interval iterations) or, when it still read 0, the
+    # progress counter moving under it (orchestrate/drain.py).
+    assert "router draining" in err
+    assert "decode 1 running" in err or "decode 0 running/0 queued (progress counter moving" in err
 
 
 def test_deploy_with_the_smoke_canary_journals_its_verdict(baseline_running, capsys):
