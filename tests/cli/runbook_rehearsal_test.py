@@ -172,7 +172,8 @@ def test_decode_wedge_rehearsed_with_diagnostics_of_the_wedged_twin(
     assert run.status is Status.SUCCEEDED and set(run.done) == set(range(1, 9))
     assert "held after" in run.done[1]["detail"]  # /health 503: it really was wedged
     kinds = [(o.kind, o.profile_name) for o in children_of(env, run.op)]
-    assert kinds == [(Kind.DEPLOY, "overlap-on"), (Kind.ROLLBACK, "baseline")]
+    # the rehearsal's forced wedge is journaled too, as a step of the run (issue 20)
+    assert kinds == [(Kind.DEPLOY, "overlap-on"), (Kind.HAZARD, None), (Kind.ROLLBACK, "baseline")]
     assert_healthy(env, capfd, "baseline")
     bundle = Path(run.done[3]["bundle"])
     _assert_wedged_bundle(bundle)
@@ -240,7 +241,7 @@ def test_bootstrap_degradation_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixt
     assert run.done[1]["outcome"] == "ok"  # health green...
     assert run.done[2]["outcome"] == "ok"  # ...and the smoke canary failed end to end (exit 2)
     assert "canary smoke: FAIL" in out and out.count("canary smoke: PASS") == 1
-    assert [o.kind for o in children_of(env, run.op)] == [Kind.DEPLOY]
+    assert [o.kind for o in children_of(env, run.op)] == [Kind.HAZARD, Kind.DEPLOY]
     assert_healthy(env, capfd, "baseline")
 
 

@@ -70,3 +70,6 @@ def test_hazard_takes_the_mutating_flags_and_is_journaled(
     assert doc["exit"] == 1 and "the decode did not take the switch" in doc["error"]
     (hz,) = [o for o in journal.operations() if o.kind is Kind.HAZARD]
     assert hz.status is Status.FAILED and hz.reason == "wedge force: drill 7"
+    assert main(["journal", "--json", "--target", env.target]) == 0  # listed like any operation
+    (entry,) = [e for e in json.loads(capsys.readouterr().out)["entries"] if e["kind"] == "hazard"]
+    assert entry["id"] == hz.op and entry["status"] == "FAILED"
