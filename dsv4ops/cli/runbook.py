@@ -229,7 +229,8 @@ def _world(ctx: Any) -> Any:
 def _confirm(question: str) -> bool:
     """y/N; Ctrl-C at the prompt is Ctrl-C for the runbook (summary and resume command)."""
     try:
-        return bool(click.confirm(question, default=False))
+        # on stderr: under --json stdout carries only the run's object
+        return bool(click.confirm(question, default=False, err=True))
     except click.Abort:
         raise KeyboardInterrupt from None
 
@@ -249,6 +250,6 @@ def _parse_vars(pairs: tuple[str, ...]) -> dict[str, str]:
 def _pause(msg: str) -> None:
     """Wait for Enter (what was typed is not used); Ctrl-C stops the runbook."""
     try:
-        click.prompt(msg, default="", show_default=False, prompt_suffix=" ")
+        click.prompt(msg, default="", show_default=False, prompt_suffix=" ", err=True)
     except click.Abort:
         raise KeyboardInterrupt from None
