@@ -13,10 +13,10 @@ The file is opened with O_NOFOLLOW and checked before a byte is read or written 
 regular file owned by this user and writable by nobody else. A journal path replaced by a
 symlink (to a victim file) or by someone else's file is refused with UnsafeJournalFile, so an
 append can never land in another file and a read never passes another file off as the record.
-O_NOFOLLOW guards only the last component, so the directories above it are walked one at a time
-(`_open_dir`: os.open(part, O_NOFOLLOW|O_DIRECTORY, dir_fd=parent)) from the user's home when the
-journal lies under it, else from the journal directory's parent: a symlinked `.dsv4ops/<target>/`
-(or any directory below that base) is refused too, and the file is opened relative to that fd.
+O_NOFOLLOW guards only the last component, so the two directories above it are walked one at a
+time (`_open_dir`: os.open(part, O_NOFOLLOW|O_DIRECTORY, dir_fd=parent)) from the project root /
+the agent's home (`_base`): a symlinked `.dsv4ops/<target>/` or `.dsv4ops/journal/` is refused
+too, and the file is opened relative to the last directory's fd.
 
 A reader holding the first `offset` bytes of a journal proves its copy is a prefix by the hash of
 its last WINDOW bytes and the offset (`window_sha256`), not by hashing the whole file: O(1) per
@@ -46,13 +46,11 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _base(path: str) -> str:
-    """Where the walk down to the journal's directory starts (trusted as chosen by the user):
-    their home when the journal lies under it, else the journal directory's parent."""
-    d = os.path.dirname(os.path.abspath(path))
-    home = os.path.abspath(os.path.expanduser("~"))
-    if home != os.sep and d.startswith(home + os.sep):
-        return home
-    return os.path.dirname(d)
+    """Where the walk down to the journal's directory starts (trusted as the user chose it): two
+    levels above the journal's directory, i.e. the project root for the operator's
+    `.dsv4ops/journal/<target>.jsonl` and the agent's home for its `~/.dsv4ops/<target>/journal.jsonl`
+    (a symlinked checkout or home above that stays the user's own choice)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(path))))
 
 
 def _open_dir(path: str, *, create: bool) -> int:
@@ -91,7 +89,7 @@ def _step(parent: int, part: str, create: bool, where: str) -> int:
     finally:
         os.close(parent)
     owner = os.fstat(fd).st_uid
-    if owner != os.geteuid():
+    if owner not in (os.geteuid(), 0):  # root's directories are trusted, as ssh's StrictModes
         os.close(fd)
         raise UnsafeJournalFile(
             errno.EPERM, f"is a directory owned by uid {owner}, not by this user", where

@@ -30,8 +30,8 @@ class View:
         self.state, self.buf = index.current()
         self.order: Sequence[Entry] = placed(self.state)
 
-    def load(self, entry: Entry) -> Operation:
-        """The whole Operation of `entry`, folded from its records (rebuilt index: retried)."""
+    def load(self, entry: Entry, *, retry: bool = True) -> Operation:
+        """The whole Operation of `entry`, folded from its records (rebuilt index: retried once)."""
         key = (entry.op, entry.count)
         hit = self._cache.get(key)
         if hit is not None:
@@ -39,13 +39,15 @@ class View:
         try:
             recs = [record_at(self.buf, o, entry.op) for o in entry.offsets]
         except Stale:
+            if not retry:
+                raise JournalError(f"{self._index.path} changed while it was read") from None
             self._index.drop()  # an edit the size+window proof could not see: never trusted
             self.state, self.buf = self._index.current()
             self.order = placed(self.state)
             fresh = self.state.entries.get(entry.op)
             if fresh is None:
                 raise JournalError(f"{self._index.path} changed while it was read") from None
-            return self.load(fresh)
+            return self.load(fresh, retry=False)
         op = fold_into({}, recs)[entry.op]
         self._cache[key] = op
         return op
