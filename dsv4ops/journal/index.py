@@ -50,7 +50,7 @@ from dsv4ops.journal.records import (
 
 FORMAT = "dsv4ops-journal-index"
 VERSION = 1
-SAVE_EVERY = 1 << 20  # bytes folded in since the index file was last written: write it again
+SAVE_EVERY = 1 << 18  # bytes folded in since the index file was last written: write it again
 _JUDGED = (Kind.DEPLOY.value, Kind.ROLLBACK.value, Kind.EXPERIMENT.value)
 _KINDS = {k.value: k for k in Kind}  # a dict lookup: Enum(value) costs ~1 us per call
 _STATUSES = {s.value: s for s in Status}
@@ -74,7 +74,7 @@ class Entry:
     running: str | None
     view: list[Any] | None  # knowngood.essentials, serialised (deploy, rollback, experiment)
     _offsets: list[int] | None = field(default=None, repr=False)
-    _flat: array | None = field(default=None, repr=False, compare=False)  # decoded, not sliced yet
+    _flat: array[int] | None = field(default=None, repr=False, compare=False)  # not sliced yet
     _at: int = field(default=0, repr=False, compare=False)
     count: int = 0  # how many records
     _view_op: Operation | None = field(default=None, repr=False, compare=False)
