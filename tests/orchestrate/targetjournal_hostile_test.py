@@ -231,3 +231,17 @@ def test_the_agent_reads_only_what_a_proven_copy_lacks_over_ssh(over_ssh, tmp_pa
         again.begin(Kind.STOP, reason="x")  # refused until `journal --merge`
     assert Path(f"{alice.path}.diverged").read_bytes() == forged  # both copies kept
     assert alice.path.read_bytes() == record
+
+
+def test_a_synced_cache_grows_by_appends_and_its_marker_proves_it(over_ssh, tmp_path):
+    """The copy is appended to (same file), never rewritten per call; `.sync.json` holds the size
+    and window proof the next call sends, not a hash of the whole copy."""
+    alice = _journal(over_ssh, tmp_path / "alice")
+    _deploy(alice, "baseline")
+    inode = alice.path.stat().st_ino
+    _deploy(alice, "next")
+    assert alice.path.stat().st_ino == inode
+    marker = json.loads(alice.backend.marker.read_text())
+    data = alice.path.read_bytes()
+    assert marker["size"] == len(data) and marker["window"] == journalfile.window_of(data)
+    assert data == (Path(over_ssh.workdir) / "journal.jsonl").read_bytes()
