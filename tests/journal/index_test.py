@@ -186,10 +186,17 @@ def test_an_index_that_does_not_prove_itself_is_rebuilt(tmp_path: Path, saved_al
         os.close(fd)
 
 
-def test_an_edit_outside_the_window_is_caught_when_its_operation_is_read(tmp_path, saved_always):
+def test_an_edit_outside_the_window_is_caught_when_its_operation_is_read(tmp_path):
     j = Journal("box", directory=tmp_path)
-    ops = _deploys(j, 400)  # > 64 KiB: the first deploys lie outside the size+window proof
+    ops = [f"d-{i}" for i in range(400)]  # > 64 KiB: the first lie outside the size+window proof
+    base = {"v": RECORD_VERSION, "ts": "2026-12-01T00:00:00Z"}
+    journalfile.append_bytes(str(j.path), b"".join(
+        journalfile.encode({**base, "op": op, **r}) for op in ops for r in (
+            {"type": "begin", "kind": "deploy", "user": "u", "components": [{"name": "decode"}]},
+            {"type": "status", "status": "RUNNING"},
+            {"type": "status", "status": "SUCCEEDED", "running": op, "known_good": True})))
     assert j.path.stat().st_size > journalfile.WINDOW
+    assert len(j.operations()) == 400  # the index is built and written
     data = j.path.read_bytes()
     at = data.index(b'"status":"RUNNING"')  # ops[0]'s, far from the end; the same length
     j.path.write_bytes(data[:at] + b'"status":"FAILED" ' + data[at + 18 :])
