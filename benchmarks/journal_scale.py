@@ -2,16 +2,19 @@
 """How the journal's commands scale with its size (issue 21: a 10^6-record journal of record).
 
 Builds a journal of N records (deploys of 12 records each: begin, status, steps, transitions, as
-a real deploy writes them) straight into a file, then times what the commands do with it:
+a real deploy writes them) straight into a file, then times, side by side in one run:
 
-  * `Journal.records()` / `operations()` (status, journal, rollback read these),
-  * `in_flight()`, `deployed()`, `last_known_good()`, `get(op)` of the newest operation,
-  * a deploy's journal traffic: begin + 8 steps + 3 transitions, each transition looking its
-    operation up first (the pattern that made it O(N) per record),
-  * the agent side: `journal_read` of a cache that is current (offset + prefix hash).
+  * the full scan every read did before the index (parse, validate, fold, place, judge) against
+    a cold process reading through the index (journal/index.py): the last 20 operations, the
+    known-good judgement, in_flight, deployed, get(newest) — what status, journal, rollback and
+    deploy's known-good lookup ask;
+  * the one-time index build (the first read of a journal without its index);
+  * a deploy's journal traffic (12 appends) and a cold read after it (the index + its tail);
+  * the agent side: what the target's `journal_read` reads for a current cache, before (read and
+    hash the whole record) and now (`journalfile.read_since`: one 64 KiB window).
 
 Usage: python benchmarks/journal_scale.py [--records N] [--keep DIR]
-Reference (this machine, 2 shared cores): see docs/journal notes in CHANGELOG (issue 21).
+Reference (this machine, 2 cores shared by six sessions): docs/journal.md.
 """
 
 from __future__ import annotations
@@ -26,7 +29,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dsv4ops import journalfile  # noqa: E402
-from dsv4ops.journal.records import RECORD_VERSION, Kind, Status  # noqa: E402
+from dsv4ops.journal import knowngood  # noqa: E402
+from dsv4ops.journal.records import (  # noqa: E402
+    RECORD_VERSION,
+    Kind,
+    Status,
+    fold,
+    place_merged,
+    validate,
+)
 from dsv4ops.journal.store import Journal  # noqa: E402
 
 PER_DEPLOY = 12
@@ -80,6 +91,25 @@ def deploy_traffic(j: Journal) -> None:
     j.transition(op, Status.SUCCEEDED, running=op, known_good=True)
 
 
+def full_scan(path: Path) -> object:
+    """What every read did before the index (journal/memo.py's cold read)."""
+    parsed, _ = journalfile.parse(path.read_bytes())
+    records = [validate(r, "bench") for _, r in parsed]
+    ops = place_merged(fold(records), records)
+    return knowngood.judge(ops), knowngood.known_good(ops)[:1], ops[-20:]
+
+
+def cold_reads(directory: Path) -> object:
+    """A fresh process's reads for `status` + `journal` + deploy's known-good lookup."""
+    j = Journal("box", directory=directory)
+    return (j.operations()[-20:], j.judged(), j.last_known_good(), j.in_flight(), j.deployed(),
+            j.get(j.operations()[-1].op))
+
+
+def ratio(label: str, before: float, after: float) -> None:
+    print(f"{label:<48} {before * 1000:10.1f} ms -> {after * 1000:8.1f} ms  (x{before / max(after, 1e-9):.0f})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -92,20 +122,21 @@ def main() -> None:
         build(path, args.records)
         size = path.stat().st_size
         print(f"built {args.records} records ({size / 1e6:.0f} MB) in {time.perf_counter() - t0:.1f} s")
-        j = Journal("box", directory=root / "journal")
-        timed("records() (cold)", j.records)
-        timed("operations()", j.operations)
-        timed("in_flight()", j.in_flight)
-        timed("deployed()", j.deployed)
-        timed("last_known_good()", j.last_known_good)
-        newest = j.operations()[-1].op
-        timed("get(newest)", lambda: j.get(newest))
-        timed("a deploy's journal traffic (12 appends)", lambda: deploy_traffic(j))
-        data = journalfile.read_bytes(str(path))
-        digest = journalfile.sha256(data)
-        timed("agent: tail_after a current cache", lambda: journalfile.tail_after(data, len(data), digest))
-        timed("fresh Journal: status's reads (records+ops)", lambda: Journal(
+        scan = timed("full scan (the read before the index)", lambda: full_scan(path))
+        timed("index build (first read, no index file)", lambda: Journal(
             "box", directory=root / "journal").operations())
+        cold = timed("cold reads through the index", lambda: cold_reads(root / "journal"))
+        ratio("status/journal/known-good: full scan vs index", scan, cold)
+        j = Journal("box", directory=root / "journal")
+        timed("a deploy's journal traffic (12 appends)", lambda: deploy_traffic(j))
+        after = timed("cold reads after it (index + tail)", lambda: cold_reads(root / "journal"))
+        ratio("  the same, after the deploy", scan, after)
+        whole = timed("agent before: read + hash the whole record", lambda: journalfile.sha256(
+            journalfile.read_bytes(str(path))))
+        n, window = journalfile.proof(str(path))
+        since = timed("agent now: read_since a current cache", lambda: journalfile.read_since(
+            str(path), n, window))
+        ratio("agent journal_read: whole vs window", whole, since)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,14 @@ The file is opened with O_NOFOLLOW and checked before a byte is read or written 
 regular file owned by this user and writable by nobody else. A journal path replaced by a
 symlink (to a victim file) or by someone else's file is refused with UnsafeJournalFile, so an
 append can never land in another file and a read never passes another file off as the record.
+O_NOFOLLOW guards only the last component, so the two directories above it are walked one at a
+time (`_open_dir`: os.open(part, O_NOFOLLOW|O_DIRECTORY, dir_fd=parent)) from the project root /
+the agent's home (`_base`): a symlinked `.dsv4ops/<target>/` or `.dsv4ops/journal/` is refused
+too, and the file is opened relative to the last directory's fd.
+
+A reader holding the first `offset` bytes of a journal proves its copy is a prefix by the hash of
+its last WINDOW bytes and the offset (`window_sha256`), not by hashing the whole file: O(1) per
+call at 10^6 records. A copy that is shorter or whose window differs gets everything (`read_since`).
 """
 
 from __future__ import annotations
@@ -33,18 +41,83 @@ class UnsafeJournalFile(OSError):
     """The journal path is a symlink, not a regular file, not this user's, or writable by others."""
 
 
+WINDOW = 1 << 16  # bytes of a copy's end its prefix proof hashes (window_sha256)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _base(path: str) -> str:
+    """Where the walk down to the journal's directory starts (trusted as the user chose it): two
+    levels above the journal's directory, i.e. the project root for the operator's
+    `.dsv4ops/journal/<target>.jsonl` and the agent's home for its `~/.dsv4ops/<target>/journal.jsonl`
+    (a symlinked checkout or home above that stays the user's own choice)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(path))))
+
+
+def _open_dir(path: str, *, create: bool) -> int:
+    """An fd on `path`'s directory, reached from _base one component at a time without following
+    a symlink, each directory this user's (created 0700 when `create`). Raises UnsafeJournalFile."""
+    base = _base(path)
+    rel = os.path.relpath(os.path.dirname(os.path.abspath(path)), base)
+    if create:
+        os.makedirs(base, exist_ok=True)
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    for part in [] if rel == os.curdir else rel.split(os.sep):
+        base = os.path.join(base, part)
+        fd = _step(fd, part, create, base)  # closes the parent's fd, whatever happens
+    return fd
+
+
+def _step(parent: int, part: str, create: bool, where: str) -> int:
+    """The fd of directory `part` under `parent` (closed here), refused if it is a symlink."""
+    try:
+        try:
+            fd = os.open(part, _DIR_FLAGS, dir_fd=parent)
+        except FileNotFoundError:
+            if not create:
+                raise
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o700, dir_fd=parent)
+            fd = os.open(part, _DIR_FLAGS, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            link = stat.S_ISLNK(os.stat(part, dir_fd=parent, follow_symlinks=False).st_mode)
+            why = "is a symbolic link" if link else "is not a directory"
+            raise UnsafeJournalFile(
+                exc.errno, f"{why}; the journal is never reached through one", where
+            ) from None
+        raise
+    finally:
+        os.close(parent)
+    owner = os.fstat(fd).st_uid
+    if owner not in (os.geteuid(), 0):  # root's directories are trusted, as ssh's StrictModes
+        os.close(fd)
+        raise UnsafeJournalFile(
+            errno.EPERM, f"is a directory owned by uid {owner}, not by this user", where
+        )
+    return fd
+
+
 def _open(path: str, flags: int) -> int:
-    """An fd on `path` opened without following a symlink, checked to be a regular file owned by
-    this user and not writable by group or others. Raises UnsafeJournalFile (or OSError)."""
+    """An fd on `path` opened without following a symlink (in any component below _base), checked
+    to be a regular file owned by this user and not writable by group or others. Raises
+    UnsafeJournalFile (or OSError)."""
+    dfd = _open_dir(path, create=bool(flags & os.O_CREAT))
     try:
         # O_NONBLOCK: a FIFO put in its place must not hang the open (no effect on a regular file).
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        fd = os.open(
+            os.path.basename(path),
+            flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+            0o600,
+            dir_fd=dfd,
+        )
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UnsafeJournalFile(
                 exc.errno, "is a symbolic link; the journal is never written through one", path
             ) from None
         raise
+    finally:
+        os.close(dfd)
     st = os.fstat(fd)
     why = None
     if not stat.S_ISREG(st.st_mode):
@@ -59,15 +132,50 @@ def _open(path: str, flags: int) -> int:
     return fd
 
 
-def append_bytes(path: str, data: bytes) -> None:
-    """Append `data` (whole lines) in one write and fsync; terminate a torn last line first.
-    Creates the file (0600) and its directory. Raises OSError (UnsafeJournalFile: see _open)."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+def open_read(path: str) -> int | None:
+    """A checked read-only fd on `path` (None when absent); see _open."""
+    try:
+        return _open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    """Replace `path` with `data`: a 0600 temp file in the same (safely walked) directory, fsync,
+    rename. A symlink planted at either name is replaced, never written through."""
+    dfd = _open_dir(path, create=True)
+    name = os.path.basename(path)
+    tmp = f".{name}.tmp.{os.getpid()}"
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dfd)  # a leftover of a killed run (or a planted link)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600, dir_fd=dfd)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    finally:
+        os.close(dfd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def append_bytes(path: str, data: bytes, *, mend: bool = True) -> None:
+    """Append `data` (whole lines) in one write and fsync; terminate a torn last line first
+    (`mend`; a copy of another file appends its bytes as they are). Creates the file (0600) and
+    its directory. Raises OSError (UnsafeJournalFile: see _open)."""
     fd = _open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
-        if _ends_torn(fd):
+        if mend and _ends_torn(fd):
             data = b"\n" + data
-        os.write(fd, data)
+        _write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -140,12 +248,69 @@ def tail_after(data: bytes, offset: int, prefix_sha256: str | None) -> tuple[byt
     return data, True
 
 
+def window_sha256(fd: int, end: int) -> str:
+    """The proof that a copy of `end` bytes is what this file holds: the hash of `end` and of the
+    last WINDOW bytes before it (one pread, whatever the file's size)."""
+    start = max(0, end - WINDOW)
+    chunk = os.pread(fd, end - start, start)
+    return hashlib.sha256(b"%d:" % end + chunk).hexdigest()
+
+
+def proof(path: str) -> tuple[int, str]:
+    """(size, window_sha256) of the file at `path` ((0, window_of(b"")) when absent)."""
+    fd = open_read(path)
+    if fd is None:
+        return 0, window_of(b"")
+    try:
+        size = os.fstat(fd).st_size
+        return size, window_sha256(fd, size)
+    finally:
+        os.close(fd)
+
+
+def window_of(data: bytes) -> str:
+    """window_sha256 of bytes held in memory (a reader's own copy)."""
+    return hashlib.sha256(b"%d:" % len(data) + data[-WINDOW:]).hexdigest()
+
+
+def read_since(path: str, offset: object, window: object) -> tuple[bytes, bool, int, str]:
+    """(bytes a reader holding `offset` bytes lacks, whether it must start over, the file's size,
+    its window_sha256): the reader's copy is a prefix only when its window proof matches;
+    otherwise (shorter, diverged, no proof) it gets everything. Reads only what it sends."""
+    fd = open_read(path)
+    if fd is None:
+        return b"", not (offset == 0 or offset is None), 0, window_of(b"")
+    try:
+        size = os.fstat(fd).st_size
+        prefix = (
+            isinstance(offset, int)
+            and 0 <= offset <= size
+            and isinstance(window, str)
+            and window == window_sha256(fd, offset)
+        )
+        start = offset if prefix and isinstance(offset, int) else 0
+        tail = _pread_all(fd, start, size)
+        return tail, not prefix, size, window_sha256(fd, size)
+    finally:
+        os.close(fd)
+
+
+def _pread_all(fd: int, start: int, end: int) -> bytes:
+    parts = []
+    while start < end:
+        chunk = os.pread(fd, min(end - start, 1 << 24), start)
+        if not chunk:
+            break
+        parts.append(chunk)
+        start += len(chunk)
+    return b"".join(parts)
+
+
 @contextlib.contextmanager
 def exclusive(path: str) -> Iterator[None]:
     """Hold an exclusive flock on `path`.lock: check-then-append (the merge) stays atomic."""
     import fcntl
 
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fd = _open(f"{path}.lock", os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

@@ -4,6 +4,7 @@ record identity (op id + sequence) the merge deduplicates by."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from dsv4ops import journalfile
@@ -35,3 +36,38 @@ def test_a_reader_gets_its_missing_tail_or_everything_when_its_copy_diverged() -
     assert journalfile.tail_after(data, 6, journalfile.sha256(b"other\n")) == (data, True)
     assert journalfile.tail_after(data, 99, six) == (data, True)
     assert journalfile.tail_after(data, 0, None) == (data, True)
+
+
+def test_a_symlinked_directory_above_the_journal_is_refused(tmp_path: Path) -> None:
+    """O_NOFOLLOW guards the last component only: the directories are walked one by one."""
+    import pytest
+
+    real, elsewhere = tmp_path / ".dsv4ops" / "box", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    journalfile.append_bytes(str(real / "journal.jsonl"), journalfile.encode({"op": "a"}))
+    os.replace(real, tmp_path / "saved")
+    real.symlink_to(elsewhere, target_is_directory=True)
+    for call in (
+        lambda: journalfile.append_bytes(str(real / "journal.jsonl"), b"{}\n"),
+        lambda: journalfile.read_bytes(str(real / "journal.jsonl")),
+        lambda: journalfile.write_atomic(str(real / "journal.jsonl.idx"), b"x"),
+    ):
+        with pytest.raises(journalfile.UnsafeJournalFile, match="symbolic link"):
+            call()
+    assert list(elsewhere.iterdir()) == []  # nothing created through the link
+
+
+def test_a_copy_proves_its_prefix_by_its_window_and_gets_only_the_rest(tmp_path: Path) -> None:
+    path = str(tmp_path / "j" / "box.jsonl")
+    journalfile.append_bytes(path, b"a" * 70_000 + b"\n")
+    copy = Path(path).read_bytes()
+    journalfile.append_bytes(path, b"line2\n")
+    proof = journalfile.window_of(copy)
+    assert journalfile.read_since(path, len(copy), proof)[:2] == (b"line2\n", False)
+    other = b"b" + copy[1:]  # differs outside the window only: the proof cannot see it
+    assert journalfile.read_since(path, len(other), journalfile.window_of(other))[1] is False
+    diverged = copy[:-2] + b"b\n"
+    whole = Path(path).read_bytes()
+    assert journalfile.read_since(path, len(diverged), journalfile.window_of(diverged))[:2] == (whole, True)
+    assert journalfile.read_since(path, len(whole) + 5, proof)[:2] == (whole, True)  # longer copy
+    assert journalfile.proof(path) == (len(whole), journalfile.window_of(whole))

@@ -26,8 +26,6 @@ from dsv4ops.cli._output import echo_json, json_option, table, target_option
 def journal(target: str | None, as_json: bool, limit: int, merge: bool) -> None:
     """List the target's journal, newest last."""
     from dsv4ops.cli._context import open_target
-    from dsv4ops.journal.knowngood import judge
-    from dsv4ops.journal.records import fold, place_merged
 
     if merge:
         _merge(target)
@@ -35,15 +33,12 @@ def journal(target: str | None, as_json: bool, limit: int, merge: bool) -> None:
     ctx = open_target(target, verb="journal", read_only=True)
     try:
         j = ctx.journal
-        records = j.records()  # one read: operations and merges from the same bytes
+        # Through the journal's index (journal/index.py): only the listed operations are read.
+        ops, judged, merges = j.listing(limit)  # one read; judged over the whole journal
         source = j.source()
         lock = _lock(ctx, source)
     finally:
         ctx.close()
-    every = place_merged(fold(records), records)
-    judged = judge(every)  # over the whole journal: a gate failed anywhere counts
-    ops = every[-limit:] if limit > 0 else every
-    merges = [r for r in records if r["type"] == "merge"]
     if as_json:
         echo_json(
             {

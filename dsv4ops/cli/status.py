@@ -86,7 +86,8 @@ def open_operations(journal: Any, lock: Any) -> list[dict[str, Any]]:
     ops = journal.operations()
     judged = journal.judged()
     out = []
-    for o in ops:
+    # The index knows which are not ended: only those operations are read (10^6-record journals).
+    for o in (ops[i] for i, e in enumerate(ops.entries()) if not e.terminal):
         s = entry(o, judged, lock)
         if not o.status.terminal:
             out.append({k: s[k] for k in ("id", "kind", "status", "profile", "when", "next")}

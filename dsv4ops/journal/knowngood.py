@@ -78,10 +78,34 @@ def judge(ops: Sequence[Operation]) -> dict[str, Judgement]:
     return out
 
 
-def known_good(ops: Sequence[Operation]) -> list[Operation]:
+def essentials(o: Operation) -> Operation:
+    """`o` reduced to what this rule reads (its status, profile name and commands hash, whether
+    it recorded components, its scope, an experiment's block reason, its known_good mark, its
+    gate steps): judge() of the reduced operations equals judge() of the whole ones, so the
+    journal's index (journal/index.py) keeps these instead of re-reading every record."""
+    p = o.profile or {}
+    return Operation(
+        op=o.op,
+        kind=o.kind,
+        ts=o.ts,
+        user="",
+        status=o.status,
+        profile={k: p[k] for k in ("name", "commands_hash") if k in p},
+        components=[{}] if o.components else [],
+        scope=o.scope,
+        reason=o.reason if (o.reason or "").startswith("experiment ") else None,
+        steps=[s for s in o.steps if s.name.startswith((GATE_STEP, "gate "))],
+        marked_known_good=o.marked_known_good,
+    )
+
+
+def known_good(
+    ops: Sequence[Operation], judged: dict[str, Judgement] | None = None
+) -> list[Operation]:
     """The known-good deployments in the order rollback offers them: every gate pass before
-    every accepted INCONCLUSIVE, newest first within each."""
-    judged = judge(ops)
+    every accepted INCONCLUSIVE, newest first within each. `judged`: judge(ops), when the caller
+    already has it (the journal's index judges once per read)."""
+    judged = judge(ops) if judged is None else judged
     newest_first = [o for o in reversed(ops) if o.op in judged and judged[o.op].known_good]
     return sorted(newest_first, key=lambda o: -judged[o.op].rank)  # stable: newest first kept
 

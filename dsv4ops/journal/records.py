@@ -249,7 +249,7 @@ def fold(records: list[dict[str, Any]]) -> list[Operation]:
 def fold_into(ops: dict[str, Operation], records: list[dict[str, Any]]) -> dict[str, Operation]:
     """`ops` (folded from earlier records, in begin order) with `records` applied: a new dict;
     an operation these records change is a copy, so Operations handed out before stay as they
-    were (journal/memo.py folds a growing journal this way, record by record, once)."""
+    were (journal/index.py re-folds the operations appended records touch this way)."""
     ops = dict(ops)
     copied: set[str] = set()
     for r in records:
@@ -310,13 +310,23 @@ def place_merged(ops: list[Operation], records: list[dict[str, Any]]) -> list[Op
         return ops
     # A native operation begun after the merge record began after every operation merged by it
     # (the merge is the first thing a command does): it follows them even within one second.
-    after_merge: set[str] = set()
+    after_first_merge: set[str] = set()
     seen_merge = False
     for r in records:
         if r["type"] == "merge":
             seen_merge = True
-        elif r["type"] == "begin" and seen_merge and r["op"] not in merged:
-            after_merge.add(r["op"])
+        elif r["type"] == "begin" and seen_merge:
+            after_first_merge.add(r["op"])
+    return place_by(ops, merged, after_first_merge)
+
+
+def place_by(ops: list[Any], merged: set[str], after_first_merge: set[str]) -> list[Any]:
+    """place_merged's rule given what it reads of the records: the ops merges brought in, and
+    the ops begun after the first merge record (anything with .op and .ts: journal/index.py
+    places its entries by the same rule)."""
+    if not merged:
+        return ops
+    after_merge = after_first_merge - merged
     out = [o for o in ops if o.op not in merged]
     for o in (o for o in ops if o.op in merged):
         at = next(

@@ -24,7 +24,7 @@ from dsv4ops.clock import Clock, SystemClock, utc_now_iso
 from dsv4ops.constants import state_dir
 from dsv4ops.errors import JournalError
 from dsv4ops.journal import knowngood
-from dsv4ops.journal.memo import Folded
+from dsv4ops.journal.index import JournalIndex
 from dsv4ops.journal.records import (
     RECORD_VERSION,
     Kind,
@@ -33,6 +33,7 @@ from dsv4ops.journal.records import (
     check_transition,
     scrub,
 )
+from dsv4ops.journal.view import Operations, Records, View
 from dsv4ops.whoami import operator_identity
 
 UNKNOWN = "?"  # `running` value when an operation could not tell what is left running
@@ -64,6 +65,10 @@ class JournalBackend(Protocol):
         """The record's bytes, current (raise JournalError or TargetError); `lock_op` as for
         append (a backend may trust what it holds while that operation holds the lock)."""
 
+    def refresh(self, *, lock_op: str | None = None) -> None:
+        """Bring `path` current, as read() does, without reading it whole (the store reads it
+        through its index, journal/index.py)."""
+
     def describe(self) -> dict[str, Any]:
         """Where the last read came from: {"source": "file"|"target"|"cache", ...}."""
 
@@ -86,6 +91,9 @@ class FileBackend:
         except OSError as exc:
             raise JournalError(f"cannot read journal {self.path}: {exc.strerror}") from exc
 
+    def refresh(self, *, lock_op: str | None = None) -> None:
+        return None  # the file is the record
+
     def describe(self) -> dict[str, Any]:
         return {"source": "file", "path": str(self.path)}
 
@@ -107,7 +115,8 @@ class Journal:
         self._clock = clock or SystemClock()
         self._lock_op: str | None = None
         self.skipped_lines: list[int] = []
-        self._folded = Folded(str(self.path))
+        self._index = JournalIndex(str(self.path))
+        self._loaded: dict[tuple[str, int], Any] = {}  # operations folded by this object
 
     @contextlib.contextmanager
     def under_lock(self, op_id: str) -> Iterator[None]:
@@ -223,66 +232,96 @@ class Journal:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def records(self) -> list[dict[str, Any]]:
-        """Every valid record in order; torn lines are skipped and listed in skipped_lines.
-        (Parsed once per byte: journal/memo.py folds only what this object has not seen.)"""
-        records, self.skipped_lines = self._folded.records(self.backend.read(lock_op=self._lock_op))
-        return list(records)
+    def _view(self) -> View:
+        """The journal now, through its index: only the operations asked for are read."""
+        self.backend.refresh(lock_op=self._lock_op)
+        try:
+            view = View(self._index, self._loaded)
+        except OSError as exc:
+            raise JournalError(f"cannot read journal {self.path}: {exc.strerror}") from exc
+        self.skipped_lines = list(view.state.skipped)
+        return view
 
-    def operations(self) -> list[Operation]:
-        data = self.backend.read(lock_op=self._lock_op)
-        self.skipped_lines = list(self._folded.records(data)[1])
-        return self._folded.operations(data)
+    def records(self) -> Records:
+        """Every valid record in order (a lazy Sequence: parsed when first touched); torn lines
+        are skipped and listed in skipped_lines."""
+        return self._view().records()
+
+    def tail_records(self, n: int) -> list[dict[str, Any]]:
+        """The last `n` valid records, read from the end of the journal only."""
+        return self._view().tail(n)
+
+    def operations(self) -> Operations:
+        """The operations in the journal's order (a lazy Sequence, see journal/view.py)."""
+        return self._view().operations()
 
     def merges(self) -> list[dict[str, Any]]:
         """The merge records: each operator-side journal merged into this record, once."""
-        return [r for r in self.records() if r["type"] == "merge"]
+        return self._view().merges()
+
+    def listing(
+        self, limit: int
+    ) -> tuple[list[Operation], dict[str, knowngood.Judgement], list[dict[str, Any]]]:
+        """One read for `dsv4ops journal`: the last `limit` operations (all when <= 0), the
+        known-good judgement of every deploy/rollback (over the whole journal), the merges."""
+        view = self._view()
+        ops = view.operations()
+        shown = ops[-limit:] if limit > 0 else list(ops)
+        return shown, view.judged(), view.merges()
 
     def get(self, op_id: str) -> Operation:
         """The operation with this id (or unique id prefix); raise JournalError if none."""
-        matches = [o for o in self.operations() if o.op == op_id or o.op.startswith(op_id)]
-        exact = [o for o in matches if o.op == op_id]
-        if exact:
-            return exact[0]
+        view = self._view()
+        exact = view.state.entries.get(op_id)
+        if exact is not None:
+            return view.load(exact)
+        matches = [e for e in view.order if e.op.startswith(op_id)]
         if len(matches) != 1:
             what = "no" if not matches else "more than one"
             raise JournalError(f"{what} journal entry matches {op_id!r} in {self.path}")
-        return matches[0]
+        return view.load(matches[0])
 
     def in_flight(self) -> list[Operation]:
         """Operations that never reached a terminal status (a CLI that died mid-way). A runbook
         run is not one of them: it changes nothing itself and stays open until it is resumed."""
-        return [o for o in self.operations() if not o.status.terminal and o.kind.changes_target]
+        view = self._view()
+        return [
+            view.load(e)
+            for e in view.order
+            if not e.terminal and e.kind != Kind.RUNBOOK.value
+        ]
 
     def known_good(self) -> list[Operation]:
         """Known-good deployments in the order rollback offers them (the one rule:
         dsv4ops.journal.knowngood): gate passes newest first, then accepted INCONCLUSIVEs."""
-        return knowngood.known_good(self.operations())
+        return list(self._view().known_good())
 
     def judged(self) -> dict[str, knowngood.Judgement]:
         """op id -> whether that deploy/rollback is known-good and why (the same rule)."""
-        return knowngood.judge(self.operations())
+        return self._view().judged()
 
     def last_known_good(self, *, exclude: str | None = None) -> Operation | None:
         """The newest known-good deployment (other than `exclude`), by the same rule."""
-        return next((o for o in self.known_good() if o.op != exclude), None)
+        return next((o for o in self._view().known_good() if o.op != exclude), None)
 
     def deployed(self) -> Operation | None:
         """The operation whose deployment runs now per the journal (None: nothing or unknown)."""
-        ops = {o.op: o for o in self.operations()}
-        for o in reversed(list(ops.values())):
-            if not o.status.terminal or o.running is None:
+        view = self._view()
+        for e in reversed(view.order):
+            if not e.terminal or e.running is None:
                 continue
-            return ops.get(o.running) if o.running not in ("", UNKNOWN) else None
+            ran = view.state.entries.get(e.running) if e.running not in ("", UNKNOWN) else None
+            return None if ran is None else view.load(ran)
         return None
 
     def deployed_is_unknown(self) -> Operation | None:
         """The operation that left the target in an unknown state, if that is the latest word."""
-        for o in reversed(self.operations()):
-            if not o.kind.changes_target:
+        view = self._view()
+        for e in reversed(view.order):
+            if e.kind == Kind.RUNBOOK.value:
                 continue
-            if o.status.terminal and o.running is not None:
-                return o if o.running == UNKNOWN else None
-            if not o.status.terminal:
-                return o
+            if e.terminal and e.running is not None:
+                return view.load(e) if e.running == UNKNOWN else None
+            if not e.terminal:
+                return view.load(e)
         return None

@@ -96,4 +96,5 @@ def interrupted_line(op: Operation | None) -> str:
 def _find(journal: Journal, op_id: Any) -> Operation | None:
     if not isinstance(op_id, str):
         return None
-    return next((o for o in journal.operations() if o.op == op_id), None)
+    ops = journal.operations()  # the index's entries: only that operation is read
+    return next((ops[i] for i, e in enumerate(ops.entries()) if e.op == op_id), None)

@@ -77,7 +77,8 @@ def rollback_target(journal: Journal, to: str | None) -> Operation:
     the newest known-good deployment that differs from what runs now. Raises DeployError."""
     good = known_good_ops(journal)
     if to:
-        by_id = [o for o in journal.operations() if o.op == to or o.op.startswith(to)]
+        ops = journal.operations()  # the index's entries: only the matches are read
+        by_id = [ops[i] for i, e in enumerate(ops.entries()) if e.op.startswith(to)]
         if by_id:
             op = next((o for o in by_id if o.op == to), None)
             if op is None and len(by_id) > 1:
@@ -94,7 +95,9 @@ def rollback_target(journal: Journal, to: str | None) -> Operation:
             return op
         # A revision names the newest known-good deployment at it, else (named, so the
         # operator's choice) the newest proven whole unit recorded at it.
-        whole = [o for o in reversed(journal.operations()) if o.proven]
+        ops = journal.operations()
+        entries = ops.entries()  # `proven` from what the index keeps (knowngood.essentials)
+        whole = [ops[i] for i in range(len(ops) - 1, -1, -1) if entries[i].essentials().proven]
         by_rev = [
             o
             for o in [*good, *whole]
@@ -134,7 +137,9 @@ def unfinished_experiment_arm_a(journal: Journal, good: list[Operation]) -> Oper
     box on A, as `dsv4ops ab` does itself when it is interrupted. An experiment's blocks are
     never known-good themselves. None otherwise (the usual newest-known-good rule)."""
     ops = journal.operations()
-    at = next((i for i in range(len(ops) - 1, -1, -1) if ops[i].kind is Kind.EXPERIMENT), None)
+    entries = ops.entries()  # kinds from the index: no operation read until the experiment
+    at = next((i for i in range(len(ops) - 1, -1, -1) if entries[i].kind == Kind.EXPERIMENT.value),
+              None)
     if at is None:
         return None
     exp = ops[at]

@@ -153,8 +153,9 @@ def _started_by(journal: Journal) -> dict[str, tuple[int | None, str]]:
         -1,
     )
     out: dict[str, tuple[int | None, str]] = {}
-    for i, op in enumerate(ops):
-        if i < word or (i == word and op.running != UNKNOWN):
+    for i in range(max(word, 0), len(ops)):  # only the operations after the last word are read
+        op = ops[i]
+        if i == word and op.running != UNKNOWN:
             continue
         how = (
             f"which was interrupted {op.position}"

@@ -24,7 +24,6 @@ with the operator's state-directory file as its cache.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
@@ -79,6 +78,10 @@ class TargetJournal:
     # -- the JournalBackend protocol ---------------------------------------------------------
 
     def read(self, *, lock_op: str | None = None) -> bytes:
+        self.refresh(lock_op=lock_op)
+        return self._cache_bytes()
+
+    def refresh(self, *, lock_op: str | None = None) -> None:
         if lock_op is None or lock_op != self._current_under:
             try:
                 self._sync()
@@ -88,20 +91,19 @@ class TargetJournal:
                 self._offline_error = str(exc)
         if not self.offline_ok:
             self._refuse_if_diverged()
-        return self._cache_bytes()
 
     def append(self, data: bytes, *, lock_op: str | None) -> None:
         try:
             if not self._synced:
                 self._sync()  # merges a dirty cache first, so nothing local is lost
             self._refuse_if_diverged()
-            cached = self._cache_bytes()
+            size, window = self._cache_proof()
             reply = self.agent.call(
                 "journal_append",
                 lines=data.decode("utf-8", "surrogateescape"),
                 lock_op=lock_op,
-                offset=len(cached),
-                prefix_sha256=journalfile.sha256(cached),
+                offset=size,
+                prefix_window=window,
             )
         except AgentCallError as exc:
             if exc.kind == "lock_lost":
@@ -112,7 +114,7 @@ class TargetJournal:
             raise JournalError(f"cannot append to the journal of record: {exc}") from None
         except TargetError as exc:
             raise self._refusal(exc) from None
-        self._apply(cached, reply, lock_op)
+        self._apply(size, reply, lock_op)
 
     def describe(self) -> dict[str, Any]:
         marker = self._marker() or {}
@@ -177,7 +179,7 @@ class TargetJournal:
         if d is None:
             return {"merged": 0, "ops": []}
         reply = self._merge(journalfile.read_bytes(str(self.diverged)), first=False, source=self.diverged)
-        self._apply(b"", reply, None)
+        self._apply(0, reply, None)
         done = self.diverged.with_name(f"{self.diverged.name}.merged-{self._stamp()}")
         os.replace(self.diverged, done)
         return {"merged": int(reply.get("merged") or 0), "ops": list(reply.get("ops") or []), "copy": str(done)}
@@ -196,22 +198,20 @@ class TargetJournal:
     # -- syncing -------------------------------------------------------------------------------
 
     def _sync(self) -> None:
-        cached = self._cache_bytes()
+        size, window = self._cache_proof()
         marker = self._marker()
-        if cached.strip() and (marker is None or marker.get("sha256") != journalfile.sha256(cached)):
-            reply = self._merge(cached, first=marker is None)
-            cached = b""  # the merge reply holds the whole record
+        if size and not _marker_proves(marker, size, window, self.path):
+            reply = self._merge(self._cache_bytes(), first=marker is None)
+            size = 0  # the merge reply holds the whole record
         else:
-            reply = self._call_read(cached)
-        self._apply(cached, reply, None)
+            reply = self._call_read(size, window)
+        self._apply(size, reply, None)
         self._synced = True
         self._offline_error = None
 
-    def _call_read(self, cached: bytes) -> dict[str, Any]:
+    def _call_read(self, size: int, window: str) -> dict[str, Any]:
         try:
-            return self.agent.call(
-                "journal_read", offset=len(cached), prefix_sha256=journalfile.sha256(cached)
-            )
+            return self.agent.call("journal_read", offset=size, prefix_window=window)
         except AgentCallError as exc:
             raise JournalError(f"cannot read the journal of record: {exc}") from None
 
@@ -233,30 +233,44 @@ class TargetJournal:
         }
         try:
             return self.agent.call(
-                "journal_merge", records=records, merge=merge, offset=0, prefix_sha256=None
+                "journal_merge", records=records, merge=merge, offset=0, prefix_window=None
             )
         except AgentCallError as exc:
             raise JournalError(f"cannot merge {self.path} into the journal of record: {exc}") from None
 
-    def _apply(self, cached: bytes, reply: dict[str, Any], trusted_for: str | None) -> None:
-        """Bring the cache to the target's record as the reply describes it; note the sync.
-        `trusted_for`: the lock op whose accepted append this is (its reads may use the cache)."""
+    def _apply(self, cached: int, reply: dict[str, Any], trusted_for: str | None) -> None:
+        """Bring the cache (its first `cached` bytes the copy the call proved) to the target's
+        record as the reply describes it: the new tail is appended, a reset replaces it whole
+        (keeping what it would lose); note the sync. `trusted_for`: the lock op whose accepted
+        append this is (its reads may use the cache)."""
         tail = str(reply.get("data") or "").encode("utf-8", "surrogateescape")
-        fresh = tail if reply.get("reset") else cached + tail
-        if reply.get("reset") and cached.strip():
-            self._keep_diverged(cached, fresh)
-        if fresh != self._cache_bytes():
-            _write_atomic(self.path, fresh)
+        try:
+            with journalfile.exclusive(str(self.path)):  # two commands syncing one cache
+                if reply.get("reset"):
+                    if cached:
+                        self._keep_diverged(self._cache_bytes(), tail)
+                    _write_atomic(self.path, tail)
+                elif tail and journalfile.proof(str(self.path))[0] == cached:
+                    journalfile.append_bytes(str(self.path), tail, mend=False)
+                size, window = self._cache_proof()
+        except OSError as exc:
+            raise JournalError(f"cannot write the journal cache {self.path}: {exc.strerror}") from exc
         marker = {
             "synced_at": utc_now_iso(self._clock),
-            "sha256": journalfile.sha256(fresh),
-            "size": len(fresh),
+            "size": size,
+            "window": window,
             "record": f"{self.agent.executor.host}:{self.agent.workdir}/journal.jsonl",
         }
         _write_atomic(self.marker, (json.dumps(marker, sort_keys=True) + "\n").encode())
         self._current_under = trusted_for
 
     # -- local files -----------------------------------------------------------------------------
+
+    def _cache_proof(self) -> tuple[int, str]:
+        try:
+            return journalfile.proof(str(self.path))
+        except OSError as exc:
+            raise JournalError(f"cannot read the journal cache {self.path}: {exc.strerror}") from exc
 
     def _cache_bytes(self) -> bytes:
         try:
@@ -286,6 +300,17 @@ class TargetJournal:
         )
 
 
+def _marker_proves(marker: dict[str, Any] | None, size: int, window: str, cache: Path) -> bool:
+    """The marker says the cache is exactly what the last sync left (no local records since): by
+    its size and window (an older marker by its whole-file hash, read once)."""
+    if marker is None:
+        return False
+    if "window" in marker:
+        return marker.get("size") == size and marker.get("window") == window
+    old = marker.get("sha256")
+    return isinstance(old, str) and old == journalfile.sha256(journalfile.read_bytes(str(cache)))
+
+
 def _records(data: bytes) -> list[dict[str, Any]]:
     return [r for _, r in journalfile.parse(data)[0] if isinstance(r, dict)]
 
@@ -295,16 +320,9 @@ def _last_ts(records: list[dict[str, Any]]) -> str:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    """Temp file (0600 whatever the umask, never through a symlink planted at its name), then
-    rename: the cache passes journalfile's own checks when it is read back."""
+    """Temp file (0600 whatever the umask), then rename, in a directory reached without following
+    a symlink (journalfile.write_atomic): the cache passes journalfile's own checks read back."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}")
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)  # a leftover of a killed run (or a planted link): never written through
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        journalfile.write_atomic(str(path), data)
     except OSError as exc:
         raise JournalError(f"cannot write the journal cache {path}: {exc.strerror}") from exc

@@ -107,7 +107,7 @@ def collect(
             else:
                 body = scrub_body(reply.body) if fname.endswith(".json") else reply.body
                 b.text(f"{name}/{fname}", body, f"{name} {path} (HTTP {reply.status})")
-    records = journal.records()[-JOURNAL_TAIL:]
+    records = journal.tail_records(JOURNAL_TAIL)  # read from the end: 10^6-record journals
     b.text(
         "journal-tail.jsonl",
         "".join(json.dumps(r, sort_keys=True) + "\n" for r in records),

@@ -6,6 +6,7 @@ append terminates."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -183,3 +184,64 @@ def test_the_cache_is_written_0600_under_a_group_writable_umask(over_ssh, tmp_pa
     finally:
         os.umask(old)
     assert alice.path.stat().st_mode & 0o077 == 0
+
+
+def test_a_symlinked_target_directory_is_refused_over_ssh(sshd, tmp_path):
+    """The agent walks the record's directories without following a link (journalfile._open_dir):
+    a `.dsv4ops/<target>/` replaced by a symlink is refused, nothing lands where it points."""
+    real = tmp_path / ".dsv4ops" / TARGET
+    with sshd.executor() as executor:
+        box = Supervisor(executor, str(real), python="/usr/bin/python3")
+        _deploy(_journal(box, tmp_path / "alice"), "baseline")
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        os.replace(real, tmp_path / "SAVED")
+        real.symlink_to(elsewhere, target_is_directory=True)
+        with pytest.raises(JournalError, match="symbolic link"):
+            _journal(box, tmp_path / "bob").records()
+        with pytest.raises(JournalError, match="symbolic link"):
+            _journal(box, tmp_path / "alice").begin(Kind.STOP, reason="x")
+    assert not (elsewhere / "journal.jsonl").exists()
+
+
+def test_the_agent_reads_only_what_a_proven_copy_lacks_over_ssh(over_ssh, tmp_path):
+    """journal_read is incremental (offset + the copy's window proof); a diverged copy of the
+    same size gets everything with reset, and the operator keeps both copies."""
+    alice = _journal(over_ssh, tmp_path / "alice")
+    _deploy(alice, "baseline")
+    cache = alice.path.read_bytes()
+    later = _deploy(_journal(over_ssh, tmp_path / "bob"), "next")
+    reply = over_ssh.call("journal_read", offset=len(cache), prefix_window=journalfile.window_of(cache))
+    record = (Path(over_ssh.workdir) / "journal.jsonl").read_bytes()
+    assert reply["reset"] is False and reply["data"].encode() == record[len(cache):]
+    assert later in reply["data"] and reply["window"] == journalfile.window_of(record)
+    last = cache.splitlines(keepends=True)[-1]
+    op = json.loads(last)["op"]
+    # Same size, other bytes: the last record names an operation the record never had.
+    forged = cache[: -len(last)] + last.replace(op.encode(), op[:-1].encode() + b"#")
+    assert len(forged) == len(cache)
+    reply = over_ssh.call("journal_read", offset=len(forged), prefix_window=journalfile.window_of(forged))
+    assert reply["reset"] is True and reply["data"].encode() == record
+    alice.path.write_bytes(forged)  # the operator's copy no longer a prefix of the record
+    marker = alice.backend.marker
+    marker.write_text(marker.read_text().replace(  # as if the sync had left it so
+        f'"window": "{journalfile.window_of(cache)}"', f'"window": "{journalfile.window_of(forged)}"'))
+    again = _journal(over_ssh, tmp_path / "alice")
+    with pytest.raises(JournalError, match="lacks"):
+        again.begin(Kind.STOP, reason="x")  # refused until `journal --merge`
+    assert Path(f"{alice.path}.diverged").read_bytes() == forged  # both copies kept
+    assert alice.path.read_bytes() == record
+
+
+def test_a_synced_cache_grows_by_appends_and_its_marker_proves_it(over_ssh, tmp_path):
+    """The copy is appended to (same file), never rewritten per call; `.sync.json` holds the size
+    and window proof the next call sends, not a hash of the whole copy."""
+    alice = _journal(over_ssh, tmp_path / "alice")
+    _deploy(alice, "baseline")
+    inode = alice.path.stat().st_ino
+    _deploy(alice, "next")
+    assert alice.path.stat().st_ino == inode
+    marker = json.loads(alice.backend.marker.read_text())
+    data = alice.path.read_bytes()
+    assert marker["size"] == len(data) and marker["window"] == journalfile.window_of(data)
+    assert data == (Path(over_ssh.workdir) / "journal.jsonl").read_bytes()

@@ -4,7 +4,8 @@ deploy lock, merge an operator-side journal once. The file rules are `dsv4ops/jo
 
 Every reply carries what the caller's cached copy lacks (`data` after its `offset`, or all of
 it with `reset` when the cached prefix is not the target's), so an append also refreshes the
-operator's cache in the same round trip.
+operator's cache in the same round trip. The prefix is proven by the hash of the copy's last
+64 KiB and its size (journalfile.window_sha256), so a call reads only what it sends.
 """
 
 from __future__ import annotations
@@ -19,16 +20,17 @@ from .common import AgentError, JsonObject, Workdir, read_json
 
 
 def _since(path: str, req: JsonObject) -> JsonObject:
-    data = journalfile.read_bytes(path)
-    offset = req.get("offset")
-    tail, reset = journalfile.tail_after(
-        data, offset if isinstance(offset, int) else 0, req.get("prefix_sha256")
+    """What a copy of `offset` bytes proven by its `prefix_window` (journalfile.window_sha256)
+    lacks: only the bytes after it are read, whatever the record's size; a shorter or diverged
+    copy gets everything with `reset`."""
+    tail, reset, size, window = journalfile.read_since(
+        path, req.get("offset"), req.get("prefix_window")
     )
     return {
         "data": tail.decode("utf-8", "surrogateescape"),
         "reset": reset,
-        "size": len(data),
-        "sha256": journalfile.sha256(data),
+        "size": size,
+        "window": window,
     }
 
 

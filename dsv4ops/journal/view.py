@@ -1,0 +1,165 @@
+"""One read of a journal through its index (journal/index.py): operations and records loaded only
+when asked for, so `status`, `journal -n 20`, rollback's known-good list and deploy's lookups
+read the records of the operations they show, not the 10^6 others.
+
+`Operations` is a Sequence[Operation] in the journal's order (what `records.fold` +
+`place_merged` give for the same bytes); an item is folded from its own records when first
+touched. The known-good rule judges the index's `knowngood.essentials` of every deploy,
+rollback and experiment, which it reads exactly as it reads the whole operations.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
+
+from dsv4ops import journalfile
+from dsv4ops.errors import JournalError
+from dsv4ops.journal import knowngood
+from dsv4ops.journal.index import Entry, JournalIndex, Stale, placed, record_at
+from dsv4ops.journal.records import Operation, fold_into, validate
+
+
+class View:
+    """The journal as one read found it (a later read makes a new View)."""
+
+    def __init__(self, index: JournalIndex, cache: dict[tuple[str, int], Operation]) -> None:
+        self._index = index
+        self._cache = cache  # (op, records folded) -> Operation, shared by a Journal's views
+        self.state, self.buf = index.current()
+        self.order: Sequence[Entry] = placed(self.state)
+
+    def load(self, entry: Entry, *, retry: bool = True) -> Operation:
+        """The whole Operation of `entry`, folded from its records (rebuilt index: retried once)."""
+        key = (entry.op, entry.count)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        try:
+            recs = [record_at(self.buf, o, entry.op) for o in entry.offsets]
+        except Stale:
+            if not retry:
+                raise JournalError(f"{self._index.path} changed while it was read") from None
+            self._index.drop()  # an edit the size+window proof could not see: never trusted
+            self.state, self.buf = self._index.current()
+            self.order = placed(self.state)
+            fresh = self.state.entries.get(entry.op)
+            if fresh is None:
+                raise JournalError(f"{self._index.path} changed while it was read") from None
+            return self.load(fresh, retry=False)
+        op = fold_into({}, recs)[entry.op]
+        self._cache[key] = op
+        return op
+
+    def operations(self) -> Operations:
+        return Operations(self)
+
+    def essentials(self) -> list[Operation]:
+        """What the known-good rule reads of every operation, in the journal's order."""
+        return [e.essentials() for e in self.order]
+
+    def judged(self) -> dict[str, knowngood.Judgement]:
+        """knowngood.judge of the whole journal (its essentials), once per index state."""
+        if self.state.judged is None:
+            self.state.judged = knowngood.judge(self.essentials())
+        return self.state.judged
+
+    def known_good(self) -> Iterator[Operation]:
+        """knowngood.known_good's order; each whole operation loaded only when reached."""
+        good = knowngood.known_good(self.essentials(), self.judged())
+        return (self.load(self.state.entries[o.op]) for o in good)
+
+    def records(self) -> Records:
+        return Records(self)
+
+    def merges(self) -> list[dict[str, Any]]:
+        return [record_at(self.buf, o, None) for o in self.state.merges]
+
+    def tail(self, n: int) -> list[dict[str, Any]]:
+        """The last `n` valid records (torn lines skipped), read backwards from the end."""
+        out: list[dict[str, Any]] = []
+        end = len(self.buf)
+        while end > 0 and len(out) < n:
+            start = self.buf.rfind(b"\n", 0, max(0, end - 1)) + 1
+            raw = self.buf[start:end].strip()
+            end = start
+            if not raw:
+                continue
+            try:
+                out.append(validate(json.loads(raw), f"{self._index.path}@{start}"))
+            except (ValueError, UnicodeDecodeError):
+                continue
+        return out[::-1]
+
+
+class Operations(Sequence[Operation]):
+    """The journal's operations, each folded from its own records when first touched."""
+
+    def __init__(self, view: View) -> None:
+        self._view = view
+        self._order = view.order
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    @overload
+    def __getitem__(self, i: int) -> Operation: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Operation]: ...
+
+    def __getitem__(self, i: int | slice) -> Operation | list[Operation]:
+        if isinstance(i, slice):
+            return [self._view.load(e) for e in self._order[i]]
+        return self._view.load(self._order[i])
+
+    def __iter__(self) -> Iterator[Operation]:
+        return (self._view.load(e) for e in self._order)
+
+    def __reversed__(self) -> Iterator[Operation]:
+        return (self._view.load(e) for e in reversed(self._order))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def entries(self) -> Sequence[Entry]:
+        """The index entries in the same order (status, kind, running without a fold)."""
+        return self._order
+
+
+class Records(Sequence[dict[str, Any]]):
+    """Every valid record in order; the length is the index's, the records are parsed (all of
+    them: journal/store.py's tail() reads only the last ones) when first touched."""
+
+    def __init__(self, view: View) -> None:
+        self._view = view
+        self._all: list[dict[str, Any]] | None = None
+
+    def _records(self) -> list[dict[str, Any]]:
+        if self._all is None:
+            parsed, _ = journalfile.parse(bytes(self._view.buf))
+            where = self._view._index.path
+            self._all = [validate(r, f"{where}:{n}") for n, r in parsed]
+        return self._all
+
+    def __len__(self) -> int:
+        return self._view.state.records
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        return self._records()[i]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self._records())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+

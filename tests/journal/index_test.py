@@ -1,0 +1,224 @@
+"""journal/index.py + journal/view.py: what the store answers through the index equals what a full
+scan of the same bytes gives (records.fold + place_merged + knowngood.judge), for random
+journals, cold, warm and after appends; an index that does not prove itself (truncated, rewritten,
+foreign, corrupt, edited out of its window, a symlink) is never trusted and is rebuilt."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dsv4ops import journalfile
+from dsv4ops.journal import index as jindex
+from dsv4ops.journal import knowngood
+from dsv4ops.journal.records import RECORD_VERSION, Kind, Status, fold, place_merged, validate
+from dsv4ops.journal.store import UNKNOWN, Journal
+
+HASHES = ["h1", "h2", "h3"]
+
+
+def _begin(draw, base: dict, op: str, kind: str, experiments: list[str]) -> dict:
+    rec = {**base, "type": "begin", "op": op, "kind": kind, "user": "u",
+           "profile": {"name": op, "commands_hash": draw(st.sampled_from(HASHES))},
+           "components": draw(st.sampled_from([[], [{"name": "decode"}]]))}
+    if experiments and draw(st.booleans()):
+        arm = draw(st.sampled_from(["(A)", "(B)"]))
+        rec["reason"] = f"experiment {draw(st.sampled_from(experiments))}: block 1 {arm}"
+    if draw(st.integers(0, 5)) == 0:
+        rec["scope"] = {"restarted": ["decode"]}
+    return rec
+
+
+def _status(draw, base: dict, ops: list[str]) -> dict:
+    rec = {**base, "type": "status", "op": draw(st.sampled_from(ops)),
+           "status": draw(st.sampled_from([s.value for s in Status]))}
+    if draw(st.booleans()):
+        rec["running"] = draw(st.sampled_from(["", UNKNOWN, *ops]))
+    if draw(st.booleans()):
+        rec["known_good"] = True
+    return rec
+
+
+def _step(draw, base: dict, ops: list[str]) -> dict:
+    return {**base, "type": "step", "op": draw(st.sampled_from(ops)),
+            "name": draw(st.sampled_from(["canary", "gate speed", "drain", "start decode"])),
+            "phase": draw(st.sampled_from(["start", "done", "failed"])),
+            "detail": draw(st.sampled_from(
+                ["PASS", "verdict FAIL", "INCONCLUSIVE, accepted as asked", None]))}
+
+
+@st.composite
+def journals(draw) -> list[bytes]:
+    """Lines of a journal: operations of every kind, gate steps, merges, torn lines."""
+    lines: list[bytes] = []
+    ops: list[str] = []
+    experiments: list[str] = []
+    for i in range(draw(st.integers(1, 40))):
+        choice = draw(st.integers(0, 9))
+        base = {"v": RECORD_VERSION, "ts": f"2026-12-01T00:00:{draw(st.integers(0, 59)):02d}Z"}
+        if choice <= 2 or not ops:
+            kind = draw(st.sampled_from([k.value for k in Kind]))
+            ops.append(f"{kind[0]}-{i}")
+            rec = _begin(draw, base, ops[-1], kind, experiments)
+            if kind == "experiment":
+                experiments.append(ops[-1])
+        elif choice <= 5:
+            rec = _status(draw, base, ops)
+        elif choice <= 7:
+            rec = _step(draw, base, ops)
+        elif choice == 8:
+            rec = {**base, "type": "merge", "op": f"m-{i}", "user": "u",
+                   "ops": draw(st.lists(st.sampled_from(ops), max_size=3))}
+        else:
+            lines.append(b'{"v":1,"op":"torn\n')  # a crash mid-write
+            continue
+        lines.append(journalfile.encode(rec))
+    return lines
+
+
+def _full(data: bytes) -> dict:
+    """What the store answered before the index: parse, validate, fold, place, judge."""
+    parsed, torn = journalfile.parse(data)
+    records = [validate(r, "x") for _, r in parsed]
+    ops = place_merged(fold(records), records)
+    return {"ops": ops, "judged": knowngood.judge(ops), "good": [o.op for o in knowngood.known_good(ops)],
+            "torn": torn, "records": records, "merges": [r for r in records if r["type"] == "merge"]}
+
+
+def _answers(j: Journal) -> dict:
+    ops = j.operations()
+    return {"ops": list(ops), "judged": j.judged(), "good": [o.op for o in j.known_good()],
+            "torn": j.skipped_lines, "records": list(j.records()), "merges": j.merges()}
+
+
+def _check(j: Journal, data: bytes) -> None:
+    full = _full(data)
+    assert _answers(j) == full
+    ops = full["ops"]
+    flying = [o for o in ops if not o.status.terminal and o.kind.changes_target]
+    assert j.in_flight() == flying
+    assert j.tail_records(3) == full["records"][-3:]
+    for o in ops[-3:]:
+        assert j.get(o.op) == o
+    lkg = next(iter(knowngood.known_good(ops)), None)
+    assert j.last_known_good() == lkg
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=journals(), cut=st.floats(0, 1), partial=st.booleans())
+def test_the_index_answers_what_a_full_scan_answers(tmp_path_factory, lines, cut, partial) -> None:
+    d = tmp_path_factory.mktemp("j")
+    path = d / "box.jsonl"
+    k = int(len(lines) * cut)
+    journalfile.append_bytes(str(path), b"".join(lines[:k]) or b"")
+    j = Journal("box", directory=d)
+    _check(j, path.read_bytes())  # cold: built by a full scan
+    rest = b"".join(lines[k:])
+    if partial and rest.endswith(b"\n"):
+        rest = rest[:-1]  # a last line whose newline is not written yet
+    with open(path, "ab") as f:
+        f.write(rest)
+    data = path.read_bytes()
+    _check(j, data)  # warm: the appended bytes folded in
+    _check(Journal("box", directory=d), data)  # a fresh process: the index file + its tail
+
+
+def _deploys(j: Journal, n: int) -> list[str]:
+    ops = []
+    for i in range(n):
+        op = j.begin(Kind.DEPLOY, profile={"name": f"p{i}", "commands_hash": f"h{i}"},
+                     components=[{"name": "decode"}])
+        j.transition(op, Status.RUNNING)
+        j.step(op, "canary", "done", detail="PASS")
+        j.transition(op, Status.SUCCEEDED, running=op, known_good=True)
+        ops.append(op)
+    return ops
+
+
+@pytest.fixture
+def saved_always(monkeypatch):
+    monkeypatch.setattr(jindex, "SAVE_EVERY", 0)  # every fold is written: the file is checked
+
+
+def test_appends_keep_the_index_file_current(tmp_path: Path, saved_always) -> None:
+    j = Journal("box", directory=tmp_path)
+    ops = _deploys(j, 3)
+    assert j.last_known_good().op == ops[-1]
+    idx = Path(f"{j.path}.idx")
+    fd = os.open(j.path, os.O_RDONLY)
+    try:
+        on_disk = jindex.decode(idx.read_bytes(), fd, j.path.stat().st_size)
+    finally:
+        os.close(fd)
+    assert on_disk is not None and on_disk.size == j.path.stat().st_size
+    assert list(on_disk.entries) == ops
+    assert (idx.stat().st_mode & 0o777) == 0o600
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "rewritten", "foreign", "version"])
+def test_an_index_that_does_not_prove_itself_is_rebuilt(tmp_path: Path, saved_always, damage) -> None:
+    j = Journal("box", directory=tmp_path)
+    ops = _deploys(j, 4)
+    idx = Path(f"{j.path}.idx")
+    if damage == "garbage":
+        idx.write_bytes(b"\x00not an index\n")
+    elif damage == "truncated":  # the journal cut back to two deploys (a restored backup)
+        lines = j.path.read_bytes().splitlines(keepends=True)
+        j.path.write_bytes(b"".join(lines[:8]))
+    elif damage == "rewritten":  # same size, other bytes: the window proof fails
+        j.path.write_bytes(j.path.read_bytes().replace(ops[1].encode(), ops[1][:-1].encode() + b"z"))
+    elif damage == "foreign":  # another journal's index copied next to this one
+        other = Journal("other", directory=tmp_path)
+        _deploys(other, 1)
+        os.replace(f"{other.path}.idx", idx)
+    else:
+        idx.write_bytes(idx.read_bytes().replace(b'"version":1', b'"version":99', 1))
+    data = j.path.read_bytes()
+    _check(Journal("box", directory=tmp_path), data)
+    fd = os.open(j.path, os.O_RDONLY)
+    try:
+        assert jindex.decode(idx.read_bytes(), fd, len(data)).size == len(data)  # written again
+    finally:
+        os.close(fd)
+
+
+def test_an_edit_outside_the_window_is_caught_when_its_operation_is_read(tmp_path):
+    j = Journal("box", directory=tmp_path)
+    ops = [f"d-{i}" for i in range(400)]  # > 64 KiB: the first lie outside the size+window proof
+    base = {"v": RECORD_VERSION, "ts": "2026-12-01T00:00:00Z"}
+    journalfile.append_bytes(str(j.path), b"".join(
+        journalfile.encode({**base, "op": op, **r}) for op in ops for r in (
+            {"type": "begin", "kind": "deploy", "user": "u", "components": [{"name": "decode"}]},
+            {"type": "status", "status": "RUNNING"},
+            {"type": "status", "status": "SUCCEEDED", "running": op, "known_good": True})))
+    assert j.path.stat().st_size > journalfile.WINDOW
+    assert len(j.operations()) == 400  # the index is built and written
+    data = j.path.read_bytes()
+    at = data.index(b'"status":"RUNNING"')  # ops[0]'s, far from the end; the same length
+    j.path.write_bytes(data[:at] + b'"status":"FAILED" ' + data[at + 18 :])
+    fresh = Journal("box", directory=tmp_path)
+    assert fresh.get(ops[0]).status is Status.SUCCEEDED  # its last status is unchanged
+    bad = data[:at] + b'"op":"x"' + b" " * 10 + data[at + 18 :]  # not ops[0]'s record any more
+    j.path.write_bytes(bad)
+    with pytest.raises(Exception, match="unknown operation|lacks|journal"):
+        Journal("box", directory=tmp_path).get(ops[0])  # rebuilt by a full scan: it names it
+
+
+def test_an_index_path_that_is_a_symlink_is_never_followed(tmp_path: Path, saved_always) -> None:
+    j = Journal("box", directory=tmp_path)
+    _deploys(j, 2)
+    idx = Path(f"{j.path}.idx")
+    victim = tmp_path / "victim"
+    victim.write_bytes(idx.read_bytes())
+    idx.unlink()
+    idx.symlink_to(victim)
+    before = victim.read_bytes()
+    fresh = Journal("box", directory=tmp_path)
+    _deploys(fresh, 1)
+    _check(fresh, j.path.read_bytes())
+    assert victim.read_bytes() == before  # neither read as the index nor written through
+    assert not idx.is_symlink()  # replaced by the rebuilt index
