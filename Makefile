@@ -99,7 +99,7 @@ real-sglang: install
 # The live conformance run: the same probes against the twin and one real server, then the diff
 # (docs/twin.md, "Measured against the real server"). Starts one real server (~3.5 GB, ~100 s).
 test-real-sglang: real-sglang
-	REAL_SGLANG=$(CURDIR)/$(REAL_SGLANG) $(BIN)/python -m pytest -q -m real_sglang tests/twin/real_sglang_test.py
+	REAL_SGLANG=$(CURDIR)/$(REAL_SGLANG) $(BIN)/python -m pytest -q -m real_sglang tests/twin/real_sglang_test.py tests/orchestrate/real_sglang_flow_test.py
 
 clean:
 	rm -rf $(VENV) $(AOT_VENV) .dsv4ops build *.egg-info

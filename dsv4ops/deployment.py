@@ -243,6 +243,13 @@ class Deployment:
         return dict((self.content or {}).get("canary") or {})
 
     @property
+    def probe_tool_call(self) -> str:
+        """The profile's `probe.tool_call` as recorded: required, auto or off. A deployment
+        recorded before the setting existed was probed with a forced call: required."""
+        value = ((self.content or {}).get("probe") or {}).get("tool_call")
+        return value if value in ("required", "auto", "off") else "required"
+
+    @property
     def decode_log_interval(self) -> int:
         """The decode's `--decode-log-interval` (SGLang's 40 when not given): decode iterations
         between two metric reports, which the canary's freeze detection must wait out."""

@@ -139,6 +139,15 @@ class Thresholds:
     # a tool call, tolerates this much silence before it calls a stream stalled or the server
     # frozen (the abort-cascade and smoke suites keep stall_s / freeze_s).
     tool_call_silence_s: float = 15.0
+    # The profile's canary.tool_calls: false for a model that cannot echo the request's nonce
+    # (the tiny CPU model): no suite sends a tool-call request, and each verdict says so.
+    tool_calls: bool = True
+
+    def tool_calls_off_reason(self) -> str | None:
+        """The verdict's line when the profile turned the tool-call checks off, else None."""
+        if self.tool_calls:
+            return None
+        return "tool-call checks off by the profile (canary.tool_calls: false): none was sent"
 
     def with_overrides(self, **changes: Any) -> Thresholds:
         """Copy with the known, well-typed values of `changes` (others keep the defaults: a

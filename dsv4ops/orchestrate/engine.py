@@ -340,11 +340,12 @@ class Runner:
             timeout_s=self.settings.timeouts.probe_request_s,
             # asked the way the profile's canary (and its users) ask: reasoning on or off
             thinking=ProbeThinking.from_canary_settings(d.canary_settings),
+            tool_call=d.probe_tool_call,  # what the profile declares its model can do
         )
         self.log.probe_checks = result.checks
         if not result.ok:
             raise StepFailed("end-to-end probe", "; ".join(result.failures))
-        return f"{len(result.checks)} generations through the router, content checked"
+        return result.summary()
 
     def _canary(self, step: P.Step, d: Deployment | None) -> str:
         assert d

@@ -14,6 +14,13 @@ leaves room for reasoning before the call (a model that does not reason stops af
 for `chat_template_kwargs: {"thinking": true}` as the canary's do (DSV4 reasons only when asked),
 and the tool call gets `thinking_budget_tokens` more max_tokens, so the deploy proves the path
 its users take, reasoning parser included.
+
+The tool-call check is what the profile declares its model can do (`probe.tool_call`):
+`required` forces the call (`tool_choice: required`: SGLang constrains the output to the tool
+parser's call grammar, DSV4's path), `auto` asks for it without the constraint (the parser must
+still find a well-formed call: a model that cannot spell the grammar's exact text, like the tiny
+CPU model, docs/twin.md), `off` sends none. The step's detail and the journal's probe lines say
+which ran: a probe that skipped the call never reads as one that checked it.
 """
 
 from __future__ import annotations
@@ -71,15 +78,29 @@ class ProbeThinking:
 NO_THINKING = ProbeThinking()
 
 
+TOOL_CALL_MODES = ("required", "auto", "off")
+
+
 @dataclass
 class ProbeResult:
     ok: bool
     checks: list[str] = field(default_factory=list)  # one line per generation, pass or fail
     elapsed_s: float = 0.0
+    tool_call: str = "required"  # the profile's probe.tool_call it ran with
 
     @property
     def failures(self) -> list[str]:
         return [c for c in self.checks if c.startswith("FAIL")]
+
+    def summary(self) -> str:
+        """The deploy step's detail: what was generated and which tool-call check ran."""
+        sent = [c for c in self.checks if not c.startswith("skip")]
+        line = f"{len(sent)} generations through the router, content checked"
+        if self.tool_call == "off":
+            return line + "; tool-call check skipped (profile probe.tool_call: off)"
+        if self.tool_call == "auto":
+            return line + "; tool call asked with tool_choice auto, not forced (probe.tool_call: auto)"
+        return line
 
 
 def run_probe(
@@ -90,17 +111,24 @@ def run_probe(
     rounds: int = 2,
     timeout_s: float = 20.0,
     thinking: ProbeThinking = NO_THINKING,
+    tool_call: str = "required",
 ) -> ProbeResult:
     """Send `rounds` x (streaming chat + tool-call chat) through the router; all must pass.
-    `thinking`: the profile's canary reasoning settings (`ProbeThinking.from_canary_settings`).
+    `thinking`: the profile's canary reasoning settings (`ProbeThinking.from_canary_settings`);
+    `tool_call`: the profile's `probe.tool_call` (required, auto or off).
 
     Stops at the first failure: a broken pair often fails by hanging until a timeout, and one
     failure is enough to reject the deployment.
     """
-    result = ProbeResult(ok=True)
+    if tool_call not in TOOL_CALL_MODES:
+        raise ValueError(f"probe.tool_call must be one of {TOOL_CALL_MODES}, got {tool_call!r}")
+    result = ProbeResult(ok=True, tool_call=tool_call)
     for i in range(max(1, rounds)):
         for check in (_streaming_chat, _tool_call_chat):
-            line, elapsed = check(control, router_url, model, timeout_s, i, thinking)
+            if check is _tool_call_chat and tool_call == "off":
+                result.checks.append("skip tool-call chat: not asked (profile probe.tool_call: off)")
+                continue
+            line, elapsed = check(control, router_url, model, timeout_s, i, thinking, tool_call)
             result.checks.append(line)
             result.elapsed_s += elapsed
             if line.startswith("FAIL"):
@@ -123,7 +151,7 @@ def _post(
 
 def _streaming_chat(
     control: TargetControl, base: str, model: str, timeout_s: float, i: int,
-    thinking: ProbeThinking,
+    thinking: ProbeThinking, _tool_call: str,
 ) -> tuple[str, float]:
     payload: dict[str, Any] = {
         "model": model,
@@ -149,13 +177,13 @@ def _streaming_chat(
 
 def _tool_call_chat(
     control: TargetControl, base: str, model: str, timeout_s: float, i: int,
-    thinking: ProbeThinking,
+    thinking: ProbeThinking, tool_call: str,
 ) -> tuple[str, float]:
     payload: dict[str, Any] = {
         "model": model,
         "messages": [{"role": "user", "content": f"Probe {i}: what is the weather in Paris?"}],
         "tools": [WEATHER_TOOL],
-        "tool_choice": "required",
+        "tool_choice": tool_call,  # required or auto (off never gets here)
         "stream": False,
         "max_tokens": TOOL_CALL_MAX_TOKENS,
         "temperature": 0,
@@ -167,7 +195,7 @@ def _tool_call_chat(
     problem = check_tool_call_reply(reply.body, max_tokens=payload["max_tokens"])
     if problem:
         return f"FAIL tool-call chat: {problem}", reply.elapsed_s
-    line = "ok   tool-call chat: get_weather called with valid arguments"
+    line = f"ok   tool-call chat ({tool_call}): get_weather called with valid arguments"
     reasoned = _reasoning_chars(reply.body)
     return (line + (f", after {reasoned} chars of reasoning" if reasoned else "")), reply.elapsed_s
 

@@ -10,6 +10,7 @@ from dsv4ops.profiles.model import (
     Flags,
     HealthCheck,
     ModelSpec,
+    ProbeSettings,
     Profile,
     RouterSpec,
     ServerSpec,
@@ -117,6 +118,7 @@ def _canary(c: dict[str, Any]) -> CanaryThresholds:
         freeze_s=c["freeze_s"],
         thinking=c["thinking"],
         thinking_budget_tokens=c["thinking_budget_tokens"],
+        tool_calls=c["tool_calls"],
     )
 
 
@@ -148,5 +150,6 @@ def build_profile(
         flags=_flags(values["flags"], buckets),
         kernel_package=values["kernel_package"],
         canary=_canary(values["canary"]),
+        probe=ProbeSettings(tool_call=values["probe"]["tool_call"]),
         git_rev=git_rev,
     )

@@ -100,6 +100,14 @@ class CanaryThresholds:
     freeze_s: float
     thinking: bool = False  # suites ask for reasoning (chat_template_kwargs.thinking)
     thinking_budget_tokens: int = 1024
+    tool_calls: bool = True  # suites send tool-call requests (off: the model cannot echo a nonce)
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """How the deploy's end-to-end probe checks the deployed model (orchestrate/probe.py)."""
+
+    tool_call: str = "required"  # required | auto | off (schema.PROBE_TOOL_CALL)
 
 
 @dataclass(frozen=True)
@@ -117,6 +125,7 @@ class Profile:
     flags: Flags
     kernel_package: str | None
     canary: CanaryThresholds
+    probe: ProbeSettings = ProbeSettings()
     warnings: tuple[ProfileWarning, ...] = ()
     git_rev: str | None = None
     # key path -> (file, line) that set it; for errors found later (e.g. against a target).

@@ -25,6 +25,10 @@ KV_CACHE_DTYPES = (
     "fp4_mx_block16",
 )
 ROUTER_POLICIES = ("random", "round_robin", "cache_aware", "power_of_two", "manual")
+# How the deploy's end-to-end probe asks for its tool call (orchestrate/probe.py): forced with
+# `tool_choice: required` (SGLang constrains the output to the parser's call grammar), asked with
+# `auto` (the parser must still find a call), or not asked at all.
+PROBE_TOOL_CALL = ("required", "auto", "off")
 REASONING_PARSERS: tuple[str, ...] = _flag_tables.SGLANG_SERVER_TABLE["--reasoning-parser"][2] or ()
 
 MAX_GPU_ID = 255
@@ -201,6 +205,16 @@ PROFILE_SCHEMA: Schema = {
         # tool-call requests get thinking_budget_tokens more max_tokens for the reasoning.
         "thinking": Field("bool", default=False),
         "thinking_budget_tokens": Field("int", default=1024, minimum=1, maximum=131072),
+        # The suites' tool-call requests (a nonce echoed in the call's arguments). A model that
+        # cannot copy text from its prompt (the tiny CPU model) declares false: the suites send
+        # none, corruption answers INCONCLUSIVE, and every verdict says the checks were off.
+        "tool_calls": Field("bool", default=True),
+    },
+    "probe": {
+        # What the deployed model can do, declared: DSV4 spells a forced call; a model that cannot
+        # satisfy the call grammar (the tiny CPU model, docs/twin.md) says `auto`, one that calls
+        # no tools `off`. A deploy whose probe skipped or did not force the call says so.
+        "tool_call": Field("str", default="required", choices=PROBE_TOOL_CALL),
     },
 }
 

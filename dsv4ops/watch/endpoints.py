@@ -37,8 +37,22 @@ def watch_endpoints(target: Any, deployment: Deployment) -> WatchEndpoints:
         metrics={c.name: f"http://{c.probe_host}:{c.metrics_port}/metrics" for c in workers},
         health={c.name: c.url("/health") for c in workers},
         model=deployment.model_name,
-        decode_buckets=deployment.decode_buckets,
+        decode_buckets=captured_buckets(deployment),
     )
+
+
+# SGLang 0.5.23 flags that keep the decode from capturing any CUDA graph: every pass is eager by
+# design, so there is no bucket to fall back from (the tiny-cpu profile runs this way).
+NO_DECODE_GRAPHS = ("--disable-cuda-graph", "--disable-decode-cuda-graph")
+
+
+def captured_buckets(deployment: Deployment) -> tuple[int, ...]:
+    """The decode's captured graph batch sizes: the profile's buckets, none when its command
+    line disables the decode's CUDA graphs (the rendered buckets are then unused)."""
+    argv = deployment.component("decode").argv
+    if any(flag in argv for flag in NO_DECODE_GRAPHS):
+        return ()
+    return deployment.decode_buckets
 
 
 def cluster_watch_endpoints(

@@ -134,7 +134,8 @@ class Watcher:
         now = self.clock.monotonic()
         probes: list[ProbeRequest] = []
         if self._probe_due(now) and not confirm:
-            probes = probe_requests(self.endpoints.model, self.rounds)
+            probes = probe_requests(self.endpoints.model, self.rounds,
+                                    tool_call=self.settings.tool_calls)
             self._next_probe = now + self.settings.wall(self.settings.probe_every_s)
         # HTTP and the agent's start-up are wall time on any twin: never scaled below 2 s
         scrape_timeout = min(SCRAPE_TIMEOUT_S, max(MIN_TIMEOUT_S, self.settings.wall(self.settings.interval_s)))

@@ -43,7 +43,9 @@ class ProbeOutcome:
     elapsed_s: float
 
 
-def probe_requests(model: str, round_no: int) -> list[ProbeRequest]:
+def probe_requests(model: str, round_no: int, *, tool_call: bool = True) -> list[ProbeRequest]:
+    """The round's probes; `tool_call` False (the profile's canary.tool_calls: the model cannot
+    echo a nonce) sends the generation alone."""
     nonce = secrets.token_hex(6)
     args = {"nonce": nonce, "session": f"watch-{nonce}", "step": round_no}
     stream = {"stream": True, "temperature": 0.0, "model": model}
@@ -51,7 +53,8 @@ def probe_requests(model: str, round_no: int) -> list[ProbeRequest]:
                           "short sentence."}], "max_tokens": TEXT_MAX_TOKENS, **stream}
     tool = {"messages": [{"role": "user", "content": call_prompt("record_step", args)}],
             "tools": [RECORD_STEP], "tool_choice": "auto", "max_tokens": TOOL_MAX_TOKENS, **stream}
-    return [ProbeRequest("generation", text), ProbeRequest("tool_call", tool, nonce, args)]
+    gen = ProbeRequest("generation", text)
+    return [gen, ProbeRequest("tool_call", tool, nonce, args)] if tool_call else [gen]
 
 
 @dataclass

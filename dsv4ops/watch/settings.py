@@ -40,6 +40,8 @@ class WatchSettings:
     load_tolerance: float = 0.25  # "the same load": mean running within 25 % of the canary's
     baseline: Baseline | None = None
     time_scale: float = 1.0
+    # The profile's canary.tool_calls: off for a model that cannot echo a nonce (no tool probe)
+    tool_calls: bool = True
 
     def wall(self, model_s: float) -> float:
         return model_s * self.time_scale

@@ -219,3 +219,22 @@ def test_the_cli_fail_lines_count_calls_and_findings_apart_and_name_the_first_er
     assert line, out
     kinds = [int(v) for v in re.findall(r"=(\d+)", line.group(4))]
     assert sum(kinds) == int(line.group(3)) >= int(line.group(1))
+
+
+def test_tool_calls_off_by_the_profile_sends_none_and_says_so() -> None:
+    """canary.tool_calls false: smoke sends plain prompts only and notes it; corruption, all tool
+    calls, cannot judge (INCONCLUSIVE, never a PASS without its checks)."""
+    from dataclasses import replace
+
+    off = replace(TH, tool_calls=False)
+    with fake_server() as url:
+        smoke = _run(url, "smoke", thresholds=off)
+        corruption = _run(url, "corruption", thresholds=off)
+    assert smoke.verdict is Verdict.PASS, smoke.reasons
+    assert smoke.metrics["tool_calls"]["checked"] == 0
+    assert smoke.metrics["summary"]["completed"] == 12
+    assert "note: tool-call checks off by the profile (canary.tool_calls: false): none was sent" \
+        in smoke.reasons
+    assert corruption.verdict is Verdict.INCONCLUSIVE
+    assert corruption.reasons == ["INCONCLUSIVE: tool-call checks off by the profile "
+                                  "(canary.tool_calls: false): none was sent"]

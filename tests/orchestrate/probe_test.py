@@ -126,3 +126,30 @@ def test_a_thinking_probe_through_the_real_router_gets_reasoning_before_the_call
     assert "after" in asked.checks[1] and "chars of reasoning" in asked.checks[1]
     assert plain.ok and "reasoning" not in plain.checks[1]
     assert not short.ok and "reasoning used all 1024 max_tokens" in short.failures[0]
+
+
+def test_the_probe_asks_for_the_tool_call_the_profile_declares_and_says_which(tmp_path):
+    """probe.tool_call: required forces the call (DSV4, the default and what journals without
+    the setting ran), auto asks without the grammar, off sends none; the deploy's step detail
+    says which, so a deploy that skipped the check never reads as one that passed it."""
+    def deploy(mode: str | None):
+        control = RecordingControl()
+        journal = Journal("fake", directory=tmp_path / str(mode), clock=FakeClock())
+        content = {"probe": {"tool_call": mode}} if mode else None
+        out = operator(control, journal).deploy(replace(make_deployment("d"), content=content))
+        assert out.ok, out.message
+        probe = next(s for s in journal.operations()[-1].steps
+                     if s.name.startswith("end-to-end probe") and s.phase == "done")
+        return [b.get("tool_choice") for b in control.sent if "messages" in b], probe.detail
+
+    choices, detail = deploy(None)
+    assert choices == [None, "required", None, "required"] and "tool" not in detail
+    choices, detail = deploy("auto")
+    assert choices == [None, "auto", None, "auto"]
+    assert detail.endswith("tool call asked with tool_choice auto, not forced (probe.tool_call: auto)")
+    choices, detail = deploy("off")
+    assert choices == [None, None]
+    assert detail == ("2 generations through the router, content checked; tool-call check "
+                      "skipped (profile probe.tool_call: off)")
+    with pytest.raises(ValueError, match="probe.tool_call"):
+        run_probe(RecordingControl(), "http://r", tool_call="sometimes")

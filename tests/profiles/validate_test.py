@@ -184,7 +184,7 @@ def test_cli_one_profile_lists_every_problem_and_exits_1(
     err = capsys.readouterr().err.splitlines()
     assert err == [
         f"error: {path}:3: flagz: unknown key; valid keys here: schema_version, extends, "
-        "description, model, prefill, decode, router, flags, kernel_package, canary",
+        "description, model, prefill, decode, router, flags, kernel_package, canary, probe",
         "hint: did you mean 'flags'?",
         f"error: {path}:5: decode.tp: expected an integer >= 1, got 'four'",
         f"error: {path}:7: router.port: port 30000 is already used by prefill.port; every port "
@@ -254,3 +254,19 @@ def test_cli_subprocess_exit_1_and_no_traceback(write, pdir: Path) -> None:  # t
     ].items()
     assert f"error: {pdir}/kid.yaml:4: decode.gpus: expected a list of integers" in outputs["kid"]
     assert outputs["kid"].endswith("error: 4 problems in 1 profile\n")
+
+
+def test_probe_tool_call_is_a_declared_setting_refused_with_its_file_and_line(write) -> None:  # type: ignore[no-untyped-def]
+    """probe.tool_call: required (the default, DSV4), auto or off; anything else is an error at
+    its line, and the value reaches the profile (and so the journal's record of the deploy)."""
+    path = write("sometimes", child("probe:\n  tool_call: sometimes\n"))
+    check = check_profile_file("sometimes", targets=load_targets().values())
+    assert [(p.path, p.line, p.key) for p in check.problems] == [(str(path), 4, "probe.tool_call")]
+    assert "one of required, auto, off" in check.problems[0].message
+    write("auto", child("probe:\n  tool_call: auto\ncanary:\n  tool_calls: false\n"))
+    profile = load_profile("auto")
+    assert profile.probe.tool_call == "auto" and profile.canary.tool_calls is False
+    assert profile.to_dict()["probe"] == {"tool_call": "auto"}
+    shipped = Path(__file__).resolve().parents[2] / "profiles"
+    assert load_profile(str(shipped / "baseline.yaml")).probe.tool_call == "required"
+    assert load_profile(str(shipped / "tiny-cpu.yaml")).probe.tool_call == "auto"

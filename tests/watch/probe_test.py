@@ -80,3 +80,10 @@ def test_probe_failures_count_only_while_every_health_check_is_green() -> None:
     unit = FakeUnit(probe="fail")
     unit.decode.health = 503
     assert not _probing(unit, 1, busy=True)[0].findings
+
+
+def test_a_profile_without_tool_call_checks_gets_no_tool_probe() -> None:
+    """canary.tool_calls false (the model cannot echo a nonce): the generation alone, so watch
+    does not report the model's inability as corruption."""
+    assert [r.kind for r in probe_requests("m", 1, tool_call=False)] == ["generation"]
+    assert [r.kind for r in probe_requests("m", 1)] == ["generation", "tool_call"]

@@ -20,6 +20,10 @@ from typing import Any
 import httpx
 
 # name -> why the twin differs there (each is also in docs/twin.md).
+# Both servers run with this --decode-log-interval (ARGS and serve.sh's extra arguments): short,
+# so a 6-interval probe stays short on the real CPU server (~70 ms a step).
+LOG_INTERVAL = 10
+
 EXPLAINED: dict[str, str] = {
     "generate.meta_info.keys": "the real server adds request timestamps, queue_time, dp_rank, "
     "weight_versions and cached_tokens_details; no dsv4ops reader uses them",
@@ -191,6 +195,57 @@ def probe_metrics(c: httpx.Client, url: str, read: Callable[[], None]) -> dict[s
             "metrics.families": sorted(loaded)}
 
 
+_VALUE = re.compile(r'^(sglang:(?:num_running_reqs|gen_throughput|realtime_tokens_total))'
+                    r'(\{[^}]*\})? ([-+0-9.eE]+|NaN)$')
+
+
+def _gauges(text: str) -> tuple[float, float, float]:
+    """(running, gen_throughput, decode tokens) of one scrape; summed over ranks."""
+    got = {"sglang:num_running_reqs": 0.0, "sglang:gen_throughput": 0.0,
+           "sglang:realtime_tokens_total": 0.0}
+    for line in text.splitlines():
+        m = _VALUE.match(line)
+        if m and (m.group(1) != "sglang:realtime_tokens_total" or 'mode="decode"' in (m.group(2) or "")):
+            got[m.group(1)] += float(m.group(3))
+    return (got["sglang:num_running_reqs"], got["sglang:gen_throughput"],
+            got["sglang:realtime_tokens_total"])
+
+
+def probe_cadence(c: httpx.Client, url: str, long: str, interval: int) -> dict[str, Shape]:
+    """The gauges' publish cadence and idle drop: one /generate of 6 log intervals, /metrics read
+    every 50 ms. `tokens_per_update`: decode tokens between two changes of gen_throughput, in log
+    intervals (1.0: published every --decode-log-interval iterations); `idle`: running and
+    gen_throughput once the request ended (read for up to 15 s until both are 0)."""
+    done = threading.Event()
+
+    def run() -> None:
+        c.post(url + "/generate", json={"text": long, "sampling_params": {
+            "max_new_tokens": 6 * interval, "ignore_eos": True}}, timeout=300)
+        done.set()
+
+    t = threading.Thread(target=run)
+    t.start()
+    updates: list[float] = []
+    last = None
+    while not done.is_set():
+        _running, thr, tokens = _gauges(c.get(url + "/metrics").text)
+        if last is not None and thr != last:
+            updates.append(tokens)
+        last = thr
+        time.sleep(0.05)
+    t.join(300)
+    gaps = sorted(b - a for a, b in zip(updates, updates[1:], strict=False))
+    # whole log intervals: a scrape lands a few tokens after the update it sees
+    per_update = round(gaps[len(gaps) // 2] / interval) if gaps else None
+    end = time.monotonic() + 15
+    running, thr, _ = _gauges(c.get(url + "/metrics").text)
+    while (running or thr) and time.monotonic() < end:
+        time.sleep(0.5)
+        running, thr, _ = _gauges(c.get(url + "/metrics").text)
+    return {"cadence.tokens_per_update": per_update,
+            "cadence.idle": {"running": running, "gen_throughput_zero": thr == 0}}
+
+
 def probe(url: str, say: str, long: str) -> dict[str, Shape]:
     """`say`: a prompt both answer with plain text that ends by itself; `long`: one that runs
     to max_new_tokens (the abort probe)."""
@@ -199,6 +254,7 @@ def probe(url: str, say: str, long: str) -> dict[str, Shape]:
                "health_generate": c.get(url + "/health_generate").status_code}
         out.update(probe_metrics(c, url, lambda: out.update(probe_generation(c, url, say))))
         out.update(probe_abort(c, url, long))
+        out.update(probe_cadence(c, url, long, LOG_INTERVAL))
         return out
 
 

@@ -49,6 +49,11 @@ GARBLED = "\ufffd"
 
 async def run_corruption(ctx: SuiteContext) -> SuiteResult:
     th = ctx.thresholds
+    if off := th.tool_calls_off_reason():
+        # every request of this suite is a tool call: nothing to judge, and no PASS without it
+        f = Findings()
+        f.unsure(off)
+        return f.result("corruption", {})
     sessions = ctx.concurrency or th.stress_concurrency
     nonces = NonceBook()
     problems: dict[str, list[ToolProblem]] = {}

@@ -42,8 +42,8 @@ async def run_soak(ctx: SuiteContext) -> SuiteResult:
 async def _run_mix(ctx: SuiteContext, name: str, *, concurrency: int, num_requests: int | None,
                    duration_s: float | None, tool_every: int, check_decay: bool = False) -> SuiteResult:
     th = ctx.thresholds
-    mix = Mix(prefix=name, max_tokens=th.max_tokens, model=ctx.model, tool_every=tool_every,
-              thinking=th.thinking_mode())
+    mix = Mix(prefix=name, max_tokens=th.max_tokens, model=ctx.model,
+              tool_every=tool_every if th.tool_calls else 0, thinking=th.thinking_mode())
     async with harness(ctx, connections=concurrency, name=name) as h:
         if not await reachable(h.client):
             raise CanaryError(f"cannot reach {ctx.base_url}", hint="check --url / the target's router")
@@ -73,6 +73,8 @@ async def _run_mix(ctx: SuiteContext, name: str, *, concurrency: int, num_reques
         _judge_decay(f, summary["output_tokens_per_s_buckets"])
     if not h.sampler.available and ctx.worker_urls:
         f.note("worker metrics unavailable: server-side freeze detection off")
+    if off := th.tool_calls_off_reason():
+        f.note(off)
     metrics: dict[str, Any] = {
         "summary": summary,
         "hangs": h.watchdog.summary(),

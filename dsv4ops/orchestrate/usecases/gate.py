@@ -63,7 +63,9 @@ def canary_gate(
         workers = [c.client_url() for c in deployment.in_order(WORKERS)]
         flags = dict(deployment.flags)
         flags.setdefault("kernel_package", deployment.kernel_package)
-        reasons: list[str] = []
+        # said first, so a PASS without tool-call checks never reads as one with them
+        off = thresholds.tool_calls_off_reason()
+        reasons: list[str] = [off] if off else []
         verdicts: list[Verdict] = []
         for suite in suites_for_change(previous_flags, flags):
             progress(f"    canary suite {suite}")

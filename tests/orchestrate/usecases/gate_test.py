@@ -106,3 +106,17 @@ def test_a_passing_smoke_records_its_throughput_baseline_for_watch() -> None:
     step = canary_gate(None, thresholds=Thresholds(), buckets=(8,), model="m", duration_s=1.0,
                        progress=lambda _l: None, run=run)
     assert step(dep, "") == ("PASS", ["smoke: PASS", "smoke: baseline 1235 tok/s at concurrency 8"])
+
+
+def test_a_gate_without_tool_call_checks_says_so_first() -> None:
+    """canary.tool_calls false (a model that cannot echo a nonce): the PASS the journal records
+    names the checks that did not run, before anything else."""
+    ran: list[tuple] = []
+    step = canary_gate(None, thresholds=Thresholds(tool_calls=False), buckets=(), model="m",
+                       duration_s=1.0, progress=lambda _l: None,
+                       run=scripted({"smoke": Verdict.PASS}, ran))
+    verdict, reasons = step(make_deployment("new"), "")
+    assert verdict == "PASS"
+    assert reasons[0] == ("tool-call checks off by the profile (canary.tool_calls: false): "
+                          "none was sent")
+    assert Thresholds().tool_calls_off_reason() is None
