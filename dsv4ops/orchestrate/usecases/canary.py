@@ -57,13 +57,15 @@ def resolve_endpoint(
     except TargetError as exc:  # nothing to send load to: the canary could not run
         raise CanaryError(exc.message, hint=exc.hint) from None
     if profile is None and reach.profile:  # an endpoint target names the profile it runs
-        profile = _load(reach.profile)
+        from dsv4ops.profiles import load_profile
+
+        profile = load_profile(reach.profile)
         thresholds, buckets = thresholds_from_profile(profile), buckets_from_profile(profile)
         name = name or _model_of(profile)
     d = reach.deployment
     if d is not None:
         if profile is None:  # judged as the deployed profile was recorded
-            thresholds = thresholds_from_profile(d.canary_settings)
+            thresholds = Thresholds.recorded(d.canary_settings)
             buckets = d.decode_buckets
         name = name or d.model_name
     workers = tuple(worker_urls) or reach.worker_urls
