@@ -170,24 +170,11 @@ def run_cmd(
 
 def _world(ctx: Any) -> Any:
     """The engine's view of the target: status's report for preconditions, the remote seam."""
-    from dsv4ops.orchestrate.status import KernelStatus, gather_status
-    from dsv4ops.orchestrate.usecases.compose import kernel_support
-    from dsv4ops.orchestrate.usecases.render import render_now
+    from dsv4ops.orchestrate.usecases.status import status_reader
     from dsv4ops.runbooks.world import TargetWorld
 
-    kernels = KernelStatus(
-        state=lambda: ctx.supervisor.read_state("kernels"), loaded=kernel_support(ctx).loaded
-    )
-
-    def status() -> dict[str, Any]:  # what `dsv4ops status` reports, as it composes it
-        return gather_status(
-            ctx.supervisor,
-            ctx.journal,
-            target=ctx.target.name,
-            render_now=render_now(ctx.target),
-            kernels=kernels,
-        )
-
+    # what `dsv4ops status` reports, as it composes it
+    status = status_reader(ctx, ctx.journal)
     return TargetWorld(ctx.supervisor, ctx.journal, target=ctx.target.name, status=status)
 
 
