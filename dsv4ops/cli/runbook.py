@@ -129,9 +129,9 @@ def run_cmd(
     import sys
 
     from dsv4ops.cli._context import open_target
+    from dsv4ops.orchestrate.usecases.runbook import run_runbook
     from dsv4ops.profiles import DEFAULT_TARGET, load_targets
     from dsv4ops.runbooks import run as R
-    from dsv4ops.runbooks.execute import execute
 
     b = _load(name)
     target = target or DEFAULT_TARGET
@@ -144,38 +144,24 @@ def run_cmd(
         raise click.UsageError(f"runbook {b.name} has no '## Rehearse' section")
     ctx = None if dry_run else open_target(target, verb="runbook run")
     try:
-        R.run(
-            R.Session(
-                runbook=b,
-                target=target,
-                execute=execute,
-                echo=click.echo,
-                confirm=_confirm,
-                pause=_pause,
-                variables=_parse_vars(variables),
-                yes=yes,
-                dry_run=dry_run,
-                rehearse=rehearse,
-                start=start,
-                resume=resume,
-                world=_world(ctx) if ctx else None,
-                journal=ctx.journal if ctx else None,
-                interactive=sys.stdin.isatty(),
-            )
+        run_runbook(
+            b,
+            target,
+            ctx,
+            echo=click.echo,
+            confirm=_confirm,
+            pause=_pause,
+            variables=_parse_vars(variables),
+            yes=yes,
+            dry_run=dry_run,
+            rehearse=rehearse,
+            start=start,
+            resume=resume,
+            interactive=sys.stdin.isatty(),
         )
     finally:
         if ctx is not None:
             ctx.close()
-
-
-def _world(ctx: Any) -> Any:
-    """The engine's view of the target: status's report for preconditions, the remote seam."""
-    from dsv4ops.orchestrate.usecases.status import status_reader
-    from dsv4ops.runbooks.world import TargetWorld
-
-    # what `dsv4ops status` reports, as it composes it
-    status = status_reader(ctx, ctx.journal)
-    return TargetWorld(ctx.supervisor, ctx.journal, target=ctx.target.name, status=status)
 
 
 def _confirm(question: str) -> bool:
