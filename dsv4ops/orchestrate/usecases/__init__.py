@@ -18,6 +18,7 @@ error boundary turns them into exit codes. Nothing here prints or exits.
 - `ab.py` (`ab_plan.py`, `ab_blocks.py`): `dsv4ops ab`, an A/B experiment whose blocks deploy
   through `deploy.py` nested in it, measured by the canary, judged by `dsv4ops.ab`;
 - `status.py`: the report of `dsv4ops status`, also the runbook engine's preconditions;
+- `runbook.py`: `runbook run`, the engine bound to the session (journal, world, executor);
 - `export.py`, `monitoring.py`: `export rbg` and `monitoring render` (pure: no target touched);
 - `compose.py` / `render.py`: readiness timeouts, the operator, kernel support, and profiles
   rendered into Deployments (with their git provenance) for a target.
