@@ -202,19 +202,10 @@ def set_cmd(
     reason: str | None,
 ) -> None:
     """Toggle overlap=on|off multi-stream-overlap=on|off buckets=SPEC and git commit the result."""
-    from dsv4ops.profiles.setter import set_flags
+    from dsv4ops.orchestrate.usecases.profile import set_profile_flags
 
-    command = "dsv4ops profile set " + shlex.join(
-        [name, *toggles] + (["--as", as_name] if as_name else [])
-    )
-    result = set_flags(
-        name,
-        list(toggles),
-        as_name=as_name,
-        in_place=in_place,
-        commit=not no_commit,
-        command=command,
-        reason=reason,
+    result = set_profile_flags(
+        name, toggles, as_name=as_name, in_place=in_place, commit=not no_commit, reason=reason
     )
     click.echo(f"wrote {result.path}")
     for line in result.changes:

@@ -19,6 +19,7 @@ error boundary turns them into exit codes. Nothing here prints or exits.
   through `deploy.py` nested in it, measured by the canary, judged by `dsv4ops.ab`;
 - `status.py`: the report of `dsv4ops status`, also the runbook engine's preconditions;
 - `runbook.py`: `runbook run`, the engine bound to the session (journal, world, executor);
+- `profile.py`: `profile set` (the toggles written and committed, naming the command);
 - `export.py`, `monitoring.py`: `export rbg` and `monitoring render` (pure: no target touched);
 - `compose.py` / `render.py`: readiness timeouts, the operator, kernel support, and profiles
   rendered into Deployments (with their git provenance) for a target.
