@@ -11,19 +11,14 @@ from dsv4ops.errors import CanaryError, ProfileError, TargetError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import FileBackend, Journal
 from dsv4ops.orchestrate.usecases.canary import resolve_endpoint
-from dsv4ops.orchestrate.usecases.session import TargetSession, reachable
-from dsv4ops.profiles import get_target, load_profile
-from dsv4ops.remote import Supervisor, connect
-from testing.orchestrate import make_deployment
+from dsv4ops.orchestrate.usecases.session import reachable
+from dsv4ops.profiles import load_profile
+from testing.orchestrate import journal_session, make_deployment
 
 REPO = Path(__file__).resolve().parents[3]
 
 
-def _session(target: str, journal: Journal | None = None) -> TargetSession:
-    """A session on `target` whose journal is `journal` (default: the state directory's file);
-    its supervisor is never called: reachable reads the journal only."""
-    t = get_target(target)
-    return TargetSession(t, Supervisor(connect("local"), t.workdir), journal or Journal(target))
+_session = journal_session
 
 
 def _record(target: str, journal: Journal | None = None) -> None:
