@@ -239,7 +239,7 @@ class Deployment:
 
     @property
     def canary_settings(self) -> dict[str, Any]:
-        """The profile's `canary` section as recorded (for canary.thresholds_from_profile)."""
+        """The profile's `canary` section as recorded (for canary.Thresholds.recorded)."""
         return dict((self.content or {}).get("canary") or {})
 
     @property

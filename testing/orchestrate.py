@@ -573,6 +573,20 @@ def make_deployment(name: str, offset: int = 0) -> Deployment:
     )
 
 
+def journal_session(target: str, journal: Any = None) -> Any:
+    """A TargetSession on `target` (from the profiles dir in use) whose journal is `journal`
+    (default: the state directory's file), for the use cases that only read a session's
+    journal (`session.reachable`, the canary's endpoint); its supervisor is never called."""
+    from dsv4ops.journal.store import Journal
+    from dsv4ops.orchestrate.usecases.session import TargetSession
+    from dsv4ops.profiles import get_target
+    from dsv4ops.remote import Supervisor, connect
+
+    t = get_target(target)
+    workdir = t.workdir if t.workdir.startswith("/") else "/nonexistent"
+    return TargetSession(t, Supervisor(connect("local"), workdir), journal or Journal(target))
+
+
 def passing_gate(_deployment: Deployment, _router_url: str) -> tuple[str, list[str]]:
     """A canary gate that passes (the unit tests' deploys are gated, so known-good)."""
     return "PASS", ["smoke: PASS"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gc
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from dsv4ops.canary import eventloop
 from dsv4ops.canary.progress import DEFAULT_DECODE_LOG_INTERVAL
@@ -106,32 +105,22 @@ async def _run(name: str, ctx: SuiteContext) -> SuiteResult:
     return SuiteResult(suite="all", verdict=verdict, reasons=reasons, metrics={}, sub_results=results)
 
 
-def suites_for_change(old_flags: Any, new_flags: Any) -> list[str]:
+def suites_for_change(old: Mapping[str, object] | None, new: Mapping[str, object]) -> list[str]:
     """Suites a deploy runs for a profile change: smoke always, plus
     abort-cascade when the overlap scheduler changed (the TP-desync wedge),
     sweep when the decode buckets changed (the sawtooth), and corruption when multi-stream overlap
     changed or anything touches decode kernels (the seeds' capture race).
 
-    Flags are `profile.flags` objects, whole profiles, or dicts with overlap_schedule, multi_stream_overlap,
-    decode_buckets and optionally kernel_package; `old_flags` None means a first deploy.
+    `old` and `new` are a deployment's recorded flags (`Deployment.flags`: overlap_schedule,
+    multi_stream_overlap, decode_buckets) with its kernel_package; `old` None means a first
+    deploy.
     """
     suites = ["smoke"]
-    if old_flags is None:
+    if old is None:
         return suites
 
-    def get(flags: Any, key: str) -> Any:
-        if isinstance(flags, Mapping):
-            return flags.get(key)
-        inner = getattr(flags, "flags", None)  # a whole Profile: flags + kernel_package
-        if inner is not None and hasattr(inner, key):
-            return getattr(inner, key)
-        return getattr(flags, key, None)
-
     def changed(key: str) -> bool:
-        a, b = get(old_flags, key), get(new_flags, key)
-        if isinstance(a, list | tuple) or isinstance(b, list | tuple):
-            return tuple(a or ()) != tuple(b or ())
-        return a != b
+        return _same_shape(old.get(key)) != _same_shape(new.get(key))
 
     if changed("multi_stream_overlap") or changed("kernel_package") or changed("decode_kernels"):
         suites.append("corruption")
@@ -140,6 +129,13 @@ def suites_for_change(old_flags: Any, new_flags: Any) -> list[str]:
     if changed("overlap_schedule"):
         suites.append("abort-cascade")
     return suites
+
+
+def _same_shape(value: object) -> object:
+    """A list and a tuple of the same items are the same buckets; a missing list is empty."""
+    if isinstance(value, list | tuple):
+        return tuple(value)
+    return () if value is None else value
 
 
 __all__ = ["SUITE_NAMES", "SuiteResult", "Verdict", "run_suite", "suites_for_change"]

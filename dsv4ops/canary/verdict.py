@@ -8,10 +8,13 @@ lacking data.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from dsv4ops import exitcodes
+from dsv4ops.profiles.model import CanaryThresholds, Profile
+from dsv4ops.profiles.settings import extended, from_record
 
 
 class Verdict(enum.Enum):
@@ -90,29 +93,13 @@ class Findings:
 
 
 @dataclass(frozen=True)
-class Thresholds:
-    """Everything a suite is judged by. The first block mirrors the profile's `canary` section
-    (`dsv4ops.profiles.model.CanaryThresholds`); the rest are canary-side defaults.
+class Thresholds(CanaryThresholds):
+    """Everything a suite is judged by: the profile's `canary` section (`CanaryThresholds`,
+    declared once in profiles/model.py, inherited here with its defaults), then the canary-side
+    settings no profile sets. The one way from a profile to a verdict is `judging(profile.canary)`;
+    from a journal record, `recorded(deployment.canary_settings)`.
     """
 
-    smoke_requests: int = 8
-    corruption_max_rate: float = 0.0
-    consistency_min_agreement: float = 0.95
-    first_token_deadline_s: float = 60.0
-    # Per-request backstop: a request still open after this long is cut and counted as a hang.
-    hang_deadline_s: float = 120.0
-    abort_cascade_recovery_s: float = 60.0
-    stress_concurrency: int = 80
-    stress_duration_s: float = 120.0
-    sweep_concurrency: tuple[int, ...] = (32, 48, 56, 57, 64, 72, 80, 88, 96)
-    sweep_throughput_tolerance_pct: float = 5.0
-    sawtooth_max_drop_pct: float = 5.0
-    # Hang watchdog: a stream silent this long mid-response is stalled; in-flight requests with no
-    # token on any stream this long is a server-wide freeze (the server's metrics confirm it from
-    # its stalled progress counter, canary/progress.py). 2 s + a 0.1 s tick keeps detection
-    # under 3 s.
-    stall_s: float = 2.0
-    freeze_s: float = 2.0
     watchdog_tick_s: float = 0.1
     # Client self-check (reference load-generators.md §4.4: above these the numbers are the
     # client's, not the server's).
@@ -130,10 +117,6 @@ class Thresholds:
     sweep_max_tokens: int = 512
     sweep_min_r2: float = 0.9
     soak_concurrency: int = 16
-    # Requests ask for reasoning first (chat_template_kwargs.thinking); tool-call and fixed-answer
-    # requests get this many more max_tokens, since reasoning counts against max_tokens.
-    thinking: bool = False
-    thinking_budget_tokens: int = 1024
     # SGLang's deepseekv4 parser streams nothing while a call's DSML is decoded (one delta when
     # it closes): ~70 tokens, 7 s at 100 ms a step. The corruption suite, where every stream is
     # a tool call, tolerates this much silence before it calls a stream stalled or the server
@@ -165,6 +148,17 @@ class Thresholds:
             kept[f.name] = value
         return replace(self, **kept)
 
+    @classmethod
+    def judging(cls, settings: CanaryThresholds) -> Thresholds:
+        """The thresholds of a profile's canary section, the canary-side ones at their defaults."""
+        return extended(Thresholds, settings)
+
+    @classmethod
+    def recorded(cls, section: Mapping[str, object] | None) -> Thresholds:
+        """The thresholds of a canary section as a journal recorded it (a value it cannot use
+        keeps the default: settings.from_record)."""
+        return cls.judging(from_record(CanaryThresholds, section))
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -175,23 +169,11 @@ class Thresholds:
         return Thinking(on=self.thinking, budget=self.thinking_budget_tokens)
 
 
-def thresholds_from_profile(profile: Any) -> Thresholds:
-    """Map a loaded profile's `canary` section (or a plain dict of it) onto Thresholds.
-
-    Keys the profile does not have keep the canary defaults.
-    """
-    section = getattr(profile, "canary", profile)
-    if section is None:
-        return Thresholds()
-    data = section if isinstance(section, dict) else (
-        asdict(section) if hasattr(section, "__dataclass_fields__") else vars(section)
-    )
-    changes = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items()}
-    return Thresholds().with_overrides(**changes)
+def thresholds_from_profile(profile: Profile) -> Thresholds:
+    """The thresholds a loaded profile's `canary` section sets (the others at their defaults)."""
+    return Thresholds.judging(profile.canary)
 
 
-def buckets_from_profile(profile: Any) -> tuple[int, ...]:
+def buckets_from_profile(profile: Profile) -> tuple[int, ...]:
     """The decode CUDA-graph buckets the profile resolves to (empty when unknown)."""
-    flags = getattr(profile, "flags", None)
-    buckets = getattr(flags, "decode_buckets", None) if flags is not None else None
-    return tuple(int(b) for b in buckets) if buckets else ()
+    return tuple(profile.flags.decode_buckets)

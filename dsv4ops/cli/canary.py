@@ -5,11 +5,14 @@ Exit codes: 0 PASS, 2 FAIL, 4 INCONCLUSIVE (1 when the canary could not run at a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from dsv4ops.cli._output import echo_json, json_option, table, target_option
+
+if TYPE_CHECKING:
+    from dsv4ops.orchestrate.usecases.canary import CanaryEndpoint
 
 SUITES = ("smoke", "corruption", "abort-cascade", "sweep", "soak", "all")
 
@@ -36,9 +39,9 @@ def canary(target: str | None, profile_ref: str | None, suite: str, concurrency:
            worker_urls: tuple[str, ...], model: str | None, as_json: bool) -> None:
     """Run stress canaries (smoke, corruption, abort-cascade, sweep, soak, all) and report a
     verdict: exit 0 PASS, 2 FAIL, 4 INCONCLUSIVE."""
-    from dsv4ops.orchestrate.usecases.canary import resolve_endpoint, run_canary
+    from dsv4ops.orchestrate.usecases.canary import run_canary
 
-    endpoint = resolve_endpoint(target, profile_ref, url, worker_urls, model)
+    endpoint = _endpoint(target, profile_ref, url, worker_urls, model)
     progress = (lambda line: click.echo(line, err=True)) if as_json else click.echo
     result = run_canary(endpoint, suite, concurrency=concurrency, duration_s=duration,
                         rate_per_s=rate, report_dir=report_dir, progress=progress)
@@ -55,6 +58,22 @@ def canary(target: str | None, profile_ref: str | None, suite: str, concurrency:
         click.secho(f"canary {suite}: {result.verdict.value}", fg=color, bold=True)
     # The verdict is the exit status (0/2/4): click hands it to cli.main, the one boundary.
     click.get_current_context().exit(result.exit_code)
+
+
+def _endpoint(target: str | None, profile_ref: str | None, url: str | None,
+              worker_urls: tuple[str, ...], model: str | None) -> CanaryEndpoint:
+    """`--url` as given; else the target's session (its journal of record, read as `status`
+    reads it: the cache when the target cannot be reached), closed once the endpoint is known."""
+    from dsv4ops.cli._context import open_target
+    from dsv4ops.orchestrate.usecases.canary import resolve_endpoint
+
+    if url:
+        return resolve_endpoint(None, profile_ref, url, worker_urls, model)
+    session = open_target(target, verb="canary", http_only=True, read_only=True)
+    try:
+        return resolve_endpoint(session, profile_ref, url, worker_urls, model)
+    finally:
+        session.close()
 
 
 def _headline(metrics: dict[str, Any]) -> str:

@@ -34,23 +34,12 @@ def rbg(profile: str, image: str | None, router_image: str | None, namespace: st
         replicas: int, name: str | None, python: str, gpus_per_node: int | None,
         kernel_image: str | None, output: Path | None) -> None:
     """Render PROFILE as the box would run it, then as a RoleBasedGroup (v1alpha2)."""
-    from dsv4ops import _yaml
-    from dsv4ops.export import rbg as R
-    from dsv4ops.export.validate import check_documents
-    from dsv4ops.profiles import get_target, load_profile, render
+    from dsv4ops.orchestrate.usecases.export import export_rbg
 
-    p = load_profile(profile)
-    deployment = render(p, get_target("box"))
-    opts = R.ExportOptions(image=image or R.DEFAULT_IMAGE,
-                           router_image=router_image or R.DEFAULT_ROUTER_IMAGE,
-                           namespace=namespace, replicas=replicas, python=python, name=name,
-                           gpus_per_node=gpus_per_node, kernel_image=kernel_image)
-    docs = R.documents(p, deployment, opts)
-    check_documents(docs)
-    manifest = docs[-1]
-    text = "# dsv4ops export rbg " + p.name + ": apply with kubectl apply -f; the Secret "
-    text += f"{manifest['metadata']['name']}-env holds any secret env/flag values (not printed)\n"
-    text += "---\n".join(_yaml.dump(d) for d in docs)
+    export = export_rbg(profile, image=image, router_image=router_image, namespace=namespace,
+                        replicas=replicas, name=name, python=python,
+                        gpus_per_node=gpus_per_node, kernel_image=kernel_image)
+    text = export.text
     if output is None:
         click.echo(text, nl=False)
         return
@@ -58,6 +47,6 @@ def rbg(profile: str, image: str | None, router_image: str | None, namespace: st
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise DsOpsError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
-    policy = " and its CoordinatedPolicy" if len(docs) > 1 else ""
-    click.echo(f"wrote {output} (RoleBasedGroup {manifest['metadata']['name']}{policy}, "
+    policy = " and its CoordinatedPolicy" if export.with_policy else ""
+    click.echo(f"wrote {output} (RoleBasedGroup {export.group}{policy}, "
                "validated against the vendored v1alpha2 schema)")

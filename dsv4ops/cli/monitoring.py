@@ -41,29 +41,12 @@ def render_cmd(profile: str, target: str | None, out_dir: Path | None, scrape_in
     import json
 
     from dsv4ops import _yaml
-    from dsv4ops.monitoring import RuleSettings, alert_rules, scrape_config
-    from dsv4ops.monitoring.dashboard import dashboard
-    from dsv4ops.monitoring.rules import check_runbook_url
-    from dsv4ops.monitoring.scrape import target_time_scale
-    from dsv4ops.profiles import get_target, load_profile, render
+    from dsv4ops.orchestrate.usecases.monitoring import render_monitoring
 
-    if runbook_url is not None:
-        try:
-            runbook_url = check_runbook_url(runbook_url)
-        except ValueError as exc:
-            raise DsOpsError(f"--runbook-url {runbook_url!r}: {exc}") from None
-    p = load_profile(profile)
-    t = get_target(target)
-    deployment = render(p, t)
-    settings = RuleSettings(scrape_interval_s=scrape_interval, max_step_ms=max_step_ms,
-                            decode_log_interval=deployment.decode_log_interval,
-                            max_decode_bucket=max(p.flags.decode_buckets, default=None),
-                            time_scale=target_time_scale(t), runbook_url=runbook_url)
-    rules = alert_rules(settings)
-    config = scrape_config(deployment, settings, rules_file="dsv4ops-alerts.yml",
-                           profile_name=p.name, target_name=t.name)
-    board = dashboard(a_ms=law_a_ms, b_ms=law_b_ms, max_bucket=settings.max_decode_bucket,
-                      title=f"DSV4 PD unit: {p.name} on {t.name}")
+    files = render_monitoring(profile, target, scrape_interval_s=scrape_interval,
+                              max_step_ms=max_step_ms, law_a_ms=law_a_ms, law_b_ms=law_b_ms,
+                              runbook_url=runbook_url)
+    config, rules, board = files.prometheus, files.rules, files.dashboard
     if as_json:
         echo_json({"prometheus": config, "rules": rules, "dashboard": board})
         return

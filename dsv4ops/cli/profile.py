@@ -217,23 +217,12 @@ def set_cmd(
     It asks nothing (--yes is accepted, as every mutating command takes it); --dry-run checks
     everything and prints the diff, writing nothing; --target also checks that the result
     renders for that target; --reason goes first in the commit message."""
-    from dsv4ops.profiles import get_target
-    from dsv4ops.profiles.setter import set_flags
+    from dsv4ops.orchestrate.usecases.profile import set_profile_flags
 
     del yes  # nothing to confirm: the change is one commit, `git revert` undoes it
-    command = "dsv4ops profile set " + shlex.join(
-        [name, *toggles] + (["--as", as_name] if as_name else [])
-    )
-    result = set_flags(
-        name,
-        list(toggles),
-        as_name=as_name,
-        in_place=in_place,
-        commit=not no_commit,
-        command=command,
-        reason=reason,
-        dry_run=dry_run,
-        target=get_target(target) if target else None,
+    result = set_profile_flags(
+        name, toggles, as_name=as_name, in_place=in_place, commit=not no_commit, reason=reason,
+        dry_run=dry_run, target=target,
     )
     if as_json:
         echo_json(result.to_json())

@@ -137,13 +137,12 @@ def run_cmd(
     """Run NAME's steps against --target, journaled; stop at the first unexpected outcome.
 
     --yes answers yes to every confirmation and does not wait at manual steps."""
-    import functools
     import sys
 
     from dsv4ops.cli._context import open_target, progress_printer
+    from dsv4ops.orchestrate.usecases.runbook import run_runbook
     from dsv4ops.profiles import DEFAULT_TARGET, load_targets
     from dsv4ops.runbooks import run as R
-    from dsv4ops.runbooks.execute import execute
 
     b = _load(name)
     target = target or DEFAULT_TARGET
@@ -156,10 +155,10 @@ def run_cmd(
         raise click.UsageError(f"runbook {b.name} has no '## Rehearse' section")
     ctx = None if dry_run else open_target(target, verb="runbook run")
     try:
-        session = R.Session(
-            runbook=b,
-            target=target,
-            execute=functools.partial(execute, stdout_to_stderr=as_json),
+        run_runbook(
+            b,
+            target,
+            ctx,
             echo=progress_printer(as_json),
             confirm=_confirm,
             pause=_pause,
@@ -169,61 +168,13 @@ def run_cmd(
             rehearse=rehearse,
             start=start,
             resume=resume,
-            world=_world(ctx) if ctx else None,
-            journal=ctx.journal if ctx else None,
             interactive=sys.stdin.isatty(),
             reason=reason,
+            report=echo_json if as_json else None,
         )
-        _run_reporting(session, as_json)
     finally:
         if ctx is not None:
             ctx.close()
-
-
-def _run_reporting(session: Any, as_json: bool) -> None:
-    """Run; with --json print the one result object, also when the run stops (then the error
-    boundary re-raises nothing of its own onto stdout: the object says how it ended)."""
-    from dsv4ops import exitcodes
-    from dsv4ops.errors import DsOpsError
-    from dsv4ops.runbooks import run as R
-
-    try:
-        R.run(session)
-    except DsOpsError as exc:
-        if as_json:
-            echo_json(R.result_json(session, exit_code=exc.exit_code, error=str(exc),
-                                    hint=exc.hint))
-        raise
-    except KeyboardInterrupt:
-        if as_json:
-            echo_json(R.result_json(session, exit_code=exitcodes.INTERRUPTED,
-                                    error="interrupted"))
-        raise
-    if as_json:
-        echo_json(R.result_json(session, exit_code=exitcodes.OK))
-
-
-def _world(ctx: Any) -> Any:
-    """The engine's view of the target: status's report for preconditions, the remote seam."""
-    from dsv4ops.orchestrate.status import KernelStatus, gather_status
-    from dsv4ops.orchestrate.usecases.compose import kernel_support
-    from dsv4ops.orchestrate.usecases.render import render_now
-    from dsv4ops.runbooks.world import TargetWorld
-
-    kernels = KernelStatus(
-        state=lambda: ctx.supervisor.read_state("kernels"), loaded=kernel_support(ctx).loaded
-    )
-
-    def status() -> dict[str, Any]:  # what `dsv4ops status` reports, as it composes it
-        return gather_status(
-            ctx.supervisor,
-            ctx.journal,
-            target=ctx.target.name,
-            render_now=render_now(ctx.target),
-            kernels=kernels,
-        )
-
-    return TargetWorld(ctx.supervisor, ctx.journal, target=ctx.target.name, status=status)
 
 
 def _confirm(question: str) -> bool:

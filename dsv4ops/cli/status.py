@@ -15,10 +15,7 @@ from dsv4ops.cli._output import echo_json, echo_lines, json_option, table, targe
 def status(target: str | None, as_json: bool) -> None:
     """Show what runs on a target, whether it serves, what is deployed and any drift."""
     from dsv4ops.cli._context import open_target
-    from dsv4ops.journal.store import FileBackend, Journal
-    from dsv4ops.orchestrate.status import KernelStatus, gather_status, journal_status
-    from dsv4ops.orchestrate.usecases.compose import kernel_support
-    from dsv4ops.orchestrate.usecases.render import render_now
+    from dsv4ops.orchestrate.usecases.status import target_status
     from dsv4ops.profiles import get_target
 
     if get_target(target).endpoint is not None:
@@ -26,25 +23,7 @@ def status(target: str | None, as_json: bool) -> None:
         return
     ctx = open_target(target, verb="status", read_only=True)
     try:
-        ctx.journal.records()  # one sync of the target's record (the cache when unreachable)
-        record = ctx.journal.source()
-        # Every question below is answered from that one synced copy: one view, one round trip.
-        snapshot = Journal(ctx.target.name, backend=FileBackend(ctx.journal.path))
-        if record["source"] == "cache":
-            report = journal_status(snapshot, target=ctx.target.name, record=record)
-        else:
-            kernels = KernelStatus(
-                state=lambda: ctx.supervisor.read_state("kernels"),
-                loaded=kernel_support(ctx).loaded,
-            )
-            report = gather_status(
-                ctx.supervisor,
-                snapshot,
-                target=ctx.target.name,
-                render_now=render_now(ctx.target),
-                kernels=kernels,
-            )
-            report["record"] = record
+        report, snapshot = target_status(ctx)
         report["open"] = open_operations(snapshot, _lock_of(report))
     finally:
         ctx.close()
@@ -102,11 +81,9 @@ def _runbook_name(reason: str | None) -> str | None:
 
 def _exit_with_word(report: dict[str, Any]) -> None:
     """Add the one status word and its exit code (dsv4ops/exitcodes.py) to the report."""
-    from dsv4ops import exitcodes
-    from dsv4ops.orchestrate.status import health_word
+    from dsv4ops.orchestrate.usecases.status import with_word
 
-    report["status"] = health_word(report)
-    report["exit"] = exitcodes.for_health(report["status"])
+    with_word(report)
 
 
 def _endpoint_status(target: str | None, as_json: bool) -> None:

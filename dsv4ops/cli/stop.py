@@ -51,10 +51,9 @@ def stop(target: str | None, yes: bool, as_json: bool, recover: bool, reason: st
 def _dry_run(target: str | None, as_json: bool) -> None:
     """The stop's steps, as `deploy --dry-run` prints a deploy's (plan.py: one source)."""
     from dsv4ops.orchestrate import plan as P
-    from dsv4ops.profiles import get_target
+    from dsv4ops.orchestrate.usecases.stop import stop_plan
 
-    name = get_target(target).name
-    steps = P.stop_steps()  # drain, router, decode, prefill: what `stop` runs
+    name, steps = stop_plan(target)  # drain, router, decode, prefill: what `stop` runs
     if as_json:
         echo_json({"dry_run": True, "target": name, "plan": P.plan_json(steps)})
         return

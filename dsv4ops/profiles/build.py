@@ -17,6 +17,7 @@ from dsv4ops.profiles.model import (
 )
 from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.provenance import Provenance
+from dsv4ops.profiles.settings import from_values
 
 
 def _env(mapping: dict[str, str]) -> tuple[tuple[str, str], ...]:
@@ -101,27 +102,6 @@ def _flags(f: dict[str, Any], buckets: list[int]) -> Flags:
     )
 
 
-def _canary(c: dict[str, Any]) -> CanaryThresholds:
-    return CanaryThresholds(
-        smoke_requests=c["smoke_requests"],
-        corruption_max_rate=c["corruption_max_rate"],
-        consistency_min_agreement=c["consistency_min_agreement"],
-        first_token_deadline_s=c["first_token_deadline_s"],
-        hang_deadline_s=c["hang_deadline_s"],
-        abort_cascade_recovery_s=c["abort_cascade_recovery_s"],
-        stress_concurrency=c["stress_concurrency"],
-        stress_duration_s=c["stress_duration_s"],
-        sweep_concurrency=tuple(c["sweep_concurrency"]),
-        sweep_throughput_tolerance_pct=c["sweep_throughput_tolerance_pct"],
-        sawtooth_max_drop_pct=c["sawtooth_max_drop_pct"],
-        stall_s=c["stall_s"],
-        freeze_s=c["freeze_s"],
-        thinking=c["thinking"],
-        thinking_budget_tokens=c["thinking_budget_tokens"],
-        tool_calls=c["tool_calls"],
-    )
-
-
 def build_profile(
     values: dict[str, Any],
     *,
@@ -149,7 +129,7 @@ def build_profile(
         router=_router(values["router"]),
         flags=_flags(values["flags"], buckets),
         kernel_package=values["kernel_package"],
-        canary=_canary(values["canary"]),
-        probe=ProbeSettings(tool_call=values["probe"]["tool_call"]),
+        canary=from_values(CanaryThresholds, values["canary"]),
+        probe=from_values(ProbeSettings, values["probe"]),
         git_rev=git_rev,
     )

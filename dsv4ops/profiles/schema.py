@@ -7,10 +7,15 @@ that has the typo), and once over the merged document for types and required key
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsv4ops.profiles import _flag_tables
 from dsv4ops.profiles.buckets import MAX_BATCH_SIZE, MAX_BUCKETS
+from dsv4ops.profiles.model import CanaryThresholds, ProbeSettings
+from dsv4ops.profiles.settings import declared
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 # Values SGLang 0.5.23's parser accepts (reference §1.1-1.2, dumped from the live parser).
 TRANSFER_BACKENDS = ("mooncake", "nixl", "ascend", "fake", "mori", "mooncake_tcp")
@@ -25,15 +30,10 @@ KV_CACHE_DTYPES = (
     "fp4_mx_block16",
 )
 ROUTER_POLICIES = ("random", "round_robin", "cache_aware", "power_of_two", "manual")
-# How the deploy's end-to-end probe asks for its tool call (orchestrate/probe.py): forced with
-# `tool_choice: required` (SGLang constrains the output to the parser's call grammar), asked with
-# `auto` (the parser must still find a call), or not asked at all.
-PROBE_TOOL_CALL = ("required", "auto", "off")
 REASONING_PARSERS: tuple[str, ...] = _flag_tables.SGLANG_SERVER_TABLE["--reasoning-parser"][2] or ()
 
 MAX_GPU_ID = 255
 MAX_RUNNING_REQUESTS = MAX_BATCH_SIZE
-MAX_CONCURRENCY = 4096  # canary concurrency levels
 
 
 # Bounds every value gets (docs/profiles.md "What is refused"): far above any real profile, far
@@ -112,6 +112,23 @@ def _bounds(f: Field) -> str:
     return f"<= {f.maximum:g}" if f.maximum is not None else ""
 
 
+def section_schema(cls: type[DataclassInstance]) -> Schema:
+    """The schema of a declared section (profiles/settings.py): one Field per setting."""
+    return {
+        d.name: Field(
+            d.kind,
+            default=list(d.default) if isinstance(d.default, tuple) else d.default,
+            nullable=d.nullable,
+            minimum=d.bounds.minimum,
+            maximum=d.bounds.maximum,
+            max_items=d.bounds.max_items,
+            choices=d.bounds.choices,
+            help=d.bounds.doc,
+        )
+        for d in declared(cls)
+    }
+
+
 def _server(role: str, *, default_port: int) -> Schema:
     side: Schema = {
         "gpus": Field(
@@ -178,44 +195,10 @@ PROFILE_SCHEMA: Schema = {
         "decode_buckets": Field("buckets", default="sglang-default", max_items=MAX_BUCKETS),
     },
     "kernel_package": Field("str", nullable=True, help="name@version, or empty"),
-    "canary": {
-        "smoke_requests": Field("int", default=8, minimum=1, maximum=10_000),
-        "corruption_max_rate": Field("float", default=0.0, minimum=0.0, maximum=1.0),
-        "consistency_min_agreement": Field("float", default=0.95, minimum=0.0, maximum=1.0),
-        "first_token_deadline_s": Field("float", default=60.0, minimum=0.0, maximum=3600.0),
-        "hang_deadline_s": Field("float", default=120.0, minimum=0.0, maximum=3600.0),
-        "abort_cascade_recovery_s": Field("float", default=60.0, minimum=0.0, maximum=3600.0),
-        "stress_concurrency": Field("int", default=80, minimum=1, maximum=MAX_CONCURRENCY),
-        "stress_duration_s": Field("float", default=120.0, minimum=0.0, maximum=86400.0),
-        "sweep_concurrency": Field(
-            "int_list",
-            default=[32, 48, 56, 57, 64, 72, 80, 88, 96],
-            minimum=1,
-            maximum=MAX_CONCURRENCY,
-            max_items=64,
-        ),
-        "sweep_throughput_tolerance_pct": Field("float", default=5.0, minimum=0.0, maximum=100.0),
-        "sawtooth_max_drop_pct": Field("float", default=5.0, minimum=0.0, maximum=100.0),
-        # Hang watchdog: a stream silent this long is stalled; no token anywhere this long is a
-        # server-wide freeze (and the floor of the metrics-side no-progress window). 2 s keeps
-        # detection under 3 s, far below SGLang's 300 s timeouts.
-        "stall_s": Field("float", default=2.0, minimum=0.1, maximum=600.0),
-        "freeze_s": Field("float", default=2.0, minimum=0.1, maximum=600.0),
-        # Run the suites with chat_template_kwargs.thinking (needs model.reasoning_parser);
-        # tool-call requests get thinking_budget_tokens more max_tokens for the reasoning.
-        "thinking": Field("bool", default=False),
-        "thinking_budget_tokens": Field("int", default=1024, minimum=1, maximum=131072),
-        # The suites' tool-call requests (a nonce echoed in the call's arguments). A model that
-        # cannot copy text from its prompt (the tiny CPU model) declares false: the suites send
-        # none, corruption answers INCONCLUSIVE, and every verdict says the checks were off.
-        "tool_calls": Field("bool", default=True),
-    },
-    "probe": {
-        # What the deployed model can do, declared: DSV4 spells a forced call; a model that cannot
-        # satisfy the call grammar (the tiny CPU model, docs/twin.md) says `auto`, one that calls
-        # no tools `off`. A deploy whose probe skipped or did not force the call says so.
-        "tool_call": Field("str", default="required", choices=PROBE_TOOL_CALL),
-    },
+    # Declared once, with its defaults, bounds and docs, in profiles/model.py.
+    "canary": section_schema(CanaryThresholds),
+    # What the deployed model can do with tools, declared (profiles/model.py ProbeSettings).
+    "probe": section_schema(ProbeSettings),
 }
 
 

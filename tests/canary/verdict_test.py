@@ -4,7 +4,7 @@ from pathlib import Path
 
 from dsv4ops.canary import suites_for_change, thresholds_from_profile
 from dsv4ops.canary.verdict import Findings, Thresholds, Verdict, buckets_from_profile, worst
-from dsv4ops.profiles import load_profile
+from dsv4ops.profiles import load_profile, render
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 
@@ -37,16 +37,22 @@ def test_thresholds_and_buckets_from_the_real_profiles() -> None:
     assert th.stress_concurrency == 80 and th.sweep_concurrency[:4] == (32, 48, 56, 57)
     assert th.stall_s == Thresholds().stall_s  # canary-side default kept
     assert buckets_from_profile(baseline)[-4:] == (72, 80, 88, 96)
-    assert thresholds_from_profile({"smoke_requests": 3, "unknown_key": 1}).smoke_requests == 3
+    assert Thresholds.recorded({"smoke_requests": 3, "unknown_key": 1}).smoke_requests == 3
+
+
+def _flags(name: str) -> dict[str, object]:
+    """The profile's flags as its rendered deployment records them (what deploy compares)."""
+    d = render(_p(name))
+    return {**d.flags, "kernel_package": d.kernel_package}
 
 
 def test_suites_for_change_with_real_profiles() -> None:
-    base = _p("baseline")
-    assert suites_for_change(None, base.flags) == ["smoke"]
-    assert suites_for_change(base.flags, base.flags) == ["smoke"]
-    assert suites_for_change(base.flags, _p("overlap-on").flags) == ["smoke", "abort-cascade"]
-    assert suites_for_change(base.flags, _p("buckets-step4").flags) == ["smoke", "sweep"]
-    assert suites_for_change(base, _p("multi-stream-on")) == ["smoke", "corruption"]
+    base = _flags("baseline")
+    assert suites_for_change(None, base) == ["smoke"]
+    assert suites_for_change(base, base) == ["smoke"]
+    assert suites_for_change(base, _flags("overlap-on")) == ["smoke", "abort-cascade"]
+    assert suites_for_change(base, _flags("buckets-step4")) == ["smoke", "sweep"]
+    assert suites_for_change(base, _flags("multi-stream-on")) == ["smoke", "corruption"]
 
 
 def test_suites_for_change_with_dicts_and_kernel_packages() -> None:

@@ -10,12 +10,17 @@ error boundary turns them into exit codes. Nothing here prints or exits.
 - `gate.py`: the canary a deploy runs after its end-to-end probe, typed on `Thresholds`;
 - `kernels.py`: `kernels deploy|rollback` under the same operation context;
 - `canary.py`: where `dsv4ops canary` sends its load and which thresholds judge it;
-- `session.py`: the `TargetSession`, and `reachable(target)`: a target's router, server and
-  metrics URLs (an endpoint target's, the journal's deployed unit's, or a profile's render);
+- `session.py`: the `TargetSession`, and `reachable(session)`: a target's router, server and
+  metrics URLs (an endpoint target's, the unit the session's journal records, or a profile's
+  render);
 - `endpoint.py`: endpoint targets (a cluster): the process verbs refuse with the kubectl line,
   `status` reads the router;
 - `ab.py` (`ab_plan.py`, `ab_blocks.py`): `dsv4ops ab`, an A/B experiment whose blocks deploy
   through `deploy.py` nested in it, measured by the canary, judged by `dsv4ops.ab`;
+- `status.py`: the report of `dsv4ops status`, also the runbook engine's preconditions;
+- `runbook.py`: `runbook run`, the engine bound to the session (journal, world, executor);
+- `profile.py`: `profile set` (the toggles written and committed, naming the command);
+- `export.py`, `monitoring.py`: `export rbg` and `monitoring render` (pure: no target touched);
 - `compose.py` / `render.py`: readiness timeouts, the operator, kernel support, and profiles
   rendered into Deployments (with their git provenance) for a target.
 

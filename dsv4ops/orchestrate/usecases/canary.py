@@ -19,6 +19,7 @@ from dsv4ops.orchestrate.engine import Progress
 
 if TYPE_CHECKING:
     from dsv4ops.canary import SuiteResult, Thresholds
+    from dsv4ops.orchestrate.usecases.session import TargetSession
     from dsv4ops.profiles.model import Profile
 
 
@@ -35,35 +36,41 @@ class CanaryEndpoint:
 
 
 def resolve_endpoint(
-    target: str | None,
+    session: TargetSession | None,
     profile_ref: str | None,
     url: str | None,
     worker_urls: Sequence[str] = (),
     model: str | None = None,
 ) -> CanaryEndpoint:
-    """Where to send load and how to judge it. Raises CanaryError when nothing is known."""
+    """Where to send load and how to judge it: `url` as given, else what the session's target
+    reaches (its journal of record: the deployment deploy recorded). Raises CanaryError when
+    nothing is known."""
     from dsv4ops.canary import Thresholds, buckets_from_profile, thresholds_from_profile
 
     profile = _load(profile_ref)
     thresholds = thresholds_from_profile(profile) if profile is not None else Thresholds()
     buckets = buckets_from_profile(profile) if profile is not None else ()
     name = model or _model_of(profile)
-    if url:
+    if url or session is None:
+        if not url:
+            raise CanaryError("the canary needs --url or a target")
         return CanaryEndpoint(url, tuple(worker_urls), thresholds, buckets, name or "default")
     from dsv4ops.orchestrate.usecases.session import reachable
 
     try:
-        reach = reachable(target, profile)
+        reach = reachable(session, profile)
     except TargetError as exc:  # nothing to send load to: the canary could not run
         raise CanaryError(exc.message, hint=exc.hint) from None
     if profile is None and reach.profile:  # an endpoint target names the profile it runs
-        profile = _load(reach.profile)
+        from dsv4ops.profiles import load_profile
+
+        profile = load_profile(reach.profile)
         thresholds, buckets = thresholds_from_profile(profile), buckets_from_profile(profile)
         name = name or _model_of(profile)
     d = reach.deployment
     if d is not None:
         if profile is None:  # judged as the deployed profile was recorded
-            thresholds = thresholds_from_profile(d.canary_settings)
+            thresholds = Thresholds.recorded(d.canary_settings)
             buckets = d.decode_buckets
         name = name or d.model_name
     workers = tuple(worker_urls) or reach.worker_urls

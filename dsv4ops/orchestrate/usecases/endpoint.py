@@ -70,7 +70,7 @@ def endpoint_status(session: TargetSession) -> dict[str, Any]:
     as the router lists them (`/workers`). Healthy only on a 200 from /readiness."""
     from dsv4ops.orchestrate.status import router_info
 
-    reach = reachable(session.target.name)
+    reach = reachable(session)
     router = router_info(session.supervisor, reach.router_url)
     return {
         "target": session.target.name,

@@ -28,9 +28,9 @@ SuiteRunner = Callable[
 
 def thresholds_of(deployment: Deployment) -> Thresholds:
     """The thresholds the deployment's profile sets in its `canary` section (defaults else)."""
-    from dsv4ops.canary import thresholds_from_profile
+    from dsv4ops.canary import Thresholds
 
-    return thresholds_from_profile(deployment.canary_settings)
+    return Thresholds.recorded(deployment.canary_settings)
 
 
 def buckets_of(deployment: Deployment) -> tuple[int, ...]:

@@ -10,11 +10,11 @@ from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.constants import SGLANG_DEFAULT_DECODE_LOG_INTERVAL
 from dsv4ops.deployment import WORKERS
 from dsv4ops.errors import TargetError
-from dsv4ops.journal.store import Journal
 from dsv4ops.waits import QUIET, WaitObserver
 
 if TYPE_CHECKING:
     from dsv4ops.deployment import Deployment
+    from dsv4ops.journal.store import Journal
     from dsv4ops.profiles.model import Profile, Target
     from dsv4ops.remote.supervisor import Supervisor
 
@@ -62,34 +62,33 @@ class Reachable:
         return tuple(f"{u}/metrics" for u in self.worker_urls)
 
 
-def reachable(target_name: str | None, profile: Profile | None = None) -> Reachable:
-    """What of target `target_name` (None: the default) can be reached, for the HTTP-only verbs
-    (canary, ab, watch, status of an endpoint target):
+def reachable(session: TargetSession, profile: Profile | None = None) -> Reachable:
+    """What of the session's target can be reached, for the HTTP-only verbs (canary, ab, watch,
+    status of an endpoint target):
 
     1. an endpoint target (`transport: endpoint`): its router_url and metrics URLs as written;
-    2. else the unit the journal records as deployed there (its ports as recorded);
+    2. else the unit the session's journal records as deployed there (its ports as recorded):
+       the target's own record, the one deploy writes, not a local file of this machine's;
     3. else, with `profile`, that profile's ports as rendered for the target.
 
-    Raises TargetError when none applies, ProfileError for a bad targets file or profile."""
-    from dsv4ops.profiles import DEFAULT_TARGET
-
-    name = target_name or DEFAULT_TARGET
-    target = _known_target(name)
-    if target is not None and target.endpoint is not None:
+    Raises TargetError when none applies, ProfileError for a bad profile."""
+    target = session.target
+    name = target.name
+    if target.endpoint is not None:
         e = target.endpoint
         prom = f"{e.router_metrics}/metrics" if e.router_metrics else None
         return Reachable(
             name, e.router_url, e.prefill, e.decode, "endpoint", prom, endpoint=True,
             profile=e.profile,
         )
-    op = Journal(name).deployed()
+    op = session.journal.deployed()
     if op is not None and op.components:
         d = op.deployment()
         return _from_components(name, d, "journal", d)
     if profile is not None:
-        from dsv4ops.profiles import get_target, render
+        from dsv4ops.profiles import render
 
-        return _from_components(name, render(profile, target or get_target(name)), "profile")
+        return _from_components(name, render(profile, target), "profile")
     raise TargetError(
         f"the journal records no running deployment on target {name!r}",
         hint="pass --profile P to use its rendered ports, or --url",
@@ -107,14 +106,3 @@ def _from_components(
         deployment=recorded,
         decode_log_interval=d.decode_log_interval,
     )
-
-
-def _known_target(name: str) -> Target | None:
-    """The target from targets.yaml; None when the file or the name is absent (a journal's
-    record is enough to reach a unit). A broken targets file raises ProfileError."""
-    from dsv4ops.profiles import load_targets
-    from dsv4ops.profiles.targets import targets_path
-
-    if not targets_path().is_file():
-        return None
-    return load_targets().get(name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dsv4ops.orchestrate.engine import Progress
 from dsv4ops.orchestrate.outcome import Outcome
+from dsv4ops.orchestrate.plan import Step, stop_steps
 from dsv4ops.orchestrate.usecases.compose import operator_for
 from dsv4ops.orchestrate.usecases.session import TargetSession
 
@@ -20,3 +21,12 @@ def run_stop(
         session, progress=progress, canary=None, model="default", command="dsv4ops stop"
     )
     return operator.stop(reason=reason, recover=recover)
+
+
+def stop_plan(target_name: str | None) -> tuple[str, list[Step]]:
+    """`stop --dry-run`: the target's name and the steps `stop` runs (drain, router, decode,
+    prefill), as `deploy --dry-run` shows a deploy's (plan.py: one source). Nothing is read
+    from the target."""
+    from dsv4ops.profiles import get_target
+
+    return get_target(target_name).name, stop_steps()

@@ -51,7 +51,7 @@ def _probe_stream(session: TargetSession, model: str) -> ProbeStream | None:
     from dsv4ops.orchestrate.usecases.session import reachable
 
     try:
-        router = reachable(session.target.name).router_url
+        router = reachable(session).router_url
     except DsOpsError:
         return None  # the scrapes and probes still judge the unit, as before
     return ProbeStream(router, model)
@@ -64,7 +64,7 @@ def _open_cluster_watch(session: TargetSession, *, interval_s: float, probe_ever
     journal baseline: dsv4ops did not deploy it, so `throughput_below_baseline` stays quiet."""
     from dsv4ops.orchestrate.usecases.session import reachable
 
-    reach = reachable(session.target.name)
+    reach = reachable(session)
     missing = [key for key, have in (("metrics.router", reach.router_metrics_url),
                                      ("metrics.decode", reach.decode_urls)) if not have]
     if missing:

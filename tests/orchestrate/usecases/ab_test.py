@@ -137,6 +137,11 @@ def test_step4_buckets_beat_step8_at_57_running_and_stay_on_the_box(
     assert len(out.blocks) == 2 * len(looks) <= 4
     deployed = journal.deployed()
     assert deployed.profile_name == "ab-step4" and deployed.proven
-    assert not journal.judged()[deployed.op].known_good  # an experiment's arm never is
+    judged = journal.judged()
+    # The winner's final deploy ran its own gate, so it is known-good by that gate; the
+    # experiment's arms (every deploy inside its blocks) never are.
+    assert judged[deployed.op].known_good, judged[deployed.op].why
+    arms = [j for op, j in judged.items() if op != deployed.op and "experiment" in j.why]
+    assert arms and not any(j.known_good for j in arms), arms
     assert out.box.startswith("B (ab-step4") and len(our_processes(ab_env)) == 3
     assert (tmp_path / "report.md").read_text().startswith("# A/B: ab-base (A) vs ab-step4 (B)")

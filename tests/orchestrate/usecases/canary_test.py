@@ -11,7 +11,7 @@ from dsv4ops.errors import CanaryError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.usecases.canary import resolve_endpoint
-from testing.orchestrate import make_deployment
+from testing.orchestrate import journal_session, make_deployment
 
 
 def record_deployed(target: str, content: dict, flags: dict, decode_args: tuple[str, ...] = ()) -> None:
@@ -41,20 +41,20 @@ def test_the_deployed_unit_is_judged_by_its_recorded_profile() -> None:
     record_deployed("twin-local", {"canary": {"smoke_requests": 3},
                                    "model": {"served_name": "dsv4-flash"}},
                     {"decode_buckets": [1, 8, 16]})
-    ep = resolve_endpoint("twin-local", None, None)
+    ep = resolve_endpoint(journal_session("twin-local"), None, None)
     assert ep.base_url == "http://127.0.0.1:8000"
     assert ep.worker_urls == ("http://127.0.0.1:30000", "http://127.0.0.1:30001")
     assert ep.thresholds.smoke_requests == 3 and ep.buckets == (1, 8, 16)
     assert ep.model == "dsv4-flash"
     assert ep.decode_log_interval == 40
-    assert resolve_endpoint("twin-local", None, None, model="asked").model == "asked"
+    assert resolve_endpoint(journal_session("twin-local"), None, None, model="asked").model == "asked"
 
 
 def test_the_freeze_window_follows_the_deployed_decode_log_interval() -> None:
     record_deployed("twin-local", {}, {}, decode_args=("--decode-log-interval", "200"))
-    assert resolve_endpoint("twin-local", None, None).decode_log_interval == 200
+    assert resolve_endpoint(journal_session("twin-local"), None, None).decode_log_interval == 200
 
 
 def test_nothing_deployed_and_no_profile_is_a_clear_refusal() -> None:
-    with pytest.raises(CanaryError, match="records no running deployment on target 'nowhere'"):
-        resolve_endpoint("nowhere", None, None)
+    with pytest.raises(CanaryError, match="records no running deployment on target 'twin-local'"):
+        resolve_endpoint(journal_session("twin-local"), None, None)

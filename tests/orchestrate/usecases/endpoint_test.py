@@ -12,7 +12,9 @@ import pytest
 
 from dsv4ops.cli import main
 from dsv4ops.journal.store import Journal
-from dsv4ops.orchestrate.usecases.session import reachable
+from dsv4ops.orchestrate.usecases.session import TargetSession, reachable
+from dsv4ops.profiles import get_target
+from dsv4ops.remote import Supervisor, connect
 from testing.orchestrate import FAST_TWIN_ENV, SHIPPED_PROFILES
 from testing.twin import TwinStack, twin_stack
 
@@ -67,7 +69,8 @@ def _pids(stack: TwinStack) -> dict[str, int | None]:
 
 
 def test_reachable_resolves_the_endpoint_target_to_its_urls(cluster: TwinStack) -> None:
-    r = reachable("cluster")
+    t = get_target("cluster")  # an endpoint target: reached without its journal
+    r = reachable(TargetSession(t, Supervisor(connect("local"), "/nonexistent"), Journal("cluster")))
     assert cluster.router is not None
     assert (r.source, r.endpoint, r.profile) == ("endpoint", True, "baseline")
     assert r.router_url == cluster.router.url

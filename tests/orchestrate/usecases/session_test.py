@@ -7,19 +7,23 @@ from pathlib import Path
 
 import pytest
 
-from dsv4ops.errors import ProfileError, TargetError
+from dsv4ops.errors import CanaryError, ProfileError, TargetError
 from dsv4ops.journal.records import Kind, Status
-from dsv4ops.journal.store import Journal
+from dsv4ops.journal.store import FileBackend, Journal
+from dsv4ops.orchestrate.usecases.canary import resolve_endpoint
 from dsv4ops.orchestrate.usecases.session import reachable
 from dsv4ops.profiles import load_profile
-from testing.orchestrate import make_deployment
+from testing.orchestrate import journal_session, make_deployment
 
 REPO = Path(__file__).resolve().parents[3]
 
 
-def _record(target: str) -> None:
+_session = journal_session
+
+
+def _record(target: str, journal: Journal | None = None) -> None:
     dep = make_deployment("recorded")
-    journal = Journal(target)
+    journal = journal or Journal(target)
     op = journal.begin(Kind.DEPLOY, profile=dep.profile_record(),
                        components=dep.component_records())
     journal.transition(op, Status.RUNNING)
@@ -28,7 +32,7 @@ def _record(target: str) -> None:
 
 def test_a_box_target_is_reached_where_the_journal_says_its_unit_runs() -> None:
     _record("twin-local")
-    r = reachable("twin-local")
+    r = reachable(_session("twin-local"))
     assert (r.source, r.endpoint) == ("journal", False)
     assert r.router_url == "http://127.0.0.1:8000"
     assert (r.prefill_urls, r.decode_urls) == (("http://127.0.0.1:30000",),
@@ -41,7 +45,7 @@ def test_without_a_record_a_profile_gives_its_rendered_ports(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("DSV4OPS_PROFILES_DIR", str(REPO / "profiles"))
-    r = reachable("twin-local", load_profile("baseline"))
+    r = reachable(_session("twin-local"), load_profile("baseline"))
     assert r.source == "profile" and r.deployment is None
     assert r.router_url == "http://127.0.0.1:9000"  # 8000 + twin-local's offset
     assert r.worker_urls == ("http://127.0.0.1:31000", "http://127.0.0.1:31001")
@@ -53,6 +57,22 @@ def test_nothing_known_is_a_clear_refusal_and_an_unknown_target_is_named(
 ) -> None:
     monkeypatch.setenv("DSV4OPS_PROFILES_DIR", str(REPO / "profiles"))
     with pytest.raises(TargetError, match="records no running deployment on target 'box'"):
-        reachable("box")
+        reachable(_session("box"))
     with pytest.raises(ProfileError, match="unknown target 'nowhere'; known targets: box"):
-        reachable("nowhere", load_profile("baseline"))
+        _session("nowhere")
+
+
+def test_the_canary_reads_the_journal_deploy_wrote_not_this_machines_cache(
+    tmp_path: Path,
+) -> None:
+    """The session's journal (the target's record, which deploy writes) decides where the canary
+    sends load, even when this machine's cache of it has never seen the deployment (deployed
+    from another operator's machine)."""
+    record = Journal("twin-local", backend=FileBackend(tmp_path / "target-record.jsonl"))
+    _record("twin-local", record)
+    assert Journal("twin-local").deployed() is None  # the local cache knows nothing
+    endpoint = resolve_endpoint(_session("twin-local", record), None, None)
+    assert endpoint.base_url == "http://127.0.0.1:8000"
+    assert endpoint.worker_urls == ("http://127.0.0.1:30000", "http://127.0.0.1:30001")
+    with pytest.raises(CanaryError, match="records no running deployment"):
+        resolve_endpoint(_session("twin-local"), None, None)

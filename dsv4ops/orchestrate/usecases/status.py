@@ -1,0 +1,58 @@
+"""`dsv4ops status`: the report of what runs on a target, composed once, for the verb and for
+the runbook engine's preconditions (`runbooks.world.TargetWorld`'s `status`), so a runbook's
+`requires: healthy` reads exactly what `dsv4ops status` prints."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dsv4ops import exitcodes
+from dsv4ops.journal.store import FileBackend, Journal
+from dsv4ops.orchestrate.status import KernelStatus, gather_status, health_word, journal_status
+from dsv4ops.orchestrate.usecases.compose import kernel_support
+from dsv4ops.orchestrate.usecases.render import render_now
+from dsv4ops.orchestrate.usecases.session import TargetSession
+
+
+def status_reader(session: TargetSession, journal: Journal) -> Callable[[], dict[str, Any]]:
+    """Reads the live report of the session's target (orchestrate.status.gather_status) with
+    `journal`, its drift against the working copy's render and its kernels; each call reads
+    anew. Raises only for an unreachable target."""
+    kernels = KernelStatus(
+        state=lambda: session.supervisor.read_state("kernels"),
+        loaded=kernel_support(session).loaded,
+    )
+
+    def read() -> dict[str, Any]:
+        return gather_status(
+            session.supervisor,
+            journal,
+            target=session.target.name,
+            render_now=render_now(session.target),
+            kernels=kernels,
+        )
+
+    return read
+
+
+def target_status(session: TargetSession) -> tuple[dict[str, Any], Journal]:
+    """The report of `dsv4ops status` (without its word: `with_word`) and the journal snapshot
+    it was answered from. The target's record is synced once (the cache when the target is
+    unreachable: then only what the journal says, nothing observed); every question is answered
+    from that one copy: one view, one round trip."""
+    session.journal.records()
+    record = session.journal.source()
+    snapshot = Journal(session.target.name, backend=FileBackend(session.journal.path))
+    if record["source"] == "cache":
+        return journal_status(snapshot, target=session.target.name, record=record), snapshot
+    report = status_reader(session, snapshot)()
+    report["record"] = record
+    return report, snapshot
+
+
+def with_word(report: dict[str, Any]) -> dict[str, Any]:
+    """The report with its one status word and that word's exit code (dsv4ops/exitcodes.py)."""
+    report["status"] = health_word(report)
+    report["exit"] = exitcodes.for_health(report["status"])
+    return report

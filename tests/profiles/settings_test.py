@@ -1,0 +1,116 @@
+"""The declared settings (profiles/settings.py): everything derived from CanaryThresholds agrees
+with it: the schema the loader validates by, the loaded profile, the canary's Thresholds, the
+journal record's reading and docs/profiles.md's table."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsv4ops.canary.verdict import Thresholds
+from dsv4ops.errors import ProfileError
+from dsv4ops.profiles import load_profile
+from dsv4ops.profiles.model import CanaryThresholds, ProbeSettings
+from dsv4ops.profiles.schema import PROFILE_SCHEMA, Field, section_schema
+from dsv4ops.profiles.settings import declared, from_record, reference_rows, setting
+from testing.profiles import child
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "profiles.md"
+SETTINGS = list(declared(CanaryThresholds))
+
+
+def test_every_declared_setting_is_in_the_schema_with_its_default_and_bounds() -> None:
+    schema = PROFILE_SCHEMA["canary"]
+    assert isinstance(schema, dict) and list(schema) == [d.name for d in SETTINGS]
+    for d in SETTINGS:
+        f = schema[d.name]
+        assert isinstance(f, Field) and f.kind == d.kind, d.name
+        default = list(d.default) if isinstance(d.default, tuple) else d.default
+        assert (f.default, f.minimum, f.maximum, f.max_items) == (
+            default, d.bounds.minimum, d.bounds.maximum, d.bounds.max_items), d.name
+
+
+def test_the_model_and_the_thresholds_hold_every_setting_at_its_declared_default() -> None:
+    defaults = {d.name: d.default for d in SETTINGS}
+    assert dataclasses.asdict(CanaryThresholds()) == defaults
+    th = Thresholds()
+    assert isinstance(th, CanaryThresholds)
+    assert {name: th.to_json()[name] for name in defaults} == defaults
+
+
+def test_a_profile_that_sets_nothing_loads_the_declared_defaults(write) -> None:  # type: ignore[no-untyped-def]
+    write("p", child(""))
+    assert load_profile("p").canary == CanaryThresholds()
+
+
+@pytest.mark.parametrize("d", [d for d in SETTINGS if d.bounds.maximum is not None],
+                         ids=lambda d: d.name)
+def test_the_loader_refuses_a_value_above_each_declared_maximum(write, d) -> None:  # type: ignore[no-untyped-def]
+    assert d.bounds.maximum is not None
+    too_big = int(d.bounds.maximum) + 1
+    value = f"[{too_big}]" if d.kind == "int_list" else str(too_big)
+    write("p", child(f"canary:\n  {d.name}: {value}\n"))
+    with pytest.raises(ProfileError) as info:
+        load_profile("p")
+    assert info.value.key == f"canary.{d.name}" + ("[0]" if d.kind == "int_list" else "")
+
+
+def test_a_profile_value_reaches_the_thresholds_by_one_typed_path(write) -> None:  # type: ignore[no-untyped-def]
+    write("p", child("canary:\n  stall_s: 3\n  sweep_concurrency: [8, 16]\n"))
+    th = Thresholds.judging(load_profile("p").canary)
+    assert (th.stall_s, th.sweep_concurrency) == (3.0, (8, 16)) and isinstance(th.stall_s, float)
+    assert th.tool_call_silence_s == Thresholds().tool_call_silence_s  # canary-side default
+
+
+def test_a_record_keeps_the_default_for_what_it_cannot_use() -> None:
+    got = from_record(CanaryThresholds, {
+        "smoke_requests": "***", "stall_s": 1, "sweep_concurrency": [4, 8], "thinking": 1,
+        "freeze_s": None, "not_a_setting": 3,
+    })
+    assert got == dataclasses.replace(CanaryThresholds(), stall_s=1.0, sweep_concurrency=(4, 8))
+    assert from_record(CanaryThresholds, None) == CanaryThresholds()
+
+
+@pytest.mark.parametrize(("section", "cls"), [("canary", CanaryThresholds), ("probe", ProbeSettings)])
+def test_the_docs_table_is_what_the_declaration_prints(section: str, cls: type[Any]) -> None:
+    text = DOCS.read_text()
+    begin, end = f"<!-- {section}-settings: begin -->\n", f"<!-- {section}-settings: end -->"
+    table = text[text.index(begin) + len(begin):text.index(end)].strip().splitlines()
+    assert table == reference_rows(section, cls)
+
+
+def test_a_choice_setting_is_validated_by_its_choices() -> None:
+    assert section_schema(ProbeSettings)["tool_call"] == Field(
+        "str", default="required", choices=("required", "auto", "off"),
+        help=ProbeSettings.__dataclass_fields__["tool_call"].metadata["dsv4ops.setting"].doc)
+    assert "`required` / `auto` / `off`" in reference_rows("probe", ProbeSettings)[2]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Probe:
+    """A section as another one is declared (e.g. a `probe.tool_call` setting)."""
+
+    tool_call: bool = setting(True, doc="the probe sends a tool call")
+    timeout_s: float = setting(10.0, minimum=0.1, maximum=600.0, doc="seconds the probe waits")
+
+
+def test_a_new_section_is_one_dataclass_away() -> None:
+    assert section_schema(_Probe) == {
+        "tool_call": Field("bool", default=True, help="the probe sends a tool call"),
+        "timeout_s": Field("float", default=10.0, minimum=0.1, maximum=600.0,
+                           help="seconds the probe waits"),
+    }
+    assert reference_rows("probe", _Probe)[2] == (
+        "| `probe.tool_call` | bool | `true` | - | the probe sends a tool call |")
+
+
+def test_a_field_not_declared_with_setting_is_refused() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Loose:
+        n: int = 3
+
+    with pytest.raises(TypeError, match="Loose.n is not declared with setting"):
+        list(declared(Loose))
