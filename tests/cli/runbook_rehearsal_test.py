@@ -30,9 +30,11 @@ from dsv4ops.runbooks.runlog import fold_run, run_state
 from testing.orchestrate import OrchEnv, commit_all, module_env
 from testing.profiles import TRITON_MOE_PATH_YAML
 
-# serial: its verdicts come from canaries, whose self-check rightly calls a CPU-starved
-# client INCONCLUSIVE; so it runs while no other worker runs a test (testing/workers.py)
-pytestmark = pytest.mark.serial
+# serial: a rehearsal's verdicts come from canaries, whose self-check rightly calls a CPU-starved
+# client INCONCLUSIVE; so each rehearsal runs while no other worker runs a test
+# (testing/workers.py). The resume tests judge no canary (prompts, kills, a journal, a wait for
+# health): they share the machine, so the other worker is not idle for them.
+serial = pytest.mark.serial
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 TOKEN = "hf_rehearsalSecret0042"  # in every component's environment (a secret-looking key)
@@ -138,6 +140,7 @@ def children_of(env: OrchEnv, run_id: str) -> list[Any]:
     return [o for o in Journal(env.target).operations() if o.runbook_run == run_id]
 
 
+@serial
 def test_decode_wedge_rehearsed_with_diagnostics_of_the_wedged_twin(
     env: OrchEnv, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -231,6 +234,7 @@ def _wait_for_step(
     raise AssertionError(f"no {name} {phase} within {within_s} s")
 
 
+@serial
 def test_bootstrap_degradation_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[str]) -> None:
     code, out = runbook(
         env, capfd, "bootstrap-degradation", "--rehearse", "--yes", "--var", "profile=baseline"
@@ -244,6 +248,7 @@ def test_bootstrap_degradation_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixt
     assert_healthy(env, capfd, "baseline")
 
 
+@serial
 def test_pd_safe_restart_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[str]) -> None:
     code, out = runbook(
         env, capfd, "pd-safe-restart", "--rehearse", "--yes", "--var", "profile=baseline"
@@ -255,6 +260,7 @@ def test_pd_safe_restart_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[st
     assert_healthy(env, capfd, "baseline")
 
 
+@serial
 def test_overlap_ab_rejects_the_unsafe_candidate(
     env: OrchEnv, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -281,6 +287,7 @@ def test_overlap_ab_rejects_the_unsafe_candidate(
     assert_healthy(env, capfd, "baseline")
 
 
+@serial
 def test_flag_change_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[str]) -> None:
     code, out = runbook(
         env,
@@ -298,6 +305,7 @@ def test_flag_change_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[str]) 
     assert_healthy(env, capfd, "overlap-on-off")
 
 
+@serial
 def test_tool_call_corruption_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[str]) -> None:
     code, out = runbook(
         env, capfd, "tool-call-corruption", "--rehearse", "--yes", "--var", "profile=ms-small"
@@ -307,6 +315,7 @@ def test_tool_call_corruption_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixtu
     assert_healthy(env, capfd, "ms-small-msoff")
 
 
+@serial
 def test_kernel_rollout_rehearsed(
     env: OrchEnv, capfd: pytest.CaptureFixture[str], built: Any
 ) -> None:
@@ -328,6 +337,7 @@ def test_kernel_rollout_rehearsed(
     assert run.done[4]["next"] is None and 5 not in run.done  # ended at the verify step
 
 
+@serial
 def test_bucket_tuning_rehearsed(
     env: OrchEnv, capfd: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
