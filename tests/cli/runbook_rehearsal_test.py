@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import select
 import signal
 import subprocess
 import sys
@@ -370,9 +371,28 @@ def test_bucket_tuning_rehearsed(
     assert 44 in decode["captured_buckets"], decode  # step 4 from 40 on
 
 
-def _start_resumable(env: OrchEnv, book: Path) -> tuple[subprocess.Popen[Any], int, str]:
-    """The resumable runbook in a real process whose stdin is a terminal; waits at step 2's
-    prompt. Returns (process, the pty's controlling fd, run id)."""
+PROMPT = "Go on with the change? [y/N]:"  # RESUMABLE's step 2, as click.confirm writes it
+
+
+def _read_until(proc: subprocess.Popen[Any], text: str, within_s: float = 60.0) -> str:
+    """The process's output up to and including `text` (read from its pipe as it comes, so
+    `communicate` later returns the rest); fails if it ends or `within_s` passes first."""
+    assert proc.stdout is not None
+    fd, seen = proc.stdout.fileno(), b""
+    deadline = time.monotonic() + within_s
+    while text.encode() not in seen:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {text!r} within {within_s} s: {seen.decode(errors='replace')}"
+        if select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 65536)
+            assert chunk, f"it ended before {text!r}: {seen.decode(errors='replace')}"
+            seen += chunk
+    return seen.decode()
+
+
+def _start_resumable(env: OrchEnv, book: Path) -> tuple[subprocess.Popen[Any], int, str, str]:
+    """The resumable runbook in a real process whose stdin is a terminal, stopped at step 2's
+    prompt. Returns (process, the pty's controlling fd, run id, its output so far)."""
     before = run_ids(env)
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
@@ -385,8 +405,9 @@ def _start_resumable(env: OrchEnv, book: Path) -> tuple[subprocess.Popen[Any], i
     )
     os.close(follower)
     run_id = _wait_for_step(env, "step 2", "start", proc, before)
-    time.sleep(0.3)  # the prompt is being written: the run waits for an answer now
-    return proc, leader, run_id
+    # the prompt is on its output: click.confirm is reading the terminal (a Ctrl-C now is one
+    # at the prompt), so no timer guesses when the question was written
+    return proc, leader, run_id, _read_until(proc, PROMPT)
 
 
 def test_ctrl_c_at_a_prompt_then_resume(
@@ -394,9 +415,9 @@ def test_ctrl_c_at_a_prompt_then_resume(
 ) -> None:
     book = tmp_path / "resumable.md"
     book.write_text(RESUMABLE)
-    proc, leader, run_id = _start_resumable(env, book)
+    proc, leader, run_id, head = _start_resumable(env, book)
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
+    out = head + proc.communicate(timeout=60)[0]
     os.close(leader)
     assert proc.returncode == 130, out
     assert "interrupted.\nBefore it:\n  step 1: `dsv4ops status" in out
@@ -421,7 +442,7 @@ def test_a_killed_run_resumes_and_a_changed_target_refuses(
 ) -> None:
     book = tmp_path / "resumable.md"
     book.write_text(RESUMABLE)
-    proc, leader, run_id = _start_resumable(env, book)
+    proc, leader, run_id, _ = _start_resumable(env, book)
     proc.kill()
     proc.communicate(timeout=30)
     os.close(leader)
@@ -436,7 +457,7 @@ def test_a_killed_run_resumes_and_a_changed_target_refuses(
     st = status(env, capfd)
     assert any(o["id"] == run_id and o["status"] == "INTERRUPTED" for o in st["open"]), st["open"]
     # A second killed run, then the target changes under both: drain-and-stop stops it all.
-    proc, leader, second = _start_resumable(env, book)
+    proc, leader, second, _ = _start_resumable(env, book)
     proc.kill()
     proc.communicate(timeout=30)
     os.close(leader)
