@@ -20,9 +20,12 @@ from dsv4ops.journal.store import Journal
 from testing.ab import ab_twin_env, add_ab_profiles
 from testing.orchestrate import OrchEnv, cli, module_env, our_processes
 
-# serial: its verdicts come from canaries, whose self-check rightly calls a CPU-starved
-# client INCONCLUSIVE; so it runs while no other worker runs a test (testing/workers.py)
-pytestmark = [pytest.mark.slow, pytest.mark.router, pytest.mark.serial]
+pytestmark = [pytest.mark.slow, pytest.mark.router]
+# serial: a test whose assertions rest on a canary's verdict (a gate's FAIL, a deploy's canary)
+# runs while no other worker runs a test (testing/workers.py): the canary's self-check rightly
+# calls a CPU-starved client INCONCLUSIVE. The others judge no verdict (the dry run, bad input,
+# the interrupts: a block is complete whatever its sweep said) and share the machine.
+serial = pytest.mark.serial
 
 FAST = ("--warmup", "0", "--block-duration", "3", "--max-tokens", "64", "--yes")
 
@@ -77,6 +80,7 @@ def test_bad_input_is_one_clear_error_and_changes_nothing(env: OrchEnv, capsys, 
     assert Journal(env.target).operations() == []
 
 
+@serial
 def test_overlap_gains_but_the_abort_cascade_gate_keeps_the_baseline(env: OrchEnv, capsys,
                                                                        tmp_path: Path) -> None:
     code, out, err = cli(env, capsys, "ab", "ab-base", "ab-overlap", "--variation", "1",
@@ -216,6 +220,7 @@ def _status(env: OrchEnv) -> dict:
         session.close()
 
 
+@serial
 def test_known_good_across_deploys_no_canary_and_an_ab_whose_b_failed_its_gate(
         env: OrchEnv, capsys, tmp_path: Path) -> None:
     """Issue 20's scenario on the twin behind the real router, one stack: baseline gated ->
