@@ -12,6 +12,19 @@ from typing import Any
 
 from dsv4ops.runbooks.model import Condition
 
+# The runbooks the package ships (runbooks/*.md), by name: what `runbook list` lists, in its order.
+SHIPPED_RUNBOOKS = (
+    "bootstrap-degradation",
+    "bucket-tuning",
+    "decode-wedge",
+    "drain-and-stop",
+    "flag-change",
+    "kernel-rollout",
+    "overlap-ab",
+    "pd-safe-restart",
+    "tool-call-corruption",
+)
+
 # --- fake_executor (was testing/runbooks.py) ---
 
 def incident_present(argv: list[str]) -> int:

@@ -10,18 +10,22 @@ twin stack, an sshd session) start once, on one worker. Two exceptions:
   is a short one and neither worker idles while the other finishes a four-minute file.
 
 A file missing from HEAVY only runs later; a name in HEAVY that is no test file fails
-tests/architecture/parallel_test.py.
+tests/architecture/parallel_test.py. The kernels' two costly session fixtures are made once per
+run, not per worker (`run_once`): the kernel-rollout rehearsal, on the other worker, reuses them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import pickle
+import shutil
 import tempfile
+import uuid
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from xdist.scheduler import LoadScopeScheduling
 from xdist.workermanage import WorkerController
@@ -32,10 +36,10 @@ KERNELS_PREFIXES = ("tests/kernels/", "tests/cli/kernels")
 # The longest units, longest first: worker-seconds of `pytest -n 2 --durations=0` on the shared
 # 2-core machine at load ~10 (CI's unloaded run takes about 0.4 of these).
 HEAVY: tuple[str, ...] = (
-    "tests/cli/runbook_rehearsal_test.py",  # 834 s, serial
+    "tests/cli/runbook_rehearsal_test.py",  # 834 s, serial but for the three resume tests
     KERNELS_UNIT,  # ~540 s: the interpreter checks, the AOT compile, the installed build
     "tests/orchestrate/faults_test.py",  # 212 s
-    "tests/cli/ab_test.py",  # 170 s, serial
+    "tests/cli/ab_test.py",  # ~150 s, of it ~110 s serial (issue 20's scenario with the A/B)
     "tests/canary/twin_e2e_test.py",  # 161 s, serial
     "tests/orchestrate/usecases/ab_test.py",  # 126 s
     "tests/orchestrate/known_good_live_test.py",  # 103 s
@@ -103,4 +107,59 @@ def run_lock_dir(config: Any) -> Path | None:
     workerinput = getattr(config, "workerinput", None)
     if not workerinput:
         return None
-    return Path(tempfile.gettempdir()) / f"dsv4ops-tests-{workerinput['testrunuid']}"
+    return _run_dir(workerinput["testrunuid"])
+
+
+def _run_dir(uid: str) -> Path:
+    return Path(tempfile.gettempdir()) / f"dsv4ops-tests-{uid}"
+
+
+def pin_run_uid(config: Any) -> None:
+    """On the controller of an xdist run: fix the run's uid now (xdist draws one otherwise, out
+    of reach), so that `remove_run_dir` finds the directory its workers share."""
+    if getattr(config, "workerinput", None) is None and getattr(config.option, "numprocesses", None):
+        config.option.testrunuid = config.option.testrunuid or uuid.uuid4().hex
+
+
+def remove_run_dir(config: Any) -> None:
+    """On the controller, once its workers are gone: the run's shared directory (locks, the
+    `run_once` results) goes with it, so no run leaves anything in the temp directory."""
+    if getattr(config, "workerinput", None) is None and getattr(config.option, "testrunuid", None):
+        shutil.rmtree(_run_dir(config.option.testrunuid), ignore_errors=True)
+
+
+# --- once per run: a session fixture's work shared by the workers --------------------------
+#
+# A session fixture runs once per worker: the kernels' sm_120 compile and interpreter build
+# (about a minute of CPU) ran on both workers when a test outside the kernels unit (the
+# kernel-rollout rehearsal) asked for it. `run_once` does it on the first worker to ask, in the
+# run's directory, under an exclusive flock; a worker that asks meanwhile waits on the lock (no
+# CPU) and then reads the same result. Outside xdist it is the plain fixture.
+
+T = TypeVar("T")
+
+
+def run_once(config: Any, name: str, fresh_dir: Callable[[], Path], make: Callable[[Path], T]) -> T:
+    """`make(directory)` once per run, whichever worker asks first; the others get its result
+    (pickled; its files stay in the run's directory until the run ends). `fresh_dir` gives the
+    directory outside xdist. A `make` that raised left no result: the next asker runs it again."""
+    run_dir = run_lock_dir(config)
+    if run_dir is None:
+        return make(fresh_dir())
+    run_dir.mkdir(parents=True, exist_ok=True)
+    home, result = run_dir / name, run_dir / f"{name}.pickle"
+    with open(run_dir / f"{name}.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if result.exists():
+                value: T = pickle.loads(result.read_bytes())
+                return value
+            shutil.rmtree(home, ignore_errors=True)  # what a failed `make` left
+            home.mkdir()
+            made = make(home)
+            partial = result.with_suffix(".partial")
+            partial.write_bytes(pickle.dumps(made))
+            partial.replace(result)  # whole or absent
+            return made
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

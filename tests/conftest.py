@@ -3,6 +3,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import hypothesis
@@ -23,6 +24,18 @@ if importlib.util.find_spec("xdist") is not None:  # a hook of pytest-xdist's (t
         from testing.workers import FileScheduling
 
         return FileScheduling(config, log)
+
+    def pytest_configure(config: pytest.Config) -> None:
+        """The controller fixes the run's uid, so that it can remove the run's shared directory
+        (testing/workers.py `run_once`, the serial locks) once the workers are done."""
+        from testing.workers import pin_run_uid
+
+        pin_run_uid(config)
+
+    def pytest_unconfigure(config: pytest.Config) -> None:
+        from testing.workers import remove_run_dir
+
+        remove_run_dir(config)
 
 
 @pytest.fixture(autouse=True)
@@ -46,12 +59,15 @@ def _clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Tem
 
 
 @pytest.fixture(scope="session")
-def shipped_aot(tmp_path_factory: pytest.TempPathFactory) -> ShippedAot:
-    """The sm_120 compile of every shipped config, once per session from an empty cache (about
-    25 s on 2 cores): its results, and the aot-cache it filled for `warm_aot_cache`."""
+def shipped_aot(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> ShippedAot:
+    """The sm_120 compile of every shipped config, once per run from an empty cache (about 25 s
+    on 2 cores; under xdist on the first worker that asks: testing/workers.py `run_once`): its
+    results, and the aot-cache it filled for `warm_aot_cache`."""
     from testing.kernels import compile_shipped
+    from testing.workers import run_once
 
-    return compile_shipped(tmp_path_factory.mktemp("aot-state"))
+    return run_once(request.config, "shipped-aot", lambda: tmp_path_factory.mktemp("aot-state"),
+                    lambda home: compile_shipped(home / "aot-state"))
 
 
 @pytest.fixture
@@ -59,8 +75,6 @@ def warm_aot_cache(_clean_environ: None, shipped_aot: ShippedAot) -> ShippedAot:
     """This test's state directory starts with the session's shipped compile results, so a build
     of the shipped package compiles only what differs from it (a changed config). For tests whose
     subject is not the compile itself; a cold compile is `shipped_aot`'s (and installed_build's)."""
-    from pathlib import Path
-
     from testing.kernels import seed_aot_cache
 
     seed_aot_cache(shipped_aot, Path(os.environ["DSV4OPS_STATE_DIR"]))
@@ -68,16 +82,22 @@ def warm_aot_cache(_clean_environ: None, shipped_aot: ShippedAot) -> ShippedAot:
 
 
 @pytest.fixture(scope="session")
-def built(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Built]:
-    """Two real kernel artifacts, built once per session (tests/kernels and tests/cli/kernels_test
-    share it; the interpreter run is the slow part). Their compile results come from
-    `shipped_aot`'s cache; their state stays in a temp dir, never the working directory."""
+def built(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Built:
+    """Two real kernel artifacts, built once per run (tests/kernels, tests/cli/kernels_test and
+    the kernel-rollout rehearsal share them, under xdist too: `run_once`; the interpreter run is
+    the slow part). Their compile results come from `shipped_aot`'s cache; their state stays in
+    a temp dir, never the working directory. Tests read the artifacts; a changed one is a copy."""
     pytest.importorskip("torch")
     from testing.kernels import build_pair, seed_aot_cache
+    from testing.workers import run_once
 
-    state = tmp_path_factory.mktemp("built-state")
-    seed_aot_cache(request.getfixturevalue("shipped_aot"), state)
-    yield build_pair(tmp_path_factory.mktemp("dist"), state)
+    def make(home: Path) -> Built:
+        (home / "state").mkdir(parents=True, exist_ok=True)
+        (home / "dist").mkdir(exist_ok=True)
+        seed_aot_cache(request.getfixturevalue("shipped_aot"), home / "state")
+        return build_pair(home / "dist", home / "state")
+
+    return run_once(request.config, "built", lambda: tmp_path_factory.mktemp("built"), make)
 
 
 @pytest.fixture(scope="session")

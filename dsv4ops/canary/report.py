@@ -87,46 +87,70 @@ def report_markdown(result: SuiteResult, pngs: list[str] | None = None) -> str:
         if r.sub_results:
             continue
         lines += [f"- {line}" for line in r.reasons]
-        s = r.metrics.get("summary") or {}
-        if s:
-            lines += ["", "Client wall clock:", "", "| completed | cancelled | failed | output tok/s | req/s | max tok/s (1 s) "
-                      "| concurrency |", "|---|---|---|---|---|---|---|",
-                      f"| {s.get('completed')} | {s.get('cancelled', 0)} | {s.get('failed')} "
-                      f"| {_fmt(s.get('output_throughput'))} "
-                      f"| {_fmt(s.get('request_throughput'), 2)} | {_fmt(s.get('max_output_tokens_per_s'))} "
-                      f"| {_fmt(s.get('concurrency'), 2)} |",
-                      "", "| latency (ms) | mean | median | p90 | p99 | max |", "|---|---|---|---|---|---|"]
-            for name in LATENCY_ROWS:
-                lines.append(f"| {name} | " + " | ".join(
-                    _fmt(s.get(f"{stat}_{name}_ms")) for stat in ("mean", "median", "p90", "p99", "max")) + " |")
-            lines += _count_notes(s)
-        fit = (r.metrics.get("fit") or {})
-        clock = (r.metrics.get("clock") or {})
-        if clock and (fit or r.metrics.get("levels")):
-            lines += ["", f"Levels and fits on the {clock.get('name')} clock, time scale "
-                          f"{clock.get('time_scale'):g}: {clock.get('note')}."]
-        if fit:
-            lines += ["", "| fit | a (ms) | b (ms/req) | R² | ceiling 1000/b (tok/s) |", "|---|---|---|---|---|"]
-            for name, f in fit.items():
-                lines.append(f"| {name} | {_fmt(f['a_ms'], 2)} | {_fmt(f['b_ms'], 3)} | {_fmt(f['r2'], 4)} "
-                             f"| {_fmt(f['ceiling_tok_s'], 0)} |")
-        levels = r.metrics.get("levels") or []
-        if levels:
-            lines += ["", "| concurrency | step (ms) | step from metrics (ms) | output tok/s |", "|---|---|---|---|"]
-            lines += [f"| {p['concurrency']} | {_fmt(p['step_ms'], 2)} | {_fmt(p['step_ms_metrics'], 2)} "
-                      f"| {_fmt(p['output_tok_s'], 0)} |" for p in levels]
-        waste = r.metrics.get("padding_waste") or []
-        if waste:
-            lines += ["", "| bucket | smallest batch | worst padded slots | worst step waste % | observed padding % |",
-                      "|---|---|---|---|---|"]
-            lines += [f"| {w['bucket']} | {w['lo']} | {w['worst_padded_slots']} | {_fmt(w['worst_waste_pct'])} "
-                      f"| {_fmt(w['observed_padding_pct'])} |" for w in waste]
-        client = r.metrics.get("client") or {}
-        if client:
-            lines += ["", f"Client: {_fmt(client.get('client_cpu_cores'), 2)} cores, loop lag p99 "
-                      f"{_fmt(client.get('loop_lag_p99_ms'))} ms, machine CPU busy "
-                      f"{_fmt((client.get('machine_cpu_busy') or 0) * 100, 0)}%"
-                      + (" — CLIENT-BOUND" if client.get("client_bound") else "")]
+        lines += _summary_md(r.metrics.get("summary") or {})
+        lines += _fits_md(r.metrics)
+        lines += _levels_md(r.metrics.get("levels") or [])
+        lines += _waste_md(r.metrics.get("padding_waste") or [])
+        lines += _client_md(r.metrics.get("client") or {})
     if pngs:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in pngs]
     return "\n".join(lines) + "\n"
+
+
+def _summary_md(s: dict[str, Any]) -> list[str]:
+    """The client's wall-clock summary and latency table ([] without a summary)."""
+    if not s:
+        return []
+    lines = ["", "Client wall clock:", "", "| completed | cancelled | failed | output tok/s | req/s | max tok/s (1 s) "
+             "| concurrency |", "|---|---|---|---|---|---|---|",
+             f"| {s.get('completed')} | {s.get('cancelled', 0)} | {s.get('failed')} "
+             f"| {_fmt(s.get('output_throughput'))} "
+             f"| {_fmt(s.get('request_throughput'), 2)} | {_fmt(s.get('max_output_tokens_per_s'))} "
+             f"| {_fmt(s.get('concurrency'), 2)} |",
+             "", "| latency (ms) | mean | median | p90 | p99 | max |", "|---|---|---|---|---|---|"]
+    for name in LATENCY_ROWS:
+        lines.append(f"| {name} | " + " | ".join(
+            _fmt(s.get(f"{stat}_{name}_ms")) for stat in ("mean", "median", "p90", "p99", "max")) + " |")
+    return lines + _count_notes(s)
+
+
+def _fits_md(metrics: dict[str, Any]) -> list[str]:
+    """The clock the levels and fits are on, and the fits' table."""
+    fit = metrics.get("fit") or {}
+    clock = metrics.get("clock") or {}
+    lines: list[str] = []
+    if clock and (fit or metrics.get("levels")):
+        lines += ["", f"Levels and fits on the {clock.get('name')} clock, time scale "
+                      f"{clock.get('time_scale'):g}: {clock.get('note')}."]
+    if fit:
+        lines += ["", "| fit | a (ms) | b (ms/req) | R² | ceiling 1000/b (tok/s) |", "|---|---|---|---|---|"]
+        for name, f in fit.items():
+            lines.append(f"| {name} | {_fmt(f['a_ms'], 2)} | {_fmt(f['b_ms'], 3)} | {_fmt(f['r2'], 4)} "
+                         f"| {_fmt(f['ceiling_tok_s'], 0)} |")
+    return lines
+
+
+def _levels_md(levels: list[dict[str, Any]]) -> list[str]:
+    if not levels:
+        return []
+    return ["", "| concurrency | step (ms) | step from metrics (ms) | output tok/s |", "|---|---|---|---|"] + [
+        f"| {p['concurrency']} | {_fmt(p['step_ms'], 2)} | {_fmt(p['step_ms_metrics'], 2)} "
+        f"| {_fmt(p['output_tok_s'], 0)} |" for p in levels]
+
+
+def _waste_md(waste: list[dict[str, Any]]) -> list[str]:
+    if not waste:
+        return []
+    return ["", "| bucket | smallest batch | worst padded slots | worst step waste % | observed padding % |",
+            "|---|---|---|---|---|"] + [
+        f"| {w['bucket']} | {w['lo']} | {w['worst_padded_slots']} | {_fmt(w['worst_waste_pct'])} "
+        f"| {_fmt(w['observed_padding_pct'])} |" for w in waste]
+
+
+def _client_md(client: dict[str, Any]) -> list[str]:
+    if not client:
+        return []
+    return ["", f"Client: {_fmt(client.get('client_cpu_cores'), 2)} cores, loop lag p99 "
+                f"{_fmt(client.get('loop_lag_p99_ms'))} ms, machine CPU busy "
+                f"{_fmt((client.get('machine_cpu_busy') or 0) * 100, 0)}%"
+                + (" — CLIENT-BOUND" if client.get("client_bound") else "")]

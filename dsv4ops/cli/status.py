@@ -133,52 +133,51 @@ def _process_word(c: dict[str, Any]) -> str:
     return "UNMANAGED" if any((c.get("ports_open") or {}).values()) else "DOWN"
 
 
+def _deployed_lines(d: dict[str, Any] | None, k: dict[str, Any] | None) -> list[str]:
+    """What is deployed, and its kernel package (`k`: the report's, with drift and evidence)."""
+    if not d:
+        return ["deployed: nothing recorded"]
+    lines = [
+        f"deployed: {d['profile']} @ {(d['commit'] or 'uncommitted')[:12]} since {d['since']} "
+        f"by {d['by']} ({d['kind']} {d['op']}; {_known_good_words(d)})"
+    ]
+    if k:
+        lines.append(
+            f"kernel package: {k['deployed']} (active on target: {k['active_detail']}; "
+            f"decode loaded: {k['loaded_detail']})"
+            + (" - DRIFT, see below" if k["drift"] else "")
+        )
+        if k.get("evidence"):
+            lines.append(f"  {k['evidence']}")
+    elif d.get("kernel_package"):
+        lines.append(f"kernel package: {d['kernel_package']}")
+    return lines
+
+
+def _component_row(c: dict[str, Any]) -> list[Any]:
+    """One component's row of the status table."""
+    extra = ""
+    if c["name"] == "router":
+        extra = _router_details(c)
+    elif c["alive"]:
+        extra = (
+            f"sglang {c.get('version')}; running {_n(c.get('running_requests'))}, queued "
+            f"{_n(c.get('queued_requests'))}; buckets {_buckets(c.get('captured_buckets'))}"
+        )
+        if c.get("kernel_package"):
+            extra += f"; kernels {c['kernel_package']}"
+    return [c["name"], _process_word(c), c["pid"] or "-", c["port"] or "-",
+            c.get("health", "-"), extra]
+
+
 def render(report: dict[str, Any]) -> list[str]:
     d = report["deployed"]
     from dsv4ops.orchestrate.status import health_word
 
     lines = [f"target {report['target']}: {report.get('status') or health_word(report)}"]
-    if d:
-        lines.append(
-            f"deployed: {d['profile']} @ {(d['commit'] or 'uncommitted')[:12]} since {d['since']} "
-            f"by {d['by']} ({d['kind']} {d['op']}; {_known_good_words(d)})"
-        )
-        k = report.get("kernel_package")
-        if k:
-            lines.append(
-                f"kernel package: {k['deployed']} (active on target: {k['active_detail']}; "
-                f"decode loaded: {k['loaded_detail']})"
-                + (" - DRIFT, see below" if k["drift"] else "")
-            )
-            if k.get("evidence"):
-                lines.append(f"  {k['evidence']}")
-        elif d.get("kernel_package"):
-            lines.append(f"kernel package: {d['kernel_package']}")
-    else:
-        lines.append("deployed: nothing recorded")
+    lines += _deployed_lines(d, report.get("kernel_package"))
     lines += _unmanaged_lines(report)
-    rows = []
-    for c in report["components"]:
-        extra = ""
-        if c["name"] == "router":
-            extra = _router_details(c)
-        elif c["alive"]:
-            extra = (
-                f"sglang {c.get('version')}; running {_n(c.get('running_requests'))}, queued "
-                f"{_n(c.get('queued_requests'))}; buckets {_buckets(c.get('captured_buckets'))}"
-            )
-            if c.get("kernel_package"):
-                extra += f"; kernels {c['kernel_package']}"
-        rows.append(
-            [
-                c["name"],
-                _process_word(c),
-                c["pid"] or "-",
-                c["port"] or "-",
-                c.get("health", "-"),
-                extra,
-            ]
-        )
+    rows = [_component_row(c) for c in report["components"]]
     lines.append(table(rows, ["component", "process", "pid", "port", "health", "details"]))
     for item in report["drift"]:
         lines.append(f"drift: {item}")

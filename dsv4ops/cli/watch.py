@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
@@ -19,6 +20,7 @@ from dsv4ops.cli._output import echo_lines, json_option, target_option
 from dsv4ops.errors import DsOpsError
 
 if TYPE_CHECKING:
+    from dsv4ops.watch.exporter import FindingsExporter
     from dsv4ops.watch.loop import Round
     from dsv4ops.watch.readings import ServerReading
 
@@ -56,24 +58,8 @@ def watch(target: str | None, interval_s: float, probe_every_s: float, once: boo
         watcher = open_watch(ctx, interval_s=interval_s, probe_every_s=probe_every_s or 30.0,
                              probe=probe_every_s > 0)
         if prometheus_port is not None:
-            from dsv4ops.watch.exporter import FindingsExporter
-
-            exporter = FindingsExporter()
-            try:
-                port = exporter.serve(prometheus_port)
-            except OSError as exc:
-                raise DsOpsError(f"--prometheus-port {prometheus_port}: cannot listen on "
-                                 f"127.0.0.1: {exc.strerror or exc}") from None
-            click.echo(f"findings on http://127.0.0.1:{port}/metrics", err=True)
-
-        def emit(r: Round) -> None:
-            if exporter is not None:
-                exporter.update(r)
-            if as_json:
-                click.echo(json.dumps(r.to_json()))
-            else:
-                echo_lines(render(r))  # readings and errors came from the network
-
+            exporter = _serve_findings(prometheus_port)
+        emit = _emitter(exporter, as_json)
         if once:
             last = watcher.once(emit)
             sys.exit(exitcodes.for_severity(last.word))
@@ -89,6 +75,35 @@ def watch(target: str | None, interval_s: float, probe_every_s: float, once: boo
         if watcher is not None and watcher.stream is not None:
             watcher.stream.close()
         ctx.close()
+
+
+def _serve_findings(prometheus_port: int) -> FindingsExporter:
+    """The findings as Prometheus metrics on 127.0.0.1 (its port on stderr); DsOpsError if busy."""
+    from dsv4ops.watch.exporter import FindingsExporter
+
+    exporter = FindingsExporter()
+    try:
+        port = exporter.serve(prometheus_port)
+    except OSError as exc:
+        exporter.close()
+        raise DsOpsError(f"--prometheus-port {prometheus_port}: cannot listen on "
+                         f"127.0.0.1: {exc.strerror or exc}") from None
+    click.echo(f"findings on http://127.0.0.1:{port}/metrics", err=True)
+    return exporter
+
+
+def _emitter(exporter: FindingsExporter | None, as_json: bool) -> Callable[[Round], None]:
+    """What each round prints (a JSON line or the live view) and exports."""
+
+    def emit(r: Round) -> None:
+        if exporter is not None:
+            exporter.update(r)
+        if as_json:
+            click.echo(json.dumps(r.to_json()))
+        else:
+            echo_lines(render(r))  # readings and errors came from the network
+
+    return emit
 
 
 def _unknown(exc: DsOpsError, once: bool) -> DsOpsError:

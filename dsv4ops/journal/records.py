@@ -258,19 +258,7 @@ def fold_into(ops: dict[str, Operation], records: list[dict[str, Any]]) -> dict[
             continue
         if r["type"] == "begin":
             copied.add(op_id)
-            ops[op_id] = Operation(
-                op=op_id,
-                kind=Kind(r["kind"]),
-                ts=r["ts"],
-                user=r["user"],
-                profile=r.get("profile"),
-                components=list(r.get("components") or []),
-                reason=r.get("reason"),
-                undo=r.get("undo"),
-                kernel=r.get("kernel"),
-                scope=r.get("scope") if isinstance(r.get("scope"), dict) else None,
-                runbook_run=r.get("runbook_run") if isinstance(r.get("runbook_run"), str) else None,
-            )
+            ops[op_id] = _begun(r)
             continue
         op = ops.get(op_id)
         if op is None:
@@ -283,20 +271,42 @@ def fold_into(ops: dict[str, Operation], records: list[dict[str, Any]]) -> dict[
                 StepRecord(r["name"], r["phase"], r["ts"], r.get("duration_s"), r.get("detail"))
             )
         else:
-            op.status = Status(r["status"])
-            if r.get("message") is not None:
-                op.message = r["message"]
-            if "running" in r:
-                op.running = r["running"]
-            if r.get("processes"):
-                op.processes = dict(r["processes"])
-            if r.get("known_good") is True:
-                op.marked_known_good = True
-            if isinstance(r.get("kernel"), dict):
-                op.kernel = {**(op.kernel or {}), **r["kernel"]}
-            if op.status.terminal:
-                op.ended = r["ts"]
+            _apply_end(op, r)
     return ops
+
+
+def _begun(r: dict[str, Any]) -> Operation:
+    """The Operation a `begin` record opens."""
+    return Operation(
+        op=r["op"],
+        kind=Kind(r["kind"]),
+        ts=r["ts"],
+        user=r["user"],
+        profile=r.get("profile"),
+        components=list(r.get("components") or []),
+        reason=r.get("reason"),
+        undo=r.get("undo"),
+        kernel=r.get("kernel"),
+        scope=r.get("scope") if isinstance(r.get("scope"), dict) else None,
+        runbook_run=r.get("runbook_run") if isinstance(r.get("runbook_run"), str) else None,
+    )
+
+
+def _apply_end(op: Operation, r: dict[str, Any]) -> None:
+    """An `end` (or status) record applied to `op` (a copy this fold owns)."""
+    op.status = Status(r["status"])
+    if r.get("message") is not None:
+        op.message = r["message"]
+    if "running" in r:
+        op.running = r["running"]
+    if r.get("processes"):
+        op.processes = dict(r["processes"])
+    if r.get("known_good") is True:
+        op.marked_known_good = True
+    if isinstance(r.get("kernel"), dict):
+        op.kernel = {**(op.kernel or {}), **r["kernel"]}
+    if op.status.terminal:
+        op.ended = r["ts"]
 
 
 def place_merged(ops: list[Operation], records: list[dict[str, Any]]) -> list[Operation]:

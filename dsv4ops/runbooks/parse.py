@@ -229,37 +229,50 @@ def _check_no_cycle(built: tuple[Step, ...], drafts: list[_Draft], path: str) ->
     next step) and its if-failed when set (without one a failure stops the run)."""
     order = [s.number for s in built]
     by_number = {s.number: (s, d) for s, d in zip(built, drafts, strict=True)}
-
-    def edges(number: int) -> list[tuple[int, str]]:
-        step = by_number[number][0]
-        out = []
-        for name, target in (("if_ok", step.if_ok), ("if_failed", step.if_failed)):
-            if target == END or (name == "if_failed" and not target):
-                continue
-            if target:
-                out.append((int(target), name))
-            elif order.index(number) + 1 < len(order):
-                out.append((order[order.index(number) + 1], name))
-        return out
-
+    ways = {s.number: _ways_on(s, order) for s in built}
     done: set[int] = set()
     for first in order:  # an iterative depth-first walk: a long runbook needs no deep recursion
         if first in done:
             continue
-        path_nodes: list[int] = [first]
-        stack = [iter(edges(first))]
-        while stack:
-            nxt_edge = next(stack[-1], None)
-            if nxt_edge is None:
-                done.add(path_nodes.pop())
-                stack.pop()
-                continue
-            nxt, name = nxt_edge
-            if nxt in path_nodes:
-                _refuse_cycle(path, by_number[path_nodes[-1]][1], name, [*path_nodes[path_nodes.index(nxt) :], nxt])
-            if nxt not in done:
-                path_nodes.append(nxt)
-                stack.append(iter(edges(nxt)))
+        found = _walk(first, ways, done)
+        if found is not None:
+            cycle, branch = found
+            _refuse_cycle(path, by_number[cycle[-2]][1], branch, cycle)
+
+
+def _ways_on(step: Step, order: list[int]) -> list[tuple[int, str]]:
+    """(next step number, the branch that leads there) for each way on from `step`."""
+    out = []
+    for name, target in (("if_ok", step.if_ok), ("if_failed", step.if_failed)):
+        if target == END or (name == "if_failed" and not target):
+            continue
+        if target:
+            out.append((int(target), name))
+        elif order.index(step.number) + 1 < len(order):
+            out.append((order[order.index(step.number) + 1], name))
+    return out
+
+
+def _walk(
+    first: int, ways: dict[int, list[tuple[int, str]]], done: set[int]
+) -> tuple[list[int], str] | None:
+    """Depth-first from `first` (adding what it finishes to `done`): the first cycle met, as
+    its step numbers from the repeated step back to it, and the branch that closes it; None."""
+    path_nodes: list[int] = [first]
+    stack = [iter(ways[first])]
+    while stack:
+        nxt_edge = next(stack[-1], None)
+        if nxt_edge is None:
+            done.add(path_nodes.pop())
+            stack.pop()
+            continue
+        nxt, name = nxt_edge
+        if nxt in path_nodes:
+            return [*path_nodes[path_nodes.index(nxt) :], nxt], name
+        if nxt not in done:
+            path_nodes.append(nxt)
+            stack.append(iter(ways[nxt]))
+    return None
 
 
 def _refuse_cycle(path: str, draft: _Draft, branch: str, cycle: list[int]) -> None:
@@ -302,6 +315,15 @@ def _parse_command(
         argv = shlex.split(code)
     except ValueError as exc:
         raise RunbookError(f"{where}: cannot parse {code!r}: {exc}") from None
+    _check_argv(argv, where, verbs)
+    _check_target(argv, where)
+    if comment.lower().startswith("expect"):
+        return Command(tuple(argv), lineno, _expected_exits(comment, where), "")
+    return Command(tuple(argv), lineno, frozenset({0}), comment)
+
+
+def _check_argv(argv: list[str], where: str, verbs: Collection[str] | None) -> None:
+    """A dsv4ops sub-command that runs without a shell and is not a runbook."""
     if argv[0] != PROGRAM:
         raise RunbookError(
             f"{where}: only dsv4ops commands run in a runbook, not {argv[0]!r}",
@@ -318,19 +340,19 @@ def _parse_command(
         raise RunbookError(f"{where}: a runbook cannot run runbooks")
     if verbs is not None and argv[1] not in verbs:
         raise RunbookError(f"{where}: unknown dsv4ops command {argv[1]!r}")
-    _check_target(argv, where)
-    expect, note = frozenset({0}), comment
-    if comment.lower().startswith("expect"):
-        m = _EXPECT.match(comment.lower())
-        if not m:
-            raise RunbookError(
-                f"{where}: cannot read {comment!r}; write '# expect exit 2' or '# expect exit 0 or 4'"
-            )
-        expect = frozenset(int(c) for c in re.findall(r"\d+", m.group(1)))
-        if any(c > 255 for c in expect):  # a process exit status is 0-255
-            raise RunbookError(f"{where}: {comment!r}: an exit code is 0-255")
-        note = ""
-    return Command(tuple(argv), lineno, expect, note)
+
+
+def _expected_exits(comment: str, where: str) -> frozenset[int]:
+    """The exit codes an `# expect exit N [or M]` comment allows."""
+    m = _EXPECT.match(comment.lower())
+    if not m:
+        raise RunbookError(
+            f"{where}: cannot read {comment!r}; write '# expect exit 2' or '# expect exit 0 or 4'"
+        )
+    expect = frozenset(int(c) for c in re.findall(r"\d+", m.group(1)))
+    if any(c > 255 for c in expect):  # a process exit status is 0-255
+        raise RunbookError(f"{where}: {comment!r}: an exit code is 0-255")
+    return expect
 
 
 def _check_target(argv: list[str], where: str) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from testing import ports
-from testing.workers import HEAVY, KERNELS_UNIT, exclusive_if, unit_of
+from testing.workers import HEAVY, KERNELS_UNIT, exclusive_if, remove_run_dir, run_once, unit_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -146,3 +146,63 @@ def test_make_tests_parallel_run_works_end_to_end() -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0 and "3 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+class _Config:
+    """What run_once and remove_run_dir read of a pytest config: a worker's, or the controller's."""
+
+    def __init__(self, uid: str, worker: bool) -> None:
+        self.workerinput = {"testrunuid": uid} if worker else None
+        self.option = type("Option", (), {"testrunuid": uid, "numprocesses": 2})()
+
+
+def test_run_once_makes_it_on_the_first_worker_and_the_others_wait_for_the_same_result(
+    tmp_path: Path,
+) -> None:
+    uid = f"run-once-{os.getpid()}-{tmp_path.name}"
+    made: list[Path] = []
+    started, release = threading.Event(), threading.Event()
+
+    def make(home: Path) -> dict[str, str]:
+        made.append(home)
+        (home / "artifact").write_text("built")
+        started.set()
+        release.wait(30)
+        return {"path": str(home / "artifact")}
+
+    results: list[dict[str, str]] = []
+    first = threading.Thread(target=lambda: results.append(
+        run_once(_Config(uid, True), "thing", lambda: tmp_path, make)))
+    first.start()
+    assert started.wait(30)
+    second = threading.Thread(target=lambda: results.append(
+        run_once(_Config(uid, True), "thing", lambda: tmp_path, make)))
+    second.start()
+    second.join(0.3)
+    assert second.is_alive() and not results  # it waits on the lock (whatever the wait: it blocks)
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert len(made) == 1 and results[0] == results[1]
+    assert Path(results[1]["path"]).read_text() == "built"  # the files stay for the run
+    remove_run_dir(_Config(uid, False))  # the controller, at the end of the run
+    assert not made[0].exists()
+
+
+def test_run_once_runs_again_after_a_failed_make_and_is_plain_outside_xdist(tmp_path: Path) -> None:
+    uid = f"run-once-fail-{os.getpid()}-{tmp_path.name}"
+    calls: list[Path] = []
+
+    def failing(home: Path) -> int:
+        calls.append(home)
+        raise RuntimeError("the build failed")
+
+    with pytest.raises(RuntimeError):
+        run_once(_Config(uid, True), "thing", lambda: tmp_path, failing)
+    assert run_once(_Config(uid, True), "thing", lambda: tmp_path, lambda home: 7) == 7
+    assert len(calls) == 1
+    remove_run_dir(_Config(uid, False))
+    outside = _Config(uid, False)
+    outside.workerinput = None
+    assert run_once(outside, "thing", lambda: tmp_path / "fresh", lambda home: str(home)) == str(
+        tmp_path / "fresh")

@@ -20,9 +20,12 @@ from dsv4ops.journal.store import Journal
 from testing.ab import ab_twin_env, add_ab_profiles
 from testing.orchestrate import OrchEnv, cli, module_env, our_processes
 
-# serial: its verdicts come from canaries, whose self-check rightly calls a CPU-starved
-# client INCONCLUSIVE; so it runs while no other worker runs a test (testing/workers.py)
-pytestmark = [pytest.mark.slow, pytest.mark.router, pytest.mark.serial]
+pytestmark = [pytest.mark.slow, pytest.mark.router]
+# serial: a test whose assertions rest on a canary's verdict (a gate's FAIL, a deploy's canary)
+# runs while no other worker runs a test (testing/workers.py): the canary's self-check rightly
+# calls a CPU-starved client INCONCLUSIVE. The others judge no verdict (the dry run, bad input,
+# the interrupts: a block is complete whatever its sweep said) and share the machine.
+serial = pytest.mark.serial
 
 FAST = ("--warmup", "0", "--block-duration", "3", "--max-tokens", "64", "--yes")
 
@@ -75,48 +78,6 @@ def test_bad_input_is_one_clear_error_and_changes_nothing(env: OrchEnv, capsys, 
     code, _out, err = cli(env, capsys, "ab", *args, "--dry-run")
     assert code == 1 and message in err and "Traceback" not in err
     assert Journal(env.target).operations() == []
-
-
-def test_overlap_gains_but_the_abort_cascade_gate_keeps_the_baseline(env: OrchEnv, capsys,
-                                                                       tmp_path: Path) -> None:
-    code, out, err = cli(env, capsys, "ab", "ab-base", "ab-overlap", "--variation", "1",
-                         "--levels", "56,60", *FAST, "--json", "--report", str(tmp_path))
-    assert code == 0, err
-    assert out["winner"] == "A" and out["ok"] and out["box"].startswith("A (ab-base")
-    assert out["schedule"] == "ABBA" and len(out["blocks"]) == 2  # stopped at the first look
-    (gate,) = out["gates"]
-    assert gate["suite"] == "abort_cascade" and not gate["passed"] and "wedge" in gate["reason"]
-    assert "B failed the abort_cascade gate" in out["reasons"][0]
-    # B's throughput is reported with its interval, one pair's worth (the twin's truth at 60 is
-    # +6.2%; one pair on a loaded machine proves no size: tests/ab and the step-4 A/B do that).
-    tput = {v["concurrency"]: v for v in out["analysis"]["verdicts"] if v["metric"] == "output_tok_s"}
-    assert tput[60]["pairs"] == 1 and tput[60]["ci_low"] <= tput[60]["ratio"] <= tput[60]["ci_high"]
-    report = json.loads((tmp_path / "report.json").read_text())
-    assert report["decision"]["winner"] == "A" and len(report["blocks"]) == 2
-    # The journal: one experiment (never known-good) holding its blocks' deploys, each naming it.
-    ops = Journal(env.target).operations()
-    (exp,) = [o for o in ops if o.kind is Kind.EXPERIMENT]
-    assert exp.status is Status.SUCCEEDED and exp.op not in Journal(env.target).judged() and exp.running is None
-    deploys = [o for o in ops if o.kind is Kind.DEPLOY]
-    # two blocks, then the deploy that leaves the box on A (B ran the gate's wedge)
-    assert [d.profile_name for d in deploys] == ["ab-base", "ab-overlap", "ab-base"]
-    assert all(d.reason and exp.op in d.reason for d in deploys)
-    assert [b["deploy_op"] for b in out["blocks"]] == [d.op for d in deploys[:2]]
-    block_steps = [s for s in exp.steps if s.name.startswith("block ") and s.phase == "done"]
-    assert [s.detail.split(";")[0] for s in block_steps] == [f"deploy {d.op}" for d in deploys[:2]]
-    assert any(s.name == "gate abort-cascade on B" and s.phase == "failed" for s in exp.steps)
-    (look,) = [s for s in exp.steps if s.name.startswith("look ")]
-    assert look.name == "look 1 of 2" and look.detail.startswith(
-        "decided, stopping: B failed the abort_cascade gate")
-    assert "leave the box on A" in [s.name for s in exp.steps]
-    assert Journal(env.target).deployed().op == deploys[-1].op
-    # The winner's final deploy ran its own flag-aware gate, so it is known-good (issue 20);
-    # the blocks are not.
-    assert any(s.name.startswith("canary") for s in deploys[-1].steps), deploys[-1].steps
-    judged = Journal(env.target).judged()
-    assert judged[deploys[-1].op].known_good, judged[deploys[-1].op].why
-    assert not any(judged[d.op].known_good for d in deploys[:2])
-    assert len(our_processes(env)) == 3 and Journal(env.target).in_flight() == []
 
 
 def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_partial(
@@ -230,12 +191,54 @@ def _status(env: OrchEnv) -> dict:
         session.close()
 
 
+def _assert_the_gate_kept_a(env: OrchEnv, out: dict, tmp_path: Path, before: int) -> None:
+    """The overlap A/B (`dsv4ops ab ab-base ab-overlap`, journal entries from `before` on): a
+    gain with its interval, rejected by the abort-cascade gate, the box left on A."""
+    assert out["winner"] == "A" and out["ok"] and out["box"].startswith("A (ab-base")
+    assert out["schedule"] == "ABBA" and len(out["blocks"]) == 2  # stopped at the first look
+    (gate,) = out["gates"]
+    assert gate["suite"] == "abort_cascade" and not gate["passed"] and "wedge" in gate["reason"]
+    assert "B failed the abort_cascade gate" in out["reasons"][0]
+    # B's throughput is reported with its interval, one pair's worth (the twin's truth at 60 is
+    # +6.2%; one pair on a loaded machine proves no size: tests/ab and the step-4 A/B do that).
+    tput = {v["concurrency"]: v for v in out["analysis"]["verdicts"] if v["metric"] == "output_tok_s"}
+    assert tput[60]["pairs"] == 1 and tput[60]["ci_low"] <= tput[60]["ratio"] <= tput[60]["ci_high"]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["decision"]["winner"] == "A" and len(report["blocks"]) == 2
+    # The journal: one experiment (never known-good) holding its blocks' deploys, each naming it.
+    ops = Journal(env.target).operations()[before:]
+    (exp,) = [o for o in ops if o.kind is Kind.EXPERIMENT]
+    assert exp.status is Status.SUCCEEDED and exp.op not in Journal(env.target).judged() and exp.running is None
+    deploys = [o for o in ops if o.kind is Kind.DEPLOY]
+    # two blocks, then the deploy that leaves the box on A (B ran the gate's wedge)
+    assert [d.profile_name for d in deploys] == ["ab-base", "ab-overlap", "ab-base"]
+    assert all(d.reason and exp.op in d.reason for d in deploys)
+    assert [b["deploy_op"] for b in out["blocks"]] == [d.op for d in deploys[:2]]
+    block_steps = [s for s in exp.steps if s.name.startswith("block ") and s.phase == "done"]
+    assert [s.detail.split(";")[0] for s in block_steps] == [f"deploy {d.op}" for d in deploys[:2]]
+    assert any(s.name == "gate abort-cascade on B" and s.phase == "failed" for s in exp.steps)
+    (look,) = [s for s in exp.steps if s.name.startswith("look ")]
+    assert look.name == "look 1 of 2" and look.detail.startswith(
+        "decided, stopping: B failed the abort_cascade gate")
+    assert "leave the box on A" in [s.name for s in exp.steps]
+    assert Journal(env.target).deployed().op == deploys[-1].op
+    # The winner's final deploy ran its own flag-aware gate, so it is known-good (issue 20);
+    # the blocks are not.
+    assert any(s.name.startswith("canary") for s in deploys[-1].steps), deploys[-1].steps
+    judged = Journal(env.target).judged()
+    assert judged[deploys[-1].op].known_good, judged[deploys[-1].op].why
+    assert not any(judged[d.op].known_good for d in deploys[:2])
+    assert len(our_processes(env)) == 3 and Journal(env.target).in_flight() == []
+
+
+@serial
 def test_known_good_across_deploys_no_canary_and_an_ab_whose_b_failed_its_gate(
         env: OrchEnv, capsys, tmp_path: Path) -> None:
     """Issue 20's scenario on the twin behind the real router, one stack: baseline gated ->
     overlap-on's gate fails (rolled back) -> overlap-on and multi-stream-on with --no-canary ->
-    rollback offers baseline, neither flag profile; after an A/B whose B failed its gate,
-    rollback never offers B."""
+    rollback offers baseline, neither flag profile; then the seeds' overlap A/B (a gain with its
+    interval, rejected by the abort-cascade gate, the box left on A), after which rollback never
+    offers B."""
     gated = ("--yes", "--json", "--canary-duration", "2")
     code, base, err = cli(env, capsys, "deploy", "baseline", *gated, "--accept-inconclusive-canary")
     assert code == 0 and base["status"] == "SUCCEEDED", err
@@ -258,10 +261,14 @@ def test_known_good_across_deploys_no_canary_and_an_ab_whose_b_failed_its_gate(
     code, st, _ = cli(env, capsys, "status", "--json")
     assert st["deployed"]["profile"] == "multi-stream-on" and not st["deployed"]["known_good"]
 
-    code, ab_out, err = cli(env, capsys, "ab", "ab-base", "ab-overlap", "--blocks", "2",
+    # The overlap A/B, its own assertions in one helper (one experiment serves both: an A/B
+    # costs ~50 s of serial time on the loaded machine).
+    before = len(Journal(env.target).operations())
+    code, ab_out, err = cli(env, capsys, "ab", "ab-base", "ab-overlap", "--variation", "1",
                             "--levels", "56,60", *FAST, "--json", "--report", str(tmp_path))
     assert code == 0 and ab_out["exit"] == 0, err
     assert [g["passed"] for g in ab_out["gates"]] == [False] and ab_out["winner"] == "A"
+    _assert_the_gate_kept_a(env, ab_out, tmp_path, before)
     journal = Journal(env.target)
     judged = journal.judged()
     b_deploys = [o for o in journal.operations() if o.profile_name == "ab-overlap"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import select
 import signal
 import subprocess
 import sys
@@ -30,9 +31,11 @@ from dsv4ops.runbooks.runlog import fold_run, run_state
 from testing.orchestrate import OrchEnv, commit_all, module_env
 from testing.profiles import TRITON_MOE_PATH_YAML
 
-# serial: its verdicts come from canaries, whose self-check rightly calls a CPU-starved
-# client INCONCLUSIVE; so it runs while no other worker runs a test (testing/workers.py)
-pytestmark = pytest.mark.serial
+# serial: a rehearsal's verdicts come from canaries, whose self-check rightly calls a CPU-starved
+# client INCONCLUSIVE; so each rehearsal runs while no other worker runs a test
+# (testing/workers.py). The resume tests judge no canary (prompts, kills, a journal, a wait for
+# health): they share the machine, so the other worker is not idle for them.
+serial = pytest.mark.serial
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 TOKEN = "hf_rehearsalSecret0042"  # in every component's environment (a secret-looking key)
@@ -138,6 +141,7 @@ def children_of(env: OrchEnv, run_id: str) -> list[Any]:
     return [o for o in Journal(env.target).operations() if o.runbook_run == run_id]
 
 
+@serial
 def test_decode_wedge_rehearsed_with_diagnostics_of_the_wedged_twin(
     env: OrchEnv, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -232,6 +236,7 @@ def _wait_for_step(
     raise AssertionError(f"no {name} {phase} within {within_s} s")
 
 
+@serial
 def test_bootstrap_degradation_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[str]) -> None:
     code, out = runbook(
         env, capfd, "bootstrap-degradation", "--rehearse", "--yes", "--var", "profile=baseline"
@@ -245,6 +250,7 @@ def test_bootstrap_degradation_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixt
     assert_healthy(env, capfd, "baseline")
 
 
+@serial
 def test_pd_safe_restart_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[str]) -> None:
     code, out = runbook(
         env, capfd, "pd-safe-restart", "--rehearse", "--yes", "--var", "profile=baseline"
@@ -256,6 +262,7 @@ def test_pd_safe_restart_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[st
     assert_healthy(env, capfd, "baseline")
 
 
+@serial
 def test_overlap_ab_rejects_the_unsafe_candidate(
     env: OrchEnv, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -282,6 +289,7 @@ def test_overlap_ab_rejects_the_unsafe_candidate(
     assert_healthy(env, capfd, "baseline")
 
 
+@serial
 def test_flag_change_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[str]) -> None:
     code, out = runbook(
         env,
@@ -299,6 +307,7 @@ def test_flag_change_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[str]) 
     assert_healthy(env, capfd, "overlap-on-off")
 
 
+@serial
 def test_tool_call_corruption_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[str]) -> None:
     code, out = runbook(
         env, capfd, "tool-call-corruption", "--rehearse", "--yes", "--var", "profile=ms-small"
@@ -308,6 +317,7 @@ def test_tool_call_corruption_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixtu
     assert_healthy(env, capfd, "ms-small-msoff")
 
 
+@serial
 def test_kernel_rollout_rehearsed(
     env: OrchEnv, capfd: pytest.CaptureFixture[str], built: Any
 ) -> None:
@@ -329,6 +339,7 @@ def test_kernel_rollout_rehearsed(
     assert run.done[4]["next"] is None and 5 not in run.done  # ended at the verify step
 
 
+@serial
 def test_bucket_tuning_rehearsed(
     env: OrchEnv, capfd: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -361,9 +372,28 @@ def test_bucket_tuning_rehearsed(
     assert 44 in decode["captured_buckets"], decode  # step 4 from 40 on
 
 
-def _start_resumable(env: OrchEnv, book: Path) -> tuple[subprocess.Popen[Any], int, str]:
-    """The resumable runbook in a real process whose stdin is a terminal; waits at step 2's
-    prompt. Returns (process, the pty's controlling fd, run id)."""
+PROMPT = "Go on with the change? [y/N]:"  # RESUMABLE's step 2, as click.confirm writes it
+
+
+def _read_until(proc: subprocess.Popen[Any], text: str, within_s: float = 60.0) -> str:
+    """The process's output up to and including `text` (read from its pipe as it comes, so
+    `communicate` later returns the rest); fails if it ends or `within_s` passes first."""
+    assert proc.stdout is not None
+    fd, seen = proc.stdout.fileno(), b""
+    deadline = time.monotonic() + within_s
+    while text.encode() not in seen:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {text!r} within {within_s} s: {seen.decode(errors='replace')}"
+        if select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 65536)
+            assert chunk, f"it ended before {text!r}: {seen.decode(errors='replace')}"
+            seen += chunk
+    return seen.decode()
+
+
+def _start_resumable(env: OrchEnv, book: Path) -> tuple[subprocess.Popen[Any], int, str, str]:
+    """The resumable runbook in a real process whose stdin is a terminal, stopped at step 2's
+    prompt. Returns (process, the pty's controlling fd, run id, its output so far)."""
     before = run_ids(env)
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
@@ -376,8 +406,9 @@ def _start_resumable(env: OrchEnv, book: Path) -> tuple[subprocess.Popen[Any], i
     )
     os.close(follower)
     run_id = _wait_for_step(env, "step 2", "start", proc, before)
-    time.sleep(0.3)  # the prompt is being written: the run waits for an answer now
-    return proc, leader, run_id
+    # the prompt is on its output: click.confirm is reading the terminal (a Ctrl-C now is one
+    # at the prompt), so no timer guesses when the question was written
+    return proc, leader, run_id, _read_until(proc, PROMPT)
 
 
 def test_ctrl_c_at_a_prompt_then_resume(
@@ -385,9 +416,9 @@ def test_ctrl_c_at_a_prompt_then_resume(
 ) -> None:
     book = tmp_path / "resumable.md"
     book.write_text(RESUMABLE)
-    proc, leader, run_id = _start_resumable(env, book)
+    proc, leader, run_id, head = _start_resumable(env, book)
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
+    out = head + proc.communicate(timeout=60)[0]
     os.close(leader)
     assert proc.returncode == 130, out
     assert "interrupted.\nBefore it:\n  step 1: `dsv4ops status" in out
@@ -412,7 +443,7 @@ def test_a_killed_run_resumes_and_a_changed_target_refuses(
 ) -> None:
     book = tmp_path / "resumable.md"
     book.write_text(RESUMABLE)
-    proc, leader, run_id = _start_resumable(env, book)
+    proc, leader, run_id, _ = _start_resumable(env, book)
     proc.kill()
     proc.communicate(timeout=30)
     os.close(leader)
@@ -427,7 +458,7 @@ def test_a_killed_run_resumes_and_a_changed_target_refuses(
     st = status(env, capfd)
     assert any(o["id"] == run_id and o["status"] == "INTERRUPTED" for o in st["open"]), st["open"]
     # A second killed run, then the target changes under both: drain-and-stop stops it all.
-    proc, leader, second = _start_resumable(env, book)
+    proc, leader, second, _ = _start_resumable(env, book)
     proc.kill()
     proc.communicate(timeout=30)
     os.close(leader)

@@ -11,6 +11,7 @@ import pytest
 
 from dsv4ops.cli import main
 from testing.orchestrate import OrchEnv, add_real_box, make_env
+from testing.runbooks import SHIPPED_RUNBOOKS
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 
@@ -74,17 +75,7 @@ def test_end_to_end_run_through_the_real_cli(
 def test_list_and_show(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["runbook", "list", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [r["name"] for r in rows] == [
-        "bootstrap-degradation",
-        "bucket-tuning",
-        "decode-wedge",
-        "drain-and-stop",
-        "flag-change",
-        "kernel-rollout",
-        "overlap-ab",
-        "pd-safe-restart",
-        "tool-call-corruption",
-    ]
+    assert [r["name"] for r in rows] == list(SHIPPED_RUNBOOKS)
     assert rows[2]["symptom"].startswith("`sglang:num_running_reqs` on the decode stays > 0")
     assert main(["runbook", "show", "decode-wedge"]) == 0
     out = capsys.readouterr().out

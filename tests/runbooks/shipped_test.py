@@ -8,6 +8,7 @@ import pytest
 
 from dsv4ops.cli import COMMANDS
 from dsv4ops.runbooks.parse import list_runbooks, load_runbook
+from testing.runbooks import SHIPPED_RUNBOOKS
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 SHIPPED = list_runbooks(RUNBOOKS)
@@ -15,17 +16,7 @@ VERBS = set(COMMANDS) - {"runbook"}
 
 
 def test_the_nine_runbooks_are_shipped() -> None:
-    assert {p.stem for p in SHIPPED} == {
-        "bootstrap-degradation",
-        "bucket-tuning",
-        "decode-wedge",
-        "drain-and-stop",
-        "flag-change",
-        "kernel-rollout",
-        "overlap-ab",
-        "pd-safe-restart",
-        "tool-call-corruption",
-    }
+    assert sorted(p.stem for p in SHIPPED) == list(SHIPPED_RUNBOOKS)
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)

@@ -10,9 +10,12 @@ scale per GROUP values along K, `[E, N, K / GROUP]`. They differ in the scale:
 `fp4_dequant_dot` is the W4A16 K loop (bf16 activations, the weight tile dequantized in
 registers, bf16 MMA, fp32 accumulate); `fp4_scaled_dot` is the W4A4 K loop on `tl.dot_scaled`
 (both operands e2m1, sm_120's native FP4 MMA). The routing prologue and store epilogue are
-`moe_grouped_gemm.moe_tile` / `moe_store`, shared with the bf16 kernel.
+`moe_grouped_gemm.moe_tile` / `moe_store`, shared with the bf16 kernel. `fp4_w4a16_tile` /
+`fp4_w4a4_tile` are a whole output tile up to its epilogue (routing, the tile's pointers, the K
+loop), `fp4_aot_signature` the kernels' ahead-of-time signatures and `launch_w4a16` the W4A16
+launch: both formats' kernels are these plus what differs (NVFP4's global scale).
 
-Only triton is imported (the sm_120 AOT check has no torch).
+Only triton is imported at top level (the sm_120 AOT check has no torch); torch is lazy.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from typing import Any
 
 import triton
 import triton.language as tl
+
+from .moe_grouped_gemm import moe_tile, plan_launch, with_constexprs
 
 
 @triton.jit
@@ -111,6 +116,86 @@ def fp4_scaled_dot(a_ptrs, as_ptrs, b_ptrs, bs_ptrs, slot_ok, n_ok, K,
         b_ptrs += HALF_K
         bs_ptrs += GROUPS_K
     return acc
+
+
+@triton.jit
+def fp4_w4a16_tile(a_ptr, b_ptr, b_scale_ptr, sorted_token_ids_ptr, expert_ids_ptr,
+                   num_tokens_post_padded_ptr, N, K, num_valid_tokens,
+                   stride_am, stride_be, stride_bn, stride_se, stride_sn,
+                   TOP_K: tl.constexpr, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
+                   BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+                   GROUP: tl.constexpr, UE8M0: tl.constexpr):
+    # One W4A16 tile up to its epilogue: C[slot, :] = A[slot // TOP_K, :] @ dequant(B[expert]).T
+    # (fp32). Returns it with moe_tile's routing (the caller scales it and calls moe_store).
+    slots, slot_ok, a_rows, expert, offs_n, n_ok = moe_tile(
+        num_tokens_post_padded_ptr, sorted_token_ids_ptr, expert_ids_ptr, N, num_valid_tokens,
+        TOP_K, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
+    rows_n = offs_n.to(tl.int64)[:, None]
+    a_ptrs = a_ptr + a_rows[:, None] * stride_am + tl.arange(0, BLOCK_SIZE_K)[None, :]
+    b_ptrs = b_ptr + expert * stride_be + rows_n * stride_bn + tl.arange(0, BLOCK_SIZE_K // 2)[None, :]
+    s_ptrs = b_scale_ptr + expert * stride_se + rows_n * stride_sn + tl.arange(0, BLOCK_SIZE_K // GROUP)[None, :]
+    acc = fp4_dequant_dot(a_ptrs, b_ptrs, s_ptrs, slot_ok, n_ok, K,
+                          BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP, UE8M0)
+    return acc, slots, slot_ok, expert, offs_n, n_ok
+
+
+@triton.jit
+def fp4_w4a4_tile(a_ptr, a_scale_ptr, b_ptr, b_scale_ptr, sorted_token_ids_ptr, expert_ids_ptr,
+                  num_tokens_post_padded_ptr, N, K, num_valid_tokens,
+                  stride_am, stride_asm, stride_be, stride_bn, stride_se, stride_sn,
+                  TOP_K: tl.constexpr, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
+                  BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr, GROUP: tl.constexpr):
+    # One W4A4 tile up to its epilogue on the FP4 tensor cores (A packed [M, K/2] with its block
+    # scales [M, K/GROUP]); returns it with moe_tile's routing, as fp4_w4a16_tile.
+    slots, slot_ok, a_rows, expert, offs_n, n_ok = moe_tile(
+        num_tokens_post_padded_ptr, sorted_token_ids_ptr, expert_ids_ptr, N, num_valid_tokens,
+        TOP_K, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
+    offs_kp = tl.arange(0, BLOCK_SIZE_K // 2)
+    offs_ks = tl.arange(0, BLOCK_SIZE_K // GROUP)
+    rows_n = offs_n.to(tl.int64)
+    a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_kp[None, :]
+    as_ptrs = a_scale_ptr + a_rows[:, None] * stride_asm + offs_ks[None, :]
+    b_ptrs = b_ptr + expert * stride_be + rows_n[None, :] * stride_bn + offs_kp[:, None]
+    bs_ptrs = b_scale_ptr + expert * stride_se + rows_n[:, None] * stride_sn + offs_ks[None, :]
+    acc = fp4_scaled_dot(a_ptrs, as_ptrs, b_ptrs, bs_ptrs, slot_ok, n_ok, K,
+                         BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP)
+    return acc, slots, slot_ok, expert, offs_n, n_ok
+
+
+def fp4_aot_signature(scale: str, gscale: bool, config: dict[str, int], down: bool,
+                      w4a4: bool = False) -> tuple:
+    """(signature, constexprs) of an FP4 MoE kernel for `triton.compile`, in its parameter order:
+    `scale` is the block scales' type (`*u8` ue8m0, `*fp8e4nv` e4m3), `gscale` whether the kernel
+    takes fp32 global scales (NVFP4), `w4a4` the dot_scaled variant (FP4 activations too)."""
+    g = {"_gscale_ptr": "*fp32"} if gscale else {}
+    a = ({"a_ptr": "*u8", "a_scale_ptr": scale, **{f"a{k}": v for k, v in g.items()}}
+         if w4a4 else {"a_ptr": "*bf16"})
+    return with_constexprs({
+        **a, "b_ptr": "*u8", "b_scale_ptr": scale, **{f"b{k}": v for k, v in g.items()},
+        "c_ptr": "*bf16", "topk_weights_ptr": "*fp32", "sorted_token_ids_ptr": "*i32",
+        "expert_ids_ptr": "*i32", "num_tokens_post_padded_ptr": "*i32",
+        "N": "i32", "K": "i32", "num_valid_tokens": "i32",
+        "stride_am": "i32", **({"stride_asm": "i32"} if w4a4 else {}),
+        "stride_be": "i32", "stride_bn": "i32", "stride_se": "i32", "stride_sn": "i32",
+        "stride_cm": "i32",
+    }, config, down)
+
+
+def launch_w4a16(kernel: Any, fmt: str, group: int, a: Any, w_packed: Any, w_scale: Any,
+                 gscale: tuple[Any, ...], topk_ids: Any, config: dict[str, int],
+                 topk_weights: Any, a_per_slot: bool) -> Any:
+    """Run a W4A16 FP4 MoE kernel (its global-scale pointer, if any, in `gscale`); its output."""
+    k = check_fp4_shapes(fmt, group, a, w_packed, w_scale)
+    n_experts, n, _ = w_packed.shape
+    p = plan_launch(a, topk_ids, n_experts, n, config, topk_weights, a_per_slot)
+    kernel[p.grid](
+        a, w_packed, w_scale, *gscale, p.out, p.topk_weights, p.sorted_ids, p.expert_ids, p.n_post,
+        n, k, p.n_valid,
+        a.stride(0), w_packed.stride(0), w_packed.stride(1), w_scale.stride(0), w_scale.stride(1),
+        p.out.stride(0),
+        **p.kwargs,
+    )
+    return p.out
 
 
 def check_fp4_shapes(fmt: str, group: int, a: Any, w_packed: Any, w_scale: Any) -> int:

@@ -37,8 +37,8 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from .fp4_common import check_fp4_shapes, fp4_dequant_dot, fp4_scaled_dot
-from .moe_grouped_gemm import moe_store, moe_tile, plan_launch, with_constexprs
+from .fp4_common import fp4_aot_signature, fp4_w4a4_tile, fp4_w4a16_tile, launch_w4a16
+from .moe_grouped_gemm import moe_store
 
 GROUP = 32  # MXFP4: one ue8m0 scale byte per 32 e2m1 values
 
@@ -54,15 +54,10 @@ def fused_moe_mxfp4_kernel(
     GROUP_SIZE_M: tl.constexpr,
 ):
     # C[slot, :] = A[slot // TOP_K, :] @ dequant(B[expert(slot)]).T  (x routed weight for down)
-    slots, slot_ok, a_rows, expert, offs_n, n_ok = moe_tile(
-        num_tokens_post_padded_ptr, sorted_token_ids_ptr, expert_ids_ptr, N, num_valid_tokens,
-        TOP_K, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
-    rows_n = offs_n.to(tl.int64)[:, None]
-    a_ptrs = a_ptr + a_rows[:, None] * stride_am + tl.arange(0, BLOCK_SIZE_K)[None, :]
-    b_ptrs = b_ptr + expert * stride_be + rows_n * stride_bn + tl.arange(0, BLOCK_SIZE_K // 2)[None, :]
-    s_ptrs = b_scale_ptr + expert * stride_se + rows_n * stride_sn + tl.arange(0, BLOCK_SIZE_K // 32)[None, :]
-    acc = fp4_dequant_dot(a_ptrs, b_ptrs, s_ptrs, slot_ok, n_ok, K,
-                          BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, 32, True)
+    acc, slots, slot_ok, expert, offs_n, n_ok = fp4_w4a16_tile(
+        a_ptr, b_ptr, b_scale_ptr, sorted_token_ids_ptr, expert_ids_ptr, num_tokens_post_padded_ptr,
+        N, K, num_valid_tokens, stride_am, stride_be, stride_bn, stride_se, stride_sn,
+        TOP_K, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, 32, True)
     moe_store(c_ptr, acc, slots, slot_ok, offs_n, n_ok, topk_weights_ptr, stride_cm, MUL_ROUTED_WEIGHT)
 
 
@@ -80,43 +75,22 @@ def fused_moe_mxfp4_dot_scaled_kernel(
     # ... ue8m0, reference §3.4): A is MXFP4 too (packed [M, K/2], ue8m0 bytes [M, K/32]). NOT
     # validated on CPU (the 3.7.1 interpreter cannot run dot_scaled): AOT-compiled for sm_120
     # only; needs a GPU correctness run against fused_moe_mxfp4_kernel before it is used.
-    slots, slot_ok, a_rows, expert, offs_n, n_ok = moe_tile(
-        num_tokens_post_padded_ptr, sorted_token_ids_ptr, expert_ids_ptr, N, num_valid_tokens,
-        TOP_K, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
-    offs_kp = tl.arange(0, BLOCK_SIZE_K // 2)
-    offs_ks = tl.arange(0, BLOCK_SIZE_K // 32)
-    rows_n = offs_n.to(tl.int64)
-    a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_kp[None, :]
-    as_ptrs = a_scale_ptr + a_rows[:, None] * stride_asm + offs_ks[None, :]
-    b_ptrs = b_ptr + expert * stride_be + rows_n[None, :] * stride_bn + offs_kp[:, None]
-    bs_ptrs = b_scale_ptr + expert * stride_se + rows_n[:, None] * stride_sn + offs_ks[None, :]
-    acc = fp4_scaled_dot(a_ptrs, as_ptrs, b_ptrs, bs_ptrs, slot_ok, n_ok, K,
-                         BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, 32)
+    acc, slots, slot_ok, expert, offs_n, n_ok = fp4_w4a4_tile(
+        a_ptr, a_scale_ptr, b_ptr, b_scale_ptr, sorted_token_ids_ptr, expert_ids_ptr,
+        num_tokens_post_padded_ptr, N, K, num_valid_tokens,
+        stride_am, stride_asm, stride_be, stride_bn, stride_se, stride_sn,
+        TOP_K, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, 32)
     moe_store(c_ptr, acc, slots, slot_ok, offs_n, n_ok, topk_weights_ptr, stride_cm, MUL_ROUTED_WEIGHT)
 
 
 def aot_signature(config: dict[str, int], down: bool = False) -> tuple:
     """(signature, constexprs) for compiling fused_moe_mxfp4_kernel ahead of time."""
-    return with_constexprs({
-        "a_ptr": "*bf16", "b_ptr": "*u8", "b_scale_ptr": "*u8",
-        "c_ptr": "*bf16", "topk_weights_ptr": "*fp32", "sorted_token_ids_ptr": "*i32",
-        "expert_ids_ptr": "*i32", "num_tokens_post_padded_ptr": "*i32",
-        "N": "i32", "K": "i32", "num_valid_tokens": "i32",
-        "stride_am": "i32", "stride_be": "i32", "stride_bn": "i32", "stride_se": "i32",
-        "stride_sn": "i32", "stride_cm": "i32",
-    }, config, down)
+    return fp4_aot_signature("*u8", False, config, down)
 
 
 def aot_signature_dot_scaled(config: dict[str, int], down: bool = False) -> tuple:
     """(signature, constexprs) for compiling fused_moe_mxfp4_dot_scaled_kernel ahead of time."""
-    return with_constexprs({
-        "a_ptr": "*u8", "a_scale_ptr": "*u8", "b_ptr": "*u8", "b_scale_ptr": "*u8",
-        "c_ptr": "*bf16", "topk_weights_ptr": "*fp32", "sorted_token_ids_ptr": "*i32",
-        "expert_ids_ptr": "*i32", "num_tokens_post_padded_ptr": "*i32",
-        "N": "i32", "K": "i32", "num_valid_tokens": "i32",
-        "stride_am": "i32", "stride_asm": "i32", "stride_be": "i32", "stride_bn": "i32",
-        "stride_se": "i32", "stride_sn": "i32", "stride_cm": "i32",
-    }, config, down)
+    return fp4_aot_signature("*u8", False, config, down, w4a4=True)
 
 
 def grouped_gemm_mxfp4(a: Any, w_packed: Any, w_scale: Any, topk_ids: Any, config: dict[str, int],
@@ -130,14 +104,5 @@ def grouped_gemm_mxfp4(a: Any, w_packed: Any, w_scale: Any, topk_ids: Any, confi
 
     if w_scale.dtype != torch.uint8:
         raise ValueError(f"MXFP4 scales are ue8m0 bytes (uint8), not {w_scale.dtype}")
-    k = check_fp4_shapes("MXFP4", GROUP, a, w_packed, w_scale)
-    n_experts, n, _ = w_packed.shape
-    p = plan_launch(a, topk_ids, n_experts, n, config, topk_weights, a_per_slot)
-    fused_moe_mxfp4_kernel[p.grid](
-        a, w_packed, w_scale, p.out, p.topk_weights, p.sorted_ids, p.expert_ids, p.n_post,
-        n, k, p.n_valid,
-        a.stride(0), w_packed.stride(0), w_packed.stride(1), w_scale.stride(0), w_scale.stride(1),
-        p.out.stride(0),
-        **p.kwargs,
-    )
-    return p.out
+    return launch_w4a16(fused_moe_mxfp4_kernel, "MXFP4", GROUP, a, w_packed, w_scale, (),
+                        topk_ids, config, topk_weights, a_per_slot)

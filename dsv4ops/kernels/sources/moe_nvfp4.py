@@ -37,8 +37,8 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from .fp4_common import check_fp4_shapes, fp4_dequant_dot, fp4_scaled_dot
-from .moe_grouped_gemm import moe_store, moe_tile, plan_launch, with_constexprs
+from .fp4_common import fp4_aot_signature, fp4_w4a4_tile, fp4_w4a16_tile, launch_w4a16
+from .moe_grouped_gemm import moe_store
 
 GROUP = 16  # NVFP4: one ue4m3 scale per 16 e2m1 values
 
@@ -54,15 +54,10 @@ def fused_moe_nvfp4_kernel(
     GROUP_SIZE_M: tl.constexpr,
 ):
     # C[slot, :] = A[slot // TOP_K, :] @ dequant(B[expert(slot)]).T  (x routed weight for down)
-    slots, slot_ok, a_rows, expert, offs_n, n_ok = moe_tile(
-        num_tokens_post_padded_ptr, sorted_token_ids_ptr, expert_ids_ptr, N, num_valid_tokens,
-        TOP_K, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
-    rows_n = offs_n.to(tl.int64)[:, None]
-    a_ptrs = a_ptr + a_rows[:, None] * stride_am + tl.arange(0, BLOCK_SIZE_K)[None, :]
-    b_ptrs = b_ptr + expert * stride_be + rows_n * stride_bn + tl.arange(0, BLOCK_SIZE_K // 2)[None, :]
-    s_ptrs = b_scale_ptr + expert * stride_se + rows_n * stride_sn + tl.arange(0, BLOCK_SIZE_K // 16)[None, :]
-    acc = fp4_dequant_dot(a_ptrs, b_ptrs, s_ptrs, slot_ok, n_ok, K,
-                          BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, 16, False)
+    acc, slots, slot_ok, expert, offs_n, n_ok = fp4_w4a16_tile(
+        a_ptr, b_ptr, b_scale_ptr, sorted_token_ids_ptr, expert_ids_ptr, num_tokens_post_padded_ptr,
+        N, K, num_valid_tokens, stride_am, stride_be, stride_bn, stride_se, stride_sn,
+        TOP_K, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, 16, False)
     acc = acc * tl.load(b_gscale_ptr + expert)
     moe_store(c_ptr, acc, slots, slot_ok, offs_n, n_ok, topk_weights_ptr, stride_cm, MUL_ROUTED_WEIGHT)
 
@@ -82,45 +77,23 @@ def fused_moe_nvfp4_dot_scaled_kernel(
     # fp32 global scale). NOT validated on CPU: Triton's interpreter computes NVFP4 dot_scaled
     # wrongly (reference §3.5 gotcha 6), so this kernel is only AOT-compiled for sm_120 and
     # needs a GPU correctness run against fused_moe_nvfp4_kernel before it is used.
-    slots, slot_ok, a_rows, expert, offs_n, n_ok = moe_tile(
-        num_tokens_post_padded_ptr, sorted_token_ids_ptr, expert_ids_ptr, N, num_valid_tokens,
-        TOP_K, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
-    offs_kp = tl.arange(0, BLOCK_SIZE_K // 2)
-    offs_ks = tl.arange(0, BLOCK_SIZE_K // 16)
-    rows_n = offs_n.to(tl.int64)
-    a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_kp[None, :]
-    as_ptrs = a_scale_ptr + a_rows[:, None] * stride_asm + offs_ks[None, :]
-    b_ptrs = b_ptr + expert * stride_be + rows_n[None, :] * stride_bn + offs_kp[:, None]
-    bs_ptrs = b_scale_ptr + expert * stride_se + rows_n[:, None] * stride_sn + offs_ks[None, :]
-    acc = fp4_scaled_dot(a_ptrs, as_ptrs, b_ptrs, bs_ptrs, slot_ok, n_ok, K,
-                         BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, 16)
+    acc, slots, slot_ok, expert, offs_n, n_ok = fp4_w4a4_tile(
+        a_ptr, a_scale_ptr, b_ptr, b_scale_ptr, sorted_token_ids_ptr, expert_ids_ptr,
+        num_tokens_post_padded_ptr, N, K, num_valid_tokens,
+        stride_am, stride_asm, stride_be, stride_bn, stride_se, stride_sn,
+        TOP_K, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, 16)
     acc = acc * (tl.load(b_gscale_ptr + expert) * tl.load(a_gscale_ptr))
     moe_store(c_ptr, acc, slots, slot_ok, offs_n, n_ok, topk_weights_ptr, stride_cm, MUL_ROUTED_WEIGHT)
 
 
 def aot_signature(config: dict[str, int], down: bool = False) -> tuple:
     """(signature, constexprs) for compiling fused_moe_nvfp4_kernel ahead of time."""
-    return with_constexprs({
-        "a_ptr": "*bf16", "b_ptr": "*u8", "b_scale_ptr": "*fp8e4nv", "b_gscale_ptr": "*fp32",
-        "c_ptr": "*bf16", "topk_weights_ptr": "*fp32", "sorted_token_ids_ptr": "*i32",
-        "expert_ids_ptr": "*i32", "num_tokens_post_padded_ptr": "*i32",
-        "N": "i32", "K": "i32", "num_valid_tokens": "i32",
-        "stride_am": "i32", "stride_be": "i32", "stride_bn": "i32", "stride_se": "i32",
-        "stride_sn": "i32", "stride_cm": "i32",
-    }, config, down)
+    return fp4_aot_signature("*fp8e4nv", True, config, down)
 
 
 def aot_signature_dot_scaled(config: dict[str, int], down: bool = False) -> tuple:
     """(signature, constexprs) for compiling fused_moe_nvfp4_dot_scaled_kernel ahead of time."""
-    return with_constexprs({
-        "a_ptr": "*u8", "a_scale_ptr": "*fp8e4nv", "a_gscale_ptr": "*fp32",
-        "b_ptr": "*u8", "b_scale_ptr": "*fp8e4nv", "b_gscale_ptr": "*fp32",
-        "c_ptr": "*bf16", "topk_weights_ptr": "*fp32", "sorted_token_ids_ptr": "*i32",
-        "expert_ids_ptr": "*i32", "num_tokens_post_padded_ptr": "*i32",
-        "N": "i32", "K": "i32", "num_valid_tokens": "i32",
-        "stride_am": "i32", "stride_asm": "i32", "stride_be": "i32", "stride_bn": "i32",
-        "stride_se": "i32", "stride_sn": "i32", "stride_cm": "i32",
-    }, config, down)
+    return fp4_aot_signature("*fp8e4nv", True, config, down, w4a4=True)
 
 
 def grouped_gemm_nvfp4(a: Any, w_packed: Any, w_scale: Any, w_gscale: Any, topk_ids: Any,
@@ -133,15 +106,6 @@ def grouped_gemm_nvfp4(a: Any, w_packed: Any, w_scale: Any, w_gscale: Any, topk_
     """
     import torch
 
-    k = check_fp4_shapes("NVFP4", GROUP, a, w_packed, w_scale)
-    n_experts, n, _ = w_packed.shape
-    p = plan_launch(a, topk_ids, n_experts, n, config, topk_weights, a_per_slot)
-    fused_moe_nvfp4_kernel[p.grid](
-        a, w_packed, w_scale, w_gscale.to(torch.float32).contiguous(), p.out,
-        p.topk_weights, p.sorted_ids, p.expert_ids, p.n_post,
-        n, k, p.n_valid,
-        a.stride(0), w_packed.stride(0), w_packed.stride(1), w_scale.stride(0), w_scale.stride(1),
-        p.out.stride(0),
-        **p.kwargs,
-    )
-    return p.out
+    return launch_w4a16(fused_moe_nvfp4_kernel, "NVFP4", GROUP, a, w_packed, w_scale,
+                        (w_gscale.to(torch.float32).contiguous(),), topk_ids, config,
+                        topk_weights, a_per_slot)
