@@ -131,7 +131,8 @@ def suites_for_change(old_flags: Any, new_flags: Any) -> list[str]:
         a, b = get(old_flags, key), get(new_flags, key)
         if isinstance(a, list | tuple) or isinstance(b, list | tuple):
             return tuple(a or ()) != tuple(b or ())
-        return a != b
+        differs: bool = a != b
+        return differs
 
     if changed("multi_stream_overlap") or changed("kernel_package") or changed("decode_kernels"):
         suites.append("corruption")

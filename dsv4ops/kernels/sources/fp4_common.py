@@ -116,7 +116,7 @@ def fp4_scaled_dot(a_ptrs, as_ptrs, b_ptrs, bs_ptrs, slot_ok, n_ok, K,
 def check_fp4_shapes(fmt: str, group: int, a: Any, w_packed: Any, w_scale: Any) -> int:
     """Validate an FP4 weight triple against the activations; returns K. Raises ValueError."""
     n_experts, n, half_k = w_packed.shape
-    k = 2 * half_k
+    k: int = 2 * half_k
     if k % group or tuple(w_scale.shape) != (n_experts, n, k // group) or a.shape[1] != k:
         raise ValueError(f"{fmt} shapes: a {tuple(a.shape)}, w_packed {tuple(w_packed.shape)}, "
                          f"w_scale {tuple(w_scale.shape)} (K must be a multiple of {group})")

@@ -38,7 +38,7 @@ import triton
 import triton.language as tl
 
 from .fp4_common import check_fp4_shapes, fp4_dequant_dot, fp4_scaled_dot
-from .moe_grouped_gemm import moe_store, moe_tile, plan_launch, with_constexprs
+from .moe_grouped_gemm import AotSignature, moe_store, moe_tile, plan_launch, with_constexprs
 
 GROUP = 16  # NVFP4: one ue4m3 scale per 16 e2m1 values
 
@@ -98,7 +98,7 @@ def fused_moe_nvfp4_dot_scaled_kernel(
     moe_store(c_ptr, acc, slots, slot_ok, offs_n, n_ok, topk_weights_ptr, stride_cm, MUL_ROUTED_WEIGHT)
 
 
-def aot_signature(config: dict[str, int], down: bool = False) -> tuple:
+def aot_signature(config: dict[str, int], down: bool = False) -> AotSignature:
     """(signature, constexprs) for compiling fused_moe_nvfp4_kernel ahead of time."""
     return with_constexprs({
         "a_ptr": "*bf16", "b_ptr": "*u8", "b_scale_ptr": "*fp8e4nv", "b_gscale_ptr": "*fp32",
@@ -110,7 +110,7 @@ def aot_signature(config: dict[str, int], down: bool = False) -> tuple:
     }, config, down)
 
 
-def aot_signature_dot_scaled(config: dict[str, int], down: bool = False) -> tuple:
+def aot_signature_dot_scaled(config: dict[str, int], down: bool = False) -> AotSignature:
     """(signature, constexprs) for compiling fused_moe_nvfp4_dot_scaled_kernel ahead of time."""
     return with_constexprs({
         "a_ptr": "*u8", "a_scale_ptr": "*fp8e4nv", "a_gscale_ptr": "*fp32",
