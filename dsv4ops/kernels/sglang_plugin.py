@@ -72,7 +72,7 @@ def register() -> None:
     wanted = (manifest.get("plugin") or {}).get("hooks", [])
     applied: list[str] = []
     try:
-        from sglang.srt.plugins.hook_registry import (  # type: ignore[import-not-found]
+        from sglang.srt.plugins.hook_registry import (
             HookRegistry,
             HookType,
         )
