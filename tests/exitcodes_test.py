@@ -53,7 +53,7 @@ def test_the_walk_sees_every_registered_command() -> None:
 
 
 @pytest.mark.parametrize(("path", "cmd"), LEAVES, ids=IDS)
-def test_a_usage_mistake_is_refused_with_one_json_error(path, cmd, capsys) -> None:
+def test_a_usage_mistake_is_refused_with_one_json_error(path, cmd, capsys: pytest.CaptureFixture[str]) -> None:
     code = cli_pkg.main([*path, "--no-such-option", "--json"])
     out, err = capsys.readouterr()
     assert code == exitcodes.REFUSED, err
@@ -70,12 +70,12 @@ def test_a_usage_mistake_is_refused_with_one_json_error(path, cmd, capsys) -> No
     (KeyboardInterrupt(), exitcodes.INTERRUPTED),
 ], ids=["refused", "failed", "bug", "interrupted"])
 def test_every_failure_mode_of_every_command_ends_in_the_table(
-        path, cmd, raised, expected, capsys, monkeypatch, tmp_path) -> None:
+        path, cmd, raised, expected, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Whatever a command's body raises, the one boundary gives the table's code: no command
     catches and renumbers it on its own way out."""
     monkeypatch.setenv("DSV4OPS_STATE_DIR", str(tmp_path))  # the bug's crash report goes here
 
-    def body(*_a, **_kw):
+    def body(*_a, **_kw) -> None:
         raise raised
 
     monkeypatch.setattr(cmd, "callback", body)
@@ -126,7 +126,7 @@ def test_no_module_picks_an_exit_number_of_its_own() -> None:
     assert not bad, "use dsv4ops.exitcodes:\n" + "\n".join(bad)
 
 
-def test_help_and_readme_state_the_one_table(capsys) -> None:
+def test_help_and_readme_state_the_one_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_pkg.main(["--help"]) == exitcodes.OK
     out = capsys.readouterr().out
     readme = README.read_text()

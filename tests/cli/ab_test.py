@@ -43,7 +43,7 @@ def env(orch_env: OrchEnv, monkeypatch: pytest.MonkeyPatch) -> OrchEnv:
     return orch_env
 
 
-def test_dry_run_prints_the_plan_and_changes_nothing(env: OrchEnv, capsys) -> None:
+def test_dry_run_prints_the_plan_and_changes_nothing(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = cli(env, capsys, "ab", "baseline", "overlap-on", "--dry-run")
     assert code == 0, err
     # the budget the design sizes for a 5% effect at the default ±2% variation: 4 pairs
@@ -71,13 +71,13 @@ def test_dry_run_prints_the_plan_and_changes_nothing(env: OrchEnv, capsys) -> No
     (("baseline", "no-such-profile"), "no-such-profile"),
     (("baseline", "overlap-on", "--suite", "soak", "--levels", "8,16"), "the soak exactly one"),
 ])
-def test_bad_input_is_one_clear_error_and_changes_nothing(env: OrchEnv, capsys, args, message) -> None:
+def test_bad_input_is_one_clear_error_and_changes_nothing(env: OrchEnv, capsys: pytest.CaptureFixture[str], args, message) -> None:
     code, _out, err = cli(env, capsys, "ab", *args, "--dry-run")
     assert code == 1 and message in err and "Traceback" not in err
     assert Journal(env.target).operations() == []
 
 
-def test_overlap_gains_but_the_abort_cascade_gate_keeps_the_baseline(env: OrchEnv, capsys,
+def test_overlap_gains_but_the_abort_cascade_gate_keeps_the_baseline(env: OrchEnv, capsys: pytest.CaptureFixture[str],
                                                                        tmp_path: Path) -> None:
     code, out, err = cli(env, capsys, "ab", "ab-base", "ab-overlap", "--variation", "1",
                          "--levels", "56,60", *FAST, "--json", "--report", str(tmp_path))
@@ -114,7 +114,7 @@ def test_overlap_gains_but_the_abort_cascade_gate_keeps_the_baseline(env: OrchEn
 
 
 def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_partial(
-        env: OrchEnv, capsys, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        env: OrchEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Ctrl-C after block 1's deploy stopped A's unit: its automatic rollback has nothing
     known-good to restore (an experiment's blocks never are, and nothing was gated before), so
     it stops everything; the experiment then puts the box back on A by a deploy, ends FAILED
@@ -173,7 +173,7 @@ def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_parti
 
 
 def test_ctrl_c_while_a_block_is_measured_keeps_a_and_records_the_block_as_partial(
-        env: OrchEnv, capsys, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        env: OrchEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Ctrl-C during block 0's sweep (A): the box already runs A's proven deployment, so nothing is
     redeployed; the block is in the report as incomplete and the experiment ends FAILED."""
     from dsv4ops.orchestrate.usecases import ab as AB
@@ -217,7 +217,7 @@ def _status(env: OrchEnv) -> dict:
 
 
 def test_known_good_across_deploys_no_canary_and_an_ab_whose_b_failed_its_gate(
-        env: OrchEnv, capsys, tmp_path: Path) -> None:
+        env: OrchEnv, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """Issue 20's scenario on the twin behind the real router, one stack: baseline gated ->
     overlap-on's gate fails (rolled back) -> overlap-on and multi-stream-on with --no-canary ->
     rollback offers baseline, neither flag profile; after an A/B whose B failed its gate,

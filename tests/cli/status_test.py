@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dsv4ops.cli import main
 from dsv4ops.cli.status import _router_details
+from testing.orchestrate import OrchEnv
 
 
-def test_status_says_the_router_is_not_running_instead_of_none(env, capsys):
+def test_status_says_the_router_is_not_running_instead_of_none(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     """Nothing runs: NOT HEALTHY, and a script sees it (exit 2, not 0)."""
     code = main(["status", "--target", env.target])
     out = capsys.readouterr().out
@@ -15,7 +18,7 @@ def test_status_says_the_router_is_not_running_instead_of_none(env, capsys):
     assert "router not running" in router and "None" not in out
 
 
-def test_status_readiness_detail_when_the_router_does_not_answer():
+def test_status_readiness_detail_when_the_router_does_not_answer() -> None:
     row = {"name": "router", "alive": True, "readiness": None, "readiness_error": "timed out"}
     assert _router_details(row) == "readiness unreachable (timed out)"
     row = {"name": "router", "alive": True, "readiness": 200, "workers": []}

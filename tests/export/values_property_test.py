@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -45,7 +46,7 @@ SETTINGS = settings(
         (["--namespace", "a" * 64], "--namespace"),
     ],
 )
-def test_the_reported_values_are_refused_by_the_real_cli(args: list[str], option: str, pdir: Path, write) -> None:  # noqa: ANN001
+def test_the_reported_values_are_refused_by_the_real_cli(args: list[str], option: str, pdir: Path, write: Callable[[str, str], Path]) -> None:  # noqa: ANN001
     write("withkernels", "schema_version: 1\nextends: base\nkernel_package: dsv4-decode-kernels@0.2.0\n"
           + TRITON_MOE_PATH_YAML)
     proc = subprocess.run(

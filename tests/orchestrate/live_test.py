@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -20,6 +21,7 @@ from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.pd import OVERRIDE_FLAG
 from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
 from testing.orchestrate import (
+    OrchEnv,
     assert_baseline_restored,
     cli,
     module_env,
@@ -46,7 +48,7 @@ STREAM_TOKENS = 500  # ~2 s
 
 
 @pytest.fixture(scope="module")
-def orch_env(tmp_path_factory):
+def orch_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrchEnv]:
     yield from module_env(tmp_path_factory, TWIN_ENV)
 
 
@@ -85,7 +87,7 @@ def _stream(url: str, result: dict, first_token: threading.Event) -> None:
     result.update(pieces=pieces, done=done, finish=finish, errors=errors, ended=time.time())
 
 
-def test_redeploy_drains_a_client_stream_instead_of_cutting_it(baseline_running, capsys):
+def test_redeploy_drains_a_client_stream_instead_of_cutting_it(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     env = baseline_running
     url = f"http://127.0.0.1:{env.port(8000)}/v1/chat/completions"
     result: dict = {}
@@ -120,7 +122,7 @@ def test_redeploy_drains_a_client_stream_instead_of_cutting_it(baseline_running,
     assert "router draining" in err and "decode 1 running" in err
 
 
-def test_deploy_with_the_smoke_canary_journals_its_verdict(baseline_running, capsys):
+def test_deploy_with_the_smoke_canary_journals_its_verdict(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     env = baseline_running
     code, out, err = cli(
         env, capsys, "deploy", "baseline", "--yes", "--json", "--canary-duration", "3"
@@ -142,7 +144,7 @@ def test_deploy_with_the_smoke_canary_journals_its_verdict(baseline_running, cap
     assert out["op_id"] in baseline.source
 
 
-def test_canary_fail_on_a_flag_change_rolls_back_to_the_last_known_good(baseline_running, capsys):
+def test_canary_fail_on_a_flag_change_rolls_back_to_the_last_known_good(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     env = baseline_running
     good = Journal(env.target).deployed()
     # Accepting INCONCLUSIVE (a 2-core machine can make the client's self-check distrust its
@@ -175,7 +177,7 @@ def test_canary_fail_on_a_flag_change_rolls_back_to_the_last_known_good(baseline
     assert_baseline_restored(env, capsys)
 
 
-def test_decode_only_override_restarts_only_the_decode_and_warns_loudly(baseline_running, capsys):
+def test_decode_only_override_restarts_only_the_decode_and_warns_loudly(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     env = baseline_running
     before = len(read_events(env))
     pids = {c["name"]: c["pid"] for c in cli(env, capsys, "status", "--json")[1]["components"]}

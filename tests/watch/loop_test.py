@@ -79,7 +79,7 @@ def test_a_silent_unit_is_never_ok_and_once_ends_unknown_or_critical_not_ok() ->
     from dsv4ops import exitcodes
     from dsv4ops.errors import TargetError
 
-    def silent(requests, *, timeout_s=10.0):
+    def silent(requests, *, timeout_s=10.0) -> None:
         raise TargetError("http_many: no answer within 5 s")
 
     w = Watcher(ENDPOINTS, WatchSettings(), silent, FakeClock())
