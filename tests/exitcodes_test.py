@@ -17,6 +17,7 @@ import pytest
 from dsv4ops import cli as cli_pkg
 from dsv4ops import exitcodes
 from dsv4ops.errors import DeployError, DsOpsError
+from dsv4ops.jsontypes import JSONObject
 from testing.package_ast import modules
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -42,9 +43,10 @@ LEAVES = sorted(leaf_commands(), key=lambda item: item[0])
 IDS = [" ".join(p) for p, _ in LEAVES]
 
 
-def _json_object(out: str) -> dict:
+def _json_object(out: str) -> JSONObject:
     (line,) = [ln for ln in out.splitlines() if ln.strip()]  # exactly one object on stdout
-    return json.loads(line)
+    doc: JSONObject = json.loads(line)
+    return doc
 
 
 def test_the_walk_sees_every_registered_command() -> None:
@@ -53,7 +55,7 @@ def test_the_walk_sees_every_registered_command() -> None:
 
 
 @pytest.mark.parametrize(("path", "cmd"), LEAVES, ids=IDS)
-def test_a_usage_mistake_is_refused_with_one_json_error(path, cmd, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_usage_mistake_is_refused_with_one_json_error(path: tuple[str, ...], cmd: click.Command, capsys: pytest.CaptureFixture[str]) -> None:
     code = cli_pkg.main([*path, "--no-such-option", "--json"])
     out, err = capsys.readouterr()
     assert code == exitcodes.REFUSED, err
@@ -70,12 +72,12 @@ def test_a_usage_mistake_is_refused_with_one_json_error(path, cmd, capsys: pytes
     (KeyboardInterrupt(), exitcodes.INTERRUPTED),
 ], ids=["refused", "failed", "bug", "interrupted"])
 def test_every_failure_mode_of_every_command_ends_in_the_table(
-        path, cmd, raised, expected, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        path: tuple[str, ...], cmd: click.Command, raised: BaseException, expected: int, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Whatever a command's body raises, the one boundary gives the table's code: no command
     catches and renumbers it on its own way out."""
     monkeypatch.setenv("DSV4OPS_STATE_DIR", str(tmp_path))  # the bug's crash report goes here
 
-    def body(*_a, **_kw) -> None:
+    def body(*_a: object, **_kw: object) -> None:
         raise raised
 
     monkeypatch.setattr(cmd, "callback", body)
@@ -137,12 +139,12 @@ def test_help_and_readme_state_the_one_table(capsys: pytest.CaptureFixture[str])
 
 
 @pytest.mark.parametrize(("word", "code"), [("HEALTHY", 0), ("NOT HEALTHY", 2), ("UNKNOWN", 4)])
-def test_status_words_map_onto_the_table(word, code) -> None:
+def test_status_words_map_onto_the_table(word: str, code: int) -> None:
     assert exitcodes.for_health(word) == code
 
 
 @pytest.mark.parametrize(("verdict", "code"), [("PASS", 0), ("FAIL", 2), ("INCONCLUSIVE", 4)])
-def test_canary_verdicts_map_onto_the_table(verdict, code) -> None:
+def test_canary_verdicts_map_onto_the_table(verdict: str, code: int) -> None:
     from dsv4ops.canary.verdict import Verdict
 
     assert exitcodes.for_verdict(verdict) == Verdict(verdict).exit_code == code
@@ -156,7 +158,7 @@ SAME_FLAGS = ("--yes", "--reason", "--dry-run", "--json", "--target")
 
 
 @pytest.mark.parametrize("path", sorted(MUTATING), ids=[" ".join(p) for p in sorted(MUTATING)])
-def test_every_mutating_command_takes_the_same_flags(path) -> None:
+def test_every_mutating_command_takes_the_same_flags(path: tuple[str, ...]) -> None:
     cmd = dict(LEAVES)[path]
     opts = {o: p for p in cmd.params if isinstance(p, click.Option) for o in p.opts}
     missing = [f for f in SAME_FLAGS if f not in opts]

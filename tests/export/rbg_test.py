@@ -16,7 +16,9 @@ from jsonschema import Draft202012Validator
 
 from dsv4ops import _yaml
 from dsv4ops.export import rbg as R
-from dsv4ops.export.validate import check, pd_problems, pruned_fields, schema
+from dsv4ops.export.declared import pruned_fields
+from dsv4ops.export.validate import check, pd_problems, schema
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles import get_target, list_profiles, load_profile, render
 from testing.profiles import TRITON_MOE_PATH_YAML
 
@@ -31,7 +33,7 @@ def _cli(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> sub
                           env={**os.environ, **(env or {})})
 
 
-def _containers(manifest: dict) -> dict[str, dict]:
+def _containers(manifest: JSONObject) -> dict[str, JSONObject]:
     return {r["name"]: r["standalonePattern"]["template"]["spec"]["containers"][0]
             for r in manifest["spec"]["roles"]}
 

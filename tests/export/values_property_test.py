@@ -19,10 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dsv4ops import _yaml
+from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DsOpsError
 from dsv4ops.export import rbg as R
 from dsv4ops.export.validate import check_documents
 from dsv4ops.profiles import get_target, load_profile, render
+from dsv4ops.profiles.model import Profile
 from testing.profiles import TRITON_MOE_PATH_YAML
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,7 +61,7 @@ def test_the_reported_values_are_refused_by_the_real_cli(args: list[str], option
 
 
 @pytest.fixture(scope="module")
-def baseline():
+def baseline() -> tuple[Profile, Deployment]:
     p = load_profile(str(REPO / "profiles" / "baseline.yaml"))
     return p, render(p, get_target("box"))
 
@@ -76,7 +78,8 @@ _SHELL = re.compile(r"[\s;|&$`<>(){}\[\]*?!'\"\\#~]")
 
 @SETTINGS
 @given(namespace=TEXT, image=TEXT, python=TEXT)
-def test_any_option_value_is_refused_or_exports_a_valid_manifest(baseline, namespace, image, python) -> None:
+def test_any_option_value_is_refused_or_exports_a_valid_manifest(
+        baseline: tuple[Profile, Deployment], namespace: str, image: str, python: str) -> None:
     p, box = baseline
     opts = R.ExportOptions(image=image, namespace=namespace, python=python)
     try:

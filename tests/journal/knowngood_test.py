@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dsv4ops.journal.knowngood import judge, known_good
 from dsv4ops.journal.records import Kind, Status
-from dsv4ops.journal.store import Journal
+from dsv4ops.journal.store import FileBackend, Journal
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.restore import rollback_target
 from testing.clock import FakeClock
 
@@ -22,7 +24,7 @@ def journal(tmp_path: Path) -> Journal:
 
 def deploy(j: Journal, name: str, *, gate: str | None = "PASS", kind: Kind = Kind.DEPLOY,
            status: Status = Status.SUCCEEDED, reason: str | None = None,
-           scope: dict | None = None, proven: bool = True, hash_: str | None = None) -> str:
+           scope: JSONObject | None = None, proven: bool = True, hash_: str | None = None) -> str:
     """One operation as the engine journals it; `gate` is the canary step's detail (None: no
     canary step, as `--no-canary` journals it; "verdict FAIL: ..." a failed gate)."""
     op = j.begin(kind, profile={"name": name, "commands_hash": hash_ or f"h-{name}",
@@ -70,7 +72,8 @@ def test_an_accepted_inconclusive_ranks_below_an_older_pass(journal: Journal) ->
     ({"scope": {"restarted": ["router"]}}, "a partial restart (router) is not a proven unit"),
     ({"proven": False}, "never proven by generations through the router"),
 ])
-def test_never_a_failed_partial_or_unproven_deploy(journal: Journal, kw, words) -> None:
+def test_never_a_failed_partial_or_unproven_deploy(journal: Journal, kw: dict[str, Any],
+                                                  words: str) -> None:
     op = deploy(journal, "x", **kw)
     assert not journal.judged()[op].known_good and words in why(journal, op)
 
@@ -130,12 +133,12 @@ def test_a_journal_written_before_the_rule_is_re_judged_on_read(tmp_path: Path) 
     """An older dsv4ops marked every proven whole-unit deploy known-good: a --no-canary deploy
     and an A/B's blocks too. Read now, they are judged by the rule, and `journal` says why."""
     path = tmp_path / "old.jsonl"
-    lines = []
+    lines: list[str] = []
 
-    def rec(**r) -> None:
+    def rec(**r: object) -> None:
         lines.append(json.dumps({"v": 1, "ts": f"2026-11-0{len(lines) // 10 + 1}T00:00:{len(lines):02d}Z", **r}))
 
-    def old_deploy(op, name, steps, reason=None) -> None:
+    def old_deploy(op: str, name: str, steps: list[tuple[str, str, str]], reason: str | None = None) -> None:
         rec(type="begin", op=op, kind="deploy", user="alice@ops", reason=reason,
             profile={"name": name, "commands_hash": f"h-{name}"}, components=[{"name": "decode"}])
         rec(type="status", op=op, status="PENDING")
@@ -163,7 +166,5 @@ def test_a_journal_written_before_the_rule_is_re_judged_on_read(tmp_path: Path) 
     assert all(o.proven for o in ops if o.kind is Kind.DEPLOY)  # what the old mark did mean
 
 
-def _file(path: Path):
-    from dsv4ops.journal.store import FileBackend
-
+def _file(path: Path) -> FileBackend:
     return FileBackend(path)

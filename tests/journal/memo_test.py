@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from dsv4ops import journalfile
 from dsv4ops.journal.memo import Folded
-from dsv4ops.journal.records import RECORD_VERSION, Status, fold, validate
+from dsv4ops.journal.records import RECORD_VERSION, Operation, Status, fold, validate
 
 
-def _line(op: str, rtype: str, **kw) -> bytes:
+def _line(op: str, rtype: str, **kw: object) -> bytes:
     base = {"v": RECORD_VERSION, "ts": f"2026-12-01T00:00:0{len(op) % 10}Z", "op": op, "type": rtype}
     if rtype == "begin":
         base.update(kind="deploy", user="u")
     return journalfile.encode({**base, **kw})
 
 
-def _full(data: bytes):
+def _full(data: bytes) -> tuple[list[Operation], list[int]]:
     parsed, torn = journalfile.parse(data)
     return fold([validate(r, "x") for _, r in parsed]), torn
 

@@ -10,14 +10,20 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.errors import JournalError
-from dsv4ops.journal.records import Kind, Status
+from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal, journal_path
+from dsv4ops.jsontypes import JSONObject
 from testing.clock import FakeClock
 
 
 @pytest.fixture
 def journal(tmp_path: Path) -> Journal:
     return Journal("twin-local", directory=tmp_path, clock=FakeClock())
+
+
+def _op(o: Operation | None) -> str:
+    assert o is not None
+    return o.op
 
 
 def _deploy(journal: Journal, name: str, ok: bool = True) -> str:
@@ -61,13 +67,13 @@ def test_last_known_good_and_deployed(journal: Journal) -> None:
     b = journal.begin(Kind.DEPLOY, profile={"name": "buckets"})
     journal.transition(b, Status.RUNNING)
     journal.transition(b, Status.ROLLED_BACK, message="probe failed", running=a)
-    assert journal.last_known_good().op == a
-    assert journal.deployed().op == a
+    assert _op(journal.last_known_good()) == a
+    assert _op(journal.deployed()) == a
     s = journal.begin(Kind.STOP)
     journal.transition(s, Status.RUNNING)
     journal.transition(s, Status.SUCCEEDED, running="")
     assert journal.deployed() is None
-    assert journal.last_known_good().op == a
+    assert _op(journal.last_known_good()) == a
 
 
 def test_in_flight_names_the_open_step(journal: Journal) -> None:
@@ -136,7 +142,7 @@ def test_process_killed_mid_operation_leaves_a_readable_journal(tmp_path: Path) 
         f"""
         import os, signal
         from dsv4ops.journal.store import Journal
-        from dsv4ops.journal.records import Kind, Status
+        from dsv4ops.journal.records import Kind, Operation, Status
         j = Journal("box", directory={str(tmp_path)!r})
         op = j.begin(Kind.DEPLOY, profile={{"name": "baseline"}})
         j.transition(op, Status.RUNNING)
@@ -186,7 +192,7 @@ def test_a_runbook_run_is_never_in_flight_deployed_or_known_good(journal: Journa
     child = _deploy(journal, "overlap-on")
     assert journal.in_flight() == []
     assert journal.deployed_is_unknown() is None
-    assert journal.deployed().op == child
+    assert _op(journal.deployed()) == child
     assert [o.op for o in journal.known_good()] == [child, good]
     ops = {o.op: o for o in journal.operations()}
     assert ops[child].runbook_run == run and ops[good].runbook_run is None
@@ -201,7 +207,7 @@ def test_an_operation_merged_in_comes_before_what_began_after_the_merge_within_o
     from dsv4ops.journal.records import fold, place_merged
 
     ts = "2026-12-01T16:01:04Z"
-    records = [
+    records: list[JSONObject] = [
         {"type": "merge", "op": "m", "ts": ts, "user": "u", "ops": ["d-1"]},
         {"type": "begin", "op": "d-1", "kind": "deploy", "ts": ts, "user": "u",
          "profile": {"name": "baseline"}},

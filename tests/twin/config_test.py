@@ -4,7 +4,6 @@ import pytest
 
 from dsv4ops.twin.config import TwinConfigError, load_config
 from dsv4ops.twin.hazards import HazardBoard
-from testing.orchestrate import OrchEnv
 
 
 def test_defaults_are_the_seed_numbers() -> None:
@@ -28,7 +27,7 @@ def test_env_overrides_and_sglang_timeout_names() -> None:
     ({"DSV4_TWIN_TIME_SCALE": "0"}, "must be > 0"),
     ({"DSV4_TWIN_HAZARDS": "maybe"}, "expected auto or off"),
 ])
-def test_bad_values_are_rejected_with_the_variable_name(env: OrchEnv, message) -> None:
+def test_bad_values_are_rejected_with_the_variable_name(env: dict[str, str], message: str) -> None:
     with pytest.raises(TwinConfigError, match=message):
         load_config(env)
 
