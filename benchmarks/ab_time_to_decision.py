@@ -23,7 +23,9 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -47,7 +49,7 @@ ROWS = ((0.0, 0.0), (1.0, 1.0), (2.0, 2.0), (1.0, 2.0), (2.0, 1.0))  # (true, st
 
 def _sim(effect: float, true_sd: float, seed: int) -> TwinBlocks:
     step8 = tuple(resolve_buckets("step8", tp_size=4, max_running_requests=96))
-    arms = {"A": ArmModel("A", step8), "B": ArmModel("B", step8, step_scale=1 / (1 + effect))}
+    arms: dict[Literal["A", "B"], ArmModel] = {"A": ArmModel("A", step8), "B": ArmModel("B", step8, step_scale=1 / (1 + effect))}
     return TwinBlocks(arms, concurrencies=(RUNNING,), steps=100, block_s=BLOCK_S, noise_pct=NOISE_PCT,
                       drift_pct_per_min=DRIFT_PCT_PER_MIN, seed=seed, block_sd_pct=true_sd)
 
@@ -80,7 +82,7 @@ def fixed12(effect: float, true_sd: float, seed: int) -> tuple[str, int]:
     return "inconclusive", 12
 
 
-def _row(name: str, run, effect: float, reps: int) -> str:  # noqa: ANN001
+def _row(name: str, run: Callable[..., tuple[str, int]], effect: float, reps: int) -> str:
     got = [run(effect, r) for r in range(reps)]
     right = {EFFECT: {"better"}, 0.0: {"equivalent"}, INSIDE: {"better", "equivalent"}}[effect]
     wrong = {"better", "worse"} - right

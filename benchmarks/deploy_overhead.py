@@ -23,7 +23,9 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -35,6 +37,16 @@ def _boot_time() -> float:
         if line.startswith("btime"):
             return float(line.split()[1])
     raise RuntimeError("no btime")
+
+
+def _float(value: object) -> float:
+    assert isinstance(value, int | float), value  # the twin's event "ts" is epoch seconds
+    return float(value)
+
+
+def _pid(pid: int | None) -> int:
+    assert pid is not None, "a component the deploy just started has no pid"
+    return pid
 
 
 def exec_time(pid: int) -> float:
@@ -81,16 +93,17 @@ def main() -> int:
     try:
         for i in range(args.deploys):
             profile = "baseline" if i % 2 == 0 else "buckets-step4"
-            ctx = C.open_target(env.target)
+            ctx = C.open_target(env.target, verb="deploy")
             sup = ctx.supervisor
             real_wait = sup.wait_http
 
-            def wait(url, *, _real=real_wait, **kw):
+            def wait(url: str, *, _real: Callable[..., float] = real_wait, **kw: Any) -> float:
                 elapsed = _real(url, **kw)
                 detected[kw.get("proc_name") or url] = time.time()
                 return elapsed
 
-            sup.wait_http = wait
+            # the bench stamps when each wait returns: it wraps this instance's method
+            sup.wait_http = wait  # type: ignore[method-assign]
             op = compose.operator_for(
                 ctx, progress=lambda _l: None, canary=None, model="dsv4", command="bench"
             )
@@ -104,8 +117,8 @@ def main() -> int:
             assert out.ok, out.message
             states = sup.status(["prefill", "decode", "router"])
             events = read_events(env)[mark:]
-            ready = {e["role"]: e["ts"] for e in events if e.get("event") == "ready"}
-            own = {n: ready[n] - exec_time(states[n].pid) for n in ("prefill", "decode")}
+            ready = {str(e["role"]): _float(e["ts"]) for e in events if e.get("event") == "ready"}
+            own = {n: ready[n] - exec_time(_pid(states[n].pid)) for n in ("prefill", "decode")}
             router = new.component("router")
             own["router"] = router_own_startup(list(router.argv), router.port + 7, dict(os.environ))
             # Detection: the deploy waits for the prefill's /health and then its bootstrap server;
@@ -115,7 +128,7 @@ def main() -> int:
             rows.append((profile, out.total_s, own, overhead, delays))
             ctx.close()
         op = compose.operator_for(
-            C.open_target(env.target),
+            C.open_target(env.target, verb="stop"),
             progress=lambda _l: None,
             canary=None,
             model="dsv4",

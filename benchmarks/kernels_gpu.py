@@ -29,7 +29,15 @@ import importlib
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # torch is imported by main() (a --dry-run needs none of CUDA)
+    from torch import Tensor
+
+    from dsv4ops.jsontypes import JSONObject
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -39,8 +47,13 @@ sys.path.insert(0, str(REPO))
 KERNEL_PACKAGE = "dsv4ops.kernels.sources"
 
 
-def kmod(name: str):  # noqa: ANN201
+def kmod(name: str) -> ModuleType:
     return importlib.import_module(f"{KERNEL_PACKAGE}.{name}")
+
+# A kernel's inputs (tensors and sizes; torch is passed in as a module, so they are untyped) and
+# one launch config (BLOCK_* sizes, num_warps, num_stages).
+Args = tuple[Any, ...]
+Config = dict[str, int]
 
 # Peak DRAM bandwidth (bytes/s) by torch.cuda.get_device_name(); override with --peak-gbps.
 PEAK_BW = {
@@ -72,7 +85,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def attn_inputs(torch, batch: int, device: str, heads: int = 16, pool: int = 65536):  # noqa: ANN001, ANN201
+def attn_inputs(torch: ModuleType, batch: int, device: str, heads: int = 16, pool: int = 65536) -> tuple[Args, int]:
     quantize_kv = kmod("reference").quantize_kv
 
     kv = [quantize_kv(torch.randn(pool, 512)) for _ in range(2)]
@@ -86,7 +99,7 @@ def attn_inputs(torch, batch: int, device: str, heads: int = 16, pool: int = 655
     return (q, swa, swa_idx, cmp, cmp_idx, sink), nbytes
 
 
-def moe_inputs(torch, batch: int, device: str, experts: int = 256, hidden: int = 4096, inter: int = 512):  # noqa: ANN001, ANN201
+def moe_inputs(torch: ModuleType, batch: int, device: str, experts: int = 256, hidden: int = 4096, inter: int = 512) -> tuple[Args, int]:
     x = torch.randn(batch, hidden, device=device).to(torch.bfloat16)
     w13 = (torch.randn(experts, 2 * inter, hidden, device=device) / 64).to(torch.bfloat16)
     w2 = (torch.randn(experts, hidden, inter, device=device) / 64).to(torch.bfloat16)
@@ -97,13 +110,13 @@ def moe_inputs(torch, batch: int, device: str, experts: int = 256, hidden: int =
     return (x, w13, w2, ids, weights, inter), nbytes
 
 
-def moe_nvfp4_inputs(torch, batch: int, device: str, experts: int = 256, hidden: int = 4096,  # noqa: ANN001, ANN201
-                     inter: int = 512):
+def moe_nvfp4_inputs(torch: ModuleType, batch: int, device: str, experts: int = 256, hidden: int = 4096,
+                     inter: int = 512) -> tuple[Args, int]:
     """Random NVFP4 weights made directly in the packed format (quantizing 256 full experts on
     the host would take minutes and tens of GB): every byte value, e4m3 scales in [0.5, 1]."""
     x = torch.randn(batch, hidden, device=device).to(torch.bfloat16)
 
-    def weights(n: int, k: int) -> tuple:
+    def weights(n: int, k: int) -> Args:
         packed = torch.randint(0, 256, (experts, n, k // 2), dtype=torch.uint8, device=device)
         scale = (0.5 + 0.5 * torch.rand(experts, n, k // 16, device=device)).to(torch.float8_e4m3fn)
         gscale = torch.full((experts,), 1 / 64, device=device)
@@ -119,13 +132,13 @@ def moe_nvfp4_inputs(torch, batch: int, device: str, experts: int = 256, hidden:
     return (x, w13, w2, ids, topk, inter), nbytes
 
 
-def moe_mxfp4_inputs(torch, batch: int, device: str, experts: int = 256, hidden: int = 4096,  # noqa: ANN001, ANN201
-                     inter: int = 512):
+def moe_mxfp4_inputs(torch: ModuleType, batch: int, device: str, experts: int = 256, hidden: int = 4096,
+                     inter: int = 512) -> tuple[Args, int]:
     """Random MXFP4 weights made directly in the packed format (as moe_nvfp4_inputs): every byte
     value, ue8m0 scale bytes 118..121 (2^-9 .. 2^-6, so the layer's outputs stay O(1))."""
     x = torch.randn(batch, hidden, device=device).to(torch.bfloat16)
 
-    def weights(n: int, k: int) -> tuple:
+    def weights(n: int, k: int) -> Args:
         packed = torch.randint(0, 256, (experts, n, k // 2), dtype=torch.uint8, device=device)
         scale = torch.randint(118, 122, (experts, n, k // 32), dtype=torch.uint8, device=device)
         return packed, scale
@@ -140,16 +153,18 @@ def moe_mxfp4_inputs(torch, batch: int, device: str, experts: int = 256, hidden:
     return (x, w13, w2, ids, topk, inter), nbytes
 
 
-def run_moe_mxfp4(args: tuple, up_cfg: dict, down_cfg: dict):  # noqa: ANN201
+def run_moe_mxfp4(args: Args, up_cfg: Config, down_cfg: Config) -> Tensor:
     grouped_gemm_mxfp4 = kmod("moe_mxfp4").grouped_gemm_mxfp4
     swiglu = kmod("reference").swiglu
 
     x, w13, w2, ids, weights, _ = args
     up = grouped_gemm_mxfp4(x, *w13, ids, up_cfg)
-    return grouped_gemm_mxfp4(swiglu(up).to(x.dtype), *w2, ids, down_cfg, topk_weights=weights, a_per_slot=True)
+    out: Tensor = grouped_gemm_mxfp4(swiglu(up).to(x.dtype), *w2, ids, down_cfg, topk_weights=weights,
+                                     a_per_slot=True)
+    return out
 
 
-def check_mxfp4(torch, args: tuple, up_cfg: dict, down_cfg: dict) -> tuple[bool, float]:  # noqa: ANN001
+def check_mxfp4(torch: ModuleType, args: Args, up_cfg: Config, down_cfg: Config) -> tuple[bool, float]:
     """The MXFP4 layer vs the torch reference over the dequantized weights, on CPU; only the
     experts the batch routes to are dequantized, as check_nvfp4."""
     moe_layer_mxfp4_ref = kmod("reference").moe_layer_mxfp4_ref
@@ -163,16 +178,18 @@ def check_mxfp4(torch, args: tuple, up_cfg: dict, down_cfg: dict) -> tuple[bool,
     return err < 2e-2, err
 
 
-def run_moe_nvfp4(args: tuple, up_cfg: dict, down_cfg: dict):  # noqa: ANN201
+def run_moe_nvfp4(args: Args, up_cfg: Config, down_cfg: Config) -> Tensor:
     grouped_gemm_nvfp4 = kmod("moe_nvfp4").grouped_gemm_nvfp4
     swiglu = kmod("reference").swiglu
 
     x, w13, w2, ids, weights, _ = args
     up = grouped_gemm_nvfp4(x, *w13, ids, up_cfg)
-    return grouped_gemm_nvfp4(swiglu(up).to(x.dtype), *w2, ids, down_cfg, topk_weights=weights, a_per_slot=True)
+    out: Tensor = grouped_gemm_nvfp4(swiglu(up).to(x.dtype), *w2, ids, down_cfg, topk_weights=weights,
+                                     a_per_slot=True)
+    return out
 
 
-def check_nvfp4(torch, args: tuple, up_cfg: dict, down_cfg: dict) -> tuple[bool, float]:  # noqa: ANN001
+def check_nvfp4(torch: ModuleType, args: Args, up_cfg: Config, down_cfg: Config) -> tuple[bool, float]:
     """The NVFP4 layer vs the torch reference over the dequantized weights, on CPU; only the
     experts the batch routes to are dequantized (the full 256 would be 12 GB of fp32)."""
     moe_layer_nvfp4_ref = kmod("reference").moe_layer_nvfp4_ref
@@ -186,23 +203,26 @@ def check_nvfp4(torch, args: tuple, up_cfg: dict, down_cfg: dict) -> tuple[bool,
     return err < 2e-2, err
 
 
-def run_attn(args: tuple, cfg: dict):  # noqa: ANN201
+def run_attn(args: Args, cfg: Config) -> Tensor:
     sparse_decode_attn = kmod("sparse_decode_attn").sparse_decode_attn
 
     q, swa, swa_idx, cmp, cmp_idx, sink = args
-    return sparse_decode_attn(q, swa, swa_idx, cmp, cmp_idx, sink, cfg)
+    out: Tensor = sparse_decode_attn(q, swa, swa_idx, cmp, cmp_idx, sink, cfg)
+    return out
 
 
-def run_moe(args: tuple, up_cfg: dict, down_cfg: dict | None = None):  # noqa: ANN201
+def run_moe(args: Args, up_cfg: Config, down_cfg: Config | None = None) -> Tensor:
     grouped_gemm = kmod("moe_grouped_gemm").grouped_gemm
     swiglu = kmod("reference").swiglu
 
     x, w13, w2, ids, weights, _ = args
     up = grouped_gemm(x, w13, ids, up_cfg)
-    return grouped_gemm(swiglu(up).to(x.dtype), w2, ids, down_cfg or up_cfg, topk_weights=weights, a_per_slot=True)
+    out: Tensor = grouped_gemm(swiglu(up).to(x.dtype), w2, ids, down_cfg or up_cfg, topk_weights=weights,
+                               a_per_slot=True)
+    return out
 
 
-def timed(fn, dry: bool) -> float:  # noqa: ANN001
+def timed(fn: Callable[..., object], dry: bool) -> float:
     """Median seconds per call (CUDA events via do_bench); on a dry run, one wall-clock call."""
     if dry:
         t0 = time.perf_counter()
@@ -210,15 +230,17 @@ def timed(fn, dry: bool) -> float:  # noqa: ANN001
         return time.perf_counter() - t0
     from triton.testing import do_bench
 
-    return do_bench(fn, warmup=25, rep=100, return_mode="median") / 1e3
+    median_ms: float = do_bench(fn, warmup=25, rep=100, return_mode="median")
+    return median_ms / 1e3
 
 
-def check_correct(torch, attn_args: tuple, moe_args: tuple, attn_cfg: dict, moe_cfg: dict) -> str:  # noqa: ANN001
+def check_correct(torch: ModuleType, attn_args: Args, moe_args: Args, attn_cfg: Config,
+                  moe_cfg: Config) -> str:
     """Compare both kernels with the torch references (on CPU) for one bucket."""
     moe_layer_ref = kmod("reference").moe_layer_ref
     sparse_decode_attn_ref = kmod("reference").sparse_decode_attn_ref
 
-    def cpu(x):  # noqa: ANN001, ANN202
+    def cpu(x: Any) -> Any:  # a tensor, or a tuple of them (nested), or a plain value
         return tuple(cpu(t) for t in x) if isinstance(x, tuple) else x.cpu() if hasattr(x, "cpu") else x
 
     attn = run_attn(attn_args, attn_cfg).float().cpu()
@@ -257,8 +279,9 @@ def main(argv: list[str]) -> int:
     buckets = [int(b) for b in a.buckets.split(",")] if a.buckets else sorted(tables["fused_moe_up"])
     if a.dry_run:  # the interpreter runs every program in numpy: one small bucket, small MoE
         buckets = buckets[:1]
-    rows, verdict = [], None
-    tuned = {"sparse_decode_attn": {}, "fused_moe": {}, "fused_moe_nvfp4": {}, "fused_moe_mxfp4": {}}
+    rows: list[JSONObject] = []
+    verdict: str | None = None
+    tuned: dict[str, dict[str, Config]] = {"sparse_decode_attn": {}, "fused_moe": {}, "fused_moe_nvfp4": {}, "fused_moe_mxfp4": {}}
     for m in buckets:
         attn_args, attn_bytes = attn_inputs(torch, m, device, pool=1024 if a.dry_run else 65536)
         moe_shape = {"experts": 8, "hidden": 256, "inter": 64} if a.dry_run else {}
@@ -301,7 +324,7 @@ def main(argv: list[str]) -> int:
                         continue
                     best = min(best, (t, cfg), key=lambda x: x[0])
                 tuned[kernel][str(m)] = best[1]
-            row = {"kernel": kernel, "bucket": m, "bytes": nbytes, "us": round(seconds * 1e6, 1),
+            row: JSONObject = {"kernel": kernel, "bucket": m, "bytes": nbytes, "us": round(seconds * 1e6, 1),
                    "gbps": None if a.dry_run else round(nbytes / seconds / 1e9, 1),
                    "pct_of_peak": None if a.dry_run or not peak else round(100 * nbytes / seconds / peak, 1),
                    "tuned_us": round(best[0] * 1e6, 1) if a.tune else None}
@@ -321,11 +344,11 @@ def main(argv: list[str]) -> int:
         out.mkdir(parents=True, exist_ok=True)
         for kernel, table in tuned.items():
             (out / f"{kernel}.tuned.json").write_text(json.dumps(table, indent=4) + "\n")
-        label = {"tuned_on": name, "is_the_box": name == BOX_DEVICE,
+        tuned_on = {"tuned_on": name, "is_the_box": name == BOX_DEVICE,
                  "note": "tuned on the box's GPU" if name == BOX_DEVICE else
                  f"tuned on {name}, NOT the box's {BOX_DEVICE} (sm_120): do not ship these as its configs"}
-        (out / "TUNED_ON.json").write_text(json.dumps(label, indent=1) + "\n")
-        print(f"tuned configs written to {out}: {label['note']}")
+        (out / "TUNED_ON.json").write_text(json.dumps(tuned_on, indent=1) + "\n")
+        print(f"tuned configs written to {out}: {tuned_on['note']}")
     return 0 if verdict and verdict.startswith("PASS") else 1
 
 

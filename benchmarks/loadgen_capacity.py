@@ -33,6 +33,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -41,6 +43,7 @@ from dsv4ops.canary import eventloop  # noqa: E402
 from dsv4ops.canary.loadgen import ChatClient, closed_loop  # noqa: E402
 from dsv4ops.canary.selfcheck import read_proc_stat  # noqa: E402
 from dsv4ops.canary.sse import SseSplitter  # noqa: E402
+from dsv4ops.jsontypes import JSONObject  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sglang_client  # noqa: E402
@@ -118,7 +121,7 @@ def server(pace_s: float):  # type: ignore[no-untyped-def]
 
 
 # ---------------------------------------------------------------- the clients -----------------
-def _body(tokens: int) -> dict:
+def _body(tokens: int) -> JSONObject:
     return {"model": "x", "messages": [{"role": "user", "content": "hi"}], "stream": True,
             "max_tokens": tokens}
 
@@ -182,7 +185,13 @@ CANARY = CLIENTS[0][0]
 SGLANG = "sglang bench_serving"
 
 
-def measure(client_fn, loop: str, url: str, streams: int, window: float, tokens: int) -> dict:  # type: ignore[no-untyped-def]
+# (event stamps ns, loop lags ms, ITLs ms) of one client run; a run's numbers by name.
+Samples = tuple[list[int], list[float], list[float]]
+Measured = dict[str, float]
+
+
+def measure(client_fn: Callable[[str, int, float, int], Coroutine[Any, Any, Samples]], loop: str,
+            url: str, streams: int, window: float, tokens: int) -> Measured:
     with contextlib.suppress(OSError):
         os.sched_setaffinity(0, {1})
     stat0, cpu0, t0 = read_proc_stat(), time.process_time(), time.perf_counter()
@@ -215,7 +224,7 @@ def ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b else "n/a"
 
 
-def run_sglang(url: str, streams: int, window: float, tokens: int, python: str) -> dict | None:
+def run_sglang(url: str, streams: int, window: float, tokens: int, python: str) -> Measured | None:
     """sglang's own bench client against the same server (benchmarks/sglang_client.py), or None."""
     import sglang_client
 
@@ -230,7 +239,7 @@ def run_sglang(url: str, streams: int, window: float, tokens: int, python: str) 
             "cpu_us_per_event": r["cpu_us_per_event"], "machine_busy": float("nan")}
 
 
-def row(mode: str, name: str, r: dict) -> str:
+def row(mode: str, name: str, r: Measured) -> str:
     return (f"{mode:26s} {name:19s} {r['events_per_s']:8.0f} ev/s  lag p50/p99 {r['lag_p50_ms']:6.2f} / "
             f"{r['lag_p99_ms']:7.2f} ms  ITL p50/p99 {r['itl_p50_ms']:6.2f} / {r['itl_p99_ms']:7.2f} ms  "
             f"CPU {r['client_cpu']:.2f} ({r['cpu_us_per_event']:.1f} µs/ev)  machine busy {r['machine_busy']:.0%}")
@@ -249,7 +258,7 @@ def main() -> None:
         return
     print(f"cores: {os.cpu_count()}; server pinned to CPU 0, clients to CPU 1; {args.streams} streams, "
           f"{args.window:.0f} s windows (first second skipped)")
-    results: dict[str, dict[str, dict]] = {}
+    results: dict[str, dict[str, Measured]] = {}
     sglang_python = None if args.no_sglang else sglang_client.find_sglang_python()
     for mode, pace, tokens in ((CAPACITY, 0.0, 4000), (LAG, 0.005, 400)):
         with server(pace) as url:
@@ -257,10 +266,10 @@ def main() -> None:
                 results.setdefault(mode, {})[name] = r = measure(fn, loop, url, args.streams, args.window, tokens)
                 print(row(mode, name, r))
             if sglang_python:
-                r = run_sglang(url, args.streams, args.window, tokens, sglang_python)
-                if r is not None:
-                    results[mode][SGLANG] = r
-                    print(row(mode, SGLANG, r))
+                theirs = run_sglang(url, args.streams, args.window, tokens, sglang_python)
+                if theirs is not None:
+                    results[mode][SGLANG] = theirs
+                    print(row(mode, SGLANG, theirs))
     cap, lag = results[CAPACITY], results[LAG]
     print("the server paces each stream at 5 ms in the lag run: an ITL far from 5 ms there is the client's distortion")
     for other in [n for n, _, _ in CLIENTS[1:]] + ([SGLANG] if SGLANG in cap and SGLANG in lag else []):

@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
+from typing import Any
 
 DEFAULT_VENV_PYTHON = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venv-sglang", "bin", "python")
 CHILD_CPU = 1  # the server in loadgen_capacity.py is pinned to CPU 0
@@ -72,7 +73,7 @@ def _pin_child() -> None:
 
 
 def run(url: str, streams: int, window_s: float, tokens: int, python: str, *,
-        rate_hint: float = 20_000.0, timeout_s: float | None = None, input_len: int = 8) -> dict:
+        rate_hint: float = 20_000.0, timeout_s: float | None = None, input_len: int = 8) -> dict[str, Any]:
     """Run sglang's bench client against `url` (http://127.0.0.1:PORT) and return its numbers.
 
     events_per_s is sglang's `output_throughput` (output tokens/s over its benchmark duration,
@@ -183,7 +184,7 @@ def _child(a: argparse.Namespace) -> None:
 
     S.requests = _Requests()
 
-    phase: dict = {}
+    phase: dict[str, Any] = {}
     real_get_request, real_metrics = S.get_request, S.calculate_metrics
 
     def get_request(*args, **kw):  # type: ignore[no-untyped-def]  # called at benchmark_start_time

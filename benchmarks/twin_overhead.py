@@ -28,7 +28,8 @@ from testing.twin import measure_step_ms, twin_server  # noqa: E402
 A_MS, B_MS = 18.0, 1.05
 
 
-def _cpu_seconds(pid: int) -> float:
+def _cpu_seconds(pid: int | None) -> float:
+    assert pid is not None, "the twin server has no pid (not started?)"
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -38,6 +39,9 @@ from dsv4ops.canary.watchdog import FREEZE, FREEZE_METRICS, Watchdog  # noqa: E4
 from dsv4ops.canary.workload import base_body, text_prompt  # noqa: E402
 from dsv4ops.twin.perf import default_decode_buckets, padded_batch, step_ms  # noqa: E402
 from testing.twin import twin_server  # noqa: E402
+
+if TYPE_CHECKING:  # the bench imports dsv4ops.watch lazily, inside the run it times
+    from dsv4ops.watch import Round
 
 LOG_INTERVAL = 40
 CADENCES = ("per_iteration", "per_log_interval")
@@ -73,7 +77,7 @@ class _WatchPath:
         self._thread.start()
 
     def _run(self) -> None:
-        def emit(r) -> None:  # noqa: ANN001
+        def emit(r: Round) -> None:
             if self.found_ns is None and any(f.code == "decode_wedged" for f in r.findings):
                 self.early = not self.armed
                 self.found_ns = time.perf_counter_ns()

@@ -210,4 +210,5 @@ def safe_load(text: str) -> Any:
 
 
 def dump(data: Any) -> str:
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+    text: str = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+    return text

@@ -41,7 +41,8 @@ def fake_server(config: dict[str, Any] | None = None, *, timeout_s: float = 15.0
         deadline = time.monotonic() + timeout_s
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"canary_server exited: {proc.stderr.read().decode()[-500:]}")
+                err = proc.stderr.read().decode() if proc.stderr is not None else ""
+                raise RuntimeError(f"canary_server exited: {err[-500:]}")
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", port)) == 0:
                     break

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.kernels import aot
 from dsv4ops.kernels.build import BuildResult, build
 from dsv4ops.kernels.catalog import kernels_dir, shipped_configs
@@ -28,9 +29,15 @@ from dsv4ops.remote.local import LocalExecutor
 def read_members(path: Path) -> tuple[str, dict[str, bytes]]:
     """(top dir, {relative path: bytes}) of an artifact, without any safety checks."""
     with tarfile.open(path, "r:gz") as tar:
-        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+        members = {m.name: _read(tar, m) for m in tar.getmembers() if m.isfile()}
     top = next(iter(members)).split("/")[0]
     return top, {k.split("/", 1)[1]: v for k, v in members.items()}
+
+
+def _read(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    f = tar.extractfile(member)
+    assert f is not None, member.name  # a regular file always has content
+    return f.read()
 
 
 def write_tar(path: Path, entries: list[tuple[tarfile.TarInfo, bytes | None]]) -> Path:
@@ -53,13 +60,13 @@ def repack(src: Path, dst: Path, mutate: Callable[[dict[str, bytes]], None],
         for entry in manifest["files"]:
             entry["sha256"] = hashlib.sha256(files[entry["path"]]).hexdigest()
         files["manifest.json"] = json.dumps(manifest).encode()
-    entries = []
+    entries: list[tuple[tarfile.TarInfo, bytes | None]] = []
     for rel, data in sorted(files.items()):
         entries.append((tarfile.TarInfo(f"{top or old_top}/{rel}"), data))
     return write_tar(dst, entries)
 
 
-def edit_manifest(files: dict[str, bytes], change: Callable[[dict], None]) -> None:
+def edit_manifest(files: dict[str, bytes], change: Callable[[JSONObject], None]) -> None:
     manifest = json.loads(files["manifest.json"])
     change(manifest)
     files["manifest.json"] = json.dumps(manifest).encode()

@@ -43,7 +43,10 @@ from dsv4ops.cli import main
 from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import DeployError
 from dsv4ops.orchestrate.control import TargetControl
+from dsv4ops.orchestrate.operation import Progress
 from dsv4ops.orchestrate.ops import Operator
+from dsv4ops.orchestrate.outcome import Outcome
+from dsv4ops.orchestrate.usecases.session import TargetSession
 from dsv4ops.remote.base import ProcessSpec, ProcessState
 from dsv4ops.remote.errors import DeployLockError
 from dsv4ops.remote.results import HttpReply, LockInfo, PortUse, PreflightReport, StopReport
@@ -296,7 +299,8 @@ def cli(
     return code, out, err
 
 
-def cli_operator(env: OrchEnv, progress=None, **kw):
+def cli_operator(env: OrchEnv, progress: Progress | None = None,
+                 **kw: object) -> tuple[Operator, TargetSession]:
     """(Operator, TargetContext) for the env's target, as the CLI composes them."""
     from dsv4ops.cli._context import open_target
     from dsv4ops.orchestrate.usecases.compose import operator_for
@@ -315,7 +319,9 @@ def cli_operator(env: OrchEnv, progress=None, **kw):
     return op, ctx
 
 
-def deploy_via_operator(env: OrchEnv, profile: str, progress=None, **kw):
+# **kw: Operator.deploy's keyword arguments, passed through as given.
+def deploy_via_operator(env: OrchEnv, profile: str, progress: Progress | None = None,
+                        **kw: Any) -> Outcome:
     """Deploy like the CLI does (fallback = last known-good from git), with a progress hook."""
     from dsv4ops.orchestrate.restore import fallback_for
     from dsv4ops.orchestrate.usecases import render as R
@@ -633,7 +639,8 @@ class SglangControl(FakeControl):
                 f"Using MoE kernel config from /work/kernels/{name}/{version}/configs/triton_3_8_0/"
                 "E=256,N=512,device_name=X,dtype=fp8_w8a8,block_shape=[128, 128].json.\n")
 
-    def http(self, url, *, method="GET", body=None, headers=None, timeout_s=10.0):
+    def http(self, url: str, *, method: str = "GET", body: str | None = None,
+             headers: Mapping[str, str] | None = None, timeout_s: float = 10.0) -> HttpReply:
         if url.endswith("/server_info"):
             info: dict[str, Any] = {"version": "0.5.23", "internal_states": [{}]}
             if self.twin:
@@ -644,7 +651,7 @@ class SglangControl(FakeControl):
             return Reply(200, json.dumps(info))
         return super().http(url, method=method, body=body, headers=headers, timeout_s=timeout_s)
 
-    def log_tail(self, name, lines=50):
+    def log_tail(self, name: str, lines: int = 50) -> str:
         self.log_reads += 1
         if name != "decode":
             return super().log_tail(name, lines)
@@ -663,16 +670,16 @@ class SignallingControl(FakeControl):
             _, sig = self.plan.pop(0)
             os.kill(os.getpid(), sig)
 
-    def wait_http(self, url, **kw):
+    def wait_http(self, url: str, **kw: Any) -> float:
         self._maybe(f"wait {kw.get('proc_name')}")
         return super().wait_http(url, **kw)
 
-    def http(self, url, **kw):
+    def http(self, url: str, **kw: Any) -> HttpReply:
         if url.endswith("/metrics"):
             self._maybe("metrics")
         return super().http(url, **kw)
 
-    def start(self, spec):
+    def start(self, spec: ProcessSpec) -> ProcessState:
         result = super().start(spec)
         self._maybe(f"start {spec.name}")  # arrives while the start step is in flight
         return result
@@ -684,7 +691,8 @@ class RecordingControl(FakeControl):
 
     sent: list[dict[str, Any]] = field(default_factory=list)
 
-    def http(self, url, *, method="GET", body=None, headers=None, timeout_s=10.0):
+    def http(self, url: str, *, method: str = "GET", body: str | None = None,
+             headers: Mapping[str, str] | None = None, timeout_s: float = 10.0) -> HttpReply:
         if body:
             self.sent.append(json.loads(body))
         return super().http(url, method=method, body=body, headers=headers, timeout_s=timeout_s)

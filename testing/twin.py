@@ -62,6 +62,7 @@ from typing import Any
 import aiohttp
 import httpx
 
+from dsv4ops.jsontypes import JSONObject
 from testing.ports import free_ports
 
 # --- client (was testing/twin.py) ---
@@ -130,9 +131,10 @@ class FakeClock:
 FAKE_BOOTSTRAP = {"bootstrap_host": "2.2.2.2", "bootstrap_port": 0, "bootstrap_room": 0}
 
 
-async def _state(session: aiohttp.ClientSession, url: str) -> dict:
+async def _state(session: aiohttp.ClientSession, url: str) -> JSONObject:
     async with session.get(f"{url}/_twin/state") as resp:
-        return await resp.json()
+        state: JSONObject = await resp.json()
+        return state
 
 
 async def wait_running(session: aiohttp.ClientSession, url: str, n: int,

@@ -27,6 +27,7 @@ from dsv4ops.clock import SystemClock
 from dsv4ops.remote import Supervisor, connect
 from dsv4ops.remote.results import HttpReply
 from dsv4ops.watch import Round, WatchEndpoints, Watcher, WatchSettings
+from testing.clock import FakeClock
 from testing.twin import TwinStack
 
 # --- fake_unit (was testing/watch.py) ---
@@ -252,7 +253,7 @@ class ClockedWedge:
     still decodes other work). `unit` answers like Supervisor.http_many; `silence_s` is the
     probe stream (watch/stream.py's StreamProbe)."""
 
-    clock: Any
+    clock: FakeClock
     wedge_at: float
     decode_goes_on: bool = False
     unit: FakeUnit = field(default_factory=FakeUnit)

@@ -55,7 +55,7 @@ def unit_of(nodeid: str) -> str:
     return KERNELS_UNIT if path.startswith(KERNELS_PREFIXES) else path
 
 
-class FileScheduling(LoadScopeScheduling):
+class FileScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships no types: its base is Any
     """LoadScopeScheduling by file (kernels as one unit), the long units first."""
 
     _ordered = False

@@ -14,6 +14,7 @@ from dsv4ops.errors import DeployError
 from dsv4ops.journal.records import Kind
 from dsv4ops.journal.store import Journal
 from dsv4ops.profiles import load_profile, load_targets, render
+from dsv4ops.profiles.model import Target
 from testing.clock import FakeClock
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,7 +33,7 @@ PINNED_BOX_HASHES = {
 }
 
 
-def _targets():  # type: ignore[no-untyped-def]
+def _targets() -> dict[str, Target]:
     return load_targets(REPO / "profiles" / "targets.yaml")
 
 

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from dsv4ops import journalfile
+from dsv4ops.jsontypes import JSONObject
 
 
 def test_an_append_after_a_torn_line_starts_on_a_line_of_its_own(tmp_path: Path) -> None:
@@ -22,8 +23,8 @@ def test_an_append_after_a_torn_line_starts_on_a_line_of_its_own(tmp_path: Path)
 
 
 def test_records_are_identified_by_op_and_sequence() -> None:
-    present = [{"op": "a"}, {"op": "b"}, {"op": "a"}]
-    incoming = [{"op": "a"}, {"op": "a"}, {"op": "a", "x": 1}, {"op": "c"}]
+    present: list[JSONObject] = [{"op": "a"}, {"op": "b"}, {"op": "a"}]
+    incoming: list[JSONObject] = [{"op": "a"}, {"op": "a"}, {"op": "a", "x": 1}, {"op": "c"}]
     assert journalfile.record_keys(present) == [("a", 0), ("b", 0), ("a", 1)]
     assert journalfile.missing_records(present, incoming) == [{"op": "a", "x": 1}, {"op": "c"}]
     assert journalfile.missing_records(present + incoming, incoming) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dsv4ops import secrets
+from dsv4ops.jsontypes import JSONObject
 
 
 @pytest.mark.parametrize(
@@ -34,7 +35,7 @@ def test_secret_flag_values_hidden_in_both_spellings() -> None:
 
 
 def test_redact_tree_hides_nested_env_and_argv() -> None:
-    data = {"components": [{"argv": ["x", "--api-key", "S"], "env": {"HF_TOKEN": "T", "A": "b"}}]}
+    data: JSONObject = {"components": [{"argv": ["x", "--api-key", "S"], "env": {"HF_TOKEN": "T", "A": "b"}}]}
     out = secrets.redact_tree(data)
     assert out == {"components": [{"argv": ["x", "--api-key", "***"], "env": {"HF_TOKEN": "***", "A": "b"}}]}
     assert data["components"][0]["env"]["HF_TOKEN"] == "T"  # a copy: the input is untouched

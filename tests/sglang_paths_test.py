@@ -29,7 +29,8 @@ DEQUANT = {"SGLANG_DSV4_FP4_DEQUANT": "1"}
     (["--moe-runner-backend", "triton"], {**DEQUANT, "SGLANG_ENABLE_JIT_DEEPGEMM": "0"}, "fails", False),
     (["--moe-runner-backend", "marlin"], {}, "marlin", False),
 ])
-def test_moe_path_follows_sglangs_selection(args, env, name, reads) -> None:  # noqa: ANN001
+def test_moe_path_follows_sglangs_selection(args: list[str], env: dict[str, str], name: str,
+                                            reads: bool) -> None:
     path = moe_path(args, env)
     assert (path.name, path.reads_triton_configs) == (name, reads)
     assert " L" in path.why  # every answer cites SGLang's source

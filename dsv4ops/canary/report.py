@@ -34,7 +34,8 @@ def report_json(result: SuiteResult, thresholds: Thresholds | None = None) -> di
     }
     if thresholds is not None:
         data["canary"]["thresholds"] = thresholds.to_json()
-    return clean_json(data)
+    cleaned: dict[str, Any] = clean_json(data)
+    return cleaned
 
 
 def write_report(result: SuiteResult, directory: Path, *, thresholds: Thresholds | None = None) -> list[Path]:

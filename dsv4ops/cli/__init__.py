@@ -59,7 +59,8 @@ class LazyGroup(click.Group):
             if exc.name != module_name:
                 raise
             return _unavailable(cmd_name)
-        return getattr(module, attr)
+        command: click.Command = getattr(module, attr)
+        return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Use the static help so --help imports no sub-command module.

@@ -87,7 +87,7 @@ def entry(o: Any, judged: dict[str, Any], lock: Any = _UNSEEN) -> dict[str, Any]
     and its holder lives; its process gone, it is ABANDONED, with the recover command."""
     from dsv4ops.journal.records import Kind
 
-    s = o.summary(judged.get(o.op))
+    s: dict[str, Any] = o.summary(judged.get(o.op))
     s["next"] = None
     if o.kind is Kind.RUNBOOK:
         s["status"], s["next"] = _run_state(o)
@@ -136,7 +136,7 @@ def _row(s: dict[str, Any]) -> list[Any]:
 def _known_good_cell(s: dict[str, Any]) -> str:
     """For a deploy or rollback: "yes"/"yes (INCONCLUSIVE accepted)" or "no: why" (the rule
     of journal/knowngood.py); "-" for what never deploys (stop, kernels, experiment, runbook)."""
-    why = s.get("known_good_why")
+    why: str | None = s.get("known_good_why")
     if not why:
         return "-"
     if s["known_good"]:

@@ -16,6 +16,7 @@ from dsv4ops.cli._output import (
     yes_option,
 )
 from dsv4ops.errors import DsOpsError
+from dsv4ops.jsontypes import JSONObject
 
 
 @click.group("kernels")
@@ -150,7 +151,7 @@ def deploy_cmd(artifact: Path, target: str | None, as_json: bool, recover: bool,
                "SGLANG_ENABLE_JIT_DEEPGEMM=0 (--moe-runner-backend auto)")
 
 
-def _print_dry_run(as_json: bool, doc: dict, what: str) -> None:
+def _print_dry_run(as_json: bool, doc: JSONObject, what: str) -> None:
     if as_json:
         echo_json(doc)
     else:

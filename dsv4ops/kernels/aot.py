@@ -20,6 +20,7 @@ from typing import Any
 
 from dsv4ops.constants import state_dir
 from dsv4ops.errors import KernelPackageError
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.kernels.catalog import ConfigFile
 from dsv4ops.remote.base import Executor
 
@@ -104,7 +105,7 @@ def _source_digest(kernels_root: Path) -> str:
     return h.hexdigest()
 
 
-def _run_json(executor: Executor, argv: list[str]) -> dict[str, Any]:
+def _run_json(executor: Executor, argv: list[str]) -> JSONObject:
     # Triton's own cache goes next to ours, never to ~/.triton.
     # TRITON_INTERPRET=0: the interpreter checks may have set it in this process's environment,
     # and under it @triton.jit yields interpreted functions that cannot be compiled.
@@ -117,7 +118,8 @@ def _run_json(executor: Executor, argv: list[str]) -> dict[str, Any]:
     result = executor.run(argv, timeout=_COMPILE_TIMEOUT_S, check=False, env=env)
     if not result.ok:
         raise KernelPackageError(f"sm_120 compile check could not run:\n{result.describe()}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    report: JSONObject = json.loads(result.stdout.strip().splitlines()[-1])
+    return report
 
 
 def check(jobs: list[tuple[str, dict[str, int]]], *, executor: Executor, kernels_root: Path,

@@ -28,7 +28,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 ARCH, WARP = 120, 32
 _RES = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
@@ -51,7 +53,12 @@ def _load_sources(root: str) -> None:
     spec.loader.exec_module(module)
 
 
-def _kernel(name: str):  # noqa: ANN202
+# A kernel (a triton JITFunction: untyped, triton has no py.typed), its (signature, constexprs)
+# builder and the builder's extra arguments.
+_Kernel = tuple[Any, Callable[..., tuple[dict[str, str], dict[str, int]]], dict[str, bool]]
+
+
+def _kernel(name: str) -> _Kernel:
     moe_grouped_gemm, moe_mxfp4, moe_nvfp4, sparse_decode_attn = (
         importlib.import_module(f"{_SOURCES}.{m}")
         for m in ("moe_grouped_gemm", "moe_mxfp4", "moe_nvfp4", "sparse_decode_attn"))
@@ -97,7 +104,9 @@ def _resource_usage(cubin: bytes) -> dict[str, int]:
     return {"regs": reg, "stack": stack, "static_shared": static_shared, "local": local}
 
 
-def compile_one(job: dict) -> dict:
+# A job and its result are JSON; this program runs in the AOT venv without dsv4ops, so it
+# cannot import dsv4ops.jsontypes and says Any itself.
+def compile_one(job: dict[str, Any]) -> dict[str, Any]:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource

@@ -33,6 +33,7 @@ from dsv4ops.constants import (
     SGLANG_VERSION,
 )
 from dsv4ops.errors import KernelPackageError
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.kernels import aot
 from dsv4ops.kernels.catalog import (
     AOT_ONLY_WHY,
@@ -82,7 +83,8 @@ def _payload(root: Path, files: list[ConfigFile]) -> dict[str, bytes]:
     return payload
 
 
-def _interpreter_check(executor: Executor, jobs: list, python: str, root: Path) -> dict[str, Any]:
+def _interpreter_check(executor: Executor, jobs: list[list[str | dict[str, int]]], python: str,
+                       root: Path) -> JSONObject:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(jobs, f)
     try:
@@ -93,7 +95,7 @@ def _interpreter_check(executor: Executor, jobs: list, python: str, root: Path) 
     if not result.ok:
         raise KernelPackageError(f"interpreter correctness check could not run:\n{result.describe()}",
                                  hint="it needs the kernels extra: pip install -e '.[kernels]'")
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report: JSONObject = json.loads(result.stdout.strip().splitlines()[-1])
     bad = [c for c in report["cases"] if not c["ok"]]
     if bad:
         raise KernelPackageError(f"interpreter check failed for {bad[0]['kernel']} {bad[0]['config']}: {bad[0]}")

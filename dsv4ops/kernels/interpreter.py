@@ -33,7 +33,11 @@ def enable() -> None:
         data = interp._convert_float(handle.data, tl.bfloat16, tl.float32, None).view(np.float32)
         return interp.TensorHandle(data.reshape(handle.data.shape), tl.float32)
 
-    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):  # noqa: ANN001
+    # triton is untyped here (no py.typed): its builder and handles are what the interpreter
+    # passes, so they are typed as the interpreter's own classes where it names them.
+    def create_dot(self: interp.InterpreterBuilder, a: interp.TensorHandle, b: interp.TensorHandle,
+                   d: interp.TensorHandle, input_precision: object,
+                   max_num_imprecise_acc: object) -> interp.TensorHandle:
         return original(self, _as_fp32(a), _as_fp32(b), d, input_precision, max_num_imprecise_acc)
 
     interp.InterpreterBuilder.create_dot = create_dot

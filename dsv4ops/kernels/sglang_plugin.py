@@ -24,18 +24,22 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 PREFIX = "[dsv4ops-kernel-plugin]"  # == dsv4ops.sglang_paths.PLUGIN_LINE_PREFIX (tested)
 MOE_CONFIGS = "sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_config.get_moe_configs"
-_SEEN: set = set()
+_SEEN: set[tuple[object, ...]] = set()
 ROOT = Path(__file__).resolve().parents[2]  # <package root>/site/dsv4ops_kernel_plugin/__init__.py
 
 
-def _manifest() -> dict:
+# The manifest is untyped JSON; this module runs inside SGLang and may not import
+# dsv4ops.jsontypes (nothing from dsv4ops), hence its own Any here.
+def _manifest() -> dict[str, Any]:
     try:
-        return json.loads((ROOT / "manifest.json").read_text(encoding="utf-8"))
+        manifest: dict[str, Any] = json.loads((ROOT / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
+    return manifest
 
 
 def _say(text: str) -> None:
@@ -43,8 +47,9 @@ def _say(text: str) -> None:
     sys.stderr.flush()
 
 
-def _config_witness(result, e, n, dtype, block_n=0, block_k=0, per_channel_quant=False,
-                    down_moe=False):
+def _config_witness(result: object, e: int, n: int, dtype: str | None, block_n: int | None = 0,
+                    block_k: int | None = 0, per_channel_quant: bool = False,
+                    down_moe: bool = False) -> object:
     """AFTER hook: report what SGLang's lookup returned, once per shape; never changes it.
 
     get_moe_configs runs on every fused-MoE call (it is lru_cached inside), hence the seen set."""
@@ -65,9 +70,9 @@ def register() -> None:
     manifest = _manifest()
     ref = f"{manifest.get('name', '?')} {manifest.get('version', '?')}"
     wanted = (manifest.get("plugin") or {}).get("hooks", [])
-    applied = []
+    applied: list[str] = []
     try:
-        from sglang.srt.plugins.hook_registry import (  # type: ignore[import-not-found]
+        from sglang.srt.plugins.hook_registry import (
             HookRegistry,
             HookType,
         )

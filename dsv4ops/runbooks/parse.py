@@ -32,7 +32,7 @@ from dsv4ops.runbooks.model import (
     join,
 )
 
-__all__ = ["Command", "Runbook", "RunbookError", "Step", "join", "load_runbook", "parse_runbook"]
+__all__ = ["PROGRAM", "Command", "Runbook", "RunbookError", "Step", "join", "load_runbook", "parse_runbook"]
 
 README = "README.md"
 MAX_RUNBOOK_BYTES = 1 << 20  # 1 MiB: the longest shipped runbook is a few KiB

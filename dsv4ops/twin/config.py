@@ -106,7 +106,7 @@ _SGLANG_TIMEOUTS = {
 }
 
 
-def _number(env: Mapping[str, str], name: str, kind: type) -> float | int | None:
+def _number(env: Mapping[str, str], name: str, kind: type[int] | type[float]) -> float | int | None:
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return None

@@ -20,7 +20,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from . import dsml
 
@@ -151,7 +151,13 @@ class PseudoText(Sequence[str]):
             return donor[i % len(donor)] + "\ufffd"
         return (" " if i else "") + _WORDS[_pick(self.key, len(_WORDS), i)]
 
-    def __getitem__(self, i):
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
         if isinstance(i, slice):
             return [self._word(j) for j in range(*i.indices(self.n))]
         if i < 0:

@@ -125,7 +125,7 @@ class KVReceiver:
             body = {"decode_addr": self.decode_addr, "decode_instance_id": self.instance_id}
             async with self._client().post(f"{base}/register_peer", json=body,
                                            timeout=timeout) as resp:
-                reg = await resp.json()
+                reg: dict[str, object] = await resp.json()
             self.prefills[key] = reg
             self.heartbeat_failures.setdefault(key, 0)
             self.events.emit("peer_registered", bootstrap=f"{host}:{port}",

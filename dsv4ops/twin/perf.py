@@ -11,6 +11,7 @@ import bisect
 import os
 import random
 import time
+from collections.abc import Callable
 
 DSV4_DEFAULT_MAX_RUNNING = 256  # deepseek_v4_hook.py:138-146
 # Graph memory per captured decode bucket, GB per GPU: an estimate (TensorRT-LLM measured ~10 MiB of
@@ -91,7 +92,7 @@ class StepVariation:
     """
 
     def __init__(self, *, noise_pct: float, drift_pct_per_min: float, epoch: float | None,
-                 time_scale: float, seed: int, clock=time.time,  # noqa: ANN001
+                 time_scale: float, seed: int, clock: Callable[[], float] = time.time,
                  offset: float = 1.0) -> None:
         self.offset = offset  # this start's deploy-to-deploy factor (deploy_offset)
         self.noise = noise_pct / 100.0

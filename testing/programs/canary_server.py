@@ -56,7 +56,8 @@ class Fake:
         buckets = sorted(self.cfg["buckets"])
         i = bisect.bisect_left(buckets, n)
         padded = buckets[i] if buckets and i < len(buckets) else n
-        return (self.cfg["a_ms"] + self.cfg["b_ms"] * padded) / 1000.0
+        step: float = (self.cfg["a_ms"] + self.cfg["b_ms"] * padded) / 1000.0
+        return step
 
     async def decode_loop(self) -> None:
         while True:

@@ -33,19 +33,21 @@ def _preload_config_module() -> types.ModuleType:
         name = ".".join(parts[:i])
         if name not in sys.modules:
             mod = types.ModuleType(name)
-            mod.__path__ = []  # type: ignore[attr-defined]
+            mod.__path__ = []
             sys.modules[name] = mod
     path = f"{sglang.__path__[0]}/srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py"
     spec = importlib.util.spec_from_file_location(CFG, path)
+    assert spec is not None and spec.loader is not None, path  # a .py path always has both
     module = importlib.util.module_from_spec(spec)
     sys.modules[CFG] = module
     spec.loader.exec_module(module)
     parent = sys.modules[CFG.rsplit(".", 1)[0]]
-    parent.fused_moe_triton_config = module  # what a real import sets
-    module.get_device_name = lambda: BOX_DEVICE
-    module.triton = types.SimpleNamespace(__version__="3.8.0")
+    # setattr: ModuleType declares none of these attributes, the module under test reads them
+    setattr(parent, "fused_moe_triton_config", module)  # noqa: B010 - what a real import sets
+    setattr(module, "get_device_name", lambda: BOX_DEVICE)  # noqa: B010
+    setattr(module, "triton", types.SimpleNamespace(__version__="3.8.0"))  # noqa: B010
     deterministic = types.SimpleNamespace(enable_deterministic_inference=False)
-    module.get_exec = lambda: types.SimpleNamespace(deterministic=deterministic)
+    setattr(module, "get_exec", lambda: types.SimpleNamespace(deterministic=deterministic))  # noqa: B010
     return module
 
 

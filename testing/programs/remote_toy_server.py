@@ -108,7 +108,8 @@ def main() -> int:
     if args.exit_after is not None:
         time.sleep(args.exit_after)
         print(f"toy: fatal: exiting with {args.exit_code}", flush=True)
-        return args.exit_code
+        code: int = args.exit_code
+        return code
     servers = [
         http.server.ThreadingHTTPServer(("127.0.0.1", p), _Handler, bind_and_activate=False)
         for p in args.port

@@ -35,7 +35,7 @@ def _write(directory: Path, blocks: list[BlockResult], gates: list[GateResult], 
                         experiment_op="op-ab-1", **kw)  # type: ignore[arg-type]
 
 
-def test_the_report_holds_every_block_and_leads_with_the_decision(tmp_path: Path, blocks) -> None:  # noqa: ANN001
+def test_the_report_holds_every_block_and_leads_with_the_decision(tmp_path: Path, blocks: list[BlockResult]) -> None:  # noqa: ANN001
     gates = [GateResult("sweep", "B", True, "curve smooth, 0 errors")]
     written = _write(tmp_path, blocks, gates)
     names = {p.name for p in written}
@@ -59,7 +59,7 @@ def test_the_report_holds_every_block_and_leads_with_the_decision(tmp_path: Path
     assert "| 11 | A | step8 |" in text and "sweep: passed (curve smooth, 0 errors)" in text
 
 
-def test_an_interrupted_experiment_is_marked_partial(tmp_path: Path, blocks) -> None:  # noqa: ANN001
+def test_an_interrupted_experiment_is_marked_partial(tmp_path: Path, blocks: list[BlockResult]) -> None:  # noqa: ANN001
     cut = [*blocks[:5], BlockResult(5, "A", "step8", "op-5", "", 12.0, {60: {"output_tok_s": math.nan}},
                                     complete=False)]
     _write(tmp_path, cut, [], interrupted="Ctrl-C during block 5")
@@ -70,13 +70,13 @@ def test_an_interrupted_experiment_is_marked_partial(tmp_path: Path, blocks) -> 
     assert "**PARTIAL**: Ctrl-C during block 5" in md and "| 5 | A | step8 |" in md and "| NO |" in md
 
 
-def test_without_matplotlib_the_text_reports_are_still_written(tmp_path: Path, blocks, monkeypatch) -> None:  # noqa: ANN001
+def test_without_matplotlib_the_text_reports_are_still_written(tmp_path: Path, blocks: list[BlockResult], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     written = _write(tmp_path, blocks, [])
     assert [p.name for p in written] == ["report.json", "report.md"]
 
 
-def test_drift_and_a_naive_order_are_called_out_in_words(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_drift_and_a_naive_order_are_called_out_in_words(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
     from dsv4ops.ab.schedule import naive
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
@@ -90,7 +90,7 @@ def test_drift_and_a_naive_order_are_called_out_in_words(tmp_path: Path, monkeyp
     assert "Note: the schedule is not counterbalanced" in md
 
 
-def test_a_partial_run_with_one_arm_writes_its_plots_without_warnings(tmp_path: Path, blocks) -> None:  # noqa: ANN001
+def test_a_partial_run_with_one_arm_writes_its_plots_without_warnings(tmp_path: Path, blocks: list[BlockResult]) -> None:  # noqa: ANN001
     """One A block and no B yet (interrupted at once): no pair, no ratio; matplotlib must not warn
     "No artists with labels found to put in legend" about the empty panel (issue 23)."""
     import warnings

@@ -66,7 +66,7 @@ def test_the_exact_p_equals_enumerating_every_sign_pattern(diffs: list[int]) -> 
         assert got is not None and got[1] == pytest.approx(_brute_p(diffs), abs=1e-12)
 
 
-def test_the_normal_approximation_is_close_to_exact_where_both_apply(monkeypatch) -> None:  # noqa: ANN001
+def test_the_normal_approximation_is_close_to_exact_where_both_apply(monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
     rng = random.Random(5)
     d = [rng.gauss(0.3, 1.0) for _ in range(40)]
     exact = wilcoxon_signed_rank(d)

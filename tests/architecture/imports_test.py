@@ -40,6 +40,7 @@ LAYERS: dict[str, float] = {
     "exitcodes": 7,  # the one exit-code table: below errors, which names its codes
     "clock": 6,
     "_yaml": 6,
+    "jsontypes": 6,  # the one alias of untyped JSON (JSONValue, JSONObject)
     "constants": 6,
     "secrets": 6,
     "journalfile": 6,  # the journal's file rules: the store and the target agent share them

@@ -1,5 +1,5 @@
-"""mypy with the project's config ([tool.mypy] in pyproject.toml) passes on the package, and on
-the test doubles of the orchestrator's target seam (they must satisfy `TargetControl`).
+"""mypy with the project's config ([tool.mypy] in pyproject.toml: strict) passes on its `files`,
+and on the test doubles of the orchestrator's target seam (they must satisfy `TargetControl`).
 
 This is how the type check runs in CI (CI runs `make test`); `make lint` runs the same command.
 The cache lives in the system temp directory, keyed by the checkout, so a second run takes
@@ -8,6 +8,7 @@ seconds instead of the ~45 s of a cold one.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import subprocess
@@ -58,3 +59,40 @@ def test_the_target_control_doubles_satisfy_the_protocol() -> None:
     assert doubles, "no test double of TargetControl found (testing/orchestrate.py?)"
     proc = _mypy(*doubles)
     assert proc.returncode == 0, f"a test double breaks TargetControl:\n{proc.stdout}{proc.stderr}"
+
+
+# pyproject.toml lets the Triton device code (dsv4ops/kernels/sources/) keep its parameters
+# unannotated: Triton reads those annotations. The exception is for @triton.jit functions only.
+SOURCES = ROOT / "dsv4ops" / "kernels" / "sources"
+
+
+def _is_jit(fn: ast.FunctionDef) -> bool:
+    return any(ast.unparse(d) in ("triton.jit", "jit") for d in fn.decorator_list)
+
+
+def _unannotated(tree: ast.Module) -> list[str]:
+    """The functions of a module, other than @triton.jit ones, with a parameter or the return
+    unannotated (self/cls excepted)."""
+    bad = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef) or _is_jit(node):
+            continue
+        args = node.args
+        params = [*args.posonlyargs, *args.args, *args.kwonlyargs,
+                  *(a for a in (args.vararg, args.kwarg) if a is not None)]
+        missing = [a.arg for a in params if a.annotation is None and a.arg not in ("self", "cls")]
+        if node.returns is None or missing:
+            bad.append(f"{node.name}:{node.lineno} ({', '.join(missing) or 'return'})")
+    return bad
+
+
+def test_only_the_triton_jit_functions_are_unannotated() -> None:
+    bad = {p.name: b for p in sorted(SOURCES.glob("*.py"))
+           if (b := _unannotated(ast.parse(p.read_text(encoding="utf-8"))))}
+    assert bad == {}, f"host functions in kernels/sources need full annotations: {bad}"
+
+
+def test_the_annotation_rule_catches_an_untyped_host_function() -> None:
+    tree = ast.parse("@triton.jit\ndef k(x, N: tl.constexpr):\n    pass\n\n"
+                     "def host(a: int, b) -> int:\n    return a\n\ndef h2(a: int):\n    pass\n")
+    assert _unannotated(tree) == ["host:5 (b)", "h2:8 (return)"]

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -127,7 +128,7 @@ def test_xdist_workers_share_one_lock_directory_per_run() -> None:
 
     from testing.workers import run_lock_dir
 
-    assert run_lock_dir(Config()) == Path(ports.tempfile.gettempdir()) / "dsv4ops-tests-abc123"
+    assert run_lock_dir(Config()) == Path(tempfile.gettempdir()) / "dsv4ops-tests-abc123"
     assert run_lock_dir(object()) is None
 
 

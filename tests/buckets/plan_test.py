@@ -9,6 +9,7 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -22,6 +23,7 @@ from dsv4ops.buckets.plan import (
     padded,
     plan,
 )
+from dsv4ops.orchestrate.usecases.buckets import LiveSample
 from dsv4ops.profiles.buckets import resolve_buckets
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,7 +128,7 @@ def test_sampling_a_live_decode_sees_its_running_batch_and_graph_memory() -> Non
     from dsv4ops.orchestrate.usecases.buckets import sample_decode
     from testing.twin import _background, twin_server, wait_running
 
-    async def load_then_sample(url: str):  # noqa: ANN202
+    async def load_then_sample(url: str) -> tuple[LiveSample, subprocess.CompletedProcess[str]]:
         async with aiohttp.ClientSession() as session:
             tasks = [asyncio.create_task(_background(session, url, i, False)) for i in range(12)]
             try:
@@ -170,7 +172,7 @@ def test_an_ab_report_gives_its_levels_and_the_kept_arms_law(tmp_path: Path) -> 
     step8 = resolve_buckets("step8", tp_size=4, max_running_requests=96)
     step4 = resolve_buckets("step4:40-96", tp_size=4, max_running_requests=96)
     schedule = counterbalanced(4)
-    arms = {"A": ArmModel("step8", tuple(step8)), "B": ArmModel("step4", tuple(step4))}
+    arms: dict[Literal["A", "B"], ArmModel] = {"A": ArmModel("step8", tuple(step8)), "B": ArmModel("step4", tuple(step4))}
     blocks = TwinBlocks(arms, concurrencies=(48, 56, 57, 60), steps=50, seed=1).run(schedule)
     an = analyse(blocks, planned=len(schedule))
     decision = decide(an, [])

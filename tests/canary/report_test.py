@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 from dsv4ops.canary.report import report_json, report_markdown, write_report
 from dsv4ops.canary.verdict import SuiteResult, Thresholds, Verdict
@@ -35,7 +36,7 @@ def test_report_json_uses_bench_serving_keys_from_the_biggest_suite() -> None:
     json.dumps(data, allow_nan=False)
 
 
-def test_write_report_creates_markdown_and_plots(tmp_path) -> None:
+def test_write_report_creates_markdown_and_plots(tmp_path: Path) -> None:
     paths = write_report(_all(), tmp_path / "out")
     names = sorted(p.name for p in paths)
     assert names == sorted(["report.json", "report.md", "smoke-latency.png", "smoke-throughput.png",

@@ -4,6 +4,7 @@ mechanics, each detector and each verdict path, fast and without the twin."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -29,7 +30,7 @@ def _run(url: str, suite: str, **kw: object):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.serial  # measured latencies: alone (testing/workers.py)
-def test_smoke_passes_and_measures(tmp_path) -> None:
+def test_smoke_passes_and_measures(tmp_path: Path) -> None:
     lines: list[str] = []
     with fake_server({"a_ms": 4, "b_ms": 0.5}) as url:
         result = _run(url, "smoke", report_dir=tmp_path, progress=lines.append)
@@ -50,7 +51,7 @@ def test_smoke_passes_and_measures(tmp_path) -> None:
     assert (tmp_path / "smoke-latency.png").stat().st_size > 1000
 
 
-def test_a_server_that_never_sends_done_passes_and_is_reported(tmp_path) -> None:
+def test_a_server_that_never_sends_done_passes_and_is_reported(tmp_path: Path) -> None:
     """finish_reason + usage, then the body ends: complete answers, counted and said so."""
     with fake_server({"a_ms": 2, "no_done": True}) as url:
         result = _run(url, "smoke", report_dir=tmp_path)

@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from pathlib import Path
 
 import httpx
 import pytest
@@ -75,7 +76,7 @@ def safe_stack() -> Iterator[TwinStack]:
         yield stack
 
 
-def test_hazards_off_every_suite_passes_and_the_sweep_recovers_the_law(safe_stack: TwinStack, tmp_path) -> None:
+def test_hazards_off_every_suite_passes_and_the_sweep_recovers_the_law(safe_stack: TwinStack, tmp_path: Path) -> None:
     result = _run(safe_stack, "all", report_dir=tmp_path)
     verdicts = {r.suite: r.verdict for r in result.sub_results}
     assert verdicts == dict.fromkeys(("smoke", "corruption", "sweep", "soak", "abort-cascade"), Verdict.PASS), result.reasons
@@ -98,7 +99,7 @@ def test_hazards_off_every_suite_passes_and_the_sweep_recovers_the_law(safe_stac
     assert (tmp_path / "report.json").exists() and (tmp_path / "sweep-sweep.png").exists()
 
 
-def test_sweep_report_counts_its_own_cancellations_apart_and_every_token(safe_stack: TwinStack, tmp_path) -> None:
+def test_sweep_report_counts_its_own_cancellations_apart_and_every_token(safe_stack: TwinStack, tmp_path: Path) -> None:
     """Issue 11 item 7: the sweep's deliberate cuts at the end are not failures, and the report's
     bench_serving keys count every token received, so output_throughput lies within the levels'."""
     th = replace(TH, sweep_concurrency=(16, 32, 48), sweep_level_s=2.0, sweep_max_tokens=512)

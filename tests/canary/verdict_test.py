@@ -62,7 +62,7 @@ def test_suites_for_change_with_dicts_and_kernel_packages() -> None:
     assert suites_for_change(old, new) == ["smoke", "corruption", "sweep"]
 
 
-def test_profile_watchdog_settings_reach_the_canary(tmp_path) -> None:
+def test_profile_watchdog_settings_reach_the_canary(tmp_path: Path) -> None:
     """stall_s / freeze_s set in a profile's canary section drive the hang watchdog."""
     from dsv4ops.canary.verdict import thresholds_from_profile
     from dsv4ops.profiles import load_profile

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,7 @@ from testing.ports import free_port
 pytestmark = pytest.mark.slow
 
 
-def test_pass_prints_a_table_and_exits_0(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+def test_pass_prints_a_table_and_exits_0(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     with fake_server() as url:
         code = main(["canary", "--url", url, "--worker-url", url, "--suite", "smoke",
                      "--concurrency", "2", "--report", str(tmp_path / "r")])

@@ -10,25 +10,26 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 
 from testing.cli import run_in_pty
-from testing.orchestrate import module_env
+from testing.orchestrate import OrchEnv, module_env
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def slow_env(tmp_path_factory):
+def slow_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrchEnv]:
     yield from module_env(tmp_path_factory, extra_twin_env={"DSV4_TWIN_MODEL_LOAD_S": "100"})
 
 
-def _environ(env, **extra: str) -> dict[str, str]:
+def _environ(env: OrchEnv, **extra: str) -> dict[str, str]:
     return {**os.environ, **env.environ, **extra}
 
 
-def test_on_a_terminal_the_ready_wait_is_a_live_line_that_is_cleared(slow_env) -> None:
+def test_on_a_terminal_the_ready_wait_is_a_live_line_that_is_cleared(slow_env: OrchEnv) -> None:
     code, out = run_in_pty([sys.executable, "-m", "dsv4ops", "deploy", "baseline", "--yes",
                             "--no-canary", "--target", slow_env.target],
                            env=_environ(slow_env), cwd=slow_env.root, timeout_s=180)
@@ -44,7 +45,7 @@ def test_on_a_terminal_the_ready_wait_is_a_live_line_that_is_cleared(slow_env) -
     assert re.search(r"ok\s+wait until prefill is ready", out)
 
 
-def test_off_a_terminal_and_with_json_it_is_a_plain_line_on_stderr(slow_env) -> None:
+def test_off_a_terminal_and_with_json_it_is_a_plain_line_on_stderr(slow_env: OrchEnv) -> None:
     proc = subprocess.run([sys.executable, "-m", "dsv4ops", "stop", "--yes", "--json",
                            "--target", slow_env.target], capture_output=True, text=True,
                           env=_environ(slow_env), cwd=slow_env.root, timeout=120)

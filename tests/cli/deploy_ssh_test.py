@@ -14,6 +14,7 @@ import pytest
 from dsv4ops.cli import main
 from dsv4ops.journal.store import Journal
 from testing.orchestrate import OrchEnv, our_processes
+from testing.remote import SshdServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.router, pytest.mark.ssh]
 SSH_TARGET = "twin-ssh"
@@ -21,7 +22,7 @@ NO_DSV4OPS = "twin-ssh-bare"  # python without dsv4ops: the twin cannot start th
 
 
 @pytest.fixture
-def ssh_env(env: OrchEnv, sshd) -> OrchEnv:
+def ssh_env(env: OrchEnv, sshd: SshdServer) -> OrchEnv:
     """The module's twin environment plus SSH targets to this machine (same workdir and ports)."""
     path = env.profiles_dir / "targets.yaml"
     text = path.read_text()
@@ -58,7 +59,7 @@ def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict, str
     return code, (json.loads(out) if out.strip() else {}), err
 
 
-def test_cli_deploys_checks_and_stops_the_twin_over_ssh(ssh_env, sshd, capsys):
+def test_cli_deploys_checks_and_stops_the_twin_over_ssh(ssh_env: OrchEnv, sshd: SshdServer, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _cli(
         capsys, "deploy", "baseline", "--target", SSH_TARGET, "--yes", "--no-canary"
     )
@@ -90,7 +91,7 @@ def test_cli_deploys_checks_and_stops_the_twin_over_ssh(ssh_env, sshd, capsys):
     assert Journal(SSH_TARGET).deployed() is None
 
 
-def test_target_python_without_dsv4ops_fails_with_one_clear_sentence(ssh_env, capsys):
+def test_target_python_without_dsv4ops_fails_with_one_clear_sentence(ssh_env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["deploy", "baseline", "--target", NO_DSV4OPS, "--yes", "--no-canary"])
     err = capsys.readouterr().err
     assert code == 2, err

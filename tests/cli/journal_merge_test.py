@@ -22,12 +22,12 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> OrchEnv:
     return e
 
 
-def _ids(capsys) -> list[str]:
+def _ids(capsys: pytest.CaptureFixture[str]) -> list[str]:
     assert main(["journal", "--json", "--limit", "0"]) == 0
     return [e["id"] for e in json.loads(capsys.readouterr().out)["entries"]]
 
 
-def test_a_shorter_record_is_merged_back_by_the_command_the_refusal_names(env, capsys) -> None:
+def test_a_shorter_record_is_merged_back_by_the_command_the_refusal_names(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     for _ in range(2):
         assert main(["stop", "--yes"]) == 0  # nothing runs: each is a journaled stop
     capsys.readouterr()

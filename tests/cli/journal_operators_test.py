@@ -28,7 +28,7 @@ def _as(monkeypatch: pytest.MonkeyPatch, state: Path) -> None:
     monkeypatch.setenv("DSV4OPS_STATE_DIR", str(state))
 
 
-def _history(env: OrchEnv, capsys) -> list[tuple[str, str, str]]:
+def _history(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> list[tuple[str, str, str]]:
     code, out, err = cli(env, capsys, "journal", "--json", "--limit", "0")
     assert code == 0, err
     assert out["record"]["source"] == "target", out["record"]
@@ -56,8 +56,8 @@ def _killed_mid_deploy(env: OrchEnv, profile: str) -> None:
 
 
 def test_two_operators_deploy_roll_back_and_resolve_each_others_crash(
-    env, capsys, monkeypatch, tmp_path
-):
+    env: OrchEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     alice, bob = env.state_dir, tmp_path / "bob-state"
     _as(monkeypatch, alice)
     code, first, err = cli(env, capsys, "deploy", "baseline", "--yes", *GATED, "--json")

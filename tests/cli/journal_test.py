@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from dsv4ops.cli import main
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
+from testing.orchestrate import OrchEnv
 
 
-def test_journal_lists_operations_as_json(env, capsys):
+def test_journal_lists_operations_as_json(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     j = Journal(env.target)
     op = j.begin(Kind.DEPLOY, profile={"name": "baseline", "git_commit": "abc"}, reason="why not")
     j.transition(op, Status.RUNNING)

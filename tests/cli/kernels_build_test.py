@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
+
+import pytest
 
 from dsv4ops.cli import main
+from testing.orchestrate import OrchEnv
 
 
-def test_kernels_build_into_an_impossible_directory_is_a_clear_error(env, capsys, tmp_path):
+def test_kernels_build_into_an_impossible_directory_is_a_clear_error(env: OrchEnv, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     t0 = time.monotonic()
     code = main(["kernels", "build", "--out", "/proc/nope", "--no-interpreter-check"])
     err = capsys.readouterr().err

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.cli import main
-from testing.kernels import repack
+from testing.kernels import Built, repack
 
 pytestmark = pytest.mark.kernels
 
@@ -29,7 +29,7 @@ def twin_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return workdir
 
 
-def test_build_verify_deploy_list_rollback(built, twin_target: Path, tmp_path: Path,
+def test_build_verify_deploy_list_rollback(built: Built, twin_target: Path, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["kernels", "build", "--out", str(tmp_path / "dist"), "--version", "0.3.0",
                  "--no-interpreter-check", "--json"]) == 0
@@ -60,7 +60,7 @@ def test_build_verify_deploy_list_rollback(built, twin_target: Path, tmp_path: P
     assert Journal("twin-local").deployed() is None  # a kernel switch is not a PD deployment
 
 
-def test_refusal_is_one_error_line_and_exit_1(built, twin_target: Path, tmp_path: Path,
+def test_refusal_is_one_error_line_and_exit_1(built: Built, twin_target: Path, tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     def tamper(files: dict[str, bytes]) -> None:
         key = next(k for k in files if k.startswith("configs/"))
@@ -88,7 +88,7 @@ def test_cli_and_pipeline_modules_do_not_import_torch_or_triton() -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_deploy_is_refused_while_a_pd_deploy_holds_the_lock(built, twin_target: Path,
+def test_deploy_is_refused_while_a_pd_deploy_holds_the_lock(built: Built, twin_target: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     from dsv4ops.remote import LocalExecutor, Supervisor, lock_holder
 
@@ -105,7 +105,7 @@ def test_deploy_is_refused_while_a_pd_deploy_holds_the_lock(built, twin_target: 
 
 
 def test_a_dead_deploys_lock_and_unfinished_journal_block_a_switch_until_recover(
-        built, twin_target: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        built: Built, twin_target: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A kernel switch takes the lock through the deploy's operation context: a deploy whose CLI
     died (its lock left by a dead process, its journal entry never ended) blocks the switch with
     the deploy's message, and `--recover` resolves it like `deploy --recover` does."""

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dsv4ops.cli import main
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
-from testing.orchestrate import make_deployment
+from testing.orchestrate import OrchEnv, make_deployment
 
 
-def test_rollback_with_nothing_to_roll_back_to(env, capsys):
+def test_rollback_with_nothing_to_roll_back_to(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["rollback", "--yes", "--target", env.target])
     err = capsys.readouterr().err
     assert code == 1 and "no earlier known-good deployment" in err
@@ -17,7 +19,7 @@ def test_rollback_with_nothing_to_roll_back_to(env, capsys):
 # -- user mistakes: one clear line, exit 1, nothing changed ------------------------------------
 
 
-def _known_good(env, commit: str) -> str:
+def _known_good(env: OrchEnv, commit: str) -> str:
     """A SUCCEEDED deploy in the journal (nothing runs; rollback --to only looks it up)."""
     d = make_deployment("baseline")
     j = Journal(env.target)
@@ -32,7 +34,7 @@ def _known_good(env, commit: str) -> str:
     return op
 
 
-def test_rollback_to_an_unknown_id_is_a_user_mistake_listing_the_choices(env, capsys):
+def test_rollback_to_an_unknown_id_is_a_user_mistake_listing_the_choices(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     op = _known_good(env, "0123456789abcdef")
     before = Journal(env.target).operations()
     code = main(["rollback", "--to", "nosuchid", "--yes", "--target", env.target])

@@ -13,18 +13,19 @@ from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from testing.orchestrate import OrchEnv, make_deployment
 from testing.ports import free_port
+from testing.remote import SshdServer
 
 pytestmark = pytest.mark.ssh
 FAR = "twin-far"
 
 
-def _run(capsys, *args: str) -> tuple[int, str, str]:
+def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main([*args, "--target", FAR])
     out, err = capsys.readouterr()
     return code, out, err
 
 
-def test_reads_answer_from_the_cache_and_mutations_refuse(env: OrchEnv, sshd, capsys):
+def test_reads_answer_from_the_cache_and_mutations_refuse(env: OrchEnv, sshd: SshdServer, capsys: pytest.CaptureFixture[str]) -> None:
     targets = env.profiles_dir / "targets.yaml"
     text = targets.read_text()
     local = text.split("targets:\n", 1)[1]

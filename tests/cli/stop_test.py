@@ -11,10 +11,10 @@ import pytest
 
 from dsv4ops.cli import main
 from dsv4ops.journal.store import Journal
-from testing.orchestrate import cli
+from testing.orchestrate import OrchEnv, cli
 
 
-def test_a_bad_ready_timeout_variable_is_one_clear_line(env, capsys, monkeypatch):
+def test_a_bad_ready_timeout_variable_is_one_clear_line(env: OrchEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DSV4OPS_READY_TIMEOUT_S", "abc")
     before = Journal(env.target).operations()
     code = main(["stop", "--yes", "--target", env.target])
@@ -27,7 +27,7 @@ def test_a_bad_ready_timeout_variable_is_one_clear_line(env, capsys, monkeypatch
 
 
 @pytest.mark.slow
-def test_a_wedged_decode_with_streams_in_flight_is_stopped_not_drained(baseline_running, capsys):
+def test_a_wedged_decode_with_streams_in_flight_is_stopped_not_drained(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 23: stopping (or rolling back from) a wedged decode waited out the drain bound on
     its frozen gauges; a busy decode whose progress counter stands still is judged at once."""
     import threading

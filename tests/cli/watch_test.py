@@ -28,7 +28,7 @@ def _once(env: OrchEnv, capsys: pytest.CaptureFixture[str], *extra: str) -> tupl
     return code, [json.loads(line) for line in out.splitlines() if line.strip()], err
 
 
-def test_nothing_recorded_is_exit_4_with_a_clear_message(env: OrchEnv, capsys) -> None:
+def test_nothing_recorded_is_exit_4_with_a_clear_message(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     if Journal(env.target).deployed() is not None:
         pytest.skip("the module's environment already has a deployment")
     code, rounds, err = _once(env, capsys)
@@ -38,7 +38,7 @@ def test_nothing_recorded_is_exit_4_with_a_clear_message(env: OrchEnv, capsys) -
 
 
 def test_once_on_the_healthy_baseline_then_on_a_wedged_decode(baseline_running: OrchEnv,
-                                                               capsys) -> None:
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
     env = baseline_running
     code, rounds, err = _once(env, capsys)
     assert code == 0, err + json.dumps(rounds[-1:])

@@ -4,6 +4,7 @@ validated against the vendored schema; none for 1:1 (sgl-project/rbg#307)."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,18 +15,19 @@ from dsv4ops.errors import DsOpsError
 from dsv4ops.export import rbg as R
 from dsv4ops.export.coordination import coordination_problems
 from dsv4ops.export.validate import check_documents
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles import get_target, load_profile, render
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _docs(replicas: int, **kw: object) -> list[dict]:
+def _docs(replicas: int, **kw: object) -> list[JSONObject]:
     p = load_profile(REPO / "profiles" / "baseline.yaml")
     opts = R.ExportOptions(replicas=replicas, **kw)  # type: ignore[arg-type]
     return R.documents(p, render(p, get_target("box", REPO / "profiles" / "targets.yaml")), opts)
 
 
-def _roles(group: dict) -> dict[str, dict]:
+def _roles(group: JSONObject) -> dict[str, JSONObject]:
     return {r["name"]: r for r in group["spec"]["roles"]}
 
 
@@ -60,7 +62,7 @@ def test_the_skew_is_one_pair_never_two() -> None:
         assert 1 <= n * share / 100 < 2, n  # one replica may lead (no stall), never two
 
 
-def _refused(docs: list[dict], says: str) -> None:
+def _refused(docs: list[JSONObject], says: str) -> None:
     with pytest.raises(DsOpsError) as info:
         check_documents(docs)
     assert says in str(info.value), str(info.value)
@@ -91,7 +93,8 @@ def test_the_checks_refuse_what_would_stall_or_drift_apart() -> None:
         (lambda s: s.update(maxSkwe="50%"), "rollingUpdate.maxSkwe: not declared"),
     ],
 )
-def test_the_strategy_is_held_to_the_vendored_schema(edit, says: str) -> None:  # noqa: ANN001
+def test_the_strategy_is_held_to_the_vendored_schema(edit: Callable[[JSONObject], None],
+                                                     says: str) -> None:
     policy, group = _docs(2)
     edit(policy["spec"]["policies"][0]["strategy"]["rollingUpdate"])
     _refused([policy, group], says)

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,9 @@ from jsonschema import Draft202012Validator
 
 from dsv4ops import _yaml
 from dsv4ops.export import rbg as R
-from dsv4ops.export.validate import check, pd_problems, pruned_fields, schema
+from dsv4ops.export.declared import pruned_fields
+from dsv4ops.export.validate import check, pd_problems, schema
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles import get_target, list_profiles, load_profile, render
 from testing.profiles import TRITON_MOE_PATH_YAML
 
@@ -30,7 +33,7 @@ def _cli(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> sub
                           env={**os.environ, **(env or {})})
 
 
-def _containers(manifest: dict) -> dict[str, dict]:
+def _containers(manifest: JSONObject) -> dict[str, JSONObject]:
     return {r["name"]: r["standalonePattern"]["template"]["spec"]["containers"][0]
             for r in manifest["spec"]["roles"]}
 
@@ -101,7 +104,7 @@ def test_n_to_n_replicas_point_the_router_at_every_pair() -> None:
         "prefill": 3, "decode": 3, "router": 1}
 
 
-def test_secrets_become_secret_refs_and_never_enter_the_manifest(pdir: Path, write) -> None:  # noqa: ANN001
+def test_secrets_become_secret_refs_and_never_enter_the_manifest(pdir: Path, write: Callable[[str, str], Path]) -> None:  # noqa: ANN001
     write("withsecret", "schema_version: 1\nextends: base\nprefill:\n  env:\n    HF_TOKEN: hf_supersecret\n"
           "router:\n  extra_args: [--api-key, sk-verysecret]\n")
     proc = _cli("withsecret", cwd=pdir.parent, env={"DSV4OPS_PROFILES_DIR": str(pdir)})
@@ -117,7 +120,7 @@ def test_secrets_become_secret_refs_and_never_enter_the_manifest(pdir: Path, wri
     assert {e["name"] for e in c["router"]["env"]} == {"DSV4_ARG_API_KEY"}
 
 
-def test_a_kernel_package_lands_in_a_volume_sglang_is_pointed_at(pdir: Path, write) -> None:  # noqa: ANN001
+def test_a_kernel_package_lands_in_a_volume_sglang_is_pointed_at(pdir: Path, write: Callable[[str, str], Path]) -> None:  # noqa: ANN001
     write("withkernels", "schema_version: 1\nextends: base\nkernel_package: dsv4-decode-kernels@0.2.0\n"
           + TRITON_MOE_PATH_YAML)
     os.environ["DSV4OPS_PROFILES_DIR"] = str(pdir)
@@ -137,7 +140,7 @@ def test_a_kernel_package_lands_in_a_volume_sglang_is_pointed_at(pdir: Path, wri
     assert env["SGLANG_PLUGINS"] == "dsv4_decode_kernels" and env["SGLANG_DSV4_FP4_DEQUANT"] == "1"
 
 
-def test_a_broken_profile_is_refused_with_file_and_line(pdir: Path, write) -> None:  # noqa: ANN001
+def test_a_broken_profile_is_refused_with_file_and_line(pdir: Path, write: Callable[[str, str], Path]) -> None:  # noqa: ANN001
     path = write("broken", "schema_version: 1\nextends: base\ndecode:\n  tp_sizee: 4\n")
     proc = _cli("broken", cwd=pdir.parent, env={"DSV4OPS_PROFILES_DIR": str(pdir)})
     assert proc.returncode == 1 and "Traceback" not in proc.stderr

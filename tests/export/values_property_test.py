@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,10 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dsv4ops import _yaml
+from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DsOpsError
 from dsv4ops.export import rbg as R
 from dsv4ops.export.validate import check_documents
 from dsv4ops.profiles import get_target, load_profile, render
+from dsv4ops.profiles.model import Profile
 from testing.profiles import TRITON_MOE_PATH_YAML
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,7 +48,7 @@ SETTINGS = settings(
         (["--namespace", "a" * 64], "--namespace"),
     ],
 )
-def test_the_reported_values_are_refused_by_the_real_cli(args: list[str], option: str, pdir: Path, write) -> None:  # noqa: ANN001
+def test_the_reported_values_are_refused_by_the_real_cli(args: list[str], option: str, pdir: Path, write: Callable[[str, str], Path]) -> None:  # noqa: ANN001
     write("withkernels", "schema_version: 1\nextends: base\nkernel_package: dsv4-decode-kernels@0.2.0\n"
           + TRITON_MOE_PATH_YAML)
     proc = subprocess.run(
@@ -58,7 +61,7 @@ def test_the_reported_values_are_refused_by_the_real_cli(args: list[str], option
 
 
 @pytest.fixture(scope="module")
-def baseline():
+def baseline() -> tuple[Profile, Deployment]:
     p = load_profile(str(REPO / "profiles" / "baseline.yaml"))
     return p, render(p, get_target("box"))
 
@@ -75,7 +78,8 @@ _SHELL = re.compile(r"[\s;|&$`<>(){}\[\]*?!'\"\\#~]")
 
 @SETTINGS
 @given(namespace=TEXT, image=TEXT, python=TEXT)
-def test_any_option_value_is_refused_or_exports_a_valid_manifest(baseline, namespace, image, python) -> None:
+def test_any_option_value_is_refused_or_exports_a_valid_manifest(
+        baseline: tuple[Profile, Deployment], namespace: str, image: str, python: str) -> None:
     p, box = baseline
     opts = R.ExportOptions(image=image, namespace=namespace, python=python)
     try:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dsv4ops.journal.knowngood import judge, known_good
 from dsv4ops.journal.records import Kind, Status
-from dsv4ops.journal.store import Journal
+from dsv4ops.journal.store import FileBackend, Journal
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.restore import rollback_target
 from testing.clock import FakeClock
 
@@ -22,7 +24,7 @@ def journal(tmp_path: Path) -> Journal:
 
 def deploy(j: Journal, name: str, *, gate: str | None = "PASS", kind: Kind = Kind.DEPLOY,
            status: Status = Status.SUCCEEDED, reason: str | None = None,
-           scope: dict | None = None, proven: bool = True, hash_: str | None = None) -> str:
+           scope: JSONObject | None = None, proven: bool = True, hash_: str | None = None) -> str:
     """One operation as the engine journals it; `gate` is the canary step's detail (None: no
     canary step, as `--no-canary` journals it; "verdict FAIL: ..." a failed gate)."""
     op = j.begin(kind, profile={"name": name, "commands_hash": hash_ or f"h-{name}",
@@ -43,7 +45,7 @@ def why(j: Journal, op: str) -> str:
     return j.judged()[op].why
 
 
-def test_a_gated_whole_unit_deploy_is_known_good_and_no_canary_is_not(journal):
+def test_a_gated_whole_unit_deploy_is_known_good_and_no_canary_is_not(journal: Journal) -> None:
     good = deploy(journal, "baseline")
     blind = deploy(journal, "overlap-on", gate=None)
     skipped = deploy(journal, "multi", gate="skipped (no canary available)")
@@ -55,7 +57,7 @@ def test_a_gated_whole_unit_deploy_is_known_good_and_no_canary_is_not(journal):
     assert rollback_target(journal, None).op == good  # multi runs: baseline is offered
 
 
-def test_an_accepted_inconclusive_ranks_below_an_older_pass(journal):
+def test_an_accepted_inconclusive_ranks_below_an_older_pass(journal: Journal) -> None:
     passed = deploy(journal, "a")
     accepted = deploy(journal, "b", gate="INCONCLUSIVE, accepted as asked: smoke: INCONCLUSIVE")
     newer = deploy(journal, "c")
@@ -70,12 +72,13 @@ def test_an_accepted_inconclusive_ranks_below_an_older_pass(journal):
     ({"scope": {"restarted": ["router"]}}, "a partial restart (router) is not a proven unit"),
     ({"proven": False}, "never proven by generations through the router"),
 ])
-def test_never_a_failed_partial_or_unproven_deploy(journal, kw, words):
+def test_never_a_failed_partial_or_unproven_deploy(journal: Journal, kw: dict[str, Any],
+                                                  words: str) -> None:
     op = deploy(journal, "x", **kw)
     assert not journal.judged()[op].known_good and words in why(journal, op)
 
 
-def test_an_interrupted_deploy_is_not_known_good_running_or_abandoned(journal):
+def test_an_interrupted_deploy_is_not_known_good_running_or_abandoned(journal: Journal) -> None:
     op = journal.begin(Kind.DEPLOY, profile={"name": "x"}, components=[{"name": "decode"}])
     journal.transition(op, Status.RUNNING)
     assert "never ended (RUNNING" in why(journal, op)
@@ -83,7 +86,7 @@ def test_an_interrupted_deploy_is_not_known_good_running_or_abandoned(journal):
     assert why(journal, op) == "not known-good: it was interrupted and abandoned"
 
 
-def test_commands_that_failed_a_gate_anywhere_are_never_offered_but_can_be_named(journal):
+def test_commands_that_failed_a_gate_anywhere_are_never_offered_but_can_be_named(journal: Journal) -> None:
     first = deploy(journal, "overlap-on")  # passed once (a quiet day) ...
     deploy(journal, "overlap-on", gate="verdict FAIL: abort_cascade: FAIL", status=Status.ROLLED_BACK)
     base = deploy(journal, "baseline")  # ... failed the next time: never offered again
@@ -95,7 +98,7 @@ def test_commands_that_failed_a_gate_anywhere_are_never_offered_but_can_be_named
     assert rollback_target(journal, "c0ffeeoverlap").op == first  # by its git revision too
 
 
-def test_an_experiment_s_arms_are_never_known_good_and_b_s_failed_gate_sticks(journal):
+def test_an_experiment_s_arms_are_never_known_good_and_b_s_failed_gate_sticks(journal: Journal) -> None:
     base = deploy(journal, "base")
     b_before = deploy(journal, "b")  # B was known-good before the A/B
     exp = journal.begin(Kind.EXPERIMENT, profile={"name": "base vs b", "a": "base", "b": "b"})
@@ -115,7 +118,7 @@ def test_an_experiment_s_arms_are_never_known_good_and_b_s_failed_gate_sticks(jo
 
 
 def test_a_rollback_inherits_the_known_good_of_what_it_restored_and_not_of_what_was_named(
-        journal):
+        journal: Journal) -> None:
     base = deploy(journal, "base")
     blind = deploy(journal, "blind", gate=None)
     back = deploy(journal, "base", kind=Kind.ROLLBACK, gate=None)
@@ -126,16 +129,16 @@ def test_a_rollback_inherits_the_known_good_of_what_it_restored_and_not_of_what_
     assert "never known-good (named with --to)" in judged[named].why
 
 
-def test_a_journal_written_before_the_rule_is_re_judged_on_read(tmp_path):
+def test_a_journal_written_before_the_rule_is_re_judged_on_read(tmp_path: Path) -> None:
     """An older dsv4ops marked every proven whole-unit deploy known-good: a --no-canary deploy
     and an A/B's blocks too. Read now, they are judged by the rule, and `journal` says why."""
     path = tmp_path / "old.jsonl"
-    lines = []
+    lines: list[str] = []
 
-    def rec(**r):
+    def rec(**r: object) -> None:
         lines.append(json.dumps({"v": 1, "ts": f"2026-11-0{len(lines) // 10 + 1}T00:00:{len(lines):02d}Z", **r}))
 
-    def old_deploy(op, name, steps, reason=None):
+    def old_deploy(op: str, name: str, steps: list[tuple[str, str, str]], reason: str | None = None) -> None:
         rec(type="begin", op=op, kind="deploy", user="alice@ops", reason=reason,
             profile={"name": name, "commands_hash": f"h-{name}"}, components=[{"name": "decode"}])
         rec(type="status", op=op, status="PENDING")
@@ -163,7 +166,5 @@ def test_a_journal_written_before_the_rule_is_re_judged_on_read(tmp_path):
     assert all(o.proven for o in ops if o.kind is Kind.DEPLOY)  # what the old mark did mean
 
 
-def _file(path: Path):
-    from dsv4ops.journal.store import FileBackend
-
+def _file(path: Path) -> FileBackend:
     return FileBackend(path)

@@ -5,18 +5,25 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from dsv4ops.errors import JournalError
-from dsv4ops.journal.records import Kind, Status
+from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal, journal_path
+from dsv4ops.jsontypes import JSONObject
 from testing.clock import FakeClock
 
 
 @pytest.fixture
-def journal(tmp_path):
+def journal(tmp_path: Path) -> Journal:
     return Journal("twin-local", directory=tmp_path, clock=FakeClock())
+
+
+def _op(o: Operation | None) -> str:
+    assert o is not None
+    return o.op
 
 
 def _deploy(journal: Journal, name: str, ok: bool = True) -> str:
@@ -37,7 +44,7 @@ def _deploy(journal: Journal, name: str, ok: bool = True) -> str:
     return op
 
 
-def test_lifecycle_is_persisted_at_every_transition(journal):
+def test_lifecycle_is_persisted_at_every_transition(journal: Journal) -> None:
     op = journal.begin(Kind.DEPLOY, profile={"name": "baseline"})
     assert journal.get(op).status is Status.PENDING
     journal.transition(op, Status.RUNNING)
@@ -49,27 +56,27 @@ def test_lifecycle_is_persisted_at_every_transition(journal):
     assert statuses == ["PENDING", "RUNNING", "SUCCEEDED"]
 
 
-def test_illegal_transition_is_refused(journal):
+def test_illegal_transition_is_refused(journal: Journal) -> None:
     op = _deploy(journal, "baseline")
     with pytest.raises(JournalError, match="SUCCEEDED -> RUNNING"):
         journal.transition(op, Status.RUNNING)
 
 
-def test_last_known_good_and_deployed(journal):
+def test_last_known_good_and_deployed(journal: Journal) -> None:
     a = _deploy(journal, "baseline")
     b = journal.begin(Kind.DEPLOY, profile={"name": "buckets"})
     journal.transition(b, Status.RUNNING)
     journal.transition(b, Status.ROLLED_BACK, message="probe failed", running=a)
-    assert journal.last_known_good().op == a
-    assert journal.deployed().op == a
+    assert _op(journal.last_known_good()) == a
+    assert _op(journal.deployed()) == a
     s = journal.begin(Kind.STOP)
     journal.transition(s, Status.RUNNING)
     journal.transition(s, Status.SUCCEEDED, running="")
     assert journal.deployed() is None
-    assert journal.last_known_good().op == a
+    assert _op(journal.last_known_good()) == a
 
 
-def test_in_flight_names_the_open_step(journal):
+def test_in_flight_names_the_open_step(journal: Journal) -> None:
     op = journal.begin(Kind.DEPLOY, profile={"name": "baseline"})
     journal.transition(op, Status.RUNNING)
     journal.step(op, "stop router", "start")
@@ -80,7 +87,7 @@ def test_in_flight_names_the_open_step(journal):
     assert flying.summary()["in_flight"] == "start decode"
 
 
-def test_torn_last_line_is_skipped_and_next_append_stays_valid(journal):
+def test_torn_last_line_is_skipped_and_next_append_stays_valid(journal: Journal) -> None:
     a = _deploy(journal, "baseline")
     with open(journal.path, "ab") as f:
         f.write(b'{"v":1,"type":"status","op":"' + a.encode())  # crash mid-write
@@ -91,7 +98,7 @@ def test_torn_last_line_is_skipped_and_next_append_stays_valid(journal):
     assert len(journal.operations()) == 2
 
 
-def test_format_errors_name_file_and_line(journal):
+def test_format_errors_name_file_and_line(journal: Journal) -> None:
     _deploy(journal, "baseline")
     with open(journal.path, "a") as f:
         f.write(
@@ -105,7 +112,7 @@ def test_format_errors_name_file_and_line(journal):
         journal.records()
 
 
-def test_secrets_never_reach_the_file(journal, monkeypatch):
+def test_secrets_never_reach_the_file(journal: Journal, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", "hf_supersecretvalue")
     journal.begin(
         Kind.DEPLOY,
@@ -118,24 +125,24 @@ def test_secrets_never_reach_the_file(journal, monkeypatch):
     assert '"OK":"1"' in text and "--port" in text
 
 
-def test_unsafe_target_name_is_refused(tmp_path):
+def test_unsafe_target_name_is_refused(tmp_path: Path) -> None:
     with pytest.raises(JournalError):
         journal_path("../etc", tmp_path)
 
 
-def test_journal_lives_under_state_dir(monkeypatch, tmp_path):
+def test_journal_lives_under_state_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("DSV4OPS_STATE_DIR", str(tmp_path))
     assert Journal("box").path == tmp_path / "journal" / "box.jsonl"
 
 
-def test_process_killed_mid_operation_leaves_a_readable_journal(tmp_path):
+def test_process_killed_mid_operation_leaves_a_readable_journal(tmp_path: Path) -> None:
     # A real process appends records and is SIGKILLed between steps: the journal stays readable
     # and says which step was in flight.
     script = textwrap.dedent(
         f"""
         import os, signal
         from dsv4ops.journal.store import Journal
-        from dsv4ops.journal.records import Kind, Status
+        from dsv4ops.journal.records import Kind, Operation, Status
         j = Journal("box", directory={str(tmp_path)!r})
         op = j.begin(Kind.DEPLOY, profile={{"name": "baseline"}})
         j.transition(op, Status.RUNNING)
@@ -150,7 +157,7 @@ def test_process_killed_mid_operation_leaves_a_readable_journal(tmp_path):
     assert os.stat(journal_path("box", tmp_path)).st_mode & 0o777 == 0o600
 
 
-def test_journal_scrubs_every_kind_of_secret():
+def test_journal_scrubs_every_kind_of_secret() -> None:
     """Env values by key name and secret flag values (incl. --admin-api-key) never reach disk."""
     from dsv4ops.journal import records
 
@@ -163,7 +170,7 @@ def test_journal_scrubs_every_kind_of_secret():
     assert out["argv"] == ["python", "--admin-api-key", "***", "--api-key=***", "--port", "1"]
 
 
-def test_journal_keeps_settings_that_only_mention_tokens():
+def test_journal_keeps_settings_that_only_mention_tokens() -> None:
     """Canary thresholds like first_token_deadline_s are recorded as values, not '***'."""
     from dsv4ops.journal import records
 
@@ -174,7 +181,7 @@ def test_journal_keeps_settings_that_only_mention_tokens():
     }
 
 
-def test_a_runbook_run_is_never_in_flight_deployed_or_known_good(journal, monkeypatch):
+def test_a_runbook_run_is_never_in_flight_deployed_or_known_good(journal: Journal, monkeypatch: pytest.MonkeyPatch) -> None:
     """An open run (a runbook waiting to be resumed) must not block or be abandoned by the
     deploys it runs, nor make status report an interrupted operation."""
     good = _deploy(journal, "baseline")
@@ -185,7 +192,7 @@ def test_a_runbook_run_is_never_in_flight_deployed_or_known_good(journal, monkey
     child = _deploy(journal, "overlap-on")
     assert journal.in_flight() == []
     assert journal.deployed_is_unknown() is None
-    assert journal.deployed().op == child
+    assert _op(journal.deployed()) == child
     assert [o.op for o in journal.known_good()] == [child, good]
     ops = {o.op: o for o in journal.operations()}
     assert ops[child].runbook_run == run and ops[good].runbook_run is None
@@ -200,7 +207,7 @@ def test_an_operation_merged_in_comes_before_what_began_after_the_merge_within_o
     from dsv4ops.journal.records import fold, place_merged
 
     ts = "2026-12-01T16:01:04Z"
-    records = [
+    records: list[JSONObject] = [
         {"type": "merge", "op": "m", "ts": ts, "user": "u", "ops": ["d-1"]},
         {"type": "begin", "op": "d-1", "kind": "deploy", "ts": ts, "user": "u",
          "profile": {"name": "baseline"}},
@@ -211,7 +218,7 @@ def test_an_operation_merged_in_comes_before_what_began_after_the_merge_within_o
     assert [o.op for o in place_merged(fold(native_first), native_first)] == ["d-1", "k-1"]
 
 
-def test_free_text_in_a_record_is_scrubbed_of_every_argv_shape(journal):
+def test_free_text_in_a_record_is_scrubbed_of_every_argv_shape(journal: Journal) -> None:
     """issue 21, F3: a failure message quoting a log tail or an argv (`"--api-key v"` in one
     string, `--api-key=` then the value, ServerArgs) is written with the values hidden."""
     op = journal.begin(

@@ -5,18 +5,19 @@ from __future__ import annotations
 import hashlib
 import json
 import tarfile
+from pathlib import Path
 
 import pytest
 
 from dsv4ops.constants import BOX_DEVICE_NAME
 from dsv4ops.kernels.build import build
 from dsv4ops.remote.local import LocalExecutor
-from testing.kernels import read_members
+from testing.kernels import Built, ShippedAot, read_members
 
 pytestmark = pytest.mark.kernels
 
 
-def test_manifest_lists_every_file_with_its_checksum_and_landing_place(built) -> None:
+def test_manifest_lists_every_file_with_its_checksum_and_landing_place(built: Built) -> None:
     top, files = read_members(built.v1.path)
     assert top == "dsv4-decode-kernels-0.1.0"
     manifest = json.loads(files["manifest.json"])
@@ -52,7 +53,7 @@ def test_manifest_lists_every_file_with_its_checksum_and_landing_place(built) ->
     assert "ue8m0" in manifest["model"]["moe_weights"]["mxfp4"]
 
 
-def test_manifest_records_target_and_which_versions_checked_what(built) -> None:
+def test_manifest_records_target_and_which_versions_checked_what(built: Built) -> None:
     m = built.v1.manifest.raw
     assert m["target"]["arch"] == "sm_120" and m["target"]["device_names"] == [BOX_DEVICE_NAME]
     assert m["toolchain"] == {"triton": "3.8.0", "torch": "2.14.1", "sglang": "0.5.23"}
@@ -72,7 +73,7 @@ def test_manifest_records_target_and_which_versions_checked_what(built) -> None:
     assert built.v2.manifest.raw["checks"]["interpreter"]["ran"] is False
 
 
-def test_archive_is_plain_files_and_reproducible(built, tmp_path, warm_aot_cache) -> None:
+def test_archive_is_plain_files_and_reproducible(built: Built, tmp_path: Path, warm_aot_cache: ShippedAot) -> None:
     """The same inputs give the same bytes. The compile results come from the session's cache
     (warm_aot_cache); that a fresh compile elsewhere gives the same cubins is installed_build_test's."""
     with tarfile.open(built.v2.path) as tar:

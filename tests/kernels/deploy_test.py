@@ -23,7 +23,7 @@ from dsv4ops.remote.local import LocalExecutor
 from dsv4ops.remote.supervisor import Supervisor
 from dsv4ops.sglang_paths import moe_path
 from dsv4ops.twin.kernel_package import resolve_kernel_config
-from testing.kernels import edit_manifest, read_members, repack, snapshot, write_tar
+from testing.kernels import Built, edit_manifest, read_members, repack, snapshot, write_tar
 
 pytestmark = pytest.mark.kernels
 
@@ -61,7 +61,7 @@ def _state(t: Tgt) -> dict:
     return json.loads((t.root / "state" / "kernels.json").read_text())
 
 
-def test_build_verify_deploy_rollback(built, target: Tgt) -> None:
+def test_build_verify_deploy_rollback(built: Built, target: Tgt) -> None:
     kd.verify(built.v1.path, BOX)
     first = kd.deploy(target.executor, target.workdir, target.python, built.v1.path, BOX)
     assert (first["version"], first["previous"]) == ("0.1.0", None)
@@ -83,7 +83,7 @@ def test_build_verify_deploy_rollback(built, target: Tgt) -> None:
     assert not package_present(target.executor, target.workdir, f"{NAME}@9.9.9", python=target.python)
 
 
-def test_the_twin_loads_the_deployed_package_and_the_check_sees_it(built, local_target: Tgt) -> None:
+def test_the_twin_loads_the_deployed_package_and_the_check_sees_it(built: Built, local_target: Tgt) -> None:
     kd.deploy(local_target.executor, local_target.workdir, local_target.python, built.v1.path, BOX)
     env = {**_state(local_target)["env"], **TRITON}
     root = env["SGLANG_MOE_CONFIG_DIR"]
@@ -143,7 +143,7 @@ def _bad_artifacts(src: Path, d: Path) -> dict[str, tuple[Path, str]]:
 
 
 @pytest.mark.parametrize("case", ["tampered", "unlisted", "dotdot", "absolute", "symlink", "hardlink", "arch", "triton"])
-def test_refused_artifacts_leave_the_target_unchanged(built, local_target: Tgt, tmp_path: Path, case: str) -> None:
+def test_refused_artifacts_leave_the_target_unchanged(built: Built, local_target: Tgt, tmp_path: Path, case: str) -> None:
     t = local_target
     kd.deploy(t.executor, t.workdir, t.python, built.v1.path, BOX)
     before = snapshot(t.root)
@@ -156,7 +156,7 @@ def test_refused_artifacts_leave_the_target_unchanged(built, local_target: Tgt, 
     assert not Path("/tmp/dsv4ops-evil.json").exists()
 
 
-def test_the_target_refuses_a_file_corrupted_after_the_local_check(built, target: Tgt, tmp_path: Path) -> None:
+def test_the_target_refuses_a_file_corrupted_after_the_local_check(built: Built, target: Tgt, tmp_path: Path) -> None:
     """Defence in depth: skip the operator-side checks and hand the target a tampered upload."""
     kd.deploy(target.executor, target.workdir, target.python, built.v1.path, BOX)
     before = snapshot(target.root)
@@ -169,7 +169,7 @@ def test_the_target_refuses_a_file_corrupted_after_the_local_check(built, target
     assert snapshot(target.root) == before  # upload removed, nothing unpacked, current unchanged
 
 
-def test_other_runtime_and_missing_previous_are_refused(built, local_target: Tgt) -> None:
+def test_other_runtime_and_missing_previous_are_refused(built: Built, local_target: Tgt) -> None:
     t = local_target
     other = TargetRuntime("sm_120", "3.9.0", ("NVIDIA_B200",), source="test")
     with pytest.raises(KernelPackageError, match="triton 3.9.0.*NVIDIA_B200"):
@@ -179,7 +179,7 @@ def test_other_runtime_and_missing_previous_are_refused(built, local_target: Tgt
         kd.rollback(t.executor, t.workdir, t.python, NAME)
 
 
-def test_package_present_is_false_when_the_installed_copy_was_modified(built, local_target: Tgt) -> None:
+def test_package_present_is_false_when_the_installed_copy_was_modified(built: Built, local_target: Tgt) -> None:
     t = local_target
     kd.deploy(t.executor, t.workdir, t.python, built.v1.path, BOX)
     ref = f"{NAME}@0.1.0"

@@ -15,6 +15,7 @@ import pytest
 
 from dsv4ops.cli import main
 from dsv4ops.journal.store import Journal
+from testing.kernels import Built
 from testing.orchestrate import OrchEnv, commit_all, kill_all, make_env, our_processes
 from testing.profiles import TRITON_MOE_PATH_YAML
 
@@ -49,7 +50,7 @@ def _kinds(env: OrchEnv) -> list[tuple[str, str]]:
     return [(o.kind.value, o.status.value) for o in Journal(env.target).operations()]
 
 
-def test_profile_kernel_package_is_checked_loaded_and_shown(built, env, capsys):
+def test_profile_kernel_package_is_checked_loaded_and_shown(built: Built, env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _cli(capsys, env, "kernels", "deploy", str(built.v2.path), "--yes")
     assert code == 0, err
     kernels_op = Journal(env.target).operations()[-1]

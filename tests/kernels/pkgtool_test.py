@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -51,7 +52,7 @@ def test_garbage_and_missing_manifest_are_refused() -> None:
         read_safe(_tar(_entry("pkg-1/configs/a.json")))
 
 
-def test_rollback_to_a_path_like_version_is_refused(tmp_path) -> None:
+def test_rollback_to_a_path_like_version_is_refused(tmp_path: Path) -> None:
     from dsv4ops.remote.agent.common import Workdir
     from dsv4ops.remote.agent.kernels import rollback
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 from dsv4ops.kernels import sglang_plugin
 
 
-def test_without_sglang_it_says_so_and_registers_nothing(tmp_path, monkeypatch, capsys) -> None:  # noqa: ANN001
+def test_without_sglang_it_says_so_and_registers_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
     (tmp_path / "manifest.json").write_text(json.dumps({"name": "k", "version": "3", "plugin": {
         "hooks": ["moe_config_witness"]}}))
     monkeypatch.setattr(sglang_plugin, "ROOT", tmp_path)
@@ -16,7 +19,7 @@ def test_without_sglang_it_says_so_and_registers_nothing(tmp_path, monkeypatch, 
     assert line.startswith("[dsv4ops-kernel-plugin] loaded k 3 pid=") and "hooks=none (no SGLang hook registry" in line
 
 
-def test_the_witness_reports_each_shape_once_and_changes_nothing(tmp_path, monkeypatch, capsys) -> None:  # noqa: ANN001
+def test_the_witness_reports_each_shape_once_and_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
     monkeypatch.setattr(sglang_plugin, "ROOT", tmp_path.resolve())
     monkeypatch.setattr(sglang_plugin, "_SEEN", set())
     monkeypatch.setenv("SGLANG_MOE_CONFIG_DIR", str(tmp_path))

@@ -47,7 +47,7 @@ def test_the_name_rule_fixture_is_the_wheels_own_text() -> None:
 
 @pytest.mark.sglang
 @pytest.mark.kernels
-def test_sglang_loads_the_built_plugin_and_finds_its_config(request, tmp_path: Path) -> None:  # noqa: ANN001
+def test_sglang_loads_the_built_plugin_and_finds_its_config(request: pytest.FixtureRequest, tmp_path: Path) -> None:  # noqa: ANN001
     if os.environ.get("SGLANG_REAL_TESTS") != "1" or not (SITE / "sglang/srt/plugins/__init__.py").is_file():
         pytest.skip(f"runs in `make test-sglang` (SGLANG_REAL_TESTS=1, env at {SITE}); ~70 s")
     built = request.getfixturevalue("built")  # only when the env is there: the build is slow

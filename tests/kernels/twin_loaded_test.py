@@ -17,6 +17,7 @@ from dsv4ops.kernels import loaded_check
 from dsv4ops.kernels.loaded import IN_USE, NOT_LOADED, NOT_USED_BY_BACKEND
 from dsv4ops.remote.local import LocalExecutor
 from dsv4ops.sglang_paths import moe_path
+from testing.kernels import Built
 from testing.twin import twin_stack
 
 pytestmark = [pytest.mark.kernels, pytest.mark.slow]
@@ -24,7 +25,7 @@ REF = "dsv4-decode-kernels@0.2.0"
 TRITON = {"SGLANG_DSV4_FP4_DEQUANT": "1", "SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
 
 
-def test_twin_decode_loads_the_plugin_and_reads_the_package_configs(built, tmp_path: Path) -> None:
+def test_twin_decode_loads_the_plugin_and_reads_the_package_configs(built: Built, tmp_path: Path) -> None:
     workdir = tmp_path / "target"
     with LocalExecutor() as ex:
         kd.deploy(ex, str(workdir), sys.executable, built.v2.path, kd.twin_runtime())

@@ -86,7 +86,7 @@ def test_every_name_is_exported_by_the_twin_the_real_router_or_watch() -> None:
         httpx.post(st.router.url + "/v1/chat/completions", timeout=20, json={
             "model": "default", "messages": [{"role": "user", "content": "hi"}],
             "max_tokens": 4}).raise_for_status()
-        exported = set()
+        exported: set[str] = set()
         for url in (st.prefill.url + "/metrics", st.decode.url + "/metrics",
                     f"http://127.0.0.1:{st.router.prometheus_port}/metrics"):
             exported |= parse_text(httpx.get(url, timeout=5).text).families

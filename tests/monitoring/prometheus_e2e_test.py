@@ -58,6 +58,7 @@ def test_each_forced_hazard_fires_its_alert_and_nothing_fires_with_hazards_off(t
     rules = _yaml.dump(alert_rules(settings))
     with twin_stack(router=True, env=ENV, prefill_args=["--enable-metrics"],
                     decode_args=DECODE) as stack:
+        assert stack.router is not None  # router=True
         config = _yaml.dump(scrape_config(_StackDeployment(stack), settings,
                                           rules_file="dsv4ops-alerts.yml",
                                           profile_name="test", target_name="twin"))

@@ -26,13 +26,13 @@ def _states(d, pids=None, **override):
     return out
 
 
-def test_no_drift_when_everything_matches():
+def test_no_drift_when_everything_matches() -> None:
     d = make_deployment("b")
     rec = {n: {"pid": 10, "started_at": "t0"} for n in ("prefill", "decode", "router")}
     assert process_drift(_states(d), d, rec) == []
 
 
-def test_restarted_outside_the_tool_and_down_and_changed_argv():
+def test_restarted_outside_the_tool_and_down_and_changed_argv() -> None:
     d = make_deployment("b")
     rec = {n: {"pid": 10, "started_at": "t0"} for n in ("prefill", "decode", "router")}
     states = _states(d, pids={"decode": 77})
@@ -46,12 +46,12 @@ def test_restarted_outside_the_tool_and_down_and_changed_argv():
     assert any("prefill runs a different command" in s and "--x" in s for s in drift)
 
 
-def test_processes_without_a_recorded_deployment():
+def test_processes_without_a_recorded_deployment() -> None:
     d = make_deployment("b")
     assert "no current deployment" in process_drift(_states(d), None, {})[0]
 
 
-def test_profile_changed_in_working_copy():
+def test_profile_changed_in_working_copy() -> None:
     d = make_deployment("b")
     c = d.component("decode")
     changed = Deployment(
@@ -72,7 +72,7 @@ PKG = "dsv4-decode-kernels"
 X, Y = f"{PKG}@0.2.0", f"{PKG}@0.1.0"
 
 
-def test_kernel_package_all_three_agree_or_cannot_be_told():
+def test_kernel_package_all_three_agree_or_cannot_be_told() -> None:
     assert kernel_package_drift("k", X, KernelReading(X), KernelReading(X)) == []
     # Real SGLang does not name what it loaded: unknown is shown, never counted as drift.
     unknown = KernelReading(None, known=False, detail="real SGLang does not report it")
@@ -82,7 +82,7 @@ def test_kernel_package_all_three_agree_or_cannot_be_told():
     assert kernel_package_drift("k", None, KernelReading(Y), KernelReading(None)) == []
 
 
-def test_kernel_package_switched_on_the_target_after_the_unit_started():
+def test_kernel_package_switched_on_the_target_after_the_unit_started() -> None:
     (line,) = kernel_package_drift("k", X, KernelReading(Y), KernelReading(X))
     assert line.startswith(f"kernel package: deployed {X}, active on target {Y}, decode loaded {X}")
     # The running decode is what was deployed: re-point the target, or pin Y and redeploy the unit.
@@ -91,7 +91,7 @@ def test_kernel_package_switched_on_the_target_after_the_unit_started():
     assert "Never restart decode alone" in line and "--only" not in line
 
 
-def test_kernel_package_decode_did_not_load_the_deployed_one():
+def test_kernel_package_decode_did_not_load_the_deployed_one() -> None:
     fell_back = KernelReading(None, detail="server fell back to default MoE configs: Using default")
     (line,) = kernel_package_drift("k", X, KernelReading(X), fell_back)
     assert f"active on target {X}, decode loaded none (server fell back to default" in line

@@ -15,25 +15,31 @@ import pytest
 
 from dsv4ops.journal.records import Status
 from dsv4ops.journal.store import Journal
-from testing.orchestrate import assert_baseline_restored, cli, deploy_via_operator, read_events
+from testing.orchestrate import (
+    OrchEnv,
+    assert_baseline_restored,
+    cli,
+    deploy_via_operator,
+    read_events,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 
 
 @pytest.fixture(autouse=True)
-def _short_waits(monkeypatch):
+def _short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     # Readiness waits time out in seconds, not minutes, so a component that never becomes ready
     # fails fast (the twin starts in ~1 s here).
     monkeypatch.setenv("DSV4OPS_READY_TIMEOUT_S", "6")
 
 
-def _rolled_back(out, step_word):
+def _rolled_back(out, step_word) -> None:
     assert not out.ok and out.status == Status.ROLLED_BACK.value, out.message
     assert step_word in out.message
     assert "Rolled back automatically" in out.message and "Running now: baseline" in out.message
 
 
-def test_prefill_dies_while_decode_starts(baseline_running, capsys):
+def test_prefill_dies_while_decode_starts(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     env = baseline_running
 
     killed = []
@@ -51,14 +57,14 @@ def test_prefill_dies_while_decode_starts(baseline_running, capsys):
     assert_baseline_restored(env, capsys)
 
 
-def test_decode_never_becomes_ready(baseline_running, capsys):
+def test_decode_never_becomes_ready(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     out = deploy_via_operator(baseline_running, "decode-never-ready")
     _rolled_back(out, "wait until decode is ready")
     assert "last log lines" in out.message  # the timeout shows the decode's log tail
     assert_baseline_restored(baseline_running, capsys)
 
 
-def test_router_fails_to_start(baseline_running, capsys):
+def test_router_fails_to_start(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = cli(baseline_running, capsys, "deploy", "router-broken", "--yes", "--no-canary")
     assert code == 2
     assert "wait until router is ready" in err and "exited" in err
@@ -67,7 +73,7 @@ def test_router_fails_to_start(baseline_running, capsys):
     assert_baseline_restored(baseline_running, capsys)
 
 
-def test_end_to_end_probe_fails_on_bootstrap_degradation(baseline_running, capsys):
+def test_end_to_end_probe_fails_on_bootstrap_degradation(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = cli(
         baseline_running, capsys, "deploy", "degraded", "--yes", "--no-canary", "--json"
     )
@@ -81,7 +87,7 @@ def test_end_to_end_probe_fails_on_bootstrap_degradation(baseline_running, capsy
     assert_baseline_restored(baseline_running, capsys)
 
 
-def test_second_concurrent_deploy_fails_at_once_naming_the_holder(baseline_running, capsys):
+def test_second_concurrent_deploy_fails_at_once_naming_the_holder(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     env = baseline_running
     started = threading.Event()
     result = {}
@@ -106,7 +112,7 @@ def test_second_concurrent_deploy_fails_at_once_naming_the_holder(baseline_runni
     assert_baseline_restored(env, capsys)
 
 
-def test_cli_killed_mid_deploy_then_next_command_resolves(baseline_running, capsys):
+def test_cli_killed_mid_deploy_then_next_command_resolves(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     env = baseline_running
     proc = subprocess.Popen(
         [
@@ -165,7 +171,7 @@ def test_cli_killed_mid_deploy_then_next_command_resolves(baseline_running, caps
     assert_baseline_restored(env, capsys)
 
 
-def test_decode_is_never_restarted_alone(baseline_running, capsys):
+def test_decode_is_never_restarted_alone(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     env = baseline_running
     before = {e["pid"] for e in read_events(env) if e.get("event") == "started"}
     mark = len(read_events(env))

@@ -10,12 +10,12 @@ from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.model import process_spec
 from dsv4ops.profiles import load_profile
 from dsv4ops.remote import LocalExecutor, Supervisor
-from testing.orchestrate import cli, our_processes, read_events
+from testing.orchestrate import OrchEnv, cli, our_processes, read_events
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 
 
-def test_deploy_status_redeploy_rollback_stop(env, capsys):
+def test_deploy_status_redeploy_rollback_stop(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = cli(env, capsys, "deploy", "baseline", "--yes", "--json", "--canary-duration", "2",
                          "--accept-inconclusive-canary")  # gated: rollback offers it
     assert code == 0, err

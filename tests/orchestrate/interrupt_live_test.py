@@ -14,12 +14,12 @@ import pytest
 
 from dsv4ops.journal.records import Status
 from dsv4ops.journal.store import UNKNOWN, Journal
-from testing.orchestrate import assert_baseline_restored, cli
+from testing.orchestrate import OrchEnv, assert_baseline_restored, cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 
 
-def _deploy_process(env, profile: str) -> subprocess.Popen:
+def _deploy_process(env: OrchEnv, profile: str) -> subprocess.Popen:
     # Its own session, so a "terminal Ctrl-C" can go to the whole process group, as a shell's does.
     return subprocess.Popen(
         [
@@ -66,7 +66,7 @@ def _run_until(proc: subprocess.Popen, triggers: list[tuple[str, int]], group: b
 @pytest.mark.parametrize(
     ("sig", "group"), [(signal.SIGINT, True), (signal.SIGTERM, False)], ids=["ctrl-c", "sigterm"]
 )
-def test_an_interrupted_deploy_is_journaled_and_rolled_back(baseline_running, capsys, sig, group):
+def test_an_interrupted_deploy_is_journaled_and_rolled_back(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str], sig, group) -> None:
     env = baseline_running
     good = Journal(env.target).deployed()
     # The decode of this profile never gets ready: the signal lands in the wait for it.
@@ -86,7 +86,7 @@ def test_an_interrupted_deploy_is_journaled_and_rolled_back(baseline_running, ca
     assert_baseline_restored(env, capsys)  # serving, no lock, nothing in flight, no strays
 
 
-def test_a_second_ctrl_c_during_the_rollback_leaves_a_state_status_names(baseline_running, capsys):
+def test_a_second_ctrl_c_during_the_rollback_leaves_a_state_status_names(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     env = baseline_running
     proc = _deploy_process(env, "decode-never-ready")
     text = _run_until(
@@ -111,7 +111,7 @@ def test_a_second_ctrl_c_during_the_rollback_leaves_a_state_status_names(baselin
     assert_baseline_restored(env, capsys)
 
 
-def test_stop_while_a_deploy_is_in_its_middle_phase_is_refused_naming_it(baseline_running, capsys):
+def test_stop_while_a_deploy_is_in_its_middle_phase_is_refused_naming_it(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     """issue 21: `stop` issued while a deploy waits for its new decode (prefill started, decode
     starting) is refused at once by the deploy lock, naming the deploy and its pid; nothing is
     stopped, and the deploy then ends on its own terms (here: Ctrl-C, rolled back)."""

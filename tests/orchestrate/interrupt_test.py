@@ -5,6 +5,7 @@ interrupt_live_test.py."""
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -20,11 +21,11 @@ from testing.orchestrate import (
 
 
 @pytest.fixture
-def journal(tmp_path):
+def journal(tmp_path: Path) -> Journal:
     return Journal("fake", directory=tmp_path, clock=FakeClock())
 
 
-def _good(control, journal):
+def _good(control, journal: Journal):
 
     out = operator(control, journal).deploy(make_deployment("baseline"))
     assert out.ok
@@ -32,7 +33,7 @@ def _good(control, journal):
     return op, op.deployment()
 
 
-def test_sigint_during_a_wait_is_journaled_and_rolls_back(journal):
+def test_sigint_during_a_wait_is_journaled_and_rolls_back(journal: Journal) -> None:
     control = SignallingControl()
     good = _good(control, journal)
     control.plan = [("wait decode", signal.SIGINT)]
@@ -48,7 +49,7 @@ def test_sigint_during_a_wait_is_journaled_and_rolls_back(journal):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
 
 
-def test_sigterm_during_a_start_lets_the_start_finish_then_rolls_back(journal):
+def test_sigterm_during_a_start_lets_the_start_finish_then_rolls_back(journal: Journal) -> None:
     control = SignallingControl()
     good = _good(control, journal)
     control.plan = [("start decode", signal.SIGTERM)]
@@ -61,7 +62,7 @@ def test_sigterm_during_a_start_lets_the_start_finish_then_rolls_back(journal):
     assert (start[1].detail or "").startswith("pid ")
 
 
-def test_a_second_sigint_stops_the_rollback_and_status_names_the_fix(journal):
+def test_a_second_sigint_stops_the_rollback_and_status_names_the_fix(journal: Journal) -> None:
     control = SignallingControl()
     good = _good(control, journal)
     control.plan = [("wait decode", signal.SIGINT), ("wait prefill", signal.SIGINT)]
@@ -79,7 +80,7 @@ def test_a_second_sigint_stops_the_rollback_and_status_names_the_fix(journal):
     ), report["attention"]
 
 
-def test_sigint_before_anything_changed_fails_cleanly(journal):
+def test_sigint_before_anything_changed_fails_cleanly(journal: Journal) -> None:
     control = SignallingControl()
     _good(control, journal)
     control.running.pop("router")  # nothing to SIGTERM: the drain only watches the workers

@@ -5,6 +5,7 @@ and the added env is not drift."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -23,7 +24,7 @@ DIR = "/work/kernels/dsv4-decode-kernels/0.2.0"
 
 
 @pytest.fixture
-def journal(tmp_path):
+def journal(tmp_path: Path) -> Journal:
     return Journal("fake", directory=tmp_path, clock=FakeClock())
 
 
@@ -40,7 +41,7 @@ def support(*, present=True, used=True, seen=None):
     )
 
 
-def operator(control, journal, kernels):
+def operator(control, journal: Journal, kernels):
     return Operator(control, journal, host="fake", clock=FakeClock(), kernels=kernels)
 
 
@@ -48,7 +49,7 @@ def with_package(name: str, offset: int = 0):
     return replace(make_deployment(name, offset), kernel_package=REF)
 
 
-def test_absent_package_fails_preflight_and_changes_nothing(journal):
+def test_absent_package_fails_preflight_and_changes_nothing(journal: Journal) -> None:
     control = FakeControl()
     with pytest.raises(DeployError) as info:
         operator(control, journal, support(present=False)).deploy(with_package("baseline"))
@@ -58,7 +59,7 @@ def test_absent_package_fails_preflight_and_changes_nothing(journal):
     assert control.actions() == [] and journal.operations() == []
 
 
-def test_workers_get_the_config_dir_and_decode_is_checked_before_the_router(journal):
+def test_workers_get_the_config_dir_and_decode_is_checked_before_the_router(journal: Journal) -> None:
     control, seen = FakeControl(), []
     out = operator(control, journal, support(seen=seen)).deploy(with_package("baseline"))
     assert out.ok, out.message
@@ -80,7 +81,7 @@ def test_workers_get_the_config_dir_and_decode_is_checked_before_the_router(jour
     assert seen and seen[0][2] == REF and seen[0][3].name == "decode"  # its argv/env: the MoE path
 
 
-def test_package_not_used_rolls_back_with_the_reason(journal):
+def test_package_not_used_rolls_back_with_the_reason(journal: Journal) -> None:
     control = FakeControl()
     good_out = operator(control, journal, support()).deploy(make_deployment("baseline"))
     good = journal.get(good_out.op_id)
@@ -93,7 +94,7 @@ def test_package_not_used_rolls_back_with_the_reason(journal):
     assert journal.deployed().op == good.op
 
 
-def test_added_env_is_not_drift(journal):
+def test_added_env_is_not_drift(journal: Journal) -> None:
     control = FakeControl()
     out = operator(control, journal, support()).deploy(with_package("baseline"))
     deployed = journal.get(out.op_id).deployment()
@@ -118,7 +119,7 @@ def test_added_env_is_not_drift(journal):
     assert "different commands for decode than" in line
 
 
-def test_config_dir_env_pins_the_profile_version():
+def test_config_dir_env_pins_the_profile_version() -> None:
     state = {
         "packages": {"dsv4-decode-kernels": {"current": "0.3.0", "config_dir": "/w/k/d/0.3.0"}},
         "env": {"SGLANG_MOE_CONFIG_DIR": "/w/k/d/0.3.0"},

@@ -14,17 +14,17 @@ from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.usecases import render as R
 from dsv4ops.profiles import get_target
-from testing.orchestrate import assert_baseline_restored, cli
+from testing.orchestrate import OrchEnv, assert_baseline_restored, cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 
 
 @pytest.fixture(autouse=True)
-def _short_waits(monkeypatch):
+def _short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DSV4OPS_READY_TIMEOUT_S", "6")
 
 
-def _journal_degraded_as_known_good(env) -> str:
+def _journal_degraded_as_known_good(env: OrchEnv) -> str:
     """What today's main wrote after `deploy degraded --only router`: a known-good record of a
     profile whose whole unit never served (its probe fails)."""
     dep = R.deployment_for("degraded", get_target(env.target))
@@ -37,8 +37,8 @@ def _journal_degraded_as_known_good(env) -> str:
 
 
 def test_a_router_only_restart_is_not_known_good_and_a_later_failure_restores_baseline(
-    baseline_running, capsys
-):
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     env = baseline_running
     base = Journal(env.target).deployed()
     code, out, err = cli(
@@ -63,7 +63,7 @@ def test_a_router_only_restart_is_not_known_good_and_a_later_failure_restores_ba
     assert_baseline_restored(env, capsys)
 
 
-def test_the_automatic_rollback_walks_past_a_known_good_whose_probe_fails(baseline_running, capsys):
+def test_the_automatic_rollback_walks_past_a_known_good_whose_probe_fails(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     env = baseline_running
     _journal_degraded_as_known_good(env)
     code, out, err = cli(
@@ -76,7 +76,7 @@ def test_the_automatic_rollback_walks_past_a_known_good_whose_probe_fails(baseli
     assert_baseline_restored(env, capsys)
 
 
-def test_rollback_with_nothing_running_still_walks_the_known_good_list(baseline_running, capsys):
+def test_rollback_with_nothing_running_still_walks_the_known_good_list(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     env = baseline_running
     _journal_degraded_as_known_good(env)
     code, _, err = cli(env, capsys, "stop", "--yes")

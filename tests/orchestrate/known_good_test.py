@@ -5,6 +5,8 @@ The same behaviours through the real CLI, twin and router: known_good_live_test.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from dsv4ops.errors import LockHeldError
@@ -18,15 +20,15 @@ from testing.orchestrate import FakeControl, make_deployment, operator
 
 
 @pytest.fixture
-def journal(tmp_path):
+def journal(tmp_path: Path) -> Journal:
     return Journal("fake", directory=tmp_path, clock=FakeClock())
 
 
-def _deploy(control, journal, name, offset=0, **kw):
+def _deploy(control, journal: Journal, name, offset=0, **kw):
     return operator(control, journal).deploy(make_deployment(name, offset), **kw)
 
 
-def test_a_router_only_restart_is_not_marked_known_good_and_records_what_runs(journal):
+def test_a_router_only_restart_is_not_marked_known_good_and_records_what_runs(journal: Journal) -> None:
     control = FakeControl()
     base = _deploy(control, journal, "baseline")
     assert base.ok and journal.judged()[base.op_id].known_good
@@ -50,7 +52,7 @@ def test_a_router_only_restart_is_not_marked_known_good_and_records_what_runs(jo
     assert journal.last_known_good().op == base.op_id  # the same rule, not a second one
 
 
-def test_a_failed_deploy_after_a_partial_restart_rolls_back_to_the_proven_unit(journal):
+def test_a_failed_deploy_after_a_partial_restart_rolls_back_to_the_proven_unit(journal: Journal) -> None:
     control = FakeControl()
     base = _deploy(control, journal, "baseline")
     operator(control, journal).deploy(make_deployment("p", 7), scope=restart_scope(["router"]))
@@ -61,7 +63,7 @@ def test_a_failed_deploy_after_a_partial_restart_rolls_back_to_the_proven_unit(j
     assert journal.deployed().op == base.op_id
 
 
-def test_a_partial_restart_with_nothing_recorded_is_refused_before_anything_changes(journal):
+def test_a_partial_restart_with_nothing_recorded_is_refused_before_anything_changes(journal: Journal) -> None:
     control = FakeControl()
     with pytest.raises(PartialRestartRefused, match="no deployment running") as exc:
         operator(control, journal).deploy(
@@ -70,7 +72,7 @@ def test_a_partial_restart_with_nothing_recorded_is_refused_before_anything_chan
     assert exc.value.exit_code == 1 and control.actions() == [] and journal.operations() == []
 
 
-def test_the_automatic_rollback_tries_the_next_known_good_when_the_first_fails(journal):
+def test_the_automatic_rollback_tries_the_next_known_good_when_the_first_fails(journal: Journal) -> None:
     control = FakeControl()
     a = _deploy(control, journal, "a")
     b = _deploy(control, journal, "b", 5)
@@ -84,7 +86,7 @@ def test_the_automatic_rollback_tries_the_next_known_good_when_the_first_fails(j
     assert journal.deployed().op == a.op_id
 
 
-def test_the_walk_is_bounded_and_ends_with_everything_stopped(journal):
+def test_the_walk_is_bounded_and_ends_with_everything_stopped(journal: Journal) -> None:
     control = FakeControl()
     for i, name in enumerate("abcde"):
         _deploy(control, journal, name, i + 1)
@@ -96,7 +98,7 @@ def test_the_walk_is_bounded_and_ends_with_everything_stopped(journal):
     assert "Running now: nothing" in out.message and control.running == {}
 
 
-def test_rollback_with_nothing_running_still_finds_the_known_good_list(journal):
+def test_rollback_with_nothing_running_still_finds_the_known_good_list(journal: Journal) -> None:
     control = FakeControl()
     a = _deploy(control, journal, "a")
     _deploy(control, journal, "b", 5)
@@ -106,7 +108,7 @@ def test_rollback_with_nothing_running_still_finds_the_known_good_list(journal):
     assert [op.op for op, _ in others] == [a.op_id]
 
 
-def test_a_plain_deploy_does_not_silently_abandon_an_unresolved_operation(journal):
+def test_a_plain_deploy_does_not_silently_abandon_an_unresolved_operation(journal: Journal) -> None:
     control = FakeControl()
     _deploy(control, journal, "baseline")
     op = journal.begin(Kind.DEPLOY, profile={"name": "buckets"})
@@ -120,7 +122,7 @@ def test_a_plain_deploy_does_not_silently_abandon_an_unresolved_operation(journa
     assert out.ok and journal.get(op).status is Status.ABANDONED
 
 
-def test_known_good_is_recorded_only_on_a_proven_success(journal):
+def test_known_good_is_recorded_only_on_a_proven_success(journal: Journal) -> None:
     op = journal.begin(Kind.DEPLOY, profile={"name": "x"}, components=[{"name": "prefill"}])
     journal.transition(op, Status.RUNNING)
     journal.transition(op, Status.SUCCEEDED, running=op)  # no positive evidence recorded
@@ -128,7 +130,7 @@ def test_known_good_is_recorded_only_on_a_proven_success(journal):
     assert known_good_ops(journal) == []
 
 
-def test_a_rollback_after_an_ab_whose_cli_died_returns_to_a_not_to_the_newest_block(journal):
+def test_a_rollback_after_an_ab_whose_cli_died_returns_to_a_not_to_the_newest_block(journal: Journal) -> None:
     """The CLI running `dsv4ops ab` died mid-experiment: `rollback --recover` must leave the box
     on A, as an interrupted A/B does, even when B's block is the newest proven deployment. The
     blocks are never known-good themselves: A's gated deploy before the experiment is restored."""
@@ -155,7 +157,7 @@ def test_a_rollback_after_an_ab_whose_cli_died_returns_to_a_not_to_the_newest_bl
                                                            gated_a.op_id]
 
 
-def test_the_automatic_rollback_never_restores_a_no_canary_deploy(journal):
+def test_the_automatic_rollback_never_restores_a_no_canary_deploy(journal: Journal) -> None:
     """A deploy that ran no gate is not known-good: a failed deploy after it rolls back past it
     to the gated one (issue 20: the decode-wedge rehearsal's `--no-canary` deploy)."""
     control = FakeControl()

@@ -6,17 +6,18 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from pathlib import Path
 
 from dsv4ops.remote import LocalExecutor, Supervisor
 from dsv4ops.remote.procident import start_ticks
 from dsv4ops.remote.results import lock_holder
 
 
-def _supervisor(tmp_path) -> Supervisor:
+def _supervisor(tmp_path: Path) -> Supervisor:
     return Supervisor(LocalExecutor(), str(tmp_path / "work"), python=sys.executable)
 
 
-def test_the_holder_records_its_process_start_time():
+def test_the_holder_records_its_process_start_time() -> None:
     holder = lock_holder("dsv4ops deploy baseline", "d-x")
     with open(f"/proc/{os.getpid()}/stat") as f:
         field22 = int(f.read().rsplit(")", 1)[1].split()[19])
@@ -24,7 +25,7 @@ def test_the_holder_records_its_process_start_time():
     assert holder["boot_id"]
 
 
-def test_a_live_holder_is_not_stale(tmp_path):
+def test_a_live_holder_is_not_stale(tmp_path: Path) -> None:
     sup = _supervisor(tmp_path)
     sup.lock_acquire(lock_holder("test", "d-live"))
     info = sup.lock_info()
@@ -32,7 +33,7 @@ def test_a_live_holder_is_not_stale(tmp_path):
     assert sup._call("lock_info")["stale"] is False  # the agent's own judgement
 
 
-def test_a_holder_whose_pid_was_reused_is_stale(tmp_path):
+def test_a_holder_whose_pid_was_reused_is_stale(tmp_path: Path) -> None:
     sup = _supervisor(tmp_path)
     # This process stands in for the unrelated process that got the crashed holder's pid: same
     # pid, same host, but not the start time the holder recorded.
@@ -44,7 +45,7 @@ def test_a_holder_whose_pid_was_reused_is_stale(tmp_path):
     assert info is not None and info.stale
 
 
-def test_a_holder_from_another_boot_is_stale(tmp_path):
+def test_a_holder_from_another_boot_is_stale(tmp_path: Path) -> None:
     sup = _supervisor(tmp_path)
     sup.lock_acquire({**lock_holder("test", "d-old-boot"), "boot_id": "not-this-boot"})
     assert sup.lock_info().stale

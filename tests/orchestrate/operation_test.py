@@ -4,6 +4,7 @@ interrupted operations, the same for every kind of operation."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -19,11 +20,11 @@ from testing.orchestrate import FakeControl
 
 
 @pytest.fixture
-def journal(tmp_path):
+def journal(tmp_path: Path) -> Journal:
     return Journal("fake", directory=tmp_path, clock=FakeClock())
 
 
-def test_begin_finish_and_release(journal) -> None:
+def test_begin_finish_and_release(journal: Journal) -> None:
     control = FakeControl()
     with journaled_operation(control, journal, Kind.STOP, command="t") as op:
         assert control.lock["op_id"] == op.op_id and journal.operations() == []
@@ -36,14 +37,14 @@ def test_begin_finish_and_release(journal) -> None:
         Kind.STOP, Status.SUCCEEDED, "why", "done")
 
 
-def test_the_lock_is_released_when_the_body_raises(journal) -> None:
+def test_the_lock_is_released_when_the_body_raises(journal: Journal) -> None:
     control = FakeControl()
     with pytest.raises(RuntimeError), journaled_operation(control, journal, Kind.STOP, command="t"):
         raise RuntimeError("boom")
     assert control.calls == ["lock", "unlock"]
 
 
-def test_a_live_holder_refuses_before_anything_is_journaled(journal) -> None:
+def test_a_live_holder_refuses_before_anything_is_journaled(journal: Journal) -> None:
     control = FakeControl(lock={"op_id": "other", "pid": 1})
     refused = pytest.raises(LockHeldError, match="held by pid 1")
     with refused, journaled_operation(control, journal, Kind.KERNELS, command="t"):
@@ -51,7 +52,7 @@ def test_a_live_holder_refuses_before_anything_is_journaled(journal) -> None:
     assert journal.operations() == [] and control.lock["op_id"] == "other"
 
 
-def test_an_interrupted_operation_blocks_until_recover(journal) -> None:
+def test_an_interrupted_operation_blocks_until_recover(journal: Journal) -> None:
     old = journal.begin(Kind.DEPLOY, profile={"name": "baseline"})
     journal.transition(old, Status.RUNNING)
     control = FakeControl()
@@ -72,7 +73,7 @@ def session(control: FakeControl, journal: Journal) -> TargetSession:
     return TargetSession(target, control, journal)  # type: ignore[arg-type]
 
 
-def test_a_kernel_switch_is_journaled_under_the_lock(journal) -> None:
+def test_a_kernel_switch_is_journaled_under_the_lock(journal: Journal) -> None:
     control = FakeControl()
     result = {"name": "k", "version": "2", "previous": "1", "config_dir": "/work/kernels/k/2"}
     out = kernel_usecase._switch(session(control, journal), {"action": "deploy", "artifact": "a"},
@@ -84,7 +85,7 @@ def test_a_kernel_switch_is_journaled_under_the_lock(journal) -> None:
                          "config_dir": "/work/kernels/k/2"}
 
 
-def test_a_failed_kernel_switch_is_journaled_failed_and_releases_the_lock(journal) -> None:
+def test_a_failed_kernel_switch_is_journaled_failed_and_releases_the_lock(journal: Journal) -> None:
     control = FakeControl()
 
     def refuse() -> dict:
@@ -98,7 +99,7 @@ def test_a_failed_kernel_switch_is_journaled_failed_and_releases_the_lock(journa
     assert control.lock is None
 
 
-def test_a_kernel_switch_gets_the_deploys_stale_lock_and_interrupt_handling(journal) -> None:
+def test_a_kernel_switch_gets_the_deploys_stale_lock_and_interrupt_handling(journal: Journal) -> None:
     """It used to take the lock its own way: a dead deploy's lock, or a deploy the journal shows
     never ended, now blocks it with the same message and the same `--recover`."""
     old = journal.begin(Kind.DEPLOY, profile={"name": "baseline"})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from dsv4ops.errors import DeployError, LockHeldError
@@ -14,17 +16,17 @@ from testing.orchestrate import FakeControl, make_deployment, operator
 
 
 @pytest.fixture
-def journal(tmp_path):
+def journal(tmp_path: Path) -> Journal:
     return Journal("fake", directory=tmp_path, clock=FakeClock())
 
 
-def _deployed(control, journal, name="baseline"):
+def _deployed(control, journal: Journal, name="baseline"):
     out = operator(control, journal).deploy(make_deployment(name))
     assert out.ok, out.message
     return journal.get(out.op_id)
 
 
-def test_safe_order_and_journal_before_each_step(journal):
+def test_safe_order_and_journal_before_each_step(journal: Journal) -> None:
     control = FakeControl()
     out = operator(control, journal).deploy(make_deployment("baseline"))
     assert out.ok and out.status == "SUCCEEDED"
@@ -53,7 +55,7 @@ def test_safe_order_and_journal_before_each_step(journal):
     assert starts[:3] == [P.DRAIN_ROUTER, "stop router", "stop decode"]
 
 
-def test_failure_after_stop_rolls_back_to_known_good(journal):
+def test_failure_after_stop_rolls_back_to_known_good(journal: Journal) -> None:
     control = FakeControl()
     good = _deployed(control, journal)
     control.calls.clear()
@@ -85,7 +87,7 @@ def test_failure_after_stop_rolls_back_to_known_good(journal):
     assert after[-2:] == ["probe", "unlock"]
 
 
-def test_failure_without_known_good_stops_everything(journal):
+def test_failure_without_known_good_stops_everything(journal: Journal) -> None:
     control = FakeControl(fail_probe=True)
     out = operator(control, journal).deploy(make_deployment("baseline"))
     assert out.status == "FAILED" and "No known-good deployment" in out.message
@@ -93,7 +95,7 @@ def test_failure_without_known_good_stops_everything(journal):
     assert "end-to-end probe" in out.message
 
 
-def test_failed_restore_reports_nothing_running(journal):
+def test_failed_restore_reports_nothing_running(journal: Journal) -> None:
     control = FakeControl()
     good = _deployed(control, journal)
     control.fail_probe = True
@@ -108,21 +110,21 @@ def test_failed_restore_reports_nothing_running(journal):
     assert control.running == {}
 
 
-def test_preflight_problem_changes_nothing(journal):
+def test_preflight_problem_changes_nothing(journal: Journal) -> None:
     control = FakeControl(busy_ports={8000: True})
     with pytest.raises(DeployError, match="port 8000 is in use by pid 4242.*Nothing was changed"):
         operator(control, journal).deploy(make_deployment("baseline"))
     assert control.actions() == [] and journal.operations() == []
 
 
-def test_live_lock_holder_fails_at_once(journal):
+def test_live_lock_holder_fails_at_once(journal: Journal) -> None:
     control = FakeControl(lock={"op_id": "d-other", "pid": 1, "host": "elsewhere"})
     with pytest.raises(LockHeldError, match="pid 1"):
         operator(control, journal).deploy(make_deployment("baseline"))
     assert journal.operations() == []
 
 
-def test_stale_lock_of_interrupted_deploy_needs_recover(journal):
+def test_stale_lock_of_interrupted_deploy_needs_recover(journal: Journal) -> None:
     control = FakeControl()
     _deployed(control, journal)
     op = journal.begin(Kind.DEPLOY, profile={"name": "buckets"})
@@ -138,7 +140,7 @@ def test_stale_lock_of_interrupted_deploy_needs_recover(journal):
     assert "lock (forced)" in control.calls
 
 
-def test_partial_scope_keeps_prefill_running(journal):
+def test_partial_scope_keeps_prefill_running(journal: Journal) -> None:
     control = FakeControl()
     _deployed(control, journal)
     prefill_pid = control.running["prefill"]
@@ -150,7 +152,7 @@ def test_partial_scope_keeps_prefill_running(journal):
     assert out.notes and "i-know" in out.notes[0]
 
 
-def test_stop_stops_in_order_and_records_nothing_running(journal):
+def test_stop_stops_in_order_and_records_nothing_running(journal: Journal) -> None:
     control = FakeControl()
     _deployed(control, journal)
     control.calls.clear()
@@ -166,7 +168,7 @@ def test_stop_stops_in_order_and_records_nothing_running(journal):
     assert journal.deployed() is None and control.running == {}
 
 
-def test_drain_sigterms_the_router_and_waits_for_it_and_the_workers(journal):
+def test_drain_sigterms_the_router_and_waits_for_it_and_the_workers(journal: Journal) -> None:
     control = FakeControl()
     _deployed(control, journal)
     control.calls.clear()
@@ -191,7 +193,7 @@ def test_drain_sigterms_the_router_and_waits_for_it_and_the_workers(journal):
     assert stop_router["detail"] == "exited during the drain"
 
 
-def test_drain_reports_unreadable_metrics_as_unknown_not_idle(journal):
+def test_drain_reports_unreadable_metrics_as_unknown_not_idle(journal: Journal) -> None:
     control = FakeControl()
     _deployed(control, journal)
     control.unreadable_metrics = True
@@ -206,7 +208,7 @@ def test_drain_reports_unreadable_metrics_as_unknown_not_idle(journal):
     assert any(d and "UNKNOWN" in d for d in journaled)
 
 
-def test_drain_is_bounded(journal):
+def test_drain_is_bounded(journal: Journal) -> None:
     control = FakeControl()
     _deployed(control, journal)
     control.busy_metric_reads = 10_000
@@ -215,7 +217,7 @@ def test_drain_is_bounded(journal):
     assert out.ok and drain["detail"].startswith("gave up waiting after 60s")
 
 
-def test_a_busy_decode_that_makes_no_progress_is_stopped_not_drained(journal):
+def test_a_busy_decode_that_makes_no_progress_is_stopped_not_drained(journal: Journal) -> None:
     """Rolling back from a wedge: running > 0 with the decode counter frozen is judged within one
     log interval at the slowest step (40 x 0.15 s = 6 s on the box), not waited out to the
     60 s bound; the router, still holding the wedged streams, is stopped too (issue 23)."""
@@ -232,7 +234,7 @@ def test_a_busy_decode_that_makes_no_progress_is_stopped_not_drained(journal):
     assert "stop router" in control.calls and "stop decode" in control.calls
 
 
-def test_router_outliving_the_drain_bound_is_killed(journal):
+def test_router_outliving_the_drain_bound_is_killed(journal: Journal) -> None:
     control = FakeControl()
     _deployed(control, journal)
     control.router_drain_polls = 10_000
@@ -242,7 +244,7 @@ def test_router_outliving_the_drain_bound_is_killed(journal):
     assert "stop router" in control.calls and "router" in control.running  # restarted
 
 
-def test_the_deploy_runs_exactly_the_steps_its_dry_run_prints(journal):
+def test_the_deploy_runs_exactly_the_steps_its_dry_run_prints(journal: Journal) -> None:
     """One source of the order: the engine runs the plan `deploy --dry-run` shows, without the
     bracket (preflight, lock, journal, mark, unlock) the Operator and operation context do."""
     dep = make_deployment("baseline")

@@ -11,7 +11,7 @@ from dsv4ops.orchestrate.pd import OVERRIDE_FLAG, restart_scope
 from testing.orchestrate import make_deployment
 
 
-def test_deploy_plan_is_the_safe_order():
+def test_deploy_plan_is_the_safe_order() -> None:
     steps = P.deploy_plan(make_deployment("baseline"), canary=True)
     titles = [s.title for s in steps]
     order = [
@@ -40,7 +40,7 @@ def test_deploy_plan_is_the_safe_order():
     assert waits["router"] == ("http://127.0.0.1:8000/readiness",)  # not the liveness /health
 
 
-def test_the_plan_says_what_worker_readiness_proves():
+def test_the_plan_says_what_worker_readiness_proves() -> None:
     """Issue 10: the printed plan (dry run) says readiness is the HTTP server after warmup, not
     the bootstrap server, whose /health is 200 before the model loads."""
     steps = P.deploy_plan(make_deployment("baseline"), canary=True)
@@ -54,7 +54,7 @@ def test_the_plan_says_what_worker_readiness_proves():
     assert notes["router"] is None and "before the model loads" in notes["decode"]
 
 
-def test_dry_run_shows_exact_commands_quoted_and_secrets_redacted():
+def test_dry_run_shows_exact_commands_quoted_and_secrets_redacted() -> None:
     d = make_deployment("baseline")
     evil = Component(
         "decode",
@@ -73,7 +73,7 @@ def test_dry_run_shows_exact_commands_quoted_and_secrets_redacted():
     assert "MODE='a b'" in lines
 
 
-def test_pair_rule_upgrades_a_lone_worker_with_one_line_why():
+def test_pair_rule_upgrades_a_lone_worker_with_one_line_why() -> None:
     scope = restart_scope(["decode"])
     assert scope.components == ("prefill", "decode", "router") and not scope.partial
     assert (
@@ -84,26 +84,26 @@ def test_pair_rule_upgrades_a_lone_worker_with_one_line_why():
     assert restart_scope(["prefill"]).components == ("prefill", "decode", "router")
 
 
-def test_override_allows_a_lone_decode_loudly():
+def test_override_allows_a_lone_decode_loudly() -> None:
     scope = restart_scope(["decode"], allow_partial_pair=True)
     assert scope.components == ("decode", "router") and scope.partial
     assert OVERRIDE_FLAG in scope.note
 
 
-def test_router_alone_is_allowed_and_full_by_default():
+def test_router_alone_is_allowed_and_full_by_default() -> None:
     assert restart_scope(["router"]).components == ("router",)
     assert restart_scope(None).components == ("prefill", "decode", "router")
     with pytest.raises(DeployError, match="unknown component"):
         restart_scope(["gpu"])
 
 
-def test_partial_plan_never_stops_the_kept_worker():
+def test_partial_plan_never_stops_the_kept_worker() -> None:
     titles = [s.title for s in P.restart_steps(make_deployment("b"), ("decode", "router"))]
     assert "stop prefill" not in titles and "start prefill" not in titles
     assert titles.index("stop router") < titles.index("stop decode") < titles.index("start decode")
 
 
-def test_deployment_needs_all_three_components():
+def test_deployment_needs_all_three_components() -> None:
     d = make_deployment("b")
     with pytest.raises(DeployError, match="exactly prefill, decode, router"):
         Deployment("x", (d.component("prefill"), d.component("decode")))

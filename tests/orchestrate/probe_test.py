@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -29,18 +30,18 @@ from testing.orchestrate import (
 from testing.twin import twin_stack
 
 
-def test_stream_parse_collects_text_and_done():
+def test_stream_parse_collects_text_and_done() -> None:
     text, finish, done, problem = parse_chat_stream(STREAM_OK)
     assert (text, finish, done, problem) == ("Hello there.", "stop", True, None)
 
 
-def test_stream_without_text_or_with_error_fails():
+def test_stream_without_text_or_with_error_fails() -> None:
     assert parse_chat_stream('data: {"error": {"message": "x"}}\n\n')[3].startswith("error event")
     text, _, done, _ = parse_chat_stream("data: [DONE]\n\n")
     assert text == "" and done
 
 
-def test_reasoning_counts_as_generated_output():
+def test_reasoning_counts_as_generated_output() -> None:
     reasoning_only = ('data: {"choices":[{"delta":{"reasoning_content":"Let me think"}}]}\n\n'
                       'data: {"choices":[{"delta":{"reasoning_content":null},'
                       '"finish_reason":"length"}]}\n\ndata: [DONE]\n\n')
@@ -48,7 +49,7 @@ def test_reasoning_counts_as_generated_output():
     assert (text, finish, done, problem) == ("Let me think", "length", True, None)
 
 
-def test_tool_call_probe_leaves_room_for_reasoning_and_names_it_when_it_ran_out():
+def test_tool_call_probe_leaves_room_for_reasoning_and_names_it_when_it_ran_out() -> None:
     control = RecordingControl()
     assert run_probe(control, "http://r").ok
     tool = next(b for b in control.sent if b.get("tools"))
@@ -58,7 +59,7 @@ def test_tool_call_probe_leaves_room_for_reasoning_and_names_it_when_it_ran_out(
     assert "reasoning used all" in check_tool_call_reply(ran_out)
 
 
-def test_tool_call_reply_checks_content_not_status():
+def test_tool_call_reply_checks_content_not_status() -> None:
     assert check_tool_call_reply(TOOL_OK) is None
     no_call = json.dumps({"choices": [{"message": {"content": "sunny"}}]})
     assert "no tool call" in check_tool_call_reply(no_call)
@@ -68,14 +69,14 @@ def test_tool_call_reply_checks_content_not_status():
     assert "unknown tool" in check_tool_call_reply(other)
 
 
-def test_probe_fails_when_generation_fails_even_if_health_would_pass():
+def test_probe_fails_when_generation_fails_even_if_health_would_pass() -> None:
     assert run_probe(FakeControl(), "http://r").ok
     result = run_probe(FakeControl(fail_probe=True), "http://r")
     assert not result.ok and len(result.checks) == 1 and result.checks[0].startswith("FAIL")
     assert "HTTP 504" in result.failures[0]
 
 
-def test_parse_load_sums_ranks_with_prometheus_parser():
+def test_parse_load_sums_ranks_with_prometheus_parser() -> None:
     text = (
         "# TYPE sglang:num_running_reqs gauge\n"
         'sglang:num_running_reqs{tp_rank="0"} 3\nsglang:num_running_reqs{tp_rank="1"} 2\n'
@@ -87,7 +88,7 @@ def test_parse_load_sums_ranks_with_prometheus_parser():
     assert parse_load("# TYPE other gauge\nother 1\n").running is None
 
 
-def _probe_bodies(content: dict | None, tmp_path) -> list[dict]:
+def _probe_bodies(content: dict | None, tmp_path: Path) -> list[dict]:
     control = RecordingControl()
     journal = Journal("fake", directory=tmp_path, clock=FakeClock())
     out = operator(control, journal).deploy(replace(make_deployment("d"), content=content))
@@ -95,7 +96,7 @@ def _probe_bodies(content: dict | None, tmp_path) -> list[dict]:
     return [b for b in control.sent if "messages" in b]
 
 
-def test_the_deploy_probe_asks_for_reasoning_as_the_profiles_canary_does(tmp_path):
+def test_the_deploy_probe_asks_for_reasoning_as_the_profiles_canary_does(tmp_path: Path) -> None:
     """canary.thinking on: every probe request carries chat_template_kwargs.thinking (DSV4
     reasons only when asked) and the tool call gets thinking_budget_tokens more max_tokens."""
     canary = {"canary": {"thinking": True, "thinking_budget_tokens": 300}}
@@ -110,7 +111,7 @@ def test_the_deploy_probe_asks_for_reasoning_as_the_profiles_canary_does(tmp_pat
 
 @pytest.mark.slow
 @pytest.mark.router
-def test_a_thinking_probe_through_the_real_router_gets_reasoning_before_the_call(tmp_path):
+def test_a_thinking_probe_through_the_real_router_gets_reasoning_before_the_call(tmp_path: Path) -> None:
     """The twin behind the real router reasons only when asked, for longer than the probe's
     own TOOL_CALL_MAX_TOKENS: the profile's budget is what lets the call still come."""
     decode = ["--tool-call-parser", "deepseekv4", "--reasoning-parser", "deepseek-v4"]

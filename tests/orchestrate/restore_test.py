@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -14,11 +15,11 @@ from testing.orchestrate import make_deployment
 
 
 @pytest.fixture
-def journal(tmp_path):
+def journal(tmp_path: Path) -> Journal:
     return Journal("fake", directory=tmp_path, clock=FakeClock())
 
 
-def record(journal, dep: Deployment, status=Status.SUCCEEDED, kind=Kind.DEPLOY):
+def record(journal: Journal, dep: Deployment, status=Status.SUCCEEDED, kind=Kind.DEPLOY):
     op = journal.begin(kind, profile=dep.profile_record(), components=dep.component_records())
     journal.transition(op, Status.RUNNING)
     ok = status is Status.SUCCEEDED
@@ -27,13 +28,13 @@ def record(journal, dep: Deployment, status=Status.SUCCEEDED, kind=Kind.DEPLOY):
     return journal.get(op)
 
 
-def test_rollback_goes_to_the_previous_known_good_not_what_runs(journal):
+def test_rollback_goes_to_the_previous_known_good_not_what_runs(journal: Journal) -> None:
     a = record(journal, make_deployment("a"))
     record(journal, make_deployment("b", 7))
     assert rollback_target(journal, None).op == a.op
 
 
-def test_rollback_after_a_failed_deploy_goes_to_last_known_good(journal):
+def test_rollback_after_a_failed_deploy_goes_to_last_known_good(journal: Journal) -> None:
     a = record(journal, make_deployment("a"))
     b = record(journal, make_deployment("b", 7))
     record(journal, make_deployment("c", 9), status=Status.FAILED)
@@ -43,7 +44,7 @@ def test_rollback_after_a_failed_deploy_goes_to_last_known_good(journal):
         rollback_target(journal, "d-")
 
 
-def test_rollback_to_a_commit_prefix_and_errors(journal):
+def test_rollback_to_a_commit_prefix_and_errors(journal: Journal) -> None:
     a = record(journal, make_deployment("a"))
     assert rollback_target(journal, "c0ffeea").op == a.op
     with pytest.raises(DeployError, match="no deployment in the journal matches"):
@@ -52,7 +53,7 @@ def test_rollback_to_a_commit_prefix_and_errors(journal):
         rollback_target(journal, None)
 
 
-def test_rebuild_prefers_git_at_the_recorded_commit(journal):
+def test_rebuild_prefers_git_at_the_recorded_commit(journal: Journal):
     dep = make_deployment("a")
     op = record(journal, dep)
     seen = []
@@ -67,19 +68,19 @@ def test_rebuild_prefers_git_at_the_recorded_commit(journal):
     assert seen == ["c0ffeea"] and "read from git at c0ffeea" in how and got.source_op == op.op
 
 
-def test_rebuild_falls_back_to_recorded_commands_when_git_differs(journal):
+def test_rebuild_falls_back_to_recorded_commands_when_git_differs(journal: Journal) -> None:
     dep = dataclasses.replace(make_deployment("a"), profile_path="/p/a.yaml")
     op = record(journal, dep)
     got, how = rebuild(op, lambda p, c: make_deployment("a", 3))
     assert got.commands_hash == dep.commands_hash and "exact commands recorded" in how
 
-    def unreadable(p, c):
+    def unreadable(p, c) -> None:
         raise ProfileError("not readable at git revision")
 
     assert rebuild(op, unreadable)[0].commands_hash == dep.commands_hash
 
 
-def test_rebuild_refuses_recorded_commands_with_redacted_secrets(journal):
+def test_rebuild_refuses_recorded_commands_with_redacted_secrets(journal: Journal) -> None:
     d = make_deployment("a")
     c = d.component("decode")
     secret = Deployment(

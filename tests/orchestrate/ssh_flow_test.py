@@ -19,7 +19,8 @@ from dsv4ops.orchestrate.status import gather_status
 from dsv4ops.orchestrate.usecases import render as R
 from dsv4ops.profiles import get_target
 from dsv4ops.remote import Supervisor
-from testing.orchestrate import our_processes
+from testing.orchestrate import OrchEnv, our_processes
+from testing.remote import SshdServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.router, pytest.mark.ssh]
 JOURNAL = "twin-over-ssh"
@@ -28,7 +29,7 @@ JOURNAL = "twin-over-ssh"
 class SshCommand:
     """What one CLI invocation composes, but with the SSH executor (a fresh connection each)."""
 
-    def __init__(self, env, sshd, progress=None):
+    def __init__(self, env: OrchEnv, sshd: SshdServer, progress=None) -> None:
         self.target = get_target(env.target)  # rendering only; processes start over SSH
         self.executor = sshd.executor()
         self.sup = Supervisor(self.executor, str(env.workdir), python=sys.executable)
@@ -66,11 +67,11 @@ class SshCommand:
             self.sup, self.journal, target=JOURNAL, render_now=R.render_now(self.target)
         )
 
-    def close(self):
+    def close(self) -> None:
         self.executor.close()
 
 
-def run(env, sshd, action, *args, progress=None, **kw):
+def run(env: OrchEnv, sshd: SshdServer, action, *args, progress=None, **kw):
     cmd = SshCommand(env, sshd, progress)
     try:
         return getattr(cmd, action)(*args, **kw)
@@ -78,7 +79,7 @@ def run(env, sshd, action, *args, progress=None, **kw):
         cmd.close()
 
 
-def test_deploy_status_redeploy_rollback_over_ssh(env, sshd):
+def test_deploy_status_redeploy_rollback_over_ssh(env: OrchEnv, sshd: SshdServer) -> None:
     out = run(env, sshd, "deploy", "baseline")
     assert out.ok, out.message
     st = run(env, sshd, "status")
@@ -98,12 +99,12 @@ def test_deploy_status_redeploy_rollback_over_ssh(env, sshd):
     assert len(our_processes(env)) == 3
 
 
-def test_connection_drop_mid_deploy_then_status_and_rerun_recover(env, sshd):
+def test_connection_drop_mid_deploy_then_status_and_rerun_recover(env: OrchEnv, sshd: SshdServer) -> None:
     if Journal(JOURNAL).deployed() is None:
         assert run(env, sshd, "deploy", "baseline").ok
     stop_dropping = threading.Event()
 
-    def keep_dropping():
+    def keep_dropping() -> None:
         # A network outage of ~3 s: every SSH session is cut as soon as it appears.
         deadline = time.monotonic() + 3.0
         while time.monotonic() < deadline and not stop_dropping.is_set():
@@ -112,7 +113,7 @@ def test_connection_drop_mid_deploy_then_status_and_rerun_recover(env, sshd):
 
     outage = []
 
-    def progress(line):
+    def progress(line) -> None:
         if "start decode" in line and line.lstrip().startswith("ok") and not outage:
             t = threading.Thread(target=keep_dropping)
             t.start()

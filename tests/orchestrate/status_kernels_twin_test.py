@@ -69,7 +69,7 @@ def status(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> dict:
     return st
 
 
-def test_kernel_package_drift_through_the_twin(env, capsys, tmp_path):
+def test_kernel_package_drift_through_the_twin(env: OrchEnv, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     install(env, tmp_path, "0.1.0")
     install(env, tmp_path, "0.2.0")  # current: 0.2.0, previous: 0.1.0
     (env.profiles_dir / "kernels-on.yaml").write_text(

@@ -5,6 +5,7 @@ the one the running decode uses, against a scripted target: the decode log is th
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -46,7 +47,7 @@ def kernels_at(current: str | None) -> KernelStatus:
 
 
 @pytest.fixture
-def deployed(tmp_path):
+def deployed(tmp_path: Path):
     """(control, journal): a deployment pinning REF, deployed and known-good on the fake."""
     journal = Journal("fake", directory=tmp_path, clock=FakeClock())
     control = SglangControl()
@@ -64,11 +65,11 @@ def deployed(tmp_path):
     return control, journal
 
 
-def status(control, journal, kernels):
+def status(control, journal: Journal, kernels):
     return gather_status(control, journal, target="fake", kernels=kernels)
 
 
-def test_all_three_agree(deployed):
+def test_all_three_agree(deployed) -> None:
     control, journal = deployed
     st = status(control, journal, kernels_at("0.2.0"))
     assert st["healthy"] and st["drift"] == [], st
@@ -89,7 +90,7 @@ def test_all_three_agree(deployed):
     assert not any(line.startswith("drift:") for line in lines)
 
 
-def test_target_switched_after_the_unit_started(deployed):
+def test_target_switched_after_the_unit_started(deployed) -> None:
     control, journal = deployed
     st = status(control, journal, kernels_at("0.1.0"))
     assert not st["healthy"]
@@ -104,7 +105,7 @@ def test_target_switched_after_the_unit_started(deployed):
     assert any("kernel package: " in x and "DRIFT, see below" in x for x in lines)
 
 
-def test_twin_decode_reports_no_package(deployed):
+def test_twin_decode_reports_no_package(deployed) -> None:
     control, journal = deployed
     control.reported = None
     st = status(control, journal, kernels_at("0.2.0"))
@@ -115,7 +116,7 @@ def test_twin_decode_reports_no_package(deployed):
     assert st["kernel_package"]["loaded"] is None and st["kernel_package"]["drift"]
 
 
-def test_real_sglang_fell_back_to_default_configs(deployed):
+def test_real_sglang_fell_back_to_default_configs(deployed) -> None:
     control, journal = deployed
     control.twin, control.decode_log = False, f"{PLUGIN_LINE}\n{DEFAULT_LINE}\nready"
     st = status(control, journal, kernels_at("0.2.0"))
@@ -124,7 +125,7 @@ def test_real_sglang_fell_back_to_default_configs(deployed):
     assert "SGLang fell back to its default: [2026-05-01" in line and control.log_reads == 1
 
 
-def test_old_false_positive_no_default_line_is_not_loaded(deployed):
+def test_old_false_positive_no_default_line_is_not_loaded(deployed) -> None:
     """Real SGLang, no default-config line and no plugin line: once "in use", now "not loaded"."""
     control, journal = deployed
     control.twin, control.decode_log = False, "loading\nready"
@@ -133,7 +134,7 @@ def test_old_false_positive_no_default_line_is_not_loaded(deployed):
     assert "decode loaded none (not loaded: " in line and st["kernel_package"]["loaded"] is None
 
 
-def test_evidence_scrolled_out_of_the_tail_is_unknown_not_absent(deployed):
+def test_evidence_scrolled_out_of_the_tail_is_unknown_not_absent(deployed) -> None:
     control, journal = deployed
     control.decode_log = "\n".join(f"request {i}" for i in range(2000))  # the tail misses the start
     st = status(control, journal, kernels_at("0.2.0"))
@@ -142,7 +143,7 @@ def test_evidence_scrolled_out_of_the_tail_is_unknown_not_absent(deployed):
         "unknown (the decode's start-up lines are no longer in its last 2000 log lines")
 
 
-def test_a_decode_on_the_flashinfer_path_is_not_used_by_this_backend(tmp_path):
+def test_a_decode_on_the_flashinfer_path_is_not_used_by_this_backend(tmp_path: Path) -> None:
     journal = Journal("fake", directory=tmp_path, clock=FakeClock())
     control = SglangControl()
     support = KernelSupport(present=lambda ref: True, env_for=lambda ref: {}, loaded=_loaded)
@@ -153,7 +154,7 @@ def test_a_decode_on_the_flashinfer_path_is_not_used_by_this_backend(tmp_path):
         out.message.split())
 
 
-def test_real_sglang_with_the_evidence_in_its_log_is_in_use(deployed):
+def test_real_sglang_with_the_evidence_in_its_log_is_in_use(deployed) -> None:
     control, journal = deployed
     control.twin = False  # no twin_kernel_package: the log alone says it
     st = status(control, journal, kernels_at("0.2.0"))
@@ -165,10 +166,10 @@ def test_real_sglang_with_the_evidence_in_its_log_is_in_use(deployed):
     assert f"decode loaded {REF}" in line
 
 
-def test_unreadable_target_state_and_decode_down(deployed):
+def test_unreadable_target_state_and_decode_down(deployed) -> None:
     control, journal = deployed
 
-    def broken():
+    def broken() -> None:
         raise DsOpsError("agent: state/kernels.json: bad JSON")
 
     st = status(control, journal, KernelStatus(state=broken, loaded=_loaded))
@@ -186,7 +187,7 @@ def test_unreadable_target_state_and_decode_down(deployed):
     assert any("decode is not running" in d for d in st["drift"])
 
 
-def test_profile_without_a_package_is_not_compared(tmp_path):
+def test_profile_without_a_package_is_not_compared(tmp_path: Path) -> None:
     journal = Journal("fake", directory=tmp_path, clock=FakeClock())
     control = SglangControl(reported=None)
     out = Operator(control, journal, host="fake", clock=FakeClock()).deploy(

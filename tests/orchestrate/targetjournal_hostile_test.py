@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,13 +22,14 @@ from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.targetjournal import TargetJournal
 from dsv4ops.remote import Supervisor
+from testing.remote import SshdServer
 
 TARGET = "box"
 pytestmark = pytest.mark.ssh
 
 
 @pytest.fixture
-def over_ssh(sshd, tmp_path: Path):
+def over_ssh(sshd: SshdServer, tmp_path: Path) -> Iterator[Supervisor]:
     with sshd.executor() as executor:
         yield Supervisor(executor, str(tmp_path / "workdir"), python="/usr/bin/python3")
 
@@ -43,7 +45,7 @@ def _deploy(j: Journal, profile: str) -> str:
     return op
 
 
-def test_a_symlinked_record_is_refused_and_the_victim_untouched(over_ssh, tmp_path):
+def test_a_symlinked_record_is_refused_and_the_victim_untouched(over_ssh: Supervisor, tmp_path: Path) -> None:
     alice = _journal(over_ssh, tmp_path / "alice")
     first = _deploy(alice, "baseline")
     record = Path(over_ssh.workdir) / "journal.jsonl"
@@ -63,7 +65,7 @@ def test_a_symlinked_record_is_refused_and_the_victim_untouched(over_ssh, tmp_pa
     assert first in cache_before.decode()
 
 
-def test_a_record_writable_by_others_is_refused(over_ssh, tmp_path):
+def test_a_record_writable_by_others_is_refused(over_ssh: Supervisor, tmp_path: Path) -> None:
     alice = _journal(over_ssh, tmp_path / "alice")
     _deploy(alice, "baseline")
     record = Path(over_ssh.workdir) / "journal.jsonl"
@@ -72,7 +74,7 @@ def test_a_record_writable_by_others_is_refused(over_ssh, tmp_path):
         _journal(over_ssh, tmp_path / "bob").records()
 
 
-def test_a_shorter_record_keeps_both_copies_and_refuses_mutations_until_merged(over_ssh, tmp_path):
+def test_a_shorter_record_keeps_both_copies_and_refuses_mutations_until_merged(over_ssh: Supervisor, tmp_path: Path) -> None:
     alice = _journal(over_ssh, tmp_path / "alice")
     ops = [_deploy(alice, f"p{i}") for i in range(6)]
     record = Path(over_ssh.workdir) / "journal.jsonl"
@@ -103,7 +105,7 @@ def test_a_shorter_record_keeps_both_copies_and_refuses_mutations_until_merged(o
     after.begin(Kind.STOP, reason="now allowed")
 
 
-def test_a_kill_9_inside_an_append_leaves_a_torn_line_the_next_append_ends(over_ssh, tmp_path):
+def test_a_kill_9_inside_an_append_leaves_a_torn_line_the_next_append_ends(over_ssh: Supervisor, tmp_path: Path) -> None:
     alice = _journal(over_ssh, tmp_path / "alice")
     first = _deploy(alice, "baseline")
     record = Path(over_ssh.workdir) / "journal.jsonl"
@@ -136,7 +138,7 @@ def _agents_of(workdir: Path) -> list[int]:
     return pids
 
 
-def test_a_kill_9_of_the_agent_inside_its_append_loses_nothing(over_ssh, tmp_path):
+def test_a_kill_9_of_the_agent_inside_its_append_loses_nothing(over_ssh: Supervisor, tmp_path: Path) -> None:
     """The agent SIGKILLed inside journal_append, while it waits for the record's flock (held
     here): nothing is appended, the CLI gets an error instead of a success, and the next append
     through a fresh agent finds the record intact."""
@@ -173,7 +175,7 @@ def test_a_kill_9_of_the_agent_inside_its_append_loses_nothing(over_ssh, tmp_pat
     assert [o.op for o in _journal(over_ssh, tmp_path / "carol").operations()] == [first, later]
 
 
-def test_the_cache_is_written_0600_under_a_group_writable_umask(over_ssh, tmp_path):
+def test_the_cache_is_written_0600_under_a_group_writable_umask(over_ssh: Supervisor, tmp_path: Path) -> None:
     """Ubuntu's default user umask is 002: a cache written with it would be group-writable and
     refused by the journal's own checks on the next read."""
     old = os.umask(0o002)

@@ -18,6 +18,7 @@ from dsv4ops.remote import LocalExecutor, Supervisor
 from dsv4ops.remote.ssh import SSHExecutor
 from testing.clock import FakeClock
 from testing.ports import free_port
+from testing.remote import SshdServer
 
 TARGET = "box"
 
@@ -45,7 +46,7 @@ def _deploy(j: Journal, profile: str, *, good: bool = True) -> str:
     return op
 
 
-def test_two_operators_see_one_history_and_one_known_good_list(box, tmp_path):
+def test_two_operators_see_one_history_and_one_known_good_list(box: Supervisor, tmp_path: Path) -> None:
     alice, bob = _journal(box, tmp_path / "alice"), _journal(box, tmp_path / "bob")
     first = _deploy(alice, "baseline")
     assert [o.op for o in bob.known_good()] == [first]  # bob never saw it locally
@@ -61,7 +62,7 @@ def test_two_operators_see_one_history_and_one_known_good_list(box, tmp_path):
         assert src["record"].endswith(f"{box.workdir}/journal.jsonl")
 
 
-def test_an_operator_side_journal_is_merged_once_without_duplicates(box, tmp_path):
+def test_an_operator_side_journal_is_merged_once_without_duplicates(box: Supervisor, tmp_path: Path) -> None:
     # Before the journal of record: bob's deploy lives only in bob's own file (no sync marker).
     legacy = Journal(TARGET, directory=tmp_path / "bob" / "journal", clock=FakeClock(0))
     old = _deploy(legacy, "baseline")  # 1970: older than anything on the target
@@ -89,7 +90,7 @@ def test_an_operator_side_journal_is_merged_once_without_duplicates(box, tmp_pat
     assert len(keys) == len(set(keys))
 
 
-def test_a_write_through_a_plain_file_journal_reaches_the_record(box, tmp_path):
+def test_a_write_through_a_plain_file_journal_reaches_the_record(box: Supervisor, tmp_path: Path) -> None:
     alice = _journal(box, tmp_path / "alice")
     _deploy(alice, "baseline")
     stray = Journal(TARGET, directory=tmp_path / "alice" / "journal")  # e.g. an older tool
@@ -100,7 +101,7 @@ def test_a_write_through_a_plain_file_journal_reaches_the_record(box, tmp_path):
     assert op in {o.op for o in bob.operations()}
 
 
-def test_an_operation_that_lost_the_lock_cannot_append(box, tmp_path):
+def test_an_operation_that_lost_the_lock_cannot_append(box: Supervisor, tmp_path: Path) -> None:
     alice = _journal(box, tmp_path / "alice")
     box.lock_acquire({"op_id": "d-alice", "pid": 1, "host": "elsewhere"})
     with alice.under_lock("d-alice"):
@@ -113,7 +114,7 @@ def test_an_operation_that_lost_the_lock_cannot_append(box, tmp_path):
     assert _record(box) == before
 
 
-def test_reads_under_the_lock_after_an_accepted_append_cost_no_round_trip(box, tmp_path):
+def test_reads_under_the_lock_after_an_accepted_append_cost_no_round_trip(box: Supervisor, tmp_path: Path):
     calls: list[str] = []
     real = box.call
 
@@ -137,7 +138,7 @@ def test_reads_under_the_lock_after_an_accepted_append_cost_no_round_trip(box, t
     assert calls[-1] == "journal_read"
 
 
-def test_unreachable_target_reads_answer_from_the_cache_and_writes_refuse(box, tmp_path):
+def test_unreachable_target_reads_answer_from_the_cache_and_writes_refuse(box: Supervisor, tmp_path: Path) -> None:
     state = tmp_path / "alice"
     op = _deploy(_journal(box, state), "baseline")
     known_hosts = tmp_path / "known_hosts"
@@ -163,7 +164,7 @@ def test_unreachable_target_reads_answer_from_the_cache_and_writes_refuse(box, t
 
 
 @pytest.mark.ssh
-def test_append_and_read_through_the_real_ssh_path(box, tmp_path, sshd):
+def test_append_and_read_through_the_real_ssh_path(box: Supervisor, tmp_path: Path, sshd: SshdServer) -> None:
     """Alice reaches the box over SSH (a real OpenSSH server), bob runs on it: one record."""
     with sshd.executor() as executor:
         over_ssh = Supervisor(executor, box.workdir, python="/usr/bin/python3")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -40,8 +41,8 @@ def _assert_clear_error(run, path: Path, line: int | None, fragment: str) -> Non
     ids=["env", "extra_args"],
 )
 def test_an_alias_bomb_in_a_type_checked_value_is_refused_quickly(
-    write, pdir: Path, section: str, key: str
-) -> None:  # type: ignore[no-untyped-def]
+    write: Callable[[str, str], Path], pdir: Path, section: str, key: str
+) -> None:
     path = write("bomb", child(_bomb(section, key)))
     assert len(path.read_text()) < 1200
     for command in ("validate", "render", "show"):
@@ -51,14 +52,14 @@ def test_an_alias_bomb_in_a_type_checked_value_is_refused_quickly(
 
 
 def test_a_profile_extending_a_bomb_is_refused_with_the_bomb_file_and_line(
-    write, pdir: Path
-) -> None:  # type: ignore[no-untyped-def]
+    write: Callable[[str, str], Path], pdir: Path
+) -> None:
     bomb = write("bomb", child(_bomb("prefill", "env")))
     write("kid", child("description: innocent\n", extends="bomb"))
     _assert_clear_error(run_cli("profile", "render", "kid", profiles_dir=pdir), bomb, 5, "alias")
 
 
-def test_deep_nesting_is_refused_with_its_line(write) -> None:  # type: ignore[no-untyped-def]
+def test_deep_nesting_is_refused_with_its_line(write: Callable[[str, str], Path]) -> None:
     path = write("deep", child("decode:\n  extra_args: " + "[" * 200 + "]" * 200 + "\n"))
     with pytest.raises(ProfileError) as info:
         load_profile("deep")
@@ -66,7 +67,7 @@ def test_deep_nesting_is_refused_with_its_line(write) -> None:  # type: ignore[n
     assert "nested deeper than 32 levels" in str(info.value)
 
 
-def test_deep_nesting_through_aliases_is_refused(write) -> None:  # type: ignore[no-untyped-def]
+def test_deep_nesting_through_aliases_is_refused(write: Callable[[str, str], Path]) -> None:
     levels = "decode:\n  env:\n    X: &a [[[[[[[[[[x]]]]]]]]]]\n"
     for name, prev in zip("bcd", "abc", strict=True):
         levels += f"    {name.upper()}: &{name} [[[[[[[[[[*{prev}]]]]]]]]]]\n"
@@ -75,14 +76,14 @@ def test_deep_nesting_through_aliases_is_refused(write) -> None:  # type: ignore
         load_profile("deepalias")
 
 
-def test_a_huge_file_is_refused_without_reading_it_all(write, pdir: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_huge_file_is_refused_without_reading_it_all(write: Callable[[str, str], Path], pdir: Path) -> None:
     path = write("huge", child("description: |\n" + "  padding padding padding\n" * 20_000))
     assert path.stat().st_size > 256 * 1024
     run = run_cli("profile", "validate", "huge", profiles_dir=pdir)
     _assert_clear_error(run, path, None, "at most 262144 are read")
 
 
-def test_a_long_document_under_the_byte_limit_but_many_lines_still_loads(write) -> None:  # type: ignore[no-untyped-def]
+def test_a_long_document_under_the_byte_limit_but_many_lines_still_loads(write: Callable[[str, str], Path]) -> None:
     write("commented", child("# a comment line\n" * 5_000 + "description: fine\n"))
     assert load_profile("commented").description == "fine"
 
@@ -116,8 +117,8 @@ def test_bad_utf8_names_its_line(pdir: Path) -> None:
     ids=["5000-chars", "long-part", "nul", "newline", "blank", "list"],
 )
 def test_a_bad_extends_name_is_a_clear_error_at_its_line(
-    write, pdir: Path, value: str, fragment: str
-) -> None:  # type: ignore[no-untyped-def]
+    write: Callable[[str, str], Path], pdir: Path, value: str, fragment: str
+) -> None:
     path = write("kid", f"schema_version: 1\nextends: {value}\n")
     run = run_cli("profile", "validate", "kid", profiles_dir=pdir)
     _assert_clear_error(run, path, 2, fragment)
@@ -133,7 +134,7 @@ def test_a_bad_profile_name_on_the_command_line_is_a_clear_error(pdir: Path) -> 
         assert len(run.err) < 600
 
 
-def test_an_extends_cycle_names_the_line_that_closes_it(write) -> None:  # type: ignore[no-untyped-def]
+def test_an_extends_cycle_names_the_line_that_closes_it(write: Callable[[str, str], Path]) -> None:
     write("ping", child("description: a\n", extends="pong"))
     pong = write("pong", child("description: b\n", extends="ping"))
     with pytest.raises(ProfileError) as info:
@@ -142,7 +143,7 @@ def test_an_extends_cycle_names_the_line_that_closes_it(write) -> None:  # type:
     assert "forms a cycle: ping.yaml -> pong.yaml -> ping.yaml" in str(info.value)
 
 
-def _time_many_keys(write, n: int) -> float:  # type: ignore[no-untyped-def]
+def _time_many_keys(write: Callable[[str, str], Path], n: int) -> float:
     write(f"many{n}", child("".join(f"k{i}: 1\n" for i in range(n))))
     start = time.perf_counter()
     check = check_profile_file(f"many{n}")
@@ -152,7 +153,7 @@ def _time_many_keys(write, n: int) -> float:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.serial  # a timing ratio: alone (testing/workers.py)
-def test_thousands_of_problems_are_collected_in_linear_time(write) -> None:  # type: ignore[no-untyped-def]
+def test_thousands_of_problems_are_collected_in_linear_time(write: Callable[[str, str], Path]) -> None:
     # 9,000 unknown keys took 11 s (quadratic provenance and de-duplication). A ratio, not a
     # wall-clock bound, so a loaded machine slows both runs alike: 4x the keys must cost well
     # under 16x the time (quadratic); linear is about 4x.
@@ -162,7 +163,7 @@ def test_thousands_of_problems_are_collected_in_linear_time(write) -> None:  # t
     assert large < 9 * small, (small, large)
 
 
-def test_extends_of_a_device_or_directory_says_it_is_not_a_file(write, pdir: Path) -> None:  # type: ignore[no-untyped-def]
+def test_extends_of_a_device_or_directory_says_it_is_not_a_file(write: Callable[[str, str], Path], pdir: Path) -> None:
     (pdir / "dir.yaml").mkdir()
     for target in ("/dev/zero", "dir.yaml"):
         path = write("kid", f"schema_version: 1\nextends: {target}\n")

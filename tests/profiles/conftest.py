@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ def pdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def write(pdir: Path):  # type: ignore[no-untyped-def]
+def write(pdir: Path) -> Callable[[str, str], Path]:
     def _write(name: str, text: str) -> Path:
         path = pdir / f"{name}.yaml"
         path.write_text(text)

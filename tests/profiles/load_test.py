@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,7 @@ def test_missing_profile_is_one_clear_error(pdir: Path) -> None:
     assert "nope.yaml" in str(err) and "no such profile" in str(err) and err.hint
 
 
-def test_schema_version_is_checked_first(write) -> None:  # type: ignore[no-untyped-def]
+def test_schema_version_is_checked_first(write: Callable[[str, str], Path]) -> None:
     # Also has an unknown key and a bad type: the version error must win.
     write("future", "schema_version: 2\nbogus: 1\nprefill: {tp: x}\n")
     err = _err("future")
@@ -53,20 +54,20 @@ def test_schema_version_is_checked_first(write) -> None:  # type: ignore[no-unty
     assert "missing schema_version" in str(_err("nover"))
 
 
-def test_unknown_key_names_file_line_and_key_with_suggestion(write) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_key_names_file_line_and_key_with_suggestion(write: Callable[[str, str], Path]) -> None:
     path = write("typo", child("decode:\n  max_runing_requests: 64\n"))
     err = _err("typo")
     assert str(err).startswith(f"{path}:4: decode.max_runing_requests: unknown key")
     assert err.hint == "did you mean 'max_running_requests'?"
 
 
-def test_unknown_top_level_key(write) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_top_level_key(write: Callable[[str, str], Path]) -> None:
     write("top", child("flagz: {}\n"))
     err = _err("top")
     assert err.key == "flagz" and err.line == 3 and "valid keys here" in str(err)
 
 
-def test_wrong_type_says_what_is_valid(write) -> None:  # type: ignore[no-untyped-def]
+def test_wrong_type_says_what_is_valid(write: Callable[[str, str], Path]) -> None:
     path = write("badtype", child("router:\n  policy: fastest\n"))
     err = _err("badtype")
     assert str(err).startswith(
@@ -74,7 +75,7 @@ def test_wrong_type_says_what_is_valid(write) -> None:  # type: ignore[no-untype
     )
 
 
-def test_onoff_accepts_yaml_booleans_and_strings(write) -> None:  # type: ignore[no-untyped-def]
+def test_onoff_accepts_yaml_booleans_and_strings(write: Callable[[str, str], Path]) -> None:
     write("a", child("flags:\n  overlap_schedule: on\n"))
     write("b", child("flags:\n  overlap_schedule: 'on'\n"))
     write("c", child("flags:\n  overlap_schedule: maybe\n"))
@@ -82,26 +83,26 @@ def test_onoff_accepts_yaml_booleans_and_strings(write) -> None:  # type: ignore
     assert "expected on or off" in str(_err("c"))
 
 
-def test_missing_required_key(write) -> None:  # type: ignore[no-untyped-def]
+def test_missing_required_key(write: Callable[[str, str], Path]) -> None:
     text = BASE_PROFILE.replace("  path: /models/DeepSeek-V4-Flash\n", "")
     write("nomodel", text)
     err = _err("nomodel")
     assert err.key == "model.path" and "missing required key" in str(err)
 
 
-def test_invalid_yaml_reports_line(write) -> None:  # type: ignore[no-untyped-def]
+def test_invalid_yaml_reports_line(write: Callable[[str, str], Path]) -> None:
     write("broken", "schema_version: 1\nmodel: [unclosed\n")
     err = _err("broken")
     assert "invalid YAML" in str(err) and err.line is not None
 
 
-def test_recursive_alias_is_a_clear_error_not_a_crash(write) -> None:  # type: ignore[no-untyped-def]
+def test_recursive_alias_is_a_clear_error_not_a_crash(write: Callable[[str, str], Path]) -> None:
     write("loop", "schema_version: 1\nextra: &me\n  again: *me\n")
     err = _err("loop")
     assert "recursive alias" in str(err) and err.line == 3
 
 
-def test_an_alias_bomb_is_refused_at_the_anchor_that_crosses_the_budget(write) -> None:  # type: ignore[no-untyped-def]
+def test_an_alias_bomb_is_refused_at_the_anchor_that_crosses_the_budget(write: Callable[[str, str], Path]) -> None:
     bomb = "schema_version: 1\na: &a [x, x, x, x, x, x, x, x, x, x]\n"
     for i, prev in zip("bcdefghij", "abcdefghi", strict=True):
         bomb += f"{i}: &{i} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"
@@ -111,18 +112,18 @@ def test_an_alias_bomb_is_refused_at_the_anchor_that_crosses_the_budget(write) -
     assert err.line == 6 and "aliases expand this value to more than 20000 nodes" in str(err)
 
 
-def test_aliases_within_the_budget_still_load(write) -> None:  # type: ignore[no-untyped-def]
+def test_aliases_within_the_budget_still_load(write: Callable[[str, str], Path]) -> None:
     write("anchors", child("decode:\n  env: &e {A: '1'}\nprefill:\n  env: *e\n"))
     p = load_profile("anchors")
     assert p.prefill.env_dict == p.decode.env_dict == {"A": "1"}
 
 
-def test_duplicate_key_is_an_error(write) -> None:  # type: ignore[no-untyped-def]
+def test_duplicate_key_is_an_error(write: Callable[[str, str], Path]) -> None:
     write("dup", child("flags:\n  overlap_schedule: on\nflags:\n  overlap_schedule: off\n"))
     assert "duplicate key" in str(_err("dup"))
 
 
-def test_extends_deep_merges_and_replaces_lists(write) -> None:  # type: ignore[no-untyped-def]
+def test_extends_deep_merges_and_replaces_lists(write: Callable[[str, str], Path]) -> None:
     write(
         "mid",
         child(
@@ -149,7 +150,7 @@ def test_deep_merge_is_deterministic_and_pure() -> None:
     assert base == {"a": {"x": [1, 2], "y": 1}, "b": 1}
 
 
-def test_error_in_inherited_value_names_the_file_that_set_it(write, pdir: Path) -> None:  # type: ignore[no-untyped-def]
+def test_error_in_inherited_value_names_the_file_that_set_it(write: Callable[[str, str], Path], pdir: Path) -> None:
     write("mid", child("decode:\n  port: 30000\n"))  # clashes with prefill.port
     leaf = write("leaf", child("description: leaf\n", extends="mid"))
     err = _err("leaf")
@@ -157,7 +158,7 @@ def test_error_in_inherited_value_names_the_file_that_set_it(write, pdir: Path) 
     assert f"inherited by {leaf}" in str(err)
 
 
-def test_extends_cycle_and_missing_parent(write) -> None:  # type: ignore[no-untyped-def]
+def test_extends_cycle_and_missing_parent(write: Callable[[str, str], Path]) -> None:
     write("x", child("", extends="y"))
     write("y", child("", extends="x"))
     assert "cycle" in str(_err("x"))
@@ -183,7 +184,7 @@ def _git(cwd: Path, *args: str) -> str:
     ).stdout.strip()
 
 
-def test_load_at_git_revision_reads_the_whole_chain_at_that_commit(write, pdir: Path) -> None:  # type: ignore[no-untyped-def]
+def test_load_at_git_revision_reads_the_whole_chain_at_that_commit(write: Callable[[str, str], Path], pdir: Path) -> None:
     root = pdir.parent
     _git(root, "init", "-q")
     _git(

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -70,7 +71,7 @@ def test_router_command_has_explicit_bootstrap_port_and_health_settings(pdir: Pa
     assert router.ports == (8000, 29000) and router.metrics_port == 29000
 
 
-def test_flags_change_the_commands(write) -> None:  # type: ignore[no-untyped-def]
+def test_flags_change_the_commands(write: Callable[[str, str], Path]) -> None:
     write("p", child("flags:\n  overlap_schedule: on\n  multi_stream_overlap: on\n"))
     r = render(load_profile("p"), load_targets()["box"])
     assert "--disable-overlap-schedule" not in r.component("decode").argv
@@ -93,7 +94,7 @@ def test_twin_target_same_args_other_module_offset_ports_and_twin_env(pdir: Path
     assert _value(twin.component("decode").argv, "--disaggregation-bootstrap-port") == "9998"
 
 
-def test_extra_args_and_env_appended(write) -> None:  # type: ignore[no-untyped-def]
+def test_extra_args_and_env_appended(write: Callable[[str, str], Path]) -> None:
     write(
         "p",
         child(
@@ -107,7 +108,7 @@ def test_extra_args_and_env_appended(write) -> None:  # type: ignore[no-untyped-
     )
 
 
-def test_commands_hash_is_stable_and_sensitive(write) -> None:  # type: ignore[no-untyped-def]
+def test_commands_hash_is_stable_and_sensitive(write: Callable[[str, str], Path]) -> None:
     box = load_targets()["box"]
     h1 = render(load_profile("base"), box).commands_hash
     assert h1 == render(load_profile("base"), box).commands_hash and len(h1) == 64

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,40 +16,40 @@ from testing.profiles import TRITON_MOE_PATH_YAML, child, targets_yaml
 REPO_PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 
 
-def _err(write, text: str) -> tuple[ProfileError, Path]:  # type: ignore[no-untyped-def]
+def _err(write: Callable[[str, str], Path], text: str) -> tuple[ProfileError, Path]:
     path = write("p", child(text))
     with pytest.raises(ProfileError) as info:
         load_profile("p")
     return info.value, path
 
 
-def _codes(write, text: str) -> list[str]:  # type: ignore[no-untyped-def]
+def _codes(write: Callable[[str, str], Path], text: str) -> list[str]:
     write("p", child(text))
     return [w.code for w in load_profile("p").warnings]
 
 
-def test_gpu_overlap_between_prefill_and_decode(write) -> None:  # type: ignore[no-untyped-def]
+def test_gpu_overlap_between_prefill_and_decode(write: Callable[[str, str], Path]) -> None:
     err, path = _err(write, "decode:\n  gpus: [3, 4, 5, 6]\n")
     assert str(err).startswith(f"{path}:4: decode.gpus: GPU(s) [3] are also used by prefill")
 
 
-def test_tp_must_equal_number_of_gpus(write) -> None:  # type: ignore[no-untyped-def]
+def test_tp_must_equal_number_of_gpus(write: Callable[[str, str], Path]) -> None:
     err, path = _err(write, "prefill:\n  tp: 2\n")
     assert str(err).startswith(f"{path}:4: prefill.tp: tp is 2 but prefill.gpus lists 4 GPU(s)")
     assert "tp must be 4" in str(err)
 
 
-def test_gpus_must_be_contiguous_for_base_gpu_id(write) -> None:  # type: ignore[no-untyped-def]
+def test_gpus_must_be_contiguous_for_base_gpu_id(write: Callable[[str, str], Path]) -> None:
     err, _ = _err(write, "prefill:\n  gpus: [0, 2]\n  tp: 2\n")
     assert err.key == "prefill.gpus" and "contiguous" in str(err)
 
 
-def test_gpu_listed_twice(write) -> None:  # type: ignore[no-untyped-def]
+def test_gpu_listed_twice(write: Callable[[str, str], Path]) -> None:
     err, _ = _err(write, "prefill:\n  gpus: [0, 0]\n  tp: 2\n")
     assert "listed twice" in str(err)
 
 
-def test_gpus_must_exist_on_the_target(write, pdir: Path) -> None:  # type: ignore[no-untyped-def]
+def test_gpus_must_exist_on_the_target(write: Callable[[str, str], Path], pdir: Path) -> None:
     (pdir / "targets.yaml").write_text(
         (pdir / "targets.yaml").read_text().replace("[0, 1, 2, 3, 4, 5, 6, 7]", "[0, 1, 2, 3]")
     )
@@ -69,12 +70,12 @@ def test_gpus_must_exist_on_the_target(write, pdir: Path) -> None:  # type: igno
         ("prefill:\n  bootstrap_port: 30001\n", "decode.port", "prefill.bootstrap_port"),
     ],
 )
-def test_every_port_distinct(write, text: str, key: str, clash: str) -> None:  # type: ignore[no-untyped-def]
+def test_every_port_distinct(write: Callable[[str, str], Path], text: str, key: str, clash: str) -> None:
     err, _ = _err(write, text)
     assert err.key == key and f"already used by {clash}" in str(err)
 
 
-def test_port_range_after_target_offset(write) -> None:  # type: ignore[no-untyped-def]
+def test_port_range_after_target_offset(write: Callable[[str, str], Path]) -> None:
     write("p", child("router:\n  port: 65000\n"))
     p = load_profile("p")
     with pytest.raises(ProfileError, match="65000 \\+ target 'twin-local' port_offset 1000"):
@@ -83,7 +84,7 @@ def test_port_range_after_target_offset(write) -> None:  # type: ignore[no-untyp
 
 def test_offset_into_the_ephemeral_range_is_refused_naming_the_port(
     pdir: Path,
-    write,  # type: ignore[no-untyped-def]
+    write: Callable[[str, str], Path],
 ) -> None:
     # The old twin-local offset: 30000 -> 50000 collided with client sockets in TIME_WAIT.
     (pdir / "targets.yaml").write_text(targets_yaml(ports_offset=20000))
@@ -113,36 +114,36 @@ def test_every_shipped_profile_renders_below_the_ephemeral_range_on_every_target
             assert ports and max(ports) < 32768, (path.stem, target.name, ports)
 
 
-def test_buckets_strictly_increasing(write) -> None:  # type: ignore[no-untyped-def]
+def test_buckets_strictly_increasing(write: Callable[[str, str], Path]) -> None:
     err, path = _err(write, "flags:\n  decode_buckets: [8, 16, 16, 96]\n")
     assert str(err).startswith(
         f"{path}:4: flags.decode_buckets[2]: buckets must be strictly increasing"
     )
 
 
-def test_buckets_unsorted(write) -> None:  # type: ignore[no-untyped-def]
+def test_buckets_unsorted(write: Callable[[str, str], Path]) -> None:
     err, _ = _err(write, "flags:\n  decode_buckets: [8, 32, 16, 96]\n")
     assert err.key == "flags.decode_buckets[2]" and "16 follows 32" in str(err)
 
 
-def test_buckets_positive(write) -> None:  # type: ignore[no-untyped-def]
+def test_buckets_positive(write: Callable[[str, str], Path]) -> None:
     err, _ = _err(write, "flags:\n  decode_buckets: [0, 8, 96]\n")
     assert err.key == "flags.decode_buckets[0]" and "positive" in str(err)
 
 
-def test_bad_bucket_spec(write) -> None:  # type: ignore[no-untyped-def]
+def test_bad_bucket_spec(write: Callable[[str, str], Path]) -> None:
     err, _ = _err(write, "flags:\n  decode_buckets: step4:96-40\n")
     assert err.key == "flags.decode_buckets" and "LO-HI" in str(err)
 
 
-def test_largest_bucket_below_max_running_is_an_explained_warning(write) -> None:  # type: ignore[no-untyped-def]
+def test_largest_bucket_below_max_running_is_an_explained_warning(write: Callable[[str, str], Path]) -> None:
     write("p", child("flags:\n  decode_buckets: [8, 16, 64]\n"))
     (w,) = load_profile("p").warnings
     assert w.code == "buckets-below-max-running" and "64 < max running requests 96" in w.message
     assert "without a CUDA graph" in w.message and ":4: flags.decode_buckets" in w.where
 
 
-def test_buckets_compared_with_dsv4_default_max_running(write) -> None:  # type: ignore[no-untyped-def]
+def test_buckets_compared_with_dsv4_default_max_running(write: Callable[[str, str], Path]) -> None:
     assert "buckets-below-max-running" in _codes(
         write, "decode:\n  max_running_requests: null\nflags:\n  decode_buckets: [8, 128]\n"
     )
@@ -159,19 +160,19 @@ def test_buckets_compared_with_dsv4_default_max_running(write) -> None:  # type:
     ("attr", "value"),
     [("transfer_backend", "mooncake"), ("page_size", 128), ("kv_cache_dtype", "bfloat16")],
 )
-def test_kv_settings_identical_on_both_sides(write, attr: str, value: object) -> None:  # type: ignore[no-untyped-def]
+def test_kv_settings_identical_on_both_sides(write: Callable[[str, str], Path], attr: str, value: object) -> None:
     err, _ = _err(write, f"decode:\n  {attr}: {value}\n")
     assert err.key == f"decode.{attr}" and "identical" in str(err)
 
 
-def test_non_nixl_backend_on_both_sides_is_a_warning(write) -> None:  # type: ignore[no-untyped-def]
+def test_non_nixl_backend_on_both_sides_is_a_warning(write: Callable[[str, str], Path]) -> None:
     codes = _codes(
         write, "prefill:\n  transfer_backend: mooncake\ndecode:\n  transfer_backend: mooncake\n"
     )
     assert codes == ["not-nixl"]
 
 
-def test_two_batch_overlap_needs_a2a_backend_or_attention_dp(write) -> None:  # type: ignore[no-untyped-def]
+def test_two_batch_overlap_needs_a2a_backend_or_attention_dp(write: Callable[[str, str], Path]) -> None:
     err, path = _err(write, "decode:\n  extra_args: ['--enable-two-batch-overlap']\n")
     assert str(err).startswith(f"{path}:4: decode.extra_args[0]: --enable-two-batch-overlap needs")
     assert "raises ValueError at start-up" in str(err)
@@ -190,7 +191,7 @@ def test_two_batch_overlap_needs_a2a_backend_or_attention_dp(write) -> None:  # 
         ("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"),
     ],
 )
-def test_removed_flag_names_the_replacement(write, flag: str, replacement: str) -> None:  # type: ignore[no-untyped-def]
+def test_removed_flag_names_the_replacement(write: Callable[[str, str], Path], flag: str, replacement: str) -> None:
     err, path = _err(
         write, f"decode:\n  extra_args: ['--watchdog-timeout', '600', '{flag}', '64']\n"
     )
@@ -199,25 +200,25 @@ def test_removed_flag_names_the_replacement(write, flag: str, replacement: str) 
     )
 
 
-def test_unknown_and_ambiguous_server_flags(write) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_and_ambiguous_server_flags(write: Callable[[str, str], Path]) -> None:
     err, _ = _err(write, "prefill:\n  extra_args: ['--watchdog-timout', '600']\n")
     assert "not an SGLang 0.5.23 flag; did you mean --watchdog-timeout?" in str(err)
     err, _ = _err(write, "prefill:\n  extra_args: ['--cuda-graph-max']\n")
     assert "ambiguous" in str(err)
 
 
-def test_flags_the_profile_owns_are_rejected_in_extra_args(write) -> None:  # type: ignore[no-untyped-def]
+def test_flags_the_profile_owns_are_rejected_in_extra_args(write: Callable[[str, str], Path]) -> None:
     err, _ = _err(write, "decode:\n  extra_args: ['--port', '1234']\n")
     assert "--port is set by the profile (decode.port)" in str(err)
     err, _ = _err(write, "decode:\n  extra_args: ['--cuda-graph-bs-decode', '8']\n")
     assert "flags.decode_buckets" in str(err)
 
 
-def test_deprecated_flag_is_a_warning(write) -> None:  # type: ignore[no-untyped-def]
+def test_deprecated_flag_is_a_warning(write: Callable[[str, str], Path]) -> None:
     assert _codes(write, "decode:\n  extra_args: ['--disable-cuda-graph']\n") == ["deprecated-flag"]
 
 
-def test_router_extra_args_checked_against_router_flags(write) -> None:  # type: ignore[no-untyped-def]
+def test_router_extra_args_checked_against_router_flags(write: Callable[[str, str], Path]) -> None:
     assert _codes(write, "router:\n  extra_args: ['--retry-max-retries', '2']\n") == []
     err, _ = _err(write, "router:\n  extra_args: ['--retry-max-retry', '2']\n")
     assert err.key == "router.extra_args[0]" and "sglang-router 0.3.2" in str(err)
@@ -225,21 +226,21 @@ def test_router_extra_args_checked_against_router_flags(write) -> None:  # type:
     assert "router.policy" in str(err)
 
 
-def test_hazards_are_warnings(write) -> None:  # type: ignore[no-untyped-def]
+def test_hazards_are_warnings(write: Callable[[str, str], Path]) -> None:
     codes = _codes(write, "flags:\n  overlap_schedule: on\n  multi_stream_overlap: on\n")
     assert codes == ["overlap-schedule-wedge", "multi-stream-corruption"]
 
 
-def test_short_router_health_timeout_warns(write) -> None:  # type: ignore[no-untyped-def]
+def test_short_router_health_timeout_warns(write: Callable[[str, str], Path]) -> None:
     assert _codes(write, "router:\n  health_check: {timeout_secs: 5}\n") == ["health-timeout-short"]
 
 
-def test_multi_stream_env_must_go_through_the_flag(write) -> None:  # type: ignore[no-untyped-def]
+def test_multi_stream_env_must_go_through_the_flag(write: Callable[[str, str], Path]) -> None:
     err, _ = _err(write, "decode:\n  env: {SGLANG_OPT_USE_MULTI_STREAM_OVERLAP: '1'}\n")
     assert "flags.multi_stream_overlap" in str(err)
 
 
-def test_kernel_package_format(write) -> None:  # type: ignore[no-untyped-def]
+def test_kernel_package_format(write: Callable[[str, str], Path]) -> None:
     assert _codes(write, "kernel_package: dsv4-decode@1.2.0\n" + TRITON_MOE_PATH_YAML) == []
     write("p", child("kernel_package: dsv4-decode@1.2.0\n" + TRITON_MOE_PATH_YAML))
     assert load_profile("p").kernel_package == "dsv4-decode@1.2.0"
@@ -253,18 +254,18 @@ def test_kernel_package_format(write) -> None:  # type: ignore[no-untyped-def]
     ("  env: {SGLANG_DSV4_FP4_DEQUANT: '1'}\n", "deep_gemm"),
     ("  extra_args: [--moe-runner-backend, marlin]\n", "reads no Triton configs"),
 ])
-def test_a_kernel_package_nothing_would_load_is_refused_with_the_reason(write, decode, reason) -> None:  # type: ignore[no-untyped-def]
+def test_a_kernel_package_nothing_would_load_is_refused_with_the_reason(write: Callable[[str, str], Path], decode, reason) -> None:  # type: ignore[no-untyped-def]
     err, path = _err(write, "kernel_package: dsv4-decode@1.2.0\n" + (f"decode:\n{decode}" if decode else ""))
     assert err.key == "kernel_package" and reason in str(err)
     assert f"{path}:3:" in str(err) and "nothing in this configuration would load dsv4-decode@1.2.0" in str(err)
 
 
-def test_canary_fractions_bounded(write) -> None:  # type: ignore[no-untyped-def]
+def test_canary_fractions_bounded(write: Callable[[str, str], Path]) -> None:
     err, _ = _err(write, "canary:\n  consistency_min_agreement: 95\n")
     assert err.key == "canary.consistency_min_agreement" and "expected a number from 0 to 1, got 95" in str(err)
 
 
-def test_canary_thinking_needs_a_reasoning_parser(write) -> None:  # type: ignore[no-untyped-def]
+def test_canary_thinking_needs_a_reasoning_parser(write: Callable[[str, str], Path]) -> None:
     write("p", child("canary:\n  thinking: true\n  thinking_budget_tokens: 2048\n"))
     canary = load_profile("p").canary
     assert canary.thinking is True and canary.thinking_budget_tokens == 2048

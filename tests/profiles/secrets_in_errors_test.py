@@ -8,6 +8,7 @@ mistake next to a secret, run through every command that reads a profile, as a r
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,7 @@ COMMANDS = [
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_no_command_prints_the_secret_of_a_bad_profile(write, pdir: Path, case: str) -> None:  # type: ignore[no-untyped-def]
+def test_no_command_prints_the_secret_of_a_bad_profile(write: Callable[[str, str], Path], pdir: Path, case: str) -> None:
     text, key = CASES[case]
     path = write("leaky", child(text))
     for command in COMMANDS:
@@ -78,7 +79,7 @@ def test_no_command_prints_the_secret_of_a_bad_profile(write, pdir: Path, case: 
             assert f"{path}:" in run.err and f": {key}: " in run.err, (argv, run.err)
 
 
-def test_validating_every_profile_hides_the_secrets_too(write, pdir: Path) -> None:  # type: ignore[no-untyped-def]
+def test_validating_every_profile_hides_the_secrets_too(write: Callable[[str, str], Path], pdir: Path) -> None:
     for i, (text, _) in enumerate(CASES.values()):
         write(f"leaky{i}", child(text))
     run = run_cli("profile", "validate", profiles_dir=pdir)
@@ -104,7 +105,7 @@ def test_the_excerpt_is_bounded_in_size_and_time() -> None:
     assert excerpt([[[[[1]]]]]) == "[[[[...]]]]"
 
 
-def test_profile_diff_hides_secrets_but_still_shows_that_they_changed(write, pdir: Path) -> None:  # type: ignore[no-untyped-def]
+def test_profile_diff_hides_secrets_but_still_shows_that_they_changed(write: Callable[[str, str], Path], pdir: Path) -> None:
     write(
         "one",
         child(f"prefill:\n  env: {{HF_TOKEN: {SECRET}}}\n  extra_args: [--api-key, {SECRET}]\n"),

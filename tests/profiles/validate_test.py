@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ def _where(problems: list[Problem]) -> list[tuple[str, int | None, str | None]]:
     return [(Path(p.path or "").name, p.line, p.key) for p in problems]
 
 
-def test_several_independent_mistakes_are_all_reported(write) -> None:  # type: ignore[no-untyped-def]
+def test_several_independent_mistakes_are_all_reported(write: Callable[[str, str], Path]) -> None:
     path = write("three", THREE_MISTAKES)
     problems = validate_profile("three")
     assert _where(problems) == [
@@ -47,14 +48,14 @@ def test_several_independent_mistakes_are_all_reported(write) -> None:  # type: 
     assert str(tp) == f"{path}:5: decode.tp: expected an integer >= 1, got 'four'"
 
 
-def test_load_profile_still_raises_the_first_problem(write) -> None:  # type: ignore[no-untyped-def]
+def test_load_profile_still_raises_the_first_problem(write: Callable[[str, str], Path]) -> None:
     path = write("three", THREE_MISTAKES)
     with pytest.raises(ProfileError) as info:
         load_profile("three")
     assert str(info.value).startswith(f"{path}:3: flagz: unknown key")
 
 
-def test_every_rule_violation_is_reported_not_just_the_first(write) -> None:  # type: ignore[no-untyped-def]
+def test_every_rule_violation_is_reported_not_just_the_first(write: Callable[[str, str], Path]) -> None:
     write(
         "rules",
         child(
@@ -77,7 +78,7 @@ def test_every_rule_violation_is_reported_not_just_the_first(write) -> None:  # 
     ]
 
 
-def test_yaml_syntax_error_is_the_only_problem(write) -> None:  # type: ignore[no-untyped-def]
+def test_yaml_syntax_error_is_the_only_problem(write: Callable[[str, str], Path]) -> None:
     # After a syntax error nothing can be trusted: the unknown key and bad type are not listed.
     path = write("broken", "schema_version: 1\nextends: base\nmodel: [unclosed\nbogus: 1\n")
     (problem,) = validate_profile("broken")
@@ -85,7 +86,7 @@ def test_yaml_syntax_error_is_the_only_problem(write) -> None:  # type: ignore[n
     assert problem.message.startswith("invalid YAML")
 
 
-def test_bad_schema_version_is_the_only_problem(write) -> None:  # type: ignore[no-untyped-def]
+def test_bad_schema_version_is_the_only_problem(write: Callable[[str, str], Path]) -> None:
     write("future", "schema_version: 2\nbogus: 1\nprefill: {tp: x}\n")
     (problem,) = validate_profile("future")
     assert problem.key == "schema_version" and "newer" in problem.message
@@ -104,7 +105,7 @@ def test_bad_schema_version_is_the_only_problem(write) -> None:  # type: ignore[
     ],
     ids=["gpus", "tp", "tp-buckets", "port", "extra-args", "buckets", "section"],
 )
-def test_type_error_skips_the_rules_that_need_the_value(write, text: str, key: str) -> None:  # type: ignore[no-untyped-def]
+def test_type_error_skips_the_rules_that_need_the_value(write: Callable[[str, str], Path], text: str, key: str) -> None:
     path = write("typed", child(text))
     check = check_profile_file("typed", targets=load_targets().values())
     assert [(p.path, p.line, p.key) for p in check.problems] == [
@@ -113,7 +114,7 @@ def test_type_error_skips_the_rules_that_need_the_value(write, text: str, key: s
     assert check.profile is None
 
 
-def test_a_type_error_does_not_hide_independent_rule_violations(write) -> None:  # type: ignore[no-untyped-def]
+def test_a_type_error_does_not_hide_independent_rule_violations(write: Callable[[str, str], Path]) -> None:
     # decode.tp is unusable, but decode.gpus can still be checked against prefill's.
     write("mixed", child("decode:\n  tp: four\n  gpus: [3, 4, 5, 6]\n"))
     assert _where(validate_profile("mixed")) == [
@@ -122,7 +123,7 @@ def test_a_type_error_does_not_hide_independent_rule_violations(write) -> None: 
     ]
 
 
-def test_errors_in_the_parent_name_the_parent_file_and_line(write, pdir: Path) -> None:  # type: ignore[no-untyped-def]
+def test_errors_in_the_parent_name_the_parent_file_and_line(write: Callable[[str, str], Path], pdir: Path) -> None:
     parent = write(
         "parent",
         child(
@@ -142,7 +143,7 @@ def test_errors_in_the_parent_name_the_parent_file_and_line(write, pdir: Path) -
     assert problems[2].message.endswith(f"(inherited by {kid})")
 
 
-def test_a_broken_extends_ends_the_check_but_keeps_what_came_before(write) -> None:  # type: ignore[no-untyped-def]
+def test_a_broken_extends_ends_the_check_but_keeps_what_came_before(write: Callable[[str, str], Path]) -> None:
     path = write("orphan", child("flagz: 1\n", extends="ghost"))
     assert [(p.path, p.line, p.key) for p in validate_profile("orphan")] == [
         (str(path), 2, "extends"),
@@ -150,7 +151,7 @@ def test_a_broken_extends_ends_the_check_but_keeps_what_came_before(write) -> No
     ]
 
 
-def test_target_problems_are_collected_too(write, pdir: Path) -> None:  # type: ignore[no-untyped-def]
+def test_target_problems_are_collected_too(write: Callable[[str, str], Path], pdir: Path) -> None:
     (pdir / "targets.yaml").write_text(
         (pdir / "targets.yaml").read_text().replace("[0, 1, 2, 3, 4, 5, 6, 7]", "[0, 1, 2, 3]")
     )
@@ -177,8 +178,8 @@ def test_shipped_profiles_have_no_problems() -> None:
 
 
 def test_cli_one_profile_lists_every_problem_and_exits_1(
-    write, capsys: pytest.CaptureFixture[str]
-) -> None:  # type: ignore[no-untyped-def]
+    write: Callable[[str, str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     path = write("three", THREE_MISTAKES)
     assert main(["profile", "validate", "three"]) == 1
     err = capsys.readouterr().err.splitlines()
@@ -194,8 +195,8 @@ def test_cli_one_profile_lists_every_problem_and_exits_1(
 
 
 def test_cli_all_profiles_lists_problems_per_profile_with_a_summary(
-    write, capsys: pytest.CaptureFixture[str]
-) -> None:  # type: ignore[no-untyped-def]
+    write: Callable[[str, str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     three = write("three", THREE_MISTAKES)
     broken = write("broken", "schema_version: 1\nmodel: [unclosed\n")
     assert main(["profile", "validate"]) == 1
@@ -213,7 +214,7 @@ def test_cli_all_profiles_lists_problems_per_profile_with_a_summary(
     assert captured.err == "error: 2 of 3 profiles are invalid\n"
 
 
-def test_cli_json_lists_every_problem(write, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+def test_cli_json_lists_every_problem(write: Callable[[str, str], Path], capsys: pytest.CaptureFixture[str]) -> None:
     path = write("three", THREE_MISTAKES)
     assert main(["profile", "validate", "three", "base", "--json"]) == 1
     three, base = json.loads(capsys.readouterr().out)
@@ -227,7 +228,7 @@ def test_cli_json_lists_every_problem(write, capsys: pytest.CaptureFixture[str])
     assert three["error"] == f"{path}:3: flagz: " + three["problems"][0]["message"]
 
 
-def test_cli_subprocess_exit_1_and_no_traceback(write, pdir: Path) -> None:  # type: ignore[no-untyped-def]
+def test_cli_subprocess_exit_1_and_no_traceback(write: Callable[[str, str], Path], pdir: Path) -> None:
     write("three", THREE_MISTAKES)
     write("kid", child("decode:\n  gpus: x\n", extends="three"))
     env = {**os.environ, "DSV4OPS_PROFILES_DIR": str(pdir)}

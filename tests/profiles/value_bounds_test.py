@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -139,8 +140,8 @@ REFUSED = [
     ("text", "key", "fragment"), REFUSED, ids=[r[1] + ":" + r[2][:20] for r in REFUSED]
 )
 def test_each_value_is_refused_at_its_file_line_and_key(
-    write, text: str, key: str, fragment: str
-) -> None:  # type: ignore[no-untyped-def]
+    write: Callable[[str, str], Path], text: str, key: str, fragment: str
+) -> None:
     path = write("bad", child(text))
     problems = validate_profile("bad")
     assert [p.key for p in problems] == [key], problems
@@ -150,7 +151,7 @@ def test_each_value_is_refused_at_its_file_line_and_key(
     assert len(str(problem)) < len(str(path)) + 400  # a bounded message, whatever the value
 
 
-def test_the_cli_lists_them_with_exit_1(write, pdir: Path) -> None:  # type: ignore[no-untyped-def]
+def test_the_cli_lists_them_with_exit_1(write: Callable[[str, str], Path], pdir: Path) -> None:
     path = write(
         "bad",
         child(
@@ -204,7 +205,7 @@ def test_the_cli_lists_them_with_exit_1(write, pdir: Path) -> None:  # type: ign
         "router:\n  health_check: {endpoint: /health_generate}\n",
     ],
 )
-def test_real_values_are_still_accepted(write, text: str) -> None:  # type: ignore[no-untyped-def]
+def test_real_values_are_still_accepted(write: Callable[[str, str], Path], text: str) -> None:
     write("fine", child(text))
     assert validate_profile("fine") == []
     load_profile("fine")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from dsv4ops import secrets
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.remote import LocalExecutor, Supervisor, base
 from dsv4ops.remote.agent_zip import (
     AGENT_DIR,
@@ -68,11 +69,13 @@ def test_the_zip_carries_the_real_secrets_module_and_no_copy() -> None:
     assert agent_zip() == agent_zip() and len(agent_sha256()) == 64
 
 
-def _run_isolated(zip_path: Path, request: dict, *, importtime: bool = False) -> tuple[dict, str]:
+def _run_isolated(zip_path: Path, request: JSONObject, *,
+                  importtime: bool = False) -> tuple[JSONObject, str]:
     argv = [sys.executable, "-I", "-S", *(["-X", "importtime"] if importtime else []), str(zip_path)]
     out = subprocess.run(argv, input=json.dumps(request), capture_output=True, text=True,
                          timeout=30, check=True, cwd=zip_path.parent, env=_BARE_ENV)
-    return json.loads(out.stdout), out.stderr
+    reply: JSONObject = json.loads(out.stdout)
+    return reply, out.stderr
 
 
 def test_the_uploaded_zip_runs_isolated_on_a_target_without_dsv4ops(tmp_path: Path) -> None:
@@ -83,7 +86,7 @@ def test_the_uploaded_zip_runs_isolated_on_a_target_without_dsv4ops(tmp_path: Pa
     zip_path = target / "agent.zip"
     zip_path.write_bytes(agent_zip())
     wd = str(target / "wd")
-    requests = [
+    requests: list[JSONObject] = [
         {"op": "hello"},
         {"op": "write_state", "name": "x", "data": {"HF_TOKEN": "t"}},
         {"op": "read_state", "name": "x"},
@@ -114,7 +117,7 @@ def test_the_uploaded_zip_runs_isolated_on_a_target_without_dsv4ops(tmp_path: Pa
     assert record["env"] == {"HF_TOKEN": "***", "MODE": "a"}
 
 
-def _agent(request: dict, tmp_path: Path) -> dict:
+def _agent(request: JSONObject, tmp_path: Path) -> JSONObject:
     zip_path = tmp_path / "agent.zip"
     if not zip_path.exists():
         zip_path.write_bytes(agent_zip())
@@ -217,8 +220,9 @@ def test_a_port_bound_between_the_table_read_and_the_connect_still_names_its_own
     server.bind(("127.0.0.1", 0))
     server.listen()
     port = server.getsockname()[1]
-    real = agent_preflight.listeners
-    reads = [{}]  # the first read: before the bind
+    # the name preflight looks up (imported there from procfs) is the one the test replaces
+    real = agent_preflight.listeners  # type: ignore[attr-defined]
+    reads: list[dict[int, set[str]]] = [{}]  # the first read: before the bind
     monkeypatch.setattr(agent_preflight, "listeners", lambda: reads.pop() if reads else real())
     try:
         reply = agent_preflight.op_preflight(Workdir(str(tmp_path)), {"ports": [port]})

@@ -11,6 +11,7 @@ import pytest
 
 from dsv4ops.errors import RemoteCommandError, TargetError
 from dsv4ops.remote import LocalExecutor
+from dsv4ops.remote.base import CommandResult
 
 # Values that would run code if they ever reached a shell.
 HOSTILE = ["a b", "x; touch {f}", "$(touch {f})", "`touch {f}`", "| touch {f}", "&& touch {f}"]
@@ -41,6 +42,7 @@ def test_nonzero_exit_raises_with_result_and_both_streams() -> None:
         LocalExecutor().run([sys.executable, "-c", code])
     assert "exited 4" in str(info.value) and "err-line" in str(info.value)
     result = info.value.result
+    assert isinstance(result, CommandResult)
     assert result.exit_code == 4 and "out-line" in result.stdout
     assert "exit code: 4" in result.describe()
 
@@ -101,6 +103,7 @@ def test_secrets_never_appear_in_results_or_errors() -> None:
             [sys.executable, "-c", code, "--api-key", secret], env={"HF_TOKEN": secret}
         )
     result = info.value.result
+    assert isinstance(result, CommandResult)
     texts = [
         str(info.value),
         result.describe(),

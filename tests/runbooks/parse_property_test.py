@@ -47,7 +47,7 @@ _WHERE = re.compile(r"^m\.md(:\d+)?: ")
 def mutants(draw: st.DrawFn) -> str:
     lines = SHIPPED[draw(st.sampled_from(sorted(SHIPPED)))].splitlines()
     blocks = [i for i, line in enumerate(lines) if line.strip() == "```step"]
-    if blocks and draw(st.booleans()):  # a branch inside a real step block: often a cycle
+    if len(blocks) > 0 and draw(st.booleans()):  # a branch inside a real step block: often a cycle
         at = draw(st.sampled_from(blocks))
         key = draw(st.sampled_from(["if-ok", "if-failed"]))
         lines.insert(at + 1, f"   {key}: {draw(st.integers(1, 10))}")

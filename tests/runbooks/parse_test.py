@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from dsv4ops.runbooks.parse import RunbookError, join, parse_runbook, split_comment
+from dsv4ops.runbooks.parse import Runbook, RunbookError, join, parse_runbook, split_comment
 
 VERBS = {"status", "canary", "deploy", "rollback", "stop", "kernels", "profile", "journal"}
 
@@ -37,7 +37,7 @@ dsv4ops deploy overlap-on --target {target} --no-canary
 """
 
 
-def parse(text: str = BOOK):
+def parse(text: str = BOOK) -> Runbook:
     return parse_runbook(text, path="rb.md", verbs=VERBS)
 
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,7 @@ from dsv4ops.remote import LocalExecutor, Supervisor
 from dsv4ops.runbooks.parse import RunbookError, parse_runbook
 from dsv4ops.runbooks.run import RunbookFailed, RunbookStopped, Session, run
 from dsv4ops.runbooks.runlog import fold_run
+from testing.remote import SshdServer
 from testing.runbooks import FakeExecutor, FakeWorld
 
 BOOK = """\
@@ -40,7 +42,8 @@ EDITED = BOOK.replace(
 
 
 def _session(
-    journal: Journal, text: str, who: str, ex: FakeExecutor, world: FakeWorld | None = None, **kw
+    journal: Journal, text: str, who: str, ex: FakeExecutor, world: FakeWorld | None = None,
+    **kw: Any
 ) -> tuple[Session, list[str]]:
     out: list[str] = []
     s = Session(
@@ -77,7 +80,7 @@ def _journal(box: Supervisor, state: Path) -> Journal:
     return Journal("t1", backend=TargetJournal(box, state / "journal" / "t1.jsonl"))
 
 
-def test_resume_of_an_edited_runbook_is_refused_naming_the_changed_step(record, tmp_path) -> None:
+def test_resume_of_an_edited_runbook_is_refused_naming_the_changed_step(record: Supervisor, tmp_path: Path) -> None:
     journal = _journal(record, tmp_path / "alice")
     run_id = _interrupted_run(journal)
     ex = FakeExecutor(lambda argv: 0)
@@ -95,7 +98,7 @@ def test_resume_of_an_edited_runbook_is_refused_naming_the_changed_step(record, 
 
 
 @pytest.mark.ssh
-def test_two_operators_resuming_one_run_only_one_wins(record, tmp_path, sshd) -> None:
+def test_two_operators_resuming_one_run_only_one_wins(record: Supervisor, tmp_path: Path, sshd: SshdServer) -> None:
     alice = _journal(record, tmp_path / "alice")
     run_id = _interrupted_run(alice)
     with sshd.executor() as executor:

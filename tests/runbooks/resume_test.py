@@ -4,6 +4,7 @@ scripted executor: where a resume starts, what it re-checks, when it refuses."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,7 +52,7 @@ def journal(tmp_path: Path) -> Journal:
 
 
 def session(
-    journal: Journal, world: FakeWorld, ex: FakeExecutor, **kw
+    journal: Journal, world: FakeWorld, ex: FakeExecutor, **kw: Any
 ) -> tuple[Session, list[str]]:
     out: list[str] = []
     answers = kw.pop("answers", [True, True, True])

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -40,7 +41,7 @@ dsv4ops deploy overlap-on --target {target} --no-canary
 
 
 def session(
-    ex: FakeExecutor, *, answers: Sequence[bool] = (True,), **kw
+    ex: FakeExecutor, *, answers: Sequence[bool] = (True,), **kw: Any
 ) -> tuple[Session, list[str], list[str]]:
     out: list[str] = []
     asked: list[str] = []

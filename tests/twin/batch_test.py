@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from testing.twin import sse_events, twin_server, twin_stack
+from testing.twin import TwinStack, sse_events, twin_server, twin_stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 SCALE = 0.05
@@ -17,18 +18,18 @@ ENV = {"DSV4_TWIN_TIME_SCALE": str(SCALE), "DSV4_TWIN_WAITING_TIMEOUT_S": "20",
 
 
 @pytest.fixture(scope="module")
-def stack():
+def stack() -> Iterator[TwinStack]:
     with twin_stack(router=True, router_args=["--disable-retries"], env=ENV) as s:
         yield s
 
 
 @pytest.fixture(scope="module")
-def client():
+def client() -> Iterator[httpx.Client]:
     with httpx.Client(timeout=30) as c:
         yield c
 
 
-def test_a_list_of_prompts_gets_one_choice_per_prompt_each_with_its_own_transfer(stack, client):
+def test_a_list_of_prompts_gets_one_choice_per_prompt_each_with_its_own_transfer(stack: TwinStack, client: httpx.Client) -> None:
     single = [client.post(f"{stack.router.url}/v1/completions",
                           json={"model": "m", "prompt": p, "max_tokens": 5}).json()["choices"][0]["text"]
               for p in ("first prompt", "second prompt")]
@@ -45,7 +46,7 @@ def test_a_list_of_prompts_gets_one_choice_per_prompt_each_with_its_own_transfer
     assert state["peers"] and not state["inflight_rids"]
 
 
-def test_a_streamed_list_of_prompts_numbers_its_chunks_by_prompt(stack, client):
+def test_a_streamed_list_of_prompts_numbers_its_chunks_by_prompt(stack: TwinStack, client: httpx.Client) -> None:
     with client.stream("POST", f"{stack.router.url}/v1/completions",
                        json={"model": "m", "prompt": ["a b", "c d"], "max_tokens": 3,
                              "stream": True}) as r:
@@ -56,7 +57,7 @@ def test_a_streamed_list_of_prompts_numbers_its_chunks_by_prompt(stack, client):
     assert finishes == {0: "length", 1: "length"}
 
 
-def test_n_2_in_pd_mode_hangs_until_the_waiting_timeout_as_in_0_5_23(stack, client):
+def test_n_2_in_pd_mode_hangs_until_the_waiting_timeout_as_in_0_5_23(stack: TwinStack, client: httpx.Client) -> None:
     # 0.5.23's tokenizer manager gives every sample its prompt's bootstrap room, after the
     # prefix-caching request already used it: the samples wait in WaitingForInput and fail.
     t0 = time.monotonic()
@@ -76,7 +77,7 @@ def test_n_2_in_pd_mode_hangs_until_the_waiting_timeout_as_in_0_5_23(stack, clie
     assert ok.json()["choices"][0]["message"]["content"] == "fine"
 
 
-def test_n_2_without_pd_answers_two_choices():
+def test_n_2_without_pd_answers_two_choices() -> None:
     with twin_server([], env={"DSV4_TWIN_TIME_SCALE": str(SCALE)}) as proc:
         r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=30,
                        json={"messages": [{"role": "user", "content": "SAY two"}], "n": 2})

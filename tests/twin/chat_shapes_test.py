@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -18,14 +19,14 @@ THINK = {"chat_template_kwargs": {"thinking": True}}
 
 
 @pytest.fixture(scope="module")
-def url():
+def url() -> Iterator[str]:
     env = {"DSV4_TWIN_TIME_SCALE": "0.02", "DSV4_TWIN_REASONING_TOKENS": "6"}
     with twin_server(["--disaggregation-mode", "decode", *PARSERS], env=env) as proc:
         yield proc.url
 
 
 @pytest.fixture(scope="module")
-def bare_url():
+def bare_url() -> Iterator[str]:
     with twin_server(["--disaggregation-mode", "decode"], env={"DSV4_TWIN_TIME_SCALE": "0.02"}) as p:
         yield p.url
 
@@ -45,7 +46,7 @@ def _deltas(events: list) -> list[dict]:
     return [e["choices"][0]["delta"] for e in events if e["choices"]]
 
 
-def test_a_tool_call_is_one_delta_with_id_name_and_complete_json_arguments(url):
+def test_a_tool_call_is_one_delta_with_id_name_and_complete_json_arguments(url: str) -> None:
     events = _stream(url, CALL, tools=[WEATHER_TOOL])
     with_calls = [e for e in events if e["choices"] and "tool_calls" in e["choices"][0]["delta"]]
     assert len(with_calls) == 1
@@ -66,7 +67,7 @@ def test_a_tool_call_is_one_delta_with_id_name_and_complete_json_arguments(url):
     assert usage["completion_tokens"] > 20 and usage["reasoning_tokens"] == 0
 
 
-def test_content_chunks_carry_reasoning_content_null_and_thinking_streams_it_first(url):
+def test_content_chunks_carry_reasoning_content_null_and_thinking_streams_it_first(url: str) -> None:
     plain = _deltas(_stream(url, "SAY hello there"))
     assert plain[0] == {"reasoning_content": None, "role": "assistant", "content": ""}
     assert plain[1] == {"reasoning_content": None, "content": "hello"}
@@ -82,7 +83,7 @@ def test_content_chunks_carry_reasoning_content_null_and_thinking_streams_it_fir
     assert usage["completion_tokens_details"] == {"reasoning_tokens": 6}
 
 
-def test_reasoning_can_use_up_max_tokens_then_no_call_and_finish_length(url):
+def test_reasoning_can_use_up_max_tokens_then_no_call_and_finish_length(url: str) -> None:
     events = _stream(url, CALL, tools=[WEATHER_TOOL], max_tokens=10, **THINK)
     deltas = _deltas(events)
     assert not any("tool_calls" in d for d in deltas)
@@ -91,7 +92,7 @@ def test_reasoning_can_use_up_max_tokens_then_no_call_and_finish_length(url):
     assert events[-1]["usage"]["completion_tokens"] == 10
 
 
-def test_thinking_is_off_unless_asked_and_without_a_reasoning_parser_it_is_content(url, bare_url):
+def test_thinking_is_off_unless_asked_and_without_a_reasoning_parser_it_is_content(url: str, bare_url: str) -> None:
     assert not any(d.get("reasoning_content") for d in _deltas(_stream(url, "SAY hi")))
     raw = _deltas(_stream(bare_url, "SAY hi", **THINK))
     text = "".join(d.get("content") or "" for d in raw)
@@ -99,7 +100,7 @@ def test_thinking_is_off_unless_asked_and_without_a_reasoning_parser_it_is_conte
     assert not any(d.get("reasoning_content") for d in raw)
 
 
-def test_without_a_tool_call_parser_the_dsml_is_content_and_no_call(bare_url):
+def test_without_a_tool_call_parser_the_dsml_is_content_and_no_call(bare_url: str) -> None:
     events = _stream(bare_url, CALL, tools=[WEATHER_TOOL])
     content = "".join(d.get("content") or "" for d in _deltas(events))
     assert '<｜DSML｜invoke name="get_weather">' in content
@@ -107,7 +108,7 @@ def test_without_a_tool_call_parser_the_dsml_is_content_and_no_call(bare_url):
     assert events[-2]["choices"][0]["finish_reason"] == "stop"
 
 
-def test_non_streaming_tool_call_and_reasoning(url):
+def test_non_streaming_tool_call_and_reasoning(url: str) -> None:
     body = {"model": "m", "messages": [{"role": "user", "content": CALL}], "tools": [WEATHER_TOOL],
             "max_tokens": 300, **fake_bootstrap(), **THINK}
     out = httpx.post(url + "/v1/chat/completions", json=body, timeout=30).json()
@@ -125,7 +126,7 @@ def test_non_streaming_tool_call_and_reasoning(url):
     assert out["usage"]["reasoning_tokens"] == 6
 
 
-def test_hazard_shapes_are_set_at_run_time_and_rejected_when_unknown(url):
+def test_hazard_shapes_are_set_at_run_time_and_rejected_when_unknown(url: str) -> None:
     r = httpx.post(url + "/_twin/hazard", json={"hazard": "corrupt", "state": "auto",
                                                 "shapes": ["cross_talk"]}, timeout=5)
     assert r.status_code == 200 and r.json()["corrupt_shapes"] == ["cross_talk"]
@@ -136,7 +137,7 @@ def test_hazard_shapes_are_set_at_run_time_and_rejected_when_unknown(url):
     assert state["corrupt_shapes"] == ["cross_talk"]  # the rejected request changed nothing
 
 
-def test_a_stop_string_ends_the_answer_with_finish_stop_and_matched_stop(bare_url):
+def test_a_stop_string_ends_the_answer_with_finish_stop_and_matched_stop(bare_url: str) -> None:
     """As real SGLang 0.5.23 answered through the real router (docs/twin.md, "Measured against
     the real server"): the finish chunk's delta holds only reasoning_content, the text is cut
     before the stop string, completion_tokens counts through it; a natural end reports the EOS
@@ -157,7 +158,7 @@ def test_a_stop_string_ends_the_answer_with_finish_stop_and_matched_stop(bare_ur
     assert [e["choices"][0]["matched_stop"] for e in natural if e["choices"]][-1] == 1
 
 
-def test_logprobs_have_the_shapes_real_sglang_answered(bare_url):
+def test_logprobs_have_the_shapes_real_sglang_answered(bare_url: str) -> None:
     """Chat, completions and /generate as the real 0.5.23 server answered `logprobs` on CPU
     (tools/sglang-cpu/observed/pd-cpu/*logprobs*): per-token entries, top alternatives, and
     null on the role and finish chunks."""

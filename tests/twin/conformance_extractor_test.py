@@ -26,13 +26,13 @@ SURFACE = json.loads(SURFACE_PATH.read_text())
 # --- the extractor --------------------------------------------------------------------------
 
 @pytest.mark.skipif(not WHEEL.is_file(), reason=MISSING)
-def test_extractor_reproduces_the_committed_fixture_from_the_real_wheel():
+def test_extractor_reproduces_the_committed_fixture_from_the_real_wheel() -> None:
     assert render(extract(WHEEL)) == SURFACE_PATH.read_text(), (
         "regenerate: tools/extract_twin_conformance.py WHEEL -o " + str(SURFACE_PATH))
 
 
 @pytest.mark.skipif(not WHEEL.is_file(), reason=MISSING)
-def test_extractor_reads_an_unpacked_wheel_like_the_wheel(tmp_path: Path):
+def test_extractor_reads_an_unpacked_wheel_like_the_wheel(tmp_path: Path) -> None:
     unpacked = tmp_path / "unpacked"
     with zipfile.ZipFile(WHEEL) as zf:  # the package's sources: all the extractor reads
         zf.extractall(unpacked, [n for n in zf.namelist()
@@ -50,7 +50,7 @@ def _facts(fx: dict[str, Any]) -> dict[str, Any]:
             "metrics": metrics, "stream": fx["chat_stream"], "tool": fx["tool_call_delta"]}
 
 
-def test_extractor_on_a_miniature_sglang_tree(tmp_path: Path):
+def test_extractor_on_a_miniature_sglang_tree(tmp_path: Path) -> None:
     out = tmp_path / "surface.json"
     assert main([str(SYNTHETIC), "-o", str(out)]) == 0
     fx = json.loads(out.read_text())
@@ -93,7 +93,7 @@ def test_extractor_on_a_miniature_sglang_tree(tmp_path: Path):
 
 
 def test_extractor_names_a_missing_anchor_in_one_line(tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]):
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
     tree = tmp_path / "tree"
     shutil.copytree(SYNTHETIC, tree)
     chat = tree / "sglang/srt/entrypoints/openai/serving_chat.py"
@@ -109,7 +109,7 @@ def test_extractor_names_a_missing_anchor_in_one_line(tmp_path: Path,
 
 # --- the live diff (tools/twin_conformance/live.py), on the shapes of the last real run --------
 
-def test_the_live_diff_passes_the_recorded_run_and_flags_what_it_does_not_explain():
+def test_the_live_diff_passes_the_recorded_run_and_flags_what_it_does_not_explain() -> None:
     from tools.twin_conformance.live import EXPLAINED, diff
     recorded = json.loads((Path(__file__).resolve().parents[2] / "tools/sglang-cpu/observed/"
                            "live-shapes.json").read_text())

@@ -182,7 +182,7 @@ def _sglang_has(method: str, path: str) -> bool:
 
 
 @pytest.mark.slow
-def test_every_endpoint_the_twin_claims_is_an_sglang_endpoint_and_answers(observed):
+def test_every_endpoint_the_twin_claims_is_an_sglang_endpoint_and_answers(observed: dict[str, Any]) -> None:
     problems, used = [], set()
     for role, claims in observed["claims"].items():
         for method, path in sorted(claims):
@@ -202,7 +202,7 @@ def test_every_endpoint_the_twin_claims_is_an_sglang_endpoint_and_answers(observ
 @pytest.mark.slow
 @pytest.mark.parametrize("role", ROLES)
 @pytest.mark.parametrize("endpoint", sorted(OPERATOR_ENDPOINTS), ids=" ".join)
-def test_endpoints_dsv4ops_calls_are_sglang_endpoints_the_twin_serves(observed, role, endpoint):
+def test_endpoints_dsv4ops_calls_are_sglang_endpoints_the_twin_serves(observed: dict[str, Any], role, endpoint) -> None:
     method, path = endpoint
     assert _sglang_has(method, path), f"{method} {path} ({OPERATOR_ENDPOINTS[endpoint][1]})"
     assert observed["served"][role][("operator", method, path)] == 200
@@ -260,7 +260,7 @@ def _metric_problem(family: Any) -> str | None:
     return f"{family.name}: twin {got}; SGLang " + " or ".join(wanted)
 
 
-def test_the_metric_check_catches_wrong_names_types_and_labels():
+def test_the_metric_check_catches_wrong_names_types_and_labels() -> None:
     base = 'model_name="m",engine_type="decode",tp_rank="0",pp_rank="0",moe_ep_rank="0"'
     text = (f"# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{{{base}}} 1\n"
             f"# TYPE sglang:num_queue_reqs counter\nsglang:num_queue_reqs_total{{{base}}} 1\n"
@@ -278,7 +278,7 @@ def test_the_metric_check_catches_wrong_names_types_and_labels():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("role", ROLES)
-def test_every_metric_the_twin_exposes_has_sglangs_name_type_and_labels(observed, role):
+def test_every_metric_the_twin_exposes_has_sglangs_name_type_and_labels(observed: dict[str, Any], role) -> None:
     problems = [p for f in observed["families"][role].values() if (p := _metric_problem(f))]
     assert not problems, "\n".join(problems)
 
@@ -305,7 +305,7 @@ def _required_params() -> list[Any]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "role"), _required_params())
-def test_metrics_dsv4ops_relies_on_are_in_sglang_and_on_the_twin(observed, name, role):
+def test_metrics_dsv4ops_relies_on_are_in_sglang_and_on_the_twin(observed: dict[str, Any], name, role) -> None:
     entries = [m for m in SURFACE["metrics"] if name in (m["name"], m["family"])]
     assert entries, f"dsv4ops reads {name}, which SGLang 0.5.23 does not define"
     family = observed["families"][role].get(entries[0]["family"])
@@ -366,7 +366,7 @@ def _chunk_params() -> list[Any]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", _chunk_params())
-def test_chat_stream_chunks_have_sglangs_keys(observed, kind):
+def test_chat_stream_chunks_have_sglangs_keys(observed: dict[str, Any], kind) -> None:
     chunks = [c for s in observed["streams"].values() for c in s if c != "[DONE]"]
     assert [c for c in chunks if _kind(c) == "other"] == [], "chunks SGLang never sends"
     mine = [c for c in chunks if _kind(c) == kind]
@@ -386,7 +386,7 @@ def _tool_deltas(observed: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.slow
-def test_tool_call_id_type_and_finish_reason_have_sglangs_shape(observed):
+def test_tool_call_id_type_and_finish_reason_have_sglangs_shape(observed: dict[str, Any]) -> None:
     fx = SURFACE["tool_call_delta"]
     first = _tool_deltas(observed)[0]
     assert re.fullmatch(fx["id"]["pattern"], first["id"]), first
@@ -398,7 +398,7 @@ def test_tool_call_id_type_and_finish_reason_have_sglangs_shape(observed):
 
 
 @pytest.mark.slow
-def test_a_tool_call_is_one_delta_with_the_complete_arguments(observed):
+def test_a_tool_call_is_one_delta_with_the_complete_arguments(observed: dict[str, Any]) -> None:
     fx = SURFACE["tool_call_delta"]
     assert fx["one_delta_per_call"] is True
     deltas = _tool_deltas(observed)

@@ -20,14 +20,14 @@ def _user(text):
     return [{"role": "system", "content": "be brief"}, {"role": "user", "content": text}]
 
 
-def test_call_convention_gives_exactly_the_given_arguments():
+def test_call_convention_gives_exactly_the_given_arguments() -> None:
     plan = plan_chat(_user('CALL search {"query": "pd restart", "nonce": "x1"}'),
                      [WEATHER, SEARCH], "auto", 200)
     assert plan.tool_call is not None and plan.tool_call.name == "search"
     assert json.loads(plan.tool_call.arguments) == {"query": "pd restart", "nonce": "x1"}
 
 
-def test_named_values_fill_the_schema_and_the_rest_is_generated_deterministically():
+def test_named_values_fill_the_schema_and_the_rest_is_generated_deterministically() -> None:
     plan = plan_chat(_user("weather please: get_weather city=Paris nonce=ab12cd"),
                      [SEARCH, WEATHER], "auto", 200)
     args = json.loads(plan.tool_call.arguments)
@@ -38,14 +38,14 @@ def test_named_values_fill_the_schema_and_the_rest_is_generated_deterministicall
     assert again.tool_call == plan.tool_call
 
 
-def test_tool_choice_none_gives_text_and_forced_function_is_used():
+def test_tool_choice_none_gives_text_and_forced_function_is_used() -> None:
     assert plan_chat(_user("hi"), [WEATHER], "none", 5).tool_call is None
     forced = plan_chat(_user("hi"), [WEATHER, SEARCH],
                        {"type": "function", "function": {"name": "search"}}, 5)
     assert forced.tool_call.name == "search"
 
 
-def test_pseudo_text_is_deterministic_and_has_max_tokens_pieces():
+def test_pseudo_text_is_deterministic_and_has_max_tokens_pieces() -> None:
     a = plan_chat(_user("tell me a story"), None, "auto", 7)
     b = plan_chat(_user("tell me a story"), None, "auto", 7)
     c = plan_chat(_user("tell me another story"), None, "auto", 7)
@@ -56,12 +56,12 @@ def test_pseudo_text_is_deterministic_and_has_max_tokens_pieces():
     assert len(huge.text_pieces) == 10_000_000 and huge.text_pieces[9_999_999]
 
 
-def test_say_convention_stops_by_itself():
+def test_say_convention_stops_by_itself() -> None:
     plan = plan_completion("SAY hello there world", 100)
     assert "".join(plan.text_pieces) == "hello there world" and plan.natural_stop
 
 
-def test_a_call_is_decoded_as_its_dsml_and_closes_with_one_call_token():
+def test_a_call_is_decoded_as_its_dsml_and_closes_with_one_call_token() -> None:
     plan = plan_chat(_user('CALL search {"query": " pd restart ", "nonce": "x1"}'), [SEARCH],
                      "auto", 200)
     pieces = [plan.piece(i) for i in range(plan.token_count())]
@@ -74,7 +74,7 @@ def test_a_call_is_decoded_as_its_dsml_and_closes_with_one_call_token():
     assert plan.finish_reason() == "tool_calls"
 
 
-def test_without_a_tool_call_parser_the_dsml_is_content():
+def test_without_a_tool_call_parser_the_dsml_is_content() -> None:
     plan = plan_chat(_user('CALL search {"query": "a"}'), [SEARCH], "auto", 200,
                      ChatOptions(tool_parser=False))
     pieces = [plan.piece(i) for i in range(plan.token_count())]
@@ -82,7 +82,7 @@ def test_without_a_tool_call_parser_the_dsml_is_content():
     assert '<｜DSML｜invoke name="search">' in "".join(t for _, t in pieces)
 
 
-def test_thinking_puts_reasoning_and_think_end_before_the_answer_within_max_tokens():
+def test_thinking_puts_reasoning_and_think_end_before_the_answer_within_max_tokens() -> None:
     opts = ChatOptions(reasoning_parser=True, thinking=True, reasoning_tokens=5)
     text = plan_chat(_user("tell me a story"), None, "auto", 20, opts)
     kinds = [text.piece(i)[0] for i in range(text.token_count())]

@@ -25,14 +25,14 @@ def _pieces(plan):
     return [plan.piece(i) for i in range(plan.token_count())]
 
 
-def test_dropped_call_decodes_the_dsml_but_makes_no_call_and_stops():
+def test_dropped_call_decodes_the_dsml_but_makes_no_call_and_stops() -> None:
     plan = _call("a", "n1")
     assert corrupt_plan(plan, None, 0, ["dropped_call"]) == "dropped_call"
     assert {k for k, _ in _pieces(plan)} == {"hidden"}
     assert plan.finish_reason() == "stop"
 
 
-def test_cross_talk_puts_another_requests_value_into_valid_json():
+def test_cross_talk_puts_another_requests_value_into_valid_json() -> None:
     mine, other = _call("a", "n1"), _call("b", "n2")
     assert corrupt_plan(mine, other, 0, ["cross_talk"]) == "cross_talk"
     calls = [t for k, t in _pieces(mine) if k == "call"]
@@ -44,13 +44,13 @@ def test_cross_talk_puts_another_requests_value_into_valid_json():
     assert calls[0].arguments == json.dumps(args, ensure_ascii=False)
 
 
-def test_cross_talk_without_a_donor_does_not_apply():
+def test_cross_talk_without_a_donor_does_not_apply() -> None:
     lone = _call("a", "n1")
     assert corrupt_plan(lone, None, 0, ["cross_talk"]) is None
     assert lone.finish_reason() == "tool_calls"
 
 
-def test_dsml_in_content_streams_the_markup_as_content_without_a_call():
+def test_dsml_in_content_streams_the_markup_as_content_without_a_call() -> None:
     plan = _call("a", "n1")
     assert corrupt_plan(plan, None, 0, ["dsml_in_content"]) == "dsml_in_content"
     pieces = _pieces(plan)
@@ -60,7 +60,7 @@ def test_dsml_in_content_streams_the_markup_as_content_without_a_call():
     assert "</｜DSML｜parameter>" in content and content.endswith("</｜DSML｜tool_calls>")
 
 
-def test_box_shapes_never_make_invalid_json_and_the_default_mix_uses_all_three():
+def test_box_shapes_never_make_invalid_json_and_the_default_mix_uses_all_three() -> None:
     seen = set()
     for roll in range(30):
         plan, other = _call("a", "n1"), _call("b", "n2")
@@ -72,7 +72,7 @@ def test_box_shapes_never_make_invalid_json_and_the_default_mix_uses_all_three()
     assert seen == set(BOX_SHAPES)
 
 
-def test_invalid_json_and_garbled_text_are_opt_in_test_shapes():
+def test_invalid_json_and_garbled_text_are_opt_in_test_shapes() -> None:
     plan = _call("a", "n1")
     assert corrupt_plan(plan, None, 0, ["invalid_json"]) == "invalid_json"
     call = next(t for k, t in _pieces(plan) if k == "call")
@@ -84,7 +84,7 @@ def test_invalid_json_and_garbled_text_are_opt_in_test_shapes():
     assert any("\ufffd" in p for p in text.text_pieces)
 
 
-def test_shapes_from_the_environment_are_checked():
+def test_shapes_from_the_environment_are_checked() -> None:
     assert load_config({}).corrupt_shapes == BOX_SHAPES
     cfg = load_config({"DSV4_TWIN_CORRUPT_SHAPES": "cross_talk, dsml_in_content"})
     assert cfg.corrupt_shapes == ("cross_talk", "dsml_in_content")

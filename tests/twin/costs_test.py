@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -35,7 +36,7 @@ def _ttft_s(url: str, prompt: str) -> tuple[float, int]:
     return (first - t0) / SCALE, prompt_tokens
 
 
-def test_prefill_cost_grows_with_prompt_tokens(tmp_path) -> None:
+def test_prefill_cost_grows_with_prompt_tokens(tmp_path: Path) -> None:
     ms_per_token = 5.0
     env = {"DSV4_TWIN_TIME_SCALE": str(SCALE), "DSV4_TWIN_PREFILL_MS_PER_TOKEN": str(ms_per_token)}
     with twin_server([], env=env, workdir=tmp_path) as proc:
@@ -49,7 +50,7 @@ def test_prefill_cost_grows_with_prompt_tokens(tmp_path) -> None:
     assert expected * 0.8 <= measured <= expected * 1.5 + 0.5, (measured, expected)
 
 
-def _startup_model_s(tmp_path, buckets: list[str]) -> float:
+def _startup_model_s(tmp_path: Path, buckets: list[str]) -> float:
     env = {"DSV4_TWIN_TIME_SCALE": "0.01", "DSV4_TWIN_MODEL_LOAD_S": "50",
            "DSV4_TWIN_CAPTURE_S_PER_BUCKET": "20", "DSV4_TWIN_WARMUP_S": "0"}
     args = ["--enable-metrics", "--cuda-graph-bs-decode", *buckets]
@@ -62,7 +63,7 @@ def _startup_model_s(tmp_path, buckets: list[str]) -> float:
     raise AssertionError("no sglang:startup_time_seconds{phase=total}")
 
 
-def test_startup_is_model_load_plus_capture_per_bucket(tmp_path) -> None:
+def test_startup_is_model_load_plus_capture_per_bucket(tmp_path: Path) -> None:
     few = _startup_model_s(tmp_path / "few", ["8", "16"])
     many = _startup_model_s(tmp_path / "many", [str(b) for b in range(8, 104, 8)])  # 12 buckets
     assert 50 + 2 * 20 <= few <= (50 + 2 * 20) * 1.3, few

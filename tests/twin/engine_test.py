@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from dsv4ops.twin.config import load_config
 from dsv4ops.twin.content import plan_completion
@@ -12,7 +13,7 @@ from dsv4ops.twin.formats import EOS_TOKEN_ID
 from dsv4ops.twin.hazards import HazardBoard
 
 
-def _engine(tmp_path, *, overlap: bool, **env: str) -> DecodeEngine:
+def _engine(tmp_path: Path, *, overlap: bool, **env: str) -> DecodeEngine:
     cfg = load_config({"DSV4_TWIN_TIME_SCALE": "0.01", **env})
     log = EventLog(str(tmp_path / "ev.jsonl"), role="decode", port=1, instance_id="i")
     return DecodeEngine(config=cfg, buckets=[8, 16], overlap=overlap, multi_stream_overlap=False,
@@ -35,7 +36,7 @@ async def _abort_all(engine: DecodeEngine, n: int, gap_s: float) -> list[Req]:
     return reqs
 
 
-def test_aborts_inside_the_window_wedge_with_overlap_on(tmp_path):
+def test_aborts_inside_the_window_wedge_with_overlap_on(tmp_path: Path) -> None:
     async def main() -> None:
         engine = _engine(tmp_path, overlap=True)
         task = asyncio.create_task(engine.run())
@@ -52,7 +53,7 @@ def test_aborts_inside_the_window_wedge_with_overlap_on(tmp_path):
         "abort_cascade", "wedged"]
 
 
-def test_aborts_spread_beyond_the_window_are_no_cascade(tmp_path):
+def test_aborts_spread_beyond_the_window_are_no_cascade(tmp_path: Path) -> None:
     async def main() -> None:
         # 8 aborts, 30 ms apart; the window is 2 model s = 20 ms of wall.
         engine = _engine(tmp_path, overlap=True)
@@ -69,7 +70,7 @@ def test_aborts_spread_beyond_the_window_are_no_cascade(tmp_path):
     assert read_events(str(tmp_path / "ev.jsonl")) == []
 
 
-def test_every_running_request_gets_one_token_per_step(tmp_path):
+def test_every_running_request_gets_one_token_per_step(tmp_path: Path) -> None:
     async def main() -> None:
         engine = _engine(tmp_path, overlap=False)
         task = asyncio.create_task(engine.run())

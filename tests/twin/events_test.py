@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from dsv4ops.twin.events import EventLog, read_events
 
@@ -14,7 +15,7 @@ for i in range(300):
 """
 
 
-def test_two_processes_append_whole_lines_to_one_log(tmp_path):
+def test_two_processes_append_whole_lines_to_one_log(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), role])
              for role in ("prefill", "decode")]
@@ -27,7 +28,7 @@ def test_two_processes_append_whole_lines_to_one_log(tmp_path):
     assert {"ts", "pid", "role", "port", "event", "instance_id"} <= set(events[0])
 
 
-def test_no_path_means_no_log(tmp_path):
+def test_no_path_means_no_log(tmp_path: Path) -> None:
     EventLog(None, role="decode", port=1, instance_id="x").emit("started")
     assert list(tmp_path.iterdir()) == []
     assert read_events(str(tmp_path / "missing.jsonl")) == []

@@ -31,7 +31,7 @@ def _steps(args: list[str], levels: list[int], tokens: int = 50) -> dict[int, fl
                                                time_scale=SCALE)) for c in levels}
 
 
-def test_staircase_fits_the_step_law_and_shows_the_seed_sawtooth():
+def test_staircase_fits_the_step_law_and_shows_the_seed_sawtooth() -> None:
     steps = _steps(["--disable-overlap-schedule", "--cuda-graph-bs-decode", *STEP8],
                    [32, 48, 56, 57, 64, 80, 96])
     on_buckets = [c for c in steps if c != 57]
@@ -50,7 +50,7 @@ def test_staircase_fits_the_step_law_and_shows_the_seed_sawtooth():
     assert drop4 < drop8 * 0.6, (drop4, drop8)
 
 
-def test_overlap_scheduler_gains_5_to_7_percent_at_high_concurrency():
+def test_overlap_scheduler_gains_5_to_7_percent_at_high_concurrency() -> None:
     off = _steps(["--disable-overlap-schedule", "--cuda-graph-bs-decode", *STEP8], [64])[64]
     on = _steps(["--cuda-graph-bs-decode", *STEP8], [64])[64]
     assert 1.045 <= off / on <= 1.08, (off, on)

@@ -54,7 +54,7 @@ def _run(env: dict[str, str], n: int, extra: tuple[str, ...] = ()) -> tuple[int,
     return wrong, [e for e in events if e["event"] == "corrupted"]
 
 
-def test_large_captured_batch_with_multi_stream_overlap_corrupts_some_tool_calls():
+def test_large_captured_batch_with_multi_stream_overlap_corrupts_some_tool_calls() -> None:
     wrong, corrupted = _run({}, 80)
     assert 0 < wrong < 80
     assert wrong == len(corrupted)
@@ -62,19 +62,19 @@ def test_large_captured_batch_with_multi_stream_overlap_corrupts_some_tool_calls
     assert all(e["padded_bs"] >= 64 for e in corrupted)
 
 
-def test_multi_stream_overlap_off_never_corrupts():
+def test_multi_stream_overlap_off_never_corrupts() -> None:
     wrong, corrupted = _run({"SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": "0"}, 80)
     assert wrong == 0 and corrupted == []
 
 
-def test_small_batches_never_corrupt_unless_forced():
+def test_small_batches_never_corrupt_unless_forced() -> None:
     assert _run({}, 12) == (0, [])
     wrong, corrupted = _run({"DSV4_TWIN_FORCE": "corrupt", "DSV4_TWIN_CORRUPT_PROB": "1.0"}, 12)
     assert wrong == 12 and len(corrupted) == 12
 
 
 @pytest.mark.parametrize("shape", BOX_SHAPES)
-def test_each_shape_can_be_selected_and_is_logged_with_its_shape(shape: str):
+def test_each_shape_can_be_selected_and_is_logged_with_its_shape(shape: str) -> None:
     env = {"DSV4_TWIN_FORCE": "corrupt", "DSV4_TWIN_CORRUPT_PROB": "1.0",
            "DSV4_TWIN_CORRUPT_SHAPES": shape}
     wrong, corrupted = _run(env, 12)

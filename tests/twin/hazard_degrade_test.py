@@ -7,7 +7,7 @@ import time
 import httpx
 import pytest
 
-from testing.twin import twin_stack
+from testing.twin import TwinStack, twin_stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 
@@ -21,11 +21,11 @@ def _chat(client: httpx.Client, url: str) -> httpx.Response:
                        json={"messages": [{"role": "user", "content": "ping"}], "max_tokens": 3})
 
 
-def _events(stack, name):
+def _events(stack: TwinStack, name):
     return [e for e in stack.events() if e["event"] == name]
 
 
-def test_decode_only_restart_degrades_transfers_and_restarting_both_clears_it():
+def test_decode_only_restart_degrades_transfers_and_restarting_both_clears_it() -> None:
     with twin_stack(router=True, router_args=["--disable-retries"], env=ENV) as stack, \
             httpx.Client(timeout=30) as client:
         # Fresh pair: the condition is absent, transfers work.
@@ -65,7 +65,7 @@ def test_decode_only_restart_degrades_transfers_and_restarting_both_clears_it():
         assert decode_reg["prefill_instance_id"] == prefill_started["instance_id"]
 
 
-def test_forced_degradation_without_a_restart():
+def test_forced_degradation_without_a_restart() -> None:
     env = {**ENV, "DSV4_TWIN_FORCE": "degrade"}
     with twin_stack(router=True, router_args=["--disable-retries"], env=env) as stack, \
             httpx.Client(timeout=30) as client:
@@ -82,7 +82,7 @@ def _failures(client: httpx.Client, url: str) -> float:
     return total
 
 
-def _counted_on_both_sides(client: httpx.Client, stack) -> tuple[float, float]:
+def _counted_on_both_sides(client: httpx.Client, stack: TwinStack) -> tuple[float, float]:
     """Waits (bounded) until the lost transfer's own timeouts counted it on both sides."""
     deadline = time.monotonic() + 20
     while True:
@@ -93,7 +93,7 @@ def _counted_on_both_sides(client: httpx.Client, stack) -> tuple[float, float]:
         time.sleep(0.05)
 
 
-def test_failure_counters_stop_rising_once_the_hazard_is_off_and_lost_transfers_timed_out():
+def test_failure_counters_stop_rising_once_the_hazard_is_off_and_lost_transfers_timed_out() -> None:
     """Turning the hazard off ends new losses; transfers already lost still count when their
     own timeouts expire (as on the box), then the counters stand still under new traffic."""
     env = {**ENV, "DSV4_TWIN_FORCE": "degrade"}

@@ -110,7 +110,7 @@ def _cascade(decode_args: list[str], env: dict[str, str] | None = None):
 
 
 @pytest.mark.router
-def test_abort_cascade_with_overlap_on_wedges_the_decode():
+def test_abort_cascade_with_overlap_on_wedges_the_decode() -> None:
     for stack in _cascade([]):
         events = [e["event"] for e in stack.events()]
         assert "abort_cascade" in events and "wedged" in events
@@ -132,7 +132,7 @@ def test_abort_cascade_with_overlap_on_wedges_the_decode():
 
 
 @pytest.mark.router
-def test_same_cascade_with_overlap_off_does_not_wedge():
+def test_same_cascade_with_overlap_off_does_not_wedge() -> None:
     for stack in _cascade(["--disable-overlap-schedule"]):
         cascades = [e for e in stack.events() if e["event"] == "abort_cascade"]
         assert cascades and cascades[0]["wedges"] is False
@@ -164,7 +164,7 @@ def test_client_disconnect_cascade_wedges_and_hazards_off_prevents_it():
             assert _probe_completes(proc.url, timeout=1.5) is not wedges
 
 
-def test_forced_wedge_at_run_time():
+def test_forced_wedge_at_run_time() -> None:
     with twin_server(["--disaggregation-mode", "decode"], env=ENV) as proc:
         assert _probe_completes(proc.url, timeout=5)
         httpx.post(f"{proc.url}/_twin/hazard", json={"hazard": "wedge", "state": "force"})
@@ -173,7 +173,7 @@ def test_forced_wedge_at_run_time():
 
 
 @pytest.mark.router
-def test_a_wedged_decode_never_asks_for_a_new_rooms_kv_so_the_prefill_times_it_out():
+def test_a_wedged_decode_never_asks_for_a_new_rooms_kv_so_the_prefill_times_it_out() -> None:
     """0.5.23's decode handshakes and pulls KV from its scheduler loop: a wedged one never asks
     for a new request's room, so the prefill counts a bootstrap failure after its bootstrap
     timeout while the decode's gauges and counters show nothing. The rank-0-idle variant (whose

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -15,7 +16,7 @@ from testing.twin import twin_server
 pytestmark = pytest.mark.slow
 
 
-def test_unified_mode_serves_without_a_prefill_and_reports_a_kernel_package(tmp_path):
+def test_unified_mode_serves_without_a_prefill_and_reports_a_kernel_package(tmp_path: Path) -> None:
     pkg = tmp_path / "pkg"
     up = dsv4_flash_config_names(BOX_DEVICE_NAME)[0]
     (pkg / "configs" / "triton_3_8_0").mkdir(parents=True)
@@ -47,7 +48,7 @@ def test_unified_mode_serves_without_a_prefill_and_reports_a_kernel_package(tmp_
     assert events[-1]["event"] == "shutdown"  # SIGTERM on exit shuts down cleanly
 
 
-def test_forced_wedge_at_start_makes_health_fail():
+def test_forced_wedge_at_start_makes_health_fail() -> None:
     env = {"DSV4_TWIN_FORCE": "wedge", "DSV4_TWIN_TIME_SCALE": "0.05"}
     with twin_server(["--disaggregation-mode", "decode"], env=env, wait=False) as proc:
         import time

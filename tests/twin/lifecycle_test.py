@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -23,7 +24,7 @@ def _events(path) -> list[dict]:
 
 
 def test_prefill_bootstrap_server_answers_before_the_http_port_which_opens_after_capture(
-        tmp_path):
+        tmp_path: Path) -> None:
     (boot,) = free_ports(1)
     # 40 model s of load and 40 of warmup at scale 0.05: two wall seconds each
     env = {"DSV4_TWIN_TIME_SCALE": str(SCALE), "DSV4_TWIN_MODEL_LOAD_S": "40",
@@ -63,7 +64,7 @@ def _stream(url: str, out: dict) -> None:
     out["ended_at"] = time.monotonic()
 
 
-def test_sigterm_drains_in_flight_requests_then_gives_the_schedulers_their_time(tmp_path):
+def test_sigterm_drains_in_flight_requests_then_gives_the_schedulers_their_time(tmp_path: Path) -> None:
     # a stream of 200 steps of 100 ms: 20 model s, 1 s wall; scheduler exit 10 model s, 0.5 s
     env = {"DSV4_TWIN_TIME_SCALE": str(SCALE), "DSV4_TWIN_SCHEDULER_EXIT_S": "10",
            "DSV4_TWIN_SIGTERM_TICK_S": "5",
@@ -101,7 +102,7 @@ def test_sigterm_drains_in_flight_requests_then_gives_the_schedulers_their_time(
     assert exited - sent < 15  # and it did end by itself
 
 
-def test_sigterm_while_the_last_health_check_failed_exits_at_once(tmp_path):
+def test_sigterm_while_the_last_health_check_failed_exits_at_once(tmp_path: Path) -> None:
     env = {"DSV4_TWIN_TIME_SCALE": str(SCALE), "DSV4_TWIN_FORCE": "wedge",
            "DSV4_TWIN_HEALTH_TIMEOUT_S": "4", "DSV4_TWIN_SCHEDULER_EXIT_S": "200"}
     with twin_server(["--disaggregation-mode", "decode"], env=env, workdir=tmp_path,

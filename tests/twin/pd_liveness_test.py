@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from testing.twin import twin_stack
+from testing.twin import TwinStack, twin_stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 SCALE = 0.05
@@ -20,11 +20,11 @@ def _chat(client: httpx.Client, url: str) -> httpx.Response:
                        json={"messages": [{"role": "user", "content": "SAY ok"}], "max_tokens": 3})
 
 
-def _events(stack, name: str) -> list[dict]:
+def _events(stack: TwinStack, name: str) -> list[dict]:
     return [e for e in stack.events() if e["event"] == name]
 
 
-def test_heartbeat_misses_drop_the_prefill_and_fail_the_transfers_in_flight():
+def test_heartbeat_misses_drop_the_prefill_and_fail_the_transfers_in_flight() -> None:
     # heartbeat every 2 model s (SGLang's floor) = 0.1 s wall; waiting timeout 300 model s = 15 s
     env = {"DSV4_TWIN_TIME_SCALE": str(SCALE)}
     decode_env = {"SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL": "2"}
@@ -58,7 +58,7 @@ def test_heartbeat_misses_drop_the_prefill_and_fail_the_transfers_in_flight():
         assert c.get(f"{stack.decode.url}/health").status_code == 200
 
 
-def test_a_prefill_replaced_behind_the_same_address_leaves_stale_metadata_on_the_decode():
+def test_a_prefill_replaced_behind_the_same_address_leaves_stale_metadata_on_the_decode() -> None:
     # No heartbeat miss: the new prefill's bootstrap server answers /health from its first
     # second, so a quick replacement is never noticed (interval raised so test load cannot
     # make it miss twice). Waiting timeout 20 model s = 1 s wall.

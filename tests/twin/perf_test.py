@@ -12,7 +12,7 @@ from dsv4ops.twin.perf import (
 STEP8 = list(range(32, 97, 8))
 
 
-def test_padded_batch_rounds_up_to_the_captured_bucket_and_runs_eager_above():
+def test_padded_batch_rounds_up_to_the_captured_bucket_and_runs_eager_above() -> None:
     assert padded_batch(56, STEP8) == 56
     assert padded_batch(57, STEP8) == 64
     assert padded_batch(1, STEP8) == 32
@@ -20,20 +20,20 @@ def test_padded_batch_rounds_up_to_the_captured_bucket_and_runs_eager_above():
     assert padded_batch(0, STEP8) == 0
 
 
-def test_step_law_reproduces_the_seed_sawtooth_at_56_to_57():
+def test_step_law_reproduces_the_seed_sawtooth_at_56_to_57() -> None:
     tok_s = {c: c / step_ms(c, STEP8, a=18, b=1.05, hidden_ms=0) * 1000 for c in (56, 57)}
     assert tok_s[56] == pytest.approx(726, rel=0.03)
     assert tok_s[57] == pytest.approx(663, rel=0.03)
 
 
-def test_overlap_hides_part_of_the_fixed_term_for_5_to_7_percent_at_high_concurrency():
+def test_overlap_hides_part_of_the_fixed_term_for_5_to_7_percent_at_high_concurrency() -> None:
     for c in (56, 64):
         off = step_ms(c, STEP8, a=18, b=1.05, hidden_ms=0)
         on = step_ms(c, STEP8, a=18, b=1.05, hidden_ms=5)
         assert 1.05 <= off / on <= 1.075
 
 
-def test_default_buckets_follow_sglang_generation_and_runtime_clamp():
+def test_default_buckets_follow_sglang_generation_and_runtime_clamp() -> None:
     assert default_decode_buckets(160)[:8] == [1, 2, 4, 8, 12, 16, 24, 32]
     assert default_decode_buckets(512)[-1] == 512
     assert len(default_decode_buckets(512)) == 52

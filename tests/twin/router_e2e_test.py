@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -13,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from testing.twin import (
     WEATHER_TOOL,
+    TwinStack,
     assemble_chat_stream,
     http_status,
     sse_events,
@@ -26,7 +28,7 @@ BUCKETS = ["--cuda-graph-bs-decode", *[str(b) for b in range(32, 97, 8)]]
 
 
 @pytest.fixture(scope="module")
-def stack():
+def stack() -> Iterator[TwinStack]:
     with twin_stack(router=True,
                     prefill_args=["--served-model-name", "dsv4-flash"],
                     decode_args=["--served-model-name", "dsv4-flash", "--enable-metrics",
@@ -36,12 +38,12 @@ def stack():
 
 
 @pytest.fixture(scope="module")
-def client():
+def client() -> Iterator[httpx.Client]:
     with httpx.Client(timeout=30) as c:
         yield c
 
 
-def test_streaming_chat_with_tool_call_through_the_router(stack, client):
+def test_streaming_chat_with_tool_call_through_the_router(stack: TwinStack, client: httpx.Client) -> None:
     body = {"model": "dsv4-flash", "tools": [WEATHER_TOOL], "max_tokens": 200,
             "messages": [{"role": "user",
                           "content": 'CALL get_weather {"city": "Oslo", "nonce": "q7x"}'}]}
@@ -53,7 +55,7 @@ def test_streaming_chat_with_tool_call_through_the_router(stack, client):
     assert {"started", "ready", "peer_registered"} <= kinds
 
 
-def test_output_is_the_same_alone_and_among_concurrent_requests(stack, client):
+def test_output_is_the_same_alone_and_among_concurrent_requests(stack: TwinStack, client: httpx.Client):
     def ask(text: str) -> dict:
         body = {"tools": [WEATHER_TOOL], "max_tokens": 100,
                 "messages": [{"role": "user", "content": text}]}
@@ -68,7 +70,7 @@ def test_output_is_the_same_alone_and_among_concurrent_requests(stack, client):
     assert json.loads(alone["arguments"])["nonce"] == "r0"
 
 
-def test_non_streaming_chat_completions_and_generate(stack, client):
+def test_non_streaming_chat_completions_and_generate(stack: TwinStack, client: httpx.Client) -> None:
     r = client.post(f"{stack.router.url}/v1/chat/completions",
                     json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 6})
     body = r.json()
@@ -90,7 +92,7 @@ def test_non_streaming_chat_completions_and_generate(stack, client):
     assert events[-1] == "[DONE]" and events[-2]["text"] == r.json()["text"]
 
 
-def test_streamed_usage_chunk_and_streamed_completions(stack, client):
+def test_streamed_usage_chunk_and_streamed_completions(stack: TwinStack, client: httpx.Client) -> None:
     body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "stream": True,
             "stream_options": {"include_usage": True}}
     with client.stream("POST", f"{stack.router.url}/v1/chat/completions", json=body) as resp:
@@ -103,7 +105,7 @@ def test_streamed_usage_chunk_and_streamed_completions(stack, client):
     assert events[-2]["choices"][0]["finish_reason"] == "stop"
 
 
-def test_info_endpoints_on_the_workers(stack, client):
+def test_info_endpoints_on_the_workers(stack: TwinStack, client: httpx.Client) -> None:
     for url in (stack.prefill.url, stack.decode.url):
         for path in ("/health", "/health_generate", "/ready"):
             assert client.get(url + path).status_code == 200
@@ -128,13 +130,13 @@ def test_info_endpoints_on_the_workers(stack, client):
     assert client.post(f"{stack.router.url}/flush_cache").status_code == 200
 
 
-def test_bad_chat_request_is_a_400_with_sglang_error_shape(stack, client):
+def test_bad_chat_request_is_a_400_with_sglang_error_shape(stack: TwinStack, client: httpx.Client) -> None:
     r = client.post(f"{stack.decode.url}/v1/chat/completions", json={"model": "x"})
     assert r.status_code == 400
     assert r.json()["object"] == "error" and r.json()["code"] == 400
 
 
-def test_abort_request_by_rid_ends_only_that_stream_through_the_router(stack, client):
+def test_abort_request_by_rid_ends_only_that_stream_through_the_router(stack: TwinStack, client: httpx.Client):
     """SGLang's AbortReq: {"rid", "abort_all": false} aborts one request; an unknown rid is a
     no-op 200. The router keeps `rid` in /generate bodies, so both workers know the request by it."""
     def body(rid: str, tokens: int) -> dict:
@@ -163,7 +165,7 @@ def test_abort_request_by_rid_ends_only_that_stream_through_the_router(stack, cl
     assert bad.status_code == 400
 
 
-def test_router_drops_rid_from_chat_bodies_and_the_chunk_id_names_the_decode_request(stack, client):
+def test_router_drops_rid_from_chat_bodies_and_the_chunk_id_names_the_decode_request(stack: TwinStack, client: httpx.Client) -> None:
     """Found with sglang-router 0.3.2: a chat request's `rid` does not reach the workers (the
     router re-serializes chat bodies without it); each worker serves the request under its own
     id, and the decode's is the chunk `id` the client receives: that is the id to abort by."""
@@ -180,7 +182,7 @@ def test_router_drops_rid_from_chat_bodies_and_the_chunk_id_names_the_decode_req
     assert assemble_chat_stream(events)["finish"] == "abort"
 
 
-def test_metrics_parse_with_prometheus_client_and_only_with_enable_metrics(stack, client):
+def test_metrics_parse_with_prometheus_client_and_only_with_enable_metrics(stack: TwinStack, client: httpx.Client) -> None:
     client.post(f"{stack.router.url}/v1/chat/completions",
                 json={"messages": [{"role": "user", "content": "count me"}], "max_tokens": 4})
     text = client.get(f"{stack.decode.url}/metrics").text
@@ -197,7 +199,7 @@ def test_metrics_parse_with_prometheus_client_and_only_with_enable_metrics(stack
     assert client.get(f"{stack.prefill.url}/metrics").status_code == 404
 
 
-def test_health_is_503_while_starting_then_200():
+def test_health_is_503_while_starting_then_200() -> None:
     env = {"DSV4_TWIN_MODEL_LOAD_S": "0.1", "DSV4_TWIN_WARMUP_S": "2.0"}
     with twin_server(["--disaggregation-mode", "decode"], env=env, wait=False) as proc:
         seen = []
@@ -211,7 +213,7 @@ def test_health_is_503_while_starting_then_200():
         assert seen.index(503) < seen.index(200)
 
 
-def test_sigkill_closes_the_port_and_the_router_marks_the_decode_unhealthy(client):
+def test_sigkill_closes_the_port_and_the_router_marks_the_decode_unhealthy(client: httpx.Client) -> None:
     fast_health = ["--health-failure-threshold", "1", "--health-success-threshold", "1"]
     with twin_stack(router=True, router_args=fast_health,
                     env={"DSV4_TWIN_TIME_SCALE": "0.05"}) as s:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
+from pathlib import Path
 
 import pytest
 
@@ -80,7 +81,7 @@ def test_a_drifted_twin_steps_slower_by_the_drift_it_was_given() -> None:
     assert 1.12 <= ratio <= 1.32, steps
 
 
-def test_each_start_draws_its_own_seeded_deploy_offset(tmp_path) -> None:  # noqa: ANN001
+def test_each_start_draws_its_own_seeded_deploy_offset(tmp_path: Path) -> None:  # noqa: ANN001
     from dsv4ops.twin.perf import deploy_offset
 
     assert deploy_offset(0.0, 1, str(tmp_path / "unused")) == (1.0, 0)
@@ -108,7 +109,7 @@ def test_deploy_variation_settings_are_read_and_checked() -> None:
 
 
 @pytest.mark.slow
-def test_a_restarted_twin_runs_its_step_law_times_that_starts_offset(tmp_path) -> None:  # noqa: ANN001
+def test_a_restarted_twin_runs_its_step_law_times_that_starts_offset(tmp_path: Path) -> None:  # noqa: ANN001
     """A real decode twin with 20% deploy-to-deploy variation: its steps are the plain law times
     the offset its start drew (and logged), measured from the client's token arrivals."""
     from dsv4ops.twin.events import read_events

@@ -5,6 +5,7 @@ queue that drains, a different load) stay quiet."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from dsv4ops.watch import Baseline, Round, Watcher, WatchSettings
@@ -19,7 +20,8 @@ def _watch(unit: FakeUnit, settings: WatchSettings = S, probe: bool = False) -> 
     return Watcher(ENDPOINTS, settings, unit, clock, probe=probe), clock
 
 
-def _rounds(w: Watcher, clock: FakeClock, n: int, each=None) -> list[Round]:
+def _rounds(w: Watcher, clock: FakeClock, n: int,
+            each: Callable[[], object] | None = None) -> list[Round]:
     out = []
     for _ in range(n):
         if each is not None:
@@ -109,6 +111,7 @@ def test_eager_passes_are_a_fallback_graph_passes_are_not() -> None:
     unit = FakeUnit()
     w, clock = _watch(unit)
     assert not any(r.findings for r in _rounds(w, clock, 4, unit.decoding))
+    assert unit.decode.eager is not None
     unit.decode.eager += 30
     r = _rounds(w, clock, 1, unit.decoding)[0]
     f = next(f for f in r.findings if f.code == "eager_fallback")

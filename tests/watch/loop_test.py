@@ -4,7 +4,11 @@ for one wedge window before its worst finding becomes the exit code."""
 
 from __future__ import annotations
 
-from dsv4ops.watch import Severity, Watcher, WatchSettings
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn
+
+from dsv4ops.remote.results import HttpReply
+from dsv4ops.watch import Round, Severity, Watcher, WatchSettings
 from testing.clock import FakeClock
 from testing.watch import ENDPOINTS, FakeUnit
 
@@ -13,7 +17,7 @@ def test_rounds_every_interval_probes_every_probe_period_and_nothing_but_reads()
     unit = FakeUnit()
     clock = FakeClock()
     w = Watcher(ENDPOINTS, WatchSettings(interval_s=5, probe_every_s=30), unit, clock)
-    rounds = []
+    rounds: list[Round] = []
     w.run(rounds.append, max_rounds=13)
     assert len(rounds) == 13 and clock.monotonic() == 1000.0 + 13 * 5
     assert [r.number for r in rounds if r.probes] == [1, 7, 13]
@@ -38,7 +42,7 @@ def test_once_watches_one_wedge_window_and_reports_the_worst() -> None:
     unit = FakeUnit()
     clock = FakeClock()
     w = Watcher(ENDPOINTS, WatchSettings(), unit, clock)
-    seen = []
+    seen: list[Round] = []
     last = w.once(seen.append)
     assert last.worst is Severity.OK and len(seen) == 6  # t = 0 .. 25 s: the window + a scrape
     unit2 = FakeUnit(probe="stall")
@@ -57,13 +61,13 @@ def test_an_unreachable_target_is_components_down_not_a_stalled_unit_and_watch_g
     unit = FakeUnit()
     calls = {"n": 0}
 
-    def flaky(requests, *, timeout_s=10.0):
+    def flaky(requests: Sequence[Mapping[str, Any]], *, timeout_s: float = 10.0) -> list[HttpReply]:
         calls["n"] += 1
         if 2 <= calls["n"] <= 4:
             raise TargetError("box: ssh: connection reset")
         return unit(requests, timeout_s=timeout_s)
 
-    rounds = []
+    rounds: list[Round] = []
     Watcher(ENDPOINTS, WatchSettings(), flaky, FakeClock()).run(rounds.append, max_rounds=6)
     codes = [{f.code for f in r.findings} for r in rounds]
     assert codes[0] == set() and codes[1] == set()  # one failed round: not yet
@@ -79,7 +83,7 @@ def test_a_silent_unit_is_never_ok_and_once_ends_unknown_or_critical_not_ok() ->
     from dsv4ops import exitcodes
     from dsv4ops.errors import TargetError
 
-    def silent(requests, *, timeout_s=10.0):
+    def silent(requests: Sequence[Mapping[str, Any]], *, timeout_s: float = 10.0) -> NoReturn:
         raise TargetError("http_many: no answer within 5 s")
 
     w = Watcher(ENDPOINTS, WatchSettings(), silent, FakeClock())
@@ -87,7 +91,7 @@ def test_a_silent_unit_is_never_ok_and_once_ends_unknown_or_critical_not_ok() ->
     assert first.worst is Severity.OK and first.findings == ()  # no finding after one scrape ...
     assert first.word == "unknown" and not first.answered  # ... and still no OK
     assert set(first.to_json()["unanswered"]) == {"prefill", "decode", "router"}
-    seen = []
+    seen: list[Round] = []
     last = Watcher(ENDPOINTS, WatchSettings(), silent, FakeClock()).once(seen.append)
     assert all(r.word != "ok" for r in seen)
     assert exitcodes.for_severity(last.word) != exitcodes.OK

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from dsv4ops.remote.results import HttpReply
-from dsv4ops.watch import Watcher, WatchSettings
+from dsv4ops.watch import Round, Watcher, WatchSettings
 from dsv4ops.watch.probe import judge, probe_requests
 from testing.clock import FakeClock
 from testing.watch import ENDPOINTS, FakeUnit, sse
@@ -44,7 +44,7 @@ def test_judging_generations_and_tool_calls() -> None:
     assert cut.status == "failed"  # reasoning used the budget: not corruption
 
 
-def _probing(unit: FakeUnit, rounds: int, busy: bool) -> list:
+def _probing(unit: FakeUnit, rounds: int, busy: bool) -> list[Round]:
     clock = FakeClock()
     w = Watcher(ENDPOINTS, WatchSettings(), unit, clock)
     out = []

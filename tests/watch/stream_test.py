@@ -31,7 +31,7 @@ def test_a_wedge_is_found_within_3_s_of_the_last_token(phase_s: float) -> None:
     clock = FakeClock()
     wedge_at = clock.monotonic() + 20.0 + phase_s  # four healthy rounds, then a random phase
     at, r = _first_wedge(ClockedWedge(clock, wedge_at), clock, until_s=60.0)
-    assert at is not None, "no finding"
+    assert at is not None and r is not None, "no finding"
     latency = at - wedge_at
     assert SILENCE_S <= latency <= SILENCE_S + POLL_S + CONFIRM_GAP_S + 0.05 < 3.0, latency
     f = next(f for f in r.findings if f.code == "decode_wedged")

@@ -201,7 +201,7 @@ def launch_w4a16(kernel: Any, fmt: str, group: int, a: Any, w_packed: Any, w_sca
 def check_fp4_shapes(fmt: str, group: int, a: Any, w_packed: Any, w_scale: Any) -> int:
     """Validate an FP4 weight triple against the activations; returns K. Raises ValueError."""
     n_experts, n, half_k = w_packed.shape
-    k = 2 * half_k
+    k: int = 2 * half_k
     if k % group or tuple(w_scale.shape) != (n_experts, n, k // group) or a.shape[1] != k:
         raise ValueError(f"{fmt} shapes: a {tuple(a.shape)}, w_packed {tuple(w_packed.shape)}, "
                          f"w_scale {tuple(w_scale.shape)} (K must be a multiple of {group})")

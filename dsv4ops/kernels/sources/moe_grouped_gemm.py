@@ -97,7 +97,11 @@ def fused_moe_kernel(
     moe_store(c_ptr, acc, slots, slot_ok, offs_n, n_ok, topk_weights_ptr, stride_cm, MUL_ROUTED_WEIGHT)
 
 
-def moe_constexprs(config: dict[str, int], down: bool) -> dict[str, Any]:
+# (signature, constexprs): what `triton.compile`'s ASTSource takes (the AOT check, aot_worker.py).
+AotSignature = tuple[dict[str, str], dict[str, int]]
+
+
+def moe_constexprs(config: dict[str, int], down: bool) -> dict[str, int]:
     """The constexpr arguments every MoE kernel here takes, for one config and projection."""
     return {
         # The down projection reads one row per slot and applies the routed weight.
@@ -107,13 +111,13 @@ def moe_constexprs(config: dict[str, int], down: bool) -> dict[str, Any]:
     }
 
 
-def with_constexprs(signature: dict[str, str], config: dict[str, int], down: bool) -> tuple:
+def with_constexprs(signature: dict[str, str], config: dict[str, int], down: bool) -> AotSignature:
     """(signature + the constexpr slots, constexprs): what `triton.compile`'s ASTSource takes."""
     constexprs = moe_constexprs(config, down)
     return {**signature, **dict.fromkeys(constexprs, "constexpr")}, constexprs
 
 
-def aot_signature(config: dict[str, int], down: bool = False) -> tuple:
+def aot_signature(config: dict[str, int], down: bool = False) -> AotSignature:
     """(signature, constexprs) for compiling this kernel ahead of time with `config`."""
     return with_constexprs({
         "a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "topk_weights_ptr": "*fp32",

@@ -10,6 +10,12 @@ import torch
 
 from .sparse_decode_attn import D_NOPE, N_SCALES
 
+# A KV pool (nope, rope, scale) and an NVFP4 weight (packed, scale, global scale); an MXFP4
+# weight is (packed, scale).
+Pool = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+Nvfp4Weight = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+Mxfp4Weight = tuple[torch.Tensor, torch.Tensor]
+
 
 def quantize_kv(kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """[T, 512] float -> (nope fp8 [T, 448], rope bf16 [T, 64], UE8M0 scales uint8 [T, 7]).
@@ -30,7 +36,7 @@ def dequantize_kv(nope: torch.Tensor, rope: torch.Tensor, scale: torch.Tensor) -
     return torch.cat([nope.float() * factor, rope.float()], dim=1)
 
 
-def sparse_decode_attn_ref(q: torch.Tensor, swa: tuple, swa_idx: torch.Tensor, cmp: tuple,
+def sparse_decode_attn_ref(q: torch.Tensor, swa: Pool, swa_idx: torch.Tensor, cmp: Pool,
                            cmp_idx: torch.Tensor, sink: torch.Tensor,
                            sm_scale: float | None = None) -> torch.Tensor:
     """Gather -> scores (+ sink logit per head) -> softmax -> PV, per request. [B, H, 512] fp32."""
@@ -150,7 +156,7 @@ def grouped_gemm_nvfp4_ref(a: torch.Tensor, packed: torch.Tensor, scale: torch.T
     return grouped_gemm_ref(a, dequantize_nvfp4(packed, scale, gscale), topk_ids, topk_weights, a_per_slot)
 
 
-def moe_layer_nvfp4_ref(x: torch.Tensor, w13: tuple, w2: tuple, topk_ids: torch.Tensor,
+def moe_layer_nvfp4_ref(x: torch.Tensor, w13: Nvfp4Weight, w2: Nvfp4Weight, topk_ids: torch.Tensor,
                         topk_weights: torch.Tensor) -> torch.Tensor:
     """moe_layer_ref with NVFP4 experts: w13 / w2 are (packed, scale, global) triples."""
     return moe_layer_ref(x, dequantize_nvfp4(*w13), dequantize_nvfp4(*w2), topk_ids, topk_weights)
@@ -217,7 +223,7 @@ def grouped_gemm_mxfp4_ref(a: torch.Tensor, packed: torch.Tensor, scale: torch.T
     return grouped_gemm_ref(a, dequantize_mxfp4(packed, scale), topk_ids, topk_weights, a_per_slot)
 
 
-def moe_layer_mxfp4_ref(x: torch.Tensor, w13: tuple, w2: tuple, topk_ids: torch.Tensor,
+def moe_layer_mxfp4_ref(x: torch.Tensor, w13: Mxfp4Weight, w2: Mxfp4Weight, topk_ids: torch.Tensor,
                         topk_weights: torch.Tensor) -> torch.Tensor:
     """moe_layer_ref with MXFP4 experts: w13 / w2 are (packed, scale) pairs."""
     return moe_layer_ref(x, dequantize_mxfp4(*w13), dequantize_mxfp4(*w2), topk_ids, topk_weights)

@@ -106,7 +106,8 @@ def sparse_decode_attn_kernel(
              mask=h_ok[:, None])
 
 
-def aot_signature(config: dict[str, int], swa_rows: int = SWA_ROWS, topk: int = TOPK) -> tuple:
+def aot_signature(config: dict[str, int], swa_rows: int = SWA_ROWS,
+                  topk: int = TOPK) -> tuple[dict[str, str], dict[str, int]]:
     """(signature, constexprs) for compiling this kernel ahead of time with `config`."""
     signature = {
         "q_ptr": "*bf16", "out_ptr": "*bf16", "sink_ptr": "*fp32",
@@ -123,7 +124,7 @@ def aot_signature(config: dict[str, int], swa_rows: int = SWA_ROWS, topk: int = 
     return signature, constexprs
 
 
-def sparse_decode_attn(q: Any, swa: tuple, swa_idx: Any, cmp: tuple, cmp_idx: Any, sink: Any,
+def sparse_decode_attn(q: Any, swa: tuple[Any, Any, Any], swa_idx: Any, cmp: tuple[Any, Any, Any], cmp_idx: Any, sink: Any,
                        config: dict[str, int], sm_scale: float | None = None) -> Any:
     """Launch the kernel. q [B, H, 512] bf16; swa/cmp = (nope, rope, scale) pools;
     swa_idx [B, 128] / cmp_idx [B, 512] int32 rows (-1 = pad); sink [H] fp32 -> [B, H, 512] bf16."""

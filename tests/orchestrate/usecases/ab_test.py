@@ -6,6 +6,7 @@ step-8 against step-4 buckets picks step-4 and leaves the box on it."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -108,7 +109,7 @@ def ab_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrchEnv]:
 @pytest.mark.router
 @pytest.mark.serial  # an A/B of measured latencies: alone (testing/workers.py)
 def test_step4_buckets_beat_step8_at_57_running_and_stay_on_the_box(
-        ab_env: OrchEnv, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+        ab_env: OrchEnv, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from dsv4ops.cli._context import open_target
     from dsv4ops.orchestrate.usecases.ab import run_ab
 
