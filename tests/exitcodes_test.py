@@ -10,6 +10,7 @@ import importlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, NoReturn
 
 import click
 import pytest
@@ -42,9 +43,10 @@ LEAVES = sorted(leaf_commands(), key=lambda item: item[0])
 IDS = [" ".join(p) for p, _ in LEAVES]
 
 
-def _json_object(out: str) -> dict:
+def _json_object(out: str) -> dict[str, Any]:
     (line,) = [ln for ln in out.splitlines() if ln.strip()]  # exactly one object on stdout
-    return json.loads(line)
+    doc: dict[str, Any] = json.loads(line)
+    return doc
 
 
 def test_the_walk_sees_every_registered_command() -> None:
@@ -53,7 +55,8 @@ def test_the_walk_sees_every_registered_command() -> None:
 
 
 @pytest.mark.parametrize(("path", "cmd"), LEAVES, ids=IDS)
-def test_a_usage_mistake_is_refused_with_one_json_error(path, cmd, capsys) -> None:
+def test_a_usage_mistake_is_refused_with_one_json_error(
+        path: tuple[str, ...], cmd: click.Command, capsys: pytest.CaptureFixture[str]) -> None:
     code = cli_pkg.main([*path, "--no-such-option", "--json"])
     out, err = capsys.readouterr()
     assert code == exitcodes.REFUSED, err
@@ -70,12 +73,14 @@ def test_a_usage_mistake_is_refused_with_one_json_error(path, cmd, capsys) -> No
     (KeyboardInterrupt(), exitcodes.INTERRUPTED),
 ], ids=["refused", "failed", "bug", "interrupted"])
 def test_every_failure_mode_of_every_command_ends_in_the_table(
-        path, cmd, raised, expected, capsys, monkeypatch, tmp_path) -> None:
+        path: tuple[str, ...], cmd: click.Command, raised: BaseException, expected: int,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
     """Whatever a command's body raises, the one boundary gives the table's code: no command
     catches and renumbers it on its own way out."""
     monkeypatch.setenv("DSV4OPS_STATE_DIR", str(tmp_path))  # the bug's crash report goes here
 
-    def body(*_a, **_kw):
+    def body(*_a: object, **_kw: object) -> NoReturn:
         raise raised
 
     monkeypatch.setattr(cmd, "callback", body)
@@ -126,7 +131,7 @@ def test_no_module_picks_an_exit_number_of_its_own() -> None:
     assert not bad, "use dsv4ops.exitcodes:\n" + "\n".join(bad)
 
 
-def test_help_and_readme_state_the_one_table(capsys) -> None:
+def test_help_and_readme_state_the_one_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_pkg.main(["--help"]) == exitcodes.OK
     out = capsys.readouterr().out
     readme = README.read_text()
@@ -137,12 +142,12 @@ def test_help_and_readme_state_the_one_table(capsys) -> None:
 
 
 @pytest.mark.parametrize(("word", "code"), [("HEALTHY", 0), ("NOT HEALTHY", 2), ("UNKNOWN", 4)])
-def test_status_words_map_onto_the_table(word, code) -> None:
+def test_status_words_map_onto_the_table(word: str, code: int) -> None:
     assert exitcodes.for_health(word) == code
 
 
 @pytest.mark.parametrize(("verdict", "code"), [("PASS", 0), ("FAIL", 2), ("INCONCLUSIVE", 4)])
-def test_canary_verdicts_map_onto_the_table(verdict, code) -> None:
+def test_canary_verdicts_map_onto_the_table(verdict: str, code: int) -> None:
     from dsv4ops.canary.verdict import Verdict
 
     assert exitcodes.for_verdict(verdict) == Verdict(verdict).exit_code == code
@@ -170,7 +175,7 @@ def test_every_command_is_classified() -> None:
 
 
 @pytest.mark.parametrize("path", sorted(MUTATING), ids=[" ".join(p) for p in sorted(MUTATING)])
-def test_every_mutating_command_takes_the_same_flags(path) -> None:
+def test_every_mutating_command_takes_the_same_flags(path: tuple[str, ...]) -> None:
     from dsv4ops.cli import _output
 
     cmd = dict(LEAVES)[path]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,11 +22,13 @@ from dsv4ops.journal.store import UNKNOWN, Journal
 HASHES = ["h1", "h2", "h3"]
 
 
-def _begin(draw, base: dict, op: str, kind: str, experiments: list[str]) -> dict:
+def _begin(draw: st.DrawFn, base: dict[str, Any], op: str, kind: str,
+           experiments: list[str]) -> dict[str, Any]:
     rec = {**base, "type": "begin", "op": op, "kind": kind, "user": "u",
            "profile": {"name": op, "commands_hash": draw(st.sampled_from(HASHES))},
            "components": draw(st.sampled_from([[], [{"name": "decode"}]]))}
-    if experiments and draw(st.booleans()):
+    in_experiment: bool = bool(experiments) and draw(st.booleans())
+    if in_experiment:
         arm = draw(st.sampled_from(["(A)", "(B)"]))
         rec["reason"] = f"experiment {draw(st.sampled_from(experiments))}: block 1 {arm}"
     if draw(st.integers(0, 5)) == 0:
@@ -33,7 +36,7 @@ def _begin(draw, base: dict, op: str, kind: str, experiments: list[str]) -> dict
     return rec
 
 
-def _status(draw, base: dict, ops: list[str]) -> dict:
+def _status(draw: st.DrawFn, base: dict[str, Any], ops: list[str]) -> dict[str, Any]:
     rec = {**base, "type": "status", "op": draw(st.sampled_from(ops)),
            "status": draw(st.sampled_from([s.value for s in Status]))}
     if draw(st.booleans()):
@@ -43,7 +46,7 @@ def _status(draw, base: dict, ops: list[str]) -> dict:
     return rec
 
 
-def _step(draw, base: dict, ops: list[str]) -> dict:
+def _step(draw: st.DrawFn, base: dict[str, Any], ops: list[str]) -> dict[str, Any]:
     return {**base, "type": "step", "op": draw(st.sampled_from(ops)),
             "name": draw(st.sampled_from(["canary", "gate speed", "drain", "start decode"])),
             "phase": draw(st.sampled_from(["start", "done", "failed"])),
@@ -52,7 +55,7 @@ def _step(draw, base: dict, ops: list[str]) -> dict:
 
 
 @st.composite
-def journals(draw) -> list[bytes]:
+def journals(draw: st.DrawFn) -> list[bytes]:
     """Lines of a journal: operations of every kind, gate steps, merges, torn lines."""
     lines: list[bytes] = []
     ops: list[str] = []
@@ -80,7 +83,7 @@ def journals(draw) -> list[bytes]:
     return lines
 
 
-def _full(data: bytes) -> dict:
+def _full(data: bytes) -> dict[str, Any]:
     """What the store answered before the index: parse, validate, fold, place, judge."""
     parsed, torn = journalfile.parse(data)
     records = [validate(r, "x") for _, r in parsed]
@@ -89,7 +92,7 @@ def _full(data: bytes) -> dict:
             "torn": torn, "records": records, "merges": [r for r in records if r["type"] == "merge"]}
 
 
-def _answers(j: Journal) -> dict:
+def _answers(j: Journal) -> dict[str, Any]:
     ops = j.operations()
     return {"ops": list(ops), "judged": j.judged(), "good": [o.op for o in j.known_good()],
             "torn": j.skipped_lines, "records": list(j.records()), "merges": j.merges()}
@@ -110,7 +113,9 @@ def _check(j: Journal, data: bytes) -> None:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=journals(), cut=st.floats(0, 1), partial=st.booleans())
-def test_the_index_answers_what_a_full_scan_answers(tmp_path_factory, lines, cut, partial) -> None:
+def test_the_index_answers_what_a_full_scan_answers(
+        tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], cut: float, partial: bool,
+) -> None:
     d = tmp_path_factory.mktemp("j")
     path = d / "box.jsonl"
     k = int(len(lines) * cut)
@@ -140,14 +145,15 @@ def _deploys(j: Journal, n: int) -> list[str]:
 
 
 @pytest.fixture
-def saved_always(monkeypatch):
+def saved_always(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jindex, "SAVE_EVERY", 0)  # every fold is written: the file is checked
 
 
-def test_appends_keep_the_index_file_current(tmp_path: Path, saved_always) -> None:
+def test_appends_keep_the_index_file_current(tmp_path: Path, saved_always: None) -> None:
     j = Journal("box", directory=tmp_path)
     ops = _deploys(j, 3)
-    assert j.last_known_good().op == ops[-1]
+    lkg = j.last_known_good()
+    assert lkg is not None and lkg.op == ops[-1]
     idx = Path(f"{j.path}.idx")
     fd = os.open(j.path, os.O_RDONLY)
     try:
@@ -160,7 +166,8 @@ def test_appends_keep_the_index_file_current(tmp_path: Path, saved_always) -> No
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "rewritten", "foreign", "version"])
-def test_an_index_that_does_not_prove_itself_is_rebuilt(tmp_path: Path, saved_always, damage) -> None:
+def test_an_index_that_does_not_prove_itself_is_rebuilt(
+        tmp_path: Path, saved_always: None, damage: str) -> None:
     j = Journal("box", directory=tmp_path)
     ops = _deploys(j, 4)
     idx = Path(f"{j.path}.idx")
@@ -181,12 +188,13 @@ def test_an_index_that_does_not_prove_itself_is_rebuilt(tmp_path: Path, saved_al
     _check(Journal("box", directory=tmp_path), data)
     fd = os.open(j.path, os.O_RDONLY)
     try:
-        assert jindex.decode(idx.read_bytes(), fd, len(data)).size == len(data)  # written again
+        state = jindex.decode(idx.read_bytes(), fd, len(data))
+        assert state is not None and state.size == len(data)  # written again
     finally:
         os.close(fd)
 
 
-def test_an_edit_outside_the_window_is_caught_when_its_operation_is_read(tmp_path):
+def test_an_edit_outside_the_window_is_caught_when_its_operation_is_read(tmp_path: Path) -> None:
     j = Journal("box", directory=tmp_path)
     ops = [f"d-{i}" for i in range(400)]  # > 64 KiB: the first lie outside the size+window proof
     base = {"v": RECORD_VERSION, "ts": "2026-12-01T00:00:00Z"}
@@ -208,7 +216,8 @@ def test_an_edit_outside_the_window_is_caught_when_its_operation_is_read(tmp_pat
         Journal("box", directory=tmp_path).get(ops[0])  # rebuilt by a full scan: it names it
 
 
-def test_an_index_path_that_is_a_symlink_is_never_followed(tmp_path: Path, saved_always) -> None:
+def test_an_index_path_that_is_a_symlink_is_never_followed(
+        tmp_path: Path, saved_always: None) -> None:
     j = Journal("box", directory=tmp_path)
     _deploys(j, 2)
     idx = Path(f"{j.path}.idx")

@@ -25,7 +25,7 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from .moe_grouped_gemm import moe_tile, plan_launch, with_constexprs
+from .moe_grouped_gemm import AotSignature, moe_tile, plan_launch, with_constexprs
 
 
 @triton.jit
@@ -163,7 +163,7 @@ def fp4_w4a4_tile(a_ptr, a_scale_ptr, b_ptr, b_scale_ptr, sorted_token_ids_ptr, 
 
 
 def fp4_aot_signature(scale: str, gscale: bool, config: dict[str, int], down: bool,
-                      w4a4: bool = False) -> tuple:
+                      w4a4: bool = False) -> AotSignature:
     """(signature, constexprs) of an FP4 MoE kernel for `triton.compile`, in its parameter order:
     `scale` is the block scales' type (`*u8` ue8m0, `*fp8e4nv` e4m3), `gscale` whether the kernel
     takes fp32 global scales (NVFP4), `w4a4` the dot_scaled variant (FP4 activations too)."""

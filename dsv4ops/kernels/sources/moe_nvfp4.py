@@ -38,7 +38,7 @@ import triton
 import triton.language as tl
 
 from .fp4_common import fp4_aot_signature, fp4_w4a4_tile, fp4_w4a16_tile, launch_w4a16
-from .moe_grouped_gemm import moe_store
+from .moe_grouped_gemm import AotSignature, moe_store
 
 GROUP = 16  # NVFP4: one ue4m3 scale per 16 e2m1 values
 
@@ -86,12 +86,12 @@ def fused_moe_nvfp4_dot_scaled_kernel(
     moe_store(c_ptr, acc, slots, slot_ok, offs_n, n_ok, topk_weights_ptr, stride_cm, MUL_ROUTED_WEIGHT)
 
 
-def aot_signature(config: dict[str, int], down: bool = False) -> tuple:
+def aot_signature(config: dict[str, int], down: bool = False) -> AotSignature:
     """(signature, constexprs) for compiling fused_moe_nvfp4_kernel ahead of time."""
     return fp4_aot_signature("*fp8e4nv", True, config, down)
 
 
-def aot_signature_dot_scaled(config: dict[str, int], down: bool = False) -> tuple:
+def aot_signature_dot_scaled(config: dict[str, int], down: bool = False) -> AotSignature:
     """(signature, constexprs) for compiling fused_moe_nvfp4_dot_scaled_kernel ahead of time."""
     return fp4_aot_signature("*fp8e4nv", True, config, down, w4a4=True)
 
