@@ -108,11 +108,12 @@ def test_nothing_imports_cli_but_the_programs_that_start_it() -> None:
 
 # What cli/ may import of the package (docs/architecture.md, layer 1): the use cases, and the
 # leaf modules a command's parsing and printing need (the error boundary's errors and exit
-# codes, the wait seam's values the live line draws, the YAML printer, constants, the clock).
+# codes, the wait seam's values the live line draws, the YAML printer, constants, the clock, the
+# JSON value aliases).
 # The composition root, cli/_context.py, also builds a target's executor, supervisor and
 # journal. Anything else is an import a use case should make for the command.
 CLI_MAY_IMPORT = ("orchestrate.usecases", "errors", "exitcodes", "waits", "_yaml", "constants",
-                  "clock")
+                  "clock", "jsontypes")
 CLI_ROOT = ("cli/_context.py", ("profiles", "profiles.model", "remote", "remote.connect",
                                 "journal.store", "orchestrate.targetjournal"))
 # Issue 24: the lower modules each verb still imports itself, to route through its use case.
