@@ -314,6 +314,12 @@ class TwinStack:
     ready_timeout: float = 60.0
     procs: dict[str, Proc] = field(default_factory=dict)
 
+    @property
+    def router_url(self) -> str:
+        """The router's URL, for a stack started with router=True (the type says it may have none)."""
+        assert self.router is not None, "this twin stack was started without a router"
+        return self.router.url
+
     def events(self) -> list[dict[str, Any]]:
         if not self.event_log.exists():
             return []
