@@ -53,7 +53,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,7 +76,7 @@ WEATHER_TOOL = {"type": "function", "function": {
                    "required": ["city", "nonce"]}}}
 
 
-def sse_events(lines: Iterator[str]) -> list[Any]:
+def sse_events(lines: Iterable[str]) -> list[Any]:
     """Parse `data:` lines of an SSE stream; '[DONE]' is kept as the string."""
     out: list[Any] = []
     for line in lines:
@@ -313,6 +313,12 @@ class TwinStack:
     workdir: Path
     ready_timeout: float = 60.0
     procs: dict[str, Proc] = field(default_factory=dict)
+
+    @property
+    def router_url(self) -> str:
+        """The router's URL, for a stack started with router=True (the type says it may have none)."""
+        assert self.router is not None, "this twin stack was started without a router"
+        return self.router.url
 
     def events(self) -> list[dict[str, Any]]:
         if not self.event_log.exists():

@@ -76,11 +76,14 @@ def test_no_sawtooth_within_one_graph_or_within_the_noise() -> None:
     unmeasured = [replace(p, output_tok_s_ci=None) for p in (_level(56), _level(57))]
     assert find_sawtooth(unmeasured, STEP8) == []
     drop = find_sawtooth([_level(56), _level(57)], STEP8)[0]
+    assert drop.drop_ci is not None
     assert (drop.from_padded, drop.to_padded) == (56, 64) and drop.drop_ci[0] > 0
 
 
 def test_mean_ci95_is_the_t_interval() -> None:
-    lo, hi = mean_ci95([10.0, 12.0, 14.0])  # mean 12, sd 2, t(2) = 4.303
+    ci = mean_ci95([10.0, 12.0, 14.0])  # mean 12, sd 2, t(2) = 4.303
+    assert ci is not None
+    lo, hi = ci
     assert (lo, hi) == pytest.approx((12 - 4.303 * 2 / 3 ** 0.5, 12 + 4.303 * 2 / 3 ** 0.5))
     assert mean_ci95([1.0, 2.0]) is None
 

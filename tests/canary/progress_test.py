@@ -8,7 +8,7 @@ import inspect
 import pytest
 
 from dsv4ops.canary import progress
-from dsv4ops.canary.progress import ProgressDetector
+from dsv4ops.canary.progress import ProgressDetector, Stall
 
 S = 1_000_000_000
 URL = "http://decode/metrics"
@@ -32,13 +32,13 @@ class Server:
             self.next_bump += self.log_interval_s
 
 
-def _scrape(det: ProgressDetector, server: Server, t: float, in_flight: int = 0):
+def _scrape(det: ProgressDetector, server: Server, t: float, in_flight: int = 0) -> Stall | None:
     server.advance_to(t)
     return det.observe(URL, int(t * S), running=server.running, queued=0.0,
                        decode_tokens=server.tokens, engine_types=("decode",), in_flight=in_flight)
 
 
-def _run(det: ProgressDetector, server: Server, t0: float, t1: float, **kw: int) -> list:
+def _run(det: ProgressDetector, server: Server, t0: float, t1: float, **kw: int) -> list[Stall]:
     stalls, t = [], t0
     while t < t1:
         got = _scrape(det, server, t, **kw)

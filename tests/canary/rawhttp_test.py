@@ -251,8 +251,12 @@ NO_DONE = b"".join(EV % w for w in (b"a", b"b", b"c")) + FINISH + USAGE  # what 
 def test_a_stream_that_ends_on_its_finish_reason_without_done_is_complete(engine: str) -> None:
     chunked = HEAD_CHUNKED + chunk(NO_DONE) + b"0\r\n\r\n"
     to_close = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
-    for script in ([chunked], [to_close, NO_DONE, 0.01, None]):
-        [rec], _ = run_requests(lambda n, b, s=script: s, engine=engine)
+    scripts: tuple[list[bytes | float | None], ...] = ([chunked], [to_close, NO_DONE, 0.01, None])
+    for pieces in scripts:
+        def script(n: int, b: bytes, s: list[bytes | float | None] = pieces) -> list[bytes | float | None]:
+            return s
+
+        [rec], _ = run_requests(script, engine=engine)
         assert rec.ok, (rec.error, rec.error_detail)
         assert rec.content == "abc" and rec.output_tokens == 3 and rec.finish_reason == "stop"
         assert not rec.done and rec.ended_without_done  # said so, not hidden

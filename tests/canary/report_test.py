@@ -6,9 +6,10 @@ from pathlib import Path
 
 from dsv4ops.canary.report import report_json, report_markdown, write_report
 from dsv4ops.canary.verdict import SuiteResult, Thresholds, Verdict
+from dsv4ops.jsontypes import JSONObject
 
 
-def _summary(completed: int) -> dict:
+def _summary(completed: int) -> JSONObject:
     return {"completed": completed, "failed": 0, "output_throughput": 700.0, "median_ttft_ms": 40.0,
             "p99_itl_ms": math.nan, "request_throughput": 3.0, "output_tokens_per_s_buckets": [5, 9]}
 

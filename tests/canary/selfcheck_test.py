@@ -7,7 +7,9 @@ from dsv4ops.canary.selfcheck import SelfCheck, read_proc_stat
 
 
 def test_proc_stat_is_read() -> None:
-    busy, total = read_proc_stat()
+    stat = read_proc_stat()
+    assert stat is not None
+    busy, total = stat
     assert 0 <= busy <= total
     assert read_proc_stat("/nonexistent/stat") is None
 

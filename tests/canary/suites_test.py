@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from dsv4ops.canary import Thresholds, Verdict, run_suite
+from dsv4ops.canary import SuiteResult, Thresholds, Verdict, run_suite
 from dsv4ops.errors import CanaryError
 from testing.canary import fake_server
 from testing.ports import free_port
@@ -25,7 +26,7 @@ TH = Thresholds(smoke_requests=12, stress_concurrency=16, corruption_turns=2, co
                 loop_lag_p99_max_ms=1000.0)
 
 
-def _run(url: str, suite: str, **kw: object):  # type: ignore[no-untyped-def]
+def _run(url: str, suite: str, **kw: Any) -> SuiteResult:
     return run_suite(suite, url, worker_urls=[url], thresholds=kw.pop("thresholds", TH), **kw)
 
 

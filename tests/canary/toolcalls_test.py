@@ -5,15 +5,16 @@ import pytest
 from dsv4ops.canary import toolcalls as T
 from dsv4ops.canary.toolcalls import assemble, check_calls, validate_schema
 from dsv4ops.canary.workload import TOOL_SCHEMAS
+from dsv4ops.jsontypes import JSONObject
 
 
-def _d(index: int = 0, id: str | None = None, name: str | None = None, args: str | None = None) -> dict:
-    fn: dict = {}
+def _d(index: int = 0, id: str | None = None, name: str | None = None, args: str | None = None) -> JSONObject:
+    fn: JSONObject = {}
     if name is not None:
         fn["name"] = name
     if args is not None:
         fn["arguments"] = args
-    out: dict = {"index": index, "function": fn}
+    out: JSONObject = {"index": index, "function": fn}
     if id is not None:
         out["id"] = id
     return out
@@ -115,7 +116,7 @@ def test_a_call_cut_by_max_tokens_is_not_a_missing_call() -> None:
         (5, {"type": "number", "minimum": 6}, False),
     ],
 )
-def test_schema_subset(value: object, schema: dict, ok: bool) -> None:
+def test_schema_subset(value: object, schema: JSONObject, ok: bool) -> None:
     assert (validate_schema(value, schema) == []) is ok
 
 

@@ -15,11 +15,12 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from dsv4ops.canary import Thresholds, Verdict, run_suite
+from dsv4ops.canary import SuiteResult, Thresholds, Verdict, run_suite
 from dsv4ops.metrics.prom import parse_text, server_gauges
 from testing.twin import TwinStack, assemble_chat_stream, sse_events, twin_stack
 
@@ -58,8 +59,8 @@ CLIENT_LAW_REL_B = 0.08
 USER_TOKENS = 600
 
 
-def _run(stack: TwinStack, suite: str, **kw: object):  # type: ignore[no-untyped-def]
-    return run_suite(suite, stack.router.url, worker_urls=[stack.prefill.url, stack.decode.url],
+def _run(stack: TwinStack, suite: str, **kw: Any) -> SuiteResult:
+    return run_suite(suite, stack.router_url, worker_urls=[stack.prefill.url, stack.decode.url],
                      thresholds=TH, buckets=STEP8, **kw)
 
 
@@ -106,7 +107,7 @@ def test_sweep_report_counts_its_own_cancellations_apart_and_every_token(safe_st
     # 512 tokens take ~10 s of wall time at c48 (scale 0.3), far longer than the 3 s drain: the
     # last level's streams are cut by the suite, while c16's first streams (10-20 ms a step)
     # complete before the drain ends
-    result = run_suite("sweep", safe_stack.router.url,
+    result = run_suite("sweep", safe_stack.router_url,
                        worker_urls=[safe_stack.prefill.url, safe_stack.decode.url],
                        thresholds=th, buckets=STEP8, report_dir=tmp_path)
     report = json.loads((tmp_path / "report.json").read_text())
@@ -150,13 +151,13 @@ def test_each_forced_corruption_shape_fails_the_corruption_suite_for_its_reason(
 def test_thinking_mode_passes_and_its_reasoning_is_seen(safe_stack: TwinStack) -> None:
     body = {"model": "default", "messages": [{"role": "user", "content": "think first"}],
             "max_tokens": 40, "stream": True, "chat_template_kwargs": {"thinking": True}}
-    with httpx.stream("POST", safe_stack.router.url + "/v1/chat/completions", json=body,
+    with httpx.stream("POST", safe_stack.router_url + "/v1/chat/completions", json=body,
                       timeout=30) as resp:
         events = sse_events(resp.iter_lines())
     assert any(e["choices"] and e["choices"][0]["delta"].get("reasoning_content")
                for e in events[:-1])
     th = replace(TH, thinking=True, thinking_budget_tokens=64, stress_concurrency=16)
-    result = run_suite("corruption", safe_stack.router.url,
+    result = run_suite("corruption", safe_stack.router_url,
                        worker_urls=[safe_stack.prefill.url, safe_stack.decode.url],
                        thresholds=th, buckets=STEP8)
     assert result.verdict is Verdict.PASS, result.reasons
@@ -178,7 +179,7 @@ def test_abort_cascade_aborts_only_the_canary_streams_not_a_users(safe_stack: Tw
     body = {"model": "default", "messages": [{"role": "user", "content": "a user's long answer"}],
             "max_tokens": USER_TOKENS, "stream": True, "stream_options": {"include_usage": True}}
     with httpx.Client(timeout=60) as client, ThreadPoolExecutor(1) as pool, \
-            client.stream("POST", safe_stack.router.url + "/v1/chat/completions", json=body) as resp:
+            client.stream("POST", safe_stack.router_url + "/v1/chat/completions", json=body) as resp:
         lines = resp.iter_lines()
         first = json.loads(next(ln for ln in lines if ln.startswith("data:"))[5:])
         state = client.get(safe_stack.decode.url + "/_twin/state").json()

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 from dsv4ops.canary import watchdog as W
 from dsv4ops.canary.records import RequestRecord
@@ -34,7 +35,7 @@ def _stream(wd: Watchdog, clock: Clock, rid: str, *, first: bool = True) -> Requ
     return rec
 
 
-def _run_ticks(wd: Watchdog, clock: Clock, seconds: float, progress: list[RequestRecord] = ()) -> None:
+def _run_ticks(wd: Watchdog, clock: Clock, seconds: float, progress: Sequence[RequestRecord] = ()) -> None:
     """Tick every 0.1 s; streams in `progress` keep receiving bytes."""
     for _ in range(int(seconds / 0.1)):
         clock.advance(0.1)

@@ -17,6 +17,7 @@ import pytest
 
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
+from dsv4ops.jsontypes import JSONObject
 from testing.ab import ab_twin_env, add_ab_profiles
 from testing.orchestrate import OrchEnv, cli, module_env, our_processes
 
@@ -46,7 +47,7 @@ def env(orch_env: OrchEnv, monkeypatch: pytest.MonkeyPatch) -> OrchEnv:
     return orch_env
 
 
-def test_dry_run_prints_the_plan_and_changes_nothing(env: OrchEnv, capsys) -> None:
+def test_dry_run_prints_the_plan_and_changes_nothing(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = cli(env, capsys, "ab", "baseline", "overlap-on", "--dry-run")
     assert code == 0, err
     # the budget the design sizes for a 5% effect at the default ±2% variation: 4 pairs
@@ -74,14 +75,15 @@ def test_dry_run_prints_the_plan_and_changes_nothing(env: OrchEnv, capsys) -> No
     (("baseline", "no-such-profile"), "no-such-profile"),
     (("baseline", "overlap-on", "--suite", "soak", "--levels", "8,16"), "the soak exactly one"),
 ])
-def test_bad_input_is_one_clear_error_and_changes_nothing(env: OrchEnv, capsys, args, message) -> None:
+def test_bad_input_is_one_clear_error_and_changes_nothing(env: OrchEnv, capsys: pytest.CaptureFixture[str], args: tuple[str, ...],
+        message: str) -> None:
     code, _out, err = cli(env, capsys, "ab", *args, "--dry-run")
     assert code == 1 and message in err and "Traceback" not in err
     assert Journal(env.target).operations() == []
 
 
 def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_partial(
-        env: OrchEnv, capsys, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        env: OrchEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Ctrl-C after block 1's deploy stopped A's unit: its automatic rollback restores the last
     known-good (an experiment's blocks never are; an earlier A/B's gated winner is), or with
     none stops everything; the experiment then leaves the box on A (by a deploy unless the
@@ -129,7 +131,7 @@ def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_parti
     else:
         assert b_deploy.status is Status.FAILED
         assert "No known-good deployment to roll back to" in (b_deploy.message or "")
-    assert exp.status is Status.FAILED and "after 1 of 4 blocks" in exp.message
+    assert exp.status is Status.FAILED and "after 1 of 4 blocks" in (exp.message or "")
     assert [(s.name, s.phase) for s in exp.steps if s.name.startswith("block ")] == [
         ("block 0 A ab-base", "start"), ("block 0 A ab-base", "done"),
         ("block 1 B ab-step4", "start"), ("block 1 B ab-step4", "failed")]
@@ -139,7 +141,7 @@ def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_parti
     assert report["decision"]["winner"] == "A"
     # A runs again, put back by the experiment's own deploy of A, nothing in flight.
     deployed = journal.deployed()
-    assert deployed.profile_name == "ab-base" and deployed.proven
+    assert deployed is not None and deployed.profile_name == "ab-base" and deployed.proven
     if not good_before:
         assert deployed.reason == f"experiment {exp.op}: leave the box on A"
         # putting A back after a stop is a restore, no gate: not known-good
@@ -148,12 +150,12 @@ def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_parti
 
 
 def test_ctrl_c_while_a_block_is_measured_keeps_a_and_records_the_block_as_partial(
-        env: OrchEnv, capsys, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        env: OrchEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Ctrl-C during block 0's sweep (A): the box already runs A's proven deployment, so nothing is
     redeployed; the block is in the report as incomplete and the experiment ends FAILED."""
     from dsv4ops.orchestrate.usecases import ab as AB
 
-    real = AB.canary_runner
+    real = vars(AB)["canary_runner"]  # the name ab.py imported (it does not re-export it)
 
     def ctrl_c_in_the_first_sweep(progress):  # type: ignore[no-untyped-def]
         run = real(progress)
@@ -172,15 +174,16 @@ def test_ctrl_c_while_a_block_is_measured_keeps_a_and_records_the_block_as_parti
     journal = Journal(env.target)
     exp, block0 = journal.operations()[before:]  # the experiment and block 0's deploy, no other
     assert exp.kind is Kind.EXPERIMENT and exp.status is Status.FAILED
-    assert "interrupted by SIGINT after 1 of 4 blocks (done: none)" in exp.message
+    assert "interrupted by SIGINT after 1 of 4 blocks (done: none)" in (exp.message or "")
     assert ("block 0 A ab-base", "failed") in [(s.name, s.phase) for s in exp.steps]
     report = json.loads((tmp_path / "report.json").read_text())
     assert [(b["arm"], b["complete"], b["deploy_op"]) for b in report["blocks"]] == [
         ("A", False, block0.op)]
-    assert journal.deployed().op == block0.op and len(our_processes(env)) == 3
+    deployed = journal.deployed()
+    assert deployed is not None and deployed.op == block0.op and len(our_processes(env)) == 3
 
 
-def _status(env: OrchEnv) -> dict:
+def _status(env: OrchEnv) -> JSONObject:
     from dsv4ops.cli._context import open_target
     from dsv4ops.orchestrate.status import gather_status
 
@@ -191,7 +194,7 @@ def _status(env: OrchEnv) -> dict:
         session.close()
 
 
-def _assert_the_gate_kept_a(env: OrchEnv, out: dict, tmp_path: Path, before: int) -> None:
+def _assert_the_gate_kept_a(env: OrchEnv, out: JSONObject, tmp_path: Path, before: int) -> None:
     """The overlap A/B (`dsv4ops ab ab-base ab-overlap`, journal entries from `before` on): a
     gain with its interval, rejected by the abort-cascade gate, the box left on A."""
     assert out["winner"] == "A" and out["ok"] and out["box"].startswith("A (ab-base")
@@ -215,13 +218,14 @@ def _assert_the_gate_kept_a(env: OrchEnv, out: dict, tmp_path: Path, before: int
     assert all(d.reason and exp.op in d.reason for d in deploys)
     assert [b["deploy_op"] for b in out["blocks"]] == [d.op for d in deploys[:2]]
     block_steps = [s for s in exp.steps if s.name.startswith("block ") and s.phase == "done"]
-    assert [s.detail.split(";")[0] for s in block_steps] == [f"deploy {d.op}" for d in deploys[:2]]
+    assert [(s.detail or "").split(";")[0] for s in block_steps] == [f"deploy {d.op}" for d in deploys[:2]]
     assert any(s.name == "gate abort-cascade on B" and s.phase == "failed" for s in exp.steps)
     (look,) = [s for s in exp.steps if s.name.startswith("look ")]
-    assert look.name == "look 1 of 2" and look.detail.startswith(
+    assert look.name == "look 1 of 2" and (look.detail or "").startswith(
         "decided, stopping: B failed the abort_cascade gate")
     assert "leave the box on A" in [s.name for s in exp.steps]
-    assert Journal(env.target).deployed().op == deploys[-1].op
+    deployed = Journal(env.target).deployed()
+    assert deployed is not None and deployed.op == deploys[-1].op
     # The winner's final deploy ran its own flag-aware gate, so it is known-good (issue 20);
     # the blocks are not.
     assert any(s.name.startswith("canary") for s in deploys[-1].steps), deploys[-1].steps
@@ -233,7 +237,7 @@ def _assert_the_gate_kept_a(env: OrchEnv, out: dict, tmp_path: Path, before: int
 
 @serial
 def test_known_good_across_deploys_no_canary_and_an_ab_whose_b_failed_its_gate(
-        env: OrchEnv, capsys, tmp_path: Path) -> None:
+        env: OrchEnv, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """Issue 20's scenario on the twin behind the real router, one stack: baseline gated ->
     overlap-on's gate fails (rolled back) -> overlap-on and multi-stream-on with --no-canary ->
     rollback offers baseline, neither flag profile; then the seeds' overlap A/B (a gain with its

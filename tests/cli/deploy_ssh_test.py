@@ -13,6 +13,7 @@ import pytest
 
 from dsv4ops.cli import main
 from dsv4ops.journal.store import Journal
+from dsv4ops.jsontypes import JSONObject
 from testing.orchestrate import OrchEnv, our_processes
 from testing.remote import SshdServer
 
@@ -53,7 +54,7 @@ def _bare_workdir(env: OrchEnv) -> Path:
     return env.workdir.with_name(env.workdir.name + "-bare")
 
 
-def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict, str]:
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, JSONObject, str]:
     code = main([*args, "--json"])
     out, err = capsys.readouterr()
     return code, (json.loads(out) if out.strip() else {}), err
@@ -87,7 +88,7 @@ def test_cli_deploys_checks_and_stops_the_twin_over_ssh(ssh_env: OrchEnv, sshd: 
         ("deploy", "SUCCEEDED"),
         ("stop", "SUCCEEDED"),
     ]
-    assert ops[0].profile["name"] == "baseline" and ops[0].processes.keys() == comps.keys()
+    assert ops[0].profile is not None and ops[0].profile["name"] == "baseline" and ops[0].processes.keys() == comps.keys()
     assert Journal(SSH_TARGET).deployed() is None
 
 

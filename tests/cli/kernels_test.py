@@ -50,11 +50,12 @@ def test_build_verify_deploy_list_rollback(built: Built, twin_target: Path, tmp_
     from dsv4ops.journal.store import Journal
 
     ops = Journal("twin-local").operations()
-    assert [(o.kind.value, o.status.value, o.kernel["action"]) for o in ops] == [
+    assert [(o.kind.value, o.status.value, (o.kernel or {})["action"]) for o in ops] == [
         ("kernels", "SUCCEEDED", "deploy"),
         ("kernels", "SUCCEEDED", "deploy"),
         ("kernels", "SUCCEEDED", "rollback"),
     ]
+    assert ops[1].kernel is not None and ops[2].kernel is not None
     assert ops[1].kernel["package"] == "dsv4-decode-kernels@0.3.0" and ops[1].kernel["previous"] == "0.1.0"
     assert ops[2].kernel["package"] == "dsv4-decode-kernels@0.1.0" and ops[2].user
     assert Journal("twin-local").deployed() is None  # a kernel switch is not a PD deployment

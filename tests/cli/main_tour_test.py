@@ -17,10 +17,11 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 import pytest
 
-from testing.orchestrate import commit_all, kill_all, make_env, our_processes
+from testing.orchestrate import OrchEnv, commit_all, kill_all, make_env, our_processes
 
 pytestmark = pytest.mark.slow
 
@@ -94,8 +95,8 @@ def test_the_readme_tour_runs_verbatim_from_a_subdirectory(tmp_path: Path) -> No
     finally:
         subprocess.run([sys.executable, "-m", "dsv4ops", "stop", "--target", target, "--yes",
                         "--recover"], cwd=ops, env=environ, capture_output=True, timeout=120)
-        kill_all(_Env(tmp_path / "work"))
-    assert our_processes(_Env(tmp_path / "work")) == []
+        kill_all(_env(tmp_path / "work"))
+    assert our_processes(_env(tmp_path / "work")) == []
     _check_what_the_tour_promises(ops, project, outputs)
 
 
@@ -111,6 +112,12 @@ def _could_not_judge(line: str, proc: subprocess.CompletedProcess[str]) -> bool:
 class _Env:  # what kill_all / our_processes read of an OrchEnv
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
+
+
+def _env(workdir: Path) -> OrchEnv:
+    # kill_all / our_processes read only `.workdir`; the tour has no OrchEnv (it makes its own
+    # project), so this stand-in is passed as one.
+    return cast(OrchEnv, _Env(workdir))
 
 
 def _check_what_the_tour_promises(ops: Path, project: Path, outputs: dict[str, str]) -> None:
@@ -129,7 +136,9 @@ def _check_what_the_tour_promises(ops: Path, project: Path, outputs: dict[str, s
     assert max(p["output_tok_s"] for p in sweep["levels"]) < 1.2 * law["ceiling_tok_s"]
     plan = next(out for line, out in outputs.items() if line.startswith("dsv4ops buckets plan"))
     assert "from canary sweep levels" in plan
-    planned = [int(b) for b in re.search(r"^planned: (.*)$", plan, re.M).group(1).split()]
+    planned_line = re.search(r"^planned: (.*)$", plan, re.M)
+    assert planned_line is not None, plan
+    planned = [int(b) for b in planned_line.group(1).split()]
     assert [b for b in planned if b < 32] == [1, 2, 4, 8, 12, 16, 24], plan  # baseline's step-8
     assert "apiVersion" in (ops / "rbg.yaml").read_text()
     # state is the project's, wherever the commands ran

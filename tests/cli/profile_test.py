@@ -189,7 +189,7 @@ def test_set_through_the_cli_commits(pdir: Path, monkeypatch: pytest.MonkeyPatch
     assert main(["profile", "set", "base", "overlap=sometimes", "--as", "x"]) == 1
 
 
-def test_set_dry_run_and_json_write_nothing_and_say_what(pdir: Path, monkeypatch) -> None:
+def test_set_dry_run_and_json_write_nothing_and_say_what(pdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`profile set` takes the mutating commands' flags: --dry-run prints the diff and writes
     and commits nothing; --json prints the result object; --yes is accepted (it asks nothing)."""
     for key in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"):
@@ -213,7 +213,7 @@ def test_set_dry_run_and_json_write_nothing_and_say_what(pdir: Path, monkeypatch
     assert doc["message"].split("\n\n")[1] == "A/B won" and (pdir / "trial.yaml").exists()
 
 
-def test_render_and_show_never_print_secrets(tmp_path) -> None:
+def test_render_and_show_never_print_secrets(tmp_path: Path) -> None:
     """`profile render` (text and --json) and `profile show` hide env tokens and --*api-key values."""
     import json as _json
 
@@ -249,7 +249,7 @@ def test_render_and_show_never_print_secrets(tmp_path) -> None:
     assert prefill["argv"][prefill["argv"].index("--admin-api-key") + 1] == "***"
 
 
-def test_missing_profiles_directory_is_a_user_error(tmp_path, monkeypatch) -> None:
+def test_missing_profiles_directory_is_a_user_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A wrong DSV4OPS_PROFILES_DIR says so (exit 1) instead of listing nothing."""
     from dsv4ops.cli import main as _main
 

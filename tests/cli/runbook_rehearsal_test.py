@@ -115,7 +115,7 @@ def runbook(env: OrchEnv, capfd: pytest.CaptureFixture[str], *args: str) -> tupl
 
 def status(env: OrchEnv, capfd: pytest.CaptureFixture[str]) -> dict[str, Any]:
     code = main(["status", "--json", "--target", env.target])
-    st = json.loads(capfd.readouterr().out)
+    st: dict[str, Any] = json.loads(capfd.readouterr().out)
     assert code == st["exit"] == (0 if st["healthy"] else 2), st  # NOT HEALTHY exits 2
     return st
 
@@ -451,7 +451,7 @@ def test_a_killed_run_resumes_and_a_changed_target_refuses(
     assert rec.in_flight == 2 and rec.status is Status.RUNNING  # journaled where it died ...
     # ... and read as what it is: its process is gone, so not RUNNING (journal, status).
     state, note = run_state(Journal(env.target).get(run_id))
-    assert state == "INTERRUPTED" and f"--resume {run_id}" in note, note
+    assert state == "INTERRUPTED" and f"--resume {run_id}" in (note or ""), note
     code, listing = journal_json(env, capfd)
     entry = next(e for e in listing["entries"] if e["id"] == run_id)
     assert entry["status"] == "INTERRUPTED" and f"--resume {run_id}" in entry["next"]

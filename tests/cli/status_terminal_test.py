@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # any control byte bu
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     with hostile_http() as url:
         profiles = tmp_path / "profiles"
         shutil.copytree(SHIPPED_PROFILES, profiles)
@@ -42,7 +43,7 @@ targets:
         yield url
 
 
-def test_status_shows_a_hostile_worker_url_on_one_escaped_line(cluster, capsys: pytest.CaptureFixture[str]) -> None:
+def test_status_shows_a_hostile_worker_url_on_one_escaped_line(cluster: str, capsys: pytest.CaptureFixture[str]) -> None:
     main(["status", "--target", "cluster"])
     out = capsys.readouterr().out
     workers = [line for line in out.splitlines() if line.startswith("worker ")]
@@ -51,7 +52,7 @@ def test_status_shows_a_hostile_worker_url_on_one_escaped_line(cluster, capsys: 
     assert not RAW_CONTROL.search(out) and "decode\\x1b[8m" in out
 
 
-def test_watch_shows_a_garbage_metrics_body_escaped(cluster, capsys: pytest.CaptureFixture[str]) -> None:
+def test_watch_shows_a_garbage_metrics_body_escaped(cluster: str, capsys: pytest.CaptureFixture[str]) -> None:
     main(["watch", "--target", "cluster", "--once", "--interval", "0.2", "--probe-every", "0"])
     out = capsys.readouterr().out
     assert "DOWN (" in out and "\\x1b[31m" in out, out

@@ -14,6 +14,7 @@ import pytest
 from dsv4ops.cli import main
 from dsv4ops.cli.watch import render
 from dsv4ops.journal.store import Journal
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.watch import Watcher, WatchSettings
 from testing.clock import FakeClock
 from testing.orchestrate import OrchEnv
@@ -22,7 +23,7 @@ from testing.watch import ENDPOINTS, FakeUnit
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 
 
-def _once(env: OrchEnv, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, list, str]:
+def _once(env: OrchEnv, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, list[JSONObject], str]:
     code = main(["watch", "--once", "--json", "--target", env.target, *extra])
     out, err = capsys.readouterr()
     return code, [json.loads(line) for line in out.splitlines() if line.strip()], err

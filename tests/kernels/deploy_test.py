@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from dsv4ops.errors import KernelPackageError
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.kernels import deploy as kd
 from dsv4ops.kernels import loaded_check, package_present
 from dsv4ops.kernels.manifest import TargetRuntime
@@ -57,8 +58,9 @@ def local_target(tmp_path: Path) -> Tgt:
     return Tgt(LocalExecutor(), str(tmp_path / "target"))
 
 
-def _state(t: Tgt) -> dict:
-    return json.loads((t.root / "state" / "kernels.json").read_text())
+def _state(t: Tgt) -> JSONObject:
+    state: JSONObject = json.loads((t.root / "state" / "kernels.json").read_text())
+    return state
 
 
 def test_build_verify_deploy_rollback(built: Built, target: Tgt) -> None:
@@ -89,7 +91,7 @@ def test_the_twin_loads_the_deployed_package_and_the_check_sees_it(built: Built,
     root = env["SGLANG_MOE_CONFIG_DIR"]
     assert env["SGLANG_PLUGINS"] == "dsv4_decode_kernels" and env["PYTHONPATH"] == f"{root}/site"
     choice = resolve_kernel_config(env)  # the twin's own SGLang-style lookup
-    assert choice.config_dir == f"{root}/configs/triton_3_8_0"
+    assert choice.config_dir == f"{root}/configs/triton_3_8_0" and choice.log_line is not None
     # The plugin's line is what a process that loaded it prints: run its register() here.
     plugin_line = subprocess.run(
         [sys.executable, "-c", "import dsv4ops_kernel_plugin as p; p.register()"],

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.kernels import aot
 from testing.kernels import ShippedAot, seed_aot_cache
 
@@ -55,7 +56,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return site
 
 
-def _build(cwd: Path, out: Path, state: Path, pythonpath: str | None) -> dict:
+def _build(cwd: Path, out: Path, state: Path, pythonpath: str | None) -> JSONObject:
     env = {**os.environ, "DSV4OPS_STATE_DIR": str(state), "DSV4OPS_AOT_PYTHON": str(aot.aot_python())}
     env.pop("DSV4OPS_KERNELS_DIR", None)
     if pythonpath:
@@ -64,7 +65,8 @@ def _build(cwd: Path, out: Path, state: Path, pythonpath: str | None) -> dict:
                            "--version", "9.9.9", "--out", str(out), "--json"],
                           cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    report: JSONObject = json.loads(proc.stdout)
+    return report
 
 
 def test_installed_package_builds_from_any_directory_and_matches_the_checkout(

@@ -56,8 +56,10 @@ LARGE = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZ
          "num_warps": 4, "num_stages": 3}
 
 
-@triton.jit
-def _e8m0_probe(src, dst, n, BLOCK: tl.constexpr):  # Triton device code: left as Triton reads it
+# Triton reads this kernel's parameter annotations, so they stay unannotated (and triton.jit is
+# untyped): the two ignores are for that, not for a type mistake.
+@triton.jit  # type: ignore[misc]
+def _e8m0_probe(src, dst, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]  # Triton device code
     offs = tl.arange(0, BLOCK)
     tl.store(dst + offs, e8m0_to_f32(tl.load(src + offs, mask=offs < n, other=0)), mask=offs < n)
 
@@ -162,10 +164,10 @@ def test_layer_at_the_profiles_decode_buckets() -> None:
 
     buckets = sorted({b for p in list_profiles(REPO / "profiles") for b in load_profile(p).flags.decode_buckets})
     tables = {f.kernel: f.table for f in shipped_configs()}
-    pairs: dict[str, tuple[int, dict, dict]] = {}
+    pairs: dict[str, tuple[int, dict[str, int], dict[str, int]]] = {}
     for m in buckets:
-        up, down = nearest(tables["fused_moe_mxfp4_up"], m), nearest(tables["fused_moe_mxfp4_down"], m)
-        pairs.setdefault(repr((up, down)), (m, up, down))
+        up_at, down_at = nearest(tables["fused_moe_mxfp4_up"], m), nearest(tables["fused_moe_mxfp4_down"], m)
+        pairs.setdefault(repr((up_at, down_at)), (m, up_at, down_at))
     assert len(pairs) >= 2 and min(m for m, _, _ in pairs.values()) == buckets[0]
     g = torch.Generator().manual_seed(4)
     e, hidden, inter = 8, 64, 32
@@ -193,6 +195,7 @@ def test_gpu_benchmark_mxfp4_plumbing_on_cpu() -> None:
 
     path = REPO / "benchmarks" / "kernels_gpu.py"
     spec = importlib.util.spec_from_file_location("kernels_gpu_mxfp4_under_test", path)
+    assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     torch.manual_seed(0)

@@ -129,6 +129,7 @@ def test_gpu_benchmark_nvfp4_plumbing_on_cpu() -> None:
 
     path = Path(__file__).resolve().parents[2] / "benchmarks" / "kernels_gpu.py"
     spec = importlib.util.spec_from_file_location("kernels_gpu_under_test", path)
+    assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     torch.manual_seed(0)

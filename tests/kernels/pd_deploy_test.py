@@ -54,6 +54,7 @@ def test_profile_kernel_package_is_checked_loaded_and_shown(built: Built, env: O
     code, _, err = _cli(capsys, env, "kernels", "deploy", str(built.v2.path), "--yes")
     assert code == 0, err
     kernels_op = Journal(env.target).operations()[-1]
+    assert kernels_op.kernel is not None
     assert (
         kernels_op.kernel["package"] == f"{PKG}@0.2.0" and kernels_op.kernel["action"] == "deploy"
     )
@@ -75,7 +76,7 @@ def test_profile_kernel_package_is_checked_loaded_and_shown(built: Built, env: O
     assert any(s["title"] == check and s["ok"] for s in result["steps"]), result["steps"]
     op = Journal(env.target).get(result["op_id"])
     config_dir = f"{env.workdir}/kernels/{PKG}/0.2.0"
-    assert op.profile["kernel_package"] == f"{PKG}@0.2.0"
+    assert op.profile is not None and op.profile["kernel_package"] == f"{PKG}@0.2.0"
     decode = next(c for c in op.components if c["name"] == "decode")
     assert decode["env"]["SGLANG_MOE_CONFIG_DIR"] == config_dir
     url = f"http://127.0.0.1:{decode['port']}/server_info"

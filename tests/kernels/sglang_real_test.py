@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.sglang_paths import moe_config_file_name, plugin_env
 from tools.sglang_wheel import MISSING, WHEEL, source
 
@@ -76,7 +77,7 @@ def test_sglang_loads_the_built_plugin_and_finds_its_config(request: pytest.Fixt
     assert "[dsv4ops-kernel-plugin]" not in stderr
 
 
-def _probe(env: dict[str, str]) -> tuple[dict, str]:
+def _probe(env: dict[str, str]) -> tuple[JSONObject, str]:
     proc = subprocess.run([sys.executable, "-W", "ignore", str(PROBE)], env=env, capture_output=True,
                           text=True, timeout=240, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]

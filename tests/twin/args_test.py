@@ -16,7 +16,7 @@ def _launch(args: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("flag", ["--cuda-graph-bs", "--cuda-graph-max-bs"])
-def test_removed_cuda_graph_flags_fail_like_sglang_with_ambiguous_option(flag) -> None:
+def test_removed_cuda_graph_flags_fail_like_sglang_with_ambiguous_option(flag: str) -> None:
     result = _launch([flag, "64"])
     assert result.returncode == 2
     assert f"ambiguous option: {flag} could match" in result.stderr

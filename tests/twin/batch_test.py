@@ -30,10 +30,10 @@ def client() -> Iterator[httpx.Client]:
 
 
 def test_a_list_of_prompts_gets_one_choice_per_prompt_each_with_its_own_transfer(stack: TwinStack, client: httpx.Client) -> None:
-    single = [client.post(f"{stack.router.url}/v1/completions",
+    single = [client.post(f"{stack.router_url}/v1/completions",
                           json={"model": "m", "prompt": p, "max_tokens": 5}).json()["choices"][0]["text"]
               for p in ("first prompt", "second prompt")]
-    r = client.post(f"{stack.router.url}/v1/completions",
+    r = client.post(f"{stack.router_url}/v1/completions",
                     json={"model": "m", "prompt": ["first prompt", "second prompt"],
                           "max_tokens": 5})
     assert r.status_code == 200, r.text
@@ -47,7 +47,7 @@ def test_a_list_of_prompts_gets_one_choice_per_prompt_each_with_its_own_transfer
 
 
 def test_a_streamed_list_of_prompts_numbers_its_chunks_by_prompt(stack: TwinStack, client: httpx.Client) -> None:
-    with client.stream("POST", f"{stack.router.url}/v1/completions",
+    with client.stream("POST", f"{stack.router_url}/v1/completions",
                        json={"model": "m", "prompt": ["a b", "c d"], "max_tokens": 3,
                              "stream": True}) as r:
         assert r.status_code == 200
@@ -61,7 +61,7 @@ def test_n_2_in_pd_mode_hangs_until_the_waiting_timeout_as_in_0_5_23(stack: Twin
     # 0.5.23's tokenizer manager gives every sample its prompt's bootstrap room, after the
     # prefix-caching request already used it: the samples wait in WaitingForInput and fail.
     t0 = time.monotonic()
-    r = client.post(f"{stack.router.url}/v1/chat/completions",
+    r = client.post(f"{stack.router_url}/v1/chat/completions",
                     json={"messages": [{"role": "user", "content": "hi"}], "n": 2,
                           "max_tokens": 3})
     took = time.monotonic() - t0
@@ -72,7 +72,7 @@ def test_n_2_in_pd_mode_hangs_until_the_waiting_timeout_as_in_0_5_23(stack: Twin
               and e.get("cause") == "parallel samples share the bootstrap room"]
     assert {e["side"] for e in failed} == {"decode", "prefill"}
     # the pair itself is fine afterwards
-    ok = client.post(f"{stack.router.url}/v1/chat/completions",
+    ok = client.post(f"{stack.router_url}/v1/chat/completions",
                      json={"messages": [{"role": "user", "content": "SAY fine"}]})
     assert ok.json()["choices"][0]["message"]["content"] == "fine"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -31,7 +32,7 @@ def bare_url() -> Iterator[str]:
         yield p.url
 
 
-def _stream(url: str, content: str, **extra) -> list:
+def _stream(url: str, content: str, **extra: Any) -> list[Any]:
     body = {"model": "m", "messages": [{"role": "user", "content": content}], "stream": True,
             "stream_options": {"include_usage": True}, "max_tokens": 300, **fake_bootstrap(),
             **extra}
@@ -42,7 +43,7 @@ def _stream(url: str, content: str, **extra) -> list:
     return events[:-1]
 
 
-def _deltas(events: list) -> list[dict]:
+def _deltas(events: list[Any]) -> list[dict[str, Any]]:
     return [e["choices"][0]["delta"] for e in events if e["choices"]]
 
 

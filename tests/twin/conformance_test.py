@@ -92,7 +92,11 @@ def _claims() -> dict[str, set[tuple[str, str]]]:
         args = parse_args(["--model-path", "/models/m", "--port", "1",
                            "--disaggregation-mode", role, *TWIN_ARGS])
         app = build_app(TwinServer(args, TwinConfig(), {}, resolve_kernel_config({})))
-        out[role] = {(r.method, r.resource.canonical) for r in app.router.routes()}
+        routes = set()
+        for r in app.router.routes():
+            assert r.resource is not None  # every route the twin's app adds is on a resource
+            routes.add((r.method, r.resource.canonical))
+        out[role] = routes
     return out
 
 
@@ -136,8 +140,8 @@ async def _traffic(prefill: str, decode: str, bootstrap_port: int) -> dict[str, 
     return streams
 
 
-def _probe(url: str, claims: set[tuple[str, str]]) -> dict[tuple[str, str], int]:
-    out = {}
+def _probe(url: str, claims: set[tuple[str, str]]) -> dict[tuple[str, ...], int]:
+    out: dict[tuple[str, ...], int] = {}
     with httpx.Client(timeout=10.0) as client:
         for method, path in sorted(claims):
             if method == "HEAD":
@@ -202,7 +206,8 @@ def test_every_endpoint_the_twin_claims_is_an_sglang_endpoint_and_answers(observ
 @pytest.mark.slow
 @pytest.mark.parametrize("role", ROLES)
 @pytest.mark.parametrize("endpoint", sorted(OPERATOR_ENDPOINTS), ids=" ".join)
-def test_endpoints_dsv4ops_calls_are_sglang_endpoints_the_twin_serves(observed: dict[str, Any], role, endpoint) -> None:
+def test_endpoints_dsv4ops_calls_are_sglang_endpoints_the_twin_serves(observed: dict[str, Any], role: str,
+                                                                       endpoint: tuple[str, str]) -> None:
     method, path = endpoint
     assert _sglang_has(method, path), f"{method} {path} ({OPERATOR_ENDPOINTS[endpoint][1]})"
     assert observed["served"][role][("operator", method, path)] == 200
@@ -269,16 +274,16 @@ def test_the_metric_check_catches_wrong_names_types_and_labels() -> None:
             f"# TYPE sglang:num_retracted_reqs gauge\nsglang:num_retracted_reqs{{{base}}} 0\n")
     found = {f.name: _metric_problem(f) for f in text_string_to_metric_families(text)}
     assert found["sglang:num_running_reqs"] is None
-    assert "twin counter" in found["sglang:num_queue_reqs"]
-    assert "['model_name']" in found["sglang:gen_throughput"]
-    assert "not an SGLang 0.5.23 metric" in found["sglang:made_up"]
+    assert "twin counter" in (found["sglang:num_queue_reqs"] or "")
+    assert "['model_name']" in (found["sglang:gen_throughput"] or "")
+    assert "not an SGLang 0.5.23 metric" in (found["sglang:made_up"] or "")
     # A gauge in multiprocess mode "all" keeps a pid label on the box.
-    assert "pid" in found["sglang:num_retracted_reqs"]
+    assert "pid" in (found["sglang:num_retracted_reqs"] or "")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("role", ROLES)
-def test_every_metric_the_twin_exposes_has_sglangs_name_type_and_labels(observed: dict[str, Any], role) -> None:
+def test_every_metric_the_twin_exposes_has_sglangs_name_type_and_labels(observed: dict[str, Any], role: str) -> None:
     problems = [p for f in observed["families"][role].values() if (p := _metric_problem(f))]
     assert not problems, "\n".join(problems)
 
@@ -305,7 +310,7 @@ def _required_params() -> list[Any]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "role"), _required_params())
-def test_metrics_dsv4ops_relies_on_are_in_sglang_and_on_the_twin(observed: dict[str, Any], name, role) -> None:
+def test_metrics_dsv4ops_relies_on_are_in_sglang_and_on_the_twin(observed: dict[str, Any], name: str, role: str) -> None:
     entries = [m for m in SURFACE["metrics"] if name in (m["name"], m["family"])]
     assert entries, f"dsv4ops reads {name}, which SGLang 0.5.23 does not define"
     family = observed["families"][role].get(entries[0]["family"])
@@ -366,7 +371,7 @@ def _chunk_params() -> list[Any]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", _chunk_params())
-def test_chat_stream_chunks_have_sglangs_keys(observed: dict[str, Any], kind) -> None:
+def test_chat_stream_chunks_have_sglangs_keys(observed: dict[str, Any], kind: str) -> None:
     chunks = [c for s in observed["streams"].values() for c in s if c != "[DONE]"]
     assert [c for c in chunks if _kind(c) == "other"] == [], "chunks SGLang never sends"
     mine = [c for c in chunks if _kind(c) == kind]

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from dsv4ops.twin.content import ChatOptions, plan_chat, plan_completion
+from dsv4ops.twin.dsml import CallEnd
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather",
@@ -16,7 +18,7 @@ SEARCH = {"type": "function", "function": {
                                      "properties": {"query": {"type": "string"}}}}}
 
 
-def _user(text):
+def _user(text: str) -> list[dict[str, Any]]:
     return [{"role": "system", "content": "be brief"}, {"role": "user", "content": text}]
 
 
@@ -30,6 +32,7 @@ def test_call_convention_gives_exactly_the_given_arguments() -> None:
 def test_named_values_fill_the_schema_and_the_rest_is_generated_deterministically() -> None:
     plan = plan_chat(_user("weather please: get_weather city=Paris nonce=ab12cd"),
                      [SEARCH, WEATHER], "auto", 200)
+    assert plan.tool_call is not None
     args = json.loads(plan.tool_call.arguments)
     assert args["city"] == "Paris" and args["nonce"] == "ab12cd"
     assert isinstance(args["days"], int) and args["unit"] in ("c", "f")
@@ -42,7 +45,7 @@ def test_tool_choice_none_gives_text_and_forced_function_is_used() -> None:
     assert plan_chat(_user("hi"), [WEATHER], "none", 5).tool_call is None
     forced = plan_chat(_user("hi"), [WEATHER, SEARCH],
                        {"type": "function", "function": {"name": "search"}}, 5)
-    assert forced.tool_call.name == "search"
+    assert forced.tool_call is not None and forced.tool_call.name == "search"
 
 
 def test_pseudo_text_is_deterministic_and_has_max_tokens_pieces() -> None:
@@ -65,12 +68,13 @@ def test_a_call_is_decoded_as_its_dsml_and_closes_with_one_call_token() -> None:
     plan = plan_chat(_user('CALL search {"query": " pd restart ", "nonce": "x1"}'), [SEARCH],
                      "auto", 200)
     pieces = [plan.piece(i) for i in range(plan.token_count())]
+    assert plan.tool_call is not None
     assert "".join(text for _, text in pieces) == plan.tool_call.markup
     assert plan.tool_call.markup.startswith("<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"search\">")
     calls = [text for kind, text in pieces if kind == "call"]
     assert len(calls) == 1 and {k for k, _ in pieces} == {"hidden", "call"}
     # what the deepseekv4 parser makes of it: json.dumps of the stripped string parameters
-    assert calls[0].arguments == '{"query": "pd restart", "nonce": "x1"}'
+    assert isinstance(calls[0], CallEnd) and calls[0].arguments == '{"query": "pd restart", "nonce": "x1"}'
     assert plan.finish_reason() == "tool_calls"
 
 

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from dsv4ops.twin.config import TwinConfigError, load_config
-from dsv4ops.twin.content import plan_chat
+from dsv4ops.twin.content import Piece, Plan, plan_chat
 from dsv4ops.twin.corruption import BOX_SHAPES, check_shapes, corrupt_plan
+from dsv4ops.twin.dsml import CallEnd
 
 SEARCH = {"type": "function", "function": {
     "name": "search", "parameters": {"type": "object",
@@ -16,13 +17,18 @@ SEARCH = {"type": "function", "function": {
                                                     "nonce": {"type": "string"}}}}}
 
 
-def _call(query: str, nonce: str):
+def _call(query: str, nonce: str) -> Plan:
     msgs = [{"role": "user", "content": f'CALL search {{"query": "{query}", "nonce": "{nonce}"}}'}]
     return plan_chat(msgs, [SEARCH], "auto", 300)
 
 
-def _pieces(plan):
+def _pieces(plan: Plan) -> list[Piece]:
     return [plan.piece(i) for i in range(plan.token_count())]
+
+
+def _call_end(text: str) -> CallEnd:
+    assert isinstance(text, CallEnd)  # a "call" piece carries what the parser made of the call
+    return text
 
 
 def test_dropped_call_decodes_the_dsml_but_makes_no_call_and_stops() -> None:
@@ -37,11 +43,11 @@ def test_cross_talk_puts_another_requests_value_into_valid_json() -> None:
     assert corrupt_plan(mine, other, 0, ["cross_talk"]) == "cross_talk"
     calls = [t for k, t in _pieces(mine) if k == "call"]
     assert len(calls) == 1
-    args = json.loads(calls[0].arguments)  # always valid JSON
+    args = json.loads(_call_end(calls[0]).arguments)  # always valid JSON
     assert args in ({"query": "b", "nonce": "n1"}, {"query": "a", "nonce": "n2"})
     assert mine.finish_reason() == "tool_calls"
     # the model emitted the other request's value: the markup says so too
-    assert calls[0].arguments == json.dumps(args, ensure_ascii=False)
+    assert _call_end(calls[0]).arguments == json.dumps(args, ensure_ascii=False)
 
 
 def test_cross_talk_without_a_donor_does_not_apply() -> None:
@@ -61,14 +67,14 @@ def test_dsml_in_content_streams_the_markup_as_content_without_a_call() -> None:
 
 
 def test_box_shapes_never_make_invalid_json_and_the_default_mix_uses_all_three() -> None:
-    seen = set()
+    seen: set[str | None] = set()
     for roll in range(30):
         plan, other = _call("a", "n1"), _call("b", "n2")
         shape = corrupt_plan(plan, other, roll)
         seen.add(shape)
         for kind, text in _pieces(plan):
             if kind == "call":
-                json.loads(text.arguments)
+                json.loads(_call_end(text).arguments)
     assert seen == set(BOX_SHAPES)
 
 
@@ -77,7 +83,7 @@ def test_invalid_json_and_garbled_text_are_opt_in_test_shapes() -> None:
     assert corrupt_plan(plan, None, 0, ["invalid_json"]) == "invalid_json"
     call = next(t for k, t in _pieces(plan) if k == "call")
     with pytest.raises(ValueError):
-        json.loads(call.arguments)
+        json.loads(_call_end(call).arguments)
     text = plan_chat([{"role": "user", "content": "story"}], None, "auto", 9)
     assert corrupt_plan(text, None, 1) is None  # box shapes leave plain text alone
     assert corrupt_plan(text, None, 1, ["garbled_text"]) == "garbled_text"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import aiohttp
 import pytest
@@ -43,7 +44,7 @@ async def _agentic_wave(url: str, n: int) -> tuple[int, int]:
     return sum(w for w, _ in results), sum(b for _, b in results)
 
 
-def _run(env: dict[str, str], n: int, extra: tuple[str, ...] = ()) -> tuple[int, list[dict]]:
+def _run(env: dict[str, str], n: int, extra: tuple[str, ...] = ()) -> tuple[int, list[dict[str, Any]]]:
     with twin_server(["--disaggregation-mode", "decode", *BUCKETS, *extra],
                      env={**ENV, **env}) as proc:
         wrong, invalid = asyncio.run(_agentic_wave(proc.url, n))

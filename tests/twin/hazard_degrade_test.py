@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import httpx
 import pytest
@@ -21,7 +22,7 @@ def _chat(client: httpx.Client, url: str) -> httpx.Response:
                        json={"messages": [{"role": "user", "content": "ping"}], "max_tokens": 3})
 
 
-def _events(stack: TwinStack, name):
+def _events(stack: TwinStack, name: str) -> list[dict[str, Any]]:
     return [e for e in stack.events() if e["event"] == name]
 
 
@@ -29,12 +30,12 @@ def test_decode_only_restart_degrades_transfers_and_restarting_both_clears_it() 
     with twin_stack(router=True, router_args=["--disable-retries"], env=ENV) as stack, \
             httpx.Client(timeout=30) as client:
         # Fresh pair: the condition is absent, transfers work.
-        assert _chat(client, stack.router.url).status_code == 200
+        assert _chat(client, stack.router_url).status_code == 200
         assert not _events(stack, "degraded")
 
         stack.restart("decode")
         stack.wait_router_ready()
-        r = _chat(client, stack.router.url)
+        r = _chat(client, stack.router_url)
         assert r.status_code >= 500  # hung until the waiting timeout, then failed
         assert _events(stack, "degraded")
         failed = _events(stack, "transfer_failed")
@@ -47,10 +48,10 @@ def test_decode_only_restart_degrades_transfers_and_restarting_both_clears_it() 
 
         # Runtime switch: the operator turns the hazard off on the prefill.
         client.post(f"{stack.prefill.url}/_twin/hazard", json={"hazard": "degrade", "state": "off"})
-        assert _chat(client, stack.router.url).status_code == 200
+        assert _chat(client, stack.router_url).status_code == 200
         client.post(f"{stack.prefill.url}/_twin/hazard",
                     json={"hazard": "degrade", "state": "auto"})
-        assert _chat(client, stack.router.url).status_code >= 500
+        assert _chat(client, stack.router_url).status_code >= 500
 
         # Restart both, prefill first: clean again.
         n_degraded = len(_events(stack, "degraded"))
@@ -58,7 +59,7 @@ def test_decode_only_restart_degrades_transfers_and_restarting_both_clears_it() 
         stack.restart("decode")
         stack.wait_router_ready()
         for _ in range(3):
-            assert _chat(client, stack.router.url).status_code == 200
+            assert _chat(client, stack.router_url).status_code == 200
         assert len(_events(stack, "degraded")) == n_degraded
         decode_reg = [e for e in _events(stack, "peer_registered") if e["role"] == "decode"][-1]
         prefill_started = [e for e in _events(stack, "started") if e["role"] == "prefill"][-1]
@@ -69,7 +70,7 @@ def test_forced_degradation_without_a_restart() -> None:
     env = {**ENV, "DSV4_TWIN_FORCE": "degrade"}
     with twin_stack(router=True, router_args=["--disable-retries"], env=env) as stack, \
             httpx.Client(timeout=30) as client:
-        assert _chat(client, stack.router.url).status_code >= 500
+        assert _chat(client, stack.router_url).status_code >= 500
         assert _events(stack, "transfer_failed")
 
 
@@ -101,13 +102,13 @@ def test_failure_counters_stop_rising_once_the_hazard_is_off_and_lost_transfers_
     with twin_stack(router=True, router_args=["--disable-retries"], env=env,
                     prefill_args=metrics, decode_args=metrics) as stack, \
             httpx.Client(timeout=30) as client:
-        assert _chat(client, stack.router.url).status_code >= 500
+        assert _chat(client, stack.router_url).status_code >= 500
         for url in (stack.prefill.url, stack.decode.url):
             client.post(f"{url}/_twin/hazard", json={"hazard": "degrade", "state": "off"})
         settled = _counted_on_both_sides(client, stack)
         lost = len(_events(stack, "transfer_failed"))
         for _ in range(4):
-            assert _chat(client, stack.router.url).status_code == 200
+            assert _chat(client, stack.router_url).status_code == 200
         time.sleep(1.0)  # two of the 0.5 s wall timeouts: a new loss would have counted
         assert (_failures(client, stack.prefill.url), _failures(client, stack.decode.url)) \
             == settled

@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import aiohttp
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from testing.twin import fake_bootstrap, twin_server, twin_stack
+from testing.twin import TwinStack, fake_bootstrap, twin_server, twin_stack
 
 pytestmark = pytest.mark.slow
 
@@ -39,13 +41,13 @@ def _scheduler_metrics(url: str) -> dict[str, float]:
     return got
 
 
-async def _wait_state(session: aiohttp.ClientSession, url: str, done, what: str,  # type: ignore[no-untyped-def]
-                      timeout_s: float = 15.0) -> dict:
+async def _wait_state(session: aiohttp.ClientSession, url: str, done: Callable[[dict[str, Any]], object],
+                      what: str, timeout_s: float = 15.0) -> dict[str, Any]:
     """Poll /_twin/state until done(state); fail the test (not hang) past the bounded deadline."""
     deadline = time.monotonic() + timeout_s
     while True:
         async with session.get(f"{url}/_twin/state") as r:
-            state = await r.json()
+            state: dict[str, Any] = await r.json()
         if done(state):
             return state
         if time.monotonic() > deadline:
@@ -102,10 +104,10 @@ def _probe_completes(decode_url: str, timeout: float) -> bool:
         return False
 
 
-def _cascade(decode_args: list[str], env: dict[str, str] | None = None):
+def _cascade(decode_args: list[str], env: dict[str, str] | None = None) -> Iterator[TwinStack]:
     with twin_stack(router=True, decode_args=["--enable-metrics", *decode_args],
                     env={**ENV, **(env or {})}) as stack:
-        asyncio.run(_streams_then_abort_each(stack.router.url, stack.decode.url, N))
+        asyncio.run(_streams_then_abort_each(stack.router_url, stack.decode.url, N))
         yield stack
 
 
@@ -141,8 +143,8 @@ def test_same_cascade_with_overlap_off_does_not_wedge() -> None:
         assert httpx.get(f"{stack.decode.url}/health", timeout=10).status_code == 200
 
 
-def test_client_disconnect_cascade_wedges_and_hazards_off_prevents_it():
-    async def disconnect_many(url: str) -> dict:
+def test_client_disconnect_cascade_wedges_and_hazards_off_prevents_it() -> None:
+    async def disconnect_many(url: str) -> dict[str, Any]:
         async with aiohttp.ClientSession() as session:
             responses = []
             for i in range(N):
@@ -186,7 +188,7 @@ def test_a_wedged_decode_never_asks_for_a_new_rooms_kv_so_the_prefill_times_it_o
         body = {"model": "default", "messages": [{"role": "user", "content": "SAY hi"}],
                 "max_tokens": 4}
         with pytest.raises(httpx.TimeoutException):  # the decode keeps it, with no timeout
-            httpx.post(f"{stack.router.url}/v1/chat/completions", json=body, timeout=2.5)
+            httpx.post(f"{stack.router_url}/v1/chat/completions", json=body, timeout=2.5)
         deadline = time.monotonic() + 10
         while _counter(stack.prefill.url, "sglang:num_bootstrap_failed_reqs_total") < 1:
             assert time.monotonic() < deadline, "the prefill never timed the room out"

@@ -8,6 +8,7 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.slow
 SCALE = 0.05
 
 
-def _events(path) -> list[dict]:
+def _events(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
@@ -55,7 +56,7 @@ def test_prefill_bootstrap_server_answers_before_the_http_port_which_opens_after
         < log.index("fired up and ready")
 
 
-def _stream(url: str, out: dict) -> None:
+def _stream(url: str, out: dict[str, Any]) -> None:
     body = {"messages": [{"role": "user", "content": "long answer"}], "max_tokens": 200,
             "stream": True}
     with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=60) as r:
@@ -70,7 +71,8 @@ def test_sigterm_drains_in_flight_requests_then_gives_the_schedulers_their_time(
            "DSV4_TWIN_SIGTERM_TICK_S": "5",
            "DSV4_TWIN_STEP_A_MS": "100"}
     with twin_server([], env=env, workdir=tmp_path) as proc:
-        out: dict = {}
+        assert proc.popen is not None and proc.pid is not None  # started (not wait=False)
+        out: dict[str, Any] = {}
         t = threading.Thread(target=_stream, args=(proc.url, out))
         t.start()
         deadline = time.monotonic() + 10
@@ -107,6 +109,7 @@ def test_sigterm_while_the_last_health_check_failed_exits_at_once(tmp_path: Path
            "DSV4_TWIN_HEALTH_TIMEOUT_S": "4", "DSV4_TWIN_SCHEDULER_EXIT_S": "200"}
     with twin_server(["--disaggregation-mode", "decode"], env=env, workdir=tmp_path,
                      wait=False) as proc:
+        assert proc.popen is not None and proc.pid is not None  # started, not yet ready
         deadline = time.monotonic() + 20
         while http_status(proc.url + "/ready") != 200:
             assert time.monotonic() < deadline

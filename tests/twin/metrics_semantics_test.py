@@ -9,6 +9,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import aiohttp
 import httpx
@@ -24,9 +25,12 @@ ENV = {"DSV4_TWIN_TIME_SCALE": "0.2"}
 DECODE = ["--disaggregation-mode", "decode", "--enable-metrics"]
 
 
-def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(url: str) -> Samples:
     """Every sample as {(name, sorted labels minus the base labels): value}."""
-    out = {}
+    out: Samples = {}
     for fam in text_string_to_metric_families(httpx.get(f"{url}/metrics", timeout=10).text):
         for s in fam.samples:
             extra = tuple(sorted((k, v) for k, v in s.labels.items()
@@ -36,11 +40,11 @@ def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return out
 
 
-def value(samples: dict, name: str, **labels: str) -> float:
+def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
-def decode_tokens(samples: dict) -> float:
+def decode_tokens(samples: Samples) -> float:
     return value(samples, "sglang:realtime_tokens_total", mode="decode")
 
 
@@ -86,7 +90,7 @@ class Streams:
         self._thread.join(10)
 
 
-def _wedged_with_frozen_gauges(env: dict[str, str]) -> tuple[dict, dict, dict]:
+def _wedged_with_frozen_gauges(env: dict[str, str]) -> tuple[Samples, Samples, Samples]:
     """4 decoding streams, gauges published with them, then a forced wedge: (before, a, b)."""
     with twin_server([*DECODE, "--decode-log-interval", "5"], env={**ENV, **env}) as proc, \
             Streams(proc.url, 4):
@@ -162,7 +166,7 @@ def test_gauges_wait_for_the_log_interval_while_decoding() -> None:
         assert value(got, "sglang:num_running_reqs") == 0  # ...the gauges only at a log
 
 
-def _prefill_post(url: str, body: dict) -> None:
+def _prefill_post(url: str, body: dict[str, Any]) -> None:
     with contextlib.suppress(httpx.HTTPError):
         httpx.post(f"{url}/generate", json=body, timeout=30)
 
@@ -200,7 +204,7 @@ async def _pd_request(prefill: str, decode: str, boot_port: int, room: int) -> N
                 await r.read()
                 return r.status
         statuses = await asyncio.gather(post(prefill), post(decode))
-    assert statuses == [500, 500], statuses
+    assert list(statuses) == [500, 500], statuses  # gather returns a list (typeshed says tuple)
 
 
 def test_a_lost_transfer_is_counted_on_both_sides_and_a_dead_bootstrap_on_the_decode() -> None:
@@ -214,6 +218,7 @@ def test_a_lost_transfer_is_counted_on_both_sides_and_a_dead_bootstrap_on_the_de
         for url in (stack.prefill.url, stack.decode.url):
             fresh = scrape(url)
             assert not any(k[0].endswith("_failed_reqs_total") for k in fresh), sorted(fresh)
+        assert stack.prefill.bootstrap_port is not None
         asyncio.run(_pd_request(stack.prefill.url, stack.decode.url,
                                 stack.prefill.bootstrap_port, 7))
         p, d = scrape(stack.prefill.url), scrape(stack.decode.url)

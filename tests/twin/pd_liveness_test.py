@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from typing import Any
 
 import httpx
 import pytest
@@ -20,7 +21,7 @@ def _chat(client: httpx.Client, url: str) -> httpx.Response:
                        json={"messages": [{"role": "user", "content": "SAY ok"}], "max_tokens": 3})
 
 
-def _events(stack: TwinStack, name: str) -> list[dict]:
+def _events(stack: TwinStack, name: str) -> list[dict[str, Any]]:
     return [e for e in stack.events() if e["event"] == name]
 
 
@@ -31,7 +32,7 @@ def test_heartbeat_misses_drop_the_prefill_and_fail_the_transfers_in_flight() ->
     with twin_stack(env=env, decode_env=decode_env) as stack, httpx.Client(timeout=30) as c:
         boot = {"bootstrap_host": "127.0.0.1", "bootstrap_port": stack.prefill.bootstrap_port}
         # a room the prefill never opens: the decode's pull waits on the prefill
-        out: dict = {}
+        out: dict[str, Any] = {}
 
         def pending() -> None:
             t0 = time.monotonic()
@@ -67,7 +68,7 @@ def test_a_prefill_replaced_behind_the_same_address_leaves_stale_metadata_on_the
     decode_env = {"SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL": "2000"}
     with twin_stack(router=True, router_args=["--disable-retries"], env=env,
                     decode_env=decode_env) as stack, httpx.Client(timeout=30) as c:
-        assert _chat(c, stack.router.url).status_code == 200
+        assert _chat(c, stack.router_url).status_code == 200
         old = c.get(f"{stack.prefill.url}/_twin/state").json()["instance_id"]
         stack.kill("prefill", signal.SIGKILL)
         stack.start("prefill")
@@ -77,14 +78,14 @@ def test_a_prefill_replaced_behind_the_same_address_leaves_stale_metadata_on_the
         peers = c.get(f"{stack.decode.url}/_twin/state").json()["peers"]
         assert [p["prefill_instance_id"] for p in peers] == [old]  # stale, and not re-checked
         t0 = time.monotonic()
-        r = _chat(c, stack.router.url)
+        r = _chat(c, stack.router_url)
         # no "unknown peer, register again" answer: the transfer goes unanswered until the
         # decode's waiting timeout, which invalidates the cached connection
         assert r.status_code >= 500
         assert time.monotonic() - t0 >= 20 * SCALE * 0.9
         assert _events(stack, "transfer_unanswered")
         # the next request registers with the new prefill and works
-        assert _chat(c, stack.router.url).status_code == 200
+        assert _chat(c, stack.router_url).status_code == 200
         regs = [e for e in _events(stack, "peer_registered") if e["role"] == "decode"]
         assert [e["prefill_instance_id"] for e in regs] == [old, new]
         assert c.get(f"{stack.decode.url}/health").status_code == 200

@@ -7,6 +7,7 @@ import signal
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx
 import pytest
@@ -47,7 +48,7 @@ def test_streaming_chat_with_tool_call_through_the_router(stack: TwinStack, clie
     body = {"model": "dsv4-flash", "tools": [WEATHER_TOOL], "max_tokens": 200,
             "messages": [{"role": "user",
                           "content": 'CALL get_weather {"city": "Oslo", "nonce": "q7x"}'}]}
-    out = stream_chat(client, stack.router.url, body)
+    out = stream_chat(client, stack.router_url, body)
     assert out["name"] == "get_weather" and out["id"].startswith("call_")
     assert json.loads(out["arguments"]) == {"city": "Oslo", "nonce": "q7x"}
     assert out["finish"] == "tool_calls"
@@ -55,11 +56,11 @@ def test_streaming_chat_with_tool_call_through_the_router(stack: TwinStack, clie
     assert {"started", "ready", "peer_registered"} <= kinds
 
 
-def test_output_is_the_same_alone_and_among_concurrent_requests(stack: TwinStack, client: httpx.Client):
-    def ask(text: str) -> dict:
+def test_output_is_the_same_alone_and_among_concurrent_requests(stack: TwinStack, client: httpx.Client) -> None:
+    def ask(text: str) -> dict[str, Any]:
         body = {"tools": [WEATHER_TOOL], "max_tokens": 100,
                 "messages": [{"role": "user", "content": text}]}
-        out = stream_chat(client, stack.router.url, body)
+        out = stream_chat(client, stack.router_url, body)
         out.pop("id")  # a fresh call id per request, as OpenAI does
         return out
 
@@ -71,21 +72,21 @@ def test_output_is_the_same_alone_and_among_concurrent_requests(stack: TwinStack
 
 
 def test_non_streaming_chat_completions_and_generate(stack: TwinStack, client: httpx.Client) -> None:
-    r = client.post(f"{stack.router.url}/v1/chat/completions",
+    r = client.post(f"{stack.router_url}/v1/chat/completions",
                     json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 6})
     body = r.json()
     assert r.status_code == 200 and body["object"] == "chat.completion"
     assert body["usage"]["completion_tokens"] == 6 and body["choices"][0]["finish_reason"] == "length"
-    r = client.post(f"{stack.router.url}/v1/completions",
+    r = client.post(f"{stack.router_url}/v1/completions",
                     json={"model": "dsv4-flash", "prompt": "SAY all good", "max_tokens": 9})
     assert r.json()["choices"][0]["text"] == "all good"
     assert r.json()["choices"][0]["finish_reason"] == "stop"
-    r = client.post(f"{stack.router.url}/generate",
+    r = client.post(f"{stack.router_url}/generate",
                     json={"text": "abc", "sampling_params": {"max_new_tokens": 3}})
     meta = r.json()["meta_info"]
     assert r.status_code == 200 and meta["completion_tokens"] == 3
     assert meta["finish_reason"] == {"type": "length", "length": 3}
-    with client.stream("POST", f"{stack.router.url}/generate",
+    with client.stream("POST", f"{stack.router_url}/generate",
                        json={"text": "abc", "stream": True,
                              "sampling_params": {"max_new_tokens": 3}}) as resp:
         events = sse_events(resp.iter_lines())
@@ -95,11 +96,11 @@ def test_non_streaming_chat_completions_and_generate(stack: TwinStack, client: h
 def test_streamed_usage_chunk_and_streamed_completions(stack: TwinStack, client: httpx.Client) -> None:
     body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "stream": True,
             "stream_options": {"include_usage": True}}
-    with client.stream("POST", f"{stack.router.url}/v1/chat/completions", json=body) as resp:
+    with client.stream("POST", f"{stack.router_url}/v1/chat/completions", json=body) as resp:
         events = sse_events(resp.iter_lines())
     assert events[-2]["choices"] == [] and events[-2]["usage"]["completion_tokens"] == 2
     body = {"model": "dsv4-flash", "prompt": "SAY x y", "max_tokens": 5, "stream": True}
-    with client.stream("POST", f"{stack.router.url}/v1/completions", json=body) as resp:
+    with client.stream("POST", f"{stack.router_url}/v1/completions", json=body) as resp:
         events = sse_events(resp.iter_lines())
     assert "".join(e["choices"][0]["text"] for e in events[:-1]) == "x y"
     assert events[-2]["choices"][0]["finish_reason"] == "stop"
@@ -123,11 +124,11 @@ def test_info_endpoints_on_the_workers(stack: TwinStack, client: httpx.Client) -
     assert models["data"][0]["id"] == "dsv4-flash" and models["data"][0]["owned_by"] == "sglang"
     missing = client.get(f"{stack.decode.url}/v1/models/nope")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "model_not_found"
-    assert client.get(f"{stack.router.url}/v1/models").status_code == 200
-    proxied = client.get(f"{stack.router.url}/get_model_info").json()  # router → first prefill
+    assert client.get(f"{stack.router_url}/v1/models").status_code == 200
+    proxied = client.get(f"{stack.router_url}/get_model_info").json()  # router → first prefill
     assert proxied["disaggregation_mode"] == "prefill"
     assert client.post(f"{stack.decode.url}/flush_cache").text.startswith("Cache flushed.")
-    assert client.post(f"{stack.router.url}/flush_cache").status_code == 200
+    assert client.post(f"{stack.router_url}/flush_cache").status_code == 200
 
 
 def test_bad_chat_request_is_a_400_with_sglang_error_shape(stack: TwinStack, client: httpx.Client) -> None:
@@ -136,15 +137,15 @@ def test_bad_chat_request_is_a_400_with_sglang_error_shape(stack: TwinStack, cli
     assert r.json()["object"] == "error" and r.json()["code"] == 400
 
 
-def test_abort_request_by_rid_ends_only_that_stream_through_the_router(stack: TwinStack, client: httpx.Client):
+def test_abort_request_by_rid_ends_only_that_stream_through_the_router(stack: TwinStack, client: httpx.Client) -> None:
     """SGLang's AbortReq: {"rid", "abort_all": false} aborts one request; an unknown rid is a
     no-op 200. The router keeps `rid` in /generate bodies, so both workers know the request by it."""
-    def body(rid: str, tokens: int) -> dict:
+    def body(rid: str, tokens: int) -> dict[str, Any]:
         return {"text": f"long {rid}", "rid": rid, "stream": True,
                 "sampling_params": {"max_new_tokens": tokens}}
 
-    with client.stream("POST", f"{stack.router.url}/generate", json=body("keep-me", 400)) as keep, \
-            client.stream("POST", f"{stack.router.url}/generate", json=body("abort-me", 100000)) as resp:
+    with client.stream("POST", f"{stack.router_url}/generate", json=body("keep-me", 400)) as keep, \
+            client.stream("POST", f"{stack.router_url}/generate", json=body("abort-me", 100000)) as resp:
         lines, keep_lines = resp.iter_lines(), keep.iter_lines()
         first = next(line for line in lines if line.startswith("data:"))
         assert json.loads(first[5:])["meta_info"]["id"] == "abort-me"
@@ -171,7 +172,7 @@ def test_router_drops_rid_from_chat_bodies_and_the_chunk_id_names_the_decode_req
     id, and the decode's is the chunk `id` the client receives: that is the id to abort by."""
     req = {"messages": [{"role": "user", "content": "long chat"}], "max_tokens": 100000,
            "stream": True, "rid": "my-chat-rid"}
-    with client.stream("POST", f"{stack.router.url}/v1/chat/completions", json=req) as resp:
+    with client.stream("POST", f"{stack.router_url}/v1/chat/completions", json=req) as resp:
         lines = resp.iter_lines()
         chunk_id = json.loads(next(ln for ln in lines if ln.startswith("data:"))[5:])["id"]
         inflight = client.get(f"{stack.decode.url}/_twin/state").json()["inflight_rids"]
@@ -183,7 +184,7 @@ def test_router_drops_rid_from_chat_bodies_and_the_chunk_id_names_the_decode_req
 
 
 def test_metrics_parse_with_prometheus_client_and_only_with_enable_metrics(stack: TwinStack, client: httpx.Client) -> None:
-    client.post(f"{stack.router.url}/v1/chat/completions",
+    client.post(f"{stack.router_url}/v1/chat/completions",
                 json={"messages": [{"role": "user", "content": "count me"}], "max_tokens": 4})
     text = client.get(f"{stack.decode.url}/metrics").text
     families = {f.name: f for f in text_string_to_metric_families(text)}
@@ -202,7 +203,7 @@ def test_metrics_parse_with_prometheus_client_and_only_with_enable_metrics(stack
 def test_health_is_503_while_starting_then_200() -> None:
     env = {"DSV4_TWIN_MODEL_LOAD_S": "0.1", "DSV4_TWIN_WARMUP_S": "2.0"}
     with twin_server(["--disaggregation-mode", "decode"], env=env, wait=False) as proc:
-        seen = []
+        seen: list[int] = []
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and (not seen or seen[-1] != 200):
             code = http_status(proc.url + "/health", timeout=5)
@@ -220,13 +221,13 @@ def test_sigkill_closes_the_port_and_the_router_marks_the_decode_unhealthy(clien
         s.kill("decode", signal.SIGKILL)
         assert http_status(s.decode.url + "/health", timeout=2) == 0
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and http_status(s.router.url + "/readiness") != 503:
+        while time.monotonic() < deadline and http_status(s.router_url + "/readiness") != 503:
             time.sleep(0.2)
-        assert http_status(s.router.url + "/readiness") == 503
-        workers = client.get(f"{s.router.url}/workers").json()["workers"]
+        assert http_status(s.router_url + "/readiness") == 503
+        workers = client.get(f"{s.router_url}/workers").json()["workers"]
         assert [w["is_healthy"] for w in workers if w["worker_type"] == "decode"] == [False]
         s.start("decode")
         s.wait_router_ready(20)
-        r = client.post(f"{s.router.url}/v1/chat/completions",
+        r = client.post(f"{s.router_url}/v1/chat/completions",
                         json={"messages": [{"role": "user", "content": "back?"}], "max_tokens": 2})
         assert r.status_code == 200

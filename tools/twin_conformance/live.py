@@ -270,7 +270,8 @@ def diff(twin: dict[str, Shape], real: dict[str, Shape]) -> list[str]:
                 lines.append(f"{name}: only the twin exports {json.dumps(extra)}")
             continue
         if name in ("metrics.idle", "metrics.loaded"):
-            common = set(a or {}) & set(b or {})
+            a, b = a or {}, b or {}  # a side without the probe compares as empty
+            common = set(a) & set(b)
             a = {k: a[k] for k in common}
             b = {k: b[k] for k in common}
         if a != b and name not in EXPLAINED:

@@ -235,8 +235,9 @@ def extract_metrics(src: SourceTree) -> tuple[list[dict[str, Any]], dict[str, An
         for call, cls, owner, parent in definitions:
             entry = _metric_entry(src, rel, call, cls, owner, sets, gh, up)
             attr = _assigned_attr(parent, call)
-            extra = set(entry["labels"] or ()) - set(sets.get(entry.get("label_set"), {})
-                                                      .get("labels", ()))
+            label_set = entry.get("label_set")  # None: no label set (and no such key in sets)
+            extra = set(entry["labels"] or ()) - set(
+                (sets.get(label_set, {}) if label_set is not None else {}).get("labels", ()))
             found = {label: sorted(vals) for (a, label), vals in values.items()
                      if a == attr and label in extra}
             if found:

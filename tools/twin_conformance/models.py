@@ -80,7 +80,8 @@ def keys(model: Model, given: dict[str, str],
     (None, where it matters). `inherited` are pops a parent serializer does on this object:
     (key, condition path relative to this object).
     """
-    always, optional = [], []
+    always: list[str] = []
+    optional: list[str] = []
     for name, has_default in model.fields.items():
         conds = [c for sub, key, c in model.pops if sub is None and key == name]
         conds += [c for key, c in inherited if key == name]

@@ -108,8 +108,8 @@ def _usage_chunk(src: SourceTree, models: dict[str, m.Model]) -> dict[str, Any]:
     for func in _functions(src.tree(SERVING_CHAT)):
         for call in _calls(func, "ChatCompletionStreamResponse"):
             kw = {k.arg: k.value for k in call.keywords}
-            if "usage" in kw and isinstance(kw.get("choices"), ast.List) \
-                    and not kw["choices"].elts:
+            if "usage" in kw and isinstance(choices := kw.get("choices"), ast.List) \
+                    and not choices.elts:
                 return {"source": loc(SERVING_CHAT, call), "function": func.name,
                         "chunk": m.keys(models["ChatCompletionStreamResponse"],
                                         m.kwargs(call, func)),
@@ -152,6 +152,7 @@ def _detector(src: SourceTree) -> dict[str, Any]:
     """The streaming parser of --tool-call-parser deepseekv4: what each emitted call item holds."""
     enum = next(n for n in ast.walk(src.tree(PARSERS)) if isinstance(n, ast.AnnAssign)
                 and ast.unparse(n.target) == "ToolCallParserEnum")
+    assert isinstance(enum.value, ast.Dict), "ToolCallParserEnum is a dict literal"
     mapping = {const_str(k): ast.unparse(v) for k, v in zip(enum.value.keys, enum.value.values,
                                                            strict=True)}
     cls_name = mapping.get(TOOL_CALL_PARSER)
