@@ -16,7 +16,7 @@ from typing import Any, overload
 
 from dsv4ops import journalfile
 from dsv4ops.errors import JournalError
-from dsv4ops.journal import knowngood
+from dsv4ops.journal import checkpoint, knowngood
 from dsv4ops.journal.index import Entry, JournalIndex, Stale, placed, record_at
 from dsv4ops.journal.records import Operation, fold_into, validate
 
@@ -60,15 +60,22 @@ class View:
         return [e.essentials() for e in self.order]
 
     def judged(self) -> dict[str, knowngood.Judgement]:
-        """knowngood.judge of the whole journal (its essentials), once per index state."""
+        """knowngood.judge of the whole journal (its essentials), once per index state: from
+        the index's checkpoint and the operations after it (journal/checkpoint.py)."""
         if self.state.judged is None:
-            self.state.judged = knowngood.judge(self.essentials())
+            old = self.state.checkpoint
+            self.state.judged, self.state.checkpoint = checkpoint.judged(self.order, old)
+            if self.state.checkpoint is not old:
+                self._index.keep(self.state)  # the next cold read resumes from this one
         return self.state.judged
 
     def known_good(self) -> Iterator[Operation]:
-        """knowngood.known_good's order; each whole operation loaded only when reached."""
-        good = knowngood.known_good(self.essentials(), self.judged())
-        return (self.load(self.state.entries[o.op]) for o in good)
+        """knowngood.known_good's order (gate passes, then accepted INCONCLUSIVEs, newest first
+        within each), read off the judgements; each whole operation loaded only when reached."""
+        judged = self.judged()
+        newest_first = [e for e in reversed(self.order) if e.op in judged and judged[e.op].known_good]
+        good = sorted(newest_first, key=lambda e: -judged[e.op].rank)  # stable: newest first kept
+        return (self.load(e) for e in good)
 
     def records(self) -> Records:
         return Records(self)
