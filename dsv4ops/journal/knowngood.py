@@ -62,9 +62,16 @@ def commands_hash(op: Operation) -> str | None:
 def judge(ops: Sequence[Operation]) -> dict[str, Judgement]:
     """op id -> Judgement for every DEPLOY and ROLLBACK in `ops` (the journal, oldest first)."""
     experiments = {o.op for o in ops if o.kind is Kind.EXPERIMENT}
-    failed = failed_gates(ops)
     out: dict[str, Judgement] = {}
-    good: dict[str, Judgement] = {}  # commands hash -> the best known-good judgement so far
+    judge_into(ops, experiments, failed_gates(ops), out, {})
+    return out
+
+
+def judge_into(ops: Sequence[Operation], experiments: set[str], failed: dict[str, str],
+               out: dict[str, Judgement], good: dict[str, Judgement]) -> None:
+    """judge()'s fold, continued from `out` and `good` (commands hash -> the best known-good
+    judgement so far): the index's checkpoint (journal/checkpoint.py) resumes it after the
+    operations it judged, with the whole journal's experiments and failed gates."""
     for o in ops:
         if o.kind not in (Kind.DEPLOY, Kind.ROLLBACK):
             continue
@@ -75,7 +82,6 @@ def judge(ops: Sequence[Operation]) -> dict[str, Judgement]:
         out[o.op] = j
         if j.known_good and h and (h not in good or good[h].rank < j.rank):
             good[h] = j
-    return out
 
 
 def essentials(o: Operation) -> Operation:

@@ -11,14 +11,14 @@ rollback and experiment, which it reads exactly as it reads the whole operations
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any, overload
 
 from dsv4ops import journalfile
 from dsv4ops.errors import JournalError
-from dsv4ops.journal import knowngood
+from dsv4ops.journal import checkpoint, knowngood
 from dsv4ops.journal.index import Entry, JournalIndex, Stale, placed, record_at
-from dsv4ops.journal.records import Operation, fold_into, validate
+from dsv4ops.journal.records import Kind, Operation, Status, fold_into, validate
 
 
 class View:
@@ -60,15 +60,22 @@ class View:
         return [e.essentials() for e in self.order]
 
     def judged(self) -> dict[str, knowngood.Judgement]:
-        """knowngood.judge of the whole journal (its essentials), once per index state."""
+        """knowngood.judge of the whole journal (its essentials), once per index state: from
+        the index's checkpoint and the operations after it (journal/checkpoint.py)."""
         if self.state.judged is None:
-            self.state.judged = knowngood.judge(self.essentials())
+            old = self.state.checkpoint
+            self.state.judged, self.state.checkpoint = checkpoint.judged(self.order, old)
+            if self.state.checkpoint is not old:
+                self._index.keep(self.state)  # the next cold read resumes from this one
         return self.state.judged
 
     def known_good(self) -> Iterator[Operation]:
-        """knowngood.known_good's order; each whole operation loaded only when reached."""
-        good = knowngood.known_good(self.essentials(), self.judged())
-        return (self.load(self.state.entries[o.op]) for o in good)
+        """knowngood.known_good's order (gate passes, then accepted INCONCLUSIVEs, newest first
+        within each), read off the judgements; each whole operation loaded only when reached."""
+        judged = self.judged()
+        newest_first = [e for e in reversed(self.order) if e.op in judged and judged[e.op].known_good]
+        good = sorted(newest_first, key=lambda e: -judged[e.op].rank)  # stable: newest first kept
+        return (self.load(e) for e in good)
 
     def records(self) -> Records:
         return Records(self)
@@ -123,6 +130,24 @@ class Operations(Sequence[Operation]):
         return isinstance(other, Sequence) and list(self) == list(other)
 
     __hash__ = None  # type: ignore[assignment]
+
+    def newest_first(self, *, kinds: Collection[Kind] | None = None, status: Status | None = None,
+                     profile: dict[str, Any] | None = None) -> Iterator[Operation]:
+        """The operations newest first, skipping unread those that cannot match: another kind
+        or status (the index's), or a deploy/rollback/experiment whose indexed profile has other
+        `profile` values. The rest are loaded whole (the caller still checks them): a walk back
+        that finds nothing reads no record of the operations it skipped."""
+        wanted = {k.value for k in kinds} if kinds is not None else None
+        for e in reversed(self._order):
+            if wanted is not None and e.kind not in wanted:
+                continue
+            if status is not None and e.status != status.value:
+                continue
+            indexed = (e.view[0] or {}) if e.view is not None else None
+            if profile and indexed is not None and any(
+                    indexed.get(k) != v for k, v in profile.items()):
+                continue
+            yield self._view.load(e)
 
     def entries(self) -> Sequence[Entry]:
         """The index entries in the same order (status, kind, running without a fold)."""

@@ -8,9 +8,10 @@ about the same load. Only a canary of the deployed commands counts (same command
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from dsv4ops.journal.records import Operation
+from dsv4ops.journal.view import Operations
 from dsv4ops.watch.settings import Baseline
 
 _BASELINE = re.compile(r"baseline (\d+(?:\.\d+)?) tok/s at concurrency (\d+)")
@@ -21,7 +22,11 @@ def baseline_from_operations(ops: Sequence[Operation], deployed: Operation | Non
     if deployed is None:
         return None
     wanted = (deployed.profile or {}).get("commands_hash")
-    for op in reversed(ops):
+    newest: Iterable[Operation] = reversed(ops)
+    if isinstance(ops, Operations) and wanted is not None:
+        # Through the journal's index: deploys of other commands are skipped unread (issue 21).
+        newest = ops.newest_first(profile={"commands_hash": wanted})
+    for op in newest:
         if wanted is not None and (op.profile or {}).get("commands_hash") != wanted:
             continue
         for step in reversed(op.steps):

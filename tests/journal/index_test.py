@@ -6,6 +6,7 @@ foreign, corrupt, edited out of its window, a symlink) is never trusted and is r
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dsv4ops import journalfile
+from dsv4ops.journal import checkpoint, knowngood
 from dsv4ops.journal import index as jindex
-from dsv4ops.journal import knowngood
-from dsv4ops.journal.records import RECORD_VERSION, Kind, Status, fold, place_merged, validate
+from dsv4ops.journal.records import (
+    RECORD_VERSION,
+    Kind,
+    Operation,
+    Status,
+    fold,
+    place_merged,
+    validate,
+)
 from dsv4ops.journal.store import UNKNOWN, Journal
 
 HASHES = ["h1", "h2", "h3"]
@@ -132,6 +141,139 @@ def test_the_index_answers_what_a_full_scan_answers(
     _check(Journal("box", directory=d), data)  # a fresh process: the index file + its tail
 
 
+class _Judged:
+    """An index entry as journal/checkpoint.py reads it, from a fully folded Operation."""
+
+    def __init__(self, o: Operation, count: int) -> None:
+        self.op, self.count, self._o = o.op, count, o
+
+    @property
+    def terminal(self) -> bool:
+        return self._o.status.terminal
+
+    def essentials(self) -> Operation:
+        return knowngood.essentials(self._o)
+
+
+def _order(records: list[dict[str, Any]]) -> list[_Judged]:
+    counts = Counter(r["op"] for r in records if r["type"] != "merge")
+    return [_Judged(o, counts[o.op]) for o in place_merged(fold(records), records)]
+
+
+_GATES = [("canary", "done", "PASS"), ("canary", "failed", "verdict FAIL"),
+          ("canary", "done", "INCONCLUSIVE, accepted as asked"), ("gate speed", "failed", None),
+          ("gate speed", "done", None), ("drain", "done", None)]
+
+
+@st.composite
+def whole_ops(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[int]]:
+    """(records of operations written whole, where each one ends): begin, gate steps, a terminal
+    status (what a checkpoint is taken over), with strays: a record of an earlier operation, a
+    merge. The checkpoints are taken where operations end: what the index keeps."""
+    records: list[dict[str, Any]] = []
+    ends: list[int] = []
+    ops: list[str] = []
+    experiments: list[str] = []
+    for i in range(draw(st.integers(2, 14))):
+        base = {"v": RECORD_VERSION, "ts": f"2026-12-01T00:00:{draw(st.integers(0, 59)):02d}Z"}
+        stray = draw(st.integers(0, 9)) if ops else 9
+        if stray == 0:
+            records.append(draw(st.sampled_from([_status, _step]))(draw, base, ops))
+        elif stray == 1:
+            records.append({**base, "type": "merge", "op": f"m-{i}", "user": "u",
+                            "ops": draw(st.lists(st.sampled_from(ops), max_size=2))})
+        else:
+            kind = draw(st.sampled_from(["deploy", "deploy", "rollback", "experiment"]))
+            ops.append(f"{kind[0]}-{i}")
+            later = [f"e-{n}" for n in range(i + 1, i + 3)]  # a reason naming one not begun yet
+            records.append(_begin(draw, base, ops[-1], kind, experiments + later))
+            if kind == "experiment":
+                experiments.append(ops[-1])
+            for name, phase, detail in draw(st.lists(st.sampled_from(_GATES), max_size=2)):
+                records.append({**base, "type": "step", "op": ops[-1], "name": name,
+                                "phase": phase, "detail": detail})
+            records.append({**base, "type": "status", "op": ops[-1], "known_good": True,
+                            "status": draw(st.sampled_from(["SUCCEEDED", "SUCCEEDED", "FAILED"]))})
+        ends.append(len(records))
+    return [validate(r, "x") for r in records], ends
+
+
+def _whole(lines: list[bytes]) -> tuple[list[dict[str, Any]], list[int]]:
+    parsed, _ = journalfile.parse(b"".join(lines))
+    records = [validate(r, "x") for _, r in parsed]
+    return records, list(range(len(records) + 1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(journal=st.one_of(whole_ops(), journals().map(_whole)),
+       cuts=st.lists(st.integers(0, 40), max_size=4))
+def test_a_checkpoint_judges_what_a_full_judge_judges(
+        journal: tuple[list[dict[str, Any]], list[int]], cuts: list[int]) -> None:
+    """Checkpoints taken after any prefixes, resumed over whatever was appended (records of the
+    operations it judged, merges, experiments, failed gates): always knowngood.judge's answer."""
+    records, ends = journal
+    ck = None
+    for k in sorted(ends[c % len(ends)] for c in cuts) + [len(records)]:
+        order = _order(records[:k])
+        judged, ck = checkpoint.judged(order, ck)
+        assert judged == knowngood.judge([o._o for o in order])
+        assert ck.upto <= len(order)
+        again = checkpoint.decode(checkpoint.encode(ck))
+        assert again == ck  # what the index file keeps is the checkpoint itself
+
+
+def test_a_checkpoint_is_resumed_over_appends_and_refused_when_they_change_its_past() -> None:
+    base = {"v": RECORD_VERSION, "ts": "2026-12-01T00:00:00Z", "user": "u"}
+
+    def deploy(op: str, h: str, detail: str = "PASS", phase: str = "done") -> list[dict[str, Any]]:
+        return [{**base, "op": op, "type": "begin", "kind": "deploy", "components": [{}],
+                 "profile": {"name": op, "commands_hash": h}},
+                {**base, "op": op, "type": "step", "name": "canary", "phase": phase,
+                 "detail": detail},
+                {**base, "op": op, "type": "status", "status": "SUCCEEDED", "known_good": True}]
+
+    records = deploy("d-1", "h1") + deploy("d-2", "h2")
+    judged, ck = checkpoint.judged(_order(records), None)
+    assert ck.upto == 2 and judged["d-2"].known_good
+    records += deploy("d-3", "h3")  # new commands, a pass: resumed (the same checkpoint)
+    judged, again = checkpoint.judged(_order(records), ck)
+    assert again is ck and judged["d-3"].known_good
+    failing = records + deploy("d-4", "h1", "verdict FAIL", "failed")  # d-1's commands fail
+    judged, fresh = checkpoint.judged(_order(failing), ck)
+    assert fresh is not ck and not judged["d-1"].known_good
+    assert judged == knowngood.judge([o._o for o in _order(failing)])
+    named = records + [{**base, "op": "e-9", "type": "begin", "kind": "experiment"}]
+    armed = deploy("d-0", "h9")
+    armed[0]["reason"] = "experiment e-9: block 1 (B)"  # begun before its experiment was
+    judged, ck0 = checkpoint.judged(_order(armed + records), None)
+    assert judged["d-0"].known_good
+    judged, fresh = checkpoint.judged(_order(armed + named), ck0)
+    assert fresh is not ck0 and "A/B experiment e-9" in judged["d-0"].why
+    touched = records + [{**base, "op": "d-1", "type": "status", "status": "FAILED"}]
+    judged, fresh = checkpoint.judged(_order(touched), ck)  # a record of d-1: the proof fails
+    assert fresh is not ck and not judged["d-1"].known_good
+
+
+@pytest.mark.parametrize("damage", [b"garbled", b"sha"])
+def test_a_checkpoint_line_that_does_not_prove_itself_is_never_used(
+        tmp_path: Path, saved_always: None, damage: bytes) -> None:
+    j = Journal("box", directory=tmp_path)
+    ops = _deploys(j, 3)
+    assert j.judged()[ops[0]].known_good  # judged: the checkpoint is written with the index
+    idx = Path(f"{j.path}.idx")
+    head, rows, flat, ck, end = idx.read_bytes().split(b"\n")
+    assert checkpoint.decode(ck) is not None
+    lie = ck.replace(b'"ranks":"222"', b'"ranks":"000"')
+    assert lie != ck
+    if damage == b"sha":  # the checkpoint's own hash in the header made to match the lie
+        head = head.replace(journalfile.sha256(ck).encode(), journalfile.sha256(lie).encode())
+        lie = lie.replace(b'"proof":"', b'"proof":"0')
+    idx.write_bytes(b"\n".join([head, rows, flat, lie, end]))
+    fresh = Journal("box", directory=tmp_path)
+    _check(fresh, j.path.read_bytes())
+    assert fresh.judged()[ops[0]].known_good
+
+
 def _deploys(j: Journal, n: int) -> list[str]:
     ops = []
     for i in range(n):
@@ -183,7 +325,9 @@ def test_an_index_that_does_not_prove_itself_is_rebuilt(
         _deploys(other, 1)
         os.replace(f"{other.path}.idx", idx)
     else:
-        idx.write_bytes(idx.read_bytes().replace(b'"version":1', b'"version":99', 1))
+        old = f'"version":{jindex.VERSION}'.encode()
+        assert old in idx.read_bytes()
+        idx.write_bytes(idx.read_bytes().replace(old, b'"version":99', 1))
     data = j.path.read_bytes()
     _check(Journal("box", directory=tmp_path), data)
     fd = os.open(j.path, os.O_RDONLY)

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dsv4ops.journal.records import Kind, Status
+import pytest
+
+from dsv4ops.journal.index import Entry
+from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
+from dsv4ops.journal.view import View
 from dsv4ops.watch.baseline import baseline_from_operations
 
 CANARY = "canary: smoke + the suites the change calls for"
@@ -38,3 +42,24 @@ def test_no_baseline_when_the_canary_recorded_none(tmp_path: Path) -> None:
     j = Journal("t", directory=tmp_path)
     _deploy(j, "h1", "PASS (smoke: PASS)")
     assert baseline_from_operations(j.operations(), j.deployed()) is None
+
+
+def test_a_walk_back_that_finds_nothing_reads_no_other_commands_deploy(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the journal's index (issue 21): deploys of other commands are skipped unread."""
+    j = Journal("t", directory=tmp_path)
+    for _ in range(5):
+        _deploy(j, "h2", "PASS (smoke: PASS; smoke: baseline 5000 tok/s at concurrency 8)")
+    mine = _deploy(j, "h1", None)
+    ops, deployed = j.operations(), j.deployed()
+    loaded: list[str] = []
+    load = View.load
+
+    def counted(self: View, e: Entry, **kw: bool) -> Operation:
+        loaded.append(e.op)
+        return load(self, e, **kw)
+
+    monkeypatch.setattr(View, "load", counted)
+    assert baseline_from_operations(ops, deployed) is None
+    assert loaded == [mine]
+    assert baseline_from_operations(list(ops), deployed) is None  # the plain walk agrees

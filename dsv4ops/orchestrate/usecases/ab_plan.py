@@ -233,7 +233,9 @@ def gate_suites(a_flags: Any, b_flags: Any, a: DeployPlan, b: DeployPlan) -> tup
 def switch_cost(journal: Journal, plan: DeployPlan) -> Switch:
     """The last timed SUCCEEDED deploy of this profile on the target, else an estimate."""
     name = plan.deployment.profile_name
-    for op in reversed(journal.operations()):
+    # Through the journal's index: only SUCCEEDED deploys/rollbacks of this profile are read.
+    for op in journal.operations().newest_first(kinds=(Kind.DEPLOY, Kind.ROLLBACK),
+                                                status=Status.SUCCEEDED, profile={"name": name}):
         if (op.kind in (Kind.DEPLOY, Kind.ROLLBACK) and op.status is Status.SUCCEEDED
                 and op.profile_name == name and op.ended):
             seconds = seconds_between(op.ts, op.ended)

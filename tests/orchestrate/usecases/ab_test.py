@@ -14,6 +14,7 @@ from dsv4ops.ab.model import FIT_LEVEL
 from dsv4ops.canary import SuiteResult, Verdict
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
+from dsv4ops.journal.view import View
 from dsv4ops.orchestrate.usecases.ab_blocks import (
     Measured,
     block_values,
@@ -63,6 +64,15 @@ def test_the_switch_cost_is_the_journals_last_deploy_else_an_estimate_from_the_b
     journal.transition(op, Status.SUCCEEDED, running=op)
     timed = switch_cost(journal, plan.a)
     assert timed.seconds == pytest.approx(42.0) and op in timed.source
+    for name, status in (("buckets-step4", Status.SUCCEEDED), ("baseline", Status.FAILED)):
+        other = journal.begin(Kind.DEPLOY, profile={"name": name})
+        journal.transition(other, status)
+    loaded: list[str] = []
+    load = View.load
+    with pytest.MonkeyPatch.context() as mp:  # through the index: the others are skipped unread
+        mp.setattr(View, "load", lambda self, e, **kw: (loaded.append(e.op), load(self, e, **kw))[1])
+        assert switch_cost(journal, plan.a).seconds == pytest.approx(42.0)
+    assert loaded == [op]
 
 
 def _sweep(levels: list[dict], fits: dict) -> SuiteResult:
