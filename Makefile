@@ -67,12 +67,13 @@ test-sglang: install
 # same check inside `make test`, so CI has it too).
 # ruff includes C901 (max-complexity in pyproject; today's offenders are allow-listed one by one
 # in tests/architecture/complexity_test.py).
+# ruff format --check too (tests/architecture/format_test.py runs the same check in `make test`).
 lint: install
 	$(BIN)/ruff check dsv4ops tests testing benchmarks
+	$(BIN)/ruff format --check dsv4ops tests testing benchmarks
 	$(BIN)/python -m mypy
 
-# ruff format ([tool.ruff.format] in pyproject). Not yet run over the tree (issue 24: once, after
-# the branches are merged); from then on `format-check` belongs in `lint`.
+# ruff format ([tool.ruff.format] in pyproject); `lint` checks the tree is formatted.
 format: install
 	$(BIN)/ruff format dsv4ops tests testing benchmarks
 

@@ -23,7 +23,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from dsv4ops.ab.model import DIAGNOSTIC_METRICS, METRICS, BlockResult, higher_is_better
 from dsv4ops.ab.sequential import pair_sd, repeated_ci, sd_used
@@ -152,9 +152,11 @@ def _summary(xs: list[float]) -> tuple[float | None, float | None]:
     return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else None)
 
 
-def _metric_verdict(blocks: Sequence[BlockResult], pairs: list[tuple[BlockResult, BlockResult]],
-                    pairing: str, c: int, m: str, *, alpha: float, band: float, looks: int,
-                    variation: float, estimated: bool) -> MetricVerdict:
+def _paired_values(blocks: Sequence[BlockResult], pairs: list[tuple[BlockResult, BlockResult]],
+                   pairing: str, c: int, m: str, *, alpha: float,
+                   ) -> tuple[list[tuple[float, float, float]], list[float], dict[str, Any]]:
+    """The metric at concurrency `c` over the complete A/B pairs (A, B, mid-block index), B/A - 1
+    per pair, and the descriptive fields every verdict carries (means, sds, drift, Wilcoxon p)."""
     a_vals = [(b.index, v) for b in blocks if b.arm == "A" and b.complete
               and (v := b.value(c, m)) is not None]
     b_vals = [v for b in blocks if b.arm == "B" and b.complete and (v := b.value(c, m)) is not None]
@@ -162,18 +164,25 @@ def _metric_verdict(blocks: Sequence[BlockResult], pairs: list[tuple[BlockResult
     mean_b, sd_b = _summary(b_vals)
     used = [(pa.value(c, m), pb.value(c, m), (pa.index + pb.index) / 2) for pa, pb in pairs]
     vals = [(a, b, t) for a, b, t in used if a is not None and b is not None and a > 0 and b > 0]
-    n = len(vals)
     rel = [b / a - 1 for a, b, _ in vals]
     w = wilcoxon_signed_rank(rel)
     p = None if w is None else w[1]
     rho_a = spearman([float(i) for i, _ in a_vals], [v for _, v in a_vals])
     rho_d = spearman([t for _, _, t in vals], rel)
-    common = dict(wilcoxon_p=p, drift_rho_a=rho_a, drift_rho_diff=rho_d, pairs=n, mean_a=mean_a,
+    common = dict(wilcoxon_p=p, drift_rho_a=rho_a, drift_rho_diff=rho_d, pairs=len(vals), mean_a=mean_a,
                   mean_b=mean_b, sd_a=sd_a, sd_b=sd_b, blocks_a=len(a_vals), blocks_b=len(b_vals),
                   pairing=pairing, alpha=alpha)
+    return vals, rel, common
+
+
+def _metric_verdict(blocks: Sequence[BlockResult], pairs: list[tuple[BlockResult, BlockResult]],
+                    pairing: str, c: int, m: str, *, alpha: float, band: float, looks: int,
+                    variation: float, estimated: bool) -> MetricVerdict:
+    vals, rel, common = _paired_values(blocks, pairs, pairing, c, m, alpha=alpha)
+    n = len(vals)
     if not n:
         return MetricVerdict(c, m, "inconclusive", None, None, None, note="no complete A/B pair "
-                             "measured it", **common)  # type: ignore[arg-type]
+                             "measured it", **common)
     d = [math.log(b / a) for a, b, _ in vals]
     sd, raised = sd_used(d, variation)
     kw = {"looks": looks, "variation": variation, "sd": sd, "estimated": estimated}
@@ -191,7 +200,7 @@ def _metric_verdict(blocks: Sequence[BlockResult], pairs: list[tuple[BlockResult
         note += (f"; the pairs vary more than the stated ±{100 * variation:g}% per block "
                  f"(pair sd {100 * sd:.1f}% used)")
     return MetricVerdict(c, m, verdict, math.exp(mean), _exp(lo), _exp(hi), note=note,
-                         pair_sd=shown, sd_raised=raised, **common)  # type: ignore[arg-type]
+                         pair_sd=shown, sd_raised=raised, **common)
 
 
 def _exp(x: float) -> float | None:

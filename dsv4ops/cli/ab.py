@@ -8,6 +8,8 @@ ABANDONED and puts the box back on A (there is no `ab --recover`).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from dsv4ops.cli._output import (
@@ -17,6 +19,9 @@ from dsv4ops.cli._output import (
     target_option,
     yes_option,
 )
+
+if TYPE_CHECKING:
+    from dsv4ops.orchestrate.usecases.ab_outcome import ABOutcome
 
 
 @click.command("ab")
@@ -63,10 +68,7 @@ def ab(profile_a: str, profile_b: str, target: str | None, suite: str, blocks: i
     from ever being offered by `rollback`; the final deploy of the winner runs its own gate. If this CLI dies mid-experiment, run
     `dsv4ops rollback --recover`: it marks the experiment ABANDONED and puts the box back on A
     (there is no `ab --recover`)."""
-    from dsv4ops import exitcodes
     from dsv4ops.cli._context import open_target, progress_printer
-    from dsv4ops.errors import DeployError
-    from dsv4ops.orchestrate.interrupts import DeployInterrupted
     from dsv4ops.orchestrate.usecases import ab as AB
     from dsv4ops.orchestrate.usecases.ab_plan import plan_ab
 
@@ -88,6 +90,15 @@ def ab(profile_a: str, profile_b: str, target: str | None, suite: str, blocks: i
                         command=f"dsv4ops ab {profile_a} {profile_b}", reason=reason)
     finally:
         session.close()
+    _report_outcome(out, as_json)
+
+def _report_outcome(out: ABOutcome, as_json: bool) -> None:
+    """How the experiment ended, as JSON or the decision's reasons; an interrupted or failed
+    experiment raises (its exit code) naming what the box runs."""
+    from dsv4ops import exitcodes
+    from dsv4ops.errors import DeployError
+    from dsv4ops.orchestrate.interrupts import DeployInterrupted
+
     if as_json:
         code = (exitcodes.INTERRUPTED if out.interrupted else exitcodes.FAILED if out.failure
                 else exitcodes.OK)
@@ -102,7 +113,6 @@ def ab(profile_a: str, profile_b: str, target: str | None, suite: str, blocks: i
         raise DeployInterrupted(f"{out.interrupted}; the box runs {out.box}")
     if out.failure:
         raise DeployError(f"{out.failure}; the box runs {out.box}")
-
 
 def _levels(text: str | None) -> tuple[int, ...]:
     if not text:

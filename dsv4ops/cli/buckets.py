@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -40,25 +41,12 @@ def plan_cmd(report: Path | None, distribution: Path | None, metrics_url: str | 
              graph_mb: float | None, memory_mb: float | None, profile: str, as_json: bool) -> None:
     """The bucket list with the least expected time per generated token (exact)."""
     from dsv4ops.buckets import plan as P
-    from dsv4ops.buckets import sources as S
     from dsv4ops.profiles.buckets import resolve_buckets
 
     if sum(x is not None for x in (report, distribution, metrics_url)) != 1:
         raise DsOpsError("give exactly one of --from REPORT, --distribution FILE, --metrics-url URL")
-    step_law = S.parse_law(law) if law else None
-    observed_gb: float | None = None
-    captured: int | None = None
-    source: S.ReportLevels | None = None
-    if report is not None:
-        source = S.from_report(report)
-        counts, step_law = source.counts, step_law or source.law
-    elif distribution is not None:
-        counts = S.from_file(distribution)
-    else:
-        from dsv4ops.orchestrate.usecases.buckets import sample_decode
-
-        live = sample_decode(str(metrics_url), window_s=window)
-        counts, observed_gb, captured = live.counts, live.graph_memory_gb, live.captured_graphs
+    counts, step_law, observed_gb, captured, source = _read_counts(
+        report, distribution, metrics_url, window, law)
     step_law = step_law or P.StepLaw()
     try:
         dist = P.normalise(counts)
@@ -87,6 +75,34 @@ def plan_cmd(report: Path | None, distribution: Path | None, metrics_url: str | 
                    "ladders": [e.to_json() for e in evals], "command": command,
                    "source": source.source if source else None, "kept_below": kept})
         return
+    _print_plan(step_law, dist, k, source, kept, profile, memory, evals, best, command)
+
+def _read_counts(report: Path | None, distribution: Path | None, metrics_url: str | None,
+                 window: float, law: str | None) -> tuple[Any, Any, float | None, int | None, Any]:
+    """The observed batch sizes from the one source given: a canary report (with its step law),
+    a distribution file, or a live decode's /metrics (with its graph memory)."""
+    from dsv4ops.buckets import sources as S
+
+    step_law = S.parse_law(law) if law else None
+    observed_gb: float | None = None
+    captured: int | None = None
+    source: S.ReportLevels | None = None
+    if report is not None:
+        source = S.from_report(report)
+        counts, step_law = source.counts, step_law or source.law
+    elif distribution is not None:
+        counts = S.from_file(distribution)
+    else:
+        from dsv4ops.orchestrate.usecases.buckets import sample_decode
+
+        live = sample_decode(str(metrics_url), window_s=window)
+        counts, observed_gb, captured = live.counts, live.graph_memory_gb, live.captured_graphs
+    return counts, step_law, observed_gb, captured, source
+
+
+def _print_plan(step_law: Any, dist: dict[int, float], k: int, source: Any, kept: list[int],
+                profile: str, memory: Any, evals: list[Any], best: list[int], command: str) -> None:
+    """The plan as text: the inputs, each ladder's expected cost, and the commands to try it."""
     click.echo(f"step law {step_law.a_ms:g} + {step_law.b_ms:g}·bs ms; {len(dist)} batch sizes "
                f"observed ({min(dist)}..{max(dist)}); at most {k} graphs")
     if source is not None:

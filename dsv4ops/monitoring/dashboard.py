@@ -35,10 +35,14 @@ def _panel(pid: int, title: str, unit: str, targets: list[tuple[str, str]], x: i
 
 
 def _panels(a_ms: float, b_ms: float, max_bucket: int | None) -> list[dict[str, Any]]:
+    return [*_decode_panels(a_ms, b_ms), *_pd_panels(), *_graph_and_worker_panels(max_bucket)]
+
+
+def _decode_panels(a_ms: float, b_ms: float) -> list[dict[str, Any]]:
+    """Row 1: the decode's step time against the fitted law, and its throughput."""
     itl = "sglang:inter_token_latency_seconds"
     step = (f"1000 * sum(rate({itl}_sum{{{DEC}}}[1m])) / "
             f"clamp_min(sum(rate({itl}_count{{{DEC}}}[1m])), 1e-9)")
-    bucket = [(f"vector({max_bucket})", "largest CUDA-graph bucket")] if max_bucket else []
     return [
         _panel(1, "Decode step time vs batch (fitted law)", "ms", [
             (step, "measured step (mean inter-token latency)"),
@@ -52,6 +56,12 @@ def _panels(a_ms: float, b_ms: float, max_bucket: int | None) -> list[dict[str, 
             (f"sum(sglang:gen_throughput{{{DEC}}})", "gen_throughput (last published: freezes "
                                                      "in a wedge)")], 12, 0,
             "The progress counter's rate stops in a wedge; gen_throughput keeps its last value."),
+    ]
+
+
+def _pd_panels() -> list[dict[str, Any]]:
+    """Row 2: the PD queues and transfer failures, where a lost request shows first."""
+    return [
         _panel(3, "Queues", "short", [
             ("sum by (engine_type) (sglang:num_running_reqs)", "running {{engine_type}}"),
             ("sum by (engine_type) (sglang:num_queue_reqs)", "waiting {{engine_type}}"),
@@ -68,6 +78,13 @@ def _panels(a_ms: float, b_ms: float, max_bucket: int | None) -> list[dict[str, 
             ('sum(increase(smg_http_responses_total{status_code=~"5.."}[5m]))',
              "router 5xx")], 12, 8,
             "Both sides count failures; /health never exercises the KV transfer."),
+    ]
+
+
+def _graph_and_worker_panels(max_bucket: int | None) -> list[dict[str, Any]]:
+    """Row 3: CUDA-graph passes against the largest bucket, and the router's and watch's view."""
+    bucket = [(f"vector({max_bucket})", "largest CUDA-graph bucket")] if max_bucket else []
+    return [
         _panel(5, "CUDA graph passes", "short", [
             (f"sum by (mode) (rate(sglang:cuda_graph_passes_total{{{DEC}}}[1m]))", "{{mode}}"),
             (RUNNING, "running batch (last published)"), *bucket], 0, 16,

@@ -133,6 +133,17 @@ def alert_rules(s: RuleSettings) -> dict[str, Any]:
             RUNBOOKS["degrade"],
             "requests waiting in the bootstrap or transfer queue while that server's progress "
             "counter does not move (a transfer takes milliseconds; SGLang's timeout is 300 s)"),
+    ]
+    rules += [*_down_alerts(s), _loop_stalled(s, w_wedge), _eager_fallback(s, w_wedge)]
+    for rule in rules:
+        rule["annotations"]["runbook"] = s.runbook(rule["annotations"]["runbook"])
+    return {"groups": [{"name": "dsv4ops-pd", "rules": rules}]}
+
+
+def _down_alerts(s: RuleSettings) -> list[dict[str, Any]]:
+    """A component that stopped answering: its metrics scrape fails, or the router marks it."""
+    t = s.time_scale
+    return [
         _alert(
             "DSV4ComponentDown",
             'up{job=~"dsv4-(prefill|decode|router)"} == 0',
@@ -146,10 +157,6 @@ def alert_rules(s: RuleSettings) -> dict[str, Any]:
             "the router marks worker {{ $labels.worker }} unhealthy",
             RUNBOOKS["restart"], "smg_worker_health == 0 (router health checks failing)"),
     ]
-    rules += [_loop_stalled(s, w_wedge), _eager_fallback(s, w_wedge)]
-    for rule in rules:
-        rule["annotations"]["runbook"] = s.runbook(rule["annotations"]["runbook"])
-    return {"groups": [{"name": "dsv4ops-pd", "rules": rules}]}
 
 
 def check_runbook_url(url: str) -> str:

@@ -146,3 +146,12 @@ def _interrupted_again(
         f"(some components may be up); {FIX_UNKNOWN}."
     )
     return end(Status.FAILED, msg, UNKNOWN, "unknown")
+
+
+def known_good_candidates(fallback: KnownGood | Sequence[KnownGood] | None) -> list[KnownGood]:
+    """One known-good (Operation, Deployment) pair, or a list of them, as a list."""
+    if fallback is None:
+        return []
+    if isinstance(fallback, tuple) and len(fallback) == 2 and isinstance(fallback[0], Operation):
+        return [fallback]
+    return list(fallback)

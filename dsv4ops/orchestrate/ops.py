@@ -20,7 +20,7 @@ from dsv4ops.errors import DsOpsError, PreflightError
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import UNKNOWN, Journal
 from dsv4ops.orchestrate import plan as P
-from dsv4ops.orchestrate.autorollback import KnownGood, roll_back
+from dsv4ops.orchestrate.autorollback import KnownGood, known_good_candidates, roll_back
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.engine import (
     CanaryStep,
@@ -104,7 +104,7 @@ class Operator:
                 kind,
                 scope or restart_scope(None),
                 reason,
-                _candidates(fallback),
+                known_good_candidates(fallback),
                 run_canary,
                 recover,
                 within,
@@ -365,15 +365,6 @@ class Operator:
 
     def _runner(self, op_id: str) -> Runner:
         return Runner(self.control, self.journal, op_id, self.settings)
-
-
-def _candidates(fallback: KnownGood | Sequence[KnownGood] | None) -> list[KnownGood]:
-    """One known-good (Operation, Deployment) pair, or a list of them, as a list."""
-    if fallback is None:
-        return []
-    if isinstance(fallback, tuple) and len(fallback) == 2 and isinstance(fallback[0], Operation):
-        return [fallback]
-    return list(fallback)
 
 
 def _undo(prev: Operation | None) -> dict[str, Any]:

@@ -17,8 +17,9 @@ from typing import Any
 
 from dsv4ops.deployment import START_ORDER, Component, Deployment
 from dsv4ops.errors import DsOpsError
-from dsv4ops.journal.records import Kind, Operation
+from dsv4ops.journal.records import Operation
 from dsv4ops.journal.store import UNKNOWN, Journal
+from dsv4ops.orchestrate.attention import attention_notes
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.drift import (
     KernelReading,
@@ -30,7 +31,7 @@ from dsv4ops.orchestrate.partial import describe_mix, is_mixed
 from dsv4ops.orchestrate.unmanaged import UNMANAGED, ports_to_check, unmanaged
 from dsv4ops.orchestrate.workload import read_load
 from dsv4ops.remote.base import ProcessState
-from dsv4ops.remote.results import HttpReply, LockInfo
+from dsv4ops.remote.results import HttpReply
 
 # Renders the named profile from the working copy for this target (None when impossible).
 RenderNow = Callable[[str], Deployment]
@@ -106,7 +107,7 @@ def gather_status(
         "kernel_package": kernel,
         "drift": drift,
         "lock": {"holder": dict(lock.holder), "stale": lock.stale} if lock else None,
-        "attention": _attention(journal, lock),
+        "attention": attention_notes(journal, lock),
         "unmanaged": unmanaged(deployed is not None, states),
     }
     report["healthy"] = (
@@ -331,59 +332,6 @@ def router_info(control: TargetControl, base_url: str) -> dict[str, Any]:
         except (json.JSONDecodeError, AttributeError):
             out["workers"] = None
     return out
-
-
-def _attention(journal: Journal, lock: LockInfo | None) -> list[str]:
-    """Half-finished operations and stale locks, each with what to do."""
-    notes = []
-    flying = journal.in_flight()
-    holder = lock.holder.get("op_id") if lock is not None and not lock.stale else None
-    # A live A/B experiment holds the lock for the deploys nested in it (usecases/ab.py).
-    parent = next((o for o in flying if o.op == holder and o.kind is Kind.EXPERIMENT), None)
-    for op in flying:
-        where = op.position
-        ours = lock if lock is not None and lock.holder.get("op_id") == op.op else None
-        if (ours is not None and not ours.stale) or (parent is not None and op is not parent):
-            inside = f", within {parent.kind.value} {parent.op}" if parent and op is not parent else ""
-            notes.append(
-                f"{op.kind.value} {op.op} of {op.profile_name or '-'} is in progress ({where}{inside})"
-            )
-            continue
-        why = (
-            f"its process (pid {ours.holder.get('pid')}) is dead and left the deploy lock"
-            if ours is not None
-            else "it never finished"
-        )
-        notes.append(
-            f"{op.kind.value} {op.op} of {op.profile_name or '-'} was interrupted {where}: {why}. "
-            "Run `dsv4ops rollback --recover` to restore the last known-good deployment, or "
-            "`dsv4ops deploy PROFILE --recover`"
-        )
-    unknown = journal.deployed_is_unknown()
-    if unknown is not None and unknown.status.terminal and unknown.running == UNKNOWN:
-        why = next(
-            (ln for ln in (unknown.message or "").splitlines() if "interrupted" in ln),
-            "",
-        )
-        good = journal.last_known_good()
-        to = f" ({good.profile_name}, {good.op})" if good else ""
-        notes.append(
-            f"{unknown.kind.value} {unknown.op} of {unknown.profile_name or '-'} ended "
-            f"{unknown.status.value} without knowing what runs"
-            + (f" ({why.rstrip('.')})" if why else "")
-            + f"; run `dsv4ops rollback` to restore the last known-good deployment{to}"
-        )
-    if (
-        lock is not None
-        and lock.stale
-        and not any(lock.holder.get("op_id") == o.op for o in journal.in_flight())
-    ):
-        notes.append(
-            f"the deploy lock was left by dead process pid {lock.holder.get('pid')} "
-            f"(operation {lock.holder.get('op_id')}); pass --recover to the next deploy/rollback/stop "
-            "(it is cleared without asking when the journal shows that operation ended)"
-        )
-    return notes
 
 
 def journal_status(journal: Journal, *, target: str, record: dict[str, Any]) -> dict[str, Any]:

@@ -26,8 +26,9 @@ from dsv4ops.profiles.files import check_reference, read_bounded, reference_prob
 from dsv4ops.profiles.model import Profile, Target
 from dsv4ops.profiles.problems import Problem, Problems, strict
 from dsv4ops.profiles.provenance import Provenance
-from dsv4ops.profiles.rules import check_against_target, check_profile
+from dsv4ops.profiles.rules import check_profile
 from dsv4ops.profiles.schema import PROFILE_SCHEMA
+from dsv4ops.profiles.target_rules import check_against_target
 from dsv4ops.profiles.typecheck import check_unknown_keys, normalize
 
 MAX_EXTENDS_DEPTH = 16

@@ -9,7 +9,8 @@ from dataclasses import asdict
 from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles.model import Profile, ServerSpec, SSHSpec, Target
-from dsv4ops.profiles.rules import MULTI_STREAM_ENV, check_against_target
+from dsv4ops.profiles.rules import MULTI_STREAM_ENV
+from dsv4ops.profiles.target_rules import check_against_target
 
 SGLANG_MODULE = "sglang.launch_server"
 TWIN_MODULE = "dsv4ops.twin.launch_server"

@@ -2,7 +2,7 @@
 raises the first, collecting records them all and skips values marked unusable) and returns
 warnings.
 
-Rules that need a target (GPUs present, ports after the offset) live in `check_against_target`.
+Rules that need a target (GPUs present, ports after the offset) live in target_rules.py.
 """
 
 from __future__ import annotations
@@ -10,11 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from dsv4ops.errors import ProfileError
 from dsv4ops.profiles.bucket_rules import rule_buckets
 from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.flags import check_router_args, check_server_args, option_value
-from dsv4ops.profiles.model import Profile, ProfileWarning, Target
+from dsv4ops.profiles.model import Profile, ProfileWarning
 from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.provenance import Provenance
 from dsv4ops.sglang_paths import moe_path
@@ -79,7 +78,7 @@ def rule_gpus_disjoint(p: Profile, prov: Provenance, sink: Problems) -> list[Pro
     return []
 
 
-def _ports(p: Profile) -> list[tuple[str, int]]:
+def profile_ports(p: Profile) -> list[tuple[str, int]]:
     return [
         ("prefill.port", p.prefill.port),
         ("prefill.bootstrap_port", p.bootstrap_port),
@@ -91,7 +90,7 @@ def _ports(p: Profile) -> list[tuple[str, int]]:
 
 def rule_ports_distinct(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
     seen: dict[int, str] = {}
-    for key, port in _ports(p):
+    for key, port in profile_ports(p):
         if not sink.usable(key):
             continue
         if port > 65535:
@@ -328,63 +327,6 @@ def check_profile(
     for rule in RULES:
         warnings.extend(rule(p, prov, sink))
     return warnings
-
-
-def check_against_target(p: Profile, target: Target, sink: Problems | None = None) -> None:
-    """GPUs present on the target and ports in range after its offset. Raises ProfileError
-    (without a sink) or reports each problem, skipping keys that already have one."""
-    sink = sink if sink is not None else strict()
-    if target.endpoint is not None:
-        # A cluster places pods itself: the box's GPU ids and ports do not apply there.
-        sink.report(ProfileError(
-            f"target {target.name!r} is an endpoint (transport: endpoint): its GPUs and ports "
-            "are the cluster's, so a profile is not checked against it",
-            path=p.path,
-            hint=f"--target box checks the box; dsv4ops export rbg {p.name} checks the export",
-        ))
-        return
-    prov = Provenance(p.path, p.origins)
-    available = set(target.gpus)
-    for side in (p.prefill, p.decode):
-        key = f"{side.role}.gpus"
-        if not sink.usable(key) or sink.has_problem(key):
-            continue
-        missing = sorted(set(side.gpus) - available)
-        if missing:
-            sink.report(
-                prov.error(
-                    key,
-                    f"GPU(s) {missing} are not on target '{target.name}' (it has {sorted(available)})",
-                )
-            )
-    for key, port in _ports(p):
-        if not sink.usable(key) or sink.has_problem(key):
-            continue
-        shifted = port + target.port_offset
-        if shifted > 65535:
-            sink.report(
-                prov.error(
-                    key,
-                    f"port {port} + target '{target.name}' port_offset {target.port_offset} = "
-                    f"{shifted} > 65535",
-                )
-            )
-            continue
-        if target.port_offset and in_ephemeral_range(shifted) and not in_ephemeral_range(port):
-            # An error, not a warning: the failure is intermittent (the bind fails only when some
-            # outgoing connection happened to take that source port, e.g. one in TIME_WAIT), so
-            # a warning would be ignored on the runs that pass and flake the others. The offset
-            # is ours to choose, so there is always a fix; SGLang's own defaults are below it.
-            low, high = EPHEMERAL_PORTS
-            sink.report(
-                prov.error(
-                    key,
-                    f"port {port} + target '{target.name}' port_offset {target.port_offset} = "
-                    f"{shifted} is in Linux's ephemeral port range ({low}-{high}), where a client "
-                    "socket can hold it and make the server's bind fail; choose a port_offset "
-                    f"that keeps every port below {low}",
-                )
-            )
 
 
 # Linux's default net.ipv4.ip_local_port_range: source ports of outgoing connections. A constant,

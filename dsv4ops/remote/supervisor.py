@@ -20,11 +20,11 @@ from dsv4ops.remote.agent_zip import agent_sha256, local_agent_zip
 from dsv4ops.remote.base import Executor, ProcessSpec, ProcessState
 from dsv4ops.remote.errors import (
     AgentCallError,
-    ComponentNotReadyError,
     StopError,
     lock_error,
 )
 from dsv4ops.remote.procident import dead_here
+from dsv4ops.remote.replies import http_items, not_ready_error, wait_result
 from dsv4ops.remote.results import (
     HttpReply,
     LockInfo,
@@ -34,7 +34,6 @@ from dsv4ops.remote.results import (
     WaitResult,
 )
 
-_HTTP_FIELDS = frozenset({"url", "method", "body", "headers", "timeout_s"})
 _CALL_TIMEOUT_S = 60.0
 # What python prints when it cannot start the agent at all (missing, empty, or not a zip):
 # only then is a call retried after an upload, never after a crash mid-operation.
@@ -249,30 +248,8 @@ class Supervisor:
         except AgentCallError as exc:
             if exc.kind not in ("timeout", "died"):
                 raise
-            tail = str(exc.reply.get("log_tail") or "")
-            code = exc.reply.get("exit_code")
-            who = f"{proc_name} " if proc_name else ""
-            msg = f"{who}not ready on {self.executor.host}: {exc.reply.get('error')}"
-            if tail:
-                msg += "\n--- last log lines ---\n" + tail
-            raise ComponentNotReadyError(
-                msg,
-                url=url,
-                reason=exc.kind,
-                elapsed_s=_opt_float(exc.reply.get("elapsed_s")) or 0.0,
-                name=proc_name,
-                log_tail=tail,
-                component_exit_code=code if isinstance(code, int) else None,
-                last=str(exc.reply.get("last") or "")) from None
-        return WaitResult(
-            float(r["elapsed_s"]),
-            int(r["status"]),
-            int(r["attempts"]),
-            float(r["detected_at_monotonic"]),
-            _opt_float(r.get("last_miss_at_monotonic")),
-            _opt_float(r.get("hit_started_at_monotonic")),
-            _opt_float(r.get("first_poll_at_monotonic")),
-        )
+            raise not_ready_error(exc, url=url, name=proc_name, host=self.executor.host) from None
+        return wait_result(r)
 
     def http(
         self,
@@ -305,18 +282,7 @@ class Supervisor:
         the call takes about as long as the slowest one. As with `http`, a request that gets no
         HTTP answer is a reply with status None.
         """
-        items: list[dict[str, Any]] = []
-        for req in requests:
-            item: dict[str, Any] = {"url": req} if isinstance(req, str) else dict(req)
-            unknown = set(item) - _HTTP_FIELDS
-            if not item.get("url") or unknown:
-                raise ValueError(
-                    f"http_many: each request needs a url and only {sorted(_HTTP_FIELDS)}"
-                    f" (got {sorted(item)})"
-                )
-            if "headers" in item:
-                item["headers"] = dict(item["headers"] or {})
-            items.append(item)
+        items = http_items(requests)
         if not items:
             return []
         longest = max(float(i.get("timeout_s", timeout_s)) for i in items)
@@ -394,7 +360,3 @@ class Supervisor:
     def _with_local_staleness(self, info: LockInfo) -> LockInfo:
         dead = not info.stale and dead_here(dict(info.holder))
         return LockInfo(info.holder, True) if dead else info
-
-
-def _opt_float(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float | str) else None

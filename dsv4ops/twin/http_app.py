@@ -14,7 +14,8 @@ from .batch import serve_batch
 from .formats import error_body
 from .memory import decode_cuda_graph_memory_gb, memory_usage
 from .parse import BadRequest, Parsers, parse, parse_batch
-from .server import CONTEXT_LEN, MAX_TOTAL_TOKENS, SGLANG_VERSION, TwinServer
+from .sched_view import CONTEXT_LEN, MAX_TOTAL_TOKENS
+from .server import SGLANG_VERSION, TwinServer
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 FLUSHED = ("Cache flushed.\nPlease check backend logs for more details. (When there are running "

@@ -39,6 +39,40 @@ class SchedulerSnapshot:
     memory: dict[str, Any] = field(default_factory=dict)
 
 
+def _gauges(s: SchedulerSnapshot) -> dict[str, tuple[str, float]]:
+    """Each plain gauge of the scheduler's collector: name -> (help, value), as rank 0 publishes
+    them (last-published stats) and the constants emitted at start."""
+    p = s.published
+    return {
+        "sglang:num_running_reqs": ("The number of running requests.", p.running),
+        "sglang:num_queue_reqs": ("The number of requests in the waiting queue.", p.queued),
+        "sglang:num_grammar_queue_reqs": ("Grammar queue", 0),
+        "sglang:gen_throughput": ("The generation throughput (token/s).", p.gen_throughput),
+        "sglang:cache_hit_rate": ("Prefix cache hit rate", 0.0),
+        "sglang:token_usage": ("The token usage.", p.token_usage),
+        "sglang:num_prefill_bootstrap_queue_reqs": ("Prefill bootstrap queue",
+                                                    p.prefill_bootstrap_queue),
+        "sglang:num_prefill_inflight_queue_reqs": ("Prefill inflight queue",
+                                                   p.prefill_inflight_queue),
+        "sglang:num_decode_prealloc_queue_reqs": ("Decode prealloc queue",
+                                                  p.decode_prealloc_queue),
+        "sglang:num_decode_transfer_queue_reqs": ("Decode transfer queue",
+                                                  p.decode_transfer_queue),
+        # 0.5.23 declares it but its reporter never sets it (metrics_collector.py L731, L1721)
+        "sglang:is_cuda_graph": ("Whether the batch is using CUDA graph.", 0),
+        "sglang:max_total_num_tokens": ("KV pool size in tokens", s.max_total_num_tokens),
+        "sglang:context_len": ("Context length", s.context_len),
+        "sglang:page_size": ("Page size", s.page_size),
+        # emit_constants (metrics_collector.py L1769-1800): the memory_usage numbers
+        "sglang:weight_memory_usage_gb": ("Memory used by model weights in GB.",
+                                          s.memory.get("weight", 0.0)),
+        "sglang:kv_cache_memory_usage_gb": ("Memory used by the KV cache pools in GB.",
+                                            s.memory.get("kvcache", 0.0)),
+        "sglang:startup_available_gpu_memory_gb": ("Available GPU memory in GB at startup.",
+                                                   s.memory.get("startup_available", 0.0)),
+    }
+
+
 class _SchedulerCollector(Collector):
     """Rank 0's scheduler metrics (labels as metrics_collector.py L1381-1393)."""
 
@@ -48,36 +82,8 @@ class _SchedulerCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         s = self._snapshot()
-        p = s.published
         names, values = list(self._labels), list(self._labels.values())
-        gauges = {
-            "sglang:num_running_reqs": ("The number of running requests.", p.running),
-            "sglang:num_queue_reqs": ("The number of requests in the waiting queue.", p.queued),
-            "sglang:num_grammar_queue_reqs": ("Grammar queue", 0),
-            "sglang:gen_throughput": ("The generation throughput (token/s).", p.gen_throughput),
-            "sglang:cache_hit_rate": ("Prefix cache hit rate", 0.0),
-            "sglang:token_usage": ("The token usage.", p.token_usage),
-            "sglang:num_prefill_bootstrap_queue_reqs": ("Prefill bootstrap queue",
-                                                        p.prefill_bootstrap_queue),
-            "sglang:num_prefill_inflight_queue_reqs": ("Prefill inflight queue",
-                                                       p.prefill_inflight_queue),
-            "sglang:num_decode_prealloc_queue_reqs": ("Decode prealloc queue",
-                                                      p.decode_prealloc_queue),
-            "sglang:num_decode_transfer_queue_reqs": ("Decode transfer queue",
-                                                      p.decode_transfer_queue),
-            # 0.5.23 declares it but its reporter never sets it (metrics_collector.py L731, L1721)
-            "sglang:is_cuda_graph": ("Whether the batch is using CUDA graph.", 0),
-            "sglang:max_total_num_tokens": ("KV pool size in tokens", s.max_total_num_tokens),
-            "sglang:context_len": ("Context length", s.context_len),
-            "sglang:page_size": ("Page size", s.page_size),
-            # emit_constants (metrics_collector.py L1769-1800): the memory_usage numbers
-            "sglang:weight_memory_usage_gb": ("Memory used by model weights in GB.",
-                                              s.memory.get("weight", 0.0)),
-            "sglang:kv_cache_memory_usage_gb": ("Memory used by the KV cache pools in GB.",
-                                                s.memory.get("kvcache", 0.0)),
-            "sglang:startup_available_gpu_memory_gb": ("Available GPU memory in GB at startup.",
-                                                       s.memory.get("startup_available", 0.0)),
-        }
+        gauges = _gauges(s)
         for name, (doc, value) in gauges.items():
             g = GaugeMetricFamily(name, doc, labels=names)
             g.add_metric(values, float(value))

@@ -22,16 +22,14 @@ from .formats import FORMATS, Job, error_body
 from .hazards import HazardBoard
 from .kernel_package import KernelConfigChoice
 from .kv_receiver import KVReceiver
-from .memory import memory_usage
-from .metrics import SchedulerSnapshot, TwinMetrics
+from .metrics import TwinMetrics
 from .parse import Bootstrap, prompt_hash
 from .pd import FAKE_BOOTSTRAP_HOST, BootstrapServer, Room, TransferError
 from .perf import DSV4_DEFAULT_MAX_RUNNING, resolve_decode_buckets
-from .reporter import SchedStats, StatsReporter
+from .reporter import StatsReporter
+from .sched_view import fully_idle, live_stats, snapshot
 
 SGLANG_VERSION = "0.5.23"
-CONTEXT_LEN = 1048576
-MAX_TOTAL_TOKENS = 2_000_000
 
 
 def _env_on(value: str | None, default: bool) -> bool:
@@ -80,9 +78,15 @@ class TwinServer:
         self._prefill_waiting: dict[int, Room | None] = {}
         self._prefill_seq = 0
         self._prefill_running: list[Room | None] = []  # in prefill compute now
+        self._build_parts(args, config)
+
+    def _build_parts(self, args: ServerArgs, config: TwinConfig) -> None:
+        """The role's working parts: the metrics reporter, the decode engine (not on a prefill),
+        the bootstrap server (prefill) or KV receiver (decode), and /metrics when enabled."""
         # rank 0's metrics reporter: what /metrics shows is what it last published
         self.reporter = StatsReporter(config, decode_log_interval=args.decode_log_interval,
-                                      live=self.live_stats, fully_idle=self.fully_idle)
+                                      live=lambda: live_stats(self),
+                                      fully_idle=lambda: fully_idle(self))
         self.engine: DecodeEngine | None = None
         if self.role != "prefill":
             self.engine = DecodeEngine(
@@ -99,7 +103,7 @@ class TwinServer:
                                    decode_addr=f"{args.host}:{args.port}") \
             if self.role == "decode" else None
         self.metrics = TwinMetrics(model_name=args.served_model_name, engine_type=self.role,
-                                   snapshot=self.snapshot) if args.enable_metrics else None
+                                   snapshot=lambda: snapshot(self)) if args.enable_metrics else None
 
     # --- lifecycle -----------------------------------------------------------------------
     def capture_seconds(self) -> float:
@@ -316,55 +320,3 @@ class TwinServer:
                 self.engine.discard(probe)
             self.unhealthy = True
             return False
-
-    # --- reporting -----------------------------------------------------------------------
-    def live_stats(self) -> SchedStats:
-        """The scheduler's state right now: what a log_stats call would publish.
-
-        Prefill stages as in SGLang: bootstrap queue (the decode has not asked for the room yet)
-        → waiting → running (prefill compute) → inflight (KV not pulled yet). The twin computes a
-        prompt before its handshake; such a room counts as bootstrapping until the decode asks.
-        """
-        e = self.engine
-        running = (len(e.running) if e else 0) + len(self._prefill_running)
-        waiting = list(self._prefill_waiting.values())
-        bootstrapping = inflight = 0
-        if self.bootstrap is not None:
-            computing = {id(r) for r in self._prefill_running}
-            for r in self.bootstrap.rooms.values():
-                if not r.handshaken and id(r) not in computing:
-                    bootstrapping += 1
-                elif r.handshaken and r.kv_ready.is_set() and not r.done.is_set():
-                    inflight += 1
-        queued = sum(1 for r in waiting if r is None or r.handshaken)
-        return SchedStats(
-            running=running,
-            queued=(len(e.waiting) if e else 0) + queued,
-            token_usage=min(1.0, running * 4096 / MAX_TOTAL_TOKENS),
-            prefill_bootstrap_queue=bootstrapping,
-            prefill_inflight_queue=inflight,
-            decode_transfer_queue=self.receiver.in_flight if self.receiver else 0)
-
-    def fully_idle(self) -> bool:
-        """Scheduler.is_fully_idle: nothing running, waiting, bootstrapping or in transfer."""
-        s = self.live_stats()
-        return not (s.running or s.queued or s.prefill_bootstrap_queue
-                    or s.prefill_inflight_queue or s.decode_transfer_queue)
-
-    def snapshot(self) -> SchedulerSnapshot:
-        if self.engine is None and self.status == "up":
-            # The prefill's scheduler loop is not a task here: its idle path (which on the box
-            # spins all the time) is evaluated when someone looks, with the same outcome.
-            self.reporter.on_idle()
-        p = self.reporter.published
-        return SchedulerSnapshot(
-            published=p, realtime_tokens=dict(self.reporter.realtime_tokens),
-            graph_passes=dict(self.reporter.graph_passes),
-            idle_seconds=self.reporter.idle_seconds,
-            transfer_failed_total=(self.receiver.failed if self.receiver else 0)
-            + (self.bootstrap.transfer_failed if self.bootstrap else 0),
-            bootstrap_failed_total=(self.receiver.bootstrap_failed if self.receiver else 0)
-            + (self.bootstrap.bootstrap_failed if self.bootstrap else 0),
-            max_total_num_tokens=MAX_TOTAL_TOKENS, context_len=CONTEXT_LEN,
-            page_size=self.args.page_size,
-            memory=memory_usage(self.buckets, token_capacity=MAX_TOTAL_TOKENS))

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dsv4ops.watch.findings import Finding
-from dsv4ops.watch.probe import CORRUPT, FAILED, STALLED, ProbeOutcome
+from dsv4ops.watch.probe import ProbeOutcome
+from dsv4ops.watch.probe_tracker import ProbeTracker
 from dsv4ops.watch.readings import Scrape, ServerReading
 from dsv4ops.watch.settings import WatchSettings
 from dsv4ops.watch.stream import CONFIRM_GAP_S, SILENCE_S
@@ -45,7 +46,7 @@ class Detector:
         self._tput: deque[tuple[float, float, float]] = deque()  # (at, decode tokens, running)
         self._progress_at: float | None = None  # when the decode's counter last moved
         self._progress_value: float | None = None
-        self.probes = _ProbeTracker(settings)
+        self.probes = ProbeTracker(settings)
 
     def _scaled(self, wall_s: float) -> str:
         """A duration on the one clock watch reports in: model time (the box's), with the wall
@@ -243,57 +244,3 @@ def _all_healthy(scrape: Scrape) -> bool:
     servers = all(s.health == 200 for s in scrape.servers.values())
     workers = scrape.router.worker_health
     return servers and (not workers or min(workers.values()) == 1)
-
-
-class _ProbeTracker:
-    """Consecutive stalled rounds, and failures and corruption seen within the failure window."""
-
-    def __init__(self, settings: WatchSettings) -> None:
-        self.s = settings
-        self.stalled_rounds = 0
-        self.last_stall = ""
-        self._stall_started: float | None = None
-        self._failed: tuple[float, str] | None = None
-        self._corrupt: tuple[float, str] | None = None
-        self.rounds = 0
-
-    def round(self, now: float, outcomes: Sequence[ProbeOutcome], *, healthy: bool) -> None:
-        self.rounds += 1
-        stalls = [o for o in outcomes if o.status == STALLED]
-        if stalls:
-            self._stall_started = now if not self.stalled_rounds else self._stall_started
-            self.stalled_rounds += 1
-            self.last_stall = f"{stalls[0].kind}: {stalls[0].detail}"
-        else:
-            self.stalled_rounds, self._stall_started = 0, None
-        for o in outcomes:
-            if o.status == FAILED and healthy:
-                self._failed = (now, f"{o.kind} probe: {o.detail}")
-            elif o.status == CORRUPT:
-                self._corrupt = (now, f"{o.kind} probe: {o.detail}")
-
-    def findings(self, now: float, decode_progress_at: float | None, *,
-                 decode_read: bool = True) -> list[Finding]:
-        out = []
-        window = self.s.wall(self.s.failure_window_s)
-        if (self.stalled_rounds >= self.s.stalled_probes and self._stall_started is not None
-                and decode_read):
-            evidence = (f"{self.stalled_rounds} probe rounds in a row stalled", self.last_stall)
-            # a move seen after the first stalled round began: the decode decodes other work
-            if decode_progress_at is not None and decode_progress_at > self._stall_started:
-                out.append(Finding("pd_transfer_degraded", "unit",
-                                   "probes stall while the decode keeps decoding other work",
-                                   (*evidence, "realtime_tokens_total{mode=decode} still moves: "
-                                    "requests are lost between prefill and decode")))
-            else:
-                out.append(Finding("probe_stalled", "unit",
-                                   "probes get no answer and the decode makes no progress",
-                                   evidence))
-        if self._failed and now - self._failed[0] <= window:
-            out.append(Finding("probe_failed_while_healthy", "unit",
-                               "probes fail while every /health is green",
-                               (self._failed[1], "/health never exercises the KV transfer")))
-        if self._corrupt and now - self._corrupt[0] <= window:
-            out.append(Finding("tool_call_corruption", "decode", "a probe's tool call came back "
-                               "corrupted", (self._corrupt[1],)))
-        return out

@@ -42,11 +42,11 @@ def test_streams_whose_tokens_came_in_one_chunk_give_no_step_time() -> None:
 
 def test_a_law_crossing_zero_is_reported_not_divided_by() -> None:
     from dsv4ops.canary.fit import LevelPoint, fit_line
-    from dsv4ops.canary.suites.sweep import _off_law
+    from dsv4ops.canary.suites.sweep_law import off_law
 
     law = fit_line([(4.0, 0.0), (8.0, 10.0)])  # step 0 ms at bs 4: 1000*bs/step has no value
     points = [LevelPoint(4, 4.0, 0.0, 100.0), LevelPoint(8, 8.0, 10.0, 800.0)]
-    off, unusable = _off_law(points, law, (), 5.0)
+    off, unusable = off_law(points, law, (), 5.0)
     assert off == [] and unusable == ["c4 (0.00 ms at bs 4)"]
     below = fit_line([(4.0, -2.0), (8.0, 10.0)])
-    assert _off_law(points, below, (), 5.0)[1] == ["c4 (-2.00 ms at bs 4)"]
+    assert off_law(points, below, (), 5.0)[1] == ["c4 (-2.00 ms at bs 4)"]

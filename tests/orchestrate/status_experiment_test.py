@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
-from dsv4ops.orchestrate.status import _attention
+from dsv4ops.orchestrate.attention import attention_notes
 from dsv4ops.remote.results import LockInfo
 
 
@@ -22,7 +22,7 @@ def _flying(journal: Journal) -> tuple[str, str]:
 def test_a_deploy_nested_in_a_live_experiment_is_in_progress() -> None:
     journal = Journal("twin-local")
     exp, dep = _flying(journal)
-    notes = _attention(journal, LockInfo({"op_id": exp, "pid": 1}, stale=False))
+    notes = attention_notes(journal, LockInfo({"op_id": exp, "pid": 1}, stale=False))
     assert notes == [
         f"experiment {exp} of baseline vs overlap-on is in progress (during 'block 1 B overlap-on')",
         f"deploy {dep} of overlap-on is in progress (during 'start decode', within experiment {exp})",
@@ -32,5 +32,5 @@ def test_a_deploy_nested_in_a_live_experiment_is_in_progress() -> None:
 def test_once_the_experiments_holder_is_dead_both_were_interrupted() -> None:
     journal = Journal("twin-local")
     exp, dep = _flying(journal)
-    notes = _attention(journal, LockInfo({"op_id": exp, "pid": 1}, stale=True))
+    notes = attention_notes(journal, LockInfo({"op_id": exp, "pid": 1}, stale=True))
     assert len(notes) == 2 and all("was interrupted" in n and "--recover" in n for n in notes)

@@ -8,7 +8,7 @@ import pytest
 
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import load_targets, render
-from dsv4ops.profiles.rules import check_against_target
+from dsv4ops.profiles.target_rules import check_against_target
 
 HEAD = "schema_version: 1\ntargets:\n  cluster:\n    transport: endpoint\n"
 

@@ -69,24 +69,7 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
         ctx.say(f"corruption: {th.consistency_prompts} reference prompts at concurrency 1")
         reference = [await _consistency(h, ctx, i, "ref") for i in range(th.consistency_prompts)]
         ctx.say(f"corruption: {sessions} agentic sessions x {th.corruption_turns}+ turns")
-        t0 = perf_s()
-        deadline = t0 + ctx.duration_s if ctx.duration_s else None
-        tasks = [asyncio.create_task(_session(h, ctx, s, nonces, problems, deadline))
-                 for s in range(sessions)]
-        # the same greedy prompts again, while all sessions are in flight
-        await asyncio.sleep(0)
-        loaded_task = asyncio.gather(*(_consistency(h, ctx, i, "load")
-                                       for i in range(th.consistency_prompts)))
-        frozen = asyncio.create_task(h.watchdog.frozen.wait())
-        body: asyncio.Future[Any] = asyncio.gather(*tasks, loaded_task)
-        await asyncio.wait([body, frozen], return_when=asyncio.FIRST_COMPLETED)
-        if not body.done():
-            await cancel_all(tasks)
-            loaded_task.cancel()
-        await asyncio.gather(body, return_exceptions=True)
-        frozen.cancel()
-        loaded = loaded_task.result() if loaded_task.done() and not loaded_task.cancelled() else []
-        elapsed = perf_s() - t0
+        loaded, elapsed = await _under_load(h, ctx, sessions, nonces, problems)
     sc = h.selfcheck.report
     load_records = [r for r in h.records if r.tag != "ref"]
     summary = summarize(load_records, duration_s=elapsed, max_concurrency=sessions, t0_ns=h.t0_ns)
@@ -138,6 +121,33 @@ def _judge_calls(f: Findings, problems: dict[str, list[ToolProblem]],
                  "canary.thinking_budget_tokens")
     judged = {rid: ps for rid, ps in problems.items() if rid not in cut}
     judge_tools(f, judged, len(judged), th)
+
+
+async def _under_load(h: Harness, ctx: SuiteContext, sessions: int, nonces: NonceBook,
+                      problems: dict[str, list[ToolProblem]]) -> tuple[list[RequestRecord], float]:
+    """The agentic sessions with the greedy consistency prompts again while all are in flight,
+    until they end or the watchdog sees the decode frozen; returns the prompts' records (empty
+    when they did not complete) and the seconds it took."""
+    th = ctx.thresholds
+    t0 = perf_s()
+    deadline = t0 + ctx.duration_s if ctx.duration_s else None
+    tasks = [asyncio.create_task(_session(h, ctx, s, nonces, problems, deadline))
+             for s in range(sessions)]
+    # the same greedy prompts again, while all sessions are in flight
+    await asyncio.sleep(0)
+    loaded_task = asyncio.gather(*(_consistency(h, ctx, i, "load")
+                                   for i in range(th.consistency_prompts)))
+    frozen = asyncio.create_task(h.watchdog.frozen.wait())
+    body: asyncio.Future[Any] = asyncio.gather(*tasks, loaded_task)
+    await asyncio.wait([body, frozen], return_when=asyncio.FIRST_COMPLETED)
+    if not body.done():
+        await cancel_all(tasks)
+        loaded_task.cancel()
+    await asyncio.gather(body, return_exceptions=True)
+    frozen.cancel()
+    loaded = loaded_task.result() if loaded_task.done() and not loaded_task.cancelled() else []
+    elapsed = perf_s() - t0
+    return loaded, elapsed
 
 
 async def _consistency(h: Harness, ctx: SuiteContext, i: int, tag: str) -> RequestRecord:

@@ -8,6 +8,7 @@ from typing import Any
 from dsv4ops.canary.loadgen import closed_loop, poisson
 from dsv4ops.canary.stats import summarize
 from dsv4ops.canary.suites.common import (
+    Harness,
     SuiteContext,
     harness,
     judge_client,
@@ -47,18 +48,8 @@ async def _run_mix(ctx: SuiteContext, name: str, *, concurrency: int, num_reques
     async with harness(ctx, connections=concurrency, name=name) as h:
         if not await reachable(h.client):
             raise CanaryError(f"cannot reach {ctx.base_url}", hint="check --url / the target's router")
-        t0 = perf_s()
-        if ctx.rate_per_s:
-            n = num_requests or max(1, round(ctx.rate_per_s * (duration_s or 10.0)))
-            ctx.say(f"{name}: Poisson arrivals at {ctx.rate_per_s:g}/s, {n} requests, cap {concurrency}")
-            h.records.extend(await poisson(h.client, mix, rate_per_s=ctx.rate_per_s, num_requests=n,
-                                           max_concurrency=concurrency, tag=name))
-        else:
-            ctx.say(f"{name}: {concurrency} streams, "
-                    + (f"{num_requests} requests" if num_requests else f"{duration_s:.0f} s"))
-            await closed_loop(h.client, mix, concurrency=concurrency, num_requests=num_requests,
-                              duration_s=duration_s, tag=name, sink=h.records, stop=h.watchdog.frozen)
-        elapsed = perf_s() - t0
+        elapsed = await _drive(h, ctx, mix, name, concurrency=concurrency,
+                               num_requests=num_requests, duration_s=duration_s)
     sc = h.selfcheck.report
     summary = summarize(h.records, duration_s=elapsed, max_concurrency=concurrency, t0_ns=h.t0_ns)
     problems = {rid: tool_problems(rec, mix.expect[rid], mix.nonces)
@@ -85,6 +76,24 @@ async def _run_mix(ctx: SuiteContext, name: str, *, concurrency: int, num_reques
     f.note(f"{summary['completed']} requests, output {summary['output_throughput']:.0f} tok/s, "
            f"TTFT p99 {summary['p99_ttft_ms']:.0f} ms, ITL p99 {summary['p99_itl_ms']:.1f} ms")
     return f.result(name, metrics)
+
+
+async def _drive(h: Harness, ctx: SuiteContext, mix: Mix, name: str, *, concurrency: int,
+                 num_requests: int | None, duration_s: float | None) -> float:
+    """The load itself: Poisson arrivals at --rate (capped at `concurrency`), else closed-loop
+    streams until the count, the duration or a frozen decode; returns the seconds it ran."""
+    t0 = perf_s()
+    if ctx.rate_per_s:
+        n = num_requests or max(1, round(ctx.rate_per_s * (duration_s or 10.0)))
+        ctx.say(f"{name}: Poisson arrivals at {ctx.rate_per_s:g}/s, {n} requests, cap {concurrency}")
+        h.records.extend(await poisson(h.client, mix, rate_per_s=ctx.rate_per_s, num_requests=n,
+                                       max_concurrency=concurrency, tag=name))
+    else:
+        ctx.say(f"{name}: {concurrency} streams, "
+                + (f"{num_requests} requests" if num_requests else f"{duration_s:.0f} s"))
+        await closed_loop(h.client, mix, concurrency=concurrency, num_requests=num_requests,
+                          duration_s=duration_s, tag=name, sink=h.records, stop=h.watchdog.frozen)
+    return perf_s() - t0
 
 
 def _judge_decay(f: Findings, buckets: list[int]) -> None:

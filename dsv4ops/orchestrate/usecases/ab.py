@@ -23,9 +23,9 @@ refuses until `--recover` marks it ABANDONED, as for a deploy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dsv4ops.clock import utc_now_iso
 from dsv4ops.errors import DsOpsError
@@ -42,6 +42,7 @@ from dsv4ops.orchestrate.usecases.ab_blocks import (
     measure,
     run_gate,
 )
+from dsv4ops.orchestrate.usecases.ab_outcome import ABOutcome as ABOutcome  # re-exported
 from dsv4ops.orchestrate.usecases.ab_plan import ABPlan
 from dsv4ops.orchestrate.usecases.deploy import run_deploy
 from dsv4ops.orchestrate.usecases.session import TargetSession
@@ -51,39 +52,6 @@ if TYPE_CHECKING:
     from dsv4ops.ab.decision import Decision, GateResult
     from dsv4ops.ab.model import Arm, BlockResult
     from dsv4ops.canary import SuiteResult
-
-
-@dataclass
-class ABOutcome:
-    """How the experiment ended: its blocks, gates, analysis, decision and where the box is."""
-
-    op_id: str
-    plan: ABPlan
-    blocks: list[BlockResult]
-    gates: list[GateResult]
-    analysis: Analysis
-    decision: Decision
-    box: str  # what runs now, in words
-    report: list[Path] = field(default_factory=list)
-    interrupted: str | None = None  # why the experiment stopped early (signal)
-    failure: str | None = None  # why it stopped early (a deploy or a suite failed)
-
-    @property
-    def ok(self) -> bool:
-        return self.interrupted is None and self.failure is None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "experiment": self.op_id, "target": self.plan.target_name,
-            "a": self.plan.profile("A"), "b": self.plan.profile("B"),
-            "schedule": "".join(self.plan.schedule), "winner": self.decision.winner,
-            "reasons": self.decision.reasons, "box": self.box, "ok": self.ok,
-            "interrupted": self.interrupted, "failure": self.failure,
-            "partial": self.analysis.partial or not self.ok,
-            "blocks": [b.to_record() for b in self.blocks],
-            "gates": [g.to_record() for g in self.gates],
-            "analysis": self.analysis.to_record(), "report": [str(p) for p in self.report],
-        }
 
 
 def run_ab(session: TargetSession, plan: ABPlan, *, progress: Progress, command: str,
@@ -96,7 +64,7 @@ def run_ab(session: TargetSession, plan: ABPlan, *, progress: Progress, command:
                  reason=(f"{reason}; " if reason else "")
                  + f"A/B {a} vs {b}: {''.join(plan.schedule)}, canary {plan.suite} at "
                    f"{','.join(map(str, plan.levels))}")
-        op.step("plan", "done", detail=_plan_detail(plan))
+        op.step("plan", "done", detail=plan.detail())
         try:
             return _Experiment(session, plan, op, progress, run or canary_runner(progress)).run()
         except Exception as exc:  # a bug: the journal still says the experiment ended, and how
@@ -312,15 +280,6 @@ class _Experiment:
 
 # Seconds per suite of the winner's final gate: deploy's default, or less with short blocks.
 FINAL_GATE_S = 20.0
-
-
-def _plan_detail(plan: ABPlan) -> str:
-    gates = ",".join(plan.gates) or "none"
-    return (f"schedule {''.join(plan.schedule)}; suite {plan.suite} at "
-            f"{','.join(map(str, plan.levels))}; gates on B: {gates}; {plan.measured_s:g} s "
-            f"measured per block after {plan.warmup_s:g} s warm-up; sequential, a budget of "
-            f"{plan.looks} pairs for a {100 * plan.effect:g}% effect at ±{100 * plan.variation:g}% "
-            f"variation, {plan.confidence:g} confidence")
 
 
 def _first(message: str) -> str:

@@ -127,6 +127,15 @@ class ABPlan:
             "p_decided": round(p, 4), "notes": self.notes,
         }
 
+    def detail(self) -> str:
+        """The plan in one line, as the experiment journals its `plan` step."""
+        gates = ",".join(self.gates) or "none"
+        return (f"schedule {''.join(self.schedule)}; suite {self.suite} at "
+                f"{','.join(map(str, self.levels))}; gates on B: {gates}; {self.measured_s:g} s "
+                f"measured per block after {self.warmup_s:g} s warm-up; sequential, a budget of "
+                f"{self.looks} pairs for a {100 * self.effect:g}% effect at ±{100 * self.variation:g}% "
+                f"variation, {self.confidence:g} confidence")
+
     def lines(self) -> list[str]:
         sched = " ".join("".join(self.schedule[i:i + 4]) for i in range(0, len(self.schedule), 4))
         out = [f"plan: A/B of A={self.a.deployment.describe()} and B={self.b.deployment.describe()} "
@@ -173,16 +182,9 @@ def plan_ab(
     `workload`: canary Thresholds fields to override for the measured workload (e.g. shorter
     sweep requests in tests)."""
     from dsv4ops.ab.schedule import counterbalanced
-    from dsv4ops.ab.sequential import MAX_LOOKS, size_budget
+    from dsv4ops.ab.sequential import size_budget
 
-    if suite not in SUITES:
-        raise DsOpsError(f"--suite {suite!r}: choose from {', '.join(SUITES)}")
-    if not 0.5 <= confidence < 1:
-        raise DsOpsError(f"--confidence {confidence:g}: expected a value in [0.5, 1)")
-    if not 0 < effect < 1:
-        raise DsOpsError(f"--effect {100 * effect:g}: expected a percentage above 0 and below 100")
-    if not 0 <= variation < 0.5:
-        raise DsOpsError(f"--variation {100 * variation:g}: expected a percentage in [0, 50)")
+    _check_design(suite, confidence=confidence, effect=effect, variation=variation)
     sized = 2 * size_budget(effect, variation, 1 - confidence)
     try:
         schedule = counterbalanced(sized if blocks is None else blocks)
@@ -203,7 +205,30 @@ def plan_ab(
     gates, why = gate_suites(a.deployment.flags, b.deployment.flags, a, b)
     journal = Journal(a.target.name)
     switch = {"A": switch_cost(journal, a), "B": switch_cost(journal, b)}
-    notes = []
+    notes = _design_notes(blocks, sized, effect=effect, variation=variation)
+    gate_s = sum(_gate_seconds(g, suite, th) for g in gates)
+    return ABPlan(a, b, schedule, suite, levels, th, gates, why, switch, measured, warmup_s,
+                  gate_s, confidence, report_dir, notes, effect, variation)
+
+
+def _check_design(suite: str, *, confidence: float, effect: float, variation: float) -> None:
+    """The experiment's design options in range; DsOpsError naming the option otherwise."""
+    if suite not in SUITES:
+        raise DsOpsError(f"--suite {suite!r}: choose from {', '.join(SUITES)}")
+    if not 0.5 <= confidence < 1:
+        raise DsOpsError(f"--confidence {confidence:g}: expected a value in [0.5, 1)")
+    if not 0 < effect < 1:
+        raise DsOpsError(f"--effect {100 * effect:g}: expected a percentage above 0 and below 100")
+    if not 0 <= variation < 0.5:
+        raise DsOpsError(f"--variation {100 * variation:g}: expected a percentage in [0, 50)")
+
+
+def _design_notes(blocks: int | None, sized: int, *, effect: float, variation: float) -> list[str]:
+    """What the plan warns about its power: a budget below the sized one, or an effect too small
+    for the variation to be decided within the most looks."""
+    from dsv4ops.ab.sequential import MAX_LOOKS
+
+    notes: list[str] = []
     if blocks is not None and blocks < sized:
         notes.append(f"a budget of {blocks} blocks is below the {sized} the design sizes for a "
                      f"{100 * effect:g}% effect at ±{100 * variation:g}% variation: such an "
@@ -211,9 +236,7 @@ def plan_ab(
     if sized >= 2 * MAX_LOOKS:
         notes.append(f"a {100 * effect:g}% effect is small for ±{100 * variation:g}% deploy-to-deploy "
                      f"variation: even {2 * MAX_LOOKS} blocks decide it with less than 90% probability")
-    gate_s = sum(_gate_seconds(g, suite, th) for g in gates)
-    return ABPlan(a, b, schedule, suite, levels, th, gates, why, switch, measured, warmup_s,
-                  gate_s, confidence, report_dir, notes, effect, variation)
+    return notes
 
 
 def gate_suites(a_flags: Any, b_flags: Any, a: DeployPlan, b: DeployPlan) -> tuple[list[str], list[str]]:
