@@ -4,9 +4,12 @@ naive AAAA-BBBB order, measuring the same box with the same drift, does not."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
-from dsv4ops.ab.analysis import analyse
+from dsv4ops.ab.analysis import MetricVerdict, analyse
+from dsv4ops.ab.model import Arm
 from dsv4ops.ab.schedule import counterbalanced, naive
 from dsv4ops.profiles.buckets import resolve_buckets
 from dsv4ops.twin.config import TwinConfig
@@ -14,7 +17,7 @@ from dsv4ops.twin.perf import step_ms
 from testing.ab import ArmModel, TwinBlocks
 
 STEP8 = tuple(resolve_buckets("step8", tp_size=4, max_running_requests=96))
-ARMS = {"A": ArmModel("safe", STEP8), "B": ArmModel("overlap-on", STEP8, overlap=True)}
+ARMS: dict[Arm, ArmModel] = {"A": ArmModel("safe", STEP8), "B": ArmModel("overlap-on", STEP8, overlap=True)}
 
 
 def _truth(running: int) -> float:
@@ -25,7 +28,7 @@ def _truth(running: int) -> float:
     return off / on
 
 
-def _tok_s(schedule: list, drift: float, seed: int = 3):  # noqa: ANN001, ANN202
+def _tok_s(schedule: Sequence[Arm], drift: float, seed: int = 3) -> dict[int, MetricVerdict]:
     blocks = TwinBlocks(ARMS, concurrencies=(56, 60), noise_pct=2.0, drift_pct_per_min=drift,
                         seed=seed).run(schedule)
     return {v.concurrency: v for v in analyse(blocks).for_metric("output_tok_s")}
@@ -41,12 +44,16 @@ def test_with_drift_abba_recovers_the_true_effect_and_naive_order_does_not(seed:
     flat = _tok_s(naive(12), drift=0.2, seed=seed)
     for c in (56, 60):
         truth = _truth(c)
-        assert abba[c].ci_low <= truth <= abba[c].ci_high, abba[c]
-        assert abba[c].verdict == "better"
+        a, f = abba[c], flat[c]
+        assert a.ci_low is not None and a.ci_high is not None, a  # 6 pairs measured each level
+        assert f.ratio is not None and f.ci_low is not None and f.ci_high is not None, f
+        assert a.ci_low <= truth <= a.ci_high, a
+        assert a.verdict == "better"
         # the naive order measures B ~6 blocks (~25 model minutes) later: drift eats the gain
-        assert not flat[c].ci_low <= truth <= flat[c].ci_high, flat[c]
-        assert flat[c].ratio < truth - 0.02
+        assert not f.ci_low <= truth <= f.ci_high, f
+        assert f.ratio < truth - 0.02
     # the drift diagnostic sees the drift in A's blocks in both orders
+    assert abba[60].drift_rho_a is not None and flat[60].drift_rho_a is not None
     assert abba[60].drift_rho_a < -0.8 and flat[60].drift_rho_a < -0.8
     # at 60 running the naive order even calls a real 6% gain "equivalent": drift hides it
     assert flat[60].verdict in ("equivalent", "inconclusive")
@@ -55,4 +62,5 @@ def test_with_drift_abba_recovers_the_true_effect_and_naive_order_does_not(seed:
 def test_without_drift_both_orders_find_the_effect() -> None:
     for schedule in (counterbalanced(12), naive(12)):
         v = _tok_s(schedule, drift=0.0)[60]
+        assert v.ci_low is not None and v.ci_high is not None  # 6 pairs measured it
         assert v.verdict == "better" and v.ci_low <= _truth(60) <= v.ci_high

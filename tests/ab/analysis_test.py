@@ -4,12 +4,13 @@ pairs never a verdict."""
 from __future__ import annotations
 
 import random
+from typing import TypedDict, Unpack
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsv4ops.ab.analysis import analyse, pair_blocks
+from dsv4ops.ab.analysis import MetricVerdict, analyse, pair_blocks
 from dsv4ops.ab.model import Arm, BlockResult
 from dsv4ops.ab.schedule import counterbalanced, naive
 
@@ -23,8 +24,18 @@ def _blocks(schedule: list[Arm], *, effect: float, sd: float, seed: int = 0, lev
             for i, arm in enumerate(schedule)]
 
 
-def _one(blocks: list[BlockResult], **kw: object):  # noqa: ANN202
-    (v,) = analyse(blocks, **kw).verdicts  # type: ignore[arg-type]
+class _Settings(TypedDict, total=False):
+    """The keyword settings of `analyse` these tests vary."""
+
+    confidence: float
+    band: float
+    looks: int
+    variation: float
+    guard_band: float
+
+
+def _one(blocks: list[BlockResult], **kw: Unpack[_Settings]) -> MetricVerdict:
+    (v,) = analyse(blocks, **kw).verdicts
     return v
 
 
@@ -32,6 +43,7 @@ def _one(blocks: list[BlockResult], **kw: object):  # noqa: ANN202
 def test_a_known_throughput_effect_is_recovered_with_its_interval(effect: float, verdict: str) -> None:
     v = _one(_blocks(counterbalanced(4), effect=effect, sd=0.005), variation=0.01)
     assert v.verdict == verdict and v.pairs == 2 and v.pairing == "adjacent"
+    assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None  # pairs measured it
     assert v.ci_low < effect < v.ci_high and v.ci_low <= v.ratio <= v.ci_high
     assert v.note.startswith(f"{100 * (v.ratio - 1):+.1f}%") and "excludes 1" in v.note
     assert "after 2 of 2 pairs" in v.note and not v.sd_raised
@@ -47,12 +59,14 @@ def test_lower_is_better_metrics_read_the_other_way() -> None:
 def test_no_effect_with_little_noise_is_equivalent_within_the_band() -> None:
     v = _one(_blocks(counterbalanced(4), effect=1.0, sd=0.003), variation=0.01, band=0.05)
     assert v.verdict == "equivalent" and "inside the ±5% band" in v.note
+    assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None  # pairs measured it
     assert 0.95 <= v.ci_low <= 1 <= v.ci_high <= 1.05
 
 
 def test_no_effect_with_much_noise_is_inconclusive_not_equivalent() -> None:
     v = _one(_blocks(counterbalanced(12), effect=1.0, sd=0.05), variation=0.01, band=0.05)
     assert v.verdict == "inconclusive"  # "no difference found" is not "equivalent"
+    assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None  # pairs measured it
     assert v.ci_low < 0.95 or v.ci_high > 1.05
     assert "spans 1" in v.note
     # the pairs vary far more than the stated 1%: the interval uses what they show
@@ -69,10 +83,13 @@ def test_a_large_stated_variation_needs_more_pairs_for_the_same_data() -> None:
     blocks = _blocks(counterbalanced(4), effect=1.05, sd=0.002)
     assert _one(blocks, variation=0.01).verdict == "better"
     v = _one(blocks, variation=0.04)  # B/A 1.05 over 2 pairs cannot exclude a 4%-per-block offset
+    assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None  # pairs measured it
     assert v.verdict == "inconclusive" and v.ci_low < 1 < v.ci_high
     # the same 2 pairs as the first look of a 6-pair budget: less alpha spent yet, a wider interval
     early = _one(blocks, variation=0.01, looks=6)
     last = _one(blocks, variation=0.01, looks=2)
+    assert early.ci_low is not None and early.ci_high is not None
+    assert last.ci_low is not None and last.ci_high is not None
     assert early.ci_high - early.ci_low > last.ci_high - last.ci_low
 
 
@@ -113,7 +130,7 @@ def test_absent_metrics_and_levels_are_analysed_where_measured() -> None:
 
 @pytest.mark.parametrize("kw", [{"confidence": 1.0}, {"confidence": 0.2}, {"band": 0.0}, {"band": 1.5},
                                 {"variation": -0.01}, {"guard_band": 0.0}])
-def test_bad_settings_are_refused(kw: dict) -> None:
+def test_bad_settings_are_refused(kw: _Settings) -> None:
     with pytest.raises(ValueError):
         analyse([], **kw)
 
@@ -134,12 +151,16 @@ def test_verdicts_follow_their_rules_and_ignore_the_unit(factors: list[float], b
     blocks = [BlockResult(i, arm, arm, None, "", 1.0, {8: {"output_tok_s": 100 * f}})
               for i, (arm, f) in enumerate(zip(counterbalanced(n), factors, strict=False))]
     (v,) = analyse(blocks, band=band).verdicts
+    # n >= 2 blocks make at least one pair with every value measured: the estimates exist
+    assert v.ratio is not None and v.mean_a is not None
     if v.verdict == "equivalent":
         # TOST: the 1 - 2*alpha interval lies inside the band (the reported 1 - alpha one may not)
         assert 1 - band <= v.ratio <= 1 + band
     if v.verdict in ("better", "worse"):
+        assert v.ci_low is not None and v.ci_high is not None
         assert v.ci_low > 1 if v.verdict == "better" else v.ci_high < 1
     if v.verdict == "inconclusive":
+        assert v.ci_low is not None and v.ci_high is not None
         assert v.ci_low <= 1 <= v.ci_high
     # the same blocks in another unit (x 2^k is exact in floating point): the same analysis
     scaled = [BlockResult(b.index, b.arm, b.profile, None, "", 1.0,

@@ -23,7 +23,7 @@ def test_only_throughput_is_higher_is_better() -> None:
 @pytest.mark.parametrize("record", [{}, {"index": 0, "arm": "C", "profile": "x"},
                                     {"index": 0, "arm": "A", "profile": "x", "values": {"a": {}}},
                                     {"index": 0, "arm": "A", "profile": "x", "values": []}])
-def test_a_malformed_record_is_a_value_error(record: dict) -> None:
+def test_a_malformed_record_is_a_value_error(record: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         BlockResult.from_record(record)
 

@@ -11,7 +11,7 @@ import pytest
 
 from dsv4ops.ab.analysis import analyse
 from dsv4ops.ab.decision import GateResult, decide
-from dsv4ops.ab.model import BlockResult
+from dsv4ops.ab.model import Arm, BlockResult
 from dsv4ops.ab.report import write_report
 from dsv4ops.ab.schedule import counterbalanced
 from dsv4ops.profiles.buckets import resolve_buckets
@@ -24,7 +24,7 @@ SCHEDULE = counterbalanced(12)
 
 @pytest.fixture(scope="module")
 def blocks() -> list[BlockResult]:
-    arms = {"A": ArmModel("step8", tuple(STEP8)), "B": ArmModel("step4", tuple(STEP4))}
+    arms: dict[Arm, ArmModel] = {"A": ArmModel("step8", tuple(STEP8)), "B": ArmModel("step4", tuple(STEP4))}
     return TwinBlocks(arms, concurrencies=(48, 56, 57, 60), steps=50, seed=1).run(SCHEDULE)
 
 
@@ -80,7 +80,7 @@ def test_drift_and_a_naive_order_are_called_out_in_words(tmp_path: Path, monkeyp
     from dsv4ops.ab.schedule import naive
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    arms = {"A": ArmModel("step8", tuple(STEP8)), "B": ArmModel("step4", tuple(STEP4))}
+    arms: dict[Arm, ArmModel] = {"A": ArmModel("step8", tuple(STEP8)), "B": ArmModel("step4", tuple(STEP4))}
     blocks = TwinBlocks(arms, concurrencies=(60,), steps=50, drift_pct_per_min=0.3).run(naive(12))
     an = analyse(blocks)
     write_report(tmp_path, a="step8", b="step4", schedule=naive(12), blocks=blocks, analysis=an, gates=[],

@@ -33,7 +33,7 @@ def _mypy(*files: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
          "--cache-dir", str(cache), "--no-color-output", "--no-error-summary", *files],
-        cwd=ROOT, capture_output=True, text=True, timeout=280, check=False,
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
     )
 
 

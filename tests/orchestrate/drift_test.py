@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from dsv4ops.deployment import Component, Deployment
 from dsv4ops.orchestrate.drift import (
     KernelReading,
@@ -11,7 +13,7 @@ from dsv4ops.remote.base import ProcessState
 from testing.orchestrate import make_deployment
 
 
-def _states(d, pids=None, **override):
+def _states(d: Deployment, pids: dict[str, int] | None = None, **override: Any) -> dict[str, ProcessState]:
     out = {}
     for c in d.components:
         out[c.name] = ProcessState(

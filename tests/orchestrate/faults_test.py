@@ -15,6 +15,7 @@ import pytest
 
 from dsv4ops.journal.records import Status
 from dsv4ops.journal.store import Journal
+from dsv4ops.orchestrate.outcome import Outcome
 from testing.orchestrate import (
     OrchEnv,
     assert_baseline_restored,
@@ -33,7 +34,7 @@ def _short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DSV4OPS_READY_TIMEOUT_S", "6")
 
 
-def _rolled_back(out, step_word) -> None:
+def _rolled_back(out: Outcome, step_word: str) -> None:
     assert not out.ok and out.status == Status.ROLLED_BACK.value, out.message
     assert step_word in out.message
     assert "Rolled back automatically" in out.message and "Running now: baseline" in out.message
@@ -42,7 +43,7 @@ def _rolled_back(out, step_word) -> None:
 def test_prefill_dies_while_decode_starts(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     env = baseline_running
 
-    killed = []
+    killed: list[int] = []
 
     def kill_prefill(line: str) -> None:
         # Once: the moment the new decode has been started, the new prefill dies.
@@ -90,7 +91,7 @@ def test_end_to_end_probe_fails_on_bootstrap_degradation(baseline_running: OrchE
 def test_second_concurrent_deploy_fails_at_once_naming_the_holder(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
     env = baseline_running
     started = threading.Event()
-    result = {}
+    result: dict[str, Outcome] = {}
 
     def progress(line: str) -> None:
         if "start prefill" in line:
@@ -131,6 +132,7 @@ def test_cli_killed_mid_deploy_then_next_command_resolves(baseline_running: Orch
         text=True,
         env={**os.environ},
     )
+    assert proc.stdout is not None  # stdout=PIPE
     try:
         for line in proc.stdout:
             if "ok" in line and "start decode" in line:
@@ -167,7 +169,7 @@ def test_cli_killed_mid_deploy_then_next_command_resolves(baseline_running: Orch
     assert any("ABANDONED" in n or "interrupted" in n for n in out["notes"])
     ops = Journal(env.target).operations()
     killed = [o for o in ops if o.profile_name == "buckets-step4"][-1]
-    assert killed.status is Status.ABANDONED and "interrupted" in killed.message
+    assert killed.status is Status.ABANDONED and "interrupted" in (killed.message or "")
     assert_baseline_restored(env, capsys)
 
 

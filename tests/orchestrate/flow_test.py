@@ -66,7 +66,9 @@ def test_deploy_status_redeploy_rollback_stop(env: OrchEnv, capsys: pytest.Captu
 
     # A component restarted outside the tool shows up as drift.
     sup = Supervisor(LocalExecutor(), str(env.workdir), python=sys.executable)
-    decode = Journal(env.target).deployed().deployment().component("decode")
+    deployed = Journal(env.target).deployed()
+    assert deployed is not None  # the baseline runs
+    decode = deployed.deployment().component("decode")
     sup.stop("decode", grace_s=5)
     sup.start(process_spec(decode))
     sup.wait_http(decode.url("/health"), timeout_s=30, proc_name="decode")

@@ -19,7 +19,7 @@ from testing.orchestrate import OrchEnv, assert_baseline_restored, cli
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 
 
-def _deploy_process(env: OrchEnv, profile: str) -> subprocess.Popen:
+def _deploy_process(env: OrchEnv, profile: str) -> subprocess.Popen[str]:
     # Its own session, so a "terminal Ctrl-C" can go to the whole process group, as a shell's does.
     return subprocess.Popen(
         [
@@ -41,16 +41,17 @@ def _deploy_process(env: OrchEnv, profile: str) -> subprocess.Popen:
     )
 
 
-def _send(proc: subprocess.Popen, sig: int, *, group: bool) -> None:
+def _send(proc: subprocess.Popen[str], sig: int, *, group: bool) -> None:
     if group:
         os.killpg(proc.pid, sig)
     else:
         proc.send_signal(sig)
 
 
-def _run_until(proc: subprocess.Popen, triggers: list[tuple[str, int]], group: bool) -> str:
+def _run_until(proc: subprocess.Popen[str], triggers: list[tuple[str, int]], group: bool) -> str:
     """Read the progress lines; send each signal when its line appears; return all output."""
     seen = []
+    assert proc.stdout is not None  # stdout=PIPE
     try:
         for line in proc.stdout:
             seen.append(line)
@@ -66,9 +67,10 @@ def _run_until(proc: subprocess.Popen, triggers: list[tuple[str, int]], group: b
 @pytest.mark.parametrize(
     ("sig", "group"), [(signal.SIGINT, True), (signal.SIGTERM, False)], ids=["ctrl-c", "sigterm"]
 )
-def test_an_interrupted_deploy_is_journaled_and_rolled_back(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str], sig, group) -> None:
+def test_an_interrupted_deploy_is_journaled_and_rolled_back(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str], sig: signal.Signals, group: bool) -> None:
     env = baseline_running
     good = Journal(env.target).deployed()
+    assert good is not None  # the baseline runs
     # The decode of this profile never gets ready: the signal lands in the wait for it.
     proc = _deploy_process(env, "decode-never-ready")
     text = _run_until(proc, [("ok     start decode", sig)], group)
@@ -82,7 +84,7 @@ def test_an_interrupted_deploy_is_journaled_and_rolled_back(baseline_running: Or
     assert "Running now: baseline" in text, text
     op = [o for o in Journal(env.target).operations() if o.profile_name == "decode-never-ready"][-1]
     assert op.status is Status.ROLLED_BACK and op.running == good.op, op
-    assert f"interrupted by {name}" in op.message
+    assert f"interrupted by {name}" in (op.message or "")
     assert_baseline_restored(env, capsys)  # serving, no lock, nothing in flight, no strays
 
 
@@ -119,6 +121,7 @@ def test_stop_while_a_deploy_is_in_its_middle_phase_is_refused_naming_it(baselin
     proc = _deploy_process(env, "decode-never-ready")
     seen: list[str] = []
     refused: tuple[int, str, str] | None = None
+    assert proc.stdout is not None  # stdout=PIPE
     try:
         for line in proc.stdout:
             seen.append(line)

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from dsv4ops.journal.records import Status
+from dsv4ops.deployment import Deployment
+from dsv4ops.journal.records import Operation, Status
 from dsv4ops.journal.store import UNKNOWN, Journal
 from dsv4ops.orchestrate.status import gather_status
 from testing.clock import FakeClock
 from testing.orchestrate import (
+    FakeControl,
     SignallingControl,
     make_deployment,
     operator,
@@ -25,10 +27,11 @@ def journal(tmp_path: Path) -> Journal:
     return Journal("fake", directory=tmp_path, clock=FakeClock())
 
 
-def _good(control, journal: Journal):
+def _good(control: FakeControl, journal: Journal) -> tuple[Operation, Deployment]:
 
     out = operator(control, journal).deploy(make_deployment("baseline"))
     assert out.ok
+    assert out.op_id is not None  # the operation ran, so it was journaled
     op = journal.get(out.op_id)
     return op, op.deployment()
 
@@ -41,10 +44,11 @@ def test_sigint_during_a_wait_is_journaled_and_rolls_back(journal: Journal) -> N
     assert out.interrupted and out.status == "ROLLED_BACK", out.message
     assert "interrupted by SIGINT during 'wait until decode is ready" in out.message
     assert "Running now: baseline" in out.message
+    assert out.op_id is not None  # the operation ran, so it was journaled
     op = journal.get(out.op_id)
     assert op.status is Status.ROLLED_BACK and op.running == good[0].op
     failed = [s for s in op.steps if s.phase == "failed"]
-    assert failed and "interrupted by SIGINT" in failed[0].detail
+    assert failed and "interrupted by SIGINT" in (failed[0].detail or "")
     assert control.lock is None and journal.in_flight() == []
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
 
@@ -56,6 +60,7 @@ def test_sigterm_during_a_start_lets_the_start_finish_then_rolls_back(journal: J
     out = operator(control, journal).deploy(make_deployment("new", 3), fallback=good)
     assert out.interrupted and out.status == "ROLLED_BACK", out.message
     assert "interrupted by SIGTERM after 'start decode'" in out.message
+    assert out.op_id is not None  # the operation ran, so it was journaled
     op = journal.get(out.op_id)
     start = [s for s in op.steps if s.name == "start decode"]
     assert [s.phase for s in start][:2] == ["start", "done"]  # the start was not cut in half
@@ -70,6 +75,7 @@ def test_a_second_sigint_stops_the_rollback_and_status_names_the_fix(journal: Jo
     assert out.interrupted and out.status == "FAILED", out.message
     assert "The automatic rollback was interrupted too (SIGINT" in out.message
     assert "Running now: unknown" in out.message and "`dsv4ops rollback`" in out.message
+    assert out.op_id is not None  # the operation ran, so it was journaled
     op = journal.get(out.op_id)
     assert op.status is Status.FAILED and op.running == UNKNOWN and control.lock is None
     report = gather_status(control, journal, target="fake")

@@ -32,7 +32,9 @@ def _journal_degraded_as_known_good(env: OrchEnv) -> str:
     op = j.begin(Kind.DEPLOY, profile=dep.profile_record(), components=dep.component_records())
     j.transition(op, Status.RUNNING)
     j.step(op, "canary: smoke + the suites the change calls for", "done", detail="PASS")
-    j.transition(op, Status.SUCCEEDED, running=j.deployed().op, known_good=True)
+    running = j.deployed()
+    assert running is not None  # the baseline runs
+    j.transition(op, Status.SUCCEEDED, running=running.op, known_good=True)
     return op
 
 
@@ -41,12 +43,14 @@ def test_a_router_only_restart_is_not_known_good_and_a_later_failure_restores_ba
 ) -> None:
     env = baseline_running
     base = Journal(env.target).deployed()
+    assert base is not None  # the baseline runs
     code, out, err = cli(
         env, capsys, "deploy", "degraded", "--only", "router", "--yes", "--no-canary", "--json"
     )
     assert code == 0, err
     assert out["status"] == "SUCCEEDED" and "NOT marked known-good" in out["message"], out
     op = Journal(env.target).get(out["op_id"])
+    assert op.scope is not None  # a partial restart records its scope
     assert not Journal(env.target).judged()[op.op].known_good and op.scope["kept_from"] == base.op
     code, st, _ = cli(env, capsys, "status", "--json")
     assert st["deployed"]["known_good"] is False and st["deployed"]["partial"] == ["router"]

@@ -6,12 +6,14 @@ The same behaviours through the real CLI, twin and router: known_good_live_test.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dsv4ops.errors import LockHeldError
-from dsv4ops.journal.records import Kind, Status
+from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
+from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.partial import PartialRestartRefused
 from dsv4ops.orchestrate.pd import restart_scope
 from dsv4ops.orchestrate.restore import fallbacks_for, known_good_ops, rollback_target
@@ -19,19 +21,25 @@ from testing.clock import FakeClock
 from testing.orchestrate import FakeControl, make_deployment, operator
 
 
+def _op(o: Operation | None) -> str:
+    assert o is not None  # the journal names an operation here
+    return o.op
+
+
 @pytest.fixture
 def journal(tmp_path: Path) -> Journal:
     return Journal("fake", directory=tmp_path, clock=FakeClock())
 
 
-def _deploy(control, journal: Journal, name, offset=0, **kw):
+def _deploy(control: FakeControl, journal: Journal, name: str, offset: int = 0, **kw: Any) -> Outcome:
     return operator(control, journal).deploy(make_deployment(name, offset), **kw)
 
 
 def test_a_router_only_restart_is_not_marked_known_good_and_records_what_runs(journal: Journal) -> None:
     control = FakeControl()
     base = _deploy(control, journal, "baseline")
-    assert base.ok and journal.judged()[base.op_id].known_good
+    assert base.ok and base.op_id is not None  # a deploy that ran journaled its operation
+    assert journal.judged()[base.op_id].known_good
     worker_pids = {n: control.running[n] for n in ("prefill", "decode")}
     other = make_deployment("other", offset=7)  # different worker ports: different commands
     out = operator(control, journal).deploy(other, scope=restart_scope(["router"]))
@@ -41,7 +49,9 @@ def test_a_router_only_restart_is_not_marked_known_good_and_records_what_runs(jo
         and "marked known-good" not in out.message.replace("NOT marked known-good", "")
     )
     assert {n: control.running[n] for n in worker_pids} == worker_pids  # workers untouched
+    assert out.op_id is not None  # the operation ran, so it was journaled
     op = journal.get(out.op_id)
+    assert op.scope is not None  # the journal recorded it
     assert not journal.judged()[op.op].known_good and op.scope["restarted"] == ["router"]
     # The journal records what really runs: baseline's workers, other's router.
     recorded = op.deployment()
@@ -49,7 +59,7 @@ def test_a_router_only_restart_is_not_marked_known_good_and_records_what_runs(jo
     assert recorded.component("decode") == base_dep.component("decode")
     assert recorded.component("router") == other.component("router")
     assert [o.op for o in known_good_ops(journal)] == [base.op_id]
-    assert journal.last_known_good().op == base.op_id  # the same rule, not a second one
+    assert _op(journal.last_known_good()) == base.op_id  # the same rule, not a second one
 
 
 def test_a_failed_deploy_after_a_partial_restart_rolls_back_to_the_proven_unit(journal: Journal) -> None:
@@ -60,7 +70,7 @@ def test_a_failed_deploy_after_a_partial_restart_rolls_back_to_the_proven_unit(j
     out = _deploy(control, journal, "broken", 9, fallback=fallbacks_for(journal, None))
     assert out.status == "ROLLED_BACK", out.message
     assert "Running now: baseline" in out.message
-    assert journal.deployed().op == base.op_id
+    assert _op(journal.deployed()) == base.op_id
 
 
 def test_a_partial_restart_with_nothing_recorded_is_refused_before_anything_changes(journal: Journal) -> None:
@@ -83,7 +93,7 @@ def test_the_automatic_rollback_tries_the_next_known_good_when_the_first_fails(j
     assert out.status == "ROLLED_BACK", out.message
     assert "Rolling back to b @ c0ffeeb" in out.message and "also failed" in out.message
     assert "Running now: a @ c0ffeea" in out.message
-    assert journal.deployed().op == a.op_id
+    assert _op(journal.deployed()) == a.op_id
 
 
 def test_the_walk_is_bounded_and_ends_with_everything_stopped(journal: Journal) -> None:
@@ -116,6 +126,7 @@ def test_a_plain_deploy_does_not_silently_abandon_an_unresolved_operation(journa
     journal.step(op, "start decode", "start")  # its CLI died; its lock is gone
     with pytest.raises(LockHeldError, match="interrupted during 'start decode'") as exc:
         _deploy(control, journal, "baseline")
+    assert exc.value.hint is not None  # the refusal says what to do
     assert "--recover" in exc.value.hint
     assert journal.get(op).status is Status.RUNNING and control.lock is None
     out = _deploy(control, journal, "baseline", recover=True)
@@ -163,7 +174,8 @@ def test_the_automatic_rollback_never_restores_a_no_canary_deploy(journal: Journ
     control = FakeControl()
     gated = _deploy(control, journal, "a")
     blind = operator(control, journal, gate=None).deploy(make_deployment("b", 5))
-    assert blind.ok and not journal.judged()[blind.op_id].known_good
+    assert blind.ok and blind.op_id is not None  # a deploy that ran journaled its operation
+    assert not journal.judged()[blind.op_id].known_good
     assert [op.op for op, _ in fallbacks_for(journal, None)] == [gated.op_id]
     control.fail_url = ":30010/"
     out = _deploy(control, journal, "c", 9, fallback=fallbacks_for(journal, None))

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -20,6 +22,7 @@ from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.pd import OVERRIDE_FLAG
 from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
 from testing.orchestrate import (
+    OrchEnv,
     assert_baseline_restored,
     cli,
     module_env,
@@ -46,11 +49,11 @@ STREAM_TOKENS = 500  # ~2 s
 
 
 @pytest.fixture(scope="module")
-def orch_env(tmp_path_factory):
+def orch_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrchEnv]:
     yield from module_env(tmp_path_factory, TWIN_ENV)
 
 
-def _stream(url: str, result: dict, first_token: threading.Event) -> None:
+def _stream(url: str, result: dict[str, Any], first_token: threading.Event) -> None:
     """One long streaming chat completion; records what a client would see."""
     body = {
         "model": "deepseek-v4-flash",
@@ -85,8 +88,9 @@ def _stream(url: str, result: dict, first_token: threading.Event) -> None:
     result.update(pieces=pieces, done=done, finish=finish, errors=errors, ended=time.time())
 
 
-def test_redeploy_drains_a_client_stream_instead_of_cutting_it(baseline_running, capsys,
-                                                                monkeypatch):
+def test_redeploy_drains_a_client_stream_instead_of_cutting_it(baseline_running: OrchEnv,
+                                                                capsys: pytest.CaptureFixture[str],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """The stream starts once the deploy is journaled and about to run its steps (the first is
     the drain), and the deploy goes on only after its first token: so it is open when the drain
     begins however long the steps before took on a loaded machine (no race with them)."""
@@ -94,7 +98,7 @@ def test_redeploy_drains_a_client_stream_instead_of_cutting_it(baseline_running,
 
     env = baseline_running
     url = f"http://127.0.0.1:{env.port(8000)}/v1/chat/completions"
-    result: dict = {}
+    result: dict[str, Any] = {}
     first_token = threading.Event()
     client = threading.Thread(target=_stream, args=(url, result, first_token), daemon=True)
     printer = _context.progress_printer
@@ -133,7 +137,8 @@ def test_redeploy_drains_a_client_stream_instead_of_cutting_it(baseline_running,
     stop_router = next(s for s in out["steps"] if s["title"] == "stop router")
     assert stop_router["detail"] == "exited during the drain"
     # ... and the old decode was shut down only after the stream ended, with no abort on it.
-    events = [e for e in read_events(env) if e["ts"] >= t_deploy]
+    # the twin writes each event's ts as a JSON number; read_events types the values as object
+    events = [e for e in read_events(env) if e["ts"] >= t_deploy]  # type: ignore[operator]
     decode_down = next(e for e in events if e["role"] == "decode" and e["event"] == "shutdown")
     assert decode_down["ts"] > result["ended"]
     assert not [e for e in events if e["event"] in ("abort_cascade", "wedged")]
@@ -144,7 +149,8 @@ def test_redeploy_drains_a_client_stream_instead_of_cutting_it(baseline_running,
     assert "decode 1 running" in err or "decode 0 running/0 queued (progress counter moving" in err
 
 
-def test_deploy_with_the_smoke_canary_journals_its_verdict(baseline_running, capsys):
+def test_deploy_with_the_smoke_canary_journals_its_verdict(baseline_running: OrchEnv,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
     env = baseline_running
     code, out, err = cli(
         env, capsys, "deploy", "baseline", "--yes", "--json", "--canary-duration", "3"
@@ -155,7 +161,7 @@ def test_deploy_with_the_smoke_canary_journals_its_verdict(baseline_running, cap
     assert canary["ok"] and canary["detail"].startswith("PASS (smoke: PASS"), canary
     op = Journal(env.target).get(out["op_id"])
     recorded = [s for s in op.steps if s.name == "canary: smoke + the suites the change calls for" and s.phase == "done"]
-    assert recorded and recorded[0].detail.startswith("PASS (smoke: PASS"), op.steps
+    assert recorded and (recorded[0].detail or "").startswith("PASS (smoke: PASS"), op.steps
     assert op.status is Status.SUCCEEDED
     # ... with the smoke's throughput at its load, which `dsv4ops watch` reads back
     from dsv4ops.watch.baseline import baseline_from_operations
@@ -166,9 +172,12 @@ def test_deploy_with_the_smoke_canary_journals_its_verdict(baseline_running, cap
     assert out["op_id"] in baseline.source
 
 
-def test_canary_fail_on_a_flag_change_rolls_back_to_the_last_known_good(baseline_running, capsys):
+def test_canary_fail_on_a_flag_change_rolls_back_to_the_last_known_good(
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     env = baseline_running
     good = Journal(env.target).deployed()
+    assert good is not None  # the baseline runs
     # Accepting INCONCLUSIVE (a 2-core machine can make the client's self-check distrust its
     # own timings) must not weaken a FAIL: the corruption suite's FAIL still rolls back.
     code, out, err = cli(
@@ -199,7 +208,9 @@ def test_canary_fail_on_a_flag_change_rolls_back_to_the_last_known_good(baseline
     assert_baseline_restored(env, capsys)
 
 
-def test_decode_only_override_restarts_only_the_decode_and_warns_loudly(baseline_running, capsys):
+def test_decode_only_override_restarts_only_the_decode_and_warns_loudly(
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     env = baseline_running
     before = len(read_events(env))
     pids = {c["name"]: c["pid"] for c in cli(env, capsys, "status", "--json")[1]["components"]}
@@ -220,7 +231,7 @@ def test_decode_only_override_restarts_only_the_decode_and_warns_loudly(baseline
     assert lines[0].startswith(PD_WARNING) and lines[-1].startswith(PD_WARNING), text
     assert "ALONE" in lines[0] and OVERRIDE_FLAG in lines[0]
     op = Journal(env.target).deployed()
-    assert op.message.startswith(PD_WARNING)
+    assert op is not None and (op.message or "").startswith(PD_WARNING)
     assert any(s.name == PD_WARNING and "ALONE" in (s.detail or "") for s in op.steps)
     code, listing, _ = cli(env, capsys, "journal")
     assert code == 0 and PD_WARNING in listing.splitlines()[-1]

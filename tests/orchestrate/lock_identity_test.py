@@ -37,7 +37,9 @@ def test_a_holder_whose_pid_was_reused_is_stale(tmp_path: Path) -> None:
     sup = _supervisor(tmp_path)
     # This process stands in for the unrelated process that got the crashed holder's pid: same
     # pid, same host, but not the start time the holder recorded.
-    holder = {**lock_holder("test", "d-crashed"), "pid_start": start_ticks(os.getpid()) - 1}
+    ticks = start_ticks(os.getpid())
+    assert ticks is not None  # Linux: /proc gives this process's start time
+    holder = {**lock_holder("test", "d-crashed"), "pid_start": ticks - 1}
     assert holder["host"] == socket.gethostname()
     sup.lock_acquire(holder)
     assert sup._call("lock_info")["stale"] is True  # the agent (on the target) sees it
@@ -48,4 +50,5 @@ def test_a_holder_whose_pid_was_reused_is_stale(tmp_path: Path) -> None:
 def test_a_holder_from_another_boot_is_stale(tmp_path: Path) -> None:
     sup = _supervisor(tmp_path)
     sup.lock_acquire({**lock_holder("test", "d-old-boot"), "boot_id": "not-this-boot"})
-    assert sup.lock_info().stale
+    info = sup.lock_info()
+    assert info is not None and info.stale

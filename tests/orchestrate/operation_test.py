@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
+from typing import NoReturn
 
 import pytest
 
@@ -27,7 +28,7 @@ def journal(tmp_path: Path) -> Journal:
 def test_begin_finish_and_release(journal: Journal) -> None:
     control = FakeControl()
     with journaled_operation(control, journal, Kind.STOP, command="t") as op:
-        assert control.lock["op_id"] == op.op_id and journal.operations() == []
+        assert control.lock is not None and control.lock["op_id"] == op.op_id and journal.operations() == []
         op.begin(reason="why")
         assert journal.get(op.op_id).status is Status.RUNNING
         op.finish(Status.SUCCEEDED, message="done")
@@ -49,7 +50,7 @@ def test_a_live_holder_refuses_before_anything_is_journaled(journal: Journal) ->
     refused = pytest.raises(LockHeldError, match="held by pid 1")
     with refused, journaled_operation(control, journal, Kind.KERNELS, command="t"):
         pytest.fail("the body must not run")
-    assert journal.operations() == [] and control.lock["op_id"] == "other"
+    assert journal.operations() == [] and control.lock is not None and control.lock["op_id"] == "other"
 
 
 def test_an_interrupted_operation_blocks_until_recover(journal: Journal) -> None:
@@ -88,7 +89,7 @@ def test_a_kernel_switch_is_journaled_under_the_lock(journal: Journal) -> None:
 def test_a_failed_kernel_switch_is_journaled_failed_and_releases_the_lock(journal: Journal) -> None:
     control = FakeControl()
 
-    def refuse() -> dict:
+    def refuse() -> NoReturn:
         raise KernelPackageError("checksum mismatch\nmore")
 
     with pytest.raises(KernelPackageError):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.errors import DeployError, LockHeldError
-from dsv4ops.journal.records import Kind, Status
+from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.pd import restart_scope
@@ -15,14 +15,20 @@ from testing.clock import FakeClock
 from testing.orchestrate import FakeControl, make_deployment, operator
 
 
+def _op(o: Operation | None) -> str:
+    assert o is not None  # the journal names an operation here
+    return o.op
+
+
 @pytest.fixture
 def journal(tmp_path: Path) -> Journal:
     return Journal("fake", directory=tmp_path, clock=FakeClock())
 
 
-def _deployed(control, journal: Journal, name="baseline"):
+def _deployed(control: FakeControl, journal: Journal, name: str = "baseline") -> Operation:
     out = operator(control, journal).deploy(make_deployment(name))
     assert out.ok, out.message
+    assert out.op_id is not None  # a deploy that ran journaled its operation
     return journal.get(out.op_id)
 
 
@@ -48,8 +54,10 @@ def test_safe_order_and_journal_before_each_step(journal: Journal) -> None:
         "probe",
         "unlock",
     ]
+    assert out.op_id is not None  # the operation ran, so it was journaled
     op = journal.get(out.op_id)
     assert op.status is Status.SUCCEEDED and op.running == op.op
+    assert op.profile is not None  # the journal recorded it
     assert op.profile["git_commit"] == "c0ffeebaseline" and op.processes["decode"]["pid"]
     starts = [s.name for s in op.steps if s.phase == "start"]
     assert starts[:3] == [P.DRAIN_ROUTER, "stop router", "stop decode"]
@@ -71,8 +79,9 @@ def test_failure_after_stop_rolls_back_to_known_good(journal: Journal) -> None:
         "Running now: baseline" in out.message
         and "Done before the failure: stop router" in out.message
     )
+    assert out.op_id is not None  # the operation ran, so it was journaled
     assert journal.get(out.op_id).running == good.op
-    assert journal.deployed().op == good.op
+    assert _op(journal.deployed()) == good.op
     # The rollback went through the same safe order and proved itself end to end.
     calls = control.actions()
     after = calls[calls.index("wait decode health") + 1 :]
@@ -91,6 +100,7 @@ def test_failure_without_known_good_stops_everything(journal: Journal) -> None:
     control = FakeControl(fail_probe=True)
     out = operator(control, journal).deploy(make_deployment("baseline"))
     assert out.status == "FAILED" and "No known-good deployment" in out.message
+    assert out.op_id is not None  # the operation ran, so it was journaled
     assert control.running == {} and journal.get(out.op_id).running == ""
     assert "end-to-end probe" in out.message
 
@@ -133,6 +143,7 @@ def test_stale_lock_of_interrupted_deploy_needs_recover(journal: Journal) -> Non
     control.lock, control.lock_stale = {"op_id": op, "pid": 99999, "host": "h"}, True
     with pytest.raises(LockHeldError, match="interrupted during 'start decode'") as exc:
         operator(control, journal).deploy(make_deployment("baseline"))
+    assert exc.value.hint is not None  # the refusal says what to do
     assert "--recover" in exc.value.hint
     out = operator(control, journal).deploy(make_deployment("baseline"), recover=True)
     assert out.ok and any("ABANDONED" in n or "interrupted" in n for n in out.notes)
@@ -204,6 +215,7 @@ def test_drain_reports_unreadable_metrics_as_unknown_not_idle(journal: Journal) 
     assert "no requests in flight" not in drain["detail"]
     assert "in-flight requests UNKNOWN on decode (metrics: HTTP 404), prefill" in drain["detail"]
     assert any("decode in-flight UNKNOWN" in line for line in lines)
+    assert out.op_id is not None  # the operation ran, so it was journaled
     journaled = [s.detail for s in journal.get(out.op_id).steps if s.name == P.DRAIN_ROUTER]
     assert any(d and "UNKNOWN" in d for d in journaled)
 
@@ -255,5 +267,6 @@ def test_the_deploy_runs_exactly_the_steps_its_dry_run_prints(journal: Journal) 
     assert ran == [s.title for s in plan if s.action not in P.BRACKET]
     assert [s.action for s in plan if s.action in P.BRACKET] == [
         P.PREFLIGHT, P.LOCK, P.RECORD, P.MARK, P.UNLOCK]
+    assert out.op_id is not None  # the operation ran, so it was journaled
     journaled = [s.name for s in journal.get(out.op_id).steps if s.phase == "start"]
     assert journaled == ran

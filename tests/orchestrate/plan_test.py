@@ -51,7 +51,8 @@ def test_the_plan_says_what_worker_readiness_proves() -> None:
         assert lines[i + 1].strip().startswith("GET ") and lines[i + 1].endswith("/health -> 200")
         assert "after warmup" in lines[i + 2] and "not the bootstrap server" in lines[i + 2]
     notes = {s["component"]: s["note"] for s in P.plan_json(steps) if s["action"] == P.WAIT}
-    assert notes["router"] is None and "before the model loads" in notes["decode"]
+    decode_note = notes["decode"]
+    assert notes["router"] is None and isinstance(decode_note, str) and "before the model loads" in decode_note
 
 
 def test_dry_run_shows_exact_commands_quoted_and_secrets_redacted() -> None:
@@ -76,6 +77,7 @@ def test_dry_run_shows_exact_commands_quoted_and_secrets_redacted() -> None:
 def test_pair_rule_upgrades_a_lone_worker_with_one_line_why() -> None:
     scope = restart_scope(["decode"])
     assert scope.components == ("prefill", "decode", "router") and not scope.partial
+    assert scope.note is not None  # an upgraded restart says why
     assert (
         "bootstrap" in scope.note
         and "restarting the pair instead" in scope.note
@@ -87,7 +89,7 @@ def test_pair_rule_upgrades_a_lone_worker_with_one_line_why() -> None:
 def test_override_allows_a_lone_decode_loudly() -> None:
     scope = restart_scope(["decode"], allow_partial_pair=True)
     assert scope.components == ("decode", "router") and scope.partial
-    assert OVERRIDE_FLAG in scope.note
+    assert scope.note is not None and OVERRIDE_FLAG in scope.note
 
 
 def test_router_alone_is_allowed_and_full_by_default() -> None:

@@ -4,6 +4,7 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,7 +37,7 @@ def test_stream_parse_collects_text_and_done() -> None:
 
 
 def test_stream_without_text_or_with_error_fails() -> None:
-    assert parse_chat_stream('data: {"error": {"message": "x"}}\n\n')[3].startswith("error event")
+    assert (parse_chat_stream('data: {"error": {"message": "x"}}\n\n')[3] or "").startswith("error event")
     text, _, done, _ = parse_chat_stream("data: [DONE]\n\n")
     assert text == "" and done
 
@@ -56,17 +57,17 @@ def test_tool_call_probe_leaves_room_for_reasoning_and_names_it_when_it_ran_out(
     assert tool["max_tokens"] >= 512
     ran_out = json.dumps({"choices": [{"message": {"content": "", "reasoning_content": "hmm"},
                                        "finish_reason": "length"}]})
-    assert "reasoning used all" in check_tool_call_reply(ran_out)
+    assert "reasoning used all" in (check_tool_call_reply(ran_out) or "")
 
 
 def test_tool_call_reply_checks_content_not_status() -> None:
     assert check_tool_call_reply(TOOL_OK) is None
     no_call = json.dumps({"choices": [{"message": {"content": "sunny"}}]})
-    assert "no tool call" in check_tool_call_reply(no_call)
+    assert "no tool call" in (check_tool_call_reply(no_call) or "")
     bad_args = TOOL_OK.replace('{\\"city\\": \\"Paris\\"}', "{city")
-    assert "not JSON" in check_tool_call_reply(bad_args)
+    assert "not JSON" in (check_tool_call_reply(bad_args) or "")
     other = TOOL_OK.replace("get_weather", "rm_rf")
-    assert "unknown tool" in check_tool_call_reply(other)
+    assert "unknown tool" in (check_tool_call_reply(other) or "")
 
 
 def test_probe_fails_when_generation_fails_even_if_health_would_pass() -> None:
@@ -88,7 +89,7 @@ def test_parse_load_sums_ranks_with_prometheus_parser() -> None:
     assert parse_load("# TYPE other gauge\nother 1\n").running is None
 
 
-def _probe_bodies(content: dict | None, tmp_path: Path) -> list[dict]:
+def _probe_bodies(content: dict[str, Any] | None, tmp_path: Path) -> list[dict[str, Any]]:
     control = RecordingControl()
     journal = Journal("fake", directory=tmp_path, clock=FakeClock())
     out = operator(control, journal).deploy(replace(make_deployment("d"), content=content))
@@ -120,6 +121,7 @@ def test_a_thinking_probe_through_the_real_router_gets_reasoning_before_the_call
     control = Supervisor(LocalExecutor(), str(tmp_path / "target"), python=sys.executable)
     thinking = ProbeThinking.from_canary_settings({"thinking": True, "thinking_budget_tokens": 200})
     with twin_stack(router=True, env=env, decode_args=decode) as stack:
+        assert stack.router is not None  # router=True started one
         asked = run_probe(control, stack.router.url, rounds=1, thinking=thinking)
         plain = run_probe(control, stack.router.url, rounds=1)
         short = run_probe(control, stack.router.url, rounds=1, thinking=replace(thinking, budget_tokens=0))
@@ -129,11 +131,11 @@ def test_a_thinking_probe_through_the_real_router_gets_reasoning_before_the_call
     assert not short.ok and "reasoning used all 1024 max_tokens" in short.failures[0]
 
 
-def test_the_probe_asks_for_the_tool_call_the_profile_declares_and_says_which(tmp_path):
+def test_the_probe_asks_for_the_tool_call_the_profile_declares_and_says_which(tmp_path: Path) -> None:
     """probe.tool_call: required forces the call (DSV4, the default and what journals without
     the setting ran), auto asks without the grammar, off sends none; the deploy's step detail
     says which, so a deploy that skipped the check never reads as one that passed it."""
-    def deploy(mode: str | None):
+    def deploy(mode: str | None) -> tuple[list[object], str]:
         control = RecordingControl()
         journal = Journal("fake", directory=tmp_path / str(mode), clock=FakeClock())
         content = {"probe": {"tool_call": mode}} if mode else None
@@ -141,6 +143,7 @@ def test_the_probe_asks_for_the_tool_call_the_profile_declares_and_says_which(tm
         assert out.ok, out.message
         probe = next(s for s in journal.operations()[-1].steps
                      if s.name.startswith("end-to-end probe") and s.phase == "done")
+        assert probe.detail is not None  # a done probe step says what it checked
         return [b.get("tool_choice") for b in control.sent if "messages" in b], probe.detail
 
     choices, detail = deploy(None)

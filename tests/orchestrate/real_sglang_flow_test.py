@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,7 @@ def _git(repo: Path, *args: str) -> None:
 
 
 @pytest.fixture
-def real_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def real_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, Path]]:
     """A git repo holding tiny-cpu and a target on free ports whose workdir sits next to the
     shipped one (the profile's ../model and ../shim resolve the same)."""
     profiles = tmp_path / "repo" / "profiles"
@@ -84,7 +85,9 @@ def _status(capsys: pytest.CaptureFixture[str], log: list[str]) -> tuple[str, st
     return report["status"], (report["deployed"] or {}).get("profile")
 
 
-def test_deploy_canary_rollback_stop_and_watch_against_real_sglang(real_env, capsys) -> None:
+def test_deploy_canary_rollback_stop_and_watch_against_real_sglang(
+    real_env: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     profiles, workdir = real_env
     log: list[str] = []
     try:

@@ -2,12 +2,13 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
 from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import DeployError, ProfileError
-from dsv4ops.journal.records import Kind, Status
+from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.restore import rebuild, rollback_target
 from testing.clock import FakeClock
@@ -19,7 +20,8 @@ def journal(tmp_path: Path) -> Journal:
     return Journal("fake", directory=tmp_path, clock=FakeClock())
 
 
-def record(journal: Journal, dep: Deployment, status=Status.SUCCEEDED, kind=Kind.DEPLOY):
+def record(journal: Journal, dep: Deployment, status: Status = Status.SUCCEEDED,
+           kind: Kind = Kind.DEPLOY) -> Operation:
     op = journal.begin(kind, profile=dep.profile_record(), components=dep.component_records())
     journal.transition(op, Status.RUNNING)
     ok = status is Status.SUCCEEDED
@@ -53,12 +55,12 @@ def test_rollback_to_a_commit_prefix_and_errors(journal: Journal) -> None:
         rollback_target(journal, None)
 
 
-def test_rebuild_prefers_git_at_the_recorded_commit(journal: Journal):
+def test_rebuild_prefers_git_at_the_recorded_commit(journal: Journal) -> None:
     dep = make_deployment("a")
     op = record(journal, dep)
-    seen = []
+    seen: list[str] = []
 
-    def at_commit(path, commit):
+    def at_commit(path: str, commit: str) -> Deployment:
         seen.append(commit)
         return dep
 
@@ -74,7 +76,7 @@ def test_rebuild_falls_back_to_recorded_commands_when_git_differs(journal: Journ
     got, how = rebuild(op, lambda p, c: make_deployment("a", 3))
     assert got.commands_hash == dep.commands_hash and "exact commands recorded" in how
 
-    def unreadable(p, c) -> None:
+    def unreadable(p: str, c: str) -> NoReturn:
         raise ProfileError("not readable at git revision")
 
     assert rebuild(op, unreadable)[0].commands_hash == dep.commands_hash

@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -14,6 +16,7 @@ from dsv4ops.journal.records import Kind
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.engine import Timeouts
 from dsv4ops.orchestrate.ops import Operator
+from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.restore import fallback_for, rebuild, rollback_target
 from dsv4ops.orchestrate.status import gather_status
 from dsv4ops.orchestrate.usecases import render as R
@@ -29,7 +32,7 @@ JOURNAL = "twin-over-ssh"
 class SshCommand:
     """What one CLI invocation composes, but with the SSH executor (a fresh connection each)."""
 
-    def __init__(self, env: OrchEnv, sshd: SshdServer, progress=None) -> None:
+    def __init__(self, env: OrchEnv, sshd: SshdServer, progress: Callable[[str], None] | None = None) -> None:
         self.target = get_target(env.target)  # rendering only; processes start over SSH
         self.executor = sshd.executor()
         self.sup = Supervisor(self.executor, str(env.workdir), python=sys.executable)
@@ -48,12 +51,12 @@ class SshCommand:
             ),
         )
 
-    def deploy(self, profile, **kw):
+    def deploy(self, profile: str, **kw: Any) -> Outcome:
         new = R.deployment_for(profile, self.target)
         fb = fallback_for(self.journal, R.render_at_commit(self.target))
         return self.op.deploy(new, fallback=fb, run_canary=False, **kw)
 
-    def rollback(self):
+    def rollback(self) -> Outcome:
         # The deploys here run no canary gate (run_canary=False), so none is known-good
         # (journal/knowngood.py): name the first baseline deploy, as `rollback --to ID` does.
         first = next(o for o in self.journal.operations()
@@ -62,7 +65,7 @@ class SshCommand:
         dep, _ = rebuild(target_op, R.render_at_commit(self.target))
         return self.op.deploy(dep, kind=Kind.ROLLBACK, run_canary=False)
 
-    def status(self):
+    def status(self) -> dict[str, Any]:
         return gather_status(
             self.sup, self.journal, target=JOURNAL, render_now=R.render_now(self.target)
         )
@@ -71,7 +74,8 @@ class SshCommand:
         self.executor.close()
 
 
-def run(env: OrchEnv, sshd: SshdServer, action, *args, progress=None, **kw):
+def run(env: OrchEnv, sshd: SshdServer, action: str, *args: Any,
+        progress: Callable[[str], None] | None = None, **kw: Any) -> Any:
     cmd = SshCommand(env, sshd, progress)
     try:
         return getattr(cmd, action)(*args, **kw)
@@ -111,9 +115,9 @@ def test_connection_drop_mid_deploy_then_status_and_rerun_recover(env: OrchEnv, 
             sshd.drop_connections()
             time.sleep(0.02)
 
-    outage = []
+    outage: list[threading.Thread] = []
 
-    def progress(line) -> None:
+    def progress(line: str) -> None:
         if "start decode" in line and line.lstrip().startswith("ok") and not outage:
             t = threading.Thread(target=keep_dropping)
             t.start()

@@ -15,6 +15,7 @@ import shutil
 import sys
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,8 +63,9 @@ def install(env: OrchEnv, tmp: Path, version: str) -> None:
     kernel_call(sup, "kernels_install", upload=str(incoming), arch=None, triton=None)
 
 
-def status(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> dict:
+def status(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     code, st, err = cli(env, capsys, "status", "--json")
+    assert isinstance(st, dict), err  # --json prints one object
     # drift is reported in the report, and NOT HEALTHY is exit 2 (dsv4ops/exitcodes.py)
     assert code == (0 if st["healthy"] else 2) and st["exit"] == code, err
     return st

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dsv4ops.cli.status import render
+from dsv4ops.deployment import Component
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.store import Journal
 from dsv4ops.kernels import loaded_check
@@ -31,13 +33,13 @@ TRITON_ENV = {"SGLANG_DSV4_FP4_DEQUANT": "1", "SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
 PLUGIN_LINE = f"[dsv4ops-kernel-plugin] loaded {PKG} 0.2.0 pid=7 hooks=none"
 
 
-def _loaded(info: str, log: str, expected: str, decode=None) -> tuple[bool, str]:  # noqa: ANN001
+def _loaded(info: str, log: str, expected: str, decode: Component | None = None) -> tuple[bool, str]:
     moe = moe_path(decode.argv, dict(decode.env)) if decode is not None else None
     check = loaded_check(info, log, expected=expected, moe=moe)  # what the CLI binds (kernel_support)
     return check.used, check.reason if check.used else f"{check.state}: {check.reason}"
 
 
-def _state(current: str | None) -> dict:
+def _state(current: str | None) -> dict[str, Any]:
     packages = {PKG: {"current": current, "previous": None}} if current else {}
     return {"packages": packages, "env": {}}
 
@@ -47,7 +49,7 @@ def kernels_at(current: str | None) -> KernelStatus:
 
 
 @pytest.fixture
-def deployed(tmp_path: Path):
+def deployed(tmp_path: Path) -> tuple[SglangControl, Journal]:
     """(control, journal): a deployment pinning REF, deployed and known-good on the fake."""
     journal = Journal("fake", directory=tmp_path, clock=FakeClock())
     control = SglangControl()
@@ -65,11 +67,11 @@ def deployed(tmp_path: Path):
     return control, journal
 
 
-def status(control, journal: Journal, kernels):
+def status(control: SglangControl, journal: Journal, kernels: KernelStatus | None) -> dict[str, Any]:
     return gather_status(control, journal, target="fake", kernels=kernels)
 
 
-def test_all_three_agree(deployed) -> None:
+def test_all_three_agree(deployed: tuple[SglangControl, Journal]) -> None:
     control, journal = deployed
     st = status(control, journal, kernels_at("0.2.0"))
     assert st["healthy"] and st["drift"] == [], st
@@ -90,7 +92,7 @@ def test_all_three_agree(deployed) -> None:
     assert not any(line.startswith("drift:") for line in lines)
 
 
-def test_target_switched_after_the_unit_started(deployed) -> None:
+def test_target_switched_after_the_unit_started(deployed: tuple[SglangControl, Journal]) -> None:
     control, journal = deployed
     st = status(control, journal, kernels_at("0.1.0"))
     assert not st["healthy"]
@@ -105,7 +107,7 @@ def test_target_switched_after_the_unit_started(deployed) -> None:
     assert any("kernel package: " in x and "DRIFT, see below" in x for x in lines)
 
 
-def test_twin_decode_reports_no_package(deployed) -> None:
+def test_twin_decode_reports_no_package(deployed: tuple[SglangControl, Journal]) -> None:
     control, journal = deployed
     control.reported = None
     st = status(control, journal, kernels_at("0.2.0"))
@@ -116,7 +118,7 @@ def test_twin_decode_reports_no_package(deployed) -> None:
     assert st["kernel_package"]["loaded"] is None and st["kernel_package"]["drift"]
 
 
-def test_real_sglang_fell_back_to_default_configs(deployed) -> None:
+def test_real_sglang_fell_back_to_default_configs(deployed: tuple[SglangControl, Journal]) -> None:
     control, journal = deployed
     control.twin, control.decode_log = False, f"{PLUGIN_LINE}\n{DEFAULT_LINE}\nready"
     st = status(control, journal, kernels_at("0.2.0"))
@@ -125,7 +127,7 @@ def test_real_sglang_fell_back_to_default_configs(deployed) -> None:
     assert "SGLang fell back to its default: [2026-05-01" in line and control.log_reads == 1
 
 
-def test_old_false_positive_no_default_line_is_not_loaded(deployed) -> None:
+def test_old_false_positive_no_default_line_is_not_loaded(deployed: tuple[SglangControl, Journal]) -> None:
     """Real SGLang, no default-config line and no plugin line: once "in use", now "not loaded"."""
     control, journal = deployed
     control.twin, control.decode_log = False, "loading\nready"
@@ -134,7 +136,7 @@ def test_old_false_positive_no_default_line_is_not_loaded(deployed) -> None:
     assert "decode loaded none (not loaded: " in line and st["kernel_package"]["loaded"] is None
 
 
-def test_evidence_scrolled_out_of_the_tail_is_unknown_not_absent(deployed) -> None:
+def test_evidence_scrolled_out_of_the_tail_is_unknown_not_absent(deployed: tuple[SglangControl, Journal]) -> None:
     control, journal = deployed
     control.decode_log = "\n".join(f"request {i}" for i in range(2000))  # the tail misses the start
     st = status(control, journal, kernels_at("0.2.0"))
@@ -154,7 +156,7 @@ def test_a_decode_on_the_flashinfer_path_is_not_used_by_this_backend(tmp_path: P
         out.message.split())
 
 
-def test_real_sglang_with_the_evidence_in_its_log_is_in_use(deployed) -> None:
+def test_real_sglang_with_the_evidence_in_its_log_is_in_use(deployed: tuple[SglangControl, Journal]) -> None:
     control, journal = deployed
     control.twin = False  # no twin_kernel_package: the log alone says it
     st = status(control, journal, kernels_at("0.2.0"))
@@ -166,7 +168,7 @@ def test_real_sglang_with_the_evidence_in_its_log_is_in_use(deployed) -> None:
     assert f"decode loaded {REF}" in line
 
 
-def test_unreadable_target_state_and_decode_down(deployed) -> None:
+def test_unreadable_target_state_and_decode_down(deployed: tuple[SglangControl, Journal]) -> None:
     control, journal = deployed
 
     def broken() -> None:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,8 +35,13 @@ def over_ssh(sshd: SshdServer, tmp_path: Path) -> Iterator[Supervisor]:
         yield Supervisor(executor, str(tmp_path / "workdir"), python="/usr/bin/python3")
 
 
-def _journal(box: Supervisor, state: Path, **kw) -> Journal:
+def _journal(box: Supervisor, state: Path, **kw: Any) -> Journal:
     return Journal(TARGET, backend=TargetJournal(box, state / "journal" / f"{TARGET}.jsonl", **kw))
+
+
+def _backend(j: Journal) -> TargetJournal:
+    assert isinstance(j.backend, TargetJournal)  # every journal here is built by _journal
+    return j.backend
 
 
 def _deploy(j: Journal, profile: str) -> str:
@@ -97,7 +103,7 @@ def test_a_shorter_record_keeps_both_copies_and_refuses_mutations_until_merged(o
     assert f"dsv4ops journal --target {TARGET} --merge" in (exc.value.hint or "")
     assert len(journalfile.parse(record.read_bytes())[0]) == 8  # nothing appended
 
-    done = writer.backend.merge_diverged()
+    done = _backend(writer).merge_diverged()
     assert done["merged"] == 16 and done["ops"] == ops[2:]
     assert not kept.exists() and Path(done["copy"]).exists()
     after = _journal(over_ssh, tmp_path / "alice")
@@ -188,7 +194,7 @@ def test_the_cache_is_written_0600_under_a_group_writable_umask(over_ssh: Superv
     assert alice.path.stat().st_mode & 0o077 == 0
 
 
-def test_a_symlinked_target_directory_is_refused_over_ssh(sshd, tmp_path):
+def test_a_symlinked_target_directory_is_refused_over_ssh(sshd: SshdServer, tmp_path: Path) -> None:
     """The agent walks the record's directories without following a link (journalfile._open_dir):
     a `.dsv4ops/<target>/` replaced by a symlink is refused, nothing lands where it points."""
     real = tmp_path / ".dsv4ops" / TARGET
@@ -206,7 +212,7 @@ def test_a_symlinked_target_directory_is_refused_over_ssh(sshd, tmp_path):
     assert not (elsewhere / "journal.jsonl").exists()
 
 
-def test_the_agent_reads_only_what_a_proven_copy_lacks_over_ssh(over_ssh, tmp_path):
+def test_the_agent_reads_only_what_a_proven_copy_lacks_over_ssh(over_ssh: Supervisor, tmp_path: Path) -> None:
     """journal_read is incremental (offset + the copy's window proof); a diverged copy of the
     same size gets everything with reset, and the operator keeps both copies."""
     alice = _journal(over_ssh, tmp_path / "alice")
@@ -225,7 +231,7 @@ def test_the_agent_reads_only_what_a_proven_copy_lacks_over_ssh(over_ssh, tmp_pa
     reply = over_ssh.call("journal_read", offset=len(forged), prefix_window=journalfile.window_of(forged))
     assert reply["reset"] is True and reply["data"].encode() == record
     alice.path.write_bytes(forged)  # the operator's copy no longer a prefix of the record
-    marker = alice.backend.marker
+    marker = _backend(alice).marker
     marker.write_text(marker.read_text().replace(  # as if the sync had left it so
         f'"window": "{journalfile.window_of(cache)}"', f'"window": "{journalfile.window_of(forged)}"'))
     again = _journal(over_ssh, tmp_path / "alice")
@@ -235,7 +241,7 @@ def test_the_agent_reads_only_what_a_proven_copy_lacks_over_ssh(over_ssh, tmp_pa
     assert alice.path.read_bytes() == record
 
 
-def test_a_synced_cache_grows_by_appends_and_its_marker_proves_it(over_ssh, tmp_path):
+def test_a_synced_cache_grows_by_appends_and_its_marker_proves_it(over_ssh: Supervisor, tmp_path: Path) -> None:
     """The copy is appended to (same file), never rewritten per call; `.sync.json` holds the size
     and window proof the next call sends, not a hash of the whole copy."""
     alice = _journal(over_ssh, tmp_path / "alice")
@@ -243,7 +249,7 @@ def test_a_synced_cache_grows_by_appends_and_its_marker_proves_it(over_ssh, tmp_
     inode = alice.path.stat().st_ino
     _deploy(alice, "next")
     assert alice.path.stat().st_ino == inode
-    marker = json.loads(alice.backend.marker.read_text())
+    marker = json.loads(_backend(alice).marker.read_text())
     data = alice.path.read_bytes()
     assert marker["size"] == len(data) and marker["window"] == journalfile.window_of(data)
     assert data == (Path(over_ssh.workdir) / "journal.jsonl").read_bytes()

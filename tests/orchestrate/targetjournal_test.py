@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dsv4ops import journalfile
 from dsv4ops.errors import JournalError, TargetError
-from dsv4ops.journal.records import Kind, Status
+from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.targetjournal import TargetJournal
 from dsv4ops.remote import LocalExecutor, Supervisor
@@ -23,17 +24,22 @@ from testing.remote import SshdServer
 TARGET = "box"
 
 
+def _op(o: Operation | None) -> str:
+    assert o is not None  # the journal names an operation here
+    return o.op
+
+
 @pytest.fixture
 def box(tmp_path: Path) -> Supervisor:
     return Supervisor(LocalExecutor(), str(tmp_path / "workdir"))
 
 
-def _journal(box: Supervisor, state: Path, **kw) -> Journal:
+def _journal(box: Supervisor, state: Path, **kw: Any) -> Journal:
     cache = state / "journal" / f"{TARGET}.jsonl"
     return Journal(TARGET, backend=TargetJournal(box, cache, **kw))
 
 
-def _record(box: Supervisor) -> list[dict]:
+def _record(box: Supervisor) -> list[dict[str, Any]]:
     data = (Path(box.workdir) / "journal.jsonl").read_bytes()
     return [r for _, r in journalfile.parse(data)[0]]
 
@@ -51,7 +57,7 @@ def test_two_operators_see_one_history_and_one_known_good_list(box: Supervisor, 
     first = _deploy(alice, "baseline")
     assert [o.op for o in bob.known_good()] == [first]  # bob never saw it locally
     second = _deploy(bob, "multi-stream-on")
-    assert alice.deployed().op == second and [o.op for o in alice.known_good()] == [second, first]
+    assert _op(alice.deployed()) == second and [o.op for o in alice.known_good()] == [second, first]
     # Each cache is the target's record byte for byte after its own read, and says when.
     record = (Path(box.workdir) / "journal.jsonl").read_bytes()
     for j in (alice, bob):
@@ -72,7 +78,7 @@ def test_an_operator_side_journal_is_merged_once_without_duplicates(box: Supervi
     bob = _journal(box, tmp_path / "bob")
     ops = bob.operations()
     assert [o.op for o in ops] == [old, new]  # the merged op takes its place by its time
-    assert bob.deployed().op == new  # ... so it does not pose as the newest deployment
+    assert _op(bob.deployed()) == new  # ... so it does not pose as the newest deployment
     (merge,) = bob.merges()
     assert merge["ops"] == [old] and merge["records"] == 5 and merge["user"]
     assert str(tmp_path / "bob") in merge["source"]
@@ -114,11 +120,11 @@ def test_an_operation_that_lost_the_lock_cannot_append(box: Supervisor, tmp_path
     assert _record(box) == before
 
 
-def test_reads_under_the_lock_after_an_accepted_append_cost_no_round_trip(box: Supervisor, tmp_path: Path):
+def test_reads_under_the_lock_after_an_accepted_append_cost_no_round_trip(box: Supervisor, tmp_path: Path) -> None:
     calls: list[str] = []
     real = box.call
 
-    def counting(op, *a, **kw):
+    def counting(op: str, *a: Any, **kw: Any) -> dict[str, Any]:
         calls.append(op)
         return real(op, *a, **kw)
 
@@ -148,7 +154,7 @@ def test_unreachable_target_reads_answer_from_the_cache_and_writes_refuse(box: S
         box.workdir,
     )
     reader = _journal(gone, state, offline_ok=True)
-    assert reader.deployed().op == op
+    assert _op(reader.deployed()) == op
     src = reader.source()
     assert src["source"] == "cache" and "cannot connect" in src["error"]
     assert src["synced_at"] == json.loads((state / "journal" / f"{TARGET}.sync.json").read_text())["synced_at"]
@@ -173,5 +179,5 @@ def test_append_and_read_through_the_real_ssh_path(box: Supervisor, tmp_path: Pa
         bob = _journal(box, tmp_path / "bob")
         assert [o.op for o in bob.known_good()] == [op]
         later = _deploy(bob, "multi-stream-on")
-        assert alice.deployed().op == later and alice.source()["source"] == "target"
+        assert _op(alice.deployed()) == later and alice.source()["source"] == "target"
         assert alice.path.read_bytes() == (Path(box.workdir) / "journal.jsonl").read_bytes()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,13 +70,17 @@ def test_the_switch_cost_is_the_journals_last_deploy_else_an_estimate_from_the_b
         journal.transition(other, status)
     loaded: list[str] = []
     load = View.load
+    def counting(self: View, e: Any, **kw: Any) -> Any:
+        loaded.append(e.op)
+        return load(self, e, **kw)
+
     with pytest.MonkeyPatch.context() as mp:  # through the index: the others are skipped unread
-        mp.setattr(View, "load", lambda self, e, **kw: (loaded.append(e.op), load(self, e, **kw))[1])
+        mp.setattr(View, "load", counting)
         assert switch_cost(journal, plan.a).seconds == pytest.approx(42.0)
     assert loaded == [op]
 
 
-def _sweep(levels: list[dict], fits: dict) -> SuiteResult:
+def _sweep(levels: list[dict[str, Any]], fits: dict[str, Any]) -> SuiteResult:
     return SuiteResult("sweep", Verdict.PASS, metrics={"levels": levels, "fit": fits})
 
 
@@ -139,14 +144,16 @@ def test_step4_buckets_beat_step8_at_57_running_and_stay_on_the_box(
     assert [(g.suite, g.passed) for g in out.gates] == [("sweep", True)]
     (at57,) = [v for v in out.analysis.for_metric("output_tok_s") if v.concurrency == 57]
     # The twin's law: (18 + 1.05*64) / (18 + 1.05*60) = 1.052; the repeated CI must hold the gain.
+    assert at57.ratio is not None and at57.ci_low is not None, at57  # the pairs measured it
     assert at57.verdict == "better" and 1.02 < at57.ratio < 1.09 and at57.ci_low > 1.0, at57
     assert at57.alpha == pytest.approx(0.025)  # 95% split over the two levels
     journal = Journal(ab_env.target)
     exp = journal.get(out.op_id)
     looks = [s.detail for s in exp.steps if s.name.startswith("look ")]
-    assert looks and looks[-1].startswith("decided, stopping: B wins"), looks
+    assert looks and (looks[-1] or "").startswith("decided, stopping: B wins"), looks
     assert len(out.blocks) == 2 * len(looks) <= 4
     deployed = journal.deployed()
+    assert deployed is not None  # the winner's final deploy runs
     assert deployed.profile_name == "ab-step4" and deployed.proven
     judged = journal.judged()
     # The winner's final deploy ran its own gate, so it is known-good by that gate; the

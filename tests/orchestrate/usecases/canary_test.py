@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from dsv4ops.orchestrate.usecases.canary import resolve_endpoint
 from testing.orchestrate import journal_session, make_deployment
 
 
-def record_deployed(target: str, content: dict, flags: dict, decode_args: tuple[str, ...] = ()) -> None:
+def record_deployed(target: str, content: dict[str, Any], flags: dict[str, Any], decode_args: tuple[str, ...] = ()) -> None:
     dep = make_deployment("recorded")
     dep = replace(dep, commands_hash="", components=tuple(
         replace(c, argv=(*c.argv, *decode_args)) if c.name == "decode" else c

@@ -4,31 +4,37 @@ verdicts combined by the canary's own rule, judged by the profile's thresholds."
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from dsv4ops.canary import SuiteResult, Thresholds, Verdict
-from dsv4ops.orchestrate.usecases.gate import buckets_of, canary_gate, thresholds_of
+from dsv4ops.orchestrate.usecases.gate import SuiteRunner, buckets_of, canary_gate, thresholds_of
 from testing.orchestrate import make_deployment
 
+# One suite run's arguments, as the gate passed them (workers made a tuple to compare).
+Ran = tuple[str, str, tuple[str, ...], Thresholds, tuple[int, ...], float | None, str, int]
 
-def scripted(verdicts: dict[str, Verdict], ran: list[tuple]):
-    def run(suite, base, workers, thresholds, buckets, duration, model, log_interval):
+
+def scripted(verdicts: dict[str, Verdict], ran: list[Ran]) -> SuiteRunner:
+    def run(suite: str, base: str, workers: Sequence[str], thresholds: Thresholds, buckets: tuple[int, ...],
+            duration: float | None, model: str, log_interval: int) -> SuiteResult:
         ran.append((suite, base, tuple(workers), thresholds, buckets, duration, model, log_interval))
         return SuiteResult(suite, verdicts[suite], reasons=[f"why {suite}", "note: ignored"])
 
     return run
 
 
-def flags(**changes):
+def flags(**changes: Any) -> dict[str, Any]:
     base = {"overlap_schedule": True, "multi_stream_overlap": False, "decode_buckets": [1, 2]}
     return {**base, **changes}
 
 
 def test_fail_beats_inconclusive_and_ends_the_gate() -> None:
     dep = replace(make_deployment("new"), flags=flags(overlap_schedule=False, decode_buckets=[4]))
-    ran: list[tuple] = []
+    ran: list[Ran] = []
     verdicts = {"smoke": Verdict.INCONCLUSIVE, "sweep": Verdict.FAIL, "abort-cascade": Verdict.PASS}
     step = canary_gate(flags(), thresholds=Thresholds(), buckets=(4,), model="m", duration_s=3.0,
                        progress=lambda _l: None, run=scripted(verdicts, ran))
@@ -40,7 +46,7 @@ def test_fail_beats_inconclusive_and_ends_the_gate() -> None:
 
 def test_inconclusive_does_not_end_the_gate_and_is_the_verdict_over_passes() -> None:
     dep = replace(make_deployment("new"), flags=flags(decode_buckets=[4]))
-    ran: list[tuple] = []
+    ran: list[Ran] = []
     step = canary_gate(flags(), thresholds=Thresholds(), buckets=(4,), model="m", duration_s=3.0,
                        progress=lambda _l: None,
                        run=scripted({"smoke": Verdict.INCONCLUSIVE, "sweep": Verdict.PASS}, ran))
@@ -50,7 +56,7 @@ def test_inconclusive_does_not_end_the_gate_and_is_the_verdict_over_passes() -> 
 
 def test_suites_get_the_thresholds_the_workers_and_the_duration() -> None:
     dep = make_deployment("new")
-    ran: list[tuple] = []
+    ran: list[Ran] = []
     th = Thresholds(smoke_requests=3)
     step = canary_gate(None, thresholds=th, buckets=(8, 16), model="dsv4", duration_s=7.0,
                        progress=lambda _l: None, run=scripted({"smoke": Verdict.PASS}, ran))
@@ -69,7 +75,7 @@ def test_suites_size_their_freeze_window_by_the_deployed_decode_log_interval() -
     dep = replace(dep, commands_hash="", components=tuple(
         replace(c, argv=(*c.argv, "--decode-log-interval", "200")) if c.name == "decode" else c
         for c in dep.components))
-    ran: list[tuple] = []
+    ran: list[Ran] = []
     step = canary_gate(flags(), thresholds=Thresholds(), buckets=(), model="m", duration_s=1.0,
                        progress=lambda _l: None,
                        run=scripted({"smoke": Verdict.PASS, "sweep": Verdict.PASS}, ran))
@@ -99,7 +105,7 @@ def test_the_deploy_canary_is_never_skipped_silently(monkeypatch: pytest.MonkeyP
 def test_a_passing_smoke_records_its_throughput_baseline_for_watch() -> None:
     dep = make_deployment("new")
 
-    def run(suite, *_args):
+    def run(suite: str, *_args: Any) -> SuiteResult:
         return SuiteResult(suite, Verdict.PASS, metrics={"summary": {"output_throughput": 1234.6,
                                                                      "max_concurrency": 8}})
 
@@ -111,7 +117,7 @@ def test_a_passing_smoke_records_its_throughput_baseline_for_watch() -> None:
 def test_a_gate_without_tool_call_checks_says_so_first() -> None:
     """canary.tool_calls false (a model that cannot echo a nonce): the PASS the journal records
     names the checks that did not run, before anything else."""
-    ran: list[tuple] = []
+    ran: list[Ran] = []
     step = canary_gate(None, thresholds=Thresholds(tool_calls=False), buckets=(), model="m",
                        duration_s=1.0, progress=lambda _l: None,
                        run=scripted({"smoke": Verdict.PASS}, ran))
