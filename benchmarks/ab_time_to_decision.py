@@ -49,9 +49,20 @@ ROWS = ((0.0, 0.0), (1.0, 1.0), (2.0, 2.0), (1.0, 2.0), (2.0, 1.0))  # (true, st
 
 def _sim(effect: float, true_sd: float, seed: int) -> TwinBlocks:
     step8 = tuple(resolve_buckets("step8", tp_size=4, max_running_requests=96))
-    arms: dict[Literal["A", "B"], ArmModel] = {"A": ArmModel("A", step8), "B": ArmModel("B", step8, step_scale=1 / (1 + effect))}
-    return TwinBlocks(arms, concurrencies=(RUNNING,), steps=100, block_s=BLOCK_S, noise_pct=NOISE_PCT,
-                      drift_pct_per_min=DRIFT_PCT_PER_MIN, seed=seed, block_sd_pct=true_sd)
+    arms: dict[Literal["A", "B"], ArmModel] = {
+        "A": ArmModel("A", step8),
+        "B": ArmModel("B", step8, step_scale=1 / (1 + effect)),
+    }
+    return TwinBlocks(
+        arms,
+        concurrencies=(RUNNING,),
+        steps=100,
+        block_s=BLOCK_S,
+        noise_pct=NOISE_PCT,
+        drift_pct_per_min=DRIFT_PCT_PER_MIN,
+        seed=seed,
+        block_sd_pct=true_sd,
+    )
 
 
 def sequential(effect: float, true_sd: float, stated: float, seed: int) -> tuple[str, int]:
@@ -59,7 +70,7 @@ def sequential(effect: float, true_sd: float, stated: float, seed: int) -> tuple
     looks = size_budget(EFFECT, stated / 100, 0.05)
     blocks = _sim(effect, true_sd, seed).run(counterbalanced(2 * looks))
     for k in range(1, looks + 1):
-        an = analyse(blocks[:2 * k], band=EFFECT, looks=looks, variation=stated / 100)
+        an = analyse(blocks[: 2 * k], band=EFFECT, looks=looks, variation=stated / 100)
         if settled(an, []) or k == looks:
             return an.for_metric("output_tok_s")[0].verdict, 2 * k
     raise AssertionError("unreachable")
@@ -69,8 +80,10 @@ def fixed12(effect: float, true_sd: float, seed: int) -> tuple[str, int]:
     """Today's design: 12 blocks, a percentile bootstrap CI of B/A and the signed-rank test, a
     ±2% equivalence band (as it shipped)."""
     blocks = _sim(effect, true_sd, seed).run(counterbalanced(12))
-    pairs = [(a.value(RUNNING, "output_tok_s"), b.value(RUNNING, "output_tok_s"))
-             for a, b in zip(blocks[0::2], blocks[1::2], strict=True)]
+    pairs = [
+        (a.value(RUNNING, "output_tok_s"), b.value(RUNNING, "output_tok_s"))
+        for a, b in zip(blocks[0::2], blocks[1::2], strict=True)
+    ]
     ab = [(a, b) if x.arm == "A" else (b, a) for (a, b), x in zip(pairs, blocks[0::2], strict=True)]
     ci = bootstrap_ratio_ci(ab, confidence=0.95, resamples=400, rng=random.Random(seed))  # type: ignore[arg-type]
     w = wilcoxon_signed_rank([b / a - 1 for a, b in ab])  # type: ignore[operator]
@@ -92,30 +105,50 @@ def _row(name: str, run: Callable[..., tuple[str, int]], effect: float, reps: in
     n = [b for _, b in got]
     mean = sum(n) / reps
     hours = (BOX_SWITCH_S + BLOCK_S) / 3600
-    return (f"| {name} | {100 * effect:+.0f}% | {p_ok:.3f} | {p_bad:.3f} | {p_none:.3f} | {mean:.1f} | "
-            f"{max(n)} | {mean * hours:.2f} | {max(n) * hours:.2f} |")
+    return (
+        f"| {name} | {100 * effect:+.0f}% | {p_ok:.3f} | {p_bad:.3f} | {p_none:.3f} | {mean:.1f} | "
+        f"{max(n)} | {mean * hours:.2f} | {max(n) * hours:.2f} |"
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=200)
     args = ap.parse_args()
-    print(f"named effect +{100 * EFFECT:.0f}% tok/s at {RUNNING} running (band ±{100 * EFFECT:.0f}%); "
-          f"step noise {NOISE_PCT}%, drift {DRIFT_PCT_PER_MIN}%/min; {BLOCK_S:.0f} s measured per "
-          f"block, box switch {BOX_SWITCH_S:.0f} s (assumed); {args.reps} seeded reps per row\n")
-    print("| design (true / stated variation) | effect | P(correct) | P(false better/worse) | "
-          "P(undecided) | mean blocks | worst blocks | mean box-h | worst box-h |")
+    print(
+        f"named effect +{100 * EFFECT:.0f}% tok/s at {RUNNING} running (band ±{100 * EFFECT:.0f}%); "
+        f"step noise {NOISE_PCT}%, drift {DRIFT_PCT_PER_MIN}%/min; {BLOCK_S:.0f} s measured per "
+        f"block, box switch {BOX_SWITCH_S:.0f} s (assumed); {args.reps} seeded reps per row\n"
+    )
+    print(
+        "| design (true / stated variation) | effect | P(correct) | P(false better/worse) | "
+        "P(undecided) | mean blocks | worst blocks | mean box-h | worst box-h |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for true_sd, stated in ROWS:
         budget = 2 * size_budget(EFFECT, stated / 100, 0.05)
         for effect in (EFFECT, 0.0, INSIDE):
             name = f"sequential {true_sd:g}% / {stated:g}% (budget {budget})"
-            print(_row(name, lambda e, r, t=true_sd, s=stated: sequential(e, t, s, 1000 + r), effect,
-                       args.reps), flush=True)
+            print(
+                _row(
+                    name,
+                    lambda e, r, t=true_sd, s=stated: sequential(e, t, s, 1000 + r),
+                    effect,
+                    args.reps,
+                ),
+                flush=True,
+            )
     for true_sd in (0.0, 1.0, 2.0):
         for effect in (EFFECT, 0.0, INSIDE):
-            print(_row(f"today: fixed 12, {true_sd:g}%", lambda e, r, t=true_sd: fixed12(e, t, 1000 + r),
-                       effect, args.reps), flush=True)
+            print(
+                _row(
+                    f"today: fixed 12, {true_sd:g}%",
+                    lambda e, r, t=true_sd: fixed12(e, t, 1000 + r),
+                    effect,
+                    args.reps,
+                ),
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -54,18 +54,35 @@ def build(path: Path, records: int) -> None:
             ts = "2026-12-01T00:00:00.000Z"
             base = {"v": RECORD_VERSION, "ts": ts, "op": op}
             recs = [
-                {**base, "type": "begin", "kind": "deploy", "user": "bench@host", "reason": None,
-                 "profile": {"name": "baseline", "commands_hash": "x" * 64}, "components": [],
-                 "undo": None},
+                {
+                    **base,
+                    "type": "begin",
+                    "kind": "deploy",
+                    "user": "bench@host",
+                    "reason": None,
+                    "profile": {"name": "baseline", "commands_hash": "x" * 64},
+                    "components": [],
+                    "undo": None,
+                },
                 {**base, "type": "status", "status": "PENDING"},
                 {**base, "type": "status", "status": "RUNNING"},
             ]
-            for step in ("preflight", "drain", "stop router", "stop decode", "start prefill",
-                         "start decode", "start router", "probe"):
-                recs.append({**base, "type": "step", "name": step, "phase": "done",
-                             "duration_s": 0.1})
-            recs.append({**base, "type": "status", "status": "SUCCEEDED", "running": op,
-                         "known_good": True})
+            for step in (
+                "preflight",
+                "drain",
+                "stop router",
+                "stop decode",
+                "start prefill",
+                "start decode",
+                "start router",
+                "probe",
+            ):
+                recs.append(
+                    {**base, "type": "step", "name": step, "phase": "done", "duration_s": 0.1}
+                )
+            recs.append(
+                {**base, "type": "status", "status": "SUCCEEDED", "running": op, "known_good": True}
+            )
             chunk += [journalfile.encode(r) for r in recs]
             if len(chunk) > 50_000:
                 f.write(b"".join(chunk))
@@ -102,12 +119,20 @@ def full_scan(path: Path) -> object:
 def cold_reads(directory: Path) -> object:
     """A fresh process's reads for `status` + `journal` + deploy's known-good lookup."""
     j = Journal("box", directory=directory)
-    return (j.operations()[-20:], j.judged(), j.last_known_good(), j.in_flight(), j.deployed(),
-            j.get(j.operations()[-1].op))
+    return (
+        j.operations()[-20:],
+        j.judged(),
+        j.last_known_good(),
+        j.in_flight(),
+        j.deployed(),
+        j.get(j.operations()[-1].op),
+    )
 
 
 def ratio(label: str, before: float, after: float) -> None:
-    print(f"{label:<48} {before * 1000:10.1f} ms -> {after * 1000:8.1f} ms  (x{before / max(after, 1e-9):.0f})")
+    print(
+        f"{label:<48} {before * 1000:10.1f} ms -> {after * 1000:8.1f} ms  (x{before / max(after, 1e-9):.0f})"
+    )
 
 
 def main() -> None:
@@ -121,23 +146,33 @@ def main() -> None:
         t0 = time.perf_counter()
         build(path, args.records)
         size = path.stat().st_size
-        print(f"built {args.records} records ({size / 1e6:.0f} MB) in {time.perf_counter() - t0:.1f} s")
+        print(
+            f"built {args.records} records ({size / 1e6:.0f} MB) in {time.perf_counter() - t0:.1f} s"
+        )
         scan = timed("full scan (the read before the index)", lambda: full_scan(path))
-        timed("index build (first read, no index file)", lambda: Journal(
-            "box", directory=root / "journal").operations())
-        timed("first judgement (full, writes the checkpoint)", lambda: Journal(
-            "box", directory=root / "journal").judged())
+        timed(
+            "index build (first read, no index file)",
+            lambda: Journal("box", directory=root / "journal").operations(),
+        )
+        timed(
+            "first judgement (full, writes the checkpoint)",
+            lambda: Journal("box", directory=root / "journal").judged(),
+        )
         cold = timed("cold reads through the index", lambda: cold_reads(root / "journal"))
         ratio("status/journal/known-good: full scan vs index", scan, cold)
         j = Journal("box", directory=root / "journal")
         timed("a deploy's journal traffic (12 appends)", lambda: deploy_traffic(j))
         after = timed("cold reads after it (index + tail)", lambda: cold_reads(root / "journal"))
         ratio("  the same, after the deploy", scan, after)
-        whole = timed("agent before: read + hash the whole record", lambda: journalfile.sha256(
-            journalfile.read_bytes(str(path))))
+        whole = timed(
+            "agent before: read + hash the whole record",
+            lambda: journalfile.sha256(journalfile.read_bytes(str(path))),
+        )
         n, window = journalfile.proof(str(path))
-        since = timed("agent now: read_since a current cache", lambda: journalfile.read_since(
-            str(path), n, window))
+        since = timed(
+            "agent now: read_since a current cache",
+            lambda: journalfile.read_since(str(path), n, window),
+        )
         ratio("agent journal_read: whole vs window", whole, since)
 
 

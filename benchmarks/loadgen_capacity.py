@@ -51,12 +51,17 @@ import sglang_client  # noqa: E402
 
 # ---------------------------------------------------------------- the server (subprocess) ----
 def _event(ts: int) -> bytes:
-    body = b'data: {"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"' + \
-        str(ts).encode() + b';"}}]}\n\n'
+    body = (
+        b'data: {"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"'
+        + str(ts).encode()
+        + b';"}}]}\n\n'
+    )
     return b"%x\r\n%s\r\n" % (len(body), body)
 
 
-async def _serve_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pace_s: float) -> None:
+async def _serve_conn(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pace_s: float
+) -> None:
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -71,8 +76,10 @@ async def _serve_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter
                 continue
             # sglang's bench client sends max_completion_tokens, the canary max_tokens
             n = int(body.get("max_tokens") or body.get("max_completion_tokens") or 100)
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                         b"Transfer-Encoding: chunked\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n"
+            )
             for i in range(n):
                 if pace_s:
                     await asyncio.sleep(pace_s)
@@ -95,7 +102,9 @@ def serve(port: int, pace_s: float) -> None:
         os.sched_setaffinity(0, {0})
 
     async def main() -> None:
-        server = await asyncio.start_server(lambda r, w: _serve_conn(r, w, pace_s), "127.0.0.1", port)
+        server = await asyncio.start_server(
+            lambda r, w: _serve_conn(r, w, pace_s), "127.0.0.1", port
+        )
         async with server:
             await server.serve_forever()
 
@@ -122,15 +131,21 @@ def server(pace_s: float):  # type: ignore[no-untyped-def]
 
 # ---------------------------------------------------------------- the clients -----------------
 def _body(tokens: int) -> JSONObject:
-    return {"model": "x", "messages": [{"role": "user", "content": "hi"}], "stream": True,
-            "max_tokens": tokens}
+    return {
+        "model": "x",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": True,
+        "max_tokens": tokens,
+    }
 
 
-async def run_canary_client(url: str, streams: int, window: float, tokens: int,
-                            engine: str = "raw") -> tuple[list[int], list[float], list[float]]:
+async def run_canary_client(
+    url: str, streams: int, window: float, tokens: int, engine: str = "raw"
+) -> tuple[list[int], list[float], list[float]]:
     async with ChatClient(url, connections=streams + 8, engine=engine) as client:
-        recs = await closed_loop(client, lambda i: (f"r{i}", _body(tokens)), concurrency=streams,
-                                 duration_s=window)
+        recs = await closed_loop(
+            client, lambda i: (f"r{i}", _body(tokens)), concurrency=streams, duration_s=window
+        )
     times, lags, itls = [], [], []
     for r in recs:
         sent = [int(x) for x in r.content.split(";") if x]
@@ -140,11 +155,15 @@ async def run_canary_client(url: str, streams: int, window: float, tokens: int,
     return times, lags, itls
 
 
-async def run_canary_aiohttp(url: str, streams: int, window: float, tokens: int) -> tuple[list[int], list[float], list[float]]:
+async def run_canary_aiohttp(
+    url: str, streams: int, window: float, tokens: int
+) -> tuple[list[int], list[float], list[float]]:
     return await run_canary_client(url, streams, window, tokens, engine="aiohttp")
 
 
-async def run_httpx_client(url: str, streams: int, window: float, tokens: int) -> tuple[list[int], list[float], list[float]]:
+async def run_httpx_client(
+    url: str, streams: int, window: float, tokens: int
+) -> tuple[list[int], list[float], list[float]]:
     import httpx
 
     times: list[int] = []
@@ -153,10 +172,13 @@ async def run_httpx_client(url: str, streams: int, window: float, tokens: int) -
     limits = httpx.Limits(max_connections=streams + 8, max_keepalive_connections=streams + 8)
     deadline = time.perf_counter() + window
     async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+
         async def worker() -> None:
             while time.perf_counter() < deadline:
                 splitter, got = SseSplitter(), []
-                async with client.stream("POST", url + "/v1/chat/completions", json=_body(tokens)) as resp:
+                async with client.stream(
+                    "POST", url + "/v1/chat/completions", json=_body(tokens)
+                ) as resp:
                     async for chunk in resp.aiter_raw():
                         t = time.perf_counter_ns()
                         got += [(t, ev) for ev in splitter.feed(chunk)]
@@ -190,8 +212,14 @@ Samples = tuple[list[int], list[float], list[float]]
 Measured = dict[str, float]
 
 
-def measure(client_fn: Callable[[str, int, float, int], Coroutine[Any, Any, Samples]], loop: str,
-            url: str, streams: int, window: float, tokens: int) -> Measured:
+def measure(
+    client_fn: Callable[[str, int, float, int], Coroutine[Any, Any, Samples]],
+    loop: str,
+    url: str,
+    streams: int,
+    window: float,
+    tokens: int,
+) -> Measured:
     with contextlib.suppress(OSError):
         os.sched_setaffinity(0, {1})
     stat0, cpu0, t0 = read_proc_stat(), time.process_time(), time.perf_counter()
@@ -234,15 +262,24 @@ def run_sglang(url: str, streams: int, window: float, tokens: int, python: str) 
         print(f"  sglang bench client failed: {str(exc).splitlines()[0]}")
         return None
     # sglang reports ITL and TTFT, not delivery lag (it does not know the server's send stamps)
-    return {"events_per_s": r["events_per_s"] or 0.0, "lag_p50_ms": float("nan"), "lag_p99_ms": float("nan"),
-            "itl_p50_ms": r["median_itl_ms"], "itl_p99_ms": r["p99_itl_ms"], "client_cpu": r["client_cpu"],
-            "cpu_us_per_event": r["cpu_us_per_event"], "machine_busy": float("nan")}
+    return {
+        "events_per_s": r["events_per_s"] or 0.0,
+        "lag_p50_ms": float("nan"),
+        "lag_p99_ms": float("nan"),
+        "itl_p50_ms": r["median_itl_ms"],
+        "itl_p99_ms": r["p99_itl_ms"],
+        "client_cpu": r["client_cpu"],
+        "cpu_us_per_event": r["cpu_us_per_event"],
+        "machine_busy": float("nan"),
+    }
 
 
 def row(mode: str, name: str, r: Measured) -> str:
-    return (f"{mode:26s} {name:19s} {r['events_per_s']:8.0f} ev/s  lag p50/p99 {r['lag_p50_ms']:6.2f} / "
-            f"{r['lag_p99_ms']:7.2f} ms  ITL p50/p99 {r['itl_p50_ms']:6.2f} / {r['itl_p99_ms']:7.2f} ms  "
-            f"CPU {r['client_cpu']:.2f} ({r['cpu_us_per_event']:.1f} µs/ev)  machine busy {r['machine_busy']:.0%}")
+    return (
+        f"{mode:26s} {name:19s} {r['events_per_s']:8.0f} ev/s  lag p50/p99 {r['lag_p50_ms']:6.2f} / "
+        f"{r['lag_p99_ms']:7.2f} ms  ITL p50/p99 {r['itl_p50_ms']:6.2f} / {r['itl_p99_ms']:7.2f} ms  "
+        f"CPU {r['client_cpu']:.2f} ({r['cpu_us_per_event']:.1f} µs/ev)  machine busy {r['machine_busy']:.0%}"
+    )
 
 
 def main() -> None:
@@ -251,19 +288,25 @@ def main() -> None:
     ap.add_argument("--pace", type=float, default=0.0)
     ap.add_argument("--window", type=float, default=5.0)
     ap.add_argument("--streams", type=int, default=100)
-    ap.add_argument("--no-sglang", action="store_true", help="skip sglang's bench client even if installed")
+    ap.add_argument(
+        "--no-sglang", action="store_true", help="skip sglang's bench client even if installed"
+    )
     args = ap.parse_args()
     if args.serve:
         serve(args.serve, args.pace)
         return
-    print(f"cores: {os.cpu_count()}; server pinned to CPU 0, clients to CPU 1; {args.streams} streams, "
-          f"{args.window:.0f} s windows (first second skipped)")
+    print(
+        f"cores: {os.cpu_count()}; server pinned to CPU 0, clients to CPU 1; {args.streams} streams, "
+        f"{args.window:.0f} s windows (first second skipped)"
+    )
     results: dict[str, dict[str, Measured]] = {}
     sglang_python = None if args.no_sglang else sglang_client.find_sglang_python()
     for mode, pace, tokens in ((CAPACITY, 0.0, 4000), (LAG, 0.005, 400)):
         with server(pace) as url:
             for name, fn, loop in CLIENTS:
-                results.setdefault(mode, {})[name] = r = measure(fn, loop, url, args.streams, args.window, tokens)
+                results.setdefault(mode, {})[name] = r = measure(
+                    fn, loop, url, args.streams, args.window, tokens
+                )
                 print(row(mode, name, r))
             if sglang_python:
                 theirs = run_sglang(url, args.streams, args.window, tokens, sglang_python)
@@ -271,22 +314,36 @@ def main() -> None:
                     results[mode][SGLANG] = theirs
                     print(row(mode, SGLANG, theirs))
     cap, lag = results[CAPACITY], results[LAG]
-    print("the server paces each stream at 5 ms in the lag run: an ITL far from 5 ms there is the client's distortion")
-    for other in [n for n, _, _ in CLIENTS[1:]] + ([SGLANG] if SGLANG in cap and SGLANG in lag else []):
-        print(f"{CANARY} / {other}: events/s at capacity "
-              f"{ratio(cap[CANARY]['events_per_s'], cap[other]['events_per_s'])}; "
-              f"CPU per event paced {ratio(lag[CANARY]['cpu_us_per_event'], lag[other]['cpu_us_per_event'])}, "
-              f"at capacity {ratio(cap[CANARY]['cpu_us_per_event'], cap[other]['cpu_us_per_event'])}; "
-              f"lag p99 paced {ratio(lag[CANARY]['lag_p99_ms'], lag[other]['lag_p99_ms'])}; "
-              f"ITL p99 paced {lag[CANARY]['itl_p99_ms']:.2f} vs {lag[other]['itl_p99_ms']:.2f} ms")
+    print(
+        "the server paces each stream at 5 ms in the lag run: an ITL far from 5 ms there is the client's distortion"
+    )
+    for other in [n for n, _, _ in CLIENTS[1:]] + (
+        [SGLANG] if SGLANG in cap and SGLANG in lag else []
+    ):
+        print(
+            f"{CANARY} / {other}: events/s at capacity "
+            f"{ratio(cap[CANARY]['events_per_s'], cap[other]['events_per_s'])}; "
+            f"CPU per event paced {ratio(lag[CANARY]['cpu_us_per_event'], lag[other]['cpu_us_per_event'])}, "
+            f"at capacity {ratio(cap[CANARY]['cpu_us_per_event'], cap[other]['cpu_us_per_event'])}; "
+            f"lag p99 paced {ratio(lag[CANARY]['lag_p99_ms'], lag[other]['lag_p99_ms'])}; "
+            f"ITL p99 paced {lag[CANARY]['itl_p99_ms']:.2f} vs {lag[other]['itl_p99_ms']:.2f} ms"
+        )
     ok_cap = cap[CANARY]["events_per_s"] >= 40_000
     ok_lag = lag[CANARY]["lag_p99_ms"] <= 2.0
-    print(f"target ≥ 40k events/s at {args.streams} streams: {'MET' if ok_cap else 'MISSED'}; "
-          f"target lag p99 ≤ 2 ms: {'MET' if ok_lag else 'MISSED'}"
-          + ("" if ok_cap and ok_lag else " (check machine busy: another load on the cores skews both)"))
+    print(
+        f"target ≥ 40k events/s at {args.streams} streams: {'MET' if ok_cap else 'MISSED'}; "
+        f"target lag p99 ≤ 2 ms: {'MET' if ok_lag else 'MISSED'}"
+        + (
+            ""
+            if ok_cap and ok_lag
+            else " (check machine busy: another load on the cores skews both)"
+        )
+    )
     if not sglang_python and not args.no_sglang:
-        print("sglang bench client: not run (no .venv-sglang; `bash benchmarks/sglang_env.sh` builds one, "
-              "~6 GB with the CUDA torch it imports, or set SGLANG_PYTHON)")
+        print(
+            "sglang bench client: not run (no .venv-sglang; `bash benchmarks/sglang_env.sh` builds one, "
+            "~6 GB with the CUDA torch it imports, or set SGLANG_PYTHON)"
+        )
 
 
 if __name__ == "__main__":

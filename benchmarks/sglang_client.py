@@ -43,7 +43,9 @@ import time
 import urllib.parse
 from typing import Any
 
-DEFAULT_VENV_PYTHON = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venv-sglang", "bin", "python")
+DEFAULT_VENV_PYTHON = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venv-sglang", "bin", "python"
+)
 CHILD_CPU = 1  # the server in loadgen_capacity.py is pinned to CPU 0
 
 
@@ -72,8 +74,17 @@ def _pin_child() -> None:
         os.sched_setaffinity(0, {CHILD_CPU})
 
 
-def run(url: str, streams: int, window_s: float, tokens: int, python: str, *,
-        rate_hint: float = 20_000.0, timeout_s: float | None = None, input_len: int = 8) -> dict[str, Any]:
+def run(
+    url: str,
+    streams: int,
+    window_s: float,
+    tokens: int,
+    python: str,
+    *,
+    rate_hint: float = 20_000.0,
+    timeout_s: float | None = None,
+    input_len: int = 8,
+) -> dict[str, Any]:
     """Run sglang's bench client against `url` (http://127.0.0.1:PORT) and return its numbers.
 
     events_per_s is sglang's `output_throughput` (output tokens/s over its benchmark duration,
@@ -85,19 +96,47 @@ def run(url: str, streams: int, window_s: float, tokens: int, python: str, *,
     if timeout_s is None:
         timeout_s = 240.0 + 8.0 * window_s + num_prompts * tokens / 2_000.0
     work = tempfile.mkdtemp(prefix="sglang_client_")
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
-               NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
-               TOKENIZERS_PARALLELISM="false", PYTHONWARNINGS="ignore")
+    env = dict(
+        os.environ,
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        NO_PROXY="127.0.0.1,localhost",
+        no_proxy="127.0.0.1,localhost",
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONWARNINGS="ignore",
+    )
     for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         env.pop(k, None)
-    cmd = [python, os.path.abspath(__file__), "--child", base, "--streams", str(streams),
-           "--num-prompts", str(num_prompts), "--tokens", str(tokens), "--input-len", str(input_len),
-           "--workdir", work]
+    cmd = [
+        python,
+        os.path.abspath(__file__),
+        "--child",
+        base,
+        "--streams",
+        str(streams),
+        "--num-prompts",
+        str(num_prompts),
+        "--tokens",
+        str(tokens),
+        "--input-len",
+        str(input_len),
+        "--workdir",
+        work,
+    ]
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, env=env, cwd=work, preexec_fn=_pin_child, timeout=timeout_s,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.run(
+            cmd,
+            env=env,
+            cwd=work,
+            preexec_fn=_pin_child,
+            timeout=timeout_s,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         wall = time.perf_counter() - t0
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         out_path = os.path.join(work, "result.jsonl")
@@ -126,7 +165,9 @@ def run(url: str, streams: int, window_s: float, tokens: int, python: str, *,
         "median_ttft_ms": res.get("median_ttft_ms"),
         "p99_ttft_ms": res.get("p99_ttft_ms"),
         # measured phase only (first request -> metrics), stamped inside the child
-        "client_cpu": bench_cpu / bench_wall if bench_wall == bench_wall and bench_wall > 0 else float("nan"),
+        "client_cpu": bench_cpu / bench_wall
+        if bench_wall == bench_wall and bench_wall > 0
+        else float("nan"),
         "cpu_us_per_event": bench_cpu / events * 1e6 if events else float("nan"),
         # whole child process (imports, tokenizer, dataset, warmup included): RUSAGE_CHILDREN delta
         "child_cpu_s": child_cpu_s,
@@ -153,7 +194,9 @@ def _build_tokenizer(path: str) -> None:
     vocab.update({f"w{i}": i + 2 for i in range(1000)})
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]").save_pretrained(path)
+    PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]"
+    ).save_pretrained(path)
 
 
 class _NoJson:
@@ -199,28 +242,52 @@ def _child(a: argparse.Namespace) -> None:
 
     sys.argv = [
         "sglang.benchmark.serving",
-        "--backend", "sglang-oai-chat",
-        "--base-url", a.url,
-        "--model", tokdir, "--served-model-name", "x", "--tokenizer", tokdir,
-        "--dataset-name", "random-ids",
-        "--random-input-len", str(a.input_len), "--random-output-len", str(a.tokens),
-        "--random-range-ratio", "1.0",
-        "--num-prompts", str(a.num_prompts), "--max-concurrency", str(a.streams),
-        "--request-rate", "inf",
-        "--extra-request-body", json.dumps({"max_tokens": a.tokens}),
-        "--warmup-requests", "1",
-        "--ready-check-timeout-sec", "0",
+        "--backend",
+        "sglang-oai-chat",
+        "--base-url",
+        a.url,
+        "--model",
+        tokdir,
+        "--served-model-name",
+        "x",
+        "--tokenizer",
+        tokdir,
+        "--dataset-name",
+        "random-ids",
+        "--random-input-len",
+        str(a.input_len),
+        "--random-output-len",
+        str(a.tokens),
+        "--random-range-ratio",
+        "1.0",
+        "--num-prompts",
+        str(a.num_prompts),
+        "--max-concurrency",
+        str(a.streams),
+        "--request-rate",
+        "inf",
+        "--extra-request-body",
+        json.dumps({"max_tokens": a.tokens}),
+        "--warmup-requests",
+        "1",
+        "--ready-check-timeout-sec",
+        "0",
         "--disable-tqdm",
-        "--output-file", os.path.join(a.workdir, "result.jsonl"),
+        "--output-file",
+        os.path.join(a.workdir, "result.jsonl"),
     ]
     S.cli_main()
     if "t1" in phase:
         with open(os.path.join(a.workdir, "phase.json"), "w") as f:
-            json.dump({"cpu_s": phase["cpu1"] - phase["cpu0"], "wall_s": phase["t1"] - phase["t0"]}, f)
+            json.dump(
+                {"cpu_s": phase["cpu1"] - phase["cpu0"], "wall_s": phase["t1"] - phase["t0"]}, f
+            )
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("url", nargs="?", help="http://127.0.0.1:PORT of an instant server")
     ap.add_argument("--streams", type=int, default=100)
     ap.add_argument("--window", type=float, default=5.0)
@@ -242,9 +309,11 @@ def main() -> None:
         sys.exit("no sglang interpreter: set SGLANG_PYTHON or run benchmarks/sglang_env.sh")
     r = run(a.url, a.streams, a.window, a.tokens, py, rate_hint=a.rate_hint)
     print(json.dumps(r, indent=1))
-    print(f"sglang bench client: {r['events_per_s']:.0f} events/s, ITL p50/p99 {r['median_itl_ms']:.2f}/"
-          f"{r['p99_itl_ms']:.2f} ms, TTFT p50/p99 {r['median_ttft_ms']:.1f}/{r['p99_ttft_ms']:.1f} ms, "
-          f"client CPU {r['client_cpu']:.2f} ({r['cpu_us_per_event']:.1f} us/event)")
+    print(
+        f"sglang bench client: {r['events_per_s']:.0f} events/s, ITL p50/p99 {r['median_itl_ms']:.2f}/"
+        f"{r['p99_itl_ms']:.2f} ms, TTFT p50/p99 {r['median_ttft_ms']:.1f}/{r['p99_ttft_ms']:.1f} ms, "
+        f"client CPU {r['client_cpu']:.2f} ({r['cpu_us_per_event']:.1f} us/event)"
+    )
 
 
 if __name__ == "__main__":

@@ -46,13 +46,25 @@ def main() -> int:
     env = {"DSV4_TWIN_TIME_SCALE": "1.0", "DSV4_TWIN_HAZARDS": "off"}
     buckets = default_decode_buckets(256)
     rows = []
-    with twin_server(["--disaggregation-mode", "decode", "--disable-overlap-schedule",
-                      "--max-running-requests", "256"], env=env, launcher_prefix=prefix) as proc:
+    with twin_server(
+        [
+            "--disaggregation-mode",
+            "decode",
+            "--disable-overlap-schedule",
+            "--max-running-requests",
+            "256",
+        ],
+        env=env,
+        launcher_prefix=prefix,
+    ) as proc:
         for n in opts.streams:
             modelled = A_MS + B_MS * padded_batch(n, buckets)
             cpu0, t0 = _cpu_seconds(proc.pid), time.monotonic()
-            measured = asyncio.run(measure_step_ms(proc.url, n, probe_tokens=opts.tokens,
-                                                   time_scale=1.0, stream_background=True))
+            measured = asyncio.run(
+                measure_step_ms(
+                    proc.url, n, probe_tokens=opts.tokens, time_scale=1.0, stream_background=True
+                )
+            )
             cpu = (_cpu_seconds(proc.pid) - cpu0) / (time.monotonic() - t0)
             rows.append((n, modelled, measured, measured / modelled, cpu))
     pinned = f"CPU {cpus[0]}" if prefix else "unpinned (no taskset)"

@@ -41,10 +41,19 @@ def main() -> int:
     if not (0 < a.minutes <= 24 * 60 and 0 < a.time_scale <= 10 and 1 <= a.threads <= 16):
         ap.error("--minutes in (0, 1440], --time-scale in (0, 10], --threads in [1, 16]")
     env = {"DSV4_TWIN_TIME_SCALE": str(a.time_scale), "DSV4_TWIN_HAZARDS": "off"}
-    decode = ["--enable-metrics", "--tool-call-parser", "deepseekv4",
-              "--cuda-graph-bs-decode", *map(str, BUCKETS)]
-    settings = WatchSettings(interval_s=a.interval, probe_every_s=a.probe_every,
-                             max_decode_bucket=max(BUCKETS), time_scale=a.time_scale)
+    decode = [
+        "--enable-metrics",
+        "--tool-call-parser",
+        "deepseekv4",
+        "--cuda-graph-bs-decode",
+        *map(str, BUCKETS),
+    ]
+    settings = WatchSettings(
+        interval_s=a.interval,
+        probe_every_s=a.probe_every,
+        max_decode_bucket=max(BUCKETS),
+        time_scale=a.time_scale,
+    )
     found: dict[str, list[str]] = collections.defaultdict(list)
     counts = collections.Counter[str]()
     deadline = time.monotonic() + a.minutes * 60
@@ -59,13 +68,18 @@ def main() -> int:
                 print(f"[{time.monotonic() - t0:7.1f} s] FINDING {f.line()}", flush=True)
             found[f.code].append(r.at)
         if counts["rounds"] % 100 == 0:
-            print(f"[{time.monotonic() - t0:7.1f} s] {counts['rounds']} rounds, "
-                  f"{counts['probe rounds']} probe rounds, findings: {sum(map(len, found.values()))}",
-                  flush=True)
+            print(
+                f"[{time.monotonic() - t0:7.1f} s] {counts['rounds']} rounds, "
+                f"{counts['probe rounds']} probe rounds, findings: {sum(map(len, found.values()))}",
+                flush=True,
+            )
 
-    with tempfile.TemporaryDirectory() as workdir, \
-            twin_stack(router=True, env=env, prefill_args=["--enable-metrics"],
-                       decode_args=decode) as stack:
+    with (
+        tempfile.TemporaryDirectory() as workdir,
+        twin_stack(
+            router=True, env=env, prefill_args=["--enable-metrics"], decode_args=decode
+        ) as stack,
+    ):
         assert stack.router is not None
         budget = int(a.minutes * 60 * a.threads * 20)  # bounded whatever the request rate
         with RouterTraffic(stack.router.url, threads=a.threads, max_requests=budget) as load:
@@ -73,9 +87,11 @@ def main() -> int:
             watcher.run(emit, stop=lambda: time.monotonic() >= deadline)
             requests = load.completed
             errors = load.errors
-    print(f"soak: {a.minutes:g} min at time scale {a.time_scale:g}: {counts['rounds']} rounds, "
-          f"{counts['probe rounds']} probe rounds ({counts['probes not ok']} probes not ok), "
-          f"{requests} background requests ({errors} errors)")
+    print(
+        f"soak: {a.minutes:g} min at time scale {a.time_scale:g}: {counts['rounds']} rounds, "
+        f"{counts['probe rounds']} probe rounds ({counts['probes not ok']} probes not ok), "
+        f"{requests} background requests ({errors} errors)"
+    )
     if not found:
         print("no finding")
         return 0

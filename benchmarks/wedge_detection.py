@@ -60,14 +60,24 @@ class _WatchPath:
         from dsv4ops.watch.endpoints import WatchEndpoints
         from dsv4ops.watch.stream import ProbeStream
 
-        endpoints = WatchEndpoints(router_url=url, router_metrics_url=url + "/metrics",
-                                   metrics={"decode": url + "/metrics"},
-                                   health={"decode": url + "/health"}, model="default",
-                                   decode_buckets=())
+        endpoints = WatchEndpoints(
+            router_url=url,
+            router_metrics_url=url + "/metrics",
+            metrics={"decode": url + "/metrics"},
+            health={"decode": url + "/health"},
+            model="default",
+            decode_buckets=(),
+        )
         self.stream = ProbeStream(url, "default")
-        self.watcher = Watcher(endpoints, WatchSettings(), Supervisor(connect("local"), workdir).http_many,
-                               SystemClock(), probe=False, stream=self.stream,
-                               scrape_http=self.stream.http_many)
+        self.watcher = Watcher(
+            endpoints,
+            WatchSettings(),
+            Supervisor(connect("local"), workdir).http_many,
+            SystemClock(),
+            probe=False,
+            stream=self.stream,
+            scrape_http=self.stream.http_many,
+        )
         self.found_ns: int | None = None
         self.last_token_ns: int | None = None
         self.early = False
@@ -92,8 +102,9 @@ class _WatchPath:
         self.stream.close()
 
 
-async def _trial(url: str, streams: int, warm_s: float, timeout_s: float,
-                 workdir: str) -> tuple[float, float, float]:
+async def _trial(
+    url: str, streams: int, warm_s: float, timeout_s: float, workdir: str
+) -> tuple[float, float, float]:
     """One wedge: (stream-silence latency s, metrics-only latency s, watch's latency from its
     probe stream's last token s); nan when not detected."""
     wd_stream, wd_metrics = Watchdog(), Watchdog()
@@ -101,19 +112,29 @@ async def _trial(url: str, streams: int, warm_s: float, timeout_s: float,
     async with ChatClient(url, connections=streams + 8, watchdog=wd_stream) as client:
         sampler = MetricsSampler(client, [url], interval_s=0.5, watchdog=wd_metrics)
         async with wd_stream, wd_metrics, sampler:
-            tasks = [asyncio.create_task(client.stream(
-                base_body([{"role": "user", "content": text_prompt(i)}], max_tokens=100_000),
-                rid=f"wedge-bench-{i}", tag="bench")) for i in range(streams)]
+            tasks = [
+                asyncio.create_task(
+                    client.stream(
+                        base_body(
+                            [{"role": "user", "content": text_prompt(i)}], max_tokens=100_000
+                        ),
+                        rid=f"wedge-bench-{i}",
+                        tag="bench",
+                    )
+                )
+                for i in range(streams)
+            ]
             await asyncio.sleep(warm_s + random.uniform(0.0, 3.0))  # a random log-interval phase
             watch.armed = True
             t_wedge = time.perf_counter_ns()
-            status = await client.post_json(url + "/_twin/hazard",
-                                            {"hazard": "wedge", "state": "force"})
+            status = await client.post_json(
+                url + "/_twin/hazard", {"hazard": "wedge", "state": "force"}
+            )
             assert status == 200, status
             deadline = time.monotonic() + timeout_s
             while time.monotonic() < deadline and not (
-                    _first(wd_stream, FREEZE) and _first(wd_metrics, FREEZE_METRICS)
-                    and watch.found_ns):
+                _first(wd_stream, FREEZE) and _first(wd_metrics, FREEZE_METRICS) and watch.found_ns
+            ):
                 await asyncio.sleep(0.05)
             for t in tasks:
                 t.cancel()
@@ -122,10 +143,20 @@ async def _trial(url: str, streams: int, warm_s: float, timeout_s: float,
     s, m = _first(wd_stream, FREEZE), _first(wd_metrics, FREEZE_METRICS)
     early = [e for e in (*wd_stream.events, *wd_metrics.events) if e.detected_ns < t_wedge]
     if early or watch.early:
-        raise SystemExit("false wedge verdict before the wedge: "
-                         + (early[0].detail if early else "watch's decode_wedged"))
-    w = (watch.found_ns - watch.last_token_ns) / 1e9 if watch.found_ns and watch.last_token_ns else float("nan")
-    return ((s - t_wedge) / 1e9 if s else float("nan"), (m - t_wedge) / 1e9 if m else float("nan"), w)
+        raise SystemExit(
+            "false wedge verdict before the wedge: "
+            + (early[0].detail if early else "watch's decode_wedged")
+        )
+    w = (
+        (watch.found_ns - watch.last_token_ns) / 1e9
+        if watch.found_ns and watch.last_token_ns
+        else float("nan")
+    )
+    return (
+        (s - t_wedge) / 1e9 if s else float("nan"),
+        (m - t_wedge) / 1e9 if m else float("nan"),
+        w,
+    )
 
 
 def _first(wd: Watchdog, kind: str) -> int | None:
@@ -136,8 +167,9 @@ def _row(name: str, xs: list[float]) -> str:
     ok = [x for x in xs if x == x]
     if not ok:
         return f"{name:>16} {'-':>8} {'-':>8}   detected 0/{len(xs)}"
-    return (f"{name:>16} {statistics.median(ok):8.2f} {max(ok):8.2f}   "
-            f"detected {len(ok)}/{len(xs)}")
+    return (
+        f"{name:>16} {statistics.median(ok):8.2f} {max(ok):8.2f}   " f"detected {len(ok)}/{len(xs)}"
+    )
 
 
 def main() -> int:
@@ -149,18 +181,23 @@ def main() -> int:
     opts = parser.parse_args()
     step = step_ms(opts.streams, default_decode_buckets(256), a=18.0, b=1.05, hidden_ms=5.0)
     two_logs = 2 * LOG_INTERVAL * step / 1000.0
-    print(f"wedge detection, twin at scale 1.0, {opts.streams} streams "
-          f"(padded {padded_batch(opts.streams, default_decode_buckets(256))}), step {step:.1f} ms, "
-          f"log interval {LOG_INTERVAL} iterations = {LOG_INTERVAL * step / 1000:.2f} s")
+    print(
+        f"wedge detection, twin at scale 1.0, {opts.streams} streams "
+        f"(padded {padded_batch(opts.streams, default_decode_buckets(256))}), step {step:.1f} ms, "
+        f"log interval {LOG_INTERVAL} iterations = {LOG_INTERVAL * step / 1000:.2f} s"
+    )
     verdict = True
     for cadence in CADENCES:
         env = {"DSV4_TWIN_TIME_SCALE": "1.0", "DSV4_TWIN_REALTIME_TOKENS": cadence}
         stream_s, metrics_s, watch_s = [], [], []
         for _ in range(opts.trials):
-            with tempfile.TemporaryDirectory() as workdir, twin_server(
-                    ["--enable-metrics", "--max-running-requests", "256"], env=env) as proc:
-                s, m, w = asyncio.run(_trial(proc.url, opts.streams, opts.warm, opts.timeout,
-                                             workdir))
+            with (
+                tempfile.TemporaryDirectory() as workdir,
+                twin_server(["--enable-metrics", "--max-running-requests", "256"], env=env) as proc,
+            ):
+                s, m, w = asyncio.run(
+                    _trial(proc.url, opts.streams, opts.warm, opts.timeout, workdir)
+                )
             stream_s.append(s)
             metrics_s.append(m)
             watch_s.append(w)
@@ -174,18 +211,24 @@ def main() -> int:
         log_s = LOG_INTERVAL * step / 1000.0
         ok_w = [x for x in watch_s if x == x]
         if ok_w:
-            print(f"{'watch / log int.':>16} {statistics.median(ok_w) / log_s:8.2f} "
-                  f"{max(ok_w) / log_s:8.2f}   (ratio to the twin's log interval, {log_s:.2f} s)")
+            print(
+                f"{'watch / log int.':>16} {statistics.median(ok_w) / log_s:8.2f} "
+                f"{max(ok_w) / log_s:8.2f}   (ratio to the twin's log interval, {log_s:.2f} s)"
+            )
         goal_w = len(ok_w) == len(watch_s) and max(ok_w) <= 3.0
         if ok_s and ok_m:
-            print(f"{'ratio':>16} {statistics.median(ok_m) / statistics.median(ok_s):8.2f}"
-                  "   (metrics / stream, medians)")
+            print(
+                f"{'ratio':>16} {statistics.median(ok_m) / statistics.median(ok_s):8.2f}"
+                "   (metrics / stream, medians)"
+            )
         goal_s = len(ok_s) == len(stream_s) and max(ok_s) <= 3.0
         goal_m = len(ok_m) == len(metrics_s) and max(ok_m) <= two_logs
         verdict = verdict and goal_s and goal_m and goal_w
-        print(f"  goal stream silence <= 3 s: {'met' if goal_s else 'NOT met'}; "
-              f"metrics <= two log intervals ({two_logs:.2f} s): {'met' if goal_m else 'NOT met'}; "
-              f"watch <= 3 s from the last token: {'met' if goal_w else 'NOT met'}")
+        print(
+            f"  goal stream silence <= 3 s: {'met' if goal_s else 'NOT met'}; "
+            f"metrics <= two log intervals ({two_logs:.2f} s): {'met' if goal_m else 'NOT met'}; "
+            f"watch <= 3 s from the last token: {'met' if goal_w else 'NOT met'}"
+        )
     return 0 if verdict else 1
 
 

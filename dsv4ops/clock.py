@@ -56,7 +56,9 @@ def seconds_between(start_iso: str, end_iso: str) -> float | None:
     """Seconds from one journal timestamp (utc_now_iso) to another; None when either does not
     parse or the second is earlier (an A/B plan times recorded deploys with it)."""
     try:
-        seconds = (_dt.datetime.fromisoformat(end_iso) - _dt.datetime.fromisoformat(start_iso)).total_seconds()
+        seconds = (
+            _dt.datetime.fromisoformat(end_iso) - _dt.datetime.fromisoformat(start_iso)
+        ).total_seconds()
     except (ValueError, TypeError):
         return None
     return seconds if seconds >= 0 else None

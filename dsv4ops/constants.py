@@ -35,21 +35,33 @@ PROJECT_HINT = (
 # (tests/cli/main_test.py checks every DSV4OPS_ name in the package is here).
 ENVIRONMENT: tuple[tuple[str, str], ...] = (
     ("DSV4OPS_TARGET", "default --target of every command that takes one"),
-    (PROJECT_ENV, "the project directory (as --project); else found by walking up from the "
-                  "current directory to the one holding profiles/targets.yaml"),
+    (
+        PROJECT_ENV,
+        "the project directory (as --project); else found by walking up from the "
+        "current directory to the one holding profiles/targets.yaml",
+    ),
     ("DSV4OPS_PROFILES_DIR", "profiles directory (default: PROJECT/profiles)"),
-    ("DSV4OPS_STATE_DIR", "operator-side state: journals, crash reports (default: PROJECT/.dsv4ops)"),
+    (
+        "DSV4OPS_STATE_DIR",
+        "operator-side state: journals, crash reports (default: PROJECT/.dsv4ops)",
+    ),
     ("DSV4OPS_RUNBOOKS_DIR", "runbooks directory (default: PROJECT/runbooks)"),
     ("DSV4OPS_KERNELS_DIR", "kernel source tree (default: the package's own)"),
     ("DSV4OPS_AOT_PYTHON", "Python of the Triton ahead-of-time compile venv (default: .venv-aot)"),
     ("DSV4OPS_READY_TIMEOUT_S", "readiness wait per component, seconds (default: 1200)"),
     ("DSV4OPS_EVENT_LOOP", "the canary's event loop: uvloop (default) or asyncio"),
     ("DSV4OPS_PROGRESS_EVERY_S", "seconds between two progress lines off a terminal (default: 10)"),
-    ("DSV4OPS_RUNBOOK_URL", "where the runbooks are published: the alert rules' runbook links "
-                            "(monitoring render --runbook-url)"),
+    (
+        "DSV4OPS_RUNBOOK_URL",
+        "where the runbooks are published: the alert rules' runbook links "
+        "(monitoring render --runbook-url)",
+    ),
     ("DSV4OPS_RUNBOOK_RUN", "set by `runbook run` for the commands it runs (journal link)"),
-    ("_DSV4OPS_COMPLETE", "shell completion: eval \"$(_DSV4OPS_COMPLETE=bash_source dsv4ops)\" "
-                          "(zsh_source, fish_source)"),
+    (
+        "_DSV4OPS_COMPLETE",
+        'shell completion: eval "$(_DSV4OPS_COMPLETE=bash_source dsv4ops)" '
+        "(zsh_source, fish_source)",
+    ),
 )
 
 

@@ -75,8 +75,10 @@ def _settings(name: str) -> str | None:
         return None
     twin = " ".join(f"{k}={v}" for k, v in target.twin_env) or "none (real timing)"
     own = " ".join(f"{k}={v}" for k, v in DEMO_ENV.items())
-    return (f"target {name} ({target.description}): launcher {target.launcher}, port_offset "
-            f"{target.port_offset}; twin_env {twin}; the demo also sets {own}")
+    return (
+        f"target {name} ({target.description}): launcher {target.launcher}, port_offset "
+        f"{target.port_offset}; twin_env {twin}; the demo also sets {own}"
+    )
 
 
 def main() -> int:

@@ -149,8 +149,12 @@ def write_atomic(path: str, data: bytes) -> None:
     try:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=dfd)  # a leftover of a killed run (or a planted link)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600, dir_fd=dfd)
+        fd = os.open(
+            tmp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+            dir_fd=dfd,
+        )
         try:
             _write_all(fd, data)
             os.fsync(fd)
@@ -164,7 +168,7 @@ def write_atomic(path: str, data: bytes) -> None:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def append_bytes(path: str, data: bytes, *, mend: bool = True) -> None:

@@ -138,8 +138,20 @@ def argv_secret_values(argv: Sequence[str]) -> set[str]:
 
 
 _KEY_ENDINGS = (
-    "api_key", "api-key", "apikey", "api_keys", "api-keys", "apikeys", "token", "password",
-    "passwd", "secret", "db_url", "db-url", "redis_url", "redis-url",
+    "api_key",
+    "api-key",
+    "apikey",
+    "api_keys",
+    "api-keys",
+    "apikeys",
+    "token",
+    "password",
+    "passwd",
+    "secret",
+    "db_url",
+    "db-url",
+    "redis_url",
+    "redis-url",
 )
 
 
@@ -195,7 +207,9 @@ def redact_text(text: str, values: Iterable[str] = ()) -> str:
     return _SECRET_TEXT.sub(_text_sub, text)
 
 
-def redact_tree(value: Any, *, key: str | None = None, text: Callable[[str], str] | None = None) -> Any:
+def redact_tree(
+    value: Any, *, key: str | None = None, text: Callable[[str], str] | None = None
+) -> Any:
     """Deep copy of JSON-like data with secrets hidden: values under secret-named keys, and the
     values of secret flags in any list of strings (an argv). `text` post-processes every other
     string (the journal uses it to hide secret values that leaked into free text)."""

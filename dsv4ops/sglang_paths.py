@@ -66,8 +66,11 @@ def entry_point_name(package: str) -> str:
 
 def plugin_env(package: str, root: str) -> dict[str, str]:
     """The workers' env that loads a package's plugin and points SGLang's lookup at its configs."""
-    return {CONFIG_DIR_ENV: root, PLUGINS_ENV: entry_point_name(package),
-            "PYTHONPATH": f"{root}/{PLUGIN_SITE}"}
+    return {
+        CONFIG_DIR_ENV: root,
+        PLUGINS_ENV: entry_point_name(package),
+        "PYTHONPATH": f"{root}/{PLUGIN_SITE}",
+    }
 
 
 @dataclass(frozen=True)
@@ -79,19 +82,31 @@ class MoePath:
     why: str  # file:line and the reason, for an operator
 
 
-def moe_config_file_name(e: int, n: int, device_name: str, dtype: str | None,
-                         block_shape: tuple[int, int] | None = None, down: bool = False) -> str:
+def moe_config_file_name(
+    e: int,
+    n: int,
+    device_name: str,
+    dtype: str | None,
+    block_shape: tuple[int, int] | None = None,
+    down: bool = False,
+) -> str:
     """fused_moe_triton_config.py L36-51, character for character (the list's repr has a space)."""
     dtype_sel = f",dtype={dtype}" if dtype else ""
     block_sel = f",block_shape={list(block_shape)}" if block_shape and all(block_shape) else ""
-    return (f"E={e},N={n},device_name={device_name.replace(' ', '_')}{dtype_sel}{block_sel}"
-            f"{'_down' if down else ''}.json")
+    return (
+        f"E={e},N={n},device_name={device_name.replace(' ', '_')}{dtype_sel}{block_sel}"
+        f"{'_down' if down else ''}.json"
+    )
 
 
 def dsv4_flash_config_names(device_name: str) -> tuple[str, str]:
     """(up, down) names SGLang looks up on the triton_fp8_dequant path at TP4."""
-    return tuple(moe_config_file_name(DSV4_FLASH_E, DSV4_FLASH_N_TP4, device_name, "fp8_w8a8",
-                                      DSV4_WEIGHT_BLOCK, down) for down in (False, True))  # type: ignore[return-value]
+    return tuple(
+        moe_config_file_name(
+            DSV4_FLASH_E, DSV4_FLASH_N_TP4, device_name, "fp8_w8a8", DSV4_WEIGHT_BLOCK, down
+        )
+        for down in (False, True)
+    )  # type: ignore[return-value]
 
 
 def _flag(args: list[str] | tuple[str, ...], name: str, default: str) -> str:
@@ -114,21 +129,37 @@ def moe_path(args: list[str] | tuple[str, ...], env: dict[str, str]) -> MoePath:
     dequant = _on(env, DEQUANT_ENV, False)
     if runner == "auto" and dequant:
         if _on(env, DEEPGEMM_ENV, True):
-            return MoePath("deep_gemm", False,
-                           f"{DEQUANT_ENV}=1 runs Fp8MoEMethod, whose auto runner is deep_gemm while "
-                           f"DeepGEMM's JIT has the SM120 APIs (fp8.py L2962-2964, deep_gemm_wrapper/"
-                           f"configurer.py L32-52); set {DEEPGEMM_ENV}=0 for triton")
-        return MoePath(TRITON_FP8, True,
-                       "Fp8MoEMethod on FP8-cast experts, triton runner (fp8.py L425-429, L2196-2214, "
-                       "L2962-2972): fused_moe_triton_config.py L36-103 reads the dtype=fp8_w8a8 config")
+            return MoePath(
+                "deep_gemm",
+                False,
+                f"{DEQUANT_ENV}=1 runs Fp8MoEMethod, whose auto runner is deep_gemm while "
+                f"DeepGEMM's JIT has the SM120 APIs (fp8.py L2962-2964, deep_gemm_wrapper/"
+                f"configurer.py L32-52); set {DEEPGEMM_ENV}=0 for triton",
+            )
+        return MoePath(
+            TRITON_FP8,
+            True,
+            "Fp8MoEMethod on FP8-cast experts, triton runner (fp8.py L425-429, L2196-2214, "
+            "L2962-2972): fused_moe_triton_config.py L36-103 reads the dtype=fp8_w8a8 config",
+        )
     if runner in ("auto", FLASHINFER_MXFP4):
-        return MoePath(FLASHINFER_MXFP4, False,
-                       "flashinfer_mxfp4 reads no Triton configs (deepseek_v4.py L66-88 selects it; "
-                       "fp8.py L459-466 runs Mxfp4FlashinferCutlassMoEMethod)")
+        return MoePath(
+            FLASHINFER_MXFP4,
+            False,
+            "flashinfer_mxfp4 reads no Triton configs (deepseek_v4.py L66-88 selects it; "
+            "fp8.py L459-466 runs Mxfp4FlashinferCutlassMoEMethod)",
+        )
     if runner == "triton":
-        why = (f"{DEQUANT_ENV}=1 asserts --moe-runner-backend auto (fp8.py L425-428)" if dequant else
-               "the FP4 experts stay packed and fused_moe.py L1119 fails 'Hidden size mismatch'; "
-               f"use {DEQUANT_ENV}=1 with --moe-runner-backend auto")
+        why = (
+            f"{DEQUANT_ENV}=1 asserts --moe-runner-backend auto (fp8.py L425-428)"
+            if dequant
+            else "the FP4 experts stay packed and fused_moe.py L1119 fails 'Hidden size mismatch'; "
+            f"use {DEQUANT_ENV}=1 with --moe-runner-backend auto"
+        )
         return MoePath("fails", False, f"--moe-runner-backend triton on DSV4-Flash: {why}")
-    return MoePath(runner, False, f"--moe-runner-backend {runner} runs its own kernels and reads no "
-                   "Triton configs (fp8.py L445-472)")
+    return MoePath(
+        runner,
+        False,
+        f"--moe-runner-backend {runner} runs its own kernels and reads no "
+        "Triton configs (fp8.py L445-472)",
+    )

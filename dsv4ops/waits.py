@@ -22,7 +22,9 @@ class Wait(Protocol):
 
 
 class WaitObserver(Protocol):
-    def waiting(self, what: str, deadline_s: float | None) -> contextlib.AbstractContextManager[Wait]:
+    def waiting(
+        self, what: str, deadline_s: float | None
+    ) -> contextlib.AbstractContextManager[Wait]:
         """A step that may take long; `deadline_s` its bound in seconds, None when unbounded."""
         ...
 

@@ -31,8 +31,11 @@ from testing.orchestrate import OrchEnv, commit_all
 # Model time x 0.5: slow enough that the client and the twin keep up with 60 streams on a loaded 2-core
 # machine. Every block restarts the unit: the schedulers' exit after ShutdownReq and the SIGTERM
 # watchdog's tick (3 s and 5 s model time by default) are cut to keep a block near 8 s.
-AB_TWIN_ENV = {"DSV4_TWIN_TIME_SCALE": "0.5", "DSV4_TWIN_SCHEDULER_EXIT_S": "0.5",
-               "DSV4_TWIN_SIGTERM_TICK_S": "0.5"}
+AB_TWIN_ENV = {
+    "DSV4_TWIN_TIME_SCALE": "0.5",
+    "DSV4_TWIN_SCHEDULER_EXIT_S": "0.5",
+    "DSV4_TWIN_SIGTERM_TICK_S": "0.5",
+}
 # Short sweep requests: the staircase's drain after the last level waits for them.
 AB_WORKLOAD = {"sweep_max_tokens": 64}
 # The twin's deploy-to-deploy variation in the A/B tests: 0.5% per start, seeded per start (the
@@ -43,8 +46,14 @@ AB_DEPLOY_VARIATION_PCT = 0.5
 
 def ab_twin_env(root: Path) -> dict[str, str]:
     """AB_TWIN_ENV with the seeded deploy-to-deploy variation, its start counter under `root`."""
-    return {**AB_TWIN_ENV, "DSV4_TWIN_DEPLOY_VARIATION_PCT": str(AB_DEPLOY_VARIATION_PCT),
-            "DSV4_TWIN_DEPLOY_SEED": "22", "DSV4_TWIN_DEPLOY_COUNTER": str(root / "decode-starts")}
+    return {
+        **AB_TWIN_ENV,
+        "DSV4_TWIN_DEPLOY_VARIATION_PCT": str(AB_DEPLOY_VARIATION_PCT),
+        "DSV4_TWIN_DEPLOY_SEED": "22",
+        "DSV4_TWIN_DEPLOY_COUNTER": str(root / "decode-starts"),
+    }
+
+
 VARIANTS = {"ab-base": "baseline", "ab-overlap": "overlap-on", "ab-step4": "buckets-step4"}
 
 
@@ -104,38 +113,56 @@ class TwinBlocks:
 
     def run(self, schedule: Sequence[Arm]) -> list[BlockResult]:
         clock = _Clock()
-        var = StepVariation(noise_pct=self.noise_pct, drift_pct_per_min=self.drift_pct_per_min,
-                            epoch=0.0, time_scale=1.0, seed=self.seed, clock=clock)
+        var = StepVariation(
+            noise_pct=self.noise_pct,
+            drift_pct_per_min=self.drift_pct_per_min,
+            epoch=0.0,
+            time_scale=1.0,
+            seed=self.seed,
+            clock=clock,
+        )
         rng = random.Random(f"block-sd:{self.seed}")
         out = []
         for i, arm_name in enumerate(schedule):
             arm = self.arms[arm_name]
             clock.t += startup_s(arm, self.cfg)  # the switch: this arm's deploy and capture
             start = clock.t
-            block = max(0.5, 1 + rng.gauss(0, self.block_sd_pct / 100)) if self.block_sd_pct else 1.0
+            block = (
+                max(0.5, 1 + rng.gauss(0, self.block_sd_pct / 100)) if self.block_sd_pct else 1.0
+            )
             values = {c: self._level(arm, c, clock, var, block) for c in self.concurrencies}
             fit = _fit([(c, values[c]["step_mean_ms"]) for c in self.concurrencies])
             for v in values.values():
                 v.pop("step_mean_ms")
             if fit:
                 values[FIT_LEVEL] = {"step_a_ms": fit[0], "step_b_ms": fit[1]}
-            out.append(BlockResult(i, arm_name, arm.profile, f"op-{i}", f"t+{start:.0f}s",
-                                   clock.t - start, values))
+            out.append(
+                BlockResult(
+                    i, arm_name, arm.profile, f"op-{i}", f"t+{start:.0f}s", clock.t - start, values
+                )
+            )
         return out
 
-    def _level(self, arm: ArmModel, c: int, clock: _Clock, var: StepVariation,
-               block: float) -> dict[str, float]:
+    def _level(
+        self, arm: ArmModel, c: int, clock: _Clock, var: StepVariation, block: float
+    ) -> dict[str, float]:
         dt = self.block_s / len(self.concurrencies) / self.steps
         hidden = self.cfg.overlap_hidden_ms if arm.overlap else 0.0
-        law = step_ms(c, list(arm.buckets), a=self.cfg.step_a_ms, b=self.cfg.step_b_ms, hidden_ms=hidden)
+        law = step_ms(
+            c, list(arm.buckets), a=self.cfg.step_a_ms, b=self.cfg.step_b_ms, hidden_ms=hidden
+        )
         steps = []
         for _ in range(self.steps):
             steps.append(law * arm.step_scale * block * var.factor())
             clock.t += dt
         steps.sort()
         mean = statistics.fmean(steps)
-        return {"output_tok_s": 1000.0 * c / mean, "itl_p50_ms": statistics.median(steps),
-                "itl_p99_ms": steps[min(len(steps) - 1, int(0.99 * len(steps)))], "step_mean_ms": mean}
+        return {
+            "output_tok_s": 1000.0 * c / mean,
+            "itl_p50_ms": statistics.median(steps),
+            "itl_p99_ms": steps[min(len(steps) - 1, int(0.99 * len(steps)))],
+            "step_mean_ms": mean,
+        }
 
 
 def _fit(points: list[tuple[int, float]]) -> tuple[float, float] | None:

@@ -33,9 +33,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def fake_server(config: dict[str, Any] | None = None, *, timeout_s: float = 15.0) -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "testing.programs.canary_server", "--port", str(port),
-         "--config", json.dumps(config or {})],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "testing.programs.canary_server",
+            "--port",
+            str(port),
+            "--config",
+            json.dumps(config or {}),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + timeout_s
@@ -81,8 +91,14 @@ class ScriptedServer:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
                 body = await reader.readexactly(length)
                 self.requests.append(head + body)
                 for piece in self.script(len(self.requests) - 1, body):

@@ -55,8 +55,10 @@ def run_cli(*args: str, profiles_dir: Path, cwd: Path | None = None) -> Run:
 
 # --- terminal ---
 
-def run_in_pty(argv: list[str], *, env: dict[str, str], cwd: Path, timeout_s: float = 120.0,
-               columns: int = 200) -> tuple[int, str]:
+
+def run_in_pty(
+    argv: list[str], *, env: dict[str, str], cwd: Path, timeout_s: float = 120.0, columns: int = 200
+) -> tuple[int, str]:
     """Run `argv` with stdin, stdout and stderr on a pseudo-terminal, as a user at a terminal
     would; returns (exit code, everything it wrote, escape sequences included). Bounded: the
     process group is killed past `timeout_s` and the test fails."""
@@ -70,9 +72,15 @@ def run_in_pty(argv: list[str], *, env: dict[str, str], cwd: Path, timeout_s: fl
 
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=cwd,
-                            env={**env, "TERM": "xterm-256color", "COLUMNS": str(columns)},
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        cwd=cwd,
+        env={**env, "TERM": "xterm-256color", "COLUMNS": str(columns)},
+        start_new_session=True,
+    )
     os.close(slave)
     chunks: list[bytes] = []
     deadline = time.monotonic() + timeout_s
@@ -80,8 +88,10 @@ def run_in_pty(argv: list[str], *, env: dict[str, str], cwd: Path, timeout_s: fl
         while True:
             if time.monotonic() > deadline:
                 os.killpg(proc.pid, signal.SIGKILL)
-                raise AssertionError(f"{argv} ran past {timeout_s}s:\n"
-                                     + b"".join(chunks).decode(errors="replace")[-3000:])
+                raise AssertionError(
+                    f"{argv} ran past {timeout_s}s:\n"
+                    + b"".join(chunks).decode(errors="replace")[-3000:]
+                )
             ready, _, _ = select.select([master], [], [], 0.2)
             if ready:
                 try:

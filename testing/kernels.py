@@ -26,6 +26,7 @@ from dsv4ops.remote.local import LocalExecutor
 
 # --- artifacts (was testing/kernels.py) ---
 
+
 def read_members(path: Path) -> tuple[str, dict[str, bytes]]:
     """(top dir, {relative path: bytes}) of an artifact, without any safety checks."""
     with tarfile.open(path, "r:gz") as tar:
@@ -49,8 +50,13 @@ def write_tar(path: Path, entries: list[tuple[tarfile.TarInfo, bytes | None]]) -
     return path
 
 
-def repack(src: Path, dst: Path, mutate: Callable[[dict[str, bytes]], None],
-           top: str | None = None, fix_manifest: bool = False) -> Path:
+def repack(
+    src: Path,
+    dst: Path,
+    mutate: Callable[[dict[str, bytes]], None],
+    top: str | None = None,
+    fix_manifest: bool = False,
+) -> Path:
     """Copy an artifact with its files changed by `mutate`; `fix_manifest` re-signs checksums
     (a well-formed package with a different content, e.g. another target)."""
     old_top, files = read_members(src)
@@ -100,9 +106,9 @@ class Built:
 class ShippedAot:
     """The sm_120 compile of every shipped (kernel, config), run once with an empty cache."""
 
-    version: str                # the Triton that compiled them
+    version: str  # the Triton that compiled them
     results: list[aot.AotResult]
-    cache: Path                 # the aot-cache/ that compile filled (content-hash keyed)
+    cache: Path  # the aot-cache/ that compile filled (content-hash keyed)
 
 
 def compile_shipped(state: Path) -> ShippedAot:
@@ -114,8 +120,9 @@ def compile_shipped(state: Path) -> ShippedAot:
         mp.setenv("DSV4OPS_STATE_DIR", str(state))
         assert not aot.cache_dir().exists(), "the shipped compile must start from an empty cache"
         with LocalExecutor() as ex:
-            version, results = aot.check(aot.jobs_for(shipped_configs()), executor=ex,
-                                         kernels_root=kernels_dir())
+            version, results = aot.check(
+                aot.jobs_for(shipped_configs()), executor=ex, kernels_root=kernels_dir()
+            )
         return ShippedAot(version, results, aot.cache_dir())
 
 

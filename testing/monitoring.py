@@ -68,8 +68,9 @@ class Prometheus:
 
 
 @contextmanager
-def prometheus_server(config_text: str, rules_text: str, *,
-                      rules_file: str = "dsv4ops-alerts.yml") -> Iterator[Prometheus]:
+def prometheus_server(
+    config_text: str, rules_text: str, *, rules_file: str = "dsv4ops-alerts.yml"
+) -> Iterator[Prometheus]:
     if BINARY is None:
         raise RuntimeError("prometheus is not installed (`make install` installs Debian's package)")
     with tempfile.TemporaryDirectory(prefix="prom-") as tmp:
@@ -80,9 +81,17 @@ def prometheus_server(config_text: str, rules_text: str, *,
         log = d / "prometheus.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [BINARY, f"--config.file={d / 'prometheus.yml'}", f"--storage.tsdb.path={d / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle"],
-                stdout=out, stderr=subprocess.STDOUT, cwd=d)
+                [
+                    BINARY,
+                    f"--config.file={d / 'prometheus.yml'}",
+                    f"--storage.tsdb.path={d / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                    "--web.enable-lifecycle",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=d,
+            )
         prom = Prometheus(f"http://127.0.0.1:{port}", proc, log)
         try:
             deadline = time.monotonic() + 30
@@ -92,7 +101,9 @@ def prometheus_server(config_text: str, rules_text: str, *,
                         break
                 except OSError:
                     if proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"prometheus did not start:\n{prom.log_tail()}") from None
+                        raise RuntimeError(
+                            f"prometheus did not start:\n{prom.log_tail()}"
+                        ) from None
                     time.sleep(0.1)
             yield prom
         finally:

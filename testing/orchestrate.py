@@ -273,6 +273,7 @@ def read_events(env: OrchEnv) -> list[dict[str, object]]:
 
 # --- cli (was testing/orchestrate.py) ---
 
+
 def module_env(
     tmp_path_factory: pytest.TempPathFactory, extra_twin_env: dict[str, str] | None = None
 ) -> Iterator[OrchEnv]:
@@ -299,8 +300,9 @@ def cli(
     return code, out, err
 
 
-def cli_operator(env: OrchEnv, progress: Progress | None = None,
-                 **kw: object) -> tuple[Operator, TargetSession]:
+def cli_operator(
+    env: OrchEnv, progress: Progress | None = None, **kw: object
+) -> tuple[Operator, TargetSession]:
     """(Operator, TargetContext) for the env's target, as the CLI composes them."""
     from dsv4ops.cli._context import open_target
     from dsv4ops.orchestrate.usecases.compose import operator_for
@@ -320,8 +322,9 @@ def cli_operator(env: OrchEnv, progress: Progress | None = None,
 
 
 # **kw: Operator.deploy's keyword arguments, passed through as given.
-def deploy_via_operator(env: OrchEnv, profile: str, progress: Progress | None = None,
-                        **kw: Any) -> Outcome:
+def deploy_via_operator(
+    env: OrchEnv, profile: str, progress: Progress | None = None, **kw: Any
+) -> Outcome:
     """Deploy like the CLI does (fallback = last known-good from git), with a progress hook."""
     from dsv4ops.orchestrate.restore import fallback_for
     from dsv4ops.orchestrate.usecases import render as R
@@ -480,8 +483,10 @@ class FakeControl:
                 self.busy_metric_reads -= 1
                 body = METRICS_IDLE.replace("} 0\n", "} 2\n", 1)
                 if self.frozen_decode_tokens is not None:
-                    body += ('# TYPE sglang:realtime_tokens counter\nsglang:realtime_tokens_total'
-                             f'{{tp_rank="0",mode="decode"}} {self.frozen_decode_tokens}\n')
+                    body += (
+                        "# TYPE sglang:realtime_tokens counter\nsglang:realtime_tokens_total"
+                        f'{{tp_rank="0",mode="decode"}} {self.frozen_decode_tokens}\n'
+                    )
                 return Reply(200, body)
             return Reply(200, METRICS_IDLE)
         if url.endswith("/v1/chat/completions"):
@@ -599,7 +604,11 @@ def passing_gate(_deployment: Deployment, _router_url: str) -> tuple[str, list[s
 
 
 def operator(
-    control: TargetControl, journal: Any, lines: list[str] | None = None, *, gate: Any = passing_gate
+    control: TargetControl,
+    journal: Any,
+    lines: list[str] | None = None,
+    *,
+    gate: Any = passing_gate,
 ) -> Operator:
     """The engine over `control` with a fake clock and a canary gate that passes (`gate=None`:
     none, like `--no-canary`); progress lines go to `lines` when given."""
@@ -635,12 +644,21 @@ class SglangControl(FakeControl):
         if not self.reported:
             return "decode log"
         name, _, version = self.reported.partition("@")
-        return (f"[dsv4ops-kernel-plugin] loaded {name} {version} pid=7 hooks=none\n"
-                f"Using MoE kernel config from /work/kernels/{name}/{version}/configs/triton_3_8_0/"
-                "E=256,N=512,device_name=X,dtype=fp8_w8a8,block_shape=[128, 128].json.\n")
+        return (
+            f"[dsv4ops-kernel-plugin] loaded {name} {version} pid=7 hooks=none\n"
+            f"Using MoE kernel config from /work/kernels/{name}/{version}/configs/triton_3_8_0/"
+            "E=256,N=512,device_name=X,dtype=fp8_w8a8,block_shape=[128, 128].json.\n"
+        )
 
-    def http(self, url: str, *, method: str = "GET", body: str | None = None,
-             headers: Mapping[str, str] | None = None, timeout_s: float = 10.0) -> HttpReply:
+    def http(
+        self,
+        url: str,
+        *,
+        method: str = "GET",
+        body: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout_s: float = 10.0,
+    ) -> HttpReply:
         if url.endswith("/server_info"):
             info: dict[str, Any] = {"version": "0.5.23", "internal_states": [{}]}
             if self.twin:
@@ -691,8 +709,15 @@ class RecordingControl(FakeControl):
 
     sent: list[dict[str, Any]] = field(default_factory=list)
 
-    def http(self, url: str, *, method: str = "GET", body: str | None = None,
-             headers: Mapping[str, str] | None = None, timeout_s: float = 10.0) -> HttpReply:
+    def http(
+        self,
+        url: str,
+        *,
+        method: str = "GET",
+        body: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout_s: float = 10.0,
+    ) -> HttpReply:
         if body:
             self.sent.append(json.loads(body))
         return super().http(url, method=method, body=body, headers=headers, timeout_s=timeout_s)

@@ -94,6 +94,7 @@ decode:
 
 # --- sglang_parser (was testing/profiles.py) ---
 
+
 class ParseFailed(Exception):
     pass
 

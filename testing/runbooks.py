@@ -27,6 +27,7 @@ SHIPPED_RUNBOOKS = (
 
 # --- fake_executor (was testing/runbooks.py) ---
 
+
 def incident_present(argv: list[str]) -> int:
     """The wedge is there: the smoke canary FAILs (2), everything else succeeds."""
     return 2 if "smoke" in argv else 0

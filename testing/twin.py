@@ -67,13 +67,22 @@ from testing.ports import free_ports
 
 # --- client (was testing/twin.py) ---
 
-WEATHER_TOOL = {"type": "function", "function": {
-    "name": "get_weather",
-    "description": "weather for a city",
-    "parameters": {"type": "object",
-                   "properties": {"city": {"type": "string"}, "nonce": {"type": "string"},
-                                  "pad": {"type": "string"}},
-                   "required": ["city", "nonce"]}}}
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "weather for a city",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "nonce": {"type": "string"},
+                "pad": {"type": "string"},
+            },
+            "required": ["city", "nonce"],
+        },
+    },
+}
 
 
 def sse_events(lines: Iterable[str]) -> list[Any]:
@@ -118,6 +127,7 @@ def fake_bootstrap() -> dict[str, Any]:
 
 # --- fake_clock (was testing/twin.py) ---
 
+
 class FakeClock:
     def __init__(self, t: float = 1000.0) -> None:
         self.t = t
@@ -137,8 +147,9 @@ async def _state(session: aiohttp.ClientSession, url: str) -> JSONObject:
         return state
 
 
-async def wait_running(session: aiohttp.ClientSession, url: str, n: int,
-                       timeout: float = 20.0) -> None:
+async def wait_running(
+    session: aiohttp.ClientSession, url: str, n: int, timeout: float = 20.0
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if (await _state(session, url))["running"] == n:
@@ -148,8 +159,12 @@ async def wait_running(session: aiohttp.ClientSession, url: str, n: int,
 
 
 async def _background(session: aiohttp.ClientSession, url: str, i: int, stream: bool) -> int:
-    body = {"text": f"background request {i}", "stream": stream,
-            "sampling_params": {"max_new_tokens": 1_000_000}, **FAKE_BOOTSTRAP}
+    body = {
+        "text": f"background request {i}",
+        "stream": stream,
+        "sampling_params": {"max_new_tokens": 1_000_000},
+        **FAKE_BOOTSTRAP,
+    }
     chunks = 0
     async with session.post(f"{url}/generate", json=body) as resp:
         if stream:
@@ -161,8 +176,12 @@ async def _background(session: aiohttp.ClientSession, url: str, i: int, stream: 
 
 
 async def _probe(session: aiohttp.ClientSession, url: str, tokens: int) -> list[float]:
-    body = {"text": "probe request", "stream": True,
-            "sampling_params": {"max_new_tokens": tokens}, **FAKE_BOOTSTRAP}
+    body = {
+        "text": "probe request",
+        "stream": True,
+        "sampling_params": {"max_new_tokens": tokens},
+        **FAKE_BOOTSTRAP,
+    }
     arrivals: list[float] = []
     async with session.post(f"{url}/generate", json=body) as resp:
         async for line in resp.content:
@@ -171,14 +190,22 @@ async def _probe(session: aiohttp.ClientSession, url: str, tokens: int) -> list[
     return arrivals
 
 
-async def measure_step_ms(url: str, concurrency: int, *, probe_tokens: int, time_scale: float,
-                          stream_background: bool = False) -> float:
+async def measure_step_ms(
+    url: str,
+    concurrency: int,
+    *,
+    probe_tokens: int,
+    time_scale: float,
+    stream_background: bool = False,
+) -> float:
     """Mean modelled step (ms) at `concurrency` running requests; aborts the load afterwards."""
     timeout = aiohttp.ClientTimeout(total=300)
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-        tasks = [asyncio.create_task(_background(session, url, i, stream_background))
-                 for i in range(concurrency - 1)]
+        tasks = [
+            asyncio.create_task(_background(session, url, i, stream_background))
+            for i in range(concurrency - 1)
+        ]
         try:
             await wait_running(session, url, concurrency - 1)
             arrivals = await _probe(session, url, probe_tokens)
@@ -219,8 +246,11 @@ FAST_ENV = {
 
 def _inherited_env() -> dict[str, str]:
     """The caller's environment minus twin tunables, so a stray DSV4_TWIN_FORCE cannot leak in."""
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith(("DSV4_TWIN_", "SGLANG_OPT_", "SGLANG_MOE_CONFIG_DIR"))}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DSV4_TWIN_", "SGLANG_OPT_", "SGLANG_MOE_CONFIG_DIR"))
+    }
 
 
 def _die_with_parent() -> None:
@@ -259,9 +289,14 @@ class Proc:
     def start(self) -> None:
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         try:
-            self.popen = subprocess.Popen(self.argv, env=self.env, stdout=log,
-                                          stderr=subprocess.STDOUT, start_new_session=True,
-                                          preexec_fn=_die_with_parent)
+            self.popen = subprocess.Popen(
+                self.argv,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
         finally:
             log.close()
 
@@ -334,8 +369,11 @@ class TwinStack:
         proc = self.procs[name]
         proc.start()
         if wait:
-            wait_http(proc.url + ("/readiness" if name == "router" else "/health"),
-                      self.ready_timeout, proc)
+            wait_http(
+                proc.url + ("/readiness" if name == "router" else "/health"),
+                self.ready_timeout,
+                proc,
+            )
 
     def restart(self, name: str, wait: bool = True) -> None:
         """SIGTERM one component and start it again (same ports, args and env)."""
@@ -378,8 +416,10 @@ def wait_http(url: str, timeout: float, proc: Proc | None = None) -> None:
         if http_status(url, timeout=5.0) == 200:
             return
         if proc is not None and not proc.alive():
-            raise RuntimeError(f"{proc.name} exited ({proc.popen.returncode if proc.popen else '?'})"
-                               f" before {url} was ready:\n{proc.log_tail()}")
+            raise RuntimeError(
+                f"{proc.name} exited ({proc.popen.returncode if proc.popen else '?'})"
+                f" before {url} was ready:\n{proc.log_tail()}"
+            )
         time.sleep(0.02)  # a 0.1 s period cost ~50 ms per wait on average, three waits a stack
     tail = proc.log_tail() if proc else ""
     raise RuntimeError(f"{url} not ready after {timeout}s:\n{tail}")
@@ -408,32 +448,98 @@ def twin_stack(
     workdir.mkdir(parents=True, exist_ok=True)
     event_log = workdir / "events.jsonl"
     p_port, boot_port, d_port, r_port, prom_port = free_ports(5)
-    base_env = {**_inherited_env(), **(FAST_ENV if fast else {}), **(env or {}),
-                "DSV4_TWIN_EVENT_LOG": str(event_log)}
+    base_env = {
+        **_inherited_env(),
+        **(FAST_ENV if fast else {}),
+        **(env or {}),
+        "DSV4_TWIN_EVENT_LOG": str(event_log),
+    }
     py = sys.executable
-    common = ["--model-path", model_path, "--host", "127.0.0.1", "--tp-size", "4",
-              "--disaggregation-transfer-backend", "nixl",
-              "--disaggregation-bootstrap-port", str(boot_port)]
-    prefill = Proc("prefill",
-                   [py, "-m", "dsv4ops.twin.launch_server", *common, "--port", str(p_port),
-                    "--disaggregation-mode", "prefill", *prefill_args],
-                   {**base_env, **(prefill_env or {})}, p_port, workdir / "prefill.log",
-                   bootstrap_port=boot_port)
-    decode = Proc("decode",
-                  [py, "-m", "dsv4ops.twin.launch_server", *common, "--port", str(d_port),
-                   "--disaggregation-mode", "decode", *decode_args],
-                  {**base_env, **(decode_env or {})}, d_port, workdir / "decode.log")
+    common = [
+        "--model-path",
+        model_path,
+        "--host",
+        "127.0.0.1",
+        "--tp-size",
+        "4",
+        "--disaggregation-transfer-backend",
+        "nixl",
+        "--disaggregation-bootstrap-port",
+        str(boot_port),
+    ]
+    prefill = Proc(
+        "prefill",
+        [
+            py,
+            "-m",
+            "dsv4ops.twin.launch_server",
+            *common,
+            "--port",
+            str(p_port),
+            "--disaggregation-mode",
+            "prefill",
+            *prefill_args,
+        ],
+        {**base_env, **(prefill_env or {})},
+        p_port,
+        workdir / "prefill.log",
+        bootstrap_port=boot_port,
+    )
+    decode = Proc(
+        "decode",
+        [
+            py,
+            "-m",
+            "dsv4ops.twin.launch_server",
+            *common,
+            "--port",
+            str(d_port),
+            "--disaggregation-mode",
+            "decode",
+            *decode_args,
+        ],
+        {**base_env, **(decode_env or {})},
+        d_port,
+        workdir / "decode.log",
+    )
     router_proc = None
     if router:
-        router_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                      "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
-        router_proc = Proc("router",
-                           [py, "-m", "sglang_router.launch_router", "--pd-disaggregation",
-                            "--prefill", prefill.url, str(boot_port), "--decode", decode.url,
-                            "--host", "127.0.0.1", "--port", str(r_port),
-                            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(prom_port),
-                            "--health-check-interval-secs", "1", *router_args],
-                           router_env, r_port, workdir / "router.log", prometheus_port=prom_port)
+        router_env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+        }
+        router_proc = Proc(
+            "router",
+            [
+                py,
+                "-m",
+                "sglang_router.launch_router",
+                "--pd-disaggregation",
+                "--prefill",
+                prefill.url,
+                str(boot_port),
+                "--decode",
+                decode.url,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(r_port),
+                "--prometheus-host",
+                "127.0.0.1",
+                "--prometheus-port",
+                str(prom_port),
+                "--health-check-interval-secs",
+                "1",
+                *router_args,
+            ],
+            router_env,
+            r_port,
+            workdir / "router.log",
+            prometheus_port=prom_port,
+        )
     stack = TwinStack(prefill, decode, router_proc, event_log, workdir, ready_timeout)
     stack.procs = {"prefill": prefill, "decode": decode}
     if router_proc is not None:
@@ -478,9 +584,25 @@ def twin_server(
     (port,) = free_ports(1)
     full_env = {**_inherited_env(), **(FAST_ENV if fast else {}), **(env or {})}
     full_env.setdefault("DSV4_TWIN_EVENT_LOG", str(workdir / "events.jsonl"))
-    proc = Proc("twin", [*launcher_prefix, sys.executable, "-m", "dsv4ops.twin.launch_server", "--model-path",
-                         model_path, "--host", "127.0.0.1", "--port", str(port), *args],
-                full_env, port, workdir / "twin.log")
+    proc = Proc(
+        "twin",
+        [
+            *launcher_prefix,
+            sys.executable,
+            "-m",
+            "dsv4ops.twin.launch_server",
+            "--model-path",
+            model_path,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            *args,
+        ],
+        full_env,
+        port,
+        workdir / "twin.log",
+    )
     try:
         proc.start()
         if wait:
@@ -494,9 +616,11 @@ def twin_server(
 
 # --- traffic (was testing/twin.py) ---
 
+
 class RouterTraffic:
-    def __init__(self, url: str, threads: int = 4, max_requests: int = 4000,
-                 max_tokens: int = 48) -> None:
+    def __init__(
+        self, url: str, threads: int = 4, max_requests: int = 4000, max_tokens: int = 48
+    ) -> None:
         self.url, self.left, self.stop = url, max_requests, threading.Event()
         self.max_tokens = max_tokens
         self.completed = 0
@@ -504,8 +628,12 @@ class RouterTraffic:
         self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
 
     def _run(self) -> None:
-        body = {"model": "default", "messages": [{"role": "user", "content": "hello"}],
-                "max_tokens": self.max_tokens, "stream": True}
+        body = {
+            "model": "default",
+            "messages": [{"role": "user", "content": "hello"}],
+            "max_tokens": self.max_tokens,
+            "stream": True,
+        }
         with httpx.Client(timeout=httpx.Timeout(5.0, connect=2.0)) as client:
             while not self.stop.is_set() and self.left > 0:
                 self.left -= 1

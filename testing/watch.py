@@ -33,10 +33,13 @@ from testing.twin import TwinStack
 # --- fake_unit (was testing/watch.py) ---
 
 ENDPOINTS = WatchEndpoints(
-    router_url="http://t:9000", router_metrics_url="http://t:29000/metrics",
+    router_url="http://t:9000",
+    router_metrics_url="http://t:29000/metrics",
     metrics={"prefill": "http://t:31000/metrics", "decode": "http://t:31001/metrics"},
     health={"prefill": "http://t:31000/health", "decode": "http://t:31001/health"},
-    model="default", decode_buckets=(8, 16))
+    model="default",
+    decode_buckets=(8, 16),
+)
 
 
 @dataclass
@@ -55,23 +58,31 @@ class FakeServer:
     def text(self) -> str:
         lab = f'engine_type="{self.engine}",model_name="m",tp_rank="0"'
         mode = "decode" if self.engine == "decode" else "prefill_compute"
-        lines = [f"# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{{{lab}}} {self.running}",
-                 f"# TYPE sglang:num_queue_reqs gauge\nsglang:num_queue_reqs{{{lab}}} 0",
-                 "# TYPE sglang:realtime_tokens counter"]
+        lines = [
+            f"# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{{{lab}}} {self.running}",
+            f"# TYPE sglang:num_queue_reqs gauge\nsglang:num_queue_reqs{{{lab}}} 0",
+            "# TYPE sglang:realtime_tokens counter",
+        ]
         if self.tokens:
             lines.append(f'sglang:realtime_tokens_total{{{lab},mode="{mode}"}} {self.tokens}')
-        lines += ["# TYPE sglang:num_transfer_failed_reqs counter",
-                  f"sglang:num_transfer_failed_reqs_total{{{lab}}} {self.transfer_failed}",
-                  "# TYPE sglang:num_bootstrap_failed_reqs counter"]
+        lines += [
+            "# TYPE sglang:num_transfer_failed_reqs counter",
+            f"sglang:num_transfer_failed_reqs_total{{{lab}}} {self.transfer_failed}",
+            "# TYPE sglang:num_bootstrap_failed_reqs counter",
+        ]
         if self.bootstrap_failed is not None:
             lines.append(f"sglang:num_bootstrap_failed_reqs_total{{{lab}}} {self.bootstrap_failed}")
         for q in ("prefill_bootstrap", "decode_transfer"):
             v = self.queues.get(q.split("_")[1], 0.0)
-            lines.append(f"# TYPE sglang:num_{q}_queue_reqs gauge\nsglang:num_{q}_queue_reqs{{{lab}}} {v}")
+            lines.append(
+                f"# TYPE sglang:num_{q}_queue_reqs gauge\nsglang:num_{q}_queue_reqs{{{lab}}} {v}"
+            )
         if self.eager is not None:
             lines.append("# TYPE sglang:cuda_graph_passes counter")
             lines.append(f'sglang:cuda_graph_passes_total{{{lab},mode="decode_none"}} {self.eager}')
-            lines.append(f'sglang:cuda_graph_passes_total{{{lab},mode="decode_cuda_graph"}} {self.graph}')
+            lines.append(
+                f'sglang:cuda_graph_passes_total{{{lab},mode="decode_cuda_graph"}} {self.graph}'
+            )
         return "\n".join(lines) + "\n"
 
 
@@ -84,8 +95,9 @@ class FakeUnit:
     decode: FakeServer = field(default_factory=lambda: FakeServer("decode"))
     router_up: bool = True
     responses_5xx: float = 0.0
-    worker_health: dict[str, float] = field(default_factory=lambda: {"http://t:31000": 1.0,
-                                                                     "http://t:31001": 1.0})
+    worker_health: dict[str, float] = field(
+        default_factory=lambda: {"http://t:31000": 1.0, "http://t:31001": 1.0}
+    )
     probe: str = "ok"
     requests: list[dict[str, Any]] = field(default_factory=list)
 
@@ -95,8 +107,9 @@ class FakeUnit:
         self.decode.tokens += tokens_per_scrape
         self.decode.graph += tokens_per_scrape / running
 
-    def __call__(self, requests: Sequence[Mapping[str, Any]], *,
-                 timeout_s: float = 10.0) -> list[HttpReply]:
+    def __call__(
+        self, requests: Sequence[Mapping[str, Any]], *, timeout_s: float = 10.0
+    ) -> list[HttpReply]:
         self.requests.extend(dict(r) for r in requests)
         return [self._answer(dict(r)) for r in requests]
 
@@ -116,9 +129,11 @@ class FakeUnit:
         return self._probe_answer(json.loads(r["body"]))
 
     def _router_text(self) -> str:
-        lines = ["# TYPE smg_http_responses_total counter",
-                 f'smg_http_responses_total{{status_code="500",error_code=""}} {self.responses_5xx}',
-                 "# TYPE smg_worker_health gauge"]
+        lines = [
+            "# TYPE smg_http_responses_total counter",
+            f'smg_http_responses_total{{status_code="500",error_code=""}} {self.responses_5xx}',
+            "# TYPE smg_worker_health gauge",
+        ]
         lines += [f'smg_worker_health{{worker="{w}"}} {v}' for w, v in self.worker_health.items()]
         return "\n".join(lines) + "\n"
 
@@ -128,20 +143,26 @@ class FakeUnit:
         if self.probe == "fail":
             return HttpReply(500, "upstream error", None, 0.1)
         if not body.get("tools"):
-            return HttpReply(200, sse([{"delta": {"content": "Fine."}, "finish_reason": "stop"}]),
-                             None, 0.1)
+            return HttpReply(
+                200, sse([{"delta": {"content": "Fine."}, "finish_reason": "stop"}]), None, 0.1
+            )
         m = re.search(r"CALL record_step (\{.*?\})\n", body["messages"][-1]["content"])
         assert m, body
         args = json.loads(m.group(1))
         if self.probe == "corrupt":  # cross-talk: another request's session value
             args["session"] = "watch-0123456789ab"
         if self.probe == "markup":
-            delta = {"content": "<｜DSML｜tool_calls><｜DSML｜invoke name=\"record_step\">"}
+            delta = {"content": '<｜DSML｜tool_calls><｜DSML｜invoke name="record_step">'}
             return HttpReply(200, sse([{"delta": delta, "finish_reason": "stop"}]), None, 0.1)
-        call = {"index": 0, "id": "call_0", "type": "function",
-                "function": {"name": "record_step", "arguments": json.dumps(args)}}
-        return HttpReply(200, sse([{"delta": {"tool_calls": [call]}, "finish_reason": "tool_calls"}]),
-                         None, 0.1)
+        call = {
+            "index": 0,
+            "id": "call_0",
+            "type": "function",
+            "function": {"name": "record_step", "arguments": json.dumps(args)},
+        }
+        return HttpReply(
+            200, sse([{"delta": {"tool_calls": [call]}, "finish_reason": "tool_calls"}]), None, 0.1
+        )
 
 
 def sse(choices: list[dict[str, Any]]) -> str:
@@ -151,6 +172,7 @@ def sse(choices: list[dict[str, Any]]) -> str:
 
 # --- twin (was testing/watch.py) ---
 
+
 def stack_endpoints(stack: TwinStack, buckets: Sequence[int] = ()) -> WatchEndpoints:
     assert stack.router is not None
     workers = {"prefill": stack.prefill.url, "decode": stack.decode.url}
@@ -159,18 +181,22 @@ def stack_endpoints(stack: TwinStack, buckets: Sequence[int] = ()) -> WatchEndpo
         router_metrics_url=f"http://127.0.0.1:{stack.router.prometheus_port}/metrics",
         metrics={n: u + "/metrics" for n, u in workers.items()},
         health={n: u + "/health" for n, u in workers.items()},
-        model="default", decode_buckets=tuple(buckets))
+        model="default",
+        decode_buckets=tuple(buckets),
+    )
 
 
-def local_watcher(stack: TwinStack, workdir: str, settings: WatchSettings,
-                  buckets: Sequence[int] = ()) -> Watcher:
+def local_watcher(
+    stack: TwinStack, workdir: str, settings: WatchSettings, buckets: Sequence[int] = ()
+) -> Watcher:
     supervisor = Supervisor(connect("local"), workdir)
     return Watcher(stack_endpoints(stack, buckets), settings, supervisor.http_many, SystemClock())
 
 
 def hazard(url: str, name: str, state: str, **extra: object) -> None:
-    httpx.post(url + "/_twin/hazard", json={"hazard": name, "state": state, **extra},
-               timeout=5).raise_for_status()
+    httpx.post(
+        url + "/_twin/hazard", json={"hazard": name, "state": state, **extra}, timeout=5
+    ).raise_for_status()
 
 
 @dataclass
@@ -204,7 +230,9 @@ def watch_for(watcher: Watcher, code: str | None, timeout_s: float) -> Watched:
 
 # --- hostile: a malicious router / server on 127.0.0.1 (issue 21, F9) ---
 
-HOSTILE_WORKER_URL = "http://10.0.0.9:30001\nworker (as the router lists it): decode http://forged:1 ok"
+HOSTILE_WORKER_URL = (
+    "http://10.0.0.9:30001\nworker (as the router lists it): decode http://forged:1 ok"
+)
 HOSTILE_METRICS = b"\x1b[2J\x1b]0;pwned\x07sglang:num_running_reqs{\x1b[31m} 1\n\x9b31m\r\n"
 
 
@@ -218,8 +246,17 @@ def hostile_http() -> Iterator[str]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - the http.server API
             if self.path == "/workers":
-                body = json.dumps({"workers": [{"url": HOSTILE_WORKER_URL, "is_healthy": False,
-                                                "worker_type": "decode\x1b[8m"}]}).encode()
+                body = json.dumps(
+                    {
+                        "workers": [
+                            {
+                                "url": HOSTILE_WORKER_URL,
+                                "is_healthy": False,
+                                "worker_type": "decode\x1b[8m",
+                            }
+                        ]
+                    }
+                ).encode()
             elif self.path == "/metrics":
                 body = HOSTILE_METRICS
             else:
@@ -259,8 +296,9 @@ class ClockedWedge:
     unit: FakeUnit = field(default_factory=FakeUnit)
     token_every_s: float = 0.1
 
-    def __call__(self, requests: Sequence[Mapping[str, Any]], *,
-                 timeout_s: float = 10.0) -> list[HttpReply]:
+    def __call__(
+        self, requests: Sequence[Mapping[str, Any]], *, timeout_s: float = 10.0
+    ) -> list[HttpReply]:
         now = self.clock.monotonic()
         # 0.5.23's counter moves every decode iteration: its value is the tokens made so far
         until = now if self.decode_goes_on else min(now, self.wedge_at)
@@ -271,7 +309,7 @@ class ClockedWedge:
     def silence_s(self) -> float | None:
         now = self.clock.monotonic()
         if now < self.wedge_at:
-            return (now % self.token_every_s)  # a token every 0.1 s
+            return now % self.token_every_s  # a token every 0.1 s
         return now - self.wedge_at
 
     def close(self) -> None:

@@ -117,7 +117,9 @@ def _run_dir(uid: str) -> Path:
 def pin_run_uid(config: Any) -> None:
     """On the controller of an xdist run: fix the run's uid now (xdist draws one otherwise, out
     of reach), so that `remove_run_dir` finds the directory its workers share."""
-    if getattr(config, "workerinput", None) is None and getattr(config.option, "numprocesses", None):
+    if getattr(config, "workerinput", None) is None and getattr(
+        config.option, "numprocesses", None
+    ):
         config.option.testrunuid = config.option.testrunuid or uuid.uuid4().hex
 
 

@@ -50,7 +50,9 @@ def _serial_alone(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def _clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+def _clean_environ(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """No DSV4OPS_* leaks in from the caller; operator state goes to a temp dir, never ~ or cwd."""
     for key in list(os.environ):
         if key.startswith("DSV4OPS_"):
@@ -59,15 +61,21 @@ def _clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Tem
 
 
 @pytest.fixture(scope="session")
-def shipped_aot(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> ShippedAot:
+def shipped_aot(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> ShippedAot:
     """The sm_120 compile of every shipped config, once per run from an empty cache (about 25 s
     on 2 cores; under xdist on the first worker that asks: testing/workers.py `run_once`): its
     results, and the aot-cache it filled for `warm_aot_cache`."""
     from testing.kernels import compile_shipped
     from testing.workers import run_once
 
-    return run_once(request.config, "shipped-aot", lambda: tmp_path_factory.mktemp("aot-state"),
-                    lambda home: compile_shipped(home / "aot-state"))
+    return run_once(
+        request.config,
+        "shipped-aot",
+        lambda: tmp_path_factory.mktemp("aot-state"),
+        lambda home: compile_shipped(home / "aot-state"),
+    )
 
 
 @pytest.fixture

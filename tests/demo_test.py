@@ -20,7 +20,10 @@ def test_the_shipped_twin_fast_target_holds_the_demo_settings() -> None:
     fast = load_targets(REPO / "profiles" / "targets.yaml")["twin-fast"]
     env = dict(fast.twin_env)
     assert env["DSV4_TWIN_TIME_SCALE"] == "0.1" and env["DSV4_TWIN_MODEL_LOAD_S"] == "10"
-    assert fast.port_offset != load_targets(REPO / "profiles" / "targets.yaml")["twin-local"].port_offset
+    assert (
+        fast.port_offset
+        != load_targets(REPO / "profiles" / "targets.yaml")["twin-local"].port_offset
+    )
 
 
 def test_the_demo_prints_its_target_and_a_port_collision_names_port_offset(tmp_path: Path) -> None:
@@ -29,9 +32,14 @@ def test_the_demo_prints_its_target_and_a_port_collision_names_port_offset(tmp_p
         squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         squatter.bind(("127.0.0.1", env.port(8000)))
         squatter.listen()
-        proc = subprocess.run([sys.executable, "-m", "dsv4ops.demo"], cwd=env.root,
-                              env={**os.environ, **env.environ, "DSV4OPS_TARGET": env.target},
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "dsv4ops.demo"],
+            cwd=env.root,
+            env={**os.environ, **env.environ, "DSV4OPS_TARGET": env.target},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
     first = proc.stdout.splitlines()[0]

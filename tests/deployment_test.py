@@ -19,8 +19,9 @@ from testing.clock import FakeClock
 
 REPO = Path(__file__).resolve().parents[1]
 # tiny-cpu is the real-SGLang-on-CPU rehearsal profile (target sglang-cpu), never the box's.
-SHIPPED = sorted(p.stem for p in (REPO / "profiles").glob("*.yaml")
-                 if p.stem not in ("targets", "tiny-cpu"))
+SHIPPED = sorted(
+    p.stem for p in (REPO / "profiles").glob("*.yaml") if p.stem not in ("targets", "tiny-cpu")
+)
 
 # sha256 of the commands each shipped profile renders for the `box` target, computed by the
 # version before issue 12 (profiles.Rendered.commands_hash). The journal, drift and restore
@@ -117,7 +118,11 @@ def test_record_round_trip_through_the_journal(tmp_path: Path) -> None:
     op_id = journal.begin(Kind.DEPLOY, profile=rec["profile"], components=rec["components"])
     back = Journal("box", directory=tmp_path).get(op_id).deployment()
     assert back.components == d.components and back.commands_hash == d.commands_hash
-    assert (back.profile_name, back.git_commit, back.profile_path) == ("buckets-step4", "abc123", "p.yaml")
+    assert (back.profile_name, back.git_commit, back.profile_path) == (
+        "buckets-step4",
+        "abc123",
+        "p.yaml",
+    )
     assert back.model_name == d.model_name and back.decode_buckets == d.decode_buckets
     assert back.kernel_package == d.kernel_package and back.source_op == op_id
     assert back.canary_settings["sweep_concurrency"] == list(d.canary_settings["sweep_concurrency"])

@@ -29,7 +29,9 @@ def leaf_commands() -> Iterator[tuple[tuple[str, ...], click.Command]]:
         yield from _walk((name,), getattr(importlib.import_module(module), attr))
 
 
-def _walk(path: tuple[str, ...], cmd: click.Command) -> Iterator[tuple[tuple[str, ...], click.Command]]:
+def _walk(
+    path: tuple[str, ...], cmd: click.Command
+) -> Iterator[tuple[tuple[str, ...], click.Command]]:
     if isinstance(cmd, click.Group):
         for sub in cmd.list_commands(click.Context(cmd)):
             found = cmd.get_command(click.Context(cmd), sub)
@@ -56,7 +58,8 @@ def test_the_walk_sees_every_registered_command() -> None:
 
 @pytest.mark.parametrize(("path", "cmd"), LEAVES, ids=IDS)
 def test_a_usage_mistake_is_refused_with_one_json_error(
-        path: tuple[str, ...], cmd: click.Command, capsys: pytest.CaptureFixture[str]) -> None:
+    path: tuple[str, ...], cmd: click.Command, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = cli_pkg.main([*path, "--no-such-option", "--json"])
     out, err = capsys.readouterr()
     assert code == exitcodes.REFUSED, err
@@ -66,15 +69,24 @@ def test_a_usage_mistake_is_refused_with_one_json_error(
 
 
 @pytest.mark.parametrize(("path", "cmd"), LEAVES, ids=IDS)
-@pytest.mark.parametrize(("raised", "expected"), [
-    (DsOpsError("refused: the lock is held", hint="wait"), exitcodes.REFUSED),
-    (DeployError("the deploy failed and was rolled back"), exitcodes.FAILED),
-    (RuntimeError("a bug"), exitcodes.BUG),
-    (KeyboardInterrupt(), exitcodes.INTERRUPTED),
-], ids=["refused", "failed", "bug", "interrupted"])
+@pytest.mark.parametrize(
+    ("raised", "expected"),
+    [
+        (DsOpsError("refused: the lock is held", hint="wait"), exitcodes.REFUSED),
+        (DeployError("the deploy failed and was rolled back"), exitcodes.FAILED),
+        (RuntimeError("a bug"), exitcodes.BUG),
+        (KeyboardInterrupt(), exitcodes.INTERRUPTED),
+    ],
+    ids=["refused", "failed", "bug", "interrupted"],
+)
 def test_every_failure_mode_of_every_command_ends_in_the_table(
-        path: tuple[str, ...], cmd: click.Command, raised: BaseException, expected: int,
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    path: tuple[str, ...],
+    cmd: click.Command,
+    raised: BaseException,
+    expected: int,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     """Whatever a command's body raises, the one boundary gives the table's code: no command
     catches and renumbers it on its own way out."""
@@ -96,6 +108,7 @@ def test_every_failure_mode_of_every_command_ends_in_the_table(
 
 def _required_arguments(cmd: click.Command) -> list[str]:
     """A value for each required argument (the body never reads them: it is replaced)."""
+
     def value(p: click.Parameter) -> str:
         if isinstance(p.type, click.Choice):
             return str(p.type.choices[0])
@@ -114,19 +127,27 @@ def test_no_module_picks_an_exit_number_of_its_own() -> None:
     """`exit_code = 2` or `sys.exit(3)` outside exitcodes.py would be a second table."""
     bad = []
     for mod in modules():
-        if mod.name in ("dsv4ops.exitcodes",) or mod.name.startswith(("dsv4ops.twin",
-                                                                       "dsv4ops.remote.agent")):
+        if mod.name in ("dsv4ops.exitcodes",) or mod.name.startswith(
+            ("dsv4ops.twin", "dsv4ops.remote.agent")
+        ):
             continue  # the twin and the target agent are programs of their own
         if mod.name in ("dsv4ops.kernels.aot_worker", "dsv4ops.kernels.interp_check"):
             continue  # worker programs run apart (their exit is read by their caller)
         for node in ast.walk(mod.tree):
-            if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "exit_code"
-                                                     for t in node.targets)
-                    and isinstance(node.value, ast.Constant)):
+            if (
+                isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "exit_code" for t in node.targets)
+                and isinstance(node.value, ast.Constant)
+            ):
                 bad.append(f"{mod.path}:{node.lineno}: exit_code = {node.value.value}")
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr == "exit" and node.args
-                    and isinstance(node.args[0], ast.Constant) and node.args[0].value not in (0,)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "exit"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value not in (0,)
+            ):
                 bad.append(f"{mod.path}:{node.lineno}: exit({node.args[0].value})")
     assert not bad, "use dsv4ops.exitcodes:\n" + "\n".join(bad)
 
@@ -136,7 +157,9 @@ def test_help_and_readme_state_the_one_table(capsys: pytest.CaptureFixture[str])
     out = capsys.readouterr().out
     readme = README.read_text()
     for line in exitcodes.table_lines():
-        assert line.strip() in " ".join(out.split()) or " ".join(line.split()) in " ".join(out.split())
+        assert line.strip() in " ".join(out.split()) or " ".join(line.split()) in " ".join(
+            out.split()
+        )
         code, name, _ = line.split(None, 2)
         assert f"| {code} | {name} |" in readme, f"README lacks the row of {name}"
 
@@ -156,14 +179,36 @@ def test_canary_verdicts_map_onto_the_table(verdict: str, code: int) -> None:
 # Every registered leaf command is named in exactly one of these: a new command fails
 # test_every_command_is_classified until someone decides whether it changes something (a
 # target, the journal, a profile's git history) and so owes the mutating flags.
-MUTATING = {("deploy",), ("rollback",), ("stop",), ("kernels", "deploy"),
-            ("kernels", "rollback"), ("ab",), ("runbook", "run"), ("twin", "hazard"),
-            ("profile", "set")}
-READ_ONLY = {("buckets", "plan"), ("canary",), ("export", "rbg"), ("journal",),
-             ("kernels", "build"), ("kernels", "list"), ("kernels", "verify"),
-             ("monitoring", "render"), ("profile", "diff"), ("profile", "list"),
-             ("profile", "render"), ("profile", "show"), ("profile", "validate"),
-             ("runbook", "list"), ("runbook", "show"), ("status",), ("watch",)}
+MUTATING = {
+    ("deploy",),
+    ("rollback",),
+    ("stop",),
+    ("kernels", "deploy"),
+    ("kernels", "rollback"),
+    ("ab",),
+    ("runbook", "run"),
+    ("twin", "hazard"),
+    ("profile", "set"),
+}
+READ_ONLY = {
+    ("buckets", "plan"),
+    ("canary",),
+    ("export", "rbg"),
+    ("journal",),
+    ("kernels", "build"),
+    ("kernels", "list"),
+    ("kernels", "verify"),
+    ("monitoring", "render"),
+    ("profile", "diff"),
+    ("profile", "list"),
+    ("profile", "render"),
+    ("profile", "show"),
+    ("profile", "validate"),
+    ("runbook", "list"),
+    ("runbook", "show"),
+    ("status",),
+    ("watch",),
+}
 SAME_FLAGS = ("--yes", "--reason", "--dry-run", "--json", "--target")
 
 
@@ -185,7 +230,9 @@ def test_every_mutating_command_takes_the_same_flags(path: tuple[str, ...]) -> N
     # one definition (cli/_output.py): the same spelling, short forms and help everywhere
     assert opts["--yes"].is_flag and opts["--yes"].opts == ["--yes", "-y"]
     assert opts["--yes"].help == _output.YES_HELP
-    assert opts["--reason"].opts == ["--reason", "-m"] and opts["--reason"].help == _output.REASON_HELP
+    assert (
+        opts["--reason"].opts == ["--reason", "-m"] and opts["--reason"].help == _output.REASON_HELP
+    )
     assert opts["--dry-run"].is_flag and "nothing" in (opts["--dry-run"].help or "")
     assert opts["--json"].is_flag and opts["--json"].name == "as_json"
     assert opts["--target"].envvar == "DSV4OPS_TARGET"

@@ -69,6 +69,9 @@ def test_a_copy_proves_its_prefix_by_its_window_and_gets_only_the_rest(tmp_path:
     assert journalfile.read_since(path, len(other), journalfile.window_of(other))[1] is False
     diverged = copy[:-2] + b"b\n"
     whole = Path(path).read_bytes()
-    assert journalfile.read_since(path, len(diverged), journalfile.window_of(diverged))[:2] == (whole, True)
+    assert journalfile.read_since(path, len(diverged), journalfile.window_of(diverged))[:2] == (
+        whole,
+        True,
+    )
     assert journalfile.read_since(path, len(whole) + 5, proof)[:2] == (whole, True)  # longer copy
     assert journalfile.proof(path) == (len(whole), journalfile.window_of(whole))

@@ -19,18 +19,32 @@ from dsv4ops.sglang_paths import (
 DEQUANT = {"SGLANG_DSV4_FP4_DEQUANT": "1"}
 
 
-@pytest.mark.parametrize(("args", "env", "name", "reads"), [
-    ([], {}, FLASHINFER_MXFP4, False),
-    (["--moe-runner-backend", "flashinfer_mxfp4"], {}, FLASHINFER_MXFP4, False),
-    ([], {**DEQUANT, "SGLANG_ENABLE_JIT_DEEPGEMM": "0"}, TRITON_FP8, True),
-    (["--moe-runner-backend=auto"], {**DEQUANT, "SGLANG_ENABLE_JIT_DEEPGEMM": "false"}, TRITON_FP8, True),
-    ([], DEQUANT, "deep_gemm", False),
-    (["--moe-runner-backend", "triton"], {}, "fails", False),
-    (["--moe-runner-backend", "triton"], {**DEQUANT, "SGLANG_ENABLE_JIT_DEEPGEMM": "0"}, "fails", False),
-    (["--moe-runner-backend", "marlin"], {}, "marlin", False),
-])
-def test_moe_path_follows_sglangs_selection(args: list[str], env: dict[str, str], name: str,
-                                            reads: bool) -> None:
+@pytest.mark.parametrize(
+    ("args", "env", "name", "reads"),
+    [
+        ([], {}, FLASHINFER_MXFP4, False),
+        (["--moe-runner-backend", "flashinfer_mxfp4"], {}, FLASHINFER_MXFP4, False),
+        ([], {**DEQUANT, "SGLANG_ENABLE_JIT_DEEPGEMM": "0"}, TRITON_FP8, True),
+        (
+            ["--moe-runner-backend=auto"],
+            {**DEQUANT, "SGLANG_ENABLE_JIT_DEEPGEMM": "false"},
+            TRITON_FP8,
+            True,
+        ),
+        ([], DEQUANT, "deep_gemm", False),
+        (["--moe-runner-backend", "triton"], {}, "fails", False),
+        (
+            ["--moe-runner-backend", "triton"],
+            {**DEQUANT, "SGLANG_ENABLE_JIT_DEEPGEMM": "0"},
+            "fails",
+            False,
+        ),
+        (["--moe-runner-backend", "marlin"], {}, "marlin", False),
+    ],
+)
+def test_moe_path_follows_sglangs_selection(
+    args: list[str], env: dict[str, str], name: str, reads: bool
+) -> None:
     path = moe_path(args, env)
     assert (path.name, path.reads_triton_configs) == (name, reads)
     assert " L" in path.why  # every answer cites SGLang's source
@@ -38,15 +52,21 @@ def test_moe_path_follows_sglangs_selection(args: list[str], env: dict[str, str]
 
 def test_config_names_are_sglangs_for_dsv4_flash_at_tp4() -> None:
     up, down = dsv4_flash_config_names("NVIDIA RTX PRO 6000 Blackwell Server Edition")
-    assert up == ("E=256,N=512,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition,"
-                  "dtype=fp8_w8a8,block_shape=[128, 128].json")
+    assert up == (
+        "E=256,N=512,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition,"
+        "dtype=fp8_w8a8,block_shape=[128, 128].json"
+    )
     assert down == up.replace(".json", "_down.json")
-    assert moe_config_file_name(256, 512, "X Y", None) == "E=256,N=512,device_name=X_Y.json"  # unquantised
+    assert (
+        moe_config_file_name(256, 512, "X Y", None) == "E=256,N=512,device_name=X_Y.json"
+    )  # unquantised
 
 
 def test_plugin_env_and_the_plugins_own_prefix() -> None:
     assert entry_point_name("dsv4-decode-kernels") == "dsv4_decode_kernels"
     assert plugin_env("dsv4-decode-kernels", "/w/k/0.2.0") == {
-        "SGLANG_MOE_CONFIG_DIR": "/w/k/0.2.0", "SGLANG_PLUGINS": "dsv4_decode_kernels",
-        "PYTHONPATH": "/w/k/0.2.0/site"}
+        "SGLANG_MOE_CONFIG_DIR": "/w/k/0.2.0",
+        "SGLANG_PLUGINS": "dsv4_decode_kernels",
+        "PYTHONPATH": "/w/k/0.2.0/site",
+    }
     assert sglang_plugin.PREFIX == PLUGIN_LINE_PREFIX  # the plugin cannot import dsv4ops

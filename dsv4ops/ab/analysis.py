@@ -43,7 +43,9 @@ class MetricVerdict:
     ratio: float | None  # B/A: the geometric mean over the pairs (None when not estimable)
     ci_low: float | None  # the repeated confidence interval of B/A at 1 - alpha
     ci_high: float | None
-    wilcoxon_p: float | None  # signed-rank test on the paired differences (a check, not the verdict)
+    wilcoxon_p: (
+        float | None
+    )  # signed-rank test on the paired differences (a check, not the verdict)
     drift_rho_a: float | None  # Spearman, block index vs A's values
     drift_rho_diff: float | None  # Spearman, pair time vs the relative differences
     pairs: int  # adjacent A/B pairs used
@@ -79,10 +81,19 @@ class Analysis:
         return sorted((v for v in self.verdicts if v.metric == metric), key=lambda v: v.concurrency)
 
     def to_record(self) -> dict[str, object]:
-        return {"partial": self.partial, "blocks": self.blocks, "confidence": self.confidence,
-                "band": self.band, "looks": self.looks, "variation": self.variation,
-                "guard_band": self.guard_band, "design": "group-sequential, Kim-DeMets alpha t^3",
-                "notes": list(self.notes), "verdicts": [v.to_record() for v in self.verdicts]}
+        return {
+            "partial": self.partial,
+            "blocks": self.blocks,
+            "confidence": self.confidence,
+            "band": self.band,
+            "looks": self.looks,
+            "variation": self.variation,
+            "guard_band": self.guard_band,
+            "design": "group-sequential, Kim-DeMets alpha t^3",
+            "notes": list(self.notes),
+            "verdicts": [v.to_record() for v in self.verdicts],
+        }
+
 
 def pair_blocks(blocks: Sequence[BlockResult]) -> tuple[list[tuple[BlockResult, BlockResult]], str]:
     """(A, B) block pairs and the pairing used ("adjacent" or "ordinal"), complete blocks only.
@@ -90,8 +101,9 @@ def pair_blocks(blocks: Sequence[BlockResult]) -> tuple[list[tuple[BlockResult, 
     Slots are by schedule index (2k, 2k+1), so a block missing from the list (a failed deploy)
     loses its own pair only and does not shift the pairing of the blocks after it."""
     by_index = {b.index: b for b in blocks}
-    slots = [(by_index[i], by_index[i + 1]) for i in sorted(by_index)
-             if i % 2 == 0 and i + 1 in by_index]
+    slots = [
+        (by_index[i], by_index[i + 1]) for i in sorted(by_index) if i % 2 == 0 and i + 1 in by_index
+    ]
     if slots and all(x.arm != y.arm for x, y in slots):
         pairs = [(x, y) if x.arm == "A" else (y, x) for x, y in slots]
         return [(a, b) for a, b in pairs if a.complete and b.complete], "adjacent"
@@ -101,10 +113,17 @@ def pair_blocks(blocks: Sequence[BlockResult]) -> tuple[list[tuple[BlockResult, 
     return list(zip(a_blocks, b_blocks, strict=False)), "ordinal"
 
 
-def analyse(blocks: Sequence[BlockResult], *, confidence: float = 0.95, band: float = 0.05,
-            looks: int | None = None, variation: float = DEFAULT_VARIATION,
-            guard_band: float = GUARD_BAND, planned: int | None = None,
-            primary: str = PRIMARY) -> Analysis:
+def analyse(
+    blocks: Sequence[BlockResult],
+    *,
+    confidence: float = 0.95,
+    band: float = 0.05,
+    looks: int | None = None,
+    variation: float = DEFAULT_VARIATION,
+    guard_band: float = GUARD_BAND,
+    planned: int | None = None,
+    primary: str = PRIMARY,
+) -> Analysis:
     """Every (concurrency, metric) the blocks measured. `looks`: the budget in pairs (default:
     the planned blocks' pairs, else the pairs there are); `variation`: the stated bound on the
     deploy-to-deploy sd per block (a fraction); `planned`: the schedule's length, fewer blocks
@@ -126,24 +145,43 @@ def analyse(blocks: Sequence[BlockResult], *, confidence: float = 0.95, band: fl
     if planned is not None and len(blocks) < planned:
         notes.append(f"{len(blocks)} of {planned} planned blocks ran")
     if pairing == "ordinal":
-        notes.append("the schedule is not counterbalanced: the k-th A is paired with the k-th B, "
-                     "so drift over the experiment is not cancelled")
-    keys = sorted({(c, m) for b in blocks if b.complete for c, ms in b.values.items() for m in ms},
-                  key=lambda cm: (cm[0], METRICS.index(cm[1]) if cm[1] in METRICS else len(METRICS),
-                                  cm[1]))
+        notes.append(
+            "the schedule is not counterbalanced: the k-th A is paired with the k-th B, "
+            "so drift over the experiment is not cancelled"
+        )
+    keys = sorted(
+        {(c, m) for b in blocks if b.complete for c, ms in b.values.items() for m in ms},
+        key=lambda cm: (cm[0], METRICS.index(cm[1]) if cm[1] in METRICS else len(METRICS), cm[1]),
+    )
     alpha = 1 - confidence
     n_primary = sum(m == primary for _, m in keys) or 1
     n_guard = sum(m != primary and m not in DIAGNOSTIC_METRICS for _, m in keys) or 1
     verdicts = []
     for c, m in keys:
-        share = (alpha / n_primary if m == primary else alpha if m in DIAGNOSTIC_METRICS
-                 else alpha / n_guard)
-        verdicts.append(_metric_verdict(blocks, pairs, pairing, c, m, alpha=share,
-                                        band=band if m == primary else guard_band,
-                                        looks=budget, variation=variation,
-                                        estimated=m != primary))
-    return Analysis(verdicts, partial, len(blocks), confidence, band, budget, variation, guard_band,
-                    notes)
+        share = (
+            alpha / n_primary
+            if m == primary
+            else alpha
+            if m in DIAGNOSTIC_METRICS
+            else alpha / n_guard
+        )
+        verdicts.append(
+            _metric_verdict(
+                blocks,
+                pairs,
+                pairing,
+                c,
+                m,
+                alpha=share,
+                band=band if m == primary else guard_band,
+                looks=budget,
+                variation=variation,
+                estimated=m != primary,
+            )
+        )
+    return Analysis(
+        verdicts, partial, len(blocks), confidence, band, budget, variation, guard_band, notes
+    )
 
 
 def _summary(xs: list[float]) -> tuple[float | None, float | None]:
@@ -152,13 +190,22 @@ def _summary(xs: list[float]) -> tuple[float | None, float | None]:
     return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else None)
 
 
-def _paired_values(blocks: Sequence[BlockResult], pairs: list[tuple[BlockResult, BlockResult]],
-                   pairing: str, c: int, m: str, *, alpha: float,
-                   ) -> tuple[list[tuple[float, float, float]], list[float], dict[str, Any]]:
+def _paired_values(
+    blocks: Sequence[BlockResult],
+    pairs: list[tuple[BlockResult, BlockResult]],
+    pairing: str,
+    c: int,
+    m: str,
+    *,
+    alpha: float,
+) -> tuple[list[tuple[float, float, float]], list[float], dict[str, Any]]:
     """The metric at concurrency `c` over the complete A/B pairs (A, B, mid-block index), B/A - 1
     per pair, and the descriptive fields every verdict carries (means, sds, drift, Wilcoxon p)."""
-    a_vals = [(b.index, v) for b in blocks if b.arm == "A" and b.complete
-              and (v := b.value(c, m)) is not None]
+    a_vals = [
+        (b.index, v)
+        for b in blocks
+        if b.arm == "A" and b.complete and (v := b.value(c, m)) is not None
+    ]
     b_vals = [v for b in blocks if b.arm == "B" and b.complete and (v := b.value(c, m)) is not None]
     mean_a, sd_a = _summary([v for _, v in a_vals])
     mean_b, sd_b = _summary(b_vals)
@@ -169,27 +216,64 @@ def _paired_values(blocks: Sequence[BlockResult], pairs: list[tuple[BlockResult,
     p = None if w is None else w[1]
     rho_a = spearman([float(i) for i, _ in a_vals], [v for _, v in a_vals])
     rho_d = spearman([t for _, _, t in vals], rel)
-    common = dict(wilcoxon_p=p, drift_rho_a=rho_a, drift_rho_diff=rho_d, pairs=len(vals), mean_a=mean_a,
-                  mean_b=mean_b, sd_a=sd_a, sd_b=sd_b, blocks_a=len(a_vals), blocks_b=len(b_vals),
-                  pairing=pairing, alpha=alpha)
+    common = dict(
+        wilcoxon_p=p,
+        drift_rho_a=rho_a,
+        drift_rho_diff=rho_d,
+        pairs=len(vals),
+        mean_a=mean_a,
+        mean_b=mean_b,
+        sd_a=sd_a,
+        sd_b=sd_b,
+        blocks_a=len(a_vals),
+        blocks_b=len(b_vals),
+        pairing=pairing,
+        alpha=alpha,
+    )
     return vals, rel, common
 
 
-def _metric_verdict(blocks: Sequence[BlockResult], pairs: list[tuple[BlockResult, BlockResult]],
-                    pairing: str, c: int, m: str, *, alpha: float, band: float, looks: int,
-                    variation: float, estimated: bool) -> MetricVerdict:
+def _metric_verdict(
+    blocks: Sequence[BlockResult],
+    pairs: list[tuple[BlockResult, BlockResult]],
+    pairing: str,
+    c: int,
+    m: str,
+    *,
+    alpha: float,
+    band: float,
+    looks: int,
+    variation: float,
+    estimated: bool,
+) -> MetricVerdict:
     vals, rel, common = _paired_values(blocks, pairs, pairing, c, m, alpha=alpha)
     n = len(vals)
     if not n:
-        return MetricVerdict(c, m, "inconclusive", None, None, None, note="no complete A/B pair "
-                             "measured it", **common)
+        return MetricVerdict(
+            c,
+            m,
+            "inconclusive",
+            None,
+            None,
+            None,
+            note="no complete A/B pair " "measured it",
+            **common,
+        )
     d = [math.log(b / a) for a, b, _ in vals]
     sd, raised = sd_used(d, variation)
     kw = {"looks": looks, "variation": variation, "sd": sd, "estimated": estimated}
     mean, lo, hi = repeated_ci(d, alpha=alpha, **kw)  # type: ignore[arg-type]
     _, lo_e, hi_e = repeated_ci(d, alpha=min(2 * alpha, 0.5), **kw)  # type: ignore[arg-type]
-    verdict, note = _verdict(m, n, looks, math.exp(mean), (math.exp(lo), math.exp(hi)),
-                             (math.exp(lo_e), math.exp(hi_e)), band=band, alpha=alpha)
+    verdict, note = _verdict(
+        m,
+        n,
+        looks,
+        math.exp(mean),
+        (math.exp(lo), math.exp(hi)),
+        (math.exp(lo_e), math.exp(hi_e)),
+        band=band,
+        alpha=alpha,
+    )
     shown: float | None = sd
     if estimated:  # a guard or diagnostic: its own noise, t-quantiles (sequential.repeated_ci)
         shown = max(pair_sd(variation), math.sqrt(statistics.variance(d))) if n > 1 else None
@@ -197,25 +281,52 @@ def _metric_verdict(blocks: Sequence[BlockResult], pairs: list[tuple[BlockResult
         if n < 2:
             note = "one A/B pair: a guard metric needs two to estimate its own noise"
     elif raised:
-        note += (f"; the pairs vary more than the stated ±{100 * variation:g}% per block "
-                 f"(pair sd {100 * sd:.1f}% used)")
-    return MetricVerdict(c, m, verdict, math.exp(mean), _exp(lo), _exp(hi), note=note,
-                         pair_sd=shown, sd_raised=raised, **common)
+        note += (
+            f"; the pairs vary more than the stated ±{100 * variation:g}% per block "
+            f"(pair sd {100 * sd:.1f}% used)"
+        )
+    return MetricVerdict(
+        c,
+        m,
+        verdict,
+        math.exp(mean),
+        _exp(lo),
+        _exp(hi),
+        note=note,
+        pair_sd=shown,
+        sd_raised=raised,
+        **common,
+    )
 
 
 def _exp(x: float) -> float | None:
     return math.exp(x) if math.isfinite(x) else None
 
 
-def _verdict(metric: str, n: int, looks: int, ratio: float, ci: tuple[float, float],
-             eq: tuple[float, float], *, band: float, alpha: float) -> tuple[Verdict, str]:
+def _verdict(
+    metric: str,
+    n: int,
+    looks: int,
+    ratio: float,
+    ci: tuple[float, float],
+    eq: tuple[float, float],
+    *,
+    band: float,
+    alpha: float,
+) -> tuple[Verdict, str]:
     lo, hi = ci
     span = f"repeated CI [{lo:.3f}, {hi:.3f}] of B/A {ratio:.3f} after {n} of {looks} pairs"
     if lo > 1 or hi < 1:
         good = (lo > 1) == higher_is_better(metric)
-        return ("better" if good else "worse"), (f"{100 * (ratio - 1):+.1f}%: {span} excludes 1 "
-                                                 f"(alpha {alpha:.2g})")
+        return ("better" if good else "worse"), (
+            f"{100 * (ratio - 1):+.1f}%: {span} excludes 1 " f"(alpha {alpha:.2g})"
+        )
     if 1 - band <= eq[0] and eq[1] <= 1 + band:
-        return "equivalent", (f"{span}; its {1 - 2 * alpha:.3g} interval [{eq[0]:.3f}, {eq[1]:.3f}] "
-                              f"lies inside the ±{100 * band:g}% band")
-    return "inconclusive", f"{span} spans 1 and the ±{100 * band:g}% band: no difference shown either way"
+        return "equivalent", (
+            f"{span}; its {1 - 2 * alpha:.3g} interval [{eq[0]:.3f}, {eq[1]:.3f}] "
+            f"lies inside the ±{100 * band:g}% band"
+        )
+    return (
+        "inconclusive",
+        f"{span} spans 1 and the ±{100 * band:g}% band: no difference shown either way",
+    )

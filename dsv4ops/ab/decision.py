@@ -64,35 +64,55 @@ def _beyond_band(v: MetricVerdict, band: float) -> bool:
     return v.ci_high < 1 - band if higher_is_better(v.metric) else v.ci_low > 1 + band
 
 
-def decide(analysis: Analysis, gates: Sequence[GateResult], *, primary: str = "output_tok_s") -> Decision:
+def decide(
+    analysis: Analysis, gates: Sequence[GateResult], *, primary: str = "output_tok_s"
+) -> Decision:
     failed_b = [g for g in gates if g.arm == "B" and not g.passed]
     failed_a = [g for g in gates if g.arm == "A" and not g.passed]
     side = [f"A also failed the {g.suite} gate: {g.reason}" for g in failed_a]
     if failed_b:
-        heads = [f"B failed the {g.suite} gate, so A stays whatever B's throughput: {g.reason}"
-                 for g in failed_b]
+        heads = [
+            f"B failed the {g.suite} gate, so A stays whatever B's throughput: {g.reason}"
+            for g in failed_b
+        ]
         return Decision("A", heads + side + _evidence(analysis, primary))
     if analysis.partial:
-        return Decision("A", ["the experiment is partial, so the box stays on A: "
-                              + "; ".join(analysis.notes or ["blocks are missing"]), *side,
-                              *_evidence(analysis, primary)])
+        return Decision(
+            "A",
+            [
+                "the experiment is partial, so the box stays on A: "
+                + "; ".join(analysis.notes or ["blocks are missing"]),
+                *side,
+                *_evidence(analysis, primary),
+            ],
+        )
     prim = analysis.for_metric(primary)
     worse, harm = _against(analysis, primary)
     if worse or harm:
         v = (worse or harm)[0]
-        return Decision("A", [f"B is worse on {v.metric} at {_level(v)} ({_effect(v)}), so A stays",
-                              *side, *_evidence(analysis, primary)])
+        return Decision(
+            "A",
+            [
+                f"B is worse on {v.metric} at {_level(v)} ({_effect(v)}), so A stays",
+                *side,
+                *_evidence(analysis, primary),
+            ],
+        )
     better = [v for v in prim if v.verdict == "better"]
     if better:
         best = max(better, key=lambda v: abs((v.ratio or 1) - 1))
-        head = (f"B wins: {primary} better at {len(better)} of {len(prim)} concurrencies, "
-                f"up to {100 * ((best.ratio or 1) - 1):+.1f}% at {_level(best)} ({_effect(best)})")
+        head = (
+            f"B wins: {primary} better at {len(better)} of {len(prim)} concurrencies, "
+            f"up to {100 * ((best.ratio or 1) - 1):+.1f}% at {_level(best)} ({_effect(best)})"
+        )
         return Decision("B", [head, *side, *_evidence(analysis, primary)])
     if not prim:
         head = f"no {primary} was measured in a complete A/B pair, so the box stays on A"
     elif all(v.verdict == "equivalent" for v in prim):
-        head = (f"B is equivalent to A on {primary} within ±{100 * analysis.band:g}%; "
-                "no gain shown, so the box stays on A")
+        head = (
+            f"B is equivalent to A on {primary} within ±{100 * analysis.band:g}%; "
+            "no gain shown, so the box stays on A"
+        )
     else:
         head = f"no {primary} gain shown for B (inconclusive), so the box stays on A"
     return Decision("A", [head, *side, *_evidence(analysis, primary)])
@@ -101,21 +121,34 @@ def decide(analysis: Analysis, gates: Sequence[GateResult], *, primary: str = "o
 def _against(analysis: Analysis, primary: str) -> tuple[list[MetricVerdict], list[MetricVerdict]]:
     """(primary levels worse, guard checks worse beyond the guard band)."""
     worse = [v for v in analysis.for_metric(primary) if v.verdict == "worse"]
-    harm = [v for v in analysis.verdicts if v.metric != primary and v.metric not in DIAGNOSTIC_METRICS
-            and _beyond_band(v, analysis.guard_band)]
+    harm = [
+        v
+        for v in analysis.verdicts
+        if v.metric != primary
+        and v.metric not in DIAGNOSTIC_METRICS
+        and _beyond_band(v, analysis.guard_band)
+    ]
     return worse, harm
 
 
-def settled(analysis: Analysis, gates: Sequence[GateResult], *, primary: str = "output_tok_s") -> bool:
+def settled(
+    analysis: Analysis, gates: Sequence[GateResult], *, primary: str = "output_tok_s"
+) -> bool:
     """True when more pairs cannot change the decision's outcome (see the module docstring)."""
     if any(g.arm == "B" and not g.passed for g in gates):
         return True
     worse, harm = _against(analysis, primary)
     prim = analysis.for_metric(primary)
-    return bool(worse or harm or any(v.verdict == "better" for v in prim)
-                or (prim and all(v.verdict == "equivalent" for v in prim)))
+    return bool(
+        worse
+        or harm
+        or any(v.verdict == "better" for v in prim)
+        or (prim and all(v.verdict == "equivalent" for v in prim))
+    )
 
 
 def _evidence(analysis: Analysis, primary: str) -> list[str]:
     """One sentence per concurrency of the primary metric: its verdict and why."""
-    return [f"{primary} at {_level(v)}: {v.verdict} ({v.note})" for v in analysis.for_metric(primary)]
+    return [
+        f"{primary} at {_level(v)}: {v.verdict} ({v.note})" for v in analysis.for_metric(primary)
+    ]

@@ -9,8 +9,15 @@ from typing import Any, Literal
 Arm = Literal["A", "B"]
 ARMS: tuple[Arm, Arm] = ("A", "B")
 
-METRICS: tuple[str, ...] = ("output_tok_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
-                            "step_a_ms", "step_b_ms")  # step law step ≈ a + b·bs, fitted per block
+METRICS: tuple[str, ...] = (
+    "output_tok_s",
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "itl_p50_ms",
+    "itl_p99_ms",
+    "step_a_ms",
+    "step_b_ms",
+)  # step law step ≈ a + b·bs, fitted per block
 HIGHER_IS_BETTER = {"output_tok_s"}  # every other metric: lower is better
 # Reported with verdicts but never a reason to reject B: the fitted law describes the step, and a
 # bucket change legitimately trades its intercept for its slope (step-4 vs step-8 over the running
@@ -34,7 +41,9 @@ class BlockResult:
     deploy_op: str | None  # journal op id of the deploy that put this arm on the box
     started_at: str  # ISO-8601 UTC
     duration_s: float  # measured part only (after warm-up)
-    values: dict[int, dict[str, float]] = field(default_factory=dict)  # concurrency -> metric -> value
+    values: dict[int, dict[str, float]] = field(
+        default_factory=dict
+    )  # concurrency -> metric -> value
     complete: bool = True  # False: the block was interrupted; its values are partial
 
     def value(self, concurrency: int, metric: str) -> float | None:
@@ -43,10 +52,16 @@ class BlockResult:
         return v if v is not None and math.isfinite(v) else None
 
     def to_record(self) -> dict[str, Any]:
-        return {"index": self.index, "arm": self.arm, "profile": self.profile,
-                "deploy_op": self.deploy_op, "started_at": self.started_at,
-                "duration_s": self.duration_s, "complete": self.complete,
-                "values": {str(c): dict(m) for c, m in sorted(self.values.items())}}
+        return {
+            "index": self.index,
+            "arm": self.arm,
+            "profile": self.profile,
+            "deploy_op": self.deploy_op,
+            "started_at": self.started_at,
+            "duration_s": self.duration_s,
+            "complete": self.complete,
+            "values": {str(c): dict(m) for c, m in sorted(self.values.items())},
+        }
 
     @classmethod
     def from_record(cls, d: dict[str, Any]) -> BlockResult:
@@ -60,11 +75,16 @@ class BlockResult:
                 raw = {}
             if not isinstance(raw, dict):
                 raise ValueError(f"values must be a mapping of concurrency to metrics, not {raw!r}")
-            values = {int(c): {str(k): float(v) for k, v in m.items()}
-                      for c, m in raw.items()}
-            return cls(index=int(d["index"]), arm=arm, profile=str(d["profile"]),
-                       deploy_op=d.get("deploy_op"), started_at=str(d.get("started_at", "")),
-                       duration_s=float(d.get("duration_s", 0.0)), values=values,
-                       complete=bool(d.get("complete", True)))
+            values = {int(c): {str(k): float(v) for k, v in m.items()} for c, m in raw.items()}
+            return cls(
+                index=int(d["index"]),
+                arm=arm,
+                profile=str(d["profile"]),
+                deploy_op=d.get("deploy_op"),
+                started_at=str(d.get("started_at", "")),
+                duration_s=float(d.get("duration_s", 0.0)),
+                values=values,
+                complete=bool(d.get("complete", True)),
+            )
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"not a block record: {exc}") from None

@@ -59,7 +59,9 @@ def _simpson(lo: float, hi: float) -> tuple[list[float], list[float]]:
     return xs, ws
 
 
-def _exit(density: list[tuple[float, float]], bound: float, drift: float, upper_only: bool) -> float:
+def _exit(
+    density: list[tuple[float, float]], bound: float, drift: float, upper_only: bool
+) -> float:
     """P(S_k outside ±bound) over the weighted continuation density of S_{k-1} (one N(drift, 1) step)."""
     total = 0.0
     for u, wf in density:
@@ -70,9 +72,14 @@ def _exit(density: list[tuple[float, float]], bound: float, drift: float, upper_
     return total
 
 
-def _advance(density: list[tuple[float, float]], bound: float, drift: float) -> list[tuple[float, float]]:
+def _advance(
+    density: list[tuple[float, float]], bound: float, drift: float
+) -> list[tuple[float, float]]:
     xs, ws = _simpson(-bound, bound)
-    return [(s, w * sum(wf * _phi(s - u - drift) for u, wf in density)) for s, w in zip(xs, ws, strict=True)]
+    return [
+        (s, w * sum(wf * _phi(s - u - drift) for u, wf in density))
+        for s, w in zip(xs, ws, strict=True)
+    ]
 
 
 @lru_cache(maxsize=256)
@@ -95,8 +102,11 @@ def boundaries(looks: int, alpha: float) -> tuple[float, ...]:
                     hi = mid
             c = hi
         out.append(c)
-        density = (_advance(density, c * math.sqrt(k), 0.0) if k > 1 else
-                   [(s, w * _phi(s)) for s, w in zip(*_simpson(-c, c), strict=True)])
+        density = (
+            _advance(density, c * math.sqrt(k), 0.0)
+            if k > 1
+            else [(s, w * _phi(s)) for s, w in zip(*_simpson(-c, c), strict=True)]
+        )
     return tuple(out)
 
 
@@ -120,7 +130,7 @@ def power(looks: int, alpha: float, drift: float) -> list[float]:
 
 def pair_sd(variation: float) -> float:
     """The stated sd of one pair's log-ratio: two blocks, each with its deploy offset and noise."""
-    return math.sqrt(2 * (variation ** 2 + WITHIN_BLOCK_FLOOR ** 2))
+    return math.sqrt(2 * (variation**2 + WITHIN_BLOCK_FLOOR**2))
 
 
 def _chi2_quantile(q: float, df: int) -> float:
@@ -138,7 +148,7 @@ def sd_used(diffs: list[float], variation: float) -> tuple[float, bool]:
     m = sum(diffs) / n
     s2 = sum((d - m) ** 2 for d in diffs) / (n - 1)
     lower = s2 * (n - 1) / _chi2_quantile(VARIANCE_CHECK_Q, n - 1)
-    if lower > stated ** 2:
+    if lower > stated**2:
         return math.sqrt(lower), True
     return stated, False
 
@@ -174,8 +184,15 @@ def t_quantile(tail: float, df: int) -> float:
     return hi
 
 
-def repeated_ci(diffs: list[float], *, looks: int, alpha: float, variation: float,
-                sd: float | None = None, estimated: bool = False) -> tuple[float, float, float]:
+def repeated_ci(
+    diffs: list[float],
+    *,
+    looks: int,
+    alpha: float,
+    variation: float,
+    sd: float | None = None,
+    estimated: bool = False,
+) -> tuple[float, float, float]:
     """(mean, low, high) of the effect on the log scale after len(diffs) of `looks` pairs.
     Past the budget the last boundary is used (the design had no more alpha to spend).
 
@@ -201,11 +218,15 @@ def repeated_ci(diffs: list[float], *, looks: int, alpha: float, variation: floa
     return m, m - r, m + r
 
 
-TARGET_POWER = 0.9  # the plan sizes the budget so a true effect of the named size is decided by then
+TARGET_POWER = (
+    0.9  # the plan sizes the budget so a true effect of the named size is decided by then
+)
 MAX_LOOKS = 16  # 32 blocks: beyond that the named effect is too small for this box's variation
 
 
-def size_budget(effect: float, variation: float, alpha: float, *, max_looks: int = MAX_LOOKS) -> int:
+def size_budget(
+    effect: float, variation: float, alpha: float, *, max_looks: int = MAX_LOOKS
+) -> int:
     """The fewest pairs (at least 2) with which a true effect of `effect` (a fraction, +0.05 for
     5%) is decided better with probability TARGET_POWER, at the stated variation; max_looks
     when even that many do not reach it."""
@@ -216,7 +237,9 @@ def size_budget(effect: float, variation: float, alpha: float, *, max_looks: int
     return max_looks
 
 
-def expected_pairs(looks: int, alpha: float, effect: float, variation: float) -> tuple[float, float]:
+def expected_pairs(
+    looks: int, alpha: float, effect: float, variation: float
+) -> tuple[float, float]:
     """(expected pairs until a true `effect` is decided, or the budget ends; P(decided by then))."""
     curve = power(looks, alpha, math.log1p(abs(effect)) / pair_sd(variation))
     return 1 + sum(1 - p for p in curve[:-1]), curve[-1]

@@ -78,7 +78,7 @@ def wilcoxon_signed_rank(diffs: Sequence[float]) -> tuple[float, float] | None:
     if n <= EXACT_MAX_N:
         doubled = [round(2 * ri) for ri in r]
         counts = _signed_rank_counts(doubled)
-        total = 2 ** n
+        total = 2**n
         w2 = round(2 * w_plus)
         low = sum(counts[: w2 + 1]) / total
         high = sum(counts[w2:]) / total
@@ -87,7 +87,7 @@ def wilcoxon_signed_rank(diffs: Sequence[float]) -> tuple[float, float] | None:
     ties: dict[float, int] = {}
     for ri in r:
         ties[ri] = ties.get(ri, 0) + 1
-    var = n * (n + 1) * (2 * n + 1) / 24 - sum(t ** 3 - t for t in ties.values()) / 48
+    var = n * (n + 1) * (2 * n + 1) / 24 - sum(t**3 - t for t in ties.values()) / 48
     if var <= 0:
         return w_plus, 1.0
     z = (abs(w_plus - mean) - 0.5) / math.sqrt(var)
@@ -98,13 +98,14 @@ def min_pairs_for(alpha: float) -> int:
     """The fewest pairs with which the exact two-sided signed-rank p can reach `alpha`
     (its smallest value is 2 / 2^n, every difference of one sign)."""
     n = 1
-    while 2 / 2 ** n > alpha:
+    while 2 / 2**n > alpha:
         n += 1
     return n
 
 
-def bootstrap_ratio_ci(pairs: Sequence[tuple[float, float]], *, confidence: float, resamples: int,
-                       rng: random.Random) -> tuple[float, float] | None:
+def bootstrap_ratio_ci(
+    pairs: Sequence[tuple[float, float]], *, confidence: float, resamples: int, rng: random.Random
+) -> tuple[float, float] | None:
     """Percentile CI of Σb/Σa over pairs (a, b) resampled with replacement as whole units.
 
     Resampling pairs, not single blocks, keeps each A block with the B block it was measured next

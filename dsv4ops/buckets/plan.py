@@ -96,16 +96,26 @@ class Evaluation:
     eager_share: float  # share of steps above the largest bucket
 
     def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "buckets": list(self.buckets), "tok_s": round(self.tok_s, 1),
-                "mean_step_ms": round(self.mean_step_ms, 3),
-                "expected_padding": round(self.expected_padding, 3),
-                "waste_by_bucket": {str(k): round(v, 4) for k, v in self.waste_by_bucket.items()},
-                "graphs": self.graphs, "graph_memory_mb": self.graph_memory_mb,
-                "eager_share": round(self.eager_share, 4)}
+        return {
+            "name": self.name,
+            "buckets": list(self.buckets),
+            "tok_s": round(self.tok_s, 1),
+            "mean_step_ms": round(self.mean_step_ms, 3),
+            "expected_padding": round(self.expected_padding, 3),
+            "waste_by_bucket": {str(k): round(v, 4) for k, v in self.waste_by_bucket.items()},
+            "graphs": self.graphs,
+            "graph_memory_mb": self.graph_memory_mb,
+            "eager_share": round(self.eager_share, 4),
+        }
 
 
-def evaluate(name: str, dist: Mapping[int, float], buckets: Sequence[int], law: StepLaw,
-             graph_mb: float | None = None) -> Evaluation:
+def evaluate(
+    name: str,
+    dist: Mapping[int, float],
+    buckets: Sequence[int],
+    law: StepLaw,
+    graph_mb: float | None = None,
+) -> Evaluation:
     bks = sorted(set(buckets))
     waste: dict[int, float] = {b: 0.0 for b in bks}
     step = tokens = eager = 0.0
@@ -117,9 +127,17 @@ def evaluate(name: str, dist: Mapping[int, float], buckets: Sequence[int], law: 
             waste[pad] += p * (pad - n)
         else:
             eager += p
-    return Evaluation(name, tuple(bks), 1000.0 * tokens / step, step,
-                      sum(p * (padded(n, bks) - n) for n, p in dist.items()), waste, len(bks),
-                      None if graph_mb is None else round(graph_mb * len(bks), 1), eager)
+    return Evaluation(
+        name,
+        tuple(bks),
+        1000.0 * tokens / step,
+        step,
+        sum(p * (padded(n, bks) - n) for n, p in dist.items()),
+        waste,
+        len(bks),
+        None if graph_mb is None else round(graph_mb * len(bks), 1),
+        eager,
+    )
 
 
 def graph_budget(max_buckets: int, graph_mb: float | None, memory_mb: float | None) -> int:
@@ -138,8 +156,9 @@ class GraphMemory:
     sentence: str
 
 
-def graph_memory_estimate(option_mb: float | None, observed_gb: float | None,
-                          captured: int | None) -> GraphMemory:
+def graph_memory_estimate(
+    option_mb: float | None, observed_gb: float | None, captured: int | None
+) -> GraphMemory:
     """The decode's own sglang:graph_memory_usage_gb{phase="decode"} (the total of its captured
     graphs on one GPU) over the graphs it captured, when observed (a measurement beats a guess);
     else --graph-mb, the user's estimate. Per graph is a linear model: graphs share one memory
@@ -147,13 +166,23 @@ def graph_memory_estimate(option_mb: float | None, observed_gb: float | None,
     if observed_gb and captured:
         mb = round(observed_gb * 1024 / captured, 2)
         over = f"; --graph-mb {option_mb:g} not used" if option_mb is not None else ""
-        return GraphMemory(mb, "observed", f"graph memory: {mb:g} MB per graph, observed (the decode "
-                           f"reports {observed_gb:g} GB for its {captured} captured decode graphs in "
-                           f"sglang:graph_memory_usage_gb){over}")
-    why = (f"the decode reports {observed_gb:g} GB in sglang:graph_memory_usage_gb but not how many "
-           "graphs (no decode_cuda_graph_bs in /server_info)" if observed_gb
-           else "no sglang:graph_memory_usage_gb{phase=\"decode\"} observed")
+        return GraphMemory(
+            mb,
+            "observed",
+            f"graph memory: {mb:g} MB per graph, observed (the decode "
+            f"reports {observed_gb:g} GB for its {captured} captured decode graphs in "
+            f"sglang:graph_memory_usage_gb){over}",
+        )
+    why = (
+        f"the decode reports {observed_gb:g} GB in sglang:graph_memory_usage_gb but not how many "
+        "graphs (no decode_cuda_graph_bs in /server_info)"
+        if observed_gb
+        else 'no sglang:graph_memory_usage_gb{phase="decode"} observed'
+    )
     if option_mb is not None:
-        return GraphMemory(option_mb, "option", f"graph memory: {option_mb:g} MB per graph, "
-                           f"--graph-mb (your estimate; {why})")
+        return GraphMemory(
+            option_mb,
+            "option",
+            f"graph memory: {option_mb:g} MB per graph, " f"--graph-mb (your estimate; {why})",
+        )
     return GraphMemory(None, "none", f"graph memory: unknown ({why}); --graph-mb MB sets a budget")

@@ -39,7 +39,7 @@ def from_file(path: Path) -> dict[int, float]:
             return {int(k): float(v) for k, v in data.items()}
     except (TypeError, ValueError):
         pass
-    raise DsOpsError(f"{path}: expected a list of running batch sizes or {{\"size\": weight}}")
+    raise DsOpsError(f'{path}: expected a list of running batch sizes or {{"size": weight}}')
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,10 @@ class ReportLevels:
 # dsv4ops.ab's FIT_LEVEL: a block's fitted law sits under this key of `values` (buckets and ab
 # are areas of one layer, so the report format is read, not imported).
 AB_FIT_LEVEL = "0"
-_NO_LEVELS_HINT = ("give --from the report.json of `dsv4ops canary --suite sweep --report DIR` "
-                   "or of `dsv4ops ab ... --suite sweep`")
+_NO_LEVELS_HINT = (
+    "give --from the report.json of `dsv4ops canary --suite sweep --report DIR` "
+    "or of `dsv4ops ab ... --suite sweep`"
+)
 
 
 def from_report(path: Path) -> ReportLevels:
@@ -70,13 +72,20 @@ def from_report(path: Path) -> ReportLevels:
         raise DsOpsError(f"{path}: not a report (expected a JSON object)", hint=_NO_LEVELS_HINT)
     if data.get("kind") == "ab":
         return _from_ab(path, data)
-    suites = (data.get("canary") or {}).get("suites") if isinstance(data.get("canary"), dict) else None
-    sweep = next((s for s in suites or [] if isinstance(s, dict) and s.get("suite") == "sweep"), None)
+    suites = (
+        (data.get("canary") or {}).get("suites") if isinstance(data.get("canary"), dict) else None
+    )
+    sweep = next(
+        (s for s in suites or [] if isinstance(s, dict) and s.get("suite") == "sweep"), None
+    )
     metrics = sweep.get("metrics") if isinstance(sweep, dict) else None
     levels = metrics.get("levels") if isinstance(metrics, dict) else None
     if not levels or not isinstance(metrics, dict):
-        raise DsOpsError(f"{path}: no sweep levels in this report (no canary.suites[] entry of "
-                         "suite sweep with metrics.levels)", hint=_NO_LEVELS_HINT)
+        raise DsOpsError(
+            f"{path}: no sweep levels in this report (no canary.suites[] entry of "
+            "suite sweep with metrics.levels)",
+            hint=_NO_LEVELS_HINT,
+        )
     dist: dict[int, float] = {}
     try:
         for lv in levels:
@@ -85,8 +94,11 @@ def from_report(path: Path) -> ReportLevels:
                 n = round(float(bs))
                 dist[n] = dist.get(n, 0.0) + float(lv.get("duration_s", 1.0) or 1.0)
     except (AttributeError, TypeError, ValueError):
-        raise DsOpsError(f"{path}: canary.suites[sweep].metrics.levels: expected a list of "
-                         "{\"bs\": running, ...} objects", hint=_NO_LEVELS_HINT) from None
+        raise DsOpsError(
+            f"{path}: canary.suites[sweep].metrics.levels: expected a list of "
+            '{"bs": running, ...} objects',
+            hint=_NO_LEVELS_HINT,
+        ) from None
     fit = metrics.get("fit", {})
     for key in ("metrics", "padded_bs", "bs"):
         law = _law(fit.get(key) if isinstance(fit, dict) else None, "a_ms", "b_ms")
@@ -110,13 +122,19 @@ def _from_ab(path: Path, data: dict[str, Any]) -> ReportLevels:
         for c in levels:
             dist[c] = dist.get(c, 0.0) + float(blk.get("duration_s") or 1.0) / len(levels)
         fitted = values.get(AB_FIT_LEVEL) or {}
-        if blk.get("arm") == winner and isinstance(fitted, dict) and _law(fitted, "step_a_ms", "step_b_ms"):
+        if (
+            blk.get("arm") == winner
+            and isinstance(fitted, dict)
+            and _law(fitted, "step_a_ms", "step_b_ms")
+        ):
             a_ms.append(float(fitted["step_a_ms"]))
             b_ms.append(float(fitted["step_b_ms"]))
     if not dist:
         raise DsOpsError(f"{path}: no levels in this A/B report's blocks", hint=_NO_LEVELS_HINT)
     law = StepLaw(statistics.median(a_ms), statistics.median(b_ms)) if a_ms else None
-    how = f"the law of arm {winner} (kept), median of {len(a_ms)} blocks" if law else "no fitted law"
+    how = (
+        f"the law of arm {winner} (kept), median of {len(a_ms)} blocks" if law else "no fitted law"
+    )
     return ReportLevels(dist, law, f"A/B report levels (concurrency); {how}")
 
 

@@ -99,7 +99,9 @@ class SawtoothDrop:
 
     @property
     def drop_pct(self) -> float:
-        return 100.0 * (self.from_tok_s - self.to_tok_s) / self.from_tok_s if self.from_tok_s else 0.0
+        return (
+            100.0 * (self.from_tok_s - self.to_tok_s) / self.from_tok_s if self.from_tok_s else 0.0
+        )
 
 
 def find_sawtooth(
@@ -120,16 +122,39 @@ def find_sawtooth(
         diff = _difference_ci(prev, cur)
         if diff is None or diff[0] <= 0:
             continue  # unmeasured, or within the noise
-        drop = SawtoothDrop(prev.bs, cur.bs, crossed[-1], prev.output_tok_s, cur.output_tok_s,
-                            pad_prev, pad_cur, prev.output_tok_s_ci, cur.output_tok_s_ci, diff)
+        drop = SawtoothDrop(
+            prev.bs,
+            cur.bs,
+            crossed[-1],
+            prev.output_tok_s,
+            cur.output_tok_s,
+            pad_prev,
+            pad_cur,
+            prev.output_tok_s_ci,
+            cur.output_tok_s_ci,
+            diff,
+        )
         if drop.drop_pct >= min_drop_pct:
             drops.append(drop)
     return drops
 
 
 # Two-sided 95% Student t quantiles by degrees of freedom (a level has a handful of slices).
-_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-        9: 2.262, 10: 2.228, 15: 2.131, 20: 2.086, 30: 2.042}
+_T95 = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    15: 2.131,
+    20: 2.086,
+    30: 2.042,
+}
 
 
 def _t95(df: int) -> float:
@@ -157,7 +182,7 @@ def mean_ci95(values: Sequence[float]) -> tuple[float, float] | None:
         return None
     mean = sum(values) / n
     sd = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5
-    half = _t95(n - 1) * sd / n ** 0.5
+    half = _t95(n - 1) * sd / n**0.5
     return (mean - half, mean + half)
 
 

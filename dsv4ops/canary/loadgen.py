@@ -53,7 +53,9 @@ class ChatClient:
             raise ValueError(f"engine must be auto, raw or aiohttp, not {engine!r}")
         if engine == "raw" and not rawhttp.StreamingHttp.supports(base_url):
             raise ValueError(f"the raw engine speaks plain http:// only, not {base_url!r}")
-        self.engine = "raw" if engine != "aiohttp" and rawhttp.StreamingHttp.supports(base_url) else "aiohttp"
+        self.engine = (
+            "raw" if engine != "aiohttp" and rawhttp.StreamingHttp.supports(base_url) else "aiohttp"
+        )
         self.url = base_url.rstrip("/") + path
         self.path = urlsplit(self.url).path or "/"
         self.base_url = base_url.rstrip("/")
@@ -67,7 +69,9 @@ class ChatClient:
         self._raw: rawhttp.StreamingHttp | None = None
 
     async def __aenter__(self) -> ChatClient:
-        connector = aiohttp.TCPConnector(limit=self._connections, limit_per_host=0, ttl_dns_cache=300)
+        connector = aiohttp.TCPConnector(
+            limit=self._connections, limit_per_host=0, ttl_dns_cache=300
+        )
         self.session = aiohttp.ClientSession(
             connector=connector,
             timeout=aiohttp.ClientTimeout(total=self._timeout, sock_connect=10),
@@ -84,7 +88,12 @@ class ChatClient:
             await self.session.close()
 
     async def stream(
-        self, body: dict[str, Any], *, rid: str, tag: str = "", t_queued: int = 0,
+        self,
+        body: dict[str, Any],
+        *,
+        rid: str,
+        tag: str = "",
+        t_queued: int = 0,
         sink: list[RequestRecord] | None = None,
     ) -> RequestRecord:
         """Send one streaming request and record it. Never raises for server-side failures.
@@ -129,7 +138,13 @@ class ChatClient:
                 rec.error = f"hang_{hang}" if hang else R.ERR_CANCELLED
             _finish(rec, wd)
             raise
-        except (TimeoutError, OSError, aiohttp.ClientError, rawhttp.Disconnected, rawhttp.HttpError) as exc:
+        except (
+            TimeoutError,
+            OSError,
+            aiohttp.ClientError,
+            rawhttp.Disconnected,
+            rawhttp.HttpError,
+        ) as exc:
             rec.error, rec.error_detail = _failure(exc, self._timeout)
         if not rec.t_end:
             rec.t_end = clock()
@@ -175,8 +190,9 @@ class ChatClient:
         """POST a small JSON body (e.g. /abort_request); returns the HTTP status (0 if unreachable)."""
         assert self.session is not None
         try:
-            async with self.session.post(url, json=payload,
-                                         timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            async with self.session.post(
+                url, json=payload, timeout=aiohttp.ClientTimeout(total=timeout_s)
+            ) as resp:
                 await resp.read()
                 return resp.status
         except (aiohttp.ClientError, TimeoutError):
@@ -186,12 +202,16 @@ class ChatClient:
         status, text, _ = await self.get_text_reply(url, timeout_s=timeout_s)
         return status, text
 
-    async def get_text_reply(self, url: str, *, timeout_s: float = 2.0) -> tuple[int, str, str | None]:
+    async def get_text_reply(
+        self, url: str, *, timeout_s: float = 2.0
+    ) -> tuple[int, str, str | None]:
         """(status, text, why there is none): "timed out" (it accepted and did not answer in
         time) is told from a refused or broken connection, which watch judges differently."""
         assert self.session is not None
         try:
-            async with self.session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            async with self.session.get(
+                url, timeout=aiohttp.ClientTimeout(total=timeout_s)
+            ) as resp:
                 return resp.status, await resp.text(errors="replace"), None
         except TimeoutError:
             return 0, "", "timed out"
@@ -299,7 +319,9 @@ async def poisson(
     return out
 
 
-def level_windows(starts: Sequence[float], end: float, warm_frac: float = 0.3) -> list[tuple[float, float]]:
+def level_windows(
+    starts: Sequence[float], end: float, warm_frac: float = 0.3
+) -> list[tuple[float, float]]:
     """Steady-state windows of a staircase: each level minus its warm-up share."""
     edges = list(starts) + [end]
     return [(a + (b - a) * warm_frac, b) for a, b in zip(edges, edges[1:], strict=False)]

@@ -23,9 +23,13 @@ def write_plots(result: SuiteResult, directory: Path) -> list[Path]:
             written.append(_sweep_plot(plt, r.metrics, directory / f"{r.suite}-sweep.png"))
         summary = r.metrics.get("summary") or {}
         if summary.get("completed"):
-            written.append(_latency_plot(plt, r.suite, summary, directory / f"{r.suite}-latency.png"))
+            written.append(
+                _latency_plot(plt, r.suite, summary, directory / f"{r.suite}-latency.png")
+            )
         if summary.get("output_tokens_per_s_buckets"):
-            written.append(_timeline_plot(plt, r.suite, summary, directory / f"{r.suite}-throughput.png"))
+            written.append(
+                _timeline_plot(plt, r.suite, summary, directory / f"{r.suite}-throughput.png")
+            )
     return written
 
 
@@ -37,14 +41,22 @@ def _sweep_plot(plt: Any, m: dict[str, Any], path: Path) -> Path:
     grid = list(range(max(1, int(min(xs) // 2)), int(max(xs)) + 2))
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
     sources = (
-        ("client timestamps", fits.get("padded_bs") or fits.get("bs"), "step_ms", "output_tok_s", "C0"),
+        (
+            "client timestamps",
+            fits.get("padded_bs") or fits.get("bs"),
+            "step_ms",
+            "output_tok_s",
+            "C0",
+        ),
         ("server metrics", fits.get("metrics"), "step_ms_metrics", "output_tok_s_metrics", "C1"),
     )
     for label, law, step_key, tput_key, color in sources:
         pts = [(p["bs"], p[step_key], p.get(tput_key)) for p in levels if p.get(step_key)]
         if not pts:
             continue
-        ax2.plot([p[0] for p in pts], [p[1] for p in pts], "o", color=color, label=f"step ({label})")
+        ax2.plot(
+            [p[0] for p in pts], [p[1] for p in pts], "o", color=color, label=f"step ({label})"
+        )
         tput = [(p[0], p[2]) for p in pts if p[2]]
         if tput:
             ax1.plot(*zip(*tput, strict=True), "o-", color=color, label=f"measured ({label})")
@@ -53,8 +65,14 @@ def _sweep_plot(plt: Any, m: dict[str, Any], path: Path) -> Path:
             step = [law["a_ms"] + law["b_ms"] * p for p in padded]
             text = f"{law['a_ms']:.2f} + {law['b_ms']:.3f}·bs ms, R² {law['r2']:.3f}"
             ax2.plot(grid, step, "-", color=color, alpha=0.5, label=f"law ({label}): {text}")
-            ax1.plot(grid, [1000.0 * x / s for x, s in zip(grid, step, strict=True)], "-", color=color,
-                     alpha=0.4, label=f"law ({label}); ceiling 1000/b = {law['ceiling_tok_s']:.0f}")
+            ax1.plot(
+                grid,
+                [1000.0 * x / s for x, s in zip(grid, step, strict=True)],
+                "-",
+                color=color,
+                alpha=0.4,
+                label=f"law ({label}); ceiling 1000/b = {law['ceiling_tok_s']:.0f}",
+            )
     for b in buckets:
         if grid[0] <= b <= grid[-1]:
             for ax in (ax1, ax2):
@@ -62,9 +80,14 @@ def _sweep_plot(plt: Any, m: dict[str, Any], path: Path) -> Path:
     clock = m.get("clock") or {}
     scale = clock.get("time_scale", 1.0)
     on = "model time" + (f", twin time scale {scale:g}" if scale != 1.0 else "")
-    ax1.set(xlabel="running batch", ylabel=f"output tok/s ({on})", title="throughput vs concurrency")
-    ax2.set(xlabel="running batch", ylabel=f"decode step (ms, {on})",
-            title="step time vs concurrency (red lines: CUDA-graph buckets)")
+    ax1.set(
+        xlabel="running batch", ylabel=f"output tok/s ({on})", title="throughput vs concurrency"
+    )
+    ax2.set(
+        xlabel="running batch",
+        ylabel=f"decode step (ms, {on})",
+        title="step time vs concurrency (red lines: CUDA-graph buckets)",
+    )
     for ax in (ax1, ax2):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
@@ -96,7 +119,11 @@ def _timeline_plot(plt: Any, suite: str, s: dict[str, Any], path: Path) -> Path:
     buckets = s["output_tokens_per_s_buckets"]
     fig, ax = plt.subplots(figsize=(7, 3.5))
     ax.step(range(len(buckets)), buckets, where="post")
-    ax.set(xlabel="seconds since start", ylabel="output tok/s", title=f"{suite}: output tokens per second")
+    ax.set(
+        xlabel="seconds since start",
+        ylabel="output tok/s",
+        title=f"{suite}: output tokens per second",
+    )
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -65,8 +65,9 @@ class Stall:
 
 
 class ProgressDetector:
-    def __init__(self, *, min_window_s: float = 2.0,
-                 decode_log_interval: int = DEFAULT_DECODE_LOG_INTERVAL) -> None:
+    def __init__(
+        self, *, min_window_s: float = 2.0, decode_log_interval: int = DEFAULT_DECODE_LOG_INTERVAL
+    ) -> None:
         self.min_window_ns = int(min_window_s * 1e9)
         self.decode_log_interval = max(1, decode_log_interval)
         self._tracks: dict[str, _Track] = {}
@@ -91,19 +92,31 @@ class ProgressDetector:
             interval = longest * max(1.0, in_flight / max(t.running_at_change, 1.0))
         return max(self.min_window_ns, int(WINDOW_FACTOR * interval))
 
-    def observe(self, url: str, now_ns: int, *, running: float | None, queued: float | None,
-                decode_tokens: float | None, engine_types: tuple[str, ...] = (),
-                in_flight: int = 0) -> Stall | None:
+    def observe(
+        self,
+        url: str,
+        now_ns: int,
+        *,
+        running: float | None,
+        queued: float | None,
+        decode_tokens: float | None,
+        engine_types: tuple[str, ...] = (),
+        in_flight: int = 0,
+    ) -> Stall | None:
         """One scrape of `url`; returns a Stall when this scrape confirms one (once per episode)."""
-        if (running is None or decode_tokens is None
-                or (engine_types and not set(engine_types) & {"decode", "unified"})):
+        if (
+            running is None
+            or decode_tokens is None
+            or (engine_types and not set(engine_types) & {"decode", "unified"})
+        ):
             self._tracks.pop(url, None)  # cannot judge this server
             return None
         busy = running > 0 or (queued or 0) > 0
         t = self._tracks.get(url)
         if t is None:
-            self._tracks[url] = _Track(decode_tokens, now_ns, running,
-                                       busy_since_ns=now_ns if busy else None)
+            self._tracks[url] = _Track(
+                decode_tokens, now_ns, running, busy_since_ns=now_ns if busy else None
+            )
             return None
         if decode_tokens != t.value:
             self._changed(t, now_ns, decode_tokens, running)

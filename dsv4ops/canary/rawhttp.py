@@ -99,7 +99,11 @@ class _Conn(asyncio.Protocol):
             if self._body_mode == "close" and not self._in_head:
                 self._finish()  # a read-to-close body ends here
             else:
-                detail = f"ServerDisconnected: {exc}" if exc else "ServerDisconnected: connection closed by peer"
+                detail = (
+                    f"ServerDisconnected: {exc}"
+                    if exc
+                    else "ServerDisconnected: connection closed by peer"
+                )
                 done.set_exception(Disconnected(detail, got_bytes=self._got))
         self._on_lost(self)
 
@@ -307,8 +311,11 @@ class StreamingHttp:
         return parts.scheme == "http" and bool(parts.hostname) and not parts.username
 
     def request_bytes(self, path: str, body: bytes, headers: dict[str, str]) -> bytes:
-        head = [f"POST {path} HTTP/1.1", f"Host: {self.host_header.decode()}",
-                f"Content-Length: {len(body)}"]
+        head = [
+            f"POST {path} HTTP/1.1",
+            f"Host: {self.host_header.decode()}",
+            f"Content-Length: {len(body)}",
+        ]
         for k, v in headers.items():
             if any(c in f"{k}{v}" for c in "\r\n"):
                 raise ValueError(f"header {k!r} contains a line break")
@@ -339,11 +346,15 @@ class StreamingHttp:
         loop = asyncio.get_running_loop()
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(lambda: _Conn(self._put_idle, self._forget), self.host, self.port),
+                loop.create_connection(
+                    lambda: _Conn(self._put_idle, self._forget), self.host, self.port
+                ),
                 self._connect_timeout,
             )
         except TimeoutError as exc:
-            raise ConnectTimeout(f"no connection to {self.host}:{self.port} in {self._connect_timeout} s") from exc
+            raise ConnectTimeout(
+                f"no connection to {self.host}:{self.port} in {self._connect_timeout} s"
+            ) from exc
         self._all.add(conn)
         return conn
 

@@ -38,7 +38,9 @@ def report_json(result: SuiteResult, thresholds: Thresholds | None = None) -> di
     return cleaned
 
 
-def write_report(result: SuiteResult, directory: Path, *, thresholds: Thresholds | None = None) -> list[Path]:
+def write_report(
+    result: SuiteResult, directory: Path, *, thresholds: Thresholds | None = None
+) -> list[Path]:
     """Write report.json, report.md and the plots; returns the paths written.
 
     Raises CanaryError if the directory cannot be written.
@@ -68,11 +70,17 @@ def _count_notes(s: dict[str, Any]) -> list[str]:
     """What the counts above include, where it is not obvious, and the failures by kind."""
     lines = []
     if s.get("cancelled"):
-        lines += ["", f"Cancelled: {s['cancelled']} streams cut on purpose by the canary (not failures); "
-                  "their tokens are in output tok/s, their first token and gaps in TTFT and ITL."]
+        lines += [
+            "",
+            f"Cancelled: {s['cancelled']} streams cut on purpose by the canary (not failures); "
+            "their tokens are in output tok/s, their first token and gaps in TTFT and ITL.",
+        ]
     if s.get("completed_without_done"):
-        lines += ["", f"{s['completed_without_done']} completed streams ended after their finish_reason "
-                  "without `data: [DONE]`."]
+        lines += [
+            "",
+            f"{s['completed_without_done']} completed streams ended after their finish_reason "
+            "without `data: [DONE]`.",
+        ]
     errors = s.get("errors_by_kind") or {}
     if errors:
         lines += ["", "Errors: " + ", ".join(f"{k} {v}" for k, v in errors.items())]
@@ -102,16 +110,29 @@ def _summary_md(s: dict[str, Any]) -> list[str]:
     """The client's wall-clock summary and latency table ([] without a summary)."""
     if not s:
         return []
-    lines = ["", "Client wall clock:", "", "| completed | cancelled | failed | output tok/s | req/s | max tok/s (1 s) "
-             "| concurrency |", "|---|---|---|---|---|---|---|",
-             f"| {s.get('completed')} | {s.get('cancelled', 0)} | {s.get('failed')} "
-             f"| {_fmt(s.get('output_throughput'))} "
-             f"| {_fmt(s.get('request_throughput'), 2)} | {_fmt(s.get('max_output_tokens_per_s'))} "
-             f"| {_fmt(s.get('concurrency'), 2)} |",
-             "", "| latency (ms) | mean | median | p90 | p99 | max |", "|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "Client wall clock:",
+        "",
+        "| completed | cancelled | failed | output tok/s | req/s | max tok/s (1 s) "
+        "| concurrency |",
+        "|---|---|---|---|---|---|---|",
+        f"| {s.get('completed')} | {s.get('cancelled', 0)} | {s.get('failed')} "
+        f"| {_fmt(s.get('output_throughput'))} "
+        f"| {_fmt(s.get('request_throughput'), 2)} | {_fmt(s.get('max_output_tokens_per_s'))} "
+        f"| {_fmt(s.get('concurrency'), 2)} |",
+        "",
+        "| latency (ms) | mean | median | p90 | p99 | max |",
+        "|---|---|---|---|---|---|",
+    ]
     for name in LATENCY_ROWS:
-        lines.append(f"| {name} | " + " | ".join(
-            _fmt(s.get(f"{stat}_{name}_ms")) for stat in ("mean", "median", "p90", "p99", "max")) + " |")
+        lines.append(
+            f"| {name} | "
+            + " | ".join(
+                _fmt(s.get(f"{stat}_{name}_ms")) for stat in ("mean", "median", "p90", "p99", "max")
+            )
+            + " |"
+        )
     return lines + _count_notes(s)
 
 
@@ -121,37 +142,60 @@ def _fits_md(metrics: dict[str, Any]) -> list[str]:
     clock = metrics.get("clock") or {}
     lines: list[str] = []
     if clock and (fit or metrics.get("levels")):
-        lines += ["", f"Levels and fits on the {clock.get('name')} clock, time scale "
-                      f"{clock.get('time_scale'):g}: {clock.get('note')}."]
+        lines += [
+            "",
+            f"Levels and fits on the {clock.get('name')} clock, time scale "
+            f"{clock.get('time_scale'):g}: {clock.get('note')}.",
+        ]
     if fit:
-        lines += ["", "| fit | a (ms) | b (ms/req) | R² | ceiling 1000/b (tok/s) |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| fit | a (ms) | b (ms/req) | R² | ceiling 1000/b (tok/s) |",
+            "|---|---|---|---|---|",
+        ]
         for name, f in fit.items():
-            lines.append(f"| {name} | {_fmt(f['a_ms'], 2)} | {_fmt(f['b_ms'], 3)} | {_fmt(f['r2'], 4)} "
-                         f"| {_fmt(f['ceiling_tok_s'], 0)} |")
+            lines.append(
+                f"| {name} | {_fmt(f['a_ms'], 2)} | {_fmt(f['b_ms'], 3)} | {_fmt(f['r2'], 4)} "
+                f"| {_fmt(f['ceiling_tok_s'], 0)} |"
+            )
     return lines
 
 
 def _levels_md(levels: list[dict[str, Any]]) -> list[str]:
     if not levels:
         return []
-    return ["", "| concurrency | step (ms) | step from metrics (ms) | output tok/s |", "|---|---|---|---|"] + [
+    return [
+        "",
+        "| concurrency | step (ms) | step from metrics (ms) | output tok/s |",
+        "|---|---|---|---|",
+    ] + [
         f"| {p['concurrency']} | {_fmt(p['step_ms'], 2)} | {_fmt(p['step_ms_metrics'], 2)} "
-        f"| {_fmt(p['output_tok_s'], 0)} |" for p in levels]
+        f"| {_fmt(p['output_tok_s'], 0)} |"
+        for p in levels
+    ]
 
 
 def _waste_md(waste: list[dict[str, Any]]) -> list[str]:
     if not waste:
         return []
-    return ["", "| bucket | smallest batch | worst padded slots | worst step waste % | observed padding % |",
-            "|---|---|---|---|---|"] + [
+    return [
+        "",
+        "| bucket | smallest batch | worst padded slots | worst step waste % | observed padding % |",
+        "|---|---|---|---|---|",
+    ] + [
         f"| {w['bucket']} | {w['lo']} | {w['worst_padded_slots']} | {_fmt(w['worst_waste_pct'])} "
-        f"| {_fmt(w['observed_padding_pct'])} |" for w in waste]
+        f"| {_fmt(w['observed_padding_pct'])} |"
+        for w in waste
+    ]
 
 
 def _client_md(client: dict[str, Any]) -> list[str]:
     if not client:
         return []
-    return ["", f"Client: {_fmt(client.get('client_cpu_cores'), 2)} cores, loop lag p99 "
-                f"{_fmt(client.get('loop_lag_p99_ms'))} ms, machine CPU busy "
-                f"{_fmt((client.get('machine_cpu_busy') or 0) * 100, 0)}%"
-                + (" — CLIENT-BOUND" if client.get("client_bound") else "")]
+    return [
+        "",
+        f"Client: {_fmt(client.get('client_cpu_cores'), 2)} cores, loop lag p99 "
+        f"{_fmt(client.get('loop_lag_p99_ms'))} ms, machine CPU busy "
+        f"{_fmt((client.get('machine_cpu_busy') or 0) * 100, 0)}%"
+        + (" — CLIENT-BOUND" if client.get("client_bound") else ""),
+    ]

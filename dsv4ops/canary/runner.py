@@ -101,8 +101,12 @@ async def _run(name: str, ctx: SuiteContext) -> SuiteResult:
         results.append(await SUITES[suite](ctx))
     verdict = worst([r.verdict for r in results])
     reasons = [f"{r.suite}: {r.verdict.value}" for r in results]
-    reasons += [f"{r.suite}: {line}" for r in results for line in r.reasons if not line.startswith("note")]
-    return SuiteResult(suite="all", verdict=verdict, reasons=reasons, metrics={}, sub_results=results)
+    reasons += [
+        f"{r.suite}: {line}" for r in results for line in r.reasons if not line.startswith("note")
+    ]
+    return SuiteResult(
+        suite="all", verdict=verdict, reasons=reasons, metrics={}, sub_results=results
+    )
 
 
 def suites_for_change(old: Mapping[str, object] | None, new: Mapping[str, object]) -> list[str]:

@@ -21,8 +21,13 @@ class SseSplitter:
     def feed(self, chunk: bytes) -> list[bytes]:
         # The common case at one event per read: exactly one complete `data: ` line (SGLang's
         # stream at stream_interval 1). Byte tests only, no split, no generator: about half the cost.
-        if not self._buf and chunk[:6] == b"data: " and chunk.find(b"\n") == len(chunk) - 2 \
-                and chunk[-2:] == b"\n\n" and b"\r" not in chunk:
+        if (
+            not self._buf
+            and chunk[:6] == b"data: "
+            and chunk.find(b"\n") == len(chunk) - 2
+            and chunk[-2:] == b"\n\n"
+            and b"\r" not in chunk
+        ):
             return [chunk[6:-2]]
         buf = self._buf + chunk if self._buf else chunk
         if b"\r" in buf:  # CRLF framing is legal SSE; normalise only when it occurs
@@ -52,8 +57,7 @@ class SseSplitter:
 def _data_of(event: bytes) -> bytes | None:
     """Join the data lines of a multi-line event; None for comment-only or field-only events."""
     lines = [
-        line[5:].lstrip(b" ") if line.startswith(b"data:") else None
-        for line in event.split(b"\n")
+        line[5:].lstrip(b" ") if line.startswith(b"data:") else None for line in event.split(b"\n")
     ]
     data = [line for line in lines if line is not None]
     return b"\n".join(data) if data else None

@@ -90,8 +90,10 @@ def summarize(
     cut = [r for r in records if r.cancelled]
     measured = ok + cut
     failed = [r for r in records if not r.ok and not r.cancelled]
-    tokens = {name: sum(r.output_tokens for r in group)
-              for name, group in (("completed", ok), ("cancelled", cut), ("failed", failed))}
+    tokens = {
+        name: sum(r.output_tokens for r in group)
+        for name, group in (("completed", ok), ("cancelled", cut), ("failed", failed))
+    }
     out_tokens = sum(tokens.values())
     in_tokens = sum(r.prompt_tokens or 0 for r in ok)
     if duration_s is None:

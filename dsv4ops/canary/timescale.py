@@ -45,20 +45,32 @@ def to_model_time(p: LevelPoint, scale: float) -> LevelPoint:
         return None if v is None else v / scale
 
     ci = p.output_tok_s_ci
-    return replace(p, step_ms=p.step_ms / scale, output_tok_s=p.output_tok_s * scale,
-                   output_tok_s_ci=None if ci is None else (ci[0] * scale, ci[1] * scale),
-                   ttft_p50_ms=ms(p.ttft_p50_ms), ttft_p99_ms=ms(p.ttft_p99_ms),
-                   itl_p50_ms=ms(p.itl_p50_ms), itl_p99_ms=ms(p.itl_p99_ms))
+    return replace(
+        p,
+        step_ms=p.step_ms / scale,
+        output_tok_s=p.output_tok_s * scale,
+        output_tok_s_ci=None if ci is None else (ci[0] * scale, ci[1] * scale),
+        ttft_p50_ms=ms(p.ttft_p50_ms),
+        ttft_p99_ms=ms(p.ttft_p99_ms),
+        itl_p50_ms=ms(p.itl_p50_ms),
+        itl_p99_ms=ms(p.itl_p99_ms),
+    )
 
 
 def clock_record(scale: float) -> dict[str, Any]:
     """What report.json says about the clock of its levels, fits and notes."""
     if scale == 1.0:
-        return {"name": "model", "time_scale": 1.0,
-                "note": "the server states no time scale: model time is wall time"}
-    return {"name": "model", "time_scale": scale,
-            "note": f"a twin at time scale {scale:g} (its /server_info): the client's ms are "
-                    f"divided by {scale:g} and its tok/s multiplied; `summary` stays client wall"}
+        return {
+            "name": "model",
+            "time_scale": 1.0,
+            "note": "the server states no time scale: model time is wall time",
+        }
+    return {
+        "name": "model",
+        "time_scale": scale,
+        "note": f"a twin at time scale {scale:g} (its /server_info): the client's ms are "
+        f"divided by {scale:g} and its tok/s multiplied; `summary` stays client wall",
+    }
 
 
 def clock_label(scale: float) -> str:

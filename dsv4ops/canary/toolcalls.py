@@ -78,17 +78,23 @@ def assemble(deltas: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
             if call.id is None:
                 call.id = new_id
             elif new_id != call.id:
-                call.problems.append(ToolProblem(ID_CHANGED, f"call {index}: {call.id!r} then {new_id!r}"))
+                call.problems.append(
+                    ToolProblem(ID_CHANGED, f"call {index}: {call.id!r} then {new_id!r}")
+                )
         fn = d.get("function") or {}
         name = fn.get("name")
         if name:
             if call.name is None:
                 call.name = name
             elif name != call.name:
-                call.problems.append(ToolProblem(NAME_CHANGED, f"call {index}: {call.name!r} then {name!r}"))
+                call.problems.append(
+                    ToolProblem(NAME_CHANGED, f"call {index}: {call.name!r} then {name!r}")
+                )
             elif call.arguments:
                 # the same name sent again after arguments began: the duplicated-call shape
-                call.problems.append(ToolProblem(NAME_CHANGED, f"call {index}: name {name!r} repeated"))
+                call.problems.append(
+                    ToolProblem(NAME_CHANGED, f"call {index}: name {name!r} repeated")
+                )
         args = fn.get("arguments")
         if isinstance(args, str):
             call.arguments += args
@@ -113,14 +119,24 @@ def check_calls(
     """
     problems: list[ToolProblem] = []
     if has_markup(content):
-        problems.append(ToolProblem(MARKUP_IN_CONTENT, f"content has tool-call markup: {content[:80]!r}"))
+        problems.append(
+            ToolProblem(MARKUP_IN_CONTENT, f"content has tool-call markup: {content[:80]!r}")
+        )
     if not calls:
         if require_call and finish_reason == "length":
-            problems.append(ToolProblem(CUT_BY_MAX_TOKENS, "no tool call: the output reached "
-                                        "max_tokens first (finish_reason length)"))
+            problems.append(
+                ToolProblem(
+                    CUT_BY_MAX_TOKENS,
+                    "no tool call: the output reached " "max_tokens first (finish_reason length)",
+                )
+            )
         elif require_call:
-            problems.append(ToolProblem(MISSING_CALL, "no tool call in the response "
-                                        f"(finish_reason {finish_reason!r})"))
+            problems.append(
+                ToolProblem(
+                    MISSING_CALL,
+                    "no tool call in the response " f"(finish_reason {finish_reason!r})",
+                )
+            )
         return problems
     for call in calls:
         problems.extend(call.problems)
@@ -128,8 +144,12 @@ def check_calls(
     return problems
 
 
-def _check_one(call: ToolCall, tools: Mapping[str, Mapping[str, Any]], expected_nonce: str | None,
-               known_nonces: Mapping[str, str]) -> list[ToolProblem]:
+def _check_one(
+    call: ToolCall,
+    tools: Mapping[str, Mapping[str, Any]],
+    expected_nonce: str | None,
+    known_nonces: Mapping[str, str],
+) -> list[ToolProblem]:
     if not call.name:
         return [ToolProblem(MISSING_NAME, f"call {call.index} has no function name")]
     schema = tools.get(call.name)
@@ -143,15 +163,27 @@ def _check_one(call: ToolCall, tools: Mapping[str, Mapping[str, Any]], expected_
         for found in _NONCE.findall(call.arguments):
             owner = known_nonces.get(found)
             if found != expected_nonce and owner is not None:
-                return [ToolProblem(CROSS_TALK, f"{call.name}: value with nonce {found!r} of "
-                                    f"request {owner} in {call.arguments[:120]!r}")]
+                return [
+                    ToolProblem(
+                        CROSS_TALK,
+                        f"{call.name}: value with nonce {found!r} of "
+                        f"request {owner} in {call.arguments[:120]!r}",
+                    )
+                ]
     errors = validate_schema(args, schema)
     if errors:
         return [ToolProblem(SCHEMA, f"{call.name}: {errors[0]}")]
-    if expected_nonce is not None and isinstance(args, dict) and "nonce" in args \
-            and args["nonce"] != expected_nonce:
-        return [ToolProblem(NONCE_MISMATCH,
-                            f"{call.name}: nonce {args['nonce']!r}, expected {expected_nonce!r}")]
+    if (
+        expected_nonce is not None
+        and isinstance(args, dict)
+        and "nonce" in args
+        and args["nonce"] != expected_nonce
+    ):
+        return [
+            ToolProblem(
+                NONCE_MISMATCH, f"{call.name}: nonce {args['nonce']!r}, expected {expected_nonce!r}"
+            )
+        ]
     return []
 
 
@@ -162,8 +194,9 @@ def validate_schema(value: Any, schema: Mapping[str, Any]) -> list[str]:
     if cached is None or cached[0] is not schema:  # a new schema (or a reused id)
         cached = (schema, _validator(json.dumps(schema, sort_keys=True)))
         _by_identity[id(schema)] = cached
-    errors = sorted(cached[1].iter_errors(value),
-                    key=lambda e: ([str(p) for p in e.absolute_path], e.message))
+    errors = sorted(
+        cached[1].iter_errors(value), key=lambda e: ([str(p) for p in e.absolute_path], e.message)
+    )
     return [f"{_json_path(e.absolute_path)}: {e.message[:200]}" for e in errors]
 
 

@@ -85,8 +85,9 @@ class Watchdog:
         self._seen_output = False
         self._freeze_open = False
         self._freeze_at = 0
-        self.progress = ProgressDetector(min_window_s=freeze_s,
-                                         decode_log_interval=decode_log_interval)
+        self.progress = ProgressDetector(
+            min_window_s=freeze_s, decode_log_interval=decode_log_interval
+        )
         self._metrics_freeze_open: set[str] = set()
         self._metrics_freeze_at = 0
         self._task: asyncio.Task[None] | None = None
@@ -110,9 +111,14 @@ class Watchdog:
         """One scrape of a worker: confirms a freeze when its decode stopped making progress."""
         now = self._now()
         stall = self.progress.observe(
-            url, now, running=gauges.running, queued=gauges.queued,
-            decode_tokens=gauges.decode_tokens, engine_types=gauges.engine_types,
-            in_flight=len(self.active))
+            url,
+            now,
+            running=gauges.running,
+            queued=gauges.queued,
+            decode_tokens=gauges.decode_tokens,
+            engine_types=gauges.engine_types,
+            in_flight=len(self.active),
+        )
         if stall is None:
             if not self.progress.is_open(url):
                 self._metrics_freeze_open.discard(url)  # progress again: a new episode may open
@@ -122,10 +128,14 @@ class Watchdog:
         self._metrics_freeze_open.add(url)
         self.frozen.set()
         return self._record(
-            FREEZE_METRICS, None, stall.since_ns, now,
+            FREEZE_METRICS,
+            None,
+            stall.since_ns,
+            now,
             f"{url}: {stall.running:.0f} running, {stall.queued:.0f} queued, no decode progress "
             f"(realtime_tokens_total) for {(now - stall.since_ns) / 1e9:.1f} s "
-            f"(window {stall.window_s:.1f} s)")
+            f"(window {stall.window_s:.1f} s)",
+        )
 
     # -- the check ----------------------------------------------------------------------------
     def check(self) -> list[HangEvent]:
@@ -147,21 +157,42 @@ class Watchdog:
                 continue
             if not rec.t_first:
                 if now - rec.t_send >= self.first_token_deadline_ns:
-                    new.append(self._flag(NO_FIRST_TOKEN, rec, rec.t_send, now,
-                                          f"no output {(now - rec.t_send) / 1e9:.1f} s after send"))
+                    new.append(
+                        self._flag(
+                            NO_FIRST_TOKEN,
+                            rec,
+                            rec.t_send,
+                            now,
+                            f"no output {(now - rec.t_send) / 1e9:.1f} s after send",
+                        )
+                    )
             elif now - rec.t_last >= self.stall_ns:
-                new.append(self._flag(STALL, rec, rec.t_last, now,
-                                      f"silent {(now - rec.t_last) / 1e9:.1f} s after "
-                                      f"{len(rec.times)} events"))
+                new.append(
+                    self._flag(
+                        STALL,
+                        rec,
+                        rec.t_last,
+                        now,
+                        f"silent {(now - rec.t_last) / 1e9:.1f} s after "
+                        f"{len(rec.times)} events",
+                    )
+                )
         if self.active:
             since = max(last_any, self._inflight_since)
             limit = self.freeze_ns if self._seen_output else self.first_token_deadline_ns
             if now - since >= limit and not self._freeze_open:
                 self._freeze_open = True
                 self._freeze_at = now
-                new.append(self._record(FREEZE, None, since, now,
-                                        f"{len(self.active)} requests in flight, no bytes on any "
-                                        f"stream for {(now - since) / 1e9:.1f} s"))
+                new.append(
+                    self._record(
+                        FREEZE,
+                        None,
+                        since,
+                        now,
+                        f"{len(self.active)} requests in flight, no bytes on any "
+                        f"stream for {(now - since) / 1e9:.1f} s",
+                    )
+                )
                 self.frozen.set()
             elif now - since < limit:
                 self._freeze_open = False
@@ -215,6 +246,8 @@ class Watchdog:
             "hangs_by_kind": by_kind,
             # what the metrics freeze window was sized for (the decode's --decode-log-interval)
             "decode_log_interval": self.progress.decode_log_interval,
-            "max_detection_latency_s": max((e.detection_latency_s for e in self.events), default=None),
+            "max_detection_latency_s": max(
+                (e.detection_latency_s for e in self.events), default=None
+            ),
             "events": [e.to_json() for e in self.events[:50]],
         }

@@ -76,9 +76,14 @@ class Thinking:
 NO_THINKING = Thinking()
 
 
-def base_body(messages: list[dict[str, Any]], *, max_tokens: int, model: str = "default",
-              tools: list[dict[str, Any]] | None = None,
-              thinking: Thinking = NO_THINKING) -> dict[str, Any]:
+def base_body(
+    messages: list[dict[str, Any]],
+    *,
+    max_tokens: int,
+    model: str = "default",
+    tools: list[dict[str, Any]] | None = None,
+    thinking: Thinking = NO_THINKING,
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
         "messages": messages,
@@ -96,8 +101,10 @@ def base_body(messages: list[dict[str, Any]], *, max_tokens: int, model: str = "
 
 
 def call_prompt(tool: str, args: dict[str, Any]) -> str:
-    return (f"CALL {tool} {json.dumps(args, separators=(',', ':'))}\n"
-            f"Call the function {tool} with exactly the JSON arguments above. Write nothing else.")
+    return (
+        f"CALL {tool} {json.dumps(args, separators=(',', ':'))}\n"
+        f"Call the function {tool} with exactly the JSON arguments above. Write nothing else."
+    )
 
 
 def text_prompt(i: int) -> str:
@@ -129,9 +136,16 @@ class NonceBook:
 class Mix:
     """Body factory for throughput suites: plain prompts with every `tool_every`-th a tool call."""
 
-    def __init__(self, *, prefix: str, max_tokens: int, model: str = "default",
-                 tool_every: int = 0, nonces: NonceBook | None = None,
-                 thinking: Thinking = NO_THINKING) -> None:
+    def __init__(
+        self,
+        *,
+        prefix: str,
+        max_tokens: int,
+        model: str = "default",
+        tool_every: int = 0,
+        nonces: NonceBook | None = None,
+        thinking: Thinking = NO_THINKING,
+    ) -> None:
         self.prefix = prefix
         self.thinking = thinking
         self.max_tokens = max_tokens
@@ -148,33 +162,61 @@ class Mix:
             args = {"nonce": nonce, "order_id": next(self._order)}
             self.expect[rid] = ToolExpectation("lookup_order", nonce, args)
             msgs = [{"role": "user", "content": call_prompt("lookup_order", args)}]
-            return rid, base_body(msgs, max_tokens=max(self.max_tokens, 96)
-                                  + self.thinking.extra_tokens(), model=self.model, tools=TOOLS,
-                                  thinking=self.thinking)
+            return rid, base_body(
+                msgs,
+                max_tokens=max(self.max_tokens, 96) + self.thinking.extra_tokens(),
+                model=self.model,
+                tools=TOOLS,
+                thinking=self.thinking,
+            )
         msgs = [{"role": "user", "content": text_prompt(i)}]
-        return rid, base_body(msgs, max_tokens=self.max_tokens, model=self.model,
-                              thinking=self.thinking)
+        return rid, base_body(
+            msgs, max_tokens=self.max_tokens, model=self.model, thinking=self.thinking
+        )
 
 
 def session_turn_body(
-    history: list[dict[str, Any]], session: str, step: int, nonce: str, *, model: str = "default",
-    max_tokens: int = 128, thinking: Thinking = NO_THINKING,
+    history: list[dict[str, Any]],
+    session: str,
+    step: int,
+    nonce: str,
+    *,
+    model: str = "default",
+    max_tokens: int = 128,
+    thinking: Thinking = NO_THINKING,
 ) -> tuple[dict[str, Any], ToolExpectation]:
-    args = {"nonce": nonce, "session": f"{session}-{nonce}", "step": step,
-            "path": f"/work/{session}/{nonce}/f{step}.py"}
+    args = {
+        "nonce": nonce,
+        "session": f"{session}-{nonce}",
+        "step": step,
+        "path": f"/work/{session}/{nonce}/f{step}.py",
+    }
     history.append({"role": "user", "content": call_prompt("record_step", args)})
-    body = base_body(list(history), max_tokens=max_tokens + thinking.extra_tokens(), model=model,
-                     tools=TOOLS, thinking=thinking)
+    body = base_body(
+        list(history),
+        max_tokens=max_tokens + thinking.extra_tokens(),
+        model=model,
+        tools=TOOLS,
+        thinking=thinking,
+    )
     return body, ToolExpectation("record_step", nonce, args)
 
 
-def append_tool_turn(history: list[dict[str, Any]], call_id: str, name: str, arguments: str,
-                     result: str) -> None:
+def append_tool_turn(
+    history: list[dict[str, Any]], call_id: str, name: str, arguments: str, result: str
+) -> None:
     """What an agent harness does after a call: the assistant's call, then the tool's result."""
-    history.append({
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [{"id": call_id, "type": "function",
-                        "function": {"name": name, "arguments": arguments}}],
-    })
+    history.append(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments},
+                }
+            ],
+        }
+    )
     history.append({"role": "tool", "tool_call_id": call_id, "content": result})

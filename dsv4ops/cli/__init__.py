@@ -24,21 +24,69 @@ from dsv4ops.errors import DsOpsError
 
 # name -> (module, attribute, one-line help). Order is the order shown in --help.
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "profile": ("dsv4ops.cli.profile", "profile", "Validate, render, diff and toggle deployment profiles."),
-    "deploy": ("dsv4ops.cli.deploy", "deploy", "Deploy a profile: the PD pair and router as one unit."),
+    "profile": (
+        "dsv4ops.cli.profile",
+        "profile",
+        "Validate, render, diff and toggle deployment profiles.",
+    ),
+    "deploy": (
+        "dsv4ops.cli.deploy",
+        "deploy",
+        "Deploy a profile: the PD pair and router as one unit.",
+    ),
     "status": ("dsv4ops.cli.status", "status", "Show what runs on a target, its health and drift."),
-    "rollback": ("dsv4ops.cli.rollback", "rollback", "Redeploy the last known-good (or a named) deployment."),
-    "stop": ("dsv4ops.cli.stop", "stop", "Drain and stop router, decode and prefill, in that order."),
+    "rollback": (
+        "dsv4ops.cli.rollback",
+        "rollback",
+        "Redeploy the last known-good (or a named) deployment.",
+    ),
+    "stop": (
+        "dsv4ops.cli.stop",
+        "stop",
+        "Drain and stop router, decode and prefill, in that order.",
+    ),
     "journal": ("dsv4ops.cli.journal", "journal", "List deployments, rollbacks and stops."),
     "canary": ("dsv4ops.cli.canary", "canary", "Run stress canaries and report verdicts."),
-    "kernels": ("dsv4ops.cli.kernels", "kernels", "Build, verify, deploy and roll back kernel packages."),
-    "runbook": ("dsv4ops.cli.runbook", "runbook", "List, show and run incident runbooks (rehearse on the twin)."),
-    "monitoring": ("dsv4ops.cli.monitoring", "monitoring", "Render Prometheus alert rules and scrape configs."),
-    "export": ("dsv4ops.cli.export", "export", "Export a profile to Kubernetes (an SGLang RoleBasedGroup)."),
-    "buckets": ("dsv4ops.cli.buckets", "buckets", "Plan decode CUDA-graph buckets from observed traffic."),
-    "ab": ("dsv4ops.cli.ab", "ab", "A/B two profiles on one box, in alternating blocks; keep the winner."),
-    "twin": ("dsv4ops.cli.twin", "twin", "Force the twin's hazards (twin targets only; rehearsals)."),
-    "watch": ("dsv4ops.cli.watch", "watch", "Watch the deployed unit: findings with evidence and runbooks."),
+    "kernels": (
+        "dsv4ops.cli.kernels",
+        "kernels",
+        "Build, verify, deploy and roll back kernel packages.",
+    ),
+    "runbook": (
+        "dsv4ops.cli.runbook",
+        "runbook",
+        "List, show and run incident runbooks (rehearse on the twin).",
+    ),
+    "monitoring": (
+        "dsv4ops.cli.monitoring",
+        "monitoring",
+        "Render Prometheus alert rules and scrape configs.",
+    ),
+    "export": (
+        "dsv4ops.cli.export",
+        "export",
+        "Export a profile to Kubernetes (an SGLang RoleBasedGroup).",
+    ),
+    "buckets": (
+        "dsv4ops.cli.buckets",
+        "buckets",
+        "Plan decode CUDA-graph buckets from observed traffic.",
+    ),
+    "ab": (
+        "dsv4ops.cli.ab",
+        "ab",
+        "A/B two profiles on one box, in alternating blocks; keep the winner.",
+    ),
+    "twin": (
+        "dsv4ops.cli.twin",
+        "twin",
+        "Force the twin's hazards (twin targets only; rehearsals).",
+    ),
+    "watch": (
+        "dsv4ops.cli.watch",
+        "watch",
+        "Watch the deployed unit: findings with evidence and runbooks.",
+    ),
 }
 
 
@@ -94,12 +142,21 @@ def _set_project(_ctx: click.Context, _param: click.Parameter, value: str | None
         os.environ[PROJECT_ENV] = os.path.abspath(os.path.expanduser(value))
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
-             epilog=EXIT_CODES_HELP + "\n\n" + _environment_epilog())
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=EXIT_CODES_HELP + "\n\n" + _environment_epilog(),
+)
 @click.version_option(__version__, prog_name="dsv4ops")
-@click.option("--project", metavar="DIR", expose_value=False, is_eager=True, callback=_set_project,
-              help="The dsv4ops project (the directory holding profiles/targets.yaml); default: "
-                   "found by walking up from the current directory, or $DSV4OPS_PROJECT.")
+@click.option(
+    "--project",
+    metavar="DIR",
+    expose_value=False,
+    is_eager=True,
+    callback=_set_project,
+    help="The dsv4ops project (the directory holding profiles/targets.yaml); default: "
+    "found by walking up from the current directory, or $DSV4OPS_PROJECT.",
+)
 def cli() -> None:
     """dsv4ops: operate a DeepSeek-V4-Flash prefill/decode deployment on SGLang.
 
@@ -178,8 +235,12 @@ def _run(args: list[str]) -> int:
             f"this is a bug in dsv4ops; crash report: {report or '(could not be written)'}",
             err=True,
         )
-        return _json_error(as_json, f"internal error: {type(exc).__name__}: {exc}",
-                           f"crash report: {report or '(could not be written)'}", exitcodes.BUG)
+        return _json_error(
+            as_json,
+            f"internal error: {type(exc).__name__}: {exc}",
+            f"crash report: {report or '(could not be written)'}",
+            exitcodes.BUG,
+        )
     return rv if isinstance(rv, int) else exitcodes.OK
 
 

@@ -78,7 +78,9 @@ def _http_session(target: Target) -> TargetSession:
     workdir = (state_dir() / "endpoints" / target.name).absolute()
     executor = connect("local")
     return TargetSession(
-        target, Supervisor(executor, str(workdir), python=sys.executable), Journal(target.name),
+        target,
+        Supervisor(executor, str(workdir), python=sys.executable),
+        Journal(target.name),
         SystemClock(),
     )
 

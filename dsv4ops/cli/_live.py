@@ -77,8 +77,9 @@ class LiveWaits:
     def waiting(self, what: str, deadline_s: float | None) -> Iterator[Wait]:
         line = _Line(what, deadline_s, self._clock)
         done = threading.Event()
-        drawer = threading.Thread(target=self._draw, args=(line, done), daemon=True,
-                                  name="dsv4ops-progress")
+        drawer = threading.Thread(
+            target=self._draw, args=(line, done), daemon=True, name="dsv4ops-progress"
+        )
         drawer.start()
         try:
             yield line
@@ -107,6 +108,12 @@ class LiveWaits:
         console = Console(file=self.stream, highlight=False)
         # transient: the line is gone when the step ends; redirect: lines printed meanwhile (a
         # drain's progress) appear above it instead of tearing it.
-        with Live(line, console=console, refresh_per_second=4, transient=True,
-                  redirect_stdout=True, redirect_stderr=True):
+        with Live(
+            line,
+            console=console,
+            refresh_per_second=4,
+            transient=True,
+            redirect_stdout=True,
+            redirect_stderr=True,
+        ):
             done.wait()

@@ -25,6 +25,7 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069
 def terminal_safe(text: str, *, keep_newlines: bool = False) -> str:
     """`text` as one printable line: every control character as its Python escape (with
     `keep_newlines`, a message's own line breaks stay)."""
+
     def escape(m: re.Match[str]) -> str:
         c = m.group()
         return c if keep_newlines and c == "\n" else c.encode("unicode_escape").decode("ascii")
@@ -51,8 +52,10 @@ def table(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> str:
     """A table whose cells are terminal-safe (a cell with a line break stays one row)."""
     from tabulate import tabulate
 
-    safe = [[c if c is None or isinstance(c, int | float) else terminal_safe(str(c)) for c in r]
-            for r in rows]
+    safe = [
+        [c if c is None or isinstance(c, int | float) else terminal_safe(str(c)) for c in r]
+        for r in rows
+    ]
     return Block(tabulate(safe, headers=list(headers), tablefmt="simple"))
 
 
@@ -75,8 +78,9 @@ def reason_option(f: Any) -> Any:
 
 
 def dry_run_option(f: Any) -> Any:
-    return click.option("--dry-run", is_flag=True,
-                        help="Print what it would do; change nothing.")(f)
+    return click.option("--dry-run", is_flag=True, help="Print what it would do; change nothing.")(
+        f
+    )
 
 
 def target_option(f: Any) -> Any:

@@ -28,39 +28,99 @@ if TYPE_CHECKING:
 @click.argument("profile_a")
 @click.argument("profile_b")
 @target_option
-@click.option("--suite", type=click.Choice(["sweep", "soak"]), default="sweep", show_default=True,
-              help="The canary workload measured in every block.")
-@click.option("--blocks", type=click.IntRange(min=2), default=None,
-              help="The budget: the most blocks, in the ABBA BAAB order (even; default: sized by "
-                   "the design for --effect at --variation). The experiment stops when decided.")
-@click.option("--effect", type=click.FloatRange(0, 100, min_open=True, max_open=True), default=5.0,
-              show_default=True,
-              help="The smallest tok/s effect worth a switch, in percent: the budget is sized to "
-                   "decide it, and B is equivalent when shown within ± this much.")
-@click.option("--variation", type=click.FloatRange(0, 50, max_open=True), default=2.0,
-              show_default=True,
-              help="The box's deploy-to-deploy sd per block, in percent (never understate it: the "
-                   "error rates hold up to this much; docs/ab.md).")
-@click.option("--levels", default=None, help="Concurrency levels, e.g. 48,56,57,64 (default: A's sweep levels).")
-@click.option("--block-duration", type=click.FloatRange(min=0.5), default=None,
-              help="Seconds measured per block (default: the suite's own length).")
-@click.option("--warmup", type=click.FloatRange(min=0), default=10.0, show_default=True,
-              help="Seconds of load after each deploy before the measured part (discarded).")
-@click.option("--max-tokens", type=click.IntRange(min=8), default=None,
-              help="max_tokens of the measured requests (default: the profile's canary setting).")
-@click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True,
-              help="Confidence over all looks: a wrong verdict has probability at most 1 - C.")
-@click.option("--report", "report_dir", type=click.Path(file_okay=False), default=None,
-              help="Report directory (default: the state directory's ab/EXPERIMENT_ID).")
-@click.option("--dry-run", is_flag=True, help="Print the schedule, the gates and the time; change nothing.")
+@click.option(
+    "--suite",
+    type=click.Choice(["sweep", "soak"]),
+    default="sweep",
+    show_default=True,
+    help="The canary workload measured in every block.",
+)
+@click.option(
+    "--blocks",
+    type=click.IntRange(min=2),
+    default=None,
+    help="The budget: the most blocks, in the ABBA BAAB order (even; default: sized by "
+    "the design for --effect at --variation). The experiment stops when decided.",
+)
+@click.option(
+    "--effect",
+    type=click.FloatRange(0, 100, min_open=True, max_open=True),
+    default=5.0,
+    show_default=True,
+    help="The smallest tok/s effect worth a switch, in percent: the budget is sized to "
+    "decide it, and B is equivalent when shown within ± this much.",
+)
+@click.option(
+    "--variation",
+    type=click.FloatRange(0, 50, max_open=True),
+    default=2.0,
+    show_default=True,
+    help="The box's deploy-to-deploy sd per block, in percent (never understate it: the "
+    "error rates hold up to this much; docs/ab.md).",
+)
+@click.option(
+    "--levels",
+    default=None,
+    help="Concurrency levels, e.g. 48,56,57,64 (default: A's sweep levels).",
+)
+@click.option(
+    "--block-duration",
+    type=click.FloatRange(min=0.5),
+    default=None,
+    help="Seconds measured per block (default: the suite's own length).",
+)
+@click.option(
+    "--warmup",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="Seconds of load after each deploy before the measured part (discarded).",
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=8),
+    default=None,
+    help="max_tokens of the measured requests (default: the profile's canary setting).",
+)
+@click.option(
+    "--confidence",
+    type=click.FloatRange(0.5, 0.999),
+    default=0.95,
+    show_default=True,
+    help="Confidence over all looks: a wrong verdict has probability at most 1 - C.",
+)
+@click.option(
+    "--report",
+    "report_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Report directory (default: the state directory's ab/EXPERIMENT_ID).",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Print the schedule, the gates and the time; change nothing."
+)
 @yes_option
 @reason_option
 @json_option
-def ab(profile_a: str, profile_b: str, target: str | None, suite: str, blocks: int | None,
-       effect: float, variation: float, levels: str | None, block_duration: float | None,
-       warmup: float, max_tokens: int | None, confidence: float,
-       report_dir: str | None, dry_run: bool, yes: bool, reason: str | None,
-       as_json: bool) -> None:
+def ab(
+    profile_a: str,
+    profile_b: str,
+    target: str | None,
+    suite: str,
+    blocks: int | None,
+    effect: float,
+    variation: float,
+    levels: str | None,
+    block_duration: float | None,
+    warmup: float,
+    max_tokens: int | None,
+    confidence: float,
+    report_dir: str | None,
+    dry_run: bool,
+    yes: bool,
+    reason: str | None,
+    as_json: bool,
+) -> None:
     """A/B PROFILE_A against PROFILE_B on one target, blocks alternating in time; leave the box
     on the winner (on A when inconclusive, partial or unsafe).
 
@@ -72,25 +132,45 @@ def ab(profile_a: str, profile_b: str, target: str | None, suite: str, blocks: i
     from dsv4ops.orchestrate.usecases import ab as AB
     from dsv4ops.orchestrate.usecases.ab_plan import plan_ab
 
-    plan = plan_ab(profile_a, profile_b, target, suite=suite, blocks=blocks, effect=effect / 100,
-                   variation=variation / 100,
-                   levels=_levels(levels), block_s=block_duration, warmup_s=warmup,
-                   confidence=confidence, report_dir=report_dir,
-                   workload=_workload(suite, max_tokens))
+    plan = plan_ab(
+        profile_a,
+        profile_b,
+        target,
+        suite=suite,
+        blocks=blocks,
+        effect=effect / 100,
+        variation=variation / 100,
+        levels=_levels(levels),
+        block_s=block_duration,
+        warmup_s=warmup,
+        confidence=confidence,
+        report_dir=report_dir,
+        workload=_workload(suite, max_tokens),
+    )
     if dry_run:
-        echo_json(plan.to_json()) if as_json else click.echo("\n".join(
-            [*plan.lines(), "(dry run: nothing is changed)"]))
+        echo_json(plan.to_json()) if as_json else click.echo(
+            "\n".join([*plan.lines(), "(dry run: nothing is changed)"])
+        )
         return
     if not yes:
-        click.confirm(f"run up to {len(plan.schedule)} A/B blocks of {profile_a} vs {profile_b} on "
-                      f"{plan.target_name} (at most about {plan.total_s / 60:.0f} min)?", abort=True)
+        click.confirm(
+            f"run up to {len(plan.schedule)} A/B blocks of {profile_a} vs {profile_b} on "
+            f"{plan.target_name} (at most about {plan.total_s / 60:.0f} min)?",
+            abort=True,
+        )
     session = open_target(target, verb="ab")
     try:
-        out = AB.run_ab(session, plan, progress=progress_printer(as_json),
-                        command=f"dsv4ops ab {profile_a} {profile_b}", reason=reason)
+        out = AB.run_ab(
+            session,
+            plan,
+            progress=progress_printer(as_json),
+            command=f"dsv4ops ab {profile_a} {profile_b}",
+            reason=reason,
+        )
     finally:
         session.close()
     _report_outcome(out, as_json)
+
 
 def _report_outcome(out: ABOutcome, as_json: bool) -> None:
     """How the experiment ended, as JSON or the decision's reasons; an interrupted or failed
@@ -100,8 +180,13 @@ def _report_outcome(out: ABOutcome, as_json: bool) -> None:
     from dsv4ops.orchestrate.interrupts import DeployInterrupted
 
     if as_json:
-        code = (exitcodes.INTERRUPTED if out.interrupted else exitcodes.FAILED if out.failure
-                else exitcodes.OK)
+        code = (
+            exitcodes.INTERRUPTED
+            if out.interrupted
+            else exitcodes.FAILED
+            if out.failure
+            else exitcodes.OK
+        )
         echo_json({**out.to_json(), "exit": code, "error": out.interrupted or out.failure})
     else:
         for line in out.decision.reasons:
@@ -114,14 +199,16 @@ def _report_outcome(out: ABOutcome, as_json: bool) -> None:
     if out.failure:
         raise DeployError(f"{out.failure}; the box runs {out.box}")
 
+
 def _levels(text: str | None) -> tuple[int, ...]:
     if not text:
         return ()
     try:
         return tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise click.BadParameter(f"{text!r}: expected integers separated by commas",
-                                 param_hint="--levels") from None
+        raise click.BadParameter(
+            f"{text!r}: expected integers separated by commas", param_hint="--levels"
+        ) from None
 
 
 def _workload(suite: str, max_tokens: int | None) -> dict[str, int]:

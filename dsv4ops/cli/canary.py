@@ -19,36 +19,83 @@ SUITES = ("smoke", "corruption", "abort-cascade", "sweep", "soak", "all")
 
 @click.command("canary")
 @target_option
-@click.option("--profile", "-p", "profile_ref", default=None,
-              help="Profile whose `canary` thresholds and buckets apply (default: the deployed one).")
+@click.option(
+    "--profile",
+    "-p",
+    "profile_ref",
+    default=None,
+    help="Profile whose `canary` thresholds and buckets apply (default: the deployed one).",
+)
 @click.option("--suite", "-s", type=click.Choice(SUITES), required=True, help="Suite to run.")
-@click.option("--concurrency", "-c", type=click.IntRange(min=1), default=None,
-              help="Streams (sweep: the highest staircase level).")
-@click.option("--rate", type=click.FloatRange(min=0.01), default=None,
-              help="smoke/soak: open-loop Poisson arrivals per second (capped at --concurrency).")
-@click.option("--duration", "-d", type=click.FloatRange(min=0.1), default=None, help="Seconds of load.")
-@click.option("--report", "report_dir", type=click.Path(file_okay=False), default=None,
-              help="Write report.json, report.md and PNG plots into this directory.")
-@click.option("--url", default=None, help="OpenAI-compatible endpoint (e.g. the router) instead of --target.")
-@click.option("--worker-url", "worker_urls", multiple=True,
-              help="Prefill/decode server URL for /metrics and /abort_request (repeatable).")
+@click.option(
+    "--concurrency",
+    "-c",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Streams (sweep: the highest staircase level).",
+)
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0.01),
+    default=None,
+    help="smoke/soak: open-loop Poisson arrivals per second (capped at --concurrency).",
+)
+@click.option(
+    "--duration", "-d", type=click.FloatRange(min=0.1), default=None, help="Seconds of load."
+)
+@click.option(
+    "--report",
+    "report_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Write report.json, report.md and PNG plots into this directory.",
+)
+@click.option(
+    "--url", default=None, help="OpenAI-compatible endpoint (e.g. the router) instead of --target."
+)
+@click.option(
+    "--worker-url",
+    "worker_urls",
+    multiple=True,
+    help="Prefill/decode server URL for /metrics and /abort_request (repeatable).",
+)
 @click.option("--model", default=None, help="Model name sent in requests (default: the profile's).")
 @json_option
-def canary(target: str | None, profile_ref: str | None, suite: str, concurrency: int | None,
-           rate: float | None, duration: float | None, report_dir: str | None, url: str | None,
-           worker_urls: tuple[str, ...], model: str | None, as_json: bool) -> None:
+def canary(
+    target: str | None,
+    profile_ref: str | None,
+    suite: str,
+    concurrency: int | None,
+    rate: float | None,
+    duration: float | None,
+    report_dir: str | None,
+    url: str | None,
+    worker_urls: tuple[str, ...],
+    model: str | None,
+    as_json: bool,
+) -> None:
     """Run stress canaries (smoke, corruption, abort-cascade, sweep, soak, all) and report a
     verdict: exit 0 PASS, 2 FAIL, 4 INCONCLUSIVE."""
     from dsv4ops.orchestrate.usecases.canary import run_canary
 
     endpoint = _endpoint(target, profile_ref, url, worker_urls, model)
     progress = (lambda line: click.echo(line, err=True)) if as_json else click.echo
-    result = run_canary(endpoint, suite, concurrency=concurrency, duration_s=duration,
-                        rate_per_s=rate, report_dir=report_dir, progress=progress)
+    result = run_canary(
+        endpoint,
+        suite,
+        concurrency=concurrency,
+        duration_s=duration,
+        rate_per_s=rate,
+        report_dir=report_dir,
+        progress=progress,
+    )
     if as_json:
         echo_json({**result.to_json(), "report_dir": report_dir, "exit": result.exit_code})
     else:
-        rows = [(r.suite, r.verdict.value, _headline(r.metrics)) for r in (result.sub_results or [result])]
+        rows = [
+            (r.suite, r.verdict.value, _headline(r.metrics))
+            for r in (result.sub_results or [result])
+        ]
         click.echo(table(rows, ["suite", "verdict", "output tok/s / TTFT p99 ms (client wall)"]))
         for line in result.reasons:
             click.echo(f"  {line}")
@@ -60,8 +107,13 @@ def canary(target: str | None, profile_ref: str | None, suite: str, concurrency:
     click.get_current_context().exit(result.exit_code)
 
 
-def _endpoint(target: str | None, profile_ref: str | None, url: str | None,
-              worker_urls: tuple[str, ...], model: str | None) -> CanaryEndpoint:
+def _endpoint(
+    target: str | None,
+    profile_ref: str | None,
+    url: str | None,
+    worker_urls: tuple[str, ...],
+    model: str | None,
+) -> CanaryEndpoint:
     """`--url` as given; else the target's session (its journal of record, read as `status`
     reads it: the cache when the target cannot be reached), closed once the endpoint is known."""
     from dsv4ops.cli._context import open_target

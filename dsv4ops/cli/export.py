@@ -19,26 +19,66 @@ def export() -> None:
 @click.option("--image", default=None, help="SGLang image for prefill and decode.")
 @click.option("--router-image", default=None, help="sglang-router image.")
 @click.option("--namespace", default=None, help="metadata.namespace of the RoleBasedGroup.")
-@click.option("--replicas", type=int, default=1, show_default=True,
-              help="Prefill:decode pairs (N:N); the router stays one.")
+@click.option(
+    "--replicas",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Prefill:decode pairs (N:N); the router stays one.",
+)
 @click.option("--name", default=None, help="RoleBasedGroup name (default: the profile's).")
-@click.option("--python", "python", default="python3", show_default=True,
-              help="The interpreter inside the images.")
-@click.option("--gpus-per-node", type=click.IntRange(min=1, max=64), default=None,
-              help="GPUs a node offers: a TP larger than this is refused.")
-@click.option("--kernel-image", default=None,
-              help="Image holding the profile's kernel package under /package.")
-@click.option("-o", "--output", "output", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Write the manifest here (default: stdout).")
-def rbg(profile: str, image: str | None, router_image: str | None, namespace: str | None,
-        replicas: int, name: str | None, python: str, gpus_per_node: int | None,
-        kernel_image: str | None, output: Path | None) -> None:
+@click.option(
+    "--python",
+    "python",
+    default="python3",
+    show_default=True,
+    help="The interpreter inside the images.",
+)
+@click.option(
+    "--gpus-per-node",
+    type=click.IntRange(min=1, max=64),
+    default=None,
+    help="GPUs a node offers: a TP larger than this is refused.",
+)
+@click.option(
+    "--kernel-image",
+    default=None,
+    help="Image holding the profile's kernel package under /package.",
+)
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the manifest here (default: stdout).",
+)
+def rbg(
+    profile: str,
+    image: str | None,
+    router_image: str | None,
+    namespace: str | None,
+    replicas: int,
+    name: str | None,
+    python: str,
+    gpus_per_node: int | None,
+    kernel_image: str | None,
+    output: Path | None,
+) -> None:
     """Render PROFILE as the box would run it, then as a RoleBasedGroup (v1alpha2)."""
     from dsv4ops.orchestrate.usecases.export import export_rbg
 
-    export = export_rbg(profile, image=image, router_image=router_image, namespace=namespace,
-                        replicas=replicas, name=name, python=python,
-                        gpus_per_node=gpus_per_node, kernel_image=kernel_image)
+    export = export_rbg(
+        profile,
+        image=image,
+        router_image=router_image,
+        namespace=namespace,
+        replicas=replicas,
+        name=name,
+        python=python,
+        gpus_per_node=gpus_per_node,
+        kernel_image=kernel_image,
+    )
     text = export.text
     if output is None:
         click.echo(text, nl=False)
@@ -48,5 +88,7 @@ def rbg(profile: str, image: str | None, router_image: str | None, namespace: st
     except OSError as exc:
         raise DsOpsError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
     policy = " and its CoordinatedPolicy" if export.with_policy else ""
-    click.echo(f"wrote {output} (RoleBasedGroup {export.group}{policy}, "
-               "validated against the vendored v1alpha2 schema)")
+    click.echo(
+        f"wrote {output} (RoleBasedGroup {export.group}{policy}, "
+        "validated against the vendored v1alpha2 schema)"
+    )

@@ -94,9 +94,11 @@ def entry(o: Any, judged: dict[str, Any], lock: Any = _UNSEEN) -> dict[str, Any]
         return s
     if o.status.terminal:
         return s
-    recover = ("`dsv4ops rollback --recover`" + (" (puts the box back on A; `ab` has no "
-                                                "--recover of its own)"
-                                                if o.kind is Kind.EXPERIMENT else ""))
+    recover = "`dsv4ops rollback --recover`" + (
+        " (puts the box back on A; `ab` has no " "--recover of its own)"
+        if o.kind is Kind.EXPERIMENT
+        else ""
+    )
     if lock is _UNSEEN:
         s["next"] = f"if its process is gone: {recover}"
         return s
@@ -115,7 +117,9 @@ def _run_state(o: Any) -> tuple[str, str | None]:
 
 
 def _row(s: dict[str, Any]) -> list[Any]:
-    why = (s["message"] or s["reason"] or "").splitlines()[0] if (s["message"] or s["reason"]) else ""
+    why = (
+        (s["message"] or s["reason"] or "").splitlines()[0] if (s["message"] or s["reason"]) else ""
+    )
     if s["in_flight"]:
         why = f"IN FLIGHT: {s['in_flight']}"
     if s.get("next"):
@@ -184,7 +188,11 @@ def record_line(source: dict[str, Any]) -> str:
 def _record_line(source: dict[str, Any]) -> str:
     if source.get("source") == "cache":
         age = source.get("age_s")
-        when = f"synced {source.get('synced_at')} ({age:.0f} s ago)" if age is not None else "never synced"
+        when = (
+            f"synced {source.get('synced_at')} ({age:.0f} s ago)"
+            if age is not None
+            else "never synced"
+        )
         return (
             f"TARGET UNREACHABLE ({source.get('error')}): showing the local cache "
             f"{source.get('cache')}, {when}; it may be stale"

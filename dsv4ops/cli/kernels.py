@@ -43,12 +43,24 @@ _recover_option = click.option(
 
 
 @kernels.command("build")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("dist"),
-              show_default=True, help="Directory for the artifact.")
-@click.option("--version", "version", default=None, help="Package version (default: content-hashed).")
-@click.option("--no-interpreter-check", is_flag=True, help="Skip the CPU interpreter correctness run.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("dist"),
+    show_default=True,
+    help="Directory for the artifact.",
+)
+@click.option(
+    "--version", "version", default=None, help="Package version (default: content-hashed)."
+)
+@click.option(
+    "--no-interpreter-check", is_flag=True, help="Skip the CPU interpreter correctness run."
+)
 @json_option
-def build_cmd(out_dir: Path, version: str | None, no_interpreter_check: bool, as_json: bool) -> None:
+def build_cmd(
+    out_dir: Path, version: str | None, no_interpreter_check: bool, as_json: bool
+) -> None:
     """Check every config (sm_120 compile, interpreter) and write a versioned artifact."""
     from dsv4ops.cli._live import LiveWaits
     from dsv4ops.kernels.build import build
@@ -58,17 +70,33 @@ def build_cmd(out_dir: Path, version: str | None, no_interpreter_check: bool, as
     # instead of a traceback after minutes of work.
     _writable_dir(out_dir)
     try:
-        result = build(executor=LocalExecutor(), out_dir=out_dir, version=version,
-                       interpreter=not no_interpreter_check, waits=LiveWaits(plain=as_json))
+        result = build(
+            executor=LocalExecutor(),
+            out_dir=out_dir,
+            version=version,
+            interpreter=not no_interpreter_check,
+            waits=LiveWaits(plain=as_json),
+        )
     except OSError as exc:
-        raise DsOpsError(f"cannot write the artifact under {out_dir}: {exc.strerror or exc}") from None
+        raise DsOpsError(
+            f"cannot write the artifact under {out_dir}: {exc.strerror or exc}"
+        ) from None
     if as_json:
-        echo_json({"path": str(result.path), "sha256": result.sha256, "name": result.manifest.name,
-                   "version": result.manifest.version, "config_keys": list(result.manifest.config_keys)})
+        echo_json(
+            {
+                "path": str(result.path),
+                "sha256": result.sha256,
+                "name": result.manifest.name,
+                "version": result.manifest.version,
+                "config_keys": list(result.manifest.config_keys),
+            }
+        )
         return
     click.echo(f"built {result.path}  sha256 {result.sha256}")
-    click.echo(f"  {result.manifest.ref}: {len(result.manifest.files)} files, "
-               f"{len(result.manifest.config_keys)} config keys, target {result.manifest.arch}/triton {result.manifest.triton}")
+    click.echo(
+        f"  {result.manifest.ref}: {len(result.manifest.files)} files, "
+        f"{len(result.manifest.config_keys)} config keys, target {result.manifest.arch}/triton {result.manifest.triton}"
+    )
 
 
 def _writable_dir(path: Path) -> None:
@@ -99,11 +127,19 @@ def verify_cmd(artifact: Path, target: str | None, as_json: bool) -> None:
     finally:
         ctx.close()
     if as_json:
-        echo_json({"ok": True, "package": result.manifest.ref, "target": ctx.target.name,
-                   "runtime": runtime.__dict__})
+        echo_json(
+            {
+                "ok": True,
+                "package": result.manifest.ref,
+                "target": ctx.target.name,
+                "runtime": runtime.__dict__,
+            }
+        )
         return
-    click.echo(f"ok: {result.manifest.ref} ({len(result.files)} files verified) fits {ctx.target.name} "
-               f"({runtime.arch}, triton {runtime.triton}; {runtime.source})")
+    click.echo(
+        f"ok: {result.manifest.ref} ({len(result.files)} files verified) fits {ctx.target.name} "
+        f"({runtime.arch}, triton {runtime.triton}; {runtime.source})"
+    )
 
 
 @kernels.command("deploy")
@@ -114,8 +150,15 @@ def verify_cmd(artifact: Path, target: str | None, as_json: bool) -> None:
 @yes_option
 @reason_option
 @dry_run_option
-def deploy_cmd(artifact: Path, target: str | None, as_json: bool, recover: bool, yes: bool,
-               reason: str | None, dry_run: bool) -> None:
+def deploy_cmd(
+    artifact: Path,
+    target: str | None,
+    as_json: bool,
+    recover: bool,
+    yes: bool,
+    reason: str | None,
+    dry_run: bool,
+) -> None:
     """Copy, verify on the target, switch atomically; the previous version stays for rollback."""
     from dsv4ops.cli._context import progress_printer
     from dsv4ops.orchestrate.usecases.kernels import deploy_package
@@ -125,12 +168,24 @@ def deploy_cmd(artifact: Path, target: str | None, as_json: bool, recover: bool,
         if dry_run or not yes:
             what = f"install {artifact.name} on {ctx.target.name} and make it current"
             if dry_run:
-                _print_dry_run(as_json, {"dry_run": True, "action": "deploy", "artifact": str(artifact),
-                                         "target": ctx.target.name}, what)
+                _print_dry_run(
+                    as_json,
+                    {
+                        "dry_run": True,
+                        "action": "deploy",
+                        "artifact": str(artifact),
+                        "target": ctx.target.name,
+                    },
+                    what,
+                )
                 return
             click.confirm(f"{what}?", abort=True)
         result = deploy_package(
-            ctx, artifact, runtime, progress=progress_printer(as_json), recover=recover,
+            ctx,
+            artifact,
+            runtime,
+            progress=progress_printer(as_json),
+            recover=recover,
             reason=reason,
         )
     finally:
@@ -138,17 +193,23 @@ def deploy_cmd(artifact: Path, target: str | None, as_json: bool, recover: bool,
     if as_json:
         echo_json(result)
         return
-    click.echo(f"deployed {result['name']}@{result['version']} to {ctx.target.name} "
-               f"(previous: {result['previous'] or 'none'})")
+    click.echo(
+        f"deployed {result['name']}@{result['version']} to {ctx.target.name} "
+        f"(previous: {result['previous'] or 'none'})"
+    )
     click.echo(f"  SGLANG_MOE_CONFIG_DIR={result['config_dir']}")
     # SGLang reads the config dir once at start, and a deploy loads the version the profile pins:
     # the way to run this version is the whole unit, never a decode restart on its own (that
     # breaks KV transfer against a long-running prefill).
-    click.echo(f"  to run it: pin `kernel_package: {result['name']}@{result['version']}` in the profile "
-               f"and `dsv4ops deploy PROFILE --target {ctx.target.name}`")
+    click.echo(
+        f"  to run it: pin `kernel_package: {result['name']}@{result['version']}` in the profile "
+        f"and `dsv4ops deploy PROFILE --target {ctx.target.name}`"
+    )
     # Only one DSV4 MoE path reads the package's configs (docs/kernels.md); validate enforces it.
-    click.echo("  it is read only with decode.env SGLANG_DSV4_FP4_DEQUANT=1 and "
-               "SGLANG_ENABLE_JIT_DEEPGEMM=0 (--moe-runner-backend auto)")
+    click.echo(
+        "  it is read only with decode.env SGLANG_DSV4_FP4_DEQUANT=1 and "
+        "SGLANG_ENABLE_JIT_DEEPGEMM=0 (--moe-runner-backend auto)"
+    )
 
 
 def _print_dry_run(as_json: bool, doc: JSONObject, what: str) -> None:
@@ -175,9 +236,15 @@ def list_cmd(target: str | None, as_json: bool) -> None:
     if as_json:
         echo_json(result)
         return
-    rows = [(name, p["current"] or "-", p["previous"] or "-", " ".join(p["versions"]))
-            for name, p in result["packages"].items()]
-    click.echo(table(rows, ["package", "current", "previous", "installed"]) if rows else "no kernel packages")
+    rows = [
+        (name, p["current"] or "-", p["previous"] or "-", " ".join(p["versions"]))
+        for name, p in result["packages"].items()
+    ]
+    click.echo(
+        table(rows, ["package", "current", "previous", "installed"])
+        if rows
+        else "no kernel packages"
+    )
 
 
 @kernels.command("rollback")
@@ -189,8 +256,16 @@ def list_cmd(target: str | None, as_json: bool) -> None:
 @yes_option
 @reason_option
 @dry_run_option
-def rollback_cmd(name: str, to: str | None, target: str | None, as_json: bool, recover: bool,
-                 yes: bool, reason: str | None, dry_run: bool) -> None:
+def rollback_cmd(
+    name: str,
+    to: str | None,
+    target: str | None,
+    as_json: bool,
+    recover: bool,
+    yes: bool,
+    reason: str | None,
+    dry_run: bool,
+) -> None:
     """Switch the package back to its previous (or a named) installed version."""
     from dsv4ops.cli._context import open_target, progress_printer
     from dsv4ops.orchestrate.usecases.kernels import rollback_package
@@ -200,15 +275,27 @@ def rollback_cmd(name: str, to: str | None, target: str | None, as_json: bool, r
         if dry_run or not yes:
             what = f"switch {name} on {ctx.target.name} back to {to or 'its previous version'}"
             if dry_run:
-                _print_dry_run(as_json, {"dry_run": True, "action": "rollback", "name": name,
-                                         "to": to, "target": ctx.target.name}, what)
+                _print_dry_run(
+                    as_json,
+                    {
+                        "dry_run": True,
+                        "action": "rollback",
+                        "name": name,
+                        "to": to,
+                        "target": ctx.target.name,
+                    },
+                    what,
+                )
                 return
             click.confirm(f"{what}?", abort=True)
-        result = rollback_package(ctx, name, to, progress=progress_printer(as_json),
-                                  recover=recover, reason=reason)
+        result = rollback_package(
+            ctx, name, to, progress=progress_printer(as_json), recover=recover, reason=reason
+        )
     finally:
         ctx.close()
     if as_json:
         echo_json(result)
         return
-    click.echo(f"{name}: current is now {result['version']} (SGLANG_MOE_CONFIG_DIR={result['config_dir']})")
+    click.echo(
+        f"{name}: current is now {result['version']} (SGLANG_MOE_CONFIG_DIR={result['config_dir']})"
+    )

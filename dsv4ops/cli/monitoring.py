@@ -18,24 +18,62 @@ def monitoring() -> None:
 @monitoring.command("render")
 @click.argument("profile")
 @target_option
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Write prometheus.yml and dsv4ops-alerts.yml here (default: print the rules).")
-@click.option("--scrape-interval", type=click.FloatRange(min=0.1, max=300.0), default=5.0,
-              show_default=True, help="Seconds between scrapes (and rule evaluations).")
-@click.option("--max-step-ms", type=click.FloatRange(min=1.0, max=10_000.0), default=150.0,
-              show_default=True, help="Slowest decode step to allow for in the wedge window.")
-@click.option("--law-a-ms", type=click.FloatRange(min=0.0, max=10_000.0), default=18.0,
-              show_default=True, help="Dashboard: the step-time law's fixed cost (a canary "
-                                      "sweep fits it; the default is the seeds' box).")
-@click.option("--law-b-ms", type=click.FloatRange(min=0.0, max=1_000.0), default=1.05,
-              show_default=True, help="Dashboard: the law's cost per running request.")
-@click.option("--runbook-url", envvar="DSV4OPS_RUNBOOK_URL", default=None, metavar="BASE",
-              help="Where the runbooks are published: each alert links BASE/runbooks/NAME.md "
-                   "(default: the path in the project; $DSV4OPS_RUNBOOK_URL).")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write prometheus.yml and dsv4ops-alerts.yml here (default: print the rules).",
+)
+@click.option(
+    "--scrape-interval",
+    type=click.FloatRange(min=0.1, max=300.0),
+    default=5.0,
+    show_default=True,
+    help="Seconds between scrapes (and rule evaluations).",
+)
+@click.option(
+    "--max-step-ms",
+    type=click.FloatRange(min=1.0, max=10_000.0),
+    default=150.0,
+    show_default=True,
+    help="Slowest decode step to allow for in the wedge window.",
+)
+@click.option(
+    "--law-a-ms",
+    type=click.FloatRange(min=0.0, max=10_000.0),
+    default=18.0,
+    show_default=True,
+    help="Dashboard: the step-time law's fixed cost (a canary "
+    "sweep fits it; the default is the seeds' box).",
+)
+@click.option(
+    "--law-b-ms",
+    type=click.FloatRange(min=0.0, max=1_000.0),
+    default=1.05,
+    show_default=True,
+    help="Dashboard: the law's cost per running request.",
+)
+@click.option(
+    "--runbook-url",
+    envvar="DSV4OPS_RUNBOOK_URL",
+    default=None,
+    metavar="BASE",
+    help="Where the runbooks are published: each alert links BASE/runbooks/NAME.md "
+    "(default: the path in the project; $DSV4OPS_RUNBOOK_URL).",
+)
 @json_option
-def render_cmd(profile: str, target: str | None, out_dir: Path | None, scrape_interval: float,
-               max_step_ms: float, law_a_ms: float, law_b_ms: float, runbook_url: str | None,
-               as_json: bool) -> None:
+def render_cmd(
+    profile: str,
+    target: str | None,
+    out_dir: Path | None,
+    scrape_interval: float,
+    max_step_ms: float,
+    law_a_ms: float,
+    law_b_ms: float,
+    runbook_url: str | None,
+    as_json: bool,
+) -> None:
     """Render the rules, the scrape config and the Grafana dashboard for PROFILE as deployed
     on the target."""
     import json
@@ -43,9 +81,15 @@ def render_cmd(profile: str, target: str | None, out_dir: Path | None, scrape_in
     from dsv4ops import _yaml
     from dsv4ops.orchestrate.usecases.monitoring import render_monitoring
 
-    files = render_monitoring(profile, target, scrape_interval_s=scrape_interval,
-                              max_step_ms=max_step_ms, law_a_ms=law_a_ms, law_b_ms=law_b_ms,
-                              runbook_url=runbook_url)
+    files = render_monitoring(
+        profile,
+        target,
+        scrape_interval_s=scrape_interval,
+        max_step_ms=max_step_ms,
+        law_a_ms=law_a_ms,
+        law_b_ms=law_b_ms,
+        runbook_url=runbook_url,
+    )
     config, rules, board = files.prometheus, files.rules, files.dashboard
     if as_json:
         echo_json({"prometheus": config, "rules": rules, "dashboard": board})
@@ -57,9 +101,12 @@ def render_cmd(profile: str, target: str | None, out_dir: Path | None, scrape_in
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "prometheus.yml").write_text(_yaml.dump(config), encoding="utf-8")
         (out_dir / "dsv4ops-alerts.yml").write_text(_yaml.dump(rules), encoding="utf-8")
-        (out_dir / "dsv4ops-dashboard.json").write_text(json.dumps(board, indent=2) + "\n",
-                                                        encoding="utf-8")
+        (out_dir / "dsv4ops-dashboard.json").write_text(
+            json.dumps(board, indent=2) + "\n", encoding="utf-8"
+        )
     except OSError as exc:
         raise DsOpsError(f"--out {out_dir}: cannot write: {exc.strerror or exc}") from None
-    click.echo(f"wrote {out_dir / 'prometheus.yml'}, {out_dir / 'dsv4ops-alerts.yml'} and "
-               f"{out_dir / 'dsv4ops-dashboard.json'}")
+    click.echo(
+        f"wrote {out_dir / 'prometheus.yml'}, {out_dir / 'dsv4ops-alerts.yml'} and "
+        f"{out_dir / 'dsv4ops-dashboard.json'}"
+    )

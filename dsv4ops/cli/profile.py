@@ -209,8 +209,16 @@ def diff_cmd(
 @json_option
 @target_option
 def set_cmd(
-    name: str, toggles: tuple[str, ...], as_name: str | None, in_place: bool, no_commit: bool,
-    reason: str | None, yes: bool, dry_run: bool, as_json: bool, target: str | None,
+    name: str,
+    toggles: tuple[str, ...],
+    as_name: str | None,
+    in_place: bool,
+    no_commit: bool,
+    reason: str | None,
+    yes: bool,
+    dry_run: bool,
+    as_json: bool,
+    target: str | None,
 ) -> None:
     """Toggle overlap=on|off multi-stream-overlap=on|off buckets=SPEC and git commit the result.
 
@@ -221,8 +229,14 @@ def set_cmd(
 
     del yes  # nothing to confirm: the change is one commit, `git revert` undoes it
     result = set_profile_flags(
-        name, toggles, as_name=as_name, in_place=in_place, commit=not no_commit, reason=reason,
-        dry_run=dry_run, target=target,
+        name,
+        toggles,
+        as_name=as_name,
+        in_place=in_place,
+        commit=not no_commit,
+        reason=reason,
+        dry_run=dry_run,
+        target=target,
     )
     if as_json:
         echo_json(result.to_json())

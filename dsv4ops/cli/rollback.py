@@ -27,8 +27,11 @@ from dsv4ops.cli._output import (
     "--canary", is_flag=True, help="Also run the canary (the end-to-end probe always runs)."
 )
 @reason_option
-@click.option("--dry-run", is_flag=True,
-              help="Print what it would restore and why it is known-good; change nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print what it would restore and why it is known-good; change nothing.",
+)
 def rollback(
     target: str | None,
     to: str | None,
@@ -53,9 +56,11 @@ def rollback(
             if as_json:
                 echo_json(plan)
             else:
-                click.echo(f"plan: {choice.question(session.target.name).rstrip('?')}, rebuilt "
-                           f"from {choice.how}; {plan['known_good_why']} (dry run: nothing is "
-                           "changed)")
+                click.echo(
+                    f"plan: {choice.question(session.target.name).rstrip('?')}, rebuilt "
+                    f"from {choice.how}; {plan['known_good_why']} (dry run: nothing is "
+                    "changed)"
+                )
             return
         if not yes:
             click.confirm(choice.question(session.target.name), abort=True)

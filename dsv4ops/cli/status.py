@@ -39,10 +39,14 @@ def status(target: str | None, as_json: bool) -> None:
 
 def _open_lines(report: dict[str, Any]) -> list[str]:
     """The open runbook runs and experiments, each with what resumes or recovers it."""
-    return [f"open: {o['kind']} {o['id']}"
-            + (f" of {o['runbook']}" if o["kind"] == "runbook" and o["runbook"] else "")
-            + f" {o['status']}" + (f": {o['next']}" if o["next"] else "")
-            for o in report.get("open", []) if o["kind"] in ("runbook", "experiment")]
+    return [
+        f"open: {o['kind']} {o['id']}"
+        + (f" of {o['runbook']}" if o["kind"] == "runbook" and o["runbook"] else "")
+        + f" {o['status']}"
+        + (f": {o['next']}" if o["next"] else "")
+        for o in report.get("open", [])
+        if o["kind"] in ("runbook", "experiment")
+    ]
 
 
 def _lock_of(report: dict[str, Any]) -> Any:
@@ -69,8 +73,10 @@ def open_operations(journal: Any, lock: Any) -> list[dict[str, Any]]:
     for o in (ops[i] for i, e in enumerate(ops.entries()) if not e.terminal):
         s = entry(o, judged, lock)
         if not o.status.terminal:
-            out.append({k: s[k] for k in ("id", "kind", "status", "profile", "when", "next")}
-                       | {"runbook": _runbook_name(o.reason)})
+            out.append(
+                {k: s[k] for k in ("id", "kind", "status", "profile", "when", "next")}
+                | {"runbook": _runbook_name(o.reason)}
+            )
     return out
 
 
@@ -107,10 +113,15 @@ def _endpoint_status(target: str | None, as_json: bool) -> None:
 def render_endpoint(report: dict[str, Any]) -> list[str]:
     r = report["router"]
     head = "HEALTHY (router readiness 200)" if report["status"] == "HEALTHY" else report["status"]
-    ready = r["readiness"] if r["readiness"] is not None else (
-        f"no answer ({r.get('readiness_error')})")
-    lines = [f"target {report['target']} (endpoint {report['router_url']}): {head}",
-             f"router: health {r['health']}; readiness {ready}"]
+    ready = (
+        r["readiness"]
+        if r["readiness"] is not None
+        else (f"no answer ({r.get('readiness_error')})")
+    )
+    lines = [
+        f"target {report['target']} (endpoint {report['router_url']}): {head}",
+        f"router: health {r['health']}; readiness {ready}",
+    ]
     ws = r.get("workers")
     if ws is None:
         lines.append("workers: unknown (the router's /workers gave no list)")
@@ -144,8 +155,7 @@ def _deployed_lines(d: dict[str, Any] | None, k: dict[str, Any] | None) -> list[
     if k:
         lines.append(
             f"kernel package: {k['deployed']} (active on target: {k['active_detail']}; "
-            f"decode loaded: {k['loaded_detail']})"
-            + (" - DRIFT, see below" if k["drift"] else "")
+            f"decode loaded: {k['loaded_detail']})" + (" - DRIFT, see below" if k["drift"] else "")
         )
         if k.get("evidence"):
             lines.append(f"  {k['evidence']}")
@@ -166,8 +176,14 @@ def _component_row(c: dict[str, Any]) -> list[Any]:
         )
         if c.get("kernel_package"):
             extra += f"; kernels {c['kernel_package']}"
-    return [c["name"], _process_word(c), c["pid"] or "-", c["port"] or "-",
-            c.get("health", "-"), extra]
+    return [
+        c["name"],
+        _process_word(c),
+        c["pid"] or "-",
+        c["port"] or "-",
+        c.get("health", "-"),
+        extra,
+    ]
 
 
 def render(report: dict[str, Any]) -> list[str]:
@@ -199,7 +215,7 @@ def render(report: dict[str, Any]) -> list[str]:
 
 
 def _known_good_words(d: dict[str, Any]) -> str:
-    """"known-good" or "NOT known-good: why", as journal/knowngood.py judged the deployment."""
+    """ "known-good" or "NOT known-good: why", as journal/knowngood.py judged the deployment."""
     why = str(d.get("known_good_why") or "")
     if d.get("known_good"):
         return "known-good" + (" (below a pass: INCONCLUSIVE accepted)" if "below" in why else "")
@@ -214,8 +230,7 @@ def render_offline(report: dict[str, Any]) -> list[str]:
     if d:
         lines.append(
             f"last recorded deployment: {d['profile']} @ {(d['commit'] or 'uncommitted')[:12]} "
-            f"since {d['since']} by {d['by']} ({d['kind']} {d['op']}"
-            + f"; {_known_good_words(d)})"
+            f"since {d['since']} by {d['by']} ({d['kind']} {d['op']}" + f"; {_known_good_words(d)})"
         )
     else:
         lines.append("last recorded deployment: nothing recorded")

@@ -22,8 +22,9 @@ from dsv4ops.cli._output import (
 )
 @reason_option
 @click.option("--dry-run", is_flag=True, help="Print the stop plan; change nothing.")
-def stop(target: str | None, yes: bool, as_json: bool, recover: bool, reason: str | None,
-         dry_run: bool) -> None:
+def stop(
+    target: str | None, yes: bool, as_json: bool, recover: bool, reason: str | None, dry_run: bool
+) -> None:
     """Stop the whole deployment in the safe order (journaled)."""
     if dry_run:
         _dry_run(target, as_json)
@@ -36,9 +37,7 @@ def stop(target: str | None, yes: bool, as_json: bool, recover: bool, reason: st
     try:
         if not yes:
             click.confirm(f"stop everything on {session.target.name}?", abort=True)
-        out = run_stop(
-            session, progress=progress_printer(as_json), recover=recover, reason=reason
-        )
+        out = run_stop(session, progress=progress_printer(as_json), recover=recover, reason=reason)
     finally:
         session.close()
     if as_json:

@@ -37,8 +37,15 @@ def twin() -> None:
 @yes_option
 @reason_option
 @dry_run_option
-def hazard(name: str, state: str, target: str | None, as_json: bool, yes: bool,
-           reason: str | None, dry_run: bool) -> None:
+def hazard(
+    name: str,
+    state: str,
+    target: str | None,
+    as_json: bool,
+    yes: bool,
+    reason: str | None,
+    dry_run: bool,
+) -> None:
     """Force, clear or re-arm one hazard of the running twin deployment (journaled)."""
     from dsv4ops.cli._context import open_target
     from dsv4ops.profiles import get_target
@@ -53,10 +60,14 @@ def hazard(name: str, state: str, target: str | None, as_json: bool, yes: bool,
             _print_dry_run(planned, t.name, as_json)
             return
         if not yes:
-            click.confirm(f"set {name} ({WHAT[name]}) to {state} on the {planned['component']} "
-                          f"of {t.name}?", abort=True)
-        result = set_hazard(ctx.supervisor, ctx.journal, target=t.name, hazard=name, state=state,
-                            reason=reason)
+            click.confirm(
+                f"set {name} ({WHAT[name]}) to {state} on the {planned['component']} "
+                f"of {t.name}?",
+                abort=True,
+            )
+        result = set_hazard(
+            ctx.supervisor, ctx.journal, target=t.name, hazard=name, state=state, reason=reason
+        )
     finally:
         ctx.close()
     if as_json:
@@ -69,6 +80,8 @@ def _print_dry_run(planned: dict[str, object], target: str, as_json: bool) -> No
     if as_json:
         echo_json({"dry_run": True, "target": target, **planned})
         return
-    click.echo(f"would POST {{\"hazard\": \"{planned['hazard']}\", \"state\": "
-               f"\"{planned['state']}\"}} to {planned['url']} (the {planned['component']} of "
-               f"{target}); dry run: nothing is sent")
+    click.echo(
+        f"would POST {{\"hazard\": \"{planned['hazard']}\", \"state\": "
+        f"\"{planned['state']}\"}} to {planned['url']} (the {planned['component']} of "
+        f"{target}); dry run: nothing is sent"
+    )

@@ -29,20 +29,44 @@ UNKNOWN_EXIT = exitcodes.UNDECIDED
 
 @click.command()
 @target_option
-@click.option("--interval", "interval_s", type=click.FloatRange(min=0.1, max=3600.0), default=5.0,
-              show_default=True, help="Seconds between scrapes (model seconds on a scaled twin).")
-@click.option("--probe-every", "probe_every_s", type=click.FloatRange(min=0.0, max=86400.0),
-              default=30.0, show_default=True,
-              help="Seconds between end-to-end probes through the router; 0: no probes.")
-@click.option("--once", is_flag=True,
-              help="Watch for one wedge window and one probe round, print, exit with the worst "
-                   "finding (0 ok, 2 critical, 4 warning or unknown: nothing answered, no probe back, "
-                   "could not watch).")
+@click.option(
+    "--interval",
+    "interval_s",
+    type=click.FloatRange(min=0.1, max=3600.0),
+    default=5.0,
+    show_default=True,
+    help="Seconds between scrapes (model seconds on a scaled twin).",
+)
+@click.option(
+    "--probe-every",
+    "probe_every_s",
+    type=click.FloatRange(min=0.0, max=86400.0),
+    default=30.0,
+    show_default=True,
+    help="Seconds between end-to-end probes through the router; 0: no probes.",
+)
+@click.option(
+    "--once",
+    is_flag=True,
+    help="Watch for one wedge window and one probe round, print, exit with the worst "
+    "finding (0 ok, 2 critical, 4 warning or unknown: nothing answered, no probe back, "
+    "could not watch).",
+)
 @json_option
-@click.option("--prometheus-port", type=click.IntRange(min=0, max=65535), default=None,
-              help="Serve the findings as Prometheus metrics on 127.0.0.1:PORT.")
-def watch(target: str | None, interval_s: float, probe_every_s: float, once: bool, as_json: bool,
-          prometheus_port: int | None) -> None:
+@click.option(
+    "--prometheus-port",
+    type=click.IntRange(min=0, max=65535),
+    default=None,
+    help="Serve the findings as Prometheus metrics on 127.0.0.1:PORT.",
+)
+def watch(
+    target: str | None,
+    interval_s: float,
+    probe_every_s: float,
+    once: bool,
+    as_json: bool,
+    prometheus_port: int | None,
+) -> None:
     """Watch the deployed unit: scrape, probe, report findings with evidence and the runbook
     to follow. Never restarts anything."""
     from dsv4ops.cli._context import open_target
@@ -55,8 +79,9 @@ def watch(target: str | None, interval_s: float, probe_every_s: float, once: boo
     exporter = None
     watcher = None
     try:
-        watcher = open_watch(ctx, interval_s=interval_s, probe_every_s=probe_every_s or 30.0,
-                             probe=probe_every_s > 0)
+        watcher = open_watch(
+            ctx, interval_s=interval_s, probe_every_s=probe_every_s or 30.0, probe=probe_every_s > 0
+        )
         if prometheus_port is not None:
             exporter = _serve_findings(prometheus_port)
         emit = _emitter(exporter, as_json)
@@ -86,8 +111,10 @@ def _serve_findings(prometheus_port: int) -> FindingsExporter:
         port = exporter.serve(prometheus_port)
     except OSError as exc:
         exporter.close()
-        raise DsOpsError(f"--prometheus-port {prometheus_port}: cannot listen on "
-                         f"127.0.0.1: {exc.strerror or exc}") from None
+        raise DsOpsError(
+            f"--prometheus-port {prometheus_port}: cannot listen on "
+            f"127.0.0.1: {exc.strerror or exc}"
+        ) from None
     click.echo(f"findings on http://127.0.0.1:{port}/metrics", err=True)
     return exporter
 
@@ -114,26 +141,37 @@ def _unknown(exc: DsOpsError, once: bool) -> DsOpsError:
 
 def render(r: Round) -> list[str]:
     """The live view of one round: a header, one line per component, probes, findings."""
-    lines = [f"{r.at} round {r.number}: {r.word.upper()}"
-             + (f" ({r.unproven})" if r.unproven else "")]
+    lines = [
+        f"{r.at} round {r.number}: {r.word.upper()}" + (f" ({r.unproven})" if r.unproven else "")
+    ]
     for name, s in r.scrape.servers.items():
         lines.append(f"  {name:<8}" + (_server(s) if s.up else f"DOWN ({s.error})"))
     router = r.scrape.router
     ok = sum(1 for v in router.worker_health.values() if v == 1)
-    lines.append("  router  " + (f"up  workers {ok}/{len(router.worker_health)} healthy, "
-                                 f"5xx {router.responses_5xx:g}" if router.up
-                                 else f"DOWN ({router.error})"))
+    lines.append(
+        "  router  "
+        + (
+            f"up  workers {ok}/{len(router.worker_health)} healthy, "
+            f"5xx {router.responses_5xx:g}"
+            if router.up
+            else f"DOWN ({router.error})"
+        )
+    )
     if r.probes:
-        lines.append("  probes   " + ", ".join(f"{p.kind} {p.status} ({p.elapsed_s:.2f} s)"
-                                             for p in r.probes))
+        lines.append(
+            "  probes   "
+            + ", ".join(f"{p.kind} {p.status} ({p.elapsed_s:.2f} s)" for p in r.probes)
+        )
     lines += ["  " + f.line() for f in r.findings]
     return lines
 
 
 def _server(s: ServerReading) -> str:
     waiting = ", ".join(f"{k} {v:g}" for k, v in s.queues.items() if v) or "empty"
-    return (f"up  health {s.health or '-'}, running {_n(s.running)}, queued {_n(s.queued)}, "
-            f"tokens {_n(s.progress)}, failures {s.failures:g}, PD queues {waiting}")
+    return (
+        f"up  health {s.health or '-'}, running {_n(s.running)}, queued {_n(s.queued)}, "
+        f"tokens {_n(s.progress)}, failures {s.failures:g}, PD queues {waiting}"
+    )
 
 
 def _n(v: float | None) -> str:

@@ -35,17 +35,38 @@ def policy_schema() -> dict[str, Any]:
     """The CoordinatedPolicy envelope (from the v1alpha2 Go type) around the vendored strategy."""
     text = {"type": "string"}
     return {
-        "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
         "properties": {
-            "apiVersion": {"const": API_VERSION}, "kind": {"const": "CoordinatedPolicy"},
-            "metadata": {"type": "object", "required": ["name"], "properties": {
-                "name": text, "namespace": text,
-                "labels": {"type": "object", "additionalProperties": text}}},
-            "spec": {"type": "object", "required": ["policies"], "properties": {
-                "policies": {"type": "array", "minItems": 1, "items": {
-                    "type": "object", "required": ["roles", "strategy"], "properties": {
-                        "roles": {"type": "array", "minItems": 1, "items": text},
-                        "strategy": strategy_schema()}}}}},
+            "apiVersion": {"const": API_VERSION},
+            "kind": {"const": "CoordinatedPolicy"},
+            "metadata": {
+                "type": "object",
+                "required": ["name"],
+                "properties": {
+                    "name": text,
+                    "namespace": text,
+                    "labels": {"type": "object", "additionalProperties": text},
+                },
+            },
+            "spec": {
+                "type": "object",
+                "required": ["policies"],
+                "properties": {
+                    "policies": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "required": ["roles", "strategy"],
+                            "properties": {
+                                "roles": {"type": "array", "minItems": 1, "items": text},
+                                "strategy": strategy_schema(),
+                            },
+                        },
+                    }
+                },
+            },
         },
     }
 
@@ -55,10 +76,15 @@ def policy_problems(policy: dict[str, Any]) -> list[str]:
 
     node = policy_schema()
     errors = sorted(Draft202012Validator(node).iter_errors(policy), key=lambda e: list(e.path))
-    out = [f"CoordinatedPolicy {'.'.join(map(str, e.absolute_path)) or '(root)'}: "
-           f"{e.message[:300]}" for e in errors]
-    return out + [f"CoordinatedPolicy {p}: not declared by its schema (dropped or ignored)"
-                  for p in pruned_fields(policy, node)]
+    out = [
+        f"CoordinatedPolicy {'.'.join(map(str, e.absolute_path)) or '(root)'}: "
+        f"{e.message[:300]}"
+        for e in errors
+    ]
+    return out + [
+        f"CoordinatedPolicy {p}: not declared by its schema (dropped or ignored)"
+        for p in pruned_fields(policy, node)
+    ]
 
 
 def coordination_problems(group: dict[str, Any], policies: list[dict[str, Any]]) -> list[str]:
@@ -69,8 +95,14 @@ def coordination_problems(group: dict[str, Any], policies: list[dict[str, Any]])
         return [f"prefill:decode replicas {n.get('prefill')}:{n.get('decode')}: expected N:N"]
     pairs = n.get("prefill", 1)
     if pairs <= 1:
-        return ["CoordinatedPolicy with 1:1 roles: its maxSkew stalls the rollout "
-                "(sgl-project/rbg#307)"] if policies else []
+        return (
+            [
+                "CoordinatedPolicy with 1:1 roles: its maxSkew stalls the rollout "
+                "(sgl-project/rbg#307)"
+            ]
+            if policies
+            else []
+        )
     if len(policies) != 1:
         return [f"{pairs}:{pairs} roles need one CoordinatedPolicy, got {len(policies)}"]
     policy = policies[0]
@@ -79,16 +111,22 @@ def coordination_problems(group: dict[str, Any], policies: list[dict[str, Any]])
         return problems
     meta, gmeta = policy["metadata"], group["metadata"]
     if (meta.get("name"), meta.get("namespace")) != (gmeta["name"], gmeta.get("namespace")):
-        problems.append(f"CoordinatedPolicy {meta.get('name')!r}: the controller reads the one "
-                        f"named like the group ({gmeta['name']!r}, same namespace)")
+        problems.append(
+            f"CoordinatedPolicy {meta.get('name')!r}: the controller reads the one "
+            f"named like the group ({gmeta['name']!r}, same namespace)"
+        )
     rules = policy["spec"]["policies"]
     if len(rules) != 1 or sorted(rules[0]["roles"]) != ["decode", "prefill"]:
-        problems.append(f"CoordinatedPolicy roles {[r['roles'] for r in rules]}: expected one "
-                        "policy pairing prefill with decode")
+        problems.append(
+            f"CoordinatedPolicy roles {[r['roles'] for r in rules]}: expected one "
+            "policy pairing prefill with decode"
+        )
     skew = rules[0]["strategy"].get("rollingUpdate", {}).get("maxSkew")
     if skew != pair_share(pairs):
-        problems.append(f"CoordinatedPolicy maxSkew {skew!r}: expected {pair_share(pairs)} "
-                        f"(one pair of {pairs})")
+        problems.append(
+            f"CoordinatedPolicy maxSkew {skew!r}: expected {pair_share(pairs)} "
+            f"(one pair of {pairs})"
+        )
     for name in ("prefill", "decode"):
         step = roles[name].get("rolloutStrategy", {}).get("rollingUpdate", {})
         if {k: step.get(k) for k in ONE_AT_A_TIME} != ONE_AT_A_TIME:

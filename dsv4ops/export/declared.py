@@ -15,7 +15,8 @@ def pruned_fields(value: Any, node: dict[str, Any], path: tuple[Any, ...] = ()) 
     """Fields of `value` that the schema `node` does not declare. A node that preserves unknown
     fields but declares none (free-form, e.g. labels) accepts anything."""
     if node.get("x-kubernetes-preserve-unknown-fields") and not (
-            node.get("properties") or node.get("items")):
+        node.get("properties") or node.get("items")
+    ):
         return []
     out: list[str] = []
     if isinstance(value, dict) and node.get("type", "object") == "object":

@@ -51,10 +51,12 @@ class ExportOptions:
 
 
 def adaptations() -> list[str]:
-    return ["argv[0]: the box's interpreter -> the image's (--python)",
-            "--base-gpu-id N -> 0 (a pod sees only its own GPUs)",
-            "router --prefill/--decode: the box addresses -> the roles' per-pod Service names",
-            "a secret flag's value (--api-key ...) -> $(DSV4_ARG_<FLAG>), read from the Secret"]
+    return [
+        "argv[0]: the box's interpreter -> the image's (--python)",
+        "--base-gpu-id N -> 0 (a pod sees only its own GPUs)",
+        "router --prefill/--decode: the box addresses -> the roles' per-pod Service names",
+        "a secret flag's value (--api-key ...) -> $(DSV4_ARG_<FLAG>), read from the Secret",
+    ]
 
 
 def check_options(opts: ExportOptions, kernel_package: str | None) -> None:
@@ -72,9 +74,11 @@ def check_options(opts: ExportOptions, kernel_package: str | None) -> None:
 def group_name(profile_name: str, override: str | None) -> str:
     name = override or re.sub(r"[^a-z0-9-]+", "-", profile_name.lower()).strip("-")
     if not _DNS1123.fullmatch(name) or len(name) > 40:
-        raise DsOpsError(f"--name {name!r}: a RoleBasedGroup name must be a DNS-1123 label of at "
-                         "most 40 characters (its role Services append to it)",
-                         hint="pass --name with lowercase letters, digits and '-'")
+        raise DsOpsError(
+            f"--name {name!r}: a RoleBasedGroup name must be a DNS-1123 label of at "
+            "most 40 characters (its role Services append to it)",
+            hint="pass --name with lowercase letters, digits and '-'",
+        )
     return name
 
 
@@ -112,8 +116,15 @@ def server_argv(box_argv: list[str], python: str) -> list[str]:
     return argv
 
 
-def router_argv(box_argv: list[str], python: str, group: str, replicas: int, prefill_port: int,
-                decode_port: int, bootstrap_port: int) -> list[str]:
+def router_argv(
+    box_argv: list[str],
+    python: str,
+    group: str,
+    replicas: int,
+    prefill_port: int,
+    decode_port: int,
+    bootstrap_port: int,
+) -> list[str]:
     """The box router argv with its --prefill/--decode groups replaced by one per replica."""
     out, i = [python], 1
     while i < len(box_argv):
@@ -127,8 +138,11 @@ def router_argv(box_argv: list[str], python: str, group: str, replicas: int, pre
         out.append(a)
         if a == "--pd-disaggregation":
             for r in range(replicas):
-                out += ["--prefill", f"http://{pod_host(group, 'prefill', r)}:{prefill_port}",
-                        str(bootstrap_port)]
+                out += [
+                    "--prefill",
+                    f"http://{pod_host(group, 'prefill', r)}:{prefill_port}",
+                    str(bootstrap_port),
+                ]
             for r in range(replicas):
                 out += ["--decode", f"http://{pod_host(group, 'decode', r)}:{decode_port}"]
         i += 1
@@ -150,28 +164,51 @@ def _probe(port: int, path: str) -> dict[str, Any]:
     return {"httpGet": {"path": path, "port": port}, "periodSeconds": 10, "failureThreshold": 3}
 
 
-def _container(name: str, image: str, argv: list[str], env: list[dict[str, Any]],
-               ports: list[tuple[str, int]], probe: dict[str, Any]) -> dict[str, Any]:
-    c: dict[str, Any] = {"name": name, "image": image, "command": argv,
-                         "ports": [{"name": n, "containerPort": p} for n, p in ports],
-                         "readinessProbe": probe}
+def _container(
+    name: str,
+    image: str,
+    argv: list[str],
+    env: list[dict[str, Any]],
+    ports: list[tuple[str, int]],
+    probe: dict[str, Any],
+) -> dict[str, Any]:
+    c: dict[str, Any] = {
+        "name": name,
+        "image": image,
+        "command": argv,
+        "ports": [{"name": n, "containerPort": p} for n, p in ports],
+        "readinessProbe": probe,
+    }
     if env:
         c["env"] = env
     return c
 
 
-def _role(name: str, replicas: int, container: dict[str, Any], deps: list[str],
-          volumes: list[dict[str, Any]] | None = None,
-          init: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def _role(
+    name: str,
+    replicas: int,
+    container: dict[str, Any],
+    deps: list[str],
+    volumes: list[dict[str, Any]] | None = None,
+    init: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": [container]}
     if volumes:
         spec["volumes"] = volumes
     if init:
         spec["initContainers"] = init
     role: dict[str, Any] = {
-        "name": name, "replicas": replicas,
-        "standalonePattern": {"template": {"metadata": {"labels": {"app.kubernetes.io/part-of": "dsv4ops", "dsv4ops/role": name}},
-                                           "spec": spec}}}
+        "name": name,
+        "replicas": replicas,
+        "standalonePattern": {
+            "template": {
+                "metadata": {
+                    "labels": {"app.kubernetes.io/part-of": "dsv4ops", "dsv4ops/role": name}
+                },
+                "spec": spec,
+            }
+        },
+    }
     if deps:
         role["dependencies"] = deps
     return role
@@ -186,42 +223,68 @@ def build_manifest(profile: Any, deployment: Any, opts: ExportOptions) -> dict[s
     secret_name = f"{group}-env"
     pre, dec, rtr = (deployment.component(n) for n in ("prefill", "decode", "router"))
     pre_argv, dec_argv = list(pre.argv), list(dec.argv)
-    tp = {n: int(flag_value(a, "--tp-size") or 1) for n, a in (("prefill", pre_argv), ("decode", dec_argv))}
+    tp = {
+        n: int(flag_value(a, "--tp-size") or 1)
+        for n, a in (("prefill", pre_argv), ("decode", dec_argv))
+    }
     if opts.gpus_per_node is not None:
         for n, size in tp.items():
             if size > opts.gpus_per_node:
-                raise DsOpsError(f"--gpus-per-node {opts.gpus_per_node}: {n} runs TP {size}, "
-                                 "which needs that many GPUs in one pod",
-                                 hint="multi-node TP needs RBG's leaderWorkerPattern (not exported)")
+                raise DsOpsError(
+                    f"--gpus-per-node {opts.gpus_per_node}: {n} runs TP {size}, "
+                    "which needs that many GPUs in one pod",
+                    hint="multi-node TP needs RBG's leaderWorkerPattern (not exported)",
+                )
     boot = int(flag_value(pre_argv, "--disaggregation-bootstrap-port") or 8998)
     volumes, init, mounts = _kernel_parts(profile, opts)
     roles = []
     for name, comp, argv in (("prefill", pre, pre_argv), ("decode", dec, dec_argv)):
         ports = [("http", comp.port)] + ([("bootstrap", boot)] if name == "prefill" else [])
         command, hidden = hide_secret_args(server_argv(argv, opts.python))
-        c = _container(name, opts.image, command,
-                       _env({**_pod_env(dict(comp.env), mounts), **hidden}, secret_name), ports,
-                       _probe(comp.port, "/health"))
+        c = _container(
+            name,
+            opts.image,
+            command,
+            _env({**_pod_env(dict(comp.env), mounts), **hidden}, secret_name),
+            ports,
+            _probe(comp.port, "/health"),
+        )
         c["resources"] = {"limits": {"nvidia.com/gpu": tp[name]}}
         if mounts:
             c["volumeMounts"] = mounts
         role = _role(name, opts.replicas, c, ["prefill"] if name == "decode" else [], volumes, init)
         if opts.replicas > 1:  # one replica at a time; the CoordinatedPolicy pairs the roles
-            role["rolloutStrategy"] = {"type": "RollingUpdate",
-                                       "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}
+            role["rolloutStrategy"] = {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0},
+            }
         roles.append(role)
-    r_argv = router_argv(list(rtr.argv), opts.python, group, opts.replicas, pre.port, dec.port, boot)
+    r_argv = router_argv(
+        list(rtr.argv), opts.python, group, opts.replicas, pre.port, dec.port, boot
+    )
     prom = int(flag_value(r_argv, "--prometheus-port") or 29000)
     r_argv, hidden = hide_secret_args(r_argv)
-    rc = _container("router", opts.router_image, r_argv, _env({**dict(rtr.env), **hidden}, secret_name),
-                    [("http", rtr.port), ("metrics", prom)], _probe(rtr.port, "/readiness"))
+    rc = _container(
+        "router",
+        opts.router_image,
+        r_argv,
+        _env({**dict(rtr.env), **hidden}, secret_name),
+        [("http", rtr.port), ("metrics", prom)],
+        _probe(rtr.port, "/readiness"),
+    )
     roles.append(_role("router", 1, rc, ["prefill", "decode"]))
-    meta: dict[str, Any] = {"name": group, "labels": {"app.kubernetes.io/managed-by": "dsv4ops",
-                                                       "dsv4ops/profile": group}}
+    meta: dict[str, Any] = {
+        "name": group,
+        "labels": {"app.kubernetes.io/managed-by": "dsv4ops", "dsv4ops/profile": group},
+    }
     if opts.namespace:
         meta["namespace"] = opts.namespace
-    return {"apiVersion": API_VERSION, "kind": "RoleBasedGroup", "metadata": meta,
-            "spec": {"roles": roles}}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "RoleBasedGroup",
+        "metadata": meta,
+        "spec": {"roles": roles},
+    }
 
 
 def documents(profile: Any, deployment: Any, opts: ExportOptions) -> list[dict[str, Any]]:
@@ -245,9 +308,19 @@ def coordinated_policy(manifest: dict[str, Any]) -> dict[str, Any] | None:
     if n <= 1 or replicas["decode"] != n:
         return None
     meta = {k: v for k, v in manifest["metadata"].items() if k in ("name", "namespace", "labels")}
-    return {"apiVersion": API_VERSION, "kind": "CoordinatedPolicy", "metadata": meta,
-            "spec": {"policies": [{"roles": ["prefill", "decode"],
-                                   "strategy": {"rollingUpdate": {"maxSkew": pair_share(n)}}}]}}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "CoordinatedPolicy",
+        "metadata": meta,
+        "spec": {
+            "policies": [
+                {
+                    "roles": ["prefill", "decode"],
+                    "strategy": {"rollingUpdate": {"maxSkew": pair_share(n)}},
+                }
+            ]
+        },
+    }
 
 
 def pair_share(replicas: int) -> str:
@@ -266,7 +339,9 @@ def _pod_env(env: dict[str, str], mounts: list[dict[str, Any]]) -> dict[str, str
     return {**plugin_env(package, root), **env}
 
 
-def _kernel_parts(profile: Any, opts: ExportOptions) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+def _kernel_parts(
+    profile: Any, opts: ExportOptions
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """The kernel package as an init container copying it from an image into a shared volume."""
     ref = getattr(profile, "kernel_package", None)
     if not ref:
@@ -275,7 +350,10 @@ def _kernel_parts(profile: Any, opts: ExportOptions) -> tuple[list[dict[str, Any
     image = opts.kernel_image or f"{name}:{version}"
     path = f"{KERNELS_MOUNT}/{name}/{version}"
     volume = {"name": "dsv4-kernels", "emptyDir": {}}
-    init = {"name": "dsv4-kernels", "image": image,
-            "command": ["sh", "-c", f"cp -a /package/. {shlex.quote(path + '/')}"],
-            "volumeMounts": [{"name": "dsv4-kernels", "mountPath": path}]}
+    init = {
+        "name": "dsv4-kernels",
+        "image": image,
+        "command": ["sh", "-c", f"cp -a /package/. {shlex.quote(path + '/')}"],
+        "volumeMounts": [{"name": "dsv4-kernels", "mountPath": path}],
+    }
     return [volume], [init], [{"name": "dsv4-kernels", "mountPath": path, "readOnly": True}]

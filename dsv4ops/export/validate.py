@@ -22,8 +22,14 @@ from dsv4ops.errors import DsOpsError
 from dsv4ops.export.coordination import coordination_problems
 from dsv4ops.export.declared import field_path, pruned_fields
 
-PD_SAME = ("--model-path", "--tp-size", "--page-size", "--kv-cache-dtype",
-           "--disaggregation-transfer-backend", "--disaggregation-bootstrap-port")
+PD_SAME = (
+    "--model-path",
+    "--tp-size",
+    "--page-size",
+    "--kv-cache-dtype",
+    "--disaggregation-transfer-backend",
+    "--disaggregation-bootstrap-port",
+)
 
 
 @lru_cache(maxsize=1)
@@ -36,26 +42,34 @@ def schema_problems(manifest: dict[str, Any]) -> list[str]:
     from jsonschema import Draft202012Validator
 
     validator = Draft202012Validator(schema())
-    return [f"{field_path(e.absolute_path)}: {e.message[:300]}"
-            for e in sorted(validator.iter_errors(manifest), key=lambda e: list(e.absolute_path))]
+    return [
+        f"{field_path(e.absolute_path)}: {e.message[:300]}"
+        for e in sorted(validator.iter_errors(manifest), key=lambda e: list(e.absolute_path))
+    ]
 
 
 def pd_problems(manifest: dict[str, Any]) -> list[str]:
     roles = {r["name"]: r for r in manifest["spec"]["roles"]}
 
     def argv(name: str) -> list[str]:
-        return list(roles[name]["standalonePattern"]["template"]["spec"]["containers"][0]["command"])
+        return list(
+            roles[name]["standalonePattern"]["template"]["spec"]["containers"][0]["command"]
+        )
 
     problems = []
     pre, dec, rtr = argv("prefill"), argv("decode"), argv("router")
     for flag in PD_SAME:
         if flag_value(pre, flag) != flag_value(dec, flag):
-            problems.append(f"{flag}: prefill {flag_value(pre, flag)!r} != decode {flag_value(dec, flag)!r}")
+            problems.append(
+                f"{flag}: prefill {flag_value(pre, flag)!r} != decode {flag_value(dec, flag)!r}"
+            )
     boot = flag_value(pre, "--disaggregation-bootstrap-port")
     for i, a in enumerate(rtr):
         if a == "--prefill" and (i + 2 >= len(rtr) or rtr[i + 2] != boot):
-            problems.append(f"router --prefill {rtr[i + 1] if i + 1 < len(rtr) else ''}: bootstrap "
-                            f"port is not the prefill's {boot}")
+            problems.append(
+                f"router --prefill {rtr[i + 1] if i + 1 < len(rtr) else ''}: bootstrap "
+                f"port is not the prefill's {boot}"
+            )
     deps = {n: tuple(r.get("dependencies", ())) for n, r in roles.items()}
     if deps.get("decode") != ("prefill",) or set(deps.get("router", ())) != {"prefill", "decode"}:
         problems.append(f"dependencies {deps}: expected decode -> prefill and router -> both")
@@ -65,8 +79,10 @@ def pd_problems(manifest: dict[str, Any]) -> list[str]:
 def group_problems(manifest: dict[str, Any]) -> list[str]:
     """Schema, pruned fields and PD consistency of the RoleBasedGroup."""
     problems = schema_problems(manifest)
-    problems += [f"{p}: not declared by the RoleBasedGroup schema (dropped or ignored)"
-                 for p in pruned_fields(manifest, schema())]
+    problems += [
+        f"{p}: not declared by the RoleBasedGroup schema (dropped or ignored)"
+        for p in pruned_fields(manifest, schema())
+    ]
     return problems + pd_problems(manifest)
 
 
@@ -89,5 +105,7 @@ def check_documents(docs: list[dict[str, Any]]) -> None:
 
 def _raise(problems: list[str]) -> None:
     if problems:
-        raise DsOpsError("the exported RoleBasedGroup does not validate:\n  " + "\n  ".join(problems),
-                         hint="this is a dsv4ops bug or an option the schema cannot express")
+        raise DsOpsError(
+            "the exported RoleBasedGroup does not validate:\n  " + "\n  ".join(problems),
+            hint="this is a dsv4ops bug or an option the schema cannot express",
+        )

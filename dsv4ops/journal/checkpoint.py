@@ -61,11 +61,13 @@ def proof(order: Sequence[Judged], upto: int) -> str:
     return hashlib.sha256("\n".join(f"{e.op}:{e.count}" for e in order[:upto]).encode()).hexdigest()
 
 
-def judged(order: Sequence[Judged], ck: Checkpoint | None) -> tuple[dict[str, Judgement], Checkpoint]:
+def judged(
+    order: Sequence[Judged], ck: Checkpoint | None
+) -> tuple[dict[str, Judgement], Checkpoint]:
     """(knowngood.judge of the entries' essentials, the checkpoint to keep): resumed from `ck`
     when it proves itself and nothing after it changes a judgement before it."""
     if ck is not None and ck.upto <= len(order) and ck.proof == proof(order, ck.upto):
-        out = _resume(ck, [e.essentials() for e in order[ck.upto:]])
+        out = _resume(ck, [e.essentials() for e in order[ck.upto :]])
         if out is not None:
             return out, ck
     ops = [e.essentials() for e in order]
@@ -84,10 +86,18 @@ def take(ops: Sequence[Operation], digest: str) -> Checkpoint:
     knowngood.judge_into(ops, experiments, failed, out, good)
     judged_ops = [o for o in ops if o.kind in (Kind.DEPLOY, Kind.ROLLBACK)]
     return Checkpoint(
-        len(ops), digest, out, {h: j.op for h, j in good.items()}, failed, frozenset(experiments),
+        len(ops),
+        digest,
+        out,
+        {h: j.op for h, j in good.items()},
+        failed,
+        frozenset(experiments),
         frozenset(o.op for o in ops if o.kind is Kind.EXPERIMENT and _gate_failed(o)),
-        frozenset(o.reason for o in judged_ops if (o.reason or "").startswith(_BLOCK)
-                  and o.reason is not None),
+        frozenset(
+            o.reason
+            for o in judged_ops
+            if (o.reason or "").startswith(_BLOCK) and o.reason is not None
+        ),
         frozenset(h for h in map(knowngood.commands_hash, judged_ops) if h),
     )
 
@@ -127,13 +137,23 @@ def encode(ck: Checkpoint) -> bytes:
     """One JSON line; the judgements as columns (ids, ranks, indexes into a table of reasons)."""
     whys: dict[str, int] = {}
     ids = array("I", [whys.setdefault(j.why, len(whys)) for j in ck.out.values()])
-    return json.dumps({
-        "upto": ck.upto, "proof": ck.proof, "ops": "\n".join(ck.out),
-        "ranks": "".join(str(j.rank) for j in ck.out.values()), "whys": list(whys),
-        "why": base64.b64encode(ids.tobytes()).decode(), "good": ck.good, "failed": ck.failed,
-        "experiments": sorted(ck.experiments), "failed_experiments": sorted(ck.failed_experiments),
-        "reasons": sorted(ck.reasons), "hashes": sorted(ck.hashes),
-    }, separators=(",", ":")).encode()
+    return json.dumps(
+        {
+            "upto": ck.upto,
+            "proof": ck.proof,
+            "ops": "\n".join(ck.out),
+            "ranks": "".join(str(j.rank) for j in ck.out.values()),
+            "whys": list(whys),
+            "why": base64.b64encode(ids.tobytes()).decode(),
+            "good": ck.good,
+            "failed": ck.failed,
+            "experiments": sorted(ck.experiments),
+            "failed_experiments": sorted(ck.failed_experiments),
+            "reasons": sorted(ck.reasons),
+            "hashes": sorted(ck.hashes),
+        },
+        separators=(",", ":"),
+    ).encode()
 
 
 def decode(raw: bytes) -> Checkpoint | None:
@@ -144,18 +164,29 @@ def decode(raw: bytes) -> Checkpoint | None:
         ranks, whys = d["ranks"], d["whys"]
         ids = array("I")
         ids.frombytes(base64.b64decode(d["why"], validate=True))
-        if not (len(ops) == len(ranks) == len(ids) and set(ranks) <= {"0", "1", "2"}
-                and all(isinstance(w, str) for w in whys) and (not ids or max(ids) < len(whys))):
+        if not (
+            len(ops) == len(ranks) == len(ids)
+            and set(ranks) <= {"0", "1", "2"}
+            and all(isinstance(w, str) for w in whys)
+            and (not ids or max(ids) < len(whys))
+        ):
             return None
-        out = {op: Judgement(op, int(r), whys[w]) for op, r, w in zip(ops, ranks, ids, strict=False)}
+        out = {
+            op: Judgement(op, int(r), whys[w]) for op, r, w in zip(ops, ranks, ids, strict=False)
+        }
         good = {str(h): str(op) for h, op in d["good"].items()}
         if not all(op in out and out[op].known_good for op in good.values()):
             return None
         return Checkpoint(
-            int(d["upto"]), str(d["proof"]), out, good,
+            int(d["upto"]),
+            str(d["proof"]),
+            out,
+            good,
             {str(h): str(w) for h, w in d["failed"].items()},
-            *(frozenset(str(x) for x in d[k])
-              for k in ("experiments", "failed_experiments", "reasons", "hashes")),
+            *(
+                frozenset(str(x) for x in d[k])
+                for k in ("experiments", "failed_experiments", "reasons", "hashes")
+            ),
         )
     except (ValueError, TypeError, KeyError, AttributeError, IndexError):
         return None

@@ -96,10 +96,18 @@ class Entry:
         if self._view_op is None:
             v = self.view or _NO_VIEW
             self._view_op = Operation(
-                self.op, _KINDS[self.kind], self.ts, "", _STATUSES[self.status], v[0],
-                [{}] if v[1] else [], v[3], None,
+                self.op,
+                _KINDS[self.kind],
+                self.ts,
+                "",
+                _STATUSES[self.status],
+                v[0],
+                [{}] if v[1] else [],
+                v[3],
+                None,
                 [StepRecord(n, p, "", None, d) for n, p, d in v[5]] if v[5] else [],
-                scope=v[2], marked_known_good=bool(v[4]),
+                scope=v[2],
+                marked_known_good=bool(v[4]),
             )
         return self._view_op
 
@@ -108,10 +116,17 @@ def _entry(o: Operation, offsets: list[int]) -> Entry:
     view = None
     if o.kind.value in _JUDGED:
         e = knowngood.essentials(o)
-        view = [e.profile, bool(e.components), e.scope, e.reason, e.marked_known_good,
-                [[s.name, s.phase, s.detail] for s in e.steps]]
-    return Entry(o.op, o.kind.value, o.ts, o.status.value, o.running, view, offsets,
-                 count=len(offsets))
+        view = [
+            e.profile,
+            bool(e.components),
+            e.scope,
+            e.reason,
+            e.marked_known_good,
+            [[s.name, s.phase, s.detail] for s in e.steps],
+        ]
+    return Entry(
+        o.op, o.kind.value, o.ts, o.status.value, o.running, view, offsets, count=len(offsets)
+    )
 
 
 @dataclass
@@ -138,7 +153,11 @@ class State:
         """A copy to fold a partial last line into (never kept, never written)."""
         out = copy.copy(self)
         out.judged = None
-        out.entries, out.merges, out.skipped = dict(self.entries), list(self.merges), list(self.skipped)
+        out.entries, out.merges, out.skipped = (
+            dict(self.entries),
+            list(self.merges),
+            list(self.skipped),
+        )
         out.merged, out.after_first_merge = set(self.merged), set(self.after_first_merge)
         return out
 
@@ -198,10 +217,17 @@ def fold_chunk(state: State, buf: Buffer, start: int, end: int, fd: int, where: 
 
 def encode(state: State) -> bytes:
     header = {
-        "format": FORMAT, "version": VERSION, "size": state.size, "window": state.window,
-        "lines": state.lines, "records": state.records, "merges": state.merges,
-        "merged": sorted(state.merged), "after_first_merge": sorted(state.after_first_merge),
-        "skipped": state.skipped, "checkpoint": None,
+        "format": FORMAT,
+        "version": VERSION,
+        "size": state.size,
+        "window": state.window,
+        "lines": state.lines,
+        "records": state.records,
+        "merges": state.merges,
+        "merged": sorted(state.merged),
+        "after_first_merge": sorted(state.after_first_merge),
+        "skipped": state.skipped,
+        "checkpoint": None,
     }
     ck = checkpoint.encode(state.checkpoint) if state.checkpoint is not None else b""
     if ck:
@@ -209,13 +235,15 @@ def encode(state: State) -> bytes:
     es = list(state.entries.values())
     rows = [[e.op, e.kind, e.ts, e.status, e.running, e.count, e.view] for e in es]
     flat = array("q", [o for e in es for o in e.offsets])
-    return b"\n".join([
-        json.dumps(header, separators=(",", ":")).encode(),
-        json.dumps(rows, separators=(",", ":")).encode(),
-        base64.b64encode(flat.tobytes()),
-        ck,
-        b"",
-    ])
+    return b"\n".join(
+        [
+            json.dumps(header, separators=(",", ":")).encode(),
+            json.dumps(rows, separators=(",", ":")).encode(),
+            base64.b64encode(flat.tobytes()),
+            ck,
+            b"",
+        ]
+    )
 
 
 def decode(data: bytes, fd: int, journal_size: int) -> State | None:
@@ -232,10 +260,17 @@ def decode(data: bytes, fd: int, journal_size: int) -> State | None:
             return None  # truncated, rewritten or another journal: never trusted
         flat = array("q")
         flat.frombytes(base64.b64decode(flat_raw, validate=True))
-        state = State(size=size, window=h["window"], lines=int(h["lines"]),
-                      records=int(h["records"]), merges=[int(o) for o in h["merges"]],
-                      merged=set(h["merged"]), after_first_merge=set(h["after_first_merge"]),
-                      skipped=[int(n) for n in h["skipped"]], saved_size=size)
+        state = State(
+            size=size,
+            window=h["window"],
+            lines=int(h["lines"]),
+            records=int(h["records"]),
+            merges=[int(o) for o in h["merges"]],
+            merged=set(h["merged"]),
+            after_first_merge=set(h["after_first_merge"]),
+            skipped=[int(n) for n in h["skipped"]],
+            saved_size=size,
+        )
         if h["checkpoint"] and h["checkpoint"] == journalfile.sha256(ck_raw):
             state.checkpoint = checkpoint.decode(ck_raw)
         at = 0
@@ -283,7 +318,9 @@ class JournalIndex:
 
     def _fresh(self, fd: int, buf: Buffer, end: int) -> State:
         s = self._state
-        if s is not None and not (s.size <= end and s.window == journalfile.window_sha256(fd, s.size)):
+        if s is not None and not (
+            s.size <= end and s.window == journalfile.window_sha256(fd, s.size)
+        ):
             s = None  # what this process indexed is no longer the journal's beginning
         if s is None:
             s = self._load(fd, end)

@@ -67,8 +67,13 @@ def judge(ops: Sequence[Operation]) -> dict[str, Judgement]:
     return out
 
 
-def judge_into(ops: Sequence[Operation], experiments: set[str], failed: dict[str, str],
-               out: dict[str, Judgement], good: dict[str, Judgement]) -> None:
+def judge_into(
+    ops: Sequence[Operation],
+    experiments: set[str],
+    failed: dict[str, str],
+    out: dict[str, Judgement],
+    good: dict[str, Judgement],
+) -> None:
     """judge()'s fold, continued from `out` and `good` (commands hash -> the best known-good
     judgement so far): the index's checkpoint (journal/checkpoint.py) resumes it after the
     operations it judged, with the whole journal's experiments and failed gates."""
@@ -123,10 +128,15 @@ def failed_gates(ops: Sequence[Operation]) -> dict[str, str]:
     for o in ops:
         if o.kind in (Kind.DEPLOY, Kind.ROLLBACK):
             h = commands_hash(o)
-            if h and h not in out and any(
-                s.name.startswith(GATE_STEP) and s.phase == "failed"
-                and (s.detail or "").startswith(GATE_FAIL)
-                for s in o.steps
+            if (
+                h
+                and h not in out
+                and any(
+                    s.name.startswith(GATE_STEP)
+                    and s.phase == "failed"
+                    and (s.detail or "").startswith(GATE_FAIL)
+                    for s in o.steps
+                )
             ):
                 out[h] = f"the canary gate of {o.op} ({o.profile_name or '-'})"
         elif o.kind is Kind.EXPERIMENT:
@@ -141,17 +151,18 @@ def failed_gates(ops: Sequence[Operation]) -> dict[str, str]:
 
 
 def arm_of(op: Operation, experiment: str) -> str | None:
-    """"A"/"B" when `op` is one of that experiment's blocks (`ab` names it in the reason)."""
+    """ "A"/"B" when `op` is one of that experiment's blocks (`ab` names it in the reason)."""
     reason = op.reason or ""
     prefix = f"experiment {experiment}: block "
     if op.kind is not Kind.DEPLOY or not reason.startswith(prefix):
         return None
-    tail = reason[len(prefix):]
+    tail = reason[len(prefix) :]
     return "B" if tail.endswith("(B)") else "A" if tail.endswith("(A)") else None
 
 
 def _own(o: Operation, experiments: set[str], good: dict[str, Judgement]) -> Judgement:
     """The judgement of `o` by its own records (and, for a rollback, what it restored)."""
+
     def no(why: str) -> Judgement:
         return Judgement(o.op, NOT, f"not known-good: {why}")
 
@@ -160,8 +171,10 @@ def _own(o: Operation, experiments: set[str], good: dict[str, Judgement]) -> Jud
     if not o.components:
         return no("it recorded no deployment")
     if o.scope is not None:
-        return no(f"a partial restart ({', '.join(o.scope.get('restarted') or [])}) is not a "
-                  "proven unit")
+        return no(
+            f"a partial restart ({', '.join(o.scope.get('restarted') or [])}) is not a "
+            "proven unit"
+        )
     arm = next((e for e in experiments if arm_of(o, e)), None)
     if arm is not None:
         return no(f"a block of A/B experiment {arm} (an experiment's arm is never known-good)")
@@ -172,24 +185,34 @@ def _own(o: Operation, experiments: set[str], good: dict[str, Judgement]) -> Jud
 
 def _by_gate(o: Operation, good: dict[str, Judgement]) -> Judgement:
     """A proven whole-unit deploy or rollback, judged by its gate (or what a rollback restored)."""
+
     def no(why: str) -> Judgement:
         return Judgement(o.op, NOT, f"not known-good: {why}")
 
     gate = gate_of(o)
     if gate == GATE_PASS:
-        return Judgement(o.op, PASSED, "known-good: whole unit, served through the router, "
-                                       "canary gate PASS")
+        return Judgement(
+            o.op, PASSED, "known-good: whole unit, served through the router, " "canary gate PASS"
+        )
     if gate == GATE_ACCEPTED:
-        return Judgement(o.op, ACCEPTED, "known-good (below a pass): canary gate INCONCLUSIVE, "
-                                         "accepted with --accept-inconclusive-canary")
+        return Judgement(
+            o.op,
+            ACCEPTED,
+            "known-good (below a pass): canary gate INCONCLUSIVE, "
+            "accepted with --accept-inconclusive-canary",
+        )
     h = commands_hash(o)
     if o.kind is Kind.ROLLBACK:
         if h in good:
             src = good[h]
-            return Judgement(o.op, src.rank, f"known-good: restored the commands of {src.op} "
-                                             f"({src.why.split(': ', 1)[-1]})")
-        return no("it restored commands that were never known-good (named with --to) and ran "
-                  "no gate")
+            return Judgement(
+                o.op,
+                src.rank,
+                f"known-good: restored the commands of {src.op} " f"({src.why.split(': ', 1)[-1]})",
+            )
+        return no(
+            "it restored commands that were never known-good (named with --to) and ran " "no gate"
+        )
     return no("no canary gate ran (--no-canary, or an experiment's deploy)")
 
 

@@ -285,11 +285,7 @@ class Journal:
         """Operations that never reached a terminal status (a CLI that died mid-way). A runbook
         run is not one of them: it changes nothing itself and stays open until it is resumed."""
         view = self._view()
-        return [
-            view.load(e)
-            for e in view.order
-            if not e.terminal and e.kind != Kind.RUNBOOK.value
-        ]
+        return [view.load(e) for e in view.order if not e.terminal and e.kind != Kind.RUNBOOK.value]
 
     def known_good(self) -> list[Operation]:
         """Known-good deployments in the order rollback offers them (the one rule:

@@ -73,7 +73,9 @@ class View:
         """knowngood.known_good's order (gate passes, then accepted INCONCLUSIVEs, newest first
         within each), read off the judgements; each whole operation loaded only when reached."""
         judged = self.judged()
-        newest_first = [e for e in reversed(self.order) if e.op in judged and judged[e.op].known_good]
+        newest_first = [
+            e for e in reversed(self.order) if e.op in judged and judged[e.op].known_good
+        ]
         good = sorted(newest_first, key=lambda e: -judged[e.op].rank)  # stable: newest first kept
         return (self.load(e) for e in good)
 
@@ -131,8 +133,13 @@ class Operations(Sequence[Operation]):
 
     __hash__ = None  # type: ignore[assignment]
 
-    def newest_first(self, *, kinds: Collection[Kind] | None = None, status: Status | None = None,
-                     profile: dict[str, Any] | None = None) -> Iterator[Operation]:
+    def newest_first(
+        self,
+        *,
+        kinds: Collection[Kind] | None = None,
+        status: Status | None = None,
+        profile: dict[str, Any] | None = None,
+    ) -> Iterator[Operation]:
         """The operations newest first, skipping unread those that cannot match: another kind
         or status (the index's), or a deploy/rollback/experiment whose indexed profile has other
         `profile` values. The rest are loaded whole (the caller still checks them): a walk back
@@ -144,8 +151,11 @@ class Operations(Sequence[Operation]):
             if status is not None and e.status != status.value:
                 continue
             indexed = (e.view[0] or {}) if e.view is not None else None
-            if profile and indexed is not None and any(
-                    indexed.get(k) != v for k, v in profile.items()):
+            if (
+                profile
+                and indexed is not None
+                and any(indexed.get(k) != v for k, v in profile.items())
+            ):
                 continue
             yield self._view.load(e)
 
@@ -187,4 +197,3 @@ class Records(Sequence[dict[str, Any]]):
         return isinstance(other, Sequence) and list(self) == list(other)
 
     __hash__ = None  # type: ignore[assignment]
-

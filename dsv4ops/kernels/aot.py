@@ -82,10 +82,14 @@ def limit_problems(r: dict[str, Any]) -> list[str]:
         problems.append(f"shared memory {shared} B exceeds sm_120's {SM120_MAX_SHARED} B per block")
     threads = r["config"]["num_warps"] * 32
     if r["regs"] * threads > SM120_MAX_REGS_PER_BLOCK:
-        problems.append(f"{r['regs']} registers x {threads} threads exceed {SM120_MAX_REGS_PER_BLOCK} per block")
+        problems.append(
+            f"{r['regs']} registers x {threads} threads exceed {SM120_MAX_REGS_PER_BLOCK} per block"
+        )
     if r["stack"] > 0 or r.get("local", 0) > 0:
-        problems.append(f"registers spill ({r['regs']} regs, {r['stack']} B stack): over the "
-                        f"{SM120_MAX_REGS_PER_THREAD}-register budget")
+        problems.append(
+            f"registers spill ({r['regs']} regs, {r['stack']} B stack): over the "
+            f"{SM120_MAX_REGS_PER_THREAD}-register budget"
+        )
     return problems
 
 
@@ -113,8 +117,11 @@ def _run_json(executor: Executor, argv: list[str]) -> JSONObject:
     # Triton's own cache key ignores that path, so the recorded cubin_sha256 would depend on where
     # dsv4ops was installed when a kernel was first compiled. Without it the build reproduces
     # anywhere; the box JIT-compiles its own cubins (with line info) at run time.
-    env = {"TRITON_CACHE_DIR": str(cache_dir().parent / "triton-cache"), "TRITON_INTERPRET": "0",
-           "TRITON_DISABLE_LINE_INFO": "1"}
+    env = {
+        "TRITON_CACHE_DIR": str(cache_dir().parent / "triton-cache"),
+        "TRITON_INTERPRET": "0",
+        "TRITON_DISABLE_LINE_INFO": "1",
+    }
     result = executor.run(argv, timeout=_COMPILE_TIMEOUT_S, check=False, env=env)
     if not result.ok:
         raise KernelPackageError(f"sm_120 compile check could not run:\n{result.describe()}")
@@ -122,20 +129,30 @@ def _run_json(executor: Executor, argv: list[str]) -> JSONObject:
     return report
 
 
-def check(jobs: list[tuple[str, dict[str, int]]], *, executor: Executor, kernels_root: Path,
-          python: Path | None = None, use_cache: bool = True) -> tuple[str, list[AotResult]]:
+def check(
+    jobs: list[tuple[str, dict[str, int]]],
+    *,
+    executor: Executor,
+    kernels_root: Path,
+    python: Path | None = None,
+    use_cache: bool = True,
+) -> tuple[str, list[AotResult]]:
     """Compile each job for sm_120; return (triton version used, results in job order).
 
     Raises KernelPackageError when the AOT venv is missing or the worker cannot run.
     """
     python = python or aot_python()
     if not python.exists():
-        raise KernelPackageError(f"{python}: the sm_120 compile venv is missing",
-                                 hint=f"`make install` creates .venv-aot with the box's triton "
-                                      f"(triton 3.8.0) and records it; or set {AOT_PYTHON_ENV}")
+        raise KernelPackageError(
+            f"{python}: the sm_120 compile venv is missing",
+            hint=f"`make install` creates .venv-aot with the box's triton "
+            f"(triton 3.8.0) and records it; or set {AOT_PYTHON_ENV}",
+        )
     version = _run_json(executor, [str(python), str(WORKER), "--version"])["triton"]
     salt = _source_digest(kernels_root) + version
-    keys = [hashlib.sha256((salt + json.dumps(j, sort_keys=True)).encode()).hexdigest() for j in jobs]
+    keys = [
+        hashlib.sha256((salt + json.dumps(j, sort_keys=True)).encode()).hexdigest() for j in jobs
+    ]
     cache = cache_dir()
     raw: dict[str, dict[str, Any]] = {}
     if use_cache:
@@ -143,7 +160,11 @@ def check(jobs: list[tuple[str, dict[str, int]]], *, executor: Executor, kernels
             path = cache / f"{key}.json"
             if path.is_file():
                 raw[key] = json.loads(path.read_text())
-    todo = [{"id": k, "kernel": j[0], "config": j[1]} for k, j in zip(keys, jobs, strict=True) if k not in raw]
+    todo = [
+        {"id": k, "kernel": j[0], "config": j[1]}
+        for k, j in zip(keys, jobs, strict=True)
+        if k not in raw
+    ]
     if todo:
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(todo, f)

@@ -46,7 +46,8 @@ def _load_sources(root: str) -> None:
     if _SOURCES in sys.modules:
         return
     spec = importlib.util.spec_from_file_location(
-        _SOURCES, os.path.join(root, "__init__.py"), submodule_search_locations=[root])
+        _SOURCES, os.path.join(root, "__init__.py"), submodule_search_locations=[root]
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[_SOURCES] = module
@@ -61,7 +62,8 @@ _Kernel = tuple[Any, Callable[..., tuple[dict[str, str], dict[str, int]]], dict[
 def _kernel(name: str) -> _Kernel:
     moe_grouped_gemm, moe_mxfp4, moe_nvfp4, sparse_decode_attn = (
         importlib.import_module(f"{_SOURCES}.{m}")
-        for m in ("moe_grouped_gemm", "moe_mxfp4", "moe_nvfp4", "sparse_decode_attn"))
+        for m in ("moe_grouped_gemm", "moe_mxfp4", "moe_nvfp4", "sparse_decode_attn")
+    )
 
     if name == "sparse_decode_attn":
         return sparse_decode_attn.sparse_decode_attn_kernel, sparse_decode_attn.aot_signature, {}
@@ -73,11 +75,19 @@ def _kernel(name: str) -> _Kernel:
         if family == "fused_moe_nvfp4":
             return moe_nvfp4.fused_moe_nvfp4_kernel, moe_nvfp4.aot_signature, down
         if family == "fused_moe_nvfp4_w4a4":
-            return (moe_nvfp4.fused_moe_nvfp4_dot_scaled_kernel, moe_nvfp4.aot_signature_dot_scaled, down)
+            return (
+                moe_nvfp4.fused_moe_nvfp4_dot_scaled_kernel,
+                moe_nvfp4.aot_signature_dot_scaled,
+                down,
+            )
         if family == "fused_moe_mxfp4":
             return moe_mxfp4.fused_moe_mxfp4_kernel, moe_mxfp4.aot_signature, down
         if family == "fused_moe_mxfp4_w4a4":
-            return (moe_mxfp4.fused_moe_mxfp4_dot_scaled_kernel, moe_mxfp4.aot_signature_dot_scaled, down)
+            return (
+                moe_mxfp4.fused_moe_mxfp4_dot_scaled_kernel,
+                moe_mxfp4.aot_signature_dot_scaled,
+                down,
+            )
     raise ValueError(f"unknown kernel {name!r}")
 
 
@@ -95,8 +105,9 @@ def _resource_usage(cubin: bytes) -> dict[str, int]:
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        out = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True,
-                             timeout=120, check=True).stdout
+        out = subprocess.run(
+            [tool, "-res-usage", f.name], capture_output=True, text=True, timeout=120, check=True
+        ).stdout
     match = _RES.search(out)
     if not match:
         raise RuntimeError(f"cuobjdump printed no resource usage: {out[-300:]!r}")
@@ -117,15 +128,26 @@ def compile_one(job: dict[str, Any]) -> dict[str, Any]:
         fn, signature_of, extra = _kernel(job["kernel"])
         signature, constexprs = signature_of(job["config"], **extra)
         compiled = triton.compile(
-            ASTSource(fn, signature, constexprs), target=GPUTarget("cuda", ARCH, WARP),
-            options={"num_warps": job["config"]["num_warps"], "num_stages": job["config"]["num_stages"]},
+            ASTSource(fn, signature, constexprs),
+            target=GPUTarget("cuda", ARCH, WARP),
+            options={
+                "num_warps": job["config"]["num_warps"],
+                "num_stages": job["config"]["num_stages"],
+            },
         )
         cubin = compiled.asm["cubin"]
-        out.update(ok=True, shared=int(compiled.metadata.shared), cubin_bytes=len(cubin),
-                   cubin_sha256=hashlib.sha256(cubin).hexdigest(), mma=_mma_kinds(compiled.asm["ptx"]),
-                   **_resource_usage(cubin))
+        out.update(
+            ok=True,
+            shared=int(compiled.metadata.shared),
+            cubin_bytes=len(cubin),
+            cubin_sha256=hashlib.sha256(cubin).hexdigest(),
+            mma=_mma_kinds(compiled.asm["ptx"]),
+            **_resource_usage(cubin),
+        )
     except Exception as exc:  # noqa: BLE001 - a failed compile is a result, reported per job
-        out.update(ok=False, error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:400]}")
+        out.update(
+            ok=False, error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:400]}"
+        )
     out["seconds"] = round(time.monotonic() - t0, 2)
     return out
 
@@ -144,7 +166,9 @@ def main(argv: list[str]) -> int:
     if workers == 1:
         results = [compile_one(j) for j in jobs]
     else:
-        with ProcessPoolExecutor(workers, initializer=_load_sources, initargs=(kernels_root,)) as pool:
+        with ProcessPoolExecutor(
+            workers, initializer=_load_sources, initargs=(kernels_root,)
+        ) as pool:
             results = list(pool.map(compile_one, jobs))
     sys.stdout.write(json.dumps({"triton": triton.__version__, "results": results}) + "\n")
     return 0

@@ -32,23 +32,43 @@ from pathlib import Path
 
 from dsv4ops.errors import KernelPackageError
 
-MOE_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
+MOE_KEYS = (
+    "BLOCK_SIZE_M",
+    "BLOCK_SIZE_N",
+    "BLOCK_SIZE_K",
+    "GROUP_SIZE_M",
+    "num_warps",
+    "num_stages",
+)
 ATTN_KEYS = ("BLOCK_H", "BLOCK_T", "num_warps", "num_stages")
 CONFIG_TREES = ("configs", "attention_configs", "moe_fp4_configs")
 # dtype= of the package's FP4 MoE config names -> kernel family (kernels/moe_nvfp4.py, moe_mxfp4.py).
-FP4_DTYPES = {"nvfp4_w4a16": "fused_moe_nvfp4", "nvfp4_w4a4": "fused_moe_nvfp4_w4a4",
-              "mxfp4_w4a16": "fused_moe_mxfp4", "mxfp4_w4a4": "fused_moe_mxfp4_w4a4"}
-_NVFP4_DOT_SCALED = ("Triton's interpreter computes NVFP4 tl.dot_scaled wrongly (reference §3.5 gotcha 6: "
-                     "it reads the ue4m3 scale bits as e8m0 exponents)")
-_MXFP4_DOT_SCALED = ("Triton 3.7.1's interpreter cannot run tl.dot_scaled at all (reference §3.5 gotcha 6: "
-                     "AttributeError inside the interpreter)")
+FP4_DTYPES = {
+    "nvfp4_w4a16": "fused_moe_nvfp4",
+    "nvfp4_w4a4": "fused_moe_nvfp4_w4a4",
+    "mxfp4_w4a16": "fused_moe_mxfp4",
+    "mxfp4_w4a4": "fused_moe_mxfp4_w4a4",
+}
+_NVFP4_DOT_SCALED = (
+    "Triton's interpreter computes NVFP4 tl.dot_scaled wrongly (reference §3.5 gotcha 6: "
+    "it reads the ue4m3 scale bits as e8m0 exponents)"
+)
+_MXFP4_DOT_SCALED = (
+    "Triton 3.7.1's interpreter cannot run tl.dot_scaled at all (reference §3.5 gotcha 6: "
+    "AttributeError inside the interpreter)"
+)
 # Kernels the interpreter cannot check, and why: sm_120 AOT compile only, until a GPU run
 # compares them with their W4A16 kernels (fused_moe_nvfp4 / fused_moe_mxfp4).
-AOT_ONLY_WHY = {f"{family}_{proj}": why
-                for family, why in (("fused_moe_nvfp4_w4a4", _NVFP4_DOT_SCALED),
-                                    ("fused_moe_mxfp4_w4a4", _MXFP4_DOT_SCALED))
-                for proj in ("up", "down")}
+AOT_ONLY_WHY = {
+    f"{family}_{proj}": why
+    for family, why in (
+        ("fused_moe_nvfp4_w4a4", _NVFP4_DOT_SCALED),
+        ("fused_moe_mxfp4_w4a4", _MXFP4_DOT_SCALED),
+    )
+    for proj in ("up", "down")
+}
 AOT_ONLY = frozenset(AOT_ONLY_WHY)
+
 
 @dataclass(frozen=True)
 class ConfigFile:
@@ -86,7 +106,9 @@ def kernel_of(name: str) -> str:
         fields = dict(f.split("=", 1) for f in stem.split(",") if "=" in f)
         family = FP4_DTYPES.get(fields.get("dtype", ""))
         if family is None:
-            raise KernelPackageError(f"{name}: dtype={fields.get('dtype')!r} is not one of {sorted(FP4_DTYPES)}")
+            raise KernelPackageError(
+                f"{name}: dtype={fields.get('dtype')!r} is not one of {sorted(FP4_DTYPES)}"
+            )
         return f"{family}_{'down' if name.endswith('_down.json') else 'up'}"
     if name.startswith("E="):
         return "fused_moe_down" if name.endswith("_down.json") else "fused_moe_up"
@@ -125,7 +147,9 @@ def shipped_configs(root: Path | None = None) -> list[ConfigFile]:
             lands_at = path.relative_to(root).as_posix()
             files.append(ConfigFile(path, lands_at, kernel, load_table(path, kernel)))
     if not files:
-        raise KernelPackageError(f"{root}: no config files under {' or '.join(CONFIG_TREES)}/triton_*/")
+        raise KernelPackageError(
+            f"{root}: no config files under {' or '.join(CONFIG_TREES)}/triton_*/"
+        )
     return files
 
 
@@ -139,6 +163,8 @@ def nearest(table: dict[int, dict[str, int]], m: int) -> dict[str, int]:
     return table[min(sorted(table), key=lambda k: abs(k - m))]
 
 
-def missing_buckets(table: dict[int, dict[str, int]], buckets: list[int] | tuple[int, ...]) -> list[int]:
+def missing_buckets(
+    table: dict[int, dict[str, int]], buckets: list[int] | tuple[int, ...]
+) -> list[int]:
     """Buckets with no exact key: they would run on a neighbour's config."""
     return [b for b in buckets if b not in table]

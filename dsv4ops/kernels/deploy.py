@@ -48,14 +48,18 @@ def open_artifact(path: Path) -> Artifact:
         raise KernelPackageError(f"{path}: {exc}") from None
     manifest = parse(raw, f"{path}:manifest.json")
     if top != f"{manifest.name}-{manifest.version}":
-        raise KernelPackageError(f"{path}: top directory {top!r} is not {manifest.name}-{manifest.version}")
+        raise KernelPackageError(
+            f"{path}: top directory {top!r} is not {manifest.name}-{manifest.version}"
+        )
     return Artifact(Path(path), manifest, files)
 
 
 def twin_runtime(twin_env: dict[str, str] | None = None) -> TargetRuntime:
     """A twin target stands in for the box: sm_120 and the box's triton unless its env says so."""
     triton = (twin_env or {}).get("DSV4_TWIN_TRITON_VERSION", BOX_TRITON_VERSION)
-    return TargetRuntime(BOX_ARCH, triton, (BOX_DEVICE_NAME,), source="twin target, emulating the box")
+    return TargetRuntime(
+        BOX_ARCH, triton, (BOX_DEVICE_NAME,), source="twin target, emulating the box"
+    )
 
 
 def probe_runtime(sup: Supervisor) -> TargetRuntime:
@@ -63,8 +67,10 @@ def probe_runtime(sup: Supervisor) -> TargetRuntime:
     info = kernel_call(sup, "kernels_probe")
     host = sup.executor.host
     if not info["triton"] or not info["gpus"]:
-        raise KernelPackageError(f"{host}: cannot tell which triton/GPU the target runs "
-                                 f"(triton={info['triton']}, gpus={info['gpus']})")
+        raise KernelPackageError(
+            f"{host}: cannot tell which triton/GPU the target runs "
+            f"(triton={info['triton']}, gpus={info['gpus']})"
+        )
     cc = info["gpus"][0][1].replace(".", "")
     names = tuple(sorted({n.replace(" ", "_") for n, _ in info["gpus"]}))
     return TargetRuntime(f"sm_{cc}", info["triton"], names, source=f"probed on {host}")
@@ -87,8 +93,9 @@ def verify(artifact_path: Path, runtime: TargetRuntime | None = None) -> Artifac
     return artifact
 
 
-def deploy(executor: Executor, workdir: str, python: str, artifact_path: Path,
-           runtime: TargetRuntime) -> dict[str, Any]:
+def deploy(
+    executor: Executor, workdir: str, python: str, artifact_path: Path, runtime: TargetRuntime
+) -> dict[str, Any]:
     """Verify locally, upload, verify and unpack on the target, switch `current` atomically.
 
     Returns {name, version, current, previous, config_dir}. Raises KernelPackageError (nothing
@@ -98,8 +105,9 @@ def deploy(executor: Executor, workdir: str, python: str, artifact_path: Path,
     upload = f"{sup.workdir}/kernels/.incoming-{uuid.uuid4().hex[:8]}.tar.gz"
     executor.run(["mkdir", "-p", f"{sup.workdir}/kernels"], timeout=_TIMEOUT_S)
     executor.put(artifact.path, upload)
-    return kernel_call(sup, "kernels_install", upload=upload, arch=runtime.arch,
-                       triton=runtime.triton)
+    return kernel_call(
+        sup, "kernels_install", upload=upload, arch=runtime.arch, triton=runtime.triton
+    )
 
 
 def list_packages(executor: Executor, workdir: str, python: str) -> dict[str, Any]:
@@ -107,11 +115,13 @@ def list_packages(executor: Executor, workdir: str, python: str) -> dict[str, An
     return kernel_call(Supervisor(executor, workdir, python), "kernels_list")
 
 
-def rollback(executor: Executor, workdir: str, python: str, name: str,
-             to: str | None = None) -> dict[str, Any]:
+def rollback(
+    executor: Executor, workdir: str, python: str, name: str, to: str | None = None
+) -> dict[str, Any]:
     """Switch `current` back to the previous (or the named) installed version, re-verified."""
-    return kernel_call(Supervisor(executor, workdir, python), "kernels_rollback", name=name,
-                       version=to)
+    return kernel_call(
+        Supervisor(executor, workdir, python), "kernels_rollback", name=name, version=to
+    )
 
 
 def split_ref(ref: str) -> tuple[str, str]:
@@ -121,12 +131,16 @@ def split_ref(ref: str) -> tuple[str, str]:
     return name, version
 
 
-def package_present(executor_or_supervisor: Any, workdir: str, ref: str, python: str | None = None) -> bool:
+def package_present(
+    executor_or_supervisor: Any, workdir: str, ref: str, python: str | None = None
+) -> bool:
     """Deploy preflight: is `name@version` installed and intact under `<workdir>/kernels/`?
 
     Accepts an Executor or a Supervisor (its executor and python are used)."""
     name, version = split_ref(ref)
-    if isinstance(executor_or_supervisor, Supervisor) and executor_or_supervisor.workdir == workdir.rstrip("/"):
+    if isinstance(
+        executor_or_supervisor, Supervisor
+    ) and executor_or_supervisor.workdir == workdir.rstrip("/"):
         sup = executor_or_supervisor
     else:
         executor = getattr(executor_or_supervisor, "executor", executor_or_supervisor)

@@ -44,9 +44,9 @@ def _attn_case(config: dict[str, int], seed: int) -> dict[str, Any]:
     cmp = quantize_kv(torch.randn(s["pool"], 512, generator=g) * 2)
     swa_idx = torch.randint(0, s["pool"], (s["batch"], s["swa"]), generator=g, dtype=torch.int32)
     cmp_idx = torch.randint(0, s["pool"], (s["batch"], s["topk"]), generator=g, dtype=torch.int32)
-    swa_idx[0, 77:] = -1    # a short sequence: SWA window not yet full
-    cmp_idx[0, 300:] = -1   # fewer than 512 compressed rows
-    cmp_idx[1, :] = -1      # no compressed rows at all (early decode)
+    swa_idx[0, 77:] = -1  # a short sequence: SWA window not yet full
+    cmp_idx[0, 300:] = -1  # fewer than 512 compressed rows
+    cmp_idx[1, :] = -1  # no compressed rows at all (early decode)
     q = (torch.randn(s["batch"], s["heads"], 512, generator=g) * 0.3).to(torch.bfloat16)
     sink = torch.randn(s["heads"], generator=g)
     out = sparse_decode_attn(q, swa, swa_idx, cmp, cmp_idx, sink, config)
@@ -71,13 +71,17 @@ def _moe_case(kernel: str, config: dict[str, int], seed: int) -> dict[str, Any]:
 
     g = torch.Generator().manual_seed(seed)
     s = MOE_SHAPE
-    ids = torch.stack([torch.randperm(s["experts"], generator=g)[: s["top_k"]] for _ in range(s["tokens"])])
+    ids = torch.stack(
+        [torch.randperm(s["experts"], generator=g)[: s["top_k"]] for _ in range(s["tokens"])]
+    )
     ids = ids.to(torch.int32)
-    if kernel.endswith("_up"):     # w13: [E, 2 * inter, hidden], one input row per token
+    if kernel.endswith("_up"):  # w13: [E, 2 * inter, hidden], one input row per token
         a = torch.randn(s["tokens"], s["hidden"], generator=g).to(torch.bfloat16)
-        w = (torch.randn(s["experts"], 2 * s["inter"], s["hidden"], generator=g) / 8).to(torch.bfloat16)
+        w = (torch.randn(s["experts"], 2 * s["inter"], s["hidden"], generator=g) / 8).to(
+            torch.bfloat16
+        )
         weights, per_slot = None, False
-    else:                          # w2: [E, hidden, inter], one input row per (token, slot)
+    else:  # w2: [E, hidden, inter], one input row per (token, slot)
         a = torch.randn(s["tokens"] * s["top_k"], s["inter"], generator=g).to(torch.bfloat16)
         w = (torch.randn(s["experts"], s["hidden"], s["inter"], generator=g) / 8).to(torch.bfloat16)
         weights, per_slot = torch.rand(s["tokens"], s["top_k"], generator=g), True
@@ -99,12 +103,23 @@ def _moe_case(kernel: str, config: dict[str, int], seed: int) -> dict[str, Any]:
 def run_case(kernel: str, config: dict[str, int], seed: int = 0) -> dict[str, Any]:
     """One kernel x config against its reference; returns the errors, tolerance and ok."""
     if kernel in AOT_ONLY_WHY:
-        raise ValueError(f"{kernel}: tl.dot_scaled cannot be checked under the interpreter: "
-                         f"{AOT_ONLY_WHY[kernel]}; it is checked by the sm_120 AOT compile only")
+        raise ValueError(
+            f"{kernel}: tl.dot_scaled cannot be checked under the interpreter: "
+            f"{AOT_ONLY_WHY[kernel]}; it is checked by the sm_120 AOT compile only"
+        )
     interpreter.enable()
     t0 = _CLOCK.monotonic()
-    result = _attn_case(config, seed) if kernel == "sparse_decode_attn" else _moe_case(kernel, config, seed)
-    return {"kernel": kernel, "config": config, **result, "seconds": round(_CLOCK.monotonic() - t0, 2)}
+    result = (
+        _attn_case(config, seed)
+        if kernel == "sparse_decode_attn"
+        else _moe_case(kernel, config, seed)
+    )
+    return {
+        "kernel": kernel,
+        "config": config,
+        **result,
+        "seconds": round(_CLOCK.monotonic() - t0, 2),
+    }
 
 
 def versions() -> dict[str, str]:
@@ -120,7 +135,9 @@ def main(argv: list[str]) -> int:
     with open(argv[0]) as f:
         jobs = json.load(f)
     cases = [run_case(kernel, cfg) for kernel, cfg in jobs]
-    sys.stdout.write(json.dumps({**versions(), "cases": cases, "passed": all(c["ok"] for c in cases)}) + "\n")
+    sys.stdout.write(
+        json.dumps({**versions(), "cases": cases, "passed": all(c["ok"] for c in cases)}) + "\n"
+    )
     return 0
 
 

@@ -35,9 +35,14 @@ def enable() -> None:
 
     # triton is untyped here (no py.typed): its builder and handles are what the interpreter
     # passes, so they are typed as the interpreter's own classes where it names them.
-    def create_dot(self: interp.InterpreterBuilder, a: interp.TensorHandle, b: interp.TensorHandle,
-                   d: interp.TensorHandle, input_precision: object,
-                   max_num_imprecise_acc: object) -> interp.TensorHandle:
+    def create_dot(
+        self: interp.InterpreterBuilder,
+        a: interp.TensorHandle,
+        b: interp.TensorHandle,
+        d: interp.TensorHandle,
+        input_precision: object,
+        max_num_imprecise_acc: object,
+    ) -> interp.TensorHandle:
         return original(self, _as_fp32(a), _as_fp32(b), d, input_precision, max_num_imprecise_acc)
 
     interp.InterpreterBuilder.create_dot = create_dot

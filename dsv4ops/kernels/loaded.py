@@ -63,35 +63,55 @@ def _loaded_packages(lines: list[str]) -> dict[str, str]:
     return out
 
 
-def loaded_check(server_info_json: str | dict[str, Any], log_text: str, expected: str | None = None,
-                 moe: MoePath | None = None) -> LoadedCheck:
+def loaded_check(
+    server_info_json: str | dict[str, Any],
+    log_text: str,
+    expected: str | None = None,
+    moe: MoePath | None = None,
+) -> LoadedCheck:
     """`used` only in state "in use". `moe`: the decode's MoE path (sglang_paths.moe_path);
     without it the check cannot say the configs are readable and stops at "loaded"."""
     del server_info_json  # what /server_info says is not evidence (real SGLang names no package)
     lines = log_text.splitlines()
     loaded = _loaded_packages(lines)
-    package: str | None = expected if expected in loaded else (next(iter(loaded)) if loaded else None)
+    package: str | None = (
+        expected if expected in loaded else (next(iter(loaded)) if loaded else None)
+    )
     if moe is not None and not moe.reads_triton_configs:
         seen = f"; the plugin did load ({loaded[package]})" if package else ""
         return LoadedCheck(False, package, f"{moe.why}{seen}", NOT_USED_BY_BACKEND)
     if package is None or (expected and package != expected):
         other = f"; it loaded {', '.join(loaded)} instead" if loaded else ""
         want = expected or "a kernel package"
-        return LoadedCheck(False, package, f"no '{PLUGIN_LINE_PREFIX} loaded' line for {want} in the "
-                           f"decode log (SGLang did not load the plugin: entry point not on its path, "
-                           f"SGLANG_PLUGINS excluding it, or a log tail too short){other}", NOT_LOADED)
+        return LoadedCheck(
+            False,
+            package,
+            f"no '{PLUGIN_LINE_PREFIX} loaded' line for {want} in the "
+            f"decode log (SGLang did not load the plugin: entry point not on its path, "
+            f"SGLANG_PLUGINS excluding it, or a log tail too short){other}",
+            NOT_LOADED,
+        )
     name = package.split("@", 1)[0]
     evidence = [loaded[package]]
-    witness = _first(lines, re.escape(f"Loaded plugin {entry_point_name(name)} from group {PLUGIN_GROUP}"))
+    witness = _first(
+        lines, re.escape(f"Loaded plugin {entry_point_name(name)} from group {PLUGIN_GROUP}")
+    )
     if witness:
         evidence.append(witness)
-    read = _first(lines, _FOUND) or _first(lines, re.escape(SGLANG_FOUND_LINE) + r".*/" + re.escape(name) + "/")
+    read = _first(lines, _FOUND) or _first(
+        lines, re.escape(SGLANG_FOUND_LINE) + r".*/" + re.escape(name) + "/"
+    )
     if read is None or moe is None:
         default = _first(lines, re.escape(SGLANG_DEFAULT_LINE))
-        why = (f"SGLang fell back to its default: {default}" if default else
-               "no config lookup of this package in the log yet" if moe else
-               "the decode's MoE path is unknown here")
-        return LoadedCheck(False, package, f"plugin loaded ({evidence[0]}); {why}", LOADED_UNREAD,
-                           tuple(evidence))
+        why = (
+            f"SGLang fell back to its default: {default}"
+            if default
+            else "no config lookup of this package in the log yet"
+            if moe
+            else "the decode's MoE path is unknown here"
+        )
+        return LoadedCheck(
+            False, package, f"plugin loaded ({evidence[0]}); {why}", LOADED_UNREAD, tuple(evidence)
+        )
     evidence.append(read)
     return LoadedCheck(True, package, "in use: " + " | ".join(evidence), IN_USE, tuple(evidence))

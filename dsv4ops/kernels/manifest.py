@@ -55,15 +55,20 @@ def parse(raw: Any, source: str) -> Manifest:
     if not isinstance(raw, dict):
         raise KernelPackageError(f"{source}: manifest is not a JSON object")
     if raw.get("schema") != SCHEMA:
-        raise KernelPackageError(f"{source}: manifest schema {raw.get('schema')!r} is not {SCHEMA}",
-                                 hint="build the package with this version of dsv4ops")
+        raise KernelPackageError(
+            f"{source}: manifest schema {raw.get('schema')!r} is not {SCHEMA}",
+            hint="build the package with this version of dsv4ops",
+        )
     try:
         m = Manifest(
-            name=_str(raw["name"], "name"), version=_str(raw["version"], "version"),
+            name=_str(raw["name"], "name"),
+            version=_str(raw["version"], "version"),
             arch=_str(raw["target"]["arch"], "target.arch"),
             device_names=tuple(raw["target"]["device_names"]),
             triton=_str(raw["toolchain"]["triton"], "toolchain.triton"),
-            config_keys=tuple(raw["config_keys"]), files=tuple(raw["files"]), raw=raw,
+            config_keys=tuple(raw["config_keys"]),
+            files=tuple(raw["files"]),
+            raw=raw,
         )
     except (KeyError, TypeError) as exc:
         raise KernelPackageError(f"{source}: manifest field missing or malformed: {exc}") from None
@@ -87,10 +92,13 @@ def compatibility_problems(m: Manifest, runtime: TargetRuntime) -> list[str]:
     if m.triton != runtime.triton:
         problems.append(
             f"package was built for triton {m.triton}, the target runs triton {runtime.triton} "
-            f"(SGLang looks up configs/triton_{runtime.triton.replace('.', '_')}/ only)")
+            f"(SGLang looks up configs/triton_{runtime.triton.replace('.', '_')}/ only)"
+        )
     unknown = [d for d in runtime.device_names if d not in m.device_names]
     if unknown:
-        problems.append(f"target GPU {unknown[0]} is not among the package's {list(m.device_names)}")
+        problems.append(
+            f"target GPU {unknown[0]} is not among the package's {list(m.device_names)}"
+        )
     return problems
 
 
@@ -98,5 +106,6 @@ def check_compatible(m: Manifest, runtime: TargetRuntime) -> None:
     """Raise KernelPackageError listing every incompatibility."""
     problems = compatibility_problems(m, runtime)
     if problems:
-        raise KernelPackageError(f"{m.ref} is not compatible with the target ({runtime.source}): "
-                                 + "; ".join(problems))
+        raise KernelPackageError(
+            f"{m.ref} is not compatible with the target ({runtime.source}): " + "; ".join(problems)
+        )

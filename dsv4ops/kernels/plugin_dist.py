@@ -36,14 +36,17 @@ NOT_REGISTERED = {
         "sm_120 decode attention is sglang.kernels.ops.attention.flash_mla_sm120."
         "flash_mla_with_kvcache_sm120 (deepseek_v4_backend.py L4335-4360): paged FP8 KV "
         "(page_size 256, page indices), 64-head padded q; this kernel takes row indices into a "
-        "flat cache. A REPLACE hook would need a layout adapter and a GPU correctness run first"),
+        "flat cache. A REPLACE hook would need a layout adapter and a GPU correctness run first"
+    ),
     "fused_moe_mxfp4": (
         "flashinfer_mxfp4 runs Mxfp4FlashinferCutlassMoEMethod.apply (mxfp4_flashinfer_cutlass_"
         "moe.py L238) on weights reshuffled for CUTLASS at load; replacing it needs the original "
-        "packed layout and a GPU correctness run first"),
+        "packed layout and a GPU correctness run first"
+    ),
     "fused_moe_bf16": (
         "the triton_fp8_dequant path runs SGLang's own fp8_w8a8 Triton kernel with this package's "
-        "launch configs (configs/); the package's bf16 kernel does not take FP8 weights"),
+        "launch configs (configs/); the package's bf16 kernel does not take FP8 weights"
+    ),
 }
 
 
@@ -53,26 +56,37 @@ def plugin_members(name: str, version: str) -> dict[str, bytes]:
     source = resources.files("dsv4ops.kernels").joinpath("sglang_plugin.py").read_bytes()
     return {
         f"{SITE}/{MODULE}/__init__.py": source,
-        f"{SITE}/{dist}/METADATA": (f"Metadata-Version: 2.1\nName: {entry_point_name(name)}\n"
-                                    f"Version: {version}\nSummary: dsv4ops kernel package {name}\n").encode(),
-        f"{SITE}/{dist}/entry_points.txt": (f"[{PLUGIN_GROUP}]\n{entry_point_name(name)} = "
-                                            f"{MODULE}:register\n").encode(),
+        f"{SITE}/{dist}/METADATA": (
+            f"Metadata-Version: 2.1\nName: {entry_point_name(name)}\n"
+            f"Version: {version}\nSummary: dsv4ops kernel package {name}\n"
+        ).encode(),
+        f"{SITE}/{dist}/entry_points.txt": (
+            f"[{PLUGIN_GROUP}]\n{entry_point_name(name)} = " f"{MODULE}:register\n"
+        ).encode(),
         f"{SITE}/{dist}/top_level.txt": f"{MODULE}\n".encode(),
     }
 
 
 def plugin_section(name: str) -> dict[str, Any]:
-    return {"group": PLUGIN_GROUP, "entry_point": entry_point_name(name), "module": MODULE,
-            "site": f"{PACKAGE_ROOT}/{SITE}", "hooks": list(HOOKS), "not_registered": NOT_REGISTERED}
+    return {
+        "group": PLUGIN_GROUP,
+        "entry_point": entry_point_name(name),
+        "module": MODULE,
+        "site": f"{PACKAGE_ROOT}/{SITE}",
+        "hooks": list(HOOKS),
+        "not_registered": NOT_REGISTERED,
+    }
 
 
 def sglang_section() -> dict[str, Any]:
     """The SGLang configuration this package is for, and the env that enables it."""
-    return {"moe_path": TRITON_FP8,
-            "requires_env": {DEQUANT_ENV: "1", DEEPGEMM_ENV: "0"},
-            "requires_args": {"--moe-runner-backend": "auto"},
-            "why": "the only DSV4-Flash MoE path of sglang 0.5.23 that reads a Triton config "
-                   "(dsv4ops/sglang_paths.py)"}
+    return {
+        "moe_path": TRITON_FP8,
+        "requires_env": {DEQUANT_ENV: "1", DEEPGEMM_ENV: "0"},
+        "requires_args": {"--moe-runner-backend": "auto"},
+        "why": "the only DSV4-Flash MoE path of sglang 0.5.23 that reads a Triton config "
+        "(dsv4ops/sglang_paths.py)",
+    }
 
 
 def package_env(name: str, root: str) -> dict[str, str]:
@@ -83,14 +97,22 @@ def package_env(name: str, root: str) -> dict[str, str]:
 def replaces(rel: str) -> dict[str, str]:
     """Per file: what in SGLang it replaces and which code path reads it."""
     if rel.startswith("configs/"):
-        return {"replaces": "SGLang's get_default_config() launch params for the block-FP8 fused MoE "
-                            "(fused_moe_triton_config.py L236-245) at this shape",
-                "read_by": "fused_moe_triton_config.get_moe_configs (L54-177), triton_fp8_dequant path only"}
+        return {
+            "replaces": "SGLang's get_default_config() launch params for the block-FP8 fused MoE "
+            "(fused_moe_triton_config.py L236-245) at this shape",
+            "read_by": "fused_moe_triton_config.get_moe_configs (L54-177), triton_fp8_dequant path only",
+        }
     if rel.startswith(f"{SITE}/"):
-        return {"replaces": "nothing: registers the hooks listed under plugin.hooks",
-                "read_by": "sglang.srt.plugins.load_plugins (plugins/__init__.py L103-141)"}
+        return {
+            "replaces": "nothing: registers the hooks listed under plugin.hooks",
+            "read_by": "sglang.srt.plugins.load_plugins (plugins/__init__.py L103-141)",
+        }
     if rel.startswith(("attention_configs/", "moe_fp4_configs/")):
-        return {"replaces": "nothing in SGLang (no SGLang code reads this tree)",
-                "read_by": "integration/kernels_box_check.py and benchmarks/kernels_gpu.py"}
-    return {"replaces": "nothing in SGLang (kernel source; no hook registers it)",
-            "read_by": "integration/kernels_box_check.py and benchmarks/kernels_gpu.py"}
+        return {
+            "replaces": "nothing in SGLang (no SGLang code reads this tree)",
+            "read_by": "integration/kernels_box_check.py and benchmarks/kernels_gpu.py",
+        }
+    return {
+        "replaces": "nothing in SGLang (kernel source; no hook registers it)",
+        "read_by": "integration/kernels_box_check.py and benchmarks/kernels_gpu.py",
+    }

@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 PREFIX = "[dsv4ops-kernel-plugin]"  # == dsv4ops.sglang_paths.PLUGIN_LINE_PREFIX (tested)
-MOE_CONFIGS = "sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_config.get_moe_configs"
+MOE_CONFIGS = (
+    "sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_config.get_moe_configs"
+)
 _SEEN: set[tuple[object, ...]] = set()
 ROOT = Path(__file__).resolve().parents[2]  # <package root>/site/dsv4ops_kernel_plugin/__init__.py
 
@@ -47,9 +49,16 @@ def _say(text: str) -> None:
     sys.stderr.flush()
 
 
-def _config_witness(result: object, e: int, n: int, dtype: str | None, block_n: int | None = 0,
-                    block_k: int | None = 0, per_channel_quant: bool = False,
-                    down_moe: bool = False) -> object:
+def _config_witness(
+    result: object,
+    e: int,
+    n: int,
+    dtype: str | None,
+    block_n: int | None = 0,
+    block_k: int | None = 0,
+    per_channel_quant: bool = False,
+    down_moe: bool = False,
+) -> object:
     """AFTER hook: report what SGLang's lookup returned, once per shape; never changes it.
 
     get_moe_configs runs on every fused-MoE call (it is lru_cached inside), hence the seen set."""
@@ -60,8 +69,10 @@ def _config_witness(result: object, e: int, n: int, dtype: str | None, block_n: 
     here = os.path.realpath(os.environ.get("SGLANG_MOE_CONFIG_DIR", "")) == str(ROOT)
     where = "this package" if here else "another SGLANG_MOE_CONFIG_DIR"
     state = f"found in {where}" if result is not None else "not found (SGLang's default config)"
-    _say(f"moe-config E={e} N={n} dtype={dtype} block=[{block_n}, {block_k}] "
-         f"down={bool(down_moe)}: {state}")
+    _say(
+        f"moe-config E={e} N={n} dtype={dtype} block=[{block_n}, {block_k}] "
+        f"down={bool(down_moe)}: {state}"
+    )
     return result
 
 

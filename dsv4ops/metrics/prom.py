@@ -104,8 +104,11 @@ def server_gauges(samples: Samples) -> ServerGauges:
 
 
 def _graph_memory(samples: Samples, phase: str) -> float | None:
-    values = [v for labels, v in samples.series.get(GRAPH_MEMORY_GB, ())
-              if labels.get("phase") == phase and not math.isnan(v)]
+    values = [
+        v
+        for labels, v in samples.series.get(GRAPH_MEMORY_GB, ())
+        if labels.get("phase") == phase and not math.isnan(v)
+    ]
     return max(values) if values else None
 
 

@@ -23,11 +23,22 @@ def _target(expr: str, legend: str, ref: str) -> dict[str, Any]:
     return {"datasource": DS, "expr": expr, "legendFormat": legend, "refId": ref}
 
 
-def _panel(pid: int, title: str, unit: str, targets: list[tuple[str, str]], x: int, y: int,
-           description: str) -> dict[str, Any]:
+def _panel(
+    pid: int,
+    title: str,
+    unit: str,
+    targets: list[tuple[str, str]],
+    x: int,
+    y: int,
+    description: str,
+) -> dict[str, Any]:
     return {
-        "id": pid, "type": "timeseries", "title": title, "description": description,
-        "datasource": DS, "gridPos": {"h": 8, "w": 12, "x": x, "y": y},
+        "id": pid,
+        "type": "timeseries",
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "gridPos": {"h": 8, "w": 12, "x": x, "y": y},
         "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
         "options": {"legend": {"displayMode": "list", "placement": "bottom"}},
         "targets": [_target(e, legend, chr(ord("A") + i)) for i, (e, legend) in enumerate(targets)],
@@ -41,43 +52,84 @@ def _panels(a_ms: float, b_ms: float, max_bucket: int | None) -> list[dict[str, 
 def _decode_panels(a_ms: float, b_ms: float) -> list[dict[str, Any]]:
     """Row 1: the decode's step time against the fitted law, and its throughput."""
     itl = "sglang:inter_token_latency_seconds"
-    step = (f"1000 * sum(rate({itl}_sum{{{DEC}}}[1m])) / "
-            f"clamp_min(sum(rate({itl}_count{{{DEC}}}[1m])), 1e-9)")
+    step = (
+        f"1000 * sum(rate({itl}_sum{{{DEC}}}[1m])) / "
+        f"clamp_min(sum(rate({itl}_count{{{DEC}}}[1m])), 1e-9)"
+    )
     return [
-        _panel(1, "Decode step time vs batch (fitted law)", "ms", [
-            (step, "measured step (mean inter-token latency)"),
-            (f"{a_ms:g} + {b_ms:g} * {RUNNING}", f"law {a_ms:g} ms + {b_ms:g} ms x running"),
-            (RUNNING, "running batch (last published)")], 0, 0,
+        _panel(
+            1,
+            "Decode step time vs batch (fitted law)",
+            "ms",
+            [
+                (step, "measured step (mean inter-token latency)"),
+                (f"{a_ms:g} + {b_ms:g} * {RUNNING}", f"law {a_ms:g} ms + {b_ms:g} ms x running"),
+                (RUNNING, "running batch (last published)"),
+            ],
+            0,
+            0,
             "Mean inter-token latency against the law the canary's sweep fitted; a measured "
-            "line above the law at the same batch is eager fallback, kernels or overlap."),
-        _panel(2, "Decode throughput", "short", [
-            (f'sum(rate(sglang:realtime_tokens_total{{{DEC},mode="decode"}}[1m]))',
-             "decode tokens/s (progress counter)"),
-            (f"sum(sglang:gen_throughput{{{DEC}}})", "gen_throughput (last published: freezes "
-                                                     "in a wedge)")], 12, 0,
-            "The progress counter's rate stops in a wedge; gen_throughput keeps its last value."),
+            "line above the law at the same batch is eager fallback, kernels or overlap.",
+        ),
+        _panel(
+            2,
+            "Decode throughput",
+            "short",
+            [
+                (
+                    f'sum(rate(sglang:realtime_tokens_total{{{DEC},mode="decode"}}[1m]))',
+                    "decode tokens/s (progress counter)",
+                ),
+                (
+                    f"sum(sglang:gen_throughput{{{DEC}}})",
+                    "gen_throughput (last published: freezes " "in a wedge)",
+                ),
+            ],
+            12,
+            0,
+            "The progress counter's rate stops in a wedge; gen_throughput keeps its last value.",
+        ),
     ]
 
 
 def _pd_panels() -> list[dict[str, Any]]:
     """Row 2: the PD queues and transfer failures, where a lost request shows first."""
     return [
-        _panel(3, "Queues", "short", [
-            ("sum by (engine_type) (sglang:num_running_reqs)", "running {{engine_type}}"),
-            ("sum by (engine_type) (sglang:num_queue_reqs)", "waiting {{engine_type}}"),
-            ("sum(sglang:num_prefill_bootstrap_queue_reqs)", "prefill bootstrap"),
-            ("sum(sglang:num_prefill_inflight_queue_reqs)", "prefill inflight"),
-            ("sum(sglang:num_decode_prealloc_queue_reqs)", "decode prealloc"),
-            ("sum(sglang:num_decode_transfer_queue_reqs)", "decode transfer")], 0, 8,
-            "A PD queue that holds requests while the progress counter is still is stuck."),
-        _panel(4, "PD transfer failures", "short", [
-            ("sum by (engine_type) (increase(sglang:num_transfer_failed_reqs_total[5m]))",
-             "transfer failed {{engine_type}}"),
-            ("sum by (engine_type) (increase(sglang:num_bootstrap_failed_reqs_total[5m]))",
-             "bootstrap failed {{engine_type}}"),
-            ('sum(increase(smg_http_responses_total{status_code=~"5.."}[5m]))',
-             "router 5xx")], 12, 8,
-            "Both sides count failures; /health never exercises the KV transfer."),
+        _panel(
+            3,
+            "Queues",
+            "short",
+            [
+                ("sum by (engine_type) (sglang:num_running_reqs)", "running {{engine_type}}"),
+                ("sum by (engine_type) (sglang:num_queue_reqs)", "waiting {{engine_type}}"),
+                ("sum(sglang:num_prefill_bootstrap_queue_reqs)", "prefill bootstrap"),
+                ("sum(sglang:num_prefill_inflight_queue_reqs)", "prefill inflight"),
+                ("sum(sglang:num_decode_prealloc_queue_reqs)", "decode prealloc"),
+                ("sum(sglang:num_decode_transfer_queue_reqs)", "decode transfer"),
+            ],
+            0,
+            8,
+            "A PD queue that holds requests while the progress counter is still is stuck.",
+        ),
+        _panel(
+            4,
+            "PD transfer failures",
+            "short",
+            [
+                (
+                    "sum by (engine_type) (increase(sglang:num_transfer_failed_reqs_total[5m]))",
+                    "transfer failed {{engine_type}}",
+                ),
+                (
+                    "sum by (engine_type) (increase(sglang:num_bootstrap_failed_reqs_total[5m]))",
+                    "bootstrap failed {{engine_type}}",
+                ),
+                ('sum(increase(smg_http_responses_total{status_code=~"5.."}[5m]))', "router 5xx"),
+            ],
+            12,
+            8,
+            "Both sides count failures; /health never exercises the KV transfer.",
+        ),
     ]
 
 
@@ -85,28 +137,66 @@ def _graph_and_worker_panels(max_bucket: int | None) -> list[dict[str, Any]]:
     """Row 3: CUDA-graph passes against the largest bucket, and the router's and watch's view."""
     bucket = [(f"vector({max_bucket})", "largest CUDA-graph bucket")] if max_bucket else []
     return [
-        _panel(5, "CUDA graph passes", "short", [
-            (f"sum by (mode) (rate(sglang:cuda_graph_passes_total{{{DEC}}}[1m]))", "{{mode}}"),
-            (RUNNING, "running batch (last published)"), *bucket], 0, 16,
-            "decode_none passes ran eager: a batch above the largest captured bucket."),
-        _panel(6, "Router workers and watch findings", "short", [
-            ("smg_worker_health", "healthy {{worker}}"),
-            ("sum by (code, severity) (dsv4ops_watch_finding)", "watch: {{code}} ({{severity}})"),
-            ("max(dsv4ops_watch_worst_severity)", "watch worst (0 ok, 1 warn, 2 crit)")], 12, 16,
+        _panel(
+            5,
+            "CUDA graph passes",
+            "short",
+            [
+                (f"sum by (mode) (rate(sglang:cuda_graph_passes_total{{{DEC}}}[1m]))", "{{mode}}"),
+                (RUNNING, "running batch (last published)"),
+                *bucket,
+            ],
+            0,
+            16,
+            "decode_none passes ran eager: a batch above the largest captured bucket.",
+        ),
+        _panel(
+            6,
+            "Router workers and watch findings",
+            "short",
+            [
+                ("smg_worker_health", "healthy {{worker}}"),
+                (
+                    "sum by (code, severity) (dsv4ops_watch_finding)",
+                    "watch: {{code}} ({{severity}})",
+                ),
+                ("max(dsv4ops_watch_worst_severity)", "watch worst (0 ok, 1 warn, 2 crit)"),
+            ],
+            12,
+            16,
             "smg_worker_health from sglang-router; findings from `dsv4ops watch "
-            "--prometheus-port`."),
+            "--prometheus-port`.",
+        ),
     ]
 
 
-def dashboard(*, a_ms: float = 18.0, b_ms: float = 1.05, max_bucket: int | None = None,
-              title: str = "DSV4 PD unit") -> dict[str, Any]:
+def dashboard(
+    *,
+    a_ms: float = 18.0,
+    b_ms: float = 1.05,
+    max_bucket: int | None = None,
+    title: str = "DSV4 PD unit",
+) -> dict[str, Any]:
     """The dashboard JSON (import it into Grafana; it asks for the Prometheus datasource)."""
     return {
-        "__inputs": [{"name": "DS_PROMETHEUS", "label": "Prometheus", "type": "datasource",
-                      "pluginId": "prometheus", "pluginName": "Prometheus"}],
-        "title": title, "uid": "dsv4ops-pd", "schemaVersion": 39, "version": 1,
-        "editable": True, "refresh": "10s", "time": {"from": "now-1h", "to": "now"},
-        "tags": ["dsv4ops", "sglang", "pd"], "templating": {"list": []},
+        "__inputs": [
+            {
+                "name": "DS_PROMETHEUS",
+                "label": "Prometheus",
+                "type": "datasource",
+                "pluginId": "prometheus",
+                "pluginName": "Prometheus",
+            }
+        ],
+        "title": title,
+        "uid": "dsv4ops-pd",
+        "schemaVersion": 39,
+        "version": 1,
+        "editable": True,
+        "refresh": "10s",
+        "time": {"from": "now-1h", "to": "now"},
+        "tags": ["dsv4ops", "sglang", "pd"],
+        "templating": {"list": []},
         "panels": _panels(a_ms, b_ms, max_bucket),
     }
 

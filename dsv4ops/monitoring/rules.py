@@ -67,19 +67,26 @@ def duration(model_s: float, time_scale: float = 1.0) -> str:
     return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
 
 
-def _alert(name: str, expr: str, for_: str, severity: str, summary: str, runbook: str,
-           evidence: str) -> dict[str, Any]:
+def _alert(
+    name: str, expr: str, for_: str, severity: str, summary: str, runbook: str, evidence: str
+) -> dict[str, Any]:
     # one line: PromQL does not care, and YAML folds multi-line scalars unreadably
-    return {"alert": name, "expr": " ".join(expr.split()), "for": for_,
-            "labels": {"severity": severity, "component": "dsv4-pd"},
-            "annotations": {"summary": summary, "evidence": evidence, "runbook": runbook}}
+    return {
+        "alert": name,
+        "expr": " ".join(expr.split()),
+        "for": for_,
+        "labels": {"severity": severity, "component": "dsv4-pd"},
+        "annotations": {"summary": summary, "evidence": evidence, "runbook": runbook},
+    }
 
 
 def _new_and_positive(metric: str, window: str) -> str:
     """A counter series that was born within the window at a value > 0, on an instance that was
     already being scraped then (so a Prometheus restart does not look like a new failure)."""
-    return (f"sum by (instance, engine_type) ((({metric} unless {metric} offset {window}) > 0)"
-            f" and on (instance) (up offset {window} == 1))")
+    return (
+        f"sum by (instance, engine_type) ((({metric} unless {metric} offset {window}) > 0)"
+        f" and on (instance) (up offset {window} == 1))"
+    )
 
 
 def alert_rules(s: RuleSettings) -> dict[str, Any]:
@@ -95,11 +102,13 @@ def alert_rules(s: RuleSettings) -> dict[str, Any]:
             f"({running} > 0)\n"
             f"and on (instance) (sum by (instance) (increase({progress}[{w_wedge}])) == 0)\n"
             f"or ({running} > 0) unless on (instance) {progress}",
-            duration(s.wedge_for_s, t), "critical",
+            duration(s.wedge_for_s, t),
+            "critical",
             "decode {{ $labels.instance }} has running requests but decodes no tokens",
             RUNBOOKS["wedge"],
             "num_running_reqs > 0 (a last-published gauge: it freezes in a wedge) while "
-            f"realtime_tokens_total{{mode=decode}} did not move for {w_wedge}"),
+            f"realtime_tokens_total{{mode=decode}} did not move for {w_wedge}",
+        ),
         _alert(
             "DSV4PDTransferFailing",
             "sum by (instance, engine_type) "
@@ -108,31 +117,37 @@ def alert_rules(s: RuleSettings) -> dict[str, Any]:
             f"(increase(sglang:num_bootstrap_failed_reqs_total[{w_fail}])) > 0\n"
             f"or {_new_and_positive('sglang:num_transfer_failed_reqs_total', w_fail)}\n"
             f"or {_new_and_positive('sglang:num_bootstrap_failed_reqs_total', w_fail)}",
-            "0s", "warning",
+            "0s",
+            "warning",
             "{{ $labels.engine_type }} {{ $labels.instance }}: KV transfers or bootstraps failing",
             RUNBOOKS["degrade"],
-            f"transfer/bootstrap failure counters rose within {w_fail} (bumped on both sides)"),
+            f"transfer/bootstrap failure counters rose within {w_fail} (bumped on both sides)",
+        ),
         _alert(
             "DSV4PDErrorsWhileHealthy",
-            f"sum(increase(smg_http_responses_total{{status_code=~\"5..\"}}[{w_fail}])) > 0\n"
+            f'sum(increase(smg_http_responses_total{{status_code=~"5.."}}[{w_fail}])) > 0\n'
             "and on () (min(smg_worker_health) == 1)",
-            "0s", "warning",
+            "0s",
+            "warning",
             "the router returns 5xx while every worker's health check passes",
             RUNBOOKS["degrade"],
             "router 5xx responses with smg_worker_health == 1 for every worker: /health uses "
-            "a fake bootstrap host and never exercises KV transfer"),
+            "a fake bootstrap host and never exercises KV transfer",
+        ),
         _alert(
             "DSV4PDQueueStuck",
             "max by (instance, engine_type) (sglang:num_prefill_bootstrap_queue_reqs"
             " or sglang:num_decode_transfer_queue_reqs) > 0\n"
             "and on (instance) sum by (instance) "
             f"(increase(sglang:realtime_tokens_total[{w_wedge}])) == 0",
-            duration(s.queue_stuck_for_s, t), "warning",
+            duration(s.queue_stuck_for_s, t),
+            "warning",
             "{{ $labels.engine_type }} {{ $labels.instance }}: PD bootstrap/transfer queue "
             "never empties",
             RUNBOOKS["degrade"],
             "requests waiting in the bootstrap or transfer queue while that server's progress "
-            "counter does not move (a transfer takes milliseconds; SGLang's timeout is 300 s)"),
+            "counter does not move (a transfer takes milliseconds; SGLang's timeout is 300 s)",
+        ),
     ]
     rules += [*_down_alerts(s), _loop_stalled(s, w_wedge), _eager_fallback(s, w_wedge)]
     for rule in rules:
@@ -147,15 +162,21 @@ def _down_alerts(s: RuleSettings) -> list[dict[str, Any]]:
         _alert(
             "DSV4ComponentDown",
             'up{job=~"dsv4-(prefill|decode|router)"} == 0',
-            duration(s.down_for_s, t), "critical",
+            duration(s.down_for_s, t),
+            "critical",
             "{{ $labels.job }} {{ $labels.instance }} does not answer its metrics scrape",
-            RUNBOOKS["restart"], "the scrape of the component failed"),
+            RUNBOOKS["restart"],
+            "the scrape of the component failed",
+        ),
         _alert(
             "DSV4RouterWorkerUnhealthy",
             "smg_worker_health == 0",
-            duration(s.down_for_s, t), "critical",
+            duration(s.down_for_s, t),
+            "critical",
             "the router marks worker {{ $labels.worker }} unhealthy",
-            RUNBOOKS["restart"], "smg_worker_health == 0 (router health checks failing)"),
+            RUNBOOKS["restart"],
+            "smg_worker_health == 0 (router health checks failing)",
+        ),
     ]
 
 
@@ -178,12 +199,14 @@ def _loop_stalled(s: RuleSettings, window: str) -> dict[str, Any]:
         "and on (instance) ("
         f"(sum by (instance) (increase({progress}[{window}])) == 0)\n"
         f"or on (instance) (sum by (instance) ({idle}) unless on (instance) {progress}))",
-        duration(s.wedge_for_s, s.time_scale), "critical",
+        duration(s.wedge_for_s, s.time_scale),
+        "critical",
         "decode {{ $labels.instance }}: its scheduler loop neither idles nor decodes",
         RUNBOOKS["wedge"],
         f"scheduler_idle_seconds_total and realtime_tokens_total{{mode=decode}} both stood still "
         f"for {window}: a blocked loop (either side of the TP desync; rank 0's gauges may read "
-        "idle)")
+        "idle)",
+    )
 
 
 def _eager_fallback(s: RuleSettings, window: str) -> dict[str, Any]:
@@ -193,8 +216,10 @@ def _eager_fallback(s: RuleSettings, window: str) -> dict[str, Any]:
         "DSV4DecodeEagerFallback",
         f'sum by (instance) (increase({passes},mode="decode_none"}}[{window}])) > 0\n'
         f'and on (instance) sum by (instance) ({passes},mode="decode_cuda_graph"}}) > 0',
-        duration(s.eager_for_s, s.time_scale), "warning",
+        duration(s.eager_for_s, s.time_scale),
+        "warning",
         f"decode batches above the largest CUDA-graph bucket{bucket} run eager",
         "runbooks/flag-change.md",
         'cuda_graph_passes_total{mode="decode_none"} rising on a decode that captured graphs '
-        "(0.5.23 counts every decode pass, batch_result_processor.py L994)")
+        "(0.5.23 counts every decode pass, batch_result_processor.py L994)",
+    )

@@ -15,24 +15,37 @@ from dsv4ops.monitoring.rules import RuleSettings, duration
 JOBS = ("prefill", "decode", "router")
 
 
-def scrape_config(deployment: Any, settings: RuleSettings, *, rules_file: str,
-                  profile_name: str, target_name: str) -> dict[str, Any]:
+def scrape_config(
+    deployment: Any, settings: RuleSettings, *, rules_file: str, profile_name: str, target_name: str
+) -> dict[str, Any]:
     """prometheus.yml as a mapping; `deployment` is profiles.render's result."""
     interval = duration(settings.scrape_interval_s, settings.time_scale)
     jobs = []
     for name in JOBS:
         c = deployment.component(name)
         url = urlsplit(c.metrics_url)
-        jobs.append({
-            "job_name": f"dsv4-{name}",
-            "metrics_path": url.path or "/metrics",
-            "static_configs": [{"targets": [url.netloc],
-                                "labels": {"dsv4_profile": profile_name,
-                                           "dsv4_target": target_name, "component": name}}],
-        })
+        jobs.append(
+            {
+                "job_name": f"dsv4-{name}",
+                "metrics_path": url.path or "/metrics",
+                "static_configs": [
+                    {
+                        "targets": [url.netloc],
+                        "labels": {
+                            "dsv4_profile": profile_name,
+                            "dsv4_target": target_name,
+                            "component": name,
+                        },
+                    }
+                ],
+            }
+        )
     return {
-        "global": {"scrape_interval": interval, "evaluation_interval": interval,
-                   "scrape_timeout": interval},
+        "global": {
+            "scrape_interval": interval,
+            "evaluation_interval": interval,
+            "scrape_timeout": interval,
+        },
         "rule_files": [rules_file],
         "scrape_configs": jobs,
     }

@@ -21,7 +21,9 @@ def attention_notes(journal: Journal, lock: LockInfo | None) -> list[str]:
         where = op.position
         ours = lock if lock is not None and lock.holder.get("op_id") == op.op else None
         if (ours is not None and not ours.stale) or (parent is not None and op is not parent):
-            inside = f", within {parent.kind.value} {parent.op}" if parent and op is not parent else ""
+            inside = (
+                f", within {parent.kind.value} {parent.op}" if parent and op is not parent else ""
+            )
             notes.append(
                 f"{op.kind.value} {op.op} of {op.profile_name or '-'} is in progress ({where}{inside})"
             )

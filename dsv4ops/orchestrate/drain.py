@@ -142,7 +142,8 @@ class DrainWatch:
                 self.stalled[name] = (
                     f"{name} made no progress for {now - seen[1]:.1f}s with {load.running or 0:g} "
                     f"running (realtime_tokens_total frozen at {load.decode_tokens:g}): wedged, "
-                    "not drained; stopping it")
+                    "not drained; stopping it"
+                )
         return bool(self.stalled)
 
     def _read_loads(self) -> dict[str, Load]:
@@ -193,7 +194,10 @@ class DrainWatch:
 
 
 def _drain_line(
-    with_router: bool, router_up: bool, loads: Mapping[str, Load], down: set[str],
+    with_router: bool,
+    router_up: bool,
+    loads: Mapping[str, Load],
+    down: set[str],
     moving: frozenset[str] | set[str] = frozenset(),
 ) -> str:
     bits = [f"router {'draining' if router_up else 'gone'}"] if with_router else []
@@ -203,8 +207,10 @@ def _drain_line(
         elif ld.running is None:
             bits.append(f"{n} in-flight UNKNOWN ({ld.error or 'metrics unreadable'})")
         else:
-            bits.append(f"{n} {ld.running:g} running/{ld.queued or 0:g} queued"
-                        + (" (progress counter moving: in flight)" if n in moving else ""))
+            bits.append(
+                f"{n} {ld.running:g} running/{ld.queued or 0:g} queued"
+                + (" (progress counter moving: in flight)" if n in moving else "")
+            )
     return ", ".join(bits) or "no workers known"
 
 

@@ -241,11 +241,21 @@ class Runner:
             if router_up:
                 self.log.changed = True  # the SIGTERM is the first change on the target
         decode = next((c for c in workers if c.name == "decode"), None)
-        stall_s = (no_progress_bound_s(decode, self.known.decode_log_interval)
-                   if decode is not None and self.known is not None else None)
-        watch = DrainWatch(self.control, workers, clock=self.settings.clock,
-                           progress=self.settings.progress, with_router=with_router,
-                           router_up=router_up, t0=t0, stall_s=stall_s)
+        stall_s = (
+            no_progress_bound_s(decode, self.known.decode_log_interval)
+            if decode is not None and self.known is not None
+            else None
+        )
+        watch = DrainWatch(
+            self.control,
+            workers,
+            clock=self.settings.clock,
+            progress=self.settings.progress,
+            with_router=with_router,
+            router_up=router_up,
+            t0=t0,
+            stall_s=stall_s,
+        )
         bound_s = self.settings.timeouts.drain_s
         busy = watch.wait(bound_s)
         if watch.stalled:
@@ -296,8 +306,9 @@ class Runner:
         while True:
             left = max(1.0, limit - (self.settings.clock.monotonic() - t0))
             try:
-                self.control.wait_http(url, timeout_s=min(left, WAIT_SLICE_S),
-                                       proc_name=step.component)
+                self.control.wait_http(
+                    url, timeout_s=min(left, WAIT_SLICE_S), proc_name=step.component
+                )
                 return
             except ComponentNotReadyError as exc:
                 if exc.reason != "timeout":
@@ -307,8 +318,11 @@ class Runner:
                     continue
                 waited = self.settings.clock.monotonic() - t0
                 tail = f"\n--- last log lines ---\n{exc.log_tail}" if exc.log_tail else ""
-                raise StepFailed(step.title, f"{step.component} not ready: {url} not ready after "
-                                 f"{waited:.0f}s of {limit:g}s (last: {exc.last}){tail}") from exc
+                raise StepFailed(
+                    step.title,
+                    f"{step.component} not ready: {url} not ready after "
+                    f"{waited:.0f}s of {limit:g}s (last: {exc.last}){tail}",
+                ) from exc
 
     def _kernels(self, step: P.Step, d: Deployment | None) -> str:
         assert d and d.kernel_package and step.component

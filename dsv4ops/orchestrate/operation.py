@@ -102,6 +102,8 @@ def nested_operation(
     earlier operations left) for both: it journals itself like any other; the lock stays
     with `parent`. Raises DsOpsError unless `parent` is begun and not ended."""
     if not parent.begun or parent.ended:
-        raise DsOpsError(f"{kind.value} cannot run inside {parent.kind.value} {parent.op_id}: "
-                         "that operation is not in progress")
+        raise DsOpsError(
+            f"{kind.value} cannot run inside {parent.kind.value} {parent.op_id}: "
+            "that operation is not in progress"
+        )
     yield RunningOperation(journal, kind, journal.new_op_id(kind), gate)

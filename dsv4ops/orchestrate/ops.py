@@ -225,7 +225,10 @@ class Operator:
         proven = any(t.action == P.PROBE and t.ok for t in runner.log.timings)
         known_good = scope_record is None and proven
         if known_good:  # proven; known-good is the journal's rule (gate, experiment, ...)
-            text, first = f"{new.describe()} deployed and proven (commands {new.commands_hash[:12]})", ""
+            text, first = (
+                f"{new.describe()} deployed and proven (commands {new.commands_hash[:12]})",
+                "",
+            )
         else:
             op = self.journal.get(op_id)
             runs = (
@@ -251,7 +254,9 @@ class Operator:
         operation.ended = True
         if known_good:
             judged = self.journal.judged().get(op_id)
-            first = f"{new.describe()} is deployed and healthy; " + (judged.why if judged else "not judged")
+            first = f"{new.describe()} is deployed and healthy; " + (
+                judged.why if judged else "not judged"
+            )
         return self._outcome(
             ok=True, op_id=op_id, kind=kind, status=Status.SUCCEEDED, new=new, message=first,
             running=unit.describe(), runner=runner, notes=notes, t0=t0,

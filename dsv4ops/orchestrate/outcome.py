@@ -39,8 +39,12 @@ class Outcome:
         """The operation's `--json` document; also the one object an error prints (`exit`,
         `error`: its first line, `hint`), as every command's error under --json has them."""
         first = (self.message.splitlines() or [""])[0]
-        return {**asdict(self), "exit": self.exit_code,
-                "error": None if self.ok and not self.interrupted else first, "hint": None}
+        return {
+            **asdict(self),
+            "exit": self.exit_code,
+            "error": None if self.ok and not self.interrupted else first,
+            "hint": None,
+        }
 
 
 def raise_for(out: Outcome) -> None:

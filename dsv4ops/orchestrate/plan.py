@@ -101,8 +101,10 @@ def stop_steps(components: Sequence[str] = START_ORDER) -> list[Step]:
 # SGLang 0.5.23 opens the HTTP port only after model load and CUDA-graph capture and answers
 # /health 503 through warmup; the prefill's bootstrap server answers /health 200 from process
 # start, before the model loads, so it is never the readiness check.
-WORKER_READY_NOTE = ("the HTTP server: open after load and CUDA-graph capture, 200 only after "
-                     "warmup; not the bootstrap server, whose /health is 200 before the model loads")
+WORKER_READY_NOTE = (
+    "the HTTP server: open after load and CUDA-graph capture, 200 only after "
+    "warmup; not the bootstrap server, whose /health is 200 before the model loads"
+)
 
 
 def start_steps(deployment: Deployment, components: Sequence[str] = START_ORDER) -> list[Step]:
@@ -115,8 +117,15 @@ def start_steps(deployment: Deployment, components: Sequence[str] = START_ORDER)
         checks = ready_checks(deployment, name)
         # /health is 503 through the warmup, so its 200 means warmed up
         what = "/readiness 200" if name == "router" else "/health 200"
-        steps.append(Step(WAIT, f"wait until {name} is ready ({what})", name, checks=checks,
-                          note="" if name == "router" else WORKER_READY_NOTE))
+        steps.append(
+            Step(
+                WAIT,
+                f"wait until {name} is ready ({what})",
+                name,
+                checks=checks,
+                note="" if name == "router" else WORKER_READY_NOTE,
+            )
+        )
         if name == "decode" and deployment.kernel_package:
             # Before the router takes traffic: a decode on default MoE configs serves, slowly,
             # so only its /server_info and log can tell (docs/kernels.md "Was it used?").
@@ -145,9 +154,7 @@ def restart_steps(
 def restore_steps(deployment: Deployment) -> list[Step]:
     """The automatic rollback's restore of a known-good deployment (after everything stopped):
     start in order, wait ready, prove it end to end (no canary: it is known-good)."""
-    return start_steps(deployment) + [
-        Step(PROBE, "end-to-end probe of the restored deployment")
-    ]
+    return start_steps(deployment) + [Step(PROBE, "end-to-end probe of the restored deployment")]
 
 
 def engine_steps(steps: Sequence[Step]) -> list[Step]:

@@ -77,8 +77,10 @@ def preflight_problems(
             problems.append(f"port {port} is in use by {who}, not by a dsv4ops component")
     if any(use.in_use and not use.ours for use in report.ports.values()) and deployment.target:
         # The ports are the profile's shifted by the target's port_offset: that is the knob.
-        problems.append(f"to run beside it, change `port_offset` of target {deployment.target} in "
-                        "profiles/targets.yaml (every port of the unit moves with it)")
+        problems.append(
+            f"to run beside it, change `port_offset` of target {deployment.target} in "
+            "profiles/targets.yaml (every port of the unit moves with it)"
+        )
     problems += _gpu_problems(control, report)
     for path, exists in report.paths.items():
         if not exists:

@@ -62,8 +62,10 @@ class ProbeThinking:
     def from_canary_settings(cls, settings: Mapping[str, Any]) -> ProbeThinking:
         """From a profile's `canary` section as recorded (`Deployment.canary_settings`)."""
         budget = settings.get("thinking_budget_tokens")
-        return cls(on=bool(settings.get("thinking")),
-                   budget_tokens=int(budget) if budget is not None else cls.budget_tokens)
+        return cls(
+            on=bool(settings.get("thinking")),
+            budget_tokens=int(budget) if budget is not None else cls.budget_tokens,
+        )
 
     def apply(self, payload: dict[str, Any], *, extra_tokens: bool) -> dict[str, Any]:
         """`payload` asking for reasoning when on; `extra_tokens`: room for it in max_tokens."""
@@ -99,7 +101,9 @@ class ProbeResult:
         if self.tool_call == "off":
             return line + "; tool-call check skipped (profile probe.tool_call: off)"
         if self.tool_call == "auto":
-            return line + "; tool call asked with tool_choice auto, not forced (probe.tool_call: auto)"
+            return (
+                line + "; tool call asked with tool_choice auto, not forced (probe.tool_call: auto)"
+            )
         return line
 
 
@@ -126,7 +130,9 @@ def run_probe(
     for i in range(max(1, rounds)):
         for check in (_streaming_chat, _tool_call_chat):
             if check is _tool_call_chat and tool_call == "off":
-                result.checks.append("skip tool-call chat: not asked (profile probe.tool_call: off)")
+                result.checks.append(
+                    "skip tool-call chat: not asked (profile probe.tool_call: off)"
+                )
                 continue
             line, elapsed = check(control, router_url, model, timeout_s, i, thinking, tool_call)
             result.checks.append(line)
@@ -137,9 +143,7 @@ def run_probe(
     return result
 
 
-def _post(
-    control: TargetControl, url: str, payload: dict[str, Any], timeout_s: float
-) -> HttpReply:
+def _post(control: TargetControl, url: str, payload: dict[str, Any], timeout_s: float) -> HttpReply:
     return control.http(
         url,
         method="POST",
@@ -150,8 +154,13 @@ def _post(
 
 
 def _streaming_chat(
-    control: TargetControl, base: str, model: str, timeout_s: float, i: int,
-    thinking: ProbeThinking, _tool_call: str,
+    control: TargetControl,
+    base: str,
+    model: str,
+    timeout_s: float,
+    i: int,
+    thinking: ProbeThinking,
+    _tool_call: str,
 ) -> tuple[str, float]:
     payload: dict[str, Any] = {
         "model": model,
@@ -176,8 +185,13 @@ def _streaming_chat(
 
 
 def _tool_call_chat(
-    control: TargetControl, base: str, model: str, timeout_s: float, i: int,
-    thinking: ProbeThinking, tool_call: str,
+    control: TargetControl,
+    base: str,
+    model: str,
+    timeout_s: float,
+    i: int,
+    thinking: ProbeThinking,
+    tool_call: str,
 ) -> tuple[str, float]:
     payload: dict[str, Any] = {
         "model": model,
@@ -258,8 +272,10 @@ def check_tool_call_reply(body: str, *, max_tokens: int = TOOL_CALL_MAX_TOKENS) 
     if not calls:
         finish = data["choices"][0].get("finish_reason")
         if finish == "length" and message.get("reasoning_content"):
-            return (f"no tool call: reasoning used all {max_tokens} max_tokens "
-                    f"(reasoning: {str(message['reasoning_content'])[:60]!r})")
+            return (
+                f"no tool call: reasoning used all {max_tokens} max_tokens "
+                f"(reasoning: {str(message['reasoning_content'])[:60]!r})"
+            )
         return f"no tool call in the reply (content: {str(message.get('content'))[:80]!r})"
     fn = calls[0].get("function") or {}
     if fn.get("name") != "get_weather":

@@ -138,8 +138,9 @@ def unfinished_experiment_arm_a(journal: Journal, good: list[Operation]) -> Oper
     never known-good themselves. None otherwise (the usual newest-known-good rule)."""
     ops = journal.operations()
     entries = ops.entries()  # kinds from the index: no operation read until the experiment
-    at = next((i for i in range(len(ops) - 1, -1, -1) if entries[i].kind == Kind.EXPERIMENT.value),
-              None)
+    at = next(
+        (i for i in range(len(ops) - 1, -1, -1) if entries[i].kind == Kind.EXPERIMENT.value), None
+    )
     if at is None:
         return None
     exp = ops[at]

@@ -85,7 +85,12 @@ def gather_status(
         ref = deployed.kernel_package
         active = _active_package(kernels, ref)
         loaded = _decode_package(
-            control, states["decode"], infos.get("decode"), kernels, ref, deployed.component("decode")
+            control,
+            states["decode"],
+            infos.get("decode"),
+            kernels,
+            ref,
+            deployed.component("decode"),
         )
         kernel_drift = kernel_package_drift(deployed.profile_name, ref, active, loaded)
         drift += kernel_drift
@@ -132,8 +137,11 @@ def health_word(report: Mapping[str, Any]) -> str:
     if report.get("unmanaged"):
         return UNMANAGED
     router = report.get("router")
-    if isinstance(router, Mapping) and router.get("readiness") is None and not isinstance(
-            router.get("health"), int):
+    if (
+        isinstance(router, Mapping)
+        and router.get("readiness") is None
+        and not isinstance(router.get("health"), int)
+    ):
         return UNKNOWN_HEALTH  # an endpoint target whose router answered nothing
     return HEALTHY if report.get("healthy") else NOT_HEALTHY
 
@@ -247,8 +255,12 @@ def _decode_package(
     if len(log.splitlines()) >= KERNEL_LOG_LINES:
         # The evidence is printed at start; a tail that does not reach the log's start (the log
         # is rotated per start) cannot say it is absent.
-        return KernelReading(None, known=False, detail=f"the decode's start-up lines are no longer "
-                             f"in its last {KERNEL_LOG_LINES} log lines ({reason[:160]})")
+        return KernelReading(
+            None,
+            known=False,
+            detail=f"the decode's start-up lines are no longer "
+            f"in its last {KERNEL_LOG_LINES} log lines ({reason[:160]})",
+        )
     return KernelReading(None, detail=reason)
 
 

@@ -178,11 +178,17 @@ class TargetJournal:
         d = self._divergence()
         if d is None:
             return {"merged": 0, "ops": []}
-        reply = self._merge(journalfile.read_bytes(str(self.diverged)), first=False, source=self.diverged)
+        reply = self._merge(
+            journalfile.read_bytes(str(self.diverged)), first=False, source=self.diverged
+        )
         self._apply(0, reply, None)
         done = self.diverged.with_name(f"{self.diverged.name}.merged-{self._stamp()}")
         os.replace(self.diverged, done)
-        return {"merged": int(reply.get("merged") or 0), "ops": list(reply.get("ops") or []), "copy": str(done)}
+        return {
+            "merged": int(reply.get("merged") or 0),
+            "ops": list(reply.get("ops") or []),
+            "copy": str(done),
+        }
 
     def _keep_diverged(self, cached: bytes, fresh: bytes) -> None:
         """The record no longer holds what the cache had: keep the cache whole before it follows."""
@@ -236,7 +242,9 @@ class TargetJournal:
                 "journal_merge", records=records, merge=merge, offset=0, prefix_window=None
             )
         except AgentCallError as exc:
-            raise JournalError(f"cannot merge {self.path} into the journal of record: {exc}") from None
+            raise JournalError(
+                f"cannot merge {self.path} into the journal of record: {exc}"
+            ) from None
 
     def _apply(self, cached: int, reply: dict[str, Any], trusted_for: str | None) -> None:
         """Bring the cache (its first `cached` bytes the copy the call proved) to the target's
@@ -254,7 +262,9 @@ class TargetJournal:
                     journalfile.append_bytes(str(self.path), tail, mend=False)
                 size, window = self._cache_proof()
         except OSError as exc:
-            raise JournalError(f"cannot write the journal cache {self.path}: {exc.strerror}") from exc
+            raise JournalError(
+                f"cannot write the journal cache {self.path}: {exc.strerror}"
+            ) from exc
         marker = {
             "synced_at": utc_now_iso(self._clock),
             "size": size,
@@ -270,13 +280,17 @@ class TargetJournal:
         try:
             return journalfile.proof(str(self.path))
         except OSError as exc:
-            raise JournalError(f"cannot read the journal cache {self.path}: {exc.strerror}") from exc
+            raise JournalError(
+                f"cannot read the journal cache {self.path}: {exc.strerror}"
+            ) from exc
 
     def _cache_bytes(self) -> bytes:
         try:
             return journalfile.read_bytes(str(self.path))
         except OSError as exc:
-            raise JournalError(f"cannot read the journal cache {self.path}: {exc.strerror}") from exc
+            raise JournalError(
+                f"cannot read the journal cache {self.path}: {exc.strerror}"
+            ) from exc
 
     def _marker(self) -> dict[str, Any] | None:
         try:

@@ -19,8 +19,9 @@ PROBE_PROFILE = "baseline"
 UNMANAGED = "UNMANAGED"
 
 
-def ports_to_check(deployed: Deployment | None,
-                   render_now: Callable[[str], Deployment] | None) -> dict[str, Sequence[int]] | None:
+def ports_to_check(
+    deployed: Deployment | None, render_now: Callable[[str], Deployment] | None
+) -> dict[str, Sequence[int]] | None:
     """The recorded deployment's ports; with none recorded, those PROBE_PROFILE renders to."""
     if deployed is None and render_now is not None:
         try:
@@ -34,8 +35,9 @@ def unmanaged(recorded: bool, states: Mapping[str, ProcessState]) -> dict[str, A
     """{"ports", "why"} when nothing is recorded and some component's port accepts anyway."""
     if recorded:
         return None
-    open_ports = sorted(p for s in states.values() if not s.alive
-                        for p, up in (s.ports_open or {}).items() if up)
+    open_ports = sorted(
+        p for s in states.values() if not s.alive for p, up in (s.ports_open or {}).items() if up
+    )
     if not open_ports:
         return None
     where = ", ".join(f":{p}" for p in open_ports)

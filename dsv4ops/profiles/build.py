@@ -40,9 +40,7 @@ def _server(role: str, v: dict[str, Any]) -> ServerSpec:
     )
 
 
-def _decode_buckets(
-    spec: Any, decode: ServerSpec, prov: Provenance, sink: Problems
-) -> list[int]:
+def _decode_buckets(spec: Any, decode: ServerSpec, prov: Provenance, sink: Problems) -> list[int]:
     """flags.decode_buckets resolved against decode's tp and max running requests; [] when the
     spec (or what it resolves against) is unusable, which is reported to `sink`."""
     key = "flags.decode_buckets"

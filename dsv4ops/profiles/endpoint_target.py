@@ -17,8 +17,17 @@ from dsv4ops.profiles.typecheck import check_unknown_keys, normalize
 
 # Settings of a target whose processes dsv4ops starts: meaningless for a cluster, whose
 # controller runs the pods. Refused by name rather than as unknown keys, so the message says why.
-PROCESS_KEYS = ("ssh", "gpus", "workdir", "python", "launcher", "bind_host", "connect_host",
-                "port_offset", "twin_env")
+PROCESS_KEYS = (
+    "ssh",
+    "gpus",
+    "workdir",
+    "python",
+    "launcher",
+    "bind_host",
+    "connect_host",
+    "port_offset",
+    "twin_env",
+)
 
 
 def is_endpoint(raw: dict[str, Any]) -> bool:
@@ -34,7 +43,9 @@ def build_endpoint_target(
             raise ProfileError(
                 f"an endpoint target is reached over HTTP only and runs no process of ours: "
                 f"'{key}' does not apply (the cluster's controller runs the pods)",
-                path=file, line=lines.get(f"{prefix}.{key}"), key=f"{prefix}.{key}",
+                path=file,
+                line=lines.get(f"{prefix}.{key}"),
+                key=f"{prefix}.{key}",
                 hint="remove it; keep router_url (and metrics) - see docs/kubernetes.md",
             )
     check_unknown_keys(raw, ENDPOINT_TARGET_SCHEMA, file, lines, prefix)
@@ -84,15 +95,22 @@ def check_url(url: str, prov: Provenance, path: str) -> str:
     except ValueError as exc:
         raise prov.error(path, f"not a URL ({exc}): {excerpt(url)}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise prov.error(path, f"expected http://host[:port] or https://host[:port], got "
-                               f"{excerpt(url)}")
+        raise prov.error(
+            path, f"expected http://host[:port] or https://host[:port], got " f"{excerpt(url)}"
+        )
     if parts.username is not None or parts.password is not None:
         # It would be printed, journaled and sent in every report: no credentials in a URL.
-        raise prov.error(path, "a URL with credentials (user:password@) is refused: it would "
-                               "be printed and written to reports")
+        raise prov.error(
+            path,
+            "a URL with credentials (user:password@) is refused: it would "
+            "be printed and written to reports",
+        )
     if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise prov.error(path, f"expected the server's base URL without a path, got "
-                               f"{excerpt(url)}", hint="/metrics, /readiness ... are appended")
+        raise prov.error(
+            path,
+            f"expected the server's base URL without a path, got " f"{excerpt(url)}",
+            hint="/metrics, /readiness ... are appended",
+        )
     if port == 0:
         raise prov.error(path, f"port 0 is not a port to connect to: {excerpt(url)}")
     return f"{parts.scheme}://{parts.netloc}"

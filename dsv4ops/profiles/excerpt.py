@@ -90,7 +90,11 @@ def _bounded_list(value: list[Any] | tuple[Any, ...], level: int) -> list[Any]:
             out.append(_HIDDEN)
             hide_next = False
             continue
-        if isinstance(item, str) and item.startswith("--") and is_secret_flag(item.partition("=")[0]):
+        if (
+            isinstance(item, str)
+            and item.startswith("--")
+            and is_secret_flag(item.partition("=")[0])
+        ):
             out.append(_Shown(repr(redact_argv([item])[0])))
             hide_next = "=" not in item
             continue

@@ -97,42 +97,62 @@ class CanaryThresholds:
     schema, this value, the journal record's reading, docs/profiles.md's table and the canary's
     `Thresholds` all derive from it. To add a setting, add a field here."""
 
-    smoke_requests: int = setting(8, minimum=1, maximum=10_000,
-                                  doc="requests the smoke suite sends")
-    corruption_max_rate: float = setting(0.0, minimum=0.0, maximum=1.0,
-                                         doc="share of corrupted tool calls tolerated")
+    smoke_requests: int = setting(
+        8, minimum=1, maximum=10_000, doc="requests the smoke suite sends"
+    )
+    corruption_max_rate: float = setting(
+        0.0, minimum=0.0, maximum=1.0, doc="share of corrupted tool calls tolerated"
+    )
     consistency_min_agreement: float = setting(
-        0.95, minimum=0.0, maximum=1.0, doc="agreement of answers at concurrency 1 and under load")
-    first_token_deadline_s: float = setting(60.0, minimum=0.0, maximum=3600.0,
-                                            doc="seconds a request may wait for its first token")
+        0.95, minimum=0.0, maximum=1.0, doc="agreement of answers at concurrency 1 and under load"
+    )
+    first_token_deadline_s: float = setting(
+        60.0, minimum=0.0, maximum=3600.0, doc="seconds a request may wait for its first token"
+    )
     # Per-request backstop: a request still open after this long is cut and counted as a hang.
-    hang_deadline_s: float = setting(120.0, minimum=0.0, maximum=3600.0,
-                                     doc="seconds after which an open request is a hang")
+    hang_deadline_s: float = setting(
+        120.0, minimum=0.0, maximum=3600.0, doc="seconds after which an open request is a hang"
+    )
     abort_cascade_recovery_s: float = setting(
-        60.0, minimum=0.0, maximum=3600.0, doc="seconds for running + queued to get back after aborts")
-    stress_concurrency: int = setting(80, minimum=1, maximum=MAX_CONCURRENCY,
-                                      doc="sessions of the corruption suite's load")
-    stress_duration_s: float = setting(120.0, minimum=0.0, maximum=86400.0,
-                                       doc="seconds of soak load (and an A/B block)")
+        60.0,
+        minimum=0.0,
+        maximum=3600.0,
+        doc="seconds for running + queued to get back after aborts",
+    )
+    stress_concurrency: int = setting(
+        80, minimum=1, maximum=MAX_CONCURRENCY, doc="sessions of the corruption suite's load"
+    )
+    stress_duration_s: float = setting(
+        120.0, minimum=0.0, maximum=86400.0, doc="seconds of soak load (and an A/B block)"
+    )
     sweep_concurrency: tuple[int, ...] = setting(
-        (32, 48, 56, 57, 64, 72, 80, 88, 96), minimum=1, maximum=MAX_CONCURRENCY, max_items=64,
-        doc="the sweep's concurrency staircase")
+        (32, 48, 56, 57, 64, 72, 80, 88, 96),
+        minimum=1,
+        maximum=MAX_CONCURRENCY,
+        max_items=64,
+        doc="the sweep's concurrency staircase",
+    )
     sweep_throughput_tolerance_pct: float = setting(
-        5.0, minimum=0.0, maximum=100.0, doc="distance from the throughput law a level may fall")
+        5.0, minimum=0.0, maximum=100.0, doc="distance from the throughput law a level may fall"
+    )
     sawtooth_max_drop_pct: float = setting(
-        5.0, minimum=0.0, maximum=100.0, doc="drop past a CUDA-graph bucket that is a sawtooth")
+        5.0, minimum=0.0, maximum=100.0, doc="drop past a CUDA-graph bucket that is a sawtooth"
+    )
     # Hang watchdog: a stream silent this long is stalled; no token anywhere this long is a
     # server-wide freeze (and the floor of the metrics-side no-progress window). 2 s keeps
     # detection under 3 s, far below SGLang's 300 s timeouts.
-    stall_s: float = setting(2.0, minimum=0.1, maximum=600.0,
-                             doc="seconds a stream may be silent before it is stalled")
-    freeze_s: float = setting(2.0, minimum=0.1, maximum=600.0,
-                              doc="seconds without a token anywhere that are a freeze")
+    stall_s: float = setting(
+        2.0, minimum=0.1, maximum=600.0, doc="seconds a stream may be silent before it is stalled"
+    )
+    freeze_s: float = setting(
+        2.0, minimum=0.1, maximum=600.0, doc="seconds without a token anywhere that are a freeze"
+    )
     # Run the suites with chat_template_kwargs.thinking (needs model.reasoning_parser);
     # tool-call requests get thinking_budget_tokens more max_tokens for the reasoning.
     thinking: bool = setting(False, doc="suites ask for reasoning (chat_template_kwargs)")
-    thinking_budget_tokens: int = setting(1024, minimum=1, maximum=131072,
-                                          doc="extra max_tokens of a request when thinking")
+    thinking_budget_tokens: int = setting(
+        1024, minimum=1, maximum=131072, doc="extra max_tokens of a request when thinking"
+    )
     # The suites' tool-call requests (a nonce echoed in the call's arguments). A model that
     # cannot copy text from its prompt (the tiny CPU model) declares false: the suites send
     # none, corruption answers INCONCLUSIVE, and every verdict says the checks were off.
@@ -148,8 +168,10 @@ class ProbeSettings:
     # satisfy the call grammar (the tiny CPU model, docs/twin.md) says `auto`, one that calls no
     # tools `off`. A deploy whose probe skipped or did not force the call says so.
     tool_call: str = setting(
-        "required", choices=PROBE_TOOL_CALL,
-        doc="the probe's tool call: forced (required), offered (auto) or not sent (off)")
+        "required",
+        choices=PROBE_TOOL_CALL,
+        doc="the probe's tool call: forced (required), offered (auto) or not sent (off)",
+    )
 
 
 @dataclass(frozen=True)

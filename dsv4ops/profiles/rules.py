@@ -281,24 +281,36 @@ def rule_misc(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarni
     if sink.usable("canary.thinking") and p.canary.thinking and not p.model.reasoning_parser:
         # SGLang separates reasoning only with --reasoning-parser; without it the canary's
         # thinking requests would get the reasoning in `content`.
-        sink.report(prov.error("canary.thinking", "thinking needs model.reasoning_parser "
-                               "(deepseek-v4 for DSV4)"))
+        sink.report(
+            prov.error(
+                "canary.thinking", "thinking needs model.reasoning_parser " "(deepseek-v4 for DSV4)"
+            )
+        )
     return []
 
 
-def rule_kernel_package_loadable(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
+def rule_kernel_package_loadable(
+    p: Profile, prov: Provenance, sink: Problems
+) -> list[ProfileWarning]:
     """A kernel package only delivers MoE configs SGLang's triton_fp8_dequant path reads (and the
     plugin registers no kernel): refuse one the decode's MoE path would never read."""
-    if not (sink.usable("kernel_package") and p.kernel_package and _KERNEL_PACKAGE.match(p.kernel_package)):
+    if not (
+        sink.usable("kernel_package")
+        and p.kernel_package
+        and _KERNEL_PACKAGE.match(p.kernel_package)
+    ):
         return []
     path = moe_path(p.decode.extra_args, p.decode.env_dict)
     if not path.reads_triton_configs:
-        sink.report(prov.error(
-            "kernel_package",
-            f"nothing in this configuration would load {p.kernel_package}: the decode runs {path.name} "
-            f"({path.why}). Drop kernel_package, or run the triton path: decode.env "
-            "SGLANG_DSV4_FP4_DEQUANT: '1' and SGLANG_ENABLE_JIT_DEEPGEMM: '0' with "
-            "--moe-runner-backend auto (docs/kernels.md)"))
+        sink.report(
+            prov.error(
+                "kernel_package",
+                f"nothing in this configuration would load {p.kernel_package}: the decode runs {path.name} "
+                f"({path.why}). Drop kernel_package, or run the triton path: decode.env "
+                "SGLANG_DSV4_FP4_DEQUANT: '1' and SGLANG_ENABLE_JIT_DEEPGEMM: '0' with "
+                "--moe-runner-backend auto (docs/kernels.md)",
+            )
+        )
     return []
 
 

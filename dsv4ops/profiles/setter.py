@@ -32,8 +32,14 @@ class SetResult:
     dry_run: bool = False  # nothing was written
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "dry_run": self.dry_run, "commit": self.commit,
-                "changes": list(self.changes), "message": self.message, "diff": self.diff}
+        return {
+            "path": self.path,
+            "dry_run": self.dry_run,
+            "commit": self.commit,
+            "changes": list(self.changes),
+            "message": self.message,
+            "diff": self.diff,
+        }
 
 
 def set_flags(
@@ -98,14 +104,20 @@ def set_flags(
     write_atomically(dest, text, check, replace=not dry_run)
     message = _message(dest, source.name if as_name else None, changes, why, command)
     sha = gitio.commit_file(dest, message) if root is not None and not dry_run else None
-    diff = "".join(difflib.unified_diff(before.splitlines(keepends=True),
-                                        text.splitlines(keepends=True),
-                                        "/dev/null" if as_name else str(dest), str(dest)))
+    diff = "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            text.splitlines(keepends=True),
+            "/dev/null" if as_name else str(dest),
+            str(dest),
+        )
+    )
     return SetResult(str(dest), message, sha, tuple(changes), diff, dry_run)
 
 
-def _message(dest: Path, extends: str | None, changes: list[str], why: str | None,
-             command: str) -> str:
+def _message(
+    dest: Path, extends: str | None, changes: list[str], why: str | None, command: str
+) -> str:
     """The commit message: subject, the operator's why, each change, where it came from."""
     subject = f"profile {dest.stem}: " + "; ".join(c.split(": ", 1)[0] for c in changes)
     origin = f"extends {extends}" if extends else "edited in place"

@@ -18,12 +18,14 @@ def check_against_target(p: Profile, target: Target, sink: Problems | None = Non
     sink = sink if sink is not None else strict()
     if target.endpoint is not None:
         # A cluster places pods itself: the box's GPU ids and ports do not apply there.
-        sink.report(ProfileError(
-            f"target {target.name!r} is an endpoint (transport: endpoint): its GPUs and ports "
-            "are the cluster's, so a profile is not checked against it",
-            path=p.path,
-            hint=f"--target box checks the box; dsv4ops export rbg {p.name} checks the export",
-        ))
+        sink.report(
+            ProfileError(
+                f"target {target.name!r} is an endpoint (transport: endpoint): its GPUs and ports "
+                "are the cluster's, so a profile is not checked against it",
+                path=p.path,
+                hint=f"--target box checks the box; dsv4ops export rbg {p.name} checks the export",
+            )
+        )
         return
     prov = Provenance(p.path, p.origins)
     available = set(target.gpus)

@@ -47,6 +47,7 @@ def agent_zip() -> bytes:
     """The zip's bytes (built once per process)."""
     import io
     import zipfile  # here, not at the top: importing dsv4ops.remote must stay cheap
+
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as zf:
         for name, data in sorted(members().items()):

@@ -124,4 +124,3 @@ class LocalExecutor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-

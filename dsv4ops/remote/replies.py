@@ -32,7 +32,8 @@ def not_ready_error(
         name=name,
         log_tail=tail,
         component_exit_code=code if isinstance(code, int) else None,
-        last=str(exc.reply.get("last") or ""))
+        last=str(exc.reply.get("last") or ""),
+    )
 
 
 def wait_result(r: Mapping[str, Any]) -> WaitResult:

@@ -75,7 +75,9 @@ def parse_directives(block: list[tuple[int, str]], path: str, opened: int) -> Di
         elif key == "timeout":
             out.fields["timeout_s"] = _number(value, where, "timeout: SECONDS", MAX_TIMEOUT_S)
         elif key == "max-bytes":
-            out.fields["max_bytes"] = int(_number(value, where, "max-bytes: BYTES", MAX_BUNDLE_BYTES))
+            out.fields["max_bytes"] = int(
+                _number(value, where, "max-bytes: BYTES", MAX_BUNDLE_BYTES)
+            )
         elif key == "question":
             if not value:
                 raise RunbookError(f"{where}: 'question:' needs the question to ask")

@@ -32,8 +32,12 @@ def execute(argv: Sequence[str], env: Mapping[str, str], *, stdout_to_stderr: bo
     """Run one runbook command to completion; return its exit code."""
     sys.stdout.flush()
     sys.stderr.flush()
-    proc = subprocess.Popen(child_argv(argv), env={**os.environ, **env}, stdin=subprocess.DEVNULL,
-                            stdout=2 if stdout_to_stderr else None)  # fd 2: this stderr
+    proc = subprocess.Popen(
+        child_argv(argv),
+        env={**os.environ, **env},
+        stdin=subprocess.DEVNULL,
+        stdout=2 if stdout_to_stderr else None,
+    )  # fd 2: this stderr
     try:
         return proc.wait()
     except KeyboardInterrupt:

@@ -55,7 +55,12 @@ def plan_hazard(journal: Journal, *, target: str, hazard: str, state: str) -> di
 
 
 def set_hazard(
-    supervisor: Supervisor, journal: Journal, *, target: str, hazard: str, state: str,
+    supervisor: Supervisor,
+    journal: Journal,
+    *,
+    target: str,
+    hazard: str,
+    state: str,
     reason: str | None = None,
 ) -> dict[str, Any]:
     """Send the switch, journaled as a HAZARD operation (who, why, SUCCEEDED or FAILED); return

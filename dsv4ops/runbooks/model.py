@@ -33,8 +33,14 @@ MUTATING = {
     ("twin", "hazard"),
 }
 # Those of them that ask for confirmation themselves; the runbook has asked, so they get --yes.
-SELF_CONFIRMING = {("deploy",), ("rollback",), ("stop",), ("kernels", "deploy"),
-                   ("kernels", "rollback"), ("twin", "hazard")}
+SELF_CONFIRMING = {
+    ("deploy",),
+    ("rollback",),
+    ("stop",),
+    ("kernels", "deploy"),
+    ("kernels", "rollback"),
+    ("twin", "hazard"),
+}
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_-]*)\}")
 _PLAIN = re.compile(r"[\w{}@%+=:,./-]+")
 

@@ -32,7 +32,16 @@ from dsv4ops.runbooks.model import (
     join,
 )
 
-__all__ = ["PROGRAM", "Command", "Runbook", "RunbookError", "Step", "join", "load_runbook", "parse_runbook"]
+__all__ = [
+    "PROGRAM",
+    "Command",
+    "Runbook",
+    "RunbookError",
+    "Step",
+    "join",
+    "load_runbook",
+    "parse_runbook",
+]
 
 README = "README.md"
 MAX_RUNBOOK_BYTES = 1 << 20  # 1 MiB: the longest shipped runbook is a few KiB
@@ -151,7 +160,9 @@ def parse_runbook(text: str, *, path: str, verbs: Collection[str] | None = None)
             open_step = False  # an unindented paragraph ends the list
         i += 1
     book = _finish(title, summary, steps, rehearse, path)
-    return dataclasses.replace(book, digest=hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest())
+    return dataclasses.replace(
+        book, digest=hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+    )
 
 
 def _finish(

@@ -91,8 +91,9 @@ def run(s: Session) -> list[Ran]:
     return p.ran
 
 
-def result_json(s: Session, *, exit_code: int, error: str | None = None,
-                hint: str | None = None) -> dict[str, Any]:
+def result_json(
+    s: Session, *, exit_code: int, error: str | None = None, hint: str | None = None
+) -> dict[str, Any]:
     """`runbook run --json`'s one object: the run, what ran, how it ended (`exit`, `error`)."""
     p = s.progress
     run_id = p.run_id if p else None
@@ -101,7 +102,9 @@ def result_json(s: Session, *, exit_code: int, error: str | None = None,
         "target": s.target,
         "run": run_id,
         "dry_run": s.dry_run,
-        "ran": [{"where": r.where, "command": r.command, "exit": r.code} for r in (p.ran if p else [])],
+        "ran": [
+            {"where": r.where, "command": r.command, "exit": r.code} for r in (p.ran if p else [])
+        ],
         "exit": exit_code,
         "error": error,
         "hint": hint,

@@ -29,6 +29,7 @@ from dsv4ops.whoami import local_host
 class RunbookStopped(DsOpsError):
     """A confirmation was declined or could not be asked; nothing after it ran (exit 1)."""
 
+
 STEP_PREFIX = "step "
 REHEARSE = "rehearse"
 HEADER = "run"
@@ -224,18 +225,26 @@ def run_state(op: Operation) -> tuple[str, str | None]:
     RUNNING run whose owner is gone (killed; judged on the owner's machine, else "cannot tell")
     is INTERRUPTED. The note names the resume command for an open run."""
     rec = fold_run(op)
-    resume = (f"dsv4ops runbook run {rec.runbook} --target {rec.target} --resume {op.op}"
-              if rec.runbook else None)
+    resume = (
+        f"dsv4ops runbook run {rec.runbook} --target {rec.target} --resume {op.op}"
+        if rec.runbook
+        else None
+    )
     if op.status is Status.RUNNING:
         if rec.owner and dead_here(rec.owner):
-            return (Status.INTERRUPTED.value,
-                    f"its process (pid {rec.owner.get('pid')}) ended without ending the run; "
-                    f"resume with `{resume}`")
+            return (
+                Status.INTERRUPTED.value,
+                f"its process (pid {rec.owner.get('pid')}) ended without ending the run; "
+                f"resume with `{resume}`",
+            )
         where = rec.owner.get("host") if rec.owner else None
         mine = rec.owner and where == local_host()
-        return Status.RUNNING.value, (None if mine else
-                                      f"run by a process on {where or 'an unknown host'}; if it "
-                                      f"is gone, resume with `{resume}`")
+        return Status.RUNNING.value, (
+            None
+            if mine
+            else f"run by a process on {where or 'an unknown host'}; if it "
+            f"is gone, resume with `{resume}`"
+        )
     if op.status is Status.INTERRUPTED:
         return Status.INTERRUPTED.value, f"resume with `{resume}`"
     return op.status.value, None

@@ -19,8 +19,18 @@ from types import ModuleType
 
 MODES = ("null", "prefill", "decode")
 A2A_BACKENDS = (
-    "none", "deepep", "mooncake", "nixl", "mori", "ascend_fuseep", "flashinfer", "megamoe",
-    "deepep_v2", "pplx", "ascend_tp", "flashinfer_megamoe",
+    "none",
+    "deepep",
+    "mooncake",
+    "nixl",
+    "mori",
+    "ascend_fuseep",
+    "flashinfer",
+    "megamoe",
+    "deepep_v2",
+    "pplx",
+    "ascend_tp",
+    "flashinfer_megamoe",
 )
 
 
@@ -89,9 +99,15 @@ def _add_unmodelled_flags(p: argparse.ArgumentParser) -> None:
         if nargs == 0:
             p.add_argument(flag, dest=dest, action="store_true")
         else:  # metavar: what SGLang's usage line shows
-            p.add_argument(flag, dest=dest, nargs=None if nargs == 1 else nargs,
-                           type=_TYPES.get(kind, str), choices=choices, default=None,
-                           metavar=None if choices else name.upper())
+            p.add_argument(
+                flag,
+                dest=dest,
+                nargs=None if nargs == 1 else nargs,
+                type=_TYPES.get(kind, str),
+                choices=choices,
+                default=None,
+                metavar=None if choices else name.upper(),
+            )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,8 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--port", type=int, default=30000)
     add("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int, default=1)
     add("--dp-size", "--data-parallel-size", dest="dp_size", type=int, default=1)
-    add("--attn-dp-size", "--attention-data-parallel-size", dest="attn_dp_size", type=int,
-        default=1)
+    add(
+        "--attn-dp-size", "--attention-data-parallel-size", dest="attn_dp_size", type=int, default=1
+    )
     add("--ep-size", "--expert-parallel-size", "--ep", dest="ep_size", type=int, default=1)
     add("--max-running-requests", type=int)
     add("--page-size", type=int)
@@ -120,8 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("--tool-call-parser")
     add("--reasoning-parser")
     add("--disaggregation-mode", choices=MODES, default="null")
-    add("--disaggregation-transfer-backend", default="mooncake",
-        choices=("mooncake", "nixl", "ascend", "fake", "mori", "mooncake_tcp"))
+    add(
+        "--disaggregation-transfer-backend",
+        default="mooncake",
+        choices=("mooncake", "nixl", "ascend", "fake", "mori", "mooncake_tcp"),
+    )
     add("--disaggregation-bootstrap-port", type=int, default=8998)
     # CUDA-graph flags of 0.5.23: declaring both phases makes the removed un-suffixed names
     # ambiguous prefixes, as in SGLang.
@@ -166,8 +186,9 @@ def parse_args(argv: list[str]) -> ServerArgs:
         raise StartupError("ValueError: the fake transfer backend cannot be used on a prefill")
     if ns.decode_log_interval < 1:
         # SGLang accepts it and dies on the first decode batch (`forward_ct % 0`); refuse early.
-        raise StartupError(f"ValueError: --decode-log-interval must be >= 1, got "
-                           f"{ns.decode_log_interval}")
+        raise StartupError(
+            f"ValueError: --decode-log-interval must be >= 1, got " f"{ns.decode_log_interval}"
+        )
     ep_size = ns.tp_size if ns.moe_a2a_backend != "none" else ns.ep_size
     kv_dtype = "fp8_e4m3" if ns.kv_cache_dtype == "auto" else ns.kv_cache_dtype
     return ServerArgs(

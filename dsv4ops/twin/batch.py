@@ -27,7 +27,7 @@ from .server import TwinServer, not_ready
 
 def _index(chunk: bytes, index: int, kind: str) -> bytes:
     """Re-number a single-sequence SSE chunk as choice `index` of the batch."""
-    body = json.loads(chunk.decode()[len("data: "):].strip())
+    body = json.loads(chunk.decode()[len("data: ") :].strip())
     if kind == "generate":
         body["index"] = index
     for choice in body.get("choices") or []:
@@ -38,9 +38,13 @@ def _index(chunk: bytes, index: int, kind: str) -> bytes:
 def _usage(batch: Batch, reqs: list[Req]) -> dict[str, Any]:
     prompt = sum(s.job.prompt_tokens for s in batch.subs if s.index % batch.n == 0)
     completion = sum(r.emitted for r in reqs)
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion, "prompt_tokens_details": None,
-            "reasoning_tokens": 0}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": None,
+        "reasoning_tokens": 0,
+    }
 
 
 async def _primers(server: TwinServer, batch: Batch) -> None:
@@ -52,21 +56,31 @@ async def _primers(server: TwinServer, batch: Batch) -> None:
         await server.prepare(p.job, req, p.boot, p.prompt)
 
 
-async def serve_batch(server: TwinServer, request: web.Request,
-                      batch: Batch) -> web.StreamResponse:
+async def serve_batch(server: TwinServer, request: web.Request, batch: Batch) -> web.StreamResponse:
     if server.status != "up":
         return not_ready()
     started = time.monotonic()
-    reqs = [Req(rid=s.job.rid, plan=s.plan, max_tokens=s.job.max_tokens,
-                prompt_tokens=s.job.prompt_tokens, stop=s.job.stop) for s in batch.subs]
+    reqs = [
+        Req(
+            rid=s.job.rid,
+            plan=s.plan,
+            max_tokens=s.job.max_tokens,
+            prompt_tokens=s.job.prompt_tokens,
+            stop=s.job.stop,
+        )
+        for s in batch.subs
+    ]
     for s, r in zip(batch.subs, reqs, strict=True):
         server.inflight[s.job.rid] = r
     tasks: list[asyncio.Task[None]] = []
     try:
         await _primers(server, batch)
-        tasks = [asyncio.create_task(server.prepare(s.job, r, s.boot, s.prompt,
-                                                    shares_room=s.shares_room))
-                 for s, r in zip(batch.subs, reqs, strict=True)]
+        tasks = [
+            asyncio.create_task(
+                server.prepare(s.job, r, s.boot, s.prompt, shares_room=s.shares_room)
+            )
+            for s, r in zip(batch.subs, reqs, strict=True)
+        ]
         if batch.stream:
             return await _stream(server, request, batch, reqs, tasks)
         await asyncio.gather(*tasks)
@@ -90,20 +104,23 @@ async def serve_batch(server: TwinServer, request: web.Request,
 
 
 def _full(batch: Batch, reqs: list[Req]) -> Any:
-    bodies = [FORMATS[batch.kind](s.job).full(r.pieces, r.finish_reason or "", r.emitted,
-                                              r.matched)
-              for s, r in zip(batch.subs, reqs, strict=True)]
+    bodies = [
+        FORMATS[batch.kind](s.job).full(r.pieces, r.finish_reason or "", r.emitted, r.matched)
+        for s, r in zip(batch.subs, reqs, strict=True)
+    ]
     if batch.kind == "generate":
         return bodies  # /generate answers a batch with a list
     merged = bodies[0]
-    merged["choices"] = [{**b["choices"][0], "index": s.index}
-                         for s, b in zip(batch.subs, bodies, strict=True)]
+    merged["choices"] = [
+        {**b["choices"][0], "index": s.index} for s, b in zip(batch.subs, bodies, strict=True)
+    ]
     merged["usage"] = _usage(batch, reqs)
     return merged
 
 
-async def _pump(k: int, req: Req, task: asyncio.Task[None],
-                out: asyncio.Queue[tuple[int, str, Any]]) -> None:
+async def _pump(
+    k: int, req: Req, task: asyncio.Task[None], out: asyncio.Queue[tuple[int, str, Any]]
+) -> None:
     try:
         await task
     except TransferError as exc:
@@ -116,14 +133,22 @@ async def _pump(k: int, req: Req, task: asyncio.Task[None],
             return
 
 
-async def _stream(server: TwinServer, request: web.Request, batch: Batch, reqs: list[Req],
-                  tasks: list[asyncio.Task[None]]) -> web.StreamResponse:
+async def _stream(
+    server: TwinServer,
+    request: web.Request,
+    batch: Batch,
+    reqs: list[Req],
+    tasks: list[asyncio.Task[None]],
+) -> web.StreamResponse:
     fmts = [FORMATS[batch.kind](replace(s.job, include_usage=False)) for s in batch.subs]
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                       "Cache-Control": "no-cache"})
+    resp = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
     queue: asyncio.Queue[tuple[int, str, Any]] = asyncio.Queue()
-    pumps = [asyncio.create_task(_pump(k, r, t, queue))
-             for k, (r, t) in enumerate(zip(reqs, tasks, strict=True))]
+    pumps = [
+        asyncio.create_task(_pump(k, r, t, queue))
+        for k, (r, t) in enumerate(zip(reqs, tasks, strict=True))
+    ]
     try:
         await resp.prepare(request)
         for s, f in zip(batch.subs, fmts, strict=True):
@@ -147,9 +172,18 @@ async def _stream(server: TwinServer, request: web.Request, batch: Batch, reqs: 
             if batch.include_usage and batch.kind != "generate":
                 first = batch.subs[0].job
                 obj = "chat.completion.chunk" if batch.kind == "chat" else "text_completion"
-                await resp.write(sse({"id": first.rid, "object": obj, "created": first.created,
-                                      "model": first.model, "choices": [],
-                                      "usage": _usage(batch, reqs)}))
+                await resp.write(
+                    sse(
+                        {
+                            "id": first.rid,
+                            "object": obj,
+                            "created": first.created,
+                            "model": first.model,
+                            "choices": [],
+                            "usage": _usage(batch, reqs),
+                        }
+                    )
+                )
         await resp.write(b"data: [DONE]\n\n")
     except (ConnectionResetError, ConnectionError):
         for r in reqs:

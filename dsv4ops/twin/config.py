@@ -94,9 +94,13 @@ _FLOATS = {
     "DRIFT_EPOCH": "drift_epoch",
     "DEPLOY_VARIATION_PCT": "deploy_variation_pct",
 }
-_INTS = {"WEDGE_ABORTS": "wedge_aborts", "CORRUPT_MIN_BS": "corrupt_min_bs", "SEED": "seed",
-         "DEPLOY_SEED": "deploy_seed",
-         "REASONING_TOKENS": "reasoning_tokens"}
+_INTS = {
+    "WEDGE_ABORTS": "wedge_aborts",
+    "CORRUPT_MIN_BS": "corrupt_min_bs",
+    "SEED": "seed",
+    "DEPLOY_SEED": "deploy_seed",
+    "REASONING_TOKENS": "reasoning_tokens",
+}
 # SGLang's own env vars for the same timeouts; the DSV4_TWIN_ names override them.
 _SGLANG_TIMEOUTS = {
     "health_timeout_s": ("SGLANG_HEALTH_CHECK_TIMEOUT", "HEALTH_TIMEOUT_S"),
@@ -164,8 +168,10 @@ def load_config(env: Mapping[str, str] | None = None) -> TwinConfig:
             values["corrupt_shapes"] = check_shapes(shapes_raw.split(","))
         except ValueError as exc:
             raise TwinConfigError(f"{PREFIX}CORRUPT_SHAPES={shapes_raw!r}: {exc}") from None
-    for suffix, attr, choices in (("WEDGE_RANK0", "wedge_rank0", WEDGE_RANK0),
-                                  ("REALTIME_TOKENS", "realtime_tokens", REALTIME_TOKENS)):
+    for suffix, attr, choices in (
+        ("WEDGE_RANK0", "wedge_rank0", WEDGE_RANK0),
+        ("REALTIME_TOKENS", "realtime_tokens", REALTIME_TOKENS),
+    ):
         raw = env.get(PREFIX + suffix, "").strip().lower()
         if raw and raw not in choices:
             raise TwinConfigError(f"{PREFIX}{suffix}={raw!r}: expected {' or '.join(choices)}")

@@ -112,8 +112,9 @@ class Plan:
 
     def call_pieces(self) -> list[Piece]:
         if self._pieces_cache is None:
-            self._pieces_cache = _call_pieces(self.tool_call, self.call_shape) \
-                if self.tool_call is not None else []
+            self._pieces_cache = (
+                _call_pieces(self.tool_call, self.call_shape) if self.tool_call is not None else []
+            )
         return self._pieces_cache
 
 
@@ -304,8 +305,12 @@ def plan_chat(
     return plan
 
 
-def _answer(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-            tool_choice: Any, max_tokens: int) -> Plan:
+def _answer(
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    tool_choice: Any,
+    max_tokens: int,
+) -> Plan:
     key = prompt_of_messages(messages)
     text = last_user_text(messages)
     fns = _functions(tools)
@@ -322,8 +327,9 @@ def _answer(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
     if tools_allowed:
         fn = _choose_tool(fns, tool_choice, text, key)
         if fn is not None:
-            return Plan(key, [], make_call(fn["name"], _arguments_for(fn, _named_values(text), key)),
-                        True)
+            return Plan(
+                key, [], make_call(fn["name"], _arguments_for(fn, _named_values(text), key)), True
+            )
     return Plan(key, pseudo_text(key, max_tokens), None, False)
 
 

@@ -28,13 +28,15 @@ def check_shapes(shapes: Sequence[str]) -> tuple[str, ...]:
     out = tuple(dict.fromkeys(s.strip() for s in shapes if s.strip()))
     unknown = [s for s in out if s not in ALL_SHAPES]
     if unknown or not out:
-        raise ValueError(f"corruption shapes {list(shapes)!r}: choose one or more of "
-                         f"{', '.join(ALL_SHAPES)}")
+        raise ValueError(
+            f"corruption shapes {list(shapes)!r}: choose one or more of " f"{', '.join(ALL_SHAPES)}"
+        )
     return out
 
 
-def corrupt_plan(plan: Plan, other: Plan | None, roll: int,
-                 shapes: Sequence[str] = BOX_SHAPES) -> str | None:
+def corrupt_plan(
+    plan: Plan, other: Plan | None, roll: int, shapes: Sequence[str] = BOX_SHAPES
+) -> str | None:
     """Corrupt `plan` in place with one of `shapes` (picked by `roll`); returns the shape used,
     or None when none of them applies (no tool call for a tool shape, no donor for cross-talk)."""
     if plan.tool_call is None:
@@ -42,8 +44,11 @@ def corrupt_plan(plan: Plan, other: Plan | None, roll: int,
             return None
         _garble(plan, other, roll)
         return "garbled_text"
-    usable = [s for s in shapes if s != "garbled_text"
-              and (s != "cross_talk" or _cross_talk_keys(plan, other))]
+    usable = [
+        s
+        for s in shapes
+        if s != "garbled_text" and (s != "cross_talk" or _cross_talk_keys(plan, other))
+    ]
     if not usable:
         return None
     shape = usable[roll % len(usable)]
@@ -75,8 +80,11 @@ def _cross_talk_keys(plan: Plan, other: Plan | None) -> list[str]:
         return []
     if not isinstance(mine, dict) or not isinstance(theirs, dict):
         return []
-    return sorted(k for k, v in mine.items() if isinstance(v, str)
-                  and isinstance(theirs.get(k), str) and theirs[k] != v)
+    return sorted(
+        k
+        for k, v in mine.items()
+        if isinstance(v, str) and isinstance(theirs.get(k), str) and theirs[k] != v
+    )
 
 
 def _garble(plan: Plan, other: Plan | None, roll: int) -> None:

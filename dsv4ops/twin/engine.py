@@ -83,7 +83,7 @@ class Req:
 
     def _release(self) -> None:
         if len(self._text) > self._sent_len:
-            self._send(("text", self._text[self._sent_len:]))
+            self._send(("text", self._text[self._sent_len :]))
             self._sent_len = len(self._text)
 
     def _match_stop(self, text: str) -> None:
@@ -92,7 +92,7 @@ class Req:
         for stop in self.stop:
             pos = self._text.find(stop) if stop else -1
             if pos >= 0:
-                self._text = self._text[:max(pos, self._sent_len)]
+                self._text = self._text[: max(pos, self._sent_len)]
                 self._release()
                 self.matched = stop
                 self.finish("stop")
@@ -159,8 +159,13 @@ class DecodeEngine:
         seed = config.seed if config.deploy_seed is None else config.deploy_seed
         offset, start = deploy_offset(config.deploy_variation_pct, seed, config.deploy_counter)
         self.variation = StepVariation(
-            noise_pct=config.step_noise_pct, drift_pct_per_min=config.step_drift_pct_per_min,
-            epoch=config.drift_epoch, time_scale=config.time_scale, seed=config.seed, offset=offset)
+            noise_pct=config.step_noise_pct,
+            drift_pct_per_min=config.step_drift_pct_per_min,
+            epoch=config.drift_epoch,
+            time_scale=config.time_scale,
+            seed=config.seed,
+            offset=offset,
+        )
         if config.deploy_variation_pct:
             events.emit("deploy_offset", factor=round(offset, 6), start=start)
 
@@ -198,8 +203,13 @@ class DecodeEngine:
         count = len(self._abort_times)
         self._abort_times.clear()
         will_wedge = self.hazards.active("wedge", self.overlap) and not self.wedged
-        self.events.emit("abort_cascade", aborts=count, reason=reason,
-                         overlap_schedule=self.overlap, wedges=will_wedge)
+        self.events.emit(
+            "abort_cascade",
+            aborts=count,
+            reason=reason,
+            overlap_schedule=self.overlap,
+            wedges=will_wedge,
+        )
         if will_wedge:
             self.wedge("abort_cascade", last=req)
 
@@ -210,8 +220,7 @@ class DecodeEngine:
         self.wedged = True
         if not self.running and last is not None:
             self.running.append(last)  # the ranks still hold the aborted batch
-        self.events.emit("wedged", cause=cause, running=len(self.running),
-                         queued=len(self.waiting))
+        self.events.emit("wedged", cause=cause, running=len(self.running), queued=len(self.waiting))
         self._wake.set()
 
     # --- stats ---------------------------------------------------------------------------
@@ -245,19 +254,28 @@ class DecodeEngine:
             if req.is_health_probe or self._rng.random() >= self.config.corrupt_prob:
                 continue
             # Donors keep their own (uncorrupted) values, so a swap is always visible.
-            others = [r for r in self.running if r is not req and r.plan.key != req.plan.key
-                      and not r.is_health_probe and r.corrupted is None]
-            same_kind = [r for r in others
-                         if (r.plan.tool_call is None) == (req.plan.tool_call is None)]
+            others = [
+                r
+                for r in self.running
+                if r is not req
+                and r.plan.key != req.plan.key
+                and not r.is_health_probe
+                and r.corrupted is None
+            ]
+            same_kind = [
+                r for r in others if (r.plan.tool_call is None) == (req.plan.tool_call is None)
+            ]
             donor = self._rng.choice(same_kind).plan if same_kind else None
-            shape = corrupt_plan(req.plan, donor, self._rng.randrange(1 << 30),
-                                 self.hazards.corrupt_shapes)
+            shape = corrupt_plan(
+                req.plan, donor, self._rng.randrange(1 << 30), self.hazards.corrupt_shapes
+            )
             if shape is None:
                 continue
             req.corrupted = shape
             req.build_pieces()
-            self.events.emit("corrupted", rid=req.rid, kind=shape, shape=shape, batch=batch,
-                             padded_bs=padded)
+            self.events.emit(
+                "corrupted", rid=req.rid, kind=shape, shape=shape, batch=batch, padded_bs=padded
+            )
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -271,13 +289,16 @@ class DecodeEngine:
                 await self._idle()
                 continue
             batch = len(self.running)
-            model_s = step_ms(
-                batch,
-                self.buckets,
-                a=self.config.step_a_ms,
-                b=self.config.step_b_ms,
-                hidden_ms=self.config.overlap_hidden_ms if self.overlap else 0.0,
-            ) / 1000.0
+            model_s = (
+                step_ms(
+                    batch,
+                    self.buckets,
+                    a=self.config.step_a_ms,
+                    b=self.config.step_b_ms,
+                    hidden_ms=self.config.overlap_hidden_ms if self.overlap else 0.0,
+                )
+                / 1000.0
+            )
             if self.variation.active:
                 model_s *= self.variation.factor()
             now = loop.time()
@@ -302,8 +323,9 @@ class DecodeEngine:
             self.steps_done += 1
             if self.reporter is not None:
                 # the batch the iteration ran (finished requests included), as process_batch_result
-                self.reporter.decode_step(produced, batch_size=ran,
-                                          cuda_graph=any(b >= ran for b in self.buckets))
+                self.reporter.decode_step(
+                    produced, batch_size=ran, cuda_graph=any(b >= ran for b in self.buckets)
+                )
 
     async def _idle(self) -> None:
         """No batch: the idle path (metrics republish), then sleep until a request or a poll."""

@@ -23,8 +23,9 @@ EOS_TOKEN_ID = 1
 
 def sse(obj: Any) -> bytes:
     # compact and UTF-8 as SGLang's msgspec/pydantic encoders write it (DSML's U+FF5C stays raw)
-    payload = obj if isinstance(obj, str) else json.dumps(obj, separators=(",", ":"),
-                                                          ensure_ascii=False)
+    payload = (
+        obj if isinstance(obj, str) else json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    )
     return f"data: {payload}\n\n".encode()
 
 
@@ -54,10 +55,14 @@ class Job:
 
 def _usage(job: Job, completion: int, reasoning: int = 0) -> dict[str, Any]:
     """SGLang's UsageInfo (protocol.py), in its key order."""
-    return {"prompt_tokens": job.prompt_tokens, "total_tokens": job.prompt_tokens + completion,
-            "completion_tokens": completion, "prompt_tokens_details": None,
-            "reasoning_tokens": reasoning,
-            "completion_tokens_details": {"reasoning_tokens": reasoning} if reasoning else None}
+    return {
+        "prompt_tokens": job.prompt_tokens,
+        "total_tokens": job.prompt_tokens + completion,
+        "completion_tokens": completion,
+        "prompt_tokens_details": None,
+        "reasoning_tokens": reasoning,
+        "completion_tokens_details": {"reasoning_tokens": reasoning} if reasoning else None,
+    }
 
 
 def call_id() -> str:
@@ -67,8 +72,12 @@ def call_id() -> str:
 
 def _tool_call(piece: str) -> dict[str, Any]:
     call: Any = piece  # a dsml.CallEnd: the token that closed the invoke block
-    return {"id": call_id(), "index": 0, "type": "function",
-            "function": {"name": call.name, "arguments": call.arguments}}
+    return {
+        "id": call_id(),
+        "index": 0,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+    }
 
 
 class ChatFormat:
@@ -82,28 +91,41 @@ class ChatFormat:
         self.reasoning_tokens = 0
 
     def _head(self) -> dict[str, Any]:
-        return {"id": self.job.rid, "object": "chat.completion.chunk",
-                "created": self.job.created, "model": self.job.model}
+        return {
+            "id": self.job.rid,
+            "object": "chat.completion.chunk",
+            "created": self.job.created,
+            "model": self.job.model,
+        }
 
     def _logprobs(self, texts: list[str]) -> dict[str, Any] | None:
         want = self.job.logprobs
         return lp.chat(texts, want.top) if want.on and texts else None
 
-    def _content_chunk(self, delta: dict[str, Any], finish: str | None = None,
-                       matched: str | int | None = None) -> bytes:
+    def _content_chunk(
+        self, delta: dict[str, Any], finish: str | None = None, matched: str | int | None = None
+    ) -> bytes:
         text = delta.get("content")
-        choice = {"index": 0, "delta": {"reasoning_content": None, **delta},
-                  "logprobs": self._logprobs([text] if text and finish is None else []),
-                  "finish_reason": finish, "matched_stop": matched}
+        choice = {
+            "index": 0,
+            "delta": {"reasoning_content": None, **delta},
+            "logprobs": self._logprobs([text] if text and finish is None else []),
+            "finish_reason": finish,
+            "matched_stop": matched,
+        }
         return sse({**self._head(), "choices": [choice]})
 
     def _model_chunk(self, content: str | None, calls: list[dict[str, Any]] | None) -> bytes:
         delta: dict[str, Any] = {"role": None, "content": content, "reasoning_content": None}
         if calls is not None:
             delta["tool_calls"] = calls
-        choice = {"index": 0, "delta": delta, "logprobs": self._logprobs([content] if content
-                                                                          else []),
-                  "finish_reason": None, "matched_stop": None}
+        choice = {
+            "index": 0,
+            "delta": delta,
+            "logprobs": self._logprobs([content] if content else []),
+            "finish_reason": None,
+            "matched_stop": None,
+        }
         return sse({**self._head(), "choices": [choice], "usage": None})
 
     def start(self) -> list[bytes]:
@@ -125,45 +147,86 @@ class ChatFormat:
     def end(self, finish: str, completion: int, matched: str | int | None = None) -> list[bytes]:
         out = [self._content_chunk({}, finish, matched)]
         if self.job.include_usage:
-            out.append(sse({**self._head(), "choices": [],
-                            "usage": _usage(self.job, completion, self.reasoning_tokens)}))
+            out.append(
+                sse(
+                    {
+                        **self._head(),
+                        "choices": [],
+                        "usage": _usage(self.job, completion, self.reasoning_tokens),
+                    }
+                )
+            )
         return out
 
-    def full(self, pieces: list[Piece], finish: str, completion: int | None = None,
-             matched: str | int | None = None) -> dict[str, Any]:
+    def full(
+        self,
+        pieces: list[Piece],
+        finish: str,
+        completion: int | None = None,
+        matched: str | int | None = None,
+    ) -> dict[str, Any]:
         text = "".join(p for k, p in pieces if k == "text")
         reasoning = "".join(p for k, p in pieces if k == "reasoning")
-        message: dict[str, Any] = {"role": "assistant", "content": text,
-                                   "reasoning_content": reasoning or None}
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": text,
+            "reasoning_content": reasoning or None,
+        }
         calls = [_tool_call(p) for k, p in pieces if k == "call"]
         if calls:
             message["tool_calls"] = calls
         n_reasoning = sum(1 for k, _ in pieces if k == "reasoning")
-        return {"id": self.job.rid, "object": "chat.completion", "created": self.job.created,
-                "model": self.job.model,
-                "choices": [{"index": 0, "message": message,
-                             "logprobs": self._logprobs([p for k, p in pieces if k == "text"]),
-                             "finish_reason": finish,
-                             # a whole response with calls drops it (serving_chat.py L3211-3213,
-                             # seen on the real server); the stream's finish chunk keeps the EOS id
-                             "matched_stop": None if finish == "tool_calls" else matched}],
-                "usage": _usage(self.job, len(pieces) if completion is None else completion,
-                                n_reasoning),
-                "metadata": {"weight_version": "default"}}
+        return {
+            "id": self.job.rid,
+            "object": "chat.completion",
+            "created": self.job.created,
+            "model": self.job.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": self._logprobs([p for k, p in pieces if k == "text"]),
+                    "finish_reason": finish,
+                    # a whole response with calls drops it (serving_chat.py L3211-3213,
+                    # seen on the real server); the stream's finish chunk keeps the EOS id
+                    "matched_stop": None if finish == "tool_calls" else matched,
+                }
+            ],
+            "usage": _usage(
+                self.job, len(pieces) if completion is None else completion, n_reasoning
+            ),
+            "metadata": {"weight_version": "default"},
+        }
 
 
 class CompletionFormat:
     def __init__(self, job: Job) -> None:
         self.job = job
 
-    def _chunk(self, text: str, finish: str | None, matched: str | int | None = None,
-               tokens: list[str] | None = None) -> dict[str, Any]:
+    def _chunk(
+        self,
+        text: str,
+        finish: str | None,
+        matched: str | int | None = None,
+        tokens: list[str] | None = None,
+    ) -> dict[str, Any]:
         want = self.job.logprobs
         logprobs = lp.completion(tokens, want.top) if want.on and tokens else None
-        return {"id": self.job.rid, "object": "text_completion", "created": self.job.created,
-                "model": self.job.model,
-                "choices": [{"index": 0, "text": text, "logprobs": logprobs,
-                             "finish_reason": finish, "matched_stop": matched}]}
+        return {
+            "id": self.job.rid,
+            "object": "text_completion",
+            "created": self.job.created,
+            "model": self.job.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "text": text,
+                    "logprobs": logprobs,
+                    "finish_reason": finish,
+                    "matched_stop": matched,
+                }
+            ],
+        }
 
     def start(self) -> list[bytes]:
         return []
@@ -174,15 +237,30 @@ class CompletionFormat:
     def end(self, finish: str, completion: int, matched: str | int | None = None) -> list[bytes]:
         out = [sse(self._chunk("", finish, matched))]
         if self.job.include_usage:
-            out.append(sse({"id": self.job.rid, "object": "text_completion",
-                            "created": self.job.created, "model": self.job.model, "choices": [],
-                            "usage": _usage(self.job, completion)}))
+            out.append(
+                sse(
+                    {
+                        "id": self.job.rid,
+                        "object": "text_completion",
+                        "created": self.job.created,
+                        "model": self.job.model,
+                        "choices": [],
+                        "usage": _usage(self.job, completion),
+                    }
+                )
+            )
         return out
 
-    def full(self, pieces: list[Piece], finish: str, completion: int | None = None,
-             matched: str | int | None = None) -> dict[str, Any]:
-        body = self._chunk("".join(p for _, p in pieces), finish, matched,
-                           tokens=[p for _, p in pieces])
+    def full(
+        self,
+        pieces: list[Piece],
+        finish: str,
+        completion: int | None = None,
+        matched: str | int | None = None,
+    ) -> dict[str, Any]:
+        body = self._chunk(
+            "".join(p for _, p in pieces), finish, matched, tokens=[p for _, p in pieces]
+        )
         body["usage"] = _usage(self.job, len(pieces) if completion is None else completion)
         return body
 
@@ -205,18 +283,26 @@ class GenerateFormat:
         elif finish == "abort":
             # FINISH_ABORT.to_json (schedule_batch.py L332-345), as the real server answered an
             # /abort_request'ed /generate (tools/sglang-cpu/README.md)
-            reason = {"type": "abort", "message": "Aborted", "status_code": None,
-                      "err_type": None}
+            reason = {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}
         ids = [token_id(p) for _, p in self._pieces]
         want = self.job.logprobs
         logprobs = lp.generate([p for _, p in self._pieces], ids, want.top) if want.on else {}
-        return {"text": "".join(p for _, p in self._pieces),
-                "output_ids": ids,
-                "meta_info": {"id": self.job.rid, "finish_reason": reason,
-                              "prompt_tokens": self.job.prompt_tokens, "completion_tokens": n,
-                              "cached_tokens": 0, "reasoning_tokens": 0,
-                              "weight_version": "default", "num_retractions": 0, **logprobs,
-                              "e2e_latency": time.monotonic() - self.job.started}}
+        return {
+            "text": "".join(p for _, p in self._pieces),
+            "output_ids": ids,
+            "meta_info": {
+                "id": self.job.rid,
+                "finish_reason": reason,
+                "prompt_tokens": self.job.prompt_tokens,
+                "completion_tokens": n,
+                "cached_tokens": 0,
+                "reasoning_tokens": 0,
+                "weight_version": "default",
+                "num_retractions": 0,
+                **logprobs,
+                "e2e_latency": time.monotonic() - self.job.started,
+            },
+        }
 
     def start(self) -> list[bytes]:
         return []
@@ -229,14 +315,23 @@ class GenerateFormat:
         self._completion = completion
         return [sse(self._body(finish, matched))]
 
-    def full(self, pieces: list[Piece], finish: str, completion: int | None = None,
-             matched: str | int | None = None) -> dict[str, Any]:
+    def full(
+        self,
+        pieces: list[Piece],
+        finish: str,
+        completion: int | None = None,
+        matched: str | int | None = None,
+    ) -> dict[str, Any]:
         self._pieces = list(pieces)
         self._completion = completion
         return self._body(finish, matched)
 
 
-FORMATS: dict[str, type[ChatFormat] | type[CompletionFormat] | type[GenerateFormat]] = {"chat": ChatFormat, "completion": CompletionFormat, "generate": GenerateFormat}
+FORMATS: dict[str, type[ChatFormat] | type[CompletionFormat] | type[GenerateFormat]] = {
+    "chat": ChatFormat,
+    "completion": CompletionFormat,
+    "generate": GenerateFormat,
+}
 
 
 def error_body(message: str, code: int, kind: str = "BadRequestError") -> dict[str, Any]:

@@ -18,79 +18,125 @@ from .sched_view import CONTEXT_LEN, MAX_TOTAL_TOKENS
 from .server import SGLANG_VERSION, TwinServer
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-FLUSHED = ("Cache flushed.\nPlease check backend logs for more details. (When there are running "
-           "or waiting requests, the operation will not be performed.)\n")
+FLUSHED = (
+    "Cache flushed.\nPlease check backend logs for more details. (When there are running "
+    "or waiting requests, the operation will not be performed.)\n"
+)
 
 
 def model_info(s: TwinServer) -> dict[str, Any]:
     a = s.args
-    return {"model_path": a.model_path, "served_model_name": a.served_model_name,
-            "tokenizer_path": a.model_path, "is_generation": True,
-            "preferred_sampling_params": None, "weight_version": "default",
-            "load_format": "auto", "reasoning_parser": a.reasoning_parser,
-            "tool_call_parser": a.tool_call_parser, "disaggregation_mode": a.mode,
-            "has_image_understanding": False, "has_audio_understanding": False,
-            "model_type": "deepseek_v4", "architectures": ["DeepseekV4ForCausalLM"]}
+    return {
+        "model_path": a.model_path,
+        "served_model_name": a.served_model_name,
+        "tokenizer_path": a.model_path,
+        "is_generation": True,
+        "preferred_sampling_params": None,
+        "weight_version": "default",
+        "load_format": "auto",
+        "reasoning_parser": a.reasoning_parser,
+        "tool_call_parser": a.tool_call_parser,
+        "disaggregation_mode": a.mode,
+        "has_image_understanding": False,
+        "has_audio_understanding": False,
+        "model_type": "deepseek_v4",
+        "architectures": ["DeepseekV4ForCausalLM"],
+    }
 
 
 def server_info(s: TwinServer) -> dict[str, Any]:
     a = s.args
     resolved = {
-        "model_path": a.model_path, "served_model_name": a.served_model_name,
-        "host": a.host, "port": a.port, "tp_size": a.tp_size, "dp_size": a.dp_size,
-        "attn_dp_size": a.attn_dp_size, "ep_size": a.ep_size,
-        "max_running_requests": s.max_running, "page_size": a.page_size,
-        "kv_cache_dtype": a.kv_cache_dtype, "disaggregation_mode": a.mode,
+        "model_path": a.model_path,
+        "served_model_name": a.served_model_name,
+        "host": a.host,
+        "port": a.port,
+        "tp_size": a.tp_size,
+        "dp_size": a.dp_size,
+        "attn_dp_size": a.attn_dp_size,
+        "ep_size": a.ep_size,
+        "max_running_requests": s.max_running,
+        "page_size": a.page_size,
+        "kv_cache_dtype": a.kv_cache_dtype,
+        "disaggregation_mode": a.mode,
         "disaggregation_bootstrap_port": a.bootstrap_port,
         "disaggregation_transfer_backend": a.transfer_backend,
         "disable_overlap_schedule": a.disable_overlap_schedule,
         "enable_two_batch_overlap": a.enable_two_batch_overlap,
-        "moe_a2a_backend": a.moe_a2a_backend, "enable_metrics": a.enable_metrics,
+        "moe_a2a_backend": a.moe_a2a_backend,
+        "enable_metrics": a.enable_metrics,
         "cuda_graph_bs_decode": list(s.buckets) or None,
         "cuda_graph_max_bs_decode": s.buckets[-1] if s.buckets else None,
-        "tool_call_parser": a.tool_call_parser, "reasoning_parser": a.reasoning_parser,
+        "tool_call_parser": a.tool_call_parser,
+        "reasoning_parser": a.reasoning_parser,
     }
     e = s.engine
-    internal = {**resolved, "world_size": a.tp_size,
-                "effective_max_running_requests_per_dp": s.max_running,
-                "last_gen_throughput": e.gen_throughput() if e else 0.0,
-                # the same numbers as the memory gauges of /metrics (memory.py)
-                "memory_usage": memory_usage(s.buckets, token_capacity=MAX_TOTAL_TOKENS),
-                "disaggregation_mode": a.mode, "decode_cuda_graph_bs": list(s.buckets),
-                "decode_cuda_graph_memory_gb": decode_cuda_graph_memory_gb(s.buckets)}
-    return {**resolved,
-            "launch_command": " ".join(["python", "-m", "sglang.launch_server", *a.argv]),
-            "status": "ready" if s.status == "up" else s.status,
-            "max_total_num_tokens": MAX_TOTAL_TOKENS, "max_req_input_len": CONTEXT_LEN - 1,
-            "startup_time": s.startup_time, "kv_events": None,
-            "internal_states": [internal], "version": SGLANG_VERSION, "frontend": "python",
-            "twin_kernel_package": s.kernel.package, "twin_instance_id": s.instance_id,
-            # Not in SGLang: the twin's model clock (wall s = model s x scale), so a client can
-            # put what it measures on the clock the server reports in (canary/timescale.py).
-            "twin_time_scale": s.config.time_scale}
+    internal = {
+        **resolved,
+        "world_size": a.tp_size,
+        "effective_max_running_requests_per_dp": s.max_running,
+        "last_gen_throughput": e.gen_throughput() if e else 0.0,
+        # the same numbers as the memory gauges of /metrics (memory.py)
+        "memory_usage": memory_usage(s.buckets, token_capacity=MAX_TOTAL_TOKENS),
+        "disaggregation_mode": a.mode,
+        "decode_cuda_graph_bs": list(s.buckets),
+        "decode_cuda_graph_memory_gb": decode_cuda_graph_memory_gb(s.buckets),
+    }
+    return {
+        **resolved,
+        "launch_command": " ".join(["python", "-m", "sglang.launch_server", *a.argv]),
+        "status": "ready" if s.status == "up" else s.status,
+        "max_total_num_tokens": MAX_TOTAL_TOKENS,
+        "max_req_input_len": CONTEXT_LEN - 1,
+        "startup_time": s.startup_time,
+        "kv_events": None,
+        "internal_states": [internal],
+        "version": SGLANG_VERSION,
+        "frontend": "python",
+        "twin_kernel_package": s.kernel.package,
+        "twin_instance_id": s.instance_id,
+        # Not in SGLang: the twin's model clock (wall s = model s x scale), so a client can
+        # put what it measures on the clock the server reports in (canary/timescale.py).
+        "twin_time_scale": s.config.time_scale,
+    }
 
 
 def twin_state(s: TwinServer) -> dict[str, Any]:
     e = s.engine
     peers: Any = None
     if s.bootstrap is not None:
-        peers = [{"decode_addr": p.decode_addr, "decode_instance_id": p.instance_id,
-                  "stale": p.stale} for p in s.bootstrap.peers.values()]
+        peers = [
+            {"decode_addr": p.decode_addr, "decode_instance_id": p.instance_id, "stale": p.stale}
+            for p in s.bootstrap.peers.values()
+        ]
     elif s.receiver is not None:
         peers = [{"bootstrap": f"{h}:{p}", **info} for (h, p), info in s.receiver.prefills.items()]
-    return {"role": s.role, "instance_id": s.instance_id, "pid": s.pid, "status": s.status,
-            "started_at": s.started_at, "hazards": s.hazards.as_dict(),
-            "corrupt_shapes": list(s.hazards.corrupt_shapes),
-            "wedged": bool(e and e.wedged), "running": len(e.running) if e else 0,
-            "queued": len(e.waiting) if e else 0, "steps": e.steps_done if e else 0,
-            # the rids of the requests this process is serving now (what /abort_request matches)
-            "inflight_rids": sorted(s.inflight),
-            "peers": peers, "degraded_peers": [p["decode_instance_id"] for p in peers or []
-                                               if p.get("stale")] if s.bootstrap else None,
-            "overlap_schedule": s.args.overlap_schedule,
-            "multi_stream_overlap": s.multi_stream_overlap, "decode_cuda_graph_bs": s.buckets,
-            "twin_kernel_package": s.kernel.package, "moe_config_dir": s.kernel.config_dir,
-            "time_scale": s.config.time_scale, "ignored_args": list(s.args.ignored)}
+    return {
+        "role": s.role,
+        "instance_id": s.instance_id,
+        "pid": s.pid,
+        "status": s.status,
+        "started_at": s.started_at,
+        "hazards": s.hazards.as_dict(),
+        "corrupt_shapes": list(s.hazards.corrupt_shapes),
+        "wedged": bool(e and e.wedged),
+        "running": len(e.running) if e else 0,
+        "queued": len(e.waiting) if e else 0,
+        "steps": e.steps_done if e else 0,
+        # the rids of the requests this process is serving now (what /abort_request matches)
+        "inflight_rids": sorted(s.inflight),
+        "peers": peers,
+        "degraded_peers": [p["decode_instance_id"] for p in peers or [] if p.get("stale")]
+        if s.bootstrap
+        else None,
+        "overlap_schedule": s.args.overlap_schedule,
+        "multi_stream_overlap": s.multi_stream_overlap,
+        "decode_cuda_graph_bs": s.buckets,
+        "twin_kernel_package": s.kernel.package,
+        "moe_config_dir": s.kernel.config_dir,
+        "time_scale": s.config.time_scale,
+        "ignored_args": list(s.args.ignored),
+    }
 
 
 class _Handlers:
@@ -98,9 +144,11 @@ class _Handlers:
 
     def __init__(self, s: TwinServer) -> None:
         self.s = s
-        self.parsers = Parsers(tool_call_parser=s.args.tool_call_parser,
-                               reasoning_parser=s.args.reasoning_parser,
-                               reasoning_tokens=s.config.reasoning_tokens)
+        self.parsers = Parsers(
+            tool_call_parser=s.args.tool_call_parser,
+            reasoning_parser=s.args.reasoning_parser,
+            reasoning_tokens=s.config.reasoning_tokens,
+        )
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(status=200 if await self.s.health() else 503)
@@ -118,16 +166,24 @@ class _Handlers:
 
     def _card(self) -> dict[str, Any]:
         name = self.s.args.served_model_name
-        return {"id": name, "object": "model", "created": int(self.s.started_at),
-                "owned_by": "sglang", "root": name, "parent": None, "max_model_len": CONTEXT_LEN}
+        return {
+            "id": name,
+            "object": "model",
+            "created": int(self.s.started_at),
+            "owned_by": "sglang",
+            "root": name,
+            "parent": None,
+            "max_model_len": CONTEXT_LEN,
+        }
 
     async def models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [self._card()]})
 
     async def one_model(self, request: web.Request) -> web.Response:
         if request.match_info["model"] != self.s.args.served_model_name:
-            body = error_body(f"The model `{request.match_info['model']}` does not exist.", 404,
-                              "NotFoundError")
+            body = error_body(
+                f"The model `{request.match_info['model']}` does not exist.", 404, "NotFoundError"
+            )
             body["code"] = "model_not_found"
             return web.json_response({"error": body}, status=404)
         return web.json_response(self._card())
@@ -147,6 +203,7 @@ class _Handlers:
                     return web.json_response({"error": {"message": str(exc)}}, status=400)
                 return web.json_response(error_body(str(exc), 400, "Bad Request"), status=400)
             return await s.handle_generation(request, job, plan, boot, prompt)
+
         return handler
 
     async def abort_request(self, request: web.Request) -> web.Response:
@@ -155,8 +212,9 @@ class _Handlers:
         except json.JSONDecodeError:
             return web.json_response({"error": {"message": "invalid JSON"}}, status=400)
         if not isinstance(body, dict):
-            return web.json_response({"error": {"message": "AbortReq must be a JSON object"}},
-                                     status=400)
+            return web.json_response(
+                {"error": {"message": "AbortReq must be a JSON object"}}, status=400
+            )
         # SGLang's AbortReq: one request by rid (an unknown rid is a no-op), or all of them
         self.s.abort(body.get("rid"), bool(body.get("abort_all", False)))
         return web.Response(status=200)
@@ -164,23 +222,38 @@ class _Handlers:
     async def flush_cache(self, request: web.Request) -> web.Response:
         e = self.s.engine
         if e is not None and (e.running or e.waiting):
-            return web.Response(status=400, text="Cache not flushed. Please check backend logs "
-                                "for more details. (When there are running or waiting requests, "
-                                "the operation will not be performed.)\n")
+            return web.Response(
+                status=400,
+                text="Cache not flushed. Please check backend logs "
+                "for more details. (When there are running or waiting requests, "
+                "the operation will not be performed.)\n",
+            )
         return web.Response(text=FLUSHED)
 
     async def metrics(self, request: web.Request) -> web.Response:
         assert self.s.metrics is not None
-        return web.Response(body=self.s.metrics.render(),
-                            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+        return web.Response(
+            body=self.s.metrics.render(),
+            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
+        )
 
     async def loads(self, request: web.Request) -> web.Response:
         s, e = self.s, self.s.engine
-        return web.json_response({"timestamp": time.time(), "version": SGLANG_VERSION,
-                                  "accelerator": "twin", "num_accelerators": s.args.tp_size,
-                                  "loads": [{"dp_rank": 0,
-                                             "num_running_reqs": len(e.running) if e else 0,
-                                             "num_waiting_reqs": len(e.waiting) if e else 0}]})
+        return web.json_response(
+            {
+                "timestamp": time.time(),
+                "version": SGLANG_VERSION,
+                "accelerator": "twin",
+                "num_accelerators": s.args.tp_size,
+                "loads": [
+                    {
+                        "dp_rank": 0,
+                        "num_running_reqs": len(e.running) if e else 0,
+                        "num_waiting_reqs": len(e.waiting) if e else 0,
+                    }
+                ],
+            }
+        )
 
     async def state(self, request: web.Request) -> web.Response:
         return web.json_response(twin_state(self.s))
@@ -196,8 +269,9 @@ class _Handlers:
         except (ValueError, AttributeError, TypeError) as exc:
             s.hazards.corrupt_shapes = before  # a rejected request changes nothing
             return web.json_response({"error": str(exc)}, status=400)
-        return web.json_response({"hazards": s.hazards.as_dict(),
-                                  "corrupt_shapes": list(s.hazards.corrupt_shapes)})
+        return web.json_response(
+            {"hazards": s.hazards.as_dict(), "corrupt_shapes": list(s.hazards.corrupt_shapes)}
+        )
 
     @web.middleware
     async def count_http(self, request: web.Request, handler: Handler) -> web.StreamResponse:

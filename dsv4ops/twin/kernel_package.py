@@ -59,7 +59,9 @@ def load_plugins(env: dict[str, str] | os._Environ[str]) -> list[dict[str, str]]
             _log.info("Loaded plugin %s from group %s", ep.name, PLUGIN_GROUP)
             func()
         except Exception:  # SGLang logs and goes on (plugins/__init__.py L83-84, L135-136)
-            _log.exception("Failed to load or execute plugin %s from group %s", ep.name, PLUGIN_GROUP)
+            _log.exception(
+                "Failed to load or execute plugin %s from group %s", ep.name, PLUGIN_GROUP
+            )
             continue
         package = _package_of(sys.modules.get(getattr(func, "__module__", ""), None))
         if package:
@@ -78,8 +80,11 @@ def _package_of(module: object) -> dict[str, str] | None:
         return None
 
 
-def resolve_kernel_config(env: dict[str, str] | os._Environ[str], argv: list[str] | None = None,
-                          packages: list[dict[str, str]] | None = None) -> KernelConfigChoice:
+def resolve_kernel_config(
+    env: dict[str, str] | os._Environ[str],
+    argv: list[str] | None = None,
+    packages: list[dict[str, str]] | None = None,
+) -> KernelConfigChoice:
     """Raises FileNotFoundError, as SGLang does, when the lookup runs and `configs/` is missing."""
     package = packages[0] if packages else None
     if not moe_path(argv or [], dict(env)).reads_triton_configs:
@@ -89,20 +94,33 @@ def resolve_kernel_config(env: dict[str, str] | os._Environ[str], argv: list[str
     version = env.get("DSV4_TWIN_TRITON_VERSION", BOX_TRITON_VERSION)
     primary = Path(base, "configs", f"triton_{version.replace('.', '_')}", up)
     if not base:
-        return KernelConfigChoice(f"{SGLANG_DEFAULT_LINE}. Performance might be sub-optimal! "
-                                  f"Config file not found at <sglang>/configs/{primary.parent.name}/{up}",
-                                  package, None)
+        return KernelConfigChoice(
+            f"{SGLANG_DEFAULT_LINE}. Performance might be sub-optimal! "
+            f"Config file not found at <sglang>/configs/{primary.parent.name}/{up}",
+            package,
+            None,
+        )
     if primary.is_file():
         return KernelConfigChoice(f"{SGLANG_FOUND_LINE}{primary}.", package, str(primary.parent))
     configs = Path(base, "configs")
     if not configs.is_dir():  # SGLang lists <dir>/configs with no existence check (L115-124)
         raise FileNotFoundError(f"[Errno 2] No such file or directory: '{configs}'")
-    others = sorted((d for d in configs.glob("triton_*") if (d / up).is_file()), key=lambda d: d.name,
-                    reverse=True)
+    others = sorted(
+        (d for d in configs.glob("triton_*") if (d / up).is_file()),
+        key=lambda d: d.name,
+        reverse=True,
+    )
     if others:
-        return KernelConfigChoice(f"Config file not found at {primary}. Fallback to triton version "
-                                  f"{others[0].name.removeprefix('triton_').replace('_', '.')} and use MoE "
-                                  f"kernel config from {others[0] / up}. Performance might be sub-optimal!",
-                                  package, str(others[0]))
-    return KernelConfigChoice(f"{SGLANG_DEFAULT_LINE}. Performance might be sub-optimal! Config file not "
-                              f"found at {primary}", package, None)
+        return KernelConfigChoice(
+            f"Config file not found at {primary}. Fallback to triton version "
+            f"{others[0].name.removeprefix('triton_').replace('_', '.')} and use MoE "
+            f"kernel config from {others[0] / up}. Performance might be sub-optimal!",
+            package,
+            str(others[0]),
+        )
+    return KernelConfigChoice(
+        f"{SGLANG_DEFAULT_LINE}. Performance might be sub-optimal! Config file not "
+        f"found at {primary}",
+        package,
+        None,
+    )

@@ -32,8 +32,15 @@ Addr = tuple[str, int]
 
 
 class KVReceiver:
-    def __init__(self, *, config: TwinConfig, hazards: HazardBoard, events: EventLog,
-                 instance_id: str, decode_addr: str) -> None:
+    def __init__(
+        self,
+        *,
+        config: TwinConfig,
+        hazards: HazardBoard,
+        events: EventLog,
+        instance_id: str,
+        decode_addr: str,
+    ) -> None:
         self.config = config
         self.hazards = hazards
         self.events = events
@@ -53,7 +60,8 @@ class KVReceiver:
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0, force_close=False))
+                connector=aiohttp.TCPConnector(limit=0, force_close=False)
+            )
         return self._session
 
     def start_heartbeat(self) -> None:
@@ -80,12 +88,12 @@ class KVReceiver:
     async def _beat(self, addr: Addr) -> None:
         host, port = addr
         # requests' timeout=(2, 3): connect 2 s, read 3 s
-        timeout = aiohttp.ClientTimeout(sock_connect=self.config.wall(2.0),
-                                        sock_read=self.config.wall(3.0))
+        timeout = aiohttp.ClientTimeout(
+            sock_connect=self.config.wall(2.0), sock_read=self.config.wall(3.0)
+        )
         ok = False
         with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError):
-            async with self._client().get(f"http://{host}:{port}/health",
-                                          timeout=timeout) as resp:
+            async with self._client().get(f"http://{host}:{port}/health", timeout=timeout) as resp:
                 ok = resp.status == 200
         if ok:
             self.heartbeat_failures[addr] = 0
@@ -107,8 +115,12 @@ class KVReceiver:
                 self._lost[task] = reason
                 task.cancel()
         log.error("%s, %d requests affected", reason, len(pulls))
-        self.events.emit("prefill_lost", bootstrap=f"{addr[0]}:{addr[1]}",
-                         affected=len(pulls), misses=self.config.heartbeat_max_failure)
+        self.events.emit(
+            "prefill_lost",
+            bootstrap=f"{addr[0]}:{addr[1]}",
+            affected=len(pulls),
+            misses=self.config.heartbeat_max_failure,
+        )
 
     # --- registration and transfer -------------------------------------------------------
     async def _register(self, host: str, port: int) -> dict[str, object]:
@@ -123,16 +135,20 @@ class KVReceiver:
                     raise HandshakeError(f"bootstrap /route on {base} answered {resp.status}")
                 route = await resp.json()
             body = {"decode_addr": self.decode_addr, "decode_instance_id": self.instance_id}
-            async with self._client().post(f"{base}/register_peer", json=body,
-                                           timeout=timeout) as resp:
+            async with self._client().post(
+                f"{base}/register_peer", json=body, timeout=timeout
+            ) as resp:
                 reg: dict[str, object] = await resp.json()
             self.prefills[key] = reg
             self.heartbeat_failures.setdefault(key, 0)
-            self.events.emit("peer_registered", bootstrap=f"{host}:{port}",
-                             prefill_instance_id=reg.get("prefill_instance_id"),
-                             prefill_pid=reg.get("prefill_pid"),
-                             prefill_started_at=reg.get("prefill_started_at"),
-                             page_size=route.get("page_size"))
+            self.events.emit(
+                "peer_registered",
+                bootstrap=f"{host}:{port}",
+                prefill_instance_id=reg.get("prefill_instance_id"),
+                prefill_pid=reg.get("prefill_pid"),
+                prefill_started_at=reg.get("prefill_started_at"),
+                page_size=route.get("page_size"),
+            )
             return reg
 
     async def fetch(self, host: str, port: int, room: int, prompt_hash: str) -> None:
@@ -145,8 +161,13 @@ class KVReceiver:
                 self.bootstrap_failed += 1
             else:
                 self.failed += 1
-            self.events.emit("transfer_failed", room=room, side="decode", reason=str(exc),
-                             bootstrap=f"{host}:{port}")
+            self.events.emit(
+                "transfer_failed",
+                room=room,
+                side="decode",
+                reason=str(exc),
+                bootstrap=f"{host}:{port}",
+            )
             raise
         finally:
             self.in_flight -= 1
@@ -158,8 +179,12 @@ class KVReceiver:
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             self.prefills.pop(key, None)
             raise HandshakeError(f"bootstrap server {host}:{port} unreachable: {exc!r}") from None
-        body = {"room": room, "decode_instance_id": self.instance_id, "prompt_hash": prompt_hash,
-                "degrade_state": self.hazards.state("degrade")}
+        body = {
+            "room": room,
+            "decode_instance_id": self.instance_id,
+            "prompt_hash": prompt_hash,
+            "degrade_state": self.hazards.state("degrade"),
+        }
         pull = asyncio.ensure_future(self._pull(key, body))
         self._pulls.setdefault(key, set()).add(pull)
         try:
@@ -182,7 +207,8 @@ class KVReceiver:
             self.prefills.pop(key, None)  # invalidate_cached_bootstrap_infos (conn.py:2904)
             raise TransferError(
                 f"Request {body['room']} timed out after {self.config.waiting_timeout_s:.1f}s "
-                f"in KVPoll.WaitingForInput") from None
+                f"in KVPoll.WaitingForInput"
+            ) from None
 
     async def _post_transfer(self, key: Addr, body: dict[str, object]) -> None:
         host, port = key

@@ -36,12 +36,17 @@ class _DropHttp2Probe(logging.Filter):
 
 async def _serve(server: TwinServer) -> None:
     cfg, args = server.config, server.args
-    server.events.emit("started", argv=list(args.argv), pid=server.pid,
-                       overlap_schedule=args.overlap_schedule,
-                       multi_stream_overlap=server.multi_stream_overlap,
-                       decode_cuda_graph_bs=server.buckets, hazards=server.hazards.as_dict(),
-                       bootstrap_port=args.bootstrap_port if server.role == "prefill" else None,
-                       twin_kernel_package=server.kernel.package)
+    server.events.emit(
+        "started",
+        argv=list(args.argv),
+        pid=server.pid,
+        overlap_schedule=args.overlap_schedule,
+        multi_stream_overlap=server.multi_stream_overlap,
+        decode_cuda_graph_bs=server.buckets,
+        hazards=server.hazards.as_dict(),
+        bootstrap_port=args.bootstrap_port if server.role == "prefill" else None,
+        twin_kernel_package=server.kernel.package,
+    )
     # Launch phase: SIGTERM/SIGINT stop at once (no TokenizerManager handler yet; uvicorn's
     # own handler during warmup).
     stop = asyncio.Event()
@@ -81,8 +86,7 @@ async def _serve(server: TwinServer) -> None:
 
 
 async def _site(app: web.Application, host: str, port: int) -> web.AppRunner:
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
-                           shutdown_timeout=1.0)
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     await web.TCPSite(runner, host, port, reuse_address=True).start()
     return runner
@@ -96,8 +100,12 @@ async def _wait_or_stop(stop: asyncio.Event, seconds: float) -> bool:
         return False
 
 
-async def _shutdown(server: TwinServer, runners: list[web.AppRunner],
-                    engine_task: asyncio.Task[None] | None = None, how: str = "launch") -> None:
+async def _shutdown(
+    server: TwinServer,
+    runners: list[web.AppRunner],
+    engine_task: asyncio.Task[None] | None = None,
+    how: str = "launch",
+) -> None:
     server.status = "shutting_down"
     server.events.emit("shutdown", how=how)
     if engine_task is not None:
@@ -112,8 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     # Plugins first, before logging is configured: SGLang's order (launch_server.py L79), so its
     # INFO "Loaded plugin" line is lost here too; a plugin's own stderr line is not.
     packages = load_plugins(os.environ)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="[%(asctime)s] %(message)s")
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="[%(asctime)s] %(message)s")
     logging.getLogger("aiohttp.server").addFilter(_DropHttp2Probe())
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -129,8 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     if kernel.log_line:
         log.info(kernel.log_line)
     server = TwinServer(args, config, dict(os.environ), kernel)
-    log.info("twin pid=%s role=%s port=%d instance=%s", server.pid, server.role, args.port,
-             server.instance_id)
+    log.info(
+        "twin pid=%s role=%s port=%d instance=%s",
+        server.pid,
+        server.role,
+        args.port,
+        server.instance_id,
+    )
     asyncio.run(_serve(server))
     return 0
 

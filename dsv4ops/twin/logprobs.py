@@ -37,8 +37,10 @@ def chat_entry(text: str, top: int) -> dict[str, Any]:
     def one(t: str, lp: float) -> dict[str, Any]:
         return {"token": t, "bytes": list(t.encode()), "logprob": lp}
 
-    return {**one(text, _value(text, 0)),
-            "top_logprobs": [one(t, lp) for t, lp in _alternatives(text, top)]}
+    return {
+        **one(text, _value(text, 0)),
+        "top_logprobs": [one(t, lp) for t, lp in _alternatives(text, top)],
+    }
 
 
 def chat(texts: list[str], top: int) -> dict[str, Any]:
@@ -46,17 +48,25 @@ def chat(texts: list[str], top: int) -> dict[str, Any]:
 
 
 def completion(texts: list[str], top: int) -> dict[str, Any]:
-    return {"text_offset": [-1] * len(texts), "token_logprobs": [_value(t, 0) for t in texts],
-            "tokens": list(texts),
-            "top_logprobs": [dict(_alternatives(t, top)) for t in texts]}
+    return {
+        "text_offset": [-1] * len(texts),
+        "token_logprobs": [_value(t, 0) for t in texts],
+        "tokens": list(texts),
+        "top_logprobs": [dict(_alternatives(t, top)) for t in texts],
+    }
 
 
 def generate(texts: list[str], ids: list[int], top: int) -> dict[str, Any]:
-    tops = [[[lp, tid if rank == 0 else 0, None]
-             for rank, (_, lp) in enumerate(_alternatives(t, top))]
-            for t, tid in zip(texts, ids, strict=True)]
-    return {"input_token_logprobs": [],
-            "output_token_logprobs": [[_value(t, 0), tid, None]
-                                      for t, tid in zip(texts, ids, strict=True)],
-            "output_token_logprobs_length": len(texts), "input_top_logprobs": [],
-            "output_top_logprobs": tops if top else []}
+    tops = [
+        [[lp, tid if rank == 0 else 0, None] for rank, (_, lp) in enumerate(_alternatives(t, top))]
+        for t, tid in zip(texts, ids, strict=True)
+    ]
+    return {
+        "input_token_logprobs": [],
+        "output_token_logprobs": [
+            [_value(t, 0), tid, None] for t, tid in zip(texts, ids, strict=True)
+        ],
+        "output_token_logprobs_length": len(texts),
+        "input_top_logprobs": [],
+        "output_top_logprobs": tops if top else [],
+    }

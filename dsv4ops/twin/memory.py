@@ -20,8 +20,14 @@ from .perf import GRAPH_GB_PER_DECODE_BUCKET
 
 # model_executor/graph_memory_usage.py GRAPH_MEMORY_USAGE_KEYS: every phase is reported, 0.0 if
 # nothing was captured for it
-GRAPH_MEMORY_PHASES = ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode",
-                       "draft_extend")
+GRAPH_MEMORY_PHASES = (
+    "prefill",
+    "decode",
+    "target_verify",
+    "draft_prefill",
+    "draft_decode",
+    "draft_extend",
+)
 # internal_state.py _DECODE_GRAPH_PHASES: what decode_cuda_graph_memory_gb sums
 DECODE_GRAPH_PHASES = ("decode", "target_verify", "draft_decode", "draft_extend")
 # Estimates for DSV4-Flash on TP4 (one GPU's share); the box reports its own.

@@ -50,26 +50,34 @@ def _gauges(s: SchedulerSnapshot) -> dict[str, tuple[str, float]]:
         "sglang:gen_throughput": ("The generation throughput (token/s).", p.gen_throughput),
         "sglang:cache_hit_rate": ("Prefix cache hit rate", 0.0),
         "sglang:token_usage": ("The token usage.", p.token_usage),
-        "sglang:num_prefill_bootstrap_queue_reqs": ("Prefill bootstrap queue",
-                                                    p.prefill_bootstrap_queue),
-        "sglang:num_prefill_inflight_queue_reqs": ("Prefill inflight queue",
-                                                   p.prefill_inflight_queue),
-        "sglang:num_decode_prealloc_queue_reqs": ("Decode prealloc queue",
-                                                  p.decode_prealloc_queue),
-        "sglang:num_decode_transfer_queue_reqs": ("Decode transfer queue",
-                                                  p.decode_transfer_queue),
+        "sglang:num_prefill_bootstrap_queue_reqs": (
+            "Prefill bootstrap queue",
+            p.prefill_bootstrap_queue,
+        ),
+        "sglang:num_prefill_inflight_queue_reqs": (
+            "Prefill inflight queue",
+            p.prefill_inflight_queue,
+        ),
+        "sglang:num_decode_prealloc_queue_reqs": ("Decode prealloc queue", p.decode_prealloc_queue),
+        "sglang:num_decode_transfer_queue_reqs": ("Decode transfer queue", p.decode_transfer_queue),
         # 0.5.23 declares it but its reporter never sets it (metrics_collector.py L731, L1721)
         "sglang:is_cuda_graph": ("Whether the batch is using CUDA graph.", 0),
         "sglang:max_total_num_tokens": ("KV pool size in tokens", s.max_total_num_tokens),
         "sglang:context_len": ("Context length", s.context_len),
         "sglang:page_size": ("Page size", s.page_size),
         # emit_constants (metrics_collector.py L1769-1800): the memory_usage numbers
-        "sglang:weight_memory_usage_gb": ("Memory used by model weights in GB.",
-                                          s.memory.get("weight", 0.0)),
-        "sglang:kv_cache_memory_usage_gb": ("Memory used by the KV cache pools in GB.",
-                                            s.memory.get("kvcache", 0.0)),
-        "sglang:startup_available_gpu_memory_gb": ("Available GPU memory in GB at startup.",
-                                                   s.memory.get("startup_available", 0.0)),
+        "sglang:weight_memory_usage_gb": (
+            "Memory used by model weights in GB.",
+            s.memory.get("weight", 0.0),
+        ),
+        "sglang:kv_cache_memory_usage_gb": (
+            "Memory used by the KV cache pools in GB.",
+            s.memory.get("kvcache", 0.0),
+        ),
+        "sglang:startup_available_gpu_memory_gb": (
+            "Available GPU memory in GB at startup.",
+            s.memory.get("startup_available", 0.0),
+        ),
     }
 
 
@@ -88,8 +96,11 @@ class _SchedulerCollector(Collector):
             g = GaugeMetricFamily(name, doc, labels=names)
             g.add_metric(values, float(value))
             yield g
-        graph = GaugeMetricFamily("sglang:graph_memory_usage_gb",
-                                  "Memory used by captured device graphs in GB.", labels=[*names, "phase"])
+        graph = GaugeMetricFamily(
+            "sglang:graph_memory_usage_gb",
+            "Memory used by captured device graphs in GB.",
+            labels=[*names, "phase"],
+        )
         for phase in GRAPH_MEMORY_PHASES:  # metrics_collector.py L1313, L1787-1791
             graph.add_metric([*values, phase], float(s.memory.get("graph", {}).get(phase, 0.0)))
         yield graph
@@ -106,61 +117,96 @@ class _SchedulerCollector(Collector):
             yield c
         idle = CounterMetricFamily(
             "sglang:scheduler_idle_seconds",
-            "Total wall time while the scheduler has no runnable or queued work.", labels=names)
+            "Total wall time while the scheduler has no runnable or queued work.",
+            labels=names,
+        )
         idle.add_metric(values, s.idle_seconds)  # registered at 0 (metrics_collector.py L1086)
         yield idle
         rt = CounterMetricFamily(
             "sglang:realtime_tokens",
             "Total number of tokens processed (updated on each log interval). "
-            "mode: prefill_compute, prefill_cache, decode.", labels=[*names, "mode"])
+            "mode: prefill_compute, prefill_cache, decode.",
+            labels=[*names, "mode"],
+        )
         for mode, value in s.realtime_tokens.items():
             if value:  # a labelled child appears on its first increment (inc(0) is skipped)
                 rt.add_metric([*values, mode], float(value))
         yield rt
         gp = CounterMetricFamily(
-            "sglang:cuda_graph_passes", "Total number of forward passes categorized by CUDA graph.",
-            labels=[*names, "mode"])
+            "sglang:cuda_graph_passes",
+            "Total number of forward passes categorized by CUDA graph.",
+            labels=[*names, "mode"],
+        )
         for mode, value in sorted(s.graph_passes.items()):
             gp.add_metric([*values, mode], float(value))  # a child appears on its first pass
         yield gp
 
 
 class TwinMetrics:
-    def __init__(self, *, model_name: str, engine_type: str,
-                 snapshot: Callable[[], SchedulerSnapshot]) -> None:
+    def __init__(
+        self, *, model_name: str, engine_type: str, snapshot: Callable[[], SchedulerSnapshot]
+    ) -> None:
         self.registry = CollectorRegistry()
-        sched = {"model_name": model_name, "engine_type": engine_type, "tp_rank": "0",
-                 "pp_rank": "0", "moe_ep_rank": "0"}
+        sched = {
+            "model_name": model_name,
+            "engine_type": engine_type,
+            "tp_rank": "0",
+            "pp_rank": "0",
+            "moe_ep_rank": "0",
+        }
         self.registry.register(_SchedulerCollector(sched, snapshot))
         tok = ["model_name", "engine_type"]
         self._tok = {"model_name": model_name, "engine_type": engine_type}
         r = self.registry
-        self.prompt_tokens = Counter("sglang:prompt_tokens", "Prompt tokens",
-                                     [*tok, "is_streaming"], registry=r)
-        self.generation_tokens = Counter("sglang:generation_tokens", "Generated tokens",
-                                         [*tok, "is_streaming"], registry=r)
-        self.num_requests = Counter("sglang:num_requests", "Requests",
-                                    [*tok, "is_streaming"], registry=r)
-        self.aborted = Counter("sglang:num_aborted_requests", "Aborted requests", tok,
-                               registry=r)
-        self.ttft = Histogram("sglang:time_to_first_token_seconds", "TTFT",
-                              [*tok, "is_streaming"], buckets=LATENCY_BUCKETS, registry=r)
-        self.itl = Histogram("sglang:inter_token_latency_seconds", "ITL", tok,
-                             buckets=ITL_BUCKETS, registry=r)
-        self.e2e = Histogram("sglang:e2e_request_latency_seconds", "E2E latency",
-                             [*tok, "is_streaming"], buckets=LATENCY_BUCKETS, registry=r)
-        self.startup = Gauge("sglang:startup_time_seconds", "Startup time", [*tok, "phase"],
-                             registry=r)
-        self.http_requests = Counter("sglang:http_requests", "HTTP requests",
-                                     ["endpoint", "method"], registry=r)
+        self.prompt_tokens = Counter(
+            "sglang:prompt_tokens", "Prompt tokens", [*tok, "is_streaming"], registry=r
+        )
+        self.generation_tokens = Counter(
+            "sglang:generation_tokens", "Generated tokens", [*tok, "is_streaming"], registry=r
+        )
+        self.num_requests = Counter(
+            "sglang:num_requests", "Requests", [*tok, "is_streaming"], registry=r
+        )
+        self.aborted = Counter("sglang:num_aborted_requests", "Aborted requests", tok, registry=r)
+        self.ttft = Histogram(
+            "sglang:time_to_first_token_seconds",
+            "TTFT",
+            [*tok, "is_streaming"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.itl = Histogram(
+            "sglang:inter_token_latency_seconds", "ITL", tok, buckets=ITL_BUCKETS, registry=r
+        )
+        self.e2e = Histogram(
+            "sglang:e2e_request_latency_seconds",
+            "E2E latency",
+            [*tok, "is_streaming"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.startup = Gauge(
+            "sglang:startup_time_seconds", "Startup time", [*tok, "phase"], registry=r
+        )
+        self.http_requests = Counter(
+            "sglang:http_requests", "HTTP requests", ["endpoint", "method"], registry=r
+        )
 
     def labels(self, streaming: bool | None = None) -> dict[str, str]:
         if streaming is None:
             return dict(self._tok)
         return {**self._tok, "is_streaming": str(streaming).lower()}
 
-    def record_request(self, *, streaming: bool, prompt_tokens: int, completion_tokens: int,
-                       ttft_s: float | None, e2e_s: float, aborted: bool) -> None:
+    def record_request(
+        self,
+        *,
+        streaming: bool,
+        prompt_tokens: int,
+        completion_tokens: int,
+        ttft_s: float | None,
+        e2e_s: float,
+        aborted: bool,
+    ) -> None:
         lab = self.labels(streaming)
         self.num_requests.labels(**lab).inc()
         self.prompt_tokens.labels(**lab).inc(prompt_tokens)
@@ -169,8 +215,9 @@ class TwinMetrics:
             self.ttft.labels(**lab).observe(ttft_s)
         self.e2e.labels(**lab).observe(e2e_s)
         if completion_tokens > 1 and ttft_s is not None:
-            self.itl.labels(**self.labels()).observe(max(e2e_s - ttft_s, 0.0)
-                                                      / (completion_tokens - 1))
+            self.itl.labels(**self.labels()).observe(
+                max(e2e_s - ttft_s, 0.0) / (completion_tokens - 1)
+            )
         if aborted:
             self.aborted.labels(**self.labels()).inc()
 

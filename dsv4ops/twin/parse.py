@@ -43,19 +43,22 @@ def _max_tokens(value: Any) -> int:
 
 
 def _bootstrap(body: dict[str, Any]) -> Bootstrap:
-    host, port, room = (body.get(k) for k in ("bootstrap_host", "bootstrap_port",
-                                              "bootstrap_room"))
+    host, port, room = (body.get(k) for k in ("bootstrap_host", "bootstrap_port", "bootstrap_room"))
     # A single request may still carry one-element lists (what the router sends for a
     # one-prompt list); anything else list-valued is a batch and goes through parse_batch.
-    host, port, room = (v[0] if isinstance(v, list) and len(v) == 1 else v
-                        for v in (host, port, room))
+    host, port, room = (
+        v[0] if isinstance(v, list) and len(v) == 1 else v for v in (host, port, room)
+    )
     try:
-        return Bootstrap(None if host is None else str(host),
-                         int(port) if port is not None else None,
-                         int(room) if room is not None else None)
+        return Bootstrap(
+            None if host is None else str(host),
+            int(port) if port is not None else None,
+            int(room) if room is not None else None,
+        )
     except (TypeError, ValueError):
-        raise BadRequest("bootstrap_host/bootstrap_port/bootstrap_room: expected one value "
-                         "per request") from None
+        raise BadRequest(
+            "bootstrap_host/bootstrap_port/bootstrap_room: expected one value " "per request"
+        ) from None
 
 
 def _stop(value: Any) -> tuple[str, ...]:
@@ -108,21 +111,26 @@ def _thinking(body: dict[str, Any]) -> bool:
     return kwargs is not None and kwargs.get("thinking") is True
 
 
-def _chat_plan(body: dict[str, Any], messages: list[Any], max_tokens: int,
-               parsers: Parsers) -> tuple[Plan, bool]:
+def _chat_plan(
+    body: dict[str, Any], messages: list[Any], max_tokens: int, parsers: Parsers
+) -> tuple[Plan, bool]:
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
         raise BadRequest("tools must be a list")
     tool_choice = body.get("tool_choice", "auto")
-    options = ChatOptions(tool_parser=bool(parsers.tool_call_parser),
-                          reasoning_parser=bool(parsers.reasoning_parser),
-                          thinking=_thinking(body), reasoning_tokens=parsers.reasoning_tokens)
+    options = ChatOptions(
+        tool_parser=bool(parsers.tool_call_parser),
+        reasoning_parser=bool(parsers.reasoning_parser),
+        thinking=_thinking(body),
+        reasoning_tokens=parsers.reasoning_tokens,
+    )
     tool_parsing = bool(parsers.tool_call_parser) and bool(tools) and tool_choice != "none"
     return plan_chat(messages, tools, tool_choice, max_tokens, options), tool_parsing
 
 
-def parse(kind: str, body: Any, model_name: str,
-          parsers: Parsers | None = None) -> tuple[Job, Plan, Bootstrap, str]:
+def parse(
+    kind: str, body: Any, model_name: str, parsers: Parsers | None = None
+) -> tuple[Job, Plan, Bootstrap, str]:
     """Raises BadRequest. Returns the job, the answer plan, bootstrap fields and the prompt.
 
     `parsers`: the server's; without them, as SGLang without --tool-call-parser."""
@@ -168,12 +176,24 @@ def parse(kind: str, body: Any, model_name: str,
         plan = plan_completion(prompt, max_tokens)
         rid = str(body.get("rid") or uuid.uuid4().hex)
         stream = bool(body.get("stream", False))
-    n_prompt = len(body["input_ids"]) if kind == "generate" and "input_ids" in body \
-        and not isinstance(body.get("text"), str) else count_tokens(prompt)
-    job = Job(kind=kind, rid=rid, model=str(body.get("model") or model_name), stream=stream,
-              include_usage=include_usage, prompt_tokens=n_prompt, max_tokens=max_tokens,
-              created=int(time.time()), tool_parsing=tool_parsing, stop=stop,
-              logprobs=_logprobs(kind, body))
+    n_prompt = (
+        len(body["input_ids"])
+        if kind == "generate" and "input_ids" in body and not isinstance(body.get("text"), str)
+        else count_tokens(prompt)
+    )
+    job = Job(
+        kind=kind,
+        rid=rid,
+        model=str(body.get("model") or model_name),
+        stream=stream,
+        include_usage=include_usage,
+        prompt_tokens=n_prompt,
+        max_tokens=max_tokens,
+        created=int(time.time()),
+        tool_parsing=tool_parsing,
+        stop=stop,
+        logprobs=_logprobs(kind, body),
+    )
     return job, plan, _bootstrap(body), prompt
 
 
@@ -234,8 +254,9 @@ def _spread(value: Any, num: int, n: int, *, room: bool) -> list[Any]:
     return value * n
 
 
-def parse_batch(kind: str, body: Any, model_name: str,
-                parsers: Parsers | None = None) -> Batch | None:
+def parse_batch(
+    kind: str, body: Any, model_name: str, parsers: Parsers | None = None
+) -> Batch | None:
     """A request SGLang runs as a batch (a list of prompts, or n > 1), else None.
 
     Follows 0.5.23's TokenizerManager: with n > 1 each prompt first sends a prefix-caching
@@ -263,20 +284,24 @@ def parse_batch(kind: str, body: Any, model_name: str,
     subs: list[Sub] = []
     primers: list[Sub] = []
     for i, prompt_v in enumerate(batch_prompts):
-        one = {k: v for k, v in body.items()
-               if k not in ("bootstrap_host", "bootstrap_port", "bootstrap_room", "rid", "n")}
+        one = {
+            k: v
+            for k, v in body.items()
+            if k not in ("bootstrap_host", "bootstrap_port", "bootstrap_room", "rid", "n")
+        }
         if prompt_v is not None:
-            one[{"completion": "prompt", "generate": "text"}[kind]
-                if isinstance(prompt_v, str) else
-                {"completion": "prompt", "generate": "input_ids"}[kind]] = prompt_v
+            one[
+                {"completion": "prompt", "generate": "text"}[kind]
+                if isinstance(prompt_v, str)
+                else {"completion": "prompt", "generate": "input_ids"}[kind]
+            ] = prompt_v
             if kind == "generate" and not isinstance(prompt_v, str):
                 one.pop("text", None)
-        boot = {"bootstrap_host": hosts[i], "bootstrap_port": ports[i],
-                "bootstrap_room": rooms[i]}
+        boot = {"bootstrap_host": hosts[i], "bootstrap_port": ports[i], "bootstrap_room": rooms[i]}
         if n > 1:
-            primer_job, plan, pboot, prompt = parse(kind, {**one, **boot,
-                                                           "rid": uuid.uuid4().hex}, model_name,
-                                                   parsers)
+            primer_job, plan, pboot, prompt = parse(
+                kind, {**one, **boot, "rid": uuid.uuid4().hex}, model_name, parsers
+            )
             primers.append(Sub(i, i, primer_job, plan, pboot, prompt, False))
         for j in range(n):
             if n == 1:

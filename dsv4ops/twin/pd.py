@@ -65,8 +65,15 @@ def _fraction(seed: int, room: int) -> float:
 
 
 class BootstrapServer:
-    def __init__(self, *, config: TwinConfig, hazards: HazardBoard, events: EventLog,
-                 instance_id: str, info: dict[str, object]) -> None:
+    def __init__(
+        self,
+        *,
+        config: TwinConfig,
+        hazards: HazardBoard,
+        events: EventLog,
+        instance_id: str,
+        info: dict[str, object],
+    ) -> None:
         self.config = config
         self.hazards = hazards
         self.events = events
@@ -110,9 +117,14 @@ class BootstrapServer:
                 self.transfer_failed += 1
             else:
                 self.bootstrap_failed += 1
-            self.events.emit("transfer_failed", room=r.room, side="prefill",
-                             reason="KVPoll.Bootstrapping timed out" if not r.handshaken
-                             else "KVPoll.Transferring timed out")
+            self.events.emit(
+                "transfer_failed",
+                room=r.room,
+                side="prefill",
+                reason="KVPoll.Bootstrapping timed out"
+                if not r.handshaken
+                else "KVPoll.Transferring timed out",
+            )
             return False
         finally:
             self.rooms.pop(r.room, None)
@@ -123,14 +135,18 @@ class BootstrapServer:
 
     async def _route(self, request: web.Request) -> web.Response:
         if not self.ready:
-            return web.Response(text="Prefill server not fully registered yet "
-                                     "(0 workers registered).", status=503)
-        return web.json_response({
-            "prefill_instance_id": self.instance_id,
-            "prefill_pid": self.info.get("pid"),
-            "prefill_started_at": self.started_at,
-            **self.info,
-        })
+            return web.Response(
+                text="Prefill server not fully registered yet " "(0 workers registered).",
+                status=503,
+            )
+        return web.json_response(
+            {
+                "prefill_instance_id": self.instance_id,
+                "prefill_pid": self.info.get("pid"),
+                "prefill_started_at": self.started_at,
+                **self.info,
+            }
+        )
 
     async def _register(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -140,14 +156,27 @@ class BootstrapServer:
         if inst not in self.peers:
             self.peers[inst] = Peer(addr, inst, stale)
             self.seen_addrs[addr] = inst
-            self.events.emit("peer_registered", decode_addr=addr, decode_instance_id=inst,
-                             previous_instance_id=previous, stale=stale)
+            self.events.emit(
+                "peer_registered",
+                decode_addr=addr,
+                decode_instance_id=inst,
+                previous_instance_id=previous,
+                stale=stale,
+            )
             if stale and self.hazards.active("degrade", True):
-                self.events.emit("degraded", decode_addr=addr, decode_instance_id=inst,
-                                 previous_instance_id=previous)
-        return web.json_response({"prefill_instance_id": self.instance_id,
-                                  "prefill_pid": self.info.get("pid"),
-                                  "prefill_started_at": self.started_at})
+                self.events.emit(
+                    "degraded",
+                    decode_addr=addr,
+                    decode_instance_id=inst,
+                    previous_instance_id=previous,
+                )
+        return web.json_response(
+            {
+                "prefill_instance_id": self.instance_id,
+                "prefill_pid": self.info.get("pid"),
+                "prefill_started_at": self.started_at,
+            }
+        )
 
     def _degraded_for(self, peer: Peer, decode_state: str) -> bool:
         state = self.hazards.state("degrade")
@@ -162,9 +191,12 @@ class BootstrapServer:
         peer = self.peers.get(str(body.get("decode_instance_id")))
         if peer is None:
             # Stale metadata on the decode: the message reaches no rank of this process.
-            self.events.emit("transfer_unanswered", room=room_id,
-                             decode_instance_id=body.get("decode_instance_id"),
-                             reason="decode not registered with this prefill instance")
+            self.events.emit(
+                "transfer_unanswered",
+                room=room_id,
+                decode_instance_id=body.get("decode_instance_id"),
+                reason="decode not registered with this prefill instance",
+            )
             await asyncio.sleep(deadline)
             return web.json_response({"error": "no rank answered"}, status=504)
         try:
@@ -173,18 +205,26 @@ class BootstrapServer:
             return web.json_response({"error": f"room {room_id} never prefilled"}, status=504)
         if r.prompt_hash != body.get("prompt_hash"):
             return web.json_response({"error": "prompt mismatch for room"}, status=409)
-        if (self._degraded_for(peer, str(body.get("degrade_state", "auto")))
-                and _fraction(self.config.seed, room_id) < self.config.degrade_fail_fraction):
+        if (
+            self._degraded_for(peer, str(body.get("degrade_state", "auto")))
+            and _fraction(self.config.seed, room_id) < self.config.degrade_fail_fraction
+        ):
             # Silent failure: the stale NIXL peer state swallows the transfer. The prefill
             # counts it only when its own request times out (wait_transferred).
             r.failed = True
-            self.events.emit("transfer_failed", room=room_id, side="prefill",
-                             decode_instance_id=peer.instance_id, reason="stale peer state")
+            self.events.emit(
+                "transfer_failed",
+                room=room_id,
+                side="prefill",
+                decode_instance_id=peer.instance_id,
+                reason="stale peer state",
+            )
             await asyncio.sleep(deadline)
             return web.json_response({"error": "transfer lost"}, status=504)
         r.done.set()
-        return web.json_response({"room": room_id, "prompt_tokens": r.prompt_tokens,
-                                  "kv_bytes": r.prompt_tokens * 70272})
+        return web.json_response(
+            {"room": room_id, "prompt_tokens": r.prompt_tokens, "kv_bytes": r.prompt_tokens * 70272}
+        )
 
     async def _room_ready(self, room_id: int) -> Room:
         while True:

@@ -91,9 +91,17 @@ class StepVariation:
       (DSV4_TWIN_DRIFT_EPOCH), or each process starts its own drift at zero.
     """
 
-    def __init__(self, *, noise_pct: float, drift_pct_per_min: float, epoch: float | None,
-                 time_scale: float, seed: int, clock: Callable[[], float] = time.time,
-                 offset: float = 1.0) -> None:
+    def __init__(
+        self,
+        *,
+        noise_pct: float,
+        drift_pct_per_min: float,
+        epoch: float | None,
+        time_scale: float,
+        seed: int,
+        clock: Callable[[], float] = time.time,
+        offset: float = 1.0,
+    ) -> None:
         self.offset = offset  # this start's deploy-to-deploy factor (deploy_offset)
         self.noise = noise_pct / 100.0
         self.drift = drift_pct_per_min / 100.0

@@ -55,9 +55,15 @@ class StatsReporter:
     """Rank 0's metrics reporter. `live()` is the scheduler's state right now (what a log would
     publish); `fully_idle()` is `Scheduler.is_fully_idle` (nothing running or in any queue)."""
 
-    def __init__(self, config: TwinConfig, *, decode_log_interval: int,
-                 live: Callable[[], SchedStats], fully_idle: Callable[[], bool],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: TwinConfig,
+        *,
+        decode_log_interval: int,
+        live: Callable[[], SchedStats],
+        fully_idle: Callable[[], bool],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.config = config
         self.decode_log_interval = decode_log_interval
         self._live = live
@@ -131,13 +137,15 @@ class StatsReporter:
         now = self._now()
         gap_model_s = (now - self._last_decode_log_at) / self.config.time_scale
         self._last_decode_log_at = now
-        self._last_gen_throughput = self._generated_since_log / gap_model_s \
-            if gap_model_s > 0 else 0.0
+        self._last_gen_throughput = (
+            self._generated_since_log / gap_model_s if gap_model_s > 0 else 0.0
+        )
         self._generated_since_log = 0
         self.realtime_tokens["decode"] += self._pending_decode_tokens
         self._pending_decode_tokens = 0
-        self._log(replace(self._live(), running=batch_size,
-                          gen_throughput=self._last_gen_throughput))
+        self._log(
+            replace(self._live(), running=batch_size, gen_throughput=self._last_gen_throughput)
+        )
 
     # --- prefill -------------------------------------------------------------------------
     def prefill_batch(self, compute_tokens: int, cache_tokens: int = 0) -> None:

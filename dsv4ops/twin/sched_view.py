@@ -58,13 +58,21 @@ def live_stats(server: TwinServer) -> SchedStats:
         token_usage=min(1.0, running * 4096 / MAX_TOTAL_TOKENS),
         prefill_bootstrap_queue=bootstrapping,
         prefill_inflight_queue=inflight,
-        decode_transfer_queue=server.receiver.in_flight if server.receiver else 0)
+        decode_transfer_queue=server.receiver.in_flight if server.receiver else 0,
+    )
+
 
 def fully_idle(server: TwinServer) -> bool:
     """Scheduler.is_fully_idle: nothing running, waiting, bootstrapping or in transfer."""
     s = live_stats(server)
-    return not (s.running or s.queued or s.prefill_bootstrap_queue
-                or s.prefill_inflight_queue or s.decode_transfer_queue)
+    return not (
+        s.running
+        or s.queued
+        or s.prefill_bootstrap_queue
+        or s.prefill_inflight_queue
+        or s.decode_transfer_queue
+    )
+
 
 def snapshot(server: TwinServer) -> SchedulerSnapshot:
     if server.engine is None and server.status == "up":
@@ -73,13 +81,16 @@ def snapshot(server: TwinServer) -> SchedulerSnapshot:
         server.reporter.on_idle()
     p = server.reporter.published
     return SchedulerSnapshot(
-        published=p, realtime_tokens=dict(server.reporter.realtime_tokens),
+        published=p,
+        realtime_tokens=dict(server.reporter.realtime_tokens),
         graph_passes=dict(server.reporter.graph_passes),
         idle_seconds=server.reporter.idle_seconds,
         transfer_failed_total=(server.receiver.failed if server.receiver else 0)
         + (server.bootstrap.transfer_failed if server.bootstrap else 0),
         bootstrap_failed_total=(server.receiver.bootstrap_failed if server.receiver else 0)
         + (server.bootstrap.bootstrap_failed if server.bootstrap else 0),
-        max_total_num_tokens=MAX_TOTAL_TOKENS, context_len=CONTEXT_LEN,
+        max_total_num_tokens=MAX_TOTAL_TOKENS,
+        context_len=CONTEXT_LEN,
         page_size=server.args.page_size,
-        memory=memory_usage(server.buckets, token_capacity=MAX_TOTAL_TOKENS))
+        memory=memory_usage(server.buckets, token_capacity=MAX_TOTAL_TOKENS),
+    )

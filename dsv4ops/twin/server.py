@@ -39,13 +39,15 @@ def _env_on(value: str | None, default: bool) -> bool:
 
 
 def not_ready() -> web.Response:
-    return web.json_response(error_body("The server is not ready", 503, "ServiceUnavailable"),
-                             status=503)
+    return web.json_response(
+        error_body("The server is not ready", 503, "ServiceUnavailable"), status=503
+    )
 
 
 class TwinServer:
-    def __init__(self, args: ServerArgs, config: TwinConfig, env: dict[str, str],
-                 kernel: KernelConfigChoice) -> None:
+    def __init__(
+        self, args: ServerArgs, config: TwinConfig, env: dict[str, str], kernel: KernelConfigChoice
+    ) -> None:
         self.args = args
         self.config = config
         self.env = env
@@ -60,18 +62,22 @@ class TwinServer:
         self.gracefully_exit = False
         self.unhealthy = False
         self.startup_time: float | None = None
-        self.events = EventLog(config.event_log, role=self.role, port=args.port,
-                               instance_id=self.instance_id)
+        self.events = EventLog(
+            config.event_log, role=self.role, port=args.port, instance_id=self.instance_id
+        )
         self.hazards = HazardBoard(config)
         self.multi_stream_overlap = _env_on(env.get("SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"), True)
         self.health_generation = _env_on(env.get("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"), True)
         self.max_running = args.max_running_requests or DSV4_DEFAULT_MAX_RUNNING
         # A prefill server disables the decode graph (cuda_graph_hook.py:557-576).
         self.buckets = resolve_decode_buckets(
-            explicit=args.cuda_graph_bs_decode, max_bs=args.cuda_graph_max_bs_decode,
-            max_running_requests=args.max_running_requests, tp_size=args.tp_size,
+            explicit=args.cuda_graph_bs_decode,
+            max_bs=args.cuda_graph_max_bs_decode,
+            max_running_requests=args.max_running_requests,
+            tp_size=args.tp_size,
             disable_padding=args.disable_cuda_graph_padding,
-            disabled=args.disable_decode_cuda_graph or self.role == "prefill")
+            disabled=args.disable_decode_cuda_graph or self.role == "prefill",
+        )
         self.inflight: dict[str, Req] = {}
         self.prefill_lock = asyncio.Lock()
         # prefill requests waiting for the prefill (their room, None for a fake bootstrap)
@@ -84,26 +90,61 @@ class TwinServer:
         """The role's working parts: the metrics reporter, the decode engine (not on a prefill),
         the bootstrap server (prefill) or KV receiver (decode), and /metrics when enabled."""
         # rank 0's metrics reporter: what /metrics shows is what it last published
-        self.reporter = StatsReporter(config, decode_log_interval=args.decode_log_interval,
-                                      live=lambda: live_stats(self),
-                                      fully_idle=lambda: fully_idle(self))
+        self.reporter = StatsReporter(
+            config,
+            decode_log_interval=args.decode_log_interval,
+            live=lambda: live_stats(self),
+            fully_idle=lambda: fully_idle(self),
+        )
         self.engine: DecodeEngine | None = None
         if self.role != "prefill":
             self.engine = DecodeEngine(
-                config=config, buckets=self.buckets, overlap=args.overlap_schedule,
-                multi_stream_overlap=self.multi_stream_overlap, max_running=self.max_running,
-                hazards=self.hazards, events=self.events, reporter=self.reporter)
-        info = {"pid": self.pid, "page_size": args.page_size,
-                "kv_cache_dtype": args.kv_cache_dtype, "tp_size": args.tp_size}
-        self.bootstrap = BootstrapServer(config=config, hazards=self.hazards, events=self.events,
-                                         instance_id=self.instance_id, info=info) \
-            if self.role == "prefill" else None
-        self.receiver = KVReceiver(config=config, hazards=self.hazards, events=self.events,
-                                   instance_id=self.instance_id,
-                                   decode_addr=f"{args.host}:{args.port}") \
-            if self.role == "decode" else None
-        self.metrics = TwinMetrics(model_name=args.served_model_name, engine_type=self.role,
-                                   snapshot=lambda: snapshot(self)) if args.enable_metrics else None
+                config=config,
+                buckets=self.buckets,
+                overlap=args.overlap_schedule,
+                multi_stream_overlap=self.multi_stream_overlap,
+                max_running=self.max_running,
+                hazards=self.hazards,
+                events=self.events,
+                reporter=self.reporter,
+            )
+        info = {
+            "pid": self.pid,
+            "page_size": args.page_size,
+            "kv_cache_dtype": args.kv_cache_dtype,
+            "tp_size": args.tp_size,
+        }
+        self.bootstrap = (
+            BootstrapServer(
+                config=config,
+                hazards=self.hazards,
+                events=self.events,
+                instance_id=self.instance_id,
+                info=info,
+            )
+            if self.role == "prefill"
+            else None
+        )
+        self.receiver = (
+            KVReceiver(
+                config=config,
+                hazards=self.hazards,
+                events=self.events,
+                instance_id=self.instance_id,
+                decode_addr=f"{args.host}:{args.port}",
+            )
+            if self.role == "decode"
+            else None
+        )
+        self.metrics = (
+            TwinMetrics(
+                model_name=args.served_model_name,
+                engine_type=self.role,
+                snapshot=lambda: snapshot(self),
+            )
+            if args.enable_metrics
+            else None
+        )
 
     # --- lifecycle -----------------------------------------------------------------------
     def capture_seconds(self) -> float:
@@ -123,7 +164,8 @@ class TwinServer:
         self.reporter.start()
         if self.metrics is not None:
             self.metrics.startup.labels(**self.metrics.labels(), phase="total").set(
-                self.startup_time / self.config.time_scale)
+                self.startup_time / self.config.time_scale
+            )
         self.events.emit("ready", startup_time=self.startup_time, buckets=self.buckets)
         if self.engine is not None and self.hazards.state("wedge") == "force":
             self.engine.wedge("forced")
@@ -132,8 +174,7 @@ class TwinServer:
         """Raises ValueError on unknown names/states."""
         self.hazards.set(name, state)
         self.events.emit("hazard_set", hazard=name, state=state)
-        if name == "wedge" and state == "force" and self.engine is not None \
-                and self.status == "up":
+        if name == "wedge" and state == "force" and self.engine is not None and self.status == "up":
             self.engine.wedge("forced")
 
     # --- generation ----------------------------------------------------------------------
@@ -148,27 +189,33 @@ class TwinServer:
                 self._prefill_running.append(room)
                 try:
                     self.reporter.prefill_batch(prompt_tokens)
-                    await asyncio.sleep(self.config.wall(
-                        prompt_tokens * self.config.prefill_ms_per_token / 1000.0))
+                    await asyncio.sleep(
+                        self.config.wall(prompt_tokens * self.config.prefill_ms_per_token / 1000.0)
+                    )
                 finally:
                     self._prefill_running.remove(room)
         finally:
             self._prefill_waiting.pop(key, None)
 
-    async def handle_generation(self, request: web.Request, job: Job, plan: Plan,
-                                boot: Bootstrap, prompt: str) -> web.StreamResponse:
+    async def handle_generation(
+        self, request: web.Request, job: Job, plan: Plan, boot: Bootstrap, prompt: str
+    ) -> web.StreamResponse:
         if self.status != "up":
             return not_ready()
         started = time.monotonic()
-        req = Req(rid=job.rid, plan=plan, max_tokens=job.max_tokens,
-                  prompt_tokens=job.prompt_tokens, stop=job.stop)
+        req = Req(
+            rid=job.rid,
+            plan=plan,
+            max_tokens=job.max_tokens,
+            prompt_tokens=job.prompt_tokens,
+            stop=job.stop,
+        )
         self.inflight[job.rid] = req
         try:
             await self.prepare(job, req, boot, prompt)
             return await self._respond(request, job, req)
         except TransferError as exc:
-            return web.json_response(error_body(str(exc), 500, "InternalServerError"),
-                                     status=500)
+            return web.json_response(error_body(str(exc), 500, "InternalServerError"), status=500)
         except asyncio.CancelledError:
             self._abort(req, "client_disconnect")
             raise
@@ -176,8 +223,9 @@ class TwinServer:
             self.inflight.pop(job.rid, None)
             self.record(job, req, started)
 
-    async def prepare(self, job: Job, req: Req, boot: Bootstrap, prompt: str, *,
-                      shares_room: bool = False) -> None:
+    async def prepare(
+        self, job: Job, req: Req, boot: Bootstrap, prompt: str, *, shares_room: bool = False
+    ) -> None:
         """Everything before the first token: prefill compute and KV transfer, then the decode
         batch. Raises TransferError; HTTPBadRequest for a decode request without bootstrap."""
         real = boot.host not in (None, FAKE_BOOTSTRAP_HOST) and boot.room is not None
@@ -188,14 +236,17 @@ class TwinServer:
             if boot.host is None or boot.room is None:
                 raise web.HTTPBadRequest(
                     text='{"error":{"message":"bootstrap_host and bootstrap_room are '
-                         'required in decode mode"}}', content_type="application/json")
+                    'required in decode mode"}}',
+                    content_type="application/json",
+                )
             assert self.receiver is not None
             port = boot.port if boot.port is not None else self.args.bootstrap_port
             if self.engine is not None and self.engine.wedged:
                 await self._never_handshaken()
             if shares_room:
-                await self._lost_sample(boot.room, self.config.waiting_timeout_s, "decode",
-                                        "KVPoll.WaitingForInput")
+                await self._lost_sample(
+                    boot.room, self.config.waiting_timeout_s, "decode", "KVPoll.WaitingForInput"
+                )
             await self.receiver.fetch(boot.host, port, boot.room, prompt_hash(prompt))
         elif self.role == "unified":
             await self.prefill_compute(job.prompt_tokens)
@@ -222,19 +273,32 @@ class TwinServer:
         elif self.bootstrap is not None:
             self.bootstrap.bootstrap_failed += 1
         reason = f"Request {room} timed out after {timeout_s:.1f}s in {poll}"
-        self.events.emit("transfer_failed", room=room, side=side, reason=reason,
-                         cause="parallel samples share the bootstrap room")
+        self.events.emit(
+            "transfer_failed",
+            room=room,
+            side=side,
+            reason=reason,
+            cause="parallel samples share the bootstrap room",
+        )
         raise TransferError(reason)
 
-    async def _prefill_one(self, job: Job, req: Req, boot: Bootstrap, prompt: str, real: bool,
-                           shares_room: bool) -> None:
+    async def _prefill_one(
+        self, job: Job, req: Req, boot: Bootstrap, prompt: str, real: bool, shares_room: bool
+    ) -> None:
         assert self.bootstrap is not None
         if real and shares_room:
             await self.prefill_compute(job.prompt_tokens)
-            await self._lost_sample(int(boot.room or 0), self.config.bootstrap_timeout_s,
-                                    "prefill", "KVPoll.Bootstrapping")
-        room = self.bootstrap.open_room(int(boot.room or 0), prompt_hash(prompt),
-                                        job.prompt_tokens) if real else None
+            await self._lost_sample(
+                int(boot.room or 0),
+                self.config.bootstrap_timeout_s,
+                "prefill",
+                "KVPoll.Bootstrapping",
+            )
+        room = (
+            self.bootstrap.open_room(int(boot.room or 0), prompt_hash(prompt), job.prompt_tokens)
+            if real
+            else None
+        )
         await self.prefill_compute(job.prompt_tokens, room)
         if room is not None:
             room.kv_ready.set()
@@ -251,10 +315,12 @@ class TwinServer:
         fmt = FORMATS[job.kind](job)
         if not job.stream:
             await req.done.wait()
-            return web.json_response(fmt.full(req.pieces, req.finish_reason or "", req.emitted,
-                                              req.matched))
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                           "Cache-Control": "no-cache"})
+            return web.json_response(
+                fmt.full(req.pieces, req.finish_reason or "", req.emitted, req.matched)
+            )
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
         try:
             await resp.prepare(request)
             for chunk in fmt.start():
@@ -281,8 +347,11 @@ class TwinServer:
         return False
 
     def abort(self, rid: str | None, abort_all: bool) -> int:
-        targets = list(self.inflight.values()) if abort_all else \
-            [r for r in [self.inflight.get(rid or "")] if r is not None]
+        targets = (
+            list(self.inflight.values())
+            if abort_all
+            else [r for r in [self.inflight.get(rid or "")] if r is not None]
+        )
         return sum(self._abort(r, "abort_request") for r in targets)
 
     def record(self, job: Job, req: Req, started: float) -> None:
@@ -291,9 +360,13 @@ class TwinServer:
         scale = self.config.time_scale
         ttft = (req.first_token_at - started) / scale if req.first_token_at else None
         self.metrics.record_request(
-            streaming=job.stream, prompt_tokens=job.prompt_tokens,
-            completion_tokens=req.emitted, ttft_s=ttft,
-            e2e_s=(time.monotonic() - started) / scale, aborted=req.aborted)
+            streaming=job.stream,
+            prompt_tokens=job.prompt_tokens,
+            completion_tokens=req.emitted,
+            ttft_s=ttft,
+            e2e_s=(time.monotonic() - started) / scale,
+            aborted=req.aborted,
+        )
 
     # --- health --------------------------------------------------------------------------
     async def health(self) -> bool:
@@ -302,9 +375,13 @@ class TwinServer:
             return False
         if not self.health_generation:
             return True
-        probe = Req(rid=f"HEALTH_CHECK_{uuid.uuid4().hex[:8]}",
-                    plan=Plan("health", ["ok"], None, True), max_tokens=1, prompt_tokens=1,
-                    is_health_probe=True)
+        probe = Req(
+            rid=f"HEALTH_CHECK_{uuid.uuid4().hex[:8]}",
+            plan=Plan("health", ["ok"], None, True),
+            max_tokens=1,
+            prompt_tokens=1,
+            is_health_probe=True,
+        )
         try:
             async with asyncio.timeout(self.config.wall(self.config.health_timeout_s)):
                 if self.role == "prefill":

@@ -43,18 +43,27 @@ async def sigterm_watchdog(server: TwinServer) -> str:
             log.error("Signal SIGTERM received while force shutdown flag set. Force exiting.")
             return "forced"
         left = sorted(server.inflight)
-        log.info("Gracefully exiting... Remaining number of requests %d. Remaining requests "
-                 "remaining_rids=%s.", len(left), left)
+        log.info(
+            "Gracefully exiting... Remaining number of requests %d. Remaining requests "
+            "remaining_rids=%s.",
+            len(left),
+            left,
+        )
         server.events.emit("draining", remaining=len(left))
         if not left:
             break
         await asyncio.sleep(tick)
     blocked = bool(server.engine is not None and server.engine.wedged)
-    exit_s = SCHEDULER_EXIT_TIMEOUT_S if blocked else min(cfg.scheduler_exit_s,
-                                                          SCHEDULER_EXIT_TIMEOUT_S)
+    exit_s = (
+        SCHEDULER_EXIT_TIMEOUT_S if blocked else min(cfg.scheduler_exit_s, SCHEDULER_EXIT_TIMEOUT_S)
+    )
     await asyncio.sleep(cfg.wall(exit_s))
     if blocked or cfg.scheduler_exit_s >= SCHEDULER_EXIT_TIMEOUT_S:
-        log.warning("Schedulers still alive %ds after ShutdownReq, killing them before they "
-                    "released: [%d]", int(SCHEDULER_EXIT_TIMEOUT_S), server.pid)
+        log.warning(
+            "Schedulers still alive %ds after ShutdownReq, killing them before they "
+            "released: [%d]",
+            int(SCHEDULER_EXIT_TIMEOUT_S),
+            server.pid,
+        )
         return "schedulers_killed"
     return "graceful"

@@ -11,5 +11,15 @@ from dsv4ops.watch.findings import KINDS, Finding, Severity, worst
 from dsv4ops.watch.loop import Round, Watcher
 from dsv4ops.watch.settings import Baseline, WatchSettings
 
-__all__ = ["KINDS", "Baseline", "Finding", "Round", "Severity", "WatchEndpoints", "WatchSettings",
-           "Watcher", "watch_endpoints", "worst"]
+__all__ = [
+    "KINDS",
+    "Baseline",
+    "Finding",
+    "Round",
+    "Severity",
+    "WatchEndpoints",
+    "WatchSettings",
+    "Watcher",
+    "watch_endpoints",
+    "worst",
+]

@@ -17,7 +17,9 @@ from dsv4ops.watch.settings import Baseline
 _BASELINE = re.compile(r"baseline (\d+(?:\.\d+)?) tok/s at concurrency (\d+)")
 
 
-def baseline_from_operations(ops: Sequence[Operation], deployed: Operation | None) -> Baseline | None:
+def baseline_from_operations(
+    ops: Sequence[Operation], deployed: Operation | None
+) -> Baseline | None:
     """The newest canary baseline recorded for the deployed commands; None when there is none."""
     if deployed is None:
         return None
@@ -32,6 +34,7 @@ def baseline_from_operations(ops: Sequence[Operation], deployed: Operation | Non
         for step in reversed(op.steps):
             m = _BASELINE.search(step.detail or "") if step.name.startswith("canary") else None
             if m and step.phase == "done" and int(m.group(2)) > 0:
-                return Baseline(float(m.group(1)), int(m.group(2)),
-                                source=f"{op.kind.value} {op.op} canary")
+                return Baseline(
+                    float(m.group(1)), int(m.group(2)), source=f"{op.kind.value} {op.op} canary"
+                )
     return None

@@ -57,8 +57,12 @@ class Detector:
             return model
         return f"{model} model time ({wall_s:.1f} s wall at twin time scale {scale:g})"
 
-    def observe(self, scrape: Scrape, probes: Sequence[ProbeOutcome] | None = None,
-                silence_s: float | None = None) -> list[Finding]:
+    def observe(
+        self,
+        scrape: Scrape,
+        probes: Sequence[ProbeOutcome] | None = None,
+        silence_s: float | None = None,
+    ) -> list[Finding]:
         """`silence_s`: seconds since the probe stream's last token (None: no stream under way)."""
         now = scrape.at
         decode = scrape.servers.get("decode")
@@ -78,8 +82,7 @@ class Detector:
             found += self._eager_fallback(now, decode)
             found += self._throughput(now, decode)
         # "the decode makes no progress" needs its counter read in this round
-        found += self.probes.findings(now, self._progress_at,
-                                      decode_read=tokens is not None)
+        found += self.probes.findings(now, self._progress_at, decode_read=tokens is not None)
         return found
 
     # --- components ---------------------------------------------------------------------
@@ -95,18 +98,36 @@ class Detector:
             self._timeouts[name] = self._timeouts.get(name, 0) + 1 if timed_out else 0
             if error and self._down[name] >= self.s.down_scrapes:
                 if self._timeouts[name] >= self._down[name]:
-                    out.append(Finding("component_unresponsive", name,
-                                       f"{name} accepts connections but does not answer /metrics",
-                                       (f"{self._down[name]} scrapes in a row timed out: {error}",
-                                        "not called down: nothing shows it gone")))
+                    out.append(
+                        Finding(
+                            "component_unresponsive",
+                            name,
+                            f"{name} accepts connections but does not answer /metrics",
+                            (
+                                f"{self._down[name]} scrapes in a row timed out: {error}",
+                                "not called down: nothing shows it gone",
+                            ),
+                        )
+                    )
                 else:
-                    out.append(Finding("component_down", name, f"{name} does not answer /metrics",
-                                       (f"{self._down[name]} scrapes in a row: {error}",)))
+                    out.append(
+                        Finding(
+                            "component_down",
+                            name,
+                            f"{name} does not answer /metrics",
+                            (f"{self._down[name]} scrapes in a row: {error}",),
+                        )
+                    )
         for worker, value in sorted(scrape.router.worker_health.items()):
             if value == 0:
-                out.append(Finding("worker_unhealthy", "router",
-                                   f"the router marks {worker} unhealthy",
-                                   (f"smg_worker_health{{worker={worker!r}}} == 0",)))
+                out.append(
+                    Finding(
+                        "worker_unhealthy",
+                        "router",
+                        f"the router marks {worker} unhealthy",
+                        (f"smg_worker_health{{worker={worker!r}}} == 0",),
+                    )
+                )
         return out
 
     # --- decode wedge -------------------------------------------------------------------
@@ -120,14 +141,23 @@ class Detector:
         frozen_for = now - self._frozen.at
         if frozen_for < self.s.wall(self.s.wedge_window_s()):
             return []
-        evidence = [f"num_running_reqs {d.running:g} (a last-published gauge)",
-                    f"realtime_tokens_total{{mode=decode}} stuck at {d.decode_tokens:g} for "
-                    f"{self._scaled(frozen_for)} (window {self.s.wedge_window_s():g} s)"]
+        evidence = [
+            f"num_running_reqs {d.running:g} (a last-published gauge)",
+            f"realtime_tokens_total{{mode=decode}} stuck at {d.decode_tokens:g} for "
+            f"{self._scaled(frozen_for)} (window {self.s.wedge_window_s():g} s)",
+        ]
         if self.probes.stalled_rounds:
-            evidence.append(f"{self.probes.stalled_rounds} probe round(s) stalled: "
-                            f"{self.probes.last_stall}")
-        return [Finding("decode_wedged", "decode", "running requests but no decode progress",
-                        tuple(evidence))]
+            evidence.append(
+                f"{self.probes.stalled_rounds} probe round(s) stalled: " f"{self.probes.last_stall}"
+            )
+        return [
+            Finding(
+                "decode_wedged",
+                "decode",
+                "running requests but no decode progress",
+                tuple(evidence),
+            )
+        ]
 
     def _stream_wedge(self, now: float, d: ServerReading, silence_s: float | None) -> list[Finding]:
         """The probe stream silent for SILENCE_S decides; the decode's gauges confirm: running > 0
@@ -140,12 +170,19 @@ class Detector:
         last_token_at = now - silence_s
         if self._frozen.at < last_token_at or now - self._frozen.at < CONFIRM_GAP_S * 0.9:
             return []  # not yet two scrapes after the last token
-        return [Finding("decode_wedged", "decode", "the probe stream went silent and the decode "
-                        "makes no progress", (
-                            f"probe stream: no token for {self._scaled(silence_s)}",
-                            f"realtime_tokens_total{{mode=decode}} stuck at {d.decode_tokens:g} "
-                            f"for {self._scaled(now - self._frozen.at)} since then",
-                            f"num_running_reqs {d.running:g} (a last-published gauge)"))]
+        return [
+            Finding(
+                "decode_wedged",
+                "decode",
+                "the probe stream went silent and the decode " "makes no progress",
+                (
+                    f"probe stream: no token for {self._scaled(silence_s)}",
+                    f"realtime_tokens_total{{mode=decode}} stuck at {d.decode_tokens:g} "
+                    f"for {self._scaled(now - self._frozen.at)} since then",
+                    f"num_running_reqs {d.running:g} (a last-published gauge)",
+                ),
+            )
+        ]
 
     # --- PD transfer failures -------------------------------------------------------------
     def _failures(self, scrape: Scrape) -> list[Finding]:
@@ -156,21 +193,40 @@ class Detector:
             before = self._last_failures.get(name)
             self._last_failures[name] = server.failures
             if before is not None and server.failures > before:
-                self._fail_seen[name] = (now, (
-                    f"transfer+bootstrap failure counters {before:g} -> {server.failures:g} "
-                    f"(transfer {server.transfer_failed:g}, bootstrap {server.bootstrap_failed:g})"))
+                self._fail_seen[name] = (
+                    now,
+                    (
+                        f"transfer+bootstrap failure counters {before:g} -> {server.failures:g} "
+                        f"(transfer {server.transfer_failed:g}, bootstrap {server.bootstrap_failed:g})"
+                    ),
+                )
         r = scrape.router
         if r.up:
-            if (self._last_5xx is not None and r.responses_5xx > self._last_5xx
-                    and r.worker_health and min(r.worker_health.values()) == 1):
-                self._fail_seen["router"] = (now, (
-                    f"router 5xx responses {self._last_5xx:g} -> {r.responses_5xx:g} while "
-                    "every smg_worker_health == 1"))
+            if (
+                self._last_5xx is not None
+                and r.responses_5xx > self._last_5xx
+                and r.worker_health
+                and min(r.worker_health.values()) == 1
+            ):
+                self._fail_seen["router"] = (
+                    now,
+                    (
+                        f"router 5xx responses {self._last_5xx:g} -> {r.responses_5xx:g} while "
+                        "every smg_worker_health == 1"
+                    ),
+                )
             self._last_5xx = r.responses_5xx
         window = self.s.wall(self.s.failure_window_s)
-        return [Finding("pd_transfer_degraded", name, "KV transfers or bootstraps failing",
-                        (ev, f"seen {self._scaled(now - at)} ago"))
-                for name, (at, ev) in sorted(self._fail_seen.items()) if now - at <= window]
+        return [
+            Finding(
+                "pd_transfer_degraded",
+                name,
+                "KV transfers or bootstraps failing",
+                (ev, f"seen {self._scaled(now - at)} ago"),
+            )
+            for name, (at, ev) in sorted(self._fail_seen.items())
+            if now - at <= window
+        ]
 
     def _queue_stuck(self, now: float, server: ServerReading) -> list[Finding]:
         waiting = server.waiting_in_pd_queues() if server.up else 0.0
@@ -185,9 +241,18 @@ class Detector:
         if now - since.at < self.s.wall(self.s.queue_stuck_s):
             return []
         queues = ", ".join(f"{k} {v:g}" for k, v in sorted(server.queues.items()) if v)
-        return [Finding("queue_stuck", server.name, "PD queue holds requests and nothing moves",
-                        (f"queues: {queues}", f"realtime_tokens_total stuck at {progress:g} for "
-                         f"{self._scaled(now - since.at)}"))]
+        return [
+            Finding(
+                "queue_stuck",
+                server.name,
+                "PD queue holds requests and nothing moves",
+                (
+                    f"queues: {queues}",
+                    f"realtime_tokens_total stuck at {progress:g} for "
+                    f"{self._scaled(now - since.at)}",
+                ),
+            )
+        ]
 
     # --- eager fallback and throughput ----------------------------------------------------
     def _eager_fallback(self, now: float, d: ServerReading) -> list[Finding]:
@@ -199,22 +264,36 @@ class Detector:
             if before is not None and d.eager_passes > before[0] and captured:
                 eager = d.eager_passes - before[0]
                 total = eager + max(0.0, d.graph_passes - before[1])
-                self._eager_seen = (now, (
-                    f"{eager:g} of {total:g} decode passes since the last scrape ran without a "
-                    "CUDA graph (cuda_graph_passes_total{mode=decode_none})"))
+                self._eager_seen = (
+                    now,
+                    (
+                        f"{eager:g} of {total:g} decode passes since the last scrape ran without a "
+                        "CUDA graph (cuda_graph_passes_total{mode=decode_none})"
+                    ),
+                )
         elif self.s.max_decode_bucket is not None:  # no pass counter: the running gauge
             over = (d.running or 0) > self.s.max_decode_bucket
             self._over_bucket = self._over_bucket + 1 if over else 0
             if self._over_bucket >= 2:
-                self._eager_seen = (now, f"num_running_reqs {d.running:g} for "
-                                         f"{self._over_bucket} scrapes")
-        if self._eager_seen is None or now - self._eager_seen[0] > self.s.wall(self.s.eager_window_s):
+                self._eager_seen = (
+                    now,
+                    f"num_running_reqs {d.running:g} for " f"{self._over_bucket} scrapes",
+                )
+        if self._eager_seen is None or now - self._eager_seen[0] > self.s.wall(
+            self.s.eager_window_s
+        ):
             return []
         bucket = self.s.max_decode_bucket
-        return [Finding("eager_fallback", "decode",
-                        "decode batches above the largest CUDA-graph bucket"
-                        + (f" ({bucket})" if bucket is not None else "") + " run eager",
-                        (self._eager_seen[1], f"seen {self._scaled(now - self._eager_seen[0])} ago"))]
+        return [
+            Finding(
+                "eager_fallback",
+                "decode",
+                "decode batches above the largest CUDA-graph bucket"
+                + (f" ({bucket})" if bucket is not None else "")
+                + " run eager",
+                (self._eager_seen[1], f"seen {self._scaled(now - self._eager_seen[0])} ago"),
+            )
+        ]
 
     def _throughput(self, now: float, d: ServerReading) -> list[Finding]:
         base = self.s.baseline
@@ -232,11 +311,19 @@ class Detector:
         same_load = abs(load - base.concurrency) <= self.s.load_tolerance * base.concurrency
         if not same_load or rate >= self.s.throughput_min_ratio * base.tokens_per_s:
             return []
-        return [Finding("throughput_below_baseline", "decode",
-                        "decode throughput below the last canary's at the same load",
-                        (f"{rate:.0f} tok/s over {self._scaled(now - t0)} at mean running "
-                         f"{load:.1f}", f"canary baseline {base.tokens_per_s:.0f} tok/s at "
-                         f"concurrency {base.concurrency} ({base.source})"))]
+        return [
+            Finding(
+                "throughput_below_baseline",
+                "decode",
+                "decode throughput below the last canary's at the same load",
+                (
+                    f"{rate:.0f} tok/s over {self._scaled(now - t0)} at mean running "
+                    f"{load:.1f}",
+                    f"canary baseline {base.tokens_per_s:.0f} tok/s at "
+                    f"concurrency {base.concurrency} ({base.source})",
+                ),
+            )
+        ]
 
 
 def _all_healthy(scrape: Scrape) -> bool:

@@ -19,20 +19,32 @@ from dsv4ops.watch.loop import Round
 class FindingsExporter:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.finding = Gauge("dsv4ops_watch_finding", "An active watch finding (1 while active).",
-                             ["code", "component", "severity", "runbook"], registry=self.registry)
-        self.worst = Gauge("dsv4ops_watch_worst_severity",
-                           "Worst active finding: 0 ok, 1 warning, 2 critical.",
-                           registry=self.registry)
-        self.up = Gauge("dsv4ops_watch_component_up", "Whether the component's /metrics answered.",
-                        ["component"], registry=self.registry)
+        self.finding = Gauge(
+            "dsv4ops_watch_finding",
+            "An active watch finding (1 while active).",
+            ["code", "component", "severity", "runbook"],
+            registry=self.registry,
+        )
+        self.worst = Gauge(
+            "dsv4ops_watch_worst_severity",
+            "Worst active finding: 0 ok, 1 warning, 2 critical.",
+            registry=self.registry,
+        )
+        self.up = Gauge(
+            "dsv4ops_watch_component_up",
+            "Whether the component's /metrics answered.",
+            ["component"],
+            registry=self.registry,
+        )
         self.rounds = Counter("dsv4ops_watch_rounds", "Watch rounds done.", registry=self.registry)
         self._active: set[tuple[str, str, str, str]] = set()
         self._server: Any = None
 
     def update(self, r: Round) -> None:
-        now = {(f.code, f.component, f.severity.name.lower(), f"runbooks/{f.runbook}.md")
-               for f in r.findings}
+        now = {
+            (f.code, f.component, f.severity.name.lower(), f"runbooks/{f.runbook}.md")
+            for f in r.findings
+        }
         for labels in self._active - now:
             self.finding.remove(*labels)
         for labels in now:

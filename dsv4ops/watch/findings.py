@@ -52,13 +52,20 @@ class Finding:
         return KINDS[self.code][1]
 
     def to_json(self) -> dict[str, Any]:
-        return {"code": self.code, "severity": self.severity.name.lower(),
-                "component": self.component, "summary": self.summary,
-                "evidence": list(self.evidence), "runbook": f"runbooks/{self.runbook}.md"}
+        return {
+            "code": self.code,
+            "severity": self.severity.name.lower(),
+            "component": self.component,
+            "summary": self.summary,
+            "evidence": list(self.evidence),
+            "runbook": f"runbooks/{self.runbook}.md",
+        }
 
     def line(self) -> str:
-        return (f"{self.severity.name} {self.code} ({self.component}): {self.summary} "
-                f"[{'; '.join(self.evidence)}] -> runbooks/{self.runbook}.md")
+        return (
+            f"{self.severity.name} {self.code} ({self.component}): {self.summary} "
+            f"[{'; '.join(self.evidence)}] -> runbooks/{self.runbook}.md"
+        )
 
 
 def worst(findings: Iterable[Finding]) -> Severity:

@@ -35,8 +35,9 @@ class HttpMany(Protocol):
     """Supervisor.http_many: the requests run concurrently, replies in order, no answer is a
     reply with status None."""
 
-    def __call__(self, requests: Sequence[Mapping[str, Any]], *,
-                 timeout_s: float = 10.0) -> list[HttpReply]: ...
+    def __call__(
+        self, requests: Sequence[Mapping[str, Any]], *, timeout_s: float = 10.0
+    ) -> list[HttpReply]: ...
 
 
 @dataclass(frozen=True)
@@ -78,25 +79,50 @@ class Round:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "round": self.number, "at": self.at, "worst": self.word,
-            "unanswered": sorted([n for n, s in self.scrape.servers.items() if not s.up]
-                                 + ([] if self.scrape.router.up else ["router"])),
+            "round": self.number,
+            "at": self.at,
+            "worst": self.word,
+            "unanswered": sorted(
+                [n for n, s in self.scrape.servers.items() if not s.up]
+                + ([] if self.scrape.router.up else ["router"])
+            ),
             "unproven": self.unproven,
-            "components": {**{n: _server_json(s) for n, s in self.scrape.servers.items()},
-                           "router": {"up": self.scrape.router.up, "error": self.scrape.router.error,
-                                      "responses_5xx": self.scrape.router.responses_5xx,
-                                      "worker_health": self.scrape.router.worker_health}},
-            "probes": [{"kind": p.kind, "status": p.status, "detail": p.detail,
-                        "elapsed_s": round(p.elapsed_s, 3)} for p in self.probes],
+            "components": {
+                **{n: _server_json(s) for n, s in self.scrape.servers.items()},
+                "router": {
+                    "up": self.scrape.router.up,
+                    "error": self.scrape.router.error,
+                    "responses_5xx": self.scrape.router.responses_5xx,
+                    "worker_health": self.scrape.router.worker_health,
+                },
+            },
+            "probes": [
+                {
+                    "kind": p.kind,
+                    "status": p.status,
+                    "detail": p.detail,
+                    "elapsed_s": round(p.elapsed_s, 3),
+                }
+                for p in self.probes
+            ],
             "findings": [f.to_json() for f in self.findings],
         }
 
 
 def _server_json(s: ServerReading) -> dict[str, Any]:
-    return {"up": s.up, "error": s.error, "health": s.health, "running": s.running,
-            "queued": s.queued, "decode_tokens": s.decode_tokens, "progress": s.progress,
-            "transfer_failed": s.transfer_failed, "bootstrap_failed": s.bootstrap_failed,
-            "queues": s.queues, "eager_passes": s.eager_passes}
+    return {
+        "up": s.up,
+        "error": s.error,
+        "health": s.health,
+        "running": s.running,
+        "queued": s.queued,
+        "decode_tokens": s.decode_tokens,
+        "progress": s.progress,
+        "transfer_failed": s.transfer_failed,
+        "bootstrap_failed": s.bootstrap_failed,
+        "queues": s.queues,
+        "eager_passes": s.eager_passes,
+    }
 
 
 @dataclass
@@ -134,16 +160,26 @@ class Watcher:
         now = self.clock.monotonic()
         probes: list[ProbeRequest] = []
         if self._probe_due(now) and not confirm:
-            probes = probe_requests(self.endpoints.model, self.rounds,
-                                    tool_call=self.settings.tool_calls)
+            probes = probe_requests(
+                self.endpoints.model, self.rounds, tool_call=self.settings.tool_calls
+            )
             self._next_probe = now + self.settings.wall(self.settings.probe_every_s)
         # HTTP and the agent's start-up are wall time on any twin: never scaled below 2 s
-        scrape_timeout = min(SCRAPE_TIMEOUT_S, max(MIN_TIMEOUT_S, self.settings.wall(self.settings.interval_s)))
+        scrape_timeout = min(
+            SCRAPE_TIMEOUT_S, max(MIN_TIMEOUT_S, self.settings.wall(self.settings.interval_s))
+        )
         reqs = [{**r, "timeout_s": scrape_timeout} for r in self._scrape_requests(not confirm)]
         probe_timeout = max(MIN_TIMEOUT_S, self.settings.wall(self.settings.probe_timeout_s))
-        reqs += [{"url": self.endpoints.router_url + "/v1/chat/completions", "method": "POST",
-                  "body": json.dumps(p.body), "headers": {"Content-Type": "application/json"},
-                  "timeout_s": probe_timeout} for p in probes]
+        reqs += [
+            {
+                "url": self.endpoints.router_url + "/v1/chat/completions",
+                "method": "POST",
+                "body": json.dumps(p.body),
+                "headers": {"Content-Type": "application/json"},
+                "timeout_s": probe_timeout,
+            }
+            for p in probes
+        ]
         try:
             if self.scrape_http is not None:
                 n_scrapes = len(self._scrape_requests(not confirm))
@@ -160,17 +196,24 @@ class Watcher:
         names = list(self.endpoints.metrics)
         n = len(names)
         k = n if confirm else 2 * n  # where the router's reply is
-        servers = {name: server_reading(name, replies[i], None if confirm else replies[n + i])
-                   for i, name in enumerate(names)}
+        servers = {
+            name: server_reading(name, replies[i], None if confirm else replies[n + i])
+            for i, name in enumerate(names)
+        }
         scrape = Scrape(now, servers, router_reading(replies[k]))
-        outcomes = tuple(judge(p, r) for p, r in zip(probes, replies[k + 1:], strict=False))
+        outcomes = tuple(judge(p, r) for p, r in zip(probes, replies[k + 1 :], strict=False))
         self.rounds += 1
         silence = self.stream.silence_s() if self.stream is not None else None
         findings = self.detector.observe(scrape, outcomes or None, silence_s=silence)
         return Round(self.rounds, utc_now_iso(self.clock), scrape, outcomes, tuple(findings))
 
-    def run(self, emit: Callable[[Round], None], *, stop: Callable[[], bool] = lambda: False,
-            max_rounds: int | None = None) -> Round | None:
+    def run(
+        self,
+        emit: Callable[[Round], None],
+        *,
+        stop: Callable[[], bool] = lambda: False,
+        max_rounds: int | None = None,
+    ) -> Round | None:
         """Rounds every `interval` until `stop()` or `max_rounds`; returns the last one. Between
         rounds the probe stream is looked at every POLL_S: its silence brings the next round
         forward, then one more CONFIRM_GAP_S later (the two scrapes that confirm a wedge)."""
@@ -204,14 +247,16 @@ class Watcher:
         self.settings = replace(self.settings, stalled_probes=1)
         self.detector = Detector(self.settings)
         deadline = self.clock.monotonic() + self.settings.wall(
-            self.settings.wedge_window_s() + self.settings.interval_s)
+            self.settings.wedge_window_s() + self.settings.interval_s
+        )
         last = self.tick()
         rounds = [last]
         # Enough evidence: the window, then (bounded by a second window) until every component
         # answered and a probe came back, or a finding decided; short of that: "unknown".
         give_up = deadline + self.settings.wall(self.settings.wedge_window_s())
         while self.clock.monotonic() < deadline or (
-                self.clock.monotonic() < give_up and not self._enough(rounds)):
+            self.clock.monotonic() < give_up and not self._enough(rounds)
+        ):
             emit(last)
             self.clock.sleep(self.settings.wall(self.settings.interval_s))
             last = self.tick()

@@ -49,10 +49,23 @@ def probe_requests(model: str, round_no: int, *, tool_call: bool = True) -> list
     nonce = secrets.token_hex(6)
     args = {"nonce": nonce, "session": f"watch-{nonce}", "step": round_no}
     stream = {"stream": True, "temperature": 0.0, "model": model}
-    text = {"messages": [{"role": "user", "content": f"Watch probe {round_no}: reply with one "
-                          "short sentence."}], "max_tokens": TEXT_MAX_TOKENS, **stream}
-    tool = {"messages": [{"role": "user", "content": call_prompt("record_step", args)}],
-            "tools": [RECORD_STEP], "tool_choice": "auto", "max_tokens": TOOL_MAX_TOKENS, **stream}
+    text = {
+        "messages": [
+            {
+                "role": "user",
+                "content": f"Watch probe {round_no}: reply with one " "short sentence.",
+            }
+        ],
+        "max_tokens": TEXT_MAX_TOKENS,
+        **stream,
+    }
+    tool = {
+        "messages": [{"role": "user", "content": call_prompt("record_step", args)}],
+        "tools": [RECORD_STEP],
+        "tool_choice": "auto",
+        "max_tokens": TOOL_MAX_TOKENS,
+        **stream,
+    }
     gen = ProbeRequest("generation", text)
     return [gen, ProbeRequest("tool_call", tool, nonce, args)] if tool_call else [gen]
 
@@ -72,7 +85,9 @@ def parse_stream(body: str) -> _Stream:
     deltas, finish reason, whether [DONE] came, and the first error event or undecodable one."""
     s = _Stream(deltas=[])
     for event in body.replace("\r\n", "\n").split("\n\n"):
-        data = "\n".join(line[5:].lstrip() for line in event.split("\n") if line.startswith("data:"))
+        data = "\n".join(
+            line[5:].lstrip() for line in event.split("\n") if line.startswith("data:")
+        )
         if not data:
             continue
         if data.strip() == "[DONE]":
@@ -116,11 +131,13 @@ def judge(req: ProbeRequest, reply: HttpReply) -> ProbeOutcome:
     return _judge_tool_call(req, s, out)
 
 
-def _judge_tool_call(req: ProbeRequest, s: _Stream,
-                     out: Callable[[str, str], ProbeOutcome]) -> ProbeOutcome:
+def _judge_tool_call(
+    req: ProbeRequest, s: _Stream, out: Callable[[str, str], ProbeOutcome]
+) -> ProbeOutcome:
     calls = assemble(s.deltas or [])
-    problems = check_calls(calls, TOOL_SCHEMAS, expected_nonce=req.nonce, content=s.content,
-                           finish_reason=s.finish)
+    problems = check_calls(
+        calls, TOOL_SCHEMAS, expected_nonce=req.nonce, content=s.content, finish_reason=s.finish
+    )
     if any(p.kind == CUT_BY_MAX_TOKENS for p in problems):
         return out(FAILED, f"the call did not fit in {TOOL_MAX_TOKENS} max_tokens")
     if not problems and calls:
@@ -129,8 +146,11 @@ def _judge_tool_call(req: ProbeRequest, s: _Stream,
         except json.JSONDecodeError:  # check_calls reports it; kept for a type-safe read
             args = None
         if args != req.expected_args:
-            return out(CORRUPT, f"record_step arguments {calls[0].arguments[:120]!r}, "
-                       f"expected {json.dumps(req.expected_args)}")
+            return out(
+                CORRUPT,
+                f"record_step arguments {calls[0].arguments[:120]!r}, "
+                f"expected {json.dumps(req.expected_args)}",
+            )
     if problems:
         return out(CORRUPT, "; ".join(str(p) for p in problems)[:240])
     return out(OK, "record_step called with this probe's nonce and arguments")

@@ -38,28 +38,56 @@ class ProbeTracker:
             elif o.status == CORRUPT:
                 self._corrupt = (now, f"{o.kind} probe: {o.detail}")
 
-    def findings(self, now: float, decode_progress_at: float | None, *,
-                 decode_read: bool = True) -> list[Finding]:
+    def findings(
+        self, now: float, decode_progress_at: float | None, *, decode_read: bool = True
+    ) -> list[Finding]:
         out = []
         window = self.s.wall(self.s.failure_window_s)
-        if (self.stalled_rounds >= self.s.stalled_probes and self._stall_started is not None
-                and decode_read):
+        if (
+            self.stalled_rounds >= self.s.stalled_probes
+            and self._stall_started is not None
+            and decode_read
+        ):
             evidence = (f"{self.stalled_rounds} probe rounds in a row stalled", self.last_stall)
             # a move seen after the first stalled round began: the decode decodes other work
             if decode_progress_at is not None and decode_progress_at > self._stall_started:
-                out.append(Finding("pd_transfer_degraded", "unit",
-                                   "probes stall while the decode keeps decoding other work",
-                                   (*evidence, "realtime_tokens_total{mode=decode} still moves: "
-                                    "requests are lost between prefill and decode")))
+                out.append(
+                    Finding(
+                        "pd_transfer_degraded",
+                        "unit",
+                        "probes stall while the decode keeps decoding other work",
+                        (
+                            *evidence,
+                            "realtime_tokens_total{mode=decode} still moves: "
+                            "requests are lost between prefill and decode",
+                        ),
+                    )
+                )
             else:
-                out.append(Finding("probe_stalled", "unit",
-                                   "probes get no answer and the decode makes no progress",
-                                   evidence))
+                out.append(
+                    Finding(
+                        "probe_stalled",
+                        "unit",
+                        "probes get no answer and the decode makes no progress",
+                        evidence,
+                    )
+                )
         if self._failed and now - self._failed[0] <= window:
-            out.append(Finding("probe_failed_while_healthy", "unit",
-                               "probes fail while every /health is green",
-                               (self._failed[1], "/health never exercises the KV transfer")))
+            out.append(
+                Finding(
+                    "probe_failed_while_healthy",
+                    "unit",
+                    "probes fail while every /health is green",
+                    (self._failed[1], "/health never exercises the KV transfer"),
+                )
+            )
         if self._corrupt and now - self._corrupt[0] <= window:
-            out.append(Finding("tool_call_corruption", "decode", "a probe's tool call came back "
-                               "corrupted", (self._corrupt[1],)))
+            out.append(
+                Finding(
+                    "tool_call_corruption",
+                    "decode",
+                    "a probe's tool call came back " "corrupted",
+                    (self._corrupt[1],),
+                )
+            )
         return out

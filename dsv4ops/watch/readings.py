@@ -115,9 +115,11 @@ def server_reading(name: str, metrics: HttpReply, health: HttpReply | None = Non
         bootstrap_failed=samples.total(BOOTSTRAP_FAILED) or 0.0,
         queues={k: v for k, g in QUEUES.items() if (v := samples.total(g)) is not None},
         eager_passes=(samples.total(GRAPH_PASSES, mode="decode_none") or 0.0)
-        if graph_family else None,
+        if graph_family
+        else None,
         graph_passes=(samples.total(GRAPH_PASSES, mode="decode_cuda_graph") or 0.0)
-        if graph_family else None,
+        if graph_family
+        else None,
     )
 
 
@@ -125,8 +127,12 @@ def router_reading(metrics: HttpReply) -> RouterReading:
     samples, error = _samples(metrics)
     if samples is None:
         return RouterReading(error=error)
-    five = sum(v for labels, v in samples.series.get(ROUTER_RESPONSES, ())
-               if labels.get("status_code", "").startswith("5"))
-    health = {labels.get("worker", "?"): v
-              for labels, v in samples.series.get(ROUTER_WORKER_HEALTH, ())}
+    five = sum(
+        v
+        for labels, v in samples.series.get(ROUTER_RESPONSES, ())
+        if labels.get("status_code", "").startswith("5")
+    )
+    health = {
+        labels.get("worker", "?"): v for labels, v in samples.series.get(ROUTER_WORKER_HEALTH, ())
+    }
     return RouterReading(responses_5xx=five, worker_health=health)

@@ -48,9 +48,11 @@ class WatchSettings:
 
     def wedge_window_s(self) -> float:
         """Model seconds over which a decoding server's progress counter must move."""
-        return RuleSettings(scrape_interval_s=self.interval_s,
-                            decode_log_interval=self.decode_log_interval,
-                            max_step_ms=self.max_step_ms).wedge_window_s()
+        return RuleSettings(
+            scrape_interval_s=self.interval_s,
+            decode_log_interval=self.decode_log_interval,
+            max_step_ms=self.max_step_ms,
+        ).wedge_window_s()
 
     def detection_times_s(self) -> dict[str, float]:
         """Worst-case model seconds from the incident's first sign on /metrics (or its first

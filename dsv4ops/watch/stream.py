@@ -58,8 +58,9 @@ class ProbeStream:
             return None
         return (perf_ns() - rec.t_last) / 1e9
 
-    def http_many(self, requests: Sequence[Mapping[str, Any]], *,
-                  timeout_s: float = 10.0) -> list[HttpReply]:
+    def http_many(
+        self, requests: Sequence[Mapping[str, Any]], *, timeout_s: float = 10.0
+    ) -> list[HttpReply]:
         """GETs from this machine on the stream's own client (watch's HttpMany): the confirming
         scrapes of a local target, which must not wait on an agent process's start-up."""
         self._ready.wait(10.0)
@@ -69,7 +70,8 @@ class ProbeStream:
 
         async def one(r: Mapping[str, Any]) -> HttpReply:
             status, text, why = await client.get_text_reply(
-                str(r["url"]), timeout_s=float(r.get("timeout_s", timeout_s)))
+                str(r["url"]), timeout_s=float(r.get("timeout_s", timeout_s))
+            )
             return HttpReply(status or None, text, None if status else (why or "no answer"), 0.0)
 
         async def every() -> list[HttpReply]:
@@ -91,20 +93,31 @@ class ProbeStream:
     async def _loop(self) -> None:
         from dsv4ops.canary.loadgen import ChatClient
 
-        body = {"model": self.model, "stream": True, "temperature": 0.0,
-                "max_tokens": self.max_tokens,
-                "messages": [{"role": "user", "content": "Watch probe stream: write a long, "
-                              "numbered list of short sentences."}]}
+        body = {
+            "model": self.model,
+            "stream": True,
+            "temperature": 0.0,
+            "max_tokens": self.max_tokens,
+            "messages": [
+                {
+                    "role": "user",
+                    "content": "Watch probe stream: write a long, "
+                    "numbered list of short sentences.",
+                }
+            ],
+        }
         n = 0
-        async with ChatClient(self.router_url, connections=8, total_timeout_s=24 * 3600.0,
-                              engine="aiohttp") as client:
+        async with ChatClient(
+            self.router_url, connections=8, total_timeout_s=24 * 3600.0, engine="aiohttp"
+        ) as client:
             self._evloop, self._client = asyncio.get_running_loop(), client
             self._ready.set()
             while not self._stop.is_set():
                 n += 1
                 sink: list[RequestRecord] = []
-                task = asyncio.create_task(client.stream(body, rid=f"watch-stream-{n}",
-                                                         tag="watch", sink=sink))
+                task = asyncio.create_task(
+                    client.stream(body, rid=f"watch-stream-{n}", tag="watch", sink=sink)
+                )
                 while not task.done() and not self._stop.is_set():
                     self._rec = sink[0] if sink else None
                     await asyncio.sleep(0.1)

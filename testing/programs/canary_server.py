@@ -39,9 +39,18 @@ class Stream:
 
 class Fake:
     def __init__(self, config: dict[str, Any]) -> None:
-        self.cfg = {"a_ms": 5.0, "b_ms": 0.5, "buckets": [], "stall_after": None, "freeze": False,
-                    "corrupt": None, "error_every": 0, "wedge_after_aborts": 0,
-                    "no_done": False, **config}
+        self.cfg = {
+            "a_ms": 5.0,
+            "b_ms": 0.5,
+            "buckets": [],
+            "stall_after": None,
+            "freeze": False,
+            "corrupt": None,
+            "error_every": 0,
+            "wedge_after_aborts": 0,
+            "no_done": False,
+            **config,
+        }
         self.active: dict[str, Stream] = {}
         self.seq = 0
         self.aborts = 0
@@ -87,10 +96,14 @@ class Fake:
         stream.queue.put_nowait(None)
 
 
-def _chunk(rid: str, delta: dict[str, Any], finish: str | None = None,
-           usage: dict[str, int] | None = None) -> bytes:
-    obj: dict[str, Any] = {"id": rid, "object": "chat.completion.chunk",
-                           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+def _chunk(
+    rid: str, delta: dict[str, Any], finish: str | None = None, usage: dict[str, int] | None = None
+) -> bytes:
+    obj: dict[str, Any] = {
+        "id": rid,
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     if usage is not None:
         obj = {"id": rid, "object": "chat.completion.chunk", "choices": [], "usage": usage}
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
@@ -114,10 +127,22 @@ async def chat(request: web.Request) -> web.StreamResponse:
             fake.last_args = args
             if fake.cfg["corrupt"] == "invalid_json":
                 args = args[: len(args) // 2] + '",,'
-        pieces = [{"tool_calls": [{"index": 0, "id": f"call_{fake.seq}", "type": "function",
-                                   "function": {"name": call.group(1), "arguments": ""}}]}]
-        pieces += [{"tool_calls": [{"index": 0, "function": {"arguments": args[i:i + 4]}}]}
-                   for i in range(0, len(args), 4)]
+        pieces = [
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": f"call_{fake.seq}",
+                        "type": "function",
+                        "function": {"name": call.group(1), "arguments": ""},
+                    }
+                ]
+            }
+        ]
+        pieces += [
+            {"tool_calls": [{"index": 0, "function": {"arguments": args[i : i + 4]}}]}
+            for i in range(0, len(args), 4)
+        ]
         finish = "tool_calls"
     else:
         seed = hashlib.sha256(user.encode()).hexdigest()
@@ -142,8 +167,17 @@ async def chat(request: web.Request) -> web.StreamResponse:
         fake.active.pop(stream.rid, None)
         await resp.write(_chunk(stream.rid, {}, finish))
         if (body.get("stream_options") or {}).get("include_usage"):
-            await resp.write(_chunk(stream.rid, {}, usage={"prompt_tokens": len(user.split()), "completion_tokens": sent,
-                                                 "total_tokens": sent + len(user.split())}))
+            await resp.write(
+                _chunk(
+                    stream.rid,
+                    {},
+                    usage={
+                        "prompt_tokens": len(user.split()),
+                        "completion_tokens": sent,
+                        "total_tokens": sent + len(user.split()),
+                    },
+                )
+            )
         if not fake.cfg["no_done"]:
             await resp.write(b"data: [DONE]\n\n")
     except (ConnectionResetError, asyncio.CancelledError):
@@ -162,11 +196,13 @@ async def metrics(request: web.Request) -> web.Response:
         fake.published_gen = float(len(fake.tokens_window))
     labels = '{model_name="fake",engine_type="decode",tp_rank="0"}'
     mode = '{model_name="fake",engine_type="decode",tp_rank="0",mode="decode"}'
-    text = (f"# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{labels} {len(fake.active)}\n"
-            f"# TYPE sglang:num_queue_reqs gauge\nsglang:num_queue_reqs{labels} 0\n"
-            f"# TYPE sglang:gen_throughput gauge\nsglang:gen_throughput{labels} {fake.published_gen}\n"
-            f"# TYPE sglang:realtime_tokens_total counter\n"
-            f"sglang:realtime_tokens_total{mode} {fake.decode_tokens}\n")
+    text = (
+        f"# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{labels} {len(fake.active)}\n"
+        f"# TYPE sglang:num_queue_reqs gauge\nsglang:num_queue_reqs{labels} 0\n"
+        f"# TYPE sglang:gen_throughput gauge\nsglang:gen_throughput{labels} {fake.published_gen}\n"
+        f"# TYPE sglang:realtime_tokens_total counter\n"
+        f"sglang:realtime_tokens_total{mode} {fake.decode_tokens}\n"
+    )
     return web.Response(text=text, content_type="text/plain")
 
 
@@ -174,8 +210,11 @@ async def abort_request(request: web.Request) -> web.Response:
     fake: Fake = request.app["fake"]
     body = await request.json()
     fake.abort_requests.append(body)
-    targets = list(fake.active.values()) if body.get("abort_all") else \
-        [s for s in [fake.active.get(str(body.get("rid") or ""))] if s is not None]
+    targets = (
+        list(fake.active.values())
+        if body.get("abort_all")
+        else [s for s in [fake.active.get(str(body.get("rid") or ""))] if s is not None]
+    )
     for s in targets:
         fake.active.pop(s.rid, None)
         fake.abort(s)
@@ -223,8 +262,13 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--config", default="{}")
     args = parser.parse_args()
-    web.run_app(make_app(json.loads(args.config)), host="127.0.0.1", port=args.port, print=None,
-                access_log=None)
+    web.run_app(
+        make_app(json.loads(args.config)),
+        host="127.0.0.1",
+        port=args.port,
+        print=None,
+        access_log=None,
+    )
 
 
 if __name__ == "__main__":

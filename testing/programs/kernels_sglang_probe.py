@@ -63,11 +63,20 @@ def main() -> int:
     name = cfg.get_config_file_name(256, 512, "fp8_w8a8", [128, 128])
     table = cfg.get_moe_configs(256, 512, "fp8_w8a8", 128, 128)
     down = cfg.get_moe_configs(256, 512, "fp8_w8a8", 128, 128, down_moe=True)
-    print(json.dumps({  # noqa: T201 - the probe's one result line
-        "config_name": name, "found": table is not None, "keys": sorted(table or {}),
-        "down_found": down is not None, "hooks": sorted(HookRegistry._hooks),
-        "patched": sorted(HookRegistry._patched),
-        "wrapped": hasattr(cfg.get_moe_configs, "__wrapped__"), "log": logs.getvalue()}))
+    print(
+        json.dumps(
+            {  # noqa: T201 - the probe's one result line
+                "config_name": name,
+                "found": table is not None,
+                "keys": sorted(table or {}),
+                "down_found": down is not None,
+                "hooks": sorted(HookRegistry._hooks),
+                "patched": sorted(HookRegistry._patched),
+                "wrapped": hasattr(cfg.get_moe_configs, "__wrapped__"),
+                "log": logs.getvalue(),
+            }
+        )
+    )
     return 0
 
 

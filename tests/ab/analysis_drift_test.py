@@ -17,20 +17,26 @@ from dsv4ops.twin.perf import step_ms
 from testing.ab import ArmModel, TwinBlocks
 
 STEP8 = tuple(resolve_buckets("step8", tp_size=4, max_running_requests=96))
-ARMS: dict[Arm, ArmModel] = {"A": ArmModel("safe", STEP8), "B": ArmModel("overlap-on", STEP8, overlap=True)}
+ARMS: dict[Arm, ArmModel] = {
+    "A": ArmModel("safe", STEP8),
+    "B": ArmModel("overlap-on", STEP8, overlap=True),
+}
 
 
 def _truth(running: int) -> float:
     """B/A throughput the twin's law gives without noise or drift (about +6% at 60 running)."""
     cfg = TwinConfig()
     off = step_ms(running, list(STEP8), a=cfg.step_a_ms, b=cfg.step_b_ms, hidden_ms=0.0)
-    on = step_ms(running, list(STEP8), a=cfg.step_a_ms, b=cfg.step_b_ms, hidden_ms=cfg.overlap_hidden_ms)
+    on = step_ms(
+        running, list(STEP8), a=cfg.step_a_ms, b=cfg.step_b_ms, hidden_ms=cfg.overlap_hidden_ms
+    )
     return off / on
 
 
 def _tok_s(schedule: Sequence[Arm], drift: float, seed: int = 3) -> dict[int, MetricVerdict]:
-    blocks = TwinBlocks(ARMS, concurrencies=(56, 60), noise_pct=2.0, drift_pct_per_min=drift,
-                        seed=seed).run(schedule)
+    blocks = TwinBlocks(
+        ARMS, concurrencies=(56, 60), noise_pct=2.0, drift_pct_per_min=drift, seed=seed
+    ).run(schedule)
     return {v.concurrency: v for v in analyse(blocks).for_metric("output_tok_s")}
 
 

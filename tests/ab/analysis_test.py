@@ -15,13 +15,30 @@ from dsv4ops.ab.model import Arm, BlockResult
 from dsv4ops.ab.schedule import counterbalanced, naive
 
 
-def _blocks(schedule: list[Arm], *, effect: float, sd: float, seed: int = 0, level: int = 60,
-            metric: str = "output_tok_s", base: float = 700.0) -> list[BlockResult]:
+def _blocks(
+    schedule: list[Arm],
+    *,
+    effect: float,
+    sd: float,
+    seed: int = 0,
+    level: int = 60,
+    metric: str = "output_tok_s",
+    base: float = 700.0,
+) -> list[BlockResult]:
     """Blocks whose B value is `effect` times A's, each with multiplicative noise of sd `sd`."""
     rng = random.Random(seed)
-    return [BlockResult(i, arm, f"p{arm}", f"op-{i}", "2026-12-01T00:00:00Z", 120.0,
-                        {level: {metric: base * (effect if arm == "B" else 1.0) * (1 + rng.gauss(0, sd))}})
-            for i, arm in enumerate(schedule)]
+    return [
+        BlockResult(
+            i,
+            arm,
+            f"p{arm}",
+            f"op-{i}",
+            "2026-12-01T00:00:00Z",
+            120.0,
+            {level: {metric: base * (effect if arm == "B" else 1.0) * (1 + rng.gauss(0, sd))}},
+        )
+        for i, arm in enumerate(schedule)
+    ]
 
 
 class _Settings(TypedDict, total=False):
@@ -40,10 +57,14 @@ def _one(blocks: list[BlockResult], **kw: Unpack[_Settings]) -> MetricVerdict:
 
 
 @pytest.mark.parametrize(("effect", "verdict"), [(1.06, "better"), (0.94, "worse")])
-def test_a_known_throughput_effect_is_recovered_with_its_interval(effect: float, verdict: str) -> None:
+def test_a_known_throughput_effect_is_recovered_with_its_interval(
+    effect: float, verdict: str
+) -> None:
     v = _one(_blocks(counterbalanced(4), effect=effect, sd=0.005), variation=0.01)
     assert v.verdict == verdict and v.pairs == 2 and v.pairing == "adjacent"
-    assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None  # pairs measured it
+    assert (
+        v.ratio is not None and v.ci_low is not None and v.ci_high is not None
+    )  # pairs measured it
     assert v.ci_low < effect < v.ci_high and v.ci_low <= v.ratio <= v.ci_high
     assert v.note.startswith(f"{100 * (v.ratio - 1):+.1f}%") and "excludes 1" in v.note
     assert "after 2 of 2 pairs" in v.note and not v.sd_raised
@@ -59,14 +80,18 @@ def test_lower_is_better_metrics_read_the_other_way() -> None:
 def test_no_effect_with_little_noise_is_equivalent_within_the_band() -> None:
     v = _one(_blocks(counterbalanced(4), effect=1.0, sd=0.003), variation=0.01, band=0.05)
     assert v.verdict == "equivalent" and "inside the ±5% band" in v.note
-    assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None  # pairs measured it
+    assert (
+        v.ratio is not None and v.ci_low is not None and v.ci_high is not None
+    )  # pairs measured it
     assert 0.95 <= v.ci_low <= 1 <= v.ci_high <= 1.05
 
 
 def test_no_effect_with_much_noise_is_inconclusive_not_equivalent() -> None:
     v = _one(_blocks(counterbalanced(12), effect=1.0, sd=0.05), variation=0.01, band=0.05)
     assert v.verdict == "inconclusive"  # "no difference found" is not "equivalent"
-    assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None  # pairs measured it
+    assert (
+        v.ratio is not None and v.ci_low is not None and v.ci_high is not None
+    )  # pairs measured it
     assert v.ci_low < 0.95 or v.ci_high > 1.05
     assert "spans 1" in v.note
     # the pairs vary far more than the stated 1%: the interval uses what they show
@@ -83,7 +108,9 @@ def test_a_large_stated_variation_needs_more_pairs_for_the_same_data() -> None:
     blocks = _blocks(counterbalanced(4), effect=1.05, sd=0.002)
     assert _one(blocks, variation=0.01).verdict == "better"
     v = _one(blocks, variation=0.04)  # B/A 1.05 over 2 pairs cannot exclude a 4%-per-block offset
-    assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None  # pairs measured it
+    assert (
+        v.ratio is not None and v.ci_low is not None and v.ci_high is not None
+    )  # pairs measured it
     assert v.verdict == "inconclusive" and v.ci_low < 1 < v.ci_high
     # the same 2 pairs as the first look of a 6-pair budget: less alpha spent yet, a wider interval
     early = _one(blocks, variation=0.01, looks=6)
@@ -100,7 +127,9 @@ def test_the_analysis_is_deterministic() -> None:
 
 def test_interrupted_blocks_are_left_out_and_mark_the_analysis_partial() -> None:
     blocks = _blocks(counterbalanced(12), effect=1.06, sd=0.005)
-    blocks[11] = BlockResult(11, "A", "pA", None, "", 30.0, {60: {"output_tok_s": 1.0}}, complete=False)
+    blocks[11] = BlockResult(
+        11, "A", "pA", None, "", 30.0, {60: {"output_tok_s": 1.0}}, complete=False
+    )
     an = analyse(blocks, planned=16)
     (v,) = an.verdicts
     assert an.partial and v.pairs == 5 and v.blocks_a == 5  # the half block's 1.0 is not used
@@ -112,7 +141,9 @@ def test_interrupted_blocks_are_left_out_and_mark_the_analysis_partial() -> None
 def test_a_naive_order_pairs_by_ordinal_and_says_drift_is_not_cancelled() -> None:
     blocks = _blocks(naive(12), effect=1.06, sd=0.005)
     pairs, how = pair_blocks(blocks)
-    assert how == "ordinal" and [(a.index, b.index) for a, b in pairs] == [(k, k + 6) for k in range(6)]
+    assert how == "ordinal" and [(a.index, b.index) for a, b in pairs] == [
+        (k, k + 6) for k in range(6)
+    ]
     an = analyse(blocks)
     assert any("not counterbalanced" in n for n in an.notes)
     _, how = pair_blocks(_blocks(counterbalanced(8), effect=1.0, sd=0.0))
@@ -128,8 +159,17 @@ def test_absent_metrics_and_levels_are_analysed_where_measured() -> None:
     assert an.for_metric("itl_p50_ms") == []
 
 
-@pytest.mark.parametrize("kw", [{"confidence": 1.0}, {"confidence": 0.2}, {"band": 0.0}, {"band": 1.5},
-                                {"variation": -0.01}, {"guard_band": 0.0}])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"confidence": 1.0},
+        {"confidence": 0.2},
+        {"band": 0.0},
+        {"band": 1.5},
+        {"variation": -0.01},
+        {"guard_band": 0.0},
+    ],
+)
 def test_bad_settings_are_refused(kw: _Settings) -> None:
     with pytest.raises(ValueError):
         analyse([], **kw)
@@ -144,12 +184,19 @@ def test_a_missing_block_loses_its_own_pair_only() -> None:
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
-@given(st.lists(st.floats(min_value=0.5, max_value=1.5), min_size=2, max_size=16),
-       st.floats(min_value=0.005, max_value=0.1), st.integers(min_value=-20, max_value=20))
-def test_verdicts_follow_their_rules_and_ignore_the_unit(factors: list[float], band: float, k: int) -> None:
+@given(
+    st.lists(st.floats(min_value=0.5, max_value=1.5), min_size=2, max_size=16),
+    st.floats(min_value=0.005, max_value=0.1),
+    st.integers(min_value=-20, max_value=20),
+)
+def test_verdicts_follow_their_rules_and_ignore_the_unit(
+    factors: list[float], band: float, k: int
+) -> None:
     n = len(factors) - len(factors) % 2
-    blocks = [BlockResult(i, arm, arm, None, "", 1.0, {8: {"output_tok_s": 100 * f}})
-              for i, (arm, f) in enumerate(zip(counterbalanced(n), factors, strict=False))]
+    blocks = [
+        BlockResult(i, arm, arm, None, "", 1.0, {8: {"output_tok_s": 100 * f}})
+        for i, (arm, f) in enumerate(zip(counterbalanced(n), factors, strict=False))
+    ]
     (v,) = analyse(blocks, band=band).verdicts
     # n >= 2 blocks make at least one pair with every value measured: the estimates exist
     assert v.ratio is not None and v.mean_a is not None
@@ -163,19 +210,50 @@ def test_verdicts_follow_their_rules_and_ignore_the_unit(factors: list[float], b
         assert v.ci_low is not None and v.ci_high is not None
         assert v.ci_low <= 1 <= v.ci_high
     # the same blocks in another unit (x 2^k is exact in floating point): the same analysis
-    scaled = [BlockResult(b.index, b.arm, b.profile, None, "", 1.0,
-                          {8: {"output_tok_s": b.values[8]["output_tok_s"] * 2.0 ** k}}) for b in blocks]
+    scaled = [
+        BlockResult(
+            b.index,
+            b.arm,
+            b.profile,
+            None,
+            "",
+            1.0,
+            {8: {"output_tok_s": b.values[8]["output_tok_s"] * 2.0**k}},
+        )
+        for b in blocks
+    ]
     w = analyse(scaled, band=band).verdicts[0]
-    fields = ("verdict", "ratio", "ci_low", "ci_high", "wilcoxon_p", "drift_rho_a", "drift_rho_diff", "note")
+    fields = (
+        "verdict",
+        "ratio",
+        "ci_low",
+        "ci_high",
+        "wilcoxon_p",
+        "drift_rho_a",
+        "drift_rho_diff",
+        "note",
+    )
     assert [getattr(w, f) for f in fields] == [getattr(v, f) for f in fields]
-    assert w.mean_a == v.mean_a * 2.0 ** k
+    assert w.mean_a == v.mean_a * 2.0**k
 
 
 def test_alpha_is_split_over_the_primary_levels_and_over_the_guard_checks() -> None:
-    blocks = [BlockResult(i, arm, arm, None, "", 1.0,
-                          {c: {"output_tok_s": 100.0 + i, "itl_p99_ms": 9.0 + i, "ttft_p99_ms": 50.0}
-                           for c in (56, 57, 60)} | {0: {"step_a_ms": 18.0 + i}})
-              for i, arm in enumerate(counterbalanced(4))]
+    blocks = [
+        BlockResult(
+            i,
+            arm,
+            arm,
+            None,
+            "",
+            1.0,
+            {
+                c: {"output_tok_s": 100.0 + i, "itl_p99_ms": 9.0 + i, "ttft_p99_ms": 50.0}
+                for c in (56, 57, 60)
+            }
+            | {0: {"step_a_ms": 18.0 + i}},
+        )
+        for i, arm in enumerate(counterbalanced(4))
+    ]
     an = analyse(blocks, confidence=0.95)
     share = {v.metric: v.alpha for v in an.verdicts}
     assert share["output_tok_s"] == pytest.approx(0.05 / 3)

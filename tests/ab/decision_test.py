@@ -7,12 +7,25 @@ from dsv4ops.ab.decision import GateResult, decide
 
 
 def _v(metric: str, verdict: str, ratio: float, c: int = 60) -> MetricVerdict:
-    return MetricVerdict(c, metric, verdict, ratio, ratio - 0.01, ratio + 0.01, 0.03, None, None, 6,  # type: ignore[arg-type]
-                         f"{verdict} because")
+    return MetricVerdict(
+        c,
+        metric,
+        verdict,  # type: ignore[arg-type]
+        ratio,
+        ratio - 0.01,
+        ratio + 0.01,
+        0.03,
+        None,
+        None,
+        6,
+        f"{verdict} because",
+    )
 
 
 def _an(*verdicts: MetricVerdict, partial: bool = False) -> Analysis:
-    return Analysis(list(verdicts), partial, 12, notes=["3 of 12 planned blocks ran"] if partial else [])
+    return Analysis(
+        list(verdicts), partial, 12, notes=["3 of 12 planned blocks ran"] if partial else []
+    )
 
 
 GAIN = _v("output_tok_s", "better", 1.062)
@@ -20,7 +33,10 @@ WEDGED = GateResult("abort_cascade", "B", False, "decode wedged after 8 aborts i
 
 
 def test_b_wins_on_positive_evidence() -> None:
-    d = decide(_an(GAIN, _v("itl_p50_ms", "equivalent", 1.0)), [GateResult("abort_cascade", "B", True, "ok")])
+    d = decide(
+        _an(GAIN, _v("itl_p50_ms", "equivalent", 1.0)),
+        [GateResult("abort_cascade", "B", True, "ok")],
+    )
     assert d.winner == "B" and d.reasons[0].startswith("B wins: output_tok_s better")
     assert "+6.2%" in d.reasons[0]
 
@@ -56,8 +72,9 @@ def test_worse_anywhere_on_the_primary_or_beyond_the_band_elsewhere_keeps_a() ->
     assert d.winner == "B"
     # worse, its point beyond the band but its CI reaching into it (a CI run's noisy TTFT p99:
     # B/A 1.039, CI 1.016-1.066): no cost beyond the band is shown, B's gain stands
-    noisy = MetricVerdict(60, "ttft_p99_ms", "worse", 1.039, 1.016, 1.066, 0.25, None, None, 3,
-                          "worse because")
+    noisy = MetricVerdict(
+        60, "ttft_p99_ms", "worse", 1.039, 1.016, 1.066, 0.25, None, None, 3, "worse because"
+    )
     assert decide(_an(GAIN, noisy), []).winner == "B"
 
 
@@ -74,14 +91,19 @@ def test_another_primary_metric() -> None:
 
 def test_the_fitted_law_trading_intercept_for_slope_does_not_block_b() -> None:
     # step-4 vs step-8 over the running batch: a larger intercept, a smaller slope, more tok/s
-    d = decide(_an(GAIN, _v("step_a_ms", "worse", 1.33, c=0), _v("step_b_ms", "better", 0.9, c=0)), [])
+    d = decide(
+        _an(GAIN, _v("step_a_ms", "worse", 1.33, c=0), _v("step_b_ms", "better", 0.9, c=0)), []
+    )
     assert d.winner == "B"
 
 
 def test_the_design_stops_only_when_more_pairs_cannot_change_the_outcome() -> None:
     from dsv4ops.ab.decision import settled
 
-    eq56, open57 = _v("output_tok_s", "equivalent", 1.0, c=56), _v("output_tok_s", "inconclusive", 1.02, c=57)
+    eq56, open57 = (
+        _v("output_tok_s", "equivalent", 1.0, c=56),
+        _v("output_tok_s", "inconclusive", 1.02, c=57),
+    )
     assert settled(_an(GAIN), [])  # better: B
     assert settled(_an(_v("output_tok_s", "worse", 0.9)), [])  # worse: A
     assert settled(_an(eq56, _v("output_tok_s", "equivalent", 1.0, c=57)), [])  # all equivalent: A

@@ -31,7 +31,7 @@ def test_every_quad_has_equal_mean_time_for_both_arms(quads: int) -> None:
     s = counterbalanced(4 * quads)
     assert s.count("A") == s.count("B") == 2 * quads
     for q in range(quads):
-        arms = s[4 * q:4 * q + 4]
+        arms = s[4 * q : 4 * q + 4]
         a_time = sum(i for i, x in enumerate(arms) if x == "A")
         b_time = sum(i for i, x in enumerate(arms) if x == "B")
         assert a_time == b_time  # 0+3 == 1+2: a linear drift adds the same to both arms

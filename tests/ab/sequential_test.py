@@ -48,7 +48,10 @@ def test_the_boundaries_reject_a_true_null_with_the_spent_probability_at_each_lo
                 first[k - 1] += 1
                 break
     for got, want in zip(first, spent(looks, alpha), strict=True):
-        assert abs(got / reps - want) < 4 * math.sqrt(want / reps) + 1e-4, (first, spent(looks, alpha))
+        assert abs(got / reps - want) < 4 * math.sqrt(want / reps) + 1e-4, (
+            first,
+            spent(looks, alpha),
+        )
 
 
 def test_power_and_the_budget_follow_the_effect_and_the_variation() -> None:
@@ -68,8 +71,15 @@ def test_the_stated_variation_is_raised_only_when_the_pairs_clearly_vary_more() 
     assert (hi - lo) / 2 == pytest.approx(boundaries(2, 0.05)[1] * pair_sd(0.01) / math.sqrt(2))
 
 
-def _experiment(rng: random.Random, *, looks: int, sd: float, effect: float = 1.0,
-                guards: int = 0, guard_sd: float = 0.0) -> tuple[str, int, str]:
+def _experiment(
+    rng: random.Random,
+    *,
+    looks: int,
+    sd: float,
+    effect: float = 1.0,
+    guards: int = 0,
+    guard_sd: float = 0.0,
+) -> tuple[str, int, str]:
     """(B/A throughput verdict, pairs run, winner) of one sequential experiment on synthetic
     blocks: every block's values share one deploy offset (sd `sd`); guard metrics add their own
     noise (a p99 is noisier than a mean)."""
@@ -78,7 +88,9 @@ def _experiment(rng: random.Random, *, looks: int, sd: float, effect: float = 1.
     for i, arm in enumerate(counterbalanced(2 * looks)):
         offset = math.exp(rng.gauss(0, sd))
         values = {60: {"output_tok_s": 700 * offset * (effect if arm == "B" else 1.0)}}
-        values[60] |= {f"g{j}_ms": 90 / offset * math.exp(rng.gauss(0, guard_sd)) for j in range(guards)}
+        values[60] |= {
+            f"g{j}_ms": 90 / offset * math.exp(rng.gauss(0, guard_sd)) for j in range(guards)
+        }
         blocks.append(BlockResult(i, arm, arm, None, "", 1.0, values))
         if i % 2:
             an = analyse(blocks, band=0.05, looks=looks, variation=sd)
@@ -114,16 +126,22 @@ def test_many_noisy_guards_cannot_keep_a_by_chance() -> None:
     """12 guard checks with 4% noise of their own per block and no effect: Bonferroni over the
     checks and the band keep the chance that any of them rejects B below alpha."""
     rng = random.Random(13)
-    runs = [_experiment(rng, looks=4, sd=0.01, effect=1.05, guards=12, guard_sd=0.04)
-            for _ in range(150)]
+    runs = [
+        _experiment(rng, looks=4, sd=0.01, effect=1.05, guards=12, guard_sd=0.04)
+        for _ in range(150)
+    ]
     assert sum(w == "B" for _, _, w in runs) / len(runs) >= 0.9
 
 
 def test_a_failed_gate_settles_the_experiment_for_a() -> None:
     from dsv4ops.ab.decision import GateResult
 
-    blocks = [BlockResult(i, arm, arm, None, "", 1.0, {60: {"output_tok_s": 700.0 * (1.2 if arm == "B" else 1)}})
-              for i, arm in enumerate(counterbalanced(2))]
+    blocks = [
+        BlockResult(
+            i, arm, arm, None, "", 1.0, {60: {"output_tok_s": 700.0 * (1.2 if arm == "B" else 1)}}
+        )
+        for i, arm in enumerate(counterbalanced(2))
+    ]
     an = analyse(blocks, looks=4)
     gate = GateResult("abort_cascade", "B", False, "wedged")
     assert settled(an, [gate]) and decide(an, [gate]).winner == "A"

@@ -33,13 +33,16 @@ def test_darwin_zea_mays_matches_the_textbook() -> None:
     assert p == pytest.approx(0.041259765625, abs=1e-12)
 
 
-@pytest.mark.parametrize(("diffs", "w_plus", "p"), [
-    ([1, 2, 3, 4, 5], 15, 2 / 32),  # every sign alike: the smallest p of n = 5
-    ([1, -2, 3, 4], 8, 2 * 3 / 16),  # W+ >= 8 in 3 of the 16 sign patterns
-    ([2, 2, 2], 6, 2 / 8),  # ties: all ranks 2
-    ([1, 1, -1], 4, 1.0),  # W+ = 4 is the median of {0, 2, 4, 6}
-    ([0, 0, 3, -3], 1.5, 1.0),  # zeros dropped (Wilcoxon's rule), then tied ranks 1.5
-])
+@pytest.mark.parametrize(
+    ("diffs", "w_plus", "p"),
+    [
+        ([1, 2, 3, 4, 5], 15, 2 / 32),  # every sign alike: the smallest p of n = 5
+        ([1, -2, 3, 4], 8, 2 * 3 / 16),  # W+ >= 8 in 3 of the 16 sign patterns
+        ([2, 2, 2], 6, 2 / 8),  # ties: all ranks 2
+        ([1, 1, -1], 4, 1.0),  # W+ = 4 is the median of {0, 2, 4, 6}
+        ([0, 0, 3, -3], 1.5, 1.0),  # zeros dropped (Wilcoxon's rule), then tied ranks 1.5
+    ],
+)
 def test_small_cases_computed_by_hand(diffs: list[float], w_plus: float, p: float) -> None:
     got = wilcoxon_signed_rank(diffs)
     assert got is not None and got[0] == w_plus and got[1] == pytest.approx(p, abs=1e-12)
@@ -53,8 +56,10 @@ def _brute_p(diffs: Sequence[float]) -> float:
     d = [x for x in diffs if x != 0]
     r = ranks([abs(x) for x in d])
     w = sum(ri for ri, x in zip(r, d, strict=True) if x > 0)
-    sums = [sum(ri for ri, s in zip(r, signs, strict=True) if s) for signs in
-            itertools.product((0, 1), repeat=len(d))]
+    sums = [
+        sum(ri for ri, s in zip(r, signs, strict=True) if s)
+        for signs in itertools.product((0, 1), repeat=len(d))
+    ]
     low = sum(s <= w + 1e-9 for s in sums) / len(sums)
     high = sum(s >= w - 1e-9 for s in sums) / len(sums)
     return min(1.0, 2 * min(low, high))
@@ -70,7 +75,9 @@ def test_the_exact_p_equals_enumerating_every_sign_pattern(diffs: list[int]) -> 
         assert got is not None and got[1] == pytest.approx(_brute_p(diffs), abs=1e-12)
 
 
-def test_the_normal_approximation_is_close_to_exact_where_both_apply(monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+def test_the_normal_approximation_is_close_to_exact_where_both_apply(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # noqa: ANN001
     rng = random.Random(5)
     d = [rng.gauss(0.3, 1.0) for _ in range(40)]
     exact = wilcoxon_signed_rank(d)
@@ -103,12 +110,17 @@ def test_spearman_edges() -> None:
 
 def _pairs(seed: int, n: int = 8) -> list[tuple[float, float]]:
     rng = random.Random(seed)
-    return [(a, a * 1.05 * rng.uniform(0.98, 1.02)) for a in (rng.uniform(600, 700) for _ in range(n))]
+    return [
+        (a, a * 1.05 * rng.uniform(0.98, 1.02)) for a in (rng.uniform(600, 700) for _ in range(n))
+    ]
 
 
 def test_the_bootstrap_is_deterministic_by_seed() -> None:
     pairs = _pairs(1)
-    ci = [bootstrap_ratio_ci(pairs, confidence=0.95, resamples=500, rng=random.Random(s)) for s in (7, 7, 8)]
+    ci = [
+        bootstrap_ratio_ci(pairs, confidence=0.95, resamples=500, rng=random.Random(s))
+        for s in (7, 7, 8)
+    ]
     assert ci[0] == ci[1] and ci[0] != ci[2]
 
 
@@ -122,10 +134,17 @@ def test_the_bootstrap_ci_brackets_the_point_estimate(seed: int, n: int) -> None
     lo, hi = ci
     lo_b = min(b / a for a, b in pairs)
     hi_b = max(b / a for a, b in pairs)
-    assert lo_b - 1e-12 <= lo <= point <= hi <= hi_b + 1e-12  # a ratio of sums lies within the pairs'
+    assert (
+        lo_b - 1e-12 <= lo <= point <= hi <= hi_b + 1e-12
+    )  # a ratio of sums lies within the pairs'
 
 
 def test_identical_pairs_give_a_zero_width_ci_and_one_pair_none() -> None:
-    ci = bootstrap_ratio_ci([(100.0, 105.0)] * 4, confidence=0.95, resamples=100, rng=random.Random(0))
+    ci = bootstrap_ratio_ci(
+        [(100.0, 105.0)] * 4, confidence=0.95, resamples=100, rng=random.Random(0)
+    )
     assert ci is not None and math.isclose(ci[0], 1.05) and math.isclose(ci[1], 1.05)
-    assert bootstrap_ratio_ci([(1.0, 2.0)], confidence=0.95, resamples=100, rng=random.Random(0)) is None
+    assert (
+        bootstrap_ratio_ci([(1.0, 2.0)], confidence=0.95, resamples=100, rng=random.Random(0))
+        is None
+    )

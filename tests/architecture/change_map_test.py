@@ -12,14 +12,19 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "architecture.md"
 # The files a decode restart goes through (issue 24): scope, steps, what each step does, the
 # grace per launcher, and the target side's SIGTERM -> SIGKILL.
-RESTART_FILES = ("orchestrate/pd.py", "orchestrate/plan.py", "orchestrate/engine.py",
-                 "orchestrate/usecases/compose.py", "remote/agent/processes.py")
+RESTART_FILES = (
+    "orchestrate/pd.py",
+    "orchestrate/plan.py",
+    "orchestrate/engine.py",
+    "orchestrate/usecases/compose.py",
+    "remote/agent/processes.py",
+)
 
 
 def _section() -> str:
     text = DOC.read_text(encoding="utf-8")
     start = text.index("## Where to change what")
-    return text[start:text.index("\n## ", start + 1)]
+    return text[start : text.index("\n## ", start + 1)]
 
 
 def _rows(section: str) -> list[list[str]]:
@@ -62,6 +67,6 @@ def test_every_named_file_exists_and_defines_the_named_functions() -> None:
 
 def test_the_decode_restart_table_names_its_five_files() -> None:
     section = _section()
-    restart = section[:section.index("Elsewhere:")]
+    restart = section[: section.index("Elsewhere:")]
     named = {f for cells in _rows(restart) for f in re.findall(r"`([\w/]+\.py)`", cells[1])}
     assert set(RESTART_FILES) <= named, sorted(set(RESTART_FILES) - named)

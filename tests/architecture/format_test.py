@@ -21,7 +21,11 @@ DIRS = ("dsv4ops", "tests", "testing", "benchmarks")
 def test_the_tree_is_ruff_formatted() -> None:
     proc = subprocess.run(
         [str(RUFF), "format", "--check", "--no-cache", *DIRS],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert proc.returncode == 0, (
         "not formatted (run `make format`):\n" + (proc.stdout + proc.stderr)[-4000:]

@@ -31,9 +31,23 @@ def _mypy(*files: str) -> subprocess.CompletedProcess[str]:
     key = hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
     cache = Path(tempfile.gettempdir()) / f"dsv4ops-mypy-cache-{key}"
     return subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-         "--cache-dir", str(cache), "--no-color-output", "--no-error-summary", *files],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            "--cache-dir",
+            str(cache),
+            "--no-color-output",
+            "--no-error-summary",
+            *files,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
 
 
@@ -78,8 +92,12 @@ def _unannotated(tree: ast.Module) -> list[str]:
         if not isinstance(node, ast.FunctionDef) or _is_jit(node):
             continue
         args = node.args
-        params = [*args.posonlyargs, *args.args, *args.kwonlyargs,
-                  *(a for a in (args.vararg, args.kwarg) if a is not None)]
+        params = [
+            *args.posonlyargs,
+            *args.args,
+            *args.kwonlyargs,
+            *(a for a in (args.vararg, args.kwarg) if a is not None),
+        ]
         missing = [a.arg for a in params if a.annotation is None and a.arg not in ("self", "cls")]
         if node.returns is None or missing:
             bad.append(f"{node.name}:{node.lineno} ({', '.join(missing) or 'return'})")
@@ -87,12 +105,17 @@ def _unannotated(tree: ast.Module) -> list[str]:
 
 
 def test_only_the_triton_jit_functions_are_unannotated() -> None:
-    bad = {p.name: b for p in sorted(SOURCES.glob("*.py"))
-           if (b := _unannotated(ast.parse(p.read_text(encoding="utf-8"))))}
+    bad = {
+        p.name: b
+        for p in sorted(SOURCES.glob("*.py"))
+        if (b := _unannotated(ast.parse(p.read_text(encoding="utf-8"))))
+    }
     assert bad == {}, f"host functions in kernels/sources need full annotations: {bad}"
 
 
 def test_the_annotation_rule_catches_an_untyped_host_function() -> None:
-    tree = ast.parse("@triton.jit\ndef k(x, N: tl.constexpr):\n    pass\n\n"
-                     "def host(a: int, b) -> int:\n    return a\n\ndef h2(a: int):\n    pass\n")
+    tree = ast.parse(
+        "@triton.jit\ndef k(x, N: tl.constexpr):\n    pass\n\n"
+        "def host(a: int, b) -> int:\n    return a\n\ndef h2(a: int):\n    pass\n"
+    )
     assert _unannotated(tree) == ["host:5 (b)", "h2:8 (return)"]

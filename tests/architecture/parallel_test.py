@@ -46,8 +46,13 @@ def test_a_port_another_process_holds_is_never_handed_out() -> None:
         "print('held', flush=True)\n"
         "sys.stdin.read()\n"
     )
-    held = subprocess.Popen([sys.executable, "-c", script, str(port + 1)], cwd=ROOT,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    held = subprocess.Popen(
+        [sys.executable, "-c", script, str(port + 1)],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert held.stdout is not None and held.stdout.readline().strip() == "held"
         handed = ports.free_ports(20)
@@ -136,17 +141,51 @@ def test_make_tests_parallel_run_works_end_to_end() -> None:
     """`-n 2 --dist loadfile` as `make test` runs it: the scheduler hook, the lock fixture and
     the markers work on real workers (a broken one fails every test's setup, not one test)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider",
-         "tests/architecture/parallel_test.py", "tests/twin/costs_test.py", "--co"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-n",
+            "2",
+            "--dist",
+            "loadfile",
+            "-p",
+            "no:cacheprovider",
+            "tests/architecture/parallel_test.py",
+            "tests/twin/costs_test.py",
+            "--co",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider",
-         "tests/architecture/parallel_test.py", "-k", "kernels_files or without_xdist or long_files"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-n",
+            "2",
+            "--dist",
+            "loadfile",
+            "-p",
+            "no:cacheprovider",
+            "tests/architecture/parallel_test.py",
+            "-k",
+            "kernels_files or without_xdist or long_files",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
-    assert proc.returncode == 0 and "3 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0 and "3 passed" in proc.stdout, (
+        proc.stdout[-3000:] + proc.stderr[-3000:]
+    )
 
 
 class _Config:
@@ -172,12 +211,14 @@ def test_run_once_makes_it_on_the_first_worker_and_the_others_wait_for_the_same_
         return {"path": str(home / "artifact")}
 
     results: list[dict[str, str]] = []
-    first = threading.Thread(target=lambda: results.append(
-        run_once(_Config(uid, True), "thing", lambda: tmp_path, make)))
+    first = threading.Thread(
+        target=lambda: results.append(run_once(_Config(uid, True), "thing", lambda: tmp_path, make))
+    )
     first.start()
     assert started.wait(30)
-    second = threading.Thread(target=lambda: results.append(
-        run_once(_Config(uid, True), "thing", lambda: tmp_path, make)))
+    second = threading.Thread(
+        target=lambda: results.append(run_once(_Config(uid, True), "thing", lambda: tmp_path, make))
+    )
     second.start()
     second.join(0.3)
     assert second.is_alive() and not results  # it waits on the lock (whatever the wait: it blocks)
@@ -206,4 +247,5 @@ def test_run_once_runs_again_after_a_failed_make_and_is_plain_outside_xdist(tmp_
     outside = _Config(uid, False)
     outside.workerinput = None
     assert run_once(outside, "thing", lambda: tmp_path / "fresh", lambda home: str(home)) == str(
-        tmp_path / "fresh")
+        tmp_path / "fresh"
+    )

@@ -23,7 +23,8 @@ FUNCTIONS_TO_SPLIT: dict[str, int] = {}
 
 def _over(found: dict[str, int], limit: int, allowed: dict[str, int]) -> list[str]:
     return [
-        f"{name}: {n} lines (limit {limit}" + (f", allow-listed at {allowed[name]})" if name in allowed else ")")
+        f"{name}: {n} lines (limit {limit}"
+        + (f", allow-listed at {allowed[name]})" if name in allowed else ")")
         for name, n in sorted(found.items())
         if n > max(limit, allowed.get(name, 0))
     ]

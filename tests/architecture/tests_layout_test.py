@@ -50,7 +50,9 @@ def _layout_problem(path: Path) -> str | None:
         return "not a test module: a helper or double belongs in testing/"
     stem = path.name.removesuffix("_test.py")
     if len(rel.parts) == 1:
-        return None if (PACKAGE / f"{stem}.py").exists() else f"no top-level module dsv4ops/{stem}.py"
+        return (
+            None if (PACKAGE / f"{stem}.py").exists() else f"no top-level module dsv4ops/{stem}.py"
+        )
     area_dirs = rel.parts[:-1]
     if area_dirs[0] in WHOLE_PACKAGE_DIRS:
         return None
@@ -115,7 +117,9 @@ def _conftest_helpers(path: Path, root: Path = ROOT) -> list[str]:
 
 
 def test_conftest_files_hold_fixtures_only() -> None:
-    helpers = [h for p in _python_files(TESTS) if p.name == "conftest.py" for h in _conftest_helpers(p)]
+    helpers = [
+        h for p in _python_files(TESTS) if p.name == "conftest.py" for h in _conftest_helpers(p)
+    ]
     assert helpers == [], "helpers that tests import live in testing/<area>.py"
 
 
@@ -124,7 +128,9 @@ def test_testing_holds_one_module_per_package_area() -> None:
     stray = sorted(
         p.name for p in TESTING.glob("*.py") if p.stem not in SHARED_TESTING and p.stem not in areas
     )
-    assert stray == [], f"one testing/ module per package area, named after it: one of {sorted(areas)}"
+    assert (
+        stray == []
+    ), f"one testing/ module per package area, named after it: one of {sorted(areas)}"
     programs = sorted(
         p.name
         for p in (TESTING / "programs").glob("*.py")
@@ -132,9 +138,7 @@ def test_testing_holds_one_module_per_package_area() -> None:
     )
     assert programs == [], "name testing/programs/ modules <area>_<thing>.py"
     imported_as_module = sorted(
-        p.name
-        for p in TESTING.glob("*.py")
-        if 'if __name__ == "__main__":' in p.read_text()
+        p.name for p in TESTING.glob("*.py") if 'if __name__ == "__main__":' in p.read_text()
     )
     assert imported_as_module == [], "a program the tests start belongs in testing/programs/"
     assert sorted(p.name for p in TESTING.rglob("*_test.py")) == []  # tests live under tests/
@@ -149,11 +153,17 @@ def test_the_rules_catch_what_they_are_for(tmp_path: Path) -> None:
     assert _layout_problem(TESTS / "cli" / "deploy_ssh_test.py") is None
     assert _layout_problem(TESTS / "orchestrate" / "usecases" / "gate_test.py") is None
     double = tmp_path / "x_test.py"
-    double.write_text("class FakeThing:\n    pass\n\n\nclass Variant(mod.ScriptedServer):\n    pass\n")
-    assert [d.rsplit(" ", 1)[1] for d in _doubles(double, root=tmp_path)] == ["FakeThing", "Variant"]
+    double.write_text(
+        "class FakeThing:\n    pass\n\n\nclass Variant(mod.ScriptedServer):\n    pass\n"
+    )
+    assert [d.rsplit(" ", 1)[1] for d in _doubles(double, root=tmp_path)] == [
+        "FakeThing",
+        "Variant",
+    ]
     conftest = TESTS / "conftest.py"
     assert _conftest_helpers(conftest) == []
     helper = tmp_path / "conftest.py"
-    helper.write_text("import pytest\n\n\n@pytest.fixture\ndef ok():\n    pass\n\n\ndef cli():\n    pass\n")
+    helper.write_text(
+        "import pytest\n\n\n@pytest.fixture\ndef ok():\n    pass\n\n\ndef cli():\n    pass\n"
+    )
     assert [h.rsplit(" ", 1)[1] for h in _conftest_helpers(helper, root=tmp_path)] == ["cli"]
-

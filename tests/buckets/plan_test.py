@@ -101,19 +101,41 @@ def test_an_observed_graph_memory_is_used_instead_of_the_estimate() -> None:
 def test_the_cli_prints_the_comparison_and_the_revision_command(tmp_path: Path) -> None:
     samples = tmp_path / "running.json"
     samples.write_text(json.dumps([60 + (i * 7) % 31 for i in range(400)] + [0] * 20))
-    proc = subprocess.run([sys.executable, "-m", "dsv4ops", "buckets", "plan", "--distribution",
-                           str(samples), "--max-buckets", "12", "--json"], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dsv4ops",
+            "buckets",
+            "plan",
+            "--distribution",
+            str(samples),
+            "--max-buckets",
+            "12",
+            "--json",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     ladders = {lad["name"]: lad for lad in out["ladders"]}
     assert set(ladders) == {"planned", "step8", "step4:40-96", "sglang-default"}
     planned = ladders["planned"]["buckets"]
     assert planned[-1] == 96 and len(planned) <= 12
-    assert out["command"] == (f"dsv4ops profile set baseline buckets={','.join(map(str, planned))}"
-                              " --as baseline-planned")
-    bad = subprocess.run([sys.executable, "-m", "dsv4ops", "buckets", "plan"], cwd=REPO,
-                         capture_output=True, text=True, timeout=60)
+    assert out["command"] == (
+        f"dsv4ops profile set baseline buckets={','.join(map(str, planned))}"
+        " --as baseline-planned"
+    )
+    bad = subprocess.run(
+        [sys.executable, "-m", "dsv4ops", "buckets", "plan"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 1 and "exactly one of" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -133,13 +155,32 @@ def test_sampling_a_live_decode_sees_its_running_batch_and_graph_memory() -> Non
             tasks = [asyncio.create_task(_background(session, url, i, False)) for i in range(12)]
             try:
                 await wait_running(session, url, 12)
-                live = await asyncio.to_thread(sample_decode, url + "/metrics", window_s=1.5,
-                                               interval_s=0.1)
+                live = await asyncio.to_thread(
+                    sample_decode, url + "/metrics", window_s=1.5, interval_s=0.1
+                )
                 cli = await asyncio.to_thread(
-                    subprocess.run, [sys.executable, "-m", "dsv4ops", "buckets", "plan", "--metrics-url",
-                                     url + "/metrics", "--window", "1", "--graph-mb", "500",
-                                     "--memory-mb", "100", "--json"],
-                    cwd=REPO, capture_output=True, text=True, timeout=60)
+                    subprocess.run,
+                    [
+                        sys.executable,
+                        "-m",
+                        "dsv4ops",
+                        "buckets",
+                        "plan",
+                        "--metrics-url",
+                        url + "/metrics",
+                        "--window",
+                        "1",
+                        "--graph-mb",
+                        "500",
+                        "--memory-mb",
+                        "100",
+                        "--json",
+                    ],
+                    cwd=REPO,
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
                 return live, cli
             finally:
                 async with session.post(f"{url}/abort_request", json={"abort_all": True}):
@@ -147,8 +188,22 @@ def test_sampling_a_live_decode_sees_its_running_batch_and_graph_memory() -> Non
                 await asyncio.gather(*tasks, return_exceptions=True)
 
     env = {"DSV4_TWIN_TIME_SCALE": "0.1", "DSV4_TWIN_HAZARDS": "off"}
-    with twin_server(["--disaggregation-mode", "decode", "--enable-metrics", "--decode-log-interval", "4",
-                      "--cuda-graph-bs-decode", "4", "8", "12", "16", "32"], env=env) as proc:
+    with twin_server(
+        [
+            "--disaggregation-mode",
+            "decode",
+            "--enable-metrics",
+            "--decode-log-interval",
+            "4",
+            "--cuda-graph-bs-decode",
+            "4",
+            "8",
+            "12",
+            "16",
+            "32",
+        ],
+        env=env,
+    ) as proc:
         live, cli = asyncio.run(load_then_sample(proc.url))
     assert live.counts and set(live.counts) == {12}, live.counts
     # the twin's 0.02 GB per captured decode graph (docs/twin.md), as the box reports its own
@@ -157,7 +212,9 @@ def test_sampling_a_live_decode_sees_its_running_batch_and_graph_memory() -> Non
     out = json.loads(cli.stdout)
     assert out["graph_memory"]["source"] == "observed"
     assert out["graph_memory"]["mb_per_graph"] == pytest.approx(0.1 * 1024 / 5)
-    assert out["graph_budget"] == 4  # 100 MB at 20.48 MB per graph (the observed, not the 500 guessed)
+    assert (
+        out["graph_budget"] == 4
+    )  # 100 MB at 20.48 MB per graph (the observed, not the 500 guessed)
 
 
 def test_an_ab_report_gives_its_levels_and_the_kept_arms_law(tmp_path: Path) -> None:
@@ -172,19 +229,44 @@ def test_an_ab_report_gives_its_levels_and_the_kept_arms_law(tmp_path: Path) -> 
     step8 = resolve_buckets("step8", tp_size=4, max_running_requests=96)
     step4 = resolve_buckets("step4:40-96", tp_size=4, max_running_requests=96)
     schedule = counterbalanced(4)
-    arms: dict[Literal["A", "B"], ArmModel] = {"A": ArmModel("step8", tuple(step8)), "B": ArmModel("step4", tuple(step4))}
+    arms: dict[Literal["A", "B"], ArmModel] = {
+        "A": ArmModel("step8", tuple(step8)),
+        "B": ArmModel("step4", tuple(step4)),
+    }
     blocks = TwinBlocks(arms, concurrencies=(48, 56, 57, 60), steps=50, seed=1).run(schedule)
     an = analyse(blocks, planned=len(schedule))
     decision = decide(an, [])
-    write_report(tmp_path, a="step8", b="step4", schedule=schedule, blocks=blocks, analysis=an,
-                 gates=[], decision=decision, buckets={"A": step8, "B": step4})
-    proc = subprocess.run([sys.executable, "-m", "dsv4ops", "buckets", "plan", "--from",
-                           str(tmp_path / "report.json"), "--json"], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+    write_report(
+        tmp_path,
+        a="step8",
+        b="step4",
+        schedule=schedule,
+        blocks=blocks,
+        analysis=an,
+        gates=[],
+        decision=decision,
+        buckets={"A": step8, "B": step4},
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dsv4ops",
+            "buckets",
+            "plan",
+            "--from",
+            str(tmp_path / "report.json"),
+            "--json",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert set(out["distribution"]) == {"48", "56", "57", "60"}
     assert f"the law of arm {decision.winner} (kept)" in out["source"]
     assert out["kept_below"] == [b for b in step8 if b < 48]
     planned = next(lad for lad in out["ladders"] if lad["name"] == "planned")["buckets"]
-    assert planned[:len(out["kept_below"])] == out["kept_below"] and planned[-1] == 96
+    assert planned[: len(out["kept_below"])] == out["kept_below"] and planned[-1] == 96

@@ -22,8 +22,14 @@ A, B = 18.0, 1.05  # the seeds' law
 def _level(c: int, buckets: tuple[int, ...] = STEP8, noise: float = 5.0) -> LevelPoint:
     step = A + B * pad_to_bucket(c, buckets)
     tok_s = 1000.0 * c / step
-    return LevelPoint(concurrency=c, bs=float(c), step_ms=step, output_tok_s=tok_s,
-                      output_tok_s_ci=(tok_s - noise, tok_s + noise), output_tok_s_n=5)
+    return LevelPoint(
+        concurrency=c,
+        bs=float(c),
+        step_ms=step,
+        output_tok_s=tok_s,
+        output_tok_s_ci=(tok_s - noise, tok_s + noise),
+        output_tok_s_n=5,
+    )
 
 
 def test_fit_recovers_the_law_exactly_and_the_ceiling() -> None:
@@ -68,8 +74,10 @@ def test_no_sawtooth_within_one_graph_or_within_the_noise() -> None:
     """Issue 23: `sawtooth at bucket 88: 820 -> 604` between two levels that ran in one graph
     (no padding change) was noise or the batch estimate; and a drop inside the levels' CIs is
     not evidence either."""
-    same_graph = [replace(_level(81), bs=81.0, output_tok_s=820.0, output_tok_s_ci=(810.0, 830.0)),
-                  replace(_level(88), bs=88.0, output_tok_s=604.0, output_tok_s_ci=(590.0, 620.0))]
+    same_graph = [
+        replace(_level(81), bs=81.0, output_tok_s=820.0, output_tok_s_ci=(810.0, 830.0)),
+        replace(_level(88), bs=88.0, output_tok_s=604.0, output_tok_s_ci=(590.0, 620.0)),
+    ]
     assert find_sawtooth(same_graph, STEP8) == []  # both pad to 88
     noisy = [_level(56, noise=60.0), _level(57, noise=60.0)]  # 729 -> 669: the drop's CI spans 0
     assert find_sawtooth(noisy, STEP8) == []
@@ -84,7 +92,7 @@ def test_mean_ci95_is_the_t_interval() -> None:
     ci = mean_ci95([10.0, 12.0, 14.0])  # mean 12, sd 2, t(2) = 4.303
     assert ci is not None
     lo, hi = ci
-    assert (lo, hi) == pytest.approx((12 - 4.303 * 2 / 3 ** 0.5, 12 + 4.303 * 2 / 3 ** 0.5))
+    assert (lo, hi) == pytest.approx((12 - 4.303 * 2 / 3**0.5, 12 + 4.303 * 2 / 3**0.5))
     assert mean_ci95([1.0, 2.0]) is None
 
 

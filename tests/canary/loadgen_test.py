@@ -30,21 +30,31 @@ ENGINES = pytest.mark.parametrize("engine", ["raw", "aiohttp"])
 def test_closed_loop_fixed_concurrency_and_count(engine: str) -> None:
     async def main(url: str) -> list[R.RequestRecord]:
         async with ChatClient(url, connections=8, engine=engine) as client:
-            return await closed_loop(client, Mix(prefix="t", max_tokens=8), concurrency=3, num_requests=10)
+            return await closed_loop(
+                client, Mix(prefix="t", max_tokens=8), concurrency=3, num_requests=10
+            )
 
     with fake_server({"a_ms": 2}) as url:
         recs = asyncio.run(main(url))
     assert len(recs) == 10 and all(r.ok for r in recs)
     assert _max_overlap(recs) == 3
     assert all(r.output_tokens == 8 and len(r.token_times) == 8 for r in recs)
-    assert all(r.t_first and r.t_first <= r.token_times[0] for r in recs)  # live stamp = first token
+    assert all(
+        r.t_first and r.t_first <= r.token_times[0] for r in recs
+    )  # live stamp = first token
 
 
 def test_poisson_open_loop_with_a_cap_records_queue_wait() -> None:
     async def main(url: str) -> list[R.RequestRecord]:
         async with ChatClient(url, connections=8) as client:
-            return await poisson(client, Mix(prefix="p", max_tokens=20), rate_per_s=200.0,
-                                 num_requests=12, max_concurrency=2, seed=3)
+            return await poisson(
+                client,
+                Mix(prefix="p", max_tokens=20),
+                rate_per_s=200.0,
+                num_requests=12,
+                max_concurrency=2,
+                seed=3,
+            )
 
     with fake_server({"a_ms": 5}) as url:
         recs = asyncio.run(main(url))
@@ -72,7 +82,9 @@ def test_level_windows_skip_warmup() -> None:
 def test_server_errors_are_http_errors_with_the_message(engine: str) -> None:
     async def main(url: str) -> list[R.RequestRecord]:
         async with ChatClient(url, connections=4, engine=engine) as client:
-            return await closed_loop(client, Mix(prefix="e", max_tokens=4), concurrency=2, num_requests=4)
+            return await closed_loop(
+                client, Mix(prefix="e", max_tokens=4), concurrency=2, num_requests=4
+            )
 
     with fake_server({"a_ms": 1, "error_every": 2}) as url:
         recs = asyncio.run(main(url))

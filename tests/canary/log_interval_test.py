@@ -39,16 +39,35 @@ INTERVAL = 200
 # A step of ~44 model ms, what DSV4 takes at ~25 running on the box (18 + 1.05 x 25), with only
 # 4 requests so the twin stays cheap: 200 iterations are ~9 model s between two bumps, longer
 # than the 6 s the default-40 window allows before it has seen a gap.
-ENV = {"DSV4_TWIN_TIME_SCALE": str(SCALE), "DSV4_TWIN_STEP_A_MS": "40",
-       "DSV4_TWIN_REALTIME_TOKENS": "per_log_interval", "DSV4_TWIN_HAZARDS": "off"}
-DECODE = ["--disaggregation-mode", "decode", "--enable-metrics", "--disable-overlap-schedule",
-          "--cuda-graph-bs-decode", "1", "2", "4", "--decode-log-interval", str(INTERVAL)]
+ENV = {
+    "DSV4_TWIN_TIME_SCALE": str(SCALE),
+    "DSV4_TWIN_STEP_A_MS": "40",
+    "DSV4_TWIN_REALTIME_TOKENS": "per_log_interval",
+    "DSV4_TWIN_HAZARDS": "off",
+}
+DECODE = [
+    "--disaggregation-mode",
+    "decode",
+    "--enable-metrics",
+    "--disable-overlap-schedule",
+    "--cuda-graph-bs-decode",
+    "1",
+    "2",
+    "4",
+    "--decode-log-interval",
+    str(INTERVAL),
+]
 
 
 def with_decode_args(dep: Deployment, *args: str) -> Deployment:
     """`dep` with `args` added to its decode's command line."""
-    return replace(dep, commands_hash="", components=tuple(
-        replace(c, argv=(*c.argv, *args)) if c.name == "decode" else c for c in dep.components))
+    return replace(
+        dep,
+        commands_hash="",
+        components=tuple(
+            replace(c, argv=(*c.argv, *args)) if c.name == "decode" else c for c in dep.components
+        ),
+    )
 
 
 def model_ns() -> int:
@@ -81,8 +100,9 @@ async def _watch(url: str, deployed: Deployment) -> dict[str, Any]:
                     wd.observe_metrics(url, gauges)
                 if len(bumps) == 2 and wedged_at is None:  # a healthy gap seen: now wedge it
                     healthy = {"default": list(default.events), "threaded": list(threaded.events)}
-                    async with session.post(f"{url}/_twin/hazard",
-                                            json={"hazard": "wedge", "state": "force"}) as resp:
+                    async with session.post(
+                        f"{url}/_twin/hazard", json={"hazard": "wedge", "state": "force"}
+                    ) as resp:
                         assert resp.status == 200
                     wedged_at = model_ns()
                 await asyncio.sleep(0.4 * SCALE)  # a scrape every 0.4 model s
@@ -91,11 +111,17 @@ async def _watch(url: str, deployed: Deployment) -> dict[str, Any]:
                 t.cancel()
             await asyncio.gather(*load, return_exceptions=True)
     assert wedged_at is not None, f"the decode's counter bumped only {len(bumps)} times"
-    return {"bumps": bumps, "healthy": healthy, "wedged_at": wedged_at,
-            "after_wedge": threaded.events}
+    return {
+        "bumps": bumps,
+        "healthy": healthy,
+        "wedged_at": wedged_at,
+        "after_wedge": threaded.events,
+    }
 
 
-def test_the_deployed_log_interval_keeps_a_healthy_decode_unflagged_and_still_catches_a_wedge() -> None:
+def test_the_deployed_log_interval_keeps_a_healthy_decode_unflagged_and_still_catches_a_wedge() -> (
+    None
+):
     with twin_server(DECODE, env=ENV) as proc:
         seen = asyncio.run(_watch(proc.url, with_decode_args(make_deployment("d"), *DECODE)))
     bumps = seen["bumps"]

@@ -34,8 +34,15 @@ class Server:
 
 def _scrape(det: ProgressDetector, server: Server, t: float, in_flight: int = 0) -> Stall | None:
     server.advance_to(t)
-    return det.observe(URL, int(t * S), running=server.running, queued=0.0,
-                       decode_tokens=server.tokens, engine_types=("decode",), in_flight=in_flight)
+    return det.observe(
+        URL,
+        int(t * S),
+        running=server.running,
+        queued=0.0,
+        decode_tokens=server.tokens,
+        engine_types=("decode",),
+        in_flight=in_flight,
+    )
 
 
 def _run(det: ProgressDetector, server: Server, t0: float, t1: float, **kw: int) -> list[Stall]:
@@ -92,8 +99,10 @@ def test_per_iteration_bumps_are_inferred_and_confirm_a_wedge_fast() -> None:
     tokens = 0.0
     for i in range(10):
         tokens += 60 * 6  # 6 iterations of 80 ms per 0.5 s scrape
-        assert det.observe(URL, int(i * SCRAPE_S * S), running=60, queued=0,
-                           decode_tokens=tokens) is None
+        assert (
+            det.observe(URL, int(i * SCRAPE_S * S), running=60, queued=0, decode_tokens=tokens)
+            is None
+        )
     assert det.window_ns(URL) == 2 * S
     stall = None
     t = 5.0
@@ -108,8 +117,12 @@ def test_idle_prefill_and_servers_without_the_counter_are_not_judged() -> None:
     for i in range(40):
         t = int(i * SCRAPE_S * S)
         assert det.observe("idle", t, running=0, queued=0, decode_tokens=5.0) is None
-        assert det.observe("prefill", t, running=1, queued=0, decode_tokens=0.0,
-                           engine_types=("prefill",)) is None
+        assert (
+            det.observe(
+                "prefill", t, running=1, queued=0, decode_tokens=0.0, engine_types=("prefill",)
+            )
+            is None
+        )
         assert det.observe("old", t, running=9, queued=0, decode_tokens=None) is None
     # queued work with nothing running and no progress is a stall
     for i in range(40):

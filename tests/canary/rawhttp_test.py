@@ -21,7 +21,9 @@ from testing.ports import free_port
 
 EV = b'data: {"choices":[{"index":0,"delta":{"content":"%s"}}]}\n\n'
 DONE = b"data: [DONE]\n\n"
-HEAD_CHUNKED = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+HEAD_CHUNKED = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+)
 
 
 def chunk(data: bytes) -> bytes:
@@ -32,11 +34,16 @@ def sse_body(words: Sequence[str]) -> bytes:
     return b"".join(EV % w.encode() for w in words) + DONE
 
 
-def run_requests(script: Script, n: int = 1, *, concurrency: int = 1, engine: str = "raw", **client_kw) -> tuple[list[R.RequestRecord], ScriptedServer]:  # type: ignore[no-untyped-def]
+def run_requests(  # type: ignore[no-untyped-def]
+    script: Script, n: int = 1, *, concurrency: int = 1, engine: str = "raw", **client_kw
+) -> tuple[list[R.RequestRecord], ScriptedServer]:
     srv = ScriptedServer(script)
 
     async def main() -> list[R.RequestRecord]:
-        async with srv as url, ChatClient(url, connections=concurrency, engine=engine, **client_kw) as client:
+        async with (
+            srv as url,
+            ChatClient(url, connections=concurrency, engine=engine, **client_kw) as client,
+        ):
             assert client.engine == engine
             sem = asyncio.Semaphore(concurrency)
 
@@ -65,8 +72,13 @@ def test_events_split_at_every_awkward_place_are_reassembled_in_order() -> None:
 
 def test_many_chunks_in_one_read_and_chunk_extensions() -> None:
     events = [EV % w.encode() for w in ("a", "b", "c", "d")]
-    framed = (HEAD_CHUNKED + b"".join(chunk(e) for e in events[:3])
-              + b"%x;name=value\r\n%s\r\n" % (len(events[3]), events[3]) + chunk(DONE) + b"0\r\n\r\n")
+    framed = (
+        HEAD_CHUNKED
+        + b"".join(chunk(e) for e in events[:3])
+        + b"%x;name=value\r\n%s\r\n" % (len(events[3]), events[3])
+        + chunk(DONE)
+        + b"0\r\n\r\n"
+    )
     [rec], _ = run_requests(lambda n, b: [framed])
     assert rec.ok and rec.content == "abcd"
     # a trailer after the last chunk is read and ignored
@@ -134,8 +146,11 @@ def test_bytes_on_an_idle_connection_retire_it() -> None:
 
 
 def test_connection_close_header_is_honoured() -> None:
-    resp = (b"HTTP/1.1 200 OK\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n"
-            + chunk(sse_body(["z"])) + b"0\r\n\r\n")
+    resp = (
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + chunk(sse_body(["z"]))
+        + b"0\r\n\r\n"
+    )
     recs, srv = run_requests(lambda n, b: [resp, 0.05], n=3)
     assert all(r.ok for r in recs) and srv.connections == 3
 
@@ -253,7 +268,10 @@ def test_a_stream_that_ends_on_its_finish_reason_without_done_is_complete(engine
     to_close = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
     scripts: tuple[list[bytes | float | None], ...] = ([chunked], [to_close, NO_DONE, 0.01, None])
     for pieces in scripts:
-        def script(n: int, b: bytes, s: list[bytes | float | None] = pieces) -> list[bytes | float | None]:
+
+        def script(
+            n: int, b: bytes, s: list[bytes | float | None] = pieces
+        ) -> list[bytes | float | None]:
             return s
 
         [rec], _ = run_requests(script, engine=engine)

@@ -37,8 +37,16 @@ def test_summary_uses_bench_serving_keys_and_1s_buckets() -> None:
         recs.append(r)
     recs.append(RequestRecord(rid="bad", t_send=s, t_end=s, error="http_status"))
     out = summarize(recs, duration_s=2.0, max_concurrency=4, t0_ns=s)
-    for key in ("output_throughput", "median_ttft_ms", "p99_itl_ms", "mean_tpot_ms",
-                "p90_e2e_latency_ms", "request_throughput", "total_output_tokens", "completed"):
+    for key in (
+        "output_throughput",
+        "median_ttft_ms",
+        "p99_itl_ms",
+        "mean_tpot_ms",
+        "p90_e2e_latency_ms",
+        "request_throughput",
+        "total_output_tokens",
+        "completed",
+    ):
         assert key in out
     assert out["completed"] == 4 and out["failed"] == 1
     assert out["output_throughput"] == pytest.approx(20.0)
@@ -50,7 +58,9 @@ def test_summary_uses_bench_serving_keys_and_1s_buckets() -> None:
 S = 1_000_000_000
 
 
-def _stream(rid: str, first_s: float, gap_s: float, n: int, *, end_s: float, **kw: object) -> RequestRecord:
+def _stream(
+    rid: str, first_s: float, gap_s: float, n: int, *, end_s: float, **kw: object
+) -> RequestRecord:
     r = RequestRecord(rid=rid, t_send=S, t_end=S + int(end_s * S), **kw)  # type: ignore[arg-type]
     r.token_times = [S + int((first_s + k * gap_s) * S) for k in range(n)]
     return r
@@ -58,8 +68,10 @@ def _stream(rid: str, first_s: float, gap_s: float, n: int, *, end_s: float, **k
 
 def test_deliberate_cancellations_are_their_own_outcome_and_every_token_counts() -> None:
     """The sweep's case: long streams cut at the end are not failures, and their tokens count."""
-    done = [_stream(f"d{i}", 0.1, 0.1, 10, end_s=1.05, usage_tokens=10, prompt_tokens=7)
-            for i in range(2)]
+    done = [
+        _stream(f"d{i}", 0.1, 0.1, 10, end_s=1.05, usage_tokens=10, prompt_tokens=7)
+        for i in range(2)
+    ]
     # cut by the canary at 2.0 s after 19 tokens (no usage chunk: counted events), ITL 0.1 s
     cut = [_stream(f"c{i}", 0.1, 0.1, 19, end_s=2.0, error=R.ERR_CANCELLED) for i in range(3)]
     # a real failure: 4 tokens came before the server broke the stream; a 3 s stall inside

@@ -21,9 +21,16 @@ pytestmark = pytest.mark.slow
 # (selfcheck_test.py, and the client-bound case below). Its loop-lag bound is loosened here because
 # this pytest process is long-lived and shared: a CI run once saw one 285 ms stall (machine 31%
 # busy) turn a clean abort cascade INCONCLUSIVE. The CPU bound stays at its default.
-TH = Thresholds(smoke_requests=12, stress_concurrency=16, corruption_turns=2, consistency_prompts=4,
-                abort_streams=12, first_token_deadline_s=5.0, hang_deadline_s=30.0,
-                loop_lag_p99_max_ms=1000.0)
+TH = Thresholds(
+    smoke_requests=12,
+    stress_concurrency=16,
+    corruption_turns=2,
+    consistency_prompts=4,
+    abort_streams=12,
+    first_token_deadline_s=5.0,
+    hang_deadline_s=30.0,
+    loop_lag_p99_max_ms=1000.0,
+)
 
 
 def _run(url: str, suite: str, **kw: Any) -> SuiteResult:
@@ -60,8 +67,10 @@ def test_a_server_that_never_sends_done_passes_and_is_reported(tmp_path: Path) -
     s = result.metrics["summary"]
     assert (s["completed"], s["failed"], s["completed_without_done"]) == (12, 0, 12)
     assert s["total_output_tokens"] > 0 and s["output_throughput"] > 0
-    assert any("12 of 12 streams ended after their finish_reason without data: [DONE]" in r
-               for r in result.reasons), result.reasons
+    assert any(
+        "12 of 12 streams ended after their finish_reason without data: [DONE]" in r
+        for r in result.reasons
+    ), result.reasons
     assert "without `data: [DONE]`" in (tmp_path / "report.md").read_text()
 
 
@@ -84,7 +93,9 @@ def test_mid_stream_stall_is_detected_within_3s_and_fails() -> None:
     assert all(2.0 <= e["detection_latency_s"] < 3.0 for e in stalls)
 
 
-@pytest.mark.parametrize(("mode", "kind"), [("cross_talk", "cross_talk"), ("invalid_json", "invalid_json")])
+@pytest.mark.parametrize(
+    ("mode", "kind"), [("cross_talk", "cross_talk"), ("invalid_json", "invalid_json")]
+)
 def test_corrupted_tool_calls_fail_the_corruption_suite(mode: str, kind: str) -> None:
     with fake_server({"corrupt": mode}) as url:
         result = _run(url, "corruption")
@@ -153,7 +164,10 @@ def test_sweep_fits_the_law_and_finds_the_bucket_drop() -> None:
     assert s["failed"] == 0 and s["cancelled"] >= 16 and s["errors_by_kind"] == {}
     assert s["output_tokens_by_outcome"]["cancelled"] > s["output_tokens_by_outcome"]["completed"]
     level_tok_s = [p["output_tok_s"] for p in result.metrics["levels"]]
-    assert 0.8 * min(level_tok_s) <= s["output_throughput"] <= 1.1 * max(level_tok_s), (s, level_tok_s)
+    assert 0.8 * min(level_tok_s) <= s["output_throughput"] <= 1.1 * max(level_tok_s), (
+        s,
+        level_tok_s,
+    )
     assert any("cancelled (not failures" in r for r in result.reasons)
 
 
@@ -168,7 +182,9 @@ def test_unknown_suite() -> None:
 
 
 def test_a_client_bound_run_is_inconclusive_not_server_numbers() -> None:
-    th = Thresholds(smoke_requests=4, smoke_concurrency=2, loop_lag_p99_max_ms=0.0, client_cpu_max=1.5)
+    th = Thresholds(
+        smoke_requests=4, smoke_concurrency=2, loop_lag_p99_max_ms=0.0, client_cpu_max=1.5
+    )
     with fake_server() as url:
         result = _run(url, "smoke", thresholds=th)
     assert result.verdict is Verdict.INCONCLUSIVE
@@ -204,9 +220,25 @@ def test_the_cli_fail_lines_count_calls_and_findings_apart_and_name_the_first_er
     import sys
 
     def canary(url: str, suite: str) -> str:
-        proc = subprocess.run([sys.executable, "-m", "dsv4ops", "canary", "--url", url, "--suite",
-                               suite, "--model", "fake", "--worker-url", url],
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dsv4ops",
+                "canary",
+                "--url",
+                url,
+                "--suite",
+                suite,
+                "--model",
+                "fake",
+                "--worker-url",
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 2, proc.stdout + proc.stderr  # FAIL
         return proc.stdout + proc.stderr
 
@@ -216,8 +248,9 @@ def test_the_cli_fail_lines_count_calls_and_findings_apart_and_name_the_first_er
     assert first and re.match(r"\S+: http_status HTTP 500: ", first.group(1)), out
     with fake_server({"corrupt": "cross_talk"}) as url:
         out = canary(url, "corruption")
-    line = re.search(r"tool-call corruption in (\d+) of (\d+) calls: (\d+) findings? \(([^)]*)\)",
-                     out)
+    line = re.search(
+        r"tool-call corruption in (\d+) of (\d+) calls: (\d+) findings? \(([^)]*)\)", out
+    )
     assert line, out
     kinds = [int(v) for v in re.findall(r"=(\d+)", line.group(4))]
     assert sum(kinds) == int(line.group(3)) >= int(line.group(1))
@@ -235,8 +268,12 @@ def test_tool_calls_off_by_the_profile_sends_none_and_says_so() -> None:
     assert smoke.verdict is Verdict.PASS, smoke.reasons
     assert smoke.metrics["tool_calls"]["checked"] == 0
     assert smoke.metrics["summary"]["completed"] == 12
-    assert "note: tool-call checks off by the profile (canary.tool_calls: false): none was sent" \
+    assert (
+        "note: tool-call checks off by the profile (canary.tool_calls: false): none was sent"
         in smoke.reasons
+    )
     assert corruption.verdict is Verdict.INCONCLUSIVE
-    assert corruption.reasons == ["INCONCLUSIVE: tool-call checks off by the profile "
-                                  "(canary.tool_calls: false): none was sent"]
+    assert corruption.reasons == [
+        "INCONCLUSIVE: tool-call checks off by the profile "
+        "(canary.tool_calls: false): none was sent"
+    ]

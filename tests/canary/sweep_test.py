@@ -24,8 +24,12 @@ def _stream(rid: str, step_ms: float, n: int, error: str | None = None) -> Reque
 def test_a_level_counts_every_token_received_in_its_window() -> None:
     # two healthy streams at 10 ms a step, one cut by the suite, and one that failed mid-way (the
     # server broke it): all four delivered 100 tokens inside the 1-second window
-    records = [_stream("a", 10, 100), _stream("b", 10, 100), _stream("c", 10, 100, R.ERR_CANCELLED),
-               _stream("d", 10, 100, R.ERR_DISCONNECT)]
+    records = [
+        _stream("a", 10, 100),
+        _stream("b", 10, 100),
+        _stream("c", 10, 100, R.ERR_CANCELLED),
+        _stream("d", 10, 100, R.ERR_DISCONNECT),
+    ]
     h = SimpleNamespace(records=records, sampler=SimpleNamespace(decode_url=lambda: None))
     [point] = _level_points(h, [4], [(S, 2 * S)])  # type: ignore[arg-type]
     assert point.output_tok_s == pytest.approx(400.0)

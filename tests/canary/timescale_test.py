@@ -13,8 +13,14 @@ from testing.twin import twin_server
 
 
 def test_client_figures_are_brought_to_model_time() -> None:
-    wall = LevelPoint(concurrency=64, bs=64.0, step_ms=8.6, output_tok_s=7440.0,
-                      output_tok_s_ci=(7300.0, 7600.0), itl_p50_ms=8.6)
+    wall = LevelPoint(
+        concurrency=64,
+        bs=64.0,
+        step_ms=8.6,
+        output_tok_s=7440.0,
+        output_tok_s_ci=(7300.0, 7600.0),
+        itl_p50_ms=8.6,
+    )
     model = to_model_time(wall, 0.1)
     assert model.step_ms == pytest.approx(86.0) and model.output_tok_s == pytest.approx(744.0)
     assert model.output_tok_s_ci == pytest.approx((730.0, 760.0))

@@ -8,7 +8,9 @@ from dsv4ops.canary.workload import TOOL_SCHEMAS
 from dsv4ops.jsontypes import JSONObject
 
 
-def _d(index: int = 0, id: str | None = None, name: str | None = None, args: str | None = None) -> JSONObject:
+def _d(
+    index: int = 0, id: str | None = None, name: str | None = None, args: str | None = None
+) -> JSONObject:
     fn: JSONObject = {}
     if name is not None:
         fn["name"] = name
@@ -29,9 +31,16 @@ def _kinds(problems: list[T.ToolProblem]) -> list[str]:
 
 
 def test_deltas_joined_by_index_validate() -> None:
-    calls = assemble([_d(0, "c0", "record_step", ""), _d(1, "c1", "lookup_order", ""),
-                      _d(0, args=GOOD[:10]), _d(1, args='{"nonce":"0123456789ab",'),
-                      _d(0, args=GOOD[10:]), _d(1, args='"order_id":5}')])
+    calls = assemble(
+        [
+            _d(0, "c0", "record_step", ""),
+            _d(1, "c1", "lookup_order", ""),
+            _d(0, args=GOOD[:10]),
+            _d(1, args='{"nonce":"0123456789ab",'),
+            _d(0, args=GOOD[10:]),
+            _d(1, args='"order_id":5}'),
+        ]
+    )
     assert [c.name for c in calls] == ["record_step", "lookup_order"]
     assert check_calls(calls, TOOL_SCHEMAS, expected_nonce=NONCE) == []
 
@@ -53,7 +62,9 @@ def test_invalid_json_arguments() -> None:
 
 
 def test_schema_violation() -> None:
-    calls = assemble([_d(0, "c0", "record_step", '{"nonce":"0123456789ab","session":"s1","step":"two"}')])
+    calls = assemble(
+        [_d(0, "c0", "record_step", '{"nonce":"0123456789ab","session":"s1","step":"two"}')]
+    )
     problems = check_calls(calls, TOOL_SCHEMAS, expected_nonce=NONCE)
     assert _kinds(problems) == [T.SCHEMA] and "step" in problems[0].detail
 
@@ -61,8 +72,11 @@ def test_schema_violation() -> None:
 def test_cross_talk_is_told_apart_from_corruption() -> None:
     other = '{"nonce":"ffffffffffff","session":"s9","step":2}'
     calls = assemble([_d(0, "c0", "record_step", other)])
-    assert _kinds(check_calls(calls, TOOL_SCHEMAS, expected_nonce=NONCE,
-                              known_nonces={"ffffffffffff": "req-9"})) == [T.CROSS_TALK]
+    assert _kinds(
+        check_calls(
+            calls, TOOL_SCHEMAS, expected_nonce=NONCE, known_nonces={"ffffffffffff": "req-9"}
+        )
+    ) == [T.CROSS_TALK]
     assert _kinds(check_calls(calls, TOOL_SCHEMAS, expected_nonce=NONCE)) == [T.NONCE_MISMATCH]
 
 
@@ -70,17 +84,26 @@ def test_missing_call_unknown_tool_and_markup() -> None:
     assert _kinds(check_calls([], TOOL_SCHEMAS, expected_nonce=NONCE)) == [T.MISSING_CALL]
     calls = assemble([_d(0, "c0", "rm_rf", "{}")])
     assert _kinds(check_calls(calls, TOOL_SCHEMAS, expected_nonce=None)) == [T.UNKNOWN_TOOL]
-    leaked = check_calls([], TOOL_SCHEMAS, expected_nonce=None, require_call=False,
-                         content='<｜tool▁calls▁begin｜>{"name": "x"}')
+    leaked = check_calls(
+        [],
+        TOOL_SCHEMAS,
+        expected_nonce=None,
+        require_call=False,
+        content='<｜tool▁calls▁begin｜>{"name": "x"}',
+    )
     assert _kinds(leaked) == [T.MARKUP_IN_CONTENT]
 
 
 def test_dsml_markup_in_content_is_caught() -> None:
     """DSV4's DSML exactly as SGLang's deepseekv4 detector spells it (U+FF5C bars)."""
-    for leaked in ('<｜DSML｜tool_calls>\n<｜DSML｜invoke name="record_step">',
-                   '</｜DSML｜parameter>', 'text <|DSML|invoke name="x">'):
-        problems = check_calls([], TOOL_SCHEMAS, expected_nonce=None, require_call=False,
-                               content=leaked)
+    for leaked in (
+        '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="record_step">',
+        "</｜DSML｜parameter>",
+        'text <|DSML|invoke name="x">',
+    ):
+        problems = check_calls(
+            [], TOOL_SCHEMAS, expected_nonce=None, require_call=False, content=leaked
+        )
         assert _kinds(problems) == [T.MARKUP_IN_CONTENT], leaked
     assert not T.has_markup("a plain answer about DSML and | pipes")
 
@@ -88,8 +111,12 @@ def test_dsml_markup_in_content_is_caught() -> None:
 def test_another_requests_nonce_in_any_argument_is_cross_talk() -> None:
     planted = '{"nonce":"0123456789ab","session":"s1-ffffffffffff","step":2}'
     calls = assemble([_d(0, "c0", "record_step", planted)])
-    problems = check_calls(calls, TOOL_SCHEMAS, expected_nonce=NONCE,
-                           known_nonces={"ffffffffffff": "req-9", NONCE: "req-1"})
+    problems = check_calls(
+        calls,
+        TOOL_SCHEMAS,
+        expected_nonce=NONCE,
+        known_nonces={"ffffffffffff": "req-9", NONCE: "req-1"},
+    )
     assert _kinds(problems) == [T.CROSS_TALK] and "req-9" in problems[0].detail
 
 
@@ -111,7 +138,11 @@ def test_a_call_cut_by_max_tokens_is_not_a_missing_call() -> None:
         ("x", {"enum": ["a", "b"]}, False),
         ("abc", {"type": "string", "pattern": "^a"}, True),
         ([1, "2"], {"type": "array", "items": {"type": "integer"}}, False),
-        ({"a": 1, "b": 2}, {"type": "object", "properties": {"a": {}}, "additionalProperties": False}, False),
+        (
+            {"a": 1, "b": 2},
+            {"type": "object", "properties": {"a": {}}, "additionalProperties": False},
+            False,
+        ),
         ({}, {"type": "object", "required": ["a"]}, False),
         (5, {"type": "number", "minimum": 6}, False),
     ],
@@ -121,9 +152,15 @@ def test_schema_subset(value: object, schema: JSONObject, ok: bool) -> None:
 
 
 def test_schema_violations_name_the_path_and_the_rule() -> None:
-    schema = {"type": "object", "required": ["nonce"], "additionalProperties": False,
-              "properties": {"city": {"type": "string"},
-                             "days": {"type": "array", "items": {"type": "integer"}}}}
+    schema = {
+        "type": "object",
+        "required": ["nonce"],
+        "additionalProperties": False,
+        "properties": {
+            "city": {"type": "string"},
+            "days": {"type": "array", "items": {"type": "integer"}},
+        },
+    }
     assert validate_schema({"city": 1, "days": [1, "2"], "x": 0}, schema) == [
         "$: 'nonce' is a required property",
         "$: Additional properties are not allowed ('x' was unexpected)",

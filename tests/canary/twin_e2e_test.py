@@ -29,15 +29,32 @@ from testing.twin import TwinStack, assemble_chat_stream, sse_events, twin_stack
 pytestmark = [pytest.mark.slow, pytest.mark.router, pytest.mark.serial]
 
 STEP8 = (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96)  # profile baseline "step8"
-SAFE_DECODE = ["--enable-metrics", "--disable-overlap-schedule", "--max-running-requests", "96",
-               "--cuda-graph-bs-decode", *map(str, STEP8), "--tool-call-parser", "deepseekv4",
-               "--reasoning-parser", "deepseek-v4"]
+SAFE_DECODE = [
+    "--enable-metrics",
+    "--disable-overlap-schedule",
+    "--max-running-requests",
+    "96",
+    "--cuda-graph-bs-decode",
+    *map(str, STEP8),
+    "--tool-call-parser",
+    "deepseekv4",
+    "--reasoning-parser",
+    "deepseek-v4",
+]
 SCALE = 0.3
 BASE_ENV = {"DSV4_TWIN_TIME_SCALE": str(SCALE), "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": "0"}
 TH = Thresholds(
-    smoke_requests=16, stress_concurrency=80, corruption_turns=3, abort_streams=32,
-    sweep_concurrency=(32, 48, 56, 57, 64), sweep_level_s=2.5, sweep_max_tokens=1024,
-    soak_concurrency=16, stress_duration_s=6.0, first_token_deadline_s=5.0, hang_deadline_s=60.0,
+    smoke_requests=16,
+    stress_concurrency=80,
+    corruption_turns=3,
+    abort_streams=32,
+    sweep_concurrency=(32, 48, 56, 57, 64),
+    sweep_level_s=2.5,
+    sweep_max_tokens=1024,
+    soak_concurrency=16,
+    stress_duration_s=6.0,
+    first_token_deadline_s=5.0,
+    hang_deadline_s=60.0,
     # The client CPU bound stays at its default (0.9 cores; the client peaks at ~0.4 here). The
     # loop-lag bound does not: twin, router and client share two cores, so the client's loop
     # waits for the CPU, not on its own work. Measured p99 on 2026-11-29: 19-37 ms with the
@@ -60,27 +77,42 @@ USER_TOKENS = 600
 
 
 def _run(stack: TwinStack, suite: str, **kw: Any) -> SuiteResult:
-    return run_suite(suite, stack.router_url, worker_urls=[stack.prefill.url, stack.decode.url],
-                     thresholds=TH, buckets=STEP8, **kw)
+    return run_suite(
+        suite,
+        stack.router_url,
+        worker_urls=[stack.prefill.url, stack.decode.url],
+        thresholds=TH,
+        buckets=STEP8,
+        **kw,
+    )
 
 
 def _hazard(stack: TwinStack, name: str, state: str, **extra: object) -> None:
     for url in (stack.prefill.url, stack.decode.url):
-        httpx.post(url + "/_twin/hazard", json={"hazard": name, "state": state, **extra},
-                   timeout=5).raise_for_status()
+        httpx.post(
+            url + "/_twin/hazard", json={"hazard": name, "state": state, **extra}, timeout=5
+        ).raise_for_status()
 
 
 @pytest.fixture(scope="module")
 def safe_stack() -> Iterator[TwinStack]:
-    with twin_stack(router=True, env={**BASE_ENV, "DSV4_TWIN_HAZARDS": "off"},
-                    prefill_args=["--enable-metrics"], decode_args=SAFE_DECODE) as stack:
+    with twin_stack(
+        router=True,
+        env={**BASE_ENV, "DSV4_TWIN_HAZARDS": "off"},
+        prefill_args=["--enable-metrics"],
+        decode_args=SAFE_DECODE,
+    ) as stack:
         yield stack
 
 
-def test_hazards_off_every_suite_passes_and_the_sweep_recovers_the_law(safe_stack: TwinStack, tmp_path: Path) -> None:
+def test_hazards_off_every_suite_passes_and_the_sweep_recovers_the_law(
+    safe_stack: TwinStack, tmp_path: Path
+) -> None:
     result = _run(safe_stack, "all", report_dir=tmp_path)
     verdicts = {r.suite: r.verdict for r in result.sub_results}
-    assert verdicts == dict.fromkeys(("smoke", "corruption", "sweep", "soak", "abort-cascade"), Verdict.PASS), result.reasons
+    assert verdicts == dict.fromkeys(
+        ("smoke", "corruption", "sweep", "soak", "abort-cascade"), Verdict.PASS
+    ), result.reasons
     sweep = next(r for r in result.sub_results if r.suite == "sweep").metrics
     law = sweep["fit"]["metrics"]  # the server's own accounting (the twin computes it)
     assert law["a_ms"] == pytest.approx(18.0, rel=0.03)
@@ -93,48 +125,65 @@ def test_hazards_off_every_suite_passes_and_the_sweep_recovers_the_law(safe_stac
     assert client_law["a_ms"] == pytest.approx(18.0, rel=CLIENT_LAW_REL_A), client_law
     assert client_law["b_ms"] == pytest.approx(1.05, rel=CLIENT_LAW_REL_B), client_law
     assert [(d["from_bs"], d["to_bs"]) for d in sweep["sawtooth"]] == [(56.0, 57.0)], [
-        (p["bs"], p["output_tok_s_metrics"], p["output_tok_s_ci"], p["output_tok_s_n"]) for p in sweep["levels"]]
+        (p["bs"], p["output_tok_s_metrics"], p["output_tok_s_ci"], p["output_tok_s_n"])
+        for p in sweep["levels"]
+    ]
     corruption = next(r for r in result.sub_results if r.suite == "corruption").metrics
     assert corruption["tool_calls"]["checked"] >= 80 * TH.corruption_turns
     assert corruption["consistency"]["agreement"] == 1.0
     assert (tmp_path / "report.json").exists() and (tmp_path / "sweep-sweep.png").exists()
 
 
-def test_sweep_report_counts_its_own_cancellations_apart_and_every_token(safe_stack: TwinStack, tmp_path: Path) -> None:
+def test_sweep_report_counts_its_own_cancellations_apart_and_every_token(
+    safe_stack: TwinStack, tmp_path: Path
+) -> None:
     """Issue 11 item 7: the sweep's deliberate cuts at the end are not failures, and the report's
     bench_serving keys count every token received, so output_throughput lies within the levels'."""
     th = replace(TH, sweep_concurrency=(16, 32, 48), sweep_level_s=2.0, sweep_max_tokens=512)
     # 512 tokens take ~10 s of wall time at c48 (scale 0.3), far longer than the 3 s drain: the
     # last level's streams are cut by the suite, while c16's first streams (10-20 ms a step)
     # complete before the drain ends
-    result = run_suite("sweep", safe_stack.router_url,
-                       worker_urls=[safe_stack.prefill.url, safe_stack.decode.url],
-                       thresholds=th, buckets=STEP8, report_dir=tmp_path)
+    result = run_suite(
+        "sweep",
+        safe_stack.router_url,
+        worker_urls=[safe_stack.prefill.url, safe_stack.decode.url],
+        thresholds=th,
+        buckets=STEP8,
+        report_dir=tmp_path,
+    )
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["failed"] == 0 and report["errors_by_kind"] == {}, report["errors_by_kind"]
     assert report["cancelled"] >= 8 and report["completed"] >= 8
     by = report["output_tokens_by_outcome"]
     assert report["total_output_tokens"] == by["completed"] + by["cancelled"] + by["failed"]
     assert by["cancelled"] > 0
-    assert report["output_throughput"] == pytest.approx(report["total_output_tokens"] / report["duration"])
+    assert report["output_throughput"] == pytest.approx(
+        report["total_output_tokens"] / report["duration"]
+    )
     assert report["request_throughput"] == pytest.approx(report["completed"] / report["duration"])
     # the levels are model time (issue 23), bench_serving's keys the client's wall clock
     level_tok_s = [p["output_tok_s"] / SCALE for p in result.metrics["levels"]]
     assert len(level_tok_s) == 3 and result.metrics["summary_clock"] == "client wall"
-    assert 0.8 * min(level_tok_s) <= report["output_throughput"] <= 1.1 * max(level_tok_s), level_tok_s
+    assert (
+        0.8 * min(level_tok_s) <= report["output_throughput"] <= 1.1 * max(level_tok_s)
+    ), level_tok_s
     assert "| completed | cancelled | failed |" in (tmp_path / "report.md").read_text()
     assert report["summary_suite"] == "sweep"
 
 
 # Each box shape of the multi-stream-overlap race, forced (at the default 5 % of requests), and
 # the reason the suite must give for it.
-SHAPE_REASONS = {"dropped_call": "missing_tool_call", "cross_talk": "cross_talk",
-                 "dsml_in_content": "markup_in_content"}
+SHAPE_REASONS = {
+    "dropped_call": "missing_tool_call",
+    "cross_talk": "cross_talk",
+    "dsml_in_content": "markup_in_content",
+}
 
 
 @pytest.mark.parametrize("shape", SHAPE_REASONS)
 def test_each_forced_corruption_shape_fails_the_corruption_suite_for_its_reason(
-        safe_stack: TwinStack, shape: str) -> None:
+    safe_stack: TwinStack, shape: str
+) -> None:
     _hazard(safe_stack, "corrupt", "force", shapes=[shape])
     try:
         result = _run(safe_stack, "corruption")
@@ -149,37 +198,62 @@ def test_each_forced_corruption_shape_fails_the_corruption_suite_for_its_reason(
 
 
 def test_thinking_mode_passes_and_its_reasoning_is_seen(safe_stack: TwinStack) -> None:
-    body = {"model": "default", "messages": [{"role": "user", "content": "think first"}],
-            "max_tokens": 40, "stream": True, "chat_template_kwargs": {"thinking": True}}
-    with httpx.stream("POST", safe_stack.router_url + "/v1/chat/completions", json=body,
-                      timeout=30) as resp:
+    body = {
+        "model": "default",
+        "messages": [{"role": "user", "content": "think first"}],
+        "max_tokens": 40,
+        "stream": True,
+        "chat_template_kwargs": {"thinking": True},
+    }
+    with httpx.stream(
+        "POST", safe_stack.router_url + "/v1/chat/completions", json=body, timeout=30
+    ) as resp:
         events = sse_events(resp.iter_lines())
-    assert any(e["choices"] and e["choices"][0]["delta"].get("reasoning_content")
-               for e in events[:-1])
+    assert any(
+        e["choices"] and e["choices"][0]["delta"].get("reasoning_content") for e in events[:-1]
+    )
     th = replace(TH, thinking=True, thinking_budget_tokens=64, stress_concurrency=16)
-    result = run_suite("corruption", safe_stack.router_url,
-                       worker_urls=[safe_stack.prefill.url, safe_stack.decode.url],
-                       thresholds=th, buckets=STEP8)
+    result = run_suite(
+        "corruption",
+        safe_stack.router_url,
+        worker_urls=[safe_stack.prefill.url, safe_stack.decode.url],
+        thresholds=th,
+        buckets=STEP8,
+    )
     assert result.verdict is Verdict.PASS, result.reasons
     assert result.metrics["tool_calls"]["checked"] >= 16 * TH.corruption_turns
 
 
 def test_a_server_without_a_tool_call_parser_is_told_apart_from_corruption() -> None:
     no_parser = [a for a in SAFE_DECODE if a not in ("--tool-call-parser", "deepseekv4")]
-    with twin_stack(router=True, env={**BASE_ENV, "DSV4_TWIN_HAZARDS": "off"},
-                    prefill_args=["--enable-metrics"], decode_args=no_parser) as stack:
+    with twin_stack(
+        router=True,
+        env={**BASE_ENV, "DSV4_TWIN_HAZARDS": "off"},
+        prefill_args=["--enable-metrics"],
+        decode_args=no_parser,
+    ) as stack:
         result = _run(stack, "corruption")
     assert result.verdict is Verdict.FAIL
-    assert any("no tool calls in any of" in r and "parser" in r for r in result.reasons), result.reasons
+    assert any(
+        "no tool calls in any of" in r and "parser" in r for r in result.reasons
+    ), result.reasons
     assert not any("tool-call corruption" in r for r in result.reasons)
 
 
 def test_abort_cascade_aborts_only_the_canary_streams_not_a_users(safe_stack: TwinStack) -> None:
     """A user's stream in flight through the same router survives the cascade untouched."""
-    body = {"model": "default", "messages": [{"role": "user", "content": "a user's long answer"}],
-            "max_tokens": USER_TOKENS, "stream": True, "stream_options": {"include_usage": True}}
-    with httpx.Client(timeout=60) as client, ThreadPoolExecutor(1) as pool, \
-            client.stream("POST", safe_stack.router_url + "/v1/chat/completions", json=body) as resp:
+    body = {
+        "model": "default",
+        "messages": [{"role": "user", "content": "a user's long answer"}],
+        "max_tokens": USER_TOKENS,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    with (
+        httpx.Client(timeout=60) as client,
+        ThreadPoolExecutor(1) as pool,
+        client.stream("POST", safe_stack.router_url + "/v1/chat/completions", json=body) as resp,
+    ):
         lines = resp.iter_lines()
         first = json.loads(next(ln for ln in lines if ln.startswith("data:"))[5:])
         state = client.get(safe_stack.decode.url + "/_twin/state").json()
@@ -199,8 +273,9 @@ def test_abort_cascade_aborts_only_the_canary_streams_not_a_users(safe_stack: Tw
 
 def test_overlap_scheduler_abort_cascade_wedge_detected_within_3s() -> None:
     overlap_on = [a for a in SAFE_DECODE if a != "--disable-overlap-schedule"]
-    with twin_stack(router=True, env=BASE_ENV, prefill_args=["--enable-metrics"],
-                    decode_args=overlap_on) as stack:
+    with twin_stack(
+        router=True, env=BASE_ENV, prefill_args=["--enable-metrics"], decode_args=overlap_on
+    ) as stack:
         result = _run(stack, "abort-cascade")
         # what the canary saw: 0.5.23's frozen gauges (rank 0 blocked), not a zero throughput
         frozen = server_gauges(parse_text(httpx.get(stack.decode.url + "/metrics").text))
@@ -211,9 +286,15 @@ def test_overlap_scheduler_abort_cascade_wedge_detected_within_3s() -> None:
 
 
 def test_bootstrap_degradation_fails_the_smoke_canary() -> None:
-    env = {**BASE_ENV, "DSV4_TWIN_FORCE": "degrade", "DSV4_TWIN_DEGRADE_FAIL_FRACTION": "0.5",
-           "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "10"}
-    with twin_stack(router=True, env=env, prefill_args=["--enable-metrics"], decode_args=SAFE_DECODE) as stack:
+    env = {
+        **BASE_ENV,
+        "DSV4_TWIN_FORCE": "degrade",
+        "DSV4_TWIN_DEGRADE_FAIL_FRACTION": "0.5",
+        "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "10",
+    }
+    with twin_stack(
+        router=True, env=env, prefill_args=["--enable-metrics"], decode_args=SAFE_DECODE
+    ) as stack:
         result = _run(stack, "smoke")
     assert result.verdict is Verdict.FAIL
     assert any("requests failed" in r or "hang:" in r for r in result.reasons), result.reasons

@@ -56,8 +56,12 @@ def test_suites_for_change_with_real_profiles() -> None:
 
 
 def test_suites_for_change_with_dicts_and_kernel_packages() -> None:
-    old = {"overlap_schedule": False, "multi_stream_overlap": False, "decode_buckets": [8, 16],
-           "kernel_package": None}
+    old = {
+        "overlap_schedule": False,
+        "multi_stream_overlap": False,
+        "decode_buckets": [8, 16],
+        "kernel_package": None,
+    }
     new = {**old, "kernel_package": "dsv4-decode@1.2.0", "decode_buckets": (8, 16, 24)}
     assert suites_for_change(old, new) == ["smoke", "corruption", "sweep"]
 
@@ -68,7 +72,14 @@ def test_profile_watchdog_settings_reach_the_canary(tmp_path: Path) -> None:
     from dsv4ops.profiles import load_profile
 
     src = load_profile("baseline").path
-    text = Path(src).read_text().replace("  sawtooth_max_drop_pct: 5.0", "  sawtooth_max_drop_pct: 5.0\n  stall_s: 1.5\n  freeze_s: 2.5")
+    text = (
+        Path(src)
+        .read_text()
+        .replace(
+            "  sawtooth_max_drop_pct: 5.0",
+            "  sawtooth_max_drop_pct: 5.0\n  stall_s: 1.5\n  freeze_s: 2.5",
+        )
+    )
     assert "stall_s: 1.5" in text
     path = tmp_path / "tuned.yaml"
     path.write_text(text)

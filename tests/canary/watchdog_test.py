@@ -23,8 +23,12 @@ class Clock:
 
 
 def _wd(clock: Clock, **kw: float) -> Watchdog:
-    return Watchdog(clock_ns=clock, first_token_deadline_s=kw.get("ftd", 10.0),
-                    stall_s=kw.get("stall", 2.0), freeze_s=kw.get("freeze", 2.0))
+    return Watchdog(
+        clock_ns=clock,
+        first_token_deadline_s=kw.get("ftd", 10.0),
+        stall_s=kw.get("stall", 2.0),
+        freeze_s=kw.get("freeze", 2.0),
+    )
 
 
 def _stream(wd: Watchdog, clock: Clock, rid: str, *, first: bool = True) -> RequestRecord:
@@ -35,7 +39,9 @@ def _stream(wd: Watchdog, clock: Clock, rid: str, *, first: bool = True) -> Requ
     return rec
 
 
-def _run_ticks(wd: Watchdog, clock: Clock, seconds: float, progress: Sequence[RequestRecord] = ()) -> None:
+def _run_ticks(
+    wd: Watchdog, clock: Clock, seconds: float, progress: Sequence[RequestRecord] = ()
+) -> None:
     """Tick every 0.1 s; streams in `progress` keep receiving bytes."""
     for _ in range(int(seconds / 0.1)):
         clock.advance(0.1)
@@ -100,8 +106,14 @@ def test_freeze_before_any_output_waits_for_the_first_token_deadline() -> None:
 
 
 def _gauges(running: float, tokens: float, gen_throughput: float | None = None) -> ServerGauges:
-    return ServerGauges(running=running, queued=0.0, gen_throughput=gen_throughput,
-                        aborted_total=0.0, engine_types=("decode",), decode_tokens=tokens)
+    return ServerGauges(
+        running=running,
+        queued=0.0,
+        gen_throughput=gen_throughput,
+        aborted_total=0.0,
+        engine_types=("decode",),
+        decode_tokens=tokens,
+    )
 
 
 def test_freeze_from_metrics_running_and_no_decode_progress_even_with_frozen_throughput() -> None:
@@ -137,6 +149,7 @@ def test_a_freeze_seen_in_the_metrics_cuts_streams_still_waiting_for_a_first_tok
     """A wedged decode after an abort cascade: nothing ever streams, the metrics say running > 0
     and the progress counter stopped. The suite must end a grace after that detection, not at
     the 60 s first-token deadline."""
+
     async def main() -> tuple[RequestRecord, float, Watchdog]:
         wd = Watchdog(first_token_deadline_s=60, stall_s=0.2, freeze_s=0.2, tick_s=0.02)
         rec = RequestRecord(rid="w")

@@ -33,7 +33,9 @@ FAST = ("--warmup", "0", "--block-duration", "3", "--max-tokens", "64", "--yes")
 
 @pytest.fixture(scope="module")
 def orch_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrchEnv]:
-    for env in module_env(tmp_path_factory, extra_twin_env=ab_twin_env(tmp_path_factory.mktemp("ab"))):
+    for env in module_env(
+        tmp_path_factory, extra_twin_env=ab_twin_env(tmp_path_factory.mktemp("ab"))
+    ):
         add_ab_profiles(env)
         yield env
 
@@ -47,7 +49,9 @@ def env(orch_env: OrchEnv, monkeypatch: pytest.MonkeyPatch) -> OrchEnv:
     return orch_env
 
 
-def test_dry_run_prints_the_plan_and_changes_nothing(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dry_run_prints_the_plan_and_changes_nothing(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = cli(env, capsys, "ab", "baseline", "overlap-on", "--dry-run")
     assert code == 0, err
     # the budget the design sizes for a 5% effect at the default ±2% variation: 4 pairs
@@ -56,34 +60,64 @@ def test_dry_run_prints_the_plan_and_changes_nothing(env: OrchEnv, capsys: pytes
     assert "expected for a true +5% at ±2% deploy-to-deploy variation:" in out
     assert "gate on B: abort_cascade (the overlap scheduler changed" in out
     assert "switch A:" in out and "estimated total:" in out and "nothing is changed" in out
-    code, plan, err = cli(env, capsys, "ab", "baseline", "overlap-on", "--dry-run", "--json",
-                          "--effect", "10", "--variation", "1")
+    code, plan, err = cli(
+        env,
+        capsys,
+        "ab",
+        "baseline",
+        "overlap-on",
+        "--dry-run",
+        "--json",
+        "--effect",
+        "10",
+        "--variation",
+        "1",
+    )
     assert code == 0, err
     assert (plan["budget_pairs"], plan["effect_pct"], plan["variation_pct"]) == (2, 10.0, 1.0)
     assert plan["expected_blocks"] < 4 and plan["expected_total_s"] < plan["worst_case_total_s"]
-    code, plan, err = cli(env, capsys, "ab", "baseline", "buckets-step4", "--dry-run", "--json",
-                          "--blocks", "4", "--levels", "56,57")
+    code, plan, err = cli(
+        env,
+        capsys,
+        "ab",
+        "baseline",
+        "buckets-step4",
+        "--dry-run",
+        "--json",
+        "--blocks",
+        "4",
+        "--levels",
+        "56,57",
+    )
     assert code == 0, err
     assert (plan["schedule"], plan["gates"], plan["levels"]) == ("ABBA", ["sweep"], [56, 57])
     assert plan["estimated_total_s"] > 4 * plan["measured_s_per_block"]
     assert Journal(env.target).operations() == [] and our_processes(env) == []
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("baseline", "baseline"), "render the same commands"),
-    (("baseline", "overlap-on", "--blocks", "3"), "even and at least 2"),
-    (("baseline", "no-such-profile"), "no-such-profile"),
-    (("baseline", "overlap-on", "--suite", "soak", "--levels", "8,16"), "the soak exactly one"),
-])
-def test_bad_input_is_one_clear_error_and_changes_nothing(env: OrchEnv, capsys: pytest.CaptureFixture[str], args: tuple[str, ...],
-        message: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("baseline", "baseline"), "render the same commands"),
+        (("baseline", "overlap-on", "--blocks", "3"), "even and at least 2"),
+        (("baseline", "no-such-profile"), "no-such-profile"),
+        (("baseline", "overlap-on", "--suite", "soak", "--levels", "8,16"), "the soak exactly one"),
+    ],
+)
+def test_bad_input_is_one_clear_error_and_changes_nothing(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str], args: tuple[str, ...], message: str
+) -> None:
     code, _out, err = cli(env, capsys, "ab", *args, "--dry-run")
     assert code == 1 and message in err and "Traceback" not in err
     assert Journal(env.target).operations() == []
 
 
 def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_partial(
-        env: OrchEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    env: OrchEnv,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
     """Ctrl-C after block 1's deploy stopped A's unit: its automatic rollback restores the last
     known-good (an experiment's blocks never are; an earlier A/B's gated winner is), or with
     none stops everything; the experiment then leaves the box on A (by a deploy unless the
@@ -105,16 +139,31 @@ def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_parti
             seen.append(line)
             if line.startswith("deploy ab-step4"):  # B's deploy is journaled: ask status
                 attention.extend(_status(env)["attention"])
-            if (line.startswith("  ok     stop prefill") and not fired
-                    and any(x.startswith("deploy ab-step4") for x in seen)):
+            if (
+                line.startswith("  ok     stop prefill")
+                and not fired
+                and any(x.startswith("deploy ab-step4") for x in seen)
+            ):
                 fired.append(line)  # once: a second Ctrl-C would stop the rollback itself
                 signal.raise_signal(signal.SIGINT)
 
         return progress
 
     monkeypatch.setattr(_context, "progress_printer", ctrl_c_mid_deploy_of_b)
-    code, _out, err = cli(env, capsys, "ab", "ab-base", "ab-step4", "--blocks", "4",
-                          "--levels", "56,57", *FAST, "--report", str(tmp_path))
+    code, _out, err = cli(
+        env,
+        capsys,
+        "ab",
+        "ab-base",
+        "ab-step4",
+        "--blocks",
+        "4",
+        "--levels",
+        "56,57",
+        *FAST,
+        "--report",
+        str(tmp_path),
+    )
     assert code == 130, err
     assert "block 1 (B)'s deploy was interrupted" in err and "the box runs A (ab-base" in err
     journal = Journal(env.target)
@@ -124,7 +173,8 @@ def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_parti
     assert attention == [
         f"experiment {exp.op} of ab-base vs ab-step4 is in progress (during 'block 1 B ab-step4')",
         f"deploy {b_deploy.op} of ab-step4 is in progress (before its first step, within "
-        f"experiment {exp.op})"]
+        f"experiment {exp.op})",
+    ]
     assert exp.op in (b_deploy.reason or "")
     if good_before:  # e.g. the gated winner of this module's first A/B
         assert b_deploy.status is Status.ROLLED_BACK, b_deploy.message
@@ -133,8 +183,11 @@ def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_parti
         assert "No known-good deployment to roll back to" in (b_deploy.message or "")
     assert exp.status is Status.FAILED and "after 1 of 4 blocks" in (exp.message or "")
     assert [(s.name, s.phase) for s in exp.steps if s.name.startswith("block ")] == [
-        ("block 0 A ab-base", "start"), ("block 0 A ab-base", "done"),
-        ("block 1 B ab-step4", "start"), ("block 1 B ab-step4", "failed")]
+        ("block 0 A ab-base", "start"),
+        ("block 0 A ab-base", "done"),
+        ("block 1 B ab-step4", "start"),
+        ("block 1 B ab-step4", "failed"),
+    ]
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["partial"] and "interrupted" in report["interrupted"]
     assert [(b["arm"], b["complete"]) for b in report["blocks"]] == [("A", True)]
@@ -150,7 +203,11 @@ def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_parti
 
 
 def test_ctrl_c_while_a_block_is_measured_keeps_a_and_records_the_block_as_partial(
-        env: OrchEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    env: OrchEnv,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
     """Ctrl-C during block 0's sweep (A): the box already runs A's proven deployment, so nothing is
     redeployed; the block is in the report as incomplete and the experiment ends FAILED."""
     from dsv4ops.orchestrate.usecases import ab as AB
@@ -168,8 +225,20 @@ def test_ctrl_c_while_a_block_is_measured_keeps_a_and_records_the_block_as_parti
 
     monkeypatch.setattr(AB, "canary_runner", ctrl_c_in_the_first_sweep)
     before = len(Journal(env.target).operations())
-    code, _out, err = cli(env, capsys, "ab", "ab-base", "ab-step4", "--blocks", "4",
-                          "--levels", "56,57", *FAST, "--report", str(tmp_path))
+    code, _out, err = cli(
+        env,
+        capsys,
+        "ab",
+        "ab-base",
+        "ab-step4",
+        "--blocks",
+        "4",
+        "--levels",
+        "56,57",
+        *FAST,
+        "--report",
+        str(tmp_path),
+    )
     assert code == 130 and "interrupted by SIGINT; the box runs A (ab-base" in err, err
     journal = Journal(env.target)
     exp, block0 = journal.operations()[before:]  # the experiment and block 0's deploy, no other
@@ -178,7 +247,8 @@ def test_ctrl_c_while_a_block_is_measured_keeps_a_and_records_the_block_as_parti
     assert ("block 0 A ab-base", "failed") in [(s.name, s.phase) for s in exp.steps]
     report = json.loads((tmp_path / "report.json").read_text())
     assert [(b["arm"], b["complete"], b["deploy_op"]) for b in report["blocks"]] == [
-        ("A", False, block0.op)]
+        ("A", False, block0.op)
+    ]
     deployed = journal.deployed()
     assert deployed is not None and deployed.op == block0.op and len(our_processes(env)) == 3
 
@@ -204,25 +274,34 @@ def _assert_the_gate_kept_a(env: OrchEnv, out: JSONObject, tmp_path: Path, befor
     assert "B failed the abort_cascade gate" in out["reasons"][0]
     # B's throughput is reported with its interval, one pair's worth (the twin's truth at 60 is
     # +6.2%; one pair on a loaded machine proves no size: tests/ab and the step-4 A/B do that).
-    tput = {v["concurrency"]: v for v in out["analysis"]["verdicts"] if v["metric"] == "output_tok_s"}
+    tput = {
+        v["concurrency"]: v for v in out["analysis"]["verdicts"] if v["metric"] == "output_tok_s"
+    }
     assert tput[60]["pairs"] == 1 and tput[60]["ci_low"] <= tput[60]["ratio"] <= tput[60]["ci_high"]
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["decision"]["winner"] == "A" and len(report["blocks"]) == 2
     # The journal: one experiment (never known-good) holding its blocks' deploys, each naming it.
     ops = Journal(env.target).operations()[before:]
     (exp,) = [o for o in ops if o.kind is Kind.EXPERIMENT]
-    assert exp.status is Status.SUCCEEDED and exp.op not in Journal(env.target).judged() and exp.running is None
+    assert (
+        exp.status is Status.SUCCEEDED
+        and exp.op not in Journal(env.target).judged()
+        and exp.running is None
+    )
     deploys = [o for o in ops if o.kind is Kind.DEPLOY]
     # two blocks, then the deploy that leaves the box on A (B ran the gate's wedge)
     assert [d.profile_name for d in deploys] == ["ab-base", "ab-overlap", "ab-base"]
     assert all(d.reason and exp.op in d.reason for d in deploys)
     assert [b["deploy_op"] for b in out["blocks"]] == [d.op for d in deploys[:2]]
     block_steps = [s for s in exp.steps if s.name.startswith("block ") and s.phase == "done"]
-    assert [(s.detail or "").split(";")[0] for s in block_steps] == [f"deploy {d.op}" for d in deploys[:2]]
+    assert [(s.detail or "").split(";")[0] for s in block_steps] == [
+        f"deploy {d.op}" for d in deploys[:2]
+    ]
     assert any(s.name == "gate abort-cascade on B" and s.phase == "failed" for s in exp.steps)
     (look,) = [s for s in exp.steps if s.name.startswith("look ")]
     assert look.name == "look 1 of 2" and (look.detail or "").startswith(
-        "decided, stopping: B failed the abort_cascade gate")
+        "decided, stopping: B failed the abort_cascade gate"
+    )
     assert "leave the box on A" in [s.name for s in exp.steps]
     deployed = Journal(env.target).deployed()
     assert deployed is not None and deployed.op == deploys[-1].op
@@ -237,7 +316,8 @@ def _assert_the_gate_kept_a(env: OrchEnv, out: JSONObject, tmp_path: Path, befor
 
 @serial
 def test_known_good_across_deploys_no_canary_and_an_ab_whose_b_failed_its_gate(
-        env: OrchEnv, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    env: OrchEnv, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     """Issue 20's scenario on the twin behind the real router, one stack: baseline gated ->
     overlap-on's gate fails (rolled back) -> overlap-on and multi-stream-on with --no-canary ->
     rollback offers baseline, neither flag profile; then the seeds' overlap A/B (a gain with its
@@ -257,10 +337,15 @@ def test_known_good_across_deploys_no_canary_and_an_ab_whose_b_failed_its_gate(
     assert code == 0, err
     assert (plan["op"], plan["profile"], plan["known_good"]) == (base["op_id"], "baseline", True)
     code, listing, err = cli(env, capsys, "journal", "--json", "--limit", "0")
-    why = {e["id"]: (e["profile"], e["known_good"], e["known_good_why"]) for e in listing["entries"]
-           if e["kind"] == "deploy"}
+    why = {
+        e["id"]: (e["profile"], e["known_good"], e["known_good_why"])
+        for e in listing["entries"]
+        if e["kind"] == "deploy"
+    }
     assert why[base["op_id"]][1] is True
-    blind = [w for w in why.values() if w[0] in ("overlap-on", "multi-stream-on") and "no canary" in w[2]]
+    blind = [
+        w for w in why.values() if w[0] in ("overlap-on", "multi-stream-on") and "no canary" in w[2]
+    ]
     assert len(blind) == 2 and not any(w[1] for w in blind), why
     code, st, _ = cli(env, capsys, "status", "--json")
     assert st["deployed"]["profile"] == "multi-stream-on" and not st["deployed"]["known_good"]
@@ -268,8 +353,21 @@ def test_known_good_across_deploys_no_canary_and_an_ab_whose_b_failed_its_gate(
     # The overlap A/B, its own assertions in one helper (one experiment serves both: an A/B
     # costs ~50 s of serial time on the loaded machine).
     before = len(Journal(env.target).operations())
-    code, ab_out, err = cli(env, capsys, "ab", "ab-base", "ab-overlap", "--variation", "1",
-                            "--levels", "56,60", *FAST, "--json", "--report", str(tmp_path))
+    code, ab_out, err = cli(
+        env,
+        capsys,
+        "ab",
+        "ab-base",
+        "ab-overlap",
+        "--variation",
+        "1",
+        "--levels",
+        "56,60",
+        *FAST,
+        "--json",
+        "--report",
+        str(tmp_path),
+    )
     assert code == 0 and ab_out["exit"] == 0, err
     assert [g["passed"] for g in ab_out["gates"]] == [False] and ab_out["winner"] == "A"
     _assert_the_gate_kept_a(env, ab_out, tmp_path, before)

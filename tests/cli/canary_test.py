@@ -14,10 +14,25 @@ from testing.ports import free_port
 pytestmark = pytest.mark.slow
 
 
-def test_pass_prints_a_table_and_exits_0(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_pass_prints_a_table_and_exits_0(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     with fake_server() as url:
-        code = main(["canary", "--url", url, "--worker-url", url, "--suite", "smoke",
-                     "--concurrency", "2", "--report", str(tmp_path / "r")])
+        code = main(
+            [
+                "canary",
+                "--url",
+                url,
+                "--worker-url",
+                url,
+                "--suite",
+                "smoke",
+                "--concurrency",
+                "2",
+                "--report",
+                str(tmp_path / "r"),
+            ]
+        )
     out = capsys.readouterr().out
     assert code == 0, out
     assert "canary smoke: PASS" in out and "smoke: 2 streams" in out

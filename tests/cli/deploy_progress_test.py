@@ -30,14 +30,30 @@ def _environ(env: OrchEnv, **extra: str) -> dict[str, str]:
 
 
 def test_on_a_terminal_the_ready_wait_is_a_live_line_that_is_cleared(slow_env: OrchEnv) -> None:
-    code, out = run_in_pty([sys.executable, "-m", "dsv4ops", "deploy", "baseline", "--yes",
-                            "--no-canary", "--target", slow_env.target],
-                           env=_environ(slow_env), cwd=slow_env.root, timeout_s=180)
+    code, out = run_in_pty(
+        [
+            sys.executable,
+            "-m",
+            "dsv4ops",
+            "deploy",
+            "baseline",
+            "--yes",
+            "--no-canary",
+            "--target",
+            slow_env.target,
+        ],
+        env=_environ(slow_env),
+        cwd=slow_env.root,
+        timeout_s=180,
+    )
     assert code == 0, out[-3000:]
     # What it waits for, what the component last answered, the seconds so far and the bound:
     # the twin's HTTP port is closed while the weights load (as SGLang's is).
-    live = re.findall(r"wait until prefill is ready[^\r\n\x1b]*: prefill /health [^\r\n\x1b]*"
-                      r", (\d+) s of \d+ s", out)
+    live = re.findall(
+        r"wait until prefill is ready[^\r\n\x1b]*: prefill /health [^\r\n\x1b]*"
+        r", (\d+) s of \d+ s",
+        out,
+    )
     assert live, out[-3000:]
     assert max(int(s) for s in live) >= 3  # the line moved while the model loaded
     assert "\x1b[" in out  # drawn in place (cursor moves), not printed line after line
@@ -46,18 +62,40 @@ def test_on_a_terminal_the_ready_wait_is_a_live_line_that_is_cleared(slow_env: O
 
 
 def test_off_a_terminal_and_with_json_it_is_a_plain_line_on_stderr(slow_env: OrchEnv) -> None:
-    proc = subprocess.run([sys.executable, "-m", "dsv4ops", "stop", "--yes", "--json",
-                           "--target", slow_env.target], capture_output=True, text=True,
-                          env=_environ(slow_env), cwd=slow_env.root, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dsv4ops", "stop", "--yes", "--json", "--target", slow_env.target],
+        capture_output=True,
+        text=True,
+        env=_environ(slow_env),
+        cwd=slow_env.root,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "dsv4ops", "deploy", "baseline", "--yes",
-                           "--no-canary", "--json", "--target", slow_env.target],
-                          capture_output=True, text=True, timeout=180,
-                          env=_environ(slow_env, DSV4OPS_PROGRESS_EVERY_S="1"), cwd=slow_env.root)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dsv4ops",
+            "deploy",
+            "baseline",
+            "--yes",
+            "--no-canary",
+            "--json",
+            "--target",
+            slow_env.target,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=_environ(slow_env, DSV4OPS_PROGRESS_EVERY_S="1"),
+        cwd=slow_env.root,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    plain = [line for line in proc.stderr.splitlines()
-             if re.fullmatch(r"wait until prefill is ready.*: prefill /health .*, \d+ s of \d+ s",
-                             line)]
+    plain = [
+        line
+        for line in proc.stderr.splitlines()
+        if re.fullmatch(r"wait until prefill is ready.*: prefill /health .*, \d+ s of \d+ s", line)
+    ]
     assert len(plain) >= 2, proc.stderr[-3000:]  # one a second while the weights load
     assert "\x1b" not in proc.stderr and "\r" not in proc.stderr
     assert proc.stdout.lstrip().startswith("{")  # stdout stays the JSON alone

@@ -60,7 +60,9 @@ def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, JSONObjec
     return code, (json.loads(out) if out.strip() else {}), err
 
 
-def test_cli_deploys_checks_and_stops_the_twin_over_ssh(ssh_env: OrchEnv, sshd: SshdServer, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_deploys_checks_and_stops_the_twin_over_ssh(
+    ssh_env: OrchEnv, sshd: SshdServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = _cli(
         capsys, "deploy", "baseline", "--target", SSH_TARGET, "--yes", "--no-canary"
     )
@@ -88,11 +90,17 @@ def test_cli_deploys_checks_and_stops_the_twin_over_ssh(ssh_env: OrchEnv, sshd: 
         ("deploy", "SUCCEEDED"),
         ("stop", "SUCCEEDED"),
     ]
-    assert ops[0].profile is not None and ops[0].profile["name"] == "baseline" and ops[0].processes.keys() == comps.keys()
+    assert (
+        ops[0].profile is not None
+        and ops[0].profile["name"] == "baseline"
+        and ops[0].processes.keys() == comps.keys()
+    )
     assert Journal(SSH_TARGET).deployed() is None
 
 
-def test_target_python_without_dsv4ops_fails_with_one_clear_sentence(ssh_env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_target_python_without_dsv4ops_fails_with_one_clear_sentence(
+    ssh_env: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = main(["deploy", "baseline", "--target", NO_DSV4OPS, "--yes", "--no-canary"])
     err = capsys.readouterr().err
     assert code == 2, err

@@ -12,7 +12,9 @@ from dsv4ops.journal.store import Journal
 from testing.orchestrate import OrchEnv
 
 
-def test_dry_run_prints_plan_and_exact_commands_and_touches_nothing(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dry_run_prints_plan_and_exact_commands_and_touches_nothing(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = main(["deploy", "baseline", "--dry-run", "--target", env.target])
     out = capsys.readouterr().out
     assert code == 0
@@ -40,7 +42,9 @@ def test_dry_run_json_and_pair_rule_note(env: OrchEnv, capsys: pytest.CaptureFix
     ]
 
 
-def test_unknown_profile_is_one_clear_error(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_profile_is_one_clear_error(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = main(["deploy", "no-such-profile", "--yes", "--target", env.target])
     err = capsys.readouterr().err
     assert code == 1 and "no-such-profile" in err and "Traceback" not in err

@@ -27,7 +27,9 @@ def _ids(capsys: pytest.CaptureFixture[str]) -> list[str]:
     return [e["id"] for e in json.loads(capsys.readouterr().out)["entries"]]
 
 
-def test_a_shorter_record_is_merged_back_by_the_command_the_refusal_names(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_shorter_record_is_merged_back_by_the_command_the_refusal_names(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     for _ in range(2):
         assert main(["stop", "--yes"]) == 0  # nothing runs: each is a journaled stop
     capsys.readouterr()

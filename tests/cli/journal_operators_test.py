@@ -39,9 +39,21 @@ def _killed_mid_deploy(env: OrchEnv, profile: str) -> None:
     """The real CLI, SIGKILLed right after 'start decode': no handler runs, the lock and an
     unfinished operation stay behind."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dsv4ops", "deploy", profile, "--yes", "--no-canary",
-         "--target", env.target],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ},
+        [
+            sys.executable,
+            "-m",
+            "dsv4ops",
+            "deploy",
+            profile,
+            "--yes",
+            "--no-canary",
+            "--target",
+            env.target,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ},
     )
     try:
         for line in proc.stdout or ():
@@ -56,7 +68,10 @@ def _killed_mid_deploy(env: OrchEnv, profile: str) -> None:
 
 
 def test_two_operators_deploy_roll_back_and_resolve_each_others_crash(
-    env: OrchEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    env: OrchEnv,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     alice, bob = env.state_dir, tmp_path / "bob-state"
     _as(monkeypatch, alice)
@@ -89,8 +104,10 @@ def test_two_operators_deploy_roll_back_and_resolve_each_others_crash(
     assert any(killed in n and "interrupted" in n for n in back["notes"]), back["notes"]
     # The last known-good of the shared list: bob's own deploy, which alice's machine never ran
     # (unless its gate was an accepted INCONCLUSIVE and alice's a PASS: that ranks below).
-    gate = {d["profile"]: next(s["detail"] for s in d["steps"] if s["action"] == "canary")
-            for d in (first, second)}
+    gate = {
+        d["profile"]: next(s["detail"] for s in d["steps"] if s["action"] == "canary")
+        for d in (first, second)
+    }
     below = gate["buckets-step4"].startswith("INCONCLUSIVE") and gate["baseline"].startswith("PASS")
     assert back["profile"] == ("baseline" if below else "buckets-step4"), gate
 

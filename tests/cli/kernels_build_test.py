@@ -11,7 +11,9 @@ from dsv4ops.cli import main
 from testing.orchestrate import OrchEnv
 
 
-def test_kernels_build_into_an_impossible_directory_is_a_clear_error(env: OrchEnv, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_kernels_build_into_an_impossible_directory_is_a_clear_error(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     t0 = time.monotonic()
     code = main(["kernels", "build", "--out", "/proc/nope", "--no-interpreter-check"])
     err = capsys.readouterr().err

@@ -29,10 +29,24 @@ def twin_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return workdir
 
 
-def test_build_verify_deploy_list_rollback(built: Built, twin_target: Path, tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["kernels", "build", "--out", str(tmp_path / "dist"), "--version", "0.3.0",
-                 "--no-interpreter-check", "--json"]) == 0
+def test_build_verify_deploy_list_rollback(
+    built: Built, twin_target: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(
+            [
+                "kernels",
+                "build",
+                "--out",
+                str(tmp_path / "dist"),
+                "--version",
+                "0.3.0",
+                "--no-interpreter-check",
+                "--json",
+            ]
+        )
+        == 0
+    )
     artifact = Path(json.loads(capsys.readouterr().out)["path"])
     assert main(["kernels", "verify", str(artifact)]) == 0
     assert "fits twin-local (sm_120, triton 3.8.0" in capsys.readouterr().out
@@ -56,13 +70,17 @@ def test_build_verify_deploy_list_rollback(built: Built, twin_target: Path, tmp_
         ("kernels", "SUCCEEDED", "rollback"),
     ]
     assert ops[1].kernel is not None and ops[2].kernel is not None
-    assert ops[1].kernel["package"] == "dsv4-decode-kernels@0.3.0" and ops[1].kernel["previous"] == "0.1.0"
+    assert (
+        ops[1].kernel["package"] == "dsv4-decode-kernels@0.3.0"
+        and ops[1].kernel["previous"] == "0.1.0"
+    )
     assert ops[2].kernel["package"] == "dsv4-decode-kernels@0.1.0" and ops[2].user
     assert Journal("twin-local").deployed() is None  # a kernel switch is not a PD deployment
 
 
-def test_refusal_is_one_error_line_and_exit_1(built: Built, twin_target: Path, tmp_path: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_refusal_is_one_error_line_and_exit_1(
+    built: Built, twin_target: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     def tamper(files: dict[str, bytes]) -> None:
         key = next(k for k in files if k.startswith("configs/"))
         files[key] = files[key] + b" "
@@ -82,15 +100,20 @@ def test_refusal_is_one_error_line_and_exit_1(built: Built, twin_target: Path, t
 
 
 def test_cli_and_pipeline_modules_do_not_import_torch_or_triton() -> None:
-    code = ("import sys, dsv4ops.cli.kernels, dsv4ops.kernels, dsv4ops.kernels.build, "
-            "dsv4ops.kernels.deploy; bad = {'torch', 'triton'} & set(sys.modules); "
-            "sys.exit(f'imported {bad}' if bad else 0)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    code = (
+        "import sys, dsv4ops.cli.kernels, dsv4ops.kernels, dsv4ops.kernels.build, "
+        "dsv4ops.kernels.deploy; bad = {'torch', 'triton'} & set(sys.modules); "
+        "sys.exit(f'imported {bad}' if bad else 0)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
 
 
-def test_deploy_is_refused_while_a_pd_deploy_holds_the_lock(built: Built, twin_target: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_deploy_is_refused_while_a_pd_deploy_holds_the_lock(
+    built: Built, twin_target: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from dsv4ops.remote import LocalExecutor, Supervisor, lock_holder
 
     supervisor = Supervisor(LocalExecutor(), str(twin_target), python=sys.executable)
@@ -106,7 +129,8 @@ def test_deploy_is_refused_while_a_pd_deploy_holds_the_lock(built: Built, twin_t
 
 
 def test_a_dead_deploys_lock_and_unfinished_journal_block_a_switch_until_recover(
-        built: Built, twin_target: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    built: Built, twin_target: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A kernel switch takes the lock through the deploy's operation context: a deploy whose CLI
     died (its lock left by a dead process, its journal entry never ended) blocks the switch with
     the deploy's message, and `--recover` resolves it like `deploy --recover` does."""
@@ -133,5 +157,7 @@ def test_a_dead_deploys_lock_and_unfinished_journal_block_a_switch_until_recover
     assert "broke the deploy lock left by dead process" in out
     ops = journal.operations()
     assert ops[0].status is Status.ABANDONED and (ops[-1].kind, ops[-1].status) == (
-        Kind.KERNELS, Status.SUCCEEDED)
+        Kind.KERNELS,
+        Status.SUCCEEDED,
+    )
     assert supervisor.lock_info() is None  # released after the switch

@@ -20,8 +20,14 @@ NOT_READ_BY_THE_CLI: set[str] = set()
 
 def _run(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("DSV4OPS_")}
-    return subprocess.run([sys.executable, "-m", "dsv4ops", *args], cwd=cwd, env={**base, **env},
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "dsv4ops", *args],
+        cwd=cwd,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def _project(tmp_path: Path) -> Path:
@@ -82,7 +88,16 @@ def test_shell_completion_is_documented_and_works(tmp_path: Path) -> None:
     assert proc.returncode == 0 and "_dsv4ops_completion" in proc.stdout, proc.stderr
     assert "_DSV4OPS_COMPLETE=bash_source dsv4ops" in (REPO / "README.md").read_text()
     words = subprocess.run(
-        [sys.executable, "-m", "dsv4ops"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
-        env={**os.environ, "_DSV4OPS_COMPLETE": "bash_complete", "COMP_WORDS": "dsv4ops dep",
-             "COMP_CWORD": "1"})
+        [sys.executable, "-m", "dsv4ops"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **os.environ,
+            "_DSV4OPS_COMPLETE": "bash_complete",
+            "COMP_WORDS": "dsv4ops dep",
+            "COMP_CWORD": "1",
+        },
+    )
     assert "deploy" in words.stdout, words.stderr

@@ -27,15 +27,11 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 SKIPPED = {
-    "dsv4ops runbook run decode-wedge --target twin-local --rehearse":
-        "asks its confirm steps of a person at a terminal (it refuses without one); rehearsed "
-        "end to end, with --yes, by tests/cli/runbook_rehearsal_test.py",
-    "dsv4ops watch --target box":
-        "the box over SSH (watch on the twin: tests/cli/watch_test.py)",
-    "dsv4ops kernels build":
-        "two minutes of Triton compile checks on 2 cores (tests/cli/kernels_build_test.py)",
-    "dsv4ops kernels deploy dist/…tar.gz --target box":
-        "the box over SSH, and the artifact of the skipped build (tests/cli/kernels_test.py)",
+    "dsv4ops runbook run decode-wedge --target twin-local --rehearse": "asks its confirm steps of a person at a terminal (it refuses without one); rehearsed "
+    "end to end, with --yes, by tests/cli/runbook_rehearsal_test.py",
+    "dsv4ops watch --target box": "the box over SSH (watch on the twin: tests/cli/watch_test.py)",
+    "dsv4ops kernels build": "two minutes of Triton compile checks on 2 cores (tests/cli/kernels_build_test.py)",
+    "dsv4ops kernels deploy dist/…tar.gz --target box": "the box over SSH, and the artifact of the skipped build (tests/cli/kernels_test.py)",
 }
 
 
@@ -70,9 +66,11 @@ def test_the_readme_tour_runs_verbatim_from_a_subdirectory(tmp_path: Path) -> No
     project, target, _ = _project(tmp_path)
     ops = project / "ops"
     ops.mkdir()
-    substitute = {"twin-local": target,
-                  # the test writes only under its own directory
-                  "/etc/prometheus/dsv4ops": str(tmp_path / "prometheus")}
+    substitute = {
+        "twin-local": target,
+        # the test writes only under its own directory
+        "/etc/prometheus/dsv4ops": str(tmp_path / "prometheus"),
+    }
     path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
     environ = {k: v for k, v in os.environ.items() if not k.startswith("DSV4OPS_")}
     environ |= {"PATH": path, "DSV4OPS_PROGRESS_EVERY_S": "30"}
@@ -86,15 +84,28 @@ def test_the_readme_tour_runs_verbatim_from_a_subdirectory(tmp_path: Path) -> No
             command = line
             for old, new in substitute.items():
                 command = command.replace(old, new)
-            proc = subprocess.run(["bash", "-c", command], cwd=ops, env=environ, input="y\n",
-                                  capture_output=True, text=True, timeout=400)
-            assert proc.returncode == 0 or _could_not_judge(line, proc), (
-                f"{command}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+            proc = subprocess.run(
+                ["bash", "-c", command],
+                cwd=ops,
+                env=environ,
+                input="y\n",
+                capture_output=True,
+                text=True,
+                timeout=400,
+            )
+            assert proc.returncode == 0 or _could_not_judge(
+                line, proc
+            ), f"{command}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
             assert "Traceback" not in proc.stderr, command
             outputs[line] = proc.stdout
     finally:
-        subprocess.run([sys.executable, "-m", "dsv4ops", "stop", "--target", target, "--yes",
-                        "--recover"], cwd=ops, env=environ, capture_output=True, timeout=120)
+        subprocess.run(
+            [sys.executable, "-m", "dsv4ops", "stop", "--target", target, "--yes", "--recover"],
+            cwd=ops,
+            env=environ,
+            capture_output=True,
+            timeout=120,
+        )
         kill_all(_env(tmp_path / "work"))
     assert our_processes(_env(tmp_path / "work")) == []
     _check_what_the_tour_promises(ops, project, outputs)
@@ -104,8 +115,10 @@ def _could_not_judge(line: str, proc: subprocess.CompletedProcess[str]) -> bool:
     """A canary that says it cannot judge because this (shared, 2-core) machine is too busy to
     time its streams, or the law its starved twin reported fits poorly: INCONCLUSIVE, exit 4, as
     documented. Its report is still written (the bucket plan reads it)."""
-    busy = re.search(r"machine \d+% busy|client-bound|not trustworthy|step law fits poorly",
-                     proc.stdout + proc.stderr)
+    busy = re.search(
+        r"machine \d+% busy|client-bound|not trustworthy|step law fits poorly",
+        proc.stdout + proc.stderr,
+    )
     return line.startswith("dsv4ops canary ") and proc.returncode == 4 and busy is not None
 
 

@@ -15,9 +15,26 @@ BASE = "https://git.example.com/ops/dsv4ops/blob/main"
 
 
 def _render(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dsv4ops", "monitoring", "render", "baseline",
-                           "--target", "box", "--out", str(tmp_path), *args], cwd=REPO,
-                          env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dsv4ops",
+            "monitoring",
+            "render",
+            "baseline",
+            "--target",
+            "box",
+            "--out",
+            str(tmp_path),
+            *args,
+        ],
+        cwd=REPO,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def _links(tmp_path: Path) -> list[str]:
@@ -36,7 +53,9 @@ def test_alerts_link_runbooks_under_the_configured_base(tmp_path: Path) -> None:
     assert from_env.returncode == 0 and _links(tmp_path / "env") == links
 
 
-def test_without_a_base_the_links_stay_project_paths_and_a_bad_base_is_refused(tmp_path: Path) -> None:
+def test_without_a_base_the_links_stay_project_paths_and_a_bad_base_is_refused(
+    tmp_path: Path,
+) -> None:
     assert _render(tmp_path).returncode == 0
     assert all(link.startswith("runbooks/") for link in _links(tmp_path))
     bad = _render(tmp_path / "bad", "--runbook-url", "wiki/runbooks")

@@ -189,7 +189,9 @@ def test_set_through_the_cli_commits(pdir: Path, monkeypatch: pytest.MonkeyPatch
     assert main(["profile", "set", "base", "overlap=sometimes", "--as", "x"]) == 1
 
 
-def test_set_dry_run_and_json_write_nothing_and_say_what(pdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_set_dry_run_and_json_write_nothing_and_say_what(
+    pdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`profile set` takes the mutating commands' flags: --dry-run prints the diff and writes
     and commits nothing; --json prints the result object; --yes is accepted (it asks nothing)."""
     for key in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"):
@@ -198,16 +200,51 @@ def test_set_dry_run_and_json_write_nothing_and_say_what(pdir: Path, monkeypatch
         monkeypatch.setenv(key, "t@t")
     root = pdir.parent
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
-    code, out = _run("profile", "set", "base", "overlap=on", "--as", "trial", "--dry-run",
-                     "--yes", "--target", "twin-local")
+    code, out = _run(
+        "profile",
+        "set",
+        "base",
+        "overlap=on",
+        "--as",
+        "trial",
+        "--dry-run",
+        "--yes",
+        "--target",
+        "twin-local",
+    )
     assert code == 0, out
     assert "would write" in out and "+extends: base" in out and "nothing was written" in out
     assert not (pdir / "trial.yaml").exists()
-    assert main(["profile", "set", "base", "overlap=on", "--as", "trial", "--dry-run",
-                 "--json", "-m", "why"]) == 0
+    assert (
+        main(
+            [
+                "profile",
+                "set",
+                "base",
+                "overlap=on",
+                "--as",
+                "trial",
+                "--dry-run",
+                "--json",
+                "-m",
+                "why",
+            ]
+        )
+        == 0
+    )
     assert not (pdir / "trial.yaml").exists()
-    code, out = _run("profile", "set", "base", "overlap=on", "--as", "trial", "--json", "-y",
-                     "--reason", "A/B won")
+    code, out = _run(
+        "profile",
+        "set",
+        "base",
+        "overlap=on",
+        "--as",
+        "trial",
+        "--json",
+        "-y",
+        "--reason",
+        "A/B won",
+    )
     doc = json.loads(out)
     assert code == 0 and doc["dry_run"] is False and doc["commit"] and doc["changes"], doc
     assert doc["message"].split("\n\n")[1] == "A/B won" and (pdir / "trial.yaml").exists()
@@ -249,7 +286,9 @@ def test_render_and_show_never_print_secrets(tmp_path: Path) -> None:
     assert prefill["argv"][prefill["argv"].index("--admin-api-key") + 1] == "***"
 
 
-def test_missing_profiles_directory_is_a_user_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_profiles_directory_is_a_user_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A wrong DSV4OPS_PROFILES_DIR says so (exit 1) instead of listing nothing."""
     from dsv4ops.cli import main as _main
 
@@ -266,19 +305,59 @@ def test_set_records_the_operators_reason_before_the_hazard_text(
 
     root = pdir.parent
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_COMMITTER_NAME": "t",
-           "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_EMAIL": "t@t"}
-    proc = subprocess.run([sys.executable, "-m", "dsv4ops", "profile", "set", "base", "overlap=on",
-                           "--as", "tryit", "-m", "A/B won by 6% at c64\nticket OPS-12"],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=60)
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dsv4ops",
+            "profile",
+            "set",
+            "base",
+            "overlap=on",
+            "--as",
+            "tryit",
+            "-m",
+            "A/B won by 6% at c64\nticket OPS-12",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
-    body = subprocess.run(["git", "log", "-1", "--format=%b"], cwd=root, capture_output=True,
-                          text=True, check=True).stdout
+    body = subprocess.run(
+        ["git", "log", "-1", "--format=%b"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
     lines = body.strip().splitlines()
     assert lines[:2] == ["A/B won by 6% at c64", "ticket OPS-12"]
     assert any("overlap" in line and "wedge" in line.lower() for line in lines[2:]), body
-    empty = subprocess.run([sys.executable, "-m", "dsv4ops", "profile", "set", "base",
-                            "overlap=on", "--as", "other", "--reason", "  "], cwd=root, env=env,
-                           capture_output=True, text=True, timeout=60)
+    empty = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dsv4ops",
+            "profile",
+            "set",
+            "base",
+            "overlap=on",
+            "--as",
+            "other",
+            "--reason",
+            "  ",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert empty.returncode == 1 and "--reason is empty" in empty.stderr
     assert not (pdir / "other.yaml").exists()

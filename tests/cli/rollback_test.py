@@ -10,7 +10,9 @@ from dsv4ops.journal.store import Journal
 from testing.orchestrate import OrchEnv, make_deployment
 
 
-def test_rollback_with_nothing_to_roll_back_to(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_rollback_with_nothing_to_roll_back_to(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = main(["rollback", "--yes", "--target", env.target])
     err = capsys.readouterr().err
     assert code == 1 and "no earlier known-good deployment" in err
@@ -34,7 +36,9 @@ def _known_good(env: OrchEnv, commit: str) -> str:
     return op
 
 
-def test_rollback_to_an_unknown_id_is_a_user_mistake_listing_the_choices(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_rollback_to_an_unknown_id_is_a_user_mistake_listing_the_choices(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     op = _known_good(env, "0123456789abcdef")
     before = Journal(env.target).operations()
     code = main(["rollback", "--to", "nosuchid", "--yes", "--target", env.target])

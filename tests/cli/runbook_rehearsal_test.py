@@ -94,8 +94,21 @@ def rb_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrchEnv]:
             for k, v in env.environ.items():
                 mp.setenv(k, v)
             # gated: the known-good the rehearsals' rollbacks return to (issue 20)
-            assert main(["deploy", "baseline", "--target", env.target, "--yes",
-                         "--canary-duration", "2", "--accept-inconclusive-canary"]) == 0
+            assert (
+                main(
+                    [
+                        "deploy",
+                        "baseline",
+                        "--target",
+                        env.target,
+                        "--yes",
+                        "--canary-duration",
+                        "2",
+                        "--accept-inconclusive-canary",
+                    ]
+                )
+                == 0
+            )
         yield env
 
 
@@ -513,8 +526,12 @@ def test_ctrl_c_inside_a_step_whose_command_runs_interrupts_both_and_resumes(
     before = run_ids(env)
     proc = subprocess.Popen(
         [sys.executable, "-m", "dsv4ops", "runbook", "run", str(book), "--target", env.target],
-        env=dict(os.environ), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        env=dict(os.environ),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     run_id = _wait_for_step(env, "step 2", "start", proc, before)
     time.sleep(3.0)  # the canary is sending load now (a bounded wait: the soak lasts 60 s)

@@ -117,7 +117,9 @@ def test_a_branch_cycle_and_an_oversized_runbook_are_refused_before_anything_run
 ) -> None:
     """issue 21, F4 and F10: `if-ok: 1` on step 1 printed 413k lines in 10 s with --dry-run."""
     loop = tmp_path / "loop.md"
-    loop.write_text(SHORT.replace("   ```\n2. Missing", "   ```\n   ```step\n   if-ok: 1\n   ```\n2. Missing"))
+    loop.write_text(
+        SHORT.replace("   ```\n2. Missing", "   ```\n   ```step\n   if-ok: 1\n   ```\n2. Missing")
+    )
     for extra in (["--dry-run"], ["--yes"]):
         assert main(["runbook", "run", str(loop), "--target", env.target, *extra]) == 1
         err = capsys.readouterr().err
@@ -135,15 +137,28 @@ def test_json_run_prints_one_object_and_journals_the_reason(
     is one object saying how the run ended and how to resume it; --reason is journaled."""
     book = tmp_path / "short.md"
     book.write_text(SHORT.replace("  # expect exit 1", ""))
-    code = main(["runbook", "run", str(book), "--target", env.target, "--from", "2", "--json",
-                 "--reason", "drill 42"])
+    code = main(
+        [
+            "runbook",
+            "run",
+            str(book),
+            "--target",
+            env.target,
+            "--from",
+            "2",
+            "--json",
+            "--reason",
+            "drill 42",
+        ]
+    )
     out, err = capfd.readouterr()
     assert code == 2, out + err
     doc = json.loads(out)  # the whole of stdout is one document
     assert doc["exit"] == 2 and "step 2 of runbook short failed" in doc["error"]
     assert [r["exit"] for r in doc["ran"]] == [1] and doc["run"]
-    assert doc["resume"] == (f"dsv4ops runbook run short --target {env.target} "
-                             f"--resume {doc['run']}")
+    assert doc["resume"] == (
+        f"dsv4ops runbook run short --target {env.target} " f"--resume {doc['run']}"
+    )
     assert "no-such-profile" in err and "$ dsv4ops profile validate" in err
     assert main(["journal", "--json", "--target", env.target]) == 0
     run = json.loads(capfd.readouterr().out)["entries"][-1]

@@ -25,7 +25,9 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
     return code, out, err
 
 
-def test_reads_answer_from_the_cache_and_mutations_refuse(env: OrchEnv, sshd: SshdServer, capsys: pytest.CaptureFixture[str]) -> None:
+def test_reads_answer_from_the_cache_and_mutations_refuse(
+    env: OrchEnv, sshd: SshdServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     targets = env.profiles_dir / "targets.yaml"
     text = targets.read_text()
     local = text.split("targets:\n", 1)[1]

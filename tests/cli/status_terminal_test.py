@@ -43,7 +43,9 @@ targets:
         yield url
 
 
-def test_status_shows_a_hostile_worker_url_on_one_escaped_line(cluster: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_status_shows_a_hostile_worker_url_on_one_escaped_line(
+    cluster: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     main(["status", "--target", "cluster"])
     out = capsys.readouterr().out
     workers = [line for line in out.splitlines() if line.startswith("worker ")]
@@ -52,7 +54,9 @@ def test_status_shows_a_hostile_worker_url_on_one_escaped_line(cluster: str, cap
     assert not RAW_CONTROL.search(out) and "decode\\x1b[8m" in out
 
 
-def test_watch_shows_a_garbage_metrics_body_escaped(cluster: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_watch_shows_a_garbage_metrics_body_escaped(
+    cluster: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     main(["watch", "--target", "cluster", "--once", "--interval", "0.2", "--probe-every", "0"])
     out = capsys.readouterr().out
     assert "DOWN (" in out and "\\x1b[31m" in out, out

@@ -12,7 +12,9 @@ from dsv4ops.cli.status import _router_details
 from testing.orchestrate import OrchEnv
 
 
-def test_status_says_the_router_is_not_running_instead_of_none(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_status_says_the_router_is_not_running_instead_of_none(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Nothing runs: NOT HEALTHY, and a script sees it (exit 2, not 0)."""
     code = main(["status", "--target", env.target])
     out = capsys.readouterr().out
@@ -28,8 +30,9 @@ def test_status_readiness_detail_when_the_router_does_not_answer() -> None:
     assert _router_details(row) == "readiness 200; workers unknown"
 
 
-def test_a_stack_nobody_recorded_is_unmanaged_not_down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_stack_nobody_recorded_is_unmanaged_not_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Issue 20: ports that answer with no deploy in the journal are positive evidence that
     something runs there, and of nothing else: UNMANAGED, exit 4 (UNDECIDED), never DOWN."""
     from dsv4ops.orchestrate.usecases.render import deployment_for

@@ -14,7 +14,9 @@ from dsv4ops.journal.store import Journal
 from testing.orchestrate import OrchEnv, cli
 
 
-def test_a_bad_ready_timeout_variable_is_one_clear_line(env: OrchEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bad_ready_timeout_variable_is_one_clear_line(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DSV4OPS_READY_TIMEOUT_S", "abc")
     before = Journal(env.target).operations()
     code = main(["stop", "--yes", "--target", env.target])
@@ -27,7 +29,9 @@ def test_a_bad_ready_timeout_variable_is_one_clear_line(env: OrchEnv, capsys: py
 
 
 @pytest.mark.slow
-def test_a_wedged_decode_with_streams_in_flight_is_stopped_not_drained(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_wedged_decode_with_streams_in_flight_is_stopped_not_drained(
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Issue 23: stopping (or rolling back from) a wedged decode waited out the drain bound on
     its frozen gauges; a busy decode whose progress counter stands still is judged at once."""
     import threading
@@ -37,12 +41,18 @@ def test_a_wedged_decode_with_streams_in_flight_is_stopped_not_drained(baseline_
     env = baseline_running
     dep = Journal(env.target).deployed().deployment()  # type: ignore[union-attr]
     chat = dep.component("router").url("/v1/chat/completions")
-    body = {"model": dep.model_name, "stream": True, "max_tokens": 100_000,
-            "messages": [{"role": "user", "content": "a long answer"}]}
+    body = {
+        "model": dep.model_name,
+        "stream": True,
+        "max_tokens": 100_000,
+        "messages": [{"role": "user", "content": "a long answer"}],
+    }
 
     def stream() -> None:
-        with contextlib.suppress(httpx.HTTPError), httpx.stream(
-                "POST", chat, json=body, timeout=httpx.Timeout(60.0, connect=5.0)) as resp:
+        with (
+            contextlib.suppress(httpx.HTTPError),
+            httpx.stream("POST", chat, json=body, timeout=httpx.Timeout(60.0, connect=5.0)) as resp,
+        ):
             for _ in resp.iter_bytes():
                 pass
 
@@ -51,12 +61,15 @@ def test_a_wedged_decode_with_streams_in_flight_is_stopped_not_drained(baseline_
         t.start()
     decode = dep.component("decode")
     deadline = time.monotonic() + 30
-    while "sglang:num_running_reqs" not in (text := httpx.get(decode.url("/metrics"), timeout=5).text) \
-            or re.search(r'num_running_reqs\{[^}]*\} [1-9]', text) is None:
+    while (
+        "sglang:num_running_reqs" not in (text := httpx.get(decode.url("/metrics"), timeout=5).text)
+        or re.search(r"num_running_reqs\{[^}]*\} [1-9]", text) is None
+    ):
         assert time.monotonic() < deadline, "the streams never ran"
         time.sleep(0.2)
-    httpx.post(decode.url("/_twin/hazard"), json={"hazard": "wedge", "state": "force"},
-               timeout=5).raise_for_status()
+    httpx.post(
+        decode.url("/_twin/hazard"), json={"hazard": "wedge", "state": "force"}, timeout=5
+    ).raise_for_status()
     code, out, err = cli(env, capsys, "stop", "--yes", "--json")
     for t in streams:
         t.join(timeout=30)

@@ -58,8 +58,14 @@ def test_hazard_takes_the_mutating_flags_and_is_journaled(
 
     assert main([*args, "--dry-run", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc == {"dry_run": True, "target": env.target, "hazard": "wedge", "state": "force",
-                   "component": "decode", "url": url}
+    assert doc == {
+        "dry_run": True,
+        "target": env.target,
+        "hazard": "wedge",
+        "state": "force",
+        "component": "decode",
+        "url": url,
+    }
     n = len(journal.operations())
     monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
     assert main(args) == 130  # declined at the y/N prompt: aborted, as deploy's is

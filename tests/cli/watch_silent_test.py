@@ -21,7 +21,8 @@ from testing.watch import silent_listeners
 
 
 def test_once_against_a_silent_unit_is_undecided_never_ok(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from dsv4ops.orchestrate.usecases.render import deployment_for
     from dsv4ops.profiles import get_target
 
@@ -36,15 +37,28 @@ def test_once_against_a_silent_unit_is_undecided_never_ok(
     ports = {p for c in dep.components for p in (c.port, c.metrics_port) if p}
     with silent_listeners(ports):
         started = time.monotonic()
-        code = main(["watch", "--once", "--json", "--interval", "0.5", "--probe-every", "1",
-                     "--target", env.target])
+        code = main(
+            [
+                "watch",
+                "--once",
+                "--json",
+                "--interval",
+                "0.5",
+                "--probe-every",
+                "1",
+                "--target",
+                env.target,
+            ]
+        )
         took = time.monotonic() - started
     out, err = capsys.readouterr()
     rounds = [json.loads(line) for line in out.splitlines() if line.strip()]
     assert code == exitcodes.UNDECIDED, err + out[-2000:]
     assert rounds and all(r.get("worst") != "ok" for r in rounds), rounds
-    assert rounds[-1]["worst"] in ("unknown", "warning") and set(rounds[-1]["unanswered"]) >= {"router",
-                                                                                  "decode"}
+    assert rounds[-1]["worst"] in ("unknown", "warning") and set(rounds[-1]["unanswered"]) >= {
+        "router",
+        "decode",
+    }
     assert "OK" not in err
     codes = {f["code"] for r in rounds for f in r["findings"]}
     assert not codes & {"component_down", "probe_stalled", "decode_wedged"}, codes  # not observed

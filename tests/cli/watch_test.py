@@ -23,23 +23,29 @@ from testing.watch import ENDPOINTS, FakeUnit
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 
 
-def _once(env: OrchEnv, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, list[JSONObject], str]:
+def _once(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str], *extra: str
+) -> tuple[int, list[JSONObject], str]:
     code = main(["watch", "--once", "--json", "--target", env.target, *extra])
     out, err = capsys.readouterr()
     return code, [json.loads(line) for line in out.splitlines() if line.strip()], err
 
 
-def test_nothing_recorded_is_exit_4_with_a_clear_message(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_nothing_recorded_is_exit_4_with_a_clear_message(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     if Journal(env.target).deployed() is not None:
         pytest.skip("the module's environment already has a deployment")
     code, rounds, err = _once(env, capsys)
-    assert code == 4 and rounds == [{"error": rounds[0]["error"], "hint": rounds[0]["hint"],
-                                     "exit": 4}]  # --json: the error is one object on stdout
+    assert code == 4 and rounds == [
+        {"error": rounds[0]["error"], "hint": rounds[0]["hint"], "exit": 4}
+    ]  # --json: the error is one object on stdout
     assert "records no running deployment" in err and "Traceback" not in err
 
 
-def test_once_on_the_healthy_baseline_then_on_a_wedged_decode(baseline_running: OrchEnv,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_once_on_the_healthy_baseline_then_on_a_wedged_decode(
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     env = baseline_running
     code, rounds, err = _once(env, capsys)
     assert code == 0, err + json.dumps(rounds[-1:])
@@ -58,8 +64,9 @@ def test_once_on_the_healthy_baseline_then_on_a_wedged_decode(baseline_running: 
     decode = Journal(env.target).deployed().deployment().component("decode")  # type: ignore[union-attr]
     pid = httpx.get(decode.url("/_twin/state"), timeout=5).json()["pid"]
     assert pid
-    httpx.post(decode.url("/_twin/hazard"), json={"hazard": "wedge", "state": "force"},
-               timeout=5).raise_for_status()
+    httpx.post(
+        decode.url("/_twin/hazard"), json={"hazard": "wedge", "state": "force"}, timeout=5
+    ).raise_for_status()
     code, rounds, err = _once(env, capsys, "--prometheus-port", "0")
     assert code == 2 and "findings on http://127.0.0.1:" in err
     codes = {f["code"] for f in rounds[-1]["findings"]}

@@ -47,12 +47,17 @@ def test_n_to_n_pairs_roll_one_pair_at_a_time(n: int, skew: str) -> None:
     assert policy["metadata"]["name"] == group["metadata"]["name"] == "baseline"
     assert policy["metadata"]["namespace"] == group["metadata"]["namespace"] == "inference"
     (rule,) = policy["spec"]["policies"]
-    assert rule == {"roles": ["prefill", "decode"], "strategy": {"rollingUpdate": {"maxSkew": skew}}}
+    assert rule == {
+        "roles": ["prefill", "decode"],
+        "strategy": {"rollingUpdate": {"maxSkew": skew}},
+    }
     roles = _roles(group)
     for name in ("prefill", "decode"):
         assert roles[name]["replicas"] == n
         assert roles[name]["rolloutStrategy"] == {
-            "type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0},
+        }
     assert "rolloutStrategy" not in roles["router"] and roles["router"]["replicas"] == 1
 
 
@@ -93,16 +98,18 @@ def test_the_checks_refuse_what_would_stall_or_drift_apart() -> None:
         (lambda s: s.update(maxSkwe="50%"), "rollingUpdate.maxSkwe: not declared"),
     ],
 )
-def test_the_strategy_is_held_to_the_vendored_schema(edit: Callable[[JSONObject], None],
-                                                     says: str) -> None:
+def test_the_strategy_is_held_to_the_vendored_schema(
+    edit: Callable[[JSONObject], None], says: str
+) -> None:
     policy, group = _docs(2)
     edit(policy["spec"]["policies"][0]["strategy"]["rollingUpdate"])
     _refused([policy, group], says)
     assert coordination_problems(group, [policy])
 
 
-def test_the_cli_prints_the_policy_then_the_group(capsys: pytest.CaptureFixture[str],
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cli_prints_the_policy_then_the_group(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DSV4OPS_PROFILES_DIR", str(REPO / "profiles"))
     assert main(["export", "rbg", "baseline", "--replicas", "2"]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))

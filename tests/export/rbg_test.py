@@ -27,15 +27,24 @@ SHIPPED = sorted(p.stem for p in list_profiles(REPO / "profiles"))
 VENDORED_CRD = REPO.parent / "shared" / "vendor" / "rbg" / "workloads.x-k8s.io_rolebasedgroups.yaml"
 
 
-def _cli(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dsv4ops", "export", "rbg", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **(env or {})})
+def _cli(
+    *args: str, cwd: Path = REPO, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dsv4ops", "export", "rbg", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def _containers(manifest: JSONObject) -> dict[str, JSONObject]:
-    return {r["name"]: r["standalonePattern"]["template"]["spec"]["containers"][0]
-            for r in manifest["spec"]["roles"]}
+    return {
+        r["name"]: r["standalonePattern"]["template"]["spec"]["containers"][0]
+        for r in manifest["spec"]["roles"]
+    }
 
 
 def _strip_pd_targets(argv: list[str]) -> list[str]:
@@ -80,18 +89,32 @@ def test_each_container_runs_the_box_render_with_only_the_listed_adaptations(nam
         if "--base-gpu-id" in want:
             want[want.index("--base-gpu-id") + 1] = "0"
         assert got[comp]["command"] == want, comp
-        assert {e["name"]: e["value"] for e in got[comp].get("env", [])} == dict(box.component(comp).env)
-        assert got[comp]["resources"]["limits"]["nvidia.com/gpu"] == int(want[want.index("--tp-size") + 1])
-        assert got[comp]["readinessProbe"]["httpGet"] == {"path": "/health", "port": box.component(comp).port}
+        assert {e["name"]: e["value"] for e in got[comp].get("env", [])} == dict(
+            box.component(comp).env
+        )
+        assert got[comp]["resources"]["limits"]["nvidia.com/gpu"] == int(
+            want[want.index("--tp-size") + 1]
+        )
+        assert got[comp]["readinessProbe"]["httpGet"] == {
+            "path": "/health",
+            "port": box.component(comp).port,
+        }
     router_box = list(box.component("router").argv)
     router_box[0] = "python3"
     assert _strip_pd_targets(got["router"]["command"]) == _strip_pd_targets(router_box)
     cmd = got["router"]["command"]
-    boot = got["prefill"]["command"][got["prefill"]["command"].index("--disaggregation-bootstrap-port") + 1]
+    boot = got["prefill"]["command"][
+        got["prefill"]["command"].index("--disaggregation-bootstrap-port") + 1
+    ]
     group = manifest["metadata"]["name"]
     i = cmd.index("--prefill")
-    assert cmd[i + 1:i + 3] == [f"http://{group}-prefill-0.s-{group}-prefill:{box.component('prefill').port}", boot]
-    assert {p["name"]: p["containerPort"] for p in got["prefill"]["ports"]}["bootstrap"] == int(boot)
+    assert cmd[i + 1 : i + 3] == [
+        f"http://{group}-prefill-0.s-{group}-prefill:{box.component('prefill').port}",
+        boot,
+    ]
+    assert {p["name"]: p["containerPort"] for p in got["prefill"]["ports"]}["bootstrap"] == int(
+        boot
+    )
 
 
 def test_n_to_n_replicas_point_the_router_at_every_pair() -> None:
@@ -101,12 +124,20 @@ def test_n_to_n_replicas_point_the_router_at_every_pair() -> None:
     cmd = _containers(manifest)["router"]["command"]
     assert cmd.count("--prefill") == 3 and cmd.count("--decode") == 3
     assert {r["name"]: r["replicas"] for r in manifest["spec"]["roles"]} == {
-        "prefill": 3, "decode": 3, "router": 1}
+        "prefill": 3,
+        "decode": 3,
+        "router": 1,
+    }
 
 
-def test_secrets_become_secret_refs_and_never_enter_the_manifest(pdir: Path, write: Callable[[str, str], Path]) -> None:  # noqa: ANN001
-    write("withsecret", "schema_version: 1\nextends: base\nprefill:\n  env:\n    HF_TOKEN: hf_supersecret\n"
-          "router:\n  extra_args: [--api-key, sk-verysecret]\n")
+def test_secrets_become_secret_refs_and_never_enter_the_manifest(
+    pdir: Path, write: Callable[[str, str], Path]
+) -> None:  # noqa: ANN001
+    write(
+        "withsecret",
+        "schema_version: 1\nextends: base\nprefill:\n  env:\n    HF_TOKEN: hf_supersecret\n"
+        "router:\n  extra_args: [--api-key, sk-verysecret]\n",
+    )
     proc = _cli("withsecret", cwd=pdir.parent, env={"DSV4OPS_PROFILES_DIR": str(pdir)})
     assert proc.returncode == 0, proc.stderr
     assert "hf_supersecret" not in proc.stdout + proc.stderr
@@ -114,15 +145,23 @@ def test_secrets_become_secret_refs_and_never_enter_the_manifest(pdir: Path, wri
     manifest = _yaml.safe_load(proc.stdout)
     c = _containers(manifest)
     env = {e["name"]: e for e in c["prefill"]["env"]}
-    assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "withsecret-env", "key": "HF_TOKEN"}
+    assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+        "name": "withsecret-env",
+        "key": "HF_TOKEN",
+    }
     cmd = c["router"]["command"]
     assert cmd[cmd.index("--api-key") + 1] == "$(DSV4_ARG_API_KEY)"
     assert {e["name"] for e in c["router"]["env"]} == {"DSV4_ARG_API_KEY"}
 
 
-def test_a_kernel_package_lands_in_a_volume_sglang_is_pointed_at(pdir: Path, write: Callable[[str, str], Path]) -> None:  # noqa: ANN001
-    write("withkernels", "schema_version: 1\nextends: base\nkernel_package: dsv4-decode-kernels@0.2.0\n"
-          + TRITON_MOE_PATH_YAML)
+def test_a_kernel_package_lands_in_a_volume_sglang_is_pointed_at(
+    pdir: Path, write: Callable[[str, str], Path]
+) -> None:  # noqa: ANN001
+    write(
+        "withkernels",
+        "schema_version: 1\nextends: base\nkernel_package: dsv4-decode-kernels@0.2.0\n"
+        + TRITON_MOE_PATH_YAML,
+    )
     os.environ["DSV4OPS_PROFILES_DIR"] = str(pdir)
     try:
         p = load_profile("withkernels")
@@ -140,7 +179,9 @@ def test_a_kernel_package_lands_in_a_volume_sglang_is_pointed_at(pdir: Path, wri
     assert env["SGLANG_PLUGINS"] == "dsv4_decode_kernels" and env["SGLANG_DSV4_FP4_DEQUANT"] == "1"
 
 
-def test_a_broken_profile_is_refused_with_file_and_line(pdir: Path, write: Callable[[str, str], Path]) -> None:  # noqa: ANN001
+def test_a_broken_profile_is_refused_with_file_and_line(
+    pdir: Path, write: Callable[[str, str], Path]
+) -> None:  # noqa: ANN001
     path = write("broken", "schema_version: 1\nextends: base\ndecode:\n  tp_sizee: 4\n")
     proc = _cli("broken", cwd=pdir.parent, env={"DSV4OPS_PROFILES_DIR": str(pdir)})
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
@@ -148,11 +189,14 @@ def test_a_broken_profile_is_refused_with_file_and_line(pdir: Path, write: Calla
     assert proc.stdout == ""
 
 
-@pytest.mark.parametrize(("args", "named"), [
-    (["--gpus-per-node", "2"], "--gpus-per-node"),
-    (["--replicas", "0"], "--replicas"),
-    (["--name", "Not_DNS"], "--name"),
-])
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--gpus-per-node", "2"], "--gpus-per-node"),
+        (["--replicas", "0"], "--replicas"),
+        (["--name", "Not_DNS"], "--name"),
+    ],
+)
 def test_an_impossible_option_is_refused_naming_it(args: list[str], named: str) -> None:
     proc = _cli("baseline", *args)
     assert proc.returncode == 1 and named in proc.stderr and proc.stdout == "", proc.stderr
@@ -169,14 +213,18 @@ def test_the_checks_catch_what_the_cluster_would_reject_or_drop() -> None:
     typo["spec"]["roles"][0]["dependsOn"] = ["x"]
     assert pruned_fields(typo, schema()) == ["spec.roles.0.dependsOn"]
     skew = copy.deepcopy(good)
-    c = skew["spec"]["roles"][1]["standalonePattern"]["template"]["spec"]["containers"][0]["command"]
+    c = skew["spec"]["roles"][1]["standalonePattern"]["template"]["spec"]["containers"][0][
+        "command"
+    ]
     c[c.index("--page-size") + 1] = "64"
     assert any("--page-size" in x for x in pd_problems(skew))
     with pytest.raises(Exception, match="page-size"):
         check(skew)
 
 
-@pytest.mark.skipif(not VENDORED_CRD.is_file(), reason="the shared CRD copy is not beside this checkout")
+@pytest.mark.skipif(
+    not VENDORED_CRD.is_file(), reason="the shared CRD copy is not beside this checkout"
+)
 def test_the_vendored_schemas_are_the_crds_unchanged() -> None:
     import yaml  # the CRD is 2.8 MB: above the profile loader's bounds, read it plainly
 
@@ -195,4 +243,5 @@ def test_the_vendored_schemas_are_the_crds_unchanged() -> None:
     path = REPO / "dsv4ops" / "export" / "vendor" / "rbg_v1alpha1_coordination_strategy.schema.json"
     assert path.read_text() == json.dumps(strategy, separators=(",", ":"), sort_keys=True)
     assert (REPO / "dsv4ops" / "export" / "vendor" / "LICENSE").read_text() == (
-        VENDORED_CRD.parent / "LICENSE").read_text()
+        VENDORED_CRD.parent / "LICENSE"
+    ).read_text()

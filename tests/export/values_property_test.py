@@ -48,12 +48,20 @@ SETTINGS = settings(
         (["--namespace", "a" * 64], "--namespace"),
     ],
 )
-def test_the_reported_values_are_refused_by_the_real_cli(args: list[str], option: str, pdir: Path, write: Callable[[str, str], Path]) -> None:  # noqa: ANN001
-    write("withkernels", "schema_version: 1\nextends: base\nkernel_package: dsv4-decode-kernels@0.2.0\n"
-          + TRITON_MOE_PATH_YAML)
+def test_the_reported_values_are_refused_by_the_real_cli(
+    args: list[str], option: str, pdir: Path, write: Callable[[str, str], Path]
+) -> None:  # noqa: ANN001
+    write(
+        "withkernels",
+        "schema_version: 1\nextends: base\nkernel_package: dsv4-decode-kernels@0.2.0\n"
+        + TRITON_MOE_PATH_YAML,
+    )
     proc = subprocess.run(
         [sys.executable, "-m", "dsv4ops", "export", "rbg", "withkernels", *args],
-        cwd=pdir.parent, capture_output=True, text=True, timeout=60,
+        cwd=pdir.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "DSV4OPS_PROFILES_DIR": str(pdir)},
     )
     assert proc.returncode == 1, (proc.stdout[-500:], proc.stderr[-500:])
@@ -68,10 +76,34 @@ def baseline() -> tuple[Profile, Deployment]:
 
 TEXT = st.one_of(
     st.text(max_size=40),
-    st.sampled_from(["ns", "team-a", "-a", "a-", "A", "a.b", "x: y", "a\n", "α", "a" * 63, "a" * 64,
-                     "lmsysorg/sglang:v0.5.23", "registry:5000/a/b@sha256:" + "a" * 64,
-                     "localhost/x:tag", "python3", "/usr/bin/python3", "python3 -c x",
-                     "$(id)", "`id`", "a;b", "a|b", "a b", "\x1b[2J", "--python"]),
+    st.sampled_from(
+        [
+            "ns",
+            "team-a",
+            "-a",
+            "a-",
+            "A",
+            "a.b",
+            "x: y",
+            "a\n",
+            "α",
+            "a" * 63,
+            "a" * 64,
+            "lmsysorg/sglang:v0.5.23",
+            "registry:5000/a/b@sha256:" + "a" * 64,
+            "localhost/x:tag",
+            "python3",
+            "/usr/bin/python3",
+            "python3 -c x",
+            "$(id)",
+            "`id`",
+            "a;b",
+            "a|b",
+            "a b",
+            "\x1b[2J",
+            "--python",
+        ]
+    ),
 )
 _SHELL = re.compile(r"[\s;|&$`<>(){}\[\]*?!'\"\\#~]")
 
@@ -79,7 +111,8 @@ _SHELL = re.compile(r"[\s;|&$`<>(){}\[\]*?!'\"\\#~]")
 @SETTINGS
 @given(namespace=TEXT, image=TEXT, python=TEXT)
 def test_any_option_value_is_refused_or_exports_a_valid_manifest(
-        baseline: tuple[Profile, Deployment], namespace: str, image: str, python: str) -> None:
+    baseline: tuple[Profile, Deployment], namespace: str, image: str, python: str
+) -> None:
     p, box = baseline
     opts = R.ExportOptions(image=image, namespace=namespace, python=python)
     try:

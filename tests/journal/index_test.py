@@ -31,11 +31,18 @@ from dsv4ops.journal.store import UNKNOWN, Journal
 HASHES = ["h1", "h2", "h3"]
 
 
-def _begin(draw: st.DrawFn, base: dict[str, Any], op: str, kind: str,
-           experiments: list[str]) -> dict[str, Any]:
-    rec = {**base, "type": "begin", "op": op, "kind": kind, "user": "u",
-           "profile": {"name": op, "commands_hash": draw(st.sampled_from(HASHES))},
-           "components": draw(st.sampled_from([[], [{"name": "decode"}]]))}
+def _begin(
+    draw: st.DrawFn, base: dict[str, Any], op: str, kind: str, experiments: list[str]
+) -> dict[str, Any]:
+    rec = {
+        **base,
+        "type": "begin",
+        "op": op,
+        "kind": kind,
+        "user": "u",
+        "profile": {"name": op, "commands_hash": draw(st.sampled_from(HASHES))},
+        "components": draw(st.sampled_from([[], [{"name": "decode"}]])),
+    }
     in_experiment: bool = bool(experiments) and draw(st.booleans())
     if in_experiment:
         arm = draw(st.sampled_from(["(A)", "(B)"]))
@@ -46,8 +53,12 @@ def _begin(draw: st.DrawFn, base: dict[str, Any], op: str, kind: str,
 
 
 def _status(draw: st.DrawFn, base: dict[str, Any], ops: list[str]) -> dict[str, Any]:
-    rec = {**base, "type": "status", "op": draw(st.sampled_from(ops)),
-           "status": draw(st.sampled_from([s.value for s in Status]))}
+    rec = {
+        **base,
+        "type": "status",
+        "op": draw(st.sampled_from(ops)),
+        "status": draw(st.sampled_from([s.value for s in Status])),
+    }
     if draw(st.booleans()):
         rec["running"] = draw(st.sampled_from(["", UNKNOWN, *ops]))
     if draw(st.booleans()):
@@ -56,11 +67,16 @@ def _status(draw: st.DrawFn, base: dict[str, Any], ops: list[str]) -> dict[str, 
 
 
 def _step(draw: st.DrawFn, base: dict[str, Any], ops: list[str]) -> dict[str, Any]:
-    return {**base, "type": "step", "op": draw(st.sampled_from(ops)),
-            "name": draw(st.sampled_from(["canary", "gate speed", "drain", "start decode"])),
-            "phase": draw(st.sampled_from(["start", "done", "failed"])),
-            "detail": draw(st.sampled_from(
-                ["PASS", "verdict FAIL", "INCONCLUSIVE, accepted as asked", None]))}
+    return {
+        **base,
+        "type": "step",
+        "op": draw(st.sampled_from(ops)),
+        "name": draw(st.sampled_from(["canary", "gate speed", "drain", "start decode"])),
+        "phase": draw(st.sampled_from(["start", "done", "failed"])),
+        "detail": draw(
+            st.sampled_from(["PASS", "verdict FAIL", "INCONCLUSIVE, accepted as asked", None])
+        ),
+    }
 
 
 @st.composite
@@ -83,8 +99,13 @@ def journals(draw: st.DrawFn) -> list[bytes]:
         elif choice <= 7:
             rec = _step(draw, base, ops)
         elif choice == 8:
-            rec = {**base, "type": "merge", "op": f"m-{i}", "user": "u",
-                   "ops": draw(st.lists(st.sampled_from(ops), max_size=3))}
+            rec = {
+                **base,
+                "type": "merge",
+                "op": f"m-{i}",
+                "user": "u",
+                "ops": draw(st.lists(st.sampled_from(ops), max_size=3)),
+            }
         else:
             lines.append(b'{"v":1,"op":"torn\n')  # a crash mid-write
             continue
@@ -97,14 +118,26 @@ def _full(data: bytes) -> dict[str, Any]:
     parsed, torn = journalfile.parse(data)
     records = [validate(r, "x") for _, r in parsed]
     ops = place_merged(fold(records), records)
-    return {"ops": ops, "judged": knowngood.judge(ops), "good": [o.op for o in knowngood.known_good(ops)],
-            "torn": torn, "records": records, "merges": [r for r in records if r["type"] == "merge"]}
+    return {
+        "ops": ops,
+        "judged": knowngood.judge(ops),
+        "good": [o.op for o in knowngood.known_good(ops)],
+        "torn": torn,
+        "records": records,
+        "merges": [r for r in records if r["type"] == "merge"],
+    }
 
 
 def _answers(j: Journal) -> dict[str, Any]:
     ops = j.operations()
-    return {"ops": list(ops), "judged": j.judged(), "good": [o.op for o in j.known_good()],
-            "torn": j.skipped_lines, "records": list(j.records()), "merges": j.merges()}
+    return {
+        "ops": list(ops),
+        "judged": j.judged(),
+        "good": [o.op for o in j.known_good()],
+        "torn": j.skipped_lines,
+        "records": list(j.records()),
+        "merges": j.merges(),
+    }
 
 
 def _check(j: Journal, data: bytes) -> None:
@@ -120,10 +153,15 @@ def _check(j: Journal, data: bytes) -> None:
     assert j.last_known_good() == lkg
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(lines=journals(), cut=st.floats(0, 1), partial=st.booleans())
 def test_the_index_answers_what_a_full_scan_answers(
-        tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], cut: float, partial: bool,
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[bytes],
+    cut: float,
+    partial: bool,
 ) -> None:
     d = tmp_path_factory.mktemp("j")
     path = d / "box.jsonl"
@@ -160,9 +198,14 @@ def _order(records: list[dict[str, Any]]) -> list[_Judged]:
     return [_Judged(o, counts[o.op]) for o in place_merged(fold(records), records)]
 
 
-_GATES = [("canary", "done", "PASS"), ("canary", "failed", "verdict FAIL"),
-          ("canary", "done", "INCONCLUSIVE, accepted as asked"), ("gate speed", "failed", None),
-          ("gate speed", "done", None), ("drain", "done", None)]
+_GATES = [
+    ("canary", "done", "PASS"),
+    ("canary", "failed", "verdict FAIL"),
+    ("canary", "done", "INCONCLUSIVE, accepted as asked"),
+    ("gate speed", "failed", None),
+    ("gate speed", "done", None),
+    ("drain", "done", None),
+]
 
 
 @st.composite
@@ -180,8 +223,15 @@ def whole_ops(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[int]]:
         if stray == 0:
             records.append(draw(st.sampled_from([_status, _step]))(draw, base, ops))
         elif stray == 1:
-            records.append({**base, "type": "merge", "op": f"m-{i}", "user": "u",
-                            "ops": draw(st.lists(st.sampled_from(ops), max_size=2))})
+            records.append(
+                {
+                    **base,
+                    "type": "merge",
+                    "op": f"m-{i}",
+                    "user": "u",
+                    "ops": draw(st.lists(st.sampled_from(ops), max_size=2)),
+                }
+            )
         else:
             kind = draw(st.sampled_from(["deploy", "deploy", "rollback", "experiment"]))
             ops.append(f"{kind[0]}-{i}")
@@ -190,10 +240,25 @@ def whole_ops(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[int]]:
             if kind == "experiment":
                 experiments.append(ops[-1])
             for name, phase, detail in draw(st.lists(st.sampled_from(_GATES), max_size=2)):
-                records.append({**base, "type": "step", "op": ops[-1], "name": name,
-                                "phase": phase, "detail": detail})
-            records.append({**base, "type": "status", "op": ops[-1], "known_good": True,
-                            "status": draw(st.sampled_from(["SUCCEEDED", "SUCCEEDED", "FAILED"]))})
+                records.append(
+                    {
+                        **base,
+                        "type": "step",
+                        "op": ops[-1],
+                        "name": name,
+                        "phase": phase,
+                        "detail": detail,
+                    }
+                )
+            records.append(
+                {
+                    **base,
+                    "type": "status",
+                    "op": ops[-1],
+                    "known_good": True,
+                    "status": draw(st.sampled_from(["SUCCEEDED", "SUCCEEDED", "FAILED"])),
+                }
+            )
         ends.append(len(records))
     return [validate(r, "x") for r in records], ends
 
@@ -205,10 +270,13 @@ def _whole(lines: list[bytes]) -> tuple[list[dict[str, Any]], list[int]]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(journal=st.one_of(whole_ops(), journals().map(_whole)),
-       cuts=st.lists(st.integers(0, 40), max_size=4))
+@given(
+    journal=st.one_of(whole_ops(), journals().map(_whole)),
+    cuts=st.lists(st.integers(0, 40), max_size=4),
+)
 def test_a_checkpoint_judges_what_a_full_judge_judges(
-        journal: tuple[list[dict[str, Any]], list[int]], cuts: list[int]) -> None:
+    journal: tuple[list[dict[str, Any]], list[int]], cuts: list[int]
+) -> None:
     """Checkpoints taken after any prefixes, resumed over whatever was appended (records of the
     operations it judged, merges, experiments, failed gates): always knowngood.judge's answer."""
     records, ends = journal
@@ -226,11 +294,18 @@ def test_a_checkpoint_is_resumed_over_appends_and_refused_when_they_change_its_p
     base = {"v": RECORD_VERSION, "ts": "2026-12-01T00:00:00Z", "user": "u"}
 
     def deploy(op: str, h: str, detail: str = "PASS", phase: str = "done") -> list[dict[str, Any]]:
-        return [{**base, "op": op, "type": "begin", "kind": "deploy", "components": [{}],
-                 "profile": {"name": op, "commands_hash": h}},
-                {**base, "op": op, "type": "step", "name": "canary", "phase": phase,
-                 "detail": detail},
-                {**base, "op": op, "type": "status", "status": "SUCCEEDED", "known_good": True}]
+        return [
+            {
+                **base,
+                "op": op,
+                "type": "begin",
+                "kind": "deploy",
+                "components": [{}],
+                "profile": {"name": op, "commands_hash": h},
+            },
+            {**base, "op": op, "type": "step", "name": "canary", "phase": phase, "detail": detail},
+            {**base, "op": op, "type": "status", "status": "SUCCEEDED", "known_good": True},
+        ]
 
     records = deploy("d-1", "h1") + deploy("d-2", "h2")
     judged, ck = checkpoint.judged(_order(records), None)
@@ -256,7 +331,8 @@ def test_a_checkpoint_is_resumed_over_appends_and_refused_when_they_change_its_p
 
 @pytest.mark.parametrize("damage", [b"garbled", b"sha"])
 def test_a_checkpoint_line_that_does_not_prove_itself_is_never_used(
-        tmp_path: Path, saved_always: None, damage: bytes) -> None:
+    tmp_path: Path, saved_always: None, damage: bytes
+) -> None:
     j = Journal("box", directory=tmp_path)
     ops = _deploys(j, 3)
     assert j.judged()[ops[0]].known_good  # judged: the checkpoint is written with the index
@@ -277,8 +353,11 @@ def test_a_checkpoint_line_that_does_not_prove_itself_is_never_used(
 def _deploys(j: Journal, n: int) -> list[str]:
     ops = []
     for i in range(n):
-        op = j.begin(Kind.DEPLOY, profile={"name": f"p{i}", "commands_hash": f"h{i}"},
-                     components=[{"name": "decode"}])
+        op = j.begin(
+            Kind.DEPLOY,
+            profile={"name": f"p{i}", "commands_hash": f"h{i}"},
+            components=[{"name": "decode"}],
+        )
         j.transition(op, Status.RUNNING)
         j.step(op, "canary", "done", detail="PASS")
         j.transition(op, Status.SUCCEEDED, running=op, known_good=True)
@@ -309,7 +388,8 @@ def test_appends_keep_the_index_file_current(tmp_path: Path, saved_always: None)
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "rewritten", "foreign", "version"])
 def test_an_index_that_does_not_prove_itself_is_rebuilt(
-        tmp_path: Path, saved_always: None, damage: str) -> None:
+    tmp_path: Path, saved_always: None, damage: str
+) -> None:
     j = Journal("box", directory=tmp_path)
     ops = _deploys(j, 4)
     idx = Path(f"{j.path}.idx")
@@ -319,7 +399,9 @@ def test_an_index_that_does_not_prove_itself_is_rebuilt(
         lines = j.path.read_bytes().splitlines(keepends=True)
         j.path.write_bytes(b"".join(lines[:8]))
     elif damage == "rewritten":  # same size, other bytes: the window proof fails
-        j.path.write_bytes(j.path.read_bytes().replace(ops[1].encode(), ops[1][:-1].encode() + b"z"))
+        j.path.write_bytes(
+            j.path.read_bytes().replace(ops[1].encode(), ops[1][:-1].encode() + b"z")
+        )
     elif damage == "foreign":  # another journal's index copied next to this one
         other = Journal("other", directory=tmp_path)
         _deploys(other, 1)
@@ -342,11 +424,23 @@ def test_an_edit_outside_the_window_is_caught_when_its_operation_is_read(tmp_pat
     j = Journal("box", directory=tmp_path)
     ops = [f"d-{i}" for i in range(400)]  # > 64 KiB: the first lie outside the size+window proof
     base = {"v": RECORD_VERSION, "ts": "2026-12-01T00:00:00Z"}
-    journalfile.append_bytes(str(j.path), b"".join(
-        journalfile.encode({**base, "op": op, **r}) for op in ops for r in (
-            {"type": "begin", "kind": "deploy", "user": "u", "components": [{"name": "decode"}]},
-            {"type": "status", "status": "RUNNING"},
-            {"type": "status", "status": "SUCCEEDED", "running": op, "known_good": True})))
+    journalfile.append_bytes(
+        str(j.path),
+        b"".join(
+            journalfile.encode({**base, "op": op, **r})
+            for op in ops
+            for r in (
+                {
+                    "type": "begin",
+                    "kind": "deploy",
+                    "user": "u",
+                    "components": [{"name": "decode"}],
+                },
+                {"type": "status", "status": "RUNNING"},
+                {"type": "status", "status": "SUCCEEDED", "running": op, "known_good": True},
+            )
+        ),
+    )
     assert j.path.stat().st_size > journalfile.WINDOW
     assert len(j.operations()) == 400  # the index is built and written
     data = j.path.read_bytes()
@@ -361,7 +455,8 @@ def test_an_edit_outside_the_window_is_caught_when_its_operation_is_read(tmp_pat
 
 
 def test_an_index_path_that_is_a_symlink_is_never_followed(
-        tmp_path: Path, saved_always: None) -> None:
+    tmp_path: Path, saved_always: None
+) -> None:
     j = Journal("box", directory=tmp_path)
     _deploys(j, 2)
     idx = Path(f"{j.path}.idx")

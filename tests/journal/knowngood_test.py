@@ -22,20 +22,41 @@ def journal(tmp_path: Path) -> Journal:
     return Journal("fake", directory=tmp_path, clock=FakeClock())
 
 
-def deploy(j: Journal, name: str, *, gate: str | None = "PASS", kind: Kind = Kind.DEPLOY,
-           status: Status = Status.SUCCEEDED, reason: str | None = None,
-           scope: JSONObject | None = None, proven: bool = True, hash_: str | None = None) -> str:
+def deploy(
+    j: Journal,
+    name: str,
+    *,
+    gate: str | None = "PASS",
+    kind: Kind = Kind.DEPLOY,
+    status: Status = Status.SUCCEEDED,
+    reason: str | None = None,
+    scope: JSONObject | None = None,
+    proven: bool = True,
+    hash_: str | None = None,
+) -> str:
     """One operation as the engine journals it; `gate` is the canary step's detail (None: no
     canary step, as `--no-canary` journals it; "verdict FAIL: ..." a failed gate)."""
-    op = j.begin(kind, profile={"name": name, "commands_hash": hash_ or f"h-{name}",
-                                "git_commit": f"c0ffee{name}"},
-                 components=[{"name": "prefill", "argv": ["python"]}], reason=reason, scope=scope)
+    op = j.begin(
+        kind,
+        profile={
+            "name": name,
+            "commands_hash": hash_ or f"h-{name}",
+            "git_commit": f"c0ffee{name}",
+        },
+        components=[{"name": "prefill", "argv": ["python"]}],
+        reason=reason,
+        scope=scope,
+    )
     j.transition(op, Status.RUNNING)
     if gate is not None:
         failed = gate.startswith("verdict")
         j.step(op, "canary: smoke + the suites the change calls for", "start")
-        j.step(op, "canary: smoke + the suites the change calls for",
-               "failed" if failed else "done", detail=gate)
+        j.step(
+            op,
+            "canary: smoke + the suites the change calls for",
+            "failed" if failed else "done",
+            detail=gate,
+        )
     ok = status is Status.SUCCEEDED
     j.transition(op, status, running=op if ok else "", known_good=ok and proven)
     return op
@@ -52,7 +73,10 @@ def test_a_gated_whole_unit_deploy_is_known_good_and_no_canary_is_not(journal: J
     assert journal.judged()[good].known_good and "canary gate PASS" in why(journal, good)
     for op in (blind, skipped):
         assert not journal.judged()[op].known_good
-        assert why(journal, op) == "not known-good: no canary gate ran (--no-canary, or an experiment's deploy)"
+        assert (
+            why(journal, op)
+            == "not known-good: no canary gate ran (--no-canary, or an experiment's deploy)"
+        )
     assert [o.op for o in journal.known_good()] == [good]
     assert rollback_target(journal, None).op == good  # multi runs: baseline is offered
 
@@ -66,14 +90,18 @@ def test_an_accepted_inconclusive_ranks_below_an_older_pass(journal: Journal) ->
     assert rollback_target(journal, None).op == passed  # c runs; a's pass outranks b
 
 
-@pytest.mark.parametrize(("kw", "words"), [
-    ({"status": Status.ROLLED_BACK}, "it failed and was rolled back"),
-    ({"status": Status.FAILED}, "it failed"),
-    ({"scope": {"restarted": ["router"]}}, "a partial restart (router) is not a proven unit"),
-    ({"proven": False}, "never proven by generations through the router"),
-])
-def test_never_a_failed_partial_or_unproven_deploy(journal: Journal, kw: dict[str, Any],
-                                                  words: str) -> None:
+@pytest.mark.parametrize(
+    ("kw", "words"),
+    [
+        ({"status": Status.ROLLED_BACK}, "it failed and was rolled back"),
+        ({"status": Status.FAILED}, "it failed"),
+        ({"scope": {"restarted": ["router"]}}, "a partial restart (router) is not a proven unit"),
+        ({"proven": False}, "never proven by generations through the router"),
+    ],
+)
+def test_never_a_failed_partial_or_unproven_deploy(
+    journal: Journal, kw: dict[str, Any], words: str
+) -> None:
     op = deploy(journal, "x", **kw)
     assert not journal.judged()[op].known_good and words in why(journal, op)
 
@@ -86,9 +114,13 @@ def test_an_interrupted_deploy_is_not_known_good_running_or_abandoned(journal: J
     assert why(journal, op) == "not known-good: it was interrupted and abandoned"
 
 
-def test_commands_that_failed_a_gate_anywhere_are_never_offered_but_can_be_named(journal: Journal) -> None:
+def test_commands_that_failed_a_gate_anywhere_are_never_offered_but_can_be_named(
+    journal: Journal,
+) -> None:
     first = deploy(journal, "overlap-on")  # passed once (a quiet day) ...
-    deploy(journal, "overlap-on", gate="verdict FAIL: abort_cascade: FAIL", status=Status.ROLLED_BACK)
+    deploy(
+        journal, "overlap-on", gate="verdict FAIL: abort_cascade: FAIL", status=Status.ROLLED_BACK
+    )
     base = deploy(journal, "baseline")  # ... failed the next time: never offered again
     assert why(journal, first).startswith("not known-good: its commands failed the canary gate of")
     assert journal.known_good()[0].op == base and len(journal.known_good()) == 1
@@ -98,13 +130,17 @@ def test_commands_that_failed_a_gate_anywhere_are_never_offered_but_can_be_named
     assert rollback_target(journal, "c0ffeeoverlap").op == first  # by its git revision too
 
 
-def test_an_experiment_s_arms_are_never_known_good_and_b_s_failed_gate_sticks(journal: Journal) -> None:
+def test_an_experiment_s_arms_are_never_known_good_and_b_s_failed_gate_sticks(
+    journal: Journal,
+) -> None:
     base = deploy(journal, "base")
     b_before = deploy(journal, "b")  # B was known-good before the A/B
     exp = journal.begin(Kind.EXPERIMENT, profile={"name": "base vs b", "a": "base", "b": "b"})
     journal.transition(exp, Status.RUNNING)
-    blocks = [deploy(journal, name, gate=None, reason=f"experiment {exp}: block {i} ({arm})")
-              for i, (name, arm) in enumerate([("base", "A"), ("b", "B")])]
+    blocks = [
+        deploy(journal, name, gate=None, reason=f"experiment {exp}: block {i} ({arm})")
+        for i, (name, arm) in enumerate([("base", "A"), ("b", "B")])
+    ]
     journal.step(exp, "gate abort-cascade on B", "failed", detail="wedged")
     left = deploy(journal, "base", gate=None, reason=f"experiment {exp}: leave the box on A")
     journal.transition(exp, Status.SUCCEEDED)
@@ -118,7 +154,8 @@ def test_an_experiment_s_arms_are_never_known_good_and_b_s_failed_gate_sticks(jo
 
 
 def test_a_rollback_inherits_the_known_good_of_what_it_restored_and_not_of_what_was_named(
-        journal: Journal) -> None:
+    journal: Journal,
+) -> None:
     base = deploy(journal, "base")
     blind = deploy(journal, "blind", gate=None)
     back = deploy(journal, "base", kind=Kind.ROLLBACK, gate=None)
@@ -136,11 +173,24 @@ def test_a_journal_written_before_the_rule_is_re_judged_on_read(tmp_path: Path) 
     lines: list[str] = []
 
     def rec(**r: object) -> None:
-        lines.append(json.dumps({"v": 1, "ts": f"2026-11-0{len(lines) // 10 + 1}T00:00:{len(lines):02d}Z", **r}))
+        lines.append(
+            json.dumps(
+                {"v": 1, "ts": f"2026-11-0{len(lines) // 10 + 1}T00:00:{len(lines):02d}Z", **r}
+            )
+        )
 
-    def old_deploy(op: str, name: str, steps: list[tuple[str, str, str]], reason: str | None = None) -> None:
-        rec(type="begin", op=op, kind="deploy", user="alice@ops", reason=reason,
-            profile={"name": name, "commands_hash": f"h-{name}"}, components=[{"name": "decode"}])
+    def old_deploy(
+        op: str, name: str, steps: list[tuple[str, str, str]], reason: str | None = None
+    ) -> None:
+        rec(
+            type="begin",
+            op=op,
+            kind="deploy",
+            user="alice@ops",
+            reason=reason,
+            profile={"name": name, "commands_hash": f"h-{name}"},
+            components=[{"name": "decode"}],
+        )
         rec(type="status", op=op, status="PENDING")
         rec(type="status", op=op, status="RUNNING")
         for name_, phase, detail in steps:
@@ -148,14 +198,28 @@ def test_a_journal_written_before_the_rule_is_re_judged_on_read(tmp_path: Path) 
         rec(type="status", op=op, status="SUCCEEDED", running=op, known_good=True)
 
     probe = ("end-to-end probe", "done", "2 generations through the router, content checked")
-    old_deploy("d-1", "baseline", [probe, ("canary: smoke + the suites the change calls for",
-                                           "done", "PASS (smoke: PASS)")])
+    old_deploy(
+        "d-1",
+        "baseline",
+        [probe, ("canary: smoke + the suites the change calls for", "done", "PASS (smoke: PASS)")],
+    )
     old_deploy("d-2", "overlap-on", [probe])  # --no-canary
-    rec(type="begin", op="experiment-3", kind="experiment", user="alice@ops",
-        profile={"name": "baseline vs overlap-on", "a": "baseline", "b": "overlap-on"})
+    rec(
+        type="begin",
+        op="experiment-3",
+        kind="experiment",
+        user="alice@ops",
+        profile={"name": "baseline vs overlap-on", "a": "baseline", "b": "overlap-on"},
+    )
     rec(type="status", op="experiment-3", status="RUNNING")
     old_deploy("d-4", "overlap-on", [probe], reason="experiment experiment-3: block 0 (B)")
-    rec(type="step", op="experiment-3", name="gate abort-cascade on B", phase="failed", detail="wedge")
+    rec(
+        type="step",
+        op="experiment-3",
+        name="gate abort-cascade on B",
+        phase="failed",
+        detail="wedge",
+    )
     rec(type="status", op="experiment-3", status="SUCCEEDED")
     path.write_text("\n".join(lines) + "\n")
     ops = Journal("old", backend=_file(path)).operations()

@@ -181,7 +181,9 @@ def test_journal_keeps_settings_that_only_mention_tokens() -> None:
     }
 
 
-def test_a_runbook_run_is_never_in_flight_deployed_or_known_good(journal: Journal, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_runbook_run_is_never_in_flight_deployed_or_known_good(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An open run (a runbook waiting to be resumed) must not block or be abandoned by the
     deploys it runs, nor make status report an interrupted operation."""
     good = _deploy(journal, "baseline")
@@ -209,10 +211,22 @@ def test_an_operation_merged_in_comes_before_what_began_after_the_merge_within_o
     ts = "2026-12-01T16:01:04Z"
     records: list[JSONObject] = [
         {"type": "merge", "op": "m", "ts": ts, "user": "u", "ops": ["d-1"]},
-        {"type": "begin", "op": "d-1", "kind": "deploy", "ts": ts, "user": "u",
-         "profile": {"name": "baseline"}},
-        {"type": "begin", "op": "k-1", "kind": "kernels", "ts": ts, "user": "u",
-         "profile": {"name": "pkg"}},
+        {
+            "type": "begin",
+            "op": "d-1",
+            "kind": "deploy",
+            "ts": ts,
+            "user": "u",
+            "profile": {"name": "baseline"},
+        },
+        {
+            "type": "begin",
+            "op": "k-1",
+            "kind": "kernels",
+            "ts": ts,
+            "user": "u",
+            "profile": {"name": "pkg"},
+        },
     ]
     native_first = [records[0], records[2], records[1]]  # the cache order after a merge
     assert [o.op for o in place_merged(fold(native_first), native_first)] == ["d-1", "k-1"]

@@ -30,18 +30,32 @@ def test_manifest_lists_every_file_with_its_checksum_and_landing_place(built: Bu
     moe = f"configs/triton_3_8_0/{key}.json"
     assert listed[moe]["role"] == "moe_config" and "get_default_config" in listed[moe]["replaces"]
     assert "triton_fp8_dequant path only" in listed[moe]["read_by"]
-    assert manifest["env"] == {"SGLANG_MOE_CONFIG_DIR": "<package root>", "SGLANG_PLUGINS": "dsv4_decode_kernels",
-                               "PYTHONPATH": "<package root>/site"}
+    assert manifest["env"] == {
+        "SGLANG_MOE_CONFIG_DIR": "<package root>",
+        "SGLANG_PLUGINS": "dsv4_decode_kernels",
+        "PYTHONPATH": "<package root>/site",
+    }
     assert f"{key}_down" in manifest["config_keys"]
     # The SGLang plugin distribution: entry point in group sglang.srt.plugins.
     eps = files["site/dsv4_decode_kernels-0.1.0.dist-info/entry_points.txt"].decode()
     assert eps == "[sglang.srt.plugins]\ndsv4_decode_kernels = dsv4ops_kernel_plugin:register\n"
     assert listed["site/dsv4ops_kernel_plugin/__init__.py"]["role"] == "sglang_plugin"
     assert manifest["plugin"]["hooks"] == ["moe_config_witness"]
-    assert set(manifest["plugin"]["not_registered"]) == {"sparse_decode_attn", "fused_moe_mxfp4", "fused_moe_bf16"}
-    assert manifest["sglang"]["requires_env"] == {"SGLANG_DSV4_FP4_DEQUANT": "1", "SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
+    assert set(manifest["plugin"]["not_registered"]) == {
+        "sparse_decode_attn",
+        "fused_moe_mxfp4",
+        "fused_moe_bf16",
+    }
+    assert manifest["sglang"]["requires_env"] == {
+        "SGLANG_DSV4_FP4_DEQUANT": "1",
+        "SGLANG_ENABLE_JIT_DEEPGEMM": "0",
+    }
     for path in ("attention_configs/", "moe_fp4_configs/", "kernels/"):
-        assert all(e["replaces"].startswith("nothing in SGLang") for p, e in listed.items() if p.startswith(path))
+        assert all(
+            e["replaces"].startswith("nothing in SGLang")
+            for p, e in listed.items()
+            if p.startswith(path)
+        )
     fp4 = f"kernel=fused_moe,E=256,N=512,device_name={BOX_DEVICE_NAME},dtype=nvfp4_w4a16"
     assert {fp4, f"{fp4}_down"} <= set(manifest["config_keys"])
     assert listed[f"moe_fp4_configs/triton_3_8_0/{fp4}.json"]["role"] == "moe_fp4_config"
@@ -61,11 +75,22 @@ def test_manifest_records_target_and_which_versions_checked_what(built: Built) -
     interp = m["checks"]["interpreter"]
     assert interp["torch"].startswith("2.13.0") and interp["triton"] == "3.7.1" and interp["passed"]
     kernels = {c["kernel"] for c in interp["cases"]}
-    assert kernels == {"sparse_decode_attn", "fused_moe_up", "fused_moe_down",
-                       "fused_moe_nvfp4_up", "fused_moe_nvfp4_down", "fused_moe_mxfp4_up", "fused_moe_mxfp4_down"}
+    assert kernels == {
+        "sparse_decode_attn",
+        "fused_moe_up",
+        "fused_moe_down",
+        "fused_moe_nvfp4_up",
+        "fused_moe_nvfp4_down",
+        "fused_moe_mxfp4_up",
+        "fused_moe_mxfp4_down",
+    }
     # the FP4 tl.dot_scaled kernels: compiled for sm_120, said plainly not interpreter-checked, and why
-    dot_scaled = ["fused_moe_mxfp4_w4a4_down", "fused_moe_mxfp4_w4a4_up",
-                  "fused_moe_nvfp4_w4a4_down", "fused_moe_nvfp4_w4a4_up"]
+    dot_scaled = [
+        "fused_moe_mxfp4_w4a4_down",
+        "fused_moe_mxfp4_w4a4_up",
+        "fused_moe_nvfp4_w4a4_down",
+        "fused_moe_nvfp4_w4a4_up",
+    ]
     assert interp["not_checked"]["kernels"] == dot_scaled
     assert "gotcha 6" in interp["not_checked"]["why"]["fused_moe_mxfp4_w4a4_up"]
     compiled = {r["kernel"] for r in m["checks"]["sm120_compile"]["results"]}
@@ -73,7 +98,9 @@ def test_manifest_records_target_and_which_versions_checked_what(built: Built) -
     assert built.v2.manifest.raw["checks"]["interpreter"]["ran"] is False
 
 
-def test_archive_is_plain_files_and_reproducible(built: Built, tmp_path: Path, warm_aot_cache: ShippedAot) -> None:
+def test_archive_is_plain_files_and_reproducible(
+    built: Built, tmp_path: Path, warm_aot_cache: ShippedAot
+) -> None:
     """The same inputs give the same bytes. The compile results come from the session's cache
     (warm_aot_cache); that a fresh compile elsewhere gives the same cubins is installed_build_test's."""
     with tarfile.open(built.v2.path) as tar:

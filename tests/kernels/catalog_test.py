@@ -27,8 +27,8 @@ def test_moe_configs_use_sglangs_file_names_for_the_box() -> None:
     files = {f.lands_at for f in shipped_configs()}
     # The names SGLang's triton_fp8_dequant path computes (dsv4ops/sglang_paths.py), nothing else.
     base = f"configs/triton_3_8_0/E=256,N=512,device_name={BOX_DEVICE_NAME},dtype=fp8_w8a8,block_shape=[128, 128]"
-    assert f"{base}.json" in files          # w13 (gate/up): N = 2048 / TP4
-    assert f"{base}_down.json" in files     # w2
+    assert f"{base}.json" in files  # w13 (gate/up): N = 2048 / TP4
+    assert f"{base}_down.json" in files  # w2
     assert {f for f in files if f.startswith("configs/")} == {f"{base}.json", f"{base}_down.json"}
 
 
@@ -36,7 +36,9 @@ def test_fp4_moe_configs_use_the_packages_own_keys_outside_sglangs_dir() -> None
     """SGLang's Triton fused-MoE has no FP4 dtype= name, so the NVFP4 and MXFP4 files carry a
     kernel= key and stay out of configs/ (what SGLANG_MOE_CONFIG_DIR points SGLang at)."""
     by_kernel = {f.kernel: f.lands_at for f in shipped_configs()}
-    base = f"moe_fp4_configs/triton_3_8_0/kernel=fused_moe,E=256,N=512,device_name={BOX_DEVICE_NAME}"
+    base = (
+        f"moe_fp4_configs/triton_3_8_0/kernel=fused_moe,E=256,N=512,device_name={BOX_DEVICE_NAME}"
+    )
     assert by_kernel["fused_moe_nvfp4_up"] == f"{base},dtype=nvfp4_w4a16.json"
     assert by_kernel["fused_moe_nvfp4_down"] == f"{base},dtype=nvfp4_w4a16_down.json"
     assert by_kernel["fused_moe_nvfp4_w4a4_up"] == f"{base},dtype=nvfp4_w4a4.json"
@@ -44,8 +46,12 @@ def test_fp4_moe_configs_use_the_packages_own_keys_outside_sglangs_dir() -> None
     assert by_kernel["fused_moe_mxfp4_down"] == f"{base},dtype=mxfp4_w4a16_down.json"
     assert by_kernel["fused_moe_mxfp4_w4a4_up"] == f"{base},dtype=mxfp4_w4a4.json"
     assert by_kernel["fused_moe_mxfp4_w4a4_down"] == f"{base},dtype=mxfp4_w4a4_down.json"
-    assert set(AOT_ONLY) == {"fused_moe_nvfp4_w4a4_up", "fused_moe_nvfp4_w4a4_down",
-                             "fused_moe_mxfp4_w4a4_up", "fused_moe_mxfp4_w4a4_down"}
+    assert set(AOT_ONLY) == {
+        "fused_moe_nvfp4_w4a4_up",
+        "fused_moe_nvfp4_w4a4_down",
+        "fused_moe_mxfp4_w4a4_up",
+        "fused_moe_mxfp4_w4a4_down",
+    }
     assert set(FP4_DTYPES) == {"nvfp4_w4a16", "nvfp4_w4a4", "mxfp4_w4a16", "mxfp4_w4a4"}
     with pytest.raises(KernelPackageError, match="dtype='mxfp4'"):
         kernel_of("kernel=fused_moe,E=256,N=512,device_name=X,dtype=mxfp4.json")
@@ -64,8 +70,13 @@ def test_every_bucket_of_every_shipped_profile_has_its_own_config() -> None:
 
 def test_down_config_block_m_matches_up_as_sglang_forces() -> None:
     tables = {f.kernel: f.table for f in shipped_configs()}
-    for family in ("fused_moe", "fused_moe_nvfp4", "fused_moe_nvfp4_w4a4", "fused_moe_mxfp4",
-                   "fused_moe_mxfp4_w4a4"):
+    for family in (
+        "fused_moe",
+        "fused_moe_nvfp4",
+        "fused_moe_nvfp4_w4a4",
+        "fused_moe_mxfp4",
+        "fused_moe_mxfp4_w4a4",
+    ):
         for m, cfg in tables[f"{family}_up"].items():
             assert tables[f"{family}_down"][m]["BLOCK_SIZE_M"] == cfg["BLOCK_SIZE_M"], (family, m)
 
@@ -83,7 +94,10 @@ def test_nearest_picks_the_closest_bucket_like_sglang() -> None:
     [
         ('{"x": {}}', "key 'x': batch sizes must be positive integers"),
         ('{"1": {"BLOCK_H": 16}}', "key '1': expected exactly BLOCK_H, BLOCK_T"),
-        ('{"1": {"BLOCK_H": 0, "BLOCK_T": 16, "num_warps": 4, "num_stages": 2}}', "key '1'.BLOCK_H"),
+        (
+            '{"1": {"BLOCK_H": 0, "BLOCK_T": 16, "num_warps": 4, "num_stages": 2}}',
+            "key '1'.BLOCK_H",
+        ),
         ("{", "not readable JSON"),
     ],
 )

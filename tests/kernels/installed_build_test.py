@@ -27,8 +27,10 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.kernels, pytest.mark.slow]
 
 if not aot.aot_python().exists():
-    pytest.skip(f"{aot.aot_python()} is missing: `make install` creates .venv-aot (triton 3.8.0)",
-                allow_module_level=True)
+    pytest.skip(
+        f"{aot.aot_python()} is missing: `make install` creates .venv-aot (triton 3.8.0)",
+        allow_module_level=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -39,48 +41,110 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("wheel")
     had_build = (REPO / "build").exists()
     src = work / "src"
-    shutil.copytree(REPO / "dsv4ops", src / "dsv4ops",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        REPO / "dsv4ops", src / "dsv4ops", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "-w", str(work), str(src)], check=True, timeout=300, cwd=work)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(work),
+            str(src),
+        ],
+        check=True,
+        timeout=300,
+        cwd=work,
+    )
     assert (REPO / "build").exists() == had_build  # the checkout is left as it was
     wheel = next(work.glob("dsv4ops-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "dsv4ops/kernels/sources/moe_mxfp4.py" in names
-    assert any(n.startswith("dsv4ops/kernels/sources/configs/triton_3_8_0/E=256,N=512") for n in names)
+    assert any(
+        n.startswith("dsv4ops/kernels/sources/configs/triton_3_8_0/E=256,N=512") for n in names
+    )
     site = work / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile",
-                    "--target", str(site), str(wheel)], check=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-compile",
+            "--target",
+            str(site),
+            str(wheel),
+        ],
+        check=True,
+        timeout=300,
+    )
     return site
 
 
 def _build(cwd: Path, out: Path, state: Path, pythonpath: str | None) -> JSONObject:
-    env = {**os.environ, "DSV4OPS_STATE_DIR": str(state), "DSV4OPS_AOT_PYTHON": str(aot.aot_python())}
+    env = {
+        **os.environ,
+        "DSV4OPS_STATE_DIR": str(state),
+        "DSV4OPS_AOT_PYTHON": str(aot.aot_python()),
+    }
     env.pop("DSV4OPS_KERNELS_DIR", None)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath  # ahead of the editable checkout on sys.path
-    proc = subprocess.run([sys.executable, "-m", "dsv4ops", "kernels", "build", "--no-interpreter-check",
-                           "--version", "9.9.9", "--out", str(out), "--json"],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dsv4ops",
+            "kernels",
+            "build",
+            "--no-interpreter-check",
+            "--version",
+            "9.9.9",
+            "--out",
+            str(out),
+            "--json",
+        ],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     report: JSONObject = json.loads(proc.stdout)
     return report
 
 
 def test_installed_package_builds_from_any_directory_and_matches_the_checkout(
-        installed: Path, tmp_path: Path, shipped_aot: ShippedAot) -> None:
+    installed: Path, tmp_path: Path, shipped_aot: ShippedAot
+) -> None:
     """The wheel's build compiles from an empty cache; the checkout's build reuses the session's
     compile of the checkout's sources (shipped_aot, also from an empty cache, in another state
     directory), so two independent compiles from two locations must give the same cubins."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     state = tmp_path / "state"
-    probe = subprocess.run([sys.executable, "-c", "import dsv4ops.kernels.catalog as c; print(c.kernels_dir())"],
-                           env={**os.environ, "PYTHONPATH": str(installed)}, cwd=elsewhere,
-                           capture_output=True, text=True, timeout=60, check=True)
-    assert Path(probe.stdout.strip()).is_relative_to(installed)  # the wheel's copy, not the checkout
+    probe = subprocess.run(
+        [sys.executable, "-c", "import dsv4ops.kernels.catalog as c; print(c.kernels_dir())"],
+        env={**os.environ, "PYTHONPATH": str(installed)},
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert Path(probe.stdout.strip()).is_relative_to(
+        installed
+    )  # the wheel's copy, not the checkout
 
     from_wheel = _build(elsewhere, tmp_path / "dist-wheel", state, str(installed))
     seed_aot_cache(shipped_aot, tmp_path / "state2")

@@ -24,7 +24,9 @@ torch = pytest.importorskip("torch")
 JOBS = interpreter_jobs(jobs_for(shipped_configs()))
 
 
-@pytest.mark.parametrize(("kernel", "config"), JOBS, ids=[f"{k}-{i}" for i, (k, _) in enumerate(JOBS)])
+@pytest.mark.parametrize(
+    ("kernel", "config"), JOBS, ids=[f"{k}-{i}" for i, (k, _) in enumerate(JOBS)]
+)
 def test_shipped_config_matches_the_torch_reference(kernel: str, config: dict[str, int]) -> None:
     result = run_case(kernel, config, seed=1)
     assert result["ok"], result
@@ -43,10 +45,18 @@ def test_moe_layer_up_swiglu_down_matches_reference() -> None:
     w2 = (torch.randn(e, hidden, inter, generator=g) / 8).to(torch.bfloat16)
     ids = torch.stack([torch.randperm(e, generator=g)[:6] for _ in range(m)]).to(torch.int32)
     weights = torch.softmax(torch.randn(m, 6, generator=g), dim=1)
-    cfg = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1,
-           "num_warps": 4, "num_stages": 2}
+    cfg = {
+        "BLOCK_SIZE_M": 16,
+        "BLOCK_SIZE_N": 32,
+        "BLOCK_SIZE_K": 64,
+        "GROUP_SIZE_M": 1,
+        "num_warps": 4,
+        "num_stages": 2,
+    }
     up = grouped_gemm(x, w13, ids, cfg)
-    down = grouped_gemm(swiglu(up).to(torch.bfloat16), w2, ids, cfg, topk_weights=weights, a_per_slot=True)
+    down = grouped_gemm(
+        swiglu(up).to(torch.bfloat16), w2, ids, cfg, topk_weights=weights, a_per_slot=True
+    )
     out = down.float().view(m, 6, hidden).sum(dim=1)
     ref = moe_layer_ref(x, w13, w2, ids, weights)
     assert (out - ref).abs().max() / ref.abs().max() < 2e-2
@@ -65,7 +75,9 @@ def test_attention_sink_and_padding_change_the_result_as_the_reference_says() ->
     cmp_idx[0, :64] = torch.arange(64)
     q = (torch.randn(1, 16, 512, generator=g) * 0.3).to(torch.bfloat16)
     cfg = {"BLOCK_H": 16, "BLOCK_T": 16, "num_warps": 4, "num_stages": 2}
-    small = sparse_decode_attn(q, pool, swa_idx, pool, cmp_idx, torch.full((16,), -30.0), cfg).float()
+    small = sparse_decode_attn(
+        q, pool, swa_idx, pool, cmp_idx, torch.full((16,), -30.0), cfg
+    ).float()
     big = sparse_decode_attn(q, pool, swa_idx, pool, cmp_idx, torch.full((16,), 30.0), cfg).float()
     assert big.abs().max() < 1e-3 < small.abs().max()
     ref = sparse_decode_attn_ref(q, pool, swa_idx, pool, cmp_idx, torch.full((16,), -30.0))
@@ -82,7 +94,9 @@ def test_moe_align_at_every_profile_bucket_with_the_full_expert_count() -> None:
     from dsv4ops.profiles import list_profiles, load_profile
 
     repo = Path(__file__).resolve().parents[2]
-    buckets = sorted({b for p in list_profiles(repo / "profiles") for b in load_profile(p).flags.decode_buckets})
+    buckets = sorted(
+        {b for p in list_profiles(repo / "profiles") for b in load_profile(p).flags.decode_buckets}
+    )
     table = next(f.table for f in shipped_configs() if f.kernel == "fused_moe_up")
     g = torch.Generator().manual_seed(7)
     for m in buckets:

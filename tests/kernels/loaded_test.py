@@ -10,11 +10,15 @@ from dsv4ops.sglang_paths import moe_path
 
 REF = "dsv4-decode-kernels@0.2.0"
 PLUGIN = "[dsv4ops-kernel-plugin] loaded dsv4-decode-kernels 0.2.0 pid=41 hooks=none"
-FOUND = ("[2026-11-29 10:00:02 TP0] Using MoE kernel config from /w/kernels/dsv4-decode-kernels/0.2.0/"
-         "configs/triton_3_8_0/E=256,N=512,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition,"
-         "dtype=fp8_w8a8,block_shape=[128, 128].json.")
-SGLANG_DEFAULT = ("[2026-11-29 10:00:01 TP0] Using default MoE kernel config. Performance might be "
-                  "sub-optimal! Config file not found at /x/configs/triton_3_8_0/E=256,N=512,...json")
+FOUND = (
+    "[2026-11-29 10:00:02 TP0] Using MoE kernel config from /w/kernels/dsv4-decode-kernels/0.2.0/"
+    "configs/triton_3_8_0/E=256,N=512,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition,"
+    "dtype=fp8_w8a8,block_shape=[128, 128].json."
+)
+SGLANG_DEFAULT = (
+    "[2026-11-29 10:00:01 TP0] Using default MoE kernel config. Performance might be "
+    "sub-optimal! Config file not found at /x/configs/triton_3_8_0/E=256,N=512,...json"
+)
 TRITON = moe_path([], {"SGLANG_DSV4_FP4_DEQUANT": "1", "SGLANG_ENABLE_JIT_DEEPGEMM": "0"})
 FLASHINFER = moe_path([], {})
 INFO = json.dumps({"version": "0.5.23"})
@@ -54,7 +58,10 @@ def test_another_version_loaded_is_not_the_expected_one() -> None:
 def test_a_backend_that_reads_nothing_never_says_in_use() -> None:
     result = loaded_check(INFO, f"{PLUGIN}\n{FOUND}\n", expected=REF, moe=FLASHINFER)
     assert not result.used and result.state == NOT_USED_BY_BACKEND
-    assert "flashinfer_mxfp4 reads no Triton configs" in result.reason and "the plugin did load" in result.reason
+    assert (
+        "flashinfer_mxfp4 reads no Triton configs" in result.reason
+        and "the plugin did load" in result.reason
+    )
 
 
 def test_server_info_is_no_evidence() -> None:

@@ -50,10 +50,22 @@ from dsv4ops.kernels.sources.reference import (  # noqa: E402
 )
 
 REPO = Path(__file__).resolve().parents[2]
-SMALL = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 256, "GROUP_SIZE_M": 1,
-         "num_warps": 4, "num_stages": 3}
-LARGE = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
-         "num_warps": 4, "num_stages": 3}
+SMALL = {
+    "BLOCK_SIZE_M": 16,
+    "BLOCK_SIZE_N": 32,
+    "BLOCK_SIZE_K": 256,
+    "GROUP_SIZE_M": 1,
+    "num_warps": 4,
+    "num_stages": 3,
+}
+LARGE = {
+    "BLOCK_SIZE_M": 16,
+    "BLOCK_SIZE_N": 64,
+    "BLOCK_SIZE_K": 128,
+    "GROUP_SIZE_M": 1,
+    "num_warps": 4,
+    "num_stages": 3,
+}
 
 
 # Triton reads this kernel's parameter annotations, so they stay unannotated (and triton.jit is
@@ -68,14 +80,14 @@ def test_e8m0_decode_in_the_kernel_and_the_reference() -> None:
     """Bytes 0, 127, 128, 254 are 2^-127 (an fp32 subnormal, not flushed), 1, 2, 2^127, exactly;
     255 is NaN (OCP MX; the reference quantizer never writes it)."""
     raw = torch.tensor([0, 127, 128, 254, 255, 1, 120], dtype=torch.uint8)
-    want = [2.0 ** -127, 1.0, 2.0, 2.0 ** 127]
+    want = [2.0**-127, 1.0, 2.0, 2.0**127]
     out = torch.empty(raw.numel(), dtype=torch.float32)
     _e8m0_probe[(1,)](raw, out, raw.numel(), BLOCK=8)
     for decoded in (out, e8m0_decode(raw)):
         assert decoded.dtype == torch.float32
         assert decoded[:4].tolist() == want
         assert math.isnan(decoded[4].item())
-        assert decoded[5:].tolist() == [2.0 ** -126, 2.0 ** -7]
+        assert decoded[5:].tolist() == [2.0**-126, 2.0**-7]
 
 
 def test_quantizer_rounds_to_nearest_even_and_saturates() -> None:
@@ -92,11 +104,11 @@ def test_quantizer_rounds_to_nearest_even_and_saturates() -> None:
 def test_quantizer_scale_bytes_and_nibble_order() -> None:
     """Shared exponent = floor(log2(amax)) - 2, stored + 127; low nibble = even k."""
     w = torch.zeros(6, 32)
-    w[0, 0], w[0, 1] = 6.0, -0.5      # amax 6: exponent 0 -> byte 127, values as they are
-    w[1, 5] = 1.0                     # amax 1: floor(0) - 2 = -2 -> byte 125
-    w[2, 3] = 7.0                     # amax 7: byte 127, 7 saturates to 6
-    w[3, 0] = 8.0                     # amax 8: byte 128, stored as 4 x 2
-    w[4, 7] = -(2.0 ** -128)          # tiny: exponent -130 clamped to -127, byte 0
+    w[0, 0], w[0, 1] = 6.0, -0.5  # amax 6: exponent 0 -> byte 127, values as they are
+    w[1, 5] = 1.0  # amax 1: floor(0) - 2 = -2 -> byte 125
+    w[2, 3] = 7.0  # amax 7: byte 127, 7 saturates to 6
+    w[3, 0] = 8.0  # amax 8: byte 128, stored as 4 x 2
+    w[4, 7] = -(2.0**-128)  # tiny: exponent -130 clamped to -127, byte 0
     packed, scale = quantize_mxfp4(w)  # row 5: all zero -> byte 0, all codes 0
     assert packed.dtype == scale.dtype == torch.uint8
     assert packed.shape == (6, 16) and scale.shape == (6, 1)
@@ -105,7 +117,7 @@ def test_quantizer_scale_bytes_and_nibble_order() -> None:
     assert unpack_nibbles(packed[1]).tolist()[5] == 6  # 1.0 / 2^-2 = 4.0 = code 6
     d = dequantize_mxfp4(packed, scale)
     assert d[0, :2].tolist() == [6.0, -0.5] and d[2, 3].item() == 6.0 and d[3, 0].item() == 8.0
-    assert d[4, 7].item() == -(2.0 ** -128) and (d[5] == 0).all()
+    assert d[4, 7].item() == -(2.0**-128) and (d[5] == 0).all()
     with pytest.raises(ValueError, match="multiple of 32"):
         quantize_mxfp4(torch.randn(4, 48))
 
@@ -121,7 +133,7 @@ def test_quantizer_round_trip_is_exact_on_representable_weights_and_close_on_ran
     packed, scale = quantize_mxfp4(w.to(torch.bfloat16))  # exact in bf16 too
     assert torch.equal(scale, (exps + 127).to(torch.uint8))
     assert torch.equal(dequantize_mxfp4(packed, scale), w)
-    small = e2m1_decode(torch.randint(0, 16, (2, 64), generator=g)) * 2.0 ** -5
+    small = e2m1_decode(torch.randint(0, 16, (2, 64), generator=g)) * 2.0**-5
     assert torch.equal(dequantize_mxfp4(*quantize_mxfp4(small)), small)  # any block amax
     # random weights: MXFP4's own error (~0.1 relative), a zero block stays zero
     r = torch.randn(3, 8, 64, generator=g)
@@ -146,7 +158,9 @@ def test_kernel_decodes_every_byte_and_scale_like_the_reference() -> None:
     assert ((out.float() - ref).abs().max() / ref.abs().max()).item() < 1e-2
     a_slot = torch.randn(8, k, generator=g).to(torch.bfloat16)
     weights = torch.rand(4, 2, generator=g)
-    out = grouped_gemm_mxfp4(a_slot, packed, scale, ids, LARGE, topk_weights=weights, a_per_slot=True)
+    out = grouped_gemm_mxfp4(
+        a_slot, packed, scale, ids, LARGE, topk_weights=weights, a_per_slot=True
+    )
     ref = grouped_gemm_mxfp4_ref(a_slot, packed, scale, ids, weights, a_per_slot=True)
     assert ((out.float() - ref).abs().max() / ref.abs().max()).item() < 1e-2
     with pytest.raises(ValueError, match="multiple of 32"):
@@ -162,11 +176,16 @@ def test_layer_at_the_profiles_decode_buckets() -> None:
     from the bf16-weight layer only by MXFP4's quantization error."""
     from dsv4ops.profiles import list_profiles, load_profile
 
-    buckets = sorted({b for p in list_profiles(REPO / "profiles") for b in load_profile(p).flags.decode_buckets})
+    buckets = sorted(
+        {b for p in list_profiles(REPO / "profiles") for b in load_profile(p).flags.decode_buckets}
+    )
     tables = {f.kernel: f.table for f in shipped_configs()}
     pairs: dict[str, tuple[int, dict[str, int], dict[str, int]]] = {}
     for m in buckets:
-        up_at, down_at = nearest(tables["fused_moe_mxfp4_up"], m), nearest(tables["fused_moe_mxfp4_down"], m)
+        up_at, down_at = (
+            nearest(tables["fused_moe_mxfp4_up"], m),
+            nearest(tables["fused_moe_mxfp4_down"], m),
+        )
         pairs.setdefault(repr((up_at, down_at)), (m, up_at, down_at))
     assert len(pairs) >= 2 and min(m for m, _, _ in pairs.values()) == buckets[0]
     g = torch.Generator().manual_seed(4)
@@ -179,8 +198,9 @@ def test_layer_at_the_profiles_decode_buckets() -> None:
         ids = torch.stack([torch.randperm(e, generator=g)[:6] for _ in range(m)]).to(torch.int32)
         weights = torch.softmax(torch.randn(m, 6, generator=g), dim=1)
         up = grouped_gemm_mxfp4(x, *q13, ids, up_cfg)
-        down = grouped_gemm_mxfp4(swiglu(up).to(torch.bfloat16), *q2, ids, down_cfg,
-                                  topk_weights=weights, a_per_slot=True)
+        down = grouped_gemm_mxfp4(
+            swiglu(up).to(torch.bfloat16), *q2, ids, down_cfg, topk_weights=weights, a_per_slot=True
+        )
         out = down.float().view(m, 6, hidden).sum(dim=1)
         ref = moe_layer_mxfp4_ref(x, q13, q2, ids, weights)
         assert ((out - ref).abs().max() / ref.abs().max()).item() < 2e-2, m

@@ -39,17 +39,32 @@ from dsv4ops.kernels.sources.reference import (  # noqa: E402
     unpack_nibbles,
 )
 
-SMALL = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 256, "GROUP_SIZE_M": 1,
-         "num_warps": 4, "num_stages": 3}
-LARGE = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
-         "num_warps": 4, "num_stages": 3}
+SMALL = {
+    "BLOCK_SIZE_M": 16,
+    "BLOCK_SIZE_N": 32,
+    "BLOCK_SIZE_K": 256,
+    "GROUP_SIZE_M": 1,
+    "num_warps": 4,
+    "num_stages": 3,
+}
+LARGE = {
+    "BLOCK_SIZE_M": 16,
+    "BLOCK_SIZE_N": 64,
+    "BLOCK_SIZE_K": 128,
+    "GROUP_SIZE_M": 1,
+    "num_warps": 4,
+    "num_stages": 3,
+}
 
 
 def test_e2m1_codes_and_nibble_order() -> None:
     values = e2m1_decode(torch.arange(16))
     assert values.tolist() == [0, 0.5, 1, 1.5, 2, 3, 4, 6, 0, -0.5, -1, -1.5, -2, -3, -4, -6]
     # 0x97: low nibble 7 (+6.0) is element 0, high nibble 9 (-0.5) is element 1
-    assert e2m1_decode(unpack_nibbles(torch.tensor([0x97], dtype=torch.uint8))).tolist() == [6.0, -0.5]
+    assert e2m1_decode(unpack_nibbles(torch.tensor([0x97], dtype=torch.uint8))).tolist() == [
+        6.0,
+        -0.5,
+    ]
     codes = torch.randint(0, 16, (3, 5, 64), dtype=torch.uint8)
     assert torch.equal(unpack_nibbles(pack_nibbles(codes)), codes)
 
@@ -59,7 +74,9 @@ def test_quantizer_is_exact_on_representable_weights_and_close_on_random_ones() 
     # e2m1 values x a power-of-two block scale x a global scale: representable, so exact
     codes = torch.randint(0, 16, (2, 4, 32), generator=g)
     codes[..., 0] = codes[..., 16] = 7  # every block holds +6.0: its scale is amax / 6 exactly
-    block = torch.exp2(torch.randint(-3, 4, (2, 4, 2), generator=g).float()).repeat_interleave(16, dim=-1)
+    block = torch.exp2(torch.randint(-3, 4, (2, 4, 2), generator=g).float()).repeat_interleave(
+        16, dim=-1
+    )
     w = e2m1_decode(codes) * block * torch.tensor([1.0, 3.0])[:, None, None]
     packed, scale, gscale = quantize_nvfp4(w)
     assert packed.dtype == torch.uint8 and packed.shape == (2, 4, 16)
@@ -83,7 +100,7 @@ def test_kernel_decodes_every_byte_and_scale_like_the_reference() -> None:
     e, n, k = 3, 32, 512
     packed = torch.arange(e * n * k // 2).remainder(256).to(torch.uint8).reshape(e, n, k // 2)
     packed = packed[:, torch.randperm(n, generator=g)].contiguous()
-    scale_vals = torch.tensor([2.0 ** -9, 0.0625, 0.5, 1.0, 1.75, 12.0, 240.0, 448.0])
+    scale_vals = torch.tensor([2.0**-9, 0.0625, 0.5, 1.0, 1.75, 12.0, 240.0, 448.0])
     scale = scale_vals[torch.randint(0, 8, (e, n, k // 16), generator=g)].to(torch.float8_e4m3fn)
     gscale = torch.tensor([1 / 512, 1 / 2048, 1 / 64])
     ids = torch.tensor([[0, 2], [1, 0], [2, 1], [0, 1]], dtype=torch.int32)
@@ -93,7 +110,9 @@ def test_kernel_decodes_every_byte_and_scale_like_the_reference() -> None:
     assert ((out.float() - ref).abs().max() / ref.abs().max()).item() < 1e-2
     a_slot = torch.randn(8, k, generator=g).to(torch.bfloat16)
     weights = torch.rand(4, 2, generator=g)
-    out = grouped_gemm_nvfp4(a_slot, packed, scale, gscale, ids, LARGE, topk_weights=weights, a_per_slot=True)
+    out = grouped_gemm_nvfp4(
+        a_slot, packed, scale, gscale, ids, LARGE, topk_weights=weights, a_per_slot=True
+    )
     ref = grouped_gemm_nvfp4_ref(a_slot, packed, scale, gscale, ids, weights, a_per_slot=True)
     assert ((out.float() - ref).abs().max() / ref.abs().max()).item() < 1e-2
     with pytest.raises(ValueError, match="multiple of 16"):
@@ -113,8 +132,9 @@ def test_nvfp4_layer_up_swiglu_down_matches_reference_and_stays_near_bf16() -> N
     weights = torch.softmax(torch.randn(m, 6, generator=g), dim=1)
     q13, q2 = quantize_nvfp4(w13), quantize_nvfp4(w2)
     up = grouped_gemm_nvfp4(x, *q13, ids, SMALL)
-    down = grouped_gemm_nvfp4(swiglu(up).to(torch.bfloat16), *q2, ids, SMALL, topk_weights=weights,
-                              a_per_slot=True)
+    down = grouped_gemm_nvfp4(
+        swiglu(up).to(torch.bfloat16), *q2, ids, SMALL, topk_weights=weights, a_per_slot=True
+    )
     out = down.float().view(m, 6, hidden).sum(dim=1)
     ref = moe_layer_nvfp4_ref(x, q13, q2, ids, weights)
     assert ((out - ref).abs().max() / ref.abs().max()).item() < 2e-2
@@ -135,7 +155,9 @@ def test_gpu_benchmark_nvfp4_plumbing_on_cpu() -> None:
     torch.manual_seed(0)
     args, nbytes = bench.moe_nvfp4_inputs(torch, 2, "cpu", experts=16, hidden=128, inter=32)
     used = torch.unique(args[3]).numel()
-    assert nbytes == int(used * (2 * 32 * 128 + 128 * 32) * 0.5625) + used * 8 + 2 * 6 * (128 + 64) * 4
+    assert (
+        nbytes == int(used * (2 * 32 * 128 + 128 * 32) * 0.5625) + used * 8 + 2 * 6 * (128 + 64) * 4
+    )
     ok, err = bench.check_nvfp4(torch, args, SMALL, LARGE)
     assert ok, err
 

@@ -28,7 +28,8 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[OrchEnv]:
     env = make_env(tmp_path)
     for name, version in (("kernels-on", "0.2.0"), ("kernels-absent", "9.9.9")):
         (env.profiles_dir / f"{name}.yaml").write_text(
-            f"schema_version: 1\nextends: baseline\nkernel_package: {PKG}@{version}\n" + TRITON_MOE_PATH_YAML
+            f"schema_version: 1\nextends: baseline\nkernel_package: {PKG}@{version}\n"
+            + TRITON_MOE_PATH_YAML
         )
     commit_all(env, "kernel profiles")
     for k, v in env.environ.items():
@@ -50,7 +51,9 @@ def _kinds(env: OrchEnv) -> list[tuple[str, str]]:
     return [(o.kind.value, o.status.value) for o in Journal(env.target).operations()]
 
 
-def test_profile_kernel_package_is_checked_loaded_and_shown(built: Built, env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_profile_kernel_package_is_checked_loaded_and_shown(
+    built: Built, env: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = _cli(capsys, env, "kernels", "deploy", str(built.v2.path), "--yes")
     assert code == 0, err
     kernels_op = Journal(env.target).operations()[-1]

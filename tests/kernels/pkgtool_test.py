@@ -35,7 +35,10 @@ def _entry(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.
         (_entry("pkg-1/../escape.json"), "escapes the package directory"),
         (_entry("/etc/cron.d/evil"), "escapes the package directory"),
         (_entry("pkg-1/configs/x.json", tarfile.SYMTYPE, "/etc/passwd"), "is a link (symlink"),
-        (_entry("pkg-1/configs/y.json", tarfile.LNKTYPE, "pkg-1/manifest.json"), "is a link (hardlink"),
+        (
+            _entry("pkg-1/configs/y.json", tarfile.LNKTYPE, "pkg-1/manifest.json"),
+            "is a link (hardlink",
+        ),
         (_entry("pkg-1/dev", tarfile.CHRTYPE), "not a regular file"),
         (_entry("other-2/x.json"), "outside the top directory"),
     ],

@@ -29,15 +29,19 @@ BOX = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 # fused_moe_triton_config.py L36-51 (sglang 0.5.23), verbatim: the fixture the cheap test holds.
 SGLANG_NAME_RULE = (
     'return f"E={E},N={N},device_name={device_name}{dtype_selector}{block_shape_selector}'
-    '{per_channel_quant_selector}{down_moe_selector}.json"')
+    '{per_channel_quant_selector}{down_moe_selector}.json"'
+)
 
 
 def test_the_name_rule_matches_sglang_and_the_shipped_file() -> None:
     name = moe_config_file_name(256, 512, BOX, "fp8_w8a8", (128, 128))
-    assert name == ("E=256,N=512,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition,"
-                    "dtype=fp8_w8a8,block_shape=[128, 128].json")
+    assert name == (
+        "E=256,N=512,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition,"
+        "dtype=fp8_w8a8,block_shape=[128, 128].json"
+    )
     shipped = Path(__file__).resolve().parents[2] / "dsv4ops/kernels/sources/configs/triton_3_8_0"
     assert (shipped / name).is_file() and (shipped / name.replace(".json", "_down.json")).is_file()
+
 
 @pytest.mark.skipif(not WHEEL.is_file(), reason=MISSING)
 def test_the_name_rule_fixture_is_the_wheels_own_text() -> None:
@@ -48,8 +52,13 @@ def test_the_name_rule_fixture_is_the_wheels_own_text() -> None:
 
 @pytest.mark.sglang
 @pytest.mark.kernels
-def test_sglang_loads_the_built_plugin_and_finds_its_config(request: pytest.FixtureRequest, tmp_path: Path) -> None:  # noqa: ANN001
-    if os.environ.get("SGLANG_REAL_TESTS") != "1" or not (SITE / "sglang/srt/plugins/__init__.py").is_file():
+def test_sglang_loads_the_built_plugin_and_finds_its_config(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:  # noqa: ANN001
+    if (
+        os.environ.get("SGLANG_REAL_TESTS") != "1"
+        or not (SITE / "sglang/srt/plugins/__init__.py").is_file()
+    ):
         pytest.skip(f"runs in `make test-sglang` (SGLANG_REAL_TESTS=1, env at {SITE}); ~70 s")
     built = request.getfixturevalue("built")  # only when the env is there: the build is slow
     with tarfile.open(built.v2.path) as tar:
@@ -66,10 +75,15 @@ def test_sglang_loads_the_built_plugin_and_finds_its_config(request: pytest.Fixt
     assert f"Using MoE kernel config from {root}/configs/triton_3_8_0/" in out["log"]
     # The plugin's own lines: loaded (with the hook it registered), then its hook on the real
     # get_moe_configs reporting SGLang's result: the evidence kernels/loaded.py reads.
-    assert f"[dsv4ops-kernel-plugin] loaded dsv4-decode-kernels {built.v2.manifest.version} pid=" in stderr
+    assert (
+        f"[dsv4ops-kernel-plugin] loaded dsv4-decode-kernels {built.v2.manifest.version} pid="
+        in stderr
+    )
     assert f"hooks=moe_config_witness:after:{target}" in stderr
-    assert ("[dsv4ops-kernel-plugin] moe-config E=256 N=512 dtype=fp8_w8a8 block=[128, 128] "
-            "down=False: found in this package") in stderr
+    assert (
+        "[dsv4ops-kernel-plugin] moe-config E=256 N=512 dtype=fp8_w8a8 block=[128, 128] "
+        "down=False: found in this package"
+    ) in stderr
 
     # SGLANG_PLUGINS naming another plugin: SGLang skips ours, nothing registered.
     skipped, stderr = _probe({**env, "SGLANG_PLUGINS": "someone_else"})
@@ -78,7 +92,13 @@ def test_sglang_loads_the_built_plugin_and_finds_its_config(request: pytest.Fixt
 
 
 def _probe(env: dict[str, str]) -> tuple[JSONObject, str]:
-    proc = subprocess.run([sys.executable, "-W", "ignore", str(PROBE)], env=env, capture_output=True,
-                          text=True, timeout=240, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-W", "ignore", str(PROBE)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr

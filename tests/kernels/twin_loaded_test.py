@@ -25,14 +25,18 @@ REF = "dsv4-decode-kernels@0.2.0"
 TRITON = {"SGLANG_DSV4_FP4_DEQUANT": "1", "SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
 
 
-def test_twin_decode_loads_the_plugin_and_reads_the_package_configs(built: Built, tmp_path: Path) -> None:
+def test_twin_decode_loads_the_plugin_and_reads_the_package_configs(
+    built: Built, tmp_path: Path
+) -> None:
     workdir = tmp_path / "target"
     with LocalExecutor() as ex:
         kd.deploy(ex, str(workdir), sys.executable, built.v2.path, kd.twin_runtime())
     env = json.loads((workdir / "state" / "kernels.json").read_text())["env"]
     assert set(env) == {"SGLANG_MOE_CONFIG_DIR", "SGLANG_PLUGINS", "PYTHONPATH"}
     root = Path(env["SGLANG_MOE_CONFIG_DIR"])
-    with twin_stack(decode_env={**env, **TRITON}, prefill_env=env, workdir=tmp_path / "stack") as stack:
+    with twin_stack(
+        decode_env={**env, **TRITON}, prefill_env=env, workdir=tmp_path / "stack"
+    ) as stack:
         decode_log, prefill_log = stack.decode.log_tail(200), stack.prefill.log_tail(200)
     decode = loaded_check("{}", decode_log, expected=REF, moe=moe_path([], {**env, **TRITON}))
     assert decode.used and decode.state == IN_USE and decode.package == REF, decode

@@ -48,7 +48,9 @@ def test_decode_graph_memory_is_the_per_gpu_total_of_the_decode_phase() -> None:
     text = "# TYPE sglang:graph_memory_usage_gb gauge\n" + "".join(
         f'sglang:graph_memory_usage_gb{{engine_type="decode",model_name="dsv4",moe_ep_rank="0",'
         f'phase="{phase}",pp_rank="0",tp_rank="{rank}"}} {gb}\n'
-        for rank in (0, 1) for phase, gb in (("prefill", 0.0), ("decode", 0.31 + rank / 100)))
+        for rank in (0, 1)
+        for phase, gb in (("prefill", 0.0), ("decode", 0.31 + rank / 100))
+    )
     g = server_gauges(parse_text(SGLANG_TEXT + text))
     assert g.decode_graph_memory_gb == pytest.approx(0.32)  # each GPU holds its own: max, not sum
     assert server_gauges(parse_text(SGLANG_TEXT)).decode_graph_memory_gb is None

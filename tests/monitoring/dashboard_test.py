@@ -26,8 +26,20 @@ REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "monitoring" / "dsv4ops-dashboard.json"
 SURFACE = REPO / "tests" / "twin" / "fixtures" / "sglang_0_5_23_surface.json"
 PROMTOOL = shutil.which("promtool")
-KEYWORDS = {"sum", "max", "min", "rate", "increase", "clamp_min", "vector", "by", "on", "and",
-            "or", "unless"}
+KEYWORDS = {
+    "sum",
+    "max",
+    "min",
+    "rate",
+    "increase",
+    "clamp_min",
+    "vector",
+    "by",
+    "on",
+    "and",
+    "or",
+    "unless",
+}
 
 
 def _metric_names(expr: str) -> set[str]:
@@ -47,29 +59,62 @@ NAMES = {n for e in expressions(dashboard(max_bucket=96)) for n in _metric_names
 
 
 def test_the_shipped_dashboard_is_the_render_of_baseline_for_the_box(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "dsv4ops", "monitoring", "render", "baseline",
-                           "--target", "box", "--out", str(tmp_path)], capture_output=True,
-                          text=True, timeout=60, cwd=REPO)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dsv4ops",
+            "monitoring",
+            "render",
+            "baseline",
+            "--target",
+            "box",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "dsv4ops-dashboard.json").read_text() == SHIPPED.read_text(), (
         "monitoring/dsv4ops-dashboard.json is stale: dsv4ops monitoring render baseline "
-        "--target box --out DIR, then copy DIR/dsv4ops-dashboard.json")
+        "--target box --out DIR, then copy DIR/dsv4ops-dashboard.json"
+    )
     board = json.loads(SHIPPED.read_text())
     assert "vector(96)" in expressions(board) and "18 + 1.05 * " in " ".join(expressions(board))
 
 
-@pytest.mark.skipif(PROMTOOL is None and not os.environ.get("CI"),
-                    reason="promtool missing: `make install` installs Debian's prometheus")
+@pytest.mark.skipif(
+    PROMTOOL is None and not os.environ.get("CI"),
+    reason="promtool missing: `make install` installs Debian's prometheus",
+)
 def test_every_expression_parses_with_promtool(tmp_path: Path) -> None:
     exprs = expressions(json.loads(SHIPPED.read_text()))
-    rules = {"groups": [{"name": "dashboard", "rules": [
-        {"record": f"dsv4ops:dashboard_expr_{i}", "expr": e} for i, e in enumerate(exprs)]}]}
+    rules = {
+        "groups": [
+            {
+                "name": "dashboard",
+                "rules": [
+                    {"record": f"dsv4ops:dashboard_expr_{i}", "expr": e}
+                    for i, e in enumerate(exprs)
+                ],
+            }
+        ]
+    }
     (tmp_path / "rules.yml").write_text(_yaml.dump(rules))
     assert PROMTOOL is not None
-    out = subprocess.run([PROMTOOL, "check", "rules", "rules.yml"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [PROMTOOL, "check", "rules", "rules.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0 and f"SUCCESS: {len(exprs)} rules found" in out.stdout, (
-        out.stdout + out.stderr)
+        out.stdout + out.stderr
+    )
 
 
 def test_sglang_names_are_declared_by_0_5_23() -> None:
@@ -83,12 +128,21 @@ def test_every_name_is_exported_by_the_twin_the_real_router_or_watch() -> None:
     decode = ["--enable-metrics", "--tool-call-parser", "deepseekv4"]
     with twin_stack(router=True, prefill_args=["--enable-metrics"], decode_args=decode) as st:
         assert st.router is not None
-        httpx.post(st.router.url + "/v1/chat/completions", timeout=20, json={
-            "model": "default", "messages": [{"role": "user", "content": "hi"}],
-            "max_tokens": 4}).raise_for_status()
+        httpx.post(
+            st.router.url + "/v1/chat/completions",
+            timeout=20,
+            json={
+                "model": "default",
+                "messages": [{"role": "user", "content": "hi"}],
+                "max_tokens": 4,
+            },
+        ).raise_for_status()
         exported: set[str] = set()
-        for url in (st.prefill.url + "/metrics", st.decode.url + "/metrics",
-                    f"http://127.0.0.1:{st.router.prometheus_port}/metrics"):
+        for url in (
+            st.prefill.url + "/metrics",
+            st.decode.url + "/metrics",
+            f"http://127.0.0.1:{st.router.prometheus_port}/metrics",
+        ):
             exported |= parse_text(httpx.get(url, timeout=5).text).families
     watch = {m.name for m in FindingsExporter().registry.collect()}
     missing = {n for n in NAMES if _family(n) not in exported | watch}

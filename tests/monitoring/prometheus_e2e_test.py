@@ -20,18 +20,35 @@ from dsv4ops.monitoring import RuleSettings, alert_rules, scrape_config
 from testing.monitoring import BINARY, prometheus_server
 from testing.twin import RouterTraffic, TwinStack, twin_stack
 
-pytestmark = [pytest.mark.slow, pytest.mark.router,
-              # In CI a missing binary fails the test (make install must have installed it).
-              pytest.mark.skipif(BINARY is None and not os.environ.get("CI"), reason="prometheus missing: `make install` "
-                                 "installs Debian's prometheus package")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.router,
+    # In CI a missing binary fails the test (make install must have installed it).
+    pytest.mark.skipif(
+        BINARY is None and not os.environ.get("CI"),
+        reason="prometheus missing: `make install` " "installs Debian's prometheus package",
+    ),
+]
 
 SCALE = 0.1
-ENV = {"DSV4_TWIN_TIME_SCALE": str(SCALE), "DSV4_TWIN_HAZARDS": "off",
-       # model seconds: failed transfers are noticed after 20 s (SGLang's default is 300)
-       "DSV4_TWIN_WAITING_TIMEOUT_S": "20", "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "20",
-       "DSV4_TWIN_DEGRADE_FAIL_FRACTION": "0.5"}
-DECODE = ["--enable-metrics", "--disable-overlap-schedule", "--tool-call-parser", "deepseekv4",
-          "--cuda-graph-bs-decode", "8", "16", "32"]
+ENV = {
+    "DSV4_TWIN_TIME_SCALE": str(SCALE),
+    "DSV4_TWIN_HAZARDS": "off",
+    # model seconds: failed transfers are noticed after 20 s (SGLang's default is 300)
+    "DSV4_TWIN_WAITING_TIMEOUT_S": "20",
+    "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "20",
+    "DSV4_TWIN_DEGRADE_FAIL_FRACTION": "0.5",
+}
+DECODE = [
+    "--enable-metrics",
+    "--disable-overlap-schedule",
+    "--tool-call-parser",
+    "deepseekv4",
+    "--cuda-graph-bs-decode",
+    "8",
+    "16",
+    "32",
+]
 
 
 class _StackDeployment:
@@ -39,9 +56,11 @@ class _StackDeployment:
 
     def __init__(self, stack: TwinStack) -> None:
         assert stack.router is not None
-        self.urls = {"prefill": stack.prefill.url + "/metrics",
-                     "decode": stack.decode.url + "/metrics",
-                     "router": f"http://127.0.0.1:{stack.router.prometheus_port}/metrics"}
+        self.urls = {
+            "prefill": stack.prefill.url + "/metrics",
+            "decode": stack.decode.url + "/metrics",
+            "router": f"http://127.0.0.1:{stack.router.prometheus_port}/metrics",
+        }
 
     def component(self, name: str) -> object:
         return type("C", (), {"metrics_url": self.urls[name]})()
@@ -49,27 +68,40 @@ class _StackDeployment:
 
 def _hazard(stack: TwinStack, name: str, state: str) -> None:
     for url in (stack.prefill.url, stack.decode.url):
-        httpx.post(url + "/_twin/hazard", json={"hazard": name, "state": state},
-                   timeout=5).raise_for_status()
+        httpx.post(
+            url + "/_twin/hazard", json={"hazard": name, "state": state}, timeout=5
+        ).raise_for_status()
 
 
-def test_each_forced_hazard_fires_its_alert_and_nothing_fires_with_hazards_off(tmp_path: Path) -> None:
+def test_each_forced_hazard_fires_its_alert_and_nothing_fires_with_hazards_off(
+    tmp_path: Path,
+) -> None:
     settings = RuleSettings(time_scale=SCALE, max_decode_bucket=32)
     rules = _yaml.dump(alert_rules(settings))
-    with twin_stack(router=True, env=ENV, prefill_args=["--enable-metrics"],
-                    decode_args=DECODE) as stack:
+    with twin_stack(
+        router=True, env=ENV, prefill_args=["--enable-metrics"], decode_args=DECODE
+    ) as stack:
         assert stack.router is not None  # router=True
-        config = _yaml.dump(scrape_config(_StackDeployment(stack), settings,
-                                          rules_file="dsv4ops-alerts.yml",
-                                          profile_name="test", target_name="twin"))
+        config = _yaml.dump(
+            scrape_config(
+                _StackDeployment(stack),
+                settings,
+                rules_file="dsv4ops-alerts.yml",
+                profile_name="test",
+                target_name="twin",
+            )
+        )
         with prometheus_server(config, rules) as prom, RouterTraffic(stack.router.url):
             # Hazards off: longer than the wedge window + its `for` (2 s + 6 s wall).
             deadline = time.monotonic() + 10.0
             while time.monotonic() < deadline:
                 assert prom.active() == set(), prom.alerts()
                 time.sleep(0.5)
-            assert prom.targets_up() == {"dsv4-prefill": 1.0, "dsv4-decode": 1.0,
-                                         "dsv4-router": 1.0}
+            assert prom.targets_up() == {
+                "dsv4-prefill": 1.0,
+                "dsv4-decode": 1.0,
+                "dsv4-router": 1.0,
+            }
 
             _hazard(stack, "degrade", "force")
             took = prom.wait_firing("DSV4PDTransferFailing", timeout=40)

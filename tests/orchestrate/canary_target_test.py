@@ -9,7 +9,9 @@ from testing.orchestrate import OrchEnv, cli
 pytestmark = pytest.mark.slow
 
 
-def test_canary_against_the_deployed_target(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_canary_against_the_deployed_target(
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The journal's record of the deployment (with its canary thresholds) drives the canary."""
     code, report, err = cli(
         baseline_running, capsys, "canary", "--suite", "smoke", "--duration", "3", "--json"

@@ -33,7 +33,15 @@ def baseline_running(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> OrchEn
 
     current = Journal(env.target).deployed()
     if current is None or current.profile_name != "baseline" or len(our_processes(env)) != 3:
-        code, _, err = cli(env, capsys, "deploy", "baseline", "--yes", "--canary-duration", "2",
-                           "--accept-inconclusive-canary")
+        code, _, err = cli(
+            env,
+            capsys,
+            "deploy",
+            "baseline",
+            "--yes",
+            "--canary-duration",
+            "2",
+            "--accept-inconclusive-canary",
+        )
         assert code == 0, err
     return env

@@ -22,9 +22,12 @@ class _Gauges:
         self.reads += 1
         if self.reads <= self.moving:
             self.tokens += 7
-        return Reply(200, 'sglang:num_running_reqs{tp_rank="0"} 0\n'
-                          'sglang:num_queue_reqs{tp_rank="0"} 0\n'
-                          f'sglang:realtime_tokens_total{{mode="decode"}} {self.tokens}\n')
+        return Reply(
+            200,
+            'sglang:num_running_reqs{tp_rank="0"} 0\n'
+            'sglang:num_queue_reqs{tp_rank="0"} 0\n'
+            f'sglang:realtime_tokens_total{{mode="decode"}} {self.tokens}\n',
+        )
 
     def status(self, names, ports=None):  # type: ignore[no-untyped-def]
         return {n: ProcessState(name=n, pid=1, alive=True) for n in names}
@@ -32,8 +35,15 @@ class _Gauges:
 
 def _watch(control: _Gauges, clock: FakeClock) -> DrainWatch:
     decode = make_deployment("baseline").component("decode")
-    return DrainWatch(control, [decode], clock=clock, progress=lambda _l: None,  # type: ignore[arg-type]
-                      with_router=False, router_up=False, t0=clock.monotonic())
+    return DrainWatch(
+        control,  # type: ignore[arg-type]
+        [decode],
+        clock=clock,
+        progress=lambda _l: None,
+        with_router=False,
+        router_up=False,
+        t0=clock.monotonic(),
+    )
 
 
 def test_a_zero_gauge_with_a_moving_counter_is_waited_for() -> None:

@@ -13,7 +13,9 @@ from dsv4ops.remote.base import ProcessState
 from testing.orchestrate import make_deployment
 
 
-def _states(d: Deployment, pids: dict[str, int] | None = None, **override: Any) -> dict[str, ProcessState]:
+def _states(
+    d: Deployment, pids: dict[str, int] | None = None, **override: Any
+) -> dict[str, ProcessState]:
     out = {}
     for c in d.components:
         out[c.name] = ProcessState(

@@ -40,7 +40,9 @@ def _rolled_back(out: Outcome, step_word: str) -> None:
     assert "Rolled back automatically" in out.message and "Running now: baseline" in out.message
 
 
-def test_prefill_dies_while_decode_starts(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_prefill_dies_while_decode_starts(
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     env = baseline_running
 
     killed: list[int] = []
@@ -58,14 +60,18 @@ def test_prefill_dies_while_decode_starts(baseline_running: OrchEnv, capsys: pyt
     assert_baseline_restored(env, capsys)
 
 
-def test_decode_never_becomes_ready(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_decode_never_becomes_ready(
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = deploy_via_operator(baseline_running, "decode-never-ready")
     _rolled_back(out, "wait until decode is ready")
     assert "last log lines" in out.message  # the timeout shows the decode's log tail
     assert_baseline_restored(baseline_running, capsys)
 
 
-def test_router_fails_to_start(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_router_fails_to_start(
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = cli(baseline_running, capsys, "deploy", "router-broken", "--yes", "--no-canary")
     assert code == 2
     assert "wait until router is ready" in err and "exited" in err
@@ -74,7 +80,9 @@ def test_router_fails_to_start(baseline_running: OrchEnv, capsys: pytest.Capture
     assert_baseline_restored(baseline_running, capsys)
 
 
-def test_end_to_end_probe_fails_on_bootstrap_degradation(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_end_to_end_probe_fails_on_bootstrap_degradation(
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = cli(
         baseline_running, capsys, "deploy", "degraded", "--yes", "--no-canary", "--json"
     )
@@ -88,7 +96,9 @@ def test_end_to_end_probe_fails_on_bootstrap_degradation(baseline_running: OrchE
     assert_baseline_restored(baseline_running, capsys)
 
 
-def test_second_concurrent_deploy_fails_at_once_naming_the_holder(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_second_concurrent_deploy_fails_at_once_naming_the_holder(
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     env = baseline_running
     started = threading.Event()
     result: dict[str, Outcome] = {}
@@ -113,7 +123,9 @@ def test_second_concurrent_deploy_fails_at_once_naming_the_holder(baseline_runni
     assert_baseline_restored(env, capsys)
 
 
-def test_cli_killed_mid_deploy_then_next_command_resolves(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_killed_mid_deploy_then_next_command_resolves(
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     env = baseline_running
     proc = subprocess.Popen(
         [
@@ -155,7 +167,9 @@ def test_cli_killed_mid_deploy_then_next_command_resolves(baseline_running: Orch
     # The half-started workers are the interrupted operation's, not "restarted outside dsv4ops".
     assert not any("restarted outside dsv4ops" in d for d in st["drift"]), st["drift"]
     assert any(
-        d.startswith("prefill (pid") and "started by deploy" in d and "buckets-step4" in d
+        d.startswith("prefill (pid")
+        and "started by deploy" in d
+        and "buckets-step4" in d
         and "interrupted" in d
         for d in st["drift"]
     ), st["drift"]
@@ -173,7 +187,9 @@ def test_cli_killed_mid_deploy_then_next_command_resolves(baseline_running: Orch
     assert_baseline_restored(env, capsys)
 
 
-def test_decode_is_never_restarted_alone(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_decode_is_never_restarted_alone(
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     env = baseline_running
     before = {e["pid"] for e in read_events(env) if e.get("event") == "started"}
     mark = len(read_events(env))

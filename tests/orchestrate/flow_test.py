@@ -15,9 +15,20 @@ from testing.orchestrate import OrchEnv, cli, our_processes, read_events
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 
 
-def test_deploy_status_redeploy_rollback_stop(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = cli(env, capsys, "deploy", "baseline", "--yes", "--json", "--canary-duration", "2",
-                         "--accept-inconclusive-canary")  # gated: rollback offers it
+def test_deploy_status_redeploy_rollback_stop(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = cli(
+        env,
+        capsys,
+        "deploy",
+        "baseline",
+        "--yes",
+        "--json",
+        "--canary-duration",
+        "2",
+        "--accept-inconclusive-canary",
+    )  # gated: rollback offers it
     assert code == 0, err
     assert out["status"] == "SUCCEEDED" and out["profile"] == "baseline"
     titles = [s["title"] for s in out["steps"]]

@@ -67,7 +67,9 @@ def _run_until(proc: subprocess.Popen[str], triggers: list[tuple[str, int]], gro
 @pytest.mark.parametrize(
     ("sig", "group"), [(signal.SIGINT, True), (signal.SIGTERM, False)], ids=["ctrl-c", "sigterm"]
 )
-def test_an_interrupted_deploy_is_journaled_and_rolled_back(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str], sig: signal.Signals, group: bool) -> None:
+def test_an_interrupted_deploy_is_journaled_and_rolled_back(
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str], sig: signal.Signals, group: bool
+) -> None:
     env = baseline_running
     good = Journal(env.target).deployed()
     assert good is not None  # the baseline runs
@@ -88,7 +90,9 @@ def test_an_interrupted_deploy_is_journaled_and_rolled_back(baseline_running: Or
     assert_baseline_restored(env, capsys)  # serving, no lock, nothing in flight, no strays
 
 
-def test_a_second_ctrl_c_during_the_rollback_leaves_a_state_status_names(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_second_ctrl_c_during_the_rollback_leaves_a_state_status_names(
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     env = baseline_running
     proc = _deploy_process(env, "decode-never-ready")
     text = _run_until(
@@ -113,7 +117,9 @@ def test_a_second_ctrl_c_during_the_rollback_leaves_a_state_status_names(baselin
     assert_baseline_restored(env, capsys)
 
 
-def test_stop_while_a_deploy_is_in_its_middle_phase_is_refused_naming_it(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_stop_while_a_deploy_is_in_its_middle_phase_is_refused_naming_it(
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     """issue 21: `stop` issued while a deploy waits for its new decode (prefill started, decode
     starting) is refused at once by the deploy lock, naming the deploy and its pid; nothing is
     stopped, and the deploy then ends on its own terms (here: Ctrl-C, rolled back)."""

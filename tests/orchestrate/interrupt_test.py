@@ -28,7 +28,6 @@ def journal(tmp_path: Path) -> Journal:
 
 
 def _good(control: FakeControl, journal: Journal) -> tuple[Operation, Deployment]:
-
     out = operator(control, journal).deploy(make_deployment("baseline"))
     assert out.ok
     assert out.op_id is not None  # the operation ran, so it was journaled

@@ -69,7 +69,9 @@ def test_absent_package_fails_preflight_and_changes_nothing(journal: Journal) ->
     assert control.actions() == [] and journal.operations() == []
 
 
-def test_workers_get_the_config_dir_and_decode_is_checked_before_the_router(journal: Journal) -> None:
+def test_workers_get_the_config_dir_and_decode_is_checked_before_the_router(
+    journal: Journal,
+) -> None:
     control = FakeControl()
     seen: Seen = []
     out = operator(control, journal, support(seen=seen)).deploy(with_package("baseline"))
@@ -93,7 +95,9 @@ def test_workers_get_the_config_dir_and_decode_is_checked_before_the_router(jour
     assert steps.index("wait until decode is ready (/health 200)") < steps.index(check)
     assert steps.index(check) < steps.index("start router")
     decode = seen[0][3] if seen else None
-    assert decode is not None and seen[0][2] == REF and decode.name == "decode"  # its argv/env: the MoE path
+    assert (
+        decode is not None and seen[0][2] == REF and decode.name == "decode"
+    )  # its argv/env: the MoE path
 
 
 def test_package_not_used_rolls_back_with_the_reason(journal: Journal) -> None:
@@ -142,7 +146,8 @@ def test_config_dir_env_pins_the_profile_version() -> None:
         "env": {"SGLANG_MOE_CONFIG_DIR": "/w/k/d/0.3.0"},
     }
     assert config_dir_env(state, "/w", "dsv4-decode-kernels@0.3.0") == {
-        "SGLANG_MOE_CONFIG_DIR": "/w/k/d/0.3.0", "SGLANG_PLUGINS": "dsv4_decode_kernels",
+        "SGLANG_MOE_CONFIG_DIR": "/w/k/d/0.3.0",
+        "SGLANG_PLUGINS": "dsv4_decode_kernels",
         "PYTHONPATH": "/w/k/d/0.3.0/site",
     }
     # Installed but not current (a newer one was deployed since): the pinned version's root.

@@ -67,7 +67,9 @@ def test_a_router_only_restart_is_not_known_good_and_a_later_failure_restores_ba
     assert_baseline_restored(env, capsys)
 
 
-def test_the_automatic_rollback_walks_past_a_known_good_whose_probe_fails(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_automatic_rollback_walks_past_a_known_good_whose_probe_fails(
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     env = baseline_running
     _journal_degraded_as_known_good(env)
     code, out, err = cli(
@@ -80,7 +82,9 @@ def test_the_automatic_rollback_walks_past_a_known_good_whose_probe_fails(baseli
     assert_baseline_restored(env, capsys)
 
 
-def test_rollback_with_nothing_running_still_walks_the_known_good_list(baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_rollback_with_nothing_running_still_walks_the_known_good_list(
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     env = baseline_running
     _journal_degraded_as_known_good(env)
     code, _, err = cli(env, capsys, "stop", "--yes")

@@ -31,11 +31,15 @@ def journal(tmp_path: Path) -> Journal:
     return Journal("fake", directory=tmp_path, clock=FakeClock())
 
 
-def _deploy(control: FakeControl, journal: Journal, name: str, offset: int = 0, **kw: Any) -> Outcome:
+def _deploy(
+    control: FakeControl, journal: Journal, name: str, offset: int = 0, **kw: Any
+) -> Outcome:
     return operator(control, journal).deploy(make_deployment(name, offset), **kw)
 
 
-def test_a_router_only_restart_is_not_marked_known_good_and_records_what_runs(journal: Journal) -> None:
+def test_a_router_only_restart_is_not_marked_known_good_and_records_what_runs(
+    journal: Journal,
+) -> None:
     control = FakeControl()
     base = _deploy(control, journal, "baseline")
     assert base.ok and base.op_id is not None  # a deploy that ran journaled its operation
@@ -62,7 +66,9 @@ def test_a_router_only_restart_is_not_marked_known_good_and_records_what_runs(jo
     assert _op(journal.last_known_good()) == base.op_id  # the same rule, not a second one
 
 
-def test_a_failed_deploy_after_a_partial_restart_rolls_back_to_the_proven_unit(journal: Journal) -> None:
+def test_a_failed_deploy_after_a_partial_restart_rolls_back_to_the_proven_unit(
+    journal: Journal,
+) -> None:
     control = FakeControl()
     base = _deploy(control, journal, "baseline")
     operator(control, journal).deploy(make_deployment("p", 7), scope=restart_scope(["router"]))
@@ -73,7 +79,9 @@ def test_a_failed_deploy_after_a_partial_restart_rolls_back_to_the_proven_unit(j
     assert _op(journal.deployed()) == base.op_id
 
 
-def test_a_partial_restart_with_nothing_recorded_is_refused_before_anything_changes(journal: Journal) -> None:
+def test_a_partial_restart_with_nothing_recorded_is_refused_before_anything_changes(
+    journal: Journal,
+) -> None:
     control = FakeControl()
     with pytest.raises(PartialRestartRefused, match="no deployment running") as exc:
         operator(control, journal).deploy(
@@ -82,7 +90,9 @@ def test_a_partial_restart_with_nothing_recorded_is_refused_before_anything_chan
     assert exc.value.exit_code == 1 and control.actions() == [] and journal.operations() == []
 
 
-def test_the_automatic_rollback_tries_the_next_known_good_when_the_first_fails(journal: Journal) -> None:
+def test_the_automatic_rollback_tries_the_next_known_good_when_the_first_fails(
+    journal: Journal,
+) -> None:
     control = FakeControl()
     a = _deploy(control, journal, "a")
     b = _deploy(control, journal, "b", 5)
@@ -141,7 +151,9 @@ def test_known_good_is_recorded_only_on_a_proven_success(journal: Journal) -> No
     assert known_good_ops(journal) == []
 
 
-def test_a_rollback_after_an_ab_whose_cli_died_returns_to_a_not_to_the_newest_block(journal: Journal) -> None:
+def test_a_rollback_after_an_ab_whose_cli_died_returns_to_a_not_to_the_newest_block(
+    journal: Journal,
+) -> None:
     """The CLI running `dsv4ops ab` died mid-experiment: `rollback --recover` must leave the box
     on A, as an interrupted A/B does, even when B's block is the newest proven deployment. The
     blocks are never known-good themselves: A's gated deploy before the experiment is restored."""
@@ -154,7 +166,9 @@ def test_a_rollback_after_an_ab_whose_cli_died_returns_to_a_not_to_the_newest_bl
     no_gate.deploy(make_deployment("b", 5), reason=f"experiment {exp}: block 1 (B)")  # is ours)
     journal.begin(Kind.EXPERIMENT, op_id=exp, profile={"name": "a vs b", "a": "a", "b": "b"})
     journal.transition(exp, Status.RUNNING)
-    block2 = journal.begin(Kind.DEPLOY, profile={"name": "b"}, reason=f"experiment {exp}: block 2 (B)")
+    block2 = journal.begin(
+        Kind.DEPLOY, profile={"name": "b"}, reason=f"experiment {exp}: block 2 (B)"
+    )
     journal.transition(block2, Status.RUNNING)
     journal.step(block2, "start decode", "start")  # its CLI died here: nothing known to run
     assert journal.deployed_is_unknown() is not None
@@ -164,8 +178,11 @@ def test_a_rollback_after_an_ab_whose_cli_died_returns_to_a_not_to_the_newest_bl
     # someone deployed since, outside the experiment: the usual newest-known-good rule again,
     # and B's gated deploy before the experiment is still known-good (no gate on B failed)
     c = _deploy(control, journal, "c", 9, recover=True)
-    assert [o.op for o in known_good_ops(journal)][:3] == [c.op_id, journal.operations()[1].op,
-                                                           gated_a.op_id]
+    assert [o.op for o in known_good_ops(journal)][:3] == [
+        c.op_id,
+        journal.operations()[1].op,
+        gated_a.op_id,
+    ]
 
 
 def test_the_automatic_rollback_never_restores_a_no_canary_deploy(journal: Journal) -> None:

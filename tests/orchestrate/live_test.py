@@ -88,9 +88,9 @@ def _stream(url: str, result: dict[str, Any], first_token: threading.Event) -> N
     result.update(pieces=pieces, done=done, finish=finish, errors=errors, ended=time.time())
 
 
-def test_redeploy_drains_a_client_stream_instead_of_cutting_it(baseline_running: OrchEnv,
-                                                                capsys: pytest.CaptureFixture[str],
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_redeploy_drains_a_client_stream_instead_of_cutting_it(
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The stream starts once the deploy is journaled and about to run its steps (the first is
     the drain), and the deploy goes on only after its first token: so it is open when the drain
     begins however long the steps before took on a loaded machine (no race with them)."""
@@ -149,8 +149,9 @@ def test_redeploy_drains_a_client_stream_instead_of_cutting_it(baseline_running:
     assert "decode 1 running" in err or "decode 0 running/0 queued (progress counter moving" in err
 
 
-def test_deploy_with_the_smoke_canary_journals_its_verdict(baseline_running: OrchEnv,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_deploy_with_the_smoke_canary_journals_its_verdict(
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     env = baseline_running
     code, out, err = cli(
         env, capsys, "deploy", "baseline", "--yes", "--json", "--canary-duration", "3"
@@ -160,7 +161,11 @@ def test_deploy_with_the_smoke_canary_journals_its_verdict(baseline_running: Orc
     canary = next(s for s in out["steps"] if s["action"] == P.CANARY)
     assert canary["ok"] and canary["detail"].startswith("PASS (smoke: PASS"), canary
     op = Journal(env.target).get(out["op_id"])
-    recorded = [s for s in op.steps if s.name == "canary: smoke + the suites the change calls for" and s.phase == "done"]
+    recorded = [
+        s
+        for s in op.steps
+        if s.name == "canary: smoke + the suites the change calls for" and s.phase == "done"
+    ]
     assert recorded and (recorded[0].detail or "").startswith("PASS (smoke: PASS"), op.steps
     assert op.status is Status.SUCCEEDED
     # ... with the smoke's throughput at its load, which `dsv4ops watch` reads back

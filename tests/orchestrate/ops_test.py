@@ -266,7 +266,12 @@ def test_the_deploy_runs_exactly_the_steps_its_dry_run_prints(journal: Journal) 
     ran = [s["title"] for s in out.steps]
     assert ran == [s.title for s in plan if s.action not in P.BRACKET]
     assert [s.action for s in plan if s.action in P.BRACKET] == [
-        P.PREFLIGHT, P.LOCK, P.RECORD, P.MARK, P.UNLOCK]
+        P.PREFLIGHT,
+        P.LOCK,
+        P.RECORD,
+        P.MARK,
+        P.UNLOCK,
+    ]
     assert out.op_id is not None  # the operation ran, so it was journaled
     journaled = [s.name for s in journal.get(out.op_id).steps if s.phase == "start"]
     assert journaled == ran

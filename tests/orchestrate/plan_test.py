@@ -46,13 +46,20 @@ def test_the_plan_says_what_worker_readiness_proves() -> None:
     steps = P.deploy_plan(make_deployment("baseline"), canary=True)
     lines = P.render_plan(steps)
     for name in ("prefill", "decode"):
-        i = next(i for i, line in enumerate(lines)
-                 if line.endswith(f"wait until {name} is ready (/health 200)"))
+        i = next(
+            i
+            for i, line in enumerate(lines)
+            if line.endswith(f"wait until {name} is ready (/health 200)")
+        )
         assert lines[i + 1].strip().startswith("GET ") and lines[i + 1].endswith("/health -> 200")
         assert "after warmup" in lines[i + 2] and "not the bootstrap server" in lines[i + 2]
     notes = {s["component"]: s["note"] for s in P.plan_json(steps) if s["action"] == P.WAIT}
     decode_note = notes["decode"]
-    assert notes["router"] is None and isinstance(decode_note, str) and "before the model loads" in decode_note
+    assert (
+        notes["router"] is None
+        and isinstance(decode_note, str)
+        and "before the model loads" in decode_note
+    )
 
 
 def test_dry_run_shows_exact_commands_quoted_and_secrets_redacted() -> None:

@@ -37,15 +37,19 @@ def test_stream_parse_collects_text_and_done() -> None:
 
 
 def test_stream_without_text_or_with_error_fails() -> None:
-    assert (parse_chat_stream('data: {"error": {"message": "x"}}\n\n')[3] or "").startswith("error event")
+    assert (parse_chat_stream('data: {"error": {"message": "x"}}\n\n')[3] or "").startswith(
+        "error event"
+    )
     text, _, done, _ = parse_chat_stream("data: [DONE]\n\n")
     assert text == "" and done
 
 
 def test_reasoning_counts_as_generated_output() -> None:
-    reasoning_only = ('data: {"choices":[{"delta":{"reasoning_content":"Let me think"}}]}\n\n'
-                      'data: {"choices":[{"delta":{"reasoning_content":null},'
-                      '"finish_reason":"length"}]}\n\ndata: [DONE]\n\n')
+    reasoning_only = (
+        'data: {"choices":[{"delta":{"reasoning_content":"Let me think"}}]}\n\n'
+        'data: {"choices":[{"delta":{"reasoning_content":null},'
+        '"finish_reason":"length"}]}\n\ndata: [DONE]\n\n'
+    )
     text, finish, done, problem = parse_chat_stream(reasoning_only)
     assert (text, finish, done, problem) == ("Let me think", "length", True, None)
 
@@ -55,8 +59,13 @@ def test_tool_call_probe_leaves_room_for_reasoning_and_names_it_when_it_ran_out(
     assert run_probe(control, "http://r").ok
     tool = next(b for b in control.sent if b.get("tools"))
     assert tool["max_tokens"] >= 512
-    ran_out = json.dumps({"choices": [{"message": {"content": "", "reasoning_content": "hmm"},
-                                       "finish_reason": "length"}]})
+    ran_out = json.dumps(
+        {
+            "choices": [
+                {"message": {"content": "", "reasoning_content": "hmm"}, "finish_reason": "length"}
+            ]
+        }
+    )
     assert "reasoning used all" in (check_tool_call_reply(ran_out) or "")
 
 
@@ -112,37 +121,50 @@ def test_the_deploy_probe_asks_for_reasoning_as_the_profiles_canary_does(tmp_pat
 
 @pytest.mark.slow
 @pytest.mark.router
-def test_a_thinking_probe_through_the_real_router_gets_reasoning_before_the_call(tmp_path: Path) -> None:
+def test_a_thinking_probe_through_the_real_router_gets_reasoning_before_the_call(
+    tmp_path: Path,
+) -> None:
     """The twin behind the real router reasons only when asked, for longer than the probe's
     own TOOL_CALL_MAX_TOKENS: the profile's budget is what lets the call still come."""
     decode = ["--tool-call-parser", "deepseekv4", "--reasoning-parser", "deepseek-v4"]
-    env = {"DSV4_TWIN_TIME_SCALE": "0.02", "DSV4_TWIN_REASONING_TOKENS": "1100",
-           "DSV4_TWIN_HAZARDS": "off"}
+    env = {
+        "DSV4_TWIN_TIME_SCALE": "0.02",
+        "DSV4_TWIN_REASONING_TOKENS": "1100",
+        "DSV4_TWIN_HAZARDS": "off",
+    }
     control = Supervisor(LocalExecutor(), str(tmp_path / "target"), python=sys.executable)
     thinking = ProbeThinking.from_canary_settings({"thinking": True, "thinking_budget_tokens": 200})
     with twin_stack(router=True, env=env, decode_args=decode) as stack:
         assert stack.router is not None  # router=True started one
         asked = run_probe(control, stack.router.url, rounds=1, thinking=thinking)
         plain = run_probe(control, stack.router.url, rounds=1)
-        short = run_probe(control, stack.router.url, rounds=1, thinking=replace(thinking, budget_tokens=0))
+        short = run_probe(
+            control, stack.router.url, rounds=1, thinking=replace(thinking, budget_tokens=0)
+        )
     assert asked.ok, asked.checks
     assert "after" in asked.checks[1] and "chars of reasoning" in asked.checks[1]
     assert plain.ok and "reasoning" not in plain.checks[1]
     assert not short.ok and "reasoning used all 1024 max_tokens" in short.failures[0]
 
 
-def test_the_probe_asks_for_the_tool_call_the_profile_declares_and_says_which(tmp_path: Path) -> None:
+def test_the_probe_asks_for_the_tool_call_the_profile_declares_and_says_which(
+    tmp_path: Path,
+) -> None:
     """probe.tool_call: required forces the call (DSV4, the default and what journals without
     the setting ran), auto asks without the grammar, off sends none; the deploy's step detail
     says which, so a deploy that skipped the check never reads as one that passed it."""
+
     def deploy(mode: str | None) -> tuple[list[object], str]:
         control = RecordingControl()
         journal = Journal("fake", directory=tmp_path / str(mode), clock=FakeClock())
         content = {"probe": {"tool_call": mode}} if mode else None
         out = operator(control, journal).deploy(replace(make_deployment("d"), content=content))
         assert out.ok, out.message
-        probe = next(s for s in journal.operations()[-1].steps
-                     if s.name.startswith("end-to-end probe") and s.phase == "done")
+        probe = next(
+            s
+            for s in journal.operations()[-1].steps
+            if s.name.startswith("end-to-end probe") and s.phase == "done"
+        )
         assert probe.detail is not None  # a done probe step says what it checked
         return [b.get("tool_choice") for b in control.sent if "messages" in b], probe.detail
 
@@ -150,10 +172,14 @@ def test_the_probe_asks_for_the_tool_call_the_profile_declares_and_says_which(tm
     assert choices == [None, "required", None, "required"] and "tool" not in detail
     choices, detail = deploy("auto")
     assert choices == [None, "auto", None, "auto"]
-    assert detail.endswith("tool call asked with tool_choice auto, not forced (probe.tool_call: auto)")
+    assert detail.endswith(
+        "tool call asked with tool_choice auto, not forced (probe.tool_call: auto)"
+    )
     choices, detail = deploy("off")
     assert choices == [None, None]
-    assert detail == ("2 generations through the router, content checked; tool-call check "
-                      "skipped (profile probe.tool_call: off)")
+    assert detail == (
+        "2 generations through the router, content checked; tool-call check "
+        "skipped (profile probe.tool_call: off)"
+    )
     with pytest.raises(ValueError, match="probe.tool_call"):
         run_probe(RecordingControl(), "http://r", tool_call="sometimes")

@@ -29,15 +29,21 @@ TARGET = "sglang-cpu-e2e"
 pytestmark = [
     pytest.mark.real_sglang,
     pytest.mark.timeout(3600),
-    pytest.mark.skipif(os.environ.get("REAL_SGLANG") is None
-                       or not (ENV_DIR / ".ready").is_file(),
-                       reason="needs the real-SGLang env (`make test-real-sglang`)"),
+    pytest.mark.skipif(
+        os.environ.get("REAL_SGLANG") is None or not (ENV_DIR / ".ready").is_file(),
+        reason="needs the real-SGLang env (`make test-real-sglang`)",
+    ),
 ]
 
 
 def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=test", *args],
-                   cwd=repo, check=True, capture_output=True, timeout=30)
+    subprocess.run(
+        ["git", "-c", "user.email=t@example.com", "-c", "user.name=test", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
 
 
 @pytest.fixture
@@ -108,7 +114,8 @@ def _flow(profiles: Path, capsys: pytest.CaptureFixture[str], log: list[str]) ->
     assert "tool-call checks off by the profile" in out, out
     text = (profiles / "tiny-cpu.yaml").read_text()
     (profiles / "tiny-cpu-r2.yaml").write_text(
-        text.replace("max_running_requests: 16", "max_running_requests: 8", 1))  # the prefill's
+        text.replace("max_running_requests: 16", "max_running_requests: 8", 1)
+    )  # the prefill's
     _git(profiles.parent, "add", "-A")
     _git(profiles.parent, "commit", "-q", "-m", "tiny-cpu r2")
     code, out = _run(capsys, log, "deploy", "tiny-cpu-r2", "--yes", "--accept-inconclusive-canary")

@@ -20,8 +20,9 @@ def journal(tmp_path: Path) -> Journal:
     return Journal("fake", directory=tmp_path, clock=FakeClock())
 
 
-def record(journal: Journal, dep: Deployment, status: Status = Status.SUCCEEDED,
-           kind: Kind = Kind.DEPLOY) -> Operation:
+def record(
+    journal: Journal, dep: Deployment, status: Status = Status.SUCCEEDED, kind: Kind = Kind.DEPLOY
+) -> Operation:
     op = journal.begin(kind, profile=dep.profile_record(), components=dep.component_records())
     journal.transition(op, Status.RUNNING)
     ok = status is Status.SUCCEEDED

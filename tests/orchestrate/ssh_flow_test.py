@@ -32,7 +32,9 @@ JOURNAL = "twin-over-ssh"
 class SshCommand:
     """What one CLI invocation composes, but with the SSH executor (a fresh connection each)."""
 
-    def __init__(self, env: OrchEnv, sshd: SshdServer, progress: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, env: OrchEnv, sshd: SshdServer, progress: Callable[[str], None] | None = None
+    ) -> None:
         self.target = get_target(env.target)  # rendering only; processes start over SSH
         self.executor = sshd.executor()
         self.sup = Supervisor(self.executor, str(env.workdir), python=sys.executable)
@@ -59,8 +61,11 @@ class SshCommand:
     def rollback(self) -> Outcome:
         # The deploys here run no canary gate (run_canary=False), so none is known-good
         # (journal/knowngood.py): name the first baseline deploy, as `rollback --to ID` does.
-        first = next(o for o in self.journal.operations()
-                     if o.kind is Kind.DEPLOY and o.profile_name == "baseline")
+        first = next(
+            o
+            for o in self.journal.operations()
+            if o.kind is Kind.DEPLOY and o.profile_name == "baseline"
+        )
         target_op = rollback_target(self.journal, first.op)
         dep, _ = rebuild(target_op, R.render_at_commit(self.target))
         return self.op.deploy(dep, kind=Kind.ROLLBACK, run_canary=False)
@@ -74,8 +79,14 @@ class SshCommand:
         self.executor.close()
 
 
-def run(env: OrchEnv, sshd: SshdServer, action: str, *args: Any,
-        progress: Callable[[str], None] | None = None, **kw: Any) -> Any:
+def run(
+    env: OrchEnv,
+    sshd: SshdServer,
+    action: str,
+    *args: Any,
+    progress: Callable[[str], None] | None = None,
+    **kw: Any,
+) -> Any:
     cmd = SshCommand(env, sshd, progress)
     try:
         return getattr(cmd, action)(*args, **kw)
@@ -103,7 +114,9 @@ def test_deploy_status_redeploy_rollback_over_ssh(env: OrchEnv, sshd: SshdServer
     assert len(our_processes(env)) == 3
 
 
-def test_connection_drop_mid_deploy_then_status_and_rerun_recover(env: OrchEnv, sshd: SshdServer) -> None:
+def test_connection_drop_mid_deploy_then_status_and_rerun_recover(
+    env: OrchEnv, sshd: SshdServer
+) -> None:
     if Journal(JOURNAL).deployed() is None:
         assert run(env, sshd, "deploy", "baseline").ok
     stop_dropping = threading.Event()

@@ -39,8 +39,10 @@ CONFIG = f"configs/triton_3_8_0/{dsv4_flash_config_names(BOX_DEVICE_NAME)[0]}"
 def install(env: OrchEnv, tmp: Path, version: str) -> None:
     """What `kernels deploy` leaves on the target: kernels/<name>/<version> (its config and its
     plugin distribution), current, state."""
-    files = {CONFIG: json.dumps({"1": {"BLOCK_SIZE_M": 16, "num_warps": 4}}).encode(),
-             **plugin_members(PKG, version)}
+    files = {
+        CONFIG: json.dumps({"1": {"BLOCK_SIZE_M": 16, "num_warps": 4}}).encode(),
+        **plugin_members(PKG, version),
+    }
     manifest = {
         "name": PKG,
         "version": version,
@@ -71,7 +73,9 @@ def status(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     return st
 
 
-def test_kernel_package_drift_through_the_twin(env: OrchEnv, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_kernel_package_drift_through_the_twin(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     install(env, tmp_path, "0.1.0")
     install(env, tmp_path, "0.2.0")  # current: 0.2.0, previous: 0.1.0
     (env.profiles_dir / "kernels-on.yaml").write_text(
@@ -90,14 +94,25 @@ def test_kernel_package_drift_through_the_twin(env: OrchEnv, capsys: pytest.Capt
     st = status(env, capsys)
     assert not st["healthy"]
     (line,) = st["drift"]  # nothing else differs: the journal recorded exactly what runs
-    assert f"active on target {REF}, decode loaded none (not loaded: no '[dsv4ops-kernel-plugin]" in line
+    assert (
+        f"active on target {REF}, decode loaded none (not loaded: no '[dsv4ops-kernel-plugin]"
+        in line
+    )
     assert "restart the unit with `dsv4ops deploy kernels-on` (prefill, decode and router" in line
     decode = next(c for c in st["components"] if c["name"] == "decode")
     assert decode["kernel_package"] is None and decode["healthy"]
 
     # The remedy it names: the unit restarted by the deploy loads the pinned package.
-    code, _, err = cli(env, capsys, "deploy", "kernels-on", "--yes", "--canary-duration", "2",
-                       "--accept-inconclusive-canary")  # gated: the known-good to return to
+    code, _, err = cli(
+        env,
+        capsys,
+        "deploy",
+        "kernels-on",
+        "--yes",
+        "--canary-duration",
+        "2",
+        "--accept-inconclusive-canary",
+    )  # gated: the known-good to return to
     assert code == 0, err
     st = status(env, capsys)
     assert st["healthy"] and st["drift"] == [], st
@@ -133,11 +148,14 @@ def test_kernel_package_drift_through_the_twin(env: OrchEnv, capsys: pytest.Capt
     # SGLANG_PLUGINS wins): the real twin starts without it and the deploy gate says so.
     (env.profiles_dir / "kernels-unloaded.yaml").write_text(
         f"schema_version: 1\nextends: baseline\nkernel_package: {REF}\n"
-        + TRITON_MOE_PATH_YAML + '    SGLANG_PLUGINS: "someone_else"\n'
+        + TRITON_MOE_PATH_YAML
+        + '    SGLANG_PLUGINS: "someone_else"\n'
     )
     commit_all(env, "a profile whose decode loads no plugin")
     code, _, err = cli(env, capsys, "deploy", "kernels-unloaded", "--yes", "--no-canary")
     assert code != 0
-    assert f"kernel package {REF} is not in use: not loaded: no '[dsv4ops-kernel-plugin] loaded'" in " ".join(
-        err.split()), err
+    assert (
+        f"kernel package {REF} is not in use: not loaded: no '[dsv4ops-kernel-plugin] loaded'"
+        in " ".join(err.split())
+    ), err
     assert "Rolled back automatically to the known-good deployment kernels-on" in err

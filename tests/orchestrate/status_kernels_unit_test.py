@@ -33,9 +33,13 @@ TRITON_ENV = {"SGLANG_DSV4_FP4_DEQUANT": "1", "SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
 PLUGIN_LINE = f"[dsv4ops-kernel-plugin] loaded {PKG} 0.2.0 pid=7 hooks=none"
 
 
-def _loaded(info: str, log: str, expected: str, decode: Component | None = None) -> tuple[bool, str]:
+def _loaded(
+    info: str, log: str, expected: str, decode: Component | None = None
+) -> tuple[bool, str]:
     moe = moe_path(decode.argv, dict(decode.env)) if decode is not None else None
-    check = loaded_check(info, log, expected=expected, moe=moe)  # what the CLI binds (kernel_support)
+    check = loaded_check(
+        info, log, expected=expected, moe=moe
+    )  # what the CLI binds (kernel_support)
     return check.used, check.reason if check.used else f"{check.state}: {check.reason}"
 
 
@@ -58,7 +62,9 @@ def deployed(tmp_path: Path) -> tuple[SglangControl, Journal]:
         env_for=lambda ref: {"SGLANG_MOE_CONFIG_DIR": f"/work/kernels/{PKG}/0.2.0"},
         loaded=_loaded,
     )
-    deployment = with_kernel_env(replace(make_deployment("kernels-on"), kernel_package=REF), TRITON_ENV)
+    deployment = with_kernel_env(
+        replace(make_deployment("kernels-on"), kernel_package=REF), TRITON_ENV
+    )
     out = Operator(control, journal, host="fake", clock=FakeClock(), kernels=support).deploy(
         deployment
     )
@@ -67,7 +73,9 @@ def deployed(tmp_path: Path) -> tuple[SglangControl, Journal]:
     return control, journal
 
 
-def status(control: SglangControl, journal: Journal, kernels: KernelStatus | None) -> dict[str, Any]:
+def status(
+    control: SglangControl, journal: Journal, kernels: KernelStatus | None
+) -> dict[str, Any]:
     return gather_status(control, journal, target="fake", kernels=kernels)
 
 
@@ -82,13 +90,15 @@ def test_all_three_agree(deployed: tuple[SglangControl, Journal]) -> None:
         "loaded": REF,
         "loaded_detail": REF,
         "evidence": f"in use: {PLUGIN_LINE} | Using MoE kernel config from /work/kernels/{PKG}/0.2.0/"
-                    "configs/triton_3_8_0/E=256,N=512,device_name=X,dtype=fp8_w8a8,block_shape=[128, 128].json.",
+        "configs/triton_3_8_0/E=256,N=512,device_name=X,dtype=fp8_w8a8,block_shape=[128, 128].json.",
         "drift": False,
     }
     assert control.log_reads == 1  # the log is the evidence, the twin's /server_info is not
     lines = render(st)
     assert f"kernel package: {REF} (active on target: {REF}; decode loaded: {REF})" in lines
-    assert f"  in use: {PLUGIN_LINE} | Using MoE kernel config from /work/kernels/" in "\n".join(lines)
+    assert f"  in use: {PLUGIN_LINE} | Using MoE kernel config from /work/kernels/" in "\n".join(
+        lines
+    )
     assert not any(line.startswith("drift:") for line in lines)
 
 
@@ -127,7 +137,9 @@ def test_real_sglang_fell_back_to_default_configs(deployed: tuple[SglangControl,
     assert "SGLang fell back to its default: [2026-05-01" in line and control.log_reads == 1
 
 
-def test_old_false_positive_no_default_line_is_not_loaded(deployed: tuple[SglangControl, Journal]) -> None:
+def test_old_false_positive_no_default_line_is_not_loaded(
+    deployed: tuple[SglangControl, Journal],
+) -> None:
     """Real SGLang, no default-config line and no plugin line: once "in use", now "not loaded"."""
     control, journal = deployed
     control.twin, control.decode_log = False, "loading\nready"
@@ -136,13 +148,16 @@ def test_old_false_positive_no_default_line_is_not_loaded(deployed: tuple[Sglang
     assert "decode loaded none (not loaded: " in line and st["kernel_package"]["loaded"] is None
 
 
-def test_evidence_scrolled_out_of_the_tail_is_unknown_not_absent(deployed: tuple[SglangControl, Journal]) -> None:
+def test_evidence_scrolled_out_of_the_tail_is_unknown_not_absent(
+    deployed: tuple[SglangControl, Journal],
+) -> None:
     control, journal = deployed
     control.decode_log = "\n".join(f"request {i}" for i in range(2000))  # the tail misses the start
     st = status(control, journal, kernels_at("0.2.0"))
     assert st["drift"] == [] and st["kernel_package"]["loaded"] is None
     assert st["kernel_package"]["loaded_detail"].startswith(
-        "unknown (the decode's start-up lines are no longer in its last 2000 log lines")
+        "unknown (the decode's start-up lines are no longer in its last 2000 log lines"
+    )
 
 
 def test_a_decode_on_the_flashinfer_path_is_not_used_by_this_backend(tmp_path: Path) -> None:
@@ -150,13 +165,19 @@ def test_a_decode_on_the_flashinfer_path_is_not_used_by_this_backend(tmp_path: P
     control = SglangControl()
     support = KernelSupport(present=lambda ref: True, env_for=lambda ref: {}, loaded=_loaded)
     deployment = replace(make_deployment("kernels-on"), kernel_package=REF)  # no triton env
-    out = Operator(control, journal, host="fake", clock=FakeClock(), kernels=support).deploy(deployment)
+    out = Operator(control, journal, host="fake", clock=FakeClock(), kernels=support).deploy(
+        deployment
+    )
     assert not out.ok and out.status == "FAILED"
-    assert "is not in use: not used by this backend: flashinfer_mxfp4 reads no Triton configs" in " ".join(
-        out.message.split())
+    assert (
+        "is not in use: not used by this backend: flashinfer_mxfp4 reads no Triton configs"
+        in " ".join(out.message.split())
+    )
 
 
-def test_real_sglang_with_the_evidence_in_its_log_is_in_use(deployed: tuple[SglangControl, Journal]) -> None:
+def test_real_sglang_with_the_evidence_in_its_log_is_in_use(
+    deployed: tuple[SglangControl, Journal],
+) -> None:
     control, journal = deployed
     control.twin = False  # no twin_kernel_package: the log alone says it
     st = status(control, journal, kernels_at("0.2.0"))

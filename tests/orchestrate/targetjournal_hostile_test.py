@@ -51,7 +51,9 @@ def _deploy(j: Journal, profile: str) -> str:
     return op
 
 
-def test_a_symlinked_record_is_refused_and_the_victim_untouched(over_ssh: Supervisor, tmp_path: Path) -> None:
+def test_a_symlinked_record_is_refused_and_the_victim_untouched(
+    over_ssh: Supervisor, tmp_path: Path
+) -> None:
     alice = _journal(over_ssh, tmp_path / "alice")
     first = _deploy(alice, "baseline")
     record = Path(over_ssh.workdir) / "journal.jsonl"
@@ -80,7 +82,9 @@ def test_a_record_writable_by_others_is_refused(over_ssh: Supervisor, tmp_path: 
         _journal(over_ssh, tmp_path / "bob").records()
 
 
-def test_a_shorter_record_keeps_both_copies_and_refuses_mutations_until_merged(over_ssh: Supervisor, tmp_path: Path) -> None:
+def test_a_shorter_record_keeps_both_copies_and_refuses_mutations_until_merged(
+    over_ssh: Supervisor, tmp_path: Path
+) -> None:
     alice = _journal(over_ssh, tmp_path / "alice")
     ops = [_deploy(alice, f"p{i}") for i in range(6)]
     record = Path(over_ssh.workdir) / "journal.jsonl"
@@ -111,7 +115,9 @@ def test_a_shorter_record_keeps_both_copies_and_refuses_mutations_until_merged(o
     after.begin(Kind.STOP, reason="now allowed")
 
 
-def test_a_kill_9_inside_an_append_leaves_a_torn_line_the_next_append_ends(over_ssh: Supervisor, tmp_path: Path) -> None:
+def test_a_kill_9_inside_an_append_leaves_a_torn_line_the_next_append_ends(
+    over_ssh: Supervisor, tmp_path: Path
+) -> None:
     alice = _journal(over_ssh, tmp_path / "alice")
     first = _deploy(alice, "baseline")
     record = Path(over_ssh.workdir) / "journal.jsonl"
@@ -144,7 +150,9 @@ def _agents_of(workdir: Path) -> list[int]:
     return pids
 
 
-def test_a_kill_9_of_the_agent_inside_its_append_loses_nothing(over_ssh: Supervisor, tmp_path: Path) -> None:
+def test_a_kill_9_of_the_agent_inside_its_append_loses_nothing(
+    over_ssh: Supervisor, tmp_path: Path
+) -> None:
     """The agent SIGKILLed inside journal_append, while it waits for the record's flock (held
     here): nothing is appended, the CLI gets an error instead of a success, and the next append
     through a fresh agent finds the record intact."""
@@ -181,7 +189,9 @@ def test_a_kill_9_of_the_agent_inside_its_append_loses_nothing(over_ssh: Supervi
     assert [o.op for o in _journal(over_ssh, tmp_path / "carol").operations()] == [first, later]
 
 
-def test_the_cache_is_written_0600_under_a_group_writable_umask(over_ssh: Supervisor, tmp_path: Path) -> None:
+def test_the_cache_is_written_0600_under_a_group_writable_umask(
+    over_ssh: Supervisor, tmp_path: Path
+) -> None:
     """Ubuntu's default user umask is 002: a cache written with it would be group-writable and
     refused by the journal's own checks on the next read."""
     old = os.umask(0o002)
@@ -212,28 +222,38 @@ def test_a_symlinked_target_directory_is_refused_over_ssh(sshd: SshdServer, tmp_
     assert not (elsewhere / "journal.jsonl").exists()
 
 
-def test_the_agent_reads_only_what_a_proven_copy_lacks_over_ssh(over_ssh: Supervisor, tmp_path: Path) -> None:
+def test_the_agent_reads_only_what_a_proven_copy_lacks_over_ssh(
+    over_ssh: Supervisor, tmp_path: Path
+) -> None:
     """journal_read is incremental (offset + the copy's window proof); a diverged copy of the
     same size gets everything with reset, and the operator keeps both copies."""
     alice = _journal(over_ssh, tmp_path / "alice")
     _deploy(alice, "baseline")
     cache = alice.path.read_bytes()
     later = _deploy(_journal(over_ssh, tmp_path / "bob"), "next")
-    reply = over_ssh.call("journal_read", offset=len(cache), prefix_window=journalfile.window_of(cache))
+    reply = over_ssh.call(
+        "journal_read", offset=len(cache), prefix_window=journalfile.window_of(cache)
+    )
     record = (Path(over_ssh.workdir) / "journal.jsonl").read_bytes()
-    assert reply["reset"] is False and reply["data"].encode() == record[len(cache):]
+    assert reply["reset"] is False and reply["data"].encode() == record[len(cache) :]
     assert later in reply["data"] and reply["window"] == journalfile.window_of(record)
     last = cache.splitlines(keepends=True)[-1]
     op = json.loads(last)["op"]
     # Same size, other bytes: the last record names an operation the record never had.
     forged = cache[: -len(last)] + last.replace(op.encode(), op[:-1].encode() + b"#")
     assert len(forged) == len(cache)
-    reply = over_ssh.call("journal_read", offset=len(forged), prefix_window=journalfile.window_of(forged))
+    reply = over_ssh.call(
+        "journal_read", offset=len(forged), prefix_window=journalfile.window_of(forged)
+    )
     assert reply["reset"] is True and reply["data"].encode() == record
     alice.path.write_bytes(forged)  # the operator's copy no longer a prefix of the record
     marker = _backend(alice).marker
-    marker.write_text(marker.read_text().replace(  # as if the sync had left it so
-        f'"window": "{journalfile.window_of(cache)}"', f'"window": "{journalfile.window_of(forged)}"'))
+    marker.write_text(
+        marker.read_text().replace(  # as if the sync had left it so
+            f'"window": "{journalfile.window_of(cache)}"',
+            f'"window": "{journalfile.window_of(forged)}"',
+        )
+    )
     again = _journal(over_ssh, tmp_path / "alice")
     with pytest.raises(JournalError, match="lacks"):
         again.begin(Kind.STOP, reason="x")  # refused until `journal --merge`
@@ -241,7 +261,9 @@ def test_the_agent_reads_only_what_a_proven_copy_lacks_over_ssh(over_ssh: Superv
     assert alice.path.read_bytes() == record
 
 
-def test_a_synced_cache_grows_by_appends_and_its_marker_proves_it(over_ssh: Supervisor, tmp_path: Path) -> None:
+def test_a_synced_cache_grows_by_appends_and_its_marker_proves_it(
+    over_ssh: Supervisor, tmp_path: Path
+) -> None:
     """The copy is appended to (same file), never rewritten per call; `.sync.json` holds the size
     and window proof the next call sends, not a hash of the whole copy."""
     alice = _journal(over_ssh, tmp_path / "alice")

@@ -52,7 +52,9 @@ def _deploy(j: Journal, profile: str, *, good: bool = True) -> str:
     return op
 
 
-def test_two_operators_see_one_history_and_one_known_good_list(box: Supervisor, tmp_path: Path) -> None:
+def test_two_operators_see_one_history_and_one_known_good_list(
+    box: Supervisor, tmp_path: Path
+) -> None:
     alice, bob = _journal(box, tmp_path / "alice"), _journal(box, tmp_path / "bob")
     first = _deploy(alice, "baseline")
     assert [o.op for o in bob.known_good()] == [first]  # bob never saw it locally
@@ -68,7 +70,9 @@ def test_two_operators_see_one_history_and_one_known_good_list(box: Supervisor, 
         assert src["record"].endswith(f"{box.workdir}/journal.jsonl")
 
 
-def test_an_operator_side_journal_is_merged_once_without_duplicates(box: Supervisor, tmp_path: Path) -> None:
+def test_an_operator_side_journal_is_merged_once_without_duplicates(
+    box: Supervisor, tmp_path: Path
+) -> None:
     # Before the journal of record: bob's deploy lives only in bob's own file (no sync marker).
     legacy = Journal(TARGET, directory=tmp_path / "bob" / "journal", clock=FakeClock(0))
     old = _deploy(legacy, "baseline")  # 1970: older than anything on the target
@@ -89,14 +93,18 @@ def test_an_operator_side_journal_is_merged_once_without_duplicates(box: Supervi
     bob.records()
     copy = tmp_path / "carol" / "journal"
     copy.mkdir(parents=True)
-    (copy / f"{TARGET}.jsonl").write_bytes((tmp_path / "bob" / "journal" / f"{TARGET}.jsonl.pre-merge").read_bytes())
+    (copy / f"{TARGET}.jsonl").write_bytes(
+        (tmp_path / "bob" / "journal" / f"{TARGET}.jsonl.pre-merge").read_bytes()
+    )
     _journal(box, tmp_path / "carol").records()
     assert _record(box) == before
     keys = journalfile.record_keys(before)
     assert len(keys) == len(set(keys))
 
 
-def test_a_write_through_a_plain_file_journal_reaches_the_record(box: Supervisor, tmp_path: Path) -> None:
+def test_a_write_through_a_plain_file_journal_reaches_the_record(
+    box: Supervisor, tmp_path: Path
+) -> None:
     alice = _journal(box, tmp_path / "alice")
     _deploy(alice, "baseline")
     stray = Journal(TARGET, directory=tmp_path / "alice" / "journal")  # e.g. an older tool
@@ -120,7 +128,9 @@ def test_an_operation_that_lost_the_lock_cannot_append(box: Supervisor, tmp_path
     assert _record(box) == before
 
 
-def test_reads_under_the_lock_after_an_accepted_append_cost_no_round_trip(box: Supervisor, tmp_path: Path) -> None:
+def test_reads_under_the_lock_after_an_accepted_append_cost_no_round_trip(
+    box: Supervisor, tmp_path: Path
+) -> None:
     calls: list[str] = []
     real = box.call
 
@@ -144,20 +154,27 @@ def test_reads_under_the_lock_after_an_accepted_append_cost_no_round_trip(box: S
     assert calls[-1] == "journal_read"
 
 
-def test_unreachable_target_reads_answer_from_the_cache_and_writes_refuse(box: Supervisor, tmp_path: Path) -> None:
+def test_unreachable_target_reads_answer_from_the_cache_and_writes_refuse(
+    box: Supervisor, tmp_path: Path
+) -> None:
     state = tmp_path / "alice"
     op = _deploy(_journal(box, state), "baseline")
     known_hosts = tmp_path / "known_hosts"
     known_hosts.write_text("")
     gone = Supervisor(
-        SSHExecutor("127.0.0.1", port=free_port(), known_hosts=str(known_hosts), connect_timeout_s=2),
+        SSHExecutor(
+            "127.0.0.1", port=free_port(), known_hosts=str(known_hosts), connect_timeout_s=2
+        ),
         box.workdir,
     )
     reader = _journal(gone, state, offline_ok=True)
     assert _op(reader.deployed()) == op
     src = reader.source()
     assert src["source"] == "cache" and "cannot connect" in src["error"]
-    assert src["synced_at"] == json.loads((state / "journal" / f"{TARGET}.sync.json").read_text())["synced_at"]
+    assert (
+        src["synced_at"]
+        == json.loads((state / "journal" / f"{TARGET}.sync.json").read_text())["synced_at"]
+    )
     cached = reader.path.read_bytes()
 
     writer = _journal(gone, state)
@@ -170,7 +187,9 @@ def test_unreachable_target_reads_answer_from_the_cache_and_writes_refuse(box: S
 
 
 @pytest.mark.ssh
-def test_append_and_read_through_the_real_ssh_path(box: Supervisor, tmp_path: Path, sshd: SshdServer) -> None:
+def test_append_and_read_through_the_real_ssh_path(
+    box: Supervisor, tmp_path: Path, sshd: SshdServer
+) -> None:
     """Alice reaches the box over SSH (a real OpenSSH server), bob runs on it: one record."""
     with sshd.executor() as executor:
         over_ssh = Supervisor(executor, box.workdir, python="/usr/bin/python3")

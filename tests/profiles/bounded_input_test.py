@@ -76,14 +76,18 @@ def test_deep_nesting_through_aliases_is_refused(write: Callable[[str, str], Pat
         load_profile("deepalias")
 
 
-def test_a_huge_file_is_refused_without_reading_it_all(write: Callable[[str, str], Path], pdir: Path) -> None:
+def test_a_huge_file_is_refused_without_reading_it_all(
+    write: Callable[[str, str], Path], pdir: Path
+) -> None:
     path = write("huge", child("description: |\n" + "  padding padding padding\n" * 20_000))
     assert path.stat().st_size > 256 * 1024
     run = run_cli("profile", "validate", "huge", profiles_dir=pdir)
     _assert_clear_error(run, path, None, "at most 262144 are read")
 
 
-def test_a_long_document_under_the_byte_limit_but_many_lines_still_loads(write: Callable[[str, str], Path]) -> None:
+def test_a_long_document_under_the_byte_limit_but_many_lines_still_loads(
+    write: Callable[[str, str], Path],
+) -> None:
     write("commented", child("# a comment line\n" * 5_000 + "description: fine\n"))
     assert load_profile("commented").description == "fine"
 
@@ -153,7 +157,9 @@ def _time_many_keys(write: Callable[[str, str], Path], n: int) -> float:
 
 
 @pytest.mark.serial  # a timing ratio: alone (testing/workers.py)
-def test_thousands_of_problems_are_collected_in_linear_time(write: Callable[[str, str], Path]) -> None:
+def test_thousands_of_problems_are_collected_in_linear_time(
+    write: Callable[[str, str], Path],
+) -> None:
     # 9,000 unknown keys took 11 s (quadratic provenance and de-duplication). A ratio, not a
     # wall-clock bound, so a loaded machine slows both runs alike: 4x the keys must cost well
     # under 16x the time (quadratic); linear is about 4x.
@@ -163,7 +169,9 @@ def test_thousands_of_problems_are_collected_in_linear_time(write: Callable[[str
     assert large < 9 * small, (small, large)
 
 
-def test_extends_of_a_device_or_directory_says_it_is_not_a_file(write: Callable[[str, str], Path], pdir: Path) -> None:
+def test_extends_of_a_device_or_directory_says_it_is_not_a_file(
+    write: Callable[[str, str], Path], pdir: Path
+) -> None:
     (pdir / "dir.yaml").mkdir()
     for target in ("/dev/zero", "dir.yaml"):
         path = write("kid", f"schema_version: 1\nextends: {target}\n")

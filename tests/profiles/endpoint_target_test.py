@@ -27,13 +27,16 @@ def _err(tmp_path: Path, body: str) -> tuple[ProfileError, Path]:
 
 
 def test_an_endpoint_target_loads_its_urls_and_runs_nothing(tmp_path: Path) -> None:
-    path = _write(tmp_path, "    router_url: http://router.inference:8000/\n"
-                            "    metrics:\n"
-                            "      prefill: [http://p-0.s-p:30000, http://p-1.s-p:30000]\n"
-                            "      decode: [https://d-0.s-d:30001]\n"
-                            "      router: http://router.inference:29000\n"
-                            "    profile: baseline\n    namespace: inference\n    replicas: 2\n"
-                            "    description: the RBG cluster\n")
+    path = _write(
+        tmp_path,
+        "    router_url: http://router.inference:8000/\n"
+        "    metrics:\n"
+        "      prefill: [http://p-0.s-p:30000, http://p-1.s-p:30000]\n"
+        "      decode: [https://d-0.s-d:30001]\n"
+        "      router: http://router.inference:29000\n"
+        "    profile: baseline\n    namespace: inference\n    replicas: 2\n"
+        "    description: the RBG cluster\n",
+    )
     t = load_targets(path)["cluster"]
     assert t.transport == "endpoint" and t.ssh is None and t.gpus == ()
     e = t.endpoint
@@ -46,7 +49,9 @@ def test_an_endpoint_target_loads_its_urls_and_runs_nothing(tmp_path: Path) -> N
     assert t.description == "the RBG cluster"
 
 
-def test_rendering_or_checking_a_profile_for_an_endpoint_target_is_refused(tmp_path: Path, pdir: Path) -> None:
+def test_rendering_or_checking_a_profile_for_an_endpoint_target_is_refused(
+    tmp_path: Path, pdir: Path
+) -> None:
     from dsv4ops.profiles import load_profile
 
     t = load_targets(_write(tmp_path, "    router_url: http://r:8000\n"))["cluster"]
@@ -81,8 +86,11 @@ def test_a_bad_router_url_names_file_line_and_key(tmp_path: Path, url: str, says
 
 
 def test_a_bad_metrics_url_names_its_list(tmp_path: Path) -> None:
-    err, path = _err(tmp_path, "    router_url: http://r:8000\n    metrics:\n"
-                               "      decode:\n        - http://d:30001/metrics\n")
+    err, path = _err(
+        tmp_path,
+        "    router_url: http://r:8000\n    metrics:\n"
+        "      decode:\n        - http://d:30001/metrics\n",
+    )
     assert f"{path}:" in str(err) and "targets.cluster.metrics.decode[0]" in str(err)
     assert "without a path" in str(err) and err.hint == "/metrics, /readiness ... are appended"
 
@@ -91,11 +99,16 @@ def test_a_bad_metrics_url_names_its_list(tmp_path: Path) -> None:
 def test_process_settings_on_an_endpoint_target_are_refused_by_name(
     tmp_path: Path, key: str
 ) -> None:
-    value = {"ssh": "\n      host: box\n      key: ~/.ssh/id_ed25519", "gpus": "[0, 1]",
-             "workdir": "/opt/x", "port_offset": "1000"}[key]
+    value = {
+        "ssh": "\n      host: box\n      key: ~/.ssh/id_ed25519",
+        "gpus": "[0, 1]",
+        "workdir": "/opt/x",
+        "port_offset": "1000",
+    }[key]
     err, path = _err(tmp_path, f"    router_url: http://r:8000\n    {key}: {value}\n")
-    assert str(err).startswith(f"{path}:6: targets.cluster.{key}: an endpoint target is "
-                               "reached over HTTP only"), str(err)
+    assert str(err).startswith(
+        f"{path}:6: targets.cluster.{key}: an endpoint target is " "reached over HTTP only"
+    ), str(err)
     assert "controller runs the pods" in str(err)
 
 

@@ -54,7 +54,9 @@ def test_schema_version_is_checked_first(write: Callable[[str, str], Path]) -> N
     assert "missing schema_version" in str(_err("nover"))
 
 
-def test_unknown_key_names_file_line_and_key_with_suggestion(write: Callable[[str, str], Path]) -> None:
+def test_unknown_key_names_file_line_and_key_with_suggestion(
+    write: Callable[[str, str], Path],
+) -> None:
     path = write("typo", child("decode:\n  max_runing_requests: 64\n"))
     err = _err("typo")
     assert str(err).startswith(f"{path}:4: decode.max_runing_requests: unknown key")
@@ -102,7 +104,9 @@ def test_recursive_alias_is_a_clear_error_not_a_crash(write: Callable[[str, str]
     assert "recursive alias" in str(err) and err.line == 3
 
 
-def test_an_alias_bomb_is_refused_at_the_anchor_that_crosses_the_budget(write: Callable[[str, str], Path]) -> None:
+def test_an_alias_bomb_is_refused_at_the_anchor_that_crosses_the_budget(
+    write: Callable[[str, str], Path],
+) -> None:
     bomb = "schema_version: 1\na: &a [x, x, x, x, x, x, x, x, x, x]\n"
     for i, prev in zip("bcdefghij", "abcdefghi", strict=True):
         bomb += f"{i}: &{i} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"
@@ -150,7 +154,9 @@ def test_deep_merge_is_deterministic_and_pure() -> None:
     assert base == {"a": {"x": [1, 2], "y": 1}, "b": 1}
 
 
-def test_error_in_inherited_value_names_the_file_that_set_it(write: Callable[[str, str], Path], pdir: Path) -> None:
+def test_error_in_inherited_value_names_the_file_that_set_it(
+    write: Callable[[str, str], Path], pdir: Path
+) -> None:
     write("mid", child("decode:\n  port: 30000\n"))  # clashes with prefill.port
     leaf = write("leaf", child("description: leaf\n", extends="mid"))
     err = _err("leaf")
@@ -184,7 +190,9 @@ def _git(cwd: Path, *args: str) -> str:
     ).stdout.strip()
 
 
-def test_load_at_git_revision_reads_the_whole_chain_at_that_commit(write: Callable[[str, str], Path], pdir: Path) -> None:
+def test_load_at_git_revision_reads_the_whole_chain_at_that_commit(
+    write: Callable[[str, str], Path], pdir: Path
+) -> None:
     root = pdir.parent
     _git(root, "init", "-q")
     _git(

@@ -70,7 +70,9 @@ def test_gpus_must_exist_on_the_target(write: Callable[[str, str], Path], pdir: 
         ("prefill:\n  bootstrap_port: 30001\n", "decode.port", "prefill.bootstrap_port"),
     ],
 )
-def test_every_port_distinct(write: Callable[[str, str], Path], text: str, key: str, clash: str) -> None:
+def test_every_port_distinct(
+    write: Callable[[str, str], Path], text: str, key: str, clash: str
+) -> None:
     err, _ = _err(write, text)
     assert err.key == key and f"already used by {clash}" in str(err)
 
@@ -136,7 +138,9 @@ def test_bad_bucket_spec(write: Callable[[str, str], Path]) -> None:
     assert err.key == "flags.decode_buckets" and "LO-HI" in str(err)
 
 
-def test_largest_bucket_below_max_running_is_an_explained_warning(write: Callable[[str, str], Path]) -> None:
+def test_largest_bucket_below_max_running_is_an_explained_warning(
+    write: Callable[[str, str], Path],
+) -> None:
     write("p", child("flags:\n  decode_buckets: [8, 16, 64]\n"))
     (w,) = load_profile("p").warnings
     assert w.code == "buckets-below-max-running" and "64 < max running requests 96" in w.message
@@ -160,7 +164,9 @@ def test_buckets_compared_with_dsv4_default_max_running(write: Callable[[str, st
     ("attr", "value"),
     [("transfer_backend", "mooncake"), ("page_size", 128), ("kv_cache_dtype", "bfloat16")],
 )
-def test_kv_settings_identical_on_both_sides(write: Callable[[str, str], Path], attr: str, value: object) -> None:
+def test_kv_settings_identical_on_both_sides(
+    write: Callable[[str, str], Path], attr: str, value: object
+) -> None:
     err, _ = _err(write, f"decode:\n  {attr}: {value}\n")
     assert err.key == f"decode.{attr}" and "identical" in str(err)
 
@@ -172,7 +178,9 @@ def test_non_nixl_backend_on_both_sides_is_a_warning(write: Callable[[str, str],
     assert codes == ["not-nixl"]
 
 
-def test_two_batch_overlap_needs_a2a_backend_or_attention_dp(write: Callable[[str, str], Path]) -> None:
+def test_two_batch_overlap_needs_a2a_backend_or_attention_dp(
+    write: Callable[[str, str], Path],
+) -> None:
     err, path = _err(write, "decode:\n  extra_args: ['--enable-two-batch-overlap']\n")
     assert str(err).startswith(f"{path}:4: decode.extra_args[0]: --enable-two-batch-overlap needs")
     assert "raises ValueError at start-up" in str(err)
@@ -191,7 +199,9 @@ def test_two_batch_overlap_needs_a2a_backend_or_attention_dp(write: Callable[[st
         ("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"),
     ],
 )
-def test_removed_flag_names_the_replacement(write: Callable[[str, str], Path], flag: str, replacement: str) -> None:
+def test_removed_flag_names_the_replacement(
+    write: Callable[[str, str], Path], flag: str, replacement: str
+) -> None:
     err, path = _err(
         write, f"decode:\n  extra_args: ['--watchdog-timeout', '600', '{flag}', '64']\n"
     )
@@ -207,7 +217,9 @@ def test_unknown_and_ambiguous_server_flags(write: Callable[[str, str], Path]) -
     assert "ambiguous" in str(err)
 
 
-def test_flags_the_profile_owns_are_rejected_in_extra_args(write: Callable[[str, str], Path]) -> None:
+def test_flags_the_profile_owns_are_rejected_in_extra_args(
+    write: Callable[[str, str], Path],
+) -> None:
     err, _ = _err(write, "decode:\n  extra_args: ['--port', '1234']\n")
     assert "--port is set by the profile (decode.port)" in str(err)
     err, _ = _err(write, "decode:\n  extra_args: ['--cuda-graph-bs-decode', '8']\n")
@@ -248,21 +260,33 @@ def test_kernel_package_format(write: Callable[[str, str], Path]) -> None:
     assert err.key == "kernel_package" and "name@version" in str(err)
 
 
-@pytest.mark.parametrize(("decode", "reason"), [
-    ("", "flashinfer_mxfp4 reads no Triton configs"),
-    ("  extra_args: [--moe-runner-backend, triton]\n", "Hidden size mismatch"),
-    ("  env: {SGLANG_DSV4_FP4_DEQUANT: '1'}\n", "deep_gemm"),
-    ("  extra_args: [--moe-runner-backend, marlin]\n", "reads no Triton configs"),
-])
-def test_a_kernel_package_nothing_would_load_is_refused_with_the_reason(write: Callable[[str, str], Path], decode, reason) -> None:  # type: ignore[no-untyped-def]
-    err, path = _err(write, "kernel_package: dsv4-decode@1.2.0\n" + (f"decode:\n{decode}" if decode else ""))
+@pytest.mark.parametrize(
+    ("decode", "reason"),
+    [
+        ("", "flashinfer_mxfp4 reads no Triton configs"),
+        ("  extra_args: [--moe-runner-backend, triton]\n", "Hidden size mismatch"),
+        ("  env: {SGLANG_DSV4_FP4_DEQUANT: '1'}\n", "deep_gemm"),
+        ("  extra_args: [--moe-runner-backend, marlin]\n", "reads no Triton configs"),
+    ],
+)
+def test_a_kernel_package_nothing_would_load_is_refused_with_the_reason(  # type: ignore[no-untyped-def]
+    write: Callable[[str, str], Path], decode, reason
+) -> None:
+    err, path = _err(
+        write, "kernel_package: dsv4-decode@1.2.0\n" + (f"decode:\n{decode}" if decode else "")
+    )
     assert err.key == "kernel_package" and reason in str(err)
-    assert f"{path}:3:" in str(err) and "nothing in this configuration would load dsv4-decode@1.2.0" in str(err)
+    assert f"{path}:3:" in str(
+        err
+    ) and "nothing in this configuration would load dsv4-decode@1.2.0" in str(err)
 
 
 def test_canary_fractions_bounded(write: Callable[[str, str], Path]) -> None:
     err, _ = _err(write, "canary:\n  consistency_min_agreement: 95\n")
-    assert err.key == "canary.consistency_min_agreement" and "expected a number from 0 to 1, got 95" in str(err)
+    assert (
+        err.key == "canary.consistency_min_agreement"
+        and "expected a number from 0 to 1, got 95" in str(err)
+    )
 
 
 def test_canary_thinking_needs_a_reasoning_parser(write: Callable[[str, str], Path]) -> None:

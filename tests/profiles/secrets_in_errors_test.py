@@ -32,7 +32,10 @@ CASES = {
         "prefill.extra_args",
     ),
     # issue 21, F8: the flag and its value in one item, and `--flag=` with the value after it
-    "argv-one-string": ("decode:\n  extra_args: ['--api-key " + SECRET + "']\n", "decode.extra_args[0]"),
+    "argv-one-string": (
+        "decode:\n  extra_args: ['--api-key " + SECRET + "']\n",
+        "decode.extra_args[0]",
+    ),
     "argv-empty-equals": (
         "prefill:\n  extra_args: ['--api-key=', '" + SECRET + "']\n",
         "prefill.extra_args[1]",
@@ -56,7 +59,9 @@ COMMANDS = [
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_no_command_prints_the_secret_of_a_bad_profile(write: Callable[[str, str], Path], pdir: Path, case: str) -> None:
+def test_no_command_prints_the_secret_of_a_bad_profile(
+    write: Callable[[str, str], Path], pdir: Path, case: str
+) -> None:
     text, key = CASES[case]
     path = write("leaky", child(text))
     for command in COMMANDS:
@@ -79,7 +84,9 @@ def test_no_command_prints_the_secret_of_a_bad_profile(write: Callable[[str, str
             assert f"{path}:" in run.err and f": {key}: " in run.err, (argv, run.err)
 
 
-def test_validating_every_profile_hides_the_secrets_too(write: Callable[[str, str], Path], pdir: Path) -> None:
+def test_validating_every_profile_hides_the_secrets_too(
+    write: Callable[[str, str], Path], pdir: Path
+) -> None:
     for i, (text, _) in enumerate(CASES.values()):
         write(f"leaky{i}", child(text))
     run = run_cli("profile", "validate", profiles_dir=pdir)
@@ -105,7 +112,9 @@ def test_the_excerpt_is_bounded_in_size_and_time() -> None:
     assert excerpt([[[[[1]]]]]) == "[[[[...]]]]"
 
 
-def test_profile_diff_hides_secrets_but_still_shows_that_they_changed(write: Callable[[str, str], Path], pdir: Path) -> None:
+def test_profile_diff_hides_secrets_but_still_shows_that_they_changed(
+    write: Callable[[str, str], Path], pdir: Path
+) -> None:
     write(
         "one",
         child(f"prefill:\n  env: {{HF_TOKEN: {SECRET}}}\n  extra_args: [--api-key, {SECRET}]\n"),

@@ -30,7 +30,11 @@ def test_every_declared_setting_is_in_the_schema_with_its_default_and_bounds() -
         assert isinstance(f, Field) and f.kind == d.kind, d.name
         default = list(d.default) if isinstance(d.default, tuple) else d.default
         assert (f.default, f.minimum, f.maximum, f.max_items) == (
-            default, d.bounds.minimum, d.bounds.maximum, d.bounds.max_items), d.name
+            default,
+            d.bounds.minimum,
+            d.bounds.maximum,
+            d.bounds.max_items,
+        ), d.name
 
 
 def test_the_model_and_the_thresholds_hold_every_setting_at_its_declared_default() -> None:
@@ -46,8 +50,9 @@ def test_a_profile_that_sets_nothing_loads_the_declared_defaults(write) -> None:
     assert load_profile("p").canary == CanaryThresholds()
 
 
-@pytest.mark.parametrize("d", [d for d in SETTINGS if d.bounds.maximum is not None],
-                         ids=lambda d: d.name)
+@pytest.mark.parametrize(
+    "d", [d for d in SETTINGS if d.bounds.maximum is not None], ids=lambda d: d.name
+)
 def test_the_loader_refuses_a_value_above_each_declared_maximum(write, d) -> None:  # type: ignore[no-untyped-def]
     assert d.bounds.maximum is not None
     too_big = int(d.bounds.maximum) + 1
@@ -66,26 +71,38 @@ def test_a_profile_value_reaches_the_thresholds_by_one_typed_path(write) -> None
 
 
 def test_a_record_keeps_the_default_for_what_it_cannot_use() -> None:
-    got = from_record(CanaryThresholds, {
-        "smoke_requests": "***", "stall_s": 1, "sweep_concurrency": [4, 8], "thinking": 1,
-        "freeze_s": None, "not_a_setting": 3,
-    })
+    got = from_record(
+        CanaryThresholds,
+        {
+            "smoke_requests": "***",
+            "stall_s": 1,
+            "sweep_concurrency": [4, 8],
+            "thinking": 1,
+            "freeze_s": None,
+            "not_a_setting": 3,
+        },
+    )
     assert got == dataclasses.replace(CanaryThresholds(), stall_s=1.0, sweep_concurrency=(4, 8))
     assert from_record(CanaryThresholds, None) == CanaryThresholds()
 
 
-@pytest.mark.parametrize(("section", "cls"), [("canary", CanaryThresholds), ("probe", ProbeSettings)])
+@pytest.mark.parametrize(
+    ("section", "cls"), [("canary", CanaryThresholds), ("probe", ProbeSettings)]
+)
 def test_the_docs_table_is_what_the_declaration_prints(section: str, cls: type[Any]) -> None:
     text = DOCS.read_text()
     begin, end = f"<!-- {section}-settings: begin -->\n", f"<!-- {section}-settings: end -->"
-    table = text[text.index(begin) + len(begin):text.index(end)].strip().splitlines()
+    table = text[text.index(begin) + len(begin) : text.index(end)].strip().splitlines()
     assert table == reference_rows(section, cls)
 
 
 def test_a_choice_setting_is_validated_by_its_choices() -> None:
     assert section_schema(ProbeSettings)["tool_call"] == Field(
-        "str", default="required", choices=("required", "auto", "off"),
-        help=ProbeSettings.__dataclass_fields__["tool_call"].metadata["dsv4ops.setting"].doc)
+        "str",
+        default="required",
+        choices=("required", "auto", "off"),
+        help=ProbeSettings.__dataclass_fields__["tool_call"].metadata["dsv4ops.setting"].doc,
+    )
     assert "`required` / `auto` / `off`" in reference_rows("probe", ProbeSettings)[2]
 
 
@@ -100,11 +117,13 @@ class _Probe:
 def test_a_new_section_is_one_dataclass_away() -> None:
     assert section_schema(_Probe) == {
         "tool_call": Field("bool", default=True, help="the probe sends a tool call"),
-        "timeout_s": Field("float", default=10.0, minimum=0.1, maximum=600.0,
-                           help="seconds the probe waits"),
+        "timeout_s": Field(
+            "float", default=10.0, minimum=0.1, maximum=600.0, help="seconds the probe waits"
+        ),
     }
     assert reference_rows("probe", _Probe)[2] == (
-        "| `probe.tool_call` | bool | `true` | - | the probe sends a tool call |")
+        "| `probe.tool_call` | bool | `true` | - | the probe sends a tool call |"
+    )
 
 
 def test_a_field_not_declared_with_setting_is_refused() -> None:

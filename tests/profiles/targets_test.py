@@ -21,7 +21,8 @@ targets:
 
 
 def test_a_relative_local_python_is_relative_to_where_dsv4ops_runs_like_the_workdir(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The components start in the workdir, where the same relative path names another file
     (the agent ran `env/bin/python` from here and the servers from `ops/`)."""
     (tmp_path / "targets.yaml").write_text(TARGETS)

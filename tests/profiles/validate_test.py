@@ -55,7 +55,9 @@ def test_load_profile_still_raises_the_first_problem(write: Callable[[str, str],
     assert str(info.value).startswith(f"{path}:3: flagz: unknown key")
 
 
-def test_every_rule_violation_is_reported_not_just_the_first(write: Callable[[str, str], Path]) -> None:
+def test_every_rule_violation_is_reported_not_just_the_first(
+    write: Callable[[str, str], Path],
+) -> None:
     write(
         "rules",
         child(
@@ -105,7 +107,9 @@ def test_bad_schema_version_is_the_only_problem(write: Callable[[str, str], Path
     ],
     ids=["gpus", "tp", "tp-buckets", "port", "extra-args", "buckets", "section"],
 )
-def test_type_error_skips_the_rules_that_need_the_value(write: Callable[[str, str], Path], text: str, key: str) -> None:
+def test_type_error_skips_the_rules_that_need_the_value(
+    write: Callable[[str, str], Path], text: str, key: str
+) -> None:
     path = write("typed", child(text))
     check = check_profile_file("typed", targets=load_targets().values())
     assert [(p.path, p.line, p.key) for p in check.problems] == [
@@ -114,7 +118,9 @@ def test_type_error_skips_the_rules_that_need_the_value(write: Callable[[str, st
     assert check.profile is None
 
 
-def test_a_type_error_does_not_hide_independent_rule_violations(write: Callable[[str, str], Path]) -> None:
+def test_a_type_error_does_not_hide_independent_rule_violations(
+    write: Callable[[str, str], Path],
+) -> None:
     # decode.tp is unusable, but decode.gpus can still be checked against prefill's.
     write("mixed", child("decode:\n  tp: four\n  gpus: [3, 4, 5, 6]\n"))
     assert _where(validate_profile("mixed")) == [
@@ -123,7 +129,9 @@ def test_a_type_error_does_not_hide_independent_rule_violations(write: Callable[
     ]
 
 
-def test_errors_in_the_parent_name_the_parent_file_and_line(write: Callable[[str, str], Path], pdir: Path) -> None:
+def test_errors_in_the_parent_name_the_parent_file_and_line(
+    write: Callable[[str, str], Path], pdir: Path
+) -> None:
     parent = write(
         "parent",
         child(
@@ -143,7 +151,9 @@ def test_errors_in_the_parent_name_the_parent_file_and_line(write: Callable[[str
     assert problems[2].message.endswith(f"(inherited by {kid})")
 
 
-def test_a_broken_extends_ends_the_check_but_keeps_what_came_before(write: Callable[[str, str], Path]) -> None:
+def test_a_broken_extends_ends_the_check_but_keeps_what_came_before(
+    write: Callable[[str, str], Path],
+) -> None:
     path = write("orphan", child("flagz: 1\n", extends="ghost"))
     assert [(p.path, p.line, p.key) for p in validate_profile("orphan")] == [
         (str(path), 2, "extends"),
@@ -214,7 +224,9 @@ def test_cli_all_profiles_lists_problems_per_profile_with_a_summary(
     assert captured.err == "error: 2 of 3 profiles are invalid\n"
 
 
-def test_cli_json_lists_every_problem(write: Callable[[str, str], Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_json_lists_every_problem(
+    write: Callable[[str, str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     path = write("three", THREE_MISTAKES)
     assert main(["profile", "validate", "three", "base", "--json"]) == 1
     three, base = json.loads(capsys.readouterr().out)
@@ -228,7 +240,9 @@ def test_cli_json_lists_every_problem(write: Callable[[str, str], Path], capsys:
     assert three["error"] == f"{path}:3: flagz: " + three["problems"][0]["message"]
 
 
-def test_cli_subprocess_exit_1_and_no_traceback(write: Callable[[str, str], Path], pdir: Path) -> None:
+def test_cli_subprocess_exit_1_and_no_traceback(
+    write: Callable[[str, str], Path], pdir: Path
+) -> None:
     write("three", THREE_MISTAKES)
     write("kid", child("decode:\n  gpus: x\n", extends="three"))
     env = {**os.environ, "DSV4OPS_PROFILES_DIR": str(pdir)}

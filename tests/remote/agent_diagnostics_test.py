@@ -19,9 +19,17 @@ def test_tree_log_and_py_spy_scrubbed_on_the_target(local_sup: Supervisor, workd
     (port,) = free_ports(1)
     # issue 21, F3: every secret flag of the tables, each shape; py-spy prints the cmdline
     argv = toy_argv(
-        "--port", port, "--api-key", "flag-secret-1", "--admin-api-key", "flag-secret-2",
-        "--ssl-keyfile-password=flag-secret-3", "--control-plane-api-keys", "flag-secret-4",
-        "flag-secret-5", SECRET,
+        "--port",
+        port,
+        "--api-key",
+        "flag-secret-1",
+        "--admin-api-key",
+        "flag-secret-2",
+        "--ssl-keyfile-password=flag-secret-3",
+        "--control-plane-api-keys",
+        "flag-secret-4",
+        "flag-secret-5",
+        SECRET,
     )
     local_sup.start(ProcessSpec("web", argv, {"HF_TOKEN": SECRET}, (port,)))
     wait_for_log_line(workdir, "web", "toy: argv=")

@@ -69,11 +69,26 @@ def test_the_zip_carries_the_real_secrets_module_and_no_copy() -> None:
     assert agent_zip() == agent_zip() and len(agent_sha256()) == 64
 
 
-def _run_isolated(zip_path: Path, request: JSONObject, *,
-                  importtime: bool = False) -> tuple[JSONObject, str]:
-    argv = [sys.executable, "-I", "-S", *(["-X", "importtime"] if importtime else []), str(zip_path)]
-    out = subprocess.run(argv, input=json.dumps(request), capture_output=True, text=True,
-                         timeout=30, check=True, cwd=zip_path.parent, env=_BARE_ENV)
+def _run_isolated(
+    zip_path: Path, request: JSONObject, *, importtime: bool = False
+) -> tuple[JSONObject, str]:
+    argv = [
+        sys.executable,
+        "-I",
+        "-S",
+        *(["-X", "importtime"] if importtime else []),
+        str(zip_path),
+    ]
+    out = subprocess.run(
+        argv,
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+        cwd=zip_path.parent,
+        env=_BARE_ENV,
+    )
     reply: JSONObject = json.loads(out.stdout)
     return reply, out.stderr
 
@@ -90,8 +105,12 @@ def test_the_uploaded_zip_runs_isolated_on_a_target_without_dsv4ops(tmp_path: Pa
         {"op": "hello"},
         {"op": "write_state", "name": "x", "data": {"HF_TOKEN": "t"}},
         {"op": "read_state", "name": "x"},
-        {"op": "start", "name": "c", "argv": ["true", "--api-key", "k-123456"],
-         "env": {"HF_TOKEN": "hf-123456", "MODE": "a"}},
+        {
+            "op": "start",
+            "name": "c",
+            "argv": ["true", "--api-key", "k-123456"],
+            "env": {"HF_TOKEN": "hf-123456", "MODE": "a"},
+        },
         {"op": "status", "names": ["c"]},
         {"op": "preflight", "ports": [1], "gpus": [], "paths": [wd]},
         {"op": "http", "url": "http://127.0.0.1:1/", "timeout_s": 1},
@@ -103,17 +122,25 @@ def test_the_uploaded_zip_runs_isolated_on_a_target_without_dsv4ops(tmp_path: Pa
         {"op": "kernels_probe"},
     ]
     for req in requests:
-        reply, trace = _run_isolated(zip_path, {**req, "workdir": wd, "agent_sha256": agent_sha256()},
-                                     importtime=True)
+        reply, trace = _run_isolated(
+            zip_path, {**req, "workdir": wd, "agent_sha256": agent_sha256()}, importtime=True
+        )
         assert reply["ok"], (req, reply)
         loaded = [line.split("|")[-1].strip() for line in trace.splitlines() if "|" in line]
-        stray = [m for m in loaded[1:] if not m.startswith(_OWN) and m not in _STDLIB_PROBES
-                 and m not in ("dsv4ops", "dsv4ops.remote")
-                 and m.split(".")[0] not in sys.stdlib_module_names]
+        stray = [
+            m
+            for m in loaded[1:]
+            if not m.startswith(_OWN)
+            and m not in _STDLIB_PROBES
+            and m not in ("dsv4ops", "dsv4ops.remote")
+            and m.split(".")[0] not in sys.stdlib_module_names
+        ]
         assert not stray, (req["op"], stray)
         assert any(m.startswith("dsv4ops.remote.agent") for m in loaded)
     record = json.loads((target / "wd" / "run" / "c.json").read_text())
-    assert record["argv"] == secrets.redact_argv(["true", "--api-key", "k-123456"])  # the real rules
+    assert record["argv"] == secrets.redact_argv(
+        ["true", "--api-key", "k-123456"]
+    )  # the real rules
     assert record["env"] == {"HF_TOKEN": "***", "MODE": "a"}
 
 
@@ -152,7 +179,9 @@ def _other_version() -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:  # a valid agent zip of another dsv4ops version
         for name, data in _zip_members().items():
-            zf.writestr(name, data + (b"\n# another version\n" if name.endswith("main.py") else b""))
+            zf.writestr(
+                name, data + (b"\n# another version\n" if name.endswith("main.py") else b"")
+            )
     return buf.getvalue()
 
 

@@ -136,7 +136,8 @@ def test_an_interrupt_kills_the_running_command_and_what_it_spawned(tmp_path: Pa
         "import subprocess, sys, time\n"
         "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
         f"open({str(pids)!r}, 'w').write(str(c.pid))\n"
-        "time.sleep(60)\n")
+        "time.sleep(60)\n"
+    )
     cli = (
         "import signal, sys\n"
         "from dsv4ops.remote.local import LocalExecutor\n"

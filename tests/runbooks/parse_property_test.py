@@ -23,23 +23,80 @@ from dsv4ops.runbooks.model import END, Runbook
 from dsv4ops.runbooks.parse import RunbookError, parse_runbook
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED = {p.name: p.read_text() for p in sorted((REPO / "runbooks").glob("*.md")) if p.name != "README.md"}
-NUMBERS = ["0", "1", "2", "3", "7", "-1", "999999999999", "1e308", "inf", "-inf", "nan", "0x10",
-           "1_000", "", " ", "\x00", "1.5", "end", "END", "٣"]
+SHIPPED = {
+    p.name: p.read_text() for p in sorted((REPO / "runbooks").glob("*.md")) if p.name != "README.md"
+}
+NUMBERS = [
+    "0",
+    "1",
+    "2",
+    "3",
+    "7",
+    "-1",
+    "999999999999",
+    "1e308",
+    "inf",
+    "-inf",
+    "nan",
+    "0x10",
+    "1_000",
+    "",
+    " ",
+    "\x00",
+    "1.5",
+    "end",
+    "END",
+    "٣",
+]
 HOSTILE = st.one_of(
-    st.builds(lambda k, v: f"   {k}: {v}", st.sampled_from(
-        ["if-ok", "if-failed", "timeout", "max-bytes", "kind", "repeat", "until", "question"]),
-        st.sampled_from(NUMBERS + ["wait", "run", "safe", "metric decode x == nan",
-                                   "metric decode x < inf", "http router /h 9999",
-                                   "http router /h 200", "status healthy"])),
-    st.builds(lambda n: f"   dsv4ops status --target {{target}}  # expect exit {n}", st.sampled_from(NUMBERS)),
-    st.sampled_from(["   ```step", "   ```dsv4ops", "   ```", "```", "1. Again.", "9. Far.",
-                     "   dsv4ops status; rm -rf /", "   dsv4ops runbook run x", "\x1b[2J",
-                     "   dsv4ops deploy {x} --target other", "## Rehearse", "# Title"]),
+    st.builds(
+        lambda k, v: f"   {k}: {v}",
+        st.sampled_from(
+            ["if-ok", "if-failed", "timeout", "max-bytes", "kind", "repeat", "until", "question"]
+        ),
+        st.sampled_from(
+            NUMBERS
+            + [
+                "wait",
+                "run",
+                "safe",
+                "metric decode x == nan",
+                "metric decode x < inf",
+                "http router /h 9999",
+                "http router /h 200",
+                "status healthy",
+            ]
+        ),
+    ),
+    st.builds(
+        lambda n: f"   dsv4ops status --target {{target}}  # expect exit {n}",
+        st.sampled_from(NUMBERS),
+    ),
+    st.sampled_from(
+        [
+            "   ```step",
+            "   ```dsv4ops",
+            "   ```",
+            "```",
+            "1. Again.",
+            "9. Far.",
+            "   dsv4ops status; rm -rf /",
+            "   dsv4ops runbook run x",
+            "\x1b[2J",
+            "   dsv4ops deploy {x} --target other",
+            "## Rehearse",
+            "# Title",
+        ]
+    ),
     st.text(max_size=60),
 )
-SETTINGS = settings(max_examples=250, derandomize=True, deadline=timedelta(seconds=2),
-                    database=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=250,
+    derandomize=True,
+    deadline=timedelta(seconds=2),
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 _WHERE = re.compile(r"^m\.md(:\d+)?: ")
 
 
@@ -63,6 +120,7 @@ def mutants(draw: st.DrawFn) -> str:
 
 def _paths_end(book: Runbook) -> None:
     """Follow every branch from every step: no step is reached twice on one path."""
+
     def walk(number: int, seen: tuple[int, ...]) -> None:
         assert number not in seen, f"cycle {seen + (number,)}"
         step = book.step(number)

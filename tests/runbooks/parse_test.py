@@ -223,7 +223,11 @@ def test_step_kinds_conditions_branches_and_repeat_marks() -> None:
     assert [s.action for s in b.steps] == ["wait", "diagnostics", "confirm", "run"]
     metric, http, process, status = wait.conditions
     assert (metric.kind, metric.component, metric.series, metric.labels) == (
-        "metric", "decode", "sglang:realtime_tokens_total", (("mode", "decode"),))
+        "metric",
+        "decode",
+        "sglang:realtime_tokens_total",
+        (("mode", "decode"),),
+    )
     assert metric.op == ">" and metric.holds(1.0) and not metric.holds(0.0)
     assert http.codes == {200, 204} and http.path == "/readiness"
     assert (process.component, process.state) == ("prefill", "alive")
@@ -233,9 +237,11 @@ def test_step_kinds_conditions_branches_and_repeat_marks() -> None:
     assert b.after(wait, "") is diag and diag.max_bytes == 1000
     assert ask.question == "Restart now?" and ask.safe_to_repeat
     assert change.needs_confirmation and change.safe_to_repeat  # marked safe explicitly
-    assert not parse_runbook(STEPS.replace("repeat: safe", "kind: run"), path="k.md").steps[
-        3
-    ].safe_to_repeat  # a step that changes the target is not safe to repeat by default
+    assert (
+        not parse_runbook(STEPS.replace("repeat: safe", "kind: run"), path="k.md")
+        .steps[3]
+        .safe_to_repeat
+    )  # a step that changes the target is not safe to repeat by default
 
 
 @pytest.mark.parametrize(
@@ -243,8 +249,16 @@ def test_step_kinds_conditions_branches_and_repeat_marks() -> None:
     [
         ("kind: diagnostics", "kind: reboot", "k.md:15: unknown step kind 'reboot'"),
         ("   question: Restart now?\n", "", "k.md:19: confirm step 3 needs a 'question:'"),
-        ("if-failed: 3", "if-failed: 9", "k.md:11: step 1 branches to step 9, which does not exist"),
-        ("until: process prefill alive", "until: process gpu alive", "k.md:8: unknown component 'gpu'"),
+        (
+            "if-failed: 3",
+            "if-failed: 9",
+            "k.md:11: step 1 branches to step 9, which does not exist",
+        ),
+        (
+            "until: process prefill alive",
+            "until: process gpu alive",
+            "k.md:8: unknown component 'gpu'",
+        ),
         ("until: status healthy", "until: metric decode up", "k.md:9: a metric condition compares"),
         ("timeout: 30s", "timeout: soon", "k.md:10: cannot read 'soon'"),
         ("max-bytes: 1000", "size: 1000", "k.md:16: 'size: 1000' is not a step setting"),
@@ -257,15 +271,28 @@ def test_step_kinds_conditions_branches_and_repeat_marks() -> None:
         ("max-bytes: 1000", "max-bytes: 1e300", "is more than the most allowed"),
         ('{mode="decode"} > 0', '{mode="decode"} == nan', "k.md:6: 'nan' is not a finite number"),
         ('{mode="decode"} > 0', '{mode="decode"} < inf', "k.md:6: 'inf' is not a finite number"),
-        ("/readiness 200,204", "/readiness 200,9999", "k.md:7: '200,9999': HTTP status codes are 100-599"),
-        ("{target}\n   ```\n   ```step", "{target}  # expect exit 999999999999\n   ```\n   ```step",
-         "k.md:26: 'expect exit 999999999999': an exit code is 0-255"),
+        (
+            "/readiness 200,204",
+            "/readiness 200,9999",
+            "k.md:7: '200,9999': HTTP status codes are 100-599",
+        ),
+        (
+            "{target}\n   ```\n   ```step",
+            "{target}  # expect exit 999999999999\n   ```\n   ```step",
+            "k.md:26: 'expect exit 999999999999': an exit code is 0-255",
+        ),
         # issue 21, F4: a branch cycle would run for ever (also with --dry-run)
-        ("if-ok: end", "if-ok: 1", "k.md:22: the branches make a cycle (step 1 -> step 2 -> step 3 -> step 1)"),
+        (
+            "if-ok: end",
+            "if-ok: 1",
+            "k.md:22: the branches make a cycle (step 1 -> step 2 -> step 3 -> step 1)",
+        ),
         ("if-failed: 3", "if-failed: 1", "k.md:11: the branches make a cycle (step 1 -> step 1)"),
     ],
 )
-def test_a_malformed_runbook_is_refused_with_file_and_line(old: str, new: str, message: str) -> None:
+def test_a_malformed_runbook_is_refused_with_file_and_line(
+    old: str, new: str, message: str
+) -> None:
     assert old in STEPS
     with pytest.raises(RunbookError) as exc:
         parse_runbook(STEPS.replace(old, new), path="k.md")
@@ -273,13 +300,18 @@ def test_a_malformed_runbook_is_refused_with_file_and_line(old: str, new: str, m
 
 
 def test_kind_and_blocks_must_agree() -> None:
-    no_until = STEPS.replace('   until: metric decode sglang:realtime_tokens_total{mode="decode"} > 0\n'
-                             "   until: http router /readiness 200,204\n"
-                             "   until: process prefill alive\n   until: status healthy\n", "")
+    no_until = STEPS.replace(
+        '   until: metric decode sglang:realtime_tokens_total{mode="decode"} > 0\n'
+        "   until: http router /readiness 200,204\n"
+        "   until: process prefill alive\n   until: status healthy\n",
+        "",
+    )
     with pytest.raises(RunbookError, match=r"k.md:4: wait step 1 needs at least one 'until:'"):
         parse_runbook(no_until, path="k.md")
-    commands_in_a_wait = STEPS.replace("   if-failed: 3\n   ```\n", "   if-failed: 3\n   ```\n"
-                                       "   ```dsv4ops\n   dsv4ops status\n   ```\n")
+    commands_in_a_wait = STEPS.replace(
+        "   if-failed: 3\n   ```\n",
+        "   if-failed: 3\n   ```\n" "   ```dsv4ops\n   dsv4ops status\n   ```\n",
+    )
     with pytest.raises(RunbookError, match="step 1 is kind wait; its commands belong in a run"):
         parse_runbook(commands_in_a_wait, path="k.md")
     with pytest.raises(RunbookError, match="k.md:1: a step block must be inside a numbered step"):

@@ -42,8 +42,12 @@ EDITED = BOOK.replace(
 
 
 def _session(
-    journal: Journal, text: str, who: str, ex: FakeExecutor, world: FakeWorld | None = None,
-    **kw: Any
+    journal: Journal,
+    text: str,
+    who: str,
+    ex: FakeExecutor,
+    world: FakeWorld | None = None,
+    **kw: Any,
 ) -> tuple[Session, list[str]]:
     out: list[str] = []
     s = Session(
@@ -80,7 +84,9 @@ def _journal(box: Supervisor, state: Path) -> Journal:
     return Journal("t1", backend=TargetJournal(box, state / "journal" / "t1.jsonl"))
 
 
-def test_resume_of_an_edited_runbook_is_refused_naming_the_changed_step(record: Supervisor, tmp_path: Path) -> None:
+def test_resume_of_an_edited_runbook_is_refused_naming_the_changed_step(
+    record: Supervisor, tmp_path: Path
+) -> None:
     journal = _journal(record, tmp_path / "alice")
     run_id = _interrupted_run(journal)
     ex = FakeExecutor(lambda argv: 0)
@@ -98,7 +104,9 @@ def test_resume_of_an_edited_runbook_is_refused_naming_the_changed_step(record: 
 
 
 @pytest.mark.ssh
-def test_two_operators_resuming_one_run_only_one_wins(record: Supervisor, tmp_path: Path, sshd: SshdServer) -> None:
+def test_two_operators_resuming_one_run_only_one_wins(
+    record: Supervisor, tmp_path: Path, sshd: SshdServer
+) -> None:
     alice = _journal(record, tmp_path / "alice")
     run_id = _interrupted_run(alice)
     with sshd.executor() as executor:

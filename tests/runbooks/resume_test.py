@@ -79,7 +79,12 @@ def test_a_run_is_one_journal_operation_with_each_step(journal: Journal) -> None
     s, out = session(journal, world, ex)
     run(s)
     op = journal.operations()[-1]
-    assert op.kind is Kind.RUNBOOK and op.status is Status.SUCCEEDED and not op.proven and journal.judged() == {}
+    assert (
+        op.kind is Kind.RUNBOOK
+        and op.status is Status.SUCCEEDED
+        and not op.proven
+        and journal.judged() == {}
+    )
     rec = fold_run(op)
     assert rec.runbook == "book" and rec.target == "t1" and rec.variables == {"profile": "baseline"}
     assert sorted(rec.done) == [1, 2, 3, 4, 5]  # 2 held: no branch

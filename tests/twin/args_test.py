@@ -11,8 +11,12 @@ BASE = ["--model-path", "/models/DSV4"]
 
 
 def _launch(args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dsv4ops.twin.launch_server", *BASE, *args],
-                          capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        [sys.executable, "-m", "dsv4ops.twin.launch_server", *BASE, *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 @pytest.mark.parametrize("flag", ["--cuda-graph-bs", "--cuda-graph-max-bs"])
@@ -29,16 +33,35 @@ def test_two_batch_overlap_without_a2a_or_attention_dp_refuses_to_start() -> Non
 
 
 def test_two_batch_overlap_with_a2a_backend_or_attention_dp_is_accepted() -> None:
-    assert parse_args([*BASE, "--enable-two-batch-overlap", "--moe-a2a-backend", "deepep",
-                       "--tp-size", "4"]).ep_size == 4
+    assert (
+        parse_args(
+            [*BASE, "--enable-two-batch-overlap", "--moe-a2a-backend", "deepep", "--tp-size", "4"]
+        ).ep_size
+        == 4
+    )
     assert parse_args([*BASE, "--enable-two-batch-overlap", "--attn-dp-size", "2"])
 
 
 def test_unknown_sglang_flags_are_accepted_and_the_honoured_ones_parsed() -> None:
-    args = parse_args([*BASE, "--trust-remote-code", "--mem-fraction-static", "0.85",
-                       "--tp", "4", "--disaggregation-mode", "decode",
-                       "--cuda-graph-bs-decode", "32", "40", "--disable-overlap-schedule",
-                       "--served-model-name", "dsv4", "--enable-metrics"])
+    args = parse_args(
+        [
+            *BASE,
+            "--trust-remote-code",
+            "--mem-fraction-static",
+            "0.85",
+            "--tp",
+            "4",
+            "--disaggregation-mode",
+            "decode",
+            "--cuda-graph-bs-decode",
+            "32",
+            "40",
+            "--disable-overlap-schedule",
+            "--served-model-name",
+            "dsv4",
+            "--enable-metrics",
+        ]
+    )
     assert args.tp_size == 4  # argparse prefix match, as in SGLang
     assert args.mode == "decode"
     assert args.cuda_graph_bs_decode == (32, 40)
@@ -55,7 +78,9 @@ def test_startup_error_is_a_plain_exception_for_callers() -> None:
 def test_bad_twin_env_value_fails_with_one_line() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "dsv4ops.twin.launch_server", *BASE],
-        capture_output=True, text=True, timeout=30,
+        capture_output=True,
+        text=True,
+        timeout=30,
         env={"PATH": "/usr/bin:/bin", "DSV4_TWIN_TIME_SCALE": "fast"},
     )
     assert result.returncode == 1
@@ -77,10 +102,25 @@ def test_every_real_sglang_flag_is_accepted_with_its_arity() -> None:
     parser = build_parser()
     declared = set(parser._option_string_actions) - {"-h", "--help"}
     assert declared == set(SGLANG_SERVER_TABLE)  # exactly the real parser's 559 flags
-    args = parse_args([*BASE, "--mem-fraction-static", "0.85", "--trust-remote-code",
-                       "--attention-backend", "dsv4", "--gc-threshold", "1", "2"])
-    assert args.ignored == ("--mem-fraction-static", "--trust-remote-code",
-                            "--attention-backend", "--gc-threshold")
+    args = parse_args(
+        [
+            *BASE,
+            "--mem-fraction-static",
+            "0.85",
+            "--trust-remote-code",
+            "--attention-backend",
+            "dsv4",
+            "--gc-threshold",
+            "1",
+            "2",
+        ]
+    )
+    assert args.ignored == (
+        "--mem-fraction-static",
+        "--trust-remote-code",
+        "--attention-backend",
+        "--gc-threshold",
+    )
     with pytest.raises(SystemExit) as exc:  # a real flag with a bad choice: argparse's exit 2
         parse_args([*BASE, "--attention-backend", "no-such-backend"])
     assert exc.value.code == 2

@@ -28,14 +28,22 @@ def url() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def bare_url() -> Iterator[str]:
-    with twin_server(["--disaggregation-mode", "decode"], env={"DSV4_TWIN_TIME_SCALE": "0.02"}) as p:
+    with twin_server(
+        ["--disaggregation-mode", "decode"], env={"DSV4_TWIN_TIME_SCALE": "0.02"}
+    ) as p:
         yield p.url
 
 
 def _stream(url: str, content: str, **extra: Any) -> list[Any]:
-    body = {"model": "m", "messages": [{"role": "user", "content": content}], "stream": True,
-            "stream_options": {"include_usage": True}, "max_tokens": 300, **fake_bootstrap(),
-            **extra}
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": content}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": 300,
+        **fake_bootstrap(),
+        **extra,
+    }
     with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=30) as r:
         assert r.status_code == 200
         events = sse_events(r.iter_lines())
@@ -59,8 +67,10 @@ def test_a_tool_call_is_one_delta_with_id_name_and_complete_json_arguments(url: 
     (call,) = delta["tool_calls"]
     assert list(call) == ["id", "index", "type", "function"] and call["index"] == 0
     assert re.fullmatch(r"call_[0-9a-f]{24}", call["id"]) and call["type"] == "function"
-    assert call["function"] == {"name": "get_weather",
-                                "arguments": '{"city": "Oslo", "nonce": "q7x"}'}
+    assert call["function"] == {
+        "name": "get_weather",
+        "arguments": '{"city": "Oslo", "nonce": "q7x"}',
+    }
     assert events[-2]["choices"][0]["finish_reason"] == "tool_calls"
     # nothing but the role chunk, the call, the finish and usage: the DSML is held by the parser
     assert len(events) == 4
@@ -68,7 +78,9 @@ def test_a_tool_call_is_one_delta_with_id_name_and_complete_json_arguments(url: 
     assert usage["completion_tokens"] > 20 and usage["reasoning_tokens"] == 0
 
 
-def test_content_chunks_carry_reasoning_content_null_and_thinking_streams_it_first(url: str) -> None:
+def test_content_chunks_carry_reasoning_content_null_and_thinking_streams_it_first(
+    url: str,
+) -> None:
     plain = _deltas(_stream(url, "SAY hello there"))
     assert plain[0] == {"reasoning_content": None, "role": "assistant", "content": ""}
     assert plain[1] == {"reasoning_content": None, "content": "hello"}
@@ -93,7 +105,9 @@ def test_reasoning_can_use_up_max_tokens_then_no_call_and_finish_length(url: str
     assert events[-1]["usage"]["completion_tokens"] == 10
 
 
-def test_thinking_is_off_unless_asked_and_without_a_reasoning_parser_it_is_content(url: str, bare_url: str) -> None:
+def test_thinking_is_off_unless_asked_and_without_a_reasoning_parser_it_is_content(
+    url: str, bare_url: str
+) -> None:
     assert not any(d.get("reasoning_content") for d in _deltas(_stream(url, "SAY hi")))
     raw = _deltas(_stream(bare_url, "SAY hi", **THINK))
     text = "".join(d.get("content") or "" for d in raw)
@@ -110,15 +124,24 @@ def test_without_a_tool_call_parser_the_dsml_is_content_and_no_call(bare_url: st
 
 
 def test_non_streaming_tool_call_and_reasoning(url: str) -> None:
-    body = {"model": "m", "messages": [{"role": "user", "content": CALL}], "tools": [WEATHER_TOOL],
-            "max_tokens": 300, **fake_bootstrap(), **THINK}
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": CALL}],
+        "tools": [WEATHER_TOOL],
+        "max_tokens": 300,
+        **fake_bootstrap(),
+        **THINK,
+    }
     out = httpx.post(url + "/v1/chat/completions", json=body, timeout=30).json()
     choice = out["choices"][0]
     message = choice["message"]
     assert choice["finish_reason"] == "tool_calls" and message["content"] == ""
     assert choice["matched_stop"] is None  # dropped for calls (the real server: null here)
-    streamed = [e["choices"][0] for e in _stream(url, CALL, tools=[WEATHER_TOOL])
-                if e["choices"] and e["choices"][0]["finish_reason"]]
+    streamed = [
+        e["choices"][0]
+        for e in _stream(url, CALL, tools=[WEATHER_TOOL])
+        if e["choices"] and e["choices"][0]["finish_reason"]
+    ]
     assert [c["matched_stop"] for c in streamed] == [1]  # the stream keeps the EOS id
     assert message["reasoning_content"] and len(message["reasoning_content"].split()) == 6
     (call,) = message["tool_calls"]
@@ -128,11 +151,17 @@ def test_non_streaming_tool_call_and_reasoning(url: str) -> None:
 
 
 def test_hazard_shapes_are_set_at_run_time_and_rejected_when_unknown(url: str) -> None:
-    r = httpx.post(url + "/_twin/hazard", json={"hazard": "corrupt", "state": "auto",
-                                                "shapes": ["cross_talk"]}, timeout=5)
+    r = httpx.post(
+        url + "/_twin/hazard",
+        json={"hazard": "corrupt", "state": "auto", "shapes": ["cross_talk"]},
+        timeout=5,
+    )
     assert r.status_code == 200 and r.json()["corrupt_shapes"] == ["cross_talk"]
-    bad = httpx.post(url + "/_twin/hazard", json={"hazard": "corrupt", "state": "auto",
-                                                  "shapes": ["bogus"]}, timeout=5)
+    bad = httpx.post(
+        url + "/_twin/hazard",
+        json={"hazard": "corrupt", "state": "auto", "shapes": ["bogus"]},
+        timeout=5,
+    )
     assert bad.status_code == 400 and "choose one or more of" in bad.json()["error"]
     state = httpx.get(url + "/_twin/state", timeout=5).json()
     assert state["corrupt_shapes"] == ["cross_talk"]  # the rejected request changed nothing
@@ -147,12 +176,21 @@ def test_a_stop_string_ends_the_answer_with_finish_stop_and_matched_stop(bare_ur
     content = "".join(d.get("content") or "" for d in _deltas(events))
     finish = [e["choices"][0] for e in events if e["choices"] and e["choices"][0]["finish_reason"]]
     assert content == "alpha beta gamma"
-    assert finish == [{"index": 0, "delta": {"reasoning_content": None}, "logprobs": None,
-                       "finish_reason": "stop", "matched_stop": " delta"}]
+    assert finish == [
+        {
+            "index": 0,
+            "delta": {"reasoning_content": None},
+            "logprobs": None,
+            "finish_reason": "stop",
+            "matched_stop": " delta",
+        }
+    ]
     assert events[-1]["usage"]["completion_tokens"] == 4
-    body = {"text": "SAY alpha beta gamma", "sampling_params": {"max_new_tokens": 50,
-                                                                 "stop": "gamma"},
-            **fake_bootstrap()}
+    body = {
+        "text": "SAY alpha beta gamma",
+        "sampling_params": {"max_new_tokens": 50, "stop": "gamma"},
+        **fake_bootstrap(),
+    }
     meta = httpx.post(bare_url + "/generate", json=body, timeout=30).json()["meta_info"]
     assert meta["finish_reason"] == {"type": "stop", "matched": "gamma"}
     natural = _stream(bare_url, "SAY alpha beta")
@@ -169,17 +207,31 @@ def test_logprobs_have_the_shapes_real_sglang_answered(bare_url: str) -> None:
     for entry_set, delta in zip(lps[1:-1], _deltas(events)[1:-1], strict=True):
         (entry,) = entry_set["content"]
         assert set(entry) == {"token", "bytes", "logprob", "top_logprobs"}
-        assert entry["token"] == delta["content"] and entry["bytes"] == list(entry["token"].encode())
-        assert len(entry["top_logprobs"]) == 2 and entry["top_logprobs"][0]["token"] == entry["token"]
+        assert entry["token"] == delta["content"] and entry["bytes"] == list(
+            entry["token"].encode()
+        )
+        assert (
+            len(entry["top_logprobs"]) == 2 and entry["top_logprobs"][0]["token"] == entry["token"]
+        )
         assert entry["logprob"] <= 0.0
-    body = {"model": "m", "prompt": "SAY alpha beta", "max_tokens": 5, "logprobs": 2,
-            **fake_bootstrap()}
+    body = {
+        "model": "m",
+        "prompt": "SAY alpha beta",
+        "max_tokens": 5,
+        "logprobs": 2,
+        **fake_bootstrap(),
+    }
     choice = httpx.post(bare_url + "/v1/completions", json=body, timeout=30).json()["choices"][0]
     got = choice["logprobs"]
     assert set(got) == {"text_offset", "token_logprobs", "tokens", "top_logprobs"}
     assert "".join(got["tokens"]) == choice["text"] and set(got["text_offset"]) == {-1}
-    body = {"text": "SAY alpha beta", "sampling_params": {"max_new_tokens": 5},
-            "return_logprob": True, "top_logprobs_num": 2, **fake_bootstrap()}
+    body = {
+        "text": "SAY alpha beta",
+        "sampling_params": {"max_new_tokens": 5},
+        "return_logprob": True,
+        "top_logprobs_num": 2,
+        **fake_bootstrap(),
+    }
     out = httpx.post(bare_url + "/generate", json=body, timeout=30).json()
     meta = out["meta_info"]
     assert [t[1] for t in meta["output_token_logprobs"]] == out["output_ids"]

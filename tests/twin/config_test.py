@@ -14,19 +14,28 @@ def test_defaults_are_the_seed_numbers() -> None:
 
 
 def test_env_overrides_and_sglang_timeout_names() -> None:
-    cfg = load_config({"DSV4_TWIN_TIME_SCALE": "0.1", "DSV4_TWIN_STEP_A_MS": "20",
-                       "SGLANG_HEALTH_CHECK_TIMEOUT": "7", "DSV4_TWIN_SEED": "3"})
+    cfg = load_config(
+        {
+            "DSV4_TWIN_TIME_SCALE": "0.1",
+            "DSV4_TWIN_STEP_A_MS": "20",
+            "SGLANG_HEALTH_CHECK_TIMEOUT": "7",
+            "DSV4_TWIN_SEED": "3",
+        }
+    )
     assert cfg.time_scale == 0.1 and cfg.step_a_ms == 20.0 and cfg.seed == 3
     assert cfg.health_timeout_s == 7.0
     assert cfg.wall(2.0) == pytest.approx(0.2)
 
 
-@pytest.mark.parametrize(("env", "message"), [
-    ({"DSV4_TWIN_FORCE": "wedge,melt"}, "unknown hazard"),
-    ({"DSV4_TWIN_STEP_B_MS": "-1"}, "must not be negative"),
-    ({"DSV4_TWIN_TIME_SCALE": "0"}, "must be > 0"),
-    ({"DSV4_TWIN_HAZARDS": "maybe"}, "expected auto or off"),
-])
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"DSV4_TWIN_FORCE": "wedge,melt"}, "unknown hazard"),
+        ({"DSV4_TWIN_STEP_B_MS": "-1"}, "must not be negative"),
+        ({"DSV4_TWIN_TIME_SCALE": "0"}, "must be > 0"),
+        ({"DSV4_TWIN_HAZARDS": "maybe"}, "expected auto or off"),
+    ],
+)
 def test_bad_values_are_rejected_with_the_variable_name(env: dict[str, str], message: str) -> None:
     with pytest.raises(TwinConfigError, match=message):
         load_config(env)

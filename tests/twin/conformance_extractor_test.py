@@ -25,18 +25,21 @@ SURFACE = json.loads(SURFACE_PATH.read_text())
 
 # --- the extractor --------------------------------------------------------------------------
 
+
 @pytest.mark.skipif(not WHEEL.is_file(), reason=MISSING)
 def test_extractor_reproduces_the_committed_fixture_from_the_real_wheel() -> None:
     assert render(extract(WHEEL)) == SURFACE_PATH.read_text(), (
-        "regenerate: tools/extract_twin_conformance.py WHEEL -o " + str(SURFACE_PATH))
+        "regenerate: tools/extract_twin_conformance.py WHEEL -o " + str(SURFACE_PATH)
+    )
 
 
 @pytest.mark.skipif(not WHEEL.is_file(), reason=MISSING)
 def test_extractor_reads_an_unpacked_wheel_like_the_wheel(tmp_path: Path) -> None:
     unpacked = tmp_path / "unpacked"
     with zipfile.ZipFile(WHEEL) as zf:  # the package's sources: all the extractor reads
-        zf.extractall(unpacked, [n for n in zf.namelist()
-                                 if n.startswith("sglang/") and n.endswith(".py")])
+        zf.extractall(
+            unpacked, [n for n in zf.namelist() if n.startswith("sglang/") and n.endswith(".py")]
+        )
     from_dir = extract(unpacked)
     assert from_dir.pop("wheel") == {"file": None, "sha256": None, "unpacked_dir": str(unpacked)}
     committed = dict(SURFACE)
@@ -46,8 +49,12 @@ def test_extractor_reads_an_unpacked_wheel_like_the_wheel(tmp_path: Path) -> Non
 
 def _facts(fx: dict[str, Any]) -> dict[str, Any]:
     metrics = {m["name"]: m for m in fx["metrics"]}
-    return {"endpoints": {(e["path"], tuple(e["methods"])) for e in fx["endpoints"]},
-            "metrics": metrics, "stream": fx["chat_stream"], "tool": fx["tool_call_delta"]}
+    return {
+        "endpoints": {(e["path"], tuple(e["methods"])) for e in fx["endpoints"]},
+        "metrics": metrics,
+        "stream": fx["chat_stream"],
+        "tool": fx["tool_call_delta"],
+    }
 
 
 def test_extractor_on_a_miniature_sglang_tree(tmp_path: Path) -> None:
@@ -56,26 +63,37 @@ def test_extractor_on_a_miniature_sglang_tree(tmp_path: Path) -> None:
     fx = json.loads(out.read_text())
     f = _facts(fx)
     assert fx["sglang_version"] == "9.9.9" and fx["wheel"]["sha256"] is None
-    assert f["endpoints"] == {("/health", ("GET",)), ("/health_generate", ("GET",)),
-                              ("/generate", ("POST", "PUT")), ("/predict", ("POST",)),
-                              ("${TINY_ROOT_ROUTE}", ("GET",)), ("/v1/loads", ("GET",)),
-                              ("/v1/realtime", ("WEBSOCKET",)), ("/metrics", ("*",))}
+    assert f["endpoints"] == {
+        ("/health", ("GET",)),
+        ("/health_generate", ("GET",)),
+        ("/generate", ("POST", "PUT")),
+        ("/predict", ("POST",)),
+        ("${TINY_ROOT_ROUTE}", ("GET",)),
+        ("/v1/loads", ("GET",)),
+        ("/v1/realtime", ("WEBSOCKET",)),
+        ("/metrics", ("*",)),
+    }
     m = f["metrics"]
     assert "vllm:requests_total" not in m and len(m) == 8
     assert m["sglang:realtime_tokens_total"]["family"] == "sglang:realtime_tokens"
-    assert m["sglang:realtime_tokens_total"]["labels"] == ["model_name", "engine_type",
-                                                           "tp_rank", "mode"]
-    assert m["sglang:realtime_tokens_total"]["label_values"] == {"mode": ["decode",
-                                                                          "prefill_compute"]}
-    assert m["sglang:num_paused_reqs"]["pid_label"] and not m["sglang:num_running_reqs"][
-        "pid_label"]
+    assert m["sglang:realtime_tokens_total"]["labels"] == [
+        "model_name",
+        "engine_type",
+        "tp_rank",
+        "mode",
+    ]
+    assert m["sglang:realtime_tokens_total"]["label_values"] == {
+        "mode": ["decode", "prefill_compute"]
+    }
+    assert (
+        m["sglang:num_paused_reqs"]["pid_label"] and not m["sglang:num_running_reqs"]["pid_label"]
+    )
     assert m["sglang:bucketed"]["labels"][-2:] == ["gt", "le"]
     assert m["sglang:lora_slots"]["condition"] == "enable_lora"
     assert m["sglang:time_to_first_token_seconds"]["labels"] == ["model_name"]
     assert fx["metric_label_sets"]["SchedulerMetricsCollector"]["optional"] == ["priority"]
     s = f["stream"]
-    assert s["role"]["delta"] == {"keys": ["content", "reasoning_content", "role"],
-                                  "optional": []}
+    assert s["role"]["delta"] == {"keys": ["content", "reasoning_content", "role"], "optional": []}
     assert s["content"]["chunk"] == {"keys": ["choices", "id"], "optional": ["usage"]}
     assert s["finish"]["delta"]["keys"] == ["reasoning_content"]
     assert s["tool_call"]["delta"]["keys"] == ["content", "role", "tool_calls"]
@@ -92,8 +110,9 @@ def test_extractor_on_a_miniature_sglang_tree(tmp_path: Path) -> None:
     assert _facts(from_wheel) == f
 
 
-def test_extractor_names_a_missing_anchor_in_one_line(tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_extractor_names_a_missing_anchor_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     tree = tmp_path / "tree"
     shutil.copytree(SYNTHETIC, tree)
     chat = tree / "sglang/srt/entrypoints/openai/serving_chat.py"
@@ -109,17 +128,24 @@ def test_extractor_names_a_missing_anchor_in_one_line(tmp_path: Path,
 
 # --- the live diff (tools/twin_conformance/live.py), on the shapes of the last real run --------
 
+
 def test_the_live_diff_passes_the_recorded_run_and_flags_what_it_does_not_explain() -> None:
     from tools.twin_conformance.live import EXPLAINED, diff
-    recorded = json.loads((Path(__file__).resolve().parents[2] / "tools/sglang-cpu/observed/"
-                           "live-shapes.json").read_text())
+
+    recorded = json.loads(
+        (
+            Path(__file__).resolve().parents[2] / "tools/sglang-cpu/observed/" "live-shapes.json"
+        ).read_text()
+    )
     twin, real = recorded["twin"], recorded["real"]
     assert diff(twin, real) == []
     assert twin["chat.tool_required"] != real["chat.tool_required"]  # explained, not equal
     assert "chat.tool_required" in EXPLAINED
-    changed = {**twin, "chat.stop": {**twin["chat.stop"], "matched_stop": False},
-               "metrics.families": [*twin["metrics.families"], "sglang:twin_only"]}
-    assert [line.split(":")[0] for line in diff(changed, real)] == ["chat.stop",
-                                                                    "metrics.families"]
+    changed = {
+        **twin,
+        "chat.stop": {**twin["chat.stop"], "matched_stop": False},
+        "metrics.families": [*twin["metrics.families"], "sglang:twin_only"],
+    }
+    assert [line.split(":")[0] for line in diff(changed, real)] == ["chat.stop", "metrics.families"]
     labels = {**twin, "metrics.idle": {**twin["metrics.idle"], "sglang:num_running_reqs": []}}
     assert [line.split(":")[0] for line in diff(labels, real)] == ["metrics.idle"]

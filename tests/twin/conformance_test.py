@@ -28,8 +28,13 @@ SURFACE_PATH = Path(__file__).parent / "fixtures" / "sglang_0_5_23_surface.json"
 SURFACE = json.loads(SURFACE_PATH.read_text())
 
 SERVED_NAME = "deepseek-v4-flash"  # profiles/baseline.yaml served_name
-TWIN_ARGS = ["--enable-metrics", "--tool-call-parser", "deepseekv4",
-             "--served-model-name", SERVED_NAME]
+TWIN_ARGS = [
+    "--enable-metrics",
+    "--tool-call-parser",
+    "deepseekv4",
+    "--served-model-name",
+    SERVED_NAME,
+]
 ENV = {"DSV4_TWIN_TIME_SCALE": "0.05", "DSV4_TWIN_HAZARDS": "off"}
 CALL_ARGS = {"city": "Paris", "nonce": "conformance-1"}
 ROLES = ("prefill", "decode")
@@ -49,10 +54,13 @@ OPERATOR_ENDPOINTS: dict[tuple[str, str], tuple[Any, str]] = {
     ("GET", "/metrics"): (None, "canary/sampler.py, orchestrate/engine.py"),
     ("GET", "/v1/models"): (None, "canary/suites/common.py preflight"),
     ("POST", "/v1/chat/completions"): (
-        {"messages": [{"role": "user", "content": "SAY ok"}], "max_tokens": 2,
-         **fake_bootstrap()}, "canary/loadgen.py, orchestrate/probe.py"),
-    ("POST", "/abort_request"): ({"rid": "conformance-no-such-rid", "abort_all": False},
-                                 "canary/suites/abort_cascade.py"),
+        {"messages": [{"role": "user", "content": "SAY ok"}], "max_tokens": 2, **fake_bootstrap()},
+        "canary/loadgen.py, orchestrate/probe.py",
+    ),
+    ("POST", "/abort_request"): (
+        {"rid": "conformance-no-such-rid", "abort_all": False},
+        "canary/suites/abort_cascade.py",
+    ),
 }
 # Metrics dsv4ops (or its alerts) reads: family or sample name → (roles, why). Names found in
 # dsv4ops's own code are added by `_metrics_dsv4ops_names` (both roles).
@@ -62,15 +70,20 @@ REQUIRED_METRICS: dict[str, tuple[tuple[str, ...], str]] = {
     "sglang:gen_throughput": (ROLES, "metrics/prom.py GEN_THROUGHPUT"),
     "sglang:num_aborted_requests_total": (ROLES, "metrics/prom.py ABORTED_TOTAL"),
     "sglang:generation_tokens_total": (ROLES, "metrics/prom.py GEN_TOKENS_TOTAL"),
-    "sglang:realtime_tokens_total": (ROLES, "progress counter for wedge detection (next-anchors §0.3)"),
+    "sglang:realtime_tokens_total": (
+        ROLES,
+        "progress counter for wedge detection (next-anchors §0.3)",
+    ),
     "sglang:num_transfer_failed_reqs_total": (ROLES, "PD degrade alert; bumped on both sides"),
     "sglang:num_bootstrap_failed_reqs_total": (ROLES, "PD degrade alert; bumped on both sides"),
     "sglang:num_prefill_bootstrap_queue_reqs": (("prefill",), "PD queue-stuck alert"),
     "sglang:num_decode_transfer_queue_reqs": (("decode",), "PD queue-stuck alert"),
 }
 # Label values a role must show after the traffic below (SGLang bumps these modes there).
-REQUIRED_VALUES = {("sglang:realtime_tokens_total", "decode"): {"mode": {"decode"}},
-                   ("sglang:realtime_tokens_total", "prefill"): {"mode": {"prefill_compute"}}}
+REQUIRED_VALUES = {
+    ("sglang:realtime_tokens_total", "decode"): {"mode": {"decode"}},
+    ("sglang:realtime_tokens_total", "prefill"): {"mode": {"prefill_compute"}},
+}
 XFAIL_METRICS: dict[tuple[str, str], str] = {}  # (name, role) → reason; issue 10's landed
 # Stream keys the twin lacks that nobody is changing: (chunk kind, level, key) → reason.
 KEY_GAPS: dict[tuple[str, str, str], str] = {}
@@ -78,6 +91,7 @@ CHUNK_XFAILS: dict[str, str] = {}  # issue 10's chunk fixes landed (twin/formats
 
 
 # --- the twin against the fixture ------------------------------------------------------------
+
 
 def _claims() -> dict[str, set[tuple[str, str]]]:
     """(method, path) of every route the twin's app registers, per role, from its own code."""
@@ -89,8 +103,9 @@ def _claims() -> dict[str, set[tuple[str, str]]]:
 
     out = {}
     for role in ROLES:
-        args = parse_args(["--model-path", "/models/m", "--port", "1",
-                           "--disaggregation-mode", role, *TWIN_ARGS])
+        args = parse_args(
+            ["--model-path", "/models/m", "--port", "1", "--disaggregation-mode", role, *TWIN_ARGS]
+        )
         app = build_app(TwinServer(args, TwinConfig(), {}, resolve_kernel_config({})))
         routes = set()
         for r in app.router.routes():
@@ -101,16 +116,22 @@ def _claims() -> dict[str, set[tuple[str, str]]]:
 
 
 async def _stream(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> list[Any]:
-    async with client.stream("POST", url + "/v1/chat/completions",
-                             json={**body, "stream": True}) as r:
+    async with client.stream(
+        "POST", url + "/v1/chat/completions", json={**body, "stream": True}
+    ) as r:
         assert r.status_code == 200, await r.aread()
         return sse_events([line async for line in r.aiter_lines()])
 
 
 async def _abort_one(client: httpx.AsyncClient, url: str) -> None:
     """A graceful abort, so the aborted-requests counter has a sample."""
-    body = {"messages": [{"role": "user", "content": "write"}], "max_tokens": 4000,
-            "rid": "conformance-abort", "stream": True, **fake_bootstrap()}
+    body = {
+        "messages": [{"role": "user", "content": "write"}],
+        "max_tokens": 4000,
+        "rid": "conformance-abort",
+        "stream": True,
+        **fake_bootstrap(),
+    }
     async with client.stream("POST", url + "/v1/chat/completions", json=body) as r:
         lines = r.aiter_lines()
         async for line in lines:
@@ -122,19 +143,32 @@ async def _abort_one(client: httpx.AsyncClient, url: str) -> None:
 
 
 async def _traffic(prefill: str, decode: str, bootstrap_port: int) -> dict[str, list[Any]]:
-    plain = {"messages": [{"role": "user", "content": "SAY hello conformance"}],
-             "stream_options": {"include_usage": True}, **fake_bootstrap()}
-    tool = {"messages": [{"role": "user", "content": "CALL get_weather " + json.dumps(CALL_ARGS)}],
-            "tools": [WEATHER_TOOL], **fake_bootstrap()}
-    pd = {"messages": [{"role": "user", "content": "write"}], "max_tokens": 128,
-          "bootstrap_host": "127.0.0.1", "bootstrap_port": bootstrap_port,
-          "bootstrap_room": 4242}
+    plain = {
+        "messages": [{"role": "user", "content": "SAY hello conformance"}],
+        "stream_options": {"include_usage": True},
+        **fake_bootstrap(),
+    }
+    tool = {
+        "messages": [{"role": "user", "content": "CALL get_weather " + json.dumps(CALL_ARGS)}],
+        "tools": [WEATHER_TOOL],
+        **fake_bootstrap(),
+    }
+    pd = {
+        "messages": [{"role": "user", "content": "write"}],
+        "max_tokens": 128,
+        "bootstrap_host": "127.0.0.1",
+        "bootstrap_port": bootstrap_port,
+        "bootstrap_room": 4242,
+    }
     async with httpx.AsyncClient(timeout=60.0) as client:
-        streams = {"plain": await _stream(client, decode, plain),
-                   "tool": await _stream(client, decode, tool)}
+        streams = {
+            "plain": await _stream(client, decode, plain),
+            "tool": await _stream(client, decode, tool),
+        }
         # One real PD request (128 decode steps, past SGLang's 40-step log interval).
-        replies = await asyncio.gather(*(client.post(u + "/v1/chat/completions", json=pd)
-                                         for u in (prefill, decode)))
+        replies = await asyncio.gather(
+            *(client.post(u + "/v1/chat/completions", json=pd) for u in (prefill, decode))
+        )
         assert [r.status_code for r in replies] == [200, 200], [r.text for r in replies]
         await _abort_one(client, decode)
     return streams
@@ -147,11 +181,13 @@ def _probe(url: str, claims: set[tuple[str, str]]) -> dict[tuple[str, ...], int]
             if method == "HEAD":
                 continue
             target = path.replace("{model}", SERVED_NAME)
-            out[(method, path)] = client.request(method, url + target,
-                                                 content=b"" if method != "GET" else None).status_code
+            out[(method, path)] = client.request(
+                method, url + target, content=b"" if method != "GET" else None
+            ).status_code
         for (method, path), (body, _) in OPERATOR_ENDPOINTS.items():
-            out[("operator", method, path)] = client.request(method, url + path,
-                                                             json=body).status_code
+            out[("operator", method, path)] = client.request(
+                method, url + path, json=body
+            ).status_code
     return out
 
 
@@ -160,13 +196,17 @@ def observed() -> dict[str, Any]:
     claims = _claims()
     with twin_stack(prefill_args=TWIN_ARGS, decode_args=TWIN_ARGS, env=ENV) as stack:
         urls = {"prefill": stack.prefill.url, "decode": stack.decode.url}
-        streams = asyncio.run(_traffic(urls["prefill"], urls["decode"],
-                                       stack.prefill.bootstrap_port or 0))
-        metrics = {role: httpx.get(url + "/metrics", timeout=10.0).text
-                   for role, url in urls.items()}
+        streams = asyncio.run(
+            _traffic(urls["prefill"], urls["decode"], stack.prefill.bootstrap_port or 0)
+        )
+        metrics = {
+            role: httpx.get(url + "/metrics", timeout=10.0).text for role, url in urls.items()
+        }
         served = {role: _probe(url, claims[role]) for role, url in urls.items()}
-    families = {role: {f.name: f for f in text_string_to_metric_families(text)}
-                for role, text in metrics.items()}
+    families = {
+        role: {f.name: f for f in text_string_to_metric_families(text)}
+        for role, text in metrics.items()
+    }
     return {"claims": claims, "served": served, "families": families, "streams": streams}
 
 
@@ -180,13 +220,17 @@ def _template(path: str) -> str:
 
 
 def _sglang_has(method: str, path: str) -> bool:
-    return any(_template(e["path"]) == _template(path)
-               and (method in e["methods"] or e["methods"] == ["*"])
-               for e in SURFACE["endpoints"])
+    return any(
+        _template(e["path"]) == _template(path)
+        and (method in e["methods"] or e["methods"] == ["*"])
+        for e in SURFACE["endpoints"]
+    )
 
 
 @pytest.mark.slow
-def test_every_endpoint_the_twin_claims_is_an_sglang_endpoint_and_answers(observed: dict[str, Any]) -> None:
+def test_every_endpoint_the_twin_claims_is_an_sglang_endpoint_and_answers(
+    observed: dict[str, Any],
+) -> None:
     problems, used = [], set()
     for role, claims in observed["claims"].items():
         for method, path in sorted(claims):
@@ -206,8 +250,9 @@ def test_every_endpoint_the_twin_claims_is_an_sglang_endpoint_and_answers(observ
 @pytest.mark.slow
 @pytest.mark.parametrize("role", ROLES)
 @pytest.mark.parametrize("endpoint", sorted(OPERATOR_ENDPOINTS), ids=" ".join)
-def test_endpoints_dsv4ops_calls_are_sglang_endpoints_the_twin_serves(observed: dict[str, Any], role: str,
-                                                                       endpoint: tuple[str, str]) -> None:
+def test_endpoints_dsv4ops_calls_are_sglang_endpoints_the_twin_serves(
+    observed: dict[str, Any], role: str, endpoint: tuple[str, str]
+) -> None:
     method, path = endpoint
     assert _sglang_has(method, path), f"{method} {path} ({OPERATOR_ENDPOINTS[endpoint][1]})"
     assert observed["served"][role][("operator", method, path)] == 200
@@ -229,8 +274,13 @@ def _label_names(family: Any) -> set[str] | None:
     names: set[str] = set()
     samples = [s for s in family.samples if not s.name.endswith("_created")]
     for s in samples:
-        skip = {"le"} if s.name.endswith("_bucket") else {"quantile"} if family.type == "summary" \
+        skip = (
+            {"le"}
+            if s.name.endswith("_bucket")
+            else {"quantile"}
+            if family.type == "summary"
             else set()
+        )
         names |= set(s.labels) - skip
     return names if samples else None
 
@@ -239,8 +289,11 @@ def _created_series(family: Any) -> bool:
     """The twin's plain registry writes `<counter/histogram>_created` gauges; SGLang's
     MultiProcessCollector does not. PromQL in dsv4ops never reads them; nobody is changing it."""
     base = _by_family().get(family.name.removesuffix("_created"), [])
-    return family.name.endswith("_created") and family.type == "gauge" and any(
-        e["type"] in ("counter", "histogram", "summary") for e in base)
+    return (
+        family.name.endswith("_created")
+        and family.type == "gauge"
+        and any(e["type"] in ("counter", "histogram", "summary") for e in base)
+    )
 
 
 def _metric_problem(family: Any) -> str | None:
@@ -257,8 +310,7 @@ def _metric_problem(family: Any) -> str | None:
         wanted.append(f"{e['type']} {sorted(want)} ({e['source']})")
         if e["type"] != family.type or e["labels"] is None:
             continue
-        optional = set(SURFACE["metric_label_sets"].get(e.get("label_set"), {})
-                       .get("optional", ()))
+        optional = set(SURFACE["metric_label_sets"].get(e.get("label_set"), {}).get("optional", ()))
         if seen is None or want <= seen <= want | optional:
             return None
     got = f"{family.type} {sorted(seen) if seen is not None else '(no samples)'}"
@@ -267,11 +319,13 @@ def _metric_problem(family: Any) -> str | None:
 
 def test_the_metric_check_catches_wrong_names_types_and_labels() -> None:
     base = 'model_name="m",engine_type="decode",tp_rank="0",pp_rank="0",moe_ep_rank="0"'
-    text = (f"# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{{{base}}} 1\n"
-            f"# TYPE sglang:num_queue_reqs counter\nsglang:num_queue_reqs_total{{{base}}} 1\n"
-            "# TYPE sglang:gen_throughput gauge\nsglang:gen_throughput{model_name=\"m\"} 1\n"
-            "# TYPE sglang:made_up gauge\nsglang:made_up 1\n"
-            f"# TYPE sglang:num_retracted_reqs gauge\nsglang:num_retracted_reqs{{{base}}} 0\n")
+    text = (
+        f"# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{{{base}}} 1\n"
+        f"# TYPE sglang:num_queue_reqs counter\nsglang:num_queue_reqs_total{{{base}}} 1\n"
+        '# TYPE sglang:gen_throughput gauge\nsglang:gen_throughput{model_name="m"} 1\n'
+        "# TYPE sglang:made_up gauge\nsglang:made_up 1\n"
+        f"# TYPE sglang:num_retracted_reqs gauge\nsglang:num_retracted_reqs{{{base}}} 0\n"
+    )
     found = {f.name: _metric_problem(f) for f in text_string_to_metric_families(text)}
     assert found["sglang:num_running_reqs"] is None
     assert "twin counter" in (found["sglang:num_queue_reqs"] or "")
@@ -283,7 +337,9 @@ def test_the_metric_check_catches_wrong_names_types_and_labels() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("role", ROLES)
-def test_every_metric_the_twin_exposes_has_sglangs_name_type_and_labels(observed: dict[str, Any], role: str) -> None:
+def test_every_metric_the_twin_exposes_has_sglangs_name_type_and_labels(
+    observed: dict[str, Any], role: str
+) -> None:
     problems = [p for f in observed["families"][role].values() if (p := _metric_problem(f))]
     assert not problems, "\n".join(problems)
 
@@ -302,15 +358,25 @@ def _required_params() -> list[Any]:
     required = dict(REQUIRED_METRICS)
     for name in sorted(_metrics_dsv4ops_names() - set(required)):
         required[name] = (ROLES, "named in dsv4ops's code")
-    return [pytest.param(name, role, marks=[pytest.mark.xfail(
-                strict=True, reason=XFAIL_METRICS[(name, role)])]
-                if (name, role) in XFAIL_METRICS else [], id=f"{name}-{role}")
-            for name, (roles, _) in sorted(required.items()) for role in roles]
+    return [
+        pytest.param(
+            name,
+            role,
+            marks=[pytest.mark.xfail(strict=True, reason=XFAIL_METRICS[(name, role)])]
+            if (name, role) in XFAIL_METRICS
+            else [],
+            id=f"{name}-{role}",
+        )
+        for name, (roles, _) in sorted(required.items())
+        for role in roles
+    ]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "role"), _required_params())
-def test_metrics_dsv4ops_relies_on_are_in_sglang_and_on_the_twin(observed: dict[str, Any], name: str, role: str) -> None:
+def test_metrics_dsv4ops_relies_on_are_in_sglang_and_on_the_twin(
+    observed: dict[str, Any], name: str, role: str
+) -> None:
     entries = [m for m in SURFACE["metrics"] if name in (m["name"], m["family"])]
     assert entries, f"dsv4ops reads {name}, which SGLang 0.5.23 does not define"
     family = observed["families"][role].get(entries[0]["family"])
@@ -327,6 +393,7 @@ def test_metrics_dsv4ops_relies_on_are_in_sglang_and_on_the_twin(observed: dict[
 
 
 # --- the chat stream ------------------------------------------------------------------------
+
 
 def _kind(chunk: dict[str, Any]) -> str:
     choices = chunk.get("choices")
@@ -346,8 +413,9 @@ def _key_problems(kind: str, level: str, obj: Any, want: dict[str, list[str]]) -
     if not isinstance(obj, dict):
         return {f"{kind}.{level} is {obj!r}, not an object"}
     keys, must, may = set(obj), set(want["keys"]), set(want["keys"]) | set(want["optional"])
-    return ({f"{kind}.{level} lacks {k!r}" for k in must - keys}
-            | {f"{kind}.{level} has {k!r}, which SGLang never writes" for k in keys - may})
+    return {f"{kind}.{level} lacks {k!r}" for k in must - keys} | {
+        f"{kind}.{level} has {k!r}, which SGLang never writes" for k in keys - may
+    }
 
 
 def _levels(kind: str, chunk: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -365,8 +433,16 @@ def _levels(kind: str, chunk: dict[str, Any]) -> list[tuple[str, Any]]:
 
 def _chunk_params() -> list[Any]:
     kinds = ("role", "content", "finish", "tool_call", "usage")
-    return [pytest.param(k, id=k, marks=[pytest.mark.xfail(strict=True, reason=CHUNK_XFAILS[k])]
-                         if k in CHUNK_XFAILS else []) for k in kinds]
+    return [
+        pytest.param(
+            k,
+            id=k,
+            marks=[pytest.mark.xfail(strict=True, reason=CHUNK_XFAILS[k])]
+            if k in CHUNK_XFAILS
+            else [],
+        )
+        for k in kinds
+    ]
 
 
 @pytest.mark.slow
@@ -386,8 +462,12 @@ def test_chat_stream_chunks_have_sglangs_keys(observed: dict[str, Any], kind: st
 
 
 def _tool_deltas(observed: dict[str, Any]) -> list[dict[str, Any]]:
-    return [call for c in observed["streams"]["tool"] if c != "[DONE]" and _kind(c) == "tool_call"
-            for call in c["choices"][0]["delta"]["tool_calls"]]
+    return [
+        call
+        for c in observed["streams"]["tool"]
+        if c != "[DONE]" and _kind(c) == "tool_call"
+        for call in c["choices"][0]["delta"]["tool_calls"]
+    ]
 
 
 @pytest.mark.slow
@@ -397,8 +477,11 @@ def test_tool_call_id_type_and_finish_reason_have_sglangs_shape(observed: dict[s
     assert re.fullmatch(fx["id"]["pattern"], first["id"]), first
     assert first["type"] == fx["type"] and first["index"] == 0
     assert first["function"]["name"] == "get_weather"
-    finishes = [c["choices"][0]["finish_reason"] for c in observed["streams"]["tool"]
-                if c != "[DONE]" and _kind(c) == "finish"]
+    finishes = [
+        c["choices"][0]["finish_reason"]
+        for c in observed["streams"]["tool"]
+        if c != "[DONE]" and _kind(c) == "finish"
+    ]
     assert finishes == ["tool_calls"]
 
 

@@ -11,10 +11,16 @@ from dsv4ops.twin.content import Piece, Plan, plan_chat
 from dsv4ops.twin.corruption import BOX_SHAPES, check_shapes, corrupt_plan
 from dsv4ops.twin.dsml import CallEnd
 
-SEARCH = {"type": "function", "function": {
-    "name": "search", "parameters": {"type": "object",
-                                     "properties": {"query": {"type": "string"},
-                                                    "nonce": {"type": "string"}}}}}
+SEARCH = {
+    "type": "function",
+    "function": {
+        "name": "search",
+        "parameters": {
+            "type": "object",
+            "properties": {"query": {"type": "string"}, "nonce": {"type": "string"}},
+        },
+    },
+}
 
 
 def _call(query: str, nonce: str) -> Plan:
@@ -62,7 +68,9 @@ def test_dsml_in_content_streams_the_markup_as_content_without_a_call() -> None:
     pieces = _pieces(plan)
     assert {k for k, _ in pieces} == {"text"} and plan.finish_reason() == "stop"
     content = "".join(t for _, t in pieces)
-    assert content.startswith("<｜DSML｜tool_calls>") and '<｜DSML｜invoke name="search">' in content
+    assert (
+        content.startswith("<｜DSML｜tool_calls>") and '<｜DSML｜invoke name="search">' in content
+    )
     assert "</｜DSML｜parameter>" in content and content.endswith("</｜DSML｜tool_calls>")
 
 

@@ -20,8 +20,12 @@ SCALE = 0.1  # wall seconds per model second
 
 def _ttft_s(url: str, prompt: str) -> tuple[float, int]:
     """(model-time TTFT, prompt tokens) of one streaming chat request."""
-    body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": 2, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": 2,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     t0 = time.monotonic()
     first = None
     prompt_tokens = 0
@@ -51,8 +55,12 @@ def test_prefill_cost_grows_with_prompt_tokens(tmp_path: Path) -> None:
 
 
 def _startup_model_s(tmp_path: Path, buckets: list[str]) -> float:
-    env = {"DSV4_TWIN_TIME_SCALE": "0.01", "DSV4_TWIN_MODEL_LOAD_S": "50",
-           "DSV4_TWIN_CAPTURE_S_PER_BUCKET": "20", "DSV4_TWIN_WARMUP_S": "0"}
+    env = {
+        "DSV4_TWIN_TIME_SCALE": "0.01",
+        "DSV4_TWIN_MODEL_LOAD_S": "50",
+        "DSV4_TWIN_CAPTURE_S_PER_BUCKET": "20",
+        "DSV4_TWIN_WARMUP_S": "0",
+    }
     args = ["--enable-metrics", "--cuda-graph-bs-decode", *buckets]
     tmp_path.mkdir(parents=True, exist_ok=True)
     with twin_server(args, env=env, workdir=tmp_path, fast=False) as proc:

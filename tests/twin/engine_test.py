@@ -16,13 +16,21 @@ from dsv4ops.twin.hazards import HazardBoard
 def _engine(tmp_path: Path, *, overlap: bool, **env: str) -> DecodeEngine:
     cfg = load_config({"DSV4_TWIN_TIME_SCALE": "0.01", **env})
     log = EventLog(str(tmp_path / "ev.jsonl"), role="decode", port=1, instance_id="i")
-    return DecodeEngine(config=cfg, buckets=[8, 16], overlap=overlap, multi_stream_overlap=False,
-                        max_running=256, hazards=HazardBoard(cfg), events=log)
+    return DecodeEngine(
+        config=cfg,
+        buckets=[8, 16],
+        overlap=overlap,
+        multi_stream_overlap=False,
+        max_running=256,
+        hazards=HazardBoard(cfg),
+        events=log,
+    )
 
 
 def _req(i: int, tokens: int = 10_000) -> Req:
-    return Req(rid=f"r{i}", plan=plan_completion(f"p{i}", tokens), max_tokens=tokens,
-               prompt_tokens=1)
+    return Req(
+        rid=f"r{i}", plan=plan_completion(f"p{i}", tokens), max_tokens=tokens, prompt_tokens=1
+    )
 
 
 async def _abort_all(engine: DecodeEngine, n: int, gap_s: float) -> list[Req]:
@@ -50,7 +58,9 @@ def test_aborts_inside_the_window_wedge_with_overlap_on(tmp_path: Path) -> None:
 
     asyncio.run(main())
     assert [e["event"] for e in read_events(str(tmp_path / "ev.jsonl"))] == [
-        "abort_cascade", "wedged"]
+        "abort_cascade",
+        "wedged",
+    ]
 
 
 def test_aborts_spread_beyond_the_window_are_no_cascade(tmp_path: Path) -> None:
@@ -94,9 +104,11 @@ def _emit_all(req: Req) -> list[tuple[str, str]]:
 
 def _said(text: str, stop: tuple[str, ...], tokens: int = 50) -> Req:
     from dsv4ops.twin.content import Plan
+
     words = [w if i == 0 else " " + w for i, w in enumerate(text.split())]
-    return Req(rid="s", plan=Plan("k", words, None, True), max_tokens=tokens, prompt_tokens=1,
-               stop=stop)
+    return Req(
+        rid="s", plan=Plan("k", words, None, True), max_tokens=tokens, prompt_tokens=1, stop=stop
+    )
 
 
 def test_a_stop_string_ends_the_output_cut_before_it_with_matched() -> None:

@@ -17,8 +17,10 @@ for i in range(300):
 
 def test_two_processes_append_whole_lines_to_one_log(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), role])
-             for role in ("prefill", "decode")]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(path), role])
+        for role in ("prefill", "decode")
+    ]
     for p in procs:
         assert p.wait(30) == 0
     events = read_events(str(path))  # every line parses

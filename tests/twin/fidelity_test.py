@@ -21,19 +21,24 @@ def _fit_line(xs: list[int], ys: list[float]) -> tuple[float, float]:
     """Least-squares slope and intercept."""
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
-        (x - mx) ** 2 for x in xs)
+        (x - mx) ** 2 for x in xs
+    )
     return slope, my - slope * mx
 
 
 def _steps(args: list[str], levels: list[int], tokens: int = 50) -> dict[int, float]:
     with twin_server(["--disaggregation-mode", "decode", *args], env=ENV) as proc:
-        return {c: asyncio.run(measure_step_ms(proc.url, c, probe_tokens=tokens,
-                                               time_scale=SCALE)) for c in levels}
+        return {
+            c: asyncio.run(measure_step_ms(proc.url, c, probe_tokens=tokens, time_scale=SCALE))
+            for c in levels
+        }
 
 
 def test_staircase_fits_the_step_law_and_shows_the_seed_sawtooth() -> None:
-    steps = _steps(["--disable-overlap-schedule", "--cuda-graph-bs-decode", *STEP8],
-                   [32, 48, 56, 57, 64, 80, 96])
+    steps = _steps(
+        ["--disable-overlap-schedule", "--cuda-graph-bs-decode", *STEP8],
+        [32, 48, 56, 57, 64, 80, 96],
+    )
     on_buckets = [c for c in steps if c != 57]
     b, a = _fit_line(on_buckets, [steps[c] for c in on_buckets])
     assert a == pytest.approx(18.0, rel=0.03), steps

@@ -16,20 +16,30 @@ from testing.twin import WEATHER_TOOL, fake_bootstrap, twin_server
 
 pytestmark = pytest.mark.slow
 
-BUCKETS = ["--cuda-graph-bs-decode", *[str(b) for b in range(32, 97, 8)],
-           "--tool-call-parser", "deepseekv4"]
+BUCKETS = [
+    "--cuda-graph-bs-decode",
+    *[str(b) for b in range(32, 97, 8)],
+    "--tool-call-parser",
+    "deepseekv4",
+]
 ENV = {"DSV4_TWIN_TIME_SCALE": "0.2", "DSV4_TWIN_CORRUPT_PROB": "0.3"}
 PAD = " ".join(["pad"] * 60)  # ~60 more tokens: requests stay in the batch while the rest arrive
 
 
 async def _agentic_wave(url: str, n: int) -> tuple[int, int]:
     """n concurrent tool-call requests with distinct nonces → (wrong outputs, invalid JSON)."""
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
-                                     timeout=aiohttp.ClientTimeout(total=60)) as session:
+    async with aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=60)
+    ) as session:
+
         async def one(i: int) -> tuple[bool, bool]:
             args = {"city": f"c{i}", "nonce": f"n{i:03d}", "pad": PAD}
-            body = {"messages": [{"role": "user", "content": f"CALL get_weather {json.dumps(args)}"}],
-                    "tools": [WEATHER_TOOL], "max_tokens": 500, **fake_bootstrap()}
+            body = {
+                "messages": [{"role": "user", "content": f"CALL get_weather {json.dumps(args)}"}],
+                "tools": [WEATHER_TOOL],
+                "max_tokens": 500,
+                **fake_bootstrap(),
+            }
             async with session.post(f"{url}/v1/chat/completions", json=body) as resp:
                 out = await resp.json()
             calls = out["choices"][0]["message"].get("tool_calls") or []
@@ -44,9 +54,12 @@ async def _agentic_wave(url: str, n: int) -> tuple[int, int]:
     return sum(w for w, _ in results), sum(b for _, b in results)
 
 
-def _run(env: dict[str, str], n: int, extra: tuple[str, ...] = ()) -> tuple[int, list[dict[str, Any]]]:
-    with twin_server(["--disaggregation-mode", "decode", *BUCKETS, *extra],
-                     env={**ENV, **env}) as proc:
+def _run(
+    env: dict[str, str], n: int, extra: tuple[str, ...] = ()
+) -> tuple[int, list[dict[str, Any]]]:
+    with twin_server(
+        ["--disaggregation-mode", "decode", *BUCKETS, *extra], env={**ENV, **env}
+    ) as proc:
         wrong, invalid = asyncio.run(_agentic_wave(proc.url, n))
         assert invalid == 0  # SGLang's parser builds arguments with json.dumps
         log = proc.env["DSV4_TWIN_EVENT_LOG"]
@@ -76,8 +89,11 @@ def test_small_batches_never_corrupt_unless_forced() -> None:
 
 @pytest.mark.parametrize("shape", BOX_SHAPES)
 def test_each_shape_can_be_selected_and_is_logged_with_its_shape(shape: str) -> None:
-    env = {"DSV4_TWIN_FORCE": "corrupt", "DSV4_TWIN_CORRUPT_PROB": "1.0",
-           "DSV4_TWIN_CORRUPT_SHAPES": shape}
+    env = {
+        "DSV4_TWIN_FORCE": "corrupt",
+        "DSV4_TWIN_CORRUPT_PROB": "1.0",
+        "DSV4_TWIN_CORRUPT_SHAPES": shape,
+    }
     wrong, corrupted = _run(env, 12)
     # cross-talk needs an uncorrupted donor in the batch: the first request has none
     assert len(corrupted) >= 11 and wrong == len(corrupted)

@@ -13,13 +13,19 @@ from testing.twin import TwinStack, twin_stack
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 
 # 10 model seconds of waiting/bootstrap timeout at scale 0.05 = 0.5 s wall per lost transfer.
-ENV = {"DSV4_TWIN_TIME_SCALE": "0.05", "DSV4_TWIN_DEGRADE_FAIL_FRACTION": "1.0",
-       "DSV4_TWIN_WAITING_TIMEOUT_S": "10", "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "10"}
+ENV = {
+    "DSV4_TWIN_TIME_SCALE": "0.05",
+    "DSV4_TWIN_DEGRADE_FAIL_FRACTION": "1.0",
+    "DSV4_TWIN_WAITING_TIMEOUT_S": "10",
+    "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "10",
+}
 
 
 def _chat(client: httpx.Client, url: str) -> httpx.Response:
-    return client.post(f"{url}/v1/chat/completions",
-                       json={"messages": [{"role": "user", "content": "ping"}], "max_tokens": 3})
+    return client.post(
+        f"{url}/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "ping"}], "max_tokens": 3},
+    )
 
 
 def _events(stack: TwinStack, name: str) -> list[dict[str, Any]]:
@@ -27,8 +33,10 @@ def _events(stack: TwinStack, name: str) -> list[dict[str, Any]]:
 
 
 def test_decode_only_restart_degrades_transfers_and_restarting_both_clears_it() -> None:
-    with twin_stack(router=True, router_args=["--disable-retries"], env=ENV) as stack, \
-            httpx.Client(timeout=30) as client:
+    with (
+        twin_stack(router=True, router_args=["--disable-retries"], env=ENV) as stack,
+        httpx.Client(timeout=30) as client,
+    ):
         # Fresh pair: the condition is absent, transfers work.
         assert _chat(client, stack.router_url).status_code == 200
         assert not _events(stack, "degraded")
@@ -49,8 +57,9 @@ def test_decode_only_restart_degrades_transfers_and_restarting_both_clears_it() 
         # Runtime switch: the operator turns the hazard off on the prefill.
         client.post(f"{stack.prefill.url}/_twin/hazard", json={"hazard": "degrade", "state": "off"})
         assert _chat(client, stack.router_url).status_code == 200
-        client.post(f"{stack.prefill.url}/_twin/hazard",
-                    json={"hazard": "degrade", "state": "auto"})
+        client.post(
+            f"{stack.prefill.url}/_twin/hazard", json={"hazard": "degrade", "state": "auto"}
+        )
         assert _chat(client, stack.router_url).status_code >= 500
 
         # Restart both, prefill first: clean again.
@@ -68,8 +77,10 @@ def test_decode_only_restart_degrades_transfers_and_restarting_both_clears_it() 
 
 def test_forced_degradation_without_a_restart() -> None:
     env = {**ENV, "DSV4_TWIN_FORCE": "degrade"}
-    with twin_stack(router=True, router_args=["--disable-retries"], env=env) as stack, \
-            httpx.Client(timeout=30) as client:
+    with (
+        twin_stack(router=True, router_args=["--disable-retries"], env=env) as stack,
+        httpx.Client(timeout=30) as client,
+    ):
         assert _chat(client, stack.router_url).status_code >= 500
         assert _events(stack, "transfer_failed")
 
@@ -77,8 +88,9 @@ def test_forced_degradation_without_a_restart() -> None:
 def _failures(client: httpx.Client, url: str) -> float:
     total = 0.0
     for line in client.get(f"{url}/metrics").text.splitlines():
-        if line.startswith(("sglang:num_transfer_failed_reqs_total",
-                            "sglang:num_bootstrap_failed_reqs_total")):
+        if line.startswith(
+            ("sglang:num_transfer_failed_reqs_total", "sglang:num_bootstrap_failed_reqs_total")
+        ):
             total += float(line.rsplit(" ", 1)[1])
     return total
 
@@ -99,9 +111,16 @@ def test_failure_counters_stop_rising_once_the_hazard_is_off_and_lost_transfers_
     own timeouts expire (as on the box), then the counters stand still under new traffic."""
     env = {**ENV, "DSV4_TWIN_FORCE": "degrade"}
     metrics = ["--enable-metrics"]
-    with twin_stack(router=True, router_args=["--disable-retries"], env=env,
-                    prefill_args=metrics, decode_args=metrics) as stack, \
-            httpx.Client(timeout=30) as client:
+    with (
+        twin_stack(
+            router=True,
+            router_args=["--disable-retries"],
+            env=env,
+            prefill_args=metrics,
+            decode_args=metrics,
+        ) as stack,
+        httpx.Client(timeout=30) as client,
+    ):
         assert _chat(client, stack.router_url).status_code >= 500
         for url in (stack.prefill.url, stack.decode.url):
             client.post(f"{url}/_twin/hazard", json={"hazard": "degrade", "state": "off"})
@@ -110,6 +129,8 @@ def test_failure_counters_stop_rising_once_the_hazard_is_off_and_lost_transfers_
         for _ in range(4):
             assert _chat(client, stack.router_url).status_code == 200
         time.sleep(1.0)  # two of the 0.5 s wall timeouts: a new loss would have counted
-        assert (_failures(client, stack.prefill.url), _failures(client, stack.decode.url)) \
-            == settled
+        assert (
+            _failures(client, stack.prefill.url),
+            _failures(client, stack.decode.url),
+        ) == settled
         assert len(_events(stack, "transfer_failed")) == lost

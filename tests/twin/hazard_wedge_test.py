@@ -32,17 +32,27 @@ def _gauge(url: str, name: str) -> float:
 
 def _scheduler_metrics(url: str) -> dict[str, float]:
     """Rank 0's load gauges and its decode progress counter."""
-    got = {name: _gauge(url, name) for name in (
-        "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:gen_throughput")}
+    got = {
+        name: _gauge(url, name)
+        for name in ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:gen_throughput")
+    }
     text = httpx.get(f"{url}/metrics", timeout=10).text
     got["decode_tokens"] = sum(
-        s.value for fam in text_string_to_metric_families(text) for s in fam.samples
-        if s.name == "sglang:realtime_tokens_total" and s.labels.get("mode") == "decode")
+        s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+        if s.name == "sglang:realtime_tokens_total" and s.labels.get("mode") == "decode"
+    )
     return got
 
 
-async def _wait_state(session: aiohttp.ClientSession, url: str, done: Callable[[dict[str, Any]], object],
-                      what: str, timeout_s: float = 15.0) -> dict[str, Any]:
+async def _wait_state(
+    session: aiohttp.ClientSession,
+    url: str,
+    done: Callable[[dict[str, Any]], object],
+    what: str,
+    timeout_s: float = 15.0,
+) -> dict[str, Any]:
     """Poll /_twin/state until done(state); fail the test (not hang) past the bounded deadline."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -65,8 +75,11 @@ async def _streams_then_abort_each(router_url: str, decode_url: str, n: int) -> 
         ids: list[str] = []
 
         async def one(i: int) -> list[bytes]:
-            body = {"messages": [{"role": "user", "content": f"long story {i}"}],
-                    "max_tokens": 100000, "stream": True}
+            body = {
+                "messages": [{"role": "user", "content": f"long story {i}"}],
+                "max_tokens": 100000,
+                "stream": True,
+            }
             lines = []
             async with session.post(f"{router_url}/v1/chat/completions", json=body) as resp:
                 async for line in resp.content:
@@ -77,8 +90,12 @@ async def _streams_then_abort_each(router_url: str, decode_url: str, n: int) -> 
             return lines
 
         tasks = [asyncio.create_task(one(i)) for i in range(n)]
-        state = await _wait_state(session, decode_url, lambda s: s["running"] >= n and len(ids) >= n,
-                                  f"{n} running streams with ids")
+        state = await _wait_state(
+            session,
+            decode_url,
+            lambda s: s["running"] >= n and len(ids) >= n,
+            f"{n} running streams with ids",
+        )
         # ...and rank 0 reported them (at its next --decode-log-interval), as on a box that
         # has been decoding for a while
         deadline = time.monotonic() + 15
@@ -87,13 +104,16 @@ async def _streams_then_abort_each(router_url: str, decode_url: str, n: int) -> 
             await asyncio.sleep(0.05)
         assert sorted(ids) == sorted(state["inflight_rids"])  # the chunk id is the decode's rid
         for rid in ids:
-            async with session.post(f"{decode_url}/abort_request",
-                                    json={"rid": rid, "abort_all": False}) as r:
+            async with session.post(
+                f"{decode_url}/abort_request", json={"rid": rid, "abort_all": False}
+            ) as r:
                 assert r.status == 200
         outs = await asyncio.wait_for(asyncio.gather(*tasks), 10)
         # every stream was ended by the server with finish_reason "abort", not cut by us
-        assert all(b'"finish_reason": "abort"' in b"".join(o) or b'"finish_reason":"abort"'
-                   in b"".join(o) for o in outs), [o[-2:] for o in outs]
+        assert all(
+            b'"finish_reason": "abort"' in b"".join(o) or b'"finish_reason":"abort"' in b"".join(o)
+            for o in outs
+        ), [o[-2:] for o in outs]
 
 
 def _probe_completes(decode_url: str, timeout: float) -> bool:
@@ -105,8 +125,9 @@ def _probe_completes(decode_url: str, timeout: float) -> bool:
 
 
 def _cascade(decode_args: list[str], env: dict[str, str] | None = None) -> Iterator[TwinStack]:
-    with twin_stack(router=True, decode_args=["--enable-metrics", *decode_args],
-                    env={**ENV, **(env or {})}) as stack:
+    with twin_stack(
+        router=True, decode_args=["--enable-metrics", *decode_args], env={**ENV, **(env or {})}
+    ) as stack:
         asyncio.run(_streams_then_abort_each(stack.router_url, stack.decode.url, N))
         yield stack
 
@@ -148,16 +169,25 @@ def test_client_disconnect_cascade_wedges_and_hazards_off_prevents_it() -> None:
         async with aiohttp.ClientSession() as session:
             responses = []
             for i in range(N):
-                body = {"text": f"s{i}", "stream": True,
-                        "sampling_params": {"max_new_tokens": 100000}, **fake_bootstrap()}
+                body = {
+                    "text": f"s{i}",
+                    "stream": True,
+                    "sampling_params": {"max_new_tokens": 100000},
+                    **fake_bootstrap(),
+                }
                 resp = await session.post(f"{url}/generate", json=body)
                 await resp.content.readline()
                 responses.append(resp)
             for resp in responses:
                 resp.close()  # drop the connection mid-stream
             # wedged, or every disconnect processed (nothing running) without a wedge
-            return await _wait_state(session, url, lambda s: s["wedged"] or s["running"] == 0,
-                                     "wedge or drained decode", timeout_s=10)
+            return await _wait_state(
+                session,
+                url,
+                lambda s: s["wedged"] or s["running"] == 0,
+                "wedge or drained decode",
+                timeout_s=10,
+            )
 
     for env, wedges in (({}, True), ({"DSV4_TWIN_HAZARDS": "off"}, False)):
         with twin_server(["--disaggregation-mode", "decode"], env={**ENV, **env}) as proc:
@@ -182,11 +212,15 @@ def test_a_wedged_decode_never_asks_for_a_new_rooms_kv_so_the_prefill_times_it_o
     gauges read as an idle server's) is where this is the decode's only trace in the metrics;
     both variants take the same path."""
     env = {**ENV, "DSV4_TWIN_WEDGE_RANK0": "idle", "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "5"}
-    with twin_stack(router=True, env=env, prefill_args=["--enable-metrics"],
-                    decode_args=["--enable-metrics"]) as stack:
+    with twin_stack(
+        router=True, env=env, prefill_args=["--enable-metrics"], decode_args=["--enable-metrics"]
+    ) as stack:
         httpx.post(f"{stack.decode.url}/_twin/hazard", json={"hazard": "wedge", "state": "force"})
-        body = {"model": "default", "messages": [{"role": "user", "content": "SAY hi"}],
-                "max_tokens": 4}
+        body = {
+            "model": "default",
+            "messages": [{"role": "user", "content": "SAY hi"}],
+            "max_tokens": 4,
+        }
         with pytest.raises(httpx.TimeoutException):  # the decode keeps it, with no timeout
             httpx.post(f"{stack.router_url}/v1/chat/completions", json=body, timeout=2.5)
         deadline = time.monotonic() + 10
@@ -201,5 +235,9 @@ def test_a_wedged_decode_never_asks_for_a_new_rooms_kv_so_the_prefill_times_it_o
 
 def _counter(url: str, name: str) -> float:
     text = httpx.get(f"{url}/metrics", timeout=10).text
-    return sum(s.value for fam in text_string_to_metric_families(text) for s in fam.samples
-               if s.name == name)
+    return sum(
+        s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+        if s.name == name
+    )

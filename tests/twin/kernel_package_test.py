@@ -14,7 +14,9 @@ UP = dsv4_flash_config_names(BOX_DEVICE_NAME)[0]
 
 
 def test_the_flashinfer_path_looks_nothing_up(tmp_path: Path) -> None:
-    choice = resolve_kernel_config({"SGLANG_MOE_CONFIG_DIR": str(tmp_path)})  # no configs/: no crash
+    choice = resolve_kernel_config(
+        {"SGLANG_MOE_CONFIG_DIR": str(tmp_path)}
+    )  # no configs/: no crash
     assert choice.log_line is None and choice.config_dir is None
 
 
@@ -27,13 +29,17 @@ def test_no_dir_means_sglang_default_config() -> None:
 def test_the_exact_name_is_found_and_any_other_is_not(tmp_path: Path) -> None:
     d = tmp_path / "configs" / "triton_3_8_0"
     d.mkdir(parents=True)
-    (d / UP.replace(",dtype=fp8_w8a8,block_shape=[128, 128]", "")).write_text("{}")  # the old no-dtype name
+    (d / UP.replace(",dtype=fp8_w8a8,block_shape=[128, 128]", "")).write_text(
+        "{}"
+    )  # the old no-dtype name
     env = {**TRITON_ENV, "SGLANG_MOE_CONFIG_DIR": str(tmp_path)}
     default = resolve_kernel_config(env).log_line
     assert default is not None and default.startswith("Using default MoE kernel config")
     (d / UP).write_text("{}")
     choice = resolve_kernel_config(env)
-    assert choice.log_line == f"Using MoE kernel config from {d / UP}." and choice.config_dir == str(d)
+    assert (
+        choice.log_line == f"Using MoE kernel config from {d / UP}." and choice.config_dir == str(d)
+    )
 
 
 def test_other_triton_dir_is_a_fallback(tmp_path: Path) -> None:
@@ -41,9 +47,13 @@ def test_other_triton_dir_is_a_fallback(tmp_path: Path) -> None:
     other.mkdir(parents=True)
     (other / UP).write_text("{}")
     choice = resolve_kernel_config({**TRITON_ENV, "SGLANG_MOE_CONFIG_DIR": str(tmp_path)})
-    assert choice.config_dir == str(other) and "Fallback to triton version 3.7.1" in (choice.log_line or "")
+    assert choice.config_dir == str(other) and "Fallback to triton version 3.7.1" in (
+        choice.log_line or ""
+    )
 
 
-def test_dir_without_configs_subfolder_crashes_like_sglang_on_the_triton_path(tmp_path: Path) -> None:
+def test_dir_without_configs_subfolder_crashes_like_sglang_on_the_triton_path(
+    tmp_path: Path,
+) -> None:
     with pytest.raises(FileNotFoundError):
         resolve_kernel_config({**TRITON_ENV, "SGLANG_MOE_CONFIG_DIR": str(tmp_path)})

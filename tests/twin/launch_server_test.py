@@ -25,12 +25,20 @@ def test_unified_mode_serves_without_a_prefill_and_reports_a_kernel_package(tmp_
     for rel, data in plugin_members("dsv4-moe", "2").items():  # the plugin distribution, installed
         (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
         (pkg / rel).write_bytes(data)
-    env = {**plugin_env("dsv4-moe", str(pkg)), "DSV4_TWIN_TIME_SCALE": "0.05",
-           "SGLANG_DSV4_FP4_DEQUANT": "1", "SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
-    with twin_server(["--enable-metrics", "--mem-fraction-static", "0.85"], env=env,
-                     workdir=tmp_path) as proc:
-        r = httpx.post(f"{proc.url}/v1/chat/completions", timeout=10,
-                       json={"messages": [{"role": "user", "content": "SAY unified ok"}]})
+    env = {
+        **plugin_env("dsv4-moe", str(pkg)),
+        "DSV4_TWIN_TIME_SCALE": "0.05",
+        "SGLANG_DSV4_FP4_DEQUANT": "1",
+        "SGLANG_ENABLE_JIT_DEEPGEMM": "0",
+    }
+    with twin_server(
+        ["--enable-metrics", "--mem-fraction-static", "0.85"], env=env, workdir=tmp_path
+    ) as proc:
+        r = httpx.post(
+            f"{proc.url}/v1/chat/completions",
+            timeout=10,
+            json={"messages": [{"role": "user", "content": "SAY unified ok"}]},
+        )
         assert r.json()["choices"][0]["message"]["content"] == "unified ok"
         info = httpx.get(f"{proc.url}/server_info").json()
         assert info["disaggregation_mode"] == "null"

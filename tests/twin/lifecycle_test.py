@@ -25,13 +25,21 @@ def _events(path: Path) -> list[dict[str, Any]]:
 
 
 def test_prefill_bootstrap_server_answers_before_the_http_port_which_opens_after_capture(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     (boot,) = free_ports(1)
     # 40 model s of load and 40 of warmup at scale 0.05: two wall seconds each
-    env = {"DSV4_TWIN_TIME_SCALE": str(SCALE), "DSV4_TWIN_MODEL_LOAD_S": "40",
-           "DSV4_TWIN_WARMUP_S": "40"}
-    with twin_server(["--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port",
-                      str(boot)], env=env, workdir=tmp_path, wait=False) as proc:
+    env = {
+        "DSV4_TWIN_TIME_SCALE": str(SCALE),
+        "DSV4_TWIN_MODEL_LOAD_S": "40",
+        "DSV4_TWIN_WARMUP_S": "40",
+    }
+    with twin_server(
+        ["--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(boot)],
+        env=env,
+        workdir=tmp_path,
+        wait=False,
+    ) as proc:
         boot_url = f"http://127.0.0.1:{boot}"
         deadline = time.monotonic() + 30
         while http_status(boot_url + "/health") != 200 and time.monotonic() < deadline:
@@ -52,24 +60,35 @@ def test_prefill_bootstrap_server_answers_before_the_http_port_which_opens_after
             time.sleep(0.05)
         assert http_status(proc.url + "/health") == 200
     log = (tmp_path / "twin.log").read_text()
-    assert log.index("Bootstrap server started") < log.index("Load weight begin") \
+    assert (
+        log.index("Bootstrap server started")
+        < log.index("Load weight begin")
         < log.index("fired up and ready")
+    )
 
 
 def _stream(url: str, out: dict[str, Any]) -> None:
-    body = {"messages": [{"role": "user", "content": "long answer"}], "max_tokens": 200,
-            "stream": True}
+    body = {
+        "messages": [{"role": "user", "content": "long answer"}],
+        "max_tokens": 200,
+        "stream": True,
+    }
     with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=60) as r:
         out["status"] = r.status_code
         out["lines"] = [x for x in r.iter_lines() if x.startswith("data: ")]
     out["ended_at"] = time.monotonic()
 
 
-def test_sigterm_drains_in_flight_requests_then_gives_the_schedulers_their_time(tmp_path: Path) -> None:
+def test_sigterm_drains_in_flight_requests_then_gives_the_schedulers_their_time(
+    tmp_path: Path,
+) -> None:
     # a stream of 200 steps of 100 ms: 20 model s, 1 s wall; scheduler exit 10 model s, 0.5 s
-    env = {"DSV4_TWIN_TIME_SCALE": str(SCALE), "DSV4_TWIN_SCHEDULER_EXIT_S": "10",
-           "DSV4_TWIN_SIGTERM_TICK_S": "5",
-           "DSV4_TWIN_STEP_A_MS": "100"}
+    env = {
+        "DSV4_TWIN_TIME_SCALE": str(SCALE),
+        "DSV4_TWIN_SCHEDULER_EXIT_S": "10",
+        "DSV4_TWIN_SIGTERM_TICK_S": "5",
+        "DSV4_TWIN_STEP_A_MS": "100",
+    }
     with twin_server([], env=env, workdir=tmp_path) as proc:
         assert proc.popen is not None and proc.pid is not None  # started (not wait=False)
         out: dict[str, Any] = {}
@@ -85,8 +104,9 @@ def test_sigterm_drains_in_flight_requests_then_gives_the_schedulers_their_time(
         assert http_status(proc.url + "/health") == 503  # shutting down
         assert http_status(proc.url + "/ready") == 503
         # the port stays open and a new request is still served while it drains
-        r = httpx.post(f"{proc.url}/v1/completions", json={"prompt": "x", "max_tokens": 2},
-                       timeout=30)
+        r = httpx.post(
+            f"{proc.url}/v1/completions", json={"prompt": "x", "max_tokens": 2}, timeout=30
+        )
         assert r.status_code == 200
         t.join(30)
         assert out["status"] == 200 and out["lines"][-1] == "data: [DONE]"
@@ -105,10 +125,15 @@ def test_sigterm_drains_in_flight_requests_then_gives_the_schedulers_their_time(
 
 
 def test_sigterm_while_the_last_health_check_failed_exits_at_once(tmp_path: Path) -> None:
-    env = {"DSV4_TWIN_TIME_SCALE": str(SCALE), "DSV4_TWIN_FORCE": "wedge",
-           "DSV4_TWIN_HEALTH_TIMEOUT_S": "4", "DSV4_TWIN_SCHEDULER_EXIT_S": "200"}
-    with twin_server(["--disaggregation-mode", "decode"], env=env, workdir=tmp_path,
-                     wait=False) as proc:
+    env = {
+        "DSV4_TWIN_TIME_SCALE": str(SCALE),
+        "DSV4_TWIN_FORCE": "wedge",
+        "DSV4_TWIN_HEALTH_TIMEOUT_S": "4",
+        "DSV4_TWIN_SCHEDULER_EXIT_S": "200",
+    }
+    with twin_server(
+        ["--disaggregation-mode", "decode"], env=env, workdir=tmp_path, wait=False
+    ) as proc:
         assert proc.popen is not None and proc.pid is not None  # started, not yet ready
         deadline = time.monotonic() + 20
         while http_status(proc.url + "/ready") != 200:

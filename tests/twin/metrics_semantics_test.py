@@ -33,9 +33,13 @@ def scrape(url: str) -> Samples:
     out: Samples = {}
     for fam in text_string_to_metric_families(httpx.get(f"{url}/metrics", timeout=10).text):
         for s in fam.samples:
-            extra = tuple(sorted((k, v) for k, v in s.labels.items()
-                                 if k not in ("model_name", "engine_type", "tp_rank", "pp_rank",
-                                              "moe_ep_rank")))
+            extra = tuple(
+                sorted(
+                    (k, v)
+                    for k, v in s.labels.items()
+                    if k not in ("model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank")
+                )
+            )
             out[(s.name, extra)] = s.value
     return out
 
@@ -58,13 +62,19 @@ def wait_for(what: str, fn: Callable[[], bool], timeout_s: float = 15.0) -> None
 
 async def _streams(url: str, n: int, stop: asyncio.Event) -> None:
     async with aiohttp.ClientSession() as session:
+
         async def one(i: int) -> None:
-            body = {"text": f"long {i}", "stream": True,
-                    "sampling_params": {"max_new_tokens": 100000}, **fake_bootstrap()}
+            body = {
+                "text": f"long {i}",
+                "stream": True,
+                "sampling_params": {"max_new_tokens": 100000},
+                **fake_bootstrap(),
+            }
             async with session.post(f"{url}/generate", json=body) as resp:
                 async for _ in resp.content:
                     if stop.is_set():
                         return
+
         tasks = [asyncio.create_task(one(i)) for i in range(n)]
         await stop.wait()
         for t in tasks:
@@ -79,7 +89,8 @@ class Streams:
         self._loop = asyncio.new_event_loop()
         self._stop = asyncio.Event()
         self._thread = threading.Thread(
-            target=self._loop.run_until_complete, args=(_streams(url, n, self._stop),), daemon=True)
+            target=self._loop.run_until_complete, args=(_streams(url, n, self._stop),), daemon=True
+        )
 
     def __enter__(self) -> Streams:
         self._thread.start()
@@ -92,10 +103,13 @@ class Streams:
 
 def _wedged_with_frozen_gauges(env: dict[str, str]) -> tuple[Samples, Samples, Samples]:
     """4 decoding streams, gauges published with them, then a forced wedge: (before, a, b)."""
-    with twin_server([*DECODE, "--decode-log-interval", "5"], env={**ENV, **env}) as proc, \
-            Streams(proc.url, 4):
-        wait_for("4 running published", lambda: value(scrape(proc.url),
-                                                      "sglang:num_running_reqs") == 4)
+    with (
+        twin_server([*DECODE, "--decode-log-interval", "5"], env={**ENV, **env}) as proc,
+        Streams(proc.url, 4),
+    ):
+        wait_for(
+            "4 running published", lambda: value(scrape(proc.url), "sglang:num_running_reqs") == 4
+        )
         before = scrape(proc.url)
         httpx.post(f"{proc.url}/_twin/hazard", json={"hazard": "wedge", "state": "force"})
         assert httpx.get(f"{proc.url}/_twin/state").json()["wedged"]
@@ -109,8 +123,12 @@ def _wedged_with_frozen_gauges(env: dict[str, str]) -> tuple[Samples, Samples, S
 
 def test_a_blocked_rank_0_freezes_its_gauges_at_the_last_values() -> None:
     before, a, b = _wedged_with_frozen_gauges({})
-    for name in ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:gen_throughput",
-                 "sglang:token_usage"):
+    for name in (
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:gen_throughput",
+        "sglang:token_usage",
+    ):
         assert value(a, name) == value(b, name), name
     assert value(b, "sglang:num_running_reqs") == 4
     assert value(b, "sglang:gen_throughput") > 0  # not 0: nothing republishes it
@@ -128,11 +146,16 @@ def test_rank_0_idle_variant_republishes_idle_values_but_its_counters_stop() -> 
 def test_a_healthy_decode_republishes_idle_values_once_the_batch_drains() -> None:
     with twin_server([*DECODE, "--decode-log-interval", "5"], env=ENV) as proc:
         with Streams(proc.url, 3):
-            wait_for("3 running published",
-                     lambda: value(scrape(proc.url), "sglang:num_running_reqs") == 3)
+            wait_for(
+                "3 running published",
+                lambda: value(scrape(proc.url), "sglang:num_running_reqs") == 3,
+            )
             assert value(scrape(proc.url), "sglang:gen_throughput") > 0
-        wait_for("idle republish", lambda: value(scrape(proc.url),
-                                                 "sglang:num_running_reqs") == 0, timeout_s=5)
+        wait_for(
+            "idle republish",
+            lambda: value(scrape(proc.url), "sglang:num_running_reqs") == 0,
+            timeout_s=5,
+        )
         assert value(scrape(proc.url), "sglang:gen_throughput") == 0.0
 
 
@@ -157,8 +180,10 @@ def test_realtime_tokens_only_at_the_log_interval_in_the_worst_case_variant() ->
 
 
 def test_gauges_wait_for_the_log_interval_while_decoding() -> None:
-    with twin_server([*DECODE, "--decode-log-interval", "100000"], env=ENV) as proc, \
-            Streams(proc.url, 2):
+    with (
+        twin_server([*DECODE, "--decode-log-interval", "100000"], env=ENV) as proc,
+        Streams(proc.url, 2),
+    ):
         wait_for("2 running", lambda: httpx.get(f"{proc.url}/_twin/state").json()["running"] == 2)
         time.sleep(0.3)
         got = scrape(proc.url)
@@ -175,13 +200,20 @@ def test_prefill_reports_its_batches_bootstrap_queue_and_bootstrap_failures() ->
     env = {**ENV, "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "10"}  # 2 s of wall
     args = ["--disaggregation-mode", "prefill", "--enable-metrics"]
     with twin_server(args, env=env) as proc:
-        stuck = {"text": "never pulled", "sampling_params": {"max_new_tokens": 4},
-                 "bootstrap_host": "127.0.0.1", "bootstrap_port": 1, "bootstrap_room": 4242}
+        stuck = {
+            "text": "never pulled",
+            "sampling_params": {"max_new_tokens": 4},
+            "bootstrap_host": "127.0.0.1",
+            "bootstrap_port": 1,
+            "bootstrap_room": 4242,
+        }
         t = threading.Thread(target=_prefill_post, args=(proc.url, stuck))
         t.start()
-        wait_for("the stuck room", lambda: value(scrape(proc.url),
-                                                 "sglang:realtime_tokens_total",
-                                                 mode="prefill_compute") > 0)
+        wait_for(
+            "the stuck room",
+            lambda: value(scrape(proc.url), "sglang:realtime_tokens_total", mode="prefill_compute")
+            > 0,
+        )
         _generate(proc.url, 1)  # a fake-bootstrap request: one more prefill batch
         got = scrape(proc.url)
         assert value(got, "sglang:num_prefill_bootstrap_queue_reqs") == 1
@@ -196,38 +228,56 @@ def test_prefill_reports_its_batches_bootstrap_queue_and_bootstrap_failures() ->
 
 
 async def _pd_request(prefill: str, decode: str, boot_port: int, room: int) -> None:
-    body = {"text": "lost", "sampling_params": {"max_new_tokens": 3},
-            "bootstrap_host": "127.0.0.1", "bootstrap_port": boot_port, "bootstrap_room": room}
+    body = {
+        "text": "lost",
+        "sampling_params": {"max_new_tokens": 3},
+        "bootstrap_host": "127.0.0.1",
+        "bootstrap_port": boot_port,
+        "bootstrap_room": room,
+    }
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as s:
+
         async def post(url: str) -> int:
             async with s.post(f"{url}/generate", json=body) as r:
                 await r.read()
                 return r.status
+
         statuses = await asyncio.gather(post(prefill), post(decode))
     assert list(statuses) == [500, 500], statuses  # gather returns a list (typeshed says tuple)
 
 
 def test_a_lost_transfer_is_counted_on_both_sides_and_a_dead_bootstrap_on_the_decode() -> None:
-    env = {"DSV4_TWIN_TIME_SCALE": "0.05", "DSV4_TWIN_FORCE": "degrade",
-           "DSV4_TWIN_DEGRADE_FAIL_FRACTION": "1.0", "DSV4_TWIN_WAITING_TIMEOUT_S": "10",
-           "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "10"}
-    with twin_stack(prefill_args=["--enable-metrics"], decode_args=["--enable-metrics"],
-                    env=env) as stack:
+    env = {
+        "DSV4_TWIN_TIME_SCALE": "0.05",
+        "DSV4_TWIN_FORCE": "degrade",
+        "DSV4_TWIN_DEGRADE_FAIL_FRACTION": "1.0",
+        "DSV4_TWIN_WAITING_TIMEOUT_S": "10",
+        "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "10",
+    }
+    with twin_stack(
+        prefill_args=["--enable-metrics"], decode_args=["--enable-metrics"], env=env
+    ) as stack:
         # 0.5.23 creates a failure counter's labelled series on its first increment: before any
         # failure there is no sample at all (an alert on `increase()` alone misses the first one)
         for url in (stack.prefill.url, stack.decode.url):
             fresh = scrape(url)
             assert not any(k[0].endswith("_failed_reqs_total") for k in fresh), sorted(fresh)
         assert stack.prefill.bootstrap_port is not None
-        asyncio.run(_pd_request(stack.prefill.url, stack.decode.url,
-                                stack.prefill.bootstrap_port, 7))
+        asyncio.run(
+            _pd_request(stack.prefill.url, stack.decode.url, stack.prefill.bootstrap_port, 7)
+        )
         p, d = scrape(stack.prefill.url), scrape(stack.decode.url)
         assert value(p, "sglang:num_transfer_failed_reqs_total") == 1
         assert value(d, "sglang:num_transfer_failed_reqs_total") == 1
         assert value(p, "sglang:num_bootstrap_failed_reqs_total") == 0
         # a bootstrap server nobody listens on: the decode's handshake fails
-        body = {"text": "x", "sampling_params": {"max_new_tokens": 2},
-                "bootstrap_host": "127.0.0.1", "bootstrap_port": 1, "bootstrap_room": 8}
+        body = {
+            "text": "x",
+            "sampling_params": {"max_new_tokens": 2},
+            "bootstrap_host": "127.0.0.1",
+            "bootstrap_port": 1,
+            "bootstrap_room": 8,
+        }
         assert httpx.post(f"{stack.decode.url}/generate", json=body, timeout=30).status_code == 500
         d = scrape(stack.decode.url)
         assert value(d, "sglang:num_bootstrap_failed_reqs_total") == 1

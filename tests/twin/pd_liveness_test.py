@@ -17,8 +17,10 @@ SCALE = 0.05
 
 
 def _chat(client: httpx.Client, url: str) -> httpx.Response:
-    return client.post(f"{url}/v1/chat/completions",
-                       json={"messages": [{"role": "user", "content": "SAY ok"}], "max_tokens": 3})
+    return client.post(
+        f"{url}/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "SAY ok"}], "max_tokens": 3},
+    )
 
 
 def _events(stack: TwinStack, name: str) -> list[dict[str, Any]]:
@@ -36,8 +38,9 @@ def test_heartbeat_misses_drop_the_prefill_and_fail_the_transfers_in_flight() ->
 
         def pending() -> None:
             t0 = time.monotonic()
-            out["r"] = c.post(f"{stack.decode.url}/generate",
-                              json={"text": "hi", "bootstrap_room": 4242, **boot})
+            out["r"] = c.post(
+                f"{stack.decode.url}/generate", json={"text": "hi", "bootstrap_room": 4242, **boot}
+            )
             out["took"] = time.monotonic() - t0
 
         t = threading.Thread(target=pending)
@@ -63,11 +66,18 @@ def test_a_prefill_replaced_behind_the_same_address_leaves_stale_metadata_on_the
     # No heartbeat miss: the new prefill's bootstrap server answers /health from its first
     # second, so a quick replacement is never noticed (interval raised so test load cannot
     # make it miss twice). Waiting timeout 20 model s = 1 s wall.
-    env = {"DSV4_TWIN_TIME_SCALE": str(SCALE), "DSV4_TWIN_WAITING_TIMEOUT_S": "20",
-           "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "20"}
+    env = {
+        "DSV4_TWIN_TIME_SCALE": str(SCALE),
+        "DSV4_TWIN_WAITING_TIMEOUT_S": "20",
+        "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "20",
+    }
     decode_env = {"SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL": "2000"}
-    with twin_stack(router=True, router_args=["--disable-retries"], env=env,
-                    decode_env=decode_env) as stack, httpx.Client(timeout=30) as c:
+    with (
+        twin_stack(
+            router=True, router_args=["--disable-retries"], env=env, decode_env=decode_env
+        ) as stack,
+        httpx.Client(timeout=30) as c,
+    ):
         assert _chat(c, stack.router_url).status_code == 200
         old = c.get(f"{stack.prefill.url}/_twin/state").json()["instance_id"]
         stack.kill("prefill", signal.SIGKILL)

@@ -37,17 +37,49 @@ def test_default_buckets_follow_sglang_generation_and_runtime_clamp() -> None:
     assert default_decode_buckets(160)[:8] == [1, 2, 4, 8, 12, 16, 24, 32]
     assert default_decode_buckets(512)[-1] == 512
     assert len(default_decode_buckets(512)) == 52
-    tp4 = resolve_decode_buckets(explicit=None, max_bs=None, max_running_requests=None,
-                                 tp_size=4, disable_padding=False, disabled=False)
+    tp4 = resolve_decode_buckets(
+        explicit=None,
+        max_bs=None,
+        max_running_requests=None,
+        tp_size=4,
+        disable_padding=False,
+        disabled=False,
+    )
     assert tp4[-1] == 256  # generated up to 512, clamped by the DSV4 request pool
-    clamped = resolve_decode_buckets(explicit=None, max_bs=None, max_running_requests=64,
-                                     tp_size=4, disable_padding=False, disabled=False)
+    clamped = resolve_decode_buckets(
+        explicit=None,
+        max_bs=None,
+        max_running_requests=64,
+        tp_size=4,
+        disable_padding=False,
+        disabled=False,
+    )
     assert clamped[-1] == 64
-    explicit = resolve_decode_buckets(explicit=(96, 32, 40), max_bs=None,
-                                      max_running_requests=None, tp_size=4,
-                                      disable_padding=False, disabled=False)
+    explicit = resolve_decode_buckets(
+        explicit=(96, 32, 40),
+        max_bs=None,
+        max_running_requests=None,
+        tp_size=4,
+        disable_padding=False,
+        disabled=False,
+    )
     assert explicit == [32, 40, 96]
-    assert resolve_decode_buckets(explicit=None, max_bs=8, max_running_requests=None, tp_size=1,
-                                  disable_padding=True, disabled=False) == list(range(1, 9))
-    assert resolve_decode_buckets(explicit=None, max_bs=None, max_running_requests=None,
-                                  tp_size=4, disable_padding=False, disabled=True) == []
+    assert resolve_decode_buckets(
+        explicit=None,
+        max_bs=8,
+        max_running_requests=None,
+        tp_size=1,
+        disable_padding=True,
+        disabled=False,
+    ) == list(range(1, 9))
+    assert (
+        resolve_decode_buckets(
+            explicit=None,
+            max_bs=None,
+            max_running_requests=None,
+            tp_size=4,
+            disable_padding=False,
+            disabled=True,
+        )
+        == []
+    )

@@ -25,16 +25,32 @@ ROOT = Path(__file__).resolve().parents[2]
 ENV_DIR = Path(os.environ.get("REAL_SGLANG") or ROOT / ".dsv4ops" / "sglang-cpu")
 READY = ENV_DIR / ".ready"
 # serve.sh's arguments (the twin takes SGLang's), so both report the same server_args
-ARGS = ["--device", "cpu", "--attention-backend", "torch_native", "--sampling-backend",
-        "pytorch", "--enable-metrics", "--max-total-tokens", "4096", "--max-running-requests",
-        "16", "--disable-cuda-graph", "--tool-call-parser", "qwen",
-        "--decode-log-interval", str(LOG_INTERVAL)]
+ARGS = [
+    "--device",
+    "cpu",
+    "--attention-backend",
+    "torch_native",
+    "--sampling-backend",
+    "pytorch",
+    "--enable-metrics",
+    "--max-total-tokens",
+    "4096",
+    "--max-running-requests",
+    "16",
+    "--disable-cuda-graph",
+    "--tool-call-parser",
+    "qwen",
+    "--decode-log-interval",
+    str(LOG_INTERVAL),
+]
 
 pytestmark = [
     pytest.mark.real_sglang,
-    pytest.mark.skipif(os.environ.get("REAL_SGLANG") is None or not READY.is_file(),
-                       reason=f"needs the real-SGLang env: `make test-real-sglang` builds it "
-                              f"({ENV_DIR}, ~6.5 GB) and starts one real server (~100 s)"),
+    pytest.mark.skipif(
+        os.environ.get("REAL_SGLANG") is None or not READY.is_file(),
+        reason=f"needs the real-SGLang env: `make test-real-sglang` builds it "
+        f"({ENV_DIR}, ~6.5 GB) and starts one real server (~100 s)",
+    ),
 ]
 
 
@@ -77,9 +93,20 @@ def test_the_twin_answers_in_the_shapes_real_sglang_answers() -> None:
     out = ENV_DIR / "last-run"  # kept after the run: the real server's log and both shapes
     out.mkdir(exist_ok=True)
     (port,) = free_ports(1)
-    real = Proc("real-sglang", ["bash", str(ROOT / "tools/sglang-cpu/serve.sh"), str(ENV_DIR),
-                                str(port), "--decode-log-interval", str(LOG_INTERVAL)],
-                dict(os.environ), port, out / "real.log")
+    real = Proc(
+        "real-sglang",
+        [
+            "bash",
+            str(ROOT / "tools/sglang-cpu/serve.sh"),
+            str(ENV_DIR),
+            str(port),
+            "--decode-log-interval",
+            str(LOG_INTERVAL),
+        ],
+        dict(os.environ),
+        port,
+        out / "real.log",
+    )
     real.start()
     try:
         startup = _wait_up(real, 600)
@@ -88,15 +115,20 @@ def test_the_twin_answers_in_the_shapes_real_sglang_answers() -> None:
         end_all([real])  # SIGTERM the group, SIGKILL after the grace: no orphan either way
     assert not real.alive()
     # the twin's own start-up phases (fast=False), its 60 s model load cut to 5 s
-    with twin_server([*ARGS, "--served-model-name", "m"], fast=False, wait=False,
-                     env={"DSV4_TWIN_MODEL_LOAD_S": "5"}) as twin:
+    with twin_server(
+        [*ARGS, "--served-model-name", "m"],
+        fast=False,
+        wait=False,
+        env={"DSV4_TWIN_MODEL_LOAD_S": "5"},
+    ) as twin:
         twin_startup = _wait_up(twin, 600)
         twin_shapes = probe(twin.url, "SAY Hello world from the twin check", "write on")
     # per endpoint: the two are polled one after the other, so a pair like [503, 200] is only
     # the moment the status flipped between the two requests (both are one handler in 0.5.23)
     real_shapes["startup.health"] = _phases(startup)
     twin_shapes["startup.health"] = _phases(twin_startup)
-    (out / "shapes.json").write_text(json.dumps({"twin": twin_shapes, "real": real_shapes},
-                                                     indent=1))
+    (out / "shapes.json").write_text(
+        json.dumps({"twin": twin_shapes, "real": real_shapes}, indent=1)
+    )
     problems = diff(twin_shapes, real_shapes)
     assert problems == [], "\n".join([*problems, f"(both shapes: {out / 'shapes.json'})"])

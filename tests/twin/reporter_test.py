@@ -16,8 +16,13 @@ class World:
 
     def reporter(self, *, interval: int = 40, **env: str) -> StatsReporter:
         cfg = load_config({"DSV4_TWIN_TIME_SCALE": "0.1", **env})
-        return StatsReporter(cfg, decode_log_interval=interval, live=lambda: self.live,
-                             fully_idle=lambda: self.idle, clock=lambda: self.t)
+        return StatsReporter(
+            cfg,
+            decode_log_interval=interval,
+            live=lambda: self.live,
+            fully_idle=lambda: self.idle,
+            clock=lambda: self.t,
+        )
 
 
 def _decode(world: World, rep: StatsReporter, steps: int, batch: int, step_s: float = 0.01) -> None:

@@ -15,8 +15,14 @@ from testing.twin import FakeClock, measure_step_ms, twin_server
 
 
 def _variation(clock: FakeClock, **kw: float) -> StepVariation:
-    args = {"noise_pct": 0.0, "drift_pct_per_min": 0.0, "epoch": None, "time_scale": 1.0,
-            "seed": 0, **kw}
+    args = {
+        "noise_pct": 0.0,
+        "drift_pct_per_min": 0.0,
+        "epoch": None,
+        "time_scale": 1.0,
+        "seed": 0,
+        **kw,
+    }
     return StepVariation(**args, clock=clock)  # type: ignore[arg-type]
 
 
@@ -68,14 +74,27 @@ def test_a_drifted_twin_steps_slower_by_the_drift_it_was_given() -> None:
     than the same twin without drift, measured from the client's token arrivals."""
     scale = 0.2
     base = {"DSV4_TWIN_TIME_SCALE": str(scale), "DSV4_TWIN_HAZARDS": "off"}
-    drifted = {**base, "DSV4_TWIN_STEP_DRIFT_PCT_PER_MIN": "2.0",
-               "DSV4_TWIN_DRIFT_EPOCH": str(time.time() - 10 * 60 * scale)}
+    drifted = {
+        **base,
+        "DSV4_TWIN_STEP_DRIFT_PCT_PER_MIN": "2.0",
+        "DSV4_TWIN_DRIFT_EPOCH": str(time.time() - 10 * 60 * scale),
+    }
     steps = {}
     for name, env in (("plain", base), ("drifted", drifted)):
-        with twin_server(["--disaggregation-mode", "decode", "--disable-overlap-schedule",
-                          "--cuda-graph-bs-decode", "8", "16"], env=env) as proc:
-            steps[name] = asyncio.run(measure_step_ms(proc.url, 8, probe_tokens=40,
-                                                      time_scale=scale))
+        with twin_server(
+            [
+                "--disaggregation-mode",
+                "decode",
+                "--disable-overlap-schedule",
+                "--cuda-graph-bs-decode",
+                "8",
+                "16",
+            ],
+            env=env,
+        ) as proc:
+            steps[name] = asyncio.run(
+                measure_step_ms(proc.url, 8, probe_tokens=40, time_scale=scale)
+            )
     ratio = steps["drifted"] / steps["plain"]
     # 10 to ~10.5 model minutes of 2 %/min while measuring: 1.20-1.21; generous for a busy machine
     assert 1.12 <= ratio <= 1.32, steps
@@ -94,14 +113,26 @@ def test_each_start_draws_its_own_seeded_deploy_offset(tmp_path: Path) -> None: 
     assert statistics.pstdev(first) == pytest.approx(0.02, rel=0.15)
     assert deploy_offset(2.0, 6, str(tmp_path / "c"))[0] != first[0]  # another seed, another draw
     assert deploy_offset(2.0, 5, str(tmp_path / "a"))[1] == 400  # the 401st start
-    v = StepVariation(noise_pct=0.0, drift_pct_per_min=0.0, epoch=None, time_scale=1.0, seed=0,
-                      clock=FakeClock(), offset=first[0])
+    v = StepVariation(
+        noise_pct=0.0,
+        drift_pct_per_min=0.0,
+        epoch=None,
+        time_scale=1.0,
+        seed=0,
+        clock=FakeClock(),
+        offset=first[0],
+    )
     assert v.active and v.factor() == first[0]
 
 
 def test_deploy_variation_settings_are_read_and_checked() -> None:
-    cfg = load_config({"DSV4_TWIN_DEPLOY_VARIATION_PCT": "1.5", "DSV4_TWIN_DEPLOY_SEED": "3",
-                       "DSV4_TWIN_DEPLOY_COUNTER": "/tmp/x"})
+    cfg = load_config(
+        {
+            "DSV4_TWIN_DEPLOY_VARIATION_PCT": "1.5",
+            "DSV4_TWIN_DEPLOY_SEED": "3",
+            "DSV4_TWIN_DEPLOY_COUNTER": "/tmp/x",
+        }
+    )
     assert (cfg.deploy_variation_pct, cfg.deploy_seed, cfg.deploy_counter) == (1.5, 3, "/tmp/x")
     assert load_config({}).deploy_variation_pct == 0.0 and load_config({}).deploy_seed is None
     with pytest.raises(TwinConfigError, match="DSV4_TWIN_DEPLOY_VARIATION_PCT"):
@@ -118,16 +149,31 @@ def test_a_restarted_twin_runs_its_step_law_times_that_starts_offset(tmp_path: P
     scale = 0.2
     base = {"DSV4_TWIN_TIME_SCALE": str(scale), "DSV4_TWIN_HAZARDS": "off"}
     counter, log = tmp_path / "starts", tmp_path / "events.jsonl"
-    varied = {**base, "DSV4_TWIN_DEPLOY_VARIATION_PCT": "20", "DSV4_TWIN_DEPLOY_SEED": "2",
-              "DSV4_TWIN_DEPLOY_COUNTER": str(counter), "DSV4_TWIN_EVENT_LOG": str(log)}
+    varied = {
+        **base,
+        "DSV4_TWIN_DEPLOY_VARIATION_PCT": "20",
+        "DSV4_TWIN_DEPLOY_SEED": "2",
+        "DSV4_TWIN_DEPLOY_COUNTER": str(counter),
+        "DSV4_TWIN_EVENT_LOG": str(log),
+    }
     want = deploy_offset(20.0, 2, str(tmp_path / "predicted"))[0]  # start 0 of seed 2
     assert want > 1.2, want  # the seed is chosen so the offset is plain to see
     steps = {}
     for name, env in (("plain", base), ("varied", varied)):
-        with twin_server(["--disaggregation-mode", "decode", "--disable-overlap-schedule",
-                          "--cuda-graph-bs-decode", "8", "16"], env=env) as proc:
-            steps[name] = asyncio.run(measure_step_ms(proc.url, 8, probe_tokens=40,
-                                                      time_scale=scale))
+        with twin_server(
+            [
+                "--disaggregation-mode",
+                "decode",
+                "--disable-overlap-schedule",
+                "--cuda-graph-bs-decode",
+                "8",
+                "16",
+            ],
+            env=env,
+        ) as proc:
+            steps[name] = asyncio.run(
+                measure_step_ms(proc.url, 8, probe_tokens=40, time_scale=scale)
+            )
     (event,) = [e for e in read_events(str(log)) if e["event"] == "deploy_offset"]
     assert event["start"] == 0 and event["factor"] == pytest.approx(want, abs=1e-6)
     assert steps["varied"] / steps["plain"] == pytest.approx(want, rel=0.06), steps

@@ -45,7 +45,8 @@ def test_no_baseline_when_the_canary_recorded_none(tmp_path: Path) -> None:
 
 
 def test_a_walk_back_that_finds_nothing_reads_no_other_commands_deploy(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Through the journal's index (issue 21): deploys of other commands are skipped unread."""
     j = Journal("t", directory=tmp_path)
     for _ in range(5):

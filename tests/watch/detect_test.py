@@ -15,13 +15,16 @@ from testing.watch import ENDPOINTS, FakeUnit
 S = WatchSettings(max_decode_bucket=16)  # box defaults: 5 s scrapes, wedge window 20 s
 
 
-def _watch(unit: FakeUnit, settings: WatchSettings = S, probe: bool = False) -> tuple[Watcher, FakeClock]:
+def _watch(
+    unit: FakeUnit, settings: WatchSettings = S, probe: bool = False
+) -> tuple[Watcher, FakeClock]:
     clock = FakeClock()
     return Watcher(ENDPOINTS, settings, unit, clock, probe=probe), clock
 
 
-def _rounds(w: Watcher, clock: FakeClock, n: int,
-            each: Callable[[], object] | None = None) -> list[Round]:
+def _rounds(
+    w: Watcher, clock: FakeClock, n: int, each: Callable[[], object] | None = None
+) -> list[Round]:
     out = []
     for _ in range(n):
         if each is not None:
@@ -68,6 +71,7 @@ def test_idle_and_slow_counters_are_not_wedges() -> None:
     def every_third() -> None:  # the counter moves once per 15 s (a long log interval)
         if next(ticks) % 3 == 0:
             unit.decode.tokens += 40
+
     assert all(not r.findings for r in _rounds(w, clock, 12, every_third))
 
 
@@ -167,5 +171,6 @@ def test_durations_are_model_time_with_the_wall_seconds_and_scale_beside() -> No
     from dsv4ops.watch.settings import WatchSettings
 
     assert Detector(WatchSettings(time_scale=0.1))._scaled(25.8) == (
-        "258 s model time (25.8 s wall at twin time scale 0.1)")
+        "258 s model time (25.8 s wall at twin time scale 0.1)"
+    )
     assert Detector(WatchSettings())._scaled(4.25) == "4.2 s"

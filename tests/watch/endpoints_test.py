@@ -15,8 +15,10 @@ def test_the_twin_local_render_of_baseline() -> None:
     assert e.router_url == f"http://127.0.0.1:{router.port}"
     assert e.router_metrics_url == f"http://127.0.0.1:{router.metrics_port}/metrics"
     assert router.metrics_port != router.port
-    assert e.metrics == {"prefill": f"http://127.0.0.1:{pre.port}/metrics",
-                         "decode": f"http://127.0.0.1:{dec.port}/metrics"}
+    assert e.metrics == {
+        "prefill": f"http://127.0.0.1:{pre.port}/metrics",
+        "decode": f"http://127.0.0.1:{dec.port}/metrics",
+    }
     assert e.health["decode"] == f"http://127.0.0.1:{dec.port}/health"
     assert e.decode_buckets == d.decode_buckets and e.model == d.model_name and e.via == "target"
 

@@ -29,9 +29,17 @@ def test_findings_are_exported_while_active() -> None:
     try:
         exporter.update(w.tick())
         m = _scrape(port)
-        assert m["dsv4ops_watch_finding"] == [({"code": "tool_call_corruption", "component": "decode",
-                                                "severity": "critical",
-                                                "runbook": "runbooks/tool-call-corruption.md"}, 1.0)]
+        assert m["dsv4ops_watch_finding"] == [
+            (
+                {
+                    "code": "tool_call_corruption",
+                    "component": "decode",
+                    "severity": "critical",
+                    "runbook": "runbooks/tool-call-corruption.md",
+                },
+                1.0,
+            )
+        ]
         assert m["dsv4ops_watch_worst_severity"] == [({}, 2.0)]
         assert ({"component": "router"}, 1.0) in m["dsv4ops_watch_component_up"]
         unit.probe = "ok"

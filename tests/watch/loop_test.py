@@ -51,8 +51,10 @@ def test_once_watches_one_wedge_window_and_reports_the_worst() -> None:
     assert last.worst is Severity.CRITICAL
     assert {f.code for f in last.findings} == {"decode_wedged", "probe_stalled"}
     warn = FakeUnit(probe="fail")
-    assert Watcher(ENDPOINTS, WatchSettings(), warn, FakeClock()).once(
-        lambda r: None).worst is Severity.WARNING
+    assert (
+        Watcher(ENDPOINTS, WatchSettings(), warn, FakeClock()).once(lambda r: None).worst
+        is Severity.WARNING
+    )
 
 
 def test_an_unreachable_target_is_components_down_not_a_stalled_unit_and_watch_goes_on() -> None:
@@ -103,6 +105,7 @@ def test_once_with_every_probe_unanswered_is_critical_not_ok() -> None:
     from dsv4ops import exitcodes
 
     last = Watcher(ENDPOINTS, WatchSettings(), FakeUnit(probe="stall"), FakeClock()).once(
-        lambda r: None)
+        lambda r: None
+    )
     assert last.word == "critical" and {f.code for f in last.findings} == {"probe_stalled"}
     assert exitcodes.for_severity(last.word) == exitcodes.FAILED

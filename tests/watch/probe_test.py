@@ -14,8 +14,12 @@ from testing.watch import ENDPOINTS, FakeUnit, sse
 
 
 def _tool_reply(arguments: str, content: str = "") -> HttpReply:
-    call = {"index": 0, "id": "c0", "type": "function",
-            "function": {"name": "record_step", "arguments": arguments}}
+    call = {
+        "index": 0,
+        "id": "c0",
+        "type": "function",
+        "function": {"name": "record_step", "arguments": arguments},
+    }
     delta = {"tool_calls": [call], **({"content": content} if content else {})}
     return HttpReply(200, sse([{"delta": delta, "finish_reason": "tool_calls"}]), None, 0.2)
 
@@ -23,24 +27,39 @@ def _tool_reply(arguments: str, content: str = "") -> HttpReply:
 def test_judging_generations_and_tool_calls() -> None:
     gen, tool = probe_requests("default", 3)
     assert tool.expected_args == {"nonce": tool.nonce, "session": f"watch-{tool.nonce}", "step": 3}
-    ok = judge(gen, HttpReply(200, sse([{"delta": {"content": "Hi."}, "finish_reason": "stop"}]),
-                              None, 0.1))
+    ok = judge(
+        gen,
+        HttpReply(200, sse([{"delta": {"content": "Hi."}, "finish_reason": "stop"}]), None, 0.1),
+    )
     assert ok.status == "ok"
     assert judge(gen, HttpReply(None, "", "timed out", 2.0)).status == "stalled"
     assert judge(gen, HttpReply(200, 'data: {"choices": []}\n\n', None, 2.0)).status == "stalled"
     assert judge(gen, HttpReply(503, "no worker", None, 0.1)).status == "failed"
-    err = judge(gen, HttpReply(200, 'data: {"error": {"message": "KV transfer failed"}}\n\n', None, 0))
+    err = judge(
+        gen, HttpReply(200, 'data: {"error": {"message": "KV transfer failed"}}\n\n', None, 0)
+    )
     assert err.status == "failed" and "KV transfer failed" in err.detail
     assert judge(tool, _tool_reply(json.dumps(tool.expected_args))).status == "ok"
     other = {**(tool.expected_args or {}), "session": "watch-0123456789ab"}
     cross = judge(tool, _tool_reply(json.dumps(other)))
     assert cross.status == "corrupt" and "watch-0123456789ab" in cross.detail
     assert judge(tool, _tool_reply('{"nonce": ')).status == "corrupt"  # invalid JSON
-    markup = judge(tool, HttpReply(200, sse([{"delta": {"content": "<｜DSML｜invoke name=x>"},
-                                              "finish_reason": "stop"}]), None, 0.1))
+    markup = judge(
+        tool,
+        HttpReply(
+            200,
+            sse([{"delta": {"content": "<｜DSML｜invoke name=x>"}, "finish_reason": "stop"}]),
+            None,
+            0.1,
+        ),
+    )
     assert markup.status == "corrupt" and "markup" in markup.detail
-    cut = judge(tool, HttpReply(200, sse([{"delta": {"reasoning_content": "hm"},
-                                           "finish_reason": "length"}]), None, 0.1))
+    cut = judge(
+        tool,
+        HttpReply(
+            200, sse([{"delta": {"reasoning_content": "hm"}, "finish_reason": "length"}]), None, 0.1
+        ),
+    )
     assert cut.status == "failed"  # reasoning used the budget: not corruption
 
 

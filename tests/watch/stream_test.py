@@ -13,7 +13,9 @@ from testing.clock import FakeClock
 from testing.watch import ENDPOINTS, ClockedWedge
 
 
-def _first_wedge(scripted: ClockedWedge, clock: FakeClock, until_s: float) -> tuple[float | None, Round | None]:
+def _first_wedge(
+    scripted: ClockedWedge, clock: FakeClock, until_s: float
+) -> tuple[float | None, Round | None]:
     w = Watcher(ENDPOINTS, WatchSettings(), scripted, clock, probe=False, stream=scripted)
     found: list[tuple[float, Round]] = []
 

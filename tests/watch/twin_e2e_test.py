@@ -21,14 +21,24 @@ from testing.watch import Watched, hazard, local_watcher, watch_for
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 
 SCALE = 0.1
-ENV = {"DSV4_TWIN_TIME_SCALE": str(SCALE), "DSV4_TWIN_HAZARDS": "off",
-       # model seconds: a lost transfer is counted after 20 s (SGLang's default is 300)
-       "DSV4_TWIN_WAITING_TIMEOUT_S": "20", "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "20",
-       "DSV4_TWIN_DEGRADE_FAIL_FRACTION": "0.5",
-       "DSV4_TWIN_CORRUPT_PROB": "1.0"}  # only while forced
+ENV = {
+    "DSV4_TWIN_TIME_SCALE": str(SCALE),
+    "DSV4_TWIN_HAZARDS": "off",
+    # model seconds: a lost transfer is counted after 20 s (SGLang's default is 300)
+    "DSV4_TWIN_WAITING_TIMEOUT_S": "20",
+    "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "20",
+    "DSV4_TWIN_DEGRADE_FAIL_FRACTION": "0.5",
+    "DSV4_TWIN_CORRUPT_PROB": "1.0",
+}  # only while forced
 BUCKETS = (1, 2, 4, 8)
-DECODE = ["--enable-metrics", "--disable-overlap-schedule", "--tool-call-parser", "deepseekv4",
-          "--cuda-graph-bs-decode", *map(str, BUCKETS)]
+DECODE = [
+    "--enable-metrics",
+    "--disable-overlap-schedule",
+    "--tool-call-parser",
+    "deepseekv4",
+    "--cuda-graph-bs-decode",
+    *map(str, BUCKETS),
+]
 SETTINGS = WatchSettings(time_scale=SCALE, max_decode_bucket=max(BUCKETS))
 # The load and the machine's share: a round is an agent call (~0.1-0.5 s wall on 2 busy cores).
 SLACK_S = 3.0
@@ -36,10 +46,13 @@ SLACK_S = 3.0
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[TwinStack]:
-    with twin_stack(router=True, env=ENV, prefill_args=["--enable-metrics"],
-                    decode_args=DECODE) as s:
+    with twin_stack(
+        router=True, env=ENV, prefill_args=["--enable-metrics"], decode_args=DECODE
+    ) as s:
         assert s.router is not None
-        with RouterTraffic(s.router.url, threads=2):  # + 2 probes (and a finishing one): well below 8
+        with RouterTraffic(
+            s.router.url, threads=2
+        ):  # + 2 probes (and a finishing one): well below 8
             yield s
 
 
@@ -52,7 +65,8 @@ def _watch(stack: TwinStack, tmp: str, code: str | None, timeout_s: float) -> Wa
 
 
 def test_each_forced_incident_is_reported_in_time_and_nothing_with_hazards_off(
-        stack: TwinStack, tmp_path_factory: pytest.TempPathFactory) -> None:
+    stack: TwinStack, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     tmp = str(tmp_path_factory.mktemp("agent"))
     quiet = _watch(stack, tmp, None, 5.0)  # > the wedge window (2 s) and two probe rounds
     assert quiet.codes() == set(), [f.line() for r in quiet.rounds for f in r.findings]

@@ -78,17 +78,23 @@ async def run_abort_cascade(ctx: SuiteContext) -> SuiteResult:
     # cascade is aborts landing together)
     async with harness(ctx, connections=2 * n + PROBES, name="abort-cascade") as h:
         if not await reachable(h.client):
-            raise CanaryError(f"cannot reach {ctx.base_url}", hint="check --url / the target's router")
+            raise CanaryError(
+                f"cannot reach {ctx.base_url}", hint="check --url / the target's router"
+            )
         baseline = await _in_system(h)
         if baseline is None:
-            f.unsure("worker metrics unavailable (pass --worker-url with --enable-metrics servers):"
-                     " cannot check running/queued return to baseline")
+            f.unsure(
+                "worker metrics unavailable (pass --worker-url with --enable-metrics servers):"
+                " cannot check running/queued return to baseline"
+            )
         c = await _cascade(ctx, h, n, baseline)
     sc = h.selfcheck.report
     freezes = _judge(f, h, c, ctx.thresholds)
     judge_client(f, sc)
-    f.note(f"{n} streams cancelled ({c.decoding} mid-decode); recovery "
-           + (f"{c.recovery_s:.2f} s" if c.recovery_s is not None else "not measured"))
+    f.note(
+        f"{n} streams cancelled ({c.decoding} mid-decode); recovery "
+        + (f"{c.recovery_s:.2f} s" if c.recovery_s is not None else "not measured")
+    )
     return f.result("abort-cascade", _metrics(h, c, freezes, sc))
 
 
@@ -99,11 +105,25 @@ async def _cascade(ctx: SuiteContext, h: Harness, n: int, baseline: float | None
     ctx.say(f"abort-cascade: starting {n} long streams")
     # unique per run: a rid must not collide with another client's (or another canary's)
     run_id = secrets.token_hex(4)
-    streams = [asyncio.create_task(h.client.stream(
-        {**base_body([{"role": "user", "content": text_prompt(20_000 + i)}], max_tokens=4096,
-                     model=ctx.model, thinking=th.thinking_mode()), "rid": f"canary-{run_id}-cascade-{i}"},
-        rid=f"canary-{run_id}-cascade-{i}", tag="cascade", sink=h.records))
-        for i in range(n)]
+    streams = [
+        asyncio.create_task(
+            h.client.stream(
+                {
+                    **base_body(
+                        [{"role": "user", "content": text_prompt(20_000 + i)}],
+                        max_tokens=4096,
+                        model=ctx.model,
+                        thinking=th.thinking_mode(),
+                    ),
+                    "rid": f"canary-{run_id}-cascade-{i}",
+                },
+                rid=f"canary-{run_id}-cascade-{i}",
+                tag="cascade",
+                sink=h.records,
+            )
+        )
+        for i in range(n)
+    ]
     decoding = await _wait_decoding(h, n, timeout_s=min(th.first_token_deadline_s, 30.0))
     # SGLang publishes running/queued once per --decode-log-interval, so the scrape at the
     # start may predate other clients' requests; what the workers report now, minus our own
@@ -115,36 +135,67 @@ async def _cascade(ctx: SuiteContext, h: Harness, n: int, baseline: float | None
     half = n // 2 if ctx.worker_urls else n  # no worker URL: nowhere to POST an abort
     disconnect, by_request = streams[:half], streams[half:]
     recs = {r.rid: r for r in h.records if r.tag == "cascade"}
-    abort_ids = sorted({i for k in range(half, n)
-                        for i in _request_ids(recs[f"canary-{run_id}-cascade-{k}"])})
+    abort_ids = sorted(
+        {i for k in range(half, n) for i in _request_ids(recs[f"canary-{run_id}-cascade-{k}"])}
+    )
     await cancel_all(disconnect)
-    abort_status = await asyncio.gather(*(
-        h.client.post_json(u.rstrip("/") + "/abort_request", {"rid": rid, "abort_all": False})
-        for u in ctx.worker_urls for rid in abort_ids))
+    abort_status = await asyncio.gather(
+        *(
+            h.client.post_json(u.rstrip("/") + "/abort_request", {"rid": rid, "abort_all": False})
+            for u in ctx.worker_urls
+            for rid in abort_ids
+        )
+    )
     await asyncio.sleep(0.2)
     ended_by_abort, recovery_s = await _watch_recovery(ctx, h, baseline, streams, by_request)
-    return _Cascade(streams=n, decoding=decoding, baseline=baseline, t_cascade_ns=t_cascade,
-                    abort_ids=abort_ids, abort_status=list(abort_status),
-                    by_disconnect=len(disconnect), by_request=len(by_request),
-                    ended_by_abort=ended_by_abort, recovery_s=recovery_s)
+    return _Cascade(
+        streams=n,
+        decoding=decoding,
+        baseline=baseline,
+        t_cascade_ns=t_cascade,
+        abort_ids=abort_ids,
+        abort_status=list(abort_status),
+        by_disconnect=len(disconnect),
+        by_request=len(by_request),
+        ended_by_abort=ended_by_abort,
+        recovery_s=recovery_s,
+    )
 
 
 async def _watch_recovery(
-    ctx: SuiteContext, h: Harness, baseline: float | None,
-    streams: list[asyncio.Task[Any]], by_request: list[asyncio.Task[Any]],
+    ctx: SuiteContext,
+    h: Harness,
+    baseline: float | None,
+    streams: list[asyncio.Task[Any]],
+    by_request: list[asyncio.Task[Any]],
 ) -> tuple[int, float | None]:
     """Probe right after the cascade, until recovery or a freeze; then give the by-request
     streams a grace to end. (how many of them the server ended, seconds to recovery or None)"""
     th = ctx.thresholds
-    probes = [asyncio.create_task(h.client.stream(
-        base_body([{"role": "user", "content": text_prompt(30_000 + i)}], max_tokens=16,
-                  model=ctx.model, thinking=th.thinking_mode()), rid=f"probe-{i}", tag="probe", sink=h.records))
-        for i in range(PROBES)]
+    probes = [
+        asyncio.create_task(
+            h.client.stream(
+                base_body(
+                    [{"role": "user", "content": text_prompt(30_000 + i)}],
+                    max_tokens=16,
+                    model=ctx.model,
+                    thinking=th.thinking_mode(),
+                ),
+                rid=f"probe-{i}",
+                tag="probe",
+                sink=h.records,
+            )
+        )
+        for i in range(PROBES)
+    ]
     recovery = asyncio.create_task(_recovered(h, baseline, th.abort_cascade_recovery_s))
     frozen = asyncio.create_task(h.watchdog.frozen.wait())
     work: asyncio.Future[Any] = asyncio.gather(recovery, *probes)
-    await asyncio.wait([work, frozen], return_when=asyncio.FIRST_COMPLETED,
-                       timeout=th.abort_cascade_recovery_s + th.freeze_s + 5)
+    await asyncio.wait(
+        [work, frozen],
+        return_when=asyncio.FIRST_COMPLETED,
+        timeout=th.abort_cascade_recovery_s + th.freeze_s + 5,
+    )
     if by_request and not frozen.done():
         await asyncio.wait(by_request, timeout=ABORT_GRACE_S)
     # ended on their own (the server closed them) rather than cancelled below by us
@@ -158,24 +209,34 @@ async def _watch_recovery(
 def _judge(f: Findings, h: Harness, c: _Cascade, th: Thresholds) -> list[HangEvent]:
     """The server-side findings; returns the freezes detected after the cascade (a wedge
     explains the other symptoms, so they are not judged again)."""
-    freezes = [e for e in h.watchdog.events if e.kind in (FREEZE, FREEZE_METRICS) and e.detected_ns > c.t_cascade_ns]
+    freezes = [
+        e
+        for e in h.watchdog.events
+        if e.kind in (FREEZE, FREEZE_METRICS) and e.detected_ns > c.t_cascade_ns
+    ]
     if freezes:
         e = freezes[0]
-        f.fail(f"wedge: {e.detail}; detected {c.since_cascade_s(e.detected_ns):.2f} s after the cascade "
-               f"({e.detection_latency_s:.2f} s after the silence began)")
+        f.fail(
+            f"wedge: {e.detail}; detected {c.since_cascade_s(e.detected_ns):.2f} s after the cascade "
+            f"({e.detection_latency_s:.2f} s after the silence began)"
+        )
     if not freezes:
         judge_errors(f, _probe_records(h), th, ignore=())
     if c.baseline is not None and c.recovery_s is None and not freezes:
-        f.fail(f"running/queued requests did not return to baseline {c.baseline:.0f} within "
-               f"{th.abort_cascade_recovery_s:.0f} s")
+        f.fail(
+            f"running/queued requests did not return to baseline {c.baseline:.0f} within "
+            f"{th.abort_cascade_recovery_s:.0f} s"
+        )
     if c.decoding < c.streams // 4:
         f.unsure(f"only {c.decoding} of {c.streams} streams were decoding when the cascade started")
     if c.abort_status and set(c.statuses) != {200}:
         f.note(f"/abort_request answered {c.statuses} (status: count)")
     if c.by_request and not freezes and c.ended_by_abort < c.by_request:
-        f.fail(f"{c.by_request - c.ended_by_abort} of {c.by_request} streams kept streaming "
-               f"{ABORT_GRACE_S:.0f} s after POST /abort_request with their ids "
-               f"({len(c.abort_ids)} ids sent to each worker)")
+        f.fail(
+            f"{c.by_request - c.ended_by_abort} of {c.by_request} streams kept streaming "
+            f"{ABORT_GRACE_S:.0f} s after POST /abort_request with their ids "
+            f"({len(c.abort_ids)} ids sent to each worker)"
+        )
     return freezes
 
 
@@ -185,12 +246,18 @@ def _metrics(
     return {
         # the probes' own span (first sent → last ended): the rates are per second of probing
         "summary": summarize(_probe_records(h), max_concurrency=PROBES),
-        "cascade": {"streams": c.streams, "decoding_at_cascade": c.decoding,
-                    "baseline_in_system": c.baseline, "recovery_s": c.recovery_s,
-                    "abort_request_status": c.statuses,
-                    "aborted_by_disconnect": c.by_disconnect, "aborted_by_request": c.by_request,
-                    "abort_request_ids": len(c.abort_ids), "ended_by_abort_request": c.ended_by_abort,
-                    "wedge_detected_s": c.since_cascade_s(freezes[0].detected_ns) if freezes else None},
+        "cascade": {
+            "streams": c.streams,
+            "decoding_at_cascade": c.decoding,
+            "baseline_in_system": c.baseline,
+            "recovery_s": c.recovery_s,
+            "abort_request_status": c.statuses,
+            "aborted_by_disconnect": c.by_disconnect,
+            "aborted_by_request": c.by_request,
+            "abort_request_ids": len(c.abort_ids),
+            "ended_by_abort_request": c.ended_by_abort,
+            "wedge_detected_s": c.since_cascade_s(freezes[0].detected_ns) if freezes else None,
+        },
         "hangs": h.watchdog.summary(),
         "client": sc.to_json(),
     }

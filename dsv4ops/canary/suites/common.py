@@ -38,7 +38,9 @@ class SuiteContext:
     progress: Progress | None = None
     model: str = "default"
     api_key: str | None = None
-    rate_per_s: float | None = None  # open-loop Poisson arrivals (smoke/soak) instead of closed loop
+    rate_per_s: float | None = (
+        None  # open-loop Poisson arrivals (smoke/soak) instead of closed loop
+    )
     # the decode's --decode-log-interval: how long its progress counter may rest while healthy
     decode_log_interval: int = DEFAULT_DECODE_LOG_INTERVAL
 
@@ -61,13 +63,21 @@ class Harness:
 async def harness(ctx: SuiteContext, *, connections: int, name: str) -> AsyncIterator[Harness]:
     """Client + hang watchdog + self-check + metrics sampler + a 1-second progress line."""
     th = ctx.thresholds
-    wd = Watchdog(first_token_deadline_s=th.first_token_deadline_s, stall_s=th.stall_s,
-                  freeze_s=th.freeze_s, tick_s=th.watchdog_tick_s,
-                  decode_log_interval=ctx.decode_log_interval)
+    wd = Watchdog(
+        first_token_deadline_s=th.first_token_deadline_s,
+        stall_s=th.stall_s,
+        freeze_s=th.freeze_s,
+        tick_s=th.watchdog_tick_s,
+        decode_log_interval=ctx.decode_log_interval,
+    )
     records: list[RequestRecord] = []
-    async with ChatClient(ctx.base_url, connections=connections + 8,
-                          total_timeout_s=th.hang_deadline_s, watchdog=wd,
-                          api_key=ctx.api_key) as client:
+    async with ChatClient(
+        ctx.base_url,
+        connections=connections + 8,
+        total_timeout_s=th.hang_deadline_s,
+        watchdog=wd,
+        api_key=ctx.api_key,
+    ) as client:
         sampler = MetricsSampler(client, ctx.worker_urls, watchdog=wd)
         sc = SelfCheck(cpu_max=th.client_cpu_max, lag_p99_max_ms=th.loop_lag_p99_max_ms)
         h = Harness(client, wd, sampler, sc, records, perf_ns())
@@ -89,12 +99,17 @@ async def _progress(ctx: SuiteContext, h: Harness, name: str) -> None:
         # every SSE event received so far, open streams included (a long stream's tokens would
         # otherwise show up only when it ends); a parsed stream keeps its count in `events`
         events = sum(r.events if r.t_end else len(r.times) for r in h.records)
-        ended = Counter("completed" if r.ok else "cancelled" if r.cancelled else "failed"
-                        for r in h.records if r.t_end)
-        ctx.say(f"{name}: {ended['completed']} completed, {ended['cancelled']} cancelled, "
-                f"{ended['failed']} failed, {len(h.watchdog.active)} in flight, "
-                f"{events - last_events} events in the last 1 s, "
-                f"{len(h.watchdog.events)} hang events")
+        ended = Counter(
+            "completed" if r.ok else "cancelled" if r.cancelled else "failed"
+            for r in h.records
+            if r.t_end
+        )
+        ctx.say(
+            f"{name}: {ended['completed']} completed, {ended['cancelled']} cancelled, "
+            f"{ended['failed']} failed, {len(h.watchdog.active)} in flight, "
+            f"{events - last_events} events in the last 1 s, "
+            f"{len(h.watchdog.events)} hang events"
+        )
         last_events = events
 
 
@@ -104,34 +119,56 @@ async def reachable(client: ChatClient) -> bool:
     return status != 0
 
 
-def tool_problems(rec: RequestRecord, expect: ToolExpectation, nonces: NonceBook) -> list[ToolProblem]:
+def tool_problems(
+    rec: RequestRecord, expect: ToolExpectation, nonces: NonceBook
+) -> list[ToolProblem]:
     """Validate a tool-call response: structure, JSON, schema, nonce, and the exact arguments."""
-    problems = check_calls(rec.tool_calls, TOOL_SCHEMAS, expected_nonce=expect.nonce,
-                           known_nonces=nonces.owners, content=rec.content,
-                           finish_reason=rec.finish_reason)
+    problems = check_calls(
+        rec.tool_calls,
+        TOOL_SCHEMAS,
+        expected_nonce=expect.nonce,
+        known_nonces=nonces.owners,
+        content=rec.content,
+        finish_reason=rec.finish_reason,
+    )
     if not problems and rec.tool_calls:
         call = rec.tool_calls[0]
         got = json.loads(call.arguments) if call.arguments.strip() else {}
         if call.name != expect.tool or got != expect.args:
-            problems.append(ToolProblem(ARGS_MISMATCH, f"{call.name} {call.arguments[:120]!r}, "
-                                        f"expected {expect.tool} {expect.args}"))
+            problems.append(
+                ToolProblem(
+                    ARGS_MISMATCH,
+                    f"{call.name} {call.arguments[:120]!r}, "
+                    f"expected {expect.tool} {expect.args}",
+                )
+            )
     return problems
 
 
-def counted_errors(records: Iterable[RequestRecord], ignore: Sequence[str] = (R.ERR_CANCELLED,)) -> Counter[str]:
+def counted_errors(
+    records: Iterable[RequestRecord], ignore: Sequence[str] = (R.ERR_CANCELLED,)
+) -> Counter[str]:
     return Counter(r.error for r in records if r.error and r.error not in ignore)
 
 
-def judge_errors(f: Findings, records: Sequence[RequestRecord], th: Thresholds,
-                 *, ignore: Sequence[str] = (R.ERR_CANCELLED,), require_completed: bool = True) -> None:
+def judge_errors(
+    f: Findings,
+    records: Sequence[RequestRecord],
+    th: Thresholds,
+    *,
+    ignore: Sequence[str] = (R.ERR_CANCELLED,),
+    require_completed: bool = True,
+) -> None:
     """FAIL when more than `max_error_rate` of the requests failed (our own cancellations aside).
 
     Also notes streams that completed on a finish_reason without `data: [DONE]`: complete, but a
     server that omits the marker is worth knowing about (a proxy may be dropping it)."""
     no_done = [r for r in records if r.ended_without_done]
     if no_done:
-        f.note(f"{len(no_done)} of {len(records)} streams ended after their finish_reason without "
-               "data: [DONE] (counted complete)")
+        f.note(
+            f"{len(no_done)} of {len(records)} streams ended after their finish_reason without "
+            "data: [DONE] (counted complete)"
+        )
     judged = [r for r in records if r.error not in ignore]
     if not judged:
         if require_completed:
@@ -160,8 +197,10 @@ def judge_hangs(f: Findings, wd: Watchdog, sc: SelfCheckReport) -> None:
         return
     kinds = Counter(e.kind for e in wd.events)
     first = wd.events[0]
-    line = (f"hang: {', '.join(f'{v} {k}' for k, v in kinds.items())}; first: {first.detail} "
-            f"(detected {first.detection_latency_s:.2f} s after the silence began)")
+    line = (
+        f"hang: {', '.join(f'{v} {k}' for k, v in kinds.items())}; first: {first.detail} "
+        f"(detected {first.detection_latency_s:.2f} s after the silence began)"
+    )
     # A client whose loop stalled for seconds cannot tell a server stall from its own.
     if sc.loop_lag_max_ms >= 1000.0:
         f.unsure(line + f" — but the client loop stalled {sc.loop_lag_max_ms:.0f} ms")
@@ -169,7 +208,9 @@ def judge_hangs(f: Findings, wd: Watchdog, sc: SelfCheckReport) -> None:
         f.fail(line)
 
 
-def judge_tools(f: Findings, problems: dict[str, list[ToolProblem]], n_calls: int, th: Thresholds) -> None:
+def judge_tools(
+    f: Findings, problems: dict[str, list[ToolProblem]], n_calls: int, th: Thresholds
+) -> None:
     bad = {rid: p for rid, p in problems.items() if p}
     if n_calls == 0:
         return
@@ -180,10 +221,12 @@ def judge_tools(f: Findings, problems: dict[str, list[ToolProblem]], n_calls: in
         # A call can have several findings (a wrong nonce and a missing argument): the calls and
         # the findings are counted apart, so the kinds add up to the findings, not the calls.
         findings = sum(kinds.values())
-        f.fail(f"tool-call corruption in {len(bad)} of {n_calls} calls: {findings} "
-               f"finding{'s' if findings != 1 else ''} ("
-               + ", ".join(f"{k}={v}" for k, v in kinds.most_common())
-               + f"); first ({first_rid}): {first[0]}")
+        f.fail(
+            f"tool-call corruption in {len(bad)} of {n_calls} calls: {findings} "
+            f"finding{'s' if findings != 1 else ''} ("
+            + ", ".join(f"{k}={v}" for k, v in kinds.most_common())
+            + f"); first ({first_rid}): {first[0]}"
+        )
 
 
 def judge_client(f: Findings, sc: SelfCheckReport) -> None:
@@ -199,7 +242,9 @@ def judge_latency(f: Findings, summary: dict[str, Any], th: Thresholds, client_b
             continue
         if value > limit:
             line = f"{key} {value:.1f} > {limit:.1f}"
-            (f.unsure if client_bound else f.fail)(line + (" (client-bound)" if client_bound else ""))
+            (f.unsure if client_bound else f.fail)(
+                line + (" (client-bound)" if client_bound else "")
+            )
 
 
 async def cancel_all(tasks: Iterable[asyncio.Task[Any]]) -> None:

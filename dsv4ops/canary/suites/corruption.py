@@ -59,13 +59,22 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
     problems: dict[str, list[ToolProblem]] = {}
     # A tool call is silent until its DSML closes: allow that before calling a hang.
     silence = th.tool_call_silence_s
-    quiet = dataclasses.replace(ctx, thresholds=dataclasses.replace(
-        th, stall_s=max(th.stall_s, silence), freeze_s=max(th.freeze_s, silence),
-        first_token_deadline_s=max(th.first_token_deadline_s, silence)))
-    async with harness(quiet, connections=sessions + th.consistency_prompts,
-                       name="corruption") as h:
+    quiet = dataclasses.replace(
+        ctx,
+        thresholds=dataclasses.replace(
+            th,
+            stall_s=max(th.stall_s, silence),
+            freeze_s=max(th.freeze_s, silence),
+            first_token_deadline_s=max(th.first_token_deadline_s, silence),
+        ),
+    )
+    async with harness(
+        quiet, connections=sessions + th.consistency_prompts, name="corruption"
+    ) as h:
         if not await reachable(h.client):
-            raise CanaryError(f"cannot reach {ctx.base_url}", hint="check --url / the target's router")
+            raise CanaryError(
+                f"cannot reach {ctx.base_url}", hint="check --url / the target's router"
+            )
         ctx.say(f"corruption: {th.consistency_prompts} reference prompts at concurrency 1")
         reference = [await _consistency(h, ctx, i, "ref") for i in range(th.consistency_prompts)]
         ctx.say(f"corruption: {sessions} agentic sessions x {th.corruption_turns}+ turns")
@@ -79,8 +88,10 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
     _judge_calls(f, problems, h.records, th)
     agreement, diffs = _agreement(reference, loaded)
     if loaded and agreement < th.consistency_min_agreement:
-        f.fail(f"output consistency {agreement:.0%} < {th.consistency_min_agreement:.0%} between "
-               f"concurrency 1 and {sessions}; first: {diffs[0]}")
+        f.fail(
+            f"output consistency {agreement:.0%} < {th.consistency_min_agreement:.0%} between "
+            f"concurrency 1 and {sessions}; first: {diffs[0]}"
+        )
     elif not loaded:
         f.unsure("consistency prompts under load did not complete")
     garbled = [r.rid for r in h.records if GARBLED in r.content]
@@ -89,54 +100,73 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
     judge_client(f, sc)
     if not problems:
         f.unsure("no tool call was checked")
-    f.note(f"{len(problems)} tool calls checked in {sessions} sessions; consistency "
-           f"{agreement:.0%} over {len(loaded)} prompts")
+    f.note(
+        f"{len(problems)} tool calls checked in {sessions} sessions; consistency "
+        f"{agreement:.0%} over {len(loaded)} prompts"
+    )
     metrics: dict[str, Any] = {
         "summary": summary,
         "hangs": h.watchdog.summary(),
-        "tool_calls": {"checked": len(problems),
-                       "bad": {rid: [str(p) for p in ps] for rid, ps in problems.items() if ps}},
+        "tool_calls": {
+            "checked": len(problems),
+            "bad": {rid: [str(p) for p in ps] for rid, ps in problems.items() if ps},
+        },
         "consistency": {"agreement": agreement, "prompts": len(loaded), "diffs": diffs[:5]},
         "client": sc.to_json(),
     }
     return f.result("corruption", metrics)
 
 
-def _judge_calls(f: Findings, problems: dict[str, list[ToolProblem]],
-                 records: list[RequestRecord], th: Any) -> None:
+def _judge_calls(
+    f: Findings, problems: dict[str, list[ToolProblem]], records: list[RequestRecord], th: Any
+) -> None:
     """No call in any request → say so (not corruption); calls cut by max_tokens → INCONCLUSIVE;
     the rest is judged as corruption."""
     sessions = [r for r in records if r.tag == "session" and r.rid in problems]
     if problems and not any(r.tool_calls for r in sessions):
         markup = sum(1 for ps in problems.values() if any(p.kind == MARKUP_IN_CONTENT for p in ps))
-        f.fail(f"model made no tool calls in any of {len(problems)} tool-call requests: tools not "
-               "enabled / wrong parser? (SGLang needs --tool-call-parser deepseekv4)"
-               + (f"; {markup} responses carry tool-call markup in content" if markup else ""))
+        f.fail(
+            f"model made no tool calls in any of {len(problems)} tool-call requests: tools not "
+            "enabled / wrong parser? (SGLang needs --tool-call-parser deepseekv4)"
+            + (f"; {markup} responses carry tool-call markup in content" if markup else "")
+        )
         return
-    cut = [rid for rid, ps in problems.items() if ps and all(p.kind == CUT_BY_MAX_TOKENS for p in ps)]
+    cut = [
+        rid for rid, ps in problems.items() if ps and all(p.kind == CUT_BY_MAX_TOKENS for p in ps)
+    ]
     if cut:
         reasoning = max((len(r.reasoning) for r in sessions if r.rid in cut), default=0)
-        f.unsure(f"{len(cut)} tool-call requests reached max_tokens before their call (first "
-                 f"{cut[0]}; up to {reasoning} chars of reasoning): raise "
-                 "canary.thinking_budget_tokens")
+        f.unsure(
+            f"{len(cut)} tool-call requests reached max_tokens before their call (first "
+            f"{cut[0]}; up to {reasoning} chars of reasoning): raise "
+            "canary.thinking_budget_tokens"
+        )
     judged = {rid: ps for rid, ps in problems.items() if rid not in cut}
     judge_tools(f, judged, len(judged), th)
 
 
-async def _under_load(h: Harness, ctx: SuiteContext, sessions: int, nonces: NonceBook,
-                      problems: dict[str, list[ToolProblem]]) -> tuple[list[RequestRecord], float]:
+async def _under_load(
+    h: Harness,
+    ctx: SuiteContext,
+    sessions: int,
+    nonces: NonceBook,
+    problems: dict[str, list[ToolProblem]],
+) -> tuple[list[RequestRecord], float]:
     """The agentic sessions with the greedy consistency prompts again while all are in flight,
     until they end or the watchdog sees the decode frozen; returns the prompts' records (empty
     when they did not complete) and the seconds it took."""
     th = ctx.thresholds
     t0 = perf_s()
     deadline = t0 + ctx.duration_s if ctx.duration_s else None
-    tasks = [asyncio.create_task(_session(h, ctx, s, nonces, problems, deadline))
-             for s in range(sessions)]
+    tasks = [
+        asyncio.create_task(_session(h, ctx, s, nonces, problems, deadline))
+        for s in range(sessions)
+    ]
     # the same greedy prompts again, while all sessions are in flight
     await asyncio.sleep(0)
-    loaded_task = asyncio.gather(*(_consistency(h, ctx, i, "load")
-                                   for i in range(th.consistency_prompts)))
+    loaded_task = asyncio.gather(
+        *(_consistency(h, ctx, i, "load") for i in range(th.consistency_prompts))
+    )
     frozen = asyncio.create_task(h.watchdog.frozen.wait())
     body: asyncio.Future[Any] = asyncio.gather(*tasks, loaded_task)
     await asyncio.wait([body, frozen], return_when=asyncio.FIRST_COMPLETED)
@@ -151,8 +181,12 @@ async def _under_load(h: Harness, ctx: SuiteContext, sessions: int, nonces: Nonc
 
 
 async def _consistency(h: Harness, ctx: SuiteContext, i: int, tag: str) -> RequestRecord:
-    body = base_body([{"role": "user", "content": text_prompt(10_000 + i)}], max_tokens=32,
-                     model=ctx.model, thinking=ctx.thresholds.thinking_mode())
+    body = base_body(
+        [{"role": "user", "content": text_prompt(10_000 + i)}],
+        max_tokens=32,
+        model=ctx.model,
+        thinking=ctx.thresholds.thinking_mode(),
+    )
     return await h.client.stream(body, rid=f"consistency-{tag}-{i}", tag=tag, sink=h.records)
 
 
@@ -160,13 +194,22 @@ def _agreement(ref: list[RequestRecord], loaded: list[RequestRecord]) -> tuple[f
     pairs = [(a, b) for a, b in zip(ref, loaded, strict=False) if a.ok and b.ok]
     if not pairs:
         return 0.0, []
-    diffs = [f"{b.rid}: {(a.reasoning + a.content)[:40]!r} vs {(b.reasoning + b.content)[:40]!r}"
-             for a, b in pairs if (a.reasoning, a.content) != (b.reasoning, b.content)]
+    diffs = [
+        f"{b.rid}: {(a.reasoning + a.content)[:40]!r} vs {(b.reasoning + b.content)[:40]!r}"
+        for a, b in pairs
+        if (a.reasoning, a.content) != (b.reasoning, b.content)
+    ]
     return 1.0 - len(diffs) / len(pairs), diffs
 
 
-async def _session(h: Harness, ctx: SuiteContext, s: int, nonces: NonceBook,
-                   problems: dict[str, list[ToolProblem]], deadline: float | None) -> None:
+async def _session(
+    h: Harness,
+    ctx: SuiteContext,
+    s: int,
+    nonces: NonceBook,
+    problems: dict[str, list[ToolProblem]],
+    deadline: float | None,
+) -> None:
     client: ChatClient = h.client
     history: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a coding agent. Use the tools exactly as asked."}
@@ -175,8 +218,14 @@ async def _session(h: Harness, ctx: SuiteContext, s: int, nonces: NonceBook,
     step = 0
     while step < ctx.thresholds.corruption_turns or (deadline and perf_s() < deadline):
         rid = f"corruption-{session}-{step}"
-        body, expect = session_turn_body(history, session, step, nonces.issue(rid), model=ctx.model,
-                                         thinking=ctx.thresholds.thinking_mode())
+        body, expect = session_turn_body(
+            history,
+            session,
+            step,
+            nonces.issue(rid),
+            model=ctx.model,
+            thinking=ctx.thresholds.thinking_mode(),
+        )
         rec = await client.stream(body, rid=rid, tag="session", sink=h.records)
         if not rec.ok:
             return  # counted as an error; an agent would stop here too
@@ -185,6 +234,11 @@ async def _session(h: Harness, ctx: SuiteContext, s: int, nonces: NonceBook,
         if found or not rec.tool_calls:
             return
         call = rec.tool_calls[0]
-        append_tool_turn(history, call.id or f"call_{rid}", call.name or "", call.arguments,
-                         f'{{"ok": true, "step": {step}}}')
+        append_tool_turn(
+            history,
+            call.id or f"call_{rid}",
+            call.name or "",
+            call.arguments,
+            f'{{"ok": true, "step": {step}}}',
+        )
         step += 1

@@ -29,31 +29,68 @@ async def run_smoke(ctx: SuiteContext) -> SuiteResult:
     th = ctx.thresholds
     concurrency = ctx.concurrency or th.smoke_concurrency
     n = None if ctx.duration_s else max(th.smoke_requests, concurrency)
-    return await _run_mix(ctx, "smoke", concurrency=concurrency, num_requests=n,
-                          duration_s=ctx.duration_s, tool_every=2)
+    return await _run_mix(
+        ctx,
+        "smoke",
+        concurrency=concurrency,
+        num_requests=n,
+        duration_s=ctx.duration_s,
+        tool_every=2,
+    )
 
 
 async def run_soak(ctx: SuiteContext) -> SuiteResult:
     th = ctx.thresholds
-    return await _run_mix(ctx, "soak", concurrency=ctx.concurrency or th.soak_concurrency,
-                          num_requests=None, duration_s=ctx.duration_s or th.stress_duration_s,
-                          tool_every=4, check_decay=True)
+    return await _run_mix(
+        ctx,
+        "soak",
+        concurrency=ctx.concurrency or th.soak_concurrency,
+        num_requests=None,
+        duration_s=ctx.duration_s or th.stress_duration_s,
+        tool_every=4,
+        check_decay=True,
+    )
 
 
-async def _run_mix(ctx: SuiteContext, name: str, *, concurrency: int, num_requests: int | None,
-                   duration_s: float | None, tool_every: int, check_decay: bool = False) -> SuiteResult:
+async def _run_mix(
+    ctx: SuiteContext,
+    name: str,
+    *,
+    concurrency: int,
+    num_requests: int | None,
+    duration_s: float | None,
+    tool_every: int,
+    check_decay: bool = False,
+) -> SuiteResult:
     th = ctx.thresholds
-    mix = Mix(prefix=name, max_tokens=th.max_tokens, model=ctx.model,
-              tool_every=tool_every if th.tool_calls else 0, thinking=th.thinking_mode())
+    mix = Mix(
+        prefix=name,
+        max_tokens=th.max_tokens,
+        model=ctx.model,
+        tool_every=tool_every if th.tool_calls else 0,
+        thinking=th.thinking_mode(),
+    )
     async with harness(ctx, connections=concurrency, name=name) as h:
         if not await reachable(h.client):
-            raise CanaryError(f"cannot reach {ctx.base_url}", hint="check --url / the target's router")
-        elapsed = await _drive(h, ctx, mix, name, concurrency=concurrency,
-                               num_requests=num_requests, duration_s=duration_s)
+            raise CanaryError(
+                f"cannot reach {ctx.base_url}", hint="check --url / the target's router"
+            )
+        elapsed = await _drive(
+            h,
+            ctx,
+            mix,
+            name,
+            concurrency=concurrency,
+            num_requests=num_requests,
+            duration_s=duration_s,
+        )
     sc = h.selfcheck.report
     summary = summarize(h.records, duration_s=elapsed, max_concurrency=concurrency, t0_ns=h.t0_ns)
-    problems = {rid: tool_problems(rec, mix.expect[rid], mix.nonces)
-                for rec in h.records if (rid := rec.rid) in mix.expect and rec.ok}
+    problems = {
+        rid: tool_problems(rec, mix.expect[rid], mix.nonces)
+        for rec in h.records
+        if (rid := rec.rid) in mix.expect and rec.ok
+    }
     f = Findings()
     judge_errors(f, h.records, th)
     judge_hangs(f, h.watchdog, sc)
@@ -69,30 +106,62 @@ async def _run_mix(ctx: SuiteContext, name: str, *, concurrency: int, num_reques
     metrics: dict[str, Any] = {
         "summary": summary,
         "hangs": h.watchdog.summary(),
-        "tool_calls": {"checked": len(problems),
-                       "bad": {rid: [str(p) for p in ps] for rid, ps in problems.items() if ps}},
+        "tool_calls": {
+            "checked": len(problems),
+            "bad": {rid: [str(p) for p in ps] for rid, ps in problems.items() if ps},
+        },
         "client": sc.to_json(),
     }
-    f.note(f"{summary['completed']} requests, output {summary['output_throughput']:.0f} tok/s, "
-           f"TTFT p99 {summary['p99_ttft_ms']:.0f} ms, ITL p99 {summary['p99_itl_ms']:.1f} ms")
+    f.note(
+        f"{summary['completed']} requests, output {summary['output_throughput']:.0f} tok/s, "
+        f"TTFT p99 {summary['p99_ttft_ms']:.0f} ms, ITL p99 {summary['p99_itl_ms']:.1f} ms"
+    )
     return f.result(name, metrics)
 
 
-async def _drive(h: Harness, ctx: SuiteContext, mix: Mix, name: str, *, concurrency: int,
-                 num_requests: int | None, duration_s: float | None) -> float:
+async def _drive(
+    h: Harness,
+    ctx: SuiteContext,
+    mix: Mix,
+    name: str,
+    *,
+    concurrency: int,
+    num_requests: int | None,
+    duration_s: float | None,
+) -> float:
     """The load itself: Poisson arrivals at --rate (capped at `concurrency`), else closed-loop
     streams until the count, the duration or a frozen decode; returns the seconds it ran."""
     t0 = perf_s()
     if ctx.rate_per_s:
         n = num_requests or max(1, round(ctx.rate_per_s * (duration_s or 10.0)))
-        ctx.say(f"{name}: Poisson arrivals at {ctx.rate_per_s:g}/s, {n} requests, cap {concurrency}")
-        h.records.extend(await poisson(h.client, mix, rate_per_s=ctx.rate_per_s, num_requests=n,
-                                       max_concurrency=concurrency, tag=name))
+        ctx.say(
+            f"{name}: Poisson arrivals at {ctx.rate_per_s:g}/s, {n} requests, cap {concurrency}"
+        )
+        h.records.extend(
+            await poisson(
+                h.client,
+                mix,
+                rate_per_s=ctx.rate_per_s,
+                num_requests=n,
+                max_concurrency=concurrency,
+                tag=name,
+            )
+        )
     else:
-        ctx.say(f"{name}: {concurrency} streams, "
-                + (f"{num_requests} requests" if num_requests else f"{duration_s:.0f} s"))
-        await closed_loop(h.client, mix, concurrency=concurrency, num_requests=num_requests,
-                          duration_s=duration_s, tag=name, sink=h.records, stop=h.watchdog.frozen)
+        ctx.say(
+            f"{name}: {concurrency} streams, "
+            + (f"{num_requests} requests" if num_requests else f"{duration_s:.0f} s")
+        )
+        await closed_loop(
+            h.client,
+            mix,
+            concurrency=concurrency,
+            num_requests=num_requests,
+            duration_s=duration_s,
+            tag=name,
+            sink=h.records,
+            stop=h.watchdog.frozen,
+        )
     return perf_s() - t0
 
 
@@ -102,7 +171,7 @@ def _judge_decay(f: Findings, buckets: list[int]) -> None:
         f.unsure(f"soak too short to judge stability ({len(buckets)} s of output)")
         return
     third = len(buckets) // 3
-    first = sum(buckets[1:third + 1]) / third  # skip the ramp-up second
-    last = sum(buckets[-third - 1:-1]) / third  # and the drain second
+    first = sum(buckets[1 : third + 1]) / third  # skip the ramp-up second
+    last = sum(buckets[-third - 1 : -1]) / third  # and the drain second
     if first > 0 and last < 0.5 * first:
         f.fail(f"throughput decayed from {first:.0f} to {last:.0f} tok/s over the soak")

@@ -56,17 +56,22 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
     th = ctx.thresholds
     levels = sweep_levels(ctx)
     level_s = (ctx.duration_s / len(levels)) if ctx.duration_s else th.sweep_level_s
-    mix = Mix(prefix="sweep", max_tokens=th.sweep_max_tokens, model=ctx.model,
-              thinking=th.thinking_mode())
+    mix = Mix(
+        prefix="sweep", max_tokens=th.sweep_max_tokens, model=ctx.model, thinking=th.thinking_mode()
+    )
     async with harness(ctx, connections=levels[-1], name="sweep") as h:
         if not await reachable(h.client):
-            raise CanaryError(f"cannot reach {ctx.base_url}", hint="check --url / the target's router")
+            raise CanaryError(
+                f"cannot reach {ctx.base_url}", hint="check --url / the target's router"
+            )
         starts, end, drained = await _staircase(ctx, h, mix, levels, level_s)
         scale = await server_time_scale(h.client, h.sampler.decode_url())
     sc = h.selfcheck.report
     metrics_ci: dict[int, tuple[tuple[float, float] | None, int]] = {}
-    points = [to_model_time(p, scale)
-              for p in _level_points(h, levels, level_windows(starts, end), metrics_ci)]
+    points = [
+        to_model_time(p, scale)
+        for p in _level_points(h, levels, level_windows(starts, end), metrics_ci)
+    ]
     f = Findings()
     # long requests may all still be running when the staircase ends: they are cut, not failed
     judge_errors(f, h.records, th, require_completed=False)
@@ -74,11 +79,14 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
     judge_client(f, sc)
     # The whole run, drain included: the streams still open when the staircase ends deliver
     # tokens (all counted) until they finish or are cut, so the duration must cover that too.
-    summary = summarize(h.records, duration_s=(drained - starts[0]) / 1e9,
-                        max_concurrency=levels[-1], t0_ns=h.t0_ns)
+    summary = summarize(
+        h.records, duration_s=(drained - starts[0]) / 1e9, max_concurrency=levels[-1], t0_ns=h.t0_ns
+    )
     if summary["cancelled"]:
-        f.note(f"{summary['cancelled']} streams still open when the staircase ended were cancelled "
-               "(not failures; their tokens are counted)")
+        f.note(
+            f"{summary['cancelled']} streams still open when the staircase ended were cancelled "
+            "(not failures; their tokens are counted)"
+        )
     metrics: dict[str, Any] = {
         "summary": summary,
         "levels": [p.__dict__ for p in points],
@@ -95,9 +103,19 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
     # lag or by proxies coalescing chunks. (The twin reports it in model time.)
     law = fits.get("metrics") or fits.get("padded_bs") or fits.get("bs")
     server_side = "metrics" in fits and all(p.output_tok_s_metrics for p in points)
-    judged = [replace(p, step_ms=p.step_ms_metrics or 0.0, output_tok_s=p.output_tok_s_metrics or 0.0,
-                      **_server_noise(p, metrics_ci))
-              for p in points] if server_side else points  # server_side: both are set (> 0)
+    judged = (
+        [
+            replace(
+                p,
+                step_ms=p.step_ms_metrics or 0.0,
+                output_tok_s=p.output_tok_s_metrics or 0.0,
+                **_server_noise(p, metrics_ci),
+            )
+            for p in points
+        ]
+        if server_side
+        else points
+    )  # server_side: both are set (> 0)
     metrics["law_source"] = "server metrics" if "metrics" in fits else "token timestamps"
     if law is None:
         f.unsure(f"not enough levels with output to fit the step law ({len(points)})")
@@ -106,8 +124,9 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
     return f.result("sweep", metrics)
 
 
-async def _staircase(ctx: SuiteContext, h: Harness, mix: Mix, levels: list[int],
-                     level_s: float) -> tuple[list[int], int, int]:
+async def _staircase(
+    ctx: SuiteContext, h: Harness, mix: Mix, levels: list[int], level_s: float
+) -> tuple[list[int], int, int]:
     """Run the levels; returns their start times, the staircase's end and the drain's end (ns)."""
     stop = asyncio.Event()
     ids = itertools.count()
@@ -117,9 +136,21 @@ async def _staircase(ctx: SuiteContext, h: Harness, mix: Mix, levels: list[int],
     for level in levels:
         starts.append(perf_ns())
         ctx.say(f"sweep: level {level} for {level_s:.1f} s")
-        workers += [asyncio.create_task(closed_loop(
-            h.client, mix, concurrency=1, duration_s=1e9, tag=f"c{level}", stop=stop,
-            sink=h.records, counter=ids)) for _ in range(level - running)]
+        workers += [
+            asyncio.create_task(
+                closed_loop(
+                    h.client,
+                    mix,
+                    concurrency=1,
+                    duration_s=1e9,
+                    tag=f"c{level}",
+                    stop=stop,
+                    sink=h.records,
+                    counter=ids,
+                )
+            )
+            for _ in range(level - running)
+        ]
         running = level
         try:
             await asyncio.wait_for(h.watchdog.frozen.wait(), timeout=level_s)
@@ -136,9 +167,12 @@ async def _staircase(ctx: SuiteContext, h: Harness, mix: Mix, levels: list[int],
     return starts, end, perf_ns()
 
 
-def _level_points(h: Harness, levels: list[int], windows: list[tuple[float, float]],
-                  metrics_ci: dict[int, tuple[tuple[float, float] | None, int]] | None = None,
-                  ) -> list[LevelPoint]:
+def _level_points(
+    h: Harness,
+    levels: list[int],
+    windows: list[tuple[float, float]],
+    metrics_ci: dict[int, tuple[tuple[float, float] | None, int]] | None = None,
+) -> list[LevelPoint]:
     """The levels as the client measured them; `metrics_ci` gets each level's CI of the server's
     gen_throughput reports (the noise of output_tok_s_metrics)."""
     decode = h.sampler.decode_url()
@@ -159,21 +193,35 @@ def _level_points(h: Harness, levels: list[int], windows: list[tuple[float, floa
             window = h.sampler.window(decode, int(a), int(b))
             if window:  # the server's running batch beats the client's nominal concurrency
                 bs = float(statistics.median(x.running or 0.0 for x in window))
-            g = [(float(x.running), float(x.gen_throughput)) for x in _whole_interval_reports(window)
-                 if x.gen_throughput and x.running]
+            g = [
+                (float(x.running), float(x.gen_throughput))
+                for x in _whole_interval_reports(window)
+                if x.gen_throughput and x.running
+            ]
             if g:
                 step_metrics = statistics.median(1000.0 * run / tput for run, tput in g)
                 tput_metrics = statistics.median(tput for _, tput in g)
-        points.append(LevelPoint(concurrency=level, bs=bs, step_ms=step,
-                                 output_tok_s=tokens / ((b - a) / 1e9), step_ms_metrics=step_metrics,
-                                 output_tok_s_metrics=tput_metrics, **_level_latency(timed, a, b),
-                                 output_tok_s_ci=_slices_ci(h.records, a, b), output_tok_s_n=SLICES))
+        points.append(
+            LevelPoint(
+                concurrency=level,
+                bs=bs,
+                step_ms=step,
+                output_tok_s=tokens / ((b - a) / 1e9),
+                step_ms_metrics=step_metrics,
+                output_tok_s_metrics=tput_metrics,
+                **_level_latency(timed, a, b),
+                output_tok_s_ci=_slices_ci(h.records, a, b),
+                output_tok_s_n=SLICES,
+            )
+        )
         metrics_ci[level] = (mean_ci95([tput for _, tput in g]), len(g)) if g else (None, 0)
     return points
 
 
-def _server_noise(p: LevelPoint, metrics_ci: dict[int, tuple[tuple[float, float] | None, int]],
-                  ) -> dict[str, Any]:
+def _server_noise(
+    p: LevelPoint,
+    metrics_ci: dict[int, tuple[tuple[float, float] | None, int]],
+) -> dict[str, Any]:
     """The noise of a level's server-side tok/s: the CI of its own reports when it has three or
     more, else the client's slices (the same throughput, on the same model clock): a level of a
     few log intervals has too few whole-interval reports to say."""
@@ -197,8 +245,13 @@ def _slices_ci(records: list[RequestRecord], a: float, b: float) -> tuple[float,
 def _level_latency(records: list[RequestRecord], a: float, b: float) -> dict[str, float | None]:
     """TTFT p50/p99 of the requests sent in [a, b] and ITL p50/p99 of the gaps inside it (ms)."""
     ttft = [r.ttft_s * 1e3 for r in records if a <= r.t_send <= b and r.ttft_s is not None]
-    itl = [(t[i] - t[i - 1]) / 1e6 for r in records for t in [r.token_times]
-           for i in range(1, len(t)) if a <= t[i - 1] and t[i] <= b]
+    itl = [
+        (t[i] - t[i - 1]) / 1e6
+        for r in records
+        for t in [r.token_times]
+        for i in range(1, len(t))
+        if a <= t[i - 1] and t[i] <= b
+    ]
     out: dict[str, float | None] = {}
     for name, xs in (("ttft", ttft), ("itl", itl)):
         out[f"{name}_p50_ms"] = percentile(xs, 50) if xs else None
@@ -226,7 +279,9 @@ def _whole_interval_reports(window: list[ServerGauges]) -> list[ServerGauges]:
     return kept
 
 
-def _stream_step_ms(records: list[RequestRecord], a: float, b: float, min_tokens: int = 8) -> float | None:
+def _stream_step_ms(
+    records: list[RequestRecord], a: float, b: float, min_tokens: int = 8
+) -> float | None:
     """Median over streams of (last − first token in the window) / (tokens − 1).
 
     Each stream gets one token per decode step, so this is the step time. It is robust to chunks

@@ -21,13 +21,21 @@ from dsv4ops.canary.suites.common import SuiteContext
 from dsv4ops.canary.verdict import Findings
 
 
-def judge_against_law(f: Findings, metrics: dict[str, Any], law: StepFit,
-                       judged: list[LevelPoint], ctx: SuiteContext, clock: str) -> None:
+def judge_against_law(
+    f: Findings,
+    metrics: dict[str, Any],
+    law: StepFit,
+    judged: list[LevelPoint],
+    ctx: SuiteContext,
+    clock: str,
+) -> None:
     """The fitted step law's findings: how well it fits, the sawtooth drops at the captured
     buckets (with the padding they waste), and the levels off the law."""
     th = ctx.thresholds
-    f.note(f"step = {law.a_ms:.2f} + {law.b_ms:.3f}*{law.x} ms (R² {law.r2:.3f}, from "
-           f"{metrics['law_source']}); ceiling 1000/b = {law.ceiling_tok_s:.0f} tok/s ({clock})")
+    f.note(
+        f"step = {law.a_ms:.2f} + {law.b_ms:.3f}*{law.x} ms (R² {law.r2:.3f}, from "
+        f"{metrics['law_source']}); ceiling 1000/b = {law.ceiling_tok_s:.0f} tok/s ({clock})"
+    )
     if law.r2 < th.sweep_min_r2:
         f.unsure(f"step law fits poorly: R² {law.r2:.3f} < {th.sweep_min_r2}")
     if ctx.buckets:
@@ -35,23 +43,39 @@ def judge_against_law(f: Findings, metrics: dict[str, Any], law: StepFit,
         metrics["sawtooth"] = [{**d.__dict__, "drop_pct": d.drop_pct} for d in drops]
         metrics["padding_waste"] = [w.__dict__ for w in padding_waste(ctx.buckets, law, judged)]
         for d in drops:
-            ci = f"drop 95% CI {_ci(d.drop_ci)} tok/s; levels [{_ci(d.from_ci)}] -> [{_ci(d.to_ci)}]"
-            line = (f"sawtooth at bucket {d.bucket}: {d.from_tok_s:.0f} -> {d.to_tok_s:.0f} tok/s "
-                    f"({d.from_bs:.0f} -> {d.to_bs:.0f} running, padded {d.from_padded:.0f} -> "
-                    f"{d.to_padded:.0f}; -{d.drop_pct:.1f}%, beyond the noise: {ci})")
-            f.note(line + (" exceeds sawtooth_max_drop_pct" if d.drop_pct > th.sawtooth_max_drop_pct else ""))
+            ci = (
+                f"drop 95% CI {_ci(d.drop_ci)} tok/s; levels [{_ci(d.from_ci)}] -> [{_ci(d.to_ci)}]"
+            )
+            line = (
+                f"sawtooth at bucket {d.bucket}: {d.from_tok_s:.0f} -> {d.to_tok_s:.0f} tok/s "
+                f"({d.from_bs:.0f} -> {d.to_bs:.0f} running, padded {d.from_padded:.0f} -> "
+                f"{d.to_padded:.0f}; -{d.drop_pct:.1f}%, beyond the noise: {ci})"
+            )
+            f.note(
+                line
+                + (
+                    " exceeds sawtooth_max_drop_pct"
+                    if d.drop_pct > th.sawtooth_max_drop_pct
+                    else ""
+                )
+            )
     off, unusable = off_law(judged, law, ctx.buckets, th.sweep_throughput_tolerance_pct)
     if unusable:
-        f.unsure("the fitted step law predicts no positive step time at "
-                 + ", ".join(unusable) + ": those levels cannot be judged against it")
+        f.unsure(
+            "the fitted step law predicts no positive step time at "
+            + ", ".join(unusable)
+            + ": those levels cannot be judged against it"
+        )
     if off:
         f.note("levels off the law by more than the tolerance: " + ", ".join(off))
 
 
 def fit_laws(points: list[LevelPoint], buckets: tuple[int, ...]) -> dict[str, StepFit]:
     fits: dict[str, StepFit] = {}
-    for name, xs in (("bs", [p.bs for p in points]),
-                     ("padded_bs", [pad_to_bucket(p.bs, buckets) for p in points] if buckets else None)):
+    for name, xs in (
+        ("bs", [p.bs for p in points]),
+        ("padded_bs", [pad_to_bucket(p.bs, buckets) for p in points] if buckets else None),
+    ):
         if xs is None:
             continue
         with contextlib.suppress(ValueError):
@@ -59,8 +83,10 @@ def fit_laws(points: list[LevelPoint], buckets: tuple[int, ...]) -> dict[str, St
     with_metrics = [(p.bs, p.step_ms_metrics) for p in points if p.step_ms_metrics]
     try:
         xs = [pad_to_bucket(bs, buckets) for bs, _ in with_metrics]
-        fits["metrics"] = fit_line(list(zip(xs, [step for _, step in with_metrics], strict=True)),
-                                   x="padded_bs" if buckets else "bs")
+        fits["metrics"] = fit_line(
+            list(zip(xs, [step for _, step in with_metrics], strict=True)),
+            x="padded_bs" if buckets else "bs",
+        )
     except ValueError:
         pass
     return fits
@@ -70,8 +96,9 @@ def _ci(ci: tuple[float, float] | None) -> str:
     return "-" if ci is None else f"{ci[0]:.0f}-{ci[1]:.0f}"
 
 
-def off_law(points: list[LevelPoint], law: StepFit, buckets: tuple[int, ...],
-             tol_pct: float) -> tuple[list[str], list[str]]:
+def off_law(
+    points: list[LevelPoint], law: StepFit, buckets: tuple[int, ...], tol_pct: float
+) -> tuple[list[str], list[str]]:
     """(levels whose step time is off the law at their (padded) batch beyond the tolerance,
     levels where the law predicts a step <= 0 ms). The step, not tok/s: the law is a step law,
     and tok/s also carries the running-batch estimate (a median of a gauge), which made a level
@@ -85,5 +112,7 @@ def off_law(points: list[LevelPoint], law: StepFit, buckets: tuple[int, ...],
             unusable.append(f"c{p.concurrency} ({predicted:.2f} ms at bs {p.bs:g})")
             continue
         if p.step_ms > 0 and abs(p.step_ms - predicted) / predicted * 100 > tol_pct:
-            off.append(f"c{p.concurrency} step {p.step_ms:.1f} vs {predicted:.1f} ms at batch {x:.0f}")
+            off.append(
+                f"c{p.concurrency} step {p.step_ms:.1f} vs {predicted:.1f} ms at batch {x:.0f}"
+            )
     return off, unusable

@@ -31,9 +31,17 @@ INTERMEDIATE = 2048
 
 
 @triton.jit
-def moe_tile(num_tokens_post_padded_ptr, sorted_token_ids_ptr, expert_ids_ptr, N, num_valid_tokens,
-             TOP_K: tl.constexpr, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
-             GROUP_SIZE_M: tl.constexpr):
+def moe_tile(
+    num_tokens_post_padded_ptr,
+    sorted_token_ids_ptr,
+    expert_ids_ptr,
+    N,
+    num_valid_tokens,
+    TOP_K: tl.constexpr,
+    BLOCK_SIZE_M: tl.constexpr,
+    BLOCK_SIZE_N: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr,
+):
     # The routing / tile prologue every MoE kernel here shares (bf16, NVFP4, MXFP4): this
     # program's BLOCK_SIZE_M x BLOCK_SIZE_N tile of one expert's output, SGLang's grouped order.
     # Returns (slots, slot_ok, a_rows, expert, offs_n, n_ok): the (token, slot) ids of the tile's
@@ -59,8 +67,17 @@ def moe_tile(num_tokens_post_padded_ptr, sorted_token_ids_ptr, expert_ids_ptr, N
 
 
 @triton.jit
-def moe_store(c_ptr, acc, slots, slot_ok, offs_n, n_ok, topk_weights_ptr, stride_cm,
-              MUL_ROUTED_WEIGHT: tl.constexpr):
+def moe_store(
+    c_ptr,
+    acc,
+    slots,
+    slot_ok,
+    offs_n,
+    n_ok,
+    topk_weights_ptr,
+    stride_cm,
+    MUL_ROUTED_WEIGHT: tl.constexpr,
+):
     # The shared epilogue: x routed weight (the down projection), store the tile's valid rows.
     if MUL_ROUTED_WEIGHT:
         rw = tl.load(topk_weights_ptr + slots, mask=slot_ok, other=0.0)
@@ -71,18 +88,39 @@ def moe_store(c_ptr, acc, slots, slot_ok, offs_n, n_ok, topk_weights_ptr, stride
 
 @triton.jit
 def fused_moe_kernel(
-    a_ptr, b_ptr, c_ptr, topk_weights_ptr, sorted_token_ids_ptr, expert_ids_ptr,
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    topk_weights_ptr,
+    sorted_token_ids_ptr,
+    expert_ids_ptr,
     num_tokens_post_padded_ptr,
-    N, K, num_valid_tokens,
-    stride_am, stride_be, stride_bn, stride_cm,
-    MUL_ROUTED_WEIGHT: tl.constexpr, TOP_K: tl.constexpr,
-    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
+    N,
+    K,
+    num_valid_tokens,
+    stride_am,
+    stride_be,
+    stride_bn,
+    stride_cm,
+    MUL_ROUTED_WEIGHT: tl.constexpr,
+    TOP_K: tl.constexpr,
+    BLOCK_SIZE_M: tl.constexpr,
+    BLOCK_SIZE_N: tl.constexpr,
+    BLOCK_SIZE_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr,
 ):
     # C[slot, :] = A[slot // TOP_K, :] @ B[expert(slot)].T  (x routed weight for the down proj)
     slots, slot_ok, a_rows, expert, offs_n, n_ok = moe_tile(
-        num_tokens_post_padded_ptr, sorted_token_ids_ptr, expert_ids_ptr, N, num_valid_tokens,
-        TOP_K, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
+        num_tokens_post_padded_ptr,
+        sorted_token_ids_ptr,
+        expert_ids_ptr,
+        N,
+        num_valid_tokens,
+        TOP_K,
+        BLOCK_SIZE_M,
+        BLOCK_SIZE_N,
+        GROUP_SIZE_M,
+    )
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_k[None, :]
     b_ptrs = b_ptr + expert * stride_be + offs_n.to(tl.int64)[None, :] * stride_bn + offs_k[:, None]
@@ -94,7 +132,9 @@ def fused_moe_kernel(
         acc = tl.dot(a, b, acc)
         a_ptrs += BLOCK_SIZE_K
         b_ptrs += BLOCK_SIZE_K
-    moe_store(c_ptr, acc, slots, slot_ok, offs_n, n_ok, topk_weights_ptr, stride_cm, MUL_ROUTED_WEIGHT)
+    moe_store(
+        c_ptr, acc, slots, slot_ok, offs_n, n_ok, topk_weights_ptr, stride_cm, MUL_ROUTED_WEIGHT
+    )
 
 
 # (signature, constexprs): what `triton.compile`'s ASTSource takes (the AOT check, aot_worker.py).
@@ -105,9 +145,12 @@ def moe_constexprs(config: dict[str, int], down: bool) -> dict[str, int]:
     """The constexpr arguments every MoE kernel here takes, for one config and projection."""
     return {
         # The down projection reads one row per slot and applies the routed weight.
-        "MUL_ROUTED_WEIGHT": down, "TOP_K": 1 if down else TOP_K,
-        "BLOCK_SIZE_M": config["BLOCK_SIZE_M"], "BLOCK_SIZE_N": config["BLOCK_SIZE_N"],
-        "BLOCK_SIZE_K": config["BLOCK_SIZE_K"], "GROUP_SIZE_M": config["GROUP_SIZE_M"],
+        "MUL_ROUTED_WEIGHT": down,
+        "TOP_K": 1 if down else TOP_K,
+        "BLOCK_SIZE_M": config["BLOCK_SIZE_M"],
+        "BLOCK_SIZE_N": config["BLOCK_SIZE_N"],
+        "BLOCK_SIZE_K": config["BLOCK_SIZE_K"],
+        "GROUP_SIZE_M": config["GROUP_SIZE_M"],
     }
 
 
@@ -119,13 +162,26 @@ def with_constexprs(signature: dict[str, str], config: dict[str, int], down: boo
 
 def aot_signature(config: dict[str, int], down: bool = False) -> AotSignature:
     """(signature, constexprs) for compiling this kernel ahead of time with `config`."""
-    return with_constexprs({
-        "a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "topk_weights_ptr": "*fp32",
-        "sorted_token_ids_ptr": "*i32", "expert_ids_ptr": "*i32",
-        "num_tokens_post_padded_ptr": "*i32",
-        "N": "i32", "K": "i32", "num_valid_tokens": "i32",
-        "stride_am": "i32", "stride_be": "i32", "stride_bn": "i32", "stride_cm": "i32",
-    }, config, down)
+    return with_constexprs(
+        {
+            "a_ptr": "*bf16",
+            "b_ptr": "*bf16",
+            "c_ptr": "*bf16",
+            "topk_weights_ptr": "*fp32",
+            "sorted_token_ids_ptr": "*i32",
+            "expert_ids_ptr": "*i32",
+            "num_tokens_post_padded_ptr": "*i32",
+            "N": "i32",
+            "K": "i32",
+            "num_valid_tokens": "i32",
+            "stride_am": "i32",
+            "stride_be": "i32",
+            "stride_bn": "i32",
+            "stride_cm": "i32",
+        },
+        config,
+        down,
+    )
 
 
 def moe_align(topk_ids: Any, block_m: int, n_experts: int) -> tuple[Any, Any, Any]:
@@ -136,7 +192,9 @@ def moe_align(topk_ids: Any, block_m: int, n_experts: int) -> tuple[Any, Any, An
     """
     import torch
 
-    flat = topk_ids.flatten().to(torch.int64).cpu()  # host-side; callers move the result to the device
+    flat = (
+        topk_ids.flatten().to(torch.int64).cpu()
+    )  # host-side; callers move the result to the device
     pad_id = flat.numel()
     slots, blocks = [], []
     for expert in torch.unique(flat).tolist():
@@ -165,8 +223,15 @@ class Launch:
     kwargs: dict[str, Any]  # the constexprs plus num_warps / num_stages
 
 
-def plan_launch(a: Any, topk_ids: Any, n_experts: int, n: int, config: dict[str, int],
-                topk_weights: Any = None, a_per_slot: bool = False) -> Launch:
+def plan_launch(
+    a: Any,
+    topk_ids: Any,
+    n_experts: int,
+    n: int,
+    config: dict[str, int],
+    topk_weights: Any = None,
+    a_per_slot: bool = False,
+) -> Launch:
     """Host side shared by the MoE wrappers: routing (`moe_align`), the output [M * top_k, N] in
     a's dtype, the routed weights, the grid and the kernel keyword arguments."""
     import torch
@@ -175,16 +240,39 @@ def plan_launch(a: Any, topk_ids: Any, n_experts: int, n: int, config: dict[str,
     sorted_ids, expert_ids, n_post = moe_align(topk_ids, config["BLOCK_SIZE_M"], n_experts)
     sorted_ids, expert_ids, n_post = (t.to(a.device) for t in (sorted_ids, expert_ids, n_post))
     out = torch.zeros((n_tokens * top_k, n), dtype=a.dtype, device=a.device)
-    weights = topk_weights if topk_weights is not None else torch.ones(n_tokens, top_k, device=a.device)
-    grid = (triton.cdiv(sorted_ids.numel(), config["BLOCK_SIZE_M"]) * triton.cdiv(n, config["BLOCK_SIZE_N"]),)
-    kwargs = {**moe_constexprs(config, topk_weights is not None), "TOP_K": 1 if a_per_slot else top_k,
-              "num_warps": config["num_warps"], "num_stages": config["num_stages"]}
-    return Launch(sorted_ids, expert_ids, n_post, out, weights.to(torch.float32).contiguous(), grid,
-                  n_tokens * top_k, kwargs)
+    weights = (
+        topk_weights if topk_weights is not None else torch.ones(n_tokens, top_k, device=a.device)
+    )
+    grid = (
+        triton.cdiv(sorted_ids.numel(), config["BLOCK_SIZE_M"])
+        * triton.cdiv(n, config["BLOCK_SIZE_N"]),
+    )
+    kwargs = {
+        **moe_constexprs(config, topk_weights is not None),
+        "TOP_K": 1 if a_per_slot else top_k,
+        "num_warps": config["num_warps"],
+        "num_stages": config["num_stages"],
+    }
+    return Launch(
+        sorted_ids,
+        expert_ids,
+        n_post,
+        out,
+        weights.to(torch.float32).contiguous(),
+        grid,
+        n_tokens * top_k,
+        kwargs,
+    )
 
 
-def grouped_gemm(a: Any, w: Any, topk_ids: Any, config: dict[str, int],
-                 topk_weights: Any = None, a_per_slot: bool = False) -> Any:
+def grouped_gemm(
+    a: Any,
+    w: Any,
+    topk_ids: Any,
+    config: dict[str, int],
+    topk_weights: Any = None,
+    a_per_slot: bool = False,
+) -> Any:
     """out[slot] = a[row(slot)] @ w[topk_ids.flat[slot]].T  -> [M * top_k, N].
 
     a [M, K] (one row per token) or, with a_per_slot, [M * top_k, K] (one row per slot, as the
@@ -193,9 +281,20 @@ def grouped_gemm(a: Any, w: Any, topk_ids: Any, config: dict[str, int],
     n_experts, n, k = w.shape
     p = plan_launch(a, topk_ids, n_experts, n, config, topk_weights, a_per_slot)
     fused_moe_kernel[p.grid](
-        a, w, p.out, p.topk_weights, p.sorted_ids, p.expert_ids, p.n_post,
-        n, k, p.n_valid,
-        a.stride(0), w.stride(0), w.stride(1), p.out.stride(0),
+        a,
+        w,
+        p.out,
+        p.topk_weights,
+        p.sorted_ids,
+        p.expert_ids,
+        p.n_post,
+        n,
+        k,
+        p.n_valid,
+        a.stride(0),
+        w.stride(0),
+        w.stride(1),
+        p.out.stride(0),
         **p.kwargs,
     )
     return p.out

@@ -45,30 +45,85 @@ GROUP = 32  # MXFP4: one ue8m0 scale byte per 32 e2m1 values
 
 @triton.jit
 def fused_moe_mxfp4_kernel(
-    a_ptr, b_ptr, b_scale_ptr, c_ptr, topk_weights_ptr, sorted_token_ids_ptr,
-    expert_ids_ptr, num_tokens_post_padded_ptr,
-    N, K, num_valid_tokens,
-    stride_am, stride_be, stride_bn, stride_se, stride_sn, stride_cm,
-    MUL_ROUTED_WEIGHT: tl.constexpr, TOP_K: tl.constexpr,
-    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
+    a_ptr,
+    b_ptr,
+    b_scale_ptr,
+    c_ptr,
+    topk_weights_ptr,
+    sorted_token_ids_ptr,
+    expert_ids_ptr,
+    num_tokens_post_padded_ptr,
+    N,
+    K,
+    num_valid_tokens,
+    stride_am,
+    stride_be,
+    stride_bn,
+    stride_se,
+    stride_sn,
+    stride_cm,
+    MUL_ROUTED_WEIGHT: tl.constexpr,
+    TOP_K: tl.constexpr,
+    BLOCK_SIZE_M: tl.constexpr,
+    BLOCK_SIZE_N: tl.constexpr,
+    BLOCK_SIZE_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr,
 ):
     # C[slot, :] = A[slot // TOP_K, :] @ dequant(B[expert(slot)]).T  (x routed weight for down)
     acc, slots, slot_ok, expert, offs_n, n_ok = fp4_w4a16_tile(
-        a_ptr, b_ptr, b_scale_ptr, sorted_token_ids_ptr, expert_ids_ptr, num_tokens_post_padded_ptr,
-        N, K, num_valid_tokens, stride_am, stride_be, stride_bn, stride_se, stride_sn,
-        TOP_K, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, 32, True)
-    moe_store(c_ptr, acc, slots, slot_ok, offs_n, n_ok, topk_weights_ptr, stride_cm, MUL_ROUTED_WEIGHT)
+        a_ptr,
+        b_ptr,
+        b_scale_ptr,
+        sorted_token_ids_ptr,
+        expert_ids_ptr,
+        num_tokens_post_padded_ptr,
+        N,
+        K,
+        num_valid_tokens,
+        stride_am,
+        stride_be,
+        stride_bn,
+        stride_se,
+        stride_sn,
+        TOP_K,
+        BLOCK_SIZE_M,
+        BLOCK_SIZE_N,
+        BLOCK_SIZE_K,
+        GROUP_SIZE_M,
+        32,
+        True,
+    )
+    moe_store(
+        c_ptr, acc, slots, slot_ok, offs_n, n_ok, topk_weights_ptr, stride_cm, MUL_ROUTED_WEIGHT
+    )
 
 
 @triton.jit
 def fused_moe_mxfp4_dot_scaled_kernel(
-    a_ptr, a_scale_ptr, b_ptr, b_scale_ptr, c_ptr, topk_weights_ptr,
-    sorted_token_ids_ptr, expert_ids_ptr, num_tokens_post_padded_ptr,
-    N, K, num_valid_tokens,
-    stride_am, stride_asm, stride_be, stride_bn, stride_se, stride_sn, stride_cm,
-    MUL_ROUTED_WEIGHT: tl.constexpr, TOP_K: tl.constexpr,
-    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
+    a_ptr,
+    a_scale_ptr,
+    b_ptr,
+    b_scale_ptr,
+    c_ptr,
+    topk_weights_ptr,
+    sorted_token_ids_ptr,
+    expert_ids_ptr,
+    num_tokens_post_padded_ptr,
+    N,
+    K,
+    num_valid_tokens,
+    stride_am,
+    stride_asm,
+    stride_be,
+    stride_bn,
+    stride_se,
+    stride_sn,
+    stride_cm,
+    MUL_ROUTED_WEIGHT: tl.constexpr,
+    TOP_K: tl.constexpr,
+    BLOCK_SIZE_M: tl.constexpr,
+    BLOCK_SIZE_N: tl.constexpr,
+    BLOCK_SIZE_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr,
 ):
     # W4A4 MXFP4 on the FP4 tensor cores (sm_120: mma ... kind::mxf4nvf4.block_scale.scale_vec::2X
@@ -76,11 +131,32 @@ def fused_moe_mxfp4_dot_scaled_kernel(
     # validated on CPU (the 3.7.1 interpreter cannot run dot_scaled): AOT-compiled for sm_120
     # only; needs a GPU correctness run against fused_moe_mxfp4_kernel before it is used.
     acc, slots, slot_ok, expert, offs_n, n_ok = fp4_w4a4_tile(
-        a_ptr, a_scale_ptr, b_ptr, b_scale_ptr, sorted_token_ids_ptr, expert_ids_ptr,
-        num_tokens_post_padded_ptr, N, K, num_valid_tokens,
-        stride_am, stride_asm, stride_be, stride_bn, stride_se, stride_sn,
-        TOP_K, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, 32)
-    moe_store(c_ptr, acc, slots, slot_ok, offs_n, n_ok, topk_weights_ptr, stride_cm, MUL_ROUTED_WEIGHT)
+        a_ptr,
+        a_scale_ptr,
+        b_ptr,
+        b_scale_ptr,
+        sorted_token_ids_ptr,
+        expert_ids_ptr,
+        num_tokens_post_padded_ptr,
+        N,
+        K,
+        num_valid_tokens,
+        stride_am,
+        stride_asm,
+        stride_be,
+        stride_bn,
+        stride_se,
+        stride_sn,
+        TOP_K,
+        BLOCK_SIZE_M,
+        BLOCK_SIZE_N,
+        BLOCK_SIZE_K,
+        GROUP_SIZE_M,
+        32,
+    )
+    moe_store(
+        c_ptr, acc, slots, slot_ok, offs_n, n_ok, topk_weights_ptr, stride_cm, MUL_ROUTED_WEIGHT
+    )
 
 
 def aot_signature(config: dict[str, int], down: bool = False) -> AotSignature:
@@ -93,8 +169,15 @@ def aot_signature_dot_scaled(config: dict[str, int], down: bool = False) -> AotS
     return fp4_aot_signature("*u8", False, config, down, w4a4=True)
 
 
-def grouped_gemm_mxfp4(a: Any, w_packed: Any, w_scale: Any, topk_ids: Any, config: dict[str, int],
-                       topk_weights: Any = None, a_per_slot: bool = False) -> Any:
+def grouped_gemm_mxfp4(
+    a: Any,
+    w_packed: Any,
+    w_scale: Any,
+    topk_ids: Any,
+    config: dict[str, int],
+    topk_weights: Any = None,
+    a_per_slot: bool = False,
+) -> Any:
     """out[slot] = a[row(slot)] @ dequant(w[topk_ids.flat[slot]]).T  -> [M * top_k, N], a's dtype.
 
     a [M, K] bf16 (or [M * top_k, K] with a_per_slot); w_packed uint8 [E, N, K/2]; w_scale
@@ -104,5 +187,16 @@ def grouped_gemm_mxfp4(a: Any, w_packed: Any, w_scale: Any, topk_ids: Any, confi
 
     if w_scale.dtype != torch.uint8:
         raise ValueError(f"MXFP4 scales are ue8m0 bytes (uint8), not {w_scale.dtype}")
-    return launch_w4a16(fused_moe_mxfp4_kernel, "MXFP4", GROUP, a, w_packed, w_scale, (),
-                        topk_ids, config, topk_weights, a_per_slot)
+    return launch_w4a16(
+        fused_moe_mxfp4_kernel,
+        "MXFP4",
+        GROUP,
+        a,
+        w_packed,
+        w_scale,
+        (),
+        topk_ids,
+        config,
+        topk_weights,
+        a_per_slot,
+    )

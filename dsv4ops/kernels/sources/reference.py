@@ -36,25 +36,39 @@ def dequantize_kv(nope: torch.Tensor, rope: torch.Tensor, scale: torch.Tensor) -
     return torch.cat([nope.float() * factor, rope.float()], dim=1)
 
 
-def sparse_decode_attn_ref(q: torch.Tensor, swa: Pool, swa_idx: torch.Tensor, cmp: Pool,
-                           cmp_idx: torch.Tensor, sink: torch.Tensor,
-                           sm_scale: float | None = None) -> torch.Tensor:
+def sparse_decode_attn_ref(
+    q: torch.Tensor,
+    swa: Pool,
+    swa_idx: torch.Tensor,
+    cmp: Pool,
+    cmp_idx: torch.Tensor,
+    sink: torch.Tensor,
+    sm_scale: float | None = None,
+) -> torch.Tensor:
     """Gather -> scores (+ sink logit per head) -> softmax -> PV, per request. [B, H, 512] fp32."""
     swa_kv, cmp_kv = dequantize_kv(*swa), dequantize_kv(*cmp)
     scale = sm_scale if sm_scale is not None else q.shape[-1] ** -0.5
     out = torch.zeros(q.shape, dtype=torch.float32)
     for b in range(q.shape[0]):
-        rows = [swa_kv[swa_idx[b][swa_idx[b] >= 0].long()], cmp_kv[cmp_idx[b][cmp_idx[b] >= 0].long()]]
+        rows = [
+            swa_kv[swa_idx[b][swa_idx[b] >= 0].long()],
+            cmp_kv[cmp_idx[b][cmp_idx[b] >= 0].long()],
+        ]
         kv = torch.cat(rows).to(torch.bfloat16).float()
-        scores = (q[b].float() @ kv.T) * scale                         # [H, rows]
-        logits = torch.cat([scores, sink.float()[:, None]], dim=1)     # sink = extra column, no value
+        scores = (q[b].float() @ kv.T) * scale  # [H, rows]
+        logits = torch.cat([scores, sink.float()[:, None]], dim=1)  # sink = extra column, no value
         probs = torch.softmax(logits, dim=1)[:, :-1]
         out[b] = probs @ kv
     return out
 
 
-def grouped_gemm_ref(a: torch.Tensor, w: torch.Tensor, topk_ids: torch.Tensor,
-                     topk_weights: torch.Tensor | None = None, a_per_slot: bool = False) -> torch.Tensor:
+def grouped_gemm_ref(
+    a: torch.Tensor,
+    w: torch.Tensor,
+    topk_ids: torch.Tensor,
+    topk_weights: torch.Tensor | None = None,
+    a_per_slot: bool = False,
+) -> torch.Tensor:
     """out[slot] = a[row(slot)] @ w[expert(slot)].T (x weight), fp32 [M * top_k, N]."""
     n_tokens, top_k = topk_ids.shape
     out = torch.zeros((n_tokens * top_k, w.shape[1]), dtype=torch.float32)
@@ -74,8 +88,13 @@ def swiglu(gate_up: torch.Tensor, limit: float = 10.0) -> torch.Tensor:
     return torch.nn.functional.silu(gate) * up
 
 
-def moe_layer_ref(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, topk_ids: torch.Tensor,
-                  topk_weights: torch.Tensor) -> torch.Tensor:
+def moe_layer_ref(
+    x: torch.Tensor,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
+    topk_ids: torch.Tensor,
+    topk_weights: torch.Tensor,
+) -> torch.Tensor:
     """Routed-expert MoE for M tokens: sum_k w_k * W2[e_k] swiglu(W13[e_k] x). fp32 [M, hidden]."""
     up = grouped_gemm_ref(x, w13, topk_ids)
     down = grouped_gemm_ref(swiglu(up).to(x.dtype), w2, topk_ids, topk_weights, a_per_slot=True)
@@ -141,23 +160,37 @@ def quantize_nvfp4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.T
     return pack_nibbles(codes), bscale, gscale
 
 
-def dequantize_nvfp4(packed: torch.Tensor, scale: torch.Tensor, gscale: torch.Tensor) -> torch.Tensor:
+def dequantize_nvfp4(
+    packed: torch.Tensor, scale: torch.Tensor, gscale: torch.Tensor
+) -> torch.Tensor:
     """Inverse of quantize_nvfp4: fp32 [E, N, K] = e2m1 * ue4m3 block scale * global scale."""
     values = e2m1_decode(unpack_nibbles(packed))
     factor = scale.float().repeat_interleave(NVFP4_GROUP, dim=-1) * gscale.float()[:, None, None]
     return values * factor
 
 
-def grouped_gemm_nvfp4_ref(a: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
-                           gscale: torch.Tensor, topk_ids: torch.Tensor,
-                           topk_weights: torch.Tensor | None = None,
-                           a_per_slot: bool = False) -> torch.Tensor:
+def grouped_gemm_nvfp4_ref(
+    a: torch.Tensor,
+    packed: torch.Tensor,
+    scale: torch.Tensor,
+    gscale: torch.Tensor,
+    topk_ids: torch.Tensor,
+    topk_weights: torch.Tensor | None = None,
+    a_per_slot: bool = False,
+) -> torch.Tensor:
     """grouped_gemm_ref over the dequantized NVFP4 weights (same routing semantics), fp32."""
-    return grouped_gemm_ref(a, dequantize_nvfp4(packed, scale, gscale), topk_ids, topk_weights, a_per_slot)
+    return grouped_gemm_ref(
+        a, dequantize_nvfp4(packed, scale, gscale), topk_ids, topk_weights, a_per_slot
+    )
 
 
-def moe_layer_nvfp4_ref(x: torch.Tensor, w13: Nvfp4Weight, w2: Nvfp4Weight, topk_ids: torch.Tensor,
-                        topk_weights: torch.Tensor) -> torch.Tensor:
+def moe_layer_nvfp4_ref(
+    x: torch.Tensor,
+    w13: Nvfp4Weight,
+    w2: Nvfp4Weight,
+    topk_ids: torch.Tensor,
+    topk_weights: torch.Tensor,
+) -> torch.Tensor:
     """moe_layer_ref with NVFP4 experts: w13 / w2 are (packed, scale, global) triples."""
     return moe_layer_ref(x, dequantize_nvfp4(*w13), dequantize_nvfp4(*w2), topk_ids, topk_weights)
 
@@ -204,7 +237,7 @@ def quantize_mxfp4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         raise ValueError(f"K={k} is not a multiple of {MXFP4_GROUP}")
     blocks = w.float().reshape(*w.shape[:-1], k // MXFP4_GROUP, MXFP4_GROUP)
     amax = blocks.abs().amax(dim=-1)
-    _, exp = torch.frexp(amax)                       # amax = m * 2^exp, m in [0.5, 1)
+    _, exp = torch.frexp(amax)  # amax = m * 2^exp, m in [0.5, 1)
     shared = torch.where(amax > 0, exp - 1 - E2M1_EMAX, -E8M0_BIAS).clamp(-E8M0_BIAS, E8M0_BIAS)
     scaled = torch.ldexp(blocks, -shared[..., None].to(torch.float32))
     codes = e2m1_encode_rne(scaled).reshape(w.shape)
@@ -213,17 +246,29 @@ def quantize_mxfp4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def dequantize_mxfp4(packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """Inverse of quantize_mxfp4: fp32 [..., K] = e2m1 * 2^(scale byte - 127)."""
-    return e2m1_decode(unpack_nibbles(packed)) * e8m0_decode(scale).repeat_interleave(MXFP4_GROUP, dim=-1)
+    return e2m1_decode(unpack_nibbles(packed)) * e8m0_decode(scale).repeat_interleave(
+        MXFP4_GROUP, dim=-1
+    )
 
 
-def grouped_gemm_mxfp4_ref(a: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
-                           topk_ids: torch.Tensor, topk_weights: torch.Tensor | None = None,
-                           a_per_slot: bool = False) -> torch.Tensor:
+def grouped_gemm_mxfp4_ref(
+    a: torch.Tensor,
+    packed: torch.Tensor,
+    scale: torch.Tensor,
+    topk_ids: torch.Tensor,
+    topk_weights: torch.Tensor | None = None,
+    a_per_slot: bool = False,
+) -> torch.Tensor:
     """grouped_gemm_ref over the dequantized MXFP4 weights (same routing semantics), fp32."""
     return grouped_gemm_ref(a, dequantize_mxfp4(packed, scale), topk_ids, topk_weights, a_per_slot)
 
 
-def moe_layer_mxfp4_ref(x: torch.Tensor, w13: Mxfp4Weight, w2: Mxfp4Weight, topk_ids: torch.Tensor,
-                        topk_weights: torch.Tensor) -> torch.Tensor:
+def moe_layer_mxfp4_ref(
+    x: torch.Tensor,
+    w13: Mxfp4Weight,
+    w2: Mxfp4Weight,
+    topk_ids: torch.Tensor,
+    topk_weights: torch.Tensor,
+) -> torch.Tensor:
     """moe_layer_ref with MXFP4 experts: w13 / w2 are (packed, scale) pairs."""
     return moe_layer_ref(x, dequantize_mxfp4(*w13), dequantize_mxfp4(*w2), topk_ids, topk_weights)

@@ -33,19 +33,30 @@ TOPK = 512
 
 
 @triton.jit
-def _load_kv_block(nope_ptr, rope_ptr, scale_ptr, rows, row_ok, offs_d,
-                   D_NOPE: tl.constexpr, D_ROPE: tl.constexpr, N_SCALES: tl.constexpr):
+def _load_kv_block(
+    nope_ptr,
+    rope_ptr,
+    scale_ptr,
+    rows,
+    row_ok,
+    offs_d,
+    D_NOPE: tl.constexpr,
+    D_ROPE: tl.constexpr,
+    N_SCALES: tl.constexpr,
+):
     # One [BLOCK_T, 512] tile: FP8 nope dims dequantized by their UE8M0 tile scale, BF16 rope dims as is.
     rows64 = tl.where(row_ok, rows, 0).to(tl.int64)
     is_nope = offs_d < D_NOPE
     m_nope = row_ok[:, None] & is_nope[None, :]
     m_rope = row_ok[:, None] & (offs_d >= D_NOPE)[None, :]
     nope = tl.load(nope_ptr + rows64[:, None] * D_NOPE + offs_d[None, :], mask=m_nope, other=0.0)
-    scale = tl.load(scale_ptr + rows64[:, None] * N_SCALES + (offs_d // 64)[None, :], mask=m_nope,
-                    other=127)
+    scale = tl.load(
+        scale_ptr + rows64[:, None] * N_SCALES + (offs_d // 64)[None, :], mask=m_nope, other=127
+    )
     nope = nope.to(tl.float32) * tl.exp2(scale.to(tl.float32) - 127.0)
-    rope = tl.load(rope_ptr + rows64[:, None] * D_ROPE + (offs_d - D_NOPE)[None, :], mask=m_rope,
-                   other=0.0)
+    rope = tl.load(
+        rope_ptr + rows64[:, None] * D_ROPE + (offs_d - D_NOPE)[None, :], mask=m_rope, other=0.0
+    )
     return tl.where(is_nope[None, :], nope, rope.to(tl.float32)).to(tl.bfloat16)
 
 
@@ -65,13 +76,26 @@ def _online_softmax_step(q, kv, row_ok, m_i, l_i, acc, sm_scale):
 
 @triton.jit
 def sparse_decode_attn_kernel(
-    q_ptr, out_ptr, sink_ptr,
-    swa_nope, swa_rope, swa_scale, swa_idx,
-    cmp_nope, cmp_rope, cmp_scale, cmp_idx,
-    n_heads, sm_scale,
-    SWA_ROWS: tl.constexpr, TOPK: tl.constexpr,
-    D_NOPE: tl.constexpr, D_ROPE: tl.constexpr, N_SCALES: tl.constexpr,
-    BLOCK_H: tl.constexpr, BLOCK_T: tl.constexpr,
+    q_ptr,
+    out_ptr,
+    sink_ptr,
+    swa_nope,
+    swa_rope,
+    swa_scale,
+    swa_idx,
+    cmp_nope,
+    cmp_rope,
+    cmp_scale,
+    cmp_idx,
+    n_heads,
+    sm_scale,
+    SWA_ROWS: tl.constexpr,
+    TOPK: tl.constexpr,
+    D_NOPE: tl.constexpr,
+    D_ROPE: tl.constexpr,
+    N_SCALES: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_T: tl.constexpr,
 ):
     D: tl.constexpr = D_NOPE + D_ROPE
     b = tl.program_id(0)
@@ -88,12 +112,16 @@ def sparse_decode_attn_kernel(
     for t0 in range(0, SWA_ROWS, BLOCK_T):
         rows = tl.load(swa_idx + b * SWA_ROWS + t0 + offs_t)
         ok = rows >= 0
-        kv = _load_kv_block(swa_nope, swa_rope, swa_scale, rows, ok, offs_d, D_NOPE, D_ROPE, N_SCALES)
+        kv = _load_kv_block(
+            swa_nope, swa_rope, swa_scale, rows, ok, offs_d, D_NOPE, D_ROPE, N_SCALES
+        )
         m_i, l_i, acc = _online_softmax_step(q, kv, ok, m_i, l_i, acc, sm_scale)
     for t0 in range(0, TOPK, BLOCK_T):
         rows = tl.load(cmp_idx + b * TOPK + t0 + offs_t)
         ok = rows >= 0
-        kv = _load_kv_block(cmp_nope, cmp_rope, cmp_scale, rows, ok, offs_d, D_NOPE, D_ROPE, N_SCALES)
+        kv = _load_kv_block(
+            cmp_nope, cmp_rope, cmp_scale, rows, ok, offs_d, D_NOPE, D_ROPE, N_SCALES
+        )
         m_i, l_i, acc = _online_softmax_step(q, kv, ok, m_i, l_i, acc, sm_scale)
 
     # The sink is one extra logit per head with no value row: it only grows the denominator.
@@ -102,30 +130,56 @@ def sparse_decode_attn_kernel(
     alpha = tl.exp(m_i - m_f)
     l_i = l_i * alpha + tl.exp(sink - m_f)
     out = acc * (alpha / l_i)[:, None]
-    tl.store(out_ptr + q_rows[:, None] * D + offs_d[None, :], out.to(out_ptr.dtype.element_ty),
-             mask=h_ok[:, None])
+    tl.store(
+        out_ptr + q_rows[:, None] * D + offs_d[None, :],
+        out.to(out_ptr.dtype.element_ty),
+        mask=h_ok[:, None],
+    )
 
 
-def aot_signature(config: dict[str, int], swa_rows: int = SWA_ROWS,
-                  topk: int = TOPK) -> tuple[dict[str, str], dict[str, int]]:
+def aot_signature(
+    config: dict[str, int], swa_rows: int = SWA_ROWS, topk: int = TOPK
+) -> tuple[dict[str, str], dict[str, int]]:
     """(signature, constexprs) for compiling this kernel ahead of time with `config`."""
     signature = {
-        "q_ptr": "*bf16", "out_ptr": "*bf16", "sink_ptr": "*fp32",
-        "swa_nope": "*fp8e4nv", "swa_rope": "*bf16", "swa_scale": "*u8", "swa_idx": "*i32",
-        "cmp_nope": "*fp8e4nv", "cmp_rope": "*bf16", "cmp_scale": "*u8", "cmp_idx": "*i32",
-        "n_heads": "i32", "sm_scale": "fp32",
+        "q_ptr": "*bf16",
+        "out_ptr": "*bf16",
+        "sink_ptr": "*fp32",
+        "swa_nope": "*fp8e4nv",
+        "swa_rope": "*bf16",
+        "swa_scale": "*u8",
+        "swa_idx": "*i32",
+        "cmp_nope": "*fp8e4nv",
+        "cmp_rope": "*bf16",
+        "cmp_scale": "*u8",
+        "cmp_idx": "*i32",
+        "n_heads": "i32",
+        "sm_scale": "fp32",
     }
     constexprs = {
-        "SWA_ROWS": swa_rows, "TOPK": topk, "D_NOPE": D_NOPE, "D_ROPE": D_ROPE,
-        "N_SCALES": N_SCALES, "BLOCK_H": config["BLOCK_H"], "BLOCK_T": config["BLOCK_T"],
+        "SWA_ROWS": swa_rows,
+        "TOPK": topk,
+        "D_NOPE": D_NOPE,
+        "D_ROPE": D_ROPE,
+        "N_SCALES": N_SCALES,
+        "BLOCK_H": config["BLOCK_H"],
+        "BLOCK_T": config["BLOCK_T"],
     }
     for name in constexprs:
         signature[name] = "constexpr"
     return signature, constexprs
 
 
-def sparse_decode_attn(q: Any, swa: tuple[Any, Any, Any], swa_idx: Any, cmp: tuple[Any, Any, Any], cmp_idx: Any, sink: Any,
-                       config: dict[str, int], sm_scale: float | None = None) -> Any:
+def sparse_decode_attn(
+    q: Any,
+    swa: tuple[Any, Any, Any],
+    swa_idx: Any,
+    cmp: tuple[Any, Any, Any],
+    cmp_idx: Any,
+    sink: Any,
+    config: dict[str, int],
+    sm_scale: float | None = None,
+) -> Any:
     """Launch the kernel. q [B, H, 512] bf16; swa/cmp = (nope, rope, scale) pools;
     swa_idx [B, 128] / cmp_idx [B, 512] int32 rows (-1 = pad); sink [H] fp32 -> [B, H, 512] bf16."""
     import torch
@@ -139,10 +193,23 @@ def sparse_decode_attn(q: Any, swa: tuple[Any, Any, Any], swa_idx: Any, cmp: tup
     out = torch.empty_like(q)
     grid = (batch, triton.cdiv(n_heads, config["BLOCK_H"]))
     sparse_decode_attn_kernel[grid](
-        q, out, sink, *swa, swa_idx, *cmp, cmp_idx, n_heads,
-        sm_scale if sm_scale is not None else dim ** -0.5,
-        SWA_ROWS=swa_rows, TOPK=topk, D_NOPE=D_NOPE, D_ROPE=D_ROPE, N_SCALES=N_SCALES,
-        BLOCK_H=config["BLOCK_H"], BLOCK_T=config["BLOCK_T"],
-        num_warps=config["num_warps"], num_stages=config["num_stages"],
+        q,
+        out,
+        sink,
+        *swa,
+        swa_idx,
+        *cmp,
+        cmp_idx,
+        n_heads,
+        sm_scale if sm_scale is not None else dim**-0.5,
+        SWA_ROWS=swa_rows,
+        TOPK=topk,
+        D_NOPE=D_NOPE,
+        D_ROPE=D_ROPE,
+        N_SCALES=N_SCALES,
+        BLOCK_H=config["BLOCK_H"],
+        BLOCK_T=config["BLOCK_T"],
+        num_warps=config["num_warps"],
+        num_stages=config["num_stages"],
     )
     return out

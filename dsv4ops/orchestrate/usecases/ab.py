@@ -54,30 +54,55 @@ if TYPE_CHECKING:
     from dsv4ops.canary import SuiteResult
 
 
-def run_ab(session: TargetSession, plan: ABPlan, *, progress: Progress, command: str,
-           run: SuiteRun | None = None, reason: str | None = None) -> ABOutcome:
+def run_ab(
+    session: TargetSession,
+    plan: ABPlan,
+    *,
+    progress: Progress,
+    command: str,
+    run: SuiteRun | None = None,
+    reason: str | None = None,
+) -> ABOutcome:
     """Run the planned experiment (blocking); see the module docstring."""
-    with journaled_operation(session.supervisor, session.journal, Kind.EXPERIMENT,
-                             command=command, progress=progress) as op:
+    with journaled_operation(
+        session.supervisor, session.journal, Kind.EXPERIMENT, command=command, progress=progress
+    ) as op:
         a, b = plan.profile("A"), plan.profile("B")
-        op.begin(profile={"name": f"{a} vs {b}", "a": a, "b": b},
-                 reason=(f"{reason}; " if reason else "")
-                 + f"A/B {a} vs {b}: {''.join(plan.schedule)}, canary {plan.suite} at "
-                   f"{','.join(map(str, plan.levels))}")
+        op.begin(
+            profile={"name": f"{a} vs {b}", "a": a, "b": b},
+            reason=(f"{reason}; " if reason else "")
+            + f"A/B {a} vs {b}: {''.join(plan.schedule)}, canary {plan.suite} at "
+            f"{','.join(map(str, plan.levels))}",
+        )
         op.step("plan", "done", detail=plan.detail())
         try:
             return _Experiment(session, plan, op, progress, run or canary_runner(progress)).run()
         except Exception as exc:  # a bug: the journal still says the experiment ended, and how
             if not op.ended:
-                op.finish(Status.FAILED, message=f"the experiment crashed: {type(exc).__name__}: "
-                          f"{_first(str(exc))}; see `dsv4ops status` for what runs")
+                op.finish(
+                    Status.FAILED,
+                    message=f"the experiment crashed: {type(exc).__name__}: "
+                    f"{_first(str(exc))}; see `dsv4ops status` for what runs",
+                )
             raise
 
 
 class _Experiment:
-    def __init__(self, session: TargetSession, plan: ABPlan, op: RunningOperation,
-                 progress: Progress, run: SuiteRun) -> None:
-        self.session, self.plan, self.op, self.say, self.run_suite = session, plan, op, progress, run
+    def __init__(
+        self,
+        session: TargetSession,
+        plan: ABPlan,
+        op: RunningOperation,
+        progress: Progress,
+        run: SuiteRun,
+    ) -> None:
+        self.session, self.plan, self.op, self.say, self.run_suite = (
+            session,
+            plan,
+            op,
+            progress,
+            run,
+        )
         self.blocks: list[BlockResult] = []  # values filled in at the end (choose_sources)
         self.measured: list[Measured] = []  # of the complete blocks, in order
         self.gates: list[GateResult] = []
@@ -113,10 +138,15 @@ class _Experiment:
         self.op.step(name, "start")
         self.op.gate.raise_held()
         self.say(f"== block {index + 1}/{len(plan.schedule)}: {arm} ({profile})")
-        out = run_deploy(self.session, plan.a if arm == "A" else plan.b,
-                         command=f"dsv4ops ab (experiment {self.op.op_id})", progress=self.say,
-                         canary=False, reason=f"experiment {self.op.op_id}: block {index} ({arm})",
-                         within=self.op)
+        out = run_deploy(
+            self.session,
+            plan.a if arm == "A" else plan.b,
+            command=f"dsv4ops ab (experiment {self.op.op_id})",
+            progress=self.say,
+            canary=False,
+            reason=f"experiment {self.op.op_id}: block {index} ({arm})",
+            within=self.op,
+        )
         if not out.ok:
             how = "interrupted" if out.interrupted else "failed"
             self.op.step(name, "failed", detail=f"deploy {out.op_id} {how}: {_first(out.message)}")
@@ -129,17 +159,28 @@ class _Experiment:
         self.gated_since_deploy = False
         started = utc_now_iso(self.session.clock)
         try:
-            m = measure(self.run_suite, plan.deployment(arm), suite=plan.suite,
-                        thresholds=plan.thresholds, levels=plan.levels, measured_s=plan.measured_s,
-                        warmup_s=plan.warmup_s, monotonic=self.session.clock.monotonic)
+            m = measure(
+                self.run_suite,
+                plan.deployment(arm),
+                suite=plan.suite,
+                thresholds=plan.thresholds,
+                levels=plan.levels,
+                measured_s=plan.measured_s,
+                warmup_s=plan.warmup_s,
+                monotonic=self.session.clock.monotonic,
+            )
         except KeyboardInterrupt:
             self.blocks.append(BlockResult(index, arm, profile, out.op_id, started, 0.0, {}, False))
             self.op.step(name, "failed", detail=f"deploy {out.op_id}; interrupted while measured")
             raise
         self.blocks.append(BlockResult(index, arm, profile, out.op_id, started, m.duration_s))
         self.measured.append(m)
-        self.op.step(name, "done", detail=f"deploy {out.op_id}; {m.duration_s:.1f} s measured; "
-                                          f"{plan.suite} {m.result.verdict.value}")
+        self.op.step(
+            name,
+            "done",
+            detail=f"deploy {out.op_id}; {m.duration_s:.1f} s measured; "
+            f"{plan.suite} {m.result.verdict.value}",
+        )
         if arm == "B":
             self.b_results.append(m.result)
             if len(self.b_results) == 1:
@@ -154,8 +195,12 @@ class _Experiment:
             self.op.step(f"gate {suite} on B", "start")
             self.say(f"== gate on B: canary {suite}")
             self.gated_since_deploy = True
-            g = run_gate(self.run_suite, suite, self.plan.deployment("B"),
-                         duration_s=self.plan.thresholds.stress_duration_s)
+            g = run_gate(
+                self.run_suite,
+                suite,
+                self.plan.deployment("B"),
+                duration_s=self.plan.thresholds.stress_duration_s,
+            )
             self.gates.append(g)
             self.op.step(f"gate {suite} on B", "done" if g.passed else "failed", detail=g.reason)
             self.say(f"   gate {g.suite}: {'PASS' if g.passed else 'FAIL'}: {g.reason}")
@@ -165,8 +210,10 @@ class _Experiment:
     def _valued(self) -> list[BlockResult]:
         """The blocks so far with their values (choose_sources over every complete block)."""
         complete = [b for b in self.blocks if b.complete]
-        valued = {b.index: replace(b, values=v) for b, v in zip(complete, choose_sources(self.measured),
-                                                                 strict=True)}
+        valued = {
+            b.index: replace(b, values=v)
+            for b, v in zip(complete, choose_sources(self.measured), strict=True)
+        }
         return [valued.get(b.index, b) for b in self.blocks]
 
     def _gates_now(self) -> list[GateResult]:
@@ -179,8 +226,14 @@ class _Experiment:
         from dsv4ops.ab.analysis import analyse
 
         plan = self.plan
-        return analyse(blocks, confidence=plan.confidence, band=plan.effect, looks=plan.looks,
-                       variation=plan.variation, planned=planned)
+        return analyse(
+            blocks,
+            confidence=plan.confidence,
+            band=plan.effect,
+            looks=plan.looks,
+            variation=plan.variation,
+            planned=planned,
+        )
 
     def _look(self, index: int) -> bool:
         """After a pair: True when the design has decided (journaled either way)."""
@@ -191,8 +244,15 @@ class _Experiment:
         analysis = self._analyse(self._valued(), None)
         done = settled(analysis, gates)
         head = decide(analysis, gates).reasons[0]
-        what = "decided, stopping" if done else ("budget spent" if index + 1 >= len(self.plan.schedule)
-                                                 else "not decided yet, going on")
+        what = (
+            "decided, stopping"
+            if done
+            else (
+                "budget spent"
+                if index + 1 >= len(self.plan.schedule)
+                else "not decided yet, going on"
+            )
+        )
         self.op.step(f"look {look} of {self.plan.looks}", "done", detail=f"{what}: {head}"[:400])
         self.say(f"== look {look}/{self.plan.looks} after {index + 1} blocks: {what}: {head}")
         return done
@@ -207,24 +267,45 @@ class _Experiment:
         analysis = self._analyse(self.blocks, len(plan.schedule) if stopped else None)
         decision = decide(analysis, self.gates)
         if stopped and decision.winner != "A":
-            decision = Decision("A", [f"the experiment stopped early ({stopped}), so the box "
-                                      "stays on A", *decision.reasons])
+            decision = Decision(
+                "A",
+                [
+                    f"the experiment stopped early ({stopped}), so the box " "stays on A",
+                    *decision.reasons,
+                ],
+            )
         winner: Arm = decision.winner
         # The winner of an experiment that ran to its decision is deployed through its own
         # flag-aware gate (so it can be known-good); putting A back after a stop is a restore.
         box, left_on = self._leave_on(winner, gate=not stopped)
         report = self._report(analysis, decision, stopped)
-        outcome = ABOutcome(self.op.op_id, plan, self.blocks, self.gates, analysis, decision, box,
-                            report, self.interrupted, self.failure)
+        outcome = ABOutcome(
+            self.op.op_id,
+            plan,
+            self.blocks,
+            self.gates,
+            analysis,
+            decision,
+            box,
+            report,
+            self.interrupted,
+            self.failure,
+        )
         done = ", ".join(f"{b.index} {b.arm} ({b.deploy_op})" for b in self.blocks if b.complete)
         if stopped or left_on is None:
             why = stopped or f"could not leave the box on {winner}"
-            self.op.finish(Status.FAILED, message=f"{why} after {len(self.blocks)} of "
-                           f"{len(plan.schedule)} blocks (done: {done or 'none'}); the box runs "
-                           f"{box}; partial report {report[0].parent if report else '-'}")
+            self.op.finish(
+                Status.FAILED,
+                message=f"{why} after {len(self.blocks)} of "
+                f"{len(plan.schedule)} blocks (done: {done or 'none'}); the box runs "
+                f"{box}; partial report {report[0].parent if report else '-'}",
+            )
         else:
-            self.op.finish(Status.SUCCEEDED, message=f"{decision.reasons[0]}; the box runs {box} "
-                           f"(blocks done: {done}); report {report[0].parent if report else '-'}")
+            self.op.finish(
+                Status.SUCCEEDED,
+                message=f"{decision.reasons[0]}; the box runs {box} "
+                f"(blocks done: {done}); report {report[0].parent if report else '-'}",
+            )
         return outcome
 
     def _leave_on(self, arm: Arm, *, gate: bool = False) -> tuple[str, str | None]:
@@ -236,25 +317,39 @@ class _Experiment:
         current = journal.deployed()
         hashes = {(journal.get(o).profile or {}).get("commands_hash") for o in self.deploys[arm]}
         profile = plan.profile(arm)
-        if (not gate and current is not None and current.proven and not self.gated_since_deploy
-                and (current.profile or {}).get("commands_hash") in hashes):
+        if (
+            not gate
+            and current is not None
+            and current.proven
+            and not self.gated_since_deploy
+            and (current.profile or {}).get("commands_hash") in hashes
+        ):
             self.say(f"the box already runs {arm} ({profile}, {current.op})")
             self.op.step(f"leave the box on {arm}", "done", detail=f"already running {current.op}")
             return f"{arm} ({profile}, {current.op})", current.op
         self.op.step(f"leave the box on {arm}", "start")
         self.say(f"== leaving the box on {arm} ({profile})")
         try:
-            out = run_deploy(self.session, plan.a if arm == "A" else plan.b,
-                             command=f"dsv4ops ab (experiment {self.op.op_id})", progress=self.say,
-                             canary=gate, within=self.op, accept_inconclusive=True,
-                             canary_duration_s=min(FINAL_GATE_S, max(2.0, plan.measured_s)),
-                             reason=f"experiment {self.op.op_id}: leave the box on {arm}")
+            out = run_deploy(
+                self.session,
+                plan.a if arm == "A" else plan.b,
+                command=f"dsv4ops ab (experiment {self.op.op_id})",
+                progress=self.say,
+                canary=gate,
+                within=self.op,
+                accept_inconclusive=True,
+                canary_duration_s=min(FINAL_GATE_S, max(2.0, plan.measured_s)),
+                reason=f"experiment {self.op.op_id}: leave the box on {arm}",
+            )
         except DsOpsError as exc:  # refused before it changed anything (e.g. preflight)
             self.op.step(f"leave the box on {arm}", "failed", detail=_first(str(exc)))
             now = journal.deployed()
             return (f"{now.profile_name} ({now.op})" if now else "unknown"), None
-        self.op.step(f"leave the box on {arm}", "done" if out.ok else "failed",
-                     detail=f"deploy {out.op_id}: {_first(out.message)}")
+        self.op.step(
+            f"leave the box on {arm}",
+            "done" if out.ok else "failed",
+            detail=f"deploy {out.op_id}: {_first(out.message)}",
+        )
         if not out.ok:
             return str(out.running or "unknown"), None
         return f"{arm} ({profile}, {out.op_id})", out.op_id
@@ -267,12 +362,19 @@ class _Experiment:
         plan = self.plan
         directory = Path(plan.report_dir) if plan.report_dir else state_dir() / "ab" / self.op.op_id
         try:
-            return write_report(directory, a=plan.profile("A"), b=plan.profile("B"),
-                                schedule=plan.schedule, blocks=self.blocks, analysis=analysis,
-                                gates=self.gates, decision=decision,
-                                buckets={arm: list(plan.deployment(arm).decode_buckets)
-                                         for arm in ARMS},
-                                experiment_op=self.op.op_id, interrupted=stopped)
+            return write_report(
+                directory,
+                a=plan.profile("A"),
+                b=plan.profile("B"),
+                schedule=plan.schedule,
+                blocks=self.blocks,
+                analysis=analysis,
+                gates=self.gates,
+                decision=decision,
+                buckets={arm: list(plan.deployment(arm).decode_buckets) for arm in ARMS},
+                experiment_op=self.op.op_id,
+                interrupted=stopped,
+            )
         except OSError as exc:
             self.say(f"warning: cannot write the report into {directory}: {exc}")
             return []

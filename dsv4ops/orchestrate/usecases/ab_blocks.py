@@ -57,20 +57,39 @@ def canary_runner(progress: Progress) -> SuiteRun:
     metrics read alongside: the same entry point `dsv4ops canary` uses."""
     from dsv4ops.canary import run_suite
 
-    def run(suite: str, dep: Deployment, th: Thresholds, duration_s: float | None,
-            concurrency: int | None) -> SuiteResult:
-        return run_suite(suite, dep.component("router").client_url(),
-                         worker_urls=[c.client_url() for c in dep.in_order(WORKERS)],
-                         thresholds=th, buckets=dep.decode_buckets, duration_s=duration_s,
-                         concurrency=concurrency, model=dep.model_name,
-                         progress=lambda line: progress(f"    {line}"))
+    def run(
+        suite: str,
+        dep: Deployment,
+        th: Thresholds,
+        duration_s: float | None,
+        concurrency: int | None,
+    ) -> SuiteResult:
+        return run_suite(
+            suite,
+            dep.component("router").client_url(),
+            worker_urls=[c.client_url() for c in dep.in_order(WORKERS)],
+            thresholds=th,
+            buckets=dep.decode_buckets,
+            duration_s=duration_s,
+            concurrency=concurrency,
+            model=dep.model_name,
+            progress=lambda line: progress(f"    {line}"),
+        )
 
     return run
 
 
-def measure(run: SuiteRun, dep: Deployment, *, suite: str, thresholds: Thresholds,
-            levels: Sequence[int], measured_s: float, warmup_s: float,
-            monotonic: Callable[[], float]) -> Measured:
+def measure(
+    run: SuiteRun,
+    dep: Deployment,
+    *,
+    suite: str,
+    thresholds: Thresholds,
+    levels: Sequence[int],
+    measured_s: float,
+    warmup_s: float,
+    monotonic: Callable[[], float],
+) -> Measured:
     """Warm up (a soak at the top level whose numbers are discarded), then the measured suite."""
     if warmup_s > 0:
         run("soak", dep, thresholds, warmup_s, max(levels))
@@ -81,7 +100,9 @@ def measure(run: SuiteRun, dep: Deployment, *, suite: str, thresholds: Threshold
     return Measured(client, server, result, monotonic() - t0)
 
 
-def block_values(result: SuiteResult) -> tuple[dict[int, dict[str, float]], dict[int, dict[str, float]]]:
+def block_values(
+    result: SuiteResult,
+) -> tuple[dict[int, dict[str, float]], dict[int, dict[str, float]]]:
     """(client's values, server's values) of a sweep or soak report (see the module docstring)."""
     from dsv4ops.ab.model import FIT_LEVEL
 
@@ -89,19 +110,35 @@ def block_values(result: SuiteResult) -> tuple[dict[int, dict[str, float]], dict
     if result.suite == "soak":
         s = m.get("summary") or {}
         level = int(s.get("max_concurrency") or 0)
-        keys = {"output_tok_s": "output_throughput", "ttft_p50_ms": "median_ttft_ms",
-                "ttft_p99_ms": "p99_ttft_ms", "itl_p50_ms": "median_itl_ms", "itl_p99_ms": "p99_itl_ms"}
-        soak = {level: _finite({k: s.get(src) for k, src in keys.items()})} if s.get("completed") else {}
+        keys = {
+            "output_tok_s": "output_throughput",
+            "ttft_p50_ms": "median_ttft_ms",
+            "ttft_p99_ms": "p99_ttft_ms",
+            "itl_p50_ms": "median_itl_ms",
+            "itl_p99_ms": "p99_itl_ms",
+        }
+        soak = (
+            {level: _finite({k: s.get(src) for k, src in keys.items()})}
+            if s.get("completed")
+            else {}
+        )
         return soak, {}
     client: dict[int, dict[str, float]] = {}
     server: dict[int, dict[str, float]] = {}
     for p in m.get("levels") or []:
         c = int(p["concurrency"])
-        client[c] = _finite({k: p.get(k) for k in (
-            "output_tok_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms")})
+        client[c] = _finite(
+            {
+                k: p.get(k)
+                for k in ("output_tok_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms")
+            }
+        )
         server[c] = _finite({"output_tok_s": p.get("output_tok_s_metrics")})
     fits = m.get("fit") or {}
-    for out, law in ((client, fits.get("padded_bs") or fits.get("bs")), (server, fits.get("metrics"))):
+    for out, law in (
+        (client, fits.get("padded_bs") or fits.get("bs")),
+        (server, fits.get("metrics")),
+    ):
         if law and int(law.get("n") or 0) >= MIN_FIT_LEVELS:
             out[FIT_LEVEL] = _finite({"step_a_ms": law.get("a_ms"), "step_b_ms": law.get("b_ms")})
     return {c: v for c, v in client.items() if v}, {c: v for c, v in server.items() if v}
@@ -140,6 +177,11 @@ def _why(result: SuiteResult) -> str:
 def _finite(d: dict[str, Any]) -> dict[str, float]:
     out = {}
     for k, v in d.items():
-        if isinstance(v, int | float) and not isinstance(v, bool) and v == v and abs(v) != float("inf"):
+        if (
+            isinstance(v, int | float)
+            and not isinstance(v, bool)
+            and v == v
+            and abs(v) != float("inf")
+        ):
             out[k] = float(v)
     return out

@@ -37,13 +37,20 @@ class ABOutcome:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "experiment": self.op_id, "target": self.plan.target_name,
-            "a": self.plan.profile("A"), "b": self.plan.profile("B"),
-            "schedule": "".join(self.plan.schedule), "winner": self.decision.winner,
-            "reasons": self.decision.reasons, "box": self.box, "ok": self.ok,
-            "interrupted": self.interrupted, "failure": self.failure,
+            "experiment": self.op_id,
+            "target": self.plan.target_name,
+            "a": self.plan.profile("A"),
+            "b": self.plan.profile("B"),
+            "schedule": "".join(self.plan.schedule),
+            "winner": self.decision.winner,
+            "reasons": self.decision.reasons,
+            "box": self.box,
+            "ok": self.ok,
+            "interrupted": self.interrupted,
+            "failure": self.failure,
             "partial": self.analysis.partial or not self.ok,
             "blocks": [b.to_record() for b in self.blocks],
             "gates": [g.to_record() for g in self.gates],
-            "analysis": self.analysis.to_record(), "report": [str(p) for p in self.report],
+            "analysis": self.analysis.to_record(),
+            "report": [str(p) for p in self.report],
         }

@@ -38,8 +38,12 @@ DEFAULT_WARMUP_S = 10.0
 # capture per decode graph. The twin's own settings give its estimate (docs/twin.md).
 BOX_RESTART_S = 300.0
 BOX_CAPTURE_S_PER_BUCKET = 0.25
-TWIN_DEFAULTS = {"MODEL_LOAD_S": 60.0, "CAPTURE_S_PER_BUCKET": 0.25, "WARMUP_S": 1.0,
-                 "TIME_SCALE": 1.0}
+TWIN_DEFAULTS = {
+    "MODEL_LOAD_S": 60.0,
+    "CAPTURE_S_PER_BUCKET": 0.25,
+    "WARMUP_S": 1.0,
+    "TIME_SCALE": 1.0,
+}
 TWIN_OVERHEAD_S = 2.0  # router start, probe, stops: wall seconds, not scaled
 # Gate suites' length when they do not have one of their own (abort-cascade runs to its wedge
 # check and recovery window).
@@ -110,54 +114,78 @@ class ABPlan:
     def to_json(self) -> dict[str, Any]:
         exp_blocks, exp_s, p = self.expected()
         return {
-            "dry_run": True, "target": self.target_name,
-            "a": self.profile("A"), "b": self.profile("B"),
-            "schedule": "".join(self.schedule), "blocks": len(self.schedule),
-            "suite": self.suite, "levels": list(self.levels),
-            "gates": [GATE_NAMES.get(g, g) for g in self.gates], "gate_why": self.gate_why,
-            "switch_s": {arm: {"seconds": round(s.seconds, 1), "source": s.source}
-                         for arm, s in self.switch.items()},
-            "warmup_s": self.warmup_s, "measured_s_per_block": round(self.measured_s, 1),
-            "gate_s": round(self.gate_s, 1), "estimated_total_s": round(self.total_s, 1),
-            "worst_case_total_s": round(self.total_s, 1), "confidence": self.confidence,
+            "dry_run": True,
+            "target": self.target_name,
+            "a": self.profile("A"),
+            "b": self.profile("B"),
+            "schedule": "".join(self.schedule),
+            "blocks": len(self.schedule),
+            "suite": self.suite,
+            "levels": list(self.levels),
+            "gates": [GATE_NAMES.get(g, g) for g in self.gates],
+            "gate_why": self.gate_why,
+            "switch_s": {
+                arm: {"seconds": round(s.seconds, 1), "source": s.source}
+                for arm, s in self.switch.items()
+            },
+            "warmup_s": self.warmup_s,
+            "measured_s_per_block": round(self.measured_s, 1),
+            "gate_s": round(self.gate_s, 1),
+            "estimated_total_s": round(self.total_s, 1),
+            "worst_case_total_s": round(self.total_s, 1),
+            "confidence": self.confidence,
             "design": "group-sequential (Kim-DeMets alpha t^3), a look after every pair",
-            "effect_pct": round(100 * self.effect, 3), "variation_pct": round(100 * self.variation, 3),
-            "band_pct": round(100 * self.effect, 3), "budget_pairs": self.looks,
-            "expected_blocks": round(exp_blocks, 2), "expected_total_s": round(exp_s, 1),
-            "p_decided": round(p, 4), "notes": self.notes,
+            "effect_pct": round(100 * self.effect, 3),
+            "variation_pct": round(100 * self.variation, 3),
+            "band_pct": round(100 * self.effect, 3),
+            "budget_pairs": self.looks,
+            "expected_blocks": round(exp_blocks, 2),
+            "expected_total_s": round(exp_s, 1),
+            "p_decided": round(p, 4),
+            "notes": self.notes,
         }
 
     def detail(self) -> str:
         """The plan in one line, as the experiment journals its `plan` step."""
         gates = ",".join(self.gates) or "none"
-        return (f"schedule {''.join(self.schedule)}; suite {self.suite} at "
-                f"{','.join(map(str, self.levels))}; gates on B: {gates}; {self.measured_s:g} s "
-                f"measured per block after {self.warmup_s:g} s warm-up; sequential, a budget of "
-                f"{self.looks} pairs for a {100 * self.effect:g}% effect at ±{100 * self.variation:g}% "
-                f"variation, {self.confidence:g} confidence")
+        return (
+            f"schedule {''.join(self.schedule)}; suite {self.suite} at "
+            f"{','.join(map(str, self.levels))}; gates on B: {gates}; {self.measured_s:g} s "
+            f"measured per block after {self.warmup_s:g} s warm-up; sequential, a budget of "
+            f"{self.looks} pairs for a {100 * self.effect:g}% effect at ±{100 * self.variation:g}% "
+            f"variation, {self.confidence:g} confidence"
+        )
 
     def lines(self) -> list[str]:
-        sched = " ".join("".join(self.schedule[i:i + 4]) for i in range(0, len(self.schedule), 4))
-        out = [f"plan: A/B of A={self.a.deployment.describe()} and B={self.b.deployment.describe()} "
-               f"on {self.target_name}",
-               f"  schedule: {sched} (a budget of {len(self.schedule)} blocks; each deploys its "
-               "arm as the whole PD unit, proven by a generation)",
-               f"  design: group-sequential, a look after every A/B pair; stops as soon as B is "
-               f"shown better or worse, or equivalent within ±{100 * self.effect:g}%, at "
-               f"{self.confidence:g} confidence over all looks",
-               f"  workload: canary {self.suite} at concurrency {', '.join(map(str, self.levels))}; "
-               f"warm-up {self.warmup_s:g} s, then {self.measured_s:.0f} s measured per block"]
-        out += [f"  gate on B: {GATE_NAMES.get(g, g)} ({why})" for g, why in zip(self.gates, self.gate_why,
-                                                                               strict=True)]
+        sched = " ".join("".join(self.schedule[i : i + 4]) for i in range(0, len(self.schedule), 4))
+        out = [
+            f"plan: A/B of A={self.a.deployment.describe()} and B={self.b.deployment.describe()} "
+            f"on {self.target_name}",
+            f"  schedule: {sched} (a budget of {len(self.schedule)} blocks; each deploys its "
+            "arm as the whole PD unit, proven by a generation)",
+            f"  design: group-sequential, a look after every A/B pair; stops as soon as B is "
+            f"shown better or worse, or equivalent within ±{100 * self.effect:g}%, at "
+            f"{self.confidence:g} confidence over all looks",
+            f"  workload: canary {self.suite} at concurrency {', '.join(map(str, self.levels))}; "
+            f"warm-up {self.warmup_s:g} s, then {self.measured_s:.0f} s measured per block",
+        ]
+        out += [
+            f"  gate on B: {GATE_NAMES.get(g, g)} ({why})"
+            for g, why in zip(self.gates, self.gate_why, strict=True)
+        ]
         if not self.gates:
             out.append("  gate on B: none (the flag change calls for no correctness suite)")
         out += [f"  switch {arm}: {s.seconds:.0f} s ({s.source})" for arm, s in self.switch.items()]
         exp_blocks, exp_s, p = self.expected()
-        out.append(f"  expected for a true {100 * self.effect:+g}% at ±{100 * self.variation:g}% "
-                   f"deploy-to-deploy variation: {exp_blocks:.1f} blocks, {_duration(exp_s)} "
-                   f"(decided within the budget with probability {p:.2f})")
-        out.append(f"  estimated total: {_duration(self.total_s)} at worst (the whole budget, "
-                   "gates and the final switch to the winner)")
+        out.append(
+            f"  expected for a true {100 * self.effect:+g}% at ±{100 * self.variation:g}% "
+            f"deploy-to-deploy variation: {exp_blocks:.1f} blocks, {_duration(exp_s)} "
+            f"(decided within the budget with probability {p:.2f})"
+        )
+        out.append(
+            f"  estimated total: {_duration(self.total_s)} at worst (the whole budget, "
+            "gates and the final switch to the winner)"
+        )
         out += [f"  note: {n}" for n in self.notes]
         return out
 
@@ -190,25 +218,52 @@ def plan_ab(
         schedule = counterbalanced(sized if blocks is None else blocks)
     except ValueError as exc:
         raise DsOpsError(f"--blocks {blocks}: {exc}") from None
-    a, b = plan_deploy(a_ref, target_name, canary=False), plan_deploy(b_ref, target_name, canary=False)
+    a, b = (
+        plan_deploy(a_ref, target_name, canary=False),
+        plan_deploy(b_ref, target_name, canary=False),
+    )
     if a.deployment.commands_hash == b.deployment.commands_hash:
-        raise DsOpsError(f"{a_ref} and {b_ref} render the same commands on {a.target.name}: "
-                         "there is nothing to compare")
+        raise DsOpsError(
+            f"{a_ref} and {b_ref} render the same commands on {a.target.name}: "
+            "there is nothing to compare"
+        )
     th = thresholds_of(a.deployment)
     levels = tuple(sorted(set(levels))) or (
-        tuple(sorted(set(th.sweep_concurrency))) if suite == "sweep" else (th.soak_concurrency,))
+        tuple(sorted(set(th.sweep_concurrency))) if suite == "sweep" else (th.soak_concurrency,)
+    )
     if any(c < 1 for c in levels) or (suite == "soak" and len(levels) != 1):
-        raise DsOpsError(f"--levels {','.join(map(str, levels))}: the sweep takes levels >= 1, "
-                         "the soak exactly one")
+        raise DsOpsError(
+            f"--levels {','.join(map(str, levels))}: the sweep takes levels >= 1, "
+            "the soak exactly one"
+        )
     th = replace(th.with_overrides(**dict(workload or {})), sweep_concurrency=levels)
-    measured = block_s or (len(levels) * th.sweep_level_s if suite == "sweep" else th.stress_duration_s)
+    measured = block_s or (
+        len(levels) * th.sweep_level_s if suite == "sweep" else th.stress_duration_s
+    )
     gates, why = gate_suites(a.deployment.flags, b.deployment.flags, a, b)
     journal = Journal(a.target.name)
     switch = {"A": switch_cost(journal, a), "B": switch_cost(journal, b)}
     notes = _design_notes(blocks, sized, effect=effect, variation=variation)
     gate_s = sum(_gate_seconds(g, suite, th) for g in gates)
-    return ABPlan(a, b, schedule, suite, levels, th, gates, why, switch, measured, warmup_s,
-                  gate_s, confidence, report_dir, notes, effect, variation)
+    return ABPlan(
+        a,
+        b,
+        schedule,
+        suite,
+        levels,
+        th,
+        gates,
+        why,
+        switch,
+        measured,
+        warmup_s,
+        gate_s,
+        confidence,
+        report_dir,
+        notes,
+        effect,
+        variation,
+    )
 
 
 def _check_design(suite: str, *, confidence: float, effect: float, variation: float) -> None:
@@ -230,16 +285,22 @@ def _design_notes(blocks: int | None, sized: int, *, effect: float, variation: f
 
     notes: list[str] = []
     if blocks is not None and blocks < sized:
-        notes.append(f"a budget of {blocks} blocks is below the {sized} the design sizes for a "
-                     f"{100 * effect:g}% effect at ±{100 * variation:g}% variation: such an "
-                     "effect is more often left undecided (inconclusive keeps A)")
+        notes.append(
+            f"a budget of {blocks} blocks is below the {sized} the design sizes for a "
+            f"{100 * effect:g}% effect at ±{100 * variation:g}% variation: such an "
+            "effect is more often left undecided (inconclusive keeps A)"
+        )
     if sized >= 2 * MAX_LOOKS:
-        notes.append(f"a {100 * effect:g}% effect is small for ±{100 * variation:g}% deploy-to-deploy "
-                     f"variation: even {2 * MAX_LOOKS} blocks decide it with less than 90% probability")
+        notes.append(
+            f"a {100 * effect:g}% effect is small for ±{100 * variation:g}% deploy-to-deploy "
+            f"variation: even {2 * MAX_LOOKS} blocks decide it with less than 90% probability"
+        )
     return notes
 
 
-def gate_suites(a_flags: Any, b_flags: Any, a: DeployPlan, b: DeployPlan) -> tuple[list[str], list[str]]:
+def gate_suites(
+    a_flags: Any, b_flags: Any, a: DeployPlan, b: DeployPlan
+) -> tuple[list[str], list[str]]:
     """The canary suites B's change calls for (the deploy's rule, canary.suites_for_change,
     without its smoke: every block's deploy already proves a generation), each with why."""
     from dsv4ops.canary import suites_for_change
@@ -247,9 +308,11 @@ def gate_suites(a_flags: Any, b_flags: Any, a: DeployPlan, b: DeployPlan) -> tup
     old = {**dict(a_flags), "kernel_package": a.deployment.kernel_package}
     new = {**dict(b_flags), "kernel_package": b.deployment.kernel_package}
     suites = [s for s in suites_for_change(old, new) if s != "smoke"]
-    why = {"abort-cascade": "the overlap scheduler changed: the TP-desync wedge under abort cascades",
-           "corruption": "multi-stream overlap or the decode kernels changed: tool-call corruption",
-           "sweep": "the decode CUDA-graph buckets changed: the sawtooth and eager fallbacks"}
+    why = {
+        "abort-cascade": "the overlap scheduler changed: the TP-desync wedge under abort cascades",
+        "corruption": "multi-stream overlap or the decode kernels changed: tool-call corruption",
+        "sweep": "the decode CUDA-graph buckets changed: the sawtooth and eager fallbacks",
+    }
     return suites, [why.get(s, "the flag change calls for it") for s in suites]
 
 
@@ -257,10 +320,15 @@ def switch_cost(journal: Journal, plan: DeployPlan) -> Switch:
     """The last timed SUCCEEDED deploy of this profile on the target, else an estimate."""
     name = plan.deployment.profile_name
     # Through the journal's index: only SUCCEEDED deploys/rollbacks of this profile are read.
-    for op in journal.operations().newest_first(kinds=(Kind.DEPLOY, Kind.ROLLBACK),
-                                                status=Status.SUCCEEDED, profile={"name": name}):
-        if (op.kind in (Kind.DEPLOY, Kind.ROLLBACK) and op.status is Status.SUCCEEDED
-                and op.profile_name == name and op.ended):
+    for op in journal.operations().newest_first(
+        kinds=(Kind.DEPLOY, Kind.ROLLBACK), status=Status.SUCCEEDED, profile={"name": name}
+    ):
+        if (
+            op.kind in (Kind.DEPLOY, Kind.ROLLBACK)
+            and op.status is Status.SUCCEEDED
+            and op.profile_name == name
+            and op.ended
+        ):
             seconds = seconds_between(op.ts, op.ended)
             if seconds is not None:
                 return Switch(seconds, f"journal {op.op}, {seconds:.1f} s")
@@ -270,10 +338,14 @@ def switch_cost(journal: Journal, plan: DeployPlan) -> Switch:
         twin = dict(target.twin_env)
         env = {k: _float(twin.get(f"DSV4_TWIN_{k}"), v) for k, v in TWIN_DEFAULTS.items()}
         model_s = env["MODEL_LOAD_S"] + env["WARMUP_S"] + n * env["CAPTURE_S_PER_BUCKET"]
-        return Switch(TWIN_OVERHEAD_S + model_s * env["TIME_SCALE"],
-                      f"estimate for the twin from {n} decode buckets")
-    return Switch(BOX_RESTART_S + n * BOX_CAPTURE_S_PER_BUCKET,
-                  f"estimate from {n} decode buckets (no timed deploy of {name} in the journal)")
+        return Switch(
+            TWIN_OVERHEAD_S + model_s * env["TIME_SCALE"],
+            f"estimate for the twin from {n} decode buckets",
+        )
+    return Switch(
+        BOX_RESTART_S + n * BOX_CAPTURE_S_PER_BUCKET,
+        f"estimate from {n} decode buckets (no timed deploy of {name} in the journal)",
+    )
 
 
 def _gate_seconds(suite: str, measured_suite: str, th: Thresholds) -> float:

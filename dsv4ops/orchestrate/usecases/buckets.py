@@ -30,8 +30,10 @@ def sample_decode(metrics_url: str, *, window_s: float, interval_s: float = 1.0)
     `window_s` seconds (idle samples, 0 running, are dropped: they generate no tokens), plus the
     decode's graph memory and captured graph count."""
     if not 0 < window_s <= MAX_WINDOW_S or not 0.05 <= interval_s <= window_s:
-        raise DsOpsError(f"--window {window_s:g}s / interval {interval_s:g}s: expected a window "
-                         f"up to {MAX_WINDOW_S:g}s and an interval from 0.05s to the window")
+        raise DsOpsError(
+            f"--window {window_s:g}s / interval {interval_s:g}s: expected a window "
+            f"up to {MAX_WINDOW_S:g}s and an interval from 0.05s to the window"
+        )
     return asyncio.run(_sample(metrics_url, window_s, interval_s))
 
 
@@ -56,8 +58,10 @@ async def _sample(url: str, window_s: float, interval_s: float) -> LiveSample:
             await asyncio.sleep(interval_s)
         captured = await _captured_graphs(client, url) if graph_gb else None
     if not seen:
-        raise DsOpsError(f"{url}: no sglang:num_running_reqs in any scrape",
-                         hint="the decode needs --enable-metrics; give its /metrics URL")
+        raise DsOpsError(
+            f"{url}: no sglang:num_running_reqs in any scrape",
+            hint="the decode needs --enable-metrics; give its /metrics URL",
+        )
     return LiveSample(dict(counts), graph_gb, captured)
 
 

@@ -74,8 +74,14 @@ def resolve_endpoint(
             buckets = d.decode_buckets
         name = name or d.model_name
     workers = tuple(worker_urls) or reach.worker_urls
-    return CanaryEndpoint(reach.router_url, workers, thresholds, buckets, name or "default",
-                          decode_log_interval=reach.decode_log_interval)
+    return CanaryEndpoint(
+        reach.router_url,
+        workers,
+        thresholds,
+        buckets,
+        name or "default",
+        decode_log_interval=reach.decode_log_interval,
+    )
 
 
 def run_canary(

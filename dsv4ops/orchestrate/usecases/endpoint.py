@@ -46,22 +46,31 @@ def refuse_on_endpoint(target: Target, verb: str, profile: str | None = None) ->
 def _how(target: Target, verb: str, profile: str | None) -> tuple[str, str]:
     """(what to do instead, the command) for `verb` on the cluster."""
     if verb == "deploy":
-        return (f"to roll {profile or 'the profile'} out on the cluster, apply its export:",
-                export_line(target, profile))
+        return (
+            f"to roll {profile or 'the profile'} out on the cluster, apply its export:",
+            export_line(target, profile),
+        )
     if verb == "rollback":
-        return ("to go back, apply the export of the known-good revision (profiles/ checked out "
-                "at that commit):", export_line(target, profile))
+        return (
+            "to go back, apply the export of the known-good revision (profiles/ checked out "
+            "at that commit):",
+            export_line(target, profile),
+        )
     if verb == "stop":
         return "to stop the deployment, delete the RoleBasedGroup:", _delete_line(target)
     if verb.startswith("kernels"):
-        return ("kernel packages reach the pods as an init-container image: pin "
-                "`kernel_package` in the profile and apply its export:",
-                export_line(target, profile, "--kernel-image", "IMAGE"))
+        return (
+            "kernel packages reach the pods as an init-container image: pin "
+            "`kernel_package` in the profile and apply its export:",
+            export_line(target, profile, "--kernel-image", "IMAGE"),
+        )
     if verb == "ab":
-        return ("an A/B switches the deployment between blocks, and restarts are the cluster's: "
-                "run `dsv4ops ab` against a box, or roll each arm out with its export and canary "
-                "it by name (`dsv4ops canary --target " + target.name + "`):",
-                export_line(target, profile))
+        return (
+            "an A/B switches the deployment between blocks, and restarts are the cluster's: "
+            "run `dsv4ops ab` against a box, or roll each arm out with its export and canary "
+            "it by name (`dsv4ops canary --target " + target.name + "`):",
+            export_line(target, profile),
+        )
     return "changes reach the cluster as an applied export:", export_line(target, profile)
 
 

@@ -36,10 +36,16 @@ def export_rbg(
 
     p = load_profile(profile_ref)
     deployment = render(p, get_target("box"))
-    opts = R.ExportOptions(image=image or R.DEFAULT_IMAGE,
-                           router_image=router_image or R.DEFAULT_ROUTER_IMAGE,
-                           namespace=namespace, replicas=replicas, python=python, name=name,
-                           gpus_per_node=gpus_per_node, kernel_image=kernel_image)
+    opts = R.ExportOptions(
+        image=image or R.DEFAULT_IMAGE,
+        router_image=router_image or R.DEFAULT_ROUTER_IMAGE,
+        namespace=namespace,
+        replicas=replicas,
+        python=python,
+        name=name,
+        gpus_per_node=gpus_per_node,
+        kernel_image=kernel_image,
+    )
     docs = R.documents(p, deployment, opts)
     check_documents(docs)
     manifest = docs[-1]

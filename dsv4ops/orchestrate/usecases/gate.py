@@ -71,8 +71,16 @@ def canary_gate(
             progress(f"    canary suite {suite}")
             duration = None if suite == "smoke" else duration_s
             # the deployed decode's log interval sizes the metrics freeze window
-            result = run_one(suite, base, workers, thresholds, buckets, duration, model,
-                             deployment.decode_log_interval)
+            result = run_one(
+                suite,
+                base,
+                workers,
+                thresholds,
+                buckets,
+                duration,
+                model,
+                deployment.decode_log_interval,
+            )
             # The suite's own verdict first, so the journal records which suites ran and how.
             reasons.append(f"{suite}: {result.verdict.value}")
             reasons += baseline_reason(suite, result)

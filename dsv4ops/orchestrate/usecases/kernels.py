@@ -103,7 +103,11 @@ def _switch(
 
 @contextmanager
 def _journaled(
-    session: TargetSession, asked: dict[str, Any], *, progress: Progress, recover: bool,
+    session: TargetSession,
+    asked: dict[str, Any],
+    *,
+    progress: Progress,
+    recover: bool,
     reason: str | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The caller fills the yielded dict with what the journal keeps of the switch (package,

@@ -44,13 +44,26 @@ def render_monitoring(
     p = load_profile(profile_ref)
     t = get_target(target_name)
     deployment = render(p, t)
-    settings = RuleSettings(scrape_interval_s=scrape_interval_s, max_step_ms=max_step_ms,
-                            decode_log_interval=deployment.decode_log_interval,
-                            max_decode_bucket=max(p.flags.decode_buckets, default=None),
-                            time_scale=target_time_scale(t), runbook_url=runbook_url)
+    settings = RuleSettings(
+        scrape_interval_s=scrape_interval_s,
+        max_step_ms=max_step_ms,
+        decode_log_interval=deployment.decode_log_interval,
+        max_decode_bucket=max(p.flags.decode_buckets, default=None),
+        time_scale=target_time_scale(t),
+        runbook_url=runbook_url,
+    )
     rules = alert_rules(settings)
-    config = scrape_config(deployment, settings, rules_file="dsv4ops-alerts.yml",
-                           profile_name=p.name, target_name=t.name)
-    board = dashboard(a_ms=law_a_ms, b_ms=law_b_ms, max_bucket=settings.max_decode_bucket,
-                      title=f"DSV4 PD unit: {p.name} on {t.name}")
+    config = scrape_config(
+        deployment,
+        settings,
+        rules_file="dsv4ops-alerts.yml",
+        profile_name=p.name,
+        target_name=t.name,
+    )
+    board = dashboard(
+        a_ms=law_a_ms,
+        b_ms=law_b_ms,
+        max_bucket=settings.max_decode_bucket,
+        title=f"DSV4 PD unit: {p.name} on {t.name}",
+    )
     return MonitoringFiles(config, rules, board)

@@ -34,11 +34,17 @@ class RollbackChoice:
     def to_json(self, target_name: str, judged: Any) -> dict[str, Any]:
         """The `rollback --dry-run --json` document: what it would restore and whether (and
         why) that is known-good, as journal/knowngood.py judges it."""
-        return {"dry_run": True, "target": target_name, "op": self.op.op,
-                "profile": self.deployment.profile_name, "commit": self.deployment.git_commit,
-                "commands_hash": self.deployment.commands_hash, "how": self.how,
-                "known_good": bool(judged and judged.known_good),
-                "known_good_why": judged.why if judged else "not known-good: not a deployment"}
+        return {
+            "dry_run": True,
+            "target": target_name,
+            "op": self.op.op,
+            "profile": self.deployment.profile_name,
+            "commit": self.deployment.git_commit,
+            "commands_hash": self.deployment.commands_hash,
+            "how": self.how,
+            "known_good": bool(judged and judged.known_good),
+            "known_good_why": judged.why if judged else "not known-good: not a deployment",
+        }
 
 
 def choose_rollback(session: TargetSession, to: str | None) -> RollbackChoice:

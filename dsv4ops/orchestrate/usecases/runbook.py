@@ -50,23 +50,23 @@ def run_runbook(
     from dsv4ops.runbooks.execute import execute
 
     run_session = R.Session(
-            runbook=runbook,
-            target=target,
-            execute=functools.partial(execute, stdout_to_stderr=report is not None),
-            echo=echo,
-            confirm=confirm,
-            pause=pause,
-            variables=variables,
-            yes=yes,
-            dry_run=dry_run,
-            rehearse=rehearse,
-            start=start,
-            resume=resume,
-            world=_world(session) if session else None,
-            journal=session.journal if session else None,
-            interactive=interactive,
-            reason=reason,
-        )
+        runbook=runbook,
+        target=target,
+        execute=functools.partial(execute, stdout_to_stderr=report is not None),
+        echo=echo,
+        confirm=confirm,
+        pause=pause,
+        variables=variables,
+        yes=yes,
+        dry_run=dry_run,
+        rehearse=rehearse,
+        start=start,
+        resume=resume,
+        world=_world(session) if session else None,
+        journal=session.journal if session else None,
+        interactive=interactive,
+        reason=reason,
+    )
     if report is None:
         return R.run(run_session)
     try:
@@ -88,5 +88,6 @@ def _world(session: TargetSession) -> TargetWorld:
 
     # what `dsv4ops status` reports, as it composes it
     status = status_reader(session, session.journal)
-    return TargetWorld(session.supervisor, session.journal, target=session.target.name,
-                       status=status)
+    return TargetWorld(
+        session.supervisor, session.journal, target=session.target.name, status=status
+    )

@@ -78,7 +78,13 @@ def reachable(session: TargetSession, profile: Profile | None = None) -> Reachab
         e = target.endpoint
         prom = f"{e.router_metrics}/metrics" if e.router_metrics else None
         return Reachable(
-            name, e.router_url, e.prefill, e.decode, "endpoint", prom, endpoint=True,
+            name,
+            e.router_url,
+            e.prefill,
+            e.decode,
+            "endpoint",
+            prom,
+            endpoint=True,
             profile=e.profile,
         )
     op = session.journal.deployed()
@@ -102,7 +108,12 @@ def _from_components(
     one = {role: (comps[role].client_url(),) if role in comps else () for role in WORKERS}
     router = comps["router"]
     return Reachable(
-        name, router.client_url(), one["prefill"], one["decode"], source, router.metrics_url,
+        name,
+        router.client_url(),
+        one["prefill"],
+        one["decode"],
+        source,
+        router.metrics_url,
         deployment=recorded,
         decode_log_interval=d.decode_log_interval,
     )

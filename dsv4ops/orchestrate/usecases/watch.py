@@ -15,18 +15,26 @@ from dsv4ops.watch.endpoints import cluster_watch_endpoints
 from dsv4ops.watch.stream import ProbeStream
 
 
-def open_watch(session: TargetSession, *, interval_s: float = 5.0, probe_every_s: float = 30.0,
-               probe: bool = True) -> Watcher:
+def open_watch(
+    session: TargetSession,
+    *,
+    interval_s: float = 5.0,
+    probe_every_s: float = 30.0,
+    probe: bool = True,
+) -> Watcher:
     """A Watcher for what the journal says runs on the session's target. Raises DsOpsError
     when nothing is recorded (watch reports on a deployment, never on a guess)."""
     if session.target.endpoint is not None:
-        return _open_cluster_watch(session, interval_s=interval_s, probe_every_s=probe_every_s,
-                                   probe=probe)
+        return _open_cluster_watch(
+            session, interval_s=interval_s, probe_every_s=probe_every_s, probe=probe
+        )
     deployed = session.journal.deployed()
     if deployed is None or not deployed.components:
-        raise DsOpsError(f"the journal records no running deployment on target "
-                         f"{session.target.name!r}: nothing to watch",
-                         hint=f"dsv4ops status --target {session.target.name}")
+        raise DsOpsError(
+            f"the journal records no running deployment on target "
+            f"{session.target.name!r}: nothing to watch",
+            hint=f"dsv4ops status --target {session.target.name}",
+        )
     deployment = deployed.deployment()
     endpoints = watch_endpoints(session.target, deployment)
     settings = WatchSettings(
@@ -40,9 +48,18 @@ def open_watch(session: TargetSession, *, interval_s: float = 5.0, probe_every_s
     )
     stream = _probe_stream(session, endpoints.model) if probe else None
     # A local target's URLs are this machine's: its scrapes skip the agent process.
-    confirm = stream.http_many if stream is not None and session.target.transport == "local" else None
-    return Watcher(endpoints, settings, session.supervisor.http_many, session.clock, probe=probe,
-                   stream=stream, scrape_http=confirm)
+    confirm = (
+        stream.http_many if stream is not None and session.target.transport == "local" else None
+    )
+    return Watcher(
+        endpoints,
+        settings,
+        session.supervisor.http_many,
+        session.clock,
+        probe=probe,
+        stream=stream,
+        scrape_http=confirm,
+    )
 
 
 def _probe_stream(session: TargetSession, model: str) -> ProbeStream | None:
@@ -57,21 +74,29 @@ def _probe_stream(session: TargetSession, model: str) -> ProbeStream | None:
     return ProbeStream(router, model)
 
 
-def _open_cluster_watch(session: TargetSession, *, interval_s: float, probe_every_s: float,
-                        probe: bool) -> Watcher:
+def _open_cluster_watch(
+    session: TargetSession, *, interval_s: float, probe_every_s: float, probe: bool
+) -> Watcher:
     """An endpoint target (a cluster): its router and servers as targets.yaml names them,
     reached from this machine; the profile it names (if any) gives the model and buckets. No
     journal baseline: dsv4ops did not deploy it, so `throughput_below_baseline` stays quiet."""
     from dsv4ops.orchestrate.usecases.session import reachable
 
     reach = reachable(session)
-    missing = [key for key, have in (("metrics.router", reach.router_metrics_url),
-                                     ("metrics.decode", reach.decode_urls)) if not have]
+    missing = [
+        key
+        for key, have in (
+            ("metrics.router", reach.router_metrics_url),
+            ("metrics.decode", reach.decode_urls),
+        )
+        if not have
+    ]
     if missing:
         raise DsOpsError(
             f"target {session.target.name!r} is an endpoint without {' and '.join(missing)}: "
             "watch judges the unit by the router's and the decode's metrics",
-            hint="add them to its entry in profiles/targets.yaml (docs/kubernetes.md)")
+            hint="add them to its entry in profiles/targets.yaml (docs/kubernetes.md)",
+        )
     model: str = "default"
     buckets: tuple[int, ...] = ()
     if reach.profile:
@@ -81,8 +106,13 @@ def _open_cluster_watch(session: TargetSession, *, interval_s: float, probe_ever
         profile = load_profile(reach.profile)
         model, buckets = profile.model.request_name, buckets_from_profile(profile)
     endpoints = cluster_watch_endpoints(
-        reach.router_url, str(reach.router_metrics_url), reach.prefill_urls, reach.decode_urls,
-        model=model, decode_buckets=buckets)
+        reach.router_url,
+        str(reach.router_metrics_url),
+        reach.prefill_urls,
+        reach.decode_urls,
+        model=model,
+        decode_buckets=buckets,
+    )
     settings = WatchSettings(
         interval_s=interval_s,
         probe_every_s=probe_every_s,
@@ -93,5 +123,12 @@ def _open_cluster_watch(session: TargetSession, *, interval_s: float, probe_ever
     )
     stream = _probe_stream(session, model) if probe else None
     # an endpoint target's URLs are this machine's already
-    return Watcher(endpoints, settings, session.supervisor.http_many, session.clock, probe=probe,
-                   stream=stream, scrape_http=stream.http_many if stream is not None else None)
+    return Watcher(
+        endpoints,
+        settings,
+        session.supervisor.http_many,
+        session.clock,
+        probe=probe,
+        stream=stream,
+        scrape_http=stream.http_many if stream is not None else None,
+    )

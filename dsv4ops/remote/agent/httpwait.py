@@ -65,7 +65,9 @@ def op_http_many(wd: Workdir, req: JsonObject) -> JsonObject:
             except Exception as exc:  # noqa: BLE001 - one bad item must not lose the others
                 replies[i] = {"status": None, "body": "", "error": str(exc), "elapsed_s": 0.0}
 
-    threads = [threading.Thread(target=one, args=(i, it), daemon=True) for i, it in enumerate(items)]
+    threads = [
+        threading.Thread(target=one, args=(i, it), daemon=True) for i, it in enumerate(items)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -137,4 +139,3 @@ def op_wait_http(wd: Workdir, req: JsonObject) -> JsonObject:
                 log_tail=tail(wd.log(name), 40) if name else "",
             )
         time.sleep(POLL_S)
-

@@ -25,7 +25,6 @@ class PackageError(Exception):
     """The archive or the request is refused; the message is for the operator."""
 
 
-
 def read_safe(data: bytes) -> tuple[str, dict[str, bytes]]:
     """(top directory, {relative path: bytes}) of a .tar.gz, refusing anything but plain files
     and directories inside one top directory: absolute names, `..`, links and devices."""
@@ -41,8 +40,10 @@ def read_safe(data: bytes) -> tuple[str, dict[str, bytes]]:
         if name.startswith("/") or ".." in parts or "\\" in name or not name:
             raise PackageError(f"archive entry {name!r} escapes the package directory")
         if m.issym() or m.islnk():
-            raise PackageError(f"archive entry {name!r} is a link ({'symlink' if m.issym() else 'hardlink'}"
-                               f" to {m.linkname!r}); packages hold plain files only")
+            raise PackageError(
+                f"archive entry {name!r} is a link ({'symlink' if m.issym() else 'hardlink'}"
+                f" to {m.linkname!r}); packages hold plain files only"
+            )
         if not (m.isfile() or m.isdir()):
             raise PackageError(f"archive entry {name!r} is not a regular file or directory")
         if top is None:
@@ -73,8 +74,10 @@ def verify_members(files: dict[str, bytes]) -> Manifest:
             raise PackageError(f"{path}: listed in the manifest but missing from the archive")
         digest = hashlib.sha256(files[path]).hexdigest()
         if digest != entry.get("sha256"):
-            raise PackageError(f"{path}: checksum mismatch (manifest {str(entry.get('sha256'))[:12]}…, "
-                               f"file {digest[:12]}…): the package was modified after it was built")
+            raise PackageError(
+                f"{path}: checksum mismatch (manifest {str(entry.get('sha256'))[:12]}…, "
+                f"file {digest[:12]}…): the package was modified after it was built"
+            )
     extra = sorted(set(files) - set(listed) - {MANIFEST})
     if extra:
         raise PackageError(f"{extra[0]}: in the archive but not in the manifest")
@@ -89,9 +92,10 @@ def check_target(manifest: Manifest, arch: str | None, triton: str | None) -> No
     if arch and got_arch != arch:
         raise PackageError(f"package targets {got_arch}, the target runs {arch}")
     if triton and got_triton != triton:
-        raise PackageError(f"package was built for triton {got_triton}, the target runs triton {triton}"
-                           f" (SGLang looks configs up under configs/triton_{triton.replace('.', '_')}/)")
-
+        raise PackageError(
+            f"package was built for triton {got_triton}, the target runs triton {triton}"
+            f" (SGLang looks configs up under configs/triton_{triton.replace('.', '_')}/)"
+        )
 
 
 def verify_tree(root: str) -> Manifest:
@@ -107,5 +111,3 @@ def verify_tree(root: str) -> Manifest:
     if MANIFEST not in files:
         raise PackageError(f"{root}: no {MANIFEST}")
     return verify_members(files)
-
-

@@ -51,8 +51,13 @@ def _switch(wd: Workdir, name: str, version: str) -> JsonObject:
     os.replace(tmp_link, current)
     state = _read_state(wd)
     config_dir = os.path.join(pdir, version)
-    entry = {"current": version, "previous": previous if previous != version else
-             state.get("packages", {}).get(name, {}).get("previous"), "config_dir": config_dir}
+    entry = {
+        "current": version,
+        "previous": previous
+        if previous != version
+        else state.get("packages", {}).get(name, {}).get("previous"),
+        "config_dir": config_dir,
+    }
     state.setdefault("packages", {})[name] = entry
     state["env"] = _package_env(config_dir)
     write_json_atomic(wd.state(STATE), state)
@@ -89,8 +94,10 @@ def _unpack(pdir: str, files: dict[str, bytes]) -> str:
 def install(wd: Workdir, upload: str, arch: str | None, triton: str | None) -> JsonObject:
     """Verify the uploaded archive, unpack it to kernels/<name>/<version>, switch current."""
     incoming = os.path.join(wd.root, "kernels", ".incoming-")
-    if not upload.startswith(incoming) or "/" in upload[len(incoming):]:
-        raise PackageError(f"upload {upload!r} is not a kernels/.incoming-* file of the work directory")
+    if not upload.startswith(incoming) or "/" in upload[len(incoming) :]:
+        raise PackageError(
+            f"upload {upload!r} is not a kernels/.incoming-* file of the work directory"
+        )
     try:
         with open(upload, "rb") as f:
             top, files = read_safe(f.read())
@@ -124,12 +131,18 @@ def list_packages(wd: Workdir) -> JsonObject:
         pdir = os.path.join(base, name)
         if name.startswith(".") or not os.path.isdir(pdir):
             continue
-        versions = sorted(v for v in os.listdir(pdir) if not v.startswith(".") and v != "current"
-                          and os.path.isdir(os.path.join(pdir, v)))
+        versions = sorted(
+            v
+            for v in os.listdir(pdir)
+            if not v.startswith(".") and v != "current" and os.path.isdir(os.path.join(pdir, v))
+        )
         link = os.path.join(pdir, "current")
         current = os.readlink(link) if os.path.islink(link) else None
-        out[name] = {"versions": versions, "current": current,
-                     "previous": state.get("packages", {}).get(name, {}).get("previous")}
+        out[name] = {
+            "versions": versions,
+            "current": current,
+            "previous": state.get("packages", {}).get(name, {}).get("previous"),
+        }
     return {"packages": out, "env": state.get("env", {})}
 
 
@@ -166,11 +179,16 @@ def _site_dirs() -> list[str]:
 
     exe_dir = os.path.dirname(os.path.abspath(sys.executable))
     prefixes, user = [sys.prefix], [site.getusersitepackages()]  # user site: outside a venv
-    for cfg in (os.path.join(exe_dir, "pyvenv.cfg"), os.path.join(os.path.dirname(exe_dir), "pyvenv.cfg")):
+    for cfg in (
+        os.path.join(exe_dir, "pyvenv.cfg"),
+        os.path.join(os.path.dirname(exe_dir), "pyvenv.cfg"),
+    ):
         if os.path.isfile(cfg):
             with open(cfg, encoding="utf-8") as f:
-                system = any(line.replace(" ", "").lower() == "include-system-site-packages=true\n"
-                             for line in f)
+                system = any(
+                    line.replace(" ", "").lower() == "include-system-site-packages=true\n"
+                    for line in f
+                )
             prefixes = [os.path.dirname(exe_dir), *([sys.prefix] if system else [])]
             user = user if system else []
             break
@@ -189,13 +207,20 @@ def probe() -> JsonObject:
         return found.version if found is not None else None
 
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         out = ""
     gpus = [line.split(",", 1) for line in out.strip().splitlines() if "," in line]
-    return {"triton": version("triton"), "torch": version("torch"),
-            "gpus": [[n.strip(), c.strip()] for n, c in gpus]}
+    return {
+        "triton": version("triton"),
+        "torch": version("torch"),
+        "gpus": [[n.strip(), c.strip()] for n, c in gpus],
+    }
 
 
 def _refusals(fn: Callable[..., JsonObject], *args: object) -> JsonObject:

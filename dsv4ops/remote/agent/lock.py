@@ -86,4 +86,3 @@ def op_lock_release(wd: Workdir, req: JsonObject) -> JsonObject:
 
 def op_lock_info(wd: Workdir, req: JsonObject) -> JsonObject | None:
     return _lock_view(wd, req.get("dead_pids") or [])
-

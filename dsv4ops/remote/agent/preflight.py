@@ -104,4 +104,3 @@ def op_preflight(wd: Workdir, req: JsonObject) -> JsonObject:
         "paths": paths,
         "host": socket.gethostname(),
     }
-

@@ -291,4 +291,3 @@ def op_kill(wd: Workdir, req: JsonObject) -> JsonObject:
 def op_log_tail(wd: Workdir, req: JsonObject) -> JsonObject:
     name = check_name(req.get("name"))
     return {"name": name, "text": tail(wd.log(name), int(req.get("lines", 50)))}
-

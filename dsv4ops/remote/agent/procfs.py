@@ -112,4 +112,3 @@ def tail(path: str, lines: int) -> str:
     except FileNotFoundError:
         return ""
     return redact_text("\n".join(data.splitlines()[-lines:])) if lines > 0 else ""
-

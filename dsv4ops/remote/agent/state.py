@@ -12,4 +12,3 @@ def op_read_state(wd: Workdir, req: JsonObject) -> JsonObject:
 def op_write_state(wd: Workdir, req: JsonObject) -> JsonObject:
     write_json_atomic(wd.state(check_name(req.get("name"))), req.get("data"))
     return {"written": True}
-

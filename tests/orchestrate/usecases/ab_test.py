@@ -28,9 +28,14 @@ from testing.clock import FakeClock
 from testing.orchestrate import OrchEnv, module_env, our_processes
 
 
-@pytest.mark.parametrize(("b", "gates"), [
-    ("overlap-on", ["abort-cascade"]), ("buckets-step4", ["sweep"]),
-    ("multi-stream-on", ["corruption"])])
+@pytest.mark.parametrize(
+    ("b", "gates"),
+    [
+        ("overlap-on", ["abort-cascade"]),
+        ("buckets-step4", ["sweep"]),
+        ("multi-stream-on", ["corruption"]),
+    ],
+)
 def test_the_gates_b_must_pass_follow_the_flag_diff(b: str, gates: list[str]) -> None:
     plan = plan_ab("baseline", b, None, blocks=4)
     assert plan.gates == gates and plan.schedule == ["A", "B", "B", "A"]
@@ -43,8 +48,12 @@ def test_the_plan_sizes_the_budget_and_states_the_expected_and_worst_box_time() 
     blocks, seconds, p = plan.expected()
     assert 4 < blocks < 8 and p >= 0.9 and seconds < plan.total_s
     lines = "\n".join(plan.lines())
-    assert "a budget of 8 blocks" in lines and "stops as soon as B is shown better or worse" in lines
-    assert f"expected for a true +5% at ±2% deploy-to-deploy variation: {blocks:.1f} blocks" in lines
+    assert (
+        "a budget of 8 blocks" in lines and "stops as soon as B is shown better or worse" in lines
+    )
+    assert (
+        f"expected for a true +5% at ±2% deploy-to-deploy variation: {blocks:.1f} blocks" in lines
+    )
     assert "at worst (the whole budget" in lines
     small = plan_ab("baseline", "buckets-step4", None, effect=0.05, variation=0.01)
     assert len(small.schedule) == 4 and small.expected()[1] < seconds
@@ -55,7 +64,10 @@ def test_the_plan_sizes_the_budget_and_states_the_expected_and_worst_box_time() 
 
 def test_the_switch_cost_is_the_journals_last_deploy_else_an_estimate_from_the_buckets() -> None:
     plan = plan_ab("baseline", "buckets-step4", None, blocks=2)
-    step8, step4 = switch_cost(Journal("twin-local"), plan.a), switch_cost(Journal("twin-local"), plan.b)
+    step8, step4 = (
+        switch_cost(Journal("twin-local"), plan.a),
+        switch_cost(Journal("twin-local"), plan.b),
+    )
     assert "estimate" in step8.source and step4.seconds > step8.seconds  # more graphs to capture
     clock = FakeClock()
     journal = Journal("twin-local", clock=clock)
@@ -70,6 +82,7 @@ def test_the_switch_cost_is_the_journals_last_deploy_else_an_estimate_from_the_b
         journal.transition(other, status)
     loaded: list[str] = []
     load = View.load
+
     def counting(self: View, e: Any, **kw: Any) -> Any:
         loaded.append(e.op)
         return load(self, e, **kw)
@@ -86,10 +99,28 @@ def _sweep(levels: list[dict[str, Any]], fits: dict[str, Any]) -> SuiteResult:
 
 def test_block_values_never_mix_the_servers_numbers_with_the_clients() -> None:
     fit = {"a_ms": 18.0, "b_ms": 1.05, "n": 3}
-    with_server = _sweep([{"concurrency": 57, "output_tok_s": 6500.0, "output_tok_s_metrics": 650.0,
-                           "itl_p50_ms": 8.0}], {"metrics": fit, "bs": {**fit, "a_ms": 1.8}})
-    without = _sweep([{"concurrency": 57, "output_tok_s": 6600.0, "output_tok_s_metrics": None,
-                       "itl_p50_ms": 8.1}], {"bs": {**fit, "a_ms": 1.9}})
+    with_server = _sweep(
+        [
+            {
+                "concurrency": 57,
+                "output_tok_s": 6500.0,
+                "output_tok_s_metrics": 650.0,
+                "itl_p50_ms": 8.0,
+            }
+        ],
+        {"metrics": fit, "bs": {**fit, "a_ms": 1.8}},
+    )
+    without = _sweep(
+        [
+            {
+                "concurrency": 57,
+                "output_tok_s": 6600.0,
+                "output_tok_s_metrics": None,
+                "itl_p50_ms": 8.1,
+            }
+        ],
+        {"bs": {**fit, "a_ms": 1.9}},
+    )
     blocks = [Measured(*block_values(r), r, 3.0) for r in (with_server, without)]
     mixed = choose_sources(blocks)
     assert [v[57]["output_tok_s"] for v in mixed] == [6500.0, 6600.0]  # the client's, for both
@@ -101,8 +132,10 @@ def test_block_values_never_mix_the_servers_numbers_with_the_clients() -> None:
 
 
 def test_a_gate_passes_only_on_positive_evidence() -> None:
-    passed, failed, unsure = (SuiteResult("sweep", v, reasons=[f"{v.value}: why"])
-                              for v in (Verdict.PASS, Verdict.FAIL, Verdict.INCONCLUSIVE))
+    passed, failed, unsure = (
+        SuiteResult("sweep", v, reasons=[f"{v.value}: why"])
+        for v in (Verdict.PASS, Verdict.FAIL, Verdict.INCONCLUSIVE)
+    )
     assert gate_result("sweep", [passed, unsure]).passed
     assert not gate_result("sweep", [passed, failed]).passed
     g = gate_result("abort-cascade", [unsure])
@@ -115,7 +148,9 @@ def test_a_gate_passes_only_on_positive_evidence() -> None:
 
 @pytest.fixture(scope="module")
 def ab_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrchEnv]:
-    for env in module_env(tmp_path_factory, extra_twin_env=ab_twin_env(tmp_path_factory.mktemp("ab"))):
+    for env in module_env(
+        tmp_path_factory, extra_twin_env=ab_twin_env(tmp_path_factory.mktemp("ab"))
+    ):
         add_ab_profiles(env)
         yield env
 
@@ -124,7 +159,8 @@ def ab_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrchEnv]:
 @pytest.mark.router
 @pytest.mark.serial  # an A/B of measured latencies: alone (testing/workers.py)
 def test_step4_buckets_beat_step8_at_57_running_and_stay_on_the_box(
-        ab_env: OrchEnv, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    ab_env: OrchEnv, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from dsv4ops.cli._context import open_target
     from dsv4ops.orchestrate.usecases.ab import run_ab
 
@@ -132,8 +168,17 @@ def test_step4_buckets_beat_step8_at_57_running_and_stay_on_the_box(
         monkeypatch.setenv(k, v)
     # 57 and 60 running: step-8 pads both to 64, step-4 to 60. The twin varies 0.5% per start
     # (seeded), the design is told 1% (a budget of 2 pairs) at 95% over both looks and levels.
-    plan = plan_ab("ab-base", "ab-step4", ab_env.target, levels=(57, 60), block_s=6.0, warmup_s=0.0,
-                   variation=0.01, report_dir=str(tmp_path), workload=AB_WORKLOAD)
+    plan = plan_ab(
+        "ab-base",
+        "ab-step4",
+        ab_env.target,
+        levels=(57, 60),
+        block_s=6.0,
+        warmup_s=0.0,
+        variation=0.01,
+        report_dir=str(tmp_path),
+        workload=AB_WORKLOAD,
+    )
     assert len(plan.schedule) == 4 and plan.confidence == 0.95
     session = open_target(ab_env.target, verb="ab")
     try:

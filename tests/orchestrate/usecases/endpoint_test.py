@@ -23,14 +23,22 @@ pytestmark = pytest.mark.slow
 
 # What the baseline profile gives both servers that the canary relies on: the parsers (else the
 # twin, like SGLang, leaves tool-call markup in the content) and /metrics.
-SERVER_ARGS = ("--served-model-name", "deepseek-v4-flash", "--tool-call-parser", "deepseekv4",
-               "--reasoning-parser", "deepseek-v4", "--enable-metrics")
+SERVER_ARGS = (
+    "--served-model-name",
+    "deepseek-v4-flash",
+    "--tool-call-parser",
+    "deepseekv4",
+    "--reasoning-parser",
+    "deepseek-v4",
+    "--enable-metrics",
+)
 
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[TwinStack]:
-    with twin_stack(router=True, env=FAST_TWIN_ENV, prefill_args=SERVER_ARGS,
-                    decode_args=SERVER_ARGS) as s:
+    with twin_stack(
+        router=True, env=FAST_TWIN_ENV, prefill_args=SERVER_ARGS, decode_args=SERVER_ARGS
+    ) as s:
         yield s
 
 
@@ -70,7 +78,9 @@ def _pids(stack: TwinStack) -> dict[str, int | None]:
 
 def test_reachable_resolves_the_endpoint_target_to_its_urls(cluster: TwinStack) -> None:
     t = get_target("cluster")  # an endpoint target: reached without its journal
-    r = reachable(TargetSession(t, Supervisor(connect("local"), "/nonexistent"), Journal("cluster")))
+    r = reachable(
+        TargetSession(t, Supervisor(connect("local"), "/nonexistent"), Journal("cluster"))
+    )
     assert cluster.router is not None
     assert (r.source, r.endpoint, r.profile) == ("endpoint", True, "baseline")
     assert r.router_url == cluster.router.url
@@ -82,8 +92,9 @@ def test_reachable_resolves_the_endpoint_target_to_its_urls(cluster: TwinStack) 
 def test_the_canary_passes_through_the_endpoint_target(
     cluster: TwinStack, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = _run(capsys, "canary", "--target", "cluster", "--suite", "smoke",
-                          "--duration", "3", "--json")
+    code, out, err = _run(
+        capsys, "canary", "--target", "cluster", "--suite", "smoke", "--duration", "3", "--json"
+    )
     report = json.loads(out)
     assert code == 0, report["reasons"]
     assert report["verdict"] == "PASS", report
@@ -112,14 +123,23 @@ def test_status_reads_the_router_and_its_workers(
 @pytest.mark.parametrize(
     ("args", "line"),
     [
-        (("deploy", "baseline", "--yes"),
-         "dsv4ops export rbg baseline --replicas 2 --namespace inference | kubectl apply -f -"),
-        (("deploy", "baseline", "--dry-run"),
-         "dsv4ops export rbg baseline --replicas 2 --namespace inference | kubectl apply -f -"),
-        (("rollback", "--yes"),
-         "dsv4ops export rbg baseline --replicas 2 --namespace inference | kubectl apply -f -"),
+        (
+            ("deploy", "baseline", "--yes"),
+            "dsv4ops export rbg baseline --replicas 2 --namespace inference | kubectl apply -f -",
+        ),
+        (
+            ("deploy", "baseline", "--dry-run"),
+            "dsv4ops export rbg baseline --replicas 2 --namespace inference | kubectl apply -f -",
+        ),
+        (
+            ("rollback", "--yes"),
+            "dsv4ops export rbg baseline --replicas 2 --namespace inference | kubectl apply -f -",
+        ),
         (("stop", "--yes"), "kubectl delete rolebasedgroup baseline -n inference"),
-        (("kernels", "rollback"), "--kernel-image IMAGE --replicas 2 --namespace inference | kubectl apply"),
+        (
+            ("kernels", "rollback"),
+            "--kernel-image IMAGE --replicas 2 --namespace inference | kubectl apply",
+        ),
     ],
 )
 def test_process_verbs_refuse_print_the_cluster_command_and_change_nothing(
@@ -143,7 +163,8 @@ def test_a_router_that_does_not_answer_is_not_called_healthy(
     (port,) = free_ports(1)
     (tmp_path / "targets.yaml").write_text(
         "schema_version: 1\ntargets:\n  gone:\n    transport: endpoint\n"
-        f"    router_url: http://127.0.0.1:{port}\n")
+        f"    router_url: http://127.0.0.1:{port}\n"
+    )
     monkeypatch.setenv("DSV4OPS_PROFILES_DIR", str(tmp_path))
     code, out, err = _run(capsys, "status", "--target", "gone", "--json")
     assert code == 4, err  # nothing answered: UNKNOWN, never HEALTHY nor exit 0
@@ -189,6 +210,8 @@ def test_watch_refuses_an_endpoint_without_the_metrics_it_judges_by(
 
     path = Path(os.environ["DSV4OPS_PROFILES_DIR"]) / "targets.yaml"
     text = path.read_text()
-    path.write_text("\n".join(line for line in text.splitlines() if "router: http" not in line) + "\n")
+    path.write_text(
+        "\n".join(line for line in text.splitlines() if "router: http" not in line) + "\n"
+    )
     code, out, err = _run(capsys, "watch", "--target", "cluster", "--once")
     assert code != 0 and "metrics.router" in err and "Traceback" not in err, (code, out, err)

@@ -19,9 +19,19 @@ Ran = tuple[str, str, tuple[str, ...], Thresholds, tuple[int, ...], float | None
 
 
 def scripted(verdicts: dict[str, Verdict], ran: list[Ran]) -> SuiteRunner:
-    def run(suite: str, base: str, workers: Sequence[str], thresholds: Thresholds, buckets: tuple[int, ...],
-            duration: float | None, model: str, log_interval: int) -> SuiteResult:
-        ran.append((suite, base, tuple(workers), thresholds, buckets, duration, model, log_interval))
+    def run(
+        suite: str,
+        base: str,
+        workers: Sequence[str],
+        thresholds: Thresholds,
+        buckets: tuple[int, ...],
+        duration: float | None,
+        model: str,
+        log_interval: int,
+    ) -> SuiteResult:
+        ran.append(
+            (suite, base, tuple(workers), thresholds, buckets, duration, model, log_interval)
+        )
         return SuiteResult(suite, verdicts[suite], reasons=[f"why {suite}", "note: ignored"])
 
     return run
@@ -36,8 +46,15 @@ def test_fail_beats_inconclusive_and_ends_the_gate() -> None:
     dep = replace(make_deployment("new"), flags=flags(overlap_schedule=False, decode_buckets=[4]))
     ran: list[Ran] = []
     verdicts = {"smoke": Verdict.INCONCLUSIVE, "sweep": Verdict.FAIL, "abort-cascade": Verdict.PASS}
-    step = canary_gate(flags(), thresholds=Thresholds(), buckets=(4,), model="m", duration_s=3.0,
-                       progress=lambda _l: None, run=scripted(verdicts, ran))
+    step = canary_gate(
+        flags(),
+        thresholds=Thresholds(),
+        buckets=(4,),
+        model="m",
+        duration_s=3.0,
+        progress=lambda _l: None,
+        run=scripted(verdicts, ran),
+    )
     verdict, reasons = step(dep, dep.component("router").url())
     assert verdict == "FAIL"
     assert [r[0] for r in ran] == ["smoke", "sweep"]  # nothing runs after the FAIL
@@ -47,9 +64,15 @@ def test_fail_beats_inconclusive_and_ends_the_gate() -> None:
 def test_inconclusive_does_not_end_the_gate_and_is_the_verdict_over_passes() -> None:
     dep = replace(make_deployment("new"), flags=flags(decode_buckets=[4]))
     ran: list[Ran] = []
-    step = canary_gate(flags(), thresholds=Thresholds(), buckets=(4,), model="m", duration_s=3.0,
-                       progress=lambda _l: None,
-                       run=scripted({"smoke": Verdict.INCONCLUSIVE, "sweep": Verdict.PASS}, ran))
+    step = canary_gate(
+        flags(),
+        thresholds=Thresholds(),
+        buckets=(4,),
+        model="m",
+        duration_s=3.0,
+        progress=lambda _l: None,
+        run=scripted({"smoke": Verdict.INCONCLUSIVE, "sweep": Verdict.PASS}, ran),
+    )
     assert step(dep, "")[0] == "INCONCLUSIVE"
     assert [r[0] for r in ran] == ["smoke", "sweep"]
 
@@ -58,10 +81,17 @@ def test_suites_get_the_thresholds_the_workers_and_the_duration() -> None:
     dep = make_deployment("new")
     ran: list[Ran] = []
     th = Thresholds(smoke_requests=3)
-    step = canary_gate(None, thresholds=th, buckets=(8, 16), model="dsv4", duration_s=7.0,
-                       progress=lambda _l: None, run=scripted({"smoke": Verdict.PASS}, ran))
+    step = canary_gate(
+        None,
+        thresholds=th,
+        buckets=(8, 16),
+        model="dsv4",
+        duration_s=7.0,
+        progress=lambda _l: None,
+        run=scripted({"smoke": Verdict.PASS}, ran),
+    )
     assert step(dep, "") == ("PASS", ["smoke: PASS", "smoke: why smoke"])
-    (suite, base, workers, thresholds, buckets, duration, model, log_interval), = ran
+    ((suite, base, workers, thresholds, buckets, duration, model, log_interval),) = ran
     assert (suite, base, duration, model) == ("smoke", "http://127.0.0.1:8000", None, "dsv4")
     assert workers == ("http://127.0.0.1:30000", "http://127.0.0.1:30001")
     assert thresholds is th and buckets == (8, 16)
@@ -72,24 +102,41 @@ def test_suites_size_their_freeze_window_by_the_deployed_decode_log_interval() -
     """The gate judges the deployment it is given: a decode run with --decode-log-interval 200
     rests its progress counter up to 200 iterations, which the metrics freeze window must allow."""
     dep = make_deployment("new")
-    dep = replace(dep, commands_hash="", components=tuple(
-        replace(c, argv=(*c.argv, "--decode-log-interval", "200")) if c.name == "decode" else c
-        for c in dep.components))
+    dep = replace(
+        dep,
+        commands_hash="",
+        components=tuple(
+            replace(c, argv=(*c.argv, "--decode-log-interval", "200")) if c.name == "decode" else c
+            for c in dep.components
+        ),
+    )
     ran: list[Ran] = []
-    step = canary_gate(flags(), thresholds=Thresholds(), buckets=(), model="m", duration_s=1.0,
-                       progress=lambda _l: None,
-                       run=scripted({"smoke": Verdict.PASS, "sweep": Verdict.PASS}, ran))
+    step = canary_gate(
+        flags(),
+        thresholds=Thresholds(),
+        buckets=(),
+        model="m",
+        duration_s=1.0,
+        progress=lambda _l: None,
+        run=scripted({"smoke": Verdict.PASS, "sweep": Verdict.PASS}, ran),
+    )
     step(replace(dep, flags=flags(decode_buckets=[4])), "")
     assert [(r[0], r[-1]) for r in ran] == [("smoke", 200), ("sweep", 200)]
 
 
 def test_thresholds_and_buckets_come_from_the_recorded_profile() -> None:
-    dep = replace(make_deployment("new"), content={"canary": {"smoke_requests": 5}},
-                  flags={"decode_buckets": [1, 8]})
+    dep = replace(
+        make_deployment("new"),
+        content={"canary": {"smoke_requests": 5}},
+        flags={"decode_buckets": [1, 8]},
+    )
     assert thresholds_of(dep).smoke_requests == 5
     assert thresholds_of(dep).corruption_max_rate == Thresholds().corruption_max_rate
     assert buckets_of(dep) == (1, 8)
-    assert thresholds_of(make_deployment("bare")) == Thresholds() and buckets_of(make_deployment("b")) == ()
+    assert (
+        thresholds_of(make_deployment("bare")) == Thresholds()
+        and buckets_of(make_deployment("b")) == ()
+    )
 
 
 def test_the_deploy_canary_is_never_skipped_silently(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,19 +145,30 @@ def test_the_deploy_canary_is_never_skipped_silently(monkeypatch: pytest.MonkeyP
     th = Thresholds()
     monkeypatch.setitem(sys.modules, "dsv4ops.canary", None)  # makes the import fail
     with pytest.raises(ImportError):
-        canary_gate(None, thresholds=th, buckets=(), model="m", duration_s=1.0,
-                    progress=lambda _line: None)
+        canary_gate(
+            None, thresholds=th, buckets=(), model="m", duration_s=1.0, progress=lambda _line: None
+        )
 
 
 def test_a_passing_smoke_records_its_throughput_baseline_for_watch() -> None:
     dep = make_deployment("new")
 
     def run(suite: str, *_args: Any) -> SuiteResult:
-        return SuiteResult(suite, Verdict.PASS, metrics={"summary": {"output_throughput": 1234.6,
-                                                                     "max_concurrency": 8}})
+        return SuiteResult(
+            suite,
+            Verdict.PASS,
+            metrics={"summary": {"output_throughput": 1234.6, "max_concurrency": 8}},
+        )
 
-    step = canary_gate(None, thresholds=Thresholds(), buckets=(8,), model="m", duration_s=1.0,
-                       progress=lambda _l: None, run=run)
+    step = canary_gate(
+        None,
+        thresholds=Thresholds(),
+        buckets=(8,),
+        model="m",
+        duration_s=1.0,
+        progress=lambda _l: None,
+        run=run,
+    )
     assert step(dep, "") == ("PASS", ["smoke: PASS", "smoke: baseline 1235 tok/s at concurrency 8"])
 
 
@@ -118,11 +176,18 @@ def test_a_gate_without_tool_call_checks_says_so_first() -> None:
     """canary.tool_calls false (a model that cannot echo a nonce): the PASS the journal records
     names the checks that did not run, before anything else."""
     ran: list[Ran] = []
-    step = canary_gate(None, thresholds=Thresholds(tool_calls=False), buckets=(), model="m",
-                       duration_s=1.0, progress=lambda _l: None,
-                       run=scripted({"smoke": Verdict.PASS}, ran))
+    step = canary_gate(
+        None,
+        thresholds=Thresholds(tool_calls=False),
+        buckets=(),
+        model="m",
+        duration_s=1.0,
+        progress=lambda _l: None,
+        run=scripted({"smoke": Verdict.PASS}, ran),
+    )
     verdict, reasons = step(make_deployment("new"), "")
     assert verdict == "PASS"
-    assert reasons[0] == ("tool-call checks off by the profile (canary.tool_calls: false): "
-                          "none was sent")
+    assert reasons[0] == (
+        "tool-call checks off by the profile (canary.tool_calls: false): " "none was sent"
+    )
     assert Thresholds().tool_calls_off_reason() is None

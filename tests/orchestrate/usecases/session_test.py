@@ -24,8 +24,9 @@ _session = journal_session
 def _record(target: str, journal: Journal | None = None) -> None:
     dep = make_deployment("recorded")
     journal = journal or Journal(target)
-    op = journal.begin(Kind.DEPLOY, profile=dep.profile_record(),
-                       components=dep.component_records())
+    op = journal.begin(
+        Kind.DEPLOY, profile=dep.profile_record(), components=dep.component_records()
+    )
     journal.transition(op, Status.RUNNING)
     journal.transition(op, Status.SUCCEEDED, running=op)
 
@@ -35,8 +36,10 @@ def test_a_box_target_is_reached_where_the_journal_says_its_unit_runs() -> None:
     r = reachable(_session("twin-local"))
     assert (r.source, r.endpoint) == ("journal", False)
     assert r.router_url == "http://127.0.0.1:8000"
-    assert (r.prefill_urls, r.decode_urls) == (("http://127.0.0.1:30000",),
-                                               ("http://127.0.0.1:30001",))
+    assert (r.prefill_urls, r.decode_urls) == (
+        ("http://127.0.0.1:30000",),
+        ("http://127.0.0.1:30001",),
+    )
     assert r.metrics_urls == ("http://127.0.0.1:30000/metrics", "http://127.0.0.1:30001/metrics")
     assert r.deployment is not None and r.deployment.profile_name == "recorded"
 
