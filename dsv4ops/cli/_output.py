@@ -77,6 +77,17 @@ def reason_option(f: Any) -> Any:
     return click.option("--reason", "-m", "reason", default=None, help=REASON_HELP)(f)
 
 
+def accept_inconclusive_option(f: Any) -> Any:
+    """One meaning for deploy and ab: a deploy gate that cannot judge keeps the deployment,
+    recorded as accepted (it ranks below a pass); without it an INCONCLUSIVE rolls back."""
+    return click.option(
+        "--accept-inconclusive-canary",
+        "accept_inconclusive",
+        is_flag=True,
+        help="Keep the deployment when the canary cannot judge (INCONCLUSIVE); FAIL still rolls back.",
+    )(f)
+
+
 def dry_run_option(f: Any) -> Any:
     return click.option("--dry-run", is_flag=True, help="Print what it would do; change nothing.")(
         f

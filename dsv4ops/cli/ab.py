@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from dsv4ops.cli._output import (
+    accept_inconclusive_option,
     echo_json,
     json_option,
     reason_option,
@@ -99,6 +100,7 @@ if TYPE_CHECKING:
 @click.option(
     "--dry-run", is_flag=True, help="Print the schedule, the gates and the time; change nothing."
 )
+@accept_inconclusive_option
 @yes_option
 @reason_option
 @json_option
@@ -117,6 +119,7 @@ def ab(
     confidence: float,
     report_dir: str | None,
     dry_run: bool,
+    accept_inconclusive: bool,
     yes: bool,
     reason: str | None,
     as_json: bool,
@@ -166,6 +169,7 @@ def ab(
             progress=progress_printer(as_json),
             command=f"dsv4ops ab {profile_a} {profile_b}",
             reason=reason,
+            accept_inconclusive=accept_inconclusive,
         )
     finally:
         session.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from dsv4ops.cli._output import (
+    accept_inconclusive_option,
     echo_json,
     json_option,
     reason_option,
@@ -45,12 +46,7 @@ from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
     show_default=True,
     help="Seconds per flag-aware canary suite.",
 )
-@click.option(
-    "--accept-inconclusive-canary",
-    "accept_inconclusive",
-    is_flag=True,
-    help="Keep the deployment when the canary cannot judge (INCONCLUSIVE); FAIL still rolls back.",
-)
+@accept_inconclusive_option
 @reason_option
 def deploy(
     profile: str,

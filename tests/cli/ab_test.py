@@ -364,6 +364,7 @@ def test_known_good_across_deploys_no_canary_and_an_ab_whose_b_failed_its_gate(
         "--levels",
         "56,60",
         *FAST,
+        "--accept-inconclusive-canary",  # the winner's short final gate may not judge
         "--json",
         "--report",
         str(tmp_path),

@@ -62,8 +62,10 @@ def run_ab(
     command: str,
     run: SuiteRun | None = None,
     reason: str | None = None,
+    accept_inconclusive: bool = False,
 ) -> ABOutcome:
-    """Run the planned experiment (blocking); see the module docstring."""
+    """Run the planned experiment (blocking); see the module docstring. `accept_inconclusive`
+    is deploy's `--accept-inconclusive-canary` for the winner's final gated deploy."""
     with journaled_operation(
         session.supervisor, session.journal, Kind.EXPERIMENT, command=command, progress=progress
     ) as op:
@@ -76,7 +78,9 @@ def run_ab(
         )
         op.step("plan", "done", detail=plan.detail())
         try:
-            return _Experiment(session, plan, op, progress, run or canary_runner(progress)).run()
+            experiment = _Experiment(session, plan, op, progress, run or canary_runner(progress))
+            experiment.accept_inconclusive = accept_inconclusive
+            return experiment.run()
         except Exception as exc:  # a bug: the journal still says the experiment ended, and how
             if not op.ended:
                 op.finish(
@@ -109,6 +113,7 @@ class _Experiment:
         self.b_results: list[SuiteResult] = []  # B's measured suites (a bucket change's gate)
         self.deploys: dict[str, list[str]] = {"A": [], "B": []}
         self.gated_since_deploy = False
+        self.accept_inconclusive = False  # the operator's --accept-inconclusive-canary
         self.interrupted: str | None = None
         self.failure: str | None = None
 
@@ -310,8 +315,8 @@ class _Experiment:
 
     def _leave_on(self, arm: Arm, *, gate: bool = False) -> tuple[str, str | None]:
         """Put the box on `arm` by the deploy path (with `gate`, the deploy's own flag-aware
-        canary gate: a FAIL rolls back as any deploy's does, an INCONCLUSIVE keeps the winner,
-        recorded as accepted); without `gate`, not when it runs that arm's blocks' proven
+        canary gate, judged as any deploy's: a FAIL rolls back, so does an INCONCLUSIVE unless the
+        operator passed --accept-inconclusive-canary (then recorded as accepted)); without `gate`, not when it runs that arm's blocks' proven
         deployment already (and no gate ran on it since). (What runs, in words; the op or None.)"""
         plan, journal = self.plan, self.session.journal
         current = journal.deployed()
@@ -337,7 +342,7 @@ class _Experiment:
                 progress=self.say,
                 canary=gate,
                 within=self.op,
-                accept_inconclusive=True,
+                accept_inconclusive=self.accept_inconclusive,
                 canary_duration_s=min(FINAL_GATE_S, max(2.0, plan.measured_s)),
                 reason=f"experiment {self.op.op_id}: leave the box on {arm}",
             )

@@ -182,7 +182,9 @@ def test_step4_buckets_beat_step8_at_57_running_and_stay_on_the_box(
     assert len(plan.schedule) == 4 and plan.confidence == 0.95
     session = open_target(ab_env.target, verb="ab")
     try:
-        out = run_ab(session, plan, progress=lambda _line: None, command="test")
+        out = run_ab(
+            session, plan, progress=lambda _line: None, command="test", accept_inconclusive=True
+        )
     finally:
         session.close()
     assert out.ok and out.decision.winner == "B", out.decision.reasons
@@ -208,3 +210,35 @@ def test_step4_buckets_beat_step8_at_57_running_and_stay_on_the_box(
     assert arms and not any(j.known_good for j in arms), arms
     assert out.box.startswith("B (ab-step4") and len(our_processes(ab_env)) == 3
     assert (tmp_path / "report.md").read_text().startswith("# A/B: ab-base (A) vs ab-step4 (B)")
+
+
+@pytest.mark.parametrize("accepted", [False, True])
+def test_the_winners_final_gate_accepts_an_inconclusive_only_when_the_operator_asked(
+    accepted: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deploy's rule, one meaning: the final gated deploy keeps an INCONCLUSIVE winner (recorded
+    as accepted) only with --accept-inconclusive-canary; nothing is recorded as asked unasked."""
+    from types import SimpleNamespace
+
+    from dsv4ops.orchestrate.usecases import ab as AB
+
+    seen: dict[str, Any] = {}
+
+    def deploy(_session: object, _deployment: object, **kw: Any) -> Any:
+        seen.update(kw)
+        return SimpleNamespace(ok=True, op_id="d-final", message="ok", running=None)
+
+    monkeypatch.setattr(AB, "run_deploy", deploy)
+    journal = SimpleNamespace(deployed=lambda: None, get=lambda _op: None)
+    steps: list[tuple[str, str]] = []
+    op = SimpleNamespace(op_id="x-1", step=lambda name, phase, **_kw: steps.append((name, phase)))
+    plan = SimpleNamespace(a="dep-a", b="dep-b", measured_s=6.0, profile=lambda arm: f"prof-{arm}")
+    # a bare experiment holding only what _leave_on reads (fakes: typed as Any on purpose)
+    experiment: Any = AB._Experiment.__new__(AB._Experiment)
+    experiment.plan, experiment.session, experiment.op = plan, SimpleNamespace(journal=journal), op
+    experiment.say, experiment.deploys = (lambda _l: None), {"A": [], "B": []}
+    experiment.gated_since_deploy, experiment.accept_inconclusive = False, accepted
+    box, left_on = experiment._leave_on("B", gate=True)
+    assert seen["canary"] is True and seen["accept_inconclusive"] is accepted
+    assert (box, left_on) == ("B (prof-B, d-final)", "d-final")
+    assert steps == [("leave the box on B", "start"), ("leave the box on B", "done")]
