@@ -144,9 +144,12 @@ def _check_what_the_tour_promises(ops: Path, project: Path, outputs: dict[str, s
     assert sweep["clock"]["name"] == "model" and sweep["clock"]["time_scale"] == 0.05
     assert {f["clock"] for f in sweep["fit"].values()} == {"model time, twin time scale 0.05"}
     # the client's law from the same levels (the server's own law at scale 0.05 on a loaded
-    # 2-core machine is too noisy to bound anything)
+    # 2-core machine is too noisy to bound anything). The bug this guards against mixed clocks,
+    # a factor of 1/scale = 20; a loaded machine bends the fit itself (a level at 2.5x the
+    # ceiling was seen with another e2e file beside it), so the bound is 5x, not 1.2x: still
+    # four times below the bug, and never tripped by load.
     law = sweep["fit"]["padded_bs"]
-    assert max(p["output_tok_s"] for p in sweep["levels"]) < 1.2 * law["ceiling_tok_s"]
+    assert max(p["output_tok_s"] for p in sweep["levels"]) < 5 * law["ceiling_tok_s"]
     plan = next(out for line, out in outputs.items() if line.startswith("dsv4ops buckets plan"))
     assert "from canary sweep levels" in plan
     planned_line = re.search(r"^planned: (.*)$", plan, re.M)
