@@ -137,13 +137,6 @@ def _unmanaged_lines(report: dict[str, Any]) -> list[str]:
     return [f"UNMANAGED: {found['why']}"] if found else []
 
 
-def _process_word(c: dict[str, Any]) -> str:
-    """up (our process), UNMANAGED (not ours, its port accepts), DOWN."""
-    if c["alive"]:
-        return "up"
-    return "UNMANAGED" if any((c.get("ports_open") or {}).values()) else "DOWN"
-
-
 def _deployed_lines(d: dict[str, Any] | None, k: dict[str, Any] | None) -> list[str]:
     """What is deployed, and its kernel package (`k`: the report's, with drift and evidence)."""
     if not d:
@@ -166,6 +159,8 @@ def _deployed_lines(d: dict[str, Any] | None, k: dict[str, Any] | None) -> list[
 
 def _component_row(c: dict[str, Any]) -> list[Any]:
     """One component's row of the status table."""
+    from dsv4ops.orchestrate.status import process_word
+
     extra = ""
     if c["name"] == "router":
         extra = _router_details(c)
@@ -178,7 +173,7 @@ def _component_row(c: dict[str, Any]) -> list[Any]:
             extra += f"; kernels {c['kernel_package']}"
     return [
         c["name"],
-        _process_word(c),
+        process_word(c),
         c["pid"] or "-",
         c["port"] or "-",
         c.get("health", "-"),

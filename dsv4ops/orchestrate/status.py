@@ -146,6 +146,14 @@ def health_word(report: Mapping[str, Any]) -> str:
     return HEALTHY if report.get("healthy") else NOT_HEALTHY
 
 
+def process_word(component: Mapping[str, Any]) -> str:
+    """A component's process column, beside health_word: up (our process, alive), UNMANAGED (not
+    ours, but one of its ports accepts), DOWN (neither)."""
+    if component["alive"]:
+        return "up"
+    return UNMANAGED if any((component.get("ports_open") or {}).values()) else "DOWN"
+
+
 _PID = re.compile(r"\bpid (\d+)\b")
 
 

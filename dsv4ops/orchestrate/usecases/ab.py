@@ -78,9 +78,9 @@ def run_ab(
         )
         op.step("plan", "done", detail=plan.detail())
         try:
-            experiment = _Experiment(session, plan, op, progress, run or canary_runner(progress))
-            experiment.accept_inconclusive = accept_inconclusive
-            return experiment.run()
+            return _Experiment(
+                session, plan, op, progress, run or canary_runner(progress), accept_inconclusive
+            ).run()
         except Exception as exc:  # a bug: the journal still says the experiment ended, and how
             if not op.ended:
                 op.finish(
@@ -99,6 +99,7 @@ class _Experiment:
         op: RunningOperation,
         progress: Progress,
         run: SuiteRun,
+        accept_inconclusive: bool = False,
     ) -> None:
         self.session, self.plan, self.op, self.say, self.run_suite = (
             session,
@@ -113,7 +114,9 @@ class _Experiment:
         self.b_results: list[SuiteResult] = []  # B's measured suites (a bucket change's gate)
         self.deploys: dict[str, list[str]] = {"A": [], "B": []}
         self.gated_since_deploy = False
-        self.accept_inconclusive = False  # the operator's --accept-inconclusive-canary
+        self.accept_inconclusive = (
+            accept_inconclusive  # the operator's --accept-inconclusive-canary
+        )
         self.interrupted: str | None = None
         self.failure: str | None = None
 
