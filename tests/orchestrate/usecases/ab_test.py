@@ -62,6 +62,25 @@ def test_the_plan_sizes_the_budget_and_states_the_expected_and_worst_box_time() 
     assert j["expected_total_s"] < j["worst_case_total_s"] == j["estimated_total_s"]
 
 
+def test_the_worst_case_includes_the_winners_final_gated_deploy() -> None:
+    """The estimate counts the winner's final deploy as a deploy and its canary gate (smoke and
+    the suites the flag change calls for), and the plan's line says so."""
+    plan = plan_ab("baseline", "overlap-on", None, blocks=4)  # gate: abort-cascade
+    per_suite = min(20.0, max(2.0, plan.measured_s))  # each final gate suite, as ab.py runs it
+    final = max(plan.switch["A"].seconds, plan.switch["B"].seconds) + per_suite + 30.0
+    assert plan.final_s == pytest.approx(final)  # smoke, then the abort cascade's own 30 s
+    blocks = sum(plan.switch[a].seconds + plan.warmup_s + plan.measured_s for a in plan.schedule)
+    assert plan.total_s == pytest.approx(blocks + plan.gate_s + final)
+    j = plan.to_json()
+    assert j["final_deploy_s"] == round(final, 1) and j["worst_case_total_s"] == round(
+        plan.total_s, 1
+    )
+    assert (
+        "at worst (the whole budget, the gates on B and the winner's final deploy with its "
+        "canary gate, " in "\n".join(plan.lines())
+    )
+
+
 def test_the_switch_cost_is_the_journals_last_deploy_else_an_estimate_from_the_buckets() -> None:
     plan = plan_ab("baseline", "buckets-step4", None, blocks=2)
     step8, step4 = (
