@@ -5,8 +5,9 @@ what `run_ab` runs; planning touches nothing.
 
 The budget (the most blocks the experiment may take) is sized by the design
 (ab.sequential.size_budget): the fewest pairs with which a true effect of `--effect` percent is
-decided with 90% probability at the stated deploy-to-deploy `--variation`; `--blocks` overrides
-it. The experiment stops earlier as soon as the verdict is decided.
+decided with 90% probability at the stated deploy-to-deploy `--variation`, at each measured
+level judged at its Bonferroni share of the alpha (as ab.analysis judges it); `--blocks`
+overrides it. The experiment stops earlier as soon as the verdict is decided.
 
 The switch cost (stop, restart, weights, CUDA-graph capture, probe) is the last SUCCEEDED
 deploy of the same profile on this target as the journal timed it; without one it is estimated
@@ -106,7 +107,9 @@ class ABPlan:
         the named size at the stated variation."""
         from dsv4ops.ab.sequential import expected_pairs
 
-        pairs, p = expected_pairs(self.looks, 1 - self.confidence, self.effect, self.variation)
+        pairs, p = expected_pairs(
+            self.looks, 1 - self.confidence, self.effect, self.variation, levels=len(self.levels)
+        )
         per_pair = sum(self._block_s(arm) for arm in self.schedule) / self.looks
         return 2 * pairs, pairs * per_pair + self.gate_s + self.final_s, p
 
@@ -231,11 +234,6 @@ def plan_ab(
     from dsv4ops.ab.sequential import size_budget
 
     _check_design(suite, confidence=confidence, effect=effect, variation=variation)
-    sized = 2 * size_budget(effect, variation, 1 - confidence)
-    try:
-        schedule = counterbalanced(sized if blocks is None else blocks)
-    except ValueError as exc:
-        raise DsOpsError(f"--blocks {blocks}: {exc}") from None
     a, b = (
         plan_deploy(a_ref, target_name, canary=False),
         plan_deploy(b_ref, target_name, canary=False),
@@ -255,6 +253,12 @@ def plan_ab(
             "the soak exactly one"
         )
     th = replace(th.with_overrides(**dict(workload or {})), sweep_concurrency=levels)
+    # the primary's alpha is split over its levels (ab.analysis): the budget is sized at that
+    sized = 2 * size_budget(effect, variation, 1 - confidence, levels=len(levels))
+    try:
+        schedule = counterbalanced(sized if blocks is None else blocks)
+    except ValueError as exc:
+        raise DsOpsError(f"--blocks {blocks}: {exc}") from None
     measured = block_s or (
         len(levels) * th.sweep_level_s if suite == "sweep" else th.stress_duration_s
     )

@@ -39,17 +39,18 @@ from testing.orchestrate import OrchEnv, module_env, our_processes
 def test_the_gates_b_must_pass_follow_the_flag_diff(b: str, gates: list[str]) -> None:
     plan = plan_ab("baseline", b, None, blocks=4)
     assert plan.gates == gates and plan.schedule == ["A", "B", "B", "A"]
-    assert any("below the 8 the design sizes" in n for n in plan.notes)  # 5% at ±2% needs 8
+    # 5% at ±2%, judged at alpha / 9 at each of baseline's nine sweep levels: 6 pairs
+    assert any("below the 12 the design sizes" in n for n in plan.notes)
 
 
 def test_the_plan_sizes_the_budget_and_states_the_expected_and_worst_box_time() -> None:
-    plan = plan_ab("baseline", "buckets-step4", None)  # 5% at ±2%: 4 pairs
-    assert len(plan.schedule) == 8 and plan.looks == 4 and plan.notes == []
+    plan = plan_ab("baseline", "buckets-step4", None)  # 5% at ±2% over 9 levels: 6 pairs
+    assert len(plan.schedule) == 12 and plan.looks == 6 and plan.notes == []
     blocks, seconds, p = plan.expected()
-    assert 4 < blocks < 8 and p >= 0.9 and seconds < plan.total_s
+    assert 6 < blocks < 12 and p >= 0.9 and seconds < plan.total_s
     lines = "\n".join(plan.lines())
     assert (
-        "a budget of 8 blocks" in lines and "stops as soon as B is shown better or worse" in lines
+        "a budget of 12 blocks" in lines and "stops as soon as B is shown better or worse" in lines
     )
     assert (
         f"expected for a true +5% at ±2% deploy-to-deploy variation: {blocks:.1f} blocks" in lines
