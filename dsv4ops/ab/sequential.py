@@ -225,21 +225,31 @@ MAX_LOOKS = 16  # 32 blocks: beyond that the named effect is too small for this 
 
 
 def size_budget(
-    effect: float, variation: float, alpha: float, *, max_looks: int = MAX_LOOKS
+    effect: float,
+    variation: float,
+    alpha: float,
+    *,
+    levels: int = 1,
+    max_looks: int = MAX_LOOKS,
 ) -> int:
     """The fewest pairs (at least 2) with which a true effect of `effect` (a fraction, +0.05 for
-    5%) is decided better with probability TARGET_POWER, at the stated variation; max_looks
-    when even that many do not reach it."""
+    5%) is decided better with probability TARGET_POWER at each of the primary metric's
+    `levels`, at the stated variation; max_looks when even that many do not reach it. Each
+    level is judged at alpha / levels (ab.analysis splits the primary's alpha so: Bonferroni),
+    and the budget is sized at that share."""
     drift = math.log1p(abs(effect)) / pair_sd(variation)
+    share = alpha / max(levels, 1)
     for looks in range(2, max_looks + 1):
-        if power(looks, alpha, drift)[-1] >= TARGET_POWER:
+        if power(looks, share, drift)[-1] >= TARGET_POWER:
             return looks
     return max_looks
 
 
 def expected_pairs(
-    looks: int, alpha: float, effect: float, variation: float
+    looks: int, alpha: float, effect: float, variation: float, *, levels: int = 1
 ) -> tuple[float, float]:
-    """(expected pairs until a true `effect` is decided, or the budget ends; P(decided by then))."""
-    curve = power(looks, alpha, math.log1p(abs(effect)) / pair_sd(variation))
+    """(expected pairs until a true `effect` is decided, or the budget ends; P(decided by then))
+    at one level judged at alpha / levels, as size_budget sizes it."""
+    share = alpha / max(levels, 1)
+    curve = power(looks, share, math.log1p(abs(effect)) / pair_sd(variation))
     return 1 + sum(1 - p for p in curve[:-1]), curve[-1]

@@ -29,6 +29,7 @@ from dsv4ops.canary.watchdog import Watchdog
 from dsv4ops.clock import perf_ns, perf_s
 
 CHAT_PATH = "/v1/chat/completions"
+TIMED_OUT = "timed out"  # get_text_reply's why for a TimeoutError (and only for one)
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
 BodyFactory = Callable[[int], tuple[str, dict[str, Any]]]  # index → (rid, request body)
@@ -205,8 +206,9 @@ class ChatClient:
     async def get_text_reply(
         self, url: str, *, timeout_s: float = 2.0
     ) -> tuple[int, str, str | None]:
-        """(status, text, why there is none): "timed out" (it accepted and did not answer in
-        time) is told from a refused or broken connection, which watch judges differently."""
+        """(status, text, why there is none): TIMED_OUT, decided by the exception's type (it
+        accepted and did not answer in time), is told from a refused or broken connection,
+        which watch judges differently."""
         assert self.session is not None
         try:
             async with self.session.get(
@@ -214,7 +216,7 @@ class ChatClient:
             ) as resp:
                 return resp.status, await resp.text(errors="replace"), None
         except TimeoutError:
-            return 0, "", "timed out"
+            return 0, "", TIMED_OUT
         except aiohttp.ClientError as exc:
             return 0, "", f"{type(exc).__name__}: {exc}"[:200]
 

@@ -91,6 +91,7 @@ def entry(o: Any, judged: dict[str, Any], lock: Any = _UNSEEN) -> dict[str, Any]
     s["next"] = None
     if o.kind is Kind.RUNBOOK:
         s["status"], s["next"] = _run_state(o)
+        s["resumes"] = _resumes(o)
         return s
     if o.status.terminal:
         return s
@@ -114,6 +115,12 @@ def _run_state(o: Any) -> tuple[str, str | None]:
     from dsv4ops.runbooks.runlog import run_state
 
     return run_state(o)
+
+
+def _resumes(o: Any) -> list[dict[str, Any]]:
+    from dsv4ops.runbooks.runlog import resumes
+
+    return resumes(o)
 
 
 def _row(s: dict[str, Any]) -> list[Any]:

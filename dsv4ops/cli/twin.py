@@ -3,6 +3,7 @@
 Runbook rehearsals use it to reproduce each incident; on a real target it is refused (exit 1).
 It takes the flags every mutating command takes (cli/_output.py): it asks first unless
 `--yes`, `--dry-run` says what it would send and where, `--reason` is journaled with the switch.
+The switch holds the target's deploy lock, as deploy does (orchestrate/usecases/hazard.py).
 """
 
 from __future__ import annotations
@@ -47,9 +48,10 @@ def hazard(
     dry_run: bool,
 ) -> None:
     """Force, clear or re-arm one hazard of the running twin deployment (journaled)."""
-    from dsv4ops.cli._context import open_target
+    from dsv4ops.cli._context import open_target, progress_printer
+    from dsv4ops.orchestrate.usecases.hazard import switch_hazard
     from dsv4ops.profiles import get_target
-    from dsv4ops.runbooks.hazard import WHAT, check_twin, plan_hazard, set_hazard
+    from dsv4ops.runbooks.hazard import WHAT, check_twin, plan_hazard
 
     t = get_target(target)
     check_twin(t.name, t.launcher)
@@ -65,8 +67,8 @@ def hazard(
                 f"of {t.name}?",
                 abort=True,
             )
-        result = set_hazard(
-            ctx.supervisor, ctx.journal, target=t.name, hazard=name, state=state, reason=reason
+        result = switch_hazard(
+            ctx, hazard=name, state=state, reason=reason, progress=progress_printer(as_json)
         )
     finally:
         ctx.close()

@@ -28,7 +28,7 @@ from dsv4ops.orchestrate.drift import (
     profile_drift,
 )
 from dsv4ops.orchestrate.partial import describe_mix, is_mixed
-from dsv4ops.orchestrate.unmanaged import UNMANAGED, ports_to_check, unmanaged
+from dsv4ops.orchestrate.unmanaged import UNMANAGED, last_deployment, ports_to_check, unmanaged
 from dsv4ops.orchestrate.workload import read_load
 from dsv4ops.remote.base import ProcessState
 from dsv4ops.remote.results import HttpReply
@@ -64,7 +64,8 @@ def gather_status(
     """A JSON-ready status report. Raises only for an unreachable target."""
     current = journal.deployed()
     deployed = current.deployment() if current and current.components else None
-    states = control.status(list(START_ORDER), ports_to_check(deployed, render_now))
+    last = deployed or last_deployment(journal)  # nothing running: the profile deployed last
+    states = control.status(list(START_ORDER), ports_to_check(last, render_now))
     infos: dict[str, HttpReply] = {}
     components = [_component(control, name, states[name], deployed, infos) for name in START_ORDER]
     drift = process_drift(states, deployed, _recorded_processes(journal), _started_by(journal))
@@ -113,7 +114,7 @@ def gather_status(
         "drift": drift,
         "lock": {"holder": dict(lock.holder), "stale": lock.stale} if lock else None,
         "attention": attention_notes(journal, lock),
-        "unmanaged": unmanaged(deployed is not None, states),
+        "unmanaged": unmanaged(deployed is not None, states, last),
     }
     report["healthy"] = (
         deployed is not None

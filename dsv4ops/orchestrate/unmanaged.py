@@ -1,9 +1,11 @@
 """A stack that answers on the unit's ports although no journal record started it (issue 20).
 
-`status` checks the processes the journal recorded; with nothing recorded, a stack someone
-started by hand (or another tool) is still there. Positive evidence only: its ports accept, so
-it is not DOWN, and nothing shows what it runs, so it is not HEALTHY either: UNMANAGED (exit 4,
-UNDECIDED). The ports looked at are the ones a deploy of PROBE_PROFILE would use on the target.
+`status` checks the processes the journal recorded; with nothing recorded running, a stack
+someone started by hand (or another tool) is still there. Positive evidence only: its ports
+accept, so it is not DOWN, and nothing shows what it runs, so it is not HEALTHY either:
+UNMANAGED (exit 4, UNDECIDED). The ports looked at are those of the deployment the journal last
+recorded (the profile actually deployed there, running or since stopped), and the ones a deploy
+of PROBE_PROFILE would use on the target only when the journal records no deployment at all.
 """
 
 from __future__ import annotations
@@ -13,16 +15,28 @@ from typing import Any
 
 from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DsOpsError
+from dsv4ops.journal.records import Kind
+from dsv4ops.journal.store import Journal
 from dsv4ops.remote.base import ProcessState
 
 PROBE_PROFILE = "baseline"
 UNMANAGED = "UNMANAGED"
 
 
+def last_deployment(journal: Journal) -> Deployment | None:
+    """The deployment of the newest deploy or rollback that recorded one, however it ended
+    (None: the journal records none)."""
+    for op in journal.operations().newest_first(kinds=(Kind.DEPLOY, Kind.ROLLBACK)):
+        if op.components:
+            return op.deployment()
+    return None
+
+
 def ports_to_check(
     deployed: Deployment | None, render_now: Callable[[str], Deployment] | None
 ) -> dict[str, Sequence[int]] | None:
-    """The recorded deployment's ports; with none recorded, those PROBE_PROFILE renders to."""
+    """The given deployment's ports (the running one, else the last recorded: last_deployment);
+    with none, those PROBE_PROFILE renders to."""
     if deployed is None and render_now is not None:
         try:
             deployed = render_now(PROBE_PROFILE)
@@ -31,8 +45,11 @@ def ports_to_check(
     return {c.name: tuple(c.ports) for c in deployed.components} if deployed else None
 
 
-def unmanaged(recorded: bool, states: Mapping[str, ProcessState]) -> dict[str, Any] | None:
-    """{"ports", "why"} when nothing is recorded and some component's port accepts anyway."""
+def unmanaged(
+    recorded: bool, states: Mapping[str, ProcessState], last: Deployment | None = None
+) -> dict[str, Any] | None:
+    """{"ports", "why"} when nothing is recorded running and some component's port accepts
+    anyway (`last`: the deployment the journal last recorded, whose ports were checked)."""
     if recorded:
         return None
     open_ports = sorted(
@@ -41,4 +58,10 @@ def unmanaged(recorded: bool, states: Mapping[str, ProcessState]) -> dict[str, A
     if not open_ports:
         return None
     where = ", ".join(f":{p}" for p in open_ports)
-    return {"ports": open_ports, "why": f"answers on {where}, no deploy in the journal"}
+    if last is None:
+        return {"ports": open_ports, "why": f"answers on {where}, no deploy in the journal"}
+    return {
+        "ports": open_ports,
+        "why": f"answers on {where} (the ports of {last.profile_name}, deployed last), "
+        "and the journal records nothing running",
+    }

@@ -289,6 +289,28 @@ def rule_misc(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarni
     return []
 
 
+def rule_probe_tool_call_parser(
+    p: Profile, prov: Provenance, sink: Problems
+) -> list[ProfileWarning]:
+    """The probe's tool-call check (probe.tool_call required or auto) passes only when SGLang
+    parses the model's call into `tool_calls`, which it does only with --tool-call-parser."""
+    if (
+        sink.usable("probe.tool_call", "model.tool_call_parser")
+        and p.probe.tool_call != "off"
+        and not p.model.tool_call_parser
+    ):
+        sink.report(
+            prov.error(
+                "model.tool_call_parser",
+                f"probe.tool_call is {p.probe.tool_call!r} but there is no tool-call parser: "
+                "SGLang would return the call as text and the deploy's probe could never pass. "
+                "Set model.tool_call_parser (deepseekv4 for DSV4), or probe.tool_call: off for "
+                "a model that calls no tools",
+            )
+        )
+    return []
+
+
 def rule_kernel_package_loadable(
     p: Profile, prov: Provenance, sink: Problems
 ) -> list[ProfileWarning]:
@@ -325,6 +347,7 @@ RULES: tuple[Rule, ...] = (
     rule_env,
     rule_hazards,
     rule_misc,
+    rule_probe_tool_call_parser,
     rule_kernel_package_loadable,
 )
 

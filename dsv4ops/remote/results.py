@@ -63,6 +63,9 @@ class HttpReply:
     body: str
     error: str | None
     elapsed_s: float
+    # No answer in time (decided by the exception's type where the request was made), as
+    # opposed to a refused or broken connection: watch judges the two differently.
+    timed_out: bool = False
 
 
 @dataclass(frozen=True)

@@ -270,7 +270,7 @@ class Supervisor:
             headers=dict(headers or {}),
             timeout_s=timeout_s,
         )
-        return HttpReply(r["status"], r["body"], r["error"], r["elapsed_s"])
+        return _reply(r)
 
     def http_many(
         self, requests: Sequence[str | Mapping[str, Any]], *, timeout_s: float = 10.0
@@ -287,7 +287,7 @@ class Supervisor:
             return []
         longest = max(float(i.get("timeout_s", timeout_s)) for i in items)
         r = self._call("http_many", timeout=longest + 30, requests=items, timeout_s=timeout_s)
-        return [HttpReply(x["status"], x["body"], x["error"], x["elapsed_s"]) for x in r["replies"]]
+        return [_reply(x) for x in r["replies"]]
 
     # ------------------------------------------------------------------ preflight, lock, state
 
@@ -360,3 +360,10 @@ class Supervisor:
     def _with_local_staleness(self, info: LockInfo) -> LockInfo:
         dead = not info.stale and dead_here(dict(info.holder))
         return LockInfo(info.holder, True) if dead else info
+
+
+def _reply(r: Mapping[str, Any]) -> HttpReply:
+    """An agent's http reply; `timed_out` False when the agent did not say (an older one)."""
+    return HttpReply(
+        r["status"], r["body"], r["error"], r["elapsed_s"], timed_out=bool(r.get("timed_out"))
+    )

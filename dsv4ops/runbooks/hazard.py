@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from dsv4ops.errors import DsOpsError
-from dsv4ops.journal.records import Kind, Status
+from dsv4ops.exitcodes import FAILED
 from dsv4ops.journal.store import Journal
 from dsv4ops.remote import Supervisor
 
@@ -27,6 +27,12 @@ WHAT = {
 
 class NotATwinError(DsOpsError):
     """The hazard switch exists only on the twin (exit 1)."""
+
+
+class HazardNotTakenError(DsOpsError):
+    """The server did not take the switch: a handled failure, journaled FAILED (exit 2)."""
+
+    exit_code = FAILED
 
 
 def check_twin(target: str, launcher: str) -> None:
@@ -54,34 +60,10 @@ def plan_hazard(journal: Journal, *, target: str, hazard: str, state: str) -> di
     return {"hazard": hazard, "state": state, "component": component, "url": url}
 
 
-def set_hazard(
-    supervisor: Supervisor,
-    journal: Journal,
-    *,
-    target: str,
-    hazard: str,
-    state: str,
-    reason: str | None = None,
-) -> dict[str, Any]:
-    """Send the switch, journaled as a HAZARD operation (who, why, SUCCEEDED or FAILED); return
-    {"hazard", "state", "component", "hazards": the twin's states, "op"}. Raises DsOpsError
-    when nothing is deployed or the twin refuses."""
-    planned = plan_hazard(journal, target=target, hazard=hazard, state=state)
-    why = f"{hazard} {state}" + (f": {reason}" if reason else "")
-    op = journal.begin(Kind.HAZARD, reason=why)
-    try:
-        out = _send(supervisor, planned)
-    except DsOpsError as exc:
-        journal.transition(op, Status.FAILED, message=str(exc)[:300])
-        raise
-    except BaseException:
-        journal.transition(op, Status.ABANDONED, message="interrupted before the twin answered")
-        raise
-    journal.transition(op, Status.SUCCEEDED, message=f"{planned['component']}: {why}")
-    return {**out, "op": op}
-
-
-def _send(supervisor: Supervisor, planned: dict[str, Any]) -> dict[str, Any]:
+def send_hazard(supervisor: Supervisor, planned: dict[str, Any]) -> dict[str, Any]:
+    """POST the planned switch (plan_hazard's) to its server; {"hazard", "state", "component",
+    "hazards": the twin's states}. Raises HazardNotTakenError when the server does not take it.
+    Journaled, under the deploy lock, by orchestrate/usecases/hazard.py."""
     hazard, state, component = planned["hazard"], planned["state"], planned["component"]
     reply = supervisor.http(
         planned["url"],
@@ -92,7 +74,9 @@ def _send(supervisor: Supervisor, planned: dict[str, Any]) -> dict[str, Any]:
     )
     if reply.status != 200:
         why = reply.body.strip()[:300] if reply.status else reply.error
-        raise DsOpsError(f"the {component} did not take the switch ({reply.status}): {why}")
+        raise HazardNotTakenError(
+            f"the {component} did not take the switch ({reply.status}): {why}"
+        )
     try:
         states = json.loads(reply.body).get("hazards")
     except (json.JSONDecodeError, AttributeError):

@@ -80,7 +80,9 @@ def _resume(s: Session) -> Plan:
         _check_preconditions(s, rec)
         _check_repeat(s, rec, first)
     log = RunLog(s.journal)
-    log.reopen(rec, s.who())  # RunbookStopped when another operator's resume claimed it first
+    log.reopen(
+        rec, s.who(), s.reason
+    )  # RunbookStopped when another operator's resume claimed it first
     return Plan(first, values, log, rehearse=False)
 
 

@@ -115,11 +115,12 @@ class RunLog:
         self.journal.step(self.op, HEADER, "done", detail=json.dumps(header, sort_keys=True))
         return self.op
 
-    def reopen(self, rec: RunRecord, who: str) -> None:
+    def reopen(self, rec: RunRecord, who: str, reason: str | None = None) -> None:
         """Claim the run for this resume. Two operators resuming the same run both append a claim
         naming the run's state they saw (its `run` record count); the journal of record orders
         the appends, so the first claim on that state wins and the other gets RunbookStopped
-        before any step runs. The claim names this process as the run's owner."""
+        before any step runs. The claim names this process as the run's owner, and carries the
+        resume's --reason (`resumes` reads them back), as the run's begin carries its own."""
         claim = {
             "resumed": True,
             "after": rec.header_records,
@@ -127,6 +128,8 @@ class RunLog:
             "who": who,
             "owner": owner(),
         }
+        if reason:
+            claim["reason"] = reason
         self.journal.step(rec.op, HEADER, "done", detail=json.dumps(claim, sort_keys=True))
         now = fold_run(self.journal.get(rec.op))
         rivals = [c for c in now.claims if c.get("after") == rec.header_records]
@@ -210,6 +213,11 @@ def fold_run(op: Operation) -> RunRecord:
     steps = header.get("steps")
     rec.step_digests = {str(k): str(v) for k, v in steps.items()} if isinstance(steps, dict) else {}
     return rec
+
+
+def resumes(op: Operation) -> list[dict[str, Any]]:
+    """Each resume of the run, in order: {"who", "reason"} (reason None when none was given)."""
+    return [{"who": c.get("who"), "reason": c.get("reason")} for c in fold_run(op).claims]
 
 
 def owner() -> dict[str, Any]:

@@ -88,13 +88,14 @@ class Detector:
     # --- components ---------------------------------------------------------------------
     def _down_and_unhealthy(self, scrape: Scrape) -> list[Finding]:
         out = []
-        errors = {n: r.error for n, r in scrape.servers.items()}
-        errors["router"] = scrape.router.error
-        for name, error in errors.items():
+        errors = {n: (r.error, r.timed_out) for n, r in scrape.servers.items()}
+        errors["router"] = (scrape.router.error, scrape.router.timed_out)
+        for name, (error, silent) in errors.items():
             self._down[name] = self._down.get(name, 0) + 1 if error else 0
             # down only on a refusal or a broken connection in the streak: a port that accepts
-            # and never answers is not evidence that nothing is there
-            timed_out = bool(error) and "timed out" in str(error)
+            # and never answers is not evidence that nothing is there (the request's exception
+            # type decided it where it was made: HttpReply.timed_out)
+            timed_out = bool(error) and silent
             self._timeouts[name] = self._timeouts.get(name, 0) + 1 if timed_out else 0
             if error and self._down[name] >= self.s.down_scrapes:
                 if self._timeouts[name] >= self._down[name]:

@@ -39,6 +39,7 @@ ROUTER_WORKER_HEALTH = "smg_worker_health"  # label worker
 class ServerReading:
     name: str  # prefill | decode
     error: str | None = None  # why there are no numbers (no answer, HTTP status, bad text)
+    timed_out: bool = False  # no answer in time (HttpReply.timed_out): not a refusal
     health: int | None = None  # /health status (None: no answer or not asked)
     running: float | None = None
     queued: float | None = None
@@ -65,6 +66,7 @@ class ServerReading:
 @dataclass(frozen=True)
 class RouterReading:
     error: str | None = None
+    timed_out: bool = False  # as ServerReading's
     responses_5xx: float = 0.0
     worker_health: dict[str, float] = field(default_factory=dict)  # worker URL -> 1 | 0
 
@@ -93,11 +95,15 @@ def _samples(reply: HttpReply) -> tuple[Samples | None, str | None]:
         return None, str(exc)[:200]
 
 
+def _timed_out(reply: HttpReply) -> bool:
+    return reply.status is None and reply.timed_out
+
+
 def server_reading(name: str, metrics: HttpReply, health: HttpReply | None = None) -> ServerReading:
     samples, error = _samples(metrics)
     health_status = health.status if health is not None else None
     if samples is None:
-        return ServerReading(name, error=error, health=health_status)
+        return ServerReading(name, error=error, timed_out=_timed_out(metrics), health=health_status)
     decode = samples.total(REALTIME_TOKENS_TOTAL, mode="decode")
     progress = samples.total(REALTIME_TOKENS_TOTAL)
     if REALTIME_TOKENS in samples.families:  # declared, no child yet: nothing processed so far
@@ -126,7 +132,7 @@ def server_reading(name: str, metrics: HttpReply, health: HttpReply | None = Non
 def router_reading(metrics: HttpReply) -> RouterReading:
     samples, error = _samples(metrics)
     if samples is None:
-        return RouterReading(error=error)
+        return RouterReading(error=error, timed_out=_timed_out(metrics))
     five = sum(
         v
         for labels, v in samples.series.get(ROUTER_RESPONSES, ())

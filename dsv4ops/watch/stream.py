@@ -69,10 +69,13 @@ class ProbeStream:
             return [HttpReply(None, "", "the probe stream is not running", 0.0) for _ in requests]
 
         async def one(r: Mapping[str, Any]) -> HttpReply:
+            from dsv4ops.canary.loadgen import TIMED_OUT
+
             status, text, why = await client.get_text_reply(
                 str(r["url"]), timeout_s=float(r.get("timeout_s", timeout_s))
             )
-            return HttpReply(status or None, text, None if status else (why or "no answer"), 0.0)
+            error = None if status else (why or "no answer")
+            return HttpReply(status or None, text, error, 0.0, timed_out=why == TIMED_OUT)
 
         async def every() -> list[HttpReply]:
             return list(await asyncio.gather(*(one(r) for r in requests)))

@@ -62,6 +62,17 @@ def test_power_and_the_budget_follow_the_effect_and_the_variation() -> None:
     assert 2 < pairs < 4 and p >= 0.9
 
 
+def test_the_budget_is_sized_at_the_alpha_each_level_of_the_primary_is_judged_at() -> None:
+    """ab.analysis judges the primary at each of its L levels at alpha / L (Bonferroni): the
+    budget is the fewest pairs that reach 90% power at that share, not at the whole alpha."""
+    drift = math.log1p(0.05) / pair_sd(0.02)
+    assert size_budget(0.05, 0.02, 0.05, levels=1) == 4
+    assert size_budget(0.05, 0.02, 0.05, levels=9) == 6  # baseline's nine sweep levels
+    assert power(5, 0.05 / 9, drift)[-1] < 0.9 <= power(6, 0.05 / 9, drift)[-1]
+    pairs, p = expected_pairs(6, 0.05, 0.05, 0.02, levels=9)
+    assert p == pytest.approx(power(6, 0.05 / 9, drift)[-1]) and 4 < pairs < 6
+
+
 def test_the_stated_variation_is_raised_only_when_the_pairs_clearly_vary_more() -> None:
     assert sd_used([0.05, 0.051], 0.01) == (pair_sd(0.01), False)
     sd, raised = sd_used([0.0, 0.2, -0.2, 0.1], 0.01)

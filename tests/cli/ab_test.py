@@ -54,8 +54,9 @@ def test_dry_run_prints_the_plan_and_changes_nothing(
 ) -> None:
     code, out, err = cli(env, capsys, "ab", "baseline", "overlap-on", "--dry-run")
     assert code == 0, err
-    # the budget the design sizes for a 5% effect at the default ±2% variation: 4 pairs
-    assert "schedule: ABBA BAAB (a budget of 8 blocks" in out
+    # the budget the design sizes for a 5% effect at the default ±2% variation, each of
+    # baseline's nine sweep levels judged at alpha / 9: 6 pairs
+    assert "schedule: ABBA BAAB ABBA (a budget of 12 blocks" in out
     assert "design: group-sequential, a look after every A/B pair" in out
     assert "expected for a true +5% at ±2% deploy-to-deploy variation:" in out
     assert "gate on B: abort_cascade (the overlap scheduler changed" in out

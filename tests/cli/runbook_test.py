@@ -163,3 +163,23 @@ def test_json_run_prints_one_object_and_journals_the_reason(
     assert main(["journal", "--json", "--target", env.target]) == 0
     run = json.loads(capfd.readouterr().out)["entries"][-1]
     assert run["id"] == doc["run"] and "drill 42" in json.dumps(run), run
+
+
+def test_a_resumed_run_journals_its_own_reason(
+    env: OrchEnv, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`runbook run --resume RUN --reason WHY` journals WHY with that resume, as a fresh run
+    journals its own; `journal --json` lists each resume of the run with who and why."""
+    book = tmp_path / "short.md"
+    book.write_text(SHORT.replace("  # expect exit 1", ""))
+    first = ["runbook", "run", str(book), "--target", env.target, "--from", "2"]
+    assert main([*first, "--json", "--reason", "drill 42"]) == 2
+    run_id = json.loads(capfd.readouterr().out)["run"]
+    resume = ["runbook", "run", str(book), "--target", env.target, "--resume", run_id, "--yes"]
+    assert main([*resume, "--json", "--reason", "second look"]) == 2  # step 2 fails again
+    assert json.loads(capfd.readouterr().out)["run"] == run_id
+    assert main(["journal", "--json", "--target", env.target]) == 0
+    (run,) = [e for e in json.loads(capfd.readouterr().out)["entries"] if e["id"] == run_id]
+    assert "drill 42" in run["reason"]
+    assert [r["reason"] for r in run["resumes"]] == ["second look"], run
+    assert run["resumes"][0]["who"]

@@ -55,3 +55,46 @@ def test_a_stack_nobody_recorded_is_unmanaged_not_down(
         assert (doc["status"], doc["exit"], doc["unmanaged"]["ports"]) == ("UNMANAGED", 4, [router])
     assert main(["status", "--target", env.target]) == 2  # nothing answers now: NOT HEALTHY
     assert "UNMANAGED" not in capsys.readouterr().out
+
+
+def test_unmanaged_is_checked_on_the_ports_of_the_profile_deployed_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A profile on other ports than baseline's was deployed, then stopped: a stack answering
+    on its router port is UNMANAGED (exit 4), and baseline's ports are not what is looked at."""
+    from dsv4ops.journal.records import Kind, Status
+    from dsv4ops.journal.store import Journal
+    from dsv4ops.orchestrate.usecases.render import deployment_for
+    from dsv4ops.profiles import get_target
+    from testing.orchestrate import commit_all, make_env
+    from testing.ports import free_ports
+    from testing.watch import silent_listeners
+
+    env = make_env(tmp_path)
+    for k, v in env.environ.items():
+        monkeypatch.setenv(k, v)
+    router, prom = free_ports(2)
+    (env.profiles_dir / "moved.yaml").write_text(
+        "schema_version: 1\nextends: baseline\ndescription: baseline on other router ports\n"
+        f"router:\n  port: {router - env.offset}\n  prometheus_port: {prom - env.offset}\n"
+    )
+    commit_all(env, "moved")
+    target = get_target(env.target)
+    moved = deployment_for("moved", target)
+    assert moved.component("router").port == router
+    journal = Journal(env.target)
+    op = journal.begin(Kind.DEPLOY, **moved.to_record())
+    journal.transition(op, Status.RUNNING)
+    journal.transition(op, Status.SUCCEEDED, running=op)
+    stop = journal.begin(Kind.STOP)
+    journal.transition(stop, Status.RUNNING)
+    journal.transition(stop, Status.SUCCEEDED, running="")
+    with silent_listeners({router}):
+        assert main(["status", "--json", "--target", env.target]) == 4
+        doc = json.loads(capsys.readouterr().out)
+    assert (doc["status"], doc["unmanaged"]["ports"]) == ("UNMANAGED", [router]), doc
+    assert "the ports of moved, deployed last" in doc["unmanaged"]["why"]
+    baseline_router = deployment_for("baseline", target).component("router").port
+    with silent_listeners({baseline_router}):
+        assert main(["status", "--json", "--target", env.target]) == 2  # not moved's ports
+        assert json.loads(capsys.readouterr().out)["unmanaged"] is None

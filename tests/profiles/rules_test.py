@@ -289,6 +289,29 @@ def test_canary_fractions_bounded(write: Callable[[str, str], Path]) -> None:
     )
 
 
+def test_a_probe_tool_call_needs_a_tool_call_parser(
+    write: Callable[[str, str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """probe.tool_call required (the default) or auto with model.tool_call_parser null: refused
+    at the parser's line, by `profile validate` too; with probe.tool_call off it loads."""
+    from dsv4ops.cli import main
+
+    err, path = _err(write, "model:\n  tool_call_parser: null\n")
+    assert str(err).startswith(
+        f"{path}:4: model.tool_call_parser: probe.tool_call is 'required' but there is no "
+        "tool-call parser"
+    )
+    assert "probe.tool_call: off" in str(err)
+    err, _ = _err(write, "model:\n  tool_call_parser: null\nprobe:\n  tool_call: auto\n")
+    assert err.key == "model.tool_call_parser" and "probe.tool_call is 'auto'" in str(err)
+    assert main(["profile", "validate", "p"]) == 1
+    out = capsys.readouterr()
+    assert f"{path}:4: model.tool_call_parser: probe.tool_call is 'auto'" in out.out + out.err
+    assert "Traceback" not in out.err
+    write("p", child('model:\n  tool_call_parser: null\nprobe:\n  tool_call: "off"\n'))
+    assert load_profile("p").model.tool_call_parser is None
+
+
 def test_canary_thinking_needs_a_reasoning_parser(write: Callable[[str, str], Path]) -> None:
     write("p", child("canary:\n  thinking: true\n  thinking_budget_tokens: 2048\n"))
     canary = load_profile("p").canary

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 from dsv4ops.watch import Baseline, Round, Watcher, WatchSettings
 from testing.clock import FakeClock
@@ -174,3 +175,45 @@ def test_durations_are_model_time_with_the_wall_seconds_and_scale_beside() -> No
         "258 s model time (25.8 s wall at twin time scale 0.1)"
     )
     assert Detector(WatchSettings())._scaled(4.25) == "4.2 s"
+
+
+def test_a_timeout_is_told_from_a_refusal_by_the_exception_never_by_its_text(
+    tmp_path: Path,
+) -> None:
+    """Real requests from the agent: a port that accepts and never answers is a timeout by the
+    exception's type (socket.timeout / URLError wrapping one), a closed port is not; the
+    detector calls the first unresponsive and the second down whatever the error text says."""
+    import sys
+
+    from dsv4ops.remote import LocalExecutor, Supervisor
+    from dsv4ops.watch.detect import Detector
+    from dsv4ops.watch.readings import RouterReading, Scrape, server_reading
+    from testing.ports import free_ports
+    from testing.watch import silent_listeners
+
+    silent, closed = free_ports(2)
+    supervisor = Supervisor(LocalExecutor(), str(tmp_path), python=sys.executable)
+    with silent_listeners({silent}):
+        hung, refused = supervisor.http_many(
+            [f"http://127.0.0.1:{silent}/metrics", f"http://127.0.0.1:{closed}/metrics"],
+            timeout_s=0.5,
+        )
+    assert (hung.status, hung.timed_out) == (None, True), hung
+    assert (refused.status, refused.timed_out) == (None, False), refused
+    # The text is not what decides: swap what the two say.
+    hung = replace(hung, error="no answer within the deadline")
+    refused = replace(refused, error="connection refused (the proxy said: timed out)")
+    detector = Detector(S)
+    found: list[str] = []
+    for at in (0.0, 5.0):
+        scrape = Scrape(
+            at,
+            {
+                "prefill": server_reading("prefill", refused),
+                "decode": server_reading("decode", hung),
+            },
+            RouterReading(),
+        )
+        found = [f"{f.code} {f.component}" for f in detector.observe(scrape)]
+    assert "component_unresponsive decode" in found and "component_down prefill" in found, found
+    assert "component_down decode" not in found and "component_unresponsive prefill" not in found

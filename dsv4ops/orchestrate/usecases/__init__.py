@@ -9,6 +9,7 @@ error boundary turns them into exit codes. Nothing here prints or exits.
   the journaled-operation context, `orchestrate/operation.py`);
 - `gate.py`: the canary a deploy runs after its end-to-end probe, typed on `Thresholds`;
 - `kernels.py`: `kernels deploy|rollback` under the same operation context;
+- `hazard.py`: `twin hazard`, a twin hazard switch under the same operation context;
 - `canary.py`: where `dsv4ops canary` sends its load and which thresholds judge it;
 - `session.py`: the `TargetSession`, and `reachable(session)`: a target's router, server and
   metrics URLs (an endpoint target's, the unit the session's journal records, or a profile's

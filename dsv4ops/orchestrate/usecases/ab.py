@@ -43,7 +43,7 @@ from dsv4ops.orchestrate.usecases.ab_blocks import (
     run_gate,
 )
 from dsv4ops.orchestrate.usecases.ab_outcome import ABOutcome as ABOutcome  # re-exported
-from dsv4ops.orchestrate.usecases.ab_plan import ABPlan
+from dsv4ops.orchestrate.usecases.ab_plan import ABPlan, final_gate_suite_s
 from dsv4ops.orchestrate.usecases.deploy import run_deploy
 from dsv4ops.orchestrate.usecases.session import TargetSession
 
@@ -346,7 +346,7 @@ class _Experiment:
                 canary=gate,
                 within=self.op,
                 accept_inconclusive=self.accept_inconclusive,
-                canary_duration_s=min(FINAL_GATE_S, max(2.0, plan.measured_s)),
+                canary_duration_s=final_gate_suite_s(plan.measured_s),
                 reason=f"experiment {self.op.op_id}: leave the box on {arm}",
             )
         except DsOpsError as exc:  # refused before it changed anything (e.g. preflight)
@@ -386,10 +386,6 @@ class _Experiment:
         except OSError as exc:
             self.say(f"warning: cannot write the report into {directory}: {exc}")
             return []
-
-
-# Seconds per suite of the winner's final gate: deploy's default, or less with short blocks.
-FINAL_GATE_S = 20.0
 
 
 def _first(message: str) -> str:

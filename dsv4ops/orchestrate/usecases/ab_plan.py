@@ -5,8 +5,9 @@ what `run_ab` runs; planning touches nothing.
 
 The budget (the most blocks the experiment may take) is sized by the design
 (ab.sequential.size_budget): the fewest pairs with which a true effect of `--effect` percent is
-decided with 90% probability at the stated deploy-to-deploy `--variation`; `--blocks` overrides
-it. The experiment stops earlier as soon as the verdict is decided.
+decided with 90% probability at the stated deploy-to-deploy `--variation`, at each measured
+level judged at its Bonferroni share of the alpha (as ab.analysis judges it); `--blocks`
+overrides it. The experiment stops earlier as soon as the verdict is decided.
 
 The switch cost (stop, restart, weights, CUDA-graph capture, probe) is the last SUCCEEDED
 deploy of the same profile on this target as the journal timed it; without one it is estimated
@@ -48,6 +49,9 @@ TWIN_OVERHEAD_S = 2.0  # router start, probe, stops: wall seconds, not scaled
 # Gate suites' length when they do not have one of their own (abort-cascade runs to its wedge
 # check and recovery window).
 ABORT_CASCADE_S = 30.0
+# Seconds per suite of the winner's final gated deploy: deploy's default, or less with short
+# blocks (final_gate_suite_s; usecases/ab.py runs it, the plan estimates it).
+FINAL_GATE_S = 20.0
 # Names the A/B gates carry (ab.decision.GateResult.suite) for the canary's suite names.
 GATE_NAMES = {"abort-cascade": "abort_cascade", "corruption": "corruption", "sweep": "sweep"}
 
@@ -86,14 +90,28 @@ class ABPlan:
     def _block_s(self, arm: Arm) -> float:
         return self.switch[arm].seconds + self.warmup_s + self.measured_s
 
+    @property
+    def final_s(self) -> float:
+        """The winner's final gated deploy, estimated as the plan estimates a deploy and its
+        gate: the dearer arm's switch, then the deploy's canary gate (smoke and the suites the
+        A/B flag change calls for) at the final gate's time per suite (the abort cascade at its
+        own length: it runs to its wedge check and recovery window)."""
+        per_suite = final_gate_suite_s(self.measured_s)
+        gate = sum(
+            ABORT_CASCADE_S if s == "abort-cascade" else per_suite for s in ("smoke", *self.gates)
+        )
+        return max(s.seconds for s in self.switch.values()) + gate
+
     def expected(self) -> tuple[float, float, float]:
         """(expected blocks, their seconds, P(decided within the budget)) for a true effect of
         the named size at the stated variation."""
         from dsv4ops.ab.sequential import expected_pairs
 
-        pairs, p = expected_pairs(self.looks, 1 - self.confidence, self.effect, self.variation)
+        pairs, p = expected_pairs(
+            self.looks, 1 - self.confidence, self.effect, self.variation, levels=len(self.levels)
+        )
         per_pair = sum(self._block_s(arm) for arm in self.schedule) / self.looks
-        return 2 * pairs, pairs * per_pair + self.gate_s + self.switch["A"].seconds, p
+        return 2 * pairs, pairs * per_pair + self.gate_s + self.final_s, p
 
     @property
     def target_name(self) -> str:
@@ -107,9 +125,10 @@ class ABPlan:
 
     @property
     def total_s(self) -> float:
-        """The worst case: the whole budget, the gates and the final switch to the winner."""
+        """The worst case: the whole budget, the gates on B and the winner's final gated
+        deploy (final_s)."""
         blocks = sum(self._block_s(arm) for arm in self.schedule)
-        return blocks + self.gate_s + self.switch["A"].seconds
+        return blocks + self.gate_s + self.final_s
 
     def to_json(self) -> dict[str, Any]:
         exp_blocks, exp_s, p = self.expected()
@@ -131,6 +150,7 @@ class ABPlan:
             "warmup_s": self.warmup_s,
             "measured_s_per_block": round(self.measured_s, 1),
             "gate_s": round(self.gate_s, 1),
+            "final_deploy_s": round(self.final_s, 1),
             "estimated_total_s": round(self.total_s, 1),
             "worst_case_total_s": round(self.total_s, 1),
             "confidence": self.confidence,
@@ -183,8 +203,9 @@ class ABPlan:
             f"(decided within the budget with probability {p:.2f})"
         )
         out.append(
-            f"  estimated total: {_duration(self.total_s)} at worst (the whole budget, "
-            "gates and the final switch to the winner)"
+            f"  estimated total: {_duration(self.total_s)} at worst (the whole budget, the "
+            f"gates on B and the winner's final deploy with its canary gate, "
+            f"{_duration(self.final_s)})"
         )
         out += [f"  note: {n}" for n in self.notes]
         return out
@@ -213,11 +234,6 @@ def plan_ab(
     from dsv4ops.ab.sequential import size_budget
 
     _check_design(suite, confidence=confidence, effect=effect, variation=variation)
-    sized = 2 * size_budget(effect, variation, 1 - confidence)
-    try:
-        schedule = counterbalanced(sized if blocks is None else blocks)
-    except ValueError as exc:
-        raise DsOpsError(f"--blocks {blocks}: {exc}") from None
     a, b = (
         plan_deploy(a_ref, target_name, canary=False),
         plan_deploy(b_ref, target_name, canary=False),
@@ -237,6 +253,12 @@ def plan_ab(
             "the soak exactly one"
         )
     th = replace(th.with_overrides(**dict(workload or {})), sweep_concurrency=levels)
+    # the primary's alpha is split over its levels (ab.analysis): the budget is sized at that
+    sized = 2 * size_budget(effect, variation, 1 - confidence, levels=len(levels))
+    try:
+        schedule = counterbalanced(sized if blocks is None else blocks)
+    except ValueError as exc:
+        raise DsOpsError(f"--blocks {blocks}: {exc}") from None
     measured = block_s or (
         len(levels) * th.sweep_level_s if suite == "sweep" else th.stress_duration_s
     )
@@ -346,6 +368,12 @@ def switch_cost(journal: Journal, plan: DeployPlan) -> Switch:
         BOX_RESTART_S + n * BOX_CAPTURE_S_PER_BUCKET,
         f"estimate from {n} decode buckets (no timed deploy of {name} in the journal)",
     )
+
+
+def final_gate_suite_s(measured_s: float) -> float:
+    """Seconds per suite of the winner's final gate: FINAL_GATE_S, or the block's measured time
+    when shorter (at least 2 s)."""
+    return min(FINAL_GATE_S, max(2.0, measured_s))
 
 
 def _gate_seconds(suite: str, measured_suite: str, th: Thresholds) -> float:

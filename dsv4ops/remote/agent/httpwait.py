@@ -27,6 +27,19 @@ def _request(
         return exc.code, exc.read(1 << 20).decode("utf-8", "replace")
 
 
+def timed_out(exc: BaseException) -> bool:
+    """The request got no answer in time (the connect, or a server that accepted and stayed
+    silent), decided by the exception's type, never its text: socket.timeout / TimeoutError,
+    or urllib's URLError whose reason is one."""
+    import socket
+    import urllib.error
+
+    timeouts = (socket.timeout, TimeoutError)
+    if isinstance(exc, urllib.error.URLError):
+        return isinstance(exc.reason, timeouts)
+    return isinstance(exc, timeouts)
+
+
 def op_http(wd: Workdir, req: JsonObject) -> JsonObject:
     t0 = time.monotonic()
     try:
@@ -38,7 +51,13 @@ def op_http(wd: Workdir, req: JsonObject) -> JsonObject:
             float(req.get("timeout_s", 10.0)),
         )
     except Exception as exc:  # noqa: BLE001 - refused, reset, bad status line: no answer
-        return {"status": None, "body": "", "error": str(exc), "elapsed_s": time.monotonic() - t0}
+        return {
+            "status": None,
+            "body": "",
+            "error": str(exc),
+            "elapsed_s": time.monotonic() - t0,
+            "timed_out": timed_out(exc),
+        }
     return {"status": status, "body": body, "error": None, "elapsed_s": time.monotonic() - t0}
 
 

@@ -39,17 +39,18 @@ from testing.orchestrate import OrchEnv, module_env, our_processes
 def test_the_gates_b_must_pass_follow_the_flag_diff(b: str, gates: list[str]) -> None:
     plan = plan_ab("baseline", b, None, blocks=4)
     assert plan.gates == gates and plan.schedule == ["A", "B", "B", "A"]
-    assert any("below the 8 the design sizes" in n for n in plan.notes)  # 5% at ±2% needs 8
+    # 5% at ±2%, judged at alpha / 9 at each of baseline's nine sweep levels: 6 pairs
+    assert any("below the 12 the design sizes" in n for n in plan.notes)
 
 
 def test_the_plan_sizes_the_budget_and_states_the_expected_and_worst_box_time() -> None:
-    plan = plan_ab("baseline", "buckets-step4", None)  # 5% at ±2%: 4 pairs
-    assert len(plan.schedule) == 8 and plan.looks == 4 and plan.notes == []
+    plan = plan_ab("baseline", "buckets-step4", None)  # 5% at ±2% over 9 levels: 6 pairs
+    assert len(plan.schedule) == 12 and plan.looks == 6 and plan.notes == []
     blocks, seconds, p = plan.expected()
-    assert 4 < blocks < 8 and p >= 0.9 and seconds < plan.total_s
+    assert 6 < blocks < 12 and p >= 0.9 and seconds < plan.total_s
     lines = "\n".join(plan.lines())
     assert (
-        "a budget of 8 blocks" in lines and "stops as soon as B is shown better or worse" in lines
+        "a budget of 12 blocks" in lines and "stops as soon as B is shown better or worse" in lines
     )
     assert (
         f"expected for a true +5% at ±2% deploy-to-deploy variation: {blocks:.1f} blocks" in lines
@@ -60,6 +61,25 @@ def test_the_plan_sizes_the_budget_and_states_the_expected_and_worst_box_time() 
     j = small.to_json()
     assert (j["budget_pairs"], j["effect_pct"], j["variation_pct"]) == (2, 5.0, 1.0)
     assert j["expected_total_s"] < j["worst_case_total_s"] == j["estimated_total_s"]
+
+
+def test_the_worst_case_includes_the_winners_final_gated_deploy() -> None:
+    """The estimate counts the winner's final deploy as a deploy and its canary gate (smoke and
+    the suites the flag change calls for), and the plan's line says so."""
+    plan = plan_ab("baseline", "overlap-on", None, blocks=4)  # gate: abort-cascade
+    per_suite = min(20.0, max(2.0, plan.measured_s))  # each final gate suite, as ab.py runs it
+    final = max(plan.switch["A"].seconds, plan.switch["B"].seconds) + per_suite + 30.0
+    assert plan.final_s == pytest.approx(final)  # smoke, then the abort cascade's own 30 s
+    blocks = sum(plan.switch[a].seconds + plan.warmup_s + plan.measured_s for a in plan.schedule)
+    assert plan.total_s == pytest.approx(blocks + plan.gate_s + final)
+    j = plan.to_json()
+    assert j["final_deploy_s"] == round(final, 1) and j["worst_case_total_s"] == round(
+        plan.total_s, 1
+    )
+    assert (
+        "at worst (the whole budget, the gates on B and the winner's final deploy with its "
+        "canary gate, " in "\n".join(plan.lines())
+    )
 
 
 def test_the_switch_cost_is_the_journals_last_deploy_else_an_estimate_from_the_buckets() -> None:
