@@ -141,18 +141,15 @@ CLI_NOT_YET: dict[str, frozenset[str]] = {
     "cli/buckets.py": frozenset(
         {"buckets", "buckets.plan", "buckets.sources", "profiles", "profiles.buckets"}
     ),
-    "cli/deploy.py": frozenset({"orchestrate.outcome", "orchestrate.pd"}),
     "cli/journal.py": frozenset(
         {"journal.records", "orchestrate.targetjournal", "runbooks.runlog"}
     ),
     "cli/kernels.py": frozenset({"kernels.build", "kernels.deploy", "remote"}),
     "cli/profile.py": frozenset({"profiles", "profiles.render", "profiles.views", "secrets"}),
-    "cli/rollback.py": frozenset({"orchestrate.outcome"}),
     "cli/runbook.py": frozenset(
         {"profiles", "runbooks", "runbooks.checklist", "runbooks.parse", "runbooks.run"}
     ),
     "cli/status.py": frozenset({"orchestrate.status", "profiles", "remote.results"}),
-    "cli/stop.py": frozenset({"orchestrate", "orchestrate.outcome", "orchestrate.plan"}),
     "cli/twin.py": frozenset({"profiles", "runbooks.hazard"}),
     "cli/watch.py": frozenset({"watch.exporter", "watch.loop", "watch.readings"}),
 }
