@@ -149,7 +149,6 @@ CLI_NOT_YET: dict[str, frozenset[str]] = {
         {"profiles", "runbooks", "runbooks.checklist", "runbooks.parse", "runbooks.run"}
     ),
     "cli/status.py": frozenset({"orchestrate.status", "profiles", "remote.results"}),
-    "cli/twin.py": frozenset({"profiles", "runbooks.hazard"}),
     "cli/watch.py": frozenset({"watch.exporter", "watch.loop", "watch.readings"}),
 }
 
