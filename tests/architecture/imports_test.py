@@ -140,15 +140,11 @@ CLI_NOT_YET: dict[str, frozenset[str]] = {
     "cli/buckets.py": frozenset(
         {"buckets", "buckets.plan", "buckets.sources", "profiles", "profiles.buckets"}
     ),
-    "cli/journal.py": frozenset(
-        {"journal.records", "orchestrate.targetjournal", "runbooks.runlog"}
-    ),
     "cli/kernels.py": frozenset({"kernels.build", "kernels.deploy", "remote"}),
     "cli/profile.py": frozenset({"profiles", "profiles.render", "profiles.views", "secrets"}),
     "cli/runbook.py": frozenset(
         {"profiles", "runbooks", "runbooks.checklist", "runbooks.parse", "runbooks.run"}
     ),
-    "cli/status.py": frozenset({"orchestrate.status", "profiles", "remote.results"}),
     "cli/watch.py": frozenset({"watch.exporter", "watch.loop", "watch.readings"}),
 }
 
