@@ -145,7 +145,6 @@ CLI_NOT_YET: dict[str, frozenset[str]] = {
     "cli/runbook.py": frozenset(
         {"profiles", "runbooks", "runbooks.checklist", "runbooks.parse", "runbooks.run"}
     ),
-    "cli/watch.py": frozenset({"watch.exporter", "watch.loop", "watch.readings"}),
 }
 
 
