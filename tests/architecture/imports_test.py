@@ -141,7 +141,6 @@ CLI_NOT_YET: dict[str, frozenset[str]] = {
         {"buckets", "buckets.plan", "buckets.sources", "profiles", "profiles.buckets"}
     ),
     "cli/kernels.py": frozenset({"kernels.build", "kernels.deploy", "remote"}),
-    "cli/profile.py": frozenset({"profiles", "profiles.render", "profiles.views", "secrets"}),
     "cli/runbook.py": frozenset(
         {"profiles", "runbooks", "runbooks.checklist", "runbooks.parse", "runbooks.run"}
     ),
