@@ -140,7 +140,6 @@ CLI_NOT_YET: dict[str, frozenset[str]] = {
     "cli/buckets.py": frozenset(
         {"buckets", "buckets.plan", "buckets.sources", "profiles", "profiles.buckets"}
     ),
-    "cli/kernels.py": frozenset({"kernels.build", "kernels.deploy", "remote"}),
     "cli/runbook.py": frozenset(
         {"profiles", "runbooks", "runbooks.checklist", "runbooks.parse", "runbooks.run"}
     ),
