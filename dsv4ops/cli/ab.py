@@ -135,34 +135,36 @@ def ab(
     from dsv4ops.orchestrate.usecases import ab as AB
     from dsv4ops.orchestrate.usecases.ab_plan import plan_ab
 
-    plan = plan_ab(
-        profile_a,
-        profile_b,
-        target,
-        suite=suite,
-        blocks=blocks,
-        effect=effect / 100,
-        variation=variation / 100,
-        levels=_levels(levels),
-        block_s=block_duration,
-        warmup_s=warmup,
-        confidence=confidence,
-        report_dir=report_dir,
-        workload=_workload(suite, max_tokens),
-    )
-    if dry_run:
-        echo_json(plan.to_json()) if as_json else click.echo(
-            "\n".join([*plan.lines(), "(dry run: nothing is changed)"])
-        )
-        return
-    if not yes:
-        click.confirm(
-            f"run up to {len(plan.schedule)} A/B blocks of {profile_a} vs {profile_b} on "
-            f"{plan.target_name} (at most about {plan.total_s / 60:.0f} min)?",
-            abort=True,
-        )
-    session = open_target(target, verb="ab")
+    # The plan reads the switch costs from the target's journal: a dry run, like `status`,
+    # from the local cache when the target cannot be reached.
+    session = open_target(target, verb="ab", read_only=dry_run)
     try:
+        plan = plan_ab(
+            session,
+            profile_a,
+            profile_b,
+            suite=suite,
+            blocks=blocks,
+            effect=effect / 100,
+            variation=variation / 100,
+            levels=_levels(levels),
+            block_s=block_duration,
+            warmup_s=warmup,
+            confidence=confidence,
+            report_dir=report_dir,
+            workload=_workload(suite, max_tokens),
+        )
+        if dry_run:
+            echo_json(plan.to_json()) if as_json else click.echo(
+                "\n".join([*plan.lines(), "(dry run: nothing is changed)"])
+            )
+            return
+        if not yes:
+            click.confirm(
+                f"run up to {len(plan.schedule)} A/B blocks of {profile_a} vs {profile_b} on "
+                f"{plan.target_name} (at most about {plan.total_s / 60:.0f} min)?",
+                abort=True,
+            )
         out = AB.run_ab(
             session,
             plan,
@@ -179,29 +181,18 @@ def ab(
 def _report_outcome(out: ABOutcome, as_json: bool) -> None:
     """How the experiment ended, as JSON or the decision's reasons; an interrupted or failed
     experiment raises (its exit code) naming what the box runs."""
-    from dsv4ops import exitcodes
-    from dsv4ops.errors import DeployError
-    from dsv4ops.orchestrate.interrupts import DeployInterrupted
+    from dsv4ops.orchestrate.usecases.ab import raise_for
 
     if as_json:
-        code = (
-            exitcodes.INTERRUPTED
-            if out.interrupted
-            else exitcodes.FAILED
-            if out.failure
-            else exitcodes.OK
-        )
-        echo_json({**out.to_json(), "exit": code, "error": out.interrupted or out.failure})
+        error = out.interrupted or out.failure
+        echo_json({**out.to_json(), "exit": out.exit_code, "error": error})
     else:
         for line in out.decision.reasons:
             click.echo(line)
         click.echo(f"experiment {out.op_id}: winner {out.decision.winner}; the box runs {out.box}")
         if out.report:
             click.echo(f"report: {out.report[0].parent}/report.md")
-    if out.interrupted:
-        raise DeployInterrupted(f"{out.interrupted}; the box runs {out.box}")
-    if out.failure:
-        raise DeployError(f"{out.failure}; the box runs {out.box}")
+    raise_for(out)
 
 
 def _levels(text: str | None) -> tuple[int, ...]:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from dsv4ops.cli._output import echo_json, json_option, table
-from dsv4ops.errors import DsOpsError
+
+if TYPE_CHECKING:
+    from dsv4ops.orchestrate.usecases.buckets_plan import BucketPlan
 
 
 @click.group()
@@ -84,106 +86,30 @@ def plan_cmd(
     as_json: bool,
 ) -> None:
     """The bucket list with the least expected time per generated token (exact)."""
-    from dsv4ops.buckets import plan as P
-    from dsv4ops.profiles.buckets import resolve_buckets
+    from dsv4ops.orchestrate.usecases.buckets_plan import plan_buckets
 
-    if sum(x is not None for x in (report, distribution, metrics_url)) != 1:
-        raise DsOpsError(
-            "give exactly one of --from REPORT, --distribution FILE, --metrics-url URL"
-        )
-    counts, step_law, observed_gb, captured, source = _read_counts(
-        report, distribution, metrics_url, window, law
-    )
-    step_law = step_law or P.StepLaw()
-    try:
-        dist = P.normalise(counts)
-    except ValueError as exc:
-        raise DsOpsError(str(exc)) from None
-    memory = P.graph_memory_estimate(graph_mb, observed_gb, captured)
-    graph_mb = memory.mb_per_graph
-    k = P.graph_budget(max_buckets, graph_mb, memory_mb)
-    kept = _kept_below(source, dist, profile, max_bs)
-    if len(kept) >= k:
-        raise DsOpsError(
-            f"--max-buckets {k}: the {len(kept)} buckets {profile} has below the "
-            f"sweep's lowest level leave no graph to plan",
-            hint="raise --max-buckets",
-        )
-    best = sorted({*kept, *P.plan(dist, max_buckets=k - len(kept), max_bs=max_bs)})
-    ladders = {
-        "planned": best,
-        "step8": resolve_buckets("step8", tp_size=4, max_running_requests=max_bs),
-        "step4:40-96": resolve_buckets("step4:40-96", tp_size=4, max_running_requests=max_bs),
-        "sglang-default": resolve_buckets("sglang-default", tp_size=4, max_running_requests=max_bs),
-    }
-    evals = [P.evaluate(name, dist, b, step_law, graph_mb) for name, b in ladders.items()]
-    command = (
-        f"dsv4ops profile set {profile} buckets={','.join(map(str, best))} "
-        f"--as {profile}-planned"
+    plan = plan_buckets(
+        report=report,
+        distribution=distribution,
+        metrics_url=metrics_url,
+        window_s=window,
+        law=law,
+        max_buckets=max_buckets,
+        max_bs=max_bs,
+        graph_mb=graph_mb,
+        memory_mb=memory_mb,
+        profile=profile,
     )
     if as_json:
-        echo_json(
-            {
-                "law": {"a_ms": step_law.a_ms, "b_ms": step_law.b_ms},
-                "graph_budget": k,
-                "distribution": {str(n): round(p, 5) for n, p in dist.items()},
-                "graph_memory": {
-                    "mb_per_graph": memory.mb_per_graph,
-                    "source": memory.source,
-                    "observed_gb": observed_gb,
-                    "captured_graphs": captured,
-                },
-                "ladders": [e.to_json() for e in evals],
-                "command": command,
-                "source": source.source if source else None,
-                "kept_below": kept,
-            }
-        )
+        echo_json(plan.to_json())
         return
-    _print_plan(step_law, dist, k, source, kept, profile, memory, evals, best, command)
+    _print_plan(plan)
 
 
-def _read_counts(
-    report: Path | None,
-    distribution: Path | None,
-    metrics_url: str | None,
-    window: float,
-    law: str | None,
-) -> tuple[Any, Any, float | None, int | None, Any]:
-    """The observed batch sizes from the one source given: a canary report (with its step law),
-    a distribution file, or a live decode's /metrics (with its graph memory)."""
-    from dsv4ops.buckets import sources as S
-
-    step_law = S.parse_law(law) if law else None
-    observed_gb: float | None = None
-    captured: int | None = None
-    source: S.ReportLevels | None = None
-    if report is not None:
-        source = S.from_report(report)
-        counts, step_law = source.counts, step_law or source.law
-    elif distribution is not None:
-        counts = S.from_file(distribution)
-    else:
-        from dsv4ops.orchestrate.usecases.buckets import sample_decode
-
-        live = sample_decode(str(metrics_url), window_s=window)
-        counts, observed_gb, captured = live.counts, live.graph_memory_gb, live.captured_graphs
-    return counts, step_law, observed_gb, captured, source
-
-
-def _print_plan(
-    step_law: Any,
-    dist: dict[int, float],
-    k: int,
-    source: Any,
-    kept: list[int],
-    profile: str,
-    memory: Any,
-    evals: list[Any],
-    best: list[int],
-    command: str,
-) -> None:
+def _print_plan(plan: BucketPlan) -> None:
     """The plan as text: the inputs, each ladder's expected cost, and the commands to try it."""
+    step_law, dist, k, source = plan.step_law, plan.dist, plan.graph_budget, plan.source
+    kept, profile, memory, evals = plan.kept, plan.profile, plan.memory, plan.evals
     click.echo(
         f"step law {step_law.a_ms:g} + {step_law.b_ms:g}·bs ms; {len(dist)} batch sizes "
         f"observed ({min(dist)}..{max(dist)}); at most {k} graphs"
@@ -212,19 +138,7 @@ def _print_plan(
         table(rows, ["ladder", "graphs", "tok/s", "step ms", "pad/step", "eager", "graph MB"])
     )
     worst = sorted(evals[0].waste_by_bucket.items(), key=lambda kv: -kv[1])[:5]
-    click.echo("planned: " + " ".join(map(str, best)))
+    click.echo("planned: " + " ".join(map(str, plan.best)))
     click.echo("most padding (planned): " + ", ".join(f"{b}: {w:.2f} slots/step" for b, w in worst))
-    click.echo(f"make it a revision:  {command}")
+    click.echo(f"make it a revision:  {plan.command}")
     click.echo(f"then prove it:       dsv4ops ab {profile} {profile}-planned --suite sweep")
-
-
-def _kept_below(source: object, dist: dict[int, float], profile: str, max_bs: int) -> list[int]:
-    """A sweep's levels are a staircase, not traffic: nothing was observed below its lowest level,
-    so planning there would drop every small bucket (a live decode at 4 running would then run
-    the graph of the lowest level). The profile's own buckets below it are kept as they are."""
-    if source is None or not getattr(source, "staircase", False):
-        return []
-    from dsv4ops.profiles import load_profile
-
-    floor = min(dist)
-    return [b for b in load_profile(profile).flags.decode_buckets if b < floor and b < max_bs]

@@ -12,7 +12,6 @@ from dsv4ops.cli._output import (
     target_option,
     yes_option,
 )
-from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
 
 
 @click.command()
@@ -64,7 +63,6 @@ def deploy(
 ) -> None:
     """Deploy PROFILE to a target: drain, stop, start in order, prove end to end, mark known-good."""
     from dsv4ops.cli._context import open_target, progress_printer
-    from dsv4ops.orchestrate.outcome import raise_for
     from dsv4ops.orchestrate.usecases import deploy as D
 
     plan = D.plan_deploy(
@@ -101,6 +99,6 @@ def deploy(
         click.echo(f"{out.kind} {out.status} in {out.total_s:.1f}s: {out.message.splitlines()[0]}")
         # Repeated after the result so it is the last thing the operator reads.
         for n in out.notes:
-            if n.startswith(PD_WARNING):
+            if n.startswith(D.PD_WARNING):
                 click.echo(n)
-    raise_for(out)
+    D.raise_for(out)

@@ -26,101 +26,42 @@ from dsv4ops.cli._output import echo_json, json_option, table, target_option
 def journal(target: str | None, as_json: bool, limit: int, merge: bool) -> None:
     """List the target's journal, newest last."""
     from dsv4ops.cli._context import open_target
+    from dsv4ops.orchestrate.usecases.journal import journal_listing
 
     if merge:
         _merge(target)
         return
     ctx = open_target(target, verb="journal", read_only=True)
     try:
-        j = ctx.journal
-        # Through the journal's index (journal/index.py): only the listed operations are read.
-        ops, judged, merges = j.listing(limit)  # one read; judged over the whole journal
-        source = j.source()
-        lock = _lock(ctx, source)
+        listing = journal_listing(ctx, limit)
     finally:
         ctx.close()
     if as_json:
         echo_json(
             {
-                "target": j.target,
-                "path": str(j.path),
-                "record": source,
-                "skipped_lines": j.skipped_lines,
-                "merges": merges,
-                "entries": [entry(o, judged, lock) for o in ops],
+                "target": listing.target,
+                "path": listing.path,
+                "record": listing.source,
+                "skipped_lines": listing.skipped_lines,
+                "merges": listing.merges,
+                "entries": listing.entries,
             }
         )
         return
-    click.echo(record_line(source))
-    if not ops:
+    click.echo(record_line(listing.source))
+    if not listing.entries:
         click.echo("journal: empty")
     else:
-        click.echo(table([_row(entry(o, judged, lock)) for o in ops], _HEADERS))
-    for m in merges:
+        click.echo(table([_row(s) for s in listing.entries], _HEADERS))
+    for m in listing.merges:
         click.echo(merge_line(m))
-    if j.skipped_lines:
-        click.echo(f"note: skipped torn line(s) {j.skipped_lines} (an interrupted write)", err=True)
+    if listing.skipped_lines:
+        click.echo(
+            f"note: skipped torn line(s) {listing.skipped_lines} (an interrupted write)", err=True
+        )
 
 
 _HEADERS = ["when", "kind", "id", "who", "profile", "commit", "outcome", "known-good", "reason"]
-
-
-_UNSEEN = object()  # the deploy lock was not read (the target unreachable): liveness unknown
-
-
-def _lock(ctx: Any, source: dict[str, Any]) -> Any:
-    """The target's deploy lock (None: free), or _UNSEEN when it cannot be read."""
-    from dsv4ops.errors import DsOpsError
-
-    if source.get("source") == "cache":
-        return _UNSEEN
-    try:
-        return ctx.supervisor.lock_info()
-    except DsOpsError:
-        return _UNSEEN
-
-
-def entry(o: Any, judged: dict[str, Any], lock: Any = _UNSEEN) -> dict[str, Any]:
-    """One operation's summary with its true state and what to run next: a runbook run is
-    RUNNING only while its process lives (runbooks/runlog.run_state); an operation that never
-    ended is RUNNING only while the deploy lock names it (or the experiment it runs within)
-    and its holder lives; its process gone, it is ABANDONED, with the recover command."""
-    from dsv4ops.journal.records import Kind
-
-    s: dict[str, Any] = o.summary(judged.get(o.op))
-    s["next"] = None
-    if o.kind is Kind.RUNBOOK:
-        s["status"], s["next"] = _run_state(o)
-        s["resumes"] = _resumes(o)
-        return s
-    if o.status.terminal:
-        return s
-    recover = "`dsv4ops rollback --recover`" + (
-        " (puts the box back on A; `ab` has no " "--recover of its own)"
-        if o.kind is Kind.EXPERIMENT
-        else ""
-    )
-    if lock is _UNSEEN:
-        s["next"] = f"if its process is gone: {recover}"
-        return s
-    holder = lock.holder.get("op_id") if lock is not None and not lock.stale else None
-    inside = holder is not None and (o.reason or "").startswith(f"experiment {holder}:")
-    if holder != o.op and not inside:
-        s["status"] = "ABANDONED"
-        s["next"] = f"its process is gone (no live deploy lock names it): {recover}"
-    return s
-
-
-def _run_state(o: Any) -> tuple[str, str | None]:
-    from dsv4ops.runbooks.runlog import run_state
-
-    return run_state(o)
-
-
-def _resumes(o: Any) -> list[dict[str, Any]]:
-    from dsv4ops.runbooks.runlog import resumes
-
-    return resumes(o)
 
 
 def _row(s: dict[str, Any]) -> list[Any]:
@@ -157,15 +98,14 @@ def _known_good_cell(s: dict[str, Any]) -> str:
 
 def _merge(target: str | None) -> None:
     from dsv4ops.cli._context import open_target
-    from dsv4ops.orchestrate.targetjournal import TargetJournal
+    from dsv4ops.orchestrate.usecases.journal import merge_kept_records
 
     ctx = open_target(target, verb="journal --merge", read_only=True)
     try:
-        backend = ctx.journal.backend
-        if not isinstance(backend, TargetJournal):
+        done = merge_kept_records(ctx)  # a TargetError when the target cannot be reached
+        if done is None:
             click.echo(f"journal: {ctx.journal.path} is a local file; nothing to merge")
             return
-        done = backend.merge_diverged()  # a TargetError when the target cannot be reached
     finally:
         ctx.close()
     if not done["merged"] and "copy" not in done:

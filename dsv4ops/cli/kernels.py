@@ -63,16 +63,14 @@ def build_cmd(
 ) -> None:
     """Check every config (sm_120 compile, interpreter) and write a versioned artifact."""
     from dsv4ops.cli._live import LiveWaits
-    from dsv4ops.kernels.build import build
-    from dsv4ops.remote import LocalExecutor
+    from dsv4ops.orchestrate.usecases.kernels import build_package
 
     # Checked before the (slow) compile checks, so a bad --out fails at once with one line
     # instead of a traceback after minutes of work.
     _writable_dir(out_dir)
     try:
-        result = build(
-            executor=LocalExecutor(),
-            out_dir=out_dir,
+        result = build_package(
+            out_dir,
             version=version,
             interpreter=not no_interpreter_check,
             waits=LiveWaits(plain=as_json),
@@ -119,11 +117,11 @@ def _writable_dir(path: Path) -> None:
 @json_option
 def verify_cmd(artifact: Path, target: str | None, as_json: bool) -> None:
     """Check an artifact's checksums and archive rules, and that TARGET can run it."""
-    from dsv4ops.kernels.deploy import verify
+    from dsv4ops.orchestrate.usecases.kernels import verify_package
 
     ctx, runtime = _open(target, "kernels verify")
     try:
-        result = verify(artifact, runtime)
+        result = verify_package(artifact, runtime)
     finally:
         ctx.close()
     if as_json:
@@ -226,11 +224,11 @@ def list_cmd(target: str | None, as_json: bool) -> None:
     """Installed packages on the target, the current and previous version of each."""
     from dsv4ops.cli._context import open_target
     from dsv4ops.cli._output import table
-    from dsv4ops.kernels.deploy import list_packages
+    from dsv4ops.orchestrate.usecases.kernels import installed_packages
 
     ctx = open_target(target, verb="kernels list")
     try:
-        result = list_packages(ctx.supervisor.executor, ctx.target.workdir, ctx.target.python)
+        result = installed_packages(ctx)
     finally:
         ctx.close()
     if as_json:

@@ -31,12 +31,6 @@ def _target_opt(f: Any) -> Any:
     )(f)
 
 
-def _target(name: str | None) -> Any:
-    from dsv4ops.profiles import get_target
-
-    return get_target(name or "box")
-
-
 @click.group()
 def profile() -> None:
     """Validate, render, diff and toggle deployment profiles (a name under profiles/ or a path)."""
@@ -46,15 +40,9 @@ def profile() -> None:
 @json_option
 def list_cmd(as_json: bool) -> None:
     """List the shipped profiles."""
-    from dsv4ops.profiles import list_profiles, load_profile
-    from dsv4ops.profiles.views import summary
+    from dsv4ops.orchestrate.usecases.profile import profile_rows
 
-    rows = []
-    for path in list_profiles():
-        try:
-            rows.append(summary(load_profile(path)))
-        except ProfileError as exc:
-            rows.append({"name": path.stem, "error": str(exc)})
+    rows = profile_rows()
     if as_json:
         echo_json(rows)
         return
@@ -69,12 +57,10 @@ def list_cmd(as_json: bool) -> None:
 def show_cmd(name: str, rev: str | None, as_json: bool) -> None:
     """Show a profile's resolved values (after extends and defaults) and its warnings."""
     from dsv4ops._yaml import dump
-    from dsv4ops.profiles import load_profile
-    from dsv4ops.profiles.views import details
-    from dsv4ops.secrets import redact_tree
+    from dsv4ops.orchestrate.usecases.profile import profile_details
 
     # Printed output never carries secrets (env tokens, --api-key values).
-    data = redact_tree(details(load_profile(name, git_rev=rev)))
+    data = profile_details(name, rev)
     if as_json:
         echo_json(data)
         return
@@ -92,9 +78,9 @@ def validate_cmd(names: tuple[str, ...], target: str | None, as_json: bool) -> N
 
     Lists every problem of each file (file:line: key: message), not just the first; exit 1 if any.
     """
-    from dsv4ops.profiles.views import validate_many
+    from dsv4ops.orchestrate.usecases.profile import validate_profiles
 
-    results = validate_many(list(names), target)
+    results = validate_profiles(list(names), target)
     failed = [r for r in results if not r["ok"]]
     n_problems = sum(len(r["problems"]) for r in failed)
     summary = f"{_count(n_problems, 'problem')} in {_count(len(failed), 'profile')}"
@@ -150,19 +136,18 @@ def _problem_line(problem: dict[str, Any]) -> str:
 @json_option
 def render_cmd(name: str, target: str | None, as_json: bool) -> None:
     """Print the exact prefill, decode and router commands."""
-    from dsv4ops.profiles import load_profile, render
-    from dsv4ops.secrets import redact_argv, redact_env, redact_tree
+    from dsv4ops.orchestrate.usecases.profile import render_profile
 
-    rendered = render(load_profile(name), _target(target))
     # Printed commands never carry secrets: a value under a secret env key or after a secret flag
     # is shown as '***' (the deploy renders in-process and keeps the real values).
+    rendered = render_profile(name, target)
     if as_json:
-        echo_json(redact_tree({**rendered.to_json(), "commands_hash": rendered.commands_hash}))
+        echo_json(rendered.json)
         return
-    for comp in rendered.components:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in redact_env(comp.env).items())
+    for comp in rendered.commands:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in comp.env.items())
         click.echo(f"# {comp.name} ({comp.host}:{comp.port})")
-        click.echo((env + " " if env else "") + shlex.join(redact_argv(comp.argv)) + "\n")
+        click.echo((env + " " if env else "") + shlex.join(comp.argv) + "\n")
     for w in rendered.warnings:
         click.echo(f"warning: {w}", err=True)
 
@@ -178,9 +163,9 @@ def diff_cmd(
     a: str, b: str, rev_a: str | None, rev_b: str | None, target: str | None, as_json: bool
 ) -> None:
     """Show how B differs from A: resolved values, then the rendered argv and env."""
-    from dsv4ops.profiles.views import diff_report
+    from dsv4ops.orchestrate.usecases.profile import profile_diff
 
-    report = diff_report(a, b, _target(target), rev_a=rev_a, rev_b=rev_b)
+    report = profile_diff(a, b, target, rev_a=rev_a, rev_b=rev_b)
     if as_json:
         echo_json(report)
         return

@@ -44,8 +44,7 @@ def rollback(
 ) -> None:
     """Roll back to the last known-good deployment through the same safe path."""
     from dsv4ops.cli._context import open_target, progress_printer
-    from dsv4ops.orchestrate.outcome import raise_for
-    from dsv4ops.orchestrate.usecases.rollback import choose_rollback, run_rollback
+    from dsv4ops.orchestrate.usecases.rollback import choose_rollback, raise_for, run_rollback
 
     progress = progress_printer(as_json)
     session = open_target(target, verb="rollback")

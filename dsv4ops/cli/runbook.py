@@ -9,7 +9,7 @@ stderr and stdout carries one object: the run, what ran, and how it ended.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -23,6 +23,9 @@ from dsv4ops.cli._output import (
     yes_option,
 )
 
+if TYPE_CHECKING:
+    from dsv4ops.orchestrate.usecases.runbook import Runbook
+
 
 def _verbs() -> set[str]:
     from dsv4ops.cli import COMMANDS
@@ -30,10 +33,10 @@ def _verbs() -> set[str]:
     return set(COMMANDS) - {"runbook"}
 
 
-def _load(ref: str) -> Any:
-    from dsv4ops.runbooks.parse import load_runbook
+def _load(ref: str) -> Runbook:
+    from dsv4ops.orchestrate.usecases.runbook import load_book
 
-    return load_runbook(ref, verbs=_verbs())
+    return load_book(ref, _verbs())
 
 
 @click.group()
@@ -45,19 +48,9 @@ def runbook() -> None:
 @json_option
 def list_cmd(as_json: bool) -> None:
     """Every runbook: name, title, symptom."""
-    from dsv4ops.runbooks.parse import list_runbooks
+    from dsv4ops.orchestrate.usecases.runbook import runbook_rows
 
-    books = [_load(str(p)) for p in list_runbooks()]
-    rows = [
-        {
-            "name": b.name,
-            "title": b.title,
-            "symptom": b.summary,
-            "steps": len(b.steps),
-            "rehearsal": bool(b.rehearse),
-        }
-        for b in books
-    ]
+    rows = runbook_rows(_verbs())
     if as_json:
         echo_json(rows)
         return
@@ -78,13 +71,13 @@ def _short(text: str, width: int = 70) -> str:
 @json_option
 def show_cmd(name: str, as_json: bool) -> None:
     """The readable checklist: each step's text, what it does, and which ones ask first."""
-    from dsv4ops.runbooks.checklist import checklist
+    from dsv4ops.orchestrate.usecases.runbook import checklist_lines
 
     b = _load(name)
     if as_json:
         echo_json(b.to_json())
         return
-    for line in checklist(b):
+    for line in checklist_lines(b):
         click.echo(line)
 
 
@@ -140,16 +133,11 @@ def run_cmd(
     import sys
 
     from dsv4ops.cli._context import open_target, progress_printer
-    from dsv4ops.orchestrate.usecases.runbook import run_runbook
-    from dsv4ops.profiles import DEFAULT_TARGET, load_targets
-    from dsv4ops.runbooks import run as R
+    from dsv4ops.orchestrate.usecases.runbook import run_runbook, run_target
 
     b = _load(name)
-    target = target or DEFAULT_TARGET
-    launchers = {n: t.launcher for n, t in load_targets().items()}
-    if rehearse:
-        R.check_rehearsal_target(target, launchers)
-    elif target not in launchers:
+    target, known = run_target(target, rehearse=rehearse)
+    if not rehearse and not known:
         raise click.BadParameter(f"unknown target {target!r}", param_hint="--target")
     if rehearse and not b.rehearse:
         raise click.UsageError(f"runbook {b.name} has no '## Rehearse' section")

@@ -15,16 +15,14 @@ from dsv4ops.cli._output import echo_json, echo_lines, json_option, table, targe
 def status(target: str | None, as_json: bool) -> None:
     """Show what runs on a target, whether it serves, what is deployed and any drift."""
     from dsv4ops.cli._context import open_target
-    from dsv4ops.orchestrate.usecases.status import target_status
-    from dsv4ops.profiles import get_target
+    from dsv4ops.orchestrate.usecases.status import is_endpoint, status_report
 
-    if get_target(target).endpoint is not None:
+    if is_endpoint(target):
         _endpoint_status(target, as_json)
         return
     ctx = open_target(target, verb="status", read_only=True)
     try:
-        report, snapshot = target_status(ctx)
-        report["open"] = open_operations(snapshot, _lock_of(report))
+        report = status_report(ctx)
     finally:
         ctx.close()
     _exit_with_word(report)
@@ -47,42 +45,6 @@ def _open_lines(report: dict[str, Any]) -> list[str]:
         for o in report.get("open", [])
         if o["kind"] in ("runbook", "experiment")
     ]
-
-
-def _lock_of(report: dict[str, Any]) -> Any:
-    """The deploy lock status read (a LockInfo, None when free), or the journal listing's
-    "not read" marker when the target was not reached."""
-    from dsv4ops.cli.journal import _UNSEEN
-    from dsv4ops.remote.results import LockInfo
-
-    if "lock" not in report:
-        return _UNSEEN
-    lock = report["lock"]
-    return LockInfo(lock["holder"], lock["stale"]) if lock else None
-
-
-def open_operations(journal: Any, lock: Any) -> list[dict[str, Any]]:
-    """Runs and experiments (and any operation) not ended, with their true state and the
-    command that resumes or recovers them (the journal listing's `next`)."""
-    from dsv4ops.cli.journal import entry
-
-    ops = journal.operations()
-    judged = journal.judged()
-    out = []
-    # The index knows which are not ended: only those operations are read (10^6-record journals).
-    for o in (ops[i] for i, e in enumerate(ops.entries()) if not e.terminal):
-        s = entry(o, judged, lock)
-        if not o.status.terminal:
-            out.append(
-                {k: s[k] for k in ("id", "kind", "status", "profile", "when", "next")}
-                | {"runbook": _runbook_name(o.reason)}
-            )
-    return out
-
-
-def _runbook_name(reason: str | None) -> str | None:
-    """A run's journaled reason is `runbook NAME` or `runbook NAME: WHY` (runbooks/runlog.py)."""
-    return (reason or "").removeprefix("runbook ").split(": ", 1)[0] or None
 
 
 def _exit_with_word(report: dict[str, Any]) -> None:
@@ -159,7 +121,7 @@ def _deployed_lines(d: dict[str, Any] | None, k: dict[str, Any] | None) -> list[
 
 def _component_row(c: dict[str, Any]) -> list[Any]:
     """One component's row of the status table."""
-    from dsv4ops.orchestrate.status import process_word
+    from dsv4ops.orchestrate.usecases.status import process_word
 
     extra = ""
     if c["name"] == "router":
@@ -183,7 +145,7 @@ def _component_row(c: dict[str, Any]) -> list[Any]:
 
 def render(report: dict[str, Any]) -> list[str]:
     d = report["deployed"]
-    from dsv4ops.orchestrate.status import health_word
+    from dsv4ops.orchestrate.usecases.status import health_word
 
     lines = [f"target {report['target']}: {report.get('status') or health_word(report)}"]
     lines += _deployed_lines(d, report.get("kernel_package"))

@@ -30,8 +30,7 @@ def stop(
         _dry_run(target, as_json)
         return
     from dsv4ops.cli._context import open_target, progress_printer
-    from dsv4ops.orchestrate.outcome import raise_for
-    from dsv4ops.orchestrate.usecases.stop import run_stop
+    from dsv4ops.orchestrate.usecases.stop import raise_for, run_stop
 
     session = open_target(target, verb="stop")
     try:
@@ -48,14 +47,12 @@ def stop(
 
 
 def _dry_run(target: str | None, as_json: bool) -> None:
-    """The stop's steps, as `deploy --dry-run` prints a deploy's (plan.py: one source)."""
-    from dsv4ops.orchestrate import plan as P
+    """The stop's steps, as `deploy --dry-run` prints a deploy's."""
     from dsv4ops.orchestrate.usecases.stop import stop_plan
 
-    name, steps = stop_plan(target)  # drain, router, decode, prefill: what `stop` runs
+    plan = stop_plan(target)  # drain, router, decode, prefill: what `stop` runs
     if as_json:
-        echo_json({"dry_run": True, "target": name, "plan": P.plan_json(steps)})
+        echo_json(plan.to_json())
         return
-    click.echo(f"plan: stop everything on {name} (dry run: nothing is changed)")
-    for line in P.render_plan(steps):
+    for line in plan.lines():
         click.echo(line)

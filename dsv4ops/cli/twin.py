@@ -49,33 +49,37 @@ def hazard(
 ) -> None:
     """Force, clear or re-arm one hazard of the running twin deployment (journaled)."""
     from dsv4ops.cli._context import open_target, progress_printer
-    from dsv4ops.orchestrate.usecases.hazard import switch_hazard
-    from dsv4ops.profiles import get_target
-    from dsv4ops.runbooks.hazard import WHAT, check_twin, plan_hazard
+    from dsv4ops.orchestrate.usecases.twin import (
+        WHAT,
+        plan_twin_hazard,
+        switch_twin_hazard,
+        twin_target,
+    )
 
-    t = get_target(target)
-    check_twin(t.name, t.launcher)
-    ctx = open_target(t.name, verb="twin hazard", read_only=dry_run)
+    name_of_target = twin_target(target)
+    ctx = open_target(name_of_target, verb="twin hazard", read_only=dry_run)
     try:
-        planned = plan_hazard(ctx.journal, target=t.name, hazard=name, state=state)
+        planned = plan_twin_hazard(ctx, name, state)
         if dry_run:
-            _print_dry_run(planned, t.name, as_json)
+            _print_dry_run(planned, name_of_target, as_json)
             return
         if not yes:
             click.confirm(
                 f"set {name} ({WHAT[name]}) to {state} on the {planned['component']} "
-                f"of {t.name}?",
+                f"of {name_of_target}?",
                 abort=True,
             )
-        result = switch_hazard(
-            ctx, hazard=name, state=state, reason=reason, progress=progress_printer(as_json)
+        result = switch_twin_hazard(
+            ctx, name, state, reason=reason, progress=progress_printer(as_json)
         )
     finally:
         ctx.close()
     if as_json:
         echo_json(result)
         return
-    click.echo(f"{name} ({WHAT[name]}) is now {state} on the {result['component']} of {t.name}")
+    click.echo(
+        f"{name} ({WHAT[name]}) is now {state} on the {result['component']} of {name_of_target}"
+    )
 
 
 def _print_dry_run(planned: dict[str, object], target: str, as_json: bool) -> None:

@@ -20,9 +20,7 @@ from dsv4ops.cli._output import echo_lines, json_option, target_option
 from dsv4ops.errors import DsOpsError
 
 if TYPE_CHECKING:
-    from dsv4ops.watch.exporter import FindingsExporter
-    from dsv4ops.watch.loop import Round
-    from dsv4ops.watch.readings import ServerReading
+    from dsv4ops.orchestrate.usecases.watch import FindingsExporter, Round, ServerReading
 
 UNKNOWN_EXIT = exitcodes.UNDECIDED
 
@@ -104,17 +102,9 @@ def watch(
 
 def _serve_findings(prometheus_port: int) -> FindingsExporter:
     """The findings as Prometheus metrics on 127.0.0.1 (its port on stderr); DsOpsError if busy."""
-    from dsv4ops.watch.exporter import FindingsExporter
+    from dsv4ops.orchestrate.usecases.watch import serve_findings
 
-    exporter = FindingsExporter()
-    try:
-        port = exporter.serve(prometheus_port)
-    except OSError as exc:
-        exporter.close()
-        raise DsOpsError(
-            f"--prometheus-port {prometheus_port}: cannot listen on "
-            f"127.0.0.1: {exc.strerror or exc}"
-        ) from None
+    exporter, port = serve_findings(prometheus_port)
     click.echo(f"findings on http://127.0.0.1:{port}/metrics", err=True)
     return exporter
 

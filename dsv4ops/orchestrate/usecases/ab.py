@@ -43,6 +43,7 @@ from dsv4ops.orchestrate.usecases.ab_blocks import (
     run_gate,
 )
 from dsv4ops.orchestrate.usecases.ab_outcome import ABOutcome as ABOutcome  # re-exported
+from dsv4ops.orchestrate.usecases.ab_outcome import raise_for as raise_for  # the CLI's exit
 from dsv4ops.orchestrate.usecases.ab_plan import ABPlan, final_gate_suite_s
 from dsv4ops.orchestrate.usecases.deploy import run_deploy
 from dsv4ops.orchestrate.usecases.session import TargetSession

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dsv4ops import exitcodes
+from dsv4ops.errors import DeployError
+from dsv4ops.orchestrate.interrupts import DeployInterrupted
 from dsv4ops.orchestrate.usecases.ab_plan import ABPlan
 
 if TYPE_CHECKING:
@@ -35,6 +38,13 @@ class ABOutcome:
     def ok(self) -> bool:
         return self.interrupted is None and self.failure is None
 
+    @property
+    def exit_code(self) -> int:
+        """What `raise_for` makes of it (dsv4ops/exitcodes.py): 0 whichever arm won."""
+        if self.interrupted:
+            return exitcodes.INTERRUPTED
+        return exitcodes.FAILED if self.failure else exitcodes.OK
+
     def to_json(self) -> dict[str, Any]:
         return {
             "experiment": self.op_id,
@@ -54,3 +64,11 @@ class ABOutcome:
             "analysis": self.analysis.to_record(),
             "report": [str(p) for p in self.report],
         }
+
+
+def raise_for(out: ABOutcome) -> None:
+    """An interrupted experiment exits 130, a failed one 2, each naming what the box runs."""
+    if out.interrupted:
+        raise DeployInterrupted(f"{out.interrupted}; the box runs {out.box}")
+    if out.failure:
+        raise DeployError(f"{out.failure}; the box runs {out.box}")

@@ -24,13 +24,14 @@ from dsv4ops.clock import seconds_between
 from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.records import Kind, Status
-from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.usecases.deploy import DeployPlan, plan_deploy
 from dsv4ops.orchestrate.usecases.gate import buckets_of, thresholds_of
+from dsv4ops.orchestrate.usecases.session import TargetSession
 
 if TYPE_CHECKING:
     from dsv4ops.ab.model import Arm
     from dsv4ops.canary import Thresholds
+    from dsv4ops.journal.store import Journal
 
 SUITES = ("sweep", "soak")
 DEFAULT_EFFECT = 0.05  # the smallest throughput effect worth a switch, and the equivalence band
@@ -212,9 +213,9 @@ class ABPlan:
 
 
 def plan_ab(
+    session: TargetSession,
     a_ref: str,
     b_ref: str,
-    target_name: str | None,
     *,
     suite: str = "sweep",
     blocks: int | None = None,
@@ -227,13 +228,15 @@ def plan_ab(
     report_dir: str | None = None,
     workload: Mapping[str, Any] | None = None,
 ) -> ABPlan:
-    """Render both profiles for the target and plan the experiment. Raises DsOpsError.
-    `workload`: canary Thresholds fields to override for the measured workload (e.g. shorter
-    sweep requests in tests)."""
+    """Render both profiles for the session's target and plan the experiment; the switch costs
+    come from the session's journal (the target's record, which deploy writes). Raises
+    DsOpsError. `workload`: canary Thresholds fields to override for the measured workload
+    (e.g. shorter sweep requests in tests)."""
     from dsv4ops.ab.schedule import counterbalanced
     from dsv4ops.ab.sequential import size_budget
 
     _check_design(suite, confidence=confidence, effect=effect, variation=variation)
+    target_name = session.target.name
     a, b = (
         plan_deploy(a_ref, target_name, canary=False),
         plan_deploy(b_ref, target_name, canary=False),
@@ -263,8 +266,7 @@ def plan_ab(
         len(levels) * th.sweep_level_s if suite == "sweep" else th.stress_duration_s
     )
     gates, why = gate_suites(a.deployment.flags, b.deployment.flags, a, b)
-    journal = Journal(a.target.name)
-    switch = {"A": switch_cost(journal, a), "B": switch_cost(journal, b)}
+    switch = {"A": switch_cost(session.journal, a), "B": switch_cost(session.journal, b)}
     notes = _design_notes(blocks, sized, effect=effect, variation=variation)
     gate_s = sum(_gate_seconds(g, suite, th) for g in gates)
     return ABPlan(

@@ -12,7 +12,8 @@ from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.engine import CanaryStep, Progress
 from dsv4ops.orchestrate.operation import RunningOperation
 from dsv4ops.orchestrate.outcome import Outcome
-from dsv4ops.orchestrate.pd import RestartScope, restart_scope
+from dsv4ops.orchestrate.outcome import raise_for as raise_for  # the CLI's exit for an Outcome
+from dsv4ops.orchestrate.pd import WARNING, RestartScope, restart_scope
 from dsv4ops.orchestrate.restore import fallbacks_for
 from dsv4ops.orchestrate.usecases.compose import operator_for
 from dsv4ops.orchestrate.usecases.endpoint import refuse_on_endpoint
@@ -20,6 +21,9 @@ from dsv4ops.orchestrate.usecases.gate import buckets_of, canary_gate, threshold
 from dsv4ops.orchestrate.usecases.render import deployment_for, render_at_commit
 from dsv4ops.orchestrate.usecases.session import TargetSession
 from dsv4ops.profiles.model import Target
+
+# The lone-PD-worker warning (orchestrate/pd.py), a note the CLI repeats after the result.
+PD_WARNING = WARNING
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,6 @@
-"""`kernels deploy|rollback`: switch the target's tuned-kernel package as a journaled operation.
+"""`kernels build|verify|list`: the package built here, checked against a target's runtime, the
+target's installed packages listed; `kernels deploy|rollback`: switch the target's tuned-kernel
+package as a journaled operation.
 
 The switch takes the same deploy lock as a PD deploy, through the same operation context
 (operation.py): it must not race a deploy or rollback, a dead holder's lock is resolved the same
@@ -21,7 +23,43 @@ from dsv4ops.orchestrate.operation import journaled_operation
 from dsv4ops.orchestrate.usecases.session import TargetSession
 
 if TYPE_CHECKING:
+    from dsv4ops.kernels.build import BuildResult
+    from dsv4ops.kernels.deploy import Artifact
     from dsv4ops.kernels.manifest import TargetRuntime
+    from dsv4ops.waits import WaitObserver
+
+
+def build_package(
+    out_dir: Path, *, version: str | None, interpreter: bool, waits: WaitObserver
+) -> BuildResult:
+    """Check every config (sm_120 compile, the CPU interpreter unless not `interpreter`) on this
+    machine and write a versioned artifact under `out_dir`. KernelPackageError when a check
+    fails; OSError when the artifact cannot be written."""
+    from dsv4ops.kernels.build import build
+    from dsv4ops.remote import LocalExecutor
+
+    return build(
+        executor=LocalExecutor(),
+        out_dir=out_dir,
+        version=version,
+        interpreter=interpreter,
+        waits=waits,
+    )
+
+
+def verify_package(artifact: Path, runtime: TargetRuntime) -> Artifact:
+    """The artifact's checksums and archive rules, and that `runtime` can run it."""
+    from dsv4ops.kernels.deploy import verify
+
+    return verify(artifact, runtime)
+
+
+def installed_packages(session: TargetSession) -> dict[str, Any]:
+    """The packages installed on the session's target, the current and previous of each."""
+    from dsv4ops.kernels.deploy import list_packages
+
+    t = session.target
+    return list_packages(session.supervisor.executor, t.workdir, t.python)
 
 
 def target_runtime(session: TargetSession) -> TargetRuntime:

@@ -1,13 +1,104 @@
-"""`dsv4ops profile set`: toggle a profile's operational flags into a new profile (or in place)
-and git commit the result, the commit naming the command that made it."""
+"""`dsv4ops profile list|show|validate|render|diff|set`: the profiles read, checked and rendered
+for a target (printed values never carry secrets: redacted here), and `profile set`: a
+profile's operational flags toggled into a new profile (or in place) and git committed, the
+commit naming the command that made it."""
 
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dsv4ops.errors import ProfileError
 
 if TYPE_CHECKING:
+    from dsv4ops.profiles.model import Target
     from dsv4ops.profiles.setter import SetResult
+
+
+def _target(name: str | None) -> Target:
+    """The target to render for: --target, else the production box."""
+    from dsv4ops.profiles import get_target
+
+    return get_target(name or "box")
+
+
+def profile_rows() -> list[dict[str, Any]]:
+    """`profile list`: each shipped profile's summary, or its name and error when it is bad."""
+    from dsv4ops.profiles import list_profiles, load_profile
+    from dsv4ops.profiles.views import summary
+
+    rows = []
+    for path in list_profiles():
+        try:
+            rows.append(summary(load_profile(path)))
+        except ProfileError as exc:
+            rows.append({"name": path.stem, "error": str(exc)})
+    return rows
+
+
+def profile_details(name: str, rev: str | None) -> dict[str, Any]:
+    """`profile show`: the resolved values (after extends and defaults) and warnings, at git
+    revision `rev` when given; secrets (env tokens, --api-key values) redacted."""
+    from dsv4ops.profiles import load_profile
+    from dsv4ops.profiles.views import details
+    from dsv4ops.secrets import redact_tree
+
+    data: dict[str, Any] = redact_tree(details(load_profile(name, git_rev=rev)))
+    return data
+
+
+def validate_profiles(names: list[str], target: str | None) -> list[dict[str, Any]]:
+    """`profile validate`: one result per profile (default: every shipped one), with every
+    problem of its file, against every target (or `target`)."""
+    from dsv4ops.profiles.views import validate_many
+
+    return validate_many(names, target)
+
+
+@dataclass(frozen=True)
+class RenderedCommand:
+    """One component's command as printed: secrets shown as '***'."""
+
+    name: str
+    host: str
+    port: int
+    env: dict[str, str]
+    argv: list[str]
+
+
+@dataclass(frozen=True)
+class RenderedProfile:
+    """`profile render`: the exact commands of a profile for a target, redacted for printing
+    (the deploy renders in-process and keeps the real values)."""
+
+    json: dict[str, Any]
+    commands: list[RenderedCommand]
+    warnings: list[str]
+
+
+def render_profile(name: str, target: str | None) -> RenderedProfile:
+    from dsv4ops.profiles import load_profile, render
+    from dsv4ops.secrets import redact_argv, redact_env, redact_tree
+
+    rendered = render(load_profile(name), _target(target))
+    return RenderedProfile(
+        redact_tree({**rendered.to_json(), "commands_hash": rendered.commands_hash}),
+        [
+            RenderedCommand(c.name, c.host, c.port, redact_env(c.env), redact_argv(c.argv))
+            for c in rendered.components
+        ],
+        [str(w) for w in rendered.warnings],  # as printed: `where: message`
+    )
+
+
+def profile_diff(
+    a: str, b: str, target: str | None, *, rev_a: str | None, rev_b: str | None
+) -> dict[str, Any]:
+    """`profile diff`: how B differs from A, resolved values then rendered argv and env."""
+    from dsv4ops.profiles.views import diff_report
+
+    return diff_report(a, b, _target(target), rev_a=rev_a, rev_b=rev_b)
 
 
 def set_profile_flags(

@@ -11,6 +11,7 @@ from dsv4ops.deployment import Deployment
 from dsv4ops.journal.records import Kind, Operation
 from dsv4ops.orchestrate.engine import CanaryStep, Progress
 from dsv4ops.orchestrate.outcome import Outcome
+from dsv4ops.orchestrate.outcome import raise_for as raise_for  # the CLI's exit for an Outcome
 from dsv4ops.orchestrate.restore import fallbacks_for, rebuild, rollback_target
 from dsv4ops.orchestrate.usecases.compose import operator_for
 from dsv4ops.orchestrate.usecases.gate import buckets_of, canary_gate, thresholds_of

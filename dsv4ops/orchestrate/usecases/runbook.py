@@ -1,4 +1,5 @@
-"""`dsv4ops runbook run`: a parsed runbook run against a target's session, journaled.
+"""`dsv4ops runbook list|show|run`: the runbooks under runbooks/ read (their list, one's
+checklist), and a parsed runbook run against a target's session, journaled.
 
 The engine (`dsv4ops.runbooks.run`) gets the session's journal, its commands run as child
 `dsv4ops` commands (`runbooks/execute.py`), and its world is the target as `dsv4ops status`
@@ -7,15 +8,61 @@ A dry run gets no session: nothing on the target is read or touched."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dsv4ops.orchestrate.usecases.session import TargetSession
 
 if TYPE_CHECKING:
-    from dsv4ops.runbooks.model import Runbook
+    from dsv4ops.runbooks.model import Runbook as Runbook  # re-exported: the CLI annotates it
     from dsv4ops.runbooks.session import Ran
     from dsv4ops.runbooks.world import TargetWorld
+
+
+def load_book(ref: str, verbs: Collection[str]) -> Runbook:
+    """The runbook NAME under runbooks/ (or a .md path), its commands checked against `verbs`.
+    Raises RunbookError for an unknown runbook or a bad file."""
+    from dsv4ops.runbooks.parse import load_runbook
+
+    return load_runbook(ref, verbs=verbs)
+
+
+def runbook_rows(verbs: Collection[str]) -> list[dict[str, Any]]:
+    """`runbook list`: every runbook's name, title, symptom, step count and whether it has a
+    rehearsal."""
+    from dsv4ops.runbooks.parse import list_runbooks
+
+    books = [load_book(str(p), verbs) for p in list_runbooks()]
+    return [
+        {
+            "name": b.name,
+            "title": b.title,
+            "symptom": b.summary,
+            "steps": len(b.steps),
+            "rehearsal": bool(b.rehearse),
+        }
+        for b in books
+    ]
+
+
+def checklist_lines(book: Runbook) -> list[str]:
+    """`runbook show`: the readable checklist (each step, what it does, which ones ask)."""
+    from dsv4ops.runbooks.checklist import checklist
+
+    return checklist(book)
+
+
+def run_target(target: str | None, *, rehearse: bool) -> tuple[str, bool]:
+    """The target a run goes to (default: the default target) and whether targets.yaml knows
+    it; a rehearsal's target must be a twin (RunbookError otherwise)."""
+    from dsv4ops.profiles import DEFAULT_TARGET, load_targets
+    from dsv4ops.runbooks import run as R
+
+    name = target or DEFAULT_TARGET
+    launchers = {n: t.launcher for n, t in load_targets().items()}
+    if rehearse:
+        R.check_rehearsal_target(name, launchers)
+    return name, name in launchers
 
 
 def run_runbook(

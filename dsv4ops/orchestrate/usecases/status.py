@@ -9,8 +9,11 @@ from typing import Any
 
 from dsv4ops import exitcodes
 from dsv4ops.journal.store import FileBackend, Journal
-from dsv4ops.orchestrate.status import KernelStatus, gather_status, health_word, journal_status
+from dsv4ops.orchestrate.status import KernelStatus, gather_status, journal_status
+from dsv4ops.orchestrate.status import health_word as health_word  # the report's one word
+from dsv4ops.orchestrate.status import process_word as process_word  # a component's process
 from dsv4ops.orchestrate.usecases.compose import kernel_support
+from dsv4ops.orchestrate.usecases.journal import entry, lock_of_report
 from dsv4ops.orchestrate.usecases.render import render_now
 from dsv4ops.orchestrate.usecases.session import TargetSession
 
@@ -49,6 +52,43 @@ def target_status(session: TargetSession) -> tuple[dict[str, Any], Journal]:
     report = status_reader(session, snapshot)()
     report["record"] = record
     return report, snapshot
+
+
+def is_endpoint(target_name: str | None) -> bool:
+    """Whether the target is an endpoint (a cluster): its status is the router's, read-only."""
+    from dsv4ops.profiles import get_target
+
+    return get_target(target_name).endpoint is not None
+
+
+def status_report(session: TargetSession) -> dict[str, Any]:
+    """`target_status`'s report with its open operations (`open`), each as the journal listing
+    judges it, the deploy lock as the report read it."""
+    report, snapshot = target_status(session)
+    report["open"] = open_operations(snapshot, lock_of_report(report))
+    return report
+
+
+def open_operations(journal: Journal, lock: Any) -> list[dict[str, Any]]:
+    """Runs and experiments (and any operation) not ended, with their true state and the
+    command that resumes or recovers them (the journal listing's `next`)."""
+    ops = journal.operations()
+    judged = journal.judged()
+    out = []
+    # The index knows which are not ended: only those operations are read (10^6-record journals).
+    for o in (ops[i] for i, e in enumerate(ops.entries()) if not e.terminal):
+        s = entry(o, judged, lock)
+        if not o.status.terminal:
+            out.append(
+                {k: s[k] for k in ("id", "kind", "status", "profile", "when", "next")}
+                | {"runbook": _runbook_name(o.reason)}
+            )
+    return out
+
+
+def _runbook_name(reason: str | None) -> str | None:
+    """A run's journaled reason is `runbook NAME` or `runbook NAME: WHY` (runbooks/runlog.py)."""
+    return (reason or "").removeprefix("runbook ").split(": ", 1)[0] or None
 
 
 def with_word(report: dict[str, Any]) -> dict[str, Any]:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from dsv4ops.orchestrate.engine import Progress
 from dsv4ops.orchestrate.outcome import Outcome
-from dsv4ops.orchestrate.plan import Step, stop_steps
+from dsv4ops.orchestrate.outcome import raise_for as raise_for  # the CLI's exit for an Outcome
+from dsv4ops.orchestrate.plan import Step, plan_json, render_plan, stop_steps
 from dsv4ops.orchestrate.usecases.compose import operator_for
 from dsv4ops.orchestrate.usecases.session import TargetSession
 
@@ -23,10 +27,25 @@ def run_stop(
     return operator.stop(reason=reason, recover=recover)
 
 
-def stop_plan(target_name: str | None) -> tuple[str, list[Step]]:
-    """`stop --dry-run`: the target's name and the steps `stop` runs (drain, router, decode,
-    prefill), as `deploy --dry-run` shows a deploy's (plan.py: one source). Nothing is read
-    from the target."""
+@dataclass(frozen=True)
+class StopPlan:
+    """`stop --dry-run`: the target and the steps `stop` runs, printed as `deploy --dry-run`
+    prints a deploy's (plan.py: one source)."""
+
+    target: str
+    steps: list[Step]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dry_run": True, "target": self.target, "plan": plan_json(self.steps)}
+
+    def lines(self) -> list[str]:
+        head = f"plan: stop everything on {self.target} (dry run: nothing is changed)"
+        return [head, *render_plan(self.steps)]
+
+
+def stop_plan(target_name: str | None) -> StopPlan:
+    """The target's name and the steps `stop` runs (drain, router, decode, prefill). Nothing is
+    read from the target."""
     from dsv4ops.profiles import get_target
 
-    return get_target(target_name).name, stop_steps()
+    return StopPlan(get_target(target_name).name, stop_steps())

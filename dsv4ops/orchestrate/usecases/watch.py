@@ -6,6 +6,8 @@ target, as the deploy probe's are); nothing here can start, stop or signal a pro
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dsv4ops.errors import DsOpsError
 from dsv4ops.monitoring.scrape import target_time_scale
 from dsv4ops.orchestrate.usecases.session import TargetSession
@@ -13,6 +15,11 @@ from dsv4ops.watch import Watcher, WatchSettings, watch_endpoints
 from dsv4ops.watch.baseline import baseline_from_operations
 from dsv4ops.watch.endpoints import cluster_watch_endpoints
 from dsv4ops.watch.stream import ProbeStream
+
+if TYPE_CHECKING:  # the values the CLI draws and serves, re-exported for its annotations
+    from dsv4ops.watch.exporter import FindingsExporter as FindingsExporter
+    from dsv4ops.watch.loop import Round as Round
+    from dsv4ops.watch.readings import ServerReading as ServerReading
 
 
 def open_watch(
@@ -132,3 +139,18 @@ def _open_cluster_watch(
         stream=stream,
         scrape_http=stream.http_many if stream is not None else None,
     )
+
+
+def serve_findings(port: int) -> tuple[FindingsExporter, int]:
+    """The findings as Prometheus metrics on 127.0.0.1:`port` (0: any free port): the exporter
+    and the port it listens on. DsOpsError when it cannot listen there."""
+    from dsv4ops.watch.exporter import FindingsExporter
+
+    exporter = FindingsExporter()
+    try:
+        return exporter, exporter.serve(port)
+    except OSError as exc:
+        exporter.close()
+        raise DsOpsError(
+            f"--prometheus-port {port}: cannot listen on 127.0.0.1: {exc.strerror or exc}"
+        ) from None

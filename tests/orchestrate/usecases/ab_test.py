@@ -14,7 +14,7 @@ import pytest
 from dsv4ops.ab.model import FIT_LEVEL
 from dsv4ops.canary import SuiteResult, Verdict
 from dsv4ops.journal.records import Kind, Status
-from dsv4ops.journal.store import Journal
+from dsv4ops.journal.store import FileBackend, Journal
 from dsv4ops.journal.view import View
 from dsv4ops.orchestrate.usecases.ab_blocks import (
     Measured,
@@ -25,7 +25,7 @@ from dsv4ops.orchestrate.usecases.ab_blocks import (
 from dsv4ops.orchestrate.usecases.ab_plan import plan_ab, switch_cost
 from testing.ab import AB_WORKLOAD, ab_twin_env, add_ab_profiles
 from testing.clock import FakeClock
-from testing.orchestrate import OrchEnv, module_env, our_processes
+from testing.orchestrate import OrchEnv, journal_session, module_env, our_processes
 
 
 @pytest.mark.parametrize(
@@ -37,14 +37,14 @@ from testing.orchestrate import OrchEnv, module_env, our_processes
     ],
 )
 def test_the_gates_b_must_pass_follow_the_flag_diff(b: str, gates: list[str]) -> None:
-    plan = plan_ab("baseline", b, None, blocks=4)
+    plan = plan_ab(_session(), "baseline", b, blocks=4)
     assert plan.gates == gates and plan.schedule == ["A", "B", "B", "A"]
     # 5% at ±2%, judged at alpha / 9 at each of baseline's nine sweep levels: 6 pairs
     assert any("below the 12 the design sizes" in n for n in plan.notes)
 
 
 def test_the_plan_sizes_the_budget_and_states_the_expected_and_worst_box_time() -> None:
-    plan = plan_ab("baseline", "buckets-step4", None)  # 5% at ±2% over 9 levels: 6 pairs
+    plan = plan_ab(_session(), "baseline", "buckets-step4")  # 5% at ±2% over 9 levels: 6 pairs
     assert len(plan.schedule) == 12 and plan.looks == 6 and plan.notes == []
     blocks, seconds, p = plan.expected()
     assert 6 < blocks < 12 and p >= 0.9 and seconds < plan.total_s
@@ -56,7 +56,7 @@ def test_the_plan_sizes_the_budget_and_states_the_expected_and_worst_box_time() 
         f"expected for a true +5% at ±2% deploy-to-deploy variation: {blocks:.1f} blocks" in lines
     )
     assert "at worst (the whole budget" in lines
-    small = plan_ab("baseline", "buckets-step4", None, effect=0.05, variation=0.01)
+    small = plan_ab(_session(), "baseline", "buckets-step4", effect=0.05, variation=0.01)
     assert len(small.schedule) == 4 and small.expected()[1] < seconds
     j = small.to_json()
     assert (j["budget_pairs"], j["effect_pct"], j["variation_pct"]) == (2, 5.0, 1.0)
@@ -66,7 +66,7 @@ def test_the_plan_sizes_the_budget_and_states_the_expected_and_worst_box_time() 
 def test_the_worst_case_includes_the_winners_final_gated_deploy() -> None:
     """The estimate counts the winner's final deploy as a deploy and its canary gate (smoke and
     the suites the flag change calls for), and the plan's line says so."""
-    plan = plan_ab("baseline", "overlap-on", None, blocks=4)  # gate: abort-cascade
+    plan = plan_ab(_session(), "baseline", "overlap-on", blocks=4)  # gate: abort-cascade
     per_suite = min(20.0, max(2.0, plan.measured_s))  # each final gate suite, as ab.py runs it
     final = max(plan.switch["A"].seconds, plan.switch["B"].seconds) + per_suite + 30.0
     assert plan.final_s == pytest.approx(final)  # smoke, then the abort cascade's own 30 s
@@ -83,7 +83,7 @@ def test_the_worst_case_includes_the_winners_final_gated_deploy() -> None:
 
 
 def test_the_switch_cost_is_the_journals_last_deploy_else_an_estimate_from_the_buckets() -> None:
-    plan = plan_ab("baseline", "buckets-step4", None, blocks=2)
+    plan = plan_ab(_session(), "baseline", "buckets-step4", blocks=2)
     step8, step4 = (
         switch_cost(Journal("twin-local"), plan.a),
         switch_cost(Journal("twin-local"), plan.b),
@@ -111,6 +111,30 @@ def test_the_switch_cost_is_the_journals_last_deploy_else_an_estimate_from_the_b
         mp.setattr(View, "load", counting)
         assert switch_cost(journal, plan.a).seconds == pytest.approx(42.0)
     assert loaded == [op]
+
+
+def test_the_switch_cost_comes_from_the_sessions_journal_not_this_machines_cache(
+    tmp_path: Path,
+) -> None:
+    """The plan reads the target's record (the session's journal, which deploy writes), even
+    when this machine's cache of it has never seen the timed deploy (made from another
+    operator's machine)."""
+    clock = FakeClock()
+    backend = FileBackend(tmp_path / "target-record.jsonl")
+    record = Journal("twin-local", backend=backend, clock=clock)
+    op = record.begin(Kind.DEPLOY, profile={"name": "baseline"})
+    record.transition(op, Status.RUNNING)
+    clock.advance(42.0)
+    record.transition(op, Status.SUCCEEDED, running=op)
+    assert Journal("twin-local").operations() == []  # the local cache knows nothing
+    plan = plan_ab(_session(record), "baseline", "buckets-step4", blocks=2)
+    assert plan.switch["A"].seconds == pytest.approx(42.0) and op in plan.switch["A"].source
+    assert "estimate" in plan.switch["B"].source  # no timed deploy of B in the record
+
+
+def _session(journal: Journal | None = None) -> Any:
+    """A session on the default target (twin-local) reading `journal` (default: the cache)."""
+    return journal_session("twin-local", journal)
 
 
 def _sweep(levels: list[dict[str, Any]], fits: dict[str, Any]) -> SuiteResult:
@@ -188,10 +212,11 @@ def test_step4_buckets_beat_step8_at_57_running_and_stay_on_the_box(
         monkeypatch.setenv(k, v)
     # 57 and 60 running: step-8 pads both to 64, step-4 to 60. The twin varies 0.5% per start
     # (seeded), the design is told 1% (a budget of 2 pairs) at 95% over both looks and levels.
+    session = open_target(ab_env.target, verb="ab")
     plan = plan_ab(
+        session,
         "ab-base",
         "ab-step4",
-        ab_env.target,
         levels=(57, 60),
         block_s=6.0,
         warmup_s=0.0,
@@ -200,7 +225,6 @@ def test_step4_buckets_beat_step8_at_57_running_and_stay_on_the_box(
         workload=AB_WORKLOAD,
     )
     assert len(plan.schedule) == 4 and plan.confidence == 0.95
-    session = open_target(ab_env.target, verb="ab")
     try:
         out = run_ab(
             session, plan, progress=lambda _line: None, command="test", accept_inconclusive=True

@@ -1,0 +1,150 @@
+"""`dsv4ops buckets plan`: the decode CUDA-graph buckets with the least expected time per
+generated token for the traffic one source shows (a canary sweep report with its step law, a
+distribution file, or a live decode's /metrics sampled by `usecases/buckets.py`), against the
+shipped ladders, and the `profile set` command that makes the plan a revision."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dsv4ops.errors import DsOpsError
+
+if TYPE_CHECKING:
+    from dsv4ops.buckets.plan import Evaluation, GraphMemory, StepLaw
+    from dsv4ops.buckets.sources import ReportLevels
+
+LADDERS = ("step8", "step4:40-96", "sglang-default")  # what the planned ladder is compared with
+
+
+@dataclass(frozen=True)
+class BucketPlan:
+    """The plan and its inputs: the step law, the distribution, the graph budget, the buckets
+    kept below a sweep's lowest level, each ladder's expected cost (the planned one first)."""
+
+    step_law: StepLaw
+    dist: dict[int, float]
+    graph_budget: int
+    source: ReportLevels | None
+    kept: list[int]
+    profile: str
+    memory: GraphMemory
+    observed_gb: float | None
+    captured: int | None
+    evals: list[Evaluation]
+    best: list[int]
+
+    @property
+    def command(self) -> str:
+        return (
+            f"dsv4ops profile set {self.profile} buckets={','.join(map(str, self.best))} "
+            f"--as {self.profile}-planned"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "law": {"a_ms": self.step_law.a_ms, "b_ms": self.step_law.b_ms},
+            "graph_budget": self.graph_budget,
+            "distribution": {str(n): round(p, 5) for n, p in self.dist.items()},
+            "graph_memory": {
+                "mb_per_graph": self.memory.mb_per_graph,
+                "source": self.memory.source,
+                "observed_gb": self.observed_gb,
+                "captured_graphs": self.captured,
+            },
+            "ladders": [e.to_json() for e in self.evals],
+            "command": self.command,
+            "source": self.source.source if self.source else None,
+            "kept_below": self.kept,
+        }
+
+
+def plan_buckets(
+    *,
+    report: Path | None,
+    distribution: Path | None,
+    metrics_url: str | None,
+    window_s: float,
+    law: str | None,
+    max_buckets: int,
+    max_bs: int,
+    graph_mb: float | None,
+    memory_mb: float | None,
+    profile: str,
+) -> BucketPlan:
+    """Plan from exactly one of `report`, `distribution`, `metrics_url`. Raises DsOpsError."""
+    from dsv4ops.buckets import plan as P
+    from dsv4ops.profiles.buckets import resolve_buckets
+
+    if sum(x is not None for x in (report, distribution, metrics_url)) != 1:
+        raise DsOpsError(
+            "give exactly one of --from REPORT, --distribution FILE, --metrics-url URL"
+        )
+    counts, step_law, observed_gb, captured, source = _read_counts(
+        report, distribution, metrics_url, window_s, law
+    )
+    step_law = step_law or P.StepLaw()
+    try:
+        dist = P.normalise(counts)
+    except ValueError as exc:
+        raise DsOpsError(str(exc)) from None
+    memory = P.graph_memory_estimate(graph_mb, observed_gb, captured)
+    k = P.graph_budget(max_buckets, memory.mb_per_graph, memory_mb)
+    kept = _kept_below(source, dist, profile, max_bs)
+    if len(kept) >= k:
+        raise DsOpsError(
+            f"--max-buckets {k}: the {len(kept)} buckets {profile} has below the "
+            f"sweep's lowest level leave no graph to plan",
+            hint="raise --max-buckets",
+        )
+    best = sorted({*kept, *P.plan(dist, max_buckets=k - len(kept), max_bs=max_bs)})
+    ladders = {"planned": best} | {
+        name: resolve_buckets(name, tp_size=4, max_running_requests=max_bs) for name in LADDERS
+    }
+    evals = [
+        P.evaluate(name, dist, b, step_law, memory.mb_per_graph) for name, b in ladders.items()
+    ]
+    return BucketPlan(
+        step_law, dist, k, source, kept, profile, memory, observed_gb, captured, evals, best
+    )
+
+
+def _read_counts(
+    report: Path | None,
+    distribution: Path | None,
+    metrics_url: str | None,
+    window: float,
+    law: str | None,
+) -> tuple[Any, Any, float | None, int | None, Any]:
+    """The observed batch sizes from the one source given: a canary report (with its step law),
+    a distribution file, or a live decode's /metrics (with its graph memory)."""
+    from dsv4ops.buckets import sources as S
+
+    step_law = S.parse_law(law) if law else None
+    observed_gb: float | None = None
+    captured: int | None = None
+    source: S.ReportLevels | None = None
+    if report is not None:
+        source = S.from_report(report)
+        counts, step_law = source.counts, step_law or source.law
+    elif distribution is not None:
+        counts = S.from_file(distribution)
+    else:
+        from dsv4ops.orchestrate.usecases.buckets import sample_decode
+
+        live = sample_decode(str(metrics_url), window_s=window)
+        counts, observed_gb, captured = live.counts, live.graph_memory_gb, live.captured_graphs
+    return counts, step_law, observed_gb, captured, source
+
+
+def _kept_below(source: object, dist: dict[int, float], profile: str, max_bs: int) -> list[int]:
+    """A sweep's levels are a staircase, not traffic: nothing was observed below its lowest level,
+    so planning there would drop every small bucket (a live decode at 4 running would then run
+    the graph of the lowest level). The profile's own buckets below it are kept as they are."""
+    if source is None or not getattr(source, "staircase", False):
+        return []
+    from dsv4ops.profiles import load_profile
+
+    floor = min(dist)
+    return [b for b in load_profile(profile).flags.decode_buckets if b < floor and b < max_bs]

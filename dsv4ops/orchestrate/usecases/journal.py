@@ -1,0 +1,109 @@
+"""`dsv4ops journal`: the listing of the session's journal (the target's record, or the local
+cache when the target cannot be reached), each operation with its true state and what to run
+next; `journal --merge`: the records this machine kept appended back into the record.
+`status` lists its open operations with the same rule (`entry`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dsv4ops.errors import DsOpsError
+from dsv4ops.journal.records import Kind, Operation
+from dsv4ops.orchestrate.targetjournal import TargetJournal
+from dsv4ops.orchestrate.usecases.session import TargetSession
+from dsv4ops.remote.results import LockInfo
+
+UNSEEN: Any = object()  # the deploy lock was not read (the target unreachable): liveness unknown
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What `dsv4ops journal` prints: the newest operations (each an `entry`), where the
+    history comes from (`source`), the merges recorded and the torn lines skipped."""
+
+    target: str
+    path: str
+    source: dict[str, Any]
+    skipped_lines: list[int]
+    merges: list[dict[str, Any]]
+    entries: list[dict[str, Any]]
+
+
+def journal_listing(session: TargetSession, limit: int) -> Listing:
+    """The newest `limit` operations of the session's journal, judged over the whole journal,
+    with the deploy lock read (when the target is reached) to tell a live operation from an
+    abandoned one."""
+    j = session.journal
+    # Through the journal's index (journal/index.py): only the listed operations are read.
+    ops, judged, merges = j.listing(limit)  # one read; judged over the whole journal
+    source = j.source()
+    lock = _lock(session, source)
+    return Listing(
+        j.target,
+        str(j.path),
+        source,
+        j.skipped_lines,
+        merges,
+        [entry(o, judged, lock) for o in ops],
+    )
+
+
+def _lock(session: TargetSession, source: dict[str, Any]) -> Any:
+    """The target's deploy lock (None: free), or UNSEEN when it cannot be read."""
+    if source.get("source") == "cache":
+        return UNSEEN
+    try:
+        return session.supervisor.lock_info()
+    except DsOpsError:
+        return UNSEEN
+
+
+def lock_of_report(report: dict[str, Any]) -> Any:
+    """The deploy lock as `status`'s report read it (a LockInfo, None when free), or UNSEEN
+    when the target was not reached."""
+    if "lock" not in report:
+        return UNSEEN
+    lock = report["lock"]
+    return LockInfo(lock["holder"], lock["stale"]) if lock else None
+
+
+def entry(o: Operation, judged: dict[str, Any], lock: Any = UNSEEN) -> dict[str, Any]:
+    """One operation's summary with its true state and what to run next: a runbook run is
+    RUNNING only while its process lives (runbooks/runlog.run_state); an operation that never
+    ended is RUNNING only while the deploy lock names it (or the experiment it runs within)
+    and its holder lives; its process gone, it is ABANDONED, with the recover command."""
+    from dsv4ops.runbooks.runlog import resumes, run_state
+
+    s: dict[str, Any] = o.summary(judged.get(o.op))
+    s["next"] = None
+    if o.kind is Kind.RUNBOOK:
+        s["status"], s["next"] = run_state(o)
+        s["resumes"] = resumes(o)
+        return s
+    if o.status.terminal:
+        return s
+    recover = "`dsv4ops rollback --recover`" + (
+        " (puts the box back on A; `ab` has no " "--recover of its own)"
+        if o.kind is Kind.EXPERIMENT
+        else ""
+    )
+    if lock is UNSEEN:
+        s["next"] = f"if its process is gone: {recover}"
+        return s
+    holder = lock.holder.get("op_id") if lock is not None and not lock.stale else None
+    inside = holder is not None and (o.reason or "").startswith(f"experiment {holder}:")
+    if holder != o.op and not inside:
+        s["status"] = "ABANDONED"
+        s["next"] = f"its process is gone (no live deploy lock names it): {recover}"
+    return s
+
+
+def merge_kept_records(session: TargetSession) -> dict[str, Any] | None:
+    """`journal --merge`: append the records this machine kept when the target's record lost
+    history back into the record (TargetJournal.merge_diverged); None when the session's
+    journal is a local file (nothing to merge). A TargetError when the target is unreachable."""
+    backend = session.journal.backend
+    if not isinstance(backend, TargetJournal):
+        return None
+    return backend.merge_diverged()

@@ -1,0 +1,42 @@
+"""`twin hazard NAME --state force|off|auto`: one of the twin's hazards switched on the running
+twin deployment of the session's target (runbooks/hazard.py), journaled as a HAZARD operation
+under the deploy lock (usecases/hazard.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsv4ops.orchestrate.usecases.session import TargetSession
+from dsv4ops.runbooks.hazard import WHAT as WHAT  # what each hazard is, in words (the prompt)
+from dsv4ops.orchestrate.engine import Progress
+from dsv4ops.orchestrate.usecases.hazard import switch_hazard
+from dsv4ops.runbooks.hazard import check_twin, plan_hazard
+
+
+def twin_target(name: str | None) -> str:
+    """The target's name, checked to be a twin (NotATwinError otherwise) before anything is
+    opened or sent."""
+    from dsv4ops.profiles import get_target
+
+    target = get_target(name)
+    check_twin(target.name, target.launcher)
+    return target.name
+
+
+def plan_twin_hazard(session: TargetSession, hazard: str, state: str) -> dict[str, Any]:
+    """What the switch would send, and where (`--dry-run`); the session's journal says where the
+    twin runs. Raises DsOpsError when nothing is deployed."""
+    name = session.target.name
+    return plan_hazard(session.journal, target=name, hazard=hazard, state=state)
+
+
+def switch_twin_hazard(
+    session: TargetSession,
+    hazard: str,
+    state: str,
+    *,
+    progress: Progress,
+    reason: str | None = None,
+) -> dict[str, Any]:
+    """Send the switch under the deploy lock, journaled (who, why, how it ended): hazard.py."""
+    return switch_hazard(session, hazard=hazard, state=state, progress=progress, reason=reason)
