@@ -9,10 +9,10 @@ UNDECIDED). The ports looked at are the ones a deploy of PROBE_PROFILE would use
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DsOpsError
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.remote.base import ProcessState
 
 PROBE_PROFILE = "baseline"
@@ -31,7 +31,7 @@ def ports_to_check(
     return {c.name: tuple(c.ports) for c in deployed.components} if deployed else None
 
 
-def unmanaged(recorded: bool, states: Mapping[str, ProcessState]) -> dict[str, Any] | None:
+def unmanaged(recorded: bool, states: Mapping[str, ProcessState]) -> JSONObject | None:
     """{"ports", "why"} when nothing is recorded and some component's port accepts anyway."""
     if recorded:
         return None
