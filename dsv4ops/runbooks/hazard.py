@@ -9,11 +9,11 @@ corruption on the decode. A real SGLang target has no such switch: refused, sayi
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.remote import Supervisor
 
 HAZARDS = {"degrade": "prefill", "wedge": "decode", "corrupt": "decode"}
@@ -38,7 +38,7 @@ def check_twin(target: str, launcher: str) -> None:
         )
 
 
-def plan_hazard(journal: Journal, *, target: str, hazard: str, state: str) -> dict[str, Any]:
+def plan_hazard(journal: Journal, *, target: str, hazard: str, state: str) -> JSONObject:
     """What the switch would send, and where: {"hazard", "state", "component", "url"} (the
     dry run prints it). Raises DsOpsError when nothing is deployed."""
     if hazard not in HAZARDS or state not in STATES:
@@ -62,7 +62,7 @@ def set_hazard(
     hazard: str,
     state: str,
     reason: str | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """Send the switch, journaled as a HAZARD operation (who, why, SUCCEEDED or FAILED); return
     {"hazard", "state", "component", "hazards": the twin's states, "op"}. Raises DsOpsError
     when nothing is deployed or the twin refuses."""
@@ -81,7 +81,7 @@ def set_hazard(
     return {**out, "op": op}
 
 
-def _send(supervisor: Supervisor, planned: dict[str, Any]) -> dict[str, Any]:
+def _send(supervisor: Supervisor, planned: JSONObject) -> JSONObject:
     hazard, state, component = planned["hazard"], planned["state"], planned["component"]
     reply = supervisor.http(
         planned["url"],
