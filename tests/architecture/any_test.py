@@ -47,17 +47,6 @@ ALLOWED: dict[str, int] = {
     "dsv4ops/orchestrate/usecases/rollback.py": 2,
     "dsv4ops/orchestrate/usecases/runbook.py": 1,
     "dsv4ops/orchestrate/usecases/status.py": 5,
-    "dsv4ops/twin/batch.py": 4,
-    "dsv4ops/twin/content.py": 26,
-    "dsv4ops/twin/dsml.py": 2,
-    "dsv4ops/twin/engine.py": 1,
-    "dsv4ops/twin/events.py": 2,
-    "dsv4ops/twin/formats.py": 17,
-    "dsv4ops/twin/http_app.py": 5,
-    "dsv4ops/twin/logprobs.py": 5,
-    "dsv4ops/twin/memory.py": 1,
-    "dsv4ops/twin/metrics.py": 1,
-    "dsv4ops/twin/parse.py": 14,
 }
 
 
