@@ -10,9 +10,14 @@ nodes; the limits are two orders of magnitude above that.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 import yaml
+
+from dsv4ops.jsontypes import JSONValue
+
+# (node, depth, line that refers to it) -> (nodes, characters, height) once aliases expand
+_Walk = Callable[[yaml.Node, int, int], tuple[int, int, int]]
 
 MAX_DOCUMENT_CHARS = 256 * 1024
 MAX_DEPTH = 32
@@ -44,7 +49,7 @@ _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
-    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> JSONValue:
         # A well-formed scalar can still be an impossible value (2001-99-99, an integer of 5,000
         # digits): the constructors raise ValueError; report it at the scalar's line.
         try:
@@ -59,8 +64,10 @@ def _short(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _no_duplicates_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> Any:
-    seen: set[Any] = set()
+def _no_duplicates_mapping(
+    loader: _Loader, node: yaml.MappingNode, deep: bool = False
+) -> JSONValue:
+    seen: set[object] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
         try:
@@ -149,7 +156,7 @@ def _check_expansion(node: yaml.Node) -> None:
     walk(node, 0, _line(node))
 
 
-def _measure(n: yaml.Node, depth: int, walk: Any) -> tuple[int, int, int]:
+def _measure(n: yaml.Node, depth: int, walk: _Walk) -> tuple[int, int, int]:
     if isinstance(n, yaml.ScalarNode):
         return 1, len(n.value), 0
     if isinstance(n, yaml.MappingNode):
@@ -175,7 +182,7 @@ class YAMLSyntaxError(ValueError):
         self.line = line
 
 
-def load_with_lines(text: str) -> tuple[Any, LineInfo]:
+def load_with_lines(text: str) -> tuple[JSONValue, LineInfo]:
     """Parse one YAML document; return (data, line info). Raises YAMLSyntaxError."""
     info = LineInfo()
     if len(text) > MAX_DOCUMENT_CHARS:
@@ -205,10 +212,10 @@ def load_with_lines(text: str) -> tuple[Any, LineInfo]:
     return data, info
 
 
-def safe_load(text: str) -> Any:
+def safe_load(text: str) -> JSONValue:
     return load_with_lines(text)[0]
 
 
-def dump(data: Any) -> str:
+def dump(data: JSONValue) -> str:
     text: str = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
     return text

@@ -15,10 +15,10 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from dsv4ops.constants import SGLANG_DEFAULT_DECODE_LOG_INTERVAL
 from dsv4ops.errors import DeployError
+from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.secrets import REDACTED, redact_argv, redact_env
 
 START_ORDER: tuple[str, ...] = ("prefill", "decode", "router")
@@ -99,7 +99,7 @@ class Component:
         """True when rebuilt from a record whose secrets were blanked (cannot be started as is)."""
         return REDACTED in self.argv or any(v == REDACTED for v in self.env.values())
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """The `profile render --json` view (values as they are; the printer redacts)."""
         return {
             "name": self.name,
@@ -111,7 +111,7 @@ class Component:
             "metrics_port": self.metrics_port,
         }
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> JSONObject:
         """JSON for the journal, secrets redacted."""
         return {
             "name": self.name,
@@ -126,7 +126,7 @@ class Component:
         }
 
     @classmethod
-    def from_record(cls, data: Mapping[str, Any]) -> Component:
+    def from_record(cls, data: Mapping[str, JSONValue]) -> Component:
         """Rebuild from `to_record()` output, or from a record written before metrics_port,
         bootstrap_port and bind_host were recorded (then read from ports and argv)."""
         name = str(data["name"])
@@ -204,8 +204,8 @@ class Deployment:
     profile_path: str | None = None
     git_commit: str | None = None
     commands_hash: str = ""
-    content: Mapping[str, Any] | None = None  # the resolved profile (Profile.to_dict())
-    flags: Mapping[str, Any] = field(default_factory=dict)
+    content: Mapping[str, JSONValue] | None = None  # the resolved profile (Profile.to_dict())
+    flags: Mapping[str, JSONValue] = field(default_factory=dict)
     kernel_package: str | None = None
     source_op: str | None = None  # journal op this was rebuilt from (rollback)
     target: str | None = None  # the target it was rendered for
@@ -238,7 +238,7 @@ class Deployment:
         return served_model_name(model.get("served_name"), model.get("path"))
 
     @property
-    def canary_settings(self) -> dict[str, Any]:
+    def canary_settings(self) -> JSONObject:
         """The profile's `canary` section as recorded (for canary.Thresholds.recorded)."""
         return dict((self.content or {}).get("canary") or {})
 
@@ -267,7 +267,7 @@ class Deployment:
         commit = (self.git_commit or "uncommitted")[:12]
         return f"{self.profile_name} @ {commit}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """The `profile render --json` view (without the hash, which the printer adds)."""
         return {
             "profile": self.profile_name,
@@ -275,7 +275,7 @@ class Deployment:
             "components": [c.to_json() for c in self.components],
         }
 
-    def profile_record(self) -> dict[str, Any]:
+    def profile_record(self) -> JSONObject:
         return {
             "name": self.profile_name,
             "path": self.profile_path,
@@ -286,18 +286,18 @@ class Deployment:
             "content": dict(self.content) if self.content is not None else None,
         }
 
-    def component_records(self) -> list[dict[str, Any]]:
+    def component_records(self) -> list[JSONObject]:
         return [c.to_record() for c in self.in_order()]
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> JSONObject:
         """What the journal's begin record stores: {"profile": {...}, "components": [...]}."""
         return {"profile": self.profile_record(), "components": self.component_records()}
 
     @classmethod
     def from_record(
         cls,
-        profile: Mapping[str, Any] | None,
-        components: Sequence[Mapping[str, Any]],
+        profile: Mapping[str, JSONValue] | None,
+        components: Sequence[Mapping[str, JSONValue]],
         *,
         source_op: str | None = None,
     ) -> Deployment:

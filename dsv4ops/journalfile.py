@@ -32,9 +32,10 @@ import json
 import os
 import stat
 from collections.abc import Iterator
-from typing import Any
 
-Record = dict[str, Any]
+from dsv4ops.jsontypes import JSONObject
+
+Record = JSONObject
 
 
 class UnsafeJournalFile(OSError):

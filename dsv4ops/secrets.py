@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+
+from dsv4ops.jsontypes import JSONValue
 
 REDACTED = "***"
 
@@ -208,8 +209,8 @@ def redact_text(text: str, values: Iterable[str] = ()) -> str:
 
 
 def redact_tree(
-    value: Any, *, key: str | None = None, text: Callable[[str], str] | None = None
-) -> Any:
+    value: JSONValue, *, key: str | None = None, text: Callable[[str], str] | None = None
+) -> JSONValue:
     """Deep copy of JSON-like data with secrets hidden: values under secret-named keys, and the
     values of secret flags in any list of strings (an argv). `text` post-processes every other
     string (the journal uses it to hide secret values that leaked into free text)."""

@@ -23,11 +23,12 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from dsv4ops.ab.model import DIAGNOSTIC_METRICS, METRICS, BlockResult, higher_is_better
 from dsv4ops.ab.sequential import pair_sd, repeated_ci, sd_used
 from dsv4ops.ab.stats import spearman, wilcoxon_signed_rank
+from dsv4ops.jsontypes import JSONObject
 
 Verdict = Literal["better", "worse", "equivalent", "inconclusive"]
 PRIMARY = "output_tok_s"
@@ -198,7 +199,7 @@ def _paired_values(
     m: str,
     *,
     alpha: float,
-) -> tuple[list[tuple[float, float, float]], list[float], dict[str, Any]]:
+) -> tuple[list[tuple[float, float, float]], list[float], JSONObject]:
     """The metric at concurrency `c` over the complete A/B pairs (A, B, mid-block index), B/A - 1
     per pair, and the descriptive fields every verdict carries (means, sds, drift, Wilcoxon p)."""
     a_vals = [

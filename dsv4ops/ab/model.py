@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
+
+from dsv4ops.jsontypes import JSONObject
 
 Arm = Literal["A", "B"]
 ARMS: tuple[Arm, Arm] = ("A", "B")
@@ -51,7 +53,7 @@ class BlockResult:
         v = self.values.get(concurrency, {}).get(metric)
         return v if v is not None and math.isfinite(v) else None
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> JSONObject:
         return {
             "index": self.index,
             "arm": self.arm,
@@ -64,7 +66,7 @@ class BlockResult:
         }
 
     @classmethod
-    def from_record(cls, d: dict[str, Any]) -> BlockResult:
+    def from_record(cls, d: JSONObject) -> BlockResult:
         """The inverse of to_record; raises ValueError on a malformed record."""
         try:
             arm = d["arm"]

@@ -7,11 +7,17 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from dsv4ops.ab.analysis import Analysis
 from dsv4ops.ab.decision import Decision, GateResult
 from dsv4ops.ab.model import FIT_LEVEL, Arm, BlockResult, higher_is_better
+from dsv4ops.jsontypes import JSONObject, JSONValue
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 REPORT_VERSION = 1
 
@@ -60,7 +66,7 @@ def write_report(
     return written
 
 
-def _clean(x: Any) -> Any:
+def _clean(x: JSONValue) -> JSONValue:
     """NaN and infinities as null: report.json is strict JSON."""
     if isinstance(x, float):
         return x if math.isfinite(x) else None
@@ -83,8 +89,8 @@ def report_record(
     buckets: dict[str, list[int]] | None = None,
     experiment_op: str | None = None,
     interrupted: str | None = None,
-) -> dict[str, Any]:
-    record: dict[str, Any] = _clean(
+) -> JSONObject:
+    record: JSONObject = _clean(
         {
             "version": REPORT_VERSION,
             "kind": "ab",
@@ -112,7 +118,7 @@ def _level(c: int) -> str:
     return "fit" if c == FIT_LEVEL else str(c)
 
 
-def markdown(r: dict[str, Any]) -> str:
+def markdown(r: JSONObject) -> str:
     d, an = r["decision"], r["analysis"]
     winner = r["a"] if d["winner"] == "A" else r["b"]
     out = [
@@ -193,7 +199,7 @@ def markdown(r: dict[str, Any]) -> str:
 DRIFT_RHO = 0.8  # a rank correlation this strong over the blocks is called out in words
 
 
-def _drift_flags(verdicts: list[dict[str, Any]]) -> list[str]:
+def _drift_flags(verdicts: list[JSONObject]) -> list[str]:
     drifted = [
         v for v in verdicts if v["drift_rho_a"] is not None and abs(v["drift_rho_a"]) >= DRIFT_RHO
     ]
@@ -218,7 +224,7 @@ def _drift_flags(verdicts: list[dict[str, Any]]) -> list[str]:
     return out or [f"No strong drift (every |rho| below {DRIFT_RHO:g})."]
 
 
-def _arm_series(r: dict[str, Any], metric: str) -> dict[str, list[tuple[int, float, float, float]]]:
+def _arm_series(r: JSONObject, metric: str) -> dict[str, list[tuple[int, float, float, float]]]:
     """Per arm: (concurrency, mean, ci-ish low, high) of the block values (min..max of blocks)."""
     out: dict[str, list[tuple[int, float, float, float]]] = {"A": [], "B": []}
     levels = sorted({int(c) for x in r["blocks"] for c in x["values"]} - {FIT_LEVEL})
@@ -237,7 +243,7 @@ def _arm_series(r: dict[str, Any], metric: str) -> dict[str, list[tuple[int, flo
     return out
 
 
-def _plots(plt: Any, directory: Path, r: dict[str, Any]) -> list[Path]:
+def _plots(plt: ModuleType, directory: Path, r: JSONObject) -> list[Path]:
     written = []
     metric = "output_tok_s"
     series = _arm_series(r, metric)
@@ -287,7 +293,7 @@ def _plots(plt: Any, directory: Path, r: dict[str, Any]) -> list[Path]:
     return written
 
 
-def _blocks_plot(plt: Any, directory: Path, r: dict[str, Any], metric: str) -> list[Path]:
+def _blocks_plot(plt: ModuleType, directory: Path, r: JSONObject, metric: str) -> list[Path]:
     levels = sorted({int(c) for x in r["blocks"] for c in x["values"]} - {FIT_LEVEL})
     if not levels:
         return []
@@ -318,7 +324,7 @@ def _blocks_plot(plt: Any, directory: Path, r: dict[str, Any], metric: str) -> l
 
 
 def _buckets_plot(
-    plt: Any, directory: Path, r: dict[str, Any], series: dict[str, Any], labels: dict[str, str]
+    plt: ModuleType, directory: Path, r: JSONObject, series: JSONObject, labels: dict[str, str]
 ) -> Path:
     fig, ax = plt.subplots(figsize=(10, 4.5))
     lo = min(p[0] for pts in series.values() for p in pts)
@@ -351,11 +357,11 @@ def _buckets_plot(
     return _save(fig, plt, directory / "buckets.png")
 
 
-def _legend(ax: Any, **kw: Any) -> None:
+def _legend(ax: Axes, *, fontsize: int, ncol: int = 1) -> None:
     """A legend when something is labelled; on a partial run (one arm, no pairs yet) a panel can be
     empty, and matplotlib would warn "No artists with labels found" for it: say so in it instead."""
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(**kw)
+        ax.legend(fontsize=fontsize, ncol=ncol)
     else:
         ax.text(
             0.5,
@@ -368,7 +374,7 @@ def _legend(ax: Any, **kw: Any) -> None:
         )
 
 
-def _save(fig: Any, plt: Any, path: Path) -> Path:
+def _save(fig: Figure, plt: ModuleType, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

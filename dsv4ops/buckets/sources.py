@@ -15,13 +15,13 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dsv4ops.buckets.plan import StepLaw
 from dsv4ops.errors import DsOpsError
+from dsv4ops.jsontypes import JSONObject, JSONValue
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path) -> JSONValue:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
@@ -107,7 +107,7 @@ def from_report(path: Path) -> ReportLevels:
     return ReportLevels(dist, None, "canary sweep levels; no fitted law")
 
 
-def _from_ab(path: Path, data: dict[str, Any]) -> ReportLevels:
+def _from_ab(path: Path, data: JSONObject) -> ReportLevels:
     """An A/B report: each level (concurrency) weighted by the blocks' measured time, the law the
     kept arm's blocks fitted (median of their step_a_ms / step_b_ms)."""
     winner = (data.get("decision") or {}).get("winner") or "A"
@@ -138,7 +138,7 @@ def _from_ab(path: Path, data: dict[str, Any]) -> ReportLevels:
     return ReportLevels(dist, law, f"A/B report levels (concurrency); {how}")
 
 
-def _law(fit: Any, a_key: str, b_key: str) -> StepLaw | None:
+def _law(fit: JSONValue, a_key: str, b_key: str) -> StepLaw | None:
     if not isinstance(fit, dict):
         return None
     a, b = fit.get(a_key), fit.get(b_key)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Never, TypeVar
 
 T = TypeVar("T")
 
@@ -30,7 +30,7 @@ def loop_factory(kind: str | None = None) -> tuple[str, Callable[[], asyncio.Abs
     return "asyncio", asyncio.new_event_loop
 
 
-def run(coro: Coroutine[Any, Any, T], *, kind: str | None = None) -> T:
+def run(coro: Coroutine[object, Never, T], *, kind: str | None = None) -> T:
     """`asyncio.run(coro)` on the chosen loop."""
     _, factory = loop_factory(kind)
     with asyncio.Runner(loop_factory=factory) as runner:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+
+from dsv4ops.jsontypes import JSONObject
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class StepFit:
     def step_ms(self, bs: float) -> float:
         return self.a_ms + self.b_ms * bs
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {**asdict(self), "ceiling_tok_s": self.ceiling_tok_s}
 
 

@@ -16,7 +16,6 @@ import itertools
 import json
 import random
 from collections.abc import Callable, Sequence
-from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -27,12 +26,13 @@ from dsv4ops.canary.records import RequestRecord, parse
 from dsv4ops.canary.sse import SseSplitter, is_token_event
 from dsv4ops.canary.watchdog import Watchdog
 from dsv4ops.clock import perf_ns, perf_s
+from dsv4ops.jsontypes import JSONObject
 
 CHAT_PATH = "/v1/chat/completions"
 TIMED_OUT = "timed out"  # get_text_reply's why for a TimeoutError (and only for one)
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
-BodyFactory = Callable[[int], tuple[str, dict[str, Any]]]  # index → (rid, request body)
+BodyFactory = Callable[[int], tuple[str, JSONObject]]  # index → (rid, request body)
 
 
 class ChatClient:
@@ -90,7 +90,7 @@ class ChatClient:
 
     async def stream(
         self,
-        body: dict[str, Any],
+        body: JSONObject,
         *,
         rid: str,
         tag: str = "",
@@ -119,7 +119,7 @@ class ChatClient:
                 return rec  # cut by the watchdog, not by our caller
             raise
 
-    async def _stream(self, rec: RequestRecord, body: dict[str, Any]) -> RequestRecord:
+    async def _stream(self, rec: RequestRecord, body: JSONObject) -> RequestRecord:
         assert self.session is not None
         data = json.dumps(body).encode()
         wd = self.watchdog
@@ -187,7 +187,7 @@ class ChatClient:
                 if not rec.t_first and events and any(map(is_token_event, events)):
                     rec.t_first = t
 
-    async def post_json(self, url: str, payload: dict[str, Any], *, timeout_s: float = 5.0) -> int:
+    async def post_json(self, url: str, payload: JSONObject, *, timeout_s: float = 5.0) -> int:
         """POST a small JSON body (e.g. /abort_request); returns the HTTP status (0 if unreachable)."""
         assert self.session is not None
         try:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 from dsv4ops.canary.fit import pad_to_bucket
 from dsv4ops.canary.verdict import SuiteResult
+from dsv4ops.jsontypes import JSONObject
 
 _LAT = (("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"), ("e2e_latency", "E2E"))
 
@@ -33,7 +34,7 @@ def write_plots(result: SuiteResult, directory: Path) -> list[Path]:
     return written
 
 
-def _sweep_plot(plt: Any, m: dict[str, Any], path: Path) -> Path:
+def _sweep_plot(plt: ModuleType, m: JSONObject, path: Path) -> Path:
     levels = m["levels"]
     buckets = m.get("buckets") or []
     fits = m.get("fit") or {}
@@ -97,7 +98,7 @@ def _sweep_plot(plt: Any, m: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def _latency_plot(plt: Any, suite: str, s: dict[str, Any], path: Path) -> Path:
+def _latency_plot(plt: ModuleType, suite: str, s: JSONObject, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4))
     stats = ("median", "p90", "p99")
     width = 0.25
@@ -115,7 +116,7 @@ def _latency_plot(plt: Any, suite: str, s: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def _timeline_plot(plt: Any, suite: str, s: dict[str, Any], path: Path) -> Path:
+def _timeline_plot(plt: ModuleType, suite: str, s: JSONObject, path: Path) -> Path:
     buckets = s["output_tokens_per_s_buckets"]
     fig, ax = plt.subplots(figsize=(7, 3.5))
     ax.step(range(len(buckets)), buckets, where="post")

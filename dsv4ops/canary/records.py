@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
 from dsv4ops.canary.sse import DONE
 from dsv4ops.canary.toolcalls import ToolCall, assemble
+from dsv4ops.jsontypes import JSONObject
 
 try:  # orjson parses a chunk ~5x faster; it comes with sglang-router. json is the fallback.
     from orjson import JSONDecodeError as _JSONError
@@ -69,7 +69,7 @@ class RequestRecord:
     usage_tokens: int | None = None
     done: bool = False
     events: int = 0  # SSE events received (the raw lists are dropped after the parse)
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JSONObject = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -119,7 +119,7 @@ class RequestRecord:
 def parse(rec: RequestRecord, *, keep_payloads: bool = False) -> RequestRecord:
     """Parse the raw events of a finished stream into tokens, text, tool calls and usage."""
     rec.events = len(rec.times)
-    deltas: list[dict[str, Any]] = []
+    deltas: list[JSONObject] = []
     content: list[str] = []
     reasoning: list[str] = []
     for t, payload in zip(rec.times, rec.payloads, strict=True):

@@ -6,16 +6,16 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
 
 from dsv4ops.canary.stats import clean_json
 from dsv4ops.canary.verdict import SuiteResult, Thresholds
 from dsv4ops.errors import CanaryError
+from dsv4ops.jsontypes import JSONObject
 
 LATENCY_ROWS = ("ttft", "itl", "tpot", "e2e_latency")
 
 
-def report_json(result: SuiteResult, thresholds: Thresholds | None = None) -> dict[str, Any]:
+def report_json(result: SuiteResult, thresholds: Thresholds | None = None) -> JSONObject:
     """bench_serving's keys (`output_throughput`, `median_ttft_ms`, `p99_itl_ms`, ...) at the top
     level, taken from the suite with the most completed requests (named by `summary_suite`); the
     canary's own under `canary`."""
@@ -23,7 +23,7 @@ def report_json(result: SuiteResult, thresholds: Thresholds | None = None) -> di
     main = max(suites, key=lambda r: (r.metrics.get("summary") or {}).get("completed", -1))
     summary = dict(main.metrics.get("summary") or {})
     summary.pop("output_tokens_per_s_buckets", None)
-    data: dict[str, Any] = {
+    data: JSONObject = {
         **summary,
         "tag": f"dsv4ops-canary:{result.suite}",
         "suite": result.suite,
@@ -34,7 +34,7 @@ def report_json(result: SuiteResult, thresholds: Thresholds | None = None) -> di
     }
     if thresholds is not None:
         data["canary"]["thresholds"] = thresholds.to_json()
-    cleaned: dict[str, Any] = clean_json(data)
+    cleaned: JSONObject = clean_json(data)
     return cleaned
 
 
@@ -58,7 +58,7 @@ def write_report(
     return written + pngs
 
 
-def _fmt(value: Any, digits: int = 1) -> str:
+def _fmt(value: object, digits: int = 1) -> str:
     if value is None or (isinstance(value, float) and (math.isnan(value) or math.isinf(value))):
         return "–"
     if isinstance(value, float):
@@ -66,7 +66,7 @@ def _fmt(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
-def _count_notes(s: dict[str, Any]) -> list[str]:
+def _count_notes(s: JSONObject) -> list[str]:
     """What the counts above include, where it is not obvious, and the failures by kind."""
     lines = []
     if s.get("cancelled"):
@@ -106,7 +106,7 @@ def report_markdown(result: SuiteResult, pngs: list[str] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _summary_md(s: dict[str, Any]) -> list[str]:
+def _summary_md(s: JSONObject) -> list[str]:
     """The client's wall-clock summary and latency table ([] without a summary)."""
     if not s:
         return []
@@ -136,7 +136,7 @@ def _summary_md(s: dict[str, Any]) -> list[str]:
     return lines + _count_notes(s)
 
 
-def _fits_md(metrics: dict[str, Any]) -> list[str]:
+def _fits_md(metrics: JSONObject) -> list[str]:
     """The clock the levels and fits are on, and the fits' table."""
     fit = metrics.get("fit") or {}
     clock = metrics.get("clock") or {}
@@ -161,7 +161,7 @@ def _fits_md(metrics: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _levels_md(levels: list[dict[str, Any]]) -> list[str]:
+def _levels_md(levels: list[JSONObject]) -> list[str]:
     if not levels:
         return []
     return [
@@ -175,7 +175,7 @@ def _levels_md(levels: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def _waste_md(waste: list[dict[str, Any]]) -> list[str]:
+def _waste_md(waste: list[JSONObject]) -> list[str]:
     if not waste:
         return []
     return [
@@ -189,7 +189,7 @@ def _waste_md(waste: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def _client_md(client: dict[str, Any]) -> list[str]:
+def _client_md(client: JSONObject) -> list[str]:
     if not client:
         return []
     return [

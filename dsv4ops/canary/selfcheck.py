@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any
 
 from dsv4ops.canary.stats import percentile
 from dsv4ops.clock import cpu_s, perf_s
+from dsv4ops.jsontypes import JSONObject
 
 
 def read_proc_stat(path: str = "/proc/stat") -> tuple[int, int] | None:
@@ -40,7 +40,7 @@ class SelfCheckReport:
     samples: int = 0
     problems: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "client_cpu_cores": self.cpu_cores,
             "client_cpu_peak": self.cpu_peak,

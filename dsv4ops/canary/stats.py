@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from dsv4ops.canary.records import RequestRecord
+from dsv4ops.jsontypes import JSONObject, JSONValue
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -71,7 +71,7 @@ def summarize(
     duration_s: float | None = None,
     max_concurrency: int | None = None,
     t0_ns: int | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """bench_serving-compatible summary of a set of requests (latencies in ms).
 
     What enters each key (docs/canary.md "Report keys"; bench_serving never cancels a request, so
@@ -99,7 +99,7 @@ def summarize(
     if duration_s is None:
         duration_s = span_s(records)
     dur = max(duration_s, 1e-9)
-    summary: dict[str, Any] = {
+    summary: JSONObject = {
         "backend": "dsv4ops-canary",
         "max_concurrency": max_concurrency,
         "duration": duration_s,
@@ -142,7 +142,7 @@ def summarize(
     return summary
 
 
-def clean_json(value: Any) -> Any:
+def clean_json(value: JSONValue) -> JSONValue:
     """NaN/inf → None recursively, so report.json is strict JSON."""
     if isinstance(value, float):
         return None if math.isnan(value) or math.isinf(value) else value

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any
 
 from dsv4ops.canary.fit import LevelPoint
 from dsv4ops.canary.loadgen import ChatClient
+from dsv4ops.jsontypes import JSONObject
 
 SERVER_INFO_KEY = "twin_time_scale"
 
@@ -57,7 +57,7 @@ def to_model_time(p: LevelPoint, scale: float) -> LevelPoint:
     )
 
 
-def clock_record(scale: float) -> dict[str, Any]:
+def clock_record(scale: float) -> JSONObject:
     """What report.json says about the clock of its levels, fits and notes."""
     if scale == 1.0:
         return {

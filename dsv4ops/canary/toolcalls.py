@@ -15,7 +15,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Protocol
+
+from dsv4ops.jsontypes import JSONValue
 
 # Problem kinds (stable strings: they appear in reports and verdict reasons).
 MISSING_CALL = "missing_tool_call"
@@ -65,7 +67,7 @@ class ToolProblem:
         return f"{self.kind}: {self.detail}"
 
 
-def assemble(deltas: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
+def assemble(deltas: Iterable[Mapping[str, JSONValue]]) -> list[ToolCall]:
     """Join `delta.tool_calls` entries by `index`; id and name must be set once and not change."""
     calls: dict[int, ToolCall] = {}
     for d in deltas:
@@ -103,7 +105,7 @@ def assemble(deltas: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
 
 def check_calls(
     calls: Sequence[ToolCall],
-    tools: Mapping[str, Mapping[str, Any]],
+    tools: Mapping[str, Mapping[str, JSONValue]],
     *,
     expected_nonce: str | None,
     known_nonces: Mapping[str, str] | None = None,
@@ -146,7 +148,7 @@ def check_calls(
 
 def _check_one(
     call: ToolCall,
-    tools: Mapping[str, Mapping[str, Any]],
+    tools: Mapping[str, Mapping[str, JSONValue]],
     expected_nonce: str | None,
     known_nonces: Mapping[str, str],
 ) -> list[ToolProblem]:
@@ -187,7 +189,7 @@ def _check_one(
     return []
 
 
-def validate_schema(value: Any, schema: Mapping[str, Any]) -> list[str]:
+def validate_schema(value: JSONValue, schema: Mapping[str, JSONValue]) -> list[str]:
     """Check `value` against a tool's JSON Schema (draft 2020-12, jsonschema); returns one line
     per violation, `$.path: message`, in path order, then by message (empty when valid)."""
     cached = _by_identity.get(id(schema))
@@ -202,17 +204,33 @@ def validate_schema(value: Any, schema: Mapping[str, Any]) -> list[str]:
 
 # The tool schemas of a suite are a few constant mappings: looked up by identity first, which
 # spares the per-call json.dumps of the content key (the entry keeps the mapping alive).
-_by_identity: dict[int, tuple[Mapping[str, Any], Any]] = {}
+class _SchemaError(Protocol):
+    """What the tool checks read of a jsonschema ValidationError."""
+
+    @property
+    def absolute_path(self) -> Iterable[str | int]: ...
+    @property
+    def message(self) -> str: ...
+
+
+class _Validator(Protocol):
+    """A compiled jsonschema validator (Draft202012Validator), as the tool checks use it."""
+
+    def iter_errors(self, instance: JSONValue) -> Iterable[_SchemaError]: ...
+
+
+_by_identity: dict[int, tuple[Mapping[str, JSONValue], _Validator]] = {}
 
 
 @lru_cache(maxsize=64)
-def _validator(schema_json: str) -> Any:
+def _validator(schema_json: str) -> _Validator:
     """One compiled validator per distinct schema: a suite checks thousands of calls against a
     handful of tool schemas, and building a validator costs far more than running one."""
     from jsonschema import Draft202012Validator
 
-    return Draft202012Validator(json.loads(schema_json))
+    validator: _Validator = Draft202012Validator(json.loads(schema_json))
+    return validator
 
 
-def _json_path(parts: Iterable[Any]) -> str:
+def _json_path(parts: Iterable[str | int]) -> str:
     return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)

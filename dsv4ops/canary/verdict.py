@@ -10,11 +10,15 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dsv4ops import exitcodes
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles.model import CanaryThresholds, Profile
 from dsv4ops.profiles.settings import extended, from_record
+
+if TYPE_CHECKING:
+    from dsv4ops.canary.workload import Thinking
 
 
 class Verdict(enum.Enum):
@@ -41,15 +45,15 @@ class SuiteResult:
     suite: str
     verdict: Verdict
     reasons: list[str] = field(default_factory=list)
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: JSONObject = field(default_factory=dict)
     sub_results: list[SuiteResult] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
         return self.verdict.exit_code
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_json(self) -> JSONObject:
+        out: JSONObject = {
             "suite": self.suite,
             "verdict": self.verdict.value,
             "reasons": list(self.reasons),
@@ -77,7 +81,7 @@ class Findings:
     def note(self, reason: str) -> None:
         self.notes.append(reason)
 
-    def result(self, suite: str, metrics: dict[str, Any]) -> SuiteResult:
+    def result(self, suite: str, metrics: JSONObject) -> SuiteResult:
         if self.failures:
             verdict = Verdict.FAIL
         elif self.inconclusive:
@@ -132,10 +136,10 @@ class Thresholds(CanaryThresholds):
             return None
         return "tool-call checks off by the profile (canary.tool_calls: false): none was sent"
 
-    def with_overrides(self, **changes: Any) -> Thresholds:
+    def with_overrides(self, **changes: object) -> Thresholds:
         """Copy with the known, well-typed values of `changes` (others keep the defaults: a
         record from an older journal may hold a redacted '***' where a number belongs)."""
-        kept: dict[str, Any] = {}
+        kept: JSONObject = {}
         for f in fields(self):
             if f.name not in changes or changes[f.name] is None:
                 continue
@@ -159,10 +163,10 @@ class Thresholds(CanaryThresholds):
         keeps the default: settings.from_record)."""
         return cls.judging(from_record(CanaryThresholds, section))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return asdict(self)
 
-    def thinking_mode(self) -> Any:
+    def thinking_mode(self) -> Thinking:
         """The workload's view of `thinking` (workload.Thinking)."""
         from dsv4ops.canary.workload import Thinking
 

@@ -21,11 +21,11 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from dsv4ops.canary.progress import DEFAULT_DECODE_LOG_INTERVAL, ProgressDetector
 from dsv4ops.canary.records import RequestRecord
 from dsv4ops.clock import perf_ns
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.metrics.prom import ServerGauges
 
 NO_FIRST_TOKEN = "no_first_token"
@@ -46,7 +46,7 @@ class HangEvent:
     def detection_latency_s(self) -> float:
         return (self.detected_ns - self.since_ns) / 1e9
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "kind": self.kind,
             "rid": self.rid,
@@ -76,7 +76,7 @@ class Watchdog:
         # A flagged stream is cancelled this long after detection, so a suite stays bounded.
         self.cut_ns = int((cut_after_s if cut_after_s is not None else stall_s) * 1e9)
         self._now = clock_ns
-        self.active: dict[str, tuple[RequestRecord, asyncio.Task[Any] | None]] = {}
+        self.active: dict[str, tuple[RequestRecord, asyncio.Task[object] | None]] = {}
         self.events: list[HangEvent] = []
         self.frozen = asyncio.Event()
         self._flagged: dict[str, int] = {}  # rid → detection time
@@ -93,7 +93,7 @@ class Watchdog:
         self._task: asyncio.Task[None] | None = None
 
     # -- registry (called by the load generator) --------------------------------------------
-    def register(self, rec: RequestRecord, task: asyncio.Task[Any] | None) -> None:
+    def register(self, rec: RequestRecord, task: asyncio.Task[object] | None) -> None:
         if not self.active:
             self._inflight_since = self._now()
         self.active[rec.rid] = (rec, task)
@@ -238,7 +238,7 @@ class Watchdog:
             await asyncio.sleep(self.tick_s)
             self.check()
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JSONObject:
         by_kind: dict[str, int] = {}
         for e in self.events:
             by_kind[e.kind] = by_kind.get(e.kind, 0) + 1

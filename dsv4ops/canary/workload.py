@@ -17,9 +17,10 @@ import itertools
 import json
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
 
-RECORD_STEP: dict[str, Any] = {
+from dsv4ops.jsontypes import JSONObject
+
+RECORD_STEP: JSONObject = {
     "type": "function",
     "function": {
         "name": "record_step",
@@ -37,7 +38,7 @@ RECORD_STEP: dict[str, Any] = {
         },
     },
 }
-LOOKUP_ORDER: dict[str, Any] = {
+LOOKUP_ORDER: JSONObject = {
     "type": "function",
     "function": {
         "name": "lookup_order",
@@ -77,14 +78,14 @@ NO_THINKING = Thinking()
 
 
 def base_body(
-    messages: list[dict[str, Any]],
+    messages: list[JSONObject],
     *,
     max_tokens: int,
     model: str = "default",
-    tools: list[dict[str, Any]] | None = None,
+    tools: list[JSONObject] | None = None,
     thinking: Thinking = NO_THINKING,
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
+) -> JSONObject:
+    body: JSONObject = {
         "model": model,
         "messages": messages,
         "max_tokens": max_tokens,
@@ -100,7 +101,7 @@ def base_body(
     return body
 
 
-def call_prompt(tool: str, args: dict[str, Any]) -> str:
+def call_prompt(tool: str, args: JSONObject) -> str:
     return (
         f"CALL {tool} {json.dumps(args, separators=(',', ':'))}\n"
         f"Call the function {tool} with exactly the JSON arguments above. Write nothing else."
@@ -118,7 +119,7 @@ class ToolExpectation:
 
     tool: str
     nonce: str
-    args: dict[str, Any]
+    args: JSONObject
 
 
 @dataclass
@@ -155,7 +156,7 @@ class Mix:
         self.expect: dict[str, ToolExpectation] = {}
         self._order = itertools.count()
 
-    def __call__(self, i: int) -> tuple[str, dict[str, Any]]:
+    def __call__(self, i: int) -> tuple[str, JSONObject]:
         rid = f"{self.prefix}-{i}"
         if self.tool_every and i % self.tool_every == self.tool_every - 1:
             nonce = self.nonces.issue(rid)
@@ -176,7 +177,7 @@ class Mix:
 
 
 def session_turn_body(
-    history: list[dict[str, Any]],
+    history: list[JSONObject],
     session: str,
     step: int,
     nonce: str,
@@ -184,7 +185,7 @@ def session_turn_body(
     model: str = "default",
     max_tokens: int = 128,
     thinking: Thinking = NO_THINKING,
-) -> tuple[dict[str, Any], ToolExpectation]:
+) -> tuple[JSONObject, ToolExpectation]:
     args = {
         "nonce": nonce,
         "session": f"{session}-{nonce}",
@@ -203,7 +204,7 @@ def session_turn_body(
 
 
 def append_tool_turn(
-    history: list[dict[str, Any]], call_id: str, name: str, arguments: str, result: str
+    history: list[JSONObject], call_id: str, name: str, arguments: str, result: str
 ) -> None:
     """What an agent harness does after a call: the assistant's call, then the tool's result."""
     history.append(

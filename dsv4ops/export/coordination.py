@@ -17,21 +17,21 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from importlib import resources
-from typing import Any
 
 from dsv4ops.export.declared import pruned_fields
 from dsv4ops.export.rbg import API_VERSION, pair_share
+from dsv4ops.jsontypes import JSONObject
 
 ONE_AT_A_TIME = {"maxUnavailable": 1, "maxSurge": 0}
 
 
 @lru_cache(maxsize=1)
-def strategy_schema() -> dict[str, Any]:
+def strategy_schema() -> JSONObject:
     path = "vendor/rbg_v1alpha1_coordination_strategy.schema.json"
     return dict(json.loads(resources.files("dsv4ops.export").joinpath(path).read_text()))
 
 
-def policy_schema() -> dict[str, Any]:
+def policy_schema() -> JSONObject:
     """The CoordinatedPolicy envelope (from the v1alpha2 Go type) around the vendored strategy."""
     text = {"type": "string"}
     return {
@@ -71,7 +71,7 @@ def policy_schema() -> dict[str, Any]:
     }
 
 
-def policy_problems(policy: dict[str, Any]) -> list[str]:
+def policy_problems(policy: JSONObject) -> list[str]:
     from jsonschema import Draft202012Validator
 
     node = policy_schema()
@@ -87,7 +87,7 @@ def policy_problems(policy: dict[str, Any]) -> list[str]:
     ]
 
 
-def coordination_problems(group: dict[str, Any], policies: list[dict[str, Any]]) -> list[str]:
+def coordination_problems(group: JSONObject, policies: list[JSONObject]) -> list[str]:
     """The group's worker replicas and the policies printed with it, checked as a pair."""
     roles = {r["name"]: r for r in group["spec"]["roles"]}
     n = {name: roles[name].get("replicas", 1) for name in ("prefill", "decode") if name in roles}

@@ -4,14 +4,18 @@ CoordinatedPolicy's (coordination.py); a module of its own so neither imports th
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+
+from dsv4ops.jsontypes import JSONObject, JSONValue
 
 
-def field_path(parts: Any) -> str:
+def field_path(parts: Iterable[str | int]) -> str:
     return ".".join(str(p) for p in parts) or "(root)"
 
 
-def pruned_fields(value: Any, node: dict[str, Any], path: tuple[Any, ...] = ()) -> list[str]:
+def pruned_fields(
+    value: JSONValue, node: JSONObject, path: tuple[str | int, ...] = ()
+) -> list[str]:
     """Fields of `value` that the schema `node` does not declare. A node that preserves unknown
     fields but declares none (free-form, e.g. labels) accepts anything."""
     if node.get("x-kubernetes-preserve-unknown-fields") and not (

@@ -23,11 +23,13 @@ import math
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Any
 
+from dsv4ops.deployment import Deployment
 from dsv4ops.deployment import argv_value as flag_value
 from dsv4ops.errors import DsOpsError
 from dsv4ops.export import values as V
+from dsv4ops.jsontypes import JSONObject
+from dsv4ops.profiles.model import Profile
 from dsv4ops.secrets import is_secret_flag, is_secret_key
 from dsv4ops.sglang_paths import plugin_env
 
@@ -149,9 +151,9 @@ def router_argv(
     return out
 
 
-def _env(env: dict[str, str], secret_name: str) -> list[dict[str, Any]]:
+def _env(env: dict[str, str], secret_name: str) -> list[JSONObject]:
     """Container env; a secret never enters the manifest: it is read from a Secret by key."""
-    out: list[dict[str, Any]] = []
+    out: list[JSONObject] = []
     for k, v in sorted(env.items()):
         if is_secret_key(k) or k.startswith("DSV4_ARG_"):
             out.append({"name": k, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": k}}})
@@ -160,7 +162,7 @@ def _env(env: dict[str, str], secret_name: str) -> list[dict[str, Any]]:
     return out
 
 
-def _probe(port: int, path: str) -> dict[str, Any]:
+def _probe(port: int, path: str) -> JSONObject:
     return {"httpGet": {"path": path, "port": port}, "periodSeconds": 10, "failureThreshold": 3}
 
 
@@ -168,11 +170,11 @@ def _container(
     name: str,
     image: str,
     argv: list[str],
-    env: list[dict[str, Any]],
+    env: list[JSONObject],
     ports: list[tuple[str, int]],
-    probe: dict[str, Any],
-) -> dict[str, Any]:
-    c: dict[str, Any] = {
+    probe: JSONObject,
+) -> JSONObject:
+    c: JSONObject = {
         "name": name,
         "image": image,
         "command": argv,
@@ -187,17 +189,17 @@ def _container(
 def _role(
     name: str,
     replicas: int,
-    container: dict[str, Any],
+    container: JSONObject,
     deps: list[str],
-    volumes: list[dict[str, Any]] | None = None,
-    init: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [container]}
+    volumes: list[JSONObject] | None = None,
+    init: list[JSONObject] | None = None,
+) -> JSONObject:
+    spec: JSONObject = {"containers": [container]}
     if volumes:
         spec["volumes"] = volumes
     if init:
         spec["initContainers"] = init
-    role: dict[str, Any] = {
+    role: JSONObject = {
         "name": name,
         "replicas": replicas,
         "standalonePattern": {
@@ -214,11 +216,11 @@ def _role(
     return role
 
 
-def build_manifest(profile: Any, deployment: Any, opts: ExportOptions) -> dict[str, Any]:
+def build_manifest(profile: Profile, deployment: Deployment, opts: ExportOptions) -> JSONObject:
     """The RoleBasedGroup for `profile` rendered for the box (`deployment`). Raises DsOpsError."""
     if not 1 <= opts.replicas <= 64:
         raise DsOpsError(f"--replicas {opts.replicas}: expected 1 to 64 prefill:decode pairs")
-    check_options(opts, getattr(profile, "kernel_package", None))
+    check_options(opts, profile.kernel_package)
     group = group_name(profile.name, opts.name)
     secret_name = f"{group}-env"
     pre, dec, rtr = (deployment.component(n) for n in ("prefill", "decode", "router"))
@@ -273,7 +275,7 @@ def build_manifest(profile: Any, deployment: Any, opts: ExportOptions) -> dict[s
         _probe(rtr.port, "/readiness"),
     )
     roles.append(_role("router", 1, rc, ["prefill", "decode"]))
-    meta: dict[str, Any] = {
+    meta: JSONObject = {
         "name": group,
         "labels": {"app.kubernetes.io/managed-by": "dsv4ops", "dsv4ops/profile": group},
     }
@@ -287,7 +289,7 @@ def build_manifest(profile: Any, deployment: Any, opts: ExportOptions) -> dict[s
     }
 
 
-def documents(profile: Any, deployment: Any, opts: ExportOptions) -> list[dict[str, Any]]:
+def documents(profile: Profile, deployment: Deployment, opts: ExportOptions) -> list[JSONObject]:
     """What `export rbg` prints: (N:N only) the CoordinatedPolicy, then the RoleBasedGroup. The
     policy comes first: the controller reads it when it reconciles the group and does not watch
     policies, so one applied after the group would wait for the group's next change."""
@@ -296,7 +298,7 @@ def documents(profile: Any, deployment: Any, opts: ExportOptions) -> list[dict[s
     return [manifest] if policy is None else [policy, manifest]
 
 
-def coordinated_policy(manifest: dict[str, Any]) -> dict[str, Any] | None:
+def coordinated_policy(manifest: JSONObject) -> JSONObject | None:
     """The CoordinatedPolicy that keeps prefill and decode of one revision together, for N > 1
     pairs; None for 1:1, where any maxSkew stalls the rollout (sgl-project/rbg#307).
 
@@ -328,7 +330,7 @@ def pair_share(replicas: int) -> str:
     return f"{math.ceil(100 / replicas)}%"
 
 
-def _pod_env(env: dict[str, str], mounts: list[dict[str, Any]]) -> dict[str, str]:
+def _pod_env(env: dict[str, str], mounts: list[JSONObject]) -> dict[str, str]:
     """The box env plus what loads the kernel package from the pod's copy (as deploy adds on the
     box, orchestrate/kernelpkg.py): its config dir, its plugin, its site on PYTHONPATH. A value
     the profile sets itself wins, as on the box."""
@@ -340,10 +342,10 @@ def _pod_env(env: dict[str, str], mounts: list[dict[str, Any]]) -> dict[str, str
 
 
 def _kernel_parts(
-    profile: Any, opts: ExportOptions
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    profile: Profile, opts: ExportOptions
+) -> tuple[list[JSONObject], list[JSONObject], list[JSONObject]]:
     """The kernel package as an init container copying it from an image into a shared volume."""
-    ref = getattr(profile, "kernel_package", None)
+    ref = profile.kernel_package
     if not ref:
         return [], [], []
     name, _, version = ref.partition("@")

@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from importlib import resources
-from typing import Any
 
 from dsv4ops.deployment import argv_value as flag_value
 from dsv4ops.errors import DsOpsError
 from dsv4ops.export.coordination import coordination_problems
 from dsv4ops.export.declared import field_path, pruned_fields
+from dsv4ops.jsontypes import JSONObject
 
 PD_SAME = (
     "--model-path",
@@ -33,12 +33,12 @@ PD_SAME = (
 
 
 @lru_cache(maxsize=1)
-def schema() -> dict[str, Any]:
+def schema() -> JSONObject:
     text = resources.files("dsv4ops.export").joinpath("vendor/rbg_v1alpha2.schema.json").read_text()
     return dict(json.loads(text))
 
 
-def schema_problems(manifest: dict[str, Any]) -> list[str]:
+def schema_problems(manifest: JSONObject) -> list[str]:
     from jsonschema import Draft202012Validator
 
     validator = Draft202012Validator(schema())
@@ -48,7 +48,7 @@ def schema_problems(manifest: dict[str, Any]) -> list[str]:
     ]
 
 
-def pd_problems(manifest: dict[str, Any]) -> list[str]:
+def pd_problems(manifest: JSONObject) -> list[str]:
     roles = {r["name"]: r for r in manifest["spec"]["roles"]}
 
     def argv(name: str) -> list[str]:
@@ -76,7 +76,7 @@ def pd_problems(manifest: dict[str, Any]) -> list[str]:
     return problems
 
 
-def group_problems(manifest: dict[str, Any]) -> list[str]:
+def group_problems(manifest: JSONObject) -> list[str]:
     """Schema, pruned fields and PD consistency of the RoleBasedGroup."""
     problems = schema_problems(manifest)
     problems += [
@@ -86,12 +86,12 @@ def group_problems(manifest: dict[str, Any]) -> list[str]:
     return problems + pd_problems(manifest)
 
 
-def check(manifest: dict[str, Any]) -> None:
+def check(manifest: JSONObject) -> None:
     """Raise DsOpsError listing every problem (schema, pruned fields, PD consistency)."""
     _raise(group_problems(manifest))
 
 
-def check_documents(docs: list[dict[str, Any]]) -> None:
+def check_documents(docs: list[JSONObject]) -> None:
     """What `export rbg` prints: the group, its CoordinatedPolicy when N:N, and the pairing of
     the two (coordination.py). Raises DsOpsError listing every problem."""
     groups = [d for d in docs if d.get("kind") == "RoleBasedGroup"]

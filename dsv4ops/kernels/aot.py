@@ -16,7 +16,6 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dsv4ops.constants import state_dir
 from dsv4ops.errors import KernelPackageError
@@ -39,7 +38,7 @@ class AotResult:
     config: dict[str, int]
     ok: bool
     problems: tuple[str, ...]
-    detail: dict[str, Any]
+    detail: JSONObject
 
     def describe(self) -> str:
         cfg = ",".join(f"{k}={v}" for k, v in self.config.items())
@@ -72,7 +71,7 @@ def cache_dir() -> Path:
     return state_dir() / "aot-cache"
 
 
-def limit_problems(r: dict[str, Any]) -> list[str]:
+def limit_problems(r: JSONObject) -> list[str]:
     """Why a compiled config would fail or spill on sm_120 (empty when it fits)."""
     if not r.get("ok"):
         return [f"compile failed: {r.get('error')}"]
@@ -154,7 +153,7 @@ def check(
         hashlib.sha256((salt + json.dumps(j, sort_keys=True)).encode()).hexdigest() for j in jobs
     ]
     cache = cache_dir()
-    raw: dict[str, dict[str, Any]] = {}
+    raw: dict[str, JSONObject] = {}
     if use_cache:
         for key in keys:
             path = cache / f"{key}.json"

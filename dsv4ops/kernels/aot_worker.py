@@ -30,7 +30,14 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import triton
+
+# A job and its result are JSON; this program runs in the AOT venv without dsv4ops, so it
+# cannot import dsv4ops.jsontypes and names untyped JSON itself.
+_JSONObject = dict[str, Any]
 
 ARCH, WARP = 120, 32
 _RES = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
@@ -56,7 +63,9 @@ def _load_sources(root: str) -> None:
 
 # A kernel (a triton JITFunction: untyped, triton has no py.typed), its (signature, constexprs)
 # builder and the builder's extra arguments.
-_Kernel = tuple[Any, Callable[..., tuple[dict[str, str], dict[str, int]]], dict[str, bool]]
+_Kernel = tuple[
+    "triton.JITFunction", Callable[..., tuple[dict[str, str], dict[str, int]]], dict[str, bool]
+]
 
 
 def _kernel(name: str) -> _Kernel:
@@ -115,9 +124,7 @@ def _resource_usage(cubin: bytes) -> dict[str, int]:
     return {"regs": reg, "stack": stack, "static_shared": static_shared, "local": local}
 
 
-# A job and its result are JSON; this program runs in the AOT venv without dsv4ops, so it
-# cannot import dsv4ops.jsontypes and says Any itself.
-def compile_one(job: dict[str, Any]) -> dict[str, Any]:
+def compile_one(job: _JSONObject) -> _JSONObject:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource

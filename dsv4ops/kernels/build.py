@@ -22,7 +22,6 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dsv4ops import __version__
 from dsv4ops.constants import (
@@ -120,7 +119,7 @@ def run_checks(
     python: str,
     aot_python: Path | None,
     waits: WaitObserver = QUIET,
-) -> dict[str, Any]:
+) -> JSONObject:
     """Run the AOT and interpreter checks; raise KernelPackageError on any failure. Each runs
     minutes on a laptop: `waits` shows them while they run (dsv4ops/waits.py)."""
     jobs = aot.jobs_for(files)
@@ -140,7 +139,7 @@ def run_checks(
         raise KernelPackageError(
             f"config rejected for sm_120: {bad[0].describe()} (used by {', '.join(users[:3])})"
         )
-    checks: dict[str, Any] = {
+    checks: JSONObject = {
         "sm120_compile": {
             "triton": triton_aot,
             "target": "cuda:120 (sm_120a), warp 32",
@@ -184,8 +183,8 @@ def manifest_for(
     version: str,
     payload: dict[str, bytes],
     files: list[ConfigFile],
-    checks: dict[str, Any],
-) -> dict[str, Any]:
+    checks: JSONObject,
+) -> JSONObject:
     return {
         "schema": SCHEMA,
         "name": name,

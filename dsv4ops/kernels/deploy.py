@@ -14,10 +14,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Protocol, runtime_checkable
 
 from dsv4ops.constants import BOX_ARCH, BOX_DEVICE_NAME, BOX_TRITON_VERSION
 from dsv4ops.errors import KernelPackageError
+from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.kernels.manifest import Manifest, TargetRuntime, check_compatible, parse
 from dsv4ops.remote.agent import kernel_archive
 from dsv4ops.remote.base import Executor
@@ -76,7 +77,7 @@ def probe_runtime(sup: Supervisor) -> TargetRuntime:
     return TargetRuntime(f"sm_{cc}", info["triton"], names, source=f"probed on {host}")
 
 
-def kernel_call(sup: Supervisor, op: str, **args: Any) -> dict[str, Any]:
+def kernel_call(sup: Supervisor, op: str, **args: JSONValue) -> JSONObject:
     """One `kernels_*` agent command; any refusal or failure is a KernelPackageError."""
     try:
         return sup.call(op, timeout=_TIMEOUT_S, **args)
@@ -95,7 +96,7 @@ def verify(artifact_path: Path, runtime: TargetRuntime | None = None) -> Artifac
 
 def deploy(
     executor: Executor, workdir: str, python: str, artifact_path: Path, runtime: TargetRuntime
-) -> dict[str, Any]:
+) -> JSONObject:
     """Verify locally, upload, verify and unpack on the target, switch `current` atomically.
 
     Returns {name, version, current, previous, config_dir}. Raises KernelPackageError (nothing
@@ -110,14 +111,14 @@ def deploy(
     )
 
 
-def list_packages(executor: Executor, workdir: str, python: str) -> dict[str, Any]:
+def list_packages(executor: Executor, workdir: str, python: str) -> JSONObject:
     """{packages: {name: {versions, current, previous}}, env: {SGLANG_MOE_CONFIG_DIR}}."""
     return kernel_call(Supervisor(executor, workdir, python), "kernels_list")
 
 
 def rollback(
     executor: Executor, workdir: str, python: str, name: str, to: str | None = None
-) -> dict[str, Any]:
+) -> JSONObject:
     """Switch `current` back to the previous (or the named) installed version, re-verified."""
     return kernel_call(
         Supervisor(executor, workdir, python), "kernels_rollback", name=name, version=to
@@ -131,19 +132,24 @@ def split_ref(ref: str) -> tuple[str, str]:
     return name, version
 
 
+@runtime_checkable
+class _KnowsPython(Protocol):
+    python: str  # the target's python (SSHExecutor)
+
+
 def package_present(
-    executor_or_supervisor: Any, workdir: str, ref: str, python: str | None = None
+    executor_or_supervisor: Executor | Supervisor, workdir: str, ref: str, python: str | None = None
 ) -> bool:
     """Deploy preflight: is `name@version` installed and intact under `<workdir>/kernels/`?
 
     Accepts an Executor or a Supervisor (its executor and python are used)."""
     name, version = split_ref(ref)
-    if isinstance(
-        executor_or_supervisor, Supervisor
-    ) and executor_or_supervisor.workdir == workdir.rstrip("/"):
-        sup = executor_or_supervisor
-    else:
-        executor = getattr(executor_or_supervisor, "executor", executor_or_supervisor)
-        python = python or getattr(executor_or_supervisor, "python", None) or "python3"
-        sup = Supervisor(executor, workdir, python)
+    given = executor_or_supervisor
+    if isinstance(given, Supervisor) and given.workdir == workdir.rstrip("/"):
+        sup = given
+    elif isinstance(given, Supervisor):
+        sup = Supervisor(given.executor, workdir, python or given.python or "python3")
+    else:  # an SSHExecutor knows the target's python
+        known = given.python if isinstance(given, _KnowsPython) else None
+        sup = Supervisor(given, workdir, python or known or "python3")
     return bool(kernel_call(sup, "kernels_present", name=name, version=version)["present"])

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.sglang_paths import (
     PLUGIN_GROUP,
     PLUGIN_LINE_PREFIX,
@@ -64,7 +64,7 @@ def _loaded_packages(lines: list[str]) -> dict[str, str]:
 
 
 def loaded_check(
-    server_info_json: str | dict[str, Any],
+    server_info_json: str | JSONObject,
     log_text: str,
     expected: str | None = None,
     moe: MoePath | None = None,

@@ -16,9 +16,9 @@ twin and `kernels list` read name/version from there. Schema 1 fields:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from dsv4ops.errors import KernelPackageError
+from dsv4ops.jsontypes import JSONObject, JSONValue
 
 SCHEMA = 1
 PACKAGE_ROOT = "<package root>"
@@ -42,15 +42,15 @@ class Manifest:
     device_names: tuple[str, ...]
     triton: str
     config_keys: tuple[str, ...]
-    files: tuple[dict[str, Any], ...]
-    raw: dict[str, Any]
+    files: tuple[JSONObject, ...]
+    raw: JSONObject
 
     @property
     def ref(self) -> str:
         return f"{self.name}@{self.version}"
 
 
-def parse(raw: Any, source: str) -> Manifest:
+def parse(raw: JSONValue, source: str) -> Manifest:
     """Validate a manifest dict; raises KernelPackageError naming the source and the field."""
     if not isinstance(raw, dict):
         raise KernelPackageError(f"{source}: manifest is not a JSON object")
@@ -78,7 +78,7 @@ def parse(raw: Any, source: str) -> Manifest:
     return m
 
 
-def _str(value: Any, field: str) -> str:
+def _str(value: JSONValue, field: str) -> str:
     if not isinstance(value, str) or not value:
         raise TypeError(f"{field} must be a non-empty string")
     return value

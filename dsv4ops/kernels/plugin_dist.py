@@ -14,8 +14,8 @@ SGLang's loader calls (plugins/__init__.py L57), finds it. SGLANG_PLUGINS=<ep> n
 from __future__ import annotations
 
 from importlib import resources
-from typing import Any
 
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.kernels.manifest import PACKAGE_ROOT
 from dsv4ops.sglang_paths import (
     DEEPGEMM_ENV,
@@ -67,7 +67,7 @@ def plugin_members(name: str, version: str) -> dict[str, bytes]:
     }
 
 
-def plugin_section(name: str) -> dict[str, Any]:
+def plugin_section(name: str) -> JSONObject:
     return {
         "group": PLUGIN_GROUP,
         "entry_point": entry_point_name(name),
@@ -78,7 +78,7 @@ def plugin_section(name: str) -> dict[str, Any]:
     }
 
 
-def sglang_section() -> dict[str, Any]:
+def sglang_section() -> JSONObject:
     """The SGLang configuration this package is for, and the env that enables it."""
     return {
         "moe_path": TRITON_FP8,

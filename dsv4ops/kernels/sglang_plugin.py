@@ -26,6 +26,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# The manifest is untyped JSON; this module runs inside SGLang and may not import
+# dsv4ops.jsontypes (nothing from dsv4ops), hence its own name for it here.
+_JSONObject = dict[str, Any]
+
 PREFIX = "[dsv4ops-kernel-plugin]"  # == dsv4ops.sglang_paths.PLUGIN_LINE_PREFIX (tested)
 MOE_CONFIGS = (
     "sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_config.get_moe_configs"
@@ -34,11 +38,9 @@ _SEEN: set[tuple[object, ...]] = set()
 ROOT = Path(__file__).resolve().parents[2]  # <package root>/site/dsv4ops_kernel_plugin/__init__.py
 
 
-# The manifest is untyped JSON; this module runs inside SGLang and may not import
-# dsv4ops.jsontypes (nothing from dsv4ops), hence its own Any here.
-def _manifest() -> dict[str, Any]:
+def _manifest() -> _JSONObject:
     try:
-        manifest: dict[str, Any] = json.loads((ROOT / "manifest.json").read_text(encoding="utf-8"))
+        manifest: _JSONObject = json.loads((ROOT / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return manifest

@@ -12,14 +12,14 @@ fixed windows keep them valid PromQL for that check; the datasource is the one v
 
 from __future__ import annotations
 
-from typing import Any
+from dsv4ops.jsontypes import JSONObject
 
 DS = {"type": "prometheus", "uid": "${DS_PROMETHEUS}"}
 DEC = 'engine_type="decode"'
 RUNNING = f"max(sglang:num_running_reqs{{{DEC}}})"
 
 
-def _target(expr: str, legend: str, ref: str) -> dict[str, Any]:
+def _target(expr: str, legend: str, ref: str) -> JSONObject:
     return {"datasource": DS, "expr": expr, "legendFormat": legend, "refId": ref}
 
 
@@ -31,7 +31,7 @@ def _panel(
     x: int,
     y: int,
     description: str,
-) -> dict[str, Any]:
+) -> JSONObject:
     return {
         "id": pid,
         "type": "timeseries",
@@ -45,11 +45,11 @@ def _panel(
     }
 
 
-def _panels(a_ms: float, b_ms: float, max_bucket: int | None) -> list[dict[str, Any]]:
+def _panels(a_ms: float, b_ms: float, max_bucket: int | None) -> list[JSONObject]:
     return [*_decode_panels(a_ms, b_ms), *_pd_panels(), *_graph_and_worker_panels(max_bucket)]
 
 
-def _decode_panels(a_ms: float, b_ms: float) -> list[dict[str, Any]]:
+def _decode_panels(a_ms: float, b_ms: float) -> list[JSONObject]:
     """Row 1: the decode's step time against the fitted law, and its throughput."""
     itl = "sglang:inter_token_latency_seconds"
     step = (
@@ -92,7 +92,7 @@ def _decode_panels(a_ms: float, b_ms: float) -> list[dict[str, Any]]:
     ]
 
 
-def _pd_panels() -> list[dict[str, Any]]:
+def _pd_panels() -> list[JSONObject]:
     """Row 2: the PD queues and transfer failures, where a lost request shows first."""
     return [
         _panel(
@@ -133,7 +133,7 @@ def _pd_panels() -> list[dict[str, Any]]:
     ]
 
 
-def _graph_and_worker_panels(max_bucket: int | None) -> list[dict[str, Any]]:
+def _graph_and_worker_panels(max_bucket: int | None) -> list[JSONObject]:
     """Row 3: CUDA-graph passes against the largest bucket, and the router's and watch's view."""
     bucket = [(f"vector({max_bucket})", "largest CUDA-graph bucket")] if max_bucket else []
     return [
@@ -176,7 +176,7 @@ def dashboard(
     b_ms: float = 1.05,
     max_bucket: int | None = None,
     title: str = "DSV4 PD unit",
-) -> dict[str, Any]:
+) -> JSONObject:
     """The dashboard JSON (import it into Grafana; it asks for the Prometheus datasource)."""
     return {
         "__inputs": [
@@ -201,6 +201,6 @@ def dashboard(
     }
 
 
-def expressions(board: dict[str, Any]) -> list[str]:
+def expressions(board: JSONObject) -> list[str]:
     """Every PromQL expression of the dashboard, in panel order."""
     return [t["expr"] for p in board["panels"] for t in p["targets"]]

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+
+from dsv4ops.jsontypes import JSONObject
 
 RUNBOOKS = {
     "wedge": "runbooks/decode-wedge.md",
@@ -69,7 +70,7 @@ def duration(model_s: float, time_scale: float = 1.0) -> str:
 
 def _alert(
     name: str, expr: str, for_: str, severity: str, summary: str, runbook: str, evidence: str
-) -> dict[str, Any]:
+) -> JSONObject:
     # one line: PromQL does not care, and YAML folds multi-line scalars unreadably
     return {
         "alert": name,
@@ -89,7 +90,7 @@ def _new_and_positive(metric: str, window: str) -> str:
     )
 
 
-def alert_rules(s: RuleSettings) -> dict[str, Any]:
+def alert_rules(s: RuleSettings) -> JSONObject:
     """The rule file as a mapping (dump it with `_yaml.dump`)."""
     t = s.time_scale
     w_wedge = duration(s.wedge_window_s(), t)
@@ -155,7 +156,7 @@ def alert_rules(s: RuleSettings) -> dict[str, Any]:
     return {"groups": [{"name": "dsv4ops-pd", "rules": rules}]}
 
 
-def _down_alerts(s: RuleSettings) -> list[dict[str, Any]]:
+def _down_alerts(s: RuleSettings) -> list[JSONObject]:
     """A component that stopped answering: its metrics scrape fails, or the router marks it."""
     t = s.time_scale
     return [
@@ -190,7 +191,7 @@ def check_runbook_url(url: str) -> str:
     return url
 
 
-def _loop_stalled(s: RuleSettings, window: str) -> dict[str, Any]:
+def _loop_stalled(s: RuleSettings, window: str) -> JSONObject:
     idle = 'sglang:scheduler_idle_seconds_total{engine_type="decode"}'
     progress = 'sglang:realtime_tokens_total{engine_type="decode",mode="decode"}'
     return _alert(
@@ -209,7 +210,7 @@ def _loop_stalled(s: RuleSettings, window: str) -> dict[str, Any]:
     )
 
 
-def _eager_fallback(s: RuleSettings, window: str) -> dict[str, Any]:
+def _eager_fallback(s: RuleSettings, window: str) -> JSONObject:
     passes = 'sglang:cuda_graph_passes_total{engine_type="decode"'
     bucket = f" ({s.max_decode_bucket})" if s.max_decode_bucket is not None else ""
     return _alert(

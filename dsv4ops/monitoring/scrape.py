@@ -7,17 +7,35 @@ which needs `--enable-metrics`; the router's `--prometheus-port`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol
 from urllib.parse import urlsplit
 
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.monitoring.rules import RuleSettings, duration
+from dsv4ops.profiles.model import Target
 
 JOBS = ("prefill", "decode", "router")
 
 
+class _Scraped(Protocol):
+    @property
+    def metrics_url(self) -> str: ...
+
+
+class ScrapedUnit(Protocol):
+    """What scrape_config reads of a rendered Deployment: each component's /metrics URL."""
+
+    def component(self, name: str) -> _Scraped: ...
+
+
 def scrape_config(
-    deployment: Any, settings: RuleSettings, *, rules_file: str, profile_name: str, target_name: str
-) -> dict[str, Any]:
+    deployment: ScrapedUnit,
+    settings: RuleSettings,
+    *,
+    rules_file: str,
+    profile_name: str,
+    target_name: str,
+) -> JSONObject:
     """prometheus.yml as a mapping; `deployment` is profiles.render's result."""
     interval = duration(settings.scrape_interval_s, settings.time_scale)
     jobs = []
@@ -51,9 +69,9 @@ def scrape_config(
     }
 
 
-def target_time_scale(target: Any) -> float:
+def target_time_scale(target: Target) -> float:
     """A twin target's DSV4_TWIN_TIME_SCALE (wall seconds per model second); 1 otherwise."""
-    env = dict(getattr(target, "twin_env", ()) or ())
+    env = target.twin_env_dict
     try:
         scale = float(env.get("DSV4_TWIN_TIME_SCALE", 1.0))
     except ValueError:

@@ -11,8 +11,9 @@ satisfy it, and the engine reads the results' fields instead of probing for them
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
+from dsv4ops.jsontypes import JSONValue
 from dsv4ops.remote.base import ProcessSpec, ProcessState
 from dsv4ops.remote.results import HttpReply, LockInfo, PreflightReport, StopReport
 
@@ -69,7 +70,7 @@ class TargetControl(Protocol):
         self, ports: Iterable[int], gpus: Iterable[int], paths: Iterable[str] = ()
     ) -> PreflightReport: ...
 
-    def lock_acquire(self, holder: Mapping[str, Any], force: bool = False) -> LockInfo | None:
+    def lock_acquire(self, holder: Mapping[str, JSONValue], force: bool = False) -> LockInfo | None:
         """The broken lock's info when `force` broke one; raises a DeployLockError (a
         LockHeldError with .holder and .stale) when held."""
         ...

@@ -10,13 +10,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.deployment import WORKERS, Deployment
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal import knowngood as KG
 from dsv4ops.journal.store import Journal
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.diagnose import missing_module_hint
@@ -375,7 +375,7 @@ class Runner:
         return f"{KG.GATE_PASS} ({'; '.join(reasons)[:300]})" if reasons else KG.GATE_PASS
 
 
-def process_snapshot(control: TargetControl, names: list[str]) -> dict[str, Any]:
+def process_snapshot(control: TargetControl, names: list[str]) -> JSONObject:
     """pid and start time per component, recorded at success for drift detection."""
     states = control.status(names)
     return {n: {"pid": s.pid, "started_at": s.started_at} for n, s in states.items() if s.alive}

@@ -11,7 +11,6 @@ ABANDONED: what it left running is unknown, and carrying on would build on a gue
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from dsv4ops.errors import DsOpsError, LockHeldError, TargetError
 from dsv4ops.journal.records import Operation, Status
@@ -93,7 +92,7 @@ def interrupted_line(op: Operation | None) -> str:
     )
 
 
-def _find(journal: Journal, op_id: Any) -> Operation | None:
+def _find(journal: Journal, op_id: object) -> Operation | None:
     if not isinstance(op_id, str):
         return None
     ops = journal.operations()  # the index's entries: only that operation is read

@@ -26,11 +26,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
+from dsv4ops.jsontypes import JSONValue
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.interrupts import InterruptGate
 from dsv4ops.orchestrate.lockstep import release_lock, take_lock
@@ -50,18 +50,18 @@ class RunningOperation:
     begun: bool = False
     ended: bool = False
 
-    def begin(self, **record: Any) -> None:
+    def begin(self, **record: JSONValue) -> None:
         """Journal the operation (`record`: Journal.begin's fields) and move it to RUNNING."""
         with self.gate.holding():  # a signal now is raised once the journal knows the operation
             self.journal.begin(self.kind, op_id=self.op_id, **record)
             self.journal.transition(self.op_id, Status.RUNNING)
         self.begun = True
 
-    def step(self, name: str, phase: str, **fields: Any) -> None:
+    def step(self, name: str, phase: str, **fields: JSONValue) -> None:
         with self.gate.holding():
             self.journal.step(self.op_id, name, phase, **fields)
 
-    def finish(self, status: Status, **fields: Any) -> None:
+    def finish(self, status: Status, **fields: JSONValue) -> None:
         """Journal the terminal status (`fields`: Journal.transition's); a signal cannot cut it."""
         with self.gate.shielded():
             self.journal.transition(self.op_id, status, **fields)

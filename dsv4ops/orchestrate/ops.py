@@ -12,13 +12,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any
 
 from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.deployment import START_ORDER, Deployment
 from dsv4ops.errors import DsOpsError, PreflightError
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import UNKNOWN, Journal
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.autorollback import KnownGood, known_good_candidates, roll_back
 from dsv4ops.orchestrate.control import TargetControl
@@ -213,7 +213,7 @@ class Operator:
         operation: RunningOperation,
         new: Deployment,
         unit: Deployment,
-        scope_record: dict[str, Any] | None,
+        scope_record: JSONObject | None,
         warning: str | None,
         runner: Runner,
         notes: list[str],
@@ -372,7 +372,7 @@ class Operator:
         return Runner(self.control, self.journal, op_id, self.settings)
 
 
-def _undo(prev: Operation | None) -> dict[str, Any]:
+def _undo(prev: Operation | None) -> JSONObject:
     if prev is None:
         return {"previous": None}
     return {
@@ -392,5 +392,5 @@ def _stop_failure(exc: BaseException) -> str:
     )
 
 
-def _steps(runner: Runner) -> list[dict[str, Any]]:
+def _steps(runner: Runner) -> list[JSONObject]:
     return [asdict(t) for t in runner.log.timings]

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from dsv4ops import exitcodes
 from dsv4ops.errors import DeployError
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.interrupts import DeployInterrupted
 
 
@@ -22,7 +22,7 @@ class Outcome:
     message: str
     running: str | None = None  # what runs now ("nothing", "unknown", profile @ commit)
     total_s: float = 0.0
-    steps: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[JSONObject] = field(default_factory=list)
     ready_wait_s: dict[str, float] = field(default_factory=dict)
     probe: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -35,7 +35,7 @@ class Outcome:
             return exitcodes.INTERRUPTED
         return exitcodes.OK if self.ok else exitcodes.FAILED
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """The operation's `--json` document; also the one object an error prints (`exit`,
         `error`: its first line, `hint`), as every command's error under --json has them."""
         first = (self.message.splitlines() or [""])[0]

@@ -10,12 +10,11 @@ from different profiles, is not one; the previous known-good records stay what a
 
 from __future__ import annotations
 
-from typing import Any
-
 from dsv4ops import exitcodes
 from dsv4ops.deployment import START_ORDER, Deployment
 from dsv4ops.errors import DeployError
 from dsv4ops.journal.records import Operation
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.pd import RestartScope
 
 
@@ -27,7 +26,7 @@ class PartialRestartRefused(DeployError):
 
 def unit_after(
     new: Deployment, scope: RestartScope, current: Operation | None
-) -> tuple[Deployment, dict[str, Any] | None]:
+) -> tuple[Deployment, JSONObject | None]:
     """(the deployment that runs once `scope` of `new` is restarted, the journal's scope record).
 
     A whole-unit restart is just `new` (scope record None). Raises PartialRestartRefused when a

@@ -28,8 +28,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.remote.results import HttpReply
 
@@ -59,7 +59,7 @@ class ProbeThinking:
     budget_tokens: int = 1024
 
     @classmethod
-    def from_canary_settings(cls, settings: Mapping[str, Any]) -> ProbeThinking:
+    def from_canary_settings(cls, settings: Mapping[str, JSONValue]) -> ProbeThinking:
         """From a profile's `canary` section as recorded (`Deployment.canary_settings`)."""
         budget = settings.get("thinking_budget_tokens")
         return cls(
@@ -67,7 +67,7 @@ class ProbeThinking:
             budget_tokens=int(budget) if budget is not None else cls.budget_tokens,
         )
 
-    def apply(self, payload: dict[str, Any], *, extra_tokens: bool) -> dict[str, Any]:
+    def apply(self, payload: JSONObject, *, extra_tokens: bool) -> JSONObject:
         """`payload` asking for reasoning when on; `extra_tokens`: room for it in max_tokens."""
         if not self.on:
             return payload
@@ -143,7 +143,7 @@ def run_probe(
     return result
 
 
-def _post(control: TargetControl, url: str, payload: dict[str, Any], timeout_s: float) -> HttpReply:
+def _post(control: TargetControl, url: str, payload: JSONObject, timeout_s: float) -> HttpReply:
     return control.http(
         url,
         method="POST",
@@ -162,7 +162,7 @@ def _streaming_chat(
     thinking: ProbeThinking,
     _tool_call: str,
 ) -> tuple[str, float]:
-    payload: dict[str, Any] = {
+    payload: JSONObject = {
         "model": model,
         "messages": [{"role": "user", "content": f"Probe {i}: reply with one short sentence."}],
         "stream": True,
@@ -193,7 +193,7 @@ def _tool_call_chat(
     thinking: ProbeThinking,
     tool_call: str,
 ) -> tuple[str, float]:
-    payload: dict[str, Any] = {
+    payload: JSONObject = {
         "model": model,
         "messages": [{"role": "user", "content": f"Probe {i}: what is the weather in Paris?"}],
         "tools": [WEATHER_TOOL],

@@ -13,12 +13,12 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from dsv4ops.deployment import START_ORDER, Component, Deployment
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.records import Operation
 from dsv4ops.journal.store import UNKNOWN, Journal
+from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.orchestrate.attention import attention_notes
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.drift import (
@@ -47,7 +47,7 @@ class KernelStatus:
 
     # The target's `kernels` state (Supervisor.read_state("kernels")): {"packages": {name:
     # {"current", "previous", "config_dir"}}, "env": {...}}, or None when nothing was deployed.
-    state: Callable[[], Any]
+    state: Callable[[], JSONValue]
     # (server_info JSON, decode log tail, expected "name@version", decode component) ->
     # (used, reason): kernels.loaded_check, as in KernelSupport.loaded.
     loaded: Callable[[str, str, str, Component | None], tuple[bool, str]] | None = None
@@ -60,7 +60,7 @@ def gather_status(
     target: str,
     render_now: RenderNow | None = None,
     kernels: KernelStatus | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """A JSON-ready status report. Raises only for an unreachable target."""
     current = journal.deployed()
     deployed = current.deployment() if current and current.components else None
@@ -106,7 +106,7 @@ def gather_status(
             "drift": bool(kernel_drift),
         }
     lock = control.lock_info()
-    report: dict[str, Any] = {
+    report: JSONObject = {
         "target": target,
         "deployed": _deployed(current, journal),
         "components": components,
@@ -128,7 +128,7 @@ def gather_status(
 HEALTHY, NOT_HEALTHY, UNKNOWN_HEALTH = "HEALTHY", "NOT HEALTHY", "UNKNOWN"
 
 
-def health_word(report: Mapping[str, Any]) -> str:
+def health_word(report: Mapping[str, JSONValue]) -> str:
     """The one status word of a report, on positive evidence only: HEALTHY when every check
     answered and passed; UNKNOWN when nothing of the unit could be observed (target unreachable,
     an endpoint's router silent); UNMANAGED when nothing is recorded but its ports answer
@@ -147,7 +147,7 @@ def health_word(report: Mapping[str, Any]) -> str:
     return HEALTHY if report.get("healthy") else NOT_HEALTHY
 
 
-def process_word(component: Mapping[str, Any]) -> str:
+def process_word(component: Mapping[str, JSONValue]) -> str:
     """A component's process column, beside health_word: up (our process, alive), UNMANAGED (not
     ours, but one of its ports accepts), DOWN (neither)."""
     if component["alive"]:
@@ -188,14 +188,14 @@ def _started_by(journal: Journal) -> dict[str, tuple[int | None, str]]:
     return out
 
 
-def _recorded_processes(journal: Journal) -> dict[str, Any]:
+def _recorded_processes(journal: Journal) -> JSONObject:
     for op in reversed(journal.operations()):
         if op.status.terminal and op.running is not None:
             return dict(op.processes)
     return {}
 
 
-def _deployed(op: Operation | None, journal: Journal) -> dict[str, Any] | None:
+def _deployed(op: Operation | None, journal: Journal) -> JSONObject | None:
     if op is None:
         return None
     p = op.profile or {}
@@ -279,9 +279,9 @@ def _component(
     state: ProcessState,
     deployed: Deployment | None,
     infos: dict[str, HttpReply] | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     spec = deployed.component(name) if deployed else None
-    row: dict[str, Any] = {
+    row: JSONObject = {
         "name": name,
         "alive": bool(state.alive),
         "pid": state.pid,
@@ -312,7 +312,7 @@ def _component(
     return row
 
 
-def _server_info(body: str) -> dict[str, Any]:
+def _server_info(body: str) -> JSONObject:
     try:
         data = json.loads(body)
     except json.JSONDecodeError:
@@ -332,9 +332,9 @@ def _server_info(body: str) -> dict[str, Any]:
     }
 
 
-def router_info(control: TargetControl, base_url: str) -> dict[str, Any]:
+def router_info(control: TargetControl, base_url: str) -> JSONObject:
     """The router at `base_url`: liveness, readiness and its workers as it lists them."""
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     live = control.http(f"{base_url}/health", timeout_s=5.0)
     out["health"] = live.status if live.status is not None else f"no answer ({live.error})"
     ready = control.http(f"{base_url}/readiness", timeout_s=5.0)
@@ -355,7 +355,7 @@ def router_info(control: TargetControl, base_url: str) -> dict[str, Any]:
     return out
 
 
-def journal_status(journal: Journal, *, target: str, record: dict[str, Any]) -> dict[str, Any]:
+def journal_status(journal: Journal, *, target: str, record: JSONObject) -> JSONObject:
     """What the journal alone says when the target cannot be reached: the deployment it last
     recorded and the operations it shows unfinished. Nothing about the processes is observed,
     so nothing is called healthy."""

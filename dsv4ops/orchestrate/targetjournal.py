@@ -28,12 +28,13 @@ import json
 import os
 import secrets
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from dsv4ops import journalfile
 from dsv4ops.clock import Clock, SystemClock, age_s, utc_now_iso
 from dsv4ops.errors import JournalError, TargetError
 from dsv4ops.journal.records import RECORD_VERSION
+from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.remote.base import Executor
 from dsv4ops.remote.errors import AgentCallError
 from dsv4ops.whoami import local_host, operator_identity
@@ -51,7 +52,7 @@ class AgentCaller(Protocol):
     executor: Executor
     workdir: str
 
-    def call(self, op: str, timeout: float = ..., **args: Any) -> dict[str, Any]: ...
+    def call(self, op: str, timeout: float = ..., **args: JSONValue) -> JSONObject: ...
 
 
 class TargetJournal:
@@ -116,10 +117,10 @@ class TargetJournal:
             raise self._refusal(exc) from None
         self._apply(size, reply, lock_op)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         marker = self._marker() or {}
         synced_at = marker.get("synced_at")
-        out: dict[str, Any] = {
+        out: JSONObject = {
             "source": "cache" if self._offline_error else "target",
             "record": f"{self.agent.executor.host}:{self.agent.workdir}/journal.jsonl",
             "cache": str(self.path),
@@ -135,7 +136,7 @@ class TargetJournal:
 
     # -- a record that lost history ------------------------------------------------------------
 
-    def _divergence(self) -> dict[str, Any] | None:
+    def _divergence(self) -> JSONObject | None:
         """What the kept copy holds that the record lacks, and which is newer (None: no copy)."""
         try:
             kept = journalfile.read_bytes(str(self.diverged))
@@ -172,7 +173,7 @@ class TargetJournal:
             "then retry",
         )
 
-    def merge_diverged(self) -> dict[str, Any]:
+    def merge_diverged(self) -> JSONObject:
         """Append the kept copy's records the target lacks (after a merge record), keep the copy
         as `.merged`; return {"merged": n, "ops": [...]} (n = 0: nothing to merge)."""
         d = self._divergence()
@@ -215,13 +216,13 @@ class TargetJournal:
         self._synced = True
         self._offline_error = None
 
-    def _call_read(self, size: int, window: str) -> dict[str, Any]:
+    def _call_read(self, size: int, window: str) -> JSONObject:
         try:
             return self.agent.call("journal_read", offset=size, prefix_window=window)
         except AgentCallError as exc:
             raise JournalError(f"cannot read the journal of record: {exc}") from None
 
-    def _merge(self, cached: bytes, *, first: bool, source: Path | None = None) -> dict[str, Any]:
+    def _merge(self, cached: bytes, *, first: bool, source: Path | None = None) -> JSONObject:
         """Merge the cache's records the target lacks (nothing is appended if it lacks none)."""
         parsed, _torn = journalfile.parse(cached)
         records = [r for _, r in parsed if isinstance(r, dict) and isinstance(r.get("op"), str)]
@@ -246,7 +247,7 @@ class TargetJournal:
                 f"cannot merge {self.path} into the journal of record: {exc}"
             ) from None
 
-    def _apply(self, cached: int, reply: dict[str, Any], trusted_for: str | None) -> None:
+    def _apply(self, cached: int, reply: JSONObject, trusted_for: str | None) -> None:
         """Bring the cache (its first `cached` bytes the copy the call proved) to the target's
         record as the reply describes it: the new tail is appended, a reset replaces it whole
         (keeping what it would lose); note the sync. `trusted_for`: the lock op whose accepted
@@ -292,7 +293,7 @@ class TargetJournal:
                 f"cannot read the journal cache {self.path}: {exc.strerror}"
             ) from exc
 
-    def _marker(self) -> dict[str, Any] | None:
+    def _marker(self) -> JSONObject | None:
         try:
             data = json.loads(self.marker.read_text())
         except FileNotFoundError:
@@ -314,7 +315,7 @@ class TargetJournal:
         )
 
 
-def _marker_proves(marker: dict[str, Any] | None, size: int, window: str, cache: Path) -> bool:
+def _marker_proves(marker: JSONObject | None, size: int, window: str, cache: Path) -> bool:
     """The marker says the cache is exactly what the last sync left (no local records since): by
     its size and window (an older marker by its whole-file hash, read once)."""
     if marker is None:
@@ -325,11 +326,11 @@ def _marker_proves(marker: dict[str, Any] | None, size: int, window: str, cache:
     return isinstance(old, str) and old == journalfile.sha256(journalfile.read_bytes(str(cache)))
 
 
-def _records(data: bytes) -> list[dict[str, Any]]:
+def _records(data: bytes) -> list[JSONObject]:
     return [r for _, r in journalfile.parse(data)[0] if isinstance(r, dict)]
 
 
-def _last_ts(records: list[dict[str, Any]]) -> str:
+def _last_ts(records: list[JSONObject]) -> str:
     return max((str(r.get("ts") or "") for r in records), default="")
 
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.profiles.buckets import BucketSpecError, resolve_buckets
 from dsv4ops.profiles.model import (
     CanaryThresholds,
@@ -24,7 +23,7 @@ def _env(mapping: dict[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(mapping.items()))
 
 
-def _server(role: str, v: dict[str, Any]) -> ServerSpec:
+def _server(role: str, v: JSONObject) -> ServerSpec:
     return ServerSpec(
         role=role,
         gpus=tuple(v["gpus"]),
@@ -40,7 +39,9 @@ def _server(role: str, v: dict[str, Any]) -> ServerSpec:
     )
 
 
-def _decode_buckets(spec: Any, decode: ServerSpec, prov: Provenance, sink: Problems) -> list[int]:
+def _decode_buckets(
+    spec: JSONValue, decode: ServerSpec, prov: Provenance, sink: Problems
+) -> list[int]:
     """flags.decode_buckets resolved against decode's tp and max running requests; [] when the
     spec (or what it resolves against) is unusable, which is reported to `sink`."""
     key = "flags.decode_buckets"
@@ -62,7 +63,7 @@ def _decode_buckets(spec: Any, decode: ServerSpec, prov: Provenance, sink: Probl
     return buckets
 
 
-def _model(m: dict[str, Any]) -> ModelSpec:
+def _model(m: JSONObject) -> ModelSpec:
     return ModelSpec(
         path=m["path"],
         served_name=m["served_name"],
@@ -72,7 +73,7 @@ def _model(m: dict[str, Any]) -> ModelSpec:
     )
 
 
-def _router(r: dict[str, Any]) -> RouterSpec:
+def _router(r: JSONObject) -> RouterSpec:
     hc = r["health_check"]
     return RouterSpec(
         port=r["port"],
@@ -90,7 +91,7 @@ def _router(r: dict[str, Any]) -> RouterSpec:
     )
 
 
-def _flags(f: dict[str, Any], buckets: list[int]) -> Flags:
+def _flags(f: JSONObject, buckets: list[int]) -> Flags:
     spec = f["decode_buckets"]
     return Flags(
         overlap_schedule=f["overlap_schedule"],
@@ -101,7 +102,7 @@ def _flags(f: dict[str, Any], buckets: list[int]) -> Flags:
 
 
 def build_profile(
-    values: dict[str, Any],
+    values: JSONObject,
     *,
     name: str,
     path: str,

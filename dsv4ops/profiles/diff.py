@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Any
 
 from dsv4ops.deployment import Deployment
+from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.profiles.model import Profile
 from dsv4ops.secrets import REDACTED, is_secret_key, redact_argv
 
@@ -19,8 +19,8 @@ from dsv4ops.secrets import REDACTED, is_secret_key, redact_argv
 @dataclass(frozen=True)
 class ValueChange:
     key: str
-    old: Any
-    new: Any
+    old: JSONValue
+    new: JSONValue
 
 
 @dataclass(frozen=True)
@@ -32,10 +32,10 @@ class ComponentDiff:
     env_changes: tuple[ValueChange, ...]
 
 
-def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+def flatten(data: JSONValue, prefix: str = "") -> JSONObject:
     """{'a': {'b': 1}} → {'a.b': 1}; lists stay whole (they are replaced, never merged)."""
     if isinstance(data, dict):
-        out: dict[str, Any] = {}
+        out: JSONObject = {}
         for key, value in data.items():
             out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
         if not data and prefix:
@@ -65,7 +65,7 @@ def value_changes(a: Profile, b: Profile) -> list[ValueChange]:
     return out
 
 
-def _hidden(key: str, value: Any) -> Any:
+def _hidden(key: str, value: JSONValue) -> JSONValue:
     if value is not None and is_secret_key(key.rsplit(".", 1)[-1]):
         return REDACTED
     if isinstance(value, list) and all(isinstance(v, str) for v in value):

@@ -4,11 +4,11 @@ the prefill/decode servers' metrics). Checked here with file:line like every oth
 from __future__ import annotations
 
 import sys
-from typing import Any
 from urllib.parse import urlsplit
 
 from dsv4ops._yaml import LineInfo
 from dsv4ops.errors import ProfileError
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.model import EndpointSpec, Target
 from dsv4ops.profiles.provenance import Provenance
@@ -30,12 +30,12 @@ PROCESS_KEYS = (
 )
 
 
-def is_endpoint(raw: dict[str, Any]) -> bool:
+def is_endpoint(raw: JSONObject) -> bool:
     return raw.get("transport") == "endpoint"
 
 
 def build_endpoint_target(
-    name: str, raw: dict[str, Any], file: str, lines: LineInfo, prov: Provenance, prefix: str
+    name: str, raw: JSONObject, file: str, lines: LineInfo, prov: Provenance, prefix: str
 ) -> Target:
     """The Target for one `transport: endpoint` entry. Raises ProfileError naming file:line."""
     for key in PROCESS_KEYS:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from itertools import islice
-from typing import Any
 
+from dsv4ops.jsontypes import JSONValue
 from dsv4ops.secrets import REDACTED, is_secret_flag, is_secret_key, redact_argv
 
 MAX_EXCERPT_CHARS = 120
@@ -34,7 +34,7 @@ class _Shown:
 _HIDDEN = _Shown(REDACTED)
 
 
-def excerpt(value: Any, *, key: str | None = None, limit: int = MAX_EXCERPT_CHARS) -> str:
+def excerpt(value: JSONValue, *, key: str | None = None, limit: int = MAX_EXCERPT_CHARS) -> str:
     """repr-like text of `value`, at most `limit` characters; `key` is the name the value sits
     under (a secret-named key hides the whole value, whatever its shape)."""
     text = repr(_bounded(value, key, 0))
@@ -46,7 +46,7 @@ def key_excerpt(key: str, limit: int = 60) -> str:
     return key if len(key) <= limit else key[: limit - 3] + "..."
 
 
-def _bounded(value: Any, key: str | None, level: int) -> Any:
+def _bounded(value: JSONValue, key: str | None, level: int) -> JSONValue:
     if key is not None and value is not None and is_secret_key(key):
         return _HIDDEN
     if isinstance(value, str):
@@ -56,7 +56,7 @@ def _bounded(value: Any, key: str | None, level: int) -> Any:
     if isinstance(value, Mapping | list | tuple) and level >= _MAX_LEVELS:
         return _Shown("{...}" if isinstance(value, Mapping) else "[...]")
     if isinstance(value, Mapping):
-        out: dict[Any, Any] = {}
+        out: dict[JSONValue, JSONValue] = {}
         for k, v in islice(value.items(), _MAX_ITEMS):
             shown_key = _bounded(k, None, level + 1)
             out[shown_key if _hashable(shown_key) else _Shown(repr(shown_key))] = _bounded(
@@ -72,11 +72,11 @@ def _bounded(value: Any, key: str | None, level: int) -> Any:
     return value
 
 
-def _bounded_list(value: list[Any] | tuple[Any, ...], level: int) -> list[Any]:
+def _bounded_list(value: list[JSONValue] | tuple[JSONValue, ...], level: int) -> list[JSONValue]:
     """Items of an argv-like list, the values of secret flags hidden in every shape dsv4ops/
     secrets.py's redact_argv knows (`--api-key V`, `--api-key=V`, `"--api-key V"`, `--api-key=`
     then `V`)."""
-    out: list[Any] = []
+    out: list[JSONValue] = []
     items = list(islice(value, _MAX_ITEMS))
     strings = [i for i in items if isinstance(i, str)]
     shown = iter(redact_argv(strings)) if len(strings) == len(items) else None
@@ -104,7 +104,7 @@ def _bounded_list(value: list[Any] | tuple[Any, ...], level: int) -> list[Any]:
     return out
 
 
-def _hashable(value: Any) -> bool:
+def _hashable(value: JSONValue) -> bool:
     try:
         hash(value)
     except TypeError:

@@ -8,11 +8,13 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from dsv4ops.profiles import _flag_tables
 from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.secrets import redact_argv, redact_text
+
+# A flag table's entry (profiles/_flag_tables.py): (nargs, value kind, choices or None).
+_FlagEntry = tuple[int | str, str, tuple[str, ...] | None]
 
 # Removed in 0.5.23: argparse prefix matching turns them into "ambiguous option" (exit 2).
 REMOVED_SERVER_FLAGS = {
@@ -105,7 +107,7 @@ def _is_value(arg: str) -> bool:
 
 
 def _stray_args(
-    args: tuple[str, ...], table: dict[str, tuple[Any, ...]], program: str
+    args: tuple[str, ...], table: dict[str, _FlagEntry], program: str
 ) -> list[FlagProblem]:
     """Tokens no option consumes, and options missing their value, walked the way argparse does
     (nargs from the flag table): SGLang would exit 2 with 'unrecognized arguments' or 'expected

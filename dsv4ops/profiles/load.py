@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from dsv4ops._yaml import LineInfo, YAMLSyntaxError, load_with_lines
 from dsv4ops.constants import PROFILE_SCHEMA_VERSION, PROJECT_HINT, profiles_dir
 from dsv4ops.errors import ProfileError
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles import git as gitio
 from dsv4ops.profiles.build import build_profile
 from dsv4ops.profiles.excerpt import excerpt, key_excerpt
@@ -38,7 +38,7 @@ _SUFFIXES = (".yaml", ".yml")
 @dataclass(frozen=True)
 class _Doc:
     path: str  # as shown in messages
-    data: dict[str, Any]
+    data: JSONObject
     lines: LineInfo
 
 
@@ -137,7 +137,7 @@ def _load(ref: str | Path, git_rev: str | None, sink: Problems) -> Profile:
     chain = _load_chain(path, reader, sink)
     shown = chain[0].path
     prov = Provenance(shown)
-    merged: dict[str, Any] = {}
+    merged: JSONObject = {}
     for doc in reversed(chain):  # base first, child last
         prov.record(doc.path, doc.lines, doc.data)
         merged = deep_merge(merged, doc.data)
@@ -156,7 +156,7 @@ def _load(ref: str | Path, git_rev: str | None, sink: Problems) -> Profile:
     return replace(profile, warnings=tuple(warnings), origins=prov.snapshot())
 
 
-def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: JSONObject, override: JSONObject) -> JSONObject:
     """Mappings merge key by key; anything else (lists included) is replaced by the override."""
     out = dict(base)
     for key, value in override.items():
@@ -280,7 +280,7 @@ def _parse(path: Path, text: str, sink: Problems) -> _Doc:
     return _Doc(shown, data, lines)
 
 
-def _check_schema_version(data: dict[str, Any], path: str, lines: LineInfo) -> None:
+def _check_schema_version(data: JSONObject, path: str, lines: LineInfo) -> None:
     version = data.get("schema_version")
     line = lines.get("schema_version")
     if version is None:

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 # A rendered deployment is the one `Deployment` value of the bottom layer (dsv4ops/deployment.py);
 # re-exported here because profiles build it and their warnings travel with it.
 from dsv4ops.deployment import Component, Deployment, ProfileWarning, served_model_name
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles.settings import setting
 
 __all__ = ["Component", "Deployment", "ProfileWarning"]
@@ -195,7 +195,7 @@ class Profile:
     # key path -> (file, line) that set it; for errors found later (e.g. against a target).
     origins: dict[str, tuple[str, int]] = field(default_factory=dict, compare=False, repr=False)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """Resolved values as plain data (for show/diff/--json); provenance fields left out."""
         data = asdict(self)
         for key in ("warnings", "chain", "path", "git_rev", "origins"):

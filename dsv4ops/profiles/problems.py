@@ -16,9 +16,9 @@ second error about the same mistake).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from dsv4ops.errors import ProfileError
+from dsv4ops.jsontypes import JSONObject
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Problem:
     def __str__(self) -> str:
         return str(self.to_error())  # 'file:line: key: message', exactly as ProfileError says it
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "path": self.path,
             "line": self.line,

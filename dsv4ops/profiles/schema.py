@@ -7,8 +7,9 @@ that has the typo), and once over the merged document for types and required key
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from dsv4ops.jsontypes import JSONValue
 from dsv4ops.profiles import _flag_tables
 from dsv4ops.profiles.buckets import MAX_BATCH_SIZE, MAX_BUCKETS
 from dsv4ops.profiles.model import CanaryThresholds, ProbeSettings
@@ -61,7 +62,7 @@ class Field:
     key for each string (default "argv")."""
 
     kind: str
-    default: Any = None
+    default: JSONValue = None
     required: bool = False
     choices: tuple[str, ...] | None = None
     minimum: float | None = None

@@ -5,9 +5,9 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dsv4ops.errors import DsOpsError, ProfileError
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles import git as gitio
 from dsv4ops.profiles.load import load_profile, profile_path
 from dsv4ops.profiles.model import Target
@@ -31,7 +31,7 @@ class SetResult:
     diff: str = ""  # the file's unified diff (a new profile: all of it added)
     dry_run: bool = False  # nothing was written
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "path": self.path,
             "dry_run": self.dry_run,

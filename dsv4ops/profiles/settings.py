@@ -24,7 +24,9 @@ import types
 import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+from dsv4ops.jsontypes import JSONValue
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -107,7 +109,7 @@ def _kind(annotation: object) -> tuple[str | None, bool]:
     return _KINDS.get(annotation), False
 
 
-def from_values(cls: type[S], values: Mapping[str, Any]) -> S:
+def from_values(cls: type[S], values: Mapping[str, JSONValue]) -> S:
     """The section built from its normalized values (checked by the schema: every declared key
     is there, of its type). Lists become tuples: the section is frozen."""
     changes = {d.name: _frozen(values[d.name]) for d in declared(cls)}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 from dsv4ops._yaml import YAMLSyntaxError, load_with_lines
 from dsv4ops.constants import (
@@ -16,6 +15,7 @@ from dsv4ops.constants import (
     project_dir,
 )
 from dsv4ops.errors import ProfileError
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles.endpoint_target import build_endpoint_target, is_endpoint
 from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.files import read_bounded
@@ -106,7 +106,7 @@ def get_target(name: str | None, path: str | Path | None = None) -> Target:
     return targets[wanted]
 
 
-def _build(name: str, v: dict[str, Any], prov: Provenance, prefix: str) -> Target:
+def _build(name: str, v: JSONObject, prov: Provenance, prefix: str) -> Target:
     ssh = None
     if v["transport"] == "ssh":
         s = v["ssh"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import difflib
 import math
 import unicodedata
-from typing import Any
 
 from dsv4ops._yaml import LineInfo
 from dsv4ops.errors import ProfileError
+from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.profiles.excerpt import excerpt, key_excerpt
 from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.provenance import Provenance
@@ -19,7 +19,7 @@ _OFF = {"off", "false", "no", "0"}
 
 
 def check_unknown_keys(
-    data: dict[str, Any],
+    data: JSONObject,
     schema: Schema,
     file: str,
     lines: LineInfo,
@@ -65,18 +65,18 @@ def check_unknown_keys(
 
 
 def normalize(
-    data: dict[str, Any],
+    data: JSONObject,
     schema: Schema,
     prov: Provenance,
     prefix: str = "",
     sink: Problems | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """Return a copy with every schema key present: values type-checked, defaults filled in.
 
     Without a sink, raise ProfileError for the first bad value. With a collecting sink, report
     each one, mark it unusable and put a placeholder (its default, or an empty value) in its place.
     """
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for key, spec in schema.items():
         path = f"{prefix}.{key}" if prefix else key
         if isinstance(spec, dict):
@@ -104,7 +104,7 @@ def normalize(
     return out
 
 
-_EMPTY: dict[str, Any] = {
+_EMPTY: JSONObject = {
     "str": "",
     "int": 0,
     "float": 0.0,
@@ -117,19 +117,19 @@ _EMPTY: dict[str, Any] = {
 }
 
 
-def placeholder(spec: Field) -> Any:
+def placeholder(spec: Field) -> JSONValue:
     """A well-typed stand-in for a value that failed its check (never rendered: it is unusable)."""
     return _copy(spec.default) if spec.default is not None else _copy(_EMPTY[spec.kind])
 
 
-def placeholders(schema: Schema) -> dict[str, Any]:
+def placeholders(schema: Schema) -> JSONObject:
     return {
         key: placeholders(spec) if isinstance(spec, dict) else placeholder(spec)
         for key, spec in schema.items()
     }
 
 
-def _copy(value: Any) -> Any:
+def _copy(value: JSONValue) -> JSONValue:
     if isinstance(value, list):
         return list(value)
     if isinstance(value, dict):
@@ -137,7 +137,7 @@ def _copy(value: Any) -> Any:
     return value
 
 
-def coerce(value: Any, spec: Field, prov: Provenance, path: str) -> Any:
+def coerce(value: JSONValue, spec: Field, prov: Provenance, path: str) -> JSONValue:
     """Check one value against its field; return the normalized value."""
 
     def bad() -> ProfileError:
@@ -221,7 +221,7 @@ def coerce(value: Any, spec: Field, prov: Provenance, path: str) -> Any:
 _NONEMPTY_TEXT = ("nonempty", "name", "endpoint")
 
 
-def _is_argv_scalar(v: Any) -> bool:
+def _is_argv_scalar(v: JSONValue) -> bool:
     """A value that has one obvious text form in an argv or env: a string, a bool, an integer
     or a finite number (a NaN or infinity is refused: no flag means it)."""
     if isinstance(v, float):
@@ -230,7 +230,7 @@ def _is_argv_scalar(v: Any) -> bool:
 
 
 def _check_items(
-    value: list[Any] | dict[Any, Any], spec: Field, prov: Provenance, path: str
+    value: list[JSONValue] | dict[JSONValue, JSONValue], spec: Field, prov: Provenance, path: str
 ) -> None:
     limit = spec.max_items if spec.max_items is not None else MAX_ITEMS
     if len(value) > limit:
@@ -279,7 +279,7 @@ def check_text(text: str, spec: Field, prov: Provenance, path: str) -> None:
 _INVISIBLE = frozenset({"Cf", "Zs", "Zl", "Zp", "Co", "Cn"})
 
 
-def _env_str(value: Any) -> str:
+def _env_str(value: JSONValue) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
     return "" if value is None else str(value)

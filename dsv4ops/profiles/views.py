@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from pathlib import Path
 
 from dsv4ops.constants import PROJECT_HINT
 from dsv4ops.errors import ProfileError
+from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.profiles.diff import command_changes, value_changes
 from dsv4ops.profiles.load import check_profile_file, list_profiles, load_profile
 from dsv4ops.profiles.model import Profile, Target
@@ -24,7 +25,7 @@ def buckets_text(p: Profile) -> str:
     return f"{shown} ({len(p.flags.decode_buckets)} sizes, max {p.flags.decode_buckets[-1]})"
 
 
-def summary(p: Profile) -> dict[str, Any]:
+def summary(p: Profile) -> JSONObject:
     extends = p.chain[1] if len(p.chain) > 1 else None
     return {
         "name": p.name,
@@ -38,7 +39,7 @@ def summary(p: Profile) -> dict[str, Any]:
     }
 
 
-def details(p: Profile) -> dict[str, Any]:
+def details(p: Profile) -> JSONObject:
     data = p.to_dict()
     data["flags"]["decode_buckets"] = list(p.flags.decode_buckets)
     data["flags"]["decode_buckets_spec"] = (
@@ -52,7 +53,7 @@ def details(p: Profile) -> dict[str, Any]:
     return data
 
 
-def _lists(data: Any) -> Any:
+def _lists(data: JSONValue) -> JSONValue:
     if isinstance(data, dict):
         return {k: _lists(v) for k, v in data.items()}
     if isinstance(data, list | tuple):
@@ -60,7 +61,7 @@ def _lists(data: Any) -> Any:
     return data
 
 
-def validate_many(refs: list[str], target_name: str | None) -> list[dict[str, Any]]:
+def validate_many(refs: list[str], target_name: str | None) -> list[JSONObject]:
     """Validate each profile (all shipped ones if refs is empty) against the targets.
 
     One result per profile; a failed one lists every problem of its file (`problems`, sorted by
@@ -73,14 +74,14 @@ def validate_many(refs: list[str], target_name: str | None) -> list[dict[str, An
                 f"unknown target '{target_name}'; known targets: {', '.join(sorted(targets))}"
             )
         targets = {target_name: targets[target_name]}
-    paths: list[Any] = list(refs) or list_profiles()
+    paths: list[str | Path] = [*refs] or [*list_profiles()]
     if not paths:
         raise ProfileError(
             "no profiles found", hint=PROJECT_HINT + " (or set DSV4OPS_PROFILES_DIR)"
         )
     results = []
     for ref in paths:
-        name = getattr(ref, "stem", ref)
+        name = ref.stem if isinstance(ref, Path) else ref
         check = check_profile_file(ref, targets=targets.values())
         profile = check.profile
         if profile is None:
@@ -112,7 +113,7 @@ def validate_many(refs: list[str], target_name: str | None) -> list[dict[str, An
 
 def diff_report(
     a_ref: str, b_ref: str, target: Target, *, rev_a: str | None = None, rev_b: str | None = None
-) -> dict[str, Any]:
+) -> JSONObject:
     a, b = load_profile(a_ref, git_rev=rev_a), load_profile(b_ref, git_rev=rev_b)
     ra, rb = render(a, target), render(b, target)
     return {

@@ -1,7 +1,9 @@
-"""The agent zip the supervisor uploads: `dsv4ops/remote/agent/` plus the real `dsv4ops/secrets.py`
-and `dsv4ops/journalfile.py` (the journal's file rules, shared with the operator's store).
+"""The agent zip the supervisor uploads: `dsv4ops/remote/agent/` plus the real `dsv4ops/secrets.py`,
+`dsv4ops/journalfile.py` (the journal's file rules, shared with the operator's store) and
+`dsv4ops/jsontypes.py` (the one name of untyped JSON, which those and the agent annotate with).
 
 The zip mirrors the package paths (`dsv4ops/secrets.py`, `dsv4ops/journalfile.py`,
+`dsv4ops/jsontypes.py`,
 `dsv4ops/remote/agent/*.py`, empty `__init__.py` for `dsv4ops` and `dsv4ops.remote`), so the agent
 imports those leaf modules by their real names, here and on the target: there is no copy to keep
 in sync. `python3 agent.zip` runs
@@ -24,6 +26,7 @@ from pathlib import Path
 AGENT_DIR = Path(__file__).with_name("agent")
 SECRETS_SOURCE = Path(__file__).parents[1] / "secrets.py"
 JOURNALFILE_SOURCE = Path(__file__).parents[1] / "journalfile.py"
+JSONTYPES_SOURCE = Path(__file__).parents[1] / "jsontypes.py"
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 _PACKAGE_STUB = b'"""Only what the dsv4ops agent needs on the target."""\n'
 
@@ -36,6 +39,7 @@ def members() -> dict[str, bytes]:
         "dsv4ops/remote/__init__.py": _PACKAGE_STUB,
         "dsv4ops/secrets.py": SECRETS_SOURCE.read_bytes(),
         "dsv4ops/journalfile.py": JOURNALFILE_SOURCE.read_bytes(),
+        "dsv4ops/jsontypes.py": JSONTYPES_SOURCE.read_bytes(),
     }
     for path in sorted(AGENT_DIR.glob("*.py")):
         files[f"dsv4ops/remote/agent/{path.name}"] = path.read_bytes()

@@ -6,8 +6,8 @@ readiness wait that ended as a WaitResult or a ComponentNotReadyError, and the r
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
+from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.remote.errors import AgentCallError, ComponentNotReadyError
 from dsv4ops.remote.results import WaitResult
 
@@ -36,7 +36,7 @@ def not_ready_error(
     )
 
 
-def wait_result(r: Mapping[str, Any]) -> WaitResult:
+def wait_result(r: Mapping[str, JSONValue]) -> WaitResult:
     return WaitResult(
         float(r["elapsed_s"]),
         int(r["status"]),
@@ -48,11 +48,11 @@ def wait_result(r: Mapping[str, Any]) -> WaitResult:
     )
 
 
-def http_items(requests: Sequence[str | Mapping[str, Any]]) -> list[dict[str, Any]]:
+def http_items(requests: Sequence[str | Mapping[str, JSONValue]]) -> list[JSONObject]:
     """Each request as the agent's mapping; ValueError for one without a url or with unknown keys."""
-    items: list[dict[str, Any]] = []
+    items: list[JSONObject] = []
     for req in requests:
-        item: dict[str, Any] = {"url": req} if isinstance(req, str) else dict(req)
+        item: JSONObject = {"url": req} if isinstance(req, str) else dict(req)
         unknown = set(item) - _HTTP_FIELDS
         if not item.get("url") or unknown:
             raise ValueError(

@@ -6,9 +6,9 @@ import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from dsv4ops.clock import utc_now_iso
+from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.remote.base import redact_argv
 from dsv4ops.remote.procident import identity
 from dsv4ops.whoami import local_host, local_user
@@ -95,11 +95,11 @@ class PreflightReport:
 
 @dataclass(frozen=True)
 class LockInfo:
-    holder: Mapping[str, Any]
+    holder: Mapping[str, JSONValue]
     stale: bool
 
 
-def lock_holder(command: str, op_id: str | None = None) -> dict[str, Any]:
+def lock_holder(command: str, op_id: str | None = None) -> JSONObject:
     """Identity of this process for the deploy lock (the agent judges staleness by it).
 
     pid, with the boot id and start ticks beside it (the pid alone could be reused after a

@@ -13,9 +13,9 @@ import json
 import posixpath
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from dsv4ops.errors import TargetError
+from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.remote.agent_zip import agent_sha256, local_agent_zip
 from dsv4ops.remote.base import Executor, ProcessSpec, ProcessState
 from dsv4ops.remote.errors import (
@@ -54,7 +54,7 @@ class Supervisor:
 
     # ------------------------------------------------------------------ agent plumbing
 
-    def ensure_agent(self) -> dict[str, Any]:
+    def ensure_agent(self) -> JSONObject:
         """Upload the agent when missing or different (by sha256); returns its hello (host, python)."""
         return self._call("hello")
 
@@ -73,8 +73,8 @@ class Supervisor:
             raise
 
     def _run_agent(
-        self, path: str, op: str, timeout: float, args: Mapping[str, Any], *, final: bool
-    ) -> dict[str, Any] | None:
+        self, path: str, op: str, timeout: float, args: Mapping[str, JSONValue], *, final: bool
+    ) -> JSONObject | None:
         """One call of the agent zip at `path`. None (unless `final`): missing, stale or broken."""
         request = json.dumps(
             {"op": op, "workdir": self.workdir, "agent_sha256": self._sha256, **args}
@@ -114,7 +114,7 @@ class Supervisor:
         result = reply.get("result")
         return result if isinstance(result, dict) else {"value": result}
 
-    def call(self, op: str, timeout: float = _CALL_TIMEOUT_S, **args: Any) -> dict[str, Any]:
+    def call(self, op: str, timeout: float = _CALL_TIMEOUT_S, **args: JSONValue) -> JSONObject:
         """One agent command by name: the typed methods below use it, and so do the kernel
         package commands (`dsv4ops/kernels/deploy.py`). Raises AgentCallError (agent's kind)."""
         # The agent checks its own hash against ours before doing anything, so a missing, stale
@@ -156,7 +156,7 @@ class Supervisor:
         SIGKILL what is left of its group; raises StopError if anything survives or a port stays
         open. (SGLang's schedulers have no SIGTERM handler: a group SIGTERM would kill them at
         once and bypass the TokenizerManager's drain and ShutdownReq.)"""
-        args: dict[str, Any] = {"name": name, "grace_s": grace_s}
+        args: JSONObject = {"name": name, "grace_s": grace_s}
         if ports is not None:
             args["ports"] = list(ports)
         r = self._call("stop", timeout=grace_s + 30, **args)
@@ -273,7 +273,7 @@ class Supervisor:
         return _reply(r)
 
     def http_many(
-        self, requests: Sequence[str | Mapping[str, Any]], *, timeout_s: float = 10.0
+        self, requests: Sequence[str | Mapping[str, JSONValue]], *, timeout_s: float = 10.0
     ) -> list[HttpReply]:
         """Several requests made from the target in one agent round trip; replies in order.
 
@@ -313,7 +313,7 @@ class Supervisor:
             paths=r["paths"],
         )
 
-    def lock_acquire(self, holder: Mapping[str, Any], force: bool = False) -> LockInfo | None:
+    def lock_acquire(self, holder: Mapping[str, JSONValue], force: bool = False) -> LockInfo | None:
         """Take the deploy lock; returns the broken lock's info when `force` broke one.
 
         Raises DeployLockError naming the holder at once when it is held (with `stale` set when
@@ -347,11 +347,11 @@ class Supervisor:
             return None
         return self._with_local_staleness(LockInfo(r["holder"], bool(r["stale"])))
 
-    def read_state(self, name: str) -> Any:
+    def read_state(self, name: str) -> JSONValue:
         """Content of `<workdir>/state/<name>.json`, or None when absent."""
         return self._call("read_state", name=name)["data"]
 
-    def write_state(self, name: str, data: Any) -> None:
+    def write_state(self, name: str, data: JSONValue) -> None:
         """Write `<workdir>/state/<name>.json` atomically (temp file, fsync, rename)."""
         self._call("write_state", name=name, data=data)
 
@@ -362,8 +362,13 @@ class Supervisor:
         return LockInfo(info.holder, True) if dead else info
 
 
-def _reply(r: Mapping[str, Any]) -> HttpReply:
+def _reply(r: Mapping[str, JSONValue]) -> HttpReply:
     """An agent's http reply; `timed_out` False when the agent did not say (an older one)."""
+    status, error, elapsed = r["status"], r["error"], r["elapsed_s"]
     return HttpReply(
-        r["status"], r["body"], r["error"], r["elapsed_s"], timed_out=bool(r.get("timed_out"))
+        int(status) if isinstance(status, int | float) else None,
+        str(r["body"]),
+        None if error is None else str(error),
+        float(elapsed) if isinstance(elapsed, int | float) else 0.0,
+        timed_out=bool(r.get("timed_out")),
     )

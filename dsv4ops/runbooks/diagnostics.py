@@ -14,13 +14,13 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.constants import state_dir
 from dsv4ops.deployment import START_ORDER
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.store import Journal
+from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.remote import Supervisor
 from dsv4ops.secrets import is_secret_key, redact_text, redact_tree
 
@@ -50,7 +50,7 @@ class Bundle:
     def __init__(self, root: Path, max_bytes: int) -> None:
         self.root = root
         self.left = max_bytes
-        self.items: list[dict[str, Any]] = []
+        self.items: list[JSONObject] = []
         root.mkdir(parents=True, exist_ok=True)
 
     def text(self, name: str, text: str, what: str) -> None:
@@ -63,7 +63,7 @@ class Bundle:
         self.left -= len(data)
         self.items.append({"file": name, "what": what, "bytes": len(data), "cut": cut})
 
-    def json(self, name: str, value: Any, what: str) -> None:
+    def json(self, name: str, value: JSONValue, what: str) -> None:
         value = redact_tree(value, text=scrub_text)
         self.text(name, json.dumps(value, indent=2, sort_keys=True, default=str), what)
 

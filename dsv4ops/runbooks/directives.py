@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.runbooks.model import END, KINDS, Condition, RunbookError
 
 MAX_TIMEOUT_S = 86_400.0  # a wait or step longer than a day is a typo, not a plan
@@ -41,7 +41,7 @@ _LABEL = re.compile(r'^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"([^"]*)"\s*$')
 class Directives:
     """The fields a step block sets (as Step keyword arguments) and the line of each branch."""
 
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: JSONObject = field(default_factory=dict)
     branch_lines: dict[str, int] = field(default_factory=dict)  # "if_ok" -> line
     line: int = 0
 

@@ -9,11 +9,11 @@ corruption on the decode. A real SGLang target has no such switch: refused, sayi
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from dsv4ops.errors import DsOpsError
 from dsv4ops.exitcodes import FAILED
 from dsv4ops.journal.store import Journal
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.remote import Supervisor
 
 HAZARDS = {"degrade": "prefill", "wedge": "decode", "corrupt": "decode"}
@@ -44,7 +44,7 @@ def check_twin(target: str, launcher: str) -> None:
         )
 
 
-def plan_hazard(journal: Journal, *, target: str, hazard: str, state: str) -> dict[str, Any]:
+def plan_hazard(journal: Journal, *, target: str, hazard: str, state: str) -> JSONObject:
     """What the switch would send, and where: {"hazard", "state", "component", "url"} (the
     dry run prints it). Raises DsOpsError when nothing is deployed."""
     if hazard not in HAZARDS or state not in STATES:
@@ -60,7 +60,7 @@ def plan_hazard(journal: Journal, *, target: str, hazard: str, state: str) -> di
     return {"hazard": hazard, "state": state, "component": component, "url": url}
 
 
-def send_hazard(supervisor: Supervisor, planned: dict[str, Any]) -> dict[str, Any]:
+def send_hazard(supervisor: Supervisor, planned: JSONObject) -> JSONObject:
     """POST the planned switch (plan_hazard's) to its server; {"hazard", "state", "component",
     "hazards": the twin's states}. Raises HazardNotTakenError when the server does not take it.
     Journaled, under the deploy lock, by orchestrate/usecases/hazard.py."""

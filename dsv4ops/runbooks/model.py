@@ -15,9 +15,9 @@ import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from dsv4ops.errors import DsOpsError
+from dsv4ops.jsontypes import JSONObject
 
 PROGRAM = "dsv4ops"
 KINDS = ("run", "wait", "diagnostics", "confirm", "manual")
@@ -87,7 +87,7 @@ class Command:
     def expect_text(self) -> str:
         return " or ".join(str(c) for c in sorted(self.expect))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "line": self.line,
             "argv": list(self.argv),
@@ -178,7 +178,7 @@ class Step:
             return self.repeat == "safe"
         return not self.needs_confirmation
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "step": self.number,
             "title": self.title,
@@ -217,7 +217,7 @@ class Runbook:
             for s in self.steps
         }
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "name": self.name,
             "title": self.title,

@@ -10,14 +10,17 @@ step it continues with today's: a change of health or of what is deployed refuse
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+
+from dsv4ops.jsontypes import JSONValue
 
 WATCHED = ("alive", "healthy")  # per component: a change here refuses a resume
 LOAD = ("running", "queued")  # per component: reported, never refusing
 DEPLOYED = ("op", "profile", "commit")
 
 
-def changes(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+def changes(
+    old: Mapping[str, JSONValue] | None, new: Mapping[str, JSONValue]
+) -> tuple[list[str], list[str]]:
     """(changes that refuse a resume, changes only worth saying) between two snapshots."""
     if not old:
         return [], ["no preconditions were recorded for this step"]

@@ -10,9 +10,8 @@ command that resumes the run.
 
 from __future__ import annotations
 
-from typing import Any
-
 from dsv4ops.errors import DsOpsError
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.runbooks import resume as R
 from dsv4ops.runbooks import steps as S
 from dsv4ops.runbooks.session import (
@@ -93,7 +92,7 @@ def run(s: Session) -> list[Ran]:
 
 def result_json(
     s: Session, *, exit_code: int, error: str | None = None, hint: str | None = None
-) -> dict[str, Any]:
+) -> JSONObject:
     """`runbook run --json`'s one object: the run, what ran, how it ended (`exit`, `error`)."""
     p = s.progress
     run_id = p.run_id if p else None

@@ -16,11 +16,11 @@ from __future__ import annotations
 import json
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
 
 from dsv4ops.errors import DsOpsError, JournalError
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
+from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.remote.procident import dead_here, identity
 from dsv4ops.runbooks.model import RunbookError
 from dsv4ops.whoami import local_host
@@ -44,16 +44,16 @@ class RunRecord:
     target: str
     variables: dict[str, str]
     status: Status
-    done: dict[int, dict[str, Any]] = field(default_factory=dict)  # step -> end detail
-    started: dict[int, dict[str, Any]] = field(default_factory=dict)  # step -> start detail
+    done: dict[int, JSONObject] = field(default_factory=dict)  # step -> end detail
+    started: dict[int, JSONObject] = field(default_factory=dict)  # step -> start detail
     in_flight: int | None = None  # started, never ended (a killed run)
     last: int | None = None  # the last step that ended
     rehearsed: bool = False
-    owner: dict[str, Any] = field(default_factory=dict)  # the process running it (last header)
+    owner: JSONObject = field(default_factory=dict)  # the process running it (last header)
     digest: str = ""  # the runbook text's sha256 when the run began ("" before it was recorded)
     step_digests: dict[str, str] = field(default_factory=dict)
     header_records: int = 0  # `run` records so far (each resume adds one): the claim's basis
-    claims: list[dict[str, Any]] = field(default_factory=list)  # each resume's claim, in order
+    claims: list[JSONObject] = field(default_factory=list)  # each resume's claim, in order
 
     @property
     def resume_at(self) -> int | str | None:
@@ -70,7 +70,7 @@ class RunRecord:
             return "end" if nxt is None else int(nxt)
         return self.last
 
-    def preconditions(self) -> dict[str, Any] | None:
+    def preconditions(self) -> JSONObject | None:
         """The snapshot recorded when the step to resume (or the last one) started."""
         at = self.resume_at
         for n in (at, self.last):
@@ -149,11 +149,11 @@ class RunLog:
         if self.op and self.journal.get(self.op).status is Status.RUNNING:
             self.journal.transition(self.op, Status.INTERRUPTED, message=message)
 
-    def start(self, where: str, preconditions: dict[str, Any] | None) -> None:
+    def start(self, where: str, preconditions: JSONObject | None) -> None:
         detail = json.dumps({"preconditions": preconditions}, sort_keys=True, default=str)
         self.journal.step(self.op, where, "start", detail=detail)
 
-    def end(self, where: str, ok: bool, duration_s: float, **detail: Any) -> None:
+    def end(self, where: str, ok: bool, duration_s: float, **detail: JSONValue) -> None:
         self.journal.step(
             self.op,
             where,
@@ -180,7 +180,7 @@ def load(journal: Journal, run_id: str) -> RunRecord:
 
 
 def fold_run(op: Operation) -> RunRecord:
-    header: dict[str, Any] = {}
+    header: JSONObject = {}
     rec = RunRecord(op.op, "", "", {}, op.status)
     for s in op.steps:
         detail = _json(s.detail)
@@ -215,12 +215,12 @@ def fold_run(op: Operation) -> RunRecord:
     return rec
 
 
-def resumes(op: Operation) -> list[dict[str, Any]]:
+def resumes(op: Operation) -> list[JSONObject]:
     """Each resume of the run, in order: {"who", "reason"} (reason None when none was given)."""
     return [{"who": c.get("who"), "reason": c.get("reason")} for c in fold_run(op).claims]
 
 
-def owner() -> dict[str, Any]:
+def owner() -> JSONObject:
     """This process, as the run's owner: pid, start ticks, boot id and host (the deploy lock's
     holder identity, remote/procident.py), so liveness is judged by the process, not the pid."""
     import os
@@ -258,7 +258,7 @@ def run_state(op: Operation) -> tuple[str, str | None]:
     return op.status.value, None
 
 
-def _json(text: str | None) -> dict[str, Any]:
+def _json(text: str | None) -> JSONObject:
     try:
         value = json.loads(text or "{}")
     except json.JSONDecodeError:

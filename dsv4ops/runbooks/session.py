@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from dsv4ops import exitcodes
 from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.store import RUNBOOK_RUN_ENV, Journal
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.runbooks.model import Command, Condition, Runbook, RunbookError, Step
 from dsv4ops.runbooks.runlog import RunbookStopped as RunbookStopped  # its home is runlog
 from dsv4ops.runbooks.runlog import RunLog
@@ -34,7 +35,7 @@ class RunbookFailed(DsOpsError):
 class World(Protocol):
     """What the target shows, for preconditions, waits and diagnostics (world.py)."""
 
-    def snapshot(self) -> dict[str, Any]: ...
+    def snapshot(self) -> JSONObject: ...
 
     def wait(self, conditions: Sequence[Condition], timeout_s: float) -> tuple[bool, str]: ...
 

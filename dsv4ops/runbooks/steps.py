@@ -4,9 +4,8 @@ end (outcome, next step); follow its branch."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from dsv4ops.clock import utc_now_iso
+from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.runbooks.model import Command, Step, join
 from dsv4ops.runbooks.runlog import REHEARSE, STEP_PREFIX
 from dsv4ops.runbooks.session import (
@@ -91,7 +90,7 @@ def _open(s: Session, p: Progress, where: str, *, snapshot: bool) -> None:
     p.opened_at = s.clock.monotonic()
 
 
-def _close(s: Session, p: Progress, ok: bool, **detail: Any) -> None:
+def _close(s: Session, p: Progress, ok: bool, **detail: JSONValue) -> None:
     if p.open_step is None or p.log is None:
         return
     where, p.open_step = p.open_step, None
@@ -126,7 +125,7 @@ def _commands(
     return True, 0, ""
 
 
-def _ask(s: Session, question: str) -> dict[str, Any]:
+def _ask(s: Session, question: str) -> JSONObject:
     """A person's answer with who and when; --yes answers yes. A run nobody can answer is
     refused rather than guessed."""
     if s.yes:
@@ -137,7 +136,7 @@ def _ask(s: Session, question: str) -> dict[str, Any]:
     return {"answer": bool(answer), "by": s.who(), "at": utc_now_iso(s.clock), "how": "prompt"}
 
 
-def _refusal(where: str) -> dict[str, Any]:
+def _refusal(where: str) -> JSONObject:
     return {
         "outcome": "refused",
         "stopped": True,
@@ -146,8 +145,8 @@ def _refusal(where: str) -> dict[str, Any]:
     }
 
 
-def _run(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, dict[str, Any]]:
-    info: dict[str, Any] = {}
+def _run(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, JSONObject]:
+    info: JSONObject = {}
     if st.needs_confirmation and not s.dry_run:
         answer = _ask(s, f"{where} changes {s.target}: run it?")
         if answer.get("refused"):
@@ -171,7 +170,7 @@ def _run(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, dict[str,
     }
 
 
-def _wait(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, dict[str, Any]]:
+def _wait(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, JSONObject]:
     for c in st.conditions:
         s.echo(f"   until {c.text}")
     s.echo(f"   (at most {st.timeout_s:g} s)")
@@ -182,7 +181,7 @@ def _wait(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, dict[str
     return ok, {"detail": detail, "said": detail if ok else f"timed out: {detail}"}
 
 
-def _diagnostics(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, dict[str, Any]]:
+def _diagnostics(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, JSONObject]:
     if s.dry_run or s.world is None:
         s.echo("   (would collect the diagnostics bundle)")
         return True, {"said": "dry run"}
@@ -191,7 +190,7 @@ def _diagnostics(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, d
     return True, {"bundle": bundle, "said": f"diagnostics in {bundle}"}
 
 
-def _confirm(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, dict[str, Any]]:
+def _confirm(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, JSONObject]:
     s.echo(f"   ? {st.question}")
     if s.dry_run:
         return True, {"said": "dry run"}
@@ -210,7 +209,7 @@ def _confirm(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, dict[
     }
 
 
-def _manual(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, dict[str, Any]]:
+def _manual(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, JSONObject]:
     if s.dry_run:
         return True, {"said": "manual"}
     if s.yes or not s.interactive:

@@ -8,12 +8,12 @@ made from the target side, process state comes from the agent.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.deployment import START_ORDER
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.store import Journal
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.metrics.prom import MetricsParseError, parse_text, server_gauges
 from dsv4ops.remote import Supervisor
 from dsv4ops.runbooks.diagnostics import collect
@@ -29,7 +29,7 @@ class TargetWorld:
         journal: Journal,
         *,
         target: str,
-        status: Callable[[], dict[str, Any]],
+        status: Callable[[], JSONObject],
         clock: Clock | None = None,
     ) -> None:
         self.supervisor = supervisor
@@ -38,7 +38,7 @@ class TargetWorld:
         self.status = status
         self.clock = clock or SystemClock()
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> JSONObject:
         """The preconditions in two agent round trips (process states; every health and
         metrics request at once): it is taken before every step."""
         try:
@@ -46,7 +46,7 @@ class TargetWorld:
         except DsOpsError as exc:
             return {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
 
-    def _snapshot(self) -> dict[str, Any]:
+    def _snapshot(self) -> JSONObject:
         current = self.journal.deployed()
         deployed = current.deployment() if current and current.components else None
         states = self.supervisor.status(list(START_ORDER))
@@ -62,7 +62,7 @@ class TargetWorld:
                         (name, "metrics", spec.url("/metrics")),
                     ]
         replies = self.supervisor.http_many([u for _, _, u in urls], timeout_s=5.0) if urls else []
-        components: dict[str, dict[str, Any]] = {
+        components: dict[str, JSONObject] = {
             n: {"alive": bool(states[n].alive), "healthy": False, "running": None, "queued": None}
             for n in START_ORDER
         }

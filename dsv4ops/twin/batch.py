@@ -14,11 +14,13 @@ import contextlib
 import json
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Literal
 
 from aiohttp import web
 
-from .engine import Req
+from dsv4ops.jsontypes import JSONObject, JSONValue
+
+from .engine import Req, StreamEvent
 from .formats import FORMATS, error_body, sse
 from .parse import Batch
 from .pd import TransferError
@@ -35,7 +37,7 @@ def _index(chunk: bytes, index: int, kind: str) -> bytes:
     return sse(body)
 
 
-def _usage(batch: Batch, reqs: list[Req]) -> dict[str, Any]:
+def _usage(batch: Batch, reqs: list[Req]) -> JSONObject:
     prompt = sum(s.job.prompt_tokens for s in batch.subs if s.index % batch.n == 0)
     completion = sum(r.emitted for r in reqs)
     return {
@@ -103,7 +105,7 @@ async def serve_batch(server: TwinServer, request: web.Request, batch: Batch) ->
             server.record(s.job, r, started)
 
 
-def _full(batch: Batch, reqs: list[Req]) -> Any:
+def _full(batch: Batch, reqs: list[Req]) -> JSONValue:
     bodies = [
         FORMATS[batch.kind](s.job).full(r.pieces, r.finish_reason or "", r.emitted, r.matched)
         for s, r in zip(batch.subs, reqs, strict=True)
@@ -118,18 +120,22 @@ def _full(batch: Batch, reqs: list[Req]) -> Any:
     return merged
 
 
+# A sub-request's stream events as the batch reads them, or the transfer error that ended it.
+_PumpEvent = StreamEvent | tuple[Literal["error"], str]
+
+
 async def _pump(
-    k: int, req: Req, task: asyncio.Task[None], out: asyncio.Queue[tuple[int, str, Any]]
+    k: int, req: Req, task: asyncio.Task[None], out: asyncio.Queue[tuple[int, _PumpEvent]]
 ) -> None:
     try:
         await task
     except TransferError as exc:
-        await out.put((k, "error", str(exc)))
+        await out.put((k, ("error", str(exc))))
         return
     while True:
-        kind, value = await req.stream_events.get()
-        await out.put((k, kind, value))
-        if kind == "finish":
+        event = await req.stream_events.get()
+        await out.put((k, event))
+        if event[0] == "finish":
             return
 
 
@@ -144,7 +150,7 @@ async def _stream(
     resp = web.StreamResponse(
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
     )
-    queue: asyncio.Queue[tuple[int, str, Any]] = asyncio.Queue()
+    queue: asyncio.Queue[tuple[int, _PumpEvent]] = asyncio.Queue()
     pumps = [
         asyncio.create_task(_pump(k, r, t, queue))
         for k, (r, t) in enumerate(zip(reqs, tasks, strict=True))
@@ -156,18 +162,18 @@ async def _stream(
                 await resp.write(_index(chunk, s.index, batch.kind))
         open_ = len(reqs)
         while open_:
-            k, kind, value = await queue.get()
+            k, event = await queue.get()
             s, f, r = batch.subs[k], fmts[k], reqs[k]
-            if kind == "error":
+            if event[0] == "error":
                 # serving_completions/chat: an abort with a status code is an error chunk, then stop
-                await resp.write(sse({"error": error_body(value, 500, "InternalServerError")}))
+                await resp.write(sse({"error": error_body(event[1], 500, "InternalServerError")}))
                 break
-            if kind == "finish":
+            if event[0] == "finish":
                 open_ -= 1
                 for chunk in f.end(r.finish_reason or "", r.emitted, r.matched):
                     await resp.write(_index(chunk, s.index, batch.kind))
                 continue
-            await resp.write(_index(f.token(value), s.index, batch.kind))
+            await resp.write(_index(f.token(event[1]), s.index, batch.kind))
         else:
             if batch.include_usage and batch.kind != "generate":
                 first = batch.subs[0].job

@@ -20,7 +20,9 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import overload
+
+from dsv4ops.jsontypes import JSONObject, JSONValue
 
 from . import dsml
 
@@ -65,7 +67,7 @@ class ToolCall:
     markup: str = ""  # the DSML the model emits for it
 
 
-def make_call(name: str, args: dict[str, Any]) -> ToolCall:
+def make_call(name: str, args: JSONObject) -> ToolCall:
     return ToolCall(name, dsml.parsed_arguments(args), dsml.render_call(name, args))
 
 
@@ -172,25 +174,25 @@ def pseudo_text(key: str, n: int) -> PseudoText:
     return PseudoText(key, n)
 
 
-def _message_text(message: dict[str, Any]) -> str:
+def _message_text(message: JSONObject) -> str:
     content = message.get("content")
     if isinstance(content, list):  # OpenAI content parts
         return "".join(p.get("text", "") for p in content if isinstance(p, dict))
     return content if isinstance(content, str) else ""
 
 
-def prompt_of_messages(messages: list[dict[str, Any]]) -> str:
+def prompt_of_messages(messages: list[JSONObject]) -> str:
     return "\n".join(f"{m.get('role', '')}: {_message_text(m)}" for m in messages)
 
 
-def last_user_text(messages: list[dict[str, Any]]) -> str:
+def last_user_text(messages: list[JSONObject]) -> str:
     for m in reversed(messages):
         if m.get("role") == "user":
             return _message_text(m)
     return ""
 
 
-def _first_json_object(text: str) -> dict[str, Any] | None:
+def _first_json_object(text: str) -> JSONObject | None:
     start = text.find("{")
     while start != -1:
         try:
@@ -204,8 +206,8 @@ def _first_json_object(text: str) -> dict[str, Any] | None:
     return None
 
 
-def _named_values(text: str) -> dict[str, Any]:
-    values: dict[str, Any] = {}
+def _named_values(text: str) -> JSONObject:
+    values: JSONObject = {}
     for key, raw in _KV_RE.findall(text):
         values[key] = raw[1:-1] if raw[:1] in "\"'" else _scalar(raw)
     obj = _first_json_object(text)
@@ -214,14 +216,14 @@ def _named_values(text: str) -> dict[str, Any]:
     return values
 
 
-def _scalar(raw: str) -> Any:
+def _scalar(raw: str) -> JSONValue:
     try:
         return json.loads(raw)
     except ValueError:
         return raw
 
 
-def _value_for(schema: dict[str, Any], key: str) -> Any:
+def _value_for(schema: JSONObject, key: str) -> JSONValue:
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "string")
@@ -240,12 +242,12 @@ def _value_for(schema: dict[str, Any], key: str) -> Any:
     return _digest(key).hex()[:8]
 
 
-def _arguments_for(tool: dict[str, Any], named: dict[str, Any], key: str) -> dict[str, Any]:
+def _arguments_for(tool: JSONObject, named: JSONObject, key: str) -> JSONObject:
     params = tool.get("parameters") or {}
-    props: dict[str, Any] = params.get("properties") or {}
+    props: JSONObject = params.get("properties") or {}
     if not props:
         return dict(named)
-    args: dict[str, Any] = {}
+    args: JSONObject = {}
     for prop, schema in props.items():
         if prop in named:
             args[prop] = named[prop]
@@ -254,7 +256,7 @@ def _arguments_for(tool: dict[str, Any], named: dict[str, Any], key: str) -> dic
     return args
 
 
-def _functions(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+def _functions(tools: list[JSONObject] | None) -> list[JSONObject]:
     out = []
     for t in tools or []:
         fn = t.get("function") if isinstance(t, dict) else None
@@ -264,8 +266,8 @@ def _functions(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
 
 
 def _choose_tool(
-    fns: list[dict[str, Any]], tool_choice: Any, text: str, key: str
-) -> dict[str, Any] | None:
+    fns: list[JSONObject], tool_choice: JSONValue, text: str, key: str
+) -> JSONObject | None:
     if isinstance(tool_choice, dict):
         wanted = (tool_choice.get("function") or {}).get("name")
         return next((f for f in fns if f["name"] == wanted), None)
@@ -286,9 +288,9 @@ class ChatOptions:
 
 
 def plan_chat(
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]] | None,
-    tool_choice: Any,
+    messages: list[JSONObject],
+    tools: list[JSONObject] | None,
+    tool_choice: JSONValue,
     max_tokens: int,
     options: ChatOptions | None = None,
 ) -> Plan:
@@ -306,9 +308,9 @@ def plan_chat(
 
 
 def _answer(
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]] | None,
-    tool_choice: Any,
+    messages: list[JSONObject],
+    tools: list[JSONObject] | None,
+    tool_choice: JSONValue,
     max_tokens: int,
 ) -> Plan:
     key = prompt_of_messages(messages)

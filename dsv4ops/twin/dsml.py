@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+
+from dsv4ops.jsontypes import JSONObject
 
 DSML_TOKEN = "｜DSML｜"  # U+FF5C on both sides, exactly as the detector's `dsml_token`
 TOOL_CALLS_START = f"<{DSML_TOKEN}tool_calls>"
@@ -28,7 +29,7 @@ THINK_END = "</think>"  # DSV4's end-of-reasoning token (srt/parser/reasoning_pa
 _TOKEN_RE = re.compile(rf"\s*(?:</?{DSML_TOKEN}\w+|\w+|[^\w\s]+)")
 
 
-def render_call(name: str, args: dict[str, Any]) -> str:
+def render_call(name: str, args: JSONObject) -> str:
     """One call as a complete `tool_calls` block, one parameter tag per argument."""
     lines = [TOOL_CALLS_START, f'{INVOKE_START} name="{name}">']
     for key, value in args.items():
@@ -41,7 +42,7 @@ def render_call(name: str, args: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def parsed_arguments(args: dict[str, Any]) -> str:
+def parsed_arguments(args: JSONObject) -> str:
     """The `arguments` string SGLang's parser makes of those parameter tags."""
     parsed = {k: v.strip() if isinstance(v, str) else v for k, v in args.items()}
     return json.dumps(parsed, ensure_ascii=False)

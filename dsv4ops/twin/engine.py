@@ -16,7 +16,7 @@ import random
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Literal
 
 from .config import TwinConfig
 from .content import Piece, Plan
@@ -34,13 +34,17 @@ CATCH_UP_LIMIT_S = 0.25
 IDLE_POLL_S = 0.25
 
 
+# What a request's stream carries: each piece as it is sent, then its finish reason, once.
+StreamEvent = tuple[Literal["token"], Piece] | tuple[Literal["finish"], str]
+
+
 @dataclass(eq=False)
 class Req:
     rid: str
     plan: Plan
     max_tokens: int
     prompt_tokens: int
-    stream_events: asyncio.Queue[tuple[str, Any]] = field(default_factory=asyncio.Queue)
+    stream_events: asyncio.Queue[StreamEvent] = field(default_factory=asyncio.Queue)
     done: asyncio.Event = field(default_factory=asyncio.Event)
     n_tokens: int = 0
     emitted: int = 0

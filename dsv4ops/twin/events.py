@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any
+
+from dsv4ops.jsontypes import JSONObject, JSONValue
 
 
 class EventLog:
@@ -19,7 +20,7 @@ class EventLog:
         self._port = port
         self._instance_id = instance_id
 
-    def emit(self, event: str, **details: Any) -> None:
+    def emit(self, event: str, **details: JSONValue) -> None:
         """Append one event; a no-op without a configured path."""
         if not self._path:
             return
@@ -40,7 +41,7 @@ class EventLog:
             os.close(fd)
 
 
-def read_events(path: str) -> list[dict[str, Any]]:
+def read_events(path: str) -> list[JSONObject]:
     """All events of a log file, in order (for tests and tools)."""
     try:
         with open(path, encoding="utf-8") as fh:

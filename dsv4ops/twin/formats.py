@@ -10,10 +10,12 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+
+from dsv4ops.jsontypes import JSONObject, JSONValue
 
 from . import logprobs as lp
 from .content import Piece
+from .dsml import CallEnd
 
 VOCAB_SIZE = 129280  # DSV4 tokenizer size; output_ids are stand-ins
 # The id a natural end reports as finish_reason.matched / matched_stop: DeepSeek's
@@ -21,7 +23,7 @@ VOCAB_SIZE = 129280  # DSV4 tokenizer size; output_ids are stand-ins
 EOS_TOKEN_ID = 1
 
 
-def sse(obj: Any) -> bytes:
+def sse(obj: JSONValue) -> bytes:
     # compact and UTF-8 as SGLang's msgspec/pydantic encoders write it (DSML's U+FF5C stays raw)
     payload = (
         obj if isinstance(obj, str) else json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
@@ -53,7 +55,7 @@ class Job:
     logprobs: lp.LogprobRequest = field(default_factory=lp.LogprobRequest)
 
 
-def _usage(job: Job, completion: int, reasoning: int = 0) -> dict[str, Any]:
+def _usage(job: Job, completion: int, reasoning: int = 0) -> JSONObject:
     """SGLang's UsageInfo (protocol.py), in its key order."""
     return {
         "prompt_tokens": job.prompt_tokens,
@@ -70,8 +72,9 @@ def call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
-def _tool_call(piece: str) -> dict[str, Any]:
-    call: Any = piece  # a dsml.CallEnd: the token that closed the invoke block
+def _tool_call(call: str) -> JSONObject:
+    if not isinstance(call, CallEnd):  # the token that closed the invoke block carries the call
+        raise TypeError(f"a tool call is a dsml.CallEnd, not {type(call).__name__}")
     return {
         "id": call_id(),
         "index": 0,
@@ -90,7 +93,7 @@ class ChatFormat:
         self.job = job
         self.reasoning_tokens = 0
 
-    def _head(self) -> dict[str, Any]:
+    def _head(self) -> JSONObject:
         return {
             "id": self.job.rid,
             "object": "chat.completion.chunk",
@@ -98,12 +101,12 @@ class ChatFormat:
             "model": self.job.model,
         }
 
-    def _logprobs(self, texts: list[str]) -> dict[str, Any] | None:
+    def _logprobs(self, texts: list[str]) -> JSONObject | None:
         want = self.job.logprobs
         return lp.chat(texts, want.top) if want.on and texts else None
 
     def _content_chunk(
-        self, delta: dict[str, Any], finish: str | None = None, matched: str | int | None = None
+        self, delta: JSONObject, finish: str | None = None, matched: str | int | None = None
     ) -> bytes:
         text = delta.get("content")
         choice = {
@@ -115,8 +118,8 @@ class ChatFormat:
         }
         return sse({**self._head(), "choices": [choice]})
 
-    def _model_chunk(self, content: str | None, calls: list[dict[str, Any]] | None) -> bytes:
-        delta: dict[str, Any] = {"role": None, "content": content, "reasoning_content": None}
+    def _model_chunk(self, content: str | None, calls: list[JSONObject] | None) -> bytes:
+        delta: JSONObject = {"role": None, "content": content, "reasoning_content": None}
         if calls is not None:
             delta["tool_calls"] = calls
         choice = {
@@ -164,10 +167,10 @@ class ChatFormat:
         finish: str,
         completion: int | None = None,
         matched: str | int | None = None,
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         text = "".join(p for k, p in pieces if k == "text")
         reasoning = "".join(p for k, p in pieces if k == "reasoning")
-        message: dict[str, Any] = {
+        message: JSONObject = {
             "role": "assistant",
             "content": text,
             "reasoning_content": reasoning or None,
@@ -209,7 +212,7 @@ class CompletionFormat:
         finish: str | None,
         matched: str | int | None = None,
         tokens: list[str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         want = self.job.logprobs
         logprobs = lp.completion(tokens, want.top) if want.on and tokens else None
         return {
@@ -257,7 +260,7 @@ class CompletionFormat:
         finish: str,
         completion: int | None = None,
         matched: str | int | None = None,
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         body = self._chunk(
             "".join(p for _, p in pieces), finish, matched, tokens=[p for _, p in pieces]
         )
@@ -273,9 +276,9 @@ class GenerateFormat:
         self._pieces: list[Piece] = []
         self._completion: int | None = None  # the token count once known (stop strings cut)
 
-    def _body(self, finish: str | None, matched: str | int | None = None) -> dict[str, Any]:
+    def _body(self, finish: str | None, matched: str | int | None = None) -> JSONObject:
         n = len(self._pieces) if self._completion is None else self._completion
-        reason: dict[str, Any] | None = None
+        reason: JSONObject | None = None
         if finish == "length":
             reason = {"type": "length", "length": n}
         elif finish in ("stop", "tool_calls"):
@@ -321,7 +324,7 @@ class GenerateFormat:
         finish: str,
         completion: int | None = None,
         matched: str | int | None = None,
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         self._pieces = list(pieces)
         self._completion = completion
         return self._body(finish, matched)
@@ -334,5 +337,5 @@ FORMATS: dict[str, type[ChatFormat] | type[CompletionFormat] | type[GenerateForm
 }
 
 
-def error_body(message: str, code: int, kind: str = "BadRequestError") -> dict[str, Any]:
+def error_body(message: str, code: int, kind: str = "BadRequestError") -> JSONObject:
     return {"object": "error", "message": message, "type": kind, "param": None, "code": code}

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from aiohttp import web
+
+from dsv4ops.jsontypes import JSONObject
 
 from .batch import serve_batch
 from .formats import error_body
@@ -24,7 +25,7 @@ FLUSHED = (
 )
 
 
-def model_info(s: TwinServer) -> dict[str, Any]:
+def model_info(s: TwinServer) -> JSONObject:
     a = s.args
     return {
         "model_path": a.model_path,
@@ -44,7 +45,7 @@ def model_info(s: TwinServer) -> dict[str, Any]:
     }
 
 
-def server_info(s: TwinServer) -> dict[str, Any]:
+def server_info(s: TwinServer) -> JSONObject:
     a = s.args
     resolved = {
         "model_path": a.model_path,
@@ -101,9 +102,9 @@ def server_info(s: TwinServer) -> dict[str, Any]:
     }
 
 
-def twin_state(s: TwinServer) -> dict[str, Any]:
+def twin_state(s: TwinServer) -> JSONObject:
     e = s.engine
-    peers: Any = None
+    peers: list[JSONObject] | None = None
     if s.bootstrap is not None:
         peers = [
             {"decode_addr": p.decode_addr, "decode_instance_id": p.instance_id, "stale": p.stale}
@@ -164,7 +165,7 @@ class _Handlers:
     async def server_info(self, request: web.Request) -> web.Response:
         return web.json_response(server_info(self.s))
 
-    def _card(self) -> dict[str, Any]:
+    def _card(self) -> JSONObject:
         name = self.s.args.served_model_name
         return {
             "id": name,

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+
+from dsv4ops.jsontypes import JSONObject
 
 MAX_TOP_LOGPROBS = 20  # protocol.py: top_logprobs 0..20
 
@@ -33,8 +34,8 @@ def _alternatives(text: str, top: int) -> list[tuple[str, float]]:
     return [(text, _value(text, 0))] + [("", _value(text, r)) for r in range(1, top)]
 
 
-def chat_entry(text: str, top: int) -> dict[str, Any]:
-    def one(t: str, lp: float) -> dict[str, Any]:
+def chat_entry(text: str, top: int) -> JSONObject:
+    def one(t: str, lp: float) -> JSONObject:
         return {"token": t, "bytes": list(t.encode()), "logprob": lp}
 
     return {
@@ -43,11 +44,11 @@ def chat_entry(text: str, top: int) -> dict[str, Any]:
     }
 
 
-def chat(texts: list[str], top: int) -> dict[str, Any]:
+def chat(texts: list[str], top: int) -> JSONObject:
     return {"content": [chat_entry(t, top) for t in texts]}
 
 
-def completion(texts: list[str], top: int) -> dict[str, Any]:
+def completion(texts: list[str], top: int) -> JSONObject:
     return {
         "text_offset": [-1] * len(texts),
         "token_logprobs": [_value(t, 0) for t in texts],
@@ -56,7 +57,7 @@ def completion(texts: list[str], top: int) -> dict[str, Any]:
     }
 
 
-def generate(texts: list[str], ids: list[int], top: int) -> dict[str, Any]:
+def generate(texts: list[str], ids: list[int], top: int) -> JSONObject:
     tops = [
         [[lp, tid if rank == 0 else 0, None] for rank, (_, lp) in enumerate(_alternatives(t, top))]
         for t, tid in zip(texts, ids, strict=True)

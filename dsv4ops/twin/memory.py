@@ -14,7 +14,7 @@ L97-106, `_DECODE_GRAPH_PHASES`).
 
 from __future__ import annotations
 
-from typing import Any
+from dsv4ops.jsontypes import JSONObject
 
 from .perf import GRAPH_GB_PER_DECODE_BUCKET
 
@@ -54,7 +54,7 @@ def startup_available_gb(buckets: list[int]) -> float:
     return round(GPU_GB - WEIGHT_GB - KVCACHE_GB - sum(graph_memory_usage(buckets).values()), 3)
 
 
-def memory_usage(buckets: list[int], *, token_capacity: int) -> dict[str, Any]:
+def memory_usage(buckets: list[int], *, token_capacity: int) -> JSONObject:
     """`/server_info`'s `memory_usage`, in build_memory_usage's keys and order."""
     return {
         "weight": round(WEIGHT_GB, 3),

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from dsv4ops.jsontypes import JSONObject
 
 from .memory import GRAPH_MEMORY_PHASES
 from .reporter import SchedStats
@@ -36,7 +37,7 @@ class SchedulerSnapshot:
     context_len: int
     page_size: int
     # /server_info's memory_usage (memory.py), which 0.5.23's start-up gauges repeat
-    memory: dict[str, Any] = field(default_factory=dict)
+    memory: JSONObject = field(default_factory=dict)
 
 
 def _gauges(s: SchedulerSnapshot) -> dict[str, tuple[str, float]]:

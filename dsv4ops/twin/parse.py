@@ -6,7 +6,8 @@ import hashlib
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+
+from dsv4ops.jsontypes import JSONObject, JSONValue
 
 from .content import (
     DEFAULT_REASONING_TOKENS,
@@ -34,7 +35,7 @@ class Bootstrap:
     room: int | None
 
 
-def _max_tokens(value: Any) -> int:
+def _max_tokens(value: JSONValue) -> int:
     if value is None:
         return DEFAULT_MAX_NEW_TOKENS
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -42,7 +43,7 @@ def _max_tokens(value: Any) -> int:
     return value
 
 
-def _bootstrap(body: dict[str, Any]) -> Bootstrap:
+def _bootstrap(body: JSONObject) -> Bootstrap:
     host, port, room = (body.get(k) for k in ("bootstrap_host", "bootstrap_port", "bootstrap_room"))
     # A single request may still carry one-element lists (what the router sends for a
     # one-prompt list); anything else list-valued is a batch and goes through parse_batch.
@@ -61,7 +62,7 @@ def _bootstrap(body: dict[str, Any]) -> Bootstrap:
         ) from None
 
 
-def _stop(value: Any) -> tuple[str, ...]:
+def _stop(value: JSONValue) -> tuple[str, ...]:
     """`stop`: a string or a list of strings (protocol.py; sampling_params.py normalizes a string
     into a one-element list)."""
     if value is None:
@@ -73,7 +74,7 @@ def _stop(value: Any) -> tuple[str, ...]:
     raise BadRequest(f"stop must be a string or a list of strings, got {value!r}")
 
 
-def _logprobs(kind: str, body: dict[str, Any]) -> LogprobRequest:
+def _logprobs(kind: str, body: JSONObject) -> LogprobRequest:
     """chat: `logprobs: true` + `top_logprobs`; completions: `logprobs: N`; /generate:
     `return_logprob` + `top_logprobs_num` (protocol.py, io_struct.py)."""
     if kind == "chat":
@@ -102,7 +103,7 @@ class Parsers:
     reasoning_tokens: int = DEFAULT_REASONING_TOKENS
 
 
-def _thinking(body: dict[str, Any]) -> bool:
+def _thinking(body: JSONObject) -> bool:
     """DSV4's reasoning is `explicit_thinking`: on only for chat_template_kwargs.thinking true
     (reasoning_parser.py DeepSeekV4Detector, serving_chat.py _get_reasoning_from_request)."""
     kwargs = body.get("chat_template_kwargs")
@@ -112,7 +113,7 @@ def _thinking(body: dict[str, Any]) -> bool:
 
 
 def _chat_plan(
-    body: dict[str, Any], messages: list[Any], max_tokens: int, parsers: Parsers
+    body: JSONObject, messages: list[JSONValue], max_tokens: int, parsers: Parsers
 ) -> tuple[Plan, bool]:
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
@@ -129,7 +130,7 @@ def _chat_plan(
 
 
 def parse(
-    kind: str, body: Any, model_name: str, parsers: Parsers | None = None
+    kind: str, body: JSONValue, model_name: str, parsers: Parsers | None = None
 ) -> tuple[Job, Plan, Bootstrap, str]:
     """Raises BadRequest. Returns the job, the answer plan, bootstrap fields and the prompt.
 
@@ -220,7 +221,7 @@ class Batch:
     primers: list[Sub]  # per prompt when n > 1: the prefix-caching request (max_new_tokens 0)
 
 
-def _n(kind: str, body: dict[str, Any]) -> int:
+def _n(kind: str, body: JSONObject) -> int:
     params = body.get("sampling_params") if kind == "generate" else body
     value = (params or {}).get("n", 1) if isinstance(params, dict) else 1
     if value is None:
@@ -230,7 +231,7 @@ def _n(kind: str, body: dict[str, Any]) -> int:
     return value
 
 
-def _prompts(kind: str, body: dict[str, Any]) -> list[Any] | None:
+def _prompts(kind: str, body: JSONObject) -> list[JSONValue] | None:
     """The batch of prompts, or None for a single prompt."""
     if kind == "completion":
         p = body.get("prompt")
@@ -245,7 +246,7 @@ def _prompts(kind: str, body: dict[str, Any]) -> list[Any] | None:
     return None
 
 
-def _spread(value: Any, num: int, n: int, *, room: bool) -> list[Any]:
+def _spread(value: JSONValue, num: int, n: int, *, room: bool) -> list[JSONValue]:
     """io_struct.py `_normalize_bootstrap_params` (L907-939), verbatim in effect."""
     if value is None:
         return [None] * num
@@ -255,7 +256,7 @@ def _spread(value: Any, num: int, n: int, *, room: bool) -> list[Any]:
 
 
 def parse_batch(
-    kind: str, body: Any, model_name: str, parsers: Parsers | None = None
+    kind: str, body: JSONValue, model_name: str, parsers: Parsers | None = None
 ) -> Batch | None:
     """A request SGLang runs as a batch (a list of prompts, or n > 1), else None.
 

@@ -326,10 +326,10 @@ class TwinServer:
             for chunk in fmt.start():
                 await resp.write(chunk)
             while True:
-                kind, value = await req.stream_events.get()
-                if kind == "finish":
+                event = await req.stream_events.get()
+                if event[0] == "finish":
                     break
-                await resp.write(fmt.token(value))
+                await resp.write(fmt.token(event[1]))
             for chunk in fmt.end(req.finish_reason or "", req.emitted, req.matched):
                 await resp.write(chunk)
             await resp.write(b"data: [DONE]\n\n")

@@ -10,9 +10,9 @@ binds the HTTP client accordingly (canary-style, from this machine).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from dsv4ops.deployment import WORKERS, Deployment
+from dsv4ops.profiles.model import Target
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class WatchEndpoints:
     via: str = "target"  # "target": HTTP from the target (agent); "operator": from this machine
 
 
-def watch_endpoints(target: Any, deployment: Deployment) -> WatchEndpoints:
+def watch_endpoints(target: Target, deployment: Deployment) -> WatchEndpoints:
     """The URLs watch needs for `deployment` running on `target` (a profiles.Target)."""
     del target  # local and ssh targets: everything is in the deployment, reached from the target
     router = deployment.component("router")

@@ -9,7 +9,7 @@ code, `dsv4ops_watch_component_up{component}` is whether its /metrics answered, 
 
 from __future__ import annotations
 
-from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
@@ -38,7 +38,7 @@ class FindingsExporter:
         )
         self.rounds = Counter("dsv4ops_watch_rounds", "Watch rounds done.", registry=self.registry)
         self._active: set[tuple[str, str, str, str]] = set()
-        self._server: Any = None
+        self._server: WSGIServer | None = None
 
     def update(self, r: Round) -> None:
         now = {

@@ -9,7 +9,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+
+from dsv4ops.jsontypes import JSONObject
 
 
 class Severity(enum.IntEnum):
@@ -51,7 +52,7 @@ class Finding:
     def runbook(self) -> str:
         return KINDS[self.code][1]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "code": self.code,
             "severity": self.severity.name.lower(),

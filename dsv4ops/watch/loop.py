@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from dsv4ops.clock import Clock, utc_now_iso
 from dsv4ops.errors import DsOpsError
+from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.remote.results import HttpReply
 from dsv4ops.watch.detect import Detector
 from dsv4ops.watch.endpoints import WatchEndpoints
@@ -36,7 +37,7 @@ class HttpMany(Protocol):
     reply with status None."""
 
     def __call__(
-        self, requests: Sequence[Mapping[str, Any]], *, timeout_s: float = 10.0
+        self, requests: Sequence[Mapping[str, JSONValue]], *, timeout_s: float = 10.0
     ) -> list[HttpReply]: ...
 
 
@@ -77,7 +78,7 @@ class Round:
             return "unknown"
         return "ok"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "round": self.number,
             "at": self.at,
@@ -109,7 +110,7 @@ class Round:
         }
 
 
-def _server_json(s: ServerReading) -> dict[str, Any]:
+def _server_json(s: ServerReading) -> JSONObject:
     return {
         "up": s.up,
         "error": s.error,
@@ -144,7 +145,7 @@ class Watcher:
     def __post_init__(self) -> None:
         self.detector = Detector(self.settings)
 
-    def _scrape_requests(self, health: bool = True) -> list[dict[str, Any]]:
+    def _scrape_requests(self, health: bool = True) -> list[JSONObject]:
         e = self.endpoints
         reqs = [{"url": e.metrics[n]} for n in e.metrics]
         if health:  # a wedged decode's /health hangs for SGLang's 20 s: no confirming round waits

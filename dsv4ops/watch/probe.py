@@ -15,10 +15,10 @@ import json
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from dsv4ops.canary.toolcalls import CUT_BY_MAX_TOKENS, assemble, check_calls
 from dsv4ops.canary.workload import RECORD_STEP, TOOL_SCHEMAS, call_prompt
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.remote.results import HttpReply
 
 TEXT_MAX_TOKENS = 16
@@ -30,9 +30,9 @@ OK, STALLED, FAILED, CORRUPT = "ok", "stalled", "failed", "corrupt"
 @dataclass(frozen=True)
 class ProbeRequest:
     kind: str  # "generation" | "tool_call"
-    body: dict[str, Any]
+    body: JSONObject
     nonce: str | None = None
-    expected_args: dict[str, Any] | None = None
+    expected_args: JSONObject | None = None
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class _Stream:
     finish: str | None = None
     done: bool = False
     problem: str | None = None
-    deltas: list[dict[str, Any]] | None = None
+    deltas: list[JSONObject] | None = None
 
 
 def parse_stream(body: str) -> _Stream:

@@ -15,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from dsv4ops.clock import perf_ns
+from dsv4ops.jsontypes import JSONValue
 from dsv4ops.remote.results import HttpReply
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ class ProbeStream:
         return (perf_ns() - rec.t_last) / 1e9
 
     def http_many(
-        self, requests: Sequence[Mapping[str, Any]], *, timeout_s: float = 10.0
+        self, requests: Sequence[Mapping[str, JSONValue]], *, timeout_s: float = 10.0
     ) -> list[HttpReply]:
         """GETs from this machine on the stream's own client (watch's HttpMany): the confirming
         scrapes of a local target, which must not wait on an agent process's start-up."""
@@ -68,7 +69,7 @@ class ProbeStream:
         if loop is None or client is None:
             return [HttpReply(None, "", "the probe stream is not running", 0.0) for _ in requests]
 
-        async def one(r: Mapping[str, Any]) -> HttpReply:
+        async def one(r: Mapping[str, JSONValue]) -> HttpReply:
             from dsv4ops.canary.loadgen import TIMED_OUT
 
             status, text, why = await client.get_text_reply(

@@ -40,7 +40,7 @@ LAYERS: dict[str, float] = {
     "exitcodes": 7,  # the one exit-code table: below errors, which names its codes
     "clock": 6,
     "_yaml": 6,
-    "jsontypes": 6,  # the one alias of untyped JSON (JSONValue, JSONObject)
+    "jsontypes": 7,  # the one alias of untyped JSON (JSONValue, JSONObject): every layer annotates with it
     "constants": 6,
     "secrets": 6,
     "journalfile": 6,  # the journal's file rules: the store and the target agent share them
@@ -85,7 +85,7 @@ def test_modules_import_only_from_lower_layers() -> None:
         mine = area(mod.name)
         for target, line in _own(mod):
             if mine == TWIN:
-                ok = LAYERS.get(target) == LEAF  # the twin uses nothing above the leaf modules
+                ok = LAYERS.get(target, 0) >= LEAF  # the twin uses nothing above the leaf modules
             elif target == TWIN:
                 ok = False
             else:

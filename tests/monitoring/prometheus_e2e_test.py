@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -51,6 +52,11 @@ DECODE = [
 ]
 
 
+@dataclass(frozen=True)
+class _StackComponent:
+    metrics_url: str
+
+
 class _StackDeployment:
     """What scrape_config reads of a rendered Deployment, for a test stack's ports."""
 
@@ -62,8 +68,8 @@ class _StackDeployment:
             "router": f"http://127.0.0.1:{stack.router.prometheus_port}/metrics",
         }
 
-    def component(self, name: str) -> object:
-        return type("C", (), {"metrics_url": self.urls[name]})()
+    def component(self, name: str) -> _StackComponent:
+        return _StackComponent(self.urls[name])
 
 
 def _hazard(stack: TwinStack, name: str, state: str) -> None:

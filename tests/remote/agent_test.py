@@ -20,6 +20,7 @@ from dsv4ops.remote import LocalExecutor, Supervisor, base
 from dsv4ops.remote.agent_zip import (
     AGENT_DIR,
     JOURNALFILE_SOURCE,
+    JSONTYPES_SOURCE,
     SECRETS_SOURCE,
     agent_sha256,
     agent_zip,
@@ -28,7 +29,7 @@ from dsv4ops.remote.errors import AgentCallError
 
 # Python under `env -i`, like a login on a box: no PYTHONPATH, no venv, no dsv4ops importable.
 _BARE_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
-_OWN = ("dsv4ops.remote.agent", "dsv4ops.secrets", "dsv4ops.journalfile")
+_OWN = ("dsv4ops.remote.agent", "dsv4ops.secrets", "dsv4ops.journalfile", "dsv4ops.jsontypes")
 # Names the stdlib itself tries (and fails) to import: `copy` probes for Jython's org.python.core.
 _STDLIB_PROBES = {"org", "org.python", "org.python.core"}
 
@@ -63,6 +64,7 @@ def test_the_zip_carries_the_real_secrets_module_and_no_copy() -> None:
     members = _zip_members()
     assert members["dsv4ops/secrets.py"] == SECRETS_SOURCE.read_bytes()
     assert members["dsv4ops/journalfile.py"] == JOURNALFILE_SOURCE.read_bytes()  # the store's rules
+    assert members["dsv4ops/jsontypes.py"] == JSONTYPES_SOURCE.read_bytes()  # the JSON alias
     assert SECRETS_SOURCE.resolve() == Path(secrets.__file__).resolve()
     for path in AGENT_DIR.glob("*.py"):  # nobody re-declares the rules next to the agent
         assert "SECRET_ENV_MARKERS" not in path.read_text(), path

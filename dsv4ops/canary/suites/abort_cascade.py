@@ -22,8 +22,8 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from dsv4ops.canary.records import RequestRecord
 from dsv4ops.canary.sampler import scrape_once
@@ -43,6 +43,7 @@ from dsv4ops.canary.watchdog import FREEZE, FREEZE_METRICS, HangEvent
 from dsv4ops.canary.workload import base_body, text_prompt
 from dsv4ops.clock import perf_ns, perf_s
 from dsv4ops.errors import CanaryError
+from dsv4ops.jsontypes import JSONObject
 
 PROBES = 4
 ABORT_GRACE_S = 1.0  # an aborted stream ends within a step or two; longer means it was not aborted
@@ -166,8 +167,8 @@ async def _watch_recovery(
     ctx: SuiteContext,
     h: Harness,
     baseline: float | None,
-    streams: list[asyncio.Task[Any]],
-    by_request: list[asyncio.Task[Any]],
+    streams: Sequence[asyncio.Task[object]],
+    by_request: Sequence[asyncio.Task[object]],
 ) -> tuple[int, float | None]:
     """Probe right after the cascade, until recovery or a freeze; then give the by-request
     streams a grace to end. (how many of them the server ended, seconds to recovery or None)"""
@@ -190,9 +191,9 @@ async def _watch_recovery(
     ]
     recovery = asyncio.create_task(_recovered(h, baseline, th.abort_cascade_recovery_s))
     frozen = asyncio.create_task(h.watchdog.frozen.wait())
-    work: asyncio.Future[Any] = asyncio.gather(recovery, *probes)
+    work = asyncio.gather(recovery, *probes)
     await asyncio.wait(
-        [work, frozen],
+        (work, frozen),
         return_when=asyncio.FIRST_COMPLETED,
         timeout=th.abort_cascade_recovery_s + th.freeze_s + 5,
     )
@@ -240,9 +241,7 @@ def _judge(f: Findings, h: Harness, c: _Cascade, th: Thresholds) -> list[HangEve
     return freezes
 
 
-def _metrics(
-    h: Harness, c: _Cascade, freezes: list[HangEvent], sc: SelfCheckReport
-) -> dict[str, Any]:
+def _metrics(h: Harness, c: _Cascade, freezes: list[HangEvent], sc: SelfCheckReport) -> JSONObject:
     return {
         # the probes' own span (first sent → last ended): the rates are per second of probing
         "summary": summarize(_probe_records(h), max_concurrency=PROBES),

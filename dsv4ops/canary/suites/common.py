@@ -9,7 +9,6 @@ import json
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from dsv4ops.canary import records as R
 from dsv4ops.canary.loadgen import ChatClient
@@ -22,6 +21,7 @@ from dsv4ops.canary.verdict import Findings, Thresholds
 from dsv4ops.canary.watchdog import Watchdog
 from dsv4ops.canary.workload import TOOL_SCHEMAS, NonceBook, ToolExpectation
 from dsv4ops.clock import perf_ns
+from dsv4ops.jsontypes import JSONObject
 
 Progress = Callable[[str], None]
 ARGS_MISMATCH = "args_mismatch"
@@ -234,7 +234,7 @@ def judge_client(f: Findings, sc: SelfCheckReport) -> None:
         f.unsure(problem)
 
 
-def judge_latency(f: Findings, summary: dict[str, Any], th: Thresholds, client_bound: bool) -> None:
+def judge_latency(f: Findings, summary: JSONObject, th: Thresholds, client_bound: bool) -> None:
     checks = (("p99_ttft_ms", th.ttft_p99_max_ms), ("p99_itl_ms", th.itl_p99_max_ms))
     for key, limit in checks:
         value = summary.get(key)
@@ -247,7 +247,7 @@ def judge_latency(f: Findings, summary: dict[str, Any], th: Thresholds, client_b
             )
 
 
-async def cancel_all(tasks: Iterable[asyncio.Task[Any]]) -> None:
+async def cancel_all(tasks: Iterable[asyncio.Task[object]]) -> None:
     tasks = list(tasks)
     for t in tasks:
         t.cancel()

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any
 
 from dsv4ops.canary.loadgen import ChatClient
 from dsv4ops.canary.records import RequestRecord
@@ -33,7 +32,7 @@ from dsv4ops.canary.suites.common import (
     tool_problems,
 )
 from dsv4ops.canary.toolcalls import CUT_BY_MAX_TOKENS, MARKUP_IN_CONTENT, ToolProblem
-from dsv4ops.canary.verdict import Findings, SuiteResult
+from dsv4ops.canary.verdict import Findings, SuiteResult, Thresholds
 from dsv4ops.canary.workload import (
     NonceBook,
     append_tool_turn,
@@ -43,6 +42,7 @@ from dsv4ops.canary.workload import (
 )
 from dsv4ops.clock import perf_s
 from dsv4ops.errors import CanaryError
+from dsv4ops.jsontypes import JSONObject
 
 GARBLED = "\ufffd"
 
@@ -104,7 +104,7 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
         f"{len(problems)} tool calls checked in {sessions} sessions; consistency "
         f"{agreement:.0%} over {len(loaded)} prompts"
     )
-    metrics: dict[str, Any] = {
+    metrics: JSONObject = {
         "summary": summary,
         "hangs": h.watchdog.summary(),
         "tool_calls": {
@@ -118,7 +118,10 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
 
 
 def _judge_calls(
-    f: Findings, problems: dict[str, list[ToolProblem]], records: list[RequestRecord], th: Any
+    f: Findings,
+    problems: dict[str, list[ToolProblem]],
+    records: list[RequestRecord],
+    th: Thresholds,
 ) -> None:
     """No call in any request → say so (not corruption); calls cut by max_tokens → INCONCLUSIVE;
     the rest is judged as corruption."""
@@ -168,8 +171,8 @@ async def _under_load(
         *(_consistency(h, ctx, i, "load") for i in range(th.consistency_prompts))
     )
     frozen = asyncio.create_task(h.watchdog.frozen.wait())
-    body: asyncio.Future[Any] = asyncio.gather(*tasks, loaded_task)
-    await asyncio.wait([body, frozen], return_when=asyncio.FIRST_COMPLETED)
+    body = asyncio.gather(*tasks, loaded_task)
+    await asyncio.wait((body, frozen), return_when=asyncio.FIRST_COMPLETED)
     if not body.done():
         await cancel_all(tasks)
         loaded_task.cancel()
@@ -211,7 +214,7 @@ async def _session(
     deadline: float | None,
 ) -> None:
     client: ChatClient = h.client
-    history: list[dict[str, Any]] = [
+    history: list[JSONObject] = [
         {"role": "system", "content": "You are a coding agent. Use the tools exactly as asked."}
     ]
     session = f"s{s:03d}"

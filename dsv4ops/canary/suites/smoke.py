@@ -3,8 +3,6 @@ tool-call validity, latency thresholds and (soak) throughput that holds up over 
 
 from __future__ import annotations
 
-from typing import Any
-
 from dsv4ops.canary.loadgen import closed_loop, poisson
 from dsv4ops.canary.stats import summarize
 from dsv4ops.canary.suites.common import (
@@ -23,6 +21,7 @@ from dsv4ops.canary.verdict import Findings, SuiteResult
 from dsv4ops.canary.workload import Mix
 from dsv4ops.clock import perf_s
 from dsv4ops.errors import CanaryError
+from dsv4ops.jsontypes import JSONObject
 
 
 async def run_smoke(ctx: SuiteContext) -> SuiteResult:
@@ -103,7 +102,7 @@ async def _run_mix(
         f.note("worker metrics unavailable: server-side freeze detection off")
     if off := th.tool_calls_off_reason():
         f.note(off)
-    metrics: dict[str, Any] = {
+    metrics: JSONObject = {
         "summary": summary,
         "hangs": h.watchdog.summary(),
         "tool_calls": {

@@ -14,7 +14,6 @@ import asyncio
 import itertools
 import statistics
 from dataclasses import replace
-from typing import Any
 
 from dsv4ops.canary.fit import (
     LevelPoint,
@@ -38,6 +37,7 @@ from dsv4ops.canary.verdict import Findings, SuiteResult
 from dsv4ops.canary.workload import Mix
 from dsv4ops.clock import perf_ns
 from dsv4ops.errors import CanaryError
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.metrics.prom import ServerGauges
 
 DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32, 48, 64)
@@ -87,7 +87,7 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
             f"{summary['cancelled']} streams still open when the staircase ended were cancelled "
             "(not failures; their tokens are counted)"
         )
-    metrics: dict[str, Any] = {
+    metrics: JSONObject = {
         "summary": summary,
         "levels": [p.__dict__ for p in points],
         "buckets": list(ctx.buckets),
@@ -130,7 +130,7 @@ async def _staircase(
     """Run the levels; returns their start times, the staircase's end and the drain's end (ns)."""
     stop = asyncio.Event()
     ids = itertools.count()
-    workers: list[asyncio.Task[Any]] = []
+    workers: list[asyncio.Task[object]] = []
     starts: list[int] = []
     running = 0
     for level in levels:
@@ -221,7 +221,7 @@ def _level_points(
 def _server_noise(
     p: LevelPoint,
     metrics_ci: dict[int, tuple[tuple[float, float] | None, int]],
-) -> dict[str, Any]:
+) -> JSONObject:
     """The noise of a level's server-side tok/s: the CI of its own reports when it has three or
     more, else the client's slices (the same throughput, on the same model clock): a level of a
     few log intervals has too few whole-interval reports to say."""

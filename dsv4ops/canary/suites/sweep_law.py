@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Any
 
 from dsv4ops.canary.fit import (
     LevelPoint,
@@ -19,11 +18,12 @@ from dsv4ops.canary.fit import (
 )
 from dsv4ops.canary.suites.common import SuiteContext
 from dsv4ops.canary.verdict import Findings
+from dsv4ops.jsontypes import JSONObject
 
 
 def judge_against_law(
     f: Findings,
-    metrics: dict[str, Any],
+    metrics: JSONObject,
     law: StepFit,
     judged: list[LevelPoint],
     ctx: SuiteContext,

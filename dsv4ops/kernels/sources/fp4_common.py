@@ -20,12 +20,15 @@ Only triton is imported at top level (the sm_120 AOT check has no torch); torch 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import triton
 import triton.language as tl
 
 from .moe_grouped_gemm import AotSignature, moe_tile, plan_launch, with_constexprs
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 @triton.jit
@@ -305,18 +308,18 @@ def fp4_aot_signature(
 
 
 def launch_w4a16(
-    kernel: Any,
+    kernel: triton.JITFunction,
     fmt: str,
     group: int,
-    a: Any,
-    w_packed: Any,
-    w_scale: Any,
-    gscale: tuple[Any, ...],
-    topk_ids: Any,
+    a: Tensor,
+    w_packed: Tensor,
+    w_scale: Tensor,
+    gscale: tuple[Tensor, ...],
+    topk_ids: Tensor,
     config: dict[str, int],
-    topk_weights: Any,
+    topk_weights: Tensor | None,
     a_per_slot: bool,
-) -> Any:
+) -> Tensor:
     """Run a W4A16 FP4 MoE kernel (its global-scale pointer, if any, in `gscale`); its output."""
     k = check_fp4_shapes(fmt, group, a, w_packed, w_scale)
     n_experts, n, _ = w_packed.shape
@@ -345,7 +348,7 @@ def launch_w4a16(
     return p.out
 
 
-def check_fp4_shapes(fmt: str, group: int, a: Any, w_packed: Any, w_scale: Any) -> int:
+def check_fp4_shapes(fmt: str, group: int, a: Tensor, w_packed: Tensor, w_scale: Tensor) -> int:
     """Validate an FP4 weight triple against the activations; returns K. Raises ValueError."""
     n_experts, n, half_k = w_packed.shape
     k: int = 2 * half_k

@@ -18,10 +18,14 @@ Only triton is imported at top level (the sm_120 AOT check has no torch); torch 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import triton
 import triton.language as tl
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
 
 # DSV4-Flash: 256 routed experts, top-6, hidden 4096, moe_intermediate 2048 (512 per rank at TP4).
 N_EXPERTS = 256
@@ -184,7 +188,7 @@ def aot_signature(config: dict[str, int], down: bool = False) -> AotSignature:
     )
 
 
-def moe_align(topk_ids: Any, block_m: int, n_experts: int) -> tuple[Any, Any, Any]:
+def moe_align(topk_ids: Tensor, block_m: int, n_experts: int) -> tuple[Tensor, Tensor, Tensor]:
     """Sort (token, slot) pairs by expert, pad each expert's run to block_m.
 
     Returns (sorted_slot_ids, expert_ids per block, num_tokens_post_padded [1]); padding slots
@@ -213,23 +217,23 @@ def moe_align(topk_ids: Any, block_m: int, n_experts: int) -> tuple[Any, Any, An
 class Launch:
     """What every MoE wrapper here hands its kernel besides the weights (see `plan_launch`)."""
 
-    sorted_ids: Any
-    expert_ids: Any
-    n_post: Any
-    out: Any
-    topk_weights: Any  # fp32 [M, top_k], ones when the projection applies no routed weight
+    sorted_ids: Tensor
+    expert_ids: Tensor
+    n_post: Tensor
+    out: Tensor
+    topk_weights: Tensor  # fp32 [M, top_k], ones when the projection applies no routed weight
     grid: tuple[int]
     n_valid: int
-    kwargs: dict[str, Any]  # the constexprs plus num_warps / num_stages
+    kwargs: dict[str, int]  # the constexprs plus num_warps / num_stages
 
 
 def plan_launch(
-    a: Any,
-    topk_ids: Any,
+    a: Tensor,
+    topk_ids: Tensor,
     n_experts: int,
     n: int,
     config: dict[str, int],
-    topk_weights: Any = None,
+    topk_weights: Tensor | None = None,
     a_per_slot: bool = False,
 ) -> Launch:
     """Host side shared by the MoE wrappers: routing (`moe_align`), the output [M * top_k, N] in
@@ -266,13 +270,13 @@ def plan_launch(
 
 
 def grouped_gemm(
-    a: Any,
-    w: Any,
-    topk_ids: Any,
+    a: Tensor,
+    w: Tensor,
+    topk_ids: Tensor,
     config: dict[str, int],
-    topk_weights: Any = None,
+    topk_weights: Tensor | None = None,
     a_per_slot: bool = False,
-) -> Any:
+) -> Tensor:
     """out[slot] = a[row(slot)] @ w[topk_ids.flat[slot]].T  -> [M * top_k, N].
 
     a [M, K] (one row per token) or, with a_per_slot, [M * top_k, K] (one row per slot, as the

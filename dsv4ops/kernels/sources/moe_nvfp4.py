@@ -32,13 +32,17 @@ Only triton is imported at top level (the sm_120 AOT check has no torch); torch 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import triton
 import triton.language as tl
 
 from .fp4_common import fp4_aot_signature, fp4_w4a4_tile, fp4_w4a16_tile, launch_w4a16
 from .moe_grouped_gemm import AotSignature, moe_store
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
 
 GROUP = 16  # NVFP4: one ue4m3 scale per 16 e2m1 values
 
@@ -176,15 +180,15 @@ def aot_signature_dot_scaled(config: dict[str, int], down: bool = False) -> AotS
 
 
 def grouped_gemm_nvfp4(
-    a: Any,
-    w_packed: Any,
-    w_scale: Any,
-    w_gscale: Any,
-    topk_ids: Any,
+    a: Tensor,
+    w_packed: Tensor,
+    w_scale: Tensor,
+    w_gscale: Tensor,
+    topk_ids: Tensor,
     config: dict[str, int],
-    topk_weights: Any = None,
+    topk_weights: Tensor | None = None,
     a_per_slot: bool = False,
-) -> Any:
+) -> Tensor:
     """out[slot] = a[row(slot)] @ dequant(w[topk_ids.flat[slot]]).T  -> [M * top_k, N], a's dtype.
 
     a [M, K] bf16 (or [M * top_k, K] with a_per_slot); w_packed uint8 [E, N, K/2]; w_scale

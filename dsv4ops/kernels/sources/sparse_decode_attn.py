@@ -19,10 +19,14 @@ venv without torch; the launcher imports torch lazily.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import triton
 import triton.language as tl
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
 
 D_NOPE = 448
 D_ROPE = 64
@@ -171,15 +175,15 @@ def aot_signature(
 
 
 def sparse_decode_attn(
-    q: Any,
-    swa: tuple[Any, Any, Any],
-    swa_idx: Any,
-    cmp: tuple[Any, Any, Any],
-    cmp_idx: Any,
-    sink: Any,
+    q: Tensor,
+    swa: tuple[Tensor, Tensor, Tensor],
+    swa_idx: Tensor,
+    cmp: tuple[Tensor, Tensor, Tensor],
+    cmp_idx: Tensor,
+    sink: Tensor,
     config: dict[str, int],
     sm_scale: float | None = None,
-) -> Any:
+) -> Tensor:
     """Launch the kernel. q [B, H, 512] bf16; swa/cmp = (nope, rope, scale) pools;
     swa_idx [B, 128] / cmp_idx [B, 512] int32 rows (-1 = pad); sink [H] fp32 -> [B, H, 512] bf16."""
     import torch

@@ -18,7 +18,7 @@ error boundary turns them into exit codes. Nothing here prints or exits.
   render);
 - `endpoint.py`: endpoint targets (a cluster): the process verbs refuse with the kubectl line,
   `status` reads the router;
-- `ab.py` (`ab_plan.py`, `ab_blocks.py`, `ab_outcome.py`): `dsv4ops ab`, an A/B experiment
+- `ab.py` (`ab_plan.py`, `ab_switch.py`, `ab_blocks.py`, `ab_outcome.py`): `dsv4ops ab`, an A/B experiment
   whose blocks deploy through `deploy.py` nested in it, measured by the canary, judged by
   `dsv4ops.ab`;
 - `status.py`: the report of `dsv4ops status`, also the runbook engine's preconditions;

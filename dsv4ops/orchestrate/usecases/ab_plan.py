@@ -9,9 +9,9 @@ decided with 90% probability at the stated deploy-to-deploy `--variation`, at ea
 level judged at its Bonferroni share of the alpha (as ab.analysis judges it); `--blocks`
 overrides it. The experiment stops earlier as soon as the verdict is decided.
 
-The switch cost (stop, restart, weights, CUDA-graph capture, probe) is the last SUCCEEDED
-deploy of the same profile on this target as the journal timed it; without one it is estimated
-from the profile's decode bucket count (capture time grows with the number of graphs).
+The switch cost (stop, restart, weights, CUDA-graph capture, probe) per arm is ab_switch.py's:
+the last SUCCEEDED deploy of the same profile on this target as the journal timed it, else an
+estimate from the profile's decode bucket count.
 """
 
 from __future__ import annotations
@@ -20,33 +20,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from dsv4ops.clock import seconds_between
 from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DsOpsError
-from dsv4ops.journal.records import Kind, Status
+from dsv4ops.orchestrate.usecases.ab_switch import Switch, switch_cost
 from dsv4ops.orchestrate.usecases.deploy import DeployPlan, plan_deploy
-from dsv4ops.orchestrate.usecases.gate import buckets_of, thresholds_of
+from dsv4ops.orchestrate.usecases.gate import thresholds_of
 from dsv4ops.orchestrate.usecases.session import TargetSession
 
 if TYPE_CHECKING:
     from dsv4ops.ab.model import Arm
     from dsv4ops.canary import Thresholds
-    from dsv4ops.journal.store import Journal
 
 SUITES = ("sweep", "soak")
 DEFAULT_EFFECT = 0.05  # the smallest throughput effect worth a switch, and the equivalence band
 DEFAULT_WARMUP_S = 10.0
-# Without a timed deploy in the journal: a restart on the box (stop, weights, start) plus the
-# capture per decode graph. The twin's own settings give its estimate (docs/twin.md).
-BOX_RESTART_S = 300.0
-BOX_CAPTURE_S_PER_BUCKET = 0.25
-TWIN_DEFAULTS = {
-    "MODEL_LOAD_S": 60.0,
-    "CAPTURE_S_PER_BUCKET": 0.25,
-    "WARMUP_S": 1.0,
-    "TIME_SCALE": 1.0,
-}
-TWIN_OVERHEAD_S = 2.0  # router start, probe, stops: wall seconds, not scaled
 # Gate suites' length when they do not have one of their own (abort-cascade runs to its wedge
 # check and recovery window).
 ABORT_CASCADE_S = 30.0
@@ -55,12 +42,6 @@ ABORT_CASCADE_S = 30.0
 FINAL_GATE_S = 20.0
 # Names the A/B gates carry (ab.decision.GateResult.suite) for the canary's suite names.
 GATE_NAMES = {"abort-cascade": "abort_cascade", "corruption": "corruption", "sweep": "sweep"}
-
-
-@dataclass(frozen=True)
-class Switch:
-    seconds: float
-    source: str  # "journal d-... (12.3 s)" or "estimate from N decode buckets"
 
 
 @dataclass(frozen=True)
@@ -340,38 +321,6 @@ def gate_suites(
     return suites, [why.get(s, "the flag change calls for it") for s in suites]
 
 
-def switch_cost(journal: Journal, plan: DeployPlan) -> Switch:
-    """The last timed SUCCEEDED deploy of this profile on the target, else an estimate."""
-    name = plan.deployment.profile_name
-    # Through the journal's index: only SUCCEEDED deploys/rollbacks of this profile are read.
-    for op in journal.operations().newest_first(
-        kinds=(Kind.DEPLOY, Kind.ROLLBACK), status=Status.SUCCEEDED, profile={"name": name}
-    ):
-        if (
-            op.kind in (Kind.DEPLOY, Kind.ROLLBACK)
-            and op.status is Status.SUCCEEDED
-            and op.profile_name == name
-            and op.ended
-        ):
-            seconds = seconds_between(op.ts, op.ended)
-            if seconds is not None:
-                return Switch(seconds, f"journal {op.op}, {seconds:.1f} s")
-    n = len(buckets_of(plan.deployment))
-    target = plan.target
-    if target.launcher == "twin":
-        twin = dict(target.twin_env)
-        env = {k: _float(twin.get(f"DSV4_TWIN_{k}"), v) for k, v in TWIN_DEFAULTS.items()}
-        model_s = env["MODEL_LOAD_S"] + env["WARMUP_S"] + n * env["CAPTURE_S_PER_BUCKET"]
-        return Switch(
-            TWIN_OVERHEAD_S + model_s * env["TIME_SCALE"],
-            f"estimate for the twin from {n} decode buckets",
-        )
-    return Switch(
-        BOX_RESTART_S + n * BOX_CAPTURE_S_PER_BUCKET,
-        f"estimate from {n} decode buckets (no timed deploy of {name} in the journal)",
-    )
-
-
 def final_gate_suite_s(measured_s: float) -> float:
     """Seconds per suite of the winner's final gate: FINAL_GATE_S, or the block's measured time
     when shorter (at least 2 s)."""
@@ -384,13 +333,6 @@ def _gate_seconds(suite: str, measured_suite: str, th: Thresholds) -> float:
     if suite == "abort-cascade":
         return ABORT_CASCADE_S
     return th.stress_duration_s
-
-
-def _float(text: str | None, default: float) -> float:
-    try:
-        return float(text) if text is not None else default
-    except ValueError:
-        return default
 
 
 def _duration(seconds: float) -> str:

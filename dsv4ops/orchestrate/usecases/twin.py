@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsv4ops.orchestrate.usecases.session import TargetSession
-from dsv4ops.runbooks.hazard import WHAT as WHAT  # what each hazard is, in words (the prompt)
 from dsv4ops.orchestrate.engine import Progress
 from dsv4ops.orchestrate.usecases.hazard import switch_hazard
+from dsv4ops.orchestrate.usecases.session import TargetSession
+from dsv4ops.runbooks.hazard import WHAT as WHAT  # what each hazard is, in words (the prompt)
 from dsv4ops.runbooks.hazard import check_twin, plan_hazard
 
 

@@ -6,13 +6,14 @@ import json
 import os
 import re
 import time
-from typing import Any
+
+from dsv4ops.jsontypes import JSONObject
 
 # A JSON object as `json.loads` decodes it: one call's request, its reply, a record on disk.
 # Its values are whatever the JSON held, so each command checks the ones it uses where it uses
 # them (check_name, int(...), isinstance); the operator side decodes replies into the typed
 # results of dsv4ops/remote/results.py.
-JsonObject = dict[str, Any]
+JsonObject = JSONObject  # the package's alias (dsv4ops/jsontypes.py, in the agent's zip too)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 

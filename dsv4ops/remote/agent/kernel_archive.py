@@ -13,10 +13,11 @@ import io
 import json
 import os
 import tarfile
-from typing import Any
+
+from dsv4ops.jsontypes import JSONObject
 
 # A decoded manifest.json (kept local: the operator side imports this module on its own).
-Manifest = dict[str, Any]
+Manifest = JSONObject
 
 MANIFEST = "manifest.json"
 

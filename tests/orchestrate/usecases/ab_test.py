@@ -22,7 +22,8 @@ from dsv4ops.orchestrate.usecases.ab_blocks import (
     choose_sources,
     gate_result,
 )
-from dsv4ops.orchestrate.usecases.ab_plan import plan_ab, switch_cost
+from dsv4ops.orchestrate.usecases.ab_plan import plan_ab
+from dsv4ops.orchestrate.usecases.ab_switch import switch_cost
 from testing.ab import AB_WORKLOAD, ab_twin_env, add_ab_profiles
 from testing.clock import FakeClock
 from testing.orchestrate import OrchEnv, journal_session, module_env, our_processes
