@@ -5,6 +5,7 @@ it shows the local cache and says how old it is."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -80,7 +81,7 @@ def _lock(ctx: Any, source: dict[str, Any]) -> Any:
         return _UNSEEN
 
 
-def entry(o: Any, judged: dict[str, Any], lock: Any = _UNSEEN) -> dict[str, Any]:
+def entry(o: Any, judged: Mapping[str, Any], lock: Any = _UNSEEN) -> dict[str, Any]:
     """One operation's summary with its true state and what to run next: a runbook run is
     RUNNING only while its process lives (runbooks/runlog.run_state); an operation that never
     ended is RUNNING only while the deploy lock names it (or the experiment it runs within)
