@@ -14,7 +14,7 @@ a real deploy writes them) straight into a file, then times, side by side in one
     hash the whole record) and now (`journalfile.read_since`: one 64 KiB window).
 
 Usage: python benchmarks/journal_scale.py [--records N] [--keep DIR]
-Reference (this machine, 2 cores shared by six sessions): docs/journal.md.
+Reference numbers (the shared 2-core machine): docs/deploy.md, "The index (10^6 records)".
 """
 
 from __future__ import annotations
