@@ -14,7 +14,7 @@ a real deploy writes them) straight into a file, then times, side by side in one
     hash the whole record) and now (`journalfile.read_since`: one 64 KiB window).
 
 Usage: python benchmarks/journal_scale.py [--records N] [--keep DIR]
-Reference (this machine, 2 cores shared by six sessions): docs/journal.md.
+Reference numbers (the shared 2-core machine): docs/deploy.md, "The index (10^6 records)".
 """
 
 from __future__ import annotations
@@ -117,15 +117,23 @@ def full_scan(path: Path) -> object:
 
 
 def cold_reads(directory: Path) -> object:
-    """A fresh process's reads for `status` + `journal` + deploy's known-good lookup."""
+    """A fresh process's reads for `status` + `journal` + rollback's and deploy's lookups: the
+    last 20 operations, the judgement, the known-good list's head, in-flight, deployed, one
+    operation by id, and a walk for a profile no deploy has (deploy's switch cost: a miss)."""
     j = Journal("box", directory=directory)
+    ops = j.operations()
+    miss = ops.newest_first(
+        kinds=(Kind.DEPLOY, Kind.ROLLBACK), status=Status.SUCCEEDED, profile={"name": "nope"}
+    )
     return (
-        j.operations()[-20:],
+        ops[-20:],
         j.judged(),
+        j.known_good()[:3],
         j.last_known_good(),
         j.in_flight(),
         j.deployed(),
-        j.get(j.operations()[-1].op),
+        j.get(ops[-1].op),
+        next(iter(miss), None),
     )
 
 
@@ -164,6 +172,11 @@ def main() -> None:
         timed("a deploy's journal traffic (12 appends)", lambda: deploy_traffic(j))
         after = timed("cold reads after it (index + tail)", lambda: cold_reads(root / "journal"))
         ratio("  the same, after the deploy", scan, after)
+        warm = timed("the next deploy's 12 appends (index in memory)", lambda: deploy_traffic(j))
+        print(f"{'  per append (each fsynced)':<48} {warm / PER_DEPLOY * 1000:10.1f} ms")
+        state = j._index.current()[0]
+        timed("the index file written (every 256 KiB appended)", lambda: j._index.keep(state))
+        print(f"{'  its size':<48} {Path(f'{path}.idx').stat().st_size / 1e6:10.1f} MB")
         whole = timed(
             "agent before: read + hash the whole record",
             lambda: journalfile.sha256(journalfile.read_bytes(str(path))),

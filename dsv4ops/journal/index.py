@@ -8,8 +8,11 @@ what placing merged operations reads (`records.place_by`); the torn lines. From 
 answers status, the last N operations, in-flight, deployed and known-good by reading only the
 records of the operations it returns (`journal/view.py`).
 
-The file: line 1 a JSON header (`format`, `version`, `size`, `window`, counts, merges, torn
-lines), line 2 the entries (JSON), line 3 every entry's offsets (base64 int64, in entry order).
+The file (format 3): line 1 a JSON header (`format`, `version`, `size`, `window`, `body`: the
+sha256 of the rest, the code tables, counts, merges, torn lines), then the entries as columns
+(journal/columns.py: a cold read decodes only the entries it shows, journal/entries.py), then the
+known-good judgement checkpoint (journal/checkpoint.py). An index of another format or version
+is rebuilt, never read.
 
 Trust: an index is used only when its format and version are this code's, its `size` is within
 the journal and `window` equals `journalfile.window_sha256(journal, size)` (the size and a hash
@@ -23,98 +26,40 @@ be written costs speed on the next cold read, never correctness.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import copy
+import hashlib
+import itertools
 import json
 import mmap
 import os
-from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from dsv4ops import journalfile
 from dsv4ops.errors import JournalError
-from dsv4ops.journal import checkpoint, knowngood
-from dsv4ops.journal.records import (
-    Kind,
-    Operation,
-    Status,
-    StepRecord,
-    fold_into,
-    place_by,
-    validate,
-)
+from dsv4ops.journal import checkpoint, columns, knowngood
+from dsv4ops.journal.entries import JUDGED, KINDS, STATUSES, Entry, Table
+from dsv4ops.journal.order import Placed
+from dsv4ops.journal.records import Operation, fold_into, validate
 
 FORMAT = "dsv4ops-journal-index"
-VERSION = 2  # 2: the judgement checkpoint (line 4)
+VERSION = 3  # 2: the judgement checkpoint; 3: the entries as columns (journal/columns.py)
 SAVE_EVERY = 1 << 18  # bytes folded in since the index file was last written: write it again
-_JUDGED = (Kind.DEPLOY.value, Kind.ROLLBACK.value, Kind.EXPERIMENT.value)
-_KINDS = {k.value: k for k in Kind}  # a dict lookup: Enum(value) costs ~1 us per call
-_STATUSES = {s.value: s for s in Status}
-_NO_VIEW: list[Any] = [None, False, None, None, False, []]
 
 Buffer = bytes | mmap.mmap
+
+__all__ = ["Entry", "JournalIndex", "Stale", "State", "placed", "record_at"]
 
 
 class Stale(Exception):
     """An indexed offset does not hold the record the index says: rebuild from a full scan."""
 
 
-@dataclass(slots=True)
-class Entry:
-    """One operation as the index keeps it (a new Entry whenever its records change)."""
-
-    op: str
-    kind: str
-    ts: str
-    status: str
-    running: str | None
-    view: list[Any] | None  # knowngood.essentials, serialised (deploy, rollback, experiment)
-    _offsets: list[int] | None = field(default=None, repr=False)
-    _flat: array[int] | None = field(default=None, repr=False, compare=False)  # not sliced yet
-    _at: int = field(default=0, repr=False, compare=False)
-    count: int = 0  # how many records
-    _view_op: Operation | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def offsets(self) -> list[int]:
-        """Where each of its records' lines starts (sliced from the decoded array when asked)."""
-        if self._offsets is None:
-            assert self._flat is not None
-            self._offsets = self._flat[self._at : self._at + self.count].tolist()
-        return self._offsets
-
-    @property
-    def terminal(self) -> bool:
-        return _STATUSES[self.status].terminal
-
-    def essentials(self) -> Operation:
-        """The reduced Operation the known-good rule judges (built once per Entry)."""
-        if self._view_op is None:
-            v = self.view or _NO_VIEW
-            self._view_op = Operation(
-                self.op,
-                _KINDS[self.kind],
-                self.ts,
-                "",
-                _STATUSES[self.status],
-                v[0],
-                [{}] if v[1] else [],
-                v[3],
-                None,
-                [StepRecord(n, p, "", None, d) for n, p, d in v[5]] if v[5] else [],
-                scope=v[2],
-                marked_known_good=bool(v[4]),
-            )
-        return self._view_op
-
-
 def _entry(o: Operation, offsets: list[int]) -> Entry:
     view = None
-    if o.kind.value in _JUDGED:
+    if o.kind.value in JUDGED:
         e = knowngood.essentials(o)
         view = [
             e.profile,
@@ -137,24 +82,25 @@ class State:
     window: str = field(default_factory=lambda: journalfile.window_of(b""))
     lines: int = 0
     records: int = 0
-    entries: dict[str, Entry] = field(default_factory=dict)  # begin order
+    entries: Table = field(default_factory=Table)  # begin order (journal/entries.py)
     merges: list[int] = field(default_factory=list)  # offsets of the merge records
     merged: set[str] = field(default_factory=set)  # ops a merge brought in
     after_first_merge: set[str] = field(default_factory=set)  # ops begun after the first merge
     skipped: list[int] = field(default_factory=list)  # torn line numbers
     saved_size: int = -1  # `size` when the index file was last written or read
     # The known-good judgement of this state (judged once per state: a command asks many times).
-    judged: dict[str, knowngood.Judgement] | None = field(default=None, repr=False)
+    judged: Mapping[str, knowngood.Judgement] | None = field(default=None, repr=False)
     # knowngood's fold state after a prefix of the operations (journal/checkpoint.py: it proves
     # itself against the entries before it is used, so appends never make it wrong).
     checkpoint: checkpoint.Checkpoint | None = field(default=None, repr=False)
+    order: Placed | None = field(default=None, repr=False)  # placed(): made once per state
 
     def overlay(self) -> State:
         """A copy to fold a partial last line into (never kept, never written)."""
         out = copy.copy(self)
-        out.judged = None
+        out.judged, out.order = None, None
         out.entries, out.merges, out.skipped = (
-            dict(self.entries),
+            self.entries.copy(),
             list(self.merges),
             list(self.skipped),
         )
@@ -179,7 +125,7 @@ def fold_chunk(state: State, buf: Buffer, start: int, end: int, fd: int, where: 
     """Fold the lines of buf[start:end] into `state` (in place): the operations they touch are
     re-folded from all their records. Raises JournalError for a malformed record (file:line)."""
     touched: dict[str, list[tuple[int, dict[str, Any]]]] = {}
-    state.judged = None
+    state.judged, state.order = None, None
     offset = start
     pieces = buf[start:end].split(b"\n")
     if end and buf[end - 1 : end] == b"\n":
@@ -216,70 +162,80 @@ def fold_chunk(state: State, buf: Buffer, start: int, end: int, fd: int, where: 
 
 
 def encode(state: State) -> bytes:
+    sections = [
+        *columns.encode(state.entries),
+        checkpoint.encode(state.checkpoint) if state.checkpoint is not None else b"",
+    ]
+    body = b"".join(sections)
     header = {
         "format": FORMAT,
         "version": VERSION,
         "size": state.size,
         "window": state.window,
+        "body": journalfile.sha256(body),  # a garbled column is never read
+        "sections": [len(x) for x in sections],
+        "kinds": KINDS,
+        "statuses": STATUSES,
         "lines": state.lines,
         "records": state.records,
         "merges": state.merges,
         "merged": sorted(state.merged),
         "after_first_merge": sorted(state.after_first_merge),
         "skipped": state.skipped,
-        "checkpoint": None,
     }
-    ck = checkpoint.encode(state.checkpoint) if state.checkpoint is not None else b""
-    if ck:
-        header["checkpoint"] = journalfile.sha256(ck)  # a garbled line 4 is never trusted
-    es = list(state.entries.values())
-    rows = [[e.op, e.kind, e.ts, e.status, e.running, e.count, e.view] for e in es]
-    flat = array("q", [o for e in es for o in e.offsets])
-    return b"\n".join(
-        [
-            json.dumps(header, separators=(",", ":")).encode(),
-            json.dumps(rows, separators=(",", ":")).encode(),
-            base64.b64encode(flat.tobytes()),
-            ck,
-            b"",
-        ]
-    )
+    return json.dumps(header, separators=(",", ":")).encode() + b"\n" + body
+
+
+def sections(data: bytes) -> tuple[dict[str, Any], list[memoryview]] | None:
+    """(the header, the body's sections) of an index file of this format, version and body hash
+    (raises ValueError, TypeError, KeyError for garbage)."""
+    cut = data.index(b"\n")
+    h = json.loads(data[:cut])
+    if h.get("format") != FORMAT or h.get("version") != VERSION:
+        return None
+    body = memoryview(data)[cut + 1 :]
+    lengths = [int(n) for n in h["sections"]]
+    if min(lengths, default=0) < 0 or sum(lengths) != len(body):
+        return None
+    if h["body"] != hashlib.sha256(body).hexdigest():
+        return None
+    ends = list(itertools.accumulate(lengths, initial=0))
+    return h, [body[a:b] for a, b in itertools.pairwise(ends)]
 
 
 def decode(data: bytes, fd: int, journal_size: int) -> State | None:
     """The State `data` holds if it is an index of this journal's first bytes; else None."""
     try:
-        head, rows_raw, flat_raw, ck_raw = data.split(b"\n")[:4]
-        h = json.loads(head)
-        if h.get("format") != FORMAT or h.get("version") != VERSION:
+        found = sections(data)
+        if found is None:
             return None
+        h, parts = found
         size = h["size"]
         if not isinstance(size, int) or not 0 <= size <= journal_size:
             return None
         if h["window"] != journalfile.window_sha256(fd, size):
             return None  # truncated, rewritten or another journal: never trusted
-        flat = array("q")
-        flat.frombytes(base64.b64decode(flat_raw, validate=True))
+        if len(parts) != columns.SECTIONS + 1:
+            return None
+        table = columns.decode(parts[: columns.SECTIONS], h)
+        if table is None:
+            return None
         state = State(
             size=size,
             window=h["window"],
             lines=int(h["lines"]),
             records=int(h["records"]),
+            entries=table,
             merges=[int(o) for o in h["merges"]],
             merged=set(h["merged"]),
             after_first_merge=set(h["after_first_merge"]),
             skipped=[int(n) for n in h["skipped"]],
             saved_size=size,
         )
-        if h["checkpoint"] and h["checkpoint"] == journalfile.sha256(ck_raw):
-            state.checkpoint = checkpoint.decode(ck_raw)
-        at = 0
-        for op, kind, ts, status, running, n, view in json.loads(rows_raw):
-            _KINDS[kind], _STATUSES[status]  # noqa: B018 - values this code knows, or no index
-            state.entries[op] = Entry(op, kind, ts, status, running, view, None, flat, at, n)
-            at += n
-        return state if at == len(flat) else None
-    except (ValueError, TypeError, KeyError, IndexError, binascii.Error):
+        ck_raw = bytes(parts[columns.SECTIONS])
+        state.checkpoint = checkpoint.decode(ck_raw) if ck_raw else None
+        return state
+    except (ValueError, TypeError, KeyError, IndexError):
         return None
 
 
@@ -358,6 +314,8 @@ class JournalIndex:
             s.saved_size = s.size
 
 
-def placed(state: State) -> Sequence[Entry]:
+def placed(state: State) -> Placed:
     """The entries in the journal's order (merged operations placed by records.place_by)."""
-    return place_by(list(state.entries.values()), state.merged, state.after_first_merge)
+    if state.order is None:
+        state.order = Placed(state.entries, state.merged, state.after_first_merge)
+    return state.order

@@ -26,7 +26,7 @@ deploy an older version marked known-good is not one any more, and says why.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 
 from dsv4ops.journal.records import Kind, Operation, Status
@@ -71,7 +71,7 @@ def judge_into(
     ops: Sequence[Operation],
     experiments: set[str],
     failed: dict[str, str],
-    out: dict[str, Judgement],
+    out: MutableMapping[str, Judgement],
     good: dict[str, Judgement],
 ) -> None:
     """judge()'s fold, continued from `out` and `good` (commands hash -> the best known-good
@@ -111,7 +111,7 @@ def essentials(o: Operation) -> Operation:
 
 
 def known_good(
-    ops: Sequence[Operation], judged: dict[str, Judgement] | None = None
+    ops: Sequence[Operation], judged: Mapping[str, Judgement] | None = None
 ) -> list[Operation]:
     """The known-good deployments in the order rollback offers them: every gate pass before
     every accepted INCONCLUSIVE, newest first within each. `judged`: judge(ops), when the caller

@@ -15,7 +15,7 @@ import contextlib
 import os
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -261,7 +261,7 @@ class Journal:
 
     def listing(
         self, limit: int
-    ) -> tuple[list[Operation], dict[str, knowngood.Judgement], list[dict[str, Any]]]:
+    ) -> tuple[list[Operation], Mapping[str, knowngood.Judgement], list[dict[str, Any]]]:
         """One read for `dsv4ops journal`: the last `limit` operations (all when <= 0), the
         known-good judgement of every deploy/rollback (over the whole journal), the merges."""
         view = self._view()
@@ -275,7 +275,8 @@ class Journal:
         exact = view.state.entries.get(op_id)
         if exact is not None:
             return view.load(exact)
-        matches = [e for e in view.order if e.op.startswith(op_id)]
+        order = view.order
+        matches = [order[p] for p in range(len(order)) if order.op_at(p).startswith(op_id)]
         if len(matches) != 1:
             what = "no" if not matches else "more than one"
             raise JournalError(f"{what} journal entry matches {op_id!r} in {self.path}")
@@ -285,14 +286,19 @@ class Journal:
         """Operations that never reached a terminal status (a CLI that died mid-way). A runbook
         run is not one of them: it changes nothing itself and stays open until it is resumed."""
         view = self._view()
-        return [view.load(e) for e in view.order if not e.terminal and e.kind != Kind.RUNBOOK.value]
+        kinds = {k for k in Kind if k is not Kind.RUNBOOK}
+        return [
+            view.load(view.order[p])
+            for p in view.order.positions(kinds={k.value for k in kinds}, terminal=False)
+        ]
 
-    def known_good(self) -> list[Operation]:
+    def known_good(self) -> Sequence[Operation]:
         """Known-good deployments in the order rollback offers them (the one rule:
-        dsv4ops.journal.knowngood): gate passes newest first, then accepted INCONCLUSIVEs."""
-        return list(self._view().known_good())
+        dsv4ops.journal.knowngood): gate passes newest first, then accepted INCONCLUSIVEs. A lazy
+        Sequence: each operation is read when reached (the newest is found first)."""
+        return self._view().known_good()
 
-    def judged(self) -> dict[str, knowngood.Judgement]:
+    def judged(self) -> Mapping[str, knowngood.Judgement]:
         """op id -> whether that deploy/rollback is known-good and why (the same rule)."""
         return self._view().judged()
 

@@ -11,13 +11,15 @@ rollback and experiment, which it reads exactly as it reads the whole operations
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 from dsv4ops import journalfile
 from dsv4ops.errors import JournalError
 from dsv4ops.journal import checkpoint, knowngood
-from dsv4ops.journal.index import Entry, JournalIndex, Stale, placed, record_at
+from dsv4ops.journal.entries import Entry
+from dsv4ops.journal.index import JournalIndex, Stale, placed, record_at
+from dsv4ops.journal.order import Placed
 from dsv4ops.journal.records import Kind, Operation, Status, fold_into, validate
 
 
@@ -28,7 +30,7 @@ class View:
         self._index = index
         self._cache = cache  # (op, records folded) -> Operation, shared by a Journal's views
         self.state, self.buf = index.current()
-        self.order: Sequence[Entry] = placed(self.state)
+        self.order: Placed = placed(self.state)
 
     def load(self, entry: Entry, *, retry: bool = True) -> Operation:
         """The whole Operation of `entry`, folded from its records (rebuilt index: retried once)."""
@@ -59,7 +61,7 @@ class View:
         """What the known-good rule reads of every operation, in the journal's order."""
         return [e.essentials() for e in self.order]
 
-    def judged(self) -> dict[str, knowngood.Judgement]:
+    def judged(self) -> Mapping[str, knowngood.Judgement]:
         """knowngood.judge of the whole journal (its essentials), once per index state: from
         the index's checkpoint and the operations after it (journal/checkpoint.py)."""
         if self.state.judged is None:
@@ -69,15 +71,10 @@ class View:
                 self._index.keep(self.state)  # the next cold read resumes from this one
         return self.state.judged
 
-    def known_good(self) -> Iterator[Operation]:
+    def known_good(self) -> KnownGood:
         """knowngood.known_good's order (gate passes, then accepted INCONCLUSIVEs, newest first
         within each), read off the judgements; each whole operation loaded only when reached."""
-        judged = self.judged()
-        newest_first = [
-            e for e in reversed(self.order) if e.op in judged and judged[e.op].known_good
-        ]
-        good = sorted(newest_first, key=lambda e: -judged[e.op].rank)  # stable: newest first kept
-        return (self.load(e) for e in good)
+        return KnownGood(self)
 
     def records(self) -> Records:
         return Records(self)
@@ -145,21 +142,35 @@ class Operations(Sequence[Operation]):
         `profile` values. The rest are loaded whole (the caller still checks them): a walk back
         that finds nothing reads no record of the operations it skipped."""
         wanted = {k.value for k in kinds} if kinds is not None else None
-        for e in reversed(self._order):
-            if wanted is not None and e.kind not in wanted:
-                continue
-            if status is not None and e.status != status.value:
-                continue
-            indexed = (e.view[0] or {}) if e.view is not None else None
-            if (
-                profile
-                and indexed is not None
-                and any(indexed.get(k) != v for k, v in profile.items())
-            ):
-                continue
-            yield self._view.load(e)
+        for p in self._order.positions(
+            kinds=wanted,
+            status=status.value if status else None,
+            profile=profile,
+            newest_first=True,
+        ):
+            yield self._view.load(self._order[p])
 
-    def entries(self) -> Sequence[Entry]:
+    def positions(
+        self,
+        *,
+        kinds: Collection[Kind] | None = None,
+        terminal: bool | None = None,
+        newest_first: bool = False,
+    ) -> Iterator[int]:
+        """The positions (indexes into this Sequence) of the operations of those kinds / that
+        have (not) ended, read off the index: no operation is read to find them."""
+        return self._order.positions(
+            kinds={k.value for k in kinds} if kinds is not None else None,
+            terminal=terminal,
+            newest_first=newest_first,
+        )
+
+    def find(self, op: str) -> Operation | None:
+        """The operation with exactly this id (read alone), else None."""
+        e = self._order.table.get(op)
+        return None if e is None else self._view.load(e)
+
+    def entries(self) -> Placed:
         """The index entries in the same order (status, kind, running without a fold)."""
         return self._order
 
@@ -197,3 +208,64 @@ class Records(Sequence[dict[str, Any]]):
         return isinstance(other, Sequence) and list(self) == list(other)
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class KnownGood(Sequence[Operation]):
+    """The known-good deployments in rollback's order (View.known_good): positions found as
+    they are asked for (the newest pass is found first), each operation loaded when read."""
+
+    def __init__(self, view: View) -> None:
+        self._view = view
+        self._judged = view.judged()
+        self._found: list[Entry] = []
+        self._walk = self._positions()
+
+    def _positions(self) -> Iterator[Entry]:
+        """Passes newest first (found as they are asked for), then accepted INCONCLUSIVEs."""
+        table = self._view.order.table
+        for rank in (knowngood.PASSED, knowngood.ACCEPTED):
+            for op in checkpoint.ranked(self._judged, rank):
+                e = table.get(op)
+                if e is not None:
+                    yield e
+
+    def _upto(self, n: int | None) -> None:
+        while n is None or len(self._found) < n:
+            e = next(self._walk, None)
+            if e is None:
+                return
+            self._found.append(e)
+
+    def __len__(self) -> int:
+        self._upto(None)
+        return len(self._found)
+
+    @overload
+    def __getitem__(self, i: int) -> Operation: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Operation]: ...
+
+    def __getitem__(self, i: int | slice) -> Operation | list[Operation]:
+        if isinstance(i, slice):
+            self._upto(None if i.stop is None or i.stop < 0 or (i.start or 0) < 0 else i.stop)
+            return [self._view.load(e) for e in self._found[i]]
+        self._upto(None if i < 0 else i + 1)
+        return self._view.load(self._found[i])
+
+    def __bool__(self) -> bool:
+        self._upto(1)
+        return bool(self._found)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __iter__(self) -> Iterator[Operation]:
+        n = 0
+        while True:
+            self._upto(n + 1)
+            if n >= len(self._found):
+                return
+            yield self._view.load(self._found[n])
+            n += 1

@@ -95,5 +95,4 @@ def interrupted_line(op: Operation | None) -> str:
 def _find(journal: Journal, op_id: object) -> Operation | None:
     if not isinstance(op_id, str):
         return None
-    ops = journal.operations()  # the index's entries: only that operation is read
-    return next((ops[i] for i, e in enumerate(ops.entries()) if e.op == op_id), None)
+    return journal.operations().find(op_id)  # through the index: only that operation is read

@@ -9,7 +9,8 @@ redacted secrets, which only git can restore.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from dsv4ops import exitcodes
@@ -65,7 +66,7 @@ def rebuild(op: Operation, render_at_commit: RenderAtCommit | None) -> tuple[Dep
 MAX_FALLBACKS = 3
 
 
-def known_good_ops(journal: Journal) -> list[Operation]:
+def known_good_ops(journal: Journal) -> Sequence[Operation]:
     """Known-good deployments in the order they are offered: the journal's one rule
     (dsv4ops.journal.knowngood: passes newest first, then accepted INCONCLUSIVEs). Commands that
     failed a gate anywhere are not among them: only `rollback --to` can name those."""
@@ -78,7 +79,8 @@ def rollback_target(journal: Journal, to: str | None) -> Operation:
     good = known_good_ops(journal)
     if to:
         ops = journal.operations()  # the index's entries: only the matches are read
-        by_id = [ops[i] for i, e in enumerate(ops.entries()) if e.op.startswith(to)]
+        order = ops.entries()
+        by_id = [ops[i] for i in range(len(ops)) if order.op_at(i).startswith(to)]
         if by_id:
             op = next((o for o in by_id if o.op == to), None)
             if op is None and len(by_id) > 1:
@@ -97,14 +99,17 @@ def rollback_target(journal: Journal, to: str | None) -> Operation:
         # operator's choice) the newest proven whole unit recorded at it.
         ops = journal.operations()
         entries = ops.entries()  # `proven` from what the index keeps (knowngood.essentials)
-        whole = [ops[i] for i in range(len(ops) - 1, -1, -1) if entries[i].essentials().proven]
-        by_rev = [
-            o
-            for o in [*good, *whole]
-            if str((o.profile or {}).get("git_commit") or "").startswith(to)
-        ]
-        if by_rev:
-            return by_rev[0]
+        whole = (ops[i] for i in range(len(ops) - 1, -1, -1) if entries[i].essentials().proven)
+        by_rev = next(
+            (
+                o
+                for o in itertools.chain(good, whole)
+                if str((o.profile or {}).get("git_commit") or "").startswith(to)
+            ),
+            None,
+        )
+        if by_rev is not None:
+            return by_rev
         raise RollbackTargetError(
             f"no deployment in the journal matches {to!r} (a journal id or a git commit). "
             + _choices(good),
@@ -130,17 +135,15 @@ def rollback_target(journal: Journal, to: str | None) -> Operation:
     )
 
 
-def unfinished_experiment_arm_a(journal: Journal, good: list[Operation]) -> Operation | None:
+def unfinished_experiment_arm_a(journal: Journal, good: Sequence[Operation]) -> Operation | None:
     """The known-good deployment of A's commands (else of A's profile) when the newest A/B
     experiment never ended (its CLI died mid-run; the next command's --recover marks it
     ABANDONED) and nothing outside it has deployed since: an A/B that does not finish leaves the
     box on A, as `dsv4ops ab` does itself when it is interrupted. An experiment's blocks are
     never known-good themselves. None otherwise (the usual newest-known-good rule)."""
     ops = journal.operations()
-    entries = ops.entries()  # kinds from the index: no operation read until the experiment
-    at = next(
-        (i for i in range(len(ops) - 1, -1, -1) if entries[i].kind == Kind.EXPERIMENT.value), None
-    )
+    # kinds from the index: no operation read until the experiment
+    at = next(ops.positions(kinds={Kind.EXPERIMENT}, newest_first=True), None)
     if at is None:
         return None
     exp = ops[at]
@@ -159,7 +162,7 @@ def unfinished_experiment_arm_a(journal: Journal, good: list[Operation]) -> Oper
     )
 
 
-def _choices(good: list[Operation], limit: int = 8) -> str:
+def _choices(good: Sequence[Operation], limit: int = 8) -> str:
     """What `--to` accepts, newest first: journal ids with their profile and git commit."""
     if not good:
         return "There is no known-good deployment in the journal."

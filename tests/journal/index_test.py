@@ -5,6 +5,7 @@ foreign, corrupt, edited out of its window, a symlink) is never trusted and is r
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from pathlib import Path
@@ -15,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dsv4ops import journalfile
-from dsv4ops.journal import checkpoint, knowngood
+from dsv4ops.journal import checkpoint, columns, knowngood
 from dsv4ops.journal import index as jindex
 from dsv4ops.journal.records import (
     RECORD_VERSION,
@@ -273,21 +274,29 @@ def _whole(lines: list[bytes]) -> tuple[list[dict[str, Any]], list[int]]:
 @given(
     journal=st.one_of(whole_ops(), journals().map(_whole)),
     cuts=st.lists(st.integers(0, 40), max_size=4),
+    advance=st.sampled_from([1, 2, 10**9]),
 )
 def test_a_checkpoint_judges_what_a_full_judge_judges(
-    journal: tuple[list[dict[str, Any]], list[int]], cuts: list[int]
+    journal: tuple[list[dict[str, Any]], list[int]], cuts: list[int], advance: int
 ) -> None:
     """Checkpoints taken after any prefixes, resumed over whatever was appended (records of the
-    operations it judged, merges, experiments, failed gates): always knowngood.judge's answer."""
+    operations it judged, merges, experiments, failed gates), and moved on over the operations
+    ended since (`advance` of them): always knowngood.judge's answer, and each checkpoint is
+    the one a fresh take() of its operations gives."""
     records, ends = journal
     ck = None
-    for k in sorted(ends[c % len(ends)] for c in cuts) + [len(records)]:
-        order = _order(records[:k])
-        judged, ck = checkpoint.judged(order, ck)
-        assert judged == knowngood.judge([o._o for o in order])
-        assert ck.upto <= len(order)
-        again = checkpoint.decode(checkpoint.encode(ck))
-        assert again == ck  # what the index file keeps is the checkpoint itself
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(checkpoint, "ADVANCE", advance)
+        for k in sorted(ends[c % len(ends)] for c in cuts) + [len(records)]:
+            order = _order(records[:k])
+            judged, ck = checkpoint.judged(order, ck)
+            assert judged == knowngood.judge([o._o for o in order])
+            assert ck.upto <= len(order)
+            assert ck == checkpoint.take([o.essentials() for o in order[: ck.upto]], ck.proof)
+            again = checkpoint.decode(checkpoint.encode(ck))
+            assert again == ck  # what the index file keeps is the checkpoint itself
+            judged, _ = checkpoint.judged(order, again)  # read back: resumed from it
+            assert judged == knowngood.judge([o._o for o in order])
 
 
 def test_a_checkpoint_is_resumed_over_appends_and_refused_when_they_change_its_past() -> None:
@@ -337,17 +346,32 @@ def test_a_checkpoint_line_that_does_not_prove_itself_is_never_used(
     ops = _deploys(j, 3)
     assert j.judged()[ops[0]].known_good  # judged: the checkpoint is written with the index
     idx = Path(f"{j.path}.idx")
-    head, rows, flat, ck, end = idx.read_bytes().split(b"\n")
-    assert checkpoint.decode(ck) is not None
+    header, parts = sections(idx.read_bytes())
+    ck = parts[-1]
+    assert checkpoint.decode(ck) is not None and len(parts) == columns.SECTIONS + 1
     lie = ck.replace(b'"ranks":"222"', b'"ranks":"000"')
     assert lie != ck
-    if damage == b"sha":  # the checkpoint's own hash in the header made to match the lie
-        head = head.replace(journalfile.sha256(ck).encode(), journalfile.sha256(lie).encode())
+    if damage == b"sha":  # the header's hash of the body made to match the lie
         lie = lie.replace(b'"proof":"', b'"proof":"0')
-    idx.write_bytes(b"\n".join([head, rows, flat, lie, end]))
+    idx.write_bytes(with_sections(header, [*parts[:-1], lie], rehash=damage == b"sha"))
     fresh = Journal("box", directory=tmp_path)
     _check(fresh, j.path.read_bytes())
     assert fresh.judged()[ops[0]].known_good
+
+
+def sections(raw: bytes) -> tuple[dict[str, Any], list[bytes]]:
+    """(the header, the body's sections) of an index file (journal/index.py, format 3)."""
+    found = jindex.sections(raw)
+    assert found is not None
+    return found[0], [bytes(p) for p in found[1]]
+
+
+def with_sections(header: dict[str, Any], parts: list[bytes], *, rehash: bool) -> bytes:
+    """An index file of these sections; `rehash`: the header's lengths and hash made to match."""
+    body = b"".join(parts)
+    if rehash:
+        header = {**header, "sections": [len(p) for p in parts], "body": journalfile.sha256(body)}
+    return json.dumps(header).encode() + b"\n" + body
 
 
 def _deploys(j: Journal, n: int) -> list[str]:

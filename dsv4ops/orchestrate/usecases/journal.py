@@ -5,6 +5,7 @@ next; `journal --merge`: the records this machine kept appended back into the re
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,7 +69,7 @@ def lock_of_report(report: dict[str, Any]) -> Any:
     return LockInfo(lock["holder"], lock["stale"]) if lock else None
 
 
-def entry(o: Operation, judged: dict[str, Any], lock: Any = UNSEEN) -> dict[str, Any]:
+def entry(o: Operation, judged: Mapping[str, Any], lock: Any = UNSEEN) -> dict[str, Any]:
     """One operation's summary with its true state and what to run next: a runbook run is
     RUNNING only while its process lives (runbooks/runlog.run_state); an operation that never
     ended is RUNNING only while the deploy lock names it (or the experiment it runs within)

@@ -76,7 +76,7 @@ def open_operations(journal: Journal, lock: Any) -> list[dict[str, Any]]:
     judged = journal.judged()
     out = []
     # The index knows which are not ended: only those operations are read (10^6-record journals).
-    for o in (ops[i] for i, e in enumerate(ops.entries()) if not e.terminal):
+    for o in (ops[i] for i in ops.positions(terminal=False)):
         s = entry(o, judged, lock)
         if not o.status.terminal:
             out.append(

@@ -1,0 +1,159 @@
+"""The index's columns (journal/entries.py, columns.py, order.py; index format 3): what is written
+and read back is every entry as the index held it, after any mix of reads and appends (entries
+replaced and begun since the columns were read); the column walks (kinds, statuses, profiles,
+known-good) answer what a walk over the fully folded operations answers; an index file that is
+cut, garbled, inconsistent or of the previous format is rebuilt, never read."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dsv4ops import journalfile
+from dsv4ops.journal import checkpoint, knowngood
+from dsv4ops.journal import index as jindex
+from dsv4ops.journal.records import Kind, Operation, Status, fold, place_merged, validate
+from dsv4ops.journal.store import Journal
+from tests.journal.index_test import HASHES, _check, _deploys, journals, sections, with_sections
+
+_JUDGED = (Kind.DEPLOY, Kind.ROLLBACK, Kind.EXPERIMENT)
+
+
+def _on_disk(j: Journal) -> jindex.State:
+    fd = os.open(j.path, os.O_RDONLY)
+    try:
+        state = jindex.decode(Path(f"{j.path}.idx").read_bytes(), fd, j.path.stat().st_size)
+    finally:
+        os.close(fd)
+    assert state is not None
+    return state
+
+
+def _row(e: jindex.Entry) -> tuple[Any, ...]:
+    return (e.op, e.kind, e.ts, e.status, e.running, e.count, e.offsets, e.view, e.terminal)
+
+
+def _ops(data: bytes) -> list[Operation]:
+    parsed, _ = journalfile.parse(data)
+    records = [validate(r, "x") for _, r in parsed]
+    return place_merged(fold(records), records)
+
+
+def _newest_first(
+    ops: list[Operation], kinds: set[Kind] | None, status: Status | None, profile: dict[str, Any]
+) -> list[str]:
+    """Operations.newest_first's rule over whole operations: kind, status, and the profile of
+    those the index keeps a view of (knowngood.essentials: name and commands hash)."""
+    out = []
+    for o in reversed(ops):
+        indexed = knowngood.essentials(o).profile or {} if o.kind in _JUDGED else None
+        if (kinds is not None and o.kind not in kinds) or (
+            status is not None and o.status != status
+        ):
+            continue
+        if profile and indexed is not None and any(indexed.get(k) != v for k, v in profile.items()):
+            continue
+        out.append(o.op)
+    return out
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lines=journals(),
+    cuts=st.lists(st.integers(0, 40), max_size=3),
+    kinds=st.none() | st.sets(st.sampled_from(list(Kind)), min_size=1),
+    status=st.none() | st.sampled_from(list(Status)),
+    profile=st.sampled_from([{}, {"commands_hash": HASHES[0]}, {"name": "d-0", "x": None}]),
+)
+def test_columns_read_back_hold_every_entry_and_walks_match_the_full_scan(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[bytes],
+    cuts: list[int],
+    kinds: set[Kind] | None,
+    status: Status | None,
+    profile: dict[str, Any],
+) -> None:
+    d = tmp_path_factory.mktemp("j")
+    path = d / "box.jsonl"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(jindex, "SAVE_EVERY", 0)  # every fold is written: the columns are checked
+        mp.setattr(checkpoint, "ADVANCE", 1)  # the checkpoint moves on at every read
+        at = 0
+        for k in sorted({c % (len(lines) + 1) for c in cuts} | {len(lines)}):
+            journalfile.append_bytes(str(path), b"".join(lines[at:k]))
+            at = k
+            j = Journal("box", directory=d)  # a fresh process: the columns + the lines since
+            ops = j.operations()
+            state = j._index.current()[0]
+            if path.read_bytes().endswith(b"\n") or not path.stat().st_size:
+                back = _on_disk(j)
+                assert [_row(e) for e in back.entries.values()] == [
+                    _row(e) for e in state.entries.values()
+                ]
+            whole = _ops(path.read_bytes())
+            assert list(ops) == whole
+            got = [o.op for o in ops.newest_first(kinds=kinds, status=status, profile=profile)]
+            assert got == _newest_first(whole, kinds, status, profile)
+            assert [ops[p].op for p in ops.positions(terminal=False)] == [
+                o.op for o in whole if not o.status.terminal
+            ]
+            good = j.known_good()
+            assert [o.op for o in good] == [o.op for o in knowngood.known_good(whole)]
+            assert len(good) == len(knowngood.known_good(whole))
+            kept = j._index.current()[0].checkpoint
+            assert kept is not None and _on_disk(j).checkpoint == kept  # written as judged
+
+
+@pytest.mark.parametrize("damage", ["cut", "garbled", "inconsistent", "previous format"])
+def test_an_index_file_that_does_not_hold_together_is_rebuilt(
+    tmp_path: Path, damage: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jindex, "SAVE_EVERY", 0)
+    j = Journal("box", directory=tmp_path)
+    _deploys(j, 4)
+    assert j.judged()  # the checkpoint is written too
+    idx = Path(f"{j.path}.idx")
+    raw = idx.read_bytes()
+    header, parts = sections(raw)
+    if damage == "cut":  # a copy that stopped short
+        idx.write_bytes(raw[: len(raw) * 2 // 3])
+    elif damage == "garbled":  # one byte of the offsets column changed, the header kept
+        parts[6] = parts[6][:-1] + bytes([parts[6][-1] ^ 1])
+        idx.write_bytes(with_sections(header, parts, rehash=False))
+    elif damage == "inconsistent":  # an entry dropped, the header's hash made to match
+        parts[0] = parts[0].replace(b'"' + j.operations()[0].op.encode() + b'",', b"", 1)
+        idx.write_bytes(with_sections(header, parts, rehash=True))
+    else:  # what the code before it wrote (format 2): entries as JSON lines
+        old = {**header, "version": 2, "checkpoint": None}
+        idx.write_bytes(json.dumps(old).encode() + b"\n[]\n\n\n")
+    fd = os.open(j.path, os.O_RDONLY)
+    try:
+        assert jindex.decode(idx.read_bytes(), fd, j.path.stat().st_size) is None
+    finally:
+        os.close(fd)
+    fresh = Journal("box", directory=tmp_path)
+    _check(fresh, j.path.read_bytes())
+    assert _on_disk(fresh).size == j.path.stat().st_size  # written again, as this code writes it
+
+
+def test_a_cold_read_reads_only_the_operations_it_returns(tmp_path: Path) -> None:
+    """rollback's known-good list, deploy's walk back and in-flight read no operation they do
+    not return (each one read is folded once and cached by the Journal: counted here)."""
+    ops = _deploys(Journal("box", directory=tmp_path), 30)
+    fresh = Journal("box", directory=tmp_path)
+    good = fresh.known_good()
+    assert good[0].op == ops[-1] and len(fresh._loaded) == 1  # the newest pass, read alone
+    assert [o.op for o in good[:3]] == ops[:-4:-1] and len(fresh._loaded) == 3
+    assert len(good) == 30 and len(fresh._loaded) == 3  # counted from the ranks, none read
+    miss = fresh.operations().newest_first(kinds=(Kind.DEPLOY,), profile={"name": "nope"})
+    assert list(miss) == [] and fresh.in_flight() == [] and len(fresh._loaded) == 3
+    hit = fresh.operations().newest_first(profile={"commands_hash": "h7"})
+    assert [o.op for o in hit] == [ops[7]] and len(fresh._loaded) == 4
