@@ -16,11 +16,14 @@ import os
 import sys
 import threading
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
 
 from dsv4ops.clock import SystemClock
 from dsv4ops.errors import DsOpsError
 from dsv4ops.waits import Wait
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 SHOW_AFTER_S = 2.0
 EVERY_ENV = "DSV4OPS_PROGRESS_EVERY_S"
@@ -44,7 +47,7 @@ class _Line:
         seen = f"{self.note}, " if self.note else ""
         return f"{self.what}: {seen}{elapsed:.0f} s{bound}"
 
-    def __rich__(self) -> Any:  # rich asks on every refresh: the seconds move by themselves
+    def __rich__(self) -> Text:  # rich asks on every refresh: the seconds move by themselves
         from rich.text import Text
 
         return Text(self.text(), style="cyan", no_wrap=True, overflow="ellipsis")

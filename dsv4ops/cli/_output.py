@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 import click
+
+from dsv4ops.jsontypes import JSONValue
+
+# A command function a click option decorates (returned as it came, with the option added).
+FC = TypeVar("FC", bound=Callable[..., object])
 
 # Whether this invocation printed its JSON document: the error boundary (cli/__init__.py) then
 # adds no second object to stdout (the document says how it ended: `exit`, `error`).
@@ -43,12 +48,12 @@ def echo_lines(lines: Iterable[str], *, err: bool = False) -> None:
         click.echo(line if isinstance(line, Block) else terminal_safe(str(line)), err=err)
 
 
-def echo_json(data: Any) -> None:
+def echo_json(data: JSONValue) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
     PRINTED.append(True)
 
 
-def table(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> str:
+def table(rows: Iterable[Sequence[object]], headers: Sequence[str]) -> str:
     """A table whose cells are terminal-safe (a cell with a line break stays one row)."""
     from tabulate import tabulate
 
@@ -59,7 +64,7 @@ def table(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> str:
     return Block(tabulate(safe, headers=list(headers), tablefmt="simple"))
 
 
-def json_option(f: Any) -> Any:
+def json_option(f: FC) -> FC:
     return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(f)
 
 
@@ -69,15 +74,15 @@ YES_HELP = "Do not ask for confirmation."
 REASON_HELP = "Why (recorded in the journal; profile set: first in the commit message)."
 
 
-def yes_option(f: Any) -> Any:
+def yes_option(f: FC) -> FC:
     return click.option("--yes", "-y", is_flag=True, help=YES_HELP)(f)
 
 
-def reason_option(f: Any) -> Any:
+def reason_option(f: FC) -> FC:
     return click.option("--reason", "-m", "reason", default=None, help=REASON_HELP)(f)
 
 
-def accept_inconclusive_option(f: Any) -> Any:
+def accept_inconclusive_option(f: FC) -> FC:
     """One meaning for deploy and ab: a deploy gate that cannot judge keeps the deployment,
     recorded as accepted (it ranks below a pass); without it an INCONCLUSIVE rolls back."""
     return click.option(
@@ -88,13 +93,13 @@ def accept_inconclusive_option(f: Any) -> Any:
     )(f)
 
 
-def dry_run_option(f: Any) -> Any:
+def dry_run_option(f: FC) -> FC:
     return click.option("--dry-run", is_flag=True, help="Print what it would do; change nothing.")(
         f
     )
 
 
-def target_option(f: Any) -> Any:
+def target_option(f: FC) -> FC:
     return click.option(
         "--target",
         "-t",

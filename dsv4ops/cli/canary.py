@@ -5,11 +5,12 @@ Exit codes: 0 PASS, 2 FAIL, 4 INCONCLUSIVE (1 when the canary could not run at a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from dsv4ops.cli._output import echo_json, json_option, table, target_option
+from dsv4ops.jsontypes import JSONObject
 
 if TYPE_CHECKING:
     from dsv4ops.orchestrate.usecases.canary import CanaryEndpoint
@@ -128,7 +129,7 @@ def _endpoint(
         session.close()
 
 
-def _headline(metrics: dict[str, Any]) -> str:
+def _headline(metrics: JSONObject) -> str:
     s = metrics.get("summary") or {}
     if not s.get("completed"):
         return "-"

@@ -5,11 +5,10 @@ it shows the local cache and says how old it is."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from dsv4ops.cli._output import echo_json, json_option, table, target_option
+from dsv4ops.jsontypes import JSONObject
 
 
 @click.command()
@@ -64,7 +63,7 @@ def journal(target: str | None, as_json: bool, limit: int, merge: bool) -> None:
 _HEADERS = ["when", "kind", "id", "who", "profile", "commit", "outcome", "known-good", "reason"]
 
 
-def _row(s: dict[str, Any]) -> list[Any]:
+def _row(s: JSONObject) -> list[object]:
     why = (
         (s["message"] or s["reason"] or "").splitlines()[0] if (s["message"] or s["reason"]) else ""
     )
@@ -85,7 +84,7 @@ def _row(s: dict[str, Any]) -> list[Any]:
     ]
 
 
-def _known_good_cell(s: dict[str, Any]) -> str:
+def _known_good_cell(s: JSONObject) -> str:
     """For a deploy or rollback: "yes"/"yes (INCONCLUSIVE accepted)" or "no: why" (the rule
     of journal/knowngood.py); "-" for what never deploys (stop, kernels, experiment, runbook)."""
     why: str | None = s.get("known_good_why")
@@ -117,7 +116,7 @@ def _merge(target: str | None) -> None:
     )
 
 
-def record_line(source: dict[str, Any]) -> str:
+def record_line(source: JSONObject) -> str:
     """Where the history shown comes from; from the cache, how old it is and why."""
     line = _record_line(source)
     d = source.get("diverged")
@@ -132,7 +131,7 @@ def record_line(source: dict[str, Any]) -> str:
     return line
 
 
-def _record_line(source: dict[str, Any]) -> str:
+def _record_line(source: JSONObject) -> str:
     if source.get("source") == "cache":
         age = source.get("age_s")
         when = (
@@ -149,7 +148,7 @@ def _record_line(source: dict[str, Any]) -> str:
     return f"journal: {source.get('path')}"
 
 
-def merge_line(m: dict[str, Any]) -> str:
+def merge_line(m: JSONObject) -> str:
     ops = m.get("ops") or []
     return (
         f"merged {m.get('records')} record(s) of {len(ops)} operation(s) from {m.get('source')} "

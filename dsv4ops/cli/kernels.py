@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,13 +18,17 @@ from dsv4ops.cli._output import (
 from dsv4ops.errors import DsOpsError
 from dsv4ops.jsontypes import JSONObject
 
+if TYPE_CHECKING:
+    from dsv4ops.orchestrate.usecases.kernels import TargetRuntime
+    from dsv4ops.orchestrate.usecases.session import TargetSession
+
 
 @click.group("kernels")
 def kernels() -> None:
     """Build, verify, deploy and roll back tuned kernel packages (docs/kernels.md)."""
 
 
-def _open(target_name: str | None, verb: str) -> tuple[Any, Any]:
+def _open(target_name: str | None, verb: str) -> tuple[TargetSession, TargetRuntime]:
     """(session, the target's runtime: arch and triton) for verify and deploy."""
     from dsv4ops.cli._context import open_target
     from dsv4ops.orchestrate.usecases.kernels import target_runtime

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import shlex
 import sys
-from typing import Any
 
 import click
 
 from dsv4ops.cli._output import (
+    FC,
     dry_run_option,
     echo_json,
     json_option,
@@ -18,9 +18,10 @@ from dsv4ops.cli._output import (
     yes_option,
 )
 from dsv4ops.errors import DsOpsError, ProfileError
+from dsv4ops.jsontypes import JSONObject
 
 
-def _target_opt(f: Any) -> Any:
+def _target_opt(f: FC) -> FC:
     return click.option(
         "--target",
         "-t",
@@ -116,7 +117,7 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def _as_error(problem: dict[str, Any]) -> ProfileError:
+def _as_error(problem: JSONObject) -> ProfileError:
     return ProfileError(
         problem["message"],
         path=problem["path"],
@@ -126,7 +127,7 @@ def _as_error(problem: dict[str, Any]) -> ProfileError:
     )
 
 
-def _problem_line(problem: dict[str, Any]) -> str:
+def _problem_line(problem: JSONObject) -> str:
     return str(_as_error(problem))  # file:line: key: message
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 import click
 
 from dsv4ops.cli._output import echo_json, echo_lines, json_option, table, target_option
+from dsv4ops.jsontypes import JSONObject
 
 
 @click.command()
@@ -35,7 +36,7 @@ def status(target: str | None, as_json: bool) -> None:
     click.get_current_context().exit(report["exit"])
 
 
-def _open_lines(report: dict[str, Any]) -> list[str]:
+def _open_lines(report: JSONObject) -> list[str]:
     """The open runbook runs and experiments, each with what resumes or recovers it."""
     return [
         f"open: {o['kind']} {o['id']}"
@@ -47,7 +48,7 @@ def _open_lines(report: dict[str, Any]) -> list[str]:
     ]
 
 
-def _exit_with_word(report: dict[str, Any]) -> None:
+def _exit_with_word(report: JSONObject) -> None:
     """Add the one status word and its exit code (dsv4ops/exitcodes.py) to the report."""
     from dsv4ops.orchestrate.usecases.status import with_word
 
@@ -72,7 +73,7 @@ def _endpoint_status(target: str | None, as_json: bool) -> None:
     click.get_current_context().exit(report["exit"])
 
 
-def render_endpoint(report: dict[str, Any]) -> list[str]:
+def render_endpoint(report: JSONObject) -> list[str]:
     r = report["router"]
     head = "HEALTHY (router readiness 200)" if report["status"] == "HEALTHY" else report["status"]
     ready = (
@@ -93,13 +94,13 @@ def render_endpoint(report: dict[str, Any]) -> list[str]:
     return [*lines, f"restarts: {report['restarts']}"]
 
 
-def _unmanaged_lines(report: dict[str, Any]) -> list[str]:
+def _unmanaged_lines(report: JSONObject) -> list[str]:
     """Not started by this tool (orchestrate/unmanaged.py): not DOWN, not known either."""
     found = report.get("unmanaged")
     return [f"UNMANAGED: {found['why']}"] if found else []
 
 
-def _deployed_lines(d: dict[str, Any] | None, k: dict[str, Any] | None) -> list[str]:
+def _deployed_lines(d: JSONObject | None, k: JSONObject | None) -> list[str]:
     """What is deployed, and its kernel package (`k`: the report's, with drift and evidence)."""
     if not d:
         return ["deployed: nothing recorded"]
@@ -119,7 +120,7 @@ def _deployed_lines(d: dict[str, Any] | None, k: dict[str, Any] | None) -> list[
     return lines
 
 
-def _component_row(c: dict[str, Any]) -> list[Any]:
+def _component_row(c: JSONObject) -> list[object]:
     """One component's row of the status table."""
     from dsv4ops.orchestrate.usecases.status import process_word
 
@@ -143,7 +144,7 @@ def _component_row(c: dict[str, Any]) -> list[Any]:
     ]
 
 
-def render(report: dict[str, Any]) -> list[str]:
+def render(report: JSONObject) -> list[str]:
     d = report["deployed"]
     from dsv4ops.orchestrate.usecases.status import health_word
 
@@ -171,7 +172,7 @@ def render(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _known_good_words(d: dict[str, Any]) -> str:
+def _known_good_words(d: JSONObject) -> str:
     """ "known-good" or "NOT known-good: why", as journal/knowngood.py judged the deployment."""
     why = str(d.get("known_good_why") or "")
     if d.get("known_good"):
@@ -179,7 +180,7 @@ def _known_good_words(d: dict[str, Any]) -> str:
     return "NOT " + (why.removeprefix("not ") if why else "known-good")
 
 
-def render_offline(report: dict[str, Any]) -> list[str]:
+def render_offline(report: JSONObject) -> list[str]:
     from dsv4ops.cli.journal import record_line
 
     d = report["deployed"]
@@ -196,7 +197,7 @@ def render_offline(report: dict[str, Any]) -> list[str]:
     return lines + _open_lines(report)
 
 
-def _router_details(c: dict[str, Any]) -> str:
+def _router_details(c: JSONObject) -> str:
     """Readiness and workers; says why there is no readiness rather than printing None."""
     if not c["alive"]:
         return "router not running"
@@ -214,11 +215,11 @@ def _router_details(c: dict[str, Any]) -> str:
     return f"readiness {readiness}; workers {workers}"
 
 
-def _n(v: Any) -> str:
+def _n(v: float | None) -> str:
     return "?" if v is None else f"{v:g}"
 
 
-def _buckets(b: Any) -> str:
+def _buckets(b: Sequence[int] | None) -> str:
     if not b:
         return "-"  # a prefill captures no decode graphs
     return f"{len(b)} ({b[0]}..{b[-1]})"

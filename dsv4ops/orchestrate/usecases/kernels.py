@@ -25,7 +25,7 @@ from dsv4ops.orchestrate.usecases.session import TargetSession
 if TYPE_CHECKING:
     from dsv4ops.kernels.build import BuildResult
     from dsv4ops.kernels.deploy import Artifact
-    from dsv4ops.kernels.manifest import TargetRuntime
+    from dsv4ops.kernels.manifest import TargetRuntime as TargetRuntime  # cli/kernels.py's too
     from dsv4ops.waits import WaitObserver
 
 
