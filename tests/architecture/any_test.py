@@ -27,23 +27,6 @@ ALLOWED: dict[str, int] = {
     "dsv4ops/journal/view.py": 12,
     "dsv4ops/kernels/aot_worker.py": 1,
     "dsv4ops/kernels/sglang_plugin.py": 1,
-    "dsv4ops/orchestrate/usecases/ab_blocks.py": 1,
-    "dsv4ops/orchestrate/usecases/ab_outcome.py": 1,
-    "dsv4ops/orchestrate/usecases/ab_plan.py": 4,
-    "dsv4ops/orchestrate/usecases/buckets_plan.py": 4,
-    "dsv4ops/orchestrate/usecases/deploy.py": 1,
-    "dsv4ops/orchestrate/usecases/endpoint.py": 1,
-    "dsv4ops/orchestrate/usecases/gate.py": 1,
-    "dsv4ops/orchestrate/usecases/hazard.py": 1,
-    "dsv4ops/orchestrate/usecases/journal.py": 13,
-    "dsv4ops/orchestrate/usecases/kernels.py": 9,
-    "dsv4ops/orchestrate/usecases/monitoring.py": 3,
-    "dsv4ops/orchestrate/usecases/profile.py": 6,
-    "dsv4ops/orchestrate/usecases/rollback.py": 2,
-    "dsv4ops/orchestrate/usecases/runbook.py": 2,
-    "dsv4ops/orchestrate/usecases/status.py": 8,
-    "dsv4ops/orchestrate/usecases/stop.py": 1,
-    "dsv4ops/orchestrate/usecases/twin.py": 2,
 }
 
 

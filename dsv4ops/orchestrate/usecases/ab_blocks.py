@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dsv4ops.deployment import WORKERS, Deployment
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.engine import Progress
 
 if TYPE_CHECKING:
@@ -174,7 +175,7 @@ def _why(result: SuiteResult) -> str:
     return "; ".join(lines[:2])[:400]
 
 
-def _finite(d: dict[str, Any]) -> dict[str, float]:
+def _finite(d: JSONObject) -> dict[str, float]:
     out = {}
     for k, v in d.items():
         if (

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dsv4ops import exitcodes
 from dsv4ops.errors import DeployError
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.interrupts import DeployInterrupted
 from dsv4ops.orchestrate.usecases.ab_plan import ABPlan
 
@@ -45,7 +46,7 @@ class ABOutcome:
             return exitcodes.INTERRUPTED
         return exitcodes.FAILED if self.failure else exitcodes.OK
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "experiment": self.op_id,
             "target": self.plan.target_name,

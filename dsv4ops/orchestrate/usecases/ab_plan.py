@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DsOpsError
+from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.orchestrate.usecases.ab_switch import Switch, switch_cost
 from dsv4ops.orchestrate.usecases.deploy import DeployPlan, plan_deploy
 from dsv4ops.orchestrate.usecases.gate import thresholds_of
@@ -112,7 +113,7 @@ class ABPlan:
         blocks = sum(self._block_s(arm) for arm in self.schedule)
         return blocks + self.gate_s + self.final_s
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         exp_blocks, exp_s, p = self.expected()
         return {
             "dry_run": True,
@@ -207,7 +208,7 @@ def plan_ab(
     warmup_s: float = DEFAULT_WARMUP_S,
     confidence: float = 0.95,
     report_dir: str | None = None,
-    workload: Mapping[str, Any] | None = None,
+    workload: Mapping[str, object] | None = None,
 ) -> ABPlan:
     """Render both profiles for the session's target and plan the experiment; the switch costs
     come from the session's journal (the target's record, which deploy writes). Raises
@@ -304,7 +305,7 @@ def _design_notes(blocks: int | None, sized: int, *, effect: float, variation: f
 
 
 def gate_suites(
-    a_flags: Any, b_flags: Any, a: DeployPlan, b: DeployPlan
+    a_flags: Mapping[str, JSONValue], b_flags: Mapping[str, JSONValue], a: DeployPlan, b: DeployPlan
 ) -> tuple[list[str], list[str]]:
     """The canary suites B's change calls for (the deploy's rule, canary.suites_for_change,
     without its smoke: every block's deploy already proves a generation), each with why."""

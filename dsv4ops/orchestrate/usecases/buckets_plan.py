@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dsv4ops.errors import DsOpsError
+from dsv4ops.jsontypes import JSONObject
 
 if TYPE_CHECKING:
     from dsv4ops.buckets.plan import Evaluation, GraphMemory, StepLaw
@@ -42,7 +43,7 @@ class BucketPlan:
             f"--as {self.profile}-planned"
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "law": {"a_ms": self.step_law.a_ms, "b_ms": self.step_law.b_ms},
             "graph_budget": self.graph_budget,
@@ -116,7 +117,7 @@ def _read_counts(
     metrics_url: str | None,
     window: float,
     law: str | None,
-) -> tuple[Any, Any, float | None, int | None, Any]:
+) -> tuple[dict[int, float], StepLaw | None, float | None, int | None, ReportLevels | None]:
     """The observed batch sizes from the one source given: a canary report (with its step law),
     a distribution file, or a live decode's /metrics (with its graph memory)."""
     from dsv4ops.buckets import sources as S

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from dsv4ops.deployment import Deployment
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.engine import CanaryStep, Progress
 from dsv4ops.orchestrate.operation import RunningOperation
@@ -35,7 +35,7 @@ class DeployPlan:
     scope: RestartScope
     steps: list[P.Step]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """The `deploy --dry-run --json` document."""
         return {
             "dry_run": True,

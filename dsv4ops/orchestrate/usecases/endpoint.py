@@ -10,9 +10,8 @@ built on `session.reachable` (`ab`, `watch`).
 
 from __future__ import annotations
 
-from typing import Any
-
 from dsv4ops.errors import ControllerOwnedError
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.usecases.session import TargetSession, reachable
 from dsv4ops.profiles.model import Target
 
@@ -74,7 +73,7 @@ def _how(target: Target, verb: str, profile: str | None) -> tuple[str, str]:
     return "changes reach the cluster as an applied export:", export_line(target, profile)
 
 
-def endpoint_status(session: TargetSession) -> dict[str, Any]:
+def endpoint_status(session: TargetSession) -> JSONObject:
     """Read-only status of an endpoint target: the router's liveness, readiness and the workers
     as the router lists them (`/workers`). Healthy only on a 200 from /readiness."""
     from dsv4ops.orchestrate.status import router_info

@@ -10,7 +10,7 @@ judge, then a corruption suite that catches corrupted tool calls).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dsv4ops.deployment import WORKERS, Deployment
 from dsv4ops.orchestrate.engine import CanaryStep, Progress
@@ -39,7 +39,7 @@ def buckets_of(deployment: Deployment) -> tuple[int, ...]:
 
 
 def canary_gate(
-    previous_flags: Mapping[str, Any] | None,
+    previous_flags: Mapping[str, object] | None,
     *,
     thresholds: Thresholds,
     buckets: tuple[int, ...],

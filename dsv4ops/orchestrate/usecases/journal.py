@@ -5,17 +5,29 @@ next; `journal --merge`: the records this machine kept appended back into the re
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Final, TypeAlias
 
 from dsv4ops.errors import DsOpsError
+from dsv4ops.journal.knowngood import Judgement
 from dsv4ops.journal.records import Kind, Operation
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.targetjournal import TargetJournal
 from dsv4ops.orchestrate.usecases.session import TargetSession
 from dsv4ops.remote.results import LockInfo
 
-UNSEEN: Any = object()  # the deploy lock was not read (the target unreachable): liveness unknown
+
+class Unseen(enum.Enum):
+    """The deploy lock was not read (the target unreachable): liveness unknown."""
+
+    UNSEEN = "unseen"
+
+
+UNSEEN: Final = Unseen.UNSEEN
+# The deploy lock as read: its holder, None when free, UNSEEN when it could not be read.
+SeenLock: TypeAlias = LockInfo | None | Unseen
 
 
 @dataclass(frozen=True)
@@ -25,10 +37,10 @@ class Listing:
 
     target: str
     path: str
-    source: dict[str, Any]
+    source: JSONObject
     skipped_lines: list[int]
-    merges: list[dict[str, Any]]
-    entries: list[dict[str, Any]]
+    merges: list[JSONObject]
+    entries: list[JSONObject]
 
 
 def journal_listing(session: TargetSession, limit: int) -> Listing:
@@ -50,7 +62,7 @@ def journal_listing(session: TargetSession, limit: int) -> Listing:
     )
 
 
-def _lock(session: TargetSession, source: dict[str, Any]) -> Any:
+def _lock(session: TargetSession, source: JSONObject) -> SeenLock:
     """The target's deploy lock (None: free), or UNSEEN when it cannot be read."""
     if source.get("source") == "cache":
         return UNSEEN
@@ -60,7 +72,7 @@ def _lock(session: TargetSession, source: dict[str, Any]) -> Any:
         return UNSEEN
 
 
-def lock_of_report(report: dict[str, Any]) -> Any:
+def lock_of_report(report: JSONObject) -> SeenLock:
     """The deploy lock as `status`'s report read it (a LockInfo, None when free), or UNSEEN
     when the target was not reached."""
     if "lock" not in report:
@@ -69,14 +81,14 @@ def lock_of_report(report: dict[str, Any]) -> Any:
     return LockInfo(lock["holder"], lock["stale"]) if lock else None
 
 
-def entry(o: Operation, judged: Mapping[str, Any], lock: Any = UNSEEN) -> dict[str, Any]:
+def entry(o: Operation, judged: Mapping[str, Judgement], lock: SeenLock = UNSEEN) -> JSONObject:
     """One operation's summary with its true state and what to run next: a runbook run is
     RUNNING only while its process lives (runbooks/runlog.run_state); an operation that never
     ended is RUNNING only while the deploy lock names it (or the experiment it runs within)
     and its holder lives; its process gone, it is ABANDONED, with the recover command."""
     from dsv4ops.runbooks.runlog import resumes, run_state
 
-    s: dict[str, Any] = o.summary(judged.get(o.op))
+    s: JSONObject = o.summary(judged.get(o.op))
     s["next"] = None
     if o.kind is Kind.RUNBOOK:
         s["status"], s["next"] = run_state(o)
@@ -100,7 +112,7 @@ def entry(o: Operation, judged: Mapping[str, Any], lock: Any = UNSEEN) -> dict[s
     return s
 
 
-def merge_kept_records(session: TargetSession) -> dict[str, Any] | None:
+def merge_kept_records(session: TargetSession) -> JSONObject | None:
     """`journal --merge`: append the records this machine kept when the target's record lost
     history back into the record (TargetJournal.merge_diverged); None when the session's
     journal is a local file (nothing to merge). A TargetError when the target is unreachable."""

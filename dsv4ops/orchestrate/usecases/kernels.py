@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dsv4ops.journal.records import Kind, Status
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.engine import Progress
 from dsv4ops.orchestrate.interrupts import signal_name_of
 from dsv4ops.orchestrate.operation import journaled_operation
@@ -54,7 +55,7 @@ def verify_package(artifact: Path, runtime: TargetRuntime) -> Artifact:
     return verify(artifact, runtime)
 
 
-def installed_packages(session: TargetSession) -> dict[str, Any]:
+def installed_packages(session: TargetSession) -> JSONObject:
     """The packages installed on the session's target, the current and previous of each."""
     from dsv4ops.kernels.deploy import list_packages
 
@@ -80,7 +81,7 @@ def deploy_package(
     progress: Progress,
     recover: bool = False,
     reason: str | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """Verify, upload and switch to ARTIFACT; {name, version, current, previous, config_dir}."""
     from dsv4ops.kernels.deploy import deploy
 
@@ -103,7 +104,7 @@ def rollback_package(
     progress: Progress,
     recover: bool = False,
     reason: str | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """Switch NAME back to its previous (or the `to`) installed version, re-verified."""
     from dsv4ops.kernels.deploy import rollback
 
@@ -120,13 +121,13 @@ def rollback_package(
 
 def _switch(
     session: TargetSession,
-    asked: dict[str, Any],
-    do: Callable[[], dict[str, Any]],
+    asked: JSONObject,
+    do: Callable[[], JSONObject],
     *,
     progress: Progress,
     recover: bool,
     reason: str | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     with _journaled(session, asked, progress=progress, recover=recover, reason=reason) as record:
         result = do()
         record.update(
@@ -142,12 +143,12 @@ def _switch(
 @contextmanager
 def _journaled(
     session: TargetSession,
-    asked: dict[str, Any],
+    asked: JSONObject,
     *,
     progress: Progress,
     recover: bool,
     reason: str | None = None,
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[JSONObject]:
     """The caller fills the yielded dict with what the journal keeps of the switch (package,
     previous, config_dir); an error (or a signal) is recorded FAILED and re-raised."""
     command = f"dsv4ops kernels {asked['action']}"
@@ -160,7 +161,7 @@ def _journaled(
         progress=progress,
     ) as op:
         op.begin(kernel=asked, reason=reason)
-        result: dict[str, Any] = {}
+        result: JSONObject = {}
         try:
             op.gate.raise_held()
             yield result

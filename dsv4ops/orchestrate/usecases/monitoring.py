@@ -4,18 +4,18 @@ dashboard for a profile as rendered for a target (pure: nothing is read from the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from dsv4ops.errors import DsOpsError
+from dsv4ops.jsontypes import JSONObject
 
 
 @dataclass(frozen=True)
 class MonitoringFiles:
     """What `monitoring render` prints or writes, as plain data (YAML or JSON when written)."""
 
-    prometheus: dict[str, Any]  # prometheus.yml
-    rules: dict[str, Any]  # dsv4ops-alerts.yml
-    dashboard: dict[str, Any]  # dsv4ops-dashboard.json
+    prometheus: JSONObject  # prometheus.yml
+    rules: JSONObject  # dsv4ops-alerts.yml
+    dashboard: JSONObject  # dsv4ops-dashboard.json
 
 
 def render_monitoring(

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dsv4ops.errors import ProfileError
+from dsv4ops.jsontypes import JSONObject
 
 if TYPE_CHECKING:
     from dsv4ops.profiles.model import Target
@@ -23,7 +24,7 @@ def _target(name: str | None) -> Target:
     return get_target(name or "box")
 
 
-def profile_rows() -> list[dict[str, Any]]:
+def profile_rows() -> list[JSONObject]:
     """`profile list`: each shipped profile's summary, or its name and error when it is bad."""
     from dsv4ops.profiles import list_profiles, load_profile
     from dsv4ops.profiles.views import summary
@@ -37,18 +38,18 @@ def profile_rows() -> list[dict[str, Any]]:
     return rows
 
 
-def profile_details(name: str, rev: str | None) -> dict[str, Any]:
+def profile_details(name: str, rev: str | None) -> JSONObject:
     """`profile show`: the resolved values (after extends and defaults) and warnings, at git
     revision `rev` when given; secrets (env tokens, --api-key values) redacted."""
     from dsv4ops.profiles import load_profile
     from dsv4ops.profiles.views import details
     from dsv4ops.secrets import redact_tree
 
-    data: dict[str, Any] = redact_tree(details(load_profile(name, git_rev=rev)))
+    data: JSONObject = redact_tree(details(load_profile(name, git_rev=rev)))
     return data
 
 
-def validate_profiles(names: list[str], target: str | None) -> list[dict[str, Any]]:
+def validate_profiles(names: list[str], target: str | None) -> list[JSONObject]:
     """`profile validate`: one result per profile (default: every shipped one), with every
     problem of its file, against every target (or `target`)."""
     from dsv4ops.profiles.views import validate_many
@@ -72,7 +73,7 @@ class RenderedProfile:
     """`profile render`: the exact commands of a profile for a target, redacted for printing
     (the deploy renders in-process and keeps the real values)."""
 
-    json: dict[str, Any]
+    json: JSONObject
     commands: list[RenderedCommand]
     warnings: list[str]
 
@@ -94,7 +95,7 @@ def render_profile(name: str, target: str | None) -> RenderedProfile:
 
 def profile_diff(
     a: str, b: str, target: str | None, *, rev_a: str | None, rev_b: str | None
-) -> dict[str, Any]:
+) -> JSONObject:
     """`profile diff`: how B differs from A, resolved values then rendered argv and env."""
     from dsv4ops.profiles.views import diff_report
 

@@ -9,8 +9,9 @@ A dry run gets no session: nothing on the target is read or touched."""
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.usecases.session import TargetSession
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ def load_book(ref: str, verbs: Collection[str]) -> Runbook:
     return load_runbook(ref, verbs=verbs)
 
 
-def runbook_rows(verbs: Collection[str]) -> list[dict[str, Any]]:
+def runbook_rows(verbs: Collection[str]) -> list[JSONObject]:
     """`runbook list`: every runbook's name, title, symptom, step count and whether it has a
     rehearsal."""
     from dsv4ops.runbooks.parse import list_runbooks
@@ -81,7 +82,7 @@ def run_runbook(
     resume: str | None,
     interactive: bool,
     reason: str | None = None,
-    report: Callable[[dict[str, Any]], None] | None = None,
+    report: Callable[[JSONObject], None] | None = None,
 ) -> list[Ran]:
     """Run the runbook; what ran. Raises RunbookFailed (2), RunbookStopped or RunbookError (1);
     KeyboardInterrupt propagates after the engine said what ran and how to resume.

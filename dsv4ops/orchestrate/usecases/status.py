@@ -5,20 +5,20 @@ the runbook engine's preconditions (`runbooks.world.TargetWorld`'s `status`), so
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from dsv4ops import exitcodes
 from dsv4ops.journal.store import FileBackend, Journal
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.status import KernelStatus, gather_status, journal_status
 from dsv4ops.orchestrate.status import health_word as health_word  # the report's one word
 from dsv4ops.orchestrate.status import process_word as process_word  # a component's process
 from dsv4ops.orchestrate.usecases.compose import kernel_support
-from dsv4ops.orchestrate.usecases.journal import entry, lock_of_report
+from dsv4ops.orchestrate.usecases.journal import SeenLock, entry, lock_of_report
 from dsv4ops.orchestrate.usecases.render import render_now
 from dsv4ops.orchestrate.usecases.session import TargetSession
 
 
-def status_reader(session: TargetSession, journal: Journal) -> Callable[[], dict[str, Any]]:
+def status_reader(session: TargetSession, journal: Journal) -> Callable[[], JSONObject]:
     """Reads the live report of the session's target (orchestrate.status.gather_status) with
     `journal`, its drift against the working copy's render and its kernels; each call reads
     anew. Raises only for an unreachable target."""
@@ -27,7 +27,7 @@ def status_reader(session: TargetSession, journal: Journal) -> Callable[[], dict
         loaded=kernel_support(session).loaded,
     )
 
-    def read() -> dict[str, Any]:
+    def read() -> JSONObject:
         return gather_status(
             session.supervisor,
             journal,
@@ -39,7 +39,7 @@ def status_reader(session: TargetSession, journal: Journal) -> Callable[[], dict
     return read
 
 
-def target_status(session: TargetSession) -> tuple[dict[str, Any], Journal]:
+def target_status(session: TargetSession) -> tuple[JSONObject, Journal]:
     """The report of `dsv4ops status` (without its word: `with_word`) and the journal snapshot
     it was answered from. The target's record is synced once (the cache when the target is
     unreachable: then only what the journal says, nothing observed); every question is answered
@@ -61,7 +61,7 @@ def is_endpoint(target_name: str | None) -> bool:
     return get_target(target_name).endpoint is not None
 
 
-def status_report(session: TargetSession) -> dict[str, Any]:
+def status_report(session: TargetSession) -> JSONObject:
     """`target_status`'s report with its open operations (`open`), each as the journal listing
     judges it, the deploy lock as the report read it."""
     report, snapshot = target_status(session)
@@ -69,7 +69,7 @@ def status_report(session: TargetSession) -> dict[str, Any]:
     return report
 
 
-def open_operations(journal: Journal, lock: Any) -> list[dict[str, Any]]:
+def open_operations(journal: Journal, lock: SeenLock) -> list[JSONObject]:
     """Runs and experiments (and any operation) not ended, with their true state and the
     command that resumes or recovers them (the journal listing's `next`)."""
     ops = journal.operations()
@@ -91,7 +91,7 @@ def _runbook_name(reason: str | None) -> str | None:
     return (reason or "").removeprefix("runbook ").split(": ", 1)[0] or None
 
 
-def with_word(report: dict[str, Any]) -> dict[str, Any]:
+def with_word(report: JSONObject) -> JSONObject:
     """The report with its one status word and that word's exit code (dsv4ops/exitcodes.py)."""
     report["status"] = health_word(report)
     report["exit"] = exitcodes.for_health(report["status"])

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.engine import Progress
 from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.outcome import raise_for as raise_for  # the CLI's exit for an Outcome
@@ -35,7 +35,7 @@ class StopPlan:
     target: str
     steps: list[Step]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"dry_run": True, "target": self.target, "plan": plan_json(self.steps)}
 
     def lines(self) -> list[str]:

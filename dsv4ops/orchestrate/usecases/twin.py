@@ -4,8 +4,7 @@ under the deploy lock (usecases/hazard.py)."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.engine import Progress
 from dsv4ops.orchestrate.usecases.hazard import switch_hazard
 from dsv4ops.orchestrate.usecases.session import TargetSession
@@ -23,7 +22,7 @@ def twin_target(name: str | None) -> str:
     return target.name
 
 
-def plan_twin_hazard(session: TargetSession, hazard: str, state: str) -> dict[str, Any]:
+def plan_twin_hazard(session: TargetSession, hazard: str, state: str) -> JSONObject:
     """What the switch would send, and where (`--dry-run`); the session's journal says where the
     twin runs. Raises DsOpsError when nothing is deployed."""
     name = session.target.name
@@ -37,6 +36,6 @@ def switch_twin_hazard(
     *,
     progress: Progress,
     reason: str | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """Send the switch under the deploy lock, journaled (who, why, how it ended): hazard.py."""
     return switch_hazard(session, hazard=hazard, state=state, progress=progress, reason=reason)
