@@ -23,11 +23,12 @@ import json
 from array import array
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from dsv4ops.journal import knowngood
 from dsv4ops.journal.knowngood import Judgement
 from dsv4ops.journal.records import Kind, Operation
+from dsv4ops.jsontypes import JSONObject
 
 _BLOCK = "experiment "  # a block deploy's reason: "experiment <id>: block <n> (A|B)"
 ADVANCE = 256  # operations ended after the checkpoint: take a new one there (never re-judged)
@@ -295,7 +296,7 @@ def encode(ck: Checkpoint) -> bytes:
 def decode(raw: bytes) -> Checkpoint | None:
     """The checkpoint `raw` holds; None for anything this code did not write."""
     try:
-        d: dict[str, Any] = json.loads(raw)
+        d: JSONObject = json.loads(raw)
         ops = d["ops"].split("\n") if d["ops"] else []
         ranks, whys = d["ranks"], d["whys"]
         ids = array("I")

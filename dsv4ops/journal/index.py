@@ -35,7 +35,6 @@ import mmap
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from dsv4ops import journalfile
 from dsv4ops.errors import JournalError
@@ -43,6 +42,7 @@ from dsv4ops.journal import checkpoint, columns, knowngood
 from dsv4ops.journal.entries import JUDGED, KINDS, STATUSES, Entry, Table
 from dsv4ops.journal.order import Placed
 from dsv4ops.journal.records import Operation, fold_into, validate
+from dsv4ops.jsontypes import JSONObject
 
 FORMAT = "dsv4ops-journal-index"
 VERSION = 3  # 2: the judgement checkpoint; 3: the entries as columns (journal/columns.py)
@@ -108,7 +108,7 @@ class State:
         return out
 
 
-def record_at(buf: Buffer, offset: int, op: str | None) -> dict[str, Any]:
+def record_at(buf: Buffer, offset: int, op: str | None) -> JSONObject:
     """The record whose line starts at `offset`; Stale unless it is a valid record (of `op`)."""
     end = buf.find(b"\n", offset)
     raw = buf[offset : end if end >= 0 else len(buf)]
@@ -124,7 +124,7 @@ def record_at(buf: Buffer, offset: int, op: str | None) -> dict[str, Any]:
 def fold_chunk(state: State, buf: Buffer, start: int, end: int, fd: int, where: str) -> None:
     """Fold the lines of buf[start:end] into `state` (in place): the operations they touch are
     re-folded from all their records. Raises JournalError for a malformed record (file:line)."""
-    touched: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    touched: dict[str, list[tuple[int, JSONObject]]] = {}
     state.judged, state.order = None, None
     offset = start
     pieces = buf[start:end].split(b"\n")
@@ -186,7 +186,7 @@ def encode(state: State) -> bytes:
     return json.dumps(header, separators=(",", ":")).encode() + b"\n" + body
 
 
-def sections(data: bytes) -> tuple[dict[str, Any], list[memoryview]] | None:
+def sections(data: bytes) -> tuple[JSONObject, list[memoryview]] | None:
     """(the header, the body's sections) of an index file of this format, version and body hash
     (raises ValueError, TypeError, KeyError for garbage)."""
     cut = data.index(b"\n")

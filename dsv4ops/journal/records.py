@@ -11,10 +11,11 @@ from __future__ import annotations
 import enum
 import os
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Protocol, TypeVar
 
 from dsv4ops.deployment import Deployment
 from dsv4ops.errors import JournalError
+from dsv4ops.jsontypes import JSONObject, JSONValue
 
 # One definition of "secret" for every writer (dsv4ops/secrets.py, the bottom layer).
 from dsv4ops.secrets import is_secret_key, redact_text, redact_tree
@@ -23,6 +24,29 @@ RECORD_VERSION = 1
 # "merge" journals the one-time merge of an operator-side journal into the target's record
 # (dsv4ops/orchestrate/targetjournal.py): who, from where, which operations it brought in.
 RECORD_TYPES = ("begin", "step", "status", "merge")
+
+
+class Judged(Protocol):
+    """What `Operation.summary` reads of a `knowngood.Judgement` (which imports this module)."""
+
+    @property
+    def known_good(self) -> bool: ...
+
+    @property
+    def why(self) -> str: ...
+
+
+class Placeable(Protocol):
+    """What `place_by` reads of an operation or an index entry: its id and begin time."""
+
+    @property
+    def op(self) -> str: ...
+
+    @property
+    def ts(self) -> str: ...
+
+
+P = TypeVar("P", bound=Placeable)
 
 
 class Status(str, enum.Enum):
@@ -100,20 +124,20 @@ class Operation:
     ts: str
     user: str
     status: Status = Status.PENDING
-    profile: dict[str, Any] | None = None  # name, path, git_commit, commands_hash, content
-    components: list[dict[str, Any]] = field(default_factory=list)  # rendered, secrets redacted
+    profile: JSONObject | None = None  # name, path, git_commit, commands_hash, content
+    components: list[JSONObject] = field(default_factory=list)  # rendered, secrets redacted
     reason: str | None = None
-    undo: dict[str, Any] | None = None  # what ran before: op id + profile summary
+    undo: JSONObject | None = None  # what ran before: op id + profile summary
     steps: list[StepRecord] = field(default_factory=list)
     message: str | None = None
     running: str | None = None  # op id whose deployment runs after this one ended ("" = nothing)
-    processes: dict[str, Any] = field(default_factory=dict)  # name -> {pid, started_at}
+    processes: JSONObject = field(default_factory=dict)  # name -> {pid, started_at}
     ended: str | None = None
-    kernel: dict[str, Any] | None = None  # KERNELS: action, package, previous, config_dir
+    kernel: JSONObject | None = None  # KERNELS: action, package, previous, config_dir
     # What a partial restart (`deploy --only`) restarted and whose components it kept running:
     # {"restarted": [names], "kept_from": op id, "kept_profile": name, "profile_hash": hash of
     # the asked profile's own commands}. None for a whole-unit operation.
-    scope: dict[str, Any] | None = None
+    scope: JSONObject | None = None
     # Set only by the SUCCEEDED transition of a deploy/rollback that restarted the whole unit
     # from one profile's rendered commands and proved it with generations through the router.
     marked_known_good: bool = False
@@ -164,7 +188,7 @@ class Operation:
         Raises DeployError when it recorded no components."""
         return Deployment.from_record(self.profile, self.components, source_op=self.op)
 
-    def summary(self, judgement: Any = None) -> dict[str, Any]:
+    def summary(self, judgement: Judged | None = None) -> JSONObject:
         """The operation in the `journal --json` shape; `judgement` is its
         `knowngood.Judgement` (None: not a deploy or rollback, never known-good)."""
         p = self.profile or {}
@@ -195,7 +219,7 @@ class Operation:
 # replaced wherever it appears (a token pasted into a profile value, a reason, a log tail).
 
 
-def scrub(value: Any, *, key: str | None = None) -> Any:
+def scrub(value: JSONValue, *, key: str | None = None) -> JSONValue:
     """Deep copy of value with secrets replaced by '***'."""
     return redact_tree(value, key=key, text=_scrub_env_values)
 
@@ -218,7 +242,7 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
 }
 
 
-def validate(record: Any, where: str) -> dict[str, Any]:
+def validate(record: object, where: str) -> JSONObject:
     """Return record if it is a well-formed journal record; raise JournalError naming `where`."""
     if not isinstance(record, dict):
         raise JournalError(f"{where}: journal record is not an object")
@@ -241,12 +265,12 @@ def validate(record: Any, where: str) -> dict[str, Any]:
     return record
 
 
-def fold(records: list[dict[str, Any]]) -> list[Operation]:
+def fold(records: list[JSONObject]) -> list[Operation]:
     """Operations in the order they began, each with its latest status applied."""
     return list(fold_into({}, records).values())
 
 
-def fold_into(ops: dict[str, Operation], records: list[dict[str, Any]]) -> dict[str, Operation]:
+def fold_into(ops: dict[str, Operation], records: list[JSONObject]) -> dict[str, Operation]:
     """`ops` (folded from earlier records, in begin order) with `records` applied: a new dict;
     an operation these records change is a copy, so Operations handed out before stay as they
     were (journal/index.py re-folds the operations appended records touch this way)."""
@@ -275,7 +299,7 @@ def fold_into(ops: dict[str, Operation], records: list[dict[str, Any]]) -> dict[
     return ops
 
 
-def _begun(r: dict[str, Any]) -> Operation:
+def _begun(r: JSONObject) -> Operation:
     """The Operation a `begin` record opens."""
     return Operation(
         op=r["op"],
@@ -292,7 +316,7 @@ def _begun(r: dict[str, Any]) -> Operation:
     )
 
 
-def _apply_end(op: Operation, r: dict[str, Any]) -> None:
+def _apply_end(op: Operation, r: JSONObject) -> None:
     """An `end` (or status) record applied to `op` (a copy this fold owns)."""
     op.status = Status(r["status"])
     if r.get("message") is not None:
@@ -309,7 +333,7 @@ def _apply_end(op: Operation, r: dict[str, Any]) -> None:
         op.ended = r["ts"]
 
 
-def place_merged(ops: list[Operation], records: list[dict[str, Any]]) -> list[Operation]:
+def place_merged(ops: list[Operation], records: list[JSONObject]) -> list[Operation]:
     """`ops` with each operation a merge brought in placed by its begin time among the others.
 
     The target's own records are in the order they happened (one writer at a time, under the
@@ -330,7 +354,7 @@ def place_merged(ops: list[Operation], records: list[dict[str, Any]]) -> list[Op
     return place_by(ops, merged, after_first_merge)
 
 
-def place_by(ops: list[Any], merged: set[str], after_first_merge: set[str]) -> list[Any]:
+def place_by(ops: list[P], merged: set[str], after_first_merge: set[str]) -> list[P]:
     """place_merged's rule given what it reads of the records: the ops merges brought in, and
     the ops begun after the first merge record (anything with .op and .ts: journal/index.py
     places its entries by the same rule)."""

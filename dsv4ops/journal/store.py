@@ -17,7 +17,7 @@ import re
 import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from dsv4ops import journalfile
 from dsv4ops.clock import Clock, SystemClock, utc_now_iso
@@ -34,6 +34,7 @@ from dsv4ops.journal.records import (
     scrub,
 )
 from dsv4ops.journal.view import Operations, Records, View
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.whoami import operator_identity
 
 UNKNOWN = "?"  # `running` value when an operation could not tell what is left running
@@ -69,7 +70,7 @@ class JournalBackend(Protocol):
         """Bring `path` current, as read() does, without reading it whole (the store reads it
         through its index, journal/index.py)."""
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Where the last read came from: {"source": "file"|"target"|"cache", ...}."""
 
 
@@ -94,7 +95,7 @@ class FileBackend:
     def refresh(self, *, lock_op: str | None = None) -> None:
         return None  # the file is the record
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         return {"source": "file", "path": str(self.path)}
 
 
@@ -116,7 +117,7 @@ class Journal:
         self._lock_op: str | None = None
         self.skipped_lines: list[int] = []
         self._index = JournalIndex(str(self.path))
-        self._loaded: dict[tuple[str, int], Any] = {}  # operations folded by this object
+        self._loaded: dict[tuple[str, int], Operation] = {}  # operations folded by this object
 
     @contextlib.contextmanager
     def under_lock(self, op_id: str) -> Iterator[None]:
@@ -128,7 +129,7 @@ class Journal:
         finally:
             self._lock_op = before
 
-    def source(self) -> dict[str, Any]:
+    def source(self) -> JSONObject:
         """Where the last read came from (the backend's describe(): file, target or cache)."""
         return self.backend.describe()
 
@@ -138,19 +139,19 @@ class Journal:
         self,
         kind: Kind,
         *,
-        profile: dict[str, Any] | None = None,
-        components: list[dict[str, Any]] | None = None,
+        profile: JSONObject | None = None,
+        components: list[JSONObject] | None = None,
         reason: str | None = None,
-        undo: dict[str, Any] | None = None,
+        undo: JSONObject | None = None,
         user: str | None = None,
         op_id: str | None = None,
-        kernel: dict[str, Any] | None = None,
-        scope: dict[str, Any] | None = None,
+        kernel: JSONObject | None = None,
+        scope: JSONObject | None = None,
     ) -> str:
         """Record a new PENDING operation (with its undo information); return its id.
         `scope` describes a partial restart (see Operation.scope)."""
         op_id = op_id or self.new_op_id(kind)
-        record: dict[str, Any] = {
+        record: JSONObject = {
             "type": "begin",
             "op": op_id,
             "kind": kind.value,
@@ -183,8 +184,8 @@ class Journal:
         *,
         message: str | None = None,
         running: str | None = None,
-        processes: dict[str, Any] | None = None,
-        kernel: dict[str, Any] | None = None,
+        processes: JSONObject | None = None,
+        kernel: JSONObject | None = None,
         known_good: bool = False,
     ) -> None:
         """Persist a status change. `running` names the op whose deployment runs now ('' none);
@@ -195,7 +196,7 @@ class Journal:
         check_transition(current.status, status)
         if known_good and status is not Status.SUCCEEDED:
             raise JournalError(f"only a SUCCEEDED operation can be known-good, not {status.value}")
-        record: dict[str, Any] = {"type": "status", "op": op_id, "status": status.value}
+        record: JSONObject = {"type": "status", "op": op_id, "status": status.value}
         if message is not None:
             record["message"] = message
         if running is not None:
@@ -218,14 +219,14 @@ class Journal:
         detail: str | None = None,
     ) -> None:
         """Record that a step starts ('start') or ended ('done' / 'failed')."""
-        record: dict[str, Any] = {"type": "step", "op": op_id, "name": name, "phase": phase}
+        record: JSONObject = {"type": "step", "op": op_id, "name": name, "phase": phase}
         if duration_s is not None:
             record["duration_s"] = round(duration_s, 3)
         if detail:
             record["detail"] = detail
         self._append(record)
 
-    def _append(self, *records: dict[str, Any]) -> None:
+    def _append(self, *records: JSONObject) -> None:
         stamp = {"v": RECORD_VERSION, "ts": utc_now_iso(self._clock)}
         data = b"".join(journalfile.encode({**stamp, **scrub(r)}) for r in records)
         self.backend.append(data, lock_op=self._lock_op)
@@ -247,7 +248,7 @@ class Journal:
         are skipped and listed in skipped_lines."""
         return self._view().records()
 
-    def tail_records(self, n: int) -> list[dict[str, Any]]:
+    def tail_records(self, n: int) -> list[JSONObject]:
         """The last `n` valid records, read from the end of the journal only."""
         return self._view().tail(n)
 
@@ -255,13 +256,13 @@ class Journal:
         """The operations in the journal's order (a lazy Sequence, see journal/view.py)."""
         return self._view().operations()
 
-    def merges(self) -> list[dict[str, Any]]:
+    def merges(self) -> list[JSONObject]:
         """The merge records: each operator-side journal merged into this record, once."""
         return self._view().merges()
 
     def listing(
         self, limit: int
-    ) -> tuple[list[Operation], Mapping[str, knowngood.Judgement], list[dict[str, Any]]]:
+    ) -> tuple[list[Operation], Mapping[str, knowngood.Judgement], list[JSONObject]]:
         """One read for `dsv4ops journal`: the last `limit` operations (all when <= 0), the
         known-good judgement of every deploy/rollback (over the whole journal), the merges."""
         view = self._view()

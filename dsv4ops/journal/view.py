@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from typing import Any, overload
+from typing import overload
 
 from dsv4ops import journalfile
 from dsv4ops.errors import JournalError
@@ -21,6 +21,7 @@ from dsv4ops.journal.entries import Entry
 from dsv4ops.journal.index import JournalIndex, Stale, placed, record_at
 from dsv4ops.journal.order import Placed
 from dsv4ops.journal.records import Kind, Operation, Status, fold_into, validate
+from dsv4ops.jsontypes import JSONObject
 
 
 class View:
@@ -79,12 +80,12 @@ class View:
     def records(self) -> Records:
         return Records(self)
 
-    def merges(self) -> list[dict[str, Any]]:
+    def merges(self) -> list[JSONObject]:
         return [record_at(self.buf, o, None) for o in self.state.merges]
 
-    def tail(self, n: int) -> list[dict[str, Any]]:
+    def tail(self, n: int) -> list[JSONObject]:
         """The last `n` valid records (torn lines skipped), read backwards from the end."""
-        out: list[dict[str, Any]] = []
+        out: list[JSONObject] = []
         end = len(self.buf)
         while end > 0 and len(out) < n:
             start = self.buf.rfind(b"\n", 0, max(0, end - 1)) + 1
@@ -135,7 +136,7 @@ class Operations(Sequence[Operation]):
         *,
         kinds: Collection[Kind] | None = None,
         status: Status | None = None,
-        profile: dict[str, Any] | None = None,
+        profile: JSONObject | None = None,
     ) -> Iterator[Operation]:
         """The operations newest first, skipping unread those that cannot match: another kind
         or status (the index's), or a deploy/rollback/experiment whose indexed profile has other
@@ -175,15 +176,15 @@ class Operations(Sequence[Operation]):
         return self._order
 
 
-class Records(Sequence[dict[str, Any]]):
+class Records(Sequence[JSONObject]):
     """Every valid record in order; the length is the index's, the records are parsed (all of
     them: journal/store.py's tail() reads only the last ones) when first touched."""
 
     def __init__(self, view: View) -> None:
         self._view = view
-        self._all: list[dict[str, Any]] | None = None
+        self._all: list[JSONObject] | None = None
 
-    def _records(self) -> list[dict[str, Any]]:
+    def _records(self) -> list[JSONObject]:
         if self._all is None:
             parsed, _ = journalfile.parse(bytes(self._view.buf))
             where = self._view._index.path
@@ -194,14 +195,14 @@ class Records(Sequence[dict[str, Any]]):
         return self._view.state.records
 
     @overload
-    def __getitem__(self, i: int) -> dict[str, Any]: ...
+    def __getitem__(self, i: int) -> JSONObject: ...
     @overload
-    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, i: slice) -> list[JSONObject]: ...
 
-    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+    def __getitem__(self, i: int | slice) -> JSONObject | list[JSONObject]:
         return self._records()[i]
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[JSONObject]:
         return iter(self._records())
 
     def __eq__(self, other: object) -> bool:
