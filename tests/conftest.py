@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,6 +13,14 @@ import pytest
 if TYPE_CHECKING:
     from testing.kernels import Built, ShippedAot
     from testing.remote import SshdServer
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """SIGINT back to Python's default: a run started as a background job of a non-interactive
+    shell (`make test &`, nohup) inherits SIGINT ignored, and so would every process the tests
+    start, so the Ctrl-C tests (runbooks, deploy interrupts) would see no interrupt at all."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 if importlib.util.find_spec("xdist") is not None:  # a hook of pytest-xdist's (the dev extra)
