@@ -72,6 +72,8 @@ lint: install
 	$(BIN)/ruff check dsv4ops tests testing benchmarks
 	$(BIN)/ruff format --check dsv4ops tests testing benchmarks
 	$(BIN)/python -m mypy
+	@# layers, 0 import cycles, sizes, complexity, the Any and CLI allow-lists (mypy ran above)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/architecture -k 'not mypy'
 
 # ruff format ([tool.ruff.format] in pyproject); `lint` checks the tree is formatted.
 format: install
