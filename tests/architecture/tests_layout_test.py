@@ -103,7 +103,8 @@ def test_no_test_doubles_under_tests() -> None:
 
 
 def _conftest_helpers(path: Path, root: Path = ROOT) -> list[str]:
-    """Top-level functions and classes of a conftest.py that are not fixtures."""
+    """Top-level functions and classes of a conftest.py that are not fixtures (pytest's own
+    hooks, `pytest_*`, are what a conftest is for: not helpers)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     return [
         f"{path.relative_to(root)}:{node.lineno} {node.name}"
@@ -111,6 +112,7 @@ def _conftest_helpers(path: Path, root: Path = ROOT) -> list[str]:
         if isinstance(node, ast.ClassDef)
         or (
             isinstance(node, ast.FunctionDef)
+            and not node.name.startswith("pytest_")
             and not any("fixture" in ast.unparse(d) for d in node.decorator_list)
         )
     ]
@@ -165,5 +167,6 @@ def test_the_rules_catch_what_they_are_for(tmp_path: Path) -> None:
     helper = tmp_path / "conftest.py"
     helper.write_text(
         "import pytest\n\n\n@pytest.fixture\ndef ok():\n    pass\n\n\ndef cli():\n    pass\n"
+        "\n\ndef pytest_sessionstart(session):\n    pass\n"
     )
     assert [h.rsplit(" ", 1)[1] for h in _conftest_helpers(helper, root=tmp_path)] == ["cli"]
