@@ -68,10 +68,14 @@ TH = Thresholds(
 #   canary tests alone (8):            a -2.8 … +2.6 %,  b -0.8 … +1.9 %
 #   other test suites also running (8): a -3.5 … +14.2 %, b -5.7 … +1.7 %
 # Under outside load the twin's own steps really stretch (its loop is starved of CPU), so the
-# client correctly measures a slower server, and the extrapolated intercept moves most. The
-# issue's 3 % holds only on a quiet machine; these are the tightest bounds that held every time.
-CLIENT_LAW_REL_A = 0.15
-CLIENT_LAW_REL_B = 0.08
+# client correctly measures a slower server, and the extrapolated intercept moves most: the
+# levels are 32..64 (padded), so a and b trade off along the fit's lever arm to 0. A full run
+# here (2026-12-02) saw a +39 % / b -15 % while the step the law predicts over the measured batches
+# was within 4 % everywhere. So the client's law is held to the step it predicts where it was
+# measured (CLIENT_STEP_REL), and a and b only loosely (a broken fit or a mixed clock is 2-20x).
+CLIENT_STEP_REL = 0.08
+CLIENT_LAW_REL_A = 0.6
+CLIENT_LAW_REL_B = 0.3
 # long enough to outlast the whole abort-cascade suite at batch 1 (5.7 ms wall a step)
 USER_TOKENS = 600
 
@@ -122,6 +126,9 @@ def test_hazards_off_every_suite_passes_and_the_sweep_recovers_the_law(
     # scale from its /server_info: issue 23)
     client_law = sweep["fit"]["padded_bs"]
     assert sweep["clock"]["time_scale"] == SCALE and client_law["clock"] == law["clock"]
+    for bs in (32, 48, 64):  # the padded batches the sweep measured (STEP8 buckets)
+        predicted = client_law["a_ms"] + client_law["b_ms"] * bs
+        assert predicted == pytest.approx(18.0 + 1.05 * bs, rel=CLIENT_STEP_REL), (bs, client_law)
     assert client_law["a_ms"] == pytest.approx(18.0, rel=CLIENT_LAW_REL_A), client_law
     assert client_law["b_ms"] == pytest.approx(1.05, rel=CLIENT_LAW_REL_B), client_law
     assert [(d["from_bs"], d["to_bs"]) for d in sweep["sawtooth"]] == [(56.0, 57.0)], [
