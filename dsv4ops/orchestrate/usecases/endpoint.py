@@ -3,9 +3,10 @@ process refuse them, naming the command that does it on the cluster; `status` re
 
 The cluster's controller (RBG) owns restarts, rollouts and rollbacks: dsv4ops has no SSH there
 and no process of its own, so `deploy`, `rollback`, `stop` and `kernels deploy|rollback|verify|
-list` refuse (ControllerOwnedError, exit 1, nothing changed) instead of pretending. What works
-unchanged is everything that only talks HTTP: `canary`, `status` (read-only), and the verbs
-built on `session.reachable` (`ab`, `watch`).
+list` refuse (ControllerOwnedError, exit 1, nothing changed) instead of pretending, and so does
+`ab`, whose blocks are deploys (its refusal says to roll each arm out with its export). What
+works unchanged is everything that only talks HTTP: `canary`, `status` (read-only) and `watch`
+(built on `session.reachable`).
 """
 
 from __future__ import annotations
