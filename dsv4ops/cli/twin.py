@@ -49,10 +49,10 @@ def hazard(
 ) -> None:
     """Force, clear or re-arm one hazard of the running twin deployment (journaled)."""
     from dsv4ops.cli._context import open_target, progress_printer
+    from dsv4ops.orchestrate.usecases.hazard import switch_hazard
     from dsv4ops.orchestrate.usecases.twin import (
         WHAT,
         plan_twin_hazard,
-        switch_twin_hazard,
         twin_target,
     )
 
@@ -69,8 +69,8 @@ def hazard(
                 f"of {name_of_target}?",
                 abort=True,
             )
-        result = switch_twin_hazard(
-            ctx, name, state, reason=reason, progress=progress_printer(as_json)
+        result = switch_hazard(
+            ctx, hazard=name, state=state, reason=reason, progress=progress_printer(as_json)
         )
     finally:
         ctx.close()

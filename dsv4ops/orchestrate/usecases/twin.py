@@ -1,12 +1,10 @@
 """`twin hazard NAME --state force|off|auto`: one of the twin's hazards switched on the running
-twin deployment of the session's target (runbooks/hazard.py), journaled as a HAZARD operation
-under the deploy lock (usecases/hazard.py)."""
+twin deployment of the session's target (runbooks/hazard.py), checked and planned here;
+the switch itself, journaled as a HAZARD operation under the deploy lock, is usecases/hazard.py's."""
 
 from __future__ import annotations
 
 from dsv4ops.jsontypes import JSONObject
-from dsv4ops.orchestrate.engine import Progress
-from dsv4ops.orchestrate.usecases.hazard import switch_hazard
 from dsv4ops.orchestrate.usecases.session import TargetSession
 from dsv4ops.runbooks.hazard import WHAT as WHAT  # what each hazard is, in words (the prompt)
 from dsv4ops.runbooks.hazard import check_twin, plan_hazard
@@ -27,15 +25,3 @@ def plan_twin_hazard(session: TargetSession, hazard: str, state: str) -> JSONObj
     twin runs. Raises DsOpsError when nothing is deployed."""
     name = session.target.name
     return plan_hazard(session.journal, target=name, hazard=hazard, state=state)
-
-
-def switch_twin_hazard(
-    session: TargetSession,
-    hazard: str,
-    state: str,
-    *,
-    progress: Progress,
-    reason: str | None = None,
-) -> JSONObject:
-    """Send the switch under the deploy lock, journaled (who, why, how it ended): hazard.py."""
-    return switch_hazard(session, hazard=hazard, state=state, progress=progress, reason=reason)
