@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import stat
+import threading
 from collections.abc import Iterator
 
 from dsv4ops.jsontypes import JSONObject
@@ -146,7 +147,10 @@ def write_atomic(path: str, data: bytes) -> None:
     rename. A symlink planted at either name is replaced, never written through."""
     dfd = _open_dir(path, create=True)
     name = os.path.basename(path)
-    tmp = f".{name}.tmp.{os.getpid()}"
+    # One temp name per writer: two threads of one process (a deploy and a refused second one,
+    # a runbook's step and its journal) replacing the same file must not share it, or one
+    # thread's rename takes the other's temp file away (FileNotFoundError mid-deploy).
+    tmp = f".{name}.tmp.{os.getpid()}.{threading.get_ident()}"
     try:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=dfd)  # a leftover of a killed run (or a planted link)

@@ -5,6 +5,7 @@ record identity (op id + sequence) the merge deduplicates by."""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 from dsv4ops import journalfile
@@ -75,3 +76,29 @@ def test_a_copy_proves_its_prefix_by_its_window_and_gets_only_the_rest(tmp_path:
     )
     assert journalfile.read_since(path, len(whole) + 5, proof)[:2] == (whole, True)  # longer copy
     assert journalfile.proof(path) == (len(whole), journalfile.window_of(whole))
+
+
+def test_two_threads_replacing_one_file_never_take_each_others_temp_file(tmp_path: Path) -> None:
+    # A deploy and a refused second deploy in one process (the CLI's in-process callers, a
+    # runbook) both rewrite the journal cache's sync marker: a temp name per process only made
+    # one thread's rename take the other's temp file (FileNotFoundError mid-deploy, CI).
+    path = str(tmp_path / "journal" / "t.sync.json")
+    errors: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def writer(tag: bytes) -> None:
+        start.wait()
+        try:
+            for _ in range(300):
+                journalfile.write_atomic(path, tag)
+        except BaseException as exc:  # the test's subject: collected, asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in (b"a\n", b"b\n")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    assert Path(path).read_bytes() in (b"a\n", b"b\n")
+    assert sorted(os.listdir(tmp_path / "journal")) == ["t.sync.json"]  # no temp file left

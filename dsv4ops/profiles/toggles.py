@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,7 +193,7 @@ def write_atomically(path: Path, text: str, check: object, *, replace: bool = Tr
     `check` loads the temp file as a profile (raising ProfileError); nothing is replaced on error,
     nor at all without `replace` (a dry run: checked beside its siblings, as `extends` needs).
     """
-    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
+    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}-{threading.get_ident()}{path.suffix}")
     tmp.write_text(text, encoding="utf-8")
     try:
         check(tmp)  # type: ignore[operator]
