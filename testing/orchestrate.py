@@ -48,7 +48,7 @@ from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.usecases.session import TargetSession
 from dsv4ops.remote.base import ProcessSpec, ProcessState
-from dsv4ops.remote.errors import DeployLockError
+from dsv4ops.remote.errors import ComponentNotReadyError, DeployLockError
 from dsv4ops.remote.results import HttpReply, LockInfo, PortUse, PreflightReport, StopReport
 from testing.clock import FakeClock
 from testing.ports import reserve_ports
@@ -721,3 +721,42 @@ class RecordingControl(FakeControl):
         if body:
             self.sent.append(json.loads(body))
         return super().http(url, method=method, body=body, headers=headers, timeout_s=timeout_s)
+
+
+@dataclass
+class PrefillDiesWhileRouterWaits(FakeControl):
+    """The new prefill exits once the new router has started; the router's readiness then only
+    ever times out (a router whose prefill is gone answers 503), slice after slice."""
+
+    armed: bool = False  # the next router start kills the prefill
+    router_waits: int = 0
+
+    def wait_http(
+        self,
+        url: str,
+        *,
+        timeout_s: float,
+        expect: int | Sequence[int] | None = 200,
+        proc_name: str | None = None,
+    ) -> float:
+        if proc_name == "router" and "prefill" not in self.running:
+            self.calls.append("wait router readiness (timed out)")
+            self.router_waits += 1
+            raise ComponentNotReadyError(
+                "router not ready: timeout",
+                url=url,
+                reason="timeout",
+                elapsed_s=timeout_s,
+                name="router",
+                log_tail="",
+                component_exit_code=None,
+                last="HTTP 503: no healthy prefill",
+            )
+        return super().wait_http(url, timeout_s=timeout_s, expect=expect, proc_name=proc_name)
+
+    def start(self, spec: ProcessSpec) -> ProcessState:
+        state = super().start(spec)
+        if spec.name == "router" and self.armed:
+            self.armed = False
+            self.running.pop("prefill")
+        return state

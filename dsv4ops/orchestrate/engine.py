@@ -23,6 +23,7 @@ from dsv4ops.orchestrate.diagnose import missing_module_hint
 from dsv4ops.orchestrate.drain import DrainWatch, no_progress_bound_s
 from dsv4ops.orchestrate.interrupts import InterruptGate, signal_name_of
 from dsv4ops.orchestrate.kernelpkg import KernelSupport
+from dsv4ops.orchestrate.liveness import exited_meanwhile
 from dsv4ops.orchestrate.model import process_spec
 from dsv4ops.orchestrate.probe import ProbeThinking, run_probe
 from dsv4ops.remote.errors import ComponentNotReadyError
@@ -139,6 +140,7 @@ class Runner:
         self._router_drain: str | None = None
         # When the last start step returned (its component's ready wait is measured from it).
         self._started_at: float | None = None
+        self._started: dict[str, int | None] = {}  # started by this runner and not stopped since
         self._seen: Wait = UNWATCHED  # the observer's handle of the step in flight
 
     def run(self, steps: list[P.Step], deployment: Deployment | None) -> None:
@@ -213,6 +215,7 @@ class Runner:
         # left of it gets a short grace, then SIGKILL (the stop still verifies no process/port).
         grace = 1.0 if drained else self.settings.timeouts.stop_grace_s
         report = self.control.stop(step.component, grace_s=grace)
+        self._started.pop(step.component, None)
         if not report.was_running:
             if drained and self._router_drain == "exited":
                 return "exited during the drain"
@@ -280,6 +283,7 @@ class Runner:
         self.log.changed = True
         state = self.control.start(process_spec(d.component(step.component)))
         self._started_at = self.settings.clock.monotonic()
+        self._started[step.component] = state.pid
         return f"pid {state.pid}"
 
     def _wait(self, step: P.Step, d: Deployment | None) -> str:
@@ -313,6 +317,9 @@ class Runner:
             except ComponentNotReadyError as exc:
                 if exc.reason != "timeout":
                     raise
+                gone = exited_meanwhile(self.control, self._started, step.component)
+                if gone:
+                    raise StepFailed(step.title, gone) from exc
                 if left > WAIT_SLICE_S:
                     self._seen.observe(f"{step.component} {path} {exc.last}")
                     continue

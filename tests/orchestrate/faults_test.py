@@ -59,6 +59,10 @@ def test_prefill_dies_while_decode_starts(
     out = deploy_via_operator(env, "buckets-step4", progress=kill_prefill)
     assert killed
     _rolled_back(out, "failed at")
+    # seen within a wait slice of the router's readiness, not at its 180 s timeout
+    assert f"prefill (pid {killed[0]}, started by this run) exited while waiting for" in out.message
+    assert "failed at 'wait until router is ready" in out.message
+    assert "--- last log lines of prefill ---" in out.message
     assert_baseline_restored(env, capsys)
 
 
