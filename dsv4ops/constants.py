@@ -50,6 +50,11 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
     ("DSV4OPS_AOT_PYTHON", "Python of the Triton ahead-of-time compile venv (default: .venv-aot)"),
     ("DSV4OPS_READY_TIMEOUT_S", "readiness wait per component, seconds (default: 1200)"),
     ("DSV4OPS_EVENT_LOOP", "the canary's event loop: uvloop (default) or asyncio"),
+    (
+        "DSV4OPS_CANARY_LAG_P99_MAX_MS",
+        "event-loop lag p99 this machine's canary client tolerates before a suite is "
+        "INCONCLUSIVE (default: 50)",
+    ),
     ("DSV4OPS_PROGRESS_EVERY_S", "seconds between two progress lines off a terminal (default: 10)"),
     (
         "DSV4OPS_RUNBOOK_URL",

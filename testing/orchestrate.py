@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -274,6 +275,16 @@ def read_events(env: OrchEnv) -> list[dict[str, object]]:
 # --- cli (was testing/orchestrate.py) ---
 
 
+def set_gate_duration(env: OrchEnv, seconds: float) -> None:
+    """Make the env's copy of the shipped baseline (which every shipped profile extends) gate each
+    flag-aware suite for `seconds` (`canary.gate_duration_s`; commit it with `commit_all`)."""
+    path = env.profiles_dir / "baseline.yaml"
+    text = path.read_text()
+    line = re.compile(r"^  gate_duration_s: 20\b", re.MULTILINE)
+    assert len(line.findall(text)) == 1, "the shipped baseline sets canary.gate_duration_s: 20"
+    path.write_text(line.sub(f"  gate_duration_s: {seconds}", text))
+
+
 def module_env(
     tmp_path_factory: pytest.TempPathFactory, extra_twin_env: dict[str, str] | None = None
 ) -> Iterator[OrchEnv]:
@@ -465,6 +476,24 @@ class FakeControl:
         if self.fail_url and self.fail_url in url:
             raise DeployError(f"{proc_name} not ready: timeout\n--- last log lines ---\nboom")
         return 0.05
+
+    def http_many(
+        self, requests: Sequence[str | Mapping[str, Any]], *, timeout_s: float = 10.0
+    ) -> list[HttpReply]:
+        """One `http` per request, in order (subclasses that change `http` change these too)."""
+        out = []
+        for r in requests:
+            item: dict[str, Any] = {"url": r} if isinstance(r, str) else dict(r)
+            out.append(
+                self.http(
+                    str(item["url"]),
+                    method=str(item.get("method", "GET")),
+                    body=item.get("body"),
+                    headers=item.get("headers"),
+                    timeout_s=float(item.get("timeout_s", timeout_s)),
+                )
+            )
+        return out
 
     def http(
         self,
@@ -701,6 +730,21 @@ class SignallingControl(FakeControl):
         result = super().start(spec)
         self._maybe(f"start {spec.name}")  # arrives while the start step is in flight
         return result
+
+
+@dataclass
+class StartWatchingControl(FakeControl):
+    """FakeControl that, as each component starts, keeps the (step, phase) records then on disk
+    in the journal file `journal` (in `at_start`, by component)."""
+
+    journal: Path | None = None
+    at_start: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+
+    def start(self, spec: ProcessSpec) -> ProcessState:
+        assert self.journal is not None
+        records = [json.loads(line) for line in self.journal.read_text().splitlines()]
+        self.at_start[spec.name] = [(r["name"], r["phase"]) for r in records if r["type"] == "step"]
+        return super().start(spec)
 
 
 @dataclass

@@ -25,8 +25,9 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
+import pytest
 from xdist.scheduler import LoadScopeScheduling
 from xdist.workermanage import WorkerController
 
@@ -35,11 +36,14 @@ KERNELS_PREFIXES = ("tests/kernels/", "tests/cli/kernels")
 
 # The longest units, longest first: worker-seconds of `pytest -n 2 --durations=0` on the shared
 # 2-core machine at load ~10 (CI's unloaded run takes about 0.4 of these).
+# The kernels go first, beside the rehearsals' three shared resume tests (first in their file):
+# the kernel-rollout rehearsal then finds `built` made, instead of building it (22 s) while it
+# holds the machine alone, and the rehearsals' baseline deploy shares the machine too.
 HEAVY: tuple[str, ...] = (
-    "tests/cli/runbook_rehearsal_test.py",  # 834 s, serial but for the three resume tests
     KERNELS_UNIT,  # ~540 s: the interpreter checks, the AOT compile, the installed build
+    "tests/cli/runbook_rehearsal_test.py",  # 834 s, serial but for the three resume tests
     "tests/orchestrate/faults_test.py",  # 212 s
-    "tests/cli/ab_test.py",  # ~150 s, of it ~110 s serial (issue 20's scenario with the A/B)
+    "tests/cli/ab_test.py",  # ~150 s, of it ~90 s serial (issue 20's gates and its A/B)
     "tests/canary/twin_e2e_test.py",  # 161 s, serial
     "tests/orchestrate/usecases/ab_test.py",  # 126 s
     "tests/orchestrate/known_good_live_test.py",  # 103 s
@@ -80,26 +84,87 @@ class FileScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships 
 # taken before either and released once it is held, keeps the shared holders from starving a
 # waiting serial test (a new test waits at the turnstile behind it). Module-scoped fixtures of
 # other files (an idle twin stack) stay up meanwhile; they cost no CPU when no test drives them.
+# A worker whose next test is a serial one of the same file keeps its exclusive hold: released
+# between them, the turnstile lets the other worker's next test in, and the next serial test
+# then waits (this worker idle) for all of it, 25-37 s behind a twin fault test in a full run.
 # Outside xdist (one process) no lock is taken: there is nothing to run beside.
+
+
+class RunLock:
+    """One worker's hold on the run's lock (`lock_dir` None: outside xdist, no lock)."""
+
+    def __init__(self, lock_dir: Path | None) -> None:
+        self.lock_dir = lock_dir
+        self._held: IO[str] | None = None
+        self._exclusive = False
+
+    def acquire(self, serial: bool) -> None:
+        """Hold the lock for one test: exclusive for a serial test, shared for any other (an
+        exclusive hold kept from the previous test serves a serial one as it is)."""
+        if self.lock_dir is None or (self._held is not None and self._exclusive and serial):
+            return
+        self.release()
+        self.lock_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.lock_dir / "turnstile", "a+") as turnstile:
+            fcntl.flock(turnstile, fcntl.LOCK_EX)
+            try:
+                held = open(self.lock_dir / "tests", "a+")  # noqa: SIM115  # kept across tests
+                try:
+                    fcntl.flock(held, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
+                except BaseException:  # interrupted while waiting: nothing is held
+                    held.close()
+                    raise
+            finally:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
+        self._held, self._exclusive = held, serial
+
+    def after_test(self, *, next_serial_here: bool) -> None:
+        """The test ended: keep an exclusive hold when this worker's next test is a serial one
+        of the same file, else let the other workers in."""
+        if not (next_serial_here and self._exclusive):
+            self.release()
+
+    @property
+    def holding(self) -> str | None:
+        """What this worker holds: "exclusive", "shared", or None."""
+        if self._held is None:
+            return None
+        return "exclusive" if self._exclusive else "shared"
+
+    def release(self) -> None:
+        if self._held is not None:
+            self._held.close()  # closing the file drops its flock
+            self._held, self._exclusive = None, False
+
+
+_RUN_LOCK = pytest.StashKey[RunLock]()
+
+
+def run_lock(config: pytest.Config) -> RunLock:
+    """This worker's RunLock (one per process, kept on its pytest config)."""
+    if _RUN_LOCK not in config.stash:
+        config.stash[_RUN_LOCK] = RunLock(run_lock_dir(config))
+    return config.stash[_RUN_LOCK]
 
 
 @contextlib.contextmanager
 def exclusive_if(serial: bool, lock_dir: Path | None) -> Iterator[None]:
     """Hold the run's lock for one test: exclusive for a serial test, shared for any other."""
-    if lock_dir is None:
+    lock = RunLock(lock_dir)
+    lock.acquire(serial)
+    try:
         yield
-        return
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / "turnstile", "a+") as turnstile, open(lock_dir / "tests", "a+") as tests:
-        fcntl.flock(turnstile, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(tests, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(tests, fcntl.LOCK_UN)
+    finally:
+        lock.release()
+
+
+def next_is_serial_here(item: Any, nextitem: Any) -> bool:
+    """Whether the test this worker runs after `item` is a serial test of the same file."""
+    return (
+        nextitem is not None
+        and nextitem.get_closest_marker("serial") is not None
+        and nextitem.nodeid.split("::", 1)[0] == item.nodeid.split("::", 1)[0]
+    )
 
 
 def run_lock_dir(config: Any) -> Path | None:

@@ -8,11 +8,14 @@ lacking data.
 from __future__ import annotations
 
 import enum
+import math
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING
 
 from dsv4ops import exitcodes
+from dsv4ops.errors import CanaryError
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles.model import CanaryThresholds, Profile
 from dsv4ops.profiles.settings import extended, from_record
@@ -96,6 +99,30 @@ class Findings:
         return SuiteResult(suite=suite, verdict=verdict, reasons=reasons, metrics=metrics)
 
 
+# How much event-loop lag the canary client tolerates before it calls its own receipt stamps
+# untrustworthy is the machine's it runs on (the operator's, a CI runner), not the profile's or
+# the target's: this variable sets it, and a Thresholds given a value keeps that one.
+LAG_ENV = "DSV4OPS_CANARY_LAG_P99_MAX_MS"
+DEFAULT_LAG_P99_MAX_MS = 50.0
+
+
+def client_lag_limit_ms() -> float:
+    """$DSV4OPS_CANARY_LAG_P99_MAX_MS, else 50 ms; raises CanaryError for a value it cannot use."""
+    raw = os.environ.get(LAG_ENV, "").strip()
+    if not raw:
+        return DEFAULT_LAG_P99_MAX_MS
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise CanaryError(
+            f"{LAG_ENV}={raw!r}: expected milliseconds > 0",
+            hint=f"unset it for the default ({DEFAULT_LAG_P99_MAX_MS:g} ms)",
+        )
+    return value
+
+
 @dataclass(frozen=True)
 class Thresholds(CanaryThresholds):
     """Everything a suite is judged by: the profile's `canary` section (`CanaryThresholds`,
@@ -108,7 +135,7 @@ class Thresholds(CanaryThresholds):
     # Client self-check (reference load-generators.md §4.4: above these the numbers are the
     # client's, not the server's).
     client_cpu_max: float = 0.9
-    loop_lag_p99_max_ms: float = 50.0
+    loop_lag_p99_max_ms: float = field(default_factory=client_lag_limit_ms)
     max_error_rate: float = 0.0
     ttft_p99_max_ms: float | None = None
     itl_p99_max_ms: float | None = None

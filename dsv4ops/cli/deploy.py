@@ -40,10 +40,9 @@ from dsv4ops.cli._output import (
 )
 @click.option(
     "--canary-duration",
-    type=float,
-    default=20.0,
-    show_default=True,
-    help="Seconds per flag-aware canary suite.",
+    type=click.FloatRange(min=1.0),
+    default=None,
+    help="Seconds per flag-aware canary suite (default: the profile's canary.gate_duration_s, 20).",
 )
 @accept_inconclusive_option
 @reason_option
@@ -57,7 +56,7 @@ def deploy(
     allow_partial_pair: bool,
     recover: bool,
     no_canary: bool,
-    canary_duration: float,
+    canary_duration: float | None,
     accept_inconclusive: bool,
     reason: str | None,
 ) -> None:

@@ -22,7 +22,7 @@ from typing import Protocol
 from dsv4ops import journalfile
 from dsv4ops.clock import Clock, SystemClock, utc_now_iso
 from dsv4ops.constants import state_dir
-from dsv4ops.errors import JournalError
+from dsv4ops.errors import DsOpsError, JournalError
 from dsv4ops.journal import knowngood
 from dsv4ops.journal.index import JournalIndex
 from dsv4ops.journal.records import (
@@ -118,6 +118,8 @@ class Journal:
         self.skipped_lines: list[int] = []
         self._index = JournalIndex(str(self.path))
         self._loaded: dict[tuple[str, int], Operation] = {}  # operations folded by this object
+        # Encoded records `step(..., defer=True)` held for the next append (see there).
+        self._deferred: list[bytes] = []
 
     @contextlib.contextmanager
     def under_lock(self, op_id: str) -> Iterator[None]:
@@ -126,6 +128,12 @@ class Journal:
         before, self._lock_op = self._lock_op, op_id
         try:
             yield
+        except BaseException:
+            with contextlib.suppress(DsOpsError):  # the error that ended the block comes first
+                self.flush()
+            raise
+        else:
+            self.flush()  # a deferred record goes under the lock it was made under
         finally:
             self._lock_op = before
 
@@ -217,24 +225,52 @@ class Journal:
         *,
         duration_s: float | None = None,
         detail: str | None = None,
+        defer: bool = False,
     ) -> None:
-        """Record that a step starts ('start') or ended ('done' / 'failed')."""
+        """Record that a step starts ('start') or ended ('done' / 'failed').
+
+        `defer`: for a step whose next record follows at once (the deploy engine's steps, one
+        after another), the record, stamped now, goes out with the next append, any read or
+        `flush()`, whichever comes first: one round trip to the target's record instead of
+        two, and nothing is done on the target in between. A process that dies meanwhile
+        leaves the step started and never ended, as if it had died during the step (never a
+        step recorded done that was not)."""
         record: JSONObject = {"type": "step", "op": op_id, "name": name, "phase": phase}
         if duration_s is not None:
             record["duration_s"] = round(duration_s, 3)
         if detail:
             record["detail"] = detail
-        self._append(record)
+        if defer:
+            self._deferred.append(self._encode(record))
+        else:
+            self._append(record)
+
+    def flush(self) -> None:
+        """Append the deferred records now (nothing when there are none)."""
+        if self._deferred:
+            self._write(b"")
+
+    def _encode(self, record: JSONObject) -> bytes:
+        stamp = {"v": RECORD_VERSION, "ts": utc_now_iso(self._clock)}
+        return journalfile.encode({**stamp, **scrub(record)})
 
     def _append(self, *records: JSONObject) -> None:
-        stamp = {"v": RECORD_VERSION, "ts": utc_now_iso(self._clock)}
-        data = b"".join(journalfile.encode({**stamp, **scrub(r)}) for r in records)
-        self.backend.append(data, lock_op=self._lock_op)
+        self._write(b"".join(self._encode(r) for r in records))
+
+    def _write(self, data: bytes) -> None:
+        held, self._deferred = b"".join(self._deferred), []
+        try:
+            self.backend.append(held + data, lock_op=self._lock_op)
+        except BaseException:
+            if held:
+                self._deferred.insert(0, held)  # not written: a later append or flush retries
+            raise
 
     # -- reading -------------------------------------------------------------------------------
 
     def _view(self) -> View:
         """The journal now, through its index: only the operations asked for are read."""
+        self.flush()  # a read sees this object's own records
         self.backend.refresh(lock_op=self._lock_op)
         try:
             view = View(self._index, self._loaded)

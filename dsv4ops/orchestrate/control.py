@@ -66,6 +66,12 @@ class TargetControl(Protocol):
         """One request made from the target; no HTTP answer at all is a reply with status None."""
         ...
 
+    def http_many(
+        self, requests: Sequence[str | Mapping[str, JSONValue]], *, timeout_s: float = 10.0
+    ) -> list[HttpReply]:
+        """Several requests made from the target at once (one round trip); replies in order."""
+        ...
+
     def preflight(
         self, ports: Iterable[int], gpus: Iterable[int], paths: Iterable[str] = ()
     ) -> PreflightReport: ...

@@ -144,12 +144,18 @@ class Runner:
         self._seen: Wait = UNWATCHED  # the observer's handle of the step in flight
 
     def run(self, steps: list[P.Step], deployment: Deployment | None) -> None:
-        for step in steps:
-            try:
-                self.run_step(step, deployment)
-            except KeyboardInterrupt as exc:  # between two steps: after the last one finished
-                last = self.log.timings[-1].title if self.log.timings else ""
-                raise Interrupted(last, signal_name_of(exc), finished=True) from None
+        try:
+            for step in steps:
+                try:
+                    self.run_step(step, deployment)
+                except KeyboardInterrupt as exc:  # between two steps: after the last one finished
+                    last = self.log.timings[-1].title if self.log.timings else ""
+                    raise Interrupted(last, signal_name_of(exc), finished=True) from None
+        finally:
+            # The last step's done record, when deferred. A failure to write it is not lost: it
+            # stays deferred and the operation's next record (its outcome) writes it or fails.
+            with contextlib.suppress(DsOpsError), self.settings.interrupts.holding():
+                self.journal.flush()
 
     def run_step(self, step: P.Step, deployment: Deployment | None) -> None:
         handler = self._handlers[step.action]
@@ -160,7 +166,12 @@ class Runner:
         t0 = self.settings.clock.monotonic()
         try:
             with hold:
-                self.journal.step(self.op_id, step.title, "start")
+                # Also carries the last step's deferred done record, so no signal cuts it; a
+                # step that may be cut is interrupted right after it.
+                with gate.holding():
+                    self.journal.step(self.op_id, step.title, "start")
+                if step.action not in P.MUTATING:
+                    gate.raise_held()
                 with self.settings.waits.waiting(step.title, self._bound_s(step)) as wait:
                     self._seen = wait
                     detail = handler(step, deployment)
@@ -185,8 +196,9 @@ class Runner:
             raise StepFailed(step.title, reason) from exc
         took = self.settings.clock.monotonic() - t0
         with gate.holding():
+            defer = step.action in P.OBSERVING  # rides the next start record (Journal.step)
             self.journal.step(
-                self.op_id, step.title, "done", duration_s=took, detail=detail or None
+                self.op_id, step.title, "done", duration_s=took, detail=detail, defer=defer
             )
         self.log.timings.append(
             StepTiming(step.title, step.action, step.component, took, True, detail)

@@ -35,6 +35,10 @@ PREFLIGHT, LOCK, RECORD, STOP, DRAIN, START, WAIT, KERNELS, PROBE, CANARY, MARK,
     "unlock",
 )
 MUTATING = frozenset({STOP, START})
+# Steps that change nothing on the target: their done record may ride the next step's start
+# record (Journal.step's defer). A start's says what it did (the pid it started), the evidence
+# that a process is this operation's, so it is written before anything else is done.
+OBSERVING = frozenset({WAIT, PROBE, CANARY})
 # The bracket of an operation: done by the operator and the journaled-operation context
 # (operation.py) around the steps the engine runs; listed in the plan so --dry-run shows them.
 BRACKET = frozenset({PREFLIGHT, LOCK, RECORD, MARK, UNLOCK})

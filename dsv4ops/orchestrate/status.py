@@ -29,7 +29,7 @@ from dsv4ops.orchestrate.drift import (
 )
 from dsv4ops.orchestrate.partial import describe_mix, is_mixed
 from dsv4ops.orchestrate.unmanaged import UNMANAGED, last_deployment, ports_to_check, unmanaged
-from dsv4ops.orchestrate.workload import read_load
+from dsv4ops.orchestrate.workload import load_of
 from dsv4ops.remote.base import ProcessState
 from dsv4ops.remote.results import HttpReply
 
@@ -67,7 +67,8 @@ def gather_status(
     last = deployed or last_deployment(journal)  # nothing running: the profile deployed last
     states = control.status(list(START_ORDER), ports_to_check(last, render_now))
     infos: dict[str, HttpReply] = {}
-    components = [_component(control, name, states[name], deployed, infos) for name in START_ORDER]
+    replies = _fetch(control, _requests(states, deployed))
+    components = [_component(name, states[name], deployed, replies, infos) for name in START_ORDER]
     drift = process_drift(states, deployed, _recorded_processes(journal), _started_by(journal))
     if current is not None and is_mixed(current):
         # A partial restart left a mix: say what runs; the profile comparison would only repeat
@@ -273,11 +274,34 @@ def _decode_package(
     return KernelReading(None, detail=reason)
 
 
+# Each component's reads: (path, timeout_s). A worker's /metrics gets the drain's shorter bound.
+_WORKER_READS = (("/health", 5.0), ("/server_info", 5.0), ("/metrics", 3.0))
+_ROUTER_READS = (("/health", 5.0), ("/readiness", 5.0), ("/workers", 5.0))
+
+
+def _requests(states: Mapping[str, ProcessState], deployed: Deployment | None) -> list[JSONObject]:
+    """Every read of every live, deployed component: made at once, in one agent round trip."""
+    out: list[JSONObject] = []
+    for name in START_ORDER:
+        spec = deployed.component(name) if deployed else None
+        if spec is None or not states[name].alive:
+            continue
+        reads = _ROUTER_READS if name == "router" else _WORKER_READS
+        out += [{"url": spec.url(path), "timeout_s": t} for path, t in reads]
+    return out
+
+
+def _fetch(control: TargetControl, requests: list[JSONObject]) -> dict[str, HttpReply]:
+    """{url: reply}: the requests run concurrently on the target (Supervisor.http_many)."""
+    replies = control.http_many(requests, timeout_s=5.0) if requests else []
+    return {str(r["url"]): reply for r, reply in zip(requests, replies, strict=True)}
+
+
 def _component(
-    control: TargetControl,
     name: str,
     state: ProcessState,
     deployed: Deployment | None,
+    replies: Mapping[str, HttpReply],
     infos: dict[str, HttpReply] | None = None,
 ) -> JSONObject:
     spec = deployed.component(name) if deployed else None
@@ -294,17 +318,17 @@ def _component(
     if not state.alive or spec is None:
         return row
     if name == "router":
-        row.update(router_info(control, spec.url()))
+        row.update(_router_row(spec.url(), replies))
         return row
-    health = control.http(spec.url("/health"), timeout_s=5.0)
+    health = replies[spec.url("/health")]
     row["health"] = health.status if health.status is not None else f"no answer ({health.error})"
     row["healthy"] = health.status == 200
-    info = control.http(spec.url("/server_info"), timeout_s=5.0)
+    info = replies[spec.url("/server_info")]
     if infos is not None:
         infos[name] = info
     if info.status == 200:
         row.update(_server_info(info.body))
-    load = read_load(control, spec.url("/metrics"))
+    load = load_of(replies[spec.url("/metrics")])
     row["running_requests"] = load.running
     row["queued_requests"] = load.queued
     if load.error:
@@ -334,15 +358,21 @@ def _server_info(body: str) -> JSONObject:
 
 def router_info(control: TargetControl, base_url: str) -> JSONObject:
     """The router at `base_url`: liveness, readiness and its workers as it lists them."""
+    return _router_row(
+        base_url, _fetch(control, [{"url": base_url + p, "timeout_s": t} for p, t in _ROUTER_READS])
+    )
+
+
+def _router_row(base_url: str, replies: Mapping[str, HttpReply]) -> JSONObject:
     out: JSONObject = {}
-    live = control.http(f"{base_url}/health", timeout_s=5.0)
+    live = replies[f"{base_url}/health"]
     out["health"] = live.status if live.status is not None else f"no answer ({live.error})"
-    ready = control.http(f"{base_url}/readiness", timeout_s=5.0)
+    ready = replies[f"{base_url}/readiness"]
     out["readiness"] = ready.status
     if ready.status is None:
         out["readiness_error"] = ready.error or "no answer"
     out["healthy"] = ready.status == 200  # /health is liveness only; readiness is what counts
-    workers = control.http(f"{base_url}/workers", timeout_s=5.0)
+    workers = replies[f"{base_url}/workers"]
     if workers.status == 200:
         try:
             data = json.loads(workers.body)

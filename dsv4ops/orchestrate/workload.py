@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from dsv4ops.orchestrate.control import TargetControl
+from dsv4ops.remote.results import HttpReply
 
 RUNNING = "sglang:num_running_reqs"
 QUEUED = "sglang:num_queue_reqs"
@@ -55,8 +55,8 @@ def parse_load(text: str) -> Load:
     return Load(sums.get(RUNNING), sums.get(QUEUED, 0.0), decode_tokens=sums.get(DECODE_TOKENS))
 
 
-def read_load(control: TargetControl, metrics_url: str, *, timeout_s: float = 3.0) -> Load:
-    reply = control.http(metrics_url, timeout_s=timeout_s)
+def load_of(reply: HttpReply) -> Load:
+    """The load one /metrics reply reports (its error when it is not a 200)."""
     if reply.status != 200:
         return Load(None, None, reply.error or f"HTTP {reply.status}")
     return parse_load(reply.body)

@@ -125,6 +125,16 @@ class CanaryThresholds:
     stress_duration_s: float = setting(
         120.0, minimum=0.0, maximum=86400.0, doc="seconds of soak load (and an A/B block)"
     )
+    # How long the deploy's (and rollback's) gate runs each flag-aware suite (the corruption,
+    # abort-cascade and sweep suites a flag change calls for; smoke sends its request count).
+    # `deploy --canary-duration` overrides it for one deploy; a runbook's deploy, whose command
+    # text is the box's, gets it from the profile.
+    gate_duration_s: float = setting(
+        20.0,
+        minimum=1.0,
+        maximum=3600.0,
+        doc="seconds of each flag-aware suite in the deploy's canary gate",
+    )
     sweep_concurrency: tuple[int, ...] = setting(
         (32, 48, 56, 57, 64, 72, 80, 88, 96),
         minimum=1,

@@ -21,6 +21,16 @@ from dsv4ops.remote.base import CommandResult
 
 _CLOCK = SystemClock()
 
+# The terminal's Ctrl-C goes to the CLI's whole process group. A child made by vfork (CPython's
+# default) blocks signals, resets their handlers to the default and unblocks them BEFORE its
+# setsid(): a group signal sent in that window stays pending and kills it (SIGINT, exit -2)
+# before it execs, although it was meant to be in a session of its own. An interrupted deploy
+# then reported its journal append as failed ("agent journal_append failed (exit -2)") instead
+# of the interrupt (CI of stop 29). A forked child keeps Python's handler, which only sets a
+# flag, until its exec, which comes after the setsid. Documented switch: docs.python.org
+# subprocess, "Disable use of vfork() or posix_spawn()"; a fork of this small CLI costs ~1 ms.
+subprocess._USE_VFORK = False  # type: ignore[misc]  # typeshed: Final (the documented switch)
+
 
 def _kill_group(pgid: int) -> None:
     """SIGKILL every process of the group (the command and whatever it spawned)."""

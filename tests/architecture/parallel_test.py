@@ -3,7 +3,9 @@ tests alone, the kernels' files on one worker (testing/ports.py, testing/workers
 
 from __future__ import annotations
 
+import ast
 import fcntl
+import json
 import os
 import socket
 import subprocess
@@ -15,7 +17,16 @@ from pathlib import Path
 import pytest
 
 from testing import ports
-from testing.workers import HEAVY, KERNELS_UNIT, exclusive_if, remove_run_dir, run_once, unit_of
+from testing.workers import (
+    HEAVY,
+    KERNELS_UNIT,
+    RunLock,
+    exclusive_if,
+    next_is_serial_here,
+    remove_run_dir,
+    run_once,
+    unit_of,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -109,6 +120,115 @@ def test_a_serial_test_waits_for_the_running_tests_and_holds_the_next_ones(tmp_p
     assert serial_in.is_set()
 
 
+def test_a_worker_keeps_the_machine_between_two_serial_tests_and_lets_go_after(
+    tmp_path: Path,
+) -> None:
+    worker = RunLock(tmp_path)
+    worker.acquire(True)
+    worker.after_test(next_serial_here=True)  # its next test: a serial one of the same file
+    other_in = threading.Event()
+
+    def other_worker_test() -> None:
+        with exclusive_if(False, tmp_path):
+            other_in.set()
+
+    other = threading.Thread(target=other_worker_test)
+    other.start()
+    assert not other_in.wait(0.3)  # held between the two serial tests
+    worker.acquire(True)  # the second serial test: the hold it kept, no wait
+    worker.after_test(next_serial_here=False)
+    assert other_in.wait(30)  # let go after the second
+    other.join(30)
+    assert worker.holding is None
+    worker.acquire(False)
+    assert worker.holding == "shared"
+    worker.after_test(next_serial_here=True)  # a shared hold is never kept
+    assert worker.holding is None
+
+
+SERIAL_FILE = """\
+import pytest
+from recorder import record
+
+@pytest.mark.serial
+def test_s1(): record("s1", 1.5)
+
+@pytest.mark.serial
+def test_s2(): record("s2", 1.5)
+
+@pytest.mark.serial
+def test_s3(): record("s3", 1.5)
+"""
+OTHER_FILE = """\
+import pytest
+from recorder import record
+
+@pytest.mark.parametrize("n", range(20))
+def test_b(n): record(f"b{n}", 0.2)
+"""
+RECORDER = """\
+import json, os, time
+
+def record(name, seconds):
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    with open(os.environ["RUNLOCK_LOG"], "a") as f:
+        f.write(json.dumps([name, t0, time.monotonic()]) + "\\n")
+"""
+
+
+def test_on_real_workers_no_test_runs_between_or_beside_a_files_serial_tests(
+    tmp_path: Path,
+) -> None:
+    """tests/conftest.py's lock hook on two xdist workers: one file's three serial tests run as
+    one stretch, with no test of the other worker inside it; and the other worker's test that
+    waited out the stretch (4.5 s) is not timed out at 3 s: pytest-timeout times the test, not the
+    wait for the lock."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    serial: alone\n")
+    (tmp_path / "recorder.py").write_text(RECORDER)
+    (tmp_path / "s_test.py").write_text(SERIAL_FILE)
+    (tmp_path / "b_test.py").write_text(OTHER_FILE)
+    log = tmp_path / "log.jsonl"
+    environ = {**os.environ, "RUNLOCK_LOG": str(log), "PYTHONPATH": f"{ROOT}:{tmp_path}"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider"]
+        + ["-n", "2", "--dist", "loadfile", "-o", "python_files=*_test.py", "-o", "timeout=3"]
+        + [str(tmp_path)],
+        cwd=tmp_path,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and "23 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr
+    runs = {name: (t0, t1) for name, t0, t1 in map(json.loads, log.read_text().splitlines())}
+    start, end = runs["s1"][0], runs["s3"][1]
+    assert runs["s1"][1] <= runs["s2"][0] and runs["s2"][1] <= runs["s3"][0]
+    inside = [n for n, (t0, t1) in runs.items() if n.startswith("b") and t1 > start and t0 < end]
+    assert not inside, (inside, runs)
+    # A test of the other worker's ran after the stretch: it asked for the lock before the
+    # stretch began (when its file was handed out with the serial one, or when its file's
+    # previous test ended, none ending inside), so it waited all of it, 4.5 s, and passed.
+    assert end - start >= 4.5
+    assert any(t0 >= end for n, (t0, _) in runs.items() if n.startswith("b")), runs
+
+
+class _Item:
+    def __init__(self, nodeid: str, serial: bool) -> None:
+        self.nodeid, self.serial = nodeid, serial
+
+    def get_closest_marker(self, name: str) -> object | None:
+        return object() if name == "serial" and self.serial else None
+
+
+def test_the_next_test_keeps_the_hold_only_when_serial_and_in_the_same_file() -> None:
+    a1, a2 = _Item("tests/a_test.py::t1", True), _Item("tests/a_test.py::t2[x]", True)
+    assert next_is_serial_here(a1, a2)
+    assert not next_is_serial_here(a1, _Item("tests/a_test.py::t3", False))
+    assert not next_is_serial_here(a1, _Item("tests/b_test.py::t1", True))  # its fixtures: outside
+    assert not next_is_serial_here(a1, None)  # the last test of this worker
+
+
 def test_without_xdist_no_lock_is_taken(tmp_path: Path) -> None:
     with exclusive_if(True, None), exclusive_if(True, None):
         pass  # nested: would deadlock if it locked
@@ -119,6 +239,54 @@ def test_the_kernels_files_are_one_unit_and_any_other_file_its_own() -> None:
     assert unit_of("tests/cli/kernels_test.py::test_y[a]") == KERNELS_UNIT
     assert unit_of("tests/cli/kernels_build_test.py::test_z") == KERNELS_UNIT
     assert unit_of("tests/cli/deploy_test.py::test_a") == "tests/cli/deploy_test.py"
+
+
+def _serial_pattern(path: Path) -> str:
+    """The file's test functions in file order, S for a serial one (its decorator names
+    `serial`, or the module's `pytestmark` does), . for any other."""
+    tree = ast.parse(path.read_text())
+    marks = [n for n in tree.body if isinstance(n, ast.Assign)]
+    if any(
+        t.id == "pytestmark" and "serial" in ast.unparse(n.value)
+        for n in marks
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    ):
+        return "S" * sum(
+            isinstance(n, ast.FunctionDef) and n.name.startswith("test") for n in tree.body
+        )
+    return "".join(
+        "S" if any("serial" in ast.unparse(d) for d in n.decorator_list) else "."
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef) and n.name.startswith("test")
+    )
+
+
+def test_a_files_serial_tests_run_one_after_another() -> None:
+    """Each time a serial test starts after a test that is not, it waits for the other worker's
+    running test to end (one idle worker; a 25-75 s wait behind a long twin test). A file's
+    serial tests side by side cost that wait once."""
+    scattered = {}
+    for path in sorted((ROOT / "tests").rglob("*_test.py")):
+        pattern = _serial_pattern(path)
+        if len([run for run in pattern.split(".") if run]) > 1:  # two runs of S or more
+            scattered[str(path.relative_to(ROOT))] = pattern
+    assert not scattered, f"serial tests apart from each other (put them side by side): {scattered}"
+
+
+def test_the_serial_pattern_sees_decorators_and_the_module_mark(tmp_path: Path) -> None:
+    f = tmp_path / "x_test.py"
+    f.write_text(
+        "import pytest\nserial = pytest.mark.serial\n"
+        "@serial\ndef test_a(): pass\ndef test_b(): pass\n"
+        "@pytest.mark.serial  # why\ndef test_c(): pass\ndef helper(): pass\n"
+    )
+    assert _serial_pattern(f) == "S.S"
+    f.write_text(
+        "import pytest\npytestmark = [pytest.mark.slow, pytest.mark.serial]\n"
+        "def test_a(): pass\ndef test_b(): pass\n"
+    )
+    assert _serial_pattern(f) == "SS"
 
 
 def test_the_long_files_listed_first_exist() -> None:
@@ -138,8 +306,8 @@ def test_xdist_workers_share_one_lock_directory_per_run() -> None:
 
 
 def test_make_tests_parallel_run_works_end_to_end() -> None:
-    """`-n 2 --dist loadfile` as `make test` runs it: the scheduler hook, the lock fixture and
-    the markers work on real workers (a broken one fails every test's setup, not one test)."""
+    """`-n 2 --dist loadfile` as `make test` runs it: the scheduler hook, the lock hook and
+    the markers work on real workers (a broken one fails every test, not one)."""
     proc = subprocess.run(
         [
             sys.executable,

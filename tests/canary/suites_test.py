@@ -59,6 +59,62 @@ def test_smoke_passes_and_measures(tmp_path: Path) -> None:
     assert (tmp_path / "smoke-latency.png").stat().st_size > 1000
 
 
+@pytest.mark.serial  # measured latencies: alone (testing/workers.py)
+def test_mid_stream_stall_is_detected_within_3s_and_fails() -> None:
+    th = Thresholds(smoke_requests=4, smoke_concurrency=4)
+    with fake_server({"stall_after": 5}) as url:
+        result = _run(url, "smoke", thresholds=th)
+    assert result.verdict is Verdict.FAIL
+    hangs = result.metrics["hangs"]
+    assert hangs["hangs_by_kind"].get("stall", 0) >= 1
+    stalls = [e for e in hangs["events"] if e["kind"] == "stall"]
+    assert all(2.0 <= e["detection_latency_s"] < 3.0 for e in stalls)
+
+
+@pytest.mark.serial  # measured latencies: alone (testing/workers.py)
+def test_sweep_fits_the_law_and_finds_the_bucket_drop() -> None:
+    buckets = (4, 8, 16, 24)
+    th = Thresholds(sweep_concurrency=(4, 8, 16, 17, 24), sweep_level_s=3.0, sweep_max_tokens=400)
+    with fake_server({"a_ms": 10, "b_ms": 1.0, "buckets": list(buckets)}) as url:
+        # no worker metrics: the law comes from the client's token timestamps
+        result = run_suite("sweep", url, thresholds=th, buckets=buckets)
+    assert result.metrics["law_source"] == "token timestamps"
+    assert result.verdict is Verdict.PASS, result.reasons
+    fit = result.metrics["fit"]["padded_bs"]
+    # The fake's sleeps overshoot on a busy machine (they only stretch), and a and b trade off
+    # along the fit's lever arm to bs 0: the step the law predicts at the padded batches it
+    # measured is what is held tight; a and b only loosely (a broken fit is off by 2x or more).
+    for bs in buckets:
+        predicted = fit["a_ms"] + fit["b_ms"] * bs
+        assert 0.95 * (10 + bs) <= predicted <= 1.25 * (10 + bs), (bs, fit)
+    assert fit["b_ms"] == pytest.approx(1.0, rel=0.35)
+    assert 8.0 <= fit["a_ms"] <= 16.0
+    assert [(d["from_bs"], d["to_bs"]) for d in result.metrics["sawtooth"]] == [(16.0, 17.0)]
+    # 400-token streams outlast the staircase: cut by the suite, which is not a failure, and
+    # their tokens count, so the run's tok/s lies within the levels' (the drain runs at the top
+    # level until the cut)
+    s = result.metrics["summary"]
+    assert s["failed"] == 0 and s["cancelled"] >= 16 and s["errors_by_kind"] == {}
+    assert s["output_tokens_by_outcome"]["cancelled"] > s["output_tokens_by_outcome"]["completed"]
+    level_tok_s = [p["output_tok_s"] for p in result.metrics["levels"]]
+    assert 0.8 * min(level_tok_s) <= s["output_throughput"] <= 1.1 * max(level_tok_s), (
+        s,
+        level_tok_s,
+    )
+    assert any("cancelled (not failures" in r for r in result.reasons)
+
+
+@pytest.mark.serial  # measured latencies: alone (testing/workers.py)
+def test_soak_with_open_loop_poisson_arrivals() -> None:
+    th = Thresholds(soak_concurrency=4, max_tokens=16)
+    with fake_server({"a_ms": 3}) as url:
+        result = _run(url, "soak", thresholds=th, duration_s=6.0, rate_per_s=8.0)
+    assert result.verdict is Verdict.PASS, result.reasons
+    s = result.metrics["summary"]
+    assert s["completed"] == 48
+    assert 4.0 < s["request_throughput"] < 12.0
+
+
 def test_a_server_that_never_sends_done_passes_and_is_reported(tmp_path: Path) -> None:
     """finish_reason + usage, then the body ends: complete answers, counted and said so."""
     with fake_server({"a_ms": 2, "no_done": True}) as url:
@@ -79,18 +135,6 @@ def test_http_errors_fail_smoke() -> None:
         result = _run(url, "smoke")
     assert result.verdict is Verdict.FAIL
     assert any("requests failed (http_status=4)" in r for r in result.reasons), result.reasons
-
-
-@pytest.mark.serial  # measured latencies: alone (testing/workers.py)
-def test_mid_stream_stall_is_detected_within_3s_and_fails() -> None:
-    th = Thresholds(smoke_requests=4, smoke_concurrency=4)
-    with fake_server({"stall_after": 5}) as url:
-        result = _run(url, "smoke", thresholds=th)
-    assert result.verdict is Verdict.FAIL
-    hangs = result.metrics["hangs"]
-    assert hangs["hangs_by_kind"].get("stall", 0) >= 1
-    stalls = [e for e in hangs["events"] if e["kind"] == "stall"]
-    assert all(2.0 <= e["detection_latency_s"] < 3.0 for e in stalls)
 
 
 @pytest.mark.parametrize(
@@ -143,39 +187,6 @@ def test_abort_cascade_without_worker_metrics_is_inconclusive() -> None:
     assert any("metrics unavailable" in r for r in result.reasons)
 
 
-@pytest.mark.serial  # measured latencies: alone (testing/workers.py)
-def test_sweep_fits_the_law_and_finds_the_bucket_drop() -> None:
-    buckets = (4, 8, 16, 24)
-    th = Thresholds(sweep_concurrency=(4, 8, 16, 17, 24), sweep_level_s=3.0, sweep_max_tokens=400)
-    with fake_server({"a_ms": 10, "b_ms": 1.0, "buckets": list(buckets)}) as url:
-        # no worker metrics: the law comes from the client's token timestamps
-        result = run_suite("sweep", url, thresholds=th, buckets=buckets)
-    assert result.metrics["law_source"] == "token timestamps"
-    assert result.verdict is Verdict.PASS, result.reasons
-    fit = result.metrics["fit"]["padded_bs"]
-    # The fake's sleeps overshoot on a busy machine (they only stretch), and a and b trade off
-    # along the fit's lever arm to bs 0: the step the law predicts at the padded batches it
-    # measured is what is held tight; a and b only loosely (a broken fit is off by 2x or more).
-    for bs in buckets:
-        predicted = fit["a_ms"] + fit["b_ms"] * bs
-        assert 0.95 * (10 + bs) <= predicted <= 1.25 * (10 + bs), (bs, fit)
-    assert fit["b_ms"] == pytest.approx(1.0, rel=0.35)
-    assert 8.0 <= fit["a_ms"] <= 16.0
-    assert [(d["from_bs"], d["to_bs"]) for d in result.metrics["sawtooth"]] == [(16.0, 17.0)]
-    # 400-token streams outlast the staircase: cut by the suite, which is not a failure, and
-    # their tokens count, so the run's tok/s lies within the levels' (the drain runs at the top
-    # level until the cut)
-    s = result.metrics["summary"]
-    assert s["failed"] == 0 and s["cancelled"] >= 16 and s["errors_by_kind"] == {}
-    assert s["output_tokens_by_outcome"]["cancelled"] > s["output_tokens_by_outcome"]["completed"]
-    level_tok_s = [p["output_tok_s"] for p in result.metrics["levels"]]
-    assert 0.8 * min(level_tok_s) <= s["output_throughput"] <= 1.1 * max(level_tok_s), (
-        s,
-        level_tok_s,
-    )
-    assert any("cancelled (not failures" in r for r in result.reasons)
-
-
 def test_unreachable_endpoint_is_a_canary_error() -> None:
     with pytest.raises(CanaryError, match="cannot reach"):
         run_suite("smoke", f"http://127.0.0.1:{free_port()}", thresholds=TH)
@@ -194,17 +205,6 @@ def test_a_client_bound_run_is_inconclusive_not_server_numbers() -> None:
         result = _run(url, "smoke", thresholds=th)
     assert result.verdict is Verdict.INCONCLUSIVE
     assert any("event-loop lag" in r for r in result.reasons)
-
-
-@pytest.mark.serial  # measured latencies: alone (testing/workers.py)
-def test_soak_with_open_loop_poisson_arrivals() -> None:
-    th = Thresholds(soak_concurrency=4, max_tokens=16)
-    with fake_server({"a_ms": 3}) as url:
-        result = _run(url, "soak", thresholds=th, duration_s=6.0, rate_per_s=8.0)
-    assert result.verdict is Verdict.PASS, result.reasons
-    s = result.metrics["summary"]
-    assert s["completed"] == 48
-    assert 4.0 < s["request_throughput"] < 12.0
 
 
 def test_a_failed_request_line_always_says_which_request_and_what_failed() -> None:

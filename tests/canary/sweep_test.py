@@ -4,12 +4,15 @@ against the fake server and in twin_e2e_test behind the real router)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from dsv4ops.canary import records as R
+from dsv4ops.canary.fit import mean_ci95
 from dsv4ops.canary.records import RequestRecord
 from dsv4ops.canary.suites.sweep import _level_points
+from dsv4ops.metrics.prom import ServerGauges
 
 S = 1_000_000_000
 MS = 1_000_000
@@ -54,3 +57,32 @@ def test_a_law_crossing_zero_is_reported_not_divided_by() -> None:
     assert off == [] and unusable == ["c4 (0.00 ms at bs 4)"]
     below = fit_line([(4.0, -2.0), (8.0, 10.0)])
     assert off_law(points, below, (), 5.0)[1] == ["c4 (-2.00 ms at bs 4)"]
+
+
+def _gauges(running: float, tput: float) -> ServerGauges:
+    return ServerGauges(
+        running=running, queued=0.0, gen_throughput=tput, aborted_total=0.0, engine_types=()
+    )
+
+
+def _level_with_scrapes(window: list[ServerGauges]) -> dict[int, tuple[Any, int]]:
+    sampler = SimpleNamespace(decode_url=lambda: "http://decode", window=lambda _u, _a, _b: window)
+    h = SimpleNamespace(records=[_stream(f"s{i}", 10, 100) for i in range(8)], sampler=sampler)
+    metrics_ci: dict[int, tuple[Any, int]] = {}
+    _level_points(h, [8], [(S, 2 * S)], metrics_ci)  # type: ignore[arg-type]
+    return metrics_ci
+
+
+def test_the_servers_noise_counts_its_reports_not_the_scrapes_that_read_them() -> None:
+    """Every scrape between two logs reads the same published report. Counted per scrape, one
+    report gave a zero-width CI ("three samples" of one number) and the 56 -> 57 drop was then
+    judged against a certainty nobody observed."""
+    # the first report (running 8 after a level change) is not a whole interval; each later
+    # report is scraped three times
+    reports = [(8.0, 790.0), (8.0, 800.0), (8.0, 810.0), (8.0, 795.0)]
+    window = [_gauges(run, tput) for run, tput in reports for _ in range(3)]
+    ci, n = _level_with_scrapes(window)[8]
+    assert n == 3 and ci == mean_ci95([800.0, 810.0, 795.0])
+    # one whole report, however often scraped, is one sample: no CI (the slices' is used instead)
+    one = [_gauges(8.0, 790.0)] * 2 + [_gauges(8.0, 800.0)] * 4
+    assert _level_with_scrapes(one)[8] == (None, 1)

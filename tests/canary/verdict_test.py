@@ -2,8 +2,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from dsv4ops.canary import suites_for_change, thresholds_from_profile
-from dsv4ops.canary.verdict import Findings, Thresholds, Verdict, buckets_from_profile, worst
+from dsv4ops.canary.verdict import (
+    LAG_ENV,
+    Findings,
+    Thresholds,
+    Verdict,
+    buckets_from_profile,
+    worst,
+)
+from dsv4ops.errors import CanaryError
 from dsv4ops.profiles import load_profile, render
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
@@ -95,3 +105,32 @@ def test_overrides_ignore_values_of_the_wrong_type() -> None:
     th = Thresholds().with_overrides(first_token_deadline_s="***", stall_s=1.5, bogus=3)
     assert th.first_token_deadline_s == Thresholds().first_token_deadline_s
     assert th.stall_s == 1.5
+
+
+def test_the_machine_sets_the_client_s_lag_limit_and_a_given_value_wins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """$DSV4OPS_CANARY_LAG_P99_MAX_MS: the machine running the canary (a loaded CI runner, a
+    jump host) decides how much of its own event-loop lag it tolerates; a profile cannot."""
+    monkeypatch.delenv(LAG_ENV, raising=False)
+    assert Thresholds().loop_lag_p99_max_ms == 50.0
+    assert thresholds_from_profile(_p("baseline")).loop_lag_p99_max_ms == 50.0
+    monkeypatch.setenv(LAG_ENV, "250")
+    assert Thresholds().loop_lag_p99_max_ms == 250.0
+    assert thresholds_from_profile(_p("baseline")).loop_lag_p99_max_ms == 250.0
+    assert Thresholds.recorded({"smoke_requests": 8}).loop_lag_p99_max_ms == 250.0
+    assert Thresholds(loop_lag_p99_max_ms=0.0).loop_lag_p99_max_ms == 0.0  # given: kept
+
+
+@pytest.mark.parametrize("raw", ["abc", "0", "-5", "nan", "inf"])
+def test_a_lag_limit_it_cannot_use_is_a_clear_error(
+    raw: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dsv4ops.cli import main
+
+    monkeypatch.setenv(LAG_ENV, raw)
+    with pytest.raises(CanaryError, match=f"{LAG_ENV}='{raw}': expected milliseconds > 0"):
+        Thresholds()
+    assert main(["canary", "--url", "http://127.0.0.1:1", "--suite", "smoke"]) == 1
+    err = capsys.readouterr().err
+    assert f"error: {LAG_ENV}='{raw}'" in err and "Traceback" not in err

@@ -315,42 +315,42 @@ def _assert_the_gate_kept_a(env: OrchEnv, out: JSONObject, tmp_path: Path, befor
     assert len(our_processes(env)) == 3 and Journal(env.target).in_flight() == []
 
 
+@pytest.fixture(scope="module")
+def scenario() -> dict[str, str]:
+    """What issue 20's scenario (the last three tests, in file order) carries from one step to
+    the next: the gated baseline's operation id."""
+    return {}
+
+
+def _gated_baseline(scenario: dict[str, str]) -> str:
+    assert "baseline_op" in scenario, "runs after test_a_gated_baseline_is_known_good_and_..."
+    return scenario["baseline_op"]
+
+
 @serial
-def test_known_good_across_deploys_no_canary_and_an_ab_whose_b_failed_its_gate(
-    env: OrchEnv, capsys: pytest.CaptureFixture[str], tmp_path: Path
+def test_a_gated_baseline_is_known_good_and_overlap_on_failing_its_gate_is_rolled_back(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str], scenario: dict[str, str]
 ) -> None:
-    """Issue 20's scenario on the twin behind the real router, one stack: baseline gated ->
-    overlap-on's gate fails (rolled back) -> overlap-on and multi-stream-on with --no-canary ->
-    rollback offers baseline, neither flag profile; then the seeds' overlap A/B (a gain with its
-    interval, rejected by the abort-cascade gate, the box left on A), after which rollback never
-    offers B."""
+    """Issue 20's scenario on the twin behind the real router, one stack, in three tests:
+    baseline gated -> overlap-on's gate fails (rolled back); then the seeds' overlap A/B (a gain
+    with its interval, rejected by the abort-cascade gate, the box left on A by a gated deploy;
+    rollback then offers baseline, never B); then overlap-on and multi-stream-on with
+    --no-canary, after which rollback offers A's gated deploy, never B nor either flag profile. The gates are judged alone on the machine (serial); the --no-canary
+    deploys judge no canary, so they share it."""
     gated = ("--yes", "--json", "--canary-duration", "2")
     code, base, err = cli(env, capsys, "deploy", "baseline", *gated, "--accept-inconclusive-canary")
     assert code == 0 and base["status"] == "SUCCEEDED", err
+    scenario["baseline_op"] = base["op_id"]
     code, out, err = cli(env, capsys, "deploy", "overlap-on", *gated)
     assert code == 2 and out["status"] == "ROLLED_BACK" and out["exit"] == 2, err
     assert "Running now: baseline" in out["message"], out["message"]
-    for profile in ("overlap-on", "multi-stream-on"):
-        code, out, err = cli(env, capsys, "deploy", profile, "--yes", "--json", "--no-canary")
-        assert code == 0 and out["status"] == "SUCCEEDED", err
 
-    code, plan, err = cli(env, capsys, "rollback", "--dry-run", "--json")
-    assert code == 0, err
-    assert (plan["op"], plan["profile"], plan["known_good"]) == (base["op_id"], "baseline", True)
-    code, listing, err = cli(env, capsys, "journal", "--json", "--limit", "0")
-    why = {
-        e["id"]: (e["profile"], e["known_good"], e["known_good_why"])
-        for e in listing["entries"]
-        if e["kind"] == "deploy"
-    }
-    assert why[base["op_id"]][1] is True
-    blind = [
-        w for w in why.values() if w[0] in ("overlap-on", "multi-stream-on") and "no canary" in w[2]
-    ]
-    assert len(blind) == 2 and not any(w[1] for w in blind), why
-    code, st, _ = cli(env, capsys, "status", "--json")
-    assert st["deployed"]["profile"] == "multi-stream-on" and not st["deployed"]["known_good"]
 
+@serial
+def test_the_overlap_ab_is_rejected_by_bs_gate_and_rollback_never_offers_b(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str], tmp_path: Path, scenario: dict[str, str]
+) -> None:
+    base_op = _gated_baseline(scenario)
     # The overlap A/B, its own assertions in one helper (one experiment serves both: an A/B
     # costs ~50 s of serial time on the loaded machine).
     before = len(Journal(env.target).operations())
@@ -378,7 +378,44 @@ def test_known_good_across_deploys_no_canary_and_an_ab_whose_b_failed_its_gate(
     b_deploys = [o for o in journal.operations() if o.profile_name == "ab-overlap"]
     assert b_deploys and not any(judged[o.op].known_good for o in b_deploys)
     code, plan, err = cli(env, capsys, "rollback", "--dry-run", "--json")
-    assert code == 0 and plan["profile"] == "baseline" and plan["op"] == base["op_id"], (plan, err)
+    assert code == 0 and plan["profile"] == "baseline" and plan["op"] == base_op, (plan, err)
     assert all(o.op != plan["op"] for o in b_deploys)
     offered = [o.profile_name for o in journal.known_good()]
     assert "ab-overlap" not in offered and "overlap-on" not in offered, offered
+    # the deploy that left the box on A ran its own gate (a PASS, or an INCONCLUSIVE accepted):
+    # known-good, though rollback does not offer what runs now
+    winner = [o for o in journal.operations() if o.profile_name == "ab-base"][-1]
+    assert judged[winner.op].known_good, judged[winner.op].why
+    scenario["winner_op"] = winner.op
+
+
+def test_no_canary_deploys_are_never_known_good_and_rollback_offers_the_last_gated_one(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str], scenario: dict[str, str]
+) -> None:
+    base_op = _gated_baseline(scenario)
+    assert "winner_op" in scenario, "runs after test_the_overlap_ab_is_rejected_by_bs_gate_..."
+    for profile in ("overlap-on", "multi-stream-on"):
+        code, out, err = cli(env, capsys, "deploy", profile, "--yes", "--json", "--no-canary")
+        assert code == 0 and out["status"] == "SUCCEEDED", err
+
+    code, plan, err = cli(env, capsys, "rollback", "--dry-run", "--json")
+    assert code == 0, err
+    # a gated deploy (the baseline, or the A/B's gated winner: which one is the rank of their
+    # verdicts, PASS above an accepted INCONCLUSIVE), never one of the blind deploys made since
+    assert plan["known_good"] is True, plan
+    assert plan["op"] in (base_op, scenario["winner_op"]), (plan, scenario)
+    code, listing, err = cli(env, capsys, "journal", "--json", "--limit", "0")
+    why = {
+        e["id"]: (e["profile"], e["known_good"], e["known_good_why"])
+        for e in listing["entries"]
+        if e["kind"] == "deploy"
+    }
+    assert why[base_op][1] is True
+    blind = [
+        w for w in why.values() if w[0] in ("overlap-on", "multi-stream-on") and "no canary" in w[2]
+    ]
+    assert len(blind) == 2 and not any(w[1] for w in blind), why
+    code, st, _ = cli(env, capsys, "status", "--json")
+    assert st["deployed"]["profile"] == "multi-stream-on" and not st["deployed"]["known_good"]
+    offered = [o.profile_name for o in Journal(env.target).known_good()]
+    assert not {"ab-overlap", "overlap-on", "multi-stream-on"} & set(offered), offered

@@ -28,19 +28,24 @@ from dsv4ops.cli import main
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.runbooks.runlog import fold_run, run_state
-from testing.orchestrate import OrchEnv, commit_all, module_env
+from testing.orchestrate import OrchEnv, commit_all, module_env, set_gate_duration
 from testing.profiles import TRITON_MOE_PATH_YAML
 
 # serial: a rehearsal's verdicts come from canaries, whose self-check rightly calls a CPU-starved
 # client INCONCLUSIVE; so each rehearsal runs while no other worker runs a test
 # (testing/workers.py). The resume tests judge no canary (prompts, kills, a journal, a wait for
-# health): they share the machine, so the other worker is not idle for them.
+# health): they share the machine, so the other worker is not idle for them. They come first:
+# the module's baseline deploy is then set up beside the other worker's tests, not alone, and
+# the last of them leaves the baseline serving for the rehearsals.
 serial = pytest.mark.serial
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 TOKEN = "hf_rehearsalSecret0042"  # in every component's environment (a secret-looking key)
 API_KEY = "sk-logged-api-key-9931"  # what SGLang prints in its ServerArgs line
 SMALL_CANARY = "canary:\n  smoke_requests: 4\n  stress_concurrency: 4\n"
+# Each flag-aware suite of a runbook's gated deploy runs this long (the box's profiles: 20 s): set
+# in the baseline every profile here extends, as a staging profile would (docs/canary.md).
+GATE_S = 3
 PROFILES = {
     "ms-small": "schema_version: 1\nextends: multi-stream-on\n" + SMALL_CANARY,
     "sweep-small": "schema_version: 1\nextends: baseline\ncanary:\n  sweep_concurrency: [8, 16]\n",
@@ -89,6 +94,7 @@ def rb_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrchEnv]:
     for env in module_env(tmp_path_factory, extra):
         for name, text in PROFILES.items():
             (env.profiles_dir / f"{name}.yaml").write_text(text)
+        set_gate_duration(env, GATE_S)
         commit_all(env, "rehearsal profiles")
         with pytest.MonkeyPatch.context() as mp:  # the shift starts with the baseline running
             for k, v in env.environ.items():
@@ -152,6 +158,170 @@ def last_run(env: OrchEnv) -> Any:
 
 def children_of(env: OrchEnv, run_id: str) -> list[Any]:
     return [o for o in Journal(env.target).operations() if o.runbook_run == run_id]
+
+
+PROMPT = "Go on with the change? [y/N]:"  # RESUMABLE's step 2, as click.confirm writes it
+
+
+def _read_until(proc: subprocess.Popen[Any], text: str, within_s: float = 60.0) -> str:
+    """The process's output up to and including `text` (read from its pipe as it comes, so
+    `communicate` later returns the rest); fails if it ends or `within_s` passes first."""
+    assert proc.stdout is not None
+    fd, seen = proc.stdout.fileno(), b""
+    deadline = time.monotonic() + within_s
+    while text.encode() not in seen:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {text!r} within {within_s} s: {seen.decode(errors='replace')}"
+        if select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 65536)
+            assert chunk, f"it ended before {text!r}: {seen.decode(errors='replace')}"
+            seen += chunk
+    return seen.decode()
+
+
+def _start_resumable(env: OrchEnv, book: Path) -> tuple[subprocess.Popen[Any], int, str, str]:
+    """The resumable runbook in a real process whose stdin is a terminal, stopped at step 2's
+    prompt. Returns (process, the pty's controlling fd, run id, its output so far)."""
+    before = run_ids(env)
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dsv4ops", "runbook", "run", str(book), "--target", env.target],
+        env=dict(os.environ),
+        stdin=follower,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    os.close(follower)
+    run_id = _wait_for_step(env, "step 2", "start", proc, before)
+    # the prompt is on its output: click.confirm is reading the terminal (a Ctrl-C now is one
+    # at the prompt), so no timer guesses when the question was written
+    return proc, leader, run_id, _read_until(proc, PROMPT)
+
+
+def test_ctrl_c_at_a_prompt_then_resume(
+    env: OrchEnv, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    book = tmp_path / "resumable.md"
+    book.write_text(RESUMABLE)
+    proc, leader, run_id, head = _start_resumable(env, book)
+    proc.send_signal(signal.SIGINT)
+    out = head + proc.communicate(timeout=60)[0]
+    os.close(leader)
+    assert proc.returncode == 130, out
+    assert "interrupted.\nBefore it:\n  step 1: `dsv4ops status" in out
+    assert (
+        f"resume with: dsv4ops runbook run resumable --target {env.target} --resume {run_id}" in out
+    )
+    rec = fold_run(Journal(env.target).get(run_id))
+    assert rec.status is Status.INTERRUPTED and rec.done[2]["outcome"] == "interrupted"
+    # Not interactive now: the confirmation step is refused without --yes, and nothing ran.
+    code, text = runbook(env, capfd, str(book), "--resume", run_id)
+    assert code == 1 and "not interactive" in text, text
+    code, text = runbook(env, capfd, str(book), "--resume", run_id, "--yes")
+    assert code == 0, text
+    assert "preconditions CHANGED" not in text  # load may have moved: reported, not refusing
+    assert "== step 1" not in text and "== step 2" in text  # step 1 is not run again
+    rec = fold_run(Journal(env.target).get(run_id))
+    assert rec.status is Status.SUCCEEDED and rec.done[2]["confirmation"]["how"] == "--yes"
+
+
+def test_a_killed_run_resumes_and_a_changed_target_refuses(
+    env: OrchEnv, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    book = tmp_path / "resumable.md"
+    book.write_text(RESUMABLE)
+    proc, leader, run_id, _ = _start_resumable(env, book)
+    proc.kill()
+    proc.communicate(timeout=30)
+    os.close(leader)
+    rec = fold_run(Journal(env.target).get(run_id))
+    assert rec.in_flight == 2 and rec.status is Status.RUNNING  # journaled where it died ...
+    # ... and read as what it is: its process is gone, so not RUNNING (journal, status).
+    state, note = run_state(Journal(env.target).get(run_id))
+    assert state == "INTERRUPTED" and f"--resume {run_id}" in (note or ""), note
+    code, listing = journal_json(env, capfd)
+    entry = next(e for e in listing["entries"] if e["id"] == run_id)
+    assert entry["status"] == "INTERRUPTED" and f"--resume {run_id}" in entry["next"]
+    st = status(env, capfd)
+    assert any(o["id"] == run_id and o["status"] == "INTERRUPTED" for o in st["open"]), st["open"]
+    # A second killed run, then the target changes under both: drain-and-stop stops it all.
+    proc, leader, second, _ = _start_resumable(env, book)
+    proc.kill()
+    proc.communicate(timeout=30)
+    os.close(leader)
+    code, text = runbook(env, capfd, str(book), "--resume", run_id, "--yes")
+    assert code == 0, text  # nothing changed since the first one died: it completes
+    code, out = runbook(env, capfd, "drain-and-stop", "--yes")
+    assert code == 0, out
+    st = status(env, capfd)
+    assert not any(c["alive"] for c in st["components"]), st
+    assert [o.kind for o in children_of(env, last_run(env).op)] == [Kind.STOP]
+    code, text = runbook(env, capfd, str(book), "--resume", second, "--yes")
+    assert code == 1, text
+    assert "preconditions CHANGED since the run stopped" in text
+    assert "decode alive: True -> False" in text and "deployed op:" in text
+    assert run_state(Journal(env.target).get(second))[0] == "INTERRUPTED"  # still resumable
+
+
+LONG_STEP = """\
+# Long step
+
+**When.** a test.
+
+1. Look: at the target.
+   ```dsv4ops
+   dsv4ops status --target {target}
+   ```
+2. Load: a soak through the router (long enough to be interrupted in the middle).
+   ```dsv4ops
+   dsv4ops canary --target {target} --suite soak --duration 60 --concurrency 2
+   ```
+3. Verify: healthy.
+   ```step
+   kind: wait
+   until: status healthy
+   timeout: 60
+   ```
+"""
+
+
+def test_ctrl_c_inside_a_step_whose_command_runs_interrupts_both_and_resumes(
+    env: OrchEnv, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """issue 21: Ctrl-C while a step's child command (a canary through the real router) runs:
+    the child gets it too and is waited for, the step is journaled `interrupted`, the run exits
+    130 with the resume command and resumes at that step; the runbook edited meanwhile, the
+    resume is refused naming the changed step (issue 21, F5, through the real CLI)."""
+    if not status(env, capfd)["healthy"]:  # an earlier test of the module may have stopped it
+        assert main(["deploy", "baseline", "--target", env.target, "--yes", "--no-canary"]) == 0
+        capfd.readouterr()
+    book = tmp_path / "long.md"
+    book.write_text(LONG_STEP)
+    before = run_ids(env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dsv4ops", "runbook", "run", str(book), "--target", env.target],
+        env=dict(os.environ),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    run_id = _wait_for_step(env, "step 2", "start", proc, before)
+    time.sleep(3.0)  # the canary is sending load now (a bounded wait: the soak lasts 60 s)
+    os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole foreground group
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out
+    assert f"--resume {run_id}" in out and "interrupted." in out, out
+    rec = fold_run(Journal(env.target).get(run_id))
+    assert rec.status is Status.INTERRUPTED and rec.done[2]["outcome"] == "interrupted", rec.done
+    assert rec.resume_at == 2
+    book.write_text(LONG_STEP.replace("--duration 60", "--duration 2"))  # an edit: refused
+    code, text = runbook(env, capfd, str(book), "--resume", run_id, "--yes")
+    assert code == 1 and "step 2 changed" in text, text
+    book.write_text(LONG_STEP)
+    assert_healthy(env, capfd, "baseline")  # the interrupted canary left the unit serving
 
 
 @serial
@@ -327,6 +497,8 @@ def test_tool_call_corruption_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixtu
     )
     assert code == 0, out
     assert "--suite corruption  # expect exit 2" in out
+    # the fix's gated deploy ran its corruption suite for the profile's gate, not a fixed 20 s
+    assert f"canary suite corruption ({GATE_S} s)" in out, out
     assert_healthy(env, capfd, "ms-small-msoff")
 
 
@@ -383,167 +555,3 @@ def test_bucket_tuning_rehearsed(
     assert st["healthy"] and st["deployed"]["profile"] == "sweep-small-b", st
     decode = next(c for c in st["components"] if c["name"] == "decode")
     assert 44 in decode["captured_buckets"], decode  # step 4 from 40 on
-
-
-PROMPT = "Go on with the change? [y/N]:"  # RESUMABLE's step 2, as click.confirm writes it
-
-
-def _read_until(proc: subprocess.Popen[Any], text: str, within_s: float = 60.0) -> str:
-    """The process's output up to and including `text` (read from its pipe as it comes, so
-    `communicate` later returns the rest); fails if it ends or `within_s` passes first."""
-    assert proc.stdout is not None
-    fd, seen = proc.stdout.fileno(), b""
-    deadline = time.monotonic() + within_s
-    while text.encode() not in seen:
-        left = deadline - time.monotonic()
-        assert left > 0, f"no {text!r} within {within_s} s: {seen.decode(errors='replace')}"
-        if select.select([fd], [], [], left)[0]:
-            chunk = os.read(fd, 65536)
-            assert chunk, f"it ended before {text!r}: {seen.decode(errors='replace')}"
-            seen += chunk
-    return seen.decode()
-
-
-def _start_resumable(env: OrchEnv, book: Path) -> tuple[subprocess.Popen[Any], int, str, str]:
-    """The resumable runbook in a real process whose stdin is a terminal, stopped at step 2's
-    prompt. Returns (process, the pty's controlling fd, run id, its output so far)."""
-    before = run_ids(env)
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dsv4ops", "runbook", "run", str(book), "--target", env.target],
-        env=dict(os.environ),
-        stdin=follower,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    os.close(follower)
-    run_id = _wait_for_step(env, "step 2", "start", proc, before)
-    # the prompt is on its output: click.confirm is reading the terminal (a Ctrl-C now is one
-    # at the prompt), so no timer guesses when the question was written
-    return proc, leader, run_id, _read_until(proc, PROMPT)
-
-
-def test_ctrl_c_at_a_prompt_then_resume(
-    env: OrchEnv, capfd: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    book = tmp_path / "resumable.md"
-    book.write_text(RESUMABLE)
-    proc, leader, run_id, head = _start_resumable(env, book)
-    proc.send_signal(signal.SIGINT)
-    out = head + proc.communicate(timeout=60)[0]
-    os.close(leader)
-    assert proc.returncode == 130, out
-    assert "interrupted.\nBefore it:\n  step 1: `dsv4ops status" in out
-    assert (
-        f"resume with: dsv4ops runbook run resumable --target {env.target} --resume {run_id}" in out
-    )
-    rec = fold_run(Journal(env.target).get(run_id))
-    assert rec.status is Status.INTERRUPTED and rec.done[2]["outcome"] == "interrupted"
-    # Not interactive now: the confirmation step is refused without --yes, and nothing ran.
-    code, text = runbook(env, capfd, str(book), "--resume", run_id)
-    assert code == 1 and "not interactive" in text, text
-    code, text = runbook(env, capfd, str(book), "--resume", run_id, "--yes")
-    assert code == 0, text
-    assert "preconditions CHANGED" not in text  # load may have moved: reported, not refusing
-    assert "== step 1" not in text and "== step 2" in text  # step 1 is not run again
-    rec = fold_run(Journal(env.target).get(run_id))
-    assert rec.status is Status.SUCCEEDED and rec.done[2]["confirmation"]["how"] == "--yes"
-
-
-def test_a_killed_run_resumes_and_a_changed_target_refuses(
-    env: OrchEnv, capfd: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    book = tmp_path / "resumable.md"
-    book.write_text(RESUMABLE)
-    proc, leader, run_id, _ = _start_resumable(env, book)
-    proc.kill()
-    proc.communicate(timeout=30)
-    os.close(leader)
-    rec = fold_run(Journal(env.target).get(run_id))
-    assert rec.in_flight == 2 and rec.status is Status.RUNNING  # journaled where it died ...
-    # ... and read as what it is: its process is gone, so not RUNNING (journal, status).
-    state, note = run_state(Journal(env.target).get(run_id))
-    assert state == "INTERRUPTED" and f"--resume {run_id}" in (note or ""), note
-    code, listing = journal_json(env, capfd)
-    entry = next(e for e in listing["entries"] if e["id"] == run_id)
-    assert entry["status"] == "INTERRUPTED" and f"--resume {run_id}" in entry["next"]
-    st = status(env, capfd)
-    assert any(o["id"] == run_id and o["status"] == "INTERRUPTED" for o in st["open"]), st["open"]
-    # A second killed run, then the target changes under both: drain-and-stop stops it all.
-    proc, leader, second, _ = _start_resumable(env, book)
-    proc.kill()
-    proc.communicate(timeout=30)
-    os.close(leader)
-    code, text = runbook(env, capfd, str(book), "--resume", run_id, "--yes")
-    assert code == 0, text  # nothing changed since the first one died: it completes
-    code, out = runbook(env, capfd, "drain-and-stop", "--yes")
-    assert code == 0, out
-    st = status(env, capfd)
-    assert not any(c["alive"] for c in st["components"]), st
-    assert [o.kind for o in children_of(env, last_run(env).op)] == [Kind.STOP]
-    code, text = runbook(env, capfd, str(book), "--resume", second, "--yes")
-    assert code == 1, text
-    assert "preconditions CHANGED since the run stopped" in text
-    assert "decode alive: True -> False" in text and "deployed op:" in text
-    assert run_state(Journal(env.target).get(second))[0] == "INTERRUPTED"  # still resumable
-
-
-LONG_STEP = """\
-# Long step
-
-**When.** a test.
-
-1. Look: at the target.
-   ```dsv4ops
-   dsv4ops status --target {target}
-   ```
-2. Load: a soak through the router (long enough to be interrupted in the middle).
-   ```dsv4ops
-   dsv4ops canary --target {target} --suite soak --duration 60 --concurrency 2
-   ```
-3. Verify: healthy.
-   ```step
-   kind: wait
-   until: status healthy
-   timeout: 60
-   ```
-"""
-
-
-def test_ctrl_c_inside_a_step_whose_command_runs_interrupts_both_and_resumes(
-    env: OrchEnv, capfd: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    """issue 21: Ctrl-C while a step's child command (a canary through the real router) runs:
-    the child gets it too and is waited for, the step is journaled `interrupted`, the run exits
-    130 with the resume command and resumes at that step; the runbook edited meanwhile, the
-    resume is refused naming the changed step (issue 21, F5, through the real CLI)."""
-    if not status(env, capfd)["healthy"]:  # an earlier test of the module may have stopped it
-        assert main(["deploy", "baseline", "--target", env.target, "--yes", "--no-canary"]) == 0
-        capfd.readouterr()
-    book = tmp_path / "long.md"
-    book.write_text(LONG_STEP)
-    before = run_ids(env)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dsv4ops", "runbook", "run", str(book), "--target", env.target],
-        env=dict(os.environ),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    run_id = _wait_for_step(env, "step 2", "start", proc, before)
-    time.sleep(3.0)  # the canary is sending load now (a bounded wait: the soak lasts 60 s)
-    os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole foreground group
-    out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 130, out
-    assert f"--resume {run_id}" in out and "interrupted." in out, out
-    rec = fold_run(Journal(env.target).get(run_id))
-    assert rec.status is Status.INTERRUPTED and rec.done[2]["outcome"] == "interrupted", rec.done
-    assert rec.resume_at == 2
-    book.write_text(LONG_STEP.replace("--duration 60", "--duration 2"))  # an edit: refused
-    code, text = runbook(env, capfd, str(book), "--resume", run_id, "--yes")
-    assert code == 1 and "step 2 changed" in text, text
-    book.write_text(LONG_STEP)
-    assert_healthy(env, capfd, "baseline")  # the interrupted canary left the unit serving

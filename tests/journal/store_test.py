@@ -243,3 +243,61 @@ def test_free_text_in_a_record_is_scrubbed_of_every_argv_shape(journal: Journal)
     journal.step(op, "start decode", "failed", detail="log: --ssl-keyfile-password=sekr1t-5")
     assert "sekr1t" not in journal.path.read_text()
     assert journal.get(op).components[0]["argv"] == ["python", "--api-key ***", "--api-key=", "***"]
+
+
+def _on_disk(journal: Journal) -> list[JSONObject]:
+    return [json.loads(line) for line in journal.path.read_text().splitlines()]
+
+
+def test_a_deferred_step_record_goes_out_with_the_next_append_stamped_when_it_was_made(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    journal = Journal("twin-local", directory=tmp_path, clock=clock)
+    op = journal.begin(Kind.DEPLOY, profile={"name": "baseline"}, reason="test")
+    journal.step(op, "wait decode", "start")
+    journal.step(op, "wait decode", "done", duration_s=1.0, defer=True)
+    stamped = _on_disk(journal)[-1]["ts"]
+    assert [r.get("phase") for r in _on_disk(journal)][-1] == "start"  # not written yet
+    clock.advance(5.0)
+    journal.step(op, "probe", "start")
+    last = _on_disk(journal)[-2:]
+    assert [(r["name"], r["phase"]) for r in last] == [("wait decode", "done"), ("probe", "start")]
+    assert last[0]["ts"] == stamped != last[1]["ts"]  # stamped when made, not when written
+
+
+def test_a_read_and_the_end_of_the_lock_write_a_deferred_record(tmp_path: Path) -> None:
+    journal = Journal("twin-local", directory=tmp_path, clock=FakeClock())
+    op = journal.begin(Kind.DEPLOY, profile={"name": "baseline"}, reason="test")
+    journal.step(op, "probe", "start")
+    journal.step(op, "probe", "done", defer=True)
+    assert journal.get(op).steps[-1].phase == "done"  # this object's reads see its records
+    assert _on_disk(journal)[-1]["phase"] == "done"
+    with journal.under_lock(op):
+        journal.step(op, "gate", "start")
+        journal.step(op, "gate", "done", defer=True)
+    assert _on_disk(journal)[-1]["name"] == "gate"  # written under the lock it was made under
+    journal.step(op, "wait", "done", defer=True)
+    journal.flush()
+    assert _on_disk(journal)[-1]["name"] == "wait"
+
+
+def test_a_deferred_record_whose_append_failed_is_kept_for_the_next(tmp_path: Path) -> None:
+    journal = Journal("twin-local", directory=tmp_path, clock=FakeClock())
+    op = journal.begin(Kind.DEPLOY, profile={"name": "baseline"}, reason="test")
+    journal.step(op, "wait", "done", defer=True)
+    real = journal.backend.append
+    calls = []
+
+    def failing(data: bytes, *, lock_op: str | None) -> None:
+        calls.append(data)
+        raise JournalError("target unreachable")
+
+    journal.backend.append = failing  # type: ignore[method-assign]
+    with pytest.raises(JournalError):
+        journal.step(op, "probe", "start")
+    journal.backend.append = real  # type: ignore[method-assign]
+    journal.step(op, "probe", "start")
+    names = [(r.get("name"), r.get("phase")) for r in _on_disk(journal)]
+    assert names[-2:] == [("wait", "done"), ("probe", "start")]
+    assert names.count(("wait", "done")) == 1

@@ -29,6 +29,9 @@ class _Gauges:
             f'sglang:realtime_tokens_total{{mode="decode"}} {self.tokens}\n',
         )
 
+    def http_many(self, requests, timeout_s=10.0):  # type: ignore[no-untyped-def]
+        return [self.http(u) for u in requests]  # type: ignore[no-untyped-call]
+
     def status(self, names, ports=None):  # type: ignore[no-untyped-def]
         return {n: ProcessState(name=n, pid=1, alive=True) for n in names}
 

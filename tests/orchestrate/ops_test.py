@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,10 +10,18 @@ import pytest
 from dsv4ops.errors import DeployError, LockHeldError
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate import plan as P
+from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.pd import restart_scope
 from testing.clock import FakeClock
-from testing.orchestrate import FakeControl, make_deployment, operator
+from testing.orchestrate import (
+    FakeControl,
+    StartWatchingControl,
+    make_deployment,
+    operator,
+    passing_gate,
+)
 
 
 def _op(o: Operation | None) -> str:
@@ -275,3 +284,67 @@ def test_the_deploy_runs_exactly_the_steps_its_dry_run_prints(journal: Journal) 
     assert out.op_id is not None  # the operation ran, so it was journaled
     journaled = [s.name for s in journal.get(out.op_id).steps if s.phase == "start"]
     assert journaled == ran
+
+
+class _Appends:
+    """A FileBackend that counts its appends and can show what is on disk."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.inner, self.count = journal.backend, 0
+        self.path = journal.backend.path
+
+    def append(self, data: bytes, *, lock_op: str | None) -> None:
+        self.count += 1
+        self.inner.append(data, lock_op=lock_op)
+
+    def read(self, *, lock_op: str | None = None) -> bytes:
+        return self.inner.read(lock_op=lock_op)
+
+    def refresh(self, *, lock_op: str | None = None) -> None:
+        self.inner.refresh(lock_op=lock_op)
+
+    def describe(self) -> JSONObject:
+        return self.inner.describe()
+
+    def steps_on_disk(self) -> list[tuple[str, str]]:
+        records = [json.loads(line) for line in self.path.read_text().splitlines()]
+        return [(r["name"], r["phase"]) for r in records if r["type"] == "step"]
+
+
+def test_a_step_that_changed_the_target_is_journaled_done_before_it_is_reported(
+    journal: Journal,
+) -> None:
+    """A start's done record names the pid it started: the evidence that the process is this
+    operation's, for whoever reads the journal after a kill -9 of the CLI (faults_test). Only a
+    step that changes nothing (a wait, the probe, the gate) has its done record ride the next
+    step's start record, and every step's action runs with all earlier steps on disk as done."""
+    spy = _Appends(journal)
+    journal.backend = spy
+    seen: dict[str, list[tuple[str, str]]] = {}
+
+    def progress(line: str) -> None:
+        if line.startswith("  ok"):
+            seen[line.split("(")[0].removeprefix("  ok").strip()] = spy.steps_on_disk()
+
+    control = StartWatchingControl(journal=journal.path)
+    op = Operator(
+        control, journal, host="fake", clock=FakeClock(), progress=progress, canary=passing_gate
+    )
+    out = op.deploy(make_deployment("baseline"))
+    assert out.ok, out.message
+    for title, on_disk in seen.items():
+        done_now = (title, "done") in on_disk
+        kind = title.split()[0]
+        if kind in ("start", "stop"):
+            assert done_now, (title, on_disk)  # written before the ok line, never deferred
+        elif kind == "wait":
+            assert not done_now, title  # rides the next step's start record
+    assert set(control.at_start) == {"prefill", "decode", "router"}
+    for name, on_disk in control.at_start.items():
+        started = [n for n, phase in on_disk if phase == "start"]
+        ended = {n for n, phase in on_disk if phase in ("done", "failed")}
+        assert started[-1] == f"start {name}"
+        assert set(started[:-1]) <= ended, on_disk  # every earlier step is on disk as done
+    steps = spy.steps_on_disk()
+    assert {n for n, ph in steps if ph == "start"} <= {n for n, ph in steps if ph == "done"}
+    assert spy.count < len(steps)  # fewer appends than step records

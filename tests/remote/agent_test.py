@@ -4,6 +4,7 @@ self-updating by sha256, runnable isolated on a target without dsv4ops."""
 from __future__ import annotations
 
 import ast
+import hashlib
 import io
 import json
 import os
@@ -261,3 +262,100 @@ def test_a_port_bound_between_the_table_read_and_the_connect_still_names_its_own
         server.close()
     use = reply["ports"][str(port)]
     assert use["in_use"] and [h["pid"] for h in use["holders"]] == [os.getpid()], use
+
+
+def _copies(zip_path: Path) -> list[str]:
+    folder = zip_path.parent / "agent-bytecode"
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def _hello(zip_path: Path, sha: str | None = None) -> JSONObject:
+    request: JSONObject = {"op": "hello", "workdir": str(zip_path.parent / "wd")}
+    reply = _run_isolated(zip_path, {**request, "agent_sha256": sha or agent_sha256()})[0]
+    assert reply["ok"], reply
+    result = reply["result"]
+    assert isinstance(result, dict)
+    return result
+
+
+def test_the_first_call_writes_a_compiled_copy_and_later_calls_import_from_it(
+    tmp_path: Path,
+) -> None:
+    """Python keeps no bytecode for a zip's modules: the copy is what saves each call compiling
+    them (benchmarks/agent_call.py). It is named by the zip's sha256 and python's magic."""
+    from importlib.util import MAGIC_NUMBER
+
+    zip_path = tmp_path / "agent.zip"
+    zip_path.write_bytes(agent_zip())
+    assert _hello(zip_path)["compiled"] is True  # written, then imported from
+    assert _copies(zip_path) == [f"{agent_sha256()}-{MAGIC_NUMBER.hex()}.zip"]
+    with zipfile.ZipFile(zip_path.parent / "agent-bytecode" / _copies(zip_path)[0]) as zf:
+        names = set(zf.namelist())
+    assert names == {n + "c" for n in _zip_members() if n != "__main__.py"}  # .pyc only
+    copy = zip_path.parent / "agent-bytecode" / _copies(zip_path)[0]
+    mtime = copy.stat().st_mtime_ns
+    reply = _run_isolated(
+        zip_path, {"op": "status", "names": ["x"], "workdir": str(tmp_path / "wd")}
+    )[0]
+    assert reply["ok"], reply
+    assert copy.stat().st_mtime_ns == mtime  # read, not written again
+
+
+def test_another_agent_version_gets_its_own_copy_and_the_old_one_goes(tmp_path: Path) -> None:
+    zip_path = tmp_path / "agent.zip"
+    zip_path.write_bytes(agent_zip())
+    _hello(zip_path)
+    old = _copies(zip_path)
+    other = _other_version()
+    zip_path.write_bytes(other)
+    other_sha = hashlib.sha256(other).hexdigest()
+    hello = _hello(zip_path, other_sha)
+    assert hello["sha256"] == other_sha and hello["compiled"] is True
+    assert len(_copies(zip_path)) == 1 and _copies(zip_path) != old
+    assert _copies(zip_path)[0].startswith(other_sha)
+
+
+def test_without_a_copy_the_agent_answers_from_the_zip(tmp_path: Path) -> None:
+    """Where the copy cannot be written (here a file stands where its folder would go, as on a
+    read-only work directory), every call compiles from the zip, as before the copy."""
+    zip_path = tmp_path / "agent.zip"
+    zip_path.write_bytes(agent_zip())
+    (tmp_path / "agent-bytecode").write_text("not a folder\n")
+    assert _hello(zip_path)["compiled"] is False
+    reply = _run_isolated(
+        zip_path, {"op": "status", "names": ["x"], "workdir": str(tmp_path / "wd")}
+    )[0]
+    assert reply["ok"], reply
+
+
+def test_a_damaged_copy_is_dropped_and_written_anew(tmp_path: Path) -> None:
+    from importlib.util import MAGIC_NUMBER
+
+    zip_path = tmp_path / "agent.zip"
+    zip_path.write_bytes(agent_zip())
+    copy = tmp_path / "agent-bytecode" / f"{agent_sha256()}-{MAGIC_NUMBER.hex()}.zip"
+    copy.parent.mkdir()
+    copy.write_bytes(b"garbage, not a zip")
+    assert _hello(zip_path)["compiled"] is False  # this call: from the zip
+    assert not copy.exists()
+    assert _hello(zip_path)["compiled"] is True  # the next one writes a good copy
+    # A copy whose zip is whole but one module's bytecode is not: the op that needs it
+    # answers stale_agent (nothing ran; the supervisor re-uploads and retries) and the copy goes.
+    with zipfile.ZipFile(copy) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    members["dsv4ops/remote/agent/processes.pyc"] = MAGIC_NUMBER + b"\0" * 12 + b"garbage"
+    with zipfile.ZipFile(copy, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    request: JSONObject = {"op": "status", "names": ["x"], "workdir": str(tmp_path / "wd")}
+    assert _run_isolated(zip_path, request)[0]["kind"] == "stale_agent"
+    assert not copy.exists()
+    assert _run_isolated(zip_path, request)[0]["ok"]
+    assert copy.exists()
+
+
+def test_the_supervisor_s_calls_run_from_the_compiled_copy(tmp_path: Path) -> None:
+    sup = Supervisor(LocalExecutor(), str(tmp_path), python=sys.executable)
+    assert sup.ensure_agent()["sha256"] == agent_sha256()
+    assert sup.ensure_agent()["compiled"] is True
+    assert len(_copies(Path(sup.agent_path))) == 1

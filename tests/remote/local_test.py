@@ -158,3 +158,38 @@ def test_an_interrupt_kills_the_running_command_and_what_it_spawned(tmp_path: Pa
     while _alive(grandchild) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(grandchild)
+
+
+def test_a_group_signal_while_a_command_starts_never_kills_the_command() -> None:
+    """The terminal's Ctrl-C goes to the CLI's process group. A command started just then must
+    still run: a vfork'd child unblocks signals before its setsid() and died of the group's
+    SIGINT (exit -2), so an interrupted deploy reported its journal append as failed instead of
+    the interrupt (CI of stop 29). The CLI here takes the signals itself and goes on."""
+    cli = (
+        "import collections, os, signal, threading, time\n"
+        "from dsv4ops.remote.local import LocalExecutor\n"
+        "signal.signal(signal.SIGINT, lambda *_: None)\n"
+        "stop = threading.Event()\n"
+        "def ctrl_c():\n"
+        "    while not stop.is_set():\n"
+        "        os.killpg(os.getpgrp(), signal.SIGINT)\n"
+        "        time.sleep(0.0002)\n"
+        "t = threading.Thread(target=ctrl_c)\n"
+        "t.start()\n"
+        "codes = collections.Counter()\n"
+        "for _ in range(200):\n"
+        "    codes[LocalExecutor().run(['true'], timeout=30, check=False).exit_code] += 1\n"
+        "stop.set()\n"
+        "t.join()\n"
+        "print(dict(codes))\n"
+    )
+    # Its own session: the group it signals is its own, never the test run's.
+    out = subprocess.run(
+        [sys.executable, "-c", cli],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        start_new_session=True,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "{0: 200}", out.stdout

@@ -196,31 +196,45 @@ def _prefill_post(url: str, body: dict[str, Any]) -> None:
         httpx.post(f"{url}/generate", json=body, timeout=30)
 
 
-def test_prefill_reports_its_batches_bootstrap_queue_and_bootstrap_failures() -> None:
-    # 10 s of wall: the stuck room must still be queued when the next batch publishes the
-    # gauge (2 s of wall was seen passing first on a loaded CI machine)
-    env = {**ENV, "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "50"}
-    args = ["--disaggregation-mode", "prefill", "--enable-metrics"]
-    with twin_server(args, env=env) as proc:
-        stuck = {
-            "text": "never pulled",
-            "sampling_params": {"max_new_tokens": 4},
-            "bootstrap_host": "127.0.0.1",
-            "bootstrap_port": 1,
-            "bootstrap_room": 4242,
-        }
-        t = threading.Thread(target=_prefill_post, args=(proc.url, stuck))
-        t.start()
-        wait_for(
-            "the stuck room",
-            lambda: value(scrape(proc.url), "sglang:realtime_tokens_total", mode="prefill_compute")
-            > 0,
-        )
+STUCK = {
+    "text": "never pulled",
+    "sampling_params": {"max_new_tokens": 4},
+    "bootstrap_host": "127.0.0.1",
+    "bootstrap_port": 1,  # no decode will ever ask for this room
+    "bootstrap_room": 4242,
+}
+PREFILL = ["--disaggregation-mode", "prefill", "--enable-metrics"]
+
+
+def _stuck_room_computed(url: str) -> bool:
+    return value(scrape(url), "sglang:realtime_tokens_total", mode="prefill_compute") > 0
+
+
+def test_prefill_reports_its_batches_and_a_room_waiting_for_bootstrap() -> None:
+    # The room must still be queued when the next batch publishes the gauge: its bootstrap
+    # timeout (3600 model s, 12 min of wall) cannot run out first however slow the machine is
+    # (10 s of wall once did on a loaded run); the test ends without waiting for it.
+    env = {**ENV, "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "3600"}
+    with twin_server(PREFILL, env=env) as proc:
+        threading.Thread(target=_prefill_post, args=(proc.url, STUCK), daemon=True).start()
+        wait_for("the stuck room", lambda: _stuck_room_computed(proc.url))
         _generate(proc.url, 1)  # a fake-bootstrap request: one more prefill batch
         got = scrape(proc.url)
         assert value(got, "sglang:num_prefill_bootstrap_queue_reqs") == 1
         assert value(got, "sglang:num_running_reqs") == 1  # the last batch: nothing zeroes it
+        assert value(got, "sglang:num_bootstrap_failed_reqs_total") == 0
+
+
+def test_a_room_never_bootstrapped_fails_as_a_bootstrap_failure_and_idle_zeroes_the_gauges() -> (
+    None
+):
+    env = {**ENV, "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "5"}  # 1 s of wall after its compute
+    with twin_server(PREFILL, env=env) as proc:
+        t = threading.Thread(target=_prefill_post, args=(proc.url, STUCK))
+        t.start()
+        wait_for("the stuck room", lambda: _stuck_room_computed(proc.url))
         t.join(40)
+        assert not t.is_alive()
         got = scrape(proc.url)
         assert value(got, "sglang:num_bootstrap_failed_reqs_total") == 1
         assert value(got, "sglang:num_transfer_failed_reqs_total") == 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import statistics
+from collections.abc import Iterable
 from dataclasses import replace
 
 from dsv4ops.canary.fit import (
@@ -193,11 +194,11 @@ def _level_points(
             window = h.sampler.window(decode, int(a), int(b))
             if window:  # the server's running batch beats the client's nominal concurrency
                 bs = float(statistics.median(x.running or 0.0 for x in window))
-            g = [
+            g = _distinct_reports(
                 (float(x.running), float(x.gen_throughput))
                 for x in _whole_interval_reports(window)
                 if x.gen_throughput and x.running
-            ]
+            )
             if g:
                 step_metrics = statistics.median(1000.0 * run / tput for run, tput in g)
                 tput_metrics = statistics.median(tput for _, tput in g)
@@ -277,6 +278,20 @@ def _whole_interval_reports(window: list[ServerGauges]) -> list[ServerGauges]:
         if prev is not None and prev[0] == pair[0]:
             kept.append(x)
     return kept
+
+
+def _distinct_reports(scrapes: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """One (running, gen_throughput) per report, not per scrape.
+
+    The sampler scrapes several times per log interval, and every scrape between two logs reads
+    the same published report: counted per scrape, one report made a CI of zero width from
+    "three samples" (seen at c57 of a 4 s level), the kind of certainty nobody observed. A scrape
+    repeating the pair before it is the same report."""
+    reports: list[tuple[float, float]] = []
+    for pair in scrapes:
+        if not reports or reports[-1] != pair:
+            reports.append(pair)
+    return reports
 
 
 def _stream_step_ms(

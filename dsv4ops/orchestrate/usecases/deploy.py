@@ -83,14 +83,16 @@ def run_deploy(
     command: str,
     progress: Progress,
     canary: bool = True,
-    canary_duration_s: float = 20.0,
+    canary_duration_s: float | None = None,
     accept_inconclusive: bool = False,
     recover: bool = False,
     reason: str | None = None,
     within: RunningOperation | None = None,
 ) -> Outcome:
     """Deploy the planned deployment; a failure or interrupt rolls back (see ops.Operator).
-    `within`: the operation holding the deploy lock for it (an A/B experiment's block)."""
+    `canary_duration_s`: seconds of each flag-aware suite (None: the profile's
+    `canary.gate_duration_s`). `within`: the operation holding the deploy lock for it (an A/B
+    experiment's block)."""
     new = plan.deployment
     step: CanaryStep | None = None
     if canary:

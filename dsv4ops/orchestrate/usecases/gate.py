@@ -44,11 +44,13 @@ def canary_gate(
     thresholds: Thresholds,
     buckets: tuple[int, ...],
     model: str,
-    duration_s: float,
+    duration_s: float | None,
     progress: Progress,
     run: SuiteRunner | None = None,
 ) -> CanaryStep:
     """The CanaryStep for one deploy (engine.py): (deployment, router URL) -> (verdict, reasons).
+    Each suite but smoke (which sends its `smoke_requests`) runs `duration_s` seconds, None: the
+    profile's `canary.gate_duration_s` (in `thresholds`).
 
     The canary is part of the package: if it cannot be imported the deploy must fail loudly, not
     mark a deployment known-good without its canary (the import error surfaces as a crash).
@@ -57,6 +59,7 @@ def canary_gate(
     from dsv4ops.canary.verdict import worst
 
     run_one = run or _run_suite
+    gate_s = thresholds.gate_duration_s if duration_s is None else duration_s
 
     def step(deployment: Deployment, _router_url: str) -> tuple[str, list[str]]:
         base = deployment.component("router").client_url()  # the canary runs on this machine
@@ -68,8 +71,8 @@ def canary_gate(
         reasons: list[str] = [off] if off else []
         verdicts: list[Verdict] = []
         for suite in suites_for_change(previous_flags, flags):
-            progress(f"    canary suite {suite}")
-            duration = None if suite == "smoke" else duration_s
+            duration = None if suite == "smoke" else gate_s
+            progress(f"    canary suite {suite}" + ("" if duration is None else f" ({gate_s:g} s)"))
             # the deployed decode's log interval sizes the metrics freeze window
             result = run_one(
                 suite,

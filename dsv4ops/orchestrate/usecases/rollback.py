@@ -19,8 +19,6 @@ from dsv4ops.orchestrate.usecases.gate import buckets_of, canary_gate, threshold
 from dsv4ops.orchestrate.usecases.render import render_at_commit
 from dsv4ops.orchestrate.usecases.session import TargetSession
 
-CANARY_DURATION_S = 20.0
-
 
 @dataclass(frozen=True)
 class RollbackChoice:
@@ -77,10 +75,10 @@ def run_rollback(
     if canary:
         step = canary_gate(
             None,
-            thresholds=thresholds_of(dep),
+            thresholds=thresholds_of(dep),  # the restored deployment's own, as recorded
             buckets=buckets_of(dep),
             model=dep.model_name,
-            duration_s=CANARY_DURATION_S,
+            duration_s=None,  # its canary.gate_duration_s
             progress=progress,
         )
     operator = operator_for(

@@ -8,6 +8,7 @@ name, proves its own sha256 is the one asked for, then renames itself over the o
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import json
@@ -19,9 +20,13 @@ from collections.abc import Callable
 from .common import AgentError, JsonObject, Workdir
 
 _ZIP = ""  # path of the running zip, set by main()
+_SHA256 = ""  # its sha256 as __main__ read it (the bytes whose modules this process runs)
+_COMPILED: str | None = None  # the compiled copy the modules come from (see __main__.py)
 
 
 def own_sha256() -> str:
+    if _SHA256:
+        return _SHA256
     with open(_ZIP, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
 
@@ -42,6 +47,7 @@ def op_hello(wd: Workdir, req: JsonObject) -> JsonObject:
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "user": _user(),
+        "compiled": _COMPILED is not None,
     }
 
 
@@ -57,8 +63,8 @@ def op_install_self(wd: Workdir, req: JsonObject) -> JsonObject:
     return {"installed": final}
 
 
-# op -> (module, function). A call imports only its own module: the zip is compiled from
-# source on every run (no .pyc for an unknown target python), so this halves the start-up.
+# op -> (module, function). A call imports only its own module: unmarshalling (or, without a
+# compiled copy, compiling) the others would be start-up spent on nothing.
 OPS = {
     "start": ("processes", "op_start"),
     "stop": ("processes", "op_stop"),
@@ -99,15 +105,30 @@ def _lookup(op: object) -> Callable[[Workdir, JsonObject], object]:
     except ImportError as exc:
         # Only when the zip was replaced between our sha check and this import (a concurrent
         # upgrade): nothing ran, so the caller may upload and retry.
+        _drop_compiled()
         raise AgentError("stale_agent", f"agent changed while starting: {exc}") from None
+    except (EOFError, ValueError, TypeError) as exc:
+        if _COMPILED is None:
+            raise
+        # Unreadable bytecode in the compiled copy (__main__.py): it goes, so the caller's
+        # retry (after an upload) writes a new one; nothing ran.
+        _drop_compiled()
+        raise AgentError("stale_agent", f"damaged compiled copy of the agent: {exc}") from None
     fn: Callable[[Workdir, JsonObject], object] = getattr(module, where[1])
     return fn
 
 
-def main(zip_path: str) -> int:
-    """Answer one request from stdin on stdout; always exit 0 with a JSON reply."""
-    global _ZIP
-    _ZIP = zip_path
+def _drop_compiled() -> None:
+    if _COMPILED is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(_COMPILED)
+
+
+def main(zip_path: str, *, sha256: str = "", compiled: str | None = None) -> int:
+    """Answer one request from stdin on stdout; always exit 0 with a JSON reply. `sha256`: the
+    zip's, as __main__ hashed it; `compiled`: the compiled copy the modules were imported from."""
+    global _ZIP, _SHA256, _COMPILED
+    _ZIP, _SHA256, _COMPILED = zip_path, sha256, compiled
     try:
         req = json.loads(sys.stdin.read() or "{}")
         want = req.get("agent_sha256")

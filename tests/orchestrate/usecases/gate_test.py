@@ -98,6 +98,33 @@ def test_suites_get_the_thresholds_the_workers_and_the_duration() -> None:
     assert log_interval == 40  # the decode runs SGLang's default
 
 
+@pytest.mark.parametrize(("given", "expected"), [(None, 4.0), (7.5, 7.5)])
+def test_flag_aware_suites_run_the_profiles_gate_duration_unless_one_is_given(
+    given: float | None, expected: float
+) -> None:
+    """`deploy` without --canary-duration, and a gated rollback, pass None: the deployment's
+    recorded `canary.gate_duration_s` decides; the progress line says how long each suite runs."""
+    dep = replace(
+        make_deployment("new"),
+        flags=flags(multi_stream_overlap=True),
+        content={"canary": {"gate_duration_s": 4.0}},
+    )
+    ran: list[Ran] = []
+    said: list[str] = []
+    step = canary_gate(
+        flags(),
+        thresholds=thresholds_of(dep),
+        buckets=(),
+        model="m",
+        duration_s=given,
+        progress=said.append,
+        run=scripted({"smoke": Verdict.PASS, "corruption": Verdict.PASS}, ran),
+    )
+    assert step(dep, "")[0] == "PASS"
+    assert [(r[0], r[5]) for r in ran] == [("smoke", None), ("corruption", expected)]
+    assert said == ["    canary suite smoke", f"    canary suite corruption ({expected:g} s)"]
+
+
 def test_suites_size_their_freeze_window_by_the_deployed_decode_log_interval() -> None:
     """The gate judges the deployment it is given: a decode run with --decode-log-interval 200
     rests its progress counter up to 200 iterations, which the metrics freeze window must allow."""
