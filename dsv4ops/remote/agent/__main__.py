@@ -1,7 +1,7 @@
 """Entry point of the agent zip (`python3 -I -S agent.zip`; copied to the zip's root).
 
 Python cannot cache bytecode for modules imported from a zip, so every agent call compiled its
-modules from source: about a third of a call's CPU, and a deploy makes a few hundred calls. The
+modules from source: about a third of a call's CPU, and a twin deploy makes about forty calls. The
 first call of a given agent under a given python therefore writes the compiled modules next to
 the zip (`.dsv4ops/agent-bytecode/<sha256>-<python magic>.zip`, .pyc only, written under a
 temporary name and renamed) and every later call imports from that copy. Its name is the sha256
