@@ -53,7 +53,10 @@ demo: install
 # On TEST_WORKERS pytest-xdist workers, one test file at a time each (the kernels' files as one
 # unit, the long files first: testing/workers.py); ports are reserved per worker and across
 # processes (testing/ports.py). Every run ends with its 20 slowest tests (pyproject addopts).
-TEST_WORKERS ?= 2
+# Three workers on CI's two cores: the tests wait much of the time (on the twins' modelled steps,
+# on processes starting and stopping). On this 2-core machine the same suite took 1169 s on two
+# workers and 980 s on three (2026-12-03). Serial tests still run alone (testing/workers.py).
+TEST_WORKERS ?= 3
 test: install
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
