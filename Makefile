@@ -54,8 +54,9 @@ demo: install
 # unit, the long files first: testing/workers.py); ports are reserved per worker and across
 # processes (testing/ports.py). Every run ends with its 20 slowest tests (pyproject addopts).
 # Three workers on CI's two cores: the tests wait much of the time (on the twins' modelled steps,
-# on processes starting and stopping). On this 2-core machine the same suite took 1169 s on two
-# workers and 980 s on three (2026-12-03). Serial tests still run alone (testing/workers.py).
+# on processes starting and stopping). On this 2-core machine the same suite took 1169-1175 s on
+# two workers and 980-1095 s on three (2026-12-03; the machine 52% busy by /proc/stat at three).
+# Serial tests still run alone (testing/workers.py).
 TEST_WORKERS ?= 3
 test: install
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
