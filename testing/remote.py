@@ -22,7 +22,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -147,9 +147,19 @@ class SshdServer:
         return len(pids)
 
 
+def _with_settings(config: str, settings: Mapping[str, str]) -> str:
+    lines = [ln for ln in config.splitlines() if ln.split(" ", 1)[0] not in settings]
+    return "\n".join([*lines, *(f"{k} {v}" for k, v in settings.items())]) + "\n"
+
+
 @contextlib.contextmanager
-def running_sshd(directory: Path) -> Iterator[SshdServer]:
-    """Start sshd on 127.0.0.1:<free port> with fresh keys; stop it (and its sessions) on exit."""
+def running_sshd(
+    directory: Path, settings: Mapping[str, str] | None = None
+) -> Iterator[SshdServer]:
+    """Start sshd on 127.0.0.1:<free port> with fresh keys; stop it (and its sessions) on exit.
+
+    `settings` replace (or add) sshd_config keywords, e.g. {"MaxStartups": "1"}.
+    """
     ensure_sshd_installed()
     directory.mkdir(parents=True, exist_ok=True)
     os.makedirs("/run/sshd", exist_ok=True)  # privilege-separation directory sshd insists on
@@ -160,7 +170,9 @@ def running_sshd(directory: Path) -> Iterator[SshdServer]:
     # `pyenv init` costs ~0.5 s per command) neither slow nor change what the tests run.
     (directory / "home").mkdir(exist_ok=True)
     port = free_port()
-    (directory / "sshd_config").write_text(_CONFIG.format(port=port, dir=directory))
+    (directory / "sshd_config").write_text(
+        _with_settings(_CONFIG.format(port=port, dir=directory), settings or {})
+    )
     key_type, key_b64 = host_pub.split()[:2]
     host_key_line = f"[127.0.0.1]:{port} {key_type} {key_b64}"
     (directory / "known_hosts").write_text(host_key_line + "\n")

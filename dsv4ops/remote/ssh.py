@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import select
 import shlex
@@ -32,9 +33,24 @@ from dsv4ops.clock import SystemClock
 from dsv4ops.errors import TargetError
 from dsv4ops.remote._redact import check_result, make_result
 from dsv4ops.remote.base import CommandResult
+from dsv4ops.remote.ssh_trust import HostKeyPolicy, RevokedHostKey, key_id, load_known_hosts
 from dsv4ops.whoami import local_user
 
 _CLOCK = SystemClock()
+
+# paramiko logs every transport failure, traceback and all, from its own thread; with no handler
+# configured, Python's last-resort handler prints that on the operator's terminal ahead of the
+# one-line TargetError that says the same. A NullHandler keeps it off the terminal; a program
+# that configures logging still gets paramiko's records through its own handlers.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
+# paramiko's texts (5.1: auth_handler.py, transport.py) for a socket that closed while it waited
+# for the server's answer to authentication; for a call on a transport that had already closed
+# (after the key exchange, before or during authentication); and for one closed before the
+# server's banner.
+_TRANSPORT_GONE = "transport shut down or saw EOF"
+_NO_SESSION = "No existing session"
+_NO_BANNER = "Error reading SSH protocol banner"
 
 # Every command runs under this stdlib-only wrapper (with the target's python). It
 # 1. reads one JSON line of env from fd 0 byte by byte when argv[1] is "e" (so the rest of
@@ -93,85 +109,6 @@ def build_command(argv: Sequence[str], *, cwd: str | None, python: str, with_env
     if cwd:
         cmd = f"cd {shlex.quote(cwd)} && {cmd}"
     return cmd
-
-
-class _RevokedHostKey(paramiko.SSHException):  # type: ignore[misc]  # paramiko is untyped
-    """The server presented a key that known_hosts marks @revoked (raised before auth)."""
-
-    def __init__(self, key: paramiko.PKey) -> None:
-        super().__init__(f"host key {key.get_name()} {key.fingerprint} is revoked")
-        self.key = key
-
-
-def _key_id(key: paramiko.PKey) -> tuple[str, str]:
-    return key.get_name(), key.get_base64()
-
-
-def _load_known_hosts(keys: paramiko.HostKeys, path: Path) -> set[tuple[str, str]]:
-    """Load plain host-key lines into `keys`; return the keys marked `@revoked`.
-
-    paramiko's own loader raises on a marker line or a damaged line, which would make a normal
-    operator known_hosts unusable, so lines are parsed one by one. A revoked key is never
-    loaded as trusted, even when a plain line lists it too, so paramiko hands it to the
-    missing-key policy, which refuses it (see `_HostKeyPolicy`). The host patterns of a
-    `@revoked` line are not consulted: the key is refused for every host, stricter than
-    OpenSSH only for a key revoked for one host and trusted for another. `@cert-authority`
-    lines (host certificates are not supported) and damaged lines are skipped, as OpenSSH
-    skips damaged lines: skipping them only means fewer trusted keys.
-    """
-    trusted: list[paramiko.hostkeys.HostKeyEntry] = []
-    revoked: set[tuple[str, str]] = set()
-    for lineno, raw in enumerate(path.read_text().splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        marker = None
-        if line.startswith("@"):
-            marker, _, line = line.replace("\t", " ").partition(" ")
-            line = line.strip()
-            if marker not in ("@revoked", "@cert-authority"):
-                continue  # an unknown marker: OpenSSH ignores the line too
-        try:
-            entry = paramiko.hostkeys.HostKeyEntry.from_line(line, lineno)
-        except (paramiko.SSHException, paramiko.hostkeys.InvalidHostKey, ValueError):
-            continue
-        if entry is None or entry.key is None:
-            continue
-        if marker == "@revoked":
-            revoked.add(_key_id(entry.key))
-        elif marker is None:
-            trusted.append(entry)
-    for entry in trusted:
-        if _key_id(entry.key) not in revoked:
-            for name in entry.hostnames:
-                keys.add(name, entry.key.get_name(), entry.key)
-    return revoked
-
-
-class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):  # type: ignore[misc]  # paramiko is untyped
-    """Decides about a key known_hosts does not trust: revoked keys always fail (even with
-    first-use trust); otherwise refuse, or with `record_to` accept it once and append exactly
-    one line for it.
-
-    paramiko's AutoAddPolicy rewrites the whole file from what it parsed, which can silently
-    drop lines it does not understand (@cert-authority, unsupported key types); appending
-    leaves the operator's file as it was.
-    """
-
-    def __init__(self, revoked: set[tuple[str, str]], record_to: Path | None) -> None:
-        self.revoked = revoked
-        self.record_to = record_to
-
-    def missing_host_key(
-        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
-    ) -> None:
-        if _key_id(key) in self.revoked:
-            raise _RevokedHostKey(key)
-        if self.record_to is None:
-            raise paramiko.SSHException(f"Server {hostname!r} not found in known_hosts")
-        client.get_host_keys().add(hostname, key.get_name(), key)
-        with self.record_to.open("a") as f:
-            f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
 
 
 class SSHExecutor:
@@ -235,53 +172,82 @@ class SSHExecutor:
         )
         client = conn.client
         try:
-            revoked = _load_known_hosts(client.get_host_keys(), kh)
+            revoked = load_known_hosts(client.get_host_keys(), kh)
         except (OSError, UnicodeDecodeError) as exc:
             raise TargetError(f"{self.where}: cannot read known_hosts {kh}: {exc}") from None
         client.set_missing_host_key_policy(
-            _HostKeyPolicy(revoked, kh if self.trust_on_first_use else None)
+            HostKeyPolicy(revoked, kh if self.trust_on_first_use else None)
         )
         try:
             conn.open()
             # Belt and braces: the policy already refused a revoked key before authentication.
             server_key = client.get_transport().get_remote_server_key()
-            if _key_id(server_key) in revoked:
-                raise _RevokedHostKey(server_key)
-        except _RevokedHostKey as exc:
-            raise self._revoked(conn, exc.key, kh) from None
-        except paramiko.BadHostKeyException as exc:
-            if _key_id(exc.key) in revoked:  # another trusted key of that type, plus a revoked one
-                raise self._revoked(conn, exc.key, kh) from None
-            raise TargetError(
-                f"{self.where}: host key does not match {kh} (got {exc.key.get_name()}); refusing to connect",
-                hint="if the host was legitimately re-keyed, remove its old line from known_hosts",
-            ) from None
-        except paramiko.AuthenticationException as exc:
-            raise TargetError(f"{self.where}: authentication failed ({exc})") from None
-        except paramiko.SSHException as exc:
-            if "not found in known_hosts" in str(exc):
-                raise TargetError(
-                    f"{self.where}: host key is not in {kh}; refusing to connect to an unknown host",
-                    hint="add it with ssh-keyscan, or enable first-use trust for this target",
-                ) from None
-            raise TargetError(f"{self.where}: SSH error: {exc}") from None
-        except (OSError, EOFError) as exc:  # refused, unreachable, DNS, timeout
-            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-            raise TargetError(f"{self.where}: cannot connect: {reason}") from None
+            if key_id(server_key) in revoked:
+                raise RevokedHostKey(server_key)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            # A half-open transport would keep its thread and socket until garbage collection.
+            with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+                conn.close()
+            raise self._open_failure(exc, kh, revoked) from None
         transport = conn.client.get_transport()
         if transport is not None:
             transport.set_keepalive(30)  # readiness waits can be silent for minutes
         self._conn = conn
         return conn
 
-    def _revoked(self, conn: fabric.Connection, key: paramiko.PKey, kh: Path) -> TargetError:
-        with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
-            conn.close()
-        return TargetError(
-            f"{self.where}: host key {key.get_name()} {key.fingerprint} is revoked "
-            f"(marked @revoked in {kh}); refusing to connect",
-            hint="a revoked key must never be trusted again: verify the host out of band",
-        )
+    def _open_failure(
+        self, exc: BaseException, kh: Path, revoked: set[tuple[str, str]]
+    ) -> TargetError:
+        """What a failed connect means to the operator, by the exception paramiko raised."""
+        if isinstance(exc, RevokedHostKey) or (
+            isinstance(exc, paramiko.BadHostKeyException) and key_id(exc.key) in revoked
+        ):
+            # The second case: another trusted key of that type, plus a revoked one.
+            return TargetError(
+                f"{self.where}: host key {exc.key.get_name()} {exc.key.fingerprint} is revoked "
+                f"(marked @revoked in {kh}); refusing to connect",
+                hint="a revoked key must never be trusted again: verify the host out of band",
+            )
+        if isinstance(exc, paramiko.BadHostKeyException):
+            return TargetError(
+                f"{self.where}: host key does not match {kh} (got {exc.key.get_name()}); refusing to connect",
+                hint="if the host was legitimately re-keyed, remove its old line from known_hosts",
+            )
+        text = str(exc)
+        if isinstance(exc, paramiko.AuthenticationException):
+            if _TRANSPORT_GONE in text:
+                # paramiko's words when the socket closed while it waited for the server's
+                # answer: a cut connection (or a server that dropped it), not a refused key.
+                return TargetError(
+                    f"{self.where}: connection dropped during authentication: the server "
+                    "closed it before accepting or refusing the key"
+                )
+            return TargetError(f"{self.where}: authentication failed ({exc})")
+        if isinstance(exc, paramiko.SSHException):
+            if "not found in known_hosts" in text:
+                return TargetError(
+                    f"{self.where}: host key is not in {kh}; refusing to connect to an unknown host",
+                    hint="add it with ssh-keyscan, or enable first-use trust for this target",
+                )
+            if text == _NO_SESSION:
+                return TargetError(
+                    f"{self.where}: connection dropped while connecting: the SSH transport "
+                    "closed before the session was set up"
+                )
+            if text.startswith(_NO_BANNER):
+                detail = text[len(_NO_BANNER) :].strip()
+                return TargetError(
+                    f"{self.where}: cannot connect: no SSH banner from the server "
+                    f"({detail or 'the connection closed or timed out first'})",
+                    hint="sshd closes new connections before its banner while too many are "
+                    "still authenticating (MaxStartups), and a network cut looks the same: "
+                    "try again, then check the server",
+                )
+            return TargetError(f"{self.where}: SSH error: {exc}")
+        # refused, unreachable, DNS, timeout, reset; a bare EOFError is the server hanging up
+        closed = "the server closed the connection" if isinstance(exc, EOFError) else ""
+        reason = getattr(exc, "strerror", None) or text or closed or type(exc).__name__
+        return TargetError(f"{self.where}: cannot connect: {reason}")
 
     def close(self) -> None:
         if self._conn is not None:

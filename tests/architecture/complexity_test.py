@@ -37,8 +37,6 @@ ALLOWED: dict[str, int] = {
     "dsv4ops/profiles/buckets.py::resolve_buckets": 11,
     "dsv4ops/profiles/typecheck.py::coerce": 31,
     "dsv4ops/remote/agent/kernel_archive.py::read_safe": 11,
-    "dsv4ops/remote/ssh.py::_connection": 15,
-    "dsv4ops/remote/ssh.py::_load_known_hosts": 12,
     "dsv4ops/runbooks/directives.py::parse_directives": 16,
     "dsv4ops/runbooks/parse.py::parse_runbook": 16,
     "dsv4ops/twin/batch.py::_stream": 11,

@@ -224,7 +224,10 @@ HOMES: dict[str, tuple[tuple[str, str], ...]] = {
     "click": (("dsv4ops/cli/", "the CLI"),),
     "tabulate": (("dsv4ops/cli/", "the CLI's tables"),),
     "fabric": (("dsv4ops/remote/ssh.py", "the SSH executor"),),
-    "paramiko": (("dsv4ops/remote/ssh.py", "the SSH executor"),),
+    "paramiko": (
+        ("dsv4ops/remote/ssh.py", "the SSH executor"),
+        ("dsv4ops/remote/ssh_trust.py", "the executor's known_hosts and host-key policy"),
+    ),
     "uvloop": (("dsv4ops/canary/eventloop.py", "the canary's event loop, optional"),),
     "torch": (("dsv4ops/kernels/", "kernel sources and checks, imported lazily"),),
     "triton": (("dsv4ops/kernels/", "kernel sources and builders, imported lazily"),),
