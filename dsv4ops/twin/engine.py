@@ -183,17 +183,25 @@ class DecodeEngine:
         if req.finish_reason is not None:
             return False
         req.aborted = True
-        if req in self.waiting:
-            self.waiting.remove(req)
+        self._unqueue(req)
         req.finish("abort")
         self._count_abort(req, reason)
         return True
 
     def discard(self, req: Req) -> None:
         """Drop a request without counting it as an abort (a timed-out health probe)."""
+        self._unqueue(req)
+        req.finish("abort")
+
+    def _unqueue(self, req: Req) -> None:
+        """Take an aborted request off the waiting queue, as the scheduler's next input round
+        does (0.5.23: the AbortReq reaches it over ZMQ). A wedged scheduler whose rank 0 is
+        blocked never runs that round again: the request stays queued, as on the box, while its
+        HTTP side ends."""
+        if self.wedged and self.config.wedge_rank0 != "idle":
+            return
         if req in self.waiting:
             self.waiting.remove(req)
-        req.finish("abort")
 
     def _count_abort(self, req: Req, reason: str) -> None:
         loop = asyncio.get_running_loop()
