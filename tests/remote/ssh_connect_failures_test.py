@@ -77,15 +77,16 @@ def _hold_the_only_startup_slot(port: int) -> socket.socket:
     running_sshd's own readiness probe may still hold the slot for a moment (the answer is then
     "Exceeded MaxStartups"), so try again until the banner comes.
     """
-    deadline = SystemClock().monotonic() + 15
+    clock = SystemClock()
+    deadline = clock.monotonic() + 15
     while True:
         held = socket.create_connection(("127.0.0.1", port), timeout=5)
         if held.recv(200).startswith(b"SSH-"):
             return held
         held.close()
-        if SystemClock().monotonic() > deadline:
+        if clock.monotonic() > deadline:
             raise AssertionError("sshd never gave this connection its banner")
-        SystemClock().sleep(0.05)
+        clock.sleep(0.05)
 
 
 @pytest.mark.parametrize(
@@ -123,8 +124,9 @@ def _hold_the_only_startup_slot(port: int) -> socket.socket:
 def test_each_connect_failure_paramiko_raises_is_named_for_what_it_is(
     raised: BaseException, said: str, tmp_path: Path
 ) -> None:
-    # The connection-drop texts cannot be produced on demand through sshd (they depend on the
-    # instant of the cut; ssh_flow_test's outage meets them by chance): read them directly.
+    # Two of these come from real servers above; the others ("No existing session", a reset
+    # before the banner, a bare EOF) depend on the instant of a cut, which sshd cannot be made to
+    # hit on demand (ssh_flow_test's outage meets them by chance): read them directly.
     ex = SSHExecutor("box", port=2222, user="ops")
     err = ex._open_failure(raised, tmp_path / "known_hosts", set())
     assert str(err).startswith(f"ops@box:2222: {said}"), str(err)
