@@ -41,15 +41,15 @@ KERNELS_PREFIXES = ("tests/kernels/", "tests/cli/kernels")
 # holds the machine alone, and the rehearsals' baseline deploy shares the machine too.
 HEAVY: tuple[str, ...] = (
     KERNELS_UNIT,  # ~540 s: the interpreter checks, the AOT compile, the installed build
-    "tests/cli/runbook_rehearsal_test.py",  # 834 s, serial but for the three resume tests
+    "tests/cli/runbook_rehearsal_test.py",  # 834 s, of it the bucket-tuning rehearsal serial
     "tests/orchestrate/faults_test.py",  # 212 s
-    "tests/cli/ab_test.py",  # ~150 s, of it ~90 s serial (issue 20's gates and its A/B)
+    "tests/cli/ab_test.py",  # ~150 s (issue 20's gates and its A/B)
     "tests/cli/main_tour_test.py",  # ~90 s, one test: last to start, it would end the run
-    "tests/canary/twin_e2e_test.py",  # 161 s, serial
+    "tests/canary/twin_e2e_test.py",  # 161 s, of it the two sweeps and the wedge serial
     "tests/orchestrate/usecases/ab_test.py",  # 126 s
     "tests/orchestrate/known_good_live_test.py",  # 103 s
     "tests/canary/suites_test.py",  # 81 s
-    "tests/orchestrate/live_test.py",  # 71 s, serial
+    "tests/orchestrate/live_test.py",  # 71 s, of it the drain serial
     "tests/profiles/secrets_in_errors_test.py",  # 69 s
     "tests/remote/supervisor_test.py",  # 65 s
 )

@@ -86,3 +86,30 @@ def test_the_servers_noise_counts_its_reports_not_the_scrapes_that_read_them() -
     # one whole report, however often scraped, is one sample: no CI (the slices' is used instead)
     one = [_gauges(8.0, 790.0)] * 2 + [_gauges(8.0, 800.0)] * 4
     assert _level_with_scrapes(one)[8] == (None, 1)
+
+
+def _batch_of_level(concurrency: int, window: list[ServerGauges]) -> float:
+    sampler = SimpleNamespace(decode_url=lambda: "http://decode", window=lambda _u, _a, _b: window)
+    h = SimpleNamespace(records=[_stream(f"s{i}", 10, 100) for i in range(8)], sampler=sampler)
+    [point] = _level_points(h, [concurrency], [(S, 2 * S)])  # type: ignore[arg-type]
+    return point.bs
+
+
+def test_a_health_probe_in_a_logged_step_does_not_move_the_level_to_the_next_graph() -> None:
+    """The router's /health on the decode is a 1-token generation: in the step that logs a report,
+    it makes the report one above the level's batch. Read by three scrapes of six, the median of
+    the scrapes said 56.5 at c56, i.e. the 64 graph, and the 56 -> 57 sawtooth went unseen."""
+    probe_read_thrice = [_gauges(56.0, 700.0), _gauges(57.0, 702.0), _gauges(57.0, 702.0)]
+    window = probe_read_thrice + [_gauges(57.0, 702.0), _gauges(56.0, 699.0), _gauges(56.0, 701.0)]
+    assert _batch_of_level(56, window) == 56.0
+    # one report each way: the reports cannot say, the level's own concurrency does
+    assert _batch_of_level(57, [_gauges(58.0, 671.0)] * 3 + [_gauges(57.0, 672.0)]) == 57.0
+    assert _batch_of_level(57, [_gauges(57.0, 672.0), _gauges(58.0, 671.0)] * 2) == 57.0
+
+
+def test_the_servers_batch_beats_the_concurrency_when_most_reports_say_so() -> None:
+    capped = [_gauges(48.0, 650.0 + i) for i in range(4)]  # --max-running-requests 48 at c57
+    assert _batch_of_level(57, capped) == 48.0
+    users = [_gauges(60.0, 690.0), _gauges(60.0, 691.0), _gauges(59.0, 688.0)]  # other traffic
+    assert _batch_of_level(57, users) == 60.0
+    assert _batch_of_level(57, []) == 57.0  # no report in the window: what the sweep sent

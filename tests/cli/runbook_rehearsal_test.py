@@ -31,12 +31,13 @@ from dsv4ops.runbooks.runlog import fold_run, run_state
 from testing.orchestrate import OrchEnv, commit_all, module_env, set_gate_duration
 from testing.profiles import TRITON_MOE_PATH_YAML
 
-# serial: a rehearsal's verdicts come from canaries, whose self-check rightly calls a CPU-starved
-# client INCONCLUSIVE; so each rehearsal runs while no other worker runs a test
-# (testing/workers.py). The resume tests judge no canary (prompts, kills, a journal, a wait for
-# health): they share the machine, so the other worker is not idle for them. They come first:
-# the module's baseline deploy is then set up beside the other worker's tests, not alone, and
-# the last of them leaves the baseline serving for the rehearsals.
+# serial: only the bucket-tuning rehearsal, whose sweep measures step times (and so the bucket
+# plan) and runs while no other worker runs a test (testing/workers.py). The others judge
+# verdicts whose evidence is not a duration (a wedge, failed requests, a corrupted call, a gate's
+# FAIL) and share the machine; the test run's client self-check bound fits a shared machine
+# (DSV4OPS_CANARY_LAG_P99_MAX_MS, tests/conftest.py). The resume tests come first: the
+# module's baseline deploy is set up beside the other worker's tests, and the last of them leaves
+# the baseline serving for the rehearsals.
 serial = pytest.mark.serial
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
@@ -324,7 +325,6 @@ def test_ctrl_c_inside_a_step_whose_command_runs_interrupts_both_and_resumes(
     assert_healthy(env, capfd, "baseline")  # the interrupted canary left the unit serving
 
 
-@serial
 def test_decode_wedge_rehearsed_with_diagnostics_of_the_wedged_twin(
     env: OrchEnv, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -419,7 +419,6 @@ def _wait_for_step(
     raise AssertionError(f"no {name} {phase} within {within_s} s")
 
 
-@serial
 def test_bootstrap_degradation_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[str]) -> None:
     code, out = runbook(
         env, capfd, "bootstrap-degradation", "--rehearse", "--yes", "--var", "profile=baseline"
@@ -433,7 +432,6 @@ def test_bootstrap_degradation_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixt
     assert_healthy(env, capfd, "baseline")
 
 
-@serial
 def test_pd_safe_restart_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[str]) -> None:
     code, out = runbook(
         env, capfd, "pd-safe-restart", "--rehearse", "--yes", "--var", "profile=baseline"
@@ -445,7 +443,6 @@ def test_pd_safe_restart_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[st
     assert_healthy(env, capfd, "baseline")
 
 
-@serial
 def test_overlap_ab_rejects_the_unsafe_candidate(
     env: OrchEnv, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -472,7 +469,6 @@ def test_overlap_ab_rejects_the_unsafe_candidate(
     assert_healthy(env, capfd, "baseline")
 
 
-@serial
 def test_flag_change_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[str]) -> None:
     code, out = runbook(
         env,
@@ -490,7 +486,6 @@ def test_flag_change_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[str]) 
     assert_healthy(env, capfd, "overlap-on-off")
 
 
-@serial
 def test_tool_call_corruption_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixture[str]) -> None:
     code, out = runbook(
         env, capfd, "tool-call-corruption", "--rehearse", "--yes", "--var", "profile=ms-small"
@@ -502,7 +497,6 @@ def test_tool_call_corruption_rehearsed(env: OrchEnv, capfd: pytest.CaptureFixtu
     assert_healthy(env, capfd, "ms-small-msoff")
 
 
-@serial
 def test_kernel_rollout_rehearsed(
     env: OrchEnv, capfd: pytest.CaptureFixture[str], built: Any
 ) -> None:

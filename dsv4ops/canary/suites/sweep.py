@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import statistics
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -192,8 +193,7 @@ def _level_points(
         bs = float(level)
         if decode is not None:
             window = h.sampler.window(decode, int(a), int(b))
-            if window:  # the server's running batch beats the client's nominal concurrency
-                bs = float(statistics.median(x.running or 0.0 for x in window))
+            bs = _level_batch(window, level)
             g = _distinct_reports(
                 (float(x.running), float(x.gen_throughput))
                 for x in _whole_interval_reports(window)
@@ -217,6 +217,30 @@ def _level_points(
         )
         metrics_ci[level] = (mean_ci95([tput for _, tput in g]), len(g)) if g else (None, 0)
     return points
+
+
+def _level_batch(window: list[ServerGauges], concurrency: int) -> float:
+    """The batch a level ran at: the running count most of the decode's reports in its window
+    give, a tie going to the one nearest the level's concurrency; the concurrency without any.
+
+    The server's count beats the client's nominal one (a --max-running-requests cap, other
+    traffic), but each report is the batch of the one decode step that logged it (one in
+    --decode-log-interval). A router health probe on the decode (a 1-token generation, every
+    --health-check-interval-secs) in that step makes the report one above the batch of the
+    other steps. A median over scrapes counted such a report as often as it was read and once
+    labelled a c57 level 58 (a full run's sweep test); at c56 the same would put the level in
+    the next graph (57 pads to 64) and hide the sawtooth the sweep is there to find."""
+    runs = Counter(
+        run
+        for run, _ in _distinct_reports(
+            (x.running, x.gen_throughput or 0.0) for x in window if x.running is not None
+        )
+    )
+    if not runs:
+        return float(concurrency)
+    most = max(runs.values())
+    tied = [v for v, n in runs.items() if n == most]
+    return min(tied, key=lambda v: (abs(v - concurrency), v))
 
 
 def _server_noise(
