@@ -55,7 +55,8 @@ demo: install
 # processes (testing/ports.py). Every run ends with its 20 slowest tests (pyproject addopts).
 # Three workers on CI's two cores: the tests wait much of the time (on the twins' modelled steps,
 # on processes starting and stopping). On this 2-core machine the same suite took 1169-1175 s on
-# two workers and 980-1095 s on three (2026-12-03; the machine 52% busy by /proc/stat at three).
+# two workers and 980-1095 s on three (2026-12-03; the machine 52% busy by /proc/stat at three);
+# with only the time-measuring tests serial, 853-993 s on three and 957 s on four (77-79% busy).
 # Serial tests still run alone (testing/workers.py).
 TEST_WORKERS ?= 3
 test: install
