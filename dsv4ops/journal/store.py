@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -23,7 +22,7 @@ from dsv4ops import journalfile
 from dsv4ops.clock import Clock, SystemClock, utc_now_iso
 from dsv4ops.constants import state_dir
 from dsv4ops.errors import DsOpsError, JournalError
-from dsv4ops.journal import knowngood
+from dsv4ops.journal import knowngood, opids
 from dsv4ops.journal.index import JournalIndex
 from dsv4ops.journal.records import (
     RECORD_VERSION,
@@ -181,9 +180,9 @@ class Journal:
         return op_id
 
     def new_op_id(self, kind: Kind) -> str:
-        """A fresh, sortable operation id such as 'd-20261129T150102-3fa9'."""
+        """A fresh, sortable operation id such as 'd-20261129T150102-3fa9' (journal/opids.py)."""
         stamp = self._clock.now().strftime("%Y%m%dT%H%M%S")
-        return f"{_OP_PREFIX.get(kind, kind.value)}-{stamp}-{secrets.token_hex(2)}"
+        return opids.draw(_OP_PREFIX.get(kind, kind.value), stamp)
 
     def transition(
         self,

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from pathlib import Path
 from typing import Protocol
 
 from dsv4ops import journalfile
 from dsv4ops.clock import Clock, SystemClock, age_s, utc_now_iso
 from dsv4ops.errors import JournalError, TargetError
+from dsv4ops.journal import opids
 from dsv4ops.journal.records import RECORD_VERSION
 from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.remote.base import Executor
@@ -234,7 +234,7 @@ class TargetJournal:
             "v": RECORD_VERSION,
             "ts": utc_now_iso(self._clock),
             "type": "merge",
-            "op": f"m-{self._stamp()}-{secrets.token_hex(2)}",
+            "op": opids.draw("m", self._stamp()),
             "user": operator_identity(),
             "source": f"{local_host()}:{(source or self.path).resolve()}",
         }
