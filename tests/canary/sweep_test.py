@@ -65,11 +65,15 @@ def _gauges(running: float, tput: float) -> ServerGauges:
     )
 
 
-def _level_with_scrapes(window: list[ServerGauges]) -> dict[int, tuple[Any, int]]:
+def _harness(window: list[ServerGauges]) -> SimpleNamespace:
+    """Eight 10 ms streams over one level, the decode's scrapes in its window being `window`."""
     sampler = SimpleNamespace(decode_url=lambda: "http://decode", window=lambda _u, _a, _b: window)
-    h = SimpleNamespace(records=[_stream(f"s{i}", 10, 100) for i in range(8)], sampler=sampler)
+    return SimpleNamespace(records=[_stream(f"s{i}", 10, 100) for i in range(8)], sampler=sampler)
+
+
+def _level_with_scrapes(window: list[ServerGauges]) -> dict[int, tuple[Any, int]]:
     metrics_ci: dict[int, tuple[Any, int]] = {}
-    _level_points(h, [8], [(S, 2 * S)], metrics_ci)  # type: ignore[arg-type]
+    _level_points(_harness(window), [8], [(S, 2 * S)], metrics_ci)  # type: ignore[arg-type]
     return metrics_ci
 
 
@@ -89,9 +93,7 @@ def test_the_servers_noise_counts_its_reports_not_the_scrapes_that_read_them() -
 
 
 def _batch_of_level(concurrency: int, window: list[ServerGauges]) -> float:
-    sampler = SimpleNamespace(decode_url=lambda: "http://decode", window=lambda _u, _a, _b: window)
-    h = SimpleNamespace(records=[_stream(f"s{i}", 10, 100) for i in range(8)], sampler=sampler)
-    [point] = _level_points(h, [concurrency], [(S, 2 * S)])  # type: ignore[arg-type]
+    [point] = _level_points(_harness(window), [concurrency], [(S, 2 * S)])  # type: ignore[arg-type]
     return point.bs
 
 
