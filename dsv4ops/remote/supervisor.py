@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import posixpath
 import uuid
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 
 from dsv4ops.errors import TargetError
 from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.remote.agent_session import AgentSession
 from dsv4ops.remote.agent_zip import agent_sha256, local_agent_zip
 from dsv4ops.remote.base import Executor, ProcessSpec, ProcessState
 from dsv4ops.remote.errors import (
@@ -23,6 +25,7 @@ from dsv4ops.remote.errors import (
     StopError,
     lock_error,
 )
+from dsv4ops.remote.local import LocalExecutor
 from dsv4ops.remote.procident import dead_here
 from dsv4ops.remote.replies import http_items, not_ready_error, wait_result
 from dsv4ops.remote.results import (
@@ -51,6 +54,17 @@ class Supervisor:
         self.python = python
         self.agent_path = f"{self.workdir}/.dsv4ops/agent.zip"
         self._sha256 = agent_sha256()
+        # A local target's calls go to one long-lived agent (remote/agent_session.py); only a
+        # plain LocalExecutor's: a wrapper that changes what `run` does keeps its one-shot calls.
+        self._session: AgentSession | None = None
+        if type(executor) is LocalExecutor:
+            self._session = AgentSession([self.python, "-I", "-S", self.agent_path])
+            weakref.finalize(self, self._session.close)
+
+    def close(self) -> None:
+        """End the local agent session, if one runs (the executor stays open)."""
+        if self._session is not None:
+            self._session.close()
 
     # ------------------------------------------------------------------ agent plumbing
 
@@ -79,10 +93,15 @@ class Supervisor:
         request = json.dumps(
             {"op": op, "workdir": self.workdir, "agent_sha256": self._sha256, **args}
         )
-        # -I -S: the agent is stdlib-only, so skip site-packages (4x faster start-up) and PYTHON* env.
-        res = self.executor.run(
-            [self.python, "-I", "-S", path], stdin=request, timeout=timeout, check=False
-        )
+        from_session = self._session is not None and path == self.agent_path
+        res = self._session.call(request, timeout) if self._session and from_session else None
+        if res is None:
+            from_session = False
+            # -I -S: the agent is stdlib-only, so skip site-packages (4x faster start-up) and
+            # PYTHON* env.
+            res = self.executor.run(
+                [self.python, "-I", "-S", path], stdin=request, timeout=timeout, check=False
+            )
         if res.exit_code == 127 and not res.timed_out:
             raise TargetError(
                 f"{self.executor.host}: no {self.python} on the target",
@@ -95,8 +114,9 @@ class Supervisor:
         if not isinstance(reply, dict):
             # Retry only when the agent cannot have run at all (missing, empty or unparsable
             # file): a crash mid-operation is reported, never repeated behind the caller's back.
-            never_ran = any(m in res.stderr for m in _NEVER_RAN)
-            if not final and not res.timed_out and (never_ran or (res.ok and not res.stdout)):
+            never_ran = not from_session and any(m in res.stderr for m in _NEVER_RAN)
+            empty = not from_session and res.ok and not res.stdout
+            if not final and not res.timed_out and (never_ran or empty):
                 return None
             what = "timed out" if res.timed_out else f"exit {res.exit_code}, no reply"
             raise AgentCallError(
@@ -105,6 +125,8 @@ class Supervisor:
             )
         if not reply.get("ok"):
             if reply.get("kind") == "stale_agent" and not final:
+                if self._session is not None:
+                    self._session.close()  # it runs the stale zip's modules
                 return None
             raise AgentCallError(
                 f"{self.executor.host}: {op}: {reply.get('error')}",

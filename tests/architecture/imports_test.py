@@ -191,6 +191,11 @@ AGENT_PROGRAM = ("dsv4ops/remote/agent/", "the target agent: its own stdlib-only
 HOMES: dict[str, tuple[tuple[str, str], ...]] = {
     "subprocess": (
         ("dsv4ops/remote/local.py", "the Executor seam on this machine"),
+        (
+            "dsv4ops/remote/agent_session.py",
+            "a local target's long-lived agent: one child spoken to a line at a time, which "
+            "`Executor.run` (one buffered command) cannot be",
+        ),
         AGENT_PROGRAM,
         TWIN_PROGRAM,
         ("dsv4ops/kernels/aot_worker.py", "runs in the AOT venv (.venv-aot), without dsv4ops"),

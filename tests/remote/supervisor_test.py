@@ -194,11 +194,13 @@ def test_kill_then_status_reports_dead(local_sup: Supervisor) -> None:
     (port,) = free_ports(1)
     local_sup.start(ProcessSpec("web", toy_argv("--port", port), {}, (port,)))
     assert local_sup.kill("web")
+    # Dead (a zombie counts) as soon as the signal lands; the exit code once its monitor has
+    # reaped it and written the exit record, a moment later.
     for _ in range(100):
-        if not local_sup.status(["web"])["web"].alive:
+        st = local_sup.status(["web"])["web"]
+        if not st.alive and st.exit_code is not None:
             break
         CLOCK.sleep(0.05)
-    st = local_sup.status(["web"])["web"]
     assert not st.alive and st.exit_code == -9
     assert local_sup.kill("web") is False
 
@@ -325,13 +327,13 @@ def test_http_many_makes_several_requests_in_one_round_trip(
     sup.wait_http(f"http://127.0.0.1:{port}/", timeout_s=20, proc_name="web")
     sup.wait_http(f"http://127.0.0.1:{port2}/", timeout_s=20, expect=503, proc_name="boot")
     calls = []
-    real_run = sup.executor.run
+    real_run = sup._run_agent  # one agent round trip (a session's line or a one-shot process)
 
     def counting_run(*args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append(args[0])
+        calls.append(args[1])
         return real_run(*args, **kwargs)
 
-    sup.executor.run = counting_run  # type: ignore[method-assign]
+    sup._run_agent = counting_run  # type: ignore[method-assign]
     t0 = CLOCK.monotonic()
     replies = sup.http_many(
         [

@@ -30,6 +30,7 @@ class TargetSession:
     waits: WaitObserver = QUIET  # what shows a long step while it runs (the CLI's: cli/_live.py)
 
     def close(self) -> None:
+        self.supervisor.close()
         self.supervisor.executor.close()
 
 

@@ -4,7 +4,9 @@ The supervisor (`dsv4ops/remote/supervisor.py`) ships this package, with the rea
 `dsv4ops/secrets.py` it uses for redaction, as one zip (`dsv4ops/remote/agent_zip.py`) to
 `<workdir>/.dsv4ops/agent.zip` and runs it as `python3 -I -S agent.zip`: one JSON request on
 stdin ({"op": ..., "workdir": ..., "agent_sha256": ...}), one JSON reply on stdout
-({"ok": true, "result": ...} or {"ok": false, "kind": ..., "error": ..., ...}).
+({"ok": true, "result": ...} or {"ok": false, "kind": ..., "error": ..., ...}). For a local target
+the supervisor keeps one `agent.zip --serve` instead: the same requests and replies, one a line
+(`main.serve`; the operator's side is `dsv4ops/remote/agent_session.py`).
 
 It must run with a plain python3 and no dsv4ops installed, so its modules import nothing but
 the standard library, each other, `dsv4ops.secrets` and `dsv4ops.journalfile`

@@ -114,4 +114,8 @@ if __name__ == "__main__":
     with open(zip_path, "rb") as f:
         sha256 = hashlib.sha256(f.read()).hexdigest()
     main, compiled = _import_main(zip_path, sha256)
+    if sys.argv[1:] == ["--serve"]:  # a session: one request a line (main.py `serve`)
+        from dsv4ops.remote.agent.main import serve
+
+        sys.exit(serve(zip_path, sha256=sha256, compiled=compiled))
     sys.exit(main(zip_path, sha256=sha256, compiled=compiled))

@@ -124,22 +124,75 @@ def _drop_compiled() -> None:
             os.unlink(_COMPILED)
 
 
-def main(zip_path: str, *, sha256: str = "", compiled: str | None = None) -> int:
-    """Answer one request from stdin on stdout; always exit 0 with a JSON reply. `sha256`: the
-    zip's, as __main__ hashed it; `compiled`: the compiled copy the modules were imported from."""
-    global _ZIP, _SHA256, _COMPILED
-    _ZIP, _SHA256, _COMPILED = zip_path, sha256, compiled
+def _answer(raw: str) -> JsonObject:
+    """The reply to one request (a JSON object as text); never raises for a bad request."""
     try:
-        req = json.loads(sys.stdin.read() or "{}")
+        req = json.loads(raw or "{}")
         want = req.get("agent_sha256")
         if want and want != own_sha256():  # the operator has a different agent: re-upload first
             raise AgentError("stale_agent", "agent on the target is a different version")
         op = _lookup(req.get("op"))
-        reply: JsonObject = {"ok": True, "result": op(Workdir(req.get("workdir", "")), req)}
+        return {"ok": True, "result": op(Workdir(req.get("workdir", "")), req)}
     except AgentError as exc:
-        reply = {"ok": False, "kind": exc.kind, "error": str(exc), **exc.extra}
+        return {"ok": False, "kind": exc.kind, "error": str(exc), **exc.extra}
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        reply = {"ok": False, "kind": "internal", "error": f"{type(exc).__name__}: {exc}"}
-    sys.stdout.write(json.dumps(reply))
+        return {"ok": False, "kind": "internal", "error": f"{type(exc).__name__}: {exc}"}
+
+
+def _start(zip_path: str, sha256: str, compiled: str | None) -> None:
+    global _ZIP, _SHA256, _COMPILED
+    _ZIP, _SHA256, _COMPILED = zip_path, sha256, compiled
+
+
+def main(zip_path: str, *, sha256: str = "", compiled: str | None = None) -> int:
+    """Answer one request from stdin on stdout; always exit 0 with a JSON reply. `sha256`: the
+    zip's, as __main__ hashed it; `compiled`: the compiled copy the modules were imported from."""
+    _start(zip_path, sha256, compiled)
+    sys.stdout.write(json.dumps(_answer(sys.stdin.read())))
     sys.stdout.flush()
     return 0
+
+
+def serve(zip_path: str, *, sha256: str, compiled: str | None = None) -> int:
+    """`agent.zip --serve`: a session (dsv4ops/remote/agent_session.py) answering one request
+    per line, each as `main` answers its one, until stdin closes.
+
+    The first line out says the session is ready, so its caller knows that a session that dies
+    before it ran nothing. Before each request the zip on disk is hashed again: replaced or
+    damaged since the session started, the session answers `session_stale` without running the
+    request and exits, and the caller makes that call the one-process way (stale, upload,
+    retry) as always. Between requests it reaps the monitors `start` forked that have exited:
+    a one-shot agent's exit hands them to init; this process outlives them."""
+    _start(zip_path, sha256, compiled)
+    out = sys.stdout
+    try:
+        out.write(json.dumps({"ready": True, "sha256": sha256, "pid": os.getpid()}) + "\n")
+        out.flush()
+        for line in sys.stdin:
+            if _zip_sha256(zip_path) != sha256:
+                stale = "the agent zip changed on disk since this session started"
+                out.write(json.dumps({"ok": False, "kind": "session_stale", "error": stale}))
+                out.write("\n")
+                out.flush()
+                return 0
+            out.write(json.dumps(_answer(line)) + "\n")
+            out.flush()
+            _reap_children()
+    except BrokenPipeError:  # the caller went away: nothing to answer
+        pass
+    return 0
+
+
+def _zip_sha256(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def _reap_children() -> None:
+    """Exited children (only `start`'s monitors outlive a request), without waiting."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] != 0:
+            pass
