@@ -57,6 +57,8 @@ demo: install
 # on processes starting and stopping). On this 2-core machine the same suite took 1169-1175 s on
 # two workers and 980-1095 s on three (2026-12-03; the machine 52% busy by /proc/stat at three);
 # with only the time-measuring tests serial, 853-993 s on three and 957 s on four (77-79% busy).
+# With the local agent session (remote/agent_session.py: one agent process per local Supervisor,
+# not per call), 690-711 s on three, the machine 47% busy: the tests' own waits bound it now.
 # Serial tests still run alone (testing/workers.py).
 TEST_WORKERS ?= 3
 test: install

@@ -34,24 +34,36 @@ from xdist.workermanage import WorkerController
 KERNELS_UNIT = "kernels"
 KERNELS_PREFIXES = ("tests/kernels/", "tests/cli/kernels")
 
-# The longest units, longest first: worker-seconds of `pytest -n 2 --durations=0` on the shared
-# 2-core machine at load ~10 (CI's unloaded run takes about 0.4 of these).
+# The longest units, longest first: worker-seconds of a full `make test` (-n 3 on this 2-core
+# machine, with the local agent session: remote/agent_session.py), stop 21.
 # The kernels go first, beside the rehearsals' three shared resume tests (first in their file):
 # the kernel-rollout rehearsal then finds `built` made, instead of building it (22 s) while it
-# holds the machine alone, and the rehearsals' baseline deploy shares the machine too.
+# holds the machine alone, and the rehearsals' baseline deploy shares the machine too. The
+# 20-30 s files follow, so that the run ends on short files, not on one of them started last.
 HEAVY: tuple[str, ...] = (
-    KERNELS_UNIT,  # ~540 s: the interpreter checks, the AOT compile, the installed build
-    "tests/cli/runbook_rehearsal_test.py",  # 834 s, of it the bucket-tuning rehearsal serial
-    "tests/orchestrate/faults_test.py",  # 212 s
-    "tests/cli/ab_test.py",  # ~150 s (issue 20's gates and its A/B)
-    "tests/cli/main_tour_test.py",  # ~90 s, one test: last to start, it would end the run
-    "tests/canary/twin_e2e_test.py",  # 161 s, of it the two sweeps and the wedge serial
-    "tests/orchestrate/usecases/ab_test.py",  # 126 s
-    "tests/orchestrate/known_good_live_test.py",  # 103 s
-    "tests/canary/suites_test.py",  # 81 s
-    "tests/orchestrate/live_test.py",  # 71 s, of it the drain serial
-    "tests/profiles/secrets_in_errors_test.py",  # 69 s
-    "tests/remote/supervisor_test.py",  # 65 s
+    KERNELS_UNIT,  # 121 s: the interpreter checks, the AOT compile, the installed build
+    "tests/cli/runbook_rehearsal_test.py",  # 157 s, of it the bucket-tuning rehearsal serial
+    "tests/orchestrate/faults_test.py",  # 68 s
+    "tests/cli/ab_test.py",  # 112 s (issue 20's gates and its A/B)
+    "tests/cli/main_tour_test.py",  # 79 s, one test: last to start, it would end the run
+    "tests/canary/twin_e2e_test.py",  # 110 s, of it the two sweeps and the wedge serial
+    "tests/canary/suites_test.py",  # 58 s
+    "tests/orchestrate/known_good_live_test.py",  # 52 s
+    "tests/orchestrate/usecases/ab_test.py",  # 35 s, of it 30 s serial
+    "tests/orchestrate/live_test.py",  # 28 s, of it the drain serial
+    "tests/cli/deploy_progress_test.py",  # 28 s
+    "tests/orchestrate/interrupt_live_test.py",  # 27 s
+    "tests/monitoring/prometheus_e2e_test.py",  # 26 s
+    "tests/cli/journal_operators_test.py",  # 25 s
+    "tests/orchestrate/ssh_flow_test.py",  # 24 s
+    "tests/cli/deploy_ssh_test.py",  # 22 s
+    "tests/twin/hazard_wedge_test.py",  # 22 s
+    "tests/architecture/parallel_test.py",  # 22 s
+    "tests/watch/twin_e2e_test.py",  # 21 s
+    "tests/orchestrate/targetjournal_hostile_test.py",  # 19 s
+    "tests/orchestrate/status_kernels_twin_test.py",  # 18 s
+    "tests/remote/supervisor_test.py",  # 17 s
+    "tests/profiles/secrets_in_errors_test.py",  # 16 s
 )
 
 
