@@ -40,12 +40,16 @@ KERNELS_PREFIXES = ("tests/kernels/", "tests/cli/kernels")
 # the kernel-rollout rehearsal then finds `built` made, instead of building it (22 s) while it
 # holds the machine alone, and the rehearsals' baseline deploy shares the machine too. The
 # 20-30 s files follow, so that the run ends on short files, not on one of them started last.
+# A serial test waits for the tests running on the other workers to end, so a long test that
+# overlaps one idles two workers meanwhile: the README tour (one 79 s test) goes at the start.
 HEAVY: tuple[str, ...] = (
     KERNELS_UNIT,  # 121 s: the interpreter checks, the AOT compile, the installed build
     "tests/cli/runbook_rehearsal_test.py",  # 157 s, of it the bucket-tuning rehearsal serial
+    # 79 s, one test: from the start, beside the two units above, which hold no serial test
+    # then; later a serial test waits for it to end, and two workers idle (69 s in one run)
+    "tests/cli/main_tour_test.py",
     "tests/orchestrate/faults_test.py",  # 68 s
     "tests/cli/ab_test.py",  # 112 s (issue 20's gates and its A/B)
-    "tests/cli/main_tour_test.py",  # 79 s, one test: last to start, it would end the run
     "tests/canary/twin_e2e_test.py",  # 110 s, of it the two sweeps and the wedge serial
     "tests/canary/suites_test.py",  # 58 s
     "tests/orchestrate/known_good_live_test.py",  # 52 s
