@@ -58,7 +58,7 @@ demo: install
 # two workers and 980-1095 s on three (2026-12-03; the machine 52% busy by /proc/stat at three);
 # with only the time-measuring tests serial, 853-993 s on three and 957 s on four (77-79% busy).
 # With the local agent session (remote/agent_session.py: one agent process per local Supervisor,
-# not per call), 690-771 s on three, the machine 68% busy by /proc/stat (user 50%, system 13%).
+# not per call), 690-771 s on three, the machine 62-68% busy by /proc/stat (user 46-50%).
 # Serial tests still run alone (testing/workers.py).
 TEST_WORKERS ?= 3
 test: install

@@ -8,14 +8,15 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
 import pytest
 
 from dsv4ops.remote import AgentCallError, ProcessSpec, Supervisor
+from dsv4ops.remote.agent_session import AgentSession
 from dsv4ops.remote.agent_zip import agent_zip
 from dsv4ops.remote.local import LocalExecutor
 from testing.ports import free_ports
@@ -45,9 +46,8 @@ def _wait_gone(pid: int, within_s: float = 5.0) -> bool:
     return False
 
 
-def _closed_port_wait(sup: Supervisor, *, call_timeout: float) -> None:
+def _closed_port_wait(sup: Supervisor, port: int, *, call_timeout: float) -> None:
     """An agent call that runs until its own timeout: a wait on a port nothing listens on."""
-    (port,) = free_ports(1)
     sup.call("wait_http", timeout=call_timeout, url=f"http://127.0.0.1:{port}/", timeout_s=30)
 
 
@@ -77,25 +77,44 @@ def test_a_timed_out_call_kills_the_session_and_the_next_call_starts_another(
     local_sup: Supervisor,
 ) -> None:
     before = _pid(local_sup)
+    (port,) = free_ports(1)
     t0 = time.monotonic()
     with pytest.raises(AgentCallError, match="timed out") as caught:
-        _closed_port_wait(local_sup, call_timeout=0.5)
+        _closed_port_wait(local_sup, port, call_timeout=0.5)
     assert caught.value.kind == "transport" and time.monotonic() - t0 < 10
     assert _wait_gone(before)
     assert _pid(local_sup) != before
 
 
-def test_an_interrupted_call_leaves_no_agent_behind(local_sup: Supervisor) -> None:
+def _when_waiting_for_the_reply(monkeypatch: pytest.MonkeyPatch, act: Callable[[], object]) -> None:
+    """Run `act` once the session has the request and the caller waits for its reply: the moment
+    a Ctrl-C or a crash lands in a long call (a timer could fire before the request is written
+    on a loaded machine)."""
+    real = AgentSession._read_line
+
+    def read_line(self: AgentSession, deadline: float) -> bytes | None:
+        monkeypatch.setattr(AgentSession, "_read_line", real)
+        act()
+        return real(self, deadline)
+
+    monkeypatch.setattr(AgentSession, "_read_line", read_line)
+
+
+def test_an_interrupted_call_leaves_no_agent_behind(
+    local_sup: Supervisor, monkeypatch: pytest.MonkeyPatch
+) -> None:
     before = _pid(local_sup)
+    (port,) = free_ports(1)
 
     def interrupt(_sig: int, _frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
     old = signal.signal(signal.SIGALRM, interrupt)
-    signal.setitimer(signal.ITIMER_REAL, 0.4)
+    # a real signal, 0.3 s into the wait for the reply
+    _when_waiting_for_the_reply(monkeypatch, lambda: signal.setitimer(signal.ITIMER_REAL, 0.3))
     try:
         with pytest.raises(KeyboardInterrupt):
-            _closed_port_wait(local_sup, call_timeout=20)
+            _closed_port_wait(local_sup, port, call_timeout=20)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
@@ -104,17 +123,16 @@ def test_an_interrupted_call_leaves_no_agent_behind(local_sup: Supervisor) -> No
 
 
 def test_a_session_killed_during_a_call_is_a_transport_error_never_a_retry(
-    local_sup: Supervisor, workdir: Path
+    local_sup: Supervisor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before = _pid(local_sup)
-    killer = threading.Timer(0.4, os.kill, (before, signal.SIGKILL))
-    killer.start()
-    try:
-        with pytest.raises(AgentCallError, match="no reply") as caught:
-            _closed_port_wait(local_sup, call_timeout=20)
-    finally:
-        killer.cancel()
+    (port,) = free_ports(1)
+    _when_waiting_for_the_reply(monkeypatch, lambda: os.kill(before, signal.SIGKILL))
+    t0 = time.monotonic()
+    with pytest.raises(AgentCallError, match="no reply") as caught:
+        _closed_port_wait(local_sup, port, call_timeout=20)
     assert caught.value.kind == "transport"
+    assert time.monotonic() - t0 < 10  # reported at once, not after a one-shot retry's wait
     assert _pid(local_sup) != before
 
 
