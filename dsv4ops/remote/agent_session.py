@@ -110,9 +110,8 @@ class AgentSession:
             except subprocess.TimeoutExpired:
                 _kill_group(proc.pid)
                 proc.wait()
-            for stream in (proc.stdout,):
-                if stream is not None:
-                    stream.close()
+            if proc.stdout is not None:
+                proc.stdout.close()
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
