@@ -17,6 +17,10 @@ BOX_DEVICE_NAME = "NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition"
 # (srt/arg_groups/fields/observability.py L136-139).
 SGLANG_DEFAULT_DECODE_LOG_INTERVAL = 40
 
+# Seconds an SSH target's calls ride out a dropped connection (remote/rideout.py): a blip is
+# seconds; a box that stays away longer is an outage the operator should hear about.
+SSH_RECONNECT_S = 30.0
+
 ENV_PREFIX = "DSV4OPS_"
 TWIN_ENV_PREFIX = "DSV4_TWIN_"
 

@@ -62,6 +62,16 @@ class TargetError(DsOpsError):
     """The target cannot be reached or is misconfigured."""
 
 
+class ConnectionLostError(TargetError):
+    """A connection to the target that had worked went away: dropped mid-command, or refused
+    when reconnecting. `sent`: whether the command may have reached the target (False: it
+    certainly did not run). remote/rideout.py decides what is sent again."""
+
+    def __init__(self, message: str, *, sent: bool, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.sent = sent
+
+
 class RemoteCommandError(DsOpsError):
     """A command on the target failed; `result` holds command, exit code and both streams."""
 

@@ -55,7 +55,13 @@ def open_target(
         )
     else:
         executor = connect("local")
-    supervisor = Supervisor(executor, target.workdir, python=target.python)
+    supervisor = Supervisor(
+        executor,
+        target.workdir,
+        python=target.python,
+        reconnect_s=s.reconnect_s if s is not None else 0.0,
+        notify=lambda message: click.echo(message, err=True),
+    )
     record = TargetJournal(supervisor, journal_path(target.name), offline_ok=read_only)
     journal = Journal(target.name, backend=record)
     session = TargetSession(target, supervisor, journal, SystemClock(), waits=live_waits())

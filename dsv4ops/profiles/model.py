@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 
 # A rendered deployment is the one `Deployment` value of the bottom layer (dsv4ops/deployment.py);
 # re-exported here because profiles build it and their warnings travel with it.
+from dsv4ops.constants import SSH_RECONNECT_S
 from dsv4ops.deployment import Component, Deployment, ProfileWarning, served_model_name
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles.settings import setting
@@ -224,6 +225,8 @@ class SSHSpec:
     key: str | None
     known_hosts: str | None
     trust_on_first_use: bool
+    # Seconds calls ride out a connection that dropped after it had worked (remote/rideout.py).
+    reconnect_s: float = SSH_RECONNECT_S
 
 
 @dataclass(frozen=True)

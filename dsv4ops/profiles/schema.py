@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dsv4ops.constants import SSH_RECONNECT_S
 from dsv4ops.jsontypes import JSONValue
 from dsv4ops.profiles import _flag_tables
 from dsv4ops.profiles.buckets import MAX_BATCH_SIZE, MAX_BUCKETS
@@ -218,6 +219,13 @@ TARGET_SCHEMA: Schema = {
         "key": Field("str", nullable=True),
         "known_hosts": Field("str", nullable=True),
         "trust_on_first_use": Field("bool", default=False),
+        "reconnect_s": Field(
+            "float",
+            default=SSH_RECONNECT_S,
+            minimum=0,
+            maximum=600,
+            help="seconds a call rides out a dropped connection (0: fail at once)",
+        ),
     },
     "gpus": Field("int_list", required=True, minimum=0, maximum=MAX_GPU_ID, max_items=64),
     "workdir": Field("str", required=True),

@@ -119,6 +119,7 @@ def _build(name: str, v: JSONObject, prov: Provenance, prefix: str) -> Target:
             key=s["key"],
             known_hosts=s["known_hosts"],
             trust_on_first_use=s["trust_on_first_use"],
+            reconnect_s=float(s["reconnect_s"]),
         )
     gpus = v["gpus"]
     if len(set(gpus)) != len(gpus) or any(g < 0 for g in gpus):

@@ -16,6 +16,8 @@ class AgentCallError(RemoteCommandError):
         super().__init__(message, result=reply)
         self.kind = kind
         self.reply = dict(reply or {})
+        # Seconds a lost connection took before the attempt that raised this (remote/rideout.py).
+        self.waited_before_s = 0.0
 
 
 class ComponentNotReadyError(DeployError):

@@ -1,6 +1,7 @@
 """The agent's replies as the Supervisor's typed results (supervisor.py makes the calls): a
-readiness wait that ended as a WaitResult or a ComponentNotReadyError, and the requests of an
-`http_many` call checked before they leave.
+readiness wait that ended as a WaitResult or a ComponentNotReadyError, a component's state, an
+HTTP reply, a preflight report, and the requests of an `http_many` call checked before they
+leave.
 """
 
 from __future__ import annotations
@@ -8,16 +9,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.remote.base import ProcessState
 from dsv4ops.remote.errors import AgentCallError, ComponentNotReadyError
-from dsv4ops.remote.results import WaitResult
+from dsv4ops.remote.results import HttpReply, PortUse, PreflightReport, WaitResult
 
 _HTTP_FIELDS = frozenset({"url", "method", "body", "headers", "timeout_s"})
 
 
 def not_ready_error(
-    exc: AgentCallError, *, url: str, name: str | None, host: str
+    exc: AgentCallError, *, url: str, name: str | None, host: str, waited_before_s: float = 0.0
 ) -> ComponentNotReadyError:
-    """A wait that timed out or whose process died, with the process's last log lines."""
+    """A wait that timed out or whose process died, with the process's last log lines
+    (`waited_before_s`: what the wait took before the attempt that answered, an outage)."""
     tail = str(exc.reply.get("log_tail") or "")
     code = exc.reply.get("exit_code")
     who = f"{name} " if name else ""
@@ -28,7 +31,7 @@ def not_ready_error(
         msg,
         url=url,
         reason=exc.kind,
-        elapsed_s=_opt_float(exc.reply.get("elapsed_s")) or 0.0,
+        elapsed_s=(_opt_float(exc.reply.get("elapsed_s")) or 0.0) + waited_before_s,
         name=name,
         log_tail=tail,
         component_exit_code=code if isinstance(code, int) else None,
@@ -36,9 +39,11 @@ def not_ready_error(
     )
 
 
-def wait_result(r: Mapping[str, JSONValue]) -> WaitResult:
+def wait_result(r: Mapping[str, JSONValue], waited_before_s: float = 0.0) -> WaitResult:
+    """A wait's reply; `waited_before_s` (an outage ridden out before the attempt that answered)
+    counts in its elapsed time."""
     return WaitResult(
-        float(r["elapsed_s"]),
+        float(r["elapsed_s"]) + waited_before_s,
         int(r["status"]),
         int(r["attempts"]),
         float(r["detected_at_monotonic"]),
@@ -67,3 +72,51 @@ def http_items(requests: Sequence[str | Mapping[str, JSONValue]]) -> list[JSONOb
 
 def _opt_float(value: object) -> float | None:
     return float(value) if isinstance(value, int | float | str) else None
+
+
+def process_state(name: str, s: Mapping[str, JSONValue]) -> ProcessState:
+    """One component of a `status` reply."""
+    argv = s["argv"]
+    return ProcessState(
+        name=name,
+        pid=s["pid"],
+        alive=s["alive"],
+        started_at=s["started_at"],
+        argv=tuple(argv) if isinstance(argv, list) else None,
+        env=s["env"],
+        ports_open={int(p): v for p, v in s["ports_open"].items()},
+        log_path=s["log_path"],
+        exit_code=s["exit_code"],
+    )
+
+
+def http_reply(r: Mapping[str, JSONValue]) -> HttpReply:
+    """An agent's http reply; `timed_out` False when the agent did not say (an older one)."""
+    status, error, elapsed = r["status"], r["error"], r["elapsed_s"]
+    return HttpReply(
+        int(status) if isinstance(status, int | float) else None,
+        str(r["body"]),
+        None if error is None else str(error),
+        float(elapsed) if isinstance(elapsed, int | float) else 0.0,
+        timed_out=bool(r.get("timed_out")),
+    )
+
+
+def preflight_report(r: Mapping[str, JSONValue]) -> PreflightReport:
+    """A `preflight` reply."""
+    g = r["gpus"]
+    return PreflightReport(
+        host=r["host"],
+        workdir=r["workdir"],
+        writable=r["writable"],
+        writable_error=r["writable_error"],
+        ports={
+            int(p): PortUse(u["in_use"], tuple((h["pid"], h["ours"]) for h in u["holders"]))
+            for p, u in r["ports"].items()
+        },
+        gpus_available=g["available"],
+        gpu_note=g["note"],
+        gpus_busy={int(i): tuple(p) for i, p in g.get("busy", {}).items()},
+        gpus_missing=tuple(g.get("missing", ())),
+        paths=r["paths"],
+    )

@@ -12,7 +12,10 @@
   process group when the channel goes away (timeout, drop), as the local executor kills a
   command that times out.
 * Every connect/auth/host-key/transport failure becomes a TargetError naming user@host:port; a
-  connection that drops mid-command does too, and the next call reconnects.
+  connection that drops mid-command does too, and the next call reconnects. Once connected, a
+  drop, and a reconnect that fails the way a network fails (not a key or an authentication
+  refusal), is a ConnectionLostError saying whether the command may have reached the target:
+  what remote/rideout.py needs to decide whether the call is sent again.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import fabric
 import paramiko
 
 from dsv4ops.clock import SystemClock
-from dsv4ops.errors import TargetError
+from dsv4ops.errors import ConnectionLostError, TargetError
 from dsv4ops.remote._redact import check_result, make_result
 from dsv4ops.remote.base import CommandResult
 from dsv4ops.remote.ssh_trust import HostKeyPolicy, RevokedHostKey, key_id, load_known_hosts
@@ -135,6 +138,7 @@ class SSHExecutor:
         self.connect_timeout_s = connect_timeout_s
         self.python = python
         self._conn: fabric.Connection | None = None
+        self._connected_once = False  # a failure to connect after that is a lost connection
 
     @property
     def where(self) -> str:
@@ -188,11 +192,15 @@ class SSHExecutor:
             # A half-open transport would keep its thread and socket until garbage collection.
             with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
                 conn.close()
-            raise self._open_failure(exc, kh, revoked) from None
+            failure = self._open_failure(exc, kh, revoked)
+            if self._connected_once and _network_failure(exc):
+                raise ConnectionLostError(failure.message, sent=False, hint=failure.hint) from None
+            raise failure from None
         transport = conn.client.get_transport()
         if transport is not None:
             transport.set_keepalive(30)  # readiness waits can be silent for minutes
         self._conn = conn
+        self._connected_once = True
         return conn
 
     def _open_failure(
@@ -262,10 +270,14 @@ class SSHExecutor:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _dropped(self, what: str, exc: BaseException | None = None) -> TargetError:
+    def _dropped(
+        self, what: str, exc: BaseException | None = None, *, sent: bool
+    ) -> ConnectionLostError:
         self.close()
         detail = f": {exc}" if exc and str(exc) else ""
-        return TargetError(f"{self.where}: connection dropped during {what}{detail}")
+        return ConnectionLostError(
+            f"{self.where}: connection dropped during {what}{detail}", sent=sent
+        )
 
     # ------------------------------------------------------------------ commands
 
@@ -285,21 +297,23 @@ class SSHExecutor:
         payload = (json.dumps(dict(env)) + "\n" if env else "") + (stdin or "")
         transport = self._connection().client.get_transport()
         t0 = _CLOCK.monotonic()
+        if transport is None or not transport.is_active():
+            raise self._dropped("command start", sent=False)
         try:
-            if transport is None or not transport.is_active():
-                raise self._dropped("command start")
             chan = transport.open_session(timeout=self.connect_timeout_s)
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            raise self._dropped(f"`{argv[0]}`", exc, sent=False) from None  # no channel, no command
+        try:
+            # From the exec request on, the server may have started the command.
             chan.exec_command(command)
             if payload:
                 chan.sendall(payload.encode())
             chan.shutdown_write()
             code, out, err, timed_out = _collect(chan, transport, t0, timeout)
-        except TargetError:
-            raise
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            raise self._dropped(f"`{argv[0]}`", exc) from None
+            raise self._dropped(f"`{argv[0]}`", exc, sent=True) from None
         if code is None:
-            raise self._dropped(f"`{argv[0]}`")
+            raise self._dropped(f"`{argv[0]}`", sent=True)
         result = make_result(
             argv,
             code,
@@ -327,6 +341,19 @@ class SSHExecutor:
             self._connection().get(remote, local=str(local))
         except (OSError, EOFError, paramiko.SSHException) as exc:
             raise TargetError(f"{self.where}: download of {remote} failed: {exc}") from None
+
+
+def _network_failure(exc: BaseException) -> bool:
+    """A connect failure a network outage gives (refused, reset, timed out, closed before the
+    banner or during authentication), not a key or an authentication refusal: riding it out
+    can only end with the same refusal."""
+    if isinstance(exc, RevokedHostKey | paramiko.BadHostKeyException):
+        return False
+    if isinstance(exc, paramiko.AuthenticationException):
+        return _TRANSPORT_GONE in str(exc)
+    if isinstance(exc, paramiko.SSHException):
+        return "not found in known_hosts" not in str(exc)
+    return isinstance(exc, OSError | EOFError)
 
 
 def _collect(

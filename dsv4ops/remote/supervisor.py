@@ -4,7 +4,8 @@ Every process-level action (detached start, group stop, status, readiness wait, 
 deploy lock, state files, kernel packages) runs *on the target* inside one `python3 agent.zip`
 call with a JSON request on stdin. Going through stdin keeps secret env values off every
 command line; running the waits on the target keeps readiness detection fast over SSH (one
-round trip, not one per poll).
+round trip, not one per poll). A call that loses its SSH connection is sent again once the
+target answers, when that cannot do a thing twice (remote/rideout.py).
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ import json
 import posixpath
 import uuid
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from dsv4ops.clock import Clock, SystemClock
+from dsv4ops.constants import SSH_RECONNECT_S
 from dsv4ops.errors import TargetError
 from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.remote import rideout
 from dsv4ops.remote.agent_session import AgentSession
 from dsv4ops.remote.agent_zip import agent_sha256, local_agent_zip
 from dsv4ops.remote.base import Executor, ProcessSpec, ProcessState
@@ -27,11 +31,17 @@ from dsv4ops.remote.errors import (
 )
 from dsv4ops.remote.local import LocalExecutor
 from dsv4ops.remote.procident import dead_here
-from dsv4ops.remote.replies import http_items, not_ready_error, wait_result
+from dsv4ops.remote.replies import (
+    http_items,
+    http_reply,
+    not_ready_error,
+    preflight_report,
+    process_state,
+    wait_result,
+)
 from dsv4ops.remote.results import (
     HttpReply,
     LockInfo,
-    PortUse,
     PreflightReport,
     StopReport,
     WaitResult,
@@ -46,7 +56,18 @@ _NEVER_RAN = ("can't open file", "SyntaxError", "can't find '__main__' module")
 class Supervisor:
     """Drives the agent zip in `<workdir>/.dsv4ops/agent.zip` on the executor's target."""
 
-    def __init__(self, executor: Executor, workdir: str, python: str = "python3") -> None:
+    def __init__(
+        self,
+        executor: Executor,
+        workdir: str,
+        python: str = "python3",
+        *,
+        reconnect_s: float = SSH_RECONNECT_S,
+        clock: Clock | None = None,
+        notify: Callable[[str], None] | None = None,
+    ) -> None:
+        """`reconnect_s`: how long calls ride out a lost connection (remote/rideout.py);
+        `notify` hears when one is lost and when it is back."""
         if not workdir.startswith("/"):
             raise TargetError(f"{executor.host}: work directory must be absolute, got {workdir!r}")
         self.executor = executor
@@ -54,6 +75,8 @@ class Supervisor:
         self.python = python
         self.agent_path = f"{self.workdir}/.dsv4ops/agent.zip"
         self._sha256 = agent_sha256()
+        self._clock = clock or SystemClock()
+        self._outage = rideout.Outage(executor.host, reconnect_s, self._clock, notify)
         # A local target's calls go to one long-lived agent (remote/agent_session.py); only a
         # plain LocalExecutor's: a wrapper that changes what `run` does keeps its one-shot calls.
         self._session: AgentSession | None = None
@@ -139,6 +162,16 @@ class Supervisor:
     def call(self, op: str, timeout: float = _CALL_TIMEOUT_S, **args: JSONValue) -> JSONObject:
         """One agent command by name: the typed methods below use it, and so do the kernel
         package commands (`dsv4ops/kernels/deploy.py`). Raises AgentCallError (agent's kind)."""
+        return self._call_riding_out(op, timeout, args)[0]
+
+    _call = call
+
+    def _call_riding_out(
+        self, op: str, timeout: float, args: Mapping[str, JSONValue]
+    ) -> tuple[JSONObject, float]:
+        return rideout.call(op, args, timeout, self._call_once, self._outage, self._clock)
+
+    def _call_once(self, op: str, timeout: float, args: Mapping[str, JSONValue]) -> JSONObject:
         # The agent checks its own hash against ours before doing anything, so a missing, stale
         # or damaged agent costs one upload and one retry, and a current one nothing extra.
         result = self._run_agent(self.agent_path, op, timeout, args, final=False)
@@ -147,8 +180,6 @@ class Supervisor:
             result = self._run_agent(self.agent_path, op, timeout, args, final=True)
         assert result is not None
         return result
-
-    _call = call
 
     # ------------------------------------------------------------------ processes
 
@@ -205,21 +236,7 @@ class Supervisor:
         raw = self._call(
             "status", names=names, ports={k: list(v) for k, v in (ports or {}).items()}
         )
-        out = {}
-        for n in names:
-            s = raw[n]
-            out[n] = ProcessState(
-                name=n,
-                pid=s["pid"],
-                alive=s["alive"],
-                started_at=s["started_at"],
-                argv=tuple(s["argv"]) if s["argv"] is not None else None,
-                env=s["env"],
-                ports_open={int(p): v for p, v in s["ports_open"].items()},
-                log_path=s["log_path"],
-                exit_code=s["exit_code"],
-            )
-        return out
+        return {n: process_state(n, raw[n]) for n in names}
 
     def kill(self, name: str, signal: str = "KILL", group: bool = False) -> bool:
         """Send a signal to a component (fault tests); True when a live process was signalled."""
@@ -258,20 +275,20 @@ class Supervisor:
         exp = (
             list(expect) if isinstance(expect, Sequence) and not isinstance(expect, str) else expect
         )
+        args: JSONObject = {"url": url, "timeout_s": timeout_s, "expect": exp, "name": proc_name}
         try:
-            r = self._call(
-                "wait_http",
-                timeout=timeout_s + 30,
-                url=url,
-                timeout_s=timeout_s,
-                expect=exp,
-                name=proc_name,
-            )
+            r, before = self._call_riding_out("wait_http", timeout_s + 30, args)
         except AgentCallError as exc:
             if exc.kind not in ("timeout", "died"):
                 raise
-            raise not_ready_error(exc, url=url, name=proc_name, host=self.executor.host) from None
-        return wait_result(r)
+            raise not_ready_error(
+                exc,
+                url=url,
+                name=proc_name,
+                host=self.executor.host,
+                waited_before_s=exc.waited_before_s,
+            ) from None
+        return wait_result(r, before)
 
     def http(
         self,
@@ -292,7 +309,7 @@ class Supervisor:
             headers=dict(headers or {}),
             timeout_s=timeout_s,
         )
-        return _reply(r)
+        return http_reply(r)
 
     def http_many(
         self, requests: Sequence[str | Mapping[str, JSONValue]], *, timeout_s: float = 10.0
@@ -309,7 +326,7 @@ class Supervisor:
             return []
         longest = max(float(i.get("timeout_s", timeout_s)) for i in items)
         r = self._call("http_many", timeout=longest + 30, requests=items, timeout_s=timeout_s)
-        return [_reply(x) for x in r["replies"]]
+        return [http_reply(x) for x in r["replies"]]
 
     # ------------------------------------------------------------------ preflight, lock, state
 
@@ -318,22 +335,7 @@ class Supervisor:
     ) -> PreflightReport:
         """Work dir writable, who holds each port, which GPUs are busy, which paths exist."""
         r = self._call("preflight", ports=list(ports), gpus=list(gpus), paths=list(paths))
-        g = r["gpus"]
-        return PreflightReport(
-            host=r["host"],
-            workdir=r["workdir"],
-            writable=r["writable"],
-            writable_error=r["writable_error"],
-            ports={
-                int(p): PortUse(u["in_use"], tuple((h["pid"], h["ours"]) for h in u["holders"]))
-                for p, u in r["ports"].items()
-            },
-            gpus_available=g["available"],
-            gpu_note=g["note"],
-            gpus_busy={int(i): tuple(p) for i, p in g.get("busy", {}).items()},
-            gpus_missing=tuple(g.get("missing", ())),
-            paths=r["paths"],
-        )
+        return preflight_report(r)
 
     def lock_acquire(self, holder: Mapping[str, JSONValue], force: bool = False) -> LockInfo | None:
         """Take the deploy lock; returns the broken lock's info when `force` broke one.
@@ -382,15 +384,3 @@ class Supervisor:
     def _with_local_staleness(self, info: LockInfo) -> LockInfo:
         dead = not info.stale and dead_here(dict(info.holder))
         return LockInfo(info.holder, True) if dead else info
-
-
-def _reply(r: Mapping[str, JSONValue]) -> HttpReply:
-    """An agent's http reply; `timed_out` False when the agent did not say (an older one)."""
-    status, error, elapsed = r["status"], r["error"], r["elapsed_s"]
-    return HttpReply(
-        int(status) if isinstance(status, int | float) else None,
-        str(r["body"]),
-        None if error is None else str(error),
-        float(elapsed) if isinstance(elapsed, int | float) else 0.0,
-        timed_out=bool(r.get("timed_out")),
-    )

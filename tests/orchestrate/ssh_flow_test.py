@@ -1,6 +1,7 @@
 """The same orchestration through the SSH executor against a real OpenSSH server on 127.0.0.1
 (known_hosts checked): deploy, status, redeploy another profile, rollback; and a connection that
-drops mid-deploy, after which status explains and a re-run recovers."""
+drops mid-deploy: a ~3 s outage is ridden out and the deploy lands; with no budget for that the
+deploy fails, status explains and a re-run recovers."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from dsv4ops.constants import SSH_RECONNECT_S
 from dsv4ops.journal.records import Kind
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.engine import Timeouts
@@ -33,11 +35,22 @@ class SshCommand:
     """What one CLI invocation composes, but with the SSH executor (a fresh connection each)."""
 
     def __init__(
-        self, env: OrchEnv, sshd: SshdServer, progress: Callable[[str], None] | None = None
+        self,
+        env: OrchEnv,
+        sshd: SshdServer,
+        progress: Callable[[str], None] | None = None,
+        reconnect_s: float = SSH_RECONNECT_S,
+        notify: Callable[[str], None] | None = None,
     ) -> None:
         self.target = get_target(env.target)  # rendering only; processes start over SSH
         self.executor = sshd.executor()
-        self.sup = Supervisor(self.executor, str(env.workdir), python=sys.executable)
+        self.sup = Supervisor(
+            self.executor,
+            str(env.workdir),
+            python=sys.executable,
+            reconnect_s=reconnect_s,
+            notify=notify,
+        )
         self.journal = Journal(JOURNAL)
         self.op = Operator(
             self.sup,
@@ -85,9 +98,11 @@ def run(
     action: str,
     *args: Any,
     progress: Callable[[str], None] | None = None,
+    reconnect_s: float = SSH_RECONNECT_S,
+    notify: Callable[[str], None] | None = None,
     **kw: Any,
 ) -> Any:
-    cmd = SshCommand(env, sshd, progress)
+    cmd = SshCommand(env, sshd, progress, reconnect_s, notify)
     try:
         return getattr(cmd, action)(*args, **kw)
     finally:
@@ -114,15 +129,14 @@ def test_deploy_status_redeploy_rollback_over_ssh(env: OrchEnv, sshd: SshdServer
     assert len(our_processes(env)) == 3
 
 
-def test_connection_drop_mid_deploy_then_status_and_rerun_recover(
-    env: OrchEnv, sshd: SshdServer
-) -> None:
-    if Journal(JOURNAL).deployed() is None:
-        assert run(env, sshd, "deploy", "baseline").ok
+def _deploy_through_an_outage(
+    env: OrchEnv, sshd: SshdServer, profile: str, **kw: Any
+) -> tuple[Outcome, list[threading.Thread]]:
+    """Deploy `profile` while SSH is cut for ~3 s from the moment the decode has started (its
+    readiness wait is then in flight): every session is killed as soon as it appears."""
     stop_dropping = threading.Event()
 
     def keep_dropping() -> None:
-        # A network outage of ~3 s: every SSH session is cut as soon as it appears.
         deadline = time.monotonic() + 3.0
         while time.monotonic() < deadline and not stop_dropping.is_set():
             sshd.drop_connections()
@@ -137,11 +151,34 @@ def test_connection_drop_mid_deploy_then_status_and_rerun_recover(
             outage.append(t)
 
     try:
-        out = run(env, sshd, "deploy", "buckets-step4", progress=progress)
+        out = run(env, sshd, "deploy", profile, progress=progress, **kw)
     finally:
         stop_dropping.set()
         for t in outage:
             t.join()
+    return out, outage
+
+
+def test_a_three_second_outage_mid_deploy_is_ridden_out(env: OrchEnv, sshd: SshdServer) -> None:
+    if Journal(JOURNAL).deployed() is None:
+        assert run(env, sshd, "deploy", "baseline").ok
+    heard: list[str] = []
+    out, outage = _deploy_through_an_outage(env, sshd, "buckets-step4", notify=heard.append)
+    assert outage and out.ok, out.message
+    assert any("connection lost" in h for h in heard), heard
+    assert any("connection is back" in h for h in heard), heard
+    st = run(env, sshd, "status")
+    assert st["healthy"] and st["deployed"]["profile"] == "buckets-step4", st
+    assert st["attention"] == [] and len(our_processes(env)) == 3
+
+
+def test_connection_drop_mid_deploy_then_status_and_rerun_recover(
+    env: OrchEnv, sshd: SshdServer
+) -> None:
+    """With no budget to ride it out (`ssh.reconnect_s: 0`), the outage fails the deploy."""
+    if Journal(JOURNAL).deployed() is None:
+        assert run(env, sshd, "deploy", "baseline").ok
+    out, outage = _deploy_through_an_outage(env, sshd, "buckets-step4", reconnect_s=0)
     assert outage and not out.ok
     assert "connection dropped" in out.message or "cannot connect" in out.message, out.message
 

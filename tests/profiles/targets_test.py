@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import load_targets
 
 TARGETS = """schema_version: 1
@@ -32,3 +33,35 @@ def test_a_relative_local_python_is_relative_to_where_dsv4ops_runs_like_the_work
     assert target.workdir == str(tmp_path / "ops")
     (tmp_path / "t2.yaml").write_text(TARGETS.replace("env/bin/python", "python3.11"))
     assert load_targets(tmp_path / "t2.yaml")["here"].python == "python3.11"
+
+
+SSH_TARGET = """schema_version: 1
+targets:
+  box:
+    transport: ssh
+    ssh:
+      host: dsv4-box
+      reconnect_s: RECONNECT
+    gpus: [0, 1]
+    workdir: /opt/dsv4ops
+"""
+
+
+def test_an_ssh_target_rides_out_30_s_of_outage_unless_told(tmp_path: Path) -> None:
+    path = tmp_path / "targets.yaml"
+    path.write_text(SSH_TARGET.replace("      reconnect_s: RECONNECT\n", ""))
+    ssh = load_targets(path)["box"].ssh
+    assert ssh is not None and ssh.reconnect_s == 30.0
+    path.write_text(SSH_TARGET.replace("RECONNECT", "0"))
+    ssh = load_targets(path)["box"].ssh
+    assert ssh is not None and ssh.reconnect_s == 0.0
+
+
+@pytest.mark.parametrize("value", ["-1", "601", "soon"])
+def test_a_bad_reconnect_budget_names_its_file_line_and_key(tmp_path: Path, value: str) -> None:
+    path = tmp_path / "targets.yaml"
+    path.write_text(SSH_TARGET.replace("RECONNECT", value))
+    with pytest.raises(ProfileError) as raised:
+        load_targets(path)
+    assert raised.value.path == str(path) and raised.value.line == 7
+    assert raised.value.key == "targets.box.ssh.reconnect_s", raised.value.key

@@ -14,10 +14,10 @@ import paramiko
 import pytest
 
 from dsv4ops.clock import SystemClock
-from dsv4ops.errors import RemoteCommandError, TargetError
+from dsv4ops.errors import ConnectionLostError, RemoteCommandError, TargetError
 from dsv4ops.remote.ssh import SSHExecutor, build_command
 from testing.ports import free_port
-from testing.remote import SshdServer
+from testing.remote import SshdServer, running_sshd
 
 pytestmark = pytest.mark.ssh
 PY = sys.executable
@@ -181,10 +181,45 @@ def test_connection_dropped_mid_command_is_a_target_error_then_reconnects(sshd: 
     worker.join(timeout=20)
     assert not worker.is_alive()
     assert clock.monotonic() - t0 < 15
-    assert len(errors) == 1 and isinstance(errors[0], TargetError), errors
+    assert len(errors) == 1 and isinstance(errors[0], ConnectionLostError), errors
+    assert errors[0].sent  # the command had started: whether it ran is not known
     assert "connection dropped" in str(errors[0]) and f"127.0.0.1:{sshd.port}" in str(errors[0])
     assert ex.run(["echo", "back"]).stdout.strip() == "back"  # the next call reconnects
     ex.close()
+
+
+def test_a_box_gone_after_the_first_contact_is_a_lost_connection_never_sent(
+    tmp_path: Path,
+) -> None:
+    """Once connected, a reconnect that is refused is an outage (the command never left); the
+    first contact failing the same way is not: that is a wrong address, not a blip."""
+    with running_sshd(tmp_path / "sshd") as server:
+        ex = server.executor()
+        ex.run(["true"])
+        never = server.executor()
+    ex.close()  # the next call must reconnect, and the server is gone now
+    with pytest.raises(ConnectionLostError) as lost:
+        ex.run(["true"])
+    assert lost.value.sent is False and f"127.0.0.1:{server.port}" in str(lost.value)
+    with pytest.raises(TargetError) as first:
+        never.run(["true"])
+    assert not isinstance(first.value, ConnectionLostError), first.value
+
+
+def test_a_refused_key_after_the_first_contact_is_not_an_outage(
+    sshd: SshdServer, tmp_path: Path
+) -> None:
+    """A reconnect refused for its key (revoked since, or a new host key) ends the same way
+    every time: it is reported as it is, never ridden out."""
+    kh = tmp_path / "known_hosts"
+    kh.write_text(sshd.host_key_line + "\n")
+    ex = sshd.executor(known_hosts=str(kh))
+    ex.run(["true"])
+    ex.close()
+    kh.write_text("@revoked " + sshd.host_key_line + "\n")
+    with pytest.raises(TargetError) as refused:
+        ex.run(["true"])
+    assert not isinstance(refused.value, ConnectionLostError), refused.value
 
 
 def _new_key_b64(path: Path) -> str:

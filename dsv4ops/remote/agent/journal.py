@@ -76,11 +76,21 @@ def op_journal_append(wd: Workdir, req: JsonObject) -> JsonObject:
     for line in lines.splitlines():
         if not isinstance(json.loads(line), dict):
             raise AgentError("bad_request", "journal_append: every line is a JSON object")
+    data = lines.encode("utf-8", "surrogateescape")
     path = wd.journal()
     with _safe_file(path), journalfile.exclusive(path):
         _check_fence(wd, req.get("lock_op"))
-        journalfile.append_bytes(path, lines.encode("utf-8", "surrogateescape"))
+        if not (req.get("again") is True and _landed(path, req, data)):
+            journalfile.append_bytes(path, data)
         return _since(path, req)
+
+
+def _landed(path: str, req: JsonObject, data: bytes) -> bool:
+    """Whether an append sent `again` (its first sending lost its connection, remote/rideout.py)
+    already landed: its lines are in what the caller's copy lacks. Records carry their op id and
+    sequence number, so the same lines cannot be another append's."""
+    tail = journalfile.read_since(path, req.get("offset"), req.get("prefix_window"))[0]
+    return data in tail
 
 
 def op_journal_merge(wd: Workdir, req: JsonObject) -> JsonObject:
