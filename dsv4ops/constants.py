@@ -16,6 +16,10 @@ BOX_DEVICE_NAME = "NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition"
 # Decode iterations between two metric reports when `--decode-log-interval` is not given
 # (srt/arg_groups/fields/observability.py L136-139).
 SGLANG_DEFAULT_DECODE_LOG_INTERVAL = 40
+# A line through two concurrency levels fits them exactly (R² 1 by construction): the sweep's
+# step law needs a third level to be tested by (canary/suites/sweep_law.py), and a profile's
+# canary.sweep_concurrency that lists fewer can never give one (profiles/rules.py refuses it).
+MIN_SWEEP_LAW_LEVELS = 3
 
 # Seconds an SSH target's calls ride out a dropped connection (remote/rideout.py): a blip is
 # seconds; a box that stays away longer is an outage the operator should hear about.

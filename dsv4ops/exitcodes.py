@@ -7,7 +7,8 @@ A script (cron, a runbook, CI) branches on the code, so each code means one thin
                       to, a preflight that says no. Nothing was changed, so fixing the input and
                       running again is safe. (click's usage errors are mapped here too.)
     2    FAILED       something was observed to be wrong, or an operation failed and was
-                      handled: a deploy rolled back, a canary FAIL, NOT HEALTHY, a CRITICAL
+                      handled: a deploy rolled back, a canary FAIL, NOT HEALTHY, a unit
+                      STOPPED (not serving, as the journal records it was stopped), a CRITICAL
                       finding, an experiment that stopped early. Act on it.
     3    BUG          an unexpected error in dsv4ops itself (a crash report is written).
                       Never used for a state of the target: a script can tell "dsv4ops broke"
@@ -36,7 +37,11 @@ INTERRUPTED = 130
 TABLE: tuple[tuple[int, str, str], ...] = (
     (OK, "OK", "done, HEALTHY, PASS, no finding"),
     (REFUSED, "REFUSED", "user mistake or refused; nothing was changed"),
-    (FAILED, "FAILED", "handled failure (rolled back), canary FAIL, NOT HEALTHY, CRITICAL"),
+    (
+        FAILED,
+        "FAILED",
+        "handled failure (rolled back), canary FAIL, NOT HEALTHY, STOPPED, CRITICAL",
+    ),
     (BUG, "BUG", "unexpected error in dsv4ops (crash report written)"),
     (UNDECIDED, "UNDECIDED", "INCONCLUSIVE, WARNING, UNKNOWN (unreachable, nothing answered)"),
     (INTERRUPTED, "INTERRUPTED", "Ctrl-C / SIGTERM; resume or recover as printed"),
@@ -54,8 +59,10 @@ def for_verdict(verdict: str) -> int:
 
 
 def for_health(word: str) -> int:
-    """A status word's code: HEALTHY 0, NOT HEALTHY 2, anything else (UNKNOWN) 4."""
-    return {"HEALTHY": OK, "NOT HEALTHY": FAILED}.get(word, UNDECIDED)
+    """A status word's code: HEALTHY 0, NOT HEALTHY and STOPPED 2 (not serving: a script that
+    pages on a box that does not serve must not be told "all is well" nor "could not tell"),
+    anything else (UNKNOWN, UNMANAGED) 4."""
+    return {"HEALTHY": OK, "NOT HEALTHY": FAILED, "STOPPED": FAILED}.get(word, UNDECIDED)
 
 
 def for_severity(name: str) -> int:

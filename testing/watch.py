@@ -295,6 +295,7 @@ class ClockedWedge:
     decode_goes_on: bool = False
     unit: FakeUnit = field(default_factory=FakeUnit)
     token_every_s: float = 0.1
+    blind_why: str | None = None  # what `blind()` says (a stream that keeps failing)
 
     def __call__(
         self, requests: Sequence[Mapping[str, Any]], *, timeout_s: float = 10.0
@@ -311,6 +312,9 @@ class ClockedWedge:
         if now < self.wedge_at:
             return now % self.token_every_s  # a token every 0.1 s
         return now - self.wedge_at
+
+    def blind(self) -> str | None:
+        return self.blind_why
 
     def close(self) -> None:
         pass

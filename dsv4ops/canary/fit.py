@@ -23,6 +23,7 @@ class StepFit:
     r2: float
     n: int
     x: str  # "padded_bs" or "bs"
+    levels: int = 0  # distinct x values the line went through
 
     @property
     def ceiling_tok_s(self) -> float:
@@ -51,7 +52,7 @@ def fit_line(points: Sequence[tuple[float, float]], *, x: str = "bs") -> StepFit
     ss_tot = sum((v - my) ** 2 for v in ys)
     ss_res = sum((v - (a + b * u)) ** 2 for u, v in zip(xs, ys, strict=True))
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
-    return StepFit(a_ms=a, b_ms=b, r2=r2, n=n, x=x)
+    return StepFit(a_ms=a, b_ms=b, r2=r2, n=n, x=x, levels=len(set(xs)))
 
 
 def pad_to_bucket(bs: float, buckets: Sequence[int]) -> float:

@@ -22,6 +22,7 @@ import aiohttp
 
 from dsv4ops.canary import rawhttp
 from dsv4ops.canary import records as R
+from dsv4ops.canary.limits import ServerLimits, server_message
 from dsv4ops.canary.records import RequestRecord, parse
 from dsv4ops.canary.sse import SseSplitter, is_token_event
 from dsv4ops.canary.watchdog import Watchdog
@@ -68,6 +69,8 @@ class ChatClient:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self.session: aiohttp.ClientSession | None = None
         self._raw: rawhttp.StreamingHttp | None = None
+        # what the server will serve (canary/limits.py): set once read, every stream sized by it
+        self.limits = ServerLimits()
 
     async def __aenter__(self) -> ChatClient:
         connector = aiohttp.TCPConnector(
@@ -104,6 +107,9 @@ class ChatClient:
         """
         assert self.session is not None, "use ChatClient as an async context manager"
         rec = RequestRecord(rid=rid, tag=tag, t_queued=t_queued)
+        body, asked = self.limits.fit(body)
+        if asked is not None:
+            rec.extra["max_tokens_asked"] = asked
         if sink is not None:
             sink.append(rec)  # kept even when the caller cancels this coroutine
         inner = asyncio.create_task(self._stream(rec, body))
@@ -162,7 +168,7 @@ class ChatClient:
         rec.status = resp.status
         if resp.status != 200:
             text = resp.error_body.decode("utf-8", errors="replace")
-            rec.error, rec.error_detail = R.ERR_HTTP, f"HTTP {resp.status}: {text[:200]}"
+            rec.error, rec.error_detail = R.ERR_HTTP, _http_detail(resp.status, text)
 
     async def _receive_aiohttp(self, rec: RequestRecord, data: bytes) -> None:
         """The stream over aiohttp (https, credentials in the URL): one task wake-up per read."""
@@ -173,7 +179,7 @@ class ChatClient:
             rec.status = resp.status
             if resp.status != 200:
                 text = await resp.text(errors="replace")
-                rec.error, rec.error_detail = R.ERR_HTTP, f"HTTP {resp.status}: {text[:200]}"
+                rec.error, rec.error_detail = R.ERR_HTTP, _http_detail(resp.status, text)
                 return
             splitter = SseSplitter()
             times, payloads = rec.times, rec.payloads
@@ -219,6 +225,11 @@ class ChatClient:
             return 0, "", TIMED_OUT
         except aiohttp.ClientError as exc:
             return 0, "", f"{type(exc).__name__}: {exc}"[:200]
+
+
+def _http_detail(status: int, text: str) -> str:
+    """An HTTP error as the server said it: its own message, unwrapped (canary/limits.py)."""
+    return f"HTTP {status}: {server_message(text)[:300]}"
 
 
 def _failure(exc: BaseException, timeout_s: float) -> tuple[str, str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from dsv4ops.canary.records import RequestRecord
 from dsv4ops.jsontypes import JSONObject, JSONValue
@@ -56,6 +57,41 @@ def per_second_tokens(records: Iterable[RequestRecord], t0_ns: int) -> list[int]
         return []
     last = max(counts)
     return [counts.get(i, 0) for i in range(last + 1)]
+
+
+@dataclass(frozen=True)
+class SteadyWindow:
+    """The 1-s output buckets of a load at full strength: after its ramp (every first stream
+    has its first token) and before its drain (the first stream that ended after the last
+    request was sent, and so was not replaced). Both ends are measured from the records."""
+
+    buckets: list[int]
+    ramp_s: int  # buckets dropped at the start
+    drain_s: int  # buckets dropped at the end
+
+
+def steady_window(
+    records: Sequence[RequestRecord], t0_ns: int, concurrency: int, *, open_loop: bool = False
+) -> SteadyWindow:
+    """Closed loop: the ramp ends with the second in which the concurrency-th stream first
+    decoded, the drain starts when the first stream ends unreplaced. Open loop (Poisson
+    arrivals, never all at once): the first second is the ramp, the last arrival starts the
+    drain."""
+    every = per_second_tokens(records, t0_ns)
+    sent = sorted(r.t_send for r in records if r.t_send)
+    if not every or not sent:
+        return SteadyWindow([], 0, 0)
+    firsts = sorted(r.t_first for r in records if r.t_first)
+    ramp_at = t0_ns
+    if firsts and not open_loop:
+        ramp_at = firsts[min(concurrency, len(firsts)) - 1]
+    start = (ramp_at - t0_ns) // 1_000_000_000 + 1
+    last_send = sent[-1]
+    ends_after = [r.t_end for r in records if r.t_end and r.t_end >= last_send]
+    drain_at = min(ends_after) if ends_after and not open_loop else last_send
+    stop = max(start, (drain_at - t0_ns) // 1_000_000_000)  # that second is part-drained
+    stop = min(stop, len(every))
+    return SteadyWindow(every[start:stop], start, len(every) - stop)
 
 
 def span_s(records: Iterable[RequestRecord]) -> float:

@@ -100,6 +100,17 @@ def _unmanaged_lines(report: JSONObject) -> list[str]:
     return [f"UNMANAGED: {found['why']}"] if found else []
 
 
+def _stopped_lines(stopped: JSONObject | None) -> list[str]:
+    """A unit the journal records stopped: by whom, when, and the command that starts it."""
+    if not stopped:
+        return []
+    line = f"stopped: by {stopped['by']} at {stopped['since']} (stop {stopped['op']})"
+    if stopped.get("last_profile"):
+        line += f"; last deployed {stopped['last_profile']}"
+        line += f" (`dsv4ops deploy {stopped['last_profile']}` starts it again)"
+    return [line]
+
+
 def _deployed_lines(d: JSONObject | None, k: JSONObject | None) -> list[str]:
     """What is deployed, and its kernel package (`k`: the report's, with drift and evidence)."""
     if not d:
@@ -149,7 +160,9 @@ def render(report: JSONObject) -> list[str]:
     from dsv4ops.orchestrate.usecases.status import health_word
 
     lines = [f"target {report['target']}: {report.get('status') or health_word(report)}"]
-    lines += _deployed_lines(d, report.get("kernel_package"))
+    lines += _stopped_lines(report.get("stopped")) or _deployed_lines(
+        d, report.get("kernel_package")
+    )
     lines += _unmanaged_lines(report)
     rows = [_component_row(c) for c in report["components"]]
     lines.append(table(rows, ["component", "process", "pid", "port", "health", "details"]))

@@ -27,8 +27,9 @@ from dsv4ops.orchestrate.drift import (
     process_drift,
     profile_drift,
 )
+from dsv4ops.orchestrate.health import stopped_by
 from dsv4ops.orchestrate.partial import describe_mix, is_mixed
-from dsv4ops.orchestrate.unmanaged import UNMANAGED, last_deployment, ports_to_check, unmanaged
+from dsv4ops.orchestrate.unmanaged import last_deployment, ports_to_check, unmanaged
 from dsv4ops.orchestrate.workload import load_of
 from dsv4ops.remote.base import ProcessState
 from dsv4ops.remote.results import HttpReply
@@ -116,6 +117,7 @@ def gather_status(
         "lock": {"holder": dict(lock.holder), "stale": lock.stale} if lock else None,
         "attention": attention_notes(journal, lock),
         "unmanaged": unmanaged(deployed is not None, states, last),
+        "stopped": stopped_by(journal, last) if current is None else None,
     }
     report["healthy"] = (
         deployed is not None
@@ -124,36 +126,6 @@ def gather_status(
         and not report["attention"]
     )
     return report
-
-
-HEALTHY, NOT_HEALTHY, UNKNOWN_HEALTH = "HEALTHY", "NOT HEALTHY", "UNKNOWN"
-
-
-def health_word(report: Mapping[str, JSONValue]) -> str:
-    """The one status word of a report, on positive evidence only: HEALTHY when every check
-    answered and passed; UNKNOWN when nothing of the unit could be observed (target unreachable,
-    an endpoint's router silent); UNMANAGED when nothing is recorded but its ports answer
-    (unmanaged.py); else NOT HEALTHY (down, drift, an unfinished operation). exitcodes.for_health."""
-    if report.get("reachable") is False:
-        return UNKNOWN_HEALTH
-    if report.get("unmanaged"):
-        return UNMANAGED
-    router = report.get("router")
-    if (
-        isinstance(router, Mapping)
-        and router.get("readiness") is None
-        and not isinstance(router.get("health"), int)
-    ):
-        return UNKNOWN_HEALTH  # an endpoint target whose router answered nothing
-    return HEALTHY if report.get("healthy") else NOT_HEALTHY
-
-
-def process_word(component: Mapping[str, JSONValue]) -> str:
-    """A component's process column, beside health_word: up (our process, alive), UNMANAGED (not
-    ours, but one of its ports accepts), DOWN (neither)."""
-    if component["alive"]:
-        return "up"
-    return UNMANAGED if any((component.get("ports_open") or {}).values()) else "DOWN"
 
 
 _PID = re.compile(r"\bpid (\d+)\b")
@@ -308,7 +280,8 @@ def _component(
     row: JSONObject = {
         "name": name,
         "alive": bool(state.alive),
-        "pid": state.pid,
+        # a pid only for a live process: a dead one's is history (and may be reused)
+        "pid": state.pid if state.alive else None,
         "started_at": state.started_at,
         "port": spec.port if spec else None,
         "ports_open": {str(k): v for k, v in (state.ports_open or {}).items()},

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from dsv4ops.constants import MIN_SWEEP_LAW_LEVELS
 from dsv4ops.profiles.bucket_rules import rule_buckets
 from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.flags import check_router_args, check_server_args, option_value
@@ -278,6 +279,15 @@ def rule_misc(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarni
             )
     if sink.usable("canary.sweep_concurrency") and any(c < 1 for c in p.canary.sweep_concurrency):
         sink.report(prov.error("canary.sweep_concurrency", "concurrency levels must be >= 1"))
+    levels = len(set(p.canary.sweep_concurrency))
+    if sink.usable("canary.sweep_concurrency") and levels < MIN_SWEEP_LAW_LEVELS:
+        sink.report(
+            prov.error(
+                "canary.sweep_concurrency",
+                f"{levels} distinct level(s); the sweep needs at least {MIN_SWEEP_LAW_LEVELS} "
+                "to fit a step law (a line through two fits them by construction)",
+            )
+        )
     if sink.usable("canary.thinking") and p.canary.thinking and not p.model.reasoning_parser:
         # SGLang separates reasoning only with --reasoning-parser; without it the canary's
         # thinking requests would get the reasoning in `content`.

@@ -67,6 +67,7 @@ class ServerArgs:
     ignored: tuple[str, ...] = field(default=())
     argv: tuple[str, ...] = field(default=())
     decode_log_interval: int = 40  # decode iterations between metric reports (observability.py)
+    context_length: int | None = None  # --context-length; None: the model's (twin/limits.py)
 
     @property
     def overlap_schedule(self) -> bool:
@@ -125,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--ep-size", "--expert-parallel-size", "--ep", dest="ep_size", type=int, default=1)
     add("--max-running-requests", type=int)
+    add("--context-length", type=int)
     add("--page-size", type=int)
     add("--kv-cache-dtype", default="auto")
     add("--disable-overlap-schedule", action="store_true")
@@ -220,4 +222,5 @@ def parse_args(argv: list[str]) -> ServerArgs:
         ignored=_unmodelled(argv, parser),
         argv=tuple(argv),
         decode_log_interval=ns.decode_log_interval,
+        context_length=ns.context_length,
     )

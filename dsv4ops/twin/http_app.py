@@ -13,9 +13,10 @@ from dsv4ops.jsontypes import JSONObject
 
 from .batch import serve_batch
 from .formats import error_body
+from .limits import MODEL_CONTEXT_LEN, refusal
 from .memory import decode_cuda_graph_memory_gb, memory_usage
 from .parse import BadRequest, Parsers, parse, parse_batch
-from .sched_view import CONTEXT_LEN, MAX_TOTAL_TOKENS
+from .sched_view import MAX_TOTAL_TOKENS
 from .server import SGLANG_VERSION, TwinServer
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -23,6 +24,10 @@ FLUSHED = (
     "Cache flushed.\nPlease check backend logs for more details. (When there are running "
     "or waiting requests, the operation will not be performed.)\n"
 )
+
+
+def context_len(s: TwinServer) -> int:
+    return s.args.context_length or MODEL_CONTEXT_LEN
 
 
 def model_info(s: TwinServer) -> JSONObject:
@@ -57,6 +62,7 @@ def server_info(s: TwinServer) -> JSONObject:
         "attn_dp_size": a.attn_dp_size,
         "ep_size": a.ep_size,
         "max_running_requests": s.max_running,
+        "context_length": a.context_length,
         "page_size": a.page_size,
         "kv_cache_dtype": a.kv_cache_dtype,
         "disaggregation_mode": a.mode,
@@ -88,7 +94,7 @@ def server_info(s: TwinServer) -> JSONObject:
         "launch_command": " ".join(["python", "-m", "sglang.launch_server", *a.argv]),
         "status": "ready" if s.status == "up" else s.status,
         "max_total_num_tokens": MAX_TOTAL_TOKENS,
-        "max_req_input_len": CONTEXT_LEN - 1,
+        "max_req_input_len": context_len(s) - 1,
         "startup_time": s.startup_time,
         "kv_events": None,
         "internal_states": [internal],
@@ -140,6 +146,23 @@ def twin_state(s: TwinServer) -> JSONObject:
     }
 
 
+def too_long(kind: str, why: str, stream: bool) -> web.Response:
+    """A request over the context length, answered as 0.5.23 answers it (twin/limits.py): 400
+    from the OpenAI endpoints; from /generate a 400 unless streamed, where the refusal is an
+    SSE error event in a 200 (http_server.py serve_generate_request)."""
+    if kind != "generate":
+        return web.json_response(error_body(why, 400), status=400)
+    if not stream:
+        return web.json_response({"error": {"message": why}}, status=400)
+    event = {
+        "error": {"message": why, "type": "invalid_request_error", "code": 400, "retryable": False}
+    }
+    return web.Response(
+        body=b"data: " + json.dumps(event).encode() + b"\n\ndata: [DONE]\n\n",
+        content_type="text/event-stream",
+    )
+
+
 class _Handlers:
     """One handler per SGLang path, over one TwinServer (aiohttp takes the bound methods)."""
 
@@ -174,7 +197,7 @@ class _Handlers:
             "owned_by": "sglang",
             "root": name,
             "parent": None,
-            "max_model_len": CONTEXT_LEN,
+            "max_model_len": context_len(self.s),
         }
 
     async def models(self, request: web.Request) -> web.Response:
@@ -197,12 +220,17 @@ class _Handlers:
                 body = await request.json()
                 batch = parse_batch(kind, body, s.args.served_model_name, parsers)
                 if batch is not None:  # a list of prompts or n > 1
+                    for sub in batch.subs:
+                        if why := refusal(sub.job, context_len(s)):
+                            return too_long(kind, why, sub.job.stream)
                     return await serve_batch(s, request, batch)
                 job, plan, boot, prompt = parse(kind, body, s.args.served_model_name, parsers)
             except (BadRequest, json.JSONDecodeError) as exc:
                 if kind == "generate":
                     return web.json_response({"error": {"message": str(exc)}}, status=400)
                 return web.json_response(error_body(str(exc), 400, "Bad Request"), status=400)
+            if why := refusal(job, context_len(s)):
+                return too_long(kind, why, job.stream)
             return await s.handle_generation(request, job, plan, boot, prompt)
 
         return handler

@@ -10,12 +10,12 @@ from typing import Protocol
 from .args import ServerArgs
 from .engine import DecodeEngine
 from .kv_receiver import KVReceiver
+from .limits import MODEL_CONTEXT_LEN
 from .memory import memory_usage
 from .metrics import SchedulerSnapshot
 from .pd import BootstrapServer, Room
 from .reporter import SchedStats, StatsReporter
 
-CONTEXT_LEN = 1048576
 MAX_TOTAL_TOKENS = 2_000_000
 
 
@@ -90,7 +90,7 @@ def snapshot(server: TwinServer) -> SchedulerSnapshot:
         bootstrap_failed_total=(server.receiver.bootstrap_failed if server.receiver else 0)
         + (server.bootstrap.bootstrap_failed if server.bootstrap else 0),
         max_total_num_tokens=MAX_TOTAL_TOKENS,
-        context_len=CONTEXT_LEN,
+        context_len=server.args.context_length or MODEL_CONTEXT_LEN,
         page_size=server.args.page_size,
         memory=memory_usage(server.buckets, token_capacity=MAX_TOTAL_TOKENS),
     )

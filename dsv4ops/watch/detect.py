@@ -62,8 +62,10 @@ class Detector:
         scrape: Scrape,
         probes: Sequence[ProbeOutcome] | None = None,
         silence_s: float | None = None,
+        stream_blind: str | None = None,
     ) -> list[Finding]:
-        """`silence_s`: seconds since the probe stream's last token (None: no stream under way)."""
+        """`silence_s`: seconds since the probe stream's last token (None: no stream under way);
+        `stream_blind`: why the probe stream cannot see a wedge, when it cannot."""
         now = scrape.at
         decode = scrape.servers.get("decode")
         tokens = decode.decode_tokens if decode is not None and decode.up else None
@@ -81,6 +83,15 @@ class Detector:
             found += self._stream_wedge(now, decode, silence_s) or gauges
             found += self._eager_fallback(now, decode)
             found += self._throughput(now, decode)
+        if stream_blind is not None:
+            found.append(
+                Finding(
+                    "probe_stream_blind",
+                    "router",
+                    "the probe stream cannot run: a wedge is not seen within 3 s",
+                    (stream_blind, "the scrapes and probes still judge the unit"),
+                )
+            )
         # "the decode makes no progress" needs its counter read in this round
         found += self.probes.findings(now, self._progress_at, decode_read=tokens is not None)
         return found

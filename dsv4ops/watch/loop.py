@@ -205,7 +205,10 @@ class Watcher:
         outcomes = tuple(judge(p, r) for p, r in zip(probes, replies[k + 1 :], strict=False))
         self.rounds += 1
         silence = self.stream.silence_s() if self.stream is not None else None
-        findings = self.detector.observe(scrape, outcomes or None, silence_s=silence)
+        blind = self.stream.blind() if self.stream is not None else None
+        findings = self.detector.observe(
+            scrape, outcomes or None, silence_s=silence, stream_blind=blind
+        )
         return Round(self.rounds, utc_now_iso(self.clock), scrape, outcomes, tuple(findings))
 
     def run(

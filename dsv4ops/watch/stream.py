@@ -8,6 +8,12 @@ scrapes 0.5 s apart that the decode has running requests and that its
 `realtime_tokens_total{mode="decode"}` did not move (a silent stream beside a decode that still
 decodes is a lost request, not a wedge). The stream runs from this machine, with the canary's
 client, in a thread of its own; watch reads only `silence_s()`, measured on the stream's clock.
+
+The stream is sized to what the workers serve (canary/limits.py: their context length, read
+when it starts), and a stream that cannot run is said, never taken for a quiet box: on the real
+server a probe asking more than the 2048-token context was refused once a second and the wedge
+detector never ran while `watch --once` said OK (issue 38). `blind()` names why, and watch
+reports it as a WARNING (exit 4: undecided), never OK.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ if TYPE_CHECKING:
 # that receives nothing for this long, mid-generation, has stopped decoding.
 SILENCE_S = 1.5
 CONFIRM_GAP_S = 0.5  # between the two confirming scrapes
+# This many generations in a row ended before their first token: the stream is blind (one is a
+# restart's blip; three at the 1 s retry pace is a stream that is not coming back by itself).
+BLIND_AFTER = 3
 
 
 class StreamProbe(Protocol):
@@ -37,14 +46,32 @@ class StreamProbe(Protocol):
         none is (starting, between two generations, or the probe stopped)."""
         ...
 
+    def blind(self) -> str | None:
+        """Why the stream cannot see a wedge (its last BLIND_AFTER generations all failed before
+        a token, with the last one's error), else None."""
+        ...
+
     def close(self) -> None: ...
 
 
 class ProbeStream:
     """The real probe stream (canary.loadgen's ChatClient in a background event loop)."""
 
-    def __init__(self, router_url: str, model: str, *, max_tokens: int = 100_000) -> None:
+    def __init__(
+        self,
+        router_url: str,
+        model: str,
+        *,
+        max_tokens: int = 100_000,
+        worker_urls: Sequence[str] = (),
+    ) -> None:
+        """`max_tokens`: asked of each generation, lowered to the workers' context (read from
+        `worker_urls`, base URLs as this machine reaches them) so the server can serve it."""
         self.router_url, self.model, self.max_tokens = router_url, model, max_tokens
+        self.worker_urls = tuple(worker_urls)
+        # generations in a row that ended before a token, and the last one's error
+        self._failed_in_row = 0
+        self._last_error = ""
         self._stop = threading.Event()
         self._rec: RequestRecord | None = None  # the generation under way
         self._evloop: asyncio.AbstractEventLoop | None = None
@@ -58,6 +85,12 @@ class ProbeStream:
         if rec is None or not rec.t_first or rec.t_end:
             return None
         return (perf_ns() - rec.t_last) / 1e9
+
+    def blind(self) -> str | None:
+        n, why = self._failed_in_row, self._last_error  # written by the stream's thread
+        if n < BLIND_AFTER:
+            return None
+        return f"the probe stream's last {n} generations failed before a token: {why}"
 
     def http_many(
         self, requests: Sequence[Mapping[str, JSONValue]], *, timeout_s: float = 10.0
@@ -96,6 +129,7 @@ class ProbeStream:
 
     async def _loop(self) -> None:
         from dsv4ops.canary.loadgen import ChatClient
+        from dsv4ops.canary.reach import read_limits
 
         body = {
             "model": self.model,
@@ -116,6 +150,7 @@ class ProbeStream:
         ) as client:
             self._evloop, self._client = asyncio.get_running_loop(), client
             self._ready.set()
+            client.limits = await read_limits(client, self.worker_urls)
             while not self._stop.is_set():
                 n += 1
                 sink: list[RequestRecord] = []
@@ -130,4 +165,14 @@ class ProbeStream:
                     task.cancel()
                     await asyncio.gather(task, return_exceptions=True)
                     return
+                self._count(task.result())
                 await asyncio.sleep(1.0)  # a failed or finished generation: the next one
+
+    def _count(self, rec: RequestRecord) -> None:
+        """One generation ended: a token seen clears the count; an error before any adds one."""
+        if rec.t_first:
+            self._failed_in_row, self._last_error = 0, ""
+        elif rec.error is not None:
+            detail = f"{rec.error}: {rec.error_detail}" if rec.error_detail else rec.error
+            self._last_error = " ".join(detail.split())[:300]
+            self._failed_in_row += 1

@@ -139,15 +139,15 @@ def test_the_deployed_log_interval_keeps_a_healthy_decode_unflagged_and_still_ca
 
 
 def test_run_suite_sizes_the_watchdog_by_the_decode_log_interval_it_is_given() -> None:
-    with fake_server({"a_ms": 2, "b_ms": 0.1}) as url:
-        result = run_suite("smoke", url, concurrency=2, decode_log_interval=INTERVAL)
-    assert result.metrics["hangs"]["decode_log_interval"] == INTERVAL
-
     async def built(ctx: SuiteContext) -> int:
         async with harness(ctx, connections=1, name="t") as h:
             return h.watchdog.progress.decode_log_interval
 
-    assert asyncio.run(built(SuiteContext(base_url=url))) == 40  # SGLang's default
+    with fake_server({"a_ms": 2, "b_ms": 0.1}) as url:
+        result = run_suite("smoke", url, concurrency=2, decode_log_interval=INTERVAL)
+        # a harness reaches the server before it is built
+        assert asyncio.run(built(SuiteContext(base_url=url))) == 40  # SGLang's default
+    assert result.metrics["hangs"]["decode_log_interval"] == INTERVAL
 
 
 def test_a_deployment_reports_its_decode_log_interval() -> None:

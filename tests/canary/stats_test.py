@@ -14,6 +14,7 @@ from dsv4ops.canary.stats import (
     per_second_tokens,
     percentile,
     span_s,
+    steady_window,
     summarize,
 )
 
@@ -102,3 +103,69 @@ def test_duration_defaults_to_the_records_span() -> None:
 
 def test_clean_json_removes_nan() -> None:
     assert clean_json({"a": [math.nan, 1.0], "b": math.inf}) == {"a": [None, 1.0], "b": None}
+
+
+def _closed_loop_soak(
+    *, streams: int, run_s: int, request_s: float, drain_s: int
+) -> tuple[list[RequestRecord], int]:
+    """A closed loop of `streams` workers at 100 tok/s each: requests of `request_s` back to
+    back until `run_s`, then the last ones slowly finish over `drain_s` (a real server's tail:
+    one per worker, at a tenth of the speed)."""
+    t0 = S
+    recs: list[RequestRecord] = []
+    for w in range(streams):
+        t = t0 + w * 10_000_000
+        while t < t0 + run_s * S:
+            r = RequestRecord(rid=f"{w}-{len(recs)}", t_send=t)
+            n = int(request_s * 100)
+            r.token_times = [t + (k + 1) * 10_000_000 for k in range(n)]
+            r.t_first, r.t_end = r.token_times[0], r.token_times[-1]
+            recs.append(r)
+            t = r.t_end
+        # the last request of each worker: the drain, slow
+        r = recs[-1]
+        r.token_times = r.token_times + [
+            r.t_end + (k + 1) * 100_000_000 for k in range(drain_s * 10 - w)
+        ]
+        r.t_end = r.token_times[-1]
+    return recs, t0
+
+
+def test_the_steady_window_leaves_out_the_measured_drain_tail() -> None:
+    # 30 s at full load, then ~8 s of tail at a tenth of the rate (issue 38: the real server's
+    # drain took ~8 s; a fixed 1 s cut read it as a decay from 288 to 108 tok/s)
+    recs, t0 = _closed_loop_soak(streams=4, run_s=30, request_s=2.0, drain_s=8)
+    every = per_second_tokens(recs, t0)
+    w = steady_window(recs, t0, concurrency=4)
+    assert w.ramp_s == 1 and w.drain_s >= 8
+    assert len(w.buckets) >= 27
+    assert min(w.buckets) >= 390  # every second inside is at full strength (4 x 100)
+    assert len(every) == w.ramp_s + len(w.buckets) + w.drain_s
+
+
+def test_a_real_decay_inside_the_steady_window_is_still_seen() -> None:
+    recs, t0 = _closed_loop_soak(streams=4, run_s=30, request_s=2.0, drain_s=1)
+    for r in recs:  # the second half of the run at a third of the rate
+        r.token_times = [
+            t if t < t0 + 15 * S else t0 + 15 * S + (t - t0 - 15 * S) * 3 for t in r.token_times
+        ]
+    from dsv4ops.canary.suites.smoke import _judge_decay
+    from dsv4ops.canary.verdict import Findings
+
+    f = Findings()
+    _judge_decay(f, steady_window(recs, t0, concurrency=4))
+    assert f.failures and "decayed" in f.failures[0]
+    healthy, t1 = _closed_loop_soak(streams=4, run_s=30, request_s=2.0, drain_s=8)
+    g = Findings()
+    _judge_decay(g, steady_window(healthy, t1, concurrency=4))
+    assert not g.failures and not g.inconclusive
+
+
+def test_a_soak_all_ramp_and_drain_is_too_short_to_judge() -> None:
+    recs, t0 = _closed_loop_soak(streams=2, run_s=3, request_s=2.0, drain_s=5)
+    from dsv4ops.canary.suites.smoke import _judge_decay
+    from dsv4ops.canary.verdict import Findings
+
+    f = Findings()
+    _judge_decay(f, steady_window(recs, t0, concurrency=2))
+    assert f.inconclusive and "too short" in f.inconclusive[0] and not f.failures

@@ -115,3 +115,33 @@ def test_the_servers_batch_beats_the_concurrency_when_most_reports_say_so() -> N
     users = [_gauges(60.0, 690.0), _gauges(60.0, 691.0), _gauges(59.0, 688.0)]  # other traffic
     assert _batch_of_level(57, users) == 60.0
     assert _batch_of_level(57, []) == 57.0  # no report in the window: what the sweep sent
+
+
+def _fit_of(points: list[tuple[float, float]]) -> Any:
+    from dsv4ops.canary.fit import fit_line
+
+    return fit_line(points)
+
+
+def test_a_line_through_two_levels_is_not_reported_as_a_law() -> None:
+    # issue 38: 2 of 3 levels usable on the real server gave R² 1 by construction and a slope
+    # of -6.9 ms/request, reported as a law with ceiling inf
+    from dsv4ops.canary.suites.sweep_law import law_problem, lawful
+
+    two = _fit_of([(1, 30.0), (2, 23.1)])
+    assert two.r2 == pytest.approx(1.0)
+    assert "2 usable level(s)" in (law_problem(two) or "")
+    falling = _fit_of([(1, 30.0), (2, 23.1), (4, 20.0)])
+    assert "does not grow with the batch" in (law_problem(falling) or "")
+    good = _fit_of([(8, 26.4), (16, 34.8), (32, 51.6)])
+    assert law_problem(good) is None
+    laws, why = lawful({"bs": good, "padded_bs": two})
+    assert list(laws) == ["bs"] and list(why) == ["padded_bs"]
+
+
+def test_levels_padded_into_one_graph_count_once() -> None:
+    # three levels, but 20 and 24 both run the 24 graph: two distinct x values, no law
+    from dsv4ops.canary.suites.sweep_law import law_problem
+
+    fit = _fit_of([(8, 26.4), (24, 43.2), (24, 43.0)])
+    assert fit.levels == 2 and law_problem(fit) is not None

@@ -49,7 +49,7 @@ SMALL_CANARY = "canary:\n  smoke_requests: 4\n  stress_concurrency: 4\n"
 GATE_S = 3
 PROFILES = {
     "ms-small": "schema_version: 1\nextends: multi-stream-on\n" + SMALL_CANARY,
-    "sweep-small": "schema_version: 1\nextends: baseline\ncanary:\n  sweep_concurrency: [8, 16]\n",
+    "sweep-small": "schema_version: 1\nextends: baseline\ncanary:\n  sweep_concurrency: [8, 24, 40]\n",
     # the package pinned on the one MoE path that reads its configs (docs/kernels.md)
     "kernels-pinned": "schema_version: 1\nextends: baseline\n"
     "kernel_package: dsv4-decode-kernels@0.1.0\n" + TRITON_MOE_PATH_YAML + SMALL_CANARY,

@@ -54,7 +54,8 @@ def test_a_stack_nobody_recorded_is_unmanaged_not_down(
         doc = json.loads(capsys.readouterr().out)
         assert (doc["status"], doc["exit"], doc["unmanaged"]["ports"]) == ("UNMANAGED", 4, [router])
     assert main(["status", "--target", env.target]) == 2  # nothing answers now: NOT HEALTHY
-    assert "UNMANAGED" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "UNMANAGED" not in out and "NOT HEALTHY" in out  # never stopped: not STOPPED
 
 
 def test_unmanaged_is_checked_on_the_ports_of_the_profile_deployed_last(
@@ -98,3 +99,11 @@ def test_unmanaged_is_checked_on_the_ports_of_the_profile_deployed_last(
     with silent_listeners({baseline_router}):
         assert main(["status", "--json", "--target", env.target]) == 2  # not moved's ports
         assert json.loads(capsys.readouterr().out)["unmanaged"] is None
+    # nothing answers: the journal's last word is the stop, so the unit is STOPPED (exit 2)
+    assert main(["status", "--json", "--target", env.target]) == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["status"], doc["stopped"]["op"], doc["stopped"]["last_profile"]) == (
+        "STOPPED",
+        stop,
+        "moved",
+    )

@@ -77,3 +77,12 @@ def test_a_wedged_decode_with_streams_in_flight_is_stopped_not_drained(
     drain = next(s for s in out["steps"] if s["action"] == "drain")
     assert "made no progress" in drain["detail"] and "wedged, not drained" in drain["detail"], drain
     assert drain["duration_s"] < 10.0, drain
+    # issue 38: status after stop says STOPPED (exit 2: not serving), names the stop and the
+    # command that starts the unit again, and shows no pid of a process that is gone
+    code, doc, _ = cli(env, capsys, "status", "--json")
+    assert (code, doc["status"], doc["exit"]) == (2, "STOPPED", 2), doc
+    assert doc["stopped"]["last_profile"] == dep.profile_name
+    assert [c["pid"] for c in doc["components"]] == [None, None, None]
+    code, text, _ = cli(env, capsys, "status")
+    assert text.splitlines()[0] == f"target {env.target}: STOPPED"
+    assert f"`dsv4ops deploy {dep.profile_name}` starts it again" in text

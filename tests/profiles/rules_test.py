@@ -320,3 +320,17 @@ def test_canary_thinking_needs_a_reasoning_parser(write: Callable[[str, str], Pa
     assert th.thinking is True and th.thinking_mode().extra_tokens() == 2048
     err, _ = _err(write, "model:\n  reasoning_parser: null\ncanary:\n  thinking: true\n")
     assert "canary.thinking" in str(err) and "reasoning_parser" in str(err)
+
+
+def test_a_sweep_with_fewer_than_three_levels_is_refused(
+    write: Callable[[str, str], Path],
+) -> None:
+    # issue 38: a line through two levels fits them by construction (R² 1), so a two-level
+    # sweep printed a "law" with a negative slope; the profile that asks for one is refused
+    write("p", child("canary:\n  sweep_concurrency: [8, 16, 16]\n"))
+    with pytest.raises(ProfileError) as info:
+        load_profile("p")
+    assert info.value.key == "canary.sweep_concurrency"
+    assert "2 distinct level(s); the sweep needs at least 3" in str(info.value)
+    write("p", child("canary:\n  sweep_concurrency: [8, 12, 16]\n"))
+    assert load_profile("p").canary.sweep_concurrency == (8, 12, 16)

@@ -64,9 +64,11 @@ def test_the_loader_refuses_a_value_above_each_declared_maximum(write, d) -> Non
 
 
 def test_a_profile_value_reaches_the_thresholds_by_one_typed_path(write) -> None:  # type: ignore[no-untyped-def]
-    write("p", child("canary:\n  stall_s: 3\n  sweep_concurrency: [8, 16]\n"))
+    write("p", child("canary:\n  stall_s: 3\n  sweep_concurrency: [8, 12, 16]\n"))
     th = Thresholds.judging(load_profile("p").canary)
-    assert (th.stall_s, th.sweep_concurrency) == (3.0, (8, 16)) and isinstance(th.stall_s, float)
+    assert (th.stall_s, th.sweep_concurrency) == (3.0, (8, 12, 16)) and isinstance(
+        th.stall_s, float
+    )
     assert th.tool_call_silence_s == Thresholds().tool_call_silence_s  # canary-side default
 
 
@@ -76,13 +78,13 @@ def test_a_record_keeps_the_default_for_what_it_cannot_use() -> None:
         {
             "smoke_requests": "***",
             "stall_s": 1,
-            "sweep_concurrency": [4, 8],
+            "sweep_concurrency": [4, 8, 12],
             "thinking": 1,
             "freeze_s": None,
             "not_a_setting": 3,
         },
     )
-    assert got == dataclasses.replace(CanaryThresholds(), stall_s=1.0, sweep_concurrency=(4, 8))
+    assert got == dataclasses.replace(CanaryThresholds(), stall_s=1.0, sweep_concurrency=(4, 8, 12))
     assert from_record(CanaryThresholds, None) == CanaryThresholds()
 
 

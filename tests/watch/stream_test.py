@@ -4,12 +4,17 @@ unmoved); deterministic, on a fake clock, at every phase of the 5 s round."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Iterator
+
 import pytest
 
-from dsv4ops.watch import Round, Watcher, WatchSettings
+from dsv4ops import exitcodes
+from dsv4ops.watch import Round, Severity, Watcher, WatchSettings
 from dsv4ops.watch.loop import POLL_S
-from dsv4ops.watch.stream import CONFIRM_GAP_S, SILENCE_S
+from dsv4ops.watch.stream import BLIND_AFTER, CONFIRM_GAP_S, SILENCE_S, ProbeStream
 from testing.clock import FakeClock
+from testing.twin import twin_server
 from testing.watch import ENDPOINTS, ClockedWedge
 
 
@@ -46,3 +51,54 @@ def test_a_silent_stream_beside_a_decoding_decode_is_no_wedge() -> None:
     scripted = ClockedWedge(clock, clock.monotonic() + 10.0, decode_goes_on=True)
     at, _ = _first_wedge(scripted, clock, until_s=60.0)
     assert at is None  # the counter moves: decoding goes on for others (the gauge path agrees)
+
+
+def test_a_blind_stream_beside_a_healthy_unit_is_a_warning_never_ok() -> None:
+    # issue 38: the stream refused 26 times in 30 s while `watch --once` said OK
+    clock = FakeClock()
+    why = "the probe stream's last 3 generations failed before a token: http_status: too long"
+    scripted = ClockedWedge(clock, clock.monotonic() + 1e9, blind_why=why)
+    w = Watcher(ENDPOINTS, WatchSettings(), scripted, clock, probe=False, stream=scripted)
+    last = w.once(lambda r: None)
+    assert [f.code for f in last.findings] == ["probe_stream_blind"]
+    assert last.worst is Severity.WARNING
+    assert exitcodes.for_severity(last.worst.name) == exitcodes.UNDECIDED
+    assert last.findings[0].evidence[0] == why
+
+
+def _wait(cond: Callable[[], bool], timeout_s: float = 20.0) -> bool:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+@pytest.fixture(scope="module")
+def short_context_url() -> Iterator[str]:
+    with twin_server(["--context-length", "2048"], env={"DSV4_TWIN_TIME_SCALE": "0.05"}) as proc:
+        yield proc.url
+
+
+def test_the_stream_sized_by_the_workers_limits_runs_on_a_short_context(
+    short_context_url: str,
+) -> None:
+    stream = ProbeStream(short_context_url, "m", worker_urls=[short_context_url])
+    try:
+        assert _wait(lambda: stream.silence_s() is not None), "no generation under way"
+        assert stream.blind() is None
+    finally:
+        stream.close()
+
+
+def test_the_stream_that_asks_too_much_says_it_is_blind(short_context_url: str) -> None:
+    stream = ProbeStream(short_context_url, "m")  # no worker to read the limit from
+    try:
+        assert _wait(lambda: stream.blind() is not None), "never said blind"
+        why = stream.blind()
+        assert why is not None and f"last {BLIND_AFTER} generations" in why
+        assert "max_completion_tokens is too large: 100000" in why
+        assert stream.silence_s() is None  # never a token: nothing for the wedge check to time
+    finally:
+        stream.close()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from dsv4ops.canary import records as R
 from dsv4ops.canary.loadgen import ChatClient
 from dsv4ops.canary.progress import DEFAULT_DECODE_LOG_INTERVAL
+from dsv4ops.canary.reach import read_limits, require_reachable
 from dsv4ops.canary.records import RequestRecord
 from dsv4ops.canary.sampler import MetricsSampler
 from dsv4ops.canary.selfcheck import SelfCheck, SelfCheckReport
@@ -78,6 +79,8 @@ async def harness(ctx: SuiteContext, *, connections: int, name: str) -> AsyncIte
         watchdog=wd,
         api_key=ctx.api_key,
     ) as client:
+        await require_reachable(client)
+        client.limits = await read_limits(client, ctx.worker_urls)
         sampler = MetricsSampler(client, ctx.worker_urls, watchdog=wd)
         sc = SelfCheck(cpu_max=th.client_cpu_max, lag_p99_max_ms=th.loop_lag_p99_max_ms)
         h = Harness(client, wd, sampler, sc, records, perf_ns())
@@ -111,12 +114,6 @@ async def _progress(ctx: SuiteContext, h: Harness, name: str) -> None:
             f"{len(h.watchdog.events)} hang events"
         )
         last_events = events
-
-
-async def reachable(client: ChatClient) -> bool:
-    """The endpoint answers HTTP at all (any status): a refused connection is a CanaryError."""
-    status, _ = await client.get_text(client.base_url + "/v1/models", timeout_s=5.0)
-    return status != 0
 
 
 def tool_problems(
@@ -169,7 +166,9 @@ def judge_errors(
             f"{len(no_done)} of {len(records)} streams ended after their finish_reason without "
             "data: [DONE] (counted complete)"
         )
-    judged = [r for r in records if r.error not in ignore]
+    refused = [r for r in records if refused_by_server(r)]
+    judge_refusals(f, refused, len(records), th.max_error_rate)
+    judged = [r for r in records if r.error not in ignore and not refused_by_server(r)]
     if not judged:
         if require_completed:
             f.unsure("no request completed")
@@ -180,6 +179,33 @@ def judge_errors(
         first = next(r for r in judged if r.error and r.error not in ignore)
         kinds = ", ".join(f"{k}={v}" for k, v in errors.most_common())
         f.fail(f"{n_err} of {len(judged)} requests failed ({kinds}); first: {first_error(first)}")
+
+
+def refused_by_server(rec: RequestRecord) -> bool:
+    """The server answered the request with a 4xx: it said no to what was asked, so the request
+    is evidence of neither health nor failure (a 5xx is the server failing: counted as an
+    error)."""
+    return rec.error == R.ERR_HTTP and 400 <= rec.status < 500
+
+
+def judge_refusals(
+    f: Findings, refused: Sequence[RequestRecord], total: int, max_rate: float
+) -> None:
+    """Every refusal is said, by status and with the server's own words; more than
+    `max_rate` of the requests refused leaves the suite blind (INCONCLUSIVE): a verdict is
+    never built on requests the server did not serve."""
+    if not refused:
+        return
+    by_status = Counter(r.status for r in refused)
+    line = (
+        f"the server refused {len(refused)} of {total} requests ("
+        + ", ".join(f"HTTP {k} x{v}" for k, v in sorted(by_status.items()))
+        + f"); first: {first_error(refused[0])}"
+    )
+    if len(refused) / max(total, 1) > max_rate:
+        f.unsure(line + " — too many to judge by")
+    else:
+        f.note(line)
 
 
 def first_error(rec: RequestRecord) -> str:

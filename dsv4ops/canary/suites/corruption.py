@@ -28,7 +28,6 @@ from dsv4ops.canary.suites.common import (
     judge_errors,
     judge_hangs,
     judge_tools,
-    reachable,
     tool_problems,
 )
 from dsv4ops.canary.toolcalls import CUT_BY_MAX_TOKENS, MARKUP_IN_CONTENT, ToolProblem
@@ -41,7 +40,6 @@ from dsv4ops.canary.workload import (
     text_prompt,
 )
 from dsv4ops.clock import perf_s
-from dsv4ops.errors import CanaryError
 from dsv4ops.jsontypes import JSONObject
 
 GARBLED = "\ufffd"
@@ -71,10 +69,6 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
     async with harness(
         quiet, connections=sessions + th.consistency_prompts, name="corruption"
     ) as h:
-        if not await reachable(h.client):
-            raise CanaryError(
-                f"cannot reach {ctx.base_url}", hint="check --url / the target's router"
-            )
         ctx.say(f"corruption: {th.consistency_prompts} reference prompts at concurrency 1")
         reference = [await _consistency(h, ctx, i, "ref") for i in range(th.consistency_prompts)]
         ctx.say(f"corruption: {sessions} agentic sessions x {th.corruption_turns}+ turns")

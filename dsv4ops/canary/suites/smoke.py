@@ -4,7 +4,7 @@ tool-call validity, latency thresholds and (soak) throughput that holds up over 
 from __future__ import annotations
 
 from dsv4ops.canary.loadgen import closed_loop, poisson
-from dsv4ops.canary.stats import summarize
+from dsv4ops.canary.stats import SteadyWindow, steady_window, summarize
 from dsv4ops.canary.suites.common import (
     Harness,
     SuiteContext,
@@ -14,13 +14,11 @@ from dsv4ops.canary.suites.common import (
     judge_hangs,
     judge_latency,
     judge_tools,
-    reachable,
     tool_problems,
 )
 from dsv4ops.canary.verdict import Findings, SuiteResult
 from dsv4ops.canary.workload import Mix
 from dsv4ops.clock import perf_s
-from dsv4ops.errors import CanaryError
 from dsv4ops.jsontypes import JSONObject
 
 
@@ -70,10 +68,6 @@ async def _run_mix(
         thinking=th.thinking_mode(),
     )
     async with harness(ctx, connections=concurrency, name=name) as h:
-        if not await reachable(h.client):
-            raise CanaryError(
-                f"cannot reach {ctx.base_url}", hint="check --url / the target's router"
-            )
         elapsed = await _drive(
             h,
             ctx,
@@ -96,8 +90,13 @@ async def _run_mix(
     judge_tools(f, problems, len(problems), th)
     judge_client(f, sc)
     judge_latency(f, summary, th, client_bound=bool(sc.problems))
-    if check_decay:
-        _judge_decay(f, summary["output_tokens_per_s_buckets"])
+    steady = (
+        steady_window(h.records, h.t0_ns, concurrency, open_loop=bool(ctx.rate_per_s))
+        if check_decay
+        else None
+    )
+    if steady is not None:
+        _judge_decay(f, steady)
     if not h.sampler.available and ctx.worker_urls:
         f.note("worker metrics unavailable: server-side freeze detection off")
     if off := th.tool_calls_off_reason():
@@ -111,6 +110,12 @@ async def _run_mix(
         },
         "client": sc.to_json(),
     }
+    if steady is not None:
+        metrics["steady_window"] = {
+            "ramp_s": steady.ramp_s,
+            "drain_s": steady.drain_s,
+            "seconds": len(steady.buckets),
+        }
     f.note(
         f"{summary['completed']} requests, output {summary['output_throughput']:.0f} tok/s, "
         f"TTFT p99 {summary['p99_ttft_ms']:.0f} ms, ITL p99 {summary['p99_itl_ms']:.1f} ms"
@@ -164,13 +169,19 @@ async def _drive(
     return perf_s() - t0
 
 
-def _judge_decay(f: Findings, buckets: list[int]) -> None:
-    """Soak: the last third's throughput must hold at least half of the first third's."""
-    if len(buckets) < 6:
-        f.unsure(f"soak too short to judge stability ({len(buckets)} s of output)")
+MIN_STEADY_S = 4  # seconds at full load: a first and a last third of at least one second each
+
+
+def _judge_decay(f: Findings, steady: SteadyWindow) -> None:
+    """Soak: the last third's throughput must hold at least half of the first third's, both
+    inside the load's steady window (its measured ramp and drain tail are not the load)."""
+    buckets = steady.buckets
+    where = f"(the ramp's first {steady.ramp_s} s and the drain's last {steady.drain_s} s left out)"
+    if len(buckets) < MIN_STEADY_S:
+        f.unsure(f"soak too short to judge stability: {len(buckets)} s at full load {where}")
         return
     third = len(buckets) // 3
-    first = sum(buckets[1 : third + 1]) / third  # skip the ramp-up second
-    last = sum(buckets[-third - 1 : -1]) / third  # and the drain second
+    first = sum(buckets[:third]) / third
+    last = sum(buckets[-third:]) / third
     if first > 0 and last < 0.5 * first:
-        f.fail(f"throughput decayed from {first:.0f} to {last:.0f} tok/s over the soak")
+        f.fail(f"throughput decayed from {first:.0f} to {last:.0f} tok/s over the soak {where}")

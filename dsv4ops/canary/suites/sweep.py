@@ -31,14 +31,12 @@ from dsv4ops.canary.suites.common import (
     judge_client,
     judge_errors,
     judge_hangs,
-    reachable,
 )
-from dsv4ops.canary.suites.sweep_law import fit_laws, judge_against_law
+from dsv4ops.canary.suites.sweep_law import fit_laws, judge_against_law, lawful
 from dsv4ops.canary.timescale import clock_label, clock_record, server_time_scale, to_model_time
 from dsv4ops.canary.verdict import Findings, SuiteResult
 from dsv4ops.canary.workload import Mix
 from dsv4ops.clock import perf_ns
-from dsv4ops.errors import CanaryError
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.metrics.prom import ServerGauges
 
@@ -62,10 +60,6 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
         prefix="sweep", max_tokens=th.sweep_max_tokens, model=ctx.model, thinking=th.thinking_mode()
     )
     async with harness(ctx, connections=levels[-1], name="sweep") as h:
-        if not await reachable(h.client):
-            raise CanaryError(
-                f"cannot reach {ctx.base_url}", hint="check --url / the target's router"
-            )
         starts, end, drained = await _staircase(ctx, h, mix, levels, level_s)
         scale = await server_time_scale(h.client, h.sampler.decode_url())
     sc = h.selfcheck.report
@@ -96,11 +90,14 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
         "hangs": h.watchdog.summary(),
         "client": sc.to_json(),
     }
-    fits = fit_laws(points, ctx.buckets)
+    fits, not_laws = lawful(fit_laws(points, ctx.buckets))
     clock = clock_label(scale)
     metrics["clock"] = clock_record(scale)
     metrics["summary_clock"] = "client wall"  # bench_serving's keys, as its own tool has them
+    # Only laws are reported as fits (buckets plan and the A/B read `fit`); the rest say why not.
     metrics["fit"] = {k: {**v.to_json(), "clock": clock} for k, v in fits.items()}
+    if not_laws:
+        metrics["fit_rejected"] = dict(not_laws)
     # The server's own accounting is the primary law when exposed: it is not distorted by client
     # lag or by proxies coalescing chunks. (The twin reports it in model time.)
     law = fits.get("metrics") or fits.get("padded_bs") or fits.get("bs")
@@ -120,7 +117,10 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
     )  # server_side: both are set (> 0)
     metrics["law_source"] = "server metrics" if "metrics" in fits else "token timestamps"
     if law is None:
-        f.unsure(f"not enough levels with output to fit the step law ({len(points)})")
+        why = "; ".join(f"{k}: {v}" for k, v in not_laws.items()) or (
+            f"{len(points)} level(s) with output"
+        )
+        f.unsure(f"no step law from this sweep ({why})")
         return f.result("sweep", metrics)
     judge_against_law(f, metrics, law, judged, ctx, clock)
     return f.result("sweep", metrics)

@@ -18,6 +18,7 @@ from dsv4ops.canary.fit import (
 )
 from dsv4ops.canary.suites.common import SuiteContext
 from dsv4ops.canary.verdict import Findings
+from dsv4ops.constants import MIN_SWEEP_LAW_LEVELS
 from dsv4ops.jsontypes import JSONObject
 
 
@@ -70,7 +71,34 @@ def judge_against_law(
         f.note("levels off the law by more than the tolerance: " + ", ".join(off))
 
 
+# A line through two levels fits them exactly: a law needs a third level to be tested by
+# (constants.py), and a step that grows with the batch (b > 0) to be a step law at all.
+MIN_LAW_LEVELS = MIN_SWEEP_LAW_LEVELS
+
+
+def law_problem(fit: StepFit) -> str | None:
+    """Why a fit is not a step law (None when it is one)."""
+    if fit.levels < MIN_LAW_LEVELS:
+        return (
+            f"{fit.levels} usable level(s) against {fit.x}, at least {MIN_LAW_LEVELS} needed "
+            "(a line through two levels fits them by construction)"
+        )
+    if not fit.b_ms > 0:
+        return (
+            f"slope {fit.b_ms:.3f} ms/request against {fit.x}: the step time does not grow "
+            "with the batch, so no step law (and no 1000/b ceiling) follows"
+        )
+    return None
+
+
+def lawful(fits: dict[str, StepFit]) -> tuple[dict[str, StepFit], dict[str, str]]:
+    """The fits that are step laws, and why each other one is not."""
+    problems = {k: why for k, v in fits.items() if (why := law_problem(v)) is not None}
+    return {k: v for k, v in fits.items() if k not in problems}, problems
+
+
 def fit_laws(points: list[LevelPoint], buckets: tuple[int, ...]) -> dict[str, StepFit]:
+    """Every fit the levels allow (lawful() says which of them are laws)."""
     fits: dict[str, StepFit] = {}
     for name, xs in (
         ("bs", [p.bs for p in points]),

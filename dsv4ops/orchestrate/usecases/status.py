@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dsv4ops import exitcodes
 from dsv4ops.journal.store import FileBackend, Journal
 from dsv4ops.jsontypes import JSONObject
+from dsv4ops.orchestrate.health import health_word as health_word  # the report's one word
+from dsv4ops.orchestrate.health import process_word as process_word  # a component's process
 from dsv4ops.orchestrate.status import KernelStatus, gather_status, journal_status
-from dsv4ops.orchestrate.status import health_word as health_word  # the report's one word
-from dsv4ops.orchestrate.status import process_word as process_word  # a component's process
 from dsv4ops.orchestrate.usecases.compose import kernel_support
 from dsv4ops.orchestrate.usecases.journal import SeenLock, entry, lock_of_report
 from dsv4ops.orchestrate.usecases.render import render_now

@@ -75,10 +75,13 @@ def _probe_stream(session: TargetSession, model: str) -> ProbeStream | None:
     from dsv4ops.orchestrate.usecases.session import reachable
 
     try:
-        router = reachable(session).router_url
+        reach = reachable(session)
     except DsOpsError:
         return None  # the scrapes and probes still judge the unit, as before
-    return ProbeStream(router, model)
+    # the workers' limits size the stream (their context length): asked of them directly, as
+    # the canary does, since the router's own /v1/models card does not carry it
+    workers = (*reach.decode_urls, *reach.prefill_urls)
+    return ProbeStream(reach.router_url, model, worker_urls=workers)
 
 
 def _open_cluster_watch(
