@@ -103,13 +103,17 @@ bench-sglang: install
 # Real SGLang 0.5.23 and the real router 0.3.2 on this CPU-only machine, with a tiny deterministic
 # model (tools/sglang-cpu/README.md): built once into $(REAL_SGLANG) (~6.5 GB, 6-8 min). Never part
 # of `make test`; the `sglang-cpu` target of profiles/targets.yaml runs from it.
+# Then PD (tiny-cpu's mooncake over TCP and the RDMA user libraries it links, unpacked into the
+# folder, no root install: tools/sglang-cpu/setup_pd.sh, ~1 min), so the sglang-cpu target runs
+# from a fresh clone with nothing done by hand.
 real-sglang: install
 	@test -f $(REAL_SGLANG)/.ready || bash tools/sglang-cpu/setup.sh $(REAL_SGLANG)
+	@test -f $(REAL_SGLANG)/.ready-pd || bash tools/sglang-cpu/setup_pd.sh $(REAL_SGLANG)
 
 # The live conformance run: the same probes against the twin and one real server, then the diff
 # (docs/twin.md, "Measured against the real server"). Starts one real server (~3.5 GB, ~100 s).
 test-real-sglang: real-sglang
-	REAL_SGLANG=$(CURDIR)/$(REAL_SGLANG) $(BIN)/python -m pytest -q -m real_sglang tests/twin/real_sglang_test.py tests/orchestrate/real_sglang_flow_test.py
+	REAL_SGLANG=$(CURDIR)/$(REAL_SGLANG) $(BIN)/python -m pytest -q -m real_sglang tests/twin/real_sglang_test.py tests/orchestrate/real_sglang_flow_test.py tests/canary/real_sglang_judges_test.py
 
 clean:
 	rm -rf $(VENV) $(AOT_VENV) .dsv4ops build *.egg-info

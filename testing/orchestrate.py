@@ -804,3 +804,108 @@ class PrefillDiesWhileRouterWaits(FakeControl):
             self.armed = False
             self.running.pop("prefill")
         return state
+
+
+# --- the real SGLang 0.5.23 target (`make test-real-sglang`, never `make test`) ---
+# A git repo holding `tiny-cpu` and a target on free ports whose workdir sits next to the shipped
+# one (the profile's ../model and ../shim resolve the same), each verb run through `cli.main` as
+# a user runs it, and the decode's scheduler process found for the fault tests.
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+REAL_ENV_DIR = Path(os.environ.get("REAL_SGLANG") or REPO_ROOT / ".dsv4ops" / "sglang-cpu")
+REAL_BUILT = os.environ.get("REAL_SGLANG") is not None and all(
+    (REAL_ENV_DIR / f).is_file() for f in (".ready", ".ready-pd")
+)
+REAL_WHY_SKIPPED = "needs the real-SGLang env (`make test-real-sglang`)"
+
+
+def real_git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.email=t@example.com", "-c", "user.name=test", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+
+
+@dataclass
+class RealTarget:
+    name: str
+    profiles: Path
+    workdir: Path
+    log: list[str] = field(default_factory=list)
+
+    def run(self, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+        """`dsv4ops ARGS --target NAME`: (exit code, stdout + stderr), logged."""
+        code = main([*args, "--target", self.name])
+        out, err = capsys.readouterr()
+        self.log.append(f"$ dsv4ops {' '.join(args)}  -> {code}\n{out}{err}")
+        return code, out + err
+
+    def run_json(self, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
+        code, out = self.run(capsys, *args, "--json")
+        return code, json.loads(out[out.index("{") : out.rindex("}") + 1])
+
+    def keep_log(self, name: str) -> Path:
+        """The run's commands and outputs, kept after the run beside the env."""
+        out = REAL_ENV_DIR / "last-run"
+        out.mkdir(exist_ok=True)
+        (out / name).write_text("\n".join(self.log))
+        return out / name
+
+
+@contextlib.contextmanager
+def real_target(tmp_path: Path, name: str, workdir_name: str) -> Iterator[RealTarget]:
+    """The repo, the target and the environment variables that point dsv4ops at them; the unit
+    stopped at exit whatever happened (never leave 7 GB behind)."""
+    profiles = tmp_path / "repo" / "profiles"
+    profiles.mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "profiles" / "tiny-cpu.yaml", profiles / "tiny-cpu.yaml")
+    workdir = REAL_ENV_DIR / workdir_name
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir()
+    (profiles / "targets.yaml").write_text(f"""schema_version: 1
+targets:
+  {name}:
+    transport: local
+    gpus: [0, 1, 2, 3, 4, 5, 6, 7]
+    workdir: {workdir}
+    python: {REAL_ENV_DIR / 'venv' / 'bin' / 'python'}
+    launcher: sglang
+    bind_host: 127.0.0.1
+    connect_host: 127.0.0.1
+    port_offset: {pick_offset()}
+""")
+    real_git(profiles.parent, "init", "-q")
+    real_git(profiles.parent, "add", "-A")
+    real_git(profiles.parent, "commit", "-q", "-m", "tiny-cpu")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DSV4OPS_PROFILES_DIR", str(profiles))
+        mp.setenv("DSV4OPS_STATE_DIR", str(tmp_path / "state"))
+        try:
+            yield RealTarget(name, profiles, workdir)
+        finally:
+            main(["stop", "--target", name, "--yes", "--recover"])
+
+
+def scheduler_of(pid: int) -> int:
+    """The scheduler process under a server's process tree (SGLang names it by setproctitle,
+    `sglang::scheduler...`): the process that runs the batches, whose stop is a real wedge."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = (entry / "stat").read_text()
+                parents[int(entry.name)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+    tree, grew = {pid}, True
+    while grew:
+        kids = {p for p, pp in parents.items() if pp in tree} - tree
+        tree |= kids
+        grew = bool(kids)
+    for p in sorted(tree):
+        with contextlib.suppress(OSError):
+            text = (Path("/proc") / str(p) / "cmdline").read_bytes().replace(b"\0", b" ")
+            if b"scheduler" in text:
+                return p
+    raise AssertionError(f"no scheduler process under pid {pid}")

@@ -185,10 +185,31 @@ def analyse(
     )
 
 
+def _log_ratio(a: float, b: float) -> float:
+    """log(B / A) of two positive finite values, never raising: the quotient (exact under a
+    change of unit) where it is a positive finite float, else log B - log A, since the quotient
+    can overflow to inf or underflow to 0 (issue 40); each log is within ±745."""
+    r = b / a
+    return math.log(r) if 0.0 < r < math.inf else math.log(b) - math.log(a)
+
+
 def _summary(xs: list[float]) -> tuple[float | None, float | None]:
+    """Mean and sd of finite values, never raising: the values are scaled by a power of two
+    (exact) to within ±1 first, since fmean and stdev overflow on values near the float limit
+    (issue 40); the result may be inf, never an exception."""
     if not xs:
         return None, None
-    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else None)
+    exp = math.frexp(max(abs(x) for x in xs))[1]
+    scaled = [math.ldexp(x, -exp) for x in xs]
+    mean = _unscaled(statistics.fmean(scaled), exp)
+    return mean, (_unscaled(statistics.stdev(scaled), exp) if len(xs) > 1 else None)
+
+
+def _unscaled(x: float, exp: int) -> float:
+    try:
+        return math.ldexp(x, exp)
+    except OverflowError:  # beyond the float range: said as inf
+        return math.copysign(math.inf, x)
 
 
 def _paired_values(
@@ -260,7 +281,7 @@ def _metric_verdict(
             note="no complete A/B pair " "measured it",
             **common,
         )
-    d = [math.log(b / a) for a, b, _ in vals]
+    d = [_log_ratio(a, b) for a, b, _ in vals]
     sd, raised = sd_used(d, variation)
     kw = {"looks": looks, "variation": variation, "sd": sd, "estimated": estimated}
     mean, lo, hi = repeated_ci(d, alpha=alpha, **kw)  # type: ignore[arg-type]
@@ -269,9 +290,9 @@ def _metric_verdict(
         m,
         n,
         looks,
-        math.exp(mean),
-        (math.exp(lo), math.exp(hi)),
-        (math.exp(lo_e), math.exp(hi_e)),
+        _ratio(mean),
+        (_ratio(lo), _ratio(hi)),
+        (_ratio(lo_e), _ratio(hi_e)),
         band=band,
         alpha=alpha,
     )
@@ -290,7 +311,7 @@ def _metric_verdict(
         c,
         m,
         verdict,
-        math.exp(mean),
+        _ratio(mean),
         _exp(lo),
         _exp(hi),
         note=note,
@@ -300,8 +321,19 @@ def _metric_verdict(
     )
 
 
+# A log ratio beyond this is shown as e^700 (~1e304): an interval that wide says "unbounded"
+# either way, and math.exp raises OverflowError above ~709.78 (issue 40: an early look at two
+# pairs of a guard metric crashed the shipped A/B).
+LOG_CAP = 700.0
+
+
+def _ratio(x: float) -> float:
+    """exp(x) for a log ratio, capped (never raises; inf and nan pass through as exp gives them)."""
+    return math.exp(max(-LOG_CAP, min(LOG_CAP, x))) if math.isfinite(x) else math.exp(x)
+
+
 def _exp(x: float) -> float | None:
-    return math.exp(x) if math.isfinite(x) else None
+    return _ratio(x) if math.isfinite(x) else None
 
 
 def _verdict(

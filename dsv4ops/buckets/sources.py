@@ -63,10 +63,21 @@ _NO_LEVELS_HINT = (
 )
 
 
+def _report_file(path: Path) -> Path:
+    """The report.json in a --report directory (what the operator has at hand), else `path`."""
+    if not path.is_dir():
+        return path
+    if not (path / "report.json").is_file():
+        raise DsOpsError(f"{path}: a directory without report.json", hint=_NO_LEVELS_HINT)
+    return path / "report.json"
+
+
 def from_report(path: Path) -> ReportLevels:
     """The sweep levels of a report.json and its fitted law: a canary report (the sweep's result
     under `canary.suites[]`, as `canary --suite sweep --report` writes it) or an A/B report
-    (`kind: ab`: its blocks' levels, the law of the arm it kept). Raises DsOpsError."""
+    (`kind: ab`: its blocks' levels, the law of the arm it kept). `path` may be the --report
+    directory that holds report.json (what the operator has at hand). Raises DsOpsError."""
+    path = _report_file(path)
     data = _read_json(path)
     if not isinstance(data, dict):
         raise DsOpsError(f"{path}: not a report (expected a JSON object)", hint=_NO_LEVELS_HINT)

@@ -213,9 +213,15 @@ def _run(args: list[str]) -> int:
         if exc.hint:
             click.echo(f"hint: {terminal_safe(exc.hint, keep_newlines=True)}", err=True)
         return _json_error(as_json, str(exc), exc.hint, exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        return _json_error(as_json, "aborted", None, exitcodes.INTERRUPTED)
+    except click.exceptions.Abort as exc:
+        # click raises Abort for a "no" at a confirmation, for the end of input there, and for
+        # Ctrl-C at the prompt (from the KeyboardInterrupt, kept as its __context__). Only the
+        # last is an interruption; a "no" is a refusal: nothing was changed (issue 40).
+        if isinstance(exc.__context__, KeyboardInterrupt):
+            click.echo("interrupted", err=True)
+            return _json_error(as_json, "interrupted", None, exitcodes.INTERRUPTED)
+        click.echo("not confirmed: nothing was changed", err=True)
+        return _json_error(as_json, "not confirmed: nothing was changed", None, exitcodes.REFUSED)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         return _json_error(as_json, "interrupted", None, exitcodes.INTERRUPTED)

@@ -22,9 +22,9 @@ def buckets() -> None:
 @click.option(
     "--from",
     "report",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     default=None,
-    help="A canary (sweep) report.json: its levels and fitted law.",
+    help="A canary (sweep) or ab report: report.json, or the --report DIR that holds it.",
 )
 @click.option(
     "--distribution",

@@ -21,7 +21,9 @@ from dsv4ops.cli._output import (
 @yes_option
 @json_option
 @click.option(
-    "--recover", is_flag=True, help="Resolve an interrupted operation (stale lock) first."
+    "--recover",
+    is_flag=True,
+    help="Resolve an interrupted operation (stale lock) first; refused when there is none.",
 )
 @click.option(
     "--canary", is_flag=True, help="Also run the canary (the end-to-end probe always runs)."
@@ -44,12 +46,19 @@ def rollback(
 ) -> None:
     """Roll back to the last known-good deployment through the same safe path."""
     from dsv4ops.cli._context import open_target, progress_printer
-    from dsv4ops.orchestrate.usecases.rollback import choose_rollback, raise_for, run_rollback
+    from dsv4ops.orchestrate.usecases.rollback import (
+        choose_rollback,
+        raise_for,
+        refuse_nothing_to_recover,
+        run_rollback,
+    )
 
     progress = progress_printer(as_json)
     session = open_target(target, verb="rollback")
     try:
         choice = choose_rollback(session, to)
+        if recover:
+            refuse_nothing_to_recover(session, choice)
         if dry_run:
             plan = choice.to_json(session.target.name, session.journal.judged().get(choice.op.op))
             if as_json:

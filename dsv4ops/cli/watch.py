@@ -1,7 +1,8 @@
 """`dsv4ops watch`: a read-only monitor of the deployed PD unit (findings, runbooks, metrics).
 
-Exit codes (dsv4ops/exitcodes.py): with `--once`, the word of the last round: 0 ok, 2 critical,
-4 warning or unknown: a component did not answer with no finding yet, no probe came back, or it
+Exit codes (dsv4ops/exitcodes.py): with `--once`, the worst finding of any round it watched
+(watch/loop.py `with_worst_seen`), else the last round's word: 0 ok, 2 critical, 4 warning or
+unknown: a component did not answer with no finding yet, no probe came back, or it
 could not watch at all (no deployment recorded, target unreachable), so a cron job never reads
 "could not look" as OK. Without `--once` it runs until Ctrl-C (exit 0).
 """

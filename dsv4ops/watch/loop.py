@@ -267,6 +267,7 @@ class Watcher:
             rounds.append(last)
         if not self._enough(rounds) and last.answered:
             last = replace(last, unproven="no probe through the router answered while watched")
+        last = with_worst_seen(last, rounds[:-1])
         emit(last)
         return last
 
@@ -277,3 +278,21 @@ class Watcher:
             return True
         probed = not self.probe or any(p.status != "stalled" for r in rounds for p in r.probes)
         return rounds[-1].answered and probed
+
+
+def with_worst_seen(last: Round, earlier: Sequence[Round]) -> Round:
+    """`--once`'s one rule: its word (and exit code) is the worst finding of ANY round it
+    watched, not only the last one's (issue 40: five CRITICAL rounds, then a WARNING, exited 4).
+    A finding of an earlier round worse than the last round's worst is carried into the last,
+    saying where it was seen, so the printed round explains the exit code."""
+    have = {(f.code, f.component) for f in last.findings}
+    carried: dict[tuple[str, str], Finding] = {}
+    for r in earlier:
+        for f in r.findings:
+            key = (f.code, f.component)
+            if f.severity > last.worst and key not in have and key not in carried:
+                where = f"seen in round {r.number} of this watch ({r.at}), not in its last"
+                carried[key] = replace(f, evidence=(*f.evidence, where))
+    if not carried:
+        return last
+    return replace(last, findings=(*last.findings, *carried.values()))

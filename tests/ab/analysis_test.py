@@ -3,6 +3,7 @@ pairs never a verdict."""
 
 from __future__ import annotations
 
+import math
 import random
 from typing import TypedDict, Unpack
 
@@ -259,3 +260,46 @@ def test_alpha_is_split_over_the_primary_levels_and_over_the_guard_checks() -> N
     assert share["output_tok_s"] == pytest.approx(0.05 / 3)
     assert share["itl_p99_ms"] == share["ttft_p99_ms"] == pytest.approx(0.05 / 6)
     assert share["step_a_ms"] == pytest.approx(0.05)  # a diagnostic decides nothing
+
+
+_METRICS = ("output_tok_s", "ttft_p99_ms", "step_ms", "error_rate")
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {m: st.floats(allow_nan=False, allow_infinity=False) for m in _METRICS}
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    st.integers(min_value=1, max_value=8),
+)
+def test_the_analysis_never_raises_on_finite_block_values(
+    values: list[dict[str, float]], looks: int
+) -> None:
+    # issue 40: `math.exp(hi)` of an astronomically wide interval at an early look (two pairs of
+    # a guard metric) raised OverflowError and the shipped A/B exited 3 mid-experiment
+    blocks = [
+        BlockResult(i, arm, arm, None, "", 1.0, {8: v})
+        for i, (arm, v) in enumerate(
+            zip(counterbalanced(len(values) + len(values) % 2), values, strict=False)
+        )
+    ]
+    an = analyse(blocks, looks=looks)
+    for v in an.verdicts:
+        assert v.verdict in ("better", "worse", "equivalent", "inconclusive"), v
+        for x in (v.ratio, v.ci_low, v.ci_high):
+            assert x is None or not math.isnan(x) or v.verdict == "inconclusive", v
+
+
+def test_an_astronomically_wide_interval_is_capped_not_an_overflow() -> None:
+    blocks = [
+        BlockResult(0, "A", "A", None, "", 1.0, {8: {"ttft_p99_ms": 1e-300}}),
+        BlockResult(1, "B", "B", None, "", 1.0, {8: {"ttft_p99_ms": 1e300}}),
+        BlockResult(2, "B", "B", None, "", 1.0, {8: {"ttft_p99_ms": 1.0}}),
+        BlockResult(3, "A", "A", None, "", 1.0, {8: {"ttft_p99_ms": 1e300}}),
+    ]
+    (v,) = analyse(blocks).verdicts
+    assert v.verdict == "inconclusive", v

@@ -270,3 +270,10 @@ def test_an_ab_report_gives_its_levels_and_the_kept_arms_law(tmp_path: Path) -> 
     assert out["kept_below"] == [b for b in step8 if b < 48]
     planned = next(lad for lad in out["ladders"] if lad["name"] == "planned")["buckets"]
     assert planned[: len(out["kept_below"])] == out["kept_below"] and planned[-1] == 96
+    # issue 40: the directory `--report DIR` wrote is taken as well (its report.json)
+    from dsv4ops.cli import main as cli_main
+
+    assert cli_main(["buckets", "plan", "--from", str(tmp_path), "--json"]) == 0
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli_main(["buckets", "plan", "--from", str(empty)]) == 1

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.journal.records import Status
+from dsv4ops.journal.store import Journal
 from testing.orchestrate import OrchEnv, cli
 
 # Gated deploys (known-good needs a gate; an INCONCLUSIVE on a loaded machine is accepted).
@@ -110,6 +111,13 @@ def test_two_operators_deploy_roll_back_and_resolve_each_others_crash(
     }
     below = gate["buckets-step4"].startswith("INCONCLUSIVE") and gate["baseline"].startswith("PASS")
     assert back["profile"] == ("baseline" if below else "buckets-step4"), gate
+    # recovered: a second --recover has nothing to do, says so and changes nothing (issue 40:
+    # it used to roll the box back to an older known-good)
+    n = len(Journal(env.target).operations())
+    code, again, err = cli(env, capsys, "rollback", "--recover", "--yes", "--json")
+    assert code == 1 and "nothing to recover on" in again["error"], (again, err)
+    assert "(without --recover)" in again["hint"]
+    assert len(Journal(env.target).operations()) == n
 
     seen_by_bob = _history(env, capsys)
     _as(monkeypatch, alice)

@@ -26,10 +26,15 @@ def interrupted() -> None:
     raise KeyboardInterrupt
 
 
+@click.command()
+def confirming() -> None:
+    click.confirm("change the box?", abort=True)
+
+
 @pytest.fixture(autouse=True)
 def _test_commands(monkeypatch: pytest.MonkeyPatch) -> None:
     commands = dict(cli_pkg.COMMANDS)
-    for name in ("user_mistake", "bug", "interrupted"):
+    for name in ("user_mistake", "bug", "interrupted", "confirming"):
         commands[name.replace("_", "-")] = (__name__, name, "test command")
     monkeypatch.setattr(cli_pkg, "COMMANDS", commands)
 
@@ -51,6 +56,35 @@ def test_bug_exits_3_with_short_report(capsys: pytest.CaptureFixture[str]) -> No
 
 def test_keyboard_interrupt_exits_130(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_pkg.main(["interrupted"]) == 130
+
+
+@pytest.mark.parametrize(
+    ("answer", "code", "said"),
+    [
+        ("n\n", 1, "not confirmed: nothing was changed"),  # a "no" is a refusal (issue 40)
+        ("", 1, "not confirmed: nothing was changed"),  # end of input: no "yes" either
+        (KeyboardInterrupt, 130, "interrupted"),  # Ctrl-C at the prompt
+    ],
+)
+def test_a_confirmation_declined_is_refused_and_ctrl_c_at_it_is_interrupted(
+    answer: object,
+    code: int,
+    said: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import io
+
+    if answer is KeyboardInterrupt:
+
+        def ctrl_c(prompt: str = "") -> str:
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(click.termui, "visible_prompt_func", ctrl_c)
+    else:
+        monkeypatch.setattr("sys.stdin", io.StringIO(str(answer)))
+    assert cli_pkg.main(["confirming"]) == code
+    assert capsys.readouterr().err.splitlines()[-1] == said
 
 
 def test_bad_profile_through_the_real_command_is_exit_1_one_line(

@@ -84,7 +84,7 @@ def test_hazard_takes_the_mutating_flags_and_is_journaled(
     }
     n = len(journal.operations())
     monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
-    assert main(args) == 130  # declined at the y/N prompt: aborted, as deploy's is
+    assert main(args) == 1  # declined at the y/N prompt: refused, nothing changed (issue 40)
     assert len(journal.operations()) == n
     capsys.readouterr()
     assert main([*args, "--yes", "--reason", "drill 7", "--json"]) == 2  # a handled FAILURE

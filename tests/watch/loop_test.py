@@ -109,3 +109,34 @@ def test_once_with_every_probe_unanswered_is_critical_not_ok() -> None:
     )
     assert last.word == "critical" and {f.code for f in last.findings} == {"probe_stalled"}
     assert exitcodes.for_severity(last.word) == exitcodes.FAILED
+
+
+def test_once_exits_with_the_worst_finding_of_any_round_not_only_the_last() -> None:
+    # issue 40: five CRITICAL rounds, then a WARNING, exited 4
+    from dsv4ops import exitcodes
+    from dsv4ops.watch.loop import with_worst_seen
+    from testing.watch import ClockedWedge
+
+    stalled = FakeUnit(probe="stall")
+    stalled.decode.running, stalled.decode.tokens = 5, 100
+    critical = Watcher(ENDPOINTS, WatchSettings(), stalled, FakeClock()).once(lambda r: None)
+    healthy = Watcher(ENDPOINTS, WatchSettings(), FakeUnit(), FakeClock()).once(lambda r: None)
+    assert (critical.word, healthy.word) == ("critical", "ok")
+    merged = with_worst_seen(healthy, [critical])
+    assert merged.word == "critical" and exitcodes.for_severity(merged.word) == exitcodes.FAILED
+    assert {f.code for f in merged.findings} == {"decode_wedged", "probe_stalled"}
+    assert all(f"seen in round {critical.number}" in f.evidence[-1] for f in merged.findings)
+    assert with_worst_seen(critical, [healthy]) is critical  # nothing worse to carry
+
+    # through once(): the stream blind in the first round only -> the watch ends "warning"
+    clock = FakeClock()
+    scripted = ClockedWedge(clock, clock.monotonic() + 1e9, blind_why="refused x3")
+
+    def emit(r: Round) -> None:
+        scripted.blind_why = None  # the stream comes back after the first round
+
+    w = Watcher(ENDPOINTS, WatchSettings(), scripted, clock, probe=False, stream=scripted)
+    last = w.once(emit)
+    assert last.word == "warning", last.findings
+    assert [f.code for f in last.findings] == ["probe_stream_blind"]
+    assert "seen in round 1 of this watch" in last.findings[0].evidence[-1]

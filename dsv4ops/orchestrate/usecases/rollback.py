@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dsv4ops.deployment import Deployment
+from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.knowngood import Judgement
 from dsv4ops.journal.records import Kind, Operation
 from dsv4ops.jsontypes import JSONObject
@@ -53,6 +54,23 @@ def choose_rollback(session: TargetSession, to: str | None) -> RollbackChoice:
     op = rollback_target(session.journal, to)
     dep, how = rebuild(op, render_at_commit(session.target))
     return RollbackChoice(op, dep, how)
+
+
+def refuse_nothing_to_recover(session: TargetSession, choice: RollbackChoice) -> None:
+    """`rollback --recover` with nothing to recover (no operation left unfinished, no lock
+    held) refuses and changes nothing: the operator asked to recover, not for an ordinary
+    rollback (issue 40: after an interrupted A/B had restored A, `--recover` moved the box to an
+    older known-good)."""
+    if session.journal.in_flight() or session.supervisor.lock_info() is not None:
+        return
+    name = session.target.name
+    raise DsOpsError(
+        f"nothing to recover on {name}: no operation was left unfinished and the deploy lock "
+        "is free. Nothing was changed",
+        hint=f"`dsv4ops status --target {name}` shows what runs; "
+        f"`dsv4ops rollback --target {name}` (without --recover) rolls back to {choice.op.op} "
+        f"({choice.deployment.describe()})",
+    )
 
 
 def run_rollback(
