@@ -32,7 +32,7 @@ from dsv4ops.canary.suites.common import (
     judge_errors,
     judge_hangs,
 )
-from dsv4ops.canary.suites.sweep_law import fit_laws, judge_against_law, lawful
+from dsv4ops.canary.suites.sweep_law import MIN_LAW_LEVELS, fit_laws, judge_against_law, lawful
 from dsv4ops.canary.timescale import clock_label, clock_record, server_time_scale, to_model_time
 from dsv4ops.canary.verdict import Findings, SuiteResult
 from dsv4ops.canary.workload import Mix
@@ -116,6 +116,14 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
         else points
     )  # server_side: both are set (> 0)
     metrics["law_source"] = "server metrics" if "metrics" in fits else "token timestamps"
+    if law is None and len(levels) < MIN_LAW_LEVELS:
+        # asked for fewer levels than a law needs (an A/B's two levels): what was asked, the
+        # throughput at each level served cleanly, is judged; the law was never on offer
+        f.note(
+            f"no step law: {len(levels)} level(s) asked, a law needs {MIN_LAW_LEVELS} "
+            "(a line through two fits them by construction)"
+        )
+        return f.result("sweep", metrics)
     if law is None:
         why = "; ".join(f"{k}: {v}" for k, v in not_laws.items()) or (
             f"{len(points)} level(s) with output"
