@@ -102,22 +102,15 @@ class _Experiment:
         run: SuiteRun,
         accept_inconclusive: bool = False,
     ) -> None:
-        self.session, self.plan, self.op, self.say, self.run_suite = (
-            session,
-            plan,
-            op,
-            progress,
-            run,
-        )
+        self.session, self.plan, self.op, self.say = session, plan, op, progress
+        self.run_suite = run
         self.blocks: list[BlockResult] = []  # values filled in at the end (choose_sources)
         self.measured: list[Measured] = []  # of the complete blocks, in order
         self.gates: list[GateResult] = []
         self.b_results: list[SuiteResult] = []  # B's measured suites (a bucket change's gate)
         self.deploys: dict[str, list[str]] = {"A": [], "B": []}
         self.gated_since_deploy = False
-        self.accept_inconclusive = (
-            accept_inconclusive  # the operator's --accept-inconclusive-canary
-        )
+        self.accept_inconclusive = accept_inconclusive  # --accept-inconclusive-canary
         self.interrupted: str | None = None
         self.failure: str | None = None
 
@@ -133,10 +126,24 @@ class _Experiment:
             self.interrupted = f"interrupted by {signal_name_of(exc)}"
         except DsOpsError as exc:
             self.failure = (str(exc).splitlines() or [type(exc).__name__])[0]
+        except Exception as exc:  # a bug in dsv4ops: A goes back on the box before it is raised
+            self._restore_after_crash(exc)
+            raise
         with self.op.gate.holding():  # the end is journaled whatever arrives meanwhile (a deploy
             return self._end()  # it runs installs its own handler: a signal then is the deploy's)
 
-    # -- one block -----------------------------------------------------------------------------
+    def _restore_after_crash(self, exc: Exception) -> None:
+        """Put A back and journal the crash with what runs now (issue 40); the CLI's bug
+        boundary then reports the crash itself (exit 3)."""
+        why = f"the experiment crashed: {type(exc).__name__}: {_first(str(exc))}"
+        self.say(f"{why}; putting A back on the box")
+        with self.op.gate.holding():
+            try:
+                box, _ = self._leave_on("A")
+            except Exception as again:  # noqa: BLE001 - said and journaled; the crash is raised
+                box = f"unknown (putting A back failed too: {type(again).__name__}: {again})"
+            self.op.finish(Status.FAILED, message=f"{why}; the box runs {box}")
+        self.say(f"the box runs {box}")
 
     def _block(self, index: int, arm: Arm) -> bool:
         """Deploy, warm up, measure; False when the experiment must stop (journaled why)."""
@@ -213,8 +220,6 @@ class _Experiment:
             self.gates.append(g)
             self.op.step(f"gate {suite} on B", "done" if g.passed else "failed", detail=g.reason)
             self.say(f"   gate {g.suite}: {'PASS' if g.passed else 'FAIL'}: {g.reason}")
-
-    # -- the looks and the end -----------------------------------------------------------------
 
     def _valued(self) -> list[BlockResult]:
         """The blocks so far with their values (choose_sources over every complete block)."""

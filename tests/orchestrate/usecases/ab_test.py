@@ -257,6 +257,57 @@ def test_step4_buckets_beat_step8_at_57_running_and_stay_on_the_box(
     assert (tmp_path / "report.md").read_text().startswith("# A/B: ab-base (A) vs ab-step4 (B)")
 
 
+@pytest.mark.slow
+@pytest.mark.router
+@pytest.mark.serial  # deploys on the module's twin unit
+def test_a_crash_inside_the_experiment_puts_a_back_journals_it_and_is_raised(
+    ab_env: OrchEnv, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 40: an OverflowError in the analysis left the box on whatever the last block
+    deployed (B), the experiment journaled "see `dsv4ops status`"; any bug now puts A back."""
+    from dsv4ops.cli._context import open_target
+    from dsv4ops.orchestrate.usecases.ab import run_ab
+    from dsv4ops.orchestrate.usecases.ab_blocks import canary_runner
+
+    for k, v in ab_env.environ.items():
+        monkeypatch.setenv(k, v)
+    real = canary_runner(lambda _line: None)
+    calls: list[str] = []
+
+    def crashing(*args: Any) -> SuiteResult:
+        calls.append(args[1].profile_name)
+        if len(calls) == 2:  # measuring block 1, B, on the box
+            raise RuntimeError("boom in the analysis")
+        return real(*args)
+
+    session = open_target(ab_env.target, verb="ab")
+    plan = plan_ab(
+        session,
+        "ab-base",
+        "ab-step4",
+        levels=(57, 60),
+        block_s=2.0,
+        warmup_s=0.0,
+        variation=0.01,
+        report_dir=str(tmp_path),
+        workload=AB_WORKLOAD,
+    )
+    try:
+        with pytest.raises(RuntimeError, match="boom in the analysis"):
+            run_ab(session, plan, progress=lambda _line: None, command="test", run=crashing)
+    finally:
+        session.close()
+    assert calls == ["ab-base", "ab-step4"]
+    journal = Journal(ab_env.target)
+    exp = [o for o in journal.operations() if o.kind is Kind.EXPERIMENT][-1]
+    assert exp.status is Status.FAILED
+    assert "crashed: RuntimeError: boom in the analysis; the box runs A (ab-base" in (
+        exp.message or ""
+    ), exp.message
+    deployed = journal.deployed()
+    assert deployed is not None and deployed.profile_name == "ab-base"
+
+
 @pytest.mark.parametrize("accepted", [False, True])
 def test_the_winners_final_gate_accepts_an_inconclusive_only_when_the_operator_asked(
     accepted: bool, monkeypatch: pytest.MonkeyPatch
