@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from dsv4ops.ab.analysis import Analysis, MetricVerdict
 from dsv4ops.ab.model import DIAGNOSTIC_METRICS, Arm, higher_is_better
@@ -34,13 +35,29 @@ class GateResult:
         return {"suite": self.suite, "arm": self.arm, "passed": self.passed, "reason": self.reason}
 
 
+# Which rule of the module docstring decided, for scripts (`ab --json` "decided_by"): the
+# sentences in `reasons` are for people and may be reworded; these names are not.
+Rule = Literal[
+    "b_failed_gate",  # 1
+    "stopped_early",  # interrupted or failed before a decision: A is put back
+    "partial",  # 2
+    "b_worse",  # 3, the primary metric
+    "guard_worse",  # 3, a guard metric beyond its band
+    "b_better",  # 4
+    "nothing_measured",  # 5
+    "equivalent",  # 5
+    "inconclusive",  # 5
+]
+
+
 @dataclass(frozen=True)
 class Decision:
     winner: Arm
+    rule: Rule
     reasons: list[str]  # human sentences, the first one is the headline
 
     def to_record(self) -> dict[str, object]:
-        return {"winner": self.winner, "reasons": list(self.reasons)}
+        return {"winner": self.winner, "decided_by": self.rule, "reasons": list(self.reasons)}
 
 
 def _level(v: MetricVerdict) -> str:
@@ -75,10 +92,11 @@ def decide(
             f"B failed the {g.suite} gate, so A stays whatever B's throughput: {g.reason}"
             for g in failed_b
         ]
-        return Decision("A", heads + side + _evidence(analysis, primary))
+        return Decision("A", "b_failed_gate", heads + side + _evidence(analysis, primary))
     if analysis.partial:
         return Decision(
             "A",
+            "partial",
             [
                 "the experiment is partial, so the box stays on A: "
                 + "; ".join(analysis.notes or ["blocks are missing"]),
@@ -92,6 +110,7 @@ def decide(
         v = (worse or harm)[0]
         return Decision(
             "A",
+            "b_worse" if worse else "guard_worse",
             [
                 f"B is worse on {v.metric} at {_level(v)} ({_effect(v)}), so A stays",
                 *side,
@@ -105,17 +124,21 @@ def decide(
             f"B wins: {primary} better at {len(better)} of {len(prim)} concurrencies, "
             f"up to {100 * ((best.ratio or 1) - 1):+.1f}% at {_level(best)} ({_effect(best)})"
         )
-        return Decision("B", [head, *side, *_evidence(analysis, primary)])
+        return Decision("B", "b_better", [head, *side, *_evidence(analysis, primary)])
+    rule: Rule
     if not prim:
+        rule = "nothing_measured"
         head = f"no {primary} was measured in a complete A/B pair, so the box stays on A"
     elif all(v.verdict == "equivalent" for v in prim):
+        rule = "equivalent"
         head = (
             f"B is equivalent to A on {primary} within ±{100 * analysis.band:g}%; "
             "no gain shown, so the box stays on A"
         )
     else:
+        rule = "inconclusive"
         head = f"no {primary} gain shown for B (inconclusive), so the box stays on A"
-    return Decision("A", [head, *side, *_evidence(analysis, primary)])
+    return Decision("A", rule, [head, *side, *_evidence(analysis, primary)])
 
 
 def _against(analysis: Analysis, primary: str) -> tuple[list[MetricVerdict], list[MetricVerdict]]:

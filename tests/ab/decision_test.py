@@ -38,35 +38,44 @@ def test_b_wins_on_positive_evidence() -> None:
         [GateResult("abort_cascade", "B", True, "ok")],
     )
     assert d.winner == "B" and d.reasons[0].startswith("B wins: output_tok_s better")
+    assert d.rule == "b_better" and d.to_record()["decided_by"] == "b_better"
     assert "+6.2%" in d.reasons[0]
 
 
 def test_a_failed_gate_on_b_keeps_a_whatever_its_throughput() -> None:
     d = decide(_an(GAIN), [GateResult("sweep", "B", True, "ok"), WEDGED])
-    assert d.winner == "A"
+    assert d.winner == "A" and d.rule == "b_failed_gate"
     assert "abort_cascade" in d.reasons[0] and "decode wedged after 8 aborts" in d.reasons[0]
     assert any("better" in r for r in d.reasons[1:])  # the gain is still reported
 
 
 def test_partial_keeps_a_even_with_a_gain() -> None:
     d = decide(_an(GAIN, partial=True), [])
-    assert d.winner == "A" and "partial" in d.reasons[0] and "3 of 12" in d.reasons[0]
+    assert (
+        d.winner == "A"
+        and d.rule == "partial"
+        and "partial" in d.reasons[0]
+        and "3 of 12" in d.reasons[0]
+    )
 
 
 def test_inconclusive_and_equivalent_keep_a() -> None:
     d = decide(_an(_v("output_tok_s", "inconclusive", 1.03)), [])
-    assert d.winner == "A" and "no output_tok_s gain shown" in d.reasons[0]
+    assert d.winner == "A" and d.rule == "inconclusive"
+    assert "no output_tok_s gain shown" in d.reasons[0]
     d = decide(_an(_v("output_tok_s", "equivalent", 1.001)), [])
-    assert d.winner == "A" and "equivalent" in d.reasons[0]
+    assert d.winner == "A" and d.rule == "equivalent" and "equivalent" in d.reasons[0]
     d = decide(_an(), [])
-    assert d.winner == "A" and "no output_tok_s was measured" in d.reasons[0]
+    assert d.winner == "A" and d.rule == "nothing_measured"
+    assert "no output_tok_s was measured" in d.reasons[0]
 
 
 def test_worse_anywhere_on_the_primary_or_beyond_the_band_elsewhere_keeps_a() -> None:
     d = decide(_an(GAIN, _v("output_tok_s", "worse", 0.95, c=8)), [])
-    assert d.winner == "A" and "worse on output_tok_s at concurrency 8" in d.reasons[0]
+    assert d.winner == "A" and d.rule == "b_worse"
+    assert "worse on output_tok_s at concurrency 8" in d.reasons[0]
     d = decide(_an(GAIN, _v("ttft_p99_ms", "worse", 1.30)), [])
-    assert d.winner == "A" and "ttft_p99_ms" in d.reasons[0]
+    assert d.winner == "A" and d.rule == "guard_worse" and "ttft_p99_ms" in d.reasons[0]
     # worse but within the band (a 1% ITL cost for a 6% throughput gain) does not block B
     d = decide(_an(GAIN, _v("itl_p50_ms", "worse", 1.01)), [])
     assert d.winner == "B"

@@ -192,6 +192,7 @@ def test_ctrl_c_in_a_blocks_deploy_rolls_back_to_a_and_ends_the_experiment_parti
     assert report["partial"] and "interrupted" in report["interrupted"]
     assert [(b["arm"], b["complete"]) for b in report["blocks"]] == [("A", True)]
     assert report["decision"]["winner"] == "A"
+    assert report["decision"]["decided_by"] == "stopped_early"
     # A runs again, put back by the experiment's own deploy of A, nothing in flight.
     deployed = journal.deployed()
     assert deployed is not None and deployed.profile_name == "ab-base" and deployed.proven
@@ -271,6 +272,7 @@ def _assert_the_gate_kept_a(env: OrchEnv, out: JSONObject, tmp_path: Path, befor
     assert out["schedule"] == "ABBA" and len(out["blocks"]) == 2  # stopped at the first look
     (gate,) = out["gates"]
     assert gate["suite"] == "abort_cascade" and not gate["passed"] and "wedge" in gate["reason"]
+    assert out["decided_by"] == "b_failed_gate"  # for scripts: a name, not a sentence
     assert "B failed the abort_cascade gate" in out["reasons"][0]
     # B's throughput is reported with its interval, one pair's worth (the twin's truth at 60 is
     # +6.2%; one pair on a loaded machine proves no size: tests/ab and the step-4 A/B do that).

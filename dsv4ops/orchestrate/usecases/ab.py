@@ -280,13 +280,12 @@ class _Experiment:
         stopped = self.interrupted or self.failure
         analysis = self._analyse(self.blocks, len(plan.schedule) if stopped else None)
         decision = decide(analysis, self.gates)
-        if stopped and decision.winner != "A":
+        if stopped:  # whatever the blocks so far show: a script reads `stopped_early`
             decision = Decision(
                 "A",
-                [
-                    f"the experiment stopped early ({stopped}), so the box " "stays on A",
-                    *decision.reasons,
-                ],
+                "stopped_early",
+                [f"the experiment stopped early ({stopped}), so the box stays on A"]
+                + decision.reasons,
             )
         winner: Arm = decision.winner
         # The winner of an experiment that ran to its decision is deployed through its own

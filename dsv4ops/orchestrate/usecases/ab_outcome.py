@@ -54,6 +54,7 @@ class ABOutcome:
             "b": self.plan.profile("B"),
             "schedule": "".join(self.plan.schedule),
             "winner": self.decision.winner,
+            "decided_by": self.decision.rule,
             "reasons": self.decision.reasons,
             "box": self.box,
             "ok": self.ok,
