@@ -31,6 +31,9 @@ from dsv4ops.jsontypes import JSONObject
 
 CHAT_PATH = "/v1/chat/completions"
 TIMED_OUT = "timed out"  # get_text_reply's why for a TimeoutError (and only for one)
+# get_text_reply's why for a refused connection (and only for one): nothing listens on the port,
+# the worker's process is gone; the sampler's dead-worker judge reads it
+REFUSED = "connection refused: nothing listens on the port"
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
 BodyFactory = Callable[[int], tuple[str, JSONObject]]  # index → (rid, request body)
@@ -223,6 +226,9 @@ class ChatClient:
                 return resp.status, await resp.text(errors="replace"), None
         except TimeoutError:
             return 0, "", TIMED_OUT
+        except aiohttp.ClientConnectorError as exc:
+            refused = isinstance(exc.os_error, ConnectionRefusedError)
+            return 0, "", REFUSED if refused else f"{type(exc).__name__}: {exc}"[:200]
         except aiohttp.ClientError as exc:
             return 0, "", f"{type(exc).__name__}: {exc}"[:200]
 

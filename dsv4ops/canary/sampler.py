@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dsv4ops.canary.loadgen import ChatClient
+from dsv4ops.canary.loadgen import REFUSED, ChatClient
 from dsv4ops.canary.watchdog import Watchdog
 from dsv4ops.clock import perf_ns
 from dsv4ops.errors import DsOpsError
@@ -31,16 +31,34 @@ def metrics_url(url: str) -> str:
     return base if base.endswith("/metrics") else base + "/metrics"
 
 
+# A worker whose port refused this many scrapes in a row, the suite's last, is down (its process
+# gone: nothing listens). Three at the 0.5 s interval: a port is never closed for 1 s by a live
+# worker, however loaded (a slow one times out instead, which is not counted).
+DEAD_AFTER_SCRAPES = 3
+
+
+@dataclass(frozen=True)
+class DeadWorker:
+    url: str
+    refused: int  # consecutive refused scrapes, the last ones of the suite
+    since_ns: int  # the first of them
+
+
 async def scrape_once(client: ChatClient, url: str) -> ServerGauges | None:
     """One scrape; None when unreachable, not 200, unparsable, or without SGLang load gauges."""
-    status, text = await client.get_text(metrics_url(url))
+    return (await _scrape(client, url))[0]
+
+
+async def _scrape(client: ChatClient, url: str) -> tuple[ServerGauges | None, bool]:
+    """(gauges as scrape_once, whether the connection was refused)."""
+    status, text, why = await client.get_text_reply(metrics_url(url))
     if status != 200:
-        return None
+        return None, why == REFUSED
     try:
         gauges = server_gauges(parse_text(text))
     except DsOpsError:
-        return None
-    return gauges if gauges.has_load_gauges else None
+        return None, False
+    return (gauges if gauges.has_load_gauges else None), False
 
 
 class MetricsSampler:
@@ -60,6 +78,7 @@ class MetricsSampler:
         self._watchdog = watchdog
         self.samples: list[GaugeSample] = []
         self.failures = 0
+        self._refused: dict[str, tuple[int, int]] = {}  # url -> (first refused ns, in a row)
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> MetricsSampler:
@@ -74,10 +93,12 @@ class MetricsSampler:
                 await self._task
 
     async def sample_all(self) -> list[GaugeSample]:
-        results = await asyncio.gather(*(scrape_once(self._client, u) for u in self.urls))
+        results = await asyncio.gather(*(_scrape(self._client, u) for u in self.urls))
         now = perf_ns()
         got = []
-        for url, gauges in zip(self.urls, results, strict=True):
+        for url, (gauges, refused) in zip(self.urls, results, strict=True):
+            first, n = self._refused.get(url, (now, 0))
+            self._refused[url] = (first, n + 1) if refused else (now, 0)
             if gauges is None:
                 self.failures += 1
                 continue
@@ -92,6 +113,14 @@ class MetricsSampler:
         while True:
             await self.sample_all()
             await asyncio.sleep(self._interval)
+
+    def dead_workers(self) -> list[DeadWorker]:
+        """The workers whose last DEAD_AFTER_SCRAPES scrapes or more were refused: down now."""
+        return [
+            DeadWorker(url, n, first)
+            for url, (first, n) in self._refused.items()
+            if n >= DEAD_AFTER_SCRAPES
+        ]
 
     @property
     def available(self) -> bool:

@@ -9,9 +9,11 @@ the statistics' power (tests/ab/ does that).
 from __future__ import annotations
 
 import json
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -417,3 +419,62 @@ def test_no_canary_deploys_are_never_known_good_and_rollback_offers_the_last_gat
     assert st["deployed"]["profile"] == "multi-stream-on" and not st["deployed"]["known_good"]
     offered = [o.profile_name for o in Journal(env.target).known_good()]
     assert not {"ab-overlap", "overlap-on", "multi-stream-on"} & set(offered), offered
+
+
+def test_b_whose_decode_dies_in_a_measured_block_fails_its_gate_and_is_never_offered_again(
+    env: OrchEnv,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 39 items 1 and 6: B (buckets-step4) was deployed through its own gate earlier
+    (known-good); in `ab ab-base ab-step4` B's decode is SIGKILLed as its measured block starts.
+    The box ends on A, the experiment journals B's measured sweep as a failed gate, and
+    `rollback` never offers B's commands again."""
+    from dsv4ops.canary import Verdict
+    from dsv4ops.journal.knowngood import commands_hash, failed_gates
+    from dsv4ops.orchestrate.usecases import ab as AB
+    from dsv4ops.orchestrate.usecases.ab_blocks import canary_runner as real_runner
+
+    gated = ("--yes", "--json", "--canary-duration", "2", "--accept-inconclusive-canary")
+    code, b_good, err = cli(env, capsys, "deploy", "ab-step4", *gated)
+    assert code == 0 and b_good["status"] == "SUCCEEDED", err
+    judged = Journal(env.target).judged()
+    assert judged[b_good["op_id"]].known_good, judged[b_good["op_id"]].why
+
+    measured: list[tuple[str, Verdict]] = []
+
+    def decode_dies_in_bs_block(progress: Any) -> Any:
+        real = real_runner(progress)
+
+        def run(suite: str, dep: Any, *rest: Any) -> Any:
+            if dep.profile_name == "ab-step4" and "ab-step4" not in dict(measured):  # B's first
+                rec = json.loads((env.workdir / "run" / "decode.json").read_text())
+                os.killpg(rec["pgid"], signal.SIGKILL)
+            result = real(suite, dep, *rest)
+            measured.append((dep.profile_name, result.verdict))
+            return result
+
+        return run
+
+    monkeypatch.setattr(AB, "canary_runner", decode_dies_in_bs_block)
+    ab_args = ("ab-base", "ab-step4", "--blocks", "4", "--levels", "56,60", *FAST)
+    ab_args += ("--accept-inconclusive-canary",)  # the winner's short final gate may not judge
+    code, out, err = cli(env, capsys, "ab", *ab_args, "--json", "--report", str(tmp_path))
+    assert ("ab-step4", Verdict.FAIL) in measured, (measured, err)
+    assert code == 0 and out["winner"] == "A" and out["decided_by"] == "b_failed_gate", err
+    assert out["box"].startswith("A (ab-base"), err
+    journal = Journal(env.target)
+    exp = journal.get(out["experiment"])
+    assert exp is not None
+    failed = [s for s in exp.steps if s.name == "gate sweep on B (measured)"]
+    assert [s.phase for s in failed] == ["start", "failed"], exp.steps
+    b_hash = commands_hash(journal.get(b_good["op_id"]))
+    assert b_hash in failed_gates(journal.operations())
+    offered = [o.profile_name for o in journal.known_good()]
+    assert "ab-step4" not in offered, offered
+    code, plan, err = cli(env, capsys, "rollback", "--dry-run", "--json")
+    assert code in (0, 1) and plan.get("profile") != "ab-step4", (plan, err)
+    code, listing, err = cli(env, capsys, "journal", "--json", "--limit", "0")
+    (entry,) = [e for e in listing["entries"] if e["id"] == b_good["op_id"]]
+    assert entry["known_good"] is False, entry

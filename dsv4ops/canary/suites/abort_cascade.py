@@ -37,6 +37,7 @@ from dsv4ops.canary.suites.common import (
     judge_client,
     judge_errors,
     judge_refusals,
+    judge_workers,
     refused_by_server,
 )
 from dsv4ops.canary.verdict import Findings, SuiteResult, Thresholds
@@ -93,6 +94,7 @@ async def run_abort_cascade(ctx: SuiteContext) -> SuiteResult:
     sc = h.selfcheck.report
     freezes = _judge(f, h, c, ctx.thresholds)
     judge_client(f, sc)
+    judge_workers(f, h)
     f.note(
         f"{n} streams cancelled ({c.decoding} mid-decode); recovery "
         + (f"{c.recovery_s:.2f} s" if c.recovery_s is not None else "not measured")

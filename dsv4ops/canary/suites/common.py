@@ -218,6 +218,18 @@ def first_error(rec: RequestRecord) -> str:
     return " ".join(parts) + (f": {detail}" if detail else " (the server sent no detail)")
 
 
+def judge_workers(f: Findings, h: Harness) -> None:
+    """A worker that refused connections to the end of the suite is down: a FAIL on positive
+    evidence (its port closed), whatever the streams showed (a request held by a prefill whose
+    decode died waits for the transfer timeout, minutes, without an error or a token)."""
+    for dead in h.sampler.dead_workers():
+        since_s = max(0.0, (dead.since_ns - h.t0_ns) / 1e9)
+        f.fail(
+            f"worker {dead.url} is down: its last {dead.refused} /metrics scrapes were refused "
+            f"(nothing listens on its port since {since_s:.1f} s into the suite)"
+        )
+
+
 def judge_hangs(f: Findings, wd: Watchdog, sc: SelfCheckReport) -> None:
     if not wd.events:
         return

@@ -28,6 +28,7 @@ from dsv4ops.canary.suites.common import (
     judge_errors,
     judge_hangs,
     judge_tools,
+    judge_workers,
     tool_problems,
 )
 from dsv4ops.canary.toolcalls import CUT_BY_MAX_TOKENS, MARKUP_IN_CONTENT, ToolProblem
@@ -79,6 +80,7 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
     f = Findings()
     judge_errors(f, h.records, th)
     judge_hangs(f, h.watchdog, sc)
+    judge_workers(f, h)
     _judge_calls(f, problems, h.records, th)
     agreement, diffs = _agreement(reference, loaded)
     if loaded and agreement < th.consistency_min_agreement:

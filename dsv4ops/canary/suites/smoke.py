@@ -14,6 +14,7 @@ from dsv4ops.canary.suites.common import (
     judge_hangs,
     judge_latency,
     judge_tools,
+    judge_workers,
     tool_problems,
 )
 from dsv4ops.canary.verdict import Findings, SuiteResult
@@ -87,6 +88,7 @@ async def _run_mix(
     f = Findings()
     judge_errors(f, h.records, th)
     judge_hangs(f, h.watchdog, sc)
+    judge_workers(f, h)
     judge_tools(f, problems, len(problems), th)
     judge_client(f, sc)
     judge_latency(f, summary, th, client_bound=bool(sc.problems))

@@ -31,6 +31,7 @@ from dsv4ops.canary.suites.common import (
     judge_client,
     judge_errors,
     judge_hangs,
+    judge_workers,
 )
 from dsv4ops.canary.suites.sweep_law import MIN_LAW_LEVELS, fit_laws, judge_against_law, lawful
 from dsv4ops.canary.timescale import clock_label, clock_record, server_time_scale, to_model_time
@@ -72,6 +73,7 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
     # long requests may all still be running when the staircase ends: they are cut, not failed
     judge_errors(f, h.records, th, require_completed=False)
     judge_hangs(f, h.watchdog, sc)
+    judge_workers(f, h)
     judge_client(f, sc)
     # The whole run, drain included: the streams still open when the staircase ends deliver
     # tokens (all counted) until they finish or are cut, so the duration must cover that too.
@@ -118,7 +120,13 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
     metrics["law_source"] = "server metrics" if "metrics" in fits else "token timestamps"
     if law is None and len(levels) < MIN_LAW_LEVELS:
         # asked for fewer levels than a law needs (an A/B's two levels): what was asked, the
-        # throughput at each level served cleanly, is judged; the law was never on offer
+        # throughput at each level served cleanly, is judged; the law was never on offer. A level
+        # without output is no evidence of anything (60 streams held, no token: not a PASS).
+        if len(points) < len(levels):
+            f.unsure(
+                f"only {len(points)} of {len(levels)} concurrency levels produced output "
+                f"({summary['total_output_tokens']} tokens in all)"
+            )
         f.note(
             f"no step law: {len(levels)} level(s) asked, a law needs {MIN_LAW_LEVELS} "
             "(a line through two fits them by construction)"

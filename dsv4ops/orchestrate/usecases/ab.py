@@ -38,8 +38,9 @@ from dsv4ops.orchestrate.usecases.ab_blocks import (
     SuiteRun,
     canary_runner,
     choose_sources,
-    gate_result,
+    journal_first_fail,
     measure,
+    measured_gate,
     run_gate,
 )
 from dsv4ops.orchestrate.usecases.ab_outcome import ABOutcome as ABOutcome  # re-exported
@@ -199,6 +200,7 @@ class _Experiment:
         )
         if arm == "B":
             self.b_results.append(m.result)
+            journal_first_fail(self.op, self.plan.suite, self.plan.gates, self.b_results)
             if len(self.b_results) == 1:
                 self._run_gates()
         return True
@@ -231,10 +233,9 @@ class _Experiment:
         return [valued.get(b.index, b) for b in self.blocks]
 
     def _gates_now(self) -> list[GateResult]:
-        """The gates run, and a measured sweep's own gate over B's sweeps so far."""
-        if "sweep" in self.plan.gates and self.plan.suite == "sweep" and self.b_results:
-            return [*self.gates, gate_result("sweep", self.b_results)]
-        return list(self.gates)
+        """The gates run, and the measured suite's own gate over B's blocks so far."""
+        measured = measured_gate(self.plan.suite, self.plan.gates, self.b_results)
+        return [*self.gates, measured] if measured else list(self.gates)
 
     def _analyse(self, blocks: list[BlockResult], planned: int | None) -> Analysis:
         from dsv4ops.ab.analysis import analyse

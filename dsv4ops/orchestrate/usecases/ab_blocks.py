@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from dsv4ops.deployment import WORKERS, Deployment
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.engine import Progress
+from dsv4ops.orchestrate.operation import RunningOperation
 
 if TYPE_CHECKING:
     from dsv4ops.ab.decision import GateResult
@@ -151,6 +152,37 @@ def run_gate(run: SuiteRun, suite: str, dep: Deployment, *, duration_s: float) -
 
     duration = None if suite == "abort-cascade" else duration_s
     return gate_result(suite, [run(suite, dep, thresholds_of(dep), duration, None)])
+
+
+def measured_gate(
+    suite: str, gates: Sequence[str], b_results: Sequence[SuiteResult]
+) -> GateResult | None:
+    """The measured suite as a gate on B: a measured sweep when B's change calls for the sweep
+    gate, and any suite once one of B's measured blocks FAILed. A FAIL on B is a failed gate
+    whatever the workload (issue 39: a B block's sweep FAIL, journaled only as a block step, let
+    a later rollback offer B's commands as known-good)."""
+    from dsv4ops.canary import Verdict
+
+    if not b_results:
+        return None
+    if (suite == "sweep" and "sweep" in gates) or any(r.verdict is Verdict.FAIL for r in b_results):
+        return gate_result(suite, b_results)
+    return None
+
+
+def journal_first_fail(
+    op: RunningOperation, suite: str, gates: Sequence[str], b_results: Sequence[SuiteResult]
+) -> None:
+    """B's first measured FAIL, journaled as a failed gate step of the experiment, the moment
+    it happens (knowngood.failed_gates reads gate steps: `rollback` then never offers B's
+    commands again unless named with --to, even if the experiment dies right after)."""
+    from dsv4ops.canary import Verdict
+
+    fails = [r for r in b_results if r.verdict is Verdict.FAIL]
+    g = measured_gate(suite, gates, b_results)
+    if len(fails) == 1 and b_results[-1] is fails[0] and g is not None:
+        op.step(f"gate {g.suite} on B (measured)", "start")
+        op.step(f"gate {g.suite} on B (measured)", "failed", detail=g.reason)
 
 
 def gate_result(suite: str, results: Sequence[SuiteResult]) -> GateResult:

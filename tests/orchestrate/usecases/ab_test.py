@@ -22,8 +22,9 @@ from dsv4ops.orchestrate.usecases.ab_blocks import (
     choose_sources,
     gate_result,
 )
-from dsv4ops.orchestrate.usecases.ab_plan import plan_ab
+from dsv4ops.orchestrate.usecases.ab_plan import ABPlan, plan_ab
 from dsv4ops.orchestrate.usecases.ab_switch import switch_cost
+from dsv4ops.orchestrate.usecases.session import TargetSession
 from testing.ab import AB_WORKLOAD, ab_twin_env, add_ab_profiles
 from testing.clock import FakeClock
 from testing.orchestrate import OrchEnv, journal_session, module_env, our_processes
@@ -200,6 +201,21 @@ def ab_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrchEnv]:
         yield env
 
 
+def _step4_plan(session: TargetSession, tmp_path: Path, *, block_s: float) -> ABPlan:
+    """ab-base (step-8) against ab-step4 at 57 and 60 running; the design told 1% variation."""
+    return plan_ab(
+        session,
+        "ab-base",
+        "ab-step4",
+        levels=(57, 60),
+        block_s=block_s,
+        warmup_s=0.0,
+        variation=0.01,
+        report_dir=str(tmp_path),
+        workload=AB_WORKLOAD,
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.router
 @pytest.mark.serial  # an A/B of measured latencies: alone (testing/workers.py)
@@ -214,17 +230,7 @@ def test_step4_buckets_beat_step8_at_57_running_and_stay_on_the_box(
     # 57 and 60 running: step-8 pads both to 64, step-4 to 60. The twin varies 0.5% per start
     # (seeded), the design is told 1% (a budget of 2 pairs) at 95% over both looks and levels.
     session = open_target(ab_env.target, verb="ab")
-    plan = plan_ab(
-        session,
-        "ab-base",
-        "ab-step4",
-        levels=(57, 60),
-        block_s=6.0,
-        warmup_s=0.0,
-        variation=0.01,
-        report_dir=str(tmp_path),
-        workload=AB_WORKLOAD,
-    )
+    plan = _step4_plan(session, tmp_path, block_s=6.0)
     assert len(plan.schedule) == 4 and plan.confidence == 0.95
     try:
         out = run_ab(
@@ -281,17 +287,7 @@ def test_a_crash_inside_the_experiment_puts_a_back_journals_it_and_is_raised(
         return real(*args)
 
     session = open_target(ab_env.target, verb="ab")
-    plan = plan_ab(
-        session,
-        "ab-base",
-        "ab-step4",
-        levels=(57, 60),
-        block_s=2.0,
-        warmup_s=0.0,
-        variation=0.01,
-        report_dir=str(tmp_path),
-        workload=AB_WORKLOAD,
-    )
+    plan = _step4_plan(session, tmp_path, block_s=2.0)
     try:
         with pytest.raises(RuntimeError, match="boom in the analysis"):
             run_ab(session, plan, progress=lambda _line: None, command="test", run=crashing)
