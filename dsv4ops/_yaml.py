@@ -94,13 +94,14 @@ def _collect_lines(
     node: yaml.Node,
     prefix: str,
     info: LineInfo,
+    name: Callable[[yaml.Node], str],
     seen: set[int] | None = None,
     path_ids: tuple[int, ...] = (),
 ) -> None:
-    """Record each key's line. An alias is a node already seen: its lines are the anchor's, so it
-    is not walked again (which also keeps an alias bomb linear); an alias of one of its own
-    ancestors is a recursive structure, which no profile needs and which the checks after
-    loading would follow forever, so it is refused."""
+    """Record each key's line, under the key as the checks will name it (`name`). An alias is a
+    node already seen: its lines are the anchor's, so it is not walked again (which also keeps
+    an alias bomb linear); an alias of one of its own ancestors is a recursive structure, which
+    no profile needs and which the checks after loading would follow forever, so it is refused."""
     seen = set() if seen is None else seen
     if id(node) in path_ids:
         raise YAMLSyntaxError(
@@ -113,15 +114,24 @@ def _collect_lines(
     path_ids = (*path_ids, id(node))
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
-            key = str(key_node.value)
+            key = name(key_node)
             path = f"{prefix}.{key}" if prefix else key
             info.lines[path] = key_node.start_mark.line + 1
-            _collect_lines(value_node, path, info, seen, path_ids)
+            _collect_lines(value_node, path, info, name, seen, path_ids)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             path = f"{prefix}[{i}]"
             info.lines[path] = item.start_mark.line + 1
-            _collect_lines(item, path, info, seen, path_ids)
+            _collect_lines(item, path, info, name, seen, path_ids)
+
+
+def _key_name(loader: _Loader, key: yaml.Node) -> str:
+    """A key as the loaded data spells it (`str` of the constructed value: '~' and 'null' are
+    'None', '0x10' is '16'), so a check that names a key finds its line. A list or mapping key
+    is refused when the document is constructed; its text here is only a placeholder."""
+    if isinstance(key, yaml.ScalarNode):
+        return str(loader.construct_object(key))
+    return str(key.value)[:64]
 
 
 def _line(node: yaml.Node) -> int:
@@ -197,7 +207,7 @@ def load_with_lines(text: str) -> tuple[JSONValue, LineInfo]:
         if node is None:
             return None, info
         _check_expansion(node)
-        _collect_lines(node, "", info)
+        _collect_lines(node, "", info, lambda key: _key_name(loader, key))
         data = loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark

@@ -210,7 +210,8 @@ def set_cmd(
 
     It asks nothing (--yes is accepted, as every mutating command takes it); --dry-run checks
     everything and prints the diff, writing nothing; --target also checks that the result
-    renders for that target; --reason goes first in the commit message."""
+    renders for that target; --reason goes first in the commit message. If git refuses the
+    commit (a pre-commit hook), the file and the git index are put back as they were."""
     from dsv4ops.orchestrate.usecases.profile import set_profile_flags
 
     del yes  # nothing to confirm: the change is one commit, `git revert` undoes it

@@ -53,28 +53,32 @@ def check_reference(ref: str) -> None:
 
 
 def read_bounded(path: Path, what: str = "profile") -> str:
-    """The UTF-8 text of a regular file of at most MAX_FILE_BYTES. Raises ProfileError (with a
-    line for bad UTF-8) for anything else; FileNotFoundError is left to the caller."""
+    """The UTF-8 text of a regular file of at most MAX_FILE_BYTES. Raises ProfileError for
+    anything else, at the line of the bad byte, or at line 1 when the whole file is the problem
+    (so every error reads file:line, which editors and CI annotations jump to);
+    FileNotFoundError is left to the caller."""
     shown = str(path)
     try:
         info = path.stat()
         if not stat.S_ISREG(info.st_mode):
-            raise ProfileError(f"cannot read {what}: not a regular file", path=shown)
+            raise ProfileError(f"cannot read {what}: not a regular file", path=shown, line=1)
         if info.st_size > MAX_FILE_BYTES:
-            raise ProfileError(_too_big(what, info.st_size), path=shown)
+            raise ProfileError(_too_big(what, info.st_size), path=shown, line=1)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         with os.fdopen(fd, "rb") as f:
             data = f.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise ProfileError(f"cannot read {what}: {exc.strerror or exc}", path=shown) from None
+        raise ProfileError(
+            f"cannot read {what}: {exc.strerror or exc}", path=shown, line=1
+        ) from None
     return decode_bounded(data, shown, what)
 
 
 def decode_bounded(data: bytes, shown: str, what: str = "profile") -> str:
     if len(data) > MAX_FILE_BYTES:
-        raise ProfileError(_too_big(what, len(data)), path=shown)
+        raise ProfileError(_too_big(what, len(data)), path=shown, line=1)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -6,20 +6,60 @@ import subprocess
 from pathlib import Path
 
 from dsv4ops.errors import DsOpsError, ProfileError
+from dsv4ops.exitcodes import FAILED
 from dsv4ops.profiles.files import MAX_FILE_BYTES
+from dsv4ops.secrets import redact_text
 
 GIT_TIMEOUT_S = 30
+# What git (and a hook it ran) printed, as an error shows it: the last lines, where a hook
+# says why it refused, bounded so a chatty hook cannot flood the terminal.
+MAX_OUTPUT_LINES = 20
+MAX_OUTPUT_CHARS = 2000
 
 
 class GitError(DsOpsError):
-    """git refused or failed; the message carries git's own first line."""
+    """git refused or failed; the message carries git's own first line, `output` all it printed
+    (bounded, secrets hidden)."""
+
+    def __init__(
+        self, message: str, *, hint: str | None = None, output: str = "", command: str = ""
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.output = output
+        self.command = command  # the git subcommand that failed ('commit'), '' if none ran
 
 
-def _git(args: list[str], cwd: Path) -> str:
+class CommitFailed(GitError):
+    """`git add`/`git commit` of one file failed (a pre-commit hook said no). The index entry of
+    that file was put back as it was before the add when `index_restored`."""
+
+    def __init__(self, exc: GitError, *, rel: str, index_restored: bool) -> None:
+        super().__init__(exc.message, hint=exc.hint, output=exc.output, command=exc.command)
+        self.rel = rel
+        self.index_restored = index_restored
+
+
+class ChangeLeftBehind(GitError):
+    """A failed commit whose change could not be undone: the message says what is left and the
+    commands that undo it. Something was changed, so this is not a refusal."""
+
+    exit_code = FAILED
+
+
+def _bounded_output(text: str) -> str:
+    lines = [line.rstrip() for line in text.strip().splitlines()][-MAX_OUTPUT_LINES:]
+    shown = "\n".join(lines)
+    return redact_text(
+        shown if len(shown) <= MAX_OUTPUT_CHARS else "..." + shown[-MAX_OUTPUT_CHARS:]
+    )
+
+
+def _git(args: list[str], cwd: Path, stdin: str | None = None) -> str:
     try:
         proc = subprocess.run(  # noqa: S603 - fixed argv, no shell
             ["git", *args],
             cwd=cwd,
+            input=stdin,
             capture_output=True,
             text=True,
             timeout=GIT_TIMEOUT_S,
@@ -30,10 +70,11 @@ def _git(args: list[str], cwd: Path) -> str:
     except subprocess.TimeoutExpired:
         raise GitError(f"git {args[0]} timed out after {GIT_TIMEOUT_S}s") from None
     if proc.returncode != 0:
-        first = (
-            proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}"
-        ).splitlines()[0]
-        raise GitError(f"git {args[0]} failed: {first}")
+        said = proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}"
+        first = redact_text(said.splitlines()[0])
+        # stdout too: git sends a hook's output to stderr, `git commit` its status to stdout.
+        output = _bounded_output(proc.stderr + "\n" + proc.stdout)
+        raise GitError(f"git {args[0]} failed: {first}", output=output, command=args[0])
     return proc.stdout
 
 
@@ -59,6 +100,7 @@ def show_file(path: Path, rev: str) -> str:
             raise ProfileError(
                 f"at git revision {rev} the file is {size} bytes; at most {MAX_FILE_BYTES} are read",
                 path=str(path),
+                line=1,  # the whole file is the problem
             )
         return _git(["show", spec], root)
     except GitError as exc:
@@ -82,9 +124,34 @@ def commit_file(path: Path, message: str) -> str:
             f"refusing to commit: unrelated changes are staged ({shown})",
             hint="commit or unstage them first (git restore --staged PATH)",
         )
-    _git(["add", "--", rel], root)
-    _git(["commit", "--quiet", "-m", message, "--", rel], root)
+    entry = _index_entry(root, rel)
+    try:
+        _git(["add", "--", rel], root)
+        _git(["commit", "--quiet", "-m", message, "--", rel], root)
+    except GitError as exc:
+        raise CommitFailed(
+            exc, rel=rel, index_restored=_restore_index_entry(root, rel, entry)
+        ) from None
     return _git(["rev-parse", "HEAD"], root).strip()
+
+
+def _index_entry(root: Path, rel: str) -> str | None:
+    """The index line of `rel` ('mode sha stage\tpath', as update-index reads it back), or None
+    when it is not in the index."""
+    out = _git(["ls-files", "--stage", "-z", "--", rel], root)
+    return out.rstrip("\0") or None
+
+
+def _restore_index_entry(root: Path, rel: str, entry: str | None) -> bool:
+    """Put the index entry of `rel` back as it was (plumbing: no checks that could refuse)."""
+    try:
+        if entry is None:
+            _git(["update-index", "--force-remove", "--", rel], root)
+        else:
+            _git(["update-index", "-z", "--index-info"], root, stdin=entry + "\0")
+    except GitError:
+        return False
+    return _index_entry(root, rel) == entry
 
 
 def head_sha(path: Path) -> str | None:

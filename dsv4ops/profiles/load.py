@@ -215,7 +215,7 @@ def _load_chain(path: Path, reader: Reader, sink: Problems) -> list[_Doc]:
                 key="extends",
             )
         seen.append(resolved)
-        doc = _parse(current, reader(current), sink)
+        doc = _parse(current, _read(current, reader, chain), sink)
         chain.append(doc)
         parent = doc.data.get("extends")
         if parent is None:
@@ -254,6 +254,23 @@ def _load_chain(path: Path, reader: Reader, sink: Problems) -> list[_Doc]:
     return chain
 
 
+def _read(path: Path, reader: Reader, chain: list[_Doc]) -> str:
+    """The text of `path`; a base that cannot be read at all (missing at a git revision) is
+    reported at the `extends:` line that names it, as a missing base on disk is."""
+    try:
+        return reader(path)
+    except ProfileError as exc:
+        if exc.line is not None or not chain:
+            raise
+        raise ProfileError(
+            f"extends {key_excerpt(str(path), 200)}, which is {exc.bare_message}",
+            path=chain[-1].path,
+            line=chain[-1].lines.get("extends"),
+            key="extends",
+            hint=exc.hint,
+        ) from None
+
+
 def _exists_at_all(path: Path) -> bool:
     try:
         return path.exists()
@@ -272,7 +289,8 @@ def _parse(path: Path, text: str, sink: Problems) -> _Doc:
     try:
         data, lines = load_with_lines(text)
     except YAMLSyntaxError as exc:
-        raise ProfileError(f"invalid YAML: {exc}", path=shown, line=exc.line) from None
+        # No line from the parser (the document as a whole is too long or too deep): line 1.
+        raise ProfileError(f"invalid YAML: {exc}", path=shown, line=exc.line or 1) from None
     if not isinstance(data, dict):
         raise ProfileError("a profile must be a YAML mapping of keys", path=shown, line=1)
     _check_schema_version(data, shown, lines)

@@ -31,15 +31,16 @@ class Provenance:
     def snapshot(self) -> dict[str, tuple[str, int]]:
         return dict(self._origins)
 
-    def where(self, key_path: str) -> tuple[str, int | None]:
-        """(file, line) of a key path, falling back to the nearest recorded parent."""
+    def where(self, key_path: str) -> tuple[str, int]:
+        """(file, line) of a key path, falling back to the nearest recorded parent, then to
+        line 1 of the profile itself (a missing top-level section: the whole file lacks it)."""
         parts = key_path
         while parts:
             if parts in self._origins:
                 return self._origins[parts]
             cut = max(parts.rfind("."), parts.rfind("["))
             parts = parts[:cut] if cut > 0 else ""
-        return self.default_file, None
+        return self.default_file, 1
 
     def warning(self, code: str, key_path: str, message: str) -> ProfileWarning:
         """A warning located like an error ('file:line: key')."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,6 +84,7 @@ def set_flags(
         text = edit_in_place(src_path.read_text(encoding="utf-8"), toggles)
     root = _preflight_git(dest) if commit else None
     before = dest.read_text(encoding="utf-8") if not as_name else ""
+    original = _Original.of(dest)
 
     changes: list[str] = []
 
@@ -103,7 +106,7 @@ def set_flags(
 
     write_atomically(dest, text, check, replace=not dry_run)
     message = _message(dest, source.name if as_name else None, changes, why, command)
-    sha = gitio.commit_file(dest, message) if root is not None and not dry_run else None
+    sha = _commit(dest, message, original) if root is not None and not dry_run else None
     diff = "".join(
         difflib.unified_diff(
             before.splitlines(keepends=True),
@@ -113,6 +116,90 @@ def set_flags(
         )
     )
     return SetResult(str(dest), message, sha, tuple(changes), diff, dry_run)
+
+
+@dataclass(frozen=True)
+class _Original:
+    """The file as it was before `profile set` (None: there was none), to put back exactly."""
+
+    data: bytes | None
+    mode: int = 0
+
+    @classmethod
+    def of(cls, path: Path) -> _Original:
+        if not path.exists():
+            return cls(None)
+        return cls(path.read_bytes(), path.stat().st_mode)
+
+    def restore(self, path: Path) -> None:
+        """Raises OSError if the file cannot be put back."""
+        if self.data is None:
+            path.unlink(missing_ok=True)
+            return
+        tmp = path.with_name(f".{path.stem}.restore-{os.getpid()}{path.suffix}")
+        try:
+            tmp.write_bytes(self.data)
+            os.chmod(tmp, stat.S_IMODE(self.mode))
+            os.replace(tmp, path)  # whole or not at all: never a half-written profile
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def _commit(dest: Path, message: str, original: _Original) -> str:
+    """Commit `dest`; if git refuses (a pre-commit hook), put the file back as it was, so the
+    failure leaves nothing half done, and say what git said."""
+    try:
+        return gitio.commit_file(dest, message)
+    except gitio.CommitFailed as exc:
+        try:
+            original.restore(dest)
+            file_back = True
+        except OSError:
+            file_back = False
+        raise _commit_error(dest, exc, file_back=file_back, new=original.data is None) from None
+
+
+def _commit_error(
+    dest: Path, exc: gitio.CommitFailed, *, file_back: bool, new: bool
+) -> gitio.GitError:
+    what = f"git {exc.command} failed" if exc.command else "git failed"
+    said = (
+        "git said:\n" + "\n".join(f"  {line}" for line in exc.output.splitlines())
+        if exc.output
+        else exc.message
+    )
+    if file_back and exc.index_restored:
+        now = (
+            f"{dest} is not written and the git index is as it was"
+            if new
+            else f"{dest} and the git index are as they were"
+        )
+        return gitio.GitError(
+            f"{what}, so nothing was changed: {now} before this command; nothing was "
+            f"committed.\n{said}",
+            hint="fix what git (or its pre-commit hook) reports, then run the same command "
+            "again; or add --no-commit to write the file without committing it",
+        )
+    return _left_behind(dest, exc, what, said, file_back=file_back, new=new)
+
+
+def _left_behind(
+    dest: Path, exc: gitio.CommitFailed, what: str, said: str, *, file_back: bool, new: bool
+) -> gitio.ChangeLeftBehind:
+    """The commit failed and undoing it failed too: say what is left and how to undo it."""
+    left, undo = [], []
+    if not file_back:
+        left.append(f"{dest} holds the new profile")
+    if not exc.index_restored:
+        left.append(f"the git index has {exc.rel} staged")
+        undo.append(f"git restore --staged -- {exc.rel}")
+    if not file_back:
+        undo.append(f"rm -- {exc.rel}" if new else f"git checkout -- {exc.rel}")
+    return gitio.ChangeLeftBehind(
+        f"{what} and nothing was committed, but the change could not be undone: "
+        f"{' and '.join(left)}.\n{said}",
+        hint=f"undo it from the repository's top directory: {' && '.join(undo)}",
+    )
 
 
 def _message(

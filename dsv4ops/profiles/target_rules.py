@@ -23,6 +23,7 @@ def check_against_target(p: Profile, target: Target, sink: Problems | None = Non
                 f"target {target.name!r} is an endpoint (transport: endpoint): its GPUs and ports "
                 "are the cluster's, so a profile is not checked against it",
                 path=p.path,
+                line=1,  # the whole profile against this target, not one of its lines
                 hint=f"--target box checks the box; dsv4ops export rbg {p.name} checks the export",
             )
         )

@@ -44,7 +44,7 @@ def load_targets(path: str | Path | None = None) -> dict[str, Target]:
     try:
         data, lines = load_with_lines(text)
     except YAMLSyntaxError as exc:
-        raise ProfileError(f"invalid YAML: {exc}", path=shown, line=exc.line) from None
+        raise ProfileError(f"invalid YAML: {exc}", path=shown, line=exc.line or 1) from None
     if not isinstance(data, dict):
         raise ProfileError(
             "a targets file must be a mapping with 'schema_version' and 'targets'",
