@@ -152,7 +152,11 @@ def _git(args: list[str], cwd: Path) -> None:
 
 
 def make_env(
-    root: Path, *, target: str = "twin-test", extra_twin_env: dict[str, str] | None = None
+    root: Path,
+    *,
+    target: str = "twin-test",
+    extra_twin_env: dict[str, str] | None = None,
+    python: str = sys.executable,
 ) -> OrchEnv:
     profiles = root / "repo" / "profiles"
     profiles.mkdir(parents=True)
@@ -174,7 +178,7 @@ targets:
     transport: local
     gpus: [0, 1, 2, 3, 4, 5, 6, 7]
     workdir: {workdir}
-    python: {sys.executable}
+    python: {python}
     launcher: twin
     bind_host: 127.0.0.1
     connect_host: 127.0.0.1
@@ -286,10 +290,13 @@ def set_gate_duration(env: OrchEnv, seconds: float) -> None:
 
 
 def module_env(
-    tmp_path_factory: pytest.TempPathFactory, extra_twin_env: dict[str, str] | None = None
+    tmp_path_factory: pytest.TempPathFactory,
+    extra_twin_env: dict[str, str] | None = None,
+    python: str = sys.executable,
 ) -> Iterator[OrchEnv]:
-    """Body of a module-scoped environment fixture: build it, then stop and kill everything."""
-    env = make_env(tmp_path_factory.mktemp("orch"), extra_twin_env=extra_twin_env)
+    """Body of a module-scoped environment fixture: build it, then stop and kill everything
+    (`python`: the target's)."""
+    env = make_env(tmp_path_factory.mktemp("orch"), extra_twin_env=extra_twin_env, python=python)
     yield env
     with pytest.MonkeyPatch.context() as mp:
         for k, v in env.environ.items():

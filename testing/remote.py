@@ -7,6 +7,11 @@ context manager (benchmarks, demos). `SshdServer.drop_connections()` kills the s
 serving open sessions, which is what a network drop looks like to the client. The commands
 those sessions started then lose their stdout/stderr; the SSH executor's command wrapper
 (`dsv4ops.remote.ssh`) sees that and ends them, as it does after a client-side timeout.
+- wire: a target python that puts a stray line on the agent's wire (testing/programs/
+remote_wire_tamper.py): `tampering_python(dir)` is its path, `tamper_once(dir, ...)` arms it for
+one request; `OneShotLocalExecutor`, a local target whose agent calls are one process each (as
+over SSH); `FakeAgentExecutor`, an agent that answers every call with one given line (the
+property tests of the reply decoding).
 - toy: Helpers for the supervisor tests around the toy component (testing/programs/remote_toy_server.py): its
 argv, waiting for a line in its log, and the teardown that kills every process group started.
 """
@@ -30,6 +35,8 @@ from typing import Any
 import pytest
 
 import testing.programs.remote_toy_server
+import testing.programs.remote_wire_tamper
+from dsv4ops.remote import CommandResult, LocalExecutor
 from testing.ports import free_port
 
 # --- sshd (was testing/remote.py) ---
@@ -246,3 +253,73 @@ def kill_recorded_groups(workdir: Path) -> None:
             if pgid:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(pgid, signal.SIGKILL)
+
+
+# --- wire ---
+
+TAMPER = str(Path(testing.programs.remote_wire_tamper.__file__).resolve())
+
+
+def tampering_python(folder: Path) -> str:
+    """An executable to give a target as its python: this interpreter, with the agent behind
+    the tamperer (armed by `tamper_once(folder, ...)`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "tampering-python"
+    env = f"{testing.programs.remote_wire_tamper.ENV}={folder / 'tamper.json'}"
+    path.write_text(f'#!/bin/sh\nexport {env}\nexec {sys.executable} {TAMPER} "$@"\n')
+    path.chmod(0o755)
+    return str(path)
+
+
+def tamper_once(folder: Path, op: str, to: str, line: str, name: str | None = None) -> Path:
+    """Arm `tampering_python(folder)`: `line` goes on the agent's `to` ("stdout" or "stdin")
+    ahead of the next `op` request (named `name`); returns the file that exists once it did."""
+    once = folder / "tampered"
+    once.unlink(missing_ok=True)
+    config = {"op": op, "name": name, "to": to, "line": line, "once": str(once)}
+    (folder / "tamper.json").write_text(json.dumps(config))
+    return once
+
+
+class OneShotLocalExecutor(LocalExecutor):
+    """A local target the Supervisor keeps no agent session for (it does for a plain
+    LocalExecutor only): every agent call is one process, as over SSH."""
+
+
+REQUEST_ID = "<<request-id>>"  # in a FakeAgentExecutor's line: the request's id
+
+
+class FakeAgentExecutor:
+    """An Executor whose agent answers every command with `line` (REQUEST_ID in it replaced by
+    the request's id), exit 0; `put` and `get` do nothing. For properties of what the Supervisor
+    makes of a reply, fast; the real agent's wire is tested with `tampering_python`."""
+
+    host = "fake"
+
+    def __init__(self, line: str) -> None:
+        self.line = line
+
+    def run(
+        self,
+        argv: Any,
+        *,
+        timeout: float | None = None,
+        check: bool = True,
+        env: Any = None,
+        cwd: str | None = None,
+        stdin: str | None = None,
+    ) -> CommandResult:
+        rid = ""
+        with contextlib.suppress(ValueError, AttributeError):
+            rid = str(json.loads(stdin or "{}").get("id", ""))
+        out = self.line.replace(REQUEST_ID, rid)
+        return CommandResult(tuple(argv), 0, out, "", 0.0, host=self.host)
+
+    def put(self, local: Path, remote: str) -> None:
+        """Nothing to copy."""
+
+    def get(self, remote: str, local: Path) -> None:
+        """Nothing to copy."""
+
+    def close(self) -> None:
+        """Nothing to release."""

@@ -14,7 +14,12 @@ instead, which answers each exactly as a one-shot agent answers its one request
   with its upload-and-retry rules; a session that dies during a call reports it as a one-shot
   agent's crash would be reported, and the call is never repeated;
 - the agent sees the caller's environment and working directory as a one-shot agent would:
-  when either changed since the session started, the session is replaced first.
+  when either changed since the session started, the session is replaced first;
+- a line is the reply to a call only when it carries that call's id (remote/wire.py). A line
+  that does not (something else wrote to the agent's stdout, or the agent answered garbage on
+  its stdin) ends the session at once, as a timeout does: its stream can no longer be matched
+  to calls. That call is then the caller's transport failure, never answered out of turn; and
+  a session that says anything between calls is replaced before the next call is sent.
 
 Over SSH every call stays one channel and one process (dsv4ops/remote/ssh.py).
 """
@@ -42,8 +47,13 @@ _CLOSE_WAIT_S = 2.0
 class AgentSession:
     """A `--serve` agent process, started on the first call; see the module docstring."""
 
-    def __init__(self, argv: Sequence[str], clock: Clock | None = None) -> None:
+    def __init__(
+        self, argv: Sequence[str], clock: Clock | None = None, *, sha256: str | None = None
+    ) -> None:
+        """`sha256`: the zip the caller expects; a session whose agent runs another never takes
+        a call (the one-shot path replaces the zip)."""
         self.argv = [*argv, "--serve"]
+        self._sha256 = sha256
         self._clock = clock or SystemClock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
@@ -51,21 +61,23 @@ class AgentSession:
         self._started_with: tuple[dict[str, str], str] | None = None
         self._busy = threading.Lock()
 
-    def call(self, request: str, timeout: float) -> CommandResult | None:
+    def call(
+        self, request: str, timeout: float, reply_id: str | None = None
+    ) -> CommandResult | None:
         """The agent's reply to `request` as a one-shot call's result, or None when the session
         could not take it and nothing ran (the caller then makes a one-shot call). A call made
-        while another thread's is in flight gets None too: one line at a time."""
+        while another thread's is in flight gets None too: one line at a time. `reply_id`: the
+        request's id; a line without it ends the session (it is returned for the caller to
+        judge)."""
         if not self._busy.acquire(blocking=False):
             return None
         try:
-            return self._call(request, timeout)
+            return self._call(request, timeout, reply_id)
         finally:
             self._busy.release()
 
-    def _call(self, request: str, timeout: float) -> CommandResult | None:
-        if self._proc is not None and self._started_with != _surroundings():
-            self.close()
-        if self._proc is None and not self._start():
+    def _call(self, request: str, timeout: float, reply_id: str | None) -> CommandResult | None:
+        if not self._ready():
             return None
         assert self._proc is not None and self._proc.stdin is not None
         t0 = self._clock.monotonic()
@@ -91,11 +103,23 @@ class AgentSession:
         if not line:  # died during the call: what it printed, as a one-shot crash
             code, err = self._ended()
             return self._result("", err, code or -1, t0)
-        text = line.decode("utf-8", "surrogateescape")
-        with contextlib.suppress(ValueError, AttributeError):
-            if json.loads(text).get("kind") == "session_stale":
-                self.close()
-                return None
+        return self._reply(line.decode("utf-8", "surrogateescape"), reply_id, t0)
+
+    def _ready(self) -> bool:
+        """A session able to take the next call: started, or replaced when it is not fit."""
+        if self._proc is not None and self._started_with != _surroundings():
+            self.close()
+        if self._proc is not None and self._said_unasked():
+            self._kill()  # its next line would be taken for this call's reply
+        return self._proc is not None or self._start()
+
+    def _reply(self, text: str, reply_id: str | None, t0: float) -> CommandResult | None:
+        reply = _json_object(text)
+        if reply.get("kind") == "session_stale" and reply.get("id") == reply_id:
+            self.close()
+            return None
+        if reply_id is not None and reply.get("id") != reply_id:
+            self._kill()  # not this call's reply: nothing more read from it can be matched
         return self._result(text, "", 0, t0)
 
     def close(self) -> None:
@@ -140,11 +164,9 @@ class AgentSession:
         except BaseException:
             self._kill()
             raise
-        try:
-            ok = bool(ready) and json.loads(ready or b"{}").get("ready") is True
-        except ValueError:
-            ok = False
-        if not ok:  # no python, no zip, a damaged one: the one-shot path says which
+        said = _json_object((ready or b"").decode("utf-8", "surrogateescape"))
+        ok = said.get("ready") is True and self._sha256 in (None, said.get("sha256"))
+        if not ok:  # no python, no zip, a damaged or another one: the one-shot path says which
             self._kill()
         return ok
 
@@ -165,6 +187,14 @@ class AgentSession:
             self._buf += chunk
         line, _, self._buf = self._buf.partition(b"\n")
         return line
+
+    def _said_unasked(self) -> bool:
+        """Whether the agent wrote anything (or closed its stdout) since its last reply."""
+        assert self._proc is not None and self._proc.stdout is not None
+        if self._buf:
+            return True
+        readable, _, _ = select.select([self._proc.stdout.fileno()], [], [], 0)
+        return bool(readable)
 
     def _ended(self) -> tuple[int, str]:
         """Exit code and stderr of a session that closed its stdout."""
@@ -197,6 +227,15 @@ class AgentSession:
             duration_s=self._clock.monotonic() - t0,
             timed_out=timed_out,
         )
+
+
+def _json_object(text: str) -> dict[str, object]:
+    """`text` as a JSON object; {} for anything else."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _surroundings() -> tuple[dict[str, str], str]:

@@ -1,7 +1,9 @@
 """The agent's replies as the Supervisor's typed results (supervisor.py makes the calls): a
-readiness wait that ended as a WaitResult or a ComponentNotReadyError, a component's state, an
-HTTP reply, a preflight report, and the requests of an `http_many` call checked before they
-leave.
+readiness wait that ended as a WaitResult or a ComponentNotReadyError, a component's state, a
+start's record, a stop's report, an HTTP reply, a preflight report, and the requests of an
+`http_many` call checked before they leave. Each reads its reply by key and type, as the agent
+writes it; the Supervisor runs each under `wire.typed`, so a reply of another shape is that
+call's transport failure (remote/wire.py).
 """
 
 from __future__ import annotations
@@ -10,8 +12,8 @@ from collections.abc import Mapping, Sequence
 
 from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.remote.base import ProcessState
-from dsv4ops.remote.errors import AgentCallError, ComponentNotReadyError
-from dsv4ops.remote.results import HttpReply, PortUse, PreflightReport, WaitResult
+from dsv4ops.remote.errors import AgentCallError, ComponentNotReadyError, StopError
+from dsv4ops.remote.results import HttpReply, PortUse, PreflightReport, StopReport, WaitResult
 
 _HTTP_FIELDS = frozenset({"url", "method", "body", "headers", "timeout_s"})
 
@@ -71,7 +73,42 @@ def http_items(requests: Sequence[str | Mapping[str, JSONValue]]) -> list[JSONOb
 
 
 def _opt_float(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float | str) else None
+    """A number the agent may leave out (None); one that is no number counts as left out."""
+    try:
+        return float(value) if isinstance(value, int | float | str) else None
+    except ValueError:
+        return None
+
+
+def started_state(name: str, rec: Mapping[str, JSONValue]) -> ProcessState:
+    """A `start` reply: the component's run record."""
+    return ProcessState(
+        name=name,
+        pid=rec["pid"],
+        alive=True,
+        started_at=rec["started_at"],
+        argv=tuple(rec["argv"]),
+        env=rec["env"],
+        log_path=rec["log_path"],
+    )
+
+
+def stop_report(name: str, host: str, r: Mapping[str, JSONValue]) -> StopReport | StopError:
+    """A `stop` reply: its report, or the error to raise when a process or a port outlived it."""
+    if r["left"] or r["ports_open"]:
+        bits = []
+        if r["left"]:
+            bits.append(f"processes {r['left']} of group {r['pgid']} survived SIGKILL")
+        for port in r["ports_open"]:
+            holders = r["port_holders"].get(str(port)) or "unknown pid"
+            bits.append(f"port {port} still open (held by {holders})")
+        return StopError(
+            f"stop {name} on {host}: " + "; ".join(bits),
+            name=name,
+            left=list(r["left"]),
+            ports_open=list(r["ports_open"]),
+        )
+    return StopReport(name, r["pid"], r["was_running"], tuple(r["signals"]), r["elapsed_s"])
 
 
 def process_state(name: str, s: Mapping[str, JSONValue]) -> ProcessState:

@@ -10,17 +10,17 @@ target answers, when that cannot do a thing twice (remote/rideout.py).
 
 from __future__ import annotations
 
-import json
 import posixpath
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
 
 from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.constants import SSH_RECONNECT_S
 from dsv4ops.errors import TargetError
 from dsv4ops.jsontypes import JSONObject, JSONValue
-from dsv4ops.remote import rideout
+from dsv4ops.remote import rideout, wire
 from dsv4ops.remote.agent_session import AgentSession
 from dsv4ops.remote.agent_zip import agent_sha256, local_agent_zip
 from dsv4ops.remote.base import Executor, ProcessSpec, ProcessState
@@ -37,6 +37,8 @@ from dsv4ops.remote.replies import (
     not_ready_error,
     preflight_report,
     process_state,
+    started_state,
+    stop_report,
     wait_result,
 )
 from dsv4ops.remote.results import (
@@ -48,9 +50,7 @@ from dsv4ops.remote.results import (
 )
 
 _CALL_TIMEOUT_S = 60.0
-# What python prints when it cannot start the agent at all (missing, empty, or not a zip):
-# only then is a call retried after an upload, never after a crash mid-operation.
-_NEVER_RAN = ("can't open file", "SyntaxError", "can't find '__main__' module")
+T = TypeVar("T")
 
 
 class Supervisor:
@@ -81,7 +81,8 @@ class Supervisor:
         # plain LocalExecutor's: a wrapper that changes what `run` does keeps its one-shot calls.
         self._session: AgentSession | None = None
         if type(executor) is LocalExecutor:
-            self._session = AgentSession([self.python, "-I", "-S", self.agent_path])
+            argv = [self.python, "-I", "-S", self.agent_path]
+            self._session = AgentSession(argv, sha256=self._sha256)
             weakref.finalize(self, self._session.close)
 
     def close(self) -> None:
@@ -113,11 +114,10 @@ class Supervisor:
         self, path: str, op: str, timeout: float, args: Mapping[str, JSONValue], *, final: bool
     ) -> JSONObject | None:
         """One call of the agent zip at `path`. None (unless `final`): missing, stale or broken."""
-        request = json.dumps(
-            {"op": op, "workdir": self.workdir, "agent_sha256": self._sha256, **args}
-        )
+        rid = wire.new_id()
+        request = wire.request(op, rid, workdir=self.workdir, sha256=self._sha256, args=args)
         from_session = self._session is not None and path == self.agent_path
-        res = self._session.call(request, timeout) if self._session and from_session else None
+        res = self._session.call(request, timeout, rid) if self._session and from_session else None
         if res is None:
             from_session = False
             # -I -S: the agent is stdlib-only, so skip site-packages (4x faster start-up) and
@@ -130,34 +130,23 @@ class Supervisor:
                 f"{self.executor.host}: no {self.python} on the target",
                 hint="set the target's python",
             )
-        try:
-            reply = json.loads(res.stdout) if res.stdout.strip() else None
-        except ValueError:
-            reply = None
-        if not isinstance(reply, dict):
-            # Retry only when the agent cannot have run at all (missing, empty or unparsable
-            # file): a crash mid-operation is reported, never repeated behind the caller's back.
-            never_ran = not from_session and any(m in res.stderr for m in _NEVER_RAN)
-            empty = not from_session and res.ok and not res.stdout
-            if not final and not res.timed_out and (never_ran or empty):
-                return None
-            what = "timed out" if res.timed_out else f"exit {res.exit_code}, no reply"
-            raise AgentCallError(
-                f"{self.executor.host}: agent {op} failed ({what}): {res.stderr.strip()[-300:]}",
-                kind="transport",
-            )
-        if not reply.get("ok"):
-            if reply.get("kind") == "stale_agent" and not final:
-                if self._session is not None:
-                    self._session.close()  # it runs the stale zip's modules
-                return None
-            raise AgentCallError(
-                f"{self.executor.host}: {op}: {reply.get('error')}",
-                kind=str(reply.get("kind")),
-                reply=reply,
-            )
-        result = reply.get("result")
-        return result if isinstance(result, dict) else {"value": result}
+        reply = wire.outcome(
+            res,
+            op=op,
+            request_id=rid,
+            host=self.executor.host,
+            from_session=from_session,
+            final=final,
+        )
+        if not isinstance(reply, wire.Refusal):
+            return reply
+        if reply.kind == "stale_agent" and not final:
+            if self._session is not None:
+                self._session.close()  # it runs the stale zip's modules
+            return None
+        raise AgentCallError(
+            f"{self.executor.host}: {op}: {reply.error}", kind=reply.kind, reply=reply.reply
+        )
 
     def call(self, op: str, timeout: float = _CALL_TIMEOUT_S, **args: JSONValue) -> JSONObject:
         """One agent command by name: the typed methods below use it, and so do the kernel
@@ -192,15 +181,7 @@ class Supervisor:
             env=dict(spec.env),
             ports=list(spec.ports),
         )
-        return ProcessState(
-            name=spec.name,
-            pid=rec["pid"],
-            alive=True,
-            started_at=rec["started_at"],
-            argv=tuple(rec["argv"]),
-            env=rec["env"],
-            log_path=rec["log_path"],
-        )
+        return self._typed("start", lambda: started_state(spec.name, rec))
 
     def stop(
         self, name: str, ports: Sequence[int] | None = None, grace_s: float = 10.0
@@ -213,20 +194,10 @@ class Supervisor:
         if ports is not None:
             args["ports"] = list(ports)
         r = self._call("stop", timeout=grace_s + 30, **args)
-        if r["left"] or r["ports_open"]:
-            bits = []
-            if r["left"]:
-                bits.append(f"processes {r['left']} of group {r['pgid']} survived SIGKILL")
-            for port in r["ports_open"]:
-                holders = r["port_holders"].get(str(port)) or "unknown pid"
-                bits.append(f"port {port} still open (held by {holders})")
-            raise StopError(
-                f"stop {name} on {self.executor.host}: " + "; ".join(bits),
-                name=name,
-                left=list(r["left"]),
-                ports_open=list(r["ports_open"]),
-            )
-        return StopReport(name, r["pid"], r["was_running"], tuple(r["signals"]), r["elapsed_s"])
+        report = self._typed("stop", lambda: stop_report(name, self.executor.host, r))
+        if isinstance(report, StopError):
+            raise report
+        return report
 
     def status(
         self, names: Iterable[str], ports: Mapping[str, Sequence[int]] | None = None
@@ -236,7 +207,7 @@ class Supervisor:
         raw = self._call(
             "status", names=names, ports={k: list(v) for k, v in (ports or {}).items()}
         )
-        return {n: process_state(n, raw[n]) for n in names}
+        return self._typed("status", lambda: {n: process_state(n, raw[n]) for n in names})
 
     def kill(self, name: str, signal: str = "KILL", group: bool = False) -> bool:
         """Send a signal to a component (fault tests); True when a live process was signalled."""
@@ -288,7 +259,7 @@ class Supervisor:
                 host=self.executor.host,
                 waited_before_s=exc.waited_before_s,
             ) from None
-        return wait_result(r, before)
+        return self._typed("wait_http", lambda: wait_result(r, before))
 
     def http(
         self,
@@ -309,7 +280,7 @@ class Supervisor:
             headers=dict(headers or {}),
             timeout_s=timeout_s,
         )
-        return http_reply(r)
+        return self._typed("http", lambda: http_reply(r))
 
     def http_many(
         self, requests: Sequence[str | Mapping[str, JSONValue]], *, timeout_s: float = 10.0
@@ -326,7 +297,7 @@ class Supervisor:
             return []
         longest = max(float(i.get("timeout_s", timeout_s)) for i in items)
         r = self._call("http_many", timeout=longest + 30, requests=items, timeout_s=timeout_s)
-        return [http_reply(x) for x in r["replies"]]
+        return self._typed("http_many", lambda: [http_reply(x) for x in r["replies"]])
 
     # ------------------------------------------------------------------ preflight, lock, state
 
@@ -335,7 +306,7 @@ class Supervisor:
     ) -> PreflightReport:
         """Work dir writable, who holds each port, which GPUs are busy, which paths exist."""
         r = self._call("preflight", ports=list(ports), gpus=list(gpus), paths=list(paths))
-        return preflight_report(r)
+        return self._typed("preflight", lambda: preflight_report(r))
 
     def lock_acquire(self, holder: Mapping[str, JSONValue], force: bool = False) -> LockInfo | None:
         """Take the deploy lock; returns the broken lock's info when `force` broke one.
@@ -348,7 +319,10 @@ class Supervisor:
         except AgentCallError as exc:
             if exc.kind != "lock_held":
                 raise
-            info = LockInfo(dict(exc.reply.get("holder") or {}), bool(exc.reply.get("stale")))  # type: ignore[call-overload]
+            held = exc.reply.get("holder")
+            info = LockInfo(
+                dict(held) if isinstance(held, Mapping) else {}, bool(exc.reply.get("stale"))
+            )
             info = self._with_local_staleness(info)
             raise lock_error(self.executor.host, info.holder, info.stale) from None
         return LockInfo(r["broke"], True) if r.get("broke") else None
@@ -369,7 +343,8 @@ class Supervisor:
         r = self._call("lock_info")
         if not r or r.get("value", "") is None:
             return None
-        return self._with_local_staleness(LockInfo(r["holder"], bool(r["stale"])))
+        info = self._typed("lock_info", lambda: LockInfo(dict(r["holder"]), bool(r["stale"])))
+        return self._with_local_staleness(info)
 
     def read_state(self, name: str) -> JSONValue:
         """Content of `<workdir>/state/<name>.json`, or None when absent."""
@@ -378,6 +353,9 @@ class Supervisor:
     def write_state(self, name: str, data: JSONValue) -> None:
         """Write `<workdir>/state/<name>.json` atomically (temp file, fsync, rename)."""
         self._call("write_state", name=name, data=data)
+
+    def _typed(self, op: str, convert: Callable[[], T]) -> T:
+        return wire.typed(self.executor.host, op, convert)
 
     # A holder on *this* machine (the operator's) whose pid is gone is dead, even when the
     # target is remote and cannot see our process table.

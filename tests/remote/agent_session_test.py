@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import sys
 import time
@@ -182,3 +183,20 @@ def test_exited_monitors_are_reaped_by_the_session(local_sup: Supervisor, workdi
     while os.path.exists(f"/proc/{record['monitor_pid']}"):  # reaped, not a zombie
         assert time.monotonic() < deadline, "the exited monitor stays a zombie of the session"
         time.sleep(0.02)
+
+
+def test_a_session_that_spoke_between_calls_is_replaced_before_the_next_call(
+    local_sup: Supervisor,
+) -> None:
+    """Garbage on a session's stdin between calls: the agent answers it (a line no call asked
+    for), and the next call goes to a new session instead of reading that line as its reply."""
+    before = _pid(local_sup)
+    session = local_sup._session
+    assert session is not None and session._proc is not None
+    assert session._proc.stdin is not None and session._proc.stdout is not None
+    session._proc.stdin.write(b"garbage\n")
+    session._proc.stdin.flush()
+    readable, _, _ = select.select([session._proc.stdout], [], [], 10)
+    assert readable, "the agent did not answer the garbage"
+    assert local_sup.lock_release("op-nobody") is False  # its own reply, not the garbage's
+    assert _wait_gone(before) and _pid(local_sup) != before

@@ -3,8 +3,10 @@
 The supervisor (`dsv4ops/remote/supervisor.py`) ships this package, with the real
 `dsv4ops/secrets.py` it uses for redaction, as one zip (`dsv4ops/remote/agent_zip.py`) to
 `<workdir>/.dsv4ops/agent.zip` and runs it as `python3 -I -S agent.zip`: one JSON request on
-stdin ({"op": ..., "workdir": ..., "agent_sha256": ...}), one JSON reply on stdout
-({"ok": true, "result": ...} or {"ok": false, "kind": ..., "error": ..., ...}). For a local target
+stdin ({"op": ..., "workdir": ..., "agent_sha256": ..., "id": ...}), one JSON reply on stdout
+({"ok": true, "result": ..., "id": ...} or {"ok": false, "kind": ..., "error": ..., "id": ...}),
+carrying the request's id: the operator uses a reply only when it answers its request
+(`dsv4ops/remote/wire.py`). For a local target
 the supervisor keeps one `agent.zip --serve` instead: the same requests and replies, one a line
 (`main.serve`; the operator's side is `dsv4ops/remote/agent_session.py`).
 

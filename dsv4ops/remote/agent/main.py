@@ -125,18 +125,46 @@ def _drop_compiled() -> None:
 
 
 def _answer(raw: str) -> JsonObject:
-    """The reply to one request (a JSON object as text); never raises for a bad request."""
+    """The reply to one request (a JSON object as text); never raises for a bad request. It
+    carries the request's `id`, by which the operator tells it from anything else on the
+    stream (dsv4ops/remote/wire.py); a request it cannot read gets a reply without one."""
+    req = None
     try:
-        req = json.loads(raw or "{}")
+        req = _request(raw)
         want = req.get("agent_sha256")
         if want and want != own_sha256():  # the operator has a different agent: re-upload first
             raise AgentError("stale_agent", "agent on the target is a different version")
         op = _lookup(req.get("op"))
-        return {"ok": True, "result": op(Workdir(req.get("workdir", "")), req)}
+        reply: JsonObject = {"ok": True, "result": op(Workdir(req.get("workdir", "")), req)}
     except AgentError as exc:
-        return {"ok": False, "kind": exc.kind, "error": str(exc), **exc.extra}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        return {"ok": False, "kind": "internal", "error": f"{type(exc).__name__}: {exc}"}
+        reply = {"ok": False, "kind": exc.kind, "error": str(exc), **exc.extra}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        reply = {"ok": False, "kind": "internal", "error": f"{type(exc).__name__}: {exc}"}
+    return _with_id(reply, req)
+
+
+def _request(raw: str) -> JsonObject:
+    try:
+        req = json.loads(raw or "{}")
+    except (ValueError, RecursionError) as exc:
+        raise AgentError("bad_request", f"a request is one JSON object, not this: {exc}") from None
+    if not isinstance(req, dict):
+        raise AgentError("bad_request", "a request is one JSON object")
+    return req
+
+
+def _with_id(reply: JsonObject, req: object) -> JsonObject:
+    """`reply` carrying the id of `req`, when `req` was a request with one."""
+    rid = req.get("id") if isinstance(req, dict) else None
+    return reply if rid is None else {**reply, "id": rid}
+
+
+def _request_id(raw: str) -> object:
+    """The id of a request line, or None where it has none (or is not a request)."""
+    try:
+        return _request(raw).get("id")
+    except AgentError:
+        return None
 
 
 def _start(zip_path: str, sha256: str, compiled: str | None) -> None:
@@ -148,7 +176,7 @@ def main(zip_path: str, *, sha256: str = "", compiled: str | None = None) -> int
     """Answer one request from stdin on stdout; always exit 0 with a JSON reply. `sha256`: the
     zip's, as __main__ hashed it; `compiled`: the compiled copy the modules were imported from."""
     _start(zip_path, sha256, compiled)
-    sys.stdout.write(json.dumps(_answer(sys.stdin.read())))
+    sys.stdout.write(json.dumps(_answer(_text(sys.stdin.buffer.read()))))
     sys.stdout.flush()
     return 0
 
@@ -168,11 +196,12 @@ def serve(zip_path: str, *, sha256: str, compiled: str | None = None) -> int:
     try:
         out.write(json.dumps({"ready": True, "sha256": sha256, "pid": os.getpid()}) + "\n")
         out.flush()
-        for line in sys.stdin:
+        for raw in sys.stdin.buffer:
+            line = _text(raw)
             if _zip_sha256(zip_path) != sha256:
                 stale = "the agent zip changed on disk since this session started"
-                out.write(json.dumps({"ok": False, "kind": "session_stale", "error": stale}))
-                out.write("\n")
+                reply = {"ok": False, "kind": "session_stale", "error": stale}
+                out.write(json.dumps(_with_id(reply, {"id": _request_id(line)})) + "\n")
                 out.flush()
                 return 0
             out.write(json.dumps(_answer(line)) + "\n")
@@ -181,6 +210,12 @@ def serve(zip_path: str, *, sha256: str, compiled: str | None = None) -> int:
     except BrokenPipeError:  # the caller went away: nothing to answer
         pass
     return 0
+
+
+def _text(raw: bytes) -> str:
+    """A request's bytes as text: bytes that are not UTF-8 make a request the JSON parser
+    refuses (bad_request), never a crash of the agent."""
+    return raw.decode("utf-8", "surrogateescape")
 
 
 def _zip_sha256(path: str) -> str | None:
