@@ -3,6 +3,8 @@
 - fake_unit: A scripted PD unit for watch's unit tests: Prometheus text for each server and the router
 from mutable numbers, /health codes, and probe answers in the twin's stream shapes, served to a
 Watcher as its `http_many`. Times come from a FakeClock the test advances.
+- runaway: real HTTP servers on 127.0.0.1 whose /metrics is a real SGLang body or 10^6 series
+(issue 40), counting what each managed to send before its reader hung up.
 - twin: `dsv4ops watch` against a twin stack (testing/twin.py): its endpoints, the real
 supervisor's `http_many` through the local executor (requests made by the target agent, as for
 a deployed target), forcing hazards, and waiting for a finding with the real clock.
@@ -17,8 +19,9 @@ import selectors
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -352,3 +355,87 @@ def silent_listeners(ports: set[int]) -> Iterator[None]:
         for s in [*listeners, *held]:
             s.close()
         sel.close()
+
+
+# --- runaway: a /metrics that sends far too much (issue 40) ---
+
+RUNAWAY_SERIES = 10**6  # issue 40's exporter: 10^6 series on one port, ~50 MB
+# A real SGLang 0.5.23 decode's /metrics (TP1, PD, on this machine's CPU build): the normal size.
+OBSERVED_DECODE_METRICS = (
+    Path(__file__).resolve().parents[1] / "tools/sglang-cpu/observed/pd-cpu/decode_metrics_1.txt"
+)
+
+
+Body = Callable[[], Iterable[bytes]]  # a /metrics body, made as it is sent
+
+
+def runaway_metrics(series: int = RUNAWAY_SERIES) -> Iterator[bytes]:
+    """`series` distinct series of one family watch never reads, ~48 bytes each, in blocks of
+    1000 lines, made only as far as they are sent."""
+    yield b"# HELP runaway:series A label set gone wild.\n# TYPE runaway:series gauge\n"
+    for start in range(0, series, 1000):
+        stop = min(series, start + 1000)
+        yield "".join(
+            f'runaway:series{{request_id="r{i:09d}",rank="0"}} 1.0\n' for i in range(start, stop)
+        ).encode()
+
+
+@dataclass
+class MetricsUnit:
+    """What each port of `metrics_unit` sent: bytes written, and whether the body went out whole
+    (False: the reader hung up first)."""
+
+    sent: dict[int, int] = field(default_factory=dict)
+    whole: dict[int, bool] = field(default_factory=dict)
+
+
+def _send(out: Any, port: int, body: Body, seen: MetricsUnit) -> None:
+    seen.whole[port] = False
+    try:
+        for block in body():
+            out.write(block)
+            seen.sent[port] = seen.sent.get(port, 0) + len(block)
+        seen.whole[port] = True
+    except OSError:  # the reader stopped reading and closed: what a cap does
+        pass
+
+
+@contextlib.contextmanager
+def metrics_unit(bodies: Mapping[int, Body]) -> Iterator[MetricsUnit]:
+    """A real HTTP server on 127.0.0.1 on each port of `bodies`: GET /metrics writes that port's
+    body (HTTP/1.0, no Content-Length: the reader cannot know its size before reading it),
+    /health answers 200, anything else 404."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen = MetricsUnit()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server API
+            port = int(self.connection.getsockname()[1])
+            if self.path not in ("/metrics", "/health"):
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.end_headers()
+            if self.path == "/health":
+                return
+            _send(self.wfile, port, bodies[port], seen)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    servers = [ThreadingHTTPServer(("127.0.0.1", port), Handler) for port in sorted(bodies)]
+    for s in servers:
+        s.daemon_threads = False  # server_close() waits for every handler: `seen` is final
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in servers]
+    for t in threads:
+        t.start()
+    try:
+        yield seen
+    finally:
+        for s in servers:
+            s.shutdown()
+            s.server_close()
+        for t in threads:
+            t.join(timeout=10)

@@ -34,6 +34,7 @@ TIMED_OUT = "timed out"  # get_text_reply's why for a TimeoutError (and only for
 # get_text_reply's why for a refused connection (and only for one): nothing listens on the port,
 # the worker's process is gone; the sampler's dead-worker judge reads it
 REFUSED = "connection refused: nothing listens on the port"
+OVERSIZED = "oversized"  # get_text_reply's why for a body longer than its max_bytes
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
 BodyFactory = Callable[[int], tuple[str, JSONObject]]  # index → (rid, request body)
@@ -213,17 +214,23 @@ class ChatClient:
         return status, text
 
     async def get_text_reply(
-        self, url: str, *, timeout_s: float = 2.0
+        self, url: str, *, timeout_s: float = 2.0, max_bytes: int | None = None
     ) -> tuple[int, str, str | None]:
         """(status, text, why there is none): TIMED_OUT, decided by the exception's type (it
         accepted and did not answer in time), is told from a refused or broken connection,
-        which watch judges differently."""
+        which watch judges differently; OVERSIZED (with the status) when the body is longer
+        than `max_bytes`: the read stops there and the connection is closed."""
         assert self.session is not None
         try:
             async with self.session.get(
                 url, timeout=aiohttp.ClientTimeout(total=timeout_s)
             ) as resp:
-                return resp.status, await resp.text(errors="replace"), None
+                if max_bytes is None:
+                    return resp.status, await resp.text(errors="replace"), None
+                body = await _read_at_most(resp, max_bytes)
+                if body is None:
+                    return resp.status, "", OVERSIZED
+                return resp.status, body.decode(resp.charset or "utf-8", "replace"), None
         except TimeoutError:
             return 0, "", TIMED_OUT
         except aiohttp.ClientConnectorError as exc:
@@ -231,6 +238,18 @@ class ChatClient:
             return 0, "", REFUSED if refused else f"{type(exc).__name__}: {exc}"[:200]
         except aiohttp.ClientError as exc:
             return 0, "", f"{type(exc).__name__}: {exc}"[:200]
+
+
+async def _read_at_most(resp: aiohttp.ClientResponse, max_bytes: int) -> bytes | None:
+    """The body, or None (and the connection closed) as soon as it passes `max_bytes`: a
+    runaway body is never held whole."""
+    body = bytearray()
+    async for chunk in resp.content.iter_chunked(1 << 16):
+        body += chunk
+        if len(body) > max_bytes:
+            resp.close()
+            return None
+    return bytes(body)
 
 
 def _http_detail(status: int, text: str) -> str:

@@ -136,7 +136,7 @@ def render(r: Round) -> list[str]:
         f"{r.at} round {r.number}: {r.word.upper()}" + (f" ({r.unproven})" if r.unproven else "")
     ]
     for name, s in r.scrape.servers.items():
-        lines.append(f"  {name:<8}" + (_server(s) if s.up else f"DOWN ({s.error})"))
+        lines.append(f"  {name:<8}" + (_server(s) if s.up else _unseen(s.oversized, s.error)))
     router = r.scrape.router
     ok = sum(1 for v in router.worker_health.values() if v == 1)
     lines.append(
@@ -145,7 +145,7 @@ def render(r: Round) -> list[str]:
             f"up  workers {ok}/{len(router.worker_health)} healthy, "
             f"5xx {router.responses_5xx:g}"
             if router.up
-            else f"DOWN ({router.error})"
+            else _unseen(router.oversized, router.error)
         )
     )
     if r.probes:
@@ -155,6 +155,11 @@ def render(r: Round) -> list[str]:
         )
     lines += ["  " + f.line() for f in r.findings]
     return lines
+
+
+def _unseen(oversized: str | None, error: str | None) -> str:
+    # a /metrics larger than watch reads answered: the server is there, its numbers unread
+    return f"{'UNREAD' if oversized else 'DOWN'} ({error})"
 
 
 def _server(s: ServerReading) -> str:

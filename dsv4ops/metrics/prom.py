@@ -8,7 +8,9 @@ Running/queued counts and generation throughput are summed over label sets; only
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -54,10 +56,39 @@ class Samples:
         return {labels[label] for labels, _ in self.series.get(name, ()) if label in labels}
 
 
-def parse_text(text: str) -> Samples:
-    """Parse a Prometheus text body. Raises MetricsParseError on malformed input."""
+# The suffixes a sample's name adds to its family's (counters, histograms, summaries, info).
+_SUFFIXES = ("_total", "_created", "_bucket", "_sum", "_count", "_info")
+
+
+@functools.lru_cache(maxsize=16)
+def _kept_line(keep: frozenset[str]) -> re.Pattern[str]:
+    """A line about one of `keep`: its sample (the family's name, maybe a suffix, then labels
+    or the value) or its `# TYPE`/`# HELP`. One regex over the body: the scan runs in C, so
+    8 MiB of other series cost ~0.1 s, not a Python step per line (issue 40)."""
+    names = "|".join(re.escape(f) for f in sorted(keep, key=len, reverse=True))
+    suffixes = "|".join(_SUFFIXES)
+    return re.compile(
+        rf"^(?:#[ \t]+(?:TYPE|HELP)[ \t]+)?(?:{names})(?:{suffixes})?(?=[{{ \t\n]|$)[^\n]*\n?",
+        re.MULTILINE,
+    )
+
+
+def kept_lines(text: str, keep: frozenset[str]) -> str:
+    """The lines of `text` about the families in `keep` (a counter's without `_total`): a body
+    of 10^6 series of other families costs a scan, never an object per series."""
+    return "".join(m.group() for m in _kept_line(keep).finditer(text))
+
+
+def parse_text(text: str, keep: frozenset[str] | None = None) -> Samples:
+    """Parse a Prometheus text body. Raises MetricsParseError on malformed input.
+
+    `keep`: the family names the caller reads (a counter's without `_total`); every other line
+    is skipped before parsing, so neither its series nor its mistakes reach the result. None
+    parses everything."""
     series: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
     families: set[str] = set()
+    if keep is not None:
+        text = kept_lines(text, keep)
     try:
         for family in text_string_to_metric_families(text):
             families.add(family.name)

@@ -15,7 +15,7 @@ from dsv4ops.remote.base import ProcessState
 from dsv4ops.remote.errors import AgentCallError, ComponentNotReadyError, StopError
 from dsv4ops.remote.results import HttpReply, PortUse, PreflightReport, StopReport, WaitResult
 
-_HTTP_FIELDS = frozenset({"url", "method", "body", "headers", "timeout_s"})
+_HTTP_FIELDS = frozenset({"url", "method", "body", "headers", "timeout_s", "max_bytes"})
 
 
 def not_ready_error(
@@ -136,6 +136,7 @@ def http_reply(r: Mapping[str, JSONValue]) -> HttpReply:
         None if error is None else str(error),
         float(elapsed) if isinstance(elapsed, int | float) else 0.0,
         timed_out=bool(r.get("timed_out")),
+        oversized=bool(r.get("oversized")),
     )
 
 

@@ -66,6 +66,9 @@ class HttpReply:
     # No answer in time (decided by the exception's type where the request was made), as
     # opposed to a refused or broken connection: watch judges the two differently.
     timed_out: bool = False
+    # The body was longer than the request's `max_bytes`: the read stopped there and `body` is
+    # empty (a prefix of Prometheus text would read as wrong numbers, not as too much).
+    oversized: bool = False
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,11 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dsv4ops.secrets import redact_text
 from dsv4ops.watch.findings import Finding
 from dsv4ops.watch.probe import ProbeOutcome
 from dsv4ops.watch.probe_tracker import ProbeTracker
-from dsv4ops.watch.readings import Scrape, ServerReading
+from dsv4ops.watch.readings import METRICS_READ_CAP_BYTES, Scrape, ServerReading, mib
 from dsv4ops.watch.settings import WatchSettings
 from dsv4ops.watch.stream import CONFIRM_GAP_S, SILENCE_S
 
@@ -98,9 +99,13 @@ class Detector:
 
     # --- components ---------------------------------------------------------------------
     def _down_and_unhealthy(self, scrape: Scrape) -> list[Finding]:
-        out = []
-        errors = {n: (r.error, r.timed_out) for n, r in scrape.servers.items()}
-        errors["router"] = (scrape.router.error, scrape.router.timed_out)
+        out = _oversized(scrape)
+        # one that answered with too much is there: no streak towards "down"
+        errors = {
+            n: (None if r.oversized else r.error, r.timed_out) for n, r in scrape.servers.items()
+        }
+        router = scrape.router
+        errors["router"] = (None if router.oversized else router.error, router.timed_out)
         for name, (error, silent) in errors.items():
             self._down[name] = self._down.get(name, 0) + 1 if error else 0
             # down only on a refusal or a broken connection in the streak: a port that accepts
@@ -336,6 +341,29 @@ class Detector:
                 ),
             )
         ]
+
+
+def _oversized(scrape: Scrape) -> list[Finding]:
+    """A /metrics longer than watch reads (METRICS_READ_CAP_BYTES): its server answered, but
+    none of its numbers were read, so nothing it shows (a wedge, failures) can be seen."""
+    sent = {n: r.oversized for n, r in scrape.servers.items()}
+    sent["router"] = scrape.router.oversized
+    sent = {n: None if url is None else redact_text(url) for n, url in sent.items()}
+    return [
+        Finding(
+            "metrics_oversized",
+            name,
+            f"{name}'s /metrics is larger than watch reads: its numbers are unseen",
+            (
+                f"{url} sent more than {mib(METRICS_READ_CAP_BYTES)} "
+                "(METRICS_READ_CAP_BYTES); the read stopped there, nothing of it was parsed",
+                f"a real 0.5.23 /metrics is ~0.1-0.5 MB: look for the family that grew "
+                f"(curl -s {url} | cut -d'{{' -f1 | sort | uniq -c | sort -rn | head)",
+            ),
+        )
+        for name, url in sorted(sent.items())
+        if url is not None
+    ]
 
 
 def _all_healthy(scrape: Scrape) -> bool:

@@ -23,7 +23,13 @@ from dsv4ops.watch.detect import Detector
 from dsv4ops.watch.endpoints import WatchEndpoints
 from dsv4ops.watch.findings import Finding, Severity, worst
 from dsv4ops.watch.probe import ProbeOutcome, ProbeRequest, judge, probe_requests
-from dsv4ops.watch.readings import Scrape, ServerReading, router_reading, server_reading
+from dsv4ops.watch.readings import (
+    METRICS_READ_CAP_BYTES,
+    Scrape,
+    ServerReading,
+    router_reading,
+    server_reading,
+)
 from dsv4ops.watch.settings import WatchSettings
 from dsv4ops.watch.stream import CONFIRM_GAP_S, SILENCE_S, StreamProbe
 
@@ -147,10 +153,11 @@ class Watcher:
 
     def _scrape_requests(self, health: bool = True) -> list[JSONObject]:
         e = self.endpoints
-        reqs = [{"url": e.metrics[n]} for n in e.metrics]
+        cap = METRICS_READ_CAP_BYTES
+        reqs: list[JSONObject] = [{"url": e.metrics[n], "max_bytes": cap} for n in e.metrics]
         if health:  # a wedged decode's /health hangs for SGLang's 20 s: no confirming round waits
             reqs += [{"url": e.health[n]} for n in e.metrics]
-        return [*reqs, {"url": e.router_metrics_url}]
+        return [*reqs, {"url": e.router_metrics_url, "max_bytes": cap}]
 
     def _probe_due(self, now: float) -> bool:
         return self.probe and (self._next_probe is None or now >= self._next_probe)
@@ -198,10 +205,16 @@ class Watcher:
         n = len(names)
         k = n if confirm else 2 * n  # where the router's reply is
         servers = {
-            name: server_reading(name, replies[i], None if confirm else replies[n + i])
+            name: server_reading(
+                name,
+                replies[i],
+                None if confirm else replies[n + i],
+                url=self.endpoints.metrics[name],
+            )
             for i, name in enumerate(names)
         }
-        scrape = Scrape(now, servers, router_reading(replies[k]))
+        router = router_reading(replies[k], url=self.endpoints.router_metrics_url)
+        scrape = Scrape(now, servers, router)
         outcomes = tuple(judge(p, r) for p, r in zip(probes, replies[k + 1 :], strict=False))
         self.rounds += 1
         silence = self.stream.silence_s() if self.stream is not None else None

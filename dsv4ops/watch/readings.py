@@ -1,9 +1,10 @@
 """One scrape of the PD unit turned into numbers: per server and for the router.
 
-The text is parsed by prometheus_client's own parser (`metrics.prom`). The servers' gauges are
-last-published values (SGLang's reporter writes them at the decode log interval, never while a
-scheduler is blocked), so detection reads them together with counters that move every
-iteration: `realtime_tokens_total` (progress), the PD failure counters and
+A body is read up to METRICS_READ_CAP_BYTES, and only the families watch reads
+(WATCHED_FAMILIES) are parsed, by prometheus_client's own parser (`metrics.prom`). The servers'
+gauges are last-published values (SGLang's reporter writes them at the decode log interval,
+never while a scheduler is blocked), so detection reads them together with counters that move
+every iteration: `realtime_tokens_total` (progress), the PD failure counters and
 `cuda_graph_passes_total` (0.5.23 `metrics_collector.py` L737, bumped every forward pass).
 """
 
@@ -33,6 +34,28 @@ QUEUES = {  # short name -> gauge (the PD queues of 0.5.23's scheduler stats)
 }
 ROUTER_RESPONSES = "smg_http_responses_total"  # label status_code (sglang-router 0.3.2)
 ROUTER_WORKER_HEALTH = "smg_worker_health"  # label worker
+# The families a reading is made of (a counter's without `_total`): every other line of a body
+# is skipped before parsing, so 10^6 series of something else are never 10^6 objects.
+WATCHED_FAMILIES = frozenset(
+    {
+        RUNNING,
+        QUEUED,
+        REALTIME_TOKENS,
+        TRANSFER_FAILED.removesuffix("_total"),
+        BOOTSTRAP_FAILED.removesuffix("_total"),
+        GRAPH_PASSES.removesuffix("_total"),
+        *QUEUES.values(),
+        ROUTER_RESPONSES.removesuffix("_total"),
+        ROUTER_WORKER_HEALTH,
+    }
+)
+# The most of one /metrics body a scrape reads; a server that sends more is reported
+# (`metrics_oversized`), not read. Uncapped, watch held each body whole: an exporter gone wild
+# (issue 40: 10^6 series, 50 MB a port) cost 1.2 GB and 92 s. A real 0.5.23 decode's /metrics
+# is 127 KB at TP1 (tools/sglang-cpu/observed/pd-cpu/), ~0.5 MB if all four ranks of a TP4 unit
+# report: 8 MiB is 16x that, and a round of 3 ports just under it peaks at ~130 MiB
+# (benchmarks/watch_metrics_read.py).
+METRICS_READ_CAP_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -40,6 +63,7 @@ class ServerReading:
     name: str  # prefill | decode
     error: str | None = None  # why there are no numbers (no answer, HTTP status, bad text)
     timed_out: bool = False  # no answer in time (HttpReply.timed_out): not a refusal
+    oversized: str | None = None  # the /metrics URL that sent more than METRICS_READ_CAP_BYTES
     health: int | None = None  # /health status (None: no answer or not asked)
     running: float | None = None
     queued: float | None = None
@@ -67,6 +91,7 @@ class ServerReading:
 class RouterReading:
     error: str | None = None
     timed_out: bool = False  # as ServerReading's
+    oversized: str | None = None  # as ServerReading's
     responses_5xx: float = 0.0
     worker_health: dict[str, float] = field(default_factory=dict)  # worker URL -> 1 | 0
 
@@ -89,21 +114,40 @@ def _samples(reply: HttpReply) -> tuple[Samples | None, str | None]:
         return None, f"no answer ({reply.error or 'connection failed'})"
     if reply.status != 200:
         return None, f"/metrics HTTP {reply.status}"
+    if reply.oversized:
+        return None, f"/metrics sent more than {mib(METRICS_READ_CAP_BYTES)}: not read"
     try:
-        return parse_text(reply.body), None
+        return parse_text(reply.body, WATCHED_FAMILIES), None
     except MetricsParseError as exc:
         return None, str(exc)[:200]
+
+
+def mib(n: int) -> str:
+    return f"{n / (1 << 20):g} MiB"
 
 
 def _timed_out(reply: HttpReply) -> bool:
     return reply.status is None and reply.timed_out
 
 
-def server_reading(name: str, metrics: HttpReply, health: HttpReply | None = None) -> ServerReading:
+def _oversized(reply: HttpReply, url: str) -> str | None:
+    return (url or "its /metrics") if reply.status == 200 and reply.oversized else None
+
+
+def server_reading(
+    name: str, metrics: HttpReply, health: HttpReply | None = None, *, url: str = ""
+) -> ServerReading:
+    """`url`: where `metrics` was read (named by a finding when it sent too much)."""
     samples, error = _samples(metrics)
     health_status = health.status if health is not None else None
     if samples is None:
-        return ServerReading(name, error=error, timed_out=_timed_out(metrics), health=health_status)
+        return ServerReading(
+            name,
+            error=error,
+            timed_out=_timed_out(metrics),
+            oversized=_oversized(metrics, url),
+            health=health_status,
+        )
     decode = samples.total(REALTIME_TOKENS_TOTAL, mode="decode")
     progress = samples.total(REALTIME_TOKENS_TOTAL)
     if REALTIME_TOKENS in samples.families:  # declared, no child yet: nothing processed so far
@@ -129,10 +173,12 @@ def server_reading(name: str, metrics: HttpReply, health: HttpReply | None = Non
     )
 
 
-def router_reading(metrics: HttpReply) -> RouterReading:
+def router_reading(metrics: HttpReply, *, url: str = "") -> RouterReading:
     samples, error = _samples(metrics)
     if samples is None:
-        return RouterReading(error=error, timed_out=_timed_out(metrics))
+        return RouterReading(
+            error=error, timed_out=_timed_out(metrics), oversized=_oversized(metrics, url)
+        )
     five = sum(
         v
         for labels, v in samples.series.get(ROUTER_RESPONSES, ())

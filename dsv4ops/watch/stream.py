@@ -103,13 +103,23 @@ class ProbeStream:
             return [HttpReply(None, "", "the probe stream is not running", 0.0) for _ in requests]
 
         async def one(r: Mapping[str, JSONValue]) -> HttpReply:
-            from dsv4ops.canary.loadgen import TIMED_OUT
+            from dsv4ops.canary.loadgen import OVERSIZED, TIMED_OUT
 
+            cap = r.get("max_bytes")
             status, text, why = await client.get_text_reply(
-                str(r["url"]), timeout_s=float(r.get("timeout_s", timeout_s))
+                str(r["url"]),
+                timeout_s=float(r.get("timeout_s", timeout_s)),
+                max_bytes=cap if isinstance(cap, int) else None,
             )
             error = None if status else (why or "no answer")
-            return HttpReply(status or None, text, error, 0.0, timed_out=why == TIMED_OUT)
+            return HttpReply(
+                status or None,
+                text,
+                error,
+                0.0,
+                timed_out=why == TIMED_OUT,
+                oversized=why == OVERSIZED,
+            )
 
         async def every() -> list[HttpReply]:
             return list(await asyncio.gather(*(one(r) for r in requests)))

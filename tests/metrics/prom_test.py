@@ -1,6 +1,11 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
 
 from dsv4ops.metrics.prom import MetricsParseError, parse_text, server_gauges
 
@@ -54,3 +59,59 @@ def test_decode_graph_memory_is_the_per_gpu_total_of_the_decode_phase() -> None:
     g = server_gauges(parse_text(SGLANG_TEXT + text))
     assert g.decode_graph_memory_gb == pytest.approx(0.32)  # each GPU holds its own: max, not sum
     assert server_gauges(parse_text(SGLANG_TEXT)).decode_graph_memory_gb is None
+
+
+# Real /metrics bodies of SGLang 0.5.23 (decode and prefill, PD, this machine's CPU build).
+OBSERVED = sorted(
+    (Path(__file__).resolve().parents[2] / "tools/sglang-cpu/observed").rglob("*_metrics*.txt")
+)
+_BODIES = {str(p.relative_to(p.parents[2])): p.read_text(encoding="utf-8") for p in OBSERVED}
+# sample name -> its family, as prometheus_client's own parser groups them
+_FAMILY = {
+    name: {s.name: f.name for f in text_string_to_metric_families(body) for s in f.samples}
+    for name, body in _BODIES.items()
+}
+_WHOLE = {name: parse_text(body) for name, body in _BODIES.items()}
+_NOISE = st.one_of(
+    st.builds(
+        lambda n, v: f'other:series_total{{request_id="{n}"}} {v}\n',
+        st.integers(0, 10**6),
+        st.floats(allow_nan=False, allow_infinity=False),
+    ),
+    st.sampled_from(
+        [
+            "# TYPE other:series counter\n",
+            "# HELP other:h Not watched. With {braces} and 1 2 3\n",
+            "other:broken{ this is not Prometheus\n",
+            "# a free comment\n",
+            "\n",
+        ]
+    ),
+)
+
+
+@settings(derandomize=True, max_examples=20, deadline=None)
+@given(
+    name=st.sampled_from(sorted(_BODIES)),
+    pick=st.sets(st.integers(0, 200), max_size=12),
+    noise=st.lists(st.tuples(st.integers(0, 2000), _NOISE), max_size=40),
+)
+def test_keeping_some_families_reads_them_exactly_as_the_full_parse_does(
+    name: str, pick: set[int], noise: list[tuple[int, str]]
+) -> None:
+    """Whatever else a body carries (other families, malformed lines of theirs) and wherever it
+    sits, the families kept read exactly as parsing the real body whole reads them."""
+    families = sorted(set(_FAMILY[name].values()))
+    keep = frozenset(families[i % len(families)] for i in pick)
+    lines = _BODIES[name].splitlines(keepends=True)
+    for at, line in sorted(noise, reverse=True):
+        lines.insert(min(at, len(lines)), line)
+    got = parse_text("".join(lines), keep)
+    whole = _WHOLE[name]
+    want = {n: v for n, v in whole.series.items() if _FAMILY[name][n] in keep}
+    assert repr(got.series) == repr(want)  # repr: a NaN sample (SGLang has some) equals itself
+    assert got.families == whole.families & keep
+
+
+def test_the_observed_bodies_parse_whole() -> None:
+    assert len(OBSERVED) >= 3 and all(whole.series for whole in _WHOLE.values())

@@ -10,21 +10,34 @@ from .processes import await_exit_record, state_of
 from .procfs import tail
 
 POLL_S = 0.05  # readiness poll period: start-up completion is noticed within ~100 ms
+DEFAULT_READ_BYTES = 1 << 20  # a request that names no max_bytes gets its body's first MiB
 
 
 def _request(
-    method: str, url: str, body: str | None, headers: dict[str, str], timeout: float
-) -> tuple[int, str]:
+    method: str,
+    url: str,
+    body: str | None,
+    headers: dict[str, str],
+    timeout: float,
+    max_bytes: int | None = None,
+) -> tuple[int, str | None]:
+    """(status, body); body None when the answer is longer than `max_bytes` (the read stops
+    there, so a runaway body is never held). Without `max_bytes`: the first MiB."""
     import urllib.error  # lazy: urllib costs as much as the rest of the agent's start-up
     import urllib.request
 
     data = body.encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    limit = DEFAULT_READ_BYTES if max_bytes is None else max_bytes
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, resp.read(1 << 20).decode("utf-8", "replace")
+            raw = resp.read(limit + 1)
+            status = resp.status
     except urllib.error.HTTPError as exc:
-        return exc.code, exc.read(1 << 20).decode("utf-8", "replace")
+        raw, status = exc.read(limit + 1), exc.code
+    if max_bytes is not None and len(raw) > limit:
+        return status, None
+    return status, raw[:limit].decode("utf-8", "replace")
 
 
 def timed_out(exc: BaseException) -> bool:
@@ -49,6 +62,7 @@ def op_http(wd: Workdir, req: JsonObject) -> JsonObject:
             req.get("body"),
             req.get("headers") or {},
             float(req.get("timeout_s", 10.0)),
+            _max_bytes(req.get("max_bytes")),
         )
     except Exception as exc:  # noqa: BLE001 - refused, reset, bad status line: no answer
         return {
@@ -58,7 +72,18 @@ def op_http(wd: Workdir, req: JsonObject) -> JsonObject:
             "elapsed_s": time.monotonic() - t0,
             "timed_out": timed_out(exc),
         }
-    return {"status": status, "body": body, "error": None, "elapsed_s": time.monotonic() - t0}
+    reply = {"status": status, "body": body or "", "error": None}
+    if body is None:
+        reply["oversized"] = True
+    return {**reply, "elapsed_s": time.monotonic() - t0}
+
+
+def _max_bytes(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise AgentError("bad_request", f"max_bytes must be a byte count, not {value!r}")
+    return value
 
 
 HTTP_MANY_PARALLEL = 16
@@ -132,7 +157,7 @@ def op_wait_http(wd: Workdir, req: JsonObject) -> JsonObject:
                     "last_miss_at_monotonic": last_miss_at,
                     "hit_started_at_monotonic": started,
                 }
-            last = f"HTTP {status}: {body[:200]}"
+            last = f"HTTP {status}: {(body or '')[:200]}"
         except Exception as exc:  # noqa: BLE001 - refused, reset, bad status line: no answer
             last = str(getattr(exc, "reason", exc))
         last_miss_at = started
