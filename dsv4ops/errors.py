@@ -3,6 +3,7 @@
     DsOpsError                  user mistake or refused operation: one line + hint, exit 1
     ├── ProfileError            bad profile/target file (carries file, line, key path)
     ├── TargetError             target unreachable, host key mismatch, bad target definition
+    │   └── DiskFullError       a disk dsv4ops writes to is full (ENOSPC/EDQUOT): exit 2, act on it
     ├── RemoteCommandError      a command on the target exited non-zero (carries the result)
     ├── LockHeldError           another deploy holds the target's lock (names the holder)
     ├── JournalError            journal unreadable or inconsistent
@@ -62,6 +63,21 @@ class TargetError(DsOpsError):
     """The target cannot be reached or is misconfigured."""
 
 
+class DiskFullError(TargetError):
+    """A write failed because a disk is full (ENOSPC) or a quota is reached (EDQUOT). Not a user
+    mistake and not dsv4ops's bug: the box needs space before anything can be done, so it is a
+    FAILED (exit 2), and the message says what was left behind (nothing, or what runs now)."""
+
+    exit_code = FAILED
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True for the OSError a full disk or an exhausted quota gives."""
+    import errno
+
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
 class ConnectionLostError(TargetError):
     """A connection to the target that had worked went away: dropped mid-command, or refused
     when reconnecting. `sent`: whether the command may have reached the target (False: it
@@ -85,7 +101,10 @@ class LockHeldError(DsOpsError):
 
 
 class JournalError(DsOpsError):
-    """The journal cannot be read or written."""
+    """The journal cannot be read or written. `written`: the record took the records all the
+    same (only this machine's copy of it failed), so they must not be appended again."""
+
+    written = False
 
 
 class DeployError(DsOpsError):

@@ -62,7 +62,12 @@ def open_target(
         reconnect_s=s.reconnect_s if s is not None else 0.0,
         notify=lambda message: click.echo(message, err=True),
     )
-    record = TargetJournal(supervisor, journal_path(target.name), offline_ok=read_only)
+    record = TargetJournal(
+        supervisor,
+        journal_path(target.name),
+        offline_ok=read_only,
+        notify=lambda message: click.echo(message, err=True),
+    )
     journal = Journal(target.name, backend=record)
     session = TargetSession(target, supervisor, journal, SystemClock(), waits=live_waits())
     if not read_only:

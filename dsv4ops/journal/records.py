@@ -369,3 +369,14 @@ def place_by(ops: list[P], merged: set[str], after_first_merge: set[str]) -> lis
         )
         out.insert(at, o)
     return out
+
+
+def undo_of(prev: Operation | None) -> JSONObject:
+    """A begin record's `undo`: the operation whose deployment ran before (None: nothing)."""
+    if prev is None:
+        return {"previous": None}
+    return {
+        "previous": prev.op,
+        "previous_profile": prev.profile,
+        "previous_components": prev.components,
+    }

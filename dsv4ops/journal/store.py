@@ -117,8 +117,12 @@ class Journal:
         self.skipped_lines: list[int] = []
         self._index = JournalIndex(str(self.path))
         self._loaded: dict[tuple[str, int], Operation] = {}  # operations folded by this object
-        # Encoded records `step(..., defer=True)` held for the next append (see there).
+        # Encoded records `step(..., defer=True)` held for the next append (see there), and
+        # records whose write failed while `keep_unwritten` (below): retried by the next write.
         self._deferred: list[bytes] = []
+        # Set once an operation began (operation.py): from then on a record that cannot be
+        # written (a full disk) is what happened, so it is kept in memory, never dropped.
+        self.keep_unwritten = False
 
     @contextlib.contextmanager
     def under_lock(self, op_id: str) -> Iterator[None]:
@@ -216,6 +220,11 @@ class Journal:
             record["known_good"] = True
         self._append(record)
 
+    def end_unread(self, op_id: str, status: Status, **fields: str) -> None:
+        """Record `op_id`'s end without reading the journal first: for an operation whose
+        journal cannot be written, so reads fail (orchestrate/unrecorded.py)."""
+        self._append({"type": "status", "op": op_id, "status": status.value, **fields})
+
     def step(
         self,
         op_id: str,
@@ -260,10 +269,30 @@ class Journal:
         held, self._deferred = b"".join(self._deferred), []
         try:
             self.backend.append(held + data, lock_op=self._lock_op)
-        except BaseException:
-            if held:
-                self._deferred.insert(0, held)  # not written: a later append or flush retries
+        except BaseException as exc:
+            # Not written: a later append or flush retries (unless the record has it already).
+            kept = held + data if self.keep_unwritten else held
+            if kept and not getattr(exc, "written", False):
+                self._deferred.insert(0, kept)
             raise
+
+    def unwritten(self) -> list[JSONObject]:
+        """The records held in memory because they could not be written yet, in order."""
+        return [r for _, r in journalfile.parse(b"".join(self._deferred))[0]]
+
+    def keep_elsewhere(self) -> str | None:
+        """Hand the unwritten records to the backend's fallback (the target's record: the local
+        cache, merged into the record by the next command); where they went, None if nowhere."""
+        keep = getattr(self.backend, "keep", None)
+        data = b"".join(self._deferred)
+        if not data or keep is None:
+            return None
+        try:
+            where = str(keep(data))
+        except (OSError, DsOpsError):
+            return None
+        self._deferred = []
+        return where
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -271,6 +300,9 @@ class Journal:
         """The journal now, through its index: only the operations asked for are read."""
         self.flush()  # a read sees this object's own records
         self.backend.refresh(lock_op=self._lock_op)
+        if self.backend.path != self.path:  # the cache moved (unwritable: targetjournal.py)
+            self.path = self.backend.path
+            self._index, self._loaded = JournalIndex(str(self.path)), {}
         try:
             view = View(self._index, self._loaded)
         except OSError as exc:

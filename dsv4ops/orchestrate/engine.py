@@ -26,6 +26,8 @@ from dsv4ops.orchestrate.kernelpkg import KernelSupport
 from dsv4ops.orchestrate.liveness import exited_meanwhile
 from dsv4ops.orchestrate.model import process_spec
 from dsv4ops.orchestrate.probe import ProbeThinking, run_probe
+from dsv4ops.orchestrate.steplog import RunLog, StepTiming
+from dsv4ops.orchestrate.unrecorded import JournalLost
 from dsv4ops.remote.errors import ComponentNotReadyError
 from dsv4ops.waits import QUIET, UNWATCHED, Wait, WaitObserver
 
@@ -87,29 +89,6 @@ class Interrupted(StepFailed):
         self.finished = finished
 
 
-@dataclass
-class StepTiming:
-    title: str
-    action: str
-    component: str | None
-    duration_s: float
-    ok: bool
-    detail: str = ""
-
-
-@dataclass
-class RunLog:
-    """What the runner did, in order, for messages, --json and the benchmark."""
-
-    timings: list[StepTiming] = field(default_factory=list)
-    changed: bool = False  # something on the target was stopped or started
-    ready_wait_s: dict[str, float] = field(default_factory=dict)  # start() return -> ready seen
-    probe_checks: list[str] = field(default_factory=list)
-
-    def done_titles(self) -> list[str]:
-        return [t.title for t in self.timings if t.ok and t.action in P.MUTATING | {P.PROBE}]
-
-
 class Runner:
     """Runs steps for one operation; every step is journaled before it runs."""
 
@@ -169,7 +148,7 @@ class Runner:
                 # Also carries the last step's deferred done record, so no signal cuts it; a
                 # step that may be cut is interrupted right after it.
                 with gate.holding():
-                    self.journal.step(self.op_id, step.title, "start")
+                    self._record(step, "start", ran=False)
                 if step.action not in P.MUTATING:
                     gate.raise_held()
                 with self.settings.waits.waiting(step.title, self._bound_s(step)) as wait:
@@ -184,9 +163,7 @@ class Runner:
             if held:  # the step failed on its own; the signal is not also a second interrupt
                 reason += f" ({held} arrived meanwhile)"
             with gate.holding():
-                self.journal.step(
-                    self.op_id, step.title, "failed", duration_s=took, detail=reason[:2000]
-                )
+                self._record(step, "failed", ran=True, failure=reason, took=took)
             self.log.timings.append(
                 StepTiming(step.title, step.action, step.component, took, False, reason)
             )
@@ -197,9 +174,7 @@ class Runner:
         took = self.settings.clock.monotonic() - t0
         with gate.holding():
             defer = step.action in P.OBSERVING  # rides the next start record (Journal.step)
-            self.journal.step(
-                self.op_id, step.title, "done", duration_s=took, detail=detail, defer=defer
-            )
+            self._record(step, "done", ran=True, took=took, detail=detail, defer=defer)
         self.log.timings.append(
             StepTiming(step.title, step.action, step.component, took, True, detail)
         )
@@ -209,6 +184,30 @@ class Runner:
         held = gate.take_held()
         if held:
             raise Interrupted(step.title, held, finished=True)
+
+    def _record(
+        self,
+        step: P.Step,
+        phase: str,
+        *,
+        ran: bool,
+        failure: str | None = None,
+        took: float | None = None,
+        detail: str = "",
+        defer: bool = False,
+    ) -> None:
+        """Journal `phase` of `step`; a record that cannot be written stops the operation."""
+        try:
+            self.journal.step(
+                self.op_id,
+                step.title,
+                phase,
+                duration_s=took,
+                detail=(failure or detail)[:2000],
+                defer=defer,
+            )
+        except DsOpsError as exc:
+            raise JournalLost(step.title, str(exc), ran=ran, failure=failure) from exc
 
     def _bound_s(self, step: P.Step) -> float | None:
         """The seconds a step is bounded by, for the live line (None: no bound of its own)."""

@@ -56,6 +56,7 @@ class RunningOperation:
             self.journal.begin(self.kind, op_id=self.op_id, **record)
             self.journal.transition(self.op_id, Status.RUNNING)
         self.begun = True
+        self.journal.keep_unwritten = True  # from now on a record that fails is kept
 
     def step(self, name: str, phase: str, **fields: JSONValue) -> None:
         with self.gate.holding():

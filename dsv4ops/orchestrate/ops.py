@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from dataclasses import asdict
 
 from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.deployment import START_ORDER, Deployment
 from dsv4ops.errors import DsOpsError, PreflightError
-from dsv4ops.journal.records import Kind, Operation, Status
+from dsv4ops.journal.records import Kind, Status, undo_of
 from dsv4ops.journal.store import UNKNOWN, Journal
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate import plan as P
+from dsv4ops.orchestrate import unrecorded as U
 from dsv4ops.orchestrate.autorollback import KnownGood, known_good_candidates, roll_back
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.engine import (
@@ -142,7 +142,7 @@ class Operator:
                 profile=unit.profile_record(),
                 components=unit.component_records(),
                 reason=reason,
-                undo=_undo(prev),
+                undo=undo_of(prev),
                 scope=scope_record,
             )
             if warning:
@@ -157,7 +157,11 @@ class Operator:
                 runner.run(steps, new)
                 return self._succeeded(op, new, unit, scope_record, warning, runner, notes, t0)
             except (StepFailed, KeyboardInterrupt) as exc:
-                return self._failed(exc, runner, op.op_id, kind, new, candidates, notes, t0)
+                return self._failed(exc, runner, op, kind, new, candidates, notes, t0)
+            except U.JournalLost as lost:
+                return U.unrecorded_outcome(
+                    op, self.control, lost, runner.log, new, notes, self._took(t0)
+                )
 
     def _preflight(self, new: Deployment, scope: RestartScope) -> None:
         """Refuse (PreflightError, nothing changed) when the target cannot take `new`."""
@@ -179,7 +183,7 @@ class Operator:
         self,
         exc: BaseException,
         runner: Runner,
-        op_id: str,
+        op: RunningOperation,
         kind: Kind,
         new: Deployment,
         candidates: list[KnownGood],
@@ -192,15 +196,21 @@ class Operator:
             if isinstance(exc, StepFailed)
             else Interrupted("", signal_name_of(exc), finished=True)
         )
-        ending = roll_back(
-            runner,
-            op_id=op_id,
-            kind=kind,
-            new=new,
-            failure=failure,
-            candidates=candidates,
-            prepare=self._restorable,
-        )
+        op_id = op.op_id
+        try:
+            ending = roll_back(
+                runner,
+                op_id=op_id,
+                kind=kind,
+                new=new,
+                failure=failure,
+                candidates=candidates,
+                prepare=self._restorable,
+            )
+        except U.JournalLost as lost:  # the rollback's steps cannot be recorded either
+            return U.unrecorded_outcome(
+                op, self.control, lost, runner.log, new, notes, self._took(t0)
+            )
         out = self._outcome(
             ok=False, op_id=op_id, kind=kind, status=ending.status, new=new,
             message=ending.message, running=ending.running, runner=runner, notes=notes, t0=t0,
@@ -239,7 +249,7 @@ class Operator:
                 f"{new.describe()} restarted and serving (end-to-end probe passed); NOT marked "
                 f"known-good: a partial restart is not a proven unit ({runs})"
             )
-        with operation.gate.shielded():
+        with operation.gate.shielded(), U.journal_lost_as("journal the outcome"):
             processes = process_snapshot(self.control, list(START_ORDER))
             if known_good:
                 self.journal.step(op_id, "mark known-good", "done")
@@ -285,11 +295,14 @@ class Operator:
             message=message,
             running=running,
             total_s=self.settings.clock.monotonic() - t0,
-            steps=_steps(runner),
+            steps=runner.log.as_json(),
             ready_wait_s=dict(runner.log.ready_wait_s),
             probe=runner.log.probe_checks,
             notes=notes,
         )
+
+    def _took(self, t0: float) -> float:
+        return self.settings.clock.monotonic() - t0
 
     def _restorable(self, good: Deployment) -> Deployment:
         try:
@@ -310,7 +323,7 @@ class Operator:
         t0 = self.settings.clock.monotonic()
         with self._operation(Kind.STOP, recover) as op:
             prev = self.journal.deployed()
-            op.begin(reason=reason, undo=_undo(prev))
+            op.begin(reason=reason, undo=undo_of(prev))
             self.settings.progress(f"stop everything on {self.host} (journal {op.op_id})")
             runner = self._runner(op.op_id)
             runner.known = prev.deployment() if prev and prev.components else None
@@ -321,7 +334,11 @@ class Operator:
             except (StepFailed, KeyboardInterrupt) as exc:
                 ok, status, running = False, Status.FAILED, UNKNOWN
                 msg = _stop_failure(exc)
-            op.finish(status, message=msg, running=running)
+            except U.JournalLost as lost:
+                msg, _ = U.stop_unrecorded(op, self.control, lost, "stop")
+                ok, status, running = False, Status.FAILED, UNKNOWN
+            if not op.ended:
+                op.finish(status, message=msg, running=running)
             return Outcome(
                 ok=ok,
                 op_id=op.op_id,
@@ -333,7 +350,7 @@ class Operator:
                 else "router, decode and prefill stopped; no process left, every port closed",
                 running="nothing" if ok else "unknown",
                 total_s=self.settings.clock.monotonic() - t0,
-                steps=_steps(runner),
+                steps=runner.log.as_json(),
                 notes=op.notes,
                 interrupted=bool(op.gate.received),
             )
@@ -372,16 +389,6 @@ class Operator:
         return Runner(self.control, self.journal, op_id, self.settings)
 
 
-def _undo(prev: Operation | None) -> JSONObject:
-    if prev is None:
-        return {"previous": None}
-    return {
-        "previous": prev.op,
-        "previous_profile": prev.profile,
-        "previous_components": prev.components,
-    }
-
-
 def _stop_failure(exc: BaseException) -> str:
     if isinstance(exc, StepFailed) and not isinstance(exc, Interrupted):
         return f"stop failed at '{exc.step}': {exc.reason}\nRunning now: unknown."
@@ -390,7 +397,3 @@ def _stop_failure(exc: BaseException) -> str:
         f"stop was interrupted by {signal_name_of(exc)} at '{where}'.\nRunning "
         "now: unknown (some components may be up); run `dsv4ops stop` to finish."
     )
-
-
-def _steps(runner: Runner) -> list[JSONObject]:
-    return [asdict(t) for t in runner.log.timings]

@@ -9,12 +9,13 @@ with the operator's state-directory file as its cache.
 * Appends go to the target through the agent (`journal_append`: flocked, fsynced, torn-line
   safe, refused once the writing operation no longer holds the deploy lock); the reply carries
   the record's new tail, so the cache stays current in the same round trip.
-* A cache that holds records it did not get from the target (an operator-side journal from
-  before the journal of record, or a write through a plain file Journal) is merged into the
-  target's record, once: the agent appends the records whose (op id, sequence) it lacks after a
-  `merge` record naming who merged what from where.
-* The target unreachable: a read-only caller (`offline_ok`) gets the cache and `describe()`
-  says so, with its age; anyone else gets a TargetError saying nothing was changed.
+* A cache holding records not from the target (an older operator-side journal, a plain file
+  Journal's write, records the record could not take: `keep`) is merged into the record, once:
+  the agent appends those whose (op id, sequence) it lacks after a `merge` record (who, whence).
+* The cache unwritable (a full disk): a command goes on from a temporary copy (`_to_spare`),
+  warned; a reader that cannot write even that reads the cache as last synced.
+* The target unreachable: a read-only caller (`offline_ok`) gets the cache, `describe()` says
+  so (and its age); anyone else a TargetError saying nothing was changed.
 * The target's record shorter than, or diverging from, a cache that was a faithful copy of it
   (restored from a backup, replaced, truncated): history is never dropped. The cache as it was
   is kept whole next to it (`<target>.jsonl.diverged`), the cache follows the target's record,
@@ -26,12 +27,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from dsv4ops import journalfile
 from dsv4ops.clock import Clock, SystemClock, age_s, utc_now_iso
-from dsv4ops.errors import JournalError, TargetError
+from dsv4ops.errors import DiskFullError, JournalError, TargetError
 from dsv4ops.journal import opids
 from dsv4ops.journal.records import RECORD_VERSION
 from dsv4ops.jsontypes import JSONObject, JSONValue
@@ -65,9 +70,12 @@ class TargetJournal:
         *,
         offline_ok: bool = False,
         clock: Clock | None = None,
+        notify: Callable[[str], None] | None = None,
     ) -> None:
         self.agent = agent
-        self.path = cache
+        self.path = self.home = cache  # home: the cache's own place (path may move: _to_spare)
+        self._notify = notify or (lambda _line: None)
+        self._cache_error: str | None = None  # why the cache cannot be written
         self.marker = cache.with_name(cache.name.removesuffix(".jsonl") + ".sync.json")
         self.offline_ok = offline_ok
         self._clock = clock or SystemClock()
@@ -115,7 +123,16 @@ class TargetJournal:
             raise JournalError(f"cannot append to the journal of record: {exc}") from None
         except TargetError as exc:
             raise self._refusal(exc) from None
-        self._apply(size, reply, lock_op)
+        try:
+            self._apply(size, reply, lock_op)
+        except JournalError as exc:
+            exc.written = True  # on the record: never appended again
+            raise
+
+    def keep(self, data: bytes) -> Path:
+        """Keep records the record could not take in the cache: the next sync merges them."""
+        journalfile.append_bytes(str(self.home), data)
+        return self.home
 
     def describe(self) -> JSONObject:
         marker = self._marker() or {}
@@ -129,6 +146,8 @@ class TargetJournal:
         }
         if self._offline_error:
             out["error"] = self._offline_error
+        if self._cache_error:
+            out["cache_error"] = self._cache_error
         diverged = self._divergence()
         if diverged is not None:
             out["diverged"] = diverged
@@ -254,6 +273,14 @@ class TargetJournal:
         append this is (its reads may use the cache)."""
         tail = str(reply.get("data") or "").encode("utf-8", "surrogateescape")
         try:
+            self._write_marker(*self._write_cache(cached, reply, tail))
+        except JournalError as exc:
+            if not self._to_spare(cached, reply, tail, exc):
+                return  # a reader goes on with the cache as last synced (warned)
+        self._current_under = trusted_for
+
+    def _write_cache(self, cached: int, reply: JSONObject, tail: bytes) -> tuple[int, str]:
+        try:
             with journalfile.exclusive(str(self.path)):  # two commands syncing one cache
                 if reply.get("reset"):
                     if cached:
@@ -261,11 +288,13 @@ class TargetJournal:
                     _write_atomic(self.path, tail)
                 elif tail and journalfile.proof(str(self.path))[0] == cached:
                     journalfile.append_bytes(str(self.path), tail, mend=False)
-                size, window = self._cache_proof()
+                return self._cache_proof()
         except OSError as exc:
             raise JournalError(
                 f"cannot write the journal cache {self.path}: {exc.strerror}"
             ) from exc
+
+    def _write_marker(self, size: int, window: str) -> None:
         marker = {
             "synced_at": utc_now_iso(self._clock),
             "size": size,
@@ -273,7 +302,33 @@ class TargetJournal:
             "record": f"{self.agent.executor.host}:{self.agent.workdir}/journal.jsonl",
         }
         _write_atomic(self.marker, (json.dumps(marker, sort_keys=True) + "\n").encode())
-        self._current_under = trusted_for
+
+    def _to_spare(self, cached: int, reply: JSONObject, tail: bytes, exc: JournalError) -> bool:
+        """The cache cannot be written (a full disk): go on from a private temporary copy (the
+        record is whole). False: none could be written; a reader uses the cache as last synced."""
+        if self._cache_error is not None:
+            raise exc  # the temporary copy failed too
+        self._cache_error = str(exc)
+        head = b"" if reply.get("reset") else self._cache_bytes()[:cached]
+        try:
+            spare = Path(tempfile.mkdtemp(prefix="dsv4ops-journal-")) / "journal" / self.path.name
+            weakref.finalize(self, shutil.rmtree, str(spare.parents[1]), True)
+            journalfile.write_atomic(str(spare), head + tail)
+        except OSError as err:
+            if not self.offline_ok:
+                raise JournalError(
+                    f"{exc}, nor a temporary copy of it: {err.strerror}",
+                    hint="free space on this machine's disk, then run the command again",
+                ) from None
+            self._notify(f"warning: {exc}; showing the journal as last synced")
+            return False
+        self._notify(
+            f"warning: {exc}; this command uses a temporary copy ({spare}); the journal of record "
+            "on the target holds every record, and the cache catches up once there is space"
+        )
+        self.path, self.marker = spare, spare.with_name(self.marker.name)
+        self._write_marker(*self._cache_proof())
+        return True
 
     # -- local files -----------------------------------------------------------------------------
 
@@ -309,6 +364,8 @@ class TargetJournal:
         return age_s(synced_at, self._clock) if isinstance(synced_at, str) else None
 
     def _refusal(self, exc: TargetError) -> TargetError:
+        if isinstance(exc, DiskFullError):
+            return exc  # its message says what was left behind and how to make space
         return TargetError(
             f"{exc}; the journal of record on the target cannot be reached: nothing was changed",
             hint=OFFLINE_HINT,

@@ -67,8 +67,31 @@ def agent_sha256() -> str:
 
 @contextmanager
 def local_agent_zip() -> Iterator[Path]:
-    """The zip as a local file for `Executor.put` (removed afterwards)."""
-    with tempfile.TemporaryDirectory(prefix="dsv4ops-agent-") as tmp:
+    """The zip as a local file for `Executor.put` (removed afterwards). A local disk too full to
+    hold it raises DiskFullError (TargetError otherwise), with nothing left behind."""
+    import shutil
+
+    try:
+        tmp = tempfile.mkdtemp(prefix="dsv4ops-agent-")
+    except OSError as exc:
+        raise _local_failure(exc) from None
+    try:
         path = Path(tmp) / "agent.zip"
-        path.write_bytes(agent_zip())
+        try:
+            path.write_bytes(agent_zip())
+        except OSError as exc:
+            raise _local_failure(exc) from None
         yield path
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _local_failure(exc: OSError) -> Exception:
+    from dsv4ops.errors import DiskFullError, TargetError, is_disk_full
+
+    kind = DiskFullError if is_disk_full(exc) else TargetError
+    return kind(
+        f"cannot write the agent zip to a local temporary directory ({tempfile.gettempdir()}): "
+        f"{exc.strerror}; nothing was changed on the target",
+        hint="free space there (or point TMPDIR elsewhere), then run the command again",
+    )

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dsv4ops.errors import DeployError, LockHeldError, RemoteCommandError
+from dsv4ops.errors import (
+    DeployError,
+    DiskFullError,
+    LockHeldError,
+    RemoteCommandError,
+    TargetError,
+    is_disk_full,
+)
 
 
 class AgentCallError(RemoteCommandError):
@@ -85,3 +92,18 @@ def lock_error(host: str, h: Mapping[str, object], stale: bool) -> DeployLockErr
         stale=False,
         hint="wait for that operation to finish",
     )
+
+
+def upload_failed(where: str, remote: str, exc: BaseException, *, removed: bool) -> TargetError:
+    """The error of a file copy to the target that failed (`removed`: its partial copy was
+    deleted): a full disk is a DiskFullError (exit 2), anything else a TargetError."""
+    why = getattr(exc, "strerror", None) or str(exc)
+    left = "its partial copy was removed" if removed else f"a partial copy may be left at {remote}"
+    message = f"{where}: cannot copy a file to {remote}: {why}; {left}, nothing else was changed"
+    if is_disk_full(exc):
+        return DiskFullError(
+            message,
+            hint=f"free space on the target's disk (`df -h {remote.rsplit('/', 1)[0] or '/'}` "
+            "there), then run the command again",
+        )
+    return TargetError(message)

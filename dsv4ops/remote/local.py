@@ -114,9 +114,22 @@ class LocalExecutor:
         return check_result(result) if check else result
 
     def put(self, local: Path, remote: str) -> None:
-        """Copy a file to `remote` (parent directories are created)."""
-        Path(remote).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(local, remote)
+        """Copy a file to `remote` (parent directories are created). A copy that fails (a full
+        disk) is removed and raises TargetError (DiskFullError): nothing half-written is left."""
+        from dsv4ops.remote.errors import upload_failed
+
+        try:
+            Path(remote).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(local, remote)
+        except OSError as exc:
+            removed = True
+            try:
+                os.unlink(remote)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                removed = False
+            raise upload_failed(self.host, remote, exc, removed=removed) from None
 
     def get(self, remote: str, local: Path) -> None:
         """Copy `remote` to a local path; raises TargetError when it does not exist."""

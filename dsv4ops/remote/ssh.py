@@ -36,6 +36,7 @@ from dsv4ops.clock import SystemClock
 from dsv4ops.errors import ConnectionLostError, TargetError
 from dsv4ops.remote._redact import check_result, make_result
 from dsv4ops.remote.base import CommandResult
+from dsv4ops.remote.errors import upload_failed
 from dsv4ops.remote.ssh_trust import HostKeyPolicy, RevokedHostKey, key_id, load_known_hosts
 from dsv4ops.whoami import local_user
 
@@ -327,13 +328,19 @@ class SSHExecutor:
         return check_result(result) if check else result
 
     def put(self, local: Path, remote: str) -> None:
-        """Upload a file over SFTP; raises TargetError on failure."""
+        """Upload a file over SFTP; on failure the partial file is removed and TargetError
+        (DiskFullError for a full disk) raised."""
         try:
             self._connection().put(str(local), remote=remote)
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            raise TargetError(
-                f"{self.where}: upload of {local} to {remote} failed: {exc}"
-            ) from None
+            raise upload_failed(self.where, remote, exc, removed=self._remove(remote)) from None
+
+    def _remove(self, remote: str) -> bool:
+        """Delete what a failed upload left at `remote`; whether nothing is left there."""
+        try:
+            return self.run(["rm", "-f", remote], timeout=30.0, check=False).ok
+        except TargetError:
+            return False
 
     def get(self, remote: str, local: Path) -> None:
         """Download a file over SFTP; raises TargetError on failure."""

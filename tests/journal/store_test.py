@@ -301,3 +301,54 @@ def test_a_deferred_record_whose_append_failed_is_kept_for_the_next(tmp_path: Pa
     names = [(r.get("name"), r.get("phase")) for r in _on_disk(journal)]
     assert names[-2:] == [("wait", "done"), ("probe", "start")]
     assert names.count(("wait", "done")) == 1
+
+
+def test_records_a_full_disk_refuses_are_kept_and_written_by_the_next_append(
+    tmp_path: Path,
+) -> None:
+    from testing.journal import FullDiskBackend
+
+    backend = FullDiskBackend(tmp_path / "j.jsonl")
+    journal = Journal("t", backend=backend, clock=FakeClock())
+    op = journal.begin(Kind.DEPLOY, profile={"name": "p"}, reason="r")
+    journal.keep_unwritten = True  # an operation began: what happens next is never dropped
+    backend.full = True
+    with pytest.raises(JournalError, match="No space left"):
+        journal.step(op, "start decode", "start")
+    with pytest.raises(JournalError):
+        journal.end_unread(op, Status.FAILED, message="stopped", running="?")
+    assert [(r["type"], r.get("status")) for r in journal.unwritten()] == [
+        ("step", None),
+        ("status", "FAILED"),
+    ]
+    backend.full = False
+    journal.flush()  # space again: written in order, once
+    assert journal.unwritten() == []
+    assert journal.get(op).status is Status.FAILED
+    assert [s.name for s in journal.get(op).steps] == ["start decode"]
+
+
+def test_unwritten_records_go_to_the_backends_fallback(tmp_path: Path) -> None:
+    from testing.journal import FullDiskBackend
+
+    backend = FullDiskBackend(tmp_path / "j.jsonl")
+    journal = Journal("t", backend=backend, clock=FakeClock())
+    op = journal.begin(Kind.STOP)
+    journal.keep_unwritten = True
+    backend.full = True
+    with pytest.raises(JournalError):
+        journal.step(op, "stop router", "start")
+    assert journal.keep_elsewhere() == str(tmp_path / "j.kept")
+    assert journal.unwritten() == [] and len(backend.kept) == 1
+    assert json.loads(backend.kept[0])["name"] == "stop router"
+
+
+def test_before_an_operation_began_a_refused_record_is_not_kept(tmp_path: Path) -> None:
+    from testing.journal import FullDiskBackend
+
+    backend = FullDiskBackend(tmp_path / "j.jsonl")
+    journal = Journal("t", backend=backend, clock=FakeClock())
+    backend.full = True
+    with pytest.raises(JournalError):
+        journal.begin(Kind.DEPLOY)  # refused: nothing happened, nothing to keep
+    assert journal.unwritten() == []

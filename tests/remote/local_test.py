@@ -193,3 +193,28 @@ def test_a_group_signal_while_a_command_starts_never_kills_the_command() -> None
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "{0: 200}", out.stdout
+
+
+def test_a_copy_that_fills_the_disk_is_removed_and_fails_as_a_full_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import shutil
+
+    from dsv4ops import exitcodes
+    from dsv4ops.errors import DiskFullError
+
+    def half_then_full(src: str, dst: str) -> None:
+        Path(dst).write_bytes(Path(src).read_bytes()[:10])
+        raise OSError(errno.ENOSPC, "No space left on device", dst)
+
+    monkeypatch.setattr(shutil, "copyfile", half_then_full)
+    src = tmp_path / "agent.zip"
+    src.write_bytes(b"x" * 100)
+    dest = tmp_path / "work" / "agent.zip.tmp.1"
+    with pytest.raises(DiskFullError) as caught:
+        LocalExecutor().put(src, str(dest))
+    assert caught.value.exit_code == exitcodes.FAILED
+    assert "No space left on device; its partial copy was removed" in str(caught.value)
+    assert caught.value.hint and "free space" in caught.value.hint
+    assert not dest.exists()
