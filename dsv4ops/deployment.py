@@ -6,7 +6,8 @@ deploys it; the canary reads its endpoint, model name and thresholds section fro
 port is computed once, at render time, from the profile; nothing is parsed back from argv
 except when reading a journal written before those fields were recorded.
 
-Bottom layer: imports only `errors` and `secrets`. Pure data; no I/O.
+Bottom layer: imports only `errors`, `secrets` and `apikey` (whose reading it never calls). Pure
+data; no I/O.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from dsv4ops.apikey import API_KEY_FLAG, ApiKeyRef
 from dsv4ops.constants import SGLANG_DEFAULT_DECODE_LOG_INTERVAL
 from dsv4ops.errors import DeployError
 from dsv4ops.jsontypes import JSONObject, JSONValue
@@ -62,6 +64,8 @@ class Component:
     metrics_port: int = 0  # where /metrics is served (servers: the API port; router: Prometheus)
     bootstrap_port: int | None = None  # the prefill's KV bootstrap server; None elsewhere
     bind_host: str = ""  # the process's --host; "" means `host`
+    # The router's key, by reference: argv holds `--api-key ***`, filled in only when started.
+    api_key: ApiKeyRef | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "argv", tuple(self.argv))
@@ -96,8 +100,14 @@ class Component:
 
     @property
     def has_redacted_values(self) -> bool:
-        """True when rebuilt from a record whose secrets were blanked (cannot be started as is)."""
-        return REDACTED in self.argv or any(v == REDACTED for v in self.env.values())
+        """True when rebuilt from a record whose secrets were blanked (cannot be started as is).
+        The '***' after `--api-key` of a router whose key is a reference is not one of them: it
+        is filled in from the reference when the router starts."""
+        argv = list(self.argv)
+        if self.api_key is not None and API_KEY_FLAG in argv[:-1]:
+            i = argv.index(API_KEY_FLAG)
+            argv = argv[:i] + argv[i + 2 :]
+        return REDACTED in argv or any(v == REDACTED for v in self.env.values())
 
     def to_json(self) -> JSONObject:
         """The `profile render --json` view (values as they are; the printer redacts)."""
@@ -109,6 +119,7 @@ class Component:
             "port": self.port,
             "ports": list(self.ports),
             "metrics_port": self.metrics_port,
+            **({"key_from": self.api_key.to_record()} if self.api_key is not None else {}),
         }
 
     def to_record(self) -> JSONObject:
@@ -123,6 +134,8 @@ class Component:
             "metrics_port": self.metrics_port,
             "bootstrap_port": self.bootstrap_port,
             "bind_host": self.bind_host,
+            # "key_from", not a secret-looking name: it is where the key lives, shown as is.
+            **({"key_from": self.api_key.to_record()} if self.api_key is not None else {}),
         }
 
     @classmethod
@@ -147,6 +160,7 @@ class Component:
             metrics_port=int(metrics) if metrics else legacy[0],
             bootstrap_port=int(bootstrap) if bootstrap is not None else None,
             bind_host=str(bind or ""),
+            api_key=ApiKeyRef.from_record(data.get("key_from")),
         )
 
 
@@ -183,8 +197,11 @@ def commands_hash(components: Sequence[Component]) -> str:
     commands (a test pins it for the shipped profiles).
     """
     order = {n: i for i, n in enumerate(START_ORDER)}
-    payload = [
+    payload: list[JSONObject] = [
         {"name": c.name, "argv": list(c.argv), "env": dict(sorted(c.env.items()))}
+        # where the key comes from, only when there is one (the hashes of deployments without
+        # a key are unchanged); the key itself never: rotating it is not a different deployment
+        | ({"key_from": c.api_key.to_record()} if c.api_key is not None else {})
         for c in sorted(components, key=lambda c: order.get(c.name, 99))
     ]
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
@@ -258,6 +275,11 @@ class Deployment:
             return max(1, int(value)) if value else SGLANG_DEFAULT_DECODE_LOG_INTERVAL
         except ValueError:  # SGLang would not have started with it; judge by the default
             return SGLANG_DEFAULT_DECODE_LOG_INTERVAL
+
+    @property
+    def router_key(self) -> ApiKeyRef | None:
+        """Where the router's API key lives on this machine (None: the router needs none)."""
+        return self.component("router").api_key
 
     @property
     def decode_buckets(self) -> tuple[int, ...]:

@@ -15,7 +15,7 @@ import asyncio
 import itertools
 import json
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -50,11 +50,13 @@ class ChatClient:
         connections: int = 128,
         total_timeout_s: float = 120.0,
         watchdog: Watchdog | None = None,
-        api_key: str | None = None,
+        headers: Mapping[str, str] | None = None,
         path: str = CHAT_PATH,
         engine: str = "auto",
     ) -> None:
-        """`engine`: "raw" (rawhttp; http:// only), "aiohttp", or "auto" (raw where it applies)."""
+        """`engine`: "raw" (rawhttp; http:// only), "aiohttp", or "auto" (raw where it applies).
+        `headers`: what every request to `base_url` carries besides the canary's own (the
+        router's key: dsv4ops/apikey.py's auth_headers)."""
         if engine not in ("auto", "raw", "aiohttp"):
             raise ValueError(f"engine must be auto, raw or aiohttp, not {engine!r}")
         if engine == "raw" and not rawhttp.StreamingHttp.supports(base_url):
@@ -68,9 +70,8 @@ class ChatClient:
         self._connections = max(connections, 8)
         self._timeout = total_timeout_s
         self.watchdog = watchdog
-        self._headers = dict(_HEADERS)
-        if api_key:
-            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._auth = dict(headers or {})
+        self._headers = {**_HEADERS, **self._auth}
         self.session: aiohttp.ClientSession | None = None
         self._raw: rawhttp.StreamingHttp | None = None
         # what the server will serve (canary/limits.py): set once read, every stream sized by it
@@ -221,9 +222,11 @@ class ChatClient:
         which watch judges differently; OVERSIZED (with the status) when the body is longer
         than `max_bytes`: the read stops there and the connection is closed."""
         assert self.session is not None
+        # The router's key goes to the router only, never to a worker's /metrics or /server_info.
+        auth = self._auth if url.startswith(self.base_url + "/") else None
         try:
             async with self.session.get(
-                url, timeout=aiohttp.ClientTimeout(total=timeout_s)
+                url, headers=auth, timeout=aiohttp.ClientTimeout(total=timeout_s)
             ) as resp:
                 if max_bytes is None:
                     return resp.status, await resp.text(errors="replace"), None

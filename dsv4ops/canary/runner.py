@@ -48,6 +48,7 @@ def run_suite(
     model: str = "default",
     rate_per_s: float | None = None,
     decode_log_interval: int = DEFAULT_DECODE_LOG_INTERVAL,
+    headers: Mapping[str, str] | None = None,
 ) -> SuiteResult:
     """Run one suite (or `all`) against an OpenAI-compatible endpoint; blocking.
 
@@ -58,7 +59,8 @@ def run_suite(
     smoke/soak send open-loop Poisson arrivals (capped at the concurrency) instead of a closed loop.
     `decode_log_interval`: the deployed decode's `--decode-log-interval` (SGLang's 40 when not
     given), which sizes the metrics freeze window (`progress.py`); a caller with a Deployment
-    passes `deployment.decode_log_interval`.
+    passes `deployment.decode_log_interval`. `headers`: what every request to the router carries
+    (its API key: `apikey.auth_headers(deployment.router_key)`).
     Raises CanaryError when the suite cannot run at all (unknown suite, unreachable endpoint).
     """
     if name not in SUITE_NAMES:
@@ -74,6 +76,7 @@ def run_suite(
         model=model,
         rate_per_s=rate_per_s,
         decode_log_interval=decode_log_interval,
+        headers=dict(headers or {}),
     )
     # A full garbage collection stalls the event loop for as long as it scans the heap (hundreds
     # of ms in a long-lived process), which the self-check rightly reads as untrustworthy receipt

@@ -363,16 +363,16 @@ class Runner:
 
     def _probe(self, _step: P.Step, d: Deployment | None) -> str:
         assert d
-        router = d.component("router").url()
         result = run_probe(
             self.control,
-            router,
+            d.component("router").url(),
             model=self.settings.model,
             rounds=self.settings.timeouts.probe_rounds,
             timeout_s=self.settings.timeouts.probe_request_s,
             # asked the way the profile's canary (and its users) ask: reasoning on or off
             thinking=ProbeThinking.from_canary_settings(d.canary_settings),
             tool_call=d.probe_tool_call,  # what the profile declares its model can do
+            router_key=d.router_key,  # the router's API key, when it needs one
         )
         self.log.probe_checks = result.checks
         if not result.ok:

@@ -29,6 +29,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from dsv4ops.apikey import ApiKeyRef, auth_headers
 from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.remote.results import HttpReply
@@ -116,10 +117,12 @@ def run_probe(
     timeout_s: float = 20.0,
     thinking: ProbeThinking = NO_THINKING,
     tool_call: str = "required",
+    router_key: ApiKeyRef | None = None,
 ) -> ProbeResult:
     """Send `rounds` x (streaming chat + tool-call chat) through the router; all must pass.
     `thinking`: the profile's canary reasoning settings (`ProbeThinking.from_canary_settings`);
-    `tool_call`: the profile's `probe.tool_call` (required, auto or off).
+    `tool_call`: the profile's `probe.tool_call` (required, auto or off). `router_key`: where the
+    router's API key lives (`Deployment.router_key`), sent as every client of the router does.
 
     Stops at the first failure: a broken pair often fails by hanging until a timeout, and one
     failure is enough to reject the deployment.
@@ -127,6 +130,7 @@ def run_probe(
     if tool_call not in TOOL_CALL_MODES:
         raise ValueError(f"probe.tool_call must be one of {TOOL_CALL_MODES}, got {tool_call!r}")
     result = ProbeResult(ok=True, tool_call=tool_call)
+    router = _Router(control, router_url, auth_headers(router_key))
     for i in range(max(1, rounds)):
         for check in (_streaming_chat, _tool_call_chat):
             if check is _tool_call_chat and tool_call == "off":
@@ -134,7 +138,7 @@ def run_probe(
                     "skip tool-call chat: not asked (profile probe.tool_call: off)"
                 )
                 continue
-            line, elapsed = check(control, router_url, model, timeout_s, i, thinking, tool_call)
+            line, elapsed = check(router, model, timeout_s, i, thinking, tool_call)
             result.checks.append(line)
             result.elapsed_s += elapsed
             if line.startswith("FAIL"):
@@ -143,19 +147,27 @@ def run_probe(
     return result
 
 
-def _post(control: TargetControl, url: str, payload: JSONObject, timeout_s: float) -> HttpReply:
-    return control.http(
-        url,
-        method="POST",
-        body=json.dumps(payload),
-        headers={"Content-Type": "application/json"},
-        timeout_s=timeout_s,
-    )
+@dataclass(frozen=True)
+class _Router:
+    """The router as the probe reaches it: from the target, with the client headers the
+    deployment's router requires (its API key: dsv4ops/apikey.py's auth_headers)."""
+
+    control: TargetControl
+    base: str
+    headers: Mapping[str, str]
+
+    def post(self, path: str, payload: JSONObject, timeout_s: float) -> HttpReply:
+        return self.control.http(
+            self.base + path,
+            method="POST",
+            body=json.dumps(payload),
+            headers={"Content-Type": "application/json", **self.headers},
+            timeout_s=timeout_s,
+        )
 
 
 def _streaming_chat(
-    control: TargetControl,
-    base: str,
+    router: _Router,
     model: str,
     timeout_s: float,
     i: int,
@@ -171,7 +183,7 @@ def _streaming_chat(
     }
     # 16 tokens may all be reasoning: counted as generated output, no extra budget needed
     payload = thinking.apply(payload, extra_tokens=False)
-    reply = _post(control, base + "/v1/chat/completions", payload, timeout_s)
+    reply = router.post("/v1/chat/completions", payload, timeout_s)
     if reply.status != 200:
         return _fail("streaming chat", reply), reply.elapsed_s
     text, finish, done, problem = parse_chat_stream(reply.body)
@@ -185,8 +197,7 @@ def _streaming_chat(
 
 
 def _tool_call_chat(
-    control: TargetControl,
-    base: str,
+    router: _Router,
     model: str,
     timeout_s: float,
     i: int,
@@ -203,7 +214,7 @@ def _tool_call_chat(
         "temperature": 0,
     }
     payload = thinking.apply(payload, extra_tokens=True)
-    reply = _post(control, base + "/v1/chat/completions", payload, timeout_s)
+    reply = router.post("/v1/chat/completions", payload, timeout_s)
     if reply.status != 200:
         return _fail("tool-call chat", reply), reply.elapsed_s
     problem = check_tool_call_reply(reply.body, max_tokens=payload["max_tokens"])

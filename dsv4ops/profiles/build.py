@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dsv4ops.apikey import ENV_NAME, ApiKeyRef
 from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.profiles.buckets import BucketSpecError, resolve_buckets
 from dsv4ops.profiles.model import (
@@ -73,7 +74,34 @@ def _model(m: JSONObject) -> ModelSpec:
     )
 
 
-def _router(r: JSONObject) -> RouterSpec:
+def _api_key(section: JSONObject, prov: Provenance, sink: Problems) -> ApiKeyRef | None:
+    """router.api_key: where the key lives (an env var name or a file path), never the key;
+    a value that cannot be a reference is reported to `sink` (without quoting it: it may be
+    the key itself, pasted in the wrong place)."""
+    env, file = section["env"], section["file"]
+    if env and file:
+        sink.report(
+            prov.error(
+                "router.api_key",
+                "names both env and file; the router has one key",
+                hint="keep one of router.api_key.env and router.api_key.file",
+            )
+        )
+        return None
+    if env and not ENV_NAME.fullmatch(env):
+        sink.report(
+            prov.error(
+                "router.api_key.env",
+                "is not an environment variable name (letters, digits, _): it names where the "
+                "key is, never the key itself",
+                hint="export the key as e.g. DSV4_ROUTER_API_KEY and write env: DSV4_ROUTER_API_KEY",
+            )
+        )
+        return None
+    return ApiKeyRef.from_record(section)
+
+
+def _router(r: JSONObject, prov: Provenance, sink: Problems) -> RouterSpec:
     hc = r["health_check"]
     return RouterSpec(
         port=r["port"],
@@ -88,6 +116,7 @@ def _router(r: JSONObject) -> RouterSpec:
         ),
         extra_args=tuple(r["extra_args"]),
         env=_env(r["env"]),
+        api_key=_api_key(r["api_key"], prov, sink) if sink.usable("router.api_key") else None,
     )
 
 
@@ -125,7 +154,7 @@ def build_profile(
         prefill=_server("prefill", values["prefill"]),
         decode=decode,
         bootstrap_port=values["prefill"]["bootstrap_port"],
-        router=_router(values["router"]),
+        router=_router(values["router"], prov, sink),
         flags=_flags(values["flags"], buckets),
         kernel_package=values["kernel_package"],
         canary=from_values(CanaryThresholds, values["canary"]),

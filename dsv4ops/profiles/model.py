@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 
 # A rendered deployment is the one `Deployment` value of the bottom layer (dsv4ops/deployment.py);
 # re-exported here because profiles build it and their warnings travel with it.
+from dsv4ops.apikey import ApiKeyRef
 from dsv4ops.constants import SSH_RECONNECT_S
 from dsv4ops.deployment import Component, Deployment, ProfileWarning, served_model_name
 from dsv4ops.jsontypes import JSONObject
@@ -67,6 +68,7 @@ class RouterSpec:
     health_check: HealthCheck
     extra_args: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
+    api_key: ApiKeyRef | None = None  # where the key lives, by reference (None: no key)
 
     @property
     def env_dict(self) -> dict[str, str]:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from dsv4ops.apikey import API_KEY_FLAG
 from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles.model import Profile, ServerSpec, SSHSpec, Target
 from dsv4ops.profiles.rules import MULTI_STREAM_ENV
 from dsv4ops.profiles.target_rules import check_against_target
+from dsv4ops.secrets import REDACTED
 
 SGLANG_MODULE = "sglang.launch_server"
 TWIN_MODULE = "dsv4ops.twin.launch_server"
@@ -157,6 +159,9 @@ def _router(p: Profile, target: Target) -> Component:
         str(hc.failure_threshold),
         "--health-success-threshold",
         str(hc.success_threshold),
+        # The key is read on the operator's machine only when the router starts
+        # (orchestrate/model.process_spec): what renders, prints and is hashed holds '***'.
+        *((API_KEY_FLAG, REDACTED) if r.api_key is not None else ()),
         *r.extra_args,
     ]
     return Component(
@@ -168,6 +173,7 @@ def _router(p: Profile, target: Target) -> Component:
         ports=(r.port + off, r.prometheus_port + off),
         metrics_port=r.prometheus_port + off,
         bind_host=target.bind_host,
+        api_key=r.api_key,
     )
 
 

@@ -188,6 +188,12 @@ PROFILE_SCHEMA: Schema = {
             "failure_threshold": Field("int", default=3, minimum=1, maximum=100),
             "success_threshold": Field("int", default=2, minimum=1, maximum=100),
         },
+        # Where the key the router requires lives on the operator's machine, never the key
+        # (dsv4ops/apikey.py): one of env and file; neither, a router open to its port.
+        "api_key": {
+            "env": Field("str", nullable=True, text="name", help="an environment variable name"),
+            "file": Field("str", nullable=True, text="nonempty", help="a file holding the key"),
+        },
         "extra_args": Field("str_list", default=[]),
         "env": Field("str_map", default={}),
     },

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from dsv4ops.apikey import auth_headers
 from dsv4ops.clock import Clock, SystemClock
-from dsv4ops.deployment import START_ORDER
+from dsv4ops.deployment import START_ORDER, Component
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.store import Journal
 from dsv4ops.jsontypes import JSONObject
@@ -111,10 +112,14 @@ class TargetWorld:
             state = self.supervisor.status([c.component])[c.component]
             now = "alive" if state.alive else "dead"
             return now == c.state, f"{c.component} process {now}"
-        url = self._url(c.component, "/metrics" if c.kind == "metric" else c.path)
-        if url is None:
+        comp = self._component(c.component)
+        if comp is None:
             return False, f"{c.component}: the journal records no deployed component"
-        reply = self.supervisor.http(url, timeout_s=5.0)
+        path = "/metrics" if c.kind == "metric" else c.path
+        # a router that requires a key gets it, as from every client of the router
+        reply = self.supervisor.http(
+            comp.url(path), headers=auth_headers(comp.api_key), timeout_s=5.0
+        )
         if c.kind == "http":
             return (
                 reply.status in c.codes,
@@ -130,11 +135,11 @@ class TargetWorld:
             return False, f"{c.component} {c.series}: absent"
         return c.holds(value), f"{c.component} {c.series} = {value:g}"
 
-    def _url(self, component: str, path: str) -> str | None:
+    def _component(self, component: str) -> Component | None:
         current = self.journal.deployed()
         if current is None or not current.components:
             return None
-        return current.deployment().component(component).url(path)
+        return current.deployment().component(component)
 
     def diagnostics(self, run_id: str, max_bytes: int) -> str:
         root = collect(

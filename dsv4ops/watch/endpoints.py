@@ -9,8 +9,10 @@ binds the HTTP client accordingly (canary-style, from this machine).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+from dsv4ops.apikey import auth_headers
 from dsv4ops.deployment import WORKERS, Deployment
 from dsv4ops.profiles.model import Target
 
@@ -24,6 +26,8 @@ class WatchEndpoints:
     model: str  # the name probe requests ask for
     decode_buckets: tuple[int, ...]  # captured decode graph batch sizes, if the profile says
     via: str = "target"  # "target": HTTP from the target (agent); "operator": from this machine
+    # what the probes send the router besides their own (its API key, when it requires one)
+    router_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
 def watch_endpoints(target: Target, deployment: Deployment) -> WatchEndpoints:
@@ -38,6 +42,7 @@ def watch_endpoints(target: Target, deployment: Deployment) -> WatchEndpoints:
         health={c.name: c.url("/health") for c in workers},
         model=deployment.model_name,
         decode_buckets=captured_buckets(deployment),
+        router_headers=auth_headers(deployment.router_key),
     )
 
 

@@ -183,7 +183,7 @@ class Watcher:
                 "url": self.endpoints.router_url + "/v1/chat/completions",
                 "method": "POST",
                 "body": json.dumps(p.body),
-                "headers": {"Content-Type": "application/json"},
+                "headers": {"Content-Type": "application/json", **self.endpoints.router_headers},
                 "timeout_s": probe_timeout,
             }
             for p in probes

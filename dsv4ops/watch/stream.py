@@ -64,11 +64,14 @@ class ProbeStream:
         *,
         max_tokens: int = 100_000,
         worker_urls: Sequence[str] = (),
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         """`max_tokens`: asked of each generation, lowered to the workers' context (read from
-        `worker_urls`, base URLs as this machine reaches them) so the server can serve it."""
+        `worker_urls`, base URLs as this machine reaches them) so the server can serve it.
+        `headers`: what the router requires besides (its API key)."""
         self.router_url, self.model, self.max_tokens = router_url, model, max_tokens
         self.worker_urls = tuple(worker_urls)
+        self._headers = dict(headers or {})
         # generations in a row that ended before a token, and the last one's error
         self._failed_in_row = 0
         self._last_error = ""
@@ -156,7 +159,11 @@ class ProbeStream:
         }
         n = 0
         async with ChatClient(
-            self.router_url, connections=8, total_timeout_s=24 * 3600.0, engine="aiohttp"
+            self.router_url,
+            connections=8,
+            total_timeout_s=24 * 3600.0,
+            engine="aiohttp",
+            headers=self._headers,
         ) as client:
             self._evloop, self._client = asyncio.get_running_loop(), client
             self._ready.set()

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import json
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dsv4ops.canary import records as R
@@ -38,7 +38,8 @@ class SuiteContext:
     duration_s: float | None = None
     progress: Progress | None = None
     model: str = "default"
-    api_key: str | None = None
+    # what every request to the router carries besides the canary's own (its API key)
+    headers: Mapping[str, str] = field(default_factory=dict)
     rate_per_s: float | None = (
         None  # open-loop Poisson arrivals (smoke/soak) instead of closed loop
     )
@@ -77,7 +78,7 @@ async def harness(ctx: SuiteContext, *, connections: int, name: str) -> AsyncIte
         connections=connections + 8,
         total_timeout_s=th.hang_deadline_s,
         watchdog=wd,
-        api_key=ctx.api_key,
+        headers=ctx.headers,
     ) as client:
         await require_reachable(client)
         client.limits = await read_limits(client, ctx.worker_urls)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dsv4ops.apikey import auth_headers
 from dsv4ops.deployment import WORKERS, Deployment
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.engine import Progress
@@ -76,6 +77,7 @@ def canary_runner(progress: Progress) -> SuiteRun:
             concurrency=concurrency,
             model=dep.model_name,
             progress=lambda line: progress(f"    {line}"),
+            headers=auth_headers(dep.router_key),  # the block's router key, when it needs one
         )
 
     return run

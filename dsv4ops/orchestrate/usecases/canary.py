@@ -9,10 +9,11 @@ profile's record, else the defaults.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from dsv4ops.apikey import auth_headers
 from dsv4ops.constants import SGLANG_DEFAULT_DECODE_LOG_INTERVAL
 from dsv4ops.errors import CanaryError, TargetError
 from dsv4ops.orchestrate.engine import Progress
@@ -33,6 +34,8 @@ class CanaryEndpoint:
     # the decode's --decode-log-interval (sizes the metrics freeze window); SGLang's default
     # when only a --url is known
     decode_log_interval: int = SGLANG_DEFAULT_DECODE_LOG_INTERVAL
+    # what every request to the router carries (its API key; empty when it requires none)
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 def resolve_endpoint(
@@ -81,6 +84,7 @@ def resolve_endpoint(
         buckets,
         name or "default",
         decode_log_interval=reach.decode_log_interval,
+        headers=auth_headers(reach.router_key),
     )
 
 
@@ -110,6 +114,7 @@ def run_canary(
         model=endpoint.model,
         rate_per_s=rate_per_s,
         decode_log_interval=endpoint.decode_log_interval,
+        headers=endpoint.headers,
     )
 
 

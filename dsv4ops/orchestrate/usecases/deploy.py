@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dsv4ops.apikey import ApiKeyError, read_key
 from dsv4ops.deployment import Deployment
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate import plan as P
@@ -76,6 +77,20 @@ def plan_deploy(
     return DeployPlan(target, new, scope, P.deploy_plan(new, scope.components, canary=canary))
 
 
+def require_router_key(d: Deployment) -> None:
+    """Refuse before anything changes when the router's key cannot be read here: found only
+    when the router starts, the old unit would already be stopped."""
+    if d.router_key is None:
+        return
+    try:
+        read_key(d.router_key)
+    except ApiKeyError as exc:
+        raise ApiKeyError(
+            f"{exc.message}; nothing was stopped or started, what runs is unchanged",
+            hint=exc.hint,
+        ) from None
+
+
 def run_deploy(
     session: TargetSession,
     plan: DeployPlan,
@@ -94,6 +109,7 @@ def run_deploy(
     `canary.gate_duration_s`). `within`: the operation holding the deploy lock for it (an A/B
     experiment's block)."""
     new = plan.deployment
+    require_router_key(new)
     step: CanaryStep | None = None
     if canary:
         prev = session.journal.deployed()

@@ -10,8 +10,10 @@ judge, then a corruption suite that catches corrupted tool calls).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
+from dsv4ops.apikey import auth_headers
 from dsv4ops.deployment import WORKERS, Deployment
 from dsv4ops.orchestrate.engine import CanaryStep, Progress
 
@@ -58,11 +60,12 @@ def canary_gate(
     from dsv4ops.canary import Verdict, suites_for_change
     from dsv4ops.canary.verdict import worst
 
-    run_one = run or _run_suite
     gate_s = thresholds.gate_duration_s if duration_s is None else duration_s
 
     def step(deployment: Deployment, _router_url: str) -> tuple[str, list[str]]:
         base = deployment.component("router").client_url()  # the canary runs on this machine
+        # the router's key, read now, on this machine (the canary's client sends it)
+        run_one = run or partial(_run_suite, headers=auth_headers(deployment.router_key))
         workers = [c.client_url() for c in deployment.in_order(WORKERS)]
         flags = dict(deployment.flags)
         flags.setdefault("kernel_package", deployment.kernel_package)
@@ -105,6 +108,8 @@ def _run_suite(
     duration_s: float | None,
     model: str,
     decode_log_interval: int,
+    *,
+    headers: Mapping[str, str],
 ) -> SuiteResult:
     from dsv4ops.canary import run_suite
 
@@ -117,6 +122,7 @@ def _run_suite(
         duration_s=duration_s,
         model=model,
         decode_log_interval=decode_log_interval,
+        headers=headers,
     )
 
 

@@ -16,6 +16,7 @@ from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.outcome import raise_for as raise_for  # the CLI's exit for an Outcome
 from dsv4ops.orchestrate.restore import fallbacks_for, rebuild, rollback_target
 from dsv4ops.orchestrate.usecases.compose import operator_for
+from dsv4ops.orchestrate.usecases.deploy import require_router_key
 from dsv4ops.orchestrate.usecases.gate import buckets_of, canary_gate, thresholds_of
 from dsv4ops.orchestrate.usecases.render import render_at_commit
 from dsv4ops.orchestrate.usecases.session import TargetSession
@@ -83,6 +84,7 @@ def run_rollback(
     reason: str | None = None,
 ) -> Outcome:
     dep, op = choice.deployment, choice.op
+    require_router_key(dep)  # its router's key unreadable here: refused before anything stops
     progress(f"rollback target: {op.op} ({dep.describe()}), rebuilt from {choice.how}")
     # If the target fails too, the next known-good ones are tried, whether or not anything ran
     # before: with nothing running, stopping everything is the worst outcome, not the plan.

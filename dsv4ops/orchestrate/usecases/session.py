@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from dsv4ops.apikey import ApiKeyRef
 from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.constants import SGLANG_DEFAULT_DECODE_LOG_INTERVAL
 from dsv4ops.deployment import WORKERS
@@ -52,6 +53,9 @@ class Reachable:
     # The decode's --decode-log-interval as started (the canary's freeze window); SGLang's
     # default when unknown (an endpoint target).
     decode_log_interval: int = SGLANG_DEFAULT_DECODE_LOG_INTERVAL
+    # Where the router's API key lives on this machine (None: it requires none). Every client
+    # of the router (canary, ab, watch) sends `apikey.auth_headers(router_key)`.
+    router_key: ApiKeyRef | None = None
 
     @property
     def worker_urls(self) -> tuple[str, ...]:
@@ -117,4 +121,5 @@ def _from_components(
         router.metrics_url,
         deployment=recorded,
         decode_log_interval=d.decode_log_interval,
+        router_key=router.api_key,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dsv4ops.apikey import auth_headers
 from dsv4ops.errors import DsOpsError
 from dsv4ops.monitoring.scrape import target_time_scale
 from dsv4ops.orchestrate.usecases.session import TargetSession
@@ -81,7 +82,8 @@ def _probe_stream(session: TargetSession, model: str) -> ProbeStream | None:
     # the workers' limits size the stream (their context length): asked of them directly, as
     # the canary does, since the router's own /v1/models card does not carry it
     workers = (*reach.decode_urls, *reach.prefill_urls)
-    return ProbeStream(reach.router_url, model, worker_urls=workers)
+    headers = auth_headers(reach.router_key)  # the router's key, when it requires one
+    return ProbeStream(reach.router_url, model, worker_urls=workers, headers=headers)
 
 
 def _open_cluster_watch(
