@@ -458,8 +458,9 @@ def test_b_whose_decode_dies_in_a_measured_block_fails_its_gate_and_is_never_off
         return run
 
     monkeypatch.setattr(AB, "canary_runner", decode_dies_in_bs_block)
-    ab_args = ("ab-base", "ab-step4", "--blocks", "4", "--levels", "56,60", *FAST)
-    ab_args += ("--accept-inconclusive-canary",)  # the winner's short final gate may not judge
+    # the winner's short final gate may not judge: --accept-inconclusive-canary
+    ab_args = ["ab-base", "ab-step4", "--blocks", "4", "--levels", "56,60", *FAST]
+    ab_args.append("--accept-inconclusive-canary")
     code, out, err = cli(env, capsys, "ab", *ab_args, "--json", "--report", str(tmp_path))
     assert ("ab-step4", Verdict.FAIL) in measured, (measured, err)
     assert code == 0 and out["winner"] == "A" and out["decided_by"] == "b_failed_gate", err

@@ -119,18 +119,7 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
     )  # server_side: both are set (> 0)
     metrics["law_source"] = "server metrics" if "metrics" in fits else "token timestamps"
     if law is None and len(levels) < MIN_LAW_LEVELS:
-        # asked for fewer levels than a law needs (an A/B's two levels): what was asked, the
-        # throughput at each level served cleanly, is judged; the law was never on offer. A level
-        # without output is no evidence of anything (60 streams held, no token: not a PASS).
-        if len(points) < len(levels):
-            f.unsure(
-                f"only {len(points)} of {len(levels)} concurrency levels produced output "
-                f"({summary['total_output_tokens']} tokens in all)"
-            )
-        f.note(
-            f"no step law: {len(levels)} level(s) asked, a law needs {MIN_LAW_LEVELS} "
-            "(a line through two fits them by construction)"
-        )
+        _judge_without_law(f, len(levels), len(points), summary)
         return f.result("sweep", metrics)
     if law is None:
         why = "; ".join(f"{k}: {v}" for k, v in not_laws.items()) or (
@@ -140,6 +129,21 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
         return f.result("sweep", metrics)
     judge_against_law(f, metrics, law, judged, ctx, clock)
     return f.result("sweep", metrics)
+
+
+def _judge_without_law(f: Findings, asked: int, measured: int, summary: JSONObject) -> None:
+    """Fewer levels asked than a law needs (an A/B's two): what was asked, the throughput at
+    each level served cleanly, is judged; the law was never on offer. A level without output is
+    no evidence of anything (60 streams held without a token are not a PASS)."""
+    if measured < asked:
+        f.unsure(
+            f"only {measured} of {asked} concurrency levels produced output "
+            f"({summary['total_output_tokens']} tokens in all)"
+        )
+    f.note(
+        f"no step law: {asked} level(s) asked, a law needs {MIN_LAW_LEVELS} "
+        "(a line through two fits them by construction)"
+    )
 
 
 async def _staircase(
