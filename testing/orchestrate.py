@@ -883,6 +883,17 @@ targets:
     bind_host: 127.0.0.1
     connect_host: 127.0.0.1
     port_offset: {pick_offset()}
+  {name}-twin:
+    description: the twin with the same profile, for the verdicts side by side
+    transport: local
+    gpus: [0, 1, 2, 3, 4, 5, 6, 7]
+    workdir: {tmp_path / "twin-work"}
+    python: null
+    launcher: twin
+    bind_host: 127.0.0.1
+    connect_host: 127.0.0.1
+    port_offset: {pick_offset()}
+    twin_env: {{DSV4_TWIN_MODEL_LOAD_S: "5", DSV4_TWIN_WARMUP_S: "2"}}
 """)
     real_git(profiles.parent, "init", "-q")
     real_git(profiles.parent, "add", "-A")
@@ -894,6 +905,7 @@ targets:
             yield RealTarget(name, profiles, workdir)
         finally:
             main(["stop", "--target", name, "--yes", "--recover"])
+            main(["stop", "--target", f"{name}-twin", "--yes", "--recover"])
 
 
 def scheduler_of(pid: int) -> int:

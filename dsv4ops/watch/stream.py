@@ -182,7 +182,13 @@ class ProbeStream:
                     task.cancel()
                     await asyncio.gather(task, return_exceptions=True)
                     return
-                self._count(task.result())
+                rec = task.result()
+                self._count(rec)
+                if not rec.t_first:  # failed before a token: a redeploy may have changed
+                    # the limits (another context length); the last known ones stay if none say
+                    fresh = await read_limits(client, self.worker_urls)
+                    if fresh.context_length is not None:
+                        client.limits = fresh
                 await asyncio.sleep(1.0)  # a failed or finished generation: the next one
 
     def _count(self, rec: RequestRecord) -> None:

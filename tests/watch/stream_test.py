@@ -4,6 +4,10 @@ unmoved); deterministic, on a fake clock, at every phase of the 5 s round."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
+import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -102,3 +106,47 @@ def test_the_stream_that_asks_too_much_says_it_is_blind(short_context_url: str) 
         assert stream.silence_s() is None  # never a token: nothing for the wedge check to time
     finally:
         stream.close()
+
+
+@contextlib.contextmanager
+def _limits_that_change(first: int, then: int) -> Iterator[tuple[str, list[int]]]:
+    """A worker whose /v1/models says max_model_len `first` once, `then` after (a redeploy with
+    another context length, seen by a stream already running); the lengths it served."""
+    served: list[int] = []
+
+    class Card(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            n = first if not served else then
+            if self.path == "/v1/models":
+                served.append(n)
+            body = json.dumps({"data": [{"id": "m", "max_model_len": n}]}).encode()
+            self.send_response(200 if self.path == "/v1/models" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: object) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Card)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", served
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_stream_refused_before_a_token_reads_the_limits_again(short_context_url: str) -> None:
+    """The limits read at start said 1M (the unit before a redeploy); the server now serves
+    2048 and refuses the stream: the next generation is sized by the limits read again."""
+    with _limits_that_change(1_000_000, 2048) as (worker, served):
+        stream = ProbeStream(short_context_url, "m", worker_urls=[worker])
+        try:
+            assert _wait(lambda: stream.silence_s() is not None), f"never sized anew: {served}"
+            assert served[0] == 1_000_000 and 2048 in served[1:]
+            assert stream.blind() is None
+        finally:
+            stream.close()
