@@ -69,7 +69,7 @@ MANAGED_ROUTER_FLAGS = {
     "--health-failure-threshold": "router.health_check.failure_threshold",
     "--health-success-threshold": "router.health_check.success_threshold",
     # A key written here would be committed to git and shown by `profile show`.
-    "--api-key": "router.api_key: env NAME or file PATH, where the key lives, never the key",
+    "--api-key": "router.api_key (env NAME or file PATH: where the key lives, never the key)",
 }
 
 

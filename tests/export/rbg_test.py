@@ -136,7 +136,7 @@ def test_secrets_become_secret_refs_and_never_enter_the_manifest(
     write(
         "withsecret",
         "schema_version: 1\nextends: base\nprefill:\n  env:\n    HF_TOKEN: hf_supersecret\n"
-        "router:\n  extra_args: [--api-key, sk-verysecret]\n",
+        "router:\n  api_key: {env: ROUTER_KEY}\n",
     )
     proc = _cli("withsecret", cwd=pdir.parent, env={"DSV4OPS_PROFILES_DIR": str(pdir)})
     assert proc.returncode == 0, proc.stderr
