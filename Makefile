@@ -7,6 +7,11 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 AOT_VENV := .venv-aot
+# The SMG router (issue 43; PyPI `smg`, dsv4ops/routerkind.py SMG_VERSION) in its own venv: its
+# `smg` console script and sglang-router 0.3.2's `smg` script are one file in one venv's bin/,
+# so installing either breaks the other (its deps, grpcio/protobuf, do not clash with ours).
+SMG_VENV := .venv-smg
+SMG_PIN := 1.13.0
 STAMP := $(VENV)/.installed
 # The pinned sglang wheel the conformance fixture and the kernel tests read (tools/sglang_wheel.txt)
 SGLANG_WHEEL := .dsv4ops/wheels/sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl
@@ -26,6 +31,10 @@ $(STAMP): pyproject.toml Makefile
 	$(AOT_VENV)/bin/pip install -q triton==3.8.0
 	@# dsv4ops finds that venv by this record (dsv4ops/kernels/aot.py), not by guessing a layout.
 	@echo "$(CURDIR)/$(AOT_VENV)/bin/python" > $(VENV)/dsv4ops-aot-python
+	@test -x $(SMG_VENV)/bin/python || $(PY) -m venv $(SMG_VENV)
+	$(SMG_VENV)/bin/pip install -q smg==$(SMG_PIN)
+	@# dsv4ops and the tests find it by this record (dsv4ops/profiles/routers.py smg_python).
+	@echo "$(CURDIR)/$(SMG_VENV)/bin/python" > $(VENV)/dsv4ops-smg-python
 	@touch $(STAMP)
 
 # ~39 MB once; pip checks the sha256 pinned in tools/sglang_wheel.txt.
@@ -116,4 +125,4 @@ test-real-sglang: real-sglang
 	REAL_SGLANG=$(CURDIR)/$(REAL_SGLANG) $(BIN)/python -m pytest -q -m real_sglang tests/twin/real_sglang_test.py tests/orchestrate/real_sglang_flow_test.py tests/canary/real_sglang_judges_test.py
 
 clean:
-	rm -rf $(VENV) $(AOT_VENV) .dsv4ops build *.egg-info
+	rm -rf $(VENV) $(AOT_VENV) $(SMG_VENV) .dsv4ops build *.egg-info

@@ -6,7 +6,8 @@ deploys it; the canary reads its endpoint, model name and thresholds section fro
 port is computed once, at render time, from the profile; nothing is parsed back from argv
 except when reading a journal written before those fields were recorded.
 
-Bottom layer: imports only `errors`, `secrets` and `apikey` (whose reading it never calls). Pure
+Bottom layer: imports only `errors`, `secrets`, `routerkind` and `apikey` (whose reading it
+never calls). Pure
 data; no I/O.
 """
 
@@ -21,6 +22,7 @@ from dsv4ops.apikey import API_KEY_FLAG, ApiKeyRef
 from dsv4ops.constants import SGLANG_DEFAULT_DECODE_LOG_INTERVAL
 from dsv4ops.errors import DeployError
 from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.routerkind import RouterKind
 from dsv4ops.secrets import REDACTED, redact_argv, redact_env
 
 START_ORDER: tuple[str, ...] = ("prefill", "decode", "router")
@@ -275,6 +277,14 @@ class Deployment:
             return max(1, int(value)) if value else SGLANG_DEFAULT_DECODE_LOG_INTERVAL
         except ValueError:  # SGLang would not have started with it; judge by the default
             return SGLANG_DEFAULT_DECODE_LOG_INTERVAL
+
+    @property
+    def router_kind(self) -> RouterKind:
+        """Which router fronts this deployment (the profile's router.kind, as recorded): the one
+        answer every command that talks to the router asks. A deployment recorded before the
+        choice existed ran sglang-router."""
+        router = (self.content or {}).get("router") or {}
+        return RouterKind.recorded(router.get("kind"))
 
     @property
     def router_key(self) -> ApiKeyRef | None:

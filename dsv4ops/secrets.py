@@ -46,6 +46,7 @@ SECRET_ARG_FLAGS: frozenset[str] = frozenset(
         "--postgres-db-url",
         "--redis-url",
         "--ssl-keyfile-password",
+        "--tenant-api-key",  # SMG 1.13.0
     }
 )
 # Of those, the ones that take several values (nargs "*" in the router's table).

@@ -2,6 +2,7 @@
 
 - factory: Test helpers: a profiles directory in a temp dir, with a valid base profile and targets.
 - sglang_parser: An argparse parser rebuilt from the vendored SGLang 0.5.23 flag table.
+- smg_parser: a router argv parsed by SMG's own parser, in the SMG venv (its own process).
 
 SGLang's real parser needs torch and the whole wheel; the table (dsv4ops/profiles/_flag_tables.py)
 was dumped from that real parser by tools/extract_flag_tables.py, so rebuilding it gives the same
@@ -11,9 +12,14 @@ accept/reject decisions for option names, abbreviations, arity, int/float types 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles._flag_tables import SGLANG_SERVER_TABLE
+from dsv4ops.profiles.routers import SMG_PYTHON_ENV, smg_python
 
 # --- factory (was testing/profiles.py) ---
 
@@ -119,3 +125,42 @@ def sglang_server_parser() -> argparse.ArgumentParser:
             kwargs["choices"] = [conv(c) for c in choices] if conv is not str else list(choices)
         parser.add_argument(flag, **kwargs)  # type: ignore[arg-type]
     return parser
+
+
+# --- smg_parser ---
+
+# Runs in the SMG venv: its parser imports SMG's Rust core, which the project venv does not carry.
+_SMG_PARSE = """
+import contextlib, dataclasses, io, json, sys
+from smg.launch_router import parse_router_args
+err = io.StringIO()
+try:
+    with contextlib.redirect_stderr(err):
+        parsed = dataclasses.asdict(parse_router_args(json.load(sys.stdin)))
+except SystemExit:
+    print(json.dumps({"error": err.getvalue().strip().splitlines()[-1]}))
+else:
+    print(json.dumps({k: v for k, v in parsed.items() if not callable(v)}, default=str))
+"""
+
+
+def smg_parse(args: Sequence[str]) -> JSONObject:
+    """`args` as SMG's own `parse_router_args` (smg/launch_router.py) reads them: the parsed
+    RouterArgs as JSON, or {"error": argparse's message}. Needs the SMG venv `make install`
+    builds (or $DSV4OPS_SMG_PYTHON)."""
+    python = smg_python()
+    if not python.is_file():
+        raise AssertionError(
+            f"no SMG venv at {python}: run `make install` (it builds .venv-smg and records it) "
+            f"or set {SMG_PYTHON_ENV}"
+        )
+    done = subprocess.run(
+        [str(python), "-c", _SMG_PARSE],
+        input=json.dumps(list(args)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    result: JSONObject = json.loads(done.stdout)
+    return result

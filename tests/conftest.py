@@ -80,6 +80,11 @@ def pytest_runtest_protocol(
         lock.after_test(next_serial_here=next_is_serial_here(item, nextitem))
 
 
+# Where an install put a venv, in place of the record `make install` writes into .venv (a checkout
+# sharing another's .venv names its own this way): a location, not a setting a test could read.
+_INSTALL_PATHS = frozenset({"DSV4OPS_SMG_PYTHON"})
+
+
 @pytest.fixture(autouse=True)
 def _clean_environ(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
@@ -87,7 +92,7 @@ def _clean_environ(
     """No DSV4OPS_* leaks in from the caller; operator state goes to a temp dir, never ~ or cwd;
     the canary lag limit of this machine (CANARY_LAG_LIMIT_MS)."""
     for key in list(os.environ):
-        if key.startswith("DSV4OPS_"):
+        if key.startswith("DSV4OPS_") and key not in _INSTALL_PATHS:
             monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("DSV4OPS_STATE_DIR", str(tmp_path_factory.mktemp("state")))
     monkeypatch.setenv("DSV4OPS_CANARY_LAG_P99_MAX_MS", CANARY_LAG_LIMIT_MS)

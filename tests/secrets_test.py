@@ -66,12 +66,13 @@ def test_redact_tree_hides_nested_env_and_argv() -> None:
 
 
 def test_the_secret_flags_are_those_the_flag_tables_hold() -> None:
-    """issue 21, F3: derived from SGLang 0.5.23's and sglang-router 0.3.2's own parsers
-    (profiles/_flag_tables.py): a regenerated table with a new secret flag fails here until
+    """issue 21, F3: derived from SGLang 0.5.23's, sglang-router 0.3.2's and SMG 1.13.0's own
+    parsers (profiles/_flag_tables.py, _smg_flag_table.py): a regenerated table with a new secret flag fails here until
     secrets.py lists it (the agent zip ships secrets.py alone, so it cannot read the tables)."""
     from dsv4ops.profiles import _flag_tables as t
+    from dsv4ops.profiles import _smg_flag_table as smg
 
-    tables = {**t.SGLANG_SERVER_TABLE, **t.SGLANG_ROUTER_TABLE}
+    tables = {**t.SGLANG_SERVER_TABLE, **t.SGLANG_ROUTER_TABLE, **smg.SMG_ROUTER_TABLE}
     derived = {f for f in tables if secrets.is_secret_flag_name(f)}
     assert derived == secrets.SECRET_ARG_FLAGS - {"--hf-token"}
     multi = {f for f in derived if tables[f][0] in ("*", "+")}

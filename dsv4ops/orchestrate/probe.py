@@ -33,6 +33,7 @@ from dsv4ops.apikey import ApiKeyRef, auth_headers
 from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.remote.results import HttpReply
+from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
 
 WEATHER_TOOL = {
     "type": "function",
@@ -58,20 +59,31 @@ class ProbeThinking:
 
     on: bool = False
     budget_tokens: int = 1024
+    # Off said out loud (`thinking: false`), for a router that reads silence as on
+    # (RouterKind.thinking_off_explicit: SMG).
+    say_off: bool = False
 
     @classmethod
-    def from_canary_settings(cls, settings: Mapping[str, JSONValue]) -> ProbeThinking:
-        """From a profile's `canary` section as recorded (`Deployment.canary_settings`)."""
+    def from_canary_settings(
+        cls, settings: Mapping[str, JSONValue], router: RouterKind = DEFAULT_ROUTER_KIND
+    ) -> ProbeThinking:
+        """From a profile's `canary` section as recorded (`Deployment.canary_settings`), for
+        the router the deployment runs (`Deployment.router_kind`)."""
         budget = settings.get("thinking_budget_tokens")
         return cls(
             on=bool(settings.get("thinking")),
             budget_tokens=int(budget) if budget is not None else cls.budget_tokens,
+            say_off=router.thinking_off_explicit,
         )
 
     def apply(self, payload: JSONObject, *, extra_tokens: bool) -> JSONObject:
         """`payload` asking for reasoning when on; `extra_tokens`: room for it in max_tokens."""
         if not self.on:
-            return payload
+            return (
+                {**payload, "chat_template_kwargs": {"thinking": False}}
+                if self.say_off
+                else payload
+            )
         out = {**payload, "chat_template_kwargs": {"thinking": True}}
         if extra_tokens:
             out["max_tokens"] = int(payload["max_tokens"]) + self.budget_tokens

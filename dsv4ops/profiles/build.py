@@ -18,6 +18,7 @@ from dsv4ops.profiles.model import (
 from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.provenance import Provenance
 from dsv4ops.profiles.settings import from_values
+from dsv4ops.routerkind import RouterKind
 
 
 def _env(mapping: dict[str, str]) -> tuple[tuple[str, str], ...]:
@@ -117,6 +118,9 @@ def _router(r: JSONObject, prov: Provenance, sink: Problems) -> RouterSpec:
         extra_args=tuple(r["extra_args"]),
         env=_env(r["env"]),
         api_key=_api_key(r["api_key"], prov, sink) if sink.usable("router.api_key") else None,
+        kind=RouterKind(r["kind"]),
+        prefill_policy=r["prefill_policy"],
+        decode_policy=r["decode_policy"],
     )
 
 

@@ -1,6 +1,8 @@
-"""What SGLang 0.5.23 and sglang-router 0.3.2 accept in `extra_args`, and what the profile owns.
+"""What SGLang 0.5.23 and the router (sglang-router 0.3.2 or SMG) accept in `extra_args`, and
+what the profile owns.
 
-Flag names come from `_flag_tables.py`, extracted from the wheels by tools/extract_flag_tables.py.
+Flag names come from `_flag_tables.py` and `_smg_flag_table.py`, extracted from the wheels by
+tools/extract_flag_tables.py and tools/extract_smg_flag_table.py.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from dataclasses import dataclass
 
 from dsv4ops.profiles import _flag_tables
 from dsv4ops.profiles.excerpt import excerpt
+from dsv4ops.profiles.routers import router_table
+from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
 from dsv4ops.secrets import redact_argv, redact_text
 
 # A flag table's entry (profiles/_flag_tables.py): (nargs, value kind, choices or None).
@@ -63,6 +67,8 @@ MANAGED_ROUTER_FLAGS = {
     "--prometheus-port": "router.prometheus_port",
     "--prometheus-host": "the target's bind_host",
     "--policy": "router.policy",
+    "--prefill-policy": "router.prefill_policy",
+    "--decode-policy": "router.decode_policy",
     "--health-check-endpoint": "router.health_check.endpoint",
     "--health-check-interval-secs": "router.health_check.interval_secs",
     "--health-check-timeout-secs": "router.health_check.timeout_secs",
@@ -205,20 +211,18 @@ def check_server_args(args: tuple[str, ...], side: str) -> list[FlagProblem]:
     return problems
 
 
-def check_router_args(args: tuple[str, ...]) -> list[FlagProblem]:
-    """Problems with the router's extra_args (unknown or managed flags)."""
-    known = _flag_tables.SGLANG_ROUTER_FLAGS
-    problems = _stray_args(args, _flag_tables.SGLANG_ROUTER_TABLE, "sglang-router 0.3.2")
+def check_router_args(
+    args: tuple[str, ...], kind: RouterKind = DEFAULT_ROUTER_KIND
+) -> list[FlagProblem]:
+    """Problems with the router's extra_args (unknown or managed flags) for the router the
+    profile runs; a flag only the other router takes says so (the operator may have meant it)."""
+    table = router_table(kind)
+    known = frozenset(table)
+    problems = _stray_args(args, table, kind.label)
     for i, flag in _options(args):
         full, ambiguous = _match(flag, known)
         if full is None:
-            close = difflib.get_close_matches(flag[:80], sorted(known), n=1)
-            msg = f"{_short(flag)} is not an sglang-router 0.3.2 flag" + (
-                f"; did you mean {close[0]}?" if close else ""
-            )
-            if ambiguous:
-                msg = f"{_short(flag)} is ambiguous for sglang-router 0.3.2 (could be {', '.join(ambiguous[:4])})"
-            problems.append(FlagProblem(i, flag, msg, True))
+            problems.append(FlagProblem(i, flag, _unknown_router_flag(flag, kind, ambiguous), True))
         elif full in MANAGED_ROUTER_FLAGS:
             problems.append(
                 FlagProblem(
@@ -229,6 +233,21 @@ def check_router_args(args: tuple[str, ...]) -> list[FlagProblem]:
                 )
             )
     return problems
+
+
+def _unknown_router_flag(flag: str, kind: RouterKind, ambiguous: list[str]) -> str:
+    if ambiguous:
+        return f"{_short(flag)} is ambiguous for {kind.label} (could be {', '.join(ambiguous[:4])})"
+    other = kind.other
+    if flag in router_table(other):
+        return (
+            f"{flag} is an option of {other.label} that {kind.label} lacks "
+            f"(router.kind: {kind} runs {kind.label}; router.kind: {other} runs {other.label})"
+        )
+    close = difflib.get_close_matches(flag[:80], sorted(router_table(kind)), n=1)
+    return f"{_short(flag)} is not a {kind.label} flag" + (
+        f"; did you mean {close[0]}?" if close else ""
+    )
 
 
 def option_value(args: tuple[str, ...], *names: str) -> str | None:

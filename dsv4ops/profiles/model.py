@@ -12,6 +12,7 @@ from dsv4ops.constants import SSH_RECONNECT_S
 from dsv4ops.deployment import Component, Deployment, ProfileWarning, served_model_name
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles.settings import setting
+from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
 
 __all__ = ["Component", "Deployment", "ProfileWarning"]
 
@@ -69,6 +70,9 @@ class RouterSpec:
     extra_args: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
     api_key: ApiKeyRef | None = None  # where the key lives, by reference (None: no key)
+    kind: RouterKind = DEFAULT_ROUTER_KIND
+    prefill_policy: str | None = None  # unset: --policy serves the prefill too
+    decode_policy: str | None = None
 
     @property
     def env_dict(self) -> dict[str, str]:
@@ -216,6 +220,7 @@ class Profile:
         for side in ("prefill", "decode"):
             data[side]["env"] = dict(self.prefill.env if side == "prefill" else self.decode.env)
         data["router"]["env"] = dict(self.router.env)
+        data["router"]["kind"] = str(self.router.kind)
         return data
 
 
@@ -262,6 +267,13 @@ class Target:
     # Set for `transport: endpoint` only; the fields above are then inert (no GPUs, no work
     # directory): everything that would start or stop a process refuses such a target.
     endpoint: EndpointSpec | None = None
+    # The interpreter of a `router.kind: smg` router (None: `python`): SMG cannot share the
+    # venv that runs sglang-router 0.3.2 (their `smg` console scripts collide).
+    smg_python: str | None = None
+
+    def router_python(self, kind: RouterKind) -> str:
+        """The interpreter that runs the router of this kind on this target."""
+        return (self.smg_python or self.python) if kind is RouterKind.SMG else self.python
 
     @property
     def twin_env_dict(self) -> dict[str, str]:

@@ -1,5 +1,5 @@
 """Profile + target → the Deployment: exact argv and env of prefill, decode and router (sglang
-0.5.23, sglang-router 0.3.2) and every port they bind. Pure: no I/O except reading targets.yaml
+0.5.23; sglang-router 0.3.2 or SMG, as router.kind says) and every port they bind. Pure: no I/O except reading targets.yaml
 when no target is given."""
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from dsv4ops.secrets import REDACTED
 
 SGLANG_MODULE = "sglang.launch_server"
 TWIN_MODULE = "dsv4ops.twin.launch_server"
-ROUTER_MODULE = "sglang_router.launch_router"
 
 # Used when no targets file is around: the production box as the reference describes it.
 BUILTIN_BOX = Target(
@@ -128,9 +127,10 @@ def _router(p: Profile, target: Target) -> Component:
     r, hc = p.router, p.router.health_check
     local = _local_address(target)
     argv = [
-        target.python,
+        target.router_python(r.kind),
         "-m",
-        ROUTER_MODULE,
+        # Both routers take this PD argv (checked against each one's own parser in the tests).
+        r.kind.module,
         "--pd-disaggregation",
         # Always the explicit bootstrap port: omitted, the router sends bootstrap_port null and the
         # decode falls back to its own flag (reference §2.2).
@@ -149,6 +149,8 @@ def _router(p: Profile, target: Target) -> Component:
         str(r.prometheus_port + off),
         "--policy",
         r.policy,
+        *(("--prefill-policy", r.prefill_policy) if r.prefill_policy else ()),
+        *(("--decode-policy", r.decode_policy) if r.decode_policy else ()),
         "--health-check-endpoint",
         hc.endpoint,
         "--health-check-interval-secs",

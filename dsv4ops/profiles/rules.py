@@ -13,10 +13,11 @@ from collections.abc import Callable
 from dsv4ops.constants import MIN_SWEEP_LAW_LEVELS
 from dsv4ops.profiles.bucket_rules import rule_buckets
 from dsv4ops.profiles.excerpt import excerpt
-from dsv4ops.profiles.flags import check_router_args, check_server_args, option_value
+from dsv4ops.profiles.flags import check_server_args, option_value
 from dsv4ops.profiles.model import Profile, ProfileWarning
 from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.provenance import Provenance
+from dsv4ops.profiles.router_rules import rule_router
 from dsv4ops.sglang_paths import moe_path
 
 SGLANG_HEALTH_WAIT_S = 20  # SGLANG_HEALTH_CHECK_TIMEOUT default (http_server.py:218)
@@ -193,9 +194,6 @@ def rule_extra_args(p: Profile, prov: Provenance, sink: Problems) -> list[Profil
                 sink.report(prov.error(key, problem.message))
             else:
                 warnings.append(_warn(prov, "deprecated-flag", key, problem.message))
-    if sink.usable("router.extra_args"):
-        for problem in check_router_args(p.router.extra_args):
-            sink.report(prov.error(f"router.extra_args[{problem.index}]", problem.message))
     return warnings
 
 
@@ -354,6 +352,7 @@ RULES: tuple[Rule, ...] = (
     rule_kv_identical,
     rule_two_batch_overlap,
     rule_extra_args,
+    rule_router,
     rule_env,
     rule_hazards,
     rule_misc,

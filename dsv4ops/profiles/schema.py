@@ -14,7 +14,9 @@ from dsv4ops.jsontypes import JSONValue
 from dsv4ops.profiles import _flag_tables
 from dsv4ops.profiles.buckets import MAX_BATCH_SIZE, MAX_BUCKETS
 from dsv4ops.profiles.model import CanaryThresholds, ProbeSettings
+from dsv4ops.profiles.routers import any_policy
 from dsv4ops.profiles.settings import declared
+from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -31,7 +33,8 @@ KV_CACHE_DTYPES = (
     "nvfp4",
     "fp4_mx_block16",
 )
-ROUTER_POLICIES = ("random", "round_robin", "cache_aware", "power_of_two", "manual")
+# What either router takes; rules.rule_router_kind names the one that lacks a value.
+ROUTER_POLICIES = any_policy("policy")
 REASONING_PARSERS: tuple[str, ...] = _flag_tables.SGLANG_SERVER_TABLE["--reasoning-parser"][2] or ()
 
 MAX_GPU_ID = 255
@@ -176,9 +179,17 @@ PROFILE_SCHEMA: Schema = {
     "prefill": _server("prefill", default_port=30000),
     "decode": _server("decode", default_port=30001),
     "router": {
+        # Which router runs in front of the pair (dsv4ops/routerkind.py): the command, the flags
+        # extra_args may hold and how dsv4ops talks to it follow from it.
+        "kind": Field(
+            "str", default=str(DEFAULT_ROUTER_KIND), choices=tuple(str(k) for k in RouterKind)
+        ),
         "port": Field("int", default=8000, minimum=1, maximum=65535),
         "prometheus_port": Field("int", default=29000, minimum=1, maximum=65535),
         "policy": Field("str", default="cache_aware", choices=ROUTER_POLICIES),
+        # PD's own policy per side (both routers take them); unset, --policy serves both.
+        "prefill_policy": Field("str", nullable=True, choices=any_policy("prefill_policy")),
+        "decode_policy": Field("str", nullable=True, choices=any_policy("decode_policy")),
         "health_check": {
             "endpoint": Field("str", default="/health", text="endpoint"),
             "interval_secs": Field("int", default=10, minimum=1, maximum=3600),
@@ -236,6 +247,9 @@ TARGET_SCHEMA: Schema = {
     "gpus": Field("int_list", required=True, minimum=0, maximum=MAX_GPU_ID, max_items=64),
     "workdir": Field("str", required=True),
     "python": Field("str", nullable=True, help="interpreter on the target"),
+    # The interpreter that runs a `router.kind: smg` router (SMG has its own venv, Makefile
+    # SMG_VENV); null: this machine's SMG venv for a local target, `python` over SSH.
+    "smg_python": Field("str", nullable=True, help="interpreter with smg installed"),
     "launcher": Field("str", default="sglang", choices=("sglang", "twin")),
     "bind_host": Field("str", default="127.0.0.1"),
     "connect_host": Field("str", nullable=True),

@@ -21,6 +21,7 @@ from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.files import read_bounded
 from dsv4ops.profiles.model import SSHSpec, Target
 from dsv4ops.profiles.provenance import Provenance
+from dsv4ops.profiles.routers import smg_python
 from dsv4ops.profiles.schema import TARGET_SCHEMA
 from dsv4ops.profiles.typecheck import check_unknown_keys, normalize
 
@@ -155,4 +156,15 @@ def _build(name: str, v: JSONObject, prov: Provenance, prefix: str) -> Target:
         connect_host=connect,
         port_offset=v["port_offset"],
         twin_env=tuple(sorted(v["twin_env"].items())),
+        smg_python=_smg_python(v),
     )
+
+
+def _smg_python(v: JSONObject) -> str | None:
+    """targets.yaml's smg_python; unset, a local target runs SMG from this machine's SMG venv
+    (`make install`'s record, or $DSV4OPS_SMG_PYTHON) and an SSH target from its `python`."""
+    if v["smg_python"]:
+        path = Path(v["smg_python"]).expanduser()
+        local_relative = v["transport"] == "local" and "/" in v["smg_python"]
+        return str((project_dir() / path).absolute()) if local_relative else v["smg_python"]
+    return str(smg_python()) if v["transport"] == "local" else None

@@ -19,6 +19,7 @@ from dsv4ops.orchestrate.probe import (
 from dsv4ops.orchestrate.workload import parse_load
 from dsv4ops.remote.local import LocalExecutor
 from dsv4ops.remote.supervisor import Supervisor
+from dsv4ops.routerkind import RouterKind
 from testing.clock import FakeClock
 from testing.orchestrate import (
     STREAM_OK,
@@ -183,3 +184,28 @@ def test_the_probe_asks_for_the_tool_call_the_profile_declares_and_says_which(
     )
     with pytest.raises(ValueError, match="probe.tool_call"):
         run_probe(RecordingControl(), "http://r", tool_call="sometimes")
+
+
+def test_behind_smg_the_probe_says_thinking_off_and_behind_0_3_2_sends_as_before(
+    tmp_path: Path,
+) -> None:
+    """SMG 1.13.0 reads a DSV4 request without `thinking` as thinking on and refuses its forced
+    tool call (400 tool_choice_not_supported; tests/cli/deploy_smg_test.py runs it for real):
+    a deployment whose router.kind is smg says `thinking: false`; sglang-router's requests stay
+    byte for byte what they were."""
+
+    def sent(kind: str | None) -> list[object]:
+        control = RecordingControl()
+        journal = Journal("fake", directory=tmp_path / str(kind), clock=FakeClock())
+        content = {"router": {"kind": kind}} if kind else None
+        out = operator(control, journal).deploy(replace(make_deployment("d"), content=content))
+        assert out.ok, out.message
+        return [b.get("chat_template_kwargs") for b in control.sent if "messages" in b]
+
+    assert sent("smg") == [{"thinking": False}] * 4
+    assert sent("sglang-router") == sent(None) == [None] * 4
+    # thinking on is asked for the same way behind either router
+    on = ProbeThinking.from_canary_settings({"thinking": True}, RouterKind.SMG)
+    assert on.apply({"max_tokens": 1}, extra_tokens=False)["chat_template_kwargs"] == {
+        "thinking": True
+    }

@@ -9,7 +9,8 @@ import pytest
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import load_profile, load_targets, render
 from dsv4ops.profiles.load import list_profiles
-from testing.profiles import ParseFailed, child, sglang_server_parser, targets_yaml
+from dsv4ops.routerkind import RouterKind
+from testing.profiles import ParseFailed, child, sglang_server_parser, smg_parse, targets_yaml
 
 REPO_PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 
@@ -170,9 +171,15 @@ def test_shipped_profile_commands_parse_with_sglang_and_router_parsers(path: Pat
 
     server = sglang_server_parser()
     for target in load_targets(REPO_PROFILES / "targets.yaml").values():
-        for comp in render(load_profile(path), target).components:
+        deployment = render(load_profile(path), target)
+        for comp in deployment.components:
             args = list(comp.argv[3:])
-            if comp.name == "router":
+            if comp.name == "router" and deployment.router_kind is RouterKind.SMG:
+                parsed_smg = smg_parse(args)  # SMG's own parser, from the pinned wheel
+                assert parsed_smg["pd_disaggregation"] and parsed_smg["prefill_urls"] == [
+                    [args[args.index("--prefill") + 1], int(args[args.index("--prefill") + 2])]
+                ]
+            elif comp.name == "router":
                 parsed = parse_router_args(args)  # the real sglang-router 0.3.2 parser
                 assert parsed.pd_disaggregation and parsed.prefill_urls[0][1] == int(
                     args[args.index("--prefill") + 2]
