@@ -29,15 +29,12 @@ from dsv4ops.sglang_paths import (
 
 MODULE = "dsv4ops_kernel_plugin"
 SITE = PLUGIN_SITE
-HOOKS = ("moe_config_witness",)
+# sparse_decode_attn is installed only where the worker's env sets the plugin's switch
+# (sglang_plugin.ATTN_SWITCH): a package alone changes no attention.
+HOOKS = ("moe_config_witness", "sparse_decode_attn")
+ATTN_KERNEL = "kernels/flash_mla_paged.py"
 # What the plugin does not register, and why (docs/kernels.md "What the plugin registers").
 NOT_REGISTERED = {
-    "sparse_decode_attn": (
-        "sm_120 decode attention is sglang.kernels.ops.attention.flash_mla_sm120."
-        "flash_mla_with_kvcache_sm120 (deepseek_v4_backend.py L4335-4360): paged FP8 KV "
-        "(page_size 256, page indices), 64-head padded q; this kernel takes row indices into a "
-        "flat cache. A REPLACE hook would need a layout adapter and a GPU correctness run first"
-    ),
     "fused_moe_mxfp4": (
         "flashinfer_mxfp4 runs Mxfp4FlashinferCutlassMoEMethod.apply (mxfp4_flashinfer_cutlass_"
         "moe.py L238) on weights reshuffled for CUTLASS at load; replacing it needs the original "
@@ -106,6 +103,13 @@ def replaces(rel: str) -> dict[str, str]:
         return {
             "replaces": "nothing: registers the hooks listed under plugin.hooks",
             "read_by": "sglang.srt.plugins.load_plugins (plugins/__init__.py L103-141)",
+        }
+    if rel == ATTN_KERNEL:
+        return {
+            "replaces": "sglang.kernels.ops.attention.flash_mla_sm120.flash_mla_with_kvcache_sm120 "
+            "(flash_mla_sm120.py L298) on decode calls in the V4 layout, by the plugin's "
+            "REPLACE hook, only with DSV4OPS_SPARSE_DECODE_ATTN=1 in the workers' env",
+            "read_by": "dsv4ops_kernel_plugin.flash_mla_with_kvcache_sm120 (site/)",
         }
     if rel.startswith(("attention_configs/", "moe_fp4_configs/")):
         return {

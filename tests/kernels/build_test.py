@@ -40,9 +40,8 @@ def test_manifest_lists_every_file_with_its_checksum_and_landing_place(built: Bu
     eps = files["site/dsv4_decode_kernels-0.1.0.dist-info/entry_points.txt"].decode()
     assert eps == "[sglang.srt.plugins]\ndsv4_decode_kernels = dsv4ops_kernel_plugin:register\n"
     assert listed["site/dsv4ops_kernel_plugin/__init__.py"]["role"] == "sglang_plugin"
-    assert manifest["plugin"]["hooks"] == ["moe_config_witness"]
+    assert manifest["plugin"]["hooks"] == ["moe_config_witness", "sparse_decode_attn"]
     assert set(manifest["plugin"]["not_registered"]) == {
-        "sparse_decode_attn",
         "fused_moe_mxfp4",
         "fused_moe_bf16",
     }
@@ -54,8 +53,12 @@ def test_manifest_lists_every_file_with_its_checksum_and_landing_place(built: Bu
         assert all(
             e["replaces"].startswith("nothing in SGLang")
             for p, e in listed.items()
-            if p.startswith(path)
+            if p.startswith(path) and p != "kernels/flash_mla_paged.py"
         )
+    attn = listed["kernels/flash_mla_paged.py"]
+    assert attn["replaces"].startswith(
+        "sglang.kernels.ops.attention.flash_mla_sm120.flash_mla_with_kvcache_sm120"
+    )
     fp4 = f"kernel=fused_moe,E=256,N=512,device_name={BOX_DEVICE_NAME},dtype=nvfp4_w4a16"
     assert {fp4, f"{fp4}_down"} <= set(manifest["config_keys"])
     assert listed[f"moe_fp4_configs/triton_3_8_0/{fp4}.json"]["role"] == "moe_fp4_config"
