@@ -68,7 +68,9 @@ def open_target(
         offline_ok=read_only,
         notify=lambda message: click.echo(message, err=True),
     )
-    journal = Journal(target.name, backend=record)
+    journal = Journal(
+        target.name, backend=record, notify=lambda message: click.echo(message, err=True)
+    )
     session = TargetSession(target, supervisor, journal, SystemClock(), waits=live_waits())
     if not read_only:
         # First contact is the record: an unreachable target refuses the command here, before

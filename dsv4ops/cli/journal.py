@@ -42,11 +42,12 @@ def journal(target: str | None, as_json: bool, limit: int, merge: bool) -> None:
                 "path": listing.path,
                 "record": listing.source,
                 "skipped_lines": listing.skipped_lines,
+                "warnings": listing.warnings,
                 "merges": listing.merges,
                 "entries": listing.entries,
             }
         )
-        return
+        click.get_current_context().exit(listing.exit)
     click.echo(record_line(listing.source))
     if not listing.entries:
         click.echo("journal: empty")
@@ -58,6 +59,8 @@ def journal(target: str | None, as_json: bool, limit: int, merge: bool) -> None:
         click.echo(
             f"note: skipped torn line(s) {listing.skipped_lines} (an interrupted write)", err=True
         )
+    # UNDECIDED (4) while the record lacks history this machine kept: never 0 with it missing.
+    click.get_current_context().exit(listing.exit)
 
 
 _HEADERS = ["when", "kind", "id", "who", "profile", "commit", "outcome", "known-good", "reason"]

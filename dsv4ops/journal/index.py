@@ -8,8 +8,9 @@ what placing merged operations reads (`records.place_by`); the torn lines. From 
 answers status, the last N operations, in-flight, deployed and known-good by reading only the
 records of the operations it returns (`journal/view.py`).
 
-The file (format 3): line 1 a JSON header (`format`, `version`, `size`, `window`, `body`: the
-sha256 of the rest, the code tables, counts, merges, torn lines), then the entries as columns
+The file (format 4): line 1 a JSON header (`format`, `version`, `size`, `window`, `body`: the
+sha256 of every other header field and the rest, the code tables, counts, merges, torn and
+damaged lines, ids begun twice: journal/damage.py), then the entries as columns
 (journal/columns.py: a cold read decodes only the entries it shows, journal/entries.py), then the
 known-good judgement checkpoint (journal/checkpoint.py). An index of another format or version
 is rebuilt, never read.
@@ -18,7 +19,9 @@ Trust: an index is used only when its format and version are this code's, its `s
 the journal and `window` equals `journalfile.window_sha256(journal, size)` (the size and a hash
 of the 64 KiB before it). A truncated, rewritten, replaced or foreign journal fails that proof and
 the index is rebuilt by one full scan (and written again); so is one whose indexed offset does not
-hold that operation's record when read back (an edit the proof cannot see: `Stale`). Bytes
+hold that operation's record when read back (an edit the proof cannot see, a header forged with
+its sha256: `Stale`). A rebuild for that, or for an index failing its own checks (not merely
+another journal's), is said (`notify`), never an error. Bytes
 appended after `size` are folded in, re-reading only the operations they touch. The file is
 written atomically and read without following a symlink (`journalfile`); an index that cannot
 be written costs speed on the next cold read, never correctness.
@@ -33,19 +36,22 @@ import itertools
 import json
 import mmap
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from dsv4ops import journalfile
 from dsv4ops.errors import JournalError
-from dsv4ops.journal import checkpoint, columns, knowngood
+from dsv4ops.journal import checkpoint, columns, damage, knowngood
 from dsv4ops.journal.entries import JUDGED, KINDS, STATUSES, Entry, Table
 from dsv4ops.journal.order import Placed
 from dsv4ops.journal.records import Operation, fold_into, validate
 from dsv4ops.jsontypes import JSONObject
 
 FORMAT = "dsv4ops-journal-index"
-VERSION = 3  # 2: the judgement checkpoint; 3: the entries as columns (journal/columns.py)
+# 2: the judgement checkpoint; 3: the entries as columns (journal/columns.py); 4: the sha256
+# covers the header too (a forged `merges` made every read fail, issue 39), damaged lines and
+# operation ids begun twice are indexed
+VERSION = 4
 SAVE_EVERY = 1 << 18  # bytes folded in since the index file was last written: write it again
 
 Buffer = bytes | mmap.mmap
@@ -87,6 +93,14 @@ class State:
     merged: set[str] = field(default_factory=set)  # ops a merge brought in
     after_first_merge: set[str] = field(default_factory=set)  # ops begun after the first merge
     skipped: list[int] = field(default_factory=list)  # torn line numbers
+    # Lines that are no readable record of an operation: [line, "file:line: why"]; what the
+    # rest of the journal says is still read (a mutating command is refused: store.py).
+    damaged: list[damage.Damaged] = field(default_factory=list)
+    # op id begun again under an id already begun -> the lines from that second begin on: they
+    # are another operation's records and never read as the first one's (issue 39: they hid a
+    # known-good).
+    duplicates: dict[str, list[int]] = field(default_factory=dict)
+    orphans: dict[str, list[int]] = field(default_factory=dict)  # op -> lines: no begin read
     saved_size: int = -1  # `size` when the index file was last written or read
     # The known-good judgement of this state (judged once per state: a command asks many times).
     judged: Mapping[str, knowngood.Judgement] | None = field(default=None, repr=False)
@@ -105,6 +119,9 @@ class State:
             list(self.skipped),
         )
         out.merged, out.after_first_merge = set(self.merged), set(self.after_first_merge)
+        out.damaged = list(self.damaged)
+        out.duplicates = {k: list(v) for k, v in self.duplicates.items()}
+        out.orphans = {k: list(v) for k, v in self.orphans.items()}
         return out
 
 
@@ -132,18 +149,16 @@ def fold_chunk(state: State, buf: Buffer, start: int, end: int, fd: int, where: 
         pieces.pop()  # the empty piece after the last newline
     for n, raw in enumerate(pieces, start=state.lines + 1):
         at, offset = offset, offset + len(raw) + 1
-        if not raw.strip():
+        rec = damage.read_line(raw, f"{where}:{n}", state.skipped, state.damaged)
+        if rec is None:
             continue
-        try:
-            parsed = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            state.skipped.append(n)  # a torn write: everything around it is still good
-            continue
-        rec = validate(parsed, f"{where}:{n}")
         state.records += 1
         if rec["type"] == "merge":
             state.merges.append(at)
             state.merged.update(rec.get("ops") or [])
+            continue
+        begun = rec["op"] in touched or state.entries.row(rec["op"]) is not None
+        if not damage.its_own(rec, f"{where}:{n}", begun, state.duplicates, state.orphans):
             continue
         if rec["type"] == "begin" and state.merges:
             state.after_first_merge.add(rec["op"])
@@ -172,7 +187,6 @@ def encode(state: State) -> bytes:
         "version": VERSION,
         "size": state.size,
         "window": state.window,
-        "body": journalfile.sha256(body),  # a garbled column is never read
         "sections": [len(x) for x in sections],
         "kinds": KINDS,
         "statuses": STATUSES,
@@ -182,13 +196,27 @@ def encode(state: State) -> bytes:
         "merged": sorted(state.merged),
         "after_first_merge": sorted(state.after_first_merge),
         "skipped": state.skipped,
+        "damaged": state.damaged,
+        "duplicates": state.duplicates,
+        "orphans": state.orphans,
     }
+    header["body"] = _digest(header, body)  # a garbled column or header field is never read
     return json.dumps(header, separators=(",", ":")).encode() + b"\n" + body
 
 
+def _digest(header: JSONObject, body: bytes | memoryview) -> str:
+    """sha256 of every header field but itself, then the body."""
+    h = hashlib.sha256(
+        json.dumps({k: v for k, v in header.items() if k != "body"}, sort_keys=True).encode()
+    )
+    h.update(body)
+    return h.hexdigest()
+
+
 def sections(data: bytes) -> tuple[JSONObject, list[memoryview]] | None:
-    """(the header, the body's sections) of an index file of this format, version and body hash
-    (raises ValueError, TypeError, KeyError for garbage)."""
+    """(the header, the body's sections) of an index file of this format and version; None for
+    another one; ValueError for one whose header or body does not match its sha256 (and
+    ValueError, TypeError, KeyError for garbage)."""
     cut = data.index(b"\n")
     h = json.loads(data[:cut])
     if h.get("format") != FORMAT or h.get("version") != VERSION:
@@ -196,15 +224,18 @@ def sections(data: bytes) -> tuple[JSONObject, list[memoryview]] | None:
     body = memoryview(data)[cut + 1 :]
     lengths = [int(n) for n in h["sections"]]
     if min(lengths, default=0) < 0 or sum(lengths) != len(body):
-        return None
-    if h["body"] != hashlib.sha256(body).hexdigest():
-        return None
+        raise ValueError("its sections do not add up to its body")
+    if h["body"] != _digest(h, body):
+        raise ValueError("its header or body does not match its sha256")
     ends = list(itertools.accumulate(lengths, initial=0))
     return h, [body[a:b] for a, b in itertools.pairwise(ends)]
 
 
-def decode(data: bytes, fd: int, journal_size: int) -> State | None:
-    """The State `data` holds if it is an index of this journal's first bytes; else None."""
+def decode(
+    data: bytes, fd: int, journal_size: int, problems: list[str] | None = None
+) -> State | None:
+    """The State `data` holds if it is an index of this journal's first bytes; else None (and,
+    when it is this format but inconsistent, not merely another journal's, why in `problems`)."""
     try:
         found = sections(data)
         if found is None:
@@ -219,7 +250,7 @@ def decode(data: bytes, fd: int, journal_size: int) -> State | None:
             return None
         table = columns.decode(parts[: columns.SECTIONS], h)
         if table is None:
-            return None
+            raise ValueError("its columns disagree")
         state = State(
             size=size,
             window=h["window"],
@@ -230,22 +261,32 @@ def decode(data: bytes, fd: int, journal_size: int) -> State | None:
             merged=set(h["merged"]),
             after_first_merge=set(h["after_first_merge"]),
             skipped=[int(n) for n in h["skipped"]],
+            damaged=[[int(n), str(why)] for n, why in h["damaged"]],
+            duplicates=_lines_of(h["duplicates"]),
+            orphans=_lines_of(h["orphans"]),
             saved_size=size,
         )
         ck_raw = bytes(parts[columns.SECTIONS])
         state.checkpoint = checkpoint.decode(ck_raw) if ck_raw else None
         return state
-    except (ValueError, TypeError, KeyError, IndexError):
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        if problems is not None:
+            problems.append(str(exc) if isinstance(exc, ValueError) else "it does not decode")
         return None
+
+
+def _lines_of(value: dict[str, list[int]]) -> dict[str, list[int]]:
+    return {str(k): [int(n) for n in v] for k, v in value.items()}
 
 
 class JournalIndex:
     """The index of one journal file, kept current in memory and on disk (`<path>.idx`)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, notify: Callable[[str], None] | None = None) -> None:
         self.path = path
         self.file = f"{path}.idx"
         self._state: State | None = None
+        self._notify = notify or (lambda _line: None)
 
     def current(self) -> tuple[State, Buffer]:
         """(the index of the whole journal, its bytes: an mmap, or b"" when empty/absent).
@@ -266,8 +307,16 @@ class JournalIndex:
         finally:
             os.close(fd)
 
-    def drop(self) -> None:
-        """Forget the index (memory and file): the next current() scans the whole journal."""
+    @property
+    def last(self) -> State | None:
+        """The index as the last current() left it (None: not read yet)."""
+        return self._state
+
+    def drop(self, why: str | None = None) -> None:
+        """Forget the index (memory and file): the next current() scans the whole journal.
+        `why`: the index did not match the journal (said, since someone may have forged it)."""
+        if why is not None:
+            self._rebuilt(why)
         self._state = None
         with contextlib.suppress(OSError):
             journalfile.write_atomic(self.file, b"")
@@ -285,9 +334,10 @@ class JournalIndex:
         try:
             if s.size < end:
                 fold_chunk(s, buf, s.size, end, fd, self.path)
-        except (Stale, JournalError):
+        except Stale as exc:
             if s.size == 0 and not s.entries:
                 raise
+            self._rebuilt(str(exc))
             s = State()  # the index did not hold: the full scan decides (and names the line)
             fold_chunk(s, buf, 0, end, fd, self.path)
         self._state = s
@@ -306,7 +356,17 @@ class JournalIndex:
             data = journalfile.read_bytes(self.file)
         except OSError:
             return None  # unreadable, a symlink, someone else's: rebuilt, never followed
-        return decode(data, fd, end) if data else None
+        problems: list[str] = []
+        state = decode(data, fd, end, problems) if data else None
+        for why in problems:
+            self._rebuilt(why)
+        return state
+
+    def _rebuilt(self, why: str) -> None:
+        self._notify(
+            f"warning: the journal's index {self.file} did not match the journal ({why}); "
+            "rebuilt from the journal itself (the append-only record decides)"
+        )
 
     def _save(self, s: State) -> None:
         with contextlib.suppress(OSError):

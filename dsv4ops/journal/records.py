@@ -273,20 +273,26 @@ def fold(records: list[JSONObject]) -> list[Operation]:
 def fold_into(ops: dict[str, Operation], records: list[JSONObject]) -> dict[str, Operation]:
     """`ops` (folded from earlier records, in begin order) with `records` applied: a new dict;
     an operation these records change is a copy, so Operations handed out before stay as they
-    were (journal/index.py re-folds the operations appended records touch this way)."""
+    were (journal/index.py re-folds the operations appended records touch this way). A second
+    begin under an id already begun, the records after it, and records of no begun operation
+    are not this operation's: skipped (the index reports them: journal/damage.py)."""
     ops = dict(ops)
     copied: set[str] = set()
+    taken: set[str] = set()
     for r in records:
         op_id = r["op"]
-        if r["type"] == "merge":
+        if r["type"] == "merge" or op_id in taken:
             continue
         if r["type"] == "begin":
+            if op_id in ops:
+                taken.add(op_id)
+                continue
             copied.add(op_id)
             ops[op_id] = _begun(r)
             continue
         op = ops.get(op_id)
         if op is None:
-            raise JournalError(f"journal record for unknown operation {op_id}")
+            continue
         if op_id not in copied:
             op = ops[op_id] = replace(op, steps=list(op.steps), processes=dict(op.processes))
             copied.add(op_id)

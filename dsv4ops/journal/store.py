@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
 
 from dsv4ops import journalfile
 from dsv4ops.clock import Clock, SystemClock, utc_now_iso
-from dsv4ops.constants import state_dir
 from dsv4ops.errors import DsOpsError, JournalError
 from dsv4ops.journal import knowngood, opids
+from dsv4ops.journal.backend import FileBackend, JournalBackend, journal_path
 from dsv4ops.journal.index import JournalIndex
 from dsv4ops.journal.records import (
     RECORD_VERSION,
@@ -36,66 +34,14 @@ from dsv4ops.journal.view import Operations, Records, View
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.whoami import operator_identity
 
+__all__ = ["UNKNOWN", "FileBackend", "Journal", "JournalBackend", "journal_path"]
+
 UNKNOWN = "?"  # `running` value when an operation could not tell what is left running
 # Set by `dsv4ops runbook run` for the commands it runs: their operations name the run.
 RUNBOOK_RUN_ENV = "DSV4OPS_RUNBOOK_RUN"
 # Operation ids start with the kind's letter for the operations that run the unit; the others
 # spell their kind, so a runbook run ("runbook-…") never reads like a rollback ("r-…").
 _OP_PREFIX = {Kind.DEPLOY: "d", Kind.ROLLBACK: "r", Kind.STOP: "s", Kind.KERNELS: "k"}
-_TARGET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
-
-def journal_path(target: str, directory: Path | None = None) -> Path:
-    """Path of the target's journal file; raise JournalError for an unsafe target name."""
-    if not _TARGET_NAME.match(target):
-        raise JournalError(f"target name {target!r} cannot name a journal file")
-    return Path(directory or state_dir() / "journal") / f"{target}.jsonl"
-
-
-class JournalBackend(Protocol):
-    """Where a journal's bytes live. `path` is the local file (the record, or its cache)."""
-
-    path: Path
-
-    def append(self, data: bytes, *, lock_op: str | None) -> None:
-        """Append whole lines durably (raise JournalError or TargetError); `lock_op` is the
-        operation whose deploy lock the writer holds (None outside an operation)."""
-
-    def read(self, *, lock_op: str | None = None) -> bytes:
-        """The record's bytes, current (raise JournalError or TargetError); `lock_op` as for
-        append (a backend may trust what it holds while that operation holds the lock)."""
-
-    def refresh(self, *, lock_op: str | None = None) -> None:
-        """Bring `path` current, as read() does, without reading it whole (the store reads it
-        through its index, journal/index.py)."""
-
-    def describe(self) -> JSONObject:
-        """Where the last read came from: {"source": "file"|"target"|"cache", ...}."""
-
-
-class FileBackend:
-    """The record is a local file (a journal of its own, or a test's)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def append(self, data: bytes, *, lock_op: str | None) -> None:
-        try:
-            journalfile.append_bytes(str(self.path), data)
-        except OSError as exc:
-            raise JournalError(f"cannot write journal {self.path}: {exc.strerror}") from exc
-
-    def read(self, *, lock_op: str | None = None) -> bytes:
-        try:
-            return journalfile.read_bytes(str(self.path))
-        except OSError as exc:
-            raise JournalError(f"cannot read journal {self.path}: {exc.strerror}") from exc
-
-    def refresh(self, *, lock_op: str | None = None) -> None:
-        return None  # the file is the record
-
-    def describe(self) -> JSONObject:
-        return {"source": "file", "path": str(self.path)}
 
 
 class Journal:
@@ -108,14 +54,18 @@ class Journal:
         directory: Path | None = None,
         clock: Clock | None = None,
         backend: JournalBackend | None = None,
+        notify: Callable[[str], None] | None = None,
     ):
+        """`notify`: where a warning line goes (a rebuilt index, a damaged line: once each)."""
         self.target = target
         self.backend = backend or FileBackend(journal_path(target, directory))
         self.path = self.backend.path
         self._clock = clock or SystemClock()
         self._lock_op: str | None = None
         self.skipped_lines: list[int] = []
-        self._index = JournalIndex(str(self.path))
+        self._notify = notify or (lambda _line: None)
+        self._told: set[str] = set()
+        self._index = JournalIndex(str(self.path), self._notify)
         self._loaded: dict[tuple[str, int], Operation] = {}  # operations folded by this object
         # Encoded records `step(..., defer=True)` held for the next append (see there), and
         # records whose write failed while `keep_unwritten` (below): retried by the next write.
@@ -161,6 +111,8 @@ class Journal:
     ) -> str:
         """Record a new PENDING operation (with its undo information); return its id.
         `scope` describes a partial restart (see Operation.scope)."""
+        if kind is not Kind.STOP:  # the brake always works: a stop only takes away what runs
+            self._refuse_if_damaged()
         op_id = op_id or self.new_op_id(kind)
         record: JSONObject = {
             "type": "begin",
@@ -302,13 +254,43 @@ class Journal:
         self.backend.refresh(lock_op=self._lock_op)
         if self.backend.path != self.path:  # the cache moved (unwritable: targetjournal.py)
             self.path = self.backend.path
-            self._index, self._loaded = JournalIndex(str(self.path)), {}
+            self._index, self._loaded = JournalIndex(str(self.path), self._notify), {}
         try:
             view = View(self._index, self._loaded)
         except OSError as exc:
             raise JournalError(f"cannot read journal {self.path}: {exc.strerror}") from exc
         self.skipped_lines = list(view.state.skipped)
+        for line in view.warnings():
+            if line not in self._told:
+                self._told.add(line)
+                self._notify(line)
         return view
+
+    def warnings(self) -> list[str]:
+        """Lines the journal holds that are no record of their operation (journal/damage.py)."""
+        return self._view().warnings()
+
+    def _refuse_if_damaged(self) -> None:
+        """A line no one can read may be a gate FAIL or an unfinished operation: known-good and
+        what runs are not decided without it, so nothing is changed until it is mended. Read
+        off this object's last read (an operation reads the journal before it begins): no
+        round trip of its own."""
+        state = self._index.last
+        if state is None or not (state.damaged or state.orphans):
+            return
+        if state.damaged:
+            n, why = state.damaged[0]
+        else:
+            op, lines = next(iter(state.orphans.items()))
+            n, why = lines[0], f"{self.path}:{lines[0]}: operation {op} has no readable begin"
+        where = self.source().get("record") or str(self.path)
+        raise JournalError(
+            f"{why}; nothing was changed: no operation begins while the journal holds a line it "
+            "cannot read",
+            hint=f"look at it (`sed -n {n}p {self.path}`), mend that line of the "
+            f"journal of record {where} by hand (it is append-only: nothing in dsv4ops rewrites "
+            "it), then retry; `dsv4ops journal` and `dsv4ops status` read the rest meanwhile",
+        )
 
     def records(self) -> Records:
         """Every valid record in order (a lazy Sequence: parsed when first touched); torn lines

@@ -10,13 +10,14 @@ rollback and experiment, which it reads exactly as it reads the whole operations
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import overload
 
 from dsv4ops import journalfile
 from dsv4ops.errors import JournalError
-from dsv4ops.journal import checkpoint, knowngood
+from dsv4ops.journal import checkpoint, damage, knowngood
 from dsv4ops.journal.entries import Entry
 from dsv4ops.journal.index import JournalIndex, Stale, placed, record_at
 from dsv4ops.journal.order import Placed
@@ -41,12 +42,10 @@ class View:
             return hit
         try:
             recs = [record_at(self.buf, o, entry.op) for o in entry.offsets]
-        except Stale:
+        except Stale as exc:
             if not retry:
                 raise JournalError(f"{self._index.path} changed while it was read") from None
-            self._index.drop()  # an edit the size+window proof could not see: never trusted
-            self.state, self.buf = self._index.current()
-            self.order = placed(self.state)
+            self._rebuild(exc)  # an edit the size+window proof could not see: never trusted
             fresh = self.state.entries.get(entry.op)
             if fresh is None:
                 raise JournalError(f"{self._index.path} changed while it was read") from None
@@ -80,8 +79,23 @@ class View:
     def records(self) -> Records:
         return Records(self)
 
+    def _rebuild(self, exc: Stale) -> None:
+        """The index did not hold (forged, or an edit its proof cannot see): scan anew."""
+        self._index.drop(str(exc))
+        self.state, self.buf = self._index.current()
+        self.order = placed(self.state)
+
     def merges(self) -> list[JSONObject]:
-        return [record_at(self.buf, o, None) for o in self.state.merges]
+        try:
+            return [record_at(self.buf, o, None) for o in self.state.merges]
+        except Stale as exc:
+            self._rebuild(exc)
+            return [record_at(self.buf, o, None) for o in self.state.merges]
+
+    def warnings(self) -> list[str]:
+        """What this read could not read as the journal says (journal/damage.py)."""
+        s = self.state
+        return damage.warnings(self._index.path, s.damaged, s.orphans, s.duplicates)
 
     def tail(self, n: int) -> list[JSONObject]:
         """The last `n` valid records (torn lines skipped), read backwards from the end."""
@@ -95,8 +109,8 @@ class View:
                 continue
             try:
                 out.append(validate(json.loads(raw), f"{self._index.path}@{start}"))
-            except (ValueError, UnicodeDecodeError):
-                continue
+            except (ValueError, UnicodeDecodeError, JournalError):
+                continue  # torn or damaged (the index noted it)
         return out[::-1]
 
 
@@ -188,7 +202,10 @@ class Records(Sequence[JSONObject]):
         if self._all is None:
             parsed, _ = journalfile.parse(bytes(self._view.buf))
             where = self._view._index.path
-            self._all = [validate(r, f"{where}:{n}") for n, r in parsed]
+            self._all = []
+            for n, r in parsed:
+                with contextlib.suppress(JournalError):  # a damaged line: the index noted it
+                    self._all.append(validate(r, f"{where}:{n}"))
         return self._all
 
     def __len__(self) -> int:

@@ -19,11 +19,12 @@ STOPPED = "STOPPED"
 def health_word(report: Mapping[str, JSONValue]) -> str:
     """The one status word of a report, on positive evidence only: HEALTHY when every check
     answered and passed; UNKNOWN when nothing of the unit could be observed (target unreachable,
-    an endpoint's router silent); UNMANAGED when nothing is recorded but its ports answer
+    an endpoint's router silent) or the journal it reads lacks records this machine kept (a
+    record that lost history, until `journal --merge`); UNMANAGED when nothing is recorded but its ports answer
     (unmanaged.py); STOPPED when the journal's last word is a stop that left nothing running
     and no process of the unit is alive; else NOT HEALTHY (down, drift, an unfinished
     operation). exitcodes.for_health."""
-    if report.get("reachable") is False:
+    if report.get("reachable") is False or _history_missing(report):
         return UNKNOWN_HEALTH
     if report.get("unmanaged"):
         return UNMANAGED
@@ -41,6 +42,13 @@ def health_word(report: Mapping[str, JSONValue]) -> str:
     ):
         return UNKNOWN_HEALTH  # an endpoint target whose router answered nothing
     return HEALTHY if report.get("healthy") else NOT_HEALTHY
+
+
+def _history_missing(report: Mapping[str, JSONValue]) -> bool:
+    """The target's record lacks records this machine kept (`journal --merge`): what it says is
+    deployed may be an older word, so nothing is called healthy or stopped on it."""
+    record = report.get("record")
+    return isinstance(record, Mapping) and bool(record.get("diverged"))
 
 
 def process_word(component: Mapping[str, JSONValue]) -> str:

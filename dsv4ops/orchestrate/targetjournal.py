@@ -25,6 +25,7 @@ with the operator's state-directory file as its cache.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -40,11 +41,11 @@ from dsv4ops.errors import DiskFullError, JournalError, TargetError
 from dsv4ops.journal import opids
 from dsv4ops.journal.records import RECORD_VERSION
 from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.orchestrate import divergence
 from dsv4ops.remote.base import Executor
 from dsv4ops.remote.errors import AgentCallError
 from dsv4ops.whoami import local_host, operator_identity
 
-MERGE_COMMAND = "dsv4ops journal --target {target} --merge"
 OFFLINE_HINT = (
     "the journal of record lives on the target: mutating commands need it; `dsv4ops status` "
     "and `dsv4ops journal` answer from the local cache meanwhile"
@@ -165,36 +166,32 @@ class TargetJournal:
             raise JournalError(f"cannot read {self.diverged}: {exc.strerror}") from exc
         if not kept:
             return None
-        mine, theirs = _records(kept), _records(self._cache_bytes())
-        missing = journalfile.missing_records(theirs, mine)
-        newer = "target" if _last_ts(theirs) > _last_ts(mine) else "cache"
-        return {
-            "copy": str(self.diverged),
-            "copy_records": len(mine),
-            "copy_last_ts": _last_ts(mine) or None,
-            "target_records": len(theirs),
-            "target_last_ts": _last_ts(theirs) or None,
-            "missing_on_target": len(missing),
-            "newer": newer,
-            "merge_command": MERGE_COMMAND.format(target=self.path.stem),
-        }
+        d = divergence.describe(kept, self._cache_bytes(), self.diverged, self.path.stem)
+        if d is None:
+            self._healed()
+        return d
+
+    def _healed(self) -> None:
+        """The record holds every record of the kept copy again (put back whole, or merged by
+        hand): the divergence is over by itself; the copy is kept aside, never deleted."""
+        done = self.diverged.with_name(f"{self.diverged.name}.healed-{self._stamp()}")
+        with contextlib.suppress(FileNotFoundError):  # another command healed it meanwhile
+            os.replace(self.diverged, done)
+            self._notify(
+                f"note: the journal of record holds every record of the copy kept in "
+                f"{self.diverged} again: the divergence is over (the copy is kept as {done})"
+            )
 
     def _refuse_if_diverged(self) -> None:
         d = self._divergence()
-        if d is None:
-            return
-        raise JournalError(
-            f"the journal of record ({d['target_records']} record(s), last {d['target_last_ts']}) "
-            f"lacks {d['missing_on_target']} of the {d['copy_records']} record(s) this machine "
-            f"had (last {d['copy_last_ts']}; kept in {d['copy']}); the {d['newer']}'s copy is "
-            "the newer; nothing was changed",
-            hint=f"run `{d['merge_command']}` to append the missing records to the record, "
-            "then retry",
-        )
+        if d is not None:
+            raise divergence.refusal(d)
 
     def merge_diverged(self) -> JSONObject:
         """Append the kept copy's records the target lacks (after a merge record), keep the copy
-        as `.merged`; return {"merged": n, "ops": [...]} (n = 0: nothing to merge)."""
+        as `.merged`; return {"merged": n, "ops": [...]} (n = 0: nothing to merge). It syncs
+        first: as the first command after the record lost history it finds what was lost."""
+        self._sync()
         d = self._divergence()
         if d is None:
             return {"merged": 0, "ops": []}
@@ -212,10 +209,10 @@ class TargetJournal:
 
     def _keep_diverged(self, cached: bytes, fresh: bytes) -> None:
         """The record no longer holds what the cache had: keep the cache whole before it follows."""
-        if not journalfile.missing_records(_records(fresh), _records(cached)):
+        if not journalfile.missing_records(divergence.records(fresh), divergence.records(cached)):
             return  # the record holds every cached record (a rewritten torn line): nothing lost
         kept = journalfile.read_bytes(str(self.diverged))  # an earlier divergence not merged yet
-        extra = journalfile.missing_records(_records(kept), _records(cached))
+        extra = journalfile.missing_records(divergence.records(kept), divergence.records(cached))
         if kept and not extra:
             return  # the kept copy already holds all of it
         data = cached if not kept else kept + b"".join(journalfile.encode(r) for r in extra)
@@ -381,14 +378,6 @@ def _marker_proves(marker: JSONObject | None, size: int, window: str, cache: Pat
         return marker.get("size") == size and marker.get("window") == window
     old = marker.get("sha256")
     return isinstance(old, str) and old == journalfile.sha256(journalfile.read_bytes(str(cache)))
-
-
-def _records(data: bytes) -> list[JSONObject]:
-    return [r for _, r in journalfile.parse(data)[0] if isinstance(r, dict)]
-
-
-def _last_ts(records: list[JSONObject]) -> str:
-    return max((str(r.get("ts") or "") for r in records), default="")
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

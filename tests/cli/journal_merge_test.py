@@ -38,10 +38,10 @@ def test_a_shorter_record_is_merged_back_by_the_command_the_refusal_names(
     lines = record.read_bytes().splitlines(keepends=True)
     record.write_bytes(b"".join(lines[: len(lines) // 2]))  # an old copy put back on the box
 
-    assert main(["journal"]) == 0
+    assert main(["journal"]) == 4  # UNDECIDED: the history shown is not all of it (issue 39)
     out = capsys.readouterr().out
     assert "HISTORY DIVERGED" in out and "the cache's copy is newer" in out, out
-    assert main(["status"]) == 2  # NOT HEALTHY: nothing runs (the stops above)
+    assert main(["status"]) == 4  # UNKNOWN: what the shorter record says runs may be old
     assert "attention: HISTORY DIVERGED" in capsys.readouterr().out
     assert main(["stop", "--yes"]) == 1
     err = capsys.readouterr().err

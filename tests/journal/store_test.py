@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -98,18 +99,22 @@ def test_torn_last_line_is_skipped_and_next_append_stays_valid(journal: Journal)
     assert len(journal.operations()) == 2
 
 
-def test_format_errors_name_file_and_line(journal: Journal) -> None:
-    _deploy(journal, "baseline")
+def test_format_errors_name_file_and_line_and_leave_the_rest_readable(journal: Journal) -> None:
+    """Issue 39: a bad line is named file:line; what the rest says is still read; an operation
+    is refused until the line is mended (known-good could depend on it)."""
+    op = _deploy(journal, "baseline")
     with open(journal.path, "a") as f:
         f.write(
             json.dumps({"v": 1, "type": "status", "op": "x", "ts": "t", "status": "WEIRD"}) + "\n"
         )
+    assert [o.op for o in journal.operations()] == [op]
+    (why, hint) = journal.warnings()
+    assert re.search(r"twin-local\.jsonl:\d+: unknown status 'WEIRD'", why) and "sed -n" in hint
     with pytest.raises(JournalError, match=r"twin-local\.jsonl:\d+: unknown status 'WEIRD'"):
-        journal.records()
+        journal.begin(Kind.STOP)
     with open(journal.path, "w") as f:
         f.write(json.dumps({"v": 99, "type": "begin"}) + "\n")
-    with pytest.raises(JournalError, match="version 99"):
-        journal.records()
+    assert list(journal.records()) == [] and "version 99" in journal.warnings()[0]
 
 
 def test_secrets_never_reach_the_file(journal: Journal, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -116,6 +116,41 @@ def test_a_shorter_record_keeps_both_copies_and_refuses_mutations_until_merged(
     after.begin(Kind.STOP, reason="now allowed")
 
 
+def test_a_divergence_heals_by_itself_once_the_record_is_whole_again_over_ssh(
+    over_ssh: Supervisor, tmp_path: Path
+) -> None:
+    """Issue 39: the record put back whole after a read of a shorter copy: no merge is needed
+    (it used to refuse every mutation with "lacks 0 of the N records" for ever)."""
+    alice = _journal(over_ssh, tmp_path / "alice")
+    ops = [_deploy(alice, f"p{i}") for i in range(3)]
+    record = Path(over_ssh.workdir) / "journal.jsonl"
+    full = record.read_bytes()
+    record.write_bytes(b"".join(full.splitlines(keepends=True)[:4]))
+    reader = _journal(over_ssh, tmp_path / "alice", offline_ok=True)
+    assert [o.op for o in reader.operations()] == ops[:1]
+    assert reader.source()["diverged"]["missing_on_target"] == 8
+    with pytest.raises(JournalError, match="lacks 8 of the 12"):
+        _journal(over_ssh, tmp_path / "alice").begin(Kind.STOP, reason="must wait")
+    record.write_bytes(full)  # the whole record restored from its backup
+    notes: list[str] = []
+    writer = _journal(over_ssh, tmp_path / "alice", notify=notes.append)
+    writer.begin(Kind.STOP, reason="healed")
+    assert any("the divergence is over" in n for n in notes), notes
+    assert [o.op for o in writer.operations()][:3] == ops
+    assert "diverged" not in writer.source()
+
+
+def test_merge_is_the_first_call_after_a_cut_over_ssh(over_ssh: Supervisor, tmp_path: Path) -> None:
+    alice = _journal(over_ssh, tmp_path / "alice")
+    ops = [_deploy(alice, f"p{i}") for i in range(3)]
+    record = Path(over_ssh.workdir) / "journal.jsonl"
+    record.write_bytes(b"".join(record.read_bytes().splitlines(keepends=True)[:4]))
+    fresh = _backend(_journal(over_ssh, tmp_path / "alice", offline_ok=True))
+    done = fresh.merge_diverged()  # nothing read since the cut: it syncs first
+    assert done["merged"] == 8 and done["ops"] == ops[1:]
+    assert [o.op for o in _journal(over_ssh, tmp_path / "bob").operations()] == ops
+
+
 def test_a_kill_9_inside_an_append_leaves_a_torn_line_the_next_append_ends(
     over_ssh: Supervisor, tmp_path: Path
 ) -> None:

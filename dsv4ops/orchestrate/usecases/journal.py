@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, TypeAlias
 
+from dsv4ops import exitcodes
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.knowngood import Judgement
 from dsv4ops.journal.records import Kind, Operation
@@ -33,7 +34,8 @@ SeenLock: TypeAlias = LockInfo | None | Unseen
 @dataclass(frozen=True)
 class Listing:
     """What `dsv4ops journal` prints: the newest operations (each an `entry`), where the
-    history comes from (`source`), the merges recorded and the torn lines skipped."""
+    history comes from (`source`), the merges recorded, the torn lines skipped, the lines
+    that are no record of their operation (`warnings`: journal/damage.py) and the exit code."""
 
     target: str
     path: str
@@ -41,6 +43,13 @@ class Listing:
     skipped_lines: list[int]
     merges: list[JSONObject]
     entries: list[JSONObject]
+    warnings: list[str]
+
+    @property
+    def exit(self) -> int:
+        """UNDECIDED while the record lacks records this machine kept (the history shown is
+        not all of it: `journal --merge`); OK otherwise (exitcodes.py)."""
+        return exitcodes.UNDECIDED if self.source.get("diverged") else exitcodes.OK
 
 
 def journal_listing(session: TargetSession, limit: int) -> Listing:
@@ -59,6 +68,7 @@ def journal_listing(session: TargetSession, limit: int) -> Listing:
         j.skipped_lines,
         merges,
         [entry(o, judged, lock) for o in ops],
+        j.warnings(),
     )
 
 

@@ -48,9 +48,13 @@ def target_status(session: TargetSession) -> tuple[JSONObject, Journal]:
     record = session.journal.source()
     snapshot = Journal(session.target.name, backend=FileBackend(session.journal.path))
     if record["source"] == "cache":
-        return journal_status(snapshot, target=session.target.name, record=record), snapshot
-    report = status_reader(session, snapshot)()
-    report["record"] = record
+        report = journal_status(snapshot, target=session.target.name, record=record)
+    else:
+        report = status_reader(session, snapshot)()
+        report["record"] = record
+    # Lines of the journal that are no record of their operation (journal/damage.py): the
+    # report is what the rest says; the lines are also printed as warnings when read.
+    report["journal_warnings"] = snapshot.warnings()
     return report, snapshot
 
 

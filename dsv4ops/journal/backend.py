@@ -1,0 +1,69 @@
+"""Where a journal's bytes live (journal/store.py's backend): the `JournalBackend` protocol and
+`FileBackend`, a plain file under the state directory (the target's record through its agent is
+orchestrate/targetjournal.py). The file rules are dsv4ops/journalfile.py."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Protocol
+
+from dsv4ops import journalfile
+from dsv4ops.constants import state_dir
+from dsv4ops.errors import JournalError
+from dsv4ops.jsontypes import JSONObject
+
+_TARGET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def journal_path(target: str, directory: Path | None = None) -> Path:
+    """Path of the target's journal file; raise JournalError for an unsafe target name."""
+    if not _TARGET_NAME.match(target):
+        raise JournalError(f"target name {target!r} cannot name a journal file")
+    return Path(directory or state_dir() / "journal") / f"{target}.jsonl"
+
+
+class JournalBackend(Protocol):
+    """Where a journal's bytes live. `path` is the local file (the record, or its cache)."""
+
+    path: Path
+
+    def append(self, data: bytes, *, lock_op: str | None) -> None:
+        """Append whole lines durably (raise JournalError or TargetError); `lock_op` is the
+        operation whose deploy lock the writer holds (None outside an operation)."""
+
+    def read(self, *, lock_op: str | None = None) -> bytes:
+        """The record's bytes, current (raise JournalError or TargetError); `lock_op` as for
+        append (a backend may trust what it holds while that operation holds the lock)."""
+
+    def refresh(self, *, lock_op: str | None = None) -> None:
+        """Bring `path` current, as read() does, without reading it whole (the store reads it
+        through its index, journal/index.py)."""
+
+    def describe(self) -> JSONObject:
+        """Where the last read came from: {"source": "file"|"target"|"cache", ...}."""
+
+
+class FileBackend:
+    """The record is a local file (a journal of its own, or a test's)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def append(self, data: bytes, *, lock_op: str | None) -> None:
+        try:
+            journalfile.append_bytes(str(self.path), data)
+        except OSError as exc:
+            raise JournalError(f"cannot write journal {self.path}: {exc.strerror}") from exc
+
+    def read(self, *, lock_op: str | None = None) -> bytes:
+        try:
+            return journalfile.read_bytes(str(self.path))
+        except OSError as exc:
+            raise JournalError(f"cannot read journal {self.path}: {exc.strerror}") from exc
+
+    def refresh(self, *, lock_op: str | None = None) -> None:
+        return None  # the file is the record
+
+    def describe(self) -> JSONObject:
+        return {"source": "file", "path": str(self.path)}

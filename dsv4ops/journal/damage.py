@@ -1,0 +1,126 @@
+"""Lines of a journal that are no readable record of an operation (issue 39), told apart from a
+torn write, so one bad line never stops a reader: what the rest of the journal says is read,
+the line is reported as `file:line: why`, and a mutating command is refused until it is mended
+(journal/store.py). Used by the index's fold (journal/index.py).
+
+* A torn write (a crash cut the last record short; the next append terminates it) is skipped,
+  as always.
+* A damaged line (bytes changed in the middle: not UTF-8, a broken structure, a record of the
+  wrong shape) is noted with why, never mistaken for a torn write.
+* A record of an operation no readable `begin` opened (its begin was the damaged line) is noted
+  (`orphans`) and not read.
+* A second `begin` under an operation id already begun, and every record of that id after it,
+  are another operation's records under a known id: they are noted (`duplicates`) and never
+  read as the first operation's, so they cannot hide a known-good.
+"""
+
+from __future__ import annotations
+
+import json
+
+from dsv4ops.errors import JournalError
+from dsv4ops.journal.records import validate
+from dsv4ops.jsontypes import JSONObject
+
+# A damaged line as the index keeps it: [line number, "file:line: why"].
+Damaged = list[int | str]
+
+
+def read_line(
+    raw: bytes, where: str, skipped: list[int], damaged: list[Damaged]
+) -> JSONObject | None:
+    """The line at `where` ("file:line") as a valid record; None for a blank, a torn (its line
+    number added to `skipped`) or a damaged line (added to `damaged`)."""
+    if not raw.strip():
+        return None
+    n = int(where.rsplit(":", 1)[1])
+    try:
+        parsed = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        why = unreadable(raw)
+        if why is None:
+            skipped.append(n)  # a torn write: everything around it is still good
+        else:
+            damaged.append([n, f"{where}: {why}"])
+        return None
+    try:
+        return validate(parsed, where)
+    except JournalError as exc:
+        damaged.append([n, str(exc)])
+        return None
+
+
+def unreadable(raw: bytes) -> str | None:
+    """Why a line that is no JSON is damaged; None when it is a record cut short (a torn write)."""
+    text = raw.decode("utf-8", "replace")
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        # Cut short: the JSON ran out (an open string runs to the end of the line).
+        if exc.msg.startswith("Unterminated string") or exc.pos >= len(text.rstrip()):
+            return None
+        return f"not a journal record ({exc.msg} at column {exc.pos + 1}); it is not read"
+    bad = raw.decode("utf-8", "backslashreplace").find("\\x")
+    return f"not UTF-8 (at column {bad + 1}): the record was altered; it is not read"
+
+
+def its_own(
+    rec: JSONObject,
+    where: str,
+    begun: bool,
+    duplicates: dict[str, list[int]],
+    orphans: dict[str, list[int]],
+) -> bool:
+    """Whether `rec` (at `where`; `begun`: its operation id was begun before) is read as its
+    operation's: not a second begin under an id already begun nor a record after one (noted in
+    `duplicates`), not a record no readable begin opened (noted in `orphans`)."""
+    op, n = rec["op"], int(where.rsplit(":", 1)[1])
+    if op in duplicates:
+        duplicates[op].append(n)
+        return False
+    if rec["type"] == "begin":
+        if begun:
+            duplicates[op] = [n]
+        return not begun
+    if not begun:
+        orphans.setdefault(op, []).append(n)
+    return begun
+
+
+def warnings(
+    path: str,
+    damaged: list[Damaged],
+    orphans: dict[str, list[int]],
+    duplicates: dict[str, list[int]],
+) -> list[str]:
+    """The warning lines of a journal's damage (empty when it has none), with what to do."""
+    out = [f"warning: {why}" for _n, why in damaged]
+    out += [
+        f"warning: {path}:{lines[0]}: {len(lines)} record(s) of operation {op} (line(s) "
+        f"{_lines(lines)}) that no readable begin record opened: not read"
+        for op, lines in orphans.items()
+    ]
+    if out:
+        n = damaged[0][0] if damaged else next(iter(orphans.values()))[0]
+        out.append(
+            f"hint: look at it (`sed -n {n}p {path}`) and mend that line of the journal "
+            "of record by hand (it is append-only: nothing in dsv4ops rewrites it); deploy, "
+            "rollback and stop refuse until then; journal and status read the rest"
+        )
+    return out + [duplicate_warning(op, lines) for op, lines in duplicates.items()]
+
+
+def _lines(lines: list[int]) -> str:
+    """ "2-12" for a run of lines, else each."""
+    if lines == list(range(lines[0], lines[-1] + 1)) and len(lines) > 1:
+        return f"{lines[0]}-{lines[-1]}"
+    return ", ".join(map(str, lines))
+
+
+def duplicate_warning(op: str, lines: list[int]) -> str:
+    """What `journal` and `status` say of an operation id begun twice."""
+    return (
+        f"warning: operation id {op} is begun again at line {lines[0]} of the journal: the "
+        f"record(s) at line(s) {_lines(lines)} are another operation's under its "
+        f"id and are not read as {op}'s (its own records, before them, stand)"
+    )
