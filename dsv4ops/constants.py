@@ -103,3 +103,11 @@ def state_dir() -> Path:
     """Operator-side state (journal, crash reports): $DSV4OPS_STATE_DIR, else PROJECT/.dsv4ops."""
     env = os.environ.get("DSV4OPS_STATE_DIR")
     return Path(env) if env else project_dir() / ".dsv4ops"
+
+
+# SGLang 0.5.23's PD timeouts (sglang/srt/environ.py:759, 763; EnvInt, seconds, 300 each): the
+# decode fails a request whose KV never arrives after WAITING (NIXL sends no failure notice,
+# sglang#36033), the prefill a room no decode bootstrapped after BOOTSTRAP (sglang#34692).
+PD_WAITING_TIMEOUT_ENV = "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"  # decode side
+PD_BOOTSTRAP_TIMEOUT_ENV = "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT"  # prefill side
+SGLANG_PD_TIMEOUT_DEFAULT_S = 300

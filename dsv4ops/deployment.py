@@ -19,7 +19,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dsv4ops.apikey import API_KEY_FLAG, ApiKeyRef
-from dsv4ops.constants import SGLANG_DEFAULT_DECODE_LOG_INTERVAL
+from dsv4ops.constants import (
+    PD_BOOTSTRAP_TIMEOUT_ENV,
+    PD_WAITING_TIMEOUT_ENV,
+    SGLANG_DEFAULT_DECODE_LOG_INTERVAL,
+    SGLANG_PD_TIMEOUT_DEFAULT_S,
+)
 from dsv4ops.errors import DeployError
 from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.routerkind import RouterKind
@@ -290,6 +295,19 @@ class Deployment:
     def router_key(self) -> ApiKeyRef | None:
         """Where the router's API key lives on this machine (None: the router needs none)."""
         return self.component("router").api_key
+
+    def pd_timeouts(self) -> JSONObject:
+        """The PD timeouts the servers run with: the decode's KV waiting timeout and the
+        prefill's bootstrap timeout, as their env sets them, else SGLang's default."""
+        out: JSONObject = {}
+        for key, side, env in (
+            ("decode_waiting_s", "decode", PD_WAITING_TIMEOUT_ENV),
+            ("prefill_bootstrap_s", "prefill", PD_BOOTSTRAP_TIMEOUT_ENV),
+        ):
+            value = self.component(side).env.get(env)
+            out[key] = int(value) if value and value.isdigit() else SGLANG_PD_TIMEOUT_DEFAULT_S
+            out[f"{key}_source"] = "profile" if value else "SGLang default"
+        return out
 
     @property
     def decode_buckets(self) -> tuple[int, ...]:

@@ -63,7 +63,7 @@ def add_ab_profiles(env: OrchEnv) -> None:
         (env.profiles_dir / f"{name}.yaml").write_text(
             f"schema_version: 1\nextends: {base}\n"
             f"description: {base} with decode metrics every 5 steps (A/B tests)\n"
-            "decode:\n  extra_args: [--decode-log-interval, '5']\n"
+            "decode:\n  extra_args: [--decode-log-interval, '5', --context-length, '1048576']\n"
         )
     commit_all(env, "A/B test profiles")
 

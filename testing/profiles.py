@@ -34,11 +34,14 @@ prefill:
   tp: 4
   port: 30000
   bootstrap_port: 8998
+  env: {SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT: "300"}
 decode:
   gpus: [4, 5, 6, 7]
   tp: 4
   port: 30001
   max_running_requests: 96
+  extra_args: [--context-length, "1048576"]
+  env: {SGLANG_DISAGGREGATION_WAITING_TIMEOUT: "300"}
 router:
   port: 8000
   prometheus_port: 29000

@@ -619,10 +619,16 @@ def twin_server(
 
 class RouterTraffic:
     def __init__(
-        self, url: str, threads: int = 4, max_requests: int = 4000, max_tokens: int = 48
+        self,
+        url: str,
+        threads: int = 4,
+        max_requests: int = 4000,
+        max_tokens: int = 48,
+        read_timeout_s: float = 5.0,  # a stream silent this long is cut (a held one: longer)
     ) -> None:
         self.url, self.left, self.stop = url, max_requests, threading.Event()
         self.max_tokens = max_tokens
+        self.read_timeout_s = read_timeout_s
         self.completed = 0
         self.errors = 0
         self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
@@ -634,7 +640,7 @@ class RouterTraffic:
             "max_tokens": self.max_tokens,
             "stream": True,
         }
-        with httpx.Client(timeout=httpx.Timeout(5.0, connect=2.0)) as client:
+        with httpx.Client(timeout=httpx.Timeout(self.read_timeout_s, connect=2.0)) as client:
             while not self.stop.is_set() and self.left > 0:
                 self.left -= 1
                 try:

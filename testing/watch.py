@@ -55,7 +55,7 @@ class FakeServer:
     queues: dict[str, float] = field(default_factory=dict)
     eager: float | None = 0.0  # cuda_graph_passes_total{mode=decode_none}; None: no such family
     graph: float = 0.0
-    health: int | None = 200
+    health: int | None = 200  # None: /health times out
     up: bool = True
 
     def text(self) -> str:
@@ -122,6 +122,8 @@ class FakeUnit:
             if f":{port}/" in url:
                 if not server.up:
                     return HttpReply(None, "", "connection refused", 0.0)
+                if url.endswith("/health") and server.health is None:  # no answer in time
+                    return HttpReply(None, "", "timed out", 5.0, timed_out=True)
                 if url.endswith("/health"):
                     return HttpReply(server.health, "", None, 0.01)
                 return HttpReply(200, server.text(), None, 0.01)

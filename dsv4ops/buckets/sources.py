@@ -52,6 +52,9 @@ class ReportLevels:
     source: str
     # A staircase of levels the canary chose, not traffic: it says nothing below its lowest level.
     staircase: bool = True
+    # The decode's context length the sweep ran at (None: not recorded): the DSV4 decode graph
+    # width follows it (sglang#40442), so the law holds at that context.
+    decode_context_length: int | None = None
 
 
 # dsv4ops.ab's FIT_LEVEL: a block's fitted law sits under this key of `values` (buckets and ab
@@ -111,11 +114,19 @@ def from_report(path: Path) -> ReportLevels:
             hint=_NO_LEVELS_HINT,
         ) from None
     fit = metrics.get("fit", {})
+    ctx = _decode_context(metrics.get("decode_context"))
     for key in ("metrics", "padded_bs", "bs"):
         law = _law(fit.get(key) if isinstance(fit, dict) else None, "a_ms", "b_ms")
         if law is not None:
-            return ReportLevels(dist, law, f"canary sweep levels; law fitted from fit.{key}")
-    return ReportLevels(dist, None, "canary sweep levels; no fitted law")
+            how = f"canary sweep levels; law fitted from fit.{key}"
+            return ReportLevels(dist, law, how, decode_context_length=ctx)
+    return ReportLevels(dist, None, "canary sweep levels; no fitted law", decode_context_length=ctx)
+
+
+def _decode_context(recorded: JSONValue) -> int | None:
+    """The decode context length a sweep recorded (canary/suites/sweep.py), else None."""
+    value = recorded.get("context_length") if isinstance(recorded, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _from_ab(path: Path, data: JSONObject) -> ReportLevels:

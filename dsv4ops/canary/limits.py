@@ -36,6 +36,11 @@ class ServerLimits:
     context_length: int | None = None
     max_running_requests: int | None = None
     source: str = "not read"
+    # The decode's own (its /server_info says disaggregation_mode decode): the DSV4 decode graph
+    # width follows it (sglang#40442), so a sweep records it; `decode_context_explicit` says
+    # whether it was started with --context-length (else SGLang took the model's).
+    decode_context_length: int | None = None
+    decode_context_explicit: bool | None = None
 
     def room(self, body: JSONObject) -> int | None:
         """Completion tokens that fit beside this body's prompt (estimated high)."""
@@ -61,6 +66,15 @@ class ServerLimits:
             "context_length": self.context_length,
             "max_running_requests": self.max_running_requests,
             "source": self.source,
+            "decode_context_length": self.decode_context_length,
+            "decode_context_explicit": self.decode_context_explicit,
+        }
+
+    def decode_context(self) -> JSONObject:
+        """What a sweep records of the decode's context length."""
+        return {
+            "context_length": self.decode_context_length,
+            "explicit": self.decode_context_explicit,
         }
 
 

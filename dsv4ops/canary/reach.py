@@ -55,6 +55,7 @@ async def read_limits(client: ChatClient, worker_urls: Sequence[str]) -> ServerL
     )
     contexts: list[int] = []
     running: list[int] = []
+    decode: tuple[int | None, bool | None] = (None, None)
     for i in range(0, len(replies), 2):
         card, info = _json(replies[i][1]), _json(replies[i + 1][1])
         ctx = _int(_first_card(card).get("max_model_len"))
@@ -63,6 +64,9 @@ async def read_limits(client: ChatClient, worker_urls: Sequence[str]) -> ServerL
             ctx = n + 1
         if ctx is not None:
             contexts.append(ctx)
+        if info.get("disaggregation_mode") == "decode":
+            # SGLang's server args keep context_length None unless --context-length was given
+            decode = (ctx, "context_length" in info and info["context_length"] is not None)
         states = info.get("internal_states")
         state = states[0] if isinstance(states, list) and states else {}
         cap = _int(
@@ -74,6 +78,7 @@ async def read_limits(client: ChatClient, worker_urls: Sequence[str]) -> ServerL
         min(contexts) if contexts else None,
         min(running) if running else None,
         f"{len(worker_urls)} worker(s): /v1/models, /server_info",
+        *decode,
     )
 
 

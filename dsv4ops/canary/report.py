@@ -97,6 +97,7 @@ def report_markdown(result: SuiteResult, pngs: list[str] | None = None) -> str:
             continue
         lines += [f"- {line}" for line in r.reasons]
         lines += _summary_md(r.metrics.get("summary") or {})
+        lines += _decode_context_md(r.metrics.get("decode_context"))
         lines += _fits_md(r.metrics)
         lines += _levels_md(r.metrics.get("levels") or [])
         lines += _waste_md(r.metrics.get("padding_waste") or [])
@@ -134,6 +135,26 @@ def _summary_md(s: JSONObject) -> list[str]:
             + " |"
         )
     return lines + _count_notes(s)
+
+
+def _decode_context_md(ctx: object) -> list[str]:
+    """The decode's context length the sweep ran at: its law holds there only (sglang#40442)."""
+    if not isinstance(ctx, dict):
+        return []
+    length = ctx.get("context_length")
+    explicit = ctx.get("explicit")
+    how = (
+        "set by --context-length"
+        if explicit is True
+        else "the model's own: no --context-length"
+        if explicit is False
+        else "not reported"
+    )
+    return [
+        "",
+        f"Decode context length: {_fmt(length)} ({how}); the DSV4 decode graph width follows it "
+        "(sglang#40442), so the law below holds at this context.",
+    ]
 
 
 def _fits_md(metrics: JSONObject) -> list[str]:

@@ -115,12 +115,13 @@ async def _run(name: str, ctx: SuiteContext) -> SuiteResult:
 def suites_for_change(old: Mapping[str, object] | None, new: Mapping[str, object]) -> list[str]:
     """Suites a deploy runs for a profile change: smoke always, plus
     abort-cascade when the overlap scheduler changed (the TP-desync wedge),
-    sweep when the decode buckets changed (the sawtooth), and corruption when multi-stream overlap
-    changed or anything touches decode kernels (the seeds' capture race).
+    sweep when the decode buckets or the decode's context length changed (the sawtooth; the DSV4
+    decode graph width follows --context-length, sglang#40442), and corruption when multi-stream
+    overlap changed or anything touches decode kernels (the seeds' capture race).
 
     `old` and `new` are a deployment's recorded flags (`Deployment.flags`: overlap_schedule,
-    multi_stream_overlap, decode_buckets) with its kernel_package; `old` None means a first
-    deploy.
+    multi_stream_overlap, decode_buckets, decode_context_length) with its kernel_package; `old`
+    None means a first deploy.
     """
     suites = ["smoke"]
     if old is None:
@@ -131,7 +132,7 @@ def suites_for_change(old: Mapping[str, object] | None, new: Mapping[str, object
 
     if changed("multi_stream_overlap") or changed("kernel_package") or changed("decode_kernels"):
         suites.append("corruption")
-    if changed("decode_buckets"):
+    if changed("decode_buckets") or changed("decode_context_length"):
         suites.append("sweep")
     if changed("overlap_schedule"):
         suites.append("abort-cascade")

@@ -116,6 +116,10 @@ def _print_plan(plan: BucketPlan) -> None:
     )
     if source is not None:
         click.echo(f"from {source.source}")
+    if plan.measured_context is not None:
+        click.echo(f"decode context length in the sweep: {plan.measured_context}")
+    if plan.context_note:
+        click.echo(f"note: {plan.context_note}")
     if kept:
         click.echo(
             f"kept from {profile} below the sweep's lowest level {min(dist)} (a sweep says "

@@ -163,6 +163,7 @@ def render(report: JSONObject) -> list[str]:
     lines += _stopped_lines(report.get("stopped")) or _deployed_lines(
         d, report.get("kernel_package")
     )
+    lines += _pd_timeout_lines(report.get("pd_timeouts"))
     lines += _unmanaged_lines(report)
     rows = [_component_row(c) for c in report["components"]]
     lines.append(table(rows, ["component", "process", "pid", "port", "health", "details"]))
@@ -183,6 +184,18 @@ def render(report: JSONObject) -> list[str]:
             f"({h.get('op_id')}){' - STALE (holder dead)' if report['lock']['stale'] else ''}"
         )
     return lines
+
+
+def _pd_timeout_lines(t: JSONObject | None) -> list[str]:
+    """The PD timeouts the servers run with: how long a silently lost KV transfer holds its
+    request (NIXL sends no failure notice, sglang#36033) and an unbootstrapped room its prefill."""
+    if not t:
+        return []
+    return [
+        f"PD timeouts: decode waits {t['decode_waiting_s']} s for a KV transfer "
+        f"({t['decode_waiting_s_source']}), prefill {t['prefill_bootstrap_s']} s for a bootstrap "
+        f"({t['prefill_bootstrap_s_source']})"
+    ]
 
 
 def _known_good_words(d: JSONObject) -> str:

@@ -26,7 +26,9 @@ def twin() -> None:
 
 
 @twin.command("hazard")
-@click.argument("name", type=click.Choice(["degrade", "wedge", "corrupt"]))
+@click.argument(
+    "name", type=click.Choice(["degrade", "wedge", "corrupt", "slow_health", "lost_transfer"])
+)
 @click.option(
     "--state",
     required=True,

@@ -113,6 +113,7 @@ def gather_status(
         "deployed": _deployed(current, journal),
         "components": components,
         "kernel_package": kernel,
+        "pd_timeouts": deployed.pd_timeouts() if deployed is not None else None,
         "drift": drift,
         "lock": {"holder": dict(lock.holder), "stale": lock.stale} if lock else None,
         "attention": attention_notes(journal, lock),

@@ -1,11 +1,13 @@
-"""The decode CUDA-graph bucket rule: sizes positive, increasing, bounded, and matching the
-decode's max running requests (one of rules.RULES)."""
+"""The decode CUDA-graph rules (in rules.RULES): the buckets (sizes positive, increasing,
+bounded, and matching the decode's max running requests) and the DSV4 decode's context length,
+which sets its graph width."""
 
 from __future__ import annotations
 
 from dsv4ops.profiles.buckets import MAX_BATCH_SIZE, MAX_BUCKETS
 from dsv4ops.profiles.excerpt import excerpt
-from dsv4ops.profiles.model import Profile, ProfileWarning
+from dsv4ops.profiles.flags import context_length
+from dsv4ops.profiles.model import ModelSpec, Profile, ProfileWarning
 from dsv4ops.profiles.problems import Problems
 from dsv4ops.profiles.provenance import Provenance
 
@@ -85,3 +87,34 @@ def _explicit_max(spec: str | tuple[int, ...]) -> bool:
     """True when the spec names its largest size (a list, `sglang-default:MAX`, `stepN:LO-HI`);
     the bare specs follow SGLang's own max, which it clamps itself."""
     return not isinstance(spec, str) or ":" in spec
+
+
+def is_dsv4(model: ModelSpec) -> bool:
+    """A DeepSeek-V4 model: its path names it, or its parsers are DSV4's."""
+    return (
+        "deepseek-v4" in model.path.lower()
+        or (model.tool_call_parser or "").startswith("deepseekv4")
+        or (model.reasoning_parser or "").startswith("deepseek-v4")
+    )
+
+
+def rule_dsv4_context_length(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
+    """Without --context-length SGLang sizes the DSV4 decode for the model's whole 1M context, and
+    its decode graph width follows that: 131072 gave 2.68x the decode throughput (sglang#40442).
+    A warning, not an error: the context an operator needs is theirs to choose."""
+    key = "decode.extra_args"
+    if not sink.usable(key, "model.path") or not is_dsv4(p.model):
+        return []
+    if context_length(p.decode.extra_args) is not None:
+        return []
+    return [
+        prov.warning(
+            "dsv4-context-length-unset",
+            key,
+            "the DSV4 decode has no explicit --context-length: SGLang sizes it for the model's "
+            "1M context and the decode graph width follows it (sglang#40442: 131072 instead "
+            "of 1M gave 2.68x decode throughput). Set the context the traffic needs, e.g. "
+            'decode.extra_args [--context-length, "131072"], and A/B it '
+            "(`dsv4ops ab A B --suite sweep`)",
+        )
+    ]

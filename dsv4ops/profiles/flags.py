@@ -263,3 +263,10 @@ def option_value(args: tuple[str, ...], *names: str) -> str | None:
             else:
                 value = ""
     return value
+
+
+def context_length(args: tuple[str, ...]) -> int | None:
+    """A server's explicit `--context-length` (None when absent or not a positive integer, which
+    SGLang's argparse would refuse anyway: the flag-table check reports that)."""
+    value = option_value(args, "--context-length")
+    return int(value) if value is not None and value.isdigit() and int(value) > 0 else None

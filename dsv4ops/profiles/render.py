@@ -9,6 +9,7 @@ from dataclasses import asdict
 from dsv4ops.apikey import API_KEY_FLAG
 from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import ProfileError
+from dsv4ops.profiles.flags import context_length
 from dsv4ops.profiles.model import Profile, ServerSpec, SSHSpec, Target
 from dsv4ops.profiles.rules import MULTI_STREAM_ENV
 from dsv4ops.profiles.target_rules import check_against_target
@@ -206,7 +207,12 @@ def render(profile: Profile, target: Target | None = None) -> Deployment:
         ),
         profile_path=profile.path,
         content=profile.to_dict(),
-        flags=asdict(profile.flags),
+        # The decode's context length rides with the flags: the DSV4 decode graph width follows
+        # it (sglang#40442), so a change of it calls for the sweep like a bucket change does.
+        flags={
+            **asdict(profile.flags),
+            "decode_context_length": context_length(profile.decode.extra_args),
+        },
         kernel_package=profile.kernel_package,
         target=tgt.name,
         warnings=profile.warnings,

@@ -11,10 +11,11 @@ import re
 from collections.abc import Callable
 
 from dsv4ops.constants import MIN_SWEEP_LAW_LEVELS
-from dsv4ops.profiles.bucket_rules import rule_buckets
+from dsv4ops.profiles.bucket_rules import rule_buckets, rule_dsv4_context_length
 from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.flags import check_server_args, option_value
 from dsv4ops.profiles.model import Profile, ProfileWarning
+from dsv4ops.profiles.pd_timeouts import rule_pd_timeouts
 from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.provenance import Provenance
 from dsv4ops.profiles.router_rules import rule_router
@@ -349,11 +350,13 @@ RULES: tuple[Rule, ...] = (
     rule_gpus_disjoint,
     rule_ports_distinct,
     rule_buckets,
+    rule_dsv4_context_length,
     rule_kv_identical,
     rule_two_batch_overlap,
     rule_extra_args,
     rule_router,
     rule_env,
+    rule_pd_timeouts,
     rule_hazards,
     rule_misc,
     rule_probe_tool_call_parser,

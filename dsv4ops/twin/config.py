@@ -13,7 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 PREFIX = "DSV4_TWIN_"
-HAZARD_NAMES = ("degrade", "wedge", "corrupt")
+# slow_health: /health waits health_delay_s first, as behind a long chunked prefill (only when
+# forced: the twin models no chunked prefill of its own).
+# lost_transfer: a share of the decode's KV transfers never completes and nothing says so, as
+# NIXL sends no failure notice (sglang#36033): the request waits out the waiting timeout.
+HAZARD_NAMES = ("degrade", "wedge", "corrupt", "slow_health", "lost_transfer")
 # Which side of the TP desync rank 0 (the only rank that reports metrics) is on when the decode
 # wedges: "blocked" (it spins in the collective, its gauges freeze) or "idle" (it dropped the
 # batch and idles while the other ranks spin; it republishes idle values).
@@ -38,6 +42,7 @@ class TwinConfig:
     capture_s_per_bucket: float = 0.25
     warmup_s: float = 1.0
     degrade_fail_fraction: float = 0.3
+    lost_transfer_fraction: float = 0.5  # the lost_transfer hazard's share (by room)
     wedge_aborts: int = 8
     wedge_window_s: float = 2.0
     corrupt_prob: float = 0.05
@@ -47,6 +52,9 @@ class TwinConfig:
     force: frozenset[str] = field(default_factory=frozenset)
     hazards_off: bool = False
     health_timeout_s: float = 20.0
+    # Model seconds /health waits with the slow_health hazard, as behind a long chunked prefill:
+    # it fails /health without a wedge (sglang#22511).
+    health_delay_s: float = 60.0
     waiting_timeout_s: float = 300.0
     bootstrap_timeout_s: float = 300.0
     # the corrupt hazard's output shapes (twin/corruption.py); one is picked per corrupted request
@@ -85,6 +93,7 @@ _FLOATS = {
     "CAPTURE_S_PER_BUCKET": "capture_s_per_bucket",
     "WARMUP_S": "warmup_s",
     "DEGRADE_FAIL_FRACTION": "degrade_fail_fraction",
+    "LOST_TRANSFER_FRACTION": "lost_transfer_fraction",
     "WEDGE_WINDOW_S": "wedge_window_s",
     "CORRUPT_PROB": "corrupt_prob",
     "SCHEDULER_EXIT_S": "scheduler_exit_s",
@@ -93,6 +102,7 @@ _FLOATS = {
     "STEP_DRIFT_PCT_PER_MIN": "step_drift_pct_per_min",
     "DRIFT_EPOCH": "drift_epoch",
     "DEPLOY_VARIATION_PCT": "deploy_variation_pct",
+    "HEALTH_DELAY_S": "health_delay_s",
 }
 _INTS = {
     "WEDGE_ABORTS": "wedge_aborts",

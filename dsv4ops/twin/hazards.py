@@ -1,6 +1,6 @@
 """Hazard switches: each hazard is auto (on exactly when its condition holds), force or off.
 
-Start-up: DSV4_TWIN_FORCE=degrade,wedge,corrupt forces a subset, DSV4_TWIN_HAZARDS=off turns all
+Start-up: DSV4_TWIN_FORCE=degrade,wedge,corrupt,slow_health,lost_transfer forces a subset, DSV4_TWIN_HAZARDS=off turns all
 off. Run time: POST /_twin/hazard {"hazard": NAME, "state": "force"|"off"|"auto"}, for `corrupt`
 optionally with "shapes": [...] (twin/corruption.py; start-up: DSV4_TWIN_CORRUPT_SHAPES).
 """
@@ -18,6 +18,7 @@ STATES = ("auto", "force", "off")
 class HazardBoard:
     def __init__(self, config: TwinConfig) -> None:
         self.corrupt_shapes: tuple[str, ...] = tuple(config.corrupt_shapes)
+        self._health_delay_s = config.health_delay_s
         self._state = {}
         for name in HAZARD_NAMES:
             if name in config.force:
@@ -48,6 +49,11 @@ class HazardBoard:
         """Whether the hazard applies now, given whether its real-world condition holds."""
         state = self._state[name]
         return state == "force" or (state == "auto" and condition)
+
+    def health_delay_s(self) -> float:
+        """Model seconds /health waits first: the slow_health hazard's, else none. It is never
+        on by itself: the twin models no long chunked prefill (sglang#22511) of its own."""
+        return self._health_delay_s if self.active("slow_health", False) else 0.0
 
     def as_dict(self) -> dict[str, str]:
         return dict(self._state)

@@ -25,7 +25,7 @@ import aiohttp
 from .config import TwinConfig
 from .events import EventLog
 from .hazards import HazardBoard
-from .pd import HandshakeError, TransferError
+from .pd import HandshakeError, TransferError, _fraction
 
 log = logging.getLogger("sglang.twin")
 Addr = tuple[str, int]
@@ -202,6 +202,8 @@ class KVReceiver:
         waiting = self.config.wall(self.config.waiting_timeout_s)
         try:
             async with asyncio.timeout(waiting):
+                if self._held(int(str(body["room"]))):  # no notice ever comes (sglang#36033)
+                    await asyncio.Event().wait()
                 await self._post_transfer(key, body)
         except TimeoutError:
             self.prefills.pop(key, None)  # invalidate_cached_bootstrap_infos (conn.py:2904)
@@ -209,6 +211,13 @@ class KVReceiver:
                 f"Request {body['room']} timed out after {self.config.waiting_timeout_s:.1f}s "
                 f"in KVPoll.WaitingForInput"
             ) from None
+
+    def _held(self, room: int) -> bool:
+        """The lost_transfer hazard (forced only): this room's KV never arrives, by a seeded
+        hash of the room, so the same rooms are lost on every run."""
+        if not self.hazards.active("lost_transfer", False):
+            return False
+        return _fraction(self.config.seed + 1, room) < self.config.lost_transfer_fraction
 
     async def _post_transfer(self, key: Addr, body: dict[str, object]) -> None:
         host, port = key

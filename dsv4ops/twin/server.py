@@ -373,6 +373,7 @@ class TwinServer:
         """SGLang's /health: a 1-token fake-bootstrap generation within the health timeout."""
         if self.gracefully_exit or self.status != "up":
             return False
+        await asyncio.sleep(self.config.wall(self.hazards.health_delay_s()))  # slow_health
         if not self.health_generation:
             return True
         probe = Req(

@@ -15,12 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dsv4ops.secrets import redact_text
-from dsv4ops.watch.findings import Finding
+from dsv4ops.watch.findings import Basis, Finding
 from dsv4ops.watch.probe import ProbeOutcome
 from dsv4ops.watch.probe_tracker import ProbeTracker
 from dsv4ops.watch.readings import METRICS_READ_CAP_BYTES, Scrape, ServerReading, mib
 from dsv4ops.watch.settings import WatchSettings
 from dsv4ops.watch.stream import CONFIRM_GAP_S, SILENCE_S
+from dsv4ops.watch.transfers import TransferWatch
 
 
 @dataclass
@@ -48,6 +49,7 @@ class Detector:
         self._progress_at: float | None = None  # when the decode's counter last moved
         self._progress_value: float | None = None
         self.probes = ProbeTracker(settings)
+        self.transfers = TransferWatch(settings)
 
     def _scaled(self, wall_s: float) -> str:
         """A duration on the one clock watch reports in: model time (the box's), with the wall
@@ -82,6 +84,7 @@ class Detector:
         if decode is not None:
             gauges = self._wedge(now, decode)  # first: it keeps the counter's history
             found += self._stream_wedge(now, decode, silence_s) or gauges
+            found += self.transfers.observe(now, decode, self._scaled)
             found += self._eager_fallback(now, decode)
             found += self._throughput(now, decode)
         if stream_blind is not None:
@@ -124,6 +127,7 @@ class Detector:
                                 f"{self._down[name]} scrapes in a row timed out: {error}",
                                 "not called down: nothing shows it gone",
                             ),
+                            (Basis.METRICS_SCRAPES,),
                         )
                     )
                 else:
@@ -133,6 +137,7 @@ class Detector:
                             name,
                             f"{name} does not answer /metrics",
                             (f"{self._down[name]} scrapes in a row: {error}",),
+                            (Basis.METRICS_SCRAPES,),
                         )
                     )
         for worker, value in sorted(scrape.router.worker_health.items()):
@@ -142,7 +147,12 @@ class Detector:
                         "worker_unhealthy",
                         "router",
                         f"the router marks {worker} unhealthy",
-                        (f"smg_worker_health{{worker={worker!r}}} == 0",),
+                        (
+                            f"smg_worker_health{{worker={worker!r}}} == 0",
+                            "the router's own /health checks: not called wedged or down here "
+                            "(long chunked prefills fail /health, sglang#22511)",
+                        ),
+                        (Basis.ROUTER_HEALTH,),
                     )
                 )
         return out
@@ -173,6 +183,8 @@ class Detector:
                 "decode",
                 "running requests but no decode progress",
                 tuple(evidence),
+                (Basis.PROGRESS_COUNTER, Basis.RUNNING_GAUGE)
+                + ((Basis.PROBE_ROUNDS,) if self.probes.stalled_rounds else ()),
             )
         ]
 
@@ -198,6 +210,7 @@ class Detector:
                     f"for {self._scaled(now - self._frozen.at)} since then",
                     f"num_running_reqs {d.running:g} (a last-published gauge)",
                 ),
+                (Basis.PROBE_STREAM, Basis.PROGRESS_COUNTER, Basis.RUNNING_GAUGE),
             )
         ]
 

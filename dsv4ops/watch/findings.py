@@ -29,6 +29,9 @@ KINDS: dict[str, tuple[Severity, str]] = {
     "pd_transfer_degraded": (Severity.WARNING, "bootstrap-degradation"),
     "probe_failed_while_healthy": (Severity.WARNING, "bootstrap-degradation"),
     "queue_stuck": (Severity.WARNING, "bootstrap-degradation"),
+    # the decode's transfer queue never empties: requests held with no token, no notice coming
+    # (NIXL, sglang#36033) until the decode's waiting timeout fails them
+    "kv_transfer_stuck": (Severity.WARNING, "bootstrap-degradation"),
     "eager_fallback": (Severity.WARNING, "bucket-tuning"),
     "throughput_below_baseline": (Severity.WARNING, "bucket-tuning"),
     "tool_call_corruption": (Severity.CRITICAL, "tool-call-corruption"),
@@ -42,12 +45,37 @@ KINDS: dict[str, tuple[Severity, str]] = {
 }
 
 
+class Basis(enum.Enum):
+    """The kinds of evidence a finding rests on, said with every wedge or down finding."""
+
+    PROGRESS_COUNTER = "decode progress counter"  # realtime_tokens_total{mode=decode}
+    RUNNING_GAUGE = "running gauge"  # num_running_reqs (last-published)
+    PROBE_STREAM = "probe stream"  # the 1-token-at-a-time stream through the router
+    PROBE_ROUNDS = "probe rounds"  # the probe generations through the router
+    METRICS_SCRAPES = "/metrics scrapes"  # refused, broken or timed out
+    ROUTER_HEALTH = "router worker health"  # smg_worker_health: the router's own /health checks
+    KV_TRANSFER = "KV transfer gauges"  # the decode's transfer queue and its pending requests
+
+
+# Wedge and down findings never rest on /health alone: long chunked prefills fail /health
+# without a wedge (sglang#22511) and a wedged decode still answers it. Each names its basis,
+# which must hold something other than the router's health verdict.
+WEDGE_OR_DOWN = frozenset(
+    {"decode_wedged", "probe_stalled", "component_down", "component_unresponsive"}
+)
+
+
 @dataclass(frozen=True)
 class Finding:
     code: str  # a key of KINDS
     component: str  # prefill | decode | router | unit
     summary: str
     evidence: tuple[str, ...]  # what was observed, with numbers and how long
+    basis: tuple[Basis, ...] = ()  # the kinds of evidence it rests on
+
+    def __post_init__(self) -> None:
+        if self.code in WEDGE_OR_DOWN and not set(self.basis) - {Basis.ROUTER_HEALTH}:
+            raise ValueError(f"{self.code} needs evidence beyond /health, got {self.basis}")
 
     @property
     def severity(self) -> Severity:
@@ -64,13 +92,15 @@ class Finding:
             "component": self.component,
             "summary": self.summary,
             "evidence": list(self.evidence),
+            "basis": [b.value for b in self.basis],
             "runbook": f"runbooks/{self.runbook}.md",
         }
 
     def line(self) -> str:
+        judged = f" (judged by: {', '.join(b.value for b in self.basis)})" if self.basis else ""
         return (
             f"{self.severity.name} {self.code} ({self.component}): {self.summary} "
-            f"[{'; '.join(self.evidence)}] -> runbooks/{self.runbook}.md"
+            f"[{'; '.join(self.evidence)}]{judged} -> runbooks/{self.runbook}.md"
         )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dsv4ops.watch.findings import Finding
+from dsv4ops.watch.findings import Basis, Finding
 from dsv4ops.watch.probe import CORRUPT, FAILED, STALLED, ProbeOutcome
 from dsv4ops.watch.settings import WatchSettings
 
@@ -70,6 +70,7 @@ class ProbeTracker:
                         "unit",
                         "probes get no answer and the decode makes no progress",
                         evidence,
+                        (Basis.PROBE_ROUNDS, Basis.PROGRESS_COUNTER),
                     )
                 )
         if self._failed and now - self._failed[0] <= window:

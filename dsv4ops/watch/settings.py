@@ -31,6 +31,9 @@ class WatchSettings:
     max_step_ms: float = 150.0
     failure_window_s: float = 300.0  # a failure stays reported this long after it was seen
     queue_stuck_s: float = 120.0
+    # the decode's transfer queue held a request on every scrape this long: well past a healthy
+    # transfer, well before SGLang's 300 s waiting timeout fails it (sglang#36033)
+    kv_stuck_s: float = 60.0
     stalled_probes: int = 2  # consecutive stalled rounds that make a finding
     down_scrapes: int = 2  # consecutive failed scrapes that make a finding
     eager_window_s: float = 60.0
@@ -64,6 +67,7 @@ class WatchSettings:
             "pd_transfer_degraded": batch,
             "probe_failed_while_healthy": self.probe_every_s + self.probe_timeout_s,
             "queue_stuck": self.queue_stuck_s + batch,
+            "kv_transfer_stuck": self.kv_stuck_s + batch,
             "eager_fallback": batch,
             "throughput_below_baseline": self.throughput_window_s + batch,
             "tool_call_corruption": self.probe_every_s + self.probe_timeout_s,

@@ -277,3 +277,38 @@ def test_an_ab_report_gives_its_levels_and_the_kept_arms_law(tmp_path: Path) -> 
     empty = tmp_path / "empty"
     empty.mkdir()
     assert cli_main(["buckets", "plan", "--from", str(empty)]) == 1
+
+
+def test_the_plan_records_the_decode_context_length_the_sweep_ran_at(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sglang#40442: the DSV4 decode graph width follows --context-length, so a law measured at
+    one context is said to be measured there, and a profile at another is named."""
+    from dsv4ops.orchestrate.usecases.buckets_plan import plan_buckets
+
+    def report(context: int) -> Path:
+        levels = [{"concurrency": c, "bs": float(c), "duration_s": 5.0} for c in (48, 56, 64)]
+        sweep = {
+            "suite": "sweep",
+            "metrics": {
+                "levels": levels,
+                "fit": {"bs": {"a_ms": 18.0, "b_ms": 1.05}},
+                "decode_context": {"context_length": context, "explicit": True},
+            },
+        }
+        path = tmp_path / f"{context}.json"
+        path.write_text(json.dumps({"canary": {"suites": [sweep]}}))
+        return path
+
+    monkeypatch.chdir(REPO)  # the shipped baseline: --context-length 1048576
+    kw: dict[str, object] = {"distribution": None, "metrics_url": None, "window_s": 1.0}
+    kw |= {"law": None, "max_buckets": 12, "max_bs": 96, "graph_mb": None, "memory_mb": None}
+    same = plan_buckets(report=report(1048576), profile="baseline", **kw)  # type: ignore[arg-type]
+    assert same.to_json()["decode_context_length"] == {
+        "measured": 1048576,
+        "profile": 1048576,
+        "note": None,
+    }
+    other = plan_buckets(report=report(131072), profile="baseline", **kw)  # type: ignore[arg-type]
+    note = other.to_json()["decode_context_length"]["note"]
+    assert "context length 131072, baseline sets 1048576" in note and "sglang#40442" in note

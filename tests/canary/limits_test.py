@@ -93,6 +93,8 @@ def test_read_limits_takes_the_workers_context_and_running_cap(decode_url: str) 
     limits = asyncio.run(_read(decode_url, [decode_url, decode_url + "/"]))
     assert limits.context_length == 2048 and limits.max_running_requests == 24
     assert "2 worker(s)" in limits.source
+    # the decode's own, recorded by a sweep (sglang#40442: its graph width follows it)
+    assert limits.decode_context() == {"context_length": 2048, "explicit": True}
     unknown = asyncio.run(_read(decode_url, []))
     assert unknown.context_length is None and "unknown" in unknown.source
 
@@ -160,3 +162,12 @@ def test_one_lost_request_does_not_fail_the_gate() -> None:
 
     asyncio.run(go())
     assert len(seen) == 2
+
+
+def test_a_decode_started_without_a_context_length_is_recorded_as_the_models_own() -> None:
+    """What a sweep records when the decode left --context-length to the model (sglang#40442)."""
+    with twin_server(
+        ["--disaggregation-mode", "decode"], env={"DSV4_TWIN_TIME_SCALE": "0.02"}
+    ) as p:
+        limits = asyncio.run(_read(p.url, [p.url]))
+    assert limits.decode_context() == {"context_length": 1048576, "explicit": False}

@@ -115,3 +115,29 @@ def test_report_says_whose_numbers_and_counts_cancellations_apart() -> None:
     assert "Cancelled: 96 streams cut on purpose" in md
     assert "5 completed streams ended after their finish_reason without `data: [DONE]`" in md
     assert "Errors: truncated 2" in md
+
+
+def test_a_sweep_report_records_the_decode_context_length_its_law_holds_at(tmp_path: Path) -> None:
+    """sglang#40442: the DSV4 decode graph width follows --context-length, so the sweep's report
+    says the decode's context (and whether it was set), and `buckets plan --from` reads it."""
+    from dsv4ops.buckets.sources import from_report
+
+    metrics: JSONObject = {
+        "levels": [
+            {"concurrency": c, "bs": float(c), "duration_s": 5.0, "step_ms": 18.0 + 1.05 * c}
+            | {"step_ms_metrics": None, "output_tok_s": c * 1000 / (18.0 + 1.05 * c)}
+            for c in (32, 48)
+        ],
+        "fit": {"bs": {"a_ms": 18.0, "b_ms": 1.05, "r2": 0.99, "ceiling_tok_s": 952.0}},
+        "decode_context": {"context_length": 131072, "explicit": True},
+    }
+    result = SuiteResult("sweep", Verdict.PASS, metrics=metrics)
+    md = report_markdown(result)
+    assert "Decode context length: 131072 (set by --context-length)" in md
+    assert "sglang#40442" in md
+    unset = {**metrics, "decode_context": {"context_length": 1048576, "explicit": False}}
+    assert "1048576 (the model's own: no --context-length)" in report_markdown(
+        SuiteResult("sweep", Verdict.PASS, metrics=unset)
+    )
+    (tmp_path / "report.json").write_text(json.dumps(report_json(result)))
+    assert from_report(tmp_path).decode_context_length == 131072

@@ -74,6 +74,12 @@ def test_suites_for_change_with_dicts_and_kernel_packages() -> None:
     }
     new = {**old, "kernel_package": "dsv4-decode@1.2.0", "decode_buckets": (8, 16, 24)}
     assert suites_for_change(old, new) == ["smoke", "corruption", "sweep"]
+    # the DSV4 decode graph width follows its context length (sglang#40442); a record from
+    # before it was kept (no key) reads as the model default, as an unset one does
+    ctx = {**old, "decode_context_length": 131072}
+    assert suites_for_change(old, ctx) == ["smoke", "sweep"]
+    assert suites_for_change(old, {**old, "decode_context_length": None}) == ["smoke"]
+    assert suites_for_change(ctx, {**ctx, "decode_buckets": (8, 16)}) == ["smoke"]
 
 
 def test_profile_watchdog_settings_reach_the_canary(tmp_path: Path) -> None:

@@ -261,11 +261,15 @@ def test_render_and_show_never_print_secrets(tmp_path: Path) -> None:
 
     text = Path(load_profile("baseline").path).read_text()
     text = text.replace(
-        "extra_args: []\n  env: {}",
-        "extra_args: [--admin-api-key, SEKRET1]\n  env: {HF_TOKEN: SEKRET2}",
+        'extra_args: [--context-length, "1048576"]',
+        'extra_args: [--context-length, "1048576", --admin-api-key, SEKRET1]',
+        1,
+    ).replace(
+        'SGLANG_DISAGGREGATION_WAITING_TIMEOUT: "300"\n',
+        'SGLANG_DISAGGREGATION_WAITING_TIMEOUT: "300"\n    HF_TOKEN: SEKRET2\n',
         1,
     )
-    assert "SEKRET1" in text
+    assert "SEKRET1" in text and "SEKRET2" in text
     path = tmp_path / "secret.yaml"
     path.write_text(text)
     outputs = {}
@@ -280,10 +284,10 @@ def test_render_and_show_never_print_secrets(tmp_path: Path) -> None:
         assert "SEKRET" not in result.output, argv
         assert "***" in result.output, argv
         outputs[" ".join(argv[1:2] + argv[3:])] = result.output
-    prefill = next(
-        c for c in _json.loads(outputs["render --json"])["components"] if c["name"] == "prefill"
+    decode = next(
+        c for c in _json.loads(outputs["render --json"])["components"] if c["name"] == "decode"
     )
-    assert prefill["argv"][prefill["argv"].index("--admin-api-key") + 1] == "***"
+    assert decode["argv"][decode["argv"].index("--admin-api-key") + 1] == "***"
 
 
 def test_missing_profiles_directory_is_a_user_error(

@@ -242,3 +242,20 @@ def test_decode_only_override_restarts_only_the_decode_and_warns_loudly(
     assert any(s.name == PD_WARNING and "ALONE" in (s.detail or "") for s in op.steps)
     code, listing, _ = cli(env, capsys, "journal")
     assert code == 0 and PD_WARNING in listing.splitlines()[-1]
+
+
+def test_status_shows_the_pd_timeouts_the_servers_run_with(
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 44 item 2: how long a silently lost KV transfer holds its request (NIXL sends no
+    failure notice, sglang#36033) is the profile's, said by `status`."""
+    env = baseline_running
+    _, report, _ = cli(env, capsys, "status", "--json")
+    assert report["pd_timeouts"] == {
+        "decode_waiting_s": 300,
+        "decode_waiting_s_source": "profile",
+        "prefill_bootstrap_s": 300,
+        "prefill_bootstrap_s_source": "profile",
+    }
+    _, text, _ = cli(env, capsys, "status")
+    assert "PD timeouts: decode waits 300 s for a KV transfer (profile), prefill 300 s" in text

@@ -119,7 +119,7 @@ def test_an_alias_bomb_is_refused_at_the_anchor_that_crosses_the_budget(
 def test_aliases_within_the_budget_still_load(write: Callable[[str, str], Path]) -> None:
     write("anchors", child("decode:\n  env: &e {A: '1'}\nprefill:\n  env: *e\n"))
     p = load_profile("anchors")
-    assert p.prefill.env_dict == p.decode.env_dict == {"A": "1"}
+    assert p.prefill.env_dict["A"] == p.decode.env_dict["A"] == "1"
 
 
 def test_duplicate_key_is_an_error(write: Callable[[str, str], Path]) -> None:
@@ -142,7 +142,8 @@ def test_extends_deep_merges_and_replaces_lists(write: Callable[[str, str], Path
     )
     p = load_profile("leaf")
     assert p.decode.extra_args == ("--watchdog-timeout", "900")  # replaced, not concatenated
-    assert p.decode.env_dict == {"A": "1", "B": "2"}  # mappings merge
+    # mappings merge (base.yaml's own included)
+    assert p.decode.env_dict == {"A": "1", "B": "2", "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "300"}
     assert p.decode.gpus == (4, 5, 6, 7) and p.model.served_name == "dsv4"  # inherited
     assert [Path(c).name for c in p.chain] == ["leaf.yaml", "mid.yaml", "base.yaml"]
 

@@ -184,9 +184,10 @@ def test_two_batch_overlap_needs_a2a_backend_or_attention_dp(
     err, path = _err(write, "decode:\n  extra_args: ['--enable-two-batch-overlap']\n")
     assert str(err).startswith(f"{path}:4: decode.extra_args[0]: --enable-two-batch-overlap needs")
     assert "raises ValueError at start-up" in str(err)
-    ok = "decode:\n  extra_args: ['--enable-two-batch-overlap', '--moe-a2a-backend', 'deepep']\n"
+    ctx = "'--context-length', '131072'"
+    ok = f"decode:\n  extra_args: ['--enable-two-batch-overlap', '--moe-a2a-backend', 'deepep', {ctx}]\n"
     assert _codes(write, ok) == []
-    ok_dp = "decode:\n  extra_args: ['--enable-two-batch-overlap', '--attn-dp-size', '4']\n"
+    ok_dp = f"decode:\n  extra_args: ['--enable-two-batch-overlap', '--attn-dp-size', '4', {ctx}]\n"
     assert _codes(write, ok_dp) == []
     none = "decode:\n  extra_args: ['--enable-two-batch-overlap', '--moe-a2a-backend=none']\n"
     assert "needs an MoE all-to-all" in str(_err(write, none)[0])
@@ -227,7 +228,9 @@ def test_flags_the_profile_owns_are_rejected_in_extra_args(
 
 
 def test_deprecated_flag_is_a_warning(write: Callable[[str, str], Path]) -> None:
-    assert _codes(write, "decode:\n  extra_args: ['--disable-cuda-graph']\n") == ["deprecated-flag"]
+    assert _codes(write, "prefill:\n  extra_args: ['--disable-cuda-graph']\n") == [
+        "deprecated-flag"
+    ]
 
 
 def test_router_extra_args_checked_against_router_flags(write: Callable[[str, str], Path]) -> None:
@@ -334,3 +337,25 @@ def test_a_sweep_with_fewer_than_three_levels_is_refused(
     assert "2 distinct level(s); the sweep needs at least 3" in str(info.value)
     write("p", child("canary:\n  sweep_concurrency: [8, 12, 16]\n"))
     assert load_profile("p").canary.sweep_concurrency == (8, 12, 16)
+
+
+def test_a_dsv4_decode_without_a_context_length_warns_citing_the_upstream_measurement(
+    write: Callable[[str, str], Path],
+) -> None:
+    """sglang#40442: the DSV4 decode graph width follows --context-length (131072 instead of 1M
+    gave 2.68x decode throughput): a DSV4 decode that leaves it to the model is warned about."""
+    write("p", child("decode:\n  extra_args: []\n"))
+    (w,) = load_profile("p").warnings
+    assert w.code == "dsv4-context-length-unset" and ":4: decode.extra_args" in w.where
+    assert "sglang#40442" in w.message and "2.68x" in w.message and "--context-length" in w.message
+    assert _codes(write, "decode:\n  extra_args: [--context-length, '131072']\n") == []
+    assert _codes(write, "decode:\n  extra_args: ['--context-length=131072']\n") == []
+    # a model that is not DSV4 (tiny-cpu's Llama) has no such graph width to size
+    other = "model:\n  path: ../model\n  tool_call_parser: qwen\n  reasoning_parser: null\n"
+    assert _codes(write, other + "decode:\n  extra_args: []\n") == []
+    # the shipped DSV4 profiles say theirs
+    for name in ("baseline", "overlap-on", "buckets-step4"):
+        assert load_profile(REPO_PROFILES / f"{name}.yaml").decode.extra_args[-2:] == (
+            "--context-length",
+            "1048576",
+        )

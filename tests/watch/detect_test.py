@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from dsv4ops.watch import Baseline, Round, Watcher, WatchSettings
 from testing.clock import FakeClock
 from testing.watch import ENDPOINTS, FakeUnit
@@ -217,3 +219,64 @@ def test_a_timeout_is_told_from_a_refusal_by_the_exception_never_by_its_text(
         found = [f"{f.code} {f.component}" for f in detector.observe(scrape)]
     assert "component_unresponsive decode" in found and "component_down prefill" in found, found
     assert "component_down decode" not in found and "component_unresponsive prefill" not in found
+
+
+def test_a_health_timeout_alone_is_never_a_wedge_or_down() -> None:
+    """Long chunked prefills fail /health without a wedge (sglang#22511): /health timing out on
+    both workers while the decode progresses gives no finding at all."""
+    unit = FakeUnit()
+    unit.prefill.health = unit.decode.health = None
+    w, clock = _watch(unit, probe=True)
+    rounds = _rounds(w, clock, 40, unit.decoding)  # 200 s: past every window
+    assert all(not r.findings for r in rounds), [f.line() for r in rounds for f in r.findings]
+    assert rounds[-1].scrape.servers["decode"].health is None  # asked, and no answer came
+
+
+def test_every_wedge_and_down_finding_names_evidence_beyond_health() -> None:
+    from dsv4ops.watch.findings import WEDGE_OR_DOWN, Basis, Finding
+
+    unit = FakeUnit()
+    w, clock = _watch(unit)
+    _rounds(w, clock, 3, unit.decoding)
+    unit.decode.running, unit.decode.health = 12, None  # wedged: the counter stops
+    unit.worker_health["http://t:31001"] = 0.0  # and the router's /health check fails it
+    unit.prefill.up = False
+    last = _rounds(w, clock, 6)[-1]
+    found = {f.code: f for f in last.findings}
+    assert {"decode_wedged", "component_down", "worker_unhealthy"} <= set(found)
+    assert found["decode_wedged"].basis[:2] == (Basis.PROGRESS_COUNTER, Basis.RUNNING_GAUGE)
+    assert found["component_down"].basis == (Basis.METRICS_SCRAPES,)
+    assert found["worker_unhealthy"].basis == (Basis.ROUTER_HEALTH,)
+    assert "sglang#22511" in found["worker_unhealthy"].evidence[1]
+    for f in last.findings:
+        if f.code in WEDGE_OR_DOWN:
+            assert "judged by: " in f.line() and f.to_json()["basis"]
+    # a wedge or down finding cannot be built on the router's /health verdict alone
+    for basis in ((), (Basis.ROUTER_HEALTH,)):
+        with pytest.raises(ValueError, match="needs evidence beyond /health"):
+            Finding("decode_wedged", "decode", "x", ("y",), basis)
+
+
+def test_a_transfer_queue_that_never_empties_is_reported_after_its_window_only() -> None:
+    """NIXL sends the decode no failure notice (sglang#36033): requests held in the decode's
+    transfer queue produce no token until SGLang's waiting timeout. Watch reports the queue that
+    never empties for kv_stuck_s (60 s) while the decode serves others; one that drains between
+    scrapes is quiet."""
+    unit = FakeUnit()
+    w, clock = _watch(unit)
+    ticks = iter(range(1000))
+
+    def draining() -> None:  # busy, and the transfer queue empties every other scrape
+        unit.decoding()
+        unit.decode.queues["transfer"] = float(next(ticks) % 2)
+
+    assert all(not r.findings for r in _rounds(w, clock, 31, draining))  # ends empty
+    unit.decode.queues["transfer"] = 2.0
+    held = _rounds(w, clock, 16, unit.decoding)  # 0, 5, ..., 75 s after the first held scrape
+    assert [("kv_transfer_stuck" in _codes(r)) for r in held] == [False] * 12 + [True] * 4
+    (f,) = [f for f in held[-1].findings if f.code == "kv_transfer_stuck"]
+    assert f.severity.name == "WARNING" and f.runbook == "bootstrap-degradation"
+    assert "num_decode_transfer_queue_reqs >= 2 on every scrape for 75 s" in f.evidence[0]
+    assert "serves other requests" in f.evidence[1] and "sglang#36033" in f.evidence[2]
+    unit.decode.queues["transfer"] = 0.0
+    assert not _rounds(w, clock, 1, unit.decoding)[0].findings

@@ -89,6 +89,8 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
         "summary": summary,
         "levels": [p.__dict__ for p in points],
         "buckets": list(ctx.buckets),
+        # the DSV4 decode graph width follows it (sglang#40442): a law holds at this context only
+        "decode_context": h.client.limits.decode_context(),
         "hangs": h.watchdog.summary(),
         "client": sc.to_json(),
     }

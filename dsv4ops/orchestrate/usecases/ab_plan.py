@@ -317,9 +317,24 @@ def gate_suites(
     why = {
         "abort-cascade": "the overlap scheduler changed: the TP-desync wedge under abort cascades",
         "corruption": "multi-stream overlap or the decode kernels changed: tool-call corruption",
-        "sweep": "the decode CUDA-graph buckets changed: the sawtooth and eager fallbacks",
+        "sweep": _sweep_why(old, new),
     }
     return suites, [why.get(s, "the flag change calls for it") for s in suites]
+
+
+def _sweep_why(old: Mapping[str, object], new: Mapping[str, object]) -> str:
+    """Why the sweep gates B: its buckets, its decode context length (the DSV4 decode graph
+    width follows it, sglang#40442), or both."""
+    parts = []
+    if old.get("decode_buckets") != new.get("decode_buckets"):
+        parts.append("the decode CUDA-graph buckets changed: the sawtooth and eager fallbacks")
+    ctx_a, ctx_b = old.get("decode_context_length"), new.get("decode_context_length")
+    if ctx_a != ctx_b:
+        parts.append(
+            f"the decode's --context-length changed ({ctx_a or 'model default'} -> "
+            f"{ctx_b or 'model default'}): the DSV4 decode graph width follows it (sglang#40442)"
+        )
+    return "; ".join(parts) or "the decode CUDA-graph buckets changed"
 
 
 def final_gate_suite_s(measured_s: float) -> float:

@@ -35,6 +35,21 @@ class BucketPlan:
     captured: int | None
     evals: list[Evaluation]
     best: list[int]
+    # The decode context length the report's sweep ran at, and the profile's (the revision's):
+    # the DSV4 decode graph width follows it (sglang#40442), so a law holds at its own only.
+    measured_context: int | None = None
+    profile_context: int | None = None
+
+    @property
+    def context_note(self) -> str | None:
+        """Said when the law was measured at another decode context length than the profile's."""
+        if self.measured_context is None or self.measured_context == self.profile_context:
+            return None
+        return (
+            f"the sweep ran the decode at context length {self.measured_context}, {self.profile} "
+            f"sets {self.profile_context or 'none (the model default)'}: the DSV4 decode graph "
+            "width follows it (sglang#40442), so this law may not hold there; the A/B decides"
+        )
 
     @property
     def command(self) -> str:
@@ -58,6 +73,11 @@ class BucketPlan:
             "command": self.command,
             "source": self.source.source if self.source else None,
             "kept_below": self.kept,
+            "decode_context_length": {
+                "measured": self.measured_context,
+                "profile": self.profile_context,
+                "note": self.context_note,
+            },
         }
 
 
@@ -106,9 +126,31 @@ def plan_buckets(
     evals = [
         P.evaluate(name, dist, b, step_law, memory.mb_per_graph) for name, b in ladders.items()
     ]
+    measured = source.decode_context_length if source is not None else None
     return BucketPlan(
-        step_law, dist, k, source, kept, profile, memory, observed_gb, captured, evals, best
+        step_law,
+        dist,
+        k,
+        source,
+        kept,
+        profile,
+        memory,
+        observed_gb,
+        captured,
+        evals,
+        best,
+        measured,
+        _profile_context(profile) if measured is not None else None,
     )
+
+
+def _profile_context(profile: str) -> int | None:
+    """The profile's decode --context-length (None: the model default). Read only when a report
+    recorded the sweep's, to compare the two: the other sources need no profile."""
+    from dsv4ops.profiles import load_profile
+    from dsv4ops.profiles.flags import context_length
+
+    return context_length(load_profile(profile).decode.extra_args)
 
 
 def _read_counts(

@@ -45,6 +45,21 @@ def test_the_gates_b_must_pass_follow_the_flag_diff(b: str, gates: list[str]) ->
     assert any("below the 12 the design sizes" in n for n in plan.notes)
 
 
+def test_a_profile_that_changes_the_decode_context_length_is_gated_by_the_sweep(
+    tmp_path: Path,
+) -> None:
+    """sglang#40442: the DSV4 decode graph width follows --context-length, so an A/B of it is
+    decided by the sweep, and the plan says why."""
+    shipped = (Path(__file__).resolve().parents[3] / "profiles" / "baseline.yaml").read_text()
+    ctx = shipped.replace('[--context-length, "1048576"]', '[--context-length, "131072"]')
+    assert ctx != shipped
+    (tmp_path / "ctx.yaml").write_text(ctx)
+    plan = plan_ab(_session(), "baseline", str(tmp_path / "ctx.yaml"), blocks=4)
+    assert plan.gates == ["sweep"]
+    (why,) = plan.gate_why
+    assert "--context-length changed (1048576 -> 131072)" in why and "sglang#40442" in why
+
+
 def test_the_plan_sizes_the_budget_and_states_the_expected_and_worst_box_time() -> None:
     plan = plan_ab(_session(), "baseline", "buckets-step4")  # 5% at ±2% over 9 levels: 6 pairs
     assert len(plan.schedule) == 12 and plan.looks == 6 and plan.notes == []
