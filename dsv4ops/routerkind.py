@@ -11,6 +11,8 @@ Bottom layer: pure data, no imports from the package.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -30,6 +32,17 @@ class RouterKind(StrEnum):
     def label(self) -> str:
         """The router and its pinned version, as messages name it."""
         return _LABELS[self]
+
+    @property
+    def metrics(self) -> RouterMetrics:
+        """The Prometheus names of this router that the rules, the dashboard and watch read."""
+        return _METRICS[self]
+
+    @property
+    def image(self) -> str | None:
+        """The container image `export rbg` runs this router from, or None where no image could
+        be verified for the pinned version: the operator names one (`--router-image`)."""
+        return _IMAGES[self]
 
     @property
     def thinking_off_explicit(self) -> bool:
@@ -55,6 +68,33 @@ class RouterKind(StrEnum):
             return cls.SGLANG_ROUTER
 
 
+@dataclass(frozen=True)
+class RouterMetrics:
+    """What dsv4ops reads from a router's Prometheus port.
+
+    Scraped from each behind the twin (2026-12-06; docs/monitoring.md "The router's metrics"):
+    sglang-router 0.3.2 and SMG 1.13.0 name the two families alike; SMG labels each answer with
+    the route it answered (`path`, "other" for an unknown one), 0.3.2 does not. Both count their
+    own probe answers (a /readiness 503 while a worker is down) with the clients': only SMG's
+    can be told apart, and are left out of the 5xx that clients saw.
+    """
+
+    worker_health: str  # gauge per `worker` (its URL): 1 passes the router's health checks
+    responses: str  # counter of the router's HTTP answers, by `status_code`
+    own_paths: tuple[str, ...]  # `path` of the router's own probe answers; () = no `path` label
+
+    def client_5xx(self) -> str:
+        """PromQL selector of the 5xx answers clients got."""
+        own = f',path!~"{"|".join(self.own_paths)}"' if self.own_paths else ""
+        return f'{self.responses}{{status_code=~"5.."{own}}}'
+
+    def is_client_5xx(self, labels: Mapping[str, str]) -> bool:
+        """The same test on one scraped sample's labels (watch)."""
+        return labels.get("status_code", "").startswith("5") and (
+            labels.get("path", "") not in self.own_paths
+        )
+
+
 DEFAULT_ROUTER_KIND = RouterKind.SGLANG_ROUTER
 SMG_VERSION = "1.13.0"  # also in Makefile's SMG_PIN and profiles/_smg_flag_table.py (a test checks)
 
@@ -65,4 +105,23 @@ _MODULES = {
 _LABELS = {
     RouterKind.SGLANG_ROUTER: "sglang-router 0.3.2",
     RouterKind.SMG: f"SMG {SMG_VERSION}",
+}
+# The router's container image for `export rbg` (its command is the box's argv, the interpreter
+# swapped for the image's). SMG: none is pinned. Its project publishes lightseekorg/smg:<version>
+# (bare version; its docs), but no 1.13.0 tag, nor that its image still carries python3 with
+# smg.launch_router (the entrypoint of the older images), could be verified from here; a guessed
+# image would fail only at the cluster's pull, so an smg export asks for --router-image instead.
+_IMAGES: dict[RouterKind, str | None] = {
+    RouterKind.SGLANG_ROUTER: "lmsysorg/sglang-router:v0.3.2",
+    RouterKind.SMG: None,
+}
+
+_PROBE_PATHS = (
+    "/health",
+    "/liveness",
+    "/readiness",
+)  # the router's own; /health_generate asks a worker
+_METRICS = {
+    RouterKind.SGLANG_ROUTER: RouterMetrics("smg_worker_health", "smg_http_responses_total", ()),
+    RouterKind.SMG: RouterMetrics("smg_worker_health", "smg_http_responses_total", _PROBE_PATHS),
 }

@@ -22,6 +22,7 @@ SHIPPED_RUNBOOKS = (
     "kernel-rollout",
     "overlap-ab",
     "pd-safe-restart",
+    "router-change",
     "tool-call-corruption",
 )
 

@@ -8,7 +8,8 @@
 streaming probe and times its tokens on the client; the step is the least-squares slope of
 arrival time over token index, converted to model milliseconds with the twin's time scale. Requests use SGLang's fake bootstrap host, so a
 lone decode needs no prefill.
-- stack: Start a twin PD stack (prefill + decode, optionally the real sglang-router) for tests.
+- stack: Start a twin PD stack (prefill + decode, optionally the real router of either kind:
+  sglang-router 0.3.2, or SMG from its own venv) for tests.
 
 Usage::
 
@@ -63,6 +64,7 @@ import aiohttp
 import httpx
 
 from dsv4ops.jsontypes import JSONObject
+from dsv4ops.routerkind import RouterKind
 from testing.ports import free_ports
 
 # --- client (was testing/twin.py) ---
@@ -435,6 +437,7 @@ def twin_stack(
     decode_env: Mapping[str, str] | None = None,
     router: bool = False,
     router_args: Sequence[str] = (),
+    router_kind: RouterKind = RouterKind.SGLANG_ROUTER,
     model_path: str = DEFAULT_MODEL_PATH,
     workdir: Path | None = None,
     fast: bool = True,
@@ -514,9 +517,9 @@ def twin_stack(
         router_proc = Proc(
             "router",
             [
-                py,
+                _router_python(router_kind),
                 "-m",
-                "sglang_router.launch_router",
+                router_kind.module,
                 "--pd-disaggregation",
                 "--prefill",
                 prefill.url,
@@ -557,6 +560,15 @@ def twin_stack(
         end_all(list(reversed(stack.procs.values())))
         if tmp is not None:
             tmp.cleanup()
+
+
+def _router_python(kind: RouterKind) -> str:
+    """SMG runs from its own venv (dsv4ops/profiles/routers.py); sglang-router from ours."""
+    if kind is RouterKind.SMG:
+        from dsv4ops.profiles.routers import smg_python
+
+        return str(smg_python())
+    return sys.executable
 
 
 @contextmanager
@@ -625,8 +637,10 @@ class RouterTraffic:
         max_requests: int = 4000,
         max_tokens: int = 48,
         read_timeout_s: float = 5.0,  # a stream silent this long is cut (a held one: longer)
+        model: str = "default",  # SMG routes by model id: name the served one (DEFAULT_MODEL_PATH)
     ) -> None:
         self.url, self.left, self.stop = url, max_requests, threading.Event()
+        self.model = model
         self.max_tokens = max_tokens
         self.read_timeout_s = read_timeout_s
         self.completed = 0
@@ -635,7 +649,7 @@ class RouterTraffic:
 
     def _run(self) -> None:
         body = {
-            "model": "default",
+            "model": self.model,
             "messages": [{"role": "user", "content": "hello"}],
             "max_tokens": self.max_tokens,
             "stream": True,

@@ -17,7 +17,12 @@ def export() -> None:
 @export.command("rbg")
 @click.argument("profile")
 @click.option("--image", default=None, help="SGLang image for prefill and decode.")
-@click.option("--router-image", default=None, help="sglang-router image.")
+@click.option(
+    "--router-image",
+    default=None,
+    help="The router's image (default for sglang-router: lmsysorg/sglang-router:v0.3.2; "
+    "required for router.kind: smg).",
+)
 @click.option("--namespace", default=None, help="metadata.namespace of the RoleBasedGroup.")
 @click.option(
     "--replicas",

@@ -30,12 +30,12 @@ from dsv4ops.errors import DsOpsError
 from dsv4ops.export import values as V
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles.model import Profile
+from dsv4ops.routerkind import SMG_VERSION, RouterKind
 from dsv4ops.secrets import is_secret_flag, is_secret_key
 from dsv4ops.sglang_paths import plugin_env
 
 API_VERSION = "workloads.x-k8s.io/v1alpha2"
 DEFAULT_IMAGE = "lmsysorg/sglang:v0.5.23"
-DEFAULT_ROUTER_IMAGE = "lmsysorg/sglang-router:v0.3.2"
 KERNELS_MOUNT = "/opt/dsv4ops/kernels"
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -43,7 +43,7 @@ _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 @dataclass(frozen=True)
 class ExportOptions:
     image: str = DEFAULT_IMAGE
-    router_image: str = DEFAULT_ROUTER_IMAGE
+    router_image: str | None = None  # default: the profile's router kind's (routerkind.py)
     namespace: str | None = None
     replicas: int = 1
     python: str = "python3"
@@ -65,12 +65,28 @@ def check_options(opts: ExportOptions, kernel_package: str | None) -> None:
     """Every option value by Kubernetes' own rules (export/values.py). Raises DsOpsError."""
     V.check_namespace(opts.namespace)
     V.check_image("--image", opts.image)
-    V.check_image("--router-image", opts.router_image)
+    if opts.router_image is not None:
+        V.check_image("--router-image", opts.router_image)
     V.check_program(opts.python)
     if kernel_package:
         V.check_package(kernel_package)
         name, _, version = kernel_package.partition("@")
         V.check_image("--kernel-image", opts.kernel_image or f"{name}:{version}")
+
+
+def router_image(kind: RouterKind, override: str | None) -> str:
+    """The image the router container runs: --router-image, else the router kind's own.
+    Raises DsOpsError for a kind with no verified image (SMG), naming the option to pass."""
+    image = override or kind.image
+    if image is None:
+        raise DsOpsError(
+            f"--router-image is required for a router.kind: {kind} profile: no {kind.label} "
+            "image is pinned (none could be verified for that version); nothing was exported",
+            hint=f"pass --router-image: an image whose python3 runs {kind.module} from "
+            f"smg=={SMG_VERSION} (SMG's project publishes lightseekorg/smg:<version>; check "
+            "that your registry has that tag and that the image runs it)",
+        )
+    return image
 
 
 def group_name(profile_name: str, override: str | None) -> str:
@@ -221,6 +237,7 @@ def build_manifest(profile: Profile, deployment: Deployment, opts: ExportOptions
     if not 1 <= opts.replicas <= 64:
         raise DsOpsError(f"--replicas {opts.replicas}: expected 1 to 64 prefill:decode pairs")
     check_options(opts, profile.kernel_package)
+    r_image = router_image(deployment.router_kind, opts.router_image)
     group = group_name(profile.name, opts.name)
     secret_name = f"{group}-env"
     pre, dec, rtr = (deployment.component(n) for n in ("prefill", "decode", "router"))
@@ -268,7 +285,7 @@ def build_manifest(profile: Profile, deployment: Deployment, opts: ExportOptions
     r_argv, hidden = hide_secret_args(r_argv)
     rc = _container(
         "router",
-        opts.router_image,
+        r_image,
         r_argv,
         _env({**dict(rtr.env), **hidden}, secret_name),
         [("http", rtr.port), ("metrics", prom)],

@@ -4,8 +4,9 @@ Panels: decode step time against the batch with the fitted law `a + b*bs` drawn 
 decode throughput (the progress counter's rate, not the last-published `gen_throughput` alone),
 queues, PD transfer failures with the router's 5xx, CUDA-graph passes (eager share against the
 largest bucket), the router's worker health and `dsv4ops watch`'s findings. Every expression
-uses only metrics SGLang 0.5.23, sglang-router 0.3.2 and watch's exporter export (a test checks
-each name against the real wheel's surface and the twin behind the real router, and parses
+uses only metrics SGLang 0.5.23, the profile's router (sglang-router 0.3.2 or SMG 1.13.0, by the
+names routerkind.py maps) and watch's exporter export (a test checks each name against the real
+wheel's surface and the twin behind the real router of each kind, and parses
 each expression with `promtool`). No Grafana variables in expressions (`$__rate_interval`):
 fixed windows keep them valid PromQL for that check; the datasource is the one variable.
 """
@@ -13,6 +14,7 @@ fixed windows keep them valid PromQL for that check; the datasource is the one v
 from __future__ import annotations
 
 from dsv4ops.jsontypes import JSONObject
+from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
 
 DS = {"type": "prometheus", "uid": "${DS_PROMETHEUS}"}
 DEC = 'engine_type="decode"'
@@ -45,8 +47,14 @@ def _panel(
     }
 
 
-def _panels(a_ms: float, b_ms: float, max_bucket: int | None) -> list[JSONObject]:
-    return [*_decode_panels(a_ms, b_ms), *_pd_panels(), *_graph_and_worker_panels(max_bucket)]
+def _panels(
+    a_ms: float, b_ms: float, max_bucket: int | None, router: RouterKind
+) -> list[JSONObject]:
+    return [
+        *_decode_panels(a_ms, b_ms),
+        *_pd_panels(router),
+        *_graph_and_worker_panels(max_bucket, router),
+    ]
 
 
 def _decode_panels(a_ms: float, b_ms: float) -> list[JSONObject]:
@@ -92,7 +100,7 @@ def _decode_panels(a_ms: float, b_ms: float) -> list[JSONObject]:
     ]
 
 
-def _pd_panels() -> list[JSONObject]:
+def _pd_panels(router: RouterKind) -> list[JSONObject]:
     """Row 2: the PD queues and transfer failures, where a lost request shows first."""
     return [
         _panel(
@@ -124,7 +132,7 @@ def _pd_panels() -> list[JSONObject]:
                     "sum by (engine_type) (increase(sglang:num_bootstrap_failed_reqs_total[5m]))",
                     "bootstrap failed {{engine_type}}",
                 ),
-                ('sum(increase(smg_http_responses_total{status_code=~"5.."}[5m]))', "router 5xx"),
+                (f"sum(increase({router.metrics.client_5xx()}[5m]))", "router 5xx"),
             ],
             12,
             8,
@@ -133,7 +141,7 @@ def _pd_panels() -> list[JSONObject]:
     ]
 
 
-def _graph_and_worker_panels(max_bucket: int | None) -> list[JSONObject]:
+def _graph_and_worker_panels(max_bucket: int | None, router: RouterKind) -> list[JSONObject]:
     """Row 3: CUDA-graph passes against the largest bucket, and the router's and watch's view."""
     bucket = [(f"vector({max_bucket})", "largest CUDA-graph bucket")] if max_bucket else []
     return [
@@ -155,7 +163,7 @@ def _graph_and_worker_panels(max_bucket: int | None) -> list[JSONObject]:
             "Router workers and watch findings",
             "short",
             [
-                ("smg_worker_health", "healthy {{worker}}"),
+                (router.metrics.worker_health, "healthy {{worker}}"),
                 (
                     "sum by (code, severity) (dsv4ops_watch_finding)",
                     "watch: {{code}} ({{severity}})",
@@ -164,8 +172,8 @@ def _graph_and_worker_panels(max_bucket: int | None) -> list[JSONObject]:
             ],
             12,
             16,
-            "smg_worker_health from sglang-router; findings from `dsv4ops watch "
-            "--prometheus-port`.",
+            f"{router.metrics.worker_health} from {router.label}; findings from "
+            "`dsv4ops watch --prometheus-port`.",
         ),
     ]
 
@@ -175,6 +183,7 @@ def dashboard(
     a_ms: float = 18.0,
     b_ms: float = 1.05,
     max_bucket: int | None = None,
+    router_kind: RouterKind = DEFAULT_ROUTER_KIND,
     title: str = "DSV4 PD unit",
 ) -> JSONObject:
     """The dashboard JSON (import it into Grafana; it asks for the Prometheus datasource)."""
@@ -197,7 +206,7 @@ def dashboard(
         "time": {"from": "now-1h", "to": "now"},
         "tags": ["dsv4ops", "sglang", "pd"],
         "templating": {"list": []},
-        "panels": _panels(a_ms, b_ms, max_bucket),
+        "panels": _panels(a_ms, b_ms, max_bucket, router_kind),
     }
 
 

@@ -1,7 +1,8 @@
 """Prometheus alert rules for the PD unit, from the server and router metrics alone.
 
-No dsv4ops process is needed to evaluate them: they read what SGLang 0.5.23 and sglang-router
-0.3.2 export (`dsv4ops monitoring render` writes them with a scrape config). Each rule encodes a
+No dsv4ops process is needed to evaluate them: they read what SGLang 0.5.23 and the profile's
+router export (sglang-router 0.3.2 or SMG 1.13.0: `RuleSettings.router_kind`, whose names
+routerkind.py maps; `dsv4ops monitoring render` writes them with a scrape config). Each rule encodes a
 fact of the real metrics, not of a cleaner signal:
 
 * `sglang:gen_throughput` and `num_running_reqs` are last-published gauges: a blocked scheduler
@@ -28,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 from dsv4ops.jsontypes import JSONObject
+from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
 
 RUNBOOKS = {
     "wedge": "runbooks/decode-wedge.md",
@@ -52,6 +54,7 @@ class RuleSettings:
     # alerts' `runbook` annotation is BASE/runbooks/NAME.md, a link Alertmanager and Grafana can
     # open. None: the path relative to the project (what the shipped rules say).
     runbook_url: str | None = None
+    router_kind: RouterKind = DEFAULT_ROUTER_KIND  # whose metric names the router rules read
 
     def runbook(self, path: str) -> str:
         return f"{self.runbook_url.rstrip('/')}/{path}" if self.runbook_url else path
@@ -124,17 +127,7 @@ def alert_rules(s: RuleSettings) -> JSONObject:
             RUNBOOKS["degrade"],
             f"transfer/bootstrap failure counters rose within {w_fail} (bumped on both sides)",
         ),
-        _alert(
-            "DSV4PDErrorsWhileHealthy",
-            f'sum(increase(smg_http_responses_total{{status_code=~"5.."}}[{w_fail}])) > 0\n'
-            "and on () (min(smg_worker_health) == 1)",
-            "0s",
-            "warning",
-            "the router returns 5xx while every worker's health check passes",
-            RUNBOOKS["degrade"],
-            "router 5xx responses with smg_worker_health == 1 for every worker: /health uses "
-            "a fake bootstrap host and never exercises KV transfer",
-        ),
+        _errors_while_healthy(s, w_fail),
         _alert(
             "DSV4PDQueueStuck",
             "max by (instance, engine_type) (sglang:num_prefill_bootstrap_queue_reqs"
@@ -156,6 +149,22 @@ def alert_rules(s: RuleSettings) -> JSONObject:
     return {"groups": [{"name": "dsv4ops-pd", "rules": rules}]}
 
 
+def _errors_while_healthy(s: RuleSettings, window: str) -> JSONObject:
+    m = s.router_kind.metrics
+    own = f" (not its own {', '.join(m.own_paths)} answers)" if m.own_paths else ""
+    return _alert(
+        "DSV4PDErrorsWhileHealthy",
+        f"sum(increase({m.client_5xx()}[{window}])) > 0\n"
+        f"and on () (min({m.worker_health}) == 1)",
+        "0s",
+        "warning",
+        "the router returns 5xx while every worker's health check passes",
+        RUNBOOKS["degrade"],
+        f"router 5xx responses{own} with {m.worker_health} == 1 for every worker: /health uses "
+        "a fake bootstrap host and never exercises KV transfer",
+    )
+
+
 def _down_alerts(s: RuleSettings) -> list[JSONObject]:
     """A component that stopped answering: its metrics scrape fails, or the router marks it."""
     t = s.time_scale
@@ -171,12 +180,12 @@ def _down_alerts(s: RuleSettings) -> list[JSONObject]:
         ),
         _alert(
             "DSV4RouterWorkerUnhealthy",
-            "smg_worker_health == 0",
+            f"{s.router_kind.metrics.worker_health} == 0",
             duration(s.down_for_s, t),
             "critical",
             "the router marks worker {{ $labels.worker }} unhealthy",
             RUNBOOKS["restart"],
-            "smg_worker_health == 0 (router health checks failing)",
+            f"{s.router_kind.metrics.worker_health} == 0 (router health checks failing)",
         ),
     ]
 

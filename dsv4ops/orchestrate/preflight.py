@@ -2,7 +2,8 @@
 
 Checks, on the target: the work directory is writable; every port the new components bind is
 free or held only by our own components (which the deploy stops first); the GPUs the workers
-use exist and are not used by someone else; the kernel package the profile names is present.
+use exist and are not used by someone else; the kernel package the profile names is present; an
+SMG router's interpreter (its own venv, docs/profiles.md) is there.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dsv4ops.deployment import START_ORDER, WORKERS, Deployment, argv_value
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.remote.results import PreflightReport
+from dsv4ops.routerkind import RouterKind
 
 
 def worker_gpus(deployment: Deployment) -> list[int]:
@@ -65,7 +67,8 @@ def preflight_problems(
     ref = deployment.kernel_package
     verify = package_present is not None and bool(ref)
     paths = kernel_package_paths(deployment, control.workdir, verified=verify)
-    report = control.preflight(ports, gpus, paths)
+    router_python = smg_interpreter(deployment, components)
+    report = control.preflight(ports, gpus, [*paths, *router_python])
     problems = []
     if not report.writable:
         problems.append(
@@ -83,7 +86,13 @@ def preflight_problems(
         )
     problems += _gpu_problems(control, report)
     for path, exists in report.paths.items():
-        if not exists:
+        if not exists and path in router_python:
+            problems.append(
+                f"the router ({RouterKind.SMG.label}) runs from {path}, which is not on the "
+                "target: build SMG's venv there (`make install` builds .venv-smg) or name it "
+                "with the target's `smg_python` in profiles/targets.yaml"
+            )
+        elif not exists:
             problems.append(
                 f"kernel package {deployment.kernel_package} is not installed on the target ({path})"
             )
@@ -93,6 +102,16 @@ def preflight_problems(
             f"manifest; install it with `dsv4ops kernels deploy ARTIFACT` first"
         )
     return problems
+
+
+def smg_interpreter(deployment: Deployment, components: Sequence[str]) -> list[str]:
+    """The interpreter an SMG router starts with, when it starts and is named by path: it lives
+    in SMG's own venv, which a target may lack (a deploy would stop the pair, then fail to start
+    the router). A bare `python3` is looked up on the target's PATH and not checked here."""
+    if "router" not in components or deployment.router_kind is not RouterKind.SMG:
+        return []
+    python = deployment.component("router").argv[0]
+    return [python] if python.startswith("/") else []
 
 
 def _gpu_problems(control: TargetControl, report: PreflightReport) -> list[str]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from dsv4ops.apikey import auth_headers
 from dsv4ops.deployment import WORKERS, Deployment
 from dsv4ops.profiles.model import Target
+from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,8 @@ class WatchEndpoints:
     via: str = "target"  # "target": HTTP from the target (agent); "operator": from this machine
     # what the probes send the router besides their own (its API key, when it requires one)
     router_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # whose metric names the router's /metrics are read by (an endpoint target: 0.3.2's)
+    router_kind: RouterKind = DEFAULT_ROUTER_KIND
 
 
 def watch_endpoints(target: Target, deployment: Deployment) -> WatchEndpoints:
@@ -43,6 +46,7 @@ def watch_endpoints(target: Target, deployment: Deployment) -> WatchEndpoints:
         model=deployment.model_name,
         decode_buckets=captured_buckets(deployment),
         router_headers=auth_headers(deployment.router_key),
+        router_kind=deployment.router_kind,
     )
 
 

@@ -213,7 +213,9 @@ class Watcher:
             )
             for i, name in enumerate(names)
         }
-        router = router_reading(replies[k], url=self.endpoints.router_metrics_url)
+        router = router_reading(
+            replies[k], url=self.endpoints.router_metrics_url, router=self.endpoints.router_kind
+        )
         scrape = Scrape(now, servers, router)
         outcomes = tuple(judge(p, r) for p, r in zip(probes, replies[k + 1 :], strict=False))
         self.rounds += 1

@@ -22,6 +22,7 @@ from dsv4ops.metrics.prom import (
     parse_text,
 )
 from dsv4ops.remote.results import HttpReply
+from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
 
 TRANSFER_FAILED = "sglang:num_transfer_failed_reqs_total"
 BOOTSTRAP_FAILED = "sglang:num_bootstrap_failed_reqs_total"
@@ -32,8 +33,13 @@ QUEUES = {  # short name -> gauge (the PD queues of 0.5.23's scheduler stats)
     "prealloc": "sglang:num_decode_prealloc_queue_reqs",
     "transfer": "sglang:num_decode_transfer_queue_reqs",
 }
-ROUTER_RESPONSES = "smg_http_responses_total"  # label status_code (sglang-router 0.3.2)
-ROUTER_WORKER_HEALTH = "smg_worker_health"  # label worker
+# The router's families, by router kind (routerkind.py maps them; sglang-router 0.3.2 and SMG
+# 1.13.0 share these names).
+ROUTER_FAMILIES = frozenset(
+    name
+    for kind in RouterKind
+    for name in (kind.metrics.responses.removesuffix("_total"), kind.metrics.worker_health)
+)
 # The families a reading is made of (a counter's without `_total`): every other line of a body
 # is skipped before parsing, so 10^6 series of something else are never 10^6 objects.
 WATCHED_FAMILIES = frozenset(
@@ -45,8 +51,7 @@ WATCHED_FAMILIES = frozenset(
         BOOTSTRAP_FAILED.removesuffix("_total"),
         GRAPH_PASSES.removesuffix("_total"),
         *QUEUES.values(),
-        ROUTER_RESPONSES.removesuffix("_total"),
-        ROUTER_WORKER_HEALTH,
+        *ROUTER_FAMILIES,
     }
 )
 # The most of one /metrics body a scrape reads; a server that sends more is reported
@@ -173,18 +178,20 @@ def server_reading(
     )
 
 
-def router_reading(metrics: HttpReply, *, url: str = "") -> RouterReading:
+def router_reading(
+    metrics: HttpReply, *, url: str = "", router: RouterKind = DEFAULT_ROUTER_KIND
+) -> RouterReading:
+    """The router's numbers; its 5xx are those clients got (SMG: not its own probe answers)."""
+    names = router.metrics
     samples, error = _samples(metrics)
     if samples is None:
         return RouterReading(
             error=error, timed_out=_timed_out(metrics), oversized=_oversized(metrics, url)
         )
     five = sum(
-        v
-        for labels, v in samples.series.get(ROUTER_RESPONSES, ())
-        if labels.get("status_code", "").startswith("5")
+        v for labels, v in samples.series.get(names.responses, ()) if names.is_client_5xx(labels)
     )
     health = {
-        labels.get("worker", "?"): v for labels, v in samples.series.get(ROUTER_WORKER_HEALTH, ())
+        labels.get("worker", "?"): v for labels, v in samples.series.get(names.worker_health, ())
     }
     return RouterReading(responses_5xx=five, worker_health=health)

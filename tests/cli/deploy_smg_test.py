@@ -7,14 +7,18 @@ and `stop` leaves nothing running."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
+from dsv4ops.cli import main
 from dsv4ops.journal.store import Journal
 from dsv4ops.profiles.routers import smg_python
 from dsv4ops.routerkind import RouterKind
 from testing.orchestrate import OrchEnv, cli, module_env, our_processes
+
+RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
 
@@ -78,3 +82,47 @@ def test_deploy_probe_canary_rollback_and_stop_behind_the_real_smg(
     code, out, err = cli(env, capsys, "stop", "--yes")
     assert code == 0, out + err
     assert our_processes(env) == []
+
+
+def test_changing_routers_by_the_runbook_and_back(
+    env: OrchEnv, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """runbooks/router-change.md on the twin: onto SMG with its gated deploy, healthy behind
+    it, the rules rendered for it, watch finding nothing; then the same runbook back to
+    sglang-router 0.3.2."""
+    monkeypatch.setenv("DSV4OPS_RUNBOOKS_DIR", str(RUNBOOKS))
+    for profile, kind in (("smg", RouterKind.SMG), ("baseline", RouterKind.SGLANG_ROUTER)):
+        code = main(
+            ["runbook", "run", "router-change", "--yes", "--var", f"profile={profile}"]
+            + ["--target", env.target]
+        )
+        out, err = capfd.readouterr()
+        assert code == 0, out + err
+        deployed = Journal(env.target).deployed().deployment()  # type: ignore[union-attr]
+        assert deployed.profile_name == profile and deployed.router_kind is kind
+        # step 5 printed the rules for this router: behind SMG its own probe answers are left out
+        assert ('path!~"/health|/liveness|/readiness"' in out) is (kind is RouterKind.SMG), out
+        code = main(["watch", "--once", "--json", "--target", env.target])
+        watched = capfd.readouterr().out
+        assert code == 0, watched  # watch reads this router's metrics: nothing found
+        assert main(["status", "--json", "--target", env.target]) == 0, capfd.readouterr()
+        capfd.readouterr()
+    assert main(["stop", "--yes", "--target", env.target]) == 0
+    assert our_processes(env) == []
+
+
+def test_a_target_without_smg_s_venv_is_refused_before_anything_stops(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = cli(env, capsys, "deploy", "baseline", "--yes", "--no-canary")
+    assert code == 0, out + err
+    missing = env.workdir / "no-smg-venv" / "bin" / "python"
+    monkeypatch.setenv("DSV4OPS_SMG_PYTHON", str(missing))
+    code, out, err = cli(env, capsys, "deploy", "smg", "--yes", "--no-canary")
+    assert code == 1, out + err
+    assert f"the router (SMG 1.13.0) runs from {missing}, which is not on the target" in err
+    assert "stop router" not in out  # refused at preflight: the baseline kept serving
+    code, out, err = cli(env, capsys, "status", "--json")
+    assert code == 0 and out["healthy"] is True and out["deployed"]["profile"] == "baseline"
+    code, out, err = cli(env, capsys, "stop", "--yes")
+    assert code == 0, out + err

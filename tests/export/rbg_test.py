@@ -20,10 +20,13 @@ from dsv4ops.export.declared import pruned_fields
 from dsv4ops.export.validate import check, pd_problems, schema
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles import get_target, list_profiles, load_profile, render
+from dsv4ops.routerkind import RouterKind
 from testing.profiles import TRITON_MOE_PATH_YAML
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(p.stem for p in list_profiles(REPO / "profiles"))
+# An SMG export names its image (none is pinned: dsv4ops/routerkind.py); the tests name this one.
+SMG_IMAGE = "registry.example/smg:1.13.0"
 VENDORED_CRD = REPO.parent / "shared" / "vendor" / "rbg" / "workloads.x-k8s.io_rolebasedgroups.yaml"
 
 
@@ -38,6 +41,11 @@ def _cli(
         timeout=60,
         env={**os.environ, **(env or {})},
     )
+
+
+def _opts(name: str) -> list[str]:
+    """The options a shipped profile's export needs: an smg profile names its router image."""
+    return ["--router-image", SMG_IMAGE] if name == "smg" else []
 
 
 def _containers(manifest: JSONObject) -> dict[str, JSONObject]:
@@ -62,7 +70,7 @@ def _strip_pd_targets(argv: list[str]) -> list[str]:
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_every_shipped_profile_exports_a_manifest_that_validates(name: str) -> None:
-    proc = _cli(name)
+    proc = _cli(name, *_opts(name))
     assert proc.returncode == 0, proc.stderr
     manifest = _yaml.safe_load(proc.stdout)
     assert manifest["apiVersion"] == "workloads.x-k8s.io/v1alpha2"
@@ -79,7 +87,8 @@ def test_every_shipped_profile_exports_a_manifest_that_validates(name: str) -> N
 def test_each_container_runs_the_box_render_with_only_the_listed_adaptations(name: str) -> None:
     p = load_profile(name)
     box = render(p, get_target("box"))
-    manifest = R.build_manifest(p, box, R.ExportOptions())
+    image = SMG_IMAGE if box.router_kind is RouterKind.SMG else None
+    manifest = R.build_manifest(p, box, R.ExportOptions(router_image=image))
     check(manifest)
     got = _containers(manifest)
     assert len(R.adaptations()) == 4  # the list the docs and this test hold the export to
@@ -245,3 +254,26 @@ def test_the_vendored_schemas_are_the_crds_unchanged() -> None:
     assert (REPO / "dsv4ops" / "export" / "vendor" / "LICENSE").read_text() == (
         VENDORED_CRD.parent / "LICENSE"
     ).read_text()
+
+
+def test_the_router_container_runs_the_profiles_router_from_its_image() -> None:
+    """sglang-router 0.3.2 from its pinned image; SMG's command (`python3 -m smg.launch_router`,
+    its own flags) from the image the operator names; none named: refused, nothing printed."""
+    base = _containers(_yaml.safe_load(_cli("baseline").stdout))["router"]
+    assert base["image"] == "lmsysorg/sglang-router:v0.3.2"
+    assert base["command"][:3] == ["python3", "-m", "sglang_router.launch_router"]
+
+    smg = _containers(_yaml.safe_load(_cli("smg", "--router-image", SMG_IMAGE).stdout))
+    assert smg["router"]["image"] == SMG_IMAGE
+    assert smg["router"]["command"][:4] == [
+        "python3",
+        "-m",
+        "smg.launch_router",
+        "--pd-disaggregation",
+    ]
+    assert smg["prefill"]["image"] == R.DEFAULT_IMAGE  # the servers are the baseline's
+
+    refused = _cli("smg")
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert "--router-image is required for a router.kind: smg profile" in refused.stderr
+    assert "nothing was exported" in refused.stderr and "Traceback" not in refused.stderr

@@ -1,7 +1,8 @@
 """The Grafana dashboard: the shipped JSON is the render, every PromQL expression parses (real
 `promtool check rules` on the expressions wrapped as recording rules), and every metric it
 names is one SGLang 0.5.23 declares (the real wheel's surface, tests/twin/fixtures), that the
-twin and the real sglang-router 0.3.2 export when scraped, or that watch's exporter serves."""
+twin and the profile's real router (sglang-router 0.3.2, or SMG 1.13.0 from its own venv) export
+when scraped, or that watch's exporter serves."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ import pytest
 from dsv4ops import _yaml
 from dsv4ops.metrics.prom import parse_text
 from dsv4ops.monitoring.dashboard import dashboard, expressions
+from dsv4ops.routerkind import RouterKind
 from dsv4ops.watch.exporter import FindingsExporter
-from testing.twin import twin_stack
+from testing.twin import DEFAULT_MODEL_PATH, twin_stack
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "monitoring" / "dsv4ops-dashboard.json"
@@ -124,17 +126,22 @@ def test_sglang_names_are_declared_by_0_5_23() -> None:
 
 
 @pytest.mark.router
-def test_every_name_is_exported_by_the_twin_the_real_router_or_watch() -> None:
+@pytest.mark.parametrize("kind", list(RouterKind), ids=str)
+def test_every_name_is_exported_by_the_twin_the_real_router_or_watch(kind: RouterKind) -> None:
+    names = {n for e in expressions(dashboard(router_kind=kind)) for n in _metric_names(e)}
     decode = ["--enable-metrics", "--tool-call-parser", "deepseekv4"]
-    with twin_stack(router=True, prefill_args=["--enable-metrics"], decode_args=decode) as st:
+    with twin_stack(
+        router=True, router_kind=kind, prefill_args=["--enable-metrics"], decode_args=decode
+    ) as st:
         assert st.router is not None
         httpx.post(
             st.router.url + "/v1/chat/completions",
             timeout=20,
             json={
-                "model": "default",
+                "model": DEFAULT_MODEL_PATH,  # SMG routes by the served model's id
                 "messages": [{"role": "user", "content": "hi"}],
                 "max_tokens": 4,
+                "chat_template_kwargs": {"thinking": False},
             },
         ).raise_for_status()
         exported: set[str] = set()
@@ -145,5 +152,5 @@ def test_every_name_is_exported_by_the_twin_the_real_router_or_watch() -> None:
         ):
             exported |= parse_text(httpx.get(url, timeout=5).text).families
     watch = {m.name for m in FindingsExporter().registry.collect()}
-    missing = {n for n in NAMES if _family(n) not in exported | watch}
+    missing = {n for n in names if _family(n) not in exported | watch}
     assert not missing, missing

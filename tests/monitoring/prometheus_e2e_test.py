@@ -1,4 +1,5 @@
-"""A real Prometheus scrapes the twin behind the real router and evaluates the shipped rules.
+"""A real Prometheus scrapes the twin behind the real router, of each kind (sglang-router 0.3.2,
+SMG 1.13.0), and evaluates the rules rendered for that router.
 
 One stack, three phases at the twin's time scale (rules rendered with the same scale, so every
 window and `for` is the box's in model time): hazards off, nothing is even pending; bootstrap
@@ -18,8 +19,9 @@ import pytest
 
 from dsv4ops import _yaml
 from dsv4ops.monitoring import RuleSettings, alert_rules, scrape_config
+from dsv4ops.routerkind import RouterKind
 from testing.monitoring import BINARY, prometheus_server
-from testing.twin import RouterTraffic, TwinStack, twin_stack
+from testing.twin import DEFAULT_MODEL_PATH, RouterTraffic, TwinStack, twin_stack
 
 pytestmark = [
     pytest.mark.slow,
@@ -79,13 +81,18 @@ def _hazard(stack: TwinStack, name: str, state: str) -> None:
         ).raise_for_status()
 
 
+@pytest.mark.parametrize("kind", list(RouterKind), ids=str)
 def test_each_forced_hazard_fires_its_alert_and_nothing_fires_with_hazards_off(
-    tmp_path: Path,
+    tmp_path: Path, kind: RouterKind
 ) -> None:
-    settings = RuleSettings(time_scale=SCALE, max_decode_bucket=32)
+    settings = RuleSettings(time_scale=SCALE, max_decode_bucket=32, router_kind=kind)
     rules = _yaml.dump(alert_rules(settings))
     with twin_stack(
-        router=True, env=ENV, prefill_args=["--enable-metrics"], decode_args=DECODE
+        router=True,
+        router_kind=kind,
+        env=ENV,
+        prefill_args=["--enable-metrics"],
+        decode_args=DECODE,
     ) as stack:
         assert stack.router is not None  # router=True
         config = _yaml.dump(
@@ -97,7 +104,10 @@ def test_each_forced_hazard_fires_its_alert_and_nothing_fires_with_hazards_off(
                 target_name="twin",
             )
         )
-        with prometheus_server(config, rules) as prom, RouterTraffic(stack.router.url):
+        with (
+            prometheus_server(config, rules) as prom,
+            RouterTraffic(stack.router.url, model=DEFAULT_MODEL_PATH),
+        ):
             # Hazards off: longer than the wedge window + its `for` (2 s + 6 s wall).
             deadline = time.monotonic() + 10.0
             while time.monotonic() < deadline:

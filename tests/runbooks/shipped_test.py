@@ -15,7 +15,7 @@ SHIPPED = list_runbooks(RUNBOOKS)
 VERBS = set(COMMANDS) - {"runbook"}
 
 
-def test_the_nine_runbooks_are_shipped() -> None:
+def test_the_shipped_runbooks_are_the_listed_ones() -> None:
     assert sorted(p.stem for p in SHIPPED) == list(SHIPPED_RUNBOOKS)
 
 

@@ -38,7 +38,7 @@ def export_rbg(
     deployment = render(p, get_target("box"))
     opts = R.ExportOptions(
         image=image or R.DEFAULT_IMAGE,
-        router_image=router_image or R.DEFAULT_ROUTER_IMAGE,
+        router_image=router_image,
         namespace=namespace,
         replicas=replicas,
         python=python,

@@ -51,6 +51,7 @@ def render_monitoring(
         max_decode_bucket=max(p.flags.decode_buckets, default=None),
         time_scale=target_time_scale(t),
         runbook_url=runbook_url,
+        router_kind=deployment.router_kind,
     )
     rules = alert_rules(settings)
     config = scrape_config(
@@ -64,6 +65,7 @@ def render_monitoring(
         a_ms=law_a_ms,
         b_ms=law_b_ms,
         max_bucket=settings.max_decode_bucket,
+        router_kind=deployment.router_kind,
         title=f"DSV4 PD unit: {p.name} on {t.name}",
     )
     return MonitoringFiles(config, rules, board)
