@@ -163,3 +163,32 @@ def moe_path(args: list[str] | tuple[str, ...], env: dict[str, str]) -> MoePath:
         f"--moe-runner-backend {runner} runs its own kernels and reads no "
         "Triton configs (fp8.py L445-472)",
     )
+
+
+# The kernel package plugin's switch for its REPLACE hook on the sm_120 decode attention entry
+# point (kernels/sglang_plugin.py ATTN_SWITCH; the plugin cannot import dsv4ops, so tested equal).
+SPARSE_ATTN_ENV = "DSV4OPS_SPARSE_DECODE_ATTN"
+SPARSE_ATTN_CALLEE = "flash_mla_with_kvcache_sm120"
+
+
+def sparse_attn_asked(env: dict[str, str]) -> bool:
+    """The plugin registers the hook only for exactly "1" (sglang_plugin.register)."""
+    return env.get(SPARSE_ATTN_ENV) == "1"
+
+
+def sparse_attn_blocker(args: list[str] | tuple[str, ...]) -> str | None:
+    """Why a DSV4 decode with these args would never call the entry point the hook replaces, or
+    None. Only the `dsv4` backend calls it, and only on CUDA sm_120 (deepseek_v4_backend.py
+    L4335-4360, `get_platform().is_sm120`); deepseek_v4.py L24 sets attention_backend dsv4, and
+    keeps another device (npu) on its own variant (L52-60)."""
+    device = _flag(args, "--device", "cuda")
+    if device != "cuda":
+        return f"--device {device}: the sm_120 entry point is CUDA's (deepseek_v4.py L52-60)"
+    for flag in ("--attention-backend", "--decode-attention-backend"):
+        backend = _flag(args, flag, "dsv4")
+        if backend != "dsv4":
+            return (
+                f"{flag} {backend}: only the dsv4 backend calls {SPARSE_ATTN_CALLEE} "
+                "(deepseek_v4_backend.py L4335-4360)"
+            )
+    return None

@@ -36,6 +36,8 @@ PINNED_BOX_HASHES = {
     "overlap-on": "f7b70bc515e0a3b53836083d15363e294def0adbb3da1b531fe97046008dae83",
     # issue 43: the baseline behind SMG (its PD timeouts and decode context length from issue 44)
     "smg": "83d73b0a39b8d479e2997746af44172e1dbdf1632ff080c8125d243175029b65",
+    # issue 41: the baseline plus the kernel package's attention switch
+    "kernels-attn": "7092827147f2c5bdd4be02b94284bbc50affaca51a3e926a221f977dfb9a18bd",
 }
 
 # The baseline of tests/journal/fixtures/pre_issue12_baseline.yaml, the profile that journal

@@ -8,12 +8,15 @@ from dsv4ops.kernels import sglang_plugin
 from dsv4ops.sglang_paths import (
     FLASHINFER_MXFP4,
     PLUGIN_LINE_PREFIX,
+    SPARSE_ATTN_ENV,
     TRITON_FP8,
     dsv4_flash_config_names,
     entry_point_name,
     moe_config_file_name,
     moe_path,
     plugin_env,
+    sparse_attn_asked,
+    sparse_attn_blocker,
 )
 
 DEQUANT = {"SGLANG_DSV4_FP4_DEQUANT": "1"}
@@ -70,3 +73,14 @@ def test_plugin_env_and_the_plugins_own_prefix() -> None:
         "PYTHONPATH": "/w/k/0.2.0/site",
     }
     assert sglang_plugin.PREFIX == PLUGIN_LINE_PREFIX  # the plugin cannot import dsv4ops
+    assert sglang_plugin.ATTN_SWITCH == SPARSE_ATTN_ENV
+
+
+def test_sparse_attention_switch_and_what_keeps_its_path_from_running() -> None:
+    assert sparse_attn_asked({SPARSE_ATTN_ENV: "1"})
+    assert not sparse_attn_asked({SPARSE_ATTN_ENV: "true"})  # the plugin reads exactly "1"
+    assert not sparse_attn_asked({})
+    assert sparse_attn_blocker([]) is None
+    assert sparse_attn_blocker(["--attention-backend", "dsv4"]) is None
+    assert "only the dsv4 backend" in str(sparse_attn_blocker(["--decode-attention-backend=fa3"]))
+    assert "CUDA's" in str(sparse_attn_blocker(["--device", "npu"]))

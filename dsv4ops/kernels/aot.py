@@ -20,7 +20,7 @@ from pathlib import Path
 from dsv4ops.constants import state_dir
 from dsv4ops.errors import KernelPackageError
 from dsv4ops.jsontypes import JSONObject
-from dsv4ops.kernels.catalog import ConfigFile
+from dsv4ops.kernels.catalog import ConfigFile, fixed_jobs
 from dsv4ops.remote.base import Executor
 
 WORKER = Path(__file__).with_name("aot_worker.py")
@@ -93,11 +93,12 @@ def limit_problems(r: JSONObject) -> list[str]:
 
 
 def jobs_for(files: list[ConfigFile]) -> list[tuple[str, dict[str, int]]]:
-    """Distinct (kernel, config) pairs across all files, in a stable order."""
+    """Distinct (kernel, config) pairs across all files and the fixed-config kernels
+    (catalog.FIXED_CONFIGS), in a stable order."""
     seen: dict[str, tuple[str, dict[str, int]]] = {}
-    for f in files:
-        for cfg in f.table.values():
-            seen.setdefault(json.dumps([f.kernel, cfg], sort_keys=True), (f.kernel, cfg))
+    pairs = [(f.kernel, cfg) for f in files for cfg in f.table.values()] + fixed_jobs()
+    for kernel, cfg in pairs:
+        seen.setdefault(json.dumps([kernel, cfg], sort_keys=True), (kernel, cfg))
     return [seen[k] for k in sorted(seen)]
 
 

@@ -69,13 +69,21 @@ _Kernel = tuple[
 
 
 def _kernel(name: str) -> _Kernel:
-    moe_grouped_gemm, moe_mxfp4, moe_nvfp4, sparse_decode_attn = (
+    moe_grouped_gemm, moe_mxfp4, moe_nvfp4, sparse_decode_attn, flash_mla_paged = (
         importlib.import_module(f"{_SOURCES}.{m}")
-        for m in ("moe_grouped_gemm", "moe_mxfp4", "moe_nvfp4", "sparse_decode_attn")
+        for m in (
+            "moe_grouped_gemm",
+            "moe_mxfp4",
+            "moe_nvfp4",
+            "sparse_decode_attn",
+            "flash_mla_paged",
+        )
     )
 
     if name == "sparse_decode_attn":
         return sparse_decode_attn.sparse_decode_attn_kernel, sparse_decode_attn.aot_signature, {}
+    if name == "flash_mla_paged":
+        return flash_mla_paged.flash_mla_paged_kernel, flash_mla_paged.aot_signature, {}
     family, _, proj = name.rpartition("_")
     if proj in ("up", "down"):
         down = {"down": proj == "down"}

@@ -36,6 +36,7 @@ from dsv4ops.jsontypes import JSONObject
 from dsv4ops.kernels import aot
 from dsv4ops.kernels.catalog import (
     AOT_ONLY_WHY,
+    CHECKED_ELSEWHERE,
     ConfigFile,
     interpreter_jobs,
     kernels_dir,
@@ -135,7 +136,7 @@ def run_checks(
             for f in files
             for m, c in f.table.items()
             if f.kernel == bad[0].kernel and c == bad[0].config
-        ]
+        ] or [f"kernels/{bad[0].kernel}.py CONFIG"]  # a fixed-config kernel (catalog.FIXED_CONFIGS)
         raise KernelPackageError(
             f"config rejected for sm_120: {bad[0].describe()} (used by {', '.join(users[:3])})"
         )
@@ -167,6 +168,9 @@ def run_checks(
             )
     else:
         checks["interpreter"] = {"ran": False, "reason": "skipped with --no-interpreter-check"}
+    elsewhere = sorted({k for k, _ in jobs if k in CHECKED_ELSEWHERE})
+    if elsewhere:
+        checks["interpreter"]["checked_elsewhere"] = {k: CHECKED_ELSEWHERE[k] for k in elsewhere}
     unchecked = sorted({k for k, _ in jobs if k in AOT_ONLY_WHY})
     if unchecked:
         reasons = sorted({AOT_ONLY_WHY[k] for k in unchecked})

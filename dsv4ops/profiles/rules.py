@@ -14,16 +14,19 @@ from dsv4ops.constants import MIN_SWEEP_LAW_LEVELS
 from dsv4ops.profiles.bucket_rules import rule_buckets, rule_dsv4_context_length
 from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.flags import check_server_args, option_value
+from dsv4ops.profiles.kernel_rules import (
+    KERNEL_PACKAGE_RE,
+    rule_kernel_package_loadable,
+    rule_sparse_decode_attn,
+)
 from dsv4ops.profiles.model import Profile, ProfileWarning
 from dsv4ops.profiles.pd_timeouts import rule_pd_timeouts
 from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.provenance import Provenance
 from dsv4ops.profiles.router_rules import rule_router
-from dsv4ops.sglang_paths import moe_path
 
 SGLANG_HEALTH_WAIT_S = 20  # SGLANG_HEALTH_CHECK_TIMEOUT default (http_server.py:218)
 MULTI_STREAM_ENV = "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"
-_KERNEL_PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*@[A-Za-z0-9][A-Za-z0-9.+_-]*$")
 
 Rule = Callable[[Profile, Provenance, Problems], list[ProfileWarning]]
 
@@ -259,7 +262,7 @@ def rule_misc(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarni
     if (
         sink.usable("kernel_package")
         and p.kernel_package is not None
-        and not _KERNEL_PACKAGE.match(p.kernel_package)
+        and not KERNEL_PACKAGE_RE.match(p.kernel_package)
     ):
         sink.report(
             prov.error(
@@ -320,31 +323,6 @@ def rule_probe_tool_call_parser(
     return []
 
 
-def rule_kernel_package_loadable(
-    p: Profile, prov: Provenance, sink: Problems
-) -> list[ProfileWarning]:
-    """A kernel package only delivers MoE configs SGLang's triton_fp8_dequant path reads (and the
-    plugin registers no kernel): refuse one the decode's MoE path would never read."""
-    if not (
-        sink.usable("kernel_package")
-        and p.kernel_package
-        and _KERNEL_PACKAGE.match(p.kernel_package)
-    ):
-        return []
-    path = moe_path(p.decode.extra_args, p.decode.env_dict)
-    if not path.reads_triton_configs:
-        sink.report(
-            prov.error(
-                "kernel_package",
-                f"nothing in this configuration would load {p.kernel_package}: the decode runs {path.name} "
-                f"({path.why}). Drop kernel_package, or run the triton path: decode.env "
-                "SGLANG_DSV4_FP4_DEQUANT: '1' and SGLANG_ENABLE_JIT_DEEPGEMM: '0' with "
-                "--moe-runner-backend auto (docs/kernels.md)",
-            )
-        )
-    return []
-
-
 RULES: tuple[Rule, ...] = (
     rule_gpus_match_tp,
     rule_gpus_disjoint,
@@ -361,6 +339,7 @@ RULES: tuple[Rule, ...] = (
     rule_misc,
     rule_probe_tool_call_parser,
     rule_kernel_package_loadable,
+    rule_sparse_decode_attn,
 )
 
 

@@ -21,6 +21,7 @@ from dsv4ops.export.validate import check, pd_problems, schema
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles import get_target, list_profiles, load_profile, render
 from dsv4ops.routerkind import RouterKind
+from dsv4ops.sglang_paths import plugin_env
 from testing.profiles import TRITON_MOE_PATH_YAML
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,9 +99,15 @@ def test_each_container_runs_the_box_render_with_only_the_listed_adaptations(nam
         if "--base-gpu-id" in want:
             want[want.index("--base-gpu-id") + 1] = "0"
         assert got[comp]["command"] == want, comp
-        assert {e["name"]: e["value"] for e in got[comp].get("env", [])} == dict(
-            box.component(comp).env
-        )
+        # plus what loads a pinned kernel package from the pod's copy, as deploy adds on the box
+        loads = {}
+        if p.kernel_package:
+            name, _, version = p.kernel_package.partition("@")
+            loads = plugin_env(name, f"{R.KERNELS_MOUNT}/{name}/{version}")
+        assert {e["name"]: e["value"] for e in got[comp].get("env", [])} == {
+            **loads,
+            **dict(box.component(comp).env),
+        }
         assert got[comp]["resources"]["limits"]["nvidia.com/gpu"] == int(
             want[want.index("--tp-size") + 1]
         )

@@ -15,7 +15,7 @@ import pytest
 from dsv4ops.errors import KernelPackageError
 from dsv4ops.kernels import aot
 from dsv4ops.kernels.build import build
-from dsv4ops.kernels.catalog import AOT_ONLY, kernels_dir, shipped_configs
+from dsv4ops.kernels.catalog import AOT_ONLY, FIXED_CONFIGS, kernels_dir, shipped_configs
 from dsv4ops.remote.local import LocalExecutor
 from testing.kernels import ShippedAot
 
@@ -36,6 +36,8 @@ SPILLS = {
     "num_stages": 4,
 }
 TOO_MUCH_SMEM = {"BLOCK_H": 16, "BLOCK_T": 64, "num_warps": 8, "num_stages": 1}
+# The paged decode attention at 4 warps: its [16, 512] accumulator and paged addressing spill.
+PAGED_SPILLS = {"BLOCK_H": 16, "BLOCK_T": 16, "num_warps": 4, "num_stages": 2}
 # NVFP4 / MXFP4 W4A16: dequantizing a 128 x 128 weight tile in registers spills at 4 warps.
 NVFP4_SPILLS = {
     "BLOCK_SIZE_M": 16,
@@ -71,6 +73,9 @@ def test_every_shipped_config_compiles_for_sm120_within_limits(shipped_aot: Ship
         "fused_moe_mxfp4_down",
     } <= kernels
     assert kernels >= AOT_ONLY
+    # the sparse decode attention the plugin puts in SGLang's place, at the one config it launches
+    paged = [r for r in results if r.kernel == "flash_mla_paged"]
+    assert [r.config for r in paged] == [FIXED_CONFIGS["flash_mla_paged"]], paged
     for r in results:
         if r.kernel in AOT_ONLY:  # tl.dot_scaled -> sm_120's native FP4 MMA, ue4m3 / ue8m0 scales
             kind, scale = FP4_MMA[r.kernel.rpartition("_")[0]]
@@ -91,11 +96,13 @@ def test_configs_over_sm120_limits_are_rejected_with_the_reason() -> None:
         ("fused_moe_up", SPILLS),
         ("fused_moe_nvfp4_up", NVFP4_SPILLS),
         ("fused_moe_mxfp4_down", MXFP4_SPILLS),
+        ("flash_mla_paged", PAGED_SPILLS),
     ]
     with LocalExecutor() as ex:
-        _, (smem, spill, fp4_spill, mx_spill) = aot.check(
+        _, (smem, spill, fp4_spill, mx_spill, paged_spill) = aot.check(
             jobs, executor=ex, kernels_root=kernels_dir()
         )
+    assert not paged_spill.ok and "registers spill" in paged_spill.describe()
     assert not smem.ok and "exceeds sm_120's 101376 B" in smem.describe()
     assert not spill.ok and "registers spill" in spill.describe()
     assert not fp4_spill.ok and "registers spill" in fp4_spill.describe()

@@ -96,8 +96,11 @@ def test_manifest_records_target_and_which_versions_checked_what(built: Built) -
     ]
     assert interp["not_checked"]["kernels"] == dot_scaled
     assert "gotcha 6" in interp["not_checked"]["why"]["fused_moe_mxfp4_w4a4_up"]
+    # the paged decode attention: compiled for sm_120, its correctness held to SGLang's own
+    # reference by tests/kernels/flash_mla_paged_test.py (the manifest says where)
+    assert "_sm120_sparse_decode_fwd" in interp["checked_elsewhere"]["flash_mla_paged"]
     compiled = {r["kernel"] for r in m["checks"]["sm120_compile"]["results"]}
-    assert compiled == kernels | set(dot_scaled)
+    assert compiled == kernels | set(dot_scaled) | {"flash_mla_paged"}
     assert built.v2.manifest.raw["checks"]["interpreter"]["ran"] is False
 
 

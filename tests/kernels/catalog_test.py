@@ -9,9 +9,13 @@ import pytest
 
 from dsv4ops.constants import BOX_DEVICE_NAME
 from dsv4ops.errors import KernelPackageError
+from dsv4ops.kernels.aot import jobs_for
 from dsv4ops.kernels.catalog import (
     AOT_ONLY,
+    CHECKED_ELSEWHERE,
+    FIXED_CONFIGS,
     FP4_DTYPES,
+    interpreter_jobs,
     kernel_of,
     load_table,
     missing_buckets,
@@ -112,3 +116,16 @@ def test_bad_config_file_names_file_and_key(tmp_path: Path, content: str, messag
 def test_shipped_files_are_valid_json_objects() -> None:
     for f in shipped_configs():
         assert json.loads(f.path.read_text())
+
+
+def test_fixed_config_kernels_compile_the_config_they_launch() -> None:
+    """The AOT check compiles catalog.FIXED_CONFIGS; the launcher runs its module's CONFIG. Held
+    equal, so what sm_120 was checked with is what the plugin launches."""
+    pytest.importorskip("triton")
+    from dsv4ops.kernels.sources import flash_mla_paged
+
+    assert FIXED_CONFIGS == {"flash_mla_paged": flash_mla_paged.CONFIG}
+    assert ("flash_mla_paged", flash_mla_paged.CONFIG) in jobs_for(shipped_configs())
+    # its correctness is held to SGLang's reference by its own test, not the build's interpreter run
+    assert "flash_mla_paged" in CHECKED_ELSEWHERE
+    assert all(k != "flash_mla_paged" for k, _ in interpreter_jobs(jobs_for(shipped_configs())))

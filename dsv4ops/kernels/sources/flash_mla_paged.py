@@ -45,7 +45,9 @@ BYTES_PER_TOKEN = 584  # 448 FP8 nope + 64 * 2 bf16 rope + 7 scales + 1 pad
 DATA_STRIDE = D_NOPE + 2 * D_ROPE  # 576: a token's nope + rope bytes
 SCALE_STRIDE = 8  # a token's footer bytes (7 UE8M0 scales + 1 pad)
 # One launch config for every decode batch size: the grid grows with the tokens, the tile stays.
-CONFIG = {"BLOCK_H": 16, "BLOCK_T": 16, "num_warps": 4, "num_stages": 2}
+# 8 warps: at 4 the [16, 512] fp32 accumulator plus the paged addressing spill on sm_120 (255
+# registers + 120 B stack, Triton 3.8.0); at 8 it holds in 244 (the AOT check, catalog.FIXED_CONFIGS).
+CONFIG = {"BLOCK_H": 16, "BLOCK_T": 16, "num_warps": 8, "num_stages": 2}
 
 
 @triton.jit
@@ -252,6 +254,23 @@ def flash_mla_paged_kernel(
         out_ptr, lse_ptr, sink_ptr, m_i, l_i, acc, row, b, s, s_q, n_heads, offs_h, h_ok, offs_d,
         D, HAS_SINK,
     )  # fmt: skip
+
+
+def aot_signature(config: dict[str, int]) -> tuple[dict[str, str], dict[str, int]]:
+    """(signature, constexprs) to compile this kernel ahead of time with `config`, as SGLang's
+    decode calls it (deepseek_v4_backend.py L4335-4360): int32 indices and lengths, the extra
+    cache and an fp32 sink all present (the variant with the most to hold in registers)."""
+    kinds = {"fp8": "*fp8e4nv", "u8": "*u8", "bf16": "*bf16", "idx": "*i32", "len": "*i32"}
+    signature = {"q_ptr": "*bf16", "out_ptr": "*bf16", "lse_ptr": "*fp32", "sink_ptr": "*fp32"}
+    signature |= {f"{x}{k}_ptr": t for x in ("", "x_") for k, t in kinds.items()}
+    ints = "s_q n_heads topk x_topk page_size page_bytes x_page_size x_page_bytes".split()
+    signature |= {**dict.fromkeys(ints, "i32"), "sm_scale": "fp32"}
+    signature |= {f"stride_{s}": "i32" for s in "qb qs qh ib is it xb xs xt".split()}
+    constexprs = dict.fromkeys(("HAS_LEN", "HAS_EXTRA", "HAS_X_LEN", "HAS_SINK"), 1)
+    constexprs |= {"D_NOPE": D_NOPE, "D": HEAD_DIM, "DATA_STRIDE": DATA_STRIDE}
+    constexprs |= {"SCALE_STRIDE": SCALE_STRIDE, "BLOCK_H": config["BLOCK_H"]}
+    constexprs["BLOCK_T"] = config["BLOCK_T"]
+    return signature | dict.fromkeys(constexprs, "constexpr"), constexprs
 
 
 def _cache_views(cache: Tensor) -> tuple[Tensor, Tensor, Tensor]:

@@ -13,7 +13,7 @@ from dsv4ops.orchestrate.kernelpkg import KernelSupport, config_dir_env
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.usecases.session import TargetSession
 from dsv4ops.profiles.model import Target
-from dsv4ops.sglang_paths import moe_path
+from dsv4ops.sglang_paths import moe_path, sparse_attn_asked
 
 READY_TIMEOUT_ENV = "DSV4OPS_READY_TIMEOUT_S"
 
@@ -57,23 +57,30 @@ def timeouts_for(target: Target) -> Timeouts:
 TWIN_STOP_GRACE_S = 25.0
 
 
+def decode_uses_package(
+    server_info: str, log_tail: str, expected: str, decode: Component | None = None
+) -> tuple[bool, str]:
+    """kernels.loaded_check bound to the decode's argv and env (KernelSupport.loaded): the MoE
+    path they select, and whether they switch the sparse decode attention on; then "in use"
+    also means a decode call took the package's kernel (kernels/loaded.py), which the deploy
+    gate requires and status reports."""
+    from dsv4ops import kernels as K
+
+    moe = moe_path(decode.argv, dict(decode.env)) if decode is not None else None
+    attention = decode is not None and sparse_attn_asked(dict(decode.env))
+    check = K.loaded_check(server_info, log_tail, expected=expected, moe=moe, attention=attention)
+    return bool(check.used), check.reason if check.used else f"{check.state}: {check.reason}"
+
+
 def kernel_support(session: TargetSession) -> KernelSupport:
     """The kernels pipeline's checks, bound to this target, for the deploy path (kernelpkg.py)."""
     from dsv4ops import kernels as K
 
     sup, workdir = session.supervisor, session.target.workdir
-
-    def loaded(
-        server_info: str, log_tail: str, expected: str, decode: Component | None = None
-    ) -> tuple[bool, str]:
-        moe = moe_path(decode.argv, dict(decode.env)) if decode is not None else None
-        check = K.loaded_check(server_info, log_tail, expected=expected, moe=moe)
-        return bool(check.used), check.reason if check.used else f"{check.state}: {check.reason}"
-
     return KernelSupport(
         present=lambda ref: bool(K.package_present(sup, workdir, ref)),
         env_for=lambda ref: config_dir_env(sup.read_state("kernels"), workdir, ref),
-        loaded=loaded,
+        loaded=decode_uses_package,
     )
 
 
