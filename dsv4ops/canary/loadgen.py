@@ -198,6 +198,21 @@ class ChatClient:
                 if not rec.t_first and events and any(map(is_token_event, events)):
                     rec.t_first = t
 
+    async def whole(self, body: JSONObject) -> tuple[JSONObject | None, str]:
+        """The same request not streamed: (the response, "") or (None, what failed)."""
+        assert self.session is not None
+        body, _ = self.limits.fit({**body, "stream": False})
+        body.pop("stream_options", None)
+        try:
+            async with self.session.post(self.url, json=body, headers=self._auth) as resp:
+                text = await resp.text(errors="replace")
+                if resp.status != 200:
+                    return None, _http_detail(resp.status, text)
+                reply = json.loads(text)
+                return (reply, "") if isinstance(reply, dict) else (None, "not a JSON object")
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            return None, f"{type(exc).__name__}: {exc}"[:200]
+
     async def post_json(self, url: str, payload: JSONObject, *, timeout_s: float = 5.0) -> int:
         """POST a small JSON body (e.g. /abort_request); returns the HTTP status (0 if unreachable)."""
         assert self.session is not None

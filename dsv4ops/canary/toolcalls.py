@@ -4,7 +4,9 @@ The failure shapes come from real incidents: `name: null`, duplicated/concatenat
 (sglang#23071), invalid JSON under streaming (vllm#38946), and in the seeds a multi-stream-overlap
 race that, through SGLang 0.5.23's `deepseekv4` parser (which only ever emits complete calls with
 json.dumps arguments), showed up as missing calls, one request's values in another's call
-(cross-talk) and DSML markup in `content`. Every problem is reported as a
+(cross-talk) and DSML markup in `content`; and the streaming-only shapes of 2026 (a spurious
+`arguments` wrapper key, calls lost from one delta, a stream that differs from the whole
+answer: canary/streampair.py). Every problem is reported as a
 `ToolProblem(kind, detail)` so a suite can count them by kind.
 """
 
@@ -30,6 +32,12 @@ SCHEMA = "schema_violation"
 NONCE_MISMATCH = "nonce_mismatch"
 CROSS_TALK = "cross_talk"
 MARKUP_IN_CONTENT = "markup_in_content"
+# Streaming-only shapes (sglang 2026): the arguments wrapped in a spurious "arguments" key
+# (#38924); parallel calls lost when one delta carries several (#37634); the streamed answer
+# differs from the same greedy request not streamed (#36339, streamed arguments malformed).
+ARGUMENTS_WRAPPER = "arguments_wrapper"
+CALLS_IN_ONE_DELTA = "calls_in_one_delta"
+STREAM_MISMATCH = "stream_mismatch"
 # Not corruption: the call did not fit in max_tokens (e.g. reasoning used the budget).
 CUT_BY_MAX_TOKENS = "cut_by_max_tokens"
 
@@ -161,6 +169,14 @@ def _check_one(
         args = json.loads(call.arguments) if call.arguments.strip() else {}
     except json.JSONDecodeError as exc:
         return [ToolProblem(INVALID_JSON, f"{call.name}: {exc.msg} in {call.arguments[:120]!r}")]
+    if _wrapped(args, schema):
+        return [
+            ToolProblem(
+                ARGUMENTS_WRAPPER,
+                f"{call.name}: arguments wrapped in a spurious 'arguments' key "
+                f"(sglang#38924): {call.arguments[:120]!r}",
+            )
+        ]
     if expected_nonce is not None:
         for found in _NONCE.findall(call.arguments):
             owner = known_nonces.get(found)
@@ -187,6 +203,13 @@ def _check_one(
             )
         ]
     return []
+
+
+def _wrapped(args: JSONValue, schema: Mapping[str, JSONValue]) -> bool:
+    """`{"arguments": {...}}` for a tool that has no `arguments` parameter."""
+    props = schema.get("properties")
+    declared = isinstance(props, Mapping) and "arguments" in props
+    return isinstance(args, dict) and list(args) == ["arguments"] and not declared
 
 
 def validate_schema(value: JSONValue, schema: Mapping[str, JSONValue]) -> list[str]:

@@ -55,8 +55,46 @@ LOOKUP_ORDER: JSONObject = {
         },
     },
 }
+_STR: JSONObject = {"type": "string"}
+_HUNK: JSONObject = {
+    "type": "object",
+    "properties": {
+        "start": {"type": "integer", "minimum": 0},
+        "lines": {"type": "array", "items": _STR},
+    },
+    "required": ["start", "lines"],
+    "additionalProperties": False,
+}
+# Nested arrays of objects and long arguments: the shape whose streamed arguments broke most
+# often (sglang#36339: 13.8 % with nested arrays); sent by the corruption suite's stream pairs.
+EDIT_FILES: JSONObject = {
+    "type": "function",
+    "function": {
+        "name": "edit_files",
+        "description": "Apply a set of edits to several files.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "nonce": {"type": "string", "pattern": "^[0-9a-f]{12}$"},
+                "summary": _STR,
+                "edits": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {"path": _STR, "hunks": {"type": "array", "items": _HUNK}},
+                        "required": ["path", "hunks"],
+                        "additionalProperties": False,
+                    },
+                },
+            },
+            "required": ["nonce", "summary", "edits"],
+            "additionalProperties": False,
+        },
+    },
+}
 TOOLS = [RECORD_STEP, LOOKUP_ORDER]
-TOOL_SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+PAIR_TOOLS = [*TOOLS, EDIT_FILES]
+TOOL_SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in PAIR_TOOLS}
 
 
 def new_nonce() -> str:
@@ -221,3 +259,43 @@ def append_tool_turn(
         }
     )
     history.append({"role": "tool", "tool_call_id": call_id, "content": result})
+
+
+def pair_body(
+    i: int, nonce: str, *, model: str = "default", thinking: Thinking = NO_THINKING
+) -> tuple[JSONObject, list[ToolExpectation]]:
+    """Two parallel calls in one answer (sglang#37634 lost all but the first when one delta
+    carried both): `edit_files` with nested arrays of objects and the suite's longest
+    arguments, then `record_step`."""
+    # kept to ~140 of the twin's tokens, so a pair started after the sessions' first turn ends
+    # with their last (the suite's time is tight)
+    edits = [
+        {
+            "path": f"/work/pair{i}/{nonce}/decode.py",
+            "hunks": [{"start": 10 + i, "lines": [f"# {nonce}", f"value = {i}"]}],
+        }
+    ]
+    calls: list[tuple[str, JSONObject]] = [
+        (
+            "edit_files",
+            {
+                "nonce": nonce,
+                "summary": f"Pair {i} {nonce}: rename the decode step helper, update the "
+                "router's call sites",
+                "edits": edits,
+            },
+        ),
+        ("record_step", {"nonce": nonce, "session": f"pair{i}-{nonce}", "step": i}),
+    ]
+    prompt = "".join(
+        f"CALL {tool} {json.dumps(args, separators=(',', ':'))}\n" for tool, args in calls
+    )
+    ask = "Call both functions, in this order, each with exactly its JSON arguments above."
+    body = base_body(
+        [{"role": "user", "content": prompt + ask + " Write nothing else."}],
+        max_tokens=384 + thinking.extra_tokens(),
+        model=model,
+        tools=PAIR_TOOLS,
+        thinking=thinking,
+    )
+    return body, [ToolExpectation(tool, nonce, args) for tool, args in calls]

@@ -17,7 +17,7 @@ PREFIX = "DSV4_TWIN_"
 # forced: the twin models no chunked prefill of its own).
 # lost_transfer: a share of the decode's KV transfers never completes and nothing says so, as
 # NIXL sends no failure notice (sglang#36033): the request waits out the waiting timeout.
-HAZARD_NAMES = ("degrade", "wedge", "corrupt", "slow_health", "lost_transfer")
+HAZARD_NAMES = ("degrade", "wedge", "corrupt", "slow_health", "lost_transfer", "stream_tools")
 # Which side of the TP desync rank 0 (the only rank that reports metrics) is on when the decode
 # wedges: "blocked" (it spins in the collective, its gauges freeze) or "idle" (it dropped the
 # batch and idles while the other ranks spin; it republishes idle values).
@@ -59,6 +59,15 @@ class TwinConfig:
     bootstrap_timeout_s: float = 300.0
     # the corrupt hazard's output shapes (twin/corruption.py); one is picked per corrupted request
     corrupt_shapes: tuple[str, ...] = ("dropped_call", "cross_talk", "dsml_in_content")
+    # the stream_tools hazard (twin/corruption.py): a streaming tool-call parser that breaks calls
+    # under load only; 5 % is the top of sglang#36339's 2.5-5 % rate, 16 vllm#48089's onset
+    stream_tools_prob: float = 0.05
+    stream_tools_min_bs: int = 16
+    stream_tools_shapes: tuple[str, ...] = (
+        "stream_args",
+        "arguments_wrapper",
+        "calls_in_one_delta",
+    )
     reasoning_tokens: int = 32  # reasoning tokens per request with thinking on
     # SGLang's decode->prefill heartbeat (environ.py:761-762; conn.py:479-485 clamps both)
     heartbeat_interval_s: float = 5.0
@@ -96,6 +105,7 @@ _FLOATS = {
     "LOST_TRANSFER_FRACTION": "lost_transfer_fraction",
     "WEDGE_WINDOW_S": "wedge_window_s",
     "CORRUPT_PROB": "corrupt_prob",
+    "STREAM_TOOLS_PROB": "stream_tools_prob",
     "SCHEDULER_EXIT_S": "scheduler_exit_s",
     "SIGTERM_TICK_S": "sigterm_tick_s",
     "STEP_NOISE_PCT": "step_noise_pct",
@@ -107,6 +117,7 @@ _FLOATS = {
 _INTS = {
     "WEDGE_ABORTS": "wedge_aborts",
     "CORRUPT_MIN_BS": "corrupt_min_bs",
+    "STREAM_TOOLS_MIN_BS": "stream_tools_min_bs",
     "SEED": "seed",
     "DEPLOY_SEED": "deploy_seed",
     "REASONING_TOKENS": "reasoning_tokens",
@@ -133,6 +144,24 @@ def _number(env: Mapping[str, str], name: str, kind: type[int] | type[float]) ->
     if value < 0:
         raise TwinConfigError(f"{name}={raw!r}: must not be negative")
     return value
+
+
+def _shapes(env: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
+    """The corrupt and stream_tools hazards' shapes set in `env`."""
+    from .corruption import check_shapes, check_stream_shapes
+
+    values = {}
+    for suffix, attr, check in (
+        ("CORRUPT_SHAPES", "corrupt_shapes", check_shapes),
+        ("STREAM_TOOLS_SHAPES", "stream_tools_shapes", check_stream_shapes),
+    ):
+        raw = env.get(PREFIX + suffix, "").strip()
+        try:
+            if raw:
+                values[attr] = check(raw.split(","))
+        except ValueError as exc:
+            raise TwinConfigError(f"{PREFIX}{suffix}={raw!r}: {exc}") from None
+    return values
 
 
 def load_config(env: Mapping[str, str] | None = None) -> TwinConfig:
@@ -170,14 +199,7 @@ def load_config(env: Mapping[str, str] | None = None) -> TwinConfig:
     hazards_raw = env.get(PREFIX + "HAZARDS", "auto").strip().lower()
     if hazards_raw not in ("auto", "on", "off"):
         raise TwinConfigError(f"{PREFIX}HAZARDS={hazards_raw!r}: expected auto or off")
-    shapes_raw = env.get(PREFIX + "CORRUPT_SHAPES", "").strip()
-    if shapes_raw:
-        from .corruption import check_shapes
-
-        try:
-            values["corrupt_shapes"] = check_shapes(shapes_raw.split(","))
-        except ValueError as exc:
-            raise TwinConfigError(f"{PREFIX}CORRUPT_SHAPES={shapes_raw!r}: {exc}") from None
+    values.update(_shapes(env))
     for suffix, attr, choices in (
         ("WEDGE_RANK0", "wedge_rank0", WEDGE_RANK0),
         ("REALTIME_TOKENS", "realtime_tokens", REALTIME_TOKENS),

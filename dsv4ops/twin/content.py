@@ -32,6 +32,7 @@ _WORDS = (
     "bucket that pads the batch to its captured size prefill fills pages transfer carries blocks"
 ).split()
 _CALL_RE = re.compile(r"CALL\s+([A-Za-z_][\w.-]*)\s+(\{.*\})", re.S)
+_CALL_HEAD_RE = re.compile(r"CALL\s+([A-Za-z_][\w.-]*)\s+(?=\{)")
 _SAY_RE = re.compile(r"SAY\s+(.+)", re.S)
 _KV_RE = re.compile(r"\b([A-Za-z_]\w*)=(\"[^\"]*\"|'[^']*'|[^\s,;]+)")
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
@@ -64,11 +65,21 @@ def _pick(key: str, n: int, i: int = 0) -> int:
 class ToolCall:
     name: str
     arguments: str  # JSON text, as OpenAI carries it (what the parser makes of `markup`)
-    markup: str = ""  # the DSML the model emits for it
+    markup: str = ""  # the DSML the model emits for it (and for `more`)
+    more: tuple[ToolCall, ...] = ()  # parallel calls after it, in the same DSML block
+
+    def all(self) -> list[ToolCall]:
+        return [self, *self.more]
 
 
 def make_call(name: str, args: JSONObject) -> ToolCall:
     return ToolCall(name, dsml.parsed_arguments(args), dsml.render_call(name, args))
+
+
+def make_calls(calls: list[tuple[str, JSONObject]]) -> ToolCall:
+    """Parallel calls: the first carries the DSML of all and the rest in `more`."""
+    first, *rest = [ToolCall(n, dsml.parsed_arguments(a)) for n, a in calls]
+    return ToolCall(first.name, first.arguments, dsml.render_calls(calls), tuple(rest))
 
 
 @dataclass
@@ -126,12 +137,13 @@ def _call_pieces(call: ToolCall, shape: str) -> list[Piece]:
         return [("text", t) for t in toks]
     pieces: list[Piece] = [("hidden", t) for t in toks]
     if shape == CALL_PARSED:
-        text = ""
-        for i, t in enumerate(toks):  # the parser emits the call when the invoke closes
+        calls, text = call.all(), ""
+        for i, t in enumerate(toks):  # the parser emits each call when its invoke closes
             text += t
-            if text.endswith(dsml.INVOKE_END):
-                pieces[i] = ("call", dsml.CallEnd(t, call.name, call.arguments))
-                break
+            if text.endswith(dsml.INVOKE_END) and calls:
+                n = len(call.more) + 1 - len(calls)
+                done = calls.pop(0)
+                pieces[i] = ("call", dsml.CallEnd(t, done.name, done.arguments, n))
     return pieces
 
 
@@ -319,10 +331,9 @@ def _answer(
     tools_allowed = bool(fns) and tool_choice != "none"
     call = _CALL_RE.search(text)
     if call and tools_allowed:
-        name, raw = call.group(1), call.group(2)
-        obj = _first_json_object(raw)
-        if any(f["name"] == name for f in fns) and obj is not None:
-            return Plan(key, [], make_call(name, obj), True)
+        calls = _calls_asked(text, fns)
+        if calls:
+            return Plan(key, [], make_calls(calls), True)
     say = _SAY_RE.search(text)
     if say and not (call and tools_allowed):
         return Plan(key, _pieces_of(say.group(1).strip()), None, True)
@@ -333,6 +344,17 @@ def _answer(
                 key, [], make_call(fn["name"], _arguments_for(fn, _named_values(text), key)), True
             )
     return Plan(key, pseudo_text(key, max_tokens), None, False)
+
+
+def _calls_asked(text: str, fns: list[JSONObject]) -> list[tuple[str, JSONObject]]:
+    """Each `CALL <tool> <json>` of a declared tool, in order (several: parallel calls)."""
+    names = {f["name"] for f in fns}
+    calls = []
+    for m in _CALL_HEAD_RE.finditer(text):
+        obj = _first_json_object(text[m.end() :])
+        if m.group(1) in names and obj is not None:
+            calls.append((m.group(1), obj))
+    return calls
 
 
 def plan_completion(prompt: str, max_tokens: int) -> Plan:

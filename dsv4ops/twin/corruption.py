@@ -9,14 +9,17 @@ one of (docs/twin.md):
 Never invalid JSON: the parser builds arguments with json.dumps. Opt-in shapes for tests only:
 `invalid_json` (what a broken parser would send) and `garbled_text` (plain text with another
 request's words and U+FFFD; the box's text shape was not recorded).
+
+The stream_tools hazard's shapes (below) break only what a streaming parser sends.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 
-from .content import CALL_DROPPED, CALL_IN_CONTENT, Plan, PseudoText, ToolCall, make_call
+from .content import CALL_DROPPED, CALL_IN_CONTENT, Plan, PseudoText, ToolCall, make_calls
 
 BOX_SHAPES = ("dropped_call", "cross_talk", "dsml_in_content")
 TEST_SHAPES = ("invalid_json", "garbled_text")
@@ -63,7 +66,8 @@ def corrupt_plan(
         key = keys[(roll // len(usable)) % len(keys)]
         args = json.loads(call.arguments)
         args[key] = json.loads(other.tool_call.arguments)[key]
-        plan.set_call(make_call(call.name, args))
+        rest = [(c.name, json.loads(c.arguments)) for c in call.more]
+        plan.set_call(make_calls([(call.name, args), *rest]))
     else:  # invalid_json (tests only): the arguments a broken parser would send
         cut = max(1, len(call.arguments) * 3 // 5)
         plan.set_call(ToolCall(call.name, call.arguments[:cut] + '",,', call.markup))
@@ -97,3 +101,58 @@ def _garble(plan: Plan, other: Plan | None, roll: int) -> None:
     for i in range(phase, len(pieces), 3):
         pieces[i] = donor[i % len(donor)] + "\ufffd"
     plan.text_pieces = pieces
+
+
+# The stream_tools hazard: a streaming tool-call parser that breaks calls under load while the
+# whole (stream=false) response stays right (docs/twin.md):
+#   * `stream_args` (sglang#36339, deepseekv4: malformed streamed arguments, most often with
+#     nested arrays): an argument fragment is sent twice where a nested array opens;
+#   * `arguments_wrapper` (sglang#38924): the streamed arguments are wrapped in a spurious
+#     `{"arguments": ...}` key;
+#   * `calls_in_one_delta` (sglang#37634): parallel calls that complete in one increment (as
+#     with speculative decoding) lose all but the first.
+STREAM_SHAPES = ("stream_args", "arguments_wrapper", "calls_in_one_delta")
+_NESTED_ARRAY = re.compile(r"\[\s*[\[{]")
+
+
+def check_stream_shapes(shapes: Sequence[str]) -> tuple[str, ...]:
+    """Raises ValueError on an unknown or empty list of stream shapes."""
+    out = tuple(dict.fromkeys(s.strip() for s in shapes if s.strip()))
+    unknown = [s for s in out if s not in STREAM_SHAPES]
+    if unknown or not out:
+        raise ValueError(
+            f"stream_tools shapes {list(shapes)!r}: choose one or more of "
+            f"{', '.join(STREAM_SHAPES)}"
+        )
+    return out
+
+
+def stream_fault(plan: Plan, roll: int, shapes: Sequence[str]) -> str | None:
+    """Which of `shapes` (picked by `roll`) breaks this plan's streamed calls, or None when none
+    applies (no call; no nested array for `stream_args`; one call for `calls_in_one_delta`)."""
+    if plan.tool_call is None:
+        return None
+    calls = plan.tool_call.all()
+    usable = [
+        s
+        for s in shapes
+        if (s != "stream_args" or any(_NESTED_ARRAY.search(c.arguments) for c in calls))
+        and (s != "calls_in_one_delta" or len(calls) > 1)
+    ]
+    return usable[roll % len(usable)] if usable else None
+
+
+def streamed_fragments(index: int, arguments: str, fault: str | None) -> list[str]:
+    """The `arguments` fragments the streaming parser sends for call `index` (one delta each;
+    none: the call is lost)."""
+    if fault == "calls_in_one_delta" and index > 0:
+        return []
+    if fault == "arguments_wrapper":
+        return ['{"arguments": ', arguments, "}"]
+    found = _NESTED_ARRAY.search(arguments) if fault == "stream_args" else None
+    if found is None:
+        return [arguments]
+    # the fragment up to the array's opening is sent again: valid JSON no more
+    cut = found.start() + 1
+    start = arguments.rfind(",", 0, found.start()) + 1
+    return [arguments[:cut], arguments[start:cut], arguments[cut:]]

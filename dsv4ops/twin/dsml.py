@@ -31,14 +31,22 @@ _TOKEN_RE = re.compile(rf"\s*(?:</?{DSML_TOKEN}\w+|\w+|[^\w\s]+)")
 
 def render_call(name: str, args: JSONObject) -> str:
     """One call as a complete `tool_calls` block, one parameter tag per argument."""
-    lines = [TOOL_CALLS_START, f'{INVOKE_START} name="{name}">']
-    for key, value in args.items():
-        if isinstance(value, str):
-            lines.append(f'{PARAMETER_START} name="{key}" string="true">{value}{PARAMETER_END}')
-        else:
-            text = json.dumps(value, ensure_ascii=False)
-            lines.append(f'{PARAMETER_START} name="{key}" string="false">{text}{PARAMETER_END}')
-    lines += [INVOKE_END, TOOL_CALLS_END]
+    return render_calls([(name, args)])
+
+
+def render_calls(calls: list[tuple[str, JSONObject]]) -> str:
+    """Calls in one `tool_calls` block, one invoke each (parallel calls)."""
+    lines = [TOOL_CALLS_START]
+    for name, args in calls:
+        lines.append(f'{INVOKE_START} name="{name}">')
+        for key, value in args.items():
+            if isinstance(value, str):
+                lines.append(f'{PARAMETER_START} name="{key}" string="true">{value}{PARAMETER_END}')
+            else:
+                text = json.dumps(value, ensure_ascii=False)
+                lines.append(f'{PARAMETER_START} name="{key}" string="false">{text}{PARAMETER_END}')
+        lines.append(INVOKE_END)
+    lines.append(TOOL_CALLS_END)
     return "\n".join(lines)
 
 
@@ -54,12 +62,14 @@ def tokens(text: str) -> list[str]:
 
 
 class CallEnd(str):
-    """The token that closes an invoke block; it carries the call the parser then emits."""
+    """The token that closes an invoke block; it carries the call the parser then emits (and
+    its place among the response's calls)."""
 
     name: str
     arguments: str
+    call_index: int
 
-    def __new__(cls, text: str, name: str, arguments: str) -> CallEnd:
+    def __new__(cls, text: str, name: str, arguments: str, call_index: int = 0) -> CallEnd:
         token = super().__new__(cls, text)
-        token.name, token.arguments = name, arguments
+        token.name, token.arguments, token.call_index = name, arguments, call_index
         return token

@@ -20,7 +20,7 @@ from typing import Literal
 
 from .config import TwinConfig
 from .content import Piece, Plan
-from .corruption import corrupt_plan
+from .corruption import corrupt_plan, stream_fault
 from .events import EventLog
 from .formats import EOS_TOKEN_ID
 from .hazards import HazardBoard
@@ -51,6 +51,9 @@ class Req:
     finish_reason: str | None = None
     aborted: bool = False
     corrupted: str | None = None
+    # what the stream_tools hazard does to this request's streamed calls (a whole response is
+    # never touched): a twin/corruption.py STREAM_SHAPES name
+    stream_fault: str | None = None
     joined: bool = False
     is_health_probe: bool = False
     first_token_at: float | None = None
@@ -254,6 +257,25 @@ class DecodeEngine:
             joined.append(req)
         if joined:
             self._maybe_corrupt(joined)
+            self._maybe_break_streams(joined)
+
+    def _maybe_break_streams(self, joined: list[Req]) -> None:
+        """The stream_tools hazard: a streaming tool-call parser that is clean at concurrency 1
+        and breaks calls at `stream_tools_min_bs` running and above (vllm#48089 saw 16). Its
+        condition, a parser build with the bug, never holds on the 0.5.23 this twin models:
+        `force` puts that build in; the load rule holds in both."""
+        batch = len(self.running)
+        if batch < self.config.stream_tools_min_bs or not self.hazards.active(
+            "stream_tools", False
+        ):
+            return
+        for req in joined:
+            if req.is_health_probe or self._rng.random() >= self.config.stream_tools_prob:
+                continue
+            shape = stream_fault(req.plan, self._rng.randrange(1 << 30), self.hazards.stream_shapes)
+            if shape is not None:
+                req.stream_fault = shape
+                self.events.emit("stream_tools_broken", rid=req.rid, shape=shape, batch=batch)
 
     def _maybe_corrupt(self, joined: list[Req]) -> None:
         batch = len(self.running)

@@ -15,6 +15,7 @@ from dsv4ops.jsontypes import JSONObject, JSONValue
 
 from . import logprobs as lp
 from .content import Piece
+from .corruption import streamed_fragments
 from .dsml import CallEnd
 
 VOCAB_SIZE = 129280  # DSV4 tokenizer size; output_ids are stand-ins
@@ -77,10 +78,21 @@ def _tool_call(call: str) -> JSONObject:
         raise TypeError(f"a tool call is a dsml.CallEnd, not {type(call).__name__}")
     return {
         "id": call_id(),
-        "index": 0,
+        "index": call.call_index,
         "type": "function",
         "function": {"name": call.name, "arguments": call.arguments},
     }
+
+
+def _streamed_call(call: str, fault: str | None) -> list[JSONObject]:
+    """The call's stream deltas: whole in one, or as the stream_tools hazard breaks it."""
+    whole = _tool_call(call)
+    if fault is None:
+        return [whole]
+    assert isinstance(call, CallEnd)  # _tool_call checked it
+    parts = streamed_fragments(call.call_index, call.arguments, fault)
+    first = [{**whole, "function": {"name": call.name, "arguments": p}} for p in parts[:1]]
+    return first + [{"index": call.call_index, "function": {"arguments": p}} for p in parts[1:]]
 
 
 class ChatFormat:
@@ -92,6 +104,8 @@ class ChatFormat:
     def __init__(self, job: Job) -> None:
         self.job = job
         self.reasoning_tokens = 0
+        # set by the server from its Req (the stream_tools hazard; engine.Req.stream_fault)
+        self.stream_fault: str | None = None
 
     def _head(self) -> JSONObject:
         return {
@@ -144,7 +158,8 @@ class ChatFormat:
                 return self._model_chunk(value, None)
             return self._content_chunk({"content": value})
         if kind == "call":
-            return self._model_chunk(None, [_tool_call(value)])
+            deltas = _streamed_call(value, self.stream_fault)
+            return b"".join(self._model_chunk(None, [d]) for d in deltas)
         return b""  # hidden: decoded, held by the parser, nothing on the wire
 
     def end(self, finish: str, completion: int, matched: str | int | None = None) -> list[bytes]:
@@ -203,6 +218,8 @@ class ChatFormat:
 
 
 class CompletionFormat:
+    stream_fault: str | None = None  # no tool calls here (ChatFormat's)
+
     def __init__(self, job: Job) -> None:
         self.job = job
 
@@ -270,6 +287,8 @@ class CompletionFormat:
 
 class GenerateFormat:
     """SGLang's native /generate: streamed chunks carry the cumulative text."""
+
+    stream_fault: str | None = None  # no tool calls here (ChatFormat's)
 
     def __init__(self, job: Job) -> None:
         self.job = job

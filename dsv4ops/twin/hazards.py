@@ -1,8 +1,10 @@
 """Hazard switches: each hazard is auto (on exactly when its condition holds), force or off.
 
-Start-up: DSV4_TWIN_FORCE=degrade,wedge,corrupt,slow_health,lost_transfer forces a subset, DSV4_TWIN_HAZARDS=off turns all
-off. Run time: POST /_twin/hazard {"hazard": NAME, "state": "force"|"off"|"auto"}, for `corrupt`
-optionally with "shapes": [...] (twin/corruption.py; start-up: DSV4_TWIN_CORRUPT_SHAPES).
+Start-up: DSV4_TWIN_FORCE=degrade,wedge,corrupt,slow_health,lost_transfer,stream_tools forces a
+subset, DSV4_TWIN_HAZARDS=off turns all off. Run time: POST /_twin/hazard {"hazard": NAME,
+"state": "force"|"off"|"auto"}, for `corrupt` optionally with "shapes": [...]
+(twin/corruption.py; start-up: DSV4_TWIN_CORRUPT_SHAPES), the same for `stream_tools`
+(DSV4_TWIN_STREAM_TOOLS_SHAPES).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .config import HAZARD_NAMES, TwinConfig
-from .corruption import check_shapes
+from .corruption import check_shapes, check_stream_shapes
 
 STATES = ("auto", "force", "off")
 
@@ -19,6 +21,7 @@ class HazardBoard:
     def __init__(self, config: TwinConfig) -> None:
         self.corrupt_shapes: tuple[str, ...] = tuple(config.corrupt_shapes)
         self._health_delay_s = config.health_delay_s
+        self.stream_shapes: tuple[str, ...] = tuple(config.stream_tools_shapes)
         self._state = {}
         for name in HAZARD_NAMES:
             if name in config.force:
@@ -39,11 +42,21 @@ class HazardBoard:
             raise ValueError(f"unknown state {state!r}; choose from {', '.join(STATES)}")
         self._state[name] = state
 
-    def set_corrupt_shapes(self, shapes: Sequence[str]) -> None:
-        """Raises ValueError on an unknown shape or an empty list."""
+    def set_shapes(self, name: str, shapes: Sequence[str]) -> None:
+        """The shapes of `corrupt` or `stream_tools`. Raises ValueError on another hazard, an
+        unknown shape or an empty list."""
         if isinstance(shapes, str) or not isinstance(shapes, Sequence):
             raise ValueError(f"shapes must be a list of names, got {shapes!r}")
-        self.corrupt_shapes = check_shapes([str(s) for s in shapes])
+        if name == "corrupt":
+            self.corrupt_shapes = check_shapes([str(s) for s in shapes])
+        elif name == "stream_tools":
+            self.stream_shapes = check_stream_shapes([str(s) for s in shapes])
+        else:
+            raise ValueError(f"hazard {name!r} has no shapes (corrupt and stream_tools have)")
+
+    def set_corrupt_shapes(self, shapes: Sequence[str]) -> None:
+        """Raises ValueError on an unknown shape or an empty list."""
+        self.set_shapes("corrupt", shapes)
 
     def active(self, name: str, condition: bool) -> bool:
         """Whether the hazard applies now, given whether its real-world condition holds."""

@@ -126,6 +126,7 @@ def twin_state(s: TwinServer) -> JSONObject:
         "started_at": s.started_at,
         "hazards": s.hazards.as_dict(),
         "corrupt_shapes": list(s.hazards.corrupt_shapes),
+        "stream_tools_shapes": list(s.hazards.stream_shapes),
         "wedged": bool(e and e.wedged),
         "running": len(e.running) if e else 0,
         "queued": len(e.waiting) if e else 0,
@@ -289,17 +290,22 @@ class _Handlers:
 
     async def hazard(self, request: web.Request) -> web.Response:
         s = self.s
-        before = s.hazards.corrupt_shapes
+        before = s.hazards.corrupt_shapes, s.hazards.stream_shapes
         try:
             body = await request.json()
-            if "shapes" in body:  # the corrupt hazard's shapes (twin/corruption.py)
-                s.hazards.set_corrupt_shapes(body["shapes"])
+            if "shapes" in body:  # the corrupt or stream_tools hazard's (twin/corruption.py)
+                s.hazards.set_shapes(str(body.get("hazard")), body["shapes"])
             s.set_hazard(str(body.get("hazard")), str(body.get("state")))
         except (ValueError, AttributeError, TypeError) as exc:
-            s.hazards.corrupt_shapes = before  # a rejected request changes nothing
+            # a rejected request changes nothing
+            s.hazards.corrupt_shapes, s.hazards.stream_shapes = before
             return web.json_response({"error": str(exc)}, status=400)
         return web.json_response(
-            {"hazards": s.hazards.as_dict(), "corrupt_shapes": list(s.hazards.corrupt_shapes)}
+            {
+                "hazards": s.hazards.as_dict(),
+                "corrupt_shapes": list(s.hazards.corrupt_shapes),
+                "stream_tools_shapes": list(s.hazards.stream_shapes),
+            }
         )
 
     @web.middleware

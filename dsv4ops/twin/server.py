@@ -329,6 +329,7 @@ class TwinServer:
                 event = await req.stream_events.get()
                 if event[0] == "finish":
                     break
+                fmt.stream_fault = req.stream_fault  # decided when it joined the batch
                 await resp.write(fmt.token(event[1]))
             for chunk in fmt.end(req.finish_reason or "", req.emitted, req.matched):
                 await resp.write(chunk)

@@ -10,7 +10,9 @@ chunks without `data: [DONE]`, as some OpenAI-compatible servers do). GET /metri
 gauge names and its decode progress counter (bumped every step); frozen, the gauges keep their
 last values as SGLang 0.5.23's do when its scheduler loop is blocked. Like SGLang, each
 stream is served under the body's `rid` (else `fake-<n>`), reported as the chunk `id`, and
-POST /abort_request {"rid": ...} aborts that stream only (an unknown rid is a no-op 200).
+POST /abort_request {"rid": ...} aborts that stream only (an unknown rid is a no-op 200). Each
+`CALL <tool> <json>` line of the prompt is one call (parallel calls get indexes 0, 1, ...); a
+`"stream": false` tool-call request gets the whole answer at once (the stream pairs).
 """
 
 from __future__ import annotations
@@ -109,6 +111,27 @@ def _chunk(
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
+def _call_args(fake: Fake, raw: str) -> str:
+    """The arguments sent for a call, corrupted as the `corrupt` knob says."""
+    args = json.dumps(json.loads(raw))
+    if fake.cfg["corrupt"] == "cross_talk" and fake.last_args:
+        args, fake.last_args = fake.last_args, args
+    else:
+        fake.last_args = args
+        if fake.cfg["corrupt"] == "invalid_json":
+            args = args[: len(args) // 2] + '",,'
+    return args
+
+
+def _call(index: int, call_id: str, name: str, args: str) -> dict[str, Any]:
+    return {
+        "index": index,
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": args},
+    }
+
+
 async def chat(request: web.Request) -> web.StreamResponse:
     fake: Fake = request.app["fake"]
     body = await request.json()
@@ -117,33 +140,23 @@ async def chat(request: web.Request) -> web.StreamResponse:
         return web.json_response({"object": "error", "message": "injected failure"}, status=500)
     messages = body.get("messages") or []
     user = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "user"), "")
-    call = _CALL.search(user) if body.get("tools") else None
-    pieces: list[dict[str, Any]]
-    if call:
-        args = json.dumps(json.loads(call.group(2)))
-        if fake.cfg["corrupt"] == "cross_talk" and fake.last_args:
-            args, fake.last_args = fake.last_args, args
-        else:
-            fake.last_args = args
-            if fake.cfg["corrupt"] == "invalid_json":
-                args = args[: len(args) // 2] + '",,'
-        pieces = [
-            {
-                "tool_calls": [
-                    {
-                        "index": 0,
-                        "id": f"call_{fake.seq}",
-                        "type": "function",
-                        "function": {"name": call.group(1), "arguments": ""},
-                    }
-                ]
-            }
-        ]
-        pieces += [
-            {"tool_calls": [{"index": 0, "function": {"arguments": args[i : i + 4]}}]}
-            for i in range(0, len(args), 4)
-        ]
+    calls = list(_CALL.finditer(user)) if body.get("tools") else []
+    pieces: list[dict[str, Any]] = []
+    if calls:
+        whole = []
+        for k, call in enumerate(calls):  # parallel calls: one index each
+            args = _call_args(fake, call.group(2))
+            whole.append(_call(k, f"call_{fake.seq}_{k}", call.group(1), args))
+            pieces.append({"tool_calls": [_call(k, f"call_{fake.seq}_{k}", call.group(1), "")]})
+            pieces += [
+                {"tool_calls": [{"index": k, "function": {"arguments": args[i : i + 4]}}]}
+                for i in range(0, len(args), 4)
+            ]
         finish = "tool_calls"
+        if body.get("stream") is False:  # the corruption suite's stream pairs
+            message = {"role": "assistant", "content": None, "tool_calls": whole}
+            choice = {"index": 0, "message": message, "finish_reason": finish}
+            return web.json_response({"id": f"fake-{fake.seq}", "choices": [choice]})
     else:
         seed = hashlib.sha256(user.encode()).hexdigest()
         n = int(body.get("max_tokens") or 16)

@@ -152,7 +152,8 @@ def test_clean_corruption_suite_passes_with_consistency() -> None:
         result = _run(url, "corruption")
     assert result.verdict is Verdict.PASS, result.reasons
     assert result.metrics["consistency"]["agreement"] == 1.0
-    assert result.metrics["tool_calls"]["checked"] == 16 * 2
+    assert result.metrics["tool_calls"]["checked"] == 16 * 2 + 1  # and one stream pair
+    assert result.metrics["stream_pairs"]["compared"] == 1
 
 
 def test_abort_cascade_recovers_or_detects_the_wedge() -> None:

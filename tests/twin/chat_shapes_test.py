@@ -165,6 +165,14 @@ def test_hazard_shapes_are_set_at_run_time_and_rejected_when_unknown(url: str) -
     assert bad.status_code == 400 and "choose one or more of" in bad.json()["error"]
     state = httpx.get(url + "/_twin/state", timeout=5).json()
     assert state["corrupt_shapes"] == ["cross_talk"]  # the rejected request changed nothing
+    stream = {"hazard": "stream_tools", "state": "off", "shapes": ["calls_in_one_delta"]}
+    r = httpx.post(url + "/_twin/hazard", json=stream, timeout=5)
+    assert r.status_code == 200 and r.json()["stream_tools_shapes"] == ["calls_in_one_delta"]
+    assert r.json()["corrupt_shapes"] == ["cross_talk"]
+    wedge = httpx.post(
+        url + "/_twin/hazard", json={"hazard": "wedge", "state": "off", "shapes": ["x"]}, timeout=5
+    )
+    assert wedge.status_code == 400 and "has no shapes" in wedge.json()["error"]
 
 
 def test_a_stop_string_ends_the_answer_with_finish_stop_and_matched_stop(bare_url: str) -> None:

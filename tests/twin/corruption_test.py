@@ -8,7 +8,15 @@ import pytest
 
 from dsv4ops.twin.config import TwinConfigError, load_config
 from dsv4ops.twin.content import Piece, Plan, plan_chat
-from dsv4ops.twin.corruption import BOX_SHAPES, check_shapes, corrupt_plan
+from dsv4ops.twin.corruption import (
+    BOX_SHAPES,
+    STREAM_SHAPES,
+    check_shapes,
+    check_stream_shapes,
+    corrupt_plan,
+    stream_fault,
+    streamed_fragments,
+)
 from dsv4ops.twin.dsml import CallEnd
 
 SEARCH = {
@@ -106,3 +114,58 @@ def test_shapes_from_the_environment_are_checked() -> None:
         load_config({"DSV4_TWIN_CORRUPT_SHAPES": "cross_talk,bogus"})
     with pytest.raises(ValueError):
         check_shapes([])
+
+
+# --- the stream_tools hazard: what a broken streaming parser sends (the whole answer is right) --
+
+NESTED = {"nonce": "n1", "edits": [{"path": "a.py", "hunks": [{"start": 1, "lines": ["x"]}]}]}
+
+
+def _parallel() -> Plan:
+    prompt = f'CALL search {json.dumps(NESTED)}\nCALL search {{"query": "b", "nonce": "n1"}}'
+    return plan_chat([{"role": "user", "content": prompt}], [SEARCH], "auto", 400)
+
+
+def test_parallel_calls_are_planned_in_one_dsml_block_and_parsed_one_by_one() -> None:
+    plan = _parallel()
+    calls = [_call_end(p) for k, p in _pieces(plan) if k == "call"]
+    assert [(c.call_index, c.name) for c in calls] == [(0, "search"), (1, "search")]
+    assert json.loads(calls[0].arguments) == NESTED
+    assert json.loads(calls[1].arguments) == {"query": "b", "nonce": "n1"}
+    assert plan.finish_reason() == "tool_calls"
+
+
+def test_each_stream_shape_applies_only_where_it_can_show() -> None:
+    single = _call("flat", "n1")  # one call, no nested array
+    assert [stream_fault(single, r, STREAM_SHAPES) for r in range(3)] == ["arguments_wrapper"] * 3
+    assert stream_fault(single, 0, ["stream_args", "calls_in_one_delta"]) is None
+    text = plan_chat([{"role": "user", "content": "story"}], None, "auto", 9)
+    assert stream_fault(text, 0, STREAM_SHAPES) is None
+    parallel = _parallel()
+    assert {stream_fault(parallel, r, STREAM_SHAPES) for r in range(3)} == set(STREAM_SHAPES)
+
+
+def test_the_streamed_fragments_of_each_shape() -> None:
+    args = json.dumps(NESTED)
+    assert streamed_fragments(0, args, None) == [args]
+    assert streamed_fragments(1, args, "calls_in_one_delta") == []  # lost
+    assert streamed_fragments(0, args, "calls_in_one_delta") == [args]
+    wrapped = json.loads("".join(streamed_fragments(0, args, "arguments_wrapper")))
+    assert wrapped == {"arguments": NESTED}
+    broken = streamed_fragments(0, args, "stream_args")
+    assert len(broken) == 3 and "".join(broken) != args and broken[0] + broken[2] == args
+    with pytest.raises(ValueError):
+        json.loads("".join(broken))
+    flat = json.dumps({"query": "q"})
+    assert streamed_fragments(0, flat, "stream_args") == [flat]  # no nested array: intact
+
+
+def test_stream_shapes_from_the_environment_are_checked() -> None:
+    cfg = load_config({})
+    assert (cfg.stream_tools_shapes, cfg.stream_tools_min_bs) == (STREAM_SHAPES, 16)
+    cfg = load_config({"DSV4_TWIN_STREAM_TOOLS_SHAPES": "stream_args"})
+    assert cfg.stream_tools_shapes == ("stream_args",)
+    with pytest.raises(TwinConfigError, match="STREAM_TOOLS_SHAPES.*choose one or more of"):
+        load_config({"DSV4_TWIN_STREAM_TOOLS_SHAPES": "dropped_call"})
+    with pytest.raises(ValueError):
+        check_stream_shapes([" "])

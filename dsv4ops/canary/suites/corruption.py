@@ -8,17 +8,22 @@ SGLang's deepseekv4 parser, as missing calls, another request's values inside va
 that made no call in any request is reported as that (tools not enabled or the wrong parser), not
 as corruption; a call cut by max_tokens (reasoning used the budget) is INCONCLUSIVE, not corrupt.
 Consistency: the same greedy prompts at concurrency 1 and under the load must agree (exactly for
-the twin; `consistency_min_agreement` for a real model).
+the twin; `consistency_min_agreement` for a real model). Stream pairs (canary/streampair.py): one
+per PAIR_EVERY sessions once the first turn ended, two parallel calls with nested arrays and long
+arguments, streamed and not streamed under the load and compared: the streaming-only corruption
+of 2026.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import TypeVar
 
 from dsv4ops.canary.loadgen import ChatClient
 from dsv4ops.canary.records import RequestRecord
 from dsv4ops.canary.stats import summarize
+from dsv4ops.canary.streampair import PairOutcome, stream_pair
 from dsv4ops.canary.suites.common import (
     Harness,
     SuiteContext,
@@ -44,6 +49,12 @@ from dsv4ops.clock import perf_s
 from dsv4ops.jsontypes import JSONObject
 
 GARBLED = "\ufffd"
+T = TypeVar("T")
+# One stream pair per this many sessions (at least one): a sample, each pair is two requests
+# with the suite's longest answers. At 80 sessions x 3 turns (3 pairs) the suite took 3-5 %
+# longer on the twin (8.45 -> 8.66-8.88 s, scale 0.3, 2026-12-06); with pairs sent at the start,
+# one per 16 sessions and twice as long, it took 12 % longer.
+PAIR_EVERY = 24
 
 
 async def run_corruption(ctx: SuiteContext) -> SuiteResult:
@@ -73,7 +84,7 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
         ctx.say(f"corruption: {th.consistency_prompts} reference prompts at concurrency 1")
         reference = [await _consistency(h, ctx, i, "ref") for i in range(th.consistency_prompts)]
         ctx.say(f"corruption: {sessions} agentic sessions x {th.corruption_turns}+ turns")
-        loaded, elapsed = await _under_load(h, ctx, sessions, nonces, problems)
+        loaded, pairs, elapsed = await _under_load(h, ctx, sessions, nonces, problems)
     sc = h.selfcheck.report
     load_records = [r for r in h.records if r.tag != "ref"]
     summary = summarize(load_records, duration_s=elapsed, max_concurrency=sessions, t0_ns=h.t0_ns)
@@ -81,6 +92,7 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
     judge_errors(f, h.records, th)
     judge_hangs(f, h.watchdog, sc)
     judge_workers(f, h)
+    pair_metrics = _judge_pairs(f, pairs, problems)
     _judge_calls(f, problems, h.records, th)
     agreement, diffs = _agreement(reference, loaded)
     if loaded and agreement < th.consistency_min_agreement:
@@ -97,7 +109,8 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
     if not problems:
         f.unsure("no tool call was checked")
     f.note(
-        f"{len(problems)} tool calls checked in {sessions} sessions; consistency "
+        f"{len(problems)} tool calls checked in {sessions} sessions and "
+        f"{pair_metrics['compared']} stream pairs; consistency "
         f"{agreement:.0%} over {len(loaded)} prompts"
     )
     metrics: JSONObject = {
@@ -108,9 +121,29 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
             "bad": {rid: [str(p) for p in ps] for rid, ps in problems.items() if ps},
         },
         "consistency": {"agreement": agreement, "prompts": len(loaded), "diffs": diffs[:5]},
+        "stream_pairs": pair_metrics,
         "client": sc.to_json(),
     }
     return f.result("corruption", metrics)
+
+
+def _judge_pairs(
+    f: Findings, pairs: list[PairOutcome | None], problems: dict[str, list[ToolProblem]]
+) -> JSONObject:
+    """The pairs' streamed calls join the suite's tool calls (judged with them); a suite whose
+    pairs were none of them compared cannot PASS on the streaming-only shapes."""
+    done = [p for p in pairs if p is not None]
+    for p in done:
+        problems[p.rid] = p.problems
+    compared = [p for p in done if not p.not_compared]
+    if pairs and not compared:
+        why = next((p.not_compared for p in done), "their streams failed")
+        f.unsure(f"no stream pair was compared streamed and not streamed: {why}")
+    return {
+        "sent": len(pairs),
+        "compared": len(compared),
+        "not_compared": [f"{p.rid}: {p.not_compared}" for p in done if p.not_compared][:5],
+    }
 
 
 def _judge_calls(
@@ -150,15 +183,16 @@ async def _under_load(
     sessions: int,
     nonces: NonceBook,
     problems: dict[str, list[ToolProblem]],
-) -> tuple[list[RequestRecord], float]:
-    """The agentic sessions with the greedy consistency prompts again while all are in flight,
-    until they end or the watchdog sees the decode frozen; returns the prompts' records (empty
-    when they did not complete) and the seconds it took."""
+) -> tuple[list[RequestRecord], list[PairOutcome | None], float]:
+    """The agentic sessions with the greedy consistency prompts again and the stream pairs while
+    all are in flight, until they end or the watchdog sees the decode frozen; returns the
+    prompts' records and the pairs (empty when they did not complete) and the seconds it took."""
     th = ctx.thresholds
     t0 = perf_s()
     deadline = t0 + ctx.duration_s if ctx.duration_s else None
+    warm = asyncio.Event()  # a session's first turn ended: the load is all in the batch
     tasks = [
-        asyncio.create_task(_session(h, ctx, s, nonces, problems, deadline))
+        asyncio.create_task(_session(h, ctx, s, nonces, problems, deadline, warm))
         for s in range(sessions)
     ]
     # the same greedy prompts again, while all sessions are in flight
@@ -166,17 +200,40 @@ async def _under_load(
     loaded_task = asyncio.gather(
         *(_consistency(h, ctx, i, "load") for i in range(th.consistency_prompts))
     )
+    pairs_task = asyncio.ensure_future(_pairs(h, ctx, sessions, nonces, warm))
     frozen = asyncio.create_task(h.watchdog.frozen.wait())
-    body = asyncio.gather(*tasks, loaded_task)
+    body = asyncio.gather(*tasks, loaded_task, pairs_task)
     await asyncio.wait((body, frozen), return_when=asyncio.FIRST_COMPLETED)
     if not body.done():
         await cancel_all(tasks)
         loaded_task.cancel()
+        pairs_task.cancel()
     await asyncio.gather(body, return_exceptions=True)
     frozen.cancel()
-    loaded = loaded_task.result() if loaded_task.done() and not loaded_task.cancelled() else []
+    loaded = _result(loaded_task)
     elapsed = perf_s() - t0
-    return loaded, elapsed
+    return loaded, _result(pairs_task), elapsed
+
+
+async def _pairs(
+    h: Harness, ctx: SuiteContext, sessions: int, nonces: NonceBook, warm: asyncio.Event
+) -> list[PairOutcome | None]:
+    """The stream pairs, once the sessions' load is in the batch: sent with the sessions'
+    first requests, a pair could join before most of them (connections open in any order)
+    and run below the load the streaming bugs need (16 and more, vllm#48089)."""
+    await warm.wait()
+    think = ctx.thresholds.thinking_mode()
+    return await asyncio.gather(
+        *(
+            stream_pair(h.client, i, nonces, h.records, model=ctx.model, thinking=think)
+            for i in range(max(1, sessions // PAIR_EVERY))
+        )
+    )
+
+
+def _result(task: asyncio.Future[list[T]]) -> list[T]:
+    """A finished gather's results; empty when it was cut."""
+    return task.result() if task.done() and not task.cancelled() else []
 
 
 async def _consistency(h: Harness, ctx: SuiteContext, i: int, tag: str) -> RequestRecord:
@@ -208,6 +265,7 @@ async def _session(
     nonces: NonceBook,
     problems: dict[str, list[ToolProblem]],
     deadline: float | None,
+    warm: asyncio.Event,
 ) -> None:
     client: ChatClient = h.client
     history: list[JSONObject] = [
@@ -226,6 +284,7 @@ async def _session(
             thinking=ctx.thresholds.thinking_mode(),
         )
         rec = await client.stream(body, rid=rid, tag="session", sink=h.records)
+        warm.set()
         if not rec.ok:
             return  # counted as an error; an agent would stop here too
         found = tool_problems(rec, expect, nonces)
