@@ -19,6 +19,9 @@ from dsv4ops.cli._output import (
     yes_option,
 )
 
+# twin/config.py HAZARD_NAMES (the CLI layer does not import the twin; a test keeps them equal)
+HAZARDS = ("degrade", "wedge", "corrupt", "slow_health", "lost_transfer", "stream_tools")
+
 
 @click.group()
 def twin() -> None:
@@ -26,9 +29,7 @@ def twin() -> None:
 
 
 @twin.command("hazard")
-@click.argument(
-    "name", type=click.Choice(["degrade", "wedge", "corrupt", "slow_health", "lost_transfer"])
-)
+@click.argument("name", type=click.Choice(HAZARDS))
 @click.option(
     "--state",
     required=True,

@@ -163,3 +163,10 @@ def test_a_hazard_switch_killed_mid_way_is_abandoned_like_a_deploy(
         assert supervisor.lock_info() is None
     finally:
         kill_all(env)
+
+
+def test_the_cli_offers_every_hazard_the_twin_has() -> None:
+    from dsv4ops.cli.twin import HAZARDS
+    from dsv4ops.twin.config import HAZARD_NAMES
+
+    assert HAZARDS == HAZARD_NAMES
