@@ -1,8 +1,6 @@
-"""One twin server process: the state of a prefill, decode or unified SGLang worker.
-
-This module holds the request path (prefill compute, KV transfer, decode batch, streaming) and
-the information SGLang reports; `http_app.py` maps URLs onto it.
-"""
+"""One twin server process: the state of a prefill, decode or unified SGLang worker. This module
+holds the request path (prefill compute, KV transfer, decode batch, streaming) and the information
+SGLang reports; `http_app.py` maps URLs onto it."""
 
 from __future__ import annotations
 
