@@ -57,6 +57,11 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
     ("DSV4OPS_KERNELS_DIR", "kernel source tree (default: the package's own)"),
     ("DSV4OPS_AOT_PYTHON", "Python of the Triton ahead-of-time compile venv (default: .venv-aot)"),
     ("DSV4OPS_SMG_PYTHON", "Python of the SMG router venv on this machine (default: .venv-smg)"),
+    (
+        "DSV4OPS_SPARSE_DECODE_ATTN",
+        "1 in a decode's env (set by the profile): the kernel plugin replaces SGLang's decode "
+        "attention",
+    ),
     ("DSV4OPS_READY_TIMEOUT_S", "readiness wait per component, seconds (default: 1200)"),
     ("DSV4OPS_EVENT_LOOP", "the canary's event loop: uvloop (default) or asyncio"),
     (

@@ -122,7 +122,12 @@ def _samples(reply: HttpReply) -> tuple[Samples | None, str | None]:
     if reply.oversized:
         return None, f"/metrics sent more than {mib(METRICS_READ_CAP_BYTES)}: not read"
     try:
-        return parse_text(reply.body, WATCHED_FAMILIES), None
+        samples = parse_text(reply.body, WATCHED_FAMILIES)
+        if not samples.families and reply.body.strip():
+            # none of SGLang's families: is the body Prometheus text at all? (within the read
+            # cap; a proxy's error page is no worker's metrics, and says so)
+            parse_text(reply.body)
+        return samples, None
     except MetricsParseError as exc:
         return None, str(exc)[:200]
 
