@@ -62,14 +62,15 @@ demo: install
 # On TEST_WORKERS pytest-xdist workers, one test file at a time each (the kernels' files as one
 # unit, the long files first: testing/workers.py); ports are reserved per worker and across
 # processes (testing/ports.py). Every run ends with its 20 slowest tests (pyproject addopts).
-# Three workers on CI's two cores: the tests wait much of the time (on the twins' modelled steps,
+# More workers than CI's two cores: the tests wait much of the time (on the twins' modelled steps,
 # on processes starting and stopping). On this 2-core machine the same suite took 1169-1175 s on
 # two workers and 980-1095 s on three (2026-12-03; the machine 52% busy by /proc/stat at three);
 # with only the time-measuring tests serial, 853-993 s on three and 957 s on four (77-79% busy).
 # With the local agent session (remote/agent_session.py: one agent process per local Supervisor,
 # not per call), 690-771 s on three, the machine 62-68% busy by /proc/stat (user 46-50%).
-# Serial tests still run alone (testing/workers.py).
-TEST_WORKERS ?= 3
+# Serial tests still run alone (testing/workers.py). 2026-12-06, 1996 tests: 856 s on three,
+# 752 s on four workers (back to back, the machine otherwise idle): four.
+TEST_WORKERS ?= 4
 test: install
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
