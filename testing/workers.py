@@ -49,6 +49,8 @@ HEAVY: tuple[str, ...] = (
     # 79 s, one test: from the start, beside the two units above, which hold no serial test
     # then; later a serial test waits for it to end, and two workers idle (69 s in one run)
     "tests/cli/main_tour_test.py",
+    # ~120 s cold (CI has no mypy cache): late, it was the tail of stop 47's runs
+    "tests/architecture/mypy_test.py",
     "tests/cli/ab_test.py",  # 175 s (issue 20's gates and its A/B; issue 39's B decode killed)
     "tests/orchestrate/unrecorded_test.py",  # ~2 min: four full-disk deploys (issue 40)
     "tests/orchestrate/faults_test.py",  # 68 s
