@@ -50,6 +50,11 @@ CASES = {
     "sharp-softmax": Case(2, 16, 32, 32, sink=True, q_scale=3.0),
     # DSV4-Flash decode per rank: 64 padded heads, 512 dims, 128 SWA rows + 512 extra top-k.
     "dsv4-flash-shape": Case(1, 64, 128, 512, sink=True),
+    # Issue 41's ranges, each at its end: topk 512 in the main cache too, and a 64-request batch
+    # (the decode's largest graph bucket of the profile's range). 64 requests at the full shape
+    # take ~90 s in the interpreter: the GPU check (benchmarks/flash_mla_gpu_check.py) runs those.
+    "dsv4-flash-topk512": Case(1, 64, 512, 512, sink=True),
+    "64-requests": Case(64, 16, 32, 32, sink=True),
 }
 
 
