@@ -14,15 +14,21 @@ and the hook registry applying the plugin's hook to it, are SGLang's.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import inspect
 import io
 import json
 import logging
+import os
 import sys
 import types
+from pathlib import Path
 
 BOX_DEVICE = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 CFG = "sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_config"
+FLASH_MLA = "sglang.kernels.ops.attention.flash_mla_sm120"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _preload_config_module() -> types.ModuleType:
@@ -74,10 +80,46 @@ def main() -> int:
                 "patched": sorted(HookRegistry._patched),
                 "wrapped": hasattr(cfg.get_moe_configs, "__wrapped__"),
                 "log": logs.getvalue(),
+                "attn": _attention()
+                if os.environ.get("DSV4OPS_SPARSE_DECODE_ATTN") == "1"
+                else None,
             }
         )
     )
     return 0
+
+
+def _attention() -> dict[str, object]:
+    """SGLang's sm_120 decode entry point as the backend calls it, after load_plugins(): one
+    call on a cache in the V4 layout, against the original it replaced (the torch path, with
+    SGLANG_SM120_FLASHMLA_BACKEND=torch). The module is SGLang's own import, not a copy: on CPU
+    its imports (torch, triton, sglang.srt.environ/utils) all load; Triton runs interpreted."""
+    import torch
+
+    sys.path.insert(0, str(ROOT))  # testing.kernels: the seeded case builder the CPU tests use
+    from dsv4ops.kernels.interpreter import enable
+    from testing.kernels import Case, decode_kwargs
+
+    enable()  # the interpreter's bf16 tl.dot bug (interpreter.py); a GPU compiles the same code
+
+    module = importlib.import_module(FLASH_MLA)
+    hooked = module.flash_mla_with_kvcache_sm120
+    original = inspect.unwrap(hooked)
+    kw = decode_kwargs(Case(2, 16, 32, 32, sink=True), seed=7)
+    out, lse = hooked(**kw)
+    ref_out, ref_lse = original(**kw)
+    rows = [module._gather_and_dequant(kw["k_cache"], kw["indices"].clamp(min=0), 256)]
+    extra = kw["extra_indices_in_kvcache"].clamp(min=0)
+    rows.append(module._gather_and_dequant(kw["extra_k_cache"], extra, 64))
+    max_v = max(float(r.float().abs().max()) for r in rows)
+    finite = torch.isfinite(ref_lse)
+    return {
+        "replaced": hooked is not original,
+        "out_max_err": float((out.float() - ref_out.float()).abs().max()),
+        "out_tolerance": 2**-8 * max_v + 2**-7 * float(ref_out.float().abs().max()),
+        "lse_max_rel_err": float(((lse - ref_lse)[finite] / ref_lse[finite]).abs().max()),
+        "same_infinities": bool(torch.equal(torch.isneginf(lse), torch.isneginf(ref_lse))),
+    }
 
 
 if __name__ == "__main__":

@@ -91,6 +91,45 @@ def test_sglang_loads_the_built_plugin_and_finds_its_config(
     assert "[dsv4ops-kernel-plugin]" not in stderr
 
 
+@pytest.mark.sglang
+@pytest.mark.kernels
+def test_sglang_calls_our_decode_attention_through_its_own_hook(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Issue 41 item 3 through the real part: SGLang's load_plugins() registers the package's
+    REPLACE hook (the profile's switch on), and SGLang's own flash_mla_with_kvcache_sm120, called
+    as deepseek_v4_backend.py calls it, runs our kernel and agrees with the original it replaced."""
+    env = _installed(request, tmp_path)
+    env.update(
+        DSV4OPS_SPARSE_DECODE_ATTN="1", TRITON_INTERPRET="1", SGLANG_SM120_FLASHMLA_BACKEND="torch"
+    )
+    out, stderr = _probe(env)
+    target = "sglang.kernels.ops.attention.flash_mla_sm120.flash_mla_with_kvcache_sm120"
+    assert target in out["hooks"] and target in out["patched"]
+    attn = out["attn"]
+    assert attn["replaced"] and attn["same_infinities"]
+    assert attn["out_max_err"] <= attn["out_tolerance"]
+    assert attn["lse_max_rel_err"] <= 1e-4
+    assert "sparse-decode-attn pid=" in stderr and "first call ours" in stderr
+    assert "first call original" not in stderr
+
+
+def _installed(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """The built package unpacked as deploy installs it; the env SGLang's loader finds it by."""
+    if (
+        os.environ.get("SGLANG_REAL_TESTS") != "1"
+        or not (SITE / "sglang/srt/plugins/__init__.py").is_file()
+    ):
+        pytest.skip(f"runs in `make test-sglang` (SGLANG_REAL_TESTS=1, env at {SITE}); ~70 s")
+    built = request.getfixturevalue("built")  # only when the env is there: the build is slow
+    with tarfile.open(built.v2.path) as tar:
+        tar.extractall(tmp_path, filter="data")
+    root = next(tmp_path.glob("dsv4-decode-kernels-*"))
+    env = {**os.environ, **plugin_env("dsv4-decode-kernels", str(root))}
+    env["PYTHONPATH"] = f"{SITE}:{env['PYTHONPATH']}"
+    return env
+
+
 def _probe(env: dict[str, str]) -> tuple[JSONObject, str]:
     proc = subprocess.run(
         [sys.executable, "-W", "ignore", str(PROBE)],
