@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import click
@@ -56,6 +57,13 @@ def test_bug_exits_3_with_short_report(capsys: pytest.CaptureFixture[str]) -> No
 
 def test_keyboard_interrupt_exits_130(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_pkg.main(["interrupted"]) == 130
+
+
+def test_version_is_the_release_pyproject_ships(capsys: pytest.CaptureFixture[str]) -> None:
+    # The newest CHANGELOG release is held to the same number (tests/architecture).
+    shipped = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    assert cli_pkg.main(["--version"]) == 0
+    assert capsys.readouterr().out == f"dsv4ops, version {shipped['project']['version']}\n"
 
 
 @pytest.mark.parametrize(
