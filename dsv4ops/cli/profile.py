@@ -1,9 +1,11 @@
-"""`dsv4ops profile list|show|validate|render|diff|set` (click only translates; work is in profiles)."""
+"""`dsv4ops profile list|show|validate|render|diff|set|schema` (click only translates; the work
+is in the profile use cases)."""
 
 from __future__ import annotations
 
 import shlex
 import sys
+from pathlib import Path
 
 import click
 
@@ -239,3 +241,36 @@ def set_cmd(
             f"committed {result.commit[:12]}" if result.commit else "not committed (--no-commit)"
         )
     sys.stdout.flush()
+
+
+@profile.command("schema")
+@click.option("--targets", is_flag=True, help="The schema of targets.yaml instead of a profile's.")
+@click.option(
+    "--markdown", is_flag=True, help="The settings reference tables (docs/profiles.md) instead."
+)
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write it here (default: stdout).",
+)
+def schema_cmd(targets: bool, markdown: bool, output: Path | None) -> None:
+    """Print the JSON Schema (draft 2020-12) of a profile file, for editors and CI.
+
+    Derived from the loader's own declaration of every key (types, bounds, choices, defaults);
+    profiles/schema/ ships it and every shipped YAML names it on its first line
+    (`# yaml-language-server: $schema=...`). The loader still checks more than it can say:
+    rules across keys and files (docs/profiles.md, "The JSON Schema (editors and CI)")."""
+    from dsv4ops.orchestrate.usecases.profile import profile_schema
+
+    text = profile_schema(targets=targets, markdown=markdown)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise DsOpsError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
+    click.echo(f"wrote {output}")

@@ -33,6 +33,8 @@ SPEC_HELP = "a list of ints, 'sglang-default', 'sglang-default:MAX', 'stepN' or 
 
 _STEP_RE = re.compile(r"^step(\d{1,12})(?::(\d{1,12})-(\d{1,12}))?$")
 _DEFAULT_RE = re.compile(r"^sglang-default(?::(\d{1,12}))?$")
+# The spec grammar as regexes (the profile's JSON Schema offers the same to editors).
+SPEC_PATTERNS = (_DEFAULT_RE.pattern, _STEP_RE.pattern)
 
 
 def sglang_default_buckets(max_bs: int) -> list[int]:

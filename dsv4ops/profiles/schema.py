@@ -144,37 +144,94 @@ def _server(role: str, *, default_port: int) -> Schema:
             maximum=MAX_GPU_ID,
             max_items=64,
         ),
-        "tp": Field("int", required=True, minimum=1, help="tensor parallel size = len(gpus)"),
-        "port": Field("int", default=default_port, minimum=1, maximum=65535),
-        "transfer_backend": Field("str", default="nixl", choices=TRANSFER_BACKENDS),
-        "page_size": Field("int", default=256, minimum=1, help="DSV4 default is 256", maximum=1024),
-        "kv_cache_dtype": Field("str", default="fp8_e4m3", choices=KV_CACHE_DTYPES),
+        "tp": Field(
+            "int", required=True, minimum=1, help="tensor parallel size (--tp-size) = len(gpus)"
+        ),
+        "port": Field(
+            "int",
+            default=default_port,
+            minimum=1,
+            maximum=65535,
+            help="the server's HTTP port (the target's port_offset is added)",
+        ),
+        "transfer_backend": Field(
+            "str",
+            default="nixl",
+            choices=TRANSFER_BACKENDS,
+            help="KV transfer between the sides (--disaggregation-transfer-backend); both match",
+        ),
+        "page_size": Field(
+            "int",
+            default=256,
+            minimum=1,
+            maximum=1024,
+            help="KV cache page (--page-size; DSV4: 256)",
+        ),
+        "kv_cache_dtype": Field(
+            "str",
+            default="fp8_e4m3",
+            choices=KV_CACHE_DTYPES,
+            help="--kv-cache-dtype; both sides match",
+        ),
         # A fraction of GPU memory: SGLang's own default on the 96 GB box is about 0.89.
-        "mem_fraction_static": Field("float", nullable=True, minimum=0.05, maximum=0.99),
+        "mem_fraction_static": Field(
+            "float",
+            nullable=True,
+            minimum=0.05,
+            maximum=0.99,
+            help="share of GPU memory for weights and KV cache; null: SGLang's (~0.89 on the box)",
+        ),
         # DSV4's default is 256 (reference §1.4); the request pool is allocated up front.
         "max_running_requests": Field(
-            "int", nullable=True, minimum=1, maximum=MAX_RUNNING_REQUESTS
+            "int",
+            nullable=True,
+            minimum=1,
+            maximum=MAX_RUNNING_REQUESTS,
+            help="--max-running-requests; null: DSV4's 256",
         ),
-        "extra_args": Field("str_list", default=[]),
-        "env": Field("str_map", default={}),
+        "extra_args": Field(
+            "str_list", default=[], help="more SGLang arguments, checked against its parser"
+        ),
+        "env": Field("str_map", default={}, help="environment of the server process"),
     }
     if role == "prefill":
-        side["bootstrap_port"] = Field("int", default=8998, minimum=1, maximum=65535)
+        side["bootstrap_port"] = Field(
+            "int",
+            default=8998,
+            minimum=1,
+            maximum=65535,
+            help="--disaggregation-bootstrap-port, where the decode meets the prefill",
+        )
     return side
 
 
 PROFILE_SCHEMA: Schema = {
-    "schema_version": Field("int", required=True),
-    "extends": Field("str", nullable=True),
-    "description": Field("str", default="", text="free"),
+    "schema_version": Field("int", required=True, help="the file format's version"),
+    "extends": Field(
+        "str", nullable=True, help="the profile this one inherits from: a name or a relative path"
+    ),
+    "description": Field("str", default="", text="free", help="what the profile is for"),
     "model": {
-        "path": Field("str", required=True, text="nonempty"),
-        "served_name": Field("str", nullable=True, text="name"),
-        "tool_call_parser": Field("str", default="deepseekv4", nullable=True),
-        "reasoning_parser": Field(
-            "str", default="deepseek-v4", nullable=True, choices=REASONING_PARSERS
+        "path": Field(
+            "str", required=True, text="nonempty", help="the model SGLang loads (--model-path)"
         ),
-        "trust_remote_code": Field("bool", default=True),
+        "served_name": Field(
+            "str",
+            nullable=True,
+            text="name",
+            help="the name clients ask for (--served-model-name); null: the path",
+        ),
+        "tool_call_parser": Field(
+            "str", default="deepseekv4", nullable=True, help="--tool-call-parser; null: none"
+        ),
+        "reasoning_parser": Field(
+            "str",
+            default="deepseek-v4",
+            nullable=True,
+            choices=REASONING_PARSERS,
+            help="--reasoning-parser; null: none",
+        ),
+        "trust_remote_code": Field("bool", default=True, help="--trust-remote-code"),
     },
     "prefill": _server("prefill", default_port=30000),
     "decode": _server("decode", default_port=30001),
@@ -182,22 +239,54 @@ PROFILE_SCHEMA: Schema = {
         # Which router runs in front of the pair (dsv4ops/routerkind.py): the command, the flags
         # extra_args may hold and how dsv4ops talks to it follow from it.
         "kind": Field(
-            "str", default=str(DEFAULT_ROUTER_KIND), choices=tuple(str(k) for k in RouterKind)
+            "str",
+            default=str(DEFAULT_ROUTER_KIND),
+            choices=tuple(str(k) for k in RouterKind),
+            help="which router runs in front of the pair",
         ),
-        "port": Field("int", default=8000, minimum=1, maximum=65535),
-        "prometheus_port": Field("int", default=29000, minimum=1, maximum=65535),
-        "policy": Field("str", default="cache_aware", choices=ROUTER_POLICIES),
+        "port": Field(
+            "int", default=8000, minimum=1, maximum=65535, help="the port clients send requests to"
+        ),
+        "prometheus_port": Field(
+            "int", default=29000, minimum=1, maximum=65535, help="the router's Prometheus port"
+        ),
+        "policy": Field(
+            "str",
+            default="cache_aware",
+            choices=ROUTER_POLICIES,
+            help="--policy; the router kind's parser narrows the choices",
+        ),
         # PD's own policy per side (both routers take them); unset, --policy serves both.
-        "prefill_policy": Field("str", nullable=True, choices=any_policy("prefill_policy")),
-        "decode_policy": Field("str", nullable=True, choices=any_policy("decode_policy")),
+        "prefill_policy": Field(
+            "str",
+            nullable=True,
+            choices=any_policy("prefill_policy"),
+            help="--prefill-policy; null: policy",
+        ),
+        "decode_policy": Field(
+            "str",
+            nullable=True,
+            choices=any_policy("decode_policy"),
+            help="--decode-policy; null: policy",
+        ),
         "health_check": {
-            "endpoint": Field("str", default="/health", text="endpoint"),
-            "interval_secs": Field("int", default=10, minimum=1, maximum=3600),
+            "endpoint": Field(
+                "str", default="/health", text="endpoint", help="the path the router polls"
+            ),
+            "interval_secs": Field(
+                "int", default=10, minimum=1, maximum=3600, help="seconds between checks"
+            ),
             # Above SGLang's own 20 s health-generate wait (reference §3), so a busy but healthy
             # server is not marked dead by the router's 5 s default.
-            "timeout_secs": Field("int", default=30, minimum=1, maximum=3600),
-            "failure_threshold": Field("int", default=3, minimum=1, maximum=100),
-            "success_threshold": Field("int", default=2, minimum=1, maximum=100),
+            "timeout_secs": Field(
+                "int", default=30, minimum=1, maximum=3600, help="seconds a check may take"
+            ),
+            "failure_threshold": Field(
+                "int", default=3, minimum=1, maximum=100, help="failed checks that mark it dead"
+            ),
+            "success_threshold": Field(
+                "int", default=2, minimum=1, maximum=100, help="passed checks that revive it"
+            ),
         },
         # Where the key the router requires lives on the operator's machine, never the key
         # (dsv4ops/apikey.py): one of env and file; neither, a router open to its port.
@@ -205,15 +294,30 @@ PROFILE_SCHEMA: Schema = {
             "env": Field("str", nullable=True, text="name", help="an environment variable name"),
             "file": Field("str", nullable=True, text="nonempty", help="a file holding the key"),
         },
-        "extra_args": Field("str_list", default=[]),
-        "env": Field("str_map", default={}),
+        "extra_args": Field(
+            "str_list", default=[], help="more router arguments, checked against its parser"
+        ),
+        "env": Field("str_map", default={}, help="environment of the router process"),
     },
     "flags": {
-        "overlap_schedule": Field("onoff", default=False),
-        "multi_stream_overlap": Field("onoff", default=False),
-        "decode_buckets": Field("buckets", default="sglang-default", max_items=MAX_BUCKETS),
+        "overlap_schedule": Field(
+            "onoff", default=False, help="the decode's overlap scheduler (on: the wedge hazard)"
+        ),
+        "multi_stream_overlap": Field(
+            "onoff",
+            default=False,
+            help="SGLANG_OPT_USE_MULTI_STREAM_OVERLAP (on: the tool-call corruption hazard)",
+        ),
+        "decode_buckets": Field(
+            "buckets",
+            default="sglang-default",
+            max_items=MAX_BUCKETS,
+            help="the decode's CUDA-graph batch sizes (--cuda-graph-bs-decode)",
+        ),
     },
-    "kernel_package": Field("str", nullable=True, help="name@version, or empty"),
+    "kernel_package": Field(
+        "str", nullable=True, help="the kernel package the servers load: name@version, or empty"
+    ),
     # Declared once, with its defaults, bounds and docs, in profiles/model.py.
     "canary": section_schema(CanaryThresholds),
     # What the deployed model can do with tools, declared (profiles/model.py ProbeSettings).
@@ -222,20 +326,27 @@ PROFILE_SCHEMA: Schema = {
 
 
 TARGETS_SCHEMA: Schema = {
-    "schema_version": Field("int", required=True),
+    "schema_version": Field("int", required=True, help="the file format's version"),
     # "targets" is a mapping name -> TARGET_SCHEMA, checked by the targets loader.
 }
 
 TARGET_SCHEMA: Schema = {
-    "description": Field("str", default="", text="free"),
-    "transport": Field("str", required=True, choices=("local", "ssh", "endpoint")),
+    "description": Field("str", default="", text="free", help="what the target is"),
+    "transport": Field(
+        "str",
+        required=True,
+        choices=("local", "ssh", "endpoint"),
+        help="this machine, a machine over SSH, or a cluster's router over HTTP",
+    ),
     "ssh": {
-        "host": Field("str", nullable=True),
-        "port": Field("int", default=22, minimum=1, maximum=65535),
-        "user": Field("str", nullable=True),
-        "key": Field("str", nullable=True),
-        "known_hosts": Field("str", nullable=True),
-        "trust_on_first_use": Field("bool", default=False),
+        "host": Field("str", nullable=True, help="the host to connect to (transport: ssh)"),
+        "port": Field("int", default=22, minimum=1, maximum=65535, help="the SSH port"),
+        "user": Field("str", nullable=True, help="the login; null: SSH's default"),
+        "key": Field("str", nullable=True, help="a private key file; null: SSH's defaults"),
+        "known_hosts": Field("str", nullable=True, help="the known_hosts file host keys are in"),
+        "trust_on_first_use": Field(
+            "bool", default=False, help="accept an unknown host key once and record it"
+        ),
         "reconnect_s": Field(
             "float",
             default=SSH_RECONNECT_S,
@@ -244,23 +355,38 @@ TARGET_SCHEMA: Schema = {
             help="seconds a call rides out a dropped connection (0: fail at once)",
         ),
     },
-    "gpus": Field("int_list", required=True, minimum=0, maximum=MAX_GPU_ID, max_items=64),
-    "workdir": Field("str", required=True),
+    "gpus": Field(
+        "int_list",
+        required=True,
+        minimum=0,
+        maximum=MAX_GPU_ID,
+        max_items=64,
+        help="the GPU ids the target has",
+    ),
+    "workdir": Field("str", required=True, help="where the components run and log"),
     "python": Field("str", nullable=True, help="interpreter on the target"),
     # The interpreter that runs a `router.kind: smg` router (SMG has its own venv, Makefile
     # SMG_VENV); null: this machine's SMG venv for a local target, `python` over SSH.
     "smg_python": Field("str", nullable=True, help="interpreter with smg installed"),
-    "launcher": Field("str", default="sglang", choices=("sglang", "twin")),
-    "bind_host": Field("str", default="127.0.0.1"),
-    "connect_host": Field("str", nullable=True),
-    "port_offset": Field("int", default=0, minimum=0, maximum=65535),
-    "twin_env": Field("str_map", default={}),
+    "launcher": Field(
+        "str", default="sglang", choices=("sglang", "twin"), help="real SGLang or the twin"
+    ),
+    "bind_host": Field("str", default="127.0.0.1", help="the address the servers listen on"),
+    "connect_host": Field(
+        "str", nullable=True, help="the address this machine calls; null: from bind_host"
+    ),
+    "port_offset": Field(
+        "int", default=0, minimum=0, maximum=65535, help="added to every port of the profile"
+    ),
+    "twin_env": Field("str_map", default={}, help="environment of the twin's processes"),
 }
 
 # `transport: endpoint`: a cluster (RBG) reached only over HTTP; dsv4ops starts nothing there.
 ENDPOINT_TARGET_SCHEMA: Schema = {
-    "description": Field("str", default="", text="free"),
-    "transport": Field("str", required=True, choices=("endpoint",)),
+    "description": Field("str", default="", text="free", help="what the target is"),
+    "transport": Field(
+        "str", required=True, choices=("endpoint",), help="a cluster's router over HTTP"
+    ),
     "router_url": Field("str", required=True, text="name", help="http(s)://host[:port]"),
     "metrics": {
         "prefill": Field("str_list", default=[], max_items=64, help="prefill server URLs"),
@@ -268,6 +394,6 @@ ENDPOINT_TARGET_SCHEMA: Schema = {
         "router": Field("str", nullable=True, text="name", help="the router's Prometheus URL"),
     },
     "profile": Field("str", nullable=True, text="name", help="the profile the cluster runs"),
-    "namespace": Field("str", nullable=True, text="name"),
+    "namespace": Field("str", nullable=True, text="name", help="the cluster's namespace"),
     "replicas": Field("int", nullable=True, minimum=1, maximum=64, help="prefill:decode pairs"),
 }

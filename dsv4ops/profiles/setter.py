@@ -11,6 +11,7 @@ from pathlib import Path
 from dsv4ops.errors import DsOpsError, ProfileError
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles import git as gitio
+from dsv4ops.profiles.json_schema import modeline, modeline_of
 from dsv4ops.profiles.load import load_profile, profile_path
 from dsv4ops.profiles.model import Target
 from dsv4ops.profiles.render import render
@@ -78,7 +79,9 @@ def set_flags(
             raise DsOpsError(
                 f"{dest} already exists", hint="pick another --as name, or use --in-place on it"
             )
-        text = new_profile_text(source, src_path.stem, toggles, command)
+        # The new file sits beside its base: the base's schema line (a relative path) holds.
+        line = modeline_of(src_path.read_text(encoding="utf-8")) or modeline()
+        text = new_profile_text(source, src_path.stem, toggles, command, line)
     else:
         dest = src_path
         text = edit_in_place(src_path.read_text(encoding="utf-8"), toggles)

@@ -8,7 +8,8 @@ bounds and doc (`setting(...)`). From the dataclass come
 * the section's schema (`profiles/schema.py`: `section_schema`), so the loader validates it;
 * the section's value on `Profile` (`from_values`: the dataclass itself, built by name);
 * its value from a journal record (`from_record`: a redacted '***' keeps the default);
-* the profile reference's table (`reference_rows`, in docs/profiles.md, checked by a test);
+* the profile reference's table and JSON Schema (through the section's schema:
+  `profiles/reference.py`, `profiles/json_schema.py`);
 * in the canary, the thresholds (`canary.verdict.Thresholds` derives from `CanaryThresholds`).
 
 To add a setting to a declared section, add one field; to add a declared section, declare its
@@ -158,35 +159,3 @@ def _fits(kind: str, value: object) -> bool:
     if kind == "str_list":
         return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
     return isinstance(value, str)
-
-
-def reference_rows(section: str, cls: type[DataclassInstance]) -> list[str]:
-    """The profile reference's table of a declared section (docs/profiles.md)."""
-    rows = ["| key | type | default | bounds | what it sets |", "|---|---|---|---|---|"]
-    for d in declared(cls):
-        rows.append(
-            f"| `{section}.{d.name}` | {d.kind}{' or null' if d.nullable else ''} "
-            f"| `{_shown(d.default)}` | {_bounds_text(d.bounds)} | {d.bounds.doc} |"
-        )
-    return rows
-
-
-def _shown(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, tuple):
-        return "[" + ", ".join(_shown(v) for v in value) + "]"
-    return "null" if value is None else f"{value}"
-
-
-def _bounds_text(b: Bounds) -> str:
-    parts = []
-    if b.minimum is not None or b.maximum is not None:
-        lo = "" if b.minimum is None else f"{b.minimum:g}"
-        hi = "" if b.maximum is None else f"{b.maximum:g}"
-        parts.append(f"{lo}-{hi}" if lo and hi else (f">= {lo}" if lo else f"<= {hi}"))
-    if b.max_items is not None:
-        parts.append(f"at most {b.max_items} items")
-    if b.choices is not None:
-        parts.append(" / ".join(f"`{c}`" for c in b.choices))
-    return ", ".join(parts) or "-"

@@ -120,10 +120,14 @@ def worst_padding(buckets: tuple[int, ...], above: int = 0) -> int:
     return worst
 
 
-def new_profile_text(base: Profile, base_ref: str, toggles: list[Toggle], command: str) -> str:
-    """A new profile file that extends `base_ref` and sets only the toggled flags."""
+def new_profile_text(
+    base: Profile, base_ref: str, toggles: list[Toggle], command: str, modeline: str
+) -> str:
+    """A new profile file that extends `base_ref` and sets only the toggled flags; `modeline`
+    (the yaml-language-server line) goes first, as in every shipped profile."""
     desc = f"{base.name} with " + ", ".join(f"{t.name}={t.yaml_value}" for t in toggles)
     body = [
+        modeline,
         f"# Written by `{command}`.",
         "schema_version: 1",
         f"extends: {base_ref}",

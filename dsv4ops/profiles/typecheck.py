@@ -14,8 +14,9 @@ from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.provenance import Provenance
 from dsv4ops.profiles.schema import MAX_ITEMS, MAX_STRING_CHARS, TEXT_HELP, Field, Schema, describe
 
-_ON = {"on", "true", "yes", "1"}
-_OFF = {"off", "false", "no", "0"}
+# The words an on/off key takes, in any case (json_schema.py spells them out for editors).
+ON_WORDS = frozenset({"on", "true", "yes", "1"})
+OFF_WORDS = frozenset({"off", "false", "no", "0"})
 
 
 def check_unknown_keys(
@@ -180,8 +181,8 @@ def coerce(value: JSONValue, spec: Field, prov: Provenance, path: str) -> JSONVa
         # YAML 1.1 reads bare on/off as booleans; accept those and the quoted strings.
         if isinstance(value, bool):
             return value
-        if isinstance(value, str) and value.lower() in _ON | _OFF:
-            return value.lower() in _ON
+        if isinstance(value, str) and value.lower() in ON_WORDS | OFF_WORDS:
+            return value.lower() in ON_WORDS
         raise bad()
     if kind in ("int_list", "buckets") and isinstance(value, list):
         if any(isinstance(v, bool) or not isinstance(v, int) for v in value):

@@ -50,6 +50,20 @@ def test_set_as_new_writes_extending_profile_and_commits_only_it(repo: Path, pdi
     assert "notes.txt" in _git(repo, "status", "--porcelain")
 
 
+def test_a_new_profile_starts_with_the_schema_line_of_its_base(repo: Path, pdir: Path) -> None:
+    # The base has none: the new file gets the line every shipped profile starts with.
+    set_flags("base", ["overlap=on"], as_name="fast", in_place=False, commit=False)
+    first = (pdir / "fast.yaml").read_text().splitlines()[0]
+    assert first == "# yaml-language-server: $schema=./schema/profile.schema.json"
+    # A base with its own line (another path to the schema): the new file beside it keeps it.
+    own = "# yaml-language-server: $schema=../elsewhere/profile.schema.json"
+    rest = (pdir / "fast.yaml").read_text().split("\n", 1)[1]
+    (pdir / "fast.yaml").write_text(own + "\n" + rest)
+    set_flags("fast", ["buckets=step4"], as_name="faster", in_place=False, commit=False)
+    assert (pdir / "faster.yaml").read_text().splitlines()[0] == own
+    assert load_profile("faster").flags.decode_buckets_spec == "step4"
+
+
 def test_set_in_place_keeps_comments_and_changes_one_line(repo: Path, pdir: Path) -> None:
     before = (pdir / "base.yaml").read_text()
     set_flags(

@@ -1,12 +1,10 @@
 """The declared settings (profiles/settings.py): everything derived from CanaryThresholds agrees
 with it: the schema the loader validates by, the loaded profile, the canary's Thresholds, the
-journal record's reading and docs/profiles.md's table."""
+journal record's reading (docs/profiles.md's tables: tests/profiles/reference_test.py)."""
 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -14,11 +12,11 @@ from dsv4ops.canary.verdict import Thresholds
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import load_profile
 from dsv4ops.profiles.model import CanaryThresholds, ProbeSettings
+from dsv4ops.profiles.reference import table
 from dsv4ops.profiles.schema import PROFILE_SCHEMA, Field, section_schema
-from dsv4ops.profiles.settings import declared, from_record, reference_rows, setting
+from dsv4ops.profiles.settings import declared, from_record, setting
 from testing.profiles import child
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "profiles.md"
 SETTINGS = list(declared(CanaryThresholds))
 
 
@@ -88,16 +86,6 @@ def test_a_record_keeps_the_default_for_what_it_cannot_use() -> None:
     assert from_record(CanaryThresholds, None) == CanaryThresholds()
 
 
-@pytest.mark.parametrize(
-    ("section", "cls"), [("canary", CanaryThresholds), ("probe", ProbeSettings)]
-)
-def test_the_docs_table_is_what_the_declaration_prints(section: str, cls: type[Any]) -> None:
-    text = DOCS.read_text()
-    begin, end = f"<!-- {section}-settings: begin -->\n", f"<!-- {section}-settings: end -->"
-    table = text[text.index(begin) + len(begin) : text.index(end)].strip().splitlines()
-    assert table == reference_rows(section, cls)
-
-
 def test_a_choice_setting_is_validated_by_its_choices() -> None:
     assert section_schema(ProbeSettings)["tool_call"] == Field(
         "str",
@@ -105,7 +93,7 @@ def test_a_choice_setting_is_validated_by_its_choices() -> None:
         choices=("required", "auto", "off"),
         help=ProbeSettings.__dataclass_fields__["tool_call"].metadata["dsv4ops.setting"].doc,
     )
-    assert "`required` / `auto` / `off`" in reference_rows("probe", ProbeSettings)[2]
+    assert "`required` / `auto` / `off`" in table(section_schema(ProbeSettings), "probe.")[2]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +111,7 @@ def test_a_new_section_is_one_dataclass_away() -> None:
             "float", default=10.0, minimum=0.1, maximum=600.0, help="seconds the probe waits"
         ),
     }
-    assert reference_rows("probe", _Probe)[2] == (
+    assert table(section_schema(_Probe), "probe.")[2] == (
         "| `probe.tool_call` | bool | `true` | - | the probe sends a tool call |"
     )
 

@@ -134,3 +134,18 @@ def set_profile_flags(
         dry_run=dry_run,
         target=get_target(target) if target else None,
     )
+
+
+def profile_schema(*, targets: bool, markdown: bool) -> str:
+    """`profile schema`: the JSON Schema of a profile file (of targets.yaml with `targets`), or
+    with `markdown` the settings reference tables of docs/profiles.md; both derived from the
+    one declaration of the keys (profiles/schema.py)."""
+    from dsv4ops.profiles import json_schema, reference
+
+    if markdown:
+        return reference.markdown(
+            reference.targets_blocks() if targets else reference.profile_blocks()
+        )
+    return json_schema.to_text(
+        json_schema.targets_json_schema() if targets else json_schema.profile_json_schema()
+    )

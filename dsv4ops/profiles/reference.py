@@ -1,0 +1,101 @@
+"""The settings reference of docs/profiles.md, printed from the Field trees of profiles/schema.py
+(`dsv4ops profile schema --markdown`): one table per section, each between markers that a test
+compares with this output, so the docs cannot drift from what the loader checks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from dsv4ops.jsontypes import JSONValue
+from dsv4ops.profiles.schema import (
+    ENDPOINT_TARGET_SCHEMA,
+    MAX_ITEMS,
+    PROFILE_SCHEMA,
+    TARGET_SCHEMA,
+    TEXT_HELP,
+    Field,
+    Schema,
+)
+
+HEADER = ("| key | type | default | bounds | what it sets |", "|---|---|---|---|---|")
+_LISTS = ("int_list", "str_list", "str_map", "buckets")
+
+
+def profile_blocks() -> dict[str, list[str]]:
+    """Block name -> table: the top-level keys, then one block per section of a profile."""
+    top: Schema = {k: v for k, v in PROFILE_SCHEMA.items() if isinstance(v, Field)}
+    blocks = {"top": table(top)}
+    for key, spec in PROFILE_SCHEMA.items():
+        if isinstance(spec, dict):
+            blocks[key] = table(spec, f"{key}.")
+    return blocks
+
+
+def targets_blocks() -> dict[str, list[str]]:
+    """Block name -> table: a target of targets.yaml, and a `transport: endpoint` target."""
+    return {
+        "target": table(TARGET_SCHEMA, "targets.NAME."),
+        "endpoint-target": table(ENDPOINT_TARGET_SCHEMA, "targets.NAME."),
+    }
+
+
+def markdown(blocks: dict[str, list[str]]) -> str:
+    """The blocks as docs/profiles.md holds them, each between its markers."""
+    out = []
+    for name, rows in blocks.items():
+        out += [begin_marker(name), *rows, end_marker(name), ""]
+    return "\n".join(out)
+
+
+def begin_marker(name: str) -> str:
+    return f"<!-- settings:{name}: begin -->"
+
+
+def end_marker(name: str) -> str:
+    return f"<!-- settings:{name}: end -->"
+
+
+def table(schema: Schema, prefix: str = "") -> list[str]:
+    return [*HEADER, *(_row(path, f) for path, f in _leaves(schema, prefix))]
+
+
+def _leaves(schema: Schema, prefix: str) -> Iterator[tuple[str, Field]]:
+    for key, spec in schema.items():
+        if isinstance(spec, dict):
+            yield from _leaves(spec, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", spec
+
+
+def _row(path: str, f: Field) -> str:
+    kind = f.kind + (" or null" if f.nullable else "")
+    default = "required" if f.required else f"`{_shown(f.default)}`"
+    cells = (f"`{path}`", kind, default, _bounds(f), f.help or "-")
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def _shown(value: JSONValue) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_shown(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{}" if not value else str(value)
+    if value == "":
+        return '""'
+    return "null" if value is None else f"{value}"
+
+
+def _bounds(f: Field) -> str:
+    parts = []
+    if f.minimum is not None or f.maximum is not None:
+        lo = "" if f.minimum is None else f"{f.minimum:g}"
+        hi = "" if f.maximum is None else f"{f.maximum:g}"
+        parts.append(f"{lo}-{hi}" if lo and hi else (f">= {lo}" if lo else f"<= {hi}"))
+    if f.kind in _LISTS:
+        parts.append(f"at most {f.max_items if f.max_items is not None else MAX_ITEMS} items")
+    if f.choices is not None:
+        parts.append(" / ".join(f"`{c}`" for c in f.choices))
+    if f.kind in ("str", "str_list", "str_map") and f.text not in ("argv", "free"):
+        parts.append(TEXT_HELP[f.text])
+    return ", ".join(parts) or "-"
