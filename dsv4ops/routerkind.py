@@ -45,6 +45,11 @@ class RouterKind(StrEnum):
         return _IMAGES[self]
 
     @property
+    def request_ids(self) -> RequestIds:
+        """Which of a client's request ids this router lets reach the workers."""
+        return _REQUEST_IDS[self]
+
+    @property
     def thinking_off_explicit(self) -> bool:
         """Whether a request that does not reason must say so (`chat_template_kwargs:
         {"thinking": false}`). SMG 1.13.0 applies DeepSeek's API rules to a model it serves as
@@ -95,6 +100,25 @@ class RouterMetrics:
         )
 
 
+@dataclass(frozen=True)
+class RequestIds:
+    """What a router passes on of a client's request ids; what `POST /abort_request {"rid"}` on a
+    worker can match (the canary's abort cascade), and what a worker's log can be searched by.
+
+    Observed through each router on the twin (2026-12-06, tests/cli/deploy_smg_test.py): a
+    streaming chat completion with `rid` in its body and an `X-Request-ID` header, read back from
+    the decode's `/_twin/state` while it streams.
+    """
+
+    # a `rid` in a /v1/chat/completions body reaches the decode, which serves the stream (and
+    # names its chunks) under it; False: the decode serves it under its own `chatcmpl-…` id,
+    # which only the stream's chunk `id` tells. (/v1/completions and /generate keep it behind both.)
+    chat_rid_kept: bool
+    # the client's X-Request-ID header reaches both workers (and comes back on the answer). SGLang
+    # 0.5.23 reads no such header (its id is the body's `rid`): it ties logs together, never an abort.
+    header_forwarded: bool
+
+
 DEFAULT_ROUTER_KIND = RouterKind.SGLANG_ROUTER
 SMG_VERSION = "1.13.0"  # also in Makefile's SMG_PIN and profiles/_smg_flag_table.py (a test checks)
 
@@ -102,15 +126,21 @@ _MODULES = {
     RouterKind.SGLANG_ROUTER: "sglang_router.launch_router",
     RouterKind.SMG: "smg.launch_router",
 }
+_REQUEST_IDS = {
+    # 0.3.2 re-serializes chat bodies into typed structs that have no `rid`
+    RouterKind.SGLANG_ROUTER: RequestIds(chat_rid_kept=False, header_forwarded=True),
+    RouterKind.SMG: RequestIds(chat_rid_kept=True, header_forwarded=True),
+}
 _LABELS = {
     RouterKind.SGLANG_ROUTER: "sglang-router 0.3.2",
     RouterKind.SMG: f"SMG {SMG_VERSION}",
 }
 # The router's container image for `export rbg` (its command is the box's argv, the interpreter
 # swapped for the image's). SMG: none is pinned. Its project publishes lightseekorg/smg:<version>
-# (bare version; its docs), but no 1.13.0 tag, nor that its image still carries python3 with
-# smg.launch_router (the entrypoint of the older images), could be verified from here; a guessed
-# image would fail only at the cluster's pull, so an smg export asks for --router-image instead.
+# (bare version; its docs) and its docker/Dockerfile's router image runs `python3 -m
+# smg.launch_router` (read 2026-12-06), but no 1.13.0 tag or digest could be verified (no registry
+# is reachable from here); a guessed image would fail only at the cluster's pull, so an smg export
+# asks for --router-image instead (docs/kubernetes.md).
 _IMAGES: dict[RouterKind, str | None] = {
     RouterKind.SGLANG_ROUTER: "lmsysorg/sglang-router:v0.3.2",
     RouterKind.SMG: None,

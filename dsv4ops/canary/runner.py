@@ -21,6 +21,7 @@ from dsv4ops.canary.verdict import (
     worst,
 )
 from dsv4ops.errors import CanaryError
+from dsv4ops.routerkind import RouterKind
 
 SUITES: dict[str, Callable[[SuiteContext], Awaitable[SuiteResult]]] = {
     "smoke": run_smoke,
@@ -49,6 +50,7 @@ def run_suite(
     rate_per_s: float | None = None,
     decode_log_interval: int = DEFAULT_DECODE_LOG_INTERVAL,
     headers: Mapping[str, str] | None = None,
+    router: RouterKind | None = None,
 ) -> SuiteResult:
     """Run one suite (or `all`) against an OpenAI-compatible endpoint; blocking.
 
@@ -60,7 +62,9 @@ def run_suite(
     `decode_log_interval`: the deployed decode's `--decode-log-interval` (SGLang's 40 when not
     given), which sizes the metrics freeze window (`progress.py`); a caller with a Deployment
     passes `deployment.decode_log_interval`. `headers`: what every request to the router carries
-    (its API key: `apikey.auth_headers(deployment.router_key)`).
+    (its API key: `apikey.auth_headers(deployment.router_key)`). `router`: which router
+    `base_url` is (`deployment.router_kind`; None when not known, e.g. `canary --url`): what
+    the abort cascade can abort through it (`RouterKind.request_ids`).
     Raises CanaryError when the suite cannot run at all (unknown suite, unreachable endpoint).
     """
     if name not in SUITE_NAMES:
@@ -77,6 +81,7 @@ def run_suite(
         rate_per_s=rate_per_s,
         decode_log_interval=decode_log_interval,
         headers=dict(headers or {}),
+        router=router,
     )
     # A full garbage collection stalls the event loop for as long as it scans the heap (hundreds
     # of ms in a long-lived process), which the self-check rightly reads as untrustworthy receipt

@@ -91,6 +91,19 @@ class MetricsSampler:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+            if exc[0] is None:
+                await self._settle()
+
+    async def _settle(self) -> None:
+        """A suite over before DEAD_AFTER_SCRAPES scrapes (every request refused at once: SMG
+        answers 503 without asking a worker once its circuits open on a dead decode) ends with
+        a worker's refusals counted but too few to judge: scrape on at the interval until they
+        are enough or stop (at most ~1 s more, and only while a worker refuses)."""
+        for _ in range(DEAD_AFTER_SCRAPES):
+            if not any(0 < n < DEAD_AFTER_SCRAPES for _, n in self._refused.values()):
+                return
+            await asyncio.sleep(self._interval)
+            await self.sample_all()
 
     async def sample_all(self) -> list[GaugeSample]:
         results = await asyncio.gather(*(_scrape(self._client, u) for u in self.urls))

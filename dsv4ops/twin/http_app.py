@@ -174,6 +174,10 @@ class _Handlers:
             reasoning_parser=s.args.reasoning_parser,
             reasoning_tokens=s.config.reasoning_tokens,
         )
+        # Twin-only, for tests of what a router forwards: the X-Request-ID header of the last
+        # generation request per path (None: it came without one). SGLang 0.5.23 reads no such
+        # header (its request id is the body's `rid`), so the twin does not act on it either.
+        self.request_id_headers: dict[str, str | None] = {}
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(status=200 if await self.s.health() else 503)
@@ -217,6 +221,7 @@ class _Handlers:
         s, parsers = self.s, self.parsers
 
         async def handler(request: web.Request) -> web.StreamResponse:
+            self.request_id_headers[request.path] = request.headers.get("X-Request-ID")
             try:
                 body = await request.json()
                 batch = parse_batch(kind, body, s.args.served_model_name, parsers)
@@ -286,7 +291,9 @@ class _Handlers:
         )
 
     async def state(self, request: web.Request) -> web.Response:
-        return web.json_response(twin_state(self.s))
+        return web.json_response(
+            {**twin_state(self.s), "x_request_id_by_path": dict(self.request_id_headers)}
+        )
 
     async def hazard(self, request: web.Request) -> web.Response:
         s = self.s

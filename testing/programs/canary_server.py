@@ -6,7 +6,9 @@ token to every active stream per step of `a_ms + b_ms * padded(batch)` (the seed
 stream goes silent), freeze (no stream advances; running stays > 0), corrupt ("cross_talk" or
 "invalid_json" tool arguments), error_every (every Nth request gets HTTP 500), wedge_after_aborts
 (freeze after that many aborts), no_done (end each stream after its finish_reason and usage
-chunks without `data: [DONE]`, as some OpenAI-compatible servers do). GET /metrics serves SGLang's
+chunks without `data: [DONE]`, as some OpenAI-compatible servers do), rid_dropped (serve each
+stream under `fake-<n>` whatever its body's `rid`, as SGLang does behind a router that drops
+it), no_chunk_id (chunks carry no `id`: nothing tells the client which id serves its stream). GET /metrics serves SGLang's
 gauge names and its decode progress counter (bumped every step); frozen, the gauges keep their
 last values as SGLang 0.5.23's do when its scheduler loop is blocked. Like SGLang, each
 stream is served under the body's `rid` (else `fake-<n>`), reported as the chunk `id`, and
@@ -51,6 +53,8 @@ class Fake:
             "error_every": 0,
             "wedge_after_aborts": 0,
             "no_done": False,
+            "rid_dropped": False,
+            "no_chunk_id": False,
             **config,
         }
         self.active: dict[str, Stream] = {}
@@ -164,25 +168,27 @@ async def chat(request: web.Request) -> web.StreamResponse:
         finish = "length"
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
-    stream = Stream(str(body.get("rid") or f"fake-{fake.seq}"))
+    rid = None if fake.cfg["rid_dropped"] else body.get("rid")
+    stream = Stream(str(rid or f"fake-{fake.seq}"))
+    shown = "" if fake.cfg["no_chunk_id"] else stream.rid  # the chunks' `id` ("": none to read)
     fake.active[stream.rid] = stream
     fake.wake.set()
     sent = 0
     try:
-        await resp.write(_chunk(stream.rid, {"role": "assistant", "content": ""}))
+        await resp.write(_chunk(shown, {"role": "assistant", "content": ""}))
         for piece in pieces:
             item = await stream.queue.get()
             if item is None:
                 finish = "abort"
                 break
-            await resp.write(_chunk(stream.rid, piece))
+            await resp.write(_chunk(shown, piece))
             sent += 1
         fake.active.pop(stream.rid, None)
-        await resp.write(_chunk(stream.rid, {}, finish))
+        await resp.write(_chunk(shown, {}, finish))
         if (body.get("stream_options") or {}).get("include_usage"):
             await resp.write(
                 _chunk(
-                    stream.rid,
+                    shown,
                     {},
                     usage={
                         "prompt_tokens": len(user.split()),

@@ -12,6 +12,7 @@ import pytest
 
 from dsv4ops.canary import SuiteResult, Thresholds, Verdict, run_suite
 from dsv4ops.errors import CanaryError
+from dsv4ops.routerkind import RouterKind
 from testing.canary import fake_server
 from testing.ports import free_port
 
@@ -179,6 +180,41 @@ def test_abort_cascade_recovers_or_detects_the_wedge() -> None:
         wedged = _run(url, "abort-cascade")
     assert wedged.verdict is Verdict.FAIL
     assert wedged.metrics["cascade"]["wedge_detected_s"] < 3.0
+
+
+@pytest.mark.parametrize(
+    ("router", "server", "verdict", "said", "ids_sent"),
+    [
+        # SMG keeps a chat body's rid: the suite aborts by it alone, and says which id it used
+        (RouterKind.SMG, {}, Verdict.PASS, "aborted by rid: what SMG 1.13.0 lets reach", 6),
+        # a router recorded as keeping the rid that did not: reached by the chunk id too, named
+        (RouterKind.SMG, {"rid_dropped": True}, Verdict.PASS, "unlike what dsv4ops records", 12),
+        # rid dropped and no chunk id: nothing to send; cut by disconnect, never a PASS
+        (
+            RouterKind.SGLANG_ROUTER,
+            {"rid_dropped": True, "no_chunk_id": True},
+            Verdict.INCONCLUSIVE,
+            "6 of 6 streams could not be aborted by request (cut by disconnect instead)",
+            0,
+        ),
+    ],
+)
+def test_abort_cascade_aborts_by_the_id_the_router_lets_through(
+    router: RouterKind, server: dict[str, Any], verdict: Verdict, said: str, ids_sent: int
+) -> None:
+    with fake_server({"a_ms": 10, **server}) as url:
+        result = _run(url, "abort-cascade", router=router)
+        aborts = httpx.get(url + "/_fake/aborts", timeout=5).json()
+    assert result.verdict is verdict, result.reasons
+    assert any(said in r for r in result.reasons), result.reasons
+    cascade = result.metrics["cascade"]
+    assert (
+        cascade["ended_by_abort_request"]
+        == cascade["aborted_by_request"]
+        == 6 - (cascade["abort_unaddressed"])
+    )
+    assert cascade["recovery_s"] is not None  # the unaddressed ones were cut all the same
+    assert len({a["rid"] for a in aborts}) == ids_sent
 
 
 def test_abort_cascade_without_worker_metrics_is_inconclusive() -> None:

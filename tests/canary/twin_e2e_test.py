@@ -23,6 +23,7 @@ import pytest
 from dsv4ops.canary import SuiteResult, Thresholds, Verdict, run_suite
 from dsv4ops.metrics.prom import parse_text, server_gauges
 from dsv4ops.profiles import load_profile
+from dsv4ops.routerkind import RouterKind
 from testing.twin import TwinStack, assemble_chat_stream, sse_events, twin_stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
@@ -313,12 +314,16 @@ def test_abort_cascade_aborts_only_the_canary_streams_not_a_users(safe_stack: Tw
         state = client.get(safe_stack.decode.url + "/_twin/state").json()
         assert first["id"] in state["inflight_rids"]  # decoding before the canary starts
         user = pool.submit(lambda: sse_events(lines))
-        result = _run(safe_stack, "abort-cascade")
+        # the router named, as a deployment does: the cascade aborts by what 0.3.2 lets through
+        result = _run(safe_stack, "abort-cascade", router=RouterKind.SGLANG_ROUTER)
         still_running = not user.done()  # so it was in flight through the whole cascade
         events = user.result(timeout=30)
     assert result.verdict is Verdict.PASS, result.reasons
     cascade = result.metrics["cascade"]
     assert cascade["aborted_by_request"] == 16 and cascade["ended_by_abort_request"] == 16
+    # 0.3.2 drops a chat body's rid: each stream aborted by the decode's own chunk id alone
+    assert cascade["abort_by"] == "chunk id" and cascade["abort_request_ids"] == 16
+    assert not any("unlike what dsv4ops records" in r for r in result.reasons), result.reasons
     assert still_running
     user_stream = assemble_chat_stream(events)
     assert user_stream["finish"] == "length" and events[-1] == "[DONE]"

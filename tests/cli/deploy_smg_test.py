@@ -1,11 +1,18 @@
 """The twin behind the real SMG (issue 43, item 2): the shipped `smg` profile deploys on a local
 twin target with SMG 1.13.0 from its own venv in front, passes the end-to-end probe through it,
-shows healthy in `status` with both workers listed, passes the smoke canary; changing routers is
-a deploy like any other (baseline behind sglang-router 0.3.2 → smg → rollback to the baseline),
-and `stop` leaves nothing running."""
+shows healthy in `status` with both workers listed, passes the smoke and abort-cascade canaries
+(the cascade aborting by the rid SMG lets through); each router passes on the request ids
+`RouterKind.request_ids` records for it; a SIGKILLed decode behind SMG is reported dead by
+`status` and the canary; changing routers is a deploy like any other (baseline behind
+sglang-router 0.3.2 → smg → rollback to the baseline), and `stop` leaves nothing running."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,9 +20,10 @@ import httpx
 import pytest
 
 from dsv4ops.cli import main
+from dsv4ops.deployment import Deployment
 from dsv4ops.journal.store import Journal
 from dsv4ops.profiles.routers import smg_python
-from dsv4ops.routerkind import RouterKind
+from dsv4ops.routerkind import RequestIds, RouterKind
 from testing.orchestrate import OrchEnv, cli, module_env, our_processes
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
@@ -43,6 +51,8 @@ def test_deploy_probe_canary_rollback_and_stop_behind_the_real_smg(
 
     code, out, err = cli(env, capsys, "deploy", "baseline", "--yes", "--accept-inconclusive-canary")
     assert code == 0, out + err
+    baseline = Journal(env.target).deployed().deployment()  # type: ignore[union-attr]
+    assert _request_ids_seen(baseline) == RouterKind.SGLANG_ROUTER.request_ids
     code, out, err = cli(env, capsys, "deploy", "smg", "--yes", "--no-canary")
     assert code == 0, out + err
     assert "end-to-end probe" in out + err
@@ -71,6 +81,18 @@ def test_deploy_probe_canary_rollback_and_stop_behind_the_real_smg(
     assert code in (0, 4), err  # PASS, or INCONCLUSIVE on a busy machine; never a FAIL
     assert out["verdict"] in ("PASS", "INCONCLUSIVE"), out
 
+    # what SMG passes on of a client's ids, observed on the decode, is what the code records
+    assert _request_ids_seen(deployed) == RouterKind.SMG.request_ids == RequestIds(True, True)
+    code, out, err = cli(env, capsys, "canary", "--suite", "abort-cascade", "--json")
+    assert code in (0, 4) and out["verdict"] in ("PASS", "INCONCLUSIVE"), out  # 4: busy machine
+    cascade = out["metrics"]["cascade"]
+    assert cascade["abort_by"] == "rid" and cascade["abort_unaddressed"] == 0, cascade
+    assert cascade["ended_by_abort_request"] == cascade["aborted_by_request"] > 0, cascade
+    assert cascade["recovery_s"] is not None and cascade["wedge_detected_s"] is None, cascade
+    assert any("aborted by rid: what SMG 1.13.0 lets reach" in r for r in out["reasons"]), out
+
+    _decode_killed_behind_smg(env, capsys, deployed)
+
     code, out, err = cli(env, capsys, "rollback", "--yes")
     assert code == 0, out + err
     back = Journal(env.target).deployed().deployment()  # type: ignore[union-attr]
@@ -82,6 +104,82 @@ def test_deploy_probe_canary_rollback_and_stop_behind_the_real_smg(
     code, out, err = cli(env, capsys, "stop", "--yes")
     assert code == 0, out + err
     assert our_processes(env) == []
+
+
+def _request_ids_seen(deployment: Deployment) -> RequestIds:
+    """Stream a chat completion through the deployment's router with a `rid` in its body and an
+    X-Request-ID header; read back from the decode (its `/_twin/state`, mid-stream) which of them
+    reached it."""
+    rid, header = f"ids-{time.monotonic_ns()}", f"hdr-{time.monotonic_ns()}"
+    decode = deployment.component("decode").client_url("/_twin/state")
+    seen: dict[str, object] = {}
+
+    def watch() -> None:
+        for _ in range(200):
+            state = httpx.get(decode, timeout=5).json()
+            if state["inflight_rids"]:
+                seen.update(state)
+                return
+            time.sleep(0.02)
+
+    body = {
+        "model": deployment.model_name,
+        "messages": [{"role": "user", "content": "count to a thousand"}],
+        "max_tokens": 400,
+        "stream": True,
+        "rid": rid,
+        "chat_template_kwargs": {"thinking": False},
+    }
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    url = deployment.component("router").client_url("/v1/chat/completions")
+    with httpx.stream("POST", url, json=body, headers={"X-Request-ID": header}, timeout=60) as r:
+        assert r.status_code == 200
+        assert r.headers.get("x-request-id") == header  # both echo it back
+        for _ in r.iter_lines():
+            pass
+    watcher.join()
+    assert seen, "the decode never showed the stream in flight"
+    by_path = seen["x_request_id_by_path"]
+    assert isinstance(by_path, dict)
+    return RequestIds(
+        chat_rid_kept=seen["inflight_rids"] == [rid],
+        header_forwarded=by_path.get("/v1/chat/completions") == header,
+    )
+
+
+def _decode_killed_behind_smg(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str], deployed: Deployment
+) -> None:
+    """SIGKILL the decode behind SMG: what SMG answers, and that status and the canary say the
+    decode is dead (the rollback after this restarts the whole unit)."""
+    rec = json.loads((env.workdir / "run" / "decode.json").read_text())
+    os.killpg(rec["pgid"], signal.SIGKILL)
+    chat = {
+        "model": deployed.model_name,
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 4,
+        "chat_template_kwargs": {"thinking": False},
+    }
+    router = deployed.component("router")
+    reply = httpx.post(router.client_url("/v1/chat/completions"), json=chat, timeout=30)
+    workers = httpx.get(router.client_url("/workers"), timeout=5).json()["workers"]
+    # at once: 502 (the transport error) while SMG's /workers still lists the decode healthy:
+    # its health checks fail it only after failure_threshold x interval_secs (3 x 10 s here)
+    assert reply.status_code == 502 and "PD disaggregation request failed" in reply.text, reply.text
+    assert all(w["is_healthy"] for w in workers), workers
+    code, out, err = cli(env, capsys, "status", "--json")
+    decode = next(c for c in out["components"] if c["name"] == "decode")
+    assert code == 2 and out["status"] == "NOT HEALTHY" and out["healthy"] is False, out
+    assert decode["alive"] is False and decode["exit_code"] == -signal.SIGKILL, decode
+    assert "decode is not running (exit code -9), but smg is deployed" in out["drift"], out
+    code, out, err = cli(env, capsys, "canary", "--suite", "smoke", "--json")
+    assert code == 2 and out["verdict"] == "FAIL", out
+    # SMG refuses every request at once, naming the prefill (its circuits opened on the
+    # decode's failures); the dead-worker judge names the worker that is gone
+    assert "No available prefill workers (all circuits open" in out["reasons"][0], out
+    dead = deployed.component("decode").metrics_url
+    assert any(f"worker {dead} is down" in r for r in out["reasons"]), out["reasons"]
 
 
 def test_changing_routers_by_the_runbook_and_back(

@@ -4,12 +4,16 @@ Half the streams are cut by client disconnect, the rest by `POST /abort_request 
 "abort_all": false}` per stream on each worker (the router does not expose it). Never
 `abort_all`: against a production box that would also abort every user's in-flight request.
 
-Which id: each canary stream sends its own `rid` in the body (bare SGLang and routers that keep
-it use it), and the suite also aborts the id the serving worker reports as the chunk `id` (SGLang
-sets it to the request's rid, `serving_chat.py`). sglang-router 0.3.2 drops `rid` from
-`/v1/chat/completions` bodies (it re-serializes them into typed structs; `/generate` and
-`/v1/completions` keep it), so behind that router the decode serves the stream under its own
-`chatcmpl-…` id, which is the one that matches there. An id a worker does not know is a no-op 200.
+Which id: each canary stream sends its own `rid` in the body, and the serving worker reports the
+id it serves the stream under as the chunk `id` (SGLang sets it to the request's rid,
+`serving_chat.py`). Which of the two reaches the decode depends on the router, and
+`RouterKind.request_ids` says so (one place): SMG 1.13.0 keeps the rid, sglang-router 0.3.2 drops
+it from chat bodies (the decode then serves its own `chatcmpl-…` id, which only the chunk tells).
+With the router known (a deployment) the suite aborts by the id that reaches the worker, and says
+so; a stream that shows otherwise (its chunk id against what is recorded for the router) is
+aborted by both and named, and a stream with no id a worker can know is cut by disconnect
+instead: INCONCLUSIVE, neither a PASS that did not abort by request nor the server's failure. With the router unknown
+(`canary --url`) both ids are sent. An id a worker does not know is a no-op 200.
 
 Recovery: running + queued back to the pre-cascade baseline within `abort_cascade_recovery_s`,
 fresh probe requests served, and no server-wide freeze — the seeds' overlap-scheduler TP-desync
@@ -45,6 +49,7 @@ from dsv4ops.canary.watchdog import FREEZE, FREEZE_METRICS, HangEvent
 from dsv4ops.canary.workload import base_body, text_prompt
 from dsv4ops.clock import perf_ns, perf_s
 from dsv4ops.jsontypes import JSONObject
+from dsv4ops.routerkind import RouterKind
 
 PROBES = 4
 ABORT_GRACE_S = 1.0  # an aborted stream ends within a step or two; longer means it was not aborted
@@ -59,6 +64,9 @@ class _Cascade:
     baseline: float | None  # other clients' running + queued; None without worker metrics
     t_cascade_ns: int
     abort_ids: list[str]
+    abort_by: str  # which id reached the workers: "rid", "chunk id" or "rid and chunk id"
+    unaddressed: int  # streams meant for an abort by request with no id a worker knows
+    unlike_recorded: int  # streams whose chunk id contradicts RouterKind.request_ids
     abort_status: list[int]
     by_disconnect: int
     by_request: int
@@ -95,6 +103,8 @@ async def run_abort_cascade(ctx: SuiteContext) -> SuiteResult:
     freezes = _judge(f, h, c, ctx.thresholds)
     judge_client(f, sc)
     judge_workers(f, h)
+    if ctx.router is not None and c.by_request:
+        f.note(f"aborted by {c.abort_by}: what {ctx.router.label} lets reach the workers")
     f.note(
         f"{n} streams cancelled ({c.decoding} mid-decode); recovery "
         + (f"{c.recovery_s:.2f} s" if c.recovery_s is not None else "not measured")
@@ -137,11 +147,16 @@ async def _cascade(ctx: SuiteContext, h: Harness, n: int, baseline: float | None
     t_cascade = perf_ns()
     ctx.say(f"abort-cascade: cancelling {n} streams ({decoding} decoding)")
     half = n // 2 if ctx.worker_urls else n  # no worker URL: nowhere to POST an abort
-    disconnect, by_request = streams[:half], streams[half:]
     recs = {r.rid: r for r in h.records if r.tag == "cascade"}
-    abort_ids = sorted(
-        {i for k in range(half, n) for i in _request_ids(recs[f"canary-{run_id}-cascade-{k}"])}
-    )
+    picked = {
+        k: _request_ids(recs[f"canary-{run_id}-cascade-{k}"], ctx.router) for k in range(half, n)
+    }
+    abort_ids = sorted({i for ids, _ in picked.values() for i in ids})
+    # a stream no worker knows an id for is cut by disconnect with the first half: left
+    # streaming, it would hold running/queued above the baseline and read as a failed recovery
+    no_id = {k for k, (ids, _) in picked.items() if not ids}
+    disconnect = [t for k, t in enumerate(streams) if k < half or k in no_id]
+    by_request = [t for k, t in enumerate(streams) if k >= half and k not in no_id]
     await cancel_all(disconnect)
     abort_status = await asyncio.gather(
         *(
@@ -158,6 +173,9 @@ async def _cascade(ctx: SuiteContext, h: Harness, n: int, baseline: float | None
         baseline=baseline,
         t_cascade_ns=t_cascade,
         abort_ids=abort_ids,
+        abort_by=_abort_by(ctx.router),
+        unaddressed=len(no_id),
+        unlike_recorded=sum(1 for _, as_recorded in picked.values() if not as_recorded),
         abort_status=list(abort_status),
         by_disconnect=len(disconnect),
         by_request=len(by_request),
@@ -238,11 +256,22 @@ def _judge(f: Findings, h: Harness, c: _Cascade, th: Thresholds) -> list[HangEve
         f.unsure(f"only {c.decoding} of {c.streams} streams were decoding when the cascade started")
     if c.abort_status and set(c.statuses) != {200}:
         f.note(f"/abort_request answered {c.statuses} (status: count)")
+    if c.unlike_recorded:
+        f.note(
+            f"{c.unlike_recorded} streams were served under ids unlike what dsv4ops records for "
+            "this router (routerkind.py RequestIds): aborted by both their rid and chunk id"
+        )
+    if c.unaddressed:  # the half meant to be aborted by request was not (all of it, or part)
+        f.unsure(
+            f"{c.unaddressed} of {c.unaddressed + c.by_request} streams could not be aborted by "
+            "request (cut by disconnect instead): the router drops their rid and no chunk named "
+            "the id the decode serves them under"
+        )
     if c.by_request and not freezes and not refused and c.ended_by_abort < c.by_request:
         f.fail(
             f"{c.by_request - c.ended_by_abort} of {c.by_request} streams kept streaming "
             f"{ABORT_GRACE_S:.0f} s after POST /abort_request with their ids "
-            f"({len(c.abort_ids)} ids sent to each worker)"
+            f"({len(c.abort_ids)} ids, by {c.abort_by}, sent to each worker)"
         )
     return freezes
 
@@ -261,6 +290,8 @@ def _metrics(h: Harness, c: _Cascade, freezes: list[HangEvent], sc: SelfCheckRep
             "aborted_by_disconnect": c.by_disconnect,
             "aborted_by_request": c.by_request,
             "abort_request_ids": len(c.abort_ids),
+            "abort_by": c.abort_by,
+            "abort_unaddressed": c.unaddressed,
             "ended_by_abort_request": c.ended_by_abort,
             "wedge_detected_s": c.since_cascade_s(freezes[0].detected_ns) if freezes else None,
         },
@@ -273,21 +304,38 @@ def _probe_records(h: Harness) -> list[RequestRecord]:
     return [r for r in h.records if r.tag == "probe"]
 
 
-def _request_ids(rec: RequestRecord) -> list[str]:
-    """The ids a worker may know this stream by: the rid we sent, and the chunk `id` it reports.
+def _request_ids(rec: RequestRecord, router: RouterKind | None) -> tuple[list[str], bool]:
+    """(the ids to abort this stream by, whether its chunk id agrees with what is recorded for
+    the router). The router known: the id it lets reach the decode (`RouterKind.request_ids`),
+    plus the chunk id where the stream shows otherwise; unknown: the rid and the chunk id."""
+    chunk = _chunk_id(rec)
+    if router is None:
+        return list(dict.fromkeys(i for i in (rec.rid, chunk) if i)), True
+    kept = router.request_ids.chat_rid_kept
+    ids = [rec.rid] if kept else [chunk] if chunk else []
+    as_recorded = chunk is None or (chunk == rec.rid) == kept
+    if not as_recorded:  # this router did not do what is recorded for it: reach it either way
+        ids += [rec.rid, chunk or rec.rid]
+    return list(dict.fromkeys(ids)), as_recorded
 
-    Parsed here, off the hot path, from the raw events received so far (the first carrying an id).
-    """
-    ids = [rec.rid]
+
+def _abort_by(router: RouterKind | None) -> str:
+    if router is None:
+        return "rid and chunk id"
+    return "rid" if router.request_ids.chat_rid_kept else "chunk id"
+
+
+def _chunk_id(rec: RequestRecord) -> str | None:
+    """The id the serving worker names the stream by: the first chunk `id` received so far.
+    Parsed here, off the hot path, from the raw events."""
     for payload in rec.payloads:
         try:
             obj = json.loads(payload)
         except ValueError:
             continue
         if isinstance(obj, dict) and isinstance(obj.get("id"), str) and obj["id"]:
-            ids.append(obj["id"])
-            break
-    return ids
+            return str(obj["id"])
+    return None
 
 
 async def _in_system(h: Harness) -> float | None:

@@ -23,6 +23,7 @@ from dsv4ops.canary.watchdog import Watchdog
 from dsv4ops.canary.workload import TOOL_SCHEMAS, NonceBook, ToolExpectation
 from dsv4ops.clock import perf_ns
 from dsv4ops.jsontypes import JSONObject
+from dsv4ops.routerkind import RouterKind
 
 Progress = Callable[[str], None]
 ARGS_MISMATCH = "args_mismatch"
@@ -45,6 +46,8 @@ class SuiteContext:
     )
     # the decode's --decode-log-interval: how long its progress counter may rest while healthy
     decode_log_interval: int = DEFAULT_DECODE_LOG_INTERVAL
+    # which router base_url is (None: not known, e.g. `canary --url`): what it passes on
+    router: RouterKind | None = None
 
     def say(self, message: str) -> None:
         if self.progress is not None:

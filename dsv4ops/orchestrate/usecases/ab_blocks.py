@@ -78,6 +78,7 @@ def canary_runner(progress: Progress) -> SuiteRun:
             model=dep.model_name,
             progress=lambda line: progress(f"    {line}"),
             headers=auth_headers(dep.router_key),  # the block's router key, when it needs one
+            router=dep.router_kind,
         )
 
     return run

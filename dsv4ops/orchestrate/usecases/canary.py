@@ -17,6 +17,7 @@ from dsv4ops.apikey import auth_headers
 from dsv4ops.constants import SGLANG_DEFAULT_DECODE_LOG_INTERVAL
 from dsv4ops.errors import CanaryError, TargetError
 from dsv4ops.orchestrate.engine import Progress
+from dsv4ops.routerkind import RouterKind
 
 if TYPE_CHECKING:
     from dsv4ops.canary import SuiteResult, Thresholds
@@ -36,6 +37,8 @@ class CanaryEndpoint:
     decode_log_interval: int = SGLANG_DEFAULT_DECODE_LOG_INTERVAL
     # what every request to the router carries (its API key; empty when it requires none)
     headers: Mapping[str, str] = field(default_factory=dict)
+    # which router base_url is, from the deployment's record; None: not known (`--url`)
+    router: RouterKind | None = None
 
 
 def resolve_endpoint(
@@ -85,6 +88,7 @@ def resolve_endpoint(
         name or "default",
         decode_log_interval=reach.decode_log_interval,
         headers=auth_headers(reach.router_key),
+        router=d.router_kind if d is not None else None,
     )
 
 
@@ -115,6 +119,7 @@ def run_canary(
         rate_per_s=rate_per_s,
         decode_log_interval=endpoint.decode_log_interval,
         headers=endpoint.headers,
+        router=endpoint.router,
     )
 
 

@@ -19,6 +19,7 @@ from dsv4ops.orchestrate.engine import CanaryStep, Progress
 
 if TYPE_CHECKING:
     from dsv4ops.canary import SuiteResult, Thresholds
+    from dsv4ops.routerkind import RouterKind
 
 # (suite, router URL, worker URLs, thresholds, buckets, duration or None, model,
 #  decode log interval) -> SuiteResult
@@ -65,7 +66,11 @@ def canary_gate(
     def step(deployment: Deployment, _router_url: str) -> tuple[str, list[str]]:
         base = deployment.component("router").client_url()  # the canary runs on this machine
         # the router's key, read now, on this machine (the canary's client sends it)
-        run_one = run or partial(_run_suite, headers=auth_headers(deployment.router_key))
+        run_one = run or partial(
+            _run_suite,
+            headers=auth_headers(deployment.router_key),
+            router=deployment.router_kind,
+        )
         workers = [c.client_url() for c in deployment.in_order(WORKERS)]
         flags = dict(deployment.flags)
         flags.setdefault("kernel_package", deployment.kernel_package)
@@ -110,6 +115,7 @@ def _run_suite(
     decode_log_interval: int,
     *,
     headers: Mapping[str, str],
+    router: RouterKind,
 ) -> SuiteResult:
     from dsv4ops.canary import run_suite
 
@@ -123,6 +129,7 @@ def _run_suite(
         model=model,
         decode_log_interval=decode_log_interval,
         headers=headers,
+        router=router,
     )
 
 

@@ -1,0 +1,67 @@
+"""sgl-project/sglang#31206 ("open circuit breaker still dispatches to decode") behind the real
+SMG 1.13.0 on the twin: with the prefill gone, SMG fails the first requests with 502 (each sent
+to the decode too: PD dispatches both at once, and it retries), then its prefill circuit opens
+and every request is refused 503 `no_available_workers` before any dispatch: nothing more reaches
+the decode. The bug does not reproduce here; /workers meanwhile lists both workers healthy (it
+shows the health checks, not the circuits). docs/deploy.md "Which router"."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from dsv4ops.routerkind import RouterKind
+from testing.twin import TwinStack, twin_stack
+
+pytestmark = [pytest.mark.slow, pytest.mark.router]
+
+
+def _chats_at_decode(stack: TwinStack) -> float:
+    """The chat completions the decode has been sent (its HTTP counter)."""
+    text = httpx.get(stack.decode.url + "/metrics", timeout=5).text
+    return sum(
+        s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+        if s.name == "sglang:http_requests_total"
+        and s.labels.get("endpoint") == "/v1/chat/completions"
+    )
+
+
+def test_an_open_prefill_circuit_sends_nothing_more_to_the_decode() -> None:
+    with twin_stack(
+        router=True,
+        router_kind=RouterKind.SMG,
+        decode_args=["--disable-overlap-schedule", "--enable-metrics"],
+    ) as stack:
+        assert stack.router is not None
+        chat_url = stack.router.url + "/v1/chat/completions"
+        model = httpx.get(stack.decode.url + "/v1/models", timeout=5).json()["data"][0]["id"]
+        chat = {
+            "model": model,
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 4,
+            "chat_template_kwargs": {"thinking": False},
+        }
+        assert stack.prefill.pid is not None
+        os.killpg(stack.prefill.pid, signal.SIGKILL)  # its own session: the whole twin
+        statuses = []
+        for _ in range(20):  # until the circuit opens: 2 requests (x4 dispatches) on 1.13.0
+            statuses.append(httpx.post(chat_url, json=chat, timeout=30).status_code)
+            if statuses[-1] == 503:
+                break
+        assert statuses[0] == 502 and statuses[-1] == 503, statuses
+        assert set(statuses[:-1]) == {502}, statuses
+        sent = _chats_at_decode(stack)
+        assert sent > 0  # the failing requests did reach the decode, before the circuit opened
+        for _ in range(5):
+            reply = httpx.post(chat_url, json=chat, timeout=30)
+            assert reply.status_code == 503, reply.text
+            assert "No available prefill workers (all circuits open" in reply.text, reply.text
+        assert _chats_at_decode(stack) == sent  # open: refused before any dispatch to the decode
+        workers = httpx.get(stack.router.url + "/workers", timeout=5).json()["workers"]
+        assert all(w["is_healthy"] for w in workers), workers
