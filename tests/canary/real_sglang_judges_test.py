@@ -199,8 +199,20 @@ def _decode_alone(t: RealTarget, capsys: pytest.CaptureFixture[str]) -> dict[str
         )
     try:
         up_s = _wait_healthy(int(rec["ports"][0]), proc, 300.0)
-        got = _verdict(t, capsys, "--suite", "smoke") if up_s is not None else {}
-        return {"decode_up_s": up_s, **got}
+        if up_s is None:
+            return {"decode_up_s": None}
+        got = _verdict(t, capsys, "--suite", "smoke")
+        # issue 44 item 5: once the router routes to the new decode again (its circuit closed
+        # after its health checks), does KV transfer from the long-running prefill work?
+        router = json.loads((t.workdir / "run" / "router.json").read_text())
+        readmitted_s = _wait_routed(int(router["ports"][0]), proc, 240.0)
+        after = _verdict(t, capsys, "--suite", "smoke") if readmitted_s is not None else None
+        return {
+            "decode_up_s": up_s,
+            **got,
+            "router_readmitted_s": readmitted_s,
+            "smoke_after_readmission": after,
+        }
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -216,6 +228,24 @@ def _wait_healthy(port: int, proc: subprocess.Popen[bytes], budget_s: float) -> 
             if r.status == 200:
                 return round(time.monotonic() - t0, 1)
         time.sleep(1.0)
+    return None
+
+
+def _wait_routed(port: int, proc: subprocess.Popen[bytes], budget_s: float) -> float | None:
+    """Seconds until the router answers a 2-token /generate with 200 (not its 503 "No available
+    decode workers"); None if it never did within the budget."""
+    t0 = time.monotonic()
+    body = json.dumps({"text": "a b", "sampling_params": {"max_new_tokens": 2}}).encode()
+    while time.monotonic() - t0 < budget_s and proc.poll() is None:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/generate",
+            data=body,
+            headers={"Content-Type": "application/json"},
+        )
+        with contextlib.suppress(OSError), urllib.request.urlopen(req, timeout=30) as r:
+            if r.status == 200:
+                return round(time.monotonic() - t0, 1)
+        time.sleep(2.0)
     return None
 
 
