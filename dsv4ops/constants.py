@@ -62,7 +62,11 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
         "1 in a decode's env (set by the profile): the kernel plugin replaces SGLang's decode "
         "attention",
     ),
-    ("DSV4OPS_READY_TIMEOUT_S", "readiness wait per component, seconds (default: 1200)"),
+    (
+        "DSV4OPS_READY_TIMEOUT_S",
+        "readiness wait per component, seconds (default: 1200); also the most a stop's grace, "
+        "the drain and the probe's request may take",
+    ),
     ("DSV4OPS_EVENT_LOOP", "the canary's event loop: uvloop (default) or asyncio"),
     (
         "DSV4OPS_CANARY_LAG_P99_MAX_MS",

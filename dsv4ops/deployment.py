@@ -6,8 +6,8 @@ deploys it; the canary reads its endpoint, model name and thresholds section fro
 port is computed once, at render time, from the profile; nothing is parsed back from argv
 except when reading a journal written before those fields were recorded.
 
-Bottom layer: imports only `errors`, `secrets`, `routerkind` and `apikey` (whose reading it
-never calls). Pure
+Bottom layer: imports only `errors`, `secrets`, `routerkind`, `constants`, `timings` and `apikey`
+(whose reading it never calls). Pure
 data; no I/O.
 """
 
@@ -29,6 +29,7 @@ from dsv4ops.errors import DeployError
 from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.routerkind import RouterKind
 from dsv4ops.secrets import REDACTED, redact_argv, redact_env
+from dsv4ops.timings import STOP_GRACE_MAX_S, STOP_GRACE_S
 
 START_ORDER: tuple[str, ...] = ("prefill", "decode", "router")
 STOP_ORDER: tuple[str, ...] = ("router", "decode", "prefill")
@@ -73,6 +74,10 @@ class Component:
     bind_host: str = ""  # the process's --host; "" means `host`
     # The router's key, by reference: argv holds `--api-key ***`, filled in only when started.
     api_key: ApiKeyRef | None = None
+    # Seconds a stop gives this process's graceful exit before SIGKILL (the profile's
+    # `<name>.stop_grace_s`). Recorded, so a stop uses what was deployed; not in the commands
+    # hash: it changes no process, only how long one is waited for.
+    stop_grace_s: float = STOP_GRACE_S
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "argv", tuple(self.argv))
@@ -126,6 +131,7 @@ class Component:
             "port": self.port,
             "ports": list(self.ports),
             "metrics_port": self.metrics_port,
+            "stop_grace_s": self.stop_grace_s,
             **({"key_from": self.api_key.to_record()} if self.api_key is not None else {}),
         }
 
@@ -141,6 +147,7 @@ class Component:
             "metrics_port": self.metrics_port,
             "bootstrap_port": self.bootstrap_port,
             "bind_host": self.bind_host,
+            "stop_grace_s": self.stop_grace_s,
             # "key_from", not a secret-looking name: it is where the key lives, shown as is.
             **({"key_from": self.api_key.to_record()} if self.api_key is not None else {}),
         }
@@ -168,7 +175,17 @@ class Component:
             bootstrap_port=int(bootstrap) if bootstrap is not None else None,
             bind_host=str(bind or ""),
             api_key=ApiKeyRef.from_record(data.get("key_from")),
+            stop_grace_s=_recorded_grace(data.get("stop_grace_s")),
         )
+
+
+def _recorded_grace(value: JSONValue) -> float:
+    """A component's recorded stop grace. A record from before the setting has none and was
+    deployed with the default, which is what stopping it then gave it; a value no version
+    writes (not a positive number) is judged the same way, so a stop still begins."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return float(min(value, STOP_GRACE_MAX_S))
+    return STOP_GRACE_S
 
 
 def argv_value(argv: Sequence[str], flag: str) -> str | None:

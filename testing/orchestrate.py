@@ -51,6 +51,7 @@ from dsv4ops.orchestrate.usecases.session import TargetSession
 from dsv4ops.remote.base import ProcessSpec, ProcessState
 from dsv4ops.remote.errors import ComponentNotReadyError, DeployLockError
 from dsv4ops.remote.results import HttpReply, LockInfo, PortUse, PreflightReport, StopReport
+from dsv4ops.timings import TARGET_HTTP_S
 from testing.clock import FakeClock
 from testing.ports import reserve_ports
 
@@ -423,6 +424,7 @@ class FakeControl:
     unreadable_metrics: bool = False  # /metrics answers 404 (running/queued unknown)
     # A wedged decode: busy reads also say realtime_tokens_total{mode="decode"} is stuck here.
     frozen_decode_tokens: float | None = None
+    graces: list[tuple[str, float]] = field(default_factory=list)  # (name, grace_s) of each stop
     _terminating: dict[str, int] = field(default_factory=dict)
     _next_pid: int = 1000
 
@@ -438,10 +440,9 @@ class FakeControl:
             spec.name, self._next_pid, True, started_at="t", argv=spec.argv, env=spec.env
         )
 
-    def stop(
-        self, name: str, ports: Sequence[int] | None = None, grace_s: float = 10.0
-    ) -> StopReport:
+    def stop(self, name: str, ports: Sequence[int] | None = None, *, grace_s: float) -> StopReport:
         self.calls.append(f"stop {name}")
+        self.graces.append((name, grace_s))
         self._terminating.pop(name, None)
         pid = self.running.pop(name, None)
         was = pid is not None
@@ -485,7 +486,7 @@ class FakeControl:
         return 0.05
 
     def http_many(
-        self, requests: Sequence[str | Mapping[str, Any]], *, timeout_s: float = 10.0
+        self, requests: Sequence[str | Mapping[str, Any]], *, timeout_s: float = TARGET_HTTP_S
     ) -> list[HttpReply]:
         """One `http` per request, in order (subclasses that change `http` change these too)."""
         out = []
@@ -509,7 +510,7 @@ class FakeControl:
         method: str = "GET",
         body: str | None = None,
         headers: Mapping[str, str] | None = None,
-        timeout_s: float = 10.0,
+        timeout_s: float = TARGET_HTTP_S,
     ) -> HttpReply:
         if url.endswith("/metrics"):
             self.calls.append("metrics")
@@ -693,7 +694,7 @@ class SglangControl(FakeControl):
         method: str = "GET",
         body: str | None = None,
         headers: Mapping[str, str] | None = None,
-        timeout_s: float = 10.0,
+        timeout_s: float = TARGET_HTTP_S,
     ) -> HttpReply:
         if url.endswith("/server_info"):
             info: dict[str, Any] = {"version": "0.5.23", "internal_states": [{}]}
@@ -767,7 +768,7 @@ class RecordingControl(FakeControl):
         method: str = "GET",
         body: str | None = None,
         headers: Mapping[str, str] | None = None,
-        timeout_s: float = 10.0,
+        timeout_s: float = TARGET_HTTP_S,
     ) -> HttpReply:
         if body:
             self.sent.append(json.loads(body))

@@ -16,6 +16,7 @@ from typing import Protocol
 from dsv4ops.jsontypes import JSONValue
 from dsv4ops.remote.base import ProcessSpec, ProcessState
 from dsv4ops.remote.results import HttpReply, LockInfo, PreflightReport, StopReport
+from dsv4ops.timings import TARGET_HTTP_S
 
 
 class TargetControl(Protocol):
@@ -25,9 +26,7 @@ class TargetControl(Protocol):
 
     def start(self, spec: ProcessSpec) -> ProcessState: ...
 
-    def stop(
-        self, name: str, ports: Sequence[int] | None = None, grace_s: float = 10.0
-    ) -> StopReport:
+    def stop(self, name: str, ports: Sequence[int] | None = None, *, grace_s: float) -> StopReport:
         """Raises a DeployError (StopError) when a process of the group or a port survives."""
         ...
 
@@ -61,13 +60,13 @@ class TargetControl(Protocol):
         method: str = "GET",
         body: str | None = None,
         headers: Mapping[str, str] | None = None,
-        timeout_s: float = 10.0,
+        timeout_s: float = TARGET_HTTP_S,
     ) -> HttpReply:
         """One request made from the target; no HTTP answer at all is a reply with status None."""
         ...
 
     def http_many(
-        self, requests: Sequence[str | Mapping[str, JSONValue]], *, timeout_s: float = 10.0
+        self, requests: Sequence[str | Mapping[str, JSONValue]], *, timeout_s: float = TARGET_HTTP_S
     ) -> list[HttpReply]:
         """Several requests made from the target at once (one round trip); replies in order."""
         ...

@@ -8,7 +8,7 @@ keeps the list of what it did, so an error can say what was done.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dsv4ops.clock import Clock, SystemClock
@@ -27,8 +27,10 @@ from dsv4ops.orchestrate.liveness import exited_meanwhile
 from dsv4ops.orchestrate.model import process_spec
 from dsv4ops.orchestrate.probe import ProbeThinking, run_probe
 from dsv4ops.orchestrate.steplog import RunLog, StepTiming
+from dsv4ops.orchestrate.timeouts import Timeouts
 from dsv4ops.orchestrate.unrecorded import JournalLost
 from dsv4ops.remote.errors import ComponentNotReadyError
+from dsv4ops.timings import AFTER_DRAIN_GRACE_S, TARGET_HTTP_S
 from dsv4ops.waits import QUIET, UNWATCHED, Wait, WaitObserver
 
 Progress = Callable[[str], None]
@@ -38,19 +40,6 @@ CanaryStep = Callable[[Deployment, str], tuple[str, list[str]]]
 # what the component answered meanwhile ("HTTP 503: loading weights"); the target still polls
 # every 50 ms inside a slice, so readiness is seen as soon as before.
 WAIT_SLICE_S = 3.0
-
-
-@dataclass(frozen=True)
-class Timeouts:
-    """Seconds. Ready waits are per component (a real DSV4 prefill loads weights for minutes)."""
-
-    ready_s: Mapping[str, float] = field(
-        default_factory=lambda: {"prefill": 1200.0, "decode": 1200.0, "router": 180.0}
-    )
-    stop_grace_s: float = 30.0
-    drain_s: float = 60.0
-    probe_request_s: float = 60.0
-    probe_rounds: int = 2
 
 
 @dataclass
@@ -120,6 +109,9 @@ class Runner:
         # When the last start step returned (its component's ready wait is measured from it).
         self._started_at: float | None = None
         self._started: dict[str, int | None] = {}  # started by this runner and not stopped since
+        # The stop grace of each component this runner started, from the deployment it started
+        # it from (a later stop of it gives it that grace, whatever `known` says).
+        self._graces: dict[str, float] = {}
         self._seen: Wait = UNWATCHED  # the observer's handle of the step in flight
 
     def run(self, steps: list[P.Step], deployment: Deployment | None) -> None:
@@ -213,8 +205,15 @@ class Runner:
         """The seconds a step is bounded by, for the live line (None: no bound of its own)."""
         t = self.settings.timeouts
         if step.action == P.WAIT and step.component:
-            return t.ready_s.get(step.component, 300.0)
-        return {P.STOP: t.stop_grace_s, P.DRAIN: t.drain_s}.get(step.action)
+            return t.ready_for(step.component)
+        if step.action == P.STOP and step.component:
+            return self.grace_s(step.component)
+        return t.drain_s if step.action == P.DRAIN else None
+
+    def grace_s(self, name: str) -> float:
+        """The grace a stop of `name` gets (Timeouts.grace_for): as deployed, never as asked."""
+        t = self.settings.timeouts
+        return t.grace_for(name, started=self._graces, running=self.known)
 
     # -- handlers (each returns a short detail line) ----------------------------------------
 
@@ -224,9 +223,10 @@ class Runner:
         drained = step.component == "router" and self._router_drain is not None
         # After a drain the router already had the whole drain bound since its SIGTERM: what is
         # left of it gets a short grace, then SIGKILL (the stop still verifies no process/port).
-        grace = 1.0 if drained else self.settings.timeouts.stop_grace_s
+        grace = AFTER_DRAIN_GRACE_S if drained else self.grace_s(step.component)
         report = self.control.stop(step.component, grace_s=grace)
         self._started.pop(step.component, None)
+        self._graces.pop(step.component, None)
         if not report.was_running:
             if drained and self._router_drain == "exited":
                 return "exited during the drain"
@@ -295,11 +295,12 @@ class Runner:
         state = self.control.start(process_spec(d.component(step.component)))
         self._started_at = self.settings.clock.monotonic()
         self._started[step.component] = state.pid
+        self._graces[step.component] = d.component(step.component).stop_grace_s
         return f"pid {state.pid}"
 
     def _wait(self, step: P.Step, d: Deployment | None) -> str:
         assert step.component
-        limit = self.settings.timeouts.ready_s.get(step.component, 300.0)
+        limit = self.settings.timeouts.ready_for(step.component)
         t0 = self.settings.clock.monotonic()
         for url in step.checks:
             try:
@@ -346,7 +347,7 @@ class Runner:
         assert d and d.kernel_package and step.component
         if self.settings.kernels is None:
             return "skipped (no kernel package support wired in)"
-        info = self.control.http(step.checks[0], timeout_s=10.0)
+        info = self.control.http(step.checks[0], timeout_s=TARGET_HTTP_S)
         if info.status != 200:
             raise StepFailed(
                 step.title, f"{step.component} /server_info answered {info.status or info.error}"

@@ -29,7 +29,6 @@ from dsv4ops.orchestrate.engine import (
     Runner,
     RunSettings,
     StepFailed,
-    Timeouts,
     process_snapshot,
 )
 from dsv4ops.orchestrate.interrupts import signal_name_of
@@ -44,6 +43,7 @@ from dsv4ops.orchestrate.partial import describe_mix, is_mixed, unit_after
 from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
 from dsv4ops.orchestrate.pd import RestartScope, restart_scope
 from dsv4ops.orchestrate.preflight import preflight_problems
+from dsv4ops.orchestrate.timeouts import Timeouts
 from dsv4ops.waits import QUIET, WaitObserver
 
 

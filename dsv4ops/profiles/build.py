@@ -38,6 +38,7 @@ def _server(role: str, v: JSONObject) -> ServerSpec:
         max_running_requests=v["max_running_requests"],
         extra_args=tuple(v["extra_args"]),
         env=_env(v["env"]),
+        stop_grace_s=float(v["stop_grace_s"]),
     )
 
 
@@ -121,6 +122,7 @@ def _router(r: JSONObject, prov: Provenance, sink: Problems) -> RouterSpec:
         kind=RouterKind(r["kind"]),
         prefill_policy=r["prefill_policy"],
         decode_policy=r["decode_policy"],
+        stop_grace_s=float(r["stop_grace_s"]),
     )
 
 

@@ -12,7 +12,7 @@ from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.model import EndpointSpec, Target
 from dsv4ops.profiles.provenance import Provenance
-from dsv4ops.profiles.schema import ENDPOINT_TARGET_SCHEMA
+from dsv4ops.profiles.targets_schema import ENDPOINT_TARGET_SCHEMA
 from dsv4ops.profiles.typecheck import check_unknown_keys, normalize
 
 # Settings of a target whose processes dsv4ops starts: meaningless for a cluster, whose

@@ -16,15 +16,14 @@ from dsv4ops.constants import PROFILE_SCHEMA_VERSION
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles.buckets import SPEC_PATTERNS
 from dsv4ops.profiles.schema import (
-    ENDPOINT_TARGET_SCHEMA,
     MAX_ITEMS,
     MAX_STRING_CHARS,
     PROFILE_SCHEMA,
-    TARGET_SCHEMA,
     Field,
     Schema,
     describe,
 )
+from dsv4ops.profiles.targets_schema import ENDPOINT_TARGET_SCHEMA, TARGET_SCHEMA
 from dsv4ops.profiles.typecheck import OFF_WORDS, ON_WORDS
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"

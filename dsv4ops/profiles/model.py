@@ -13,6 +13,7 @@ from dsv4ops.deployment import Component, Deployment, ProfileWarning, served_mod
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles.settings import setting
 from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
+from dsv4ops.timings import STOP_GRACE_S
 
 __all__ = ["Component", "Deployment", "ProfileWarning"]
 
@@ -46,6 +47,8 @@ class ServerSpec:
     max_running_requests: int | None
     extra_args: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
+    # Seconds a stop gives its graceful exit (recorded in the deployment, not in its argv).
+    stop_grace_s: float = STOP_GRACE_S
 
     @property
     def env_dict(self) -> dict[str, str]:
@@ -73,6 +76,7 @@ class RouterSpec:
     kind: RouterKind = DEFAULT_ROUTER_KIND
     prefill_policy: str | None = None  # unset: --policy serves the prefill too
     decode_policy: str | None = None
+    stop_grace_s: float = STOP_GRACE_S  # as ServerSpec's
 
     @property
     def env_dict(self) -> dict[str, str]:

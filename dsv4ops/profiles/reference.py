@@ -8,14 +8,13 @@ from collections.abc import Iterator
 
 from dsv4ops.jsontypes import JSONValue
 from dsv4ops.profiles.schema import (
-    ENDPOINT_TARGET_SCHEMA,
     MAX_ITEMS,
     PROFILE_SCHEMA,
-    TARGET_SCHEMA,
     TEXT_HELP,
     Field,
     Schema,
 )
+from dsv4ops.profiles.targets_schema import ENDPOINT_TARGET_SCHEMA, TARGET_SCHEMA
 
 HEADER = ("| key | type | default | bounds | what it sets |", "|---|---|---|---|---|")
 _LISTS = ("int_list", "str_list", "str_map", "buckets")

@@ -120,6 +120,7 @@ def _server(p: Profile, side: ServerSpec, target: Target) -> Component:
         metrics_port=side.port + off,
         bootstrap_port=p.bootstrap_port + off if side.role == "prefill" else None,
         bind_host=target.bind_host,
+        stop_grace_s=side.stop_grace_s,
     )
 
 
@@ -177,6 +178,7 @@ def _router(p: Profile, target: Target) -> Component:
         metrics_port=r.prometheus_port + off,
         bind_host=target.bind_host,
         api_key=r.api_key,
+        stop_grace_s=r.stop_grace_s,
     )
 
 

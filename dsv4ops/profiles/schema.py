@@ -1,7 +1,8 @@
 """Declarative profile schema: every key, its type, default and what a valid value looks like.
 
 The loader walks this tree twice: once per file for unknown keys (so the error points at the file
-that has the typo), and once over the merged document for types and required keys.
+that has the typo), and once over the merged document for types and required keys. targets.yaml's
+tree is declared the same way, in profiles/targets_schema.py.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dsv4ops.constants import SSH_RECONNECT_S
 from dsv4ops.jsontypes import JSONValue
 from dsv4ops.profiles import _flag_tables
 from dsv4ops.profiles.buckets import MAX_BATCH_SIZE, MAX_BUCKETS
@@ -17,6 +17,7 @@ from dsv4ops.profiles.model import CanaryThresholds, ProbeSettings
 from dsv4ops.profiles.routers import any_policy
 from dsv4ops.profiles.settings import declared
 from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
+from dsv4ops.timings import STOP_GRACE_MAX_S, STOP_GRACE_MIN_S, STOP_GRACE_S
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -38,6 +39,20 @@ ROUTER_POLICIES = any_policy("policy")
 REASONING_PARSERS: tuple[str, ...] = _flag_tables.SGLANG_SERVER_TABLE["--reasoning-parser"][2] or ()
 
 MAX_GPU_ID = 255
+
+
+def _stop_grace() -> Field:
+    """`<component>.stop_grace_s`: recorded in the deployment, so a stop gives each process the
+    grace it was deployed with; no part of the command line, so not of the commands hash."""
+    return Field(
+        "float",
+        default=STOP_GRACE_S,
+        minimum=STOP_GRACE_MIN_S,
+        maximum=STOP_GRACE_MAX_S,
+        help="seconds a stop waits for its graceful exit before SIGKILL (not in the commands)",
+    )
+
+
 MAX_RUNNING_REQUESTS = MAX_BATCH_SIZE
 
 
@@ -193,6 +208,7 @@ def _server(role: str, *, default_port: int) -> Schema:
             "str_list", default=[], help="more SGLang arguments, checked against its parser"
         ),
         "env": Field("str_map", default={}, help="environment of the server process"),
+        "stop_grace_s": _stop_grace(),
     }
     if role == "prefill":
         side["bootstrap_port"] = Field(
@@ -298,6 +314,7 @@ PROFILE_SCHEMA: Schema = {
             "str_list", default=[], help="more router arguments, checked against its parser"
         ),
         "env": Field("str_map", default={}, help="environment of the router process"),
+        "stop_grace_s": _stop_grace(),
     },
     "flags": {
         "overlap_schedule": Field(
@@ -322,78 +339,4 @@ PROFILE_SCHEMA: Schema = {
     "canary": section_schema(CanaryThresholds),
     # What the deployed model can do with tools, declared (profiles/model.py ProbeSettings).
     "probe": section_schema(ProbeSettings),
-}
-
-
-TARGETS_SCHEMA: Schema = {
-    "schema_version": Field("int", required=True, help="the file format's version"),
-    # "targets" is a mapping name -> TARGET_SCHEMA, checked by the targets loader.
-}
-
-TARGET_SCHEMA: Schema = {
-    "description": Field("str", default="", text="free", help="what the target is"),
-    "transport": Field(
-        "str",
-        required=True,
-        choices=("local", "ssh", "endpoint"),
-        help="this machine, a machine over SSH, or a cluster's router over HTTP",
-    ),
-    "ssh": {
-        "host": Field("str", nullable=True, help="the host to connect to (transport: ssh)"),
-        "port": Field("int", default=22, minimum=1, maximum=65535, help="the SSH port"),
-        "user": Field("str", nullable=True, help="the login; null: SSH's default"),
-        "key": Field("str", nullable=True, help="a private key file; null: SSH's defaults"),
-        "known_hosts": Field("str", nullable=True, help="the known_hosts file host keys are in"),
-        "trust_on_first_use": Field(
-            "bool", default=False, help="accept an unknown host key once and record it"
-        ),
-        "reconnect_s": Field(
-            "float",
-            default=SSH_RECONNECT_S,
-            minimum=0,
-            maximum=600,
-            help="seconds a call rides out a dropped connection (0: fail at once)",
-        ),
-    },
-    "gpus": Field(
-        "int_list",
-        required=True,
-        minimum=0,
-        maximum=MAX_GPU_ID,
-        max_items=64,
-        help="the GPU ids the target has",
-    ),
-    "workdir": Field("str", required=True, help="where the components run and log"),
-    "python": Field("str", nullable=True, help="interpreter on the target"),
-    # The interpreter that runs a `router.kind: smg` router (SMG has its own venv, Makefile
-    # SMG_VENV); null: this machine's SMG venv for a local target, `python` over SSH.
-    "smg_python": Field("str", nullable=True, help="interpreter with smg installed"),
-    "launcher": Field(
-        "str", default="sglang", choices=("sglang", "twin"), help="real SGLang or the twin"
-    ),
-    "bind_host": Field("str", default="127.0.0.1", help="the address the servers listen on"),
-    "connect_host": Field(
-        "str", nullable=True, help="the address this machine calls; null: from bind_host"
-    ),
-    "port_offset": Field(
-        "int", default=0, minimum=0, maximum=65535, help="added to every port of the profile"
-    ),
-    "twin_env": Field("str_map", default={}, help="environment of the twin's processes"),
-}
-
-# `transport: endpoint`: a cluster (RBG) reached only over HTTP; dsv4ops starts nothing there.
-ENDPOINT_TARGET_SCHEMA: Schema = {
-    "description": Field("str", default="", text="free", help="what the target is"),
-    "transport": Field(
-        "str", required=True, choices=("endpoint",), help="a cluster's router over HTTP"
-    ),
-    "router_url": Field("str", required=True, text="name", help="http(s)://host[:port]"),
-    "metrics": {
-        "prefill": Field("str_list", default=[], max_items=64, help="prefill server URLs"),
-        "decode": Field("str_list", default=[], max_items=64, help="decode server URLs"),
-        "router": Field("str", nullable=True, text="name", help="the router's Prometheus URL"),
-    },
-    "profile": Field("str", nullable=True, text="name", help="the profile the cluster runs"),
-    "namespace": Field("str", nullable=True, text="name", help="the cluster's namespace"),
-    "replicas": Field("int", nullable=True, minimum=1, maximum=64, help="prefill:decode pairs"),
 }

@@ -22,7 +22,7 @@ from dsv4ops.profiles.files import read_bounded
 from dsv4ops.profiles.model import SSHSpec, Target
 from dsv4ops.profiles.provenance import Provenance
 from dsv4ops.profiles.routers import smg_python
-from dsv4ops.profiles.schema import TARGET_SCHEMA
+from dsv4ops.profiles.targets_schema import TARGET_SCHEMA
 from dsv4ops.profiles.typecheck import check_unknown_keys, normalize
 
 DEFAULT_TARGET = "twin-local"

@@ -48,6 +48,7 @@ from dsv4ops.remote.results import (
     StopReport,
     WaitResult,
 )
+from dsv4ops.timings import CALL_MARGIN_S, TARGET_HTTP_S
 
 _CALL_TIMEOUT_S = 60.0
 T = TypeVar("T")
@@ -183,9 +184,7 @@ class Supervisor:
         )
         return self._typed("start", lambda: started_state(spec.name, rec))
 
-    def stop(
-        self, name: str, ports: Sequence[int] | None = None, grace_s: float = 10.0
-    ) -> StopReport:
+    def stop(self, name: str, ports: Sequence[int] | None = None, *, grace_s: float) -> StopReport:
         """SIGTERM the server process only, give its own graceful shutdown up to `grace_s`, then
         SIGKILL what is left of its group; raises StopError if anything survives or a port stays
         open. (SGLang's schedulers have no SIGTERM handler: a group SIGTERM would kill them at
@@ -193,7 +192,7 @@ class Supervisor:
         args: JSONObject = {"name": name, "grace_s": grace_s}
         if ports is not None:
             args["ports"] = list(ports)
-        r = self._call("stop", timeout=grace_s + 30, **args)
+        r = self._call("stop", timeout=grace_s + CALL_MARGIN_S, **args)
         report = self._typed("stop", lambda: stop_report(name, self.executor.host, r))
         if isinstance(report, StopError):
             raise report
@@ -248,7 +247,7 @@ class Supervisor:
         )
         args: JSONObject = {"url": url, "timeout_s": timeout_s, "expect": exp, "name": proc_name}
         try:
-            r, before = self._call_riding_out("wait_http", timeout_s + 30, args)
+            r, before = self._call_riding_out("wait_http", timeout_s + CALL_MARGIN_S, args)
         except AgentCallError as exc:
             if exc.kind not in ("timeout", "died"):
                 raise
@@ -268,12 +267,12 @@ class Supervisor:
         method: str = "GET",
         body: str | None = None,
         headers: Mapping[str, str] | None = None,
-        timeout_s: float = 10.0,
+        timeout_s: float = TARGET_HTTP_S,
     ) -> HttpReply:
         """One request made from the target; a connection failure is a reply with status None."""
         r = self._call(
             "http",
-            timeout=timeout_s + 30,
+            timeout=timeout_s + CALL_MARGIN_S,
             url=url,
             method=method,
             body=body,
@@ -283,7 +282,7 @@ class Supervisor:
         return self._typed("http", lambda: http_reply(r))
 
     def http_many(
-        self, requests: Sequence[str | Mapping[str, JSONValue]], *, timeout_s: float = 10.0
+        self, requests: Sequence[str | Mapping[str, JSONValue]], *, timeout_s: float = TARGET_HTTP_S
     ) -> list[HttpReply]:
         """Several requests made from the target in one agent round trip; replies in order.
 
@@ -296,7 +295,9 @@ class Supervisor:
         if not items:
             return []
         longest = max(float(i.get("timeout_s", timeout_s)) for i in items)
-        r = self._call("http_many", timeout=longest + 30, requests=items, timeout_s=timeout_s)
+        r = self._call(
+            "http_many", timeout=longest + CALL_MARGIN_S, requests=items, timeout_s=timeout_s
+        )
         return self._typed("http_many", lambda: [http_reply(x) for x in r["replies"]])
 
     # ------------------------------------------------------------------ preflight, lock, state

@@ -70,7 +70,6 @@ def send_hazard(supervisor: Supervisor, planned: JSONObject) -> JSONObject:
         method="POST",
         body=json.dumps({"hazard": hazard, "state": state}),
         headers={"Content-Type": "application/json"},
-        timeout_s=10.0,
     )
     if reply.status != 200:
         why = reply.body.strip()[:300] if reply.status else reply.error

@@ -19,6 +19,7 @@ from dsv4ops.clock import Clock, utc_now_iso
 from dsv4ops.errors import DsOpsError
 from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.remote.results import HttpReply
+from dsv4ops.timings import TARGET_HTTP_S
 from dsv4ops.watch.detect import Detector
 from dsv4ops.watch.endpoints import WatchEndpoints
 from dsv4ops.watch.findings import Finding, Severity, worst
@@ -43,7 +44,7 @@ class HttpMany(Protocol):
     reply with status None."""
 
     def __call__(
-        self, requests: Sequence[Mapping[str, JSONValue]], *, timeout_s: float = 10.0
+        self, requests: Sequence[Mapping[str, JSONValue]], *, timeout_s: float = TARGET_HTTP_S
     ) -> list[HttpReply]: ...
 
 

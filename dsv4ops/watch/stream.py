@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 from dsv4ops.clock import perf_ns
 from dsv4ops.jsontypes import JSONValue
 from dsv4ops.remote.results import HttpReply
+from dsv4ops.timings import TARGET_HTTP_S
 
 if TYPE_CHECKING:
     from dsv4ops.canary.loadgen import ChatClient
@@ -96,7 +97,7 @@ class ProbeStream:
         return f"the probe stream's last {n} generations failed before a token: {why}"
 
     def http_many(
-        self, requests: Sequence[Mapping[str, JSONValue]], *, timeout_s: float = 10.0
+        self, requests: Sequence[Mapping[str, JSONValue]], *, timeout_s: float = TARGET_HTTP_S
     ) -> list[HttpReply]:
         """GETs from this machine on the stream's own client (watch's HttpMany): the confirming
         scrapes of a local target, which must not wait on an agent process's start-up."""

@@ -42,6 +42,7 @@ LAYERS: dict[str, float] = {
     "_yaml": 6,
     "jsontypes": 7,  # the one alias of untyped JSON (JSONValue, JSONObject): every layer annotates with it
     "constants": 6,
+    "timings": 6,  # every timing default of the lifecycle (stop grace, ready, drain), once
     "secrets": 6,
     "journalfile": 6,  # the journal's file rules: the store and the target agent share them
     "whoami": 6,

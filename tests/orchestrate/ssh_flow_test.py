@@ -16,11 +16,11 @@ import pytest
 from dsv4ops.constants import SSH_RECONNECT_S
 from dsv4ops.journal.records import Kind
 from dsv4ops.journal.store import Journal
-from dsv4ops.orchestrate.engine import Timeouts
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.restore import fallback_for, rebuild, rollback_target
 from dsv4ops.orchestrate.status import gather_status
+from dsv4ops.orchestrate.timeouts import Timeouts
 from dsv4ops.orchestrate.usecases import render as R
 from dsv4ops.profiles import get_target
 from dsv4ops.remote import Supervisor
@@ -60,7 +60,7 @@ class SshCommand:
             model="deepseek-v4-flash",
             timeouts=Timeouts(
                 ready_s={"prefill": 30, "decode": 30, "router": 30},
-                stop_grace_s=8,
+                stop_grace_cap_s=8,
                 drain_s=5,
                 probe_request_s=20,
             ),

@@ -22,8 +22,9 @@ from dsv4ops.profiles.json_schema import (
     targets_json_schema,
     to_text,
 )
-from dsv4ops.profiles.schema import PROFILE_SCHEMA, TARGET_SCHEMA, Field, Schema
+from dsv4ops.profiles.schema import PROFILE_SCHEMA, Field, Schema
 from dsv4ops.profiles.targets import load_targets
+from dsv4ops.profiles.targets_schema import TARGET_SCHEMA
 from testing.profiles import child, make_profiles_dir, targets_yaml
 
 SHIPPED = Path(__file__).resolve().parents[2] / "profiles"

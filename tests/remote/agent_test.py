@@ -359,3 +359,20 @@ def test_the_supervisor_s_calls_run_from_the_compiled_copy(tmp_path: Path) -> No
     assert sup.ensure_agent()["sha256"] == agent_sha256()
     assert sup.ensure_agent()["compiled"] is True
     assert len(_copies(Path(sup.agent_path))) == 1
+
+
+def test_a_stop_without_a_grace_is_refused_and_stops_nothing(tmp_path: Path) -> None:
+    """The agent has no grace of its own (dsv4ops/timings.py is the one home): a caller that
+    sends none, or no number, gets a clean refusal and the component keeps running."""
+    sup = Supervisor(LocalExecutor(), str(tmp_path / "wd"), python=sys.executable)
+    sup.start(base.ProcessSpec("c", ("sleep", "60")))
+    try:
+        for args in ({}, {"grace_s": "10"}, {"grace_s": 0}, {"grace_s": True}):
+            with pytest.raises(AgentCallError, match="stop needs grace_s") as info:
+                sup.call("stop", name="c", **args)
+            assert info.value.kind == "bad_request" and "Traceback" not in str(info.value)
+        assert sup.status(["c"])["c"].alive
+        with pytest.raises(AgentCallError, match="http needs timeout_s"):
+            sup.call("http", url="http://127.0.0.1:1/")
+    finally:
+        assert sup.stop("c", grace_s=1).was_running

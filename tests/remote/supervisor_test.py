@@ -73,7 +73,9 @@ def test_start_status_stop_a_detached_component(sup: Supervisor, workdir: Path) 
     assert not after.alive and after.ports_open == {port: False, port2: False}
     assert after.exit_code is not None
     assert not _alive(state.pid)
-    assert sup.stop("web").was_running is False  # stopping a stopped component is a no-op
+    assert (
+        sup.stop("web", grace_s=5).was_running is False
+    )  # stopping a stopped component is a no-op
 
 
 def test_stop_kills_a_child_that_ignores_sigterm(sup: Supervisor, workdir: Path) -> None:

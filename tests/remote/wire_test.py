@@ -114,7 +114,7 @@ def _method_calls(sup: Supervisor) -> list[Callable[[], object]]:
         lambda: sup.lock_acquire({"pid": 1, "op_id": "op-1"}),
         lambda: sup.lock_info(),
         lambda: sup.status(["decode"]),
-        lambda: sup.stop("decode"),
+        lambda: sup.stop("decode", grace_s=1),
         lambda: sup.start(ProcessSpec("decode", ("/bin/true",))),
         lambda: sup.http("http://127.0.0.1:9/"),
         lambda: sup.http_many(["http://127.0.0.1:9/"]),

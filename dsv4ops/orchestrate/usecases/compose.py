@@ -8,18 +8,29 @@ import os
 
 from dsv4ops.deployment import Component
 from dsv4ops.errors import DsOpsError
-from dsv4ops.orchestrate.engine import CanaryStep, Progress, Timeouts
+from dsv4ops.orchestrate.engine import CanaryStep, Progress
 from dsv4ops.orchestrate.kernelpkg import KernelSupport, config_dir_env
 from dsv4ops.orchestrate.ops import Operator
+from dsv4ops.orchestrate.timeouts import Timeouts
 from dsv4ops.orchestrate.usecases.session import TargetSession
 from dsv4ops.profiles.model import Target
 from dsv4ops.sglang_paths import moe_path, sparse_attn_asked
+from dsv4ops.timings import (
+    DRAIN_S,
+    PROBE_REQUEST_S,
+    TWIN_DRAIN_S,
+    TWIN_PROBE_REQUEST_S,
+    TWIN_READY_S,
+    TWIN_STOP_GRACE_S,
+)
 
 READY_TIMEOUT_ENV = "DSV4OPS_READY_TIMEOUT_S"
 
 
 def timeouts_for(target: Target) -> Timeouts:
-    """Readiness limits: minutes on the real box (weights load), 2 min on the twin.
+    """Readiness limits: minutes on the real box (weights load), 2 min on the twin (values and
+    why: dsv4ops/timings.py). The stop grace is each component's, as deployed; the twin and the
+    override cut it.
 
     Raises DsOpsError (exit 1, one line) when DSV4OPS_READY_TIMEOUT_S is not a positive number:
     a typo there must not become a traceback, nor silently the defaults.
@@ -37,24 +48,18 @@ def timeouts_for(target: Target) -> Timeouts:
             )
         return Timeouts(
             ready_s={"prefill": s, "decode": s, "router": s},
-            stop_grace_s=min(30.0, s),
-            drain_s=min(60.0, s),
-            probe_request_s=min(60.0, s),
+            stop_grace_cap_s=s,
+            drain_s=min(DRAIN_S, s),
+            probe_request_s=min(PROBE_REQUEST_S, s),
         )
     if target.launcher == "twin":
         return Timeouts(
-            ready_s={"prefill": 120.0, "decode": 120.0, "router": 60.0},
-            stop_grace_s=TWIN_STOP_GRACE_S,
-            drain_s=15.0,
-            probe_request_s=30.0,
+            ready_s=dict(TWIN_READY_S),
+            stop_grace_cap_s=TWIN_STOP_GRACE_S,
+            drain_s=TWIN_DRAIN_S,
+            probe_request_s=TWIN_PROBE_REQUEST_S,
         )
     return Timeouts()
-
-
-# Above the twin's worst graceful exit, as 0.5.23's: the SIGTERM watchdog's 5 s tick, then 15 s
-# for the schedulers to answer ShutdownReq (a wedged decode never does and is killed then), in
-# model seconds at the twin's default scale (twin/shutdown.py; tests/twin/lifecycle_test.py).
-TWIN_STOP_GRACE_S = 25.0
 
 
 def decode_uses_package(

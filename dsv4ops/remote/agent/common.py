@@ -38,6 +38,20 @@ def check_name(value: object) -> str:
     return value
 
 
+def check_seconds(req: JsonObject, key: str) -> float:
+    """A request's `key`: a positive, finite number of seconds, which the operator side always
+    sends. The agent has no default of its own: the one home of each timing is
+    dsv4ops/timings.py on the operator's side, so a caller that forgets it is refused, not
+    silently given a second default."""
+    value = req.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e9:
+        op = req.get("op") or "this request"
+        raise AgentError(
+            "bad_request", f"{op} needs {key}: a positive number of seconds, got {value!r}"
+        )
+    return float(value)
+
+
 def write_json_atomic(path: str, data: object) -> None:
     """Temp file, fsync, rename, fsync the directory: readers see the old or the new file."""
     tmp = f"{path}.tmp.{os.getpid()}"

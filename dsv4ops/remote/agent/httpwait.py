@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from .common import AgentError, JsonObject, Workdir, check_name
+from .common import AgentError, JsonObject, Workdir, check_name, check_seconds
 from .processes import await_exit_record, state_of
 from .procfs import tail
 
@@ -55,13 +55,14 @@ def timed_out(exc: BaseException) -> bool:
 
 def op_http(wd: Workdir, req: JsonObject) -> JsonObject:
     t0 = time.monotonic()
+    timeout = check_seconds(req, "timeout_s")
     try:
         status, body = _request(
             req.get("method", "GET"),
             req["url"],
             req.get("body"),
             req.get("headers") or {},
-            float(req.get("timeout_s", 10.0)),
+            timeout,
             _max_bytes(req.get("max_bytes")),
         )
     except Exception as exc:  # noqa: BLE001 - refused, reset, bad status line: no answer
@@ -98,7 +99,7 @@ def op_http_many(wd: Workdir, req: JsonObject) -> JsonObject:
     items = req.get("requests")
     if not isinstance(items, list) or not all(isinstance(i, dict) and i.get("url") for i in items):
         raise AgentError("bad_request", "http_many needs a list of requests, each with a url")
-    timeout = float(req.get("timeout_s", 10.0))
+    timeout = check_seconds(req, "timeout_s")
     replies: list[JsonObject | None] = [None] * len(items)
     gate = threading.Semaphore(HTTP_MANY_PARALLEL)
 
@@ -121,7 +122,7 @@ def op_http_many(wd: Workdir, req: JsonObject) -> JsonObject:
 
 def op_wait_http(wd: Workdir, req: JsonObject) -> JsonObject:
     url = req["url"]
-    timeout = float(req.get("timeout_s", 60.0))
+    timeout = check_seconds(req, "timeout_s")
     expect = req.get("expect", 200)
     expect_set = None if expect is None else set(expect if isinstance(expect, list) else [expect])
     name = req.get("name")

@@ -16,6 +16,7 @@ from .common import (
     JsonObject,
     Workdir,
     check_name,
+    check_seconds,
     now_iso,
     read_json,
     write_json_atomic,
@@ -237,7 +238,7 @@ def _terminate(
 
 def op_stop(wd: Workdir, req: JsonObject) -> JsonObject:
     name = check_name(req.get("name"))
-    grace = float(req.get("grace_s", 10.0))
+    grace = check_seconds(req, "grace_s")
     rec = read_json(wd.run(name)) or {}
     asked = req.get("ports")
     ports = [int(p) for p in (asked if asked is not None else rec.get("ports") or [])]
