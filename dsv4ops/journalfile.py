@@ -249,14 +249,6 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def tail_after(data: bytes, offset: int, prefix_sha256: str | None) -> tuple[bytes, bool]:
-    """(bytes a reader holding `offset` bytes lacks, whether it must start over): the reader's
-    copy is a prefix of `data` only when its hash matches; otherwise it gets everything."""
-    if 0 <= offset <= len(data) and prefix_sha256 == sha256(data[:offset]):
-        return data[offset:], False
-    return data, True
-
-
 def window_sha256(fd: int, end: int) -> str:
     """The proof that a copy of `end` bytes is what this file holds: the hash of `end` and of the
     last WINDOW bytes before it (one pread, whatever the file's size)."""

@@ -31,15 +31,6 @@ def test_records_are_identified_by_op_and_sequence() -> None:
     assert journalfile.missing_records(present + incoming, incoming) == []
 
 
-def test_a_reader_gets_its_missing_tail_or_everything_when_its_copy_diverged() -> None:
-    data = b"line1\nline2\n"
-    six = journalfile.sha256(b"line1\n")
-    assert journalfile.tail_after(data, 6, six) == (b"line2\n", False)
-    assert journalfile.tail_after(data, 6, journalfile.sha256(b"other\n")) == (data, True)
-    assert journalfile.tail_after(data, 99, six) == (data, True)
-    assert journalfile.tail_after(data, 0, None) == (data, True)
-
-
 def test_a_symlinked_directory_above_the_journal_is_refused(tmp_path: Path) -> None:
     """O_NOFOLLOW guards the last component only: the directories are walked one by one."""
     import pytest

@@ -1,25 +1,21 @@
-"""The journal index's entries as columns (journal/index.py, format 3; issue 21: a cold read of a
-10^6-record journal decodes only the entries it shows).
+"""The index's entries (journal/index.py; issue 21: a cold read of a 10^6-record journal makes
+only the entries it shows).
 
-`Cols` is what one index file holds, one column per field, in begin order: op ids, begin times,
-kinds and statuses (one byte each, codes into the header's tables), what each left running,
-record counts and every record's byte offset (int64), what the known-good rule reads of each
-deploy/rollback/experiment (its `knowngood.essentials`, one JSON text per entry, decoded only
-when that entry's `view` is read) and its profile as an id into a table of distinct profiles
-(what `Operations.newest_first` filters on without decoding an entry). `Table` is those columns
+`Cols` is the rows of the SQLite cache (journal/cache.py) in begin order: the columns a walk
+reads (op ids, kinds and statuses as one-byte codes into KINDS / STATUSES, record counts) loaded
+whole; the rest of a row read when its Entry is made, rows by op id or by profile (what
+`Operations.newest_first` filters on) found through the cache's indexes. `Table` is those rows
 plus the entries folded in since they were read (replaced or new); an `Entry` object is made
-only for a row somebody asks for. `Placed` is the table in the journal's order (merged
-operations placed by records.place_by) with column reads by position.
+only for a row somebody asks for.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
-import sys
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from dsv4ops.journal.records import Kind, Operation, Status, StepRecord
 from dsv4ops.jsontypes import JSONObject, JSONValue
@@ -31,12 +27,10 @@ _STATUSES = {s.value: s for s in Status}
 _TERMINAL = frozenset(s.value for s in Status if s.terminal)
 _NO_VIEW: list[JSONValue] = [None, False, None, None, False, []]
 _DUMPS = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
-_SCANS = 8  # lookups by op id answered by a scan before the id -> row dict is made
 JUDGED = (Kind.DEPLOY.value, Kind.ROLLBACK.value, Kind.EXPERIMENT.value)  # those with a view
 _VIEWLESS = bytes(  # bytes.translate: kind code -> 1 for the kinds that keep no view
     1 if i >= len(KINDS) or KINDS[i] not in JUDGED else 0 for i in range(256)
 )
-_LOW = 0 if sys.byteorder == "little" else 3  # the low byte of an int32 in memory
 
 
 class Entry:
@@ -52,8 +46,6 @@ class Entry:
         "_view",
         "_raw",
         "_offsets",
-        "_flat",
-        "_at",
         "_view_op",
         "_profile",
     )
@@ -66,19 +58,17 @@ class Entry:
         status: str,
         running: str | None,
         view: list[JSONValue] | None,
-        offsets: list[int] | None,
+        offsets: list[int],
         *,
         count: int,
         raw: bytes = b"",
-        flat: array[int] | None = None,
-        at: int = 0,
         profile: JSONObject | None = None,
     ) -> None:
         self.op, self.kind, self.ts, self.status, self.running = op, kind, ts, status, running
         self.count = count  # how many records
         self._view, self._raw = view, raw  # raw: the view's JSON, not decoded yet
         self._profile = profile  # the raw view's profile (the index keeps a table of them)
-        self._offsets, self._flat, self._at = offsets, flat, at
+        self._offsets = offsets
         self._view_op: Operation | None = None
 
     @property
@@ -92,10 +82,7 @@ class Entry:
 
     @property
     def offsets(self) -> list[int]:
-        """Where each of its records' lines starts (sliced from the column when asked)."""
-        if self._offsets is None:
-            assert self._flat is not None
-            self._offsets = self._flat[self._at : self._at + self.count].tolist()
+        """Where each of its records' lines starts."""
         return self._offsets
 
     @property
@@ -123,105 +110,64 @@ class Entry:
         return self._view_op
 
 
-def _sums(lengths: array[int]) -> array[int]:
-    return array("q", itertools.accumulate(lengths, initial=0))
+class Rows(Protocol):
+    """Where the rest of a row is read (journal/cache.py's Cache)."""
+
+    def entry(self, row: int, cols: Cols) -> Entry: ...
+    def row(self, op: str, below: int) -> int | None: ...
+    def column_ts(self) -> list[str]: ...
+    def profiled(self, ok: Callable[[JSONObject | None], bool], below: int) -> list[int]: ...
 
 
 class Cols:
-    """The columns of one index file (read-only). ts and running are JSON decoded when first
-    read; the file's body hash (journal/index.py) has proven them already."""
+    """The rows of the cache as journal/cache.py read them (read-only): the columns every walk
+    reads (op ids, kinds and statuses as one-byte codes, record counts, profile ids), loaded
+    whole; the rest of a row (begin time, running, offsets, view) read when its Entry is made,
+    a row by op id through the cache's index on it (None: no cache, no rows)."""
 
-    def __init__(self, c: JSONObject) -> None:
-        self.n: int = len(c["ops"])
-        self.ops: list[str] = c["ops"]
-        self.kinds: bytes = c["kinds"]
-        self.statuses: bytes = c["statuses"]
-        self.counts: array[int] = c["counts"]
-        self.flat: array[int] = c["flat"]
-        self.blob: bytes = c["blob"]
-        self.lengths: array[int] = c["lengths"]
-        self.pids: array[int] = c["pids"]
-        self.profiles: list[JSONObject | None] = c["profiles"]
-        self._ts_raw: bytes = c["ts"]
-        self._running_raw: bytes = c["running"]
+    def __init__(
+        self,
+        rows: Rows | None,
+        ops: list[str],
+        kinds: bytes,
+        statuses: bytes,
+        counts: array[int],
+    ) -> None:
+        self.n, self._rows = len(ops), rows
+        self.ops, self.kinds, self.statuses, self.counts = ops, kinds, statuses, counts
         self._ts: list[str] | None = None
-        self._running: list[str | None] | None = None
-        self.starts, self.vstarts = _sums(self.counts), _sums(self.lengths)
-        self._rows: dict[str, int] | None = None
-        self._scans = 0
         self.made: dict[int, Entry] = {}  # rows made into Entries (shared by a Table's copies)
 
     def row(self, op: str) -> int | None:
-        """The row of `op`: the first few found by a scan of the ids (in C, a few ms at 10^6
-        records), the rest through `rows` (made once: a command that asks often pays it once)."""
-        if self._rows is None and self._scans < _SCANS:
-            self._scans += 1
-            with contextlib.suppress(ValueError):
-                return self.ops.index(op)
-            return None
-        return self.rows.get(op)
-
-    @property
-    def rows(self) -> dict[str, int]:
-        """op id -> row (made when first asked: a walk by position needs none)."""
-        if self._rows is None:
-            self._rows = dict(zip(self.ops, range(self.n), strict=True))
-        return self._rows
+        return None if self._rows is None else self._rows.row(op, self.n)
 
     @property
     def ts(self) -> list[str]:
         if self._ts is None:
-            self._ts = json.loads(self._ts_raw)
+            self._ts = [] if self._rows is None else self._rows.column_ts()
         return self._ts
-
-    @property
-    def running(self) -> list[str | None]:
-        if self._running is None:
-            self._running = json.loads(self._running_raw)
-        return self._running
 
     def entry(self, row: int) -> Entry:
         e = self.made.get(row)
         if e is None:
-            vs, ve = self.vstarts[row], self.vstarts[row + 1]
-            e = Entry(
-                self.ops[row],
-                KINDS[self.kinds[row]],
-                self.ts[row],
-                STATUSES[self.statuses[row]],
-                self.running[row],
-                None,
-                None,
-                count=self.counts[row],
-                raw=self.blob[vs:ve],
-                flat=self.flat,
-                at=self.starts[row],
-                profile=self.profiles[self.pids[row]] if self.pids[row] >= 0 else None,
-            )
-            self.made[row] = e
+            if self._rows is None:
+                raise IndexError(row)
+            e = self.made[row] = self._rows.entry(row, self)
         return e
 
+    def profiled(self, ok: Callable[[JSONObject | None], bool]) -> list[int]:
+        """The rows whose profile is one that `ok` (no profile: None)."""
+        return [] if self._rows is None else self._rows.profiled(ok, self.n)
 
-EMPTY: JSONObject = {
-    "ops": [],
-    "ts": b"[]",
-    "running": b"[]",
-    "kinds": b"",
-    "statuses": b"",
-    "counts": array("q"),
-    "flat": array("q"),
-    "blob": b"",
-    "lengths": array("q"),
-    "pids": array("i"),
-    "profiles": [],
-}
+
+EMPTY = Cols(None, [], b"", b"", array("q"))
 
 
 class Table:
     """op id -> Entry in begin order: the file's columns plus the entries folded in since."""
 
     def __init__(self, cols: Cols | None = None) -> None:
-        self.cols = cols or Cols(EMPTY)
+        self.cols = cols or EMPTY
         self.over: dict[int, Entry] = {}  # rows of the columns replaced by a fold
         self.new: list[Entry] = []  # entries begun after the columns (rows n, n+1, ...)
         self._new_rows: dict[str, int] = {}
@@ -294,17 +240,9 @@ class Table:
         def ok(p: JSONObject | None) -> bool:
             return all((p or {}).get(k) == v for k, v in wanted.items())
 
-        by_pid = [ok(p) for p in c.profiles] + [ok(None)]  # pid -1: no profile
-        if len(c.profiles) < 255:  # one byte per pid (-1: 255): masks made in C
-            table = bytes(by_pid[i] if i < len(c.profiles) else by_pid[-1] for i in range(256))
-            low = c.pids.tobytes()[_LOW::4].translate(table)
-            viewless = c.kinds.translate(_VIEWLESS)
-            either = int.from_bytes(low, "big") | int.from_bytes(viewless, "big")
-            out = bytearray(either.to_bytes(c.n, "big"))
-        else:
-            out = bytearray(
-                1 if not n or by_pid[p] else 0 for n, p in zip(c.lengths, c.pids, strict=True)
-            )
+        out = bytearray(c.kinds.translate(_VIEWLESS))
+        for r in c.profiled(ok):
+            out[r] = 1
         for r, e in self.over.items():
             out[r] = e.view is None or ok(e.view[0])
         out += bytes(e.view is None or ok(e.view[0]) for e in self.new)

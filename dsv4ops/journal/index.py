@@ -1,58 +1,39 @@
-"""The journal's per-operation index, `<journal>.idx` (issue 21: every command stays fast at 10^6).
+"""The journal's per-operation index (issue 21: every command stays fast at 10^6 records), kept in
+a SQLite cache next to the record (journal/cache.py: what it holds, its checks, its transactions).
+From it the store answers status, the last N operations, in-flight, deployed and known-good by
+reading only the records of the operations it returns (journal/view.py).
 
-What it holds, for the journal's first `size` bytes (whole lines): each operation's id, kind,
-begin time, status, what it left running, the byte offsets of its records and, for deploys,
-rollbacks and experiments, what the known-good rule reads of them (`knowngood.essentials`: the
-fold state the rule needs, so judging never re-reads a record); the merge records' offsets and
-what placing merged operations reads (`records.place_by`); the torn lines. From that the store
-answers status, the last N operations, in-flight, deployed and known-good by reading only the
-records of the operations it returns (`journal/view.py`).
-
-The file (format 4): line 1 a JSON header (`format`, `version`, `size`, `window`, `body`: the
-sha256 of every other header field and the rest, the code tables, counts, merges, torn and
-damaged lines, ids begun twice: journal/damage.py), then the entries as columns
-(journal/columns.py: a cold read decodes only the entries it shows, journal/entries.py), then the
-known-good judgement checkpoint (journal/checkpoint.py). An index of another format or version
-is rebuilt, never read.
-
-Trust: an index is used only when its format and version are this code's, its `size` is within
-the journal and `window` equals `journalfile.window_sha256(journal, size)` (the size and a hash
-of the 64 KiB before it). A truncated, rewritten, replaced or foreign journal fails that proof and
-the index is rebuilt by one full scan (and written again); so is one whose indexed offset does not
-hold that operation's record when read back (an edit the proof cannot see, a header forged with
-its sha256: `Stale`). A rebuild for that, or for an index failing its own checks (not merely
-another journal's), is said (`notify`), never an error. Bytes
-appended after `size` are folded in, re-reading only the operations they touch. The file is
-written atomically and read without following a symlink (`journalfile`); an index that cannot
-be written costs speed on the next cold read, never correctness.
+Trust: the cache is used only when it passes its own checks and the record still holds its
+`size` bytes with the same `window` (journalfile.window_sha256: the size and a hash of the 64 KiB
+before it, the last records indexed). A truncated, rewritten, replaced or foreign record fails
+that proof and the index is rebuilt by one full scan; so is one whose indexed offset does not
+hold that operation's record when read back (an edit the proof cannot see, a cache forged with
+its sha256: `Stale`). A rebuild for that, for a cache that indexes more than the record holds or
+that fails its own checks (not merely another version's), is said (`notify`), never an error.
+Bytes appended after `size` are folded in, re-reading only the operations they touch, and
+written to the cache in one transaction; a cache that cannot be written costs speed, never
+correctness.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import hashlib
-import itertools
 import json
 import mmap
 import os
+import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from dsv4ops import journalfile
 from dsv4ops.errors import JournalError
-from dsv4ops.journal import checkpoint, columns, damage, knowngood
+from dsv4ops.journal import checkpoint, damage, knowngood
+from dsv4ops.journal.cache import Cache, Untrusted
 from dsv4ops.journal.entries import JUDGED, KINDS, STATUSES, Entry, Table
 from dsv4ops.journal.order import Placed
 from dsv4ops.journal.records import Operation, fold_into, validate
-from dsv4ops.jsontypes import JSONObject
-
-FORMAT = "dsv4ops-journal-index"
-# 2: the judgement checkpoint; 3: the entries as columns (journal/columns.py); 4: the sha256
-# covers the header too (a forged `merges` made every read fail, issue 39), damaged lines and
-# operation ids begun twice are indexed
-VERSION = 4
-SAVE_EVERY = 1 << 18  # bytes folded in since the index file was last written: write it again
+from dsv4ops.jsontypes import JSONObject, JSONValue
 
 Buffer = bytes | mmap.mmap
 
@@ -101,7 +82,9 @@ class State:
     # known-good).
     duplicates: dict[str, list[int]] = field(default_factory=dict)
     orphans: dict[str, list[int]] = field(default_factory=dict)  # op -> lines: no begin read
-    saved_size: int = -1  # `size` when the index file was last written or read
+    saved_size: int = -1  # `size` the cache holds (-1: the cache holds none of this state)
+    dirty: set[str] = field(default_factory=set)  # ops folded since the cache was written
+    saved_ck: object = None  # the checkpoint the cache holds (another: written again)
     # The known-good judgement of this state (judged once per state: a command asks many times).
     judged: Mapping[str, knowngood.Judgement] | None = field(default=None, repr=False)
     # knowngood's fold state after a prefix of the operations (journal/checkpoint.py: it proves
@@ -112,17 +95,42 @@ class State:
     def overlay(self) -> State:
         """A copy to fold a partial last line into (never kept, never written)."""
         out = copy.copy(self)
-        out.judged, out.order = None, None
-        out.entries, out.merges, out.skipped = (
-            self.entries.copy(),
-            list(self.merges),
-            list(self.skipped),
-        )
-        out.merged, out.after_first_merge = set(self.merged), set(self.after_first_merge)
-        out.damaged = list(self.damaged)
-        out.duplicates = {k: list(v) for k, v in self.duplicates.items()}
-        out.orphans = {k: list(v) for k, v in self.orphans.items()}
+        for k, read in _KEPT.items():
+            setattr(out, k, read(getattr(self, k)))  # a copy of each list, set and dict
+        out.judged, out.order, out.entries, out.dirty = None, None, self.entries.copy(), set()
         return out
+
+    def meta(self) -> JSONObject:
+        """What the cache keeps of this state besides its rows (journal/cache.py's `meta`)."""
+        kept = {k: getattr(self, k) for k in _KEPT}
+        kept = {k: sorted(v) if isinstance(v, set) else v for k, v in kept.items()}
+        return {**kept, "kinds": KINDS, "statuses": STATUSES, "ops": len(self.entries)}
+
+
+# The State fields the cache's `meta` keeps, each read back through its type (a forged value of
+# another type fails here: the cache is rebuilt).
+_KEPT: dict[str, Callable[[JSONValue], object]] = {
+    "size": int,
+    "window": str,
+    "lines": int,
+    "records": int,
+    "merges": lambda v: [int(o) for o in v],
+    "merged": lambda v: {str(o) for o in v},
+    "after_first_merge": lambda v: {str(o) for o in v},
+    "skipped": lambda v: [int(n) for n in v],
+    "damaged": lambda v: [[int(n), str(why)] for n, why in v],
+    "duplicates": lambda v: {str(k): [int(n) for n in x] for k, x in v.items()},
+    "orphans": lambda v: {str(k): [int(n) for n in x] for k, x in v.items()},
+}
+
+
+def _state(h: JSONObject, table: Table) -> State:
+    """The State of a cache's `meta` (raises ValueError, TypeError, KeyError for garbage)."""
+    state = State(entries=table)
+    for k, read in _KEPT.items():
+        setattr(state, k, read(h[k]))
+    state.saved_size = state.size
+    return state
 
 
 def record_at(buf: Buffer, offset: int, op: str | None) -> JSONObject:
@@ -168,123 +176,19 @@ def fold_chunk(state: State, buf: Buffer, start: int, end: int, fd: int, where: 
         prior = [record_at(buf, o, op) for o in old.offsets] if old else []
         folded = fold_into({}, prior + [r for _, r in new])[op]
         state.entries[op] = _entry(folded, (old.offsets if old else []) + [o for o, _ in new])
+    state.dirty.update(touched)
     state.lines += len(pieces)
     state.size = end
     state.window = journalfile.window_sha256(fd, end)
 
 
-# -- the file ----------------------------------------------------------------------------------
-
-
-def encode(state: State) -> bytes:
-    sections = [
-        *columns.encode(state.entries),
-        checkpoint.encode(state.checkpoint) if state.checkpoint is not None else b"",
-    ]
-    body = b"".join(sections)
-    header = {
-        "format": FORMAT,
-        "version": VERSION,
-        "size": state.size,
-        "window": state.window,
-        "sections": [len(x) for x in sections],
-        "kinds": KINDS,
-        "statuses": STATUSES,
-        "lines": state.lines,
-        "records": state.records,
-        "merges": state.merges,
-        "merged": sorted(state.merged),
-        "after_first_merge": sorted(state.after_first_merge),
-        "skipped": state.skipped,
-        "damaged": state.damaged,
-        "duplicates": state.duplicates,
-        "orphans": state.orphans,
-    }
-    header["body"] = _digest(header, body)  # a garbled column or header field is never read
-    return json.dumps(header, separators=(",", ":")).encode() + b"\n" + body
-
-
-def _digest(header: JSONObject, body: bytes | memoryview) -> str:
-    """sha256 of every header field but itself, then the body."""
-    h = hashlib.sha256(
-        json.dumps({k: v for k, v in header.items() if k != "body"}, sort_keys=True).encode()
-    )
-    h.update(body)
-    return h.hexdigest()
-
-
-def sections(data: bytes) -> tuple[JSONObject, list[memoryview]] | None:
-    """(the header, the body's sections) of an index file of this format and version; None for
-    another one; ValueError for one whose header or body does not match its sha256 (and
-    ValueError, TypeError, KeyError for garbage)."""
-    cut = data.index(b"\n")
-    h = json.loads(data[:cut])
-    if h.get("format") != FORMAT or h.get("version") != VERSION:
-        return None
-    body = memoryview(data)[cut + 1 :]
-    lengths = [int(n) for n in h["sections"]]
-    if min(lengths, default=0) < 0 or sum(lengths) != len(body):
-        raise ValueError("its sections do not add up to its body")
-    if h["body"] != _digest(h, body):
-        raise ValueError("its header or body does not match its sha256")
-    ends = list(itertools.accumulate(lengths, initial=0))
-    return h, [body[a:b] for a, b in itertools.pairwise(ends)]
-
-
-def decode(
-    data: bytes, fd: int, journal_size: int, problems: list[str] | None = None
-) -> State | None:
-    """The State `data` holds if it is an index of this journal's first bytes; else None (and,
-    when it is this format but inconsistent, not merely another journal's, why in `problems`)."""
-    try:
-        found = sections(data)
-        if found is None:
-            return None
-        h, parts = found
-        size = h["size"]
-        if not isinstance(size, int) or not 0 <= size <= journal_size:
-            return None
-        if h["window"] != journalfile.window_sha256(fd, size):
-            return None  # truncated, rewritten or another journal: never trusted
-        if len(parts) != columns.SECTIONS + 1:
-            return None
-        table = columns.decode(parts[: columns.SECTIONS], h)
-        if table is None:
-            raise ValueError("its columns disagree")
-        state = State(
-            size=size,
-            window=h["window"],
-            lines=int(h["lines"]),
-            records=int(h["records"]),
-            entries=table,
-            merges=[int(o) for o in h["merges"]],
-            merged=set(h["merged"]),
-            after_first_merge=set(h["after_first_merge"]),
-            skipped=[int(n) for n in h["skipped"]],
-            damaged=[[int(n), str(why)] for n, why in h["damaged"]],
-            duplicates=_lines_of(h["duplicates"]),
-            orphans=_lines_of(h["orphans"]),
-            saved_size=size,
-        )
-        ck_raw = bytes(parts[columns.SECTIONS])
-        state.checkpoint = checkpoint.decode(ck_raw) if ck_raw else None
-        return state
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
-        if problems is not None:
-            problems.append(str(exc) if isinstance(exc, ValueError) else "it does not decode")
-        return None
-
-
-def _lines_of(value: dict[str, list[int]]) -> dict[str, list[int]]:
-    return {str(k): [int(n) for n in v] for k, v in value.items()}
-
-
 class JournalIndex:
-    """The index of one journal file, kept current in memory and on disk (`<path>.idx`)."""
+    """The index of one journal file, kept current in memory and in its cache (journal/cache.py)."""
 
     def __init__(self, path: str, notify: Callable[[str], None] | None = None) -> None:
         self.path = path
-        self.file = f"{path}.idx"
+        self.cache = Cache(path)
+        self.file = self.cache.path
         self._state: State | None = None
         self._notify = notify or (lambda _line: None)
 
@@ -313,13 +217,13 @@ class JournalIndex:
         return self._state
 
     def drop(self, why: str | None = None) -> None:
-        """Forget the index (memory and file): the next current() scans the whole journal.
+        """Forget the index (memory and cache): the next current() scans the whole journal.
         `why`: the index did not match the journal (said, since someone may have forged it)."""
         if why is not None:
             self._rebuilt(why)
         self._state = None
         with contextlib.suppress(OSError):
-            journalfile.write_atomic(self.file, b"")
+            self.cache.remove()
 
     def _fresh(self, fd: int, buf: Buffer, end: int) -> State:
         s = self._state
@@ -341,25 +245,41 @@ class JournalIndex:
             s = State()  # the index did not hold: the full scan decides (and names the line)
             fold_chunk(s, buf, 0, end, fd, self.path)
         self._state = s
-        if s.size - s.saved_size >= SAVE_EVERY or (s.saved_size < 0 and s.size):
+        if s.size != s.saved_size:
             self._save(s)
         return s
 
     def keep(self, s: State) -> None:
-        """Write the index again for a new checkpoint of the state current() returned (never
-        an overlay of a partial last line: that is not what the file indexes)."""
+        """Write the cache again for a new checkpoint of the state current() returned (never
+        an overlay of a partial last line: that is not what the cache indexes)."""
         if s is self._state:
             self._save(s)
 
     def _load(self, fd: int, end: int) -> State | None:
         try:
-            data = journalfile.read_bytes(self.file)
+            found = self.cache.load()
+            if found is None:
+                return None  # empty, or of another version: rebuilt silently
+            h, ck, cols = found
+            size = int(h["size"])
+            if size > end:
+                self._rebuilt(
+                    f"it indexes {size} bytes, the journal holds {end}: the journal was cut "
+                    "or replaced"
+                )
+                return None
+            if h["window"] != journalfile.window_sha256(fd, size):
+                return None  # rewritten, or another journal: never trusted
+            state = _state(h, Table(cols))
+        except (Untrusted, sqlite3.Error, ValueError, TypeError, KeyError) as exc:
+            why = f"SQLite: {exc}" if isinstance(exc, sqlite3.Error) else str(exc)
+            self._rebuilt(why or type(exc).__name__)
+            with contextlib.suppress(OSError):
+                self.cache.remove()  # a file SQLite cannot read is made anew
+            return None
         except OSError:
-            return None  # unreadable, a symlink, someone else's: rebuilt, never followed
-        problems: list[str] = []
-        state = decode(data, fd, end, problems) if data else None
-        for why in problems:
-            self._rebuilt(why)
+            return None  # unreadable: rebuilt in memory
+        state.checkpoint = state.saved_ck = checkpoint.decode(ck.encode()) if ck else None
         return state
 
     def _rebuilt(self, why: str) -> None:
@@ -369,9 +289,23 @@ class JournalIndex:
         )
 
     def _save(self, s: State) -> None:
-        with contextlib.suppress(OSError):
-            journalfile.write_atomic(self.file, encode(s))
-            s.saved_size = s.size
+        """Write what changed since the cache was written (all of it for a new cache)."""
+        whole = s.saved_size < 0
+        t = s.entries
+        if whole:
+            rows = list(enumerate(t.values()))
+        else:
+            at = sorted(r for r in map(t.row, s.dirty) if r is not None)
+            rows = [(r, t.at(r)) for r in at]
+        kept = None  # the checkpoint the cache holds stays (megabytes at 10^6 records)
+        if whole or s.checkpoint is not s.saved_ck:
+            kept = checkpoint.encode(s.checkpoint).decode() if s.checkpoint is not None else ""
+        try:
+            if self.cache.save(s.meta(), kept, rows, whole=whole, based_on=s.saved_size):
+                s.saved_size, s.dirty, s.saved_ck = s.size, set(), s.checkpoint
+        except (sqlite3.Error, OSError):
+            with contextlib.suppress(OSError):
+                self.cache.remove()  # never read again as it is: the next read rebuilds it
 
 
 def placed(state: State) -> Placed:

@@ -4,7 +4,7 @@ process.
 Four hex digits a second: two draws in one second collide 1 in 65,536, and thirty in one second
 from one process (a test's deploys, an A/B's blocks) met such a pair once; the journal then
 folded two operations into one, and the known-good list lost the newer (a full `make test`,
-tests/journal/columns_test.py). An id this process already drew is drawn again. Two processes
+tests/journal/cache_test.py). An id this process already drew is drawn again. Two processes
 drawing in the same second are left to that chance (1 in 65,536 a pair).
 """
 

@@ -6,7 +6,9 @@ by itself once the record holds every record again."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import pytest
 
 from dsv4ops import journalfile
 from dsv4ops.cli import main
-from dsv4ops.journal import index as jindex
+from dsv4ops.journal import cache
 from dsv4ops.journal.records import RECORD_VERSION, Kind, Status
 from dsv4ops.journal.store import Journal
 from testing.orchestrate import OrchEnv, make_deployment, make_env
@@ -49,6 +51,14 @@ def _cache(env: OrchEnv) -> Path:
     return env.state_dir / "journal" / f"{env.target}.jsonl"
 
 
+def _meta_state(db: Path) -> dict[str, Any]:
+    with contextlib.closing(sqlite3.connect(db)) as c:
+        got: dict[str, Any] = json.loads(
+            c.execute("SELECT v FROM meta WHERE k = 'state'").fetchone()[0]
+        )
+    return got
+
+
 @pytest.mark.parametrize(
     "field,value,rehashed",
     [
@@ -61,7 +71,7 @@ def _cache(env: OrchEnv) -> Path:
         ("merges", [5], True),
     ],
 )
-def test_a_forged_index_header_is_rebuilt_with_a_warning_and_does_not_persist(
+def test_a_forged_index_is_rebuilt_with_a_warning_and_does_not_persist(
     env: OrchEnv,
     capsys: pytest.CaptureFixture[str],
     field: str,
@@ -70,13 +80,17 @@ def test_a_forged_index_header_is_rebuilt_with_a_warning_and_does_not_persist(
 ) -> None:
     _stops(3, capsys)
     ids = _ids(_listing(capsys))
-    idx = Path(f"{_cache(env)}.idx")
-    head, _, body = idx.read_bytes().partition(b"\n")
-    header = json.loads(head)
-    header[field] = value
-    if rehashed:  # the attacker also fixed up the sha256 (it is no MAC): read back, it fails
-        header["body"] = jindex._digest(header, body)
-    idx.write_bytes(json.dumps(header).encode() + b"\n" + body)
+    db = Path(f"{_cache(env)}.sqlite")
+    with contextlib.closing(sqlite3.connect(db)) as c:
+        meta = dict(c.execute("SELECT k, v FROM meta"))
+        state = json.loads(meta["state"])
+        state[field] = value
+        forged = json.dumps(state)
+        c.execute("UPDATE meta SET v = ? WHERE k = 'state'", (forged,))
+        if rehashed:  # the attacker also fixed up the sha256 (it is no MAC): read back, it fails
+            digest = cache.digest(forged, meta["ck_sha"])
+            c.execute("UPDATE meta SET v = ? WHERE k = 'digest'", (digest,))
+        c.commit()
 
     assert main(["journal", "--json", "--limit", "0"]) == 0  # never 3 (internal error)
     out, err = capsys.readouterr()
@@ -87,7 +101,32 @@ def test_a_forged_index_header_is_rebuilt_with_a_warning_and_does_not_persist(
     capsys.readouterr()
     later = _listing(capsys)
     assert len(_ids(later)) == 4 and _ids(later)[:3] == ids
-    assert json.loads(idx.read_bytes().partition(b"\n")[0])[field] != value  # written anew
+    assert _meta_state(db)[field] != value  # written anew
+
+
+@pytest.mark.parametrize("damage", ["garbage", "cut"])
+def test_a_damaged_sqlite_cache_is_rebuilt_with_a_warning(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    _stops(3, capsys)
+    ids = _ids(_listing(capsys))
+    db = Path(f"{_cache(env)}.sqlite")
+    with contextlib.closing(sqlite3.connect(db)) as c:
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every page in the file itself
+    raw = db.read_bytes()
+    # Garbage over its pages (its header kept: SQLite opens it, then finds it malformed), or
+    # the file cut in half (a full disk, a bad copy).
+    db.write_bytes(raw[:100] + b"\xa5" * (len(raw) - 100) if damage == "garbage" else raw[:2048])
+
+    assert main(["journal", "--json", "--limit", "0"]) == 0  # never 3, never a traceback
+    out, err = capsys.readouterr()
+    assert _ids(json.loads(out)) == ids
+    assert f"the journal's index {db} did not match the journal (SQLite:" in err, err
+    assert "Traceback" not in err
+    assert main(["status"]) == 2
+    _, err = capsys.readouterr()
+    assert "did not match" not in err  # rebuilt once: the next command reads it quietly
+    assert _meta_state(db)["ops"] == 3
 
 
 def _garble_first_begin(path: Path) -> int:

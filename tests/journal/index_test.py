@@ -5,8 +5,10 @@ foreign, corrupt, edited out of its window, a symlink) is never trusted and is r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sqlite3
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,8 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dsv4ops import journalfile
-from dsv4ops.journal import checkpoint, columns, knowngood
-from dsv4ops.journal import index as jindex
+from dsv4ops.errors import JournalError
+from dsv4ops.journal import cache, checkpoint, knowngood
+from dsv4ops.journal.entries import KINDS, STATUSES
 from dsv4ops.journal.records import (
     RECORD_VERSION,
     Kind,
@@ -338,40 +341,42 @@ def test_a_checkpoint_is_resumed_over_appends_and_refused_when_they_change_its_p
     assert fresh is not ck and not judged["d-1"].known_good
 
 
-@pytest.mark.parametrize("damage", [b"garbled", b"sha"])
-def test_a_checkpoint_line_that_does_not_prove_itself_is_never_used(
-    tmp_path: Path, saved_always: None, damage: bytes
+def _meta(path: Path) -> dict[str, str]:
+    with contextlib.closing(sqlite3.connect(f"{path}.sqlite")) as db:
+        return dict(db.execute("SELECT k, v FROM meta"))
+
+
+def _forge(path: Path, sql: str, *args: object, rehash: bool = False) -> None:
+    """Edit the cache with a SQL client (`rehash`: its sha256 made to match: it is no MAC)."""
+    with contextlib.closing(sqlite3.connect(f"{path}.sqlite")) as db:
+        db.execute(sql, args)
+        if rehash:
+            m = dict(db.execute("SELECT k, v FROM meta"))
+            ck_sha = cache.sha256(m["checkpoint"])
+            db.execute("UPDATE meta SET v = ? WHERE k = 'ck_sha'", (ck_sha,))
+            db.execute(
+                "UPDATE meta SET v = ? WHERE k = 'digest'", (cache.digest(m["state"], ck_sha),)
+            )
+        db.commit()
+
+
+@pytest.mark.parametrize("rehash", [False, True])
+def test_a_checkpoint_that_does_not_prove_itself_is_never_used(
+    tmp_path: Path, rehash: bool
 ) -> None:
     j = Journal("box", directory=tmp_path)
     ops = _deploys(j, 3)
-    assert j.judged()[ops[0]].known_good  # judged: the checkpoint is written with the index
-    idx = Path(f"{j.path}.idx")
-    header, parts = sections(idx.read_bytes())
-    ck = parts[-1]
-    assert checkpoint.decode(ck) is not None and len(parts) == columns.SECTIONS + 1
-    lie = ck.replace(b'"ranks":"222"', b'"ranks":"000"')
+    assert j.judged()[ops[0]].known_good  # judged: the checkpoint is written to the cache
+    ck = _meta(j.path)["checkpoint"]
+    assert checkpoint.decode(ck.encode()) is not None
+    lie = ck.replace('"ranks":"222"', '"ranks":"000"')
     assert lie != ck
-    if damage == b"sha":  # the header's hash of the body made to match the lie
-        lie = lie.replace(b'"proof":"', b'"proof":"0')
-    idx.write_bytes(with_sections(header, [*parts[:-1], lie], rehash=damage == b"sha"))
+    if rehash:  # the proof garbled too: the checkpoint does not prove itself
+        lie = lie.replace('"proof":"', '"proof":"0')
+    _forge(j.path, "UPDATE meta SET v = ? WHERE k = 'checkpoint'", lie, rehash=rehash)
     fresh = Journal("box", directory=tmp_path)
     _check(fresh, j.path.read_bytes())
     assert fresh.judged()[ops[0]].known_good
-
-
-def sections(raw: bytes) -> tuple[dict[str, Any], list[bytes]]:
-    """(the header, the body's sections) of an index file (journal/index.py, format 3)."""
-    found = jindex.sections(raw)
-    assert found is not None
-    return found[0], [bytes(p) for p in found[1]]
-
-
-def with_sections(header: dict[str, Any], parts: list[bytes], *, rehash: bool) -> bytes:
-    """An index file of these sections; `rehash`: the header's lengths and hash made to match."""
-    body = b"".join(parts)
-    if rehash:
-        header = {**header, "sections": [len(p) for p in parts], "body": journalfile.sha256(body)}
-    return json.dumps(header).encode() + b"\n" + body
 
 
 def _deploys(j: Journal, n: int) -> list[str]:
@@ -389,36 +394,28 @@ def _deploys(j: Journal, n: int) -> list[str]:
     return ops
 
 
-@pytest.fixture
-def saved_always(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(jindex, "SAVE_EVERY", 0)  # every fold is written: the file is checked
-
-
-def test_appends_keep_the_index_file_current(tmp_path: Path, saved_always: None) -> None:
+def test_appends_keep_the_cache_current(tmp_path: Path) -> None:
+    assert len(KINDS) <= 10 and len(STATUSES) <= 10  # the cache's load reads one digit each
     j = Journal("box", directory=tmp_path)
     ops = _deploys(j, 3)
     lkg = j.last_known_good()
     assert lkg is not None and lkg.op == ops[-1]
-    idx = Path(f"{j.path}.idx")
-    fd = os.open(j.path, os.O_RDONLY)
-    try:
-        on_disk = jindex.decode(idx.read_bytes(), fd, j.path.stat().st_size)
-    finally:
-        os.close(fd)
-    assert on_disk is not None and on_disk.size == j.path.stat().st_size
-    assert list(on_disk.entries) == ops
-    assert (idx.stat().st_mode & 0o777) == 0o600
+    state = json.loads(_meta(j.path)["state"])
+    assert state["size"] == j.path.stat().st_size and state["ops"] == 3
+    with contextlib.closing(sqlite3.connect(f"{j.path}.sqlite")) as db:
+        assert [op for (op,) in db.execute("SELECT op FROM ops ORDER BY row")] == ops
+    assert (Path(f"{j.path}.sqlite").stat().st_mode & 0o777) == 0o600
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "rewritten", "foreign", "version"])
-def test_an_index_that_does_not_prove_itself_is_rebuilt(
-    tmp_path: Path, saved_always: None, damage: str
-) -> None:
+@pytest.mark.parametrize(
+    "damage", ["garbage", "truncated", "rewritten", "foreign", "version", "forged", "rows"]
+)
+def test_a_cache_that_does_not_prove_itself_is_rebuilt(tmp_path: Path, damage: str) -> None:
     j = Journal("box", directory=tmp_path)
     ops = _deploys(j, 4)
-    idx = Path(f"{j.path}.idx")
+    db = Path(f"{j.path}.sqlite")
     if damage == "garbage":
-        idx.write_bytes(b"\x00not an index\n")
+        db.write_bytes(b"\x00not an index\n" * 100)
     elif damage == "truncated":  # the journal cut back to two deploys (a restored backup)
         lines = j.path.read_bytes().splitlines(keepends=True)
         j.path.write_bytes(b"".join(lines[:8]))
@@ -426,22 +423,43 @@ def test_an_index_that_does_not_prove_itself_is_rebuilt(
         j.path.write_bytes(
             j.path.read_bytes().replace(ops[1].encode(), ops[1][:-1].encode() + b"z")
         )
-    elif damage == "foreign":  # another journal's index copied next to this one
+    elif damage == "foreign":  # another journal's cache copied next to this one
         other = Journal("other", directory=tmp_path)
         _deploys(other, 1)
-        os.replace(f"{other.path}.idx", idx)
-    else:
-        old = f'"version":{jindex.VERSION}'.encode()
-        assert old in idx.read_bytes()
-        idx.write_bytes(idx.read_bytes().replace(old, b'"version":99', 1))
+        os.replace(f"{other.path}.sqlite", db)
+    elif damage == "version":
+        _forge(j.path, "PRAGMA user_version = 99")
+    elif damage == "forged":  # a state field outside what its sha256 was made of
+        _forge(j.path, "UPDATE meta SET v = replace(v, '\"merges\":[]', '\"merges\":[5]')")
+    else:  # a row deleted: the state says more operations than the table holds
+        _forge(j.path, "DELETE FROM ops WHERE row = 1")
     data = j.path.read_bytes()
     _check(Journal("box", directory=tmp_path), data)
-    fd = os.open(j.path, os.O_RDONLY)
-    try:
-        state = jindex.decode(idx.read_bytes(), fd, len(data))
-        assert state is not None and state.size == len(data)  # written again
-    finally:
-        os.close(fd)
+    state = json.loads(_meta(j.path)["state"])
+    assert state["size"] == len(data) and "merges" in state  # written again
+
+
+def test_an_old_index_file_is_deleted_on_first_read(tmp_path: Path) -> None:
+    j = Journal("box", directory=tmp_path)
+    ops = _deploys(j, 2)
+    old = Path(f"{j.path}.idx")  # what versions before the SQLite cache wrote
+    old.write_bytes(b'{"format":"dsv4ops-journal-index","version":4}\n')
+    fresh = Journal("box", directory=tmp_path)
+    assert [o.op for o in fresh.operations()] == ops
+    assert not old.exists() and Path(f"{j.path}.sqlite").exists()
+
+
+def test_a_cache_longer_than_the_record_is_rebuilt_with_a_warning(tmp_path: Path) -> None:
+    said: list[str] = []
+    j = Journal("box", directory=tmp_path)
+    ops = _deploys(j, 3)
+    assert len(j.operations()) == 3
+    lines = j.path.read_bytes().splitlines(keepends=True)
+    j.path.write_bytes(b"".join(lines[:4]))  # the record cut: the cache indexes more of it
+    fresh = Journal("box", directory=tmp_path, notify=said.append)
+    assert [o.op for o in fresh.operations()] == ops[:1]
+    assert any("the journal was cut or replaced" in w and ".sqlite" in w for w in said), said
+    _check(fresh, j.path.read_bytes())
 
 
 def test_an_edit_outside_the_window_is_caught_when_its_operation_is_read(tmp_path: Path) -> None:
@@ -479,19 +497,31 @@ def test_an_edit_outside_the_window_is_caught_when_its_operation_is_read(tmp_pat
     assert any("box.jsonl:2: journal status record lacks" in w for w in again.warnings())
 
 
-def test_an_index_path_that_is_a_symlink_is_never_followed(
-    tmp_path: Path, saved_always: None
-) -> None:
+def test_a_cache_path_that_is_a_symlink_is_never_followed(tmp_path: Path) -> None:
     j = Journal("box", directory=tmp_path)
     _deploys(j, 2)
-    idx = Path(f"{j.path}.idx")
+    db = Path(f"{j.path}.sqlite")
     victim = tmp_path / "victim"
-    victim.write_bytes(idx.read_bytes())
-    idx.unlink()
-    idx.symlink_to(victim)
+    victim.write_bytes(db.read_bytes())
+    db.unlink()
+    db.symlink_to(victim)
     before = victim.read_bytes()
     fresh = Journal("box", directory=tmp_path)
     _deploys(fresh, 1)
     _check(fresh, j.path.read_bytes())
     assert victim.read_bytes() == before  # neither read as the index nor written through
-    assert not idx.is_symlink()  # replaced by the rebuilt index
+    assert not db.is_symlink()  # replaced by the rebuilt cache
+
+
+def test_a_row_gone_while_it_is_read_is_a_clear_error_and_the_next_read_rebuilds(
+    tmp_path: Path,
+) -> None:
+    j = Journal("box", directory=tmp_path)
+    ops = _deploys(j, 3)
+    fresh = Journal("box", directory=tmp_path)
+    assert len(fresh.operations()) == 3  # the rows' codes read; no row read whole yet
+    _forge(j.path, "DELETE FROM ops WHERE row = 0")  # what SQLite would call malformed
+    with pytest.raises(JournalError, match=r"box.jsonl.sqlite was damaged while it was read"):
+        fresh.get(ops[0])
+    assert not Path(f"{j.path}.sqlite").exists()  # removed: nothing reads it again
+    assert Journal("box", directory=tmp_path).get(ops[0]).op == ops[0]  # rebuilt

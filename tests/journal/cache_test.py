@@ -1,12 +1,10 @@
-"""The index's columns (journal/entries.py, columns.py, order.py; index format 3): what is written
-and read back is every entry as the index held it, after any mix of reads and appends (entries
-replaced and begun since the columns were read); the column walks (kinds, statuses, profiles,
-known-good) answer what a walk over the fully folded operations answers; an index file that is
-cut, garbled, inconsistent or of the previous format is rebuilt, never read."""
+"""The index's SQLite cache (journal/cache.py, entries.py, order.py): what is written and read back
+is every entry as the index held it, after any mix of reads and appends (entries replaced and
+begun since the rows were read); the walks (kinds, statuses, profiles, known-good) answer what a
+walk over the fully folded operations answers; a cold read reads only what it returns."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -20,15 +18,16 @@ from dsv4ops.journal import checkpoint, knowngood
 from dsv4ops.journal import index as jindex
 from dsv4ops.journal.records import Kind, Operation, Status, fold, place_merged, validate
 from dsv4ops.journal.store import Journal
-from tests.journal.index_test import HASHES, _check, _deploys, journals, sections, with_sections
+from tests.journal.index_test import HASHES, _deploys, journals
 
 _JUDGED = (Kind.DEPLOY, Kind.ROLLBACK, Kind.EXPERIMENT)
 
 
 def _on_disk(j: Journal) -> jindex.State:
+    """What a fresh process reads of the cache (nothing folded from the record)."""
     fd = os.open(j.path, os.O_RDONLY)
     try:
-        state = jindex.decode(Path(f"{j.path}.idx").read_bytes(), fd, j.path.stat().st_size)
+        state = jindex.JournalIndex(str(j.path))._load(fd, j.path.stat().st_size)
     finally:
         os.close(fd)
     assert state is not None
@@ -84,13 +83,12 @@ def test_columns_read_back_hold_every_entry_and_walks_match_the_full_scan(
     d = tmp_path_factory.mktemp("j")
     path = d / "box.jsonl"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(jindex, "SAVE_EVERY", 0)  # every fold is written: the columns are checked
         mp.setattr(checkpoint, "ADVANCE", 1)  # the checkpoint moves on at every read
         at = 0
         for k in sorted({c % (len(lines) + 1) for c in cuts} | {len(lines)}):
             journalfile.append_bytes(str(path), b"".join(lines[at:k]))
             at = k
-            j = Journal("box", directory=d)  # a fresh process: the columns + the lines since
+            j = Journal("box", directory=d)  # a fresh process: the cache + the lines since
             ops = j.operations()
             state = j._index.current()[0]
             if path.read_bytes().endswith(b"\n") or not path.stat().st_size:
@@ -110,38 +108,6 @@ def test_columns_read_back_hold_every_entry_and_walks_match_the_full_scan(
             assert len(good) == len(knowngood.known_good(whole))
             kept = j._index.current()[0].checkpoint
             assert kept is not None and _on_disk(j).checkpoint == kept  # written as judged
-
-
-@pytest.mark.parametrize("damage", ["cut", "garbled", "inconsistent", "previous format"])
-def test_an_index_file_that_does_not_hold_together_is_rebuilt(
-    tmp_path: Path, damage: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(jindex, "SAVE_EVERY", 0)
-    j = Journal("box", directory=tmp_path)
-    _deploys(j, 4)
-    assert j.judged()  # the checkpoint is written too
-    idx = Path(f"{j.path}.idx")
-    raw = idx.read_bytes()
-    header, parts = sections(raw)
-    if damage == "cut":  # a copy that stopped short
-        idx.write_bytes(raw[: len(raw) * 2 // 3])
-    elif damage == "garbled":  # one byte of the offsets column changed, the header kept
-        parts[6] = parts[6][:-1] + bytes([parts[6][-1] ^ 1])
-        idx.write_bytes(with_sections(header, parts, rehash=False))
-    elif damage == "inconsistent":  # an entry dropped, the header's hash made to match
-        parts[0] = parts[0].replace(b'"' + j.operations()[0].op.encode() + b'",', b"", 1)
-        idx.write_bytes(with_sections(header, parts, rehash=True))
-    else:  # what the code before it wrote (format 2): entries as JSON lines
-        old = {**header, "version": 2, "checkpoint": None}
-        idx.write_bytes(json.dumps(old).encode() + b"\n[]\n\n\n")
-    fd = os.open(j.path, os.O_RDONLY)
-    try:
-        assert jindex.decode(idx.read_bytes(), fd, j.path.stat().st_size) is None
-    finally:
-        os.close(fd)
-    fresh = Journal("box", directory=tmp_path)
-    _check(fresh, j.path.read_bytes())
-    assert _on_disk(fresh).size == j.path.stat().st_size  # written again, as this code writes it
 
 
 def test_a_cold_read_reads_only_the_operations_it_returns(tmp_path: Path) -> None:
