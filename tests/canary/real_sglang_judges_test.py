@@ -381,4 +381,6 @@ def _judges(t: RealTarget, capsys: pytest.CaptureFixture[str], table: dict[str, 
     assert got["verdict"] == "FAIL" and got["exit"] == 2, got
 
     # what dsv4ops never does, recorded: the decode restarted alone against the running prefill
-    table["decode-only restart"] = _decode_alone(t, capsys)
+    table["decode-only restart"] = alone = _decode_alone(t, capsys)
+    # and once the router routes to it again: recorded (the finding), its own row of the table
+    table["decode-only restart, router re-admitted"] = alone.get("smoke_after_readmission")
