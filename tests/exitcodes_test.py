@@ -202,6 +202,7 @@ READ_ONLY = {
     ("profile", "diff"),
     ("profile", "list"),
     ("profile", "render"),
+    ("profile", "schema"),  # prints or writes the schema file; never touches a target
     ("profile", "show"),
     ("profile", "validate"),
     ("runbook", "list"),

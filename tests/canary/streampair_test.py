@@ -107,12 +107,17 @@ DECODE = [
     "--tool-call-parser",
     "deepseekv4",
 ]
-# Every streamed call the hazard can break at 16 and more running is broken (the default 5 %
+# Every streamed call the hazard can break under its load rule is broken (the default 5 %
 # would leave a run's one pair clean most of the time); the other hazards stay off.
 ENV = {
     "DSV4_TWIN_TIME_SCALE": str(SCALE),
     "DSV4_TWIN_HAZARDS": "off",
     "DSV4_TWIN_STREAM_TOOLS_PROB": "1.0",
+    # The bug's load rule at 8 running, not 16: the pair joins once one session's first turn
+    # ended, and on a loaded machine the batch was below 16 by then (one full run: the pair went
+    # clean and the suite passed). 32 sessions keep it far above 8; at concurrency 1 at most 5
+    # run (the session, 2 consistency prompts, the pair's 2 requests).
+    "DSV4_TWIN_STREAM_TOOLS_MIN_BS": "8",
 }
 # 32 sessions: one stream pair (PAIR_EVERY), and the batch well past 16 while it runs.
 TH = Thresholds(
