@@ -82,8 +82,8 @@ def _bytes(kw: dict[str, Any]) -> int:
     gathered = int((kw["indices"] >= 0).sum())
     if "extra_indices_in_kvcache" in kw:
         gathered += int((kw["extra_indices_in_kvcache"] >= 0).sum())
-    rows = q.numel() // q.shape[-1]  # (token, query, head): one fp32 lse each
-    return gathered * BYTES_PER_TOKEN + q.numel() * (2 + 2) + rows * 4  # bf16 q in, out out
+    rows = int(q.numel() // q.shape[-1])  # (token, query, head): one fp32 lse each
+    return gathered * BYTES_PER_TOKEN + int(q.numel()) * (2 + 2) + rows * 4  # bf16 q in, out out
 
 
 def _max_v(sglang: ModuleType, kw: dict[str, Any]) -> float:
