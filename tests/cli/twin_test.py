@@ -141,10 +141,13 @@ def test_a_hazard_switch_killed_mid_way_is_abandoned_like_a_deploy(
             )
             try:
                 conn, _ = silent.accept()
-                conn.close()
             finally:
+                # Killed while the switch waits on the decode. Closed before the kill, the CLI
+                # could see the error and send its FAILED transition, which its agent process
+                # then wrote after the kill (seen once in a loaded full run).
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=60)
+            conn.close()
         (hz,) = [o for o in journal.operations() if o.kind is Kind.HAZARD]
         assert hz.status is Status.RUNNING and hz.reason == "wedge force"
         supervisor = Supervisor(LocalExecutor(), str(env.workdir), python=sys.executable)
