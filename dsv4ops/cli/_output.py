@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import TypeVar
 
 import click
 
+from dsv4ops.errors import DsOpsError
 from dsv4ops.jsontypes import JSONValue
 
 # A command function a click option decorates (returned as it came, with the option added).
@@ -62,6 +64,35 @@ def table(rows: Iterable[Sequence[object]], headers: Sequence[str]) -> str:
         for r in rows
     ]
     return Block(tabulate(safe, headers=list(headers), tablefmt="simple"))
+
+
+def output_option(what: str) -> Callable[[FC], FC]:
+    """`-o/--output FILE` of a command that prints one document (`write_or_echo`)."""
+
+    def deco(f: FC) -> FC:
+        return click.option(
+            "-o",
+            "--output",
+            "output",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help=f"Write {what} here (default: stdout).",
+        )(f)
+
+    return deco
+
+
+def write_or_echo(text: str, output: Path | None) -> bool:
+    """`text` on stdout, or into `output` (an unwritable path is a clear error, never a
+    traceback); True when it was written to the file."""
+    if output is None:
+        click.echo(text, nl=False)
+        return False
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise DsOpsError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
+    return True
 
 
 def json_option(f: FC) -> FC:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from dsv4ops.errors import DsOpsError
+from dsv4ops.cli._output import output_option, write_or_echo
 
 
 @click.group()
@@ -50,14 +50,7 @@ def export() -> None:
     default=None,
     help="Image holding the profile's kernel package under /package.",
 )
-@click.option(
-    "-o",
-    "--output",
-    "output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write the manifest here (default: stdout).",
-)
+@output_option("the manifest")
 def rbg(
     profile: str,
     image: str | None,
@@ -84,14 +77,8 @@ def rbg(
         gpus_per_node=gpus_per_node,
         kernel_image=kernel_image,
     )
-    text = export.text
-    if output is None:
-        click.echo(text, nl=False)
+    if not write_or_echo(export.text, output):
         return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise DsOpsError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
     policy = " and its CoordinatedPolicy" if export.with_policy else ""
     click.echo(
         f"wrote {output} (RoleBasedGroup {export.group}{policy}, "

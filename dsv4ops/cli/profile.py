@@ -14,9 +14,11 @@ from dsv4ops.cli._output import (
     dry_run_option,
     echo_json,
     json_option,
+    output_option,
     reason_option,
     table,
     target_option,
+    write_or_echo,
     yes_option,
 )
 from dsv4ops.errors import DsOpsError, ProfileError
@@ -248,14 +250,7 @@ def set_cmd(
 @click.option(
     "--markdown", is_flag=True, help="The settings reference tables (docs/profiles.md) instead."
 )
-@click.option(
-    "-o",
-    "--output",
-    "output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write it here (default: stdout).",
-)
+@output_option("it")
 def schema_cmd(targets: bool, markdown: bool, output: Path | None) -> None:
     """Print the JSON Schema (draft 2020-12) of a profile file, for editors and CI.
 
@@ -265,12 +260,5 @@ def schema_cmd(targets: bool, markdown: bool, output: Path | None) -> None:
     rules across keys and files (docs/profiles.md, "The JSON Schema (editors and CI)")."""
     from dsv4ops.orchestrate.usecases.profile import profile_schema
 
-    text = profile_schema(targets=targets, markdown=markdown)
-    if output is None:
-        click.echo(text, nl=False)
-        return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise DsOpsError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
-    click.echo(f"wrote {output}")
+    if write_or_echo(profile_schema(targets=targets, markdown=markdown), output):
+        click.echo(f"wrote {output}")

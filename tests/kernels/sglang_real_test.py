@@ -55,17 +55,9 @@ def test_the_name_rule_fixture_is_the_wheels_own_text() -> None:
 def test_sglang_loads_the_built_plugin_and_finds_its_config(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:  # noqa: ANN001
-    if (
-        os.environ.get("SGLANG_REAL_TESTS") != "1"
-        or not (SITE / "sglang/srt/plugins/__init__.py").is_file()
-    ):
-        pytest.skip(f"runs in `make test-sglang` (SGLANG_REAL_TESTS=1, env at {SITE}); ~70 s")
-    built = request.getfixturevalue("built")  # only when the env is there: the build is slow
-    with tarfile.open(built.v2.path) as tar:
-        tar.extractall(tmp_path, filter="data")
+    env = _installed(request, tmp_path)
+    built = request.getfixturevalue("built")
     root = next(tmp_path.glob("dsv4-decode-kernels-*"))
-    env = {**os.environ, **plugin_env("dsv4-decode-kernels", str(root))}
-    env["PYTHONPATH"] = f"{SITE}:{env['PYTHONPATH']}"
     out, stderr = _probe(env)
     assert out["config_name"] == moe_config_file_name(256, 512, BOX, "fp8_w8a8", (128, 128))
     assert out["found"] and out["down_found"] and 1 in out["keys"] and 96 in out["keys"]

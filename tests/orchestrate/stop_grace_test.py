@@ -102,6 +102,8 @@ def test_a_decode_ignoring_sigterm_is_killed_after_the_profiles_grace(
     t0 = time.monotonic()
     runner.run_step(P.Step(P.STOP, "stop decode", "decode"), deploying)
     took = time.monotonic() - t0
-    assert 3.0 <= took < 3.0 + 4.0, took  # the grace, then SIGKILL (not 30 s)
+    # the grace, then SIGKILL: well under the 30 s default and the twin cap of 25 s (the slack is
+    # for a loaded machine: the SIGKILL, the group gone, the port check)
+    assert 3.0 <= took < 15.0, took
     assert runner.log.timings[-1].detail == "SIGKILL needed after the grace period"
     assert not sup.status(["decode"])["decode"].alive
