@@ -204,6 +204,25 @@ def _stand_ins(backend: str) -> dict[str, ModuleType]:
     }  # fmt: skip
 
 
+# --- SGLang's own MXFP4 dequantizer and naive MoE, from the pinned wheel ---
+
+MXFP4_TENSOR = "srt/layers/quantization/mxfp4_tensor.py"
+CPU_TEST_UTILS = "test/cpu_test_utils.py"
+
+
+def sglang_mxfp4(dest: Path) -> tuple[ModuleType, ModuleType]:
+    """SGLang 0.5.23's plain-torch MXFP4 path, unmodified from the pinned wheel (both import only
+    torch): `MXFP4QuantizeUtil.dequantize` (mxfp4_tensor.py L77) and the naive routed MoE its CPU
+    kernel tests hold `fused_experts_cpu` to, `torch_naive_fused_moe` (cpu_test_utils.py L212).
+    Returns (mxfp4_tensor, cpu_test_utils)."""
+    from tools.sglang_wheel import source
+
+    return (
+        _load(dest, MXFP4_TENSOR, source(MXFP4_TENSOR)),
+        _load(dest, CPU_TEST_UTILS, source(CPU_TEST_UTILS)),
+    )
+
+
 @contextlib.contextmanager
 def sglang_registry(dest: Path, flash_mla: ModuleType) -> Iterator[ModuleType]:
     """SGLang's own hook registry (srt/plugins/hook_registry.py from the pinned wheel; stdlib
