@@ -16,7 +16,7 @@ process's state (a new Journal: what a CLI command starts from), through the SQL
   * the one-time cache build (the first read of a journal without its cache, or after an
     upgrade) and the first judgement;
   * the agent side: what the target's `journal_read` reads for a current copy, before (read and
-    hash the whole record) and now (`journalfile.read_since`: one 64 KiB window).
+    hash the whole record) and now (`recordfile.read_since`: one 64 KiB window).
 
 Usage: python benchmarks/journal_scale.py [--records N] [--keep DIR]
 Reference numbers (the shared 2-core machine): docs/deploy.md, "The journal: record, index,
@@ -34,8 +34,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dsv4ops import journalfile  # noqa: E402
-from dsv4ops.journal import knowngood  # noqa: E402
+from dsv4ops.journal import (
+    knowngood,  # noqa: E402
+    recordfile,  # noqa: E402
+)
 from dsv4ops.journal.records import (  # noqa: E402
     RECORD_VERSION,
     Kind,
@@ -89,7 +91,7 @@ def build(path: Path, records: int) -> None:
             recs.append(
                 {**base, "type": "status", "status": "SUCCEEDED", "running": op, "known_good": True}
             )
-            chunk += [journalfile.encode(r) for r in recs]
+            chunk += [recordfile.encode(r) for r in recs]
             if len(chunk) > 50_000:
                 f.write(b"".join(chunk))
                 chunk = []
@@ -116,7 +118,7 @@ def deploy_traffic(j: Journal) -> None:
 
 def full_scan(path: Path) -> object:
     """What every read did before the index (journal/memo.py's cold read)."""
-    parsed, _ = journalfile.parse(path.read_bytes())
+    parsed, _ = recordfile.parse(path.read_bytes())
     records = [validate(r, "bench") for _, r in parsed]
     ops = place_merged(fold(records), records)
     return knowngood.judge(ops), knowngood.known_good(ops)[:1], ops[-20:]
@@ -201,12 +203,12 @@ def main() -> None:
         print(f"{'cache file (+ its WAL)':<52} {mb:10.1f} MB")
         whole = timed(
             "agent before: read + hash the whole record",
-            lambda: journalfile.sha256(journalfile.read_bytes(str(path))),
+            lambda: recordfile.sha256(recordfile.read_bytes(str(path))),
         )
-        n, window = journalfile.proof(str(path))
+        n, window = recordfile.proof(str(path))
         since = timed(
             "agent now: read_since a current cache",
-            lambda: journalfile.read_since(str(path), n, window),
+            lambda: recordfile.read_since(str(path), n, window),
         )
         print(f"{'  agent journal_read: whole vs window':<52} x{whole / max(since, 1e-9):.0f}")
 

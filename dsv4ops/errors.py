@@ -18,6 +18,8 @@ Anything else that escapes is a bug: exit 3 with a short report. The codes: dsv4
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from dsv4ops.exitcodes import FAILED, REFUSED
 
 
@@ -94,6 +96,20 @@ class RemoteCommandError(DsOpsError):
     def __init__(self, message: str, *, result: object = None, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.result = result
+
+
+class AgentCallError(RemoteCommandError):
+    """The target-side agent refused or failed an operation. `kind` is the agent's error kind.
+    Here, not in remote/, because the journal of record (journal/target.py) reads its reply."""
+
+    def __init__(
+        self, message: str, *, kind: str, reply: Mapping[str, object] | None = None
+    ) -> None:
+        super().__init__(message, result=reply)
+        self.kind = kind
+        self.reply = dict(reply or {})
+        # Seconds a lost connection took before the attempt that raised this (remote/rideout.py).
+        self.waited_before_s = 0.0
 
 
 class LockHeldError(DsOpsError):

@@ -74,7 +74,7 @@ HEAVY: tuple[str, ...] = (
     "tests/twin/hazard_wedge_test.py",  # 22 s
     "tests/architecture/parallel_test.py",  # 22 s
     "tests/watch/twin_e2e_test.py",  # 21 s
-    "tests/orchestrate/targetjournal_hostile_test.py",  # 19 s
+    "tests/journal/target_hostile_test.py",  # 19 s
     "tests/orchestrate/status_kernels_twin_test.py",  # 18 s
     "tests/remote/supervisor_test.py",  # 17 s
     "tests/profiles/secrets_in_errors_test.py",  # 16 s

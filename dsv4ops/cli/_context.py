@@ -27,11 +27,11 @@ def open_target(
     An endpoint target (a cluster) is refused for `verb` (ControllerOwnedError, naming the
     kubectl line) unless `http_only`: then the session's supervisor makes its HTTP requests
     from this machine, with its agent in the state directory, and must do nothing else.
-    Otherwise its journal is the target's record (orchestrate/targetjournal.py) cached in the
+    Otherwise its journal is the target's record (journal/target.py) cached in the
     state directory (synced here, so any other caller is refused at once when the target is
     unreachable); `read_only` callers (status, journal) then read the cache instead."""
     from dsv4ops.journal.store import journal_path
-    from dsv4ops.orchestrate.targetjournal import TargetJournal
+    from dsv4ops.journal.target import TargetJournal
     from dsv4ops.orchestrate.usecases.endpoint import refuse_on_endpoint
     from dsv4ops.profiles import get_target
     from dsv4ops.remote import Supervisor, connect

@@ -1,6 +1,6 @@
 """Where a journal's bytes live (journal/store.py's backend): the `JournalBackend` protocol and
 `FileBackend`, a plain file under the state directory (the target's record through its agent is
-orchestrate/targetjournal.py). The file rules are dsv4ops/journalfile.py."""
+journal/target.py). The file rules are dsv4ops/journal/recordfile.py."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 from typing import Protocol
 
-from dsv4ops import journalfile
 from dsv4ops.constants import state_dir
 from dsv4ops.errors import JournalError
+from dsv4ops.journal import recordfile
 from dsv4ops.jsontypes import JSONObject
 
 _TARGET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -52,13 +52,13 @@ class FileBackend:
 
     def append(self, data: bytes, *, lock_op: str | None) -> None:
         try:
-            journalfile.append_bytes(str(self.path), data)
+            recordfile.append_bytes(str(self.path), data)
         except OSError as exc:
             raise JournalError(f"cannot write journal {self.path}: {exc.strerror}") from exc
 
     def read(self, *, lock_op: str | None = None) -> bytes:
         try:
-            return journalfile.read_bytes(str(self.path))
+            return recordfile.read_bytes(str(self.path))
         except OSError as exc:
             raise JournalError(f"cannot read journal {self.path}: {exc.strerror}") from exc
 

@@ -4,7 +4,7 @@ From it the store answers status, the last N operations, in-flight, deployed and
 reading only the records of the operations it returns (journal/view.py).
 
 Trust: the cache is used only when it passes its own checks and the record still holds its
-`size` bytes with the same `window` (journalfile.window_sha256: the size and a hash of the 64 KiB
+`size` bytes with the same `window` (recordfile.window_sha256: the size and a hash of the 64 KiB
 before it, the last records indexed). A truncated, rewritten, replaced or foreign record fails
 that proof and the index is rebuilt by one full scan; so is one whose indexed offset does not
 hold that operation's record when read back (an edit the proof cannot see, a cache forged with
@@ -26,9 +26,8 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from dsv4ops import journalfile
 from dsv4ops.errors import JournalError
-from dsv4ops.journal import checkpoint, damage, knowngood
+from dsv4ops.journal import checkpoint, damage, knowngood, recordfile
 from dsv4ops.journal.cache import Cache, Untrusted
 from dsv4ops.journal.entries import JUDGED, KINDS, STATUSES, Entry, Table
 from dsv4ops.journal.order import Placed
@@ -66,7 +65,7 @@ class State:
     """The index of a journal's first `size` bytes (see the module docstring)."""
 
     size: int = 0
-    window: str = field(default_factory=lambda: journalfile.window_of(b""))
+    window: str = field(default_factory=lambda: recordfile.window_of(b""))
     lines: int = 0
     records: int = 0
     entries: Table = field(default_factory=Table)  # begin order (journal/entries.py)
@@ -179,7 +178,7 @@ def fold_chunk(state: State, buf: Buffer, start: int, end: int, fd: int, where: 
     state.dirty.update(touched)
     state.lines += len(pieces)
     state.size = end
-    state.window = journalfile.window_sha256(fd, end)
+    state.window = recordfile.window_sha256(fd, end)
 
 
 class JournalIndex:
@@ -195,7 +194,7 @@ class JournalIndex:
     def current(self) -> tuple[State, Buffer]:
         """(the index of the whole journal, its bytes: an mmap, or b"" when empty/absent).
         Raises JournalError for a malformed record, OSError (UnsafeJournalFile) for the file."""
-        fd = journalfile.open_read(self.path)
+        fd = recordfile.open_read(self.path)
         if fd is None:
             self._state = State()
             return State(), b""
@@ -228,7 +227,7 @@ class JournalIndex:
     def _fresh(self, fd: int, buf: Buffer, end: int) -> State:
         s = self._state
         if s is not None and not (
-            s.size <= end and s.window == journalfile.window_sha256(fd, s.size)
+            s.size <= end and s.window == recordfile.window_sha256(fd, s.size)
         ):
             s = None  # what this process indexed is no longer the journal's beginning
         if s is None:
@@ -268,7 +267,7 @@ class JournalIndex:
                     "or replaced"
                 )
                 return None
-            if h["window"] != journalfile.window_sha256(fd, size):
+            if h["window"] != recordfile.window_sha256(fd, size):
                 return None  # rewritten, or another journal: never trusted
             state = _state(h, Table(cols))
         except (Untrusted, sqlite3.Error, ValueError, TypeError, KeyError) as exc:

@@ -22,7 +22,7 @@ from dsv4ops.secrets import is_secret_key, redact_text, redact_tree
 
 RECORD_VERSION = 1
 # "merge" journals the one-time merge of an operator-side journal into the target's record
-# (dsv4ops/orchestrate/targetjournal.py): who, from where, which operations it brought in.
+# (dsv4ops/journal/target.py): who, from where, which operations it brought in.
 RECORD_TYPES = ("begin", "step", "status", "merge")
 
 

@@ -1,9 +1,9 @@
 """The journal store: one append-only JSONL record per target.
 
 Where the record lives is the store's backend: `FileBackend` (a file under the state directory,
-the default) or the target's own record through its agent (`orchestrate/targetjournal.py`, what
+the default) or the target's own record through its agent (`journal/target.py`, what
 the CLI composes), with the state directory's file as its offline cache. Either way the file
-rules are `dsv4ops/journalfile.py`: every call's records are written with one `write` on an
+rules are `dsv4ops/journal/recordfile.py`: every call's records are written with one `write` on an
 O_APPEND descriptor and fsynced before the call returns, so the step it announces runs only once
 the record is on disk. A crash mid-write can leave at most a torn last line: readers skip it
 (and say so), and the next append first terminates it so later records stay intact.
@@ -16,10 +16,9 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from dsv4ops import journalfile
 from dsv4ops.clock import Clock, SystemClock, utc_now_iso
 from dsv4ops.errors import DsOpsError, JournalError
-from dsv4ops.journal import knowngood, opids
+from dsv4ops.journal import knowngood, opids, recordfile
 from dsv4ops.journal.backend import FileBackend, JournalBackend, journal_path
 from dsv4ops.journal.index import JournalIndex
 from dsv4ops.journal.records import (
@@ -212,7 +211,7 @@ class Journal:
 
     def _encode(self, record: JSONObject) -> bytes:
         stamp = {"v": RECORD_VERSION, "ts": utc_now_iso(self._clock)}
-        return journalfile.encode({**stamp, **scrub(record)})
+        return recordfile.encode({**stamp, **scrub(record)})
 
     def _append(self, *records: JSONObject) -> None:
         self._write(b"".join(self._encode(r) for r in records))
@@ -230,7 +229,7 @@ class Journal:
 
     def unwritten(self) -> list[JSONObject]:
         """The records held in memory because they could not be written yet, in order."""
-        return [r for _, r in journalfile.parse(b"".join(self._deferred))[0]]
+        return [r for _, r in recordfile.parse(b"".join(self._deferred))[0]]
 
     def keep_elsewhere(self) -> str | None:
         """Hand the unwritten records to the backend's fallback (the target's record: the local
@@ -252,7 +251,7 @@ class Journal:
         """The journal now, through its index: only the operations asked for are read."""
         self.flush()  # a read sees this object's own records
         self.backend.refresh(lock_op=self._lock_op)
-        if self.backend.path != self.path:  # the cache moved (unwritable: targetjournal.py)
+        if self.backend.path != self.path:  # the cache moved (unwritable: journal/target.py)
             self.path = self.backend.path
             self._index, self._loaded = JournalIndex(str(self.path), self._notify), {}
         try:

@@ -15,9 +15,8 @@ import json
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import overload
 
-from dsv4ops import journalfile
 from dsv4ops.errors import JournalError
-from dsv4ops.journal import checkpoint, damage, knowngood
+from dsv4ops.journal import checkpoint, damage, knowngood, recordfile
 from dsv4ops.journal.entries import Entry
 from dsv4ops.journal.index import JournalIndex, Stale, placed, record_at
 from dsv4ops.journal.order import Placed
@@ -200,7 +199,7 @@ class Records(Sequence[JSONObject]):
 
     def _records(self) -> list[JSONObject]:
         if self._all is None:
-            parsed, _ = journalfile.parse(bytes(self._view.buf))
+            parsed, _ = recordfile.parse(bytes(self._view.buf))
             where = self._view._index.path
             self._all = []
             for n, r in parsed:

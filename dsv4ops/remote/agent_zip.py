@@ -1,10 +1,10 @@
 """The agent zip the supervisor uploads: `dsv4ops/remote/agent/` plus the real `dsv4ops/secrets.py`,
-`dsv4ops/journalfile.py` (the journal's file rules, shared with the operator's store) and
+`dsv4ops/journal/recordfile.py` (the journal's file rules, shared with the operator's store) and
 `dsv4ops/jsontypes.py` (the one name of untyped JSON, which those and the agent annotate with).
 
-The zip mirrors the package paths (`dsv4ops/secrets.py`, `dsv4ops/journalfile.py`,
+The zip mirrors the package paths (`dsv4ops/secrets.py`, `dsv4ops/journal/recordfile.py`,
 `dsv4ops/jsontypes.py`,
-`dsv4ops/remote/agent/*.py`, empty `__init__.py` for `dsv4ops` and `dsv4ops.remote`), so the agent
+`dsv4ops/remote/agent/*.py`, empty `__init__.py` for `dsv4ops`, `dsv4ops.remote` and `dsv4ops.journal`), so the agent
 imports those leaf modules by their real names, here and on the target: there is no copy to keep
 in sync. `python3 agent.zip` runs
 the package's `__main__.py`, copied to the zip's root.
@@ -25,7 +25,7 @@ from pathlib import Path
 
 AGENT_DIR = Path(__file__).with_name("agent")
 SECRETS_SOURCE = Path(__file__).parents[1] / "secrets.py"
-JOURNALFILE_SOURCE = Path(__file__).parents[1] / "journalfile.py"
+RECORDFILE_SOURCE = Path(__file__).parents[1] / "journal" / "recordfile.py"
 JSONTYPES_SOURCE = Path(__file__).parents[1] / "jsontypes.py"
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 _PACKAGE_STUB = b'"""Only what the dsv4ops agent needs on the target."""\n'
@@ -37,8 +37,9 @@ def members() -> dict[str, bytes]:
         "__main__.py": (AGENT_DIR / "__main__.py").read_bytes(),
         "dsv4ops/__init__.py": _PACKAGE_STUB,
         "dsv4ops/remote/__init__.py": _PACKAGE_STUB,
+        "dsv4ops/journal/__init__.py": _PACKAGE_STUB,
         "dsv4ops/secrets.py": SECRETS_SOURCE.read_bytes(),
-        "dsv4ops/journalfile.py": JOURNALFILE_SOURCE.read_bytes(),
+        "dsv4ops/journal/recordfile.py": RECORDFILE_SOURCE.read_bytes(),
         "dsv4ops/jsontypes.py": JSONTYPES_SOURCE.read_bytes(),
     }
     for path in sorted(AGENT_DIR.glob("*.py")):

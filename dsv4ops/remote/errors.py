@@ -5,26 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from dsv4ops.errors import (
+    AgentCallError as AgentCallError,  # its home is errors.py (the journal reads it)
+)
+from dsv4ops.errors import (
     DeployError,
     DiskFullError,
     LockHeldError,
-    RemoteCommandError,
     TargetError,
     is_disk_full,
 )
-
-
-class AgentCallError(RemoteCommandError):
-    """The target-side agent refused or failed an operation. `kind` is the agent's error kind."""
-
-    def __init__(
-        self, message: str, *, kind: str, reply: Mapping[str, object] | None = None
-    ) -> None:
-        super().__init__(message, result=reply)
-        self.kind = kind
-        self.reply = dict(reply or {})
-        # Seconds a lost connection took before the attempt that raised this (remote/rideout.py).
-        self.waited_before_s = 0.0
 
 
 class ComponentNotReadyError(DeployError):

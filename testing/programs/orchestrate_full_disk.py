@@ -22,8 +22,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from dsv4ops.journal.target import AgentCaller, TargetJournal  # noqa: E402
 from dsv4ops.jsontypes import JSONObject, JSONValue  # noqa: E402
-from dsv4ops.orchestrate.targetjournal import AgentCaller, TargetJournal  # noqa: E402
 from dsv4ops.remote.errors import AgentCallError  # noqa: E402
 from testing.orchestrate import (  # noqa: E402
     OrchEnv,

@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 
-from dsv4ops import journalfile
 from dsv4ops.cli import main
-from dsv4ops.journal import cache
+from dsv4ops.journal import cache, recordfile
 from dsv4ops.journal.records import RECORD_VERSION, Kind, Status
 from dsv4ops.journal.store import Journal
 from testing.orchestrate import OrchEnv, make_deployment, make_env
@@ -205,8 +204,8 @@ def test_a_duplicate_operation_id_is_flagged_and_never_hides_a_known_good(
         {"type": "status", "status": "FAILED", "running": ""},
     ]
     stamp: dict[str, Any] = {"v": RECORD_VERSION, "ts": "2026-12-06T00:00:00Z", "op": first}
-    journalfile.append_bytes(
-        str(record), b"".join(journalfile.encode({**stamp, **r}) for r in impostor)
+    recordfile.append_bytes(
+        str(record), b"".join(recordfile.encode({**stamp, **r}) for r in impostor)
     )
 
     after = _listing(capsys)

@@ -13,8 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dsv4ops import journalfile
-from dsv4ops.journal import checkpoint, knowngood
+from dsv4ops.journal import checkpoint, knowngood, recordfile
 from dsv4ops.journal import index as jindex
 from dsv4ops.journal.records import Kind, Operation, Status, fold, place_merged, validate
 from dsv4ops.journal.store import Journal
@@ -39,7 +38,7 @@ def _row(e: jindex.Entry) -> tuple[Any, ...]:
 
 
 def _ops(data: bytes) -> list[Operation]:
-    parsed, _ = journalfile.parse(data)
+    parsed, _ = recordfile.parse(data)
     records = [validate(r, "x") for _, r in parsed]
     return place_merged(fold(records), records)
 
@@ -86,7 +85,7 @@ def test_columns_read_back_hold_every_entry_and_walks_match_the_full_scan(
         mp.setattr(checkpoint, "ADVANCE", 1)  # the checkpoint moves on at every read
         at = 0
         for k in sorted({c % (len(lines) + 1) for c in cuts} | {len(lines)}):
-            journalfile.append_bytes(str(path), b"".join(lines[at:k]))
+            recordfile.append_bytes(str(path), b"".join(lines[at:k]))
             at = k
             j = Journal("box", directory=d)  # a fresh process: the cache + the lines since
             ops = j.operations()

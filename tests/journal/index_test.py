@@ -17,9 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dsv4ops import journalfile
 from dsv4ops.errors import JournalError
-from dsv4ops.journal import cache, checkpoint, knowngood
+from dsv4ops.journal import cache, checkpoint, knowngood, recordfile
 from dsv4ops.journal.entries import KINDS, STATUSES
 from dsv4ops.journal.records import (
     RECORD_VERSION,
@@ -113,13 +112,13 @@ def journals(draw: st.DrawFn) -> list[bytes]:
         else:
             lines.append(b'{"v":1,"op":"torn\n')  # a crash mid-write
             continue
-        lines.append(journalfile.encode(rec))
+        lines.append(recordfile.encode(rec))
     return lines
 
 
 def _full(data: bytes) -> dict[str, Any]:
     """What the store answered before the index: parse, validate, fold, place, judge."""
-    parsed, torn = journalfile.parse(data)
+    parsed, torn = recordfile.parse(data)
     records = [validate(r, "x") for _, r in parsed]
     ops = place_merged(fold(records), records)
     return {
@@ -170,7 +169,7 @@ def test_the_index_answers_what_a_full_scan_answers(
     d = tmp_path_factory.mktemp("j")
     path = d / "box.jsonl"
     k = int(len(lines) * cut)
-    journalfile.append_bytes(str(path), b"".join(lines[:k]) or b"")
+    recordfile.append_bytes(str(path), b"".join(lines[:k]) or b"")
     j = Journal("box", directory=d)
     _check(j, path.read_bytes())  # cold: built by a full scan
     rest = b"".join(lines[k:])
@@ -268,7 +267,7 @@ def whole_ops(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[int]]:
 
 
 def _whole(lines: list[bytes]) -> tuple[list[dict[str, Any]], list[int]]:
-    parsed, _ = journalfile.parse(b"".join(lines))
+    parsed, _ = recordfile.parse(b"".join(lines))
     records = [validate(r, "x") for _, r in parsed]
     return records, list(range(len(records) + 1))
 
@@ -466,10 +465,10 @@ def test_an_edit_outside_the_window_is_caught_when_its_operation_is_read(tmp_pat
     j = Journal("box", directory=tmp_path)
     ops = [f"d-{i}" for i in range(400)]  # > 64 KiB: the first lie outside the size+window proof
     base = {"v": RECORD_VERSION, "ts": "2026-12-01T00:00:00Z"}
-    journalfile.append_bytes(
+    recordfile.append_bytes(
         str(j.path),
         b"".join(
-            journalfile.encode({**base, "op": op, **r})
+            recordfile.encode({**base, "op": op, **r})
             for op in ops
             for r in (
                 {
@@ -483,7 +482,7 @@ def test_an_edit_outside_the_window_is_caught_when_its_operation_is_read(tmp_pat
             )
         ),
     )
-    assert j.path.stat().st_size > journalfile.WINDOW
+    assert j.path.stat().st_size > recordfile.WINDOW
     assert len(j.operations()) == 400  # the index is built and written
     data = j.path.read_bytes()
     at = data.index(b'"status":"RUNNING"')  # ops[0]'s, far from the end; the same length

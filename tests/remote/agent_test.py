@@ -20,8 +20,8 @@ from dsv4ops.jsontypes import JSONObject
 from dsv4ops.remote import LocalExecutor, Supervisor, base
 from dsv4ops.remote.agent_zip import (
     AGENT_DIR,
-    JOURNALFILE_SOURCE,
     JSONTYPES_SOURCE,
+    RECORDFILE_SOURCE,
     SECRETS_SOURCE,
     agent_sha256,
     agent_zip,
@@ -30,7 +30,12 @@ from dsv4ops.remote.errors import AgentCallError
 
 # Python under `env -i`, like a login on a box: no PYTHONPATH, no venv, no dsv4ops importable.
 _BARE_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
-_OWN = ("dsv4ops.remote.agent", "dsv4ops.secrets", "dsv4ops.journalfile", "dsv4ops.jsontypes")
+_OWN = (
+    "dsv4ops.remote.agent",
+    "dsv4ops.secrets",
+    "dsv4ops.journal.recordfile",
+    "dsv4ops.jsontypes",
+)
 # Names the stdlib itself tries (and fails) to import: `copy` probes for Jython's org.python.core.
 _STDLIB_PROBES = {"org", "org.python", "org.python.core"}
 
@@ -64,7 +69,9 @@ def test_every_module_in_the_zip_imports_only_the_stdlib_and_its_own_package() -
 def test_the_zip_carries_the_real_secrets_module_and_no_copy() -> None:
     members = _zip_members()
     assert members["dsv4ops/secrets.py"] == SECRETS_SOURCE.read_bytes()
-    assert members["dsv4ops/journalfile.py"] == JOURNALFILE_SOURCE.read_bytes()  # the store's rules
+    assert (
+        members["dsv4ops/journal/recordfile.py"] == RECORDFILE_SOURCE.read_bytes()
+    )  # the store's rules
     assert members["dsv4ops/jsontypes.py"] == JSONTYPES_SOURCE.read_bytes()  # the JSON alias
     assert SECRETS_SOURCE.resolve() == Path(secrets.__file__).resolve()
     for path in AGENT_DIR.glob("*.py"):  # nobody re-declares the rules next to the agent
@@ -135,7 +142,7 @@ def test_the_uploaded_zip_runs_isolated_on_a_target_without_dsv4ops(tmp_path: Pa
             for m in loaded[1:]
             if not m.startswith(_OWN)
             and m not in _STDLIB_PROBES
-            and m not in ("dsv4ops", "dsv4ops.remote")
+            and m not in ("dsv4ops", "dsv4ops.remote", "dsv4ops.journal")  # the zip's stub packages
             and m.split(".")[0] not in sys.stdlib_module_names
         ]
         assert not stray, (req["op"], stray)

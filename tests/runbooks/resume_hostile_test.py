@@ -11,7 +11,7 @@ import pytest
 
 from dsv4ops.journal.records import Status
 from dsv4ops.journal.store import Journal
-from dsv4ops.orchestrate.targetjournal import TargetJournal
+from dsv4ops.journal.target import TargetJournal
 from dsv4ops.remote import LocalExecutor, Supervisor
 from dsv4ops.runbooks.parse import RunbookError, parse_runbook
 from dsv4ops.runbooks.run import RunbookFailed, RunbookStopped, Session, run

@@ -14,8 +14,8 @@ from dsv4ops import exitcodes
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.knowngood import Judgement
 from dsv4ops.journal.records import Kind, Operation
+from dsv4ops.journal.target import TargetJournal
 from dsv4ops.jsontypes import JSONObject
-from dsv4ops.orchestrate.targetjournal import TargetJournal
 from dsv4ops.orchestrate.usecases.session import TargetSession
 from dsv4ops.remote.results import LockInfo
 

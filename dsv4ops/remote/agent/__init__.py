@@ -11,11 +11,11 @@ the supervisor keeps one `agent.zip --serve` instead: the same requests and repl
 (`main.serve`; the operator's side is `dsv4ops/remote/agent_session.py`).
 
 It must run with a plain python3 and no dsv4ops installed, so its modules import nothing but
-the standard library, each other, `dsv4ops.secrets` and `dsv4ops.journalfile`
+the standard library, each other, `dsv4ops.secrets` and `dsv4ops.journal.recordfile`
 (tests/remote/agent_test.py runs the zip isolated to prove it). Modules: `common` (errors, work-dir layout, JSON files), `procfs`
 (/proc reads), `processes` (start/stop/status/kill/log_tail), `httpwait` (requests and
 readiness waits made from the target), `preflight`, `lock` (the deploy lock), `state`,
-`journal` (the journal of record, with the file rules of `dsv4ops/journalfile.py`),
+`journal` (the journal of record, with the file rules of `dsv4ops/journal/recordfile.py`),
 `kernel_archive` (the kernel-package archive rules, also used by `dsv4ops kernels verify`),
 `kernels` (install/switch/list/present/probe of kernel packages) and `main` (dispatch).
 

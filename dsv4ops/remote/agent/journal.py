@@ -1,11 +1,11 @@
 """The journal of record (`<workdir>/journal.jsonl`): read from an offset, append under the
-deploy lock, merge an operator-side journal once. The file rules are `dsv4ops/journalfile.py`
+deploy lock, merge an operator-side journal once. The file rules are `dsv4ops/journal/recordfile.py`
 (the operator's store uses the same module), so fsync and torn lines behave the same here.
 
 Every reply carries what the caller's cached copy lacks (`data` after its `offset`, or all of
 it with `reset` when the cached prefix is not the target's), so an append also refreshes the
 operator's cache in the same round trip. The prefix is proven by the hash of the copy's last
-64 KiB and its size (journalfile.window_sha256), so a call reads only what it sends.
+64 KiB and its size (recordfile.window_sha256), so a call reads only what it sends.
 """
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ import contextlib
 import json
 from collections.abc import Iterator
 
-import dsv4ops.journalfile as journalfile
+import dsv4ops.journal.recordfile as recordfile
 
 from .common import AgentError, JsonObject, Workdir, read_json
 
 
 def _since(path: str, req: JsonObject) -> JsonObject:
-    """What a copy of `offset` bytes proven by its `prefix_window` (journalfile.window_sha256)
+    """What a copy of `offset` bytes proven by its `prefix_window` (recordfile.window_sha256)
     lacks: only the bytes after it are read, whatever the record's size; a shorter or diverged
     copy gets everything with `reset`."""
-    tail, reset, size, window = journalfile.read_since(
+    tail, reset, size, window = recordfile.read_since(
         path, req.get("offset"), req.get("prefix_window")
     )
     return {
@@ -37,10 +37,10 @@ def _since(path: str, req: JsonObject) -> JsonObject:
 @contextlib.contextmanager
 def _safe_file(path: str) -> Iterator[None]:
     """A journal path that is a symlink or not safely this user's file is a refusal naming it
-    (journalfile._open): nothing is read from it or appended to it."""
+    (recordfile._open): nothing is read from it or appended to it."""
     try:
         yield
-    except journalfile.UnsafeJournalFile as exc:
+    except recordfile.UnsafeJournalFile as exc:
         raise AgentError(
             "unsafe_journal",
             f"the journal of record {exc.filename} {exc.strerror}; nothing was read or written "
@@ -78,10 +78,10 @@ def op_journal_append(wd: Workdir, req: JsonObject) -> JsonObject:
             raise AgentError("bad_request", "journal_append: every line is a JSON object")
     data = lines.encode("utf-8", "surrogateescape")
     path = wd.journal()
-    with _safe_file(path), journalfile.exclusive(path):
+    with _safe_file(path), recordfile.exclusive(path):
         _check_fence(wd, req.get("lock_op"))
         if not (req.get("again") is True and _landed(path, req, data)):
-            journalfile.append_bytes(path, data)
+            recordfile.append_bytes(path, data)
         return _since(path, req)
 
 
@@ -89,7 +89,7 @@ def _landed(path: str, req: JsonObject, data: bytes) -> bool:
     """Whether an append sent `again` (its first sending lost its connection, remote/rideout.py)
     already landed: its lines are in what the caller's copy lacks. Records carry their op id and
     sequence number, so the same lines cannot be another append's."""
-    tail = journalfile.read_since(path, req.get("offset"), req.get("prefix_window"))[0]
+    tail = recordfile.read_since(path, req.get("offset"), req.get("prefix_window"))[0]
     return data in tail
 
 
@@ -102,13 +102,13 @@ def op_journal_merge(wd: Workdir, req: JsonObject) -> JsonObject:
     if not isinstance(merge, dict) or merge.get("type") != "merge":
         raise AgentError("bad_request", "journal_merge needs its merge record")
     path = wd.journal()
-    with _safe_file(path), journalfile.exclusive(path):
-        present = [r for _, r in journalfile.parse(journalfile.read_bytes(path))[0]]
-        new = journalfile.missing_records(present, records)
+    with _safe_file(path), recordfile.exclusive(path):
+        present = [r for _, r in recordfile.parse(recordfile.read_bytes(path))[0]]
+        new = recordfile.missing_records(present, records)
         began = [r["op"] for r in new if r.get("type") == "begin"]
         if new:
             merge = {**merge, "records": len(new), "ops": began}
-            data = b"".join(journalfile.encode(r) for r in [merge, *new])
-            journalfile.append_bytes(path, data)
+            data = b"".join(recordfile.encode(r) for r in [merge, *new])
+            recordfile.append_bytes(path, data)
         reply = _since(path, req)
     return {**reply, "merged": len(new), "ops": began}

@@ -35,15 +35,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from dsv4ops import journalfile
 from dsv4ops.clock import Clock, SystemClock, age_s, utc_now_iso
-from dsv4ops.errors import DiskFullError, JournalError, TargetError
-from dsv4ops.journal import opids
+from dsv4ops.errors import AgentCallError, DiskFullError, JournalError, TargetError
+from dsv4ops.journal import divergence, opids, recordfile
 from dsv4ops.journal.records import RECORD_VERSION
 from dsv4ops.jsontypes import JSONObject, JSONValue
-from dsv4ops.orchestrate import divergence
-from dsv4ops.remote.base import Executor
-from dsv4ops.remote.errors import AgentCallError
 from dsv4ops.whoami import local_host, operator_identity
 
 OFFLINE_HINT = (
@@ -52,11 +48,20 @@ OFFLINE_HINT = (
 )
 
 
-class AgentCaller(Protocol):
-    """What this needs of the Supervisor: one agent call by name, and where it goes."""
+class _Host(Protocol):
+    @property
+    def host(self) -> str: ...
 
-    executor: Executor
-    workdir: str
+
+class AgentCaller(Protocol):
+    """What this needs of the Supervisor (remote/supervisor.py, a layer this package may not
+    import): one agent call by name, and where it goes (the executor's host, the workdir)."""
+
+    @property
+    def executor(self) -> _Host: ...
+
+    @property
+    def workdir(self) -> str: ...
 
     def call(self, op: str, timeout: float = ..., **args: JSONValue) -> JSONObject: ...
 
@@ -132,7 +137,7 @@ class TargetJournal:
 
     def keep(self, data: bytes) -> Path:
         """Keep records the record could not take in the cache: the next sync merges them."""
-        journalfile.append_bytes(str(self.home), data)
+        recordfile.append_bytes(str(self.home), data)
         return self.home
 
     def describe(self) -> JSONObject:
@@ -159,7 +164,7 @@ class TargetJournal:
     def _divergence(self) -> JSONObject | None:
         """What the kept copy holds that the record lacks, and which is newer (None: no copy)."""
         try:
-            kept = journalfile.read_bytes(str(self.diverged))
+            kept = recordfile.read_bytes(str(self.diverged))
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -196,7 +201,7 @@ class TargetJournal:
         if d is None:
             return {"merged": 0, "ops": []}
         reply = self._merge(
-            journalfile.read_bytes(str(self.diverged)), first=False, source=self.diverged
+            recordfile.read_bytes(str(self.diverged)), first=False, source=self.diverged
         )
         self._apply(0, reply, None)
         done = self.diverged.with_name(f"{self.diverged.name}.merged-{self._stamp()}")
@@ -209,13 +214,13 @@ class TargetJournal:
 
     def _keep_diverged(self, cached: bytes, fresh: bytes) -> None:
         """The record no longer holds what the cache had: keep the cache whole before it follows."""
-        if not journalfile.missing_records(divergence.records(fresh), divergence.records(cached)):
+        if not recordfile.missing_records(divergence.records(fresh), divergence.records(cached)):
             return  # the record holds every cached record (a rewritten torn line): nothing lost
-        kept = journalfile.read_bytes(str(self.diverged))  # an earlier divergence not merged yet
-        extra = journalfile.missing_records(divergence.records(kept), divergence.records(cached))
+        kept = recordfile.read_bytes(str(self.diverged))  # an earlier divergence not merged yet
+        extra = recordfile.missing_records(divergence.records(kept), divergence.records(cached))
         if kept and not extra:
             return  # the kept copy already holds all of it
-        data = cached if not kept else kept + b"".join(journalfile.encode(r) for r in extra)
+        data = cached if not kept else kept + b"".join(recordfile.encode(r) for r in extra)
         _write_atomic(self.diverged, data)
 
     # -- syncing -------------------------------------------------------------------------------
@@ -240,7 +245,7 @@ class TargetJournal:
 
     def _merge(self, cached: bytes, *, first: bool, source: Path | None = None) -> JSONObject:
         """Merge the cache's records the target lacks (nothing is appended if it lacks none)."""
-        parsed, _torn = journalfile.parse(cached)
+        parsed, _torn = recordfile.parse(cached)
         records = [r for _, r in parsed if isinstance(r, dict) and isinstance(r.get("op"), str)]
         if first:
             backup = self.path.with_name(self.path.name + ".pre-merge")
@@ -278,13 +283,13 @@ class TargetJournal:
 
     def _write_cache(self, cached: int, reply: JSONObject, tail: bytes) -> tuple[int, str]:
         try:
-            with journalfile.exclusive(str(self.path)):  # two commands syncing one cache
+            with recordfile.exclusive(str(self.path)):  # two commands syncing one cache
                 if reply.get("reset"):
                     if cached:
                         self._keep_diverged(self._cache_bytes(), tail)
                     _write_atomic(self.path, tail)
-                elif tail and journalfile.proof(str(self.path))[0] == cached:
-                    journalfile.append_bytes(str(self.path), tail, mend=False)
+                elif tail and recordfile.proof(str(self.path))[0] == cached:
+                    recordfile.append_bytes(str(self.path), tail, mend=False)
                 return self._cache_proof()
         except OSError as exc:
             raise JournalError(
@@ -310,7 +315,7 @@ class TargetJournal:
         try:
             spare = Path(tempfile.mkdtemp(prefix="dsv4ops-journal-")) / "journal" / self.path.name
             weakref.finalize(self, shutil.rmtree, str(spare.parents[1]), True)
-            journalfile.write_atomic(str(spare), head + tail)
+            recordfile.write_atomic(str(spare), head + tail)
         except OSError as err:
             if not self.offline_ok:
                 raise JournalError(
@@ -331,7 +336,7 @@ class TargetJournal:
 
     def _cache_proof(self) -> tuple[int, str]:
         try:
-            return journalfile.proof(str(self.path))
+            return recordfile.proof(str(self.path))
         except OSError as exc:
             raise JournalError(
                 f"cannot read the journal cache {self.path}: {exc.strerror}"
@@ -339,7 +344,7 @@ class TargetJournal:
 
     def _cache_bytes(self) -> bytes:
         try:
-            return journalfile.read_bytes(str(self.path))
+            return recordfile.read_bytes(str(self.path))
         except OSError as exc:
             raise JournalError(
                 f"cannot read the journal cache {self.path}: {exc.strerror}"
@@ -377,13 +382,13 @@ def _marker_proves(marker: JSONObject | None, size: int, window: str, cache: Pat
     if "window" in marker:
         return marker.get("size") == size and marker.get("window") == window
     old = marker.get("sha256")
-    return isinstance(old, str) and old == journalfile.sha256(journalfile.read_bytes(str(cache)))
+    return isinstance(old, str) and old == recordfile.sha256(recordfile.read_bytes(str(cache)))
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
     """Temp file (0600 whatever the umask), then rename, in a directory reached without following
-    a symlink (journalfile.write_atomic): the cache passes journalfile's own checks read back."""
+    a symlink (recordfile.write_atomic): the cache passes recordfile's own checks read back."""
     try:
-        journalfile.write_atomic(str(path), data)
+        recordfile.write_atomic(str(path), data)
     except OSError as exc:
         raise JournalError(f"cannot write the journal cache {path}: {exc.strerror}") from exc

@@ -1,4 +1,4 @@
-"""The journal of record on the target (dsv4ops/orchestrate/targetjournal.py) through the real
+"""The journal of record on the target (dsv4ops/journal/target.py) through the real
 agent zip run by the real Supervisor: two operators' caches, one history; the merge of an
 operator-side journal, once and journaled; the lock fence; the unreachable target."""
 
@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from dsv4ops import journalfile
 from dsv4ops.errors import JournalError, TargetError
+from dsv4ops.journal import recordfile
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
-from dsv4ops.orchestrate.targetjournal import TargetJournal
+from dsv4ops.journal.target import TargetJournal
 from dsv4ops.remote import LocalExecutor, Supervisor
 from dsv4ops.remote.ssh import SSHExecutor
 from testing.clock import FakeClock
@@ -41,7 +41,7 @@ def _journal(box: Supervisor, state: Path, **kw: Any) -> Journal:
 
 def _record(box: Supervisor) -> list[dict[str, Any]]:
     data = (Path(box.workdir) / "journal.jsonl").read_bytes()
-    return [r for _, r in journalfile.parse(data)[0]]
+    return [r for _, r in recordfile.parse(data)[0]]
 
 
 def _deploy(j: Journal, profile: str, *, good: bool = True) -> str:
@@ -98,7 +98,7 @@ def test_an_operator_side_journal_is_merged_once_without_duplicates(
     )
     _journal(box, tmp_path / "carol").records()
     assert _record(box) == before
-    keys = journalfile.record_keys(before)
+    keys = recordfile.record_keys(before)
     assert len(keys) == len(set(keys))
 
 

@@ -1,4 +1,4 @@
-"""A journal of record that lost history (orchestrate/targetjournal.py): what the copy this
+"""A journal of record that lost history (journal/target.py): what the copy this
 machine kept holds that the record lacks, which copy is newer, and the refusal a mutating
 command gets meanwhile. Pure functions of the two copies' bytes."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dsv4ops import journalfile
 from dsv4ops.errors import JournalError
+from dsv4ops.journal import recordfile
 from dsv4ops.jsontypes import JSONObject
 
 MERGE_COMMAND = "dsv4ops journal --target {target} --merge"
@@ -17,7 +17,7 @@ def describe(kept: bytes, record: bytes, copy: Path, target: str) -> JSONObject 
     """What the kept copy holds that the record (its copy here) lacks; None when it lacks
     nothing: the divergence is over (the record was put back whole, or merged)."""
     mine, theirs = records(kept), records(record)
-    missing = journalfile.missing_records(theirs, mine)
+    missing = recordfile.missing_records(theirs, mine)
     if not missing:
         return None
     return {
@@ -45,7 +45,7 @@ def refusal(d: JSONObject) -> JournalError:
 
 
 def records(data: bytes) -> list[JSONObject]:
-    return [r for _, r in journalfile.parse(data)[0] if isinstance(r, dict)]
+    return [r for _, r in recordfile.parse(data)[0] if isinstance(r, dict)]
 
 
 def _last_ts(recs: list[JSONObject]) -> str:

@@ -1,5 +1,5 @@
 """The journal of record under attack and fault, through the real agent over the real OpenSSH
-(dsv4ops/orchestrate/targetjournal.py, dsv4ops/remote/agent/journal.py, dsv4ops/journalfile.py):
+(dsv4ops/journal/target.py, dsv4ops/remote/agent/journal.py, dsv4ops/journal/recordfile.py):
 a symlinked record is refused and nothing lands in the victim; a record that lost history never
 silently replaces the operator's copy; a kill -9 inside an append leaves a torn line the next
 append terminates."""
@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from dsv4ops import journalfile
 from dsv4ops.errors import DsOpsError, JournalError
+from dsv4ops.journal import recordfile
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
-from dsv4ops.orchestrate.targetjournal import TargetJournal
+from dsv4ops.journal.target import TargetJournal
 from dsv4ops.remote import Supervisor
 from testing.remote import SshdServer
 
@@ -106,7 +106,7 @@ def test_a_shorter_record_keeps_both_copies_and_refuses_mutations_until_merged(
     with pytest.raises(JournalError, match="lacks 16 of the 24") as exc:
         writer.begin(Kind.STOP, reason="must wait")
     assert f"dsv4ops journal --target {TARGET} --merge" in (exc.value.hint or "")
-    assert len(journalfile.parse(record.read_bytes())[0]) == 8  # nothing appended
+    assert len(recordfile.parse(record.read_bytes())[0]) == 8  # nothing appended
 
     done = _backend(writer).merge_diverged()
     assert done["merged"] == 16 and done["ops"] == ops[2:]
@@ -207,7 +207,7 @@ def test_a_kill_9_of_the_agent_inside_its_append_loses_nothing(
         except BaseException as exc:  # noqa: BLE001 - the test asserts what it was
             errors.append(exc)
 
-    with journalfile.exclusive(str(record)):
+    with recordfile.exclusive(str(record)):
         worker = threading.Thread(target=append)
         worker.start()
         deadline = time.monotonic() + 30
@@ -243,7 +243,7 @@ def test_the_cache_is_written_0600_under_a_group_writable_umask(
 
 
 def test_a_symlinked_target_directory_is_refused_over_ssh(sshd: SshdServer, tmp_path: Path) -> None:
-    """The agent walks the record's directories without following a link (journalfile._open_dir):
+    """The agent walks the record's directories without following a link (recordfile._open_dir):
     a `.dsv4ops/<target>/` replaced by a symlink is refused, nothing lands where it points."""
     real = tmp_path / ".dsv4ops" / TARGET
     with sshd.executor() as executor:
@@ -270,26 +270,26 @@ def test_the_agent_reads_only_what_a_proven_copy_lacks_over_ssh(
     cache = alice.path.read_bytes()
     later = _deploy(_journal(over_ssh, tmp_path / "bob"), "next")
     reply = over_ssh.call(
-        "journal_read", offset=len(cache), prefix_window=journalfile.window_of(cache)
+        "journal_read", offset=len(cache), prefix_window=recordfile.window_of(cache)
     )
     record = (Path(over_ssh.workdir) / "journal.jsonl").read_bytes()
     assert reply["reset"] is False and reply["data"].encode() == record[len(cache) :]
-    assert later in reply["data"] and reply["window"] == journalfile.window_of(record)
+    assert later in reply["data"] and reply["window"] == recordfile.window_of(record)
     last = cache.splitlines(keepends=True)[-1]
     op = json.loads(last)["op"]
     # Same size, other bytes: the last record names an operation the record never had.
     forged = cache[: -len(last)] + last.replace(op.encode(), op[:-1].encode() + b"#")
     assert len(forged) == len(cache)
     reply = over_ssh.call(
-        "journal_read", offset=len(forged), prefix_window=journalfile.window_of(forged)
+        "journal_read", offset=len(forged), prefix_window=recordfile.window_of(forged)
     )
     assert reply["reset"] is True and reply["data"].encode() == record
     alice.path.write_bytes(forged)  # the operator's copy no longer a prefix of the record
     marker = _backend(alice).marker
     marker.write_text(
         marker.read_text().replace(  # as if the sync had left it so
-            f'"window": "{journalfile.window_of(cache)}"',
-            f'"window": "{journalfile.window_of(forged)}"',
+            f'"window": "{recordfile.window_of(cache)}"',
+            f'"window": "{recordfile.window_of(forged)}"',
         )
     )
     again = _journal(over_ssh, tmp_path / "alice")
@@ -311,5 +311,5 @@ def test_a_synced_cache_grows_by_appends_and_its_marker_proves_it(
     assert alice.path.stat().st_ino == inode
     marker = json.loads(_backend(alice).marker.read_text())
     data = alice.path.read_bytes()
-    assert marker["size"] == len(data) and marker["window"] == journalfile.window_of(data)
+    assert marker["size"] == len(data) and marker["window"] == recordfile.window_of(data)
     assert data == (Path(over_ssh.workdir) / "journal.jsonl").read_bytes()

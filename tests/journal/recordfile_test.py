@@ -1,4 +1,4 @@
-"""The journal's file rules (dsv4ops/journalfile.py), shared by the local store and the agent:
+"""The journal's file rules (dsv4ops/journal/recordfile.py), shared by the local store and the agent:
 one write per append with a torn last line terminated first, torn lines skipped on read, and the
 record identity (op id + sequence) the merge deduplicates by."""
 
@@ -8,17 +8,17 @@ import os
 import threading
 from pathlib import Path
 
-from dsv4ops import journalfile
+from dsv4ops.journal import recordfile
 from dsv4ops.jsontypes import JSONObject
 
 
 def test_an_append_after_a_torn_line_starts_on_a_line_of_its_own(tmp_path: Path) -> None:
     path = str(tmp_path / "j" / "box.jsonl")
-    journalfile.append_bytes(path, journalfile.encode({"op": "a"}))
+    recordfile.append_bytes(path, recordfile.encode({"op": "a"}))
     with open(path, "ab") as f:
         f.write(b'{"op": "b", "tor')  # a crash mid-write
-    journalfile.append_bytes(path, journalfile.encode({"op": "c"}))
-    records, torn = journalfile.parse(journalfile.read_bytes(path))
+    recordfile.append_bytes(path, recordfile.encode({"op": "c"}))
+    records, torn = recordfile.parse(recordfile.read_bytes(path))
     assert [r["op"] for _, r in records] == ["a", "c"] and torn == [2]
     assert (Path(path).stat().st_mode & 0o777) == 0o600
 
@@ -26,9 +26,9 @@ def test_an_append_after_a_torn_line_starts_on_a_line_of_its_own(tmp_path: Path)
 def test_records_are_identified_by_op_and_sequence() -> None:
     present: list[JSONObject] = [{"op": "a"}, {"op": "b"}, {"op": "a"}]
     incoming: list[JSONObject] = [{"op": "a"}, {"op": "a"}, {"op": "a", "x": 1}, {"op": "c"}]
-    assert journalfile.record_keys(present) == [("a", 0), ("b", 0), ("a", 1)]
-    assert journalfile.missing_records(present, incoming) == [{"op": "a", "x": 1}, {"op": "c"}]
-    assert journalfile.missing_records(present + incoming, incoming) == []
+    assert recordfile.record_keys(present) == [("a", 0), ("b", 0), ("a", 1)]
+    assert recordfile.missing_records(present, incoming) == [{"op": "a", "x": 1}, {"op": "c"}]
+    assert recordfile.missing_records(present + incoming, incoming) == []
 
 
 def test_a_symlinked_directory_above_the_journal_is_refused(tmp_path: Path) -> None:
@@ -37,36 +37,36 @@ def test_a_symlinked_directory_above_the_journal_is_refused(tmp_path: Path) -> N
 
     real, elsewhere = tmp_path / ".dsv4ops" / "box", tmp_path / "elsewhere"
     elsewhere.mkdir()
-    journalfile.append_bytes(str(real / "journal.jsonl"), journalfile.encode({"op": "a"}))
+    recordfile.append_bytes(str(real / "journal.jsonl"), recordfile.encode({"op": "a"}))
     os.replace(real, tmp_path / "saved")
     real.symlink_to(elsewhere, target_is_directory=True)
     for call in (
-        lambda: journalfile.append_bytes(str(real / "journal.jsonl"), b"{}\n"),
-        lambda: journalfile.read_bytes(str(real / "journal.jsonl")),
-        lambda: journalfile.write_atomic(str(real / "journal.jsonl.idx"), b"x"),
+        lambda: recordfile.append_bytes(str(real / "journal.jsonl"), b"{}\n"),
+        lambda: recordfile.read_bytes(str(real / "journal.jsonl")),
+        lambda: recordfile.write_atomic(str(real / "journal.jsonl.idx"), b"x"),
     ):
-        with pytest.raises(journalfile.UnsafeJournalFile, match="symbolic link"):
+        with pytest.raises(recordfile.UnsafeJournalFile, match="symbolic link"):
             call()
     assert list(elsewhere.iterdir()) == []  # nothing created through the link
 
 
 def test_a_copy_proves_its_prefix_by_its_window_and_gets_only_the_rest(tmp_path: Path) -> None:
     path = str(tmp_path / "j" / "box.jsonl")
-    journalfile.append_bytes(path, b"a" * 70_000 + b"\n")
+    recordfile.append_bytes(path, b"a" * 70_000 + b"\n")
     copy = Path(path).read_bytes()
-    journalfile.append_bytes(path, b"line2\n")
-    proof = journalfile.window_of(copy)
-    assert journalfile.read_since(path, len(copy), proof)[:2] == (b"line2\n", False)
+    recordfile.append_bytes(path, b"line2\n")
+    proof = recordfile.window_of(copy)
+    assert recordfile.read_since(path, len(copy), proof)[:2] == (b"line2\n", False)
     other = b"b" + copy[1:]  # differs outside the window only: the proof cannot see it
-    assert journalfile.read_since(path, len(other), journalfile.window_of(other))[1] is False
+    assert recordfile.read_since(path, len(other), recordfile.window_of(other))[1] is False
     diverged = copy[:-2] + b"b\n"
     whole = Path(path).read_bytes()
-    assert journalfile.read_since(path, len(diverged), journalfile.window_of(diverged))[:2] == (
+    assert recordfile.read_since(path, len(diverged), recordfile.window_of(diverged))[:2] == (
         whole,
         True,
     )
-    assert journalfile.read_since(path, len(whole) + 5, proof)[:2] == (whole, True)  # longer copy
-    assert journalfile.proof(path) == (len(whole), journalfile.window_of(whole))
+    assert recordfile.read_since(path, len(whole) + 5, proof)[:2] == (whole, True)  # longer copy
+    assert recordfile.proof(path) == (len(whole), recordfile.window_of(whole))
 
 
 def test_two_threads_replacing_one_file_never_take_each_others_temp_file(tmp_path: Path) -> None:
@@ -81,7 +81,7 @@ def test_two_threads_replacing_one_file_never_take_each_others_temp_file(tmp_pat
         start.wait()
         try:
             for _ in range(300):
-                journalfile.write_atomic(path, tag)
+                recordfile.write_atomic(path, tag)
         except BaseException as exc:  # the test's subject: collected, asserted below
             errors.append(exc)
 
