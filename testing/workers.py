@@ -56,7 +56,7 @@ HEAVY: tuple[str, ...] = (
     "tests/orchestrate/faults_test.py",  # 68 s
     "tests/monitoring/prometheus_e2e_test.py",  # 55 s: both routers (issue 43)
     "tests/cli/deploy_smg_test.py",  # ~50 s: deploys behind the real SMG and back
-    "tests/canary/twin_e2e_test.py",  # 110 s, of it the two sweeps and the wedge serial
+    "tests/canary/twin_e2e_test.py",  # ~119 s, of it the two sweeps and the wedge serial
     "tests/canary/suites_test.py",  # 58 s
     "tests/orchestrate/known_good_live_test.py",  # 52 s
     "tests/orchestrate/usecases/ab_test.py",  # 35 s, of it 30 s serial

@@ -30,6 +30,8 @@ def report_json(result: SuiteResult, thresholds: Thresholds | None = None) -> JS
         "summary_suite": main.suite,  # whose numbers the bench_serving keys above are
         "verdict": result.verdict.value,
         "reasons": result.reasons,
+        # each reason's kind, as the judge decided it (verdict.Kind): what a reader acts on
+        "findings": [r.to_json() for r in result.findings],
         "canary": {"suites": [r.to_json() for r in suites]},
     }
     if thresholds is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from dsv4ops.canary import eventloop
@@ -107,13 +108,23 @@ async def _run(name: str, ctx: SuiteContext) -> SuiteResult:
     for suite in ALL_ORDER:
         ctx.say(f"== {suite}")
         results.append(await SUITES[suite](ctx))
+    return combined(results)
+
+
+def combined(results: list[SuiteResult]) -> SuiteResult:
+    """`all`: the worst verdict; one line per suite's verdict, then every suite's FAIL and
+    INCONCLUSIVE reasons (each named by its suite, in `findings` with its kind too)."""
     verdict = worst([r.verdict for r in results])
     reasons = [f"{r.suite}: {r.verdict.value}" for r in results]
-    reasons += [
-        f"{r.suite}: {line}" for r in results for line in r.reasons if not line.startswith("note")
-    ]
+    found = [replace(x, suite=r.suite) for r in results for x in r.findings if x.level != "note"]
+    reasons += [f"{x.suite}: {x.line}" for x in found]
     return SuiteResult(
-        suite="all", verdict=verdict, reasons=reasons, metrics={}, sub_results=results
+        suite="all",
+        verdict=verdict,
+        reasons=reasons,
+        metrics={},
+        sub_results=results,
+        findings=found,
     )
 
 

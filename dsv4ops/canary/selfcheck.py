@@ -12,6 +12,7 @@ import contextlib
 from dataclasses import dataclass, field
 
 from dsv4ops.canary.stats import percentile
+from dsv4ops.canary.verdict import Kind
 from dsv4ops.clock import cpu_s, perf_s
 from dsv4ops.jsontypes import JSONObject
 
@@ -29,6 +30,14 @@ def read_proc_stat(path: str = "/proc/stat") -> tuple[int, int] | None:
     return total - idle, total
 
 
+@dataclass(frozen=True)
+class ClientProblem:
+    """Why the client's numbers are not the server's: its kind (verdict.Kind) and its words."""
+
+    kind: Kind
+    text: str
+
+
 @dataclass
 class SelfCheckReport:
     cpu_cores: float = 0.0  # process CPU seconds per wall second over the run
@@ -38,7 +47,7 @@ class SelfCheckReport:
     loop_lag_max_ms: float = 0.0
     machine_busy: float | None = None  # share of all cores busy, 0..1
     samples: int = 0
-    problems: list[str] = field(default_factory=list)
+    problems: list[ClientProblem] = field(default_factory=list)
 
     def to_json(self) -> JSONObject:
         return {
@@ -50,7 +59,7 @@ class SelfCheckReport:
             "machine_cpu_busy": self.machine_busy,
             "samples": self.samples,
             "client_bound": bool(self.problems),
-            "problems": list(self.problems),
+            "problems": [p.text for p in self.problems],
         }
 
 
@@ -111,12 +120,19 @@ class SelfCheck:
             rep.machine_busy = (stat1[0] - self._stat0[0]) / (stat1[1] - self._stat0[1])
         if rep.cpu_cores > self._cpu_max:
             rep.problems.append(
-                f"client used {rep.cpu_cores:.2f} cores (limit {self._cpu_max:.2f}): client-bound"
+                ClientProblem(
+                    Kind.CLIENT_CPU,
+                    f"client used {rep.cpu_cores:.2f} cores (limit {self._cpu_max:.2f}): "
+                    "client-bound",
+                )
             )
         if rep.loop_lag_p99_ms > self._lag_max:
             busy = f", machine {rep.machine_busy:.0%} busy" if rep.machine_busy is not None else ""
             rep.problems.append(
-                f"event-loop lag p99 {rep.loop_lag_p99_ms:.1f} ms (limit {self._lag_max:.0f} ms{busy}):"
-                " receipt timestamps are not trustworthy"
+                ClientProblem(
+                    Kind.CLIENT_LAG,
+                    f"event-loop lag p99 {rep.loop_lag_p99_ms:.1f} ms (limit {self._lag_max:.0f} "
+                    f"ms{busy}): receipt timestamps are not trustworthy",
+                )
             )
         return rep

@@ -12,7 +12,7 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from dsv4ops import exitcodes
 from dsv4ops.errors import CanaryError
@@ -41,15 +41,76 @@ def worst(verdicts: list[Verdict]) -> Verdict:
     return max(verdicts, key=_RANK.__getitem__) if verdicts else Verdict.INCONCLUSIVE
 
 
+class Kind(enum.Enum):
+    """What a reason is about, decided by the judge that writes it, where it writes it: each
+    reason of a result carries one (`SuiteResult.findings`, `findings[].kind` in the JSON report),
+    so a reader acts on the kind and never parses the reason's words."""
+
+    # what the server did wrong (FAIL; a hang or a latency is INCONCLUSIVE when the client stalled)
+    ERRORS = "errors"  # requests failed (a 5xx, a broken stream, a deadline)
+    WORKER_DOWN = "worker_down"  # a worker's /metrics port refused to the end
+    HANG = "hang"  # the watchdog's hangs: no first token, a stall, a freeze
+    WEDGE = "wedge"  # the abort cascade's freeze
+    NO_RECOVERY = "no_recovery"  # running/queued never back to baseline after the cascade
+    ABORT_IGNORED = "abort_ignored"  # streams kept streaming after /abort_request
+    TOOL_CORRUPTION = "tool_corruption"
+    NO_TOOL_CALLS = "no_tool_calls"  # the model made none: tools off or the wrong parser
+    INCONSISTENT = "inconsistent"  # greedy output differs between concurrency 1 and under load
+    GARBLED = "garbled"  # U+FFFD in the output
+    DECAY = "decay"  # soak: throughput decayed over the steady window
+    LATENCY = "latency"  # a p99 over its limit
+    # doubts: why a judge could not judge (INCONCLUSIVE)
+    REFUSED = "refused"  # the server refused requests (4xx): as a note when few
+    BLIND = "blind"  # no evidence: nothing completed, no call or pair checked, no level measured
+    CLIENT_LAG = "client_lag"  # the client's own event-loop lag: its stamps are not the server's
+    CLIENT_CPU = "client_cpu"  # the client used more CPU than its bound: client-bound
+    NO_STEP_LAW = "no_step_law"  # the sweep's fit is not a step law (too few levels, slope <= 0)
+    POOR_FIT = "poor_fit"  # the step law's R² under its bound
+    OFF_LAW = "off_law"  # levels where the fitted law predicts no positive step
+    TOO_SHORT = "too_short"  # soak: too few seconds at full load to judge a decay
+    NO_METRICS = "no_metrics"  # worker metrics unavailable where the judge needs them
+    NOT_DECODING = "not_decoding"  # abort cascade: too few streams decoding when it started
+    UNADDRESSED = "unaddressed"  # abort cascade: streams the router let no abort id through for
+    SKIPPED = "skipped"  # a check the profile turns off (tool calls a model cannot make)
+    THINKING_BUDGET = "thinking_budget"  # reasoning used the max_tokens before the call
+    NOTE = "note"  # a note without a kind of its own
+
+
+Level = Literal["FAIL", "INCONCLUSIVE", "note"]
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One reason of a result: its level, its kind (typed, for readers) and its words (for
+    people). `line` is the reason as `SuiteResult.reasons` lists it."""
+
+    level: Level
+    kind: Kind
+    text: str
+    suite: str | None = None  # set where results are combined (`all`)
+
+    @property
+    def line(self) -> str:
+        return f"{self.level}: {self.text}"
+
+    def to_json(self) -> JSONObject:
+        out: JSONObject = {"level": self.level, "kind": self.kind.value, "reason": self.line}
+        if self.suite is not None:
+            out["suite"] = self.suite
+        return out
+
+
 @dataclass
 class SuiteResult:
-    """What a suite found: the verdict, one line per reason, and the numbers behind it."""
+    """What a suite found: the verdict, one line per reason (`findings`: the same reasons with
+    their kinds), and the numbers behind it."""
 
     suite: str
     verdict: Verdict
     reasons: list[str] = field(default_factory=list)
     metrics: JSONObject = field(default_factory=dict)
     sub_results: list[SuiteResult] = field(default_factory=list)
+    findings: list[Reason] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -60,6 +121,7 @@ class SuiteResult:
             "suite": self.suite,
             "verdict": self.verdict.value,
             "reasons": list(self.reasons),
+            "findings": [r.to_json() for r in self.findings],
             "metrics": self.metrics,
         }
         if self.sub_results:
@@ -68,21 +130,35 @@ class SuiteResult:
 
 
 class Findings:
-    """Collects reasons while a suite is judged; `FAIL` and `INCONCLUSIVE` reasons are kept apart."""
+    """Collects reasons while a suite is judged, each with its kind; `FAIL` and `INCONCLUSIVE`
+    reasons are kept apart."""
 
     def __init__(self) -> None:
-        self.failures: list[str] = []
-        self.inconclusive: list[str] = []
-        self.notes: list[str] = []
+        self.found: list[Reason] = []
 
-    def fail(self, reason: str) -> None:
-        self.failures.append(reason)
+    def fail(self, reason: str, kind: Kind) -> None:
+        self.found.append(Reason("FAIL", kind, reason))
 
-    def unsure(self, reason: str) -> None:
-        self.inconclusive.append(reason)
+    def unsure(self, reason: str, kind: Kind) -> None:
+        self.found.append(Reason("INCONCLUSIVE", kind, reason))
 
-    def note(self, reason: str) -> None:
-        self.notes.append(reason)
+    def note(self, reason: str, kind: Kind = Kind.NOTE) -> None:
+        self.found.append(Reason("note", kind, reason))
+
+    def _texts(self, level: Level) -> list[str]:
+        return [r.text for r in self.found if r.level == level]
+
+    @property
+    def failures(self) -> list[str]:
+        return self._texts("FAIL")
+
+    @property
+    def inconclusive(self) -> list[str]:
+        return self._texts("INCONCLUSIVE")
+
+    @property
+    def notes(self) -> list[str]:
+        return self._texts("note")
 
     def result(self, suite: str, metrics: JSONObject) -> SuiteResult:
         if self.failures:
@@ -91,12 +167,15 @@ class Findings:
             verdict = Verdict.INCONCLUSIVE
         else:
             verdict = Verdict.PASS
-        reasons = (
-            [f"FAIL: {r}" for r in self.failures]
-            + [f"INCONCLUSIVE: {r}" for r in self.inconclusive]
-            + [f"note: {r}" for r in self.notes]
+        order: tuple[Level, ...] = ("FAIL", "INCONCLUSIVE", "note")
+        found = [r for level in order for r in self.found if r.level == level]
+        return SuiteResult(
+            suite=suite,
+            verdict=verdict,
+            reasons=[r.line for r in found],
+            metrics=metrics,
+            findings=found,
         )
-        return SuiteResult(suite=suite, verdict=verdict, reasons=reasons, metrics=metrics)
 
 
 # How much event-loop lag the canary client tolerates before it calls its own receipt stamps

@@ -3,10 +3,13 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 from dsv4ops.canary.report import report_json, report_markdown, write_report
-from dsv4ops.canary.verdict import SuiteResult, Thresholds, Verdict
+from dsv4ops.canary.runner import combined
+from dsv4ops.canary.verdict import Findings, Kind, SuiteResult, Thresholds, Verdict
 from dsv4ops.jsontypes import JSONObject
+from testing.canary import judged_pass, reason_kinds
 
 
 def _summary(completed: int) -> JSONObject:
@@ -141,3 +144,55 @@ def test_a_sweep_report_records_the_decode_context_length_its_law_holds_at(tmp_p
     )
     (tmp_path / "report.json").write_text(json.dumps(report_json(result)))
     assert from_report(tmp_path).decode_context_length == 131072
+
+
+def test_report_json_types_each_reason_by_its_kind() -> None:
+    """Issue 38: a reader (the real judges test, a gate) acts on each reason's kind, decided by
+    the judge that wrote it, and never parses the words; under `all` each names its suite."""
+    smoke, sweep = Findings(), Findings()
+    smoke.unsure("event-loop lag p99 300 ms (limit 250 ms)", Kind.CLIENT_LAG)
+    smoke.note("the server refused 1 of 8 requests (HTTP 400 x1)", Kind.REFUSED)
+    sweep.unsure("no step law from this sweep (slope -2.7 ms/request)", Kind.NO_STEP_LAW)
+    result = combined([smoke.result("smoke", {}), sweep.result("sweep", {})])
+    assert result.reasons == [
+        "smoke: INCONCLUSIVE",
+        "sweep: INCONCLUSIVE",
+        "smoke: INCONCLUSIVE: event-loop lag p99 300 ms (limit 250 ms)",
+        "sweep: INCONCLUSIVE: no step law from this sweep (slope -2.7 ms/request)",
+    ]
+    data = json.loads(json.dumps(report_json(result)))
+    assert [(f["suite"], f["level"], f["kind"]) for f in data["findings"]] == [
+        ("smoke", "INCONCLUSIVE", "client_lag"),
+        ("sweep", "INCONCLUSIVE", "no_step_law"),
+    ]
+    # each suite's own report (and `canary --json`) carries its notes typed as well
+    smoke_json = data["canary"]["suites"][0]
+    assert [f["kind"] for f in smoke_json["findings"]] == ["client_lag", "refused"]
+    assert [f["reason"] for f in smoke_json["findings"]] == smoke_json["reasons"]
+
+
+def test_the_real_judges_test_reads_the_typed_kinds_of_a_json_report() -> None:
+    """testing.canary.judged_pass (tests/canary/real_sglang_judges_test.py) on what `canary
+    --json` prints (SuiteResult.to_json): PASS, or INCONCLUSIVE for measurement doubts only."""
+
+    def report(*found: tuple[str, Kind]) -> dict[str, Any]:
+        f = Findings()
+        for level, kind in found:
+            (f.unsure if level == "INCONCLUSIVE" else f.note)(f"words of {kind.value}", kind)
+        doc: dict[str, Any] = json.loads(json.dumps(f.result("smoke", {}).to_json()))
+        return doc
+
+    assert judged_pass(report())
+    assert judged_pass(report(("INCONCLUSIVE", Kind.CLIENT_LAG), ("INCONCLUSIVE", Kind.POOR_FIT)))
+    assert judged_pass(report(("INCONCLUSIVE", Kind.NO_STEP_LAW), ("note", Kind.NOTE)))
+    assert not judged_pass(report(("INCONCLUSIVE", Kind.REFUSED)))
+    assert not judged_pass(report(("INCONCLUSIVE", Kind.CLIENT_LAG), ("INCONCLUSIVE", Kind.BLIND)))
+    # a hang the client could not confirm is no measurement doubt; a few refusals are a note
+    assert not judged_pass(report(("INCONCLUSIVE", Kind.HANG)))
+    noted = report(("note", Kind.REFUSED))
+    assert judged_pass(noted) and reason_kinds(noted) == ["refused"]
+    assert reason_kinds(noted, "INCONCLUSIVE") == []
+    failed = Findings()
+    failed.fail("hang: 16 stall", Kind.HANG)
+    got = failed.result("soak", {}).to_json()
+    assert not judged_pass(got) and reason_kinds(got, "FAIL") == ["hang"]

@@ -4,6 +4,7 @@ import asyncio
 import time
 
 from dsv4ops.canary.selfcheck import SelfCheck, read_proc_stat
+from dsv4ops.canary.verdict import Kind
 
 
 def test_proc_stat_is_read() -> None:
@@ -24,7 +25,9 @@ def test_a_blocked_loop_is_reported_as_lag() -> None:
 
     rep = asyncio.run(main()).report
     assert rep.loop_lag_max_ms >= 100.0
-    assert any("event-loop lag" in p for p in rep.problems)
+    assert [p.kind for p in rep.problems] == [Kind.CLIENT_LAG]  # typed where it is found
+    assert "event-loop lag" in rep.problems[0].text
+    assert rep.to_json()["problems"] == [rep.problems[0].text]
     assert rep.to_json()["client_bound"] is True
 
 

@@ -8,6 +8,7 @@ from dsv4ops.canary import suites_for_change, thresholds_from_profile
 from dsv4ops.canary.verdict import (
     LAG_ENV,
     Findings,
+    Kind,
     Thresholds,
     Verdict,
     buckets_from_profile,
@@ -32,13 +33,19 @@ def test_exit_codes_and_worst() -> None:
 
 def test_findings_fail_beats_inconclusive_and_reasons_are_labelled() -> None:
     f = Findings()
-    f.unsure("client-bound")
+    f.unsure("client-bound", Kind.CLIENT_CPU)
     f.note("42 requests")
     assert f.result("x", {}).verdict is Verdict.INCONCLUSIVE
-    f.fail("cross_talk")
+    f.fail("cross_talk", Kind.TOOL_CORRUPTION)
     r = f.result("x", {})
     assert r.verdict is Verdict.FAIL
     assert r.reasons == ["FAIL: cross_talk", "INCONCLUSIVE: client-bound", "note: 42 requests"]
+    # each reason typed, in the same order: what a reader acts on (issue 38), never the words
+    assert r.to_json()["findings"] == [
+        {"level": "FAIL", "kind": "tool_corruption", "reason": "FAIL: cross_talk"},
+        {"level": "INCONCLUSIVE", "kind": "client_cpu", "reason": "INCONCLUSIVE: client-bound"},
+        {"level": "note", "kind": "note", "reason": "note: 42 requests"},
+    ]
 
 
 def test_thresholds_and_buckets_from_the_real_profiles() -> None:

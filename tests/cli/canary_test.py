@@ -46,6 +46,9 @@ def test_fail_exits_2_and_json_goes_to_stdout(capsys: pytest.CaptureFixture[str]
     assert code == 2
     data = json.loads(captured.out)
     assert data["verdict"] == "FAIL" and data["suite"] == "smoke"
+    # each reason typed by the judge that wrote it (issue 38): the failed requests are `errors`
+    assert [f["reason"] for f in data["findings"]] == data["reasons"]
+    assert ("FAIL", "errors") in [(f["level"], f["kind"]) for f in data["findings"]]
     assert "smoke: 2 streams" in captured.err  # progress stays off stdout with --json
 
 

@@ -44,7 +44,7 @@ from dsv4ops.canary.suites.common import (
     judge_workers,
     refused_by_server,
 )
-from dsv4ops.canary.verdict import Findings, SuiteResult, Thresholds
+from dsv4ops.canary.verdict import Findings, Kind, SuiteResult, Thresholds
 from dsv4ops.canary.watchdog import FREEZE, FREEZE_METRICS, HangEvent
 from dsv4ops.canary.workload import base_body, text_prompt
 from dsv4ops.clock import perf_ns, perf_s
@@ -96,7 +96,8 @@ async def run_abort_cascade(ctx: SuiteContext) -> SuiteResult:
         if baseline is None:
             f.unsure(
                 "worker metrics unavailable (pass --worker-url with --enable-metrics servers):"
-                " cannot check running/queued return to baseline"
+                " cannot check running/queued return to baseline",
+                Kind.NO_METRICS,
             )
         c = await _cascade(ctx, h, n, baseline)
     sc = h.selfcheck.report
@@ -240,7 +241,8 @@ def _judge(f: Findings, h: Harness, c: _Cascade, th: Thresholds) -> list[HangEve
         e = freezes[0]
         f.fail(
             f"wedge: {e.detail}; detected {c.since_cascade_s(e.detected_ns):.2f} s after the cascade "
-            f"({e.detection_latency_s:.2f} s after the silence began)"
+            f"({e.detection_latency_s:.2f} s after the silence began)",
+            Kind.WEDGE,
         )
     refused = [r for r in h.records if r.tag == "cascade" and refused_by_server(r)]
     if refused:  # the cascade did not run as designed: say so, and judge none of its streams
@@ -250,10 +252,14 @@ def _judge(f: Findings, h: Harness, c: _Cascade, th: Thresholds) -> list[HangEve
     if c.baseline is not None and c.recovery_s is None and not freezes:
         f.fail(
             f"running/queued requests did not return to baseline {c.baseline:.0f} within "
-            f"{th.abort_cascade_recovery_s:.0f} s"
+            f"{th.abort_cascade_recovery_s:.0f} s",
+            Kind.NO_RECOVERY,
         )
     if c.decoding < c.streams // 4 and not refused:
-        f.unsure(f"only {c.decoding} of {c.streams} streams were decoding when the cascade started")
+        f.unsure(
+            f"only {c.decoding} of {c.streams} streams were decoding when the cascade started",
+            Kind.NOT_DECODING,
+        )
     if c.abort_status and set(c.statuses) != {200}:
         f.note(f"/abort_request answered {c.statuses} (status: count)")
     if c.unlike_recorded:
@@ -265,13 +271,15 @@ def _judge(f: Findings, h: Harness, c: _Cascade, th: Thresholds) -> list[HangEve
         f.unsure(
             f"{c.unaddressed} of {c.unaddressed + c.by_request} streams could not be aborted by "
             "request (cut by disconnect instead): the router drops their rid and no chunk named "
-            "the id the decode serves them under"
+            "the id the decode serves them under",
+            Kind.UNADDRESSED,
         )
     if c.by_request and not freezes and not refused and c.ended_by_abort < c.by_request:
         f.fail(
             f"{c.by_request - c.ended_by_abort} of {c.by_request} streams kept streaming "
             f"{ABORT_GRACE_S:.0f} s after POST /abort_request with their ids "
-            f"({len(c.abort_ids)} ids, by {c.abort_by}, sent to each worker)"
+            f"({len(c.abort_ids)} ids, by {c.abort_by}, sent to each worker)",
+            Kind.ABORT_IGNORED,
         )
     return freezes
 

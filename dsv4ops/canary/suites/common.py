@@ -18,7 +18,7 @@ from dsv4ops.canary.records import RequestRecord
 from dsv4ops.canary.sampler import MetricsSampler
 from dsv4ops.canary.selfcheck import SelfCheck, SelfCheckReport
 from dsv4ops.canary.toolcalls import ToolProblem, check_calls
-from dsv4ops.canary.verdict import Findings, Thresholds
+from dsv4ops.canary.verdict import Findings, Kind, Thresholds
 from dsv4ops.canary.watchdog import Watchdog
 from dsv4ops.canary.workload import TOOL_SCHEMAS, NonceBook, ToolExpectation
 from dsv4ops.clock import perf_ns
@@ -175,14 +175,17 @@ def judge_errors(
     judged = [r for r in records if r.error not in ignore and not refused_by_server(r)]
     if not judged:
         if require_completed:
-            f.unsure("no request completed")
+            f.unsure("no request completed", Kind.BLIND)
         return
     errors = counted_errors(judged, ignore)
     n_err = sum(errors.values())
     if n_err / len(judged) > th.max_error_rate:
         first = next(r for r in judged if r.error and r.error not in ignore)
         kinds = ", ".join(f"{k}={v}" for k, v in errors.most_common())
-        f.fail(f"{n_err} of {len(judged)} requests failed ({kinds}); first: {first_error(first)}")
+        f.fail(
+            f"{n_err} of {len(judged)} requests failed ({kinds}); first: {first_error(first)}",
+            Kind.ERRORS,
+        )
 
 
 def refused_by_server(rec: RequestRecord) -> bool:
@@ -207,9 +210,9 @@ def judge_refusals(
         + f"); first: {first_error(refused[0])}"
     )
     if len(refused) / max(total, 1) > max_rate:
-        f.unsure(line + " — too many to judge by")
+        f.unsure(line + " — too many to judge by", Kind.REFUSED)
     else:
-        f.note(line)
+        f.note(line, Kind.REFUSED)
 
 
 def first_error(rec: RequestRecord) -> str:
@@ -230,7 +233,8 @@ def judge_workers(f: Findings, h: Harness) -> None:
         since_s = max(0.0, (dead.since_ns - h.t0_ns) / 1e9)
         f.fail(
             f"worker {dead.url} is down: its last {dead.refused} /metrics scrapes were refused "
-            f"(nothing listens on its port since {since_s:.1f} s into the suite)"
+            f"(nothing listens on its port since {since_s:.1f} s into the suite)",
+            Kind.WORKER_DOWN,
         )
 
 
@@ -245,9 +249,9 @@ def judge_hangs(f: Findings, wd: Watchdog, sc: SelfCheckReport) -> None:
     )
     # A client whose loop stalled for seconds cannot tell a server stall from its own.
     if sc.loop_lag_max_ms >= 1000.0:
-        f.unsure(line + f" — but the client loop stalled {sc.loop_lag_max_ms:.0f} ms")
+        f.unsure(line + f" — but the client loop stalled {sc.loop_lag_max_ms:.0f} ms", Kind.HANG)
     else:
-        f.fail(line)
+        f.fail(line, Kind.HANG)
 
 
 def judge_tools(
@@ -267,13 +271,14 @@ def judge_tools(
             f"tool-call corruption in {len(bad)} of {n_calls} calls: {findings} "
             f"finding{'s' if findings != 1 else ''} ("
             + ", ".join(f"{k}={v}" for k, v in kinds.most_common())
-            + f"); first ({first_rid}): {first[0]}"
+            + f"); first ({first_rid}): {first[0]}",
+            Kind.TOOL_CORRUPTION,
         )
 
 
 def judge_client(f: Findings, sc: SelfCheckReport) -> None:
     for problem in sc.problems:
-        f.unsure(problem)
+        f.unsure(problem.text, problem.kind)
 
 
 def judge_latency(f: Findings, summary: JSONObject, th: Thresholds, client_bound: bool) -> None:
@@ -285,7 +290,7 @@ def judge_latency(f: Findings, summary: JSONObject, th: Thresholds, client_bound
         if value > limit:
             line = f"{key} {value:.1f} > {limit:.1f}"
             (f.unsure if client_bound else f.fail)(
-                line + (" (client-bound)" if client_bound else "")
+                line + (" (client-bound)" if client_bound else ""), Kind.LATENCY
             )
 
 

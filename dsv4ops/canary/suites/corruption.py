@@ -37,7 +37,7 @@ from dsv4ops.canary.suites.common import (
     tool_problems,
 )
 from dsv4ops.canary.toolcalls import CUT_BY_MAX_TOKENS, MARKUP_IN_CONTENT, ToolProblem
-from dsv4ops.canary.verdict import Findings, SuiteResult, Thresholds
+from dsv4ops.canary.verdict import Findings, Kind, SuiteResult, Thresholds
 from dsv4ops.canary.workload import (
     NonceBook,
     append_tool_turn,
@@ -62,7 +62,7 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
     if off := th.tool_calls_off_reason():
         # every request of this suite is a tool call: nothing to judge, and no PASS without it
         f = Findings()
-        f.unsure(off)
+        f.unsure(off, Kind.SKIPPED)
         return f.result("corruption", {})
     sessions = ctx.concurrency or th.stress_concurrency
     nonces = NonceBook()
@@ -98,16 +98,19 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
     if loaded and agreement < th.consistency_min_agreement:
         f.fail(
             f"output consistency {agreement:.0%} < {th.consistency_min_agreement:.0%} between "
-            f"concurrency 1 and {sessions}; first: {diffs[0]}"
+            f"concurrency 1 and {sessions}; first: {diffs[0]}",
+            Kind.INCONSISTENT,
         )
     elif not loaded:
-        f.unsure("consistency prompts under load did not complete")
+        f.unsure("consistency prompts under load did not complete", Kind.BLIND)
     garbled = [r.rid for r in h.records if GARBLED in r.content]
     if garbled:
-        f.fail(f"garbled output (U+FFFD) in {len(garbled)} responses, e.g. {garbled[0]}")
+        f.fail(
+            f"garbled output (U+FFFD) in {len(garbled)} responses, e.g. {garbled[0]}", Kind.GARBLED
+        )
     judge_client(f, sc)
     if not problems:
-        f.unsure("no tool call was checked")
+        f.unsure("no tool call was checked", Kind.BLIND)
     f.note(
         f"{len(problems)} tool calls checked in {sessions} sessions and "
         f"{pair_metrics['compared']} stream pairs; consistency "
@@ -138,7 +141,7 @@ def _judge_pairs(
     compared = [p for p in done if not p.not_compared]
     if pairs and not compared:
         why = next((p.not_compared for p in done), "their streams failed")
-        f.unsure(f"no stream pair was compared streamed and not streamed: {why}")
+        f.unsure(f"no stream pair was compared streamed and not streamed: {why}", Kind.BLIND)
     return {
         "sent": len(pairs),
         "compared": len(compared),
@@ -160,7 +163,8 @@ def _judge_calls(
         f.fail(
             f"model made no tool calls in any of {len(problems)} tool-call requests: tools not "
             "enabled / wrong parser? (SGLang needs --tool-call-parser deepseekv4)"
-            + (f"; {markup} responses carry tool-call markup in content" if markup else "")
+            + (f"; {markup} responses carry tool-call markup in content" if markup else ""),
+            Kind.NO_TOOL_CALLS,
         )
         return
     cut = [
@@ -171,7 +175,8 @@ def _judge_calls(
         f.unsure(
             f"{len(cut)} tool-call requests reached max_tokens before their call (first "
             f"{cut[0]}; up to {reasoning} chars of reasoning): raise "
-            "canary.thinking_budget_tokens"
+            "canary.thinking_budget_tokens",
+            Kind.THINKING_BUDGET,
         )
     judged = {rid: ps for rid, ps in problems.items() if rid not in cut}
     judge_tools(f, judged, len(judged), th)

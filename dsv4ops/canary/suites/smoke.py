@@ -17,7 +17,7 @@ from dsv4ops.canary.suites.common import (
     judge_workers,
     tool_problems,
 )
-from dsv4ops.canary.verdict import Findings, SuiteResult
+from dsv4ops.canary.verdict import Findings, Kind, SuiteResult
 from dsv4ops.canary.workload import Mix
 from dsv4ops.clock import perf_s
 from dsv4ops.jsontypes import JSONObject
@@ -180,10 +180,16 @@ def _judge_decay(f: Findings, steady: SteadyWindow) -> None:
     buckets = steady.buckets
     where = f"(the ramp's first {steady.ramp_s} s and the drain's last {steady.drain_s} s left out)"
     if len(buckets) < MIN_STEADY_S:
-        f.unsure(f"soak too short to judge stability: {len(buckets)} s at full load {where}")
+        f.unsure(
+            f"soak too short to judge stability: {len(buckets)} s at full load {where}",
+            Kind.TOO_SHORT,
+        )
         return
     third = len(buckets) // 3
     first = sum(buckets[:third]) / third
     last = sum(buckets[-third:]) / third
     if first > 0 and last < 0.5 * first:
-        f.fail(f"throughput decayed from {first:.0f} to {last:.0f} tok/s over the soak {where}")
+        f.fail(
+            f"throughput decayed from {first:.0f} to {last:.0f} tok/s over the soak {where}",
+            Kind.DECAY,
+        )

@@ -35,7 +35,7 @@ from dsv4ops.canary.suites.common import (
 )
 from dsv4ops.canary.suites.sweep_law import MIN_LAW_LEVELS, fit_laws, judge_against_law, lawful
 from dsv4ops.canary.timescale import clock_label, clock_record, server_time_scale, to_model_time
-from dsv4ops.canary.verdict import Findings, SuiteResult
+from dsv4ops.canary.verdict import Findings, Kind, SuiteResult
 from dsv4ops.canary.workload import Mix
 from dsv4ops.clock import perf_ns
 from dsv4ops.jsontypes import JSONObject
@@ -127,7 +127,7 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
         why = "; ".join(f"{k}: {v}" for k, v in not_laws.items()) or (
             f"{len(points)} level(s) with output"
         )
-        f.unsure(f"no step law from this sweep ({why})")
+        f.unsure(f"no step law from this sweep ({why})", Kind.NO_STEP_LAW)
         return f.result("sweep", metrics)
     judge_against_law(f, metrics, law, judged, ctx, clock)
     return f.result("sweep", metrics)
@@ -140,7 +140,8 @@ def _judge_without_law(f: Findings, asked: int, measured: int, summary: JSONObje
     if measured < asked:
         f.unsure(
             f"only {measured} of {asked} concurrency levels produced output "
-            f"({summary['total_output_tokens']} tokens in all)"
+            f"({summary['total_output_tokens']} tokens in all)",
+            Kind.BLIND,
         )
     f.note(
         f"no step law: {asked} level(s) asked, a law needs {MIN_LAW_LEVELS} "

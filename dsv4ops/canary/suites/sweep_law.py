@@ -17,7 +17,7 @@ from dsv4ops.canary.fit import (
     padding_waste,
 )
 from dsv4ops.canary.suites.common import SuiteContext
-from dsv4ops.canary.verdict import Findings
+from dsv4ops.canary.verdict import Findings, Kind
 from dsv4ops.constants import MIN_SWEEP_LAW_LEVELS
 from dsv4ops.jsontypes import JSONObject
 
@@ -38,7 +38,7 @@ def judge_against_law(
         f"{metrics['law_source']}); ceiling 1000/b = {law.ceiling_tok_s:.0f} tok/s ({clock})"
     )
     if law.r2 < th.sweep_min_r2:
-        f.unsure(f"step law fits poorly: R² {law.r2:.3f} < {th.sweep_min_r2}")
+        f.unsure(f"step law fits poorly: R² {law.r2:.3f} < {th.sweep_min_r2}", Kind.POOR_FIT)
     if ctx.buckets:
         drops = find_sawtooth(judged, ctx.buckets)
         metrics["sawtooth"] = [{**d.__dict__, "drop_pct": d.drop_pct} for d in drops]
@@ -65,7 +65,8 @@ def judge_against_law(
         f.unsure(
             "the fitted step law predicts no positive step time at "
             + ", ".join(unusable)
-            + ": those levels cannot be judged against it"
+            + ": those levels cannot be judged against it",
+            Kind.OFF_LAW,
         )
     if off:
         f.note("levels off the law by more than the tolerance: " + ", ".join(off))
