@@ -1,14 +1,18 @@
 """Test helpers and doubles for `dsv4ops.journal` (one module per package area).
 
 - FullDiskBackend: a journal file whose appends fail as on a full disk while `full` is set.
+- gate_step: a deploy's canary gate journaled as the engine journals it (with its GateResult).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from dsv4ops.errors import JournalError
-from dsv4ops.journal.store import FileBackend
+from dsv4ops.journal.gates import GateSource, canary_gate
+from dsv4ops.journal.records import Kind
+from dsv4ops.journal.store import FileBackend, Journal
 
 
 class FullDiskBackend(FileBackend):
@@ -28,3 +32,24 @@ class FullDiskBackend(FileBackend):
     def keep(self, data: bytes) -> Path:
         self.kept.append(data)
         return self.path.with_suffix(".kept")
+
+
+def gate_step(
+    j: Journal, op: str, detail: str = "PASS", *, name: str = "canary: smoke", took: float = 1.0
+) -> None:
+    """Operation `op`'s canary gate step's end record as the engine writes it: its detail's words
+    ("PASS ...", "INCONCLUSIVE, accepted as asked: ...", "verdict FAIL: ...") and the GateResult
+    they say (journal/gates.py), for the commands `op` began with."""
+    o = j.get(op)
+    verdict = (
+        "FAIL"
+        if detail.startswith("verdict FAIL")
+        else "INCONCLUSIVE"
+        if detail.startswith("INCONCLUSIVE")
+        else "PASS"
+    )
+    source = GateSource.ROLLBACK if o.kind is Kind.ROLLBACK else GateSource.DEPLOY
+    h = str((o.profile or {}).get("commands_hash") or "") or None
+    g = canary_gate(verdict, [f"smoke: {verdict}"], True, source, op, h)
+    phase = "failed" if verdict == "FAIL" else "done"
+    j.step(op, name, phase, detail=detail, duration_s=took, gate=replace(g, duration_s=took))

@@ -22,6 +22,7 @@ from typing import Literal
 
 from dsv4ops.ab.analysis import Analysis, MetricVerdict
 from dsv4ops.ab.model import DIAGNOSTIC_METRICS, Arm, higher_is_better
+from dsv4ops.journal.gates import GateVerdict
 
 
 @dataclass(frozen=True)
@@ -30,9 +31,24 @@ class GateResult:
     arm: Arm
     passed: bool
     reason: str  # the suite's own summary (why it failed)
+    verdict: GateVerdict | None = None  # None: PASS when passed, else FAIL
+
+    @property
+    def judged(self) -> GateVerdict:
+        """The verdict as the journal records it (a gate that could not judge is INCONCLUSIVE,
+        and not passed: B passes only on positive evidence)."""
+        if self.verdict is not None:
+            return self.verdict
+        return GateVerdict.PASS if self.passed else GateVerdict.FAIL
 
     def to_record(self) -> dict[str, object]:
-        return {"suite": self.suite, "arm": self.arm, "passed": self.passed, "reason": self.reason}
+        return {
+            "suite": self.suite,
+            "arm": self.arm,
+            "passed": self.passed,
+            "verdict": self.judged.value,
+            "reason": self.reason,
+        }
 
 
 # Which rule of the module docstring decided, for scripts (`ab --json` "decided_by"): the

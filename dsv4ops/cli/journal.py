@@ -63,7 +63,9 @@ def journal(target: str | None, as_json: bool, limit: int, merge: bool) -> None:
     click.get_current_context().exit(listing.exit)
 
 
-_HEADERS = ["when", "kind", "id", "who", "profile", "commit", "outcome", "known-good", "reason"]
+_HEADERS = [
+    "when", "kind", "id", "who", "profile", "commit", "outcome", "known-good", "gates", "reason",
+]  # fmt: skip
 
 
 def _row(s: JSONObject) -> list[object]:
@@ -83,8 +85,20 @@ def _row(s: JSONObject) -> list[object]:
         (s["commit"] or "-")[:10],
         s["status"],
         _known_good_cell(s),
+        _gates_cell(s),
         why if s.get("next") else why[:90],  # the command to run next is never cut
     ]
+
+
+def _gates_cell(s: JSONObject) -> str:
+    """Each gate that judged it (journal/gates.py): suite, verdict, the commands hash judged
+    (short); "-" for none."""
+    cells = [
+        f"{g['suite']} {g['verdict']}{' accepted' if g.get('accepted') else ''} "
+        f"{(g.get('commands_hash') or '-')[:8]}"
+        for g in s.get("gates") or []
+    ]
+    return "; ".join(cells) or "-"
 
 
 def _known_good_cell(s: JSONObject) -> str:

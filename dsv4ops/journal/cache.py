@@ -29,7 +29,8 @@ from dsv4ops.journal.entries import KINDS, STATUSES, Cols, Entry, profile_key
 from dsv4ops.jsontypes import JSONObject
 
 SUFFIX = ".sqlite"
-SCHEMA = 1  # PRAGMA user_version: a cache of another version is rebuilt, never read
+SCHEMA = 2  # PRAGMA user_version: a cache of another version is rebuilt, never read (2: the
+# judged view holds GateResults, issue 39)
 _SIDE = ("", "-wal", "-shm")  # the files SQLite keeps for one database in WAL mode
 _OLD = (".idx",)  # index files of earlier versions: deleted on first read
 _DDL = """

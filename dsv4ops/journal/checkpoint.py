@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from dsv4ops.journal import knowngood
+from dsv4ops.journal.gates import gate_results
 from dsv4ops.journal.knowngood import Judgement
 from dsv4ops.journal.records import Kind, Operation
 from dsv4ops.jsontypes import JSONObject
@@ -217,7 +218,7 @@ def _advanced(ck: Checkpoint, more: list[Operation], folded: _Folded, digest: st
 
 
 def _gate_failed(o: Operation) -> bool:
-    return any(s.name.startswith("gate ") and s.phase == "failed" for s in o.steps)
+    return any(g.failed for g in gate_results(o))
 
 
 def _names(reason: str | None, experiments: frozenset[str] | set[str]) -> bool:

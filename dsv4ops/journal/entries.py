@@ -17,7 +17,8 @@ from array import array
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from dsv4ops.journal.records import Kind, Operation, Status, StepRecord
+from dsv4ops.journal.gates import GateResult
+from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.jsontypes import JSONObject, JSONValue
 
 KINDS = [k.value for k in Kind]
@@ -103,9 +104,10 @@ class Entry:
                 [{}] if v[1] else [],
                 v[3],
                 None,
-                [StepRecord(n, p, "", None, d) for n, p, d in v[5]] if v[5] else [],
                 scope=v[2],
                 marked_known_good=bool(v[4]),
+                gates=[GateResult.from_record(g, self.op) for g in v[5]] if v[5] else [],
+                records_gates=True,  # migrated when the index took it (knowngood.essentials)
             )
         return self._view_op
 

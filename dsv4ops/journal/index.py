@@ -53,7 +53,7 @@ def _entry(o: Operation, offsets: list[int]) -> Entry:
             e.scope,
             e.reason,
             e.marked_known_good,
-            [[s.name, s.phase, s.detail] for s in e.steps],
+            [g.to_record() for g in e.gates],
         ]
     return Entry(
         o.op, o.kind.value, o.ts, o.status.value, o.running, view, offsets, count=len(offsets)

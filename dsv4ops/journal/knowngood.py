@@ -19,9 +19,12 @@ passed its gate:
   FAIL, or a gate an experiment ran on B. Rollback never offers them again; the operator can
   still name one with `rollback --to`.
 
-The rule reads only what every journal already records (the steps' names and details, the
-status records), so journals written before it are re-judged by it when read: a `--no-canary`
-deploy an older version marked known-good is not one any more, and says why.
+The rule reads the operations' GateResults (journal/gates.py: suite, verdict, commands hash,
+whether an INCONCLUSIVE was accepted) and their serving evidence (the status record's
+`known_good` mark), never a step's name or its words. A journal an older version wrote records no
+GateResults: gates.migrate turns its gate steps into them when read, so it is judged as that
+version judged it, and re-judged by this rule: a `--no-canary` deploy an older version marked
+known-good is not one any more, and says why.
 """
 
 from __future__ import annotations
@@ -29,15 +32,10 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 
+from dsv4ops.journal.gates import GateResult, GateSource, gate_results
 from dsv4ops.journal.records import Kind, Operation, Status
 
-# What the deploy's canary step records (orchestrate/engine.py writes these words; older journals
-# have them too): its step name starts with GATE_STEP, its detail with the verdict.
-GATE_STEP = "canary"
-GATE_PASS = "PASS"
-GATE_ACCEPTED = "INCONCLUSIVE, accepted as asked"
-GATE_FAIL = "verdict FAIL"
-
+GATE_PASS, GATE_ACCEPTED = "PASS", "accepted"  # gate_of(): how the operation's own gate passed
 PASSED, ACCEPTED, NOT = 2, 1, 0  # ranks: a pass, an INCONCLUSIVE accepted, not known-good
 
 
@@ -92,7 +90,7 @@ def judge_into(
 def essentials(o: Operation) -> Operation:
     """`o` reduced to what this rule reads (its status, profile name and commands hash, whether
     it recorded components, its scope, an experiment's block reason, its known_good mark, its
-    gate steps): judge() of the reduced operations equals judge() of the whole ones, so the
+    GateResults): judge() of the reduced operations equals judge() of the whole ones, so the
     journal's index (journal/index.py) keeps these instead of re-reading every record."""
     p = o.profile or {}
     return Operation(
@@ -105,8 +103,9 @@ def essentials(o: Operation) -> Operation:
         components=[{}] if o.components else [],
         scope=o.scope,
         reason=o.reason if (o.reason or "").startswith("experiment ") else None,
-        steps=[s for s in o.steps if s.name.startswith((GATE_STEP, "gate "))],
         marked_known_good=o.marked_known_good,
+        gates=gate_results(o),  # migrated once here: the index keeps GateResults
+        records_gates=True,
     )
 
 
@@ -122,32 +121,38 @@ def known_good(
 
 
 def failed_gates(ops: Sequence[Operation]) -> dict[str, str]:
-    """commands hash -> which gate it FAILED (the first one), over the whole journal."""
+    """commands hash -> which gate it FAILED (the first one), over the whole journal: the
+    GateResults that failed (GateResult.failed) of every deploy, rollback and experiment."""
     out: dict[str, str] = {}
-    by_id = {o.op: o for o in ops}
     for o in ops:
-        if o.kind in (Kind.DEPLOY, Kind.ROLLBACK):
-            h = commands_hash(o)
-            if (
-                h
-                and h not in out
-                and any(
-                    s.name.startswith(GATE_STEP)
-                    and s.phase == "failed"
-                    and (s.detail or "").startswith(GATE_FAIL)
-                    for s in o.steps
-                )
-            ):
-                out[h] = f"the canary gate of {o.op} ({o.profile_name or '-'})"
-        elif o.kind is Kind.EXPERIMENT:
-            gates = [s.name for s in o.steps if s.name.startswith("gate ") and s.phase == "failed"]
-            if not gates:
-                continue
-            for d in by_id.values():
-                h = commands_hash(d)
-                if h and h not in out and arm_of(d, o.op) == "B":
-                    out[h] = f"the {gates[0]} of experiment {o.op} ({d.profile_name or '-'})"
+        if o.kind not in (Kind.DEPLOY, Kind.ROLLBACK, Kind.EXPERIMENT):
+            continue
+        for g in gate_results(o):
+            if g.failed:
+                for h, what in _failed_commands(o, g, ops):
+                    out.setdefault(h, what)
     return out
+
+
+def _failed_commands(
+    o: Operation, g: GateResult, ops: Sequence[Operation]
+) -> list[tuple[str, str]]:
+    """(commands hash, which gate) for a failed gate `g` that operation `o` recorded."""
+    if o.kind is not Kind.EXPERIMENT:
+        what = f"the canary gate of {o.op} ({o.profile_name or '-'})"
+        return [(g.commands_hash, what)] if g.commands_hash else []
+    if g.commands_hash:
+        return [(g.commands_hash, f"the {_ab_gate(g)} of experiment {o.op} (B: {g.op})")]
+    # A migrated A/B gate names no commands: its experiment's B blocks ran them.
+    return [
+        (h, f"the {_ab_gate(g)} of experiment {o.op} ({d.profile_name or '-'})")
+        for d in ops
+        if (h := commands_hash(d)) and arm_of(d, o.op) == "B"
+    ]
+
+
+def _ab_gate(g: GateResult) -> str:
+    return f"gate {g.suite} on B" + (" (measured)" if g.source is GateSource.AB_BLOCK else "")
 
 
 def arm_of(op: Operation, experiment: str) -> str | None:
@@ -217,14 +222,11 @@ def _by_gate(o: Operation, good: dict[str, Judgement]) -> Judgement:
 
 
 def gate_of(o: Operation) -> str | None:
-    """GATE_PASS or GATE_ACCEPTED when the operation's canary gate passed; None otherwise."""
-    for s in o.steps:
-        if s.name.startswith(GATE_STEP) and s.phase == "done":
-            detail = s.detail or ""
-            if detail.startswith(GATE_ACCEPTED):
-                return GATE_ACCEPTED
-            if detail.startswith(GATE_PASS):
-                return GATE_PASS
+    """GATE_PASS or GATE_ACCEPTED when a gate that judged this operation's own deployment
+    passed (its GateResults); None otherwise."""
+    for g in gate_results(o):
+        if g.op == o.op and g.passed:
+            return GATE_ACCEPTED if g.accepted else GATE_PASS
     return None
 
 

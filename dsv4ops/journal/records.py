@@ -15,6 +15,7 @@ from typing import Protocol, TypeVar
 
 from dsv4ops.deployment import Deployment
 from dsv4ops.errors import JournalError
+from dsv4ops.journal.gates import GATES_RECORDED, GateResult, gate_results
 from dsv4ops.jsontypes import JSONObject, JSONValue
 
 # One definition of "secret" for every writer (dsv4ops/secrets.py, the bottom layer).
@@ -143,6 +144,9 @@ class Operation:
     marked_known_good: bool = False
     # The runbook run (its op id) whose step ran this operation ($DSV4OPS_RUNBOOK_RUN).
     runbook_run: str | None = None
+    # Its GateResults, and whether it records them (if not, gates.gate_results migrates).
+    gates: list[GateResult] = field(default_factory=list)
+    records_gates: bool = False
 
     @property
     def proven(self) -> bool:
@@ -210,6 +214,7 @@ class Operation:
             "known_good_why": judgement.why if judgement is not None else None,
             "partial": (self.scope or {}).get("restarted"),
             "runbook_run": self.runbook_run,
+            "gates": [g.to_record() for g in gate_results(self)],
         }
 
 
@@ -262,6 +267,8 @@ def validate(record: object, where: str) -> JSONObject:
         raise JournalError(f"{where}: unknown operation kind {record['kind']!r}")
     if rtype == "status" and record["status"] not in {s.value for s in Status}:
         raise JournalError(f"{where}: unknown status {record['status']!r}")
+    if rtype == "step" and "gate" in record:
+        GateResult.from_record(record["gate"], where)  # a gate no one can read: a damaged line
     return record
 
 
@@ -294,12 +301,16 @@ def fold_into(ops: dict[str, Operation], records: list[JSONObject]) -> dict[str,
         if op is None:
             continue
         if op_id not in copied:
-            op = ops[op_id] = replace(op, steps=list(op.steps), processes=dict(op.processes))
+            op = ops[op_id] = replace(
+                op, steps=list(op.steps), processes=dict(op.processes), gates=list(op.gates)
+            )
             copied.add(op_id)
         if r["type"] == "step":
             op.steps.append(
                 StepRecord(r["name"], r["phase"], r["ts"], r.get("duration_s"), r.get("detail"))
             )
+            if "gate" in r:  # validate() read it once: a well-formed gate
+                op.gates.append(GateResult.from_record(r["gate"], op_id))
         else:
             _apply_end(op, r)
     return ops
@@ -319,6 +330,7 @@ def _begun(r: JSONObject) -> Operation:
         kernel=r.get("kernel"),
         scope=r.get("scope") if isinstance(r.get("scope"), dict) else None,
         runbook_run=r.get("runbook_run") if isinstance(r.get("runbook_run"), str) else None,
+        records_gates=r.get("gates") == GATES_RECORDED,
     )
 
 

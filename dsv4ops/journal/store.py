@@ -20,6 +20,7 @@ from dsv4ops.clock import Clock, SystemClock, utc_now_iso
 from dsv4ops.errors import DsOpsError, JournalError
 from dsv4ops.journal import knowngood, opids, recordfile
 from dsv4ops.journal.backend import FileBackend, JournalBackend, journal_path
+from dsv4ops.journal.gates import GATES_RECORDED, GateResult, GateSource
 from dsv4ops.journal.index import JournalIndex
 from dsv4ops.journal.records import (
     RECORD_VERSION,
@@ -41,6 +42,15 @@ RUNBOOK_RUN_ENV = "DSV4OPS_RUNBOOK_RUN"
 # Operation ids start with the kind's letter for the operations that run the unit; the others
 # spell their kind, so a runbook run ("runbook-…") never reads like a rollback ("r-…").
 _OP_PREFIX = {Kind.DEPLOY: "d", Kind.ROLLBACK: "r", Kind.STOP: "s", Kind.KERNELS: "k"}
+
+
+def gate_source(kind: Kind, recover: bool) -> GateSource:
+    """Whose gate a deploy's or rollback's canary step is (journal/gates.py)."""
+    if recover:
+        return GateSource.RECOVER
+    if os.environ.get(RUNBOOK_RUN_ENV):
+        return GateSource.RUNBOOK  # a step of `dsv4ops runbook run`
+    return GateSource.ROLLBACK if kind is Kind.ROLLBACK else GateSource.DEPLOY
 
 
 class Journal:
@@ -122,6 +132,7 @@ class Journal:
             "components": components or [],
             "reason": reason,
             "undo": undo,
+            "gates": GATES_RECORDED,  # its gates are its GateResults (journal/gates.py)
         }
         if kernel is not None:
             record["kernel"] = kernel
@@ -185,8 +196,10 @@ class Journal:
         duration_s: float | None = None,
         detail: str | None = None,
         defer: bool = False,
+        gate: GateResult | None = None,
     ) -> None:
-        """Record that a step starts ('start') or ended ('done' / 'failed').
+        """Record that a step starts ('start') or ended ('done' / 'failed'); `gate`: what the
+        gate this step ran judged (journal/gates.py), on the record that ends it.
 
         `defer`: for a step whose next record follows at once (the deploy engine's steps, one
         after another), the record, stamped now, goes out with the next append, any read or
@@ -199,6 +212,8 @@ class Journal:
             record["duration_s"] = round(duration_s, 3)
         if detail:
             record["detail"] = detail
+        if gate is not None:
+            record["gate"] = gate.to_record()
         if defer:
             self._deferred.append(self._encode(record))
         else:

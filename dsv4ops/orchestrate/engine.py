@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.deployment import WORKERS, Deployment
 from dsv4ops.errors import DsOpsError
-from dsv4ops.journal import knowngood as KG
+from dsv4ops.journal.gates import GateResult, GateSource, canary_detail, canary_gate
 from dsv4ops.journal.store import Journal
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate import plan as P
@@ -87,12 +87,11 @@ class Runner:
         journal: Journal,
         op_id: str,
         settings: RunSettings | None = None,
+        source: GateSource = GateSource.DEPLOY,
     ) -> None:
-        self.control = control
-        self.journal = journal
-        self.op_id = op_id
-        self.settings = settings or RunSettings()
-        self.log = RunLog()
+        self.control, self.journal, self.op_id = control, journal, op_id
+        self.settings, self.source, self.log = settings or RunSettings(), source, RunLog()
+        self._gate: GateResult | None = None  # the canary's (journal/gates.py), for its step
         self._handlers: dict[str, Callable[[P.Step, Deployment | None], str]] = {
             P.STOP: self._stop,
             P.DRAIN: self._drain,
@@ -109,8 +108,7 @@ class Runner:
         # When the last start step returned (its component's ready wait is measured from it).
         self._started_at: float | None = None
         self._started: dict[str, int | None] = {}  # started by this runner and not stopped since
-        # The stop grace of each component this runner started, from the deployment it started
-        # it from (a later stop of it gives it that grace, whatever `known` says).
+        # The stop grace of each component it started, from the deployment it started it from.
         self._graces: dict[str, float] = {}
         self._seen: Wait = UNWATCHED  # the observer's handle of the step in flight
 
@@ -189,6 +187,7 @@ class Runner:
         defer: bool = False,
     ) -> None:
         """Journal `phase` of `step`; a record that cannot be written stops the operation."""
+        gate, self._gate = (None, self._gate) if phase == "start" else (self._gate, None)
         try:
             self.journal.step(
                 self.op_id,
@@ -197,6 +196,7 @@ class Runner:
                 duration_s=took,
                 detail=(failure or detail)[:2000],
                 defer=defer,
+                gate=gate and replace(gate, duration_s=took),
             )
         except DsOpsError as exc:
             raise JournalLost(step.title, str(exc), ran=ran, failure=failure) from exc
@@ -385,13 +385,13 @@ class Runner:
         if self.settings.canary is None:
             return "skipped (no canary available)"
         verdict, reasons = self.settings.canary(d, d.component("router").url())
-        # The detail's first words are what journal/knowngood.py judges the gate by.
-        if verdict == "INCONCLUSIVE" and self.settings.accept_inconclusive:
-            # Asked for explicitly: the probe passed, the canary could not judge (a busy machine).
-            return f"{KG.GATE_ACCEPTED}: {'; '.join(reasons)[:300]}"
-        if verdict != "PASS":
+        accept = self.settings.accept_inconclusive  # what judged it, as data: journal/gates.py
+        self._gate = g = canary_gate(
+            verdict, reasons, accept, self.source, self.op_id, d.commands_hash
+        )
+        if not g.passed:
             raise StepFailed(step.title, f"verdict {verdict}: {'; '.join(reasons) or 'no reasons'}")
-        return f"{KG.GATE_PASS} ({'; '.join(reasons)[:300]})" if reasons else KG.GATE_PASS
+        return canary_detail(g)
 
 
 def process_snapshot(control: TargetControl, names: list[str]) -> JSONObject:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from dsv4ops.errors import DsOpsError
+from dsv4ops.journal.gates import GateResult
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.jsontypes import JSONValue
@@ -58,9 +59,12 @@ class RunningOperation:
         self.begun = True
         self.journal.keep_unwritten = True  # from now on a record that fails is kept
 
-    def step(self, name: str, phase: str, **fields: JSONValue) -> None:
+    def step(
+        self, name: str, phase: str, *, gate: GateResult | None = None, **fields: JSONValue
+    ) -> None:
+        """Journal a step; `gate`: what the gate it ran judged (journal/gates.py)."""
         with self.gate.holding():
-            self.journal.step(self.op_id, name, phase, **fields)
+            self.journal.step(self.op_id, name, phase, gate=gate, **fields)
 
     def finish(self, status: Status, **fields: JSONValue) -> None:
         """Journal the terminal status (`fields`: Journal.transition's); a signal cannot cut it."""

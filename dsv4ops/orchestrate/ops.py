@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.deployment import START_ORDER, Deployment
 from dsv4ops.errors import DsOpsError, PreflightError
+from dsv4ops.journal.gates import GateSource
 from dsv4ops.journal.records import Kind, Status, undo_of
-from dsv4ops.journal.store import UNKNOWN, Journal
+from dsv4ops.journal.store import UNKNOWN, Journal, gate_source
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate import unrecorded as U
@@ -147,7 +148,7 @@ class Operator:
             )
             if warning:
                 op.step(PD_WARNING, "done", detail=warning)
-            runner = self._runner(op.op_id)
+            runner = self._runner(op.op_id, gate_source(kind, recover))
             try:  # from here on, a signal is a failure like any other: journaled and handled
                 op.gate.raise_held()
                 self.settings.progress(
@@ -385,8 +386,8 @@ class Operator:
         )
         return with_kernel_env(deployment, env)
 
-    def _runner(self, op_id: str) -> Runner:
-        return Runner(self.control, self.journal, op_id, self.settings)
+    def _runner(self, op_id: str, source: GateSource = GateSource.DEPLOY) -> Runner:
+        return Runner(self.control, self.journal, op_id, self.settings, source)
 
 
 def _stop_failure(exc: BaseException) -> str:

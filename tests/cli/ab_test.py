@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from dsv4ops.journal.gates import GateSource, GateVerdict
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.jsontypes import JSONObject
@@ -302,6 +303,12 @@ def _assert_the_gate_kept_a(env: OrchEnv, out: JSONObject, tmp_path: Path, befor
         f"deploy {d.op}" for d in deploys[:2]
     ]
     assert any(s.name == "gate abort-cascade on B" and s.phase == "failed" for s in exp.steps)
+    (wedged,) = exp.gates  # as data (journal/gates.py): B's gate, on B's block deploy
+    assert (wedged.suite, wedged.verdict, wedged.source) == (
+        "abort_cascade",
+        GateVerdict.FAIL,
+        GateSource.AB_GATE,
+    ) and wedged.op == deploys[1].op
     (look,) = [s for s in exp.steps if s.name.startswith("look ")]
     assert look.name == "look 1 of 2" and (look.detail or "").startswith(
         "decided, stopping: B failed the abort_cascade gate"
@@ -472,6 +479,10 @@ def test_b_whose_decode_dies_in_a_measured_block_fails_its_gate_and_is_never_off
     assert [s.phase for s in failed] == ["start", "failed"], exp.steps
     b_hash = commands_hash(journal.get(b_good["op_id"]))
     assert b_hash in failed_gates(journal.operations())
+    # ... as data (journal/gates.py): B's measured sweep, FAIL, on B's commands and block deploy
+    (gate,) = [g for g in exp.gates if g.source is GateSource.AB_BLOCK]
+    assert gate.verdict is GateVerdict.FAIL and gate.failed and gate.commands_hash == b_hash
+    assert gate.suite == "sweep" and gate.op in {b["deploy_op"] for b in out["blocks"]}
     offered = [o.profile_name for o in journal.known_good()]
     assert "ab-step4" not in offered, offered
     code, plan, err = cli(env, capsys, "rollback", "--dry-run", "--json")
@@ -479,3 +490,9 @@ def test_b_whose_decode_dies_in_a_measured_block_fails_its_gate_and_is_never_off
     code, listing, err = cli(env, capsys, "journal", "--json", "--limit", "0")
     (entry,) = [e for e in listing["entries"] if e["id"] == b_good["op_id"]]
     assert entry["known_good"] is False, entry
+    (shown,) = [e for e in listing["entries"] if e["id"] == out["experiment"]]
+    assert {"suite": "sweep", "verdict": "FAIL", "commands_hash": b_hash}.items() <= next(
+        g for g in shown["gates"] if g["source"] == "ab-block"
+    ).items(), shown["gates"]
+    code, table, err = cli(env, capsys, "journal", "--limit", "0")  # what an operator reads
+    assert code == 0 and table.count(f"sweep FAIL {b_hash[:8]}") == 1, table

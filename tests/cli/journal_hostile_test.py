@@ -18,6 +18,7 @@ from dsv4ops.cli import main
 from dsv4ops.journal import cache, recordfile
 from dsv4ops.journal.records import RECORD_VERSION, Kind, Status
 from dsv4ops.journal.store import Journal
+from testing.journal import gate_step
 from testing.orchestrate import OrchEnv, make_deployment, make_env
 
 
@@ -181,7 +182,7 @@ def _known_good(j: Journal, name: str) -> str:
     d = make_deployment(name)
     op = j.begin(Kind.DEPLOY, profile=d.profile_record(), components=d.component_records())
     j.transition(op, Status.RUNNING)
-    j.step(op, "canary: smoke", "done", detail="PASS")
+    gate_step(j, op)
     j.transition(op, Status.SUCCEEDED, running=op, known_good=True)
     return op
 
@@ -194,6 +195,10 @@ def test_a_duplicate_operation_id_is_flagged_and_never_hides_a_known_good(
     _known_good(j, "buckets-step4")
     before = _listing(capsys)
     assert before["entries"][0]["known_good"]
+    (gate,) = before["entries"][0]["gates"]  # its gate, as data (journal/gates.py)
+    h = make_deployment("baseline").commands_hash
+    assert (gate["suite"], gate["verdict"], gate["commands_hash"]) == ("smoke", "PASS", h)
+    assert main(["journal"]) == 0 and f"smoke PASS {h[:8]}" in capsys.readouterr().out
     record = env.workdir / "journal.jsonl"
     start = len(record.read_bytes().splitlines())
     # Another operation's records appended under the known-good's id: a failed deploy.

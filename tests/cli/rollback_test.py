@@ -7,6 +7,7 @@ import pytest
 from dsv4ops.cli import main
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
+from testing.journal import gate_step
 from testing.orchestrate import OrchEnv, make_deployment
 
 
@@ -31,7 +32,7 @@ def _known_good(env: OrchEnv, commit: str) -> str:
         components=d.component_records(),
     )
     j.transition(op, Status.RUNNING)
-    j.step(op, "canary: smoke", "done", detail="PASS")
+    gate_step(j, op)
     j.transition(op, Status.SUCCEEDED, running=op, known_good=True)
     return op
 

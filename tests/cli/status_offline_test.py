@@ -11,6 +11,7 @@ import pytest
 from dsv4ops.cli import main
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
+from testing.journal import gate_step
 from testing.orchestrate import OrchEnv, make_deployment
 from testing.ports import free_port
 from testing.remote import SshdServer
@@ -43,7 +44,7 @@ def test_reads_answer_from_the_cache_and_mutations_refuse(
     j = Journal(FAR)
     op = j.begin(Kind.DEPLOY, profile=d.profile_record(), components=d.component_records())
     j.transition(op, Status.RUNNING)
-    j.step(op, "canary: smoke", "done", detail="PASS")
+    gate_step(j, op)
     j.transition(op, Status.SUCCEEDED, running=op, known_good=True)
     code, out, err = _run(capsys, "journal", "--json")
     assert code == 0 and json.loads(out)["record"]["source"] == "target", err

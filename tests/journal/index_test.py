@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from dsv4ops.errors import JournalError
 from dsv4ops.journal import cache, checkpoint, knowngood, recordfile
 from dsv4ops.journal.entries import KINDS, STATUSES
+from dsv4ops.journal.gates import GATES_RECORDED, GateSource, GateVerdict
 from dsv4ops.journal.records import (
     RECORD_VERSION,
     Kind,
@@ -30,6 +31,7 @@ from dsv4ops.journal.records import (
     validate,
 )
 from dsv4ops.journal.store import UNKNOWN, Journal
+from testing.journal import gate_step
 
 HASHES = ["h1", "h2", "h3"]
 
@@ -52,7 +54,24 @@ def _begin(
         rec["reason"] = f"experiment {draw(st.sampled_from(experiments))}: block 1 {arm}"
     if draw(st.integers(0, 5)) == 0:
         rec["scope"] = {"restarted": ["decode"]}
+    if draw(st.booleans()):
+        rec["gates"] = GATES_RECORDED  # begun by a version that records GateResults
     return rec
+
+
+def _gate(draw: st.DrawFn, op: str) -> dict[str, Any] | None:
+    """A step's GateResult (journal/gates.py), or none (an older version's step, or no gate)."""
+    if draw(st.booleans()):
+        return None
+    return {
+        "suite": "smoke",
+        "verdict": draw(st.sampled_from([v.value for v in GateVerdict])),
+        "source": draw(st.sampled_from([s.value for s in GateSource])),
+        "op": op,
+        "commands_hash": draw(st.sampled_from([*HASHES, None])),
+        "reasons": [],
+        "accepted": draw(st.booleans()),
+    }
 
 
 def _status(draw: st.DrawFn, base: dict[str, Any], ops: list[str]) -> dict[str, Any]:
@@ -70,7 +89,7 @@ def _status(draw: st.DrawFn, base: dict[str, Any], ops: list[str]) -> dict[str, 
 
 
 def _step(draw: st.DrawFn, base: dict[str, Any], ops: list[str]) -> dict[str, Any]:
-    return {
+    rec = {
         **base,
         "type": "step",
         "op": draw(st.sampled_from(ops)),
@@ -80,6 +99,8 @@ def _step(draw: st.DrawFn, base: dict[str, Any], ops: list[str]) -> dict[str, An
             st.sampled_from(["PASS", "verdict FAIL", "INCONCLUSIVE, accepted as asked", None])
         ),
     }
+    gate = _gate(draw, draw(st.sampled_from(ops)))
+    return rec if gate is None else {**rec, "gate": gate}
 
 
 @st.composite
@@ -243,16 +264,16 @@ def whole_ops(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[int]]:
             if kind == "experiment":
                 experiments.append(ops[-1])
             for name, phase, detail in draw(st.lists(st.sampled_from(_GATES), max_size=2)):
-                records.append(
-                    {
-                        **base,
-                        "type": "step",
-                        "op": ops[-1],
-                        "name": name,
-                        "phase": phase,
-                        "detail": detail,
-                    }
-                )
+                step = {
+                    **base,
+                    "type": "step",
+                    "op": ops[-1],
+                    "name": name,
+                    "phase": phase,
+                    "detail": detail,
+                }
+                gate = _gate(draw, ops[-1])
+                records.append(step if gate is None else {**step, "gate": gate})
             records.append(
                 {
                     **base,
@@ -387,7 +408,7 @@ def _deploys(j: Journal, n: int) -> list[str]:
             components=[{"name": "decode"}],
         )
         j.transition(op, Status.RUNNING)
-        j.step(op, "canary", "done", detail="PASS")
+        gate_step(j, op)
         j.transition(op, Status.SUCCEEDED, running=op, known_good=True)
         ops.append(op)
     return ops

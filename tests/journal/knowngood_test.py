@@ -9,12 +9,15 @@ from typing import Any
 
 import pytest
 
+from dsv4ops.errors import JournalError
+from dsv4ops.journal.gates import GateResult, GateSource, GateVerdict, gate_results
 from dsv4ops.journal.knowngood import judge, known_good
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import FileBackend, Journal
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.restore import rollback_target
 from testing.clock import FakeClock
+from testing.journal import gate_step
 
 
 @pytest.fixture
@@ -48,15 +51,10 @@ def deploy(
         scope=scope,
     )
     j.transition(op, Status.RUNNING)
-    if gate is not None:
-        failed = gate.startswith("verdict")
-        j.step(op, "canary: smoke + the suites the change calls for", "start")
-        j.step(
-            op,
-            "canary: smoke + the suites the change calls for",
-            "failed" if failed else "done",
-            detail=gate,
-        )
+    if gate is not None and gate.startswith("skipped"):
+        j.step(op, "canary: smoke + the suites the change calls for", "done", detail=gate)
+    elif gate is not None:
+        gate_step(j, op, gate, name="canary: smoke + the suites the change calls for")
     ok = status is Status.SUCCEEDED
     j.transition(op, status, running=op if ok else "", known_good=ok and proven)
     return op
@@ -141,12 +139,17 @@ def test_an_experiment_s_arms_are_never_known_good_and_b_s_failed_gate_sticks(
         deploy(journal, name, gate=None, reason=f"experiment {exp}: block {i} ({arm})")
         for i, (name, arm) in enumerate([("base", "A"), ("b", "B")])
     ]
-    journal.step(exp, "gate abort-cascade on B", "failed", detail="wedged")
+    wedged = GateResult(
+        "abort_cascade", GateVerdict.FAIL, GateSource.AB_GATE, blocks[1], "h-b", ("wedged",)
+    )
+    journal.step(exp, "gate abort-cascade on B", "failed", detail="wedged", gate=wedged)
     left = deploy(journal, "base", gate=None, reason=f"experiment {exp}: leave the box on A")
     journal.transition(exp, Status.SUCCEEDED)
     judged = journal.judged()
     assert all(f"a block of A/B experiment {exp}" in judged[b].why for b in blocks)
-    assert "the gate abort-cascade on B of experiment" in judged[b_before].why
+    assert (
+        f"the gate abort_cascade on B of experiment {exp} (B: {blocks[1]})" in judged[b_before].why
+    )
     assert not judged[left].known_good and "no canary gate ran" in judged[left].why
     assert [o.op for o in journal.known_good()] == [base]
     with pytest.raises(Exception, match="no earlier known-good"):
@@ -232,3 +235,71 @@ def test_a_journal_written_before_the_rule_is_re_judged_on_read(tmp_path: Path) 
 
 def _file(path: Path) -> FileBackend:
     return FileBackend(path)
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_a_journal_of_gate_steps_is_judged_as_the_version_that_wrote_it(tmp_path: Path) -> None:
+    """pre_issue39_gates.jsonl was written by the dsv4ops before GateResults (gate steps only:
+    pass, accepted INCONCLUSIVE, FAIL, --no-canary, skipped, partial, rollbacks, three A/Bs whose
+    B failed a gate, its measured sweep, and a gate that could not judge B), beside what that
+    version judged (.judged.json). Migrated on read (journal/gates.py), it is judged the same:
+    every rank, the order rollback offers, every reason (an A/B gate's reason reworded only)."""
+    path = tmp_path / "old.jsonl"
+    path.write_bytes((FIXTURES / "pre_issue39_gates.jsonl").read_bytes())
+    then = json.loads((FIXTURES / "pre_issue39_gates.judged.json").read_text())
+    for journal in (Journal("old", backend=_file(path)), Journal("old", backend=_file(path))):
+        now = journal.judged()  # the first read builds the cache, the second reads it
+        assert {op: j.rank for op, j in now.items()} == {
+            op: rank for op, (rank, _) in then["judged"].items()
+        }
+        assert [o.op for o in journal.known_good()] == then["known_good"]
+        for op, (_, why) in then["judged"].items():
+            assert now[op].why == why
+    ops = Journal("old", backend=_file(path)).operations()
+    assert not any(o.records_gates for o in ops)  # none written by this version: all migrated
+    gates = {o.op: gate_results(o) for o in ops}
+    (accepted,) = [g for gs in gates.values() for g in gs if g.accepted]
+    assert accepted.verdict is GateVerdict.INCONCLUSIVE and accepted.source is GateSource.DEPLOY
+    ab = [g for o in ops if o.kind is Kind.EXPERIMENT for g in gates[o.op]]
+    assert [(g.suite, g.verdict, g.source) for g in ab] == [
+        ("abort-cascade", GateVerdict.FAIL, GateSource.AB_GATE),
+        ("sweep", GateVerdict.FAIL, GateSource.AB_BLOCK),
+        ("corruption", GateVerdict.INCONCLUSIVE, GateSource.AB_GATE),
+    ]
+    assert all(g.failed and g.commands_hash is None for g in ab)
+
+
+def test_known_good_is_decided_by_gate_results_never_by_a_step_s_name_or_words(
+    journal: Journal,
+) -> None:
+    """An operation this version began records its gates as GateResults: a step named like the
+    canary saying PASS proves nothing, one saying `verdict FAIL` fails nothing, and a gate's
+    result counts whatever its step is called."""
+    failed = deploy(journal, "looks-failed", gate=None)
+    journal.step(failed, "canary: smoke", "failed", detail="verdict FAIL: made up")
+    looks = deploy(journal, "looks-passed", gate=None)
+    journal.step(looks, "canary: smoke", "done", detail="PASS (smoke: PASS)")
+    odd = deploy(journal, "odd-name", gate=None)
+    passed = GateResult("smoke", GateVerdict.PASS, GateSource.DEPLOY, odd, "h-odd-name")
+    journal.step(odd, "whatever it is called", "done", detail="no words", gate=passed)
+    again = deploy(journal, "looks-failed")  # its commands never failed a gate
+    judged = journal.judged()
+    assert "no canary gate ran" in judged[looks].why and not judged[looks].known_good
+    assert judged[odd].known_good and judged[again].known_good, judged[again].why
+    assert [o.op for o in journal.known_good()][:2] == [again, odd]
+    assert [g.to_record()["verdict"] for g in journal.get(odd).gates] == ["PASS"]
+
+
+def test_a_gate_no_one_can_read_is_a_damaged_line_never_a_gate_that_did_not_run(
+    journal: Journal,
+) -> None:
+    op = deploy(journal, "x", gate=None)
+    record = {"v": 1, "ts": "2026-12-06T00:00:00Z", "type": "step", "op": op, "name": "canary"}
+    bad = {**record, "phase": "failed", "gate": {"suite": "smoke", "verdict": "MAYBE"}}
+    with journal.path.open("a") as f:
+        f.write(json.dumps(bad) + "\n")
+    assert any("holds no readable gate" in w for w in journal.warnings())
+    with pytest.raises(JournalError, match="holds no readable gate"):
+        journal.begin(Kind.DEPLOY, profile={"name": "y"})

@@ -12,6 +12,7 @@ from dsv4ops.journal import opids
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from testing.clock import FakeClock
+from testing.journal import gate_step
 
 NOW = "20261203T141737"
 
@@ -46,7 +47,7 @@ def test_two_operations_begun_in_one_second_with_one_draw_stay_two(
             components=[{"name": "decode"}],
         )
         j.transition(op, Status.RUNNING)
-        j.step(op, "canary", "done", detail="PASS")
+        gate_step(j, op)
         j.transition(op, Status.SUCCEEDED, running=op, known_good=True)
         ops.append(op)
     assert ops[0] != ops[1]

@@ -15,6 +15,7 @@ from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal, journal_path
 from dsv4ops.jsontypes import JSONObject
 from testing.clock import FakeClock
+from testing.journal import gate_step
 
 
 @pytest.fixture
@@ -37,7 +38,7 @@ def _deploy(journal: Journal, name: str, ok: bool = True) -> str:
     journal.transition(op, Status.RUNNING)
     journal.step(op, "start prefill", "start")
     journal.step(op, "start prefill", "done", duration_s=0.5)
-    journal.step(op, "canary: smoke", "done", detail="PASS (smoke: PASS)")  # its gate passed
+    gate_step(journal, op, "PASS (smoke: PASS)")  # its gate passed
     if ok:
         journal.transition(
             op, Status.SUCCEEDED, running=op, processes={"prefill": {"pid": 1}}, known_good=True

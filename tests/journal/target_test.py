@@ -18,6 +18,7 @@ from dsv4ops.journal.target import TargetJournal
 from dsv4ops.remote import LocalExecutor, Supervisor
 from dsv4ops.remote.ssh import SSHExecutor
 from testing.clock import FakeClock
+from testing.journal import gate_step
 from testing.ports import free_port
 from testing.remote import SshdServer
 
@@ -47,7 +48,7 @@ def _record(box: Supervisor) -> list[dict[str, Any]]:
 def _deploy(j: Journal, profile: str, *, good: bool = True) -> str:
     op = j.begin(Kind.DEPLOY, profile={"name": profile}, components=[{"name": "decode"}])
     j.transition(op, Status.RUNNING)
-    j.step(op, "canary: smoke", "done", detail="PASS")  # gated: known-good when proven
+    gate_step(j, op)  # gated: known-good when proven
     j.transition(op, Status.SUCCEEDED, running=op, known_good=good)
     return op
 

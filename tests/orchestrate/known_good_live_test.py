@@ -14,6 +14,7 @@ from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.usecases import render as R
 from dsv4ops.profiles import get_target
+from testing.journal import gate_step
 from testing.orchestrate import OrchEnv, assert_baseline_restored, cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.router]
@@ -31,7 +32,7 @@ def _journal_degraded_as_known_good(env: OrchEnv) -> str:
     j = Journal(env.target)
     op = j.begin(Kind.DEPLOY, profile=dep.profile_record(), components=dep.component_records())
     j.transition(op, Status.RUNNING)
-    j.step(op, "canary: smoke + the suites the change calls for", "done", detail="PASS")
+    gate_step(j, op)
     running = j.deployed()
     assert running is not None  # the baseline runs
     j.transition(op, Status.SUCCEEDED, running=running.op, known_good=True)

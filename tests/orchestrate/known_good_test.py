@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 
 from dsv4ops.errors import LockHeldError
+from dsv4ops.journal.gates import GateSource, GateVerdict
+from dsv4ops.journal.knowngood import failed_gates
 from dsv4ops.journal.records import Kind, Operation, Status
-from dsv4ops.journal.store import Journal
+from dsv4ops.journal.store import RUNBOOK_RUN_ENV, Journal
 from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.partial import PartialRestartRefused
 from dsv4ops.orchestrate.pd import restart_scope
@@ -197,3 +199,38 @@ def test_the_automatic_rollback_never_restores_a_no_canary_deploy(journal: Journ
     control.fail_url = ":30010/"
     out = _deploy(control, journal, "c", 9, fallback=fallbacks_for(journal, None))
     assert out.status == "ROLLED_BACK" and "Running now: a @ c0ffeea" in out.message, out.message
+
+
+def test_every_gate_the_engine_runs_is_journaled_as_a_gate_result(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 39 item 2: the deploy's canary gate is recorded as data (journal/gates.py), with
+    whose gate it was: a deploy, a gated rollback, `--recover`, a runbook's step; a FAIL on
+    the commands judged, which rollback then never offers."""
+    control = FakeControl()
+    outs = [_deploy(control, journal, "baseline")]
+    outs.append(_deploy(control, journal, "baseline", kind=Kind.ROLLBACK))
+    outs.append(_deploy(control, journal, "baseline", recover=True))
+    monkeypatch.setenv(RUNBOOK_RUN_ENV, "runbook-20261206T000000-abcd")
+    outs.append(_deploy(control, journal, "baseline"))
+    monkeypatch.delenv(RUNBOOK_RUN_ENV)
+    sources = [GateSource.DEPLOY, GateSource.ROLLBACK, GateSource.RECOVER, GateSource.RUNBOOK]
+    want = make_deployment("baseline").commands_hash
+    for out, source in zip(outs, sources, strict=True):
+        assert out.ok and out.op_id is not None, out.message
+        (g,) = journal.get(out.op_id).gates
+        assert (g.source, g.verdict, g.suite, g.op) == (
+            source,
+            GateVerdict.PASS,
+            "smoke",
+            out.op_id,
+        )
+        assert g.commands_hash == want and g.reasons == ("smoke: PASS",) and g.duration_s == 0
+        assert journal.judged()[out.op_id].known_good
+    failing = operator(control, journal, gate=lambda _d, _u: ("FAIL", ["smoke: FAIL", "wedged"]))
+    bad = failing.deploy(make_deployment("broken", 9), fallback=fallbacks_for(journal, None))
+    assert bad.status == "ROLLED_BACK" and bad.op_id is not None
+    (g,) = journal.get(bad.op_id).gates
+    assert g.verdict is GateVerdict.FAIL and g.failed and g.reasons == ("smoke: FAIL", "wedged")
+    assert g.commands_hash == make_deployment("broken", 9).commands_hash
+    assert g.commands_hash in failed_gates(journal.operations())

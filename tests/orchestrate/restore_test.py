@@ -12,6 +12,7 @@ from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.restore import rebuild, rollback_target
 from testing.clock import FakeClock
+from testing.journal import gate_step
 from testing.orchestrate import make_deployment
 
 
@@ -26,7 +27,7 @@ def record(
     op = journal.begin(kind, profile=dep.profile_record(), components=dep.component_records())
     journal.transition(op, Status.RUNNING)
     ok = status is Status.SUCCEEDED
-    journal.step(op, "canary: smoke", "done", detail="PASS")
+    gate_step(journal, op)
     journal.transition(op, status, running=op if ok else "", known_good=ok)
     return journal.get(op)
 

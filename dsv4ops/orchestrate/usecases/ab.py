@@ -38,10 +38,10 @@ from dsv4ops.orchestrate.usecases.ab_blocks import (
     SuiteRun,
     canary_runner,
     choose_sources,
-    journal_first_fail,
+    gate_on_b,
+    journal_measured,
     measure,
     measured_gate,
-    run_gate,
 )
 from dsv4ops.orchestrate.usecases.ab_outcome import ABOutcome as ABOutcome  # re-exported
 from dsv4ops.orchestrate.usecases.ab_outcome import raise_for as raise_for  # the CLI's exit
@@ -200,7 +200,7 @@ class _Experiment:
         )
         if arm == "B":
             self.b_results.append(m.result)
-            journal_first_fail(self.op, self.plan.suite, self.plan.gates, self.b_results)
+            journal_measured(self.op, self.plan, m, str(out.op_id))
             if len(self.b_results) == 1:
                 self._run_gates()
         return True
@@ -210,17 +210,11 @@ class _Experiment:
         for suite in self.plan.gates:
             if suite == "sweep" and self.plan.suite == "sweep":
                 continue
-            self.op.step(f"gate {suite} on B", "start")
             self.say(f"== gate on B: canary {suite}")
             self.gated_since_deploy = True
-            g = run_gate(
-                self.run_suite,
-                suite,
-                self.plan.deployment("B"),
-                duration_s=self.plan.thresholds.stress_duration_s,
-            )
+            b_op, clock = self.deploys["B"][-1], self.session.clock
+            g = gate_on_b(self.op, self.run_suite, suite, self.plan, b_op, clock)
             self.gates.append(g)
-            self.op.step(f"gate {suite} on B", "done" if g.passed else "failed", detail=g.reason)
             self.say(f"   gate {g.suite}: {'PASS' if g.passed else 'FAIL'}: {g.reason}")
 
     def _valued(self) -> list[BlockResult]:

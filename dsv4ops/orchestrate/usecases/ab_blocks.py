@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 
 from dsv4ops.apikey import auth_headers
 from dsv4ops.deployment import WORKERS, Deployment
+from dsv4ops.journal.gates import GateResult as GateRecord
+from dsv4ops.journal.gates import GateSource, GateVerdict
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.engine import Progress
 from dsv4ops.orchestrate.operation import RunningOperation
@@ -27,6 +29,8 @@ from dsv4ops.orchestrate.operation import RunningOperation
 if TYPE_CHECKING:
     from dsv4ops.ab.decision import GateResult
     from dsv4ops.canary import SuiteResult, Thresholds
+    from dsv4ops.clock import Clock
+    from dsv4ops.orchestrate.usecases.ab_plan import ABPlan
 
 MIN_FIT_LEVELS = 3
 # (suite, deployment, thresholds, duration or None, concurrency or None) -> SuiteResult
@@ -173,19 +177,42 @@ def measured_gate(
     return None
 
 
-def journal_first_fail(
-    op: RunningOperation, suite: str, gates: Sequence[str], b_results: Sequence[SuiteResult]
-) -> None:
-    """B's first measured FAIL, journaled as a failed gate step of the experiment, the moment
-    it happens (knowngood.failed_gates reads gate steps: `rollback` then never offers B's
-    commands again unless named with --to, even if the experiment dies right after)."""
+def journal_measured(op: RunningOperation, plan: ABPlan, m: Measured, b_op: str) -> None:
+    """B's measured block `m` (deploy `b_op`), journaled as a gate of the experiment when it is
+    one (a measured sweep B's change calls for, or any FAIL), the moment it is measured, with
+    its GateResult (journal/gates.py: `rollback` then never offers B's commands again after a
+    FAIL unless named with --to, even if the experiment dies right after)."""
     from dsv4ops.canary import Verdict
+    from dsv4ops.orchestrate.usecases.ab_plan import GATE_NAMES
 
-    fails = [r for r in b_results if r.verdict is Verdict.FAIL]
-    g = measured_gate(suite, gates, b_results)
-    if len(fails) == 1 and b_results[-1] is fails[0] and g is not None:
-        op.step(f"gate {g.suite} on B (measured)", "start")
-        op.step(f"gate {g.suite} on B (measured)", "failed", detail=g.reason)
+    r = m.result
+    if not ((plan.suite == "sweep" and "sweep" in plan.gates) or r.verdict is Verdict.FAIL):
+        return
+    verdict = GateVerdict.of(r.verdict)  # the suite's verdict, as the journal's
+    name = f"gate {GATE_NAMES.get(plan.suite, plan.suite)} on B (measured)"
+    b_hash = plan.deployment("B").commands_hash
+    rec = GateRecord(
+        GATE_NAMES.get(plan.suite, plan.suite), verdict, GateSource.AB_BLOCK, b_op, b_hash,
+        (_why(r),), duration_s=m.duration_s,
+    )  # fmt: skip
+    op.step(name, "start")
+    op.step(name, "failed" if r.verdict is Verdict.FAIL else "done", detail=_why(r), gate=rec)
+
+
+def gate_on_b(
+    op: RunningOperation, run: SuiteRun, suite: str, plan: ABPlan, b_op: str, clock: Clock
+) -> GateResult:
+    """One correctness gate on B (deploy `b_op`), journaled as a step of the experiment with its
+    GateResult (journal/gates.py)."""
+    op.step(f"gate {suite} on B", "start")
+    t0 = clock.monotonic()
+    g = run_gate(run, suite, plan.deployment("B"), duration_s=plan.thresholds.stress_duration_s)
+    rec = GateRecord(
+        g.suite, g.judged, GateSource.AB_GATE, b_op, plan.deployment("B").commands_hash,
+        (g.reason,), duration_s=clock.monotonic() - t0,
+    )  # fmt: skip
+    op.step(f"gate {suite} on B", "done" if g.passed else "failed", detail=g.reason, gate=rec)
+    return g
 
 
 def gate_result(suite: str, results: Sequence[SuiteResult]) -> GateResult:
@@ -198,11 +225,17 @@ def gate_result(suite: str, results: Sequence[SuiteResult]) -> GateResult:
     name = GATE_NAMES.get(suite, suite)
     failed = [r for r in results if r.verdict is Verdict.FAIL]
     if failed:
-        return GateResult(name, "B", False, _why(failed[0]))
+        return GateResult(name, "B", False, _why(failed[0]), GateVerdict.FAIL)
     if not any(r.verdict is Verdict.PASS for r in results):
         why = _why(results[0]) if results else "it did not run"
-        return GateResult(name, "B", False, f"the {suite} suite could not judge B: {why}")
-    return GateResult(name, "B", True, f"{suite}: PASS ({len(results)} run(s))")
+        return GateResult(
+            name,
+            "B",
+            False,
+            f"the {suite} suite could not judge B: {why}",
+            GateVerdict.INCONCLUSIVE,
+        )
+    return GateResult(name, "B", True, f"{suite}: PASS ({len(results)} run(s))", GateVerdict.PASS)
 
 
 def _why(result: SuiteResult) -> str:

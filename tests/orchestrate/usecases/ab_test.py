@@ -13,6 +13,7 @@ import pytest
 
 from dsv4ops.ab.model import FIT_LEVEL
 from dsv4ops.canary import SuiteResult, Verdict
+from dsv4ops.journal.gates import GateSource, GateVerdict
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import FileBackend, Journal
 from dsv4ops.journal.view import View
@@ -201,6 +202,10 @@ def test_a_gate_passes_only_on_positive_evidence() -> None:
     assert not gate_result("sweep", [passed, failed]).passed
     g = gate_result("abort-cascade", [unsure])
     assert (g.suite, g.passed) == ("abort_cascade", False) and "could not judge" in g.reason
+    # ... and the journal records the verdict itself (journal/gates.py)
+    assert g.judged is GateVerdict.INCONCLUSIVE and g.to_record()["verdict"] == "INCONCLUSIVE"
+    assert gate_result("sweep", [passed, failed]).judged is GateVerdict.FAIL
+    assert gate_result("sweep", [passed, unsure]).judged is GateVerdict.PASS
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,6 +269,13 @@ def test_step4_buckets_beat_step8_at_57_running_and_stay_on_the_box(
     exp = journal.get(out.op_id)
     looks = [s.detail for s in exp.steps if s.name.startswith("look ")]
     assert looks and (looks[-1] or "").startswith("decided, stopping: B wins"), looks
+    # Each of B's measured sweeps is B's sweep gate, journaled as data (journal/gates.py)
+    b_blocks = {b.deploy_op for b in out.blocks if b.arm == "B"}
+    assert [(g.suite, g.verdict, g.source) for g in exp.gates] == [
+        ("sweep", GateVerdict.PASS, GateSource.AB_BLOCK)
+    ] * len(b_blocks)
+    assert {g.op for g in exp.gates} == b_blocks
+    assert {g.commands_hash for g in exp.gates} == {plan.deployment("B").commands_hash}
     assert len(out.blocks) == 2 * len(looks) <= 4
     deployed = journal.deployed()
     assert deployed is not None  # the winner's final deploy runs
