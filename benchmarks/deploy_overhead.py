@@ -86,7 +86,7 @@ def main() -> int:
     os.environ.update(env.environ)
     from dsv4ops.cli import _context as C
     from dsv4ops.orchestrate.restore import fallback_for
-    from dsv4ops.orchestrate.usecases import compose, render
+    from dsv4ops.usecases import compose, render
 
     detected: dict[str, float] = {}
     rows = []

@@ -47,11 +47,11 @@ from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.operation import Progress
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.outcome import Outcome
-from dsv4ops.orchestrate.usecases.session import TargetSession
 from dsv4ops.remote.base import ProcessSpec, ProcessState
 from dsv4ops.remote.errors import ComponentNotReadyError, DeployLockError
 from dsv4ops.remote.results import HttpReply, LockInfo, PortUse, PreflightReport, StopReport
 from dsv4ops.timings import TARGET_HTTP_S
+from dsv4ops.usecases.session import TargetSession
 from testing.clock import FakeClock
 from testing.ports import reserve_ports
 
@@ -324,7 +324,7 @@ def cli_operator(
 ) -> tuple[Operator, TargetSession]:
     """(Operator, TargetContext) for the env's target, as the CLI composes them."""
     from dsv4ops.cli._context import open_target
-    from dsv4ops.orchestrate.usecases.compose import operator_for
+    from dsv4ops.usecases.compose import operator_for
 
     ctx = open_target(env.target, verb="test")
     op = operator_for(
@@ -346,7 +346,7 @@ def deploy_via_operator(
 ) -> Outcome:
     """Deploy like the CLI does (fallback = last known-good from git), with a progress hook."""
     from dsv4ops.orchestrate.restore import fallback_for
-    from dsv4ops.orchestrate.usecases import render as R
+    from dsv4ops.usecases import render as R
 
     op, ctx = cli_operator(env, progress)
     try:
@@ -626,9 +626,9 @@ def journal_session(target: str, journal: Any = None) -> Any:
     (default: the state directory's file), for the use cases that only read a session's
     journal (`session.reachable`, the canary's endpoint); its supervisor is never called."""
     from dsv4ops.journal.store import Journal
-    from dsv4ops.orchestrate.usecases.session import TargetSession
     from dsv4ops.profiles import get_target
     from dsv4ops.remote import Supervisor, connect
+    from dsv4ops.usecases.session import TargetSession
 
     t = get_target(target)
     workdir = t.workdir if t.workdir.startswith("/") else "/nonexistent"

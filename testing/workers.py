@@ -59,7 +59,7 @@ HEAVY: tuple[str, ...] = (
     "tests/canary/twin_e2e_test.py",  # ~119 s, of it the two sweeps and the wedge serial
     "tests/canary/suites_test.py",  # 58 s
     "tests/orchestrate/known_good_live_test.py",  # 52 s
-    "tests/orchestrate/usecases/ab_test.py",  # 35 s, of it 30 s serial
+    "tests/usecases/ab_test.py",  # 35 s, of it 30 s serial
     "tests/orchestrate/live_test.py",  # 28 s, of it the drain serial
     "tests/cli/deploy_progress_test.py",  # 28 s
     "tests/orchestrate/interrupt_live_test.py",  # 27 s

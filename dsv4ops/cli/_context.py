@@ -1,5 +1,5 @@
 """Composition root for the verbs that act on a target: target name -> executor, supervisor,
-journal and clock (a `TargetSession`). What the verbs then do lives in orchestrate/usecases/."""
+journal and clock (a `TargetSession`). What the verbs then do lives in usecases/."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import click
 from dsv4ops.cli._live import LiveWaits
 from dsv4ops.clock import SystemClock
 from dsv4ops.journal.store import Journal
-from dsv4ops.orchestrate.usecases.session import TargetSession
+from dsv4ops.usecases.session import TargetSession
 
 if TYPE_CHECKING:
     from dsv4ops.profiles.model import Target
@@ -32,9 +32,9 @@ def open_target(
     unreachable); `read_only` callers (status, journal) then read the cache instead."""
     from dsv4ops.journal.store import journal_path
     from dsv4ops.journal.target import TargetJournal
-    from dsv4ops.orchestrate.usecases.endpoint import refuse_on_endpoint
     from dsv4ops.profiles import get_target
     from dsv4ops.remote import Supervisor, connect
+    from dsv4ops.usecases.endpoint import refuse_on_endpoint
 
     target = get_target(name)
     if target.endpoint is not None:

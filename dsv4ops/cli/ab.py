@@ -1,4 +1,4 @@
-"""`dsv4ops ab PROFILE_A PROFILE_B`: a time-multiplexed A/B on one target (orchestrate/usecases/ab.py).
+"""`dsv4ops ab PROFILE_A PROFILE_B`: a time-multiplexed A/B on one target (usecases/ab.py).
 
 Exit codes (dsv4ops/exitcodes.py): 0 the experiment ran to its end (whichever arm won), 2 a
 block's deploy or suite failed (the box was put back on A), 130 interrupted (the box was put back
@@ -22,7 +22,7 @@ from dsv4ops.cli._output import (
 )
 
 if TYPE_CHECKING:
-    from dsv4ops.orchestrate.usecases.ab_outcome import ABOutcome
+    from dsv4ops.usecases.ab_outcome import ABOutcome
 
 
 @click.command("ab")
@@ -132,8 +132,8 @@ def ab(
     `dsv4ops rollback --recover`: it marks the experiment ABANDONED and puts the box back on A
     (there is no `ab --recover`)."""
     from dsv4ops.cli._context import open_target, progress_printer
-    from dsv4ops.orchestrate.usecases import ab as AB
-    from dsv4ops.orchestrate.usecases.ab_plan import plan_ab
+    from dsv4ops.usecases import ab as AB
+    from dsv4ops.usecases.ab_plan import plan_ab
 
     # The plan reads the switch costs from the target's journal: a dry run, like `status`,
     # from the local cache when the target cannot be reached.
@@ -181,7 +181,7 @@ def ab(
 def _report_outcome(out: ABOutcome, as_json: bool) -> None:
     """How the experiment ended, as JSON or the decision's reasons; an interrupted or failed
     experiment raises (its exit code) naming what the box runs."""
-    from dsv4ops.orchestrate.usecases.ab import raise_for
+    from dsv4ops.usecases.ab import raise_for
 
     if as_json:
         error = out.interrupted or out.failure

@@ -10,7 +10,7 @@ import click
 from dsv4ops.cli._output import echo_json, json_option, table
 
 if TYPE_CHECKING:
-    from dsv4ops.orchestrate.usecases.buckets_plan import BucketPlan
+    from dsv4ops.usecases.buckets_plan import BucketPlan
 
 
 @click.group()
@@ -86,7 +86,7 @@ def plan_cmd(
     as_json: bool,
 ) -> None:
     """The bucket list with the least expected time per generated token (exact)."""
-    from dsv4ops.orchestrate.usecases.buckets_plan import plan_buckets
+    from dsv4ops.usecases.buckets_plan import plan_buckets
 
     plan = plan_buckets(
         report=report,

@@ -13,7 +13,7 @@ from dsv4ops.cli._output import echo_json, json_option, table, target_option
 from dsv4ops.jsontypes import JSONObject
 
 if TYPE_CHECKING:
-    from dsv4ops.orchestrate.usecases.canary import CanaryEndpoint
+    from dsv4ops.usecases.canary import CanaryEndpoint
 
 SUITES = ("smoke", "corruption", "abort-cascade", "sweep", "soak", "all")
 
@@ -77,7 +77,7 @@ def canary(
 ) -> None:
     """Run stress canaries (smoke, corruption, abort-cascade, sweep, soak, all) and report a
     verdict: exit 0 PASS, 2 FAIL, 4 INCONCLUSIVE."""
-    from dsv4ops.orchestrate.usecases.canary import run_canary
+    from dsv4ops.usecases.canary import run_canary
 
     endpoint = _endpoint(target, profile_ref, url, worker_urls, model)
     progress = (lambda line: click.echo(line, err=True)) if as_json else click.echo
@@ -118,7 +118,7 @@ def _endpoint(
     """`--url` as given; else the target's session (its journal of record, read as `status`
     reads it: the cache when the target cannot be reached), closed once the endpoint is known."""
     from dsv4ops.cli._context import open_target
-    from dsv4ops.orchestrate.usecases.canary import resolve_endpoint
+    from dsv4ops.usecases.canary import resolve_endpoint
 
     if url:
         return resolve_endpoint(None, profile_ref, url, worker_urls, model)

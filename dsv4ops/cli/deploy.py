@@ -62,7 +62,7 @@ def deploy(
 ) -> None:
     """Deploy PROFILE to a target: drain, stop, start in order, prove end to end, mark known-good."""
     from dsv4ops.cli._context import open_target, progress_printer
-    from dsv4ops.orchestrate.usecases import deploy as D
+    from dsv4ops.usecases import deploy as D
 
     plan = D.plan_deploy(
         profile, target, only=only, allow_partial_pair=allow_partial_pair, canary=not no_canary

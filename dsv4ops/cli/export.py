@@ -64,7 +64,7 @@ def rbg(
     output: Path | None,
 ) -> None:
     """Render PROFILE as the box would run it, then as a RoleBasedGroup (v1alpha2)."""
-    from dsv4ops.orchestrate.usecases.export import export_rbg
+    from dsv4ops.usecases.export import export_rbg
 
     export = export_rbg(
         profile,

@@ -25,7 +25,7 @@ from dsv4ops.jsontypes import JSONObject
 def journal(target: str | None, as_json: bool, limit: int, merge: bool) -> None:
     """List the target's journal, newest last."""
     from dsv4ops.cli._context import open_target
-    from dsv4ops.orchestrate.usecases.journal import journal_listing
+    from dsv4ops.usecases.journal import journal_listing
 
     if merge:
         _merge(target)
@@ -114,7 +114,7 @@ def _known_good_cell(s: JSONObject) -> str:
 
 def _merge(target: str | None) -> None:
     from dsv4ops.cli._context import open_target
-    from dsv4ops.orchestrate.usecases.journal import merge_kept_records
+    from dsv4ops.usecases.journal import merge_kept_records
 
     ctx = open_target(target, verb="journal --merge", read_only=True)
     try:

@@ -19,8 +19,8 @@ from dsv4ops.errors import DsOpsError
 from dsv4ops.jsontypes import JSONObject
 
 if TYPE_CHECKING:
-    from dsv4ops.orchestrate.usecases.kernels import TargetRuntime
-    from dsv4ops.orchestrate.usecases.session import TargetSession
+    from dsv4ops.usecases.kernels import TargetRuntime
+    from dsv4ops.usecases.session import TargetSession
 
 
 @click.group("kernels")
@@ -31,7 +31,7 @@ def kernels() -> None:
 def _open(target_name: str | None, verb: str) -> tuple[TargetSession, TargetRuntime]:
     """(session, the target's runtime: arch and triton) for verify and deploy."""
     from dsv4ops.cli._context import open_target
-    from dsv4ops.orchestrate.usecases.kernels import target_runtime
+    from dsv4ops.usecases.kernels import target_runtime
 
     session = open_target(target_name, verb=verb)
     try:
@@ -67,7 +67,7 @@ def build_cmd(
 ) -> None:
     """Check every config (sm_120 compile, interpreter) and write a versioned artifact."""
     from dsv4ops.cli._live import LiveWaits
-    from dsv4ops.orchestrate.usecases.kernels import build_package
+    from dsv4ops.usecases.kernels import build_package
 
     # Checked before the (slow) compile checks, so a bad --out fails at once with one line
     # instead of a traceback after minutes of work.
@@ -121,7 +121,7 @@ def _writable_dir(path: Path) -> None:
 @json_option
 def verify_cmd(artifact: Path, target: str | None, as_json: bool) -> None:
     """Check an artifact's checksums and archive rules, and that TARGET can run it."""
-    from dsv4ops.orchestrate.usecases.kernels import verify_package
+    from dsv4ops.usecases.kernels import verify_package
 
     ctx, runtime = _open(target, "kernels verify")
     try:
@@ -163,7 +163,7 @@ def deploy_cmd(
 ) -> None:
     """Copy, verify on the target, switch atomically; the previous version stays for rollback."""
     from dsv4ops.cli._context import progress_printer
-    from dsv4ops.orchestrate.usecases.kernels import deploy_package
+    from dsv4ops.usecases.kernels import deploy_package
 
     ctx, runtime = _open(target, "kernels deploy")
     try:
@@ -228,7 +228,7 @@ def list_cmd(target: str | None, as_json: bool) -> None:
     """Installed packages on the target, the current and previous version of each."""
     from dsv4ops.cli._context import open_target
     from dsv4ops.cli._output import table
-    from dsv4ops.orchestrate.usecases.kernels import installed_packages
+    from dsv4ops.usecases.kernels import installed_packages
 
     ctx = open_target(target, verb="kernels list")
     try:
@@ -270,7 +270,7 @@ def rollback_cmd(
 ) -> None:
     """Switch the package back to its previous (or a named) installed version."""
     from dsv4ops.cli._context import open_target, progress_printer
-    from dsv4ops.orchestrate.usecases.kernels import rollback_package
+    from dsv4ops.usecases.kernels import rollback_package
 
     ctx = open_target(target, verb="kernels rollback")
     try:

@@ -79,7 +79,7 @@ def render_cmd(
     import json
 
     from dsv4ops import _yaml
-    from dsv4ops.orchestrate.usecases.monitoring import render_monitoring
+    from dsv4ops.usecases.monitoring import render_monitoring
 
     files = render_monitoring(
         profile,

@@ -45,7 +45,7 @@ def profile() -> None:
 @json_option
 def list_cmd(as_json: bool) -> None:
     """List the shipped profiles."""
-    from dsv4ops.orchestrate.usecases.profile import profile_rows
+    from dsv4ops.usecases.profile import profile_rows
 
     rows = profile_rows()
     if as_json:
@@ -62,7 +62,7 @@ def list_cmd(as_json: bool) -> None:
 def show_cmd(name: str, rev: str | None, as_json: bool) -> None:
     """Show a profile's resolved values (after extends and defaults) and its warnings."""
     from dsv4ops._yaml import dump
-    from dsv4ops.orchestrate.usecases.profile import profile_details
+    from dsv4ops.usecases.profile import profile_details
 
     # Printed output never carries secrets (env tokens, --api-key values).
     data = profile_details(name, rev)
@@ -83,7 +83,7 @@ def validate_cmd(names: tuple[str, ...], target: str | None, as_json: bool) -> N
 
     Lists every problem of each file (file:line: key: message), not just the first; exit 1 if any.
     """
-    from dsv4ops.orchestrate.usecases.profile import validate_profiles
+    from dsv4ops.usecases.profile import validate_profiles
 
     results = validate_profiles(list(names), target)
     failed = [r for r in results if not r["ok"]]
@@ -141,7 +141,7 @@ def _problem_line(problem: JSONObject) -> str:
 @json_option
 def render_cmd(name: str, target: str | None, as_json: bool) -> None:
     """Print the exact prefill, decode and router commands."""
-    from dsv4ops.orchestrate.usecases.profile import render_profile
+    from dsv4ops.usecases.profile import render_profile
 
     # Printed commands never carry secrets: a value under a secret env key or after a secret flag
     # is shown as '***' (the deploy renders in-process and keeps the real values).
@@ -168,7 +168,7 @@ def diff_cmd(
     a: str, b: str, rev_a: str | None, rev_b: str | None, target: str | None, as_json: bool
 ) -> None:
     """Show how B differs from A: resolved values, then the rendered argv and env."""
-    from dsv4ops.orchestrate.usecases.profile import profile_diff
+    from dsv4ops.usecases.profile import profile_diff
 
     report = profile_diff(a, b, target, rev_a=rev_a, rev_b=rev_b)
     if as_json:
@@ -216,7 +216,7 @@ def set_cmd(
     everything and prints the diff, writing nothing; --target also checks that the result
     renders for that target; --reason goes first in the commit message. If git refuses the
     commit (a pre-commit hook), the file and the git index are put back as they were."""
-    from dsv4ops.orchestrate.usecases.profile import set_profile_flags
+    from dsv4ops.usecases.profile import set_profile_flags
 
     del yes  # nothing to confirm: the change is one commit, `git revert` undoes it
     result = set_profile_flags(
@@ -258,7 +258,7 @@ def schema_cmd(targets: bool, markdown: bool, output: Path | None) -> None:
     profiles/schema/ ships it and every shipped YAML names it on its first line
     (`# yaml-language-server: $schema=...`). The loader still checks more than it can say:
     rules across keys and files (docs/profiles.md, "The JSON Schema (editors and CI)")."""
-    from dsv4ops.orchestrate.usecases.profile import profile_schema
+    from dsv4ops.usecases.profile import profile_schema
 
     if write_or_echo(profile_schema(targets=targets, markdown=markdown), output):
         click.echo(f"wrote {output}")

@@ -46,7 +46,7 @@ def rollback(
 ) -> None:
     """Roll back to the last known-good deployment through the same safe path."""
     from dsv4ops.cli._context import open_target, progress_printer
-    from dsv4ops.orchestrate.usecases.rollback import (
+    from dsv4ops.usecases.rollback import (
         choose_rollback,
         raise_for,
         refuse_nothing_to_recover,

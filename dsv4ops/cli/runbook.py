@@ -24,7 +24,7 @@ from dsv4ops.cli._output import (
 )
 
 if TYPE_CHECKING:
-    from dsv4ops.orchestrate.usecases.runbook import Runbook
+    from dsv4ops.usecases.runbook import Runbook
 
 
 def _verbs() -> set[str]:
@@ -34,7 +34,7 @@ def _verbs() -> set[str]:
 
 
 def _load(ref: str) -> Runbook:
-    from dsv4ops.orchestrate.usecases.runbook import load_book
+    from dsv4ops.usecases.runbook import load_book
 
     return load_book(ref, _verbs())
 
@@ -48,7 +48,7 @@ def runbook() -> None:
 @json_option
 def list_cmd(as_json: bool) -> None:
     """Every runbook: name, title, symptom."""
-    from dsv4ops.orchestrate.usecases.runbook import runbook_rows
+    from dsv4ops.usecases.runbook import runbook_rows
 
     rows = runbook_rows(_verbs())
     if as_json:
@@ -71,7 +71,7 @@ def _short(text: str, width: int = 70) -> str:
 @json_option
 def show_cmd(name: str, as_json: bool) -> None:
     """The readable checklist: each step's text, what it does, and which ones ask first."""
-    from dsv4ops.orchestrate.usecases.runbook import checklist_lines
+    from dsv4ops.usecases.runbook import checklist_lines
 
     b = _load(name)
     if as_json:
@@ -133,7 +133,7 @@ def run_cmd(
     import sys
 
     from dsv4ops.cli._context import open_target, progress_printer
-    from dsv4ops.orchestrate.usecases.runbook import run_runbook, run_target
+    from dsv4ops.usecases.runbook import run_runbook, run_target
 
     b = _load(name)
     target, known = run_target(target, rehearse=rehearse)

@@ -16,7 +16,7 @@ from dsv4ops.jsontypes import JSONObject
 def status(target: str | None, as_json: bool) -> None:
     """Show what runs on a target, whether it serves, what is deployed and any drift."""
     from dsv4ops.cli._context import open_target
-    from dsv4ops.orchestrate.usecases.status import is_endpoint, status_report
+    from dsv4ops.usecases.status import is_endpoint, status_report
 
     if is_endpoint(target):
         _endpoint_status(target, as_json)
@@ -50,7 +50,7 @@ def _open_lines(report: JSONObject) -> list[str]:
 
 def _exit_with_word(report: JSONObject) -> None:
     """Add the one status word and its exit code (dsv4ops/exitcodes.py) to the report."""
-    from dsv4ops.orchestrate.usecases.status import with_word
+    from dsv4ops.usecases.status import with_word
 
     with_word(report)
 
@@ -58,7 +58,7 @@ def _exit_with_word(report: JSONObject) -> None:
 def _endpoint_status(target: str | None, as_json: bool) -> None:
     """An endpoint target (a cluster): the router as this machine reaches it, read-only."""
     from dsv4ops.cli._context import open_target
-    from dsv4ops.orchestrate.usecases.endpoint import endpoint_status
+    from dsv4ops.usecases.endpoint import endpoint_status
 
     ctx = open_target(target, verb="status", http_only=True)
     try:
@@ -133,7 +133,7 @@ def _deployed_lines(d: JSONObject | None, k: JSONObject | None) -> list[str]:
 
 def _component_row(c: JSONObject) -> list[object]:
     """One component's row of the status table."""
-    from dsv4ops.orchestrate.usecases.status import process_word
+    from dsv4ops.usecases.status import process_word
 
     extra = ""
     if c["name"] == "router":
@@ -157,7 +157,7 @@ def _component_row(c: JSONObject) -> list[object]:
 
 def render(report: JSONObject) -> list[str]:
     d = report["deployed"]
-    from dsv4ops.orchestrate.usecases.status import health_word
+    from dsv4ops.usecases.status import health_word
 
     lines = [f"target {report['target']}: {report.get('status') or health_word(report)}"]
     lines += _stopped_lines(report.get("stopped")) or _deployed_lines(

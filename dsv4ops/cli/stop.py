@@ -30,7 +30,7 @@ def stop(
         _dry_run(target, as_json)
         return
     from dsv4ops.cli._context import open_target, progress_printer
-    from dsv4ops.orchestrate.usecases.stop import raise_for, run_stop
+    from dsv4ops.usecases.stop import raise_for, run_stop
 
     session = open_target(target, verb="stop")
     try:
@@ -48,7 +48,7 @@ def stop(
 
 def _dry_run(target: str | None, as_json: bool) -> None:
     """The stop's steps, as `deploy --dry-run` prints a deploy's."""
-    from dsv4ops.orchestrate.usecases.stop import stop_plan
+    from dsv4ops.usecases.stop import stop_plan
 
     plan = stop_plan(target)  # drain, router, decode, prefill: what `stop` runs
     if as_json:

@@ -3,7 +3,7 @@
 Runbook rehearsals use it to reproduce each incident; on a real target it is refused (exit 1).
 It takes the flags every mutating command takes (cli/_output.py): it asks first unless
 `--yes`, `--dry-run` says what it would send and where, `--reason` is journaled with the switch.
-The switch holds the target's deploy lock, as deploy does (orchestrate/usecases/hazard.py).
+The switch holds the target's deploy lock, as deploy does (usecases/hazard.py).
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ def hazard(
 ) -> None:
     """Force, clear or re-arm one hazard of the running twin deployment (journaled)."""
     from dsv4ops.cli._context import open_target, progress_printer
-    from dsv4ops.orchestrate.usecases.hazard import switch_hazard
-    from dsv4ops.orchestrate.usecases.twin import (
+    from dsv4ops.usecases.hazard import switch_hazard
+    from dsv4ops.usecases.twin import (
         WHAT,
         plan_twin_hazard,
         twin_target,

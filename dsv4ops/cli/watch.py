@@ -21,7 +21,7 @@ from dsv4ops.cli._output import echo_lines, json_option, target_option
 from dsv4ops.errors import DsOpsError
 
 if TYPE_CHECKING:
-    from dsv4ops.orchestrate.usecases.watch import FindingsExporter, Round, ServerReading
+    from dsv4ops.usecases.watch import FindingsExporter, Round, ServerReading
 
 UNKNOWN_EXIT = exitcodes.UNDECIDED
 
@@ -69,7 +69,7 @@ def watch(
     """Watch the deployed unit: scrape, probe, report findings with evidence and the runbook
     to follow. Never restarts anything."""
     from dsv4ops.cli._context import open_target
-    from dsv4ops.orchestrate.usecases.watch import open_watch
+    from dsv4ops.usecases.watch import open_watch
 
     try:
         ctx = open_target(target, verb="watch", http_only=True, read_only=True)
@@ -103,7 +103,7 @@ def watch(
 
 def _serve_findings(prometheus_port: int) -> FindingsExporter:
     """The findings as Prometheus metrics on 127.0.0.1 (its port on stderr); DsOpsError if busy."""
-    from dsv4ops.orchestrate.usecases.watch import serve_findings
+    from dsv4ops.usecases.watch import serve_findings
 
     exporter, port = serve_findings(prometheus_port)
     click.echo(f"findings on http://127.0.0.1:{port}/metrics", err=True)

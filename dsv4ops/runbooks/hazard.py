@@ -63,7 +63,7 @@ def plan_hazard(journal: Journal, *, target: str, hazard: str, state: str) -> JS
 def send_hazard(supervisor: Supervisor, planned: JSONObject) -> JSONObject:
     """POST the planned switch (plan_hazard's) to its server; {"hazard", "state", "component",
     "hazards": the twin's states}. Raises HazardNotTakenError when the server does not take it.
-    Journaled, under the deploy lock, by orchestrate/usecases/hazard.py."""
+    Journaled, under the deploy lock, by usecases/hazard.py."""
     hazard, state, component = planned["hazard"], planned["state"], planned["component"]
     reply = supervisor.http(
         planned["url"],

@@ -1,7 +1,7 @@
 """`dsv4ops watch`: a read-only monitor of the deployed PD unit between deploys.
 
 Pure detection (`detect`, `readings`, `probe`) and the loop behind the clock seam (`loop`);
-the use case (`orchestrate/usecases/watch.py`) binds it to a target session.
+the use case (`usecases/watch.py`) binds it to a target session.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The throughput baseline: what the deployed unit's last canary measured, from the journal.
 
 The deploy's canary gate records, in its step detail, `smoke: baseline T tok/s at concurrency C`
-(`orchestrate/usecases/gate.py`); watch compares the decode's throughput with T when it runs at
+(`usecases/gate.py`); watch compares the decode's throughput with T when it runs at
 about the same load. Only a canary of the deployed commands counts (same commands hash).
 """
 

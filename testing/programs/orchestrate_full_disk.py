@@ -106,7 +106,7 @@ class FullDiskJournal:
 def start_decode(env: OrchEnv) -> dict[str, object]:
     """(b) The disk fills once prefill is up: the journal cannot record 'start decode'."""
     from dsv4ops.orchestrate.restore import fallback_for
-    from dsv4ops.orchestrate.usecases import render as R
+    from dsv4ops.usecases import render as R
 
     os.environ.update(env.environ)
     stack = contextlib.ExitStack()

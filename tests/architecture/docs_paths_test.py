@@ -34,7 +34,7 @@ RESTART_FILES = (
     "orchestrate/pd.py",
     "orchestrate/plan.py",
     "orchestrate/engine.py",
-    "orchestrate/usecases/compose.py",
+    "usecases/compose.py",
     "remote/agent/processes.py",
 )
 SPAN = re.compile(r"`([^`\n]+)`")

@@ -19,8 +19,9 @@ LAYERS: dict[str, float] = {
     "__main__": 0,
     "demo": 0,
     "cli": 1,
-    # the use cases: the one part of orchestrate that may import kernels and canary
-    "orchestrate.usecases": 2,
+    # the verbs' use cases (one module a verb, over the PD engine in orchestrate/): the layer
+    # that composes the engine with kernels, canary, watch and the A/B
+    "usecases": 2,
     "orchestrate": 3,
     "kernels": 3,
     "runbooks": 3,
@@ -54,15 +55,11 @@ LAYERS: dict[str, float] = {
     "apikey": 5.75,
 }
 LEAF = 6
-SUB_AREAS = ("orchestrate.usecases",)  # sub-packages with a layer of their own
 TWIN = "twin"  # its own program (the SGLang stand-in): imported by no layer
 
 
 def area(module: str) -> str:
     parts = module.split(".")
-    for sub in SUB_AREAS:
-        if ".".join(parts[1:3]) == sub:
-            return sub
     return parts[1] if len(parts) > 1 else ""
 
 
@@ -125,7 +122,7 @@ def test_nothing_imports_cli_but_the_programs_that_start_it() -> None:
 # The composition root, cli/_context.py, also builds a target's executor, supervisor and
 # journal. Anything else is an import a use case should make for the command.
 CLI_MAY_IMPORT = (
-    "orchestrate.usecases",
+    "usecases",
     "errors",
     "exitcodes",
     "waits",
@@ -184,14 +181,14 @@ def test_cli_imports_only_the_use_cases_and_what_prints() -> None:
                 bad.append(f"dsv4ops/{path} imports dsv4ops.{target}")
         stale += [f"{path}: {t}" for t in sorted(set(CLI_NOT_YET.get(path, ())) - targets)]
     stale += [p for p in CLI_NOT_YET if p not in _cli_imports()]
-    assert not bad, "the CLI calls a use case for this (orchestrate/usecases/):\n" + "\n".join(bad)
+    assert not bad, "the CLI calls a use case for this (usecases/):\n" + "\n".join(bad)
     assert not stale, "no longer imported: strike off CLI_NOT_YET:\n" + "\n".join(stale)
 
 
 def test_the_cli_rule_sees_a_lazy_import_of_a_lower_module() -> None:
     found = _cli_imports()
-    assert "orchestrate.usecases.runbook" in found["cli/runbook.py"]  # inside a function
-    assert "orchestrate.usecases.status" in found["cli/status.py"]
+    assert "usecases.runbook" in found["cli/runbook.py"]  # inside a function
+    assert "usecases.status" in found["cli/status.py"]
 
 
 # What each external module (or module prefix) may be imported by: path prefixes relative to

@@ -153,7 +153,7 @@ def test_the_rules_catch_what_they_are_for(tmp_path: Path) -> None:
     assert _layout_problem(TESTS / "cli" / "nosuchverb_test.py") is not None
     assert _layout_problem(TESTS / "nosuchmodule_test.py") is not None
     assert _layout_problem(TESTS / "cli" / "deploy_ssh_test.py") is None
-    assert _layout_problem(TESTS / "orchestrate" / "usecases" / "gate_test.py") is None
+    assert _layout_problem(TESTS / "usecases" / "gate_test.py") is None
     double = tmp_path / "x_test.py"
     double.write_text(
         "class FakeThing:\n    pass\n\n\nclass Variant(mod.ScriptedServer):\n    pass\n"

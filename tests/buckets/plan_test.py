@@ -23,8 +23,8 @@ from dsv4ops.buckets.plan import (
     padded,
     plan,
 )
-from dsv4ops.orchestrate.usecases.buckets import LiveSample
 from dsv4ops.profiles.buckets import resolve_buckets
+from dsv4ops.usecases.buckets import LiveSample
 
 REPO = Path(__file__).resolve().parents[2]
 SEEDS = StepLaw(18.0, 1.05)
@@ -147,7 +147,7 @@ def test_sampling_a_live_decode_sees_its_running_batch_and_graph_memory() -> Non
 
     import aiohttp
 
-    from dsv4ops.orchestrate.usecases.buckets import sample_decode
+    from dsv4ops.usecases.buckets import sample_decode
     from testing.twin import _background, twin_server, wait_running
 
     async def load_then_sample(url: str) -> tuple[LiveSample, subprocess.CompletedProcess[str]]:
@@ -284,7 +284,7 @@ def test_the_plan_records_the_decode_context_length_the_sweep_ran_at(
 ) -> None:
     """sglang#40442: the DSV4 decode graph width follows --context-length, so a law measured at
     one context is said to be measured there, and a profile at another is named."""
-    from dsv4ops.orchestrate.usecases.buckets_plan import plan_buckets
+    from dsv4ops.usecases.buckets_plan import plan_buckets
 
     def report(context: int) -> Path:
         levels = [{"concurrency": c, "bs": float(c), "duration_s": 5.0} for c in (48, 56, 64)]

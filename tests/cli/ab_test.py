@@ -214,7 +214,7 @@ def test_ctrl_c_while_a_block_is_measured_keeps_a_and_records_the_block_as_parti
 ) -> None:
     """Ctrl-C during block 0's sweep (A): the box already runs A's proven deployment, so nothing is
     redeployed; the block is in the report as incomplete and the experiment ends FAILED."""
-    from dsv4ops.orchestrate.usecases import ab as AB
+    from dsv4ops.usecases import ab as AB
 
     real = vars(AB)["canary_runner"]  # the name ab.py imported (it does not re-export it)
 
@@ -440,8 +440,8 @@ def test_b_whose_decode_dies_in_a_measured_block_fails_its_gate_and_is_never_off
     `rollback` never offers B's commands again."""
     from dsv4ops.canary import Verdict
     from dsv4ops.journal.knowngood import commands_hash, failed_gates
-    from dsv4ops.orchestrate.usecases import ab as AB
-    from dsv4ops.orchestrate.usecases.ab_blocks import canary_runner as real_runner
+    from dsv4ops.usecases import ab as AB
+    from dsv4ops.usecases.ab_blocks import canary_runner as real_runner
 
     gated = ("--yes", "--json", "--canary-duration", "2", "--accept-inconclusive-canary")
     code, b_good, err = cli(env, capsys, "deploy", "ab-step4", *gated)

@@ -35,8 +35,8 @@ def test_a_stack_nobody_recorded_is_unmanaged_not_down(
 ) -> None:
     """Issue 20: ports that answer with no deploy in the journal are positive evidence that
     something runs there, and of nothing else: UNMANAGED, exit 4 (UNDECIDED), never DOWN."""
-    from dsv4ops.orchestrate.usecases.render import deployment_for
     from dsv4ops.profiles import get_target
+    from dsv4ops.usecases.render import deployment_for
     from testing.orchestrate import make_env
     from testing.watch import silent_listeners
 
@@ -65,8 +65,8 @@ def test_unmanaged_is_checked_on_the_ports_of_the_profile_deployed_last(
     on its router port is UNMANAGED (exit 4), and baseline's ports are not what is looked at."""
     from dsv4ops.journal.records import Kind, Status
     from dsv4ops.journal.store import Journal
-    from dsv4ops.orchestrate.usecases.render import deployment_for
     from dsv4ops.profiles import get_target
+    from dsv4ops.usecases.render import deployment_for
     from testing.orchestrate import commit_all, make_env
     from testing.ports import free_ports
     from testing.watch import silent_listeners

@@ -23,8 +23,8 @@ from testing.orchestrate import OrchEnv, add_real_box, kill_all, make_env
 
 def _deployed_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[OrchEnv, Deployment]:
     """A twin target whose journal records baseline as running (nothing listens on its ports)."""
-    from dsv4ops.orchestrate.usecases.render import deployment_for
     from dsv4ops.profiles import get_target
+    from dsv4ops.usecases.render import deployment_for
 
     env = make_env(tmp_path)
     for k, v in env.environ.items():

@@ -24,8 +24,8 @@ ROUTER_TEXT = b'# TYPE smg_worker_health gauge\nsmg_worker_health{worker="w"} 1\
 def test_once_names_the_oversized_metrics_endpoint_and_exits_warning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from dsv4ops.orchestrate.usecases.render import deployment_for
     from dsv4ops.profiles import get_target
+    from dsv4ops.usecases.render import deployment_for
 
     env = make_env(tmp_path)
     for k, v in env.environ.items():

@@ -23,8 +23,8 @@ from testing.watch import silent_listeners
 def test_once_against_a_silent_unit_is_undecided_never_ok(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from dsv4ops.orchestrate.usecases.render import deployment_for
     from dsv4ops.profiles import get_target
+    from dsv4ops.usecases.render import deployment_for
 
     env = make_env(tmp_path)
     for k, v in env.environ.items():

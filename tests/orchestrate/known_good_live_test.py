@@ -12,8 +12,8 @@ import pytest
 
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
-from dsv4ops.orchestrate.usecases import render as R
 from dsv4ops.profiles import get_target
+from dsv4ops.usecases import render as R
 from testing.journal import gate_step
 from testing.orchestrate import OrchEnv, assert_baseline_restored, cli
 

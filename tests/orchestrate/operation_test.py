@@ -1,5 +1,5 @@
 """The journaled-operation context (orchestrate/operation.py) and the kernel switch that now runs
-under it (orchestrate/usecases/kernels.py): lock, begin, transitions, release, stale locks and
+under it (usecases/kernels.py): lock, begin, transitions, release, stale locks and
 interrupted operations, the same for every kind of operation."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dsv4ops.errors import KernelPackageError, LockHeldError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.operation import journaled_operation
-from dsv4ops.orchestrate.usecases import kernels as kernel_usecase
-from dsv4ops.orchestrate.usecases.session import TargetSession
+from dsv4ops.usecases import kernels as kernel_usecase
+from dsv4ops.usecases.session import TargetSession
 from testing.clock import FakeClock
 from testing.orchestrate import FakeControl
 

@@ -21,9 +21,9 @@ from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.restore import fallback_for, rebuild, rollback_target
 from dsv4ops.orchestrate.status import gather_status
 from dsv4ops.orchestrate.timeouts import Timeouts
-from dsv4ops.orchestrate.usecases import render as R
 from dsv4ops.profiles import get_target
 from dsv4ops.remote import Supervisor
+from dsv4ops.usecases import render as R
 from testing.orchestrate import OrchEnv, our_processes
 from testing.remote import SshdServer
 

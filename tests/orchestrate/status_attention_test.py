@@ -14,7 +14,7 @@ from dsv4ops.orchestrate.kernelpkg import KernelSupport, with_kernel_env
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.status import KernelStatus, gather_status
-from dsv4ops.orchestrate.usecases.compose import decode_uses_package
+from dsv4ops.usecases.compose import decode_uses_package
 from testing.clock import FakeClock
 from testing.orchestrate import KERNELS_PKG as PKG
 from testing.orchestrate import KERNELS_REF as REF

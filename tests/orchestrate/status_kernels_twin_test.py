@@ -22,10 +22,10 @@ import pytest
 from dsv4ops.cli.status import render
 from dsv4ops.kernels.deploy import kernel_call
 from dsv4ops.kernels.plugin_dist import plugin_members
-from dsv4ops.orchestrate.usecases import render as R
 from dsv4ops.remote import LocalExecutor, Supervisor
 from dsv4ops.sglang_paths import dsv4_flash_config_names, plugin_env
 from dsv4ops.twin.kernel_package import BOX_DEVICE_NAME
+from dsv4ops.usecases import render as R
 from testing.kernels import write_tar
 from testing.orchestrate import OrchEnv, cli, cli_operator, commit_all
 from testing.profiles import TRITON_MOE_PATH_YAML

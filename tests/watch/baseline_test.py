@@ -1,5 +1,5 @@
 """The throughput baseline read back from the journal: the deployed commands' newest canary
-gate that recorded one (the gate writes it, orchestrate/usecases/gate.py)."""
+gate that recorded one (the gate writes it, usecases/gate.py)."""
 
 from __future__ import annotations
 

@@ -12,10 +12,10 @@ from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.health import health_word as health_word  # the report's one word
 from dsv4ops.orchestrate.health import process_word as process_word  # a component's process
 from dsv4ops.orchestrate.status import KernelStatus, gather_status, journal_status
-from dsv4ops.orchestrate.usecases.compose import kernel_support
-from dsv4ops.orchestrate.usecases.journal import SeenLock, entry, lock_of_report
-from dsv4ops.orchestrate.usecases.render import render_now
-from dsv4ops.orchestrate.usecases.session import TargetSession
+from dsv4ops.usecases.compose import kernel_support
+from dsv4ops.usecases.journal import SeenLock, entry, lock_of_report
+from dsv4ops.usecases.render import render_now
+from dsv4ops.usecases.session import TargetSession
 
 
 def status_reader(session: TargetSession, journal: Journal) -> Callable[[], JSONObject]:

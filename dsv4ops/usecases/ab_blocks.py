@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from dsv4ops.ab.decision import GateResult
     from dsv4ops.canary import SuiteResult, Thresholds
     from dsv4ops.clock import Clock
-    from dsv4ops.orchestrate.usecases.ab_plan import ABPlan
+    from dsv4ops.usecases.ab_plan import ABPlan
 
 MIN_FIT_LEVELS = 3
 # (suite, deployment, thresholds, duration or None, concurrency or None) -> SuiteResult
@@ -155,7 +155,7 @@ def block_values(
 
 def run_gate(run: SuiteRun, suite: str, dep: Deployment, *, duration_s: float) -> GateResult:
     """Run one correctness suite on B, judged by B's own canary thresholds."""
-    from dsv4ops.orchestrate.usecases.gate import thresholds_of
+    from dsv4ops.usecases.gate import thresholds_of
 
     duration = None if suite == "abort-cascade" else duration_s
     return gate_result(suite, [run(suite, dep, thresholds_of(dep), duration, None)])
@@ -183,7 +183,7 @@ def journal_measured(op: RunningOperation, plan: ABPlan, m: Measured, b_op: str)
     its GateResult (journal/gates.py: `rollback` then never offers B's commands again after a
     FAIL unless named with --to, even if the experiment dies right after)."""
     from dsv4ops.canary import Verdict
-    from dsv4ops.orchestrate.usecases.ab_plan import GATE_NAMES
+    from dsv4ops.usecases.ab_plan import GATE_NAMES
 
     r = m.result
     if not ((plan.suite == "sweep" and "sweep" in plan.gates) or r.verdict is Verdict.FAIL):
@@ -220,7 +220,7 @@ def gate_result(suite: str, results: Sequence[SuiteResult]) -> GateResult:
     that could not judge, INCONCLUSIVE, is no evidence of safety)."""
     from dsv4ops.ab.decision import GateResult
     from dsv4ops.canary import Verdict
-    from dsv4ops.orchestrate.usecases.ab_plan import GATE_NAMES
+    from dsv4ops.usecases.ab_plan import GATE_NAMES
 
     name = GATE_NAMES.get(suite, suite)
     failed = [r for r in results if r.verdict is Verdict.FAIL]

@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
 from dsv4ops.jsontypes import JSONObject
-from dsv4ops.orchestrate.usecases.session import TargetSession
+from dsv4ops.usecases.session import TargetSession
 
 if TYPE_CHECKING:
     from dsv4ops.runbooks.model import Runbook as Runbook  # re-exported: the CLI annotates it
@@ -131,8 +131,8 @@ def run_runbook(
 
 def _world(session: TargetSession) -> TargetWorld:
     """The engine's view of the target: status's report for preconditions, the remote seam."""
-    from dsv4ops.orchestrate.usecases.status import status_reader
     from dsv4ops.runbooks.world import TargetWorld
+    from dsv4ops.usecases.status import status_reader
 
     # what `dsv4ops status` reports, as it composes it
     status = status_reader(session, session.journal)

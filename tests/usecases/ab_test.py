@@ -1,4 +1,4 @@
-"""The A/B use case (orchestrate/usecases/ab*.py): the plan (gates from the flag diff, the switch
+"""The A/B use case (usecases/ab*.py): the plan (gates from the flag diff, the switch
 cost from the journal or the bucket count), the block values (never mixing the server's and the
 client's numbers), the gates' positive-evidence rule, and on the twin behind the real router:
 step-8 against step-4 buckets picks step-4 and leaves the box on it."""
@@ -17,15 +17,15 @@ from dsv4ops.journal.gates import GateSource, GateVerdict
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import FileBackend, Journal
 from dsv4ops.journal.view import View
-from dsv4ops.orchestrate.usecases.ab_blocks import (
+from dsv4ops.usecases.ab_blocks import (
     Measured,
     block_values,
     choose_sources,
     gate_result,
 )
-from dsv4ops.orchestrate.usecases.ab_plan import ABPlan, plan_ab
-from dsv4ops.orchestrate.usecases.ab_switch import switch_cost
-from dsv4ops.orchestrate.usecases.session import TargetSession
+from dsv4ops.usecases.ab_plan import ABPlan, plan_ab
+from dsv4ops.usecases.ab_switch import switch_cost
+from dsv4ops.usecases.session import TargetSession
 from testing.ab import AB_WORKLOAD, ab_twin_env, add_ab_profiles
 from testing.clock import FakeClock
 from testing.orchestrate import OrchEnv, journal_session, module_env, our_processes
@@ -51,7 +51,7 @@ def test_a_profile_that_changes_the_decode_context_length_is_gated_by_the_sweep(
 ) -> None:
     """sglang#40442: the DSV4 decode graph width follows --context-length, so an A/B of it is
     decided by the sweep, and the plan says why."""
-    shipped = (Path(__file__).resolve().parents[3] / "profiles" / "baseline.yaml").read_text()
+    shipped = (Path(__file__).resolve().parents[2] / "profiles" / "baseline.yaml").read_text()
     ctx = shipped.replace('[--context-length, "1048576"]', '[--context-length, "131072"]')
     assert ctx != shipped
     (tmp_path / "ctx.yaml").write_text(ctx)
@@ -243,7 +243,7 @@ def test_step4_buckets_beat_step8_at_57_running_and_stay_on_the_box(
     ab_env: OrchEnv, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from dsv4ops.cli._context import open_target
-    from dsv4ops.orchestrate.usecases.ab import run_ab
+    from dsv4ops.usecases.ab import run_ab
 
     for k, v in ab_env.environ.items():
         monkeypatch.setenv(k, v)
@@ -299,8 +299,8 @@ def test_a_crash_inside_the_experiment_puts_a_back_journals_it_and_is_raised(
     """Issue 40: an OverflowError in the analysis left the box on whatever the last block
     deployed (B), the experiment journaled "see `dsv4ops status`"; any bug now puts A back."""
     from dsv4ops.cli._context import open_target
-    from dsv4ops.orchestrate.usecases.ab import run_ab
-    from dsv4ops.orchestrate.usecases.ab_blocks import canary_runner
+    from dsv4ops.usecases.ab import run_ab
+    from dsv4ops.usecases.ab_blocks import canary_runner
 
     for k, v in ab_env.environ.items():
         monkeypatch.setenv(k, v)
@@ -339,7 +339,7 @@ def test_the_winners_final_gate_accepts_an_inconclusive_only_when_the_operator_a
     as accepted) only with --accept-inconclusive-canary; nothing is recorded as asked unasked."""
     from types import SimpleNamespace
 
-    from dsv4ops.orchestrate.usecases import ab as AB
+    from dsv4ops.usecases import ab as AB
 
     seen: dict[str, Any] = {}
 

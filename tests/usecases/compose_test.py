@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dsv4ops.orchestrate.usecases.compose import timeouts_for
 from dsv4ops.profiles import get_target
 from dsv4ops.timings import STOP_GRACE_S
 from dsv4ops.twin.config import load_config
 from dsv4ops.twin.shutdown import SCHEDULER_EXIT_TIMEOUT_S
+from dsv4ops.usecases.compose import timeouts_for
 
 
 def test_the_twin_targets_stop_grace_outlasts_the_twins_worst_graceful_exit() -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from dsv4ops.apikey import auth_headers
 from dsv4ops.errors import DsOpsError
 from dsv4ops.monitoring.scrape import target_time_scale
-from dsv4ops.orchestrate.usecases.session import TargetSession
+from dsv4ops.usecases.session import TargetSession
 from dsv4ops.watch import Watcher, WatchSettings, watch_endpoints
 from dsv4ops.watch.baseline import baseline_from_operations
 from dsv4ops.watch.endpoints import cluster_watch_endpoints
@@ -73,7 +73,7 @@ def open_watch(
 def _probe_stream(session: TargetSession, model: str) -> ProbeStream | None:
     """The probe stream through the unit's router as this machine reaches it (watch/stream.py):
     one generation held open, so a wedge is found within 3 s of its last token."""
-    from dsv4ops.orchestrate.usecases.session import reachable
+    from dsv4ops.usecases.session import reachable
 
     try:
         reach = reachable(session)
@@ -92,7 +92,7 @@ def _open_cluster_watch(
     """An endpoint target (a cluster): its router and servers as targets.yaml names them,
     reached from this machine; the profile it names (if any) gives the model and buckets. No
     journal baseline: dsv4ops did not deploy it, so `throughput_below_baseline` stays quiet."""
-    from dsv4ops.orchestrate.usecases.session import reachable
+    from dsv4ops.usecases.session import reachable
 
     reach = reachable(session)
     missing = [

@@ -174,7 +174,7 @@ def _read_counts(
     elif distribution is not None:
         counts = S.from_file(distribution)
     else:
-        from dsv4ops.orchestrate.usecases.buckets import sample_decode
+        from dsv4ops.usecases.buckets import sample_decode
 
         live = sample_decode(str(metrics_url), window_s=window)
         counts, observed_gb, captured = live.counts, live.graph_memory_gb, live.captured_graphs

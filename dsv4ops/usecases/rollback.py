@@ -15,11 +15,11 @@ from dsv4ops.orchestrate.engine import CanaryStep, Progress
 from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.outcome import raise_for as raise_for  # the CLI's exit for an Outcome
 from dsv4ops.orchestrate.restore import fallbacks_for, rebuild, rollback_target
-from dsv4ops.orchestrate.usecases.compose import operator_for
-from dsv4ops.orchestrate.usecases.deploy import require_router_key
-from dsv4ops.orchestrate.usecases.gate import buckets_of, canary_gate, thresholds_of
-from dsv4ops.orchestrate.usecases.render import render_at_commit
-from dsv4ops.orchestrate.usecases.session import TargetSession
+from dsv4ops.usecases.compose import operator_for
+from dsv4ops.usecases.deploy import require_router_key
+from dsv4ops.usecases.gate import buckets_of, canary_gate, thresholds_of
+from dsv4ops.usecases.render import render_at_commit
+from dsv4ops.usecases.session import TargetSession
 
 
 @dataclass(frozen=True)

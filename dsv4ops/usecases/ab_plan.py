@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DsOpsError
 from dsv4ops.jsontypes import JSONObject, JSONValue
-from dsv4ops.orchestrate.usecases.ab_switch import Switch, switch_cost
-from dsv4ops.orchestrate.usecases.deploy import DeployPlan, plan_deploy
-from dsv4ops.orchestrate.usecases.gate import thresholds_of
-from dsv4ops.orchestrate.usecases.session import TargetSession
+from dsv4ops.usecases.ab_switch import Switch, switch_cost
+from dsv4ops.usecases.deploy import DeployPlan, plan_deploy
+from dsv4ops.usecases.gate import thresholds_of
+from dsv4ops.usecases.session import TargetSession
 
 if TYPE_CHECKING:
     from dsv4ops.ab.model import Arm

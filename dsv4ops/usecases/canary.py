@@ -21,8 +21,8 @@ from dsv4ops.routerkind import RouterKind
 
 if TYPE_CHECKING:
     from dsv4ops.canary import SuiteResult, Thresholds
-    from dsv4ops.orchestrate.usecases.session import TargetSession
     from dsv4ops.profiles.model import Profile
+    from dsv4ops.usecases.session import TargetSession
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def resolve_endpoint(
         if not url:
             raise CanaryError("the canary needs --url or a target")
         return CanaryEndpoint(url, tuple(worker_urls), thresholds, buckets, name or "default")
-    from dsv4ops.orchestrate.usecases.session import reachable
+    from dsv4ops.usecases.session import reachable
 
     try:
         reach = reachable(session, profile)

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from dsv4ops.clock import seconds_between
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
-from dsv4ops.orchestrate.usecases.deploy import DeployPlan
-from dsv4ops.orchestrate.usecases.gate import buckets_of
+from dsv4ops.usecases.deploy import DeployPlan
+from dsv4ops.usecases.gate import buckets_of
 
 # Without a timed deploy in the journal: a restart on the box (stop, weights, start) plus the
 # capture per decode graph. The twin's own settings give its estimate (docs/twin.md).

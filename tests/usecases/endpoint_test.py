@@ -12,9 +12,9 @@ import pytest
 
 from dsv4ops.cli import main
 from dsv4ops.journal.store import Journal
-from dsv4ops.orchestrate.usecases.session import TargetSession, reachable
 from dsv4ops.profiles import get_target
 from dsv4ops.remote import Supervisor, connect
+from dsv4ops.usecases.session import TargetSession, reachable
 from testing.orchestrate import FAST_TWIN_ENV, SHIPPED_PROFILES
 from testing.twin import TwinStack, twin_stack
 
@@ -181,7 +181,7 @@ def test_watch_judges_the_cluster_through_the_endpoint_target(cluster: TwinStack
     """`dsv4ops watch --target cluster`: the router's and servers' metrics and the probes go from
     this machine to the URLs targets.yaml names; a decode that goes away is reported."""
     from dsv4ops.cli._context import open_target
-    from dsv4ops.orchestrate.usecases.watch import open_watch
+    from dsv4ops.usecases.watch import open_watch
 
     session = open_target("cluster", verb="watch", http_only=True, read_only=True)
     try:

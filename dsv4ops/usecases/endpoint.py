@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dsv4ops.errors import ControllerOwnedError
 from dsv4ops.jsontypes import JSONObject
-from dsv4ops.orchestrate.usecases.session import TargetSession, reachable
 from dsv4ops.profiles.model import Target
+from dsv4ops.usecases.session import TargetSession, reachable
 
 DOCS = "docs/kubernetes.md: what stays the same and what the cluster takes over"
 

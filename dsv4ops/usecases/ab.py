@@ -33,7 +33,7 @@ from dsv4ops.journal.records import Kind, Status
 from dsv4ops.orchestrate.engine import Progress
 from dsv4ops.orchestrate.interrupts import signal_name_of
 from dsv4ops.orchestrate.operation import RunningOperation, journaled_operation
-from dsv4ops.orchestrate.usecases.ab_blocks import (
+from dsv4ops.usecases.ab_blocks import (
     Measured,
     SuiteRun,
     canary_runner,
@@ -43,11 +43,11 @@ from dsv4ops.orchestrate.usecases.ab_blocks import (
     measure,
     measured_gate,
 )
-from dsv4ops.orchestrate.usecases.ab_outcome import ABOutcome as ABOutcome  # re-exported
-from dsv4ops.orchestrate.usecases.ab_outcome import raise_for as raise_for  # the CLI's exit
-from dsv4ops.orchestrate.usecases.ab_plan import ABPlan, final_gate_suite_s
-from dsv4ops.orchestrate.usecases.deploy import run_deploy
-from dsv4ops.orchestrate.usecases.session import TargetSession
+from dsv4ops.usecases.ab_outcome import ABOutcome as ABOutcome  # re-exported
+from dsv4ops.usecases.ab_outcome import raise_for as raise_for  # the CLI's exit
+from dsv4ops.usecases.ab_plan import ABPlan, final_gate_suite_s
+from dsv4ops.usecases.deploy import run_deploy
+from dsv4ops.usecases.session import TargetSession
 
 if TYPE_CHECKING:
     from dsv4ops.ab.analysis import Analysis

@@ -16,8 +16,8 @@ from dsv4ops.journal.knowngood import Judgement
 from dsv4ops.journal.records import Kind, Operation
 from dsv4ops.journal.target import TargetJournal
 from dsv4ops.jsontypes import JSONObject
-from dsv4ops.orchestrate.usecases.session import TargetSession
 from dsv4ops.remote.results import LockInfo
+from dsv4ops.usecases.session import TargetSession
 
 
 class Unseen(enum.Enum):

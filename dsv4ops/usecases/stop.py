@@ -9,8 +9,8 @@ from dsv4ops.orchestrate.engine import Progress
 from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.outcome import raise_for as raise_for  # the CLI's exit for an Outcome
 from dsv4ops.orchestrate.plan import Step, plan_json, render_plan, stop_steps
-from dsv4ops.orchestrate.usecases.compose import operator_for
-from dsv4ops.orchestrate.usecases.session import TargetSession
+from dsv4ops.usecases.compose import operator_for
+from dsv4ops.usecases.session import TargetSession
 
 
 def run_stop(

@@ -12,7 +12,6 @@ from dsv4ops.orchestrate.engine import CanaryStep, Progress
 from dsv4ops.orchestrate.kernelpkg import KernelSupport, config_dir_env
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.timeouts import Timeouts
-from dsv4ops.orchestrate.usecases.session import TargetSession
 from dsv4ops.profiles.model import Target
 from dsv4ops.sglang_paths import moe_path, sparse_attn_asked
 from dsv4ops.timings import (
@@ -23,6 +22,7 @@ from dsv4ops.timings import (
     TWIN_READY_S,
     TWIN_STOP_GRACE_S,
 )
+from dsv4ops.usecases.session import TargetSession
 
 READY_TIMEOUT_ENV = "DSV4OPS_READY_TIMEOUT_S"
 

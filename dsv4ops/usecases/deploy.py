@@ -16,12 +16,12 @@ from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.outcome import raise_for as raise_for  # the CLI's exit for an Outcome
 from dsv4ops.orchestrate.pd import WARNING, RestartScope, restart_scope
 from dsv4ops.orchestrate.restore import fallbacks_for
-from dsv4ops.orchestrate.usecases.compose import operator_for
-from dsv4ops.orchestrate.usecases.endpoint import refuse_on_endpoint
-from dsv4ops.orchestrate.usecases.gate import buckets_of, canary_gate, thresholds_of
-from dsv4ops.orchestrate.usecases.render import deployment_for, render_at_commit
-from dsv4ops.orchestrate.usecases.session import TargetSession
 from dsv4ops.profiles.model import Target
+from dsv4ops.usecases.compose import operator_for
+from dsv4ops.usecases.endpoint import refuse_on_endpoint
+from dsv4ops.usecases.gate import buckets_of, canary_gate, thresholds_of
+from dsv4ops.usecases.render import deployment_for, render_at_commit
+from dsv4ops.usecases.session import TargetSession
 
 # The lone-PD-worker warning (orchestrate/pd.py), a note the CLI repeats after the result.
 PD_WARNING = WARNING

@@ -12,7 +12,7 @@ from dsv4ops import exitcodes
 from dsv4ops.errors import DeployError
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.interrupts import DeployInterrupted
-from dsv4ops.orchestrate.usecases.ab_plan import ABPlan
+from dsv4ops.usecases.ab_plan import ABPlan
 
 if TYPE_CHECKING:
     from dsv4ops.ab.analysis import Analysis

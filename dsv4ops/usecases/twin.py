@@ -5,9 +5,9 @@ the switch itself, journaled as a HAZARD operation under the deploy lock, is use
 from __future__ import annotations
 
 from dsv4ops.jsontypes import JSONObject
-from dsv4ops.orchestrate.usecases.session import TargetSession
 from dsv4ops.runbooks.hazard import WHAT as WHAT  # what each hazard is, in words (the prompt)
 from dsv4ops.runbooks.hazard import check_twin, plan_hazard
+from dsv4ops.usecases.session import TargetSession
 
 
 def twin_target(name: str | None) -> str:

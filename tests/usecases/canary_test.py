@@ -1,4 +1,4 @@
-"""Where `dsv4ops canary` sends load and what judges it (orchestrate/usecases/canary.py)."""
+"""Where `dsv4ops canary` sends load and what judges it (usecases/canary.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dsv4ops.canary import Thresholds
 from dsv4ops.errors import CanaryError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
-from dsv4ops.orchestrate.usecases.canary import resolve_endpoint
+from dsv4ops.usecases.canary import resolve_endpoint
 from testing.orchestrate import journal_session, make_deployment
 
 

@@ -10,12 +10,12 @@ import pytest
 from dsv4ops.errors import CanaryError, ProfileError, TargetError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import FileBackend, Journal
-from dsv4ops.orchestrate.usecases.canary import resolve_endpoint
-from dsv4ops.orchestrate.usecases.session import reachable
 from dsv4ops.profiles import load_profile
+from dsv4ops.usecases.canary import resolve_endpoint
+from dsv4ops.usecases.session import reachable
 from testing.orchestrate import journal_session, make_deployment
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 _session = journal_session

@@ -1,4 +1,4 @@
-"""The deploy's canary gate (orchestrate/usecases/gate.py): suites chosen by the flag change,
+"""The deploy's canary gate (usecases/gate.py): suites chosen by the flag change,
 verdicts combined by the canary's own rule, judged by the profile's thresholds."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from dsv4ops.canary import SuiteResult, Thresholds, Verdict
-from dsv4ops.orchestrate.usecases.gate import SuiteRunner, buckets_of, canary_gate, thresholds_of
+from dsv4ops.usecases.gate import SuiteRunner, buckets_of, canary_gate, thresholds_of
 from testing.orchestrate import make_deployment
 
 # One suite run's arguments, as the gate passed them (workers made a tuple to compare).

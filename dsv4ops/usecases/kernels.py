@@ -21,7 +21,7 @@ from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.engine import Progress
 from dsv4ops.orchestrate.interrupts import signal_name_of
 from dsv4ops.orchestrate.operation import journaled_operation
-from dsv4ops.orchestrate.usecases.session import TargetSession
+from dsv4ops.usecases.session import TargetSession
 
 if TYPE_CHECKING:
     from dsv4ops.kernels.build import BuildResult
