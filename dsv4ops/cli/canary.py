@@ -61,6 +61,13 @@ SUITES = ("smoke", "corruption", "abort-cascade", "sweep", "soak", "all")
     help="Prefill/decode server URL for /metrics and /abort_request (repeatable).",
 )
 @click.option("--model", default=None, help="Model name sent in requests (default: the profile's).")
+@click.option(
+    "--api-key-env",
+    default=None,
+    metavar="NAME",
+    help="With --url: the environment variable holding the router's API key, sent as a bearer "
+    "(default: the --profile's router.api_key; the key itself is never an argument).",
+)
 @json_option
 def canary(
     target: str | None,
@@ -73,13 +80,14 @@ def canary(
     url: str | None,
     worker_urls: tuple[str, ...],
     model: str | None,
+    api_key_env: str | None,
     as_json: bool,
 ) -> None:
     """Run stress canaries (smoke, corruption, abort-cascade, sweep, soak, all) and report a
     verdict: exit 0 PASS, 2 FAIL, 4 INCONCLUSIVE."""
     from dsv4ops.usecases.canary import run_canary
 
-    endpoint = _endpoint(target, profile_ref, url, worker_urls, model)
+    endpoint = _endpoint(target, profile_ref, url, worker_urls, model, api_key_env)
     progress = (lambda line: click.echo(line, err=True)) if as_json else click.echo
     result = run_canary(
         endpoint,
@@ -114,6 +122,7 @@ def _endpoint(
     url: str | None,
     worker_urls: tuple[str, ...],
     model: str | None,
+    api_key_env: str | None,
 ) -> CanaryEndpoint:
     """`--url` as given; else the target's session (its journal of record, read as `status`
     reads it: the cache when the target cannot be reached), closed once the endpoint is known."""
@@ -121,7 +130,9 @@ def _endpoint(
     from dsv4ops.usecases.canary import resolve_endpoint
 
     if url:
-        return resolve_endpoint(None, profile_ref, url, worker_urls, model)
+        return resolve_endpoint(None, profile_ref, url, worker_urls, model, api_key_env)
+    if api_key_env:
+        raise click.UsageError("--api-key-env goes with --url (a target's key is its profile's)")
     session = open_target(target, verb="canary", http_only=True, read_only=True)
     try:
         return resolve_endpoint(session, profile_ref, url, worker_urls, model)

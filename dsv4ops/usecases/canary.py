@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from dsv4ops.apikey import auth_headers
+from dsv4ops.apikey import ApiKeyRef, auth_headers
 from dsv4ops.constants import SGLANG_DEFAULT_DECODE_LOG_INTERVAL
 from dsv4ops.errors import CanaryError, TargetError
 from dsv4ops.orchestrate.engine import Progress
@@ -47,10 +47,12 @@ def resolve_endpoint(
     url: str | None,
     worker_urls: Sequence[str] = (),
     model: str | None = None,
+    api_key_env: str | None = None,
 ) -> CanaryEndpoint:
     """Where to send load and how to judge it: `url` as given, else what the session's target
-    reaches (its journal of record: the deployment deploy recorded). Raises CanaryError when
-    nothing is known."""
+    reaches (its journal of record: the deployment deploy recorded). With `url`, requests carry
+    the key in `api_key_env`, else the profile's `router.api_key`. Raises CanaryError when
+    nothing is known, ApiKeyError when the key named cannot be read."""
     from dsv4ops.canary import Thresholds, buckets_from_profile, thresholds_from_profile
 
     profile = _load(profile_ref)
@@ -60,7 +62,17 @@ def resolve_endpoint(
     if url or session is None:
         if not url:
             raise CanaryError("the canary needs --url or a target")
-        return CanaryEndpoint(url, tuple(worker_urls), thresholds, buckets, name or "default")
+        key = ApiKeyRef(env=api_key_env) if api_key_env else None
+        if key is None and profile is not None:
+            key = profile.router.api_key
+        return CanaryEndpoint(
+            url,
+            tuple(worker_urls),
+            thresholds,
+            buckets,
+            name or "default",
+            headers=auth_headers(key),
+        )
     from dsv4ops.usecases.session import reachable
 
     try:

@@ -91,6 +91,7 @@ def reachable(session: TargetSession, profile: Profile | None = None) -> Reachab
             prom,
             endpoint=True,
             profile=e.profile,
+            router_key=_endpoint_key(profile, e.profile),
         )
     op = session.journal.deployed()
     if op is not None and op.components:
@@ -104,6 +105,16 @@ def reachable(session: TargetSession, profile: Profile | None = None) -> Reachab
         f"the journal records no running deployment on target {name!r}",
         hint="pass --profile P to use its rendered ports, or --url",
     )
+
+
+def _endpoint_key(profile: Profile | None, named: str | None) -> ApiKeyRef | None:
+    """The key a cluster's router requires: the `router.api_key` of the profile it runs (the one
+    passed, else the one the endpoint target names), as for a unit dsv4ops deployed."""
+    if profile is None and named:
+        from dsv4ops.profiles import load_profile
+
+        profile = load_profile(named)
+    return profile.router.api_key if profile is not None else None
 
 
 def _from_components(

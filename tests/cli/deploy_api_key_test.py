@@ -120,6 +120,17 @@ def test_a_keyed_router_deploys_is_canaried_and_watched_and_the_key_never_shows(
     assert code in (0, 4), err  # PASS, or INCONCLUSIVE on a busy machine; never a FAIL of 401s
     assert out["verdict"] in ("PASS", "INCONCLUSIVE"), out
 
+    # a bare --url (a router dsv4ops did not start): the key from the variable named
+    url = router.client_url()
+    code, out, err = cli(
+        env, capsys, "canary", "--suite", "smoke", "--json", "--url", url, "--api-key-env", KEY_ENV
+    )
+    said += [json.dumps(out), err]
+    assert code in (0, 4) and out["verdict"] in ("PASS", "INCONCLUSIVE"), err
+    code, out, err = cli(env, capsys, "canary", "--suite", "smoke", "--json", "--url", url)
+    said += [json.dumps(out), err]
+    assert code != 0 and out["verdict"] != "PASS", out  # no key named: the router's 401s
+
     code = main(["watch", "--once", "--json", "--prometheus-port", "0", "--target", env.target])
     out, err = capsys.readouterr()
     said += [out, err]

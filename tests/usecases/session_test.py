@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from dsv4ops.apikey import ApiKeyError
 from dsv4ops.errors import CanaryError, ProfileError, TargetError
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import FileBackend, Journal
@@ -79,3 +80,38 @@ def test_the_canary_reads_the_journal_deploy_wrote_not_this_machines_cache(
     assert endpoint.worker_urls == ("http://127.0.0.1:30000", "http://127.0.0.1:30001")
     with pytest.raises(CanaryError, match="records no running deployment"):
         resolve_endpoint(_session("twin-local"), None, None)
+
+
+KEYED = "schema_version: 1\nextends: baseline\nrouter:\n  api_key:\n    env: SESSION_TEST_KEY\n"
+
+
+def test_a_cluster_and_a_bare_url_carry_the_key_their_profile_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An endpoint target sends the `router.api_key` of the profile it runs; a `--url` canary
+    the one `--api-key-env` names, else its `--profile`'s. Never the key in an argument."""
+    import shutil
+
+    profiles = tmp_path / "profiles"
+    shutil.copytree(REPO / "profiles", profiles)
+    (profiles / "keyed.yaml").write_text(KEYED)
+    (profiles / "targets.yaml").write_text(
+        "schema_version: 1\ntargets:\n  cluster:\n    description: a keyed cluster\n"
+        "    transport: endpoint\n    router_url: http://127.0.0.1:9\n    profile: keyed\n"
+    )
+    monkeypatch.setenv("DSV4OPS_PROFILES_DIR", str(profiles))
+    monkeypatch.setenv("SESSION_TEST_KEY", "cluster-key-1234")
+    monkeypatch.setenv("OTHER_KEY", "other-key-5678")
+    r = reachable(_session("cluster"))
+    assert r.router_key is not None and r.router_key.env == "SESSION_TEST_KEY"
+    bearer = {"Authorization": "Bearer cluster-key-1234"}
+    assert resolve_endpoint(_session("cluster"), None, None).headers == bearer
+
+    url = "http://127.0.0.1:9"
+    assert resolve_endpoint(None, None, url).headers == {}  # nothing named: no key sent
+    assert resolve_endpoint(None, "keyed", url).headers == bearer
+    named = resolve_endpoint(None, "keyed", url, api_key_env="OTHER_KEY")
+    assert named.headers == {"Authorization": "Bearer other-key-5678"}
+    monkeypatch.delenv("OTHER_KEY")
+    with pytest.raises(ApiKeyError, match="environment variable OTHER_KEY is not set"):
+        resolve_endpoint(None, None, url, api_key_env="OTHER_KEY")
