@@ -5,8 +5,10 @@ compares with this output, so the docs cannot drift from what the loader checks.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TypedDict, cast
 
 from dsv4ops.jsontypes import JSONValue
+from dsv4ops.profiles.json_schema import model_schema
 from dsv4ops.profiles.schema import (
     MAX_ITEMS,
     PROFILE_SCHEMA,
@@ -14,7 +16,8 @@ from dsv4ops.profiles.schema import (
     Field,
     Schema,
 )
-from dsv4ops.profiles.targets_schema import ENDPOINT_TARGET_SCHEMA, TARGET_SCHEMA
+from dsv4ops.profiles.target_spec import BoxTarget, EndpointTarget
+from dsv4ops.profiles.typecheck import TEXT_PATTERNS
 
 HEADER = ("| key | type | default | bounds | what it sets |", "|---|---|---|---|---|")
 _LISTS = ("int_list", "str_list", "str_map", "buckets")
@@ -33,8 +36,10 @@ def profile_blocks() -> dict[str, list[str]]:
 def targets_blocks() -> dict[str, list[str]]:
     """Block name -> table: a target of targets.yaml, and a `transport: endpoint` target."""
     return {
-        "target": table(TARGET_SCHEMA, "targets.NAME."),
-        "endpoint-target": table(ENDPOINT_TARGET_SCHEMA, "targets.NAME."),
+        "target": model_table(model_schema(BoxTarget, null_is_default=False), "targets.NAME."),
+        "endpoint-target": model_table(
+            model_schema(EndpointTarget, null_is_default=False), "targets.NAME."
+        ),
     }
 
 
@@ -97,4 +102,72 @@ def _bounds(f: Field) -> str:
         parts.append(" / ".join(f"`{c}`" for c in f.choices))
     if f.kind in ("str", "str_list", "str_map") and f.text not in ("argv", "free"):
         parts.append(TEXT_HELP[f.text])
+    return ", ".join(parts) or "-"
+
+
+# The JSON Schema's names of a model's types, in the tables' words (profiles/target_spec.py).
+_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
+_LIST_TYPES = {"integer": "int_list", "string": "str_list"}
+
+
+class _Prop(TypedDict, total=False):
+    """What the tables read of a model's JSON Schema (json_schema.model_schema)."""
+
+    type: str
+    items: _Prop
+    anyOf: list[_Prop]
+    properties: dict[str, _Prop]
+    required: list[str]
+    minimum: float
+    maximum: float
+    maxItems: int
+    maxProperties: int
+    enum: list[str]
+    const: str
+    pattern: str
+    default: object
+    description: str
+
+
+def model_table(schema: dict[str, object], prefix: str = "") -> list[str]:
+    """The table of a model's keys, from its JSON Schema (json_schema.model_schema)."""
+    return [*HEADER, *_model_rows(cast(_Prop, schema), prefix)]
+
+
+def _model_rows(schema: _Prop, prefix: str) -> Iterator[str]:
+    required = schema.get("required", [])
+    for key, prop in schema["properties"].items():
+        if prop.get("type") == "object" and "properties" in prop:
+            yield from _model_rows(prop, f"{prefix}{key}.")
+            continue
+        value = next((s for s in prop.get("anyOf", []) if s.get("type") != "null"), prop)
+        kind = _model_kind(value) + (" or null" if "anyOf" in prop else "")
+        default = "required" if key in required else f"`{_shown(prop.get('default'))}`"
+        cells = (f"`{prefix}{key}`", kind, default, _model_bounds(value), prop["description"])
+        yield "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def _model_kind(value: _Prop) -> str:
+    if value.get("type") == "array":
+        return _LIST_TYPES[value["items"]["type"]]
+    return "str_map" if value.get("type") == "object" else _TYPES[value["type"]]
+
+
+def _model_bounds(value: _Prop) -> str:
+    parts = []
+    numbers = value["items"] if value.get("type") == "array" else value
+    lo, hi = numbers.get("minimum"), numbers.get("maximum")
+    if lo is not None and hi is not None:
+        parts.append(f"{lo:g}-{hi:g}")
+    elif lo is not None:
+        parts.append(f">= {lo:g}")
+    limit = value.get("maxItems", value.get("maxProperties"))
+    if limit is not None:
+        parts.append(f"at most {limit} items")
+    choices = value.get("enum", [value["const"]] if "const" in value else None)
+    if choices is not None:
+        parts.append(" / ".join(f"`{c}`" for c in choices))
+    kinds = [k for k, pattern in TEXT_PATTERNS.items() if pattern == numbers.get("pattern")]
+    if kinds and kinds[0] not in ("argv", "free"):
+        parts.append(TEXT_HELP[kinds[0]])
     return ", ".join(parts) or "-"

@@ -1,8 +1,9 @@
 """Declarative profile schema: every key, its type, default and what a valid value looks like.
 
 The loader walks this tree twice: once per file for unknown keys (so the error points at the file
-that has the typo), and once over the merged document for types and required keys. targets.yaml's
-tree is declared the same way, in profiles/targets_schema.py.
+that has the typo), and once over the merged document for types and required keys. targets.yaml
+is declared as pydantic models instead (profiles/target_spec.py), the pattern this file is to
+follow.
 """
 
 from __future__ import annotations

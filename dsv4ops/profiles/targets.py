@@ -1,10 +1,13 @@
 """Targets: where a profile runs (the box over SSH, or the twin on this machine), or a cluster
-reached at its router's URL (`transport: endpoint`, profiles/endpoint_target.py)."""
+reached at its router's URL (`transport: endpoint`); declared in profiles/target_spec.py."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
+
+from pydantic import ValidationError
 
 from dsv4ops._yaml import YAMLSyntaxError, load_with_lines
 from dsv4ops.constants import (
@@ -15,15 +18,12 @@ from dsv4ops.constants import (
     project_dir,
 )
 from dsv4ops.errors import ProfileError
-from dsv4ops.jsontypes import JSONObject
-from dsv4ops.profiles.endpoint_target import build_endpoint_target, is_endpoint
 from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.files import read_bounded
-from dsv4ops.profiles.model import SSHSpec, Target
-from dsv4ops.profiles.provenance import Provenance
+from dsv4ops.profiles.model import EndpointSpec, SSHSpec, Target
 from dsv4ops.profiles.routers import smg_python
-from dsv4ops.profiles.targets_schema import TARGET_SCHEMA
-from dsv4ops.profiles.typecheck import check_unknown_keys, normalize
+from dsv4ops.profiles.target_problems import problems
+from dsv4ops.profiles.target_spec import BoxTarget, EndpointTarget, TargetsFile
 
 DEFAULT_TARGET = "twin-local"
 
@@ -60,39 +60,14 @@ def load_targets(path: str | Path | None = None) -> dict[str, Target]:
             line=lines.get("schema_version") or 1,
             key="schema_version",
         )
-    unknown = sorted(set(data) - {"schema_version", "targets"})
-    if unknown:
-        raise ProfileError(
-            "unknown key; valid keys here: schema_version, targets",
-            path=shown,
-            line=lines.get(unknown[0]),
-            key=unknown[0],
-        )
-    entries = data.get("targets")
-    if not isinstance(entries, dict) or not entries:
-        raise ProfileError(
-            "expected a mapping of target name -> settings",
-            path=shown,
-            line=lines.get("targets"),
-            key="targets",
-        )
-    prov = Provenance(shown)
-    prov.record(shown, lines, data)
-    targets = {}
-    for name, raw in entries.items():
-        prefix = f"targets.{name}"
-        if not isinstance(raw, dict):
-            raise ProfileError(
-                "expected a mapping of settings", path=shown, line=lines.get(prefix), key=prefix
-            )
-        if is_endpoint(raw):
-            targets[str(name)] = build_endpoint_target(str(name), raw, shown, lines, prov, prefix)
-            continue
-        check_unknown_keys(raw, TARGET_SCHEMA, shown, lines, prefix)
-        targets[str(name)] = _build(
-            str(name), normalize(raw, TARGET_SCHEMA, prov, prefix), prov, prefix
-        )
-    return targets
+    try:
+        spec = TargetsFile.model_validate(data)
+    except ValidationError as exc:
+        raise problems(exc, data, shown, lines) from None
+    return {
+        name: _endpoint(name, t) if isinstance(t, EndpointTarget) else _box(name, t)
+        for name, t in spec.targets.items()
+    }
 
 
 def get_target(name: str | None, path: str | Path | None = None) -> Target:
@@ -107,30 +82,28 @@ def get_target(name: str | None, path: str | Path | None = None) -> Target:
     return targets[wanted]
 
 
-def _build(name: str, v: JSONObject, prov: Provenance, prefix: str) -> Target:
+def _box(name: str, v: BoxTarget) -> Target:
+    """The Target of a box entry: a local target's relative paths resolved, the address this
+    machine calls derived."""
     ssh = None
-    if v["transport"] == "ssh":
-        s = v["ssh"]
-        if not s["host"]:
-            raise prov.error(f"{prefix}.ssh.host", "an ssh target needs ssh.host")
+    if v.transport == "ssh":
+        s = v.ssh
+        assert s.host  # BoxTarget._ssh_host
         ssh = SSHSpec(
-            host=s["host"],
-            port=s["port"],
-            user=s["user"],
-            key=s["key"],
-            known_hosts=s["known_hosts"],
-            trust_on_first_use=s["trust_on_first_use"],
-            reconnect_s=float(s["reconnect_s"]),
+            host=s.host,
+            port=s.port,
+            user=s.user,
+            key=s.key,
+            known_hosts=s.known_hosts,
+            trust_on_first_use=s.trust_on_first_use,
+            reconnect_s=s.reconnect_s,
         )
-    gpus = v["gpus"]
-    if len(set(gpus)) != len(gpus) or any(g < 0 for g in gpus):
-        raise prov.error(f"{prefix}.gpus", f"expected distinct GPU ids >= 0, got {gpus}")
     # `launcher: twin` is allowed over SSH too: the twin is just another launcher on the target.
     # Its `python` must have dsv4ops installed; when it does not, the prefill exits at once and
     # the deploy's readiness wait reports that (orchestrate/engine.py names the missing module).
-    python = v["python"] or (sys.executable if v["transport"] == "local" else "python3")
-    workdir = v["workdir"]
-    if v["transport"] == "local":
+    python = v.python or (sys.executable if v.transport == "local" else "python3")
+    workdir = v.workdir
+    if v.transport == "local":
         # Relative local work directories are relative to the project (like the state dir), so a
         # command run from a subdirectory finds the unit a command from the root deployed.
         workdir = str((project_dir() / Path(workdir).expanduser()).absolute())
@@ -138,33 +111,59 @@ def _build(name: str, v: JSONObject, prov: Provenance, prefix: str) -> Target:
             # So is a relative interpreter path: the components start in the work directory,
             # where the same relative path would name another file.
             python = str((project_dir() / Path(python).expanduser()).absolute())
-    connect = v["connect_host"] or (
-        ssh.host if ssh and v["bind_host"] in ("0.0.0.0", "::") else None
-    )
+    wildcard = v.bind_host in ("0.0.0.0", "::")
+    connect = v.connect_host or (ssh.host if ssh and wildcard else None)
     if connect is None:
-        connect = "127.0.0.1" if v["bind_host"] in ("0.0.0.0", "::") else v["bind_host"]
+        connect = "127.0.0.1" if wildcard else v.bind_host
     return Target(
         name=name,
-        description=v["description"] or "",
-        transport=v["transport"],
+        description=v.description,
+        transport=v.transport,
         ssh=ssh,
-        gpus=tuple(gpus),
+        gpus=tuple(v.gpus),
         workdir=workdir,
         python=python,
-        launcher=v["launcher"],
-        bind_host=v["bind_host"],
+        launcher=v.launcher,
+        bind_host=v.bind_host,
         connect_host=connect,
-        port_offset=v["port_offset"],
-        twin_env=tuple(sorted(v["twin_env"].items())),
+        port_offset=v.port_offset,
+        twin_env=tuple(sorted(v.twin_env.items())),
         smg_python=_smg_python(v),
     )
 
 
-def _smg_python(v: JSONObject) -> str | None:
+def _smg_python(v: BoxTarget) -> str | None:
     """targets.yaml's smg_python; unset, a local target runs SMG from this machine's SMG venv
     (`make install`'s record, or $DSV4OPS_SMG_PYTHON) and an SSH target from its `python`."""
-    if v["smg_python"]:
-        path = Path(v["smg_python"]).expanduser()
-        local_relative = v["transport"] == "local" and "/" in v["smg_python"]
-        return str((project_dir() / path).absolute()) if local_relative else v["smg_python"]
-    return str(smg_python()) if v["transport"] == "local" else None
+    if v.smg_python:
+        path = Path(v.smg_python).expanduser()
+        local_relative = v.transport == "local" and "/" in v.smg_python
+        return str((project_dir() / path).absolute()) if local_relative else v.smg_python
+    return str(smg_python()) if v.transport == "local" else None
+
+
+def _endpoint(name: str, v: EndpointTarget) -> Target:
+    """The Target of a `transport: endpoint` entry: the fields of a box are inert there."""
+    return Target(
+        name=name,
+        description=v.description,
+        transport="endpoint",
+        ssh=None,
+        gpus=(),
+        workdir="",
+        python=sys.executable,
+        launcher="none",
+        bind_host="",
+        connect_host=urlsplit(v.router_url).hostname or "",
+        port_offset=0,
+        twin_env=(),
+        endpoint=EndpointSpec(
+            router_url=v.router_url,
+            prefill=tuple(v.metrics.prefill),
+            decode=tuple(v.metrics.decode),
+            router_metrics=v.metrics.router,
+            profile=v.profile,
+            namespace=v.namespace,
+            replicas=v.replicas,
+        ),
+    )

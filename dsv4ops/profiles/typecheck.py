@@ -250,29 +250,33 @@ def _check_number(value: float, spec: Field, prov: Provenance, path: str) -> Non
 def check_text(text: str, spec: Field, prov: Provenance, path: str) -> None:
     """Refuse a string that is too long, has control characters (except newlines and tabs in
     free text), or does not look like its field's kind of text (schema.TEXT_HELP)."""
-    what = TEXT_HELP[spec.text]
+    problem = text_problem(text, spec.text)
+    if problem is not None:
+        raise prov.error(path, problem)
+
+
+def text_problem(text: str, kind: str) -> str | None:
+    """What is wrong with a string of this kind of text (a schema.TEXT_HELP key), or None."""
+    what = TEXT_HELP[kind]
     if len(text) > MAX_STRING_CHARS:
-        raise prov.error(
-            path, f"{len(text)} characters long; at most {MAX_STRING_CHARS} are allowed"
-        )
+        return f"{len(text)} characters long; at most {MAX_STRING_CHARS} are allowed"
     for i, ch in enumerate(text):
-        if unicodedata.category(ch) == "Cc" and not (spec.text == "free" and ch in "\n\t"):
-            raise prov.error(
-                path,
-                f"contains the control character U+{ord(ch):04X} at position {i}; expected {what}",
+        if unicodedata.category(ch) == "Cc" and not (kind == "free" and ch in "\n\t"):
+            return (
+                f"contains the control character U+{ord(ch):04X} at position {i}; expected {what}"
             )
-    if spec.text in _NONEMPTY_TEXT and not text.strip():
-        raise prov.error(path, f"empty or blank; expected {what}")
-    if spec.text == "name" or spec.text == "endpoint":
+    if kind in _NONEMPTY_TEXT and not text.strip():
+        return f"empty or blank; expected {what}"
+    if kind == "name" or kind == "endpoint":
         for i, ch in enumerate(text):
             if ch.isspace() or unicodedata.category(ch) in _INVISIBLE:
-                raise prov.error(
-                    path,
+                return (
                     f"contains the invisible or space character U+{ord(ch):04X} at position {i}; "
-                    f"expected {what}",
+                    f"expected {what}"
                 )
-    if spec.text == "endpoint" and not text.startswith("/"):
-        raise prov.error(path, f"expected {what}, got {excerpt(text)}")
+    if kind == "endpoint" and not text.startswith("/"):
+        return f"expected {what}, got {excerpt(text)}"
+    return None
 
 
 # Unicode categories that print as nothing or as blank: format characters (zero-width space and
@@ -284,3 +288,28 @@ def _env_str(value: JSONValue) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
     return "" if value is None else str(value)
+
+
+# Control characters (Unicode category Cc) refused in every string (text_problem); free
+# text keeps newlines and tabs.
+_CC = "\\u0000-\\u001f\\u007f-\\u009f"
+_CC_BUT_NL_TAB = "\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f"
+# The JSON Schema of each schema.TEXT_HELP kind (profiles/json_schema.py). "name" and "endpoint"
+# text has no space either (text_problem also refuses invisible characters, which the schema
+# approximates by whitespace).
+TEXT_PATTERNS = {
+    "free": f"^[^{_CC_BUT_NL_TAB}]*$",
+    "argv": f"^[^{_CC}]*$",
+    "nonempty": f"^[^{_CC}]*[^{_CC}\\s][^{_CC}]*$",
+    "name": f"^[^{_CC}\\s]+$",
+    "endpoint": f"^/[^{_CC}\\s]*$",
+}
+
+
+def text_json_schema(kind: str) -> dict[str, str | int]:
+    """The JSON Schema of a string of this kind of text (what text_problem refuses, roughly)."""
+    out: dict[str, str | int] = {"type": "string", "maxLength": MAX_STRING_CHARS}
+    out["pattern"] = TEXT_PATTERNS[kind]
+    if kind not in ("free", "argv"):
+        out["minLength"] = 1
+    return out

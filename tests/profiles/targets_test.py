@@ -65,3 +65,45 @@ def test_a_bad_reconnect_budget_names_its_file_line_and_key(tmp_path: Path, valu
         load_targets(path)
     assert raised.value.path == str(path) and raised.value.line == 7
     assert raised.value.key == "targets.box.ssh.reconnect_s", raised.value.key
+
+
+def test_every_problem_of_the_file_is_named_in_one_run_by_file_line_and_key(
+    tmp_path: Path,
+) -> None:
+    """targets.yaml is checked by its pydantic models (profiles/target_spec.py): no value is
+    coerced (a quoted "22" is not a port), and all the problems come back at once."""
+    path = tmp_path / "targets.yaml"
+    path.write_text(
+        "schema_version: 1\ntargets:\n  box:\n    transport: ssh\n"
+        '    ssh: {host: h, port: "22", hots: x}\n'
+        "    gpus: [0, 0]\n    workdir: /w\n"
+        "  odd:\n    transport: pigeon\n"
+    )
+    with pytest.raises(ProfileError) as raised:
+        load_targets(path)
+    lines = str(raised.value).splitlines()
+    assert [line.split(": ")[:2] for line in lines] == [
+        [f"{path}:5", "targets.box.ssh.hots"],
+        [f"{path}:5", "targets.box.ssh.port"],
+        [f"{path}:6", "targets.box.gpus"],
+        [f"{path}:9", "targets.odd.transport"],
+    ], lines
+    assert (
+        raised.value.key == "targets.box.ssh.hots" and raised.value.hint == "did you mean 'host'?"
+    )
+    assert "expected one of local, ssh, endpoint, got 'pigeon'" in lines[3]
+
+
+def test_a_key_written_as_null_takes_its_default(tmp_path: Path) -> None:
+    path = tmp_path / "targets.yaml"
+    path.write_text(
+        "schema_version: 1\ntargets:\n  5:\n    transport: local\n    gpus: [0]\n    workdir: w\n"
+        "    ssh: null\n    twin_env: null\n    port_offset: null\n    launcher: null\n"
+    )
+    target = load_targets(path)["5"]  # a name YAML reads as a number is still a name
+    assert (target.ssh, target.twin_env, target.port_offset, target.launcher) == (
+        None,
+        (),
+        0,
+        "sglang",
+    )

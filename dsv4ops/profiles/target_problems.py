@@ -1,0 +1,102 @@
+"""targets.yaml's problems as the user reads them: each pydantic error of profiles/target_spec.py
+named `file:line: key.path: why`, all of them in one ProfileError (the first by line leads)."""
+
+from __future__ import annotations
+
+import difflib
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from dsv4ops._yaml import LineInfo
+from dsv4ops.errors import ProfileError
+from dsv4ops.profiles.excerpt import excerpt, key_excerpt
+from dsv4ops.profiles.target_spec import PROCESS_KEYS, BoxTarget, EndpointTarget, TargetsFile
+
+TRANSPORTS = ("local", "ssh", "endpoint")
+_ENDPOINT_PROCESS_KEY = (
+    "an endpoint target is reached over HTTP only and runs no process of ours: '{key}' does not "
+    "apply (the cluster's controller runs the pods)"
+)
+_ENDPOINT_HINT = "remove it; keep router_url (and metrics) - see docs/kubernetes.md"
+
+
+def problems(
+    exc: ValidationError, data: dict[str, object], file: str, lines: LineInfo
+) -> ProfileError:
+    """One ProfileError for every problem pydantic found, the first (by line) at its head."""
+    found = sorted(
+        (_problem(err, file, lines) for err in exc.errors(include_url=False)),
+        key=lambda e: (e.line or 0, e.key or ""),
+    )
+    head = found[0]
+    if len(found) == 1:
+        return head
+    rest = "".join(f"\n{e}" for e in found[1:])
+    return ProfileError(
+        f"{head.bare_message}{rest}", path=head.path, line=head.line, key=head.key, hint=head.hint
+    )
+
+
+def _problem(err: ErrorDetails, file: str, lines: LineInfo) -> ProfileError:
+    loc = list(err["loc"])
+    model: type[BaseModel] = TargetsFile
+    if len(loc) >= 2 and loc[0] == "targets" and isinstance(loc[1], str):
+        model = EndpointTarget if len(loc) > 2 and loc[2] == "endpoint" else BoxTarget
+        if len(loc) > 2 and loc[2] in TRANSPORTS:
+            del loc[2]  # the discriminated union's tag: no key of the file
+    key = _path(loc)
+    ctx = err.get("ctx") or {}
+    hint: str | None = None
+    kind = err["type"]
+    if kind == "dsv4ops":
+        why = str(ctx["why"])
+        key = f"{key}.{ctx['at']}" if "at" in ctx else key
+        hint = str(ctx["hint"]) if "hint" in ctx else None
+    elif kind in ("union_tag_invalid", "union_tag_not_found"):
+        key = f"{key}.transport"
+        got = f", got {excerpt(ctx['tag'])}" if "tag" in ctx else ""
+        missing = "missing required key; " if not got else ""
+        why = f"{missing}expected one of {', '.join(TRANSPORTS)}{got}"
+    elif kind == "extra_forbidden":
+        why, hint = _unknown(loc, model)
+    elif kind == "missing":
+        why = "missing required key"
+    elif kind in ("model_type", "model_attributes_type"):
+        why = f"expected a mapping (a section of keys), got {excerpt(err['input'])}"
+    elif kind == "literal_error":
+        choices = str(ctx["expected"]).replace("'", "").replace(" or ", ", ")
+        why = f"expected one of {choices}, got {excerpt(err['input'])}"
+    else:
+        why = f"{err['msg']}, got {excerpt(err['input'])}"
+    # A key the file lacks at its top level: the whole file lacks it (line 1).
+    line = lines.get(key) or 1
+    return ProfileError(why, path=file, line=line, key=key_excerpt(key, 120), hint=hint)
+
+
+def _unknown(loc: list[int | str], model: type[BaseModel]) -> tuple[str, str | None]:
+    """Why a key is refused: a process key of an endpoint target by name, else unknown (with a
+    did-you-mean hint from the keys valid there)."""
+    name = str(loc[-1])
+    if model is EndpointTarget and len(loc) == 3 and name in PROCESS_KEYS:
+        return _ENDPOINT_PROCESS_KEY.format(key=name), _ENDPOINT_HINT
+    valid = list(_model_at(model, loc[2:-1] if loc[0] == "targets" else []).model_fields)
+    close = difflib.get_close_matches(name[:64], valid, n=1)
+    hint = f"did you mean '{close[0]}'?" if close else None
+    return f"unknown key; valid keys here: {', '.join(valid)}", hint
+
+
+def _model_at(model: type[BaseModel], sections: list[int | str]) -> type[BaseModel]:
+    for section in sections:
+        inner = model.model_fields[str(section)].annotation
+        if not (isinstance(inner, type) and issubclass(inner, BaseModel)):
+            break
+        model = inner
+    return model
+
+
+def _path(loc: list[int | str]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
