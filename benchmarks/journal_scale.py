@@ -3,7 +3,7 @@
 
 Builds a journal of N records (deploys of 12 records each: begin, status, steps, transitions, as
 a real deploy writes them) straight into a file, then prints, side by side in one run, the full
-scan every read did before the index (parse, validate, fold, place, judge) and, each in a fresh
+scan every read did before the index (parse, type, fold, place, judge) and, each in a fresh
 process's state (a new Journal: what a CLI command starts from), through the SQLite cache
 (journal/cache.py):
 
@@ -44,8 +44,8 @@ from dsv4ops.journal.records import (  # noqa: E402
     Status,
     fold,
     place_merged,
-    validate,
 )
+from dsv4ops.journal.schema import parse_record  # noqa: E402
 from dsv4ops.journal.store import Journal  # noqa: E402
 
 PER_DEPLOY = 12
@@ -119,7 +119,7 @@ def deploy_traffic(j: Journal) -> None:
 def full_scan(path: Path) -> object:
     """What every read did before the index (journal/memo.py's cold read)."""
     parsed, _ = recordfile.parse(path.read_bytes())
-    records = [validate(r, "bench") for _, r in parsed]
+    records = [parse_record(r, "bench") for _, r in parsed]
     ops = place_merged(fold(records), records)
     return knowngood.judge(ops), knowngood.known_good(ops)[:1], ops[-20:]
 

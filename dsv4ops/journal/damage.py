@@ -18,18 +18,14 @@ from __future__ import annotations
 
 import json
 
-from dsv4ops.errors import JournalError
-from dsv4ops.journal.records import validate
-from dsv4ops.jsontypes import JSONObject
+from dsv4ops.journal.schema import BeginRecord, Record, RecordError, parse_record
 
 # A damaged line as the index keeps it: [line number, "file:line: why"].
 Damaged = list[int | str]
 
 
-def read_line(
-    raw: bytes, where: str, skipped: list[int], damaged: list[Damaged]
-) -> JSONObject | None:
-    """The line at `where` ("file:line") as a valid record; None for a blank, a torn (its line
+def read_line(raw: bytes, where: str, skipped: list[int], damaged: list[Damaged]) -> Record | None:
+    """The line at `where` ("file:line") as a typed record (journal/schema.py); None for a blank, a torn (its line
     number added to `skipped`) or a damaged line (added to `damaged`)."""
     if not raw.strip():
         return None
@@ -44,8 +40,8 @@ def read_line(
             damaged.append([n, f"{where}: {why}"])
         return None
     try:
-        return validate(parsed, where)
-    except JournalError as exc:
+        return parse_record(parsed, where)
+    except RecordError as exc:
         damaged.append([n, str(exc)])
         return None
 
@@ -65,7 +61,7 @@ def unreadable(raw: bytes) -> str | None:
 
 
 def its_own(
-    rec: JSONObject,
+    rec: Record,
     where: str,
     begun: bool,
     duplicates: dict[str, list[int]],
@@ -74,11 +70,11 @@ def its_own(
     """Whether `rec` (at `where`; `begun`: its operation id was begun before) is read as its
     operation's: not a second begin under an id already begun nor a record after one (noted in
     `duplicates`), not a record no readable begin opened (noted in `orphans`)."""
-    op, n = rec["op"], int(where.rsplit(":", 1)[1])
+    op, n = rec.op, int(where.rsplit(":", 1)[1])
     if op in duplicates:
         duplicates[op].append(n)
         return False
-    if rec["type"] == "begin":
+    if isinstance(rec, BeginRecord):
         if begun:
             duplicates[op] = [n]
         return not begun

@@ -26,12 +26,12 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from dsv4ops.errors import JournalError
 from dsv4ops.journal import checkpoint, damage, knowngood, recordfile
 from dsv4ops.journal.cache import Cache, Untrusted
 from dsv4ops.journal.entries import JUDGED, KINDS, STATUSES, Entry, Table
 from dsv4ops.journal.order import Placed
-from dsv4ops.journal.records import Operation, fold_into, validate
+from dsv4ops.journal.records import Operation, fold_into
+from dsv4ops.journal.schema import BeginRecord, MergeRecord, Record, RecordError, parse_record
 from dsv4ops.jsontypes import JSONObject, JSONValue
 
 Buffer = bytes | mmap.mmap
@@ -132,15 +132,15 @@ def _state(h: JSONObject, table: Table) -> State:
     return state
 
 
-def record_at(buf: Buffer, offset: int, op: str | None) -> JSONObject:
+def record_at(buf: Buffer, offset: int, op: str | None) -> Record:
     """The record whose line starts at `offset`; Stale unless it is a valid record (of `op`)."""
     end = buf.find(b"\n", offset)
     raw = buf[offset : end if end >= 0 else len(buf)]
     try:
-        rec = validate(json.loads(raw), f"@{offset}")
-    except (ValueError, UnicodeDecodeError, JournalError):
+        rec = parse_record(json.loads(raw), f"@{offset}")
+    except (ValueError, UnicodeDecodeError, RecordError):
         raise Stale(f"no record at byte {offset}") from None
-    if op is not None and rec.get("op") != op:
+    if op is not None and rec.op != op:
         raise Stale(f"the record at byte {offset} is not one of {op}'s")
     return rec
 
@@ -148,7 +148,7 @@ def record_at(buf: Buffer, offset: int, op: str | None) -> JSONObject:
 def fold_chunk(state: State, buf: Buffer, start: int, end: int, fd: int, where: str) -> None:
     """Fold the lines of buf[start:end] into `state` (in place): the operations they touch are
     re-folded from all their records. Raises JournalError for a malformed record (file:line)."""
-    touched: dict[str, list[tuple[int, JSONObject]]] = {}
+    touched: dict[str, list[tuple[int, Record]]] = {}
     state.judged, state.order = None, None
     offset = start
     pieces = buf[start:end].split(b"\n")
@@ -160,16 +160,16 @@ def fold_chunk(state: State, buf: Buffer, start: int, end: int, fd: int, where: 
         if rec is None:
             continue
         state.records += 1
-        if rec["type"] == "merge":
+        if isinstance(rec, MergeRecord):
             state.merges.append(at)
-            state.merged.update(rec.get("ops") or [])
+            state.merged.update(rec.ops)
             continue
-        begun = rec["op"] in touched or state.entries.row(rec["op"]) is not None
+        begun = rec.op in touched or state.entries.row(rec.op) is not None
         if not damage.its_own(rec, f"{where}:{n}", begun, state.duplicates, state.orphans):
             continue
-        if rec["type"] == "begin" and state.merges:
-            state.after_first_merge.add(rec["op"])
-        touched.setdefault(rec["op"], []).append((at, rec))
+        if isinstance(rec, BeginRecord) and state.merges:
+            state.after_first_merge.add(rec.op)
+        touched.setdefault(rec.op, []).append((at, rec))
     for op, new in touched.items():
         old = state.entries.get(op)
         prior = [record_at(buf, o, op) for o in old.offsets] if old else []

@@ -1,4 +1,4 @@
-"""Journal records: the status enum, the record shapes, validation on read, secret scrubbing.
+"""Journal operations folded from typed records (journal/schema.py), secret scrubbing.
 
 A journal is a sequence of small JSON records, one per line. Every operation (deploy, rollback,
 stop, recover) is one `begin` record followed by `step` and `status` records sharing its `op`
@@ -8,23 +8,32 @@ what was left running.
 
 from __future__ import annotations
 
-import enum
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar
 
 from dsv4ops.deployment import Deployment
-from dsv4ops.errors import JournalError
-from dsv4ops.journal.gates import GATES_RECORDED, GateResult, gate_results
+from dsv4ops.journal.gates import GateResult, gate_results
+
+# The record types and their enums are declared in journal/schema.py; these names stay here too.
+from dsv4ops.journal.schema import RECORD_TYPES as RECORD_TYPES
+from dsv4ops.journal.schema import RECORD_VERSION as RECORD_VERSION
+from dsv4ops.journal.schema import (
+    BeginRecord,
+    MergeRecord,
+    Record,
+    StatusRecord,
+    StepRecord,
+    records_gates,
+)
+from dsv4ops.journal.schema import Kind as Kind
+from dsv4ops.journal.schema import Status as Status
+from dsv4ops.journal.schema import check_transition as check_transition
 from dsv4ops.jsontypes import JSONObject, JSONValue
 
 # One definition of "secret" for every writer (dsv4ops/secrets.py, the bottom layer).
 from dsv4ops.secrets import is_secret_key, redact_text, redact_tree
-
-RECORD_VERSION = 1
-# "merge" journals the one-time merge of an operator-side journal into the target's record
-# (dsv4ops/journal/target.py): who, from where, which operations it brought in.
-RECORD_TYPES = ("begin", "step", "status", "merge")
 
 
 class Judged(Protocol):
@@ -48,72 +57,6 @@ class Placeable(Protocol):
 
 
 P = TypeVar("P", bound=Placeable)
-
-
-class Status(str, enum.Enum):
-    """Life cycle of one operation; persisted at every transition."""
-
-    PENDING = "PENDING"  # recorded, nothing changed on the target yet
-    RUNNING = "RUNNING"  # the target is being changed
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"  # failed and could not restore the previous deployment
-    ROLLED_BACK = "ROLLED_BACK"  # failed, and the last known-good deployment was restored
-    ABANDONED = "ABANDONED"  # the CLI died mid-operation; a later command resolved it
-    # Stopped where it can be resumed, by the process that ran it (a runbook run that stopped at
-    # a failed step, a refusal or Ctrl-C): not terminal, `--resume` moves it back to RUNNING.
-    INTERRUPTED = "INTERRUPTED"
-
-    @property
-    def terminal(self) -> bool:
-        return self in _TERMINAL
-
-
-_TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.ROLLED_BACK, Status.ABANDONED})
-_ALLOWED: dict[Status, frozenset[Status]] = {
-    Status.PENDING: frozenset({Status.RUNNING, Status.FAILED, Status.ABANDONED, Status.SUCCEEDED}),
-    Status.RUNNING: _TERMINAL | {Status.INTERRUPTED},
-    Status.INTERRUPTED: _TERMINAL | {Status.RUNNING},
-}
-
-
-def check_transition(old: Status, new: Status) -> None:
-    """Raise JournalError unless old -> new is a legal status change."""
-    if new not in _ALLOWED.get(old, frozenset()):
-        raise JournalError(f"illegal journal transition {old.value} -> {new.value}")
-
-
-class Kind(str, enum.Enum):
-    DEPLOY = "deploy"
-    ROLLBACK = "rollback"
-    STOP = "stop"
-    # `dsv4ops kernels deploy|rollback`: switches the target's tuned-kernel package. It starts
-    # or stops no process, so it never sets `running` and never counts as a deployment.
-    KERNELS = "kernels"
-    # `dsv4ops ab`: an A/B experiment. Its blocks' deploys are journaled as DEPLOYs of their own
-    # (each names the experiment in its reason); the experiment itself starts no process, so it
-    # never sets `running` and never counts as a deployment or as known-good.
-    EXPERIMENT = "experiment"
-    # `dsv4ops runbook run`: one run of a runbook, each step a journal step. It changes nothing
-    # itself (the commands it runs journal themselves), so it is never in flight for them,
-    # never a deployment and never known-good.
-    RUNBOOK = "runbook"
-    # `dsv4ops twin hazard`: a twin hazard switched on purpose (a rehearsal), with who and why.
-    # It starts or stops no process: never a deployment, never known-good.
-    HAZARD = "hazard"
-
-    @property
-    def changes_target(self) -> bool:
-        """False for the runbook run that only drives other operations."""
-        return self is not Kind.RUNBOOK
-
-
-@dataclass
-class StepRecord:
-    name: str
-    phase: str  # "start" | "done" | "failed"
-    ts: str
-    duration_s: float | None = None
-    detail: str | None = None
 
 
 @dataclass
@@ -236,48 +179,12 @@ def _scrub_env_values(text: str) -> str:
     return redact_text(text, values)
 
 
-# ---------------------------------------------------------------------------------------------
-# Validation on read: a record that parses as JSON but has the wrong shape is a format error.
-
-_REQUIRED: dict[str, tuple[str, ...]] = {
-    "begin": ("op", "kind", "ts", "user"),
-    "step": ("op", "ts", "name", "phase"),
-    "status": ("op", "ts", "status"),
-    "merge": ("op", "ts", "user"),
-}
-
-
-def validate(record: object, where: str) -> JSONObject:
-    """Return record if it is a well-formed journal record; raise JournalError naming `where`."""
-    if not isinstance(record, dict):
-        raise JournalError(f"{where}: journal record is not an object")
-    version = record.get("v")
-    if version != RECORD_VERSION:
-        raise JournalError(
-            f"{where}: journal record version {version!r} is not {RECORD_VERSION}",
-            hint="this journal was written by another dsv4ops version",
-        )
-    rtype = record.get("type")
-    if rtype not in _REQUIRED:
-        raise JournalError(f"{where}: unknown journal record type {rtype!r}")
-    missing = [k for k in _REQUIRED[rtype] if not isinstance(record.get(k), str)]
-    if missing:
-        raise JournalError(f"{where}: journal {rtype} record lacks {', '.join(missing)}")
-    if rtype == "begin" and record["kind"] not in {k.value for k in Kind}:
-        raise JournalError(f"{where}: unknown operation kind {record['kind']!r}")
-    if rtype == "status" and record["status"] not in {s.value for s in Status}:
-        raise JournalError(f"{where}: unknown status {record['status']!r}")
-    if rtype == "step" and "gate" in record:
-        GateResult.from_record(record["gate"], where)  # a gate no one can read: a damaged line
-    return record
-
-
-def fold(records: list[JSONObject]) -> list[Operation]:
+def fold(records: Sequence[Record]) -> list[Operation]:
     """Operations in the order they began, each with its latest status applied."""
     return list(fold_into({}, records).values())
 
 
-def fold_into(ops: dict[str, Operation], records: list[JSONObject]) -> dict[str, Operation]:
+def fold_into(ops: dict[str, Operation], records: Sequence[Record]) -> dict[str, Operation]:
     """`ops` (folded from earlier records, in begin order) with `records` applied: a new dict;
     an operation these records change is a copy, so Operations handed out before stay as they
     were (journal/index.py re-folds the operations appended records touch this way). A second
@@ -287,10 +194,10 @@ def fold_into(ops: dict[str, Operation], records: list[JSONObject]) -> dict[str,
     copied: set[str] = set()
     taken: set[str] = set()
     for r in records:
-        op_id = r["op"]
-        if r["type"] == "merge" or op_id in taken:
+        op_id = r.op
+        if isinstance(r, MergeRecord) or op_id in taken:
             continue
-        if r["type"] == "begin":
+        if isinstance(r, BeginRecord):
             if op_id in ops:
                 taken.add(op_id)
                 continue
@@ -305,59 +212,57 @@ def fold_into(ops: dict[str, Operation], records: list[JSONObject]) -> dict[str,
                 op, steps=list(op.steps), processes=dict(op.processes), gates=list(op.gates)
             )
             copied.add(op_id)
-        if r["type"] == "step":
-            op.steps.append(
-                StepRecord(r["name"], r["phase"], r["ts"], r.get("duration_s"), r.get("detail"))
-            )
-            if "gate" in r:  # validate() read it once: a well-formed gate
-                op.gates.append(GateResult.from_record(r["gate"], op_id))
+        if isinstance(r, StepRecord):
+            op.steps.append(r)
+            if r.gate is not None:
+                op.gates.append(r.gate)
         else:
             _apply_end(op, r)
     return ops
 
 
-def _begun(r: JSONObject) -> Operation:
+def _begun(r: BeginRecord) -> Operation:
     """The Operation a `begin` record opens."""
     return Operation(
-        op=r["op"],
-        kind=Kind(r["kind"]),
-        ts=r["ts"],
-        user=r["user"],
-        profile=r.get("profile"),
-        components=list(r.get("components") or []),
-        reason=r.get("reason"),
-        undo=r.get("undo"),
-        kernel=r.get("kernel"),
-        scope=r.get("scope") if isinstance(r.get("scope"), dict) else None,
-        runbook_run=r.get("runbook_run") if isinstance(r.get("runbook_run"), str) else None,
-        records_gates=r.get("gates") == GATES_RECORDED,
+        op=r.op,
+        kind=r.kind,
+        ts=r.ts,
+        user=r.user,
+        profile=r.profile,
+        components=list(r.components),
+        reason=r.reason,
+        undo=r.undo,
+        kernel=r.kernel,
+        scope=r.scope,
+        runbook_run=r.runbook_run,
+        records_gates=records_gates(r),
     )
 
 
-def _apply_end(op: Operation, r: JSONObject) -> None:
-    """An `end` (or status) record applied to `op` (a copy this fold owns)."""
-    op.status = Status(r["status"])
-    if r.get("message") is not None:
-        op.message = r["message"]
-    if "running" in r:
-        op.running = r["running"]
-    if r.get("processes"):
-        op.processes = dict(r["processes"])
-    if r.get("known_good") is True:
+def _apply_end(op: Operation, r: StatusRecord) -> None:
+    """A status record applied to `op` (a copy this fold owns)."""
+    op.status = r.status
+    if r.message is not None:
+        op.message = r.message
+    if r.running is not None:
+        op.running = r.running
+    if r.processes:
+        op.processes = dict(r.processes)
+    if r.known_good:
         op.marked_known_good = True
-    if isinstance(r.get("kernel"), dict):
-        op.kernel = {**(op.kernel or {}), **r["kernel"]}
+    if r.kernel is not None:
+        op.kernel = {**(op.kernel or {}), **r.kernel}
     if op.status.terminal:
-        op.ended = r["ts"]
+        op.ended = r.ts
 
 
-def place_merged(ops: list[Operation], records: list[JSONObject]) -> list[Operation]:
+def place_merged(ops: list[Operation], records: Sequence[Record]) -> list[Operation]:
     """`ops` with each operation a merge brought in placed by its begin time among the others.
 
     The target's own records are in the order they happened (one writer at a time, under the
     deploy lock), so their order stands; an operation merged from an operator-side journal was
     appended later than it happened and takes its place by its timestamp instead."""
-    merged = {op for r in records if r["type"] == "merge" for op in r.get("ops") or []}
+    merged = {op for r in records if isinstance(r, MergeRecord) for op in r.ops}
     if not merged:
         return ops
     # A native operation begun after the merge record began after every operation merged by it
@@ -365,10 +270,10 @@ def place_merged(ops: list[Operation], records: list[JSONObject]) -> list[Operat
     after_first_merge: set[str] = set()
     seen_merge = False
     for r in records:
-        if r["type"] == "merge":
+        if isinstance(r, MergeRecord):
             seen_merge = True
-        elif r["type"] == "begin" and seen_merge:
-            after_first_merge.add(r["op"])
+        elif isinstance(r, BeginRecord) and seen_merge:
+            after_first_merge.add(r.op)
     return place_by(ops, merged, after_first_merge)
 
 

@@ -22,13 +22,14 @@ from dsv4ops.journal import knowngood, opids, recordfile
 from dsv4ops.journal.backend import FileBackend, JournalBackend, journal_path
 from dsv4ops.journal.gates import GATES_RECORDED, GateResult, GateSource
 from dsv4ops.journal.index import JournalIndex
-from dsv4ops.journal.records import (
-    RECORD_VERSION,
-    Kind,
-    Operation,
-    Status,
-    check_transition,
-    scrub,
+from dsv4ops.journal.records import Kind, Operation, Status, check_transition, scrub
+from dsv4ops.journal.schema import (
+    BeginRecord,
+    Record,
+    StatusRecord,
+    StepRecord,
+    parse_record,
+    to_json,
 )
 from dsv4ops.journal.view import Operations, Records, View
 from dsv4ops.jsontypes import JSONObject
@@ -123,26 +124,23 @@ class Journal:
         if kind is not Kind.STOP:  # the brake always works: a stop only takes away what runs
             self._refuse_if_damaged()
         op_id = op_id or self.new_op_id(kind)
-        record: JSONObject = {
-            "type": "begin",
-            "op": op_id,
-            "kind": kind.value,
-            "user": user or operator_identity(),
-            "profile": profile,
-            "components": components or [],
-            "reason": reason,
-            "undo": undo,
-            "gates": GATES_RECORDED,  # its gates are its GateResults (journal/gates.py)
-        }
-        if kernel is not None:
-            record["kernel"] = kernel
-        if scope is not None:
-            record["scope"] = scope
         run = os.environ.get(RUNBOOK_RUN_ENV)
-        if run and kind.changes_target:
-            record["runbook_run"] = run  # this command is a step of that runbook run
+        begun = BeginRecord(
+            op_id,
+            self._now(),
+            user or operator_identity(),
+            kind,
+            profile=profile,
+            components=components or [],
+            reason=reason,
+            undo=undo,
+            kernel=kernel,
+            scope=scope,
+            runbook_run=run if run and kind.changes_target else None,  # a step of that run
+            gates=GATES_RECORDED,  # its gates are its GateResults (journal/gates.py)
+        )
         # One append (one round trip to a remote record) for both records.
-        self._append(record, {"type": "status", "op": op_id, "status": Status.PENDING.value})
+        self._append(begun, StatusRecord(op_id, begun.ts, Status.PENDING))
         return op_id
 
     def new_op_id(self, kind: Kind) -> str:
@@ -169,23 +167,23 @@ class Journal:
         check_transition(current.status, status)
         if known_good and status is not Status.SUCCEEDED:
             raise JournalError(f"only a SUCCEEDED operation can be known-good, not {status.value}")
-        record: JSONObject = {"type": "status", "op": op_id, "status": status.value}
-        if message is not None:
-            record["message"] = message
-        if running is not None:
-            record["running"] = running
-        if processes:
-            record["processes"] = processes
-        if kernel:
-            record["kernel"] = kernel
-        if known_good:
-            record["known_good"] = True
-        self._append(record)
+        self._append(
+            StatusRecord(
+                op_id,
+                self._now(),
+                status,
+                message=message,
+                running=running,
+                processes=processes or None,
+                kernel=kernel or None,
+                known_good=known_good or None,
+            )
+        )
 
-    def end_unread(self, op_id: str, status: Status, **fields: str) -> None:
+    def end_unread(self, op_id: str, status: Status, *, message: str, running: str) -> None:
         """Record `op_id`'s end without reading the journal first: for an operation whose
         journal cannot be written, so reads fail (orchestrate/unrecorded.py)."""
-        self._append({"type": "status", "op": op_id, "status": status.value, **fields})
+        self._append(StatusRecord(op_id, self._now(), status, message=message, running=running))
 
     def step(
         self,
@@ -207,13 +205,15 @@ class Journal:
         two, and nothing is done on the target in between. A process that dies meanwhile
         leaves the step started and never ended, as if it had died during the step (never a
         step recorded done that was not)."""
-        record: JSONObject = {"type": "step", "op": op_id, "name": name, "phase": phase}
-        if duration_s is not None:
-            record["duration_s"] = round(duration_s, 3)
-        if detail:
-            record["detail"] = detail
-        if gate is not None:
-            record["gate"] = gate.to_record()
+        record = StepRecord(
+            op_id,
+            self._now(),
+            name,
+            phase,
+            duration_s=None if duration_s is None else round(duration_s, 3),
+            detail=detail or None,
+            gate=gate,
+        )
         if defer:
             self._deferred.append(self._encode(record))
         else:
@@ -224,11 +224,13 @@ class Journal:
         if self._deferred:
             self._write(b"")
 
-    def _encode(self, record: JSONObject) -> bytes:
-        stamp = {"v": RECORD_VERSION, "ts": utc_now_iso(self._clock)}
-        return recordfile.encode({**stamp, **scrub(record)})
+    def _now(self) -> str:
+        return utc_now_iso(self._clock)
 
-    def _append(self, *records: JSONObject) -> None:
+    def _encode(self, record: Record) -> bytes:
+        return recordfile.encode(scrub(to_json(record)))
+
+    def _append(self, *records: Record) -> None:
         self._write(b"".join(self._encode(r) for r in records))
 
     def _write(self, data: bytes) -> None:
@@ -242,9 +244,10 @@ class Journal:
                 self._deferred.insert(0, kept)
             raise
 
-    def unwritten(self) -> list[JSONObject]:
+    def unwritten(self) -> list[Record]:
         """The records held in memory because they could not be written yet, in order."""
-        return [r for _, r in recordfile.parse(b"".join(self._deferred))[0]]
+        parsed = recordfile.parse(b"".join(self._deferred))[0]
+        return [parse_record(r, f"unwritten record {n}") for n, r in parsed]
 
     def keep_elsewhere(self) -> str | None:
         """Hand the unwritten records to the backend's fallback (the target's record: the local
@@ -311,7 +314,7 @@ class Journal:
         are skipped and listed in skipped_lines."""
         return self._view().records()
 
-    def tail_records(self, n: int) -> list[JSONObject]:
+    def tail_records(self, n: int) -> list[Record]:
         """The last `n` valid records, read from the end of the journal only."""
         return self._view().tail(n)
 
@@ -321,7 +324,7 @@ class Journal:
 
     def merges(self) -> list[JSONObject]:
         """The merge records: each operator-side journal merged into this record, once."""
-        return self._view().merges()
+        return [to_json(m) for m in self._view().merges()]
 
     def listing(
         self, limit: int
@@ -331,7 +334,7 @@ class Journal:
         view = self._view()
         ops = view.operations()
         shown = ops[-limit:] if limit > 0 else list(ops)
-        return shown, view.judged(), view.merges()
+        return shown, view.judged(), [to_json(m) for m in view.merges()]
 
     def get(self, op_id: str) -> Operation:
         """The operation with this id (or unique id prefix); raise JournalError if none."""

@@ -38,7 +38,7 @@ from typing import Protocol
 from dsv4ops.clock import Clock, SystemClock, age_s, utc_now_iso
 from dsv4ops.errors import AgentCallError, DiskFullError, JournalError, TargetError
 from dsv4ops.journal import divergence, opids, recordfile
-from dsv4ops.journal.records import RECORD_VERSION
+from dsv4ops.journal.schema import MergeRecord, to_json
 from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.whoami import local_host, operator_identity
 
@@ -251,17 +251,15 @@ class TargetJournal:
             backup = self.path.with_name(self.path.name + ".pre-merge")
             if not backup.exists():
                 backup.write_bytes(cached)  # the operator's own copy, as it was before the merge
-        merge = {
-            "v": RECORD_VERSION,
-            "ts": utc_now_iso(self._clock),
-            "type": "merge",
-            "op": opids.draw("m", self._stamp()),
-            "user": operator_identity(),
-            "source": f"{local_host()}:{(source or self.path).resolve()}",
-        }
+        merge = MergeRecord(
+            opids.draw("m", self._stamp()),
+            utc_now_iso(self._clock),
+            operator_identity(),
+            source=f"{local_host()}:{(source or self.path).resolve()}",
+        )
         try:
             return self.agent.call(
-                "journal_merge", records=records, merge=merge, offset=0, prefix_window=None
+                "journal_merge", records=records, merge=to_json(merge), offset=0, prefix_window=None
             )
         except AgentCallError as exc:
             raise JournalError(

@@ -20,7 +20,8 @@ from dsv4ops.journal import checkpoint, damage, knowngood, recordfile
 from dsv4ops.journal.entries import Entry
 from dsv4ops.journal.index import JournalIndex, Stale, placed, record_at
 from dsv4ops.journal.order import Placed
-from dsv4ops.journal.records import Kind, Operation, Status, fold_into, validate
+from dsv4ops.journal.records import Kind, Operation, Status, fold_into
+from dsv4ops.journal.schema import Record, RecordError, parse_record
 from dsv4ops.jsontypes import JSONObject
 
 
@@ -84,7 +85,7 @@ class View:
         self.state, self.buf = self._index.current()
         self.order = placed(self.state)
 
-    def merges(self) -> list[JSONObject]:
+    def merges(self) -> list[Record]:
         try:
             return [record_at(self.buf, o, None) for o in self.state.merges]
         except Stale as exc:
@@ -96,9 +97,9 @@ class View:
         s = self.state
         return damage.warnings(self._index.path, s.damaged, s.orphans, s.duplicates)
 
-    def tail(self, n: int) -> list[JSONObject]:
+    def tail(self, n: int) -> list[Record]:
         """The last `n` valid records (torn lines skipped), read backwards from the end."""
-        out: list[JSONObject] = []
+        out: list[Record] = []
         end = len(self.buf)
         while end > 0 and len(out) < n:
             start = self.buf.rfind(b"\n", 0, max(0, end - 1)) + 1
@@ -107,8 +108,8 @@ class View:
             if not raw:
                 continue
             try:
-                out.append(validate(json.loads(raw), f"{self._index.path}@{start}"))
-            except (ValueError, UnicodeDecodeError, JournalError):
+                out.append(parse_record(json.loads(raw), f"{self._index.path}@{start}"))
+            except (ValueError, UnicodeDecodeError, RecordError):
                 continue  # torn or damaged (the index noted it)
         return out[::-1]
 
@@ -189,36 +190,36 @@ class Operations(Sequence[Operation]):
         return self._order
 
 
-class Records(Sequence[JSONObject]):
+class Records(Sequence[Record]):
     """Every valid record in order; the length is the index's, the records are parsed (all of
     them: journal/store.py's tail() reads only the last ones) when first touched."""
 
     def __init__(self, view: View) -> None:
         self._view = view
-        self._all: list[JSONObject] | None = None
+        self._all: list[Record] | None = None
 
-    def _records(self) -> list[JSONObject]:
+    def _records(self) -> list[Record]:
         if self._all is None:
             parsed, _ = recordfile.parse(bytes(self._view.buf))
             where = self._view._index.path
             self._all = []
             for n, r in parsed:
-                with contextlib.suppress(JournalError):  # a damaged line: the index noted it
-                    self._all.append(validate(r, f"{where}:{n}"))
+                with contextlib.suppress(RecordError):  # a damaged line: the index noted it
+                    self._all.append(parse_record(r, f"{where}:{n}"))
         return self._all
 
     def __len__(self) -> int:
         return self._view.state.records
 
     @overload
-    def __getitem__(self, i: int) -> JSONObject: ...
+    def __getitem__(self, i: int) -> Record: ...
     @overload
-    def __getitem__(self, i: slice) -> list[JSONObject]: ...
+    def __getitem__(self, i: slice) -> list[Record]: ...
 
-    def __getitem__(self, i: int | slice) -> JSONObject | list[JSONObject]:
+    def __getitem__(self, i: int | slice) -> Record | list[Record]:
         return self._records()[i]
 
-    def __iter__(self) -> Iterator[JSONObject]:
+    def __iter__(self) -> Iterator[Record]:
         return iter(self._records())
 
     def __eq__(self, other: object) -> bool:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dsv4ops.deployment import START_ORDER, Deployment
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.records import Status
+from dsv4ops.journal.schema import StatusRecord, to_json
 from dsv4ops.journal.store import UNKNOWN, Journal
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.operation import RunningOperation
@@ -77,7 +78,8 @@ def unrecorded_outcome(
 def unwritten_notes(journal: Journal) -> list[str]:
     """The records no place would take, one note each (the --json document keeps them)."""
     return [
-        f"unwritten journal record: {json.dumps(r, sort_keys=True)}" for r in journal.unwritten()
+        f"unwritten journal record: {json.dumps(to_json(r), sort_keys=True)}"
+        for r in journal.unwritten()
     ]
 
 
@@ -110,7 +112,9 @@ def stop_unrecorded(
     try:
         op.finish(Status.FAILED, message=message, running=UNKNOWN)
     except DsOpsError:  # it reads the journal first: record the end unread, kept below
-        if not any(r.get("status") == Status.FAILED.value for r in journal.unwritten()):
+        if not any(
+            isinstance(r, StatusRecord) and r.status is Status.FAILED for r in journal.unwritten()
+        ):
             with contextlib.suppress(DsOpsError):
                 journal.end_unread(op.op_id, Status.FAILED, message=message, running=UNKNOWN)
         op.ended = True

@@ -19,6 +19,7 @@ from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.constants import state_dir
 from dsv4ops.deployment import START_ORDER
 from dsv4ops.errors import DsOpsError
+from dsv4ops.journal.schema import to_json
 from dsv4ops.journal.store import Journal
 from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.remote import Supervisor
@@ -110,7 +111,7 @@ def collect(
     records = journal.tail_records(JOURNAL_TAIL)  # read from the end: 10^6-record journals
     b.text(
         "journal-tail.jsonl",
-        "".join(json.dumps(r, sort_keys=True) + "\n" for r in records),
+        "".join(json.dumps(to_json(r), sort_keys=True) + "\n" for r in records),
         f"the journal's last {len(records)} records",
     )
     (b.root / "MANIFEST.json").write_text(

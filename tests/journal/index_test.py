@@ -28,8 +28,8 @@ from dsv4ops.journal.records import (
     Status,
     fold,
     place_merged,
-    validate,
 )
+from dsv4ops.journal.schema import MergeRecord, parse_record, to_json
 from dsv4ops.journal.store import UNKNOWN, Journal
 from testing.journal import gate_step
 
@@ -140,7 +140,7 @@ def journals(draw: st.DrawFn) -> list[bytes]:
 def _full(data: bytes) -> dict[str, Any]:
     """What the store answered before the index: parse, validate, fold, place, judge."""
     parsed, torn = recordfile.parse(data)
-    records = [validate(r, "x") for _, r in parsed]
+    records = [parse_record(r, "x") for _, r in parsed]
     ops = place_merged(fold(records), records)
     return {
         "ops": ops,
@@ -148,7 +148,7 @@ def _full(data: bytes) -> dict[str, Any]:
         "good": [o.op for o in knowngood.known_good(ops)],
         "torn": torn,
         "records": records,
-        "merges": [r for r in records if r["type"] == "merge"],
+        "merges": [to_json(r) for r in records if isinstance(r, MergeRecord)],
     }
 
 
@@ -217,8 +217,9 @@ class _Judged:
         return knowngood.essentials(self._o)
 
 
-def _order(records: list[dict[str, Any]]) -> list[_Judged]:
-    counts = Counter(r["op"] for r in records if r["type"] != "merge")
+def _order(raw: list[dict[str, Any]]) -> list[_Judged]:
+    records = [parse_record(r, "x") for r in raw]
+    counts = Counter(r.op for r in records if not isinstance(r, MergeRecord))
     return [_Judged(o, counts[o.op]) for o in place_merged(fold(records), records)]
 
 
@@ -284,12 +285,12 @@ def whole_ops(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[int]]:
                 }
             )
         ends.append(len(records))
-    return [validate(r, "x") for r in records], ends
+    return records, ends
 
 
 def _whole(lines: list[bytes]) -> tuple[list[dict[str, Any]], list[int]]:
     parsed, _ = recordfile.parse(b"".join(lines))
-    records = [validate(r, "x") for _, r in parsed]
+    records = [r for _, r in parsed]
     return records, list(range(len(records) + 1))
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from dsv4ops.errors import JournalError
 from dsv4ops.journal.records import Kind, Operation, Status
+from dsv4ops.journal.schema import StatusRecord
 from dsv4ops.journal.store import Journal, journal_path
 from dsv4ops.jsontypes import JSONObject
 from testing.clock import FakeClock
@@ -54,7 +55,7 @@ def test_lifecycle_is_persisted_at_every_transition(journal: Journal) -> None:
     journal.transition(op, Status.SUCCEEDED, running=op)
     got = journal.get(op)
     assert got.status is Status.SUCCEEDED and got.ended is not None
-    statuses = [r["status"] for r in journal.records() if r["type"] == "status"]
+    statuses = [r.status.value for r in journal.records() if isinstance(r, StatusRecord)]
     assert statuses == ["PENDING", "RUNNING", "SUCCEEDED"]
 
 
@@ -214,9 +215,10 @@ def test_an_operation_merged_in_comes_before_what_began_after_the_merge_within_o
     journal began before anything begun after the merge record, even when both have the same
     seconds-precision timestamp (a CI failure: the crashed deploy listed after the kernel switch)."""
     from dsv4ops.journal.records import fold, place_merged
+    from dsv4ops.journal.schema import parse_record
 
     ts = "2026-12-01T16:01:04Z"
-    records: list[JSONObject] = [
+    raw: list[JSONObject] = [
         {"type": "merge", "op": "m", "ts": ts, "user": "u", "ops": ["d-1"]},
         {
             "type": "begin",
@@ -235,6 +237,7 @@ def test_an_operation_merged_in_comes_before_what_began_after_the_merge_within_o
             "profile": {"name": "pkg"},
         },
     ]
+    records = [parse_record({"v": 1, **r}, "x") for r in raw]
     native_first = [records[0], records[2], records[1]]  # the cache order after a merge
     assert [o.op for o in place_merged(fold(native_first), native_first)] == ["d-1", "k-1"]
 
@@ -324,9 +327,9 @@ def test_records_a_full_disk_refuses_are_kept_and_written_by_the_next_append(
         journal.step(op, "start decode", "start")
     with pytest.raises(JournalError):
         journal.end_unread(op, Status.FAILED, message="stopped", running="?")
-    assert [(r["type"], r.get("status")) for r in journal.unwritten()] == [
+    assert [(r.TYPE, getattr(r, "status", None)) for r in journal.unwritten()] == [
         ("step", None),
-        ("status", "FAILED"),
+        ("status", Status.FAILED),
     ]
     backend.full = False
     journal.flush()  # space again: written in order, once
