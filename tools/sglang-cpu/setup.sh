@@ -20,8 +20,17 @@ mkdir -p "$DIR"; cd "$DIR"
   orjson "pyzmq>=25.1.2" psutil "prometheus-client>=0.20.0" pydantic requests numpy setproctitle msgspec pybase64 partial_json_parser \
   einops interegular python-multipart tqdm regex scipy pillow xxhash zstandard packaging blobfile tiktoken distro watchfiles \
   "openai==2.8.0" "openai-harmony==0.0.4" "anthropic>=0.20.0" python-dateutil easydict gguf IPython dill apache-tvm-ffi==0.1.11 \
-  compressed_tensors xgrammar==0.2.7 jsonschema soundfile sglang-router==0.3.2
+  compressed_tensors xgrammar==0.2.7 jsonschema soundfile sglang-router==0.3.2 \
+  "deepseek-recipe==0.2.0"  # sglang's own pin: --tool-call-parser deepseekv4 renders prompts with it
 rm -rf shim; cp -r "$HERE/shim" shim
 ./venv/bin/python "$HERE/make_model.py" "$DIR/model"
+# the tiny model that writes DSV4's DSML (README.md; no profile serves it yet): the committed weights
+# (tool-model/, made by make_tool_model.py with its defaults, 27 min on 2 cores); SGLANG_CPU_RETRAIN=1
+# trains them again
+if [ "${SGLANG_CPU_RETRAIN:-0}" = 1 ]; then
+  ./venv/bin/python "$HERE/make_tool_model.py" "$DIR/tool-model"
+else
+  rm -rf "$DIR/tool-model"; cp -r "$HERE/tool-model" "$DIR/tool-model"
+fi
 touch "$DIR/.ready"
 echo "ready: $DIR (serve with $HERE/serve.sh $DIR)"
