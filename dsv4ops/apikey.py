@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dsv4ops.errors import DsOpsError
-from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.secrets import REDACTED
 
 API_KEY_FLAG = "--api-key"
@@ -48,11 +47,11 @@ class ApiKeyRef:
         """The reference as messages name it (never the key)."""
         return f"environment variable {self.env}" if self.env else f"file {self.file}"
 
-    def to_record(self) -> JSONObject:
+    def to_record(self) -> dict[str, str | None]:
         return {"env": self.env} if self.env else {"file": self.file}
 
     @classmethod
-    def from_record(cls, data: JSONValue) -> ApiKeyRef | None:
+    def from_record(cls, data: object) -> ApiKeyRef | None:
         """From `to_record()` (or a profile's `router.api_key` section); None when it names
         nothing (no key: a router open to anyone on its port)."""
         if not isinstance(data, Mapping):

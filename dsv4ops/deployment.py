@@ -179,7 +179,7 @@ class Component:
         )
 
 
-def _recorded_grace(value: JSONValue) -> float:
+def _recorded_grace(value: object) -> float:
     """A component's recorded stop grace. A record from before the setting has none and was
     deployed with the default, which is what stopping it then gave it; a value no version
     writes (not a positive number) is judged the same way, so a stop still begins."""
@@ -313,10 +313,10 @@ class Deployment:
         """Where the router's API key lives on this machine (None: the router needs none)."""
         return self.component("router").api_key
 
-    def pd_timeouts(self) -> JSONObject:
+    def pd_timeouts(self) -> dict[str, int | str]:
         """The PD timeouts the servers run with: the decode's KV waiting timeout and the
         prefill's bootstrap timeout, as their env sets them, else SGLang's default."""
-        out: JSONObject = {}
+        out: dict[str, int | str] = {}
         for key, side, env in (
             ("decode_waiting_s", "decode", PD_WAITING_TIMEOUT_ENV),
             ("prefill_bootstrap_s", "prefill", PD_BOOTSTRAP_TIMEOUT_ENV),

@@ -123,7 +123,7 @@ def from_report(path: Path) -> ReportLevels:
     return ReportLevels(dist, None, "canary sweep levels; no fitted law", decode_context_length=ctx)
 
 
-def _decode_context(recorded: JSONValue) -> int | None:
+def _decode_context(recorded: object) -> int | None:
     """The decode context length a sweep recorded (canary/suites/sweep.py), else None."""
     value = recorded.get("context_length") if isinstance(recorded, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
@@ -160,7 +160,7 @@ def _from_ab(path: Path, data: JSONObject) -> ReportLevels:
     return ReportLevels(dist, law, f"A/B report levels (concurrency); {how}")
 
 
-def _law(fit: JSONValue, a_key: str, b_key: str) -> StepLaw | None:
+def _law(fit: object, a_key: str, b_key: str) -> StepLaw | None:
     if not isinstance(fit, dict):
         return None
     a, b = fit.get(a_key), fit.get(b_key)

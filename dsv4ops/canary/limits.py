@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import TypedDict
 
 from dsv4ops.jsontypes import JSONObject
 
@@ -27,6 +28,16 @@ TEMPLATE_ALLOWANCE_TOKENS = 512
 # A completion room below this is not a request worth sending smaller: it goes as asked, and
 # the server's refusal is what the judge reports.
 MIN_COMPLETION_TOKENS = 8
+
+
+class LimitsRecord(TypedDict):
+    """The limits as report.json records them (ServerLimits.to_json)."""
+
+    context_length: int | None
+    max_running_requests: int | None
+    source: str
+    decode_context_length: int | None
+    decode_context_explicit: bool | None
 
 
 @dataclass(frozen=True)
@@ -61,7 +72,7 @@ class ServerLimits:
             return body, None
         return {**body, "max_tokens": room}, asked
 
-    def to_json(self) -> JSONObject:
+    def to_json(self) -> LimitsRecord:
         return {
             "context_length": self.context_length,
             "max_running_requests": self.max_running_requests,

@@ -11,7 +11,7 @@ from dsv4ops.canary.limits import ServerLimits
 from dsv4ops.canary.loadgen import TIMED_OUT, ChatClient
 from dsv4ops.clock import perf_s
 from dsv4ops.errors import CanaryError
-from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.jsontypes import JSONObject
 
 # Reachability: how long the gate keeps asking, how long one try may take, the pause between.
 REACH_BUDGET_S = 12.0
@@ -96,5 +96,5 @@ def _first_card(models: JSONObject) -> JSONObject:
     return first if isinstance(first, dict) else {}
 
 
-def _int(value: JSONValue) -> int | None:
+def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from dsv4ops.canary.stats import percentile
 from dsv4ops.canary.verdict import Kind
 from dsv4ops.clock import cpu_s, perf_s
-from dsv4ops.jsontypes import JSONObject
 
 
 def read_proc_stat(path: str = "/proc/stat") -> tuple[int, int] | None:
@@ -38,6 +38,20 @@ class ClientProblem:
     text: str
 
 
+class SelfCheckRecord(TypedDict):
+    """The client's self-check as report.json's `client` section (SelfCheckReport.to_json)."""
+
+    client_cpu_cores: float
+    client_cpu_peak: float
+    loop_lag_p50_ms: float
+    loop_lag_p99_ms: float
+    loop_lag_max_ms: float
+    machine_cpu_busy: float | None
+    samples: int
+    client_bound: bool
+    problems: list[str]
+
+
 @dataclass
 class SelfCheckReport:
     cpu_cores: float = 0.0  # process CPU seconds per wall second over the run
@@ -49,7 +63,7 @@ class SelfCheckReport:
     samples: int = 0
     problems: list[ClientProblem] = field(default_factory=list)
 
-    def to_json(self) -> JSONObject:
+    def to_json(self) -> SelfCheckRecord:
         return {
             "client_cpu_cores": self.cpu_cores,
             "client_cpu_peak": self.cpu_peak,

@@ -137,7 +137,7 @@ def whole_calls(reply: JSONObject) -> list[ToolCall]:
     return calls
 
 
-def _str(value: JSONValue) -> str | None:
+def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import TypedDict
 
 from dsv4ops.canary.fit import LevelPoint
 from dsv4ops.canary.loadgen import ChatClient
-from dsv4ops.jsontypes import JSONObject
 
 SERVER_INFO_KEY = "twin_time_scale"
 
@@ -57,7 +57,15 @@ def to_model_time(p: LevelPoint, scale: float) -> LevelPoint:
     )
 
 
-def clock_record(scale: float) -> JSONObject:
+class ClockRecord(TypedDict):
+    """report.json's `clock`: the clock its levels, fits and notes are in."""
+
+    name: str
+    time_scale: float
+    note: str
+
+
+def clock_record(scale: float) -> ClockRecord:
     """What report.json says about the clock of its levels, fits and notes."""
     if scale == 1.0:
         return {

@@ -12,7 +12,7 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
 
 from dsv4ops import exitcodes
 from dsv4ops.errors import CanaryError
@@ -79,6 +79,15 @@ class Kind(enum.Enum):
 Level = Literal["FAIL", "INCONCLUSIVE", "note"]
 
 
+class ReasonRecord(TypedDict):
+    """A reason as report.json lists it (Reason.to_json): `suite` where results are combined."""
+
+    level: Level
+    kind: str
+    reason: str
+    suite: NotRequired[str]
+
+
 @dataclass(frozen=True)
 class Reason:
     """One reason of a result: its level, its kind (typed, for readers) and its words (for
@@ -93,8 +102,8 @@ class Reason:
     def line(self) -> str:
         return f"{self.level}: {self.text}"
 
-    def to_json(self) -> JSONObject:
-        out: JSONObject = {"level": self.level, "kind": self.kind.value, "reason": self.line}
+    def to_json(self) -> ReasonRecord:
+        out: ReasonRecord = {"level": self.level, "kind": self.kind.value, "reason": self.line}
         if self.suite is not None:
             out["suite"] = self.suite
         return out
@@ -269,7 +278,7 @@ class Thresholds(CanaryThresholds):
         keeps the default: settings.from_record)."""
         return cls.judging(from_record(CanaryThresholds, section))
 
-    def to_json(self) -> JSONObject:
+    def to_json(self) -> dict[str, object]:
         return asdict(self)
 
     def thinking_mode(self) -> Thinking:

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypedDict
 
 from dsv4ops.canary.progress import DEFAULT_DECODE_LOG_INTERVAL, ProgressDetector
 from dsv4ops.canary.records import RequestRecord
@@ -32,6 +33,15 @@ NO_FIRST_TOKEN = "no_first_token"
 STALL = "stall"
 FREEZE = "freeze"
 FREEZE_METRICS = "freeze_metrics"
+
+
+class HangEventRecord(TypedDict):
+    """A hang as report.json lists it (HangEvent.to_json)."""
+
+    kind: str
+    rid: str | None
+    detection_latency_s: float
+    detail: str
 
 
 @dataclass(frozen=True)
@@ -46,7 +56,7 @@ class HangEvent:
     def detection_latency_s(self) -> float:
         return (self.detected_ns - self.since_ns) / 1e9
 
-    def to_json(self) -> JSONObject:
+    def to_json(self) -> HangEventRecord:
         return {
             "kind": self.kind,
             "rid": self.rid,

@@ -15,7 +15,6 @@ from typing import TypeVar
 import click
 
 from dsv4ops.errors import DsOpsError
-from dsv4ops.jsontypes import JSONValue
 
 # A command function a click option decorates (returned as it came, with the option added).
 FC = TypeVar("FC", bound=Callable[..., object])
@@ -50,7 +49,7 @@ def echo_lines(lines: Iterable[str], *, err: bool = False) -> None:
         click.echo(line if isinstance(line, Block) else terminal_safe(str(line)), err=err)
 
 
-def echo_json(data: JSONValue) -> None:
+def echo_json(data: object) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
     PRINTED.append(True)
 

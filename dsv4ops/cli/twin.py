@@ -8,6 +8,8 @@ The switch holds the target's deploy lock, as deploy does (usecases/hazard.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import click
 
 from dsv4ops.cli._output import (
@@ -85,7 +87,7 @@ def hazard(
     )
 
 
-def _print_dry_run(planned: dict[str, object], target: str, as_json: bool) -> None:
+def _print_dry_run(planned: Mapping[str, object], target: str, as_json: bool) -> None:
     if as_json:
         echo_json({"dry_run": True, "target": target, **planned})
         return

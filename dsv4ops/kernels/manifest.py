@@ -78,7 +78,7 @@ def parse(raw: JSONValue, source: str) -> Manifest:
     return m
 
 
-def _str(value: JSONValue, field: str) -> str:
+def _str(value: object, field: str) -> str:
     if not isinstance(value, str) or not value:
         raise TypeError(f"{field} must be a non-empty string")
     return value

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from importlib import resources
 
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.kernels.manifest import PACKAGE_ROOT
 from dsv4ops.sglang_paths import (
     DEEPGEMM_ENV,
@@ -64,7 +63,7 @@ def plugin_members(name: str, version: str) -> dict[str, bytes]:
     }
 
 
-def plugin_section(name: str) -> JSONObject:
+def plugin_section(name: str) -> dict[str, object]:
     return {
         "group": PLUGIN_GROUP,
         "entry_point": entry_point_name(name),
@@ -75,7 +74,7 @@ def plugin_section(name: str) -> JSONObject:
     }
 
 
-def sglang_section() -> JSONObject:
+def sglang_section() -> dict[str, object]:
     """The SGLang configuration this package is for, and the env that enables it."""
     return {
         "moe_path": TRITON_FP8,

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from dsv4ops.jsontypes import JSONValue
 from dsv4ops.remote.base import ProcessSpec, ProcessState
-from dsv4ops.remote.results import HttpReply, LockInfo, PreflightReport, StopReport
+from dsv4ops.remote.results import HttpReply, HttpRequest, LockInfo, PreflightReport, StopReport
 from dsv4ops.timings import TARGET_HTTP_S
 
 
@@ -66,7 +66,7 @@ class TargetControl(Protocol):
         ...
 
     def http_many(
-        self, requests: Sequence[str | Mapping[str, JSONValue]], *, timeout_s: float = TARGET_HTTP_S
+        self, requests: Sequence[str | HttpRequest], *, timeout_s: float = TARGET_HTTP_S
     ) -> list[HttpReply]:
         """Several requests made from the target at once (one round trip); replies in order."""
         ...

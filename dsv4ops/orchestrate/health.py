@@ -5,11 +5,12 @@ STOPPED (issue 38: status after `stop` said NOT HEALTHY with the dead processes'
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TypedDict
 
 from dsv4ops.deployment import Deployment
 from dsv4ops.journal.records import Kind
 from dsv4ops.journal.store import Journal
-from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.jsontypes import JSONValue
 from dsv4ops.orchestrate.unmanaged import UNMANAGED
 
 HEALTHY, NOT_HEALTHY, UNKNOWN_HEALTH = "HEALTHY", "NOT HEALTHY", "UNKNOWN"
@@ -59,7 +60,17 @@ def process_word(component: Mapping[str, JSONValue]) -> str:
     return UNMANAGED if any((component.get("ports_open") or {}).values()) else "DOWN"
 
 
-def stopped_by(journal: Journal, last: Deployment | None) -> JSONObject | None:
+class StoppedBy(TypedDict):
+    """The stop that left nothing running (status's "stopped"): its op, when it ended, who ran
+    it, and the profile that ran before it."""
+
+    op: str
+    since: str | None
+    by: str
+    last_profile: str | None
+
+
+def stopped_by(journal: Journal, last: Deployment | None) -> StoppedBy | None:
     """The stop that is the journal's last word on what runs, when it left nothing running:
     {"op", "since", "by", "last_profile"}; else None (never stopped, or something ran after)."""
     for op in reversed(journal.operations()):

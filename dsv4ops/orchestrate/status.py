@@ -32,7 +32,7 @@ from dsv4ops.orchestrate.partial import describe_mix, is_mixed
 from dsv4ops.orchestrate.unmanaged import last_deployment, ports_to_check, unmanaged
 from dsv4ops.orchestrate.workload import load_of
 from dsv4ops.remote.base import ProcessState
-from dsv4ops.remote.results import HttpReply
+from dsv4ops.remote.results import HttpReply, HttpRequest
 
 # Renders the named profile from the working copy for this target (None when impossible).
 RenderNow = Callable[[str], Deployment]
@@ -252,9 +252,9 @@ _WORKER_READS = (("/health", 5.0), ("/server_info", 5.0), ("/metrics", 3.0))
 _ROUTER_READS = (("/health", 5.0), ("/readiness", 5.0), ("/workers", 5.0))
 
 
-def _requests(states: Mapping[str, ProcessState], deployed: Deployment | None) -> list[JSONObject]:
+def _requests(states: Mapping[str, ProcessState], deployed: Deployment | None) -> list[HttpRequest]:
     """Every read of every live, deployed component: made at once, in one agent round trip."""
-    out: list[JSONObject] = []
+    out: list[HttpRequest] = []
     for name in START_ORDER:
         spec = deployed.component(name) if deployed else None
         if spec is None or not states[name].alive:
@@ -264,7 +264,7 @@ def _requests(states: Mapping[str, ProcessState], deployed: Deployment | None) -
     return out
 
 
-def _fetch(control: TargetControl, requests: list[JSONObject]) -> dict[str, HttpReply]:
+def _fetch(control: TargetControl, requests: list[HttpRequest]) -> dict[str, HttpReply]:
     """{url: reply}: the requests run concurrently on the target (Supervisor.http_many)."""
     replies = control.http_many(requests, timeout_s=5.0) if requests else []
     return {str(r["url"]): reply for r, reply in zip(requests, replies, strict=True)}

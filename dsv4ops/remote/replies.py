@@ -13,7 +13,14 @@ from collections.abc import Mapping, Sequence
 from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.remote.base import ProcessState
 from dsv4ops.remote.errors import AgentCallError, ComponentNotReadyError, StopError
-from dsv4ops.remote.results import HttpReply, PortUse, PreflightReport, StopReport, WaitResult
+from dsv4ops.remote.results import (
+    HttpReply,
+    HttpRequest,
+    PortUse,
+    PreflightReport,
+    StopReport,
+    WaitResult,
+)
 
 _HTTP_FIELDS = frozenset({"url", "method", "body", "headers", "timeout_s", "max_bytes"})
 
@@ -55,7 +62,7 @@ def wait_result(r: Mapping[str, JSONValue], waited_before_s: float = 0.0) -> Wai
     )
 
 
-def http_items(requests: Sequence[str | Mapping[str, JSONValue]]) -> list[JSONObject]:
+def http_items(requests: Sequence[str | HttpRequest]) -> list[JSONObject]:
     """Each request as the agent's mapping; ValueError for one without a url or with unknown keys."""
     items: list[JSONObject] = []
     for req in requests:

@@ -6,12 +6,25 @@ import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Required, TypedDict
 
 from dsv4ops.clock import utc_now_iso
 from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.remote.base import redact_argv
 from dsv4ops.remote.procident import identity
 from dsv4ops.whoami import local_host, local_user
+
+
+class HttpRequest(TypedDict, total=False):
+    """One request of an `http_many` call, as the agent reads it (a plain dict on the wire):
+    a url, and optionally the method, body, headers, timeout and a cap on the bytes read."""
+
+    url: Required[str]
+    method: str
+    body: str | None
+    headers: Mapping[str, str]
+    timeout_s: float
+    max_bytes: int
 
 
 @dataclass(frozen=True)

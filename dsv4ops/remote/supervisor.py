@@ -43,6 +43,7 @@ from dsv4ops.remote.replies import (
 )
 from dsv4ops.remote.results import (
     HttpReply,
+    HttpRequest,
     LockInfo,
     PreflightReport,
     StopReport,
@@ -282,7 +283,7 @@ class Supervisor:
         return self._typed("http", lambda: http_reply(r))
 
     def http_many(
-        self, requests: Sequence[str | Mapping[str, JSONValue]], *, timeout_s: float = TARGET_HTTP_S
+        self, requests: Sequence[str | HttpRequest], *, timeout_s: float = TARGET_HTTP_S
     ) -> list[HttpReply]:
         """Several requests made from the target in one agent round trip; replies in order.
 

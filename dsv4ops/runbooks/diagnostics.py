@@ -21,7 +21,7 @@ from dsv4ops.deployment import START_ORDER
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.schema import to_json
 from dsv4ops.journal.store import Journal
-from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.remote import Supervisor
 from dsv4ops.secrets import is_secret_key, redact_text, redact_tree
 
@@ -64,7 +64,7 @@ class Bundle:
         self.left -= len(data)
         self.items.append({"file": name, "what": what, "bytes": len(data), "cut": cut})
 
-    def json(self, name: str, value: JSONValue, what: str) -> None:
+    def json(self, name: str, value: object, what: str) -> None:
         value = redact_tree(value, text=scrub_text)
         self.text(name, json.dumps(value, indent=2, sort_keys=True, default=str), what)
 

@@ -9,6 +9,7 @@ corruption on the decode. A real SGLang target has no such switch: refused, sayi
 from __future__ import annotations
 
 import json
+from typing import TypedDict
 
 from dsv4ops.errors import DsOpsError
 from dsv4ops.exitcodes import FAILED
@@ -44,7 +45,17 @@ def check_twin(target: str, launcher: str) -> None:
         )
 
 
-def plan_hazard(journal: Journal, *, target: str, hazard: str, state: str) -> JSONObject:
+class PlannedHazard(TypedDict):
+    """A switch to send (plan_hazard's): which hazard, to which state, on which component, at
+    which URL."""
+
+    hazard: str
+    state: str
+    component: str
+    url: str
+
+
+def plan_hazard(journal: Journal, *, target: str, hazard: str, state: str) -> PlannedHazard:
     """What the switch would send, and where: {"hazard", "state", "component", "url"} (the
     dry run prints it). Raises DsOpsError when nothing is deployed."""
     if hazard not in HAZARDS or state not in STATES:
@@ -60,7 +71,7 @@ def plan_hazard(journal: Journal, *, target: str, hazard: str, state: str) -> JS
     return {"hazard": hazard, "state": state, "component": component, "url": url}
 
 
-def send_hazard(supervisor: Supervisor, planned: JSONObject) -> JSONObject:
+def send_hazard(supervisor: Supervisor, planned: PlannedHazard) -> JSONObject:
     """POST the planned switch (plan_hazard's) to its server; {"hazard", "state", "component",
     "hazards": the twin's states}. Raises HazardNotTakenError when the server does not take it.
     Journaled, under the deploy lock, by usecases/hazard.py."""

@@ -15,9 +15,9 @@ import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from dsv4ops.errors import DsOpsError
-from dsv4ops.jsontypes import JSONObject
 
 PROGRAM = "dsv4ops"
 KINDS = ("run", "wait", "diagnostics", "confirm", "manual")
@@ -48,6 +48,46 @@ _PLAIN = re.compile(r"[\w{}@%+=:,./-]+")
 class RunbookError(DsOpsError):
     """A runbook cannot be found, does not parse, or cannot run as asked (exit 1). A parse
     error names file:line."""
+
+
+class CommandRecord(TypedDict):
+    """A command as `runbook show --json` prints it (Command.to_json)."""
+
+    line: int
+    argv: list[str]
+    expect: list[int]
+    mutating: bool
+    note: str | None
+
+
+class StepRecord(TypedDict):
+    """A step as `runbook show --json` prints it (Step.to_json; its digest hashes this)."""
+
+    step: int
+    title: str
+    text: str
+    kind: str
+    manual: bool
+    confirm: bool
+    safe_to_repeat: bool
+    commands: list[CommandRecord]
+    until: list[str]
+    timeout_s: float | None
+    question: str | None
+    if_ok: str | None
+    if_failed: str | None
+
+
+class RunbookRecord(TypedDict):
+    """A runbook as `runbook show --json` prints it (Runbook.to_json)."""
+
+    name: str
+    title: str
+    symptom: str
+    path: str
+    variables: list[str]
+    rehearse: list[CommandRecord]
+    steps: list[StepRecord]
 
 
 @dataclass(frozen=True)
@@ -87,7 +127,7 @@ class Command:
     def expect_text(self) -> str:
         return " or ".join(str(c) for c in sorted(self.expect))
 
-    def to_json(self) -> JSONObject:
+    def to_json(self) -> CommandRecord:
         return {
             "line": self.line,
             "argv": list(self.argv),
@@ -178,7 +218,7 @@ class Step:
             return self.repeat == "safe"
         return not self.needs_confirmation
 
-    def to_json(self) -> JSONObject:
+    def to_json(self) -> StepRecord:
         return {
             "step": self.number,
             "title": self.title,
@@ -217,7 +257,7 @@ class Runbook:
             for s in self.steps
         }
 
-    def to_json(self) -> JSONObject:
+    def to_json(self) -> RunbookRecord:
         return {
             "name": self.name,
             "title": self.title,

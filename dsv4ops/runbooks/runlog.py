@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from dsv4ops.errors import DsOpsError, JournalError
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
-from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.remote.procident import dead_here, identity
 from dsv4ops.runbooks.model import RunbookError
 from dsv4ops.whoami import local_host
@@ -153,7 +153,7 @@ class RunLog:
         detail = json.dumps({"preconditions": preconditions}, sort_keys=True, default=str)
         self.journal.step(self.op, where, "start", detail=detail)
 
-    def end(self, where: str, ok: bool, duration_s: float, **detail: JSONValue) -> None:
+    def end(self, where: str, ok: bool, duration_s: float, **detail: object) -> None:
         self.journal.step(
             self.op,
             where,

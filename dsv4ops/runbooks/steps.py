@@ -5,7 +5,7 @@ end (outcome, next step); follow its branch."""
 from __future__ import annotations
 
 from dsv4ops.clock import utc_now_iso
-from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.runbooks.model import Command, Step, join
 from dsv4ops.runbooks.runlog import REHEARSE, STEP_PREFIX
 from dsv4ops.runbooks.session import (
@@ -90,7 +90,7 @@ def _open(s: Session, p: Progress, where: str, *, snapshot: bool) -> None:
     p.opened_at = s.clock.monotonic()
 
 
-def _close(s: Session, p: Progress, ok: bool, **detail: JSONValue) -> None:
+def _close(s: Session, p: Progress, ok: bool, **detail: object) -> None:
     if p.open_step is None or p.log is None:
         return
     where, p.open_step = p.open_step, None

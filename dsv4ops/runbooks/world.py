@@ -8,6 +8,7 @@ made from the target side, process state comes from the agent.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TypedDict
 
 from dsv4ops.apikey import auth_headers
 from dsv4ops.clock import Clock, SystemClock
@@ -21,6 +22,16 @@ from dsv4ops.runbooks.diagnostics import collect
 from dsv4ops.runbooks.model import Condition
 
 POLL_S = 0.25
+
+
+class ComponentSnapshot(TypedDict):
+    """One component in a preconditions snapshot: its process alive, its health answered 200,
+    and its running and queued requests (None: its /metrics not read)."""
+
+    alive: bool
+    healthy: bool
+    running: float | None
+    queued: float | None
 
 
 class TargetWorld:
@@ -63,7 +74,7 @@ class TargetWorld:
                         (name, "metrics", spec.url("/metrics")),
                     ]
         replies = self.supervisor.http_many([u for _, _, u in urls], timeout_s=5.0) if urls else []
-        components: dict[str, JSONObject] = {
+        components: dict[str, ComponentSnapshot] = {
             n: {"alive": bool(states[n].alive), "healthy": False, "running": None, "queued": None}
             for n in START_ORDER
         }

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DsOpsError
-from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.usecases.ab_switch import Switch, switch_cost
 from dsv4ops.usecases.deploy import DeployPlan, plan_deploy
 from dsv4ops.usecases.gate import thresholds_of
@@ -305,7 +305,7 @@ def _design_notes(blocks: int | None, sized: int, *, effect: float, variation: f
 
 
 def gate_suites(
-    a_flags: Mapping[str, JSONValue], b_flags: Mapping[str, JSONValue], a: DeployPlan, b: DeployPlan
+    a_flags: Mapping[str, object], b_flags: Mapping[str, object], a: DeployPlan, b: DeployPlan
 ) -> tuple[list[str], list[str]]:
     """The canary suites B's change calls for (the deploy's rule, canary.suites_for_change,
     without its smoke: every block's deploy already proves a generation), each with why."""

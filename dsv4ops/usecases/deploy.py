@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 from dsv4ops.apikey import ApiKeyError, read_key
 from dsv4ops.deployment import Deployment
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.engine import CanaryStep, Progress
 from dsv4ops.orchestrate.operation import RunningOperation
@@ -27,6 +27,18 @@ from dsv4ops.usecases.session import TargetSession
 PD_WARNING = WARNING
 
 
+class DeployPlanRecord(TypedDict):
+    """The `deploy --dry-run --json` document (DeployPlan.to_json)."""
+
+    dry_run: bool
+    target: str
+    profile: str
+    commit: str | None
+    commands_hash: str
+    note: str | None
+    plan: list[dict[str, object]]
+
+
 @dataclass(frozen=True)
 class DeployPlan:
     """What a deploy would do: the rendered deployment, the restart scope and the steps."""
@@ -36,7 +48,7 @@ class DeployPlan:
     scope: RestartScope
     steps: list[P.Step]
 
-    def to_json(self) -> JSONObject:
+    def to_json(self) -> DeployPlanRecord:
         """The `deploy --dry-run --json` document."""
         return {
             "dry_run": True,

@@ -11,7 +11,7 @@ changed nothing), then SUCCEEDED with the package it left current, or FAILED wit
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -121,7 +121,7 @@ def rollback_package(
 
 def _switch(
     session: TargetSession,
-    asked: JSONObject,
+    asked: Mapping[str, str | None],
     do: Callable[[], JSONObject],
     *,
     progress: Progress,
@@ -143,12 +143,12 @@ def _switch(
 @contextmanager
 def _journaled(
     session: TargetSession,
-    asked: JSONObject,
+    asked: Mapping[str, str | None],
     *,
     progress: Progress,
     recover: bool,
     reason: str | None = None,
-) -> Iterator[JSONObject]:
+) -> Iterator[dict[str, object]]:
     """The caller fills the yielded dict with what the journal keeps of the switch (package,
     previous, config_dir); an error (or a signal) is recorded FAILED and re-raised."""
     command = f"dsv4ops kernels {asked['action']}"
@@ -161,7 +161,7 @@ def _journaled(
         progress=progress,
     ) as op:
         op.begin(kernel=asked, reason=reason)
-        result: JSONObject = {}
+        result: dict[str, object] = {}
         try:
             op.gate.raise_held()
             yield result

@@ -9,7 +9,7 @@ A dry run gets no session: nothing on the target is read or touched."""
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.usecases.session import TargetSession
@@ -28,7 +28,17 @@ def load_book(ref: str, verbs: Collection[str]) -> Runbook:
     return load_runbook(ref, verbs=verbs)
 
 
-def runbook_rows(verbs: Collection[str]) -> list[JSONObject]:
+class RunbookRow(TypedDict):
+    """One runbook in `runbook list` (its --json rows)."""
+
+    name: str
+    title: str
+    symptom: str
+    steps: int
+    rehearsal: bool
+
+
+def runbook_rows(verbs: Collection[str]) -> list[RunbookRow]:
     """`runbook list`: every runbook's name, title, symptom, step count and whether it has a
     rehearsal."""
     from dsv4ops.runbooks.parse import list_runbooks

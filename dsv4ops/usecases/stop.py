@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.engine import Progress
 from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.outcome import raise_for as raise_for  # the CLI's exit for an Outcome
@@ -27,6 +27,14 @@ def run_stop(
     return operator.stop(reason=reason, recover=recover)
 
 
+class StopPlanRecord(TypedDict):
+    """The `stop --dry-run --json` document (StopPlan.to_json)."""
+
+    dry_run: bool
+    target: str
+    plan: list[dict[str, object]]
+
+
 @dataclass(frozen=True)
 class StopPlan:
     """`stop --dry-run`: the target and the steps `stop` runs, printed as `deploy --dry-run`
@@ -35,7 +43,7 @@ class StopPlan:
     target: str
     steps: list[Step]
 
-    def to_json(self) -> JSONObject:
+    def to_json(self) -> StopPlanRecord:
         return {"dry_run": True, "target": self.target, "plan": plan_json(self.steps)}
 
     def lines(self) -> list[str]:

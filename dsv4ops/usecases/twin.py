@@ -4,9 +4,8 @@ the switch itself, journaled as a HAZARD operation under the deploy lock, is use
 
 from __future__ import annotations
 
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.runbooks.hazard import WHAT as WHAT  # what each hazard is, in words (the prompt)
-from dsv4ops.runbooks.hazard import check_twin, plan_hazard
+from dsv4ops.runbooks.hazard import PlannedHazard, check_twin, plan_hazard
 from dsv4ops.usecases.session import TargetSession
 
 
@@ -20,7 +19,7 @@ def twin_target(name: str | None) -> str:
     return target.name
 
 
-def plan_twin_hazard(session: TargetSession, hazard: str, state: str) -> JSONObject:
+def plan_twin_hazard(session: TargetSession, hazard: str, state: str) -> PlannedHazard:
     """What the switch would send, and where (`--dry-run`); the session's journal says where the
     twin runs. Raises DsOpsError when nothing is deployed."""
     name = session.target.name

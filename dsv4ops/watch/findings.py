@@ -9,8 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
-
-from dsv4ops.jsontypes import JSONObject
+from typing import TypedDict
 
 
 class Severity(enum.IntEnum):
@@ -65,6 +64,18 @@ WEDGE_OR_DOWN = frozenset(
 )
 
 
+class FindingRecord(TypedDict):
+    """A finding as watch's JSON lines print it (Finding.to_json)."""
+
+    code: str
+    severity: str
+    component: str
+    summary: str
+    evidence: list[str]
+    basis: list[str]
+    runbook: str
+
+
 @dataclass(frozen=True)
 class Finding:
     code: str  # a key of KINDS
@@ -85,7 +96,7 @@ class Finding:
     def runbook(self) -> str:
         return KINDS[self.code][1]
 
-    def to_json(self) -> JSONObject:
+    def to_json(self) -> FindingRecord:
         return {
             "code": self.code,
             "severity": self.severity.name.lower(),

@@ -11,14 +11,14 @@ up to the probe timeout. The scrape's time is the round's start.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from dsv4ops.clock import Clock, utc_now_iso
 from dsv4ops.errors import DsOpsError
-from dsv4ops.jsontypes import JSONObject, JSONValue
-from dsv4ops.remote.results import HttpReply
+from dsv4ops.jsontypes import JSONObject
+from dsv4ops.remote.results import HttpReply, HttpRequest
 from dsv4ops.timings import TARGET_HTTP_S
 from dsv4ops.watch.detect import Detector
 from dsv4ops.watch.endpoints import WatchEndpoints
@@ -44,7 +44,7 @@ class HttpMany(Protocol):
     reply with status None."""
 
     def __call__(
-        self, requests: Sequence[Mapping[str, JSONValue]], *, timeout_s: float = TARGET_HTTP_S
+        self, requests: Sequence[HttpRequest], *, timeout_s: float = TARGET_HTTP_S
     ) -> list[HttpReply]: ...
 
 
@@ -152,10 +152,10 @@ class Watcher:
     def __post_init__(self) -> None:
         self.detector = Detector(self.settings)
 
-    def _scrape_requests(self, health: bool = True) -> list[JSONObject]:
+    def _scrape_requests(self, health: bool = True) -> list[HttpRequest]:
         e = self.endpoints
         cap = METRICS_READ_CAP_BYTES
-        reqs: list[JSONObject] = [{"url": e.metrics[n], "max_bytes": cap} for n in e.metrics]
+        reqs: list[HttpRequest] = [{"url": e.metrics[n], "max_bytes": cap} for n in e.metrics]
         if health:  # a wedged decode's /health hangs for SGLang's 20 s: no confirming round waits
             reqs += [{"url": e.health[n]} for n in e.metrics]
         return [*reqs, {"url": e.router_metrics_url, "max_bytes": cap}]
@@ -177,7 +177,9 @@ class Watcher:
         scrape_timeout = min(
             SCRAPE_TIMEOUT_S, max(MIN_TIMEOUT_S, self.settings.wall(self.settings.interval_s))
         )
-        reqs = [{**r, "timeout_s": scrape_timeout} for r in self._scrape_requests(not confirm)]
+        reqs: list[HttpRequest] = [
+            {**r, "timeout_s": scrape_timeout} for r in self._scrape_requests(not confirm)
+        ]
         probe_timeout = max(MIN_TIMEOUT_S, self.settings.wall(self.settings.probe_timeout_s))
         reqs += [
             {

@@ -24,8 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from dsv4ops.clock import perf_ns
-from dsv4ops.jsontypes import JSONValue
-from dsv4ops.remote.results import HttpReply
+from dsv4ops.remote.results import HttpReply, HttpRequest
 from dsv4ops.timings import TARGET_HTTP_S
 
 if TYPE_CHECKING:
@@ -97,7 +96,7 @@ class ProbeStream:
         return f"the probe stream's last {n} generations failed before a token: {why}"
 
     def http_many(
-        self, requests: Sequence[Mapping[str, JSONValue]], *, timeout_s: float = TARGET_HTTP_S
+        self, requests: Sequence[HttpRequest], *, timeout_s: float = TARGET_HTTP_S
     ) -> list[HttpReply]:
         """GETs from this machine on the stream's own client (watch's HttpMany): the confirming
         scrapes of a local target, which must not wait on an agent process's start-up."""
@@ -106,7 +105,7 @@ class ProbeStream:
         if loop is None or client is None:
             return [HttpReply(None, "", "the probe stream is not running", 0.0) for _ in requests]
 
-        async def one(r: Mapping[str, JSONValue]) -> HttpReply:
+        async def one(r: HttpRequest) -> HttpReply:
             from dsv4ops.canary.loadgen import OVERSIZED, TIMED_OUT
 
             cap = r.get("max_bytes")

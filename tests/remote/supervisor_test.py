@@ -356,4 +356,4 @@ def test_http_many_makes_several_requests_in_one_round_trip(
     assert wall < 3.0  # concurrent on the target: four 1 s requests in series would take 4 s
     assert sup.http_many([]) == []
     with pytest.raises(ValueError, match="needs a url"):
-        sup.http_many([{"url": f"http://127.0.0.1:{port}/", "verb": "GET"}])
+        sup.http_many([{"url": f"http://127.0.0.1:{port}/", "verb": "GET"}])  # type: ignore[list-item]
