@@ -79,7 +79,7 @@ def endpoint_status(session: TargetSession) -> JSONObject:
     as the router lists them (`/workers`). Healthy only on a 200 from /readiness."""
     from dsv4ops.orchestrate.status import router_info
 
-    reach = reachable(session)
+    reach = reachable(session, key=False)  # status sends no key: what it reads answers anyone
     router = router_info(session.supervisor, reach.router_url)
     return {
         "target": session.target.name,

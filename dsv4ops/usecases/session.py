@@ -67,7 +67,9 @@ class Reachable:
         return tuple(f"{u}/metrics" for u in self.worker_urls)
 
 
-def reachable(session: TargetSession, profile: Profile | None = None) -> Reachable:
+def reachable(
+    session: TargetSession, profile: Profile | None = None, *, key: bool = True
+) -> Reachable:
     """What of the session's target can be reached, for the HTTP-only verbs (canary, ab, watch,
     status of an endpoint target):
 
@@ -76,6 +78,8 @@ def reachable(session: TargetSession, profile: Profile | None = None) -> Reachab
        the target's own record, the one deploy writes, not a local file of this machine's;
     3. else, with `profile`, that profile's ports as rendered for the target.
 
+    `key=False`: an endpoint target's key is not looked up (its profile not loaded), for a
+    reader that sends no key (status reads the router's /readiness, which answers anyone).
     Raises TargetError when none applies, ProfileError for a bad profile."""
     target = session.target
     name = target.name
@@ -91,7 +95,7 @@ def reachable(session: TargetSession, profile: Profile | None = None) -> Reachab
             prom,
             endpoint=True,
             profile=e.profile,
-            router_key=_endpoint_key(profile, e.profile),
+            router_key=_endpoint_key(profile, e.profile) if key else None,
         )
     op = session.journal.deployed()
     if op is not None and op.components:

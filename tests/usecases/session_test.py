@@ -104,6 +104,13 @@ def test_a_cluster_and_a_bare_url_carry_the_key_their_profile_names(
     monkeypatch.setenv("OTHER_KEY", "other-key-5678")
     r = reachable(_session("cluster"))
     assert r.router_key is not None and r.router_key.env == "SESSION_TEST_KEY"
+    # status sends no key: it neither loads the profile nor needs it to exist here
+    assert reachable(_session("cluster"), key=False).router_key is None
+    (profiles / "keyed.yaml").unlink()
+    assert reachable(_session("cluster"), key=False).router_url == "http://127.0.0.1:9"
+    with pytest.raises(ProfileError):
+        reachable(_session("cluster"))  # the key of a profile that is not here: said, not guessed
+    (profiles / "keyed.yaml").write_text(KEYED)
     bearer = {"Authorization": "Bearer cluster-key-1234"}
     assert resolve_endpoint(_session("cluster"), None, None).headers == bearer
 
