@@ -20,9 +20,11 @@ from typing import Any
 import httpx
 
 # name -> why the twin differs there (each is also in docs/twin.md).
-# Both servers run with this --decode-log-interval (ARGS and serve.sh's extra arguments): short,
-# so a 6-interval probe stays short on the real CPU server (~70 ms a step).
-LOG_INTERVAL = 10
+# Both servers run with this --decode-log-interval (ARGS and serve.sh's extra arguments): SGLang's
+# default. An update must outlast the cadence probe's 50 ms scrape period: on an idle machine the
+# real CPU server decodes the tiny model at ~400 tok/s, so at 10 an update came every 25 ms and the
+# probe saw every other one ("2 intervals", run of 2026-12-06 21:16); at 40, every 100 ms.
+LOG_INTERVAL = 40
 
 EXPLAINED: dict[str, str] = {
     "generate.meta_info.keys": "the real server adds request timestamps, queue_time, dp_rank, "
