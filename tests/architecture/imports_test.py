@@ -10,6 +10,7 @@ import ast
 
 import pytest
 
+from dsv4ops.remote.agent_zip import members
 from testing.package_ast import Module, imports, modules
 
 # Layer of each area of the package (docs/architecture.md): a module imports only from lower
@@ -64,9 +65,13 @@ def area(module: str) -> str:
 
 
 AGENT_PACKAGE = "dsv4ops.remote.agent"
-# The package modules the agent zip carries beside the agent (remote/agent_zip.py members; the
-# agent test holds the zip to them): the agent may import these whatever their layer.
-AGENT_SHIPS = ("dsv4ops.journal.recordfile", "dsv4ops.secrets", "dsv4ops.jsontypes")
+# The package modules the agent zip carries beside the agent, read from what the zip packs
+# (remote/agent_zip.py members): the agent may import these whatever their layer.
+AGENT_SHIPS = frozenset(
+    name.removesuffix(".py").replace("/", ".")
+    for name in members()
+    if name.startswith("dsv4ops/") and not name.endswith("__init__.py")
+)
 
 
 def _own(mod: Module) -> list[tuple[str, int]]:
