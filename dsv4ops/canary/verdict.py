@@ -46,7 +46,8 @@ class Kind(enum.Enum):
     reason of a result carries one (`SuiteResult.findings`, `findings[].kind` in the JSON report),
     so a reader acts on the kind and never parses the reason's words."""
 
-    # what the server did wrong (FAIL; a hang or a latency is INCONCLUSIVE when the client stalled)
+    # what the server did wrong (FAIL; a hang, a latency or a decay is INCONCLUSIVE when the client
+    # stalled)
     ERRORS = "errors"  # requests failed (a 5xx, a broken stream, a deadline)
     WORKER_DOWN = "worker_down"  # a worker's /metrics port refused to the end
     HANG = "hang"  # the watchdog's hangs: no first token, a stall, a freeze
