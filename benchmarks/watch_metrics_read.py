@@ -34,7 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dsv4ops.watch.readings import METRICS_READ_CAP_BYTES, ServerReading  # noqa: E402
+from dsv4ops.metrics.prom import METRICS_READ_CAP_BYTES  # noqa: E402
+from dsv4ops.watch.readings import ServerReading  # noqa: E402
 from testing.ports import free_ports  # noqa: E402
 from testing.watch import (  # noqa: E402
     OBSERVED_DECODE_METRICS,

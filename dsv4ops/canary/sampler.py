@@ -16,7 +16,7 @@ from dsv4ops.canary.loadgen import REFUSED, ChatClient
 from dsv4ops.canary.watchdog import Watchdog
 from dsv4ops.clock import perf_ns
 from dsv4ops.errors import DsOpsError
-from dsv4ops.metrics.prom import ServerGauges, parse_text, server_gauges
+from dsv4ops.metrics.prom import METRICS_READ_CAP_BYTES, ServerGauges, parse_text, server_gauges
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,10 @@ async def scrape_once(client: ChatClient, url: str) -> ServerGauges | None:
 
 async def _scrape(client: ChatClient, url: str) -> tuple[ServerGauges | None, bool]:
     """(gauges as scrape_once, whether the connection was refused)."""
-    status, text, why = await client.get_text_reply(metrics_url(url))
-    if status != 200:
+    status, text, why = await client.get_text_reply(
+        metrics_url(url), max_bytes=METRICS_READ_CAP_BYTES
+    )
+    if status != 200 or why is not None:  # why: refused, timed out, or over the cap (unread)
         return None, why == REFUSED
     try:
         gauges = server_gauges(parse_text(text))

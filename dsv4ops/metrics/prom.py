@@ -18,6 +18,21 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dsv4ops.errors import DsOpsError
 
+# The most of one /metrics body any reader takes (watch, status, the drain, runbook checks, the
+# canary's sampler); a server that sends more is reported as unread, never parsed from a cut
+# body. Uncapped, watch held each body whole: an exporter gone wild (issue 40: 10^6 series,
+# 50 MB a port) cost 1.2 GB and 92 s. A real 0.5.23 decode's /metrics is 127 KB at TP1
+# (tools/sglang-cpu/observed/pd-cpu/), ~0.5 MB if all four ranks of a TP4 unit report: 8 MiB is
+# 16x that, and a round of 3 ports just under it peaks at ~130 MiB
+# (benchmarks/watch_metrics_read.py).
+METRICS_READ_CAP_BYTES = 8 << 20
+
+
+def oversized_why(url: str) -> str:
+    """The words for a /metrics body longer than METRICS_READ_CAP_BYTES (not read)."""
+    return f"{url} sent more than {METRICS_READ_CAP_BYTES >> 20} MiB of /metrics: not read"
+
+
 RUNNING = "sglang:num_running_reqs"
 QUEUED = "sglang:num_queue_reqs"
 GEN_THROUGHPUT = "sglang:gen_throughput"

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dsv4ops.clock import Clock
 from dsv4ops.deployment import Component
 from dsv4ops.orchestrate.control import TargetControl
-from dsv4ops.orchestrate.workload import Load, load_of
+from dsv4ops.orchestrate.workload import Load, load_of, metrics_request
 
 # The slowest decode step to allow for (as the alert rules: ~18 + 1.05*96 ms on the box, with room).
 MAX_STEP_S = 0.15
@@ -148,7 +148,9 @@ class DrainWatch:
 
     def _read_loads(self) -> dict[str, Load]:
         # Every worker's /metrics at once: one agent round trip a poll, not one per worker.
-        replies = self.control.http_many([c.url("/metrics") for c in self.workers], timeout_s=3.0)
+        replies = self.control.http_many(
+            [metrics_request(c.url("/metrics"), 3.0) for c in self.workers], timeout_s=3.0
+        )
         loads = {c.name: load_of(r) for c, r in zip(self.workers, replies, strict=True)}
         self.unknown = {n: ld.error or "unreadable" for n, ld in loads.items() if not ld.known}
         if self.unknown:

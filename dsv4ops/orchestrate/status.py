@@ -30,7 +30,7 @@ from dsv4ops.orchestrate.drift import (
 from dsv4ops.orchestrate.health import stopped_by
 from dsv4ops.orchestrate.partial import describe_mix, is_mixed
 from dsv4ops.orchestrate.unmanaged import last_deployment, ports_to_check, unmanaged
-from dsv4ops.orchestrate.workload import load_of
+from dsv4ops.orchestrate.workload import load_of, metrics_request
 from dsv4ops.remote.base import ProcessState
 from dsv4ops.remote.results import HttpReply, HttpRequest
 
@@ -260,7 +260,12 @@ def _requests(states: Mapping[str, ProcessState], deployed: Deployment | None) -
         if spec is None or not states[name].alive:
             continue
         reads = _ROUTER_READS if name == "router" else _WORKER_READS
-        out += [{"url": spec.url(path), "timeout_s": t} for path, t in reads]
+        out += [
+            metrics_request(spec.url(path), t)
+            if path == "/metrics"
+            else {"url": spec.url(path), "timeout_s": t}
+            for path, t in reads
+        ]
     return out
 
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from dsv4ops.remote.results import HttpReply
+from dsv4ops.metrics.prom import METRICS_READ_CAP_BYTES
+from dsv4ops.remote.results import HttpReply, HttpRequest
 
 RUNNING = "sglang:num_running_reqs"
 QUEUED = "sglang:num_queue_reqs"
@@ -55,8 +56,18 @@ def parse_load(text: str) -> Load:
     return Load(sums.get(RUNNING), sums.get(QUEUED, 0.0), decode_tokens=sums.get(DECODE_TOKENS))
 
 
+def metrics_request(url: str, timeout_s: float) -> HttpRequest:
+    """A worker's /metrics read, capped at METRICS_READ_CAP_BYTES (status, the drain)."""
+    return {"url": url, "timeout_s": timeout_s, "max_bytes": METRICS_READ_CAP_BYTES}
+
+
 def load_of(reply: HttpReply) -> Load:
-    """The load one /metrics reply reports (its error when it is not a 200)."""
+    """The load one /metrics reply reports (its error when it is not a 200, or was longer than
+    the cap: unknown, never idle)."""
+    if reply.oversized:
+        return Load(
+            None, None, f"/metrics longer than {METRICS_READ_CAP_BYTES >> 20} MiB: not read"
+        )
     if reply.status != 200:
         return Load(None, None, reply.error or f"HTTP {reply.status}")
     return parse_load(reply.body)

@@ -16,8 +16,15 @@ from dsv4ops.deployment import START_ORDER, Component
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.store import Journal
 from dsv4ops.jsontypes import JSONObject
-from dsv4ops.metrics.prom import MetricsParseError, parse_text, server_gauges
+from dsv4ops.metrics.prom import (
+    METRICS_READ_CAP_BYTES,
+    MetricsParseError,
+    oversized_why,
+    parse_text,
+    server_gauges,
+)
 from dsv4ops.remote import Supervisor
+from dsv4ops.remote.results import HttpRequest
 from dsv4ops.runbooks.diagnostics import collect
 from dsv4ops.runbooks.model import Condition
 
@@ -73,7 +80,11 @@ class TargetWorld:
                         (name, "health", spec.url("/health")),
                         (name, "metrics", spec.url("/metrics")),
                     ]
-        replies = self.supervisor.http_many([u for _, _, u in urls], timeout_s=5.0) if urls else []
+        reads: list[HttpRequest] = [
+            {"url": u, "max_bytes": METRICS_READ_CAP_BYTES} if what == "metrics" else {"url": u}
+            for _, what, u in urls
+        ]
+        replies = self.supervisor.http_many(reads, timeout_s=5.0) if reads else []
         components: dict[str, ComponentSnapshot] = {
             n: {"alive": bool(states[n].alive), "healthy": False, "running": None, "queued": None}
             for n in START_ORDER
@@ -82,7 +93,7 @@ class TargetWorld:
             row = components[name]
             if what == "health":
                 row["healthy"] = row["alive"] and reply.status == 200
-            elif reply.status == 200:
+            elif reply.status == 200 and not reply.oversized:
                 try:
                     g = server_gauges(parse_text(reply.body))
                 except MetricsParseError:
@@ -128,14 +139,17 @@ class TargetWorld:
             return False, f"{c.component}: the journal records no deployed component"
         path = "/metrics" if c.kind == "metric" else c.path
         # a router that requires a key gets it, as from every client of the router
-        reply = self.supervisor.http(
-            comp.url(path), headers=auth_headers(comp.api_key), timeout_s=5.0
-        )
+        read: HttpRequest = {"url": comp.url(path), "headers": auth_headers(comp.api_key)}
+        if c.kind == "metric":
+            read["max_bytes"] = METRICS_READ_CAP_BYTES
+        (reply,) = self.supervisor.http_many([read], timeout_s=5.0)
         if c.kind == "http":
             return (
                 reply.status in c.codes,
                 f"{c.component} {c.path} -> {reply.status or reply.error}",
             )
+        if reply.oversized:
+            return False, oversized_why(c.component)
         if reply.status != 200:
             return False, f"{c.component} /metrics -> {reply.status or reply.error}"
         try:

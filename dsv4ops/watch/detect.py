@@ -14,11 +14,12 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dsv4ops.metrics.prom import METRICS_READ_CAP_BYTES
 from dsv4ops.secrets import redact_text
 from dsv4ops.watch.findings import Basis, Finding
 from dsv4ops.watch.probe import ProbeOutcome
 from dsv4ops.watch.probe_tracker import ProbeTracker
-from dsv4ops.watch.readings import METRICS_READ_CAP_BYTES, Scrape, ServerReading, mib
+from dsv4ops.watch.readings import Scrape, ServerReading, mib
 from dsv4ops.watch.settings import WatchSettings
 from dsv4ops.watch.stream import CONFIRM_GAP_S, SILENCE_S
 from dsv4ops.watch.transfers import TransferWatch

@@ -18,6 +18,7 @@ from typing import Protocol
 from dsv4ops.clock import Clock, utc_now_iso
 from dsv4ops.errors import DsOpsError
 from dsv4ops.jsontypes import JSONObject
+from dsv4ops.metrics.prom import METRICS_READ_CAP_BYTES
 from dsv4ops.remote.results import HttpReply, HttpRequest
 from dsv4ops.timings import TARGET_HTTP_S
 from dsv4ops.watch.detect import Detector
@@ -25,7 +26,6 @@ from dsv4ops.watch.endpoints import WatchEndpoints
 from dsv4ops.watch.findings import Finding, Severity, worst
 from dsv4ops.watch.probe import ProbeOutcome, ProbeRequest, judge, probe_requests
 from dsv4ops.watch.readings import (
-    METRICS_READ_CAP_BYTES,
     Scrape,
     ServerReading,
     router_reading,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dsv4ops.metrics.prom import (
+    METRICS_READ_CAP_BYTES,
     QUEUED,
     REALTIME_TOKENS,
     REALTIME_TOKENS_TOTAL,
@@ -54,13 +55,6 @@ WATCHED_FAMILIES = frozenset(
         *ROUTER_FAMILIES,
     }
 )
-# The most of one /metrics body a scrape reads; a server that sends more is reported
-# (`metrics_oversized`), not read. Uncapped, watch held each body whole: an exporter gone wild
-# (issue 40: 10^6 series, 50 MB a port) cost 1.2 GB and 92 s. A real 0.5.23 decode's /metrics
-# is 127 KB at TP1 (tools/sglang-cpu/observed/pd-cpu/), ~0.5 MB if all four ranks of a TP4 unit
-# report: 8 MiB is 16x that, and a round of 3 ports just under it peaks at ~130 MiB
-# (benchmarks/watch_metrics_read.py).
-METRICS_READ_CAP_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ from pathlib import Path
 from dsv4ops import exitcodes
 from dsv4ops.canary.loadgen import OVERSIZED, ChatClient
 from dsv4ops.clock import SystemClock
+from dsv4ops.metrics.prom import METRICS_READ_CAP_BYTES
 from dsv4ops.remote import LocalExecutor, Supervisor
 from dsv4ops.watch import WatchEndpoints, Watcher, WatchSettings
-from dsv4ops.watch.readings import METRICS_READ_CAP_BYTES, WATCHED_FAMILIES, server_reading
+from dsv4ops.watch.readings import WATCHED_FAMILIES, server_reading
 from testing.ports import free_ports
 from testing.watch import (
     OBSERVED_DECODE_METRICS,
