@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dsv4ops.errors import DsOpsError, LockHeldError, TargetError
+from dsv4ops.errors import AgentCallError, DiskFullError, DsOpsError, LockHeldError, TargetError
 from dsv4ops.journal.records import Operation, Status
 from dsv4ops.journal.store import UNKNOWN, Journal
 from dsv4ops.orchestrate.control import TargetControl
@@ -39,6 +39,15 @@ def take_lock(
     holder = lock_holder(command, op_id)
     try:
         control.lock_acquire(holder)
+    except AgentCallError as exc:
+        if exc.kind != "disk_full":
+            raise
+        raise DiskFullError(
+            f"{command}: cannot take the deploy lock on the target: {exc.reply.get('error')}. "
+            "Nothing was changed: whatever ran before runs still.",
+            hint=f"free space on the target's disk (`df -h {control.workdir}` there), then run "
+            "the command again; `dsv4ops status` shows what runs",
+        ) from None
     except DeployLockError as exc:
         held = exc.holder
         stale = exc.stale

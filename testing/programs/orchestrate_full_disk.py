@@ -98,7 +98,7 @@ class FullDiskJournal:
         if op == "journal_append" and self.full:
             raise AgentCallError(
                 "localhost: journal_append: OSError: [Errno 28] No space left on device",
-                kind="internal",
+                kind="disk_full",  # as the real agent types an ENOSPC
             )
         return self.real.call(op, timeout, **args)
 
@@ -145,6 +145,16 @@ def cache_full(env: OrchEnv) -> dict[str, object]:
     return {"status": status, "stop": stop, "processes": processes, "journal": journal}
 
 
+def target_full_stop(env: OrchEnv) -> dict[str, object]:
+    """(e) The target's disk full when `stop` takes the deploy lock: FAILED, nothing changed."""
+    with full(env.workdir):
+        stop = cli(env, "stop", "--yes")
+        running = len(our_processes(env))
+        left = leftovers(env.workdir)
+    again = cli(env, "stop", "--yes")  # space again: the same command works
+    return {"stop": stop, "running": running, "left": left, "again": again}
+
+
 def main(root: Path) -> None:
     env = make_env(root)
     mount_tmpfs(env.workdir, "16m")
@@ -156,6 +166,8 @@ def main(root: Path) -> None:
         seen["start_decode"] = start_decode(env)
         seen["redeploy"] = cli(env, "deploy", "baseline", "--yes", "--no-canary")
         seen["cache_full"] = cache_full(env)
+        seen["redeploy_2"] = cli(env, "deploy", "baseline", "--yes", "--no-canary")
+        seen["target_full_stop"] = target_full_stop(env)
     finally:
         kill_all(env)
     print(json.dumps(seen))

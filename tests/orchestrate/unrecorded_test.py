@@ -7,7 +7,8 @@ orchestrate_full_disk.py runs the scenarios there and reports what it saw).
 (b) the journal cannot record 'start decode' once prefill runs: FAILED (2), what runs now as the
     target says, the recover command, not a REFUSED; (d) the records it could not write are kept
     in the operator's cache and the next command writes them to the journal of record;
-(c) the operator's journal cache cannot be written: status answers and stop stops, warned.
+(c) the operator's journal cache cannot be written: status answers and stop stops, warned;
+(e) the target's disk is full when `stop` takes the deploy lock: FAILED (2), nothing changed.
 """
 
 from __future__ import annotations
@@ -117,3 +118,20 @@ def test_status_and_stop_work_with_a_warning_when_the_cache_cannot_be_written(
     journal = json.loads(run["journal"]["out"])
     assert journal["entries"][-1]["kind"] == "stop"
     assert journal["entries"][-1]["status"] == "SUCCEEDED"
+
+
+def test_stop_on_a_full_target_disk_fails_cleanly_and_changes_nothing(
+    seen: dict[str, Any],
+) -> None:
+    assert seen["redeploy_2"]["code"] == 0, seen["redeploy_2"]
+    run = seen["target_full_stop"]
+    stop = run["stop"]
+    assert stop["code"] == 2, stop  # FAILED: the box needs space; not a refusal (1), not a bug
+    assert "cannot take the deploy lock on the target" in stop["err"]
+    assert "No space left on device" in stop["err"]
+    assert "Nothing was changed: whatever ran before runs still." in stop["err"]
+    assert "hint: free space on the target's disk" in stop["err"]
+    assert "internal error" not in stop["err"] and "Traceback" not in stop["err"]
+    assert run["running"] == 3  # prefill, decode and router still serve
+    assert run["left"] == []  # no half-written lock file left behind
+    assert run["again"]["code"] == 0, run["again"]  # with space again, the same stop works

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -58,11 +59,11 @@ def op_lock_acquire(wd: Workdir, req: JsonObject) -> JsonObject:
             broken = view["holder"]
             os.replace(path, f"{path}.broken-{int(time.time())}")  # kept for forensics
     tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(holder, f, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
     try:
+        with open(tmp, "w") as f:  # a full disk fails here: the finally removes the stub
+            json.dump(holder, f, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
         os.link(tmp, path)  # atomic: fails if it exists, and readers never see a half-written lock
     except FileExistsError:
         view = _lock_view(wd, req.get("dead_pids") or [])
@@ -70,7 +71,8 @@ def op_lock_acquire(wd: Workdir, req: JsonObject) -> JsonObject:
             "lock_held", "deploy lock is held", **(view or {"holder": {}, "stale": False})
         ) from None
     finally:
-        os.remove(tmp)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
     return {"acquired": True, "holder": holder, "broke": broken}
 
 

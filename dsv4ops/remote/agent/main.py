@@ -9,6 +9,7 @@ name, proves its own sha256 is the one asked for, then renames itself over the o
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import importlib
 import json
@@ -139,7 +140,11 @@ def _answer(raw: str) -> JsonObject:
     except AgentError as exc:
         reply = {"ok": False, "kind": exc.kind, "error": str(exc), **exc.extra}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        reply = {"ok": False, "kind": "internal", "error": f"{type(exc).__name__}: {exc}"}
+        # A full disk (or quota) is the box's state, not the agent's bug: its own kind, so the
+        # operator's side maps it by kind (FAILED, "free space"), never by the error's words.
+        full = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        kind = "disk_full" if full else "internal"
+        reply = {"ok": False, "kind": kind, "error": f"{type(exc).__name__}: {exc}"}
     return _with_id(reply, req)
 
 
