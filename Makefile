@@ -121,9 +121,13 @@ real-sglang: install
 	@test -f $(REAL_SGLANG)/.ready-pd || bash tools/sglang-cpu/setup_pd.sh $(REAL_SGLANG)
 
 # The live conformance run: the same probes against the twin and one real server, then the diff
-# (docs/twin.md, "Measured against the real server"). Starts one real server (~3.5 GB, ~100 s).
+# (docs/twin.md, "Measured against the real server"), the PD flow, and the judges on the real
+# unit (healthy, then SIGSTOP/SIGKILL of its schedulers). Starts real servers (~3.5 GB, ~100 s
+# each); 12-26 min on a 2-core machine. `nice -n -10`: the unit under test and its client
+# (children inherit it) get the CPU before unrelated work, as a box's schedulers have cores of
+# their own; a non-root user gets a warning from nice and the run goes on at normal priority.
 test-real-sglang: real-sglang
-	REAL_SGLANG=$(CURDIR)/$(REAL_SGLANG) $(BIN)/python -m pytest -q -m real_sglang tests/twin/real_sglang_test.py tests/orchestrate/real_sglang_flow_test.py tests/canary/real_sglang_judges_test.py
+	REAL_SGLANG=$(CURDIR)/$(REAL_SGLANG) nice -n -10 $(BIN)/python -m pytest -q -m real_sglang tests/twin/real_sglang_test.py tests/orchestrate/real_sglang_flow_test.py tests/canary/real_sglang_judges_test.py
 
 clean:
 	rm -rf $(VENV) $(AOT_VENV) $(SMG_VENV) .dsv4ops build *.egg-info
