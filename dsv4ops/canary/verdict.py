@@ -237,10 +237,12 @@ class Thresholds(CanaryThresholds):
     sweep_max_tokens: int = 512
     sweep_min_r2: float = 0.9
     soak_concurrency: int = 16
-    # SGLang's deepseekv4 parser streams nothing while a call's DSML is decoded (one delta when
+    # SGLang's deepseekv4 detector streams nothing while a call's DSML is decoded (one delta when
     # it closes): ~70 tokens, 7 s at 100 ms a step. The corruption suite, where every stream is
     # a tool call, tolerates this much silence before it calls a stream stalled or the server
-    # frozen (the abort-cascade and smoke suites keep stall_s / freeze_s).
+    # frozen (the abort-cascade and smoke suites keep stall_s / freeze_s). 0.5.23 serves
+    # deepseekv4 through deepseek-recipe, which streams a call while it is decoded (twin/recipe.py):
+    # the allowance is then more than needed (docs/canary.md).
     tool_call_silence_s: float = 15.0
     # The profile's canary.tool_calls: false for a model that cannot echo the request's nonce
     # (the tiny CPU model): no suite sends a tool-call request, and each verdict says so.

@@ -24,7 +24,7 @@ from typing import overload
 
 from dsv4ops.jsontypes import JSONObject, JSONValue
 
-from . import dsml
+from . import dsml, recipe
 
 _WORDS = (
     "the decode step moves tokens through experts while attention reads the cache and the "
@@ -40,7 +40,8 @@ DEFAULT_REASONING_TOKENS = 32
 
 # Output pieces: (kind, text). Kinds: "reasoning" (a reasoning_content delta), "text" (content),
 # "hidden" (decoded but not streamed: DSML the parser holds, `</think>`), "call" (the token that
-# closes an invoke block; its text is a dsml.CallEnd carrying the call).
+# closes an invoke block; its text is a dsml.CallEnd carrying the call), "call_part" (a token
+# inside an invoke at which the recipe path streams a piece: dsml.CallPart; hidden otherwise).
 Piece = tuple[str, str]
 # What the tool-call parser makes of the DSML the model emitted.
 CALL_PARSED = "parsed"  # one delta with the whole call
@@ -138,12 +139,17 @@ def _call_pieces(call: ToolCall, shape: str) -> list[Piece]:
     pieces: list[Piece] = [("hidden", t) for t in toks]
     if shape == CALL_PARSED:
         calls, text = call.all(), ""
-        for i, t in enumerate(toks):  # the parser emits each call when its invoke closes
+        # what the recipe path streams at each token (formats.py sends it for deepseekv4)
+        streamed = recipe.stream_pieces(toks)
+        for i, t in enumerate(toks):  # the detector emits each call when its invoke closes
             text += t
+            parts = tuple(streamed[i])
             if text.endswith(dsml.INVOKE_END) and calls:
                 n = len(call.more) + 1 - len(calls)
                 done = calls.pop(0)
-                pieces[i] = ("call", dsml.CallEnd(t, done.name, done.arguments, n))
+                pieces[i] = ("call", dsml.CallEnd(t, done.name, done.arguments, n, parts))
+            elif parts:
+                pieces[i] = ("call_part", dsml.CallPart(t, parts))
     return pieces
 
 

@@ -3,15 +3,18 @@ reads it (srt/function_call/deepseekv32_detector.py, deepseekv4_detector.py in S
 
 The twin renders a call in the XML-parameter form, splits it into stand-in tokens (every tag
 opener such as `<｜DSML｜invoke` is one token) and decodes it for exactly as many steps as it has
-tokens. The parser sends nothing while an invoke block is open and, when it closes, ONE delta
+tokens. The detector sends nothing while an invoke block is open and, when it closes, ONE delta
 with the whole call; its `arguments` are `json.dumps(parameters, ensure_ascii=False)` of the
-parsed parameters (string values stripped), so they are always valid JSON.
+parsed parameters (string values stripped), so they are always valid JSON. Served with
+`--tool-call-parser deepseekv4`, 0.5.23 parses with deepseek-recipe instead, which streams the
+same arguments piece by piece while the invoke is decoded (twin/recipe.py).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 
 from dsv4ops.jsontypes import JSONObject
 
@@ -25,8 +28,10 @@ PARAMETER_END = f"</{DSML_TOKEN}parameter>"
 THINK_END = "</think>"  # DSV4's end-of-reasoning token (srt/parser/reasoning_parser.py)
 
 # A DSML tag opener is one token; the rest is words and runs of punctuation (`="`, `">`: BPE
-# merges them), leading space kept, so the tokens join back to the exact text.
-_TOKEN_RE = re.compile(rf"\s*(?:</?{DSML_TOKEN}\w+|\w+|[^\w\s]+)")
+# merges them), leading space kept, so the tokens join back to the exact text. A run of
+# punctuation stops before a tag opener (`"]` then `</｜DSML｜parameter`): ｜DSML｜ is a token of
+# its own in DSV4's tokenizer, never merged into the value before it.
+_TOKEN_RE = re.compile(rf"\s*(?:</?{DSML_TOKEN}\w+|\w+|(?:(?!</?{DSML_TOKEN})[^\w\s])+)")
 
 
 def render_call(name: str, args: JSONObject) -> str:
@@ -61,15 +66,46 @@ def tokens(text: str) -> list[str]:
     return _TOKEN_RE.findall(text) or [text]
 
 
+@dataclass(frozen=True)
+class CallPiece:
+    """One streamed piece of a call as the deepseek-recipe path sends it (twin/recipe.py): the
+    header (name set, arguments "") or a part of its arguments (name None)."""
+
+    index: int
+    name: str | None
+    arguments: str
+
+
+class CallPart(str):
+    """A token inside an invoke block; `parts`: what the recipe path streams at it."""
+
+    parts: tuple[CallPiece, ...]
+
+    def __new__(cls, text: str, parts: tuple[CallPiece, ...]) -> CallPart:
+        token = super().__new__(cls, text)
+        token.parts = parts
+        return token
+
+
 class CallEnd(str):
     """The token that closes an invoke block; it carries the call the parser then emits (and
-    its place among the response's calls)."""
+    its place among the response's calls); `parts`: what the recipe path streams at it (the
+    closing `}`)."""
 
     name: str
     arguments: str
     call_index: int
+    parts: tuple[CallPiece, ...]
 
-    def __new__(cls, text: str, name: str, arguments: str, call_index: int = 0) -> CallEnd:
+    def __new__(
+        cls,
+        text: str,
+        name: str,
+        arguments: str,
+        call_index: int = 0,
+        parts: tuple[CallPiece, ...] = (),
+    ) -> CallEnd:
         token = super().__new__(cls, text)
         token.name, token.arguments, token.call_index = name, arguments, call_index
+        token.parts = parts
         return token

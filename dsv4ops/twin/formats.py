@@ -16,7 +16,7 @@ from dsv4ops.jsontypes import JSONObject, JSONValue
 from . import logprobs as lp
 from .content import Piece
 from .corruption import streamed_fragments
-from .dsml import CallEnd
+from .dsml import CallEnd, CallPart, CallPiece
 
 VOCAB_SIZE = 129280  # DSV4 tokenizer size; output_ids are stand-ins
 # The id a natural end reports as finish_reason.matched / matched_stop: DeepSeek's
@@ -52,6 +52,9 @@ class Job:
     # the request's output runs through the tool-call parser (serving_chat.py
     # _tool_call_parsing_active): --tool-call-parser set, tools given, tool_choice not "none"
     tool_parsing: bool = False
+    # served through deepseek-recipe (recipe.RECIPE_TOOL_PARSERS): text in build_sse_content's
+    # shape, calls streamed piece by piece while they are decoded
+    recipe: bool = False
     stop: tuple[str, ...] = ()  # the request's `stop` strings (sampling_params.stop)
     logprobs: lp.LogprobRequest = field(default_factory=lp.LogprobRequest)
 
@@ -148,16 +151,41 @@ class ChatFormat:
     def start(self) -> list[bytes]:
         return [self._content_chunk({"role": "assistant", "content": ""})]
 
+    def _pieces(self, parts: tuple[CallPiece, ...]) -> bytes:
+        """The recipe path's pieces, one chunk each (token_output_sse_chunks): the header with
+        a fresh id and the name, the later ones with id and name null."""
+        return b"".join(
+            self._model_chunk(
+                None,
+                [
+                    {
+                        "id": call_id() if p.name is not None else None,
+                        "index": p.index,
+                        "type": "function",
+                        "function": {"name": p.name, "arguments": p.arguments},
+                    }
+                ],
+            )
+            for p in parts
+        )
+
     def token(self, piece: Piece) -> bytes:
         kind, value = piece
         if kind == "reasoning":
             self.reasoning_tokens += 1
             return self._content_chunk({"reasoning_content": value})
         if kind == "text":
-            if self.job.tool_parsing:
+            if self.job.tool_parsing and not self.job.recipe:
                 return self._model_chunk(value, None)
             return self._content_chunk({"content": value})
+        recipe_stream = self.job.recipe and self.stream_fault is None
+        if kind == "call_part":
+            assert isinstance(value, CallPart)
+            return self._pieces(value.parts) if recipe_stream else b""
         if kind == "call":
+            if recipe_stream:
+                assert isinstance(value, CallEnd)
+                return self._pieces(value.parts)
             deltas = _streamed_call(value, self.stream_fault)
             return b"".join(self._model_chunk(None, [d]) for d in deltas)
         return b""  # hidden: decoded, held by the parser, nothing on the wire

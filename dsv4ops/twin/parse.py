@@ -20,6 +20,7 @@ from .content import (
 )
 from .formats import Job
 from .logprobs import MAX_TOP_LOGPROBS, LogprobRequest
+from .recipe import RECIPE_TOOL_PARSERS
 
 DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's sampling default
 
@@ -192,6 +193,7 @@ def parse(
         max_tokens=max_tokens,
         created=int(time.time()),
         tool_parsing=tool_parsing,
+        recipe=kind == "chat" and parsers.tool_call_parser in RECIPE_TOOL_PARSERS,
         stop=stop,
         logprobs=_logprobs(kind, body),
     )

@@ -11,6 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
+from dsv4ops.twin.dsml import render_call, tokens
+from dsv4ops.twin.recipe import stream_pieces
 from testing.twin import WEATHER_TOOL, fake_bootstrap, sse_events, twin_server
 
 pytestmark = pytest.mark.slow
@@ -55,27 +57,55 @@ def _deltas(events: list[Any]) -> list[dict[str, Any]]:
     return [e["choices"][0]["delta"] for e in events if e["choices"]]
 
 
-def test_a_tool_call_is_one_delta_with_id_name_and_complete_json_arguments(url: str) -> None:
+def test_a_tool_call_streams_piece_by_piece_as_0_5_23_serves_deepseekv4(url: str) -> None:
+    # 0.5.23 serves deepseekv4 through deepseek-recipe (twin/recipe.py): a header piece with the
+    # id and name, then the arguments as the invoke is decoded, one chunk a piece
     events = _stream(url, CALL, tools=[WEATHER_TOOL])
     with_calls = [e for e in events if e["choices"] and "tool_calls" in e["choices"][0]["delta"]]
+    assert len(with_calls) > 5
+    pieces = []
+    for chunk in with_calls:
+        assert list(chunk) == ["id", "object", "created", "model", "choices", "usage"]
+        assert chunk["usage"] is None
+        delta = chunk["choices"][0]["delta"]
+        assert list(delta) == ["role", "content", "reasoning_content", "tool_calls"]
+        assert delta["content"] is None and delta["role"] is None
+        (piece,) = delta["tool_calls"]
+        assert list(piece) == ["id", "index", "type", "function"] and piece["index"] == 0
+        assert piece["type"] == "function"
+        pieces.append(piece)
+    header, *rest = pieces
+    assert re.fullmatch(r"call_[0-9a-f]{24}", header["id"])
+    assert header["function"] == {"name": "get_weather", "arguments": ""}
+    assert all(p["id"] is None and p["function"]["name"] is None for p in rest)
+    joined = "".join(p["function"]["arguments"] for p in rest)
+    assert joined == '{"city": "Oslo", "nonce": "q7x"}'
+    # the pieces are those SGLang's recipe parser makes of the call's tokens
+    markup = render_call("get_weather", {"city": "Oslo", "nonce": "q7x"})
+    want = [p for step in stream_pieces(tokens(markup)) for p in step]
+    assert [(p["index"], p["function"]["name"], p["function"]["arguments"]) for p in pieces] == [
+        (w.index, w.name, w.arguments) for w in want
+    ]
+    assert events[-2]["choices"][0]["finish_reason"] == "tool_calls"
+    # the role chunk, the pieces, the finish and usage: the rest of the DSML is held
+    assert len(events) == 3 + len(pieces)
+    usage = events[-1]["usage"]
+    assert usage["completion_tokens"] > 20 and usage["reasoning_tokens"] == 0
+
+
+def test_a_parser_the_recipe_does_not_serve_sends_the_call_in_one_delta() -> None:
+    # any other --tool-call-parser keeps the detector's shape: one delta when the invoke closes
+    env = {"DSV4_TWIN_TIME_SCALE": "0.02"}
+    args = ["--disaggregation-mode", "decode", "--tool-call-parser", "qwen"]
+    with twin_server(args, env=env) as proc:
+        events = _stream(proc.url, CALL, tools=[WEATHER_TOOL])
+    with_calls = [e for e in events if e["choices"] and "tool_calls" in e["choices"][0]["delta"]]
     assert len(with_calls) == 1
-    chunk = with_calls[0]
-    assert list(chunk) == ["id", "object", "created", "model", "choices", "usage"]
-    assert chunk["usage"] is None
-    delta = chunk["choices"][0]["delta"]
-    assert list(delta) == ["role", "content", "reasoning_content", "tool_calls"]
-    (call,) = delta["tool_calls"]
-    assert list(call) == ["id", "index", "type", "function"] and call["index"] == 0
-    assert re.fullmatch(r"call_[0-9a-f]{24}", call["id"]) and call["type"] == "function"
+    (call,) = with_calls[0]["choices"][0]["delta"]["tool_calls"]
     assert call["function"] == {
         "name": "get_weather",
         "arguments": '{"city": "Oslo", "nonce": "q7x"}',
     }
-    assert events[-2]["choices"][0]["finish_reason"] == "tool_calls"
-    # nothing but the role chunk, the call, the finish and usage: the DSML is held by the parser
-    assert len(events) == 4
-    usage = events[-1]["usage"]
-    assert usage["completion_tokens"] > 20 and usage["reasoning_tokens"] == 0
 
 
 def test_content_chunks_carry_reasoning_content_null_and_thinking_streams_it_first(

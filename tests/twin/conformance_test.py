@@ -486,11 +486,17 @@ def test_tool_call_id_type_and_finish_reason_have_sglangs_shape(observed: dict[s
 
 
 @pytest.mark.slow
-def test_a_tool_call_is_one_delta_with_the_complete_arguments(observed: dict[str, Any]) -> None:
+def test_a_tool_call_streams_as_the_recipe_path_serves_it(observed: dict[str, Any]) -> None:
+    # 0.5.23 serves --tool-call-parser deepseekv4 through deepseek-recipe (served_by): the call
+    # is streamed in pieces, a header with id and name, then the arguments (twin/recipe.py)
     fx = SURFACE["tool_call_delta"]
-    assert fx["one_delta_per_call"] is True
+    assert fx["one_delta_per_call"] is False and fx["served_by"]["encoding_spec"] == "dsv4"
     deltas = _tool_deltas(observed)
-    assert len(deltas) == 1, deltas
-    (call,) = deltas
-    assert sorted(call) == fx["keys"] and sorted(call["function"]) == fx["function_keys"]
-    assert json.loads(call["function"]["arguments"]) == CALL_ARGS
+    assert len(deltas) > 2, deltas
+    assert all(
+        sorted(d) == fx["keys"] and sorted(d["function"]) == fx["function_keys"] for d in deltas
+    )
+    header, *rest = deltas
+    assert header["function"]["name"] == "get_weather" and header["function"]["arguments"] == ""
+    assert all(d["id"] is None and d["function"]["name"] is None for d in rest)
+    assert json.loads("".join(d["function"]["arguments"] for d in rest)) == CALL_ARGS

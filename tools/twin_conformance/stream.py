@@ -25,6 +25,8 @@ PROTOCOL = "srt/entrypoints/openai/protocol.py"
 SSE_UTILS = "srt/entrypoints/openai/sse_utils.py"
 SERVING_CHAT = "srt/entrypoints/openai/serving_chat.py"
 PARSERS = "srt/function_call/function_call_parser.py"
+CHAT_ENCODING = "srt/entrypoints/openai/chat_encoding.py"
+RECIPE_SERVING = "srt/entrypoints/openai/serving_deepseek_recipe.py"
 TOOL_CALL_PARSER = "deepseekv4"  # what the DSV4 profiles pass as --tool-call-parser
 SSE_KINDS = {  # chunk kind → (keywords the build_sse_content call has, ... it has not)
     "role": ({"role"}, set()),
@@ -177,6 +179,32 @@ def _detector(src: SourceTree) -> dict[str, Any]:
                                       for i in items)}
 
 
+def _served_by(src: SourceTree) -> dict[str, Any] | None:
+    """The chat encoding spec --tool-call-parser deepseekv4 selects (chat_encoding.py
+    resolve_chat_encoding_spec: `if tool_call_parser == "deepseekv4": return "dsv4"`) and the
+    recipe's streaming method, when the wheel has them: such a spec serves chat through
+    deepseek-recipe, whose parser streams a call piece by piece, not the detector's one delta."""
+    if not src.exists(CHAT_ENCODING):
+        return None
+    resolve = find_function(src.tree(CHAT_ENCODING), "resolve_chat_encoding_spec", CHAT_ENCODING)
+    for node in ast.walk(resolve):
+        if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)):
+            continue
+        test = node.test
+        if (ast.unparse(test.left) == "tool_call_parser" and len(test.comparators) == 1
+                and const_str(test.comparators[0]) == TOOL_CALL_PARSER
+                and isinstance(node.body[0], ast.Return)):
+            spec = const_str(node.body[0].value)
+            stream = None
+            if src.exists(RECIPE_SERVING):
+                stream = next((loc(RECIPE_SERVING, f) for f in ast.walk(src.tree(RECIPE_SERVING))
+                               if isinstance(f, ast.FunctionDef)
+                               and f.name == "stream_chat_chunks"), None)
+            return {"encoding_spec": spec, "source": loc(CHAT_ENCODING, node),
+                    "stream": stream}
+    return None
+
+
 def extract_stream(src: SourceTree) -> dict[str, Any]:
     models = _pydantic(src)
     chunks = _sse_chunks(src)
@@ -187,6 +215,7 @@ def extract_stream(src: SourceTree) -> dict[str, Any]:
                       if isinstance(n, ast.AnnAssign) and ast.unparse(n.target) == "type"),
                      None)
     detector = _detector(src)
+    served_by = _served_by(src)
     delta = chunks["tool_call"]
     return {
         "chunks": chunks,
@@ -194,6 +223,8 @@ def extract_stream(src: SourceTree) -> dict[str, Any]:
         "tool_call_delta": {
             "id": _call_id(src), "type": tool_type,
             "keys": delta["tool_call"]["keys"], "function_keys": delta["function_keys"]["keys"],
-            "one_delta_per_call": detector["one_delta_per_call"], "parser": detector,
+            # the detector's shape, unless deepseekv4 is served through an encoding spec
+            "one_delta_per_call": detector["one_delta_per_call"] and served_by is None,
+            "parser": detector, "served_by": served_by,
         },
     }

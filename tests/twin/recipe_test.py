@@ -1,0 +1,71 @@
+"""The twin's recipe stream (twin/recipe.py) piece for piece against what SGLang 0.5.23's own
+deepseek-recipe output parser streamed of the same stand-in tokens (recorded offline from the
+pinned wheel by tools/sglang-cpu/recipe_stream_shape.py: a session call, parallel calls with an
+array value, nested arrays and a string with quotes and a backslash, a string with spaces around
+it, streamed as written where the detector strips it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dsv4ops.twin import dsml
+from dsv4ops.twin.recipe import stream_pieces
+
+OBSERVED = (
+    Path(__file__).resolve().parents[2]
+    / "tools"
+    / "sglang-cpu"
+    / "observed"
+    / "recipe-stream-twin-tokens.json"
+)
+
+
+def test_the_pieces_are_those_sglangs_recipe_parser_streamed() -> None:
+    recorded = json.loads(OBSERVED.read_text(encoding="utf-8"))
+    assert recorded["sglang"] == "0.5.23" and len(recorded["examples"]) == 4
+    for example in recorded["examples"]:
+        calls = [(name, args) for name, args in example["calls"]]
+        toks = dsml.tokens(dsml.render_calls(calls))
+        assert toks == [s["token"] for s in example["steps"]]
+        ours = [[[p.index, p.name, p.arguments] for p in step] for step in stream_pieces(toks)]
+        assert ours == [s["pieces"] for s in example["steps"]]
+
+
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    st.lists(
+        st.tuples(
+            st.from_regex(r"[a-z_]{1,12}", fullmatch=True),
+            st.dictionaries(st.from_regex(r"[a-z_]{1,8}", fullmatch=True), _VALUES, max_size=4),
+        ),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_the_joined_pieces_of_each_call_are_its_arguments(
+    calls: list[tuple[str, dict[str, object]]],
+) -> None:
+    # string values without surrounding whitespace or DSML (the parser strips and splits on it)
+    calls = [
+        (n, {k: v.strip() if isinstance(v, str) else v for k, v in a.items()}) for n, a in calls
+    ]
+    toks = dsml.tokens(dsml.render_calls(calls))
+    assert "".join(toks) == dsml.render_calls(calls)
+    steps = stream_pieces(toks)
+    for index, (name, args) in enumerate(calls):
+        mine = [p for step in steps for p in step if p.index == index]
+        assert mine[0].name == name and mine[0].arguments == ""
+        assert all(p.name is None for p in mine[1:])
+        assert "".join(p.arguments for p in mine) == dsml.parsed_arguments(args)
