@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from dsv4ops.errors import JournalError
-from dsv4ops.journal.gates import GateSource, canary_gate
+from dsv4ops.journal.gates import GateSource, GateVerdict, canary_gate
 from dsv4ops.journal.records import Kind
 from dsv4ops.journal.store import FileBackend, Journal
 
@@ -42,14 +42,14 @@ def gate_step(
     they say (journal/gates.py), for the commands `op` began with."""
     o = j.get(op)
     verdict = (
-        "FAIL"
+        GateVerdict.FAIL
         if detail.startswith("verdict FAIL")
-        else "INCONCLUSIVE"
+        else GateVerdict.INCONCLUSIVE
         if detail.startswith("INCONCLUSIVE")
-        else "PASS"
+        else GateVerdict.PASS
     )
     source = GateSource.ROLLBACK if o.kind is Kind.ROLLBACK else GateSource.DEPLOY
     h = str((o.profile or {}).get("commands_hash") or "") or None
-    g = canary_gate(verdict, [f"smoke: {verdict}"], True, source, op, h)
-    phase = "failed" if verdict == "FAIL" else "done"
+    g = canary_gate(verdict, [f"smoke: {verdict.value}"], True, source, op, h)
+    phase = "failed" if verdict is GateVerdict.FAIL else "done"
     j.step(op, name, phase, detail=detail, duration_s=took, gate=replace(g, duration_s=took))

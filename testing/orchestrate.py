@@ -43,6 +43,7 @@ import pytest
 from dsv4ops.cli import main
 from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import DeployError
+from dsv4ops.journal.gates import GateVerdict
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.operation import Progress
 from dsv4ops.orchestrate.ops import Operator
@@ -635,9 +636,9 @@ def journal_session(target: str, journal: Any = None) -> Any:
     return TargetSession(t, Supervisor(connect("local"), workdir), journal or Journal(target))
 
 
-def passing_gate(_deployment: Deployment, _router_url: str) -> tuple[str, list[str]]:
+def passing_gate(_deployment: Deployment, _router_url: str) -> tuple[GateVerdict, list[str]]:
     """A canary gate that passes (the unit tests' deploys are gated, so known-good)."""
-    return "PASS", ["smoke: PASS"]
+    return GateVerdict.PASS, ["smoke: PASS"]
 
 
 def operator(

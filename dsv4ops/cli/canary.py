@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from dsv4ops import exitcodes
 from dsv4ops.cli._output import echo_json, json_option, table, target_option
 from dsv4ops.jsontypes import JSONObject
 
@@ -110,7 +111,8 @@ def canary(
             click.echo(f"  {line}")
         if report_dir:
             click.echo(f"report: {report_dir}/report.md")
-        color = {"PASS": "green", "FAIL": "red"}.get(result.verdict.value, "yellow")
+        # the verdict's exit code (canary.verdict.Verdict.exit_code), never its word
+        color = {exitcodes.OK: "green", exitcodes.FAILED: "red"}.get(result.exit_code, "yellow")
         click.secho(f"canary {suite}: {result.verdict.value}", fg=color, bold=True)
     # The verdict is the exit status (0/2/4): click hands it to cli.main, the one boundary.
     click.get_current_context().exit(result.exit_code)

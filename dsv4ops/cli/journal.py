@@ -93,12 +93,9 @@ def _row(s: JSONObject) -> list[object]:
 def _gates_cell(s: JSONObject) -> str:
     """Each gate that judged it (journal/gates.py): suite, verdict, the commands hash judged
     (short); "-" for none."""
-    cells = [
-        f"{g['suite']} {g['verdict']}{' accepted' if g.get('accepted') else ''} "
-        f"{(g.get('commands_hash') or '-')[:8]}"
-        for g in s.get("gates") or []
-    ]
-    return "; ".join(cells) or "-"
+    from dsv4ops.usecases.journal import gate_labels
+
+    return "; ".join(gate_labels(s)) or "-"
 
 
 def _known_good_cell(s: JSONObject) -> str:
@@ -108,7 +105,9 @@ def _known_good_cell(s: JSONObject) -> str:
     if not why:
         return "-"
     if s["known_good"]:
-        return "yes (INCONCLUSIVE accepted)" if "below a pass" in why else "yes"
+        from dsv4ops.usecases.journal import accepted_inconclusive
+
+        return "yes (INCONCLUSIVE accepted)" if accepted_inconclusive(s) else "yes"
     return "no: " + why.removeprefix("not known-good: ")[:70]
 
 

@@ -202,7 +202,10 @@ def _known_good_words(d: JSONObject) -> str:
     """ "known-good" or "NOT known-good: why", as journal/knowngood.py judged the deployment."""
     why = str(d.get("known_good_why") or "")
     if d.get("known_good"):
-        return "known-good" + (" (below a pass: INCONCLUSIVE accepted)" if "below" in why else "")
+        from dsv4ops.usecases.journal import accepted_inconclusive
+
+        below = " (below a pass: INCONCLUSIVE accepted)" if accepted_inconclusive(d) else ""
+        return "known-good" + below
     return "NOT " + (why.removeprefix("not ") if why else "known-good")
 
 

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from dsv4ops.journal import knowngood
-from dsv4ops.journal.gates import gate_results
 from dsv4ops.journal.knowngood import Judgement
 from dsv4ops.journal.records import Kind, Operation
 from dsv4ops.jsontypes import JSONObject
@@ -218,7 +217,7 @@ def _advanced(ck: Checkpoint, more: list[Operation], folded: _Folded, digest: st
 
 
 def _gate_failed(o: Operation) -> bool:
-    return any(g.failed for g in gate_results(o))
+    return any(g.failed for g in o.gates)
 
 
 def _names(reason: str | None, experiments: frozenset[str] | set[str]) -> bool:

@@ -107,7 +107,6 @@ class Entry:
                 scope=v[2],
                 marked_known_good=bool(v[4]),
                 gates=[GateResult.from_record(g, self.op) for g in v[5]] if v[5] else [],
-                records_gates=True,  # migrated when the index took it (knowngood.essentials)
             )
         return self._view_op
 

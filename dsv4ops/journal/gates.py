@@ -8,9 +8,10 @@ other: the journal stays readable by every version that shipped). An operation b
 version that records its gates says so in its `begin` record (`gates: GATES_RECORDED`): its
 GateResults are the whole truth of its gates, whatever its steps are named or say.
 
-The known-good rule (journal/knowngood.py) reads only GateResults. An operation an older version
-wrote has none: `migrate` turns its gate steps into GateResults, the one place the old step names
-and detail words are read (`gate_results` is where every reader gets an operation's gates).
+The known-good rule (journal/knowngood.py) reads only GateResults (`Operation.gates`). An
+operation an older version wrote has none: the one migrator (journal/schema.py's `migrate`) gives
+each of its gate steps the GateResult `legacy_gate` reads off it, the one place the old step names
+and detail words are read.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from dsv4ops.errors import JournalError
-from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.jsontypes import JSONObject
 
 GATES_RECORDED = 1  # the `begin` record's `gates`: this operation records its GateResults
 
@@ -81,6 +82,13 @@ class GateResult:
             return True
         return self.source is GateSource.AB_GATE and not self.passed
 
+    @property
+    def label(self) -> str:
+        """What `dsv4ops journal` prints of it: suite, verdict (the enum's word), "accepted"
+        for an INCONCLUSIVE accepted as asked, the commands hash judged (short)."""
+        accepted = " accepted" if self.accepted else ""
+        return f"{self.suite} {self.verdict.value}{accepted} {(self.commands_hash or '-')[:8]}"
+
     def to_record(self) -> JSONObject:
         out: JSONObject = {
             "suite": self.suite,
@@ -97,7 +105,7 @@ class GateResult:
         return out
 
     @classmethod
-    def from_record(cls, r: JSONValue, where: str) -> GateResult:
+    def from_record(cls, r: object, where: str) -> GateResult:
         """The GateResult a step record's `gate` holds; JournalError naming `where` if it is
         not one (a gate no one can read is a damaged line, never a gate that did not run)."""
         try:
@@ -130,7 +138,7 @@ class GateResult:
 
 
 class Step(Protocol):
-    """What the migration reads of a journal step (records.StepRecord)."""
+    """What the migration reads of a journal step (schema.StepRecord)."""
 
     @property
     def name(self) -> str: ...
@@ -140,29 +148,6 @@ class Step(Protocol):
     def duration_s(self) -> float | None: ...
     @property
     def detail(self) -> str | None: ...
-
-
-class Gated(Protocol):
-    """What this module reads of an operation (records.Operation, which imports this module)."""
-
-    @property
-    def op(self) -> str: ...
-    @property
-    def kind(self) -> enum.Enum: ...
-    @property
-    def profile(self) -> JSONObject | None: ...
-    @property
-    def steps(self) -> Sequence[Step]: ...
-    @property
-    def gates(self) -> Sequence[GateResult]: ...
-    @property
-    def records_gates(self) -> bool: ...
-
-
-def gate_results(o: Gated) -> list[GateResult]:
-    """The gates that judged `o` or that `o` ran: recorded, or migrated from an older
-    version's steps (every reader asks here)."""
-    return list(o.gates) if o.records_gates else migrate(o)
 
 
 # -- the journals written before GateResults ------------------------------------------------------
@@ -177,22 +162,19 @@ LEGACY_AB_MEASURED = " on B (measured)"
 LEGACY_AB_UNJUDGED = "could not judge B"
 
 
-def migrate(o: Gated) -> list[GateResult]:
-    """An older version's gate steps of `o`, as GateResults judged exactly as that version's
-    rule judged them: a deploy's or rollback's canary step (PASS, accepted INCONCLUSIVE, or
-    verdict FAIL: anything else ran no gate), an experiment's failed `gate …` step (its B's
-    commands hash is not in it: None, the experiment's B blocks are its commands)."""
-    h, kind = (o.profile or {}).get("commands_hash"), o.kind.value  # records.Kind's values
-    if kind in ("deploy", "rollback"):
+def legacy_gate(s: Step, op: str, kind: str, commands_hash: str | None) -> GateResult | None:
+    """An older version's gate step `s` of operation `op` (its kind's value, the commands hash
+    its begin recorded) as the GateResult that version's rule judged it by; None for a step
+    that ran no gate. Called only by the one migrator, journal/schema.py's `migrate`: a
+    deploy's or rollback's canary step (PASS, accepted INCONCLUSIVE, or verdict FAIL: anything
+    else ran no gate), an experiment's failed `gate …` step (its B's commands hash is not in
+    it: None, the experiment's B blocks are its commands)."""
+    if kind in ("deploy", "rollback"):  # records.Kind's values
         source = GateSource.ROLLBACK if kind == "rollback" else GateSource.DEPLOY
-        return [
-            g
-            for s in o.steps
-            if (g := _legacy_canary(s, o.op, str(h) if h else None, source)) is not None
-        ]
-    if kind == "experiment":
-        return [_legacy_ab(s, o.op) for s in o.steps if _is_legacy_ab_fail(s)]
-    return []
+        return _legacy_canary(s, op, commands_hash, source)
+    if kind == "experiment" and _is_legacy_ab_fail(s):
+        return _legacy_ab(s, op)
+    return None
 
 
 def _legacy_canary(s: Step, op: str, h: str | None, source: GateSource) -> GateResult | None:
@@ -240,7 +222,7 @@ def canary_suites(reasons: Sequence[str]) -> str:
 
 
 def canary_gate(
-    verdict: str,
+    verdict: GateVerdict,
     reasons: Sequence[str],
     accept_inconclusive: bool,
     source: GateSource,

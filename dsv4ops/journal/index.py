@@ -173,7 +173,7 @@ def fold_chunk(state: State, buf: Buffer, start: int, end: int, fd: int, where: 
     for op, new in touched.items():
         old = state.entries.get(op)
         prior = [record_at(buf, o, op) for o in old.offsets] if old else []
-        folded = fold_into({}, prior + [r for _, r in new])[op]
+        folded = fold_into(prior + [r for _, r in new])[op]
         state.entries[op] = _entry(folded, (old.offsets if old else []) + [o for o, _ in new])
     state.dirty.update(touched)
     state.lines += len(pieces)

@@ -22,7 +22,7 @@ passed its gate:
 The rule reads the operations' GateResults (journal/gates.py: suite, verdict, commands hash,
 whether an INCONCLUSIVE was accepted) and their serving evidence (the status record's
 `known_good` mark), never a step's name or its words. A journal an older version wrote records no
-GateResults: gates.migrate turns its gate steps into them when read, so it is judged as that
+GateResults: the one migrator (journal/schema.py) turns its gate steps into them when read, so it is judged as that
 version judged it, and re-judged by this rule: a `--no-canary` deploy an older version marked
 known-good is not one any more, and says why.
 """
@@ -32,11 +32,11 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 
-from dsv4ops.journal.gates import GateResult, GateSource, gate_results
+from dsv4ops.journal.gates import GateResult, GateSource, GateVerdict
 from dsv4ops.journal.records import Kind, Operation, Status
 
-GATE_PASS, GATE_ACCEPTED = "PASS", "accepted"  # gate_of(): how the operation's own gate passed
 PASSED, ACCEPTED, NOT = 2, 1, 0  # ranks: a pass, an INCONCLUSIVE accepted, not known-good
+_GATE = {PASSED: GateVerdict.PASS, ACCEPTED: GateVerdict.INCONCLUSIVE}  # rank -> its gate's
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,12 @@ class Judgement:
     @property
     def known_good(self) -> bool:
         return self.rank > NOT
+
+    @property
+    def gate(self) -> GateVerdict | None:
+        """The verdict of the gate that made it known-good: PASS, or INCONCLUSIVE (accepted,
+        ranked below every pass); None when it is not known-good."""
+        return _GATE.get(self.rank)
 
 
 def commands_hash(op: Operation) -> str | None:
@@ -104,8 +110,7 @@ def essentials(o: Operation) -> Operation:
         scope=o.scope,
         reason=o.reason if (o.reason or "").startswith("experiment ") else None,
         marked_known_good=o.marked_known_good,
-        gates=gate_results(o),  # migrated once here: the index keeps GateResults
-        records_gates=True,
+        gates=list(o.gates),  # an older version's: migrated by the fold (schema.migrate)
     )
 
 
@@ -127,7 +132,7 @@ def failed_gates(ops: Sequence[Operation]) -> dict[str, str]:
     for o in ops:
         if o.kind not in (Kind.DEPLOY, Kind.ROLLBACK, Kind.EXPERIMENT):
             continue
-        for g in gate_results(o):
+        for g in o.gates:
             if g.failed:
                 for h, what in _failed_commands(o, g, ops):
                     out.setdefault(h, what)
@@ -195,15 +200,17 @@ def _by_gate(o: Operation, good: dict[str, Judgement]) -> Judgement:
         return Judgement(o.op, NOT, f"not known-good: {why}")
 
     gate = gate_of(o)
-    if gate == GATE_PASS:
+    if gate is not None and not gate.accepted:
         return Judgement(
-            o.op, PASSED, "known-good: whole unit, served through the router, " "canary gate PASS"
+            o.op,
+            PASSED,
+            f"known-good: whole unit, served through the router, canary gate {gate.verdict.value}",
         )
-    if gate == GATE_ACCEPTED:
+    if gate is not None:
         return Judgement(
             o.op,
             ACCEPTED,
-            "known-good (below a pass): canary gate INCONCLUSIVE, "
+            f"known-good (below a pass): canary gate {gate.verdict.value}, "
             "accepted with --accept-inconclusive-canary",
         )
     h = commands_hash(o)
@@ -221,13 +228,10 @@ def _by_gate(o: Operation, good: dict[str, Judgement]) -> Judgement:
     return no("no canary gate ran (--no-canary, or an experiment's deploy)")
 
 
-def gate_of(o: Operation) -> str | None:
-    """GATE_PASS or GATE_ACCEPTED when a gate that judged this operation's own deployment
-    passed (its GateResults); None otherwise."""
-    for g in gate_results(o):
-        if g.op == o.op and g.passed:
-            return GATE_ACCEPTED if g.accepted else GATE_PASS
-    return None
+def gate_of(o: Operation) -> GateResult | None:
+    """The first of its GateResults that judged this operation's own deployment and passed (a
+    PASS, or an INCONCLUSIVE accepted); None otherwise."""
+    return next((g for g in o.gates if g.op == o.op and g.passed), None)
 
 
 def _ended(o: Operation) -> str:

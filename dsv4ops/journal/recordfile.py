@@ -217,6 +217,21 @@ def parse(data: bytes) -> tuple[list[tuple[int, Record]], list[int]]:
     return out, torn
 
 
+# The record types the agent reads; journal/schema.py declares its types by these names.
+BEGIN, MERGE = "begin", "merge"
+
+
+def record_type(r: Record) -> str | None:
+    """A record's declared type (schema.RECORD_TYPES), None when it names none."""
+    t = r.get("type") if isinstance(r, dict) else None
+    return t if isinstance(t, str) else None
+
+
+def began(records: list[Record]) -> list[str]:
+    """The operation ids the `begin` records among `records` open, in order."""
+    return [str(r.get("op")) for r in records if record_type(r) == BEGIN]
+
+
 def record_keys(records: list[Record]) -> list[tuple[str, int]]:
     """(op id, sequence among that op's records) of each record, in order."""
     seen: dict[str, int] = {}

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from dsv4ops.deployment import Deployment
-from dsv4ops.journal.gates import GateResult, gate_results
+from dsv4ops.journal.gates import GateResult, GateVerdict
 
 # The record types and their enums are declared in journal/schema.py; these names stay here too.
 from dsv4ops.journal.schema import RECORD_TYPES as RECORD_TYPES
@@ -25,7 +25,7 @@ from dsv4ops.journal.schema import (
     Record,
     StatusRecord,
     StepRecord,
-    records_gates,
+    migrate,
 )
 from dsv4ops.journal.schema import Kind as Kind
 from dsv4ops.journal.schema import Status as Status
@@ -44,6 +44,21 @@ class Judged(Protocol):
 
     @property
     def why(self) -> str: ...
+
+    @property
+    def gate(self) -> GateVerdict | None: ...
+
+
+def judged_json(j: Judged | None, none_why: str | None = None) -> JSONObject:
+    """The judgement in every `--json` document that carries one (`journal`, `status`,
+    `rollback --dry-run`): `known_good_gate` is the verdict of the gate that made it known-good
+    as its enum's value, which readers compare (never the words of `known_good_why`)."""
+    gate = j.gate if j is not None else None
+    return {
+        "known_good": bool(j is not None and j.known_good),
+        "known_good_why": j.why if j is not None else none_why,
+        "known_good_gate": gate.value if gate is not None else None,
+    }
 
 
 class Placeable(Protocol):
@@ -87,9 +102,8 @@ class Operation:
     marked_known_good: bool = False
     # The runbook run (its op id) whose step ran this operation ($DSV4OPS_RUNBOOK_RUN).
     runbook_run: str | None = None
-    # Its GateResults, and whether it records them (if not, gates.gate_results migrates).
+    # The GateResults that judged it or that it ran (an older version's: migrated, schema.py).
     gates: list[GateResult] = field(default_factory=list)
-    records_gates: bool = False
 
     @property
     def proven(self) -> bool:
@@ -153,11 +167,10 @@ class Operation:
             "message": self.message,
             "in_flight": None if self.status.terminal else self.step_in_flight,
             "package": (self.kernel or {}).get("package") or p.get("kernel_package"),
-            "known_good": bool(judgement is not None and judgement.known_good),
-            "known_good_why": judgement.why if judgement is not None else None,
+            **judged_json(judgement),
             "partial": (self.scope or {}).get("restarted"),
             "runbook_run": self.runbook_run,
-            "gates": [g.to_record() for g in gate_results(self)],
+            "gates": [g.to_record() for g in self.gates],
         }
 
 
@@ -181,17 +194,16 @@ def _scrub_env_values(text: str) -> str:
 
 def fold(records: Sequence[Record]) -> list[Operation]:
     """Operations in the order they began, each with its latest status applied."""
-    return list(fold_into({}, records).values())
+    return list(fold_into(records).values())
 
 
-def fold_into(ops: dict[str, Operation], records: Sequence[Record]) -> dict[str, Operation]:
-    """`ops` (folded from earlier records, in begin order) with `records` applied: a new dict;
-    an operation these records change is a copy, so Operations handed out before stay as they
-    were (journal/index.py re-folds the operations appended records touch this way). A second
-    begin under an id already begun, the records after it, and records of no begun operation
-    are not this operation's: skipped (the index reports them: journal/damage.py)."""
-    ops = dict(ops)
-    copied: set[str] = set()
+def fold_into(records: Sequence[Record]) -> dict[str, Operation]:
+    """op id -> Operation folded from `records` (in begin order), each record through the one
+    migrator (schema.migrate). A second begin under an id already begun, the records after it,
+    and records of no begun operation are not this operation's: skipped (the index reports
+    them: journal/damage.py)."""
+    ops: dict[str, Operation] = {}
+    begins: dict[str, BeginRecord] = {}
     taken: set[str] = set()
     for r in records:
         op_id = r.op
@@ -201,18 +213,13 @@ def fold_into(ops: dict[str, Operation], records: Sequence[Record]) -> dict[str,
             if op_id in ops:
                 taken.add(op_id)
                 continue
-            copied.add(op_id)
-            ops[op_id] = _begun(r)
+            begins[op_id], ops[op_id] = r, _begun(r)
             continue
         op = ops.get(op_id)
         if op is None:
             continue
-        if op_id not in copied:
-            op = ops[op_id] = replace(
-                op, steps=list(op.steps), processes=dict(op.processes), gates=list(op.gates)
-            )
-            copied.add(op_id)
         if isinstance(r, StepRecord):
+            r = migrate(r, begins[op_id])
             op.steps.append(r)
             if r.gate is not None:
                 op.gates.append(r.gate)
@@ -235,12 +242,11 @@ def _begun(r: BeginRecord) -> Operation:
         kernel=r.kernel,
         scope=r.scope,
         runbook_run=r.runbook_run,
-        records_gates=records_gates(r),
     )
 
 
 def _apply_end(op: Operation, r: StatusRecord) -> None:
-    """A status record applied to `op` (a copy this fold owns)."""
+    """A status record applied to `op`."""
     op.status = r.status
     if r.message is not None:
         op.message = r.message

@@ -3,8 +3,10 @@ record kind, each with the record version; `parse_record` is the one reader of a
 JSON (every reader: the fold, the index, the view, damage reports), `to_json` the one writer.
 
 Every format that shipped reads through one migrator (`migrate`, below): `FORMATS` lists what
-each lacked, and `migrate` supplies it, so `parse_record` reads one shape, strictly. A record
-`migrate` cannot make whole, or of the wrong type, raises `RecordError` ("where: why"): the
+each lacked. A field a format lacked reads as its declared default (`parse_record` reads one
+shape, strictly); a gate step of an operation begun before GateResults gets the GateResult its
+version judged it by (`migrate`, called by the fold for every record of an operation: it needs
+the operation's begin). A record of the wrong type raises `RecordError` ("where: why"): the
 readers report that line (journal/damage.py) and read the rest.
 """
 
@@ -14,10 +16,11 @@ import dataclasses
 import enum
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple, overload
 
 from dsv4ops.errors import JournalError
-from dsv4ops.journal.gates import GATES_RECORDED, GateResult
+from dsv4ops.journal import recordfile
+from dsv4ops.journal.gates import GATES_RECORDED, GateResult, legacy_gate
 from dsv4ops.jsontypes import JSONObject, JSONValue
 
 RECORD_VERSION = 1
@@ -93,7 +96,7 @@ class RecordError(JournalError):
 class BeginRecord:
     """An operation begins: what was asked, by whom, what ran before (`undo`)."""
 
-    TYPE: ClassVar[str] = "begin"
+    TYPE: ClassVar[str] = recordfile.BEGIN
     WRITTEN: ClassVar[tuple[str, ...]] = ("profile", "components", "reason", "undo")
     op: str
     ts: str
@@ -147,7 +150,7 @@ class StatusRecord:
 class MergeRecord:
     """An operator-side journal merged into the target's record (journal/target.py)."""
 
-    TYPE: ClassVar[str] = "merge"
+    TYPE: ClassVar[str] = recordfile.MERGE
     WRITTEN: ClassVar[tuple[str, ...]] = ()
     op: str
     ts: str
@@ -211,23 +214,31 @@ FORMATS = (
     ),
     Format(
         "f2f11c2",
-        "begin without the gates marker, gate steps without a GateResult: converted by "
-        "gates.migrate on fold (it needs the operation's commands hash, not one record)",
+        "begin without the gates marker, gate steps without a GateResult: `migrate` gives each "
+        "the GateResult its version judged it by (gates.legacy_gate)",
         "pre_issue39_gates.jsonl",  # written by the store before f2f11c2
     ),
 )
 
-# What a record of an older format lacks, filled in: type -> field -> default.
-_DEFAULTS: dict[str, JSONObject] = {
-    "begin": {"components": [], "gates": None},  # gates: an older version's gate steps
-    "merge": {"ops": []},
-}
+# A field a record of an older format lacks reads as its declared default (components [],
+# gates None, a merge's ops []): parse_record needs nothing more of those formats.
 
 
-def migrate(obj: JSONObject) -> JSONObject:
-    """`obj` in the current format (a record of the current format comes back as it is)."""
-    lacked = _DEFAULTS.get(str(obj.get("type")), {})
-    return obj if lacked.keys() <= obj.keys() else {**lacked, **obj}
+@overload
+def migrate(rec: StepRecord, begin: BeginRecord) -> StepRecord: ...
+@overload
+def migrate(rec: Record, begin: BeginRecord) -> Record: ...
+def migrate(rec: Record, begin: BeginRecord) -> Record:
+    """The one migrator: `rec`, a record of the operation `begin` opened (`begin` itself too),
+    in the current format; a record of the current format comes back as it is. An operation
+    begun before GateResults (no `gates` marker) has each gate step given the GateResult that
+    version's rule judged it by (gates.legacy_gate: it needs the operation's kind and commands
+    hash, which only its begin holds), so every reader judges GateResults alone."""
+    if not isinstance(rec, StepRecord) or rec.gate is not None or begin.gates == GATES_RECORDED:
+        return rec
+    h = (begin.profile or {}).get("commands_hash")
+    g = legacy_gate(rec, begin.op, begin.kind.value, str(h) if h else None)
+    return rec if g is None else dataclasses.replace(rec, gate=g)
 
 
 # -- the parser ---------------------------------------------------------------------------------
@@ -268,7 +279,7 @@ _PLAN = {
 
 
 def parse_record(obj: object, where: str) -> Record:
-    """The typed record a line's JSON holds (through `migrate`); RecordError naming `where`."""
+    """The typed record a line's JSON holds; RecordError naming `where`."""
     if not isinstance(obj, dict):
         raise RecordError(f"{where}: journal record is not an object")
     version = obj.get("v")
@@ -280,7 +291,7 @@ def parse_record(obj: object, where: str) -> Record:
     cls = _TYPES.get(obj["type"]) if isinstance(obj.get("type"), str) else None
     if cls is None:
         raise RecordError(f"{where}: unknown journal record type {obj.get('type')!r}")
-    r = migrate(obj)
+    r = obj
     required, fields = _PLAN[cls]
     missing = [k for k in required if not isinstance(r.get(k), str)]
     if missing:
@@ -300,8 +311,3 @@ def parse_record(obj: object, where: str) -> Record:
         except JournalError as exc:
             raise RecordError(str(exc)) from None
     return cls(**values)
-
-
-def records_gates(b: BeginRecord) -> bool:
-    """Whether the operation `b` begins records its gates as GateResults (else gates.migrate)."""
-    return b.gates == GATES_RECORDED

@@ -50,7 +50,7 @@ class View:
             if fresh is None:
                 raise JournalError(f"{self._index.path} changed while it was read") from None
             return self.load(fresh, retry=False)
-        op = fold_into({}, recs)[entry.op]
+        op = fold_into(recs)[entry.op]
         self._cache[key] = op
         return op
 

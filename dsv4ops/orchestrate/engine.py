@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.deployment import WORKERS, Deployment
 from dsv4ops.errors import DsOpsError
-from dsv4ops.journal.gates import GateResult, GateSource, canary_detail, canary_gate
+from dsv4ops.journal.gates import GateResult, GateSource, GateVerdict, canary_detail, canary_gate
 from dsv4ops.journal.store import Journal
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate import plan as P
@@ -34,8 +34,8 @@ from dsv4ops.timings import AFTER_DRAIN_GRACE_S, TARGET_HTTP_S
 from dsv4ops.waits import QUIET, UNWATCHED, Wait, WaitObserver
 
 Progress = Callable[[str], None]
-# (deployment, router base URL) -> (verdict "PASS"|"FAIL"|"INCONCLUSIVE", reasons)
-CanaryStep = Callable[[Deployment, str], tuple[str, list[str]]]
+# (deployment, router base URL) -> (the gate's verdict, reasons)
+CanaryStep = Callable[[Deployment, str], tuple[GateVerdict, list[str]]]
 # A readiness wait asks the target in slices of this many seconds, so the wait's observer hears
 # what the component answered meanwhile ("HTTP 503: loading weights"); the target still polls
 # every 50 ms inside a slice, so readiness is seen as soon as before.
@@ -384,13 +384,13 @@ class Runner:
         assert d
         if self.settings.canary is None:
             return "skipped (no canary available)"
-        verdict, reasons = self.settings.canary(d, d.component("router").url())
+        verdict, why = self.settings.canary(d, d.component("router").url())
         accept = self.settings.accept_inconclusive  # what judged it, as data: journal/gates.py
-        self._gate = g = canary_gate(
-            verdict, reasons, accept, self.source, self.op_id, d.commands_hash
-        )
+        self._gate = g = canary_gate(verdict, why, accept, self.source, self.op_id, d.commands_hash)
         if not g.passed:
-            raise StepFailed(step.title, f"verdict {verdict}: {'; '.join(reasons) or 'no reasons'}")
+            raise StepFailed(
+                step.title, f"verdict {g.verdict.value}: {'; '.join(why) or 'no reasons'}"
+            )
         return canary_detail(g)
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from dsv4ops.deployment import START_ORDER, Component, Deployment
 from dsv4ops.errors import DsOpsError
-from dsv4ops.journal.records import Operation
+from dsv4ops.journal.records import Operation, judged_json
 from dsv4ops.journal.store import UNKNOWN, Journal
 from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.orchestrate.attention import attention_notes
@@ -183,8 +183,7 @@ def _deployed(op: Operation | None, journal: Journal) -> JSONObject | None:
         "kernel_package": p.get("kernel_package"),
         "since": op.ended,
         "by": op.user,
-        "known_good": bool(judged and judged.known_good),
-        "known_good_why": judged.why if judged else None,
+        **judged_json(judged),
         "partial": (op.scope or {}).get("restarted"),
     }
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from dsv4ops.apikey import auth_headers
 from dsv4ops.deployment import WORKERS, Deployment
+from dsv4ops.journal.gates import GateVerdict
 from dsv4ops.orchestrate.engine import CanaryStep, Progress
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def canary_gate(
 
     gate_s = thresholds.gate_duration_s if duration_s is None else duration_s
 
-    def step(deployment: Deployment, _router_url: str) -> tuple[str, list[str]]:
+    def step(deployment: Deployment, _router_url: str) -> tuple[GateVerdict, list[str]]:
         base = deployment.component("router").client_url()  # the canary runs on this machine
         # the router's key, read now, on this machine (the canary's client sends it)
         run_one = run or partial(
@@ -99,7 +100,7 @@ def canary_gate(
             verdicts.append(result.verdict)
             if worst(verdicts) is Verdict.FAIL:
                 break
-        return worst(verdicts).value, reasons
+        return GateVerdict.of(worst(verdicts)), reasons  # the suite's verdict, as the journal's
 
     return step
 
@@ -138,6 +139,8 @@ def baseline_reason(suite: str, result: SuiteResult) -> list[str]:
     load that `dsv4ops watch` compares with later (it reads it back from the journal)."""
     summary = result.metrics.get("summary") or {}
     tput, conc = summary.get("output_throughput"), summary.get("max_concurrency")
-    if suite != "smoke" or result.verdict.value != "PASS" or not tput or not conc:
+    if suite != "smoke" or GateVerdict.of(result.verdict) is not GateVerdict.PASS:
+        return []
+    if not tput or not conc:
         return []
     return [f"{suite}: baseline {float(tput):.0f} tok/s at concurrency {int(conc)}"]

@@ -12,6 +12,7 @@ from typing import Final, TypeAlias
 
 from dsv4ops import exitcodes
 from dsv4ops.errors import DsOpsError
+from dsv4ops.journal.gates import GateResult, GateVerdict
 from dsv4ops.journal.knowngood import Judgement
 from dsv4ops.journal.records import Kind, Operation
 from dsv4ops.journal.target import TargetJournal
@@ -130,3 +131,17 @@ def merge_kept_records(session: TargetSession) -> JSONObject | None:
     if not isinstance(backend, TargetJournal):
         return None
     return backend.merge_diverged()
+
+
+def gate_labels(summary: Mapping[str, object]) -> list[str]:
+    """Each gate of an operation's `journal --json` summary as `dsv4ops journal` prints it
+    (GateResult.label: the verdict's word is its enum's)."""
+    gates = summary.get("gates")
+    where, items = str(summary.get("id")), gates if isinstance(gates, list) else []
+    return [GateResult.from_record(g, where).label for g in items]
+
+
+def accepted_inconclusive(judged: Mapping[str, object]) -> bool:
+    """Whether a `--json` judgement (records.judged_json) is known-good by an INCONCLUSIVE
+    accepted as asked (ranked below every pass): read off `known_good_gate`, the enum's value."""
+    return judged.get("known_good_gate") == GateVerdict.INCONCLUSIVE.value

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.knowngood import Judgement
-from dsv4ops.journal.records import Kind, Operation
+from dsv4ops.journal.records import Kind, Operation, judged_json
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.engine import CanaryStep, Progress
 from dsv4ops.orchestrate.outcome import Outcome
@@ -44,8 +44,7 @@ class RollbackChoice:
             "commit": self.deployment.git_commit,
             "commands_hash": self.deployment.commands_hash,
             "how": self.how,
-            "known_good": bool(judged and judged.known_good),
-            "known_good_why": judged.why if judged else "not known-good: not a deployment",
+            **judged_json(judged, "not known-good: not a deployment"),
         }
 
 

@@ -1,8 +1,10 @@
 """The throughput baseline: what the deployed unit's last canary measured, from the journal.
 
-The deploy's canary gate records, in its step detail, `smoke: baseline T tok/s at concurrency C`
-(`usecases/gate.py`); watch compares the decode's throughput with T when it runs at
-about the same load. Only a canary of the deployed commands counts (same commands hash).
+The deploy's canary gate records, among its GateResult's reasons (journal/gates.py),
+`smoke: baseline T tok/s at concurrency C` (`usecases/gate.py`); watch compares the decode's
+throughput with T when it runs at about the same load. Only a passed gate of the deployed
+commands counts (same commands hash), read off the operation's GateResults, never off a step's
+name (an older version's canary step is one after the journal's migrator, its detail a reason).
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ def baseline_from_operations(
     for op in newest:
         if wanted is not None and (op.profile or {}).get("commands_hash") != wanted:
             continue
-        for step in reversed(op.steps):
-            m = _BASELINE.search(step.detail or "") if step.name.startswith("canary") else None
-            if m and step.phase == "done" and int(m.group(2)) > 0:
+        for g in reversed(op.gates):
+            found = (_BASELINE.search(r) for r in g.reasons if g.op == op.op and g.passed)
+            m = next((m for m in found if m and int(m.group(2)) > 0), None)
+            if m:
                 return Baseline(
                     float(m.group(1)), int(m.group(2)), source=f"{op.kind.value} {op.op} canary"
                 )

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from dsv4ops.errors import JournalError
-from dsv4ops.journal.gates import GateResult, GateSource, GateVerdict, gate_results
+from dsv4ops.journal.gates import GateResult, GateSource, GateVerdict
 from dsv4ops.journal.knowngood import judge, known_good
 from dsv4ops.journal.records import Kind, Status
+from dsv4ops.journal.schema import BeginRecord
 from dsv4ops.journal.store import FileBackend, Journal
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.restore import rollback_target
@@ -244,7 +245,7 @@ def test_a_journal_of_gate_steps_is_judged_as_the_version_that_wrote_it(tmp_path
     """pre_issue39_gates.jsonl was written by the dsv4ops before GateResults (gate steps only:
     pass, accepted INCONCLUSIVE, FAIL, --no-canary, skipped, partial, rollbacks, three A/Bs whose
     B failed a gate, its measured sweep, and a gate that could not judge B), beside what that
-    version judged (.judged.json). Migrated on read (journal/gates.py), it is judged the same:
+    version judged (.judged.json). Migrated on read (the one migrator, journal/schema.py), it is judged the same:
     every rank, the order rollback offers, every reason (an A/B gate's reason reworded only)."""
     path = tmp_path / "old.jsonl"
     path.write_bytes((FIXTURES / "pre_issue39_gates.jsonl").read_bytes())
@@ -258,8 +259,10 @@ def test_a_journal_of_gate_steps_is_judged_as_the_version_that_wrote_it(tmp_path
         for op, (_, why) in then["judged"].items():
             assert now[op].why == why
     ops = Journal("old", backend=_file(path)).operations()
-    assert not any(o.records_gates for o in ops)  # none written by this version: all migrated
-    gates = {o.op: gate_results(o) for o in ops}
+    records = Journal("old", backend=_file(path)).records()
+    begins = [r for r in records if isinstance(r, BeginRecord)]
+    assert begins and all(b.gates is None for b in begins)  # none written by this version
+    gates = {o.op: o.gates for o in ops}  # all migrated by the one migrator (schema.migrate)
     (accepted,) = [g for gs in gates.values() for g in gs if g.accepted]
     assert accepted.verdict is GateVerdict.INCONCLUSIVE and accepted.source is GateSource.DEPLOY
     ab = [g for o in ops if o.kind is Kind.EXPERIMENT for g in gates[o.op]]
@@ -303,3 +306,25 @@ def test_a_gate_no_one_can_read_is_a_damaged_line_never_a_gate_that_did_not_run(
     assert any("holds no readable gate" in w for w in journal.warnings())
     with pytest.raises(JournalError, match="holds no readable gate"):
         journal.begin(Kind.DEPLOY, profile={"name": "y"})
+
+
+def test_the_json_judgement_carries_the_gate_s_verdict_as_the_enum_s_value(
+    journal: Journal,
+) -> None:
+    """`journal`, `status` and `rollback --dry-run` print "INCONCLUSIVE accepted" off
+    `known_good_gate` (the enum's value, one place), never off the words of the why; each gate
+    is printed by GateResult.label."""
+    from dsv4ops.journal.records import judged_json
+    from dsv4ops.usecases.journal import accepted_inconclusive, gate_labels
+
+    passed = deploy(journal, "a")
+    accepted = deploy(journal, "b", gate="INCONCLUSIVE, accepted as asked: slow")
+    failed = deploy(journal, "c", gate="verdict FAIL: wedged", status=Status.ROLLED_BACK)
+    judged = journal.judged()
+    docs = {op: judged_json(judged[op]) for op in (passed, accepted, failed)}
+    assert [d["known_good_gate"] for d in docs.values()] == ["PASS", "INCONCLUSIVE", None]
+    assert [accepted_inconclusive(d) for d in docs.values()] == [False, True, False]
+    assert judged_json(None, "not a deployment")["known_good_why"] == "not a deployment"
+    summary = journal.get(accepted).summary(judged[accepted])
+    assert gate_labels(summary) == ["smoke INCONCLUSIVE accepted h-b"]
+    assert summary["known_good_gate"] == GateVerdict.INCONCLUSIVE.value

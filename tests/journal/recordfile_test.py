@@ -93,3 +93,20 @@ def test_two_threads_replacing_one_file_never_take_each_others_temp_file(tmp_pat
     assert errors == []
     assert Path(path).read_bytes() in (b"a\n", b"b\n")
     assert sorted(os.listdir(tmp_path / "journal")) == ["t.sync.json"]  # no temp file left
+
+
+def test_the_agent_reads_record_types_by_the_names_the_schema_declares() -> None:
+    """The agent (stdlib only: it ships recordfile, not schema) reads a record's type through
+    recordfile, whose names the typed records are declared by: one spelling of each."""
+    from dsv4ops.journal.schema import RECORD_TYPES, BeginRecord, MergeRecord
+
+    assert (BeginRecord.TYPE, MergeRecord.TYPE) == (recordfile.BEGIN, recordfile.MERGE)
+    assert {recordfile.BEGIN, recordfile.MERGE} <= set(RECORD_TYPES)
+    records: list[JSONObject] = [
+        {"type": "begin", "op": "a"},
+        {"type": "step", "op": "a"},
+        {"type": ["begin"], "op": "x"},  # no type: never read as a begin
+        {"type": "begin", "op": "b"},
+    ]
+    assert recordfile.began(records) == ["a", "b"]
+    assert [recordfile.record_type(r) for r in records] == ["begin", "step", None, "begin"]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from dsv4ops.journal.gates import GateResult, GateSource, GateVerdict
 from dsv4ops.journal.index import Entry
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
@@ -17,11 +18,15 @@ CANARY = "canary: smoke + the suites the change calls for"
 
 
 def _deploy(j: Journal, commands_hash: str, detail: str | None) -> str:
+    """A deploy whose canary gate passed with `detail`'s reasons ("; "-separated after "PASS (")
+    as its GateResult, as the engine records it (None: no canary)."""
     op = j.begin(Kind.DEPLOY, profile={"name": "baseline", "commands_hash": commands_hash})
     j.transition(op, Status.RUNNING)
     if detail is not None:
+        reasons = tuple(detail.removeprefix("PASS (").removesuffix(")").split("; "))
+        g = GateResult("smoke", GateVerdict.PASS, GateSource.DEPLOY, op, commands_hash, reasons)
         j.step(op, CANARY, "start")
-        j.step(op, CANARY, "done", detail=detail)
+        j.step(op, CANARY, "done", detail=detail, gate=g)
     j.transition(op, Status.SUCCEEDED, running=op, known_good=True)
     return op
 
@@ -64,3 +69,19 @@ def test_a_walk_back_that_finds_nothing_reads_no_other_commands_deploy(
     assert baseline_from_operations(ops, deployed) is None
     assert loaded == [mine]
     assert baseline_from_operations(list(ops), deployed) is None  # the plain walk agrees
+
+
+def test_the_baseline_is_read_off_the_gate_never_off_a_step_s_name(tmp_path: Path) -> None:
+    """A step named like the canary whose detail says a baseline proves nothing (no GateResult
+    of a passed gate recorded it); a failed gate's baseline is no baseline either."""
+    j = Journal("t", directory=tmp_path)
+    op = _deploy(j, "h1", None)
+    assert baseline_from_operations(j.operations(), j.get(op)) is None
+    words = _deploy(j, "h1", None)
+    j.step(words, CANARY, "done", detail="PASS (smoke: baseline 900 tok/s at concurrency 8)")
+    assert baseline_from_operations(j.operations(), j.get(words)) is None
+    failed = _deploy(j, "h1", None)
+    reasons = ("smoke: FAIL", "smoke: baseline 900 tok/s at concurrency 8")
+    g = GateResult("smoke", GateVerdict.FAIL, GateSource.DEPLOY, failed, "h1", reasons)
+    j.step(failed, CANARY, "failed", detail="verdict FAIL", gate=g)
+    assert baseline_from_operations(j.operations(), j.get(failed)) is None

@@ -99,13 +99,13 @@ def op_journal_merge(wd: Workdir, req: JsonObject) -> JsonObject:
     records, merge = req.get("records"), req.get("merge")
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
         raise AgentError("bad_request", "journal_merge needs a list of records")
-    if not isinstance(merge, dict) or merge.get("type") != "merge":
+    if not isinstance(merge, dict) or recordfile.record_type(merge) != recordfile.MERGE:
         raise AgentError("bad_request", "journal_merge needs its merge record")
     path = wd.journal()
     with _safe_file(path), recordfile.exclusive(path):
         present = [r for _, r in recordfile.parse(recordfile.read_bytes(path))[0]]
         new = recordfile.missing_records(present, records)
-        began = [r["op"] for r in new if r.get("type") == "begin"]
+        began = recordfile.began(new)
         if new:
             merge = {**merge, "records": len(new), "ops": began}
             data = b"".join(recordfile.encode(r) for r in [merge, *new])
