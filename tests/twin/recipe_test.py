@@ -43,7 +43,7 @@ _VALUES = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
+@settings(max_examples=80, deadline=None, derandomize=True)
 @given(
     st.lists(
         st.tuples(
