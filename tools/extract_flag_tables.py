@@ -89,9 +89,13 @@ def main() -> None:
     print("from __future__ import annotations")
     print()
     print(f"SGLANG_WHEEL_SHA256 = {digest!r}")
-    print(f"SGLANG_SERVER_TABLE: dict[str, tuple[int | str, str, tuple[str, ...] | None]] = {pprint.pformat(_table(server), width=100)}")
+    print(
+        f"SGLANG_SERVER_TABLE: dict[str, tuple[int | str, str, tuple[str, ...] | None]] = {pprint.pformat(_table(server), width=100)}"
+    )
     print()
-    print(f"SGLANG_ROUTER_TABLE: dict[str, tuple[int | str, str, tuple[str, ...] | None]] = {pprint.pformat(_table(router), width=100)}")
+    print(
+        f"SGLANG_ROUTER_TABLE: dict[str, tuple[int | str, str, tuple[str, ...] | None]] = {pprint.pformat(_table(router), width=100)}"
+    )
     print()
     print("SGLANG_SERVER_FLAGS = frozenset(SGLANG_SERVER_TABLE)")
     print("SGLANG_ROUTER_FLAGS = frozenset(SGLANG_ROUTER_TABLE)")

@@ -39,7 +39,9 @@ def main() -> None:
     print("from __future__ import annotations")
     print()
     print(f"SMG_VERSION = {version('smg')!r}")
-    print(f"SMG_ROUTER_TABLE: dict[str, tuple[int | str, str, tuple[str, ...] | None]] = {pprint.pformat(table, width=100)}")
+    print(
+        f"SMG_ROUTER_TABLE: dict[str, tuple[int | str, str, tuple[str, ...] | None]] = {pprint.pformat(table, width=100)}"
+    )
     print("SMG_ROUTER_FLAGS = frozenset(SMG_ROUTER_TABLE)")
 
 

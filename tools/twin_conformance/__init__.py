@@ -29,8 +29,11 @@ def _multiprocess_note(src: SourceTree) -> dict[str, Any]:
     text = src.text(rel)
     for i, line in enumerate(text.splitlines(), 1):
         if f"{func}()" in line and "def " not in line and "import" not in line:
-            return {"multiprocess": True, "source": f"{rel}:{i}",
-                    "collector": "prometheus_client.multiprocess.MultiProcessCollector"}
+            return {
+                "multiprocess": True,
+                "source": f"{rel}:{i}",
+                "collector": "prometheus_client.multiprocess.MultiProcessCollector",
+            }
     raise SourceError(f"sglang/{rel} never calls {func}()")
 
 
@@ -46,7 +49,8 @@ def extract(path: Path) -> dict[str, Any]:
         "schema": SCHEMA,
         "generated_by": "tools/extract_twin_conformance.py",
         "sglang_version": version,
-        "wheel": {"file": path.name, "sha256": src.wheel_sha256} if src.wheel_sha256
+        "wheel": {"file": path.name, "sha256": src.wheel_sha256}
+        if src.wheel_sha256
         else {"file": None, "sha256": None, "unpacked_dir": str(path)},
         "sources_sha256": dict(sorted(src.read_sha256.items())),
         "endpoints": endpoints,
@@ -61,6 +65,7 @@ def extract(path: Path) -> dict[str, Any]:
 
 def render(fixture: dict[str, Any]) -> str:
     """JSON with one line per endpoint, metric, chunk kind, ...: small, and diffs read well."""
+
     def one(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False)
 
@@ -80,7 +85,8 @@ def render(fixture: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="extract_twin_conformance.py",
-        description="Write the twin conformance fixture from an SGLang wheel or unpacked tree.")
+        description="Write the twin conformance fixture from an SGLang wheel or unpacked tree.",
+    )
     parser.add_argument("source", type=Path, help="sglang-*.whl, or a folder holding sglang/")
     parser.add_argument("-o", "--output", type=Path, help="write here instead of stdout")
     args = parser.parse_args(argv)

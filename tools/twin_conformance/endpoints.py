@@ -40,8 +40,12 @@ def _path_of(arg: ast.expr | None, names: dict[str, ast.expr]) -> tuple[str | No
 
 def _route(dec: ast.expr, owners: set[str]) -> tuple[str, list[str], ast.Call] | None:
     """(kind, methods, call) for `@app.get(...)`, `@app.api_route(..., methods=[...])`, ..."""
-    if not (isinstance(dec, ast.Call) and isinstance(dec.func, ast.Attribute)
-            and isinstance(dec.func.value, ast.Name) and dec.func.value.id in owners):
+    if not (
+        isinstance(dec, ast.Call)
+        and isinstance(dec.func, ast.Attribute)
+        and isinstance(dec.func.value, ast.Name)
+        and dec.func.value.id in owners
+    ):
         return None
     verb = dec.func.attr
     if verb in VERBS:
@@ -56,8 +60,13 @@ def _route(dec: ast.expr, owners: set[str]) -> tuple[str, list[str], ast.Call] |
 def routes_in(src: SourceTree, rel: str, owners: set[str]) -> list[dict[str, Any]]:
     tree = src.tree(rel)
     up = parents(tree)
-    names = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign)
-             for t in n.targets if isinstance(t, ast.Name)}
+    names = {
+        t.id: n.value
+        for n in tree.body
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
     out = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -69,10 +78,17 @@ def routes_in(src: SourceTree, rel: str, owners: set[str]) -> list[dict[str, Any
             kind, methods, call = hit
             path, env = _path_of(call.args[0] if call.args else keyword(call, "path"), names)
             if path is None:
-                raise SourceError(f"{PACKAGE}/{loc(rel, call)}: route path is not a constant: "
-                                  f"{ast.unparse(call)}")
-            entry: dict[str, Any] = {"path": path, "methods": sorted(methods), "kind": kind,
-                                     "handler": node.name, "source": loc(rel, call)}
+                raise SourceError(
+                    f"{PACKAGE}/{loc(rel, call)}: route path is not a constant: "
+                    f"{ast.unparse(call)}"
+                )
+            entry: dict[str, Any] = {
+                "path": path,
+                "methods": sorted(methods),
+                "kind": kind,
+                "handler": node.name,
+                "source": loc(rel, call),
+            }
             if env:
                 entry["path_env"] = env
             if conds := enclosing_ifs(node, up):
@@ -88,15 +104,17 @@ def _included_routers(src: SourceTree) -> list[tuple[str, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PACKAGE):
             for alias in node.names:
-                rel = node.module[len(PACKAGE) + 1:].replace(".", "/") + ".py"
+                rel = node.module[len(PACKAGE) + 1 :].replace(".", "/") + ".py"
                 imported[alias.asname or alias.name] = (rel, alias.name)
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and ast.unparse(node.func) == "app.include_router":
             name = node.args[0].id if node.args and isinstance(node.args[0], ast.Name) else None
             if name not in imported:
-                raise SourceError(f"{PACKAGE}/{loc(HTTP_SERVER, node)}: cannot resolve the "
-                                  f"included router {ast.unparse(node)}")
+                raise SourceError(
+                    f"{PACKAGE}/{loc(HTTP_SERVER, node)}: cannot resolve the "
+                    f"included router {ast.unparse(node)}"
+                )
             out.append(imported[name])
     return out
 
@@ -106,8 +124,13 @@ def _metrics_mount(src: SourceTree) -> list[dict[str, Any]]:
     rel, func = METRICS_MOUNT
     for node in ast.walk(src.tree(rel)):
         if isinstance(node, ast.FunctionDef) and node.name == func:
-            mounts = [c for c in ast.walk(node) if isinstance(c, ast.Call)
-                      and call_name(c) == "Mount" and const_str(c.args[0] if c.args else None)]
+            mounts = [
+                c
+                for c in ast.walk(node)
+                if isinstance(c, ast.Call)
+                and call_name(c) == "Mount"
+                and const_str(c.args[0] if c.args else None)
+            ]
             break
     else:
         raise SourceError(f"{PACKAGE}/{rel}: {func} not found")
@@ -117,10 +140,18 @@ def _metrics_mount(src: SourceTree) -> list[dict[str, Any]]:
     if not mounts or not sites:
         raise SourceError(f"{PACKAGE}/{rel}: no Mount in {func}, or {HTTP_SERVER} never calls it")
     cond = " and ".join(enclosing_ifs(sites[0], up))
-    return [{"path": const_str(m.args[0]), "methods": ["*"], "kind": "mount",
-             "handler": "prometheus_client.make_asgi_app", "source": loc(rel, m),
-             "mounted_at": loc(HTTP_SERVER, sites[0]), **({"condition": cond} if cond else {})}
-            for m in mounts]
+    return [
+        {
+            "path": const_str(m.args[0]),
+            "methods": ["*"],
+            "kind": "mount",
+            "handler": "prometheus_client.make_asgi_app",
+            "source": loc(rel, m),
+            "mounted_at": loc(HTTP_SERVER, sites[0]),
+            **({"condition": cond} if cond else {}),
+        }
+        for m in mounts
+    ]
 
 
 def extract_endpoints(src: SourceTree) -> list[dict[str, Any]]:

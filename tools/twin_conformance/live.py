@@ -39,8 +39,17 @@ EXPLAINED: dict[str, str] = {
 # not families: SGLang's multiprocess collector drops them, the twin's registry writes them.
 
 Shape = Any
-WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
 
 
 def _events(resp: httpx.Response) -> list[Any]:
@@ -77,9 +86,12 @@ def chat_stream_shape(events: list[Any]) -> dict[str, Shape]:
         if kind in ("done", "empty") or kind in keys:
             continue
         choice = (ev.get("choices") or [{}])[0]
-        keys[kind] = {"chunk": sorted(ev), "choice": sorted(choice) if ev.get("choices") else [],
-                      "delta": sorted(choice.get("delta") or {}),
-                      "usage": sorted(ev.get("usage") or {})}
+        keys[kind] = {
+            "chunk": sorted(ev),
+            "choice": sorted(choice) if ev.get("choices") else [],
+            "delta": sorted(choice.get("delta") or {}),
+            "usage": sorted(ev.get("usage") or {}),
+        }
     return {"kinds": kinds, "keys": keys}
 
 
@@ -95,9 +107,17 @@ def _logprob_shape(value: Any, keyed_by_token: bool = False) -> Shape:
     if isinstance(value, dict):
         if keyed_by_token:
             return {"<token>": sorted({type(v).__name__ for v in value.values()})}
-        return {k: _logprob_shape(v, k == "top_logprobs" and isinstance(v, list) and bool(v)
-                                  and isinstance(v[0], dict) and "token" not in v[0])
-                for k, v in sorted(value.items())}
+        return {
+            k: _logprob_shape(
+                v,
+                k == "top_logprobs"
+                and isinstance(v, list)
+                and bool(v)
+                and isinstance(v[0], dict)
+                and "token" not in v[0],
+            )
+            for k, v in sorted(value.items())
+        }
     if isinstance(value, list):
         kinds = [type(v).__name__ for v in value]
         if value and not any(isinstance(v, list | dict) for v in value) and len(set(kinds)) > 1:
@@ -108,11 +128,11 @@ def _logprob_shape(value: Any, keyed_by_token: bool = False) -> Shape:
 
 def probe_generation(c: httpx.Client, url: str, say: str) -> dict[str, Shape]:
     """Stream shapes, stop strings, logprobs, n and the generate body of one server."""
-    chat = {"model": "m", "max_tokens": 32,
-            "messages": [{"role": "user", "content": say}]}
+    chat = {"model": "m", "max_tokens": 32, "messages": [{"role": "user", "content": say}]}
     out: dict[str, Shape] = {}
-    events = _post_stream(c, url, "/v1/chat/completions",
-                          {**chat, "stream_options": {"include_usage": True}})
+    events = _post_stream(
+        c, url, "/v1/chat/completions", {**chat, "stream_options": {"include_usage": True}}
+    )
     out["chat.stream"] = chat_stream_shape(events)
     out["chat.stream.multi_token_chunks"] = None  # both may join tokens; not comparable
     full = c.post(url + "/v1/chat/completions", json=chat).json()
@@ -122,33 +142,63 @@ def probe_generation(c: httpx.Client, url: str, say: str) -> dict[str, Shape]:
     stop = text.split()[1] if len(text.split()) > 1 else text
     stopped = c.post(url + "/v1/chat/completions", json={**chat, "stop": [stop]}).json()
     ch = stopped["choices"][0]
-    out["chat.stop"] = {"finish_reason": ch["finish_reason"], "matched_stop": ch["matched_stop"]
-                        == stop, "cut": stop not in (ch["message"]["content"] or "")}
+    out["chat.stop"] = {
+        "finish_reason": ch["finish_reason"],
+        "matched_stop": ch["matched_stop"] == stop,
+        "cut": stop not in (ch["message"]["content"] or ""),
+    }
     ev = _post_stream(c, url, "/v1/chat/completions", {**chat, "stop": [stop]})
-    fin = [e["choices"][0] for e in ev if e != "[DONE]" and e["choices"]
-           and e["choices"][0]["finish_reason"]]
-    out["chat.stop.stream_finish"] = [{"delta": sorted(f["delta"]), "reason": f["finish_reason"],
-                                       "matched": f["matched_stop"] == stop} for f in fin]
-    lp = c.post(url + "/v1/chat/completions",
-                json={**chat, "logprobs": True, "top_logprobs": 2}).json()
+    fin = [
+        e["choices"][0]
+        for e in ev
+        if e != "[DONE]" and e["choices"] and e["choices"][0]["finish_reason"]
+    ]
+    out["chat.stop.stream_finish"] = [
+        {
+            "delta": sorted(f["delta"]),
+            "reason": f["finish_reason"],
+            "matched": f["matched_stop"] == stop,
+        }
+        for f in fin
+    ]
+    lp = c.post(
+        url + "/v1/chat/completions", json={**chat, "logprobs": True, "top_logprobs": 2}
+    ).json()
     out["chat.logprobs"] = _logprob_shape(lp["choices"][0]["logprobs"])
-    comp = c.post(url + "/v1/completions", json={"model": "m", "prompt": say, "max_tokens": 3,
-                                                  "logprobs": 2}).json()
+    comp = c.post(
+        url + "/v1/completions", json={"model": "m", "prompt": say, "max_tokens": 3, "logprobs": 2}
+    ).json()
     out["completion.logprobs"] = _logprob_shape(comp["choices"][0]["logprobs"])
-    forced = c.post(url + "/v1/chat/completions", json={**chat, "tools": [WEATHER],
-                                                         "tool_choice": "required"})
-    out["chat.tool_required"] = [forced.status_code, forced.json()["choices"][0]["finish_reason"]
-                                 if forced.status_code == 200 else forced.json().get("error", {})
-                                 .get("code")]
+    forced = c.post(
+        url + "/v1/chat/completions", json={**chat, "tools": [WEATHER], "tool_choice": "required"}
+    )
+    out["chat.tool_required"] = [
+        forced.status_code,
+        forced.json()["choices"][0]["finish_reason"]
+        if forced.status_code == 200
+        else forced.json().get("error", {}).get("code"),
+    ]
     two = c.post(url + "/v1/chat/completions", json={**chat, "n": 2}).json()
     out["chat.n2.indices"] = [x["index"] for x in two["choices"]]
-    gen = c.post(url + "/generate", json={"text": say, "sampling_params": {"max_new_tokens": 32},
-                                          "return_logprob": True, "top_logprobs_num": 2}).json()
+    gen = c.post(
+        url + "/generate",
+        json={
+            "text": say,
+            "sampling_params": {"max_new_tokens": 32},
+            "return_logprob": True,
+            "top_logprobs_num": 2,
+        },
+    ).json()
     out["generate.keys"] = sorted(gen)
     out["generate.meta_info.keys"] = sorted(gen["meta_info"])
     out["generate.finish_reason"] = sorted(gen["meta_info"]["finish_reason"])
-    out["generate.logprobs"] = _logprob_shape({k: gen["meta_info"][k] for k in (
-        "output_token_logprobs", "output_top_logprobs") if k in gen["meta_info"]})
+    out["generate.logprobs"] = _logprob_shape(
+        {
+            k: gen["meta_info"][k]
+            for k in ("output_token_logprobs", "output_top_logprobs")
+            if k in gen["meta_info"]
+        }
+    )
     return out
 
 
@@ -158,8 +208,15 @@ def probe_abort(c: httpx.Client, url: str, long: str) -> dict[str, Shape]:
     result: dict[str, Any] = {}
 
     def run() -> None:
-        r = c.post(url + "/generate", json={"text": long, "rid": rid, "sampling_params": {
-            "max_new_tokens": 2000, "ignore_eos": True}}, timeout=120)
+        r = c.post(
+            url + "/generate",
+            json={
+                "text": long,
+                "rid": rid,
+                "sampling_params": {"max_new_tokens": 2000, "ignore_eos": True},
+            },
+            timeout=120,
+        )
         result["status"], result["body"] = r.status_code, r.json()
 
     t = threading.Thread(target=run)
@@ -168,8 +225,10 @@ def probe_abort(c: httpx.Client, url: str, long: str) -> dict[str, Shape]:
     ab = c.post(url + "/abort_request", json={"rid": rid})
     t.join(130)
     reason = result["body"]["meta_info"]["finish_reason"]
-    return {"abort.request": [ab.status_code, ab.text],
-            "abort.generate": [result["status"], reason.get("type"), sorted(reason)]}
+    return {
+        "abort.request": [ab.status_code, ab.text],
+        "abort.generate": [result["status"], reason.get("type"), sorted(reason)],
+    }
 
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})? ")
@@ -193,24 +252,33 @@ def probe_metrics(c: httpx.Client, url: str, read: Callable[[], None]) -> dict[s
     idle = metric_shape(c.get(url + "/metrics").text)
     read()
     loaded = metric_shape(c.get(url + "/metrics").text)
-    return {"metrics.idle": idle, "metrics.loaded": loaded,
-            "metrics.families": sorted(loaded)}
+    return {"metrics.idle": idle, "metrics.loaded": loaded, "metrics.families": sorted(loaded)}
 
 
-_VALUE = re.compile(r'^(sglang:(?:num_running_reqs|gen_throughput|realtime_tokens_total))'
-                    r'(\{[^}]*\})? ([-+0-9.eE]+|NaN)$')
+_VALUE = re.compile(
+    r"^(sglang:(?:num_running_reqs|gen_throughput|realtime_tokens_total))"
+    r"(\{[^}]*\})? ([-+0-9.eE]+|NaN)$"
+)
 
 
 def _gauges(text: str) -> tuple[float, float, float]:
     """(running, gen_throughput, decode tokens) of one scrape; summed over ranks."""
-    got = {"sglang:num_running_reqs": 0.0, "sglang:gen_throughput": 0.0,
-           "sglang:realtime_tokens_total": 0.0}
+    got = {
+        "sglang:num_running_reqs": 0.0,
+        "sglang:gen_throughput": 0.0,
+        "sglang:realtime_tokens_total": 0.0,
+    }
     for line in text.splitlines():
         m = _VALUE.match(line)
-        if m and (m.group(1) != "sglang:realtime_tokens_total" or 'mode="decode"' in (m.group(2) or "")):
+        if m and (
+            m.group(1) != "sglang:realtime_tokens_total" or 'mode="decode"' in (m.group(2) or "")
+        ):
             got[m.group(1)] += float(m.group(3))
-    return (got["sglang:num_running_reqs"], got["sglang:gen_throughput"],
-            got["sglang:realtime_tokens_total"])
+    return (
+        got["sglang:num_running_reqs"],
+        got["sglang:gen_throughput"],
+        got["sglang:realtime_tokens_total"],
+    )
 
 
 def probe_cadence(c: httpx.Client, url: str, long: str, interval: int) -> dict[str, Shape]:
@@ -221,8 +289,14 @@ def probe_cadence(c: httpx.Client, url: str, long: str, interval: int) -> dict[s
     done = threading.Event()
 
     def run() -> None:
-        c.post(url + "/generate", json={"text": long, "sampling_params": {
-            "max_new_tokens": 6 * interval, "ignore_eos": True}}, timeout=300)
+        c.post(
+            url + "/generate",
+            json={
+                "text": long,
+                "sampling_params": {"max_new_tokens": 6 * interval, "ignore_eos": True},
+            },
+            timeout=300,
+        )
         done.set()
 
     t = threading.Thread(target=run)
@@ -244,16 +318,20 @@ def probe_cadence(c: httpx.Client, url: str, long: str, interval: int) -> dict[s
     while (running or thr) and time.monotonic() < end:
         time.sleep(0.5)
         running, thr, _ = _gauges(c.get(url + "/metrics").text)
-    return {"cadence.tokens_per_update": per_update,
-            "cadence.idle": {"running": running, "gen_throughput_zero": thr == 0}}
+    return {
+        "cadence.tokens_per_update": per_update,
+        "cadence.idle": {"running": running, "gen_throughput_zero": thr == 0},
+    }
 
 
 def probe(url: str, say: str, long: str) -> dict[str, Shape]:
     """`say`: a prompt both answer with plain text that ends by itself; `long`: one that runs
     to max_new_tokens (the abort probe)."""
     with httpx.Client(timeout=120) as c:
-        out = {"health": c.get(url + "/health").status_code,
-               "health_generate": c.get(url + "/health_generate").status_code}
+        out = {
+            "health": c.get(url + "/health").status_code,
+            "health_generate": c.get(url + "/health_generate").status_code,
+        }
         out.update(probe_metrics(c, url, lambda: out.update(probe_generation(c, url, say))))
         out.update(probe_abort(c, url, long))
         out.update(probe_cadence(c, url, long, LOG_INTERVAL))

@@ -31,18 +31,30 @@ METRICS_COLLECTOR = "srt/observability/metrics_collector.py"
 GAUGE_HISTOGRAM = "srt/utils/gauge_histogram.py"
 # Collector class → (file, builder function "Class.method" or "function", dict variable).
 LABEL_SET_BUILDERS = {
-    "SchedulerMetricsCollector": (METRICS_COLLECTOR, "SchedulerMetricsCollector.init_new",
-                                  "labels"),
+    "SchedulerMetricsCollector": (
+        METRICS_COLLECTOR,
+        "SchedulerMetricsCollector.init_new",
+        "labels",
+    ),
     "TokenizerMetricsCollector": (METRICS_COLLECTOR, "tokenizer_metric_labels", "labels"),
 }
-CTORS = {"Counter": "counter", "Gauge": "gauge", "Histogram": "histogram",
-         "Summary": "summary", "GaugeHistogram": "gauge"}
+CTORS = {
+    "Counter": "counter",
+    "Gauge": "gauge",
+    "Histogram": "histogram",
+    "Summary": "summary",
+    "GaugeHistogram": "gauge",
+}
 # prometheus_client multiprocess mode keeps a `pid` label on gauges in these modes only.
 PID_MODES = {"all", "liveall"}
 SCAN_ROOT = "srt/"
 # How a collector names its own label set in `labelnames=`.
-LABEL_SET_REFS = {"labels.keys()", "list(labels.keys())", "self.labels.keys()",
-                  "list(self.labels.keys())"}
+LABEL_SET_REFS = {
+    "labels.keys()",
+    "list(labels.keys())",
+    "self.labels.keys()",
+    "list(self.labels.keys())",
+}
 
 
 def _label_names(expr: ast.expr | None) -> tuple[bool, list[str]] | None:
@@ -85,8 +97,7 @@ def _definitions(tree: ast.Module) -> list[tuple[ast.Call, str | None, str, ast.
                 visit(child, cls, f"{cls}.{child.name}" if cls else child.name)
                 continue
             if isinstance(child, ast.Call) and call_name(child) in CTORS:
-                name = const_str(keyword(child, "name") or (child.args[0] if child.args
-                                                              else None))
+                name = const_str(keyword(child, "name") or (child.args[0] if child.args else None))
                 if name and name.startswith("sglang:"):
                     out.append((child, cls, owner, node))
             visit(child, cls, owner)
@@ -99,9 +110,20 @@ def _gauge_histogram_extras(src: SourceTree) -> tuple[list[str], str, str]:
     """GaugeHistogram adds bucket labels: `labelnames=list(labelnames) + ["gt", "le"]`."""
     cls = find_class(src.tree(GAUGE_HISTOGRAM), "GaugeHistogram", GAUGE_HISTOGRAM)
     init = find_function(cls, "__init__", GAUGE_HISTOGRAM)
-    default_mode = next((const_str(d) for a, d in zip(init.args.args[-len(init.args.defaults):],
-                                                      init.args.defaults, strict=True)
-                         if a.arg == "multiprocess_mode"), None) if init.args.defaults else None
+    default_mode = (
+        next(
+            (
+                const_str(d)
+                for a, d in zip(
+                    init.args.args[-len(init.args.defaults) :], init.args.defaults, strict=True
+                )
+                if a.arg == "multiprocess_mode"
+            ),
+            None,
+        )
+        if init.args.defaults
+        else None
+    )
     for node in ast.walk(init):
         if isinstance(node, ast.Call) and call_name(node) == "Gauge":
             expr = keyword(node, "labelnames")
@@ -123,21 +145,35 @@ def label_sets(src: SourceTree) -> dict[str, dict[str, Any]]:
         configurable: list[str] = []  # labels an operator adds by flag (custom/extra labels)
         source = None
         for node in ast.walk(func):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and any(
-                    isinstance(t, ast.Name) and t.id == var for t in node.targets):
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Dict)
+                and any(isinstance(t, ast.Name) and t.id == var for t in node.targets)
+            ):
                 base = [k for k in (const_str(key) for key in node.value.keys) if k]
                 source = loc(rel, node)
-            elif isinstance(node, ast.Assign) and isinstance(t := node.targets[0], ast.Subscript) \
-                    and ast.unparse(t.value) == var:
+            elif (
+                isinstance(node, ast.Assign)
+                and isinstance(t := node.targets[0], ast.Subscript)
+                and ast.unparse(t.value) == var
+            ):
                 key = const_str(t.slice)
-                (optional.append(key) if key else configurable.append(
-                    f"{ast.unparse(t)} ({loc(rel, node)})"))
+                (
+                    optional.append(key)
+                    if key
+                    else configurable.append(f"{ast.unparse(t)} ({loc(rel, node)})")
+                )
             elif isinstance(node, ast.Call) and ast.unparse(node.func) == f"{var}.update":
                 configurable.append(f"{ast.unparse(node)} ({loc(rel, node)})")
         if source is None:
             raise SourceError(f"{PACKAGE}/{rel}: {builder} builds no `{var} = {{...}}` dict")
-        out[cls_name] = {"labels": base, "optional": optional, "configurable": configurable,
-                         "source": source, "builder": builder}
+        out[cls_name] = {
+            "labels": base,
+            "optional": optional,
+            "configurable": configurable,
+            "source": source,
+            "builder": builder,
+        }
     return out
 
 
@@ -146,9 +182,13 @@ def _label_values(tree: ast.Module) -> dict[tuple[str, str], set[str]]:
     out: dict[tuple[str, str], set[str]] = {}
     up = parents(tree)
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "labels" and isinstance(node.func.value, ast.Attribute)
-                and ast.unparse(node.func.value.value) == "self"):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "labels"
+            and isinstance(node.func.value, ast.Attribute)
+            and ast.unparse(node.func.value.value) == "self"
+        ):
             continue
         for kw in node.keywords:
             if kw.arg is None:
@@ -171,25 +211,44 @@ def _const_values(expr: ast.expr, at: ast.AST, up: dict[ast.AST, ast.AST]) -> li
             if isinstance(cur.target, ast.Name) and cur.target.id == expr.id:
                 return [v for v in (const_str(e) for e in cur.iter.elts) if v]
             if isinstance(cur.target, ast.Tuple):
-                pos = [i for i, t in enumerate(cur.target.elts)
-                       if isinstance(t, ast.Name) and t.id == expr.id]
+                pos = [
+                    i
+                    for i, t in enumerate(cur.target.elts)
+                    if isinstance(t, ast.Name) and t.id == expr.id
+                ]
                 if pos:
-                    return [v for v in (const_str(e.elts[pos[0]]) for e in cur.iter.elts
-                                        if isinstance(e, ast.Tuple)) if v]
+                    return [
+                        v
+                        for v in (
+                            const_str(e.elts[pos[0]])
+                            for e in cur.iter.elts
+                            if isinstance(e, ast.Tuple)
+                        )
+                        if v
+                    ]
         cur = up.get(cur)
     return []
 
 
-def _metric_entry(src: SourceTree, rel: str, call: ast.Call, cls: str | None, owner: str,
-                  sets: dict[str, dict[str, Any]], gh: tuple[list[str], str, str],
-                  up: dict[ast.AST, ast.AST]) -> dict[str, Any]:
+def _metric_entry(
+    src: SourceTree,
+    rel: str,
+    call: ast.Call,
+    cls: str | None,
+    owner: str,
+    sets: dict[str, dict[str, Any]],
+    gh: tuple[list[str], str, str],
+    up: dict[ast.AST, ast.AST],
+) -> dict[str, Any]:
     ctor = call_name(call) or ""
     name = const_str(keyword(call, "name") or call.args[0]) or ""
     label_expr = keyword(call, "labelnames") or (call.args[2] if len(call.args) > 2 else None)
     resolved = _label_names(label_expr)
     if resolved is None:
-        raise SourceError(f"{PACKAGE}/{loc(rel, call)}: cannot resolve labelnames "
-                          f"{ast.unparse(label_expr) if label_expr else ''}")
+        raise SourceError(
+            f"{PACKAGE}/{loc(rel, call)}: cannot resolve labelnames "
+            f"{ast.unparse(label_expr) if label_expr else ''}"
+        )
     uses_set, extra = resolved
     mode = const_str(keyword(call, "multiprocess_mode"))
     if ctor == "GaugeHistogram":
@@ -199,7 +258,10 @@ def _metric_entry(src: SourceTree, rel: str, call: ast.Call, cls: str | None, ow
     entry: dict[str, Any] = {
         "name": name,
         "family": name.removesuffix("_total") if kind == "counter" else name,
-        "type": kind, "source": loc(rel, call), "owner": owner}
+        "type": kind,
+        "source": loc(rel, call),
+        "owner": owner,
+    }
     label_set = cls if uses_set else None
     if uses_set and cls not in sets:
         entry["labels"] = None  # the caller's dict; not needed for a PD prefill/decode server
@@ -237,9 +299,13 @@ def extract_metrics(src: SourceTree) -> tuple[list[dict[str, Any]], dict[str, An
             attr = _assigned_attr(parent, call)
             label_set = entry.get("label_set")  # None: no label set (and no such key in sets)
             extra = set(entry["labels"] or ()) - set(
-                (sets.get(label_set, {}) if label_set is not None else {}).get("labels", ()))
-            found = {label: sorted(vals) for (a, label), vals in values.items()
-                     if a == attr and label in extra}
+                (sets.get(label_set, {}) if label_set is not None else {}).get("labels", ())
+            )
+            found = {
+                label: sorted(vals)
+                for (a, label), vals in values.items()
+                if a == attr and label in extra
+            }
             if found:
                 entry["label_values"] = found
             metrics.append(entry)

@@ -31,15 +31,23 @@ def read_model(src: SourceTree, rel: str, name: str) -> Model:
     cls = find_class(src.tree(rel), name, rel)
     bases = {ast.unparse(b) for b in cls.bases}
     is_msgspec = "msgspec.Struct" in bases
-    omit = any(k.arg == "omit_defaults" and isinstance(k.value, ast.Constant) and k.value.value
-               for k in cls.keywords)
-    fields = {n.target.id: n.value is not None for n in cls.body
-              if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    omit = any(
+        k.arg == "omit_defaults" and isinstance(k.value, ast.Constant) and k.value.value
+        for k in cls.keywords
+    )
+    fields = {
+        n.target.id: n.value is not None
+        for n in cls.body
+        if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+    }
     model = Model(name, loc(rel, cls), is_msgspec, omit, fields)
     for node in ast.walk(cls):
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare) \
-                and isinstance(node.test.ops[0], ast.Is) and ast.unparse(
-                    node.test.comparators[0]) == "None":
+        if (
+            isinstance(node, ast.If)
+            and isinstance(node.test, ast.Compare)
+            and isinstance(node.test.ops[0], ast.Is)
+            and ast.unparse(node.test.comparators[0]) == "None"
+        ):
             cond = ast.unparse(node.test.left).removeprefix("self.").split(".")
             for call in (c for s in node.body for c in ast.walk(s) if isinstance(c, ast.Call)):
                 if call_name(call) == "pop" and isinstance(call.func, ast.Attribute):
@@ -58,9 +66,12 @@ def presence(expr: ast.expr | None, func: ast.AST | None) -> str:
         return "set" if sides == {"set"} else "maybe"
     if isinstance(expr, ast.Name) and func is not None:
         for node in ast.walk(func):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) \
-                    and node.value.value is None and any(
-                        isinstance(t, ast.Name) and t.id == expr.id for t in node.targets):
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Constant)
+                and node.value.value is None
+                and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets)
+            ):
                 return "maybe"
     return "set"
 
@@ -72,8 +83,9 @@ def _state(model: Model, given: dict[str, str], cond: list[str]) -> str:
     return given.get(cond[0], "none" if model.fields.get(cond[0], True) else "set")
 
 
-def keys(model: Model, given: dict[str, str],
-         inherited: tuple[tuple[str, list[str]], ...] = ()) -> dict[str, list[str]]:
+def keys(
+    model: Model, given: dict[str, str], inherited: tuple[tuple[str, list[str]], ...] = ()
+) -> dict[str, list[str]]:
     """{"keys": always there, "optional": there only when a value is set} for one object.
 
     `given` maps field → presence ("set"/"none"/"maybe"); fields not given are their default
@@ -104,6 +116,10 @@ def level_pops(model: Model, sub: str) -> tuple[tuple[str, list[str]], ...]:
 
 
 def describe(model: Model) -> dict[str, Any]:
-    return {"source": model.source, "kind": "msgspec" if model.msgspec else "pydantic",
-            "omit_defaults": model.omit_defaults, "fields": list(model.fields),
-            "popped_when_none": sorted({key for _, key, _ in model.pops})}
+    return {
+        "source": model.source,
+        "kind": "msgspec" if model.msgspec else "pydantic",
+        "omit_defaults": model.omit_defaults,
+        "fields": list(model.fields),
+        "popped_when_none": sorted({key for _, key, _ in model.pops}),
+    }

@@ -44,8 +44,10 @@ class SourceTree:
         try:
             with zipfile.ZipFile(path) as zf:
                 files: dict[str, bytes | Path] = {
-                    n[len(PACKAGE) + 1:]: zf.read(n) for n in zf.namelist()
-                    if n.startswith(PACKAGE + "/") and n.endswith(".py")}
+                    n[len(PACKAGE) + 1 :]: zf.read(n)
+                    for n in zf.namelist()
+                    if n.startswith(PACKAGE + "/") and n.endswith(".py")
+                }
         except zipfile.BadZipFile:
             raise SourceError(f"{path}: not a wheel (zip) file") from None
         if not files:
@@ -58,7 +60,8 @@ class SourceTree:
         if not (root / "srt").is_dir():
             raise SourceError(f"{path}: neither an {PACKAGE}/ package nor a folder holding one")
         files: dict[str, bytes | Path] = {
-            p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*.py"))}
+            p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*.py"))
+        }
         return cls(path, None, files)
 
     def exists(self, rel: str) -> bool:
@@ -83,8 +86,11 @@ class SourceTree:
     def version(self) -> str:
         """`__version__` from `_version.py` (the wheel's generated version file)."""
         for node in ast.walk(self.tree("_version.py")):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and any(
-                    isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets):
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Constant)
+                and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets)
+            ):
                 return str(node.value.value)
         raise SourceError(f"{PACKAGE}/_version.py sets no __version__")
 
@@ -100,8 +106,9 @@ def find_class(tree: ast.Module, name: str, rel: str) -> ast.ClassDef:
     raise SourceError(f"class {name} not found in {PACKAGE}/{rel}")
 
 
-def find_function(scope: ast.Module | ast.ClassDef, name: str,
-                  rel: str) -> ast.FunctionDef | ast.AsyncFunctionDef:
+def find_function(
+    scope: ast.Module | ast.ClassDef, name: str, rel: str
+) -> ast.FunctionDef | ast.AsyncFunctionDef:
     for node in scope.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
             return node
@@ -147,8 +154,9 @@ def enclosing_ifs(node: ast.AST, up: dict[ast.AST, ast.AST]) -> list[str]:
     conds: list[str] = []
     child = node
     cur = up.get(node)
-    while cur is not None and not isinstance(cur, ast.FunctionDef | ast.AsyncFunctionDef
-                                             | ast.ClassDef):
+    while cur is not None and not isinstance(
+        cur, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+    ):
         if isinstance(cur, ast.If):
             text = ast.unparse(cur.test)
             conds.append(text if child in cur.body else f"not ({text})")
