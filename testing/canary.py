@@ -19,7 +19,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -140,13 +140,13 @@ class ScriptedServer:
 MEASUREMENT_DOUBTS = frozenset({"client_lag", "no_step_law", "poor_fit"})
 
 
-def reason_kinds(got: dict[str, Any], level: str | None = None) -> list[str]:
+def reason_kinds(got: Mapping[str, Any], level: str | None = None) -> list[str]:
     """The kinds of a `canary --json` report's reasons (of one level: FAIL, INCONCLUSIVE,
     note), as its judges typed them."""
     return [f["kind"] for f in got["findings"] if level is None or f["level"] == level]
 
 
-def judged_pass(got: dict[str, Any]) -> bool:
+def judged_pass(got: Mapping[str, Any]) -> bool:
     """PASS; or INCONCLUSIVE for measurement doubts only (MEASUREMENT_DOUBTS)."""
     if got["verdict"] == "PASS":
         return True

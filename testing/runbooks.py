@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from dsv4ops.runbooks.model import Condition
+from dsv4ops.runbooks.preconditions import Snapshot
 
 # The runbooks the package ships (runbooks/*.md), by name: what `runbook list` lists, in its order.
 SHIPPED_RUNBOOKS = (
@@ -50,7 +50,7 @@ class FakeExecutor:
 
 # --- fake_world (was testing/runbooks.py) ---
 
-HEALTHY: dict[str, Any] = {
+HEALTHY: Snapshot = {
     "healthy": True,
     "components": {
         n: {"alive": True, "healthy": True, "running": 0, "queued": 0}
@@ -65,7 +65,7 @@ class FakeWorld:
     `failing` (by condition text); diagnostics return a fixed path."""
 
     def __init__(self) -> None:
-        self.state = copy.deepcopy(HEALTHY)
+        self.state: Snapshot = copy.deepcopy(HEALTHY)
         self.failing: set[str] = set()
         self.waited: list[list[str]] = []
         self.bundles: list[tuple[str, int]] = []
@@ -73,7 +73,7 @@ class FakeWorld:
         # resume has read the run and checks the target before it claims the run).
         self.at_first_snapshot: Callable[[], object] | None = None
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> Snapshot:
         hook, self.at_first_snapshot = self.at_first_snapshot, None
         if hook is not None:
             hook()

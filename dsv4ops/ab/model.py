@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypedDict
 
-from dsv4ops.jsontypes import JSONObject
+from dsv4ops.jsontypes import JSONValue
 
 Arm = Literal["A", "B"]
 ARMS: tuple[Arm, Arm] = ("A", "B")
@@ -35,6 +36,19 @@ def higher_is_better(metric: str) -> bool:
     return metric in HIGHER_IS_BETTER
 
 
+class BlockRecord(TypedDict):
+    """A block as the experiment's report and `ab --json` record it (BlockResult.to_record)."""
+
+    index: int
+    arm: Arm
+    profile: str
+    deploy_op: str | None
+    started_at: str
+    duration_s: float
+    complete: bool
+    values: dict[str, dict[str, float]]  # concurrency (a string: a JSON key) -> metric -> value
+
+
 @dataclass(frozen=True)
 class BlockResult:
     index: int  # 0-based position in the schedule (time order)
@@ -53,7 +67,7 @@ class BlockResult:
         v = self.values.get(concurrency, {}).get(metric)
         return v if v is not None and math.isfinite(v) else None
 
-    def to_record(self) -> JSONObject:
+    def to_record(self) -> BlockRecord:
         return {
             "index": self.index,
             "arm": self.arm,
@@ -66,7 +80,7 @@ class BlockResult:
         }
 
     @classmethod
-    def from_record(cls, d: JSONObject) -> BlockResult:
+    def from_record(cls, d: Mapping[str, JSONValue]) -> BlockResult:
         """The inverse of to_record; raises ValueError on a malformed record."""
         try:
             arm = d["arm"]

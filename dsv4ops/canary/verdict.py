@@ -110,6 +110,17 @@ class Reason:
         return out
 
 
+class SuiteResultJSON(TypedDict):
+    """A suite's result as report.json's `canary.suites` and `canary --json` hold it."""
+
+    suite: str
+    verdict: str
+    reasons: list[str]
+    findings: list[ReasonRecord]
+    metrics: JSONObject  # the suite's numbers, as it measured them (report.json's keys)
+    suites: NotRequired[list[SuiteResultJSON]]  # a composite suite's parts
+
+
 @dataclass
 class SuiteResult:
     """What a suite found: the verdict, one line per reason (`findings`: the same reasons with
@@ -126,8 +137,8 @@ class SuiteResult:
     def exit_code(self) -> int:
         return self.verdict.exit_code
 
-    def to_json(self) -> JSONObject:
-        out: JSONObject = {
+    def to_json(self) -> SuiteResultJSON:
+        out: SuiteResultJSON = {
             "suite": self.suite,
             "verdict": self.verdict.value,
             "reasons": list(self.reasons),

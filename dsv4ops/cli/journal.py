@@ -5,10 +5,15 @@ it shows the local cache and says how old it is."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from dsv4ops.cli._output import echo_json, json_option, table, target_option
 from dsv4ops.jsontypes import JSONObject
+
+if TYPE_CHECKING:
+    from dsv4ops.usecases.journal import JournalEntry, JournalSource
 
 
 @click.command()
@@ -68,7 +73,7 @@ _HEADERS = [
 ]  # fmt: skip
 
 
-def _row(s: JSONObject) -> list[object]:
+def _row(s: JournalEntry) -> list[object]:
     why = (
         (s["message"] or s["reason"] or "").splitlines()[0] if (s["message"] or s["reason"]) else ""
     )
@@ -90,7 +95,7 @@ def _row(s: JSONObject) -> list[object]:
     ]
 
 
-def _gates_cell(s: JSONObject) -> str:
+def _gates_cell(s: JournalEntry) -> str:
     """Each gate that judged it (journal/gates.py): suite, verdict, the commands hash judged
     (short); "-" for none."""
     from dsv4ops.usecases.journal import gate_labels
@@ -98,7 +103,7 @@ def _gates_cell(s: JSONObject) -> str:
     return "; ".join(gate_labels(s)) or "-"
 
 
-def _known_good_cell(s: JSONObject) -> str:
+def _known_good_cell(s: JournalEntry) -> str:
     """For a deploy or rollback: "yes"/"yes (INCONCLUSIVE accepted)" or "no: why" (the rule
     of journal/knowngood.py); "-" for what never deploys (stop, kernels, experiment, runbook)."""
     why: str | None = s.get("known_good_why")
@@ -132,7 +137,7 @@ def _merge(target: str | None) -> None:
     )
 
 
-def record_line(source: JSONObject) -> str:
+def record_line(source: JournalSource) -> str:
     """Where the history shown comes from; from the cache, how old it is and why."""
     line = _record_line(source)
     d = source.get("diverged")
@@ -147,7 +152,7 @@ def record_line(source: JSONObject) -> str:
     return line
 
 
-def _record_line(source: JSONObject) -> str:
+def _record_line(source: JournalSource) -> str:
     if source.get("source") == "cache":
         age = source.get("age_s")
         when = (

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -22,7 +23,9 @@ from dsv4ops.cli._output import (
     yes_option,
 )
 from dsv4ops.errors import DsOpsError, ProfileError
-from dsv4ops.jsontypes import JSONObject
+
+if TYPE_CHECKING:
+    from dsv4ops.usecases.profile import ProblemJSON
 
 
 def _target_opt(f: FC) -> FC:
@@ -121,7 +124,7 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def _as_error(problem: JSONObject) -> ProfileError:
+def _as_error(problem: ProblemJSON) -> ProfileError:
     return ProfileError(
         problem["message"],
         path=problem["path"],
@@ -131,7 +134,7 @@ def _as_error(problem: JSONObject) -> ProfileError:
     )
 
 
-def _problem_line(problem: JSONObject) -> str:
+def _problem_line(problem: ProblemJSON) -> str:
     return str(_as_error(problem))  # file:line: key: message
 
 

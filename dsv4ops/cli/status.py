@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import click
 
 from dsv4ops.cli._output import echo_json, echo_lines, json_option, table, target_option
-from dsv4ops.jsontypes import JSONObject
+
+if TYPE_CHECKING:
+    from dsv4ops.usecases.status import (
+        ComponentRow,
+        DeployedRow,
+        EndpointReport,
+        KernelRow,
+        StatusReport,
+        StoppedBy,
+    )
 
 
 @click.command()
@@ -36,7 +46,7 @@ def status(target: str | None, as_json: bool) -> None:
     click.get_current_context().exit(report["exit"])
 
 
-def _open_lines(report: JSONObject) -> list[str]:
+def _open_lines(report: StatusReport) -> list[str]:
     """The open runbook runs and experiments, each with what resumes or recovers it."""
     return [
         f"open: {o['kind']} {o['id']}"
@@ -48,7 +58,7 @@ def _open_lines(report: JSONObject) -> list[str]:
     ]
 
 
-def _exit_with_word(report: JSONObject) -> None:
+def _exit_with_word(report: StatusReport | EndpointReport) -> None:
     """Add the one status word and its exit code (dsv4ops/exitcodes.py) to the report."""
     from dsv4ops.usecases.status import with_word
 
@@ -73,7 +83,7 @@ def _endpoint_status(target: str | None, as_json: bool) -> None:
     click.get_current_context().exit(report["exit"])
 
 
-def render_endpoint(report: JSONObject) -> list[str]:
+def render_endpoint(report: EndpointReport) -> list[str]:
     r = report["router"]
     head = "HEALTHY (router readiness 200)" if report["status"] == "HEALTHY" else report["status"]
     ready = (
@@ -94,13 +104,13 @@ def render_endpoint(report: JSONObject) -> list[str]:
     return [*lines, f"restarts: {report['restarts']}"]
 
 
-def _unmanaged_lines(report: JSONObject) -> list[str]:
+def _unmanaged_lines(report: StatusReport) -> list[str]:
     """Not started by this tool (orchestrate/unmanaged.py): not DOWN, not known either."""
     found = report.get("unmanaged")
     return [f"UNMANAGED: {found['why']}"] if found else []
 
 
-def _stopped_lines(stopped: JSONObject | None) -> list[str]:
+def _stopped_lines(stopped: StoppedBy | None) -> list[str]:
     """A unit the journal records stopped: by whom, when, and the command that starts it."""
     if not stopped:
         return []
@@ -111,7 +121,7 @@ def _stopped_lines(stopped: JSONObject | None) -> list[str]:
     return [line]
 
 
-def _deployed_lines(d: JSONObject | None, k: JSONObject | None) -> list[str]:
+def _deployed_lines(d: DeployedRow | None, k: KernelRow | None) -> list[str]:
     """What is deployed, and its kernel package (`k`: the report's, with drift and evidence)."""
     if not d:
         return ["deployed: nothing recorded"]
@@ -131,7 +141,7 @@ def _deployed_lines(d: JSONObject | None, k: JSONObject | None) -> list[str]:
     return lines
 
 
-def _component_row(c: JSONObject) -> list[object]:
+def _component_row(c: ComponentRow) -> list[object]:
     """One component's row of the status table."""
     from dsv4ops.usecases.status import process_word
 
@@ -155,7 +165,7 @@ def _component_row(c: JSONObject) -> list[object]:
     ]
 
 
-def render(report: JSONObject) -> list[str]:
+def render(report: StatusReport) -> list[str]:
     d = report["deployed"]
     from dsv4ops.usecases.status import health_word
 
@@ -172,11 +182,11 @@ def render(report: JSONObject) -> list[str]:
     for item in report["attention"]:
         lines.append(f"attention: {item}")
     lines += _open_lines(report)
-    diverged = (report.get("record") or {}).get("diverged")
-    if diverged:  # the journal's history lost records on the target: mutations are refused
+    record = report.get("record")
+    if record and record.get("diverged"):  # the target's record lost history: mutations refuse
         from dsv4ops.cli.journal import record_line
 
-        lines.append("attention: " + record_line(report["record"]).split("\n", 1)[1])
+        lines.append("attention: " + record_line(record).split("\n", 1)[1])
     if report["lock"]:
         h = report["lock"]["holder"]
         lines.append(
@@ -186,7 +196,7 @@ def render(report: JSONObject) -> list[str]:
     return lines
 
 
-def _pd_timeout_lines(t: JSONObject | None) -> list[str]:
+def _pd_timeout_lines(t: Mapping[str, int | str] | None) -> list[str]:
     """The PD timeouts the servers run with: how long a silently lost KV transfer holds its
     request (NIXL sends no failure notice, sglang#36033) and an unbootstrapped room its prefill."""
     if not t:
@@ -198,7 +208,7 @@ def _pd_timeout_lines(t: JSONObject | None) -> list[str]:
     ]
 
 
-def _known_good_words(d: JSONObject) -> str:
+def _known_good_words(d: DeployedRow) -> str:
     """ "known-good" or "NOT known-good: why", as journal/knowngood.py judged the deployment."""
     why = str(d.get("known_good_why") or "")
     if d.get("known_good"):
@@ -209,7 +219,7 @@ def _known_good_words(d: JSONObject) -> str:
     return "NOT " + (why.removeprefix("not ") if why else "known-good")
 
 
-def render_offline(report: JSONObject) -> list[str]:
+def render_offline(report: StatusReport) -> list[str]:
     from dsv4ops.cli.journal import record_line
 
     d = report["deployed"]
@@ -226,7 +236,7 @@ def render_offline(report: JSONObject) -> list[str]:
     return lines + _open_lines(report)
 
 
-def _router_details(c: JSONObject) -> str:
+def _router_details(c: ComponentRow) -> str:
     """Readiness and workers; says why there is no readiness rather than printing None."""
     if not c["alive"]:
         return "router not running"

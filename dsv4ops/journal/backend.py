@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Protocol
+from typing import NotRequired, Protocol, TypedDict
 
 from dsv4ops.constants import state_dir
 from dsv4ops.errors import JournalError
 from dsv4ops.journal import recordfile
-from dsv4ops.jsontypes import JSONObject
 
 _TARGET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -21,6 +20,45 @@ def journal_path(target: str, directory: Path | None = None) -> Path:
     if not _TARGET_NAME.match(target):
         raise JournalError(f"target name {target!r} cannot name a journal file")
     return Path(directory or state_dir() / "journal") / f"{target}.jsonl"
+
+
+class Divergence(TypedDict):
+    """The record lost history (journal/divergence.py): what the copy this machine kept holds
+    that the record lacks, which copy is newer, and the command that merges it back."""
+
+    copy: str
+    copy_records: int
+    copy_last_ts: str | None
+    target_records: int
+    target_last_ts: str | None
+    missing_on_target: int
+    newer: str  # "target" | "cache"
+    merge_command: str
+
+
+class JournalSource(TypedDict):
+    """Where the last read came from (`describe()`, `journal --json`'s and status's "record"):
+    a local file (`path`), or the target's record (`record`) through its `cache`, read from
+    the cache alone while the target is unreachable (`error`)."""
+
+    source: str  # "file" | "target" | "cache"
+    path: NotRequired[str]
+    record: NotRequired[str]
+    cache: NotRequired[str]
+    synced_at: NotRequired[str | None]
+    age_s: NotRequired[float | None]
+    error: NotRequired[str]
+    cache_error: NotRequired[str]
+    diverged: NotRequired[Divergence]
+
+
+class MergeDone(TypedDict):
+    """What `journal --merge` did: records appended, of which operations, and where the kept
+    copy went (absent: there was none)."""
+
+    merged: int
+    ops: list[str]
+    copy: NotRequired[str]
 
 
 class JournalBackend(Protocol):
@@ -40,7 +78,7 @@ class JournalBackend(Protocol):
         """Bring `path` current, as read() does, without reading it whole (the store reads it
         through its index, journal/index.py)."""
 
-    def describe(self) -> JSONObject:
+    def describe(self) -> JournalSource:
         """Where the last read came from: {"source": "file"|"target"|"cache", ...}."""
 
 
@@ -65,5 +103,5 @@ class FileBackend:
     def refresh(self, *, lock_op: str | None = None) -> None:
         return None  # the file is the record
 
-    def describe(self) -> JSONObject:
+    def describe(self) -> JournalSource:
         return {"source": "file", "path": str(self.path)}

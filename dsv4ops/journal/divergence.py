@@ -8,12 +8,13 @@ from pathlib import Path
 
 from dsv4ops.errors import JournalError
 from dsv4ops.journal import recordfile
+from dsv4ops.journal.backend import Divergence
 from dsv4ops.jsontypes import JSONObject
 
 MERGE_COMMAND = "dsv4ops journal --target {target} --merge"
 
 
-def describe(kept: bytes, record: bytes, copy: Path, target: str) -> JSONObject | None:
+def describe(kept: bytes, record: bytes, copy: Path, target: str) -> Divergence | None:
     """What the kept copy holds that the record (its copy here) lacks; None when it lacks
     nothing: the divergence is over (the record was put back whole, or merged)."""
     mine, theirs = records(kept), records(record)
@@ -32,7 +33,7 @@ def describe(kept: bytes, record: bytes, copy: Path, target: str) -> JSONObject 
     }
 
 
-def refusal(d: JSONObject) -> JournalError:
+def refusal(d: Divergence) -> JournalError:
     """Why a mutating command is refused while the record lacks records of the kept copy."""
     return JournalError(
         f"the journal of record ({d['target_records']} record(s), last {d['target_last_ts']}) "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Protocol, TypedDict, TypeVar
 
 from dsv4ops.deployment import Deployment
 from dsv4ops.journal.gates import GateResult, GateVerdict
@@ -36,6 +36,30 @@ from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.secrets import is_secret_key, redact_text, redact_tree
 
 
+class OperationSummary(TypedDict):
+    """An operation in the `journal --json` shape (Operation.summary)."""
+
+    id: str
+    kind: str
+    when: str
+    ended: str | None
+    who: str
+    profile: str | None
+    commit: str | None
+    commands_hash: str | None
+    status: str
+    reason: str | None
+    message: str | None
+    in_flight: str | None  # the step it was in when it stopped writing (not ended only)
+    package: str | None
+    known_good: bool
+    known_good_why: str | None
+    known_good_gate: str | None
+    partial: list[str] | None
+    runbook_run: str | None
+    gates: list[JSONObject]  # each GateResult's record
+
+
 class Judged(Protocol):
     """What `Operation.summary` reads of a `knowngood.Judgement` (which imports this module)."""
 
@@ -49,7 +73,13 @@ class Judged(Protocol):
     def gate(self) -> GateVerdict | None: ...
 
 
-def judged_json(j: Judged | None, none_why: str | None = None) -> JSONObject:
+class JudgedJSON(TypedDict):
+    known_good: bool
+    known_good_why: str | None
+    known_good_gate: str | None
+
+
+def judged_json(j: Judged | None, none_why: str | None = None) -> JudgedJSON:
     """The judgement in every `--json` document that carries one (`journal`, `status`,
     `rollback --dry-run`): `known_good_gate` is the verdict of the gate that made it known-good
     as its enum's value, which readers compare (never the words of `known_good_why`)."""
@@ -149,7 +179,7 @@ class Operation:
         Raises DeployError when it recorded no components."""
         return Deployment.from_record(self.profile, self.components, source_op=self.op)
 
-    def summary(self, judgement: Judged | None = None) -> JSONObject:
+    def summary(self, judgement: Judged | None = None) -> OperationSummary:
         """The operation in the `journal --json` shape; `judgement` is its
         `knowngood.Judgement` (None: not a deploy or rollback, never known-good)."""
         p = self.profile or {}

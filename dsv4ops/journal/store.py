@@ -19,7 +19,7 @@ from pathlib import Path
 from dsv4ops.clock import Clock, SystemClock, utc_now_iso
 from dsv4ops.errors import DsOpsError, JournalError
 from dsv4ops.journal import knowngood, opids, recordfile
-from dsv4ops.journal.backend import FileBackend, JournalBackend, journal_path
+from dsv4ops.journal.backend import FileBackend, JournalBackend, JournalSource, journal_path
 from dsv4ops.journal.gates import GATES_RECORDED, GateResult, GateSource
 from dsv4ops.journal.index import JournalIndex
 from dsv4ops.journal.records import Kind, Operation, Status, check_transition, scrub
@@ -100,7 +100,7 @@ class Journal:
         finally:
             self._lock_op = before
 
-    def source(self) -> JSONObject:
+    def source(self) -> JournalSource:
         """Where the last read came from (the backend's describe(): file, target or cache)."""
         return self.backend.describe()
 

@@ -38,6 +38,7 @@ from typing import Protocol
 from dsv4ops.clock import Clock, SystemClock, age_s, utc_now_iso
 from dsv4ops.errors import AgentCallError, DiskFullError, JournalError, TargetError
 from dsv4ops.journal import divergence, opids, recordfile
+from dsv4ops.journal.backend import Divergence, JournalSource, MergeDone
 from dsv4ops.journal.schema import MergeRecord, to_json
 from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.whoami import local_host, operator_identity
@@ -140,10 +141,10 @@ class TargetJournal:
         recordfile.append_bytes(str(self.home), data)
         return self.home
 
-    def describe(self) -> JSONObject:
+    def describe(self) -> JournalSource:
         marker = self._marker() or {}
         synced_at = marker.get("synced_at")
-        out: JSONObject = {
+        out: JournalSource = {
             "source": "cache" if self._offline_error else "target",
             "record": f"{self.agent.executor.host}:{self.agent.workdir}/journal.jsonl",
             "cache": str(self.path),
@@ -161,7 +162,7 @@ class TargetJournal:
 
     # -- a record that lost history ------------------------------------------------------------
 
-    def _divergence(self) -> JSONObject | None:
+    def _divergence(self) -> Divergence | None:
         """What the kept copy holds that the record lacks, and which is newer (None: no copy)."""
         try:
             kept = recordfile.read_bytes(str(self.diverged))
@@ -192,7 +193,7 @@ class TargetJournal:
         if d is not None:
             raise divergence.refusal(d)
 
-    def merge_diverged(self) -> JSONObject:
+    def merge_diverged(self) -> MergeDone:
         """Append the kept copy's records the target lacks (after a merge record), keep the copy
         as `.merged`; return {"merged": n, "ops": [...]} (n = 0: nothing to merge). It syncs
         first: as the first command after the record lost history it finds what was lost."""

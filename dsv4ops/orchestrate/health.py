@@ -5,19 +5,18 @@ STOPPED (issue 38: status after `stop` said NOT HEALTHY with the dead processes'
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypedDict
 
 from dsv4ops.deployment import Deployment
 from dsv4ops.journal.records import Kind
 from dsv4ops.journal.store import Journal
-from dsv4ops.jsontypes import JSONValue
+from dsv4ops.orchestrate.status_report import ComponentRow, StoppedBy
 from dsv4ops.orchestrate.unmanaged import UNMANAGED
 
 HEALTHY, NOT_HEALTHY, UNKNOWN_HEALTH = "HEALTHY", "NOT HEALTHY", "UNKNOWN"
 STOPPED = "STOPPED"
 
 
-def health_word(report: Mapping[str, JSONValue]) -> str:
+def health_word(report: Mapping[str, object]) -> str:
     """The one status word of a report, on positive evidence only: HEALTHY when every check
     answered and passed; UNKNOWN when nothing of the unit could be observed (target unreachable,
     an endpoint's router silent) or the journal it reads lacks records this machine kept (a
@@ -45,29 +44,19 @@ def health_word(report: Mapping[str, JSONValue]) -> str:
     return HEALTHY if report.get("healthy") else NOT_HEALTHY
 
 
-def _history_missing(report: Mapping[str, JSONValue]) -> bool:
+def _history_missing(report: Mapping[str, object]) -> bool:
     """The target's record lacks records this machine kept (`journal --merge`): what it says is
     deployed may be an older word, so nothing is called healthy or stopped on it."""
     record = report.get("record")
     return isinstance(record, Mapping) and bool(record.get("diverged"))
 
 
-def process_word(component: Mapping[str, JSONValue]) -> str:
+def process_word(component: ComponentRow) -> str:
     """A component's process column, beside health_word: up (our process, alive), UNMANAGED (not
     ours, but one of its ports accepts), DOWN (neither)."""
     if component["alive"]:
         return "up"
     return UNMANAGED if any((component.get("ports_open") or {}).values()) else "DOWN"
-
-
-class StoppedBy(TypedDict):
-    """The stop that left nothing running (status's "stopped"): its op, when it ended, who ran
-    it, and the profile that ran before it."""
-
-    op: str
-    since: str | None
-    by: str
-    last_profile: str | None
 
 
 def stopped_by(journal: Journal, last: Deployment | None) -> StoppedBy | None:

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 from dsv4ops.deployment import START_ORDER, Component, Deployment
 from dsv4ops.errors import DsOpsError
+from dsv4ops.journal.backend import JournalSource
 from dsv4ops.journal.records import Operation, judged_json
 from dsv4ops.journal.store import UNKNOWN, Journal
-from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.jsontypes import JSONValue
 from dsv4ops.orchestrate.attention import attention_notes
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.drift import (
@@ -29,6 +30,15 @@ from dsv4ops.orchestrate.drift import (
 )
 from dsv4ops.orchestrate.health import stopped_by
 from dsv4ops.orchestrate.partial import describe_mix, is_mixed
+from dsv4ops.orchestrate.status_report import (
+    ComponentRow,
+    DeployedRow,
+    KernelRow,
+    RouterRow,
+    RouterWorker,
+    ServerInfo,
+    StatusReport,
+)
 from dsv4ops.orchestrate.unmanaged import last_deployment, ports_to_check, unmanaged
 from dsv4ops.orchestrate.workload import load_of, metrics_request
 from dsv4ops.remote.base import ProcessState
@@ -61,7 +71,7 @@ def gather_status(
     target: str,
     render_now: RenderNow | None = None,
     kernels: KernelStatus | None = None,
-) -> JSONObject:
+) -> StatusReport:
     """A JSON-ready status report. Raises only for an unreachable target."""
     current = journal.deployed()
     deployed = current.deployment() if current and current.components else None
@@ -83,7 +93,7 @@ def gather_status(
             drift += profile_drift(deployed, render_now(deployed.profile_name))
         except DsOpsError as exc:
             drift += profile_drift(deployed, None, str(exc))
-    kernel = None
+    kernel: KernelRow | None = None
     if deployed is not None and deployed.kernel_package:
         ref = deployed.kernel_package
         active = _active_package(kernels, ref)
@@ -108,7 +118,14 @@ def gather_status(
             "drift": bool(kernel_drift),
         }
     lock = control.lock_info()
-    report: JSONObject = {
+    attention = attention_notes(journal, lock)
+    healthy = (
+        deployed is not None
+        and not drift
+        and all(c["alive"] and c["healthy"] for c in components)
+        and not attention
+    )
+    return {
         "target": target,
         "deployed": _deployed(current, journal),
         "components": components,
@@ -116,17 +133,11 @@ def gather_status(
         "pd_timeouts": deployed.pd_timeouts() if deployed is not None else None,
         "drift": drift,
         "lock": {"holder": dict(lock.holder), "stale": lock.stale} if lock else None,
-        "attention": attention_notes(journal, lock),
+        "attention": attention,
         "unmanaged": unmanaged(deployed is not None, states, last),
         "stopped": stopped_by(journal, last) if current is None else None,
+        "healthy": healthy,
     }
-    report["healthy"] = (
-        deployed is not None
-        and not drift
-        and all(c["alive"] and c["healthy"] for c in components)
-        and not report["attention"]
-    )
-    return report
 
 
 _PID = re.compile(r"\bpid (\d+)\b")
@@ -162,14 +173,14 @@ def _started_by(journal: Journal) -> dict[str, tuple[int | None, str]]:
     return out
 
 
-def _recorded_processes(journal: Journal) -> JSONObject:
+def _recorded_processes(journal: Journal) -> Mapping[str, Mapping[str, JSONValue]]:
     for op in reversed(journal.operations()):
         if op.status.terminal and op.running is not None:
             return dict(op.processes)
     return {}
 
 
-def _deployed(op: Operation | None, journal: Journal) -> JSONObject | None:
+def _deployed(op: Operation | None, journal: Journal) -> DeployedRow | None:
     if op is None:
         return None
     p = op.profile or {}
@@ -280,9 +291,9 @@ def _component(
     deployed: Deployment | None,
     replies: Mapping[str, HttpReply],
     infos: dict[str, HttpReply] | None = None,
-) -> JSONObject:
+) -> ComponentRow:
     spec = deployed.component(name) if deployed else None
-    row: JSONObject = {
+    row: ComponentRow = {
         "name": name,
         "alive": bool(state.alive),
         # a pid only for a live process: a dead one's is history (and may be reused)
@@ -296,8 +307,7 @@ def _component(
     if not state.alive or spec is None:
         return row
     if name == "router":
-        row.update(_router_row(spec.url(), replies))
-        return row
+        return {**row, **_router_row(spec.url(), replies)}
     health = replies[spec.url("/health")]
     row["health"] = health.status if health.status is not None else f"no answer ({health.error})"
     row["healthy"] = health.status == 200
@@ -305,7 +315,7 @@ def _component(
     if infos is not None:
         infos[name] = info
     if info.status == 200:
-        row.update(_server_info(info.body))
+        row = {**row, **_server_info(info.body)}
     load = load_of(replies[spec.url("/metrics")])
     row["running_requests"] = load.running
     row["queued_requests"] = load.queued
@@ -314,7 +324,7 @@ def _component(
     return row
 
 
-def _server_info(body: str) -> JSONObject:
+def _server_info(body: str) -> ServerInfo:
     try:
         data = json.loads(body)
     except json.JSONDecodeError:
@@ -334,28 +344,31 @@ def _server_info(body: str) -> JSONObject:
     }
 
 
-def router_info(control: TargetControl, base_url: str) -> JSONObject:
+def router_info(control: TargetControl, base_url: str) -> RouterRow:
     """The router at `base_url`: liveness, readiness and its workers as it lists them."""
     return _router_row(
         base_url, _fetch(control, [{"url": base_url + p, "timeout_s": t} for p, t in _ROUTER_READS])
     )
 
 
-def _router_row(base_url: str, replies: Mapping[str, HttpReply]) -> JSONObject:
-    out: JSONObject = {}
+def _router_row(base_url: str, replies: Mapping[str, HttpReply]) -> RouterRow:
     live = replies[f"{base_url}/health"]
-    out["health"] = live.status if live.status is not None else f"no answer ({live.error})"
     ready = replies[f"{base_url}/readiness"]
-    out["readiness"] = ready.status
+    out: RouterRow = {
+        "health": live.status if live.status is not None else f"no answer ({live.error})",
+        "readiness": ready.status,
+        "healthy": ready.status == 200,  # /health is liveness only; readiness is what counts
+    }
     if ready.status is None:
         out["readiness_error"] = ready.error or "no answer"
-    out["healthy"] = ready.status == 200  # /health is liveness only; readiness is what counts
     workers = replies[f"{base_url}/workers"]
     if workers.status == 200:
         try:
             data = json.loads(workers.body)
             out["workers"] = [
-                {"url": w.get("url"), "type": w.get("worker_type"), "healthy": w.get("is_healthy")}
+                RouterWorker(
+                    url=w.get("url"), type=w.get("worker_type"), healthy=w.get("is_healthy")
+                )
                 for w in data.get("workers", [])
             ]
         except (json.JSONDecodeError, AttributeError):
@@ -363,7 +376,7 @@ def _router_row(base_url: str, replies: Mapping[str, HttpReply]) -> JSONObject:
     return out
 
 
-def journal_status(journal: Journal, *, target: str, record: JSONObject) -> JSONObject:
+def journal_status(journal: Journal, *, target: str, record: JournalSource) -> StatusReport:
     """What the journal alone says when the target cannot be reached: the deployment it last
     recorded and the operations it shows unfinished. Nothing about the processes is observed,
     so nothing is called healthy."""

@@ -16,7 +16,7 @@ from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.records import Kind
 from dsv4ops.journal.store import Journal
-from dsv4ops.jsontypes import JSONObject
+from dsv4ops.orchestrate.status_report import UnmanagedRow
 from dsv4ops.remote.base import ProcessState
 
 PROBE_PROFILE = "baseline"
@@ -47,7 +47,7 @@ def ports_to_check(
 
 def unmanaged(
     recorded: bool, states: Mapping[str, ProcessState], last: Deployment | None = None
-) -> JSONObject | None:
+) -> UnmanagedRow | None:
     """{"ports", "why"} when nothing is recorded running and some component's port accepts
     anyway (`last`: the deployment the journal last recorded, whose ports were checked)."""
     if recorded:

@@ -9,18 +9,50 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from typing import TypedDict
 
 from dsv4ops.deployment import Deployment
-from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.profiles.model import Profile
 from dsv4ops.secrets import REDACTED, is_secret_key, redact_argv
+
+
+class ValueChangeJSON(TypedDict):
+    key: str
+    old: object
+    new: object
+
+
+class CommandDiffJSON(TypedDict):
+    """One component's command change as `profile diff --json` prints it."""
+
+    name: str
+    removed: list[str]
+    added: list[str]
+    argv_diff: list[str]
+    env: list[ValueChangeJSON]
+
+
+class HashPair(TypedDict):
+    a: str
+    b: str
+
+
+class ProfileDiffJSON(TypedDict):
+    """`profile diff --json`: B against A, resolved values, then the rendered commands."""
+
+    a: str
+    b: str
+    target: str
+    values: list[ValueChangeJSON]
+    commands: list[CommandDiffJSON]
+    commands_hash: HashPair
 
 
 @dataclass(frozen=True)
 class ValueChange:
     key: str
-    old: JSONValue
-    new: JSONValue
+    old: object  # a resolved value as the profile holds it ('***' for a secret)
+    new: object
 
 
 @dataclass(frozen=True)
@@ -32,10 +64,10 @@ class ComponentDiff:
     env_changes: tuple[ValueChange, ...]
 
 
-def flatten(data: JSONValue, prefix: str = "") -> JSONObject:
+def flatten(data: object, prefix: str = "") -> dict[str, object]:
     """{'a': {'b': 1}} → {'a.b': 1}; lists stay whole (they are replaced, never merged)."""
     if isinstance(data, dict):
-        out: JSONObject = {}
+        out: dict[str, object] = {}
         for key, value in data.items():
             out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
         if not data and prefix:
@@ -65,7 +97,7 @@ def value_changes(a: Profile, b: Profile) -> list[ValueChange]:
     return out
 
 
-def _hidden(key: str, value: JSONValue) -> JSONValue:
+def _hidden(key: str, value: object) -> object:
     if value is not None and is_secret_key(key.rsplit(".", 1)[-1]):
         return REDACTED
     if isinstance(value, list) and all(isinstance(v, str) for v in value):

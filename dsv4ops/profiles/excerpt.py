@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from itertools import islice
 
-from dsv4ops.jsontypes import JSONValue
 from dsv4ops.secrets import REDACTED, is_secret_flag, is_secret_key, redact_argv
 
 MAX_EXCERPT_CHARS = 120
@@ -34,7 +33,7 @@ class _Shown:
 _HIDDEN = _Shown(REDACTED)
 
 
-def excerpt(value: JSONValue, *, key: str | None = None, limit: int = MAX_EXCERPT_CHARS) -> str:
+def excerpt(value: object, *, key: str | None = None, limit: int = MAX_EXCERPT_CHARS) -> str:
     """repr-like text of `value`, at most `limit` characters; `key` is the name the value sits
     under (a secret-named key hides the whole value, whatever its shape)."""
     text = repr(_bounded(value, key, 0))
@@ -46,7 +45,7 @@ def key_excerpt(key: str, limit: int = 60) -> str:
     return key if len(key) <= limit else key[: limit - 3] + "..."
 
 
-def _bounded(value: JSONValue, key: str | None, level: int) -> JSONValue:
+def _bounded(value: object, key: str | None, level: int) -> object:
     if key is not None and value is not None and is_secret_key(key):
         return _HIDDEN
     if isinstance(value, str):
@@ -56,7 +55,7 @@ def _bounded(value: JSONValue, key: str | None, level: int) -> JSONValue:
     if isinstance(value, Mapping | list | tuple) and level >= _MAX_LEVELS:
         return _Shown("{...}" if isinstance(value, Mapping) else "[...]")
     if isinstance(value, Mapping):
-        out: dict[JSONValue, JSONValue] = {}
+        out: dict[object, object] = {}
         for k, v in islice(value.items(), _MAX_ITEMS):
             shown_key = _bounded(k, None, level + 1)
             out[shown_key if _hashable(shown_key) else _Shown(repr(shown_key))] = _bounded(
@@ -72,11 +71,11 @@ def _bounded(value: JSONValue, key: str | None, level: int) -> JSONValue:
     return value
 
 
-def _bounded_list(value: list[JSONValue] | tuple[JSONValue, ...], level: int) -> list[JSONValue]:
+def _bounded_list(value: list[object] | tuple[object, ...], level: int) -> list[object]:
     """Items of an argv-like list, the values of secret flags hidden in every shape dsv4ops/
     secrets.py's redact_argv knows (`--api-key V`, `--api-key=V`, `"--api-key V"`, `--api-key=`
     then `V`)."""
-    out: list[JSONValue] = []
+    out: list[object] = []
     items = list(islice(value, _MAX_ITEMS))
     strings = [i for i in items if isinstance(i, str)]
     shown = iter(redact_argv(strings)) if len(strings) == len(items) else None
@@ -104,7 +103,7 @@ def _bounded_list(value: list[JSONValue] | tuple[JSONValue, ...], level: int) ->
     return out
 
 
-def _hashable(value: JSONValue) -> bool:
+def _hashable(value: object) -> bool:
     try:
         hash(value)
     except TypeError:

@@ -16,9 +16,32 @@ second error about the same mistake).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NotRequired, TypedDict
 
 from dsv4ops.errors import ProfileError
-from dsv4ops.jsontypes import JSONObject
+
+
+class ProblemJSON(TypedDict):
+    """A problem as `profile validate --json` prints it (Problem.to_json)."""
+
+    path: str | None
+    line: int | None
+    key: str | None
+    message: str
+    hint: str | None
+
+
+class ValidateResult(TypedDict):
+    """One profile's result of `profile validate` (views.validate_many): every problem of its
+    file, the first as one line (`error`); a valid one's path and the targets it renders for."""
+
+    profile: str
+    path: NotRequired[str]
+    ok: bool
+    error: str | None
+    problems: list[ProblemJSON]
+    targets: NotRequired[list[str]]
+    warnings: list[dict[str, object]]  # each ProfileWarning's fields
 
 
 @dataclass(frozen=True)
@@ -48,7 +71,7 @@ class Problem:
     def __str__(self) -> str:
         return str(self.to_error())  # 'file:line: key: message', exactly as ProfileError says it
 
-    def to_json(self) -> JSONObject:
+    def to_json(self) -> ProblemJSON:
         return {
             "path": self.path,
             "line": self.line,

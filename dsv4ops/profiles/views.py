@@ -8,9 +8,10 @@ from pathlib import Path
 from dsv4ops.constants import PROJECT_HINT
 from dsv4ops.errors import ProfileError
 from dsv4ops.jsontypes import JSONObject, JSONValue
-from dsv4ops.profiles.diff import command_changes, value_changes
+from dsv4ops.profiles.diff import ProfileDiffJSON, command_changes, value_changes
 from dsv4ops.profiles.load import check_profile_file, list_profiles, load_profile
 from dsv4ops.profiles.model import Profile, Target
+from dsv4ops.profiles.problems import ValidateResult
 from dsv4ops.profiles.render import render
 from dsv4ops.profiles.targets import load_targets
 
@@ -61,7 +62,7 @@ def _lists(data: JSONValue) -> JSONValue:
     return data
 
 
-def validate_many(refs: list[str], target_name: str | None) -> list[JSONObject]:
+def validate_many(refs: list[str], target_name: str | None) -> list[ValidateResult]:
     """Validate each profile (all shipped ones if refs is empty) against the targets.
 
     One result per profile; a failed one lists every problem of its file (`problems`, sorted by
@@ -79,7 +80,7 @@ def validate_many(refs: list[str], target_name: str | None) -> list[JSONObject]:
         raise ProfileError(
             "no profiles found", hint=PROJECT_HINT + " (or set DSV4OPS_PROFILES_DIR)"
         )
-    results = []
+    results: list[ValidateResult] = []
     for ref in paths:
         name = ref.stem if isinstance(ref, Path) else ref
         check = check_profile_file(ref, targets=targets.values())
@@ -113,7 +114,7 @@ def validate_many(refs: list[str], target_name: str | None) -> list[JSONObject]:
 
 def diff_report(
     a_ref: str, b_ref: str, target: Target, *, rev_a: str | None = None, rev_b: str | None = None
-) -> JSONObject:
+) -> ProfileDiffJSON:
     a, b = load_profile(a_ref, git_rev=rev_a), load_profile(b_ref, git_rev=rev_b)
     ra, rb = render(a, target), render(b, target)
     return {
@@ -127,7 +128,7 @@ def diff_report(
                 "removed": list(c.removed),
                 "added": list(c.added),
                 "argv_diff": list(c.argv_diff),
-                "env": [asdict(e) for e in c.env_changes],
+                "env": [{"key": e.key, "old": e.old, "new": e.new} for e in c.env_changes],
             }
             for c in command_changes(ra, rb)
         ],

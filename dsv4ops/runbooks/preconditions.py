@@ -10,8 +10,38 @@ step it continues with today's: a change of health or of what is deployed refuse
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TypedDict
 
 from dsv4ops.jsontypes import JSONValue
+
+
+class ComponentSnapshot(TypedDict):
+    """One component in a preconditions snapshot: its process alive, its health answered 200,
+    and its running and queued requests (None: its /metrics not read)."""
+
+    alive: bool
+    healthy: bool
+    running: float | None
+    queued: float | None
+
+
+class DeployedSnapshot(TypedDict):
+    """What the journal says is deployed: its operation, profile and commit."""
+
+    op: str | None
+    profile: str | None
+    commit: str | None
+
+
+class Snapshot(TypedDict, total=False):
+    """The preconditions before a step (world.py): whether the unit is healthy, each
+    component, what is deployed; or why the target could not be read (`error`)."""
+
+    healthy: bool
+    components: dict[str, ComponentSnapshot]
+    deployed: DeployedSnapshot
+    error: str
+
 
 WATCHED = ("alive", "healthy")  # per component: a change here refuses a resume
 LOAD = ("running", "queued")  # per component: reported, never refusing

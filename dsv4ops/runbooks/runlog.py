@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import secrets
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from dsv4ops.errors import DsOpsError, JournalError
 from dsv4ops.journal.records import Kind, Operation, Status
@@ -23,7 +24,15 @@ from dsv4ops.journal.store import Journal
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.remote.procident import dead_here, identity
 from dsv4ops.runbooks.model import RunbookError
+from dsv4ops.runbooks.preconditions import Snapshot
 from dsv4ops.whoami import local_host
+
+
+class Resume(TypedDict):
+    """A resume of a run: who resumed it and why (None: no reason given)."""
+
+    who: str | None
+    reason: str | None
 
 
 class RunbookStopped(DsOpsError):
@@ -149,7 +158,7 @@ class RunLog:
         if self.op and self.journal.get(self.op).status is Status.RUNNING:
             self.journal.transition(self.op, Status.INTERRUPTED, message=message)
 
-    def start(self, where: str, preconditions: JSONObject | None) -> None:
+    def start(self, where: str, preconditions: Snapshot | None) -> None:
         detail = json.dumps({"preconditions": preconditions}, sort_keys=True, default=str)
         self.journal.step(self.op, where, "start", detail=detail)
 
@@ -215,7 +224,7 @@ def fold_run(op: Operation) -> RunRecord:
     return rec
 
 
-def resumes(op: Operation) -> list[JSONObject]:
+def resumes(op: Operation) -> list[Resume]:
     """Each resume of the run, in order: {"who", "reason"} (reason None when none was given)."""
     return [{"who": c.get("who"), "reason": c.get("reason")} for c in fold_run(op).claims]
 

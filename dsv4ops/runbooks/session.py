@@ -15,8 +15,8 @@ from dsv4ops import exitcodes
 from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.store import RUNBOOK_RUN_ENV, Journal
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.runbooks.model import Command, Condition, Runbook, RunbookError, Step
+from dsv4ops.runbooks.preconditions import Snapshot
 from dsv4ops.runbooks.runlog import RunbookStopped as RunbookStopped  # its home is runlog
 from dsv4ops.runbooks.runlog import RunLog
 from dsv4ops.whoami import operator_identity
@@ -35,7 +35,7 @@ class RunbookFailed(DsOpsError):
 class World(Protocol):
     """What the target shows, for preconditions, waits and diagnostics (world.py)."""
 
-    def snapshot(self) -> JSONObject: ...
+    def snapshot(self) -> Snapshot: ...
 
     def wait(self, conditions: Sequence[Condition], timeout_s: float) -> tuple[bool, str]: ...
 

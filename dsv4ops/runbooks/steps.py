@@ -4,8 +4,9 @@ end (outcome, next step); follow its branch."""
 
 from __future__ import annotations
 
+from typing import NotRequired, TypedDict
+
 from dsv4ops.clock import utc_now_iso
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.runbooks.model import Command, Step, join
 from dsv4ops.runbooks.runlog import REHEARSE, STEP_PREFIX
 from dsv4ops.runbooks.session import (
@@ -18,6 +19,34 @@ from dsv4ops.runbooks.session import (
     command_env,
     resume_hint,
 )
+
+
+class Answer(TypedDict):
+    """A person's answer to a confirmation, with who, when and how (None of them: refused,
+    since nobody could answer)."""
+
+    answer: bool
+    by: NotRequired[str]
+    at: NotRequired[str]
+    how: NotRequired[str]  # "--yes" or "prompt"
+    refused: NotRequired[bool]
+
+
+class StepEnd(TypedDict, total=False):
+    """What a step's action says of its end, journaled with the step (RunLog.end): a line for
+    the history (`said`), an outcome other than ok/failed, whether the run stops there, and
+    what the action has to show (its confirmation, a command's exit, a wait's detail, a
+    diagnostics bundle, who did a manual step and when)."""
+
+    said: str
+    outcome: str
+    stopped: bool
+    confirmation: Answer
+    exit: int
+    detail: str
+    bundle: str
+    by: str
+    at: str
 
 
 def rehearse(s: Session, p: Progress) -> None:
@@ -125,7 +154,7 @@ def _commands(
     return True, 0, ""
 
 
-def _ask(s: Session, question: str) -> JSONObject:
+def _ask(s: Session, question: str) -> Answer:
     """A person's answer with who and when; --yes answers yes. A run nobody can answer is
     refused rather than guessed."""
     if s.yes:
@@ -136,7 +165,7 @@ def _ask(s: Session, question: str) -> JSONObject:
     return {"answer": bool(answer), "by": s.who(), "at": utc_now_iso(s.clock), "how": "prompt"}
 
 
-def _refusal(where: str) -> JSONObject:
+def _refusal(where: str) -> StepEnd:
     return {
         "outcome": "refused",
         "stopped": True,
@@ -145,8 +174,8 @@ def _refusal(where: str) -> JSONObject:
     }
 
 
-def _run(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, JSONObject]:
-    info: JSONObject = {}
+def _run(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, StepEnd]:
+    info: StepEnd = {}
     if st.needs_confirmation and not s.dry_run:
         answer = _ask(s, f"{where} changes {s.target}: run it?")
         if answer.get("refused"):
@@ -170,7 +199,7 @@ def _run(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, JSONObjec
     }
 
 
-def _wait(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, JSONObject]:
+def _wait(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, StepEnd]:
     for c in st.conditions:
         s.echo(f"   until {c.text}")
     s.echo(f"   (at most {st.timeout_s:g} s)")
@@ -181,7 +210,7 @@ def _wait(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, JSONObje
     return ok, {"detail": detail, "said": detail if ok else f"timed out: {detail}"}
 
 
-def _diagnostics(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, JSONObject]:
+def _diagnostics(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, StepEnd]:
     if s.dry_run or s.world is None:
         s.echo("   (would collect the diagnostics bundle)")
         return True, {"said": "dry run"}
@@ -190,7 +219,7 @@ def _diagnostics(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, J
     return True, {"bundle": bundle, "said": f"diagnostics in {bundle}"}
 
 
-def _confirm(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, JSONObject]:
+def _confirm(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, StepEnd]:
     s.echo(f"   ? {st.question}")
     if s.dry_run:
         return True, {"said": "dry run"}
@@ -209,7 +238,7 @@ def _confirm(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, JSONO
     }
 
 
-def _manual(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, JSONObject]:
+def _manual(s: Session, p: Progress, st: Step, where: str) -> tuple[bool, StepEnd]:
     if s.dry_run:
         return True, {"said": "manual"}
     if s.yes or not s.interactive:

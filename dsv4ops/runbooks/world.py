@@ -7,15 +7,13 @@ made from the target side, process state comes from the agent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TypedDict
+from collections.abc import Callable, Mapping, Sequence
 
 from dsv4ops.apikey import auth_headers
 from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.deployment import START_ORDER, Component
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.store import Journal
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.metrics.prom import (
     METRICS_READ_CAP_BYTES,
     MetricsParseError,
@@ -27,18 +25,9 @@ from dsv4ops.remote import Supervisor
 from dsv4ops.remote.results import HttpRequest
 from dsv4ops.runbooks.diagnostics import collect
 from dsv4ops.runbooks.model import Condition
+from dsv4ops.runbooks.preconditions import ComponentSnapshot, Snapshot
 
 POLL_S = 0.25
-
-
-class ComponentSnapshot(TypedDict):
-    """One component in a preconditions snapshot: its process alive, its health answered 200,
-    and its running and queued requests (None: its /metrics not read)."""
-
-    alive: bool
-    healthy: bool
-    running: float | None
-    queued: float | None
 
 
 class TargetWorld:
@@ -48,7 +37,7 @@ class TargetWorld:
         journal: Journal,
         *,
         target: str,
-        status: Callable[[], JSONObject],
+        status: Callable[[], Mapping[str, object]],  # status's report: its `healthy` is read
         clock: Clock | None = None,
     ) -> None:
         self.supervisor = supervisor
@@ -57,7 +46,7 @@ class TargetWorld:
         self.status = status
         self.clock = clock or SystemClock()
 
-    def snapshot(self) -> JSONObject:
+    def snapshot(self) -> Snapshot:
         """The preconditions in two agent round trips (process states; every health and
         metrics request at once): it is taken before every step."""
         try:
@@ -65,7 +54,7 @@ class TargetWorld:
         except DsOpsError as exc:
             return {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
 
-    def _snapshot(self) -> JSONObject:
+    def _snapshot(self) -> Snapshot:
         current = self.journal.deployed()
         deployed = current.deployment() if current and current.components else None
         states = self.supervisor.status(list(START_ORDER))

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from dsv4ops import exitcodes
 from dsv4ops.errors import DeployError
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.interrupts import DeployInterrupted
+from dsv4ops.usecases.ab_json import ABOutcomeJSON
 from dsv4ops.usecases.ab_plan import ABPlan
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class ABOutcome:
             return exitcodes.INTERRUPTED
         return exitcodes.FAILED if self.failure else exitcodes.OK
 
-    def to_json(self) -> JSONObject:
+    def to_json(self) -> ABOutcomeJSON:
         return {
             "experiment": self.op_id,
             "target": self.plan.target_name,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DsOpsError
-from dsv4ops.jsontypes import JSONObject
+from dsv4ops.usecases.ab_json import ABPlanJSON
 from dsv4ops.usecases.ab_switch import Switch, switch_cost
 from dsv4ops.usecases.deploy import DeployPlan, plan_deploy
 from dsv4ops.usecases.gate import thresholds_of
@@ -113,7 +113,7 @@ class ABPlan:
         blocks = sum(self._block_s(arm) for arm in self.schedule)
         return blocks + self.gate_s + self.final_s
 
-    def to_json(self) -> JSONObject:
+    def to_json(self) -> ABPlanJSON:
         exp_blocks, exp_s, p = self.expected()
         return {
             "dry_run": True,

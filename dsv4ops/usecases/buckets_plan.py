@@ -7,16 +7,47 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from dsv4ops.errors import DsOpsError
-from dsv4ops.jsontypes import JSONObject
 
 if TYPE_CHECKING:
     from dsv4ops.buckets.plan import Evaluation, GraphMemory, StepLaw
     from dsv4ops.buckets.sources import ReportLevels
 
 LADDERS = ("step8", "step4:40-96", "sglang-default")  # what the planned ladder is compared with
+
+
+class LawJSON(TypedDict):
+    a_ms: float
+    b_ms: float
+
+
+class GraphMemoryJSON(TypedDict):
+    mb_per_graph: float | None
+    source: str
+    observed_gb: float | None
+    captured_graphs: int | None
+
+
+class ContextJSON(TypedDict):
+    measured: int | None
+    profile: int | None
+    note: str | None
+
+
+class BucketPlanJSON(TypedDict):
+    """What `buckets plan --json` prints (BucketPlan.to_json)."""
+
+    law: LawJSON
+    graph_budget: int
+    distribution: dict[str, float]
+    graph_memory: GraphMemoryJSON
+    ladders: list[dict[str, object]]  # each ladder's Evaluation.to_json
+    command: str
+    source: str | None
+    kept_below: list[int]
+    decode_context_length: ContextJSON
 
 
 @dataclass(frozen=True)
@@ -58,7 +89,7 @@ class BucketPlan:
             f"--as {self.profile}-planned"
         )
 
-    def to_json(self) -> JSONObject:
+    def to_json(self) -> BucketPlanJSON:
         return {
             "law": {"a_ms": self.step_law.a_ms, "b_ms": self.step_law.b_ms},
             "graph_budget": self.graph_budget,

@@ -12,7 +12,7 @@ works unchanged is everything that only talks HTTP: `canary`, `status` (read-onl
 from __future__ import annotations
 
 from dsv4ops.errors import ControllerOwnedError
-from dsv4ops.jsontypes import JSONObject
+from dsv4ops.orchestrate.status_report import EndpointReport
 from dsv4ops.profiles.model import Target
 from dsv4ops.usecases.session import TargetSession, reachable
 
@@ -74,7 +74,7 @@ def _how(target: Target, verb: str, profile: str | None) -> tuple[str, str]:
     return "changes reach the cluster as an applied export:", export_line(target, profile)
 
 
-def endpoint_status(session: TargetSession) -> JSONObject:
+def endpoint_status(session: TargetSession) -> EndpointReport:
     """Read-only status of an endpoint target: the router's liveness, readiness and the workers
     as the router lists them (`/workers`). Healthy only on a 200 from /readiness."""
     from dsv4ops.orchestrate.status import router_info

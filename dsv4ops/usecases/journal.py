@@ -8,17 +8,23 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, TypeAlias
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 from dsv4ops import exitcodes
 from dsv4ops.errors import DsOpsError
+from dsv4ops.journal.backend import JournalSource as JournalSource  # cli/journal.py's
+from dsv4ops.journal.backend import MergeDone
 from dsv4ops.journal.gates import GateResult, GateVerdict
 from dsv4ops.journal.knowngood import Judgement
-from dsv4ops.journal.records import Kind, Operation
+from dsv4ops.journal.records import Kind, Operation, OperationSummary
 from dsv4ops.journal.target import TargetJournal
 from dsv4ops.jsontypes import JSONObject
+from dsv4ops.orchestrate.status_report import StatusReport
 from dsv4ops.remote.results import LockInfo
 from dsv4ops.usecases.session import TargetSession
+
+if TYPE_CHECKING:
+    from dsv4ops.runbooks.runlog import Resume
 
 
 class Unseen(enum.Enum):
@@ -32,6 +38,19 @@ UNSEEN: Final = Unseen.UNSEEN
 SeenLock: TypeAlias = LockInfo | None | Unseen
 
 
+class JournalEntry(OperationSummary):
+    """A listed operation: its summary with its true state (`status`) and the command to run
+    next (None: nothing)."""
+
+    next: str | None
+
+
+class RunbookEntry(JournalEntry):
+    """A listed runbook run: also who resumed it, and why."""
+
+    resumes: list[Resume]
+
+
 @dataclass(frozen=True)
 class Listing:
     """What `dsv4ops journal` prints: the newest operations (each an `entry`), where the
@@ -40,10 +59,10 @@ class Listing:
 
     target: str
     path: str
-    source: JSONObject
+    source: JournalSource
     skipped_lines: list[int]
     merges: list[JSONObject]
-    entries: list[JSONObject]
+    entries: list[JournalEntry]
     warnings: list[str]
 
     @property
@@ -73,7 +92,7 @@ def journal_listing(session: TargetSession, limit: int) -> Listing:
     )
 
 
-def _lock(session: TargetSession, source: JSONObject) -> SeenLock:
+def _lock(session: TargetSession, source: JournalSource) -> SeenLock:
     """The target's deploy lock (None: free), or UNSEEN when it cannot be read."""
     if source.get("source") == "cache":
         return UNSEEN
@@ -83,7 +102,7 @@ def _lock(session: TargetSession, source: JSONObject) -> SeenLock:
         return UNSEEN
 
 
-def lock_of_report(report: JSONObject) -> SeenLock:
+def lock_of_report(report: StatusReport) -> SeenLock:
     """The deploy lock as `status`'s report read it (a LockInfo, None when free), or UNSEEN
     when the target was not reached."""
     if "lock" not in report:
@@ -92,19 +111,19 @@ def lock_of_report(report: JSONObject) -> SeenLock:
     return LockInfo(lock["holder"], lock["stale"]) if lock else None
 
 
-def entry(o: Operation, judged: Mapping[str, Judgement], lock: SeenLock = UNSEEN) -> JSONObject:
+def entry(o: Operation, judged: Mapping[str, Judgement], lock: SeenLock = UNSEEN) -> JournalEntry:
     """One operation's summary with its true state and what to run next: a runbook run is
     RUNNING only while its process lives (runbooks/runlog.run_state); an operation that never
     ended is RUNNING only while the deploy lock names it (or the experiment it runs within)
     and its holder lives; its process gone, it is ABANDONED, with the recover command."""
     from dsv4ops.runbooks.runlog import resumes, run_state
 
-    s: JSONObject = o.summary(judged.get(o.op))
-    s["next"] = None
+    summary = o.summary(judged.get(o.op))
     if o.kind is Kind.RUNBOOK:
-        s["status"], s["next"] = run_state(o)
-        s["resumes"] = resumes(o)
-        return s
+        state, then = run_state(o)
+        run: RunbookEntry = {**summary, "status": state, "next": then, "resumes": resumes(o)}
+        return run
+    s: JournalEntry = {**summary, "next": None}
     if o.status.terminal:
         return s
     recover = "`dsv4ops rollback --recover`" + (
@@ -123,7 +142,7 @@ def entry(o: Operation, judged: Mapping[str, Judgement], lock: SeenLock = UNSEEN
     return s
 
 
-def merge_kept_records(session: TargetSession) -> JSONObject | None:
+def merge_kept_records(session: TargetSession) -> MergeDone | None:
     """`journal --merge`: append the records this machine kept when the target's record lost
     history back into the record (TargetJournal.merge_diverged); None when the session's
     journal is a local file (nothing to merge). A TargetError when the target is unreachable."""

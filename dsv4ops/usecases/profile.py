@@ -13,7 +13,10 @@ from dsv4ops.errors import ProfileError
 from dsv4ops.jsontypes import JSONObject
 
 if TYPE_CHECKING:
+    from dsv4ops.profiles.diff import ProfileDiffJSON
     from dsv4ops.profiles.model import Target
+    from dsv4ops.profiles.problems import ProblemJSON as ProblemJSON  # cli/profile.py's
+    from dsv4ops.profiles.problems import ValidateResult
     from dsv4ops.profiles.setter import SetResult
 
 
@@ -49,7 +52,7 @@ def profile_details(name: str, rev: str | None) -> JSONObject:
     return data
 
 
-def validate_profiles(names: list[str], target: str | None) -> list[JSONObject]:
+def validate_profiles(names: list[str], target: str | None) -> list[ValidateResult]:
     """`profile validate`: one result per profile (default: every shipped one), with every
     problem of its file, against every target (or `target`)."""
     from dsv4ops.profiles.views import validate_many
@@ -95,7 +98,7 @@ def render_profile(name: str, target: str | None) -> RenderedProfile:
 
 def profile_diff(
     a: str, b: str, target: str | None, *, rev_a: str | None, rev_b: str | None
-) -> JSONObject:
+) -> ProfileDiffJSON:
     """`profile diff`: how B differs from A, resolved values then rendered argv and env."""
     from dsv4ops.profiles.views import diff_report
 

@@ -8,17 +8,23 @@ from collections.abc import Callable
 
 from dsv4ops import exitcodes
 from dsv4ops.journal.store import FileBackend, Journal
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.health import health_word as health_word  # the report's one word
 from dsv4ops.orchestrate.health import process_word as process_word  # a component's process
 from dsv4ops.orchestrate.status import KernelStatus, gather_status, journal_status
+from dsv4ops.orchestrate.status_report import ComponentRow as ComponentRow  # the report's parts
+from dsv4ops.orchestrate.status_report import DeployedRow as DeployedRow
+from dsv4ops.orchestrate.status_report import EndpointReport as EndpointReport
+from dsv4ops.orchestrate.status_report import KernelRow as KernelRow
+from dsv4ops.orchestrate.status_report import OpenOperation
+from dsv4ops.orchestrate.status_report import StatusReport as StatusReport
+from dsv4ops.orchestrate.status_report import StoppedBy as StoppedBy
 from dsv4ops.usecases.compose import kernel_support
 from dsv4ops.usecases.journal import SeenLock, entry, lock_of_report
 from dsv4ops.usecases.render import render_now
 from dsv4ops.usecases.session import TargetSession
 
 
-def status_reader(session: TargetSession, journal: Journal) -> Callable[[], JSONObject]:
+def status_reader(session: TargetSession, journal: Journal) -> Callable[[], StatusReport]:
     """Reads the live report of the session's target (orchestrate.status.gather_status) with
     `journal`, its drift against the working copy's render and its kernels; each call reads
     anew. Raises only for an unreachable target."""
@@ -27,7 +33,7 @@ def status_reader(session: TargetSession, journal: Journal) -> Callable[[], JSON
         loaded=kernel_support(session).loaded,
     )
 
-    def read() -> JSONObject:
+    def read() -> StatusReport:
         return gather_status(
             session.supervisor,
             journal,
@@ -39,7 +45,7 @@ def status_reader(session: TargetSession, journal: Journal) -> Callable[[], JSON
     return read
 
 
-def target_status(session: TargetSession) -> tuple[JSONObject, Journal]:
+def target_status(session: TargetSession) -> tuple[StatusReport, Journal]:
     """The report of `dsv4ops status` (without its word: `with_word`) and the journal snapshot
     it was answered from. The target's record is synced once (the cache when the target is
     unreachable: then only what the journal says, nothing observed); every question is answered
@@ -65,7 +71,7 @@ def is_endpoint(target_name: str | None) -> bool:
     return get_target(target_name).endpoint is not None
 
 
-def status_report(session: TargetSession) -> JSONObject:
+def status_report(session: TargetSession) -> StatusReport:
     """`target_status`'s report with its open operations (`open`), each as the journal listing
     judges it, the deploy lock as the report read it."""
     report, snapshot = target_status(session)
@@ -73,19 +79,26 @@ def status_report(session: TargetSession) -> JSONObject:
     return report
 
 
-def open_operations(journal: Journal, lock: SeenLock) -> list[JSONObject]:
+def open_operations(journal: Journal, lock: SeenLock) -> list[OpenOperation]:
     """Runs and experiments (and any operation) not ended, with their true state and the
     command that resumes or recovers them (the journal listing's `next`)."""
     ops = journal.operations()
     judged = journal.judged()
-    out = []
+    out: list[OpenOperation] = []
     # The index knows which are not ended: only those operations are read (10^6-record journals).
     for o in (ops[i] for i in ops.positions(terminal=False)):
         s = entry(o, judged, lock)
         if not o.status.terminal:
             out.append(
-                {k: s[k] for k in ("id", "kind", "status", "profile", "when", "next")}
-                | {"runbook": _runbook_name(o.reason)}
+                {
+                    "id": s["id"],
+                    "kind": s["kind"],
+                    "status": s["status"],
+                    "profile": s["profile"],
+                    "when": s["when"],
+                    "next": s["next"],
+                    "runbook": _runbook_name(o.reason),
+                }
             )
     return out
 
@@ -95,8 +108,8 @@ def _runbook_name(reason: str | None) -> str | None:
     return (reason or "").removeprefix("runbook ").split(": ", 1)[0] or None
 
 
-def with_word(report: JSONObject) -> JSONObject:
-    """The report with its one status word and that word's exit code (dsv4ops/exitcodes.py)."""
-    report["status"] = health_word(report)
-    report["exit"] = exitcodes.for_health(report["status"])
-    return report
+def with_word(report: StatusReport | EndpointReport) -> None:
+    """Give the report its one status word and that word's exit code (dsv4ops/exitcodes.py)."""
+    word = health_word(report)
+    report["status"] = word
+    report["exit"] = exitcodes.for_health(word)

@@ -13,17 +13,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 from dsv4ops.clock import Clock, utc_now_iso
 from dsv4ops.errors import DsOpsError
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.metrics.prom import METRICS_READ_CAP_BYTES
 from dsv4ops.remote.results import HttpReply, HttpRequest
 from dsv4ops.timings import TARGET_HTTP_S
 from dsv4ops.watch.detect import Detector
 from dsv4ops.watch.endpoints import WatchEndpoints
-from dsv4ops.watch.findings import Finding, Severity, worst
+from dsv4ops.watch.findings import Finding, FindingRecord, Severity, worst
 from dsv4ops.watch.probe import ProbeOutcome, ProbeRequest, judge, probe_requests
 from dsv4ops.watch.readings import (
     Scrape,
@@ -46,6 +45,51 @@ class HttpMany(Protocol):
     def __call__(
         self, requests: Sequence[HttpRequest], *, timeout_s: float = TARGET_HTTP_S
     ) -> list[HttpReply]: ...
+
+
+class ServerJSON(TypedDict):
+    """A server's readings in a round (`watch --json`)."""
+
+    up: bool
+    error: str | None
+    health: int | None
+    running: float | None
+    queued: float | None
+    decode_tokens: float | None
+    progress: float | None
+    transfer_failed: float
+    bootstrap_failed: float
+    queues: dict[str, float]
+    eager_passes: float | None
+
+
+class RouterJSON(TypedDict):
+    """The router's readings in a round."""
+
+    up: bool
+    error: str | None
+    responses_5xx: float
+    worker_health: dict[str, float]
+
+
+class ProbeJSON(TypedDict):
+    kind: str
+    status: str
+    detail: str
+    elapsed_s: float
+
+
+class RoundJSON(TypedDict):
+    """One round as `watch --json` prints it, a line each (Round.to_json)."""
+
+    round: int
+    at: str
+    worst: str
+    unanswered: list[str]
+    unproven: str | None
+    components: dict[str, ServerJSON | RouterJSON]  # prefill, decode, router
+    probes: list[ProbeJSON]
+    findings: list[FindingRecord]
 
 
 @dataclass(frozen=True)
@@ -85,7 +129,7 @@ class Round:
             return "unknown"
         return "ok"
 
-    def to_json(self) -> JSONObject:
+    def to_json(self) -> RoundJSON:
         return {
             "round": self.number,
             "at": self.at,
@@ -117,7 +161,7 @@ class Round:
         }
 
 
-def _server_json(s: ServerReading) -> JSONObject:
+def _server_json(s: ServerReading) -> ServerJSON:
     return {
         "up": s.up,
         "error": s.error,

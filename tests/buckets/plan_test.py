@@ -311,4 +311,5 @@ def test_the_plan_records_the_decode_context_length_the_sweep_ran_at(
     }
     other = plan_buckets(report=report(131072), profile="baseline", **kw)  # type: ignore[arg-type]
     note = other.to_json()["decode_context_length"]["note"]
+    assert note is not None
     assert "context length 131072, baseline sets 1048576" in note and "sglang#40442" in note

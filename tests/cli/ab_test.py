@@ -21,6 +21,7 @@ from dsv4ops.journal.gates import GateSource, GateVerdict
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.jsontypes import JSONObject
+from dsv4ops.orchestrate.status_report import StatusReport
 from testing.ab import ab_twin_env, add_ab_profiles
 from testing.orchestrate import OrchEnv, cli, module_env, our_processes
 
@@ -257,7 +258,7 @@ def test_ctrl_c_while_a_block_is_measured_keeps_a_and_records_the_block_as_parti
     assert deployed is not None and deployed.op == block0.op and len(our_processes(env)) == 3
 
 
-def _status(env: OrchEnv) -> JSONObject:
+def _status(env: OrchEnv) -> StatusReport:
     from dsv4ops.cli._context import open_target
     from dsv4ops.orchestrate.status import gather_status
 

@@ -9,6 +9,7 @@ import pytest
 
 from dsv4ops.cli import main
 from dsv4ops.cli.status import _router_details
+from dsv4ops.orchestrate.status_report import ComponentRow
 from testing.orchestrate import OrchEnv
 
 
@@ -24,10 +25,22 @@ def test_status_says_the_router_is_not_running_instead_of_none(
 
 
 def test_status_readiness_detail_when_the_router_does_not_answer() -> None:
-    row = {"name": "router", "alive": True, "readiness": None, "readiness_error": "timed out"}
-    assert _router_details(row) == "readiness unreachable (timed out)"
-    row = {"name": "router", "alive": True, "readiness": 200, "workers": []}
-    assert _router_details(row) == "readiness 200; workers unknown"
+    row: ComponentRow = {
+        "name": "router",
+        "alive": True,
+        "pid": 1,
+        "started_at": None,
+        "port": 30000,
+        "ports_open": {},
+        "exit_code": None,
+        "healthy": False,
+    }
+    silent: ComponentRow = {**row, "readiness": None, "readiness_error": "timed out"}
+    assert _router_details(silent) == "readiness unreachable (timed out)"
+    assert (
+        _router_details({**row, "readiness": 200, "workers": []})
+        == "readiness 200; workers unknown"
+    )
 
 
 def test_a_stack_nobody_recorded_is_unmanaged_not_down(

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.errors import DeployError, LockHeldError
+from dsv4ops.journal.backend import JournalSource
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.pd import restart_scope
@@ -303,7 +303,7 @@ class _Appends:
     def refresh(self, *, lock_op: str | None = None) -> None:
         self.inner.refresh(lock_op=lock_op)
 
-    def describe(self) -> JSONObject:
+    def describe(self) -> JournalSource:
         return self.inner.describe()
 
     def steps_on_disk(self) -> list[tuple[str, str]]:

@@ -20,6 +20,7 @@ from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.restore import fallback_for, rebuild, rollback_target
 from dsv4ops.orchestrate.status import gather_status
+from dsv4ops.orchestrate.status_report import StatusReport
 from dsv4ops.orchestrate.timeouts import Timeouts
 from dsv4ops.profiles import get_target
 from dsv4ops.remote import Supervisor
@@ -83,7 +84,7 @@ class SshCommand:
         dep, _ = rebuild(target_op, R.render_at_commit(self.target))
         return self.op.deploy(dep, kind=Kind.ROLLBACK, run_canary=False)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> StatusReport:
         return gather_status(
             self.sup, self.journal, target=JOURNAL, render_now=R.render_now(self.target)
         )

@@ -59,8 +59,9 @@ def test_a_decode_that_took_our_kernel_deploys_and_status_shows_the_route(
         state=lambda: {"packages": {PKG: {"current": "0.2.0"}}}, loaded=decode_uses_package
     )
     st = gather_status(control, journal, target="fake", kernels=kernels)
-    assert st["healthy"] and st["kernel_package"]["loaded"] == REF, st
-    assert st["kernel_package"]["evidence"] == f"in use: {HOOKED} | {OURS}"
+    k = st["kernel_package"]
+    assert st["healthy"] and k is not None and k["loaded"] == REF, st
+    assert k["evidence"] == f"in use: {HOOKED} | {OURS}"
     assert f"  in use: {HOOKED} | {OURS}" in render(st)
 
 

@@ -15,13 +15,14 @@ import shutil
 import sys
 import tarfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from dsv4ops.cli.status import render
 from dsv4ops.kernels.deploy import kernel_call
 from dsv4ops.kernels.plugin_dist import plugin_members
+from dsv4ops.orchestrate.status_report import StatusReport
 from dsv4ops.remote import LocalExecutor, Supervisor
 from dsv4ops.sglang_paths import dsv4_flash_config_names, plugin_env
 from dsv4ops.twin.kernel_package import BOX_DEVICE_NAME
@@ -140,7 +141,7 @@ def test_kernel_package_drift_through_the_twin(
     )
     assert f"`dsv4ops kernels rollback --name {PKG} --to 0.2.0`" in line
     assert "`dsv4ops deploy kernels-on`" in line and "Never restart decode alone" in line
-    text = "\n".join(render(st))
+    text = "\n".join(render(cast("StatusReport", st)))  # the --json output, as printed
     assert "NOT HEALTHY" in text and f"drift: {line}" in text
     assert f"kernel package: {REF} (active on target: {PKG}@0.1.0; decode loaded: {REF})" in text
 

@@ -18,6 +18,7 @@ from dsv4ops.kernels import loaded_check
 from dsv4ops.orchestrate.kernelpkg import KernelSupport, with_kernel_env
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.status import KernelStatus, gather_status
+from dsv4ops.orchestrate.status_report import KernelRow, StatusReport
 from dsv4ops.sglang_paths import moe_path
 from testing.clock import FakeClock
 from testing.orchestrate import KERNELS_PKG as PKG
@@ -73,10 +74,14 @@ def deployed(tmp_path: Path) -> tuple[SglangControl, Journal]:
     return control, journal
 
 
-def status(
-    control: SglangControl, journal: Journal, kernels: KernelStatus | None
-) -> dict[str, Any]:
+def status(control: SglangControl, journal: Journal, kernels: KernelStatus | None) -> StatusReport:
     return gather_status(control, journal, target="fake", kernels=kernels)
+
+
+def kernel_of(st: StatusReport) -> KernelRow:
+    k = st["kernel_package"]
+    assert k is not None, st
+    return k
 
 
 def test_all_three_agree(deployed: tuple[SglangControl, Journal]) -> None:
@@ -110,7 +115,7 @@ def test_target_switched_after_the_unit_started(deployed: tuple[SglangControl, J
     assert line.startswith(
         f"kernel package: deployed {REF}, active on target {PKG}@0.1.0, decode loaded {REF}"
     )
-    assert st["kernel_package"]["drift"] and st["kernel_package"]["active"] == f"{PKG}@0.1.0"
+    assert kernel_of(st)["drift"] and kernel_of(st)["active"] == f"{PKG}@0.1.0"
     lines = render(st)
     assert lines[0].endswith("NOT HEALTHY")
     assert f"drift: {line}" in lines
@@ -125,7 +130,7 @@ def test_twin_decode_reports_no_package(deployed: tuple[SglangControl, Journal])
     (line,) = st["drift"]
     assert "decode loaded none (not loaded: no '[dsv4ops-kernel-plugin] loaded' line" in line
     assert "restart the unit with `dsv4ops deploy kernels-on`" in line
-    assert st["kernel_package"]["loaded"] is None and st["kernel_package"]["drift"]
+    assert kernel_of(st)["loaded"] is None and kernel_of(st)["drift"]
 
 
 def test_real_sglang_fell_back_to_default_configs(deployed: tuple[SglangControl, Journal]) -> None:
@@ -145,7 +150,7 @@ def test_old_false_positive_no_default_line_is_not_loaded(
     control.twin, control.decode_log = False, "loading\nready"
     st = status(control, journal, kernels_at("0.2.0"))
     (line,) = st["drift"]
-    assert "decode loaded none (not loaded: " in line and st["kernel_package"]["loaded"] is None
+    assert "decode loaded none (not loaded: " in line and kernel_of(st)["loaded"] is None
 
 
 def test_evidence_scrolled_out_of_the_tail_is_unknown_not_absent(
@@ -154,8 +159,8 @@ def test_evidence_scrolled_out_of_the_tail_is_unknown_not_absent(
     control, journal = deployed
     control.decode_log = "\n".join(f"request {i}" for i in range(2000))  # the tail misses the start
     st = status(control, journal, kernels_at("0.2.0"))
-    assert st["drift"] == [] and st["kernel_package"]["loaded"] is None
-    assert st["kernel_package"]["loaded_detail"].startswith(
+    assert st["drift"] == [] and kernel_of(st)["loaded"] is None
+    assert kernel_of(st)["loaded_detail"].startswith(
         "unknown (the decode's start-up lines are no longer in its last 2000 log lines"
     )
 
@@ -182,7 +187,7 @@ def test_real_sglang_with_the_evidence_in_its_log_is_in_use(
     control.twin = False  # no twin_kernel_package: the log alone says it
     st = status(control, journal, kernels_at("0.2.0"))
     assert st["healthy"] and st["drift"] == [], st
-    assert st["kernel_package"]["loaded"] == REF
+    assert kernel_of(st)["loaded"] == REF
     # ...and the pointer moving on the target is still seen.
     st = status(control, journal, kernels_at("0.1.0"))
     (line,) = st["drift"]
@@ -197,15 +202,15 @@ def test_unreadable_target_state_and_decode_down(deployed: tuple[SglangControl, 
 
     st = status(control, journal, KernelStatus(state=broken, loaded=_loaded))
     assert st["drift"] == [] and st["healthy"], st
-    assert st["kernel_package"]["active_detail"] == (
+    assert kernel_of(st)["active_detail"] == (
         "unknown (cannot read the target's kernels state: agent: state/kernels.json: bad JSON)"
     )
     st = status(control, journal, None)  # not wired in: shown as not read, nothing claimed
-    assert st["kernel_package"]["active_detail"].startswith("unknown (the target's kernels state")
+    assert kernel_of(st)["active_detail"].startswith("unknown (the target's kernels state")
     assert st["drift"] == []
     control.running.pop("decode")
     st = status(control, journal, kernels_at("0.2.0"))
-    assert st["kernel_package"]["loaded_detail"] == "unknown (decode is not running)"
+    assert kernel_of(st)["loaded_detail"] == "unknown (decode is not running)"
     assert not any(d.startswith("kernel package") for d in st["drift"])
     assert any("decode is not running" in d for d in st["drift"])
 

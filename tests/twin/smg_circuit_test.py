@@ -2,8 +2,8 @@
 SMG 1.13.0 on the twin: with the prefill gone, SMG fails the first requests with 502 (each sent
 to the decode too: PD dispatches both at once, and it retries), then its prefill circuit opens
 and every request is refused 503 `no_available_workers` before any dispatch: nothing more reaches
-the decode. The bug does not reproduce here; /workers meanwhile lists both workers healthy (it
-shows the health checks, not the circuits). docs/deploy.md "Which router"."""
+the decode. The bug does not reproduce here; /workers meanwhile still lists both workers (it
+shows the health checks, not the circuits: on an idle machine both read healthy). docs/deploy.md "Which router"."""
 
 from __future__ import annotations
 
@@ -63,5 +63,8 @@ def test_an_open_prefill_circuit_sends_nothing_more_to_the_decode() -> None:
             assert reply.status_code == 503, reply.text
             assert "No available prefill workers (all circuits open" in reply.text, reply.text
         assert _chats_at_decode(stack) == sent  # open: refused before any dispatch to the decode
+        # /workers still lists both: it shows registrations and health checks, not circuits.
+        # Whether the prefill already reads unhealthy depends on when SMG's health check ran
+        # (on an idle machine, not yet): asserted it made the test fail on a loaded one.
         workers = httpx.get(stack.router.url + "/workers", timeout=5).json()["workers"]
-        assert all(w["is_healthy"] for w in workers), workers
+        assert len(workers) == 2, workers
