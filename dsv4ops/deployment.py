@@ -6,9 +6,16 @@ deploys it; the canary reads its endpoint, model name and thresholds section fro
 port is computed once, at render time, from the profile; nothing is parsed back from argv
 except when reading a journal written before those fields were recorded.
 
-Bottom layer: imports only `errors`, `secrets`, `routerkind`, `constants`, `timings` and `apikey`
-(whose reading it never calls). Pure
-data; no I/O.
+The profile's declared sections it records (`canary`, `probe`) are read back through their
+declarations (dsv4ops/settings.py, through dsv4ops/recorded.py), once, by `Deployment.canary`
+and `Deployment.probe`, and the `model` and `router` it needs (`model_name`, `router_kind`):
+the only readers of those sections of a record. A recorded value that
+fits no declaration raises
+RecordedSettingError naming the operation, the key and the value (docs/deploy.md, "Recorded
+settings"); it is never replaced by a default.
+
+Bottom layer: imports only `errors`, `secrets`, `routerkind`, `settings`, `recorded`,
+`constants`, `timings` and `apikey` (whose reading it never calls). Pure data; no I/O.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from dsv4ops.apikey import API_KEY_FLAG, ApiKeyRef
 from dsv4ops.constants import (
@@ -27,9 +35,17 @@ from dsv4ops.constants import (
 )
 from dsv4ops.errors import DeployError
 from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.recorded import (
+    RecordedModel,
+    RecordedRouter,
+    Section,
+    read_section,
+    recorded_grace,
+)
 from dsv4ops.routerkind import RouterKind
 from dsv4ops.secrets import REDACTED, redact_argv, redact_env
-from dsv4ops.timings import STOP_GRACE_MAX_S, STOP_GRACE_S
+from dsv4ops.settings import CanaryThresholds, ProbeSettings
+from dsv4ops.timings import STOP_GRACE_S
 
 START_ORDER: tuple[str, ...] = ("prefill", "decode", "router")
 STOP_ORDER: tuple[str, ...] = ("router", "decode", "prefill")
@@ -175,17 +191,8 @@ class Component:
             bootstrap_port=int(bootstrap) if bootstrap is not None else None,
             bind_host=str(bind or ""),
             api_key=ApiKeyRef.from_record(data.get("key_from")),
-            stop_grace_s=_recorded_grace(data.get("stop_grace_s")),
+            stop_grace_s=recorded_grace(data.get("stop_grace_s")),
         )
-
-
-def _recorded_grace(value: object) -> float:
-    """A component's recorded stop grace. A record from before the setting has none and was
-    deployed with the default, which is what stopping it then gave it; a value no version
-    writes (not a positive number) is judged the same way, so a stop still begins."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-        return float(min(value, STOP_GRACE_MAX_S))
-    return STOP_GRACE_S
 
 
 def argv_value(argv: Sequence[str], flag: str) -> str | None:
@@ -272,23 +279,31 @@ class Deployment:
     def in_order(self, order: Sequence[str] = START_ORDER) -> list[Component]:
         return [self.component(n) for n in order]
 
-    @property
+    @cached_property
     def model_name(self) -> str:
-        """The model name requests to this deployment carry."""
-        model = (self.content or {}).get("model") or {}
-        return served_model_name(model.get("served_name"), model.get("path"))
+        """The model name requests to this deployment carry (from its recorded `model`)."""
+        model = self._section("model", RecordedModel)
+        return served_model_name(model.served_name, model.path)
 
-    @property
-    def canary_settings(self) -> JSONObject:
-        """The profile's `canary` section as recorded (for canary.Thresholds.recorded)."""
-        return dict((self.content or {}).get("canary") or {})
+    @cached_property
+    def canary(self) -> CanaryThresholds:
+        """The profile's `canary` section as recorded, read once through its declaration
+        (`Thresholds.judging` extends it; RecordedSettingError for a value that does not fit)."""
+        return self._section("canary", CanaryThresholds)
 
-    @property
-    def probe_tool_call(self) -> str:
-        """The profile's `probe.tool_call` as recorded: required, auto or off. A deployment
-        recorded before the setting existed was probed with a forced call: required."""
-        value = ((self.content or {}).get("probe") or {}).get("tool_call")
-        return value if value in ("required", "auto", "off") else "required"
+    @cached_property
+    def probe(self) -> ProbeSettings:
+        """The profile's `probe` section as recorded (recorded before it existed: the default,
+        a forced call, as it was probed). RecordedSettingError for a value that does not fit."""
+        return self._section("probe", ProbeSettings)
+
+    def check_recorded(self) -> None:
+        """Read every recorded section now (RecordedSettingError before anything changes)."""
+        _ = self.canary, self.probe, self.model_name, self.router_kind
+
+    def _section(self, name: str, cls: type[Section]) -> Section:
+        profile = self.profile_path or self.profile_name
+        return read_section(self.content, name, cls, op=self.source_op, profile=profile)
 
     @property
     def decode_log_interval(self) -> int:
@@ -300,13 +315,11 @@ class Deployment:
         except ValueError:  # SGLang would not have started with it; judge by the default
             return SGLANG_DEFAULT_DECODE_LOG_INTERVAL
 
-    @property
+    @cached_property
     def router_kind(self) -> RouterKind:
-        """Which router fronts this deployment (the profile's router.kind, as recorded): the one
-        answer every command that talks to the router asks. A deployment recorded before the
-        choice existed ran sglang-router."""
-        router = (self.content or {}).get("router") or {}
-        return RouterKind.recorded(router.get("kind"))
+        """Which router fronts this deployment (its recorded router.kind): the one answer every
+        command that talks to the router asks. Recorded before the choice: sglang-router."""
+        return RouterKind(self._section("router", RecordedRouter).kind)
 
     @property
     def router_key(self) -> ApiKeyRef | None:

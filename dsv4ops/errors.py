@@ -7,6 +7,8 @@
     ├── RemoteCommandError      a command on the target exited non-zero (carries the result)
     ├── LockHeldError           another deploy holds the target's lock (names the holder)
     ├── JournalError            journal unreadable or inconsistent
+    │   └── RecordedSettingError  a recorded profile setting that fits no declaration (names
+    │                           the operation, the key and the value; never read as a default)
     ├── DeployError             a deploy/rollback/stop step failed (says what, what was done, state now)
     ├── ControllerOwnedError    deploy/rollback/stop/kernels on an endpoint target: the cluster's
     │                           controller owns restarts (nothing changed; prints the kubectl line)
@@ -121,6 +123,23 @@ class JournalError(DsOpsError):
     same (only this machine's copy of it failed), so they must not be appended again."""
 
     written = False
+
+
+class RecordedSettingError(JournalError):
+    """A journal operation's recorded profile holds a value that does not fit its declared
+    setting (a hand-edited or damaged line): the command that needs the setting refuses, naming
+    the operation, the key and the value, and never judges or deploys by a guessed default."""
+
+    def __init__(self, op: str | None, key: str, value: object, expected: str, *, hint: str):
+        where = f"journal operation {op}" if op else "the rendered deployment"
+        super().__init__(
+            f"{where} records {key} = {value!r}, which is not {expected}: dsv4ops will not "
+            "guess what that deployment was set to",
+            hint=hint,
+        )
+        self.op = op
+        self.key = key
+        self.value = value
 
 
 class DeployError(DsOpsError):

@@ -63,15 +63,6 @@ class RouterKind(StrEnum):
     def other(self) -> RouterKind:
         return RouterKind.SMG if self is RouterKind.SGLANG_ROUTER else RouterKind.SGLANG_ROUTER
 
-    @classmethod
-    def recorded(cls, value: object) -> RouterKind:
-        """The kind a journal record or resolved profile names; records written before the
-        choice existed ran sglang-router, the only router then."""
-        try:
-            return cls(str(value))
-        except ValueError:
-            return cls.SGLANG_ROUTER
-
 
 @dataclass(frozen=True)
 class RouterMetrics:

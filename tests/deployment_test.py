@@ -10,12 +10,15 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.deployment import Component, Deployment, commands_hash
-from dsv4ops.errors import DeployError
+from dsv4ops.errors import DeployError, RecordedSettingError
 from dsv4ops.journal.records import Kind
 from dsv4ops.journal.store import Journal
 from dsv4ops.profiles import load_profile, load_targets, render
 from dsv4ops.profiles.model import Target
+from dsv4ops.routerkind import RouterKind
+from dsv4ops.settings import CanaryThresholds
 from testing.clock import FakeClock
+from testing.orchestrate import make_deployment
 
 REPO = Path(__file__).resolve().parents[1]
 # tiny-cpu is the real-SGLang-on-CPU rehearsal profile (target sglang-cpu), never the box's.
@@ -118,7 +121,7 @@ def test_render_carries_what_the_journal_and_canary_need() -> None:
     assert d.profile_name == "baseline" and d.target == "box"
     assert d.model_name == profile.model.request_name == "deepseek-v4-flash"
     assert d.decode_buckets == profile.flags.decode_buckets
-    assert d.canary_settings["smoke_requests"] == profile.canary.smoke_requests
+    assert d.canary == profile.canary and d.probe == profile.probe  # the dump, read back
     assert d.kernel_package == profile.kernel_package and d.content == profile.to_dict()
 
 
@@ -136,7 +139,7 @@ def test_record_round_trip_through_the_journal(tmp_path: Path) -> None:
     )
     assert back.model_name == d.model_name and back.decode_buckets == d.decode_buckets
     assert back.kernel_package == d.kernel_package and back.source_op == op_id
-    assert back.canary_settings["sweep_concurrency"] == list(d.canary_settings["sweep_concurrency"])
+    assert back.canary == d.canary and back.probe == d.probe
 
 
 def test_secrets_are_redacted_in_records_and_the_real_hash_kept(tmp_path: Path) -> None:
@@ -194,3 +197,30 @@ def test_a_deployment_needs_the_three_components() -> None:
 def test_component_defaults_metrics_port_to_the_api_port() -> None:
     c = Component("decode", ("python",), {}, "127.0.0.1", 30001, (30001,))
     assert c.metrics_port == 30001 and c.bootstrap_port is None and c.probe_host == "127.0.0.1"
+
+
+@pytest.mark.parametrize(
+    ("content", "key"),
+    [
+        ({"router": {"kind": "nginx"}}, "router.kind"),
+        ({"router": "smg"}, "router"),
+        ({"model": {"path": ["/m"]}}, "model.path"),
+        ({"canary": {"tool_calls": "no"}}, "canary.tool_calls"),
+        ({"probe": {"tool_call": None}}, "probe.tool_call"),
+    ],
+)
+def test_a_recorded_section_that_does_not_fit_is_named_never_defaulted(
+    content: dict[str, object], key: str
+) -> None:
+    d = replace(make_deployment("a"), content=content, source_op="d-1")
+    with pytest.raises(RecordedSettingError) as info:
+        d.check_recorded()
+    assert (info.value.op, info.value.key) == ("d-1", key)
+    assert "dsv4ops deploy a --target TARGET" in (info.value.hint or "")
+
+
+def test_a_record_from_before_the_sections_reads_as_that_release_ran() -> None:
+    d = replace(make_deployment("a"), content={"model": {"path": "/m"}})
+    assert (d.model_name, d.router_kind) == ("/m", RouterKind.SGLANG_ROUTER)
+    assert d.canary == CanaryThresholds() and d.probe.tool_call == "required"
+    assert replace(d, content=None).model_name == "default"

@@ -10,15 +10,14 @@ from __future__ import annotations
 import enum
 import math
 import os
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
 
 from dsv4ops import exitcodes
 from dsv4ops.errors import CanaryError
 from dsv4ops.jsontypes import JSONObject
-from dsv4ops.profiles.model import CanaryThresholds, Profile
-from dsv4ops.profiles.settings import extended, from_record
+from dsv4ops.profiles.model import Profile
+from dsv4ops.settings import CanaryThresholds, extended
 
 if TYPE_CHECKING:
     from dsv4ops.canary.workload import Thinking
@@ -226,9 +225,9 @@ def client_lag_limit_ms() -> float:
 @dataclass(frozen=True)
 class Thresholds(CanaryThresholds):
     """Everything a suite is judged by: the profile's `canary` section (`CanaryThresholds`,
-    declared once in profiles/model.py, inherited here with its defaults), then the canary-side
-    settings no profile sets. The one way from a profile to a verdict is `judging(profile.canary)`;
-    from a journal record, `recorded(deployment.canary_settings)`.
+    declared once in dsv4ops/settings.py, inherited here with its defaults), then the canary-side
+    settings no profile sets. The one way to a verdict is `judging(section)`: from a profile,
+    `judging(profile.canary)`; from a journal record, `judging(deployment.canary)`.
     """
 
     watchdog_tick_s: float = 0.1
@@ -285,12 +284,6 @@ class Thresholds(CanaryThresholds):
     def judging(cls, settings: CanaryThresholds) -> Thresholds:
         """The thresholds of a profile's canary section, the canary-side ones at their defaults."""
         return extended(Thresholds, settings)
-
-    @classmethod
-    def recorded(cls, section: Mapping[str, object] | None) -> Thresholds:
-        """The thresholds of a canary section as a journal recorded it (a value it cannot use
-        keeps the default: settings.from_record)."""
-        return cls.judging(from_record(CanaryThresholds, section))
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)

@@ -371,8 +371,8 @@ class Runner:
             rounds=self.settings.timeouts.probe_rounds,
             timeout_s=self.settings.timeouts.probe_request_s,
             # asked the way the profile's canary (and its users) ask: reasoning on or off
-            thinking=ProbeThinking.from_canary_settings(d.canary_settings, d.router_kind),
-            tool_call=d.probe_tool_call,  # what the profile declares its model can do
+            thinking=ProbeThinking.from_canary(d.canary, d.router_kind),
+            tool_call=d.probe.tool_call,  # what the profile declares its model can do
             router_key=d.router_key,  # the router's API key, when it needs one
         )
         self.log.probe_checks = result.checks

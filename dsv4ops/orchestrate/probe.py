@@ -30,10 +30,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from dsv4ops.apikey import ApiKeyRef, auth_headers
-from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.remote.results import HttpReply
 from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
+from dsv4ops.settings import CanaryThresholds
 
 WEATHER_TOOL = {
     "type": "function",
@@ -64,15 +65,14 @@ class ProbeThinking:
     say_off: bool = False
 
     @classmethod
-    def from_canary_settings(
-        cls, settings: Mapping[str, JSONValue], router: RouterKind = DEFAULT_ROUTER_KIND
+    def from_canary(
+        cls, canary: CanaryThresholds, router: RouterKind = DEFAULT_ROUTER_KIND
     ) -> ProbeThinking:
-        """From a profile's `canary` section as recorded (`Deployment.canary_settings`), for
-        the router the deployment runs (`Deployment.router_kind`)."""
-        budget = settings.get("thinking_budget_tokens")
+        """From a profile's `canary` section (`Deployment.canary`, as recorded), for the router
+        the deployment runs (`Deployment.router_kind`)."""
         return cls(
-            on=bool(settings.get("thinking")),
-            budget_tokens=int(budget) if budget is not None else cls.budget_tokens,
+            on=canary.thinking,
+            budget_tokens=canary.thinking_budget_tokens,
             say_off=router.thinking_off_explicit,
         )
 
@@ -132,7 +132,7 @@ def run_probe(
     router_key: ApiKeyRef | None = None,
 ) -> ProbeResult:
     """Send `rounds` x (streaming chat + tool-call chat) through the router; all must pass.
-    `thinking`: the profile's canary reasoning settings (`ProbeThinking.from_canary_settings`);
+    `thinking`: the profile's canary reasoning settings (`ProbeThinking.from_canary`);
     `tool_call`: the profile's `probe.tool_call` (required, auto or off). `router_key`: where the
     router's API key lives (`Deployment.router_key`), sent as every client of the router does.
 

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from dsv4ops import exitcodes
 from dsv4ops.deployment import Deployment
-from dsv4ops.errors import DeployError, DsOpsError
+from dsv4ops.errors import DeployError, DsOpsError, RecordedSettingError
 from dsv4ops.journal.knowngood import arm_of, commands_hash
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
@@ -191,7 +191,8 @@ def fallbacks_for(
             continue
         try:
             dep, _how = rebuild(op, render_at_commit)
-        except DeployError as exc:
+            dep.check_recorded()  # its probe reads them: a hand-edited value is named, skipped
+        except (DeployError, RecordedSettingError) as exc:
             if progress:
                 progress(f"note: cannot use {op.op} as the automatic rollback target: {exc}")
             continue

@@ -17,8 +17,8 @@ from dsv4ops.profiles.model import (
 )
 from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.provenance import Provenance
-from dsv4ops.profiles.settings import from_values
 from dsv4ops.routerkind import RouterKind
+from dsv4ops.settings import from_values
 
 
 def _env(mapping: dict[str, str]) -> tuple[tuple[str, str], ...]:

@@ -11,11 +11,20 @@ from dsv4ops.apikey import ApiKeyRef
 from dsv4ops.constants import SSH_RECONNECT_S
 from dsv4ops.deployment import Component, Deployment, ProfileWarning, served_model_name
 from dsv4ops.jsontypes import JSONObject
-from dsv4ops.profiles.settings import setting
 from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
+from dsv4ops.settings import MAX_CONCURRENCY, PROBE_TOOL_CALL, CanaryThresholds, ProbeSettings
 from dsv4ops.timings import STOP_GRACE_S
 
-__all__ = ["Component", "Deployment", "ProfileWarning"]
+# The declared sections a deployment carries live below it (dsv4ops/settings.py).
+__all__ = [
+    "MAX_CONCURRENCY",
+    "PROBE_TOOL_CALL",
+    "CanaryThresholds",
+    "Component",
+    "Deployment",
+    "ProbeSettings",
+    "ProfileWarning",
+]
 
 
 @dataclass(frozen=True)
@@ -91,108 +100,6 @@ class Flags:
     multi_stream_overlap: bool
     decode_buckets_spec: str | tuple[int, ...]
     decode_buckets: tuple[int, ...]  # resolved: exactly what --cuda-graph-bs-decode gets
-
-
-# Bounds of the canary's concurrency levels (profiles/schema.py uses the same).
-MAX_CONCURRENCY = 4096
-# How the deploy's end-to-end probe asks for its tool call (orchestrate/probe.py): forced with
-# `tool_choice: required` (SGLang constrains the output to the parser's call grammar), asked with
-# `auto` (the parser must still find a call), or not asked at all.
-PROBE_TOOL_CALL = ("required", "auto", "off")
-
-
-@dataclass(frozen=True)
-class CanaryThresholds:
-    """The profile's `canary` section: what the canary suites judge a deployment by (units in
-    the names). Each field is the one declaration of its setting (profiles/settings.py): the
-    schema, this value, the journal record's reading, docs/profiles.md's table and the canary's
-    `Thresholds` all derive from it. To add a setting, add a field here."""
-
-    smoke_requests: int = setting(
-        8, minimum=1, maximum=10_000, doc="requests the smoke suite sends"
-    )
-    corruption_max_rate: float = setting(
-        0.0, minimum=0.0, maximum=1.0, doc="share of corrupted tool calls tolerated"
-    )
-    consistency_min_agreement: float = setting(
-        0.95, minimum=0.0, maximum=1.0, doc="agreement of answers at concurrency 1 and under load"
-    )
-    first_token_deadline_s: float = setting(
-        60.0, minimum=0.0, maximum=3600.0, doc="seconds a request may wait for its first token"
-    )
-    # Per-request backstop: a request still open after this long is cut and counted as a hang.
-    hang_deadline_s: float = setting(
-        120.0, minimum=0.0, maximum=3600.0, doc="seconds after which an open request is a hang"
-    )
-    abort_cascade_recovery_s: float = setting(
-        60.0,
-        minimum=0.0,
-        maximum=3600.0,
-        doc="seconds for running + queued to get back after aborts",
-    )
-    stress_concurrency: int = setting(
-        80, minimum=1, maximum=MAX_CONCURRENCY, doc="sessions of the corruption suite's load"
-    )
-    stress_duration_s: float = setting(
-        120.0, minimum=0.0, maximum=86400.0, doc="seconds of soak load (and an A/B block)"
-    )
-    # How long the deploy's (and rollback's) gate runs each flag-aware suite (the corruption,
-    # abort-cascade and sweep suites a flag change calls for; smoke sends its request count).
-    # `deploy --canary-duration` overrides it for one deploy; a runbook's deploy, whose command
-    # text is the box's, gets it from the profile.
-    gate_duration_s: float = setting(
-        20.0,
-        minimum=1.0,
-        maximum=3600.0,
-        doc="seconds of each flag-aware suite in the deploy's canary gate",
-    )
-    sweep_concurrency: tuple[int, ...] = setting(
-        (32, 48, 56, 57, 64, 72, 80, 88, 96),
-        minimum=1,
-        maximum=MAX_CONCURRENCY,
-        max_items=64,
-        doc="the sweep's concurrency staircase",
-    )
-    sweep_throughput_tolerance_pct: float = setting(
-        5.0, minimum=0.0, maximum=100.0, doc="distance from the throughput law a level may fall"
-    )
-    sawtooth_max_drop_pct: float = setting(
-        5.0, minimum=0.0, maximum=100.0, doc="drop past a CUDA-graph bucket that is a sawtooth"
-    )
-    # Hang watchdog: a stream silent this long is stalled; no token anywhere this long is a
-    # server-wide freeze (and the floor of the metrics-side no-progress window). 2 s keeps
-    # detection under 3 s, far below SGLang's 300 s timeouts.
-    stall_s: float = setting(
-        2.0, minimum=0.1, maximum=600.0, doc="seconds a stream may be silent before it is stalled"
-    )
-    freeze_s: float = setting(
-        2.0, minimum=0.1, maximum=600.0, doc="seconds without a token anywhere that are a freeze"
-    )
-    # Run the suites with chat_template_kwargs.thinking (needs model.reasoning_parser);
-    # tool-call requests get thinking_budget_tokens more max_tokens for the reasoning.
-    thinking: bool = setting(False, doc="suites ask for reasoning (chat_template_kwargs)")
-    thinking_budget_tokens: int = setting(
-        1024, minimum=1, maximum=131072, doc="extra max_tokens of a request when thinking"
-    )
-    # The suites' tool-call requests (a nonce echoed in the call's arguments). A model that
-    # cannot copy text from its prompt (the tiny CPU model) declares false: the suites send
-    # none, corruption answers INCONCLUSIVE, and every verdict says the checks were off.
-    tool_calls: bool = setting(True, doc="suites send tool-call requests")
-
-
-@dataclass(frozen=True)
-class ProbeSettings:
-    """The profile's `probe` section: how the deploy's end-to-end probe checks the deployed model
-    (orchestrate/probe.py). Declared like `CanaryThresholds` (profiles/settings.py)."""
-
-    # What the deployed model can do, declared: DSV4 spells a forced call; a model that cannot
-    # satisfy the call grammar (the tiny CPU model, docs/twin.md) says `auto`, one that calls no
-    # tools `off`. A deploy whose probe skipped or did not force the call says so.
-    tool_call: str = setting(
-        "required",
-        choices=PROBE_TOOL_CALL,
-        doc="the probe's tool call: forced (required), offered (auto) or not sent (off)",
-    )
 
 
 @dataclass(frozen=True)

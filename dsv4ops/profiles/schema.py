@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING
 from dsv4ops.jsontypes import JSONValue
 from dsv4ops.profiles import _flag_tables
 from dsv4ops.profiles.buckets import MAX_BATCH_SIZE, MAX_BUCKETS
-from dsv4ops.profiles.model import CanaryThresholds, ProbeSettings
 from dsv4ops.profiles.routers import any_policy
-from dsv4ops.profiles.settings import declared
 from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
+from dsv4ops.settings import CanaryThresholds, ProbeSettings, declared
 from dsv4ops.timings import STOP_GRACE_MAX_S, STOP_GRACE_MIN_S, STOP_GRACE_S
 
 if TYPE_CHECKING:
@@ -134,7 +133,7 @@ def _bounds(f: Field) -> str:
 
 
 def section_schema(cls: type[DataclassInstance]) -> Schema:
-    """The schema of a declared section (profiles/settings.py): one Field per setting."""
+    """The schema of a declared section (dsv4ops/settings.py): one Field per setting."""
     return {
         d.name: Field(
             d.kind,
@@ -336,8 +335,8 @@ PROFILE_SCHEMA: Schema = {
     "kernel_package": Field(
         "str", nullable=True, help="the kernel package the servers load: name@version, or empty"
     ),
-    # Declared once, with its defaults, bounds and docs, in profiles/model.py.
+    # Declared once, with its defaults, bounds and docs, in dsv4ops/settings.py.
     "canary": section_schema(CanaryThresholds),
-    # What the deployed model can do with tools, declared (profiles/model.py ProbeSettings).
+    # What the deployed model can do with tools, declared (dsv4ops/settings.py ProbeSettings).
     "probe": section_schema(ProbeSettings),
 }

@@ -88,7 +88,7 @@ def resolve_endpoint(
     d = reach.deployment
     if d is not None:
         if profile is None:  # judged as the deployed profile was recorded
-            thresholds = Thresholds.recorded(d.canary_settings)
+            thresholds = Thresholds.judging(d.canary)
             buckets = d.decode_buckets
         name = name or d.model_name
     workers = tuple(worker_urls) or reach.worker_urls

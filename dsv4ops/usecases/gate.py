@@ -31,10 +31,11 @@ SuiteRunner = Callable[
 
 
 def thresholds_of(deployment: Deployment) -> Thresholds:
-    """The thresholds the deployment's profile sets in its `canary` section (defaults else)."""
+    """The thresholds the deployment's profile sets in its `canary` section, as recorded
+    (`Deployment.canary`; RecordedSettingError for a value that does not fit)."""
     from dsv4ops.canary import Thresholds
 
-    return Thresholds.recorded(deployment.canary_settings)
+    return Thresholds.judging(deployment.canary)
 
 
 def buckets_of(deployment: Deployment) -> tuple[int, ...]:

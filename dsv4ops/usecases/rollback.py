@@ -84,6 +84,9 @@ def run_rollback(
 ) -> Outcome:
     dep, op = choice.deployment, choice.op
     require_router_key(dep)  # its router's key unreadable here: refused before anything stops
+    # its recorded canary and probe sections, which its probe and gate read, unreadable (a
+    # hand-edited line): RecordedSettingError before anything stops, never a guessed default
+    dep.check_recorded()
     progress(f"rollback target: {op.op} ({dep.describe()}), rebuilt from {choice.how}")
     # If the target fails too, the next known-good ones are tried, whether or not anything ran
     # before: with nothing running, stopping everything is the worst outcome, not the plan.

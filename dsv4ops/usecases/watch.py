@@ -52,7 +52,7 @@ def open_watch(
         max_decode_bucket=max(endpoints.decode_buckets, default=None),
         baseline=baseline_from_operations(session.journal.operations(), deployed),
         time_scale=target_time_scale(session.target),
-        tool_calls=deployment.canary_settings.get("tool_calls") is not False,
+        tool_calls=deployment.canary.tool_calls,
     )
     stream = _probe_stream(session, endpoints.model) if probe else None
     # A local target's URLs are this machine's: its scrapes skip the agent process.

@@ -49,8 +49,13 @@ LAYERS: dict[str, float] = {
     "whoami": 6,
     "waits": 6,  # the wait seam: long steps report to an observer the CLI draws (cli/_live.py)
     "sglang_paths": 6,  # what SGLang 0.5.23 reads per MoE path (kernels, profiles, the twin)
+    # the declared settings and the declared sections (canary, probe): the profile builds them,
+    # the deployment carries them, the journal's record is read back through them
+    "settings": 6,
     "routerkind": 6,  # which router fronts the pair (issue 43): profiles and deployment name it
-    "deployment": 5.5,  # the one model of a deployment: above the leaves it imports (errors, secrets)
+    "deployment": 5.5,
+    # the one reader of a recorded profile's sections, through their declarations (settings)
+    "recorded": 5.6,  # the one model of a deployment: above the leaves it imports (errors, secrets)
     # the router's API key by reference (read on this machine, sent as a bearer): below the
     # deployment that names it, above the leaves it imports (errors, secrets)
     "apikey": 5.75,

@@ -16,6 +16,7 @@ from dsv4ops.canary.verdict import (
 )
 from dsv4ops.errors import CanaryError
 from dsv4ops.profiles import load_profile, render
+from dsv4ops.settings import CanaryThresholds
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 
@@ -54,7 +55,6 @@ def test_thresholds_and_buckets_from_the_real_profiles() -> None:
     assert th.stress_concurrency == 80 and th.sweep_concurrency[:4] == (32, 48, 56, 57)
     assert th.stall_s == Thresholds().stall_s  # canary-side default kept
     assert buckets_from_profile(baseline)[-4:] == (72, 80, 88, 96)
-    assert Thresholds.recorded({"smoke_requests": 3, "unknown_key": 1}).smoke_requests == 3
 
 
 def _flags(name: str) -> dict[str, object]:
@@ -131,7 +131,7 @@ def test_the_machine_sets_the_client_s_lag_limit_and_a_given_value_wins(
     monkeypatch.setenv(LAG_ENV, "250")
     assert Thresholds().loop_lag_p99_max_ms == 250.0
     assert thresholds_from_profile(_p("baseline")).loop_lag_p99_max_ms == 250.0
-    assert Thresholds.recorded({"smoke_requests": 8}).loop_lag_p99_max_ms == 250.0
+    assert Thresholds.judging(CanaryThresholds(smoke_requests=8)).loop_lag_p99_max_ms == 250.0
     assert Thresholds(loop_lag_p99_max_ms=0.0).loop_lag_p99_max_ms == 0.0  # given: kept
 
 

@@ -20,6 +20,7 @@ from dsv4ops.orchestrate.workload import parse_load
 from dsv4ops.remote.local import LocalExecutor
 from dsv4ops.remote.supervisor import Supervisor
 from dsv4ops.routerkind import RouterKind
+from dsv4ops.settings import CanaryThresholds
 from testing.clock import FakeClock
 from testing.orchestrate import (
     STREAM_OK,
@@ -134,7 +135,9 @@ def test_a_thinking_probe_through_the_real_router_gets_reasoning_before_the_call
         "DSV4_TWIN_HAZARDS": "off",
     }
     control = Supervisor(LocalExecutor(), str(tmp_path / "target"), python=sys.executable)
-    thinking = ProbeThinking.from_canary_settings({"thinking": True, "thinking_budget_tokens": 200})
+    thinking = ProbeThinking.from_canary(
+        CanaryThresholds(thinking=True, thinking_budget_tokens=200)
+    )
     with twin_stack(router=True, env=env, decode_args=decode) as stack:
         assert stack.router is not None  # router=True started one
         asked = run_probe(control, stack.router.url, rounds=1, thinking=thinking)
@@ -205,7 +208,7 @@ def test_behind_smg_the_probe_says_thinking_off_and_behind_0_3_2_sends_as_before
     assert sent("smg") == [{"thinking": False}] * 4
     assert sent("sglang-router") == sent(None) == [None] * 4
     # thinking on is asked for the same way behind either router
-    on = ProbeThinking.from_canary_settings({"thinking": True}, RouterKind.SMG)
+    on = ProbeThinking.from_canary(CanaryThresholds(thinking=True), RouterKind.SMG)
     assert on.apply({"max_tokens": 1}, extra_tokens=False)["chat_template_kwargs"] == {
         "thinking": True
     }

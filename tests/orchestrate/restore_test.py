@@ -10,7 +10,7 @@ from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import DeployError, ProfileError
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
-from dsv4ops.orchestrate.restore import rebuild, rollback_target
+from dsv4ops.orchestrate.restore import fallbacks_for, rebuild, rollback_target
 from testing.clock import FakeClock
 from testing.journal import gate_step
 from testing.orchestrate import make_deployment
@@ -98,3 +98,20 @@ def test_rebuild_refuses_recorded_commands_with_redacted_secrets(journal: Journa
     op = record(journal, secret)
     with pytest.raises(DeployError, match="redacted secrets"):
         rebuild(op, None)
+
+
+def test_the_automatic_rollback_skips_a_known_good_whose_recorded_settings_do_not_read(
+    journal: Journal,
+) -> None:
+    """Its probe would read them after the failed deploy stopped: named and skipped up front."""
+    a = record(journal, make_deployment("a"))
+    bad = dataclasses.replace(make_deployment("b", 7), content={"probe": {"tool_call": "forced"}})
+    b = record(journal, bad)
+    notes: list[str] = []
+    found = fallbacks_for(journal, None, progress=notes.append)
+    assert [op.op for op, _dep in found] == [a.op]
+    assert notes == [
+        f"note: cannot use {b.op} as the automatic rollback target: journal operation {b.op} "
+        "records probe.tool_call = 'forced', which is not one of required, auto, off: dsv4ops "
+        "will not guess what that deployment was set to"
+    ]

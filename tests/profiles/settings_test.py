@@ -1,4 +1,4 @@
-"""The declared settings (profiles/settings.py): everything derived from CanaryThresholds agrees
+"""The declared settings (dsv4ops/settings.py): everything derived from CanaryThresholds agrees
 with it: the schema the loader validates by, the loaded profile, the canary's Thresholds, the
 journal record's reading (docs/profiles.md's tables: tests/profiles/reference_test.py)."""
 
@@ -14,7 +14,7 @@ from dsv4ops.profiles import load_profile
 from dsv4ops.profiles.model import CanaryThresholds, ProbeSettings
 from dsv4ops.profiles.reference import table
 from dsv4ops.profiles.schema import PROFILE_SCHEMA, Field, section_schema
-from dsv4ops.profiles.settings import declared, from_record, setting
+from dsv4ops.settings import UnfitValue, declared, from_record, setting
 from testing.profiles import child
 
 SETTINGS = list(declared(CanaryThresholds))
@@ -70,20 +70,45 @@ def test_a_profile_value_reaches_the_thresholds_by_one_typed_path(write) -> None
     assert th.tool_call_silence_s == Thresholds().tool_call_silence_s  # canary-side default
 
 
-def test_a_record_keeps_the_default_for_what_it_cannot_use() -> None:
+def test_a_record_is_read_through_the_declaration_and_what_it_lacks_is_at_the_default() -> None:
     got = from_record(
         CanaryThresholds,
-        {
-            "smoke_requests": "***",
-            "stall_s": 1,
-            "sweep_concurrency": [4, 8, 12],
-            "thinking": 1,
-            "freeze_s": None,
-            "not_a_setting": 3,
-        },
+        {"smoke_requests": "***", "stall_s": 1, "sweep_concurrency": [4, 8, 12], "gone": 3},
+        redacted="***",
     )
     assert got == dataclasses.replace(CanaryThresholds(), stall_s=1.0, sweep_concurrency=(4, 8, 12))
+    assert isinstance(got.stall_s, float)
     assert from_record(CanaryThresholds, None) == CanaryThresholds()
+    assert from_record(CanaryThresholds, {}) == CanaryThresholds()
+
+
+@pytest.mark.parametrize(
+    ("record", "name", "expected"),
+    [
+        ({"thinking": 1}, "thinking", "true or false"),
+        ({"stall_s": "fast"}, "stall_s", "a number"),
+        ({"stall_s": True}, "stall_s", "a number"),
+        ({"freeze_s": None}, "freeze_s", "a number"),
+        ({"smoke_requests": 2.5}, "smoke_requests", "an integer"),
+        ({"sweep_concurrency": [4, "8"]}, "sweep_concurrency", "a list of integers"),
+        ({"smoke_requests": "***"}, "smoke_requests", "an integer"),  # no `redacted` given
+        ("smoke", "", "a mapping of settings"),
+    ],
+)
+def test_a_recorded_value_that_does_not_fit_is_never_the_default(
+    record: object, name: str, expected: str
+) -> None:
+    with pytest.raises(UnfitValue) as info:
+        from_record(CanaryThresholds, record)
+    assert (info.value.name, info.value.expected) == (name, expected)
+
+
+def test_a_recorded_choice_outside_its_choices_does_not_fit() -> None:
+    assert from_record(ProbeSettings, {"tool_call": "auto"}).tool_call == "auto"
+    with pytest.raises(UnfitValue) as info:
+        from_record(ProbeSettings, {"tool_call": "forced"})
+    assert (info.value.name, info.value.value) == ("tool_call", "forced")
+    assert info.value.expected == "one of required, auto, off"
 
 
 def test_a_choice_setting_is_validated_by_its_choices() -> None:

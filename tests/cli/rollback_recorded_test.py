@@ -1,0 +1,104 @@
+"""A journal whose recorded profile section was edited by hand (issue 42 item 2): the recorded
+`canary`, `probe`, `model` and `router` sections are read back through their declarations, and a value that does
+not fit is named (operation, key, value) with the way back, never replaced by a default. The
+journal stays readable; only the command that needs the section refuses, before it changes
+anything."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from dsv4ops.cli import main
+from dsv4ops.journal.records import Kind, Status
+from dsv4ops.journal.store import Journal
+from dsv4ops.routerkind import RouterKind
+from dsv4ops.settings import CanaryThresholds, ProbeSettings
+from testing.journal import gate_step
+from testing.orchestrate import OrchEnv, make_deployment
+
+CONTENT = {
+    "model": {"path": "/models/dsv4", "served_name": "deepseek-v4-flash"},
+    "router": {"kind": "sglang-router"},
+    "canary": {"stall_s": 1.5, "thinking": False},
+    "probe": {"tool_call": "auto"},
+}
+
+
+def _known_good(env: OrchEnv) -> str:
+    d = replace(make_deployment("baseline"), content=CONTENT)
+    j = Journal(env.target)
+    op = j.begin(Kind.DEPLOY, profile=d.profile_record(), components=d.component_records())
+    j.transition(op, Status.RUNNING)
+    gate_step(j, op)
+    j.transition(op, Status.SUCCEEDED, running=op, known_good=True)
+    return op
+
+
+def _edit_begin(record: Path, op: str, section: str, key: str, value: object) -> None:
+    """Set profile.content.<section>.<key> in the begin record of `op`, as an editor would."""
+    lines = record.read_text().splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        rec = json.loads(line)
+        if rec.get("type") == "begin" and rec.get("op") == op:
+            rec["profile"]["content"][section][key] = value
+            lines[i] = json.dumps(rec, separators=(",", ":")) + "\n"
+    record.write_text("".join(lines))
+
+
+def _record(env: OrchEnv) -> Path:
+    """The journal file the operations above were written to (this machine's: nothing was
+    deployed through the agent)."""
+    return env.state_dir / "journal" / f"{env.target}.jsonl"
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value", "shown"),
+    [
+        ("canary", "stall_s", "fast", "canary.stall_s = 'fast', which is not a number"),
+        ("canary", "thinking", "yes", "canary.thinking = 'yes', which is not true or false"),
+        ("probe", "tool_call", "forced", "probe.tool_call = 'forced', which is not one of"),
+        ("router", "kind", "nginx", "router.kind = 'nginx', which is not one of sglang-router"),
+        ("model", "served_name", 7, "model.served_name = 7, which is not a string"),
+    ],
+)
+def test_a_hand_edited_recorded_setting_stops_the_rollback_naming_op_key_and_value(
+    env: OrchEnv,
+    capsys: pytest.CaptureFixture[str],
+    section: str,
+    key: str,
+    value: object,
+    shown: str,
+) -> None:
+    op = _known_good(env)
+    _edit_begin(_record(env), op, section, key, value)
+    before = Journal(env.target).operations()
+
+    code = main(["rollback", "--to", op, "--yes", "--target", env.target])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert f"journal operation {op} records {shown}" in err, err
+    assert "will not guess" in err and "Traceback" not in err
+    assert f"mend `profile.content.{section}` of the begin record of {op}" in err
+    assert "dsv4ops deploy baseline --target TARGET" in err  # or record it afresh
+    assert Journal(env.target).operations() == before and not (env.workdir / "run").exists()
+    # the journal itself stays readable: the listing shows the operation
+    assert main(["journal", "--json", "--limit", "0", "--target", env.target]) == 0
+    assert op in [e["id"] for e in json.loads(capsys.readouterr().out)["entries"]]
+
+
+def test_a_mended_record_reads_again_and_an_older_one_reads_at_the_defaults(env: OrchEnv) -> None:
+    op = _known_good(env)
+    record = _record(env)
+    _edit_begin(record, op, "canary", "stall_s", "fast")
+    _edit_begin(record, op, "canary", "stall_s", 2.5)  # mended by hand
+    # a release before 15ec807 redacted thresholds whose names mention tokens: not known, not bad
+    _edit_begin(record, op, "canary", "first_token_deadline_s", "***")
+    d = Journal(env.target).get(op).deployment()
+    assert d.canary == replace(CanaryThresholds(), stall_s=2.5)
+    assert d.probe == ProbeSettings(tool_call="auto")
+    assert (d.model_name, d.router_kind) == ("deepseek-v4-flash", RouterKind.SGLANG_ROUTER)
+    d.check_recorded()
