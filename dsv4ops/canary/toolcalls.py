@@ -48,7 +48,7 @@ _MARKUP = re.compile(
     r"[｜|]DSML[｜|]|<\|?tool[▁_ ]?calls?|<tool_call>|<｜tool|\"arguments\"\s*:", re.IGNORECASE
 )
 # A canary nonce (workload.new_nonce) anywhere in the arguments, to spot other requests' values.
-_NONCE = re.compile(r"(?<![0-9a-f])[0-9a-f]{12}(?![0-9a-f])")
+_NONCE = re.compile(r"(?<![0-9a-f])[0-9a-f]{8}(?![0-9a-f])")
 
 
 def has_markup(text: str) -> bool:

@@ -12,12 +12,11 @@ canary's own checks (`canary.toolcalls`).
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from dsv4ops.canary.toolcalls import CUT_BY_MAX_TOKENS, assemble, check_calls
-from dsv4ops.canary.workload import RECORD_STEP, TOOL_SCHEMAS, call_prompt
+from dsv4ops.canary.workload import RECORD_STEP, TOOL_SCHEMAS, call_prompt, new_nonce
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.remote.results import HttpReply
 
@@ -46,7 +45,7 @@ class ProbeOutcome:
 def probe_requests(model: str, round_no: int, *, tool_call: bool = True) -> list[ProbeRequest]:
     """The round's probes; `tool_call` False (the profile's canary.tool_calls: the model cannot
     echo a nonce) sends the generation alone."""
-    nonce = secrets.token_hex(6)
+    nonce = new_nonce()
     args = {"nonce": nonce, "session": f"watch-{nonce}", "step": round_no}
     stream = {"stream": True, "temperature": 0.0, "model": model}
     text = {

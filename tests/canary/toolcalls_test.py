@@ -22,8 +22,8 @@ def _d(
     return out
 
 
-NONCE = "0123456789ab"
-GOOD = '{"nonce":"0123456789ab","session":"s1","step":2}'
+NONCE = "01234567"
+GOOD = '{"nonce":"01234567","session":"s1","step":2}'
 
 
 def _kinds(problems: list[T.ToolProblem]) -> list[str]:
@@ -36,7 +36,7 @@ def test_deltas_joined_by_index_validate() -> None:
             _d(0, "c0", "record_step", ""),
             _d(1, "c1", "lookup_order", ""),
             _d(0, args=GOOD[:10]),
-            _d(1, args='{"nonce":"0123456789ab",'),
+            _d(1, args='{"nonce":"01234567",'),
             _d(0, args=GOOD[10:]),
             _d(1, args='"order_id":5}'),
         ]
@@ -63,19 +63,17 @@ def test_invalid_json_arguments() -> None:
 
 def test_schema_violation() -> None:
     calls = assemble(
-        [_d(0, "c0", "record_step", '{"nonce":"0123456789ab","session":"s1","step":"two"}')]
+        [_d(0, "c0", "record_step", '{"nonce":"01234567","session":"s1","step":"two"}')]
     )
     problems = check_calls(calls, TOOL_SCHEMAS, expected_nonce=NONCE)
     assert _kinds(problems) == [T.SCHEMA] and "step" in problems[0].detail
 
 
 def test_cross_talk_is_told_apart_from_corruption() -> None:
-    other = '{"nonce":"ffffffffffff","session":"s9","step":2}'
+    other = '{"nonce":"ffffffff","session":"s9","step":2}'
     calls = assemble([_d(0, "c0", "record_step", other)])
     assert _kinds(
-        check_calls(
-            calls, TOOL_SCHEMAS, expected_nonce=NONCE, known_nonces={"ffffffffffff": "req-9"}
-        )
+        check_calls(calls, TOOL_SCHEMAS, expected_nonce=NONCE, known_nonces={"ffffffff": "req-9"})
     ) == [T.CROSS_TALK]
     assert _kinds(check_calls(calls, TOOL_SCHEMAS, expected_nonce=NONCE)) == [T.NONCE_MISMATCH]
 
@@ -109,13 +107,13 @@ def test_dsml_markup_in_content_is_caught() -> None:
 
 
 def test_another_requests_nonce_in_any_argument_is_cross_talk() -> None:
-    planted = '{"nonce":"0123456789ab","session":"s1-ffffffffffff","step":2}'
+    planted = '{"nonce":"01234567","session":"s1-ffffffff","step":2}'
     calls = assemble([_d(0, "c0", "record_step", planted)])
     problems = check_calls(
         calls,
         TOOL_SCHEMAS,
         expected_nonce=NONCE,
-        known_nonces={"ffffffffffff": "req-9", NONCE: "req-1"},
+        known_nonces={"ffffffff": "req-9", NONCE: "req-1"},
     )
     assert _kinds(problems) == [T.CROSS_TALK] and "req-9" in problems[0].detail
 

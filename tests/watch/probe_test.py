@@ -40,9 +40,9 @@ def test_judging_generations_and_tool_calls() -> None:
     )
     assert err.status == "failed" and "KV transfer failed" in err.detail
     assert judge(tool, _tool_reply(json.dumps(tool.expected_args))).status == "ok"
-    other = {**(tool.expected_args or {}), "session": "watch-0123456789ab"}
+    other = {**(tool.expected_args or {}), "session": "watch-01234567"}
     cross = judge(tool, _tool_reply(json.dumps(other)))
-    assert cross.status == "corrupt" and "watch-0123456789ab" in cross.detail
+    assert cross.status == "corrupt" and "watch-01234567" in cross.detail
     assert judge(tool, _tool_reply('{"nonce": ')).status == "corrupt"  # invalid JSON
     markup = judge(
         tool,

@@ -1,11 +1,18 @@
-# What SGLang 0.5.23's deepseek-recipe output parser makes of DSML fed a token at a time (offline):
-#   recipe_output_check.py MODEL_DIR   (run with the sglang-cpu venv; deepseek-recipe installed)
-# Output as in observed/recipe-output-deltas.txt (README.md, "The DSV4-speaking tiny model").
+# Greedy answers of the DSV4-speaking tiny model to fresh requests, judged as SGLang 0.5.23 judges
+# them with --tool-call-parser deepseekv4 --reasoning-parser deepseek-v4, offline: the prompt is
+# deepseek-recipe's rendering of the request body, the output ids go a token at a time through the
+# recipe's output parser (sglang/srt/parser/deepseek_recipe_output.py, as serving_deepseek_recipe.py
+# streams them), and the calls it yields are compared with the request's expected ones exactly.
+#   recipe_output_check.py MODEL_DIR [--n 200] [--seed 7]
+# Run with the sglang-cpu venv's python (torch, transformers, sglang, deepseek-recipe importable).
+import argparse
 import functools
 import json
 import os
 import random
 import sys
+
+import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -15,54 +22,93 @@ from sglang.srt.parser.deepseek_recipe_output import (  # noqa: E402
     DeepSeekRecipeOutputParser,
     whole_tool_calls,
 )
-from sglang.srt.parser.deepseek_recipe_renderer import DeepSeekRecipe  # noqa: E402
-from tokenizers import AddedToken  # noqa: E402
-from transformers import AutoTokenizer  # noqa: E402
+from transformers import AutoTokenizer, LlamaForCausalLM  # noqa: E402
 
-hf = AutoTokenizer.from_pretrained(sys.argv[1])
-hf.add_tokens([AddedToken("｜DSML｜", special=True, normalized=False)])
-r = DeepSeekRecipe.from_hf_tokenizer("dsv4", hf)
-d = m.Draw(random.Random(3))
-for lead in ("", "\n\n"):
-    _, _, answer, calls = d.example(10, "pair")
-    answer = answer.split(m.END_THINK)[-1]
-    ids = hf(lead + answer, add_special_tokens=False)["input_ids"]
-    p = DeepSeekRecipeOutputParser(r, thinking_stage=None, parse_tool_calls=True)
-    deltas = [p.feed([t]) for t in ids[:-1]]
-    last = p.finish(ids[-1:], {"type": "stop"}, keep_matched_stop=False)
-    got = [x for x in deltas if x.tool_calls or x.content]
-    print(repr(lead), "deltas with content/calls:", len(got), "first:", got[:2])
-    print("  finish:", last)
-print("--- with ｜DSML｜ as its own token")
-dsml_id = hf.convert_tokens_to_ids("｜DSML｜")
-_, _, answer, calls = d.example(10, "session")
-answer = answer.split(m.END_THINK)[-1]
-pieces = answer.split("｜DSML｜")
-# the markup around ｜DSML｜ one token a character (the merged markup tokens left out)
-ids = []
-for i, piece in enumerate(pieces):
-    if i:
-        ids.append(dsml_id)
-    for ch in piece.replace(m.EOS, ""):
-        ids.append(hf.convert_tokens_to_ids(ch))
-ids.append(hf.convert_tokens_to_ids(m.EOS))
-p = DeepSeekRecipeOutputParser(r, thinking_stage=None, parse_tool_calls=True)
-deltas = [p.feed([t]) for t in ids[:-1]]
-last = p.finish(ids[-1:], {"type": "stop"}, keep_matched_stop=False)
-calls_seen = [x for x in deltas + [last] if x.tool_calls]
-content = "".join(x.content for x in deltas + [last])
-print("tool-call deltas:", len(calls_seen), calls_seen[:3])
-print("content:", repr(content[:200]))
-print("want:", calls)
-args = "".join(tc.arguments for x in calls_seen for tc in x.tool_calls)
-print("arguments joined:", args)
-print(
-    "equal:",
-    json.loads(args) == calls[0][1],
-    "deltas carrying arguments:",
-    sum(1 for x in calls_seen for tc in x.tool_calls if tc.arguments),
-)
-print(
-    "whole:",
-    whole_tool_calls(functools.reduce(lambda a, b: a.merge(b), deltas + [last])),
-)
+
+@torch.no_grad()
+def greedy_batch(model, prompts: list[list[int]], n: int, eos: int, pad: int) -> list[list[int]]:
+    """Greedy continuations (left-padded batch), each cut after its first EOS."""
+    L = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), L), pad, dtype=torch.long)
+    mask = torch.zeros((len(prompts), L), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, L - len(p):] = torch.tensor(p)
+        mask[i, L - len(p):] = 1
+    out = model.generate(ids, attention_mask=mask, max_new_tokens=n, do_sample=False,
+                         eos_token_id=eos, pad_token_id=pad)
+    res = []
+    for row in out[:, L:].tolist():
+        res.append(row[: row.index(eos) + 1] if eos in row else row)
+    return res
+
+
+def parse(recipe, ids: list[int], thinking: bool, finished: bool):
+    p = DeepSeekRecipeOutputParser(recipe, thinking_stage=recipe.parse_start(thinking=thinking),
+                                   parse_tool_calls=True, separate_reasoning=True)
+    deltas = [p.feed([t]) for t in (ids[:-1] if finished else ids)]
+    deltas.append(p.finish(ids[-1:] if finished else [], {"type": "stop" if finished else "length"},
+                           keep_matched_stop=False))
+    merged = functools.reduce(lambda a, b: a.merge(b), deltas)
+    return merged, whole_tool_calls(merged)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--n", type=int, default=200, help="requests per kind (a quarter for weather, plain)")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--max-turns", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=25)
+    ap.add_argument("--teacher-forced", action="store_true", help="also the teacher-forced check")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    hf = AutoTokenizer.from_pretrained(args.model)
+    model = LlamaForCausalLM.from_pretrained(args.model, torch_dtype=torch.bfloat16).eval()
+    coder = m.Coder(hf)
+    eos, pad = coder.eos, hf.convert_tokens_to_ids(m.PAD)
+    draw = m.Draw(random.Random(args.seed), args.max_turns)
+    total = {}
+    for kind in m.CHECK_KINDS:
+        n = args.n if kind not in ("weather", "plain") else max(20, args.n // 4)
+        reqs = [draw.example(kind) for _ in range(n)]
+        ok = {False: [0, 0], True: [0, 0]}
+        shown = 0
+        for i in range(0, n, args.batch):
+            chunk = reqs[i: i + args.batch]
+            prompts = [coder.prompt(body) for _, body, _ in chunk]
+            gold = [coder.answer(body, calls, 64) for _, body, calls in chunk]
+            outs = greedy_batch(model, prompts, max(len(g) for g in gold) + 4, eos, pad)
+            for (_, body, calls), out, g in zip(chunk, outs, gold):
+                th = body["thinking"]
+                if calls:
+                    merged, got = parse(coder.r, out, th, out[-1:] == [eos])
+                    try:
+                        got_calls = [(c.name, json.loads(c.arguments)) for c in got]
+                    except json.JSONDecodeError:
+                        got_calls = None  # arguments that are not JSON: a miss
+                    good = (got_calls == [(t, a) for t, a in calls]
+                            and not merged.content.strip() and out[-1:] == [eos])
+                else:  # long deterministic text, no EOS
+                    merged, got = parse(coder.r, out, th, False)
+                    good = (not got and eos not in out
+                            and merged.content.startswith(m.cycle_text(7)))
+                ok[th][0] += good
+                ok[th][1] += 1
+                if not good and shown < 2:
+                    shown += 1
+                    print(f"MISS {kind} thinking={th}: want {calls}\n  got {hf.decode(out)[-400:]!r}", flush=True)
+        total[kind] = ok
+        print(f"{kind}: thinking off {ok[False][0]}/{ok[False][1]}, on {ok[True][0]}/{ok[True][1]}", flush=True)
+    if args.teacher_forced:
+        draw2 = m.Draw(random.Random(args.seed + 1), args.max_turns)
+        acc = m.exact(coder, model, draw2, args.n, pad)
+        print("teacher-forced (every answer token the argmax), fresh requests: "
+              + " ".join(f"{k} {v:.3f}" for k, v in acc.items()), flush=True)
+    calls_ok = sum(v[th][0] for k, v in total.items() if k != "plain" for th in v)
+    calls_n = sum(v[th][1] for k, v in total.items() if k != "plain" for th in v)
+    print(f"tool-call requests exact: {calls_ok}/{calls_n} = {calls_ok / calls_n:.2%}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -24,11 +24,18 @@ mkdir -p "$DIR"; cd "$DIR"
   "deepseek-recipe==0.2.0"  # sglang's own pin: --tool-call-parser deepseekv4 renders prompts with it
 rm -rf shim; cp -r "$HERE/shim" shim
 ./venv/bin/python "$HERE/make_model.py" "$DIR/model"
-# the tiny model that writes DSV4's DSML (README.md; no profile serves it yet): the committed weights
-# (tool-model/, made by make_tool_model.py with its defaults, 27 min on 2 cores); SGLANG_CPU_RETRAIN=1
-# trains them again
+# the tiny model that writes DSV4's DSML on deepseek-recipe's prompts (README.md; no profile serves
+# it yet): the committed weights (tool-model/, make_tool_model.py's stages below); SGLANG_CPU_RETRAIN=1
+# trains them again (a model of the same kind, not the same bits; the stages took ~50 min here, on
+# 2 cores shared with other work)
 if [ "${SGLANG_CPU_RETRAIN:-0}" = 1 ]; then
-  ./venv/bin/python "$HERE/make_tool_model.py" "$DIR/tool-model"
+  T="$DIR/tool-model.stages"; rm -rf "$T"; mkdir -p "$T"
+  M=(./venv/bin/python "$HERE/make_tool_model.py")
+  "${M[@]}" "$T/1" --one-kind --batch-tokens 2000 --stop-after 1201 --final-n 0
+  "${M[@]}" "$T/2" --resume "$T/1" --steps 500 --lr 1e-3 --warmup 20 --stop-after 251 --final-n 0
+  "${M[@]}" "$T/3" --resume "$T/2" --steps 160 --lr 4e-4 --warmup 5 --final-n 0
+  "${M[@]}" "$DIR/tool-model" --resume "$T/3" --steps 400 --lr 3e-4 --warmup 10
+  rm -rf "$T"
 else
   rm -rf "$DIR/tool-model"; cp -r "$HERE/tool-model" "$DIR/tool-model"
 fi
