@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsv4ops.twin import dsml
+from dsv4ops.twin.formats import ChatFormat, Job
 from dsv4ops.twin.recipe import stream_pieces
 
 OBSERVED = (
@@ -69,3 +70,36 @@ def test_the_joined_pieces_of_each_call_are_its_arguments(
         assert mine[0].name == name and mine[0].arguments == ""
         assert all(p.name is None for p in mine[1:])
         assert "".join(p.arguments for p in mine) == dsml.parsed_arguments(args)
+
+
+SERVED = OBSERVED.with_name("served-recipe-stream.txt")
+
+
+def _shape(value: object) -> object:
+    """Keys in order, values replaced by their type (the ids, texts and times differ)."""
+    if isinstance(value, dict):
+        return [(k, _shape(v)) for k, v in value.items()]
+    if isinstance(value, list):
+        return [_shape(v) for v in value]
+    return type(value).__name__
+
+
+def test_the_twins_call_chunks_have_the_shape_the_real_server_served() -> None:
+    # the real 0.5.23 on CPU behind router 0.3.2, deepseekv4 through deepseek-recipe
+    served = [
+        json.loads(line[len("data: ") :])
+        for line in SERVED.read_text(encoding="utf-8").splitlines()
+        if line.startswith("data: {")
+    ]
+    calls = [c for c in served if "tool_calls" in c["choices"][0]["delta"]]
+    pieces = [c["choices"][0]["delta"]["tool_calls"][0] for c in calls]
+    for index in {p["index"] for p in pieces}:  # each call: a header, then its arguments
+        header, *rest = [p for p in pieces if p["index"] == index]
+        assert header["id"].startswith("call_") and header["function"]["arguments"] == ""
+        assert all(p["id"] is None and p["function"]["name"] is None for p in rest)
+    job = Job("chat", "rid", "m", True, False, 3, 100, 1, tool_parsing=True, recipe=True)
+    fmt = ChatFormat(job)
+    head = dsml.CallPiece(0, "get_weather", "")
+    part = dsml.CallPiece(0, None, "{")
+    twin = [json.loads(c[len(b"data: ") :]) for c in fmt._pieces((head, part)).split(b"\n\n") if c]
+    assert [_shape(c) for c in twin] == [_shape(calls[0]), _shape(calls[1])]
