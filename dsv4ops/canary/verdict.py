@@ -265,8 +265,9 @@ class Thresholds(CanaryThresholds):
         return "tool-call checks off by the profile (canary.tool_calls: false): none was sent"
 
     def with_overrides(self, **changes: object) -> Thresholds:
-        """Copy with the known, well-typed values of `changes` (others keep the defaults: a
-        record from an older journal may hold a redacted '***' where a number belongs)."""
+        """Copy with the known, well-typed values of `changes` (an A/B's workload overrides,
+        usecases/ab_plan.py); a value of the wrong type is dropped without a word, unlike a
+        recorded section (settings.from_record raises): left to do (issue 42 item 2)."""
         kept: JSONObject = {}
         for f in fields(self):
             if f.name not in changes or changes[f.name] is None:
