@@ -10,7 +10,15 @@ twin stack, an sshd session) start once, on one worker. Two exceptions:
   is a short one and neither worker idles while the other finishes a four-minute file.
 
 A file missing from HEAVY only runs later; a name in HEAVY that is no test file fails
-tests/architecture/parallel_test.py. The kernels' two costly session fixtures are made once per
+tests/architecture/parallel_test.py.
+
+The serial tests (below) run first, as a phase of their own: each file's serial tests are a unit
+of their own (`FILE::serial`), handed out before every other unit, and a test that is not serial
+waits until every serial test of the run has ended. Interleaved, each serial test waited for the
+tests running on the other workers to end, and they idled meanwhile (260 s of such waits in a
+15-minute stretch of one run); at the start, nothing runs beside them to wait for. No deadlock:
+a worker runs its units in the order handed out, so every worker's serial tests come before any
+test of its that waits for them. The kernels' two costly session fixtures are made once per
 run, not per worker (`run_once`): the kernel-rollout rehearsal, on the other worker, reuses them.
 """
 
@@ -18,9 +26,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
+import json
+import os
 import pickle
 import shutil
+import sys
 import tempfile
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -41,14 +54,12 @@ KERNELS_PREFIXES = ("tests/kernels/", "tests/cli/kernels")
 # the kernel-rollout rehearsal then finds `built` made, instead of building it (22 s) while it
 # holds the machine alone, and the rehearsals' baseline deploy shares the machine too. The
 # 20-30 s files follow, so that the run ends on short files, not on one of them started last.
-# A serial test waits for the tests running on the other workers to end, so a long test that
-# overlaps one idles two workers meanwhile: the README tour (one 79 s test) goes at the start.
+# The serial tests run before all of these (their own units, first): the long units start once
+# they have ended, side by side, and the run ends on short files.
 HEAVY: tuple[str, ...] = (
     KERNELS_UNIT,  # 121 s: the interpreter checks, the AOT compile, the installed build
     "tests/cli/runbook_rehearsal_test.py",  # 157 s, of it the bucket-tuning rehearsal serial
-    # 79 s, one test: from the start, beside the two units above, which hold no serial test
-    # then; later a serial test waits for it to end, and two workers idle (69 s in one run)
-    "tests/cli/main_tour_test.py",
+    "tests/cli/main_tour_test.py",  # 101 s, one test
     # ~120 s cold (CI has no mypy cache): late, it was the tail of stop 47's runs
     "tests/architecture/mypy_test.py",
     "tests/cli/ab_test.py",  # 175 s (issue 20's gates and its A/B; issue 39's B decode killed)
@@ -86,21 +97,59 @@ def unit_of(nodeid: str) -> str:
     return KERNELS_UNIT if path.startswith(KERNELS_PREFIXES) else path
 
 
+SERIAL_SUFFIX = "::serial"
+
+
+def unit_rank(unit: str) -> tuple[int, int]:
+    """Where a unit goes in the queue: the serial units first, then HEAVY's order, then the
+    rest (sorted() keeps the collection's order among equals)."""
+    rank = {name: i for i, name in enumerate(HEAVY)}
+    if unit.endswith(SERIAL_SUFFIX):
+        return (0, rank.get(unit.removesuffix(SERIAL_SUFFIX), len(rank)))
+    return (1, rank.get(unit, len(rank)))
+
+
 class FileScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships no types: its base is Any
-    """LoadScopeScheduling by file (kernels as one unit), the long units first."""
+    """LoadScopeScheduling by file (kernels as one unit), each file's serial tests a unit of
+    their own, the serial units first, then the long units."""
 
     _ordered = False
+    _serial: frozenset[str] | None = None
 
     def _split_scope(self, nodeid: str) -> str:
-        return unit_of(nodeid)
+        if self._serial is None:
+            # Called once the workers' collections are complete: each wrote the run's serial
+            # tests (`record_serial`) before it reported its collection.
+            self._serial = read_serial(_run_dir(self.config.option.testrunuid))
+        unit = unit_of(nodeid)
+        return unit + SERIAL_SUFFIX if nodeid in self._serial else unit
 
     def _assign_work_unit(self, node: WorkerController) -> None:
         if not self._ordered:  # the first assignment: the queue is complete, nothing sent yet
-            rank = {unit: i for i, unit in enumerate(HEAVY)}
-            units = sorted(self.workqueue.items(), key=lambda kv: rank.get(kv[0], len(rank)))
+            units = sorted(self.workqueue.items(), key=lambda kv: unit_rank(kv[0]))
             self.workqueue = OrderedDict(units)
             self._ordered = True
         super()._assign_work_unit(node)
+
+
+def record_serial(config: Any, nodeids: list[str]) -> frozenset[str]:
+    """On a worker, once its collection is final: the run's serial tests, written for the
+    controller's scheduler (every worker collects the same tests and writes the same list)."""
+    serial = frozenset(nodeids)
+    run_dir = run_lock_dir(config)
+    if run_dir is not None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        partial = run_dir / f"serial.json.{os.getpid()}"
+        partial.write_text(json.dumps(sorted(serial)))
+        partial.replace(run_dir / "serial.json")  # whole or absent
+    return serial
+
+
+def read_serial(run_dir: Path) -> frozenset[str]:
+    try:
+        return frozenset(json.loads((run_dir / "serial.json").read_text()))
+    except FileNotFoundError:  # no worker wrote one (no xdist run dir): nothing is serial
+        return frozenset()
 
 
 # --- serial tests: alone on the machine while they run ---------------------------------------
@@ -117,6 +166,12 @@ class FileScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships 
 # Outside xdist (one process) no lock is taken: there is nothing to run beside.
 
 
+# How long a test that is not serial waits for the serial phase at most: a worker that crashed
+# in a serial test never marks it ended, and the run goes on rather than hang (its failure is
+# reported anyway). The whole phase takes about 3 minutes on 2 cores.
+SERIAL_PHASE_LIMIT_S = 900.0
+
+
 class RunLock:
     """One worker's hold on the run's lock (`lock_dir` None: outside xdist, no lock)."""
 
@@ -124,6 +179,31 @@ class RunLock:
         self.lock_dir = lock_dir
         self._held: IO[str] | None = None
         self._exclusive = False
+        self.serial_tests: frozenset[str] = frozenset()  # the run's (record_serial)
+        self._serial_phase_over = False
+
+    def wait_for_serial_phase(self, limit_s: float = SERIAL_PHASE_LIMIT_S) -> None:
+        """Before a test that is not serial: wait until every serial test of the run has ended
+        (each worker marks its own: `serial_ended`). Polled: a wait costs no CPU to speak of."""
+        if self.lock_dir is None or self._serial_phase_over:
+            return
+        keys = {_serial_key(nodeid) for nodeid in self.serial_tests}
+        ended = self.lock_dir / "serial-ended"
+        deadline = time.monotonic() + limit_s
+        while keys and time.monotonic() < deadline:
+            keys -= set(os.listdir(ended)) if ended.is_dir() else set()
+            if keys:
+                time.sleep(0.2)
+        if keys:
+            print(f"serial tests never ended; going on: {len(keys)}", file=sys.stderr)
+        self._serial_phase_over = True
+
+    def serial_ended(self, nodeid: str) -> None:
+        """A serial test ended (passed, failed or skipped): the others' wait counts it."""
+        if self.lock_dir is not None:
+            ended = self.lock_dir / "serial-ended"
+            ended.mkdir(parents=True, exist_ok=True)
+            (ended / _serial_key(nodeid)).touch()
 
     def acquire(self, serial: bool) -> None:
         """Hold the lock for one test: exclusive for a serial test, shared for any other (an
@@ -162,6 +242,10 @@ class RunLock:
         if self._held is not None:
             self._held.close()  # closing the file drops its flock
             self._held, self._exclusive = None, False
+
+
+def _serial_key(nodeid: str) -> str:
+    return hashlib.sha1(nodeid.encode()).hexdigest()  # a file name for any node id
 
 
 _RUN_LOCK = pytest.StashKey[RunLock]()

@@ -63,7 +63,8 @@ def pytest_runtest_protocol(
     item: pytest.Item, nextitem: pytest.Item | None
 ) -> Generator[None, object, object]:
     """A test marked `serial` (it measures time) runs while no other worker runs a test; every
-    other test shares the run with the other workers (testing/workers.py `RunLock`).
+    other test shares the run with the other workers, once every serial test of the run has
+    ended (testing/workers.py `RunLock`).
 
     Outermost around the whole protocol: the wait for the lock comes before pytest-timeout's
     clock starts (a test that waited out another worker's serial stretch was timed out for it)
@@ -73,11 +74,26 @@ def pytest_runtest_protocol(
     from testing.workers import next_is_serial_here, run_lock
 
     lock = run_lock(item.config)
-    lock.acquire(item.get_closest_marker("serial") is not None)
+    serial = item.get_closest_marker("serial") is not None
+    if not serial:
+        lock.wait_for_serial_phase()
+    lock.acquire(serial)
     try:
         return (yield)
     finally:
+        if serial:
+            lock.serial_ended(item.nodeid)
         lock.after_test(next_serial_here=next_is_serial_here(item, nextitem))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The run's serial tests, once the collection is final (after -k and -m): they run first,
+    as a phase of their own (testing/workers.py)."""
+    from testing.workers import record_serial, run_lock
+
+    serial = [item.nodeid for item in items if item.get_closest_marker("serial") is not None]
+    run_lock(config).serial_tests = record_serial(config, serial)
 
 
 # Where an install put a venv, in place of the record `make install` writes into .venv (a checkout

@@ -20,12 +20,14 @@ from testing import ports
 from testing.workers import (
     HEAVY,
     KERNELS_UNIT,
+    SERIAL_SUFFIX,
     RunLock,
     exclusive_if,
     next_is_serial_here,
     remove_run_dir,
     run_once,
     unit_of,
+    unit_rank,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,6 +152,8 @@ SERIAL_FILE = """\
 import pytest
 from recorder import record
 
+def test_x(): record("x", 0.2)
+
 @pytest.mark.serial
 def test_s1(): record("s1", 1.5)
 
@@ -181,9 +185,9 @@ def test_on_real_workers_no_test_runs_between_or_beside_a_files_serial_tests(
     tmp_path: Path,
 ) -> None:
     """tests/conftest.py's lock hook on two xdist workers: one file's three serial tests run as
-    one stretch, with no test of the other worker inside it; and the other worker's test that
-    waited out the stretch (4.5 s) is not timed out at 3 s: pytest-timeout times the test, not the
-    wait for the lock."""
+    one stretch, first (the serial phase), with no test of either worker before or inside it,
+    though a test of their own file comes before them in it; and the tests that waited out the
+    stretch (4.5 s) are not timed out at 3 s: pytest-timeout times the test, not the wait."""
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    serial: alone\n")
     (tmp_path / "recorder.py").write_text(RECORDER)
     (tmp_path / "s_test.py").write_text(SERIAL_FILE)
@@ -200,17 +204,15 @@ def test_on_real_workers_no_test_runs_between_or_beside_a_files_serial_tests(
         text=True,
         timeout=120,
     )
-    assert proc.returncode == 0 and "23 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr
+    assert proc.returncode == 0 and "24 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr
     runs = {name: (t0, t1) for name, t0, t1 in map(json.loads, log.read_text().splitlines())}
     start, end = runs["s1"][0], runs["s3"][1]
     assert runs["s1"][1] <= runs["s2"][0] and runs["s2"][1] <= runs["s3"][0]
-    inside = [n for n, (t0, t1) in runs.items() if n.startswith("b") and t1 > start and t0 < end]
-    assert not inside, (inside, runs)
-    # A test of the other worker's ran after the stretch: it asked for the lock before the
-    # stretch began (when its file was handed out with the serial one, or when its file's
-    # previous test ended, none ending inside), so it waited all of it, 4.5 s, and passed.
     assert end - start >= 4.5
-    assert any(t0 >= end for n, (t0, _) in runs.items() if n.startswith("b")), runs
+    # Every other test, its own file's first one included, started once the stretch had ended:
+    # the one started first waited all of it and passed.
+    early = [n for n, (t0, _) in runs.items() if not n.startswith("s") and t0 < end]
+    assert not early, (early, runs)
 
 
 class _Item:
@@ -227,6 +229,39 @@ def test_the_next_test_keeps_the_hold_only_when_serial_and_in_the_same_file() ->
     assert not next_is_serial_here(a1, _Item("tests/a_test.py::t3", False))
     assert not next_is_serial_here(a1, _Item("tests/b_test.py::t1", True))  # its fixtures: outside
     assert not next_is_serial_here(a1, None)  # the last test of this worker
+
+
+def test_the_serial_units_are_handed_out_first_then_in_heavy_order() -> None:
+    units = ["tests/a_test.py", HEAVY[1], "tests/b_test.py" + SERIAL_SUFFIX, HEAVY[0]]
+    units += [HEAVY[2] + SERIAL_SUFFIX]
+    assert sorted(units, key=unit_rank) == [
+        HEAVY[2] + SERIAL_SUFFIX,  # serial, and a long file's: its place in HEAVY among them
+        "tests/b_test.py" + SERIAL_SUFFIX,
+        HEAVY[0],
+        HEAVY[1],
+        "tests/a_test.py",
+    ]
+
+
+def test_a_test_that_is_not_serial_waits_for_every_serial_test_of_the_run(tmp_path: Path) -> None:
+    serial_worker, other_worker = RunLock(tmp_path), RunLock(tmp_path)
+    other_worker.serial_tests = frozenset({"a_test.py::s1", "b_test.py::s2"})
+    waited = threading.Event()
+
+    def other_test() -> None:
+        other_worker.wait_for_serial_phase()
+        waited.set()
+
+    other = threading.Thread(target=other_test)
+    other.start()
+    serial_worker.serial_ended("a_test.py::s1")
+    assert not waited.wait(0.5)  # one of the two has not ended
+    serial_worker.serial_ended("b_test.py::s2")
+    assert waited.wait(30)
+    other.join(30)
+    stuck = RunLock(tmp_path / "other-run")
+    stuck.serial_tests = frozenset({"c_test.py::never"})
+    stuck.wait_for_serial_phase(limit_s=0.3)  # a crashed worker's test: the run goes on
 
 
 def test_without_xdist_no_lock_is_taken(tmp_path: Path) -> None:
