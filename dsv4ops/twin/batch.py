@@ -18,7 +18,7 @@ from typing import Literal
 
 from aiohttp import web
 
-from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.jsontypes import JSONValue
 
 from .engine import Req, StreamEvent
 from .formats import FORMATS, error_body, sse
@@ -37,7 +37,7 @@ def _index(chunk: bytes, index: int, kind: str) -> bytes:
     return sse(body)
 
 
-def _usage(batch: Batch, reqs: list[Req]) -> JSONObject:
+def _usage(batch: Batch, reqs: list[Req]) -> dict[str, int | None]:
     prompt = sum(s.job.prompt_tokens for s in batch.subs if s.index % batch.n == 0)
     completion = sum(r.emitted for r in reqs)
     return {

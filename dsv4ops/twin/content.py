@@ -18,11 +18,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import overload
-
-from dsv4ops.jsontypes import JSONObject, JSONValue
 
 from . import dsml, recipe
 
@@ -73,11 +71,11 @@ class ToolCall:
         return [self, *self.more]
 
 
-def make_call(name: str, args: JSONObject) -> ToolCall:
+def make_call(name: str, args: Mapping[str, object]) -> ToolCall:
     return ToolCall(name, dsml.parsed_arguments(args), dsml.render_call(name, args))
 
 
-def make_calls(calls: list[tuple[str, JSONObject]]) -> ToolCall:
+def make_calls(calls: Sequence[tuple[str, Mapping[str, object]]]) -> ToolCall:
     """Parallel calls: the first carries the DSML of all and the rest in `more`."""
     first, *rest = [ToolCall(n, dsml.parsed_arguments(a)) for n, a in calls]
     return ToolCall(first.name, first.arguments, dsml.render_calls(calls), tuple(rest))
@@ -192,25 +190,25 @@ def pseudo_text(key: str, n: int) -> PseudoText:
     return PseudoText(key, n)
 
 
-def _message_text(message: JSONObject) -> str:
+def _message_text(message: Mapping[str, object]) -> str:
     content = message.get("content")
     if isinstance(content, list):  # OpenAI content parts
         return "".join(p.get("text", "") for p in content if isinstance(p, dict))
     return content if isinstance(content, str) else ""
 
 
-def prompt_of_messages(messages: list[JSONObject]) -> str:
+def prompt_of_messages(messages: Sequence[Mapping[str, object]]) -> str:
     return "\n".join(f"{m.get('role', '')}: {_message_text(m)}" for m in messages)
 
 
-def last_user_text(messages: list[JSONObject]) -> str:
+def last_user_text(messages: Sequence[Mapping[str, object]]) -> str:
     for m in reversed(messages):
         if m.get("role") == "user":
             return _message_text(m)
     return ""
 
 
-def _first_json_object(text: str) -> JSONObject | None:
+def _first_json_object(text: str) -> dict[str, object] | None:
     start = text.find("{")
     while start != -1:
         try:
@@ -224,8 +222,8 @@ def _first_json_object(text: str) -> JSONObject | None:
     return None
 
 
-def _named_values(text: str) -> JSONObject:
-    values: JSONObject = {}
+def _named_values(text: str) -> dict[str, object]:
+    values: dict[str, object] = {}
     for key, raw in _KV_RE.findall(text):
         values[key] = raw[1:-1] if raw[:1] in "\"'" else _scalar(raw)
     obj = _first_json_object(text)
@@ -234,19 +232,20 @@ def _named_values(text: str) -> JSONObject:
     return values
 
 
-def _scalar(raw: str) -> JSONValue:
+def _scalar(raw: str) -> object:
     try:
         return json.loads(raw)
     except ValueError:
         return raw
 
 
-def _value_for(schema: JSONObject, key: str) -> JSONValue:
+def _value_for(schema: Mapping[str, object], key: str) -> object:
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "string")
-    if "enum" in schema and schema["enum"]:
-        return schema["enum"][_pick(key, len(schema["enum"]))]
+    enum = schema.get("enum")
+    if isinstance(enum, Sequence) and enum:
+        return enum[_pick(key, len(enum))]
     if kind == "integer":
         return _pick(key, 1000)
     if kind == "number":
@@ -260,22 +259,40 @@ def _value_for(schema: JSONObject, key: str) -> JSONValue:
     return _digest(key).hex()[:8]
 
 
-def _arguments_for(tool: JSONObject, named: JSONObject, key: str) -> JSONObject:
-    params = tool.get("parameters") or {}
-    props: JSONObject = params.get("properties") or {}
+def _arguments_for(
+    tool: Mapping[str, object], named: Mapping[str, object], key: str
+) -> dict[str, object]:
+    params = _object(tool.get("parameters") or {})
+    props = _object(params.get("properties") or {})
     if not props:
         return dict(named)
-    args: JSONObject = {}
+    required = params.get("required") or []
+    args: dict[str, object] = {}
     for prop, schema in props.items():
         if prop in named:
             args[prop] = named[prop]
-        elif prop in (params.get("required") or []):
+        elif prop in _container(required):
             args[prop] = _value_for(schema if isinstance(schema, dict) else {}, f"{key}/{prop}")
     return args
 
 
-def _functions(tools: list[JSONObject] | None) -> list[JSONObject]:
-    out = []
+def _object(value: object) -> Mapping[str, object]:
+    """A part of a tool's JSON schema read as an object; anything else fails as reading it
+    did before it had a type (AttributeError)."""
+    if not isinstance(value, Mapping):
+        raise AttributeError(f"{type(value).__name__!r} object has no attribute 'get'")
+    return value
+
+
+def _container(value: object) -> Container[object]:
+    """`required` read as a container (`in`); anything else fails as before (TypeError)."""
+    if not isinstance(value, Container):
+        raise TypeError(f"argument of type {type(value).__name__!r} is not iterable")
+    return value
+
+
+def _functions(tools: Sequence[object] | None) -> list[Mapping[str, object]]:
+    out: list[Mapping[str, object]] = []
     for t in tools or []:
         fn = t.get("function") if isinstance(t, dict) else None
         if isinstance(fn, dict) and isinstance(fn.get("name"), str):
@@ -283,13 +300,18 @@ def _functions(tools: list[JSONObject] | None) -> list[JSONObject]:
     return out
 
 
+def _name(fn: Mapping[str, object]) -> str:
+    """A function's name (`_functions` keeps only those whose name is a string)."""
+    return str(fn["name"])
+
+
 def _choose_tool(
-    fns: list[JSONObject], tool_choice: JSONValue, text: str, key: str
-) -> JSONObject | None:
+    fns: Sequence[Mapping[str, object]], tool_choice: object, text: str, key: str
+) -> Mapping[str, object] | None:
     if isinstance(tool_choice, dict):
         wanted = (tool_choice.get("function") or {}).get("name")
         return next((f for f in fns if f["name"] == wanted), None)
-    named = [f for f in fns if re.search(rf"\b{re.escape(f['name'])}\b", text)]
+    named = [f for f in fns if re.search(rf"\b{re.escape(_name(f))}\b", text)]
     if named:
         return named[0]
     return fns[_pick(key, len(fns))]
@@ -306,9 +328,9 @@ class ChatOptions:
 
 
 def plan_chat(
-    messages: list[JSONObject],
-    tools: list[JSONObject] | None,
-    tool_choice: JSONValue,
+    messages: Sequence[Mapping[str, object]],
+    tools: Sequence[object] | None,
+    tool_choice: object,
     max_tokens: int,
     options: ChatOptions | None = None,
 ) -> Plan:
@@ -326,9 +348,9 @@ def plan_chat(
 
 
 def _answer(
-    messages: list[JSONObject],
-    tools: list[JSONObject] | None,
-    tool_choice: JSONValue,
+    messages: Sequence[Mapping[str, object]],
+    tools: Sequence[object] | None,
+    tool_choice: object,
     max_tokens: int,
 ) -> Plan:
     key = prompt_of_messages(messages)
@@ -347,15 +369,17 @@ def _answer(
         fn = _choose_tool(fns, tool_choice, text, key)
         if fn is not None:
             return Plan(
-                key, [], make_call(fn["name"], _arguments_for(fn, _named_values(text), key)), True
+                key, [], make_call(_name(fn), _arguments_for(fn, _named_values(text), key)), True
             )
     return Plan(key, pseudo_text(key, max_tokens), None, False)
 
 
-def _calls_asked(text: str, fns: list[JSONObject]) -> list[tuple[str, JSONObject]]:
+def _calls_asked(
+    text: str, fns: Sequence[Mapping[str, object]]
+) -> list[tuple[str, Mapping[str, object]]]:
     """Each `CALL <tool> <json>` of a declared tool, in order (several: parallel calls)."""
     names = {f["name"] for f in fns}
-    calls = []
+    calls: list[tuple[str, Mapping[str, object]]] = []
     for m in _CALL_HEAD_RE.finditer(text):
         obj = _first_json_object(text[m.end() :])
         if m.group(1) in names and obj is not None:

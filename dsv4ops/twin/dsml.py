@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-from dsv4ops.jsontypes import JSONObject
 
 DSML_TOKEN = "｜DSML｜"  # U+FF5C on both sides, exactly as the detector's `dsml_token`
 TOOL_CALLS_START = f"<{DSML_TOKEN}tool_calls>"
@@ -34,12 +33,12 @@ THINK_END = "</think>"  # DSV4's end-of-reasoning token (srt/parser/reasoning_pa
 _TOKEN_RE = re.compile(rf"\s*(?:</?{DSML_TOKEN}\w+|\w+|(?:(?!</?{DSML_TOKEN})[^\w\s])+)")
 
 
-def render_call(name: str, args: JSONObject) -> str:
+def render_call(name: str, args: Mapping[str, object]) -> str:
     """One call as a complete `tool_calls` block, one parameter tag per argument."""
     return render_calls([(name, args)])
 
 
-def render_calls(calls: list[tuple[str, JSONObject]]) -> str:
+def render_calls(calls: Sequence[tuple[str, Mapping[str, object]]]) -> str:
     """Calls in one `tool_calls` block, one invoke each (parallel calls)."""
     lines = [TOOL_CALLS_START]
     for name, args in calls:
@@ -55,7 +54,7 @@ def render_calls(calls: list[tuple[str, JSONObject]]) -> str:
     return "\n".join(lines)
 
 
-def parsed_arguments(args: JSONObject) -> str:
+def parsed_arguments(args: Mapping[str, object]) -> str:
     """The `arguments` string SGLang's parser makes of those parameter tags."""
     parsed = {k: v.strip() if isinstance(v, str) else v for k, v in args.items()}
     return json.dumps(parsed, ensure_ascii=False)

@@ -10,7 +10,7 @@ import json
 import os
 import time
 
-from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.jsontypes import JSONObject
 
 
 class EventLog:
@@ -20,7 +20,7 @@ class EventLog:
         self._port = port
         self._instance_id = instance_id
 
-    def emit(self, event: str, **details: JSONValue) -> None:
+    def emit(self, event: str, **details: object) -> None:
         """Append one event; a no-op without a configured path."""
         if not self._path:
             return

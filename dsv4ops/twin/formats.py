@@ -9,6 +9,7 @@ import hashlib
 import json
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from dsv4ops.jsontypes import JSONObject, JSONValue
@@ -59,7 +60,7 @@ class Job:
     logprobs: lp.LogprobRequest = field(default_factory=lp.LogprobRequest)
 
 
-def _usage(job: Job, completion: int, reasoning: int = 0) -> JSONObject:
+def _usage(job: Job, completion: int, reasoning: int = 0) -> dict[str, int | dict[str, int] | None]:
     """SGLang's UsageInfo (protocol.py), in its key order."""
     return {
         "prompt_tokens": job.prompt_tokens,
@@ -76,7 +77,7 @@ def call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
-def _tool_call(call: str) -> JSONObject:
+def _tool_call(call: str) -> dict[str, object]:
     if not isinstance(call, CallEnd):  # the token that closed the invoke block carries the call
         raise TypeError(f"a tool call is a dsml.CallEnd, not {type(call).__name__}")
     return {
@@ -87,7 +88,7 @@ def _tool_call(call: str) -> JSONObject:
     }
 
 
-def _streamed_call(call: str, fault: str | None) -> list[JSONObject]:
+def _streamed_call(call: str, fault: str | None) -> list[dict[str, object]]:
     """The call's stream deltas: whole in one, or as the stream_tools hazard breaks it."""
     whole = _tool_call(call)
     if fault is None:
@@ -118,7 +119,7 @@ class ChatFormat:
             "model": self.job.model,
         }
 
-    def _logprobs(self, texts: list[str]) -> JSONObject | None:
+    def _logprobs(self, texts: list[str]) -> lp.ChatLogprobs | None:
         want = self.job.logprobs
         return lp.chat(texts, want.top) if want.on and texts else None
 
@@ -135,7 +136,7 @@ class ChatFormat:
         }
         return sse({**self._head(), "choices": [choice]})
 
-    def _model_chunk(self, content: str | None, calls: list[JSONObject] | None) -> bytes:
+    def _model_chunk(self, content: str | None, calls: list[dict[str, object]] | None) -> bytes:
         delta: JSONObject = {"role": None, "content": content, "reasoning_content": None}
         if calls is not None:
             delta["tool_calls"] = calls
@@ -325,7 +326,7 @@ class GenerateFormat:
 
     def _body(self, finish: str | None, matched: str | int | None = None) -> JSONObject:
         n = len(self._pieces) if self._completion is None else self._completion
-        reason: JSONObject | None = None
+        reason: dict[str, object] | None = None
         if finish == "length":
             reason = {"type": "length", "length": n}
         elif finish in ("stop", "tool_calls"):
@@ -336,7 +337,9 @@ class GenerateFormat:
             reason = {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}
         ids = [token_id(p) for _, p in self._pieces]
         want = self.job.logprobs
-        logprobs = lp.generate([p for _, p in self._pieces], ids, want.top) if want.on else {}
+        logprobs: Mapping[str, object] = {}
+        if want.on:
+            logprobs = lp.generate([p for _, p in self._pieces], ids, want.top)
         return {
             "text": "".join(p for _, p in self._pieces),
             "output_ids": ids,
@@ -384,5 +387,5 @@ FORMATS: dict[str, type[ChatFormat] | type[CompletionFormat] | type[GenerateForm
 }
 
 
-def error_body(message: str, code: int, kind: str = "BadRequestError") -> JSONObject:
+def error_body(message: str, code: int, kind: str = "BadRequestError") -> dict[str, object]:
     return {"object": "error", "message": message, "type": kind, "param": None, "code": code}

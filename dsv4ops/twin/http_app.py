@@ -9,8 +9,6 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from dsv4ops.jsontypes import JSONObject
-
 from .batch import serve_batch
 from .formats import error_body
 from .limits import MODEL_CONTEXT_LEN, refusal
@@ -30,7 +28,7 @@ def context_len(s: TwinServer) -> int:
     return s.args.context_length or MODEL_CONTEXT_LEN
 
 
-def model_info(s: TwinServer) -> JSONObject:
+def model_info(s: TwinServer) -> dict[str, object]:
     a = s.args
     return {
         "model_path": a.model_path,
@@ -50,7 +48,7 @@ def model_info(s: TwinServer) -> JSONObject:
     }
 
 
-def server_info(s: TwinServer) -> JSONObject:
+def server_info(s: TwinServer) -> dict[str, object]:
     a = s.args
     resolved = {
         "model_path": a.model_path,
@@ -108,9 +106,9 @@ def server_info(s: TwinServer) -> JSONObject:
     }
 
 
-def twin_state(s: TwinServer) -> JSONObject:
+def twin_state(s: TwinServer) -> dict[str, object]:
     e = s.engine
-    peers: list[JSONObject] | None = None
+    peers: list[dict[str, object]] | None = None
     if s.bootstrap is not None:
         peers = [
             {"decode_addr": p.decode_addr, "decode_instance_id": p.instance_id, "stale": p.stale}
@@ -193,7 +191,7 @@ class _Handlers:
     async def server_info(self, request: web.Request) -> web.Response:
         return web.json_response(server_info(self.s))
 
-    def _card(self) -> JSONObject:
+    def _card(self) -> dict[str, object]:
         name = self.s.args.served_model_name
         return {
             "id": name,

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-
-from dsv4ops.jsontypes import JSONObject
+from typing import TypedDict
 
 MAX_TOP_LOGPROBS = 20  # protocol.py: top_logprobs 0..20
 
@@ -34,21 +33,59 @@ def _alternatives(text: str, top: int) -> list[tuple[str, float]]:
     return [(text, _value(text, 0))] + [("", _value(text, r)) for r in range(1, top)]
 
 
-def chat_entry(text: str, top: int) -> JSONObject:
-    def one(t: str, lp: float) -> JSONObject:
-        return {"token": t, "bytes": list(t.encode()), "logprob": lp}
+class ChatTop(TypedDict):
+    """One alternative of a chat token."""
 
+    token: str
+    bytes: list[int]
+    logprob: float
+
+
+class ChatEntry(ChatTop):
+    """One chat token, with its alternatives."""
+
+    top_logprobs: list[ChatTop]
+
+
+class ChatLogprobs(TypedDict):
+    content: list[ChatEntry]
+
+
+class CompletionLogprobs(TypedDict):
+    text_offset: list[int]
+    token_logprobs: list[float]
+    tokens: list[str]
+    top_logprobs: list[dict[str, float]]
+
+
+class GenerateLogprobs(TypedDict):
+    """/generate's meta_info keys: `[logprob, token id, null]` per token."""
+
+    input_token_logprobs: list[list[float | int | None]]
+    output_token_logprobs: list[list[float | int | None]]
+    output_token_logprobs_length: int
+    input_top_logprobs: list[list[list[float | int | None]]]
+    output_top_logprobs: list[list[list[float | int | None]]]
+
+
+def _chat_top(t: str, lp: float) -> ChatTop:
+    return {"token": t, "bytes": list(t.encode()), "logprob": lp}
+
+
+def chat_entry(text: str, top: int) -> ChatEntry:
     return {
-        **one(text, _value(text, 0)),
-        "top_logprobs": [one(t, lp) for t, lp in _alternatives(text, top)],
+        "token": text,
+        "bytes": list(text.encode()),
+        "logprob": _value(text, 0),
+        "top_logprobs": [_chat_top(t, lp) for t, lp in _alternatives(text, top)],
     }
 
 
-def chat(texts: list[str], top: int) -> JSONObject:
+def chat(texts: list[str], top: int) -> ChatLogprobs:
     return {"content": [chat_entry(t, top) for t in texts]}
 
 
-def completion(texts: list[str], top: int) -> JSONObject:
+def completion(texts: list[str], top: int) -> CompletionLogprobs:
     return {
         "text_offset": [-1] * len(texts),
         "token_logprobs": [_value(t, 0) for t in texts],
@@ -57,7 +94,7 @@ def completion(texts: list[str], top: int) -> JSONObject:
     }
 
 
-def generate(texts: list[str], ids: list[int], top: int) -> JSONObject:
+def generate(texts: list[str], ids: list[int], top: int) -> GenerateLogprobs:
     tops = [
         [[lp, tid if rank == 0 else 0, None] for rank, (_, lp) in enumerate(_alternatives(t, top))]
         for t, tid in zip(texts, ids, strict=True)

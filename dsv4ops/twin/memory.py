@@ -14,7 +14,7 @@ L97-106, `_DECODE_GRAPH_PHASES`).
 
 from __future__ import annotations
 
-from dsv4ops.jsontypes import JSONObject
+from typing import TypedDict
 
 from .perf import GRAPH_GB_PER_DECODE_BUCKET
 
@@ -36,6 +36,18 @@ KVCACHE_GB = 30.0
 GPU_GB = 95.0  # an RTX PRO 6000 Blackwell as torch sees it (~96 GB card)
 
 
+class MemoryUsage(TypedDict, total=False):
+    """`/server_info`'s `memory_usage` (build_memory_usage's keys, in its order); a scheduler
+    snapshot without one has none of them."""
+
+    weight: float
+    kvcache: float
+    startup_available: float
+    token_capacity: int
+    token_capacity_swa: None  # the twin models no SWA pool (whether DSV4 has one: UNVERIFIED)
+    graph: dict[str, float]
+
+
 def graph_memory_usage(buckets: list[int]) -> dict[str, float]:
     """GB per GPU of the captured graphs by phase (tp_worker.graph_memory_usage): the twin
     captures decode graphs only (a prefill none, no speculative decoding)."""
@@ -54,7 +66,7 @@ def startup_available_gb(buckets: list[int]) -> float:
     return round(GPU_GB - WEIGHT_GB - KVCACHE_GB - sum(graph_memory_usage(buckets).values()), 3)
 
 
-def memory_usage(buckets: list[int], *, token_capacity: int) -> JSONObject:
+def memory_usage(buckets: list[int], *, token_capacity: int) -> MemoryUsage:
     """`/server_info`'s `memory_usage`, in build_memory_usage's keys and order."""
     return {
         "weight": round(WEIGHT_GB, 3),

@@ -16,9 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from dsv4ops.jsontypes import JSONObject
-
-from .memory import GRAPH_MEMORY_PHASES
+from .memory import GRAPH_MEMORY_PHASES, MemoryUsage
 from .reporter import SchedStats
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 60.0, 120.0, 300.0)
@@ -37,7 +35,7 @@ class SchedulerSnapshot:
     context_len: int
     page_size: int
     # /server_info's memory_usage (memory.py), which 0.5.23's start-up gauges repeat
-    memory: JSONObject = field(default_factory=dict)
+    memory: MemoryUsage = field(default_factory=lambda: MemoryUsage())
 
 
 def _gauges(s: SchedulerSnapshot) -> dict[str, tuple[str, float]]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.jsontypes import JSONValue
 
 from .content import (
     DEFAULT_REASONING_TOKENS,
@@ -36,7 +37,7 @@ class Bootstrap:
     room: int | None
 
 
-def _max_tokens(value: JSONValue) -> int:
+def _max_tokens(value: object) -> int:
     if value is None:
         return DEFAULT_MAX_NEW_TOKENS
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -44,7 +45,7 @@ def _max_tokens(value: JSONValue) -> int:
     return value
 
 
-def _bootstrap(body: JSONObject) -> Bootstrap:
+def _bootstrap(body: Mapping[str, object]) -> Bootstrap:
     host, port, room = (body.get(k) for k in ("bootstrap_host", "bootstrap_port", "bootstrap_room"))
     # A single request may still carry one-element lists (what the router sends for a
     # one-prompt list); anything else list-valued is a batch and goes through parse_batch.
@@ -54,8 +55,8 @@ def _bootstrap(body: JSONObject) -> Bootstrap:
     try:
         return Bootstrap(
             None if host is None else str(host),
-            int(port) if port is not None else None,
-            int(room) if room is not None else None,
+            _int(port) if port is not None else None,
+            _int(room) if room is not None else None,
         )
     except (TypeError, ValueError):
         raise BadRequest(
@@ -63,7 +64,14 @@ def _bootstrap(body: JSONObject) -> Bootstrap:
         ) from None
 
 
-def _stop(value: JSONValue) -> tuple[str, ...]:
+def _int(value: object) -> int:
+    """`int(value)` of a JSON scalar; a list or an object is a TypeError, as int() raises."""
+    if isinstance(value, str | int | float):
+        return int(value)
+    raise TypeError(f"int() argument must be a string or a number, not {type(value).__name__!r}")
+
+
+def _stop(value: object) -> tuple[str, ...]:
     """`stop`: a string or a list of strings (protocol.py; sampling_params.py normalizes a string
     into a one-element list)."""
     if value is None:
@@ -75,7 +83,7 @@ def _stop(value: JSONValue) -> tuple[str, ...]:
     raise BadRequest(f"stop must be a string or a list of strings, got {value!r}")
 
 
-def _logprobs(kind: str, body: JSONObject) -> LogprobRequest:
+def _logprobs(kind: str, body: Mapping[str, object]) -> LogprobRequest:
     """chat: `logprobs: true` + `top_logprobs`; completions: `logprobs: N`; /generate:
     `return_logprob` + `top_logprobs_num` (protocol.py, io_struct.py)."""
     if kind == "chat":
@@ -104,7 +112,7 @@ class Parsers:
     reasoning_tokens: int = DEFAULT_REASONING_TOKENS
 
 
-def _thinking(body: JSONObject) -> bool:
+def _thinking(body: Mapping[str, object]) -> bool:
     """DSV4's reasoning is `explicit_thinking`: on only for chat_template_kwargs.thinking true
     (reasoning_parser.py DeepSeekV4Detector, serving_chat.py _get_reasoning_from_request)."""
     kwargs = body.get("chat_template_kwargs")
@@ -114,7 +122,10 @@ def _thinking(body: JSONObject) -> bool:
 
 
 def _chat_plan(
-    body: JSONObject, messages: list[JSONValue], max_tokens: int, parsers: Parsers
+    body: Mapping[str, object],
+    messages: Sequence[Mapping[str, object]],
+    max_tokens: int,
+    parsers: Parsers,
 ) -> tuple[Plan, bool]:
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
@@ -223,7 +234,7 @@ class Batch:
     primers: list[Sub]  # per prompt when n > 1: the prefix-caching request (max_new_tokens 0)
 
 
-def _n(kind: str, body: JSONObject) -> int:
+def _n(kind: str, body: Mapping[str, object]) -> int:
     params = body.get("sampling_params") if kind == "generate" else body
     value = (params or {}).get("n", 1) if isinstance(params, dict) else 1
     if value is None:
@@ -233,7 +244,7 @@ def _n(kind: str, body: JSONObject) -> int:
     return value
 
 
-def _prompts(kind: str, body: JSONObject) -> list[JSONValue] | None:
+def _prompts(kind: str, body: Mapping[str, object]) -> list[object] | None:
     """The batch of prompts, or None for a single prompt."""
     if kind == "completion":
         p = body.get("prompt")
@@ -248,13 +259,17 @@ def _prompts(kind: str, body: JSONObject) -> list[JSONValue] | None:
     return None
 
 
-def _spread(value: JSONValue, num: int, n: int, *, room: bool) -> list[JSONValue]:
+def _spread(value: object, num: int, n: int, *, room: bool) -> list[object]:
     """io_struct.py `_normalize_bootstrap_params` (L907-939), verbatim in effect."""
     if value is None:
         return [None] * num
-    if not isinstance(value, list):
-        return [value + i for i in range(num)] if room else [value] * num
-    return value * n
+    if isinstance(value, list):
+        return value * n
+    if not room:
+        return [value] * num
+    if isinstance(value, int | float):  # a room of another type fails here, as `value + i` did
+        return [value + i for i in range(num)]
+    raise TypeError(f"unsupported operand type(s) for +: {type(value).__name__!r} and 'int'")
 
 
 def parse_batch(
