@@ -13,8 +13,6 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from dsv4ops.jsontypes import JSONObject
-
 
 @dataclass(frozen=True)
 class StepFit:
@@ -33,7 +31,7 @@ class StepFit:
     def step_ms(self, bs: float) -> float:
         return self.a_ms + self.b_ms * bs
 
-    def to_json(self) -> JSONObject:
+    def to_json(self) -> dict[str, object]:
         return {**asdict(self), "ceiling_tok_s": self.ceiling_tok_s}
 
 

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypedDict
-
-from dsv4ops.jsontypes import JSONObject
 
 # Tokens the chat template adds around the messages (DSV4's template with tools adds its DSML
 # instructions): counted against the context on top of the request's own bytes.
@@ -53,7 +52,7 @@ class ServerLimits:
     decode_context_length: int | None = None
     decode_context_explicit: bool | None = None
 
-    def room(self, body: JSONObject) -> int | None:
+    def room(self, body: Mapping[str, object]) -> int | None:
         """Completion tokens that fit beside this body's prompt (estimated high)."""
         if self.context_length is None:
             return None
@@ -62,7 +61,7 @@ class ServerLimits:
         )
         return self.context_length - len(prompt.encode()) - TEMPLATE_ALLOWANCE_TOKENS
 
-    def fit(self, body: JSONObject) -> tuple[JSONObject, int | None]:
+    def fit(self, body: Mapping[str, object]) -> tuple[Mapping[str, object], int | None]:
         """(the body to send, the max_tokens asked for when it was lowered, else None)."""
         asked = body.get("max_tokens")
         room = self.room(body)
@@ -81,7 +80,7 @@ class ServerLimits:
             "decode_context_explicit": self.decode_context_explicit,
         }
 
-    def decode_context(self) -> JSONObject:
+    def decode_context(self) -> dict[str, int | bool | None]:
         """What a sweep records of the decode's context length."""
         return {
             "context_length": self.decode_context_length,

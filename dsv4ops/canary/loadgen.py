@@ -37,7 +37,7 @@ REFUSED = "connection refused: nothing listens on the port"
 OVERSIZED = "oversized"  # get_text_reply's why for a body longer than its max_bytes
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
-BodyFactory = Callable[[int], tuple[str, JSONObject]]  # index → (rid, request body)
+BodyFactory = Callable[[int], tuple[str, Mapping[str, object]]]  # index → (rid, request body)
 
 
 class ChatClient:
@@ -98,7 +98,7 @@ class ChatClient:
 
     async def stream(
         self,
-        body: JSONObject,
+        body: Mapping[str, object],
         *,
         rid: str,
         tag: str = "",
@@ -130,7 +130,7 @@ class ChatClient:
                 return rec  # cut by the watchdog, not by our caller
             raise
 
-    async def _stream(self, rec: RequestRecord, body: JSONObject) -> RequestRecord:
+    async def _stream(self, rec: RequestRecord, body: Mapping[str, object]) -> RequestRecord:
         assert self.session is not None
         data = json.dumps(body).encode()
         wd = self.watchdog
@@ -198,13 +198,13 @@ class ChatClient:
                 if not rec.t_first and events and any(map(is_token_event, events)):
                     rec.t_first = t
 
-    async def whole(self, body: JSONObject) -> tuple[JSONObject | None, str]:
+    async def whole(self, body: Mapping[str, object]) -> tuple[JSONObject | None, str]:
         """The same request not streamed: (the response, "") or (None, what failed)."""
         assert self.session is not None
-        body, _ = self.limits.fit({**body, "stream": False})
-        body.pop("stream_options", None)
+        fitted, _ = self.limits.fit({**body, "stream": False})
+        sent = {k: v for k, v in fitted.items() if k != "stream_options"}
         try:
-            async with self.session.post(self.url, json=body, headers=self._auth) as resp:
+            async with self.session.post(self.url, json=sent, headers=self._auth) as resp:
                 text = await resp.text(errors="replace")
                 if resp.status != 200:
                     return None, _http_detail(resp.status, text)
@@ -213,7 +213,9 @@ class ChatClient:
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             return None, f"{type(exc).__name__}: {exc}"[:200]
 
-    async def post_json(self, url: str, payload: JSONObject, *, timeout_s: float = 5.0) -> int:
+    async def post_json(
+        self, url: str, payload: Mapping[str, object], *, timeout_s: float = 5.0
+    ) -> int:
         """POST a small JSON body (e.g. /abort_request); returns the HTTP status (0 if unreachable)."""
         assert self.session is not None
         try:

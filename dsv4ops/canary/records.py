@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from dsv4ops.canary.sse import DONE
 from dsv4ops.canary.toolcalls import ToolCall, assemble
@@ -41,6 +42,13 @@ ERR_STREAM = "stream_error"
 ERR_TRUNCATED = "truncated"
 ERR_BAD_JSON = "bad_event_json"
 ERR_CANCELLED = "cancelled"
+
+
+class RecordExtra(TypedDict, total=False):
+    """What the client adds to a record beside the stream."""
+
+    hang: str  # the watchdog's kind, when it cut the stream
+    max_tokens_asked: int  # the request's max_tokens, when the server's limits lowered it
 
 
 @dataclass
@@ -69,7 +77,7 @@ class RequestRecord:
     usage_tokens: int | None = None
     done: bool = False
     events: int = 0  # SSE events received (the raw lists are dropped after the parse)
-    extra: JSONObject = field(default_factory=dict)
+    extra: RecordExtra = field(default_factory=lambda: RecordExtra())
 
     @property
     def ok(self) -> bool:

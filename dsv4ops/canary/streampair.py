@@ -29,7 +29,7 @@ from dsv4ops.canary.toolcalls import (
     check_calls,
 )
 from dsv4ops.canary.workload import TOOL_SCHEMAS, NonceBook, Thinking, ToolExpectation, pair_body
-from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.jsontypes import JSONObject
 
 
 @dataclass
@@ -141,10 +141,10 @@ def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _parsed(arguments: str) -> JSONValue:
+def _parsed(arguments: str) -> object:
     """The arguments as JSON, or the text itself when it is not JSON (compared as text)."""
     try:
-        value: JSONValue = json.loads(arguments) if arguments.strip() else {}
+        value: object = json.loads(arguments) if arguments.strip() else {}
     except ValueError:
         return arguments
     return value

@@ -113,7 +113,7 @@ def assemble(deltas: Iterable[Mapping[str, JSONValue]]) -> list[ToolCall]:
 
 def check_calls(
     calls: Sequence[ToolCall],
-    tools: Mapping[str, Mapping[str, JSONValue]],
+    tools: Mapping[str, Mapping[str, object]],
     *,
     expected_nonce: str | None,
     known_nonces: Mapping[str, str] | None = None,
@@ -156,7 +156,7 @@ def check_calls(
 
 def _check_one(
     call: ToolCall,
-    tools: Mapping[str, Mapping[str, JSONValue]],
+    tools: Mapping[str, Mapping[str, object]],
     expected_nonce: str | None,
     known_nonces: Mapping[str, str],
 ) -> list[ToolProblem]:
@@ -205,14 +205,14 @@ def _check_one(
     return []
 
 
-def _wrapped(args: JSONValue, schema: Mapping[str, JSONValue]) -> bool:
+def _wrapped(args: object, schema: Mapping[str, object]) -> bool:
     """`{"arguments": {...}}` for a tool that has no `arguments` parameter."""
     props = schema.get("properties")
     declared = isinstance(props, Mapping) and "arguments" in props
     return isinstance(args, dict) and list(args) == ["arguments"] and not declared
 
 
-def validate_schema(value: JSONValue, schema: Mapping[str, JSONValue]) -> list[str]:
+def validate_schema(value: object, schema: Mapping[str, object]) -> list[str]:
     """Check `value` against a tool's JSON Schema (draft 2020-12, jsonschema); returns one line
     per violation, `$.path: message`, in path order, then by message (empty when valid)."""
     cached = _by_identity.get(id(schema))
@@ -239,10 +239,10 @@ class _SchemaError(Protocol):
 class _Validator(Protocol):
     """A compiled jsonschema validator (Draft202012Validator), as the tool checks use it."""
 
-    def iter_errors(self, instance: JSONValue) -> Iterable[_SchemaError]: ...
+    def iter_errors(self, instance: object) -> Iterable[_SchemaError]: ...
 
 
-_by_identity: dict[int, tuple[Mapping[str, JSONValue], _Validator]] = {}
+_by_identity: dict[int, tuple[Mapping[str, object], _Validator]] = {}
 
 
 @lru_cache(maxsize=64)

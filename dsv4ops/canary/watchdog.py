@@ -26,7 +26,6 @@ from typing import TypedDict
 from dsv4ops.canary.progress import DEFAULT_DECODE_LOG_INTERVAL, ProgressDetector
 from dsv4ops.canary.records import RequestRecord
 from dsv4ops.clock import perf_ns
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.metrics.prom import ServerGauges
 
 NO_FIRST_TOKEN = "no_first_token"
@@ -248,7 +247,7 @@ class Watchdog:
             await asyncio.sleep(self.tick_s)
             self.check()
 
-    def summary(self) -> JSONObject:
+    def summary(self) -> dict[str, object]:
         by_kind: dict[str, int] = {}
         for e in self.events:
             by_kind[e.kind] = by_kind.get(e.kind, 0) + 1

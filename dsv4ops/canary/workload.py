@@ -16,11 +16,42 @@ from __future__ import annotations
 import itertools
 import json
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NotRequired, TypedDict
 
-from dsv4ops.jsontypes import JSONObject
+# One chat message as sent: a role and its content, or an assistant's calls, or a tool's result.
+Message = dict[str, object]
 
-RECORD_STEP: JSONObject = {
+
+class ToolFunction(TypedDict):
+    name: str
+    description: str
+    parameters: dict[str, object]  # the JSON Schema of the arguments
+
+
+class Tool(TypedDict):
+    """One entry of a request's `tools`."""
+
+    type: str
+    function: ToolFunction
+
+
+class ChatBody(TypedDict):
+    """A chat-completions request as the canary sends it (in this key order)."""
+
+    model: str
+    messages: list[Message]
+    max_tokens: int
+    temperature: float
+    stream: bool
+    stream_options: dict[str, bool]
+    tools: NotRequired[list[Tool]]
+    tool_choice: NotRequired[str]
+    chat_template_kwargs: NotRequired[dict[str, bool]]
+
+
+RECORD_STEP: Tool = {
     "type": "function",
     "function": {
         "name": "record_step",
@@ -38,7 +69,7 @@ RECORD_STEP: JSONObject = {
         },
     },
 }
-LOOKUP_ORDER: JSONObject = {
+LOOKUP_ORDER: Tool = {
     "type": "function",
     "function": {
         "name": "lookup_order",
@@ -55,8 +86,8 @@ LOOKUP_ORDER: JSONObject = {
         },
     },
 }
-_STR: JSONObject = {"type": "string"}
-_HUNK: JSONObject = {
+_STR: dict[str, object] = {"type": "string"}
+_HUNK: dict[str, object] = {
     "type": "object",
     "properties": {
         "start": {"type": "integer", "minimum": 0},
@@ -67,7 +98,7 @@ _HUNK: JSONObject = {
 }
 # Nested arrays of objects and long arguments: the shape whose streamed arguments broke most
 # often (sglang#36339: 13.8 % with nested arrays); sent by the corruption suite's stream pairs.
-EDIT_FILES: JSONObject = {
+EDIT_FILES: Tool = {
     "type": "function",
     "function": {
         "name": "edit_files",
@@ -92,9 +123,11 @@ EDIT_FILES: JSONObject = {
         },
     },
 }
-TOOLS = [RECORD_STEP, LOOKUP_ORDER]
-PAIR_TOOLS = [*TOOLS, EDIT_FILES]
-TOOL_SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in PAIR_TOOLS}
+TOOLS: list[Tool] = [RECORD_STEP, LOOKUP_ORDER]
+PAIR_TOOLS: list[Tool] = [*TOOLS, EDIT_FILES]
+TOOL_SCHEMAS: dict[str, dict[str, object]] = {
+    t["function"]["name"]: t["function"]["parameters"] for t in PAIR_TOOLS
+}
 
 
 # A nonce's bytes: none written with decimal digits only, none f0-f9, so that no two-digit piece
@@ -126,14 +159,14 @@ NO_THINKING = Thinking()
 
 
 def base_body(
-    messages: list[JSONObject],
+    messages: list[Message],
     *,
     max_tokens: int,
     model: str = "default",
-    tools: list[JSONObject] | None = None,
+    tools: list[Tool] | None = None,
     thinking: Thinking = NO_THINKING,
-) -> JSONObject:
-    body: JSONObject = {
+) -> ChatBody:
+    body: ChatBody = {
         "model": model,
         "messages": messages,
         "max_tokens": max_tokens,
@@ -149,7 +182,7 @@ def base_body(
     return body
 
 
-def call_prompt(tool: str, args: JSONObject) -> str:
+def call_prompt(tool: str, args: Mapping[str, object]) -> str:
     return (
         f"CALL {tool} {json.dumps(args, separators=(',', ':'))}\n"
         f"Call the function {tool} with exactly the JSON arguments above. Write nothing else."
@@ -167,7 +200,7 @@ class ToolExpectation:
 
     tool: str
     nonce: str
-    args: JSONObject
+    args: dict[str, object]
 
 
 @dataclass
@@ -206,13 +239,13 @@ class Mix:
         self.expect: dict[str, ToolExpectation] = {}
         self._order = itertools.count()
 
-    def __call__(self, i: int) -> tuple[str, JSONObject]:
+    def __call__(self, i: int) -> tuple[str, ChatBody]:
         rid = f"{self.prefix}-{i}"
         if self.tool_every and i % self.tool_every == self.tool_every - 1:
             nonce = self.nonces.issue(rid)
-            args = {"nonce": nonce, "order_id": next(self._order)}
+            args: dict[str, object] = {"nonce": nonce, "order_id": next(self._order)}
             self.expect[rid] = ToolExpectation("lookup_order", nonce, args)
-            msgs = [{"role": "user", "content": call_prompt("lookup_order", args)}]
+            msgs: list[Message] = [{"role": "user", "content": call_prompt("lookup_order", args)}]
             return rid, base_body(
                 msgs,
                 max_tokens=max(self.max_tokens, 96) + self.thinking.extra_tokens(),
@@ -227,7 +260,7 @@ class Mix:
 
 
 def session_turn_body(
-    history: list[JSONObject],
+    history: list[Message],
     session: str,
     step: int,
     nonce: str,
@@ -235,8 +268,8 @@ def session_turn_body(
     model: str = "default",
     max_tokens: int = 128,
     thinking: Thinking = NO_THINKING,
-) -> tuple[JSONObject, ToolExpectation]:
-    args = {
+) -> tuple[ChatBody, ToolExpectation]:
+    args: dict[str, object] = {
         "nonce": nonce,
         "session": f"{session}-{nonce}",
         "step": step,
@@ -254,7 +287,7 @@ def session_turn_body(
 
 
 def append_tool_turn(
-    history: list[JSONObject], call_id: str, name: str, arguments: str, result: str
+    history: list[Message], call_id: str, name: str, arguments: str, result: str
 ) -> None:
     """What an agent harness does after a call: the assistant's call, then the tool's result."""
     history.append(
@@ -275,7 +308,7 @@ def append_tool_turn(
 
 def pair_body(
     i: int, nonce: str, *, model: str = "default", thinking: Thinking = NO_THINKING
-) -> tuple[JSONObject, list[ToolExpectation]]:
+) -> tuple[ChatBody, list[ToolExpectation]]:
     """Two parallel calls in one answer (sglang#37634 lost all but the first when one delta
     carried both): `edit_files` with nested arrays of objects and the suite's longest
     arguments, then `record_step`."""
@@ -287,7 +320,7 @@ def pair_body(
             "hunks": [{"start": 10 + i, "lines": [f"# {nonce}", f"value = {i}"]}],
         }
     ]
-    calls: list[tuple[str, JSONObject]] = [
+    calls: list[tuple[str, dict[str, object]]] = [
         (
             "edit_files",
             {

@@ -12,7 +12,7 @@ canary's own checks (`canary.toolcalls`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from dsv4ops.canary.toolcalls import CUT_BY_MAX_TOKENS, assemble, check_calls
@@ -29,9 +29,9 @@ OK, STALLED, FAILED, CORRUPT = "ok", "stalled", "failed", "corrupt"
 @dataclass(frozen=True)
 class ProbeRequest:
     kind: str  # "generation" | "tool_call"
-    body: JSONObject
+    body: Mapping[str, object]
     nonce: str | None = None
-    expected_args: JSONObject | None = None
+    expected_args: Mapping[str, object] | None = None
 
 
 @dataclass(frozen=True)

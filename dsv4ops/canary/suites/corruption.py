@@ -39,6 +39,7 @@ from dsv4ops.canary.suites.common import (
 from dsv4ops.canary.toolcalls import CUT_BY_MAX_TOKENS, MARKUP_IN_CONTENT, ToolProblem
 from dsv4ops.canary.verdict import Findings, Kind, SuiteResult, Thresholds
 from dsv4ops.canary.workload import (
+    Message,
     NonceBook,
     append_tool_turn,
     base_body,
@@ -273,7 +274,7 @@ async def _session(
     warm: asyncio.Event,
 ) -> None:
     client: ChatClient = h.client
-    history: list[JSONObject] = [
+    history: list[Message] = [
         {"role": "system", "content": "You are a coding agent. Use the tools exactly as asked."}
     ]
     session = f"s{s:03d}"
