@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.jsontypes import JSONValue
 from dsv4ops.remote.base import ProcessState
 from dsv4ops.remote.errors import AgentCallError, ComponentNotReadyError, StopError
 from dsv4ops.remote.results import (
@@ -62,11 +62,11 @@ def wait_result(r: Mapping[str, JSONValue], waited_before_s: float = 0.0) -> Wai
     )
 
 
-def http_items(requests: Sequence[str | HttpRequest]) -> list[JSONObject]:
+def http_items(requests: Sequence[str | HttpRequest]) -> list[HttpRequest]:
     """Each request as the agent's mapping; ValueError for one without a url or with unknown keys."""
-    items: list[JSONObject] = []
+    items: list[HttpRequest] = []
     for req in requests:
-        item: JSONObject = {"url": req} if isinstance(req, str) else dict(req)
+        item: HttpRequest = {"url": req} if isinstance(req, str) else req.copy()
         unknown = set(item) - _HTTP_FIELDS
         if not item.get("url") or unknown:
             raise ValueError(

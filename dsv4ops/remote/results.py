@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import Required, TypedDict
 
 from dsv4ops.clock import utc_now_iso
-from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.jsontypes import JSONValue
 from dsv4ops.remote.base import redact_argv
-from dsv4ops.remote.procident import identity
+from dsv4ops.remote.procident import boot_id, start_ticks
 from dsv4ops.whoami import local_host, local_user
 
 
@@ -115,7 +115,21 @@ class LockInfo:
     stale: bool
 
 
-def lock_holder(command: str, op_id: str | None = None) -> JSONObject:
+class LockHolder(TypedDict):
+    """Who holds the deploy lock, as lock_holder writes it (procident.identity's keys beside
+    the pid)."""
+
+    pid: int
+    pid_start: int | None
+    boot_id: str | None
+    host: str
+    user: str
+    command: str
+    started_at: str
+    op_id: str
+
+
+def lock_holder(command: str, op_id: str | None = None) -> LockHolder:
     """Identity of this process for the deploy lock (the agent judges staleness by it).
 
     pid, with the boot id and start ticks beside it (the pid alone could be reused after a
@@ -124,7 +138,8 @@ def lock_holder(command: str, op_id: str | None = None) -> JSONObject:
     """
     return {
         "pid": os.getpid(),
-        **identity(os.getpid()),
+        "pid_start": start_ticks(os.getpid()),
+        "boot_id": boot_id(),
         "host": local_host(),
         "user": local_user(),
         "command": " ".join(redact_argv(command.split())),

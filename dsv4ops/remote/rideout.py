@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 
 from dsv4ops.clock import Clock
 from dsv4ops.errors import ConnectionLostError
-from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.remote.errors import AgentCallError
 
 # Ops that only read the target: sending one twice is asking twice.
@@ -60,12 +60,12 @@ _LAST_LOOK_S = 0.5
 
 def resend(
     op: str,
-    args: Mapping[str, JSONValue],
+    args: Mapping[str, object],
     timeout: float,
     *,
     sent: bool,
     spent_s: float,
-) -> tuple[JSONObject, float] | None:
+) -> tuple[dict[str, object], float] | None:
     """The (args, transport timeout) to send `op` again with, `spent_s` seconds after it was
     first sent; None when it must not be sent again."""
     again = dict(args)
@@ -92,7 +92,7 @@ def resend(
     return None
 
 
-def _safe(request: Mapping[str, JSONValue]) -> bool:
+def _safe(request: Mapping[str, object]) -> bool:
     method = request.get("method", "GET")
     return isinstance(method, str) and method.upper() in _SAFE_METHODS
 
@@ -161,9 +161,9 @@ class Outage:
 
 def call(
     op: str,
-    args: Mapping[str, JSONValue],
+    args: Mapping[str, object],
     timeout: float,
-    once: Callable[[str, float, Mapping[str, JSONValue]], JSONObject],
+    once: Callable[[str, float, Mapping[str, object]], JSONObject],
     outage: Outage,
     clock: Clock,
 ) -> tuple[JSONObject, float]:

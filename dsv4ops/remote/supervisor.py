@@ -113,7 +113,7 @@ class Supervisor:
             raise
 
     def _run_agent(
-        self, path: str, op: str, timeout: float, args: Mapping[str, JSONValue], *, final: bool
+        self, path: str, op: str, timeout: float, args: Mapping[str, object], *, final: bool
     ) -> JSONObject | None:
         """One call of the agent zip at `path`. None (unless `final`): missing, stale or broken."""
         rid = wire.new_id()
@@ -150,7 +150,7 @@ class Supervisor:
             f"{self.executor.host}: {op}: {reply.error}", kind=reply.kind, reply=reply.reply
         )
 
-    def call(self, op: str, timeout: float = _CALL_TIMEOUT_S, **args: JSONValue) -> JSONObject:
+    def call(self, op: str, timeout: float = _CALL_TIMEOUT_S, **args: object) -> JSONObject:
         """One agent command by name: the typed methods below use it, and so do the kernel
         package commands (`dsv4ops/kernels/deploy.py`). Raises AgentCallError (agent's kind)."""
         return self._call_riding_out(op, timeout, args)[0]
@@ -158,11 +158,11 @@ class Supervisor:
     _call = call
 
     def _call_riding_out(
-        self, op: str, timeout: float, args: Mapping[str, JSONValue]
+        self, op: str, timeout: float, args: Mapping[str, object]
     ) -> tuple[JSONObject, float]:
         return rideout.call(op, args, timeout, self._call_once, self._outage, self._clock)
 
-    def _call_once(self, op: str, timeout: float, args: Mapping[str, JSONValue]) -> JSONObject:
+    def _call_once(self, op: str, timeout: float, args: Mapping[str, object]) -> JSONObject:
         # The agent checks its own hash against ours before doing anything, so a missing, stale
         # or damaged agent costs one upload and one retry, and a current one nothing extra.
         result = self._run_agent(self.agent_path, op, timeout, args, final=False)
@@ -190,7 +190,7 @@ class Supervisor:
         SIGKILL what is left of its group; raises StopError if anything survives or a port stays
         open. (SGLang's schedulers have no SIGTERM handler: a group SIGTERM would kill them at
         once and bypass the TokenizerManager's drain and ShutdownReq.)"""
-        args: JSONObject = {"name": name, "grace_s": grace_s}
+        args: dict[str, object] = {"name": name, "grace_s": grace_s}
         if ports is not None:
             args["ports"] = list(ports)
         r = self._call("stop", timeout=grace_s + CALL_MARGIN_S, **args)
@@ -246,7 +246,12 @@ class Supervisor:
         exp = (
             list(expect) if isinstance(expect, Sequence) and not isinstance(expect, str) else expect
         )
-        args: JSONObject = {"url": url, "timeout_s": timeout_s, "expect": exp, "name": proc_name}
+        args: dict[str, object] = {
+            "url": url,
+            "timeout_s": timeout_s,
+            "expect": exp,
+            "name": proc_name,
+        }
         try:
             r, before = self._call_riding_out("wait_http", timeout_s + CALL_MARGIN_S, args)
         except AgentCallError as exc:
@@ -310,7 +315,7 @@ class Supervisor:
         r = self._call("preflight", ports=list(ports), gpus=list(gpus), paths=list(paths))
         return self._typed("preflight", lambda: preflight_report(r))
 
-    def lock_acquire(self, holder: Mapping[str, JSONValue], force: bool = False) -> LockInfo | None:
+    def lock_acquire(self, holder: Mapping[str, object], force: bool = False) -> LockInfo | None:
         """Take the deploy lock; returns the broken lock's info when `force` broke one.
 
         Raises DeployLockError naming the holder at once when it is held (with `stale` set when
@@ -352,7 +357,7 @@ class Supervisor:
         """Content of `<workdir>/state/<name>.json`, or None when absent."""
         return self._call("read_state", name=name)["data"]
 
-    def write_state(self, name: str, data: JSONValue) -> None:
+    def write_state(self, name: str, data: object) -> None:
         """Write `<workdir>/state/<name>.json` atomically (temp file, fsync, rename)."""
         self._call("write_state", name=name, data=data)
 

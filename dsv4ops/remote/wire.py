@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.remote.base import CommandResult
 from dsv4ops.remote.errors import AgentCallError
 from dsv4ops.secrets import redact_text
@@ -71,7 +71,7 @@ def new_id() -> str:
 
 
 def request(
-    op: str, request_id: str, *, workdir: str, sha256: str, args: Mapping[str, JSONValue]
+    op: str, request_id: str, *, workdir: str, sha256: str, args: Mapping[str, object]
 ) -> str:
     """One request as the agent reads it (its id last, so no argument can replace it)."""
     return json.dumps(
