@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,7 +17,6 @@ from dsv4ops.cli._output import (
     yes_option,
 )
 from dsv4ops.errors import DsOpsError
-from dsv4ops.jsontypes import JSONObject
 
 if TYPE_CHECKING:
     from dsv4ops.usecases.kernels import TargetRuntime
@@ -214,7 +214,7 @@ def deploy_cmd(
     )
 
 
-def _print_dry_run(as_json: bool, doc: JSONObject, what: str) -> None:
+def _print_dry_run(as_json: bool, doc: Mapping[str, object], what: str) -> None:
     if as_json:
         echo_json(doc)
     else:

@@ -21,7 +21,6 @@ from dsv4ops.deployment import START_ORDER
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.schema import to_json
 from dsv4ops.journal.store import Journal
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.remote import Supervisor
 from dsv4ops.secrets import is_secret_key, redact_text, redact_tree
 
@@ -51,7 +50,7 @@ class Bundle:
     def __init__(self, root: Path, max_bytes: int) -> None:
         self.root = root
         self.left = max_bytes
-        self.items: list[JSONObject] = []
+        self.items: list[dict[str, object]] = []
         root.mkdir(parents=True, exist_ok=True)
 
     def text(self, name: str, text: str, what: str) -> None:

@@ -14,7 +14,6 @@ from typing import TypedDict
 from dsv4ops.errors import DsOpsError
 from dsv4ops.exitcodes import FAILED
 from dsv4ops.journal.store import Journal
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.remote import Supervisor
 
 HAZARDS = {"degrade": "prefill", "wedge": "decode", "corrupt": "decode"}
@@ -71,7 +70,7 @@ def plan_hazard(journal: Journal, *, target: str, hazard: str, state: str) -> Pl
     return {"hazard": hazard, "state": state, "component": component, "url": url}
 
 
-def send_hazard(supervisor: Supervisor, planned: PlannedHazard) -> JSONObject:
+def send_hazard(supervisor: Supervisor, planned: PlannedHazard) -> dict[str, object]:
     """POST the planned switch (plan_hazard's) to its server; {"hazard", "state", "component",
     "hazards": the twin's states}. Raises HazardNotTakenError when the server does not take it.
     Journaled, under the deploy lock, by usecases/hazard.py."""

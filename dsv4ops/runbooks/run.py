@@ -11,7 +11,6 @@ command that resumes the run.
 from __future__ import annotations
 
 from dsv4ops.errors import DsOpsError
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.runbooks import resume as R
 from dsv4ops.runbooks import steps as S
 from dsv4ops.runbooks.session import (
@@ -92,7 +91,7 @@ def run(s: Session) -> list[Ran]:
 
 def result_json(
     s: Session, *, exit_code: int, error: str | None = None, hint: str | None = None
-) -> JSONObject:
+) -> dict[str, object]:
     """`runbook run --json`'s one object: the run, what ran, how it ended (`exit`, `error`)."""
     p = s.progress
     run_id = p.run_id if p else None

@@ -58,7 +58,7 @@ class RunRecord:
     in_flight: int | None = None  # started, never ended (a killed run)
     last: int | None = None  # the last step that ended
     rehearsed: bool = False
-    owner: JSONObject = field(default_factory=dict)  # the process running it (last header)
+    owner: dict[str, object] = field(default_factory=dict)  # the process running it (last header)
     digest: str = ""  # the runbook text's sha256 when the run began ("" before it was recorded)
     step_digests: dict[str, str] = field(default_factory=dict)
     header_records: int = 0  # `run` records so far (each resume adds one): the claim's basis
@@ -229,7 +229,7 @@ def resumes(op: Operation) -> list[Resume]:
     return [{"who": c.get("who"), "reason": c.get("reason")} for c in fold_run(op).claims]
 
 
-def owner() -> JSONObject:
+def owner() -> dict[str, object]:
     """This process, as the run's owner: pid, start ticks, boot id and host (the deploy lock's
     holder identity, remote/procident.py), so liveness is judged by the process, not the pid."""
     import os
