@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 
 from dsv4ops.constants import BOX_ARCH, BOX_DEVICE_NAME, BOX_TRITON_VERSION
 from dsv4ops.errors import KernelPackageError
-from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.kernels.manifest import Manifest, TargetRuntime, check_compatible, parse
 from dsv4ops.remote.agent import kernel_archive
 from dsv4ops.remote.base import Executor
@@ -77,7 +77,7 @@ def probe_runtime(sup: Supervisor) -> TargetRuntime:
     return TargetRuntime(f"sm_{cc}", info["triton"], names, source=f"probed on {host}")
 
 
-def kernel_call(sup: Supervisor, op: str, **args: JSONValue) -> JSONObject:
+def kernel_call(sup: Supervisor, op: str, **args: object) -> JSONObject:
     """One `kernels_*` agent command; any refusal or failure is a KernelPackageError."""
     try:
         return sup.call(op, timeout=_TIMEOUT_S, **args)

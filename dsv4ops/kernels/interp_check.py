@@ -21,7 +21,6 @@ import json
 import sys
 
 from dsv4ops.clock import SystemClock
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.kernels import interpreter
 from dsv4ops.kernels.catalog import AOT_ONLY_WHY
 
@@ -32,7 +31,7 @@ MOE_SHAPE = {"tokens": 3, "experts": 8, "top_k": 6, "hidden": 256, "inter": 64}
 ATTN_ATOL, MOE_RTOL = 2e-2, 1e-2
 
 
-def _attn_case(config: dict[str, int], seed: int) -> JSONObject:
+def _attn_case(config: dict[str, int], seed: int) -> dict[str, float | bool]:
     import torch
 
     from dsv4ops.kernels.sources.reference import quantize_kv, sparse_decode_attn_ref
@@ -55,7 +54,7 @@ def _attn_case(config: dict[str, int], seed: int) -> JSONObject:
     return {"max_abs_err": err, "tolerance": ATTN_ATOL, "ok": err <= ATTN_ATOL}
 
 
-def _moe_case(kernel: str, config: dict[str, int], seed: int) -> JSONObject:
+def _moe_case(kernel: str, config: dict[str, int], seed: int) -> dict[str, float | bool]:
     import torch
 
     from dsv4ops.kernels.sources.moe_grouped_gemm import grouped_gemm
@@ -100,7 +99,7 @@ def _moe_case(kernel: str, config: dict[str, int], seed: int) -> JSONObject:
     return {"max_rel_err": rel, "tolerance": MOE_RTOL, "ok": rel <= MOE_RTOL}
 
 
-def run_case(kernel: str, config: dict[str, int], seed: int = 0) -> JSONObject:
+def run_case(kernel: str, config: dict[str, int], seed: int = 0) -> dict[str, object]:
     """One kernel x config against its reference; returns the errors, tolerance and ok."""
     if kernel in AOT_ONLY_WHY:
         raise ValueError(

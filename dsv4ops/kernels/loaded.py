@@ -29,7 +29,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.sglang_paths import (
     PLUGIN_GROUP,
     PLUGIN_LINE_PREFIX,
@@ -118,7 +117,7 @@ def _loaded_packages(lines: list[str]) -> dict[str, str]:
 
 
 def loaded_check(
-    server_info_json: str | JSONObject,
+    server_info_json: object,
     log_text: str,
     expected: str | None = None,
     moe: MoePath | None = None,
