@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 # (machine 74% busy). twin_e2e_test (300 ms) and suites_test (1000 ms) loosen it the same way in
 # their Thresholds; the self-check's own tests set theirs.
 CANARY_LAG_LIMIT_MS = "250"
+SERIAL_FIRST = "dsv4ops_serial_first"  # the workerinput key: the serial tests go first
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -44,6 +45,11 @@ if importlib.util.find_spec("xdist") is not None:  # a hook of pytest-xdist's (t
         from testing.workers import FileScheduling
 
         return FileScheduling(config, log)
+
+    def pytest_configure_node(node: Any) -> None:
+        """On the controller: tell each worker whether the scheduler hands the serial tests out
+        first (`--dist loadfile`, FileScheduling)."""
+        node.workerinput[SERIAL_FIRST] = node.config.getoption("dist") == "loadfile"
 
     def pytest_configure(config: pytest.Config) -> None:
         """The controller fixes the run's uid, so that it can remove the run's shared directory
@@ -89,9 +95,14 @@ def pytest_runtest_protocol(
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The run's serial tests, once the collection is final (after -k and -m): they run first,
-    as a phase of their own (testing/workers.py)."""
+    as a phase of their own (testing/workers.py), where the scheduler hands them out first:
+    under `--dist loadfile` only (any other --dist is xdist's own, and a test that is not serial
+    waiting for serial tests queued behind it would stall the run)."""
     from testing.workers import record_serial, run_lock
 
+    workerinput = getattr(config, "workerinput", None) or {}
+    if not workerinput.get(SERIAL_FIRST):  # (a worker's own --dist reads "no")
+        return
     serial = [item.nodeid for item in items if item.get_closest_marker("serial") is not None]
     run_lock(config).serial_tests = record_serial(config, serial)
 

@@ -215,6 +215,30 @@ def test_on_real_workers_no_test_runs_between_or_beside_a_files_serial_tests(
     assert not early, (early, runs)
 
 
+def test_under_another_dist_the_serial_tests_are_alone_but_not_first(tmp_path: Path) -> None:
+    """`pytest -n 2` (xdist's own `--dist load`) hands the tests out in any order: a test that is
+    not serial must not wait for serial tests still queued behind it (the run stalled)."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    serial: alone\n")
+    (tmp_path / "recorder.py").write_text(RECORDER)
+    (tmp_path / "s_test.py").write_text(SERIAL_FILE)
+    (tmp_path / "b_test.py").write_text(OTHER_FILE)
+    environ = {
+        **os.environ,
+        "RUNLOCK_LOG": str(tmp_path / "log"),
+        "PYTHONPATH": f"{ROOT}:{tmp_path}",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider"]
+        + ["-n", "2", "-o", "python_files=*_test.py", "-o", "timeout=20", str(tmp_path)],
+        cwd=tmp_path,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and "24 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr
+
+
 class _Item:
     def __init__(self, nodeid: str, serial: bool) -> None:
         self.nodeid, self.serial = nodeid, serial
