@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
 
 from dsv4ops import exitcodes
-from dsv4ops.errors import CanaryError
+from dsv4ops.errors import CanaryError, DsOpsError
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles.model import Profile
 from dsv4ops.settings import CanaryThresholds, extended
@@ -265,21 +265,29 @@ class Thresholds(CanaryThresholds):
         return "tool-call checks off by the profile (canary.tool_calls: false): none was sent"
 
     def with_overrides(self, **changes: object) -> Thresholds:
-        """Copy with the known, well-typed values of `changes` (an A/B's workload overrides,
-        usecases/ab_plan.py); a value of the wrong type is dropped without a word, unlike a
-        recorded section (settings.from_record raises): left to do (issue 42 item 2)."""
-        kept: JSONObject = {}
-        for f in fields(self):
-            if f.name not in changes or changes[f.name] is None:
+        """Copy with `changes` (an A/B's workload overrides, usecases/ab_plan.py); a None is
+        no override. A key that is no threshold, or a value not of its threshold's type,
+        raises DsOpsError naming the key and the value: never dropped without a word."""
+        kept: dict[str, object] = {}
+        known = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name, value in changes.items():
+            if name not in known:
+                raise DsOpsError(
+                    f"canary override {name}={value!r}: no such threshold",
+                    hint="the thresholds are the canary section's keys (docs/profiles.md)",
+                )
+            if value is None:
                 continue
-            value, default = changes[f.name], getattr(self, f.name)
-            numeric = isinstance(default, int | float) and not isinstance(default, bool)
-            if numeric and (isinstance(value, bool) or not isinstance(value, int | float)):
-                continue
-            if isinstance(default, bool) and not isinstance(value, bool):
-                continue
-            kept[f.name] = value
-        return replace(self, **kept)
+            expected = _override_type(known[name], value)
+            if expected is not None:
+                raise DsOpsError(
+                    f"canary override {name}={value!r}: not {expected}, as {name} is",
+                    hint="nothing was changed; give the override as the threshold's type",
+                )
+            if isinstance(value, list):
+                value = tuple(value)
+            kept[name] = float(value) if isinstance(known[name], float) else value  # type: ignore[arg-type]
+        return replace(self, **kept)  # type: ignore[arg-type]
 
     @classmethod
     def judging(cls, settings: CanaryThresholds) -> Thresholds:
@@ -294,6 +302,26 @@ class Thresholds(CanaryThresholds):
         from dsv4ops.canary.workload import Thinking
 
         return Thinking(on=self.thinking, budget=self.thinking_budget_tokens)
+
+
+def _override_type(default: object, value: object) -> str | None:
+    """What `value` should be to override a threshold whose default is `default` (None: it
+    fits). An integer fits a number, never a bool; a list of integers fits a tuple of them."""
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else "true or false"
+    if isinstance(value, bool):
+        return "an integer" if isinstance(default, int) else "a number"
+    if isinstance(default, int):
+        return None if isinstance(value, int) else "an integer"
+    if isinstance(default, float):
+        fits = isinstance(value, int | float) and math.isfinite(value)
+        return None if fits else "a number"
+    if isinstance(default, tuple):
+        fits = isinstance(value, list | tuple) and not any(
+            isinstance(v, bool) or not isinstance(v, int) for v in value
+        )
+        return None if fits else "a list of integers"
+    return None if isinstance(value, type(default)) else f"a {type(default).__name__}"
 
 
 def thresholds_from_profile(profile: Profile) -> Thresholds:

@@ -14,7 +14,7 @@ from dsv4ops.canary.verdict import (
     buckets_from_profile,
     worst,
 )
-from dsv4ops.errors import CanaryError
+from dsv4ops.errors import CanaryError, DsOpsError
 from dsv4ops.profiles import load_profile, render
 from dsv4ops.settings import CanaryThresholds
 
@@ -111,13 +111,32 @@ def test_profile_watchdog_settings_reach_the_canary(tmp_path: Path) -> None:
     assert thresholds_from_profile(load_profile("baseline")).stall_s == 2.0
 
 
-def test_overrides_ignore_values_of_the_wrong_type() -> None:
-    """A recorded profile whose number was redacted to '***' keeps the default, not a crash."""
-    from dsv4ops.canary.verdict import Thresholds
+@pytest.mark.parametrize(
+    ("changes", "shown"),
+    [
+        ({"first_token_deadline_s": "***"}, "first_token_deadline_s='***': not a number"),
+        ({"max_tokens": 1.5}, "max_tokens=1.5: not an integer"),
+        ({"max_tokens": True}, "max_tokens=True: not an integer"),
+        ({"thinking": 1}, "thinking=1: not true or false"),
+        ({"sweep_concurrency": [8, "x"]}, "sweep_concurrency=[8, 'x']: not a list of integers"),
+        ({"bogus": 3}, "bogus=3: no such threshold"),
+    ],
+)
+def test_an_override_of_the_wrong_type_or_key_is_refused_naming_it(
+    changes: dict[str, object], shown: str
+) -> None:
+    """An A/B's workload override that fits no threshold is refused, never dropped."""
+    with pytest.raises(DsOpsError) as info:
+        Thresholds().with_overrides(stall_s=1.5, **changes)
+    assert f"canary override {shown}" in str(info.value)
+    assert info.value.exit_code == 1
 
-    th = Thresholds().with_overrides(first_token_deadline_s="***", stall_s=1.5, bogus=3)
-    assert th.first_token_deadline_s == Thresholds().first_token_deadline_s
-    assert th.stall_s == 1.5
+
+def test_overrides_of_the_right_type_apply_and_none_is_no_override() -> None:
+    th = Thresholds().with_overrides(stall_s=2, max_tokens=32, sweep_concurrency=[8, 16])
+    assert (th.stall_s, th.max_tokens, th.sweep_concurrency) == (2.0, 32, (8, 16))
+    assert isinstance(th.stall_s, float)
+    assert Thresholds().with_overrides(max_tokens=None) == Thresholds()
 
 
 def test_the_machine_sets_the_client_s_lag_limit_and_a_given_value_wins(
