@@ -1,22 +1,26 @@
 """The one reader of a section of a recorded profile: a journal's `begin` record holds the
-resolved profile (`profile.content`, `Profile.to_dict()`), and `Deployment` reads each section it
-needs back through its declaration (dsv4ops/settings.py) here, once.
+resolved profile (`profile.content`, `Profile.to_dict()`) and its flags (`profile.flags`), a
+`Deployment` carries them as a `RecordedProfile`, and reads each section it needs back through
+its declaration (dsv4ops/settings.py; the flags: `RecordedFlags`) here, once.
 
 A setting the record lacks is at its default (what the release that wrote it ran); a redacted
 '***' of a release before 15ec807 is not known and reads the same way; any other value that does
 not fit raises RecordedSettingError naming the operation, the key, the value and the way back
 (docs/deploy.md, "Recorded settings"). It is never replaced by a default without a word.
 
-Also a component's recorded stop grace (`recorded_grace`). Imports only `errors`, `secrets`,
-`routerkind`, `settings` and `timings`. Pure; no I/O.
+Also the fields of a recorded component (`RecordedFields`, its stop grace `recorded_grace`),
+read by the same rule. Imports only `errors`, `secrets`, `routerkind`, `settings`, `apikey` and
+`timings`. Pure; no I/O.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from dsv4ops.apikey import ApiKeyRef
 from dsv4ops.errors import RecordedSettingError
 from dsv4ops.routerkind import RouterKind
 from dsv4ops.secrets import REDACTED
@@ -52,42 +56,181 @@ class RecordedRouter:
     )
 
 
-def read_section(
-    content: object, name: str, cls: type[Section], *, op: str | None, profile: str
-) -> Section:
-    """Section `name` of the recorded profile `content` (None: nothing recorded), read through
-    `cls`. `op`: the journal operation it was recorded by; `profile`: the profile to name in the
-    way back (its path, else its name)."""
-    try:
-        if content is None:
-            return from_record(cls, None)
-        if not isinstance(content, Mapping):
-            raise UnfitValue("", content, "a mapping of sections")
-        return from_record(cls, content.get(name), redacted=REDACTED)
-    except UnfitValue as exc:
-        key = f"{name}.{exc.name}" if exc.name else name
-        raise RecordedSettingError(
-            op, key, exc.value, exc.expected, hint=_way_back(name, op, profile)
-        ) from None
+@dataclass(frozen=True)
+class RecordedFlags:
+    """The flags a deployment records beside its profile (`profile.flags` of a begin record):
+    what the deploy's canary gate compares with the deployed one's, and the decode's buckets
+    the canary and watch judge by. A flag recorded before it existed is None (not known)."""
+
+    overlap_schedule: bool | None = setting(None, doc="the overlap scheduler")
+    multi_stream_overlap: bool | None = setting(None, doc="multi-stream overlap")
+    decode_buckets: tuple[int, ...] = setting(
+        (), minimum=1, doc="the decode's CUDA-graph batch sizes (`--cuda-graph-bs-decode`)"
+    )
+    decode_context_length: int | None = setting(
+        None, minimum=1, doc="the decode's `--context-length` (None: the model's)"
+    )
 
 
-def _way_back(section: str, op: str | None, profile: str) -> str:
+@dataclass(frozen=True)
+class RecordedProfile:
+    """What a deployment carries of its profile beside its commands: the resolved profile
+    (`content`: `Profile.to_dict()`) and its `flags`, as rendered or as a journal recorded them.
+    The journal stores them as they are (a rollback records byte for byte what it read); they
+    are read only through `Deployment`, by their declarations (`read`), never as a dict."""
+
+    content: Mapping[str, object] | None = None
+    flags: Mapping[str, object] | None = None
+
+    def record(self) -> tuple[dict[str, object] | None, dict[str, object]]:
+        """(content, flags) as the journal's begin record stores them."""
+        content = dict(self.content) if self.content is not None else None
+        return content, dict(self.flags or {})
+
+    def read(self, name: str, cls: type[Section], *, op: str | None, profile: str) -> Section:
+        """Section `name` of the recorded profile (`flags`: the recorded flags) through `cls`.
+        `op`: the journal operation it was recorded by; `profile`: the profile to name in the
+        way back (its path, else its name). RecordedSettingError for a value that does not
+        fit."""
+        where = "profile.flags" if name == "flags" else f"profile.content.{name}"
+        try:
+            if name == "flags":
+                return from_record(cls, self.flags)
+            if self.content is None:
+                return from_record(cls, None)
+            if not isinstance(self.content, Mapping):
+                raise UnfitValue("", self.content, "a mapping of sections")
+            return from_record(cls, self.content.get(name), redacted=REDACTED)
+        except UnfitValue as exc:
+            key = f"{name}.{exc.name}" if exc.name else name
+            raise RecordedSettingError(
+                op, key, exc.value, exc.expected, hint=_way_back(name, where, op, profile)
+            ) from None
+
+
+def _way_back(section: str, where: str, op: str | None, profile: str) -> str:
     judge = (
         f"judge by the profile instead: `dsv4ops canary --profile {profile} ...`; or "
-        if section == "canary"
+        if section in ("canary", "flags")
         else ""
     )
     return (
-        f"mend `profile.content.{section}` of the begin record of {op} where it was edited "
+        f"mend `{where}` of the begin record of {op} where it was edited "
         f'(docs/deploy.md, "Recorded settings"); or {judge}redeploy the profile, which records '
         f"it afresh: `dsv4ops deploy {profile} --target TARGET`"
     )
 
 
-def recorded_grace(value: object) -> float:
-    """A component's recorded stop grace. A record from before the setting has none and was
-    deployed with the default, which is what stopping it then gave it; a value no version
-    writes (not a positive number) is judged the same way, so a stop still begins."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-        return float(min(value, STOP_GRACE_MAX_S))
-    return STOP_GRACE_S
+_MISSING = object()
+_SCALAR = (str, int, float, bool)
+
+
+class RecordedFields:
+    """The fields of one recorded component (`Component.to_record`), each read by its type: a
+    field a release did not record yet is at what that release ran (the caller's default); a
+    value no release writes raises RecordedSettingError naming the operation and
+    `components.<name>.<key>`, never a default."""
+
+    def __init__(self, data: Mapping[str, object], op: str | None, name: str) -> None:
+        self._data, self.op, self.name = data, op, name
+
+    @classmethod
+    def of(cls, data: object, op: str | None) -> RecordedFields:
+        name = data.get("name") if isinstance(data, Mapping) else None
+        if not isinstance(data, Mapping) or not isinstance(name, str) or not name:
+            raise RecordedSettingError(
+                op, "components[]", data, "a component (a mapping with its name)", hint=_redeploy()
+            )
+        return cls(data, op, name)
+
+    def unfit(self, key: str, expected: str) -> RecordedSettingError:
+        return RecordedSettingError(
+            self.op,
+            f"components.{self.name}.{key}",
+            self._data.get(key),
+            expected,
+            hint=f"mend `{key}` of the {self.name} in `components` of the begin record of "
+            f"{self.op} where it was edited; or {_redeploy()}",
+        )
+
+    def raw(self, key: str) -> object:
+        """The value as recorded; `_MISSING` when the record has no such key."""
+        return self._data.get(key, _MISSING)
+
+    def integer(self, key: str, default: int) -> int:
+        value = self._data.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise self.unfit(key, "a port number (an integer)")
+        return value
+
+    def optional_integer(self, key: str, default: int | None) -> int | None:
+        if key not in self._data:
+            return default
+        return None if self._data[key] is None else self.integer(key, 0)
+
+    def integers(self, key: str) -> tuple[int, ...]:
+        value = self._data.get(key)
+        if value is None:
+            return ()
+        if not isinstance(value, list | tuple) or any(
+            isinstance(v, bool) or not isinstance(v, int) for v in value
+        ):
+            raise self.unfit(key, "a list of port numbers")
+        return tuple(value)
+
+    def text(self, key: str, default: str) -> str:
+        value = self._data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            raise self.unfit(key, "a string")
+        return value
+
+    def argv(self) -> tuple[str, ...]:
+        value = self._data.get("argv")
+        if not isinstance(value, list | tuple) or not all(isinstance(a, str) for a in value):
+            raise self.unfit("argv", "a command line (a list of strings)")
+        return tuple(value)
+
+    def env(self) -> dict[str, str]:
+        value = self._data.get("env")
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping) or not all(
+            isinstance(v, _SCALAR) for v in value.values()
+        ):
+            raise self.unfit("env", "a mapping of environment variables to values")
+        return {str(k): str(v) for k, v in value.items()}
+
+    def key_from(self) -> ApiKeyRef | None:
+        """Where the router's key lives (None: recorded without one)."""
+        value = self._data.get("key_from")
+        if value is None:
+            return None
+        ref = ApiKeyRef.from_record(value)
+        if ref is None:
+            raise self.unfit("key_from", "where the key lives (its env or file)")
+        return ref
+
+
+def _redeploy() -> str:
+    return "redeploy the profile, which records it afresh: `dsv4ops deploy PROFILE --target TARGET`"
+
+
+def recorded_grace(value: object, *, where: RecordedFields) -> float:
+    """A component's recorded stop grace (`value`: `_MISSING` when the record has none). A
+    record from before the setting has none and was deployed with the default, which is what
+    stopping it then gave it; any value but a number of seconds in (0, STOP_GRACE_MAX_S] raises
+    RecordedSettingError naming the key: a stop is never timed by a guess."""
+    if value is _MISSING:
+        return STOP_GRACE_S
+    if (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0 < value <= STOP_GRACE_MAX_S
+    ):
+        return float(value)
+    raise where.unfit("stop_grace_s", f"a number of seconds above 0, at most {STOP_GRACE_MAX_S:g}")

@@ -25,6 +25,7 @@ in tests/architecture/mypy_test.py).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -48,6 +49,7 @@ from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.operation import Progress
 from dsv4ops.orchestrate.ops import Operator
 from dsv4ops.orchestrate.outcome import Outcome
+from dsv4ops.recorded import RecordedProfile
 from dsv4ops.remote.base import ProcessSpec, ProcessState
 from dsv4ops.remote.errors import ComponentNotReadyError, DeployLockError
 from dsv4ops.remote.results import HttpReply, LockInfo, PortUse, PreflightReport, StopReport
@@ -575,6 +577,17 @@ class FakeControl:
 
 def _satisfies_the_protocol(fake: FakeControl) -> TargetControl:
     return fake  # mypy: FakeControl is a TargetControl
+
+
+def with_recorded(
+    deployment: Deployment,
+    *,
+    content: Mapping[str, object] | None = None,
+    flags: Mapping[str, object] | None = None,
+) -> Deployment:
+    """`deployment` carrying `content` as its resolved profile and `flags` as its flags, as a
+    render or a journal record would (read back through their declarations)."""
+    return dataclasses.replace(deployment, recorded=RecordedProfile(content, flags))
 
 
 def make_deployment(name: str, offset: int = 0) -> Deployment:

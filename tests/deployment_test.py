@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from dsv4ops.profiles.model import Target
 from dsv4ops.routerkind import RouterKind
 from dsv4ops.settings import CanaryThresholds
 from testing.clock import FakeClock
-from testing.orchestrate import make_deployment
+from testing.orchestrate import make_deployment, with_recorded
 
 REPO = Path(__file__).resolve().parents[1]
 # tiny-cpu is the real-SGLang-on-CPU rehearsal profile (target sglang-cpu), never the box's.
@@ -122,7 +123,7 @@ def test_render_carries_what_the_journal_and_canary_need() -> None:
     assert d.model_name == profile.model.request_name == "deepseek-v4-flash"
     assert d.decode_buckets == profile.flags.decode_buckets
     assert d.canary == profile.canary and d.probe == profile.probe  # the dump, read back
-    assert d.kernel_package == profile.kernel_package and d.content == profile.to_dict()
+    assert d.kernel_package == profile.kernel_package and d.recorded.content == profile.to_dict()
 
 
 def test_record_round_trip_through_the_journal(tmp_path: Path) -> None:
@@ -212,7 +213,7 @@ def test_component_defaults_metrics_port_to_the_api_port() -> None:
 def test_a_recorded_section_that_does_not_fit_is_named_never_defaulted(
     content: dict[str, object], key: str
 ) -> None:
-    d = replace(make_deployment("a"), content=content, source_op="d-1")
+    d = replace(with_recorded(make_deployment("a"), content=content), source_op="d-1")
     with pytest.raises(RecordedSettingError) as info:
         d.check_recorded()
     assert (info.value.op, info.value.key) == ("d-1", key)
@@ -220,7 +221,40 @@ def test_a_recorded_section_that_does_not_fit_is_named_never_defaulted(
 
 
 def test_a_record_from_before_the_sections_reads_as_that_release_ran() -> None:
-    d = replace(make_deployment("a"), content={"model": {"path": "/m"}})
+    d = with_recorded(make_deployment("a"), content={"model": {"path": "/m"}})
     assert (d.model_name, d.router_kind) == ("/m", RouterKind.SGLANG_ROUTER)
     assert d.canary == CanaryThresholds() and d.probe.tool_call == "required"
-    assert replace(d, content=None).model_name == "default"
+    assert with_recorded(d).model_name == "default"
+
+
+@pytest.mark.parametrize("fixture", ["first_6e6d7b0.jsonl", "pre_issue12_deploy_box.jsonl"])
+def test_a_recorded_profile_is_carried_typed_and_stored_again_byte_for_byte(fixture: str) -> None:
+    """Issue 42 item 2: the deployment carries the recorded profile and flags and reads them
+    only through their declarations; a rollback that records it again stores exactly what
+    it read (and the commands hash it recorded), so existing journals stay valid."""
+    path = Path(__file__).parent / "journal" / "fixtures" / fixture
+    begins = [json.loads(line) for line in path.read_text().splitlines()]
+    begins = [r for r in begins if r.get("type") == "begin" and r.get("components")]
+    assert begins
+    for rec in begins:
+        back = Deployment.from_record(rec["profile"], rec["components"], source_op=rec["op"])
+        back.check_recorded()  # every section and flag fits its declaration
+        stored = json.dumps(back.profile_record(), sort_keys=True)
+        assert stored == json.dumps(rec["profile"], sort_keys=True)
+        assert back.commands_hash == rec["profile"]["commands_hash"]
+        assert back.decode_buckets == tuple(rec["profile"]["flags"]["decode_buckets"])
+        assert back.flags.overlap_schedule is rec["profile"]["flags"]["overlap_schedule"]
+
+
+def test_only_the_deployment_reads_its_recorded_profile() -> None:
+    """No second reader: outside deployment.py, nothing reads the carried profile or flags
+    as data (`.recorded.content`, `.recorded.flags`, `.recorded.read`, `.recorded.record`);
+    everyone asks the Deployment's typed readers."""
+    package = Path(__file__).parent.parent / "dsv4ops"
+    pattern = re.compile(r"\.recorded\.(content|flags|read|record)\b")
+    readers = [
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if path.name != "deployment.py" and pattern.search(path.read_text(encoding="utf-8"))
+    ]
+    assert readers == []

@@ -21,6 +21,7 @@ from dsv4ops.canary.verdict import (
     Verdict,
     worst,
 )
+from dsv4ops.deployment import Deployment
 from dsv4ops.errors import CanaryError
 from dsv4ops.routerkind import RouterKind
 
@@ -128,38 +129,28 @@ def combined(results: list[SuiteResult]) -> SuiteResult:
     )
 
 
-def suites_for_change(old: Mapping[str, object] | None, new: Mapping[str, object]) -> list[str]:
+def suites_for_change(old: Deployment | None, new: Deployment) -> list[str]:
     """Suites a deploy runs for a profile change: smoke always, plus
     abort-cascade when the overlap scheduler changed (the TP-desync wedge),
     sweep when the decode buckets or the decode's context length changed (the sawtooth; the DSV4
     decode graph width follows --context-length, sglang#40442), and corruption when multi-stream
-    overlap changed or anything touches decode kernels (the seeds' capture race).
+    overlap changed or the kernel package did (the seeds' capture race).
 
-    `old` and `new` are a deployment's recorded flags (`Deployment.flags`: overlap_schedule,
-    multi_stream_overlap, decode_buckets, decode_context_length) with its kernel_package; `old`
-    None means a first deploy.
+    `old` and `new` are deployments, compared by their recorded flags (`Deployment.flags`,
+    typed: RecordedSettingError for a value that does not fit) and kernel packages; `old` None
+    means a first deploy.
     """
     suites = ["smoke"]
     if old is None:
         return suites
-
-    def changed(key: str) -> bool:
-        return _same_shape(old.get(key)) != _same_shape(new.get(key))
-
-    if changed("multi_stream_overlap") or changed("kernel_package") or changed("decode_kernels"):
+    a, b = old.flags, new.flags
+    if a.multi_stream_overlap != b.multi_stream_overlap or old.kernel_package != new.kernel_package:
         suites.append("corruption")
-    if changed("decode_buckets") or changed("decode_context_length"):
+    if a.decode_buckets != b.decode_buckets or a.decode_context_length != b.decode_context_length:
         suites.append("sweep")
-    if changed("overlap_schedule"):
+    if a.overlap_schedule != b.overlap_schedule:
         suites.append("abort-cascade")
     return suites
-
-
-def _same_shape(value: object) -> object:
-    """A list and a tuple of the same items are the same buckets; a missing list is empty."""
-    if isinstance(value, list | tuple):
-        return tuple(value)
-    return () if value is None else value
 
 
 __all__ = ["SUITE_NAMES", "SuiteResult", "Verdict", "run_suite", "suites_for_change"]

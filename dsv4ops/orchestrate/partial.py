@@ -61,8 +61,7 @@ def unit_after(
         components=components,
         profile_path=new.profile_path,
         git_commit=new.git_commit,
-        content=new.content,
-        flags=new.flags,
+        recorded=new.recorded,
         kernel_package=new.kernel_package,
     )
     return mixed, record

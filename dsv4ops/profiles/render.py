@@ -13,6 +13,7 @@ from dsv4ops.profiles.flags import context_length
 from dsv4ops.profiles.model import Profile, ServerSpec, SSHSpec, Target
 from dsv4ops.profiles.rules import MULTI_STREAM_ENV
 from dsv4ops.profiles.target_rules import check_against_target
+from dsv4ops.recorded import RecordedProfile
 from dsv4ops.secrets import REDACTED
 
 SGLANG_MODULE = "sglang.launch_server"
@@ -208,13 +209,15 @@ def render(profile: Profile, target: Target | None = None) -> Deployment:
             _router(profile, tgt),
         ),
         profile_path=profile.path,
-        content=profile.to_dict(),
         # The decode's context length rides with the flags: the DSV4 decode graph width follows
         # it (sglang#40442), so a change of it calls for the sweep like a bucket change does.
-        flags={
-            **asdict(profile.flags),
-            "decode_context_length": context_length(profile.decode.extra_args),
-        },
+        recorded=RecordedProfile(
+            profile.to_dict(),
+            {
+                **asdict(profile.flags),
+                "decode_context_length": context_length(profile.decode.extra_args),
+            },
+        ),
         kernel_package=profile.kernel_package,
         target=tgt.name,
         warnings=profile.warnings,

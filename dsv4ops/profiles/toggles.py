@@ -66,8 +66,13 @@ def parse_toggles(items: tuple[str, ...] | list[str]) -> list[Toggle]:
 
 def _bucket_value(raw: str) -> str | list[int]:
     if raw.startswith("[") or "," in raw:
-        parts = [p for p in raw.strip("[]").replace(" ", "").split(",") if p]
-        return [int(p) for p in parts]  # ValueError → reported by the caller
+        inner = raw.removeprefix("[").removesuffix("]").strip()
+        if not inner:
+            return []  # the profile's check names the empty list
+        parts = [p.strip() for p in inner.split(",")]
+        if "" in parts:
+            raise ValueError("an empty item between commas")
+        return [int(p) for p in parts]  # ValueError ('1 2', 'a') → reported by the caller
     return raw
 
 

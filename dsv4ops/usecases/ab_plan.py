@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DsOpsError
+from dsv4ops.recorded import RecordedFlags
 from dsv4ops.usecases.ab_json import ABPlanJSON
 from dsv4ops.usecases.ab_switch import Switch, switch_cost
 from dsv4ops.usecases.deploy import DeployPlan, plan_deploy
@@ -247,7 +248,7 @@ def plan_ab(
     measured = block_s or (
         len(levels) * th.sweep_level_s if suite == "sweep" else th.stress_duration_s
     )
-    gates, why = gate_suites(a.deployment.flags, b.deployment.flags, a, b)
+    gates, why = gate_suites(a, b)
     switch = {"A": switch_cost(session.journal, a), "B": switch_cost(session.journal, b)}
     notes = _design_notes(blocks, sized, effect=effect, variation=variation)
     gate_s = sum(_gate_seconds(g, suite, th) for g in gates)
@@ -304,31 +305,28 @@ def _design_notes(blocks: int | None, sized: int, *, effect: float, variation: f
     return notes
 
 
-def gate_suites(
-    a_flags: Mapping[str, object], b_flags: Mapping[str, object], a: DeployPlan, b: DeployPlan
-) -> tuple[list[str], list[str]]:
+def gate_suites(a: DeployPlan, b: DeployPlan) -> tuple[list[str], list[str]]:
     """The canary suites B's change calls for (the deploy's rule, canary.suites_for_change,
     without its smoke: every block's deploy already proves a generation), each with why."""
     from dsv4ops.canary import suites_for_change
 
-    old = {**dict(a_flags), "kernel_package": a.deployment.kernel_package}
-    new = {**dict(b_flags), "kernel_package": b.deployment.kernel_package}
+    old, new = a.deployment, b.deployment
     suites = [s for s in suites_for_change(old, new) if s != "smoke"]
     why = {
         "abort-cascade": "the overlap scheduler changed: the TP-desync wedge under abort cascades",
         "corruption": "multi-stream overlap or the decode kernels changed: tool-call corruption",
-        "sweep": _sweep_why(old, new),
+        "sweep": _sweep_why(old.flags, new.flags),
     }
     return suites, [why.get(s, "the flag change calls for it") for s in suites]
 
 
-def _sweep_why(old: Mapping[str, object], new: Mapping[str, object]) -> str:
+def _sweep_why(old: RecordedFlags, new: RecordedFlags) -> str:
     """Why the sweep gates B: its buckets, its decode context length (the DSV4 decode graph
     width follows it, sglang#40442), or both."""
     parts = []
-    if old.get("decode_buckets") != new.get("decode_buckets"):
+    if old.decode_buckets != new.decode_buckets:
         parts.append("the decode CUDA-graph buckets changed: the sawtooth and eager fallbacks")
-    ctx_a, ctx_b = old.get("decode_context_length"), new.get("decode_context_length")
+    ctx_a, ctx_b = old.decode_context_length, new.decode_context_length
     if ctx_a != ctx_b:
         parts.append(
             f"the decode's --context-length changed ({ctx_a or 'model default'} -> "

@@ -98,6 +98,12 @@ def operator_for(
     command: str,
     accept_inconclusive: bool = False,
 ) -> Operator:
+    """The Operator of a deploy, rollback or stop on the session's target. The deployment the
+    journal records running is read first (the drain and stop use it): a field of its record
+    that does not fit raises RecordedSettingError here, before any operation begins."""
+    current = session.journal.deployed()
+    if current is not None and current.components:
+        current.deployment()
     target = session.target
     host = target.ssh.host if target.ssh else "localhost"
     return Operator(

@@ -126,7 +126,7 @@ def run_deploy(
     if canary:
         prev = session.journal.deployed()
         step = canary_gate(
-            (prev.profile or {}).get("flags") if prev else None,
+            prev.deployment() if prev and prev.components else None,
             thresholds=thresholds_of(new),
             buckets=buckets_of(new),
             model=new.model_name,

@@ -44,7 +44,7 @@ def buckets_of(deployment: Deployment) -> tuple[int, ...]:
 
 
 def canary_gate(
-    previous_flags: Mapping[str, object] | None,
+    previous: Deployment | None,
     *,
     thresholds: Thresholds,
     buckets: tuple[int, ...],
@@ -74,13 +74,11 @@ def canary_gate(
             router=deployment.router_kind,
         )
         workers = [c.client_url() for c in deployment.in_order(WORKERS)]
-        flags = dict(deployment.flags)
-        flags.setdefault("kernel_package", deployment.kernel_package)
         # said first, so a PASS without tool-call checks never reads as one with them
         off = thresholds.tool_calls_off_reason()
         reasons: list[str] = [off] if off else []
         verdicts: list[Verdict] = []
-        for suite in suites_for_change(previous_flags, flags):
+        for suite in suites_for_change(previous, deployment):
             duration = None if suite == "smoke" else gate_s
             progress(f"    canary suite {suite}" + ("" if duration is None else f" ({gate_s:g} s)"))
             # the deployed decode's log interval sizes the metrics freeze window

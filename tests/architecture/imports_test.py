@@ -54,6 +54,8 @@ LAYERS: dict[str, float] = {
     "settings": 6,
     "routerkind": 6,  # which router fronts the pair (issue 43): profiles and deployment name it
     "deployment": 5.5,
+    # a deployment's component (one process: argv, env, ports, grace) and its record
+    "component": 5.55,
     # the one reader of a recorded profile's sections, through their declarations (settings)
     "recorded": 5.6,  # the one model of a deployment: above the leaves it imports (errors, secrets)
     # the router's API key by reference (read on this machine, sent as a bearer): below the

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,11 @@ from dsv4ops.canary.verdict import (
     buckets_from_profile,
     worst,
 )
+from dsv4ops.deployment import Deployment
 from dsv4ops.errors import CanaryError, DsOpsError
 from dsv4ops.profiles import load_profile, render
 from dsv4ops.settings import CanaryThresholds
+from testing.orchestrate import make_deployment, with_recorded
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 
@@ -57,10 +60,9 @@ def test_thresholds_and_buckets_from_the_real_profiles() -> None:
     assert buckets_from_profile(baseline)[-4:] == (72, 80, 88, 96)
 
 
-def _flags(name: str) -> dict[str, object]:
-    """The profile's flags as its rendered deployment records them (what deploy compares)."""
-    d = render(_p(name))
-    return {**d.flags, "kernel_package": d.kernel_package}
+def _flags(name: str) -> Deployment:
+    """The profile's rendered deployment, whose recorded flags a deploy compares."""
+    return render(_p(name))
 
 
 def test_suites_for_change_with_real_profiles() -> None:
@@ -72,21 +74,21 @@ def test_suites_for_change_with_real_profiles() -> None:
     assert suites_for_change(base, _flags("multi-stream-on")) == ["smoke", "corruption"]
 
 
-def test_suites_for_change_with_dicts_and_kernel_packages() -> None:
-    old = {
-        "overlap_schedule": False,
-        "multi_stream_overlap": False,
-        "decode_buckets": [8, 16],
-        "kernel_package": None,
-    }
-    new = {**old, "kernel_package": "dsv4-decode@1.2.0", "decode_buckets": (8, 16, 24)}
-    assert suites_for_change(old, new) == ["smoke", "corruption", "sweep"]
+def _recorded(flags: dict[str, object], kernel_package: str | None = None) -> Deployment:
+    return replace(with_recorded(make_deployment("d"), flags=flags), kernel_package=kernel_package)
+
+
+def test_suites_for_change_with_recorded_flags_and_kernel_packages() -> None:
+    old = {"overlap_schedule": False, "multi_stream_overlap": False, "decode_buckets": [8, 16]}
+    new = _recorded({**old, "decode_buckets": [8, 16, 24]}, "dsv4-decode@1.2.0")
+    assert suites_for_change(_recorded(old), new) == ["smoke", "corruption", "sweep"]
     # the DSV4 decode graph width follows its context length (sglang#40442); a record from
     # before it was kept (no key) reads as the model default, as an unset one does
     ctx = {**old, "decode_context_length": 131072}
-    assert suites_for_change(old, ctx) == ["smoke", "sweep"]
-    assert suites_for_change(old, {**old, "decode_context_length": None}) == ["smoke"]
-    assert suites_for_change(ctx, {**ctx, "decode_buckets": (8, 16)}) == ["smoke"]
+    assert suites_for_change(_recorded(old), _recorded(ctx)) == ["smoke", "sweep"]
+    unset = _recorded({**old, "decode_context_length": None})
+    assert suites_for_change(_recorded(old), unset) == ["smoke"]
+    assert suites_for_change(_recorded(ctx), _recorded(ctx)) == ["smoke"]
 
 
 def test_profile_watchdog_settings_reach_the_canary(tmp_path: Path) -> None:

@@ -189,6 +189,50 @@ def test_set_through_the_cli_commits(pdir: Path, monkeypatch: pytest.MonkeyPatch
     assert main(["profile", "set", "base", "overlap=sometimes", "--as", "x"]) == 1
 
 
+@pytest.mark.parametrize(
+    ("toggle", "shown"),
+    [
+        ("buckets=[8 16]", "bad buckets value '[8 16]'"),  # it read as [816]
+        ("buckets=8,,16", "bad buckets value '8,,16': an empty item between commas"),
+        ("buckets=8,abc", "bad buckets value '8,abc'"),
+        ("buckets=abc", "bad buckets value 'abc': unknown bucket spec 'abc'"),
+        ("decode_buckets=8,16", "bad toggle 'decode_buckets=8,16'; expected one of"),
+    ],
+)
+def test_set_a_bad_bucket_list_is_one_clear_line_and_nothing_is_written_or_committed(
+    pdir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    toggle: str,
+    shown: str,
+) -> None:
+    for key in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"):
+        monkeypatch.setenv(key, "t")
+    for key in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.setenv(key, "t@t")
+    root = pdir.parent
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    subprocess.run(["git", "add", "."], cwd=root, check=True)
+    subprocess.run(["git", "commit", "-qm", "init"], cwd=root, check=True)
+    before = {p.name: p.read_bytes() for p in pdir.iterdir() if p.is_file()}
+    capsys.readouterr()
+
+    for where in (["--as", "tuned"], ["--in-place"]):
+        code = main(["profile", "set", "base", toggle, *where, "-m", "try"])
+        err = capsys.readouterr().err
+        assert code == 1, err
+        assert err.startswith(f"error: {shown}"), err
+        assert "Traceback" not in err and "internal error" not in err
+    assert {p.name: p.read_bytes() for p in pdir.iterdir() if p.is_file()} == before
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True, check=True
+    )
+    log = subprocess.run(
+        ["git", "log", "--format=%s"], cwd=root, capture_output=True, text=True, check=True
+    )
+    assert status.stdout == "" and log.stdout.strip() == "init"
+
+
 def test_set_dry_run_and_json_write_nothing_and_say_what(
     pdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

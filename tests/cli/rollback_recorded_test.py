@@ -17,8 +17,9 @@ from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.routerkind import RouterKind
 from dsv4ops.settings import CanaryThresholds, ProbeSettings
+from dsv4ops.timings import STOP_GRACE_S
 from testing.journal import gate_step
-from testing.orchestrate import OrchEnv, make_deployment
+from testing.orchestrate import OrchEnv, make_deployment, with_recorded
 
 CONTENT = {
     "model": {"path": "/models/dsv4", "served_name": "deepseek-v4-flash"},
@@ -29,7 +30,7 @@ CONTENT = {
 
 
 def _known_good(env: OrchEnv) -> str:
-    d = replace(make_deployment("baseline"), content=CONTENT)
+    d = with_recorded(make_deployment("baseline"), content=CONTENT)
     j = Journal(env.target)
     op = j.begin(Kind.DEPLOY, profile=d.profile_record(), components=d.component_records())
     j.transition(op, Status.RUNNING)
@@ -102,3 +103,105 @@ def test_a_mended_record_reads_again_and_an_older_one_reads_at_the_defaults(env:
     assert d.probe == ProbeSettings(tool_call="auto")
     assert (d.model_name, d.router_kind) == ("deepseek-v4-flash", RouterKind.SGLANG_ROUTER)
     d.check_recorded()
+
+
+def _edit_component(record: Path, op: str, name: str, key: str, value: object) -> None:
+    """Set `key` of component `name` in the begin record of `op`, as an editor would."""
+    lines = record.read_text().splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        rec = json.loads(line)
+        if rec.get("type") == "begin" and rec.get("op") == op:
+            for comp in rec["components"]:
+                if comp["name"] == name:
+                    comp[key] = value
+            lines[i] = json.dumps(rec, separators=(",", ":")) + "\n"
+    record.write_text("".join(lines))
+
+
+@pytest.mark.parametrize("verb", [["stop"], ["rollback", "--to", "{op}"]])
+@pytest.mark.parametrize(
+    ("name", "key", "value", "shown"),
+    [
+        ("decode", "stop_grace_s", "30s", "'30s', which is not a number of seconds above 0"),
+        ("prefill", "stop_grace_s", -5, "-5, which is not a number of seconds above 0"),
+        ("router", "stop_grace_s", 10_000, "10000, which is not a number of seconds above 0"),
+        ("decode", "port", "8100", "'8100', which is not a port number"),
+        ("router", "key_from", "ROUTER_KEY", "'ROUTER_KEY', which is not where the key lives"),
+    ],
+)
+def test_a_hand_edited_component_field_is_named_and_nothing_is_stopped(
+    env: OrchEnv,
+    capsys: pytest.CaptureFixture[str],
+    verb: list[str],
+    name: str,
+    key: str,
+    value: object,
+    shown: str,
+) -> None:
+    """A recorded component's field that fits no release's record (a stop grace of '30s') is
+    refused naming the operation, the component and the key, never stopped by a guessed
+    default grace: exit 1, one clear line, the journal unchanged."""
+    op = _known_good(env)
+    _edit_component(_record(env), op, name, key, value)
+    before = Journal(env.target).operations()
+
+    code = main([*(v.format(op=op) for v in verb), "--yes", "--target", env.target])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert f"journal operation {op} records components.{name}.{key} = {shown}" in err, err
+    assert "Traceback" not in err and "internal error" not in err
+    assert f"mend `{key}` of the {name} in `components` of the begin record of {op}" in err
+    assert Journal(env.target).operations() == before
+
+
+def test_a_component_recorded_before_its_grace_stops_with_the_default(env: OrchEnv) -> None:
+    op = _known_good(env)
+    record = _record(env)
+    _edit_component(record, op, "decode", "stop_grace_s", 12)
+    lines = record.read_text().splitlines(keepends=True)
+    for i, line in enumerate(lines):  # a release before the setting recorded none
+        rec = json.loads(line)
+        if rec.get("type") == "begin" and rec.get("op") == op:
+            del rec["components"][0]["stop_grace_s"]
+            lines[i] = json.dumps(rec, separators=(",", ":")) + "\n"
+    record.write_text("".join(lines))
+    d = Journal(env.target).get(op).deployment()
+    assert d.component("decode").stop_grace_s == 12.0
+    assert d.component("prefill").stop_grace_s == STOP_GRACE_S
+
+
+def _edit_flags(record: Path, op: str, key: str, value: object) -> None:
+    lines = record.read_text().splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        rec = json.loads(line)
+        if rec.get("type") == "begin" and rec.get("op") == op:
+            rec["profile"]["flags"][key] = value
+            lines[i] = json.dumps(rec, separators=(",", ":")) + "\n"
+    record.write_text("".join(lines))
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "shown"),
+    [
+        ("decode_buckets", "abc", "flags.decode_buckets = 'abc', which is not a list of integers"),
+        ("decode_buckets", [8, "x"], "flags.decode_buckets = [8, 'x'], which is not a list of"),
+        ("overlap_schedule", "on", "flags.overlap_schedule = 'on', which is not true or false"),
+    ],
+)
+def test_hand_edited_recorded_flags_are_named_by_the_canary_never_a_traceback(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str], key: str, value: object, shown: str
+) -> None:
+    """The recorded flags are read through their declarations too: the canary judging the
+    deployed profile by its recorded buckets refuses a bucket list of 'abc' naming it (it
+    crashed with a ValueError), before any load is sent."""
+    op = _known_good(env)
+    _edit_flags(_record(env), op, key, value)
+    before = Journal(env.target).operations()
+
+    code = main(["canary", "--suite", "smoke", "--target", env.target])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert f"journal operation {op} records {shown}" in err, err
+    assert "Traceback" not in err and "internal error" not in err
+    assert f"mend `profile.flags` of the begin record of {op}" in err
+    assert Journal(env.target).operations() == before

@@ -29,6 +29,7 @@ from testing.orchestrate import (
     RecordingControl,
     make_deployment,
     operator,
+    with_recorded,
 )
 from testing.twin import twin_stack
 
@@ -103,7 +104,7 @@ def test_parse_load_sums_ranks_with_prometheus_parser() -> None:
 def _probe_bodies(content: dict[str, Any] | None, tmp_path: Path) -> list[dict[str, Any]]:
     control = RecordingControl()
     journal = Journal("fake", directory=tmp_path, clock=FakeClock())
-    out = operator(control, journal).deploy(replace(make_deployment("d"), content=content))
+    out = operator(control, journal).deploy(with_recorded(make_deployment("d"), content=content))
     assert out.ok, out.message
     return [b for b in control.sent if "messages" in b]
 
@@ -162,7 +163,9 @@ def test_the_probe_asks_for_the_tool_call_the_profile_declares_and_says_which(
         control = RecordingControl()
         journal = Journal("fake", directory=tmp_path / str(mode), clock=FakeClock())
         content = {"probe": {"tool_call": mode}} if mode else None
-        out = operator(control, journal).deploy(replace(make_deployment("d"), content=content))
+        out = operator(control, journal).deploy(
+            with_recorded(make_deployment("d"), content=content)
+        )
         assert out.ok, out.message
         probe = next(
             s
@@ -201,7 +204,9 @@ def test_behind_smg_the_probe_says_thinking_off_and_behind_0_3_2_sends_as_before
         control = RecordingControl()
         journal = Journal("fake", directory=tmp_path / str(kind), clock=FakeClock())
         content = {"router": {"kind": kind}} if kind else None
-        out = operator(control, journal).deploy(replace(make_deployment("d"), content=content))
+        out = operator(control, journal).deploy(
+            with_recorded(make_deployment("d"), content=content)
+        )
         assert out.ok, out.message
         return [b.get("chat_template_kwargs") for b in control.sent if "messages" in b]
 

@@ -13,7 +13,7 @@ from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.restore import fallbacks_for, rebuild, rollback_target
 from testing.clock import FakeClock
 from testing.journal import gate_step
-from testing.orchestrate import make_deployment
+from testing.orchestrate import make_deployment, with_recorded
 
 
 @pytest.fixture
@@ -105,7 +105,7 @@ def test_the_automatic_rollback_skips_a_known_good_whose_recorded_settings_do_no
 ) -> None:
     """Its probe would read them after the failed deploy stopped: named and skipped up front."""
     a = record(journal, make_deployment("a"))
-    bad = dataclasses.replace(make_deployment("b", 7), content={"probe": {"tool_call": "forced"}})
+    bad = with_recorded(make_deployment("b", 7), content={"probe": {"tool_call": "forced"}})
     b = record(journal, bad)
     notes: list[str] = []
     found = fallbacks_for(journal, None, progress=notes.append)

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from dsv4ops.canary import SuiteResult, Thresholds, Verdict
+from dsv4ops.deployment import Deployment
 from dsv4ops.usecases.gate import SuiteRunner, buckets_of, canary_gate, thresholds_of
-from testing.orchestrate import make_deployment
+from testing.orchestrate import make_deployment, with_recorded
 
 # One suite run's arguments, as the gate passed them (workers made a tuple to compare).
 Ran = tuple[str, str, tuple[str, ...], Thresholds, tuple[int, ...], float | None, str, int]
@@ -42,12 +43,19 @@ def flags(**changes: Any) -> dict[str, Any]:
     return {**base, **changes}
 
 
+def previous(recorded_flags: dict[str, Any]) -> Deployment:
+    """The deployed one the gate compares with, recording `recorded_flags`."""
+    return with_recorded(make_deployment("old"), flags=recorded_flags)
+
+
 def test_fail_beats_inconclusive_and_ends_the_gate() -> None:
-    dep = replace(make_deployment("new"), flags=flags(overlap_schedule=False, decode_buckets=[4]))
+    dep = with_recorded(
+        make_deployment("new"), flags=flags(overlap_schedule=False, decode_buckets=[4])
+    )
     ran: list[Ran] = []
     verdicts = {"smoke": Verdict.INCONCLUSIVE, "sweep": Verdict.FAIL, "abort-cascade": Verdict.PASS}
     step = canary_gate(
-        flags(),
+        previous(flags()),
         thresholds=Thresholds(),
         buckets=(4,),
         model="m",
@@ -62,10 +70,10 @@ def test_fail_beats_inconclusive_and_ends_the_gate() -> None:
 
 
 def test_inconclusive_does_not_end_the_gate_and_is_the_verdict_over_passes() -> None:
-    dep = replace(make_deployment("new"), flags=flags(decode_buckets=[4]))
+    dep = with_recorded(make_deployment("new"), flags=flags(decode_buckets=[4]))
     ran: list[Ran] = []
     step = canary_gate(
-        flags(),
+        previous(flags()),
         thresholds=Thresholds(),
         buckets=(4,),
         model="m",
@@ -104,7 +112,7 @@ def test_flag_aware_suites_run_the_profiles_gate_duration_unless_one_is_given(
 ) -> None:
     """`deploy` without --canary-duration, and a gated rollback, pass None: the deployment's
     recorded `canary.gate_duration_s` decides; the progress line says how long each suite runs."""
-    dep = replace(
+    dep = with_recorded(
         make_deployment("new"),
         flags=flags(multi_stream_overlap=True),
         content={"canary": {"gate_duration_s": 4.0}},
@@ -112,7 +120,7 @@ def test_flag_aware_suites_run_the_profiles_gate_duration_unless_one_is_given(
     ran: list[Ran] = []
     said: list[str] = []
     step = canary_gate(
-        flags(),
+        previous(flags()),
         thresholds=thresholds_of(dep),
         buckets=(),
         model="m",
@@ -139,7 +147,7 @@ def test_suites_size_their_freeze_window_by_the_deployed_decode_log_interval() -
     )
     ran: list[Ran] = []
     step = canary_gate(
-        flags(),
+        previous(flags()),
         thresholds=Thresholds(),
         buckets=(),
         model="m",
@@ -147,12 +155,12 @@ def test_suites_size_their_freeze_window_by_the_deployed_decode_log_interval() -
         progress=lambda _l: None,
         run=scripted({"smoke": Verdict.PASS, "sweep": Verdict.PASS}, ran),
     )
-    step(replace(dep, flags=flags(decode_buckets=[4])), "")
+    step(with_recorded(dep, flags=flags(decode_buckets=[4])), "")
     assert [(r[0], r[-1]) for r in ran] == [("smoke", 200), ("sweep", 200)]
 
 
 def test_thresholds_and_buckets_come_from_the_recorded_profile() -> None:
-    dep = replace(
+    dep = with_recorded(
         make_deployment("new"),
         content={"canary": {"smoke_requests": 5}},
         flags={"decode_buckets": [1, 8]},
