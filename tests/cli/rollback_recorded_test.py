@@ -118,7 +118,9 @@ def _edit_component(record: Path, op: str, name: str, key: str, value: object) -
     record.write_text("".join(lines))
 
 
-@pytest.mark.parametrize("verb", [["stop"], ["rollback", "--to", "{op}"]])
+@pytest.mark.parametrize(
+    "verb", [["stop", "--yes"], ["rollback", "--to", "{op}", "--yes"], ["status"]]
+)
 @pytest.mark.parametrize(
     ("name", "key", "value", "shown"),
     [
@@ -145,7 +147,7 @@ def test_a_hand_edited_component_field_is_named_and_nothing_is_stopped(
     _edit_component(_record(env), op, name, key, value)
     before = Journal(env.target).operations()
 
-    code = main([*(v.format(op=op) for v in verb), "--yes", "--target", env.target])
+    code = main([*(v.format(op=op) for v in verb), "--target", env.target])
     err = capsys.readouterr().err
     assert code == 1, err
     assert f"journal operation {op} records components.{name}.{key} = {shown}" in err, err
