@@ -42,6 +42,7 @@ from dsv4ops.recorded import (
     RecordedProfile,
     RecordedRouter,
     Section,
+    mend_component,
 )
 from dsv4ops.routerkind import RouterKind
 from dsv4ops.settings import CanaryThresholds, ProbeSettings
@@ -143,12 +144,25 @@ class Deployment:
     @property
     def decode_log_interval(self) -> int:
         """The decode's `--decode-log-interval` (SGLang's 40 when not given): decode iterations
-        between two metric reports, which the canary's freeze detection must wait out."""
+        between two metric reports, which the canary's freeze detection must wait out. A value
+        that is no positive integer (SGLang would not start with it: a hand-edited record)
+        raises RecordedSettingError, never judged by the default."""
         value = argv_value(self.component("decode").argv, "--decode-log-interval")
-        try:
-            return max(1, int(value)) if value else SGLANG_DEFAULT_DECODE_LOG_INTERVAL
-        except ValueError:  # SGLang would not have started with it; judge by the default
+        if value is None:
             return SGLANG_DEFAULT_DECODE_LOG_INTERVAL
+        if not value.isdigit() or int(value) < 1:
+            key = "argv --decode-log-interval"
+            raise self._unfit("decode", key, value, "a positive integer")
+        return int(value)
+
+    def _unfit(self, name: str, key: str, value: str, expected: str) -> RecordedSettingError:
+        return RecordedSettingError(
+            self.source_op,
+            f"components.{name}.{key}",
+            value,
+            expected,
+            hint=mend_component(self.source_op, name, key.split(" ")[0]),
+        )
 
     @cached_property
     def router_kind(self) -> RouterKind:
@@ -163,15 +177,18 @@ class Deployment:
 
     def pd_timeouts(self) -> dict[str, int | str]:
         """The PD timeouts the servers run with: the decode's KV waiting timeout and the
-        prefill's bootstrap timeout, as their env sets them, else SGLang's default."""
+        prefill's bootstrap timeout, as their env sets them, else SGLang's default. A value
+        that is no number of seconds raises RecordedSettingError (a hand-edited record)."""
         out: dict[str, int | str] = {}
         for key, side, env in (
             ("decode_waiting_s", "decode", PD_WAITING_TIMEOUT_ENV),
             ("prefill_bootstrap_s", "prefill", PD_BOOTSTRAP_TIMEOUT_ENV),
         ):
             value = self.component(side).env.get(env)
-            out[key] = int(value) if value and value.isdigit() else SGLANG_PD_TIMEOUT_DEFAULT_S
-            out[f"{key}_source"] = "profile" if value else "SGLang default"
+            if value is not None and not value.isdigit():
+                raise self._unfit(side, f"env {env}", value, "a whole number of seconds")
+            out[key] = int(value) if value is not None else SGLANG_PD_TIMEOUT_DEFAULT_S
+            out[f"{key}_source"] = "profile" if value is not None else "SGLang default"
         return out
 
     @property

@@ -149,8 +149,7 @@ class RecordedFields:
             f"components.{self.name}.{key}",
             self._data.get(key),
             expected,
-            hint=f"mend `{key}` of the {self.name} in `components` of the begin record of "
-            f"{self.op} where it was edited; or {_redeploy()}",
+            hint=mend_component(self.op, self.name, key),
         )
 
     def raw(self, key: str) -> object:
@@ -213,6 +212,14 @@ class RecordedFields:
         if ref is None:
             raise self.unfit("key_from", "where the key lives (its env or file)")
         return ref
+
+
+def mend_component(op: str | None, name: str, key: str) -> str:
+    """The way back from a recorded component field that does not fit."""
+    return (
+        f"mend `{key}` of the {name} in `components` of the begin record of {op} where it was "
+        f"edited; or {_redeploy()}"
+    )
 
 
 def _redeploy() -> str:

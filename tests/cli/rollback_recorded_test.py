@@ -207,3 +207,49 @@ def test_hand_edited_recorded_flags_are_named_by_the_canary_never_a_traceback(
     assert "Traceback" not in err and "internal error" not in err
     assert f"mend `profile.flags` of the begin record of {op}" in err
     assert Journal(env.target).operations() == before
+
+
+@pytest.mark.parametrize(
+    ("verb", "name", "key", "value", "shown"),
+    [
+        (
+            ["canary", "--suite", "smoke"],
+            "decode",
+            "argv",
+            ["--decode-log-interval", "fast"],
+            "components.decode.argv --decode-log-interval = 'fast', which is not a positive",
+        ),
+        (
+            ["status"],
+            "prefill",
+            "env",
+            {"SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "5m"},
+            "components.prefill.env SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT = '5m', which is not",
+        ),
+    ],
+)
+def test_a_hand_edited_log_interval_or_pd_timeout_is_named_never_read_as_sglang_s_default(
+    env: OrchEnv,
+    capsys: pytest.CaptureFixture[str],
+    verb: list[str],
+    name: str,
+    key: str,
+    value: object,
+    shown: str,
+) -> None:
+    """The canary's freeze window (the decode's --decode-log-interval) and status's PD
+    timeouts come from the recorded command line and env: a value SGLang would not start with
+    was read as SGLang's default without a word; now it is named."""
+    op = _known_good(env)
+    comp = next(c for c in Journal(env.target).get(op).components if c["name"] == name)
+    edited = [*comp["argv"], *value] if isinstance(value, list) else {**comp["env"], **value}  # type: ignore[dict-item]
+    _edit_component(_record(env), op, name, key, edited)
+    before = Journal(env.target).operations()
+
+    code = main([*verb, "--target", env.target])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert f"journal operation {op} records {shown}" in err, err
+    assert "Traceback" not in err and "internal error" not in err
+    assert f"mend `{key}` of the {name} in `components` of the begin record of {op}" in err
+    assert Journal(env.target).operations() == before
