@@ -13,15 +13,62 @@ fixed windows keep them valid PromQL for that check; the datasource is the one v
 
 from __future__ import annotations
 
-from dsv4ops.jsontypes import JSONObject
+from typing import TypedDict
+
 from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
 
-DS = {"type": "prometheus", "uid": "${DS_PROMETHEUS}"}
+
+class Datasource(TypedDict):
+    type: str
+    uid: str
+
+
+class Target(TypedDict):
+    datasource: Datasource
+    expr: str
+    legendFormat: str
+    refId: str
+
+
+class Panel(TypedDict):
+    """A timeseries panel, its keys in the order they are written (the fixed parts as plain data)."""
+
+    id: int
+    type: str
+    title: str
+    description: str
+    datasource: Datasource
+    gridPos: dict[str, int]
+    fieldConfig: dict[str, object]
+    options: dict[str, object]
+    targets: list[Target]
+
+
+# dsv4ops-dashboard.json; the fixed parts as plain data. Not a class: a class body would mangle
+# "__inputs" to "_Dashboard__inputs".
+Dashboard = TypedDict(  # noqa: UP013
+    "Dashboard",
+    {
+        "__inputs": list[dict[str, str]],
+        "title": str,
+        "uid": str,
+        "schemaVersion": int,
+        "version": int,
+        "editable": bool,
+        "refresh": str,
+        "time": dict[str, str],
+        "tags": list[str],
+        "templating": dict[str, object],
+        "panels": list[Panel],
+    },
+)
+
+DS: Datasource = {"type": "prometheus", "uid": "${DS_PROMETHEUS}"}
 DEC = 'engine_type="decode"'
 RUNNING = f"max(sglang:num_running_reqs{{{DEC}}})"
 
 
-def _target(expr: str, legend: str, ref: str) -> JSONObject:
+def _target(expr: str, legend: str, ref: str) -> Target:
     return {"datasource": DS, "expr": expr, "legendFormat": legend, "refId": ref}
 
 
@@ -33,7 +80,7 @@ def _panel(
     x: int,
     y: int,
     description: str,
-) -> JSONObject:
+) -> Panel:
     return {
         "id": pid,
         "type": "timeseries",
@@ -47,9 +94,7 @@ def _panel(
     }
 
 
-def _panels(
-    a_ms: float, b_ms: float, max_bucket: int | None, router: RouterKind
-) -> list[JSONObject]:
+def _panels(a_ms: float, b_ms: float, max_bucket: int | None, router: RouterKind) -> list[Panel]:
     return [
         *_decode_panels(a_ms, b_ms),
         *_pd_panels(router),
@@ -57,7 +102,7 @@ def _panels(
     ]
 
 
-def _decode_panels(a_ms: float, b_ms: float) -> list[JSONObject]:
+def _decode_panels(a_ms: float, b_ms: float) -> list[Panel]:
     """Row 1: the decode's step time against the fitted law, and its throughput."""
     itl = "sglang:inter_token_latency_seconds"
     step = (
@@ -100,7 +145,7 @@ def _decode_panels(a_ms: float, b_ms: float) -> list[JSONObject]:
     ]
 
 
-def _pd_panels(router: RouterKind) -> list[JSONObject]:
+def _pd_panels(router: RouterKind) -> list[Panel]:
     """Row 2: the PD queues and transfer failures, where a lost request shows first."""
     return [
         _panel(
@@ -141,7 +186,7 @@ def _pd_panels(router: RouterKind) -> list[JSONObject]:
     ]
 
 
-def _graph_and_worker_panels(max_bucket: int | None, router: RouterKind) -> list[JSONObject]:
+def _graph_and_worker_panels(max_bucket: int | None, router: RouterKind) -> list[Panel]:
     """Row 3: CUDA-graph passes against the largest bucket, and the router's and watch's view."""
     bucket = [(f"vector({max_bucket})", "largest CUDA-graph bucket")] if max_bucket else []
     return [
@@ -185,7 +230,7 @@ def dashboard(
     max_bucket: int | None = None,
     router_kind: RouterKind = DEFAULT_ROUTER_KIND,
     title: str = "DSV4 PD unit",
-) -> JSONObject:
+) -> Dashboard:
     """The dashboard JSON (import it into Grafana; it asks for the Prometheus datasource)."""
     return {
         "__inputs": [
@@ -210,6 +255,6 @@ def dashboard(
     }
 
 
-def expressions(board: JSONObject) -> list[str]:
+def expressions(board: Dashboard) -> list[str]:
     """Every PromQL expression of the dashboard, in panel order."""
     return [t["expr"] for p in board["panels"] for t in p["targets"]]

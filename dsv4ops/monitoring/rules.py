@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypedDict
 
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
 
 RUNBOOKS = {
@@ -36,6 +36,35 @@ RUNBOOKS = {
     "degrade": "runbooks/bootstrap-degradation.md",
     "restart": "runbooks/README.md",  # status first; the pair is restarted as one unit
 }
+
+
+class AlertLabels(TypedDict):
+    severity: str
+    component: str
+
+
+class AlertAnnotations(TypedDict):
+    summary: str
+    evidence: str
+    runbook: str
+
+
+# One rule of the file, its keys in the order they are written ("for" is a keyword).
+Alert = TypedDict(
+    "Alert",
+    {"alert": str, "expr": str, "for": str, "labels": AlertLabels, "annotations": AlertAnnotations},
+)
+
+
+class RuleGroup(TypedDict):
+    name: str
+    rules: list[Alert]
+
+
+class RuleFile(TypedDict):
+    """dsv4ops-alerts.yml."""
+
+    groups: list[RuleGroup]
 
 
 @dataclass(frozen=True)
@@ -73,7 +102,7 @@ def duration(model_s: float, time_scale: float = 1.0) -> str:
 
 def _alert(
     name: str, expr: str, for_: str, severity: str, summary: str, runbook: str, evidence: str
-) -> JSONObject:
+) -> Alert:
     # one line: PromQL does not care, and YAML folds multi-line scalars unreadably
     return {
         "alert": name,
@@ -93,7 +122,7 @@ def _new_and_positive(metric: str, window: str) -> str:
     )
 
 
-def alert_rules(s: RuleSettings) -> JSONObject:
+def alert_rules(s: RuleSettings) -> RuleFile:
     """The rule file as a mapping (dump it with `_yaml.dump`)."""
     t = s.time_scale
     w_wedge = duration(s.wedge_window_s(), t)
@@ -149,7 +178,7 @@ def alert_rules(s: RuleSettings) -> JSONObject:
     return {"groups": [{"name": "dsv4ops-pd", "rules": rules}]}
 
 
-def _errors_while_healthy(s: RuleSettings, window: str) -> JSONObject:
+def _errors_while_healthy(s: RuleSettings, window: str) -> Alert:
     m = s.router_kind.metrics
     own = f" (not its own {', '.join(m.own_paths)} answers)" if m.own_paths else ""
     return _alert(
@@ -165,7 +194,7 @@ def _errors_while_healthy(s: RuleSettings, window: str) -> JSONObject:
     )
 
 
-def _down_alerts(s: RuleSettings) -> list[JSONObject]:
+def _down_alerts(s: RuleSettings) -> list[Alert]:
     """A component that stopped answering: its metrics scrape fails, or the router marks it."""
     t = s.time_scale
     return [
@@ -200,7 +229,7 @@ def check_runbook_url(url: str) -> str:
     return url
 
 
-def _loop_stalled(s: RuleSettings, window: str) -> JSONObject:
+def _loop_stalled(s: RuleSettings, window: str) -> Alert:
     idle = 'sglang:scheduler_idle_seconds_total{engine_type="decode"}'
     progress = 'sglang:realtime_tokens_total{engine_type="decode",mode="decode"}'
     return _alert(
@@ -219,7 +248,7 @@ def _loop_stalled(s: RuleSettings, window: str) -> JSONObject:
     )
 
 
-def _eager_fallback(s: RuleSettings, window: str) -> JSONObject:
+def _eager_fallback(s: RuleSettings, window: str) -> Alert:
     passes = 'sglang:cuda_graph_passes_total{engine_type="decode"'
     bucket = f" ({s.max_decode_bucket})" if s.max_decode_bucket is not None else ""
     return _alert(

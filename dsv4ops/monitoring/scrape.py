@@ -7,14 +7,31 @@ which needs `--enable-metrics`; the router's `--prometheus-port`).
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, TypedDict
 from urllib.parse import urlsplit
 
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.monitoring.rules import RuleSettings, duration
 from dsv4ops.profiles.model import Target
 
 JOBS = ("prefill", "decode", "router")
+
+
+class StaticConfig(TypedDict):
+    targets: list[str]
+    labels: dict[str, str]
+
+
+class ScrapeJob(TypedDict):
+    job_name: str
+    metrics_path: str
+    static_configs: list[StaticConfig]
+
+
+# prometheus.yml ("global" is a keyword), its keys in the order they are written.
+PrometheusConfig = TypedDict(
+    "PrometheusConfig",
+    {"global": dict[str, str], "rule_files": list[str], "scrape_configs": list[ScrapeJob]},
+)
 
 
 class _Scraped(Protocol):
@@ -35,10 +52,10 @@ def scrape_config(
     rules_file: str,
     profile_name: str,
     target_name: str,
-) -> JSONObject:
+) -> PrometheusConfig:
     """prometheus.yml as a mapping; `deployment` is profiles.render's result."""
     interval = duration(settings.scrape_interval_s, settings.time_scale)
-    jobs = []
+    jobs: list[ScrapeJob] = []
     for name in JOBS:
         c = deployment.component(name)
         url = urlsplit(c.metrics_url)

@@ -4,18 +4,23 @@ dashboard for a profile as rendered for a target (pure: nothing is read from the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dsv4ops.errors import DsOpsError
-from dsv4ops.jsontypes import JSONObject
+
+if TYPE_CHECKING:
+    from dsv4ops.monitoring.dashboard import Dashboard
+    from dsv4ops.monitoring.rules import RuleFile
+    from dsv4ops.monitoring.scrape import PrometheusConfig
 
 
 @dataclass(frozen=True)
 class MonitoringFiles:
     """What `monitoring render` prints or writes, as plain data (YAML or JSON when written)."""
 
-    prometheus: JSONObject  # prometheus.yml
-    rules: JSONObject  # dsv4ops-alerts.yml
-    dashboard: JSONObject  # dsv4ops-dashboard.json
+    prometheus: PrometheusConfig  # prometheus.yml
+    rules: RuleFile  # dsv4ops-alerts.yml
+    dashboard: Dashboard  # dsv4ops-dashboard.json
 
 
 def render_monitoring(

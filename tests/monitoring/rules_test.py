@@ -18,6 +18,7 @@ import pytest
 
 from dsv4ops import _yaml
 from dsv4ops.monitoring import RuleSettings, alert_rules, duration
+from dsv4ops.monitoring.rules import Alert
 
 REPO = Path(__file__).resolve().parents[2]
 PROMTOOL = shutil.which("promtool")
@@ -39,7 +40,7 @@ def _series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
     return {"series": f"{name}{{{body}}}", "values": values}
 
 
-def _rule(name: str) -> dict[str, Any]:
+def _rule(name: str) -> Alert:
     return next(r for r in alert_rules(S)["groups"][0]["rules"] if r["alert"] == name)
 
 
@@ -50,9 +51,14 @@ def _expect(name: str, labels: dict[str, str]) -> dict[str, Any]:
     def expand(text: str) -> str:
         return re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels.get(m.group(1), ""), text)
 
+    notes = rule["annotations"]
     return {
         "exp_labels": {**rule["labels"], **labels},
-        "exp_annotations": {k: expand(v) for k, v in rule["annotations"].items()},
+        "exp_annotations": {
+            "summary": expand(notes["summary"]),
+            "evidence": expand(notes["evidence"]),
+            "runbook": expand(notes["runbook"]),
+        },
     }
 
 
