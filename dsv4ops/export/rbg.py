@@ -23,6 +23,7 @@ import math
 import re
 import shlex
 from dataclasses import dataclass
+from typing import TypedDict
 
 from dsv4ops.deployment import Deployment
 from dsv4ops.deployment import argv_value as flag_value
@@ -37,6 +38,16 @@ from dsv4ops.sglang_paths import plugin_env
 API_VERSION = "workloads.x-k8s.io/v1alpha2"
 DEFAULT_IMAGE = "lmsysorg/sglang:v0.5.23"
 KERNELS_MOUNT = "/opt/dsv4ops/kernels"
+
+
+class Mount(TypedDict):
+    """A container's volumeMount of the kernel package (_pod_env reads its mountPath)."""
+
+    name: str
+    mountPath: str
+    readOnly: bool
+
+
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -167,9 +178,9 @@ def router_argv(
     return out
 
 
-def _env(env: dict[str, str], secret_name: str) -> list[JSONObject]:
+def _env(env: dict[str, str], secret_name: str) -> list[dict[str, object]]:
     """Container env; a secret never enters the manifest: it is read from a Secret by key."""
-    out: list[JSONObject] = []
+    out: list[dict[str, object]] = []
     for k, v in sorted(env.items()):
         if is_secret_key(k) or k.startswith("DSV4_ARG_"):
             out.append({"name": k, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": k}}})
@@ -178,7 +189,7 @@ def _env(env: dict[str, str], secret_name: str) -> list[JSONObject]:
     return out
 
 
-def _probe(port: int, path: str) -> JSONObject:
+def _probe(port: int, path: str) -> dict[str, object]:
     return {"httpGet": {"path": path, "port": port}, "periodSeconds": 10, "failureThreshold": 3}
 
 
@@ -186,11 +197,11 @@ def _container(
     name: str,
     image: str,
     argv: list[str],
-    env: list[JSONObject],
+    env: list[dict[str, object]],
     ports: list[tuple[str, int]],
-    probe: JSONObject,
-) -> JSONObject:
-    c: JSONObject = {
+    probe: dict[str, object],
+) -> dict[str, object]:
+    c: dict[str, object] = {
         "name": name,
         "image": image,
         "command": argv,
@@ -205,17 +216,17 @@ def _container(
 def _role(
     name: str,
     replicas: int,
-    container: JSONObject,
+    container: dict[str, object],
     deps: list[str],
-    volumes: list[JSONObject] | None = None,
-    init: list[JSONObject] | None = None,
-) -> JSONObject:
-    spec: JSONObject = {"containers": [container]}
+    volumes: list[dict[str, object]] | None = None,
+    init: list[dict[str, object]] | None = None,
+) -> dict[str, object]:
+    spec: dict[str, object] = {"containers": [container]}
     if volumes:
         spec["volumes"] = volumes
     if init:
         spec["initContainers"] = init
-    role: JSONObject = {
+    role: dict[str, object] = {
         "name": name,
         "replicas": replicas,
         "standalonePattern": {
@@ -256,7 +267,7 @@ def build_manifest(profile: Profile, deployment: Deployment, opts: ExportOptions
                 )
     boot = int(flag_value(pre_argv, "--disaggregation-bootstrap-port") or 8998)
     volumes, init, mounts = _kernel_parts(profile, opts)
-    roles = []
+    roles: list[dict[str, object]] = []
     for name, comp, argv in (("prefill", pre, pre_argv), ("decode", dec, dec_argv)):
         ports = [("http", comp.port)] + ([("bootstrap", boot)] if name == "prefill" else [])
         command, hidden = hide_secret_args(server_argv(argv, opts.python))
@@ -292,7 +303,7 @@ def build_manifest(profile: Profile, deployment: Deployment, opts: ExportOptions
         _probe(rtr.port, "/readiness"),
     )
     roles.append(_role("router", 1, rc, ["prefill", "decode"]))
-    meta: JSONObject = {
+    meta: dict[str, object] = {
         "name": group,
         "labels": {"app.kubernetes.io/managed-by": "dsv4ops", "dsv4ops/profile": group},
     }
@@ -347,7 +358,7 @@ def pair_share(replicas: int) -> str:
     return f"{math.ceil(100 / replicas)}%"
 
 
-def _pod_env(env: dict[str, str], mounts: list[JSONObject]) -> dict[str, str]:
+def _pod_env(env: dict[str, str], mounts: list[Mount]) -> dict[str, str]:
     """The box env plus what loads the kernel package from the pod's copy (as deploy adds on the
     box, orchestrate/kernelpkg.py): its config dir, its plugin, its site on PYTHONPATH. A value
     the profile sets itself wins, as on the box."""
@@ -360,7 +371,7 @@ def _pod_env(env: dict[str, str], mounts: list[JSONObject]) -> dict[str, str]:
 
 def _kernel_parts(
     profile: Profile, opts: ExportOptions
-) -> tuple[list[JSONObject], list[JSONObject], list[JSONObject]]:
+) -> tuple[list[dict[str, object]], list[dict[str, object]], list[Mount]]:
     """The kernel package as an init container copying it from an image into a shared volume."""
     ref = profile.kernel_package
     if not ref:
@@ -368,11 +379,12 @@ def _kernel_parts(
     name, _, version = ref.partition("@")
     image = opts.kernel_image or f"{name}:{version}"
     path = f"{KERNELS_MOUNT}/{name}/{version}"
-    volume = {"name": "dsv4-kernels", "emptyDir": {}}
-    init = {
+    volume: dict[str, object] = {"name": "dsv4-kernels", "emptyDir": {}}
+    init: dict[str, object] = {
         "name": "dsv4-kernels",
         "image": image,
         "command": ["sh", "-c", f"cp -a /package/. {shlex.quote(path + '/')}"],
         "volumeMounts": [{"name": "dsv4-kernels", "mountPath": path}],
     }
-    return [volume], [init], [{"name": "dsv4-kernels", "mountPath": path, "readOnly": True}]
+    mount: Mount = {"name": "dsv4-kernels", "mountPath": path, "readOnly": True}
+    return [volume], [init], [mount]

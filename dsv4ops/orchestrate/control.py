@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-from dsv4ops.jsontypes import JSONValue
 from dsv4ops.remote.base import ProcessSpec, ProcessState
 from dsv4ops.remote.results import HttpReply, HttpRequest, LockInfo, PreflightReport, StopReport
 from dsv4ops.timings import TARGET_HTTP_S
@@ -75,7 +74,7 @@ class TargetControl(Protocol):
         self, ports: Iterable[int], gpus: Iterable[int], paths: Iterable[str] = ()
     ) -> PreflightReport: ...
 
-    def lock_acquire(self, holder: Mapping[str, JSONValue], force: bool = False) -> LockInfo | None:
+    def lock_acquire(self, holder: Mapping[str, object], force: bool = False) -> LockInfo | None:
         """The broken lock's info when `force` broke one; raises a DeployLockError (a
         LockHeldError with .holder and .stale) when held."""
         ...

@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dsv4ops.deployment import START_ORDER, Component, Deployment
-from dsv4ops.jsontypes import JSONValue
 from dsv4ops.remote.base import ProcessState, redact_argv, redact_env
 from dsv4ops.sglang_paths import CONFIG_DIR_ENV, PLUGINS_ENV
 
@@ -17,7 +16,7 @@ from dsv4ops.sglang_paths import CONFIG_DIR_ENV, PLUGINS_ENV
 def process_drift(
     states: Mapping[str, ProcessState],
     deployed: Deployment | None,
-    recorded_processes: Mapping[str, Mapping[str, JSONValue]],
+    recorded_processes: Mapping[str, Mapping[str, object]],
     started_by: Mapping[str, tuple[int | None, str]] | None = None,
 ) -> list[str]:
     """Sentences about running processes that differ from the recorded deployment.

@@ -16,7 +16,6 @@ from dsv4ops.deployment import WORKERS, Deployment
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.gates import GateResult, GateSource, GateVerdict, canary_detail, canary_gate
 from dsv4ops.journal.store import Journal
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.diagnose import missing_module_hint
@@ -26,7 +25,7 @@ from dsv4ops.orchestrate.kernelpkg import KernelSupport
 from dsv4ops.orchestrate.liveness import exited_meanwhile
 from dsv4ops.orchestrate.model import process_spec
 from dsv4ops.orchestrate.probe import ProbeThinking, run_probe
-from dsv4ops.orchestrate.steplog import RunLog, StepTiming
+from dsv4ops.orchestrate.steplog import ProcessRecord, RunLog, StepTiming
 from dsv4ops.orchestrate.timeouts import Timeouts
 from dsv4ops.orchestrate.unrecorded import JournalLost
 from dsv4ops.remote.errors import ComponentNotReadyError
@@ -394,7 +393,7 @@ class Runner:
         return canary_detail(g)
 
 
-def process_snapshot(control: TargetControl, names: list[str]) -> JSONObject:
+def process_snapshot(control: TargetControl, names: list[str]) -> dict[str, ProcessRecord]:
     """pid and start time per component, recorded at success for drift detection."""
     states = control.status(names)
     return {n: {"pid": s.pid, "started_at": s.started_at} for n, s in states.items() if s.alive}

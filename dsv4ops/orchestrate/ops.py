@@ -18,7 +18,6 @@ from dsv4ops.errors import DsOpsError, PreflightError
 from dsv4ops.journal.gates import GateSource
 from dsv4ops.journal.records import Kind, Status, undo_of
 from dsv4ops.journal.store import UNKNOWN, Journal, gate_source
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate import unrecorded as U
 from dsv4ops.orchestrate.autorollback import KnownGood, known_good_candidates, roll_back
@@ -40,7 +39,7 @@ from dsv4ops.orchestrate.operation import (
     nested_operation,
 )
 from dsv4ops.orchestrate.outcome import Outcome as Outcome  # re-exported: ops.Outcome
-from dsv4ops.orchestrate.partial import describe_mix, is_mixed, unit_after
+from dsv4ops.orchestrate.partial import ScopeRecord, describe_mix, is_mixed, unit_after
 from dsv4ops.orchestrate.pd import WARNING as PD_WARNING
 from dsv4ops.orchestrate.pd import RestartScope, restart_scope
 from dsv4ops.orchestrate.preflight import preflight_problems
@@ -224,7 +223,7 @@ class Operator:
         operation: RunningOperation,
         new: Deployment,
         unit: Deployment,
-        scope_record: JSONObject | None,
+        scope_record: ScopeRecord | None,
         warning: str | None,
         runner: Runner,
         notes: list[str],

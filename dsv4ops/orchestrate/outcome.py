@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import TypedDict
 
 from dsv4ops import exitcodes
 from dsv4ops.errors import DeployError
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.interrupts import DeployInterrupted
+
+
+class StepRecord(TypedDict):
+    """One step as an Outcome's `steps` (steplog.py's StepTiming, its fields in order)."""
+
+    title: str
+    action: str
+    component: str | None
+    duration_s: float
+    ok: bool
+    detail: str
 
 
 @dataclass(kw_only=True)
@@ -22,7 +33,7 @@ class Outcome:
     message: str
     running: str | None = None  # what runs now ("nothing", "unknown", profile @ commit)
     total_s: float = 0.0
-    steps: list[JSONObject] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
     ready_wait_s: dict[str, float] = field(default_factory=dict)
     probe: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -35,7 +46,7 @@ class Outcome:
             return exitcodes.INTERRUPTED
         return exitcodes.OK if self.ok else exitcodes.FAILED
 
-    def to_json(self) -> JSONObject:
+    def to_json(self) -> dict[str, object]:
         """The operation's `--json` document; also the one object an error prints (`exit`,
         `error`: its first line, `hint`), as every command's error under --json has them."""
         first = (self.message.splitlines() or [""])[0]

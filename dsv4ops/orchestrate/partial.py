@@ -10,11 +10,12 @@ from different profiles, is not one; the previous known-good records stay what a
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from dsv4ops import exitcodes
 from dsv4ops.deployment import START_ORDER, Deployment
 from dsv4ops.errors import DeployError
 from dsv4ops.journal.records import Operation
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.pd import RestartScope
 
 
@@ -24,9 +25,20 @@ class PartialRestartRefused(DeployError):
     exit_code = exitcodes.REFUSED
 
 
+class ScopeRecord(TypedDict):
+    """The journal's record of a partial restart (Operation.scope), its keys in the order written."""
+
+    restarted: list[str]
+    kept: list[str]
+    kept_from: str
+    kept_profile: str
+    kept_commit: str | None
+    profile_hash: str
+
+
 def unit_after(
     new: Deployment, scope: RestartScope, current: Operation | None
-) -> tuple[Deployment, JSONObject | None]:
+) -> tuple[Deployment, ScopeRecord | None]:
     """(the deployment that runs once `scope` of `new` is restarted, the journal's scope record).
 
     A whole-unit restart is just `new` (scope record None). Raises PartialRestartRefused when a
@@ -46,7 +58,7 @@ def unit_after(
     components = tuple(
         new.component(n) if n in scope.components else kept.component(n) for n in START_ORDER
     )
-    record = {
+    record: ScopeRecord = {
         "restarted": list(scope.components),
         "kept": kept_names,
         "kept_from": current.op,

@@ -173,7 +173,7 @@ def _started_by(journal: Journal) -> dict[str, tuple[int | None, str]]:
     return out
 
 
-def _recorded_processes(journal: Journal) -> Mapping[str, Mapping[str, JSONValue]]:
+def _recorded_processes(journal: Journal) -> Mapping[str, Mapping[str, object]]:
     for op in reversed(journal.operations()):
         if op.status.terminal and op.running is not None:
             return dict(op.processes)

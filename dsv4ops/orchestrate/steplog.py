@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from typing import TypedDict
 
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate import plan as P
+from dsv4ops.orchestrate.outcome import StepRecord
 
 
 @dataclass
@@ -16,6 +17,13 @@ class StepTiming:
     duration_s: float
     ok: bool
     detail: str = ""
+
+
+class ProcessRecord(TypedDict):
+    """A component's process as the journal records it at success (drift compares them)."""
+
+    pid: int | None
+    started_at: str | None
 
 
 @dataclass
@@ -30,6 +38,16 @@ class RunLog:
     def done_titles(self) -> list[str]:
         return [t.title for t in self.timings if t.ok and t.action in P.MUTATING | {P.PROBE}]
 
-    def as_json(self) -> list[JSONObject]:
+    def as_json(self) -> list[StepRecord]:
         """The steps as an Outcome's `steps`."""
-        return [asdict(t) for t in self.timings]
+        return [
+            {
+                "title": t.title,
+                "action": t.action,
+                "component": t.component,
+                "duration_s": t.duration_s,
+                "ok": t.ok,
+                "detail": t.detail,
+            }
+            for t in self.timings
+        ]

@@ -14,7 +14,7 @@ canary's workloads are deterministic: every block sends the same prompts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -22,7 +22,6 @@ from dsv4ops.apikey import auth_headers
 from dsv4ops.deployment import WORKERS, Deployment
 from dsv4ops.journal.gates import GateResult as GateRecord
 from dsv4ops.journal.gates import GateSource, GateVerdict
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.engine import Progress
 from dsv4ops.orchestrate.operation import RunningOperation
 
@@ -243,7 +242,7 @@ def _why(result: SuiteResult) -> str:
     return "; ".join(lines[:2])[:400]
 
 
-def _finite(d: JSONObject) -> dict[str, float]:
+def _finite(d: Mapping[str, object]) -> dict[str, float]:
     out = {}
     for k, v in d.items():
         if (

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.records import Kind, Status
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.engine import Progress
 from dsv4ops.orchestrate.interrupts import signal_name_of
 from dsv4ops.orchestrate.operation import journaled_operation
@@ -28,7 +27,7 @@ def switch_hazard(
     state: str,
     progress: Progress,
     reason: str | None = None,
-) -> JSONObject:
+) -> dict[str, object]:
     """Send the switch under the deploy lock; {"hazard", "state", "component", "hazards": the
     twin's states, "op"}. Raises LockHeldError when the lock is held or an operation never
     ended, DsOpsError when nothing is deployed, HazardNotTakenError (exit 2) when the twin

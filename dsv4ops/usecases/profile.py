@@ -27,12 +27,12 @@ def _target(name: str | None) -> Target:
     return get_target(name or "box")
 
 
-def profile_rows() -> list[JSONObject]:
+def profile_rows() -> list[dict[str, object]]:
     """`profile list`: each shipped profile's summary, or its name and error when it is bad."""
     from dsv4ops.profiles import list_profiles, load_profile
     from dsv4ops.profiles.views import summary
 
-    rows = []
+    rows: list[dict[str, object]] = []
     for path in list_profiles():
         try:
             rows.append(summary(load_profile(path)))
@@ -76,7 +76,7 @@ class RenderedProfile:
     """`profile render`: the exact commands of a profile for a target, redacted for printing
     (the deploy renders in-process and keeps the real values)."""
 
-    json: JSONObject
+    json: dict[str, object]
     commands: list[RenderedCommand]
     warnings: list[str]
 

@@ -10,7 +10,6 @@ from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.knowngood import Judgement
 from dsv4ops.journal.records import Kind, Operation, judged_json
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.engine import CanaryStep, Progress
 from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.outcome import raise_for as raise_for  # the CLI's exit for an Outcome
@@ -33,7 +32,7 @@ class RollbackChoice:
     def question(self, target_name: str) -> str:
         return f"roll back {target_name} to {self.deployment.describe()} ({self.op.op})?"
 
-    def to_json(self, target_name: str, judged: Judgement | None) -> JSONObject:
+    def to_json(self, target_name: str, judged: Judgement | None) -> dict[str, object]:
         """The `rollback --dry-run --json` document: what it would restore and whether (and
         why) that is known-good, as journal/knowngood.py judges it."""
         return {

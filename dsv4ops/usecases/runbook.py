@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, TypedDict
 
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.usecases.session import TargetSession
 
 if TYPE_CHECKING:
@@ -92,7 +91,7 @@ def run_runbook(
     resume: str | None,
     interactive: bool,
     reason: str | None = None,
-    report: Callable[[JSONObject], None] | None = None,
+    report: Callable[[dict[str, object]], None] | None = None,
 ) -> list[Ran]:
     """Run the runbook; what ran. Raises RunbookFailed (2), RunbookStopped or RunbookError (1);
     KeyboardInterrupt propagates after the engine said what ran and how to resume.
