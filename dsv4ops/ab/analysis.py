@@ -23,12 +23,11 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypedDict
 
 from dsv4ops.ab.model import DIAGNOSTIC_METRICS, METRICS, BlockResult, higher_is_better
 from dsv4ops.ab.sequential import pair_sd, repeated_ci, sd_used
 from dsv4ops.ab.stats import spearman, wilcoxon_signed_rank
-from dsv4ops.jsontypes import JSONObject
 
 Verdict = Literal["better", "worse", "equivalent", "inconclusive"]
 PRIMARY = "output_tok_s"
@@ -212,6 +211,23 @@ def _unscaled(x: float, exp: int) -> float:
         return math.copysign(math.inf, x)
 
 
+class PairedFields(TypedDict):
+    """The MetricVerdict fields every verdict carries, whatever it decides (_paired_values)."""
+
+    wilcoxon_p: float | None
+    drift_rho_a: float | None
+    drift_rho_diff: float | None
+    pairs: int
+    mean_a: float | None
+    mean_b: float | None
+    sd_a: float | None
+    sd_b: float | None
+    blocks_a: int
+    blocks_b: int
+    pairing: str
+    alpha: float
+
+
 def _paired_values(
     blocks: Sequence[BlockResult],
     pairs: list[tuple[BlockResult, BlockResult]],
@@ -220,7 +236,7 @@ def _paired_values(
     m: str,
     *,
     alpha: float,
-) -> tuple[list[tuple[float, float, float]], list[float], JSONObject]:
+) -> tuple[list[tuple[float, float, float]], list[float], PairedFields]:
     """The metric at concurrency `c` over the complete A/B pairs (A, B, mid-block index), B/A - 1
     per pair, and the descriptive fields every verdict carries (means, sds, drift, Wilcoxon p)."""
     a_vals = [
@@ -238,20 +254,20 @@ def _paired_values(
     p = None if w is None else w[1]
     rho_a = spearman([float(i) for i, _ in a_vals], [v for _, v in a_vals])
     rho_d = spearman([t for _, _, t in vals], rel)
-    common = dict(
-        wilcoxon_p=p,
-        drift_rho_a=rho_a,
-        drift_rho_diff=rho_d,
-        pairs=len(vals),
-        mean_a=mean_a,
-        mean_b=mean_b,
-        sd_a=sd_a,
-        sd_b=sd_b,
-        blocks_a=len(a_vals),
-        blocks_b=len(b_vals),
-        pairing=pairing,
-        alpha=alpha,
-    )
+    common: PairedFields = {
+        "wilcoxon_p": p,
+        "drift_rho_a": rho_a,
+        "drift_rho_diff": rho_d,
+        "pairs": len(vals),
+        "mean_a": mean_a,
+        "mean_b": mean_b,
+        "sd_a": sd_a,
+        "sd_b": sd_b,
+        "blocks_a": len(a_vals),
+        "blocks_b": len(b_vals),
+        "pairing": pairing,
+        "alpha": alpha,
+    }
     return vals, rel, common
 
 

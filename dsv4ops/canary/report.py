@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 from dsv4ops.canary.stats import clean_json
@@ -23,7 +24,10 @@ def report_json(result: SuiteResult, thresholds: Thresholds | None = None) -> JS
     main = max(suites, key=lambda r: (r.metrics.get("summary") or {}).get("completed", -1))
     summary = dict(main.metrics.get("summary") or {})
     summary.pop("output_tokens_per_s_buckets", None)
-    data: JSONObject = {
+    canary: dict[str, object] = {"suites": [r.to_json() for r in suites]}
+    if thresholds is not None:
+        canary["thresholds"] = thresholds.to_json()
+    data: dict[str, object] = {
         **summary,
         "tag": f"dsv4ops-canary:{result.suite}",
         "suite": result.suite,
@@ -32,10 +36,8 @@ def report_json(result: SuiteResult, thresholds: Thresholds | None = None) -> JS
         "reasons": result.reasons,
         # each reason's kind, as the judge decided it (verdict.Kind): what a reader acts on
         "findings": [r.to_json() for r in result.findings],
-        "canary": {"suites": [r.to_json() for r in suites]},
+        "canary": canary,
     }
-    if thresholds is not None:
-        data["canary"]["thresholds"] = thresholds.to_json()
     cleaned: JSONObject = clean_json(data)
     return cleaned
 
@@ -68,7 +70,7 @@ def _fmt(value: object, digits: int = 1) -> str:
     return str(value)
 
 
-def _count_notes(s: JSONObject) -> list[str]:
+def _count_notes(s: Mapping[str, object]) -> list[str]:
     """What the counts above include, where it is not obvious, and the failures by kind."""
     lines = []
     if s.get("cancelled"):
@@ -83,8 +85,8 @@ def _count_notes(s: JSONObject) -> list[str]:
             f"{s['completed_without_done']} completed streams ended after their finish_reason "
             "without `data: [DONE]`.",
         ]
-    errors = s.get("errors_by_kind") or {}
-    if errors:
+    errors = s.get("errors_by_kind")
+    if isinstance(errors, Mapping) and errors:
         lines += ["", "Errors: " + ", ".join(f"{k} {v}" for k, v in errors.items())]
     return lines
 
@@ -109,7 +111,7 @@ def report_markdown(result: SuiteResult, pngs: list[str] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _summary_md(s: JSONObject) -> list[str]:
+def _summary_md(s: Mapping[str, object]) -> list[str]:
     """The client's wall-clock summary and latency table ([] without a summary)."""
     if not s:
         return []
@@ -184,7 +186,7 @@ def _fits_md(metrics: JSONObject) -> list[str]:
     return lines
 
 
-def _levels_md(levels: list[JSONObject]) -> list[str]:
+def _levels_md(levels: list[Mapping[str, object]]) -> list[str]:
     if not levels:
         return []
     return [
@@ -198,7 +200,7 @@ def _levels_md(levels: list[JSONObject]) -> list[str]:
     ]
 
 
-def _waste_md(waste: list[JSONObject]) -> list[str]:
+def _waste_md(waste: list[Mapping[str, object]]) -> list[str]:
     if not waste:
         return []
     return [
@@ -212,13 +214,14 @@ def _waste_md(waste: list[JSONObject]) -> list[str]:
     ]
 
 
-def _client_md(client: JSONObject) -> list[str]:
+def _client_md(client: Mapping[str, object]) -> list[str]:
     if not client:
         return []
+    busy = client.get("machine_cpu_busy") or 0
     return [
         "",
         f"Client: {_fmt(client.get('client_cpu_cores'), 2)} cores, loop lag p99 "
         f"{_fmt(client.get('loop_lag_p99_ms'))} ms, machine CPU busy "
-        f"{_fmt((client.get('machine_cpu_busy') or 0) * 100, 0)}%"
+        f"{_fmt(busy * 100 if isinstance(busy, int | float) else busy, 0)}%"
         + (" — CLIENT-BOUND" if client.get("client_bound") else ""),
     ]

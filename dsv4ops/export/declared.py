@@ -6,16 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.jsontypes import JSONObject
 
 
 def field_path(parts: Iterable[str | int]) -> str:
     return ".".join(str(p) for p in parts) or "(root)"
 
 
-def pruned_fields(
-    value: JSONValue, node: JSONObject, path: tuple[str | int, ...] = ()
-) -> list[str]:
+def pruned_fields(value: object, node: JSONObject, path: tuple[str | int, ...] = ()) -> list[str]:
     """Fields of `value` that the schema `node` does not declare. A node that preserves unknown
     fields but declares none (free-form, e.g. labels) accepts anything."""
     if node.get("x-kubernetes-preserve-unknown-fields") and not (

@@ -28,15 +28,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from dsv4ops.apikey import ApiKeyRef, auth_headers
-from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.remote.results import HttpReply
 from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
 from dsv4ops.settings import CanaryThresholds
 
-WEATHER_TOOL = {
+WEATHER_TOOL: dict[str, object] = {
     "type": "function",
     "function": {
         "name": "get_weather",
@@ -48,6 +48,19 @@ WEATHER_TOOL = {
         },
     },
 }
+
+
+class ProbeBody(TypedDict, total=False):
+    """A probe's chat request body, its keys in the order they are sent."""
+
+    model: str
+    messages: list[dict[str, str]]
+    tools: list[dict[str, object]]
+    tool_choice: str
+    stream: bool
+    max_tokens: int
+    temperature: float
+    chat_template_kwargs: dict[str, bool]
 
 
 # ~30 tokens for the call itself, the rest for reasoning that may come first
@@ -76,7 +89,7 @@ class ProbeThinking:
             say_off=router.thinking_off_explicit,
         )
 
-    def apply(self, payload: JSONObject, *, extra_tokens: bool) -> JSONObject:
+    def apply(self, payload: ProbeBody, *, extra_tokens: bool) -> ProbeBody:
         """`payload` asking for reasoning when on; `extra_tokens`: room for it in max_tokens."""
         if not self.on:
             return (
@@ -84,7 +97,7 @@ class ProbeThinking:
                 if self.say_off
                 else payload
             )
-        out = {**payload, "chat_template_kwargs": {"thinking": True}}
+        out: ProbeBody = {**payload, "chat_template_kwargs": {"thinking": True}}
         if extra_tokens:
             out["max_tokens"] = int(payload["max_tokens"]) + self.budget_tokens
         return out
@@ -168,7 +181,7 @@ class _Router:
     base: str
     headers: Mapping[str, str]
 
-    def post(self, path: str, payload: JSONObject, timeout_s: float) -> HttpReply:
+    def post(self, path: str, payload: Mapping[str, object], timeout_s: float) -> HttpReply:
         return self.control.http(
             self.base + path,
             method="POST",
@@ -186,7 +199,7 @@ def _streaming_chat(
     thinking: ProbeThinking,
     _tool_call: str,
 ) -> tuple[str, float]:
-    payload: JSONObject = {
+    payload: ProbeBody = {
         "model": model,
         "messages": [{"role": "user", "content": f"Probe {i}: reply with one short sentence."}],
         "stream": True,
@@ -216,7 +229,7 @@ def _tool_call_chat(
     thinking: ProbeThinking,
     tool_call: str,
 ) -> tuple[str, float]:
-    payload: JSONObject = {
+    payload: ProbeBody = {
         "model": model,
         "messages": [{"role": "user", "content": f"Probe {i}: what is the weather in Paris?"}],
         "tools": [WEATHER_TOOL],
