@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -114,7 +114,7 @@ def _fmt(x: float | None, spec: str = ".3f") -> str:
     return "-" if x is None else format(x, spec)
 
 
-def _level(c: int) -> str:
+def _level(c: object) -> str:
     return "fit" if c == FIT_LEVEL else str(c)
 
 
@@ -199,15 +199,13 @@ def markdown(r: JSONObject) -> str:
 DRIFT_RHO = 0.8  # a rank correlation this strong over the blocks is called out in words
 
 
-def _drift_flags(verdicts: list[JSONObject]) -> list[str]:
-    drifted = [
-        v for v in verdicts if v["drift_rho_a"] is not None and abs(v["drift_rho_a"]) >= DRIFT_RHO
-    ]
-    left = [
-        v
-        for v in verdicts
-        if v["drift_rho_diff"] is not None and abs(v["drift_rho_diff"]) >= DRIFT_RHO
-    ]
+def _strong(rho: object) -> bool:
+    return isinstance(rho, int | float) and abs(rho) >= DRIFT_RHO
+
+
+def _drift_flags(verdicts: Sequence[Mapping[str, object]]) -> list[str]:
+    drifted = [v for v in verdicts if _strong(v["drift_rho_a"])]
+    left = [v for v in verdicts if _strong(v["drift_rho_diff"])]
     out = []
     if drifted:
         out.append(
@@ -324,7 +322,11 @@ def _blocks_plot(plt: ModuleType, directory: Path, r: JSONObject, metric: str) -
 
 
 def _buckets_plot(
-    plt: ModuleType, directory: Path, r: JSONObject, series: JSONObject, labels: dict[str, str]
+    plt: ModuleType,
+    directory: Path,
+    r: JSONObject,
+    series: dict[str, list[tuple[int, float, float, float]]],
+    labels: dict[str, str],
 ) -> Path:
     fig, ax = plt.subplots(figsize=(10, 4.5))
     lo = min(p[0] for pts in series.values() for p in pts)
