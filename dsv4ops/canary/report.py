@@ -161,10 +161,12 @@ def _decode_context_md(ctx: object) -> list[str]:
     ]
 
 
-def _fits_md(metrics: JSONObject) -> list[str]:
+def _fits_md(metrics: Mapping[str, object]) -> list[str]:
     """The clock the levels and fits are on, and the fits' table."""
-    fit = metrics.get("fit") or {}
-    clock = metrics.get("clock") or {}
+    fit = metrics.get("fit")
+    fit = fit if isinstance(fit, Mapping) else {}
+    clock = metrics.get("clock")
+    clock = clock if isinstance(clock, Mapping) else {}
     lines: list[str] = []
     if clock and (fit or metrics.get("levels")):
         lines += [
