@@ -1,16 +1,9 @@
-"""The journal's index on disk: a SQLite cache next to the record, `<journal>.sqlite` (issue 39).
-
-The append-only JSONL record stays the source of truth; this file only makes reads fast
-(journal/index.py folds the record into it). Table `ops`: one row per operation in begin order
-(kind and status as codes into entries.KINDS / STATUSES, begin time, what it left running, record
-count, the records' byte offsets as int64, what the known-good rule reads of it as JSON, its
-profile as an id into `profiles`). Table `meta`: the index's state (index.State.meta: the record's
-size it covers and the window hash before it, merges, torn and damaged lines, ...), the
-known-good checkpoint (journal/checkpoint.py) and a sha256 of both. Each fold is one transaction
-(WAL: a crash never leaves half of one). A symlink, a non-regular or someone else's file at the
-cache's names is removed, never opened (SQLite would follow it); old index files
-(`<journal>.idx`) are deleted on first read. What is trusted when: journal/index.py.
-"""
+"""The journal's index on disk: a SQLite cache next to the record, `<journal>.sqlite` (issue 39):
+table `ops` (a row per operation in begin order, codes into entries.KINDS / STATUSES, offsets,
+the known-good essentials, the profile as an id into `profiles`), table `meta` (the index state,
+the checkpoint, a sha256 of both). One transaction per fold (WAL); a planted link or someone
+else's file at its names is removed, never opened. docs/deploy.md, "The journal: record, index,
+judge"."""
 
 from __future__ import annotations
 

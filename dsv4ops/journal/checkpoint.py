@@ -1,19 +1,8 @@
-"""The known-good judgement checkpoint kept in the journal's index (issue 21: a cold read of a
-10^6-record journal judges only what was appended since, not every deploy again).
-
-A Checkpoint is knowngood.judge's fold state after the first `upto` operations in the journal's
-order (placed): their judgements, the best known-good per commands hash, the gates they FAILED,
-their experiments, and what a later operation would have to match to change any of it (the
-experiment names their deploys' reasons give, their commands hashes, their experiments with a
-failed gate). It is used only when `proof` (a hash of those operations' ids and record counts, in
-that order) still holds: a record appended to one of them, a merge that placed another among them,
-a rebuilt index all fail it. Resuming is exact or refused: judged() resumes the fold
-(knowngood.judge_into) over the operations after `upto` only when none of them can change a
-judgement before it (a failed gate on commands judged before, an experiment one of their deploys
-named, a block of an experiment that failed before); otherwise it judges the whole journal, as
-knowngood.judge does, and takes a new checkpoint. So judged() always equals knowngood.judge of the
-same operations (tests/journal/checkpoint_test.py's property).
-"""
+"""The known-good judgement checkpoint kept in the index: knowngood.judge's fold state after the
+first `upto` operations, used only while `proof` (their ids and record counts) holds, resumed
+only when nothing after it can change a judgement before it; otherwise the whole journal is
+judged. judged() always equals knowngood.judge (tests/journal/index_test.py's property).
+docs/deploy.md, "The journal: record, index, judge"."""
 
 from __future__ import annotations
 

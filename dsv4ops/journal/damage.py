@@ -1,18 +1,8 @@
-"""Lines of a journal that are no readable record of an operation (issue 39), told apart from a
-torn write, so one bad line never stops a reader: what the rest of the journal says is read,
-the line is reported as `file:line: why`, and a mutating command is refused until it is mended
-(journal/store.py). Used by the index's fold (journal/index.py).
-
-* A torn write (a crash cut the last record short; the next append terminates it) is skipped,
-  as always.
-* A damaged line (bytes changed in the middle: not UTF-8, a broken structure, a record of the
-  wrong shape) is noted with why, never mistaken for a torn write.
-* A record of an operation no readable `begin` opened (its begin was the damaged line) is noted
-  (`orphans`) and not read.
-* A second `begin` under an operation id already begun, and every record of that id after it,
-  are another operation's records under a known id: they are noted (`duplicates`) and never
-  read as the first operation's, so they cannot hide a known-good.
-"""
+"""Lines of a journal that are no readable record of an operation (issue 39): a torn last line
+(skipped), a damaged line (`file:line: why`), records no readable begin opened (`orphans`) and
+an operation id begun twice (`duplicates`: never read as the first one's). The rest is read; a
+mutating command is refused until the line is mended (store.py). docs/deploy.md, "A line that is
+no record"."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""The index's entries (journal/index.py; issue 21: a cold read of a 10^6-record journal makes
-only the entries it shows).
-
-`Cols` is the rows of the SQLite cache (journal/cache.py) in begin order: the columns a walk
-reads (op ids, kinds and statuses as one-byte codes into KINDS / STATUSES, record counts) loaded
-whole; the rest of a row read when its Entry is made, rows by op id or by profile (what
-`Operations.newest_first` filters on) found through the cache's indexes. `Table` is those rows
-plus the entries folded in since they were read (replaced or new); an `Entry` object is made
-only for a row somebody asks for.
-"""
+"""The index's entries: `Cols`, the cache's rows in begin order (op ids, kind/status codes and
+record counts loaded whole, the rest of a row read when its Entry is made), and `Table`, those
+rows plus the entries folded in since (an Entry made only for a row somebody asks for)."""
 
 from __future__ import annotations
 

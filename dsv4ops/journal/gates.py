@@ -1,18 +1,7 @@
-"""Gate results as data (issue 39 item 2): what judged a deployment, as one typed record.
-
-Every place that judges a deployment records one `GateResult`: the deploy's flag-aware canary
-gate (and a gated rollback's, `rollback --recover`'s, a runbook step's deploy), an A/B
-experiment's correctness gates on B and B's measured blocks. It rides on the journal `step`
-record that ends the gate, under the key `gate` (an older dsv4ops reads such a step as any
-other: the journal stays readable by every version that shipped). An operation begun by a
-version that records its gates says so in its `begin` record (`gates: GATES_RECORDED`): its
-GateResults are the whole truth of its gates, whatever its steps are named or say.
-
-The known-good rule (journal/knowngood.py) reads only GateResults (`Operation.gates`). An
-operation an older version wrote has none: the one migrator (journal/schema.py's `migrate`) gives
-each of its gate steps the GateResult `legacy_gate` reads off it, the one place the old step names
-and detail words are read.
-"""
+"""Gate results as data (issue 39 item 2): the `GateResult` every judging place records on the
+step that ends its gate (key `gate`); an operation begun with `gates: GATES_RECORDED` is judged
+by its GateResults alone, an older one by those `legacy_gate` reads off its gate steps (the one
+reader of the old step names and words, through schema.migrate)."""
 
 from __future__ import annotations
 

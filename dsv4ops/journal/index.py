@@ -1,19 +1,7 @@
-"""The journal's per-operation index (issue 21: every command stays fast at 10^6 records), kept in
-a SQLite cache next to the record (journal/cache.py: what it holds, its checks, its transactions).
-From it the store answers status, the last N operations, in-flight, deployed and known-good by
-reading only the records of the operations it returns (journal/view.py).
-
-Trust: the cache is used only when it passes its own checks and the record still holds its
-`size` bytes with the same `window` (recordfile.window_sha256: the size and a hash of the 64 KiB
-before it, the last records indexed). A truncated, rewritten, replaced or foreign record fails
-that proof and the index is rebuilt by one full scan; so is one whose indexed offset does not
-hold that operation's record when read back (an edit the proof cannot see, a cache forged with
-its sha256: `Stale`). A rebuild for that, for a cache that indexes more than the record holds or
-that fails its own checks (not merely another version's), is said (`notify`), never an error.
-Bytes appended after `size` are folded in, re-reading only the operations they touch, and
-written to the cache in one transaction; a cache that cannot be written costs speed, never
-correctness.
-"""
+"""The journal's per-operation index, kept in a SQLite cache next to the record (cache.py):
+folds appended bytes in, rebuilds by one full scan whatever does not prove itself (`Stale`,
+`Untrusted`, a cut record; said through `notify`, never an error). What is trusted when:
+docs/deploy.md, "The journal: record, index, judge"."""
 
 from __future__ import annotations
 

@@ -1,31 +1,7 @@
-"""Known-good: the one rule, judged over the whole journal (a pure function of its operations).
-
-Every reader asks this module: `rollback` (what it offers and `--recover`), the automatic
-rollback's fallbacks, `ab`'s restore, `status`, `journal` and the runbooks (through those
-commands). A deployment is known-good only on positive evidence that this exact unit served and
-passed its gate:
-
-* a DEPLOY or ROLLBACK that SUCCEEDED (never a failed, rolled-back, interrupted or abandoned one),
-  restarted the whole unit (never a partial `--only` restart) and proved it with generations
-  through the router (the end-to-end probe; the journal's `known_good` mark on its status);
-* and whose flag-aware canary gate passed. A gate INCONCLUSIVE accepted with
-  `--accept-inconclusive-canary` is known-good too, ranked below every pass. A `--no-canary`
-  deploy ran no gate: never known-good. A rollback that ran no gate of its own is known-good when
-  it restored commands that were (it inherits their rank); one named with `--to` to commands
-  that never were is not;
-* never an A/B experiment's block (an arm): the experiment's gates are on B, not on that deploy.
-  The experiment's final deploy of the winner is judged by its own gate like any deploy;
-* never commands (a commands hash) that FAILED a gate anywhere in the journal: a deploy's canary
-  FAIL, or a gate an experiment ran on B. Rollback never offers them again; the operator can
-  still name one with `rollback --to`.
-
-The rule reads the operations' GateResults (journal/gates.py: suite, verdict, commands hash,
-whether an INCONCLUSIVE was accepted) and their serving evidence (the status record's
-`known_good` mark), never a step's name or its words. A journal an older version wrote records no
-GateResults: the one migrator (journal/schema.py) turns its gate steps into them when read, so it is judged as that
-version judged it, and re-judged by this rule: a `--no-canary` deploy an older version marked
-known-good is not one any more, and says why.
-"""
+"""Known-good: the one rule, judged over the whole journal (a pure function of its operations),
+asked by every reader. It reads GateResults and the serving mark, never a step's name or words;
+an older journal's gate steps are migrated to GateResults (schema.migrate). The rule itself:
+docs/deploy.md, "What known-good means"."""
 
 from __future__ import annotations
 
@@ -170,35 +146,32 @@ def arm_of(op: Operation, experiment: str) -> str | None:
     return "B" if tail.endswith("(B)") else "A" if tail.endswith("(A)") else None
 
 
+def _no(o: Operation, why: str) -> Judgement:
+    return Judgement(o.op, NOT, f"not known-good: {why}")
+
+
 def _own(o: Operation, experiments: set[str], good: dict[str, Judgement]) -> Judgement:
     """The judgement of `o` by its own records (and, for a rollback, what it restored)."""
-
-    def no(why: str) -> Judgement:
-        return Judgement(o.op, NOT, f"not known-good: {why}")
-
     if o.status is not Status.SUCCEEDED:
-        return no(_ended(o))
+        return _no(o, _ended(o))
     if not o.components:
-        return no("it recorded no deployment")
+        return _no(o, "it recorded no deployment")
     if o.scope is not None:
-        return no(
+        return _no(
+            o,
             f"a partial restart ({', '.join(o.scope.get('restarted') or [])}) is not a "
-            "proven unit"
+            "proven unit",
         )
     arm = next((e for e in experiments if arm_of(o, e)), None)
     if arm is not None:
-        return no(f"a block of A/B experiment {arm} (an experiment's arm is never known-good)")
+        return _no(o, f"a block of A/B experiment {arm} (an experiment's arm is never known-good)")
     if not o.proven:
-        return no("the unit was never proven by generations through the router")
+        return _no(o, "the unit was never proven by generations through the router")
     return _by_gate(o, good)
 
 
 def _by_gate(o: Operation, good: dict[str, Judgement]) -> Judgement:
     """A proven whole-unit deploy or rollback, judged by its gate (or what a rollback restored)."""
-
-    def no(why: str) -> Judgement:
-        return Judgement(o.op, NOT, f"not known-good: {why}")
-
     gate = gate_of(o)
     if gate is not None and not gate.accepted:
         return Judgement(
@@ -220,12 +193,13 @@ def _by_gate(o: Operation, good: dict[str, Judgement]) -> Judgement:
             return Judgement(
                 o.op,
                 src.rank,
-                f"known-good: restored the commands of {src.op} " f"({src.why.split(': ', 1)[-1]})",
+                f"known-good: restored the commands of {src.op} ({src.why.split(': ', 1)[-1]})",
             )
-        return no(
-            "it restored commands that were never known-good (named with --to) and ran " "no gate"
+        return _no(
+            o,
+            "it restored commands that were never known-good (named with --to) and ran no gate",
         )
-    return no("no canary gate ran (--no-canary, or an experiment's deploy)")
+    return _no(o, "no canary gate ran (--no-canary, or an experiment's deploy)")
 
 
 def gate_of(o: Operation) -> GateResult | None:

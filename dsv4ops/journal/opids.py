@@ -1,12 +1,6 @@
 """Operation ids such as 'd-20261129T150102-3fa9': sortable by time, never drawn twice by one
-process.
-
-Four hex digits a second: two draws in one second collide 1 in 65,536, and thirty in one second
-from one process (a test's deploys, an A/B's blocks) met such a pair once; the journal then
-folded two operations into one, and the known-good list lost the newer (a full `make test`,
-tests/journal/cache_test.py). An id this process already drew is drawn again. Two processes
-drawing in the same second are left to that chance (1 in 65,536 a pair).
-"""
+process (thirty draws in one second once met a 1-in-65,536 pair and folded two operations into
+one); two processes in one second are left to that chance."""
 
 from __future__ import annotations
 

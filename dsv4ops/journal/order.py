@@ -1,8 +1,5 @@
-"""The index's entries in the journal's order (journal/entries.py's Table, placed): what the
-store's readers walk. Finding the operations of some kinds, statuses or profile reads the
-columns' one-byte codes (a mask made in C, then `find`), not one Entry per operation, so a walk
-over a 10^6-record journal that finds nothing costs milliseconds (issue 21).
-"""
+"""The index's entries in the journal's order (entries.Table, placed): walks by kind, status or
+profile read the one-byte codes (a mask, then `find`), never one Entry per operation."""
 
 from __future__ import annotations
 

@@ -1,27 +1,9 @@
-"""The journal's file rules, stdlib only: written by the operator's store (`journal/store.py`)
-and by the target agent (`remote/agent/journal.py`, shipped in the agent zip), so they exist once.
-
-A journal file holds one JSON record per line. An append is one `write` on an O_APPEND
-descriptor, fsynced before it returns. A crash mid-write can leave at most a torn last line:
-readers skip it, and the next append first terminates it so later records stay intact.
-
-A record is identified by its operation id and its sequence number among that operation's
-records in the file (`record_keys`): the merge of an operator-side journal into the target's
-appends exactly the records whose identity the target's file does not hold yet.
-
-The file is opened with O_NOFOLLOW and checked before a byte is read or written (`_open`): a
-regular file owned by this user and writable by nobody else. A journal path replaced by a
-symlink (to a victim file) or by someone else's file is refused with UnsafeJournalFile, so an
-append can never land in another file and a read never passes another file off as the record.
-O_NOFOLLOW guards only the last component, so the two directories above it are walked one at a
-time (`_open_dir`: os.open(part, O_NOFOLLOW|O_DIRECTORY, dir_fd=parent)) from the project root /
-the agent's home (`_base`): a symlinked `.dsv4ops/<target>/` or `.dsv4ops/journal/` is refused
-too, and the file is opened relative to the last directory's fd.
-
-A reader holding the first `offset` bytes of a journal proves its copy is a prefix by the hash of
-its last WINDOW bytes and the offset (`window_sha256`), not by hashing the whole file: O(1) per
-call at 10^6 records. A copy that is shorter or whose window differs gets everything (`read_since`).
-"""
+"""The journal's file rules, stdlib only, used by the operator's store and by the target agent
+(shipped in its zip): one JSON record per line, each append one fsynced O_APPEND write (a torn
+last line is terminated by the next), files opened without following a symlink in the two
+directories above them (`_open_dir`) and refused unless this user's (UnsafeJournalFile), record
+identity for merges (`record_keys`), and the size + 64 KiB window proof of a copy
+(`window_sha256`, `read_since`). docs/deploy.md, "The journal" ("The file itself")."""
 
 from __future__ import annotations
 

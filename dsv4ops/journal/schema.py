@@ -1,14 +1,6 @@
-"""The journal's record types, declared once: a tagged union (`Record`) of one frozen class per
-record kind, each with the record version; `parse_record` is the one reader of a record line's
-JSON (every reader: the fold, the index, the view, damage reports), `to_json` the one writer.
-
-Every format that shipped reads through one migrator (`migrate`, below): `FORMATS` lists what
-each lacked. A field a format lacked reads as its declared default (`parse_record` reads one
-shape, strictly); a gate step of an operation begun before GateResults gets the GateResult its
-version judged it by (`migrate`, called by the fold for every record of an operation: it needs
-the operation's begin). A record of the wrong type raises `RecordError` ("where: why"): the
-readers report that line (journal/damage.py) and read the rest.
-"""
+"""The journal's record types, declared once: a tagged union (`Record`) of frozen classes with
+the record version, one reader (`parse_record`, strict: `RecordError` "where: why") and one writer
+(`to_json`); every shipped format reads through one migrator (`migrate`, table `FORMATS`)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""The journal store: one append-only JSONL record per target.
-
-Where the record lives is the store's backend: `FileBackend` (a file under the state directory,
-the default) or the target's own record through its agent (`journal/target.py`, what
-the CLI composes), with the state directory's file as its offline cache. Either way the file
-rules are `dsv4ops/journal/recordfile.py`: every call's records are written with one `write` on an
-O_APPEND descriptor and fsynced before the call returns, so the step it announces runs only once
-the record is on disk. A crash mid-write can leave at most a torn last line: readers skip it
-(and say so), and the next append first terminates it so later records stay intact.
-"""
+"""The journal store: one append-only JSONL record per target, through a backend (`FileBackend`,
+or the target's record through its agent: target.py), read through its index (index.py, view.py).
+docs/deploy.md, "The journal"."""
 
 from __future__ import annotations
 

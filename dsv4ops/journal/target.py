@@ -1,27 +1,9 @@
 """The journal of record on the target (`<workdir>/journal.jsonl`), written through its agent,
-with the operator's state-directory file as its cache.
-
-* Reads sync the cache first: one agent call fetches what the cache lacks (or everything, when
-  the cache is not a prefix of the target's record), and `<target>.sync.json` next to the cache
-  records when and what was synced. Once an operation's own append (accepted by the agent as
-  the lock holder's) brought the cache up to date, its reads come from the cache: no other
-  operation can append meanwhile (the agent refuses an append from one not holding the lock).
-* Appends go to the target through the agent (`journal_append`: flocked, fsynced, torn-line
-  safe, refused once the writing operation no longer holds the deploy lock); the reply carries
-  the record's new tail, so the cache stays current in the same round trip.
-* A cache holding records not from the target (an older operator-side journal, a plain file
-  Journal's write, records the record could not take: `keep`) is merged into the record, once:
-  the agent appends those whose (op id, sequence) it lacks after a `merge` record (who, whence).
-* The cache unwritable (a full disk): a command goes on from a temporary copy (`_to_spare`),
-  warned; a reader that cannot write even that reads the cache as last synced.
-* The target unreachable: a read-only caller (`offline_ok`) gets the cache, `describe()` says
-  so (and its age); anyone else a TargetError saying nothing was changed.
-* The target's record shorter than, or diverging from, a cache that was a faithful copy of it
-  (restored from a backup, replaced, truncated): history is never dropped. The cache as it was
-  is kept whole next to it (`<target>.jsonl.diverged`), the cache follows the target's record,
-  `describe()` says which copy is newer, and every mutating caller is refused (JournalError)
-  until `dsv4ops journal --merge` appends the kept copy's missing records to the record.
-"""
+with the operator's state-directory file as its cache: sync by size + window proof, appends whose
+reply carries the new tail, the merge of local records, a temporary copy when the cache cannot
+be written, the cache when the target is unreachable (`offline_ok`), a record that lost history
+kept as `.diverged` until merged or healed. docs/deploy.md, "The journal" ("The cache", "The
+merge", "A record that lost history", "The target unreachable")."""
 
 from __future__ import annotations
 
@@ -33,7 +15,7 @@ import tempfile
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from dsv4ops.clock import Clock, SystemClock, age_s, utc_now_iso
 from dsv4ops.errors import AgentCallError, DiskFullError, JournalError, TargetError
@@ -43,6 +25,7 @@ from dsv4ops.journal.schema import MergeRecord, to_json
 from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.whoami import local_host, operator_identity
 
+R = TypeVar("R")
 OFFLINE_HINT = (
     "the journal of record lives on the target: mutating commands need it; `dsv4ops status` "
     "and `dsv4ops journal` answer from the local cache meanwhile"
@@ -334,16 +317,14 @@ class TargetJournal:
     # -- local files -----------------------------------------------------------------------------
 
     def _cache_proof(self) -> tuple[int, str]:
-        try:
-            return recordfile.proof(str(self.path))
-        except OSError as exc:
-            raise JournalError(
-                f"cannot read the journal cache {self.path}: {exc.strerror}"
-            ) from exc
+        return self._read_cache(recordfile.proof)
 
     def _cache_bytes(self) -> bytes:
+        return self._read_cache(recordfile.read_bytes)
+
+    def _read_cache(self, read: Callable[[str], R]) -> R:
         try:
-            return recordfile.read_bytes(str(self.path))
+            return read(str(self.path))
         except OSError as exc:
             raise JournalError(
                 f"cannot read the journal cache {self.path}: {exc.strerror}"

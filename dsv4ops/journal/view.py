@@ -1,19 +1,13 @@
-"""One read of a journal through its index (journal/index.py): operations and records loaded only
-when asked for, so `status`, `journal -n 20`, rollback's known-good list and deploy's lookups
-read the records of the operations they show, not the 10^6 others.
-
-`Operations` is a Sequence[Operation] in the journal's order (what `records.fold` +
-`place_merged` give for the same bytes); an item is folded from its own records when first
-touched. The known-good rule judges the index's `knowngood.essentials` of every deploy,
-rollback and experiment, which it reads exactly as it reads the whole operations.
-"""
+"""One read of a journal through its index: `Operations` (a Sequence in the journal's order,
+each folded from its own records when first touched), `Records`, `KnownGood`; the known-good
+rule judges the index's `knowngood.essentials`."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from typing import overload
+from typing import TypeVar, overload
 
 from dsv4ops.errors import JournalError
 from dsv4ops.journal import checkpoint, damage, knowngood, recordfile
@@ -23,6 +17,8 @@ from dsv4ops.journal.order import Placed
 from dsv4ops.journal.records import Kind, Operation, Status, fold_into
 from dsv4ops.journal.schema import Record, RecordError, parse_record
 from dsv4ops.jsontypes import JSONObject
+
+T = TypeVar("T")
 
 
 class View:
@@ -114,7 +110,16 @@ class View:
         return out[::-1]
 
 
-class Operations(Sequence[Operation]):
+class _Lazy(Sequence[T]):
+    """A lazy Sequence equal to any Sequence of the same items (never hashed)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class Operations(_Lazy[Operation]):
     """The journal's operations, each folded from its own records when first touched."""
 
     def __init__(self, view: View) -> None:
@@ -139,11 +144,6 @@ class Operations(Sequence[Operation]):
 
     def __reversed__(self) -> Iterator[Operation]:
         return (self._view.load(e) for e in reversed(self._order))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
 
     def newest_first(
         self,
@@ -190,7 +190,7 @@ class Operations(Sequence[Operation]):
         return self._order
 
 
-class Records(Sequence[Record]):
+class Records(_Lazy[Record]):
     """Every valid record in order; the length is the index's, the records are parsed (all of
     them: journal/store.py's tail() reads only the last ones) when first touched."""
 
@@ -222,13 +222,8 @@ class Records(Sequence[Record]):
     def __iter__(self) -> Iterator[Record]:
         return iter(self._records())
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
 
-    __hash__ = None  # type: ignore[assignment]
-
-
-class KnownGood(Sequence[Operation]):
+class KnownGood(_Lazy[Operation]):
     """The known-good deployments in rollback's order (View.known_good): positions found as
     they are asked for (the newest pass is found first), each operation loaded when read."""
 
@@ -273,11 +268,6 @@ class KnownGood(Sequence[Operation]):
     def __bool__(self) -> bool:
         self._upto(1)
         return bool(self._found)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __iter__(self) -> Iterator[Operation]:
         n = 0
