@@ -76,7 +76,7 @@ def open_target(
         # First contact is the record: an unreachable target refuses the command here, before
         # anything else is tried, with the one sentence that says nothing was changed.
         try:
-            journal.records()
+            journal.sync()
         except BaseException:
             session.close()
             raise

@@ -24,7 +24,7 @@ from dsv4ops.journal.schema import (
     parse_record,
     to_json,
 )
-from dsv4ops.journal.view import Operations, Records, View
+from dsv4ops.journal.view import Operations, View
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.whoami import operator_identity
 
@@ -302,9 +302,13 @@ class Journal:
             "it), then retry; `dsv4ops journal` and `dsv4ops status` read the rest meanwhile",
         )
 
-    def records(self) -> Records:
-        """Every valid record in order (a lazy Sequence: parsed when first touched); torn lines
-        are skipped and listed in skipped_lines."""
+    def sync(self) -> None:
+        """Read the journal once (a target's record: its cache synced), as every read does."""
+        self._view()
+
+    def records(self) -> list[Record]:
+        """Every valid record in order (the whole journal: for tests and small journals; torn
+        lines are skipped and listed in skipped_lines)."""
         return self._view().records()
 
     def tail_records(self, n: int) -> list[Record]:

@@ -1,5 +1,5 @@
 """One read of a journal through its index: `Operations` (a Sequence in the journal's order,
-each folded from its own records when first touched), `Records`, `KnownGood`; the known-good
+each folded from its own records when first touched) and `KnownGood`; the known-good
 rule judges the index's `knowngood.essentials`."""
 
 from __future__ import annotations
@@ -72,8 +72,14 @@ class View:
         within each), read off the judgements; each whole operation loaded only when reached."""
         return KnownGood(self)
 
-    def records(self) -> Records:
-        return Records(self)
+    def records(self) -> list[Record]:
+        """Every valid record in order (the whole journal parsed; damaged lines: warnings())."""
+        parsed, _ = recordfile.parse(bytes(self.buf))
+        out: list[Record] = []
+        for n, r in parsed:
+            with contextlib.suppress(RecordError):
+                out.append(parse_record(r, f"{self._index.path}:{n}"))
+        return out
 
     def _rebuild(self, exc: Stale) -> None:
         """The index did not hold (forged, or an edit its proof cannot see): scan anew."""
@@ -188,39 +194,6 @@ class Operations(_Lazy[Operation]):
     def entries(self) -> Placed:
         """The index entries in the same order (status, kind, running without a fold)."""
         return self._order
-
-
-class Records(_Lazy[Record]):
-    """Every valid record in order; the length is the index's, the records are parsed (all of
-    them: journal/store.py's tail() reads only the last ones) when first touched."""
-
-    def __init__(self, view: View) -> None:
-        self._view = view
-        self._all: list[Record] | None = None
-
-    def _records(self) -> list[Record]:
-        if self._all is None:
-            parsed, _ = recordfile.parse(bytes(self._view.buf))
-            where = self._view._index.path
-            self._all = []
-            for n, r in parsed:
-                with contextlib.suppress(RecordError):  # a damaged line: the index noted it
-                    self._all.append(parse_record(r, f"{where}:{n}"))
-        return self._all
-
-    def __len__(self) -> int:
-        return self._view.state.records
-
-    @overload
-    def __getitem__(self, i: int) -> Record: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Record]: ...
-
-    def __getitem__(self, i: int | slice) -> Record | list[Record]:
-        return self._records()[i]
-
-    def __iter__(self) -> Iterator[Record]:
-        return iter(self._records())
 
 
 class KnownGood(_Lazy[Operation]):

@@ -50,7 +50,7 @@ def target_status(session: TargetSession) -> tuple[StatusReport, Journal]:
     it was answered from. The target's record is synced once (the cache when the target is
     unreachable: then only what the journal says, nothing observed); every question is answered
     from that one copy: one view, one round trip."""
-    session.journal.records()
+    session.journal.sync()
     record = session.journal.source()
     snapshot = Journal(session.target.name, backend=FileBackend(session.journal.path))
     if record["source"] == "cache":
