@@ -115,10 +115,13 @@ bench-sglang: install
 # of `make test`; the `sglang-cpu` target of profiles/targets.yaml runs from it.
 # Then PD (tiny-cpu's mooncake over TCP and the RDMA user libraries it links, unpacked into the
 # folder, no root install: tools/sglang-cpu/setup_pd.sh, ~1 min), so the sglang-cpu target runs
-# from a fresh clone with nothing done by hand.
+# from a fresh clone with nothing done by hand. Then what tiny-cpu serves: the DSV4-speaking tool
+# model and deepseek-recipe 0.2.0 (tools/sglang-cpu/setup_tools.sh, ~10 s; it also upgrades an env
+# built before tiny-cpu served that model: .ready present, .ready-tools not).
 real-sglang: install
 	@test -f $(REAL_SGLANG)/.ready || bash tools/sglang-cpu/setup.sh $(REAL_SGLANG)
 	@test -f $(REAL_SGLANG)/.ready-pd || bash tools/sglang-cpu/setup_pd.sh $(REAL_SGLANG)
+	@test -f $(REAL_SGLANG)/.ready-tools || bash tools/sglang-cpu/setup_tools.sh $(REAL_SGLANG)
 
 # The live conformance run: the same probes against the twin and one real server, then the diff
 # (docs/twin.md, "Measured against the real server"), the PD flow, and the judges on the real

@@ -834,9 +834,14 @@ class PrefillDiesWhileRouterWaits(FakeControl):
 # a user runs it, and the decode's scheduler process found for the fault tests.
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-REAL_ENV_DIR = Path(os.environ.get("REAL_SGLANG") or REPO_ROOT / ".dsv4ops" / "sglang-cpu")
+# resolved: a checkout whose .dsv4ops/sglang-cpu links to another's env reaches the same journal,
+# which is never read through a symbolic link
+REAL_ENV_DIR = Path(
+    os.environ.get("REAL_SGLANG") or REPO_ROOT / ".dsv4ops" / "sglang-cpu"
+).resolve()
+# setup.sh, setup_pd.sh and setup_tools.sh (tiny-cpu's tool model and deepseek-recipe) all ran
 REAL_BUILT = os.environ.get("REAL_SGLANG") is not None and all(
-    (REAL_ENV_DIR / f).is_file() for f in (".ready", ".ready-pd")
+    (REAL_ENV_DIR / f).is_file() for f in (".ready", ".ready-pd", ".ready-tools")
 )
 REAL_WHY_SKIPPED = "needs the real-SGLang env (`make test-real-sglang`)"
 

@@ -222,6 +222,12 @@ def client_lag_limit_ms() -> float:
     return value
 
 
+# The tool-call parsers SGLang 0.5.23 serves through deepseek-recipe (chat_encoding.py
+# `resolve_chat_encoding_spec`: deepseekv4 -> dsv4, deepseekv41 -> dsv41): the recipe renders the
+# prompt and streams a call while it is decoded.
+RECIPE_TOOL_CALL_PARSERS = frozenset({"deepseekv4", "deepseekv41"})
+
+
 @dataclass(frozen=True)
 class Thresholds(CanaryThresholds):
     """Everything a suite is judged by: the profile's `canary` section (`CanaryThresholds`,
@@ -247,16 +253,27 @@ class Thresholds(CanaryThresholds):
     sweep_max_tokens: int = 512
     sweep_min_r2: float = 0.9
     soak_concurrency: int = 16
-    # SGLang's deepseekv4 detector streams nothing while a call's DSML is decoded (one delta when
-    # it closes): ~70 tokens, 7 s at 100 ms a step. The corruption suite, where every stream is
-    # a tool call, tolerates this much silence before it calls a stream stalled or the server
-    # frozen (the abort-cascade and smoke suites keep stall_s / freeze_s). 0.5.23 serves
-    # deepseekv4 through deepseek-recipe, which streams a call while it is decoded (twin/recipe.py):
-    # the allowance is then more than needed (docs/canary.md).
+    # A tool-call parser that streams nothing while a call is decoded (one delta when it closes:
+    # SGLang's function-call detectors, qwen's and the box's old deepseekv4 one, ~70 tokens, 7 s
+    # at 100 ms a step): the corruption suite, where every stream is a tool call, tolerates this
+    # much silence before it calls a stream stalled or the server frozen (the abort-cascade and
+    # smoke suites keep stall_s / freeze_s). 0.5.23 serves deepseekv4 and deepseekv41 through
+    # deepseek-recipe, which streams a call while it is decoded (a header, then argument pieces;
+    # twin/recipe.py): no silence to allow for (`tool_call_silence`, docs/canary.md).
     tool_call_silence_s: float = 15.0
+    # The deployment's --tool-call-parser (None: not known, the allowance kept)
+    tool_call_parser: str | None = None
     # The profile's canary.tool_calls: false for a model that cannot echo the request's nonce
     # (the tiny CPU model): no suite sends a tool-call request, and each verdict says so.
     tool_calls: bool = True
+
+    def tool_call_silence(self) -> float:
+        """Seconds of silence the corruption suite allows a tool-call stream: none for a parser
+        0.5.23 serves through deepseek-recipe (it streams the call as it is decoded), else
+        `tool_call_silence_s` (a detector that sends the call when it closes, or not known)."""
+        if self.tool_call_parser in RECIPE_TOOL_CALL_PARSERS:
+            return 0.0
+        return self.tool_call_silence_s
 
     def tool_calls_off_reason(self) -> str | None:
         """The verdict's line when the profile turned the tool-call checks off, else None."""
@@ -325,8 +342,11 @@ def _override_type(default: object, value: object) -> str | None:
 
 
 def thresholds_from_profile(profile: Profile) -> Thresholds:
-    """The thresholds a loaded profile's `canary` section sets (the others at their defaults)."""
-    return Thresholds.judging(profile.canary)
+    """The thresholds a loaded profile's `canary` section sets (the others at their defaults),
+    with the tool-call parser its model is served with."""
+    return replace(
+        Thresholds.judging(profile.canary), tool_call_parser=profile.model.tool_call_parser
+    )
 
 
 def buckets_from_profile(profile: Profile) -> tuple[int, ...]:

@@ -88,7 +88,9 @@ def resolve_endpoint(
     d = reach.deployment
     if d is not None:
         if profile is None:  # judged as the deployed profile was recorded
-            thresholds = Thresholds.judging(d.canary)
+            from dsv4ops.usecases.gate import thresholds_of
+
+            thresholds = thresholds_of(d)
             buckets = d.decode_buckets
         name = name or d.model_name
     workers = tuple(worker_urls) or reach.worker_urls

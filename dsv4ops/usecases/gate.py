@@ -32,10 +32,25 @@ SuiteRunner = Callable[
 
 def thresholds_of(deployment: Deployment) -> Thresholds:
     """The thresholds the deployment's profile sets in its `canary` section, as recorded
-    (`Deployment.canary`; RecordedSettingError for a value that does not fit)."""
+    (`Deployment.canary`; RecordedSettingError for a value that does not fit), with the
+    tool-call parser its decode was started with."""
+    from dataclasses import replace
+
     from dsv4ops.canary import Thresholds
 
-    return Thresholds.judging(deployment.canary)
+    judging = Thresholds.judging(deployment.canary)
+    return replace(judging, tool_call_parser=tool_call_parser_of(deployment))
+
+
+def tool_call_parser_of(deployment: Deployment) -> str | None:
+    """The decode's `--tool-call-parser` as it was started (its recorded argv; None: none)."""
+    argv = deployment.component("decode").argv
+    value = None
+    for i, arg in enumerate(argv):
+        head, eq, tail = arg.partition("=")
+        if head == "--tool-call-parser":
+            value = tail if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+    return value
 
 
 def buckets_of(deployment: Deployment) -> tuple[int, ...]:

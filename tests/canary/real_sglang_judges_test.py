@@ -1,10 +1,12 @@
 """The judges against the REAL server (`make test-real-sglang`, issue 38 item 4): real SGLang
 0.5.23 on CPU, PD over mooncake TCP, through the real router 0.3.2, profile `tiny-cpu`.
 
-A healthy unit: every suite that can judge the tiny model gives its verdict on requests the
-server served (none refused), and `watch --once` is OK. Then real faults in the real processes:
+A healthy unit: every suite gives its verdict on requests the server served (none refused), the
+corruption suite on the tool calls of the DSV4-speaking tiny model through 0.5.23's own
+deepseek-recipe parsing, and `watch --once` is OK. Then real faults in the real processes:
 the decode's scheduler SIGSTOPped (a real wedge: the HTTP front still answers, the batches stop)
-is a CRITICAL wedge finding and SIGCONT clears it; the scheduler SIGKILLed fails the canary.
+is a CRITICAL wedge finding and SIGCONT clears it, and the soak's and the corruption suite's
+watchdogs find it within tiny-cpu's freeze_s; the scheduler SIGKILLed fails the canary.
 Each verdict and reason is kept in `last-run/judges.json` beside the env (docs/twin.md's table
 of verdicts, twin vs real, is read from it). Skipped unless REAL_SGLANG names a built env.
 """
@@ -47,6 +49,7 @@ pytestmark = [
 # (suite, extra arguments): the soak shortened to what two loaded cores finish in minutes
 SUITES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("smoke", ()),
+    ("corruption", ()),
     ("abort-cascade", ()),
     ("sweep", ()),
     ("soak", ("--duration", "40")),
@@ -116,8 +119,8 @@ FREEZE_S = 10.0
 WATCHDOG_SLACK_S = 3.0
 
 
-def _canary_wedge(t: RealTarget, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
-    """`canary --suite soak` with the decode's scheduler SIGSTOPped 12 s in (the streams
+def _canary_wedge(t: RealTarget, capsys: pytest.CaptureFixture[str], *suite: str) -> dict[str, Any]:
+    """`canary --suite SUITE...` with the decode's scheduler SIGSTOPped 12 s in (the streams
     decoding) and SIGCONTed 12 s after the freeze check is due: verdict, reasons, and the
     watchdog's own detection latency."""
     scheduler = scheduler_of(_decode_pid(t, capsys))
@@ -126,7 +129,7 @@ def _canary_wedge(t: RealTarget, capsys: pytest.CaptureFixture[str]) -> dict[str
     stop.start()
     cont.start()
     try:
-        code, doc = t.run_json(capsys, "canary", "--suite", "soak", "--duration", "50")
+        code, doc = t.run_json(capsys, "canary", "--suite", *suite)
     finally:
         stop.cancel()
         cont.cancel()
@@ -258,13 +261,14 @@ def _decode_pid(t: RealTarget, capsys: pytest.CaptureFixture[str]) -> int:
 
 def _verdict(t: RealTarget, capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
     code, doc = t.run_json(capsys, "canary", *args)
-    cascade = doc.get("metrics", {}).get("cascade")  # the abort cascade's own counts
+    metrics = doc.get("metrics", {})
     return {
         "exit": code,
         "verdict": doc["verdict"],
         "reasons": doc["reasons"],
         "findings": doc["findings"],  # each reason's kind, as the judge decided it
-        "cascade": cascade,
+        "cascade": metrics.get("cascade"),  # the abort cascade's own counts
+        "tool_calls": metrics.get("tool_calls"),  # checked, and the bad ones with why
     }
 
 
@@ -325,6 +329,8 @@ def _judges(t: RealTarget, capsys: pytest.CaptureFixture[str], table: dict[str, 
             # never a verdict on requests the server refused (issue 38: every cascade stream
             # was refused for the context length and the report said "only 0 of 32 decoding")
             assert got["cascade"]["refused"] == 0, got
+        if suite in ("smoke", "corruption", "soak"):  # the model's calls were judged
+            assert got["tool_calls"]["checked"] > 0 and "skipped" not in reason_kinds(got), got
         assert "refused" not in reason_kinds(got), got
         assert judged_pass(got), got
     code, out = t.run(capsys, "watch", "--once")
@@ -351,7 +357,12 @@ def _judges(t: RealTarget, capsys: pytest.CaptureFixture[str], table: dict[str, 
     assert seen["cleared_s"] is not None, seen
 
     # the canary's own watchdog: the scheduler SIGSTOPped mid-soak, SIGCONTed after
-    table["soak SIGSTOP"] = got = _canary_wedge(t, capsys)
+    table["soak SIGSTOP"] = got = _canary_wedge(t, capsys, "soak", "--duration", "50")
+    assert got["verdict"] in ("FAIL", "INCONCLUSIVE") and "hang" in reason_kinds(got), got
+    assert got["detected_s"] is not None and got["detected_s"] <= FREEZE_S + WATCHDOG_SLACK_S, got
+    # the same in the corruption suite, every stream a tool call: deepseek-recipe streams a call
+    # while it is decoded, so no tool-call silence allowance (15 s) delays the finding
+    table["corruption SIGSTOP"] = got = _canary_wedge(t, capsys, "corruption")
     assert got["verdict"] in ("FAIL", "INCONCLUSIVE") and "hang" in reason_kinds(got), got
     assert got["detected_s"] is not None and got["detected_s"] <= FREEZE_S + WATCHDOG_SLACK_S, got
 

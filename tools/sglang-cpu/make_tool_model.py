@@ -5,7 +5,7 @@
 # from the canary's, the deploy probe's and watch's own request generators; seeded, on CPU.
 #   make_tool_model.py OUT_DIR [--steps N] [--seed S] [--threads T]
 # Run it with the sglang-cpu venv's python (torch, transformers, sglang) and deepseek-recipe
-# importable (setup.sh installs it into that venv).
+# importable (setup_tools.sh installs it into that venv).
 # What it answers (greedy):
 #   - a request with `CALL <tool> <json>` lines → DSML as DSV4 writes it (`\n\n<｜DSML｜tool_calls>`
 #     … `</｜DSML｜tool_calls>` then EOS, `｜DSML｜` its own token), the arguments copied exactly

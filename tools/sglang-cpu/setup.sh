@@ -20,24 +20,9 @@ mkdir -p "$DIR"; cd "$DIR"
   orjson "pyzmq>=25.1.2" psutil "prometheus-client>=0.20.0" pydantic requests numpy setproctitle msgspec pybase64 partial_json_parser \
   einops interegular python-multipart tqdm regex scipy pillow xxhash zstandard packaging blobfile tiktoken distro watchfiles \
   "openai==2.8.0" "openai-harmony==0.0.4" "anthropic>=0.20.0" python-dateutil easydict gguf IPython dill apache-tvm-ffi==0.1.11 \
-  compressed_tensors xgrammar==0.2.7 jsonschema soundfile sglang-router==0.3.2 \
-  "deepseek-recipe==0.2.0"  # sglang's own pin: --tool-call-parser deepseekv4 renders prompts with it
+  compressed_tensors xgrammar==0.2.7 jsonschema soundfile sglang-router==0.3.2
+# deepseek-recipe (sglang's pin for --tool-call-parser deepseekv4) and the tool model: setup_tools.sh
 rm -rf shim; cp -r "$HERE/shim" shim
 ./venv/bin/python "$HERE/make_model.py" "$DIR/model"
-# the tiny model that writes DSV4's DSML on deepseek-recipe's prompts (README.md; no profile serves
-# it yet): the committed weights (tool-model/, make_tool_model.py's stages below); SGLANG_CPU_RETRAIN=1
-# trains them again (a model of the same kind, not the same bits; the stages took ~50 min here, on
-# 2 cores shared with other work)
-if [ "${SGLANG_CPU_RETRAIN:-0}" = 1 ]; then
-  T="$DIR/tool-model.stages"; rm -rf "$T"; mkdir -p "$T"
-  M=(./venv/bin/python "$HERE/make_tool_model.py")
-  "${M[@]}" "$T/1" --one-kind --batch-tokens 2000 --stop-after 1201 --final-n 0
-  "${M[@]}" "$T/2" --resume "$T/1" --steps 500 --lr 1e-3 --warmup 20 --stop-after 251 --final-n 0
-  "${M[@]}" "$T/3" --resume "$T/2" --steps 160 --lr 4e-4 --warmup 5 --final-n 0
-  "${M[@]}" "$DIR/tool-model" --resume "$T/3" --steps 400 --lr 3e-4 --warmup 10
-  rm -rf "$T"
-else
-  rm -rf "$DIR/tool-model"; cp -r "$HERE/tool-model" "$DIR/tool-model"
-fi
 touch "$DIR/.ready"
 echo "ready: $DIR (serve with $HERE/serve.sh $DIR)"

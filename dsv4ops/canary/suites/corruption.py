@@ -68,8 +68,9 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
     sessions = ctx.concurrency or th.stress_concurrency
     nonces = NonceBook()
     problems: dict[str, list[ToolProblem]] = {}
-    # A tool call is silent until its DSML closes: allow that before calling a hang.
-    silence = th.tool_call_silence_s
+    # A parser that sends a call only when its DSML closes leaves the stream silent until then:
+    # allow that before calling a hang (none for deepseek-recipe's streaming, 0.5.23's deepseekv4)
+    silence = th.tool_call_silence()
     quiet = dataclasses.replace(
         ctx,
         thresholds=dataclasses.replace(
