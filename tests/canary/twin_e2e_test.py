@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from dsv4ops.canary import SuiteResult, Thresholds, Verdict, run_suite
+from dsv4ops.canary import SuiteResult, Thresholds, Verdict, run_suite, thresholds_from_profile
 from dsv4ops.canary.stats import steady_window
 from dsv4ops.canary.suites import smoke
 from dsv4ops.metrics.prom import parse_text, server_gauges
@@ -252,6 +252,32 @@ def test_each_forced_corruption_shape_fails_the_corruption_suite_for_its_reason(
     assert not any("invalid_json" in r or "no tool calls" in r for r in result.reasons)
     logged = {e.get("shape") for e in safe_stack.events() if e["event"] == "corrupted"}
     assert shape in logged
+
+
+def test_tiny_cpus_tolerance_still_fails_a_unit_that_corrupts_its_calls() -> None:
+    """`tiny-cpu` tolerates a quarter of bad calls (`corruption_max_rate: 0.25`: its tiny tool
+    model misses about 1 call in 400 on a healthy unit, docs/canary.md): a twin that corrupts
+    every tool call (the corrupt hazard forced on every request) still FAILs its corruption suite,
+    judged by tiny-cpu's own thresholds (4 sessions), for the calls."""
+    th = thresholds_from_profile(load_profile("tiny-cpu"))
+    assert (th.corruption_max_rate, th.stress_concurrency) == (0.25, 4)
+    env = {**BASE_ENV, "DSV4_TWIN_FORCE": "corrupt", "DSV4_TWIN_CORRUPT_PROB": "1"}
+    with twin_stack(
+        router=True, env=env, prefill_args=["--enable-metrics"], decode_args=SAFE_DECODE
+    ) as stack:
+        result = run_suite(
+            "corruption",
+            stack.router_url,
+            worker_urls=[stack.prefill.url, stack.decode.url],
+            thresholds=th,
+            buckets=STEP8,
+        )
+    assert result.verdict is Verdict.FAIL, result.reasons
+    # every call bad: corruption, or (every call dropped) no call at all; never a pass
+    assert any(
+        r.startswith("FAIL: tool-call corruption") or "made no tool calls" in r
+        for r in result.reasons
+    ), result.reasons
 
 
 def test_thinking_mode_passes_and_its_reasoning_is_seen(safe_stack: TwinStack) -> None:
