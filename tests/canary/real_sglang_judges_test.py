@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -254,6 +255,12 @@ def _wait_routed(port: int, proc: subprocess.Popen[bytes], budget_s: float) -> f
     return None
 
 
+def _warnings_only(out: str, codes: set[str]) -> bool:
+    """`watch` text output whose findings are all WARNINGs of these codes (and at least one)."""
+    found = re.findall(r"^\s+(WARNING|CRITICAL|INFO) (\w+)", out, flags=re.MULTILINE)
+    return bool(found) and all(level == "WARNING" and code in codes for level, code in found)
+
+
 def _decode_pid(t: RealTarget, capsys: pytest.CaptureFixture[str]) -> int:
     _, report = t.run_json(capsys, "status")
     return int(next(c["pid"] for c in report["components"] if c["name"] == "decode"))
@@ -349,7 +356,11 @@ def _judges(t: RealTarget, capsys: pytest.CaptureFixture[str], table: dict[str, 
     assert code == 2 and ("decode_wedged" in out or "probe_stalled" in out), out
     code, out = t.run(capsys, "watch", "--once")
     table["watch SIGCONT"] = {"exit": code, "out": out[-2000:]}
-    assert code == 0, out
+    # the wedge cleared: nothing CRITICAL. The probes in flight when the scheduler stopped lose
+    # their KV transfer, and the decode may count that only after SIGCONT: a true WARNING
+    # pd_transfer_degraded then, and nothing else (seen 2026-12-07: its counter 1 -> 2 in the
+    # second round after SIGCONT, with the generation and the tool-call probes both stopped)
+    assert code == 0 or (code == 4 and _warnings_only(out, {"pd_transfer_degraded"})), out
 
     # a wedge while watch's probe stream is mid-generation: found from the stream's silence
     table["watch stream wedge"] = seen = _stream_wedge(t, capsys)
