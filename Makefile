@@ -126,9 +126,11 @@ real-sglang: install
 # The live conformance run: the same probes against the twin and one real server, then the diff
 # (docs/twin.md, "Measured against the real server"), the PD flow, and the judges on the real
 # unit (healthy, then SIGSTOP/SIGKILL of its schedulers). Starts real servers (~3.5 GB, ~100 s
-# each); 12-26 min on a 2-core machine. `nice -n -10`: the unit under test and its client
-# (children inherit it) get the CPU before unrelated work, as a box's schedulers have cores of
-# their own; a non-root user gets a warning from nice and the run goes on at normal priority.
+# each); 12-38 min on a 2-core machine (2026-12-07, the tool model, beside other work: the
+# conformance diff 3 min, the flow 18, the judges 17). `nice -n -10`: the unit under test and
+# its client (children inherit it) get the CPU before unrelated work, as a box's schedulers have
+# cores of their own; a non-root user gets a warning from nice and the run goes on at normal
+# priority.
 test-real-sglang: real-sglang
 	REAL_SGLANG=$(CURDIR)/$(REAL_SGLANG) nice -n -10 $(BIN)/python -m pytest -q -m real_sglang tests/twin/real_sglang_test.py tests/orchestrate/real_sglang_flow_test.py tests/canary/real_sglang_judges_test.py
 
