@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from dsv4ops.apikey import API_KEY_FLAG, ApiKeyRef
+from dsv4ops.errors import RecordedSettingError
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.recorded import RecordedFields, recorded_grace
 from dsv4ops.secrets import REDACTED, redact_argv, redact_env
 from dsv4ops.timings import STOP_GRACE_S
 
+T = TypeVar("T")
 START_ORDER: tuple[str, ...] = ("prefill", "decode", "router")
 ANY_ADDRESS: frozenset[str] = frozenset({"", "0.0.0.0", "::", "[::]"})
 
@@ -122,12 +125,16 @@ class Component:
         }
 
     @classmethod
-    def from_record(cls, data: object, *, op: str | None = None) -> Component:
+    def from_record(
+        cls, data: object, *, op: str | None = None, observe_only: bool = False
+    ) -> Component:
         """Rebuild from `to_record()` output, or from a record written before metrics_port,
         bootstrap_port and bind_host were recorded (then read from ports and argv). `op`: the
         journal operation that recorded it. A field that does not fit raises
         RecordedSettingError naming the operation and `components.<name>.<key>`: never read
-        as a default."""
+        as a default. `observe_only` (status, which never stops a process nor sends the
+        router's key): a damaged stop grace or key reference is not read (the default grace, no
+        key); status names it as a finding instead (orchestrate/status_recorded.py)."""
         r = RecordedFields.of(data, op)
         name, argv = r.name, r.argv()
         port = r.integer("port", 0)
@@ -146,9 +153,21 @@ class Component:
             metrics_port=metrics or legacy[0],
             bootstrap_port=bootstrap,
             bind_host=bind,
-            api_key=r.key_from(),
-            stop_grace_s=recorded_grace(r.raw("stop_grace_s"), where=r),
+            api_key=_unless(observe_only, r.key_from, None),
+            stop_grace_s=_unless(
+                observe_only, lambda: recorded_grace(r.raw("stop_grace_s"), where=r), STOP_GRACE_S
+            ),
         )
+
+
+def _unless(observe_only: bool, read: Callable[[], T], unread: T) -> T:
+    """`read()`; when `observe_only`, `unread` instead of a RecordedSettingError."""
+    try:
+        return read()
+    except RecordedSettingError:
+        if not observe_only:
+            raise
+        return unread
 
 
 def argv_value(argv: Sequence[str], flag: str) -> str | None:

@@ -234,9 +234,11 @@ class Deployment:
         components: Sequence[object],
         *,
         source_op: str | None = None,
+        observe_only: bool = False,
     ) -> Deployment:
         """Rebuild the exact Deployment a journal operation recorded (any journal version).
-        A field that does not fit raises RecordedSettingError naming `profile.<key>`."""
+        A field that does not fit raises RecordedSettingError naming `profile.<key>`.
+        `observe_only`: for status, which reads no stop grace nor key (Component.from_record)."""
         if profile is not None and not isinstance(profile, Mapping):
             raise RecordedSettingError(
                 source_op, "profile", profile, "a mapping", hint=_mend("profile", source_op)
@@ -263,7 +265,10 @@ class Deployment:
                 )
         return cls(
             profile_name=text("name") or "unnamed",
-            components=tuple(Component.from_record(c, op=source_op) for c in components),
+            components=tuple(
+                Component.from_record(c, op=source_op, observe_only=observe_only)
+                for c in components
+            ),
             profile_path=text("path"),
             git_commit=text("git_commit"),
             commands_hash=text("commands_hash") or "",

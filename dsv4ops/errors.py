@@ -140,6 +140,7 @@ class RecordedSettingError(JournalError):
         self.op = op
         self.key = key
         self.value = value
+        self.expected = expected
 
 
 class DeployError(DsOpsError):

@@ -65,6 +65,12 @@ def for_health(word: str) -> int:
     return {"HEALTHY": OK, "NOT HEALTHY": FAILED, "STOPPED": FAILED}.get(word, UNDECIDED)
 
 
+def for_status(word: str, *, damaged: bool) -> int:
+    """`status`'s code: for_health's, except that a damaged recorded setting (deploy, rollback
+    and stop refuse until it is mended) is a problem found: FAILED, whatever the word."""
+    return FAILED if damaged else for_health(word)
+
+
 def for_severity(name: str) -> int:
     """A watch round's worst finding: ok 0, critical 2, anything else (warning, unknown) 4."""
     return {"ok": OK, "critical": FAILED}.get(name.lower(), UNDECIDED)

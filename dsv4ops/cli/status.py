@@ -181,7 +181,7 @@ def render(report: StatusReport) -> list[str]:
         lines.append(f"drift: {item}")
     for item in report["attention"]:
         lines.append(f"attention: {item}")
-    lines += _open_lines(report)
+    lines += _open_lines(report) + _damage_lines(report)
     record = report.get("record")
     if record and record.get("diverged"):  # the target's record lost history: mutations refuse
         from dsv4ops.cli.journal import record_line
@@ -233,7 +233,16 @@ def render_offline(report: StatusReport) -> list[str]:
         lines.append("last recorded deployment: nothing recorded")
     for o in report["in_flight"]:
         lines.append(f"attention: {o['kind']} {o['id']} of {o['profile'] or '-'} never ended")
-    return lines + _open_lines(report)
+    return lines + _open_lines(report) + _damage_lines(report)
+
+
+def _damage_lines(report: StatusReport) -> list[str]:
+    """Each damaged recorded setting in the words deploy, rollback and stop refuse with, and
+    what status could not show because of it."""
+    lines: list[str] = []
+    for d in report.get("recorded_damage", []):
+        lines += [f"damaged record: {d['message']}", f"  hint: {d['fix']}"]
+    return lines + [f"not shown: {item}" for item in report.get("not_shown", [])]
 
 
 def _router_details(c: ComponentRow) -> str:

@@ -10,7 +10,6 @@ what to do about it. Read-only: it never changes the target or the journal.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -18,7 +17,7 @@ from dsv4ops.deployment import START_ORDER, Component, Deployment
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.backend import JournalSource
 from dsv4ops.journal.records import Operation, judged_json
-from dsv4ops.journal.store import UNKNOWN, Journal
+from dsv4ops.journal.store import Journal
 from dsv4ops.jsontypes import JSONValue
 from dsv4ops.orchestrate.attention import attention_notes
 from dsv4ops.orchestrate.control import TargetControl
@@ -30,6 +29,12 @@ from dsv4ops.orchestrate.drift import (
 )
 from dsv4ops.orchestrate.health import stopped_by
 from dsv4ops.orchestrate.partial import describe_mix, is_mixed
+from dsv4ops.orchestrate.status_recorded import (
+    damage_json,
+    recorded_processes,
+    recorded_view,
+    started_by,
+)
 from dsv4ops.orchestrate.status_report import (
     ComponentRow,
     DeployedRow,
@@ -39,7 +44,7 @@ from dsv4ops.orchestrate.status_report import (
     ServerInfo,
     StatusReport,
 )
-from dsv4ops.orchestrate.unmanaged import last_deployment, ports_to_check, unmanaged
+from dsv4ops.orchestrate.unmanaged import ports_to_check, unmanaged
 from dsv4ops.orchestrate.workload import load_of, metrics_request
 from dsv4ops.remote.base import ProcessState
 from dsv4ops.remote.results import HttpReply, HttpRequest
@@ -74,13 +79,17 @@ def gather_status(
 ) -> StatusReport:
     """A JSON-ready status report. Raises only for an unreachable target."""
     current = journal.deployed()
-    deployed = current.deployment() if current and current.components else None
-    last = deployed or last_deployment(journal)  # nothing running: the profile deployed last
+    view = recorded_view(journal)  # never refuses: a damaged field is a finding (issue 42)
+    deployed, last = view.deployed, view.last  # nothing running: the profile deployed last
     states = control.status(list(START_ORDER), ports_to_check(last, render_now))
     infos: dict[str, HttpReply] = {}
     replies = _fetch(control, _requests(states, deployed))
     components = [_component(name, states[name], deployed, replies, infos) for name in START_ORDER]
-    drift = process_drift(states, deployed, _recorded_processes(journal), _started_by(journal))
+    drift = (
+        process_drift(states, deployed, recorded_processes(journal), started_by(journal))
+        if deployed is not None or not view.running  # running but unreadable: not shown
+        else []
+    )
     if current is not None and is_mixed(current):
         # A partial restart left a mix: say what runs; the profile comparison would only repeat
         # that the kept parts are not the profile's.
@@ -93,30 +102,7 @@ def gather_status(
             drift += profile_drift(deployed, render_now(deployed.profile_name))
         except DsOpsError as exc:
             drift += profile_drift(deployed, None, str(exc))
-    kernel: KernelRow | None = None
-    if deployed is not None and deployed.kernel_package:
-        ref = deployed.kernel_package
-        active = _active_package(kernels, ref)
-        loaded = _decode_package(
-            control,
-            states["decode"],
-            infos.get("decode"),
-            kernels,
-            ref,
-            deployed.component("decode"),
-        )
-        kernel_drift = kernel_package_drift(deployed.profile_name, ref, active, loaded)
-        drift += kernel_drift
-        kernel = {
-            "deployed": ref,
-            "active": active.package if active.known else None,
-            "active_detail": active.text(),
-            "loaded": loaded.package if loaded.known else None,
-            "loaded_detail": loaded.text(),
-            # "in use: <plugin line> | <config lookup line>" when used (kernels/loaded.py)
-            "evidence": loaded.detail if loaded.package else None,
-            "drift": bool(kernel_drift),
-        }
+    kernel = _kernel_row(control, states, infos, kernels, deployed, drift)
     lock = control.lock_info()
     attention = attention_notes(journal, lock)
     healthy = (
@@ -124,60 +110,53 @@ def gather_status(
         and not drift
         and all(c["alive"] and c["healthy"] for c in components)
         and not attention
+        and not view.damage  # never HEALTHY on a record deploy, rollback and stop refuse
     )
     return {
         "target": target,
         "deployed": _deployed(current, journal),
         "components": components,
         "kernel_package": kernel,
-        "pd_timeouts": deployed.pd_timeouts() if deployed is not None else None,
+        "pd_timeouts": view.pd_timeouts(),
         "drift": drift,
         "lock": {"holder": dict(lock.holder), "stale": lock.stale} if lock else None,
         "attention": attention,
-        "unmanaged": unmanaged(deployed is not None, states, last),
+        "unmanaged": unmanaged(view.running, states, last),
         "stopped": stopped_by(journal, last) if current is None else None,
         "healthy": healthy,
+        "recorded_damage": [damage_json(e) for e in view.damage],
+        "not_shown": view.not_shown(),
     }
 
 
-_PID = re.compile(r"\bpid (\d+)\b")
-
-
-def _started_by(journal: Journal) -> dict[str, tuple[int | None, str]]:
-    """Components that operations after the last word on what runs started (an interrupted
-    deploy, or one that ended not knowing what it left): name -> (pid, who and how it ended)."""
-    ops = journal.operations()
-    word = next(
-        (
-            i
-            for i in range(len(ops) - 1, -1, -1)
-            if ops[i].status.terminal and ops[i].running is not None
-        ),
-        -1,
+def _kernel_row(
+    control: TargetControl,
+    states: Mapping[str, ProcessState],
+    infos: Mapping[str, HttpReply],
+    kernels: KernelStatus | None,
+    deployed: Deployment | None,
+    drift: list[str],
+) -> KernelRow | None:
+    """The deployment's kernel package: pinned, active, loaded (its drift added to `drift`)."""
+    if deployed is None or not deployed.kernel_package:
+        return None
+    ref = deployed.kernel_package
+    active = _active_package(kernels, ref)
+    loaded = _decode_package(
+        control, states["decode"], infos.get("decode"), kernels, ref, deployed.component("decode")
     )
-    out: dict[str, tuple[int | None, str]] = {}
-    for i in range(max(word, 0), len(ops)):  # only the operations after the last word are read
-        op = ops[i]
-        if i == word and op.running != UNKNOWN:
-            continue
-        how = (
-            f"which was interrupted {op.position}"
-            if not op.status.terminal
-            else f"which ended {op.status.value} not knowing what it left running"
-        )
-        for step in op.steps:
-            m = _PID.search(step.detail or "") if step.phase == "done" else None
-            if m and step.name.startswith("start "):
-                who = f"{op.kind.value} {op.op} of {op.profile_name or '-'}, {how}"
-                out[step.name.removeprefix("start ")] = (int(m.group(1)), who)
-    return out
-
-
-def _recorded_processes(journal: Journal) -> Mapping[str, Mapping[str, object]]:
-    for op in reversed(journal.operations()):
-        if op.status.terminal and op.running is not None:
-            return dict(op.processes)
-    return {}
+    kernel_drift = kernel_package_drift(deployed.profile_name, ref, active, loaded)
+    drift += kernel_drift
+    return {
+        "deployed": ref,
+        "active": active.package if active.known else None,
+        "active_detail": active.text(),
+        "loaded": loaded.package if loaded.known else None,
+        "loaded_detail": loaded.text(),
+        # "in use: <plugin line> | <config lookup line>" when used (kernels/loaded.py)
+        "evidence": loaded.detail if loaded.package else None,
+        "drift": bool(kernel_drift),
+    }
 
 
 def _deployed(op: Operation | None, journal: Journal) -> DeployedRow | None:
@@ -387,4 +366,5 @@ def journal_status(journal: Journal, *, target: str, record: JournalSource) -> S
         "deployed": _deployed(journal.deployed(), journal),
         "in_flight": [o.summary() for o in journal.in_flight()],
         "healthy": False,
+        "recorded_damage": [damage_json(e) for e in recorded_view(journal).damage],
     }

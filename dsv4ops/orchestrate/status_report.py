@@ -101,6 +101,19 @@ class DeployedRow(TypedDict):
     partial: list[str] | None  # the components a partial restart restarted
 
 
+class RecordedDamage(TypedDict):
+    """A field of the recorded deployment that does not fit its declaration (docs/deploy.md,
+    "Recorded settings"): deploy, rollback and stop refuse with `message` and `fix` (the
+    hint) until it is mended; status names it and goes on."""
+
+    op: str | None
+    key: str  # e.g. components.decode.stop_grace_s, flags.decode_buckets
+    value: object  # as recorded
+    expected: str
+    message: str
+    fix: str
+
+
 class LockRow(TypedDict):
     """The deploy lock: its holder as the lock file names it, and whether the holder is dead."""
 
@@ -158,6 +171,8 @@ class StatusReport(TypedDict):
     in_flight: NotRequired[list[OperationSummary]]  # as `journal --json` lists them
     record: NotRequired[JournalSource]  # where the journal was read (the backend's describe())
     journal_warnings: NotRequired[list[str]]
+    recorded_damage: NotRequired[list[RecordedDamage]]  # never HEALTHY while not empty
+    not_shown: NotRequired[list[str]]  # what the damage kept status from showing, and why
     open: NotRequired[list[OpenOperation]]
     status: NotRequired[str]
     exit: NotRequired[int]

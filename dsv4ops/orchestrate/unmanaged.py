@@ -14,8 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 
 from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DsOpsError
-from dsv4ops.journal.records import Kind
-from dsv4ops.journal.store import Journal
 from dsv4ops.orchestrate.status_report import UnmanagedRow
 from dsv4ops.remote.base import ProcessState
 
@@ -23,20 +21,11 @@ PROBE_PROFILE = "baseline"
 UNMANAGED = "UNMANAGED"
 
 
-def last_deployment(journal: Journal) -> Deployment | None:
-    """The deployment of the newest deploy or rollback that recorded one, however it ended
-    (None: the journal records none)."""
-    for op in journal.operations().newest_first(kinds=(Kind.DEPLOY, Kind.ROLLBACK)):
-        if op.components:
-            return op.deployment()
-    return None
-
-
 def ports_to_check(
     deployed: Deployment | None, render_now: Callable[[str], Deployment] | None
 ) -> dict[str, Sequence[int]] | None:
-    """The given deployment's ports (the running one, else the last recorded: last_deployment);
-    with none, those PROBE_PROFILE renders to."""
+    """The given deployment's ports (the running one, else the last recorded: status_recorded's
+    `last`); with none, those PROBE_PROFILE renders to."""
     if deployed is None and render_now is not None:
         try:
             deployed = render_now(PROBE_PROFILE)

@@ -109,7 +109,8 @@ def _runbook_name(reason: str | None) -> str | None:
 
 
 def with_word(report: StatusReport | EndpointReport) -> None:
-    """Give the report its one status word and that word's exit code (dsv4ops/exitcodes.py)."""
+    """Give the report its one status word and its exit code (dsv4ops/exitcodes.py): a damaged
+    recorded setting is FAILED (2) whatever the word."""
     word = health_word(report)
     report["status"] = word
-    report["exit"] = exitcodes.for_health(word)
+    report["exit"] = exitcodes.for_status(word, damaged=bool(report.get("recorded_damage")))

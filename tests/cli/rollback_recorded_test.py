@@ -118,19 +118,17 @@ def _edit_component(record: Path, op: str, name: str, key: str, value: object) -
     record.write_text("".join(lines))
 
 
-@pytest.mark.parametrize(
-    "verb", [["stop", "--yes"], ["rollback", "--to", "{op}", "--yes"], ["status"]]
-)
-@pytest.mark.parametrize(
-    ("name", "key", "value", "shown"),
-    [
-        ("decode", "stop_grace_s", "30s", "'30s', which is not a number of seconds above 0"),
-        ("prefill", "stop_grace_s", -5, "-5, which is not a number of seconds above 0"),
-        ("router", "stop_grace_s", 10_000, "10000, which is not a number of seconds above 0"),
-        ("decode", "port", "8100", "'8100', which is not a port number"),
-        ("router", "key_from", "ROUTER_KEY", "'ROUTER_KEY', which is not where the key lives"),
-    ],
-)
+DAMAGED_COMPONENT_FIELDS = [
+    ("decode", "stop_grace_s", "30s", "'30s', which is not a number of seconds above 0"),
+    ("prefill", "stop_grace_s", -5, "-5, which is not a number of seconds above 0"),
+    ("router", "stop_grace_s", 10_000, "10000, which is not a number of seconds above 0"),
+    ("decode", "port", "8100", "'8100', which is not a port number"),
+    ("router", "key_from", "ROUTER_KEY", "'ROUTER_KEY', which is not where the key lives"),
+]
+
+
+@pytest.mark.parametrize("verb", [["stop", "--yes"], ["rollback", "--to", "{op}", "--yes"]])
+@pytest.mark.parametrize(("name", "key", "value", "shown"), DAMAGED_COMPONENT_FIELDS)
 def test_a_hand_edited_component_field_is_named_and_nothing_is_stopped(
     env: OrchEnv,
     capsys: pytest.CaptureFixture[str],
@@ -154,6 +152,84 @@ def test_a_hand_edited_component_field_is_named_and_nothing_is_stopped(
     assert "Traceback" not in err and "internal error" not in err
     assert f"mend `{key}` of the {name} in `components` of the begin record of {op}" in err
     assert Journal(env.target).operations() == before
+
+
+@pytest.mark.parametrize(("name", "key", "value", "shown"), DAMAGED_COMPONENT_FIELDS)
+def test_status_names_a_damaged_component_field_as_a_finding_and_shows_the_rest(
+    env: OrchEnv,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    key: str,
+    value: object,
+    shown: str,
+) -> None:
+    """Status is read-only and what an operator runs first: it does not refuse. It names the
+    damaged field in the refusal's words (operation, key, value, the way back) as a finding,
+    shows what it observes, and exits 2 (a problem found), never HEALTHY. A field it needs (a
+    port) also says what it could not show; one it does not need (a grace, a key) hides
+    nothing."""
+    op = _known_good(env)
+    _edit_component(_record(env), op, name, key, value)
+    before = Journal(env.target).operations()
+
+    code = main(["status", "--target", env.target])
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    lines = out.splitlines()
+    assert lines[0] == f"target {env.target}: NOT HEALTHY", out
+    assert any(ln.startswith("deployed: baseline @ ") and op in ln for ln in lines), out
+    assert [
+        ln.split()[0] for ln in lines if ln.split()[:1] in (["prefill"], ["decode"], ["router"])
+    ] == [
+        "prefill",
+        "decode",
+        "router",
+    ], out  # the table of what is observed
+    message = f"journal operation {op} records components.{name}.{key} = {shown}"
+    assert f"damaged record: {message}" in out, out
+    fix = f"mend `{key}` of the {name} in `components` of the begin record of {op}"
+    assert f"  hint: {fix}" in out and "Traceback" not in out + err and "error:" not in err
+    needed = key == "port"
+    assert ("not shown: " in out) is needed, out
+    if needed:
+        assert f"(components.{name}.port is damaged)" in out
+
+    assert main(["status", "--json", "--target", env.target]) == 2
+    report = json.loads(capsys.readouterr().out)
+    assert (report["status"], report["exit"], report["healthy"]) == ("NOT HEALTHY", 2, False)
+    (damage,) = report["recorded_damage"]
+    assert (damage["op"], damage["key"], damage["value"]) == (op, f"components.{name}.{key}", value)
+    assert damage["message"].startswith(message) and damage["fix"].startswith(fix)
+    assert report["deployed"]["op"] == op and len(report["components"]) == 3
+    assert bool(report["not_shown"]) is needed
+    if not needed:
+        assert report["pd_timeouts"] is not None  # what it does not need hides nothing
+    assert Journal(env.target).operations() == before  # read-only
+
+
+def test_status_names_damaged_recorded_flags_and_sections_it_does_not_read(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Status judges no buckets and sends no probe: a bucket list of 'abc' or a damaged
+    canary threshold hides nothing it shows, and each is named (all of them, not the first)."""
+    op = _known_good(env)
+    _edit_flags(_record(env), op, "decode_buckets", "abc")
+    _edit_begin(_record(env), op, "canary", "stall_s", "fast")
+
+    assert main(["status", "--json", "--target", env.target]) == 2
+    report = json.loads(capsys.readouterr().out)
+    keys = [(d["key"], d["value"]) for d in report["recorded_damage"]]
+    assert keys == [("canary.stall_s", "fast"), ("flags.decode_buckets", "abc")], keys
+    assert report["not_shown"] == [] and report["status"] == "NOT HEALTHY"
+    assert report["recorded_damage"][1]["fix"].startswith(
+        f"mend `profile.flags` of the begin record of {op}"
+    )
+    assert main(["status", "--target", env.target]) == 2
+    out = capsys.readouterr().out
+    assert f"damaged record: journal operation {op} records flags.decode_buckets = 'abc'" in out
+    # the mutating verbs keep refusing on it
+    assert main(["rollback", "--to", op, "--yes", "--target", env.target]) == 1
+    assert "canary.stall_s = 'fast'" in capsys.readouterr().err
 
 
 def test_a_component_recorded_before_its_grace_stops_with_the_default(env: OrchEnv) -> None:
@@ -247,9 +323,15 @@ def test_a_hand_edited_log_interval_or_pd_timeout_is_named_never_read_as_sglang_
     before = Journal(env.target).operations()
 
     code = main([*verb, "--target", env.target])
-    err = capsys.readouterr().err
-    assert code == 1, err
-    assert f"journal operation {op} records {shown}" in err, err
+    out, err = capsys.readouterr()
+    if verb == ["status"]:  # read-only: the finding, and what it could not show, then exit 2
+        assert code == 2 and "error:" not in err, out + err
+        assert f"damaged record: journal operation {op} records {shown}" in out, out
+        assert "not shown: the PD timeouts (components.prefill.env" in out, out
+        err = out
+    else:
+        assert code == 1, err
+        assert f"journal operation {op} records {shown}" in err, err
     assert "Traceback" not in err and "internal error" not in err
     assert f"mend `{key}` of the {name} in `components` of the begin record of {op}" in err
     assert Journal(env.target).operations() == before
