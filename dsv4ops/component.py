@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -23,6 +23,8 @@ from dsv4ops.secrets import REDACTED, redact_argv, redact_env
 from dsv4ops.timings import STOP_GRACE_S
 
 T = TypeVar("T")
+# The fields a read-only reader may leave unread (Component.from_record's `unread`).
+UNREAD: frozenset[str] = frozenset({"stop_grace_s", "key_from"})
 START_ORDER: tuple[str, ...] = ("prefill", "decode", "router")
 ANY_ADDRESS: frozenset[str] = frozenset({"", "0.0.0.0", "::", "[::]"})
 
@@ -126,15 +128,16 @@ class Component:
 
     @classmethod
     def from_record(
-        cls, data: object, *, op: str | None = None, observe_only: bool = False
+        cls, data: object, *, op: str | None = None, unread: Collection[str] = ()
     ) -> Component:
         """Rebuild from `to_record()` output, or from a record written before metrics_port,
         bootstrap_port and bind_host were recorded (then read from ports and argv). `op`: the
         journal operation that recorded it. A field that does not fit raises
         RecordedSettingError naming the operation and `components.<name>.<key>`: never read
-        as a default. `observe_only` (status, which never stops a process nor sends the
-        router's key): a damaged stop grace or key reference is not read (the default grace, no
-        key); status names it as a finding instead (orchestrate/status_recorded.py)."""
+        as a default. `unread`: fields a reader that changes nothing does not need (UNREAD:
+        status stops no process and sends no key; watch stops none): a damaged one is not read
+        (the default grace, no key); status names it as a finding instead
+        (orchestrate/status_recorded.py)."""
         r = RecordedFields.of(data, op)
         name, argv = r.name, r.argv()
         port = r.integer("port", 0)
@@ -153,19 +156,21 @@ class Component:
             metrics_port=metrics or legacy[0],
             bootstrap_port=bootstrap,
             bind_host=bind,
-            api_key=_unless(observe_only, r.key_from, None),
+            api_key=_unless("key_from" in unread, r.key_from, None),
             stop_grace_s=_unless(
-                observe_only, lambda: recorded_grace(r.raw("stop_grace_s"), where=r), STOP_GRACE_S
+                "stop_grace_s" in unread,
+                lambda: recorded_grace(r.raw("stop_grace_s"), where=r),
+                STOP_GRACE_S,
             ),
         )
 
 
-def _unless(observe_only: bool, read: Callable[[], T], unread: T) -> T:
-    """`read()`; when `observe_only`, `unread` instead of a RecordedSettingError."""
+def _unless(skip: bool, read: Callable[[], T], unread: T) -> T:
+    """`read()`; when `skip`, `unread` instead of a RecordedSettingError."""
     try:
         return read()
     except RecordedSettingError:
-        if not observe_only:
+        if not skip:
             raise
         return unread
 

@@ -22,7 +22,7 @@ Pure data; no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -234,11 +234,12 @@ class Deployment:
         components: Sequence[object],
         *,
         source_op: str | None = None,
-        observe_only: bool = False,
+        unread: Collection[str] = (),
     ) -> Deployment:
         """Rebuild the exact Deployment a journal operation recorded (any journal version).
         A field that does not fit raises RecordedSettingError naming `profile.<key>`.
-        `observe_only`: for status, which reads no stop grace nor key (Component.from_record)."""
+        `unread`: fields of its components a read-only reader does not need (status, watch;
+        Component.from_record)."""
         if profile is not None and not isinstance(profile, Mapping):
             raise RecordedSettingError(
                 source_op, "profile", profile, "a mapping", hint=_mend("profile", source_op)
@@ -266,8 +267,7 @@ class Deployment:
         return cls(
             profile_name=text("name") or "unnamed",
             components=tuple(
-                Component.from_record(c, op=source_op, observe_only=observe_only)
-                for c in components
+                Component.from_record(c, op=source_op, unread=unread) for c in components
             ),
             profile_path=text("path"),
             git_commit=text("git_commit"),

@@ -21,6 +21,7 @@ from dsv4ops.cli._output import echo_lines, json_option, target_option
 from dsv4ops.errors import DsOpsError
 
 if TYPE_CHECKING:
+    from dsv4ops.usecases.session import TargetSession
     from dsv4ops.usecases.watch import FindingsExporter, Round, ServerReading
 
 UNKNOWN_EXIT = exitcodes.UNDECIDED
@@ -81,6 +82,7 @@ def watch(
         watcher = open_watch(
             ctx, interval_s=interval_s, probe_every_s=probe_every_s or 30.0, probe=probe_every_s > 0
         )
+        _recorded_notes(ctx)
         if prometheus_port is not None:
             exporter = _serve_findings(prometheus_port)
         emit = _emitter(exporter, as_json)
@@ -99,6 +101,16 @@ def watch(
         if watcher is not None and watcher.stream is not None:
             watcher.stream.close()
         ctx.close()
+
+
+def _recorded_notes(ctx: TargetSession) -> None:
+    """Name each damaged field of the recorded deployment watch does not need, in the words
+    deploy, rollback and stop refuse with (docs/deploy.md, "Recorded settings")."""
+    from dsv4ops.usecases.watch import recorded_notes
+
+    for exc in recorded_notes(ctx):
+        click.echo(f"note: damaged record (watch does not need it): {exc.message}", err=True)
+        click.echo(f"  hint: {exc.hint}", err=True)
 
 
 def _serve_findings(prometheus_port: int) -> FindingsExporter:

@@ -9,7 +9,7 @@ what was left running.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypedDict, TypeVar
 
@@ -174,10 +174,13 @@ class Operation:
     def profile_name(self) -> str | None:
         return (self.profile or {}).get("name")
 
-    def deployment(self) -> Deployment:
+    def deployment(self, *, unread: Collection[str] = ()) -> Deployment:
         """The exact Deployment this operation recorded (Deployment.to_record, any version).
-        Raises DeployError when it recorded no components."""
-        return Deployment.from_record(self.profile, self.components, source_op=self.op)
+        Raises DeployError when it recorded no components. `unread`: component fields a
+        read-only reader does not need (Component.from_record)."""
+        return Deployment.from_record(
+            self.profile, self.components, source_op=self.op, unread=unread
+        )
 
     def summary(self, judgement: Judged | None = None) -> OperationSummary:
         """The operation in the `journal --json` shape; `judgement` is its

@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from dsv4ops.component import UNREAD
 from dsv4ops.deployment import Deployment
 from dsv4ops.errors import RecordedSettingError
 from dsv4ops.journal.records import Kind, Operation
@@ -102,9 +103,7 @@ def recorded_view(journal: Journal) -> RecordedView:
     observed: Deployment | None = None
     unbuilt: RecordedSettingError | None = None
     try:
-        observed = Deployment.from_record(
-            op.profile, op.components, source_op=op.op, observe_only=True
-        )
+        observed = Deployment.from_record(op.profile, op.components, source_op=op.op, unread=UNREAD)
     except RecordedSettingError as exc:
         unbuilt = exc
     damage = tuple(recorded_damage(op, observed))

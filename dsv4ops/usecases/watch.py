@@ -9,13 +9,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dsv4ops.apikey import auth_headers
-from dsv4ops.errors import DsOpsError
+from dsv4ops.errors import DsOpsError, RecordedSettingError
 from dsv4ops.monitoring.scrape import target_time_scale
 from dsv4ops.usecases.session import TargetSession
 from dsv4ops.watch import Watcher, WatchSettings, watch_endpoints
 from dsv4ops.watch.baseline import baseline_from_operations
 from dsv4ops.watch.endpoints import cluster_watch_endpoints
 from dsv4ops.watch.stream import ProbeStream
+
+# Watch stops no process: a recorded stop grace is not read (a damaged one is only named).
+WATCH_UNREAD = ("stop_grace_s",)
 
 if TYPE_CHECKING:  # the values the CLI draws and serves, re-exported for its annotations
     from dsv4ops.watch.exporter import FindingsExporter as FindingsExporter
@@ -43,7 +46,7 @@ def open_watch(
             f"{session.target.name!r}: nothing to watch",
             hint=f"dsv4ops status --target {session.target.name}",
         )
-    deployment = deployed.deployment()
+    deployment = deployed.deployment(unread=WATCH_UNREAD)
     endpoints = watch_endpoints(session.target, deployment)
     settings = WatchSettings(
         interval_s=interval_s,
@@ -68,6 +71,22 @@ def open_watch(
         stream=stream,
         scrape_http=confirm,
     )
+
+
+def recorded_notes(session: TargetSession) -> list[RecordedSettingError]:
+    """The damaged fields of the watched deployment's record that watch does not need (it
+    watches anyway; deploy, rollback and stop refuse until they are mended), for the CLI to
+    name. A field watch needs is named by open_watch's RecordedSettingError."""
+    from dsv4ops.orchestrate.status_recorded import recorded_damage
+
+    deployed = session.journal.deployed()
+    if session.target.endpoint is not None or deployed is None or not deployed.components:
+        return []
+    try:
+        observed = deployed.deployment(unread=WATCH_UNREAD)
+    except RecordedSettingError:
+        observed = None
+    return recorded_damage(deployed, observed)
 
 
 def _probe_stream(session: TargetSession, model: str) -> ProbeStream | None:

@@ -15,6 +15,8 @@ from dsv4ops.cli import main
 from dsv4ops.journal.store import Journal
 from testing.orchestrate import OrchEnv, our_processes
 
+pytestmark = [pytest.mark.slow, pytest.mark.router]
+
 
 def _edit(record: Path, op: str, edit: dict[str, object]) -> None:
     """Set fields of `op`'s begin record: `components.<name>.<key>` or `flags.<key>`."""
@@ -39,6 +41,13 @@ def _status(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
     return code, out, json_code, json.loads(capsys.readouterr().out)
 
 
+def _watch(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[dict], str]:  # type: ignore[type-arg]
+    args = ["watch", "--once", "--json", "--interval", "0.5", "--probe-every", "1"]
+    code = main([*args, "--target", env.target])
+    out, err = capsys.readouterr()
+    return code, [json.loads(line) for line in out.splitlines() if line.strip()], err
+
+
 def _operator(env: OrchEnv, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     """An operator new to the target (their own cache of its record)."""
     monkeypatch.setenv("DSV4OPS_STATE_DIR", str(env.root / name))
@@ -53,6 +62,20 @@ def test_status_on_a_running_twin_names_the_damage_and_shows_what_runs(
     op = deployed.op
     record = env.workdir / "journal.jsonl"
     whole = record.read_bytes()
+    try:
+        _damaged_then_mended(env, capsys, monkeypatch, op, record, whole)
+    finally:
+        record.write_bytes(whole)  # the module's teardown stops the unit
+
+
+def _damaged_then_mended(
+    env: OrchEnv,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    op: str,
+    record: Path,
+    whole: bytes,
+) -> None:
     _edit(record, op, {"components.decode.stop_grace_s": "abc", "flags.decode_buckets": "abc"})
     _operator(env, monkeypatch, "bob")
 
@@ -83,10 +106,27 @@ def test_status_on_a_running_twin_names_the_damage_and_shows_what_runs(
     ]
     assert all(d["fix"].startswith("mend `") for d in report["recorded_damage"])
 
+    # Watch judges by the recorded buckets: it cannot watch without them, and says why.
+    code, rounds, err = _watch(env, capsys)
+    assert code == 4 and rounds[-1]["exit"] == 4, err
+    assert f"journal operation {op} records flags.decode_buckets = 'abc'" in rounds[-1]["error"]
+
     # A mutating verb still refuses, naming it, and stops nothing.
     assert main(["stop", "--yes", "--target", env.target]) == 1
     assert "components.decode.stop_grace_s = 'abc'" in capsys.readouterr().err
     assert len(our_processes(env)) == 3
+
+    # Watch stops nothing: it does not read the grace, watches, and names the damage.
+    record.write_bytes(whole)
+    _edit(record, op, {"components.decode.stop_grace_s": "abc"})
+    _operator(env, monkeypatch, "erin")
+    code, rounds, err = _watch(env, capsys)
+    assert code == 0 and rounds[-1]["worst"] == "ok", err + json.dumps(rounds[-1:])
+    assert (
+        "note: damaged record (watch does not need it): journal operation "
+        f"{op} records components.decode.stop_grace_s = 'abc'" in err
+    ), err
+    assert hint in err and "Traceback" not in err
 
     # A field status needs (the decode's port): what it observes without it, and what not.
     record.write_bytes(whole)
