@@ -138,11 +138,11 @@ def to_text(schema: JSONObject) -> str:
     return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
 
 
-def _header(title: str, description: str) -> JSONObject:
+def _header(title: str, description: str) -> dict[str, object]:
     return {"$schema": DRAFT, "$comment": GENERATED, "title": title, "description": description}
 
 
-def _schema_version() -> JSONObject:
+def _schema_version() -> dict[str, object]:
     # Checked first by the loader, alone: only this version is read.
     return {
         "description": f"the file format's version; this dsv4ops reads {PROFILE_SCHEMA_VERSION}",
@@ -150,10 +150,10 @@ def _schema_version() -> JSONObject:
     }
 
 
-def _section(schema: Schema, *, top: bool = False) -> JSONObject:
+def _section(schema: Schema, *, top: bool = False) -> dict[str, object]:
     """A mapping of keys: unknown keys are refused (the loader's check_unknown_keys); a section
     written as null is an empty one."""
-    props: JSONObject = {}
+    props: dict[str, object] = {}
     for key, spec in schema.items():
         if top and key == "schema_version":
             props[key] = _schema_version()
@@ -161,17 +161,17 @@ def _section(schema: Schema, *, top: bool = False) -> JSONObject:
             props[key] = _section(spec)
         else:
             props[key] = field_schema(spec)
-    out: JSONObject = {"type": "object" if top else ["object", "null"]}
+    out: dict[str, object] = {"type": "object" if top else ["object", "null"]}
     out.update({"additionalProperties": False, "properties": props})
     if top:
         out["required"] = ["schema_version"]
     return out
 
 
-def _required_tree(schema: Schema) -> JSONObject:
+def _required_tree(schema: Schema) -> dict[str, object]:
     """The keys this schema requires, at every depth, and the sections that hold them."""
     required: list[str] = []
-    props: JSONObject = {}
+    props: dict[str, object] = {}
     for key, spec in schema.items():
         if isinstance(spec, dict):
             inner = _required_tree(spec)
@@ -185,10 +185,10 @@ def _required_tree(schema: Schema) -> JSONObject:
     return {"required": required, "properties": props} if props else {"required": required}
 
 
-def field_schema(f: Field) -> JSONObject:
+def field_schema(f: Field) -> dict[str, object]:
     """One leaf key: its type, bounds, choices, default and description. A non-required key may
     be null (the loader then takes its default, or null where the key is nullable)."""
-    out: JSONObject = {"description": _description(f)}
+    out: dict[str, object] = {"description": _description(f)}
     out.update(_value_schema(f))
     if not f.required:
         out = _or_null(out)
@@ -201,27 +201,28 @@ def _description(f: Field) -> str:
     return f"{f.help}; {what}" if f.help else what
 
 
-def _or_null(schema: JSONObject) -> JSONObject:
+def _or_null(schema: dict[str, object]) -> dict[str, object]:
     kind = schema.get("type")
     if isinstance(kind, str):
         schema["type"] = [kind, "null"]
-        if "enum" in schema:
-            schema["enum"] = [*schema["enum"], None]
+        if isinstance(choices := schema.get("enum"), list):
+            schema["enum"] = [*choices, None]
         return schema
     if isinstance(kind, list):
         if "null" not in kind:
             schema["type"] = [*kind, "null"]
         return schema
     alternatives = schema.pop("anyOf")
+    assert isinstance(alternatives, list)
     schema["anyOf"] = [*alternatives, {"type": "null"}]
     return schema
 
 
-def _value_schema(f: Field) -> JSONObject:
+def _value_schema(f: Field) -> dict[str, object]:
     if f.kind == "str":
         if f.choices:
             return {"type": "string", "enum": list(f.choices)}
-        return text_json_schema(f.text)
+        return {**text_json_schema(f.text)}
     if f.kind in ("int", "float"):
         return {"type": "integer" if f.kind == "int" else "number", **_bounds(f)}
     if f.kind == "bool":
@@ -251,12 +252,12 @@ def _value_schema(f: Field) -> JSONObject:
     raise AssertionError(f"unknown field kind {f.kind}")
 
 
-def _argv_scalar(text: str) -> JSONObject:
+def _argv_scalar(text: str) -> dict[str, object]:
     return {"anyOf": [text_json_schema(text), {"type": ["number", "boolean"]}]}
 
 
-def _bounds(f: Field) -> JSONObject:
-    out: JSONObject = {}
+def _bounds(f: Field) -> dict[str, object]:
+    out: dict[str, object] = {}
     if f.minimum is not None:
         out["minimum"] = _number(f.minimum)
     if f.maximum is not None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import difflib
 import math
 import unicodedata
+from collections.abc import Mapping, Sized
 
 from dsv4ops._yaml import LineInfo
 from dsv4ops.errors import ProfileError
-from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles.excerpt import excerpt, key_excerpt
 from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.provenance import Provenance
@@ -20,7 +21,7 @@ OFF_WORDS = frozenset({"off", "false", "no", "0"})
 
 
 def check_unknown_keys(
-    data: JSONObject,
+    data: Mapping[str, object],
     schema: Schema,
     file: str,
     lines: LineInfo,
@@ -77,7 +78,7 @@ def normalize(
     Without a sink, raise ProfileError for the first bad value. With a collecting sink, report
     each one, mark it unusable and put a placeholder (its default, or an empty value) in its place.
     """
-    out: JSONObject = {}
+    out: dict[str, object] = {}
     for key, spec in schema.items():
         path = f"{prefix}.{key}" if prefix else key
         if isinstance(spec, dict):
@@ -105,7 +106,7 @@ def normalize(
     return out
 
 
-_EMPTY: JSONObject = {
+_EMPTY: dict[str, object] = {
     "str": "",
     "int": 0,
     "float": 0.0,
@@ -118,19 +119,19 @@ _EMPTY: JSONObject = {
 }
 
 
-def placeholder(spec: Field) -> JSONValue:
+def placeholder(spec: Field) -> object:
     """A well-typed stand-in for a value that failed its check (never rendered: it is unusable)."""
     return _copy(spec.default) if spec.default is not None else _copy(_EMPTY[spec.kind])
 
 
-def placeholders(schema: Schema) -> JSONObject:
+def placeholders(schema: Schema) -> dict[str, object]:
     return {
         key: placeholders(spec) if isinstance(spec, dict) else placeholder(spec)
         for key, spec in schema.items()
     }
 
 
-def _copy(value: JSONValue) -> JSONValue:
+def _copy(value: object) -> object:
     if isinstance(value, list):
         return list(value)
     if isinstance(value, dict):
@@ -138,7 +139,7 @@ def _copy(value: JSONValue) -> JSONValue:
     return value
 
 
-def coerce(value: JSONValue, spec: Field, prov: Provenance, path: str) -> JSONValue:
+def coerce(value: object, spec: Field, prov: Provenance, path: str) -> object:
     """Check one value against its field; return the normalized value."""
 
     def bad() -> ProfileError:
@@ -222,7 +223,7 @@ def coerce(value: JSONValue, spec: Field, prov: Provenance, path: str) -> JSONVa
 _NONEMPTY_TEXT = ("nonempty", "name", "endpoint")
 
 
-def _is_argv_scalar(v: JSONValue) -> bool:
+def _is_argv_scalar(v: object) -> bool:
     """A value that has one obvious text form in an argv or env: a string, a bool, an integer
     or a finite number (a NaN or infinity is refused: no flag means it)."""
     if isinstance(v, float):
@@ -230,9 +231,7 @@ def _is_argv_scalar(v: JSONValue) -> bool:
     return isinstance(v, str | int)
 
 
-def _check_items(
-    value: list[JSONValue] | dict[JSONValue, JSONValue], spec: Field, prov: Provenance, path: str
-) -> None:
+def _check_items(value: Sized, spec: Field, prov: Provenance, path: str) -> None:
     limit = spec.max_items if spec.max_items is not None else MAX_ITEMS
     if len(value) > limit:
         raise prov.error(path, f"{len(value)} items; at most {limit} are allowed here")
@@ -284,7 +283,7 @@ def text_problem(text: str, kind: str) -> str | None:
 _INVISIBLE = frozenset({"Cf", "Zs", "Zl", "Zp", "Co", "Cn"})
 
 
-def _env_str(value: JSONValue) -> str:
+def _env_str(value: object) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
     return "" if value is None else str(value)
