@@ -8,7 +8,7 @@ import dataclasses
 import enum
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass
-from typing import ClassVar, NamedTuple, overload
+from typing import ClassVar, NamedTuple, TypedDict, overload
 
 from dsv4ops.errors import JournalError
 from dsv4ops.journal import recordfile
@@ -151,6 +151,28 @@ class MergeRecord:
     ops: list[str] = dataclasses.field(default_factory=list)  # the operations it brought in
     records: int | None = None
     v: int = RECORD_VERSION
+
+
+class BeginFields(TypedDict, total=False):
+    """What Journal.begin records beside the kind and the id (BeginRecord's fields)."""
+
+    profile: JSONObject | None  # name, path, git_commit, commands_hash, content
+    components: list[JSONObject] | None
+    reason: str | None
+    undo: JSONObject | None
+    user: str | None
+    kernel: JSONObject | None
+    scope: JSONObject | None  # a partial restart (records.Operation.scope)
+
+
+class TransitionFields(TypedDict, total=False):
+    """What Journal.transition records beside the status (StatusRecord's fields)."""
+
+    message: str | None
+    running: str | None
+    processes: JSONObject | None
+    kernel: JSONObject | None
+    known_good: bool
 
 
 Record = BeginRecord | StepRecord | StatusRecord | MergeRecord

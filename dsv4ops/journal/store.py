@@ -8,6 +8,7 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Unpack
 
 from dsv4ops.clock import Clock, SystemClock, utc_now_iso
 from dsv4ops.errors import DsOpsError, JournalError
@@ -17,10 +18,12 @@ from dsv4ops.journal.gates import GATES_RECORDED, GateResult, GateSource
 from dsv4ops.journal.index import JournalIndex
 from dsv4ops.journal.records import Kind, Operation, Status, check_transition, scrub
 from dsv4ops.journal.schema import (
+    BeginFields,
     BeginRecord,
     Record,
     StatusRecord,
     StepRecord,
+    TransitionFields,
     parse_record,
     to_json,
 )
@@ -103,14 +106,8 @@ class Journal:
         self,
         kind: Kind,
         *,
-        profile: JSONObject | None = None,
-        components: list[JSONObject] | None = None,
-        reason: str | None = None,
-        undo: JSONObject | None = None,
-        user: str | None = None,
         op_id: str | None = None,
-        kernel: JSONObject | None = None,
-        scope: JSONObject | None = None,
+        **fields: Unpack[BeginFields],
     ) -> str:
         """Record a new PENDING operation (with its undo information); return its id.
         `scope` describes a partial restart (see Operation.scope)."""
@@ -121,14 +118,14 @@ class Journal:
         begun = BeginRecord(
             op_id,
             self._now(),
-            user or operator_identity(),
+            fields.get("user") or operator_identity(),
             kind,
-            profile=profile,
-            components=components or [],
-            reason=reason,
-            undo=undo,
-            kernel=kernel,
-            scope=scope,
+            profile=fields.get("profile"),
+            components=fields.get("components") or [],
+            reason=fields.get("reason"),
+            undo=fields.get("undo"),
+            kernel=fields.get("kernel"),
+            scope=fields.get("scope"),
             runbook_run=run if run and kind.changes_target else None,  # a step of that run
             gates=GATES_RECORDED,  # its gates are its GateResults (journal/gates.py)
         )
@@ -145,12 +142,7 @@ class Journal:
         self,
         op_id: str,
         status: Status,
-        *,
-        message: str | None = None,
-        running: str | None = None,
-        processes: JSONObject | None = None,
-        kernel: JSONObject | None = None,
-        known_good: bool = False,
+        **fields: Unpack[TransitionFields],
     ) -> None:
         """Persist a status change. `running` names the op whose deployment runs now ('' none);
         `kernel` adds to a KERNELS operation's details what only the outcome knows (version);
@@ -158,6 +150,7 @@ class Journal:
         router (Operation.proven; whether it is known-good is dsv4ops.journal.knowngood's)."""
         current = self.get(op_id)
         check_transition(current.status, status)
+        known_good = fields.get("known_good", False)
         if known_good and status is not Status.SUCCEEDED:
             raise JournalError(f"only a SUCCEEDED operation can be known-good, not {status.value}")
         self._append(
@@ -165,10 +158,10 @@ class Journal:
                 op_id,
                 self._now(),
                 status,
-                message=message,
-                running=running,
-                processes=processes or None,
-                kernel=kernel or None,
+                message=fields.get("message"),
+                running=fields.get("running"),
+                processes=fields.get("processes") or None,
+                kernel=fields.get("kernel") or None,
                 known_good=known_good or None,
             )
         )

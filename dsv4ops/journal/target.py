@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -250,7 +250,7 @@ class TargetJournal:
                 f"cannot merge {self.path} into the journal of record: {exc}"
             ) from None
 
-    def _apply(self, cached: int, reply: JSONObject, trusted_for: str | None) -> None:
+    def _apply(self, cached: int, reply: Mapping[str, object], trusted_for: str | None) -> None:
         """Bring the cache (its first `cached` bytes the copy the call proved) to the target's
         record as the reply describes it: the new tail is appended, a reset replaces it whole
         (keeping what it would lose); note the sync. `trusted_for`: the lock op whose accepted
@@ -263,7 +263,9 @@ class TargetJournal:
                 return  # a reader goes on with the cache as last synced (warned)
         self._current_under = trusted_for
 
-    def _write_cache(self, cached: int, reply: JSONObject, tail: bytes) -> tuple[int, str]:
+    def _write_cache(
+        self, cached: int, reply: Mapping[str, object], tail: bytes
+    ) -> tuple[int, str]:
         try:
             with recordfile.exclusive(str(self.path)):  # two commands syncing one cache
                 if reply.get("reset"):
@@ -287,7 +289,9 @@ class TargetJournal:
         }
         _write_atomic(self.marker, (json.dumps(marker, sort_keys=True) + "\n").encode())
 
-    def _to_spare(self, cached: int, reply: JSONObject, tail: bytes, exc: JournalError) -> bool:
+    def _to_spare(
+        self, cached: int, reply: Mapping[str, object], tail: bytes, exc: JournalError
+    ) -> bool:
         """The cache cannot be written (a full disk): go on from a private temporary copy (the
         record is whole). False: none could be written; a reader uses the cache as last synced."""
         if self._cache_error is not None:
@@ -354,7 +358,9 @@ class TargetJournal:
         )
 
 
-def _marker_proves(marker: JSONObject | None, size: int, window: str, cache: Path) -> bool:
+def _marker_proves(
+    marker: Mapping[str, object] | None, size: int, window: str, cache: Path
+) -> bool:
     """The marker says the cache is exactly what the last sync left (no local records since): by
     its size and window (an older marker by its whole-file hash, read once)."""
     if marker is None:

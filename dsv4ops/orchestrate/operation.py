@@ -26,12 +26,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Unpack
 
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.gates import GateResult
 from dsv4ops.journal.records import Kind, Status
+from dsv4ops.journal.schema import BeginFields, TransitionFields
 from dsv4ops.journal.store import Journal
-from dsv4ops.jsontypes import JSONValue
 from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.interrupts import InterruptGate
 from dsv4ops.orchestrate.lockstep import release_lock, take_lock
@@ -51,7 +52,7 @@ class RunningOperation:
     begun: bool = False
     ended: bool = False
 
-    def begin(self, **record: JSONValue) -> None:
+    def begin(self, **record: Unpack[BeginFields]) -> None:
         """Journal the operation (`record`: Journal.begin's fields) and move it to RUNNING."""
         with self.gate.holding():  # a signal now is raised once the journal knows the operation
             self.journal.begin(self.kind, op_id=self.op_id, **record)
@@ -60,13 +61,29 @@ class RunningOperation:
         self.journal.keep_unwritten = True  # from now on a record that fails is kept
 
     def step(
-        self, name: str, phase: str, *, gate: GateResult | None = None, **fields: JSONValue
+        self,
+        name: str,
+        phase: str,
+        *,
+        gate: GateResult | None = None,
+        duration_s: float | None = None,
+        detail: str | None = None,
+        defer: bool = False,
     ) -> None:
-        """Journal a step; `gate`: what the gate it ran judged (journal/gates.py)."""
+        """Journal a step (Journal.step's fields); `gate`: what the gate it ran judged
+        (journal/gates.py)."""
         with self.gate.holding():
-            self.journal.step(self.op_id, name, phase, gate=gate, **fields)
+            self.journal.step(
+                self.op_id,
+                name,
+                phase,
+                duration_s=duration_s,
+                detail=detail,
+                defer=defer,
+                gate=gate,
+            )
 
-    def finish(self, status: Status, **fields: JSONValue) -> None:
+    def finish(self, status: Status, **fields: Unpack[TransitionFields]) -> None:
         """Journal the terminal status (`fields`: Journal.transition's); a signal cannot cut it."""
         with self.gate.shielded():
             self.journal.transition(self.op_id, status, **fields)

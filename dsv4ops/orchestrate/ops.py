@@ -143,7 +143,7 @@ class Operator:
                 components=unit.component_records(),
                 reason=reason,
                 undo=undo_of(prev),
-                scope=scope_record,
+                scope=None if scope_record is None else dict(scope_record),
             )
             if warning:
                 op.step(PD_WARNING, "done", detail=warning)

@@ -160,7 +160,7 @@ def _journaled(
         recover=recover,
         progress=progress,
     ) as op:
-        op.begin(kernel=asked, reason=reason)
+        op.begin(kernel=dict(asked), reason=reason)
         result: dict[str, object] = {}
         try:
             op.gate.raise_held()

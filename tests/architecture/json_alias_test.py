@@ -5,8 +5,8 @@ another name (dsv4ops/jsontypes.py), so every use past a boundary is a type left
 The count is of the aliases as code (annotations, quoted ones too, casts, other aliases; never
 the import line, a comment or a docstring) over the package. It only shrinks, like
 any_test.py's allow-list: above CEILING fails, and below it fails until CEILING is lowered to
-the new count, so the number here always says what is left. The issue's goal is 250, reached
-with 243: the ceiling never goes back above it.
+the new count, so the number here always says what is left. The issue's goal is 250 (GOAL),
+reached on 2026-12-07: CEILING never goes back above it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from testing.package_ast import modules
 
 ALIAS_HOME = "dsv4ops/jsontypes.py"
 NAMES = ("JSONValue", "JSONObject")
-CEILING = 243  # 658 the day this came in (2026-12-06); lower it as uses go
+CEILING = 236  # 658 the day this came in (2026-12-06); lower it as uses go
 GOAL = 250
 
 
