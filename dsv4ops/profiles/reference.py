@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TypedDict, cast
 
-from dsv4ops.jsontypes import JSONValue
 from dsv4ops.profiles.json_schema import model_schema
 from dsv4ops.profiles.schema import (
     MAX_ITEMS,
@@ -78,7 +77,7 @@ def _row(path: str, f: Field) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
-def _shown(value: JSONValue) -> str:
+def _shown(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list | tuple):

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dsv4ops.jsontypes import JSONValue
 from dsv4ops.profiles import _flag_tables
 from dsv4ops.profiles.buckets import MAX_BATCH_SIZE, MAX_BUCKETS
 from dsv4ops.profiles.routers import any_policy
@@ -81,7 +80,7 @@ class Field:
     key for each string (default "argv")."""
 
     kind: str
-    default: JSONValue = None
+    default: object = None
     required: bool = False
     choices: tuple[str, ...] | None = None
     minimum: float | None = None

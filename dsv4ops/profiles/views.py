@@ -7,8 +7,14 @@ from pathlib import Path
 
 from dsv4ops.constants import PROJECT_HINT
 from dsv4ops.errors import ProfileError
-from dsv4ops.jsontypes import JSONObject, JSONValue
-from dsv4ops.profiles.diff import ProfileDiffJSON, command_changes, value_changes
+from dsv4ops.jsontypes import JSONObject
+from dsv4ops.profiles.diff import (
+    ProfileDiffJSON,
+    ValueChange,
+    ValueChangeJSON,
+    command_changes,
+    value_changes,
+)
 from dsv4ops.profiles.load import check_profile_file, list_profiles, load_profile
 from dsv4ops.profiles.model import Profile, Target
 from dsv4ops.profiles.problems import ValidateResult
@@ -48,13 +54,18 @@ def details(p: Profile) -> JSONObject:
         if isinstance(p.flags.decode_buckets_spec, str)
         else list(p.flags.decode_buckets_spec)
     )
-    data = _lists(data)
+    data = {k: _lists(v) for k, v in data.items()}
     data["chain"] = list(p.chain)
     data["warnings"] = [asdict(w) for w in p.warnings]
     return data
 
 
-def _lists(data: JSONValue) -> JSONValue:
+def _change(c: ValueChange) -> ValueChangeJSON:
+    d = asdict(c)
+    return {"key": d["key"], "old": _lists(d["old"]), "new": _lists(d["new"])}
+
+
+def _lists(data: object) -> object:
     if isinstance(data, dict):
         return {k: _lists(v) for k, v in data.items()}
     if isinstance(data, list | tuple):
@@ -121,7 +132,7 @@ def diff_report(
         "a": a.name + (f"@{rev_a}" if rev_a else ""),
         "b": b.name + (f"@{rev_b}" if rev_b else ""),
         "target": target.name,
-        "values": [_lists(asdict(c)) for c in value_changes(a, b)],
+        "values": [_change(c) for c in value_changes(a, b)],
         "commands": [
             {
                 "name": c.name,
