@@ -14,7 +14,7 @@ import os
 import sqlite3
 import stat
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import NoReturn
 
 from dsv4ops.errors import JournalError
@@ -176,7 +176,7 @@ class Cache:
         hit = self._query("SELECT row FROM ops WHERE op = ? AND row < ?", op, below)
         return hit[0][0] if hit and isinstance(hit[0][0], int) else None
 
-    def profiled(self, ok: Callable[[JSONObject | None], bool], below: int) -> list[int]:
+    def profiled(self, ok: Callable[[Mapping[str, object] | None], bool], below: int) -> list[int]:
         """The rows (of the first `below`) whose profile is one that `ok` (no profile: None)."""
         pids = [
             p for p, text in self._query("SELECT pid, profile FROM profiles") if ok(_json(text))

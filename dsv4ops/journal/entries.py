@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
 from dsv4ops.journal.gates import GateResult
@@ -110,7 +110,9 @@ class Rows(Protocol):
     def entry(self, row: int, cols: Cols) -> Entry: ...
     def row(self, op: str, below: int) -> int | None: ...
     def column_ts(self) -> list[str]: ...
-    def profiled(self, ok: Callable[[JSONObject | None], bool], below: int) -> list[int]: ...
+    def profiled(
+        self, ok: Callable[[Mapping[str, object] | None], bool], below: int
+    ) -> list[int]: ...
 
 
 class Cols:
@@ -149,7 +151,7 @@ class Cols:
             e = self.made[row] = self._rows.entry(row, self)
         return e
 
-    def profiled(self, ok: Callable[[JSONObject | None], bool]) -> list[int]:
+    def profiled(self, ok: Callable[[Mapping[str, object] | None], bool]) -> list[int]:
         """The rows whose profile is one that `ok` (no profile: None)."""
         return [] if self._rows is None else self._rows.profiled(ok, self.n)
 
@@ -227,11 +229,11 @@ class Table:
             self._codes = bytes(kinds), bytes(statuses)
         return self._codes
 
-    def profile_ok(self, wanted: JSONObject) -> bytes:
+    def profile_ok(self, wanted: Mapping[str, object]) -> bytes:
         """Per row, 1 unless it keeps a view whose profile has other `wanted` values."""
         c = self.cols
 
-        def ok(p: JSONObject | None) -> bool:
+        def ok(p: Mapping[str, object] | None) -> bool:
             return all((p or {}).get(k) == v for k, v in wanted.items())
 
         out = bytearray(c.kinds.translate(_VIEWLESS))
@@ -251,5 +253,5 @@ class Table:
         return out
 
 
-def profile_key(profile: JSONObject | None) -> str:
+def profile_key(profile: Mapping[str, object] | None) -> str:
     return _DUMPS(profile)
