@@ -22,7 +22,17 @@ from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
-from . import dsml, recipe
+from . import dsml
+from .calls import (
+    CALL_DROPPED,
+    CALL_IN_CONTENT,
+    CALL_PARSED,
+    Piece,
+    ToolCall,
+    call_pieces,
+    make_call,
+    make_calls,
+)
 
 _WORDS = (
     "the decode step moves tokens through experts while attention reads the cache and the "
@@ -35,16 +45,6 @@ _SAY_RE = re.compile(r"SAY\s+(.+)", re.S)
 _KV_RE = re.compile(r"\b([A-Za-z_]\w*)=(\"[^\"]*\"|'[^']*'|[^\s,;]+)")
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 DEFAULT_REASONING_TOKENS = 32
-
-# Output pieces: (kind, text). Kinds: "reasoning" (a reasoning_content delta), "text" (content),
-# "hidden" (decoded but not streamed: DSML the parser holds, `</think>`), "call" (the token that
-# closes an invoke block; its text is a dsml.CallEnd carrying the call), "call_part" (a token
-# inside an invoke at which the recipe path streams a piece: dsml.CallPart; hidden otherwise).
-Piece = tuple[str, str]
-# What the tool-call parser makes of the DSML the model emitted.
-CALL_PARSED = "parsed"  # one delta with the whole call
-CALL_DROPPED = "dropped"  # a malformed invoke: dropped, fail closed (no call, finish "stop")
-CALL_IN_CONTENT = "in_content"  # not parsed: the markup is streamed as content
 
 
 def count_tokens(text: str) -> int:
@@ -60,27 +60,6 @@ def _pick(key: str, n: int, i: int = 0) -> int:
     return int.from_bytes(_digest(key, str(i))[:8], "big") % n
 
 
-@dataclass(frozen=True)
-class ToolCall:
-    name: str
-    arguments: str  # JSON text, as OpenAI carries it (what the parser makes of `markup`)
-    markup: str = ""  # the DSML the model emits for it (and for `more`)
-    more: tuple[ToolCall, ...] = ()  # parallel calls after it, in the same DSML block
-
-    def all(self) -> list[ToolCall]:
-        return [self, *self.more]
-
-
-def make_call(name: str, args: Mapping[str, object]) -> ToolCall:
-    return ToolCall(name, dsml.parsed_arguments(args), dsml.render_call(name, args))
-
-
-def make_calls(calls: Sequence[tuple[str, Mapping[str, object]]]) -> ToolCall:
-    """Parallel calls: the first carries the DSML of all and the rest in `more`."""
-    first, *rest = [ToolCall(n, dsml.parsed_arguments(a)) for n, a in calls]
-    return ToolCall(first.name, first.arguments, dsml.render_calls(calls), tuple(rest))
-
-
 @dataclass
 class Plan:
     """What the model will emit for one request: reasoning, then text or one tool call."""
@@ -92,6 +71,9 @@ class Plan:
     reasoning: Sequence[str] = ()
     reasoning_parsed: bool = True  # False without --reasoning-parser: reasoning is content
     call_shape: str = CALL_PARSED
+    # parsed by deepseek-recipe (--tool-call-parser deepseekv4, recipe.RECIPE_TOOL_PARSERS), not
+    # by a detector: string values as written, a malformed invoke streamed as decoded
+    recipe: bool = False
     _pieces_cache: list[Piece] | None = field(default=None, init=False, repr=False, compare=False)
 
     def _thinking_len(self) -> int:
@@ -103,7 +85,7 @@ class Plan:
 
     def finish_reason(self) -> str:
         """How the output ends when it is not cut by max_tokens."""
-        parsed = self.tool_call is not None and self.call_shape == CALL_PARSED
+        parsed = self.tool_call is not None and self.call_shape in self._calls_made()
         return "tool_calls" if parsed else "stop"
 
     def piece(self, i: int) -> Piece:
@@ -117,6 +99,10 @@ class Plan:
             return self.call_pieces()[j]
         return ("text", self.text_pieces[j])
 
+    def _calls_made(self) -> tuple[str, ...]:
+        """The call shapes the parser turns into calls."""
+        return (CALL_PARSED, CALL_DROPPED) if self.recipe else (CALL_PARSED,)
+
     def set_call(self, call: ToolCall | None, shape: str | None = None) -> None:
         self.tool_call = call
         self.call_shape = shape or self.call_shape
@@ -125,30 +111,11 @@ class Plan:
     def call_pieces(self) -> list[Piece]:
         if self._pieces_cache is None:
             self._pieces_cache = (
-                _call_pieces(self.tool_call, self.call_shape) if self.tool_call is not None else []
+                call_pieces(self.tool_call, self.call_shape, self.recipe)
+                if self.tool_call is not None
+                else []
             )
         return self._pieces_cache
-
-
-def _call_pieces(call: ToolCall, shape: str) -> list[Piece]:
-    toks = dsml.tokens(call.markup)
-    if shape == CALL_IN_CONTENT:
-        return [("text", t) for t in toks]
-    pieces: list[Piece] = [("hidden", t) for t in toks]
-    if shape == CALL_PARSED:
-        calls, text = call.all(), ""
-        # what the recipe path streams at each token (formats.py sends it for deepseekv4)
-        streamed = recipe.stream_pieces(toks)
-        for i, t in enumerate(toks):  # the detector emits each call when its invoke closes
-            text += t
-            parts = tuple(streamed[i])
-            if text.endswith(dsml.INVOKE_END) and calls:
-                n = len(call.more) + 1 - len(calls)
-                done = calls.pop(0)
-                pieces[i] = ("call", dsml.CallEnd(t, done.name, done.arguments, n, parts))
-            elif parts:
-                pieces[i] = ("call_part", dsml.CallPart(t, parts))
-    return pieces
 
 
 class PseudoText(Sequence[str]):
@@ -325,6 +292,7 @@ class ChatOptions:
     reasoning_parser: bool = False  # --reasoning-parser set: reasoning is reasoning_content
     thinking: bool = False  # chat_template_kwargs.thinking is true
     reasoning_tokens: int = DEFAULT_REASONING_TOKENS
+    recipe: bool = False  # the tool-call parser is deepseek-recipe's (Plan.recipe)
 
 
 def plan_chat(
@@ -337,6 +305,7 @@ def plan_chat(
     """The deterministic answer to a chat request."""
     options = options or ChatOptions()
     plan = _answer(messages, tools, tool_choice, max_tokens)
+    plan.recipe = options.recipe and options.tool_parser
     if plan.tool_call is not None and not options.tool_parser:
         plan.set_call(plan.tool_call, CALL_IN_CONTENT)
     if options.thinking and options.reasoning_tokens > 0:

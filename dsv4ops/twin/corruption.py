@@ -2,11 +2,14 @@
 
 On the box the race corrupts the model's tokens, and SGLang's `deepseekv4` parser turns them into
 one of (docs/twin.md):
-  * `dropped_call`: the invoke block is malformed, the parser drops it (fail closed): no call,
-    finish_reason "stop";
+  * `dropped_call`: the invoke block is malformed (dsml.malformed), the detector drops it (fail
+    closed): no call, finish_reason "stop". Served through deepseek-recipe (`deepseekv4`,
+    Plan.recipe) the call is streamed as decoded and answered whole the same way: its
+    arguments are NOT valid JSON, finish_reason "tool_calls" (as 0.5.23 served one; observed/
+    recipe-whole-twin-tokens.json);
   * `cross_talk`: a value of ANOTHER in-flight request inside a call whose JSON is valid;
   * `dsml_in_content`: the DSML markup reaches `content` and no call is made.
-Never invalid JSON: the parser builds arguments with json.dumps. Opt-in shapes for tests only:
+Otherwise never invalid JSON: the detector builds arguments with json.dumps. Opt-in shapes for tests only:
 `invalid_json` (what a broken parser would send) and `garbled_text` (plain text with another
 request's words and U+FFFD; the box's text shape was not recorded).
 
@@ -19,7 +22,9 @@ import json
 import re
 from collections.abc import Sequence
 
-from .content import CALL_DROPPED, CALL_IN_CONTENT, Plan, PseudoText, ToolCall, make_calls
+from . import dsml, recipe
+from .calls import CALL_DROPPED, CALL_IN_CONTENT, ToolCall, make_calls
+from .content import Plan, PseudoText
 
 BOX_SHAPES = ("dropped_call", "cross_talk", "dsml_in_content")
 TEST_SHAPES = ("invalid_json", "garbled_text")
@@ -57,6 +62,11 @@ def corrupt_plan(
     shape = usable[roll % len(usable)]
     call = plan.tool_call
     if shape == "dropped_call":
+        if plan.recipe:  # the broken DSML as decoded: the recipe streams it (no drop)
+            markup = dsml.malformed(call.markup)
+            whole = recipe.whole_calls(recipe.stream_pieces(dsml.tokens(markup)))
+            first, *more = [ToolCall(n, a) for n, a in whole]
+            call = ToolCall(first.name, first.arguments, markup, tuple(more))
         plan.set_call(call, CALL_DROPPED)
     elif shape == "dsml_in_content":
         plan.set_call(call, CALL_IN_CONTENT)

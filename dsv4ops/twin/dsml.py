@@ -60,6 +60,29 @@ def parsed_arguments(args: Mapping[str, object]) -> str:
     return json.dumps(parsed, ensure_ascii=False)
 
 
+# A parameter tag's kind and value (the first one of a block is the one the race breaks).
+_PARAM_VALUE = re.compile(rf'( string=")(?:true|false)(">)(.*?)({re.escape(PARAMETER_END)})', re.S)
+
+
+def malformed(markup: str) -> str:
+    """The DSML of a call the multi-stream race broke, as the box decoded one (docs/twin.md,
+    observed/served-recipe-stream.txt): the first parameter declared non-string, its value cut
+    and left in an open array, so no parser can read it as JSON (a parameter is added to a
+    call without one). The detector drops such an invoke; deepseek-recipe streams it as
+    written (twin/recipe.py)."""
+    found = _PARAM_VALUE.search(markup)
+    if found is None:
+        at = markup.index(INVOKE_END)
+        return f'{markup[:at]}{PARAMETER_START} name="arguments" string="false">[{PARAMETER_END}\n{markup[at:]}'
+    value = found.group(3)
+    broken = value[: len(value) // 2] + "["
+    return (
+        markup[: found.start()]
+        + f"{found.group(1)}false{found.group(2)}{broken}{found.group(4)}"
+        + markup[found.end() :]
+    )
+
+
 def tokens(text: str) -> list[str]:
     """Stand-in tokens of DSML text (joined, they are the text)."""
     return _TOKEN_RE.findall(text) or [text]

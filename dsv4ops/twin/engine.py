@@ -18,8 +18,9 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from .calls import Piece
 from .config import TwinConfig
-from .content import Piece, Plan
+from .content import Plan
 from .corruption import corrupt_plan, stream_fault
 from .events import EventLog
 from .formats import EOS_TOKEN_ID

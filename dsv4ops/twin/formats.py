@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from dsv4ops.jsontypes import JSONObject, JSONValue
 
 from . import logprobs as lp
-from .content import Piece
+from .calls import Piece
 from .corruption import streamed_fragments
 from .dsml import CallEnd, CallPart, CallPiece
 

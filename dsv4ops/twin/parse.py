@@ -131,13 +131,14 @@ def _chat_plan(
     if tools is not None and not isinstance(tools, list):
         raise BadRequest("tools must be a list")
     tool_choice = body.get("tool_choice", "auto")
+    tool_parsing = bool(parsers.tool_call_parser) and bool(tools) and tool_choice != "none"
     options = ChatOptions(
         tool_parser=bool(parsers.tool_call_parser),
         reasoning_parser=bool(parsers.reasoning_parser),
         thinking=_thinking(body),
         reasoning_tokens=parsers.reasoning_tokens,
+        recipe=tool_parsing and parsers.tool_call_parser in RECIPE_TOOL_PARSERS,
     )
-    tool_parsing = bool(parsers.tool_call_parser) and bool(tools) and tool_choice != "none"
     return plan_chat(messages, tools, tool_choice, max_tokens, options), tool_parsing
 
 

@@ -91,6 +91,19 @@ def _parameter(index: int, j: int, param: str, out: list[Atom]) -> bool:
     return bool(ended)
 
 
+def whole_calls(steps: list[list[CallPiece]]) -> list[tuple[str, str]]:
+    """(name, arguments) of each call, its pieces joined, as `whole_tool_calls` makes the
+    stream=false answer (serving_deepseek_recipe.py parse_chat_response): string values as
+    written, a malformed value as decoded (observed/recipe-whole-twin-tokens.json)."""
+    calls: dict[int, list[str]] = {}
+    for piece in (p for step in steps for p in step):
+        if piece.name is not None:
+            calls[piece.index] = [piece.name, piece.arguments]
+        else:
+            calls[piece.index][1] += piece.arguments
+    return [(name, arguments) for _, (name, arguments) in sorted(calls.items())]
+
+
 def stream_pieces(tokens: list[str]) -> list[list[CallPiece]]:
     """For each stand-in token of a DSML block, the pieces the recipe streams at that step."""
     steps: list[list[CallPiece]] = []

@@ -229,9 +229,10 @@ def test_overlap_scheduler_abort_cascade_wedge_detected_within_3s() -> None:
 
 
 # Each box shape of the multi-stream-overlap race, forced (at the default 5 % of requests), and
-# the reason the suite must give for it.
+# the reason the suite must give for it. The stack's parser is deepseekv4, served through
+# deepseek-recipe on 0.5.23: a malformed invoke is streamed as decoded, not dropped.
 SHAPE_REASONS = {
-    "dropped_call": "missing_tool_call",
+    "dropped_call": "invalid_json",
     "cross_talk": "cross_talk",
     "dsml_in_content": "markup_in_content",
 }
@@ -249,9 +250,31 @@ def test_each_forced_corruption_shape_fails_the_corruption_suite_for_its_reason(
     assert result.verdict is Verdict.FAIL
     reason = SHAPE_REASONS[shape]
     assert any("tool-call corruption" in r and reason in r for r in result.reasons), result.reasons
-    assert not any("invalid_json" in r or "no tool calls" in r for r in result.reasons)
+    others = [k for k in SHAPE_REASONS.values() if k != reason] + ["no tool calls"]
+    assert not any(k in r for r in result.reasons for k in others), result.reasons
     logged = {e.get("shape") for e in safe_stack.events() if e["event"] == "corrupted"}
     assert shape in logged
+
+
+def test_a_detector_drops_the_malformed_invoke_and_the_suite_fails_for_the_missing_call() -> None:
+    # any parser the recipe does not serve (here qwen) keeps the detector's fail-closed drop
+    detector = [a if a != "deepseekv4" else "qwen" for a in SAFE_DECODE]
+    env = {
+        **BASE_ENV,
+        "DSV4_TWIN_FORCE": "corrupt",
+        "DSV4_TWIN_CORRUPT_SHAPES": "dropped_call",
+    }
+    with twin_stack(
+        router=True, env=env, prefill_args=["--enable-metrics"], decode_args=detector
+    ) as stack:
+        result = _run(stack, "corruption")
+        logged = {e.get("shape") for e in stack.events() if e["event"] == "corrupted"}
+    assert result.verdict is Verdict.FAIL
+    assert any(
+        "tool-call corruption" in r and "missing_tool_call" in r for r in result.reasons
+    ), result.reasons
+    assert not any("invalid_json" in r for r in result.reasons), result.reasons
+    assert logged == {"dropped_call"}
 
 
 def test_tiny_cpus_tolerance_still_fails_a_unit_that_corrupts_its_calls() -> None:

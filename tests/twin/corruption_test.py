@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from dsv4ops.twin.calls import Piece
 from dsv4ops.twin.config import TwinConfigError, load_config
-from dsv4ops.twin.content import Piece, Plan, plan_chat
+from dsv4ops.twin.content import Plan, plan_chat
 from dsv4ops.twin.corruption import (
     BOX_SHAPES,
     STREAM_SHAPES,
