@@ -29,6 +29,9 @@ class ToolCall:
     arguments: str  # JSON text, as OpenAI carries it (what the parser makes of `markup`)
     markup: str = ""  # the DSML the model emits for it (and for `more`)
     more: tuple[ToolCall, ...] = ()  # parallel calls after it, in the same DSML block
+    # `arguments` are what a broken parser sends (the test-only `invalid_json` shape), not what
+    # any parser makes of `markup`: answered whole as they are, whatever the parser
+    broken: bool = False
 
     def all(self) -> list[ToolCall]:
         return [self, *self.more]
@@ -55,7 +58,9 @@ def call_pieces(call: ToolCall, shape: str, by_recipe: bool = False) -> list[Pie
         # the whole answer's calls: the detector's (string values stripped), or the recipe's
         # pieces joined (as written; a malformed invoke as decoded)
         calls = (
-            [ToolCall(n, a) for n, a in recipe.whole_calls(streamed)] if by_recipe else call.all()
+            [ToolCall(n, a) for n, a in recipe.whole_calls(streamed)]
+            if by_recipe and not call.broken
+            else call.all()
         )
         total, text = len(calls), ""
         for i, t in enumerate(toks):  # the detector emits each call when its invoke closes

@@ -80,7 +80,7 @@ def corrupt_plan(
         plan.set_call(make_calls([(call.name, args), *rest]))
     else:  # invalid_json (tests only): the arguments a broken parser would send
         cut = max(1, len(call.arguments) * 3 // 5)
-        plan.set_call(ToolCall(call.name, call.arguments[:cut] + '",,', call.markup))
+        plan.set_call(ToolCall(call.name, call.arguments[:cut] + '",,', call.markup, broken=True))
     return shape
 
 

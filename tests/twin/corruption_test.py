@@ -8,7 +8,7 @@ import pytest
 
 from dsv4ops.twin.calls import Piece
 from dsv4ops.twin.config import TwinConfigError, load_config
-from dsv4ops.twin.content import Plan, plan_chat
+from dsv4ops.twin.content import ChatOptions, Plan, plan_chat
 from dsv4ops.twin.corruption import (
     BOX_SHAPES,
     STREAM_SHAPES,
@@ -95,11 +95,13 @@ def test_box_shapes_never_make_invalid_json_and_the_default_mix_uses_all_three()
     assert seen == set(BOX_SHAPES)
 
 
-def test_invalid_json_and_garbled_text_are_opt_in_test_shapes() -> None:
-    plan = _call("a", "n1")
+@pytest.mark.parametrize("recipe", [False, True], ids=["detector", "recipe"])
+def test_invalid_json_and_garbled_text_are_opt_in_test_shapes(recipe: bool) -> None:
+    msgs = [{"role": "user", "content": 'CALL search {"query": "a", "nonce": "n1"}'}]
+    plan = plan_chat(msgs, [SEARCH], "auto", 300, ChatOptions(recipe=recipe))
     assert corrupt_plan(plan, None, 0, ["invalid_json"]) == "invalid_json"
     call = next(t for k, t in _pieces(plan) if k == "call")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError):  # the whole answer's, whatever the parser
         json.loads(_call_end(call).arguments)
     text = plan_chat([{"role": "user", "content": "story"}], None, "auto", 9)
     assert corrupt_plan(text, None, 1) is None  # box shapes leave plain text alone
