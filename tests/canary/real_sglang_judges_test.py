@@ -47,13 +47,16 @@ pytestmark = [
     pytest.mark.skipif(not REAL_BUILT, reason=REAL_WHY_SKIPPED),
 ]
 
-# (suite, extra arguments): the soak shortened to what two loaded cores finish in minutes
+# (suite, extra arguments): the soak shortened to what two loaded cores finish in minutes, yet
+# long enough to leave a steady window: with the tool model on loaded cores the first generation
+# of its closed loop ended at ~14 s and the drain tail took 17 s, so a 40 s soak was INCONCLUSIVE
+# too_short (2026-12-07)
 SUITES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("smoke", ()),
     ("corruption", ()),
     ("abort-cascade", ()),
     ("sweep", ()),
-    ("soak", ("--duration", "40")),
+    ("soak", ("--duration", "75")),
 )
 
 
