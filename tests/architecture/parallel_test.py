@@ -181,13 +181,11 @@ def record(name, seconds):
 """
 
 
-def test_on_real_workers_no_test_runs_between_or_beside_a_files_serial_tests(
-    tmp_path: Path,
-) -> None:
-    """tests/conftest.py's lock hook on two xdist workers: one file's three serial tests run as
-    one stretch, first (the serial phase), with no test of either worker before or inside it,
-    though a test of their own file comes before them in it; and the tests that waited out the
-    stretch (4.5 s) are not timed out at 3 s: pytest-timeout times the test, not the wait."""
+def _run_serial_and_other_files(
+    tmp_path: Path, *options: str
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """SERIAL_FILE and OTHER_FILE run on two xdist workers with tests/conftest.py's hooks; the
+    tests' start and end times go to the log returned."""
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    serial: alone\n")
     (tmp_path / "recorder.py").write_text(RECORDER)
     (tmp_path / "s_test.py").write_text(SERIAL_FILE)
@@ -196,14 +194,24 @@ def test_on_real_workers_no_test_runs_between_or_beside_a_files_serial_tests(
     environ = {**os.environ, "RUNLOCK_LOG": str(log), "PYTHONPATH": f"{ROOT}:{tmp_path}"}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider"]
-        + ["-n", "2", "--dist", "loadfile", "-o", "python_files=*_test.py", "-o", "timeout=3"]
-        + [str(tmp_path)],
+        + ["-n", "2", "-o", "python_files=*_test.py", *options, str(tmp_path)],
         cwd=tmp_path,
         env=environ,
         capture_output=True,
         text=True,
         timeout=120,
     )
+    return proc, log
+
+
+def test_on_real_workers_no_test_runs_between_or_beside_a_files_serial_tests(
+    tmp_path: Path,
+) -> None:
+    """tests/conftest.py's lock hook on two xdist workers: one file's three serial tests run as
+    one stretch, first (the serial phase), with no test of either worker before or inside it,
+    though a test of their own file comes before them in it; and the tests that waited out the
+    stretch (4.5 s) are not timed out at 3 s: pytest-timeout times the test, not the wait."""
+    proc, log = _run_serial_and_other_files(tmp_path, "--dist", "loadfile", "-o", "timeout=3")
     assert proc.returncode == 0 and "24 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr
     runs = {name: (t0, t1) for name, t0, t1 in map(json.loads, log.read_text().splitlines())}
     start, end = runs["s1"][0], runs["s3"][1]
@@ -218,24 +226,7 @@ def test_on_real_workers_no_test_runs_between_or_beside_a_files_serial_tests(
 def test_under_another_dist_the_serial_tests_are_alone_but_not_first(tmp_path: Path) -> None:
     """`pytest -n 2` (xdist's own `--dist load`) hands the tests out in any order: a test that is
     not serial must not wait for serial tests still queued behind it (the run stalled)."""
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    serial: alone\n")
-    (tmp_path / "recorder.py").write_text(RECORDER)
-    (tmp_path / "s_test.py").write_text(SERIAL_FILE)
-    (tmp_path / "b_test.py").write_text(OTHER_FILE)
-    environ = {
-        **os.environ,
-        "RUNLOCK_LOG": str(tmp_path / "log"),
-        "PYTHONPATH": f"{ROOT}:{tmp_path}",
-    }
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider"]
-        + ["-n", "2", "-o", "python_files=*_test.py", "-o", "timeout=20", str(tmp_path)],
-        cwd=tmp_path,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc, _ = _run_serial_and_other_files(tmp_path, "-o", "timeout=20")
     assert proc.returncode == 0 and "24 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr
 
 
