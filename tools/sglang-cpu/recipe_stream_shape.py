@@ -11,12 +11,11 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, HERE)
 from sglang.srt.parser.deepseek_recipe_output import DeepSeekRecipeOutputParser  # noqa: E402
-from sglang.srt.parser.deepseek_recipe_renderer import DeepSeekRecipe  # noqa: E402
-from tokenizers import AddedToken  # noqa: E402
-from transformers import AutoTokenizer  # noqa: E402
 
 from dsv4ops.twin import dsml  # noqa: E402
+from recipe_tokens import hf, ids_of, recipe  # noqa: E402
 
 EXAMPLES = [
     [("record_step", {"nonce": "314f68d9dcbd", "session": "s455-314f68d9dcbd", "step": 5,
@@ -28,25 +27,6 @@ EXAMPLES = [
     # a string value with spaces around it: streamed as written (the detector strips it)
     [("search", {"query": " pd restart ", "nonce": "x1"})],
 ]
-
-hf = AutoTokenizer.from_pretrained(os.path.join(HERE, "tool-model"))
-hf.add_tokens([AddedToken(dsml.DSML_TOKEN, special=True, normalized=False)])
-recipe = DeepSeekRecipe.from_hf_tokenizer("dsv4", hf)
-dsml_id = hf.convert_tokens_to_ids(dsml.DSML_TOKEN)
-
-
-def ids_of(token: str) -> list[int]:
-    out: list[int] = []
-    for i, piece in enumerate(token.split(dsml.DSML_TOKEN)):
-        if i:
-            out.append(dsml_id)
-        for ch in piece:
-            tid = hf.convert_tokens_to_ids(ch)
-            if tid == hf.unk_token_id:
-                raise SystemExit(f"no token for {ch!r} (of {token!r}) in the tool-model tokenizer")
-            out.append(tid)
-    return out
-
 
 out = []
 for calls in EXAMPLES:

@@ -20,31 +20,9 @@ from sglang.srt.parser.deepseek_recipe_output import (  # noqa: E402
     DeepSeekRecipeOutputParser,
     whole_tool_calls,
 )
-from sglang.srt.parser.deepseek_recipe_renderer import DeepSeekRecipe  # noqa: E402
-from tokenizers import AddedToken  # noqa: E402
-from transformers import AutoTokenizer  # noqa: E402
 
 from dsv4ops.twin import dsml  # noqa: E402
-
-# the tokenizer and token ids as recipe_stream_shape.py sets them up
-hf = AutoTokenizer.from_pretrained(os.path.join(HERE, "tool-model"))
-hf.add_tokens([AddedToken(dsml.DSML_TOKEN, special=True, normalized=False)])
-recipe = DeepSeekRecipe.from_hf_tokenizer("dsv4", hf)
-dsml_id = hf.convert_tokens_to_ids(dsml.DSML_TOKEN)
-
-
-def ids_of(token: str) -> list[int]:
-    out: list[int] = []
-    for i, piece in enumerate(token.split(dsml.DSML_TOKEN)):
-        if i:
-            out.append(dsml_id)
-        for ch in piece:
-            tid = hf.convert_tokens_to_ids(ch)
-            if tid == hf.unk_token_id:
-                raise SystemExit(f"no token for {ch!r} (of {token!r}) in the tool-model tokenizer")
-            out.append(tid)
-    return out
-
+from recipe_tokens import hf, ids_of, recipe  # noqa: E402
 
 EXAMPLES = [
     ("as_written", [("search", {"query": " pd restart ", "nonce": "x1"})]),
