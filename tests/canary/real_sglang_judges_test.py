@@ -319,6 +319,8 @@ def _side_by_side(twin: dict[str, Any], real: dict[str, Any], path: Path) -> Non
     def cell(got: dict[str, Any] | None) -> str:
         if not got:
             return "not run"
+        if "found_s" in got:  # the stream wedge: seconds to the finding and to OK after SIGCONT
+            return f"wedge found {got['found_s']} s after SIGSTOP, OK {got['cleared_s']} s after SIGCONT"
         head = got.get("verdict") or f"exit {got.get('exit')}"
         why = [f["reason"] for f in got.get("findings", []) if f["level"] != "note"][:2]
         return "; ".join([str(head), *why]).replace("|", "/").replace("\n", " ")
