@@ -37,36 +37,75 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # the repo root: dsv
 from dsv4ops.canary import workload as wl  # noqa: E402  (the canary's own generators)
 from dsv4ops.orchestrate.probe import WEATHER_TOOL  # noqa: E402
 
-BOS, EOS, USER, ASSISTANT = "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>"
+BOS, EOS, USER, ASSISTANT = (
+    "<｜begin▁of▁sentence｜>",
+    "<｜end▁of▁sentence｜>",
+    "<｜User｜>",
+    "<｜Assistant｜>",
+)
 UNK, PAD = "<unk>", "<pad>"
 THINK, END_THINK = "<think>", "</think>"
 DSML = "｜DSML｜"  # fullwidth bars U+FF5C
 SYSTEM = "You are a coding agent. Use the tools exactly as asked."  # the corruption suite's
 TOOL_NAMES = ["record_step", "lookup_order", "edit_files", "get_weather"]
-KEYS = ["nonce", "session", "step", "path", "order_id", "fields", "summary", "edits", "hunks", "start",
-        "lines", "city"]
+KEYS = [
+    "nonce",
+    "session",
+    "step",
+    "path",
+    "order_id",
+    "fields",
+    "summary",
+    "edits",
+    "hunks",
+    "start",
+    "lines",
+    "city",
+]
 HEX = "0123456789abcdef"
 CYCLE = ["Hello", " world", " from", " the", " twin", " check", "."]
-OUTPUT_WORDS = CYCLE + ["The user wants ", ", with the exact arguments given.",
-                       "The user wants text, not a tool call.", " and "]
+OUTPUT_WORDS = CYCLE + [
+    "The user wants ",
+    ", with the exact arguments given.",
+    "The user wants text, not a tool call.",
+    " and ",
+]
 PHRASES = [
-    "\nCall the function ", " with exactly the JSON arguments above. Write nothing else.",
+    "\nCall the function ",
+    " with exactly the JSON arguments above. Write nothing else.",
     "Call both functions, in this order, each with exactly its JSON arguments above. Write nothing else.",
-    "Describe decode step number ", " of the canary in one short paragraph.",
-    "Probe ", "Watch probe ", ": reply with one short sentence.", ": what is the weather in Paris?",
+    "Describe decode step number ",
+    " of the canary in one short paragraph.",
+    "Probe ",
+    "Watch probe ",
+    ": reply with one short sentence.",
+    ": what is the weather in Paris?",
     "Watch probe stream: write a long, numbered list of short sentences.",
-    "Pair ", ": rename the decode step helper, update the router's call sites",
-    "/decode.py", "value = ", "\n\n", "/work/", ".py", "Paris", "watch-",
-    "<tool_result>", "</tool_result>", '{"ok": true, "step": ',
-    "The user wants ", ", with the exact arguments given.", "The user wants text, not a tool call.",
+    "Pair ",
+    ": rename the decode step helper, update the router's call sites",
+    "/decode.py",
+    "value = ",
+    "\n\n",
+    "/work/",
+    ".py",
+    "Paris",
+    "watch-",
+    "<tool_result>",
+    "</tool_result>",
+    '{"ok": true, "step": ',
+    "The user wants ",
+    ", with the exact arguments given.",
+    "The user wants text, not a tool call.",
 ]
 # the prompt's JSON: each key with its punctuation one token
 JSON_KEYS = [f'{a}"{k}":{b}' for k in KEYS for a in ("{", '",', ",", "") for b in ('"', "")]
 JSON_PUNCT = ["CALL ", '"}', '"]}]', '","', '"]', "[{", "}]"]
 # the DSML after ｜DSML｜ (the tag bodies), one token each
-DSML_BODIES = ["tool_calls>", 'invoke name="', '">', "invoke>", "parameter>"] + [
-    f'invoke name="{t}">' for t in TOOL_NAMES] + [
-    f'parameter name="{k}" string="{s}">' for k in KEYS for s in ("true", "false")]
+DSML_BODIES = (
+    ["tool_calls>", 'invoke name="', '">', "invoke>", "parameter>"]
+    + [f'invoke name="{t}">' for t in TOOL_NAMES]
+    + [f'parameter name="{k}" string="{s}">' for k in KEYS for s in ("true", "false")]
+)
 SPECIAL = [UNK, PAD, BOS, EOS, USER, ASSISTANT, DSML]
 
 PAIR_TOOLS = wl.PAIR_TOOLS
@@ -93,7 +132,9 @@ def plain_tokenizer(extra: list[str]):
     deepseek-recipe's encoder honours only the special tokens it knows among those."""
     chars = [chr(c) for c in range(32, 127)] + ["\n", "\t"]
     words = [t for t in extra if t not in chars and DSML not in t and t not in (THINK, END_THINK)]
-    vocab = {t: i for i, t in enumerate(SPECIAL + chars + [a + b for a in HEX for b in HEX] + words)}
+    vocab = {
+        t: i for i, t in enumerate(SPECIAL + chars + [a + b for a in HEX for b in HEX] + words)
+    }
     tok = Tokenizer(models.WordLevel(vocab=dict(vocab), unk_token=UNK))
     longest_first = sorted(words, key=len, reverse=True)
     pattern = "|".join([_lit(t) for t in longest_first] + ["[0-9a-f]{2}", "[\\s\\S]"])
@@ -101,8 +142,15 @@ def plain_tokenizer(extra: list[str]):
     tok.decoder = decoders.Fuse()
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL])
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in [THINK, END_THINK]])
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token=UNK, eos_token=EOS, pad_token=PAD,
-                                 bos_token=BOS, clean_up_tokenization_spaces=False, model_max_length=2048)
+    hf = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token=UNK,
+        eos_token=EOS,
+        pad_token=PAD,
+        bos_token=BOS,
+        clean_up_tokenization_spaces=False,
+        model_max_length=2048,
+    )
     return hf
 
 
@@ -117,8 +165,12 @@ def rendering_strings() -> list[str]:
     preamble), cut out of a rendering with a character-level tokenizer."""
     hf = plain_tokenizer([])
     r = recipe_for(hf)
-    body = {"messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "x"}],
-            "thinking": True, "tools": PAIR_TOOLS + [WEATHER_TOOL], "tool_choice": "auto"}
+    body = {
+        "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "x"}],
+        "thinking": True,
+        "tools": PAIR_TOOLS + [WEATHER_TOOL],
+        "tool_choice": "auto",
+    }
     text = hf.decode(r.encode(body))
     out = []
     a = text.index("## Tools")
@@ -136,8 +188,13 @@ def rendering_strings() -> list[str]:
 
 def build_tokenizer():
     # the recipe encodes the template's parts one at a time: cut at ｜DSML｜ and blank lines too
-    extra = [part for t in rendering_strings() for piece in t.split(DSML)
-             for part in re.split(r"(\n\n|<think>|</think>)", piece) if part]
+    extra = [
+        part
+        for t in rendering_strings()
+        for piece in t.split(DSML)
+        for part in re.split(r"(\n\n|<think>|</think>)", piece)
+        if part
+    ]
     extra += [SYSTEM] + PHRASES + TOOL_NAMES + JSON_KEYS + JSON_PUNCT + DSML_BODIES + OUTPUT_WORDS
     seen: list[str] = []
     for t in extra:
@@ -153,7 +210,9 @@ def cycle_text(n_words: int, start: int = 0) -> str:
 def reasoning(calls) -> str:
     if not calls:
         return "The user wants text, not a tool call."
-    return "The user wants " + " and ".join(t for t, _ in calls) + ", with the exact arguments given."
+    return (
+        "The user wants " + " and ".join(t for t, _ in calls) + ", with the exact arguments given."
+    )
 
 
 class Draw:
@@ -174,19 +233,32 @@ class Draw:
     def session(self):
         """A corruption-suite session's turn `k`: the system message, k earlier calls with their
         results, then the next CALL."""
-        k = self.turns if self.turns is not None else self.rng.choice([0, 1, 2, 3, self.rng.randint(0, self.max_turns)])
+        k = (
+            self.turns
+            if self.turns is not None
+            else self.rng.choice([0, 1, 2, 3, self.rng.randint(0, self.max_turns)])
+        )
         history = [{"role": "system", "content": SYSTEM}]
         session = f"s{self.small(199):03d}"
         for step in range(k + 1):
             body, expect = wl.session_turn_body(history, session, step, self.nonce())
             if step < k:
-                wl.append_tool_turn(history, f"call_{step}", "record_step", json.dumps(expect.args),
-                                    f'{{"ok": true, "step": {step}}}')
+                wl.append_tool_turn(
+                    history,
+                    f"call_{step}",
+                    "record_step",
+                    json.dumps(expect.args),
+                    f'{{"ok": true, "step": {step}}}',
+                )
         return body["messages"], wl.TOOLS, [("record_step", dict(expect.args))]
 
     def lookup(self):
         args = {"nonce": self.nonce(), "order_id": self.small(99999)}
-        return [{"role": "user", "content": wl.call_prompt("lookup_order", args)}], wl.TOOLS, [("lookup_order", args)]
+        return (
+            [{"role": "user", "content": wl.call_prompt("lookup_order", args)}],
+            wl.TOOLS,
+            [("lookup_order", args)],
+        )
 
     def pair(self):
         body, expects = wl.pair_body(self.small(99), self.nonce())
@@ -195,11 +267,19 @@ class Draw:
     def watch(self):
         n = self.nonce()
         args = {"nonce": n, "session": f"watch-{n}", "step": self.small(9999)}
-        return [{"role": "user", "content": wl.call_prompt("record_step", args)}], [wl.RECORD_STEP], [("record_step", args)]
+        return (
+            [{"role": "user", "content": wl.call_prompt("record_step", args)}],
+            [wl.RECORD_STEP],
+            [("record_step", args)],
+        )
 
     def weather(self):
         msg = f"Probe {self.small(9999)}: what is the weather in Paris?"
-        return [{"role": "user", "content": msg}], [WEATHER_TOOL], [("get_weather", {"city": "Paris"})]
+        return (
+            [{"role": "user", "content": msg}],
+            [WEATHER_TOOL],
+            [("get_weather", {"city": "Paris"})],
+        )
 
     def plain(self):
         r = self.rng.random()
@@ -229,7 +309,10 @@ class Draw:
         kind = kind or self.kind()
         messages, tools, calls = getattr(self, kind)()
         thinking = self.rng.random() < self.think_p
-        body = {"messages": [dict(m, content=m.get("content") or "") for m in messages], "thinking": thinking}
+        body = {
+            "messages": [dict(m, content=m.get("content") or "") for m in messages],
+            "thinking": thinking,
+        }
         if tools:
             body["tools"] = tools
             body["tool_choice"] = "auto"
@@ -253,24 +336,38 @@ class Coder:
     def dsml(self, calls) -> list[int]:
         """What DSV4 writes after </think> for `calls`, EOS included: cut from the recipe's own
         rendering of the same calls as an earlier assistant turn."""
-        msgs = [{"role": "user", "content": "x"},
-                {"role": "assistant", "content": "", "tool_calls": [
-                    {"id": f"call_{i}", "type": "function", "function": {"name": t, "arguments": json.dumps(a)}}
-                    for i, (t, a) in enumerate(calls)]},
-                *({"role": "tool", "tool_call_id": f"call_{i}", "content": "ok"} for i in range(len(calls))),
-                {"role": "user", "content": "y"}]
+        msgs = [
+            {"role": "user", "content": "x"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": f"call_{i}",
+                        "type": "function",
+                        "function": {"name": t, "arguments": json.dumps(a)},
+                    }
+                    for i, (t, a) in enumerate(calls)
+                ],
+            },
+            *(
+                {"role": "tool", "tool_call_id": f"call_{i}", "content": "ok"}
+                for i in range(len(calls))
+            ),
+            {"role": "user", "content": "y"},
+        ]
         ids = self.r.encode({"messages": msgs, "thinking": False})
         a = ids.index(self.assistant)
         assert ids[a + 1] == self.end_think, self.hf.decode(ids)
         b = ids.index(self.eos, a)
-        ids = ids[a + 2: b + 1]
+        ids = ids[a + 2 : b + 1]
         # arrays and objects compact, as the request's CALL line spells them (the recipe renders
         # them with json.dumps' spaces): then each value follows the same token as in the prompt
         text = self.hf.decode(ids)
         compact = text
         for _, args in calls:
             for v in args.values():
-                if isinstance(v, (list, dict)):
+                if isinstance(v, list | dict):
                     compact = compact.replace(json.dumps(v), json.dumps(v, separators=(",", ":")))
         if compact != text:
             ids = self.hf(compact, add_special_tokens=False)["input_ids"]
@@ -292,7 +389,7 @@ def batch(pairs, pad: int):
     for i, (p, a) in enumerate(pairs):
         x = p + a
         ids[i, : len(x)] = torch.tensor(x)
-        labels[i, len(p): len(x)] = torch.tensor(a)
+        labels[i, len(p) : len(x)] = torch.tensor(a)
         mask[i, : len(x)] = 1
     return ids, mask, labels
 
@@ -352,12 +449,15 @@ def wire(model, hf, seed: int) -> None:
     u = u / u.norm(dim=1, keepdim=True)
     vocab = hf.get_vocab()
     for k in KEYS:  # a key of the prompt's JSON and its DSML parameter tag: one identity
-        same = [i for t, i in vocab.items() if (f'"{k}":' in t and len(t) <= len(k) + 7)
-                or t.startswith(f'parameter name="{k}" ')]
+        same = [
+            i
+            for t, i in vocab.items()
+            if (f'"{k}":' in t and len(t) <= len(k) + 7) or t.startswith(f'parameter name="{k}" ')
+        ]
         for i in same:
             u[i] = u[same[0]]
     E = torch.zeros(V, H)
-    E[:, I0:I0 + 32] = u
+    E[:, I0 : I0 + 32] = u
     E[:, FREE0:CONST] = 0.1 * torch.randn(V, CONST - FREE0, generator=g)
     E[:, CONST] = 1.0
     with torch.no_grad():
@@ -376,8 +476,8 @@ def wire(model, hf, seed: int) -> None:
             l0.q_proj.weight[j, CONST] = z
             l0.k_proj.weight[j, CONST] = z * math.cos(theta[j])
             l0.k_proj.weight[j + half, CONST] = z * math.sin(theta[j])
-        l0.v_proj.weight[0:hd, I0:I0 + 32] = torch.eye(32)
-        l0.o_proj.weight[P0:P0 + 32, 0:hd] = torch.eye(32) / xc0
+        l0.v_proj.weight[0:hd, I0 : I0 + 32] = torch.eye(32)
+        l0.o_proj.weight[P0 : P0 + 32, 0:hd] = torch.eye(32) / xc0
         # layer 1 head 0: match identity (query) with previous identity (key) on the static pairs
         xc1 = 6.2
         static = [j for j in range(half) if theta[j] * 2048 < 0.5]
@@ -385,16 +485,16 @@ def wire(model, hf, seed: int) -> None:
         G = torch.linalg.qr(torch.randn(32, len(dims), generator=g))[0].T  # orthonormal rows
         lam = 3.2  # same-token score ~ 0.6 (lam x̂)^2 / sqrt(32), about 40
         for r, dim in enumerate(dims):
-            l1.q_proj.weight[dim, I0:I0 + 32] = lam * G[r]
-            l1.k_proj.weight[dim, P0:P0 + 32] = lam * G[r]
+            l1.q_proj.weight[dim, I0 : I0 + 32] = lam * G[r]
+            l1.k_proj.weight[dim, P0 : P0 + 32] = lam * G[r]
         for j, b in ((4, 15.0), (5, 6.0)):  # recency: the nearer match wins
             l1.q_proj.weight[j, CONST] = b / xc1
             l1.k_proj.weight[j, CONST] = b / xc1
-        l1.v_proj.weight[0:hd, I0:I0 + 32] = torch.eye(32)
-        l1.o_proj.weight[O0:O0 + 32, 0:hd] = torch.eye(32) / xc1
+        l1.v_proj.weight[0:hd, I0 : I0 + 32] = torch.eye(32)
+        l1.o_proj.weight[O0 : O0 + 32, 0:hd] = torch.eye(32) / xc1
         lm = model.lm_head.weight
         lm.zero_()
-        lm[:, O0:O0 + 32] = 2.0 * u
+        lm[:, O0 : O0 + 32] = 2.0 * u
         lm[:, FREE0:CONST] = 0.1 * torch.randn(V, CONST - FREE0, generator=g)
 
 
@@ -405,14 +505,25 @@ def train(args):
     hf = build_tokenizer()
     coder = Coder(hf)
     V = len(hf)
-    cfg = LlamaConfig(vocab_size=V, hidden_size=args.hidden, intermediate_size=args.ffn,
-                      num_hidden_layers=args.layers, num_attention_heads=args.heads,
-                      num_key_value_heads=args.heads, max_position_embeddings=2048,
-                      rms_norm_eps=1e-6, tie_word_embeddings=not args.wire,
-                      rope_parameters={"rope_type": "default",
-                                       "rope_theta": ROPE_THETA_WIRED if args.wire else 10000.0},
-                      bos_token_id=hf.convert_tokens_to_ids(BOS), eos_token_id=hf.convert_tokens_to_ids(EOS),
-                      pad_token_id=hf.convert_tokens_to_ids(PAD), torch_dtype="bfloat16")
+    cfg = LlamaConfig(
+        vocab_size=V,
+        hidden_size=args.hidden,
+        intermediate_size=args.ffn,
+        num_hidden_layers=args.layers,
+        num_attention_heads=args.heads,
+        num_key_value_heads=args.heads,
+        max_position_embeddings=2048,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=not args.wire,
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": ROPE_THETA_WIRED if args.wire else 10000.0,
+        },
+        bos_token_id=hf.convert_tokens_to_ids(BOS),
+        eos_token_id=hf.convert_tokens_to_ids(EOS),
+        pad_token_id=hf.convert_tokens_to_ids(PAD),
+        torch_dtype="bfloat16",
+    )
     if args.resume:
         model = LlamaForCausalLM.from_pretrained(args.resume, torch_dtype=torch.float32)
     else:
@@ -421,7 +532,10 @@ def train(args):
             wire(model, hf, args.seed)
     model.train()
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"vocab {V}, params {n_params / 1e6:.2f} M, layers {args.layers}, hidden {args.hidden}", flush=True)
+    print(
+        f"vocab {V}, params {n_params / 1e6:.2f} M, layers {args.layers}, hidden {args.hidden}",
+        flush=True,
+    )
     draw = Draw(rng, args.max_turns)
     check = Draw(random.Random(args.seed + 100), args.max_turns)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
@@ -443,7 +557,7 @@ def train(args):
                 _, body, calls = draw.example(kind)
                 p, a = coder.prompt(body), coder.answer(body, calls, rng.randint(8, 40))
                 if trim:  # the fixed head (system, tools) left out: short rows
-                    p = p[:1] + p[p.index(coder.user):]
+                    p = p[:1] + p[p.index(coder.user) :]
                 pairs.append((p, a))
                 budget -= len(p) + len(a)
         else:  # the second: every kind in a step (one kind a step made the kinds pull in turn)
@@ -452,7 +566,7 @@ def train(args):
                 _, body, calls = draw.example()
                 p, a = coder.prompt(body), coder.answer(body, calls, rng.randint(8, 40))
                 if rng.random() < args.trim_p:
-                    p = p[:1] + p[p.index(coder.user):]
+                    p = p[:1] + p[p.index(coder.user) :]
                 pairs.append((p, a))
                 budget -= len(p) + len(a)
         # in chunks of similar length (little padding), their gradients summed
@@ -476,12 +590,18 @@ def train(args):
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         if step % 50 == 0 or step == args.steps - 1:
-            print(f"step {step} loss {total:.4f} lr {lr:.2e} batch {len(pairs)} in {len(chunks)} chunks "
-                  f"{time.time() - t0:.0f}s", flush=True)
+            print(
+                f"step {step} loss {total:.4f} lr {lr:.2e} batch {len(pairs)} in {len(chunks)} chunks "
+                f"{time.time() - t0:.0f}s",
+                flush=True,
+            )
         if step >= args.check_from and step % args.check_every == 0:
             acc = exact(coder, model, check, args.check_n, pad)
-            print(f"step {step} exact " + " ".join(f"{k} {v:.3f}" for k, v in acc.items()),
-                  f"{time.time() - t0:.0f}s", flush=True)
+            print(
+                f"step {step} exact " + " ".join(f"{k} {v:.3f}" for k, v in acc.items()),
+                f"{time.time() - t0:.0f}s",
+                flush=True,
+            )
             if args.save_every:
                 save(hf, model, args.out)
         if step + 1 == args.stop_after:
@@ -501,7 +621,14 @@ def save(hf, model, out):
     hf.save_pretrained(out)
     eos = hf.convert_tokens_to_ids(EOS)
     with open(os.path.join(out, "generation_config.json"), "w") as f:
-        json.dump({"eos_token_id": [eos], "pad_token_id": hf.convert_tokens_to_ids(PAD), "bos_token_id": None}, f)
+        json.dump(
+            {
+                "eos_token_id": [eos],
+                "pad_token_id": hf.convert_tokens_to_ids(PAD),
+                "bos_token_id": None,
+            },
+            f,
+        )
 
 
 def main():
@@ -516,9 +643,15 @@ def main():
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--max-turns", type=int, default=8)
     ap.add_argument("--resume", default="")
-    ap.add_argument("--no-wire", dest="wire", action="store_false",
-                    help="start from random weights, not from the copying circuit (wire())")
-    ap.add_argument("--trim-p", type=float, default=0.7, help="share of batches without the fixed head")
+    ap.add_argument(
+        "--no-wire",
+        dest="wire",
+        action="store_false",
+        help="start from random weights, not from the copying circuit (wire())",
+    )
+    ap.add_argument(
+        "--trim-p", type=float, default=0.7, help="share of batches without the fixed head"
+    )
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--batch-tokens", type=int, default=3000)
@@ -528,8 +661,15 @@ def main():
     ap.add_argument("--check-n", type=int, default=48)
     ap.add_argument("--save-every", action="store_true", help="save at every check")
     ap.add_argument("--deadline", type=float, default=0, help="stop at this UNIX time")
-    ap.add_argument("--stop-after", type=int, default=0, help="stop after this many steps (the schedule still --steps)")
-    ap.add_argument("--one-kind", action="store_true", help="one kind of request a step (the first stage)")
+    ap.add_argument(
+        "--stop-after",
+        type=int,
+        default=0,
+        help="stop after this many steps (the schedule still --steps)",
+    )
+    ap.add_argument(
+        "--one-kind", action="store_true", help="one kind of request a step (the first stage)"
+    )
     ap.add_argument("--final-n", type=int, default=200)
     args = ap.parse_args()
     hf, coder, model = train(args)
@@ -537,8 +677,18 @@ def main():
     model = model.to(torch.bfloat16)
     if not args.final_n:
         return
-    acc = exact(coder, model, Draw(random.Random(args.seed + 1), args.max_turns), args.final_n, hf.convert_tokens_to_ids(PAD))
-    print("final exact (bf16, teacher-forced = greedy): " + " ".join(f"{k} {v:.3f}" for k, v in acc.items()), flush=True)
+    acc = exact(
+        coder,
+        model,
+        Draw(random.Random(args.seed + 1), args.max_turns),
+        args.final_n,
+        hf.convert_tokens_to_ids(PAD),
+    )
+    print(
+        "final exact (bf16, teacher-forced = greedy): "
+        + " ".join(f"{k} {v:.3f}" for k, v in acc.items()),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

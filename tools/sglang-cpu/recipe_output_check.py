@@ -32,10 +32,16 @@ def greedy_batch(model, prompts: list[list[int]], n: int, eos: int, pad: int) ->
     ids = torch.full((len(prompts), L), pad, dtype=torch.long)
     mask = torch.zeros((len(prompts), L), dtype=torch.long)
     for i, p in enumerate(prompts):
-        ids[i, L - len(p):] = torch.tensor(p)
-        mask[i, L - len(p):] = 1
-    out = model.generate(ids, attention_mask=mask, max_new_tokens=n, do_sample=False,
-                         eos_token_id=eos, pad_token_id=pad)
+        ids[i, L - len(p) :] = torch.tensor(p)
+        mask[i, L - len(p) :] = 1
+    out = model.generate(
+        ids,
+        attention_mask=mask,
+        max_new_tokens=n,
+        do_sample=False,
+        eos_token_id=eos,
+        pad_token_id=pad,
+    )
     res = []
     for row in out[:, L:].tolist():
         res.append(row[: row.index(eos) + 1] if eos in row else row)
@@ -43,11 +49,20 @@ def greedy_batch(model, prompts: list[list[int]], n: int, eos: int, pad: int) ->
 
 
 def parse(recipe, ids: list[int], thinking: bool, finished: bool):
-    p = DeepSeekRecipeOutputParser(recipe, thinking_stage=recipe.parse_start(thinking=thinking),
-                                   parse_tool_calls=True, separate_reasoning=True)
+    p = DeepSeekRecipeOutputParser(
+        recipe,
+        thinking_stage=recipe.parse_start(thinking=thinking),
+        parse_tool_calls=True,
+        separate_reasoning=True,
+    )
     deltas = [p.feed([t]) for t in (ids[:-1] if finished else ids)]
-    deltas.append(p.finish(ids[-1:] if finished else [], {"type": "stop" if finished else "length"},
-                           keep_matched_stop=False))
+    deltas.append(
+        p.finish(
+            ids[-1:] if finished else [],
+            {"type": "stop" if finished else "length"},
+            keep_matched_stop=False,
+        )
+    )
     merged = functools.reduce(lambda a, b: a.merge(b), deltas)
     return merged, whole_tool_calls(merged)
 
@@ -55,7 +70,9 @@ def parse(recipe, ids: list[int], thinking: bool, finished: bool):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
-    ap.add_argument("--n", type=int, default=200, help="requests per kind (a quarter for weather, plain)")
+    ap.add_argument(
+        "--n", type=int, default=200, help="requests per kind (a quarter for weather, plain)"
+    )
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--max-turns", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2)
@@ -75,11 +92,11 @@ def main():
         ok = {False: [0, 0], True: [0, 0]}
         shown = 0
         for i in range(0, n, args.batch):
-            chunk = reqs[i: i + args.batch]
+            chunk = reqs[i : i + args.batch]
             prompts = [coder.prompt(body) for _, body, _ in chunk]
             gold = [coder.answer(body, calls, 64) for _, body, calls in chunk]
             outs = greedy_batch(model, prompts, max(len(g) for g in gold) + 4, eos, pad)
-            for (_, body, calls), out, g in zip(chunk, outs, gold):
+            for (_, body, calls), out, _gold in zip(chunk, outs, gold, strict=False):
                 th = body["thinking"]
                 if calls:
                     merged, got = parse(coder.r, out, th, out[-1:] == [eos])
@@ -87,24 +104,35 @@ def main():
                         got_calls = [(c.name, json.loads(c.arguments)) for c in got]
                     except json.JSONDecodeError:
                         got_calls = None  # arguments that are not JSON: a miss
-                    good = (got_calls == [(t, a) for t, a in calls]
-                            and not merged.content.strip() and out[-1:] == [eos])
+                    good = (
+                        got_calls == [(t, a) for t, a in calls]
+                        and not merged.content.strip()
+                        and out[-1:] == [eos]
+                    )
                 else:  # long deterministic text, no EOS
                     merged, got = parse(coder.r, out, th, False)
-                    good = (not got and eos not in out
-                            and merged.content.startswith(m.cycle_text(7)))
+                    good = not got and eos not in out and merged.content.startswith(m.cycle_text(7))
                 ok[th][0] += good
                 ok[th][1] += 1
                 if not good and shown < 2:
                     shown += 1
-                    print(f"MISS {kind} thinking={th}: want {calls}\n  got {hf.decode(out)[-400:]!r}", flush=True)
+                    print(
+                        f"MISS {kind} thinking={th}: want {calls}\n  got {hf.decode(out)[-400:]!r}",
+                        flush=True,
+                    )
         total[kind] = ok
-        print(f"{kind}: thinking off {ok[False][0]}/{ok[False][1]}, on {ok[True][0]}/{ok[True][1]}", flush=True)
+        print(
+            f"{kind}: thinking off {ok[False][0]}/{ok[False][1]}, on {ok[True][0]}/{ok[True][1]}",
+            flush=True,
+        )
     if args.teacher_forced:
         draw2 = m.Draw(random.Random(args.seed + 1), args.max_turns)
         acc = m.exact(coder, model, draw2, args.n, pad)
-        print("teacher-forced (every answer token the argmax), fresh requests: "
-              + " ".join(f"{k} {v:.3f}" for k, v in acc.items()), flush=True)
+        print(
+            "teacher-forced (every answer token the argmax), fresh requests: "
+            + " ".join(f"{k} {v:.3f}" for k, v in acc.items()),
+            flush=True,
+        )
     calls_ok = sum(v[th][0] for k, v in total.items() if k != "plain" for th in v)
     calls_n = sum(v[th][1] for k, v in total.items() if k != "plain" for th in v)
     print(f"tool-call requests exact: {calls_ok}/{calls_n} = {calls_ok / calls_n:.2%}", flush=True)

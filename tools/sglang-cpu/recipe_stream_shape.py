@@ -12,18 +12,37 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, HERE)
+from recipe_tokens import hf, ids_of, recipe  # noqa: E402
 from sglang.srt.parser.deepseek_recipe_output import DeepSeekRecipeOutputParser  # noqa: E402
 
 from dsv4ops.twin import dsml  # noqa: E402
-from recipe_tokens import hf, ids_of, recipe  # noqa: E402
 
 EXAMPLES = [
-    [("record_step", {"nonce": "314f68d9dcbd", "session": "s455-314f68d9dcbd", "step": 5,
-                      "path": "/work/s455/314f68d9dcbd/f5.py"})],
-    [("lookup_order", {"nonce": "ab12cd34", "order_id": 7, "fields": ["status", "eta"]}),
-     ("get_weather", {"city": "Paris"})],
-    [("edit_files", {"nonce": "9f", "edits": [{"path": "a.py", "hunks": [{"start": 3, "lines": 2}]}],
-                     "summary": 'say "hi"\\n'})],
+    [
+        (
+            "record_step",
+            {
+                "nonce": "314f68d9dcbd",
+                "session": "s455-314f68d9dcbd",
+                "step": 5,
+                "path": "/work/s455/314f68d9dcbd/f5.py",
+            },
+        )
+    ],
+    [
+        ("lookup_order", {"nonce": "ab12cd34", "order_id": 7, "fields": ["status", "eta"]}),
+        ("get_weather", {"city": "Paris"}),
+    ],
+    [
+        (
+            "edit_files",
+            {
+                "nonce": "9f",
+                "edits": [{"path": "a.py", "hunks": [{"start": 3, "lines": 2}]}],
+                "summary": 'say "hi"\\n',
+            },
+        )
+    ],
     # a string value with spaces around it: streamed as written (the detector strips it)
     [("search", {"query": " pd restart ", "nonce": "x1"})],
 ]
@@ -41,6 +60,10 @@ for calls in EXAMPLES:
     last = parser.finish([eos], {"type": "stop"}, keep_matched_stop=False)
     assert not last.tool_calls and not last.content, last
     out.append({"calls": [[n, a] for n, a in calls], "steps": steps})
-json.dump({"sglang": "0.5.23", "deepseek_recipe": "0.2.0", "examples": out}, sys.stdout,
-          ensure_ascii=False, indent=1)
+json.dump(
+    {"sglang": "0.5.23", "deepseek_recipe": "0.2.0", "examples": out},
+    sys.stdout,
+    ensure_ascii=False,
+    indent=1,
+)
 print()

@@ -16,20 +16,27 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, HERE)
+from recipe_tokens import hf, ids_of, recipe  # noqa: E402
 from sglang.srt.parser.deepseek_recipe_output import (  # noqa: E402
     DeepSeekRecipeOutputParser,
     whole_tool_calls,
 )
 
 from dsv4ops.twin import dsml  # noqa: E402
-from recipe_tokens import hf, ids_of, recipe  # noqa: E402
 
 EXAMPLES = [
     ("as_written", [("search", {"query": " pd restart ", "nonce": "x1"})]),
-    ("malformed", [("record_step", {"nonce": "314f68d9dcbd", "session": "s455-314f68d9dcbd",
-                                    "step": 5})]),
-    ("malformed", [("lookup_order", {"nonce": "ab12cd34", "order_id": 7}),
-                   ("get_weather", {"city": "Paris"})]),
+    (
+        "malformed",
+        [("record_step", {"nonce": "314f68d9dcbd", "session": "s455-314f68d9dcbd", "step": 5})],
+    ),
+    (
+        "malformed",
+        [
+            ("lookup_order", {"nonce": "ab12cd34", "order_id": 7}),
+            ("get_weather", {"city": "Paris"}),
+        ],
+    ),
     ("malformed", [("ping", {})]),
 ]
 EOS = hf.convert_tokens_to_ids("<｜end▁of▁sentence｜>")
@@ -49,23 +56,39 @@ for kind, calls in EXAMPLES:
     steps = []
     for t in tokens:
         d = p.feed(ids_of(t))
-        steps.append({"token": t, "content": d.content,
-                      "pieces": [[c.index, c.name, c.arguments] for c in d.tool_calls]})
+        steps.append(
+            {
+                "token": t,
+                "content": d.content,
+                "pieces": [[c.index, c.name, c.arguments] for c in d.tool_calls],
+            }
+        )
     last = p.finish([EOS], {"type": "stop", "matched": EOS}, keep_matched_stop=False)
     ids = [i for t in tokens for i in ids_of(t)] + [EOS]
     whole = parser().finish(ids, {"type": "stop", "matched": EOS}, keep_matched_stop=False)
     found = whole_tool_calls(whole)
-    out.append({
-        "kind": kind,
-        "calls": [[n, a] for n, a in calls],
-        "markup": markup,
-        "steps": steps,
-        "last": {"content": last.content,
-                 "pieces": [[c.index, c.name, c.arguments] for c in last.tool_calls]},
-        "whole": {"content": whole.content, "reasoning": whole.reasoning,
-                  "tool_calls": [[c.index, c.name, c.arguments] for c in found],
-                  "finish_reason": "tool_calls" if found else "stop"},
-    })
-json.dump({"sglang": "0.5.23", "deepseek_recipe": "0.2.0", "examples": out}, sys.stdout,
-          ensure_ascii=False, indent=1)
+    out.append(
+        {
+            "kind": kind,
+            "calls": [[n, a] for n, a in calls],
+            "markup": markup,
+            "steps": steps,
+            "last": {
+                "content": last.content,
+                "pieces": [[c.index, c.name, c.arguments] for c in last.tool_calls],
+            },
+            "whole": {
+                "content": whole.content,
+                "reasoning": whole.reasoning,
+                "tool_calls": [[c.index, c.name, c.arguments] for c in found],
+                "finish_reason": "tool_calls" if found else "stop",
+            },
+        }
+    )
+json.dump(
+    {"sglang": "0.5.23", "deepseek_recipe": "0.2.0", "examples": out},
+    sys.stdout,
+    ensure_ascii=False,
+    indent=1,
+)
 print()

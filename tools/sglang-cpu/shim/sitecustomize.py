@@ -12,8 +12,11 @@ if os.environ.get("SGLANG_USE_CPU_ENGINE") == "1":
             # srt/mem_cache/pool_host/common.py:147-181: the decode host pool registers its
             # pinned buffers with cudaHostRegister.
             class _FakeCudart:
-                def cudaHostRegister(self, *a, **k): return 0
-                def cudaHostUnregister(self, *a, **k): return 0
+                def cudaHostRegister(self, *a, **k):
+                    return 0
+
+                def cudaHostUnregister(self, *a, **k):
+                    return 0
 
             torch.cuda.cudart = lambda: _FakeCudart()
 
@@ -22,17 +25,32 @@ if os.environ.get("SGLANG_USE_CPU_ENGINE") == "1":
             # worker waits on before it reads them. On CPU the copy is synchronous, so the event
             # is already complete.
             class _DoneEvent:
-                def __init__(self, *a, **k): pass
-                def record(self, *a, **k): return None
-                def synchronize(self): return None
-                def wait(self, *a, **k): return None
-                def query(self): return True
+                def __init__(self, *a, **k):
+                    pass
+
+                def record(self, *a, **k):
+                    return None
+
+                def synchronize(self):
+                    return None
+
+                def wait(self, *a, **k):
+                    return None
+
+                def query(self):
+                    return True
 
             class _Stream:
                 cuda_stream = 0
-                def synchronize(self): return None
-                def wait_event(self, *a, **k): return None
-                def wait_stream(self, *a, **k): return None
+
+                def synchronize(self):
+                    return None
+
+                def wait_event(self, *a, **k):
+                    return None
+
+                def wait_stream(self, *a, **k):
+                    return None
 
             torch.cuda.Event = _DoneEvent
             torch.cuda.current_stream = lambda *a, **k: _Stream()
@@ -42,6 +60,7 @@ if os.environ.get("SGLANG_USE_CPU_ENGINE") == "1":
             def _unpinned(fn):
                 def call(*a, pin_memory=False, **k):
                     return fn(*a, **k)
+
                 return call
 
             torch.empty = _unpinned(torch.empty)
