@@ -18,7 +18,7 @@ from typing import TypeVar
 from dsv4ops.apikey import API_KEY_FLAG, ApiKeyRef
 from dsv4ops.errors import RecordedSettingError
 from dsv4ops.jsontypes import JSONObject
-from dsv4ops.recorded import RecordedFields, recorded_grace
+from dsv4ops.recorded import RecordedFields, mend_component, recorded_grace
 from dsv4ops.secrets import REDACTED, redact_argv, redact_env
 from dsv4ops.timings import STOP_GRACE_S
 
@@ -142,7 +142,7 @@ class Component:
         name, argv = r.name, r.argv()
         port = r.integer("port", 0)
         ports = r.integers("ports")
-        legacy = _legacy_ports(name, argv, port, ports)
+        legacy = _legacy_ports(name, argv, port, ports, op)
         metrics = r.integer("metrics_port", 0)
         bootstrap = r.optional_integer("bootstrap_port", legacy[1])
         bind = r.text("bind_host", argv_value(argv, "--host") or "")
@@ -186,18 +186,30 @@ def argv_value(argv: Sequence[str], flag: str) -> str | None:
 
 
 def _legacy_ports(
-    name: str, argv: Sequence[str], port: int, ports: Sequence[int]
+    name: str, argv: Sequence[str], port: int, ports: Sequence[int], op: str | None
 ) -> tuple[int, int | None]:
     """(metrics_port, bootstrap_port) of a component recorded by a version that did not store
     them. Render always listed the router's Prometheus port and the prefill's bootstrap port
-    second in `ports`; argv is the fallback for records without ports."""
+    second in `ports`; argv is the fallback for records without ports (a value there that is
+    no integer raises RecordedSettingError naming it: it was a crash)."""
     second = ports[1] if len(ports) > 1 else None
+
+    def from_argv(flag: str) -> int | None:
+        value = argv_value(argv, flag)
+        if not value:
+            return None
+        try:
+            return int(value)
+        except ValueError:
+            key = f"components.{name}.argv {flag}"
+            hint = mend_component(op, name, "argv")
+            raise RecordedSettingError(op, key, value, "a port number", hint=hint) from None
+
     if name == "router":
-        prom = second or argv_value(argv, "--prometheus-port")
-        return (int(prom) if prom else port), None
+        prom = second or from_argv("--prometheus-port")
+        return (port if prom is None else prom), None
     if name == "prefill":
-        boot = second or argv_value(argv, "--disaggregation-bootstrap-port")
-        return port, (int(boot) if boot else None)
+        return port, (second or from_argv("--disaggregation-bootstrap-port"))
     return port, None
 
 

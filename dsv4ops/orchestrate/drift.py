@@ -104,7 +104,10 @@ def profile_drift(
         if rendered_now.component(n).argv != deployed.component(n).argv
         or _env_differs(rendered_now.component(n), deployed.component(n), deployed.kernel_package)
     ]
-    if not changed:  # only redacted secrets differ: the hash covers values we never recorded
+    # Only the commands are evidence: the hash also differs when only redacted secrets do (it
+    # covers values never recorded), or when it was computed from a record without one whose
+    # key reference status could not read (a damaged `key_from`).
+    if not changed:
         return []
     return [
         f"profile {deployed.profile_name} in the working copy now renders different commands for "

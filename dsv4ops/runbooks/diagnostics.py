@@ -16,15 +16,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from dsv4ops.clock import Clock, SystemClock
+from dsv4ops.component import UNREAD
 from dsv4ops.constants import state_dir
-from dsv4ops.deployment import START_ORDER
-from dsv4ops.errors import DsOpsError
+from dsv4ops.deployment import START_ORDER, Deployment
+from dsv4ops.errors import DsOpsError, RecordedSettingError
+from dsv4ops.journal.records import Operation
 from dsv4ops.journal.schema import to_json
 from dsv4ops.journal.store import Journal
 from dsv4ops.remote import Supervisor
 from dsv4ops.secrets import is_secret_key, redact_text, redact_tree
 
 JOURNAL_TAIL = 200  # records
+DAMAGED = "the recorded deployment (deploy, rollback and stop refuse it until it is mended)"
 LOG_LINES = 400
 
 
@@ -85,7 +88,7 @@ def collect(
     stamp = (clock or SystemClock()).now().strftime("%Y%m%dT%H%M%S")
     b = Bundle(state_dir() / "diagnostics" / target / f"{stamp}-{run_id}", max_bytes)
     current = journal.deployed()
-    deployed = current.deployment() if current and current.components else None
+    deployed, unbuilt = _recorded(current, b)
     if current is not None:
         b.json(
             "deployment.json",
@@ -98,7 +101,8 @@ def collect(
     for name in names:
         spec = deployed.component(name) if deployed else None
         if spec is None:
-            b.missing(f"{name} /server_info and /metrics", "no deployed component")
+            why = f"the recorded deployment cannot be rebuilt ({unbuilt})" if unbuilt else ""
+            b.missing(f"{name} /server_info and /metrics", why or "no deployed component")
             continue
         for path, fname in (("/server_info", "server_info.json"), ("/metrics", "metrics.prom")):
             reply = supervisor.http(spec.url(path), timeout_s=5.0)
@@ -119,6 +123,28 @@ def collect(
         )
     )
     return b.root
+
+
+def _recorded(current: Operation | None, b: Bundle) -> tuple[Deployment | None, str]:
+    """The deployed unit whose /server_info and /metrics the bundle reads, and why not ("" when
+    it is read or none is recorded). A damaged recorded field (docs/deploy.md, "Recorded
+    settings") never stops the bundle: it is noted in the manifest with its way back, and the
+    servers are still read when what the bundle needs of them (hosts and ports) is whole: as
+    status, it needs neither the stop grace nor the router's key reference."""
+    if current is None or not current.components:
+        return None, ""
+    named: list[str] = []
+    # as deploy reads it (to name the damage), then as status does (to read the servers)
+    for unread in (frozenset[str](), UNREAD):
+        try:
+            return current.deployment(unread=unread), ""
+        except RecordedSettingError as exc:
+            if exc.key not in named:
+                b.missing(DAMAGED, f"damaged record: {exc.message}; hint: {exc.hint}")
+                named.append(exc.key)
+        except DsOpsError as exc:  # a record of no whole unit (DeployError)
+            return None, str(exc)
+    return None, f"{named[-1]} is damaged"
 
 
 def _target_side(supervisor: Supervisor, b: Bundle, names: Sequence[str]) -> None:

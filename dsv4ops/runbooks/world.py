@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from dsv4ops.apikey import auth_headers
 from dsv4ops.clock import Clock, SystemClock
+from dsv4ops.component import UNREAD
 from dsv4ops.deployment import START_ORDER, Component
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.store import Journal
@@ -56,7 +57,8 @@ class TargetWorld:
 
     def _snapshot(self) -> Snapshot:
         current = self.journal.deployed()
-        deployed = current.deployment() if current and current.components else None
+        # what status reads (its URLs): a damaged stop grace or key reference is status's finding
+        deployed = current.deployment(unread=UNREAD) if current and current.components else None
         states = self.supervisor.status(list(START_ORDER))
         urls: list[tuple[str, str, str]] = []  # component, what, url
         if deployed is not None:
@@ -153,7 +155,8 @@ class TargetWorld:
         current = self.journal.deployed()
         if current is None or not current.components:
             return None
-        return current.deployment().component(component)
+        # its checks send the router's key; they stop nothing (the grace is not read)
+        return current.deployment(unread=("stop_grace_s",)).component(component)
 
     def diagnostics(self, run_id: str, max_bytes: int) -> str:
         root = collect(

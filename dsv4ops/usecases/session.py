@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -68,7 +69,11 @@ class Reachable:
 
 
 def reachable(
-    session: TargetSession, profile: Profile | None = None, *, key: bool = True
+    session: TargetSession,
+    profile: Profile | None = None,
+    *,
+    key: bool = True,
+    unread: Collection[str] = (),
 ) -> Reachable:
     """What of the session's target can be reached, for the HTTP-only verbs (canary, ab, watch,
     status of an endpoint target):
@@ -80,6 +85,8 @@ def reachable(
 
     `key=False`: an endpoint target's key is not looked up (its profile not loaded), for a
     reader that sends no key (status reads the router's /readiness, which answers anyone).
+    `unread`: fields of the recorded components the reader does not need (watch stops no
+    process: not the stop grace; Component.from_record).
     Raises TargetError when none applies, ProfileError for a bad profile."""
     target = session.target
     name = target.name
@@ -99,7 +106,7 @@ def reachable(
         )
     op = session.journal.deployed()
     if op is not None and op.components:
-        d = op.deployment()
+        d = op.deployment(unread=unread)
         return _from_components(name, d, "journal", d)
     if profile is not None:
         from dsv4ops.profiles import render

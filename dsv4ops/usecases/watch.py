@@ -95,7 +95,8 @@ def _probe_stream(session: TargetSession, model: str) -> ProbeStream | None:
     from dsv4ops.usecases.session import reachable
 
     try:
-        reach = reachable(session)
+        # not the stop grace, as open_watch: a damaged one cost watch its stream without a word
+        reach = reachable(session, unread=WATCH_UNREAD)
     except DsOpsError:
         return None  # the scrapes and probes still judge the unit, as before
     # the workers' limits size the stream (their context length): asked of them directly, as

@@ -150,6 +150,8 @@ def test_a_keyed_router_deploys_is_canaried_and_watched_and_the_key_never_shows(
     said += [out, err]
     assert code == 0
 
+    _no_drift_from_a_damaged_key_reference(env, capsys, monkeypatch)
+
     # The key unset here: refused before anything changes (what runs keeps running).
     monkeypatch.delenv(KEY_ENV)
     code, out, err = cli(env, capsys, "deploy", "keyed", "--yes", "--no-canary")
@@ -167,3 +169,37 @@ def test_a_keyed_router_deploys_is_canaried_and_watched_and_the_key_never_shows(
     # the journal, the agent's state and logs, the components' logs, the twin's events
     assert (env.workdir / "logs" / "router.log").stat().st_size > 0  # what the grep covers
     assert _files_holding(env.root, KEY) == []
+
+
+def _no_drift_from_a_damaged_key_reference(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record of a release before the commands hash (status computes it from what it reads)
+    whose `key_from` is damaged: status does not read the key reference (it sends no key), so
+    its hash lacks it and differs from the profile's render now. That is no evidence of drift:
+    the deployed and rendered commands are the same, and status says only the damage."""
+    op = Journal(env.target).deployed().op  # type: ignore[union-attr]
+    record = env.workdir / "journal.jsonl"
+    whole = record.read_bytes()
+    lines = whole.decode().splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        rec = json.loads(line)
+        if rec.get("type") == "begin" and rec.get("op") == op:
+            del rec["profile"]["commands_hash"]
+            next(c for c in rec["components"] if c["name"] == "router")["key_from"] = "oops"
+            lines[i] = json.dumps(rec, separators=(",", ":")) + "\n"
+    try:
+        record.write_text("".join(lines))
+        monkeypatch.setenv("DSV4OPS_STATE_DIR", str(env.root / "old-record"))  # a fresh copy
+        code, report, err = cli(env, capsys, "status", "--json")
+        assert code == 2 and report["status"] == "NOT HEALTHY", err
+        assert report["deployed"]["commands_hash"] is None
+        assert [d["key"] for d in report["recorded_damage"]] == ["components.router.key_from"]
+        assert report["drift"] == [] and report["not_shown"] == [], report
+        assert all(c["alive"] and c["healthy"] for c in report["components"])
+        code, out, err = cli(env, capsys, "status")
+        assert code == 2 and "drift" not in out.lower(), out + err
+        assert f"journal operation {op} records components.router.key_from = 'oops'" in out
+    finally:
+        record.write_bytes(whole)
+        monkeypatch.setenv("DSV4OPS_STATE_DIR", env.environ["DSV4OPS_STATE_DIR"])

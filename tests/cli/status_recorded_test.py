@@ -146,3 +146,166 @@ def _damaged_then_mended(
     code, out, json_code, report = _status(env, capsys)
     assert (code, json_code) == (0, 0), out
     assert report["recorded_damage"] == [] and report["status"] == "HEALTHY"
+
+
+def _argv_edit(record: Path, op: str, name: str, flag: str, value: str) -> dict[str, object]:
+    """The `_edit` that sets `flag`'s value in component `name`'s recorded argv."""
+    for line in record.read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("type") == "begin" and rec.get("op") == op:
+            argv = list(next(c for c in rec["components"] if c["name"] == name)["argv"])
+            argv[argv.index(flag) + 1] = value
+            return {f"components.{name}.argv": argv}
+    raise AssertionError(f"no begin record of {op}")
+
+
+def test_watch_names_a_damaged_field_it_needs_in_words_and_exit_4(
+    baseline_running: OrchEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What an operator sees when watch cannot watch: the operation, the key, the way back, on
+    stderr, never a traceback; exit 4 (UNDECIDED: it could not look) with --once."""
+    env = baseline_running
+    op = Journal(env.target).deployed().op  # type: ignore[union-attr]
+    record = env.workdir / "journal.jsonl"
+    whole = record.read_bytes()
+    args = ["watch", "--once", "--interval", "0.5", "--probe-every", "1", "--target", env.target]
+    try:
+        _edit(record, op, {"flags.decode_buckets": "abc"})
+        _operator(env, monkeypatch, "gina")
+        code = main(args)
+        out, err = capsys.readouterr()
+        assert code == 4 and not out, out + err
+        assert (
+            f"error: journal operation {op} records flags.decode_buckets = 'abc', which is not "
+            in err
+        ), err
+        assert f"hint: mend `profile.flags` of the begin record of {op}" in err, err
+        assert "or redeploy the profile, which records it afresh: `dsv4ops deploy " in err, err
+        assert "Traceback" not in err and "internal error" not in err, err
+
+        # A record of a release before metrics_port (no second port): the router's Prometheus
+        # port is read off its argv, where a value that is no port was a crash (exit 3).
+        record.write_bytes(whole)
+        edit = _argv_edit(record, op, "router", "--prometheus-port", "9x")
+        _edit(record, op, {**edit, "components.router.metrics_port": None})
+        _edit(record, op, {"components.router.ports": []})
+        _operator(env, monkeypatch, "hank")
+        code = main(args)
+        err = capsys.readouterr().err
+        key = "components.router.argv --prometheus-port = '9x', which is not a port number"
+        assert code == 4 and f"error: journal operation {op} records {key}" in err, err
+        assert f"hint: mend `argv` of the router in `components` of the begin record of {op}" in err
+        assert "Traceback" not in err and "internal error" not in err, err
+        code, out, json_code, report = _status(env, capsys)  # status names it too
+        assert (code, json_code) == (2, 2) and key in out, out
+        assert [d["key"] for d in report["recorded_damage"]] == [
+            "components.router.argv --prometheus-port"
+        ]
+        assert len(our_processes(env)) == 3
+    finally:
+        record.write_bytes(whole)
+
+
+def test_watch_with_a_damaged_stop_grace_keeps_its_probe_stream(
+    baseline_running: OrchEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Watch stops nothing, so a damaged grace is only named; its probe stream (a wedge found
+    within 3 s of the last token) was lost to it without a word."""
+    from dsv4ops.cli._context import open_target
+    from dsv4ops.usecases.watch import open_watch, recorded_notes
+
+    env = baseline_running
+    op = Journal(env.target).deployed().op  # type: ignore[union-attr]
+    record = env.workdir / "journal.jsonl"
+    whole = record.read_bytes()
+    try:
+        _edit(record, op, {"components.decode.stop_grace_s": "abc"})
+        _operator(env, monkeypatch, "ivan")
+        session = open_target(env.target, verb="watch", http_only=True, read_only=True)
+        try:
+            watcher = open_watch(session, probe_every_s=1.0)
+            assert watcher.stream is not None
+            watcher.stream.close()
+            assert [e.key for e in recorded_notes(session)] == ["components.decode.stop_grace_s"]
+        finally:
+            session.close()
+    finally:
+        record.write_bytes(whole)
+
+
+DIAGNOSE = """\
+# Diagnose
+
+**When.** a test: the bundle of a target whose record deploy, rollback and stop refuse.
+
+1. Diagnostics: keep what the target shows.
+   ```step
+   kind: diagnostics
+   ```
+"""
+
+
+def _bundle(env: OrchEnv, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, Path | None]:
+    code = main(["runbook", "run", "diagnose", "--yes", "--target", env.target])
+    out, err = capsys.readouterr()
+    at = [ln.split("diagnostics bundle: ", 1)[1] for ln in out.splitlines() if "bundle: " in ln]
+    return code, out + err, Path(at[0].strip()) if at else None
+
+
+def test_a_diagnostics_bundle_is_collected_from_a_damaged_record_and_names_the_damage(
+    baseline_running: OrchEnv,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """A diagnosis tool works on a damaged box: the bundle is collected (it aborted the run),
+    the damaged field noted in its manifest with the way back, and the servers read when what
+    the bundle needs of them is whole."""
+    env = baseline_running
+    op = Journal(env.target).deployed().op  # type: ignore[union-attr]
+    (tmp_path / "diagnose.md").write_text(DIAGNOSE)
+    monkeypatch.setenv("DSV4OPS_RUNBOOKS_DIR", str(tmp_path))
+    record = env.workdir / "journal.jsonl"
+    whole = record.read_bytes()
+    try:
+        _edit(record, op, {"components.decode.stop_grace_s": "abc"})
+        _operator(env, monkeypatch, "jane")
+        code, text, bundle = _bundle(env, capsys)
+        assert code == 0 and bundle is not None, text
+        assert "Traceback" not in text
+        files = {str(p.relative_to(bundle)) for p in bundle.rglob("*") if p.is_file()}
+        for part in ("prefill", "decode", "router"):  # the grace is not what it reads them by
+            assert {f"{part}/server_info.json", f"{part}/log-tail.txt"} <= files, files
+        noted = [i for i in _manifest(bundle) if "damaged record" in str(i.get("missing"))]
+        assert len(noted) == 1, _manifest(bundle)
+        assert f"journal operation {op} records components.decode.stop_grace_s = 'abc'" in str(
+            noted[0]["missing"]
+        )
+        assert "hint: mend `stop_grace_s` of the decode in `components`" in str(noted[0]["missing"])
+
+        # A field it needs (the decode's port): still a bundle, the servers' HTTP said missing.
+        _mend(record, whole)
+        _edit(record, op, {"components.decode.port": "x"})
+        _operator(env, monkeypatch, "kurt")
+        code, text, bundle = _bundle(env, capsys)
+        assert code == 0 and bundle is not None, text
+        files = {str(p.relative_to(bundle)) for p in bundle.rglob("*") if p.is_file()}
+        assert {"decode/log-tail.txt", "journal-tail.jsonl", "deployment.json"} <= files, files
+        assert not any(f.endswith("server_info.json") for f in files), files
+        items = _manifest(bundle)
+        assert any("components.decode.port = 'x'" in str(i.get("missing")) for i in items), items
+        why = "the recorded deployment cannot be rebuilt (components.decode.port is damaged)"
+        assert {"what": "decode /server_info and /metrics", "file": None, "missing": why} in items
+    finally:
+        _mend(record, whole)
+
+
+def _manifest(bundle: Path) -> list[dict[str, object]]:
+    items: list[dict[str, object]] = json.loads((bundle / "MANIFEST.json").read_text())["items"]
+    return items
+
+
+def _mend(record: Path, whole: bytes) -> None:
+    """The record as it was, with the records written since (the runs') kept after it."""
+    since = record.read_bytes().splitlines(keepends=True)[len(whole.splitlines()) :]
+    record.write_bytes(whole + b"".join(since))
