@@ -30,6 +30,10 @@ def baseline_from_operations(
     if isinstance(ops, Operations) and wanted is not None:
         # Through the journal's index: deploys of other commands are skipped unread (issue 21).
         newest = ops.newest_first(profile={"commands_hash": wanted})
+    if wanted is None:
+        # A record from before the commands hash: which other operations ran the same commands
+        # cannot be told, so only its own gate is evidence (never another profile's baseline).
+        newest = (deployed,)
     for op in newest:
         if wanted is not None and (op.profile or {}).get("commands_hash") != wanted:
             continue

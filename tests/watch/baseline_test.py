@@ -17,10 +17,12 @@ from dsv4ops.watch.baseline import baseline_from_operations
 CANARY = "canary: smoke + the suites the change calls for"
 
 
-def _deploy(j: Journal, commands_hash: str, detail: str | None) -> str:
+def _deploy(j: Journal, commands_hash: str | None, detail: str | None) -> str:
     """A deploy whose canary gate passed with `detail`'s reasons ("; "-separated after "PASS (")
-    as its GateResult, as the engine records it (None: no canary)."""
-    op = j.begin(Kind.DEPLOY, profile={"name": "baseline", "commands_hash": commands_hash})
+    as its GateResult, as the engine records it (None: no canary). `commands_hash` None: a
+    record of a release before the hash."""
+    profile = {"name": "baseline", "commands_hash": commands_hash}
+    op = j.begin(Kind.DEPLOY, profile={k: v for k, v in profile.items() if v is not None})
     j.transition(op, Status.RUNNING)
     if detail is not None:
         reasons = tuple(detail.removeprefix("PASS (").removesuffix(")").split("; "))
@@ -85,3 +87,16 @@ def test_the_baseline_is_read_off_the_gate_never_off_a_step_s_name(tmp_path: Pat
     g = GateResult("smoke", GateVerdict.FAIL, GateSource.DEPLOY, failed, "h1", reasons)
     j.step(failed, CANARY, "failed", detail="verdict FAIL", gate=g)
     assert baseline_from_operations(j.operations(), j.get(failed)) is None
+
+
+def test_a_record_without_a_commands_hash_is_judged_by_its_own_gate_only(tmp_path: Path) -> None:
+    """Which other operations ran the same commands cannot be told without the hash: another
+    profile's baseline is no evidence about this one (it was read as the baseline)."""
+    j = Journal("t", directory=tmp_path)
+    _deploy(j, "h2", "PASS (smoke: PASS; smoke: baseline 5000 tok/s at concurrency 8)")
+    _deploy(j, None, None)
+    assert baseline_from_operations(j.operations(), j.deployed()) is None
+    assert baseline_from_operations(list(j.operations()), j.deployed()) is None
+    own = _deploy(j, None, "PASS (smoke: PASS; smoke: baseline 900 tok/s at concurrency 8)")
+    b = baseline_from_operations(j.operations(), j.deployed())
+    assert b is not None and (b.tokens_per_s, b.concurrency) == (900.0, 8) and own in b.source
