@@ -5,7 +5,8 @@ config checks from one schema).
 One line declares a setting: its name (the field's), its type (the annotation), its default,
 bounds and doc (`setting(...)`). From the dataclass come
 
-* the section's schema (`profiles/schema.py`: `section_schema`), so the loader validates it;
+* the section's pydantic model (`profiles/profile_spec.py`: `section_model`), so the loader
+  validates it;
 * the section's value on `Profile` (`from_values`: the dataclass itself, built by name);
 * its value from a journal record (`from_record`: a value that does not fit raises
   `UnfitValue`; a redacted '***' of an older release is at the default);
@@ -18,8 +19,9 @@ module, below `deployment.py`, so the deployment carries them typed (`Deployment
 `Deployment.probe`); `profiles/model.py` re-exports them for the profile.
 
 To add a setting to a declared section, add one field; to add a declared section, declare its
-dataclass like `CanaryThresholds` (here), give it a key in `PROFILE_SCHEMA`
-(`section_schema(TheClass)`), a field on `Profile` and a `from_values` line in build.py.
+dataclass like `CanaryThresholds` (here), give it a key in `ProfileSpec`
+(`section_model(TheClass)`, profiles/profile_spec.py), a field on `Profile` and a `from_values`
+line in build.py.
 
 Bottom layer: imports only `jsontypes`. Pure data; no I/O.
 """
@@ -47,7 +49,7 @@ T = TypeVar("T")
 
 _METADATA_KEY = "dsv4ops.setting"
 
-# The annotation of a declared field -> the schema kind that validates it (profiles/schema.py).
+# The annotation of a declared field -> its schema kind (profiles/profile_spec.section_model).
 _KINDS: dict[object, str] = {
     int: "int",
     float: "float",
@@ -208,7 +210,7 @@ def _fits(kind: str, value: object) -> bool:
     return isinstance(value, str)
 
 
-# Bounds of the canary's concurrency levels (profiles/schema.py uses the same).
+# Bounds of the canary's concurrency levels.
 MAX_CONCURRENCY = 4096
 # How the deploy's end-to-end probe asks for its tool call (orchestrate/probe.py): forced with
 # `tool_choice: required` (SGLang constrains the output to the parser's call grammar), asked with

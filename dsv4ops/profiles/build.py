@@ -1,9 +1,8 @@
-"""Normalized profile values (plain data, already type-checked) → the frozen Profile."""
+"""The validated profile spec (profiles/profile_spec.py) → the frozen Profile."""
 
 from __future__ import annotations
 
 from dsv4ops.apikey import ENV_NAME, ApiKeyRef
-from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.profiles.buckets import BucketSpecError, resolve_buckets
 from dsv4ops.profiles.model import (
     CanaryThresholds,
@@ -16,6 +15,13 @@ from dsv4ops.profiles.model import (
     ServerSpec,
 )
 from dsv4ops.profiles.problems import Problems, strict
+from dsv4ops.profiles.profile_spec import (
+    ApiKeySection,
+    DecodeSection,
+    FlagsSection,
+    ProfileSpec,
+    RouterSection,
+)
 from dsv4ops.profiles.provenance import Provenance
 from dsv4ops.routerkind import RouterKind
 from dsv4ops.settings import from_values
@@ -25,25 +31,14 @@ def _env(mapping: dict[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(mapping.items()))
 
 
-def _server(role: str, v: JSONObject) -> ServerSpec:
-    return ServerSpec(
-        role=role,
-        gpus=tuple(v["gpus"]),
-        tp=v["tp"],
-        port=v["port"],
-        transfer_backend=v["transfer_backend"],
-        page_size=v["page_size"],
-        kv_cache_dtype=v["kv_cache_dtype"],
-        mem_fraction_static=v["mem_fraction_static"],
-        max_running_requests=v["max_running_requests"],
-        extra_args=tuple(v["extra_args"]),
-        env=_env(v["env"]),
-        stop_grace_s=float(v["stop_grace_s"]),
-    )
+def _server(role: str, v: DecodeSection) -> ServerSpec:
+    values = v.model_dump(exclude={"bootstrap_port"})
+    values.update(gpus=tuple(v.gpus), extra_args=tuple(v.extra_args), env=_env(v.env))
+    return ServerSpec(role=role, **values)
 
 
 def _decode_buckets(
-    spec: JSONValue, decode: ServerSpec, prov: Provenance, sink: Problems
+    spec: str | list[int], decode: ServerSpec, prov: Provenance, sink: Problems
 ) -> list[int]:
     """flags.decode_buckets resolved against decode's tp and max running requests; [] when the
     spec (or what it resolves against) is unusable, which is reported to `sink`."""
@@ -66,21 +61,11 @@ def _decode_buckets(
     return buckets
 
 
-def _model(m: JSONObject) -> ModelSpec:
-    return ModelSpec(
-        path=m["path"],
-        served_name=m["served_name"],
-        tool_call_parser=m["tool_call_parser"],
-        reasoning_parser=m["reasoning_parser"],
-        trust_remote_code=m["trust_remote_code"],
-    )
-
-
-def _api_key(section: JSONObject, prov: Provenance, sink: Problems) -> ApiKeyRef | None:
+def _api_key(section: ApiKeySection, prov: Provenance, sink: Problems) -> ApiKeyRef | None:
     """router.api_key: where the key lives (an env var name or a file path), never the key;
     a value that cannot be a reference is reported to `sink` (without quoting it: it may be
     the key itself, pasted in the wrong place)."""
-    env, file = section["env"], section["file"]
+    env, file = section.env, section.file
     if env and file:
         sink.report(
             prov.error(
@@ -100,44 +85,37 @@ def _api_key(section: JSONObject, prov: Provenance, sink: Problems) -> ApiKeyRef
             )
         )
         return None
-    return ApiKeyRef.from_record(section)
+    return ApiKeyRef.from_record(section.model_dump())
 
 
-def _router(r: JSONObject, prov: Provenance, sink: Problems) -> RouterSpec:
-    hc = r["health_check"]
+def _router(r: RouterSection, prov: Provenance, sink: Problems) -> RouterSpec:
     return RouterSpec(
-        port=r["port"],
-        prometheus_port=r["prometheus_port"],
-        policy=r["policy"],
-        health_check=HealthCheck(
-            endpoint=hc["endpoint"],
-            interval_secs=hc["interval_secs"],
-            timeout_secs=hc["timeout_secs"],
-            failure_threshold=hc["failure_threshold"],
-            success_threshold=hc["success_threshold"],
-        ),
-        extra_args=tuple(r["extra_args"]),
-        env=_env(r["env"]),
-        api_key=_api_key(r["api_key"], prov, sink) if sink.usable("router.api_key") else None,
-        kind=RouterKind(r["kind"]),
-        prefill_policy=r["prefill_policy"],
-        decode_policy=r["decode_policy"],
-        stop_grace_s=float(r["stop_grace_s"]),
+        port=r.port,
+        prometheus_port=r.prometheus_port,
+        policy=r.policy,
+        health_check=HealthCheck(**r.health_check.model_dump()),
+        extra_args=tuple(r.extra_args),
+        env=_env(r.env),
+        api_key=_api_key(r.api_key, prov, sink) if sink.usable("router.api_key") else None,
+        kind=RouterKind(r.kind),
+        prefill_policy=r.prefill_policy,
+        decode_policy=r.decode_policy,
+        stop_grace_s=float(r.stop_grace_s),
     )
 
 
-def _flags(f: JSONObject, buckets: list[int]) -> Flags:
-    spec = f["decode_buckets"]
+def _flags(f: FlagsSection, buckets: list[int]) -> Flags:
+    spec = f.decode_buckets
     return Flags(
-        overlap_schedule=f["overlap_schedule"],
-        multi_stream_overlap=f["multi_stream_overlap"],
+        overlap_schedule=f.overlap_schedule,
+        multi_stream_overlap=f.multi_stream_overlap,
         decode_buckets_spec=spec if isinstance(spec, str) else tuple(spec),
         decode_buckets=tuple(buckets),
     )
 
 
 def build_profile(
-    values: JSONObject,
+    spec: ProfileSpec,
     *,
     name: str,
     path: str,
@@ -148,22 +126,22 @@ def build_profile(
 ) -> Profile:
     """Build the Profile; a malformed bucket spec is reported to `sink` (default: raised)."""
     sink = sink if sink is not None else strict()
-    decode = _server("decode", values["decode"])
-    buckets = _decode_buckets(values["flags"]["decode_buckets"], decode, prov, sink)
+    decode = _server("decode", spec.decode)
+    buckets = _decode_buckets(spec.flags.decode_buckets, decode, prov, sink)
     return Profile(
         name=name,
         path=path,
         chain=chain,
-        schema_version=values["schema_version"],
-        description=values["description"] or "",
-        model=_model(values["model"]),
-        prefill=_server("prefill", values["prefill"]),
+        schema_version=spec.schema_version,
+        description=spec.description or "",
+        model=ModelSpec(**spec.model.model_dump()),
+        prefill=_server("prefill", spec.prefill),
         decode=decode,
-        bootstrap_port=values["prefill"]["bootstrap_port"],
-        router=_router(values["router"], prov, sink),
-        flags=_flags(values["flags"], buckets),
-        kernel_package=values["kernel_package"],
-        canary=from_values(CanaryThresholds, values["canary"]),
-        probe=from_values(ProbeSettings, values["probe"]),
+        bootstrap_port=spec.prefill.bootstrap_port,
+        router=_router(spec.router, prov, sink),
+        flags=_flags(spec.flags, buckets),
+        kernel_package=spec.kernel_package,
+        canary=from_values(CanaryThresholds, spec.canary.model_dump()),
+        probe=from_values(ProbeSettings, spec.probe.model_dump()),
         git_rev=git_rev,
     )

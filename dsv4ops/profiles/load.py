@@ -25,9 +25,9 @@ from dsv4ops.profiles.excerpt import excerpt, key_excerpt
 from dsv4ops.profiles.files import check_reference, read_bounded, reference_problem
 from dsv4ops.profiles.model import Profile, Target
 from dsv4ops.profiles.problems import Problem, Problems, strict
+from dsv4ops.profiles.profile_spec import PROFILE_SCHEMA, ProfileSpec, construct
 from dsv4ops.profiles.provenance import Provenance
 from dsv4ops.profiles.rules import check_profile
-from dsv4ops.profiles.schema import PROFILE_SCHEMA
 from dsv4ops.profiles.target_rules import check_against_target
 from dsv4ops.profiles.typecheck import check_unknown_keys, normalize
 
@@ -142,9 +142,14 @@ def _load(ref: str | Path, git_rev: str | None, sink: Problems) -> Profile:
         prov.record(doc.path, doc.lines, doc.data)
         merged = deep_merge(merged, doc.data)
     merged.pop("extends", None)
-    values = normalize(merged, PROFILE_SCHEMA, prov, sink=sink)
+    values = normalize(merged, ProfileSpec, prov, sink=sink)
+    # Every value usable: the models validate the document as a whole; else it is assembled
+    # around the placeholders of the bad values (which no rule reads).
+    spec = (
+        construct(ProfileSpec, values) if sink.any_unusable else ProfileSpec.model_validate(values)
+    )
     profile = build_profile(
-        values,
+        spec,
         name=path.stem,
         path=shown,
         chain=tuple(d.path for d in chain),

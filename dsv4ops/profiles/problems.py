@@ -114,6 +114,11 @@ class Problems:
         """True if no key in `keys` is (in, or contains) a value marked unusable."""
         return not any(_related(k, bad) for k in keys for bad in self._unusable)
 
+    @property
+    def any_unusable(self) -> bool:
+        """True if any value failed its check (the profile holds placeholders)."""
+        return bool(self._unusable)
+
     def has_problem(self, key: str) -> bool:
         """True if a problem was already reported at `key` (or at a key above or below it)."""
         return any(p.key is not None and _related(key, p.key) for p in self._items)

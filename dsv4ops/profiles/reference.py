@@ -1,4 +1,4 @@
-"""The settings reference of docs/profiles.md, printed from the Field trees of profiles/schema.py
+"""The settings reference of docs/profiles.md, printed from the models of profiles/profile_spec.py
 (`dsv4ops profile schema --markdown`): one table per section, each between markers that a test
 compares with this output, so the docs cannot drift from what the loader checks."""
 
@@ -8,15 +8,9 @@ from collections.abc import Iterator
 from typing import TypedDict, cast
 
 from dsv4ops.profiles.json_schema import model_schema
-from dsv4ops.profiles.schema import (
-    MAX_ITEMS,
-    PROFILE_SCHEMA,
-    TEXT_HELP,
-    Field,
-    Schema,
-)
+from dsv4ops.profiles.profile_spec import PROFILE_SCHEMA
+from dsv4ops.profiles.schema import MAX_ITEMS, TEXT_HELP, TEXT_PATTERNS, Field, Schema
 from dsv4ops.profiles.target_spec import BoxTarget, EndpointTarget
-from dsv4ops.profiles.typecheck import TEXT_PATTERNS
 
 HEADER = ("| key | type | default | bounds | what it sets |", "|---|---|---|---|---|")
 _LISTS = ("int_list", "str_list", "str_map", "buckets")

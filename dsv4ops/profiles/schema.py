@@ -1,25 +1,29 @@
-"""Declarative profile schema: every key, its type, default and what a valid value looks like.
-
-The loader walks this tree twice: once per file for unknown keys (so the error points at the file
-that has the typo), and once over the merged document for types and required keys. targets.yaml
-is declared as pydantic models instead (profiles/target_spec.py), the pattern this file is to
-follow.
+"""What a valid value of a profile key looks like: the types the profile's pydantic models
+(profiles/profile_spec.py) declare their keys with (`Kind`, the kinds of text, on/off, argv
+lists, env maps), the checks every string gets (`text_problem`), the bounds and choices, and the
+per-key view derived from a model (`Field`, `field_tree`) that the unknown-key check, the error
+texts (`describe`), the JSON Schema and the docs tables read.
 """
 
 from __future__ import annotations
 
+import math
+import types
+import typing
+import unicodedata
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Annotated
+
+from annotated_types import Ge, Le, MaxLen
+from pydantic import BaseModel, BeforeValidator, GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic.fields import FieldInfo
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import PydanticCustomError, core_schema
 
 from dsv4ops.profiles import _flag_tables
-from dsv4ops.profiles.buckets import MAX_BATCH_SIZE, MAX_BUCKETS
+from dsv4ops.profiles.buckets import MAX_BATCH_SIZE
+from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.routers import any_policy
-from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
-from dsv4ops.settings import CanaryThresholds, ProbeSettings, declared
-from dsv4ops.timings import STOP_GRACE_MAX_S, STOP_GRACE_MIN_S, STOP_GRACE_S
-
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
 
 # Values SGLang 0.5.23's parser accepts (reference §1.1-1.2, dumped from the live parser).
 TRANSFER_BACKENDS = ("mooncake", "nixl", "ascend", "fake", "mori", "mooncake_tcp")
@@ -38,20 +42,6 @@ ROUTER_POLICIES = any_policy("policy")
 REASONING_PARSERS: tuple[str, ...] = _flag_tables.SGLANG_SERVER_TABLE["--reasoning-parser"][2] or ()
 
 MAX_GPU_ID = 255
-
-
-def _stop_grace() -> Field:
-    """`<component>.stop_grace_s`: recorded in the deployment, so a stop gives each process the
-    grace it was deployed with; no part of the command line, so not of the commands hash."""
-    return Field(
-        "float",
-        default=STOP_GRACE_S,
-        minimum=STOP_GRACE_MIN_S,
-        maximum=STOP_GRACE_MAX_S,
-        help="seconds a stop waits for its graceful exit before SIGKILL (not in the commands)",
-    )
-
-
 MAX_RUNNING_REQUESTS = MAX_BATCH_SIZE
 
 
@@ -131,211 +121,205 @@ def _bounds(f: Field) -> str:
     return f"<= {f.maximum:g}" if f.maximum is not None else ""
 
 
-def section_schema(cls: type[DataclassInstance]) -> Schema:
-    """The schema of a declared section (dsv4ops/settings.py): one Field per setting."""
-    return {
-        d.name: Field(
-            d.kind,
-            default=list(d.default) if isinstance(d.default, tuple) else d.default,
-            nullable=d.nullable,
-            minimum=d.bounds.minimum,
-            maximum=d.bounds.maximum,
-            max_items=d.bounds.max_items,
-            choices=d.bounds.choices,
-            help=d.bounds.doc,
-        )
-        for d in declared(cls)
-    }
+# The words an on/off key takes, in any case (json_schema.py spells them out for editors).
+ON_WORDS = frozenset({"on", "true", "yes", "1"})
+OFF_WORDS = frozenset({"off", "false", "no", "0"})
+
+_NONEMPTY_TEXT = ("nonempty", "name", "endpoint")
 
 
-def _server(role: str, *, default_port: int) -> Schema:
-    side: Schema = {
-        "gpus": Field(
-            "int_list",
-            required=True,
-            help="physical GPU ids, contiguous",
-            minimum=0,
-            maximum=MAX_GPU_ID,
-            max_items=64,
-        ),
-        "tp": Field(
-            "int", required=True, minimum=1, help="tensor parallel size (--tp-size) = len(gpus)"
-        ),
-        "port": Field(
-            "int",
-            default=default_port,
-            minimum=1,
-            maximum=65535,
-            help="the server's HTTP port (the target's port_offset is added)",
-        ),
-        "transfer_backend": Field(
-            "str",
-            default="nixl",
-            choices=TRANSFER_BACKENDS,
-            help="KV transfer between the sides (--disaggregation-transfer-backend); both match",
-        ),
-        "page_size": Field(
-            "int",
-            default=256,
-            minimum=1,
-            maximum=1024,
-            help="KV cache page (--page-size; DSV4: 256)",
-        ),
-        "kv_cache_dtype": Field(
-            "str",
-            default="fp8_e4m3",
-            choices=KV_CACHE_DTYPES,
-            help="--kv-cache-dtype; both sides match",
-        ),
-        # A fraction of GPU memory: SGLang's own default on the 96 GB box is about 0.89.
-        "mem_fraction_static": Field(
-            "float",
-            nullable=True,
-            minimum=0.05,
-            maximum=0.99,
-            help="share of GPU memory for weights and KV cache; null: SGLang's (~0.89 on the box)",
-        ),
-        # DSV4's default is 256 (reference §1.4); the request pool is allocated up front.
-        "max_running_requests": Field(
-            "int",
-            nullable=True,
-            minimum=1,
-            maximum=MAX_RUNNING_REQUESTS,
-            help="--max-running-requests; null: DSV4's 256",
-        ),
-        "extra_args": Field(
-            "str_list", default=[], help="more SGLang arguments, checked against its parser"
-        ),
-        "env": Field("str_map", default={}, help="environment of the server process"),
-        "stop_grace_s": _stop_grace(),
-    }
-    if role == "prefill":
-        side["bootstrap_port"] = Field(
-            "int",
-            default=8998,
-            minimum=1,
-            maximum=65535,
-            help="--disaggregation-bootstrap-port, where the decode meets the prefill",
-        )
-    return side
+def text_problem(text: str, kind: str) -> str | None:
+    """What is wrong with a string of this kind of text (a schema.TEXT_HELP key), or None."""
+    what = TEXT_HELP[kind]
+    if len(text) > MAX_STRING_CHARS:
+        return f"{len(text)} characters long; at most {MAX_STRING_CHARS} are allowed"
+    for i, ch in enumerate(text):
+        if unicodedata.category(ch) == "Cc" and not (kind == "free" and ch in "\n\t"):
+            return (
+                f"contains the control character U+{ord(ch):04X} at position {i}; expected {what}"
+            )
+    if kind in _NONEMPTY_TEXT and not text.strip():
+        return f"empty or blank; expected {what}"
+    if kind == "name" or kind == "endpoint":
+        for i, ch in enumerate(text):
+            if ch.isspace() or unicodedata.category(ch) in _INVISIBLE:
+                return (
+                    f"contains the invisible or space character U+{ord(ch):04X} at position {i}; "
+                    f"expected {what}"
+                )
+    if kind == "endpoint" and not text.startswith("/"):
+        return f"expected {what}, got {excerpt(text)}"
+    return None
 
 
-PROFILE_SCHEMA: Schema = {
-    "schema_version": Field("int", required=True, help="the file format's version"),
-    "extends": Field(
-        "str", nullable=True, help="the profile this one inherits from: a name or a relative path"
-    ),
-    "description": Field("str", default="", text="free", help="what the profile is for"),
-    "model": {
-        "path": Field(
-            "str", required=True, text="nonempty", help="the model SGLang loads (--model-path)"
-        ),
-        "served_name": Field(
-            "str",
-            nullable=True,
-            text="name",
-            help="the name clients ask for (--served-model-name); null: the path",
-        ),
-        "tool_call_parser": Field(
-            "str", default="deepseekv4", nullable=True, help="--tool-call-parser; null: none"
-        ),
-        "reasoning_parser": Field(
-            "str",
-            default="deepseek-v4",
-            nullable=True,
-            choices=REASONING_PARSERS,
-            help="--reasoning-parser; null: none",
-        ),
-        "trust_remote_code": Field("bool", default=True, help="--trust-remote-code"),
-    },
-    "prefill": _server("prefill", default_port=30000),
-    "decode": _server("decode", default_port=30001),
-    "router": {
-        # Which router runs in front of the pair (dsv4ops/routerkind.py): the command, the flags
-        # extra_args may hold and how dsv4ops talks to it follow from it.
-        "kind": Field(
-            "str",
-            default=str(DEFAULT_ROUTER_KIND),
-            choices=tuple(str(k) for k in RouterKind),
-            help="which router runs in front of the pair",
-        ),
-        "port": Field(
-            "int", default=8000, minimum=1, maximum=65535, help="the port clients send requests to"
-        ),
-        "prometheus_port": Field(
-            "int", default=29000, minimum=1, maximum=65535, help="the router's Prometheus port"
-        ),
-        "policy": Field(
-            "str",
-            default="cache_aware",
-            choices=ROUTER_POLICIES,
-            help="--policy; the router kind's parser narrows the choices",
-        ),
-        # PD's own policy per side (both routers take them); unset, --policy serves both.
-        "prefill_policy": Field(
-            "str",
-            nullable=True,
-            choices=any_policy("prefill_policy"),
-            help="--prefill-policy; null: policy",
-        ),
-        "decode_policy": Field(
-            "str",
-            nullable=True,
-            choices=any_policy("decode_policy"),
-            help="--decode-policy; null: policy",
-        ),
-        "health_check": {
-            "endpoint": Field(
-                "str", default="/health", text="endpoint", help="the path the router polls"
-            ),
-            "interval_secs": Field(
-                "int", default=10, minimum=1, maximum=3600, help="seconds between checks"
-            ),
-            # Above SGLang's own 20 s health-generate wait (reference §3), so a busy but healthy
-            # server is not marked dead by the router's 5 s default.
-            "timeout_secs": Field(
-                "int", default=30, minimum=1, maximum=3600, help="seconds a check may take"
-            ),
-            "failure_threshold": Field(
-                "int", default=3, minimum=1, maximum=100, help="failed checks that mark it dead"
-            ),
-            "success_threshold": Field(
-                "int", default=2, minimum=1, maximum=100, help="passed checks that revive it"
-            ),
-        },
-        # Where the key the router requires lives on the operator's machine, never the key
-        # (dsv4ops/apikey.py): one of env and file; neither, a router open to its port.
-        "api_key": {
-            "env": Field("str", nullable=True, text="name", help="an environment variable name"),
-            "file": Field("str", nullable=True, text="nonempty", help="a file holding the key"),
-        },
-        "extra_args": Field(
-            "str_list", default=[], help="more router arguments, checked against its parser"
-        ),
-        "env": Field("str_map", default={}, help="environment of the router process"),
-        "stop_grace_s": _stop_grace(),
-    },
-    "flags": {
-        "overlap_schedule": Field(
-            "onoff", default=False, help="the decode's overlap scheduler (on: the wedge hazard)"
-        ),
-        "multi_stream_overlap": Field(
-            "onoff",
-            default=False,
-            help="SGLANG_OPT_USE_MULTI_STREAM_OVERLAP (on: the tool-call corruption hazard)",
-        ),
-        "decode_buckets": Field(
-            "buckets",
-            default="sglang-default",
-            max_items=MAX_BUCKETS,
-            help="the decode's CUDA-graph batch sizes (--cuda-graph-bs-decode)",
-        ),
-    },
-    "kernel_package": Field(
-        "str", nullable=True, help="the kernel package the servers load: name@version, or empty"
-    ),
-    # Declared once, with its defaults, bounds and docs, in dsv4ops/settings.py.
-    "canary": section_schema(CanaryThresholds),
-    # What the deployed model can do with tools, declared (dsv4ops/settings.py ProbeSettings).
-    "probe": section_schema(ProbeSettings),
+# Unicode categories that print as nothing or as blank: format characters (zero-width space and
+# joiners, bidi controls), separators.
+_INVISIBLE = frozenset({"Cf", "Zs", "Zl", "Zp", "Co", "Cn"})
+
+
+# Control characters (Unicode category Cc) refused in every string (text_problem); free
+# text keeps newlines and tabs.
+_CC = "\\u0000-\\u001f\\u007f-\\u009f"
+_CC_BUT_NL_TAB = "\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f"
+# The JSON Schema of each schema.TEXT_HELP kind (profiles/json_schema.py). "name" and "endpoint"
+# text has no space either (text_problem also refuses invisible characters, which the schema
+# approximates by whitespace).
+TEXT_PATTERNS = {
+    "free": f"^[^{_CC_BUT_NL_TAB}]*$",
+    "argv": f"^[^{_CC}]*$",
+    "nonempty": f"^[^{_CC}]*[^{_CC}\\s][^{_CC}]*$",
+    "name": f"^[^{_CC}\\s]+$",
+    "endpoint": f"^/[^{_CC}\\s]*$",
 }
+
+
+def text_json_schema(kind: str) -> dict[str, str | int]:
+    """The JSON Schema of a string of this kind of text (what text_problem refuses, roughly)."""
+    out: dict[str, str | int] = {"type": "string", "maxLength": MAX_STRING_CHARS}
+    out["pattern"] = TEXT_PATTERNS[kind]
+    if kind not in ("free", "argv"):
+        out["minLength"] = 1
+    return out
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a key's type reads as in the docs and errors (a schema.Field kind), its kind of text
+    (a schema.TEXT_HELP key) and, for a string, the only values it takes. On a string it is also
+    the check: one of the choices, then the text's (typecheck.text_problem)."""
+
+    kind: str
+    text: str = "argv"
+    choices: tuple[str, ...] | None = None
+
+    def __get_pydantic_core_schema__(
+        self, source: object, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        schema = handler(source)
+        if self.kind != "str":
+            return schema
+        return core_schema.no_info_after_validator_function(self._check, schema)
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        if self.kind != "str" or self.choices is not None:
+            return handler(schema)
+        return dict(text_json_schema(self.text))
+
+    def _check(self, value: str) -> str:
+        if self.choices is not None and value not in self.choices:
+            raise PydanticCustomError("choice", "not one of the choices")
+        found = text_problem(value, self.text)
+        if found is not None:
+            raise PydanticCustomError("dsv4ops", "{why}", {"why": found})
+        return value
+
+
+ArgvText = Annotated[str, Kind("str")]
+FreeText = Annotated[str, Kind("str", "free")]
+NonEmptyText = Annotated[str, Kind("str", "nonempty")]
+NameText = Annotated[str, Kind("str", "name")]
+EndpointText = Annotated[str, Kind("str", "endpoint")]
+
+
+def _onoff(value: object) -> object:
+    # YAML 1.1 reads bare on/off as booleans; the quoted words are taken in any case too.
+    if isinstance(value, str) and value.lower() in ON_WORDS | OFF_WORDS:
+        return value.lower() in ON_WORDS
+    return value
+
+
+def _argv_scalar(v: object) -> bool:
+    """One obvious text form in an argv or env: a string, a bool, an integer or a finite number
+    (a NaN or infinity is refused: no flag means it)."""
+    if isinstance(v, float):
+        return math.isfinite(v)
+    return isinstance(v, str | int)
+
+
+def _argv(value: object) -> object:
+    # Numbers in an argv list are fine ('--max-prefill-tokens', 16384); argv is strings.
+    if isinstance(value, list) and all(_argv_scalar(v) for v in value):
+        return [str(v) for v in value]
+    return value
+
+
+def _env(value: object) -> object:
+    if isinstance(value, dict) and all(v is None or _argv_scalar(v) for v in value.values()):
+        return {str(k): _env_str(v) for k, v in value.items()}
+    return value
+
+
+def _env_str(value: object) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return "" if value is None else str(value)
+
+
+OnOff = Annotated[bool, Kind("onoff"), BeforeValidator(_onoff)]
+ArgvList = Annotated[list[ArgvText], Kind("str_list"), BeforeValidator(_argv)]
+EnvMap = Annotated[dict[ArgvText, ArgvText], Kind("str_map"), BeforeValidator(_env)]
+
+
+def section_of(info: FieldInfo) -> type[BaseModel] | None:
+    """The model of a key that is a section (a mapping of keys), else None."""
+    kind = info.annotation
+    return kind if isinstance(kind, type) and issubclass(kind, BaseModel) else None
+
+
+def field_tree(model: type[BaseModel]) -> Schema:
+    """The per-key view of a model: a Field per key, a nested tree per section."""
+    out: Schema = {}
+    for key, info in model.model_fields.items():
+        section = section_of(info)
+        out[key] = field_tree(section) if section is not None else field_view(info)
+    return out
+
+
+def field_view(info: FieldInfo) -> Field:
+    """A key as the docs, the JSON Schema and the error texts describe it (schema.Field)."""
+    annotation, nullable = _strip_none(info.annotation)
+    marks = [*info.metadata, *_metadata(annotation)]
+    kind = next((m for m in marks if isinstance(m, Kind)), None)
+    if kind is None:
+        kind = Kind(_BASIC[typing.get_origin(annotation) or annotation])
+    lows = [m.ge for m in marks if isinstance(m, Ge) and isinstance(m.ge, int | float)]
+    highs = [m.le for m in marks if isinstance(m, Le) and isinstance(m.le, int | float)]
+    longest = [m.max_length for m in marks if isinstance(m, MaxLen)]
+    required = info.is_required()
+    return Field(
+        kind.kind,
+        default=None if required else info.get_default(call_default_factory=True),
+        required=required,
+        choices=kind.choices,
+        minimum=lows[0] if lows else None,
+        nullable=nullable,
+        help=info.description or "",
+        maximum=highs[0] if highs else None,
+        max_items=longest[0] if longest and longest[0] != MAX_ITEMS else None,
+        text=kind.text,
+    )
+
+
+_BASIC: dict[object, str] = {int: "int", float: "float", bool: "bool", str: "str", list: "int_list"}
+
+
+def _strip_none(annotation: object) -> tuple[object, bool]:
+    args = typing.get_args(annotation)
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    if union and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return rest[0], True
+    return annotation, False
+
+
+def _metadata(annotation: object) -> list[object]:
+    """The metadata of an Annotated type, of the items of a list and of a union's members."""
+    if typing.get_origin(annotation) is Annotated:
+        base, *marks = typing.get_args(annotation)
+        inner = [n for m in marks for n in (m.metadata if isinstance(m, FieldInfo) else [m])]
+        return [*inner, *_metadata(base)]
+    if typing.get_origin(annotation) in (list, typing.Union, types.UnionType):
+        return [m for arg in typing.get_args(annotation) for m in _metadata(arg)]
+    return []

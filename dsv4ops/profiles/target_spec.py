@@ -24,8 +24,14 @@ from pydantic_core import PydanticCustomError
 
 from dsv4ops.constants import SSH_RECONNECT_S
 from dsv4ops.profiles.excerpt import excerpt
-from dsv4ops.profiles.schema import MAX_GPU_ID, MAX_ITEMS
-from dsv4ops.profiles.typecheck import text_json_schema, text_problem
+from dsv4ops.profiles.schema import (
+    MAX_GPU_ID,
+    MAX_ITEMS,
+    ArgvText,
+    FreeText,
+    NameText,
+    text_json_schema,
+)
 
 # Settings of a target whose processes dsv4ops starts: meaningless for a cluster, whose
 # controller runs the pods. Refused by name rather than as unknown keys, so the message says why.
@@ -53,23 +59,10 @@ def problem(why: str, *, at: str | None = None, hint: str | None = None) -> Pyda
     return PydanticCustomError("dsv4ops", "{why}", context)
 
 
-def _text(kind: str) -> AfterValidator:
-    def check(value: str) -> str:
-        found = text_problem(value, kind)
-        if found is not None:
-            raise problem(found)
-        return value
-
-    return AfterValidator(check)
-
-
 def _empty_is_null(value: object) -> object:
     return None if value == "" else value
 
 
-FreeText = Annotated[str, _text("free"), WithJsonSchema(text_json_schema("free"))]
-ArgvText = Annotated[str, _text("argv"), WithJsonSchema(text_json_schema("argv"))]
-NameText = Annotated[str, _text("name"), WithJsonSchema(text_json_schema("name"))]
 # A nullable argv string: "" is null, as the hand-written loader read it.
 OptionalArgv = Annotated[ArgvText | None, BeforeValidator(_empty_is_null)]
 

@@ -142,7 +142,7 @@ def set_profile_flags(
 def profile_schema(*, targets: bool, markdown: bool) -> str:
     """`profile schema`: the JSON Schema of a profile file (of targets.yaml with `targets`), or
     with `markdown` the settings reference tables of docs/profiles.md; both derived from the
-    one declaration of the keys (profiles/schema.py)."""
+    one declaration of the keys (profiles/profile_spec.py)."""
     from dsv4ops.profiles import json_schema, reference
 
     if markdown:

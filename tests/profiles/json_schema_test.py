@@ -22,7 +22,8 @@ from dsv4ops.profiles.json_schema import (
     targets_json_schema,
     to_text,
 )
-from dsv4ops.profiles.schema import PROFILE_SCHEMA, Field, Schema
+from dsv4ops.profiles.profile_spec import PROFILE_SCHEMA
+from dsv4ops.profiles.schema import Field, Schema
 from dsv4ops.profiles.target_spec import BoxTarget, EndpointTarget, MetricsFields, SSHFields
 from dsv4ops.profiles.targets import load_targets
 from testing.profiles import child, make_profiles_dir, targets_yaml

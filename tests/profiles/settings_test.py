@@ -12,8 +12,9 @@ from dsv4ops.canary.verdict import Thresholds
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import load_profile
 from dsv4ops.profiles.model import CanaryThresholds, ProbeSettings
+from dsv4ops.profiles.profile_spec import PROFILE_SCHEMA, section_schema
 from dsv4ops.profiles.reference import table
-from dsv4ops.profiles.schema import PROFILE_SCHEMA, Field, section_schema
+from dsv4ops.profiles.schema import Field
 from dsv4ops.settings import UnfitValue, declared, from_record, setting
 from testing.profiles import child
 

@@ -1,0 +1,282 @@
+"""The profile declared once, as frozen pydantic models: every key with its type, default, bounds
+and doc (as targets.yaml is in profiles/target_spec.py; the types of the keys are schema.py's).
+
+The loader checks the merged document against these models key by key (typecheck.normalize:
+each value validated by its field, every problem named `file:line: key: why`, a bad value marked
+unusable so the rules still run on the rest) and assembles the typed `ProfileSpec` the Profile is
+built from (build.py). The per-key view the unknown-key check, the error texts, the JSON Schema
+and the docs tables read (`PROFILE_SCHEMA`) is derived from them (schema.field_tree).
+
+The `canary` and `probe` sections are declared in dsv4ops/settings.py (`setting()`), below the
+deployment that carries them; `section_model` makes their models from those declarations.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, TypeVar
+
+from annotated_types import Ge, Le, MaxLen
+from pydantic import BaseModel, ConfigDict, Discriminator, Tag, create_model
+from pydantic import Field as Key
+
+from dsv4ops.profiles.buckets import MAX_BUCKETS
+from dsv4ops.profiles.routers import any_policy
+from dsv4ops.profiles.schema import (
+    KV_CACHE_DTYPES,
+    MAX_GPU_ID,
+    MAX_ITEMS,
+    MAX_RUNNING_REQUESTS,
+    REASONING_PARSERS,
+    ROUTER_POLICIES,
+    TRANSFER_BACKENDS,
+    ArgvList,
+    ArgvText,
+    EndpointText,
+    EnvMap,
+    FreeText,
+    Kind,
+    NameText,
+    NonEmptyText,
+    OnOff,
+    Schema,
+    field_tree,
+    section_of,
+)
+from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
+from dsv4ops.settings import CanaryThresholds, ProbeSettings, declared
+from dsv4ops.timings import STOP_GRACE_MAX_S, STOP_GRACE_MIN_S, STOP_GRACE_S
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _spec_or_list(value: object) -> str:
+    return "spec" if isinstance(value, str) else "list"
+
+
+GpuIds = list[Annotated[int, Ge(0), Le(MAX_GPU_ID)]]
+# An explicit list, or a spec string that buckets.resolve_buckets resolves (and bounds).
+Buckets = Annotated[
+    Annotated[list[int], Tag("list"), MaxLen(MAX_BUCKETS)] | Annotated[str, Tag("spec")],
+    Kind("buckets"),
+    Discriminator(_spec_or_list),
+]
+ReasoningParser = Annotated[str, Kind("str", choices=REASONING_PARSERS)]
+TransferBackend = Annotated[str, Kind("str", choices=TRANSFER_BACKENDS)]
+KvCacheDtype = Annotated[str, Kind("str", choices=KV_CACHE_DTYPES)]
+RouterKindName = Annotated[str, Kind("str", choices=tuple(str(k) for k in RouterKind))]
+Policy = Annotated[str, Kind("str", choices=ROUTER_POLICIES)]
+PrefillPolicy = Annotated[str, Kind("str", choices=any_policy("prefill_policy"))]
+DecodePolicy = Annotated[str, Kind("str", choices=any_policy("decode_policy"))]
+
+
+class Section(BaseModel):
+    """A mapping of a profile: frozen, unknown keys refused, no type coerced."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+
+
+def _stop_grace() -> float:
+    """`<component>.stop_grace_s`: recorded in the deployment, so a stop gives each process the
+    grace it was deployed with; no part of the command line, so not of the commands hash."""
+    return Key(
+        STOP_GRACE_S,
+        ge=STOP_GRACE_MIN_S,
+        le=STOP_GRACE_MAX_S,
+        description="seconds a stop waits for its graceful exit before SIGKILL (not in the commands)",
+    )
+
+
+class ModelSection(Section):
+    path: NonEmptyText = Key(description="the model SGLang loads (--model-path)")
+    served_name: NameText | None = Key(
+        None, description="the name clients ask for (--served-model-name); null: the path"
+    )
+    tool_call_parser: ArgvText | None = Key(
+        "deepseekv4", description="--tool-call-parser; null: none"
+    )
+    reasoning_parser: ReasoningParser | None = Key(
+        "deepseek-v4", description="--reasoning-parser; null: none"
+    )
+    trust_remote_code: bool = Key(True, description="--trust-remote-code")
+
+
+class DecodeSection(Section):
+    """One SGLang server of the PD pair; the prefill's adds its bootstrap port."""
+
+    gpus: GpuIds = Key(max_length=64, description="physical GPU ids, contiguous")
+    tp: int = Key(ge=1, description="tensor parallel size (--tp-size) = len(gpus)")
+    port: int = Key(
+        30001,
+        ge=1,
+        le=65535,
+        description="the server's HTTP port (the target's port_offset is added)",
+    )
+    transfer_backend: TransferBackend = Key(
+        "nixl",
+        description="KV transfer between the sides (--disaggregation-transfer-backend); both match",
+    )
+    page_size: int = Key(256, ge=1, le=1024, description="KV cache page (--page-size; DSV4: 256)")
+    kv_cache_dtype: KvCacheDtype = Key("fp8_e4m3", description="--kv-cache-dtype; both sides match")
+    # A fraction of GPU memory: SGLang's own default on the 96 GB box is about 0.89.
+    mem_fraction_static: float | None = Key(
+        None,
+        ge=0.05,
+        le=0.99,
+        description="share of GPU memory for weights and KV cache; null: SGLang's (~0.89 on the box)",
+    )
+    # DSV4's default is 256 (reference §1.4); the request pool is allocated up front.
+    max_running_requests: int | None = Key(
+        None, ge=1, le=MAX_RUNNING_REQUESTS, description="--max-running-requests; null: DSV4's 256"
+    )
+    extra_args: ArgvList = Key(
+        [], max_length=MAX_ITEMS, description="more SGLang arguments, checked against its parser"
+    )
+    env: EnvMap = Key({}, max_length=MAX_ITEMS, description="environment of the server process")
+    stop_grace_s: float = _stop_grace()
+
+
+class PrefillSection(DecodeSection):
+    port: int = Key(
+        30000,
+        ge=1,
+        le=65535,
+        description="the server's HTTP port (the target's port_offset is added)",
+    )
+    bootstrap_port: int = Key(
+        8998,
+        ge=1,
+        le=65535,
+        description="--disaggregation-bootstrap-port, where the decode meets the prefill",
+    )
+
+
+class HealthCheckSection(Section):
+    endpoint: EndpointText = Key("/health", description="the path the router polls")
+    interval_secs: int = Key(10, ge=1, le=3600, description="seconds between checks")
+    # Above SGLang's own 20 s health-generate wait (reference §3), so a busy but healthy server
+    # is not marked dead by the router's 5 s default.
+    timeout_secs: int = Key(30, ge=1, le=3600, description="seconds a check may take")
+    failure_threshold: int = Key(3, ge=1, le=100, description="failed checks that mark it dead")
+    success_threshold: int = Key(2, ge=1, le=100, description="passed checks that revive it")
+
+
+class ApiKeySection(Section):
+    """Where the key the router requires lives on the operator's machine, never the key
+    (dsv4ops/apikey.py): one of env and file; neither, a router open to its port."""
+
+    env: NameText | None = Key(None, description="an environment variable name")
+    file: NonEmptyText | None = Key(None, description="a file holding the key")
+
+
+class RouterSection(Section):
+    # Which router runs in front of the pair (dsv4ops/routerkind.py): the command, the flags
+    # extra_args may hold and how dsv4ops talks to it follow from it.
+    kind: RouterKindName = Key(
+        str(DEFAULT_ROUTER_KIND), description="which router runs in front of the pair"
+    )
+    port: int = Key(8000, ge=1, le=65535, description="the port clients send requests to")
+    prometheus_port: int = Key(29000, ge=1, le=65535, description="the router's Prometheus port")
+    policy: Policy = Key(
+        "cache_aware", description="--policy; the router kind's parser narrows the choices"
+    )
+    # PD's own policy per side (both routers take them); unset, --policy serves both.
+    prefill_policy: PrefillPolicy | None = Key(None, description="--prefill-policy; null: policy")
+    decode_policy: DecodePolicy | None = Key(None, description="--decode-policy; null: policy")
+    health_check: HealthCheckSection = Key(default_factory=HealthCheckSection)
+    api_key: ApiKeySection = Key(default_factory=ApiKeySection)
+    extra_args: ArgvList = Key(
+        [], max_length=MAX_ITEMS, description="more router arguments, checked against its parser"
+    )
+    env: EnvMap = Key({}, max_length=MAX_ITEMS, description="environment of the router process")
+    stop_grace_s: float = _stop_grace()
+
+
+class FlagsSection(Section):
+    overlap_schedule: OnOff = Key(
+        False, description="the decode's overlap scheduler (on: the wedge hazard)"
+    )
+    multi_stream_overlap: OnOff = Key(
+        False,
+        description="SGLANG_OPT_USE_MULTI_STREAM_OVERLAP (on: the tool-call corruption hazard)",
+    )
+    decode_buckets: Buckets = Key(
+        "sglang-default",
+        description="the decode's CUDA-graph batch sizes (--cuda-graph-bs-decode)",
+    )
+
+
+# The annotation of each kind of declared setting (dsv4ops/settings.py).
+_SETTING_TYPES: dict[str, object] = {"int": int, "float": float, "bool": bool, "str": ArgvText}
+
+
+def section_model(cls: type[DataclassInstance]) -> type[Section]:
+    """The model of a section declared in dsv4ops/settings.py (`setting()`), one key each."""
+    keys: dict[str, tuple[object, object]] = {}
+    for d in declared(cls):
+        b = d.bounds
+        ge, le, max_length = b.minimum, b.maximum, None
+        if d.kind in ("int_list", "str_list"):
+            max_length = b.max_items if b.max_items is not None else MAX_ITEMS
+        kind = _SETTING_TYPES.get(d.kind, ArgvList)
+        if d.kind == "int_list":
+            kind, ge, le = list[Annotated[int, Key(ge=b.minimum, le=b.maximum)]], None, None
+        elif b.choices:
+            kind = Annotated[str, Kind("str", choices=b.choices)]
+        default = list(d.default) if isinstance(d.default, tuple) else d.default
+        annotation = kind | None if d.nullable else kind  # type: ignore[operator]
+        key = Key(default, description=b.doc, ge=ge, le=le, max_length=max_length)
+        keys[d.name] = (annotation, key)
+    model: type[Section] = create_model(f"{cls.__name__}Section", __base__=Section, **keys)  # type: ignore[call-overload]
+    return model
+
+
+if TYPE_CHECKING:  # generated: to the type checker, sections of some keys
+    CanarySection = Section
+    ProbeSection = Section
+else:
+    CanarySection = section_model(CanaryThresholds)
+    ProbeSection = section_model(ProbeSettings)
+
+
+class ProfileSpec(Section):
+    """One profile after `extends` (the loader checks schema_version first, alone)."""
+
+    schema_version: int = Key(description="the file format's version")
+    extends: ArgvText | None = Key(
+        None, description="the profile this one inherits from: a name or a relative path"
+    )
+    description: FreeText = Key("", description="what the profile is for")
+    model: ModelSection
+    prefill: PrefillSection
+    decode: DecodeSection
+    router: RouterSection = Key(default_factory=RouterSection)
+    flags: FlagsSection = Key(default_factory=FlagsSection)
+    kernel_package: ArgvText | None = Key(
+        None, description="the kernel package the servers load: name@version, or empty"
+    )
+    # Declared once, with its defaults, bounds and docs, in dsv4ops/settings.py.
+    canary: CanarySection = Key(default_factory=CanarySection)
+    # What the deployed model can do with tools, declared (dsv4ops/settings.py ProbeSettings).
+    probe: ProbeSection = Key(default_factory=ProbeSection)
+
+
+def section_schema(cls: type[DataclassInstance]) -> Schema:
+    """The per-key view of a section declared in dsv4ops/settings.py."""
+    return field_tree(section_model(cls))
+
+
+PROFILE_SCHEMA: Schema = field_tree(ProfileSpec)
+
+
+def construct(model: type[M], values: dict[str, object]) -> M:
+    """The model of values each already validated by its key (typecheck.normalize), placeholders
+    in place of the bad ones: nothing is validated twice, and a bad key still yields a model."""
+    fields: dict[str, object] = {}
+    for key, info in model.model_fields.items():
+        section = section_of(info)
+        value = values[key]
+        fields[key] = construct(section, value) if section is not None else value  # type: ignore[arg-type]
+    return model.model_construct(None, **fields)

@@ -1,0 +1,69 @@
+"""The profile's pydantic models (profiles/profile_spec.py) are its one declaration: a whole
+profile validates against them, what they refuse the loader refuses with the same words, and the
+per-key view the docs, the JSON Schema and the error texts read is derived from them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from dsv4ops.errors import ProfileError
+from dsv4ops.profiles import list_profiles, load_profile
+from dsv4ops.profiles.profile_spec import PROFILE_SCHEMA, ProfileSpec
+from dsv4ops.profiles.schema import Field
+
+
+def test_every_shipped_profile_without_extends_validates_as_a_whole() -> None:
+    whole = [p for p in list_profiles() if "extends" not in yaml.safe_load(p.read_text())]
+    assert whole, "a shipped profile declares every required key"
+    for path in whole:
+        spec = ProfileSpec.model_validate(yaml.safe_load(path.read_text()))
+        profile = load_profile(path)
+        assert list(spec.decode.gpus) == list(profile.decode.gpus)
+        assert spec.prefill.bootstrap_port == profile.bootstrap_port
+        assert spec.canary.model_dump()["sweep_concurrency"] == list(
+            profile.canary.sweep_concurrency
+        )
+
+
+def test_the_models_refuse_what_the_loader_refuses() -> None:
+    data = yaml.safe_load(_whole().read_text())
+    data["decode"] = {**data["decode"], "tp": "four", "bogus": 1}
+    with pytest.raises(ValidationError) as info:
+        ProfileSpec.model_validate(data)
+    kinds = {(e["loc"], e["type"]) for e in info.value.errors()}
+    assert (("decode", "tp"), "int_type") in kinds
+    assert (("decode", "bogus"), "extra_forbidden") in kinds
+
+
+def test_the_view_is_derived_from_the_models() -> None:
+    tp = PROFILE_SCHEMA["decode"]
+    assert isinstance(tp, dict)
+    assert tp["tp"] == Field(
+        "int", required=True, minimum=1, help="tensor parallel size (--tp-size) = len(gpus)"
+    )
+    assert list(PROFILE_SCHEMA) == list(ProfileSpec.model_fields)
+    prefill, decode = PROFILE_SCHEMA["prefill"], PROFILE_SCHEMA["decode"]
+    assert isinstance(prefill, dict) and isinstance(decode, dict)
+    assert [*decode, "bootstrap_port"] == list(prefill)  # the prefill's adds its bootstrap port
+    port = prefill["port"]
+    assert isinstance(port, Field) and port.default == 30000
+
+
+def test_a_bad_value_is_named_by_its_key_with_what_its_field_takes(tmp_path: Path) -> None:
+    data = yaml.safe_load(_whole().read_text())
+    data["decode"] = {**data["decode"], "page_size": 4096}
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    assert str(info.value).endswith(
+        "decode.page_size: expected an integer from 1 to 1024, got 4096"
+    )
+
+
+def _whole() -> Path:
+    return next(p for p in list_profiles() if "extends" not in yaml.safe_load(p.read_text()))
