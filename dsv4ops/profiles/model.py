@@ -9,8 +9,10 @@ from dataclasses import asdict, dataclass, field
 # re-exported here because profiles build it and their warnings travel with it.
 from dsv4ops.apikey import ApiKeyRef
 from dsv4ops.constants import SSH_RECONNECT_S
-from dsv4ops.deployment import Component, Deployment, ProfileWarning, served_model_name
+from dsv4ops.deployment import Component, Deployment, ProfileWarning
 from dsv4ops.jsontypes import JSONObject
+from dsv4ops.profiles.profile_spec import HealthCheckSection as HealthCheck
+from dsv4ops.profiles.profile_spec import ModelSection as ModelSpec
 from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
 from dsv4ops.settings import MAX_CONCURRENCY, PROBE_TOOL_CALL, CanaryThresholds, ProbeSettings
 from dsv4ops.timings import STOP_GRACE_S
@@ -22,23 +24,11 @@ __all__ = [
     "CanaryThresholds",
     "Component",
     "Deployment",
+    "HealthCheck",
+    "ModelSpec",
     "ProbeSettings",
     "ProfileWarning",
 ]
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    path: str
-    served_name: str | None
-    tool_call_parser: str | None
-    reasoning_parser: str | None
-    trust_remote_code: bool
-
-    @property
-    def request_name(self) -> str:
-        """The model name requests carry (the one rule: dsv4ops.deployment.served_model_name)."""
-        return served_model_name(self.served_name, self.path)
 
 
 @dataclass(frozen=True)
@@ -62,15 +52,6 @@ class ServerSpec:
     @property
     def env_dict(self) -> dict[str, str]:
         return dict(self.env)
-
-
-@dataclass(frozen=True)
-class HealthCheck:
-    endpoint: str
-    interval_secs: int
-    timeout_secs: int
-    failure_threshold: int
-    success_threshold: int
 
 
 @dataclass(frozen=True)
@@ -126,6 +107,8 @@ class Profile:
     def to_dict(self) -> JSONObject:
         """Resolved values as plain data (for show/diff/--json); provenance fields left out."""
         data = asdict(self)
+        data["model"] = self.model.model_dump()
+        data["router"]["health_check"] = self.router.health_check.model_dump()
         for key in ("warnings", "chain", "path", "git_rev", "origins"):
             data.pop(key)
         for side in ("prefill", "decode"):

@@ -19,6 +19,7 @@ from annotated_types import Ge, Le, MaxLen
 from pydantic import BaseModel, ConfigDict, Discriminator, Tag, create_model
 from pydantic import Field as Key
 
+from dsv4ops.deployment import served_model_name
 from dsv4ops.profiles.buckets import MAX_BUCKETS
 from dsv4ops.profiles.routers import any_policy
 from dsv4ops.profiles.schema import (
@@ -101,6 +102,11 @@ class ModelSection(Section):
         "deepseek-v4", description="--reasoning-parser; null: none"
     )
     trust_remote_code: bool = Key(True, description="--trust-remote-code")
+
+    @property
+    def request_name(self) -> str:
+        """The model name requests carry (the one rule: dsv4ops.deployment.served_model_name)."""
+        return served_model_name(self.served_name, self.path)
 
 
 class DecodeSection(Section):

@@ -35,7 +35,9 @@ def test_a_profile_and_a_deployment_carry_their_parser() -> None:
     d = render(tiny, get_target("sglang-cpu"))
     assert thresholds_of(d).tool_call_parser == "deepseekv4"
     assert thresholds_of(d).tool_call_silence() == 0.0
-    qwen = dataclasses.replace(tiny, model=dataclasses.replace(tiny.model, tool_call_parser="qwen"))
+    qwen = dataclasses.replace(
+        tiny, model=tiny.model.model_copy(update={"tool_call_parser": "qwen"})
+    )
     assert thresholds_from_profile(qwen).tool_call_silence() == DETECTOR_S
     assert thresholds_of(render(qwen, get_target("sglang-cpu"))).tool_call_parser == "qwen"
 
