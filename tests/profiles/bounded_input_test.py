@@ -149,9 +149,10 @@ def test_an_extends_cycle_names_the_line_that_closes_it(write: Callable[[str, st
 
 def _time_many_keys(write: Callable[[str, str], Path], n: int) -> float:
     write(f"many{n}", child("".join(f"k{i}: 1\n" for i in range(n))))
-    start = time.perf_counter()
+    # this process's CPU time, not the wall clock: other work on the machine does not count
+    start = time.process_time()
     check = check_profile_file(f"many{n}")
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert len(check.problems) == n and all(p.line is not None for p in check.problems)
     return elapsed
 
