@@ -4,8 +4,8 @@
 Builds a journal of N records (deploys of 12 records each: begin, status, steps, transitions, as
 a real deploy writes them) straight into a file, then prints, side by side in one run, the full
 scan every read did before the index (parse, type, fold, place, judge) and, each in a fresh
-process's state (a new Journal: what a CLI command starts from), through the SQLite cache
-(journal/cache.py):
+process's state (a new Journal: what a CLI command starts from), through the SQLite index
+(journal/index.py, rows.py: its tables are the index):
 
   * cold `status`: in-flight, deployed, what left it unknown, the newest operation by id;
   * cold `journal`: the last 20 operations and the known-good judgement;
@@ -13,8 +13,8 @@ process's state (a new Journal: what a CLI command starts from), through the SQL
     profile no deploy has (deploy's switch cost: a miss);
   * one append (a deploy's 12 records, each appended and fsynced, through a Journal whose cache
     is current: the per-record cost), and the cold reads right after it (the cache + its tail);
-  * the one-time cache build (the first read of a journal without its cache, or after an
-    upgrade) and the first judgement;
+  * the one-time index build (the first read of a journal without its index, or after an
+    upgrade) and a judgement of every deploy (`judged()` iterated: what no command does);
   * the agent side: what the target's `journal_read` reads for a current copy, before (read and
     hash the whole record) and now (`recordfile.read_since`: one 64 KiB window).
 
@@ -177,12 +177,12 @@ def main() -> None:
         scan = timed("full scan (the read before the index)", lambda: full_scan(path))
         jdir = root / "journal"
         timed(
-            "cache build (first read, no cache: once)",
+            "index build (first read, no index: once)",
             lambda: Journal("box", directory=jdir).operations(),
         )
         timed(
-            "first judgement (full, writes the checkpoint)",
-            lambda: Journal("box", directory=jdir).judged(),
+            "every deploy judged (none does this: a bound)",
+            lambda: dict(Journal("box", directory=jdir).judged()),
         )
         j = Journal("box", directory=jdir)
         deploy_traffic(j)  # a Journal whose cache is current, as a deploy's is
@@ -200,7 +200,7 @@ def main() -> None:
         )
         row("one append (a deploy's 12 records / 12, fsynced)", append, "<= 10 ms")
         mb = sum(Path(f"{path}.sqlite{s}").stat().st_size for s in ("", "-wal")) / 1e6
-        print(f"{'cache file (+ its WAL)':<52} {mb:10.1f} MB")
+        print(f"{'index file (+ its WAL)':<52} {mb:10.1f} MB")
         whole = timed(
             "agent before: read + hash the whole record",
             lambda: recordfile.sha256(recordfile.read_bytes(str(path))),

@@ -1,10 +1,11 @@
 # ruff: noqa: T201
-"""A design probe for issue 39 item 4 (not the shipped index): a SQL-first journal index, one
-summary row per operation kept current on append, the known-good candidates found through a
-partial index and the commands that failed a gate as a table, timed at 10^6 records.
+"""The design probe for issue 39 item 4 that journal/index.py, rows.py and view.py were built on
+(kept for its numbers): a SQL-first journal index, one summary row per operation kept current on
+append, the known-good candidates found through a partial index and the commands that failed a
+gate as a table, timed at 10^6 records.
 
-What it measures is whether the hot queries can be index lookups instead of the shipped index's
-in-memory columns (journal/entries.py, order.py) and judgement checkpoint (checkpoint.py):
+What it measured is whether the hot queries can be index lookups instead of the index before it
+(in-memory columns, an order and a judgement checkpoint):
 
   * cold `status`: in-flight operations (a partial index on the live ones), the newest ended
     operation that names what runs (the rowid backwards), the newest operation;

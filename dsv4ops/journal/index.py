@@ -1,273 +1,128 @@
-"""The journal's per-operation index, kept in a SQLite cache next to the record (cache.py):
-folds appended bytes in, rebuilds by one full scan whatever does not prove itself (`Stale`,
-`Untrusted`, a cut record; said through `notify`, never an error). What is trusted when:
-docs/deploy.md, "The journal: record, index, judge"."""
+"""The journal's index: a SQLite database next to the record, `<journal>.sqlite`, whose tables
+are the index (rows.py), brought up to date with the record by each read (one transaction).
+Whatever does not prove itself is rebuilt from the record by one full scan, said through
+`notify`, never an error. What is trusted when: docs/deploy.md, "The journal: record, index,
+judge"."""
 
 from __future__ import annotations
 
 import contextlib
-import copy
+import hashlib
 import json
 import mmap
 import os
 import sqlite3
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+import stat
+from collections.abc import Callable
 
-from dsv4ops.journal import checkpoint, damage, knowngood, recordfile
-from dsv4ops.journal.cache import Cache, Untrusted
-from dsv4ops.journal.entries import JUDGED, KINDS, STATUSES, Entry, Table
-from dsv4ops.journal.order import Placed
-from dsv4ops.journal.records import Operation, fold_into
-from dsv4ops.journal.schema import BeginRecord, MergeRecord, Record, RecordError, parse_record
-from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.journal import recordfile, rows
+from dsv4ops.journal.rows import Buffer, Stale, State
+from dsv4ops.jsontypes import JSONValue
 
-Buffer = bytes | mmap.mmap
-
-__all__ = ["Entry", "JournalIndex", "Stale", "State", "placed", "record_at"]
+SUFFIX = ".sqlite"
+SCHEMA = 3  # PRAGMA user_version: another version is rebuilt silently (3: SQL-first rows)
+_SIDE = ("", "-wal", "-shm")  # the files SQLite keeps for one database in WAL mode
+_OLD = (".idx",)  # index files of earlier versions: deleted on first read
 
 
-class Stale(Exception):
-    """An indexed offset does not hold the record the index says: rebuild from a full scan."""
+class Untrusted(Exception):
+    """The index fails its own checks (why): rebuilt from the record, and said."""
 
 
-def _entry(o: Operation, offsets: list[int]) -> Entry:
-    view = None
-    if o.kind.value in JUDGED:
-        e = knowngood.essentials(o)
-        view = [
-            e.profile,
-            bool(e.components),
-            e.scope,
-            e.reason,
-            e.marked_known_good,
-            [g.to_record() for g in e.gates],
-        ]
-    return Entry(
-        o.op, o.kind.value, o.ts, o.status.value, o.running, view, offsets, count=len(offsets)
-    )
+class _Grown(Exception):
+    """Another process indexed what was appended after this one mapped the record."""
 
 
-@dataclass
-class State:
-    """The index of a journal's first `size` bytes (see the module docstring)."""
-
-    size: int = 0
-    window: str = field(default_factory=lambda: recordfile.window_of(b""))
-    lines: int = 0
-    records: int = 0
-    entries: Table = field(default_factory=Table)  # begin order (journal/entries.py)
-    merges: list[int] = field(default_factory=list)  # offsets of the merge records
-    merged: set[str] = field(default_factory=set)  # ops a merge brought in
-    after_first_merge: set[str] = field(default_factory=set)  # ops begun after the first merge
-    skipped: list[int] = field(default_factory=list)  # torn line numbers
-    # Lines that are no readable record of an operation: [line, "file:line: why"]; what the
-    # rest of the journal says is still read (a mutating command is refused: store.py).
-    damaged: list[damage.Damaged] = field(default_factory=list)
-    # op id begun again under an id already begun -> the lines from that second begin on: they
-    # are another operation's records and never read as the first one's (issue 39: they hid a
-    # known-good).
-    duplicates: dict[str, list[int]] = field(default_factory=dict)
-    orphans: dict[str, list[int]] = field(default_factory=dict)  # op -> lines: no begin read
-    saved_size: int = -1  # `size` the cache holds (-1: the cache holds none of this state)
-    dirty: set[str] = field(default_factory=set)  # ops folded since the cache was written
-    saved_ck: object = None  # the checkpoint the cache holds (another: written again)
-    # The known-good judgement of this state (judged once per state: a command asks many times).
-    judged: Mapping[str, knowngood.Judgement] | None = field(default=None, repr=False)
-    # knowngood's fold state after a prefix of the operations (journal/checkpoint.py: it proves
-    # itself against the entries before it is used, so appends never make it wrong).
-    checkpoint: checkpoint.Checkpoint | None = field(default=None, repr=False)
-    order: Placed | None = field(default=None, repr=False)  # placed(): made once per state
-
-    def overlay(self) -> State:
-        """A copy to fold a partial last line into (never kept, never written)."""
-        out = copy.copy(self)
-        for k, read in _KEPT.items():
-            setattr(out, k, read(getattr(self, k)))  # a copy of each list, set and dict
-        out.judged, out.order, out.entries, out.dirty = None, None, self.entries.copy(), set()
-        return out
-
-    def meta(self) -> JSONObject:
-        """What the cache keeps of this state besides its rows (journal/cache.py's `meta`)."""
-        kept = {k: getattr(self, k) for k in _KEPT}
-        kept = {k: sorted(v) if isinstance(v, set) else v for k, v in kept.items()}
-        return {**kept, "kinds": KINDS, "statuses": STATUSES, "ops": len(self.entries)}
+def _ints(v: JSONValue) -> list[int]:
+    return [int(n) for n in v]
 
 
-# The State fields the cache's `meta` keeps, each read back through its type (a forged value of
-# another type fails here: the cache is rebuilt).
-_KEPT: dict[str, Callable[[JSONValue], object]] = {
+def _lines(v: JSONValue) -> dict[str, list[int]]:
+    return {str(k): _ints(x) for k, x in v.items()}
+
+
+_READ: dict[str, Callable[[JSONValue], object]] = {  # State's fields, each read by its type
     "size": int,
     "window": str,
     "lines": int,
     "records": int,
-    "merges": lambda v: [int(o) for o in v],
-    "merged": lambda v: {str(o) for o in v},
-    "after_first_merge": lambda v: {str(o) for o in v},
-    "skipped": lambda v: [int(n) for n in v],
+    "ops": int,
+    "merges": _ints,
+    "merged": lambda v: [str(o) for o in v],
+    "merged_ts": str,
+    "skipped": _ints,
     "damaged": lambda v: [[int(n), str(why)] for n, why in v],
-    "duplicates": lambda v: {str(k): [int(n) for n in x] for k, x in v.items()},
-    "orphans": lambda v: {str(k): [int(n) for n in x] for k, x in v.items()},
+    "duplicates": _lines,
+    "orphans": _lines,
 }
 
 
-def _state(h: JSONObject, table: Table) -> State:
-    """The State of a cache's `meta` (raises ValueError, TypeError, KeyError for garbage)."""
-    state = State(entries=table)
-    for k, read in _KEPT.items():
-        setattr(state, k, read(h[k]))
-    state.saved_size = state.size
-    return state
+def sha(text: str) -> str:
+    """The sha256 `meta` keeps of its state (a check of the file, no MAC)."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
-def record_at(buf: Buffer, offset: int, op: str | None) -> Record:
-    """The record whose line starts at `offset`; Stale unless it is a valid record (of `op`)."""
-    end = buf.find(b"\n", offset)
-    raw = buf[offset : end if end >= 0 else len(buf)]
+def _state(text: str) -> State:
     try:
-        rec = parse_record(json.loads(raw), f"@{offset}")
-    except (ValueError, UnicodeDecodeError, RecordError):
-        raise Stale(f"no record at byte {offset}") from None
-    if op is not None and rec.op != op:
-        raise Stale(f"the record at byte {offset} is not one of {op}'s")
-    return rec
+        raw = json.loads(text)
+        return State(**{k: read(raw[k]) for k, read in _READ.items()})  # type: ignore[arg-type]
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise Untrusted(f"its state is not one this code wrote ({exc})") from None
 
 
-def fold_chunk(state: State, buf: Buffer, start: int, end: int, fd: int, where: str) -> None:
-    """Fold the lines of buf[start:end] into `state` (in place): the operations they touch are
-    re-folded from all their records. Raises JournalError for a malformed record (file:line)."""
-    touched: dict[str, list[tuple[int, Record]]] = {}
-    state.judged, state.order = None, None
-    offset = start
-    pieces = buf[start:end].split(b"\n")
-    if end and buf[end - 1 : end] == b"\n":
-        pieces.pop()  # the empty piece after the last newline
-    for n, raw in enumerate(pieces, start=state.lines + 1):
-        at, offset = offset, offset + len(raw) + 1
-        rec = damage.read_line(raw, f"{where}:{n}", state.skipped, state.damaged)
-        if rec is None:
-            continue
-        state.records += 1
-        if isinstance(rec, MergeRecord):
-            state.merges.append(at)
-            state.merged.update(rec.ops)
-            continue
-        begun = rec.op in touched or state.entries.row(rec.op) is not None
-        if not damage.its_own(rec, f"{where}:{n}", begun, state.duplicates, state.orphans):
-            continue
-        if isinstance(rec, BeginRecord) and state.merges:
-            state.after_first_merge.add(rec.op)
-        touched.setdefault(rec.op, []).append((at, rec))
-    for op, new in touched.items():
-        old = state.entries.get(op)
-        prior = [record_at(buf, o, op) for o in old.offsets] if old else []
-        folded = fold_into(prior + [r for _, r in new])[op]
-        state.entries[op] = _entry(folded, (old.offsets if old else []) + [o for o, _ in new])
-    state.dirty.update(touched)
-    state.lines += len(pieces)
-    state.size = end
-    state.window = recordfile.window_sha256(fd, end)
-
-
-class JournalIndex:
-    """The index of one journal file, kept current in memory and in its cache (journal/cache.py)."""
+class Index:
+    """The index of one journal file (`current()`: brought up to date with the record)."""
 
     def __init__(self, path: str, notify: Callable[[str], None] | None = None) -> None:
         self.path = path
-        self.cache = Cache(path)
-        self.file = self.cache.path
-        self._state: State | None = None
+        self.file = f"{path}{SUFFIX}"
+        self._db: sqlite3.Connection | None = None
         self._notify = notify or (lambda _line: None)
+        self.last: State | None = None  # what the last current() read (whole lines)
+        self._counted = False  # the rows were counted against the state (once per process)
 
-    def current(self) -> tuple[State, Buffer]:
-        """(the index of the whole journal, its bytes: an mmap, or b"" when empty/absent).
-        Raises JournalError for a malformed record, OSError (UnsafeJournalFile) for the file."""
-        fd = recordfile.open_read(self.path)
-        if fd is None:
-            self._state = State()
-            return State(), b""
-        try:
-            size = os.fstat(fd).st_size
-            buf: Buffer = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else b""
-            end = buf.rfind(b"\n") + 1  # whole lines only; a partial last line is read apart
-            state = self._fresh(fd, buf, end)
-            if end < size:
-                state = state.overlay()
-                fold_chunk(state, buf, end, size, fd, self.path)
-            return state, buf
-        finally:
-            os.close(fd)
+    def _safe(self) -> None:
+        """Remove a planted symlink, a non-regular or someone else's file at the index's
+        names (never opened: SQLite would follow it), and the old index files."""
+        for name in [self.file + s for s in _SIDE] + [self.path + s for s in _OLD]:
+            try:
+                st = os.lstat(name)
+            except FileNotFoundError:
+                continue
+            mine = stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
+            if name.endswith(_OLD) or not mine or st.st_mode & 0o077:
+                os.unlink(name)
 
-    @property
-    def last(self) -> State | None:
-        """The index as the last current() left it (None: not read yet)."""
-        return self._state
+    def db(self) -> sqlite3.Connection:
+        """The open database (created 0600 when absent). Raises sqlite3.Error, OSError."""
+        if self._db is None:
+            self._safe()
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(self.file, os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+            db = sqlite3.connect(self.file, isolation_level=None, check_same_thread=False)
+            self._db = db
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")  # a cache: a power cut loses a fold
+            db.execute("PRAGMA busy_timeout=5000")
+        return self._db
 
-    def drop(self, why: str | None = None) -> None:
-        """Forget the index (memory and cache): the next current() scans the whole journal.
-        `why`: the index did not match the journal (said, since someone may have forged it)."""
-        if why is not None:
-            self._rebuilt(why)
-        self._state = None
+    def remove(self) -> None:
+        """Delete the index's files (a damaged one: SQLite may not even open it)."""
+        if self._db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+            self._db = None
+        self._counted = False
+        for s in _SIDE:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.file + s)
+
+    def drop(self, why: str) -> None:
+        """The index did not hold (a row read back that is not what its records say): said and
+        removed; the next current() rebuilds it from the record."""
+        self._rebuilt(why)
         with contextlib.suppress(OSError):
-            self.cache.remove()
-
-    def _fresh(self, fd: int, buf: Buffer, end: int) -> State:
-        s = self._state
-        if s is not None and not (
-            s.size <= end and s.window == recordfile.window_sha256(fd, s.size)
-        ):
-            s = None  # what this process indexed is no longer the journal's beginning
-        if s is None:
-            s = self._load(fd, end)
-        if s is None:
-            s = State()
-        try:
-            if s.size < end:
-                fold_chunk(s, buf, s.size, end, fd, self.path)
-        except Stale as exc:
-            if s.size == 0 and not s.entries:
-                raise
-            self._rebuilt(str(exc))
-            s = State()  # the index did not hold: the full scan decides (and names the line)
-            fold_chunk(s, buf, 0, end, fd, self.path)
-        self._state = s
-        if s.size != s.saved_size:
-            self._save(s)
-        return s
-
-    def keep(self, s: State) -> None:
-        """Write the cache again for a new checkpoint of the state current() returned (never
-        an overlay of a partial last line: that is not what the cache indexes)."""
-        if s is self._state:
-            self._save(s)
-
-    def _load(self, fd: int, end: int) -> State | None:
-        try:
-            found = self.cache.load()
-            if found is None:
-                return None  # empty, or of another version: rebuilt silently
-            h, ck, cols = found
-            size = int(h["size"])
-            if size > end:
-                self._rebuilt(
-                    f"it indexes {size} bytes, the journal holds {end}: the journal was cut "
-                    "or replaced"
-                )
-                return None
-            if h["window"] != recordfile.window_sha256(fd, size):
-                return None  # rewritten, or another journal: never trusted
-            state = _state(h, Table(cols))
-        except (Untrusted, sqlite3.Error, ValueError, TypeError, KeyError) as exc:
-            why = f"SQLite: {exc}" if isinstance(exc, sqlite3.Error) else str(exc)
-            self._rebuilt(why or type(exc).__name__)
-            with contextlib.suppress(OSError):
-                self.cache.remove()  # a file SQLite cannot read is made anew
-            return None
-        except OSError:
-            return None  # unreadable: rebuilt in memory
-        state.checkpoint = state.saved_ck = checkpoint.decode(ck.encode()) if ck else None
-        return state
+            self.remove()
 
     def _rebuilt(self, why: str) -> None:
         self._notify(
@@ -275,28 +130,117 @@ class JournalIndex:
             "rebuilt from the journal itself (the append-only record decides)"
         )
 
-    def _save(self, s: State) -> None:
-        """Write what changed since the cache was written (all of it for a new cache)."""
-        whole = s.saved_size < 0
-        t = s.entries
-        if whole:
-            rows = list(enumerate(t.values()))
-        else:
-            at = sorted(r for r in map(t.row, s.dirty) if r is not None)
-            rows = [(r, t.at(r)) for r in at]
-        kept = None  # the checkpoint the cache holds stays (megabytes at 10^6 records)
-        if whole or s.checkpoint is not s.saved_ck:
-            kept = checkpoint.encode(s.checkpoint).decode() if s.checkpoint is not None else ""
+    def current(self) -> tuple[sqlite3.Connection, State, Buffer]:
+        """(the database, its state, the record's bytes) with every whole line of the record
+        indexed; a partial last line is read into a copy (rows.partial), never kept. Raises
+        OSError (UnsafeJournalFile) for the file."""
+        fd = recordfile.open_read(self.path)
+        if fd is None:
+            self.last = State()
+            db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            rows.create(db)
+            return db, State(), b""
         try:
-            if self.cache.save(s.meta(), kept, rows, whole=whole, based_on=s.saved_size):
-                s.saved_size, s.dirty, s.saved_ck = s.size, set(), s.checkpoint
-        except (sqlite3.Error, OSError):
+            for _ in range(3):
+                size = os.fstat(fd).st_size
+                buf: Buffer = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else b""
+                end = buf.rfind(b"\n") + 1  # whole lines only
+                try:
+                    db, st = self._indexed(fd, buf, end)
+                    break
+                except _Grown:
+                    continue  # mapped again, as long as it is now
+            else:
+                db, st = rows.scan(fd, buf, end, self.path)
+            self.last = st
+            if end < size:
+                st = st.copy()
+                try:
+                    db = rows.partial(db, st, buf, (end, size), fd, self.path)
+                except Stale as exc:  # a row the index holds is not its records': rebuilt
+                    self.drop(str(exc))
+                    db, st = rows.scan(fd, buf, size, self.path)
+            return db, st, buf
+        finally:
+            os.close(fd)
+
+    def _indexed(self, fd: int, buf: Buffer, end: int) -> tuple[sqlite3.Connection, State]:
+        """The database with the record's first `end` bytes indexed: folded on, else rebuilt
+        (said, unless it is merely of another version or journal); in memory when its file
+        cannot be written or another process holds it."""
+        for _ in range(2):
+            try:
+                return self._fold(fd, buf, end)
+            except (Stale, Untrusted) as exc:
+                self._rebuilt(str(exc))
+            except sqlite3.OperationalError as exc:
+                if "locked" in str(exc):
+                    break  # another process folds it (> busy_timeout): read it in memory
+                self._rebuilt(f"SQLite: {exc}")
+            except sqlite3.DatabaseError as exc:
+                self._rebuilt(f"SQLite: {exc}")
+            except OSError:
+                break  # unwritable: indexed in memory
             with contextlib.suppress(OSError):
-                self.cache.remove()  # never read again as it is: the next read rebuilds it
+                self.remove()
+        return rows.scan(fd, buf, end, self.path)
 
+    def _fold(self, fd: int, buf: Buffer, end: int) -> tuple[sqlite3.Connection, State]:
+        db = self.db()
+        st = self._load(db, fd, end)
+        if st is not None and st.size == end:
+            return db, st
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            st = self._load(db, fd, end)  # another process may have folded meanwhile
+            made = st is None
+            if st is None:
+                rows.create(db)
+                db.execute(f"PRAGMA user_version = {SCHEMA}")
+                st = State()
+            if st.size < end or made:
+                rows.fold(db, st, buf, (st.size, end), fd, self.path)
+                text = json.dumps({k: getattr(st, k) for k in _READ}, separators=(",", ":"))
+                db.executemany(
+                    "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                    [("state", text), ("digest", sha(text))],
+                )
+            db.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            raise
+        return db, st
 
-def placed(state: State) -> Placed:
-    """The entries in the journal's order (merged operations placed by records.place_by)."""
-    if state.order is None:
-        state.order = Placed(state.entries, state.merged, state.after_first_merge)
-    return state.order
+    def _load(self, db: sqlite3.Connection, fd: int, end: int) -> State | None:
+        """The state the database holds; None when empty, of another version or of another
+        journal (rebuilt silently). Raises Untrusted, _Grown, sqlite3.Error."""
+        if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA:
+            return None
+        try:
+            meta = dict(db.execute("SELECT k, v FROM meta"))
+        except sqlite3.OperationalError:
+            return None  # no tables yet
+        if "state" not in meta:
+            return None
+        if meta.get("digest") != sha(meta["state"]):
+            raise Untrusted("its state does not match its sha256")
+        st = _state(meta["state"])
+        grown = st.size > end and os.fstat(fd).st_size >= st.size
+        if grown and st.window == recordfile.window_sha256(fd, st.size):
+            raise _Grown
+        if st.size > end:
+            raise Untrusted(
+                f"it indexes {st.size} bytes, the journal holds {end}: the journal was cut or "
+                "replaced"
+            )
+        if st.window != recordfile.window_sha256(fd, st.size):
+            return None  # rewritten, or another journal: never trusted
+        # The rows and places, once per process (count(*) reads an index: ~2 ms at 10^6
+        # records; later loads by this connection see its own folds).
+        if not self._counted:
+            got = db.execute("SELECT count(*), max(row), max(place) FROM ops").fetchone()
+            if got != ((st.ops, st.ops - 1, st.ops - 1) if st.ops else (0, None, None)):
+                raise Untrusted(f"it holds {got[0]} operation row(s), its state says {st.ops}")
+            self._counted = True
+        return st

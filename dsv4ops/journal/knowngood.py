@@ -54,16 +54,16 @@ def judge_into(
     out: MutableMapping[str, Judgement],
     good: dict[str, Judgement],
 ) -> None:
-    """judge()'s fold, continued from `out` and `good` (commands hash -> the best known-good
-    judgement so far): the index's checkpoint (journal/checkpoint.py) resumes it after the
-    operations it judged, with the whole journal's experiments and failed gates."""
+    """judge()'s fold into `out`, with `good` (commands hash -> the best known-good judgement
+    so far), the whole journal's experiments and failed gates. The journal's index (view.py)
+    answers the same per row: own_facts kept, the rest looked up when read."""
     for o in ops:
         if o.kind not in (Kind.DEPLOY, Kind.ROLLBACK):
             continue
         j = _own(o, experiments, good)
         h = commands_hash(o)
         if j.known_good and h in failed:
-            j = Judgement(o.op, NOT, f"not known-good: its commands failed {failed[h]}")
+            j = failed_judgement(o.op, failed[h])
         out[o.op] = j
         if j.known_good and h and (h not in good or good[h].rank < j.rank):
             good[h] = j
@@ -73,7 +73,7 @@ def essentials(o: Operation) -> Operation:
     """`o` reduced to what this rule reads (its status, profile name and commands hash, whether
     it recorded components, its scope, an experiment's block reason, its known_good mark, its
     GateResults): judge() of the reduced operations equals judge() of the whole ones, so the
-    journal's index (journal/index.py) keeps these instead of re-reading every record."""
+    journal's index (journal/rows.py) keeps these instead of re-reading every record."""
     p = o.profile or {}
     return Operation(
         op=o.op,
@@ -119,17 +119,33 @@ def _failed_commands(
     o: Operation, g: GateResult, ops: Sequence[Operation]
 ) -> list[tuple[str, str]]:
     """(commands hash, which gate) for a failed gate `g` that operation `o` recorded."""
+    h, what = own_failure(o, g)
+    if h is not None:
+        return [(h, what)]
     if o.kind is not Kind.EXPERIMENT:
-        what = f"the canary gate of {o.op} ({o.profile_name or '-'})"
-        return [(g.commands_hash, what)] if g.commands_hash else []
-    if g.commands_hash:
-        return [(g.commands_hash, f"the {_ab_gate(g)} of experiment {o.op} (B: {g.op})")]
+        return []
     # A migrated A/B gate names no commands: its experiment's B blocks ran them.
     return [
-        (h, f"the {_ab_gate(g)} of experiment {o.op} ({d.profile_name or '-'})")
+        (h, legacy_ab_failure(what, o.op, d.profile_name))
         for d in ops
         if (h := commands_hash(d)) and arm_of(d, o.op) == "B"
     ]
+
+
+def own_failure(o: Operation, g: GateResult) -> tuple[str | None, str]:
+    """(the commands, which gate) of a failed gate `o` recorded, from its own records: None
+    commands for a gate that names none (a migrated A/B gate: legacy_ab_failure names each B
+    block's; a deploy's or rollback's: no commands failed)."""
+    if o.kind is not Kind.EXPERIMENT:
+        return g.commands_hash, f"the canary gate of {o.op} ({o.profile_name or '-'})"
+    if g.commands_hash:
+        return g.commands_hash, f"the {_ab_gate(g)} of experiment {o.op} (B: {g.op})"
+    return None, _ab_gate(g)
+
+
+def legacy_ab_failure(gate: str, experiment: str, profile: object) -> str:
+    """Which gate failed a B block's commands of `experiment` (a gate that named none)."""
+    return f"the {gate} of experiment {experiment} ({profile or '-'})"
 
 
 def _ab_gate(g: GateResult) -> str:
@@ -146,60 +162,73 @@ def arm_of(op: Operation, experiment: str) -> str | None:
     return "B" if tail.endswith("(B)") else "A" if tail.endswith("(A)") else None
 
 
-def _no(o: Operation, why: str) -> Judgement:
-    return Judgement(o.op, NOT, f"not known-good: {why}")
+INHERITS = -1  # own_facts' rank of a gateless rollback: it inherits what it restored
+
+
+def own_facts(o: Operation) -> tuple[bool, int, str]:
+    """What a deploy's or rollback's own records decide (the journal's index keeps it in its
+    row): (decided before the arm check, rank, why); rank INHERITS for a proven rollback that
+    ran no gate (the best known-good of its commands before it: `inherited`)."""
+    if o.status is not Status.SUCCEEDED:
+        return True, NOT, f"not known-good: {_ended(o)}"
+    if not o.components:
+        return True, NOT, "not known-good: it recorded no deployment"
+    if o.scope is not None:
+        restarted = ", ".join(o.scope.get("restarted") or [])
+        return True, NOT, f"not known-good: a partial restart ({restarted}) is not a proven unit"
+    if not o.proven:
+        return (
+            False,
+            NOT,
+            "not known-good: the unit was never proven by generations through the router",
+        )
+    gate = gate_of(o)
+    if gate is not None and not gate.accepted:
+        why = f"known-good: whole unit, served through the router, canary gate {gate.verdict.value}"
+        return False, PASSED, why
+    if gate is not None:
+        return (
+            False,
+            ACCEPTED,
+            (
+                f"known-good (below a pass): canary gate {gate.verdict.value}, "
+                "accepted with --accept-inconclusive-canary"
+            ),
+        )
+    if o.kind is Kind.ROLLBACK:
+        return False, INHERITS, ""
+    return False, NOT, "not known-good: no canary gate ran (--no-canary, or an experiment's deploy)"
+
+
+def arm_judgement(op: str, experiment: str) -> Judgement:
+    why = f"a block of A/B experiment {experiment} (an experiment's arm is never known-good)"
+    return Judgement(op, NOT, f"not known-good: {why}")
+
+
+def failed_judgement(op: str, what: str) -> Judgement:
+    return Judgement(op, NOT, f"not known-good: its commands failed {what}")
+
+
+def inherited(op: str, src: Judgement | None) -> Judgement:
+    """A gateless rollback's judgement: `src`, the best known-good of its commands before it."""
+    if src is None:
+        why = "it restored commands that were never known-good (named with --to) and ran no gate"
+        return Judgement(op, NOT, f"not known-good: {why}")
+    restored = src.why.split(": ", 1)[-1]
+    return Judgement(op, src.rank, f"known-good: restored the commands of {src.op} ({restored})")
 
 
 def _own(o: Operation, experiments: set[str], good: dict[str, Judgement]) -> Judgement:
     """The judgement of `o` by its own records (and, for a rollback, what it restored)."""
-    if o.status is not Status.SUCCEEDED:
-        return _no(o, _ended(o))
-    if not o.components:
-        return _no(o, "it recorded no deployment")
-    if o.scope is not None:
-        return _no(
-            o,
-            f"a partial restart ({', '.join(o.scope.get('restarted') or [])}) is not a "
-            "proven unit",
-        )
+    pre, rank, why = own_facts(o)
+    if pre:
+        return Judgement(o.op, rank, why)
     arm = next((e for e in experiments if arm_of(o, e)), None)
     if arm is not None:
-        return _no(o, f"a block of A/B experiment {arm} (an experiment's arm is never known-good)")
-    if not o.proven:
-        return _no(o, "the unit was never proven by generations through the router")
-    return _by_gate(o, good)
-
-
-def _by_gate(o: Operation, good: dict[str, Judgement]) -> Judgement:
-    """A proven whole-unit deploy or rollback, judged by its gate (or what a rollback restored)."""
-    gate = gate_of(o)
-    if gate is not None and not gate.accepted:
-        return Judgement(
-            o.op,
-            PASSED,
-            f"known-good: whole unit, served through the router, canary gate {gate.verdict.value}",
-        )
-    if gate is not None:
-        return Judgement(
-            o.op,
-            ACCEPTED,
-            f"known-good (below a pass): canary gate {gate.verdict.value}, "
-            "accepted with --accept-inconclusive-canary",
-        )
-    h = commands_hash(o)
-    if o.kind is Kind.ROLLBACK:
-        if h in good:
-            src = good[h]
-            return Judgement(
-                o.op,
-                src.rank,
-                f"known-good: restored the commands of {src.op} ({src.why.split(': ', 1)[-1]})",
-            )
-        return _no(
-            o,
-            "it restored commands that were never known-good (named with --to) and ran no gate",
-        )
-    return _no(o, "no canary gate ran (--no-canary, or an experiment's deploy)")
+        return arm_judgement(o.op, arm)
+    if rank == INHERITS:
+        return inherited(o.op, good.get(commands_hash(o) or ""))
+    return Judgement(o.op, rank, why)
 
 
 def gate_of(o: Operation) -> GateResult | None:

@@ -1,5 +1,5 @@
 """The journal store: one append-only JSONL record per target, through a backend (`FileBackend`,
-or the target's record through its agent: target.py), read through its index (index.py, view.py).
+or the target's record through its agent: target.py), read through its SQLite index (index.py, rows.py, view.py, lazy.py).
 docs/deploy.md, "The journal"."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from dsv4ops.errors import DsOpsError, JournalError
 from dsv4ops.journal import knowngood, opids, recordfile
 from dsv4ops.journal.backend import FileBackend, JournalBackend, JournalSource, journal_path
 from dsv4ops.journal.gates import GATES_RECORDED, GateResult, GateSource
-from dsv4ops.journal.index import JournalIndex
+from dsv4ops.journal.index import Index
+from dsv4ops.journal.lazy import Operations
 from dsv4ops.journal.records import Kind, Operation, Status, check_transition, scrub
 from dsv4ops.journal.schema import (
     BeginFields,
@@ -27,7 +28,7 @@ from dsv4ops.journal.schema import (
     parse_record,
     to_json,
 )
-from dsv4ops.journal.view import Operations, View
+from dsv4ops.journal.view import View
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.whoami import operator_identity
 
@@ -71,7 +72,7 @@ class Journal:
         self.skipped_lines: list[int] = []
         self._notify = notify or (lambda _line: None)
         self._told: set[str] = set()
-        self._index = JournalIndex(str(self.path), self._notify)
+        self._index = Index(str(self.path), self._notify)
         self._loaded: dict[tuple[str, int], Operation] = {}  # operations folded by this object
         # Encoded records `step(..., defer=True)` held for the next append (see there), and
         # records whose write failed while `keep_unwritten` (below): retried by the next write.
@@ -257,7 +258,7 @@ class Journal:
         self.backend.refresh(lock_op=self._lock_op)
         if self.backend.path != self.path:  # the cache moved (unwritable: journal/target.py)
             self.path = self.backend.path
-            self._index, self._loaded = JournalIndex(str(self.path), self._notify), {}
+            self._index, self._loaded = Index(str(self.path), self._notify), {}
         try:
             view = View(self._index, self._loaded)
         except OSError as exc:
@@ -309,7 +310,7 @@ class Journal:
         return self._view().tail(n)
 
     def operations(self) -> Operations:
-        """The operations in the journal's order (a lazy Sequence, see journal/view.py)."""
+        """The operations in the journal's order (a lazy Sequence, see journal/lazy.py)."""
         return self._view().operations()
 
     def merges(self) -> list[JSONObject]:
@@ -329,25 +330,21 @@ class Journal:
     def get(self, op_id: str) -> Operation:
         """The operation with this id (or unique id prefix); raise JournalError if none."""
         view = self._view()
-        exact = view.state.entries.get(op_id)
+        exact = view.entry(op_id)
         if exact is not None:
             return view.load(exact)
-        order = view.order
-        matches = [order[p] for p in range(len(order)) if order.op_at(p).startswith(op_id)]
+        matches = view.operations().prefixed(op_id)
         if len(matches) != 1:
             what = "no" if not matches else "more than one"
             raise JournalError(f"{what} journal entry matches {op_id!r} in {self.path}")
-        return view.load(matches[0])
+        return matches[0]
 
     def in_flight(self) -> list[Operation]:
         """Operations that never reached a terminal status (a CLI that died mid-way). A runbook
         run is not one of them: it changes nothing itself and stays open until it is resumed."""
         view = self._view()
-        kinds = {k for k in Kind if k is not Kind.RUNBOOK}
-        return [
-            view.load(view.order[p])
-            for p in view.order.positions(kinds={k.value for k in kinds}, terminal=False)
-        ]
+        live = view.walk("live = 1 AND kind != 'runbook'")
+        return [view.load(e) for e in live]
 
     def known_good(self) -> Sequence[Operation]:
         """Known-good deployments in the order rollback offers them (the one rule:
@@ -366,21 +363,14 @@ class Journal:
     def deployed(self) -> Operation | None:
         """The operation whose deployment runs now per the journal (None: nothing or unknown)."""
         view = self._view()
-        for e in reversed(view.order):
-            if not e.terminal or e.running is None:
-                continue
-            ran = view.state.entries.get(e.running) if e.running not in ("", UNKNOWN) else None
-            return None if ran is None else view.load(ran)
-        return None
+        e = view.newest("live = 0 AND running IS NOT NULL")
+        ran = None if e is None or e.running in ("", UNKNOWN) else view.entry(str(e.running))
+        return None if ran is None else view.load(ran)
 
     def deployed_is_unknown(self) -> Operation | None:
         """The operation that left the target in an unknown state, if that is the latest word."""
         view = self._view()
-        for e in reversed(view.order):
-            if e.kind == Kind.RUNBOOK.value:
-                continue
-            if e.terminal and e.running is not None:
-                return view.load(e) if e.running == UNKNOWN else None
-            if not e.terminal:
-                return view.load(e)
-        return None
+        e = view.newest("kind != 'runbook' AND (live = 1 OR running IS NOT NULL)")
+        if e is None or (e.terminal and e.running != UNKNOWN):
+            return None
+        return view.load(e)

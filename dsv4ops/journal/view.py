@@ -1,76 +1,206 @@
-"""One read of a journal through its index: `Operations` (a Sequence in the journal's order,
-each folded from its own records when first touched) and `KnownGood`; the known-good
-rule judges the index's `knowngood.essentials`."""
+"""One read of a journal through its index (index.py): the rows as that read found them, each
+operation folded from its own records when first read (its row checked against them), and the
+known-good rule judged per row when asked: the row's own facts (knowngood.own_facts) and three
+lookups (the experiment a block names, the first gate its commands failed, a gateless
+rollback's source). The Sequences it hands out: lazy.py. docs/deploy.md, "The journal: record,
+index, judge"."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from typing import TypeVar, overload
+import sqlite3
+from collections.abc import Iterator
+from typing import NoReturn
 
 from dsv4ops.errors import JournalError
-from dsv4ops.journal import checkpoint, damage, knowngood, recordfile
-from dsv4ops.journal.entries import Entry
-from dsv4ops.journal.index import JournalIndex, Stale, placed, record_at
-from dsv4ops.journal.order import Placed
-from dsv4ops.journal.records import Kind, Operation, Status, fold_into
+from dsv4ops.journal import damage, index, knowngood, recordfile, rows
+from dsv4ops.journal.knowngood import INHERITS, Judgement
+from dsv4ops.journal.lazy import GOOD, Entry, Judgements, KnownGood, Operations, facts_of, fits
+from dsv4ops.journal.records import Operation, fold_into
 from dsv4ops.journal.schema import Record, RecordError, parse_record
-from dsv4ops.jsontypes import JSONObject
 
-T = TypeVar("T")
+_ROW = (
+    "op, kind, status, live, ts, running, count, offsets, place, name, hash, view, pre, own, why,"
+    " block, arm"
+)
+_BATCH = 64
 
 
 class View:
     """The journal as one read found it (a later read makes a new View)."""
 
-    def __init__(self, index: JournalIndex, cache: dict[tuple[str, int], Operation]) -> None:
-        self._index = index
+    def __init__(self, idx: index.Index, cache: dict[tuple[str, int], Operation]) -> None:
+        self._index = idx
         self._cache = cache  # (op, records folded) -> Operation, shared by a Journal's views
-        self.state, self.buf = index.current()
-        self.order: Placed = placed(self.state)
+        self.generation = -1  # how many times this view's index was rebuilt under it
+        self._read()
+
+    def _read(self) -> None:
+        self.db, self.state, self.buf = self._index.current()
+        self.n = self.state.ops
+        self.generation += 1
+        self._judged: dict[str, Judgement] = {}
+        self._exp: dict[str, bool] = {}
+        self._fails: dict[str, str | None] = {}
+
+    def q(self, sql: str, *args: object) -> list[tuple[object, ...]]:
+        """A query of the index; JournalError if SQLite finds it damaged meanwhile."""
+        try:
+            return self.db.execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            self._damaged(f"SQLite: {exc}")
+
+    def _damaged(self, why: str) -> NoReturn:
+        with contextlib.suppress(OSError):
+            self._index.remove()  # the next command rebuilds it
+        raise JournalError(
+            f"the journal's index {self._index.file} was damaged while it was read ({why}); "
+            "it was removed",
+            hint="run the command again: the index is rebuilt from the journal itself",
+        )
+
+    def _entry(self, r: tuple[object, ...]) -> Entry:
+        if not fits(r):
+            self._damaged(f"a row is not one this code wrote: {r[0]!r}")
+        return Entry(*r)  # type: ignore[arg-type]
+
+    def entry(self, op: str) -> Entry | None:
+        hit = self.q(f"SELECT {_ROW} FROM ops WHERE op = ? AND place < ?", op, self.n)  # noqa: S608
+        return self._entry(hit[0]) if hit else None
+
+    def at(self, pos: int) -> Entry:
+        hit = self.q(f"SELECT {_ROW} FROM ops WHERE place = ?", pos)  # noqa: S608
+        if not hit:
+            self._damaged(f"it has no operation at place {pos}")
+        return self._entry(hit[0])
+
+    def walk(self, where: str = "1", *args: object, newest_first: bool = False) -> Iterator[Entry]:
+        """The entries matching `where`, in the journal's order (or newest first), in batches."""
+        edge = self.n if newest_first else -1
+        cmp, order = ("<", "DESC") if newest_first else (">", "")
+        sql = (
+            f"SELECT {_ROW} FROM ops WHERE ({where}) AND place {cmp} ? AND place < {self.n}"  # noqa: S608
+            f" ORDER BY place {order} LIMIT {_BATCH}"
+        )
+        while True:
+            got = self.q(sql, *args, edge)
+            for r in got:
+                yield self._entry(r)
+            if len(got) < _BATCH:
+                return
+            edge = int(got[-1][8])  # type: ignore[call-overload]
 
     def load(self, entry: Entry, *, retry: bool = True) -> Operation:
-        """The whole Operation of `entry`, folded from its records (rebuilt index: retried once)."""
-        key = (entry.op, entry.count)
+        """The whole Operation of `entry`, folded from its records (its row checked against
+        them: a row that does not match is rebuilt, the read retried once)."""
+        offsets = [o for o in entry.offsets if o < len(self.buf)]  # appended since: not this read's
+        key = (entry.op, len(offsets))
         hit = self._cache.get(key)
         if hit is not None:
             return hit
         try:
-            recs = [record_at(self.buf, o, entry.op) for o in entry.offsets]
-        except Stale as exc:
+            op = fold_into([rows.record_at(self.buf, o, entry.op) for o in offsets])[entry.op]
+            if len(offsets) == entry.count and rows.facts(op) != facts_of(entry):
+                raise rows.Stale(f"its row of {entry.op} does not match that operation's records")
+        except (rows.Stale, KeyError) as exc:
             if not retry:
                 raise JournalError(f"{self._index.path} changed while it was read") from None
-            self._rebuild(exc)  # an edit the size+window proof could not see: never trusted
-            fresh = self.state.entries.get(entry.op)
+            self._index.drop(str(exc))  # never trusted: rebuilt by a full scan
+            self._read()
+            fresh = self.entry(entry.op)
             if fresh is None:
                 raise JournalError(f"{self._index.path} changed while it was read") from None
             return self.load(fresh, retry=False)
-        op = fold_into(recs)[entry.op]
         self._cache[key] = op
         return op
+
+    # -- the judge ------------------------------------------------------------------------------
+
+    def judge(self, e: Entry) -> Judgement | None:
+        """knowngood.judge's judgement of `e` (None: not a deploy or rollback)."""
+        if e.kind not in ("deploy", "rollback") or e.own is None or e.why is None:
+            return None
+        j = self._judged.get(e.op)
+        if j is not None:
+            return j
+        if e.pre:
+            j = Judgement(e.op, e.own, e.why)
+        elif e.block is not None and self._experiment(e.block):
+            j = knowngood.arm_judgement(e.op, e.block)
+        else:
+            j = self._inherited(e) if e.own == INHERITS else Judgement(e.op, e.own, e.why)
+            failed = self._failed(e.hash) if j.known_good and e.hash else None
+            j = j if failed is None else knowngood.failed_judgement(e.op, failed)
+        self._judged[e.op] = j
+        return j
+
+    def _experiment(self, op: str) -> bool:
+        if op not in self._exp:
+            sql = "SELECT 1 FROM ops WHERE op = ? AND kind = 'experiment' AND place < ?"
+            self._exp[op] = bool(self.q(sql, op, self.n))
+        return self._exp[op]
+
+    def _failed(self, h: str) -> str | None:
+        """Which gate failed commands `h` first (knowngood.failed_gates), None if none did."""
+        if h not in self._fails:
+            found: list[tuple[tuple[int, int, int], str]] = []
+            for place, gate, what in self.q(
+                "SELECT o.place, f.gate, f.what FROM fails f JOIN ops o ON o.op = f.op"
+                " WHERE f.hash = ? AND o.place < ?",
+                h,
+                self.n,
+            ):
+                found.append(((int(place), int(gate), -1), str(what)))  # type: ignore[call-overload]
+            for place, gate, what, op, at, name in self.q(
+                "SELECT o.place, f.gate, f.what, o.op, d.place, d.name FROM fails f"
+                " JOIN ops o ON o.op = f.op JOIN ops d ON d.block = f.op AND d.arm = 'B'"
+                " WHERE f.hash IS NULL AND o.kind = 'experiment' AND d.hash = ? AND o.place < ?"
+                " AND d.place < ?",
+                h,
+                self.n,
+                self.n,
+            ):
+                what = knowngood.legacy_ab_failure(str(what), str(op), name)
+                found.append(((int(place), int(gate), int(at)), what))  # type: ignore[call-overload]
+            self._fails[h] = min(found)[1] if found else None
+        return self._fails[h]
+
+    def _inherited(self, e: Entry) -> Judgement:
+        """A gateless rollback: the best known-good of its commands before it, the first of
+        that rank (an inheriting rollback is never that: it only equals it)."""
+        if e.hash is None or self._failed(e.hash) is not None:
+            return knowngood.inherited(e.op, None)
+        for op, own, why, block in self.q(
+            "SELECT op, own, why, block FROM ops WHERE hash = ? AND own > 0 AND place < ?"
+            f" AND {GOOD} ORDER BY own DESC, place",
+            e.hash,
+            e.place,
+        ):
+            if block is None or not self._experiment(str(block)):
+                return knowngood.inherited(e.op, Judgement(str(op), int(own), str(why)))  # type: ignore[call-overload]
+        return knowngood.inherited(e.op, None)
+
+    # -- what the store reads -------------------------------------------------------------------
 
     def operations(self) -> Operations:
         return Operations(self)
 
-    def essentials(self) -> list[Operation]:
-        """What the known-good rule reads of every operation, in the journal's order."""
-        return [e.essentials() for e in self.order]
-
-    def judged(self) -> Mapping[str, knowngood.Judgement]:
-        """knowngood.judge of the whole journal (its essentials), once per index state: from
-        the index's checkpoint and the operations after it (journal/checkpoint.py)."""
-        if self.state.judged is None:
-            old = self.state.checkpoint
-            self.state.judged, self.state.checkpoint = checkpoint.judged(self.order, old)
-            if self.state.checkpoint is not old:
-                self._index.keep(self.state)  # the next cold read resumes from this one
-        return self.state.judged
+    def judged(self) -> Judgements:
+        return Judgements(self)
 
     def known_good(self) -> KnownGood:
         """knowngood.known_good's order (gate passes, then accepted INCONCLUSIVEs, newest first
-        within each), read off the judgements; each whole operation loaded only when reached."""
+        within each), found as asked; each whole operation loaded only when read."""
         return KnownGood(self)
+
+    def count(self, where: str) -> int:
+        got = self.q(f"SELECT count(*) FROM ops WHERE ({where}) AND place < ?", self.n)  # noqa: S608
+        n = got[0][0]
+        return n if isinstance(n, int) else 0
+
+    def newest(self, where: str) -> Entry | None:
+        return next(self.walk(where, newest_first=True), None)
 
     def records(self) -> list[Record]:
         """Every valid record in order (the whole journal parsed; damaged lines: warnings())."""
@@ -81,18 +211,13 @@ class View:
                 out.append(parse_record(r, f"{self._index.path}:{n}"))
         return out
 
-    def _rebuild(self, exc: Stale) -> None:
-        """The index did not hold (forged, or an edit its proof cannot see): scan anew."""
-        self._index.drop(str(exc))
-        self.state, self.buf = self._index.current()
-        self.order = placed(self.state)
-
     def merges(self) -> list[Record]:
         try:
-            return [record_at(self.buf, o, None) for o in self.state.merges]
-        except Stale as exc:
-            self._rebuild(exc)
-            return [record_at(self.buf, o, None) for o in self.state.merges]
+            return [rows.record_at(self.buf, o, None) for o in self.state.merges]
+        except rows.Stale as exc:
+            self._index.drop(str(exc))
+            self._read()
+            return [rows.record_at(self.buf, o, None) for o in self.state.merges]
 
     def warnings(self) -> list[str]:
         """What this read could not read as the journal says (journal/damage.py)."""
@@ -114,139 +239,3 @@ class View:
             except (ValueError, UnicodeDecodeError, RecordError):
                 continue  # torn or damaged (the index noted it)
         return out[::-1]
-
-
-class _Lazy(Sequence[T]):
-    """A lazy Sequence equal to any Sequence of the same items (never hashed)."""
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-class Operations(_Lazy[Operation]):
-    """The journal's operations, each folded from its own records when first touched."""
-
-    def __init__(self, view: View) -> None:
-        self._view = view
-        self._order = view.order
-
-    def __len__(self) -> int:
-        return len(self._order)
-
-    @overload
-    def __getitem__(self, i: int) -> Operation: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Operation]: ...
-
-    def __getitem__(self, i: int | slice) -> Operation | list[Operation]:
-        if isinstance(i, slice):
-            return [self._view.load(e) for e in self._order[i]]
-        return self._view.load(self._order[i])
-
-    def __iter__(self) -> Iterator[Operation]:
-        return (self._view.load(e) for e in self._order)
-
-    def __reversed__(self) -> Iterator[Operation]:
-        return (self._view.load(e) for e in reversed(self._order))
-
-    def newest_first(
-        self,
-        *,
-        kinds: Collection[Kind] | None = None,
-        status: Status | None = None,
-        profile: JSONObject | None = None,
-    ) -> Iterator[Operation]:
-        """The operations newest first, skipping unread those that cannot match: another kind
-        or status (the index's), or a deploy/rollback/experiment whose indexed profile has other
-        `profile` values. The rest are loaded whole (the caller still checks them): a walk back
-        that finds nothing reads no record of the operations it skipped."""
-        wanted = {k.value for k in kinds} if kinds is not None else None
-        for p in self._order.positions(
-            kinds=wanted,
-            status=status.value if status else None,
-            profile=profile,
-            newest_first=True,
-        ):
-            yield self._view.load(self._order[p])
-
-    def positions(
-        self,
-        *,
-        kinds: Collection[Kind] | None = None,
-        terminal: bool | None = None,
-        newest_first: bool = False,
-    ) -> Iterator[int]:
-        """The positions (indexes into this Sequence) of the operations of those kinds / that
-        have (not) ended, read off the index: no operation is read to find them."""
-        return self._order.positions(
-            kinds={k.value for k in kinds} if kinds is not None else None,
-            terminal=terminal,
-            newest_first=newest_first,
-        )
-
-    def find(self, op: str) -> Operation | None:
-        """The operation with exactly this id (read alone), else None."""
-        e = self._order.table.get(op)
-        return None if e is None else self._view.load(e)
-
-    def entries(self) -> Placed:
-        """The index entries in the same order (status, kind, running without a fold)."""
-        return self._order
-
-
-class KnownGood(_Lazy[Operation]):
-    """The known-good deployments in rollback's order (View.known_good): positions found as
-    they are asked for (the newest pass is found first), each operation loaded when read."""
-
-    def __init__(self, view: View) -> None:
-        self._view = view
-        self._judged = view.judged()
-        self._found: list[Entry] = []
-        self._walk = self._positions()
-
-    def _positions(self) -> Iterator[Entry]:
-        """Passes newest first (found as they are asked for), then accepted INCONCLUSIVEs."""
-        table = self._view.order.table
-        for rank in (knowngood.PASSED, knowngood.ACCEPTED):
-            for op in checkpoint.ranked(self._judged, rank):
-                e = table.get(op)
-                if e is not None:
-                    yield e
-
-    def _upto(self, n: int | None) -> None:
-        while n is None or len(self._found) < n:
-            e = next(self._walk, None)
-            if e is None:
-                return
-            self._found.append(e)
-
-    def __len__(self) -> int:
-        self._upto(None)
-        return len(self._found)
-
-    @overload
-    def __getitem__(self, i: int) -> Operation: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Operation]: ...
-
-    def __getitem__(self, i: int | slice) -> Operation | list[Operation]:
-        if isinstance(i, slice):
-            self._upto(None if i.stop is None or i.stop < 0 or (i.start or 0) < 0 else i.stop)
-            return [self._view.load(e) for e in self._found[i]]
-        self._upto(None if i < 0 else i + 1)
-        return self._view.load(self._found[i])
-
-    def __bool__(self) -> bool:
-        self._upto(1)
-        return bool(self._found)
-
-    def __iter__(self) -> Iterator[Operation]:
-        n = 0
-        while True:
-            self._upto(n + 1)
-            if n >= len(self._found):
-                return
-            yield self._view.load(self._found[n])
-            n += 1

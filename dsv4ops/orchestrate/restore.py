@@ -78,9 +78,7 @@ def rollback_target(journal: Journal, to: str | None) -> Operation:
     the newest known-good deployment that differs from what runs now. Raises DeployError."""
     good = known_good_ops(journal)
     if to:
-        ops = journal.operations()  # the index's entries: only the matches are read
-        order = ops.entries()
-        by_id = [ops[i] for i in range(len(ops)) if order.op_at(i).startswith(to)]
+        by_id = journal.operations().prefixed(to)  # through the index: only the matches read
         if by_id:
             op = next((o for o in by_id if o.op == to), None)
             if op is None and len(by_id) > 1:
@@ -97,9 +95,9 @@ def rollback_target(journal: Journal, to: str | None) -> Operation:
             return op
         # A revision names the newest known-good deployment at it, else (named, so the
         # operator's choice) the newest proven whole unit recorded at it.
-        ops = journal.operations()
-        entries = ops.entries()  # `proven` from what the index keeps (knowngood.essentials)
-        whole = (ops[i] for i in range(len(ops) - 1, -1, -1) if entries[i].essentials().proven)
+        ops = journal.operations()  # through the index: only SUCCEEDED deploys and rollbacks
+        done = ops.newest_first(kinds=(Kind.DEPLOY, Kind.ROLLBACK), status=Status.SUCCEEDED)
+        whole = (o for o in done if o.proven)
         by_rev = next(
             (
                 o

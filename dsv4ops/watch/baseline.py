@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from dsv4ops.journal.lazy import Operations
 from dsv4ops.journal.records import Operation
-from dsv4ops.journal.view import Operations
 from dsv4ops.watch.settings import Baseline
 
 _BASELINE = re.compile(r"baseline (\d+(?:\.\d+)?) tok/s at concurrency (\d+)")

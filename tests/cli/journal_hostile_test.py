@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from dsv4ops.cli import main
-from dsv4ops.journal import cache, recordfile
+from dsv4ops.journal import index, recordfile
 from dsv4ops.journal.records import RECORD_VERSION, Kind, Status
 from dsv4ops.journal.store import Journal
 from testing.journal import gate_step
@@ -88,7 +88,7 @@ def test_a_forged_index_is_rebuilt_with_a_warning_and_does_not_persist(
         forged = json.dumps(state)
         c.execute("UPDATE meta SET v = ? WHERE k = 'state'", (forged,))
         if rehashed:  # the attacker also fixed up the sha256 (it is no MAC): read back, it fails
-            digest = cache.digest(forged, meta["ck_sha"])
+            digest = index.sha(forged)
             c.execute("UPDATE meta SET v = ? WHERE k = 'digest'", (digest,))
         c.commit()
 

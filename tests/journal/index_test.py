@@ -1,7 +1,7 @@
-"""journal/index.py + journal/view.py: what the store answers through the index equals what a full
-scan of the same bytes gives (records.fold + place_merged + knowngood.judge), for random
+"""journal/index.py, rows.py, view.py: what the store answers through the SQLite index equals what
+a full scan of the same bytes gives (records.fold + place_merged + knowngood.judge), for random
 journals, cold, warm and after appends; an index that does not prove itself (truncated, rewritten,
-foreign, corrupt, edited out of its window, a symlink) is never trusted and is rebuilt."""
+foreign, corrupt, forged, edited out of its window, a symlink) is never trusted and is rebuilt."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import sqlite3
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dsv4ops.errors import JournalError
-from dsv4ops.journal import cache, checkpoint, knowngood, recordfile
-from dsv4ops.journal.entries import KINDS, STATUSES
+from dsv4ops.journal import knowngood, recordfile
 from dsv4ops.journal.gates import GATES_RECORDED, GateSource, GateVerdict
 from dsv4ops.journal.records import (
     RECORD_VERSION,
     Kind,
-    Operation,
     Status,
     fold,
     place_merged,
@@ -203,201 +200,33 @@ def test_the_index_answers_what_a_full_scan_answers(
     _check(Journal("box", directory=d), data)  # a fresh process: the index file + its tail
 
 
-class _Judged:
-    """An index entry as journal/checkpoint.py reads it, from a fully folded Operation."""
-
-    def __init__(self, o: Operation, count: int) -> None:
-        self.op, self.count, self._o = o.op, count, o
-
-    @property
-    def terminal(self) -> bool:
-        return self._o.status.terminal
-
-    def essentials(self) -> Operation:
-        return knowngood.essentials(self._o)
-
-
-def _order(raw: list[dict[str, Any]]) -> list[_Judged]:
-    records = [parse_record(r, "x") for r in raw]
-    counts = Counter(r.op for r in records if not isinstance(r, MergeRecord))
-    return [_Judged(o, counts[o.op]) for o in place_merged(fold(records), records)]
-
-
-_GATES = [
-    ("canary", "done", "PASS"),
-    ("canary", "failed", "verdict FAIL"),
-    ("canary", "done", "INCONCLUSIVE, accepted as asked"),
-    ("gate speed", "failed", None),
-    ("gate speed", "done", None),
-    ("drain", "done", None),
-]
-
-
-@st.composite
-def whole_ops(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[int]]:
-    """(records of operations written whole, where each one ends): begin, gate steps, a terminal
-    status (what a checkpoint is taken over), with strays: a record of an earlier operation, a
-    merge. The checkpoints are taken where operations end: what the index keeps."""
-    records: list[dict[str, Any]] = []
-    ends: list[int] = []
-    ops: list[str] = []
-    experiments: list[str] = []
-    for i in range(draw(st.integers(2, 14))):
-        base = {"v": RECORD_VERSION, "ts": f"2026-12-01T00:00:{draw(st.integers(0, 59)):02d}Z"}
-        stray = draw(st.integers(0, 9)) if ops else 9
-        if stray == 0:
-            records.append(draw(st.sampled_from([_status, _step]))(draw, base, ops))
-        elif stray == 1:
-            records.append(
-                {
-                    **base,
-                    "type": "merge",
-                    "op": f"m-{i}",
-                    "user": "u",
-                    "ops": draw(st.lists(st.sampled_from(ops), max_size=2)),
-                }
-            )
-        else:
-            kind = draw(st.sampled_from(["deploy", "deploy", "rollback", "experiment"]))
-            ops.append(f"{kind[0]}-{i}")
-            later = [f"e-{n}" for n in range(i + 1, i + 3)]  # a reason naming one not begun yet
-            records.append(_begin(draw, base, ops[-1], kind, experiments + later))
-            if kind == "experiment":
-                experiments.append(ops[-1])
-            for name, phase, detail in draw(st.lists(st.sampled_from(_GATES), max_size=2)):
-                step = {
-                    **base,
-                    "type": "step",
-                    "op": ops[-1],
-                    "name": name,
-                    "phase": phase,
-                    "detail": detail,
-                }
-                gate = _gate(draw, ops[-1])
-                records.append(step if gate is None else {**step, "gate": gate})
-            records.append(
-                {
-                    **base,
-                    "type": "status",
-                    "op": ops[-1],
-                    "known_good": True,
-                    "status": draw(st.sampled_from(["SUCCEEDED", "SUCCEEDED", "FAILED"])),
-                }
-            )
-        ends.append(len(records))
-    return records, ends
-
-
-def _whole(lines: list[bytes]) -> tuple[list[dict[str, Any]], list[int]]:
-    parsed, _ = recordfile.parse(b"".join(lines))
-    records = [r for _, r in parsed]
-    return records, list(range(len(records) + 1))
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    journal=st.one_of(whole_ops(), journals().map(_whole)),
-    cuts=st.lists(st.integers(0, 40), max_size=4),
-    advance=st.sampled_from([1, 2, 10**9]),
-)
-def test_a_checkpoint_judges_what_a_full_judge_judges(
-    journal: tuple[list[dict[str, Any]], list[int]], cuts: list[int], advance: int
-) -> None:
-    """Checkpoints taken after any prefixes, resumed over whatever was appended (records of the
-    operations it judged, merges, experiments, failed gates), and moved on over the operations
-    ended since (`advance` of them): always knowngood.judge's answer, and each checkpoint is
-    the one a fresh take() of its operations gives."""
-    records, ends = journal
-    ck = None
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(checkpoint, "ADVANCE", advance)
-        for k in sorted(ends[c % len(ends)] for c in cuts) + [len(records)]:
-            order = _order(records[:k])
-            judged, ck = checkpoint.judged(order, ck)
-            assert judged == knowngood.judge([o._o for o in order])
-            assert ck.upto <= len(order)
-            assert ck == checkpoint.take([o.essentials() for o in order[: ck.upto]], ck.proof)
-            again = checkpoint.decode(checkpoint.encode(ck))
-            assert again == ck  # what the index file keeps is the checkpoint itself
-            judged, _ = checkpoint.judged(order, again)  # read back: resumed from it
-            assert judged == knowngood.judge([o._o for o in order])
-
-
-def test_a_checkpoint_is_resumed_over_appends_and_refused_when_they_change_its_past() -> None:
-    base = {"v": RECORD_VERSION, "ts": "2026-12-01T00:00:00Z", "user": "u"}
-
-    def deploy(op: str, h: str, detail: str = "PASS", phase: str = "done") -> list[dict[str, Any]]:
-        return [
-            {
-                **base,
-                "op": op,
-                "type": "begin",
-                "kind": "deploy",
-                "components": [{}],
-                "profile": {"name": op, "commands_hash": h},
-            },
-            {**base, "op": op, "type": "step", "name": "canary", "phase": phase, "detail": detail},
-            {**base, "op": op, "type": "status", "status": "SUCCEEDED", "known_good": True},
-        ]
-
-    records = deploy("d-1", "h1") + deploy("d-2", "h2")
-    judged, ck = checkpoint.judged(_order(records), None)
-    assert ck.upto == 2 and judged["d-2"].known_good
-    records += deploy("d-3", "h3")  # new commands, a pass: resumed (the same checkpoint)
-    judged, again = checkpoint.judged(_order(records), ck)
-    assert again is ck and judged["d-3"].known_good
-    failing = records + deploy("d-4", "h1", "verdict FAIL", "failed")  # d-1's commands fail
-    judged, fresh = checkpoint.judged(_order(failing), ck)
-    assert fresh is not ck and not judged["d-1"].known_good
-    assert judged == knowngood.judge([o._o for o in _order(failing)])
-    named = records + [{**base, "op": "e-9", "type": "begin", "kind": "experiment"}]
-    armed = deploy("d-0", "h9")
-    armed[0]["reason"] = "experiment e-9: block 1 (B)"  # begun before its experiment was
-    judged, ck0 = checkpoint.judged(_order(armed + records), None)
-    assert judged["d-0"].known_good
-    judged, fresh = checkpoint.judged(_order(armed + named), ck0)
-    assert fresh is not ck0 and "A/B experiment e-9" in judged["d-0"].why
-    touched = records + [{**base, "op": "d-1", "type": "status", "status": "FAILED"}]
-    judged, fresh = checkpoint.judged(_order(touched), ck)  # a record of d-1: the proof fails
-    assert fresh is not ck and not judged["d-1"].known_good
-
-
 def _meta(path: Path) -> dict[str, str]:
     with contextlib.closing(sqlite3.connect(f"{path}.sqlite")) as db:
         return dict(db.execute("SELECT k, v FROM meta"))
 
 
-def _forge(path: Path, sql: str, *args: object, rehash: bool = False) -> None:
-    """Edit the cache with a SQL client (`rehash`: its sha256 made to match: it is no MAC)."""
+def _forge(path: Path, sql: str, *args: object) -> None:
+    """Edit the index with a SQL client."""
     with contextlib.closing(sqlite3.connect(f"{path}.sqlite")) as db:
         db.execute(sql, args)
-        if rehash:
-            m = dict(db.execute("SELECT k, v FROM meta"))
-            ck_sha = cache.sha256(m["checkpoint"])
-            db.execute("UPDATE meta SET v = ? WHERE k = 'ck_sha'", (ck_sha,))
-            db.execute(
-                "UPDATE meta SET v = ? WHERE k = 'digest'", (cache.digest(m["state"], ck_sha),)
-            )
         db.commit()
 
 
-@pytest.mark.parametrize("rehash", [False, True])
-def test_a_checkpoint_that_does_not_prove_itself_is_never_used(
-    tmp_path: Path, rehash: bool
-) -> None:
+def test_a_forged_row_is_caught_when_its_operation_is_read(tmp_path: Path) -> None:
+    """A row edited with a SQL client (a deploy that ran no gate made known-good): its
+    operation, read back for rollback's list, does not have those facts: rebuilt, said, and
+    the list is the rule's."""
+    said: list[str] = []
     j = Journal("box", directory=tmp_path)
-    ops = _deploys(j, 3)
-    assert j.judged()[ops[0]].known_good  # judged: the checkpoint is written to the cache
-    ck = _meta(j.path)["checkpoint"]
-    assert checkpoint.decode(ck.encode()) is not None
-    lie = ck.replace('"ranks":"222"', '"ranks":"000"')
-    assert lie != ck
-    if rehash:  # the proof garbled too: the checkpoint does not prove itself
-        lie = lie.replace('"proof":"', '"proof":"0')
-    _forge(j.path, "UPDATE meta SET v = ? WHERE k = 'checkpoint'", lie, rehash=rehash)
-    fresh = Journal("box", directory=tmp_path)
+    ops = _deploys(j, 2)
+    lone = j.begin(Kind.DEPLOY, profile={"name": "x", "commands_hash": "hx"}, components=[{}])
+    j.transition(lone, Status.SUCCEEDED, running=lone, known_good=True)  # no gate: not good
+    assert [o.op for o in j.known_good()] == ops[::-1]
+    _forge(j.path, "UPDATE ops SET own = 2, why = 'known-good: forged' WHERE op = ?", lone)
+    fresh = Journal("box", directory=tmp_path, notify=said.append)
+    assert [o.op for o in fresh.known_good()] == ops[::-1]
+    assert any(f"its row of {lone} does not match" in w for w in said), said
     _check(fresh, j.path.read_bytes())
-    assert fresh.judged()[ops[0]].known_good
 
 
 def _deploys(j: Journal, n: int) -> list[str]:
@@ -416,7 +245,6 @@ def _deploys(j: Journal, n: int) -> list[str]:
 
 
 def test_appends_keep_the_cache_current(tmp_path: Path) -> None:
-    assert len(KINDS) <= 10 and len(STATUSES) <= 10  # the cache's load reads one digit each
     j = Journal("box", directory=tmp_path)
     ops = _deploys(j, 3)
     lkg = j.last_known_good()
@@ -424,12 +252,14 @@ def test_appends_keep_the_cache_current(tmp_path: Path) -> None:
     state = json.loads(_meta(j.path)["state"])
     assert state["size"] == j.path.stat().st_size and state["ops"] == 3
     with contextlib.closing(sqlite3.connect(f"{j.path}.sqlite")) as db:
-        assert [op for (op,) in db.execute("SELECT op FROM ops ORDER BY row")] == ops
+        assert [op for (op,) in db.execute("SELECT op FROM ops ORDER BY place")] == ops
+        assert db.execute("SELECT count(*) FROM ops WHERE own = 2").fetchone()[0] == 3
     assert (Path(f"{j.path}.sqlite").stat().st_mode & 0o777) == 0o600
 
 
 @pytest.mark.parametrize(
-    "damage", ["garbage", "truncated", "rewritten", "foreign", "version", "forged", "rows"]
+    "damage",
+    ["garbage", "truncated", "rewritten", "foreign", "version", "forged", "places", "rows"],
 )
 def test_a_cache_that_does_not_prove_itself_is_rebuilt(tmp_path: Path, damage: str) -> None:
     j = Journal("box", directory=tmp_path)
@@ -452,6 +282,8 @@ def test_a_cache_that_does_not_prove_itself_is_rebuilt(tmp_path: Path, damage: s
         _forge(j.path, "PRAGMA user_version = 99")
     elif damage == "forged":  # a state field outside what its sha256 was made of
         _forge(j.path, "UPDATE meta SET v = replace(v, '\"merges\":[]', '\"merges\":[5]')")
+    elif damage == "places":  # a row moved in the journal's order: places are 0 .. n-1
+        _forge(j.path, "UPDATE ops SET place = 7 WHERE row = 1")
     else:  # a row deleted: the state says more operations than the table holds
         _forge(j.path, "DELETE FROM ops WHERE row = 1")
     data = j.path.read_bytes()
@@ -534,15 +366,84 @@ def test_a_cache_path_that_is_a_symlink_is_never_followed(tmp_path: Path) -> Non
     assert not db.is_symlink()  # replaced by the rebuilt cache
 
 
-def test_a_row_gone_while_it_is_read_is_a_clear_error_and_the_next_read_rebuilds(
+def test_an_index_damaged_while_it_is_read_is_a_clear_error_and_the_next_read_rebuilds(
     tmp_path: Path,
 ) -> None:
     j = Journal("box", directory=tmp_path)
     ops = _deploys(j, 3)
     fresh = Journal("box", directory=tmp_path)
-    assert len(fresh.operations()) == 3  # the rows' codes read; no row read whole yet
-    _forge(j.path, "DELETE FROM ops WHERE row = 0")  # what SQLite would call malformed
+    listed = fresh.operations()
+    assert len(listed) == 3  # the rows counted; no operation read yet
+    _forge(j.path, "DROP TABLE ops")  # what SQLite would call malformed
     with pytest.raises(JournalError, match=r"box.jsonl.sqlite was damaged while it was read"):
-        fresh.get(ops[0])
+        listed[0]
     assert not Path(f"{j.path}.sqlite").exists()  # removed: nothing reads it again
     assert Journal("box", directory=tmp_path).get(ops[0]).op == ops[0]  # rebuilt
+
+
+def _gated(op: str, verdict: str, h: str | None, source: str = "deploy") -> dict[str, Any]:
+    gate = {"suite": "smoke", "verdict": verdict, "source": source, "op": op, "commands_hash": h}
+    return {"type": "step", "name": "gate", "phase": "done", "gate": {**gate, "reasons": []}}
+
+
+def _run(tmp_path: Path, ops: list[tuple[str, list[dict[str, Any]]]]) -> Journal:
+    """A journal of these operations' records (each op's own, in order), read cold."""
+    base = {"v": RECORD_VERSION, "ts": "2026-12-01T00:00:00Z"}
+    path = tmp_path / "box.jsonl"
+    for op, recs in ops:
+        recordfile.append_bytes(
+            str(path), b"".join(recordfile.encode({**base, "op": op, **r}) for r in recs)
+        )
+    return Journal("box", directory=tmp_path)
+
+
+def _unit(kind: str, h: str, reason: str | None = None) -> list[dict[str, Any]]:
+    begin = {"type": "begin", "kind": kind, "user": "u", "components": [{"name": "decode"}],
+             "profile": {"name": kind, "commands_hash": h}, "gates": GATES_RECORDED}  # fmt: skip
+    return [begin] if reason is None else [{**begin, "reason": reason}]
+
+
+_SERVED = {"type": "status", "status": "SUCCEEDED", "known_good": True}
+
+
+def test_a_rollback_s_inherited_rank_follows_its_source_and_a_later_failure(tmp_path: Path) -> None:
+    """A rollback that ran no gate is as good as the best known-good of its commands before it:
+    judged when read, so a gate its commands fail later takes it back (no row is re-judged)."""
+    ops = [("d-1", [*_unit("deploy", "h1"), _gated("d-1", "PASS", "h1"), _SERVED])]
+    ops += [("r-2", [*_unit("rollback", "h1"), _SERVED])]
+    j = _run(tmp_path, ops)
+    assert (
+        j.judged()["r-2"].why
+        == "known-good: restored the commands of d-1 (whole unit, served through the router, canary gate PASS)"
+    )
+    _check(j, (tmp_path / "box.jsonl").read_bytes())
+    later = [("d-3", [*_unit("deploy", "h1"), {**_gated("d-3", "FAIL", "h1"), "phase": "failed"}])]
+    j = _run(tmp_path, later)
+    assert not j.judged()["r-2"].known_good and [o.op for o in j.known_good()] == []
+    _check(j, (tmp_path / "box.jsonl").read_bytes())
+
+
+def test_the_first_failed_gate_of_an_experiment_is_the_one_named(tmp_path: Path) -> None:
+    """An experiment's gates in their order: one that names no commands (an older A/B gate: its
+    B block's), then one that names them; the first is what a later deploy of them is told."""
+    exp = [{"type": "begin", "kind": "experiment", "user": "u", "gates": GATES_RECORDED}]
+    exp += [_gated("d-2", "FAIL", None, "ab-gate"), _gated("d-2", "FAIL", "h1", "ab-gate")]
+    ops = [("e-1", exp[:1]), ("d-2", [*_unit("deploy", "h1", "experiment e-1: block 1 (B)")])]
+    ops += [
+        ("e-1", exp[1:]),
+        ("d-3", [*_unit("deploy", "h1"), _gated("d-3", "PASS", "h1"), _SERVED]),
+    ]
+    j = _run(tmp_path, ops)
+    assert "of experiment e-1 (deploy)" in j.judged()["d-3"].why
+    _check(j, (tmp_path / "box.jsonl").read_bytes())
+
+
+def test_an_experiment_begun_after_its_block_makes_it_an_arm(tmp_path: Path) -> None:
+    """The arm check is a lookup when read: an experiment begun later (a merge, a clock) that
+    names an earlier deploy as its block takes its known-good away without re-judging its row."""
+    block = [*_unit("deploy", "h9", "experiment e-9: block 1 (B)"), _gated("d-0", "PASS", "h9")]
+    j = _run(tmp_path, [("d-0", [*block, _SERVED])])
+    assert [o.op for o in j.known_good()] == ["d-0"]
+    j = _run(tmp_path, [("e-9", [{"type": "begin", "kind": "experiment", "user": "u"}])])
+    assert [o.op for o in j.known_good()] == [] and "A/B experiment e-9" in j.judged()["d-0"].why
+    _check(j, (tmp_path / "box.jsonl").read_bytes())

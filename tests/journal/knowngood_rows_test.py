@@ -64,9 +64,8 @@ def _post(o: Operation) -> Judgement | None:
     if not o.proven:
         why = "not known-good: the unit was never proven by generations through the router"
         return Judgement(o.op, NOT, why)
-    if kg.gate_of(o) is None and o.kind is Kind.ROLLBACK:
-        return None
-    return kg._by_gate(o, {})
+    _, rank, why = kg.own_facts(o)
+    return None if rank == kg.INHERITS else Judgement(o.op, rank, why)
 
 
 def _failed(o: Operation) -> tuple[Failed, ...]:
@@ -110,19 +109,20 @@ class Rows:
         self.rows = rows
         self.pos = {r.op: i for i, r in enumerate(rows)}
         self.experiments = {r.op for r in rows if r.kind is Kind.EXPERIMENT}
-        # commands -> ((the failing operation's place, its block's), which gate): the first wins
-        self.failed: dict[str, tuple[tuple[int, int], str]] = {}
+        # commands -> ((the failing operation's place, which of its gates, its block's), which
+        # gate): the first wins
+        self.failed: dict[str, tuple[tuple[int, int, int], str]] = {}
         for i, r in enumerate(rows):
-            for f in r.failed:
+            for g, f in enumerate(r.failed):
                 if f.commands is not None:
-                    self._fail(f.commands, (i, -1), f.what)
+                    self._fail(f.commands, (i, g, -1), f.what)
                     continue
                 for j, d in enumerate(rows):
                     if d.block_of == r.op and d.arm == "B" and d.commands:
                         what = f"the {f.what} of experiment {r.op} ({d.profile or '-'})"
-                        self._fail(d.commands, (i, j), what)
+                        self._fail(d.commands, (i, g, j), what)
 
-    def _fail(self, h: str, at: tuple[int, int], what: str) -> None:
+    def _fail(self, h: str, at: tuple[int, int, int], what: str) -> None:
         if h not in self.failed or at < self.failed[h][0]:
             self.failed[h] = (at, what)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.journal.gates import GateResult, GateSource, GateVerdict
-from dsv4ops.journal.index import Entry
+from dsv4ops.journal.lazy import Entry
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.journal.view import View

@@ -1,11 +1,13 @@
-"""The index's SQLite cache (journal/cache.py, entries.py, order.py): what is written and read back
-is every entry as the index held it, after any mix of reads and appends (entries replaced and
-begun since the rows were read); the walks (kinds, statuses, profiles, known-good) answer what a
-walk over the fully folded operations answers; a cold read reads only what it returns."""
+"""The SQLite index's tables (journal/rows.py, index.py): folded on over any mix of reads and
+appends (merges that re-place the rows included), they hold what one full build of the same
+record holds; the walks (kinds, statuses, profiles, known-good) answer what a walk over the fully
+folded operations answers; a cold read reads only what it returns."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dsv4ops.journal import checkpoint, knowngood, recordfile
-from dsv4ops.journal import index as jindex
+from dsv4ops.journal import knowngood, recordfile, rows
 from dsv4ops.journal.records import Kind, Operation, Status, fold, place_merged
 from dsv4ops.journal.schema import parse_record
 from dsv4ops.journal.store import Journal
@@ -23,19 +24,20 @@ from tests.journal.index_test import HASHES, _deploys, journals
 _JUDGED = (Kind.DEPLOY, Kind.ROLLBACK, Kind.EXPERIMENT)
 
 
-def _on_disk(j: Journal) -> jindex.State:
-    """What a fresh process reads of the cache (nothing folded from the record)."""
-    fd = os.open(j.path, os.O_RDONLY)
+def _tables(db: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
+    ops = db.execute("SELECT * FROM ops ORDER BY row").fetchall()
+    return ops, sorted(db.execute("SELECT * FROM fails").fetchall(), key=repr)
+
+
+def _built_whole(path: Path) -> tuple[list[Any], list[Any]]:
+    """The tables one full scan of the record's whole lines builds (in memory)."""
+    data = path.read_bytes()
+    fd = os.open(path, os.O_RDONLY)
     try:
-        state = jindex.JournalIndex(str(j.path))._load(fd, j.path.stat().st_size)
+        db, _ = rows.scan(fd, data, data.rfind(b"\n") + 1, str(path))
     finally:
         os.close(fd)
-    assert state is not None
-    return state
-
-
-def _row(e: jindex.Entry) -> tuple[Any, ...]:
-    return (e.op, e.kind, e.ts, e.status, e.running, e.count, e.offsets, e.view, e.terminal)
+    return _tables(db)
 
 
 def _ops(data: bytes) -> list[Operation]:
@@ -82,32 +84,25 @@ def test_columns_read_back_hold_every_entry_and_walks_match_the_full_scan(
 ) -> None:
     d = tmp_path_factory.mktemp("j")
     path = d / "box.jsonl"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(checkpoint, "ADVANCE", 1)  # the checkpoint moves on at every read
-        at = 0
-        for k in sorted({c % (len(lines) + 1) for c in cuts} | {len(lines)}):
-            recordfile.append_bytes(str(path), b"".join(lines[at:k]))
-            at = k
-            j = Journal("box", directory=d)  # a fresh process: the cache + the lines since
-            ops = j.operations()
-            state = j._index.current()[0]
-            if path.read_bytes().endswith(b"\n") or not path.stat().st_size:
-                back = _on_disk(j)
-                assert [_row(e) for e in back.entries.values()] == [
-                    _row(e) for e in state.entries.values()
-                ]
-            whole = _ops(path.read_bytes())
-            assert list(ops) == whole
-            got = [o.op for o in ops.newest_first(kinds=kinds, status=status, profile=profile)]
-            assert got == _newest_first(whole, kinds, status, profile)
-            assert [ops[p].op for p in ops.positions(terminal=False)] == [
-                o.op for o in whole if not o.status.terminal
-            ]
-            good = j.known_good()
-            assert [o.op for o in good] == [o.op for o in knowngood.known_good(whole)]
-            assert len(good) == len(knowngood.known_good(whole))
-            kept = j._index.current()[0].checkpoint
-            assert kept is not None and _on_disk(j).checkpoint == kept  # written as judged
+    at = 0
+    for k in sorted({c % (len(lines) + 1) for c in cuts} | {len(lines)}):
+        recordfile.append_bytes(str(path), b"".join(lines[at:k]))
+        at = k
+        j = Journal("box", directory=d)  # a fresh process: the index + the lines since
+        ops = j.operations()
+        if path.stat().st_size:  # folded on, its rows and places are what a full build makes
+            with contextlib.closing(sqlite3.connect(f"{path}.sqlite")) as db:
+                assert _tables(db) == _built_whole(path)
+        whole = _ops(path.read_bytes())
+        assert list(ops) == whole
+        got = [o.op for o in ops.newest_first(kinds=kinds, status=status, profile=profile)]
+        assert got == _newest_first(whole, kinds, status, profile)
+        assert [ops[p].op for p in ops.positions(terminal=False)] == [
+            o.op for o in whole if not o.status.terminal
+        ]
+        good = j.known_good()
+        assert [o.op for o in good] == [o.op for o in knowngood.known_good(whole)]
+        assert len(good) == len(knowngood.known_good(whole))
 
 
 def test_a_cold_read_reads_only_the_operations_it_returns(tmp_path: Path) -> None:
