@@ -206,6 +206,8 @@ class Index:
                     [("state", text), ("digest", sha(text))],
                 )
             db.execute("COMMIT")
+            if made:  # a build: its pages into the file now, not a WAL as large as the index
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 db.execute("ROLLBACK")

@@ -38,7 +38,6 @@ class Entry:
     place: int
     name: str | None
     hash: str | None
-    view: str | None
     pre: int | None
     own: int | None
     why: str | None
@@ -57,7 +56,7 @@ class Entry:
 def fits(r: tuple[object, ...]) -> bool:
     """Whether a row holds what index.fold writes (a forged or garbled one: rebuilt)."""
     op, kind, status, live, _ts, running, count, blob = r[:8]
-    pre, own, why = r[12:15]
+    pre, own, why = r[11:14]
     return (
         isinstance(op, str)
         and kind in _KINDS
@@ -103,7 +102,7 @@ def _where(
     profile: JSONObject | None = None,
 ) -> tuple[str, list[object]]:
     """SQL for the rows of those kinds and statuses whose profile (of the kinds that keep a
-    view: knowngood.essentials' name and commands hash) has the `profile` values."""
+    view: their profile's name and commands hash) has the `profile` values."""
     parts, args = ["1"], list[object]()
     for col, wanted in (("kind", kinds), ("status", statuses)):
         if wanted is not None:
@@ -113,7 +112,7 @@ def _where(
     for k, v in (profile or {}).items():
         column = {"name": "name", "commands_hash": "hash"}.get(k)
         if column is None and v is not None:
-            same.append("0")  # no view holds another key
+            same.append("0")  # no row holds another key
         elif column is not None and isinstance(v, str):
             same.append(f"{column} = ?")
             args.append(v)

@@ -25,7 +25,7 @@ CREATE TABLE ops(
   row INTEGER PRIMARY KEY, place INTEGER NOT NULL, op TEXT NOT NULL UNIQUE, kind TEXT NOT NULL,
   status TEXT NOT NULL, live INTEGER NOT NULL, ts TEXT NOT NULL, running TEXT,
   count INTEGER NOT NULL, offsets BLOB NOT NULL, after INTEGER NOT NULL, name TEXT, hash TEXT,
-  view TEXT, pre INTEGER, own INTEGER, why TEXT, block TEXT, arm TEXT);
+  pre INTEGER, own INTEGER, why TEXT, block TEXT, arm TEXT);
 CREATE INDEX ops_place ON ops(place);
 CREATE INDEX ops_live ON ops(place) WHERE live = 1;
 CREATE INDEX ops_good ON ops(place) WHERE own != 0;
@@ -34,13 +34,14 @@ CREATE INDEX ops_name ON ops(name, place);
 CREATE INDEX ops_block ON ops(block, arm, hash);
 CREATE TABLE fails(op TEXT NOT NULL, gate INTEGER NOT NULL, hash TEXT, what TEXT NOT NULL);
 CREATE INDEX fails_hash ON fails(hash);
+CREATE INDEX fails_op ON fails(op, gate);
 """
 _UPSERT = (
     "INSERT OR REPLACE INTO ops(row, place, op, kind, status, live, ts, running, count, offsets,"
-    " after, name, hash, view, pre, own, why, block, arm) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-    " ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " after, name, hash, pre, own, why, block, arm) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+    " ?, ?, ?, ?, ?, ?)"
 )
-JUDGED = (Kind.DEPLOY, Kind.ROLLBACK, Kind.EXPERIMENT)  # the kinds whose rows keep a view
+JUDGED = (Kind.DEPLOY, Kind.ROLLBACK, Kind.EXPERIMENT)  # the kinds whose gates count
 
 
 class Stale(Exception):
@@ -92,20 +93,14 @@ def record_at(buf: Buffer, offset: int, op: str | None) -> Record:
 
 
 def facts(o: Operation) -> tuple[object, ...]:
-    """What `o`'s row keeps of it (kind, status, live, ts, running, name, hash, view, pre, own,
-    why, block, arm): its own records' facts only, so no other operation's records change
-    them. `view`: knowngood.essentials; pre/own/why: knowngood.own_facts; block/arm: the
-    experiment its reason names it a block of, and which arm."""
+    """What `o`'s row keeps of it (kind, status, live, ts, running, name, hash, pre, own, why,
+    block, arm): its own records' facts only, so no other operation's records change them.
+    pre/own/why: knowngood.own_facts (deploys and rollbacks); block/arm: the experiment its
+    reason makes it a block of, and which arm."""
     name = (o.profile or {}).get("name")
-    view: str | None = None
     judged: tuple[bool | None, int | None, str | None] = (None, None, None)
     block: str | None = None
     arm: str | None = None
-    if o.kind in JUDGED:
-        e = knowngood.essentials(o)
-        gates = [g.to_record() for g in e.gates]
-        kept = [e.profile, bool(e.components), e.scope, e.reason, e.marked_known_good, gates]
-        view = json.dumps(kept)
     if o.kind in (Kind.DEPLOY, Kind.ROLLBACK):
         judged = knowngood.own_facts(o)
     reason = o.reason or ""
@@ -115,10 +110,10 @@ def facts(o: Operation) -> tuple[object, ...]:
         block = named if arm else None
     status = (o.status.value, int(not o.status.terminal))
     who = (name if isinstance(name, str) else None, knowngood.commands_hash(o))
-    return (o.kind.value, *status, o.ts, o.running, *who, view, *judged, block, arm)
+    return (o.kind.value, *status, o.ts, o.running, *who, *judged, block, arm)
 
 
-def _fails(o: Operation) -> list[tuple[str, int, str | None, str]]:
+def fails(o: Operation) -> list[tuple[str, int, str | None, str]]:
     """(op, which of its failed gates, the commands or None, which gate) of `o`'s failed gates."""
     if o.kind not in JUDGED:
         return []
@@ -167,7 +162,7 @@ def fold(
     merges = len(st.merges)
     touched, after, lines = _lines(db, st, buf, span, path)
     again = len(st.merges) > merges  # a merge record: every row placed anew
-    rows, fails, merged = [], [], set(st.merged)
+    rows, failures, merged = [], [], set(st.merged)
     for op, new in touched.items():
         old = db.execute("SELECT row, place, offsets, after FROM ops WHERE op = ?", (op,))
         row, place, blob, later = old.fetchone() or (st.ops, st.ops, b"", 0)
@@ -180,13 +175,13 @@ def fold(
         got = facts(o)
         blob = array("q", offs).tobytes()
         rows.append((row, place, op, *got[:5], len(offs), blob, later or op in after, *got[5:]))
-        fails += _fails(o)
+        failures += fails(o)
     for op in after.difference(touched):  # an id begun again after a merge: placed anew
         flag = db.execute("UPDATE ops SET after = 1 WHERE op = ? AND after = 0", (op,))
         again = again or flag.rowcount > 0
     db.executemany(_UPSERT, rows)
     db.executemany("DELETE FROM fails WHERE op = ?", [(op,) for op in touched])
-    db.executemany("INSERT INTO fails VALUES (?, ?, ?, ?)", fails)
+    db.executemany("INSERT INTO fails VALUES (?, ?, ?, ?)", failures)
     if again and merged:
         _place(db, st)
     st.lines += lines

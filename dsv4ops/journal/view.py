@@ -21,8 +21,8 @@ from dsv4ops.journal.records import Operation, fold_into
 from dsv4ops.journal.schema import Record, RecordError, parse_record
 
 _ROW = (
-    "op, kind, status, live, ts, running, count, offsets, place, name, hash, view, pre, own, why,"
-    " block, arm"
+    "op, kind, status, live, ts, running, count, offsets, place, name, hash, pre, own, why, block,"
+    " arm"
 )
 _BATCH = 64
 
@@ -101,7 +101,7 @@ class View:
             return hit
         try:
             op = fold_into([rows.record_at(self.buf, o, entry.op) for o in offsets])[entry.op]
-            if len(offsets) == entry.count and rows.facts(op) != facts_of(entry):
+            if len(offsets) == entry.count and not self._bears_out(op, entry):
                 raise rows.Stale(f"its row of {entry.op} does not match that operation's records")
         except (rows.Stale, KeyError) as exc:
             if not retry:
@@ -114,6 +114,11 @@ class View:
             return self.load(fresh, retry=False)
         self._cache[key] = op
         return op
+
+    def _bears_out(self, op: Operation, entry: Entry) -> bool:
+        """Whether `op`, folded from its records, has the facts its row and `fails` say."""
+        sql = "SELECT op, gate, hash, what FROM fails WHERE op = ? ORDER BY gate"
+        return rows.facts(op) == facts_of(entry) and rows.fails(op) == self.q(sql, op.op)
 
     # -- the judge ------------------------------------------------------------------------------
 
