@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +119,34 @@ def test_a_cold_read_reads_only_the_operations_it_returns(tmp_path: Path) -> Non
     assert list(miss) == [] and fresh.in_flight() == [] and len(fresh._loaded) == 3
     hit = fresh.operations().newest_first(profile={"commands_hash": "h7"})
     assert [o.op for o in hit] == [ops[7]] and len(fresh._loaded) == 4
+
+
+def test_two_writers_folding_one_index_leave_it_whole(tmp_path: Path) -> None:
+    """Two processes' worth of Journals (each its own connection) appending and reading one
+    record at once: each fold waits for the other's (SQLite's write lock) or finds the index
+    already past what it mapped (mapped again); the index is then what one full build makes."""
+    errors: list[BaseException] = []
+
+    def write(name: str) -> None:
+        try:
+            j = Journal("box", directory=tmp_path)
+            for _ in range(40):
+                op = j.begin(Kind.DEPLOY, profile={"name": name}, components=[{"name": "d"}])
+                j.transition(op, Status.RUNNING)
+                j.transition(op, Status.SUCCEEDED, running=op)
+                assert j.get(op).status is Status.SUCCEEDED
+        except BaseException as exc:  # noqa: BLE001 (reported by the main thread)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    path = tmp_path / "box.jsonl"
+    assert [o.op for o in Journal("box", directory=tmp_path).operations()] == [
+        o.op for o in _ops(path.read_bytes())
+    ]
+    with contextlib.closing(sqlite3.connect(f"{path}.sqlite")) as db:
+        assert _tables(db) == _built_whole(path)
