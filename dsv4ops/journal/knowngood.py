@@ -69,27 +69,6 @@ def judge_into(
             good[h] = j
 
 
-def essentials(o: Operation) -> Operation:
-    """`o` reduced to what this rule reads (its status, profile name and commands hash, whether
-    it recorded components, its scope, an experiment's block reason, its known_good mark, its
-    GateResults): judge() of the reduced operations equals judge() of the whole ones, so the
-    journal's index (journal/rows.py) keeps these instead of re-reading every record."""
-    p = o.profile or {}
-    return Operation(
-        op=o.op,
-        kind=o.kind,
-        ts=o.ts,
-        user="",
-        status=o.status,
-        profile={k: p[k] for k in ("name", "commands_hash") if k in p},
-        components=[{}] if o.components else [],
-        scope=o.scope,
-        reason=o.reason if (o.reason or "").startswith("experiment ") else None,
-        marked_known_good=o.marked_known_good,
-        gates=list(o.gates),  # an older version's: migrated by the fold (schema.migrate)
-    )
-
-
 def known_good(
     ops: Sequence[Operation], judged: Mapping[str, Judgement] | None = None
 ) -> list[Operation]:

@@ -25,7 +25,7 @@ GOOD = "kind IN ('deploy', 'rollback')"  # the rows knowngood judges
 
 @dataclass(frozen=True)
 class Entry:
-    """One operation's row (index.facts): what walks, the judge and `status` read unfolded."""
+    """One operation's row (rows.facts): what walks, the judge and `status` read unfolded."""
 
     op: str
     kind: str
@@ -54,7 +54,7 @@ class Entry:
 
 
 def fits(r: tuple[object, ...]) -> bool:
-    """Whether a row holds what index.fold writes (a forged or garbled one: rebuilt)."""
+    """Whether a row holds what rows.fold writes (a forged or garbled one: rebuilt)."""
     op, kind, status, live, _ts, running, count, blob = r[:8]
     pre, own, why = r[11:14]
     return (

@@ -50,11 +50,13 @@ def _ops(data: bytes) -> list[Operation]:
 def _newest_first(
     ops: list[Operation], kinds: set[Kind] | None, status: Status | None, profile: dict[str, Any]
 ) -> list[str]:
-    """Operations.newest_first's rule over whole operations: kind, status, and the profile of
-    those the index keeps a view of (knowngood.essentials: name and commands hash)."""
+    """Operations.newest_first's rule over whole operations: kind, status, and the profile's
+    name and commands hash of the kinds whose rows keep them (deploys, rollbacks, experiments)."""
     out = []
     for o in reversed(ops):
-        indexed = knowngood.essentials(o).profile or {} if o.kind in _JUDGED else None
+        p = o.profile or {}
+        kept = {k: p[k] for k in ("name", "commands_hash") if k in p}
+        indexed = kept if o.kind in _JUDGED else None
         if (kinds is not None and o.kind not in kinds) or (
             status is not None and o.status != status
         ):
