@@ -447,3 +447,17 @@ def test_an_experiment_begun_after_its_block_makes_it_an_arm(tmp_path: Path) -> 
     j = _run(tmp_path, [("e-9", [{"type": "begin", "kind": "experiment", "user": "u"}])])
     assert [o.op for o in j.known_good()] == [] and "A/B experiment e-9" in j.judged()["d-0"].why
     _check(j, (tmp_path / "box.jsonl").read_bytes())
+
+
+def test_a_read_stays_what_it_read_while_the_journal_grows(tmp_path: Path) -> None:
+    """A lazy Sequence handed out by one read answers as that read found the journal: records
+    appended since (rows the next fold rewrote, operations begun since) are not in it."""
+    j = Journal("box", directory=tmp_path)
+    ops = _deploys(j, 2)
+    op = j.begin(Kind.DEPLOY, profile={"name": "p", "commands_hash": "h"}, components=[{}])
+    listed = j.operations()
+    j.transition(op, Status.RUNNING)  # its row now holds three records
+    later = j.begin(Kind.STOP)
+    assert len(listed) == 3 and [o.op for o in listed] == [*ops, op]
+    assert listed[-1].status is Status.PENDING and listed.find(later) is None
+    assert j.get(op).status is Status.RUNNING and len(j.operations()) == 4
