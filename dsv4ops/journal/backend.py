@@ -70,13 +70,9 @@ class JournalBackend(Protocol):
         """Append whole lines durably (raise JournalError or TargetError); `lock_op` is the
         operation whose deploy lock the writer holds (None outside an operation)."""
 
-    def read(self, *, lock_op: str | None = None) -> bytes:
-        """The record's bytes, current (raise JournalError or TargetError); `lock_op` as for
-        append (a backend may trust what it holds while that operation holds the lock)."""
-
     def refresh(self, *, lock_op: str | None = None) -> None:
-        """Bring `path` current, as read() does, without reading it whole (the store reads it
-        through its index, journal/index.py)."""
+        """Bring `path` current (raise JournalError or TargetError); `lock_op` as for append (a
+        backend may trust what it holds while that operation holds the lock)."""
 
     def describe(self) -> JournalSource:
         """Where the last read came from: {"source": "file"|"target"|"cache", ...}."""
@@ -93,12 +89,6 @@ class FileBackend:
             recordfile.append_bytes(str(self.path), data)
         except OSError as exc:
             raise JournalError(f"cannot write journal {self.path}: {exc.strerror}") from exc
-
-    def read(self, *, lock_op: str | None = None) -> bytes:
-        try:
-            return recordfile.read_bytes(str(self.path))
-        except OSError as exc:
-            raise JournalError(f"cannot read journal {self.path}: {exc.strerror}") from exc
 
     def refresh(self, *, lock_op: str | None = None) -> None:
         return None  # the file is the record

@@ -5,7 +5,7 @@ docs/deploy.md, "What known-good means"."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dsv4ops.journal.gates import GateResult, GateSource, GateVerdict
@@ -40,23 +40,12 @@ def commands_hash(op: Operation) -> str | None:
 
 
 def judge(ops: Sequence[Operation]) -> dict[str, Judgement]:
-    """op id -> Judgement for every DEPLOY and ROLLBACK in `ops` (the journal, oldest first)."""
+    """op id -> Judgement for every DEPLOY and ROLLBACK in `ops` (the journal, oldest first),
+    by a full scan; the journal's index (view.py) answers the same per row."""
     experiments = {o.op for o in ops if o.kind is Kind.EXPERIMENT}
+    failed = failed_gates(ops)
     out: dict[str, Judgement] = {}
-    judge_into(ops, experiments, failed_gates(ops), out, {})
-    return out
-
-
-def judge_into(
-    ops: Sequence[Operation],
-    experiments: set[str],
-    failed: dict[str, str],
-    out: MutableMapping[str, Judgement],
-    good: dict[str, Judgement],
-) -> None:
-    """judge()'s fold into `out`, with `good` (commands hash -> the best known-good judgement
-    so far), the whole journal's experiments and failed gates. The journal's index (view.py)
-    answers the same per row: own_facts kept, the rest looked up when read."""
+    good: dict[str, Judgement] = {}  # commands hash -> the best known-good judgement so far
     for o in ops:
         if o.kind not in (Kind.DEPLOY, Kind.ROLLBACK):
             continue
@@ -67,6 +56,7 @@ def judge_into(
         out[o.op] = j
         if j.known_good and h and (h not in good or good[h].rank < j.rank):
             good[h] = j
+    return out
 
 
 def known_good(

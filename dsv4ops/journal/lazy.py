@@ -227,8 +227,8 @@ class Judgements(Mapping[str, Judgement]):
 
 
 class KnownGood(_Lazy[Operation]):
-    """The known-good deployments in rollback's order (View.known_good), found as they are
-    asked for (the newest pass first), each operation loaded when read."""
+    """The known-good deployments in knowngood.known_good's order (passes, then accepted
+    INCONCLUSIVEs, newest first in each), found as asked for, each loaded when read."""
 
     def __init__(self, view: Reader) -> None:
         self._view = view

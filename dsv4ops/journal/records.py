@@ -17,7 +17,6 @@ from dsv4ops.deployment import Deployment
 from dsv4ops.journal.gates import GateResult, GateVerdict
 
 # The record types and their enums are declared in journal/schema.py; these names stay here too.
-from dsv4ops.journal.schema import RECORD_TYPES as RECORD_TYPES
 from dsv4ops.journal.schema import RECORD_VERSION as RECORD_VERSION
 from dsv4ops.journal.schema import (
     BeginRecord,

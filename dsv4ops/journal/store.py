@@ -16,7 +16,7 @@ from dsv4ops.journal import knowngood, opids, recordfile
 from dsv4ops.journal.backend import FileBackend, JournalBackend, JournalSource, journal_path
 from dsv4ops.journal.gates import GATES_RECORDED, GateResult, GateSource
 from dsv4ops.journal.index import Index
-from dsv4ops.journal.lazy import Operations
+from dsv4ops.journal.lazy import Judgements, KnownGood, Operations
 from dsv4ops.journal.records import Kind, Operation, Status, check_transition, scrub
 from dsv4ops.journal.schema import (
     BeginFields,
@@ -311,7 +311,7 @@ class Journal:
 
     def operations(self) -> Operations:
         """The operations in the journal's order (a lazy Sequence, see journal/lazy.py)."""
-        return self._view().operations()
+        return Operations(self._view())
 
     def merges(self) -> list[JSONObject]:
         """The merge records: each operator-side journal merged into this record, once."""
@@ -323,9 +323,9 @@ class Journal:
         """One read for `dsv4ops journal`: the last `limit` operations (all when <= 0), the
         known-good judgement of every deploy/rollback (over the whole journal), the merges."""
         view = self._view()
-        ops = view.operations()
+        ops = Operations(view)
         shown = ops[-limit:] if limit > 0 else list(ops)
-        return shown, view.judged(), [to_json(m) for m in view.merges()]
+        return shown, Judgements(view), [to_json(m) for m in view.merges()]
 
     def get(self, op_id: str) -> Operation:
         """The operation with this id (or unique id prefix); raise JournalError if none."""
@@ -333,7 +333,7 @@ class Journal:
         exact = view.entry(op_id)
         if exact is not None:
             return view.load(exact)
-        matches = view.operations().prefixed(op_id)
+        matches = Operations(view).prefixed(op_id)
         if len(matches) != 1:
             what = "no" if not matches else "more than one"
             raise JournalError(f"{what} journal entry matches {op_id!r} in {self.path}")
@@ -350,15 +350,15 @@ class Journal:
         """Known-good deployments in the order rollback offers them (the one rule:
         dsv4ops.journal.knowngood): gate passes newest first, then accepted INCONCLUSIVEs. A lazy
         Sequence: each operation is read when reached (the newest is found first)."""
-        return self._view().known_good()
+        return KnownGood(self._view())
 
     def judged(self) -> Mapping[str, knowngood.Judgement]:
         """op id -> whether that deploy/rollback is known-good and why (the same rule)."""
-        return self._view().judged()
+        return Judgements(self._view())
 
     def last_known_good(self, *, exclude: str | None = None) -> Operation | None:
         """The newest known-good deployment (other than `exclude`), by the same rule."""
-        return next((o for o in self._view().known_good() if o.op != exclude), None)
+        return next((o for o in KnownGood(self._view()) if o.op != exclude), None)
 
     def deployed(self) -> Operation | None:
         """The operation whose deployment runs now per the journal (None: nothing or unknown)."""

@@ -76,10 +76,6 @@ class TargetJournal:
 
     # -- the JournalBackend protocol ---------------------------------------------------------
 
-    def read(self, *, lock_op: str | None = None) -> bytes:
-        self.refresh(lock_op=lock_op)
-        return self._cache_bytes()
-
     def refresh(self, *, lock_op: str | None = None) -> None:
         if lock_op is None or lock_op != self._current_under:
             try:

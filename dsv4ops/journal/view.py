@@ -8,7 +8,6 @@ index, judge"."""
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
 from collections.abc import Iterator
 from typing import NoReturn
@@ -16,7 +15,7 @@ from typing import NoReturn
 from dsv4ops.errors import JournalError
 from dsv4ops.journal import damage, index, knowngood, recordfile, rows
 from dsv4ops.journal.knowngood import INHERITS, Judgement
-from dsv4ops.journal.lazy import GOOD, Entry, Judgements, KnownGood, Operations, facts_of, fits
+from dsv4ops.journal.lazy import GOOD, Entry, facts_of, fits
 from dsv4ops.journal.records import Operation, fold_into
 from dsv4ops.journal.schema import Record, RecordError, parse_record
 
@@ -188,17 +187,6 @@ class View:
 
     # -- what the store reads -------------------------------------------------------------------
 
-    def operations(self) -> Operations:
-        return Operations(self)
-
-    def judged(self) -> Judgements:
-        return Judgements(self)
-
-    def known_good(self) -> KnownGood:
-        """knowngood.known_good's order (gate passes, then accepted INCONCLUSIVEs, newest first
-        within each), found as asked; each whole operation loaded only when read."""
-        return KnownGood(self)
-
     def count(self, where: str) -> int:
         got = self.q(f"SELECT count(*) FROM ops WHERE ({where}) AND place < ?", self.n)  # noqa: S608
         n = got[0][0]
@@ -235,12 +223,8 @@ class View:
         end = len(self.buf)
         while end > 0 and len(out) < n:
             start = self.buf.rfind(b"\n", 0, max(0, end - 1)) + 1
-            raw = self.buf[start:end].strip()
+            if self.buf[start:end].strip():
+                with contextlib.suppress(rows.Stale):  # torn or damaged (the index noted it)
+                    out.append(rows.record_at(self.buf, start, None))
             end = start
-            if not raw:
-                continue
-            try:
-                out.append(parse_record(json.loads(raw), f"{self._index.path}@{start}"))
-            except (ValueError, UnicodeDecodeError, RecordError):
-                continue  # torn or damaged (the index noted it)
         return out[::-1]

@@ -297,9 +297,6 @@ class _Appends:
         self.count += 1
         self.inner.append(data, lock_op=lock_op)
 
-    def read(self, *, lock_op: str | None = None) -> bytes:
-        return self.inner.read(lock_op=lock_op)
-
     def refresh(self, *, lock_op: str | None = None) -> None:
         self.inner.refresh(lock_op=lock_op)
 
