@@ -152,12 +152,9 @@ LEGACY_AB_UNJUDGED = "could not judge B"
 
 
 def legacy_gate(s: Step, op: str, kind: str, commands_hash: str | None) -> GateResult | None:
-    """An older version's gate step `s` of operation `op` (its kind's value, the commands hash
-    its begin recorded) as the GateResult that version's rule judged it by; None for a step
-    that ran no gate. Called only by the one migrator, journal/schema.py's `migrate`: a
-    deploy's or rollback's canary step (PASS, accepted INCONCLUSIVE, or verdict FAIL: anything
-    else ran no gate), an experiment's failed `gate …` step (its B's commands hash is not in
-    it: None, the experiment's B blocks are its commands)."""
+    """An older version's gate step `s` of operation `op` (its kind's value, its begin's
+    commands hash) as the GateResult that version judged it by; None: it ran no gate. Only
+    schema.migrate calls it. An experiment's gate names no commands: its B blocks ran them."""
     if kind in ("deploy", "rollback"):  # records.Kind's values
         source = GateSource.ROLLBACK if kind == "rollback" else GateSource.DEPLOY
         return _legacy_canary(s, op, commands_hash, source)

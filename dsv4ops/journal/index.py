@@ -1,8 +1,6 @@
-"""The journal's index: a SQLite database next to the record, `<journal>.sqlite`, whose tables
-are the index (rows.py), brought up to date with the record by each read (one transaction).
-Whatever does not prove itself is rebuilt from the record by one full scan, said through
-`notify`, never an error. What is trusted when: docs/deploy.md, "The journal: record, index,
-judge"."""
+"""The journal's index, `<journal>.sqlite` (tables: rows.py), brought up to date by each read;
+whatever does not prove itself is rebuilt by a full scan and said, never an error.
+docs/deploy.md, "The journal: record, index, judge"."""
 
 from __future__ import annotations
 

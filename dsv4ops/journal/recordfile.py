@@ -31,9 +31,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 def _base(path: str) -> str:
     """Where the walk down to the journal's directory starts (trusted as the user chose it): two
-    levels above the journal's directory, i.e. the project root for the operator's
-    `.dsv4ops/journal/<target>.jsonl` and the agent's home for its `~/.dsv4ops/<target>/journal.jsonl`
-    (a symlinked checkout or home above that stays the user's own choice)."""
+    levels above it (the project root; the agent's home). docs/deploy.md, "The file itself"."""
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(path))))
 
 

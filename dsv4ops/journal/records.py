@@ -1,10 +1,5 @@
-"""Journal operations folded from typed records (journal/schema.py), secret scrubbing.
-
-A journal is a sequence of small JSON records, one per line. Every operation (deploy, rollback,
-stop, recover) is one `begin` record followed by `step` and `status` records sharing its `op`
-id. Folding them gives an `Operation`: what was asked, which step was in flight, how it ended and
-what was left running.
-"""
+"""Operations folded from the typed records (journal/schema.py) of one `op` id, secret
+scrubbing. docs/deploy.md, "The journal"."""
 
 from __future__ import annotations
 
@@ -136,11 +131,8 @@ class Operation:
 
     @property
     def proven(self) -> bool:
-        """This exact whole unit served a proven generation through the router: the operation
-        said so when it SUCCEEDED; a partial restart, a stop or a kernel switch never does.
-        Necessary for known-good, not sufficient: known-good is judged over the whole journal
-        (its gate, the experiment it belongs to, gates its commands failed elsewhere) in ONE
-        place, `dsv4ops.journal.knowngood`."""
+        """This exact whole unit served a proven generation through the router (its SUCCEEDED
+        said so): necessary for known-good, not sufficient (journal/knowngood.py)."""
         return (
             self.kind in (Kind.DEPLOY, Kind.ROLLBACK)
             and self.status is Status.SUCCEEDED
@@ -218,8 +210,7 @@ def scrub(value: JSONValue, *, key: str | None = None) -> JSONValue:
 
 
 def _scrub_env_values(text: str) -> str:
-    """This process's secret env values, then the secret shapes of free text (a log tail or an
-    argv quoted in a message: `--admin-api-key V`, `api_key='V'`, a URL's password)."""
+    """This process's secret env values, then the secret shapes of free text (secrets.py)."""
     values = [v for k, v in os.environ.items() if is_secret_key(k) and len(v) >= 6 and v in text]
     return redact_text(text, values)
 
@@ -316,9 +307,8 @@ def place_merged(ops: list[Operation], records: Sequence[Record]) -> list[Operat
 
 
 def place_by(ops: list[P], merged: set[str], after_first_merge: set[str]) -> list[P]:
-    """place_merged's rule given what it reads of the records: the ops merges brought in, and
-    the ops begun after the first merge record (anything with .op and .ts: journal/index.py
-    places its entries by the same rule)."""
+    """place_merged's rule given the ops merges brought in and those begun after the first
+    merge record (rows.py places its rows by it too)."""
     if not merged:
         return ops
     after_merge = after_first_merge - merged

@@ -6,11 +6,12 @@ current, one transaction per append. docs/deploy.md, "The journal: record, index
 
 from __future__ import annotations
 
+import copy
 import json
 import mmap
 import sqlite3
 from array import array
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from dsv4ops.journal import damage, knowngood, recordfile
 from dsv4ops.journal.records import Kind, Operation, fold_into, place_by
@@ -68,15 +69,7 @@ class State:
     orphans: dict[str, list[int]] = field(default_factory=dict)  # op -> lines: no begin read
 
     def copy(self) -> State:
-        return replace(
-            self,
-            merges=list(self.merges),
-            merged=list(self.merged),
-            skipped=list(self.skipped),
-            damaged=[list(d) for d in self.damaged],
-            duplicates={k: list(v) for k, v in self.duplicates.items()},
-            orphans={k: list(v) for k, v in self.orphans.items()},
-        )
+        return copy.deepcopy(self)
 
 
 def record_at(buf: Buffer, offset: int, op: str | None) -> Record:

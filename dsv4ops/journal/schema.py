@@ -243,11 +243,9 @@ def migrate(rec: StepRecord, begin: BeginRecord) -> StepRecord: ...
 @overload
 def migrate(rec: Record, begin: BeginRecord) -> Record: ...
 def migrate(rec: Record, begin: BeginRecord) -> Record:
-    """The one migrator: `rec`, a record of the operation `begin` opened (`begin` itself too),
-    in the current format; a record of the current format comes back as it is. An operation
-    begun before GateResults (no `gates` marker) has each gate step given the GateResult that
-    version's rule judged it by (gates.legacy_gate: it needs the operation's kind and commands
-    hash, which only its begin holds), so every reader judges GateResults alone."""
+    """The one migrator: `rec` (of the operation `begin` opened) in the current format. A gate
+    step of an operation begun without the `gates` marker gets the GateResult its version
+    judged it by (gates.legacy_gate), so every reader judges GateResults alone."""
     if not isinstance(rec, StepRecord) or rec.gate is not None or begin.gates == GATES_RECORDED:
         return rec
     h = (begin.profile or {}).get("commands_hash")

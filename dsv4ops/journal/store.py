@@ -184,14 +184,8 @@ class Journal:
         gate: GateResult | None = None,
     ) -> None:
         """Record that a step starts ('start') or ended ('done' / 'failed'); `gate`: what the
-        gate this step ran judged (journal/gates.py), on the record that ends it.
-
-        `defer`: for a step whose next record follows at once (the deploy engine's steps, one
-        after another), the record, stamped now, goes out with the next append, any read or
-        `flush()`, whichever comes first: one round trip to the target's record instead of
-        two, and nothing is done on the target in between. A process that dies meanwhile
-        leaves the step started and never ended, as if it had died during the step (never a
-        step recorded done that was not)."""
+        gate this step ran judged (journal/gates.py), on the record that ends it. `defer`: sent
+        with the next append, read or flush() (docs/deploy.md, "The journal")."""
         record = StepRecord(
             op_id,
             self._now(),
@@ -275,10 +269,8 @@ class Journal:
         return self._view().warnings()
 
     def _refuse_if_damaged(self) -> None:
-        """A line no one can read may be a gate FAIL or an unfinished operation: known-good and
-        what runs are not decided without it, so nothing is changed until it is mended. Read
-        off this object's last read (an operation reads the journal before it begins): no
-        round trip of its own."""
+        """Nothing changes while a line no one can read (maybe a gate FAIL) is unmended; read
+        off this object's last read (docs/deploy.md, "A line that is no record")."""
         state = self._index.last
         if state is None or not (state.damaged or state.orphans):
             return
@@ -347,9 +339,7 @@ class Journal:
         return [view.load(e) for e in live]
 
     def known_good(self) -> Sequence[Operation]:
-        """Known-good deployments in the order rollback offers them (the one rule:
-        dsv4ops.journal.knowngood): gate passes newest first, then accepted INCONCLUSIVEs. A lazy
-        Sequence: each operation is read when reached (the newest is found first)."""
+        """Known-good deployments in rollback's order (journal/knowngood.py; lazy.KnownGood)."""
         return KnownGood(self._view())
 
     def judged(self) -> Mapping[str, knowngood.Judgement]:

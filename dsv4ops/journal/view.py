@@ -91,8 +91,8 @@ class View:
             edge = int(got[-1][8])  # type: ignore[call-overload]
 
     def load(self, entry: Entry, *, retry: bool = True) -> Operation:
-        """The whole Operation of `entry`, folded from its records (its row checked against
-        them: a row that does not match is rebuilt, the read retried once)."""
+        """`entry`'s Operation folded from its records (a row they do not bear out: rebuilt,
+        the read retried once)."""
         offsets = [o for o in entry.offsets if o < len(self.buf)]  # appended since: not this read's
         key = (entry.op, len(offsets))
         hit = self._cache.get(key)
