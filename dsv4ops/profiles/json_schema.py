@@ -1,6 +1,7 @@
-"""The JSON Schema (draft 2020-12) of a profile file and of targets.yaml, derived from the models
-of profiles/profile_spec.py (through their per-key view) and of profiles/target_spec.py, so an editor (yaml-language-server) flags what the loader refuses
-while the profile is typed. `dsv4ops profile schema` prints it; profiles/schema/ ships it.
+"""The JSON Schema (draft 2020-12) of a profile file and of targets.yaml, derived from the pydantic
+models of profiles/profile_spec.py and profiles/target_spec.py (`model_json_schema`; the key
+types of schema.py spell out what the loader also takes: on/off words, numbers in an argv, bucket
+specs), so an editor (yaml-language-server) flags what the loader refuses while a file is typed. `dsv4ops profile schema` prints it; profiles/schema/ ships it.
 
 It describes one file, as the loader's per-file checks see it: a profile that `extends` another
 need not repeat the required keys (they are checked on the merged document). What it cannot say
@@ -18,17 +19,7 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from dsv4ops.constants import PROFILE_SCHEMA_VERSION
 from dsv4ops.jsontypes import JSONObject
-from dsv4ops.profiles.buckets import SPEC_PATTERNS
-from dsv4ops.profiles.profile_spec import PROFILE_SCHEMA
-from dsv4ops.profiles.schema import (
-    MAX_ITEMS,
-    OFF_WORDS,
-    ON_WORDS,
-    Field,
-    Schema,
-    describe,
-    text_json_schema,
-)
+from dsv4ops.profiles.profile_spec import ProfileSpec
 from dsv4ops.profiles.target_spec import BoxTarget, EndpointTarget, TargetsFile
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -54,14 +45,23 @@ def modeline_of(text: str) -> str | None:
 
 
 def profile_json_schema() -> JSONObject:
-    """The JSON Schema of one profile file."""
+    """The JSON Schema of one profile file: the model's, with every key optional but
+    schema_version (a file that `extends` another need not repeat the required keys), null
+    taking a key's default and a section written as null an empty one."""
     doc = _header(
         "dsv4ops profile", "A deployment profile (profiles/NAME.yaml).", "profile_spec.py"
     )
-    doc.update(_section(PROFILE_SCHEMA, top=True))
+    body = model_schema(ProfileSpec, null_is_default=False)
+    whole = _required_tree(body)
+    _optional(body)
+    properties = body["properties"]
+    assert isinstance(properties, dict)
+    properties["schema_version"] = _schema_version()
+    doc.update({"type": "object", "additionalProperties": False, "properties": properties})
+    doc["required"] = ["schema_version"]
     # Without `extends` the file is the whole profile: the keys the merged document needs.
     doc["if"] = {"required": ["extends"], "properties": {"extends": {"type": "string"}}}
-    doc["else"] = _required_tree(PROFILE_SCHEMA)
+    doc["else"] = whole
     return doc
 
 
@@ -135,8 +135,17 @@ def _nullable_defaults(schema: dict[str, object]) -> None:
     for key, prop in properties.items():
         if prop.get("type") == "object" and "properties" in prop:
             _nullable_defaults(prop)
-        if key not in required and "anyOf" not in prop:
+        if key not in required and not _takes_null(prop):
             _or_null(prop)
+
+
+def _takes_null(prop: dict[str, object]) -> bool:
+    alternatives = prop.get("anyOf", ())
+    return isinstance(alternatives, list) and {"type": "null"} in alternatives
+
+
+def _is_section(prop: object) -> bool:
+    return isinstance(prop, dict) and prop.get("type") == "object" and "properties" in prop
 
 
 def to_text(schema: JSONObject) -> str:
@@ -157,55 +166,49 @@ def _schema_version() -> dict[str, object]:
     }
 
 
-def _section(schema: Schema, *, top: bool = False) -> dict[str, object]:
-    """A mapping of keys: unknown keys are refused (the loader's check_unknown_keys); a section
-    written as null is an empty one."""
-    props: dict[str, object] = {}
-    for key, spec in schema.items():
-        if top and key == "schema_version":
-            props[key] = _schema_version()
-        elif isinstance(spec, dict):
-            props[key] = _section(spec)
-        else:
-            props[key] = field_schema(spec)
-    out: dict[str, object] = {"type": "object" if top else ["object", "null"]}
-    out.update({"additionalProperties": False, "properties": props})
-    if top:
-        out["required"] = ["schema_version"]
-    return out
+def _optional(schema: dict[str, object]) -> None:
+    """Every key optional, at every depth: a key the model requires is left out of `required`
+    (profile_json_schema's `else` asks for it), one it defaults may be null, a section too."""
+    required = schema.pop("required", ())
+    properties = schema["properties"]
+    assert isinstance(required, list | tuple) and isinstance(properties, dict)
+    for key, prop in properties.items():
+        if _is_section(prop):
+            _optional(prop)
+            prop["type"] = ["object", "null"]
+        elif _takes_null(prop):
+            _one_type(prop)
+        elif key not in required:
+            _or_null(prop)
 
 
-def _required_tree(schema: Schema) -> dict[str, object]:
-    """The keys this schema requires, at every depth, and the sections that hold them."""
-    required: list[str] = []
-    props: dict[str, object] = {}
-    for key, spec in schema.items():
-        if isinstance(spec, dict):
-            inner = _required_tree(spec)
-            if inner:
-                required.append(key)
-                props[key] = {"type": "object", **inner}
-        elif spec.required:
-            required.append(key)
-    if not required:
+def _one_type(prop: dict[str, object]) -> None:
+    """A value or null as one schema with a type list, when the value has one type: an editor
+    then names what is wrong with it (a pattern, a bound), not only "none of the alternatives"."""
+    alternatives = prop["anyOf"]
+    assert isinstance(alternatives, list)
+    value = alternatives[0]
+    if len(alternatives) == 2 and isinstance(value.get("type"), str):
+        del prop["anyOf"]
+        prop.update(_or_null(dict(value)))
+
+
+def _required_tree(schema: dict[str, object]) -> dict[str, object]:
+    """The keys a model requires, at every depth, and the sections that hold them."""
+    required = schema.get("required", ())
+    properties = schema["properties"]
+    assert isinstance(required, list | tuple) and isinstance(properties, dict)
+    keys: list[str] = []
+    sections: dict[str, object] = {}
+    for key, prop in properties.items():
+        inner = _required_tree(prop) if _is_section(prop) else {}
+        if inner:
+            sections[key] = {"type": "object", **inner}
+        if inner or key in required:
+            keys.append(key)
+    if not keys:
         return {}
-    return {"required": required, "properties": props} if props else {"required": required}
-
-
-def field_schema(f: Field) -> dict[str, object]:
-    """One leaf key: its type, bounds, choices, default and description. A non-required key may
-    be null (the loader then takes its default, or null where the key is nullable)."""
-    out: dict[str, object] = {"description": _description(f)}
-    out.update(_value_schema(f))
-    if not f.required:
-        out = _or_null(out)
-        out["default"] = f.default
-    return out
-
-
-def _description(f: Field) -> str:
-    what = describe(f)
-    return f"{f.help}; {what}" if f.help else what
+    return {"required": keys, "properties": sections} if sections else {"required": keys}
 
 
 def _or_null(schema: dict[str, object]) -> dict[str, object]:
@@ -223,65 +226,3 @@ def _or_null(schema: dict[str, object]) -> dict[str, object]:
     assert isinstance(alternatives, list)
     schema["anyOf"] = [*alternatives, {"type": "null"}]
     return schema
-
-
-def _value_schema(f: Field) -> dict[str, object]:
-    if f.kind == "str":
-        if f.choices:
-            return {"type": "string", "enum": list(f.choices)}
-        return {**text_json_schema(f.text)}
-    if f.kind in ("int", "float"):
-        return {"type": "integer" if f.kind == "int" else "number", **_bounds(f)}
-    if f.kind == "bool":
-        return {"type": "boolean"}
-    if f.kind == "onoff":
-        return {"anyOf": [{"type": "boolean"}, {"type": "string", "pattern": _onoff_pattern()}]}
-    if f.kind == "int_list":
-        return {"type": "array", "items": {"type": "integer", **_bounds(f)}, "maxItems": _limit(f)}
-    if f.kind == "str_list":
-        # Numbers and booleans in an argv list are written as text (profile_spec.ArgvList).
-        return {"type": "array", "items": _argv_scalar(f.text), "maxItems": _limit(f)}
-    if f.kind == "str_map":
-        return {
-            "type": "object",
-            "propertyNames": text_json_schema(f.text),
-            "additionalProperties": {"anyOf": [_argv_scalar(f.text), {"type": "null"}]},
-            "maxProperties": _limit(f),
-        }
-    if f.kind == "buckets":
-        spec = "|".join(p.removeprefix("^").removesuffix("$") for p in SPEC_PATTERNS)
-        return {
-            "anyOf": [
-                {"type": "array", "items": {"type": "integer"}, "maxItems": _limit(f)},
-                {"type": "string", "pattern": f"^\\s*({spec})\\s*$"},
-            ]
-        }
-    raise AssertionError(f"unknown field kind {f.kind}")
-
-
-def _argv_scalar(text: str) -> dict[str, object]:
-    return {"anyOf": [text_json_schema(text), {"type": ["number", "boolean"]}]}
-
-
-def _bounds(f: Field) -> dict[str, object]:
-    out: dict[str, object] = {}
-    if f.minimum is not None:
-        out["minimum"] = _number(f.minimum)
-    if f.maximum is not None:
-        out["maximum"] = _number(f.maximum)
-    return out
-
-
-def _number(value: float) -> int | float:
-    return int(value) if float(value).is_integer() else value
-
-
-def _limit(f: Field) -> int:
-    return f.max_items if f.max_items is not None else MAX_ITEMS
-
-
-def _onoff_pattern() -> str:
-    """on/off words in any case (ECMA-262 regexes have no (?i) flag)."""
-    words = sorted(ON_WORDS | OFF_WORDS)
-    spelled = ("".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in w) for w in words)
-    return "^(" + "|".join(spelled) + ")$"

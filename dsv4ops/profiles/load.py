@@ -25,7 +25,7 @@ from dsv4ops.profiles.excerpt import excerpt, key_excerpt
 from dsv4ops.profiles.files import check_reference, read_bounded, reference_problem
 from dsv4ops.profiles.model import Profile, Target
 from dsv4ops.profiles.problems import Problem, Problems, strict
-from dsv4ops.profiles.profile_spec import PROFILE_SCHEMA, ProfileSpec, construct
+from dsv4ops.profiles.profile_spec import ProfileSpec, construct
 from dsv4ops.profiles.provenance import Provenance
 from dsv4ops.profiles.rules import check_profile
 from dsv4ops.profiles.target_rules import check_against_target
@@ -299,7 +299,7 @@ def _parse(path: Path, text: str, sink: Problems) -> _Doc:
     if not isinstance(data, dict):
         raise ProfileError("a profile must be a YAML mapping of keys", path=shown, line=1)
     _check_schema_version(data, shown, lines)
-    check_unknown_keys(data, PROFILE_SCHEMA, shown, lines, sink=sink)
+    check_unknown_keys(data, ProfileSpec, shown, lines, sink=sink)
     return _Doc(shown, data, lines)
 
 

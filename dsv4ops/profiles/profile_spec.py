@@ -4,8 +4,8 @@ and doc (as targets.yaml is in profiles/target_spec.py; the types of the keys ar
 The loader checks the merged document against these models key by key (typecheck.normalize:
 each value validated by its field, every problem named `file:line: key: why`, a bad value marked
 unusable so the rules still run on the rest) and assembles the typed `ProfileSpec` the Profile is
-built from (build.py). The per-key view the unknown-key check, the error texts, the JSON Schema
-and the docs tables read (`PROFILE_SCHEMA`) is derived from them (schema.field_tree).
+built from (build.py). The unknown-key check walks them; the JSON Schema and docs/profiles.md's
+tables are their `model_json_schema` (json_schema.py, reference.py).
 
 The `canary` and `probe` sections are declared in dsv4ops/settings.py (`setting()`), below the
 deployment that carries them; `section_model` makes their models from those declarations.
@@ -39,8 +39,6 @@ from dsv4ops.profiles.schema import (
     NameText,
     NonEmptyText,
     OnOff,
-    Schema,
-    field_tree,
     section_of,
 )
 from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
@@ -267,14 +265,6 @@ class ProfileSpec(Section):
     canary: CanarySection = Key(default_factory=CanarySection)
     # What the deployed model can do with tools, declared (dsv4ops/settings.py ProbeSettings).
     probe: ProbeSection = Key(default_factory=ProbeSection)
-
-
-def section_schema(cls: type[DataclassInstance]) -> Schema:
-    """The per-key view of a section declared in dsv4ops/settings.py."""
-    return field_tree(section_model(cls))
-
-
-PROFILE_SCHEMA: Schema = field_tree(ProfileSpec)
 
 
 def construct(model: type[M], values: dict[str, object]) -> M:

@@ -8,21 +8,22 @@ from collections.abc import Iterator
 from typing import TypedDict, cast
 
 from dsv4ops.profiles.json_schema import model_schema
-from dsv4ops.profiles.profile_spec import PROFILE_SCHEMA
-from dsv4ops.profiles.schema import MAX_ITEMS, TEXT_HELP, TEXT_PATTERNS, Field, Schema
+from dsv4ops.profiles.profile_spec import ProfileSpec
+from dsv4ops.profiles.schema import TEXT_HELP, TEXT_PATTERNS
 from dsv4ops.profiles.target_spec import BoxTarget, EndpointTarget
 
 HEADER = ("| key | type | default | bounds | what it sets |", "|---|---|---|---|---|")
-_LISTS = ("int_list", "str_list", "str_map", "buckets")
 
 
 def profile_blocks() -> dict[str, list[str]]:
     """Block name -> table: the top-level keys, then one block per section of a profile."""
-    top: Schema = {k: v for k, v in PROFILE_SCHEMA.items() if isinstance(v, Field)}
-    blocks = {"top": table(top)}
-    for key, spec in PROFILE_SCHEMA.items():
-        if isinstance(spec, dict):
-            blocks[key] = table(spec, f"{key}.")
+    schema = cast(_Prop, model_schema(ProfileSpec, null_is_default=False))
+    properties = schema["properties"]
+    keys = {k: p for k, p in properties.items() if not _is_section(p)}
+    blocks = {"top": model_table(cast(dict[str, object], {**schema, "properties": keys}))}
+    for key, prop in properties.items():
+        if _is_section(prop):
+            blocks[key] = model_table(cast(dict[str, object], prop), f"{key}.")
     return blocks
 
 
@@ -52,25 +53,6 @@ def end_marker(name: str) -> str:
     return f"<!-- settings:{name}: end -->"
 
 
-def table(schema: Schema, prefix: str = "") -> list[str]:
-    return [*HEADER, *(_row(path, f) for path, f in _leaves(schema, prefix))]
-
-
-def _leaves(schema: Schema, prefix: str) -> Iterator[tuple[str, Field]]:
-    for key, spec in schema.items():
-        if isinstance(spec, dict):
-            yield from _leaves(spec, f"{prefix}{key}.")
-        else:
-            yield f"{prefix}{key}", spec
-
-
-def _row(path: str, f: Field) -> str:
-    kind = f.kind + (" or null" if f.nullable else "")
-    default = "required" if f.required else f"`{_shown(f.default)}`"
-    cells = (f"`{path}`", kind, default, _bounds(f), f.help or "-")
-    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
-
-
 def _shown(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -83,24 +65,8 @@ def _shown(value: object) -> str:
     return "null" if value is None else f"{value}"
 
 
-def _bounds(f: Field) -> str:
-    parts = []
-    if f.minimum is not None or f.maximum is not None:
-        lo = "" if f.minimum is None else f"{f.minimum:g}"
-        hi = "" if f.maximum is None else f"{f.maximum:g}"
-        parts.append(f"{lo}-{hi}" if lo and hi else (f">= {lo}" if lo else f"<= {hi}"))
-    if f.kind in _LISTS:
-        parts.append(f"at most {f.max_items if f.max_items is not None else MAX_ITEMS} items")
-    if f.choices is not None:
-        parts.append(" / ".join(f"`{c}`" for c in f.choices))
-    if f.kind in ("str", "str_list", "str_map") and f.text not in ("argv", "free"):
-        parts.append(TEXT_HELP[f.text])
-    return ", ".join(parts) or "-"
-
-
 # The JSON Schema's names of a model's types, in the tables' words (profiles/target_spec.py).
 _TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
-_LIST_TYPES = {"integer": "int_list", "string": "str_list"}
 
 
 class _Prop(TypedDict, total=False):
@@ -130,24 +96,34 @@ def model_table(schema: dict[str, object], prefix: str = "") -> list[str]:
 def _model_rows(schema: _Prop, prefix: str) -> Iterator[str]:
     required = schema.get("required", [])
     for key, prop in schema["properties"].items():
-        if prop.get("type") == "object" and "properties" in prop:
+        if _is_section(prop):
             yield from _model_rows(prop, f"{prefix}{key}.")
             continue
-        value = next((s for s in prop.get("anyOf", []) if s.get("type") != "null"), prop)
-        kind = _model_kind(value) + (" or null" if "anyOf" in prop else "")
+        alternatives = prop.get("anyOf", [prop])
+        values = [s for s in alternatives if s.get("type") != "null"]
+        value = values[0] if len(values) == 1 else _Prop(anyOf=values)
+        kind = _model_kind(value) + (" or null" if len(values) < len(alternatives) else "")
         default = "required" if key in required else f"`{_shown(prop.get('default'))}`"
         cells = (f"`{prefix}{key}`", kind, default, _model_bounds(value), prop["description"])
         yield "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
+def _is_section(prop: _Prop) -> bool:
+    return prop.get("type") == "object" and "properties" in prop
+
+
 def _model_kind(value: _Prop) -> str:
+    if "anyOf" in value:  # schema.Kind's spellings: true or an on/off word, a list or a spec
+        types = [s.get("type") for s in value["anyOf"]]
+        return "onoff" if "boolean" in types else "buckets"
     if value.get("type") == "array":
-        return _LIST_TYPES[value["items"]["type"]]
+        return "int_list" if value["items"].get("type") == "integer" else "str_list"
     return "str_map" if value.get("type") == "object" else _TYPES[value["type"]]
 
 
 def _model_bounds(value: _Prop) -> str:
     parts = []
+    value = next((s for s in value.get("anyOf", []) if s.get("type") == "array"), value)
     numbers = value["items"] if value.get("type") == "array" else value
     lo, hi = numbers.get("minimum"), numbers.get("maximum")
     if lo is not None and hi is not None:

@@ -1,8 +1,8 @@
 """What a valid value of a profile key looks like: the types the profile's pydantic models
 (profiles/profile_spec.py) declare their keys with (`Kind`, the kinds of text, on/off, argv
 lists, env maps), the checks every string gets (`text_problem`), the bounds and choices, and the
-per-key view derived from a model (`Field`, `field_tree`) that the unknown-key check, the error
-texts (`describe`), the JSON Schema and the docs tables read.
+view of a model's key the error texts read (`Field`, `describe`). Each type's JSON Schema is
+what an editor should take (`Kind`), so the shipped schema is the models' (json_schema.py).
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Annotated
 
-from annotated_types import Ge, Le, MaxLen
+from annotated_types import Ge, Le
 from pydantic import BaseModel, BeforeValidator, GetCoreSchemaHandler, GetJsonSchemaHandler
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
 from dsv4ops.profiles import _flag_tables
-from dsv4ops.profiles.buckets import MAX_BATCH_SIZE
+from dsv4ops.profiles.buckets import MAX_BATCH_SIZE, SPEC_PATTERNS
 from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.routers import any_policy
 
@@ -64,10 +64,9 @@ TEXT_HELP = {
 
 @dataclass(frozen=True)
 class Field:
-    """One leaf key. `kind` is one of: str, int, float, bool, onoff, int_list, str_list,
-    str_map, buckets. `minimum`/`maximum` bound a number or each item of an int_list; floats
-    must also be finite. `max_items` bounds a list (default MAX_ITEMS); `text` is a TEXT_HELP
-    key for each string (default "argv")."""
+    """One leaf key as the loader's error texts name what it takes (`describe`). `kind` is one
+    of: str, int, float, bool, onoff, int_list, str_list, str_map, buckets. `minimum`/`maximum`
+    bound a number or each item of an int_list; `text` is a TEXT_HELP key for each string."""
 
     kind: str
     default: object = None
@@ -75,13 +74,9 @@ class Field:
     choices: tuple[str, ...] | None = None
     minimum: float | None = None
     nullable: bool = False
-    help: str = ""
     maximum: float | None = None
-    max_items: int | None = None
     text: str = "argv"
 
-
-Schema = dict[str, "Field | Schema"]
 
 _KIND_HELP = {
     "str": "a string",
@@ -203,9 +198,34 @@ class Kind:
     def __get_pydantic_json_schema__(
         self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
-        if self.kind != "str" or self.choices is not None:
-            return handler(schema)
-        return dict(text_json_schema(self.text))
+        """What an editor checks: the spellings the loader takes, not only the model's type
+        (on/off words, numbers in an argv, a bucket spec), each string's kind of text."""
+        generated = handler(schema)
+        if self.kind == "str" and self.choices is not None:
+            return {"type": "string", "enum": list(self.choices)}
+        if self.kind == "str":
+            return dict(text_json_schema(self.text))
+        if self.kind == "onoff":
+            return {"anyOf": [{"type": "boolean"}, {"type": "string", "pattern": _onoff_pattern()}]}
+        limit = generated.get("maxItems", generated.get("maxProperties", MAX_ITEMS))
+        if self.kind == "str_list":
+            # Numbers and booleans in an argv list are written as text (_argv).
+            return {"type": "array", "items": _argv_scalar_schema(self.text), "maxItems": limit}
+        if self.kind == "str_map":
+            return {
+                "type": "object",
+                "propertyNames": text_json_schema(self.text),
+                "additionalProperties": {
+                    "anyOf": [_argv_scalar_schema(self.text), {"type": "null"}]
+                },
+                "maxProperties": limit,
+            }
+        if self.kind == "buckets":
+            lists = next(s for s in generated["oneOf"] if s.get("type") == "array")
+            spec = "|".join(p.removeprefix("^").removesuffix("$") for p in SPEC_PATTERNS)
+            pattern = f"^\\s*({spec})\\s*$"
+            return {"anyOf": [lists, {"type": "string", "pattern": pattern}]}
+        return generated
 
     def _check(self, value: str) -> str:
         if self.choices is not None and value not in self.choices:
@@ -257,6 +277,17 @@ def _env_str(value: object) -> str:
     return "" if value is None else str(value)
 
 
+def _argv_scalar_schema(text: str) -> dict[str, object]:
+    return {"anyOf": [text_json_schema(text), {"type": ["number", "boolean"]}]}
+
+
+def _onoff_pattern() -> str:
+    """on/off words in any case (ECMA-262 regexes have no (?i) flag)."""
+    words = sorted(ON_WORDS | OFF_WORDS)
+    spelled = ("".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in w) for w in words)
+    return "^(" + "|".join(spelled) + ")$"
+
+
 OnOff = Annotated[bool, Kind("onoff"), BeforeValidator(_onoff)]
 ArgvList = Annotated[list[ArgvText], Kind("str_list"), BeforeValidator(_argv)]
 EnvMap = Annotated[dict[ArgvText, ArgvText], Kind("str_map"), BeforeValidator(_env)]
@@ -268,17 +299,8 @@ def section_of(info: FieldInfo) -> type[BaseModel] | None:
     return kind if isinstance(kind, type) and issubclass(kind, BaseModel) else None
 
 
-def field_tree(model: type[BaseModel]) -> Schema:
-    """The per-key view of a model: a Field per key, a nested tree per section."""
-    out: Schema = {}
-    for key, info in model.model_fields.items():
-        section = section_of(info)
-        out[key] = field_tree(section) if section is not None else field_view(info)
-    return out
-
-
 def field_view(info: FieldInfo) -> Field:
-    """A key as the docs, the JSON Schema and the error texts describe it (schema.Field)."""
+    """A key of a model as the error texts describe it (schema.Field)."""
     annotation, nullable = _strip_none(info.annotation)
     marks = [*info.metadata, *_metadata(annotation)]
     kind = next((m for m in marks if isinstance(m, Kind)), None)
@@ -286,7 +308,6 @@ def field_view(info: FieldInfo) -> Field:
         kind = Kind(_BASIC[typing.get_origin(annotation) or annotation])
     lows = [m.ge for m in marks if isinstance(m, Ge) and isinstance(m.ge, int | float)]
     highs = [m.le for m in marks if isinstance(m, Le) and isinstance(m.le, int | float)]
-    longest = [m.max_length for m in marks if isinstance(m, MaxLen)]
     required = info.is_required()
     return Field(
         kind.kind,
@@ -295,9 +316,7 @@ def field_view(info: FieldInfo) -> Field:
         choices=kind.choices,
         minimum=lows[0] if lows else None,
         nullable=nullable,
-        help=info.description or "",
         maximum=highs[0] if highs else None,
-        max_items=longest[0] if longest and longest[0] != MAX_ITEMS else None,
         text=kind.text,
     )
 

@@ -21,30 +21,30 @@ from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles.excerpt import excerpt, key_excerpt
 from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.provenance import Provenance
-from dsv4ops.profiles.schema import Field, Schema, describe, field_view, section_of
+from dsv4ops.profiles.schema import Field, describe, field_view, section_of
 
 _NONEMPTY_TEXT = ("nonempty", "name", "endpoint")
 
 
 def check_unknown_keys(
     data: Mapping[str, object],
-    schema: Schema,
+    model: type[BaseModel],
     file: str,
     lines: LineInfo,
     prefix: str = "",
     sink: Problems | None = None,
 ) -> None:
-    """Report keys not in the schema (with a did-you-mean hint) and sections that are not
+    """Report keys not in the model (with a did-you-mean hint) and sections that are not
     mappings. Without a sink, raise ProfileError for the first one."""
     sink = sink if sink is not None else strict()
     for key, value in data.items():
         path = f"{prefix}.{key}" if prefix else str(key)
-        spec = schema.get(key) if isinstance(key, str) else None
-        if spec is None:
+        info = model.model_fields.get(key) if isinstance(key, str) else None
+        if info is None:
             # A key can be anything YAML allows (16 KB of text): match and show a bounded part.
-            close = difflib.get_close_matches(str(key)[:64], list(schema), n=1)
+            close = difflib.get_close_matches(str(key)[:64], list(model.model_fields), n=1)
             hint = f"did you mean '{close[0]}'?" if close else None
-            valid = ", ".join(schema)
+            valid = ", ".join(model.model_fields)
             sink.report(
                 ProfileError(
                     f"unknown key; valid keys here: {valid}",
@@ -55,7 +55,8 @@ def check_unknown_keys(
                 )
             )
             continue
-        if isinstance(spec, dict):
+        section = section_of(info)
+        if section is not None:
             if value is None:
                 continue
             if not isinstance(value, dict):
@@ -69,7 +70,7 @@ def check_unknown_keys(
                 )
                 sink.mark_unusable(path)
                 continue
-            check_unknown_keys(value, spec, file, lines, path, sink)
+            check_unknown_keys(value, section, file, lines, path, sink)
 
 
 def normalize(

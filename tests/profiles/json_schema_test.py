@@ -22,8 +22,7 @@ from dsv4ops.profiles.json_schema import (
     targets_json_schema,
     to_text,
 )
-from dsv4ops.profiles.profile_spec import PROFILE_SCHEMA
-from dsv4ops.profiles.schema import Field, Schema
+from dsv4ops.profiles.profile_spec import CanarySection
 from dsv4ops.profiles.target_spec import BoxTarget, EndpointTarget, MetricsFields, SSHFields
 from dsv4ops.profiles.targets import load_targets
 from testing.profiles import child, make_profiles_dir, targets_yaml
@@ -66,18 +65,19 @@ def test_every_shipped_yaml_names_its_schema_first_and_passes_it(name: str) -> N
     assert _errors(json.loads(schema_path.read_text(encoding="utf-8")), text) == []
 
 
-def _leaves(schema: Schema, prefix: str = "") -> list[tuple[str, Field]]:
-    out: list[tuple[str, Field]] = []
-    for key, spec in schema.items():
-        if isinstance(spec, dict):
-            out += _leaves(spec, f"{prefix}{key}.")
+def _leaves(schema: JSONObject, prefix: str = "") -> list[tuple[str, JSONObject]]:
+    out: list[tuple[str, JSONObject]] = []
+    for key, prop in schema["properties"].items():
+        if "properties" in prop:
+            out += _leaves(prop, f"{prefix}{key}.")
         else:
-            out.append((f"{prefix}{key}", spec))
+            out.append((f"{prefix}{key}", prop))
     return out
 
 
 def test_every_key_has_a_doc_an_editor_shows() -> None:
-    assert [path for path, f in _leaves(PROFILE_SCHEMA) if not f.help] == []
+    leaves = _leaves(profile_json_schema())
+    assert len(leaves) > 50 and [path for path, p in leaves if not p.get("description")] == []
     models = (BoxTarget, SSHFields, EndpointTarget, MetricsFields)
     undocumented = [
         f"{m.__name__}.{k}" for m in models for k, f in m.model_fields.items() if not f.description
@@ -85,13 +85,20 @@ def test_every_key_has_a_doc_an_editor_shows() -> None:
     assert undocumented == []
 
 
-def test_a_key_declared_in_the_tree_is_in_the_json_schema_with_its_bounds() -> None:
+def test_a_key_declared_in_the_model_is_in_the_json_schema_with_its_bounds() -> None:
     port = profile_json_schema()["properties"]["router"]["properties"]["port"]
     assert port["type"] == ["integer", "null"] and (port["minimum"], port["maximum"]) == (1, 65535)
     assert port["default"] == 8000 and port["description"].startswith("the port clients send")
     canary = profile_json_schema()["properties"]["canary"]["properties"]
-    declared = PROFILE_SCHEMA["canary"]
-    assert isinstance(declared, dict) and list(canary) == list(declared)  # derived, in order
+    assert list(canary) == list(CanarySection.model_fields)  # derived, in order
+
+
+def test_a_nullable_key_names_its_type_and_bounds_for_an_editor() -> None:
+    decode = profile_json_schema()["properties"]["decode"]["properties"]
+    fraction = decode["mem_fraction_static"]
+    assert fraction["type"] == ["number", "null"] and fraction["default"] is None
+    assert (fraction["minimum"], fraction["maximum"]) == (0.05, 0.99)
+    assert decode["kv_cache_dtype"]["enum"][-1] is None  # the default, written as null
 
 
 # Each refused by the loader too (checked below): what the schema says is what load_profile says.

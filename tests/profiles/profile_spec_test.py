@@ -1,6 +1,6 @@
 """The profile's pydantic models (profiles/profile_spec.py) are its one declaration: a whole
 profile validates against them, what they refuse the loader refuses with the same words, and the
-per-key view the docs, the JSON Schema and the error texts read is derived from them."""
+per-key view the error texts read is derived from them."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pydantic import ValidationError
 
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import list_profiles, load_profile
-from dsv4ops.profiles.profile_spec import PROFILE_SCHEMA, ProfileSpec
-from dsv4ops.profiles.schema import Field
+from dsv4ops.profiles.profile_spec import PrefillSection, ProfileSpec
+from dsv4ops.profiles.schema import Field, field_view
 
 
 def test_every_shipped_profile_without_extends_validates_as_a_whole() -> None:
@@ -39,18 +39,12 @@ def test_the_models_refuse_what_the_loader_refuses() -> None:
     assert (("decode", "bogus"), "extra_forbidden") in kinds
 
 
-def test_the_view_is_derived_from_the_models() -> None:
-    tp = PROFILE_SCHEMA["decode"]
-    assert isinstance(tp, dict)
-    assert tp["tp"] == Field(
-        "int", required=True, minimum=1, help="tensor parallel size (--tp-size) = len(gpus)"
-    )
-    assert list(PROFILE_SCHEMA) == list(ProfileSpec.model_fields)
-    prefill, decode = PROFILE_SCHEMA["prefill"], PROFILE_SCHEMA["decode"]
-    assert isinstance(prefill, dict) and isinstance(decode, dict)
-    assert [*decode, "bootstrap_port"] == list(prefill)  # the prefill's adds its bootstrap port
-    port = prefill["port"]
-    assert isinstance(port, Field) and port.default == 30000
+def test_the_view_the_error_texts_read_is_derived_from_the_models() -> None:
+    tp = ProfileSpec.model_fields["decode"].annotation.model_fields["tp"]  # type: ignore[union-attr]
+    assert field_view(tp) == Field("int", required=True, minimum=1)
+    prefill, decode = PrefillSection.model_fields, ProfileSpec.model_fields
+    assert [*decode["decode"].annotation.model_fields, "bootstrap_port"] == list(prefill)  # type: ignore[union-attr]
+    assert field_view(prefill["port"]).default == 30000
 
 
 def test_a_bad_value_is_named_by_its_key_with_what_its_field_takes(tmp_path: Path) -> None:

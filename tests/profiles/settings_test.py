@@ -5,35 +5,41 @@ journal record's reading (docs/profiles.md's tables: tests/profiles/reference_te
 from __future__ import annotations
 
 import dataclasses
+from typing import cast
 
 import pytest
 
 from dsv4ops.canary.verdict import Thresholds
 from dsv4ops.errors import ProfileError
+from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles import load_profile
+from dsv4ops.profiles.json_schema import model_schema
 from dsv4ops.profiles.model import CanaryThresholds, ProbeSettings
-from dsv4ops.profiles.profile_spec import PROFILE_SCHEMA, section_schema
-from dsv4ops.profiles.reference import table
-from dsv4ops.profiles.schema import Field
+from dsv4ops.profiles.profile_spec import CanarySection, section_model
+from dsv4ops.profiles.reference import model_table
+from dsv4ops.profiles.schema import MAX_ITEMS, Field, field_view
 from dsv4ops.settings import UnfitValue, declared, from_record, setting
 from testing.profiles import child
 
 SETTINGS = list(declared(CanaryThresholds))
 
 
-def test_every_declared_setting_is_in_the_schema_with_its_default_and_bounds() -> None:
-    schema = PROFILE_SCHEMA["canary"]
-    assert isinstance(schema, dict) and list(schema) == [d.name for d in SETTINGS]
+def test_every_declared_setting_is_in_the_model_with_its_default_and_bounds() -> None:
+    fields = CanarySection.model_fields
+    schema = cast(JSONObject, model_schema(CanarySection, null_is_default=False))["properties"]
+    assert list(fields) == list(schema) == [d.name for d in SETTINGS]
     for d in SETTINGS:
-        f = schema[d.name]
-        assert isinstance(f, Field) and f.kind == d.kind, d.name
+        assert field_view(fields[d.name]).kind == d.kind, d.name
         default = list(d.default) if isinstance(d.default, tuple) else d.default
-        assert (f.default, f.minimum, f.maximum, f.max_items) == (
+        prop = schema[d.name]
+        numbers = prop["items"] if d.kind == "int_list" else prop
+        assert (prop["default"], numbers.get("minimum"), numbers.get("maximum")) == (
             default,
             d.bounds.minimum,
             d.bounds.maximum,
-            d.bounds.max_items,
         ), d.name
+        if d.kind == "int_list":
+            assert prop["maxItems"] == (d.bounds.max_items or MAX_ITEMS), d.name
 
 
 def test_the_model_and_the_thresholds_hold_every_setting_at_its_declared_default() -> None:
@@ -112,14 +118,18 @@ def test_a_recorded_choice_outside_its_choices_does_not_fit() -> None:
     assert info.value.expected == "one of required, auto, off"
 
 
+def _table(cls: type, prefix: str) -> list[str]:
+    return model_table(model_schema(section_model(cls), null_is_default=False), prefix)
+
+
 def test_a_choice_setting_is_validated_by_its_choices() -> None:
-    assert section_schema(ProbeSettings)["tool_call"] == Field(
-        "str",
-        default="required",
-        choices=("required", "auto", "off"),
-        help=ProbeSettings.__dataclass_fields__["tool_call"].metadata["dsv4ops.setting"].doc,
+    tool_call = section_model(ProbeSettings).model_fields["tool_call"]
+    assert field_view(tool_call) == Field(
+        "str", default="required", choices=("required", "auto", "off")
     )
-    assert "`required` / `auto` / `off`" in table(section_schema(ProbeSettings), "probe.")[2]
+    doc = ProbeSettings.__dataclass_fields__["tool_call"].metadata["dsv4ops.setting"].doc
+    assert tool_call.description == doc
+    assert "`required` / `auto` / `off`" in _table(ProbeSettings, "probe.")[2]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,13 +141,13 @@ class _Probe:
 
 
 def test_a_new_section_is_one_dataclass_away() -> None:
-    assert section_schema(_Probe) == {
-        "tool_call": Field("bool", default=True, help="the probe sends a tool call"),
-        "timeout_s": Field(
-            "float", default=10.0, minimum=0.1, maximum=600.0, help="seconds the probe waits"
-        ),
+    fields = section_model(_Probe).model_fields
+    assert {k: field_view(f) for k, f in fields.items()} == {
+        "tool_call": Field("bool", default=True),
+        "timeout_s": Field("float", default=10.0, minimum=0.1, maximum=600.0),
     }
-    assert table(section_schema(_Probe), "probe.")[2] == (
+    assert fields["timeout_s"].description == "seconds the probe waits"
+    assert _table(_Probe, "probe.")[2] == (
         "| `probe.tool_call` | bool | `true` | - | the probe sends a tool call |"
     )
 
