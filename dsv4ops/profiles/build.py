@@ -10,7 +10,6 @@ from dsv4ops.profiles.model import (
     ProbeSettings,
     Profile,
     RouterSpec,
-    ServerSpec,
 )
 from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.profile_spec import (
@@ -29,14 +28,8 @@ def _env(mapping: dict[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(mapping.items()))
 
 
-def _server(role: str, v: DecodeSection) -> ServerSpec:
-    values = v.model_dump(exclude={"bootstrap_port"})
-    values.update(gpus=tuple(v.gpus), extra_args=tuple(v.extra_args), env=_env(v.env))
-    return ServerSpec(role=role, **values)
-
-
 def _decode_buckets(
-    spec: str | list[int], decode: ServerSpec, prov: Provenance, sink: Problems
+    spec: str | list[int], decode: DecodeSection, prov: Provenance, sink: Problems
 ) -> list[int]:
     """flags.decode_buckets resolved against decode's tp and max running requests; [] when the
     spec (or what it resolves against) is unusable, which is reported to `sink`."""
@@ -124,8 +117,7 @@ def build_profile(
 ) -> Profile:
     """Build the Profile; a malformed bucket spec is reported to `sink` (default: raised)."""
     sink = sink if sink is not None else strict()
-    decode = _server("decode", spec.decode)
-    buckets = _decode_buckets(spec.flags.decode_buckets, decode, prov, sink)
+    buckets = _decode_buckets(spec.flags.decode_buckets, spec.decode, prov, sink)
     return Profile(
         name=name,
         path=path,
@@ -133,8 +125,8 @@ def build_profile(
         schema_version=spec.schema_version,
         description=spec.description or "",
         model=spec.model,
-        prefill=_server("prefill", spec.prefill),
-        decode=decode,
+        prefill=spec.prefill,
+        decode=spec.decode,
         bootstrap_port=spec.prefill.bootstrap_port,
         router=_router(spec.router, prov, sink),
         flags=_flags(spec.flags, buckets),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dsv4ops.profiles import _flag_tables
@@ -93,7 +94,7 @@ class FlagProblem:
         object.__setattr__(self, "flag", redact_text(self.flag))
 
 
-def _options(args: tuple[str, ...]) -> list[tuple[int, str]]:
+def _options(args: Sequence[str]) -> list[tuple[int, str]]:
     out = []
     for i, arg in enumerate(args):
         if arg.startswith("--"):
@@ -115,7 +116,7 @@ def _is_value(arg: str) -> bool:
 
 
 def _stray_args(
-    args: tuple[str, ...], table: dict[str, _FlagEntry], program: str
+    args: Sequence[str], table: dict[str, _FlagEntry], program: str
 ) -> list[FlagProblem]:
     """Tokens no option consumes, and options missing their value, walked the way argparse does
     (nargs from the flag table): SGLang would exit 2 with 'unrecognized arguments' or 'expected
@@ -168,7 +169,7 @@ def _match(flag: str, known: frozenset[str]) -> tuple[str | None, list[str]]:
     return None, hits
 
 
-def check_server_args(args: tuple[str, ...], side: str) -> list[FlagProblem]:
+def check_server_args(args: Sequence[str], side: str) -> list[FlagProblem]:
     """Problems with a server's extra_args (removed, ambiguous, unknown, managed, deprecated)."""
     known = _flag_tables.SGLANG_SERVER_FLAGS
     problems = _stray_args(args, _flag_tables.SGLANG_SERVER_TABLE, "SGLang 0.5.23")
@@ -250,7 +251,7 @@ def _unknown_router_flag(flag: str, kind: RouterKind, ambiguous: list[str]) -> s
     )
 
 
-def option_value(args: tuple[str, ...], *names: str) -> str | None:
+def option_value(args: Sequence[str], *names: str) -> str | None:
     """The value of the last `--name V` / `--name=V` among args (None if absent)."""
     value = None
     for i, arg in enumerate(args):
@@ -265,7 +266,7 @@ def option_value(args: tuple[str, ...], *names: str) -> str | None:
     return value
 
 
-def context_length(args: tuple[str, ...]) -> int | None:
+def context_length(args: Sequence[str]) -> int | None:
     """A server's explicit `--context-length` (None when absent or not a positive integer, which
     SGLang's argparse would refuse anyway: the flag-table check reports that)."""
     value = option_value(args, "--context-length")

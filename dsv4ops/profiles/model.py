@@ -11,6 +11,7 @@ from dsv4ops.apikey import ApiKeyRef
 from dsv4ops.constants import SSH_RECONNECT_S
 from dsv4ops.deployment import Component, Deployment, ProfileWarning
 from dsv4ops.jsontypes import JSONObject
+from dsv4ops.profiles.profile_spec import DecodeSection, PrefillSection
 from dsv4ops.profiles.profile_spec import HealthCheckSection as HealthCheck
 from dsv4ops.profiles.profile_spec import ModelSection as ModelSpec
 from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
@@ -28,30 +29,11 @@ __all__ = [
     "ModelSpec",
     "ProbeSettings",
     "ProfileWarning",
+    "ServerSpec",
 ]
 
-
-@dataclass(frozen=True)
-class ServerSpec:
-    """One SGLang server of the PD pair (prefill or decode)."""
-
-    role: str  # "prefill" | "decode"
-    gpus: tuple[int, ...]
-    tp: int
-    port: int
-    transfer_backend: str
-    page_size: int
-    kv_cache_dtype: str
-    mem_fraction_static: float | None
-    max_running_requests: int | None
-    extra_args: tuple[str, ...]
-    env: tuple[tuple[str, str], ...]
-    # Seconds a stop gives its graceful exit (recorded in the deployment, not in its argv).
-    stop_grace_s: float = STOP_GRACE_S
-
-    @property
-    def env_dict(self) -> dict[str, str]:
-        return dict(self.env)
+# One SGLang server of the PD pair: its profile section as validated (`role` names the side).
+ServerSpec = DecodeSection
 
 
 @dataclass(frozen=True)
@@ -66,7 +48,8 @@ class RouterSpec:
     kind: RouterKind = DEFAULT_ROUTER_KIND
     prefill_policy: str | None = None  # unset: --policy serves the prefill too
     decode_policy: str | None = None
-    stop_grace_s: float = STOP_GRACE_S  # as ServerSpec's
+    # Seconds a stop gives its graceful exit (recorded in the deployment, not in its argv).
+    stop_grace_s: float = STOP_GRACE_S
 
     @property
     def env_dict(self) -> dict[str, str]:
@@ -91,8 +74,8 @@ class Profile:
     schema_version: int
     description: str
     model: ModelSpec
-    prefill: ServerSpec
-    decode: ServerSpec
+    prefill: PrefillSection
+    decode: DecodeSection
     bootstrap_port: int
     router: RouterSpec
     flags: Flags
@@ -111,8 +94,11 @@ class Profile:
         data["router"]["health_check"] = self.router.health_check.model_dump()
         for key in ("warnings", "chain", "path", "git_rev", "origins"):
             data.pop(key)
-        for side in ("prefill", "decode"):
-            data[side]["env"] = dict(self.prefill.env if side == "prefill" else self.decode.env)
+        for side in (self.prefill, self.decode):
+            # As the profile's record always held a server: its role first, no bootstrap_port
+            # (the profile's own key), the environment sorted.
+            values = side.model_dump(exclude={"bootstrap_port"})
+            data[side.role] = {"role": side.role, **values, "env": side.env_dict}
         data["router"]["env"] = dict(self.router.env)
         data["router"]["kind"] = str(self.router.kind)
         return data

@@ -13,7 +13,7 @@ deployment that carries them; `section_model` makes their models from those decl
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, ClassVar, TypeVar
 
 from annotated_types import Ge, Le, MaxLen
 from pydantic import BaseModel, ConfigDict, Discriminator, Tag, create_model
@@ -110,6 +110,10 @@ class ModelSection(Section):
 class DecodeSection(Section):
     """One SGLang server of the PD pair; the prefill's adds its bootstrap port."""
 
+    # The side's name: its key in the profile, its component and its flag tables (the loaded
+    # Profile holds both sections as they are: profiles/model.py ServerSpec).
+    role: ClassVar[str] = "decode"
+
     gpus: GpuIds = Key(max_length=64, description="physical GPU ids, contiguous")
     tp: int = Key(ge=1, description="tensor parallel size (--tp-size) = len(gpus)")
     port: int = Key(
@@ -141,8 +145,15 @@ class DecodeSection(Section):
     env: EnvMap = Key({}, max_length=MAX_ITEMS, description="environment of the server process")
     stop_grace_s: float = _stop_grace()
 
+    @property
+    def env_dict(self) -> dict[str, str]:
+        """The environment, sorted by name (the order the rendered command holds it in)."""
+        return dict(sorted(self.env.items()))
+
 
 class PrefillSection(DecodeSection):
+    role: ClassVar[str] = "prefill"
+
     port: int = Key(
         30000,
         ge=1,

@@ -21,7 +21,7 @@ def _err(ref: str | Path) -> ProfileError:
 
 def test_base_loads_with_defaults_filled(pdir: Path) -> None:
     p = load_profile("base")
-    assert p.name == "base" and p.prefill.gpus == (0, 1, 2, 3) and p.decode.tp == 4
+    assert p.name == "base" and p.prefill.gpus == [0, 1, 2, 3] and p.decode.tp == 4
     assert p.prefill.transfer_backend == "nixl" and p.decode.page_size == 256
     assert p.router.health_check.timeout_secs == 30
     assert p.canary.corruption_max_rate == 0.0 and p.kernel_package is None
@@ -141,10 +141,10 @@ def test_extends_deep_merges_and_replaces_lists(write: Callable[[str, str], Path
         ),
     )
     p = load_profile("leaf")
-    assert p.decode.extra_args == ("--watchdog-timeout", "900")  # replaced, not concatenated
+    assert p.decode.extra_args == ["--watchdog-timeout", "900"]  # replaced, not concatenated
     # mappings merge (base.yaml's own included)
     assert p.decode.env_dict == {"A": "1", "B": "2", "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "300"}
-    assert p.decode.gpus == (4, 5, 6, 7) and p.model.served_name == "dsv4"  # inherited
+    assert p.decode.gpus == [4, 5, 6, 7] and p.model.served_name == "dsv4"  # inherited
     assert [Path(c).name for c in p.chain] == ["leaf.yaml", "mid.yaml", "base.yaml"]
 
 

@@ -13,7 +13,9 @@ from pydantic import ValidationError
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import list_profiles, load_profile
 from dsv4ops.profiles.profile_spec import PrefillSection, ProfileSpec
+from dsv4ops.profiles.render import render
 from dsv4ops.profiles.schema import Field, field_view
+from testing.profiles import child, make_profiles_dir
 
 
 def test_every_shipped_profile_without_extends_validates_as_a_whole() -> None:
@@ -61,3 +63,17 @@ def test_a_bad_value_is_named_by_its_key_with_what_its_field_takes(tmp_path: Pat
 
 def _whole() -> Path:
     return next(p for p in list_profiles() if "extends" not in yaml.safe_load(p.read_text()))
+
+
+def test_the_profile_holds_its_server_sections_and_their_env_order_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    ba = child("decode:\n  env: {B_VAR: '2', A_VAR: '1'}\n")
+    ab = child("decode:\n  env: {A_VAR: '1', B_VAR: '2'}\n")
+    directory = make_profiles_dir(tmp_path, ba=ba, ab=ab)
+    p, q = load_profile(directory / "ba.yaml"), load_profile(directory / "ab.yaml")
+    assert (p.prefill.role, p.decode.role) == ("prefill", "decode")
+    decode = p.to_dict()["decode"]
+    assert list(decode)[0] == "role" and "bootstrap_port" not in p.to_dict()["prefill"]
+    assert list(decode["env"]) == sorted(decode["env"]) and decode == q.to_dict()["decode"]
+    assert render(p).commands_hash == render(q).commands_hash

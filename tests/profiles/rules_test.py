@@ -355,7 +355,7 @@ def test_a_dsv4_decode_without_a_context_length_warns_citing_the_upstream_measur
     assert _codes(write, other + "decode:\n  extra_args: []\n") == []
     # the shipped DSV4 profiles say theirs
     for name in ("baseline", "overlap-on", "buckets-step4"):
-        assert load_profile(REPO_PROFILES / f"{name}.yaml").decode.extra_args[-2:] == (
+        assert load_profile(REPO_PROFILES / f"{name}.yaml").decode.extra_args[-2:] == [
             "--context-length",
             "1048576",
-        )
+        ]
