@@ -9,7 +9,6 @@ from dsv4ops.profiles.model import (
     Flags,
     ProbeSettings,
     Profile,
-    RouterSpec,
 )
 from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.profile_spec import (
@@ -17,15 +16,9 @@ from dsv4ops.profiles.profile_spec import (
     DecodeSection,
     FlagsSection,
     ProfileSpec,
-    RouterSection,
 )
 from dsv4ops.profiles.provenance import Provenance
-from dsv4ops.routerkind import RouterKind
 from dsv4ops.settings import from_values
-
-
-def _env(mapping: dict[str, str]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted(mapping.items()))
 
 
 def _decode_buckets(
@@ -79,22 +72,6 @@ def _api_key(section: ApiKeySection, prov: Provenance, sink: Problems) -> ApiKey
     return ApiKeyRef.from_record(section.model_dump())
 
 
-def _router(r: RouterSection, prov: Provenance, sink: Problems) -> RouterSpec:
-    return RouterSpec(
-        port=r.port,
-        prometheus_port=r.prometheus_port,
-        policy=r.policy,
-        health_check=r.health_check,
-        extra_args=tuple(r.extra_args),
-        env=_env(r.env),
-        api_key=_api_key(r.api_key, prov, sink) if sink.usable("router.api_key") else None,
-        kind=RouterKind(r.kind),
-        prefill_policy=r.prefill_policy,
-        decode_policy=r.decode_policy,
-        stop_grace_s=float(r.stop_grace_s),
-    )
-
-
 def _flags(f: FlagsSection, buckets: list[int]) -> Flags:
     spec = f.decode_buckets
     return Flags(
@@ -128,7 +105,10 @@ def build_profile(
         prefill=spec.prefill,
         decode=spec.decode,
         bootstrap_port=spec.prefill.bootstrap_port,
-        router=_router(spec.router, prov, sink),
+        router=spec.router,
+        router_key=(
+            _api_key(spec.router.api_key, prov, sink) if sink.usable("router.api_key") else None
+        ),
         flags=_flags(spec.flags, buckets),
         kernel_package=spec.kernel_package,
         canary=from_values(CanaryThresholds, spec.canary.model_dump()),

@@ -213,7 +213,7 @@ def check_server_args(args: Sequence[str], side: str) -> list[FlagProblem]:
 
 
 def check_router_args(
-    args: tuple[str, ...], kind: RouterKind = DEFAULT_ROUTER_KIND
+    args: Sequence[str], kind: RouterKind = DEFAULT_ROUTER_KIND
 ) -> list[FlagProblem]:
     """Problems with the router's extra_args (unknown or managed flags) for the router the
     profile runs; a flag only the other router takes says so (the operator may have meant it)."""

@@ -11,12 +11,11 @@ from dsv4ops.apikey import ApiKeyRef
 from dsv4ops.constants import SSH_RECONNECT_S
 from dsv4ops.deployment import Component, Deployment, ProfileWarning
 from dsv4ops.jsontypes import JSONObject
-from dsv4ops.profiles.profile_spec import DecodeSection, PrefillSection
+from dsv4ops.profiles.profile_spec import DecodeSection, PrefillSection, RouterSection
 from dsv4ops.profiles.profile_spec import HealthCheckSection as HealthCheck
 from dsv4ops.profiles.profile_spec import ModelSection as ModelSpec
-from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
+from dsv4ops.routerkind import RouterKind
 from dsv4ops.settings import MAX_CONCURRENCY, PROBE_TOOL_CALL, CanaryThresholds, ProbeSettings
-from dsv4ops.timings import STOP_GRACE_S
 
 # The declared sections a deployment carries live below it (dsv4ops/settings.py).
 __all__ = [
@@ -34,26 +33,6 @@ __all__ = [
 
 # One SGLang server of the PD pair: its profile section as validated (`role` names the side).
 ServerSpec = DecodeSection
-
-
-@dataclass(frozen=True)
-class RouterSpec:
-    port: int
-    prometheus_port: int
-    policy: str
-    health_check: HealthCheck
-    extra_args: tuple[str, ...]
-    env: tuple[tuple[str, str], ...]
-    api_key: ApiKeyRef | None = None  # where the key lives, by reference (None: no key)
-    kind: RouterKind = DEFAULT_ROUTER_KIND
-    prefill_policy: str | None = None  # unset: --policy serves the prefill too
-    decode_policy: str | None = None
-    # Seconds a stop gives its graceful exit (recorded in the deployment, not in its argv).
-    stop_grace_s: float = STOP_GRACE_S
-
-    @property
-    def env_dict(self) -> dict[str, str]:
-        return dict(self.env)
 
 
 @dataclass(frozen=True)
@@ -77,11 +56,13 @@ class Profile:
     prefill: PrefillSection
     decode: DecodeSection
     bootstrap_port: int
-    router: RouterSpec
+    router: RouterSection
     flags: Flags
     kernel_package: str | None
     canary: CanaryThresholds
     probe: ProbeSettings = ProbeSettings()
+    # Where router.api_key says the router's key lives (None: no key, or a reference refused).
+    router_key: ApiKeyRef | None = None
     warnings: tuple[ProfileWarning, ...] = ()
     git_rev: str | None = None
     # key path -> (file, line) that set it; for errors found later (e.g. against a target).
@@ -91,16 +72,28 @@ class Profile:
         """Resolved values as plain data (for show/diff/--json); provenance fields left out."""
         data = asdict(self)
         data["model"] = self.model.model_dump()
-        data["router"]["health_check"] = self.router.health_check.model_dump()
-        for key in ("warnings", "chain", "path", "git_rev", "origins"):
+        for key in ("warnings", "chain", "path", "git_rev", "origins", "router_key"):
             data.pop(key)
         for side in (self.prefill, self.decode):
             # As the profile's record always held a server: its role first, no bootstrap_port
             # (the profile's own key), the environment sorted.
             values = side.model_dump(exclude={"bootstrap_port"})
             data[side.role] = {"role": side.role, **values, "env": side.env_dict}
-        data["router"]["env"] = dict(self.router.env)
-        data["router"]["kind"] = str(self.router.kind)
+        r = self.router
+        # In the order, and with the resolved key and kind, the profile's record always held.
+        data["router"] = {
+            "port": r.port,
+            "prometheus_port": r.prometheus_port,
+            "policy": r.policy,
+            "health_check": r.health_check.model_dump(),
+            "extra_args": list(r.extra_args),
+            "env": r.env_dict,
+            "api_key": asdict(self.router_key) if self.router_key is not None else None,
+            "kind": str(r.kind),
+            "prefill_policy": r.prefill_policy,
+            "decode_policy": r.decode_policy,
+            "stop_grace_s": float(r.stop_grace_s),
+        }
         return data
 
 

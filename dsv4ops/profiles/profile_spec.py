@@ -208,6 +208,15 @@ class RouterSection(Section):
     env: EnvMap = Key({}, max_length=MAX_ITEMS, description="environment of the router process")
     stop_grace_s: float = _stop_grace()
 
+    @property
+    def router_kind(self) -> RouterKind:
+        return RouterKind(self.kind)
+
+    @property
+    def env_dict(self) -> dict[str, str]:
+        """The environment, sorted by name (the order the rendered command holds it in)."""
+        return dict(sorted(self.env.items()))
+
 
 class FlagsSection(Section):
     overlap_schedule: OnOff = Key(

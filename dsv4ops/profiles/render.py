@@ -127,13 +127,13 @@ def _server(p: Profile, side: ServerSpec, target: Target) -> Component:
 
 def _router(p: Profile, target: Target) -> Component:
     off = target.port_offset
-    r, hc = p.router, p.router.health_check
+    r, hc, kind = p.router, p.router.health_check, p.router.router_kind
     local = _local_address(target)
     argv = [
-        target.router_python(r.kind),
+        target.router_python(kind),
         "-m",
         # Both routers take this PD argv (checked against each one's own parser in the tests).
-        r.kind.module,
+        kind.module,
         "--pd-disaggregation",
         # Always the explicit bootstrap port: omitted, the router sends bootstrap_port null and the
         # decode falls back to its own flag (reference §2.2).
@@ -166,19 +166,19 @@ def _router(p: Profile, target: Target) -> Component:
         str(hc.success_threshold),
         # The key is read on the operator's machine only when the router starts
         # (orchestrate/model.process_spec): what renders, prints and is hashed holds '***'.
-        *((API_KEY_FLAG, REDACTED) if r.api_key is not None else ()),
+        *((API_KEY_FLAG, REDACTED) if p.router_key is not None else ()),
         *r.extra_args,
     ]
     return Component(
         name="router",
         argv=tuple(argv),
-        env=dict(sorted(r.env_dict.items())),
+        env=r.env_dict,
         host=target.connect_host,
         port=r.port + off,
         ports=(r.port + off, r.prometheus_port + off),
         metrics_port=r.prometheus_port + off,
         bind_host=target.bind_host,
-        api_key=r.api_key,
+        api_key=p.router_key,
         stop_grace_s=r.stop_grace_s,
     )
 

@@ -13,7 +13,7 @@ from dsv4ops.profiles.routers import POLICY_FLAGS, policies
 def rule_router(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
     if not sink.usable("router.kind"):
         return []  # an unknown kind: the schema error says so; nothing to check against
-    kind = p.router.kind
+    kind = p.router.router_kind
     if sink.usable("router.extra_args"):
         for problem in check_router_args(p.router.extra_args, kind):
             sink.report(prov.error(f"router.extra_args[{problem.index}]", problem.message))
@@ -42,7 +42,7 @@ def _forced_call_while_thinking(
 ) -> list[ProfileWarning]:
     """A probe that forces its tool call while the profile reasons: a router that says
     thinking off out loud (SMG) applies DeepSeek's rule, no forced call with thinking on."""
-    kind = p.router.kind
+    kind = p.router.router_kind
     keys = ("probe.tool_call", "canary.thinking")
     if not (kind.thinking_off_explicit and sink.usable(*keys)):
         return []

@@ -64,7 +64,7 @@ def resolve_endpoint(
             raise CanaryError("the canary needs --url or a target")
         key = ApiKeyRef(env=api_key_env) if api_key_env else None
         if key is None and profile is not None:
-            key = profile.router.api_key
+            key = profile.router_key
         return CanaryEndpoint(
             url,
             tuple(worker_urls),

@@ -125,7 +125,7 @@ def _endpoint_key(profile: Profile | None, named: str | None) -> ApiKeyRef | Non
         from dsv4ops.profiles import load_profile
 
         profile = load_profile(named)
-    return profile.router.api_key if profile is not None else None
+    return profile.router_key if profile is not None else None
 
 
 def _from_components(

@@ -10,11 +10,13 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from dsv4ops.apikey import ApiKeyRef
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import list_profiles, load_profile
 from dsv4ops.profiles.profile_spec import PrefillSection, ProfileSpec
 from dsv4ops.profiles.render import render
 from dsv4ops.profiles.schema import Field, field_view
+from dsv4ops.routerkind import RouterKind
 from testing.profiles import child, make_profiles_dir
 
 
@@ -77,3 +79,17 @@ def test_the_profile_holds_its_server_sections_and_their_env_order_changes_nothi
     assert list(decode)[0] == "role" and "bootstrap_port" not in p.to_dict()["prefill"]
     assert list(decode["env"]) == sorted(decode["env"]) and decode == q.to_dict()["decode"]
     assert render(p).commands_hash == render(q).commands_hash
+
+
+def test_the_profile_holds_its_router_section_and_the_key_it_names(tmp_path: Path) -> None:
+    text = child("router:\n  api_key: {env: DSV4_KEY}\n  env: {ZZ: '1', AA: 2}\n  kind: smg\n")
+    p = load_profile(make_profiles_dir(tmp_path, x=text) / "x.yaml")
+    assert p.router.router_kind is RouterKind.SMG and p.router_key == ApiKeyRef(env="DSV4_KEY")
+    router = p.to_dict()["router"]
+    assert list(router) == [
+        *("port", "prometheus_port", "policy", "health_check", "extra_args", "env"),
+        *("api_key", "kind", "prefill_policy", "decode_policy", "stop_grace_s"),
+    ]
+    assert router["env"] == {"AA": "2", "ZZ": "1"} and list(router["env"]) == ["AA", "ZZ"]
+    assert (router["api_key"], router["kind"]) == ({"env": "DSV4_KEY", "file": None}, "smg")
+    assert render(p).component("router").api_key == ApiKeyRef(env="DSV4_KEY")
