@@ -1,7 +1,8 @@
 """The JSON Schema (draft 2020-12) of a profile file and of targets.yaml, derived from the pydantic
 models of profiles/profile_spec.py and profiles/target_spec.py (`model_json_schema`; the key
 types of schema.py spell out what the loader also takes: on/off words, numbers in an argv, bucket
-specs), so an editor (yaml-language-server) flags what the loader refuses while a file is typed. `dsv4ops profile schema` prints it; profiles/schema/ ships it.
+specs), so an editor (yaml-language-server) flags what the loader refuses while a file is typed.
+`dsv4ops profile schema` prints it; profiles/schema/ ships it.
 
 It describes one file, as the loader's per-file checks see it: a profile that `extends` another
 need not repeat the required keys (they are checked on the merged document). What it cannot say
