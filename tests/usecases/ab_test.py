@@ -290,9 +290,11 @@ def test_step4_buckets_beat_step8_at_57_running_and_stay_on_the_box(
     assert (tmp_path / "report.md").read_text().startswith("# A/B: ab-base (A) vs ab-step4 (B)")
 
 
+# Not serial: its evidence is where the box ends and what the journal says after a crash, not a
+# duration; in the parallel phase it deploys on its worker's own copy of the module's twin (the
+# first block deploys A from whatever that copy runs, nothing or the step-4 winner).
 @pytest.mark.slow
 @pytest.mark.router
-@pytest.mark.serial  # deploys on the module's twin unit
 def test_a_crash_inside_the_experiment_puts_a_back_journals_it_and_is_raised(
     ab_env: OrchEnv, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
