@@ -59,7 +59,7 @@ KERNELS_PREFIXES = ("tests/kernels/", "tests/cli/kernels")
 HEAVY: tuple[str, ...] = (
     KERNELS_UNIT,  # 121 s: the interpreter checks, the AOT compile, the installed build
     "tests/cli/runbook_rehearsal_test.py",  # 157 s, of it the bucket-tuning rehearsal serial
-    "tests/cli/main_tour_test.py",  # 101 s, one test
+    "tests/cli/main_tour_test.py",  # 101 s, one test (~83 s with its five-level sweep)
     # ~120 s cold (CI has no mypy cache): late, it was the tail of stop 47's runs
     "tests/architecture/mypy_test.py",
     "tests/cli/ab_test.py",  # 175 s (issue 20's gates and its A/B; issue 39's B decode killed)
@@ -70,7 +70,7 @@ HEAVY: tuple[str, ...] = (
     "tests/canary/twin_e2e_test.py",  # ~119 s, of it the two sweeps and the wedge serial
     "tests/canary/suites_test.py",  # 58 s
     "tests/orchestrate/known_good_live_test.py",  # 52 s
-    "tests/usecases/ab_test.py",  # 35 s, of it 30 s serial
+    "tests/usecases/ab_test.py",  # ~50 s, of it the step-4 A/B (~31 s) serial
     "tests/orchestrate/live_test.py",  # 28 s, of it the drain serial
     "tests/cli/deploy_progress_test.py",  # 28 s
     "tests/orchestrate/interrupt_live_test.py",  # 27 s
