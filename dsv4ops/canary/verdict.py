@@ -64,7 +64,7 @@ class Kind(enum.Enum):
     BLIND = "blind"  # no evidence: nothing completed, no call or pair checked, no level measured
     CLIENT_LAG = "client_lag"  # the client's own event-loop lag: its stamps are not the server's
     CLIENT_CPU = "client_cpu"  # the client used more CPU than its bound: client-bound
-    NO_STEP_LAW = "no_step_law"  # the sweep's fit is not a step law (too few levels, slope <= 0)
+    NO_STEP_LAW = "no_step_law"  # the sweep's fit is no step law (too few levels, b or a <= 0)
     POOR_FIT = "poor_fit"  # the step law's R² under its bound
     OFF_LAW = "off_law"  # levels where the fitted law predicts no positive step
     TOO_SHORT = "too_short"  # soak: too few seconds at full load to judge a decay
@@ -249,7 +249,6 @@ class Thresholds(CanaryThresholds):
     corruption_turns: int = 3
     consistency_prompts: int = 8
     abort_streams: int = 32
-    sweep_level_s: float = 6.0
     sweep_max_tokens: int = 512
     sweep_min_r2: float = 0.9
     soak_concurrency: int = 16

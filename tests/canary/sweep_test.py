@@ -139,6 +139,53 @@ def test_a_line_through_two_levels_is_not_reported_as_a_law() -> None:
     assert list(laws) == ["bs"] and list(why) == ["padded_bs"]
 
 
+def test_a_line_without_a_fixed_cost_is_no_law() -> None:
+    # issue 38: three levels of a starved CPU decode gave step = -97 + 74.9*bs ms (R² 0.998),
+    # reported as a PASS: at bs 1 it predicts -22 ms, and at every batch a throughput above
+    # its own 1000/b ceiling
+    from dsv4ops.canary.suites.sweep_law import law_problem
+
+    starved = _fit_of([(2, 52.8), (3, 127.7), (4, 202.6)])
+    assert starved.r2 == pytest.approx(1.0) and starved.a_ms < 0
+    assert "intercept" in (law_problem(starved) or "")
+    assert law_problem(_fit_of([(1, 60.0), (4, 100.0), (8, 160.0), (16, 280.0)])) is None
+
+
+def test_a_metrics_law_missing_a_level_is_not_the_sweeps_law() -> None:
+    # issue 38: on the real CPU decode the 16-running level (~300 ms a step) had no whole 40-step
+    # report in its window; the metrics law through the other three (R² 0.989) was judged as the
+    # law and passed a sweep whose client-measured step at 16 it missed by 2x
+    from dsv4ops.canary.fit import LevelPoint
+    from dsv4ops.canary.suites.sweep_law import fit_laws, lawful, primary_law
+
+    def level(c: int, client: float, server: float | None) -> LevelPoint:
+        tput = None if server is None else 1000.0 * c / server
+        return LevelPoint(c, float(c), client, 1000.0 * c / client, server, tput)
+
+    points = [level(1, 72.4, 55.5), level(4, 81.4, 67.5), level(8, 97.8, 91.2)]
+    whole = [*points, level(16, 294.4, 290.0)]
+    law, server_side, why = primary_law(lawful(fit_laws(whole, (1, 2, 4, 8, 16)))[0], whole)
+    assert server_side and why == {} and law is not None and law.n == 4
+    cut = [*points, level(16, 294.4, None)]
+    fits = lawful(fit_laws(cut, (1, 2, 4, 8, 16)))[0]
+    assert fits["metrics"].n == 3 and fits["metrics"].r2 > 0.9  # a law, of three levels
+    law, server_side, why = primary_law(fits, cut)
+    assert not server_side and law is fits["padded_bs"] and law.n == 4 and law.r2 < 0.9
+    assert "no whole-interval decode report at c16" in why["metrics"]
+
+
+def test_the_one_stream_of_concurrency_1_measures_its_level() -> None:
+    # issue 38: a closed loop of one stream sends its next request only when the last ends, so
+    # a level-1 window holds one stream: with two streams required, batch 1 was never measured
+    one = SimpleNamespace(
+        records=[_stream("a", 20, 200)], sampler=SimpleNamespace(decode_url=lambda: None)
+    )
+    [point] = _level_points(one, [1], [(S, 2 * S)])  # type: ignore[arg-type]
+    assert point.step_ms == pytest.approx(20.0) and point.bs == 1.0
+    # at a higher level one stream is not the level's batch: no step time from it
+    assert _level_points(one, [4], [(S, 2 * S)]) == []  # type: ignore[arg-type]
+
+
 def test_levels_padded_into_one_graph_count_once() -> None:
     # three levels, but 20 and 24 both run the 24 graph: two distinct x values, no law
     from dsv4ops.canary.suites.sweep_law import law_problem

@@ -33,7 +33,13 @@ from dsv4ops.canary.suites.common import (
     judge_hangs,
     judge_workers,
 )
-from dsv4ops.canary.suites.sweep_law import MIN_LAW_LEVELS, fit_laws, judge_against_law, lawful
+from dsv4ops.canary.suites.sweep_law import (
+    MIN_LAW_LEVELS,
+    fit_laws,
+    judge_against_law,
+    lawful,
+    primary_law,
+)
 from dsv4ops.canary.timescale import clock_label, clock_record, server_time_scale, to_model_time
 from dsv4ops.canary.verdict import Findings, Kind, SuiteResult
 from dsv4ops.canary.workload import Mix
@@ -102,10 +108,8 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
     metrics["fit"] = {k: {**v.to_json(), "clock": clock} for k, v in fits.items()}
     if not_laws:
         metrics["fit_rejected"] = dict(not_laws)
-    # The server's own accounting is the primary law when exposed: it is not distorted by client
-    # lag or by proxies coalescing chunks. (The twin reports it in model time.)
-    law = fits.get("metrics") or fits.get("padded_bs") or fits.get("bs")
-    server_side = "metrics" in fits and all(p.output_tok_s_metrics for p in points)
+    # The server's own accounting when it has every level, else the token law (primary_law).
+    law, server_side, partial = primary_law(fits, points)
     judged = (
         [
             replace(
@@ -119,12 +123,12 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
         if server_side
         else points
     )  # server_side: both are set (> 0)
-    metrics["law_source"] = "server metrics" if "metrics" in fits else "token timestamps"
+    metrics["law_source"] = "server metrics" if server_side else "token timestamps"
     if law is None and len(levels) < MIN_LAW_LEVELS:
         _judge_without_law(f, len(levels), len(points), summary)
         return f.result("sweep", metrics)
     if law is None:
-        why = "; ".join(f"{k}: {v}" for k, v in not_laws.items()) or (
+        why = "; ".join(f"{k}: {v}" for k, v in {**not_laws, **partial}.items()) or (
             f"{len(points)} level(s) with output"
         )
         f.unsure(f"no step law from this sweep ({why})", Kind.NO_STEP_LAW)
@@ -207,7 +211,7 @@ def _level_points(
     # cut); a level's tok/s from every token received in its window, whatever its stream's end.
     timed = [r for r in h.records if r.ok or r.cancelled]
     for level, (a, b) in zip(levels, windows, strict=False):
-        step = _stream_step_ms(timed, a, b)
+        step = _stream_step_ms(timed, a, b, min_streams=min(2, level))
         tokens = sum(1 for r in h.records for t in r.token_times if a <= t <= b)
         if step is None:
             continue
@@ -342,13 +346,15 @@ def _distinct_reports(scrapes: Iterable[tuple[float, float]]) -> list[tuple[floa
 
 
 def _stream_step_ms(
-    records: list[RequestRecord], a: float, b: float, min_tokens: int = 8
+    records: list[RequestRecord], a: float, b: float, min_tokens: int = 8, min_streams: int = 2
 ) -> float | None:
     """Median over streams of (last − first token in the window) / (tokens − 1).
 
     Each stream gets one token per decode step, so this is the step time. It is robust to chunks
     that carry several tokens (a busy client or a proxy coalescing writes), which make individual
-    inter-token gaps 0 and break a median of raw gaps.
+    inter-token gaps 0 and break a median of raw gaps. A level of concurrency 1 has one stream
+    (its closed loop sends the next request only when the last ends): `min_streams` 1 there,
+    else the batch-1 level was never measured (issue 38's real sweeps: level 1 always unusable).
     """
     per_stream = []
     for r in records:
@@ -357,4 +363,4 @@ def _stream_step_ms(
         # a level of such streams has no step time rather than a zero one the law divides by
         if len(inside) >= min_tokens and inside[-1] > inside[0]:
             per_stream.append((inside[-1] - inside[0]) / (len(inside) - 1) / 1e6)
-    return statistics.median(per_stream) if len(per_stream) >= 2 else None
+    return statistics.median(per_stream) if len(per_stream) >= min_streams else None

@@ -73,7 +73,8 @@ def judge_against_law(
 
 
 # A line through two levels fits them exactly: a law needs a third level to be tested by
-# (constants.py), and a step that grows with the batch (b > 0) to be a step law at all.
+# (constants.py), a step that grows with the batch (b > 0) and a fixed cost (a > 0) to be a
+# step law at all.
 MIN_LAW_LEVELS = MIN_SWEEP_LAW_LEVELS
 
 
@@ -89,6 +90,15 @@ def law_problem(fit: StepFit) -> str | None:
             f"slope {fit.b_ms:.3f} ms/request against {fit.x}: the step time does not grow "
             "with the batch, so no step law (and no 1000/b ceiling) follows"
         )
+    if not fit.a_ms > 0:
+        # a step with no fixed cost, or a negative one, is no decode step: the line predicts a
+        # step <= 0 ms below batch -a/b and a throughput 1000*bs/step above its own 1000/b
+        # ceiling at every batch (issue 38: "step = -97 + 74.9*bs" through three levels of a
+        # starved CPU decode, R² 0.998, was reported as a PASS)
+        return (
+            f"intercept {fit.a_ms:.2f} ms against {fit.x}: a step law has a fixed cost > 0 "
+            "(this line's throughput would exceed its own 1000/b ceiling), so none follows"
+        )
     return None
 
 
@@ -96,6 +106,31 @@ def lawful(fits: dict[str, StepFit]) -> tuple[dict[str, StepFit], dict[str, str]
     """The fits that are step laws, and why each other one is not."""
     problems = {k: why for k, v in fits.items() if (why := law_problem(v)) is not None}
     return {k: v for k, v in fits.items() if k not in problems}, problems
+
+
+def primary_law(
+    fits: dict[str, StepFit], points: list[LevelPoint]
+) -> tuple[StepFit | None, bool, dict[str, str]]:
+    """(the sweep's law, whether it is the server's own, why a metrics law is not the sweep's).
+
+    The server's own accounting is the primary law when exposed: it is not distorted by client
+    lag or by proxies coalescing chunks (the twin reports it in model time). Only when it has
+    every level the sweep measured: a metrics law through the levels that had a whole-interval
+    report, judged as the law, passed a real CPU sweep whose fourth level (16 running, no whole
+    40-step report in its window) it missed by 2x (issue 38: 49 + 5.1*bs, R² 0.989 from 1, 4
+    and 8; the client's step at 16: 294 ms, the law's 131); the token law goes through them all.
+    """
+    server_side = "metrics" in fits and all(p.output_tok_s_metrics for p in points)
+    law = (fits["metrics"] if server_side else None) or fits.get("padded_bs") or fits.get("bs")
+    metrics_law = fits.get("metrics")
+    if server_side or metrics_law is None:
+        return law, server_side, {}
+    missing = ", ".join(f"c{p.concurrency}" for p in points if not p.output_tok_s_metrics)
+    why = (
+        f"no whole-interval decode report at {missing}: a law through the other "
+        f"{metrics_law.n} level(s) is not this sweep's"
+    )
+    return law, False, {"metrics": why}
 
 
 def fit_laws(points: list[LevelPoint], buckets: tuple[int, ...]) -> dict[str, StepFit]:
