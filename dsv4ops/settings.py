@@ -270,6 +270,12 @@ class CanaryThresholds:
         max_items=64,
         doc="the sweep's concurrency staircase",
     )
+    # Seconds at each level of a `canary --suite sweep` (its first 30 % is warm-up; `--duration`
+    # splits its seconds over the levels instead, as the deploy's gate does): long enough for
+    # several decode metric reports and a steady window on the deployment's step time.
+    sweep_level_s: float = setting(
+        6.0, minimum=1.0, maximum=3600.0, doc="seconds of each sweep level (30 % warm-up)"
+    )
     sweep_throughput_tolerance_pct: float = setting(
         5.0, minimum=0.0, maximum=100.0, doc="distance from the throughput law a level may fall"
     )
