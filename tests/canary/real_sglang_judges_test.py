@@ -279,6 +279,10 @@ def _verdict(t: RealTarget, capsys: pytest.CaptureFixture[str], *args: str) -> d
         "findings": doc["findings"],  # each reason's kind, as the judge decided it
         "cascade": metrics.get("cascade"),  # the abort cascade's own counts
         "tool_calls": metrics.get("tool_calls"),  # checked, and the bad ones with why
+        # the sweep's measured levels and its law (or why none): docs/canary.md's real sweeps
+        "levels": [(p["concurrency"], p["bs"], p["step_ms"]) for p in metrics.get("levels", [])],
+        "fit": metrics.get("fit"),
+        "fit_rejected": metrics.get("fit_rejected"),
     }
 
 
@@ -341,6 +345,8 @@ def _judges(t: RealTarget, capsys: pytest.CaptureFixture[str], table: dict[str, 
             # never a verdict on requests the server refused (issue 38: every cascade stream
             # was refused for the context length and the report said "only 0 of 32 decoding")
             assert got["cascade"]["refused"] == 0, got
+        if suite == "sweep":  # every level measured, batch 1 included (issue 38: never was)
+            assert [c for c, _, _ in got["levels"]] == [1, 4, 8, 16], got
         if suite in ("smoke", "corruption", "soak"):  # the model's calls were judged
             assert got["tool_calls"]["checked"] > 0 and "skipped" not in reason_kinds(got), got
         assert "refused" not in reason_kinds(got), got
