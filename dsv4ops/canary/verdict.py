@@ -64,7 +64,7 @@ class Kind(enum.Enum):
     BLIND = "blind"  # no evidence: nothing completed, no call or pair checked, no level measured
     CLIENT_LAG = "client_lag"  # the client's own event-loop lag: its stamps are not the server's
     CLIENT_CPU = "client_cpu"  # the client used more CPU than its bound: client-bound
-    NO_STEP_LAW = "no_step_law"  # the sweep's fit is no step law (too few levels, b or a <= 0)
+    NO_STEP_LAW = "no_step_law"  # the sweep's fit is no step law (too few levels, slope <= 0)
     POOR_FIT = "poor_fit"  # the step law's R² under its bound
     OFF_LAW = "off_law"  # levels where the fitted law predicts no positive step
     TOO_SHORT = "too_short"  # soak: too few seconds at full load to judge a decay

@@ -139,18 +139,6 @@ def test_a_line_through_two_levels_is_not_reported_as_a_law() -> None:
     assert list(laws) == ["bs"] and list(why) == ["padded_bs"]
 
 
-def test_a_line_without_a_fixed_cost_is_no_law() -> None:
-    # issue 38: three levels of a starved CPU decode gave step = -97 + 74.9*bs ms (R² 0.998),
-    # reported as a PASS: at bs 1 it predicts -22 ms, and at every batch a throughput above
-    # its own 1000/b ceiling
-    from dsv4ops.canary.suites.sweep_law import law_problem
-
-    starved = _fit_of([(2, 52.8), (3, 127.7), (4, 202.6)])
-    assert starved.r2 == pytest.approx(1.0) and starved.a_ms < 0
-    assert "intercept" in (law_problem(starved) or "")
-    assert law_problem(_fit_of([(1, 60.0), (4, 100.0), (8, 160.0), (16, 280.0)])) is None
-
-
 def test_a_metrics_law_missing_a_level_is_not_the_sweeps_law() -> None:
     # issue 38: on the real CPU decode the 16-running level (~300 ms a step) had no whole 40-step
     # report in its window; the metrics law through the other three (R² 0.989) was judged as the

@@ -73,8 +73,7 @@ def judge_against_law(
 
 
 # A line through two levels fits them exactly: a law needs a third level to be tested by
-# (constants.py), a step that grows with the batch (b > 0) and a fixed cost (a > 0) to be a
-# step law at all.
+# (constants.py), and a step that grows with the batch (b > 0) to be a step law at all.
 MIN_LAW_LEVELS = MIN_SWEEP_LAW_LEVELS
 
 
@@ -89,15 +88,6 @@ def law_problem(fit: StepFit) -> str | None:
         return (
             f"slope {fit.b_ms:.3f} ms/request against {fit.x}: the step time does not grow "
             "with the batch, so no step law (and no 1000/b ceiling) follows"
-        )
-    if not fit.a_ms > 0:
-        # a step with no fixed cost, or a negative one, is no decode step: the line predicts a
-        # step <= 0 ms below batch -a/b and a throughput 1000*bs/step above its own 1000/b
-        # ceiling at every batch (issue 38: "step = -97 + 74.9*bs" through three levels of a
-        # starved CPU decode, R² 0.998, was reported as a PASS)
-        return (
-            f"intercept {fit.a_ms:.2f} ms against {fit.x}: a step law has a fixed cost > 0 "
-            "(this line's throughput would exceed its own 1000/b ceiling), so none follows"
         )
     return None
 
