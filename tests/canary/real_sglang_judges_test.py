@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from dsv4ops.metrics.prom import MetricsParseError, parse_text, server_gauges
 from testing.canary import judged_pass, reason_kinds
 from testing.orchestrate import (
     REAL_BUILT,
@@ -123,20 +124,49 @@ FREEZE_S = 10.0
 WATCHDOG_SLACK_S = 3.0
 
 
+def _decode_tokens(port: int) -> float | None:
+    """The decode's realtime_tokens_total{mode="decode"} (None while it cannot be read)."""
+    with (
+        contextlib.suppress(OSError, MetricsParseError),
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r,
+    ):
+        return server_gauges(parse_text(r.read().decode())).decode_tokens
+    return None
+
+
+def _stop_once_decoding(scheduler: int, port: int, done: threading.Event) -> None:
+    """SIGSTOP the scheduler once the decode has decoded tokens since this started (the suite's
+    streams mid-batch), then SIGCONT it FREEZE_S + 12 s later. On a quiet machine with
+    `--sleep-on-idle` the whole corruption suite ended within 12 s, before a fixed-time stop
+    (2026-12-07: it PASSed, never wedged)."""
+    start = _decode_tokens(port)
+    while not done.wait(0.1):
+        now = _decode_tokens(port)
+        if start is None:
+            start = now
+        elif now is not None and now > start:
+            os.kill(scheduler, signal.SIGSTOP)
+            done.wait(FREEZE_S + 12.0)
+            os.kill(scheduler, signal.SIGCONT)
+            return
+
+
 def _canary_wedge(t: RealTarget, capsys: pytest.CaptureFixture[str], *suite: str) -> dict[str, Any]:
-    """`canary --suite SUITE...` with the decode's scheduler SIGSTOPped 12 s in (the streams
-    decoding) and SIGCONTed 12 s after the freeze check is due: verdict, reasons, and the
+    """`canary --suite SUITE...` with the decode's scheduler SIGSTOPped once its streams are
+    decoding and SIGCONTed 12 s after the freeze check is due: verdict, reasons, and the
     watchdog's own detection latency."""
     scheduler = scheduler_of(_decode_pid(t, capsys))
-    stop = threading.Timer(12.0, os.kill, (scheduler, signal.SIGSTOP))
-    cont = threading.Timer(12.0 + FREEZE_S + 12.0, os.kill, (scheduler, signal.SIGCONT))
-    stop.start()
-    cont.start()
+    decode = json.loads((t.workdir / "run" / "decode.json").read_text())
+    done = threading.Event()
+    stopper = threading.Thread(
+        target=_stop_once_decoding, args=(scheduler, int(decode["ports"][0]), done), daemon=True
+    )
+    stopper.start()
     try:
         code, doc = t.run_json(capsys, "canary", "--suite", *suite)
     finally:
-        stop.cancel()
-        cont.cancel()
+        done.set()
+        stopper.join(5)
         os.kill(scheduler, signal.SIGCONT)
     hangs = doc.get("metrics", {}).get("hangs", {})
     return {
