@@ -86,18 +86,18 @@ test-sglang: install
 # in tests/architecture/complexity_test.py).
 # ruff format --check too (tests/architecture/format_test.py runs the same check in `make test`).
 lint: install
-	$(BIN)/ruff check dsv4ops tests testing benchmarks tools
-	$(BIN)/ruff format --check dsv4ops tests testing benchmarks tools
+	$(BIN)/ruff check dsv4ops tests testing benchmarks tools integration
+	$(BIN)/ruff format --check dsv4ops tests testing benchmarks tools integration
 	$(BIN)/python -m mypy
 	@# layers, 0 import cycles, sizes, complexity, the Any and CLI allow-lists (mypy ran above)
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/architecture -k 'not mypy'
 
 # ruff format ([tool.ruff.format] in pyproject); `lint` checks the tree is formatted.
 format: install
-	$(BIN)/ruff format dsv4ops tests testing benchmarks tools
+	$(BIN)/ruff format dsv4ops tests testing benchmarks tools integration
 
 format-check: install
-	$(BIN)/ruff format --check dsv4ops tests testing benchmarks tools
+	$(BIN)/ruff format --check dsv4ops tests testing benchmarks tools integration
 
 # Every benchmark script (sglang_client.py is a helper of loadgen_capacity.py, not a benchmark).
 bench: install

@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RUFF = Path(sys.executable).with_name("ruff")
-DIRS = ("dsv4ops", "tests", "testing", "benchmarks", "tools")
+DIRS = ("dsv4ops", "tests", "testing", "benchmarks", "tools", "integration")
 
 
 @pytest.mark.skipif(not RUFF.exists(), reason="ruff is not installed (it is in the dev extra)")
