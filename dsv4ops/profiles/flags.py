@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from dsv4ops.profiles import _flag_tables
 from dsv4ops.profiles.excerpt import excerpt
+from dsv4ops.profiles.profile_spec import SWITCHES
 from dsv4ops.profiles.routers import router_table
 from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
 from dsv4ops.secrets import redact_argv, redact_text
@@ -55,7 +56,12 @@ MANAGED_SERVER_FLAGS = {
     "--mem-fraction-static": "<side>.mem_fraction_static",
     "--max-running-requests": "<side>.max_running_requests",
     "--cuda-graph-bs-decode": "flags.decode_buckets",
-    "--disable-overlap-schedule": "flags.overlap_schedule (decode)",
+    # each on/off flag's own arguments (profile_spec.SWITCHES), as its declaration says
+    **{
+        arg: f"flags.{flag} ({'/'.join(switch.sides)})"
+        for flag, switch in SWITCHES
+        for arg in (*switch.argv_on, *switch.argv_off)
+    },
     "--enable-metrics": "always on",
 }
 

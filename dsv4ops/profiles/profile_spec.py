@@ -13,7 +13,8 @@ deployment that carries them; `section_model` makes their models from those decl
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, ClassVar, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, TypeVar
 
 from annotated_types import Ge, Le, MaxLen
 from pydantic import BaseModel, ConfigDict, Discriminator, Tag, create_model
@@ -218,18 +219,94 @@ class RouterSection(Section):
         return dict(sorted(self.env.items()))
 
 
+@dataclass(frozen=True)
+class Switch:
+    """What an on/off flag of `flags` does, declared on its field: what it renders to (a server
+    argv flag when on or off, or an environment variable of 1/0, on the `sides` named), its
+    `profile set` name, its `profile list` column, the hazard warning it raises when on, the
+    words `profile set` explains a change with, and the canary suite a change of it runs."""
+
+    toggle: str  # `dsv4ops profile set NAME toggle=on|off`
+    column: str  # its column in `profile list` (on/off)
+    sides: tuple[str, ...]  # the servers it renders on
+    on_words: str  # what turning it on changes, as `profile set` says it
+    off_words: str
+    argv_on: tuple[str, ...] = ()  # server arguments when on
+    argv_off: tuple[str, ...] = ()  # server arguments when off
+    env: str | None = None  # an environment variable set to 1 (on) or 0 (off)
+    # The canary suite a deploy that changes it runs besides smoke (None: smoke only).
+    suite: Literal["corruption", "sweep", "soak", "abort-cascade"] | None = None
+    warning: tuple[str, str] | None = None  # (code, words) of the warning it raises when on
+
+    def argv(self, on: bool) -> tuple[str, ...]:
+        return self.argv_on if on else self.argv_off
+
+
+# Each on/off flag is declared once, here: the field (type, default, doc: the schema and the docs
+# table) and its `Switch`; render, views, toggles, rules, flags and the canary's gate read
+# `SWITCHES`, never a flag by name. A typed Annotated marker rather than `json_schema_extra`:
+# mypy checks each declaration, and nothing of it leaks into the shipped JSON Schema.
 class FlagsSection(Section):
-    overlap_schedule: OnOff = Key(
-        False, description="the decode's overlap scheduler (on: the wedge hazard)"
-    )
-    multi_stream_overlap: OnOff = Key(
+    overlap_schedule: Annotated[
+        OnOff,
+        Switch(
+            toggle="overlap",
+            column="overlap",
+            # The TP-desync wedge is a decode-loop hazard (seed A/B toggled the decode only);
+            # the prefill keeps SGLang's default scheduler.
+            sides=("decode",),
+            argv_off=("--disable-overlap-schedule",),
+            suite="abort-cascade",
+            warning=(
+                "overlap-schedule-wedge",
+                "overlap scheduler on: +5-7% throughput in the seed A/B, but the TP-desync wedge "
+                "reproduced under abort cascades (decode hangs silently)",
+            ),
+            on_words="overlap on: +5-7% throughput in the seed measurements, TP-desync wedge "
+            "hazard under abort cascades",
+            off_words="overlap off: the safe setting; gives up ~5-7% throughput, removes the "
+            "TP-desync wedge hazard",
+        ),
+    ] = Key(False, description="the decode's overlap scheduler (on: the wedge hazard)")
+    multi_stream_overlap: Annotated[
+        OnOff,
+        Switch(
+            toggle="multi-stream-overlap",
+            column="multi_stream",
+            # Gates the DSV4 alt-stream overlap in CUDA-graph capture (the tool-call corruption
+            # race). Set on both sides: decode is where it matters, on prefill it is harmless
+            # and keeps them alike.
+            sides=("prefill", "decode"),
+            env="SGLANG_OPT_USE_MULTI_STREAM_OVERLAP",
+            suite="corruption",
+            warning=(
+                "multi-stream-corruption",
+                "multi-stream overlap on: the CUDA-graph capture race corrupted tool calls at high "
+                "concurrency; SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0 fixed it",
+            ),
+            on_words="multi-stream overlap on: tool-call corruption at high concurrency in the "
+            "seeds (CUDA-graph capture race)",
+            off_words="multi-stream overlap off: the fix for high-concurrency tool-call "
+            "corruption (no code change)",
+        ),
+    ] = Key(
         False,
         description="SGLANG_OPT_USE_MULTI_STREAM_OVERLAP (on: the tool-call corruption hazard)",
     )
+    # Not on/off: a spec or a list, resolved against the decode (build.py, Profile.decode_buckets).
     decode_buckets: Buckets = Key(
         "sglang-default",
         description="the decode's CUDA-graph batch sizes (--cuda-graph-bs-decode)",
     )
+
+
+# (key, Switch) of each on/off flag, in declaration order.
+SWITCHES: tuple[tuple[str, Switch], ...] = tuple(
+    (name, mark)
+    for name, info in FlagsSection.model_fields.items()
+    for mark in info.metadata
+    if isinstance(mark, Switch)
+)
 
 
 # The annotation of each kind of declared setting (dsv4ops/settings.py).

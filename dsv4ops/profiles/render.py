@@ -11,7 +11,7 @@ from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles.flags import context_length
 from dsv4ops.profiles.model import Profile, ServerSpec, SSHSpec, Target
-from dsv4ops.profiles.rules import MULTI_STREAM_ENV
+from dsv4ops.profiles.profile_spec import SWITCHES
 from dsv4ops.profiles.target_rules import check_against_target
 from dsv4ops.recorded import RecordedProfile
 from dsv4ops.secrets import REDACTED
@@ -86,10 +86,9 @@ def _server_argv(p: Profile, side: ServerSpec, target: Target) -> list[str]:
         argv += ["--max-running-requests", str(side.max_running_requests)]
     if side.role == "decode":
         argv += ["--cuda-graph-bs-decode", *(str(b) for b in p.flags.decode_buckets)]
-        # The TP-desync wedge is a decode-loop hazard (seed A/B toggled the decode only); the
-        # prefill keeps SGLang's default scheduler.
-        if not p.flags.overlap_schedule:
-            argv.append("--disable-overlap-schedule")
+    for name, switch in SWITCHES:  # each on/off flag, as its declaration says
+        if side.role in switch.sides:
+            argv += switch.argv(getattr(p.flags, name))
     argv.append("--enable-metrics")
     argv += list(side.extra_args)
     return argv
@@ -100,9 +99,9 @@ def _server_env(p: Profile, side: ServerSpec, target: Target) -> dict[str, str]:
     if target.launcher == "twin":
         env.update(target.twin_env_dict)
     env.update(side.env_dict)
-    # Gates the DSV4 alt-stream overlap in CUDA-graph capture (the tool-call corruption race).
-    # Set on both sides: decode is where it matters, on prefill it is harmless and keeps them alike.
-    env[MULTI_STREAM_ENV] = "1" if p.flags.multi_stream_overlap else "0"
+    for name, switch in SWITCHES:  # an on/off flag that is an environment variable: 1 or 0
+        if switch.env is not None and side.role in switch.sides:
+            env[switch.env] = "1" if getattr(p.flags, name) else "0"
     return dict(sorted(env.items()))
 
 

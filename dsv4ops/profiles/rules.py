@@ -22,11 +22,11 @@ from dsv4ops.profiles.kernel_rules import (
 from dsv4ops.profiles.model import Profile, ProfileWarning
 from dsv4ops.profiles.pd_timeouts import rule_pd_timeouts
 from dsv4ops.profiles.problems import Problems, strict
+from dsv4ops.profiles.profile_spec import SWITCHES
 from dsv4ops.profiles.provenance import Provenance
 from dsv4ops.profiles.router_rules import rule_router
 
 SGLANG_HEALTH_WAIT_S = 20  # SGLANG_HEALTH_CHECK_TIMEOUT default (http_server.py:218)
-MULTI_STREAM_ENV = "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"
 
 Rule = Callable[[Profile, Provenance, Problems], list[ProfileWarning]]
 
@@ -205,12 +205,11 @@ def rule_env(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarnin
     for side in (p.prefill, p.decode):
         if not sink.usable(f"{side.role}.env"):
             continue
-        if MULTI_STREAM_ENV in side.env_dict:
-            sink.report(
-                prov.error(
-                    f"{side.role}.env.{MULTI_STREAM_ENV}", "set flags.multi_stream_overlap instead"
+        for flag, switch in SWITCHES:  # an on/off flag's variable is the flag's to set
+            if switch.env is not None and switch.env in side.env_dict:
+                sink.report(
+                    prov.error(f"{side.role}.env.{switch.env}", f"set flags.{flag} instead")
                 )
-            )
         for name in side.env_dict:
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                 sink.report(
@@ -224,26 +223,10 @@ def rule_env(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarnin
 
 def rule_hazards(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
     out = []
-    if sink.usable("flags.overlap_schedule") and p.flags.overlap_schedule:
-        out.append(
-            _warn(
-                prov,
-                "overlap-schedule-wedge",
-                "flags.overlap_schedule",
-                "overlap scheduler on: +5-7% throughput in the seed A/B, but the TP-desync wedge "
-                "reproduced under abort cascades (decode hangs silently)",
-            )
-        )
-    if sink.usable("flags.multi_stream_overlap") and p.flags.multi_stream_overlap:
-        out.append(
-            _warn(
-                prov,
-                "multi-stream-corruption",
-                "flags.multi_stream_overlap",
-                "multi-stream overlap on: the CUDA-graph capture race corrupted tool calls at high "
-                "concurrency; SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0 fixed it",
-            )
-        )
+    for flag, switch in SWITCHES:  # an on/off flag whose on is a known hazard warns of it
+        key = f"flags.{flag}"
+        if switch.warning is not None and sink.usable(key) and getattr(p.flags, flag):
+            out.append(_warn(prov, switch.warning[0], key, switch.warning[1]))
     timeout_key = "router.health_check.timeout_secs"
     if sink.usable(timeout_key) and p.router.health_check.timeout_secs <= SGLANG_HEALTH_WAIT_S:
         out.append(
