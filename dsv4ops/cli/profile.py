@@ -48,13 +48,13 @@ def profile() -> None:
 @json_option
 def list_cmd(as_json: bool) -> None:
     """List the shipped profiles."""
-    from dsv4ops.usecases.profile import profile_rows
+    from dsv4ops.usecases.profile import list_columns, profile_rows
 
     rows = profile_rows()
     if as_json:
         echo_json(rows)
         return
-    cols = ["name", "overlap", "multi_stream", "buckets", "description"]
+    cols = list_columns()
     click.echo(table(([r.get(c, r.get("error", "")) for c in cols] for r in rows), cols))
 
 

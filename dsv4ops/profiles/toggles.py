@@ -16,20 +16,21 @@ from dsv4ops.errors import DsOpsError, ProfileError
 from dsv4ops.profiles.buckets import SPEC_HELP, BucketSpecError, resolve_buckets
 from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.model import Profile
+from dsv4ops.profiles.profile_spec import SWITCHES
 
-# toggle name → schema key under `flags`
+# toggle name → schema key under `flags`: each on/off flag's, as declared, then the buckets
 TOGGLES = {
-    "overlap": "overlap_schedule",
-    "multi-stream-overlap": "multi_stream_overlap",
+    **{switch.toggle: flag for flag, switch in SWITCHES},
     "buckets": "decode_buckets",
 }
+_SWITCH_OF = {switch.toggle: (flag, switch) for flag, switch in SWITCHES}
 _ONOFF = {"on": True, "off": False}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 @dataclass(frozen=True)
 class Toggle:
-    name: str  # overlap | multi-stream-overlap | buckets
+    name: str  # a TOGGLES name
     key: str  # flags.<key>
     value: bool | str
     yaml_value: str  # as written into the file
@@ -85,22 +86,11 @@ def effective_changes(profile: Profile, toggles: list[Toggle], new: Profile) -> 
     """One line per real change: what changed and why it matters (from the seed measurements)."""
     lines = []
     for t in toggles:
-        if t.name == "overlap":
-            if profile.flags.overlap_schedule == new.flags.overlap_schedule:
-                continue
-            lines.append(
-                "overlap on: +5-7% throughput in the seed measurements, TP-desync wedge hazard under abort cascades"
-                if new.flags.overlap_schedule
-                else "overlap off: the safe setting; gives up ~5-7% throughput, removes the TP-desync wedge hazard"
-            )
-        elif t.name == "multi-stream-overlap":
-            if profile.flags.multi_stream_overlap == new.flags.multi_stream_overlap:
-                continue
-            lines.append(
-                "multi-stream overlap on: tool-call corruption at high concurrency in the seeds (CUDA-graph capture race)"
-                if new.flags.multi_stream_overlap
-                else "multi-stream overlap off: the fix for high-concurrency tool-call corruption (no code change)"
-            )
+        if t.name in _SWITCH_OF:
+            flag, switch = _SWITCH_OF[t.name]
+            on = getattr(new.flags, flag)
+            if getattr(profile.flags, flag) != on:
+                lines.append(switch.on_words if on else switch.off_words)
         elif profile.flags.decode_buckets != new.flags.decode_buckets:
             old_pad = worst_padding(profile.flags.decode_buckets, PADDING_FROM)
             new_pad = worst_padding(new.flags.decode_buckets, PADDING_FROM)

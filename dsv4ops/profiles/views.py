@@ -18,8 +18,12 @@ from dsv4ops.profiles.diff import (
 from dsv4ops.profiles.load import check_profile_file, list_profiles, load_profile
 from dsv4ops.profiles.model import Profile, Target
 from dsv4ops.profiles.problems import ValidateResult
+from dsv4ops.profiles.profile_spec import SWITCHES
 from dsv4ops.profiles.render import render
 from dsv4ops.profiles.targets import load_targets
+
+# `profile list`'s columns: the name, each on/off flag's (summary), the buckets, the description.
+LIST_COLUMNS = ("name", *(switch.column for _, switch in SWITCHES), "buckets", "description")
 
 
 def _onoff(value: bool) -> str:
@@ -38,8 +42,7 @@ def summary(p: Profile) -> JSONObject:
         "name": p.name,
         "path": p.path,
         "extends": extends,
-        "overlap": _onoff(p.flags.overlap_schedule),
-        "multi_stream": _onoff(p.flags.multi_stream_overlap),
+        **{switch.column: _onoff(getattr(p.flags, flag)) for flag, switch in SWITCHES},
         "buckets": buckets_text(p),
         "description": p.description,
         "warnings": len(p.warnings),

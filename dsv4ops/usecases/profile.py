@@ -41,6 +41,13 @@ def profile_rows() -> list[dict[str, object]]:
     return rows
 
 
+def list_columns() -> list[str]:
+    """`profile list`'s columns, each on/off flag's among them."""
+    from dsv4ops.profiles.views import LIST_COLUMNS
+
+    return list(LIST_COLUMNS)
+
+
 def profile_details(name: str, rev: str | None) -> JSONObject:
     """`profile show`: the resolved values (after extends and defaults) and warnings, at git
     revision `rev` when given; secrets (env tokens, --api-key values) redacted."""
