@@ -133,13 +133,24 @@ class Deployment:
         ones'). RecordedSettingError for a value that does not fit."""
         return self._section("flags", RecordedFlags)
 
+    @cached_property
+    def switches(self) -> dict[str, bool | None]:
+        """The profile's on/off flags as recorded (the canary gate compares them with the
+        deployed ones'; one recorded before it existed is absent). RecordedSettingError for a
+        value that does not fit."""
+        return self.recorded.switches(op=self.source_op, profile=self._profile_ref)
+
     def check_recorded(self) -> None:
         """Read every recorded section now (RecordedSettingError before anything changes)."""
         _ = self.canary, self.probe, self.model_name, self.router_kind, self.flags
 
+    @property
+    def _profile_ref(self) -> str:
+        """The profile a way back names: its path, else its name."""
+        return self.profile_path or self.profile_name
+
     def _section(self, name: str, cls: type[Section]) -> Section:
-        profile = self.profile_path or self.profile_name
-        return self.recorded.read(name, cls, op=self.source_op, profile=profile)
+        return self.recorded.read(name, cls, op=self.source_op, profile=self._profile_ref)
 
     @property
     def decode_log_interval(self) -> int:

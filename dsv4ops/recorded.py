@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, TypeVar
 
 from dsv4ops.apikey import ApiKeyRef
@@ -58,12 +58,10 @@ class RecordedRouter:
 
 @dataclass(frozen=True)
 class RecordedFlags:
-    """The flags a deployment records beside its profile (`profile.flags` of a begin record):
-    what the deploy's canary gate compares with the deployed one's, and the decode's buckets
-    the canary and watch judge by. A flag recorded before it existed is None (not known)."""
+    """The flags a deployment records beside its profile (`profile.flags` of a begin record)
+    that are not on/off: the decode's buckets the canary and watch judge by, and what the
+    deploy's canary gate compares with the deployed one's. The on/off flags: `switches`."""
 
-    overlap_schedule: bool | None = setting(None, doc="the overlap scheduler")
-    multi_stream_overlap: bool | None = setting(None, doc="multi-stream overlap")
     decode_buckets: tuple[int, ...] = setting(
         (), minimum=1, doc="the decode's CUDA-graph batch sizes (`--cuda-graph-bs-decode`)"
     )
@@ -92,9 +90,9 @@ class RecordedProfile:
         `op`: the journal operation it was recorded by; `profile`: the profile to name in the
         way back (its path, else its name). RecordedSettingError for a value that does not
         fit."""
-        where = "profile.flags" if name == "flags" else f"profile.content.{name}"
         try:
             if name == "flags":
+                _switches(self.flags)  # a bad on/off flag is refused with the rest of them
                 return from_record(cls, self.flags)
             if self.content is None:
                 return from_record(cls, None)
@@ -102,10 +100,45 @@ class RecordedProfile:
                 raise UnfitValue("", self.content, "a mapping of sections")
             return from_record(cls, self.content.get(name), redacted=REDACTED)
         except UnfitValue as exc:
-            key = f"{name}.{exc.name}" if exc.name else name
-            raise RecordedSettingError(
-                op, key, exc.value, exc.expected, hint=_way_back(name, where, op, profile)
-            ) from None
+            raise _unfit(name, exc, op, profile) from None
+
+    def switches(self, *, op: str | None, profile: str) -> dict[str, bool | None]:
+        """The on/off flags recorded (what a gate compares; `read` names the arguments): flag
+        -> true or false (None: recorded as not known; a flag recorded before it existed is
+        absent). RecordedSettingError for a value that is neither."""
+        try:
+            return _switches(self.flags)
+        except UnfitValue as exc:
+            raise _unfit("flags", exc, op, profile) from None
+
+
+# The recorded flags that are not on/off: RecordedFlags's, and the bucket spec as written (what
+# `profile show` says; never judged). Every other one is an on/off flag, declared a layer up
+# (profiles/profile_spec.py SWITCHES), and recorded as its value: true or false.
+_NOT_SWITCHES = frozenset({*(f.name for f in fields(RecordedFlags)), "decode_buckets_spec"})
+
+
+def _switches(flags: Mapping[str, object] | None) -> dict[str, bool | None]:
+    if flags is None:
+        return {}
+    if not isinstance(flags, Mapping):
+        raise UnfitValue("", flags, "a mapping of settings")
+    out: dict[str, bool | None] = {}
+    for key, value in flags.items():
+        if key in _NOT_SWITCHES:
+            continue
+        if value is not None and not isinstance(value, bool):
+            raise UnfitValue(str(key), value, "true or false")
+        out[str(key)] = value
+    return out
+
+
+def _unfit(name: str, exc: UnfitValue, op: str | None, profile: str) -> RecordedSettingError:
+    where = "profile.flags" if name == "flags" else f"profile.content.{name}"
+    key = f"{name}.{exc.name}" if exc.name else name
+    return RecordedSettingError(
+        op, key, exc.value, exc.expected, hint=_way_back(name, where, op, profile)
+    )
 
 
 def _way_back(section: str, where: str, op: str | None, profile: str) -> str:

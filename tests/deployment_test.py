@@ -243,7 +243,7 @@ def test_a_recorded_profile_is_carried_typed_and_stored_again_byte_for_byte(fixt
         assert stored == json.dumps(rec["profile"], sort_keys=True)
         assert back.commands_hash == rec["profile"]["commands_hash"]
         assert back.decode_buckets == tuple(rec["profile"]["flags"]["decode_buckets"])
-        assert back.flags.overlap_schedule is rec["profile"]["flags"]["overlap_schedule"]
+        assert back.switches["overlap_schedule"] is rec["profile"]["flags"]["overlap_schedule"]
 
 
 def test_only_the_deployment_reads_its_recorded_profile() -> None:

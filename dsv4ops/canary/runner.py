@@ -23,6 +23,7 @@ from dsv4ops.canary.verdict import (
 )
 from dsv4ops.deployment import Deployment
 from dsv4ops.errors import CanaryError
+from dsv4ops.profiles.profile_spec import SWITCHES
 from dsv4ops.routerkind import RouterKind
 
 SUITES: dict[str, Callable[[SuiteContext], Awaitable[SuiteResult]]] = {
@@ -130,27 +131,29 @@ def combined(results: list[SuiteResult]) -> SuiteResult:
 
 
 def suites_for_change(old: Deployment | None, new: Deployment) -> list[str]:
-    """Suites a deploy runs for a profile change: smoke always, plus
-    abort-cascade when the overlap scheduler changed (the TP-desync wedge),
-    sweep when the decode buckets or the decode's context length changed (the sawtooth; the DSV4
-    decode graph width follows --context-length, sglang#40442), and corruption when multi-stream
-    overlap changed or the kernel package did (the seeds' capture race).
+    """Suites a deploy runs for a profile change: smoke always, plus the suite each on/off flag
+    that changed declares (profiles/profile_spec.py SWITCHES: abort-cascade for the overlap
+    scheduler, the TP-desync wedge; corruption for multi-stream overlap, the seeds' capture
+    race), corruption when the kernel package changed, and sweep when the decode buckets or
+    the decode's context length did (the sawtooth; the DSV4 decode graph width follows
+    --context-length, sglang#40442); in the order `all` runs them.
 
-    `old` and `new` are deployments, compared by their recorded flags (`Deployment.flags`,
-    typed: RecordedSettingError for a value that does not fit) and kernel packages; `old` None
-    means a first deploy.
+    `old` and `new` are deployments, compared by their recorded flags (`Deployment.flags` and
+    `Deployment.switches`, typed: RecordedSettingError for a value that does not fit) and
+    kernel packages; `old` None means a first deploy.
     """
-    suites = ["smoke"]
     if old is None:
-        return suites
+        return ["smoke"]
     a, b = old.flags, new.flags
-    if a.multi_stream_overlap != b.multi_stream_overlap or old.kernel_package != new.kernel_package:
-        suites.append("corruption")
+    wanted = {"smoke"}
+    if old.kernel_package != new.kernel_package:
+        wanted.add("corruption")
     if a.decode_buckets != b.decode_buckets or a.decode_context_length != b.decode_context_length:
-        suites.append("sweep")
-    if a.overlap_schedule != b.overlap_schedule:
-        suites.append("abort-cascade")
-    return suites
+        wanted.add("sweep")
+    for flag, switch in SWITCHES:  # each on/off flag names the suite a change of it runs
+        if switch.suite is not None and old.switches.get(flag) != new.switches.get(flag):
+            wanted.add(switch.suite)
+    return [s for s in ALL_ORDER if s in wanted]
 
 
 __all__ = ["SUITE_NAMES", "SuiteResult", "Verdict", "run_suite", "suites_for_change"]
