@@ -121,7 +121,7 @@ def test_render_carries_what_the_journal_and_canary_need() -> None:
     d = render(profile, _targets()["box"])
     assert d.profile_name == "baseline" and d.target == "box"
     assert d.model_name == profile.model.request_name == "deepseek-v4-flash"
-    assert d.decode_buckets == profile.flags.decode_buckets
+    assert d.decode_buckets == profile.decode_buckets
     assert d.canary == profile.canary and d.probe == profile.probe  # the dump, read back
     assert d.kernel_package == profile.kernel_package and d.recorded.content == profile.to_dict()
 

@@ -350,4 +350,4 @@ def thresholds_from_profile(profile: Profile) -> Thresholds:
 
 def buckets_from_profile(profile: Profile) -> tuple[int, ...]:
     """The decode CUDA-graph buckets the profile resolves to (empty when unknown)."""
-    return tuple(profile.flags.decode_buckets)
+    return profile.decode_buckets

@@ -19,7 +19,7 @@ def rule_buckets(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWa
     key = "flags.decode_buckets"
     if not sink.usable(key):
         return []
-    buckets = p.flags.decode_buckets
+    buckets = p.decode_buckets
     if not buckets:
         sink.report(prov.error(key, "the bucket list is empty; expected at least one batch size"))
         return []
@@ -51,14 +51,10 @@ def rule_buckets(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWa
     if not ok or not sink.usable("decode.max_running_requests"):
         return []
     running = p.decode.max_running_requests or DSV4_DEFAULT_MAX_RUNNING
-    if _explicit_max(p.flags.decode_buckets_spec) and buckets[-1] > running:
+    if _explicit_max(p.flags.decode_buckets) and buckets[-1] > running:
         # SGLang drops captured sizes above its request pool (reference §1.4 step 3): the graphs
         # cost memory and start-up time and are never used; the profile asked for something else.
-        where = (
-            f"{key}[{len(buckets) - 1}]"
-            if not isinstance(p.flags.decode_buckets_spec, str)
-            else key
-        )
+        where = f"{key}[{len(buckets) - 1}]" if not isinstance(p.flags.decode_buckets, str) else key
         source = (
             "decode.max_running_requests" if p.decode.max_running_requests else "DSV4's default"
         )
@@ -83,7 +79,7 @@ def rule_buckets(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWa
     return []
 
 
-def _explicit_max(spec: str | tuple[int, ...]) -> bool:
+def _explicit_max(spec: str | list[int]) -> bool:
     """True when the spec names its largest size (a list, `sglang-default:MAX`, `stepN:LO-HI`);
     the bare specs follow SGLang's own max, which it clamps itself."""
     return not isinstance(spec, str) or ":" in spec

@@ -6,7 +6,6 @@ from dsv4ops.apikey import ENV_NAME, ApiKeyRef
 from dsv4ops.profiles.buckets import BucketSpecError, resolve_buckets
 from dsv4ops.profiles.model import (
     CanaryThresholds,
-    Flags,
     ProbeSettings,
     Profile,
 )
@@ -14,7 +13,6 @@ from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.profile_spec import (
     ApiKeySection,
     DecodeSection,
-    FlagsSection,
     ProfileSpec,
 )
 from dsv4ops.profiles.provenance import Provenance
@@ -72,16 +70,6 @@ def _api_key(section: ApiKeySection, prov: Provenance, sink: Problems) -> ApiKey
     return ApiKeyRef.from_record(section.model_dump())
 
 
-def _flags(f: FlagsSection, buckets: list[int]) -> Flags:
-    spec = f.decode_buckets
-    return Flags(
-        overlap_schedule=f.overlap_schedule,
-        multi_stream_overlap=f.multi_stream_overlap,
-        decode_buckets_spec=spec if isinstance(spec, str) else tuple(spec),
-        decode_buckets=tuple(buckets),
-    )
-
-
 def build_profile(
     spec: ProfileSpec,
     *,
@@ -109,7 +97,8 @@ def build_profile(
         router_key=(
             _api_key(spec.router.api_key, prov, sink) if sink.usable("router.api_key") else None
         ),
-        flags=_flags(spec.flags, buckets),
+        flags=spec.flags,
+        decode_buckets=tuple(buckets),
         kernel_package=spec.kernel_package,
         canary=from_values(CanaryThresholds, spec.canary.model_dump()),
         probe=from_values(ProbeSettings, spec.probe.model_dump()),

@@ -11,7 +11,12 @@ from dsv4ops.apikey import ApiKeyRef
 from dsv4ops.constants import SSH_RECONNECT_S
 from dsv4ops.deployment import Component, Deployment, ProfileWarning
 from dsv4ops.jsontypes import JSONObject
-from dsv4ops.profiles.profile_spec import DecodeSection, PrefillSection, RouterSection
+from dsv4ops.profiles.profile_spec import (
+    DecodeSection,
+    FlagsSection,
+    PrefillSection,
+    RouterSection,
+)
 from dsv4ops.profiles.profile_spec import HealthCheckSection as HealthCheck
 from dsv4ops.profiles.profile_spec import ModelSection as ModelSpec
 from dsv4ops.routerkind import RouterKind
@@ -36,16 +41,6 @@ ServerSpec = DecodeSection
 
 
 @dataclass(frozen=True)
-class Flags:
-    """The operational flags the seeds care about (each has a known trade-off)."""
-
-    overlap_schedule: bool
-    multi_stream_overlap: bool
-    decode_buckets_spec: str | tuple[int, ...]
-    decode_buckets: tuple[int, ...]  # resolved: exactly what --cuda-graph-bs-decode gets
-
-
-@dataclass(frozen=True)
 class Profile:
     name: str
     path: str
@@ -57,7 +52,7 @@ class Profile:
     decode: DecodeSection
     bootstrap_port: int
     router: RouterSection
-    flags: Flags
+    flags: FlagsSection  # as validated: flags.decode_buckets is the spec or list as written
     kernel_package: str | None
     canary: CanaryThresholds
     probe: ProbeSettings = ProbeSettings()
@@ -67,6 +62,8 @@ class Profile:
     git_rev: str | None = None
     # key path -> (file, line) that set it; for errors found later (e.g. against a target).
     origins: dict[str, tuple[str, int]] = field(default_factory=dict, compare=False, repr=False)
+    # flags.decode_buckets resolved against the decode: exactly what --cuda-graph-bs-decode gets
+    decode_buckets: tuple[int, ...] = ()
 
     def to_dict(self) -> JSONObject:
         """Resolved values as plain data (for show/diff/--json); provenance fields left out."""
@@ -74,6 +71,14 @@ class Profile:
         data["model"] = self.model.model_dump()
         for key in ("warnings", "chain", "path", "git_rev", "origins", "router_key"):
             data.pop(key)
+        # As the profile's record always held its flags: each on/off flag, the bucket spec as
+        # written, then the buckets it resolves to (the journal's records hold this shape).
+        spec = self.flags.decode_buckets
+        data["flags"] = {
+            **self.flags.model_dump(exclude={"decode_buckets"}),
+            "decode_buckets_spec": spec if isinstance(spec, str) else tuple(spec),
+            "decode_buckets": data.pop("decode_buckets"),
+        }
         for side in (self.prefill, self.decode):
             # As the profile's record always held a server: its role first, no bootstrap_port
             # (the profile's own key), the environment sorted.

@@ -4,8 +4,6 @@ when no target is given."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from dsv4ops.apikey import API_KEY_FLAG
 from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import ProfileError
@@ -85,7 +83,7 @@ def _server_argv(p: Profile, side: ServerSpec, target: Target) -> list[str]:
     if side.max_running_requests is not None:
         argv += ["--max-running-requests", str(side.max_running_requests)]
     if side.role == "decode":
-        argv += ["--cuda-graph-bs-decode", *(str(b) for b in p.flags.decode_buckets)]
+        argv += ["--cuda-graph-bs-decode", *(str(b) for b in p.decode_buckets)]
     for name, switch in SWITCHES:  # each on/off flag, as its declaration says
         if side.role in switch.sides:
             argv += switch.argv(getattr(p.flags, name))
@@ -200,6 +198,7 @@ def render(profile: Profile, target: Target | None = None) -> Deployment:
             "--target box shows the box's commands",
         )
     check_against_target(profile, tgt)
+    content = profile.to_dict()
     return Deployment(
         profile_name=profile.name,
         components=(
@@ -211,9 +210,9 @@ def render(profile: Profile, target: Target | None = None) -> Deployment:
         # The decode's context length rides with the flags: the DSV4 decode graph width follows
         # it (sglang#40442), so a change of it calls for the sweep like a bucket change does.
         recorded=RecordedProfile(
-            profile.to_dict(),
+            content,
             {
-                **asdict(profile.flags),
+                **content["flags"],
                 "decode_context_length": context_length(profile.decode.extra_args),
             },
         ),

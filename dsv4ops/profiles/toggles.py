@@ -91,11 +91,11 @@ def effective_changes(profile: Profile, toggles: list[Toggle], new: Profile) -> 
             on = getattr(new.flags, flag)
             if getattr(profile.flags, flag) != on:
                 lines.append(switch.on_words if on else switch.off_words)
-        elif profile.flags.decode_buckets != new.flags.decode_buckets:
-            old_pad = worst_padding(profile.flags.decode_buckets, PADDING_FROM)
-            new_pad = worst_padding(new.flags.decode_buckets, PADDING_FROM)
+        elif profile.decode_buckets != new.decode_buckets:
+            old_pad = worst_padding(profile.decode_buckets, PADDING_FROM)
+            new_pad = worst_padding(new.decode_buckets, PADDING_FROM)
             lines.append(
-                f"buckets={t.yaml_value}: {len(profile.flags.decode_buckets)} -> {len(new.flags.decode_buckets)} decode "
+                f"buckets={t.yaml_value}: {len(profile.decode_buckets)} -> {len(new.decode_buckets)} decode "
                 f"CUDA graphs, worst padding above {PADDING_FROM} running {old_pad} -> {new_pad} slots (step-8 edges cost 726->663 tok/s at "
                 f"56->57 running in the seeds; more graphs cost capture time and memory)"
             )

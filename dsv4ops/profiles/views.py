@@ -31,9 +31,9 @@ def _onoff(value: bool) -> str:
 
 
 def buckets_text(p: Profile) -> str:
-    spec = p.flags.decode_buckets_spec
+    spec = p.flags.decode_buckets
     shown = spec if isinstance(spec, str) else "list"
-    return f"{shown} ({len(p.flags.decode_buckets)} sizes, max {p.flags.decode_buckets[-1]})"
+    return f"{shown} ({len(p.decode_buckets)} sizes, max {p.decode_buckets[-1]})"
 
 
 def summary(p: Profile) -> JSONObject:
@@ -51,12 +51,9 @@ def summary(p: Profile) -> JSONObject:
 
 def details(p: Profile) -> JSONObject:
     data = p.to_dict()
-    data["flags"]["decode_buckets"] = list(p.flags.decode_buckets)
-    data["flags"]["decode_buckets_spec"] = (
-        p.flags.decode_buckets_spec
-        if isinstance(p.flags.decode_buckets_spec, str)
-        else list(p.flags.decode_buckets_spec)
-    )
+    data["flags"]["decode_buckets"] = list(p.decode_buckets)
+    spec = p.flags.decode_buckets
+    data["flags"]["decode_buckets_spec"] = spec if isinstance(spec, str) else list(spec)
     data = {k: _lists(v) for k, v in data.items()}
     data["chain"] = list(p.chain)
     data["warnings"] = [asdict(w) for w in p.warnings]

@@ -221,4 +221,4 @@ def _kept_below(source: object, dist: dict[int, float], profile: str, max_bs: in
     from dsv4ops.profiles import load_profile
 
     floor = min(dist)
-    return [b for b in load_profile(profile).flags.decode_buckets if b < floor and b < max_bs]
+    return [b for b in load_profile(profile).decode_buckets if b < floor and b < max_bs]

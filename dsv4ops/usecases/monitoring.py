@@ -53,7 +53,7 @@ def render_monitoring(
         scrape_interval_s=scrape_interval_s,
         max_step_ms=max_step_ms,
         decode_log_interval=deployment.decode_log_interval,
-        max_decode_bucket=max(p.flags.decode_buckets, default=None),
+        max_decode_bucket=max(p.decode_buckets, default=None),
         time_scale=target_time_scale(t),
         runbook_url=runbook_url,
         router_kind=deployment.router_kind,

@@ -66,7 +66,7 @@ def test_every_bucket_of_every_shipped_profile_has_its_own_config() -> None:
     assert profiles, "no shipped profiles found"
     buckets = set()
     for path in profiles:
-        buckets |= set(load_profile(path).flags.decode_buckets)
+        buckets |= set(load_profile(path).decode_buckets)
     assert {1, 8, 60, 96} <= buckets  # step-8 baseline and the step-4 profile (60) are both in
     for f in shipped_configs():
         assert missing_buckets(f.table, sorted(buckets)) == [], f.path.name

@@ -95,7 +95,7 @@ def test_moe_align_at_every_profile_bucket_with_the_full_expert_count() -> None:
 
     repo = Path(__file__).resolve().parents[2]
     buckets = sorted(
-        {b for p in list_profiles(repo / "profiles") for b in load_profile(p).flags.decode_buckets}
+        {b for p in list_profiles(repo / "profiles") for b in load_profile(p).decode_buckets}
     )
     table = next(f.table for f in shipped_configs() if f.kernel == "fused_moe_up")
     g = torch.Generator().manual_seed(7)

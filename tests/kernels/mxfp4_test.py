@@ -177,7 +177,7 @@ def test_layer_at_the_profiles_decode_buckets() -> None:
     from dsv4ops.profiles import list_profiles, load_profile
 
     buckets = sorted(
-        {b for p in list_profiles(REPO / "profiles") for b in load_profile(p).flags.decode_buckets}
+        {b for p in list_profiles(REPO / "profiles") for b in load_profile(p).decode_buckets}
     )
     tables = {f.kernel: f.table for f in shipped_configs()}
     pairs: dict[str, tuple[int, dict[str, int], dict[str, int]]] = {}

@@ -55,7 +55,7 @@ def test_deploy_status_redeploy_rollback_stop(
     code, st, _ = cli(env, capsys, "status", "--json")
     assert st["deployed"]["profile"] == "buckets-step4" and st["healthy"], st
     comps = {c["name"]: c for c in st["components"]}
-    step4 = load_profile(env.profiles_dir / "buckets-step4.yaml").flags.decode_buckets
+    step4 = load_profile(env.profiles_dir / "buckets-step4.yaml").decode_buckets
     assert comps["decode"]["captured_buckets"] == list(step4) and 44 in step4
     assert all(comps[n]["pid"] != first_pids[n] for n in first_pids)
 

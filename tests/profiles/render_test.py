@@ -147,7 +147,7 @@ def test_shipped_profiles_cover_the_seed_situations() -> None:
     assert {"baseline", "overlap-on", "buckets-step4"} <= names
     base = load_profile(REPO_PROFILES / "baseline.yaml")
     assert not base.flags.overlap_schedule and not base.flags.multi_stream_overlap
-    assert base.flags.decode_buckets[-1] == 96 and base.flags.decode_buckets[-4:] == (
+    assert base.decode_buckets[-1] == 96 and base.decode_buckets[-4:] == (
         72,
         80,
         88,
@@ -155,7 +155,7 @@ def test_shipped_profiles_cover_the_seed_situations() -> None:
     )
     assert base.warnings == ()
     assert load_profile(REPO_PROFILES / "overlap-on.yaml").flags.overlap_schedule
-    step4 = load_profile(REPO_PROFILES / "buckets-step4.yaml").flags.decode_buckets
+    step4 = load_profile(REPO_PROFILES / "buckets-step4.yaml").decode_buckets
     assert {56, 60, 64} <= set(step4)
     targets = load_targets(REPO_PROFILES / "targets.yaml")
     assert targets["box"].transport == "ssh" and targets["box"].launcher == "sglang"

@@ -61,7 +61,7 @@ def test_a_new_profile_starts_with_the_schema_line_of_its_base(repo: Path, pdir:
     (pdir / "fast.yaml").write_text(own + "\n" + rest)
     set_flags("fast", ["buckets=step4"], as_name="faster", in_place=False, commit=False)
     assert (pdir / "faster.yaml").read_text().splitlines()[0] == own
-    assert load_profile("faster").flags.decode_buckets_spec == "step4"
+    assert load_profile("faster").flags.decode_buckets == "step4"
 
 
 def test_set_in_place_keeps_comments_and_changes_one_line(repo: Path, pdir: Path) -> None:
