@@ -1,8 +1,9 @@
 """docs/architecture.md names only things that exist: every path it names is on disk, every
 function it names is defined where it says, every command-line flag it names is one the package
-takes, and the decode restart's "where to change what" table names each of the five files that
-decide a restart (so a rename or a move that forgets the doc fails here, not in a newcomer's
-afternoon; the table once named a flag that never existed).
+takes, the decode restart's "where to change what" table names each of the five files that
+decide a restart, and the worked example of adding a flag is a field that declares one (so a
+rename or a move that forgets the doc fails here, not in a newcomer's afternoon; the table once
+named a flag that never existed).
 
 The doc's notations, which this test reads:
 - a path in backticks: `orchestrate/pd.py`, `dsv4ops/twin/`, `testing/ports.py`, `workers.py`
@@ -183,3 +184,42 @@ def test_the_decode_restart_table_names_its_five_files() -> None:
     restart = section[: section.index("Elsewhere:")]
     named = {f for cells in _rows(restart) for f in re.findall(r"`([\w/]+\.py)`", cells[1])}
     assert set(RESTART_FILES) <= named, sorted(set(RESTART_FILES) - named)
+
+
+def test_the_worked_flag_example_is_one_field_that_declares_a_flag() -> None:
+    """ "Adding a flag: a worked example" is code that works: its field, run as a field of
+    FlagsSection, declares one on/off flag whose server flag SGLang 0.5.23 takes (without a value)
+    and whose names are its own; the example lists at most three files."""
+    from typing import Annotated
+
+    from pydantic import Field as Key
+
+    from dsv4ops.profiles._flag_tables import SGLANG_SERVER_TABLE
+    from dsv4ops.profiles.profile_spec import SWITCHES, FlagsSection, Switch
+    from dsv4ops.profiles.schema import OnOff
+
+    text = _text()
+    start = text.index("### Adding a flag: a worked example")
+    section = text[start : text.index("\n## ", start)]
+    assert 1 <= len(re.findall(r"^\d+\. `[^`]+`", section, re.M)) <= 3
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None, "the example shows its field"
+    names = {"Annotated": Annotated, "OnOff": OnOff, "Switch": Switch, "Key": Key}
+    # Compiled without this module's `from __future__ import annotations`: pydantic then sees
+    # the annotation itself, not a string to look up in a module the class has none of.
+    source = f"class Example(FlagsSection):\n{code.group(1)}"
+    example = compile(source, "docs/architecture.md", "exec", dont_inherit=True)
+    exec(example, {**names, "FlagsSection": FlagsSection}, names)
+    fields = names["Example"].model_fields  # type: ignore[attr-defined]
+    added = [
+        (key, mark)
+        for key, info in fields.items()
+        if key not in FlagsSection.model_fields
+        for mark in info.metadata
+        if isinstance(mark, Switch)
+    ]
+    assert len(added) == 1, added
+    key, switch = added[0]
+    assert key not in dict(SWITCHES) and switch.toggle not in {s.toggle for _, s in SWITCHES}
+    args = (*switch.argv_on, *switch.argv_off)
+    assert args and all(SGLANG_SERVER_TABLE[a][0] == 0 for a in args), args

@@ -93,3 +93,27 @@ def test_the_profile_holds_its_router_section_and_the_key_it_names(tmp_path: Pat
     assert router["env"] == {"AA": "2", "ZZ": "1"} and list(router["env"]) == ["AA", "ZZ"]
     assert (router["api_key"], router["kind"]) == ({"env": "DSV4_KEY", "file": None}, "smg")
     assert render(p).component("router").api_key == ApiKeyRef(env="DSV4_KEY")
+
+
+def test_every_on_off_flag_declares_a_switch_sglang_takes() -> None:
+    """Adding a flag is one field of FlagsSection (docs/architecture.md, "Adding a flag"): every
+    key of `flags` but the buckets carries its Switch, or it would render nothing; its names are
+    its own; what it renders is a flag SGLang 0.5.23's parser takes (without a value) or an
+    environment variable; the suite it asks for is one the canary runs."""
+    from dsv4ops.canary.runner import ALL_ORDER
+    from dsv4ops.profiles._flag_tables import SGLANG_SERVER_TABLE
+    from dsv4ops.profiles.profile_spec import SWITCHES, FlagsSection
+
+    assert [n for n, _ in SWITCHES] == [
+        n for n in FlagsSection.model_fields if n != "decode_buckets"
+    ]
+    for names in ([s.toggle for _, s in SWITCHES], [s.column for _, s in SWITCHES]):
+        assert len(set(names)) == len(names) and "buckets" not in names
+    for flag, switch in SWITCHES:
+        assert switch.sides and set(switch.sides) <= {"prefill", "decode"}, flag
+        args = (*switch.argv_on, *switch.argv_off)
+        assert args or switch.env, f"{flag} renders nothing"
+        assert all(SGLANG_SERVER_TABLE[a][0] == 0 for a in args), flag
+        assert switch.env is None or switch.env.isupper(), flag
+        assert switch.suite is None or switch.suite in ALL_ORDER, flag
+        assert switch.on_words and switch.off_words, flag
