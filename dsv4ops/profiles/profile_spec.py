@@ -13,8 +13,7 @@ deployment that carries them; `section_model` makes their models from those decl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, ClassVar, TypeVar
 
 from annotated_types import Ge, Le, MaxLen
 from pydantic import BaseModel, ConfigDict, Discriminator, Tag, create_model
@@ -42,6 +41,7 @@ from dsv4ops.profiles.schema import (
     OnOff,
     section_of,
 )
+from dsv4ops.profiles.switch import Switch
 from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
 from dsv4ops.settings import CanaryThresholds, ProbeSettings, declared
 from dsv4ops.timings import STOP_GRACE_MAX_S, STOP_GRACE_MIN_S, STOP_GRACE_S
@@ -217,29 +217,6 @@ class RouterSection(Section):
     def env_dict(self) -> dict[str, str]:
         """The environment, sorted by name (the order the rendered command holds it in)."""
         return dict(sorted(self.env.items()))
-
-
-@dataclass(frozen=True)
-class Switch:
-    """What an on/off flag of `flags` does, declared on its field: what it renders to (a server
-    argv flag when on or off, or an environment variable of 1/0, on the `sides` named), its
-    `profile set` name, its `profile list` column, the hazard warning it raises when on, the
-    words `profile set` explains a change with, and the canary suite a change of it runs."""
-
-    toggle: str  # `dsv4ops profile set NAME toggle=on|off`
-    column: str  # its column in `profile list` (on/off)
-    sides: tuple[str, ...]  # the servers it renders on
-    on_words: str  # what turning it on changes, as `profile set` says it
-    off_words: str
-    argv_on: tuple[str, ...] = ()  # server arguments when on
-    argv_off: tuple[str, ...] = ()  # server arguments when off
-    env: str | None = None  # an environment variable set to 1 (on) or 0 (off)
-    # The canary suite a deploy that changes it runs besides smoke (None: smoke only).
-    suite: Literal["corruption", "sweep", "soak", "abort-cascade"] | None = None
-    warning: tuple[str, str] | None = None  # (code, words) of the warning it raises when on
-
-    def argv(self, on: bool) -> tuple[str, ...]:
-        return self.argv_on if on else self.argv_off
 
 
 # Each on/off flag is declared once, here: the field (type, default, doc: the schema and the docs

@@ -195,8 +195,9 @@ def test_the_worked_flag_example_is_one_field_that_declares_a_flag() -> None:
     from pydantic import Field as Key
 
     from dsv4ops.profiles._flag_tables import SGLANG_SERVER_TABLE
-    from dsv4ops.profiles.profile_spec import SWITCHES, FlagsSection, Switch
+    from dsv4ops.profiles.profile_spec import SWITCHES, FlagsSection
     from dsv4ops.profiles.schema import OnOff
+    from dsv4ops.profiles.switch import Switch
 
     text = _text()
     start = text.index("### Adding a flag: a worked example")
