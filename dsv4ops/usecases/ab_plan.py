@@ -307,17 +307,25 @@ def _design_notes(blocks: int | None, sized: int, *, effect: float, variation: f
 
 def gate_suites(a: DeployPlan, b: DeployPlan) -> tuple[list[str], list[str]]:
     """The canary suites B's change calls for (the deploy's rule, canary.suites_for_change,
-    without its smoke: every block's deploy already proves a generation), each with why."""
+    without its smoke: every block's deploy already proves a generation), each with why: the
+    changes that call for it, the on/off flags' in their own declared words."""
     from dsv4ops.canary import suites_for_change
+    from dsv4ops.profiles.profile_spec import SWITCHES
 
     old, new = a.deployment, b.deployment
     suites = [s for s in suites_for_change(old, new) if s != "smoke"]
-    why = {
-        "abort-cascade": "the overlap scheduler changed: the TP-desync wedge under abort cascades",
-        "corruption": "multi-stream overlap or the decode kernels changed: tool-call corruption",
-        "sweep": _sweep_why(old.flags, new.flags),
-    }
-    return suites, [why.get(s, "the flag change calls for it") for s in suites]
+    causes: dict[str, list[str]] = {}
+    for flag, switch in SWITCHES:
+        turned = new.switches.get(flag)
+        if switch.suite is not None and old.switches.get(flag) != turned:
+            words = switch.on_words if turned else switch.off_words
+            causes.setdefault(switch.suite, []).append(f"flags.{flag} changed ({words})")
+    if old.kernel_package != new.kernel_package:
+        causes.setdefault("corruption", []).append("the decode kernels changed")
+    sweep_why = _sweep_why(old.flags, new.flags)
+    if sweep_why:
+        causes.setdefault("sweep", []).insert(0, sweep_why)
+    return suites, ["; ".join(causes.get(s) or ["the change calls for it"]) for s in suites]
 
 
 def _sweep_why(old: RecordedFlags, new: RecordedFlags) -> str:
@@ -332,7 +340,7 @@ def _sweep_why(old: RecordedFlags, new: RecordedFlags) -> str:
             f"the decode's --context-length changed ({ctx_a or 'model default'} -> "
             f"{ctx_b or 'model default'}): the DSV4 decode graph width follows it (sglang#40442)"
         )
-    return "; ".join(parts) or "the decode CUDA-graph buckets changed"
+    return "; ".join(parts)
 
 
 def final_gate_suite_s(measured_s: float) -> float:

@@ -62,7 +62,7 @@ def test_dry_run_prints_the_plan_and_changes_nothing(
     assert "schedule: ABBA BAAB ABBA (a budget of 12 blocks" in out
     assert "design: group-sequential, a look after every A/B pair" in out
     assert "expected for a true +5% at ±2% deploy-to-deploy variation:" in out
-    assert "gate on B: abort_cascade (the overlap scheduler changed" in out
+    assert "gate on B: abort_cascade (flags.overlap_schedule changed (overlap on:" in out
     assert "switch A:" in out and "estimated total:" in out and "nothing is changed" in out
     code, plan, err = cli(
         env,

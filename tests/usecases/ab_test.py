@@ -61,6 +61,23 @@ def test_a_profile_that_changes_the_decode_context_length_is_gated_by_the_sweep(
     assert "--context-length changed (1048576 -> 131072)" in why and "sglang#40442" in why
 
 
+@pytest.mark.parametrize(
+    ("b", "gate", "cause"),
+    [
+        ("overlap-on", "abort-cascade", "flags.overlap_schedule changed (overlap on: "),
+        ("multi-stream-on", "corruption", "flags.multi_stream_overlap changed (multi-stream "),
+        ("kernels-attn", "corruption", "the decode kernels changed"),
+    ],
+)
+def test_the_plan_says_which_change_calls_for_each_gate(b: str, gate: str, cause: str) -> None:
+    """The reason is the change itself (an on/off flag in its declared words), so a flag added
+    later is named, never explained as another flag's hazard."""
+    plan = plan_ab(_session(), "baseline", b, blocks=4)
+    assert plan.gates == [gate]
+    (why,) = plan.gate_why
+    assert why.startswith(cause), why
+
+
 def test_the_plan_sizes_the_budget_and_states_the_expected_and_worst_box_time() -> None:
     plan = plan_ab(_session(), "baseline", "buckets-step4")  # 5% at ±2% over 9 levels: 6 pairs
     assert len(plan.schedule) == 12 and plan.looks == 6 and plan.notes == []
