@@ -179,7 +179,7 @@ class Deployment:
     def router_kind(self) -> RouterKind:
         """Which router fronts this deployment (its recorded router.kind): the one answer every
         command that talks to the router asks. Recorded before the choice: sglang-router."""
-        return RouterKind(self._section("router", RecordedRouter).kind)
+        return self._section("router", RecordedRouter).kind
 
     @property
     def router_key(self) -> ApiKeyRef | None:

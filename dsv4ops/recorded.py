@@ -17,56 +17,52 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, TypeVar
+from dataclasses import dataclass
+from typing import TypeVar
+
+from pydantic import Field
 
 from dsv4ops.apikey import ApiKeyRef
 from dsv4ops.errors import RecordedSettingError
 from dsv4ops.routerkind import RouterKind
 from dsv4ops.secrets import REDACTED
-from dsv4ops.settings import UnfitValue, from_record, setting
+from dsv4ops.settings import IntTuple, Settings, UnfitValue
 from dsv4ops.timings import STOP_GRACE_MAX_S, STOP_GRACE_S
 
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
-
-    Section = TypeVar("Section", bound=DataclassInstance)
-else:
-    Section = TypeVar("Section")
+Section = TypeVar("Section", bound=Settings)
 
 
-@dataclass(frozen=True)
-class RecordedModel:
+class RecordedModel(Settings):
     """What a deployment reads of its recorded `model` section (the parsers are in its argv):
     the name requests carry, by `deployment.served_model_name`'s rule."""
 
-    path: str | None = setting(None, doc="the model's path (`model.path`)")
-    served_name: str | None = setting(None, doc="`--served-model-name` (`model.served_name`)")
+    path: str | None = Field(None, description="the model's path (`model.path`)")
+    served_name: str | None = Field(None, description="`--served-model-name` (`model.served_name`)")
 
 
-@dataclass(frozen=True)
-class RecordedRouter:
+class RecordedRouter(Settings):
     """What a deployment reads of its recorded `router` section (its flags are in its argv)."""
 
-    # records written before the choice existed ran sglang-router, the only router then
-    kind: str = setting(
-        RouterKind.SGLANG_ROUTER.value,
-        choices=tuple(k.value for k in RouterKind),
-        doc="which router fronts the pair (`router.kind`)",
+    # Records written before the choice existed ran sglang-router, the only router then. Not
+    # strict: the record holds the kind's name, which names the member.
+    kind: RouterKind = Field(
+        RouterKind.SGLANG_ROUTER,
+        strict=False,
+        description="which router fronts the pair (`router.kind`)",
     )
 
 
-@dataclass(frozen=True)
-class RecordedFlags:
+class RecordedFlags(Settings):
     """The flags a deployment records beside its profile (`profile.flags` of a begin record)
     that are not on/off: the decode's buckets the canary and watch judge by, and what the
-    deploy's canary gate compares with the deployed one's. The on/off flags: `switches`."""
+    deploy's canary gate compares with the deployed one's. The on/off flags: `switches`.
+    Rendered from a profile already checked: read by type, with no bounds of their own."""
 
-    decode_buckets: tuple[int, ...] = setting(
-        (), minimum=1, doc="the decode's CUDA-graph batch sizes (`--cuda-graph-bs-decode`)"
+    decode_buckets: IntTuple = Field(
+        (), description="the decode's CUDA-graph batch sizes (`--cuda-graph-bs-decode`)"
     )
-    decode_context_length: int | None = setting(
-        None, minimum=1, doc="the decode's `--context-length` (None: the model's)"
+    decode_context_length: int | None = Field(
+        None, description="the decode's `--context-length` (None: the model's)"
     )
 
 
@@ -93,12 +89,12 @@ class RecordedProfile:
         try:
             if name == "flags":
                 _switches(self.flags)  # a bad on/off flag is refused with the rest of them
-                return from_record(cls, self.flags)
+                return cls.from_record(self.flags)
             if self.content is None:
-                return from_record(cls, None)
+                return cls.from_record(None)
             if not isinstance(self.content, Mapping):
                 raise UnfitValue("", self.content, "a mapping of sections")
-            return from_record(cls, self.content.get(name), redacted=REDACTED)
+            return cls.from_record(self.content.get(name), redacted=REDACTED)
         except UnfitValue as exc:
             raise _unfit(name, exc, op, profile) from None
 
@@ -115,7 +111,7 @@ class RecordedProfile:
 # The recorded flags that are not on/off: RecordedFlags's, and the bucket spec as written (what
 # `profile show` says; never judged). Every other one is an on/off flag, declared a layer up
 # (profiles/profile_spec.py SWITCHES), and recorded as its value: true or false.
-_NOT_SWITCHES = frozenset({*(f.name for f in fields(RecordedFlags)), "decode_buckets_spec"})
+_NOT_SWITCHES = frozenset({*RecordedFlags.model_fields, "decode_buckets_spec"})
 
 
 def _switches(flags: Mapping[str, object] | None) -> dict[str, bool | None]:

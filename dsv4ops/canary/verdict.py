@@ -10,14 +10,16 @@ from __future__ import annotations
 import enum
 import math
 import os
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
+
+from pydantic import Field
 
 from dsv4ops import exitcodes
 from dsv4ops.errors import CanaryError, DsOpsError
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles.model import Profile
-from dsv4ops.settings import CanaryThresholds, extended
+from dsv4ops.settings import CanaryThresholds
 
 if TYPE_CHECKING:
     from dsv4ops.canary.workload import Thinking
@@ -228,19 +230,19 @@ def client_lag_limit_ms() -> float:
 RECIPE_TOOL_CALL_PARSERS = frozenset({"deepseekv4", "deepseekv41"})
 
 
-@dataclass(frozen=True)
 class Thresholds(CanaryThresholds):
     """Everything a suite is judged by: the profile's `canary` section (`CanaryThresholds`,
     declared once in dsv4ops/settings.py, inherited here with its defaults), then the canary-side
     settings no profile sets. The one way to a verdict is `judging(section)`: from a profile,
-    `judging(profile.canary)`; from a journal record, `judging(deployment.canary)`.
+    `judging(profile.canary)`; from a journal record, `judging(deployment.canary)`. Frozen: a
+    changed copy is `model_copy(update=...)`.
     """
 
     watchdog_tick_s: float = 0.1
     # Client self-check (reference load-generators.md §4.4: above these the numbers are the
     # client's, not the server's).
     client_cpu_max: float = 0.9
-    loop_lag_p99_max_ms: float = field(default_factory=client_lag_limit_ms)
+    loop_lag_p99_max_ms: float = Field(default_factory=client_lag_limit_ms)
     max_error_rate: float = 0.0
     ttft_p99_max_ms: float | None = None
     itl_p99_max_ms: float | None = None
@@ -262,9 +264,6 @@ class Thresholds(CanaryThresholds):
     tool_call_silence_s: float = 15.0
     # The deployment's --tool-call-parser (None: not known, the allowance kept)
     tool_call_parser: str | None = None
-    # The profile's canary.tool_calls: false for a model that cannot echo the request's nonce
-    # (the tiny CPU model): no suite sends a tool-call request, and each verdict says so.
-    tool_calls: bool = True
 
     def tool_call_silence(self) -> float:
         """Seconds of silence the corruption suite allows a tool-call stream: none for a parser
@@ -285,7 +284,7 @@ class Thresholds(CanaryThresholds):
         no override. A key that is no threshold, or a value not of its threshold's type,
         raises DsOpsError naming the key and the value: never dropped without a word."""
         kept: dict[str, object] = {}
-        known = {f.name: getattr(self, f.name) for f in fields(self)}
+        known = {name: getattr(self, name) for name in type(self).model_fields}
         for name, value in changes.items():
             if name not in known:
                 raise DsOpsError(
@@ -303,15 +302,15 @@ class Thresholds(CanaryThresholds):
             if isinstance(value, list):
                 value = tuple(value)
             kept[name] = float(value) if isinstance(known[name], float) else value  # type: ignore[arg-type]
-        return replace(self, **kept)  # type: ignore[arg-type]
+        return self.model_copy(update=kept)
 
     @classmethod
     def judging(cls, settings: CanaryThresholds) -> Thresholds:
         """The thresholds of a profile's canary section, the canary-side ones at their defaults."""
-        return extended(Thresholds, settings)
+        return cls(**{name: getattr(settings, name) for name in CanaryThresholds.model_fields})
 
     def to_json(self) -> dict[str, object]:
-        return asdict(self)
+        return self.model_dump()
 
     def thinking_mode(self) -> Thinking:
         """The workload's view of `thinking` (workload.Thinking)."""
@@ -343,8 +342,8 @@ def _override_type(default: object, value: object) -> str | None:
 def thresholds_from_profile(profile: Profile) -> Thresholds:
     """The thresholds a loaded profile's `canary` section sets (the others at their defaults),
     with the tool-call parser its model is served with."""
-    return replace(
-        Thresholds.judging(profile.canary), tool_call_parser=profile.model.tool_call_parser
+    return Thresholds.judging(profile.canary).model_copy(
+        update={"tool_call_parser": profile.model.tool_call_parser}
     )
 
 

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from dsv4ops.apikey import ENV_NAME, ApiKeyRef
 from dsv4ops.profiles.buckets import BucketSpecError, resolve_buckets
-from dsv4ops.profiles.model import (
-    CanaryThresholds,
-    ProbeSettings,
-    Profile,
-)
+from dsv4ops.profiles.model import Profile
 from dsv4ops.profiles.problems import Problems, strict
 from dsv4ops.profiles.profile_spec import (
     ApiKeySection,
@@ -16,7 +12,6 @@ from dsv4ops.profiles.profile_spec import (
     ProfileSpec,
 )
 from dsv4ops.profiles.provenance import Provenance
-from dsv4ops.settings import from_values
 
 
 def _decode_buckets(
@@ -100,7 +95,7 @@ def build_profile(
         flags=spec.flags,
         decode_buckets=tuple(buckets),
         kernel_package=spec.kernel_package,
-        canary=from_values(CanaryThresholds, spec.canary.model_dump()),
-        probe=from_values(ProbeSettings, spec.probe.model_dump()),
+        canary=spec.canary,
+        probe=spec.probe,
         git_rev=git_rev,
     )

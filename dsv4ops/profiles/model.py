@@ -69,6 +69,7 @@ class Profile:
         """Resolved values as plain data (for show/diff/--json); provenance fields left out."""
         data = asdict(self)
         data["model"] = self.model.model_dump()
+        data["canary"], data["probe"] = self.canary.model_dump(), self.probe.model_dump()
         for key in ("warnings", "chain", "path", "git_rev", "origins", "router_key"):
             data.pop(key)
         # As the profile's record always held its flags: each on/off flag, the bucket spec as

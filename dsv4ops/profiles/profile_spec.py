@@ -7,16 +7,16 @@ unusable so the rules still run on the rest) and assembles the typed `ProfileSpe
 built from (build.py). The unknown-key check walks them; the JSON Schema and docs/profiles.md's
 tables are their `model_json_schema` (json_schema.py, reference.py).
 
-The `canary` and `probe` sections are declared in dsv4ops/settings.py (`setting()`), below the
-deployment that carries them; `section_model` makes their models from those declarations.
+The `canary` and `probe` sections are declared in dsv4ops/settings.py, below the deployment
+that carries them: their keys here are those models themselves.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, ClassVar, TypeVar
+from typing import Annotated, ClassVar, TypeVar
 
 from annotated_types import Ge, Le, MaxLen
-from pydantic import BaseModel, ConfigDict, Discriminator, Tag, create_model
+from pydantic import BaseModel, ConfigDict, Discriminator, Tag
 from pydantic import Field as Key
 
 from dsv4ops.deployment import served_model_name
@@ -43,11 +43,8 @@ from dsv4ops.profiles.schema import (
 )
 from dsv4ops.profiles.switch import Switch
 from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
-from dsv4ops.settings import CanaryThresholds, ProbeSettings, declared
+from dsv4ops.settings import CanaryThresholds, ProbeSettings
 from dsv4ops.timings import STOP_GRACE_MAX_S, STOP_GRACE_MIN_S, STOP_GRACE_S
-
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -286,39 +283,6 @@ SWITCHES: tuple[tuple[str, Switch], ...] = tuple(
 )
 
 
-# The annotation of each kind of declared setting (dsv4ops/settings.py).
-_SETTING_TYPES: dict[str, object] = {"int": int, "float": float, "bool": bool, "str": ArgvText}
-
-
-def section_model(cls: type[DataclassInstance]) -> type[Section]:
-    """The model of a section declared in dsv4ops/settings.py (`setting()`), one key each."""
-    keys: dict[str, tuple[object, object]] = {}
-    for d in declared(cls):
-        b = d.bounds
-        ge, le, max_length = b.minimum, b.maximum, None
-        if d.kind in ("int_list", "str_list"):
-            max_length = b.max_items if b.max_items is not None else MAX_ITEMS
-        kind = _SETTING_TYPES.get(d.kind, ArgvList)
-        if d.kind == "int_list":
-            kind, ge, le = list[Annotated[int, Key(ge=b.minimum, le=b.maximum)]], None, None
-        elif b.choices:
-            kind = Annotated[str, Kind("str", choices=b.choices)]
-        default = list(d.default) if isinstance(d.default, tuple) else d.default
-        annotation = kind | None if d.nullable else kind  # type: ignore[operator]
-        key = Key(default, description=b.doc, ge=ge, le=le, max_length=max_length)
-        keys[d.name] = (annotation, key)
-    model: type[Section] = create_model(f"{cls.__name__}Section", __base__=Section, **keys)  # type: ignore[call-overload]
-    return model
-
-
-if TYPE_CHECKING:  # generated: to the type checker, sections of some keys
-    CanarySection = Section
-    ProbeSection = Section
-else:
-    CanarySection = section_model(CanaryThresholds)
-    ProbeSection = section_model(ProbeSettings)
-
-
 class ProfileSpec(Section):
     """One profile after `extends` (the loader checks schema_version first, alone)."""
 
@@ -336,9 +300,9 @@ class ProfileSpec(Section):
         None, description="the kernel package the servers load: name@version, or empty"
     )
     # Declared once, with its defaults, bounds and docs, in dsv4ops/settings.py.
-    canary: CanarySection = Key(default_factory=CanarySection)
+    canary: CanaryThresholds = Key(default_factory=CanaryThresholds)
     # What the deployed model can do with tools, declared (dsv4ops/settings.py ProbeSettings).
-    probe: ProbeSection = Key(default_factory=ProbeSection)
+    probe: ProbeSettings = Key(default_factory=ProbeSettings)
 
 
 def construct(model: type[M], values: dict[str, object]) -> M:

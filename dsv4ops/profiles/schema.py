@@ -304,6 +304,8 @@ def field_view(info: FieldInfo) -> Field:
     annotation, nullable = _strip_none(info.annotation)
     marks = [*info.metadata, *_metadata(annotation)]
     kind = next((m for m in marks if isinstance(m, Kind)), None)
+    if typing.get_origin(annotation) is typing.Literal:  # a declared choice (dsv4ops/settings.py)
+        kind = Kind("str", choices=typing.get_args(annotation))
     if kind is None:
         kind = Kind(_BASIC[typing.get_origin(annotation) or annotation])
     lows = [m.ge for m in marks if isinstance(m, Ge) and isinstance(m.ge, int | float)]
@@ -321,7 +323,14 @@ def field_view(info: FieldInfo) -> Field:
     )
 
 
-_BASIC: dict[object, str] = {int: "int", float: "float", bool: "bool", str: "str", list: "int_list"}
+_BASIC: dict[object, str] = {
+    int: "int",
+    float: "float",
+    bool: "bool",
+    str: "str",
+    list: "int_list",
+    tuple: "int_list",  # a declared list setting is held as a tuple (dsv4ops/settings.py)
+}
 
 
 def _strip_none(annotation: object) -> tuple[object, bool]:
@@ -339,6 +348,6 @@ def _metadata(annotation: object) -> list[object]:
         base, *marks = typing.get_args(annotation)
         inner = [n for m in marks for n in (m.metadata if isinstance(m, FieldInfo) else [m])]
         return [*inner, *_metadata(base)]
-    if typing.get_origin(annotation) in (list, typing.Union, types.UnionType):
+    if typing.get_origin(annotation) in (list, tuple, typing.Union, types.UnionType):
         return [m for arg in typing.get_args(annotation) for m in _metadata(arg)]
     return []

@@ -17,7 +17,7 @@ estimate from the profile's decode bucket count.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dsv4ops.deployment import Deployment
@@ -238,7 +238,7 @@ def plan_ab(
             f"--levels {','.join(map(str, levels))}: the sweep takes levels >= 1, "
             "the soak exactly one"
         )
-    th = replace(th.with_overrides(**dict(workload or {})), sweep_concurrency=levels)
+    th = th.with_overrides(**dict(workload or {})).model_copy(update={"sweep_concurrency": levels})
     # the primary's alpha is split over its levels (ab.analysis): the budget is sized at that
     sized = 2 * size_budget(effect, variation, 1 - confidence, levels=len(levels))
     try:

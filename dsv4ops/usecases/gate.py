@@ -34,12 +34,10 @@ def thresholds_of(deployment: Deployment) -> Thresholds:
     """The thresholds the deployment's profile sets in its `canary` section, as recorded
     (`Deployment.canary`; RecordedSettingError for a value that does not fit), with the
     tool-call parser its decode was started with."""
-    from dataclasses import replace
-
     from dsv4ops.canary import Thresholds
 
     judging = Thresholds.judging(deployment.canary)
-    return replace(judging, tool_call_parser=tool_call_parser_of(deployment))
+    return judging.model_copy(update={"tool_call_parser": tool_call_parser_of(deployment)})
 
 
 def tool_call_parser_of(deployment: Deployment) -> str | None:

@@ -301,9 +301,8 @@ def test_the_cli_fail_lines_count_calls_and_findings_apart_and_name_the_first_er
 def test_tool_calls_off_by_the_profile_sends_none_and_says_so() -> None:
     """canary.tool_calls false: smoke sends plain prompts only and notes it; corruption, all tool
     calls, cannot judge (INCONCLUSIVE, never a PASS without its checks)."""
-    from dataclasses import replace
 
-    off = replace(TH, tool_calls=False)
+    off = TH.model_copy(update={"tool_calls": False})
     with fake_server() as url:
         smoke = _run(url, "smoke", thresholds=off)
         corruption = _run(url, "corruption", thresholds=off)

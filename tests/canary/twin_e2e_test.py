@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -182,7 +181,9 @@ def test_sweep_report_counts_its_own_cancellations_apart_and_every_token(
 ) -> None:
     """Issue 11 item 7: the sweep's deliberate cuts at the end are not failures, and the report's
     bench_serving keys count every token received, so output_throughput lies within the levels'."""
-    th = replace(TH, sweep_concurrency=(16, 32, 48), sweep_level_s=2.0, sweep_max_tokens=512)
+    th = TH.model_copy(
+        update={"sweep_concurrency": (16, 32, 48), "sweep_level_s": 2.0, "sweep_max_tokens": 512}
+    )
     # 512 tokens take ~10 s of wall time at c48 (scale 0.3), far longer than the 3 s drain: the
     # last level's streams are cut by the suite, while c16's first streams (10-20 ms a step)
     # complete before the drain ends
@@ -317,7 +318,9 @@ def test_thinking_mode_passes_and_its_reasoning_is_seen(safe_stack: TwinStack) -
     assert any(
         e["choices"] and e["choices"][0]["delta"].get("reasoning_content") for e in events[:-1]
     )
-    th = replace(TH, thinking=True, thinking_budget_tokens=64, stress_concurrency=16)
+    th = TH.model_copy(
+        update={"thinking": True, "thinking_budget_tokens": 64, "stress_concurrency": 16}
+    )
     result = run_suite(
         "corruption",
         safe_stack.router_url,
@@ -353,7 +356,7 @@ def test_the_twin_drains_with_a_real_tail_and_the_soak_leaves_it_out(
 
     monkeypatch.setattr(smoke, "steady_window", spy)
     max_tokens = 300  # ~3 s a stream at ~24 running (43 ms a step, x0.3): the tail's length
-    th = replace(TH, soak_concurrency=24, max_tokens=max_tokens)
+    th = TH.model_copy(update={"soak_concurrency": 24, "max_tokens": max_tokens})
     result = run_suite(
         "soak",
         safe_stack.router_url,

@@ -7,7 +7,6 @@ anything."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -99,7 +98,7 @@ def test_a_mended_record_reads_again_and_an_older_one_reads_at_the_defaults(env:
     # a release before 15ec807 redacted thresholds whose names mention tokens: not known, not bad
     _edit_begin(record, op, "canary", "first_token_deadline_s", "***")
     d = Journal(env.target).get(op).deployment()
-    assert d.canary == replace(CanaryThresholds(), stall_s=2.5)
+    assert d.canary == CanaryThresholds(stall_s=2.5)
     assert d.probe == ProbeSettings(tool_call="auto")
     assert (d.model_name, d.router_kind) == ("deepseek-v4-flash", RouterKind.SGLANG_ROUTER)
     d.check_recorded()

@@ -22,9 +22,9 @@ from dsv4ops.profiles.json_schema import (
     targets_json_schema,
     to_text,
 )
-from dsv4ops.profiles.profile_spec import CanarySection
 from dsv4ops.profiles.target_spec import BoxTarget, EndpointTarget, MetricsFields, SSHFields
 from dsv4ops.profiles.targets import load_targets
+from dsv4ops.settings import CanaryThresholds
 from testing.profiles import child, make_profiles_dir, targets_yaml
 
 SHIPPED = Path(__file__).resolve().parents[2] / "profiles"
@@ -90,7 +90,7 @@ def test_a_key_declared_in_the_model_is_in_the_json_schema_with_its_bounds() -> 
     assert port["type"] == ["integer", "null"] and (port["minimum"], port["maximum"]) == (1, 65535)
     assert port["default"] == 8000 and port["description"].startswith("the port clients send")
     canary = profile_json_schema()["properties"]["canary"]["properties"]
-    assert list(canary) == list(CanarySection.model_fields)  # derived, in order
+    assert list(canary) == list(CanaryThresholds.model_fields)  # derived, in order
 
 
 def test_a_nullable_key_names_its_type_and_bounds_for_an_editor() -> None:

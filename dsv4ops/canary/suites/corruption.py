@@ -73,11 +73,12 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
     silence = th.tool_call_silence()
     quiet = dataclasses.replace(
         ctx,
-        thresholds=dataclasses.replace(
-            th,
-            stall_s=max(th.stall_s, silence),
-            freeze_s=max(th.freeze_s, silence),
-            first_token_deadline_s=max(th.first_token_deadline_s, silence),
+        thresholds=th.model_copy(
+            update={
+                "stall_s": max(th.stall_s, silence),
+                "freeze_s": max(th.freeze_s, silence),
+                "first_token_deadline_s": max(th.first_token_deadline_s, silence),
+            }
         ),
     )
     async with harness(
