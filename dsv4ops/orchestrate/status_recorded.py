@@ -32,7 +32,7 @@ from dsv4ops.recorded import (
     RecordedRouter,
     recorded_grace,
 )
-from dsv4ops.settings import CanaryThresholds, ProbeSettings
+from dsv4ops.settings import CanaryThresholds, ProbeSettings, Settings
 
 # Each field of a recorded component, read as Component.from_record reads it.
 _FIELDS: tuple[Callable[[RecordedFields], object], ...] = (
@@ -47,7 +47,7 @@ _FIELDS: tuple[Callable[[RecordedFields], object], ...] = (
     lambda r: r.text("host", ""),
     lambda r: recorded_grace(r.raw("stop_grace_s"), where=r),
 )
-_SECTIONS: tuple[tuple[str, type], ...] = (
+_SECTIONS: tuple[tuple[str, type[Settings]], ...] = (
     ("canary", CanaryThresholds),
     ("probe", ProbeSettings),
     ("model", RecordedModel),

@@ -139,6 +139,9 @@ def test_a_recorded_choice_outside_its_choices_does_not_fit() -> None:
         ProbeSettings.from_record({"tool_call": "forced"})
     assert (info.value.name, info.value.value) == ("tool_call", "forced")
     assert info.value.expected == "one of required, auto, off"
+    with pytest.raises(UnfitValue) as info:
+        ProbeSettings.from_record({"tool_call": 1})  # not a string: still named by its choices
+    assert info.value.expected == "one of required, auto, off"
 
 
 def _table(cls: type[Settings], prefix: str) -> list[str]:
