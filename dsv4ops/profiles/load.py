@@ -133,7 +133,7 @@ def validate_profile(ref: str | Path, *, git_rev: str | None = None) -> list[Pro
 
 def _load(ref: str | Path, git_rev: str | None, sink: Problems) -> Profile:
     path = profile_path(ref)
-    reader = _git_reader(path, git_rev) if git_rev else _fs_reader
+    reader = _git_reader(git_rev) if git_rev else _fs_reader
     chain = _load_chain(path, reader, sink)
     shown = chain[0].path
     prov = Provenance(shown)
@@ -186,77 +186,60 @@ def _fs_reader(path: Path) -> str:
         ) from None
 
 
-def _git_reader(anchor: Path, rev: str) -> Reader:
-    def read(path: Path) -> str:
-        return gitio.show_file(path, rev)
-
-    return read
+def _git_reader(rev: str) -> Reader:
+    return lambda path: gitio.show_file(path, rev)
 
 
 def _load_chain(path: Path, reader: Reader, sink: Problems) -> list[_Doc]:
     chain: list[_Doc] = []
     seen: list[Path] = []
-    current: Path | None = path
-    while current is not None:
+    current = path
+    while True:
         try:
             resolved = current.resolve()
         except (OSError, RuntimeError) as exc:  # a symlink loop
             raise ProfileError(
                 f"cannot resolve the profile's path: {exc}", path=str(current)
             ) from None
-        # Both errors point at the `extends:` line that leads back (or too deep).
-        by_path = chain[-1].path if chain else str(current)
-        by_line = chain[-1].lines.get("extends") if chain else None
+        # Both errors point at the `extends:` line that leads back (or too deep); the first
+        # file has none, and cannot be seen before or be too deep.
         if resolved in seen:
             names = " -> ".join(p.name for p in [*seen, resolved])
-            raise ProfileError(
-                f"'extends' forms a cycle: {names}", path=by_path, line=by_line, key="extends"
-            )
+            raise _at_extends(chain[-1], f"'extends' forms a cycle: {names}")
         if len(seen) >= MAX_EXTENDS_DEPTH:
-            raise ProfileError(
-                f"'extends' chain deeper than {MAX_EXTENDS_DEPTH}",
-                path=by_path,
-                line=by_line,
-                key="extends",
-            )
+            raise _at_extends(chain[-1], f"'extends' chain deeper than {MAX_EXTENDS_DEPTH}")
         seen.append(resolved)
         doc = _parse(current, _read(current, reader, chain), sink)
         chain.append(doc)
         parent = doc.data.get("extends")
         if parent is None:
-            current = None
-        elif not isinstance(parent, str) or reference_problem(parent) is not None:
-            problem = (
-                reference_problem(parent)
-                if isinstance(parent, str)
-                else "expected the name of a profile or a path to a .yaml file, got "
-                + excerpt(parent)
+            return chain
+        problem = (
+            reference_problem(parent)
+            if isinstance(parent, str)
+            else f"expected the name of a profile or a path to a .yaml file, got {excerpt(parent)}"
+        )
+        if problem is not None:
+            raise _at_extends(doc, problem)
+        try:
+            current = _profile_path(parent.strip(), current.parent)
+            found = _exists(current, reader)
+        except (OSError, RuntimeError) as exc:
+            why = f"cannot look up {excerpt(parent, limit=60)}: {exc.__class__.__name__}"
+            raise _at_extends(doc, why) from None
+        if not found:
+            what = "is not a regular file" if _exists_at_all(current) else "does not exist"
+            raise _at_extends(
+                doc,
+                f"extends {excerpt(parent, limit=80)}, but {key_excerpt(str(current), 200)} {what}",
+                hint="name a profile in the same directory (without .yaml) or a relative path",
             )
-            raise ProfileError(
-                str(problem), path=doc.path, line=doc.lines.get("extends"), key="extends"
-            )
-        else:
-            try:
-                current = _profile_path(parent.strip(), current.parent)
-                found = _exists(current, reader)
-            except (OSError, RuntimeError) as exc:
-                raise ProfileError(
-                    f"cannot look up {excerpt(parent, limit=60)}: {exc.__class__.__name__}",
-                    path=doc.path,
-                    line=doc.lines.get("extends"),
-                    key="extends",
-                ) from None
-            if not found:
-                what = "is not a regular file" if _exists_at_all(current) else "does not exist"
-                raise ProfileError(
-                    f"extends {excerpt(parent, limit=80)}, but {key_excerpt(str(current), 200)} "
-                    + what,
-                    path=doc.path,
-                    line=doc.lines.get("extends"),
-                    key="extends",
-                    hint="name a profile in the same directory (without .yaml) or a relative path",
-                )
-    return chain
+
+
+def _at_extends(doc: _Doc, message: str, hint: str | None = None) -> ProfileError:
+    """An error at the `extends:` line of `doc`, where the chain breaks."""
+    line = doc.lines.get("extends")
+    return ProfileError(message, path=doc.path, line=line, key="extends", hint=hint)
 
 
 def _read(path: Path, reader: Reader, chain: list[_Doc]) -> str:
@@ -267,13 +250,8 @@ def _read(path: Path, reader: Reader, chain: list[_Doc]) -> str:
     except ProfileError as exc:
         if exc.line is not None or not chain:
             raise
-        raise ProfileError(
-            f"extends {key_excerpt(str(path), 200)}, which is {exc.bare_message}",
-            path=chain[-1].path,
-            line=chain[-1].lines.get("extends"),
-            key="extends",
-            hint=exc.hint,
-        ) from None
+        why = f"extends {key_excerpt(str(path), 200)}, which is {exc.bare_message}"
+        raise _at_extends(chain[-1], why, exc.hint) from None
 
 
 def _exists_at_all(path: Path) -> bool:
@@ -305,34 +283,21 @@ def _parse(path: Path, text: str, sink: Problems) -> _Doc:
 
 def _check_schema_version(data: JSONObject, path: str, lines: LineInfo) -> None:
     version = data.get("schema_version")
-    line = lines.get("schema_version")
+    line, hint = lines.get("schema_version"), None
     if version is None:
-        raise ProfileError(
-            f"missing schema_version; expected schema_version: {PROFILE_SCHEMA_VERSION}",
-            path=path,
-            line=1,
-            key="schema_version",
-        )
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise ProfileError(
-            f"schema_version must be an integer, got {excerpt(version)}",
-            path=path,
-            line=line,
-            key="schema_version",
-        )
-    if version > PROFILE_SCHEMA_VERSION:
-        raise ProfileError(
+        why, line = f"missing schema_version; expected schema_version: {PROFILE_SCHEMA_VERSION}", 1
+    elif isinstance(version, bool) or not isinstance(version, int):
+        why = f"schema_version must be an integer, got {excerpt(version)}"
+    elif version > PROFILE_SCHEMA_VERSION:
+        why = (
             f"schema_version {excerpt(version)} is newer than this dsv4ops understands "
-            f"({PROFILE_SCHEMA_VERSION})",
-            path=path,
-            line=line,
-            key="schema_version",
-            hint="upgrade dsv4ops",
+            f"({PROFILE_SCHEMA_VERSION})"
         )
-    if version < PROFILE_SCHEMA_VERSION:
-        raise ProfileError(
-            f"schema_version {excerpt(version)} is not supported; expected {PROFILE_SCHEMA_VERSION}",
-            path=path,
-            line=line,
-            key="schema_version",
+        hint = "upgrade dsv4ops"
+    elif version < PROFILE_SCHEMA_VERSION:
+        why = (
+            f"schema_version {excerpt(version)} is not supported; expected {PROFILE_SCHEMA_VERSION}"
         )
+    else:
+        return
+    raise ProfileError(why, path=path, line=line, key="schema_version", hint=hint)
