@@ -21,31 +21,28 @@ def rule_buckets(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWa
         return []
     buckets = p.decode_buckets
     if not buckets:
-        sink.report(prov.error(key, "the bucket list is empty; expected at least one batch size"))
+        sink.error(prov, key, "the bucket list is empty; expected at least one batch size")
         return []
     if len(buckets) > MAX_BUCKETS:
-        sink.report(
-            prov.error(
-                key, f"{len(buckets)} decode buckets; at most {MAX_BUCKETS} (each is a CUDA graph)"
-            )
+        sink.error(
+            prov,
+            key,
+            f"{len(buckets)} decode buckets; at most {MAX_BUCKETS} (each is a CUDA graph)",
         )
         return []
     ok = True
     for i, bs in enumerate(buckets):
         if bs < 1:
-            sink.report(prov.error(f"{key}[{i}]", f"batch size {bs} must be positive"))
+            sink.error(prov, f"{key}[{i}]", f"batch size {bs} must be positive")
             ok = False
         elif bs > MAX_BATCH_SIZE:
-            sink.report(
-                prov.error(f"{key}[{i}]", f"batch size {excerpt(bs)} is above {MAX_BATCH_SIZE}")
-            )
+            sink.error(prov, f"{key}[{i}]", f"batch size {excerpt(bs)} is above {MAX_BATCH_SIZE}")
             ok = False
         elif i and bs <= buckets[i - 1]:
-            sink.report(
-                prov.error(
-                    f"{key}[{i}]",
-                    f"buckets must be strictly increasing; {bs} follows {buckets[i - 1]}",
-                )
+            sink.error(
+                prov,
+                f"{key}[{i}]",
+                f"buckets must be strictly increasing; {bs} follows {buckets[i - 1]}",
             )
             ok = False
     if not ok or not sink.usable("decode.max_running_requests"):
@@ -58,13 +55,12 @@ def rule_buckets(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWa
         source = (
             "decode.max_running_requests" if p.decode.max_running_requests else "DSV4's default"
         )
-        sink.report(
-            prov.error(
-                where,
-                f"largest decode bucket {buckets[-1]} is above max running requests {running} "
-                f"({source}): SGLang never runs a batch that large, and drops the CUDA graph",
-                hint="lower the buckets, or raise decode.max_running_requests",
-            )
+        sink.error(
+            prov,
+            where,
+            f"largest decode bucket {buckets[-1]} is above max running requests {running} "
+            f"({source}): SGLang never runs a batch that large, and drops the CUDA graph",
+            hint="lower the buckets, or raise decode.max_running_requests",
         )
         return []
     if buckets[-1] < running:

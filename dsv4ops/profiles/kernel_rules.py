@@ -41,15 +41,14 @@ def rule_kernel_package_loadable(
         return []  # the attention hook loads it (rule_sparse_decode_attn checks it can run)
     path = moe_path(p.decode.extra_args, p.decode.env_dict)
     if not path.reads_triton_configs:
-        sink.report(
-            prov.error(
-                "kernel_package",
-                f"nothing in this configuration would load {p.kernel_package}: the decode runs "
-                f"{path.name} ({path.why}). Drop kernel_package; or run its attention kernel: "
-                f"decode.env {SPARSE_ATTN_ENV}: '1' (profiles/kernels-attn.yaml); or run the "
-                "triton path: decode.env SGLANG_DSV4_FP4_DEQUANT: '1' and "
-                "SGLANG_ENABLE_JIT_DEEPGEMM: '0' with --moe-runner-backend auto (docs/kernels.md)",
-            )
+        sink.error(
+            prov,
+            "kernel_package",
+            f"nothing in this configuration would load {p.kernel_package}: the decode runs "
+            f"{path.name} ({path.why}). Drop kernel_package; or run its attention kernel: "
+            f"decode.env {SPARSE_ATTN_ENV}: '1' (profiles/kernels-attn.yaml); or run the "
+            "triton path: decode.env SGLANG_DSV4_FP4_DEQUANT: '1' and "
+            "SGLANG_ENABLE_JIT_DEEPGEMM: '0' with --moe-runner-backend auto (docs/kernels.md)",
         )
     return []
 
@@ -62,27 +61,25 @@ def rule_sparse_decode_attn(p: Profile, prov: Provenance, sink: Problems) -> lis
         return []
     value = env[SPARSE_ATTN_ENV]
     if value not in ("0", "1"):
-        sink.report(prov.error(_SWITCH_KEY, f"expected '1' (on) or '0' (off), got {value!r}"))
+        sink.error(prov, _SWITCH_KEY, f"expected '1' (on) or '0' (off), got {value!r}")
         return []
     if value == "0":
         return []
     if not p.kernel_package and sink.usable("kernel_package"):
-        sink.report(
-            prov.error(
-                _SWITCH_KEY,
-                f"{SPARSE_ATTN_ENV}: '1' turns on a hook the kernel package's SGLang plugin "
-                "registers, and no kernel_package is pinned: nothing would register it. Set "
-                "kernel_package: NAME@VERSION (what `dsv4ops kernels build` printed, installed "
-                "by `dsv4ops kernels deploy`), or drop the switch",
-            )
+        sink.error(
+            prov,
+            _SWITCH_KEY,
+            f"{SPARSE_ATTN_ENV}: '1' turns on a hook the kernel package's SGLang plugin "
+            "registers, and no kernel_package is pinned: nothing would register it. Set "
+            "kernel_package: NAME@VERSION (what `dsv4ops kernels build` printed, installed "
+            "by `dsv4ops kernels deploy`), or drop the switch",
         )
     blocker = sparse_attn_blocker(p.decode.extra_args)
     if blocker and sink.usable("decode.extra_args"):
-        sink.report(
-            prov.error(
-                _SWITCH_KEY,
-                f"{SPARSE_ATTN_ENV}: '1' replaces {SPARSE_ATTN_CALLEE}, which this decode never "
-                f"calls ({blocker}); drop the switch or that flag",
-            )
+        sink.error(
+            prov,
+            _SWITCH_KEY,
+            f"{SPARSE_ATTN_ENV}: '1' replaces {SPARSE_ATTN_CALLEE}, which this decode never "
+            f"calls ({blocker}); drop the switch or that flag",
         )
     return []

@@ -44,12 +44,11 @@ def rule_pd_timeouts(p: Profile, prov: Provenance, sink: Problems) -> list[Profi
                 )
             )
         elif not value.isdigit() or not PD_TIMEOUT_MIN_S <= int(value) <= PD_TIMEOUT_MAX_S:
-            sink.report(
-                prov.error(
-                    key,
-                    f"expected whole seconds from {PD_TIMEOUT_MIN_S} to {PD_TIMEOUT_MAX_S}, got "
-                    f"{excerpt(value)} (SGLang reads it as an integer; below {PD_TIMEOUT_MIN_S} s "
-                    "a long prompt's prefill and transfer can outlast it)",
-                )
+            sink.error(
+                prov,
+                key,
+                f"expected whole seconds from {PD_TIMEOUT_MIN_S} to {PD_TIMEOUT_MAX_S}, got "
+                f"{excerpt(value)} (SGLang reads it as an integer; below {PD_TIMEOUT_MIN_S} s "
+                "a long prompt's prefill and transfer can outlast it)",
             )
     return warnings

@@ -16,9 +16,12 @@ second error about the same mistake).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NotRequired, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from dsv4ops.errors import ProfileError
+
+if TYPE_CHECKING:
+    from dsv4ops.profiles.provenance import Provenance
 
 
 class ProblemJSON(TypedDict):
@@ -105,6 +108,10 @@ class Problems:
         if problem not in self._seen:
             self._seen.add(problem)
             self._items.append(problem)
+
+    def error(self, prov: Provenance, key: str, message: str, *, hint: str | None = None) -> None:
+        """Report an error at a key path, located by `prov` (file:line, or the base that set it)."""
+        self.report(prov.error(key, message, hint=hint))
 
     def mark_unusable(self, key: str) -> None:
         """The value at `key` (or the whole section) failed its check; rules must not read it."""

@@ -16,7 +16,7 @@ def rule_router(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWar
     kind = p.router.router_kind
     if sink.usable("router.extra_args"):
         for problem in check_router_args(p.router.extra_args, kind):
-            sink.report(prov.error(f"router.extra_args[{problem.index}]", problem.message))
+            sink.error(prov, f"router.extra_args[{problem.index}]", problem.message)
     r = p.router
     chosen = {
         "policy": r.policy,
@@ -26,13 +26,12 @@ def rule_router(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWar
     for key, value in chosen.items():
         if value is None or not sink.usable(f"router.{key}") or value in policies(kind, key):
             continue
-        sink.report(
-            prov.error(
-                f"router.{key}",
-                f"{value!r} is a policy of {kind.other.label} that {kind.label} lacks "
-                f"({POLICY_FLAGS[key]} takes {', '.join(policies(kind, key))})",
-                hint=f"pick one of those, or router.kind: {kind.other} to run {kind.other.label}",
-            )
+        sink.error(
+            prov,
+            f"router.{key}",
+            f"{value!r} is a policy of {kind.other.label} that {kind.label} lacks "
+            f"({POLICY_FLAGS[key]} takes {', '.join(policies(kind, key))})",
+            hint=f"pick one of those, or router.kind: {kind.other} to run {kind.other.label}",
         )
     return _forced_call_while_thinking(p, prov, sink)
 

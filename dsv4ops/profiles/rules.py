@@ -31,41 +31,35 @@ SGLANG_HEALTH_WAIT_S = 20  # SGLANG_HEALTH_CHECK_TIMEOUT default (http_server.py
 Rule = Callable[[Profile, Provenance, Problems], list[ProfileWarning]]
 
 
-def _warn(prov: Provenance, code: str, key: str, message: str) -> ProfileWarning:
-    return prov.warning(code, key, message)
-
-
 def rule_gpus_match_tp(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
     for side in (p.prefill, p.decode):
         key = f"{side.role}.gpus"
         if not sink.usable(key):
             continue
         if not side.gpus:
-            sink.report(prov.error(key, "at least one GPU is required"))
+            sink.error(prov, key, "at least one GPU is required")
             continue
         if len(set(side.gpus)) != len(side.gpus):
-            sink.report(prov.error(key, f"GPU listed twice in {list(side.gpus)}"))
+            sink.error(prov, key, f"GPU listed twice in {list(side.gpus)}")
             continue
         if any(g < 0 for g in side.gpus):
-            sink.report(prov.error(key, f"GPU ids must be >= 0, got {list(side.gpus)}"))
+            sink.error(prov, key, f"GPU ids must be >= 0, got {list(side.gpus)}")
             continue
         if sink.usable(f"{side.role}.tp") and len(side.gpus) != side.tp:
-            sink.report(
-                prov.error(
-                    f"{side.role}.tp",
-                    f"tp is {side.tp} but {side.role}.gpus lists {len(side.gpus)} GPU(s); "
-                    f"each TP rank needs exactly one GPU, so tp must be {len(side.gpus)}",
-                )
+            sink.error(
+                prov,
+                f"{side.role}.tp",
+                f"tp is {side.tp} but {side.role}.gpus lists {len(side.gpus)} GPU(s); "
+                f"each TP rank needs exactly one GPU, so tp must be {len(side.gpus)}",
             )
         # Rendered as --base-gpu-id: SGLang then uses base, base+1, ... (gpu-id-step 1).
         expected = list(range(side.gpus[0], side.gpus[0] + len(side.gpus)))
         if list(side.gpus) != expected:
-            sink.report(
-                prov.error(
-                    key,
-                    f"GPUs must be contiguous and ascending (rendered as --base-gpu-id), got "
-                    f"{list(side.gpus)}; e.g. {expected}",
-                )
+            sink.error(
+                prov,
+                key,
+                f"GPUs must be contiguous and ascending (rendered as --base-gpu-id), got "
+                f"{list(side.gpus)}; e.g. {expected}",
             )
     return []
 
@@ -75,11 +69,10 @@ def rule_gpus_disjoint(p: Profile, prov: Provenance, sink: Problems) -> list[Pro
         return []
     shared = sorted(set(p.prefill.gpus) & set(p.decode.gpus))
     if shared:
-        sink.report(
-            prov.error(
-                "decode.gpus",
-                f"GPU(s) {shared} are also used by prefill; prefill and decode need disjoint GPUs",
-            )
+        sink.error(
+            prov,
+            "decode.gpus",
+            f"GPU(s) {shared} are also used by prefill; prefill and decode need disjoint GPUs",
         )
     return []
 
@@ -100,26 +93,24 @@ def rule_ports_distinct(p: Profile, prov: Provenance, sink: Problems) -> list[Pr
         if not sink.usable(key):
             continue
         if port > 65535:
-            sink.report(prov.error(key, f"port {port} is out of range; expected 1-65535"))
+            sink.error(prov, key, f"port {port} is out of range; expected 1-65535")
             continue
         if in_ephemeral_range(port):
             # As for a shifted port (check_against_target): a client socket can hold it at any
             # time and make the server's bind fail now and then, so it is refused outright.
             low, high = EPHEMERAL_PORTS
-            sink.report(
-                prov.error(
-                    key,
-                    f"port {port} is in Linux's ephemeral port range ({low}-{high}), where a "
-                    f"client socket can hold it and make the bind fail; choose a port below {low}",
-                )
+            sink.error(
+                prov,
+                key,
+                f"port {port} is in Linux's ephemeral port range ({low}-{high}), where a "
+                f"client socket can hold it and make the bind fail; choose a port below {low}",
             )
             continue
         if port in seen:
-            sink.report(
-                prov.error(
-                    key,
-                    f"port {port} is already used by {seen[port]}; every port must be distinct",
-                )
+            sink.error(
+                prov,
+                key,
+                f"port {port} is already used by {seen[port]}; every port must be distinct",
             )
             continue
         seen[port] = key
@@ -132,26 +123,22 @@ def rule_kv_identical(p: Profile, prov: Provenance, sink: Problems) -> list[Prof
             continue
         a, b = getattr(p.prefill, attr), getattr(p.decode, attr)
         if a != b:
-            sink.report(
-                prov.error(
-                    f"decode.{attr}",
-                    f"decode {attr} {b!r} differs from prefill {a!r}; the KV transfer needs them "
-                    "identical",
-                )
+            sink.error(
+                prov,
+                f"decode.{attr}",
+                f"decode {attr} {b!r} differs from prefill {a!r}; the KV transfer needs them "
+                "identical",
             )
     if not sink.usable("prefill.transfer_backend"):
         return []
     if p.prefill.transfer_backend == "fake":
-        sink.report(
-            prov.error(
-                "prefill.transfer_backend", "SGLang's prefill rejects the 'fake' transfer backend"
-            )
+        sink.error(
+            prov, "prefill.transfer_backend", "SGLang's prefill rejects the 'fake' transfer backend"
         )
         return []
     if p.prefill.transfer_backend != "nixl":
         return [
-            _warn(
-                prov,
+            prov.warning(
                 "not-nixl",
                 "prefill.transfer_backend",
                 f"transfer backend {p.prefill.transfer_backend!r}: the box is set up for nixl "
@@ -176,13 +163,12 @@ def rule_two_batch_overlap(p: Profile, prov: Provenance, sink: Problems) -> list
         ) or ("--enable-dp-attention" in args)
         if (a2a is None or a2a == "none") and not attn_dp:
             idx = args.index("--enable-two-batch-overlap")
-            sink.report(
-                prov.error(
-                    f"{side.role}.extra_args[{idx}]",
-                    "--enable-two-batch-overlap needs an MoE all-to-all backend (--moe-a2a-backend "
-                    "deepep, ...) or attention-DP (--attn-dp-size N); SGLang 0.5.23 raises "
-                    "ValueError at start-up otherwise",
-                )
+            sink.error(
+                prov,
+                f"{side.role}.extra_args[{idx}]",
+                "--enable-two-batch-overlap needs an MoE all-to-all backend (--moe-a2a-backend "
+                "deepep, ...) or attention-DP (--attn-dp-size N); SGLang 0.5.23 raises "
+                "ValueError at start-up otherwise",
             )
     return []
 
@@ -195,9 +181,9 @@ def rule_extra_args(p: Profile, prov: Provenance, sink: Problems) -> list[Profil
         for problem in check_server_args(side.extra_args, side.role):
             key = f"{side.role}.extra_args[{problem.index}]"
             if problem.is_error:
-                sink.report(prov.error(key, problem.message))
+                sink.error(prov, key, problem.message)
             else:
-                warnings.append(_warn(prov, "deprecated-flag", key, problem.message))
+                warnings.append(prov.warning("deprecated-flag", key, problem.message))
     return warnings
 
 
@@ -207,16 +193,13 @@ def rule_env(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarnin
             continue
         for flag, switch in SWITCHES:  # an on/off flag's variable is the flag's to set
             if switch.env is not None and switch.env in side.env_dict:
-                sink.report(
-                    prov.error(f"{side.role}.env.{switch.env}", f"set flags.{flag} instead")
-                )
+                sink.error(prov, f"{side.role}.env.{switch.env}", f"set flags.{flag} instead")
         for name in side.env_dict:
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-                sink.report(
-                    prov.error(
-                        f"{side.role}.env",
-                        f"{excerpt(name)} is not a valid environment variable name",
-                    )
+                sink.error(
+                    prov,
+                    f"{side.role}.env",
+                    f"{excerpt(name)} is not a valid environment variable name",
                 )
     return []
 
@@ -226,12 +209,11 @@ def rule_hazards(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWa
     for flag, switch in SWITCHES:  # an on/off flag whose on is a known hazard warns of it
         key = f"flags.{flag}"
         if switch.warning is not None and sink.usable(key) and getattr(p.flags, flag):
-            out.append(_warn(prov, switch.warning[0], key, switch.warning[1]))
+            out.append(prov.warning(switch.warning[0], key, switch.warning[1]))
     timeout_key = "router.health_check.timeout_secs"
     if sink.usable(timeout_key) and p.router.health_check.timeout_secs <= SGLANG_HEALTH_WAIT_S:
         out.append(
-            _warn(
-                prov,
+            prov.warning(
                 "health-timeout-short",
                 timeout_key,
                 f"router health timeout {p.router.health_check.timeout_secs}s <= SGLang's own "
@@ -247,39 +229,36 @@ def rule_misc(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarni
         and p.kernel_package is not None
         and not KERNEL_PACKAGE_RE.match(p.kernel_package)
     ):
-        sink.report(
-            prov.error(
-                "kernel_package",
-                f"expected name@version (e.g. dsv4-decode@1.2.0) or empty, got "
-                f"{excerpt(p.kernel_package)}",
-            )
+        sink.error(
+            prov,
+            "kernel_package",
+            f"expected name@version (e.g. dsv4-decode@1.2.0) or empty, got "
+            f"{excerpt(p.kernel_package)}",
         )
     for key in ("corruption_max_rate", "consistency_min_agreement"):
         if sink.usable(f"canary.{key}") and getattr(p.canary, key) > 1:
-            sink.report(
-                prov.error(
-                    f"canary.{key}",
-                    f"expected a fraction between 0 and 1, got {getattr(p.canary, key)}",
-                )
+            sink.error(
+                prov,
+                f"canary.{key}",
+                f"expected a fraction between 0 and 1, got {getattr(p.canary, key)}",
             )
     if sink.usable("canary.sweep_concurrency") and any(c < 1 for c in p.canary.sweep_concurrency):
-        sink.report(prov.error("canary.sweep_concurrency", "concurrency levels must be >= 1"))
+        sink.error(prov, "canary.sweep_concurrency", "concurrency levels must be >= 1")
     levels = len(set(p.canary.sweep_concurrency))
     if sink.usable("canary.sweep_concurrency") and levels < MIN_SWEEP_LAW_LEVELS:
-        sink.report(
-            prov.error(
-                "canary.sweep_concurrency",
-                f"{levels} distinct level(s); the sweep needs at least {MIN_SWEEP_LAW_LEVELS} "
-                "to fit a step law (a line through two fits them by construction)",
-            )
+        sink.error(
+            prov,
+            "canary.sweep_concurrency",
+            f"{levels} distinct level(s); the sweep needs at least {MIN_SWEEP_LAW_LEVELS} "
+            "to fit a step law (a line through two fits them by construction)",
         )
     if sink.usable("canary.thinking") and p.canary.thinking and not p.model.reasoning_parser:
         # SGLang separates reasoning only with --reasoning-parser; without it the canary's
         # thinking requests would get the reasoning in `content`.
-        sink.report(
-            prov.error(
-                "canary.thinking", "thinking needs model.reasoning_parser " "(deepseek-v4 for DSV4)"
-            )
+        sink.error(
+            prov,
+            "canary.thinking",
+            "thinking needs model.reasoning_parser " "(deepseek-v4 for DSV4)",
         )
     return []
 
@@ -294,14 +273,13 @@ def rule_probe_tool_call_parser(
         and p.probe.tool_call != "off"
         and not p.model.tool_call_parser
     ):
-        sink.report(
-            prov.error(
-                "model.tool_call_parser",
-                f"probe.tool_call is {p.probe.tool_call!r} but there is no tool-call parser: "
-                "SGLang would return the call as text and the deploy's probe could never pass. "
-                "Set model.tool_call_parser (deepseekv4 for DSV4), or probe.tool_call: off for "
-                "a model that calls no tools",
-            )
+        sink.error(
+            prov,
+            "model.tool_call_parser",
+            f"probe.tool_call is {p.probe.tool_call!r} but there is no tool-call parser: "
+            "SGLang would return the call as text and the deploy's probe could never pass. "
+            "Set model.tool_call_parser (deepseekv4 for DSV4), or probe.tool_call: off for "
+            "a model that calls no tools",
         )
     return []
 

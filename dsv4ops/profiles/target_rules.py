@@ -36,23 +36,21 @@ def check_against_target(p: Profile, target: Target, sink: Problems | None = Non
             continue
         missing = sorted(set(side.gpus) - available)
         if missing:
-            sink.report(
-                prov.error(
-                    key,
-                    f"GPU(s) {missing} are not on target '{target.name}' (it has {sorted(available)})",
-                )
+            sink.error(
+                prov,
+                key,
+                f"GPU(s) {missing} are not on target '{target.name}' (it has {sorted(available)})",
             )
     for key, port in profile_ports(p):
         if not sink.usable(key) or sink.has_problem(key):
             continue
         shifted = port + target.port_offset
         if shifted > 65535:
-            sink.report(
-                prov.error(
-                    key,
-                    f"port {port} + target '{target.name}' port_offset {target.port_offset} = "
-                    f"{shifted} > 65535",
-                )
+            sink.error(
+                prov,
+                key,
+                f"port {port} + target '{target.name}' port_offset {target.port_offset} = "
+                f"{shifted} > 65535",
             )
             continue
         if target.port_offset and in_ephemeral_range(shifted) and not in_ephemeral_range(port):
@@ -61,12 +59,11 @@ def check_against_target(p: Profile, target: Target, sink: Problems | None = Non
             # a warning would be ignored on the runs that pass and flake the others. The offset
             # is ours to choose, so there is always a fix; SGLang's own defaults are below it.
             low, high = EPHEMERAL_PORTS
-            sink.report(
-                prov.error(
-                    key,
-                    f"port {port} + target '{target.name}' port_offset {target.port_offset} = "
-                    f"{shifted} is in Linux's ephemeral port range ({low}-{high}), where a client "
-                    "socket can hold it and make the server's bind fail; choose a port_offset "
-                    f"that keeps every port below {low}",
-                )
+            sink.error(
+                prov,
+                key,
+                f"port {port} + target '{target.name}' port_offset {target.port_offset} = "
+                f"{shifted} is in Linux's ephemeral port range ({low}-{high}), where a client "
+                "socket can hold it and make the server's bind fail; choose a port_offset "
+                f"that keeps every port below {low}",
             )
