@@ -54,7 +54,7 @@ def profile_json_schema() -> JSONObject:
     )
     body = model_schema(ProfileSpec, null_is_default=False)
     whole = _required_tree(body)
-    _optional(body)
+    _null_is_default(body, every_key=True)
     properties = body["properties"]
     assert isinstance(properties, dict)
     properties["schema_version"] = _schema_version()
@@ -113,7 +113,7 @@ def model_schema(model: type[BaseModel], *, null_is_default: bool = True) -> dic
     inlined = _inline(generated, defs)
     assert isinstance(inlined, dict)
     if null_is_default:
-        _nullable_defaults(inlined)
+        _null_is_default(inlined)
     return inlined
 
 
@@ -129,14 +129,22 @@ def _inline(node: object, defs: Mapping[str, dict[str, object]]) -> object:
     return {k: _inline(v, defs) for k, v in node.items() if k != "title"}
 
 
-def _nullable_defaults(schema: dict[str, object]) -> None:
-    required = schema.get("required", ())
-    properties = schema.get("properties", {})
+def _null_is_default(schema: dict[str, object], *, every_key: bool = False) -> None:
+    """Null allowed where a key takes its default, as the loader reads it. With `every_key`,
+    every key optional, at every depth: a key the model requires is left out of `required`
+    (profile_json_schema's `else` asks for it), a section may be null too, and a value the model
+    already takes null for is one schema (_one_type)."""
+    required = schema.pop("required", ()) if every_key else schema.get("required", ())
+    properties = schema["properties"]
     assert isinstance(required, list | tuple) and isinstance(properties, dict)
     for key, prop in properties.items():
-        if prop.get("type") == "object" and "properties" in prop:
-            _nullable_defaults(prop)
-        if key not in required and not _takes_null(prop):
+        section = _is_section(prop)
+        if section:
+            _null_is_default(prop, every_key=every_key)
+        if _takes_null(prop):
+            if every_key:
+                _one_type(prop)
+        elif key not in required or (section and every_key):
             _or_null(prop)
 
 
@@ -165,22 +173,6 @@ def _schema_version() -> dict[str, object]:
         "description": f"the file format's version; this dsv4ops reads {PROFILE_SCHEMA_VERSION}",
         "const": PROFILE_SCHEMA_VERSION,
     }
-
-
-def _optional(schema: dict[str, object]) -> None:
-    """Every key optional, at every depth: a key the model requires is left out of `required`
-    (profile_json_schema's `else` asks for it), one it defaults may be null, a section too."""
-    required = schema.pop("required", ())
-    properties = schema["properties"]
-    assert isinstance(required, list | tuple) and isinstance(properties, dict)
-    for key, prop in properties.items():
-        if _is_section(prop):
-            _optional(prop)
-            prop["type"] = ["object", "null"]
-        elif _takes_null(prop):
-            _one_type(prop)
-        elif key not in required:
-            _or_null(prop)
 
 
 def _one_type(prop: dict[str, object]) -> None:

@@ -15,8 +15,10 @@ second error about the same mistake).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, NotRequired, TypedDict
+import difflib
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, NotRequired, TypedDict, cast
 
 from dsv4ops.errors import ProfileError
 
@@ -63,25 +65,24 @@ class Problem:
             path=err.path, line=err.line, key=err.key, message=err.bare_message, hint=err.hint
         )
 
-    def to_error(self) -> ProfileError:
-        return ProfileError(
-            self.message, path=self.path, line=self.line, key=self.key, hint=self.hint
-        )
-
     def sort_key(self) -> tuple[str, int, str]:
         return (self.path or "", self.line or 0, self.key or "")
 
     def __str__(self) -> str:
-        return str(self.to_error())  # 'file:line: key: message', exactly as ProfileError says it
+        # 'file:line: key: message', exactly as ProfileError says it
+        return str(ProfileError(**asdict(self)))
 
     def to_json(self) -> ProblemJSON:
-        return {
-            "path": self.path,
-            "line": self.line,
-            "key": self.key,
-            "message": self.message,
-            "hint": self.hint,
-        }
+        return cast(ProblemJSON, asdict(self))
+
+
+def unknown_key(name: str, valid: Iterable[str]) -> tuple[str, str | None]:
+    """Why a key is refused and a did-you-mean hint, from the keys valid there. A key can be
+    anything YAML allows (16 KB of text): match a bounded part."""
+    keys = list(valid)
+    close = difflib.get_close_matches(name[:64], keys, n=1)
+    hint = f"did you mean '{close[0]}'?" if close else None
+    return f"unknown key; valid keys here: {', '.join(keys)}", hint
 
 
 def _related(a: str, b: str) -> bool:

@@ -120,7 +120,7 @@ def _bounds(f: Field) -> str:
 ON_WORDS = frozenset({"on", "true", "yes", "1"})
 OFF_WORDS = frozenset({"off", "false", "no", "0"})
 
-_NONEMPTY_TEXT = ("nonempty", "name", "endpoint")
+NONEMPTY_TEXT = ("nonempty", "name", "endpoint")
 
 
 def text_problem(text: str, kind: str) -> str | None:
@@ -133,7 +133,7 @@ def text_problem(text: str, kind: str) -> str | None:
             return (
                 f"contains the control character U+{ord(ch):04X} at position {i}; expected {what}"
             )
-    if kind in _NONEMPTY_TEXT and not text.strip():
+    if kind in NONEMPTY_TEXT and not text.strip():
         return f"empty or blank; expected {what}"
     if kind == "name" or kind == "endpoint":
         for i, ch in enumerate(text):

@@ -3,14 +3,13 @@ named `file:line: key.path: why`, all of them in one ProfileError (the first by 
 
 from __future__ import annotations
 
-import difflib
-
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from dsv4ops._yaml import LineInfo
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles.excerpt import excerpt, key_excerpt
+from dsv4ops.profiles.problems import unknown_key
 from dsv4ops.profiles.target_spec import PROCESS_KEYS, BoxTarget, EndpointTarget, TargetsFile
 
 TRANSPORTS = ("local", "ssh", "endpoint")
@@ -80,10 +79,9 @@ def _unknown(loc: list[int | str], model: type[BaseModel]) -> tuple[str, str | N
     name = str(loc[-1])
     if model is EndpointTarget and len(loc) == 3 and name in PROCESS_KEYS:
         return _ENDPOINT_PROCESS_KEY.format(key=name), _ENDPOINT_HINT
-    valid = list(_model_at(model, loc[2:-1] if loc[0] == "targets" else []).model_fields)
-    close = difflib.get_close_matches(name[:64], valid, n=1)
-    hint = f"did you mean '{close[0]}'?" if close else None
-    return f"unknown key; valid keys here: {', '.join(valid)}", hint
+    return unknown_key(
+        name, _model_at(model, loc[2:-1] if loc[0] == "targets" else []).model_fields
+    )
 
 
 def _model_at(model: type[BaseModel], sections: list[int | str]) -> type[BaseModel]:

@@ -85,19 +85,8 @@ def get_target(name: str | None, path: str | Path | None = None) -> Target:
 def _box(name: str, v: BoxTarget) -> Target:
     """The Target of a box entry: a local target's relative paths resolved, the address this
     machine calls derived."""
-    ssh = None
-    if v.transport == "ssh":
-        s = v.ssh
-        assert s.host  # BoxTarget._ssh_host
-        ssh = SSHSpec(
-            host=s.host,
-            port=s.port,
-            user=s.user,
-            key=s.key,
-            known_hosts=s.known_hosts,
-            trust_on_first_use=s.trust_on_first_use,
-            reconnect_s=s.reconnect_s,
-        )
+    # The same keys; ssh.host is set on an ssh target (BoxTarget._ssh_host).
+    ssh = SSHSpec(**v.ssh.model_dump()) if v.transport == "ssh" else None
     # `launcher: twin` is allowed over SSH too: the twin is just another launcher on the target.
     # Its `python` must have dsv4ops installed; when it does not, the prefill exits at once and
     # the deploy's readiness wait reports that (orchestrate/engine.py names the missing module).

@@ -5,7 +5,6 @@ models (profiles/profile_spec.py), every problem named `file:line: key: why`."""
 from __future__ import annotations
 
 import copy
-import difflib
 from collections.abc import Mapping
 from functools import cache
 from typing import Annotated
@@ -19,11 +18,9 @@ from dsv4ops._yaml import LineInfo
 from dsv4ops.errors import ProfileError
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles.excerpt import excerpt, key_excerpt
-from dsv4ops.profiles.problems import Problems, strict
+from dsv4ops.profiles.problems import Problems, strict, unknown_key
 from dsv4ops.profiles.provenance import Provenance
-from dsv4ops.profiles.schema import Field, describe, field_view, section_of
-
-_NONEMPTY_TEXT = ("nonempty", "name", "endpoint")
+from dsv4ops.profiles.schema import NONEMPTY_TEXT, Field, describe, field_view, section_of
 
 
 def check_unknown_keys(
@@ -41,13 +38,11 @@ def check_unknown_keys(
         path = f"{prefix}.{key}" if prefix else str(key)
         info = model.model_fields.get(key) if isinstance(key, str) else None
         if info is None:
-            # A key can be anything YAML allows (16 KB of text): match and show a bounded part.
-            close = difflib.get_close_matches(str(key)[:64], list(model.model_fields), n=1)
-            hint = f"did you mean '{close[0]}'?" if close else None
-            valid = ", ".join(model.model_fields)
+            # A key can be anything YAML allows (16 KB of text): show a bounded part.
+            why, hint = unknown_key(str(key), model.model_fields)
             sink.report(
                 ProfileError(
-                    f"unknown key; valid keys here: {valid}",
+                    why,
                     path=file,
                     line=lines.get(path),
                     key=key_excerpt(path, 120),
@@ -127,7 +122,7 @@ def _value(
         if value == "" or f.required:
             raise _bad(value, f, prov, path)
         return f.default
-    if value == "" and f.nullable and not f.choices and f.text not in _NONEMPTY_TEXT:
+    if value == "" and f.nullable and not f.choices and f.text not in NONEMPTY_TEXT:
         return None
     try:
         return _adapter(info).validate_python(value)
