@@ -5,11 +5,11 @@ compares with this output, so the docs cannot drift from what the loader checks.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TypedDict, cast
+from typing import cast
 
 from dsv4ops.profiles.json_schema import model_schema
 from dsv4ops.profiles.profile_spec import ProfileSpec
-from dsv4ops.profiles.schema import TEXT_HELP, TEXT_PATTERNS
+from dsv4ops.profiles.schema import TEXT_HELP, TEXT_PATTERNS, JSONProp, json_kind, json_value
 from dsv4ops.profiles.target_spec import BoxTarget, EndpointTarget
 
 HEADER = ("| key | type | default | bounds | what it sets |", "|---|---|---|---|---|")
@@ -17,7 +17,7 @@ HEADER = ("| key | type | default | bounds | what it sets |", "|---|---|---|---|
 
 def profile_blocks() -> dict[str, list[str]]:
     """Block name -> table: the top-level keys, then one block per section of a profile."""
-    schema = cast(_Prop, model_schema(ProfileSpec, null_is_default=False))
+    schema = cast(JSONProp, model_schema(ProfileSpec, null_is_default=False))
     properties = schema["properties"]
     keys = {k: p for k, p in properties.items() if not _is_section(p)}
     blocks = {"top": model_table(cast(dict[str, object], {**schema, "properties": keys}))}
@@ -65,63 +65,29 @@ def _shown(value: object) -> str:
     return "null" if value is None else f"{value}"
 
 
-# The JSON Schema's names of a model's types, in the tables' words (profiles/target_spec.py).
-_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
-
-
-class _Prop(TypedDict, total=False):
-    """What the tables read of a model's JSON Schema (json_schema.model_schema)."""
-
-    type: str
-    items: _Prop
-    anyOf: list[_Prop]
-    properties: dict[str, _Prop]
-    required: list[str]
-    minimum: float
-    maximum: float
-    maxItems: int
-    maxProperties: int
-    enum: list[str]
-    const: str
-    pattern: str
-    default: object
-    description: str
-
-
 def model_table(schema: dict[str, object], prefix: str = "") -> list[str]:
     """The table of a model's keys, from its JSON Schema (json_schema.model_schema)."""
-    return [*HEADER, *_model_rows(cast(_Prop, schema), prefix)]
+    return [*HEADER, *_model_rows(cast(JSONProp, schema), prefix)]
 
 
-def _model_rows(schema: _Prop, prefix: str) -> Iterator[str]:
+def _model_rows(schema: JSONProp, prefix: str) -> Iterator[str]:
     required = schema.get("required", [])
     for key, prop in schema["properties"].items():
         if _is_section(prop):
             yield from _model_rows(prop, f"{prefix}{key}.")
             continue
-        alternatives = prop.get("anyOf", [prop])
-        values = [s for s in alternatives if s.get("type") != "null"]
-        value = values[0] if len(values) == 1 else _Prop(anyOf=values)
-        kind = _model_kind(value) + (" or null" if len(values) < len(alternatives) else "")
+        value, nullable = json_value(prop)
+        kind = json_kind(value) + (" or null" if nullable else "")
         default = "required" if key in required else f"`{_shown(prop.get('default'))}`"
         cells = (f"`{prefix}{key}`", kind, default, _model_bounds(value), prop["description"])
         yield "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
-def _is_section(prop: _Prop) -> bool:
+def _is_section(prop: JSONProp) -> bool:
     return prop.get("type") == "object" and "properties" in prop
 
 
-def _model_kind(value: _Prop) -> str:
-    if "anyOf" in value:  # schema.Kind's spellings: true or an on/off word, a list or a spec
-        types = [s.get("type") for s in value["anyOf"]]
-        return "onoff" if "boolean" in types else "buckets"
-    if value.get("type") == "array":
-        return "int_list" if value["items"].get("type") == "integer" else "str_list"
-    return "str_map" if value.get("type") == "object" else _TYPES[value["type"]]
-
-
-def _model_bounds(value: _Prop) -> str:
+def _model_bounds(value: JSONProp) -> str:
     parts = []
     value = next((s for s in value.get("anyOf", []) if s.get("type") == "array"), value)
     numbers = value["items"] if value.get("type") == "array" else value

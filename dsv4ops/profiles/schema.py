@@ -8,14 +8,19 @@ what an editor should take (`Kind`), so the shipped schema is the models' (json_
 from __future__ import annotations
 
 import math
-import types
-import typing
 import unicodedata
-from dataclasses import dataclass
-from typing import Annotated
+from dataclasses import dataclass, replace
+from functools import cache
+from typing import Annotated, TypedDict, cast
 
-from annotated_types import Ge, Le
-from pydantic import BaseModel, BeforeValidator, GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    TypeAdapter,
+)
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
@@ -301,53 +306,74 @@ def section_of(info: FieldInfo) -> type[BaseModel] | None:
 
 def field_view(info: FieldInfo) -> Field:
     """A key of a model as the error texts describe it (schema.Field)."""
-    annotation, nullable = _strip_none(info.annotation)
-    marks = [*info.metadata, *_metadata(annotation)]
-    kind = next((m for m in marks if isinstance(m, Kind)), None)
-    if typing.get_origin(annotation) is typing.Literal:  # a declared choice (dsv4ops/settings.py)
-        kind = Kind("str", choices=typing.get_args(annotation))
-    if kind is None:
-        kind = Kind(_BASIC[typing.get_origin(annotation) or annotation])
-    lows = [m.ge for m in marks if isinstance(m, Ge) and isinstance(m.ge, int | float)]
-    highs = [m.le for m in marks if isinstance(m, Le) and isinstance(m.le, int | float)]
     required = info.is_required()
-    return Field(
-        kind.kind,
-        default=None if required else info.get_default(call_default_factory=True),
-        required=required,
-        choices=kind.choices,
-        minimum=lows[0] if lows else None,
-        nullable=nullable,
-        maximum=highs[0] if highs else None,
-        text=kind.text,
+    default = None if required else info.get_default(call_default_factory=True)
+    return replace(
+        type_view(info.annotation, tuple(info.metadata)), default=default, required=required
     )
 
 
-_BASIC: dict[object, str] = {
-    int: "int",
-    float: "float",
-    bool: "bool",
-    str: "str",
-    list: "int_list",
-    tuple: "int_list",  # a declared list setting is held as a tuple (dsv4ops/settings.py)
-}
+@cache
+def type_view(annotation: object, metadata: tuple[object, ...]) -> Field:
+    """A key's type as the error texts describe it, read off its JSON Schema: the bounds and
+    choices pydantic puts there, and Kind's spelling of each kind (as docs/profiles.md reads it)."""
+    schema = cast(JSONProp, adapter(annotation, metadata).json_schema())
+    value, nullable = json_value(schema)
+    numbers = value.get("items", value)
+    texts = [k for k, pattern in TEXT_PATTERNS.items() if pattern == value.get("pattern")]
+    return Field(
+        json_kind(value),
+        choices=tuple(value["enum"]) if "enum" in value else None,
+        minimum=numbers.get("minimum"),
+        nullable=nullable,
+        maximum=numbers.get("maximum"),
+        text=texts[0] if texts else "argv",
+    )
 
 
-def _strip_none(annotation: object) -> tuple[object, bool]:
-    args = typing.get_args(annotation)
-    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
-    if union and type(None) in args:
-        rest = [a for a in args if a is not type(None)]
-        return rest[0], True
-    return annotation, False
+@cache
+def adapter(annotation: object, metadata: tuple[object, ...]) -> TypeAdapter[object]:
+    """The validator of a key's type and its metadata (bounds, checks), strict as the models."""
+    kind = Annotated[annotation, *metadata] if metadata else annotation
+    return TypeAdapter(kind, config=ConfigDict(strict=True, allow_inf_nan=False))
 
 
-def _metadata(annotation: object) -> list[object]:
-    """The metadata of an Annotated type, of the items of a list and of a union's members."""
-    if typing.get_origin(annotation) is Annotated:
-        base, *marks = typing.get_args(annotation)
-        inner = [n for m in marks for n in (m.metadata if isinstance(m, FieldInfo) else [m])]
-        return [*inner, *_metadata(base)]
-    if typing.get_origin(annotation) in (list, tuple, typing.Union, types.UnionType):
-        return [m for arg in typing.get_args(annotation) for m in _metadata(arg)]
-    return []
+class JSONProp(TypedDict, total=False):
+    """What the error texts and docs/profiles.md's tables read of a JSON Schema."""
+
+    type: str
+    items: JSONProp
+    anyOf: list[JSONProp]
+    properties: dict[str, JSONProp]
+    required: list[str]
+    minimum: float
+    maximum: float
+    maxItems: int
+    maxProperties: int
+    enum: list[str]
+    const: str
+    pattern: str
+    default: object
+    description: str
+
+
+def json_value(schema: JSONProp) -> tuple[JSONProp, bool]:
+    """The JSON Schema of a value without its null alternative, and whether it takes null."""
+    alternatives = schema.get("anyOf", [schema])
+    values = [s for s in alternatives if s.get("type") != "null"]
+    value = values[0] if len(values) == 1 else JSONProp(anyOf=values)
+    return value, len(values) < len(alternatives)
+
+
+# The JSON Schema's names of a model's types, in the docs' and errors' words (_KIND_HELP).
+_JSON_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
+
+
+def json_kind(value: JSONProp) -> str:
+    """The schema.Field kind of a value's JSON Schema (without its null alternative)."""
+    if "anyOf" in value:  # Kind's spellings: true or an on/off word, a list or a spec
+        types = [s.get("type") for s in value["anyOf"]]
+        return "onoff" if "boolean" in types else "buckets"
+    if value.get("type") == "array":
+        return "int_list" if value["items"].get("type") == "integer" else "str_list"
+    return "str_map" if value.get("type") == "object" else _JSON_TYPES[value["type"]]

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from functools import cache
-from typing import Annotated
 
 from annotated_types import MaxLen
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
@@ -20,7 +18,7 @@ from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles.excerpt import excerpt, key_excerpt
 from dsv4ops.profiles.problems import Problems, strict, unknown_key
 from dsv4ops.profiles.provenance import Provenance
-from dsv4ops.profiles.schema import NONEMPTY_TEXT, Field, describe, field_view, section_of
+from dsv4ops.profiles.schema import NONEMPTY_TEXT, Field, adapter, describe, field_view, section_of
 
 
 def check_unknown_keys(
@@ -137,19 +135,10 @@ def _value(
     raise _problem(errors, value, f, prov, path)
 
 
-_CONFIG = ConfigDict(strict=True, allow_inf_nan=False)
-
-
-@cache
-def _adapter_of(annotation: object, metadata: tuple[object, ...]) -> TypeAdapter[object]:
-    kind = Annotated[annotation, *metadata] if metadata else annotation
-    return TypeAdapter(kind, config=_CONFIG)
-
-
 def _adapter(info: FieldInfo, *, bounded: bool = True) -> TypeAdapter[object]:
     """The field's type, bounds and checks (without `bounded`: its length unbounded)."""
     marks = (m for m in info.metadata if bounded or not isinstance(m, MaxLen))
-    return _adapter_of(info.annotation, tuple(marks))
+    return adapter(info.annotation, tuple(marks))
 
 
 # Problems of a value of the right type (its bounds, its length, its text); any other error is
