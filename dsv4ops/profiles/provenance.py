@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from dsv4ops._yaml import LineInfo
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles.model import ProfileWarning
@@ -76,15 +78,10 @@ def _is_leafish(data: object, path: str) -> bool:
     return not isinstance(node, dict)
 
 
+# A key path's parts: names, and list indexes written [N]. A key may hold '[' itself (an unknown
+# key the checks report): then it is a name that no document path matches.
+_TOKEN = re.compile(r"\[([0-9]+)\]|([^.\[]+|\[)")
+
+
 def _tokens(path: str) -> list[str | int]:
-    out: list[str | int] = []
-    for part in path.split("."):
-        while "[" in part:
-            head, _, rest = part.partition("[")
-            if head:
-                out.append(head)
-            idx, _, part = rest.partition("]")
-            out.append(int(idx))
-        if part:
-            out.append(part)
-    return out
+    return [int(index) if index else name for index, name in _TOKEN.findall(path)]

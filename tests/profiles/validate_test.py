@@ -48,6 +48,16 @@ def test_several_independent_mistakes_are_all_reported(write: Callable[[str, str
     assert str(tp) == f"{path}:5: decode.tp: expected an integer >= 1, got 'four'"
 
 
+def test_a_key_with_a_bracket_is_reported_not_a_crash(write: Callable[[str, str], Path]) -> None:
+    # Key paths write list items as [N]; a key that holds '[' itself crashed the collecting
+    # check with a ValueError (an internal error) instead of naming the unknown key.
+    write("bracket", child('"flags[0": {}\ndecode:\n  env: {"A[B": "1"}\n'))
+    problems = validate_profile("bracket")
+    assert _where(problems) == [("bracket.yaml", 3, "flags[0"), ("bracket.yaml", 5, "decode.env")]
+    assert "unknown key" in problems[0].message
+    assert problems[1].message == "'A[B' is not a valid environment variable name"
+
+
 def test_load_profile_still_raises_the_first_problem(write: Callable[[str, str], Path]) -> None:
     path = write("three", THREE_MISTAKES)
     with pytest.raises(ProfileError) as info:
