@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from dsv4ops.profiles.model import Profile, ProfileWarning
+from dsv4ops.profiles.model import Profile
 from dsv4ops.profiles.problems import Problems
 from dsv4ops.profiles.provenance import Provenance
 from dsv4ops.sglang_paths import (
@@ -26,9 +26,7 @@ KERNEL_PACKAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*@[A-Za-z0-9][A-Za-z0
 _SWITCH_KEY = f"decode.env.{SPARSE_ATTN_ENV}"
 
 
-def rule_kernel_package_loadable(
-    p: Profile, prov: Provenance, sink: Problems
-) -> list[ProfileWarning]:
+def rule_kernel_package_loadable(p: Profile, prov: Provenance, sink: Problems) -> None:
     """Refuse a pinned package that neither the decode's MoE path nor the attention switch
     would load."""
     if not (
@@ -36,9 +34,9 @@ def rule_kernel_package_loadable(
         and p.kernel_package
         and KERNEL_PACKAGE_RE.match(p.kernel_package)
     ):
-        return []
+        return
     if sparse_attn_asked(p.decode.env_dict):
-        return []  # the attention hook loads it (rule_sparse_decode_attn checks it can run)
+        return  # the attention hook loads it (rule_sparse_decode_attn checks it can run)
     path = moe_path(p.decode.extra_args, p.decode.env_dict)
     if not path.reads_triton_configs:
         sink.error(
@@ -50,21 +48,20 @@ def rule_kernel_package_loadable(
             "triton path: decode.env SGLANG_DSV4_FP4_DEQUANT: '1' and "
             "SGLANG_ENABLE_JIT_DEEPGEMM: '0' with --moe-runner-backend auto (docs/kernels.md)",
         )
-    return []
 
 
-def rule_sparse_decode_attn(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
+def rule_sparse_decode_attn(p: Profile, prov: Provenance, sink: Problems) -> None:
     """The switch: exactly '1' or '0'; on, only with a kernel package (its plugin registers the
     hook) and a decode that calls the entry point it replaces (dsv4 backend, CUDA)."""
     env = p.decode.env_dict
     if not sink.usable("decode.env") or SPARSE_ATTN_ENV not in env:
-        return []
+        return
     value = env[SPARSE_ATTN_ENV]
     if value not in ("0", "1"):
         sink.error(prov, _SWITCH_KEY, f"expected '1' (on) or '0' (off), got {value!r}")
-        return []
+        return
     if value == "0":
-        return []
+        return
     if not p.kernel_package and sink.usable("kernel_package"):
         sink.error(
             prov,
@@ -82,4 +79,3 @@ def rule_sparse_decode_attn(p: Profile, prov: Provenance, sink: Problems) -> lis
             f"{SPARSE_ATTN_ENV}: '1' replaces {SPARSE_ATTN_CALLEE}, which this decode never "
             f"calls ({blocker}); drop the switch or that flag",
         )
-    return []

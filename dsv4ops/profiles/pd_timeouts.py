@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dsv4ops.constants import PD_BOOTSTRAP_TIMEOUT_ENV, PD_WAITING_TIMEOUT_ENV
 from dsv4ops.profiles.excerpt import excerpt
-from dsv4ops.profiles.model import Profile, ProfileWarning
+from dsv4ops.profiles.model import Profile
 from dsv4ops.profiles.problems import Problems
 from dsv4ops.profiles.provenance import Provenance
 
@@ -25,8 +25,7 @@ PD_TIMEOUT_MAX_S = 3600
 PD_TIMEOUTS = (("decode", PD_WAITING_TIMEOUT_ENV), ("prefill", PD_BOOTSTRAP_TIMEOUT_ENV))
 
 
-def rule_pd_timeouts(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
-    warnings: list[ProfileWarning] = []
+def rule_pd_timeouts(p: Profile, prov: Provenance, sink: Problems) -> None:
     for role, name in PD_TIMEOUTS:
         side = p.decode if role == "decode" else p.prefill
         key = f"{role}.env.{name}"
@@ -34,14 +33,13 @@ def rule_pd_timeouts(p: Profile, prov: Provenance, sink: Problems) -> list[Profi
             continue
         value = side.env_dict.get(name)
         if value is None:
-            warnings.append(
-                prov.warning(
-                    "pd-timeout-unset",
-                    f"{role}.env",
-                    f"{role}.env sets no {name}: SGLang's 300 s default. A KV transfer that fails "
-                    "silently (NIXL sends no notice, sglang#36033) holds its request that long; "
-                    f"set it explicitly ({PD_TIMEOUT_MIN_S}-{PD_TIMEOUT_MAX_S} s)",
-                )
+            sink.warn(
+                prov,
+                "pd-timeout-unset",
+                f"{role}.env",
+                f"{role}.env sets no {name}: SGLang's 300 s default. A KV transfer that fails "
+                "silently (NIXL sends no notice, sglang#36033) holds its request that long; "
+                f"set it explicitly ({PD_TIMEOUT_MIN_S}-{PD_TIMEOUT_MAX_S} s)",
             )
         elif not value.isdigit() or not PD_TIMEOUT_MIN_S <= int(value) <= PD_TIMEOUT_MAX_S:
             sink.error(
@@ -51,4 +49,3 @@ def rule_pd_timeouts(p: Profile, prov: Provenance, sink: Problems) -> list[Profi
                 f"{excerpt(value)} (SGLang reads it as an integer; below {PD_TIMEOUT_MIN_S} s "
                 "a long prompt's prefill and transfer can outlast it)",
             )
-    return warnings

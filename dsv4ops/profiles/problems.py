@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, NotRequired, TypedDict, cast
 from dsv4ops.errors import ProfileError
 
 if TYPE_CHECKING:
+    from dsv4ops.profiles.model import ProfileWarning
     from dsv4ops.profiles.provenance import Provenance
 
 
@@ -101,6 +102,7 @@ class Problems:
         self._items: list[Problem] = []
         self._seen: set[Problem] = set()  # a set: a file can have thousands of problems
         self._unusable: set[str] = set()
+        self.warnings: list[ProfileWarning] = []  # in the order the rules found them
 
     def report(self, err: ProfileError) -> None:
         if not self.collect:
@@ -113,6 +115,10 @@ class Problems:
     def error(self, prov: Provenance, key: str, message: str, *, hint: str | None = None) -> None:
         """Report an error at a key path, located by `prov` (file:line, or the base that set it)."""
         self.report(prov.error(key, message, hint=hint))
+
+    def warn(self, prov: Provenance, code: str, key: str, message: str) -> None:
+        """Record a warning at a key path (never raised: a profile with warnings loads)."""
+        self.warnings.append(prov.warning(code, key, message))
 
     def mark_unusable(self, key: str) -> None:
         """The value at `key` (or the whole section) failed its check; rules must not read it."""

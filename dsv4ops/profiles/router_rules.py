@@ -4,15 +4,15 @@
 from __future__ import annotations
 
 from dsv4ops.profiles.flags import check_router_args
-from dsv4ops.profiles.model import Profile, ProfileWarning
+from dsv4ops.profiles.model import Profile
 from dsv4ops.profiles.problems import Problems
 from dsv4ops.profiles.provenance import Provenance
 from dsv4ops.profiles.routers import POLICY_FLAGS, policies
 
 
-def rule_router(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
+def rule_router(p: Profile, prov: Provenance, sink: Problems) -> None:
     if not sink.usable("router.kind"):
-        return []  # an unknown kind: the schema error says so; nothing to check against
+        return  # an unknown kind: the schema error says so; nothing to check against
     kind = p.router.router_kind
     if sink.usable("router.extra_args"):
         for problem in check_router_args(p.router.extra_args, kind):
@@ -33,23 +33,21 @@ def rule_router(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWar
             f"({POLICY_FLAGS[key]} takes {', '.join(policies(kind, key))})",
             hint=f"pick one of those, or router.kind: {kind.other} to run {kind.other.label}",
         )
-    return _forced_call_while_thinking(p, prov, sink)
+    _forced_call_while_thinking(p, prov, sink)
 
 
-def _forced_call_while_thinking(
-    p: Profile, prov: Provenance, sink: Problems
-) -> list[ProfileWarning]:
+def _forced_call_while_thinking(p: Profile, prov: Provenance, sink: Problems) -> None:
     """A probe that forces its tool call while the profile reasons: a router that says
     thinking off out loud (SMG) applies DeepSeek's rule, no forced call with thinking on."""
     kind = p.router.router_kind
     keys = ("probe.tool_call", "canary.thinking")
     if not (kind.thinking_off_explicit and sink.usable(*keys)):
-        return []
+        return
     if not (p.canary.thinking and p.probe.tool_call == "required"):
-        return []
+        return
     message = (
         f"{kind.label} refuses a forced tool call (tool_choice: required) with thinking on "
         "for a model it serves as DeepSeek V4 (400 tool_choice_not_supported), so the "
         "deploy's probe would fail; set probe.tool_call: auto, or canary.thinking: false"
     )
-    return [prov.warning("smg-forced-tool-call-thinking", "probe.tool_call", message)]
+    sink.warn(prov, "smg-forced-tool-call-thinking", "probe.tool_call", message)

@@ -1,6 +1,6 @@
-"""Semantic rules on a built Profile. Each rule reports errors to a sink (problems.py: strict
-raises the first, collecting records them all and skips values marked unusable) and returns
-warnings.
+"""Semantic rules on a built Profile. Each rule reports errors and warnings to a sink
+(problems.py: strict raises the first error, collecting records them all and skips values marked
+unusable).
 
 Rules that need a target (GPUs present, ports after the offset) live in target_rules.py.
 """
@@ -28,10 +28,10 @@ from dsv4ops.profiles.router_rules import rule_router
 
 SGLANG_HEALTH_WAIT_S = 20  # SGLANG_HEALTH_CHECK_TIMEOUT default (http_server.py:218)
 
-Rule = Callable[[Profile, Provenance, Problems], list[ProfileWarning]]
+Rule = Callable[[Profile, Provenance, Problems], None]
 
 
-def rule_gpus_match_tp(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
+def rule_gpus_match_tp(p: Profile, prov: Provenance, sink: Problems) -> None:
     for side in (p.prefill, p.decode):
         key = f"{side.role}.gpus"
         if not sink.usable(key):
@@ -58,12 +58,11 @@ def rule_gpus_match_tp(p: Profile, prov: Provenance, sink: Problems) -> list[Pro
                 f"GPUs must be contiguous and ascending (rendered as --base-gpu-id), got "
                 f"{list(side.gpus)}; e.g. {expected}",
             )
-    return []
 
 
-def rule_gpus_disjoint(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
+def rule_gpus_disjoint(p: Profile, prov: Provenance, sink: Problems) -> None:
     if not sink.usable("prefill.gpus", "decode.gpus"):
-        return []
+        return
     shared = sorted(set(p.prefill.gpus) & set(p.decode.gpus))
     if shared:
         sink.error(
@@ -71,7 +70,6 @@ def rule_gpus_disjoint(p: Profile, prov: Provenance, sink: Problems) -> list[Pro
             "decode.gpus",
             f"GPU(s) {shared} are also used by prefill; prefill and decode need disjoint GPUs",
         )
-    return []
 
 
 def profile_ports(p: Profile) -> list[tuple[str, int]]:
@@ -84,7 +82,7 @@ def profile_ports(p: Profile) -> list[tuple[str, int]]:
     ]
 
 
-def rule_ports_distinct(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
+def rule_ports_distinct(p: Profile, prov: Provenance, sink: Problems) -> None:
     seen: dict[int, str] = {}
     for key, port in profile_ports(p):
         if not sink.usable(key):
@@ -108,10 +106,9 @@ def rule_ports_distinct(p: Profile, prov: Provenance, sink: Problems) -> list[Pr
             )
             continue
         seen[port] = key
-    return []
 
 
-def rule_kv_identical(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
+def rule_kv_identical(p: Profile, prov: Provenance, sink: Problems) -> None:
     for attr in ("transfer_backend", "page_size", "kv_cache_dtype"):
         if not sink.usable(f"prefill.{attr}", f"decode.{attr}"):
             continue
@@ -124,29 +121,27 @@ def rule_kv_identical(p: Profile, prov: Provenance, sink: Problems) -> list[Prof
                 "identical",
             )
     if not sink.usable("prefill.transfer_backend"):
-        return []
+        return
     if p.prefill.transfer_backend == "fake":
         sink.error(
             prov, "prefill.transfer_backend", "SGLang's prefill rejects the 'fake' transfer backend"
         )
-        return []
+        return
     if p.prefill.transfer_backend != "nixl":
-        return [
-            prov.warning(
-                "not-nixl",
-                "prefill.transfer_backend",
-                f"transfer backend {p.prefill.transfer_backend!r}: the box is set up for nixl "
-                "(mooncake failed under sustained load, sglang#23272)",
-            )
-        ]
-    return []
+        sink.warn(
+            prov,
+            "not-nixl",
+            "prefill.transfer_backend",
+            f"transfer backend {p.prefill.transfer_backend!r}: the box is set up for nixl "
+            "(mooncake failed under sustained load, sglang#23272)",
+        )
 
 
 def _truthy_size(value: str | None) -> bool:
     return value is not None and value.isdigit() and int(value) > 1
 
 
-def rule_two_batch_overlap(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
+def rule_two_batch_overlap(p: Profile, prov: Provenance, sink: Problems) -> None:
     for side in (p.prefill, p.decode):
         args = side.extra_args
         if not sink.usable(f"{side.role}.extra_args") or "--enable-two-batch-overlap" not in args:
@@ -164,11 +159,9 @@ def rule_two_batch_overlap(p: Profile, prov: Provenance, sink: Problems) -> list
                 "deepep, ...) or attention-DP (--attn-dp-size N); SGLang 0.5.23 raises "
                 "ValueError at start-up otherwise",
             )
-    return []
 
 
-def rule_extra_args(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
-    warnings: list[ProfileWarning] = []
+def rule_extra_args(p: Profile, prov: Provenance, sink: Problems) -> None:
     for side in (p.prefill, p.decode):
         if not sink.usable(f"{side.role}.extra_args"):
             continue
@@ -177,11 +170,10 @@ def rule_extra_args(p: Profile, prov: Provenance, sink: Problems) -> list[Profil
             if problem.is_error:
                 sink.error(prov, key, problem.message)
             else:
-                warnings.append(prov.warning("deprecated-flag", key, problem.message))
-    return warnings
+                sink.warn(prov, "deprecated-flag", key, problem.message)
 
 
-def rule_env(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
+def rule_env(p: Profile, prov: Provenance, sink: Problems) -> None:
     for side in (p.prefill, p.decode):
         if not sink.usable(f"{side.role}.env"):
             continue
@@ -195,29 +187,25 @@ def rule_env(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarnin
                     f"{side.role}.env",
                     f"{excerpt(name)} is not a valid environment variable name",
                 )
-    return []
 
 
-def rule_hazards(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
-    out = []
+def rule_hazards(p: Profile, prov: Provenance, sink: Problems) -> None:
     for flag, switch in SWITCHES:  # an on/off flag whose on is a known hazard warns of it
         key = f"flags.{flag}"
         if switch.warning is not None and sink.usable(key) and getattr(p.flags, flag):
-            out.append(prov.warning(switch.warning[0], key, switch.warning[1]))
+            sink.warn(prov, switch.warning[0], key, switch.warning[1])
     timeout_key = "router.health_check.timeout_secs"
     if sink.usable(timeout_key) and p.router.health_check.timeout_secs <= SGLANG_HEALTH_WAIT_S:
-        out.append(
-            prov.warning(
-                "health-timeout-short",
-                timeout_key,
-                f"router health timeout {p.router.health_check.timeout_secs}s <= SGLang's own "
-                f"{SGLANG_HEALTH_WAIT_S}s health wait: a busy server can be marked unhealthy",
-            )
+        sink.warn(
+            prov,
+            "health-timeout-short",
+            timeout_key,
+            f"router health timeout {p.router.health_check.timeout_secs}s <= SGLang's own "
+            f"{SGLANG_HEALTH_WAIT_S}s health wait: a busy server can be marked unhealthy",
         )
-    return out
 
 
-def rule_misc(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarning]:
+def rule_misc(p: Profile, prov: Provenance, sink: Problems) -> None:
     if (
         sink.usable("kernel_package")
         and p.kernel_package is not None
@@ -245,12 +233,9 @@ def rule_misc(p: Profile, prov: Provenance, sink: Problems) -> list[ProfileWarni
             "canary.thinking",
             "thinking needs model.reasoning_parser " "(deepseek-v4 for DSV4)",
         )
-    return []
 
 
-def rule_probe_tool_call_parser(
-    p: Profile, prov: Provenance, sink: Problems
-) -> list[ProfileWarning]:
+def rule_probe_tool_call_parser(p: Profile, prov: Provenance, sink: Problems) -> None:
     """The probe's tool-call check (probe.tool_call required or auto) passes only when SGLang
     parses the model's call into `tool_calls`, which it does only with --tool-call-parser."""
     if (
@@ -266,7 +251,6 @@ def rule_probe_tool_call_parser(
             "Set model.tool_call_parser (deepseekv4 for DSV4), or probe.tool_call: off for "
             "a model that calls no tools",
         )
-    return []
 
 
 RULES: tuple[Rule, ...] = (
@@ -292,13 +276,13 @@ RULES: tuple[Rule, ...] = (
 def check_profile(
     p: Profile, prov: Provenance, sink: Problems | None = None
 ) -> list[ProfileWarning]:
-    """Run every target-independent rule. Without a sink, raise ProfileError at the first
-    violation; with a collecting one, report every violation (skipping unusable values)."""
+    """Run every target-independent rule; return their warnings. Without a sink, raise
+    ProfileError at the first violation; with a collecting one, report every violation (skipping
+    unusable values)."""
     sink = sink if sink is not None else strict()
-    warnings: list[ProfileWarning] = []
     for rule in RULES:
-        warnings.extend(rule(p, prov, sink))
-    return warnings
+        rule(p, prov, sink)
+    return sink.warnings
 
 
 # Linux's default net.ipv4.ip_local_port_range: source ports of outgoing connections. A constant,
