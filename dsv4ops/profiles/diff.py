@@ -8,6 +8,7 @@ key (`'***' -> '***'`); a changed secret flag value only changes the commands ha
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -82,19 +83,16 @@ def value_changes(a: Profile, b: Profile) -> list[ValueChange]:
     fa, fb = flatten(a.to_dict()), flatten(b.to_dict())
     fa.pop("name", None)
     fb.pop("name", None)
-    missing = object()
-    out = []
-    for key in sorted(set(fa) | set(fb)):
-        old, new = fa.get(key, missing), fb.get(key, missing)
-        if old != new:
-            out.append(
-                ValueChange(
-                    key,
-                    _hidden(key, None if old is missing else old),
-                    _hidden(key, None if new is missing else new),
-                )
-            )
-    return out
+    return list(_changes(fa, fb))
+
+
+def _changes(a: Mapping[str, object], b: Mapping[str, object]) -> tuple[ValueChange, ...]:
+    """Each key whose value differs or that one side lacks (shown as None), secrets hidden."""
+    return tuple(
+        ValueChange(k, _hidden(k, a.get(k)), _hidden(k, b.get(k)))
+        for k in sorted(set(a) | set(b))
+        if k not in a or k not in b or a[k] != b[k]
+    )
 
 
 def _hidden(key: str, value: object) -> object:
@@ -103,14 +101,6 @@ def _hidden(key: str, value: object) -> object:
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return redact_argv(value)
     return value
-
-
-def _env_changes(a: dict[str, str], b: dict[str, str]) -> tuple[ValueChange, ...]:
-    return tuple(
-        ValueChange(k, _hidden(k, a.get(k)), _hidden(k, b.get(k)))
-        for k in sorted(set(a) | set(b))
-        if a.get(k) != b.get(k)
-    )
 
 
 def command_changes(a: Deployment, b: Deployment) -> list[ComponentDiff]:
@@ -132,7 +122,7 @@ def command_changes(a: Deployment, b: Deployment) -> list[ComponentDiff]:
             lineterm="",
             n=1,
         )
-        envs = _env_changes(ca.env_dict, cb.env_dict)
+        envs = _changes(ca.env_dict, cb.env_dict)
         if removed or added or envs:
             out.append(ComponentDiff(ca.name, tuple(removed), tuple(added), tuple(lines), envs))
     return out
