@@ -34,19 +34,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dsv4ops.journal import (
-    knowngood,  # noqa: E402
-    recordfile,  # noqa: E402
-)
-from dsv4ops.journal.records import (  # noqa: E402
-    RECORD_VERSION,
-    Kind,
-    Status,
-    fold,
-    place_merged,
-)
+from dsv4ops.journal import recordfile  # noqa: E402
+from dsv4ops.journal.records import RECORD_VERSION, Kind, Status  # noqa: E402
 from dsv4ops.journal.schema import parse_record  # noqa: E402
 from dsv4ops.journal.store import Journal  # noqa: E402
+from testing import journal as reference  # noqa: E402  (the full scan the index answers as)
 
 PER_DEPLOY = 12
 
@@ -117,11 +109,11 @@ def deploy_traffic(j: Journal) -> None:
 
 
 def full_scan(path: Path) -> object:
-    """What every read did before the index (journal/memo.py's cold read)."""
+    """What every read did before the index (testing/journal.py: the index's reference)."""
     parsed, _ = recordfile.parse(path.read_bytes())
     records = [parse_record(r, "bench") for _, r in parsed]
-    ops = place_merged(fold(records), records)
-    return knowngood.judge(ops), knowngood.known_good(ops)[:1], ops[-20:]
+    ops = reference.place_merged(reference.fold(records), records)
+    return reference.judge(ops), reference.known_good(ops)[:1], ops[-20:]
 
 
 def cold_status(directory: Path) -> object:

@@ -1,11 +1,11 @@
-"""Known-good: the one rule, judged over the whole journal (a pure function of its operations),
-asked by every reader. It reads GateResults and the serving mark, never a step's name or words;
-an older journal's gate steps are migrated to GateResults (schema.migrate). The rule itself:
-docs/deploy.md, "What known-good means"."""
+"""Known-good: the pieces of the one rule that the journal's index keeps per row (`own_facts`,
+`own_failure`, `arm_of`) and asks per row when read (journal/view.py: `View.judge`). It reads
+GateResults and the serving mark, never a step's name or words; an older journal's gate steps
+are migrated to GateResults (schema.migrate). The rule: docs/deploy.md, "What known-good
+means"."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dsv4ops.journal.gates import GateResult, GateSource, GateVerdict
@@ -37,68 +37,6 @@ class Judgement:
 def commands_hash(op: Operation) -> str | None:
     value = (op.profile or {}).get("commands_hash")
     return str(value) if value else None
-
-
-def judge(ops: Sequence[Operation]) -> dict[str, Judgement]:
-    """op id -> Judgement for every DEPLOY and ROLLBACK in `ops` (the journal, oldest first),
-    by a full scan; the journal's index (view.py) answers the same per row."""
-    experiments = {o.op for o in ops if o.kind is Kind.EXPERIMENT}
-    failed = failed_gates(ops)
-    out: dict[str, Judgement] = {}
-    good: dict[str, Judgement] = {}  # commands hash -> the best known-good judgement so far
-    for o in ops:
-        if o.kind not in (Kind.DEPLOY, Kind.ROLLBACK):
-            continue
-        j = _own(o, experiments, good)
-        h = commands_hash(o)
-        if j.known_good and h in failed:
-            j = failed_judgement(o.op, failed[h])
-        out[o.op] = j
-        if j.known_good and h and (h not in good or good[h].rank < j.rank):
-            good[h] = j
-    return out
-
-
-def known_good(
-    ops: Sequence[Operation], judged: Mapping[str, Judgement] | None = None
-) -> list[Operation]:
-    """The known-good deployments in the order rollback offers them: every gate pass before
-    every accepted INCONCLUSIVE, newest first within each. `judged`: judge(ops), when the caller
-    already has it (the journal's index judges once per read)."""
-    judged = judge(ops) if judged is None else judged
-    newest_first = [o for o in reversed(ops) if o.op in judged and judged[o.op].known_good]
-    return sorted(newest_first, key=lambda o: -judged[o.op].rank)  # stable: newest first kept
-
-
-def failed_gates(ops: Sequence[Operation]) -> dict[str, str]:
-    """commands hash -> which gate it FAILED (the first one), over the whole journal: the
-    GateResults that failed (GateResult.failed) of every deploy, rollback and experiment."""
-    out: dict[str, str] = {}
-    for o in ops:
-        if o.kind not in (Kind.DEPLOY, Kind.ROLLBACK, Kind.EXPERIMENT):
-            continue
-        for g in o.gates:
-            if g.failed:
-                for h, what in _failed_commands(o, g, ops):
-                    out.setdefault(h, what)
-    return out
-
-
-def _failed_commands(
-    o: Operation, g: GateResult, ops: Sequence[Operation]
-) -> list[tuple[str, str]]:
-    """(commands hash, which gate) for a failed gate `g` that operation `o` recorded."""
-    h, what = own_failure(o, g)
-    if h is not None:
-        return [(h, what)]
-    if o.kind is not Kind.EXPERIMENT:
-        return []
-    # A migrated A/B gate names no commands: its experiment's B blocks ran them.
-    return [
-        (h, legacy_ab_failure(what, o.op, d.profile_name))
-        for d in ops
-        if (h := commands_hash(d)) and arm_of(d, o.op) == "B"
-    ]
 
 
 def own_failure(o: Operation, g: GateResult) -> tuple[str | None, str]:
@@ -185,19 +123,6 @@ def inherited(op: str, src: Judgement | None) -> Judgement:
         return Judgement(op, NOT, f"not known-good: {why}")
     restored = src.why.split(": ", 1)[-1]
     return Judgement(op, src.rank, f"known-good: restored the commands of {src.op} ({restored})")
-
-
-def _own(o: Operation, experiments: set[str], good: dict[str, Judgement]) -> Judgement:
-    """The judgement of `o` by its own records (and, for a rollback, what it restored)."""
-    pre, rank, why = own_facts(o)
-    if pre:
-        return Judgement(o.op, rank, why)
-    arm = next((e for e in experiments if arm_of(o, e)), None)
-    if arm is not None:
-        return arm_judgement(o.op, arm)
-    if rank == INHERITS:
-        return inherited(o.op, good.get(commands_hash(o) or ""))
-    return Judgement(o.op, rank, why)
 
 
 def gate_of(o: Operation) -> GateResult | None:

@@ -20,7 +20,7 @@ from dsv4ops.jsontypes import JSONObject
 T = TypeVar("T")
 _KINDS = {k.value for k in Kind}
 _STATUSES = {s.value: s for s in Status}
-GOOD = "kind IN ('deploy', 'rollback')"  # the rows knowngood judges
+GOOD = "kind IN ('deploy', 'rollback')"  # the rows the known-good rule judges
 
 
 @dataclass(frozen=True)
@@ -207,7 +207,7 @@ class Operations(_Lazy[Operation]):
 
 
 class Judgements(Mapping[str, Judgement]):
-    """op id -> knowngood.judge's judgement of every deploy and rollback, judged when asked."""
+    """op id -> the known-good judgement of every deploy and rollback, judged when asked."""
 
     def __init__(self, view: Reader) -> None:
         self._view = view
@@ -227,7 +227,7 @@ class Judgements(Mapping[str, Judgement]):
 
 
 class KnownGood(_Lazy[Operation]):
-    """The known-good deployments in knowngood.known_good's order (passes, then accepted
+    """The known-good deployments in rollback's order (passes, then accepted
     INCONCLUSIVEs, newest first in each), found as asked for, each loaded when read."""
 
     def __init__(self, view: Reader) -> None:

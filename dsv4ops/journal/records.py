@@ -215,11 +215,6 @@ def _scrub_env_values(text: str) -> str:
     return redact_text(text, values)
 
 
-def fold(records: Sequence[Record]) -> list[Operation]:
-    """Operations in the order they began, each with its latest status applied."""
-    return list(fold_into(records).values())
-
-
 def fold_into(records: Sequence[Record]) -> dict[str, Operation]:
     """op id -> Operation folded from `records` (in begin order), each record through the one
     migrator (schema.migrate). A second begin under an id already begun, the records after it,
@@ -285,30 +280,13 @@ def _apply_end(op: Operation, r: StatusRecord) -> None:
         op.ended = r.ts
 
 
-def place_merged(ops: list[Operation], records: Sequence[Record]) -> list[Operation]:
-    """`ops` with each operation a merge brought in placed by its begin time among the others.
-
-    The target's own records are in the order they happened (one writer at a time, under the
-    deploy lock), so their order stands; an operation merged from an operator-side journal was
-    appended later than it happened and takes its place by its timestamp instead."""
-    merged = {op for r in records if isinstance(r, MergeRecord) for op in r.ops}
-    if not merged:
-        return ops
-    # A native operation begun after the merge record began after every operation merged by it
-    # (the merge is the first thing a command does): it follows them even within one second.
-    after_first_merge: set[str] = set()
-    seen_merge = False
-    for r in records:
-        if isinstance(r, MergeRecord):
-            seen_merge = True
-        elif isinstance(r, BeginRecord) and seen_merge:
-            after_first_merge.add(r.op)
-    return place_by(ops, merged, after_first_merge)
-
-
 def place_by(ops: list[P], merged: set[str], after_first_merge: set[str]) -> list[P]:
-    """place_merged's rule given the ops merges brought in and those begun after the first
-    merge record (rows.py places its rows by it too)."""
+    """`ops` with each one a merge brought in (`merged`) placed by its begin time among the
+    others. The target's own records are in the order they happened (one writer at a time,
+    under the deploy lock), so their order stands; an operation merged from an operator-side
+    journal was appended later than it happened. One begun after the first merge record
+    (`after_first_merge`) began after every operation that merge brought in (the merge is the
+    first thing a command does): it follows them even within one second. (rows.py's order.)"""
     if not merged:
         return ops
     after_merge = after_first_merge - merged

@@ -140,7 +140,7 @@ def _lines(
             st.ops > 0 and db.execute("SELECT 1 FROM ops WHERE op = ?", (rec.op,)).fetchone()
         )
         if isinstance(rec, BeginRecord) and st.merges:
-            after.add(rec.op)  # (a second begin too: records.place_merged reads every begin)
+            after.add(rec.op)  # (a second begin too: records.place_by's rule reads every begin)
         if not damage.its_own(rec, f"{path}:{n}", bool(begun), st.duplicates, st.orphans):
             continue
         touched.setdefault(rec.op, []).append((at, rec))

@@ -122,7 +122,7 @@ class View:
     # -- the judge ------------------------------------------------------------------------------
 
     def judge(self, e: Entry) -> Judgement | None:
-        """knowngood.judge's judgement of `e` (None: not a deploy or rollback)."""
+        """The known-good rule's judgement of `e` (None: not a deploy or rollback)."""
         if e.kind not in ("deploy", "rollback") or e.own is None or e.why is None:
             return None
         j = self._judged.get(e.op)
@@ -146,7 +146,7 @@ class View:
         return self._exp[op]
 
     def _failed(self, h: str) -> str | None:
-        """Which gate failed commands `h` first (knowngood.failed_gates), None if none did."""
+        """Which gate failed commands `h` first in the journal's order, None if none did."""
         if h not in self._fails:
             found: list[tuple[tuple[int, int, int], str]] = []
             for place, gate, what in self.q(

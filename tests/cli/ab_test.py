@@ -443,9 +443,10 @@ def test_b_whose_decode_dies_in_a_measured_block_fails_its_gate_and_is_never_off
     The box ends on A, the experiment journals B's measured sweep as a failed gate, and
     `rollback` never offers B's commands again."""
     from dsv4ops.canary import Verdict
-    from dsv4ops.journal.knowngood import commands_hash, failed_gates
+    from dsv4ops.journal.knowngood import commands_hash
     from dsv4ops.usecases import ab as AB
     from dsv4ops.usecases.ab_blocks import canary_runner as real_runner
+    from testing.journal import failed_gates
 
     gated = ("--yes", "--json", "--canary-duration", "2", "--accept-inconclusive-canary")
     code, b_good, err = cli(env, capsys, "deploy", "ab-step4", *gated)

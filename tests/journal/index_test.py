@@ -1,5 +1,5 @@
 """journal/index.py, rows.py, view.py: what the store answers through the SQLite index equals what
-a full scan of the same bytes gives (records.fold + place_merged + knowngood.judge), for random
+a full scan of the same bytes gives (testing/journal.py: fold + place_merged + judge), for random
 journals, cold, warm and after appends; an index that does not prove itself (truncated, rewritten,
 foreign, corrupt, forged, edited out of its window, a symlink) is never trusted and is rebuilt."""
 
@@ -17,18 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dsv4ops.errors import JournalError
-from dsv4ops.journal import knowngood, recordfile
+from dsv4ops.journal import recordfile
 from dsv4ops.journal.gates import GATES_RECORDED, GateSource, GateVerdict
-from dsv4ops.journal.records import (
-    RECORD_VERSION,
-    Kind,
-    Status,
-    fold,
-    place_merged,
-)
+from dsv4ops.journal.records import RECORD_VERSION, Kind, Status
 from dsv4ops.journal.schema import MergeRecord, parse_record, to_json
 from dsv4ops.journal.store import UNKNOWN, Journal
-from testing.journal import gate_step
+from testing.journal import fold, gate_step, judge, known_good, place_merged
 
 HASHES = ["h1", "h2", "h3"]
 
@@ -141,8 +135,8 @@ def _full(data: bytes) -> dict[str, Any]:
     ops = place_merged(fold(records), records)
     return {
         "ops": ops,
-        "judged": knowngood.judge(ops),
-        "good": [o.op for o in knowngood.known_good(ops)],
+        "judged": judge(ops),
+        "good": [o.op for o in known_good(ops)],
         "torn": torn,
         "records": records,
         "merges": [to_json(r) for r in records if isinstance(r, MergeRecord)],
@@ -170,7 +164,7 @@ def _check(j: Journal, data: bytes) -> None:
     assert j.tail_records(3) == full["records"][-3:]
     for o in ops[-3:]:
         assert j.get(o.op) == o
-    lkg = next(iter(knowngood.known_good(ops)), None)
+    lkg = next(iter(known_good(ops)), None)
     assert j.last_known_good() == lkg
 
 

@@ -1,10 +1,10 @@
 """The known-good rule as index rows (issue 39 item 4, the SQL-first index's design): what
-knowngood.judge decides of a deploy or rollback splits into facts of its own records (kept in its
-row when it is folded, never changed by another operation's records) and lookups made when it is
-read: whether the experiment its reason names exists, the first gate that failed its commands,
+the full scan (testing/journal.py: judge) decides of a deploy or rollback splits into facts of
+its own records (kept in its row when it is folded, never changed by another operation's
+records) and lookups made when it is read: whether the experiment its reason names exists, the first gate that failed its commands,
 and for a rollback that ran no gate the best known-good of its commands before it. Appends then
 never re-judge a row and a merge only re-places them: no checkpoint. `Rows` is that design in
-memory (one SQL query per lookup in a cache); the property holds it equal to knowngood.judge."""
+memory (one SQL query per lookup in a cache); the property holds it equal to the full scan."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from dsv4ops.journal import knowngood as kg
 from dsv4ops.journal import recordfile
 from dsv4ops.journal.gates import GATES_RECORDED, GateSource
 from dsv4ops.journal.knowngood import NOT, Judgement
-from dsv4ops.journal.records import Kind, Operation, Status, fold, place_merged
+from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.schema import Record, RecordError, parse_record
+from testing import journal as full_scan
 from tests.journal.index_test import journals
 
 _JUDGED = (Kind.DEPLOY, Kind.ROLLBACK)
@@ -171,7 +172,7 @@ def _operations(lines: list[bytes]) -> list[Operation]:
             records.append(parse_record(r, str(n)))
         except RecordError:
             continue
-    return place_merged(fold(records), records)
+    return full_scan.place_merged(full_scan.fold(records), records)
 
 
 _KINDS = ["deploy", "deploy", "deploy", "rollback", "rollback", "experiment"]
@@ -265,7 +266,7 @@ def judged_journals(draw: st.DrawFn) -> list[bytes]:
 def _check(lines: list[bytes]) -> None:
     ops = _operations(lines)
     rows = Rows([row(o) for o in ops])
-    assert {o.op: rows.judge(o.op) for o in ops if o.kind in _JUDGED} == kg.judge(ops)
+    assert {o.op: rows.judge(o.op) for o in ops if o.kind in _JUDGED} == full_scan.judge(ops)
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))

@@ -11,14 +11,13 @@ import pytest
 
 from dsv4ops.errors import JournalError
 from dsv4ops.journal.gates import GateResult, GateSource, GateVerdict
-from dsv4ops.journal.knowngood import judge, known_good
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.schema import BeginRecord
 from dsv4ops.journal.store import FileBackend, Journal
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.restore import rollback_target
 from testing.clock import FakeClock
-from testing.journal import gate_step
+from testing.journal import gate_step, judge, known_good
 
 
 @pytest.fixture

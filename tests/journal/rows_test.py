@@ -16,10 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dsv4ops.journal import knowngood, recordfile, rows
-from dsv4ops.journal.records import Kind, Operation, Status, fold, place_merged
+from dsv4ops.journal import recordfile, rows
+from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.schema import parse_record
 from dsv4ops.journal.store import Journal
+from testing.journal import fold, known_good, place_merged
 from tests.journal.index_test import HASHES, _deploys, journals
 
 _JUDGED = (Kind.DEPLOY, Kind.ROLLBACK, Kind.EXPERIMENT)
@@ -104,8 +105,8 @@ def test_columns_read_back_hold_every_entry_and_walks_match_the_full_scan(
             o.op for o in whole if not o.status.terminal
         ]
         good = j.known_good()
-        assert [o.op for o in good] == [o.op for o in knowngood.known_good(whole)]
-        assert len(good) == len(knowngood.known_good(whole))
+        assert [o.op for o in good] == [o.op for o in known_good(whole)]
+        assert len(good) == len(known_good(whole))
 
 
 def test_a_cold_read_reads_only_the_operations_it_returns(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from dsv4ops.errors import JournalError
 from dsv4ops.journal import schema
-from dsv4ops.journal.records import Kind, Status, fold
+from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.schema import (
     FORMATS,
     BeginRecord,
@@ -23,7 +23,7 @@ from dsv4ops.journal.schema import (
 )
 from dsv4ops.journal.store import Journal
 from testing.clock import FakeClock
-from testing.journal import gate_step
+from testing.journal import fold, gate_step
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -214,8 +214,8 @@ def test_an_operation_merged_in_comes_before_what_began_after_the_merge_within_o
     """The merge is the first thing a command does: an operation merged from an operator-side
     journal began before anything begun after the merge record, even when both have the same
     seconds-precision timestamp (a CI failure: the crashed deploy listed after the kernel switch)."""
-    from dsv4ops.journal.records import fold, place_merged
     from dsv4ops.journal.schema import parse_record
+    from testing.journal import fold, place_merged
 
     ts = "2026-12-01T16:01:04Z"
     raw: list[JSONObject] = [

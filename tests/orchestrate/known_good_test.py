@@ -12,7 +12,6 @@ import pytest
 
 from dsv4ops.errors import LockHeldError
 from dsv4ops.journal.gates import GateSource, GateVerdict
-from dsv4ops.journal.knowngood import failed_gates
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import RUNBOOK_RUN_ENV, Journal
 from dsv4ops.orchestrate.outcome import Outcome
@@ -20,6 +19,7 @@ from dsv4ops.orchestrate.partial import PartialRestartRefused
 from dsv4ops.orchestrate.pd import restart_scope
 from dsv4ops.orchestrate.restore import fallbacks_for, known_good_ops, rollback_target
 from testing.clock import FakeClock
+from testing.journal import failed_gates
 from testing.orchestrate import FakeControl, make_deployment, operator
 
 
