@@ -2,21 +2,24 @@
 
 - FullDiskBackend: a journal file whose appends fail as on a full disk while `full` is set.
 - gate_step: a deploy's canary gate journaled as the engine journals it (with its GateResult).
+- records: every valid record of a journal, in order (the whole file parsed, after a read).
 - fold, place_merged, judge, known_good, failed_gates: the full scan, the index's reference.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from dsv4ops.errors import JournalError
 from dsv4ops.journal import knowngood as kg
+from dsv4ops.journal import recordfile
 from dsv4ops.journal.gates import GateResult, GateSource, GateVerdict, canary_gate
 from dsv4ops.journal.knowngood import Judgement
 from dsv4ops.journal.records import Kind, Operation, fold_into, place_by
-from dsv4ops.journal.schema import BeginRecord, MergeRecord, Record
+from dsv4ops.journal.schema import BeginRecord, MergeRecord, Record, RecordError, parse_record
 from dsv4ops.journal.store import FileBackend, Journal
 
 
@@ -37,6 +40,18 @@ class FullDiskBackend(FileBackend):
     def keep(self, data: bytes) -> Path:
         self.kept.append(data)
         return self.path.with_suffix(".kept")
+
+
+def records(j: Journal) -> list[Record]:
+    """Every valid record of `j` in order, as a read finds them (a target's record: its cache,
+    synced by this read); torn and damaged lines are skipped (Journal.warnings says them)."""
+    j.sync()
+    parsed, _ = recordfile.parse(recordfile.read_bytes(str(j.path)))
+    out: list[Record] = []
+    for n, r in parsed:
+        with contextlib.suppress(RecordError):
+            out.append(parse_record(r, f"{j.path}:{n}"))
+    return out
 
 
 def gate_step(

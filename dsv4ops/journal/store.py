@@ -292,11 +292,6 @@ class Journal:
         """Read the journal once (a target's record: its cache synced), as every read does."""
         self._view()
 
-    def records(self) -> list[Record]:
-        """Every valid record in order (the whole journal: for tests and small journals; torn
-        lines are skipped and listed in skipped_lines)."""
-        return self._view().records()
-
     def tail_records(self, n: int) -> list[Record]:
         """The last `n` valid records, read from the end of the journal only."""
         return self._view().tail(n)
@@ -304,10 +299,6 @@ class Journal:
     def operations(self) -> Operations:
         """The operations in the journal's order (a lazy Sequence, see journal/lazy.py)."""
         return Operations(self._view())
-
-    def merges(self) -> list[JSONObject]:
-        """The merge records: each operator-side journal merged into this record, once."""
-        return [to_json(m) for m in self._view().merges()]
 
     def listing(
         self, limit: int

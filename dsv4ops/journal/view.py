@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from typing import NoReturn
 
 from dsv4ops.errors import JournalError
-from dsv4ops.journal import damage, index, knowngood, recordfile, rows
+from dsv4ops.journal import damage, index, knowngood, rows
 from dsv4ops.journal.knowngood import INHERITS, Judgement
 from dsv4ops.journal.lazy import GOOD, Entry, facts_of, fits
 from dsv4ops.journal.records import Operation, fold_into
-from dsv4ops.journal.schema import Record, RecordError, parse_record
+from dsv4ops.journal.schema import Record
 
 _ROW = (
     "op, kind, status, live, ts, running, count, offsets, place, name, hash, pre, own, why, block,"
@@ -194,15 +194,6 @@ class View:
 
     def newest(self, where: str) -> Entry | None:
         return next(self.walk(where, newest_first=True), None)
-
-    def records(self) -> list[Record]:
-        """Every valid record in order (the whole journal parsed; damaged lines: warnings())."""
-        parsed, _ = recordfile.parse(bytes(self.buf))
-        out: list[Record] = []
-        for n, r in parsed:
-            with contextlib.suppress(RecordError):
-                out.append(parse_record(r, f"{self._index.path}:{n}"))
-        return out
 
     def merges(self) -> list[Record]:
         try:

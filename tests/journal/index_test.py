@@ -22,7 +22,7 @@ from dsv4ops.journal.gates import GATES_RECORDED, GateSource, GateVerdict
 from dsv4ops.journal.records import RECORD_VERSION, Kind, Status
 from dsv4ops.journal.schema import MergeRecord, parse_record, to_json
 from dsv4ops.journal.store import UNKNOWN, Journal
-from testing.journal import fold, gate_step, judge, known_good, place_merged
+from testing.journal import fold, gate_step, judge, known_good, place_merged, records
 
 HASHES = ["h1", "h2", "h3"]
 
@@ -150,8 +150,8 @@ def _answers(j: Journal) -> dict[str, Any]:
         "judged": j.judged(),
         "good": [o.op for o in j.known_good()],
         "torn": j.skipped_lines,
-        "records": list(j.records()),
-        "merges": j.merges(),
+        "records": records(j),
+        "merges": j.listing(1)[2],
     }
 
 

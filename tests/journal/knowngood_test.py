@@ -17,7 +17,7 @@ from dsv4ops.journal.store import FileBackend, Journal
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.restore import rollback_target
 from testing.clock import FakeClock
-from testing.journal import gate_step, judge, known_good
+from testing.journal import gate_step, judge, known_good, records
 
 
 @pytest.fixture
@@ -258,8 +258,7 @@ def test_a_journal_of_gate_steps_is_judged_as_the_version_that_wrote_it(tmp_path
         for op, (_, why) in then["judged"].items():
             assert now[op].why == why
     ops = Journal("old", backend=_file(path)).operations()
-    records = Journal("old", backend=_file(path)).records()
-    begins = [r for r in records if isinstance(r, BeginRecord)]
+    begins = [r for r in records(Journal("old", backend=_file(path))) if isinstance(r, BeginRecord)]
     assert begins and all(b.gates is None for b in begins)  # none written by this version
     gates = {o.op: o.gates for o in ops}  # all migrated by the one migrator (schema.migrate)
     (accepted,) = [g for gs in gates.values() for g in gs if g.accepted]

@@ -23,7 +23,7 @@ from dsv4ops.journal.schema import (
 )
 from dsv4ops.journal.store import Journal
 from testing.clock import FakeClock
-from testing.journal import fold, gate_step
+from testing.journal import fold, gate_step, records
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -92,7 +92,7 @@ def test_the_current_format_round_trips_and_migrate_leaves_it_as_it_is(tmp_path:
     j.transition(op, Status.SUCCEEDED, running=op, processes={"d": {"pid": 7}}, known_good=True)
     k = j.begin(Kind.KERNELS, kernel={"package": "pkg"})
     j.transition(k, Status.FAILED, message="no", kernel={"version": "1"})
-    begin = j.records()[0]
+    begin = records(j)[0]
     assert isinstance(begin, BeginRecord)
     for n, line in enumerate(j.path.read_text().splitlines(), 1):
         obj = json.loads(line)
@@ -138,7 +138,7 @@ def test_a_record_that_fails_its_type_is_named_and_the_rest_is_read(
 def test_the_typed_records_are_what_readers_get(tmp_path: Path) -> None:
     j = Journal("box", directory=tmp_path, clock=FakeClock())
     op = j.begin(Kind.STOP)
-    begin, pending = j.records()
+    begin, pending = records(j)
     assert isinstance(begin, BeginRecord) and begin.op == op and begin.kind is Kind.STOP
     assert isinstance(pending, StatusRecord) and pending.status is Status.PENDING
     assert j.tail_records(1) == [pending]

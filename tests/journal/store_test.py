@@ -16,7 +16,7 @@ from dsv4ops.journal.schema import StatusRecord
 from dsv4ops.journal.store import Journal, journal_path
 from dsv4ops.jsontypes import JSONObject
 from testing.clock import FakeClock
-from testing.journal import gate_step
+from testing.journal import gate_step, records
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_lifecycle_is_persisted_at_every_transition(journal: Journal) -> None:
     journal.transition(op, Status.SUCCEEDED, running=op)
     got = journal.get(op)
     assert got.status is Status.SUCCEEDED and got.ended is not None
-    statuses = [r.status.value for r in journal.records() if isinstance(r, StatusRecord)]
+    statuses = [r.status.value for r in records(journal) if isinstance(r, StatusRecord)]
     assert statuses == ["PENDING", "RUNNING", "SUCCEEDED"]
 
 
@@ -117,7 +117,7 @@ def test_format_errors_name_file_and_line_and_leave_the_rest_readable(journal: J
     journal.begin(Kind.STOP)  # the brake always works: a stop takes nothing known-good on trust
     with open(journal.path, "w") as f:
         f.write(json.dumps({"v": 99, "type": "begin"}) + "\n")
-    assert list(journal.records()) == [] and "version 99" in journal.warnings()[0]
+    assert records(journal) == [] and "version 99" in journal.warnings()[0]
 
 
 def test_secrets_never_reach_the_file(journal: Journal, monkeypatch: pytest.MonkeyPatch) -> None:

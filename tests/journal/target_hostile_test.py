@@ -24,6 +24,7 @@ from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.journal.target import TargetJournal
 from dsv4ops.remote import Supervisor
+from testing.journal import records
 from testing.remote import SshdServer
 
 TARGET = "box"
@@ -68,7 +69,7 @@ def test_a_symlinked_record_is_refused_and_the_victim_untouched(
         _journal(over_ssh, tmp_path / "alice").begin(Kind.STOP, reason="x")
     assert "nothing was read or written" in str(exc.value)
     with pytest.raises(JournalError, match="symbolic link"):
-        _journal(over_ssh, tmp_path / "bob").records()
+        records(_journal(over_ssh, tmp_path / "bob"))
     assert victim.read_bytes() == b"precious\n"  # not one record appended to it
     assert alice.path.read_bytes() == cache_before  # the cache was not overwritten with it
     assert first in cache_before.decode()
@@ -80,7 +81,7 @@ def test_a_record_writable_by_others_is_refused(over_ssh: Supervisor, tmp_path: 
     record = Path(over_ssh.workdir) / "journal.jsonl"
     record.chmod(0o666)
     with pytest.raises(JournalError, match="writable by group or others"):
-        _journal(over_ssh, tmp_path / "bob").records()
+        records(_journal(over_ssh, tmp_path / "bob"))
 
 
 def test_a_shorter_record_keeps_both_copies_and_refuses_mutations_until_merged(
@@ -254,7 +255,7 @@ def test_a_symlinked_target_directory_is_refused_over_ssh(sshd: SshdServer, tmp_
         os.replace(real, tmp_path / "SAVED")
         real.symlink_to(elsewhere, target_is_directory=True)
         with pytest.raises(JournalError, match="symbolic link"):
-            _journal(box, tmp_path / "bob").records()
+            records(_journal(box, tmp_path / "bob"))
         with pytest.raises(JournalError, match="symbolic link"):
             _journal(box, tmp_path / "alice").begin(Kind.STOP, reason="x")
     assert not (elsewhere / "journal.jsonl").exists()

@@ -18,7 +18,7 @@ from dsv4ops.journal.target import TargetJournal
 from dsv4ops.remote import LocalExecutor, Supervisor
 from dsv4ops.remote.ssh import SSHExecutor
 from testing.clock import FakeClock
-from testing.journal import gate_step
+from testing.journal import gate_step, records
 from testing.ports import free_port
 from testing.remote import SshdServer
 
@@ -64,7 +64,7 @@ def test_two_operators_see_one_history_and_one_known_good_list(
     # Each cache is the target's record byte for byte after its own read, and says when.
     record = (Path(box.workdir) / "journal.jsonl").read_bytes()
     for j in (alice, bob):
-        j.records()
+        records(j)
         assert j.path.read_bytes() == record
         src = j.source()
         assert src["source"] == "target" and src["synced_at"] and src["age_s"] is not None
@@ -84,20 +84,20 @@ def test_an_operator_side_journal_is_merged_once_without_duplicates(
     ops = bob.operations()
     assert [o.op for o in ops] == [old, new]  # the merged op takes its place by its time
     assert _op(bob.deployed()) == new  # ... so it does not pose as the newest deployment
-    (merge,) = bob.merges()
+    (merge,) = bob.listing(1)[2]
     assert merge["ops"] == [old] and merge["records"] == 5 and merge["user"]
     assert str(tmp_path / "bob") in merge["source"]
     assert (tmp_path / "bob" / "journal" / f"{TARGET}.jsonl.pre-merge").exists()
 
     # Again, from bob and from a copy of his old file elsewhere: nothing is appended twice.
     before = _record(box)
-    bob.records()
+    records(bob)
     copy = tmp_path / "carol" / "journal"
     copy.mkdir(parents=True)
     (copy / f"{TARGET}.jsonl").write_bytes(
         (tmp_path / "bob" / "journal" / f"{TARGET}.jsonl.pre-merge").read_bytes()
     )
-    _journal(box, tmp_path / "carol").records()
+    records(_journal(box, tmp_path / "carol"))
     assert _record(box) == before
     keys = recordfile.record_keys(before)
     assert len(keys) == len(set(keys))
