@@ -17,8 +17,7 @@ from dsv4ops.errors import JournalError
 from dsv4ops.journal import knowngood as kg
 from dsv4ops.journal import recordfile
 from dsv4ops.journal.gates import GateResult, GateSource, GateVerdict, canary_gate
-from dsv4ops.journal.knowngood import Judgement
-from dsv4ops.journal.records import Kind, Operation, fold_into, place_by
+from dsv4ops.journal.records import Judgement, Kind, Operation, fold_into, place_by
 from dsv4ops.journal.schema import BeginRecord, MergeRecord, Record, RecordError, parse_record
 from dsv4ops.journal.store import FileBackend, Journal
 

@@ -6,32 +6,8 @@ means"."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from dsv4ops.journal.gates import GateResult, GateSource, GateVerdict
-from dsv4ops.journal.records import Kind, Operation, Status
-
-PASSED, ACCEPTED, NOT = 2, 1, 0  # ranks: a pass, an INCONCLUSIVE accepted, not known-good
-_GATE = {PASSED: GateVerdict.PASS, ACCEPTED: GateVerdict.INCONCLUSIVE}  # rank -> its gate's
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """Whether one deploy/rollback is known-good, how strongly, and why (in words)."""
-
-    op: str
-    rank: int
-    why: str
-
-    @property
-    def known_good(self) -> bool:
-        return self.rank > NOT
-
-    @property
-    def gate(self) -> GateVerdict | None:
-        """The verdict of the gate that made it known-good: PASS, or INCONCLUSIVE (accepted,
-        ranked below every pass); None when it is not known-good."""
-        return _GATE.get(self.rank)
+from dsv4ops.journal.gates import GateResult, GateSource
+from dsv4ops.journal.records import ACCEPTED, NOT, PASSED, Judgement, Kind, Operation, Status
 
 
 def commands_hash(op: Operation) -> str | None:

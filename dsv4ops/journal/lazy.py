@@ -11,9 +11,8 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import astuple, dataclass
 from typing import Protocol, TypeVar, overload
 
-from dsv4ops.journal import knowngood
-from dsv4ops.journal.knowngood import INHERITS, Judgement
-from dsv4ops.journal.records import Kind, Operation, Status
+from dsv4ops.journal.knowngood import INHERITS
+from dsv4ops.journal.records import ACCEPTED, PASSED, Judgement, Kind, Operation, Status
 from dsv4ops.journal.rows import JUDGED
 from dsv4ops.jsontypes import JSONObject
 
@@ -236,7 +235,7 @@ class KnownGood(_Lazy[Operation]):
         self._walk = self._positions()
 
     def _positions(self) -> Iterator[Entry]:
-        for rank in (knowngood.PASSED, knowngood.ACCEPTED):
+        for rank in (PASSED, ACCEPTED):
             for e in self._view.walk("own != 0", newest_first=True):
                 j = self._view.judge(e)
                 if j is not None and j.rank == rank:

@@ -54,17 +54,28 @@ class OperationSummary(TypedDict):
     gates: list[JSONObject]  # each GateResult's record
 
 
-class Judged(Protocol):
-    """What `Operation.summary` reads of a `knowngood.Judgement` (which imports this module)."""
+# What the known-good rule (journal/knowngood.py, view.py) decided of one deploy or rollback.
+PASSED, ACCEPTED, NOT = 2, 1, 0  # ranks: a pass, an INCONCLUSIVE accepted, not known-good
+_GATE = {PASSED: GateVerdict.PASS, ACCEPTED: GateVerdict.INCONCLUSIVE}  # rank -> its gate's
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """Whether one deploy/rollback is known-good, how strongly, and why (in words)."""
+
+    op: str
+    rank: int
+    why: str
 
     @property
-    def known_good(self) -> bool: ...
+    def known_good(self) -> bool:
+        return self.rank > NOT
 
     @property
-    def why(self) -> str: ...
-
-    @property
-    def gate(self) -> GateVerdict | None: ...
+    def gate(self) -> GateVerdict | None:
+        """The verdict of the gate that made it known-good: PASS, or INCONCLUSIVE (accepted,
+        ranked below every pass); None when it is not known-good."""
+        return _GATE.get(self.rank)
 
 
 class JudgedJSON(TypedDict):
@@ -73,7 +84,7 @@ class JudgedJSON(TypedDict):
     known_good_gate: str | None
 
 
-def judged_json(j: Judged | None, none_why: str | None = None) -> JudgedJSON:
+def judged_json(j: Judgement | None, none_why: str | None = None) -> JudgedJSON:
     """The judgement in every `--json` document that carries one (`journal`, `status`,
     `rollback --dry-run`): `known_good_gate` is the verdict of the gate that made it known-good
     as its enum's value, which readers compare (never the words of `known_good_why`)."""
@@ -173,9 +184,9 @@ class Operation:
             self.profile, self.components, source_op=self.op, unread=unread
         )
 
-    def summary(self, judgement: Judged | None = None) -> OperationSummary:
+    def summary(self, judgement: Judgement | None = None) -> OperationSummary:
         """The operation in the `journal --json` shape; `judgement` is its
-        `knowngood.Judgement` (None: not a deploy or rollback, never known-good)."""
+        Judgement (None: not a deploy or rollback, never known-good)."""
         p = self.profile or {}
         return {
             "id": self.op,

@@ -12,12 +12,12 @@ from typing import Unpack
 
 from dsv4ops.clock import Clock, SystemClock, utc_now_iso
 from dsv4ops.errors import DsOpsError, JournalError
-from dsv4ops.journal import knowngood, opids, recordfile
+from dsv4ops.journal import opids, recordfile
 from dsv4ops.journal.backend import FileBackend, JournalBackend, JournalSource, journal_path
 from dsv4ops.journal.gates import GATES_RECORDED, GateResult, GateSource
 from dsv4ops.journal.index import Index
 from dsv4ops.journal.lazy import Judgements, KnownGood, Operations
-from dsv4ops.journal.records import Kind, Operation, Status, check_transition, scrub
+from dsv4ops.journal.records import Judgement, Kind, Operation, Status, check_transition, scrub
 from dsv4ops.journal.schema import (
     BeginFields,
     BeginRecord,
@@ -302,7 +302,7 @@ class Journal:
 
     def listing(
         self, limit: int
-    ) -> tuple[list[Operation], Mapping[str, knowngood.Judgement], list[JSONObject]]:
+    ) -> tuple[list[Operation], Mapping[str, Judgement], list[JSONObject]]:
         """One read for `dsv4ops journal`: the last `limit` operations (all when <= 0), the
         known-good judgement of every deploy/rollback (over the whole journal), the merges."""
         view = self._view()
@@ -333,7 +333,7 @@ class Journal:
         """Known-good deployments in rollback's order (journal/knowngood.py; lazy.KnownGood)."""
         return KnownGood(self._view())
 
-    def judged(self) -> Mapping[str, knowngood.Judgement]:
+    def judged(self) -> Mapping[str, Judgement]:
         """op id -> whether that deploy/rollback is known-good and why (the same rule)."""
         return Judgements(self._view())
 

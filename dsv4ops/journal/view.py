@@ -14,9 +14,9 @@ from typing import NoReturn
 
 from dsv4ops.errors import JournalError
 from dsv4ops.journal import damage, index, knowngood, rows
-from dsv4ops.journal.knowngood import INHERITS, Judgement
+from dsv4ops.journal.knowngood import INHERITS
 from dsv4ops.journal.lazy import GOOD, Entry, facts_of, fits
-from dsv4ops.journal.records import Operation, fold_into
+from dsv4ops.journal.records import Judgement, Operation, fold_into
 from dsv4ops.journal.schema import Record
 
 _ROW = (

@@ -15,8 +15,7 @@ from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.backend import JournalSource as JournalSource  # cli/journal.py's
 from dsv4ops.journal.backend import MergeDone
 from dsv4ops.journal.gates import GateResult, GateVerdict
-from dsv4ops.journal.knowngood import Judgement
-from dsv4ops.journal.records import Kind, Operation, OperationSummary
+from dsv4ops.journal.records import Judgement, Kind, Operation, OperationSummary
 from dsv4ops.journal.target import TargetJournal
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.status_report import StatusReport

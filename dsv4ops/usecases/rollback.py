@@ -8,8 +8,7 @@ from dataclasses import dataclass
 
 from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DsOpsError
-from dsv4ops.journal.knowngood import Judgement
-from dsv4ops.journal.records import Kind, Operation, judged_json
+from dsv4ops.journal.records import Judgement, Kind, Operation, judged_json
 from dsv4ops.orchestrate.engine import CanaryStep, Progress
 from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.outcome import raise_for as raise_for  # the CLI's exit for an Outcome

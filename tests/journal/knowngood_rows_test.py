@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 from dsv4ops.journal import knowngood as kg
 from dsv4ops.journal import recordfile
 from dsv4ops.journal.gates import GATES_RECORDED, GateSource
-from dsv4ops.journal.knowngood import NOT, Judgement
-from dsv4ops.journal.records import Kind, Operation, Status
+from dsv4ops.journal.records import NOT, Judgement, Kind, Operation, Status
 from dsv4ops.journal.schema import Record, RecordError, parse_record
 from testing import journal as full_scan
 from tests.journal.index_test import journals
