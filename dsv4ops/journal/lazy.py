@@ -129,7 +129,28 @@ def _where(
 
 
 class _Lazy(Sequence[T]):
-    """A lazy Sequence equal to any Sequence of the same items (never hashed)."""
+    """A lazy Sequence equal to any Sequence of the same items (never hashed): item `n` is
+    `_item(n)`, and `_known(stop)` how many are known once the first `stop` (None: all) are."""
+
+    def _item(self, n: int) -> T:
+        raise NotImplementedError
+
+    def _known(self, stop: int | None) -> int:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return self._known(None)
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[T]: ...
+
+    def __getitem__(self, i: int | slice) -> T | list[T]:
+        if isinstance(i, slice):
+            whole = i.stop is None or i.stop < 0 or (i.start or 0) < 0
+            return [self._item(n) for n in range(self._known(None if whole else i.stop))[i]]
+        return self._item(range(self._known(None if i < 0 else i + 1))[i])
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Sequence) and list(self) == list(other)
@@ -143,18 +164,11 @@ class Operations(_Lazy[Operation]):
     def __init__(self, view: Reader) -> None:
         self._view = view
 
-    def __len__(self) -> int:
+    def _known(self, stop: int | None) -> int:
         return self._view.n
 
-    @overload
-    def __getitem__(self, i: int) -> Operation: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Operation]: ...
-
-    def __getitem__(self, i: int | slice) -> Operation | list[Operation]:
-        if isinstance(i, slice):
-            return [self._view.load(self._view.at(p)) for p in range(len(self))[i]]
-        return self._view.load(self._view.at(range(len(self))[i]))
+    def _item(self, n: int) -> Operation:
+        return self._view.load(self._view.at(n))
 
     def __iter__(self) -> Iterator[Operation]:
         return (self._view.load(e) for e in self._view.walk())
@@ -241,30 +255,15 @@ class KnownGood(_Lazy[Operation]):
                 if j is not None and j.rank == rank:
                     yield e
 
-    def _upto(self, n: int | None) -> None:
-        while n is None or len(self._found) < n:
+    def _known(self, stop: int | None) -> int:
+        while stop is None or len(self._found) < stop:
             e = next(self._walk, None)
             if e is None:
-                return
+                break
             self._found.append(e)
-
-    def __len__(self) -> int:
-        self._upto(None)
         return len(self._found)
 
-    @overload
-    def __getitem__(self, i: int) -> Operation: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Operation]: ...
-
-    def __getitem__(self, i: int | slice) -> Operation | list[Operation]:
-        if isinstance(i, slice):
-            self._upto(None if i.stop is None or i.stop < 0 or (i.start or 0) < 0 else i.stop)
-            return [self._load(n) for n in range(len(self._found))[i]]
-        self._upto(None if i < 0 else i + 1)
-        return self._load(range(len(self._found))[i])
-
-    def _load(self, n: int) -> Operation:
+    def _item(self, n: int) -> Operation:
         """The `n`th found, loaded; found again when reading it rebuilt the index (a row the
         records did not bear out: the list is the rule's over the rebuilt rows)."""
         seen = self._view.generation
@@ -272,18 +271,14 @@ class KnownGood(_Lazy[Operation]):
         if self._view.generation == seen:
             return op
         self._found, self._walk = [], self._positions()
-        self._upto(n + 1)
+        self._known(n + 1)
         return self._view.load(self._found[n])
 
     def __bool__(self) -> bool:
-        self._upto(1)
-        return bool(self._found)
+        return self._known(1) > 0
 
     def __iter__(self) -> Iterator[Operation]:
         n = 0
-        while True:
-            self._upto(n + 1)
-            if n >= len(self._found):
-                return
-            yield self._load(n)
+        while self._known(n + 1) > n:
+            yield self._item(n)
             n += 1
