@@ -15,9 +15,9 @@ from pathlib import Path
 
 from dsv4ops.errors import JournalError
 from dsv4ops.journal import knowngood as kg
-from dsv4ops.journal import recordfile
+from dsv4ops.journal import recordfile, rows
 from dsv4ops.journal.gates import GateResult, GateSource, GateVerdict, canary_gate
-from dsv4ops.journal.records import Judgement, Kind, Operation, fold_into, place_by
+from dsv4ops.journal.records import Judgement, Kind, Operation, fold_into
 from dsv4ops.journal.schema import BeginRecord, MergeRecord, Record, RecordError, parse_record
 from dsv4ops.journal.store import FileBackend, Journal
 
@@ -87,7 +87,7 @@ def fold(records: Sequence[Record]) -> list[Operation]:
 
 
 def place_merged(ops: list[Operation], records: Sequence[Record]) -> list[Operation]:
-    """`ops` placed as the journal orders them (records.place_by) after its merge records."""
+    """`ops` placed as the journal orders them (rows.place_by) after its merge records."""
     merged = {op for r in records if isinstance(r, MergeRecord) for op in r.ops}
     after_first_merge: set[str] = set()
     seen_merge = False
@@ -96,7 +96,7 @@ def place_merged(ops: list[Operation], records: Sequence[Record]) -> list[Operat
             seen_merge = True
         elif isinstance(r, BeginRecord) and seen_merge:
             after_first_merge.add(r.op)
-    return place_by(ops, merged, after_first_merge)
+    return [ops[k] for k in rows.place_by([(o.op, o.ts) for o in ops], merged, after_first_merge)]
 
 
 def judge(ops: Sequence[Operation]) -> dict[str, Judgement]:

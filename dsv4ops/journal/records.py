@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypedDict, TypeVar
+from typing import TypedDict
 
 from dsv4ops.deployment import Deployment
 from dsv4ops.journal.gates import GateResult, GateVerdict
@@ -94,19 +94,6 @@ def judged_json(j: Judgement | None, none_why: str | None = None) -> JudgedJSON:
         "known_good_why": j.why if j is not None else none_why,
         "known_good_gate": gate.value if gate is not None else None,
     }
-
-
-class Placeable(Protocol):
-    """What `place_by` reads of an operation or an index entry: its id and begin time."""
-
-    @property
-    def op(self) -> str: ...
-
-    @property
-    def ts(self) -> str: ...
-
-
-P = TypeVar("P", bound=Placeable)
 
 
 @dataclass
@@ -289,26 +276,6 @@ def _apply_end(op: Operation, r: StatusRecord) -> None:
         op.kernel = {**(op.kernel or {}), **r.kernel}
     if op.status.terminal:
         op.ended = r.ts
-
-
-def place_by(ops: list[P], merged: set[str], after_first_merge: set[str]) -> list[P]:
-    """`ops` with each one a merge brought in (`merged`) placed by its begin time among the
-    others. The target's own records are in the order they happened (one writer at a time,
-    under the deploy lock), so their order stands; an operation merged from an operator-side
-    journal was appended later than it happened. One begun after the first merge record
-    (`after_first_merge`) began after every operation that merge brought in (the merge is the
-    first thing a command does): it follows them even within one second. (rows.py's order.)"""
-    if not merged:
-        return ops
-    after_merge = after_first_merge - merged
-    out = [o for o in ops if o.op not in merged]
-    for o in (o for o in ops if o.op in merged):
-        at = next(
-            (i for i, n in enumerate(out) if n.ts > o.ts or (n.op in after_merge and n.ts >= o.ts)),
-            len(out),
-        )
-        out.insert(at, o)
-    return out
 
 
 def undo_of(prev: Operation | None) -> JSONObject:

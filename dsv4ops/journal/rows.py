@@ -14,7 +14,7 @@ from array import array
 from dataclasses import dataclass, field
 
 from dsv4ops.journal import damage, knowngood, recordfile
-from dsv4ops.journal.records import Kind, Operation, fold_into, place_by
+from dsv4ops.journal.records import Kind, Operation, fold_into
 from dsv4ops.journal.schema import BeginRecord, MergeRecord, Record, RecordError, parse_record
 
 Buffer = bytes | mmap.mmap
@@ -140,7 +140,7 @@ def _lines(
             st.ops > 0 and db.execute("SELECT 1 FROM ops WHERE op = ?", (rec.op,)).fetchone()
         )
         if isinstance(rec, BeginRecord) and st.merges:
-            after.add(rec.op)  # (a second begin too: records.place_by's rule reads every begin)
+            after.add(rec.op)  # (a second begin too: place_by's rule reads every begin)
         if not damage.its_own(rec, f"{path}:{n}", bool(begun), st.duplicates, st.orphans):
             continue
         touched.setdefault(rec.op, []).append((at, rec))
@@ -182,21 +182,36 @@ def fold(
     st.window = recordfile.window_sha256(fd, span[1])
 
 
-@dataclass(frozen=True)
-class _Placed:
-    op: str
-    ts: str
-    row: int
+def place_by(
+    ops: list[tuple[str, str]], merged: set[str], after_first_merge: set[str]
+) -> list[int]:
+    """The journal's order of `ops` ((op id, begin time) in begin order) as indexes into it:
+    each one a merge brought in (`merged`) placed by its begin time among the others. The
+    target's own records are in the order they happened (one writer at a time, under the deploy
+    lock), so their order stands; an operation merged from an operator-side journal was appended
+    later than it happened. One begun after the first merge record (`after_first_merge`) began
+    after every operation that merge brought in (the merge is the first thing a command does):
+    it follows them even within one second."""
+    after_merge = after_first_merge - merged
+    out = [i for i, (op, _) in enumerate(ops) if op not in merged]
+    for i, (op, ts) in enumerate(ops):
+        if op in merged:
+            later = (
+                at
+                for at, j in enumerate(out)
+                if ops[j][1] > ts or (ops[j][0] in after_merge and ops[j][1] >= ts)
+            )
+            out.insert(next(later, len(out)), i)
+    return out
 
 
 def _place(db: sqlite3.Connection, st: State) -> None:
-    """Place every row anew (records.place_by: a merge brought operations in)."""
+    """Place every row anew (place_by: a merge brought operations in)."""
     got = db.execute("SELECT row, op, ts, after FROM ops ORDER BY row").fetchall()
     merged = set(st.merged)
-    after = {op for _, op, _, a in got if a}
-    placed = place_by([_Placed(op, ts, row) for row, op, ts, _ in got], merged, after)
+    order = place_by([(op, ts) for _, op, ts, _ in got], merged, {op for _, op, _, a in got if a})
     db.executemany(
-        "UPDATE ops SET place = ? WHERE row = ?", [(i, p.row) for i, p in enumerate(placed)]
+        "UPDATE ops SET place = ? WHERE row = ?", [(i, got[k][0]) for i, k in enumerate(order)]
     )
     st.merged_ts = max((ts for _, op, ts, _ in got if op in merged), default="")
 
