@@ -285,21 +285,12 @@ def read_since(path: str, offset: object, window: object) -> tuple[bytes, bool, 
             and window == window_sha256(fd, offset)
         )
         start = offset if prefix and isinstance(offset, int) else 0
-        tail = _pread_all(fd, start, size)
+        with open(fd, "rb", closefd=False) as f:  # read(n) reads until n bytes or the end
+            f.seek(start)
+            tail = f.read(size - start)
         return tail, not prefix, size, window_sha256(fd, size)
     finally:
         os.close(fd)
-
-
-def _pread_all(fd: int, start: int, end: int) -> bytes:
-    parts = []
-    while start < end:
-        chunk = os.pread(fd, min(end - start, 1 << 24), start)
-        if not chunk:
-            break
-        parts.append(chunk)
-        start += len(chunk)
-    return b"".join(parts)
 
 
 @contextlib.contextmanager
