@@ -1,8 +1,5 @@
-"""Lines of a journal that are no readable record of an operation (issue 39): a torn last line
-(skipped), a damaged line (`file:line: why`), records no readable begin opened (`orphans`) and
-an operation id begun twice (`duplicates`: never read as the first one's). The rest is read; a
-mutating command is refused until the line is mended (store.py). docs/deploy.md, "A line that is
-no record"."""
+"""Lines of a journal that are no readable record of an operation: torn, damaged, orphans,
+an id begun twice. docs/deploy.md, "A line that is no record"."""
 
 from __future__ import annotations
 

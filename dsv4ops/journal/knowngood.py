@@ -1,8 +1,6 @@
-"""Known-good: the pieces of the one rule that the journal's index keeps per row (`own_facts`,
-`own_failure`, `arm_of`) and asks per row when read (journal/view.py: `View.judge`). It reads
-GateResults and the serving mark, never a step's name or words; an older journal's gate steps
-are migrated to GateResults (schema.migrate). The rule: docs/deploy.md, "What known-good
-means"."""
+"""The known-good rule's pieces the index keeps per row and asks when read (view.py's
+`View.judge`), from GateResults and the serving mark, never a step's words. docs/deploy.md,
+"What known-good means"."""
 
 from __future__ import annotations
 

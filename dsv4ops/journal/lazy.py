@@ -1,8 +1,5 @@
-"""The journal's rows as one read sees them (view.py's `View`, a `Reader`): `Entry` (a row),
-and the lazy Sequences and Mapping the store hands out: `Operations` (the journal's order, each
-folded from its own records when first touched), `KnownGood` (rollback's order), `Judgements`
-(every deploy and rollback judged when asked). docs/deploy.md, "The journal: record, index,
-judge"."""
+"""A row (`Entry`) and the lazy Sequences and Mapping the store hands out over one read (view.py).
+docs/deploy.md, "The journal: record, index, judge"."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The journal's file rules, stdlib only, used by the operator's store and by the target agent
-(shipped in its zip): one JSON record per line, each append one fsynced O_APPEND write (a torn
-last line is terminated by the next), files opened without following a symlink in the two
-directories above them (`_open_dir`) and refused unless this user's (UnsafeJournalFile), record
-identity for merges (`record_keys`), and the size + 64 KiB window proof of a copy
-(`window_sha256`, `read_since`). docs/deploy.md, "The journal" ("The file itself")."""
+"""The journal's file rules, stdlib only: the target agent ships this file in its zip and uses
+it as the operator's store does. docs/deploy.md, "The journal" ("The file itself")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The journal index's tables (index.py keeps them in `<journal>.sqlite`): one `ops` row per
-operation in begin order (`row`) and in the journal's order (`place`), its own records' facts
-(`facts`: what walks and the known-good rule read), the byte offsets of its records; `fails`,
-the gates that failed commands; `meta`, the `State` (what the rows cover). `fold` keeps them
-current, one transaction per append. docs/deploy.md, "The journal: record, index, judge"."""
+"""The journal index's tables (`ops`, `fails`, `meta`) and `fold`, which keeps them current
+(index.py holds them). docs/deploy.md, "The journal: record, index, judge"."""
 
 from __future__ import annotations
 

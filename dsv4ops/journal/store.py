@@ -1,6 +1,5 @@
-"""The journal store: one append-only JSONL record per target, through a backend (`FileBackend`,
-or the target's record through its agent: target.py), read through its SQLite index (index.py, rows.py, view.py, lazy.py).
-docs/deploy.md, "The journal"."""
+"""The journal store: one append-only JSONL record per target, through a backend, read through
+its SQLite index. docs/deploy.md, "The journal"."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The journal of record on the target (`<workdir>/journal.jsonl`), written through its agent,
-with the operator's state-directory file as its cache: sync by size + window proof, appends whose
-reply carries the new tail, the merge of local records, a temporary copy when the cache cannot
-be written, the cache when the target is unreachable (`offline_ok`), a record that lost history
-kept as `.diverged` until merged or healed. docs/deploy.md, "The journal" ("The cache", "The
-merge", "A record that lost history", "The target unreachable")."""
+"""The journal of record on the target, through its agent, with this machine's copy as its
+cache. docs/deploy.md, "The journal" ("The cache", "The merge", "A record that lost history",
+"The target unreachable")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""One read of a journal through its index (index.py): the rows as that read found them, each
-operation folded from its own records when first read (its row checked against them), and the
-known-good rule judged per row when asked: the row's own facts (knowngood.own_facts) and three
-lookups (the experiment a block names, the first gate its commands failed, a gateless
-rollback's source). The Sequences it hands out: lazy.py. docs/deploy.md, "The journal: record,
-index, judge"."""
+"""One read of a journal through its index: each operation folded from its records when first
+read (its row checked against them), and the known-good rule judged per row when asked.
+docs/deploy.md, "The journal: record, index, judge"."""
 
 from __future__ import annotations
 
