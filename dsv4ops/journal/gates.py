@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from dsv4ops.errors import JournalError
 from dsv4ops.jsontypes import JSONObject
 
 GATES_RECORDED = 1  # the `begin` record's `gates`: this operation records its GateResults
@@ -49,7 +48,7 @@ class GateResult:
     verdict: GateVerdict
     source: GateSource
     op: str  # the operation whose deployment was judged (an A/B: B's block deploy)
-    commands_hash: str | None  # the commands judged (None: only in a migrated A/B gate)
+    commands_hash: str | None = None  # the commands judged (None: only in a migrated A/B gate)
     reasons: tuple[str, ...] = ()
     accepted: bool = False  # an INCONCLUSIVE accepted as asked (--accept-inconclusive-canary)
     duration_s: float | None = None
@@ -92,38 +91,6 @@ class GateResult:
         if self.duration_s is not None:
             out["duration_s"] = round(self.duration_s, 3)
         return out
-
-    @classmethod
-    def from_record(cls, r: object, where: str) -> GateResult:
-        """The GateResult a step record's `gate` holds; JournalError naming `where` if it is
-        not one (a gate no one can read is a damaged line, never a gate that did not run)."""
-        try:
-            if not isinstance(r, dict):
-                raise TypeError("not an object")
-            h, d, reasons = r.get("commands_hash"), r.get("duration_s"), r.get("reasons") or []
-            if not (
-                isinstance(r["suite"], str)
-                and isinstance(r["op"], str)
-                and (h is None or isinstance(h, str))
-                and isinstance(reasons, list)
-                and all(isinstance(x, str) for x in reasons)
-                and (d is None or (isinstance(d, int | float) and not isinstance(d, bool)))
-            ):
-                raise TypeError("a field of the wrong type")
-            return cls(
-                r["suite"],
-                GateVerdict(r["verdict"]),
-                GateSource(r["source"]),
-                r["op"],
-                h,
-                tuple(reasons),
-                r.get("accepted") is True,
-                None if d is None else float(d),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise JournalError(
-                f"{where}: journal step record holds no readable gate ({exc})"
-            ) from exc
 
 
 class Step(Protocol):

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass
 from typing import ClassVar, NamedTuple, TypedDict, overload
 
 from dsv4ops.errors import JournalError
 from dsv4ops.journal import recordfile
-from dsv4ops.journal.gates import GATES_RECORDED, GateResult, legacy_gate
+from dsv4ops.journal.gates import GATES_RECORDED, GateResult, GateSource, GateVerdict, legacy_gate
 from dsv4ops.jsontypes import JSONObject, JSONValue
 
 RECORD_VERSION = 1
@@ -277,7 +277,11 @@ _READ: dict[str, tuple[Callable[[object], bool], Callable[[JSONValue], JSONValue
     "bool | None": (lambda v: True, lambda v: True if v is True else None),
     "Kind": (lambda v: v in Kind._value2member_map_, Kind),
     "Status": (lambda v: v in Status._value2member_map_, Status),
-    "GateResult | None": (lambda v: True, None),  # read by GateResult.from_record (below)
+    "GateResult | None": (lambda v: True, None),  # read by read_gate (below)
+    "bool": (lambda v: True, lambda v: v is True),
+    "tuple[str, ...]": (_is_list(str), tuple),
+    "GateVerdict": (lambda v: v in GateVerdict._value2member_map_, GateVerdict),
+    "GateSource": (lambda v: v in GateSource._value2member_map_, GateSource),
 }
 _UNKNOWN = {"kind": "operation kind", "status": "status"}  # an enum's value no version wrote
 # Each type's required fields and (field, reader) pairs, from its declaration.
@@ -286,7 +290,7 @@ _PLAN = {
         [f.name for f in dataclasses.fields(cls) if f.default is f.default_factory is MISSING],
         [(f.name, _READ[str(f.type)]) for f in dataclasses.fields(cls) if f.name != "v"],
     )
-    for cls in _TYPES.values()
+    for cls in (*_TYPES.values(), GateResult)
 }
 
 
@@ -303,23 +307,43 @@ def parse_record(obj: object, where: str) -> Record:
     cls = _TYPES.get(obj["type"]) if isinstance(obj.get("type"), str) else None
     if cls is None:
         raise RecordError(f"{where}: unknown journal record type {obj.get('type')!r}")
-    r = obj
+    try:
+        values = _values(cls, obj, f"journal {cls.TYPE} record")
+    except _Unfit as exc:
+        raise RecordError(f"{where}: {exc}") from None
+    if "gate" in obj:  # a gate no one can read: a damaged line, never a gate that did not run
+        values["gate"] = read_gate(obj["gate"], where)
+    return cls(**values)
+
+
+def read_gate(obj: object, where: str) -> GateResult:
+    """The GateResult a step record's `gate` holds (GateResult.to_record's shape); RecordError
+    naming `where` if it is not one."""
+    try:
+        if not isinstance(obj, dict):
+            raise _Unfit("not an object")
+        return GateResult(**_values(GateResult, obj, "it"))
+    except _Unfit as exc:
+        raise RecordError(f"{where}: journal step record holds no readable gate ({exc})") from None
+
+
+class _Unfit(Exception):
+    """Why a JSON object is not one of a declared type."""
+
+
+def _values(cls: type, r: Mapping[str, object], label: str) -> JSONObject:
+    """The declared fields of `cls` set in `r` (`label`: what it is, for the why), each read by
+    its type. Raises _Unfit."""
     required, fields = _PLAN[cls]
     missing = [k for k in required if not isinstance(r.get(k), str)]
     if missing:
-        raise RecordError(f"{where}: journal {cls.TYPE} record lacks {', '.join(missing)}")
-    values: JSONObject = {}
+        raise _Unfit(f"{label} lacks {', '.join(missing)}")
+    values: dict[str, object] = {}
     for name, (ok, read) in fields:
         if (v := r.get(name)) is None:
             continue  # an optional field not set (a required one is a string: checked above)
         if not ok(v):
             what = _UNKNOWN.get(name)
-            why = f"unknown {what} {v!r}" if what else f"journal {cls.TYPE} record has a"
-            raise RecordError(f"{where}: {why}" + ("" if what else f" wrong {name}"))
+            raise _Unfit(f"unknown {what} {v!r}" if what else f"{label} has a wrong {name}")
         values[name] = v if read is None else read(v)
-    if "gate" in r:  # a gate no one can read: a damaged line, never a gate that did not run
-        try:
-            values["gate"] = GateResult.from_record(r["gate"], where)
-        except JournalError as exc:
-            raise RecordError(str(exc)) from None
-    return cls(**values)
+    return values

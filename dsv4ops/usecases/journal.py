@@ -14,8 +14,9 @@ from dsv4ops import exitcodes
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.backend import JournalSource as JournalSource  # cli/journal.py's
 from dsv4ops.journal.backend import MergeDone
-from dsv4ops.journal.gates import GateResult, GateVerdict
+from dsv4ops.journal.gates import GateVerdict
 from dsv4ops.journal.records import Judgement, Kind, Operation, OperationSummary
+from dsv4ops.journal.schema import read_gate
 from dsv4ops.journal.target import TargetJournal
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.status_report import StatusReport
@@ -156,7 +157,7 @@ def gate_labels(summary: Mapping[str, object]) -> list[str]:
     (GateResult.label: the verdict's word is its enum's)."""
     gates = summary.get("gates")
     where, items = str(summary.get("id")), gates if isinstance(gates, list) else []
-    return [GateResult.from_record(g, where).label for g in items]
+    return [read_gate(g, where).label for g in items]
 
 
 def accepted_inconclusive(judged: Mapping[str, object]) -> bool:
