@@ -17,7 +17,7 @@ from testing.package_ast import modules
 
 ALIAS_HOME = "dsv4ops/jsontypes.py"
 NAMES = ("JSONValue", "JSONObject")
-CEILING = 208  # 658 the day this came in (2026-12-06); lower it as uses go
+CEILING = 207  # 658 the day this came in (2026-12-06); lower it as uses go
 GOAL = 250
 
 
