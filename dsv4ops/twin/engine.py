@@ -28,8 +28,11 @@ from .hazards import HazardBoard
 from .perf import StepVariation, deploy_offset, padded_batch, step_ms
 from .reporter import StatsReporter
 
-# How far behind its deadlines the loop may fall before it gives up catching up (a CPU stall).
-CATCH_UP_LIMIT_S = 0.25
+# How far behind its deadlines the loop may fall before it gives up catching up: a host stall
+# (the twin shares two cores with its client, router and prefill) is caught up, so a step keeps
+# its modelled length; a SIGSTOP or a wedge is not. At 0.25 s a stall of B's decode in an A/B
+# block cost it up to 5% of a level's throughput (the step-4 A/B read B worse at 60 on CI).
+CATCH_UP_LIMIT_S = 1.0
 # The real idle loop spins; the twin's wakes this often (wall seconds) to run the idle path, so an
 # idle republish follows a transfer that ended without a request joining the batch.
 IDLE_POLL_S = 0.25
