@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Annotated, ClassVar, TypeVar
 
 from annotated_types import Ge, Le, MaxLen
-from pydantic import BaseModel, ConfigDict, Discriminator, Tag
+from pydantic import BaseModel, Discriminator, Tag
 from pydantic import Field as Key
 
 from dsv4ops.deployment import served_model_name
@@ -39,6 +39,7 @@ from dsv4ops.profiles.schema import (
     NameText,
     NonEmptyText,
     OnOff,
+    Section,
     section_of,
 )
 from dsv4ops.profiles.switch import Switch
@@ -67,12 +68,6 @@ RouterKindName = Annotated[str, Kind("str", choices=tuple(str(k) for k in Router
 Policy = Annotated[str, Kind("str", choices=ROUTER_POLICIES)]
 PrefillPolicy = Annotated[str, Kind("str", choices=any_policy("prefill_policy"))]
 DecodePolicy = Annotated[str, Kind("str", choices=any_policy("decode_policy"))]
-
-
-class Section(BaseModel):
-    """A mapping of a profile: frozen, unknown keys refused, no type coerced."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
 
 def _stop_grace() -> float:

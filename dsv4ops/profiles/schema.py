@@ -271,15 +271,19 @@ def _argv(value: object) -> object:
 
 
 def _env(value: object) -> object:
-    if isinstance(value, dict) and all(v is None or _argv_scalar(v) for v in value.values()):
-        return {str(k): _env_str(v) for k, v in value.items()}
-    return value
+    # Each value as text: numbers and booleans have one obvious spelling (true: "1"); any other
+    # value is left to be refused.
+    if not isinstance(value, dict):
+        return value
+    return {str(k): _env_str(v) for k, v in value.items()}
 
 
-def _env_str(value: object) -> str:
+def _env_str(value: object) -> object:
     if isinstance(value, bool):
         return "1" if value else "0"
-    return "" if value is None else str(value)
+    if value is None:
+        return ""
+    return str(value) if _argv_scalar(value) else value
 
 
 def _argv_scalar_schema(text: str) -> dict[str, object]:
@@ -296,6 +300,12 @@ def _onoff_pattern() -> str:
 OnOff = Annotated[bool, Kind("onoff"), BeforeValidator(_onoff)]
 ArgvList = Annotated[list[ArgvText], Kind("str_list"), BeforeValidator(_argv)]
 EnvMap = Annotated[dict[ArgvText, ArgvText], Kind("str_map"), BeforeValidator(_env)]
+
+
+class Section(BaseModel):
+    """A mapping of a profile or targets.yaml: frozen, unknown keys refused, no type coerced."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
 
 def section_of(info: FieldInfo) -> type[BaseModel] | None:

@@ -6,17 +6,13 @@ tables of docs/profiles.md (profiles/reference.py) are derived from these models
 
 from __future__ import annotations
 
-import math
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
-    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -28,9 +24,10 @@ from dsv4ops.profiles.schema import (
     MAX_GPU_ID,
     MAX_ITEMS,
     ArgvText,
+    EnvMap,
     FreeText,
     NameText,
-    text_json_schema,
+    Section,
 )
 
 # Settings of a target whose processes dsv4ops starts: meaningless for a cluster, whose
@@ -96,39 +93,9 @@ def check_url(url: str) -> str:
 Url = Annotated[NameText, AfterValidator(check_url)]
 
 
-def _env_value(value: object) -> object:
-    """An env value as text: numbers and booleans have one obvious spelling (true: "1")."""
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if value is None:
-        return ""
-    if isinstance(value, int) or isinstance(value, float) and math.isfinite(value):
-        return str(value)
-    return value
-
-
-def _env(value: object) -> object:
-    if not isinstance(value, dict):
-        return value
-    return {str(k): _env_value(v) for k, v in value.items()}
-
-
-_ENV_SCHEMA = {
-    "type": "object",
-    "propertyNames": text_json_schema("argv"),
-    "additionalProperties": {
-        "anyOf": [text_json_schema("argv"), {"type": ["number", "boolean", "null"]}]
-    },
-    "maxProperties": MAX_ITEMS,
-}
-Env = Annotated[dict[ArgvText, ArgvText], BeforeValidator(_env), WithJsonSchema(_ENV_SCHEMA)]
-
-
-class Spec(BaseModel):
-    """A mapping of targets.yaml: frozen, unknown keys refused, no type coerced (a quoted "22" is
-    not a port); a key written as null takes its default."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+class Spec(Section):
+    """A mapping of targets.yaml (a quoted "22" is not a port); a key written as null takes its
+    default."""
 
     @model_validator(mode="before")
     @classmethod
@@ -187,7 +154,7 @@ class BoxTarget(Spec):
         None, description="the address this machine calls; null: from bind_host"
     )
     port_offset: int = Field(0, ge=0, le=65535, description="added to every port of the profile")
-    twin_env: Env = Field(
+    twin_env: EnvMap = Field(
         {},
         max_length=MAX_ITEMS,
         description="environment of the twin's processes",
