@@ -1,7 +1,7 @@
 """What a valid value of a profile key looks like: the types the profile's pydantic models
 (profiles/profile_spec.py) declare their keys with (`Kind`, the kinds of text, on/off, argv
 lists, env maps), the checks every string gets (`text_problem`), the bounds and choices, and the
-view of a model's key the error texts read (`Field`, `describe`). Each type's JSON Schema is
+view of a model's key the error texts read (`describe`). Each type's JSON Schema is
 what an editor should take (`Kind`), so the shipped schema is the models' (json_schema.py).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, TypedDict, cast
 
@@ -55,7 +55,7 @@ MAX_RUNNING_REQUESTS = MAX_BATCH_SIZE
 MAX_STRING_CHARS = 16 * 1024  # one argv word or env value; Linux allows 128 KiB (MAX_ARG_STRLEN)
 MAX_ITEMS = 256  # items of a list or NAME: value mapping (extra_args, env, ...)
 
-# What a string must look like (Field.text), beyond "no control characters", which every string
+# What a string must look like (Kind.text), beyond "no control characters", which every string
 # except free text is checked for (a NUL cannot be passed to execve; a newline or an escape
 # sequence in an argv word or env value breaks the printed command, the journal and the terminal).
 TEXT_HELP = {
@@ -65,22 +65,6 @@ TEXT_HELP = {
     "name": "a name: visible characters only, no spaces",
     "endpoint": "a URL path starting with '/', without spaces",
 }
-
-
-@dataclass(frozen=True)
-class Field:
-    """One leaf key as the loader's error texts name what it takes (`describe`). `kind` is one
-    of: str, int, float, bool, onoff, int_list, str_list, str_map, buckets. `minimum`/`maximum`
-    bound a number or each item of an int_list; `text` is a TEXT_HELP key for each string."""
-
-    kind: str
-    default: object = None
-    required: bool = False
-    choices: tuple[str, ...] | None = None
-    minimum: float | None = None
-    nullable: bool = False
-    maximum: float | None = None
-    text: str = "argv"
 
 
 _KIND_HELP = {
@@ -96,29 +80,29 @@ _KIND_HELP = {
 }
 
 
-def describe(f: Field) -> str:
-    """What a valid value looks like, for error messages."""
-    if f.choices:
-        shown = (
-            f.choices
-            if len(f.choices) <= 10
-            else (*f.choices[:8], f"... ({len(f.choices)} in all)")
-        )
+def describe(info: FieldInfo) -> str:
+    """What a valid value of a key looks like, for error messages."""
+    value, nullable = value_schema(info)
+    choices = value.get("enum")
+    if choices:
+        shown = choices if len(choices) <= 10 else [*choices[:8], f"... ({len(choices)} in all)"]
         text = "one of " + ", ".join(shown)
     else:
-        text = _KIND_HELP[f.kind]
-        bounds = _bounds(f)
+        kind = json_kind(value)
+        text = _KIND_HELP[kind]
+        bounds = _bounds(value.get("items", value))
         if bounds:
-            text += f", each {bounds}" if f.kind == "int_list" else f" {bounds}"
-    return text + (" (or null)" if f.nullable else "")
+            text += f", each {bounds}" if kind == "int_list" else f" {bounds}"
+    return text + (" (or null)" if nullable else "")
 
 
-def _bounds(f: Field) -> str:
-    if f.minimum is not None and f.maximum is not None:
-        return f"from {f.minimum:g} to {f.maximum:g}"
-    if f.minimum is not None:
-        return f">= {f.minimum:g}"
-    return f"<= {f.maximum:g}" if f.maximum is not None else ""
+def _bounds(numbers: JSONProp) -> str:
+    low, high = numbers.get("minimum"), numbers.get("maximum")
+    if low is not None and high is not None:
+        return f"from {low:g} to {high:g}"
+    if low is not None:
+        return f">= {low:g}"
+    return f"<= {high:g}" if high is not None else ""
 
 
 # The words an on/off key takes, in any case (json_schema.py spells them out for editors).
@@ -184,7 +168,7 @@ def text_json_schema(kind: str) -> dict[str, str | int]:
 
 @dataclass(frozen=True)
 class Kind:
-    """What a key's type reads as in the docs and errors (a schema.Field kind), its kind of text
+    """What a key's type reads as in the docs and errors (a _KIND_HELP key), its kind of text
     (a schema.TEXT_HELP key) and, for a string, the only values it takes. On a string it is also
     the check: one of the choices, then the text's (typecheck.text_problem)."""
 
@@ -314,31 +298,15 @@ def section_of(info: FieldInfo) -> type[BaseModel] | None:
     return kind if isinstance(kind, type) and issubclass(kind, BaseModel) else None
 
 
-def field_view(info: FieldInfo) -> Field:
-    """A key of a model as the error texts describe it (schema.Field)."""
-    required = info.is_required()
-    default = None if required else info.get_default(call_default_factory=True)
-    return replace(
-        type_view(info.annotation, tuple(info.metadata)), default=default, required=required
-    )
+def value_schema(info: FieldInfo) -> tuple[JSONProp, bool]:
+    """A key's JSON Schema without its null alternative (the bounds and choices pydantic puts
+    there, Kind's spelling of each kind), and whether it takes null: what the errors name."""
+    return _value_schema(info.annotation, tuple(info.metadata))
 
 
 @cache
-def type_view(annotation: object, metadata: tuple[object, ...]) -> Field:
-    """A key's type as the error texts describe it, read off its JSON Schema: the bounds and
-    choices pydantic puts there, and Kind's spelling of each kind (as docs/profiles.md reads it)."""
-    schema = cast(JSONProp, adapter(annotation, metadata).json_schema())
-    value, nullable = json_value(schema)
-    numbers = value.get("items", value)
-    texts = [k for k, pattern in TEXT_PATTERNS.items() if pattern == value.get("pattern")]
-    return Field(
-        json_kind(value),
-        choices=tuple(value["enum"]) if "enum" in value else None,
-        minimum=numbers.get("minimum"),
-        nullable=nullable,
-        maximum=numbers.get("maximum"),
-        text=texts[0] if texts else "argv",
-    )
+def _value_schema(annotation: object, metadata: tuple[object, ...]) -> tuple[JSONProp, bool]:
+    return json_value(cast(JSONProp, adapter(annotation, metadata).json_schema()))
 
 
 @cache
@@ -380,7 +348,7 @@ _JSON_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": 
 
 
 def json_kind(value: JSONProp) -> str:
-    """The schema.Field kind of a value's JSON Schema (without its null alternative)."""
+    """The kind (a _KIND_HELP key) of a value's JSON Schema (without its null alternative)."""
     if "anyOf" in value:  # Kind's spellings: true or an on/off word, a list or a spec
         types = [s.get("type") for s in value["anyOf"]]
         return "onoff" if "boolean" in types else "buckets"

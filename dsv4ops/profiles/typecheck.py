@@ -18,7 +18,7 @@ from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles.excerpt import excerpt, key_excerpt
 from dsv4ops.profiles.problems import Problems, strict, unknown_key
 from dsv4ops.profiles.provenance import Provenance
-from dsv4ops.profiles.schema import NONEMPTY_TEXT, Field, adapter, describe, field_view, section_of
+from dsv4ops.profiles.schema import adapter, describe, json_kind, section_of, value_schema
 
 
 def check_unknown_keys(
@@ -99,7 +99,7 @@ def normalize(
                 raise
             sink.report(exc)
             sink.mark_unusable(path)
-            out[key] = placeholder(field_view(info))
+            out[key] = placeholder(info)
     return out
 
 
@@ -108,19 +108,21 @@ def _value(
 ) -> object:
     """One key's value: null and "" read as the loader always read them, the rest validated by
     the field's declared type, bounds and checks."""
-    f = field_view(info)
+    schema, nullable = value_schema(info)
+    kind = json_kind(schema)
     if key not in data:
-        if f.required:
-            raise prov.error(path, f"missing required key; expected {describe(f)}")
-        return f.default
+        if info.is_required():
+            raise prov.error(path, f"missing required key; expected {describe(info)}")
+        return _default(info)
     value = data[key]
-    if value is None or value == "" and f.kind != "str":
-        if f.nullable:
+    if value is None or value == "" and kind != "str":
+        if nullable:
             return None
-        if value == "" or f.required:
-            raise _bad(value, f, prov, path)
-        return f.default
-    if value == "" and f.nullable and not f.choices and f.text not in NONEMPTY_TEXT:
+        if value == "" or info.is_required():
+            raise _bad(value, info, prov, path)
+        return _default(info)
+    # A nullable text that may be empty (no minLength: no choices, not a name) reads "" as null.
+    if value == "" and nullable and not schema.get("enum") and "minLength" not in schema:
         return None
     try:
         return _adapter(info).validate_python(value)
@@ -132,7 +134,7 @@ def _value(
             _adapter(info, bounded=False).validate_python(value)
         except ValidationError as exc:
             errors = [*exc.errors(include_url=False), *errors]
-    raise _problem(errors, value, f, prov, path)
+    raise _problem(errors, value, info, prov, path)
 
 
 def _adapter(info: FieldInfo, *, bounded: bool = True) -> TypeAdapter[object]:
@@ -149,12 +151,12 @@ _VALUE_ERRORS = frozenset(
 
 
 def _problem(
-    errors: list[ErrorDetails], value: object, f: Field, prov: Provenance, path: str
+    errors: list[ErrorDetails], value: object, info: FieldInfo, prov: Provenance, path: str
 ) -> ProfileError:
     """The one problem of a value (the first the hand-written checks named: its type, then its
     length, then an item), at the key or the item it is about."""
     if any(e["type"] not in _VALUE_ERRORS for e in errors):
-        return _bad(value, f, prov, path)
+        return _bad(value, info, prov, path)
     too_long = [e for e in errors if e["type"] == "too_long"]
     if too_long:
         ctx = too_long[0].get("ctx") or {}
@@ -166,13 +168,13 @@ def _problem(
     if err["type"] == "dsv4ops":
         return prov.error(at, str((err.get("ctx") or {})["why"]))
     if err["type"] == "finite_number":
-        return prov.error(at, f"expected a finite number ({describe(f)}), got {err['input']!r}")
-    return prov.error(at, f"expected {describe(f)}, got {excerpt(err['input'])}")
+        return prov.error(at, f"expected a finite number ({describe(info)}), got {err['input']!r}")
+    return prov.error(at, f"expected {describe(info)}, got {excerpt(err['input'])}")
 
 
-def _bad(value: object, f: Field, prov: Provenance, path: str) -> ProfileError:
+def _bad(value: object, info: FieldInfo, prov: Provenance, path: str) -> ProfileError:
     shown = excerpt(value, key=path.rsplit(".", 1)[-1])
-    return prov.error(path, f"expected {describe(f)}, got {shown}")
+    return prov.error(path, f"expected {describe(info)}, got {shown}")
 
 
 def _suffix(loc: tuple[int | str, ...]) -> str:
@@ -202,6 +204,11 @@ _EMPTY: dict[str, object] = {
 }
 
 
-def placeholder(spec: Field) -> object:
+def placeholder(info: FieldInfo) -> object:
     """A well-typed stand-in for a value that failed its check (never rendered: it is unusable)."""
-    return spec.default if spec.default is not None else copy.copy(_EMPTY[spec.kind])
+    default = _default(info)
+    return default if default is not None else copy.copy(_EMPTY[json_kind(value_schema(info)[0])])
+
+
+def _default(info: FieldInfo) -> object:
+    return None if info.is_required() else info.get_default(call_default_factory=True)

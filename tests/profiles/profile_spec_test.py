@@ -15,7 +15,7 @@ from dsv4ops.errors import ProfileError
 from dsv4ops.profiles import list_profiles, load_profile
 from dsv4ops.profiles.profile_spec import PrefillSection, ProfileSpec
 from dsv4ops.profiles.render import render
-from dsv4ops.profiles.schema import Field, field_view
+from dsv4ops.profiles.schema import describe
 from dsv4ops.routerkind import RouterKind
 from testing.profiles import child, make_profiles_dir
 
@@ -43,10 +43,10 @@ def test_the_models_refuse_what_the_loader_refuses() -> None:
 
 def test_the_view_the_error_texts_read_is_derived_from_the_models() -> None:
     tp = ProfileSpec.model_fields["decode"].annotation.model_fields["tp"]  # type: ignore[union-attr]
-    assert field_view(tp) == Field("int", required=True, minimum=1)
+    assert (tp.is_required(), describe(tp)) == (True, "an integer >= 1")
     prefill, decode = PrefillSection.model_fields, ProfileSpec.model_fields
     assert [*decode["decode"].annotation.model_fields, "bootstrap_port"] == list(prefill)  # type: ignore[union-attr]
-    assert field_view(prefill["port"]).default == 30000
+    assert prefill["port"].default == 30000
 
 
 def test_a_bad_value_is_named_by_its_key_with_what_its_field_takes(tmp_path: Path) -> None:

@@ -17,11 +17,18 @@ from dsv4ops.profiles.json_schema import model_schema
 from dsv4ops.profiles.model import CanaryThresholds, ProbeSettings
 from dsv4ops.profiles.profile_spec import ProfileSpec
 from dsv4ops.profiles.reference import model_table
-from dsv4ops.profiles.schema import Field, field_view
+from dsv4ops.profiles.schema import describe, json_kind, value_schema
 from dsv4ops.settings import Settings, UnfitValue
 from testing.profiles import child
 
-SETTINGS = {name: field_view(info) for name, info in CanaryThresholds.model_fields.items()}
+SETTINGS = CanaryThresholds.model_fields
+
+
+def _bounds(name: str) -> tuple[str, float | None, float | None]:
+    """A setting's kind and the bounds of its number (or of each item), as the errors read them."""
+    value, _ = value_schema(SETTINGS[name])
+    numbers = value.get("items", value)
+    return json_kind(value), numbers.get("minimum"), numbers.get("maximum")
 
 
 def test_the_profile_keys_are_the_declared_models_themselves() -> None:
@@ -35,20 +42,21 @@ def test_the_profile_keys_are_the_declared_models_themselves() -> None:
 def test_every_declared_setting_is_in_the_schema_with_its_default_and_bounds() -> None:
     schema = cast(JSONObject, model_schema(CanaryThresholds, null_is_default=False))["properties"]
     assert list(schema) == list(SETTINGS)
-    for name, f in SETTINGS.items():
-        default = list(f.default) if isinstance(f.default, tuple) else f.default
+    for name, info in SETTINGS.items():
+        default = list(info.default) if isinstance(info.default, tuple) else info.default
         prop = schema[name]
-        numbers = prop["items"] if f.kind == "int_list" else prop
+        kind, minimum, maximum = _bounds(name)
+        numbers = prop["items"] if kind == "int_list" else prop
         assert (prop["default"], numbers.get("minimum"), numbers.get("maximum")) == (
             default,
-            f.minimum,
-            f.maximum,
+            minimum,
+            maximum,
         ), name
     assert schema["sweep_concurrency"]["maxItems"] == 64
 
 
 def test_the_model_and_the_thresholds_hold_every_setting_at_its_declared_default() -> None:
-    defaults = {name: f.default for name, f in SETTINGS.items()}
+    defaults = {name: info.default for name, info in SETTINGS.items()}
     assert CanaryThresholds().model_dump() == defaults
     th = Thresholds()
     assert isinstance(th, CanaryThresholds)
@@ -61,17 +69,17 @@ def test_a_profile_that_sets_nothing_loads_the_declared_defaults(write) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", [n for n, f in SETTINGS.items() if f.maximum is not None], ids=lambda n: n
+    "name", [n for n in SETTINGS if _bounds(n)[2] is not None], ids=lambda n: n
 )
 def test_the_loader_refuses_a_value_above_each_declared_maximum(write, name) -> None:  # type: ignore[no-untyped-def]
-    f = SETTINGS[name]
-    assert f.maximum is not None
-    too_big = int(f.maximum) + 1
-    value = f"[{too_big}]" if f.kind == "int_list" else str(too_big)
+    kind, _, maximum = _bounds(name)
+    assert maximum is not None
+    too_big = int(maximum) + 1
+    value = f"[{too_big}]" if kind == "int_list" else str(too_big)
     write("p", child(f"canary:\n  {name}: {value}\n"))
     with pytest.raises(ProfileError) as info:
         load_profile("p")
-    assert info.value.key == f"canary.{name}" + ("[0]" if f.kind == "int_list" else "")
+    assert info.value.key == f"canary.{name}" + ("[0]" if kind == "int_list" else "")
 
 
 def test_a_profile_value_reaches_the_thresholds_by_one_typed_path(write) -> None:  # type: ignore[no-untyped-def]
@@ -150,9 +158,7 @@ def _table(cls: type[Settings], prefix: str) -> list[str]:
 
 def test_a_choice_setting_is_validated_by_its_choices() -> None:
     tool_call = ProbeSettings.model_fields["tool_call"]
-    assert field_view(tool_call) == Field(
-        "str", default="required", choices=("required", "auto", "off")
-    )
+    assert (tool_call.default, describe(tool_call)) == ("required", "one of required, auto, off")
     assert "`required` / `auto` / `off`" in _table(ProbeSettings, "probe.")[2]
 
 
@@ -164,9 +170,9 @@ class _Probe(Settings):
 
 def test_a_new_section_is_one_model_away() -> None:
     fields = _Probe.model_fields
-    assert {k: field_view(f) for k, f in fields.items()} == {
-        "tool_call": Field("bool", default=True),
-        "timeout_s": Field("float", default=10.0, minimum=0.1, maximum=600.0),
+    assert {k: (f.default, describe(f)) for k, f in fields.items()} == {
+        "tool_call": (True, "true or false"),
+        "timeout_s": (10.0, "a number from 0.1 to 600"),
     }
     assert _table(_Probe, "probe.")[2] == (
         "| `probe.tool_call` | bool | `true` | - | the probe sends a tool call |"
