@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, TypeVar
 
-from annotated_types import Ge, Le, MaxLen
+from annotated_types import MaxLen
 from pydantic import BaseModel, Discriminator, Tag
 from pydantic import Field as Key
 
@@ -24,7 +24,6 @@ from dsv4ops.profiles.buckets import MAX_BUCKETS
 from dsv4ops.profiles.routers import any_policy
 from dsv4ops.profiles.schema import (
     KV_CACHE_DTYPES,
-    MAX_GPU_ID,
     MAX_ITEMS,
     MAX_RUNNING_REQUESTS,
     REASONING_PARSERS,
@@ -35,6 +34,7 @@ from dsv4ops.profiles.schema import (
     EndpointText,
     EnvMap,
     FreeText,
+    GpuIds,
     Kind,
     NameText,
     NonEmptyText,
@@ -54,7 +54,6 @@ def _spec_or_list(value: object) -> str:
     return "spec" if isinstance(value, str) else "list"
 
 
-GpuIds = list[Annotated[int, Ge(0), Le(MAX_GPU_ID)]]
 # An explicit list, or a spec string that buckets.resolve_buckets resolves (and bounds).
 Buckets = Annotated[
     Annotated[list[int], Tag("list"), MaxLen(MAX_BUCKETS)] | Annotated[str, Tag("spec")],

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, TypedDict, cast
 
+from annotated_types import Ge, Le
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -47,6 +48,7 @@ ROUTER_POLICIES = any_policy("policy")
 REASONING_PARSERS: tuple[str, ...] = _flag_tables.SGLANG_SERVER_TABLE["--reasoning-parser"][2] or ()
 
 MAX_GPU_ID = 255
+GpuIds = list[Annotated[int, Ge(0), Le(MAX_GPU_ID)]]
 MAX_RUNNING_REQUESTS = MAX_BATCH_SIZE
 
 

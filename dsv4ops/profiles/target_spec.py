@@ -21,11 +21,11 @@ from pydantic_core import PydanticCustomError
 from dsv4ops.constants import SSH_RECONNECT_S
 from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.schema import (
-    MAX_GPU_ID,
     MAX_ITEMS,
     ArgvText,
     EnvMap,
     FreeText,
+    GpuIds,
     NameText,
     Section,
 )
@@ -135,9 +135,7 @@ class BoxTarget(Spec):
         description="this machine, a machine over SSH (or `endpoint`: a cluster's router)"
     )
     ssh: SSHFields = Field(default_factory=SSHFields, description="how to reach an ssh target")
-    gpus: list[Annotated[int, Field(ge=0, le=MAX_GPU_ID)]] = Field(
-        max_length=64, description="the GPU ids the target has (distinct)"
-    )
+    gpus: GpuIds = Field(max_length=64, description="the GPU ids the target has (distinct)")
     workdir: ArgvText = Field(description="where the components run and log")
     python: OptionalArgv = Field(
         None, description="interpreter on the target; null: this one (local), python3 (ssh)"
