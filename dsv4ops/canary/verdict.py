@@ -13,12 +13,14 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from dsv4ops import exitcodes
 from dsv4ops.errors import CanaryError, DsOpsError
 from dsv4ops.jsontypes import JSONObject
+from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.model import Profile
+from dsv4ops.profiles.schema import describe, field_view
 from dsv4ops.settings import CanaryThresholds
 
 if TYPE_CHECKING:
@@ -281,28 +283,31 @@ class Thresholds(CanaryThresholds):
 
     def with_overrides(self, **changes: object) -> Thresholds:
         """Copy with `changes` (an A/B's workload overrides, usecases/ab_plan.py); a None is
-        no override. A key that is no threshold, or a value not of its threshold's type,
-        raises DsOpsError naming the key and the value: never dropped without a word."""
-        kept: dict[str, object] = {}
-        known = {name: getattr(self, name) for name in type(self).model_fields}
+        no override, a list is the tuple the model holds. The changed values are validated by
+        the model itself (its types, bounds and strictness, as a profile's canary section is):
+        a key that is no threshold, or a value the threshold does not take, raises DsOpsError
+        naming the key, the value and what it takes; nothing is dropped without a word."""
+        cls = type(self)
         for name, value in changes.items():
-            if name not in known:
+            if name not in cls.model_fields:
                 raise DsOpsError(
-                    f"canary override {name}={value!r}: no such threshold",
+                    f"canary override {name}={excerpt(value)}: no such threshold",
                     hint="the thresholds are the canary section's keys (docs/profiles.md)",
                 )
-            if value is None:
-                continue
-            expected = _override_type(known[name], value)
-            if expected is not None:
-                raise DsOpsError(
-                    f"canary override {name}={value!r}: not {expected}, as {name} is",
-                    hint="nothing was changed; give the override as the threshold's type",
-                )
-            if isinstance(value, list):
-                value = tuple(value)
-            kept[name] = float(value) if isinstance(known[name], float) else value  # type: ignore[arg-type]
-        return self.model_copy(update=kept)
+        given = {name: value for name, value in changes.items() if value is not None}
+        try:
+            checked = cls.model_validate({**dict(self), **given})
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False)
+            unfit = next((str(e["loc"][0]) for e in errors if e["loc"][0] in given), None)
+            if unfit is None:  # a held value (judging() validated them all): a bug, not input
+                raise
+            raise DsOpsError(
+                f"canary override {unfit}={excerpt(given[unfit], key=unfit)}: expected "
+                f"{describe(field_view(cls.model_fields[unfit]))}",
+                hint="nothing was changed; give the override as its threshold takes it",
+            ) from None
+        return checked
 
     @classmethod
     def judging(cls, settings: CanaryThresholds) -> Thresholds:
@@ -317,26 +322,6 @@ class Thresholds(CanaryThresholds):
         from dsv4ops.canary.workload import Thinking
 
         return Thinking(on=self.thinking, budget=self.thinking_budget_tokens)
-
-
-def _override_type(default: object, value: object) -> str | None:
-    """What `value` should be to override a threshold whose default is `default` (None: it
-    fits). An integer fits a number, never a bool; a list of integers fits a tuple of them."""
-    if isinstance(default, bool):
-        return None if isinstance(value, bool) else "true or false"
-    if isinstance(value, bool):
-        return "an integer" if isinstance(default, int) else "a number"
-    if isinstance(default, int):
-        return None if isinstance(value, int) else "an integer"
-    if isinstance(default, float):
-        fits = isinstance(value, int | float) and math.isfinite(value)
-        return None if fits else "a number"
-    if isinstance(default, tuple):
-        fits = isinstance(value, list | tuple) and not any(
-            isinstance(v, bool) or not isinstance(v, int) for v in value
-        )
-        return None if fits else "a list of integers"
-    return None if isinstance(value, type(default)) else f"a {type(default).__name__}"
 
 
 def thresholds_from_profile(profile: Profile) -> Thresholds:

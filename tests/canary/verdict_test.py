@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -116,21 +117,33 @@ def test_profile_watchdog_settings_reach_the_canary(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("changes", "shown"),
     [
-        ({"first_token_deadline_s": "***"}, "first_token_deadline_s='***': not a number"),
-        ({"max_tokens": 1.5}, "max_tokens=1.5: not an integer"),
-        ({"max_tokens": True}, "max_tokens=True: not an integer"),
-        ({"thinking": 1}, "thinking=1: not true or false"),
-        ({"sweep_concurrency": [8, "x"]}, "sweep_concurrency=[8, 'x']: not a list of integers"),
+        (
+            {"first_token_deadline_s": "***"},
+            "first_token_deadline_s='***': expected a number from 0 to 3600",
+        ),
+        ({"max_tokens": 1.5}, "max_tokens=1.5: expected an integer"),
+        ({"max_tokens": True}, "max_tokens=True: expected an integer"),
+        ({"thinking": 1}, "thinking=1: expected true or false"),
+        (
+            {"sweep_concurrency": [8, "x"]},
+            "sweep_concurrency=[8, 'x']: expected a list of integers",
+        ),
+        ({"sweep_concurrency": [8, 0]}, "sweep_concurrency=[8, 0]: expected a list of integers"),
+        ({"freeze_s": 0.01}, "freeze_s=0.01: expected a number from 0.1 to 600"),
+        ({"freeze_s": math.inf}, "freeze_s=inf: expected a number from 0.1 to 600"),
+        ({"ttft_p99_max_ms": "fast"}, "ttft_p99_max_ms='fast': expected a number (or null)"),
         ({"bogus": 3}, "bogus=3: no such threshold"),
     ],
 )
-def test_an_override_of_the_wrong_type_or_key_is_refused_naming_it(
+def test_an_override_the_model_refuses_is_an_error_naming_key_value_and_what_it_takes(
     changes: dict[str, object], shown: str
 ) -> None:
-    """An A/B's workload override that fits no threshold is refused, never dropped."""
+    """An A/B's workload override that fits no threshold is refused, never dropped: the model
+    validates it (types, bounds, strictness) and the error says it in the profile loader's words."""
     with pytest.raises(DsOpsError) as info:
         Thresholds().with_overrides(stall_s=1.5, **changes)
     assert f"canary override {shown}" in str(info.value)
+    assert info.value.hint
     assert info.value.exit_code == 1
 
 
@@ -139,6 +152,7 @@ def test_overrides_of_the_right_type_apply_and_none_is_no_override() -> None:
     assert (th.stall_s, th.max_tokens, th.sweep_concurrency) == (2.0, 32, (8, 16))
     assert isinstance(th.stall_s, float)
     assert Thresholds().with_overrides(max_tokens=None) == Thresholds()
+    assert Thresholds().with_overrides(ttft_p99_max_ms=250).ttft_p99_max_ms == 250.0
 
 
 def test_the_machine_sets_the_client_s_lag_limit_and_a_given_value_wins(
