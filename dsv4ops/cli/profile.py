@@ -190,7 +190,19 @@ def diff_cmd(
         click.echo("(no differences)")
 
 
-@profile.command("set", context_settings={"ignore_unknown_options": False})
+class _SetCommand(click.Command):
+    """`profile set`, whose help lists the toggles as their declarations say (`set_toggles`),
+    read only when the help is shown: starting the CLI loads no profile model."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from dsv4ops.usecases.profile import set_toggles
+
+        with formatter.section("Toggles"):
+            formatter.write_dl([(usage, f"{key}: {what}") for usage, key, what in set_toggles()])
+        super().format_epilog(ctx, formatter)
+
+
+@profile.command("set", cls=_SetCommand, context_settings={"ignore_unknown_options": False})
 @click.argument("name")
 @click.argument("toggles", nargs=-1, required=True)
 @click.option("--as", "as_name", default=None, help="Write a new profile NEW that extends NAME.")
@@ -213,7 +225,7 @@ def set_cmd(
     as_json: bool,
     target: str | None,
 ) -> None:
-    """Toggle overlap=on|off multi-stream-overlap=on|off buckets=SPEC and git commit the result.
+    """Set on/off flags (FLAG=on|off) or the decode buckets (buckets=SPEC) and git commit it.
 
     It asks nothing (--yes is accepted, as every mutating command takes it); --dry-run checks
     everything and prints the diff, writing nothing; --target also checks that the result

@@ -11,12 +11,14 @@ from dsv4ops.profiles.json_schema import model_schema
 from dsv4ops.profiles.profile_spec import ProfileSpec
 from dsv4ops.profiles.schema import TEXT_HELP, TEXT_PATTERNS, JSONProp, json_kind, json_value
 from dsv4ops.profiles.target_spec import BoxTarget, EndpointTarget
+from dsv4ops.profiles.toggles import toggle_rows
 
 HEADER = ("| key | type | default | bounds | what it sets |", "|---|---|---|---|---|")
 
 
 def profile_blocks() -> dict[str, list[str]]:
-    """Block name -> table: the top-level keys, then one block per section of a profile."""
+    """Block name -> table: the top-level keys, one block per section of a profile, then what
+    `profile set` toggles."""
     schema = cast(JSONProp, model_schema(ProfileSpec, null_is_default=False))
     properties = schema["properties"]
     keys = {k: p for k, p in properties.items() if not _is_section(p)}
@@ -24,7 +26,18 @@ def profile_blocks() -> dict[str, list[str]]:
     for key, prop in properties.items():
         if _is_section(prop):
             blocks[key] = model_table(cast(dict[str, object], prop), f"{key}.")
+    blocks["toggles"] = toggles_table()
     return blocks
+
+
+def toggles_table() -> list[str]:
+    """What `dsv4ops profile set` takes: each on/off flag's toggle, as its Switch declares it,
+    then the buckets (profiles/toggles.py `toggle_rows`)."""
+    rows = [
+        "| " + " | ".join(c.replace("|", "\\|") for c in (f"`{usage}`", f"`{key}`", what)) + " |"
+        for usage, key, what in toggle_rows()
+    ]
+    return ["| toggle | key | what it sets |", "|---|---|---|", *rows]
 
 
 def targets_blocks() -> dict[str, list[str]]:

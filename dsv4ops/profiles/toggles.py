@@ -16,7 +16,7 @@ from dsv4ops.errors import DsOpsError, ProfileError
 from dsv4ops.profiles.buckets import SPEC_HELP, BucketSpecError, resolve_buckets
 from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.model import Profile
-from dsv4ops.profiles.profile_spec import SWITCHES
+from dsv4ops.profiles.profile_spec import SWITCHES, FlagsSection
 
 # toggle name → schema key under `flags`: each on/off flag's, as declared, then the buckets
 TOGGLES = {
@@ -25,6 +25,24 @@ TOGGLES = {
 }
 _SWITCH_OF = {switch.toggle: (flag, switch) for flag, switch in SWITCHES}
 _ONOFF = {"on": True, "off": False}
+
+
+def toggle_usage(name: str) -> str:
+    """How a toggle is written: NAME=on|off for an on/off flag, buckets=SPEC."""
+    return f"{name}=on|off" if name in _SWITCH_OF else f"{name}=SPEC"
+
+
+def toggle_rows() -> list[tuple[str, str, str]]:
+    """(usage, key, what it sets) of each toggle, from its declaration (the field of
+    `FlagsSection`, its Switch): what `profile set --help` and docs/profiles.md list."""
+    return [
+        (toggle_usage(name), f"flags.{key}", FlagsSection.model_fields[key].description or "")
+        for name, key in TOGGLES.items()
+    ]
+
+
+# What `profile set` takes, in one line: overlap=on|off ... buckets=SPEC.
+TOGGLES_USAGE = " ".join(toggle_usage(name) for name in TOGGLES)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -39,9 +57,7 @@ class Toggle:
 def parse_toggles(items: tuple[str, ...] | list[str]) -> list[Toggle]:
     """Parse 'overlap=on' style arguments. Raises DsOpsError naming what is valid."""
     if not items:
-        raise DsOpsError(
-            "nothing to set", hint="e.g. overlap=on, multi-stream-overlap=off, buckets=step4:40-96"
-        )
+        raise DsOpsError("nothing to set", hint=f"give one or more of {TOGGLES_USAGE}")
     out: dict[str, Toggle] = {}
     for item in items:
         name, eq, raw = item.partition("=")

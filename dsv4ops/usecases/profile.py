@@ -112,6 +112,14 @@ def profile_diff(
     return diff_report(a, b, _target(target), rev_a=rev_a, rev_b=rev_b)
 
 
+def set_toggles() -> list[tuple[str, str, str]]:
+    """What `profile set` takes: (usage, key, what it sets) of each toggle, from its
+    declaration (profiles/toggles.py `toggle_rows`)."""
+    from dsv4ops.profiles.toggles import toggle_rows
+
+    return toggle_rows()
+
+
 def set_profile_flags(
     name: str,
     toggles: tuple[str, ...],
@@ -123,7 +131,7 @@ def set_profile_flags(
     dry_run: bool = False,
     target: str | None = None,
 ) -> SetResult:
-    """Apply `toggles` (overlap=on|off, multi-stream-overlap=on|off, buckets=SPEC) to profile
+    """Apply `toggles` (profiles/toggles.py `TOGGLES`: NAME=on|off, buckets=SPEC) to profile
     `name`. With `dry_run` everything is checked and the diff returned, nothing written; with
     `target` the result must also render for that target. Raises DsOpsError or ProfileError
     (profiles/setter.py: nothing written then)."""
