@@ -92,6 +92,28 @@ def test_suites_for_change_with_recorded_flags_and_kernel_packages() -> None:
     assert suites_for_change(_recorded(ctx), _recorded(ctx)) == ["smoke"]
 
 
+def test_a_flag_a_record_predates_counts_as_changed_and_runs_its_suite() -> None:
+    """docs/canary.md: a flag recorded before it existed is not known, so its suite runs once."""
+    now = {"overlap_schedule": False, "multi_stream_overlap": False, "decode_buckets": [8, 16]}
+    before = {k: v for k, v in now.items() if k != "overlap_schedule"}
+    assert suites_for_change(_recorded(before), _recorded(now)) == ["smoke", "abort-cascade"]
+
+
+def test_the_canary_doc_names_the_suite_each_on_off_flag_declares() -> None:
+    """docs/canary.md's flag-aware selection says which suite each on/off flag's change runs:
+    the suite its Switch declares (a new flag with a suite is missing there until written)."""
+    from dsv4ops.profiles.profile_spec import SWITCHES
+
+    doc = (PROFILES.parent / "docs" / "canary.md").read_text(encoding="utf-8")
+    section = doc.split("### Flag-aware selection (deploy)", 1)[1].split("\n#", 1)[0]
+    bullets = " ".join(section.split()).split("* ")
+    for flag, switch in SWITCHES:
+        if switch.suite is not None:
+            assert any(
+                b.startswith(f"`{switch.suite}` when") and f"`{flag}` changed" in b for b in bullets
+            ), f"docs/canary.md: no '`{switch.suite}` when `{flag}` changed' bullet"
+
+
 def test_profile_watchdog_settings_reach_the_canary(tmp_path: Path) -> None:
     """stall_s / freeze_s set in a profile's canary section drive the hang watchdog."""
     from dsv4ops.canary.verdict import thresholds_from_profile
