@@ -11,7 +11,7 @@ from dsv4ops.profiles.json_schema import model_schema
 from dsv4ops.profiles.profile_spec import ProfileSpec
 from dsv4ops.profiles.schema import TEXT_HELP, TEXT_PATTERNS, JSONProp, json_kind, json_value
 from dsv4ops.profiles.target_spec import BoxTarget, EndpointTarget
-from dsv4ops.profiles.toggles import toggle_rows
+from dsv4ops.profiles.toggles import TOGGLES, gate_suite, toggle_rows
 
 HEADER = ("| key | type | default | bounds | what it sets |", "|---|---|---|---|---|")
 
@@ -34,10 +34,14 @@ def toggles_table() -> list[str]:
     """What `dsv4ops profile set` takes: each on/off flag's toggle, as its Switch declares it,
     then the buckets (profiles/toggles.py `toggle_rows`)."""
     rows = [
-        "| " + " | ".join(c.replace("|", "\\|") for c in (f"`{usage}`", f"`{key}`", what)) + " |"
-        for usage, key, what in toggle_rows()
+        "| "
+        + " | ".join(
+            c.replace("|", "\\|") for c in (f"`{usage}`", f"`{key}`", what, f"`{gate_suite(name)}`")
+        )
+        + " |"
+        for name, (usage, key, what) in zip(TOGGLES, toggle_rows(), strict=True)
     ]
-    return ["| toggle | key | what it sets |", "|---|---|---|", *rows]
+    return ["| toggle | key | what it sets | a change gates with |", "|---|---|---|---|", *rows]
 
 
 def targets_blocks() -> dict[str, list[str]]:

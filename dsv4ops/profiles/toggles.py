@@ -41,6 +41,15 @@ def toggle_rows() -> list[tuple[str, str, str]]:
     ]
 
 
+def gate_suite(name: str) -> str:
+    """The canary suite a deploy that changes the toggle's flag runs besides smoke: an on/off
+    flag's as its Switch declares; the buckets' is the gate's own rule (canary/runner.py
+    `suites_for_change`, which tests/canary/verdict_test.py holds this to)."""
+    if name in _SWITCH_OF:
+        return _SWITCH_OF[name][1].suite or "smoke"
+    return "sweep"
+
+
 # What `profile set` takes, in one line: overlap=on|off ... buckets=SPEC.
 TOGGLES_USAGE = " ".join(toggle_usage(name) for name in TOGGLES)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

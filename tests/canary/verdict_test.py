@@ -99,19 +99,17 @@ def test_a_flag_a_record_predates_counts_as_changed_and_runs_its_suite() -> None
     assert suites_for_change(_recorded(before), _recorded(now)) == ["smoke", "abort-cascade"]
 
 
-def test_the_canary_doc_names_the_suite_each_on_off_flag_declares() -> None:
-    """docs/canary.md's flag-aware selection says which suite each on/off flag's change runs:
-    the suite its Switch declares (a new flag with a suite is missing there until written)."""
+def test_the_toggles_table_names_the_suite_a_change_of_each_toggle_runs() -> None:
+    """docs/profiles.md's toggles table ("a change gates with") is the gate's own choice: a
+    deploy that changes only that toggle's flag runs smoke and that suite."""
     from dsv4ops.profiles.profile_spec import SWITCHES
+    from dsv4ops.profiles.toggles import TOGGLES, gate_suite
 
-    doc = (PROFILES.parent / "docs" / "canary.md").read_text(encoding="utf-8")
-    section = doc.split("### Flag-aware selection (deploy)", 1)[1].split("\n#", 1)[0]
-    bullets = " ".join(section.split()).split("* ")
-    for flag, switch in SWITCHES:
-        if switch.suite is not None:
-            assert any(
-                b.startswith(f"`{switch.suite}` when") and f"`{flag}` changed" in b for b in bullets
-            ), f"docs/canary.md: no '`{switch.suite}` when `{flag}` changed' bullet"
+    base: dict[str, object] = {flag: False for flag, _ in SWITCHES} | {"decode_buckets": [8, 16]}
+    for name, key in TOGGLES.items():
+        changed = {**base, key: [8, 16, 24] if key == "decode_buckets" else True}
+        runs = suites_for_change(_recorded(base), _recorded(changed))
+        assert runs == ["smoke"] + ([] if gate_suite(name) == "smoke" else [gate_suite(name)])
 
 
 def test_profile_watchdog_settings_reach_the_canary(tmp_path: Path) -> None:
