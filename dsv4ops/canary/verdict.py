@@ -295,24 +295,24 @@ class Thresholds(CanaryThresholds):
                     hint="the thresholds are the canary section's keys (docs/profiles.md)",
                 )
         given = {name: value for name, value in changes.items() if value is not None}
-        try:
-            checked = cls.model_validate({**dict(self), **given})
+        try:  # the overrides alone: a held value outside today's bounds (recorded) stays held
+            checked = cls.model_validate(given)
         except ValidationError as exc:
-            errors = exc.errors(include_url=False)
-            unfit = next((str(e["loc"][0]) for e in errors if e["loc"][0] in given), None)
-            if unfit is None:  # a held value (judging() validated them all): a bug, not input
-                raise
+            unfit = str(exc.errors(include_url=False)[0]["loc"][0])
             raise DsOpsError(
                 f"canary override {unfit}={excerpt(given[unfit], key=unfit)}: expected "
                 f"{describe(field_view(cls.model_fields[unfit]))}",
                 hint="nothing was changed; give the override as its threshold takes it",
             ) from None
-        return checked
+        return self.model_copy(update={name: getattr(checked, name) for name in given})
 
     @classmethod
     def judging(cls, settings: CanaryThresholds) -> Thresholds:
-        """The thresholds of a profile's canary section, the canary-side ones at their defaults."""
-        return cls(**{name: getattr(settings, name) for name in CanaryThresholds.model_fields})
+        """The thresholds of a profile's canary section, the canary-side ones at their defaults.
+        Copied, not validated again: a recorded value outside today's bounds is read as recorded
+        (CanaryThresholds.from_record; docs/deploy.md, "Recorded settings")."""
+        held = {name: getattr(settings, name) for name in CanaryThresholds.model_fields}
+        return cls().model_copy(update=held)
 
     def to_json(self) -> dict[str, object]:
         return self.model_dump()

@@ -175,6 +175,16 @@ def test_overrides_of_the_right_type_apply_and_none_is_no_override() -> None:
     assert Thresholds().with_overrides(ttft_p99_max_ms=250).ttft_p99_max_ms == 250.0
 
 
+def test_a_recorded_value_outside_today_s_bounds_is_judged_by_and_survives_an_override() -> None:
+    """A journal's canary section read as recorded (a stall_s below today's 0.1 s floor: the
+    deployment ran with it) becomes the thresholds that judge it, and an A/B's override of
+    another threshold keeps it; neither stops with a validation error."""
+    recorded = CanaryThresholds.from_record({"stall_s": 0.01, "smoke_requests": 8})
+    th = Thresholds.judging(recorded)
+    assert (th.stall_s, th.smoke_requests) == (0.01, 8)
+    assert th.with_overrides(max_tokens=32).stall_s == 0.01
+
+
 def test_the_machine_sets_the_client_s_lag_limit_and_a_given_value_wins(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
