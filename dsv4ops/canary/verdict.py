@@ -20,7 +20,7 @@ from dsv4ops.errors import CanaryError, DsOpsError
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.model import Profile
-from dsv4ops.profiles.schema import describe, field_view
+from dsv4ops.profiles.schema import describe
 from dsv4ops.settings import CanaryThresholds
 
 if TYPE_CHECKING:
@@ -301,7 +301,7 @@ class Thresholds(CanaryThresholds):
             unfit = str(exc.errors(include_url=False)[0]["loc"][0])
             raise DsOpsError(
                 f"canary override {unfit}={excerpt(given[unfit], key=unfit)}: expected "
-                f"{describe(field_view(cls.model_fields[unfit]))}",
+                f"{describe(cls.model_fields[unfit])}",
                 hint="nothing was changed; give the override as its threshold takes it",
             ) from None
         return self.model_copy(update={name: getattr(checked, name) for name in given})
