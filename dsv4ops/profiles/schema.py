@@ -75,7 +75,7 @@ _KIND_HELP = {
     "float": "a number",
     "bool": "true or false",
     "onoff": "on or off",
-    "int_list": "a list of integers, e.g. [0, 1, 2, 3]",
+    "int_list": "a list of integers",
     "str_list": "a list of strings, e.g. ['--flag', 'value']",
     "str_map": "a mapping of NAME: value strings",
     "buckets": "a list of ints, 'sglang-default', 'sglang-default:MAX', 'stepN' or 'stepN:LO-HI'",
@@ -95,6 +95,8 @@ def describe(info: FieldInfo) -> str:
         bounds = _bounds(value.get("items", value))
         if bounds:
             text += f", each {bounds}" if kind == "int_list" else f" {bounds}"
+        if kind == "int_list" and "maxItems" in value:
+            text += f", at most {value['maxItems']}"
     return text + (" (or null)" if nullable else "")
 
 

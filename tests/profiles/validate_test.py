@@ -48,6 +48,19 @@ def test_several_independent_mistakes_are_all_reported(write: Callable[[str, str
     assert str(tp) == f"{path}:5: decode.tp: expected an integer >= 1, got 'four'"
 
 
+def test_a_list_s_error_says_its_bounds_and_length_without_an_example_that_breaks_them(
+    write: Callable[[str, str], Path],
+) -> None:
+    # It said "a list of integers, e.g. [0, 1, 2, 3], each from 1 to 4096": an example the
+    # bounds refuse, and not the 64-item limit.
+    write("levels", child("canary:\n  sweep_concurrency: [8, 0]\n"))
+    (problem,) = validate_profile("levels")
+    assert problem.key == "canary.sweep_concurrency[1]", problem.key
+    assert problem.message.startswith(
+        "expected a list of integers, each from 1 to 4096, at most 64, got"
+    ), problem.message
+
+
 def test_a_key_with_a_bracket_is_reported_not_a_crash(write: Callable[[str, str], Path]) -> None:
     # Key paths write list items as [N]; a key that holds '[' itself crashed the collecting
     # check with a ValueError (an internal error) instead of naming the unknown key.
