@@ -45,6 +45,17 @@ def key_excerpt(key: str, limit: int = 60) -> str:
     return key if len(key) <= limit else key[: limit - 3] + "..."
 
 
+def printable_key(key: str, limit: int = 60) -> str:
+    """A user-written key as one part of a key path: each unprintable character (a control,
+    format or separator character) as its escape (`\\x1b`, `\\u200b`), cut to `limit` characters.
+    """
+    head = key[: limit + 1]  # a key can be 16 KB: escape a bounded part
+    shown = "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in head
+    )
+    return key_excerpt(shown if len(head) == len(key) else shown + "...", limit)
+
+
 def _bounded(value: object, key: str | None, level: int) -> object:
     if key is not None and value is not None and is_secret_key(key):
         return _HIDDEN

@@ -21,6 +21,7 @@ from pydantic.json_schema import GenerateJsonSchema
 from dsv4ops.constants import PROFILE_SCHEMA_VERSION
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.profiles.profile_spec import ProfileSpec
+from dsv4ops.profiles.schema import text_json_schema
 from dsv4ops.profiles.target_spec import BoxTarget, EndpointTarget, TargetsFile
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -85,6 +86,7 @@ def targets_json_schema() -> JSONObject:
                     "description": targets.description,
                     "type": "object",
                     "minProperties": 1,
+                    "propertyNames": text_json_schema("argv"),
                     "additionalProperties": {
                         "if": {
                             "required": ["transport"],

@@ -8,7 +8,7 @@ from pydantic_core import ErrorDetails
 
 from dsv4ops._yaml import LineInfo
 from dsv4ops.errors import ProfileError
-from dsv4ops.profiles.excerpt import excerpt, key_excerpt
+from dsv4ops.profiles.excerpt import excerpt, key_excerpt, printable_key
 from dsv4ops.profiles.problems import unknown_key
 from dsv4ops.profiles.target_spec import PROCESS_KEYS, BoxTarget, EndpointTarget, TargetsFile
 
@@ -39,38 +39,50 @@ def problems(
 
 def _problem(err: ErrorDetails, file: str, lines: LineInfo) -> ProfileError:
     loc = list(err["loc"])
+    # A mapping's key (a target's name, a twin_env name) refused: named by its mapping, as the
+    # profile's errors name it, the key itself shown escaped in the message.
+    refused_key = str(loc[-2]) if len(loc) >= 2 and loc[-1] == "[key]" else None
+    if refused_key is not None:
+        del loc[-2:]
     model: type[BaseModel] = TargetsFile
     if len(loc) >= 2 and loc[0] == "targets" and isinstance(loc[1], str):
         model = EndpointTarget if len(loc) > 2 and loc[2] == "endpoint" else BoxTarget
         if len(loc) > 2 and loc[2] in TRANSPORTS:
             del loc[2]  # the discriminated union's tag: no key of the file
-    key = _path(loc)
+    why, hint, at = _why(err, loc, model)
+    if refused_key is not None:
+        why = f"key {excerpt(refused_key, limit=60)}: {why}"
+    # A key the file lacks at its top level: the whole file lacks it (line 1); a refused key
+    # of a mapping is at its own line.
+    line = lines.get(_path([*loc, *at, *([refused_key] if refused_key else [])])) or 1
+    key = key_excerpt(_path([*loc, *at], shown=True), 120)
+    return ProfileError(why, path=file, line=line, key=key, hint=hint)
+
+
+def _why(
+    err: ErrorDetails, loc: list[int | str], model: type[BaseModel]
+) -> tuple[str, str | None, list[int | str]]:
+    """What is wrong, the hint, and the keys under `loc` the problem is at (named by our
+    checks: no user-written text)."""
     ctx = err.get("ctx") or {}
-    hint: str | None = None
     kind = err["type"]
     if kind == "dsv4ops":
-        why = str(ctx["why"])
-        key = f"{key}.{ctx['at']}" if "at" in ctx else key
         hint = str(ctx["hint"]) if "hint" in ctx else None
-    elif kind in ("union_tag_invalid", "union_tag_not_found"):
-        key = f"{key}.transport"
+        return str(ctx["why"]), hint, [str(ctx["at"])] if "at" in ctx else []
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
         got = f", got {excerpt(ctx['tag'])}" if "tag" in ctx else ""
         missing = "missing required key; " if not got else ""
-        why = f"{missing}expected one of {', '.join(TRANSPORTS)}{got}"
-    elif kind == "extra_forbidden":
-        why, hint = _unknown(loc, model)
-    elif kind == "missing":
-        why = "missing required key"
-    elif kind in ("model_type", "model_attributes_type"):
-        why = f"expected a mapping (a section of keys), got {excerpt(err['input'])}"
-    elif kind == "literal_error":
+        return f"{missing}expected one of {', '.join(TRANSPORTS)}{got}", None, ["transport"]
+    if kind == "extra_forbidden":
+        return (*_unknown(loc, model), [])
+    if kind == "missing":
+        return "missing required key", None, []
+    if kind in ("model_type", "model_attributes_type"):
+        return f"expected a mapping (a section of keys), got {excerpt(err['input'])}", None, []
+    if kind == "literal_error":
         choices = str(ctx["expected"]).replace("'", "").replace(" or ", ", ")
-        why = f"expected one of {choices}, got {excerpt(err['input'])}"
-    else:
-        why = f"{err['msg']}, got {excerpt(err['input'])}"
-    # A key the file lacks at its top level: the whole file lacks it (line 1).
-    line = lines.get(key) or 1
-    return ProfileError(why, path=file, line=line, key=key_excerpt(key, 120), hint=hint)
+        return f"expected one of {choices}, got {excerpt(err['input'])}", None, []
+    return f"{err['msg']}, got {excerpt(err['input'])}", None, []
 
 
 def _unknown(loc: list[int | str], model: type[BaseModel]) -> tuple[str, str | None]:
@@ -93,8 +105,10 @@ def _model_at(model: type[BaseModel], sections: list[int | str]) -> type[BaseMod
     return model
 
 
-def _path(loc: list[int | str]) -> str:
+def _path(loc: list[int | str], *, shown: bool = False) -> str:
+    """The key path of `loc` (`shown`: as a message shows it, each key bounded and escaped)."""
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        name = printable_key(part) if shown and isinstance(part, str) else str(part)
+        out += f"[{part}]" if isinstance(part, int) else (f".{name}" if out else name)
     return out

@@ -199,7 +199,7 @@ class TargetsFile(Spec):
     """targets.yaml (its schema_version is checked first, alone, by the loader)."""
 
     schema_version: int = Field(description="the file format's version")
-    targets: dict[str, AnyTarget] = Field(
+    targets: dict[ArgvText, AnyTarget] = Field(
         min_length=1, description="target name -> where and how a profile runs"
     )
 

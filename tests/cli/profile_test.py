@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from dsv4ops.cli import cli, main
-from testing.profiles import child, make_profiles_dir
+from testing.profiles import child, make_profiles_dir, targets_yaml
 
 
 @pytest.fixture
@@ -427,3 +429,33 @@ def test_set_records_the_operators_reason_before_the_hazard_text(
     )
     assert empty.returncode == 1 and "--reason is empty" in empty.stderr
     assert not (pdir / "other.yaml").exists()
+
+
+def test_a_control_character_in_a_targets_key_is_one_printable_error_line(pdir: Path) -> None:
+    """The real command (a subprocess): exit 1, file:line and the mapping named, the key shown
+    escaped; no traceback, no raw control character on either stream, in text or JSON."""
+    text = targets_yaml().replace('twin_env: {DSV4_TWIN_SEED: "7"}', 'twin_env: {"A\\x01B": "7"}')
+    (pdir / "targets.yaml").write_text(text)
+    line = text.splitlines().index('    twin_env: {"A\\x01B": "7"}') + 1
+    env = {**os.environ, "DSV4OPS_PROFILES_DIR": str(pdir)}
+    for args in (
+        ["render", "base", "--target", "twin-local"],
+        ["validate"],
+        ["validate", "--json"],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "dsv4ops", "profile", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        both = proc.stdout + proc.stderr
+        assert proc.returncode == 1, both
+        assert "Traceback" not in both and "[key]" not in both, both
+        assert all(c.isprintable() for c in both.replace("\n", "")), both
+        shown = json.loads(proc.stdout)["error"] if "--json" in args else proc.stderr
+        assert (
+            f"{pdir}/targets.yaml:{line}: targets.twin-local.twin_env: key 'A\\x01B': contains "
+            "the control character U+0001 at position 1"
+        ) in shown, shown

@@ -107,3 +107,80 @@ def test_a_key_written_as_null_takes_its_default(tmp_path: Path) -> None:
         0,
         "sglang",
     )
+
+
+TWIN_TARGET = """schema_version: 1
+targets:
+  here:
+    transport: local
+    gpus: [0, 1]
+    workdir: ops
+    launcher: twin
+    twin_env:
+      KEY: "1"
+"""
+LONG = 20_000
+
+# (what replaces what in TWIN_TARGET, line, key, the message's start)
+BAD_KEYS = {
+    "twin_env-control": (
+        ("KEY", '"A\\x01B"'),
+        9,
+        "targets.here.twin_env",
+        "key 'A\\x01B': contains the control character U+0001 at position 1",
+    ),
+    "twin_env-long": (
+        ('KEY: "1"', "? " + "K" * LONG + '\n      : "1"'),  # a key over 1024: ? KEY
+        9,
+        "targets.here.twin_env",
+        "key '" + "K" * 56 + f"...: {LONG} characters long; at most 16384",
+    ),
+    "twin_env-long-control": (
+        ('KEY: "1"', '? "' + "K" * LONG + '\\e[2J"\n      : "1"'),
+        9,
+        "targets.here.twin_env",
+        "key 'KKK",
+    ),
+    "name-control": (
+        ("here:", '"he\\e[2Jre":'),
+        3,
+        "targets",
+        "key 'he\\x1b[2Jre': contains the control character U+001B at position 2",
+    ),
+    "name-long": (
+        ("  here:", "  ? " + "h" * 2000 + "\n  :\n    python: 5"),
+        5,
+        f"targets.{'h' * 57}....python",
+        "Input should be a valid string, got 5",
+    ),
+    "unknown-control": (
+        ("launcher: twin", '"lau\\encher": twin'),
+        7,
+        "targets.here.lau\\x1bncher",
+        "unknown key; valid keys here: description",
+    ),
+    "unknown-invisible": (
+        ("launcher: twin", '"launcher\\u200b": twin'),
+        7,
+        "targets.here.launcher\\u200b",
+        "unknown key",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BAD_KEYS.values(), ids=BAD_KEYS)
+def test_a_bad_mapping_key_is_named_by_file_line_and_a_printable_bounded_key_path(
+    tmp_path: Path, case: tuple[tuple[str, str], int, str, str]
+) -> None:
+    """A key of targets.yaml can be anything YAML allows (an escape sequence, 20,000
+    characters): the error shows it escaped and cut, never pydantic's `[key]` location."""
+    (old, new), line, key, start = case
+    path = tmp_path / "targets.yaml"
+    path.write_text(TWIN_TARGET.replace(old, new, 1))
+    with pytest.raises(ProfileError) as raised:
+        load_targets(path)
+    error = raised.value
+    assert (error.path, error.line, error.key) == (str(path), line, key), error
+    assert error.bare_message.startswith(start), error.bare_message
+    assert "[key]" not in str(error) and str(error).isprintable(), str(error)
+    assert len(str(error)) < len(str(path)) + 400
