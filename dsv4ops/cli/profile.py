@@ -19,6 +19,7 @@ from dsv4ops.cli._output import (
     reason_option,
     table,
     target_option,
+    terminal_safe,
     write_or_echo,
     yes_option,
 )
@@ -74,7 +75,7 @@ def show_cmd(name: str, rev: str | None, as_json: bool) -> None:
         return
     click.echo(dump({k: v for k, v in data.items() if k != "warnings"}).rstrip())
     for w in data["warnings"]:
-        click.echo(f"warning: {w['where']}: {w['message']}")
+        click.echo(terminal_safe(f"warning: {w['where']}: {w['message']}"))
 
 
 @profile.command("validate")
@@ -100,20 +101,20 @@ def validate_cmd(names: tuple[str, ...], target: str | None, as_json: bool) -> N
         if len(problems) == 1:
             raise _as_error(problems[0])
         for p in problems:
-            click.secho(f"error: {_problem_line(p)}", fg="red", err=True)
+            click.secho(terminal_safe(f"error: {_problem_line(p)}"), fg="red", err=True)
             if p["hint"]:
-                click.echo(f"hint: {p['hint']}", err=True)
+                click.echo(terminal_safe(f"hint: {p['hint']}"), err=True)
         raise DsOpsError(summary)
     else:
         for r in results:
             if r["ok"]:
-                click.echo(f"ok    {r['profile']}")
+                click.echo(terminal_safe(f"ok    {r['profile']}"))
             for p in r["problems"]:
-                click.echo(f"FAIL  {r['profile']}  {_problem_line(p)}")
+                click.echo(terminal_safe(f"FAIL  {r['profile']}  {_problem_line(p)}"))
                 if p["hint"]:
-                    click.echo(f"      hint: {p['hint']}")
+                    click.echo(terminal_safe(f"      hint: {p['hint']}"))
             for w in r["warnings"]:
-                click.echo(f"      warning: {w['where']}: {w['message']}")
+                click.echo(terminal_safe(f"      warning: {w['where']}: {w['message']}"))
         if failed:
             click.echo(summary)
     if failed:
@@ -157,7 +158,7 @@ def render_cmd(name: str, target: str | None, as_json: bool) -> None:
         click.echo(f"# {comp.name} ({comp.host}:{comp.port})")
         click.echo((env + " " if env else "") + shlex.join(comp.argv) + "\n")
     for w in rendered.warnings:
-        click.echo(f"warning: {w}", err=True)
+        click.echo(terminal_safe(f"warning: {w}"), err=True)
 
 
 @profile.command("diff")

@@ -459,3 +459,23 @@ def test_a_control_character_in_a_targets_key_is_one_printable_error_line(pdir: 
             f"{pdir}/targets.yaml:{line}: targets.twin-local.twin_env: key 'A\\x01B': contains "
             "the control character U+0001 at position 1"
         ) in shown, shown
+
+
+def test_a_control_character_in_a_profile_key_never_reaches_the_terminal(pdir: Path) -> None:
+    """`profile validate` prints each problem as one printable line, on stderr for one profile
+    with several problems and in the FAIL table for several profiles: a key holding a BEL or an
+    ESC is shown escaped (it was printed raw: the terminal rang or took a sequence)."""
+    (pdir / "bad.yaml").write_text(child('"x\\x07y": 1\n"z\\x1b[2J": 2\n'))
+    env = {**os.environ, "DSV4OPS_PROFILES_DIR": str(pdir)}
+    for args in (["validate", "bad"], ["validate"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "dsv4ops", "profile", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        both = proc.stdout + proc.stderr
+        assert proc.returncode == 1, both
+        assert "Traceback" not in both and all(c.isprintable() for c in both.replace("\n", ""))
+        assert "x\\x07y" in both and "z\\x1b[2J" in both, both
