@@ -44,10 +44,13 @@ AB_WORKLOAD = {"sweep_max_tokens": 64}
 AB_DEPLOY_VARIATION_PCT = 0.5
 
 
-def ab_twin_env(root: Path) -> dict[str, str]:
-    """AB_TWIN_ENV with the seeded deploy-to-deploy variation, its start counter under `root`."""
+def ab_twin_env(root: Path, *, time_scale: float | None = None) -> dict[str, str]:
+    """AB_TWIN_ENV with the seeded deploy-to-deploy variation, its start counter under `root`
+    (`time_scale`: the twin's, instead of AB_TWIN_ENV's)."""
+    scale = {} if time_scale is None else {"DSV4_TWIN_TIME_SCALE": str(time_scale)}
     return {
         **AB_TWIN_ENV,
+        **scale,
         "DSV4_TWIN_DEPLOY_VARIATION_PCT": str(AB_DEPLOY_VARIATION_PCT),
         "DSV4_TWIN_DEPLOY_SEED": "22",
         "DSV4_TWIN_DEPLOY_COUNTER": str(root / "decode-starts"),
