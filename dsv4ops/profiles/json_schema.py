@@ -16,7 +16,6 @@ import json
 from collections.abc import Mapping
 
 from pydantic import BaseModel
-from pydantic.json_schema import GenerateJsonSchema
 
 from dsv4ops.constants import PROFILE_SCHEMA_VERSION
 from dsv4ops.jsontypes import JSONObject
@@ -102,15 +101,10 @@ def targets_json_schema() -> JSONObject:
     return doc
 
 
-class _Generator(GenerateJsonSchema):
-    def field_title_should_be_set(self, schema: object) -> bool:
-        return False  # a key's name is its title; the description says what it is
-
-
 def model_schema(model: type[BaseModel], *, null_is_default: bool = True) -> dict[str, object]:
     """A model's JSON Schema, its sections inlined, and null allowed where it takes the default
     (as the loader reads it; without null_is_default, as the model declares it)."""
-    generated = model.model_json_schema(schema_generator=_Generator)
+    generated = model.model_json_schema()
     defs = generated.pop("$defs", {})
     inlined = _inline(generated, defs)
     assert isinstance(inlined, dict)
@@ -128,6 +122,7 @@ def _inline(node: object, defs: Mapping[str, dict[str, object]]) -> object:
         ref = node["$ref"].rsplit("/", 1)[-1]
         siblings = {k: v for k, v in node.items() if k != "$ref"}
         return _inline({**defs[ref], **siblings}, defs)
+    # A key's name is its title; the description says what it is.
     return {k: _inline(v, defs) for k, v in node.items() if k != "title"}
 
 

@@ -50,11 +50,7 @@ def summary(p: Profile) -> JSONObject:
 
 
 def details(p: Profile) -> JSONObject:
-    data = p.to_dict()
-    data["flags"]["decode_buckets"] = list(p.decode_buckets)
-    spec = p.flags.decode_buckets
-    data["flags"]["decode_buckets_spec"] = spec if isinstance(spec, str) else list(spec)
-    data = {k: _lists(v) for k, v in data.items()}
+    data = {k: _lists(v) for k, v in p.to_dict().items()}
     data["chain"] = list(p.chain)
     data["warnings"] = [asdict(w) for w in p.warnings]
     return data
