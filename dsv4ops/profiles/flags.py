@@ -177,45 +177,7 @@ def _match(flag: str, known: frozenset[str]) -> tuple[str | None, list[str]]:
 
 def check_server_args(args: Sequence[str], side: str) -> list[FlagProblem]:
     """Problems with a server's extra_args (removed, ambiguous, unknown, managed, deprecated)."""
-    known = _flag_tables.SGLANG_SERVER_FLAGS
-    problems = _stray_args(args, _flag_tables.SGLANG_SERVER_TABLE, "SGLang 0.5.23")
-    for i, flag in _options(args):
-        if flag in REMOVED_SERVER_FLAGS:
-            problems.append(
-                FlagProblem(
-                    i,
-                    flag,
-                    f"{flag} was removed in SGLang 0.5.23; use {REMOVED_SERVER_FLAGS[flag]}",
-                    True,
-                )
-            )
-            continue
-        full, ambiguous = _match(flag, known)
-        if full is None:
-            if ambiguous:
-                msg = f"{_short(flag)} is ambiguous for SGLang 0.5.23 (could be {', '.join(ambiguous[:4])})"
-            else:
-                close = difflib.get_close_matches(flag[:80], sorted(known), n=1)
-                msg = f"{_short(flag)} is not an SGLang 0.5.23 flag" + (
-                    f"; did you mean {close[0]}?" if close else ""
-                )
-            problems.append(FlagProblem(i, flag, msg, True))
-            continue
-        if full in MANAGED_SERVER_FLAGS:
-            key = MANAGED_SERVER_FLAGS[full].replace("<side>", side)
-            problems.append(
-                FlagProblem(i, flag, f"{full} is set by the profile ({key}); set it there", True)
-            )
-        elif full in DEPRECATED_SERVER_FLAGS:
-            problems.append(
-                FlagProblem(
-                    i,
-                    flag,
-                    f"{full} is deprecated in SGLang 0.5.23; use {DEPRECATED_SERVER_FLAGS[full]}",
-                    False,
-                )
-            )
-    return problems
+    return _check_args(args, _flag_tables.SGLANG_SERVER_TABLE, MANAGED_SERVER_FLAGS, side, None)
 
 
 def check_router_args(
@@ -223,38 +185,55 @@ def check_router_args(
 ) -> list[FlagProblem]:
     """Problems with the router's extra_args (unknown or managed flags) for the router the
     profile runs; a flag only the other router takes says so (the operator may have meant it)."""
-    table = router_table(kind)
+    return _check_args(args, router_table(kind), MANAGED_ROUTER_FLAGS, "", kind)
+
+
+def _check_args(
+    args: Sequence[str],
+    table: dict[str, _FlagEntry],
+    managed: dict[str, str],
+    side: str,
+    kind: RouterKind | None,  # None: an SGLang server's
+) -> list[FlagProblem]:
+    label = _SGLANG if kind is None else kind.label
     known = frozenset(table)
-    problems = _stray_args(args, table, kind.label)
+    problems = _stray_args(args, table, label)
     for i, flag in _options(args):
+        if kind is None and flag in REMOVED_SERVER_FLAGS:
+            why = f"{flag} was removed in {_SGLANG}; use {REMOVED_SERVER_FLAGS[flag]}"
+            problems.append(FlagProblem(i, flag, why, True))
+            continue
         full, ambiguous = _match(flag, known)
         if full is None:
-            problems.append(FlagProblem(i, flag, _unknown_router_flag(flag, kind, ambiguous), True))
-        elif full in MANAGED_ROUTER_FLAGS:
-            problems.append(
-                FlagProblem(
-                    i,
-                    flag,
-                    f"{full} is set by the profile ({MANAGED_ROUTER_FLAGS[full]}); set it there",
-                    True,
-                )
-            )
+            problems.append(FlagProblem(i, flag, _unknown_flag(flag, kind, ambiguous, known), True))
+        elif full in managed:
+            key = managed[full].replace("<side>", side)
+            why = f"{full} is set by the profile ({key}); set it there"
+            problems.append(FlagProblem(i, flag, why, True))
+        elif kind is None and full in DEPRECATED_SERVER_FLAGS:
+            why = f"{full} is deprecated in {_SGLANG}; use {DEPRECATED_SERVER_FLAGS[full]}"
+            problems.append(FlagProblem(i, flag, why, False))
     return problems
 
 
-def _unknown_router_flag(flag: str, kind: RouterKind, ambiguous: list[str]) -> str:
+_SGLANG = "SGLang 0.5.23"
+
+
+def _unknown_flag(
+    flag: str, kind: RouterKind | None, ambiguous: list[str], known: frozenset[str]
+) -> str:
+    label = _SGLANG if kind is None else kind.label
     if ambiguous:
-        return f"{_short(flag)} is ambiguous for {kind.label} (could be {', '.join(ambiguous[:4])})"
-    other = kind.other
-    if flag in router_table(other):
+        return f"{_short(flag)} is ambiguous for {label} (could be {', '.join(ambiguous[:4])})"
+    if kind is not None and flag in router_table(kind.other):
+        other = kind.other
         return (
             f"{flag} is an option of {other.label} that {kind.label} lacks "
             f"(router.kind: {kind} runs {kind.label}; router.kind: {other} runs {other.label})"
         )
-    close = difflib.get_close_matches(flag[:80], sorted(router_table(kind)), n=1)
-    return f"{_short(flag)} is not a {kind.label} flag" + (
-        f"; did you mean {close[0]}?" if close else ""
-    )
+    close = difflib.get_close_matches(flag[:80], sorted(known), n=1)
+    what = f"an {label}" if kind is None else f"a {label}"
+    return f"{_short(flag)} is not {what} flag" + (f"; did you mean {close[0]}?" if close else "")
 
 
 def option_value(args: Sequence[str], *names: str) -> str | None:
