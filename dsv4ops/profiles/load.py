@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from dsv4ops._yaml import LineInfo, YAMLSyntaxError, load_with_lines
@@ -133,7 +134,7 @@ def validate_profile(ref: str | Path, *, git_rev: str | None = None) -> list[Pro
 
 def _load(ref: str | Path, git_rev: str | None, sink: Problems) -> Profile:
     path = profile_path(ref)
-    reader = _git_reader(git_rev) if git_rev else _fs_reader
+    reader = partial(gitio.show_file, rev=git_rev) if git_rev else _fs_reader
     chain = _load_chain(path, reader, sink)
     shown = chain[0].path
     prov = Provenance(shown)
@@ -186,10 +187,6 @@ def _fs_reader(path: Path) -> str:
         ) from None
 
 
-def _git_reader(rev: str) -> Reader:
-    return lambda path: gitio.show_file(path, rev)
-
-
 def _load_chain(path: Path, reader: Reader, sink: Problems) -> list[_Doc]:
     chain: list[_Doc] = []
     seen: list[Path] = []
@@ -223,7 +220,7 @@ def _load_chain(path: Path, reader: Reader, sink: Problems) -> list[_Doc]:
             raise _at_extends(doc, problem)
         try:
             current = _profile_path(parent.strip(), current.parent)
-            found = _exists(current, reader)
+            found = reader is not _fs_reader or current.is_file()  # git reports a missing file
         except (OSError, RuntimeError) as exc:
             why = f"cannot look up {excerpt(parent, limit=60)}: {exc.__class__.__name__}"
             raise _at_extends(doc, why) from None
@@ -259,12 +256,6 @@ def _exists_at_all(path: Path) -> bool:
         return path.exists()
     except OSError:
         return False
-
-
-def _exists(path: Path, reader: Reader) -> bool:
-    if reader is _fs_reader:
-        return path.is_file()
-    return True  # a git read reports a missing file itself
 
 
 def _parse(path: Path, text: str, sink: Problems) -> _Doc:

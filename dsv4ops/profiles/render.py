@@ -45,11 +45,6 @@ def _production_target() -> Target:
         return BUILTIN_BOX
 
 
-def _local_address(target: Target) -> str:
-    # The router runs on the same machine as the servers; a wildcard bind is reached via loopback.
-    return "127.0.0.1" if target.bind_host in ("0.0.0.0", "::", "") else target.bind_host
-
-
 def _server_argv(p: Profile, side: ServerSpec, target: Target) -> list[str]:
     off = target.port_offset
     module = TWIN_MODULE if target.launcher == "twin" else SGLANG_MODULE
@@ -125,7 +120,8 @@ def _server(p: Profile, side: ServerSpec, target: Target) -> Component:
 def _router(p: Profile, target: Target) -> Component:
     off = target.port_offset
     r, hc, kind = p.router, p.router.health_check, p.router.router_kind
-    local = _local_address(target)
+    # The router runs on the same machine as the servers; a wildcard bind is reached via loopback.
+    local = "127.0.0.1" if target.bind_host in ("0.0.0.0", "::", "") else target.bind_host
     argv = [
         target.router_python(kind),
         "-m",

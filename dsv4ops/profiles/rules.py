@@ -137,19 +137,15 @@ def rule_kv_identical(p: Profile, prov: Provenance, sink: Problems) -> None:
         )
 
 
-def _truthy_size(value: str | None) -> bool:
-    return value is not None and value.isdigit() and int(value) > 1
-
-
 def rule_two_batch_overlap(p: Profile, prov: Provenance, sink: Problems) -> None:
     for side in (p.prefill, p.decode):
         args = side.extra_args
         if not sink.usable(f"{side.role}.extra_args") or "--enable-two-batch-overlap" not in args:
             continue
         a2a = option_value(args, "--moe-a2a-backend")
-        attn_dp = _truthy_size(
-            option_value(args, "--attn-dp-size", "--attention-data-parallel-size")
-        ) or ("--enable-dp-attention" in args)
+        size = option_value(args, "--attn-dp-size", "--attention-data-parallel-size")
+        attn_dp = size is not None and size.isdigit() and int(size) > 1
+        attn_dp = attn_dp or "--enable-dp-attention" in args
         if (a2a is None or a2a == "none") and not attn_dp:
             idx = args.index("--enable-two-batch-overlap")
             sink.error(
