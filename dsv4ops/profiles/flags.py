@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dsv4ops.profiles import _flag_tables
-from dsv4ops.profiles.excerpt import excerpt
+from dsv4ops.profiles.excerpt import excerpt, key_excerpt
 from dsv4ops.profiles.profile_spec import SWITCHES
 from dsv4ops.profiles.routers import router_table
 from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
@@ -111,10 +111,6 @@ def _options(args: Sequence[str]) -> list[tuple[int, str]]:
 # argparse reads a token that looks like a negative number as a value, not an option, when the
 # parser has no option that looks like one (SGLang's and the router's have none).
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
-
-
-def _short(flag: str) -> str:
-    return flag if len(flag) <= 80 else flag[:77] + "..."
 
 
 def _is_value(arg: str) -> bool:
@@ -222,9 +218,9 @@ _SGLANG = "SGLang 0.5.23"
 def _unknown_flag(
     flag: str, kind: RouterKind | None, ambiguous: list[str], known: frozenset[str]
 ) -> str:
-    label = _SGLANG if kind is None else kind.label
+    label, shown = (_SGLANG if kind is None else kind.label), key_excerpt(flag, 80)
     if ambiguous:
-        return f"{_short(flag)} is ambiguous for {label} (could be {', '.join(ambiguous[:4])})"
+        return f"{shown} is ambiguous for {label} (could be {', '.join(ambiguous[:4])})"
     if kind is not None and flag in router_table(kind.other):
         other = kind.other
         return (
@@ -233,7 +229,7 @@ def _unknown_flag(
         )
     close = difflib.get_close_matches(flag[:80], sorted(known), n=1)
     what = f"an {label}" if kind is None else f"a {label}"
-    return f"{_short(flag)} is not {what} flag" + (f"; did you mean {close[0]}?" if close else "")
+    return f"{shown} is not {what} flag" + (f"; did you mean {close[0]}?" if close else "")
 
 
 def option_value(args: Sequence[str], *names: str) -> str | None:

@@ -135,7 +135,7 @@ def _null_is_default(schema: dict[str, object], *, every_key: bool = False) -> N
     properties = schema["properties"]
     assert isinstance(required, list | tuple) and isinstance(properties, dict)
     for key, prop in properties.items():
-        section = _is_section(prop)
+        section = is_section(prop)
         if section:
             _null_is_default(prop, every_key=every_key)
         if _takes_null(prop):
@@ -150,7 +150,7 @@ def _takes_null(prop: dict[str, object]) -> bool:
     return isinstance(alternatives, list) and {"type": "null"} in alternatives
 
 
-def _is_section(prop: object) -> bool:
+def is_section(prop: object) -> bool:
     return isinstance(prop, dict) and prop.get("type") == "object" and "properties" in prop
 
 
@@ -191,7 +191,7 @@ def _required_tree(schema: dict[str, object]) -> dict[str, object]:
     keys: list[str] = []
     sections: dict[str, object] = {}
     for key, prop in properties.items():
-        inner = _required_tree(prop) if _is_section(prop) else {}
+        inner = _required_tree(prop) if is_section(prop) else {}
         if inner:
             sections[key] = {"type": "object", **inner}
         if inner or key in required:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import cast
 
-from dsv4ops.profiles.json_schema import model_schema
+from dsv4ops.profiles.json_schema import is_section, model_schema
 from dsv4ops.profiles.profile_spec import ProfileSpec
 from dsv4ops.profiles.schema import TEXT_HELP, TEXT_PATTERNS, JSONProp, json_kind, json_value
 from dsv4ops.profiles.target_spec import BoxTarget, EndpointTarget
@@ -21,10 +21,10 @@ def profile_blocks() -> dict[str, list[str]]:
     `profile set` toggles."""
     schema = cast(JSONProp, model_schema(ProfileSpec, null_is_default=False))
     properties = schema["properties"]
-    keys = {k: p for k, p in properties.items() if not _is_section(p)}
+    keys = {k: p for k, p in properties.items() if not is_section(p)}
     blocks = {"top": model_table(cast(dict[str, object], {**schema, "properties": keys}))}
     for key, prop in properties.items():
-        if _is_section(prop):
+        if is_section(prop):
             blocks[key] = model_table(cast(dict[str, object], prop), f"{key}.")
     blocks["toggles"] = toggles_table()
     return blocks
@@ -90,7 +90,7 @@ def model_table(schema: dict[str, object], prefix: str = "") -> list[str]:
 def _model_rows(schema: JSONProp, prefix: str) -> Iterator[str]:
     required = schema.get("required", [])
     for key, prop in schema["properties"].items():
-        if _is_section(prop):
+        if is_section(prop):
             yield from _model_rows(prop, f"{prefix}{key}.")
             continue
         value, nullable = json_value(prop)
@@ -98,10 +98,6 @@ def _model_rows(schema: JSONProp, prefix: str) -> Iterator[str]:
         default = "required" if key in required else f"`{_shown(prop.get('default'))}`"
         cells = (f"`{prefix}{key}`", kind, default, _model_bounds(value), prop["description"])
         yield "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
-
-
-def _is_section(prop: JSONProp) -> bool:
-    return prop.get("type") == "object" and "properties" in prop
 
 
 def _model_bounds(value: JSONProp) -> str:

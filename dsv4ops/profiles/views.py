@@ -26,10 +26,6 @@ from dsv4ops.profiles.targets import load_targets
 LIST_COLUMNS = ("name", *(switch.column for _, switch in SWITCHES), "buckets", "description")
 
 
-def _onoff(value: bool) -> str:
-    return "on" if value else "off"
-
-
 def buckets_text(p: Profile) -> str:
     spec = p.flags.decode_buckets
     shown = spec if isinstance(spec, str) else "list"
@@ -42,7 +38,7 @@ def summary(p: Profile) -> JSONObject:
         "name": p.name,
         "path": p.path,
         "extends": extends,
-        **{switch.column: _onoff(getattr(p.flags, flag)) for flag, switch in SWITCHES},
+        **{switch.column: "on" if getattr(p.flags, f) else "off" for f, switch in SWITCHES},
         "buckets": buckets_text(p),
         "description": p.description,
         "warnings": len(p.warnings),
@@ -57,8 +53,7 @@ def details(p: Profile) -> JSONObject:
 
 
 def _change(c: ValueChange) -> ValueChangeJSON:
-    d = asdict(c)
-    return {"key": d["key"], "old": _lists(d["old"]), "new": _lists(d["new"])}
+    return {"key": c.key, "old": _lists(c.old), "new": _lists(c.new)}
 
 
 def _lists(data: object) -> object:
