@@ -8,7 +8,7 @@ from dsv4ops.apikey import API_KEY_FLAG
 from dsv4ops.deployment import Component, Deployment
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles.flags import context_length
-from dsv4ops.profiles.model import Profile, ServerSpec, SSHSpec, Target
+from dsv4ops.profiles.model import Profile, ServerSpec, Target
 from dsv4ops.profiles.profile_spec import SWITCHES
 from dsv4ops.profiles.target_rules import check_against_target
 from dsv4ops.recorded import RecordedProfile
@@ -17,32 +17,14 @@ from dsv4ops.secrets import REDACTED
 SGLANG_MODULE = "sglang.launch_server"
 TWIN_MODULE = "dsv4ops.twin.launch_server"
 
-# Used when no targets file is around: the production box as the reference describes it.
-BUILTIN_BOX = Target(
-    name="box",
-    description="8-GPU box (built-in default)",
-    transport="ssh",
-    ssh=SSHSpec(
-        host="box", port=22, user=None, key=None, known_hosts=None, trust_on_first_use=False
-    ),
-    gpus=tuple(range(8)),
-    workdir="/opt/dsv4ops",
-    python="python3",
-    launcher="sglang",
-    bind_host="0.0.0.0",
-    connect_host="box",
-    port_offset=0,
-    twin_env=(),
-)
-
 
 def _production_target() -> Target:
-    from dsv4ops.profiles.targets import load_targets
+    from dsv4ops.profiles.targets import builtin_box, load_targets
 
     try:
-        return load_targets().get("box", BUILTIN_BOX)
+        return load_targets().get("box") or builtin_box()
     except ProfileError:
-        return BUILTIN_BOX
+        return builtin_box()
 
 
 def _server_argv(p: Profile, side: ServerSpec, target: Target) -> list[str]:

@@ -82,6 +82,19 @@ def get_target(name: str | None, path: str | Path | None = None) -> Target:
     return targets[wanted]
 
 
+def builtin_box() -> Target:
+    """The production box as the reference describes it: used when no targets file is around."""
+    spec = {
+        "description": "8-GPU box (built-in default)",
+        "transport": "ssh",
+        "ssh": {"host": "box"},
+        "gpus": list(range(8)),
+        "workdir": "/opt/dsv4ops",
+        "bind_host": "0.0.0.0",
+    }
+    return _box("box", BoxTarget.model_validate(spec))
+
+
 def _box(name: str, v: BoxTarget) -> Target:
     """The Target of a box entry: a local target's relative paths resolved, the address this
     machine calls derived."""
