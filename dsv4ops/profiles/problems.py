@@ -60,12 +60,6 @@ class Problem:
     message: str
     hint: str | None = None
 
-    @classmethod
-    def from_error(cls, err: ProfileError) -> Problem:
-        return cls(
-            path=err.path, line=err.line, key=err.key, message=err.bare_message, hint=err.hint
-        )
-
     def sort_key(self) -> tuple[str, int, str]:
         return (self.path or "", self.line or 0, self.key or "")
 
@@ -107,7 +101,7 @@ class Problems:
     def report(self, err: ProfileError) -> None:
         if not self.collect:
             raise err
-        problem = Problem.from_error(err)
+        problem = Problem(err.path, err.line, err.key, err.bare_message, err.hint)
         if problem not in self._seen:
             self._seen.add(problem)
             self._items.append(problem)
