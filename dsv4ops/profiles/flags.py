@@ -15,12 +15,9 @@ from dataclasses import dataclass
 from dsv4ops.profiles import _flag_tables
 from dsv4ops.profiles.excerpt import excerpt, key_excerpt
 from dsv4ops.profiles.profile_spec import SWITCHES
-from dsv4ops.profiles.routers import router_table
+from dsv4ops.profiles.routers import FlagTable, router_table
 from dsv4ops.routerkind import DEFAULT_ROUTER_KIND, RouterKind
 from dsv4ops.secrets import redact_argv, redact_text
-
-# A flag table's entry (profiles/_flag_tables.py): (nargs, value kind, choices or None).
-_FlagEntry = tuple[int | str, str, tuple[str, ...] | None]
 
 # Removed in 0.5.23: argparse prefix matching turns them into "ambiguous option" (exit 2).
 REMOVED_SERVER_FLAGS = {
@@ -117,9 +114,7 @@ def _is_value(arg: str) -> bool:
     return not arg.startswith("-") or bool(_NEGATIVE_NUMBER.match(arg))
 
 
-def _stray_args(
-    args: Sequence[str], table: dict[str, _FlagEntry], program: str
-) -> list[FlagProblem]:
+def _stray_args(args: Sequence[str], table: FlagTable, program: str) -> list[FlagProblem]:
     """Tokens no option consumes, and options missing their value, walked the way argparse does
     (nargs from the flag table): SGLang would exit 2 with 'unrecognized arguments' or 'expected
     one argument'. An unknown flag is reported elsewhere; it is assumed to take any values."""
@@ -186,7 +181,7 @@ def check_router_args(
 
 def _check_args(
     args: Sequence[str],
-    table: dict[str, _FlagEntry],
+    table: FlagTable,
     managed: dict[str, str],
     side: str,
     kind: RouterKind | None,  # None: an SGLang server's
