@@ -17,19 +17,15 @@ from dsv4ops.profiles.profile_spec import (
     PrefillSection,
     RouterSection,
 )
-from dsv4ops.profiles.profile_spec import HealthCheckSection as HealthCheck
 from dsv4ops.profiles.profile_spec import ModelSection as ModelSpec
 from dsv4ops.routerkind import RouterKind
-from dsv4ops.settings import MAX_CONCURRENCY, PROBE_TOOL_CALL, CanaryThresholds, ProbeSettings
+from dsv4ops.settings import CanaryThresholds, ProbeSettings
 
 # The declared sections a deployment carries live below it (dsv4ops/settings.py).
 __all__ = [
-    "MAX_CONCURRENCY",
-    "PROBE_TOOL_CALL",
     "CanaryThresholds",
     "Component",
     "Deployment",
-    "HealthCheck",
     "ModelSpec",
     "ProbeSettings",
     "ProfileWarning",
