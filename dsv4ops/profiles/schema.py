@@ -27,7 +27,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
 from dsv4ops.profiles import _flag_tables
-from dsv4ops.profiles.buckets import MAX_BATCH_SIZE, SPEC_PATTERNS
+from dsv4ops.profiles.buckets import MAX_BATCH_SIZE, SPEC_HELP, SPEC_PATTERNS
 from dsv4ops.profiles.excerpt import excerpt
 from dsv4ops.profiles.routers import any_policy
 
@@ -78,7 +78,7 @@ _KIND_HELP = {
     "int_list": "a list of integers",
     "str_list": "a list of strings, e.g. ['--flag', 'value']",
     "str_map": "a mapping of NAME: value strings",
-    "buckets": "a list of ints, 'sglang-default', 'sglang-default:MAX', 'stepN' or 'stepN:LO-HI'",
+    "buckets": SPEC_HELP,
 }
 
 
