@@ -164,6 +164,9 @@ class DecodeEngine:
         self.running: list[Req] = []
         self.wedged = False
         self.steps_done = 0
+        # time.monotonic() of the last step that produced a token (SGLang's tokenizer manager
+        # hears of every one: the server's /health counts it as a sign of life)
+        self.last_output_at = 0.0
         self._wake = asyncio.Event()
         self._abort_times: deque[float] = deque()
         self._rng = random.Random(config.seed)
@@ -359,6 +362,8 @@ class DecodeEngine:
                     still.append(req)
             self.running = still
             self.steps_done += 1
+            if produced:
+                self.last_output_at = time.monotonic()
             if self.reporter is not None:
                 # the batch the iteration ran (finished requests included), as process_batch_result
                 self.reporter.decode_step(

@@ -28,6 +28,8 @@ from .reporter import StatsReporter
 from .sched_view import fully_idle, live_stats, snapshot
 
 SGLANG_VERSION = "0.5.23"
+# /health polls for output once a second (http_server.health_generate), in model seconds here
+HEALTH_POLL_S = 1.0
 
 
 def _env_on(value: str | None, default: bool) -> bool:
@@ -82,6 +84,7 @@ class TwinServer:
         self._prefill_waiting: dict[int, Room | None] = {}
         self._prefill_seq = 0
         self._prefill_running: list[Room | None] = []  # in prefill compute now
+        self._prefill_output_at = 0.0  # a prefill request last finished (last_output_at)
         self._build_parts(args, config)
 
     def _build_parts(self, args: ServerArgs, config: TwinConfig) -> None:
@@ -308,6 +311,7 @@ class TwinServer:
         if req.n_tokens:
             req.emit_next()
         req.finish(req.finish_reason or "length")
+        self._prefill_output_at = time.monotonic()
 
     async def _respond(self, request: web.Request, job: Job, req: Req) -> web.StreamResponse:
         fmt = FORMATS[job.kind](job)
@@ -369,12 +373,17 @@ class TwinServer:
 
     # --- health --------------------------------------------------------------------------
     async def health(self) -> bool:
-        """SGLang's /health: a 1-token fake-bootstrap generation within the health timeout."""
+        """SGLang's /health (http_server.health_generate): a 1-token fake-bootstrap generation,
+        then a poll once a second for up to the health timeout; any output the server produced
+        since the check began (TokenizerManager.last_receive_tstamp: a busy server's other
+        requests, not only the probe) counts as healthy. A server producing nothing within the
+        timeout (wedged, or its probe queued behind a batch that never ends) fails it."""
         if self.gracefully_exit or self.status != "up":
             return False
         await asyncio.sleep(self.config.wall(self.hazards.health_delay_s()))  # slow_health
         if not self.health_generation:
             return True
+        tic = time.monotonic()
         probe = Req(
             rid=f"HEALTH_CHECK_{uuid.uuid4().hex[:8]}",
             plan=Plan("health", ["ok"], None, True),
@@ -382,18 +391,31 @@ class TwinServer:
             prompt_tokens=1,
             is_health_probe=True,
         )
+        if self.role == "prefill":
+            task: asyncio.Future[object] = asyncio.ensure_future(self.prefill_compute(1))
+        else:
+            assert self.engine is not None
+            self.engine.submit(probe)
+            task = asyncio.ensure_future(probe.done.wait())
+        deadline = tic + self.config.wall(self.config.health_timeout_s)
+        poll = self.config.wall(HEALTH_POLL_S)
         try:
-            async with asyncio.timeout(self.config.wall(self.config.health_timeout_s)):
-                if self.role == "prefill":
-                    await self.prefill_compute(1)
+            while (left := deadline - time.monotonic()) > 0:
+                done, _ = await asyncio.wait({task}, timeout=min(poll, left))
+                if done or self.last_output_at() > tic:
+                    self.unhealthy = False
                     return True
-                assert self.engine is not None
-                self.engine.submit(probe)
-                await probe.done.wait()
-                self.unhealthy = False
-                return True
-        except TimeoutError:
-            if self.engine is not None:
-                self.engine.discard(probe)
             self.unhealthy = True
             return False
+        finally:
+            if not task.done():
+                task.cancel()
+            if self.engine is not None and probe.finish_reason is None:
+                self.engine.discard(probe)
+
+    def last_output_at(self) -> float:
+        """When this server last produced output for any request (time.monotonic(); 0 never):
+        SGLang's TokenizerManager.last_receive_tstamp, bumped by every batch of outputs the
+        scheduler sends (a decode step's tokens, a prefill's finished requests)."""
+        engine = self.engine.last_output_at if self.engine is not None else 0.0
+        return max(engine, self._prefill_output_at)
