@@ -50,10 +50,24 @@ def tour_lines() -> list[str]:
     return lines
 
 
+# The tour's twin keeps SGLang 0.5.23's own KV timeouts (300 model s: 15 s of wall time at scale
+# 0.05), not the 20 s the e2e tests' twins use to see a lost transfer in ~1 s (the tour loses
+# none), and a 5 s health timeout in wall time. At 1 s of wall time, a second without CPU on a
+# loaded 2-core CI machine (this test runs beside two other workers) times out KV transfers, or
+# a /health whose prefill finished nothing in it, as if the server had hung for 20 model
+# seconds; the router counts failed requests against its workers' circuits (10 open one for 60 s:
+# "No available prefill workers (all circuits open or unhealthy)" for the rest of the sweep).
+TOUR_TWIN_ENV = {
+    "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "300",
+    "DSV4_TWIN_WAITING_TIMEOUT_S": "300",
+    "DSV4_TWIN_HEALTH_TIMEOUT_S": "100",
+}
+
+
 def _project(root: Path) -> tuple[Path, str, dict[str, str]]:
     """A project: the shipped profiles, targets (box, twin-local) and runbooks, plus a twin test
     target; a git checkout, as `profile set` commits into it."""
-    env = make_env(root)
+    env = make_env(root, extra_twin_env=TOUR_TWIN_ENV)
     project = env.profiles_dir.parent
     twin_block = (env.profiles_dir / "targets.yaml").read_text().split("targets:\n", 1)[1]
     shipped = (REPO / "profiles" / "targets.yaml").read_text()
