@@ -62,8 +62,8 @@ def test_a_busy_prefill_is_healthy_while_its_probe_waits_behind_other_prompts() 
 def test_a_prefill_producing_nothing_for_the_timeout_fails_health() -> None:
     async def run() -> tuple[bool, bool]:
         server = _prefill()
-        # one prompt of 10 model s, twice the timeout: nothing finishes while /health waits
-        prompt = asyncio.create_task(_prompt(server, 1000))
+        # one prompt of 50 model s, ten times the timeout: nothing finishes while /health waits
+        prompt = asyncio.create_task(_prompt(server, 5000))
         await asyncio.sleep(0.05)
         healthy = await server.health()
         prompt.cancel()
