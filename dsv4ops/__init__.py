@@ -1,3 +1,3 @@
 """dsv4ops: operations toolkit for a DeepSeek-V4-Flash PD deployment on SGLang."""
 
-__version__ = "0.5.0"
+__version__ = "0.6.0"
