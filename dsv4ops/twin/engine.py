@@ -348,27 +348,30 @@ class DecodeEngine:
             next_at += self.config.wall(model_s)
             # Always yield, even when behind, so HTTP handlers keep running while catching up.
             await asyncio.sleep(max(next_at - loop.time(), 0.0))
-            if self.wedged:
+            if not self.wedged:
+                self._step()
+
+    def _step(self) -> None:
+        """One decode iteration: every running request emits its next token."""
+        ran = len(self.running)
+        produced = 0
+        still = []
+        for req in self.running:
+            if req.finish_reason is not None:
                 continue
-            ran = len(self.running)
-            produced = 0
-            still = []
-            for req in self.running:
-                if req.finish_reason is not None:
-                    continue
-                req.emit_next()
-                produced += 1
-                if req.finish_reason is None:
-                    still.append(req)
-            self.running = still
-            self.steps_done += 1
-            if produced:
-                self.last_output_at = time.monotonic()
-            if self.reporter is not None:
-                # the batch the iteration ran (finished requests included), as process_batch_result
-                self.reporter.decode_step(
-                    produced, batch_size=ran, cuda_graph=any(b >= ran for b in self.buckets)
-                )
+            req.emit_next()
+            produced += 1
+            if req.finish_reason is None:
+                still.append(req)
+        self.running = still
+        self.steps_done += 1
+        if produced:
+            self.last_output_at = time.monotonic()
+        if self.reporter is not None:
+            # the batch the iteration ran (finished requests included), as process_batch_result
+            self.reporter.decode_step(
+                produced, batch_size=ran, cuda_graph=any(b >= ran for b in self.buckets)
+            )
 
     async def _idle(self) -> None:
         """No batch: the idle path (metrics republish), then sleep until a request or a poll."""

@@ -18,6 +18,7 @@ from .engine import DecodeEngine, Req
 from .events import EventLog
 from .formats import FORMATS, Job, error_body
 from .hazards import HazardBoard
+from .health import health_generate
 from .kernel_package import KernelConfigChoice
 from .kv_receiver import KVReceiver
 from .metrics import TwinMetrics
@@ -28,8 +29,6 @@ from .reporter import StatsReporter
 from .sched_view import fully_idle, live_stats, snapshot
 
 SGLANG_VERSION = "0.5.23"
-# /health polls for output once a second (http_server.health_generate), in model seconds here
-HEALTH_POLL_S = 1.0
 
 
 def _env_on(value: str | None, default: bool) -> bool:
@@ -373,45 +372,8 @@ class TwinServer:
 
     # --- health --------------------------------------------------------------------------
     async def health(self) -> bool:
-        """SGLang's /health (http_server.health_generate): a 1-token fake-bootstrap generation,
-        then a poll once a second for up to the health timeout; any output the server produced
-        since the check began (TokenizerManager.last_receive_tstamp: a busy server's other
-        requests, not only the probe) counts as healthy. A server producing nothing within the
-        timeout (wedged, or its probe queued behind a batch that never ends) fails it."""
-        if self.gracefully_exit or self.status != "up":
-            return False
-        await asyncio.sleep(self.config.wall(self.hazards.health_delay_s()))  # slow_health
-        if not self.health_generation:
-            return True
-        tic = time.monotonic()
-        probe = Req(
-            rid=f"HEALTH_CHECK_{uuid.uuid4().hex[:8]}",
-            plan=Plan("health", ["ok"], None, True),
-            max_tokens=1,
-            prompt_tokens=1,
-            is_health_probe=True,
-        )
-        if self.role == "prefill":
-            task: asyncio.Future[object] = asyncio.ensure_future(self.prefill_compute(1))
-        else:
-            assert self.engine is not None
-            self.engine.submit(probe)
-            task = asyncio.ensure_future(probe.done.wait())
-        deadline = tic + self.config.wall(self.config.health_timeout_s)
-        poll = self.config.wall(HEALTH_POLL_S)
-        try:
-            while (left := deadline - time.monotonic()) > 0:
-                done, _ = await asyncio.wait({task}, timeout=min(poll, left))
-                if done or self.last_output_at() > tic:
-                    self.unhealthy = False
-                    return True
-            self.unhealthy = True
-            return False
-        finally:
-            if not task.done():
-                task.cancel()
-            if self.engine is not None and probe.finish_reason is None:
-                self.engine.discard(probe)
+        """SGLang's /health (health.py)."""
+        return await health_generate(self)
 
     def last_output_at(self) -> float:
         """When this server last produced output for any request (time.monotonic(); 0 never):

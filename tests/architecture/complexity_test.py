@@ -41,7 +41,6 @@ ALLOWED: dict[str, int] = {
     "dsv4ops/twin/batch.py::_stream": 11,
     "dsv4ops/twin/batch.py::serve_batch": 11,
     "dsv4ops/twin/config.py::load_config": 16,
-    "dsv4ops/twin/engine.py::run": 11,
     "dsv4ops/twin/parse.py::parse_batch": 11,
 }
 
