@@ -431,6 +431,24 @@ def test_set_records_the_operators_reason_before_the_hazard_text(
     assert not (pdir / "other.yaml").exists()
 
 
+def _refused_printably(
+    env: dict[str, str], *args: str
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """`dsv4ops profile ARGS` as a subprocess that must exit 1 with no traceback and nothing
+    unprintable on either stream; the process and both streams together."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "dsv4ops", "profile", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    both = proc.stdout + proc.stderr
+    assert proc.returncode == 1, both
+    assert "Traceback" not in both and all(c.isprintable() for c in both.replace("\n", "")), both
+    return proc, both
+
+
 def test_a_control_character_in_a_targets_key_is_one_printable_error_line(pdir: Path) -> None:
     """The real command (a subprocess): exit 1, file:line and the mapping named, the key shown
     escaped; no traceback, no raw control character on either stream, in text or JSON."""
@@ -443,17 +461,8 @@ def test_a_control_character_in_a_targets_key_is_one_printable_error_line(pdir: 
         ["validate"],
         ["validate", "--json"],
     ):
-        proc = subprocess.run(
-            [sys.executable, "-m", "dsv4ops", "profile", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-        )
-        both = proc.stdout + proc.stderr
-        assert proc.returncode == 1, both
-        assert "Traceback" not in both and "[key]" not in both, both
-        assert all(c.isprintable() for c in both.replace("\n", "")), both
+        proc, both = _refused_printably(env, *args)
+        assert "[key]" not in both, both
         shown = json.loads(proc.stdout)["error"] if "--json" in args else proc.stderr
         assert (
             f"{pdir}/targets.yaml:{line}: targets.twin-local.twin_env: key 'A\\x01B': contains "
@@ -468,14 +477,5 @@ def test_a_control_character_in_a_profile_key_never_reaches_the_terminal(pdir: P
     (pdir / "bad.yaml").write_text(child('"x\\x07y": 1\n"z\\x1b[2J": 2\n'))
     env = {**os.environ, "DSV4OPS_PROFILES_DIR": str(pdir)}
     for args in (["validate", "bad"], ["validate"]):
-        proc = subprocess.run(
-            [sys.executable, "-m", "dsv4ops", "profile", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-        )
-        both = proc.stdout + proc.stderr
-        assert proc.returncode == 1, both
-        assert "Traceback" not in both and all(c.isprintable() for c in both.replace("\n", ""))
+        _, both = _refused_printably(env, *args)
         assert "x\\x07y" in both and "z\\x1b[2J" in both, both
