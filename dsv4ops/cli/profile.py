@@ -14,6 +14,7 @@ from dsv4ops.cli._output import (
     FC,
     dry_run_option,
     echo_json,
+    echo_lines,
     json_option,
     output_option,
     reason_option,
@@ -26,7 +27,9 @@ from dsv4ops.cli._output import (
 from dsv4ops.errors import DsOpsError, ProfileError
 
 if TYPE_CHECKING:
-    from dsv4ops.usecases.profile import ProblemJSON
+    from collections.abc import Iterator
+
+    from dsv4ops.usecases.profile import ProblemJSON, ValidateResult
 
 
 def _target_opt(f: FC) -> FC:
@@ -74,8 +77,7 @@ def show_cmd(name: str, rev: str | None, as_json: bool) -> None:
         echo_json(data)
         return
     click.echo(dump({k: v for k, v in data.items() if k != "warnings"}).rstrip())
-    for w in data["warnings"]:
-        click.echo(terminal_safe(f"warning: {w['where']}: {w['message']}"))
+    echo_lines(f"warning: {w['where']}: {w['message']}" for w in data["warnings"])
 
 
 @profile.command("validate")
@@ -102,23 +104,27 @@ def validate_cmd(names: tuple[str, ...], target: str | None, as_json: bool) -> N
             raise _as_error(problems[0])
         for p in problems:
             click.secho(terminal_safe(f"error: {_problem_line(p)}"), fg="red", err=True)
-            if p["hint"]:
-                click.echo(terminal_safe(f"hint: {p['hint']}"), err=True)
+            echo_lines([f"hint: {p['hint']}"] if p["hint"] else [], err=True)
         raise DsOpsError(summary)
     else:
-        for r in results:
-            if r["ok"]:
-                click.echo(terminal_safe(f"ok    {r['profile']}"))
-            for p in r["problems"]:
-                click.echo(terminal_safe(f"FAIL  {r['profile']}  {_problem_line(p)}"))
-                if p["hint"]:
-                    click.echo(terminal_safe(f"      hint: {p['hint']}"))
-            for w in r["warnings"]:
-                click.echo(terminal_safe(f"      warning: {w['where']}: {w['message']}"))
+        echo_lines(line for r in results for line in _result_lines(r))
         if failed:
             click.echo(summary)
     if failed:
         raise DsOpsError(f"{len(failed)} of {len(results)} profiles are invalid")
+
+
+def _result_lines(r: ValidateResult) -> Iterator[str]:
+    """One profile's lines of the `validate` table: ok, or each problem (and its hint), then
+    its warnings."""
+    if r["ok"]:
+        yield f"ok    {r['profile']}"
+    for p in r["problems"]:
+        yield f"FAIL  {r['profile']}  {_problem_line(p)}"
+        if p["hint"]:
+            yield f"      hint: {p['hint']}"
+    for w in r["warnings"]:
+        yield f"      warning: {w['where']}: {w['message']}"
 
 
 def _count(n: int, noun: str) -> str:
@@ -157,8 +163,7 @@ def render_cmd(name: str, target: str | None, as_json: bool) -> None:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in comp.env.items())
         click.echo(f"# {comp.name} ({comp.host}:{comp.port})")
         click.echo((env + " " if env else "") + shlex.join(comp.argv) + "\n")
-    for w in rendered.warnings:
-        click.echo(terminal_safe(f"warning: {w}"), err=True)
+    echo_lines((f"warning: {w}" for w in rendered.warnings), err=True)
 
 
 @profile.command("diff")

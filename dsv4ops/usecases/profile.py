@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from dsv4ops.profiles.diff import ProfileDiffJSON
     from dsv4ops.profiles.model import Target
     from dsv4ops.profiles.problems import ProblemJSON as ProblemJSON  # cli/profile.py's
-    from dsv4ops.profiles.problems import ValidateResult
+    from dsv4ops.profiles.problems import ValidateResult as ValidateResult  # and its table
     from dsv4ops.profiles.setter import SetResult
 
 

@@ -31,7 +31,6 @@ ALLOWED: dict[str, int] = {
     "dsv4ops/canary/records.py::parse": 19,
     "dsv4ops/canary/toolcalls.py::assemble": 11,
     "dsv4ops/canary/watchdog.py::check": 15,
-    "dsv4ops/cli/profile.py::validate_cmd": 13,
     "dsv4ops/orchestrate/drift.py::process_drift": 11,
     "dsv4ops/profiles/bucket_rules.py::rule_buckets": 11,
     "dsv4ops/profiles/buckets.py::resolve_buckets": 11,
