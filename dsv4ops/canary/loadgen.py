@@ -147,7 +147,7 @@ class ChatClient:
             rec.t_end = clock()
             if rec.error is None:
                 hang = rec.extra.get("hang")
-                rec.error = f"hang_{hang}" if hang else R.ERR_CANCELLED
+                rec.error = R.hang_error(hang) if hang else R.ERR_CANCELLED
             _finish(rec, wd)
             raise
         except (

@@ -44,6 +44,11 @@ ERR_BAD_JSON = "bad_event_json"
 ERR_CANCELLED = "cancelled"
 
 
+def hang_error(kind: str) -> str:
+    """The error of a stream the client's watchdog cut, by the watchdog's kind ("hang_stall")."""
+    return f"hang_{kind}"
+
+
 class RecordExtra(TypedDict, total=False):
     """What the client adds to a record beside the stream."""
 
@@ -88,6 +93,12 @@ class RequestRecord:
     def cancelled(self) -> bool:
         """Cut on purpose by the canary (not a failure; its tokens were still received)."""
         return self.error == ERR_CANCELLED
+
+    @property
+    def cut_by_watchdog(self) -> bool:
+        """Cancelled by the client's watchdog after it flagged the stream: evidence of a hang."""
+        hang = self.extra.get("hang")
+        return hang is not None and self.error == hang_error(hang)
 
     @property
     def ended_without_done(self) -> bool:

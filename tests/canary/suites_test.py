@@ -4,6 +4,7 @@ mechanics, each detector and each verdict path, fast and without the twin."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,33 @@ def test_mid_stream_stall_is_detected_within_3s_and_fails() -> None:
     assert hangs["hangs_by_kind"].get("stall", 0) >= 1
     stalls = [e for e in hangs["events"] if e["kind"] == "stall"]
     assert all(2.0 <= e["detection_latency_s"] < 3.0 for e in stalls)
+    # each stalled stream is judged once, as a hang: the requests the watchdog cut are not
+    # counted again as failed requests
+    kinds = {(r.level, r.kind.value) for r in result.findings}
+    assert ("FAIL", "hang") in kinds and ("FAIL", "errors") not in kinds, result.reasons
+
+
+@pytest.mark.serial  # the client's own loop is stalled on purpose: alone (testing/workers.py)
+def test_a_stall_the_client_cannot_vouch_for_is_inconclusive_not_a_failed_request() -> None:
+    """The client's loop stalls 1.5 s (a progress line that blocks it) while a stream is silent:
+    the watchdog cuts the stream, and the hang judge cannot tell the server's silence from the
+    client's own. The cut stream must not come back as a failed request: a FAIL built on the
+    client's lag (issue 38's one-place rule: the hang is judged where hangs are judged)."""
+    th = Thresholds(smoke_requests=4, smoke_concurrency=4)
+    blocked: list[str] = []
+
+    def blocking_progress(line: str) -> None:
+        if "in flight" in line and not blocked:  # the first 1-second tick, streams under way
+            blocked.append(line)
+            time.sleep(1.5)
+
+    with fake_server({"stall_after": 5}) as url:
+        result = _run(url, "smoke", thresholds=th, progress=blocking_progress)
+    assert blocked, "the progress ticker never ran"
+    assert result.metrics["hangs"]["hangs_by_kind"].get("stall", 0) >= 1, result.reasons
+    kinds = {(r.level, r.kind.value) for r in result.findings}
+    assert result.verdict is Verdict.INCONCLUSIVE, result.reasons
+    assert ("INCONCLUSIVE", "hang") in kinds and not any(lvl == "FAIL" for lvl, _ in kinds), kinds
 
 
 @pytest.mark.serial  # measured latencies: alone (testing/workers.py)

@@ -159,10 +159,12 @@ def judge_errors(
     *,
     ignore: Sequence[str] = (R.ERR_CANCELLED,),
     require_completed: bool = True,
+    hangs_judged: bool = False,
 ) -> None:
     """FAIL when more than `max_error_rate` of the requests failed (our own cancellations aside).
 
-    Also notes streams that completed on a finish_reason without `data: [DONE]`: complete, but a
+    With `hangs_judged`, the streams the watchdog cut are left to `judge_hangs` (see
+    `judge_streams`). Also notes streams that completed on a finish_reason without `data: [DONE]`: complete, but a
     server that omits the marker is worth knowing about (a proxy may be dropping it)."""
     no_done = [r for r in records if r.ended_without_done]
     if no_done:
@@ -172,7 +174,13 @@ def judge_errors(
         )
     refused = [r for r in records if refused_by_server(r)]
     judge_refusals(f, refused, len(records), th.max_error_rate)
-    judged = [r for r in records if r.error not in ignore and not refused_by_server(r)]
+    judged = [
+        r
+        for r in records
+        if r.error not in ignore
+        and not refused_by_server(r)
+        and not (hangs_judged and r.cut_by_watchdog)
+    ]
     if not judged:
         if require_completed:
             f.unsure("no request completed", Kind.BLIND)
@@ -236,6 +244,17 @@ def judge_workers(f: Findings, h: Harness) -> None:
             f"(nothing listens on its port since {since_s:.1f} s into the suite)",
             Kind.WORKER_DOWN,
         )
+
+
+def judge_streams(
+    f: Findings, h: Harness, th: Thresholds, *, require_completed: bool = True
+) -> None:
+    """The failed requests and the hangs, each stream judged once. A stream the watchdog cut is
+    the hang judge's evidence: counted again as a failed request, it would turn a hang the client
+    cannot vouch for (its own loop stalled a second or more: INCONCLUSIVE) into a FAIL built on
+    the client's lag."""
+    judge_errors(f, h.records, th, require_completed=require_completed, hangs_judged=True)
+    judge_hangs(f, h.watchdog, h.selfcheck.report)
 
 
 def judge_hangs(f: Findings, wd: Watchdog, sc: SelfCheckReport) -> None:

@@ -30,8 +30,7 @@ from dsv4ops.canary.suites.common import (
     cancel_all,
     harness,
     judge_client,
-    judge_errors,
-    judge_hangs,
+    judge_streams,
     judge_tools,
     judge_workers,
     tool_problems,
@@ -92,8 +91,7 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
     load_records = [r for r in h.records if r.tag != "ref"]
     summary = summarize(load_records, duration_s=elapsed, max_concurrency=sessions, t0_ns=h.t0_ns)
     f = Findings()
-    judge_errors(f, h.records, th)
-    judge_hangs(f, h.watchdog, sc)
+    judge_streams(f, h, th)
     judge_workers(f, h)
     pair_metrics = _judge_pairs(f, pairs, problems)
     _judge_calls(f, problems, h.records, th)

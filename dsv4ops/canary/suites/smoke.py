@@ -10,9 +10,8 @@ from dsv4ops.canary.suites.common import (
     SuiteContext,
     harness,
     judge_client,
-    judge_errors,
-    judge_hangs,
     judge_latency,
+    judge_streams,
     judge_tools,
     judge_workers,
     tool_problems,
@@ -86,8 +85,7 @@ async def _run_mix(
         if (rid := rec.rid) in mix.expect and rec.ok
     }
     f = Findings()
-    judge_errors(f, h.records, th)
-    judge_hangs(f, h.watchdog, sc)
+    judge_streams(f, h, th)
     judge_workers(f, h)
     judge_tools(f, problems, len(problems), th)
     judge_client(f, sc)

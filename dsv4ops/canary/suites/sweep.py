@@ -29,8 +29,7 @@ from dsv4ops.canary.suites.common import (
     SuiteContext,
     harness,
     judge_client,
-    judge_errors,
-    judge_hangs,
+    judge_streams,
     judge_workers,
 )
 from dsv4ops.canary.suites.sweep_law import (
@@ -77,8 +76,7 @@ async def run_sweep(ctx: SuiteContext) -> SuiteResult:
     ]
     f = Findings()
     # long requests may all still be running when the staircase ends: they are cut, not failed
-    judge_errors(f, h.records, th, require_completed=False)
-    judge_hangs(f, h.watchdog, sc)
+    judge_streams(f, h, th, require_completed=False)
     judge_workers(f, h)
     judge_client(f, sc)
     # The whole run, drain included: the streams still open when the staircase ends deliver
