@@ -1,6 +1,7 @@
 """Test helpers and doubles for `dsv4ops.cli` (one module per package area).
 
 - process: Run `python -m dsv4ops ...` as a real process with a time and memory ceiling.
+- terminal: hostile text (ESC, BEL) and the check that a command printed none of it raw.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 # --- process (was testing/cli.py) ---
 
@@ -107,3 +110,18 @@ def run_in_pty(
     finally:
         os.close(master)
     return code, b"".join(chunks).decode(errors="replace")
+
+
+# --- terminal ---
+
+EVIL = "evil\x1b[2J\x07"  # clears the screen and rings the bell when printed raw
+SHOWN = "evil\\x1b[2J\\x07"  # what the operator sees instead (cli/_output.py terminal_safe)
+
+
+def printable(capsys: pytest.CaptureFixture[str]) -> str:
+    """Both streams since the last read, checked to hold no control character but line breaks
+    and no traceback."""
+    out, err = capsys.readouterr()
+    both = out + err
+    assert "Traceback" not in both and all(c.isprintable() for c in both.replace("\n", "")), both
+    return both

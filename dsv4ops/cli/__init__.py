@@ -235,8 +235,11 @@ def _run(args: list[str]) -> int:
     except SystemExit as exc:  # a command that calls sys.exit(code) on purpose
         return int(exc.code or 0) if isinstance(exc.code, int | None) else exitcodes.REFUSED
     except Exception as exc:  # noqa: BLE001 - this is the boundary for bugs
+        from dsv4ops.cli._output import terminal_safe  # a bug's message may quote any input
+
         report = _crash_report(exc, args)
-        click.secho(f"internal error: {type(exc).__name__}: {exc}", fg="red", err=True)
+        shown = terminal_safe(str(exc), keep_newlines=True)
+        click.secho(f"internal error: {type(exc).__name__}: {shown}", fg="red", err=True)
         click.echo(
             f"this is a bug in dsv4ops; crash report: {report or '(could not be written)'}",
             err=True,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from dsv4ops.cli._live import LiveWaits
+from dsv4ops.cli._output import terminal_safe
 from dsv4ops.clock import SystemClock
 from dsv4ops.journal.store import Journal
 from dsv4ops.usecases.session import TargetSession
@@ -60,17 +61,15 @@ def open_target(
         target.workdir,
         python=target.python,
         reconnect_s=s.reconnect_s if s is not None else 0.0,
-        notify=lambda message: click.echo(message, err=True),
+        notify=_notify,
     )
     record = TargetJournal(
         supervisor,
         journal_path(target.name),
         offline_ok=read_only,
-        notify=lambda message: click.echo(message, err=True),
+        notify=_notify,
     )
-    journal = Journal(
-        target.name, backend=record, notify=lambda message: click.echo(message, err=True)
-    )
+    journal = Journal(target.name, backend=record, notify=_notify)
     session = TargetSession(target, supervisor, journal, SystemClock(), waits=live_waits())
     if not read_only:
         # First contact is the record: an unreachable target refuses the command here, before
@@ -108,6 +107,13 @@ def live_waits() -> LiveWaits:
     return LiveWaits(plain=bool(ctx is not None and ctx.params.get("as_json")))
 
 
+def _notify(message: str) -> None:
+    """A connection's or the record's note, on stderr; it may quote what the target said."""
+    click.echo(terminal_safe(message, keep_newlines=True), err=True)
+
+
 def progress_printer(as_json: bool) -> Callable[[str], None]:
-    """Progress lines go to stdout, or to stderr when stdout carries --json."""
-    return lambda line: click.echo(line, err=as_json)
+    """Progress lines go to stdout, or to stderr when stdout carries --json. A line may quote a
+    server's answer, a remote command's stderr or a journal record: made terminal-safe here, the
+    one printer of every verb's progress (a message's own line breaks stay)."""
+    return lambda line: click.echo(terminal_safe(line, keep_newlines=True), err=as_json)

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING
 
+from dsv4ops.cli._output import terminal_safe
 from dsv4ops.clock import SystemClock
 from dsv4ops.errors import DsOpsError
 from dsv4ops.waits import Wait
@@ -34,12 +35,14 @@ class _Line:
     """One step's line; `observe` comes from the step's thread, `text` from the drawing one."""
 
     def __init__(self, what: str, deadline_s: float | None, clock: SystemClock) -> None:
-        self.what, self.deadline_s, self._clock = what, deadline_s, clock
+        self.what, self.deadline_s, self._clock = terminal_safe(what), deadline_s, clock
         self._t0 = clock.monotonic()
         self.note = ""
 
     def observe(self, note: str) -> None:
-        self.note = " ".join(note.split())[:160]  # one line, whatever the server answered
+        # one printable line, whatever the server answered (an ESC in it would reach the
+        # terminal through the plain line and through rich alike)
+        self.note = terminal_safe(" ".join(note.split())[:160])
 
     def text(self) -> str:
         elapsed = self._clock.monotonic() - self._t0

@@ -15,6 +15,7 @@ import click
 from dsv4ops.cli._output import (
     accept_inconclusive_option,
     echo_json,
+    echo_lines,
     json_option,
     reason_option,
     target_option,
@@ -155,8 +156,8 @@ def ab(
             workload=_workload(suite, max_tokens),
         )
         if dry_run:
-            echo_json(plan.to_json()) if as_json else click.echo(
-                "\n".join([*plan.lines(), "(dry run: nothing is changed)"])
+            echo_json(plan.to_json()) if as_json else echo_lines(
+                [*plan.lines(), "(dry run: nothing is changed)"]
             )
             return
         if not yes:
@@ -187,11 +188,14 @@ def _report_outcome(out: ABOutcome, as_json: bool) -> None:
         error = out.interrupted or out.failure
         echo_json({**out.to_json(), "exit": out.exit_code, "error": error})
     else:
-        for line in out.decision.reasons:
-            click.echo(line)
-        click.echo(f"experiment {out.op_id}: winner {out.decision.winner}; the box runs {out.box}")
+        # The reasons quote measurements and what the servers answered: terminal-safe.
+        lines = [*out.decision.reasons]
+        lines.append(
+            f"experiment {out.op_id}: winner {out.decision.winner}; the box runs {out.box}"
+        )
         if out.report:
-            click.echo(f"report: {out.report[0].parent}/report.md")
+            lines.append(f"report: {out.report[0].parent}/report.md")
+        echo_lines(lines)
     raise_for(out)
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from dsv4ops.cli._output import echo_json, json_option, table
+from dsv4ops.cli._output import echo_json, echo_lines, json_option, table
 
 if TYPE_CHECKING:
     from dsv4ops.usecases.buckets_plan import BucketPlan
@@ -107,25 +107,26 @@ def plan_cmd(
 
 
 def _print_plan(plan: BucketPlan) -> None:
-    """The plan as text: the inputs, each ladder's expected cost, and the commands to try it."""
+    """The plan as text: the inputs, each ladder's expected cost, and the commands to try it.
+    Printed terminal-safe: the source and its notes come from a report file or a /metrics."""
     step_law, dist, k, source = plan.step_law, plan.dist, plan.graph_budget, plan.source
     kept, profile, memory, evals = plan.kept, plan.profile, plan.memory, plan.evals
-    click.echo(
+    lines = [
         f"step law {step_law.a_ms:g} + {step_law.b_ms:g}·bs ms; {len(dist)} batch sizes "
         f"observed ({min(dist)}..{max(dist)}); at most {k} graphs"
-    )
+    ]
     if source is not None:
-        click.echo(f"from {source.source}")
+        lines.append(f"from {source.source}")
     if plan.measured_context is not None:
-        click.echo(f"decode context length in the sweep: {plan.measured_context}")
+        lines.append(f"decode context length in the sweep: {plan.measured_context}")
     if plan.context_note:
-        click.echo(f"note: {plan.context_note}")
+        lines.append(f"note: {plan.context_note}")
     if kept:
-        click.echo(
+        lines.append(
             f"kept from {profile} below the sweep's lowest level {min(dist)} (a sweep says "
             f"nothing about smaller batches): {' '.join(map(str, kept))}"
         )
-    click.echo(memory.sentence)
+    lines.append(memory.sentence)
     rows = [
         [
             e.name,
@@ -138,11 +139,14 @@ def _print_plan(plan: BucketPlan) -> None:
         ]
         for e in evals
     ]
-    click.echo(
+    lines.append(
         table(rows, ["ladder", "graphs", "tok/s", "step ms", "pad/step", "eager", "graph MB"])
     )
     worst = sorted(evals[0].waste_by_bucket.items(), key=lambda kv: -kv[1])[:5]
-    click.echo("planned: " + " ".join(map(str, plan.best)))
-    click.echo("most padding (planned): " + ", ".join(f"{b}: {w:.2f} slots/step" for b, w in worst))
-    click.echo(f"make it a revision:  {plan.command}")
-    click.echo(f"then prove it:       dsv4ops ab {profile} {profile}-planned --suite sweep")
+    lines += [
+        "planned: " + " ".join(map(str, plan.best)),
+        "most padding (planned): " + ", ".join(f"{b}: {w:.2f} slots/step" for b, w in worst),
+        f"make it a revision:  {plan.command}",
+        f"then prove it:       dsv4ops ab {profile} {profile}-planned --suite sweep",
+    ]
+    echo_lines(lines)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from dsv4ops import exitcodes
-from dsv4ops.cli._output import echo_json, json_option, table, target_option
+from dsv4ops.cli._output import echo_json, echo_lines, json_option, table, target_option
 from dsv4ops.jsontypes import JSONObject
 
 if TYPE_CHECKING:
@@ -89,7 +89,9 @@ def canary(
     from dsv4ops.usecases.canary import run_canary
 
     endpoint = _endpoint(target, profile_ref, url, worker_urls, model, api_key_env)
-    progress = (lambda line: click.echo(line, err=True)) if as_json else click.echo
+    from dsv4ops.cli._context import progress_printer  # lines made terminal-safe
+
+    progress = progress_printer(as_json)
     result = run_canary(
         endpoint,
         suite,
@@ -107,8 +109,8 @@ def canary(
             for r in (result.sub_results or [result])
         ]
         click.echo(table(rows, ["suite", "verdict", "output tok/s / TTFT p99 ms (client wall)"]))
-        for line in result.reasons:
-            click.echo(f"  {line}")
+        # The reasons quote what the servers answered (an error body, a /metrics label).
+        echo_lines([f"  {line}" for line in result.reasons])
         if report_dir:
             click.echo(f"report: {report_dir}/report.md")
         # the verdict's exit code (canary.verdict.Verdict.exit_code), never its word

@@ -7,6 +7,7 @@ import click
 from dsv4ops.cli._output import (
     accept_inconclusive_option,
     echo_json,
+    echo_lines,
     json_option,
     reason_option,
     target_option,
@@ -71,8 +72,7 @@ def deploy(
         if as_json:
             echo_json(plan.to_json())
         else:
-            for line in plan.lines():
-                click.echo(line)
+            echo_lines(plan.lines())
         return
     if not yes:
         click.confirm(f"deploy {plan.deployment.describe()} to {plan.target.name}?", abort=True)
@@ -95,9 +95,8 @@ def deploy(
     if as_json:
         echo_json(out.to_json())
     else:
-        click.echo(f"{out.kind} {out.status} in {out.total_s:.1f}s: {out.message.splitlines()[0]}")
+        # The message may quote what a server or a remote command said: printed terminal-safe.
+        first = f"{out.kind} {out.status} in {out.total_s:.1f}s: {out.message.splitlines()[0]}"
         # Repeated after the result so it is the last thing the operator reads.
-        for n in out.notes:
-            if n.startswith(D.PD_WARNING):
-                click.echo(n)
+        echo_lines([first, *(n for n in out.notes if n.startswith(D.PD_WARNING))])
     D.raise_for(out)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from dsv4ops.cli._output import echo_json, json_option, table, target_option
+from dsv4ops.cli._output import echo_json, echo_lines, json_option, table, target_option
 from dsv4ops.jsontypes import JSONObject
 
 if TYPE_CHECKING:
@@ -53,13 +53,13 @@ def journal(target: str | None, as_json: bool, limit: int, merge: bool) -> None:
             }
         )
         click.get_current_context().exit(listing.exit)
-    click.echo(record_line(listing.source))
-    if not listing.entries:
-        click.echo("journal: empty")
-    else:
-        click.echo(table([_row(s) for s in listing.entries], _HEADERS))
-    for m in listing.merges:
-        click.echo(merge_line(m))
+    # Every field came from the record (a user, a reason, a path, the target's error): the
+    # lines are made terminal-safe as they are printed (a table's cells already are).
+    lines = record_lines(listing.source)
+    lines.append(
+        table([_row(s) for s in listing.entries], _HEADERS) if listing.entries else "journal: empty"
+    )
+    echo_lines(lines + [merge_line(m) for m in listing.merges])
     if listing.skipped_lines:
         click.echo(
             f"note: skipped torn line(s) {listing.skipped_lines} (an interrupted write)", err=True
@@ -124,32 +124,35 @@ def _merge(target: str | None) -> None:
     try:
         done = merge_kept_records(ctx)  # a TargetError when the target cannot be reached
         if done is None:
-            click.echo(f"journal: {ctx.journal.path} is a local file; nothing to merge")
+            echo_lines([f"journal: {ctx.journal.path} is a local file; nothing to merge"])
             return
     finally:
         ctx.close()
     if not done["merged"] and "copy" not in done:
         click.echo("journal: nothing to merge (the record holds every record this machine had)")
         return
-    click.echo(
-        f"journal: merged {done['merged']} record(s) of {len(done['ops'])} operation(s) into "
-        f"the journal of record; the copy is kept as {done['copy']}"
+    echo_lines(
+        [
+            f"journal: merged {done['merged']} record(s) of {len(done['ops'])} operation(s) "
+            f"into the journal of record; the copy is kept as {done['copy']}"
+        ]
     )
 
 
-def record_line(source: JournalSource) -> str:
-    """Where the history shown comes from; from the cache, how old it is and why."""
-    line = _record_line(source)
+def record_lines(source: JournalSource) -> list[str]:
+    """Where the history shown comes from; from the cache, how old it is and why; a second
+    line when the record diverged. Lines as the record has them: printed through echo_lines."""
+    lines = [_record_line(source)]
     d = source.get("diverged")
     if d:
-        line += (
-            f"\nHISTORY DIVERGED: the target's record ({d['target_records']} records, last "
+        lines.append(
+            f"HISTORY DIVERGED: the target's record ({d['target_records']} records, last "
             f"{d['target_last_ts']}) lacks {d['missing_on_target']} record(s) of this machine's "
             f"copy ({d['copy_records']} records, last {d['copy_last_ts']}), kept in {d['copy']}; "
             f"the {d['newer']}'s copy is newer. Mutating commands refuse until "
             f"`{d['merge_command']}`"
         )
-    return line
+    return lines
 
 
 def _record_line(source: JournalSource) -> str:

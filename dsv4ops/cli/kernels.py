@@ -11,6 +11,7 @@ import click
 from dsv4ops.cli._output import (
     dry_run_option,
     echo_json,
+    echo_lines,
     json_option,
     reason_option,
     target_option,
@@ -138,9 +139,12 @@ def verify_cmd(artifact: Path, target: str | None, as_json: bool) -> None:
             }
         )
         return
-    click.echo(
-        f"ok: {result.manifest.ref} ({len(result.files)} files verified) fits {ctx.target.name} "
-        f"({runtime.arch}, triton {runtime.triton}; {runtime.source})"
+    # What the target reported about its runtime: terminal-safe.
+    echo_lines(
+        [
+            f"ok: {result.manifest.ref} ({len(result.files)} files verified) fits "
+            f"{ctx.target.name} ({runtime.arch}, triton {runtime.triton}; {runtime.source})"
+        ]
     )
 
 
@@ -195,22 +199,22 @@ def deploy_cmd(
     if as_json:
         echo_json(result)
         return
-    click.echo(
-        f"deployed {result['name']}@{result['version']} to {ctx.target.name} "
-        f"(previous: {result['previous'] or 'none'})"
-    )
-    click.echo(f"  SGLANG_MOE_CONFIG_DIR={result['config_dir']}")
-    # SGLang reads the config dir once at start, and a deploy loads the version the profile pins:
-    # the way to run this version is the whole unit, never a decode restart on its own (that
-    # breaks KV transfer against a long-running prefill).
-    click.echo(
-        f"  to run it: pin `kernel_package: {result['name']}@{result['version']}` in the profile "
-        f"and `dsv4ops deploy PROFILE --target {ctx.target.name}`"
-    )
-    # Only one DSV4 MoE path reads the package's configs (docs/kernels.md); validate enforces it.
-    click.echo(
-        "  it is read only with decode.env SGLANG_DSV4_FP4_DEQUANT=1 and "
-        "SGLANG_ENABLE_JIT_DEEPGEMM=0 (--moe-runner-backend auto)"
+    # The names, versions and directory are the target's answer: printed terminal-safe.
+    echo_lines(
+        [
+            f"deployed {result['name']}@{result['version']} to {ctx.target.name} "
+            f"(previous: {result['previous'] or 'none'})",
+            f"  SGLANG_MOE_CONFIG_DIR={result['config_dir']}",
+            # SGLang reads the config dir once at start, and a deploy loads the version the
+            # profile pins: the way to run this version is the whole unit, never a decode
+            # restart on its own (that breaks KV transfer against a long-running prefill).
+            f"  to run it: pin `kernel_package: {result['name']}@{result['version']}` in the "
+            f"profile and `dsv4ops deploy PROFILE --target {ctx.target.name}`",
+            # Only one DSV4 MoE path reads the package's configs (docs/kernels.md); validate
+            # enforces it.
+            "  it is read only with decode.env SGLANG_DSV4_FP4_DEQUANT=1 and "
+            "SGLANG_ENABLE_JIT_DEEPGEMM=0 (--moe-runner-backend auto)",
+        ]
     )
 
 
@@ -298,6 +302,8 @@ def rollback_cmd(
     if as_json:
         echo_json(result)
         return
-    click.echo(
-        f"{name}: current is now {result['version']} (SGLANG_MOE_CONFIG_DIR={result['config_dir']})"
+    echo_lines(  # the target's answer: terminal-safe
+        [
+            f"{name}: current is now {result['version']} (SGLANG_MOE_CONFIG_DIR={result['config_dir']})"
+        ]
     )

@@ -6,9 +6,11 @@ import click
 
 from dsv4ops.cli._output import (
     echo_json,
+    echo_lines,
     json_option,
     reason_option,
     target_option,
+    terminal_safe,
     yes_option,
 )
 
@@ -64,14 +66,17 @@ def rollback(
             if as_json:
                 echo_json(plan)
             else:
-                click.echo(
-                    f"plan: {choice.question(session.target.name).rstrip('?')}, rebuilt "
-                    f"from {choice.how}; {plan['known_good_why']} (dry run: nothing is "
-                    "changed)"
+                # The journal's words (a profile name, why it is known-good): terminal-safe.
+                echo_lines(
+                    [
+                        f"plan: {choice.question(session.target.name).rstrip('?')}, rebuilt "
+                        f"from {choice.how}; {plan['known_good_why']} (dry run: nothing is "
+                        "changed)"
+                    ]
                 )
             return
         if not yes:
-            click.confirm(choice.question(session.target.name), abort=True)
+            click.confirm(terminal_safe(choice.question(session.target.name)), abort=True)
         out = run_rollback(
             session, choice, progress=progress, canary=canary, recover=recover, reason=reason
         )
@@ -80,5 +85,7 @@ def rollback(
     if as_json:
         echo_json(out.to_json())
     else:
-        click.echo(f"{out.kind} {out.status} in {out.total_s:.1f}s: {out.message.splitlines()[0]}")
+        echo_lines(
+            [f"{out.kind} {out.status} in {out.total_s:.1f}s: {out.message.splitlines()[0]}"]
+        )
     raise_for(out)

@@ -16,10 +16,12 @@ import click
 from dsv4ops.cli._output import (
     dry_run_option,
     echo_json,
+    echo_lines,
     json_option,
     reason_option,
     table,
     target_option,
+    terminal_safe,
     yes_option,
 )
 
@@ -77,8 +79,7 @@ def show_cmd(name: str, as_json: bool) -> None:
     if as_json:
         echo_json(b.to_json())
         return
-    for line in checklist_lines(b):
-        click.echo(line)
+    echo_lines(checklist_lines(b))  # the runbook file's text: terminal-safe
 
 
 @runbook.command("run")
@@ -140,7 +141,7 @@ def run_cmd(
     if not rehearse and not known:
         raise click.BadParameter(f"unknown target {target!r}", param_hint="--target")
     if rehearse and not b.rehearse:
-        raise click.UsageError(f"runbook {b.name} has no '## Rehearse' section")
+        raise click.UsageError(f"runbook {terminal_safe(b.name)} has no '## Rehearse' section")
     ctx = None if dry_run else open_target(target, verb="runbook run")
     try:
         run_runbook(
@@ -169,7 +170,8 @@ def _confirm(question: str) -> bool:
     """y/N; Ctrl-C at the prompt is Ctrl-C for the runbook (summary and resume command)."""
     try:
         # on stderr: under --json stdout carries only the run's object
-        return bool(click.confirm(question, default=False, err=True))
+        # the question is the runbook file's text: terminal-safe
+        return bool(click.confirm(terminal_safe(question), default=False, err=True))
     except click.Abort:
         raise KeyboardInterrupt from None
 
@@ -189,6 +191,8 @@ def _parse_vars(pairs: tuple[str, ...]) -> dict[str, str]:
 def _pause(msg: str) -> None:
     """Wait for Enter (what was typed is not used); Ctrl-C stops the runbook."""
     try:
-        click.prompt(msg, default="", show_default=False, prompt_suffix=" ", err=True)
+        click.prompt(
+            terminal_safe(msg), default="", show_default=False, prompt_suffix=" ", err=True
+        )
     except click.Abort:
         raise KeyboardInterrupt from None

@@ -184,9 +184,9 @@ def render(report: StatusReport) -> list[str]:
     lines += _open_lines(report) + _damage_lines(report)
     record = report.get("record")
     if record and record.get("diverged"):  # the target's record lost history: mutations refuse
-        from dsv4ops.cli.journal import record_line
+        from dsv4ops.cli.journal import record_lines
 
-        lines.append("attention: " + record_line(record).split("\n", 1)[1])
+        lines.append("attention: " + record_lines(record)[1])
     if report["lock"]:
         h = report["lock"]["holder"]
         lines.append(
@@ -220,10 +220,10 @@ def _known_good_words(d: DeployedRow) -> str:
 
 
 def render_offline(report: StatusReport) -> list[str]:
-    from dsv4ops.cli.journal import record_line
+    from dsv4ops.cli.journal import record_lines
 
     d = report["deployed"]
-    lines = [f"target {report['target']}: UNKNOWN (not reachable)", record_line(report["record"])]
+    lines = [f"target {report['target']}: UNKNOWN (not reachable)", *record_lines(report["record"])]
     if d:
         lines.append(
             f"last recorded deployment: {d['profile']} @ {(d['commit'] or 'uncommitted')[:12]} "

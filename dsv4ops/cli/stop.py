@@ -6,6 +6,7 @@ import click
 
 from dsv4ops.cli._output import (
     echo_json,
+    echo_lines,
     json_option,
     reason_option,
     target_option,
@@ -42,7 +43,7 @@ def stop(
     if as_json:
         echo_json(out.to_json())
     else:
-        click.echo(f"stop {out.status} in {out.total_s:.1f}s: {out.message.splitlines()[0]}")
+        echo_lines([f"stop {out.status} in {out.total_s:.1f}s: {out.message.splitlines()[0]}"])
     raise_for(out)
 
 
@@ -54,5 +55,4 @@ def _dry_run(target: str | None, as_json: bool) -> None:
     if as_json:
         echo_json(plan.to_json())
         return
-    for line in plan.lines():
-        click.echo(line)
+    echo_lines(plan.lines())

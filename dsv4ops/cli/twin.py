@@ -15,9 +15,11 @@ import click
 from dsv4ops.cli._output import (
     dry_run_option,
     echo_json,
+    echo_lines,
     json_option,
     reason_option,
     target_option,
+    terminal_safe,
     yes_option,
 )
 
@@ -70,8 +72,10 @@ def hazard(
             return
         if not yes:
             click.confirm(
-                f"set {name} ({WHAT[name]}) to {state} on the {planned['component']} "
-                f"of {name_of_target}?",
+                terminal_safe(
+                    f"set {name} ({WHAT[name]}) to {state} on the {planned['component']} "
+                    f"of {name_of_target}?"
+                ),
                 abort=True,
             )
         result = switch_hazard(
@@ -82,8 +86,8 @@ def hazard(
     if as_json:
         echo_json(result)
         return
-    click.echo(
-        f"{name} ({WHAT[name]}) is now {state} on the {result['component']} of {name_of_target}"
+    echo_lines(  # the component is the server's answer: terminal-safe
+        [f"{name} ({WHAT[name]}) is now {state} on the {result['component']} of {name_of_target}"]
     )
 
 
@@ -91,8 +95,10 @@ def _print_dry_run(planned: Mapping[str, object], target: str, as_json: bool) ->
     if as_json:
         echo_json({"dry_run": True, "target": target, **planned})
         return
-    click.echo(
-        f"would POST {{\"hazard\": \"{planned['hazard']}\", \"state\": "
-        f"\"{planned['state']}\"}} to {planned['url']} (the {planned['component']} of "
-        f"{target}); dry run: nothing is sent"
+    echo_lines(  # the URL and component come from the journal's record: terminal-safe
+        [
+            f"would POST {{\"hazard\": \"{planned['hazard']}\", \"state\": "
+            f"\"{planned['state']}\"}} to {planned['url']} (the {planned['component']} of "
+            f"{target}); dry run: nothing is sent"
+        ]
     )

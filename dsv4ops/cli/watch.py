@@ -108,9 +108,14 @@ def _recorded_notes(ctx: TargetSession) -> None:
     deploy, rollback and stop refuse with (docs/deploy.md, "Recorded settings")."""
     from dsv4ops.usecases.watch import recorded_notes
 
-    for exc in recorded_notes(ctx):
-        click.echo(f"note: damaged record (watch does not need it): {exc.message}", err=True)
-        click.echo(f"  hint: {exc.hint}", err=True)
+    for exc in recorded_notes(ctx):  # they quote the record: terminal-safe
+        echo_lines(
+            [
+                f"note: damaged record (watch does not need it): {exc.message}",
+                f"  hint: {exc.hint}",
+            ],
+            err=True,
+        )
 
 
 def _serve_findings(prometheus_port: int) -> FindingsExporter:

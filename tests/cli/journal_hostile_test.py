@@ -18,6 +18,7 @@ from dsv4ops.cli import main
 from dsv4ops.journal import index, recordfile
 from dsv4ops.journal.records import RECORD_VERSION, Kind, Status
 from dsv4ops.journal.store import Journal
+from testing.cli import EVIL, SHOWN, printable
 from testing.journal import gate_step
 from testing.orchestrate import OrchEnv, make_deployment, make_env
 
@@ -275,3 +276,19 @@ def test_a_divergence_heals_once_the_record_holds_every_record_again(
     assert _ids(listing)[:2] == both and "diverged" not in listing["record"]
     assert main(["journal", "--merge"]) == 0
     assert "nothing to merge" in capsys.readouterr().out
+
+
+def test_a_hostile_user_is_shown_escaped_in_the_merge_line(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The merge line names who merged (the record's `user`): an ESC or BEL in it was printed
+    raw; it is shown as its escape, like the table's cells."""
+    monkeypatch.setenv("LOGNAME", EVIL)  # getpass.getuser(): the records' `who`
+    _stops(2, capsys)
+    _cut(env.workdir / "journal.jsonl")
+    assert main(["journal", "--merge"]) == 0
+    printable(capsys)
+    assert main(["journal"]) == 0
+    both = printable(capsys)
+    merged = next(line for line in both.splitlines() if line.startswith("merged "))
+    assert " operation(s) from " in merged and f" by {SHOWN}@" in merged, both

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.cli import main
+from testing.cli import EVIL, SHOWN, printable
 from testing.orchestrate import OrchEnv, add_real_box, make_env
 from testing.runbooks import SHIPPED_RUNBOOKS
 
@@ -183,3 +184,16 @@ def test_a_resumed_run_journals_its_own_reason(
     assert "drill 42" in run["reason"]
     assert [r["reason"] for r in run["resumes"]] == ["second look"], run
     assert run["resumes"][0]["who"]
+
+
+def test_show_and_a_dry_run_print_the_runbook_file_escaped(
+    env: OrchEnv, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A runbook file's text (its title, a step's) with an ESC or BEL in it is shown escaped."""
+    book = tmp_path / "hostile.md"
+    book.write_text(SHORT.replace("1. Look:", f"1. Look{EVIL}:"))
+    for args in (["show", str(book)], ["run", str(book), "--target", env.target, "--dry-run"]):
+        code = main(["runbook", *args])
+        both = printable(capsys)
+        assert code == 0, both
+        assert f"Look{SHOWN}" in both, both
