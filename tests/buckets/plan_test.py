@@ -313,3 +313,24 @@ def test_the_plan_records_the_decode_context_length_the_sweep_ran_at(
     note = other.to_json()["decode_context_length"]["note"]
     assert note is not None
     assert "context length 131072, baseline sets 1048576" in note and "sglang#40442" in note
+
+
+def test_a_recorded_fit_below_zero_fixed_cost_is_no_law_to_plan_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep report whose fit says a step costs less than nothing (a real CPU sweep once fitted
+    -97 + 74.9*bs) gives its levels but no law: the plan says so, as `--law` refuses the same."""
+    from dsv4ops.usecases.buckets_plan import plan_buckets
+
+    levels = [{"concurrency": c, "bs": float(c), "duration_s": 5.0} for c in (48, 56, 64)]
+    fit = {"bs": {"a_ms": -97.0, "b_ms": 74.9}, "padded_bs": {"a_ms": 18.0, "b_ms": 0.0}}
+    sweep = {"suite": "sweep", "metrics": {"levels": levels, "fit": fit}}
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps({"canary": {"suites": [sweep]}}))
+    monkeypatch.chdir(REPO)
+    kw: dict[str, object] = {"distribution": None, "metrics_url": None, "window_s": 1.0}
+    kw |= {"law": None, "max_buckets": 12, "max_bs": 96, "graph_mb": None, "memory_mb": None}
+    plan = plan_buckets(report=path, profile="baseline", **kw)  # type: ignore[arg-type]
+    out = plan.to_json()
+    assert out["source"] is not None and "no fitted law" in out["source"], out["source"]
+    assert out["law"]["a_ms"] >= 0
