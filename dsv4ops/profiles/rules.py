@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from dsv4ops.constants import MIN_SWEEP_LAW_LEVELS
 from dsv4ops.profiles.bucket_rules import rule_buckets, rule_dsv4_context_length
-from dsv4ops.profiles.excerpt import excerpt
+from dsv4ops.profiles.excerpt import excerpt, printable_key
 from dsv4ops.profiles.flags import check_server_args, option_value
 from dsv4ops.profiles.kernel_rules import (
     KERNEL_PACKAGE_RE,
@@ -178,9 +178,11 @@ def rule_env(p: Profile, prov: Provenance, sink: Problems) -> None:
                 sink.error(prov, f"{side.role}.env.{switch.env}", f"set flags.{flag} instead")
         for name in side.env_dict:
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                # located at the key's own line (a name holding '.' or '[' falls back to the
+                # mapping's), named escaped and cut
                 sink.error(
                     prov,
-                    f"{side.role}.env",
+                    f"{side.role}.env.{printable_key(name)}",
                     f"{excerpt(name)} is not a valid environment variable name",
                 )
 

@@ -66,9 +66,28 @@ def test_a_key_with_a_bracket_is_reported_not_a_crash(write: Callable[[str, str]
     # check with a ValueError (an internal error) instead of naming the unknown key.
     write("bracket", child('"flags[0": {}\ndecode:\n  env: {"A[B": "1"}\n'))
     problems = validate_profile("bracket")
-    assert _where(problems) == [("bracket.yaml", 3, "flags[0"), ("bracket.yaml", 5, "decode.env")]
+    assert _where(problems) == [
+        ("bracket.yaml", 3, "flags[0"),
+        ("bracket.yaml", 5, "decode.env.A[B"),
+    ]
     assert "unknown key" in problems[0].message
     assert problems[1].message == "'A[B' is not a valid environment variable name"
+
+
+def test_a_bad_environment_variable_name_is_located_at_its_own_line(
+    write: Callable[[str, str], Path],
+) -> None:
+    # It named the mapping and its line (decode.env, line 4), not the key among many.
+    write(
+        "envkeys",
+        child('decode:\n  env:\n    GOOD: "1"\n    "BAD KEY": "2"\n    A-B: "3"\n'),
+    )
+    problems = validate_profile("envkeys")
+    assert _where(problems) == [
+        ("envkeys.yaml", 6, "decode.env.BAD KEY"),
+        ("envkeys.yaml", 7, "decode.env.A-B"),
+    ], _where(problems)
+    assert problems[0].message == "'BAD KEY' is not a valid environment variable name"
 
 
 def test_load_profile_still_raises_the_first_problem(write: Callable[[str, str], Path]) -> None:
