@@ -113,17 +113,23 @@ def staged_paths(root: Path) -> list[str]:
     return [p for p in out.split("\0") if p]
 
 
-def commit_file(path: Path, message: str) -> str:
-    """Stage and commit exactly `path`; refuse if anything else is staged. Returns the commit sha."""
-    root = repo_root(path.resolve())
-    rel = path.resolve().relative_to(root).as_posix()
+def refuse_unrelated_staged(root: Path, rel: str) -> None:
+    """Raise GitError when anything but `rel` is staged: a commit of `rel` would take it along.
+    Called before anything is written (the profile setter) and again at the commit."""
     others = [p for p in staged_paths(root) if p != rel]
     if others:
         shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
         raise GitError(
             f"refusing to commit: unrelated changes are staged ({shown})",
-            hint="commit or unstage them first (git restore --staged PATH)",
+            hint="commit or unstage them first (git restore --staged PATH), or pass --no-commit",
         )
+
+
+def commit_file(path: Path, message: str) -> str:
+    """Stage and commit exactly `path`; refuse if anything else is staged. Returns the commit sha."""
+    root = repo_root(path.resolve())
+    rel = path.resolve().relative_to(root).as_posix()
+    refuse_unrelated_staged(root, rel)
     entry = _index_entry(root, rel)
     try:
         _git(["add", "--", rel], root)

@@ -240,10 +240,5 @@ def _preflight_git(dest: Path) -> Path:
     """Refuse before writing anything if git would refuse the commit afterwards."""
     root = gitio.repo_root(dest.parent)
     rel = dest.resolve().relative_to(root.resolve()).as_posix()
-    others = [p for p in gitio.staged_paths(root) if p != rel]
-    if others:
-        raise gitio.GitError(
-            f"refusing to commit: unrelated changes are staged ({', '.join(others[:5])})",
-            hint="commit or unstage them first (git restore --staged PATH), or pass --no-commit",
-        )
+    gitio.refuse_unrelated_staged(root, rel)
     return root

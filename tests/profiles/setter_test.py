@@ -92,6 +92,14 @@ def test_refuses_unrelated_staged_work_and_writes_nothing(repo: Path, pdir: Path
     with pytest.raises(GitError, match="unrelated changes are staged \\(other.txt\\)"):
         set_flags("base", ["overlap=on"], as_name="fast", in_place=False)
     assert not (pdir / "fast.yaml").exists() and _git(repo, "rev-parse", "HEAD") == head
+    # more than five: five named and the rest said to exist; the way out names --no-commit
+    for i in range(6):
+        (repo / f"more{i}.txt").write_text("x")
+        _git(repo, "add", f"more{i}.txt")
+    with pytest.raises(GitError) as refused:
+        set_flags("base", ["overlap=on"], as_name="fast", in_place=False)
+    assert str(refused.value).endswith(" ...)"), str(refused.value)
+    assert "--no-commit" in (refused.value.hint or "")
 
 
 def test_no_change_is_refused(repo: Path, pdir: Path) -> None:
