@@ -132,9 +132,8 @@ def combined(results: list[SuiteResult]) -> SuiteResult:
 
 def suites_for_change(old: Deployment | None, new: Deployment) -> list[str]:
     """Suites a deploy runs for a profile change: smoke always, plus the suite each on/off flag
-    that changed declares (profiles/profile_spec.py SWITCHES: abort-cascade for the overlap
-    scheduler, the TP-desync wedge; corruption for multi-stream overlap, the seeds' capture
-    race), corruption when the kernel package changed, and sweep when the decode buckets or
+    that changed declares (its `Switch.suite` in profiles/profile_spec.py; docs/profiles.md's
+    toggles table, generated from them, lists each), corruption when the kernel package changed, and sweep when the decode buckets or
     the decode's context length did (the sawtooth; the DSV4 decode graph width follows
     --context-length, sglang#40442); in the order `all` runs them.
 
