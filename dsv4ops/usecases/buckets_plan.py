@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     from dsv4ops.buckets.sources import ReportLevels
 
 LADDERS = ("step8", "step4:40-96", "sglang-default")  # what the planned ladder is compared with
+# Where the plan's step law came from, said beside it: a plan on a law nobody measured must say so.
+LAW_GIVEN = "given by --law"
+LAW_MEASURED = "fitted by the report"
+LAW_ASSUMED = "assumed: the seeds' law, none was measured (a sweep report or --law A,B gives one)"
 
 
 class LawJSON(TypedDict):
@@ -40,6 +44,7 @@ class BucketPlanJSON(TypedDict):
     """What `buckets plan --json` prints (BucketPlan.to_json)."""
 
     law: LawJSON
+    law_source: str  # LAW_GIVEN, LAW_MEASURED or LAW_ASSUMED
     graph_budget: int
     distribution: dict[str, float]
     graph_memory: GraphMemoryJSON
@@ -70,6 +75,7 @@ class BucketPlan:
     # the DSV4 decode graph width follows it (sglang#40442), so a law holds at its own only.
     measured_context: int | None = None
     profile_context: int | None = None
+    law_source: str = LAW_ASSUMED
 
     @property
     def context_note(self) -> str | None:
@@ -92,6 +98,7 @@ class BucketPlan:
     def to_json(self) -> BucketPlanJSON:
         return {
             "law": {"a_ms": self.step_law.a_ms, "b_ms": self.step_law.b_ms},
+            "law_source": self.law_source,
             "graph_budget": self.graph_budget,
             "distribution": {str(n): round(p, 5) for n, p in self.dist.items()},
             "graph_memory": {
@@ -136,6 +143,7 @@ def plan_buckets(
     counts, step_law, observed_gb, captured, source = _read_counts(
         report, distribution, metrics_url, window_s, law
     )
+    law_source = LAW_GIVEN if law else LAW_MEASURED if step_law is not None else LAW_ASSUMED
     step_law = step_law or P.StepLaw()
     try:
         dist = P.normalise(counts)
@@ -172,6 +180,7 @@ def plan_buckets(
         best,
         measured,
         _profile_context(profile) if measured is not None else None,
+        law_source,
     )
 
 

@@ -315,22 +315,36 @@ def test_the_plan_records_the_decode_context_length_the_sweep_ran_at(
     assert "context length 131072, baseline sets 1048576" in note and "sglang#40442" in note
 
 
-def test_a_recorded_fit_below_zero_fixed_cost_is_no_law_to_plan_on(
+def test_a_recorded_fit_below_zero_is_no_law_and_the_plan_says_which_law_it_used(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A sweep report whose fit says a step costs less than nothing (a real CPU sweep once fitted
     -97 + 74.9*bs) gives its levels but no law: the plan says so, as `--law` refuses the same."""
     from dsv4ops.usecases.buckets_plan import plan_buckets
 
-    levels = [{"concurrency": c, "bs": float(c), "duration_s": 5.0} for c in (48, 56, 64)]
-    fit = {"bs": {"a_ms": -97.0, "b_ms": 74.9}, "padded_bs": {"a_ms": 18.0, "b_ms": 0.0}}
-    sweep = {"suite": "sweep", "metrics": {"levels": levels, "fit": fit}}
-    path = tmp_path / "report.json"
-    path.write_text(json.dumps({"canary": {"suites": [sweep]}}))
+    def report(where: Path, fit: dict[str, dict[str, float]]) -> Path:
+        levels = [{"concurrency": c, "bs": float(c), "duration_s": 5.0} for c in (48, 56, 64)]
+        sweep = {"suite": "sweep", "metrics": {"levels": levels, "fit": fit}}
+        path = where / f"report-{len(list(where.iterdir()))}.json"
+        path.write_text(json.dumps({"canary": {"suites": [sweep]}}))
+        return path
+
+    path = report(
+        tmp_path, {"bs": {"a_ms": -97.0, "b_ms": 74.9}, "padded_bs": {"a_ms": 18.0, "b_ms": 0.0}}
+    )
     monkeypatch.chdir(REPO)
     kw: dict[str, object] = {"distribution": None, "metrics_url": None, "window_s": 1.0}
     kw |= {"law": None, "max_buckets": 12, "max_bs": 96, "graph_mb": None, "memory_mb": None}
     plan = plan_buckets(report=path, profile="baseline", **kw)  # type: ignore[arg-type]
     out = plan.to_json()
     assert out["source"] is not None and "no fitted law" in out["source"], out["source"]
-    assert out["law"]["a_ms"] >= 0
+    # planned on the seeds' law, and said to be: nobody measured it
+    assert out["law"]["a_ms"] >= 0 and out["law_source"].startswith("assumed"), out
+    fitted = report(tmp_path, {"bs": {"a_ms": 40.0, "b_ms": 12.0}})
+    out = plan_buckets(report=fitted, profile="baseline", **kw).to_json()  # type: ignore[arg-type]
+    assert (
+        out["law"] == {"a_ms": 40.0, "b_ms": 12.0} and out["law_source"] == "fitted by the report"
+    )
+    kw["law"] = "30,2"
+    out = plan_buckets(report=fitted, profile="baseline", **kw).to_json()  # type: ignore[arg-type]
+    assert out["law"] == {"a_ms": 30.0, "b_ms": 2.0} and out["law_source"] == "given by --law"
