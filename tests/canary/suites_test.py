@@ -77,7 +77,8 @@ def test_mid_stream_stall_is_detected_within_3s_and_fails() -> None:
     assert ("FAIL", "hang") in kinds and ("FAIL", "errors") not in kinds, result.reasons
 
 
-@pytest.mark.serial  # the client's own loop is stalled on purpose: alone (testing/workers.py)
+# Not serial: the client's loop is stalled on purpose, and more load only stalls it more; no
+# judge here can turn that into a FAIL (the fake server's answers are clean, no latency limits).
 def test_a_stall_the_client_cannot_vouch_for_is_inconclusive_not_a_failed_request() -> None:
     """The client's loop stalls 1.5 s (a progress line that blocks it) while a stream is silent:
     the watchdog cuts the stream, and the hang judge cannot tell the server's silence from the
@@ -94,7 +95,7 @@ def test_a_stall_the_client_cannot_vouch_for_is_inconclusive_not_a_failed_reques
     with fake_server({"stall_after": 5}) as url:
         result = _run(url, "smoke", thresholds=th, progress=blocking_progress)
     assert blocked, "the progress ticker never ran"
-    assert result.metrics["hangs"]["hangs_by_kind"].get("stall", 0) >= 1, result.reasons
+    assert sum(result.metrics["hangs"]["hangs_by_kind"].values()) >= 1, result.reasons
     kinds = {(r.level, r.kind.value) for r in result.findings}
     assert result.verdict is Verdict.INCONCLUSIVE, result.reasons
     assert ("INCONCLUSIVE", "hang") in kinds and not any(lvl == "FAIL" for lvl, _ in kinds), kinds
