@@ -107,6 +107,14 @@ CLIENT_LAW_REL_A = 0.6
 CLIENT_LAW_REL_B = 0.3
 # long enough to outlast the whole abort-cascade suite at batch 1 (5.7 ms wall a step)
 USER_TOKENS = 600
+# The tests whose corruption suite must FAIL for a forced hazard (or a missing parser) run 16
+# sessions, not TH's 80: the verdict and its reason are what they check, and 80 sessions kept
+# the twin and router busy ~7 s a run (~11 s on CI's loaded cores). A forced `corrupt` still
+# corrupts a request only at the twin's corrupt_prob (0.05: at 16 sessions x 3 turns, no
+# corruption at all ~8 % of runs), so those twins corrupt at 0.3: P(none in 48 requests) =
+# 0.7**48 ~ 4e-8, below the 0.95**250 ~ 3e-6 of 80 sessions at 0.05.
+FAIL_SESSIONS = 16
+FAIL_CORRUPT_PROB = "0.3"
 
 
 def _run(stack: TwinStack, suite: str, **kw: Any) -> SuiteResult:
@@ -131,7 +139,8 @@ def _hazard(stack: TwinStack, name: str, state: str, **extra: object) -> None:
 def safe_stack() -> Iterator[TwinStack]:
     with twin_stack(
         router=True,
-        env={**BASE_ENV, "DSV4_TWIN_HAZARDS": "off"},
+        # corrupt_prob counts only while a test forces `corrupt` (FAIL_CORRUPT_PROB)
+        env={**BASE_ENV, "DSV4_TWIN_HAZARDS": "off", "DSV4_TWIN_CORRUPT_PROB": FAIL_CORRUPT_PROB},
         prefill_args=["--enable-metrics"],
         decode_args=SAFE_DECODE,
         router_args=BOX_HEALTH_CHECKS,
@@ -246,7 +255,7 @@ def test_each_forced_corruption_shape_fails_the_corruption_suite_for_its_reason(
 ) -> None:
     _hazard(safe_stack, "corrupt", "force", shapes=[shape])
     try:
-        result = _run(safe_stack, "corruption")
+        result = _run(safe_stack, "corruption", concurrency=FAIL_SESSIONS)
     finally:
         _hazard(safe_stack, "corrupt", "off")
     assert result.verdict is Verdict.FAIL
@@ -265,11 +274,12 @@ def test_a_detector_drops_the_malformed_invoke_and_the_suite_fails_for_the_missi
         **BASE_ENV,
         "DSV4_TWIN_FORCE": "corrupt",
         "DSV4_TWIN_CORRUPT_SHAPES": "dropped_call",
+        "DSV4_TWIN_CORRUPT_PROB": FAIL_CORRUPT_PROB,
     }
     with twin_stack(
         router=True, env=env, prefill_args=["--enable-metrics"], decode_args=detector
     ) as stack:
-        result = _run(stack, "corruption")
+        result = _run(stack, "corruption", concurrency=FAIL_SESSIONS)
         logged = {e.get("shape") for e in stack.events() if e["event"] == "corrupted"}
     assert result.verdict is Verdict.FAIL
     assert any(
@@ -397,7 +407,7 @@ def test_a_server_without_a_tool_call_parser_is_told_apart_from_corruption() -> 
         prefill_args=["--enable-metrics"],
         decode_args=no_parser,
     ) as stack:
-        result = _run(stack, "corruption")
+        result = _run(stack, "corruption", concurrency=FAIL_SESSIONS)
     assert result.verdict is Verdict.FAIL
     assert any(
         "no tool calls in any of" in r and "parser" in r for r in result.reasons
