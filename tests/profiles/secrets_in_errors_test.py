@@ -129,7 +129,7 @@ def test_the_excerpt_is_bounded_in_size_and_time() -> None:
 
 
 def test_profile_diff_hides_secrets_but_still_shows_that_they_changed(
-    write: Callable[[str, str], Path], pdir: Path
+    write: Callable[[str, str], Path], pdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write(
         "one",
@@ -139,14 +139,24 @@ def test_profile_diff_hides_secrets_but_still_shows_that_they_changed(
         "two",
         child("prefill:\n  env: {HF_TOKEN: hf_SEKRETother}\n  extra_args: [--api-key, SEKRET2]\n"),
     )
-    for argv in (["one", "two"], ["one", "two", "--json"], ["base", "one"]):
-        run = run_cli("profile", "diff", *argv, profiles_dir=pdir)
+    # in this process, and the text diff once more as a real process
+    for argv, as_process in (
+        (["one", "two"], False),
+        (["one", "two", "--json"], False),
+        (["base", "one"], False),
+        (["one", "two"], True),
+    ):
+        run = (
+            run_cli("profile", "diff", *argv, profiles_dir=pdir)
+            if as_process
+            else _in_process(["profile", "diff", *argv], capsys)
+        )
         assert run.code == 0, run.text
         assert "SEKRET" not in run.text, (argv, run.text)
-    run = run_cli("profile", "diff", "one", "two", profiles_dir=pdir)
-    assert "prefill.env.HF_TOKEN: '***' -> '***'" in run.out
-    assert "env HF_TOKEN: '***' -> '***'" in run.out
+        if "--json" not in argv and argv[0] == "one":
+            assert "prefill.env.HF_TOKEN: '***' -> '***'" in run.out
+            assert "env HF_TOKEN: '***' -> '***'" in run.out
     (text, key) = CASES["env-list"]
     write("leaky", child(text))
-    run = run_cli("profile", "diff", "base", "leaky", profiles_dir=pdir)
+    run = _in_process(["profile", "diff", "base", "leaky"], capsys)
     assert run.code == 1 and "SEKRET" not in run.text and f": {key}: " in run.err, run.text
