@@ -77,30 +77,6 @@ def test_mid_stream_stall_is_detected_within_3s_and_fails() -> None:
     assert ("FAIL", "hang") in kinds and ("FAIL", "errors") not in kinds, result.reasons
 
 
-# Not serial: the client's loop is stalled on purpose, and more load only stalls it more; no
-# judge here can turn that into a FAIL (the fake server's answers are clean, no latency limits).
-def test_a_stall_the_client_cannot_vouch_for_is_inconclusive_not_a_failed_request() -> None:
-    """The client's loop stalls 1.5 s (a progress line that blocks it) while a stream is silent:
-    the watchdog cuts the stream, and the hang judge cannot tell the server's silence from the
-    client's own. The cut stream must not come back as a failed request: a FAIL built on the
-    client's lag (issue 38's one-place rule: the hang is judged where hangs are judged)."""
-    th = Thresholds(smoke_requests=4, smoke_concurrency=4)
-    blocked: list[str] = []
-
-    def blocking_progress(line: str) -> None:
-        if "in flight" in line and not blocked:  # the first 1-second tick, streams under way
-            blocked.append(line)
-            time.sleep(1.5)
-
-    with fake_server({"stall_after": 5}) as url:
-        result = _run(url, "smoke", thresholds=th, progress=blocking_progress)
-    assert blocked, "the progress ticker never ran"
-    assert sum(result.metrics["hangs"]["hangs_by_kind"].values()) >= 1, result.reasons
-    kinds = {(r.level, r.kind.value) for r in result.findings}
-    assert result.verdict is Verdict.INCONCLUSIVE, result.reasons
-    assert ("INCONCLUSIVE", "hang") in kinds and not any(lvl == "FAIL" for lvl, _ in kinds), kinds
-
-
 @pytest.mark.serial  # measured latencies: alone (testing/workers.py)
 def test_sweep_fits_the_law_and_finds_the_bucket_drop() -> None:
     buckets = (4, 8, 16, 24)
@@ -347,3 +323,27 @@ def test_tool_calls_off_by_the_profile_sends_none_and_says_so() -> None:
         "INCONCLUSIVE: tool-call checks off by the profile "
         "(canary.tool_calls: false): none was sent"
     ]
+
+
+# Not serial: the client's loop is stalled on purpose, and more load only stalls it more; no
+# judge here can turn that into a FAIL (the fake server's answers are clean, no latency limits).
+def test_a_stall_the_client_cannot_vouch_for_is_inconclusive_not_a_failed_request() -> None:
+    """The client's loop stalls 1.5 s (a progress line that blocks it) while a stream is silent:
+    the watchdog cuts the stream, and the hang judge cannot tell the server's silence from the
+    client's own. The cut stream must not come back as a failed request: a FAIL built on the
+    client's lag (issue 38's one-place rule: the hang is judged where hangs are judged)."""
+    th = Thresholds(smoke_requests=4, smoke_concurrency=4)
+    blocked: list[str] = []
+
+    def blocking_progress(line: str) -> None:
+        if "in flight" in line and not blocked:  # the first 1-second tick, streams under way
+            blocked.append(line)
+            time.sleep(1.5)
+
+    with fake_server({"stall_after": 5}) as url:
+        result = _run(url, "smoke", thresholds=th, progress=blocking_progress)
+    assert blocked, "the progress ticker never ran"
+    assert sum(result.metrics["hangs"]["hangs_by_kind"].values()) >= 1, result.reasons
+    kinds = {(r.level, r.kind.value) for r in result.findings}
+    assert result.verdict is Verdict.INCONCLUSIVE, result.reasons
+    assert ("INCONCLUSIVE", "hang") in kinds and not any(lvl == "FAIL" for lvl, _ in kinds), kinds
