@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from itertools import islice
 
-from dsv4ops.secrets import REDACTED, is_secret_flag, is_secret_key, redact_argv
+from dsv4ops.secrets import REDACTED, is_secret_flag, is_secret_key, redact_argv, redact_text
 
 MAX_EXCERPT_CHARS = 120
 _MAX_ITEMS = 6  # per list or mapping
@@ -60,7 +60,7 @@ def _bounded(value: object, key: str | None, level: int) -> object:
     if key is not None and value is not None and is_secret_key(key):
         return _HIDDEN
     if isinstance(value, str):
-        return value if len(value) <= _MAX_STR else value[:_MAX_STR] + "..."
+        return _text(value)
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
         return _Shown(f"<an integer of about {value.bit_length() * 3 // 10} digits>")
     if isinstance(value, Mapping | list | tuple) and level >= _MAX_LEVELS:
@@ -80,6 +80,12 @@ def _bounded(value: object, key: str | None, level: int) -> object:
     if isinstance(value, bytes):
         return value[:_MAX_STR]
     return value
+
+
+def _text(value: str) -> str:
+    if "@" in value and "://" in value:  # a URL's password (targets.yaml's URLs)
+        value = redact_text(value)
+    return value if len(value) <= _MAX_STR else value[:_MAX_STR] + "..."
 
 
 def _bounded_list(value: list[object] | tuple[object, ...], level: int) -> list[object]:

@@ -4,13 +4,16 @@ named `file:line: key.path: why`, all of them in one ProfileError (the first by 
 from __future__ import annotations
 
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
 from dsv4ops._yaml import LineInfo
 from dsv4ops.errors import ProfileError
 from dsv4ops.profiles.excerpt import excerpt, key_excerpt, printable_key
 from dsv4ops.profiles.problems import unknown_key
+from dsv4ops.profiles.schema import section_of
 from dsv4ops.profiles.target_spec import PROCESS_KEYS, BoxTarget, EndpointTarget, TargetsFile
+from dsv4ops.profiles.typecheck import missing, value_problem
 
 TRANSPORTS = ("local", "ssh", "endpoint")
 _ENDPOINT_PROCESS_KEY = (
@@ -24,31 +27,83 @@ def problems(
     exc: ValidationError, data: dict[str, object], file: str, lines: LineInfo
 ) -> ProfileError:
     """One ProfileError for every problem pydantic found, the first (by line) at its head."""
-    found = sorted(
-        (_problem(err, file, lines) for err in exc.errors(include_url=False)),
-        key=lambda e: (e.line or 0, e.key or ""),
-    )
-    head = found[0]
-    if len(found) == 1:
+    found: dict[str, ProfileError] = {}  # a list's wrong items name the list once
+    for err in exc.errors(include_url=False):
+        loc, model = _located(err)
+        field = _field_at(loc, model) if err["type"] != "dsv4ops" else None
+        if field is None:
+            problem = _problem(err, loc, model, file, lines)
+        else:  # a key's value, named as the profile's are: the error located under the key
+            depth, info = field
+            inner = ErrorDetails(**{**err, "loc": tuple(loc[depth:])})
+            problem = _value_problem(loc[:depth], info, inner, data, file, lines)
+        found.setdefault(str(problem), problem)
+    ordered = sorted(found.values(), key=lambda e: (e.line or 0, e.key or ""))
+    head = ordered[0]
+    if len(ordered) == 1:
         return head
-    rest = "".join(f"\n{e}" for e in found[1:])
+    rest = "".join(f"\n{e}" for e in ordered[1:])
     return ProfileError(
         f"{head.bare_message}{rest}", path=head.path, line=head.line, key=head.key, hint=head.hint
     )
 
 
-def _problem(err: ErrorDetails, file: str, lines: LineInfo) -> ProfileError:
+def _located(err: ErrorDetails) -> tuple[list[int | str], type[BaseModel]]:
+    """The keys of the file an error is at, and the model of the target they are in (the
+    discriminated union's tag, no key of the file, taken out), else TargetsFile."""
     loc = list(err["loc"])
+    if len(loc) > 2 and loc[0] == "targets" and loc[2] in TRANSPORTS:
+        return [*loc[:2], *loc[3:]], EndpointTarget if loc[2] == "endpoint" else BoxTarget
+    return loc, TargetsFile
+
+
+def _field_at(loc: list[int | str], model: type[BaseModel]) -> tuple[int, FieldInfo] | None:
+    """How many keys of `loc` lead to the value of a target's key the error is in, and the key's
+    field; None for an error of a target or section itself, or of a mapping's key."""
+    if model is TargetsFile or loc[-1] == "[key]":
+        return None
+    for depth, name in enumerate(loc[2:], start=3):
+        info = model.model_fields.get(str(name))
+        section = section_of(info) if info is not None else None
+        if info is None or section is None:
+            return (depth, info) if info is not None else None
+        model = section
+    return None
+
+
+def _value_problem(
+    key: list[int | str],
+    info: FieldInfo,
+    err: ErrorDetails,
+    data: object,
+    file: str,
+    lines: LineInfo,
+) -> ProfileError:
+    if err["type"] == "missing":
+        why, at = missing(info), ""
+    else:
+        for part in key:  # the value as read (a target's name YAML read as a number too)
+            items = (
+                data.items()
+                if isinstance(data, dict)
+                else enumerate(data if isinstance(data, list) else [])
+            )
+            data = next((v for k, v in items if k == part or str(k) == part), None)
+        why, at = value_problem([err], data, info, str(key[-1]))
+    line = lines.get(_path(key) + at) or 1
+    return ProfileError(
+        why, path=file, line=line, key=key_excerpt(_path(key, shown=True) + at, 120)
+    )
+
+
+def _problem(
+    err: ErrorDetails, loc: list[int | str], model: type[BaseModel], file: str, lines: LineInfo
+) -> ProfileError:
     # A mapping's key (a target's name, a twin_env name) refused: named by its mapping, as the
     # profile's errors name it, the key itself shown escaped in the message.
     refused_key = str(loc[-2]) if len(loc) >= 2 and loc[-1] == "[key]" else None
     if refused_key is not None:
         del loc[-2:]
-    model: type[BaseModel] = TargetsFile
-    if len(loc) >= 2 and loc[0] == "targets" and isinstance(loc[1], str):
-        model = EndpointTarget if len(loc) > 2 and loc[2] == "endpoint" else BoxTarget
-        if len(loc) > 2 and loc[2] in TRANSPORTS:
-            del loc[2]  # the discriminated union's tag: no key of the file
     why, hint, at = _why(err, loc, model)
     if refused_key is not None:
         why = f"key {excerpt(refused_key, limit=60)}: {why}"
@@ -79,9 +134,6 @@ def _why(
         return "missing required key", None, []
     if kind in ("model_type", "model_attributes_type"):
         return f"expected a mapping (a section of keys), got {excerpt(err['input'])}", None, []
-    if kind == "literal_error":
-        choices = str(ctx["expected"]).replace("'", "").replace(" or ", ", ")
-        return f"expected one of {choices}, got {excerpt(err['input'])}", None, []
     return f"{err['msg']}, got {excerpt(err['input'])}", None, []
 
 

@@ -112,14 +112,14 @@ def _value(
     kind = json_kind(schema)
     if key not in data:
         if info.is_required():
-            raise prov.error(path, f"missing required key; expected {describe(info)}")
+            raise prov.error(path, missing(info))
         return _default(info)
     value = data[key]
     if value is None or value == "" and kind != "str":
         if nullable:
             return None
         if value == "" or info.is_required():
-            raise _bad(value, info, prov, path)
+            raise prov.error(path, expected(value, info, key))
         return _default(info)
     # A nullable text that may be empty (no minLength: no choices, not a name) reads "" as null.
     if value == "" and nullable and not schema.get("enum") and "minLength" not in schema:
@@ -127,14 +127,8 @@ def _value(
     try:
         return _adapter(info).validate_python(value)
     except ValidationError as exc:
-        errors = exc.errors(include_url=False)
-    if any(e["type"] == "too_long" for e in errors):
-        # pydantic stops at the length; a list of the wrong items is named as such first.
-        try:
-            _adapter(info, bounded=False).validate_python(value)
-        except ValidationError as exc:
-            errors = [*exc.errors(include_url=False), *errors]
-    raise _problem(errors, value, info, prov, path)
+        why, at = value_problem(exc.errors(include_url=False), value, info, key)
+    raise prov.error(path + at, why)
 
 
 def _adapter(info: FieldInfo, *, bounded: bool = True) -> TypeAdapter[object]:
@@ -150,31 +144,42 @@ _VALUE_ERRORS = frozenset(
 )
 
 
-def _problem(
-    errors: list[ErrorDetails], value: object, info: FieldInfo, prov: Provenance, path: str
-) -> ProfileError:
-    """The one problem of a value (the first the hand-written checks named: its type, then its
-    length, then an item), at the key or the item it is about."""
+def value_problem(
+    errors: list[ErrorDetails], value: object, info: FieldInfo, key: str
+) -> tuple[str, str]:
+    """Why a key's value is refused, in the words of its field (`describe`: type, bounds,
+    choices), and where in the value (an item's `[i]` or `.NAME`, "" for the whole value): the
+    one translation of pydantic's errors for the profile and targets.yaml. It names the first
+    problem the hand-written checks named: the type, then the length, then an item. `key` is the
+    name the value sits under (a secret-named key hides it)."""
+    if any(e["type"] == "too_long" for e in errors):
+        # pydantic stops at the length; a list of the wrong items is named as such first.
+        try:
+            _adapter(info, bounded=False).validate_python(value)
+        except ValidationError as exc:
+            errors = [*exc.errors(include_url=False), *errors]
     if any(e["type"] not in _VALUE_ERRORS for e in errors):
-        return _bad(value, info, prov, path)
+        return expected(value, info, key), ""
     too_long = [e for e in errors if e["type"] == "too_long"]
     if too_long:
         ctx = too_long[0].get("ctx") or {}
-        return prov.error(
-            path, f"{ctx['actual_length']} items; at most {ctx['max_length']} are allowed here"
-        )
+        return f"{ctx['actual_length']} items; at most {ctx['max_length']} are allowed here", ""
     err = errors[0]
-    at = path + _suffix(err["loc"])
+    at = _suffix(err["loc"])
     if err["type"] == "dsv4ops":
-        return prov.error(at, str((err.get("ctx") or {})["why"]))
+        return str((err.get("ctx") or {})["why"]), at
     if err["type"] == "finite_number":
-        return prov.error(at, f"expected a finite number ({describe(info)}), got {err['input']!r}")
-    return prov.error(at, f"expected {describe(info)}, got {excerpt(err['input'])}")
+        return f"expected a finite number ({describe(info)}), got {err['input']!r}", at
+    return f"expected {describe(info)}, got {excerpt(err['input'])}", at
 
 
-def _bad(value: object, info: FieldInfo, prov: Provenance, path: str) -> ProfileError:
-    shown = excerpt(value, key=path.rsplit(".", 1)[-1])
-    return prov.error(path, f"expected {describe(info)}, got {shown}")
+def missing(info: FieldInfo) -> str:
+    return f"missing required key; expected {describe(info)}"
+
+
+def expected(value: object, info: FieldInfo, key: str) -> str:
+    """A value of the wrong type, named as a whole (under a secret-named `key`, hidden)."""
+    return f"expected {describe(info)}, got {excerpt(value, key=key)}"
 
 
 def _suffix(loc: tuple[int | str, ...]) -> str:

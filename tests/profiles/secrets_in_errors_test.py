@@ -118,6 +118,8 @@ def test_the_excerpt_shows_the_shape_without_the_secret() -> None:
     assert excerpt(["--api-key " + SECRET]) == "['--api-key ***']"
     assert excerpt(["--api-key=", SECRET, "x"]) == "['--api-key=', ***, 'x']"
     assert excerpt(None, key="HF_TOKEN") == "None"  # nothing to hide: the key is just unset
+    # a URL's password (targets.yaml's metrics URLs, named whole when an item has the wrong type)
+    assert excerpt([f"http://u:{SECRET}@h:1", 5]) == "['http://u:***@h:1', 5]"
 
 
 def test_the_excerpt_is_bounded_in_size_and_time() -> None:

@@ -94,6 +94,39 @@ def test_every_problem_of_the_file_is_named_in_one_run_by_file_line_and_key(
     assert "expected one of local, ssh, endpoint, got 'pigeon'" in lines[3]
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "key", "why"),
+    [
+        (
+            "port: 22",
+            "port: x",
+            "targets.box.ssh.port",
+            "expected an integer from 1 to 65535, got 'x'",
+        ),
+        ("gpus: [0]", "gpus: [0, a]", "targets.box.gpus", "expected a list of integers, each "),
+        (
+            "gpus: [0]",
+            "gpus: [0, 300]",
+            "targets.box.gpus[1]",
+            "expected a list of integers, each ",
+        ),
+    ],
+)
+def test_a_targets_type_error_reads_like_the_profiles(
+    tmp_path: Path, old: str, new: str, key: str, why: str
+) -> None:
+    """targets.yaml's values are named by the profile's translator (typecheck.value_problem):
+    what the key takes, from its declared type and bounds, then what was written."""
+    path = tmp_path / "targets.yaml"
+    text = "schema_version: 1\ntargets:\n  box:\n    transport: ssh\n"
+    path.write_text(text + "    ssh: {host: h, port: 22}\n    gpus: [0]\n    workdir: /w\n")
+    path.write_text(path.read_text().replace(old, new))
+    with pytest.raises(ProfileError) as raised:
+        load_targets(path)
+    assert raised.value.key == key and raised.value.bare_message.startswith(why), raised.value
+    assert "Input should" not in str(raised.value)
+
+
 def test_a_key_written_as_null_takes_its_default(tmp_path: Path) -> None:
     path = tmp_path / "targets.yaml"
     path.write_text(
@@ -151,7 +184,7 @@ BAD_KEYS = {
         ("  here:", "  ? " + "h" * 2000 + "\n  :\n    python: 5"),
         5,
         f"targets.{'h' * 57}....python",
-        "Input should be a valid string, got 5",
+        "expected a string (or null), got 5",
     ),
     "unknown-control": (
         ("launcher: twin", '"lau\\encher": twin'),
