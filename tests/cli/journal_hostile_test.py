@@ -20,16 +20,7 @@ from dsv4ops.journal.records import RECORD_VERSION, Kind, Status
 from dsv4ops.journal.store import Journal
 from testing.cli import EVIL, SHOWN, printable
 from testing.journal import gate_step
-from testing.orchestrate import OrchEnv, make_deployment, make_env
-
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> OrchEnv:
-    e = make_env(tmp_path)
-    for k, v in e.environ.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setenv("DSV4OPS_TARGET", e.target)
-    return e
+from testing.orchestrate import OrchEnv, make_deployment
 
 
 def _stops(n: int, capsys: pytest.CaptureFixture[str]) -> None:
@@ -48,8 +39,8 @@ def _ids(listing: dict[str, Any]) -> list[str]:
     return [e["id"] for e in listing["entries"]]
 
 
-def _cache(env: OrchEnv) -> Path:
-    return env.state_dir / "journal" / f"{env.target}.jsonl"
+def _cache(fresh_target: OrchEnv) -> Path:
+    return fresh_target.state_dir / "journal" / f"{fresh_target.target}.jsonl"
 
 
 def _meta_state(db: Path) -> dict[str, Any]:
@@ -73,7 +64,7 @@ def _meta_state(db: Path) -> dict[str, Any]:
     ],
 )
 def test_a_forged_index_is_rebuilt_with_a_warning_and_does_not_persist(
-    env: OrchEnv,
+    fresh_target: OrchEnv,
     capsys: pytest.CaptureFixture[str],
     field: str,
     value: object,
@@ -81,7 +72,7 @@ def test_a_forged_index_is_rebuilt_with_a_warning_and_does_not_persist(
 ) -> None:
     _stops(3, capsys)
     ids = _ids(_listing(capsys))
-    db = Path(f"{_cache(env)}.sqlite")
+    db = Path(f"{_cache(fresh_target)}.sqlite")
     with contextlib.closing(sqlite3.connect(db)) as c:
         meta = dict(c.execute("SELECT k, v FROM meta"))
         state = json.loads(meta["state"])
@@ -107,11 +98,11 @@ def test_a_forged_index_is_rebuilt_with_a_warning_and_does_not_persist(
 
 @pytest.mark.parametrize("damage", ["garbage", "cut"])
 def test_a_damaged_sqlite_cache_is_rebuilt_with_a_warning(
-    env: OrchEnv, capsys: pytest.CaptureFixture[str], damage: str
+    fresh_target: OrchEnv, capsys: pytest.CaptureFixture[str], damage: str
 ) -> None:
     _stops(3, capsys)
     ids = _ids(_listing(capsys))
-    db = Path(f"{_cache(env)}.sqlite")
+    db = Path(f"{_cache(fresh_target)}.sqlite")
     with contextlib.closing(sqlite3.connect(db)) as c:
         c.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every page in the file itself
     raw = db.read_bytes()
@@ -141,15 +132,15 @@ def _garble_first_begin(path: Path) -> int:
 
 
 def test_a_garbled_record_line_is_named_and_the_rest_stays_readable(
-    env: OrchEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    fresh_target: OrchEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _stops(3, capsys)
     ids = _ids(_listing(capsys))
-    record = env.workdir / "journal.jsonl"
+    record = fresh_target.workdir / "journal.jsonl"
     whole = record.read_bytes()
     line = _garble_first_begin(record)
-    monkeypatch.setenv("DSV4OPS_STATE_DIR", str(env.root / "bob"))  # an operator new to it
-    bob_cache = env.root / "bob" / "journal" / f"{env.target}.jsonl"
+    monkeypatch.setenv("DSV4OPS_STATE_DIR", str(fresh_target.root / "bob"))  # an operator new to it
+    bob_cache = fresh_target.root / "bob" / "journal" / f"{fresh_target.target}.jsonl"
 
     assert main(["journal", "--json", "--limit", "0"]) == 0
     out, err = capsys.readouterr()
@@ -189,9 +180,10 @@ def _known_good(j: Journal, name: str) -> str:
 
 
 def test_a_duplicate_operation_id_is_flagged_and_never_hides_a_known_good(
-    env: OrchEnv, capsys: pytest.CaptureFixture[str]
+    fresh_target: OrchEnv, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    j = Journal(env.target)  # written into the cache, merged into the record by the next read
+    # written into the cache, merged into the record by the next read
+    j = Journal(fresh_target.target)
     first = _known_good(j, "baseline")
     _known_good(j, "buckets-step4")
     before = _listing(capsys)
@@ -200,7 +192,7 @@ def test_a_duplicate_operation_id_is_flagged_and_never_hides_a_known_good(
     h = make_deployment("baseline").commands_hash
     assert (gate["suite"], gate["verdict"], gate["commands_hash"]) == ("smoke", "PASS", h)
     assert main(["journal"]) == 0 and f"smoke PASS {h[:8]}" in capsys.readouterr().out
-    record = env.workdir / "journal.jsonl"
+    record = fresh_target.workdir / "journal.jsonl"
     start = len(record.read_bytes().splitlines())
     # Another operation's records appended under the known-good's id: a failed deploy.
     impostor: list[dict[str, Any]] = [
@@ -234,11 +226,11 @@ def _cut(record: Path) -> bytes:
 
 
 def test_a_shorter_record_is_never_read_as_whole(
-    env: OrchEnv, capsys: pytest.CaptureFixture[str]
+    fresh_target: OrchEnv, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _stops(2, capsys)
     both = _ids(_listing(capsys))
-    _cut(env.workdir / "journal.jsonl")
+    _cut(fresh_target.workdir / "journal.jsonl")
     listing = _listing(capsys, code=4)  # UNDECIDED: the history shown is not all of it
     assert listing["record"]["diverged"]["missing_on_target"] > 0
     assert _ids(listing) != both
@@ -247,11 +239,11 @@ def test_a_shorter_record_is_never_read_as_whole(
 
 
 def test_merge_works_as_the_first_command_after_a_cut(
-    env: OrchEnv, capsys: pytest.CaptureFixture[str]
+    fresh_target: OrchEnv, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _stops(2, capsys)
     both = _ids(_listing(capsys))
-    _cut(env.workdir / "journal.jsonl")
+    _cut(fresh_target.workdir / "journal.jsonl")
     assert main(["journal", "--merge"]) == 0  # nothing read since the cut: it syncs first
     out = capsys.readouterr().out
     assert "merged" in out and "nothing to merge" not in out, out
@@ -260,11 +252,11 @@ def test_merge_works_as_the_first_command_after_a_cut(
 
 
 def test_a_divergence_heals_once_the_record_holds_every_record_again(
-    env: OrchEnv, capsys: pytest.CaptureFixture[str]
+    fresh_target: OrchEnv, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _stops(2, capsys)
     both = _ids(_listing(capsys))
-    record = env.workdir / "journal.jsonl"
+    record = fresh_target.workdir / "journal.jsonl"
     full = _cut(record)
     assert main(["stop", "--yes"]) == 1  # refused: the record lacks history
     assert "--merge" in capsys.readouterr().err
@@ -279,13 +271,13 @@ def test_a_divergence_heals_once_the_record_holds_every_record_again(
 
 
 def test_a_hostile_user_is_shown_escaped_in_the_merge_line(
-    env: OrchEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    fresh_target: OrchEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The merge line names who merged (the record's `user`): an ESC or BEL in it was printed
     raw; it is shown as its escape, like the table's cells."""
     monkeypatch.setenv("LOGNAME", EVIL)  # getpass.getuser(): the records' `who`
     _stops(2, capsys)
-    _cut(env.workdir / "journal.jsonl")
+    _cut(fresh_target.workdir / "journal.jsonl")
     assert main(["journal", "--merge"]) == 0
     printable(capsys)
     assert main(["journal"]) == 0

@@ -5,21 +5,11 @@ mutating commands with the command that merges, and the merge brings every recor
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from dsv4ops.cli import main
-from testing.orchestrate import OrchEnv, make_env
-
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> OrchEnv:
-    e = make_env(tmp_path)
-    for k, v in e.environ.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setenv("DSV4OPS_TARGET", e.target)
-    return e
+from testing.orchestrate import OrchEnv
 
 
 def _ids(capsys: pytest.CaptureFixture[str]) -> list[str]:
@@ -28,13 +18,13 @@ def _ids(capsys: pytest.CaptureFixture[str]) -> list[str]:
 
 
 def test_a_shorter_record_is_merged_back_by_the_command_the_refusal_names(
-    env: OrchEnv, capsys: pytest.CaptureFixture[str]
+    fresh_target: OrchEnv, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for _ in range(2):
         assert main(["stop", "--yes"]) == 0  # nothing runs: each is a journaled stop
     capsys.readouterr()
     both = _ids(capsys)
-    record = env.workdir / "journal.jsonl"
+    record = fresh_target.workdir / "journal.jsonl"
     lines = record.read_bytes().splitlines(keepends=True)
     record.write_bytes(b"".join(lines[: len(lines) // 2]))  # an old copy put back on the box
 
@@ -45,7 +35,10 @@ def test_a_shorter_record_is_merged_back_by_the_command_the_refusal_names(
     assert "attention: HISTORY DIVERGED" in capsys.readouterr().out
     assert main(["stop", "--yes"]) == 1
     err = capsys.readouterr().err
-    assert f"dsv4ops journal --target {env.target} --merge" in err and "nothing was changed" in err
+    assert (
+        f"dsv4ops journal --target {fresh_target.target} --merge" in err
+        and "nothing was changed" in err
+    )
     assert main(["journal", "--merge"]) == 0
     assert "merged" in capsys.readouterr().out
     assert _ids(capsys) == both  # every operation is back, in its place

@@ -3,8 +3,6 @@ with an ESC or BEL in it is shown as its escape. Against a twin target where not
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from dsv4ops.cli import main
@@ -12,23 +10,14 @@ from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from testing.cli import EVIL, SHOWN, printable
 from testing.journal import gate_step
-from testing.orchestrate import OrchEnv, make_deployment, make_env
-
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> OrchEnv:
-    e = make_env(tmp_path)
-    for k, v in e.environ.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setenv("DSV4OPS_TARGET", e.target)
-    return e
+from testing.orchestrate import OrchEnv, make_deployment
 
 
 def test_the_dry_run_shows_a_recorded_profile_name_escaped(
-    env: OrchEnv, capsys: pytest.CaptureFixture[str]
+    fresh_target: OrchEnv, capsys: pytest.CaptureFixture[str]
 ) -> None:
     d = make_deployment("baseline")
-    j = Journal(env.target)
+    j = Journal(fresh_target.target)
     op = j.begin(
         Kind.DEPLOY, profile={**d.profile_record(), "name": EVIL}, components=d.component_records()
     )
@@ -38,4 +27,4 @@ def test_the_dry_run_shows_a_recorded_profile_name_escaped(
     code = main(["rollback", "--to", op, "--dry-run"])
     both = printable(capsys)
     assert code == 0, both
-    assert f"plan: roll back {env.target} to {SHOWN} @ c0ffeebaseli ({op})" in both, both
+    assert f"plan: roll back {fresh_target.target} to {SHOWN} @ c0ffeebaseli ({op})" in both, both

@@ -3,33 +3,22 @@ profile name) shows an ESC or BEL as its escape. Against a twin target where not
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from dsv4ops.cli import main
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from testing.cli import EVIL, SHOWN, printable
-from testing.orchestrate import OrchEnv, make_deployment, make_env
-
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> OrchEnv:
-    e = make_env(tmp_path)
-    for k, v in e.environ.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setenv("DSV4OPS_TARGET", e.target)
-    return e
+from testing.orchestrate import OrchEnv, make_deployment
 
 
 def test_a_progress_line_quoting_the_journal_is_printed_escaped(
-    env: OrchEnv, capsys: pytest.CaptureFixture[str]
+    fresh_target: OrchEnv, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`stop --recover` resolves an interrupted deploy and says so in a progress line naming its
     profile as recorded (the progress printer every verb shares, cli/_context.py)."""
     d = make_deployment("baseline")
-    j = Journal(env.target)
+    j = Journal(fresh_target.target)
     op = j.begin(
         Kind.DEPLOY, profile={**d.profile_record(), "name": EVIL}, components=d.component_records()
     )
