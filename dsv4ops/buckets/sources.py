@@ -164,9 +164,7 @@ def _law(fit: object, a_key: str, b_key: str) -> StepLaw | None:
     if not isinstance(fit, dict):
         return None
     a, b = fit.get(a_key), fit.get(b_key)
-    # a recorded fit that is no step law (a fixed cost below 0, a slope not above 0) is none:
-    # `--law` refuses the same values (parse_law) and the sweep no longer fits them as a law
-    if not isinstance(a, int | float) or not isinstance(b, int | float) or a < 0 or b <= 0:
+    if not isinstance(a, int | float) or not isinstance(b, int | float) or b <= 0:
         return None
     return StepLaw(float(a), float(b))
 

@@ -89,14 +89,6 @@ def law_problem(fit: StepFit) -> str | None:
             f"slope {fit.b_ms:.3f} ms/request against {fit.x}: the step time does not grow "
             "with the batch, so no step law (and no 1000/b ceiling) follows"
         )
-    if fit.a_ms < 0:
-        # A step has a fixed cost (the weights are read whatever the batch): a line that says a
-        # step at batch 0 costs less than nothing is a steep slope fitted through noisy levels
-        # (a real CPU sweep "passed" on -97 + 74.9*bs), and `buckets plan` would plan on it.
-        return (
-            f"fixed cost {fit.a_ms:.1f} ms < 0 against {fit.x}: a step cannot cost less than "
-            "nothing, so the levels do not show a step law"
-        )
     return None
 
 
