@@ -92,6 +92,9 @@ def describe(info: FieldInfo) -> str:
     else:
         kind = json_kind(value)
         text = _KIND_HELP[kind]
+        if kind == "str_list" and "anyOf" not in value.get("items", {}):
+            # the argv example fits argv lists (their items take numbers too), not a URL list
+            text = "a list of strings" + (f" ({info.description})" if info.description else "")
         bounds = _bounds(value.get("items", value))
         if bounds:
             text += f", each {bounds}" if kind == "int_list" else f" {bounds}"

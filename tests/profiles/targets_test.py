@@ -127,6 +127,21 @@ def test_a_targets_type_error_reads_like_the_profiles(
     assert "Input should" not in str(raised.value)
 
 
+def test_a_url_list_error_says_what_the_list_holds(tmp_path: Path) -> None:
+    # It read "a list of strings, e.g. ['--flag', 'value']": the argv lists' example
+    path = tmp_path / "targets.yaml"
+    path.write_text(
+        "schema_version: 1\ntargets:\n  ep:\n    transport: endpoint\n"
+        "    router_url: http://127.0.0.1:9\n    metrics:\n      prefill: [1, 2]\n"
+    )
+    with pytest.raises(ProfileError) as raised:
+        load_targets(path)
+    assert raised.value.key == "targets.ep.metrics.prefill", raised.value
+    assert raised.value.bare_message == (
+        "expected a list of strings (prefill server URLs), got [1, 2]"
+    ), raised.value
+
+
 def test_a_key_written_as_null_takes_its_default(tmp_path: Path) -> None:
     path = tmp_path / "targets.yaml"
     path.write_text(
