@@ -134,6 +134,9 @@ def _why(
         return "missing required key", None, []
     if kind in ("model_type", "model_attributes_type"):
         return f"expected a mapping (a section of keys), got {excerpt(err['input'])}", None, []
+    if loc == ["targets"] and kind in ("dict_type", "too_short"):
+        got = excerpt(err["input"])
+        return f"expected a mapping of target names to targets, at least one, got {got}", None, []
     return f"{err['msg']}, got {excerpt(err['input'])}", None, []
 
 

@@ -142,6 +142,21 @@ def test_a_url_list_error_says_what_the_list_holds(tmp_path: Path) -> None:
     ), raised.value
 
 
+@pytest.mark.parametrize("body", ["targets: {}", "targets: []", "targets: 5"])
+def test_a_targets_section_that_holds_no_target_says_what_it_takes(
+    tmp_path: Path, body: str
+) -> None:
+    # It read pydantic's "Dictionary should have at least 1 item after validation, not 0"
+    path = tmp_path / "targets.yaml"
+    path.write_text(f"schema_version: 1\n{body}\n")
+    with pytest.raises(ProfileError) as raised:
+        load_targets(path)
+    assert (raised.value.line, raised.value.key) == (2, "targets"), raised.value
+    assert raised.value.bare_message.startswith(
+        "expected a mapping of target names to targets, at least one, got "
+    ), raised.value
+
+
 def test_a_key_written_as_null_takes_its_default(tmp_path: Path) -> None:
     path = tmp_path / "targets.yaml"
     path.write_text(
