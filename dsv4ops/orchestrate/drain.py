@@ -10,6 +10,11 @@ A busy decode whose progress counter (`realtime_tokens_total{mode="decode"}`) do
 (12-18 s of a rollback from a wedge went there). The watch stops at once and says so; the stop
 that follows ends the decode.
 
+A busy prefill whose decode is not running holds requests that cannot finish: in PD each one
+waits for the decode to take its KV (0.5.23 fails it only at its bootstrap timeout, 300 s), so
+waiting for them only spends the bound (15 s of a rollback after a decode crash went there). The
+watch stops at once and says so, as for a wedge.
+
 An idle reading is not trusted alone: SGLang 0.5.23 publishes `num_running_reqs` every
 `--decode-log-interval` iterations, so the gauge can read 0 while a stream is still open, but it
 moves the progress counter every iteration. A worker is drained only once it read idle across
@@ -71,7 +76,7 @@ class DrainWatch:
     ) -> None:
         self.control, self.workers = control, workers
         self.stall_s = stall_s
-        self.stalled: dict[str, str] = {}  # worker -> why it was not waited for (wedged)
+        self.stalled: dict[str, str] = {}  # worker -> why it was not waited for (wedged, orphaned)
         self._progress_at: dict[str, tuple[float, float]] = {}  # worker -> (counter, since)
         self.clock, self.progress = clock, progress
         self.with_router, self.router_up, self.t0 = with_router, router_up, t0
@@ -100,7 +105,7 @@ class DrainWatch:
             self._say(now, loads, router_changed=was_up != self.router_up)
             if not self.router_up and not busy and settled:
                 return None
-            if self._wedged(busy, now):
+            if self._wedged(busy, now) or self._orphaned(busy):
                 return busy
             if now >= deadline:
                 return busy
@@ -145,6 +150,19 @@ class DrainWatch:
                     "not drained; stopping it"
                 )
         return bool(self.stalled)
+
+    def _orphaned(self, busy: Mapping[str, Load]) -> bool:
+        """True when the prefill is busy and the decode is known not running (recorded in
+        `stalled`): its requests wait for a decode that will not take their KV."""
+        prefill = busy.get("prefill")
+        if prefill is None or "decode" not in self.down:
+            return False
+        self.stalled["prefill"] = (
+            f"prefill: {prefill.running or 0:g} running/{prefill.queued or 0:g} queued for a "
+            "decode that is not running: they cannot finish (the decode takes their KV), not "
+            "waited for; stopping it"
+        )
+        return True
 
     def _read_loads(self) -> dict[str, Load]:
         # Every worker's /metrics at once: one agent round trip a poll, not one per worker.

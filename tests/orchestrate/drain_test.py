@@ -66,3 +66,43 @@ def test_an_idle_worker_is_confirmed_quickly() -> None:
     assert watch.wait(30.0) is None
     assert clock.monotonic() - 1000.0 < 1.0 and watch.peak == {}
     assert watch.drained(None) == "no requests in flight"
+
+
+class _DeadDecode:
+    """A prefill holding one request (its gauges steady) and a decode that is not running (its
+    port refused, the target says not alive): the decode SIGKILLed mid-stream."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def http_many(self, requests, timeout_s=10.0):  # type: ignore[no-untyped-def]
+        self.reads += 1
+        prefill = Reply(
+            200,
+            'sglang:num_running_reqs{tp_rank="0"} 1\nsglang:num_queue_reqs{tp_rank="0"} 0\n',
+        )
+        return [prefill, Reply(None, error="connection refused")]
+
+    def status(self, names, ports=None):  # type: ignore[no-untyped-def]
+        return {n: ProcessState(name=n, pid=1, alive=n != "decode") for n in names}
+
+
+def test_a_prefill_busy_for_a_decode_that_is_not_running_is_not_waited_for() -> None:
+    clock = FakeClock()
+    d = make_deployment("baseline")
+    watch = DrainWatch(
+        _DeadDecode(),  # type: ignore[arg-type]
+        [d.component("prefill"), d.component("decode")],
+        clock=clock,
+        progress=lambda _l: None,
+        with_router=False,
+        router_up=False,
+        t0=clock.monotonic(),
+    )
+    busy = watch.wait(15.0)
+    assert busy is not None and set(busy) == {"prefill"}
+    assert clock.monotonic() - 1000.0 < 0.5  # at once, not after the 15 s bound
+    assert watch.down == {"decode"}
+    assert (
+        "prefill: 1 running/0 queued for a decode that is not running" in watch.stalled["prefill"]
+    )
