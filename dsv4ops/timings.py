@@ -30,8 +30,8 @@ STOP_GRACE_MAX_S = 600.0
 # seconds at the twin's default scale (twin/shutdown.py; tests/twin/lifecycle_test.py). A
 # profile's longer grace is cut to it on twin targets: a wedged twin is not waited on longer.
 TWIN_STOP_GRACE_S = 25.0
-# A router stopped after its drain has had the whole drain bound since its SIGTERM already: what
-# is left of it gets only this, then SIGKILL.
+# A router stopped after its drain has had its drain since its SIGTERM already (the bound, or less
+# when what it holds cannot finish): it gets only this, then SIGKILL.
 AFTER_DRAIN_GRACE_S = 1.0
 
 # -- calls to the target ------------------------------------------------------------------------

@@ -220,8 +220,9 @@ class Runner:
         assert step.component
         self.log.changed = True
         drained = step.component == "router" and self._router_drain is not None
-        # After a drain the router already had the whole drain bound since its SIGTERM: what is
-        # left of it gets a short grace, then SIGKILL (the stop still verifies no process/port).
+        # After a drain the router had its drain since its SIGTERM (the bound, or less when the
+        # streams it holds cannot finish: a wedge, a dead decode): a short grace, then SIGKILL
+        # (the stop still verifies no process/port).
         grace = AFTER_DRAIN_GRACE_S if drained else self.grace_s(step.component)
         report = self.control.stop(step.component, grace_s=grace)
         self._started.pop(step.component, None)
@@ -231,7 +232,7 @@ class Runner:
                 return "exited during the drain"
             return "was not running"
         if report.forced:
-            return "SIGKILL needed after the " + ("drain bound" if drained else "grace period")
+            return "SIGKILL needed after the " + ("drain" if drained else "grace period")
         return ""
 
     def _drain(self, step: P.Step, _d: Deployment | None) -> str:
