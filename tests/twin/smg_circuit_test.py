@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import time
 
 import httpx
 import pytest
@@ -32,6 +34,19 @@ def _chats_at_decode(stack: TwinStack) -> float:
     )
 
 
+def _until_refused(url: str, within_s: float = 10.0) -> None:
+    """Wait until nothing listens on `url`'s port any more (bounded)."""
+    parts = httpx.URL(url)
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((parts.host, parts.port or 80), timeout=1).close()
+        except OSError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{url} still accepts connections {within_s:g} s after SIGKILL")
+
+
 def test_an_open_prefill_circuit_sends_nothing_more_to_the_decode() -> None:
     with twin_stack(
         router=True,
@@ -49,13 +64,16 @@ def test_an_open_prefill_circuit_sends_nothing_more_to_the_decode() -> None:
         }
         assert stack.prefill.pid is not None
         os.killpg(stack.prefill.pid, signal.SIGKILL)  # its own session: the whole twin
+        _until_refused(stack.prefill.url)  # gone, not dying: its port refuses
         statuses = []
         for _ in range(20):  # until the circuit opens: 2 requests (x4 dispatches) on 1.13.0
             statuses.append(httpx.post(chat_url, json=chat, timeout=30).status_code)
             if statuses[-1] == 503:
                 break
-        assert statuses[0] == 502 and statuses[-1] == 503, statuses
-        assert set(statuses[:-1]) == {502}, statuses
+        # The dispatches that fail before the circuit opens: 502 as a rule; a full run once saw
+        # a 500 first (the request sent right after the SIGKILL), so both are failed dispatches.
+        assert statuses[-1] == 503 and len(statuses) >= 2, statuses
+        assert set(statuses[:-1]) <= {500, 502}, statuses
         sent = _chats_at_decode(stack)
         assert sent > 0  # the failing requests did reach the decode, before the circuit opened
         for _ in range(5):
