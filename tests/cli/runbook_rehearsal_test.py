@@ -200,6 +200,27 @@ def _start_resumable(env: OrchEnv, book: Path) -> tuple[subprocess.Popen[Any], i
     return proc, leader, run_id, _read_until(proc, PROMPT)
 
 
+def _rest_after_ctrl_c(proc: subprocess.Popen[Any]) -> str:
+    """The run's output to its end. A full run once saw no end within 60 s (not reproduced in
+    six loaded runs alone): the failure then says whether the runbook itself had exited (a
+    process still holding its output pipe would block the read) and what dsv4ops processes
+    were left, instead of a bare TimeoutExpired."""
+    try:
+        return str(proc.communicate(timeout=60)[0])
+    except subprocess.TimeoutExpired as exc:
+        left = subprocess.run(
+            ["ps", "-eo", "pid,ppid,stat,etime,args"], capture_output=True, text=True, check=False
+        ).stdout
+        exited = proc.poll()
+        proc.kill()
+        so_far = exc.output.decode() if isinstance(exc.output, bytes) else exc.output
+        raise AssertionError(
+            f"no end 60 s after Ctrl-C at the prompt (runbook exit code: {exited}); output so "
+            f"far: {so_far!r}; dsv4ops processes: "
+            + "; ".join(line for line in left.splitlines() if "dsv4ops" in line)
+        ) from None
+
+
 def test_ctrl_c_at_a_prompt_then_resume(
     env: OrchEnv, capfd: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -207,7 +228,7 @@ def test_ctrl_c_at_a_prompt_then_resume(
     book.write_text(RESUMABLE)
     proc, leader, run_id, head = _start_resumable(env, book)
     proc.send_signal(signal.SIGINT)
-    out = head + proc.communicate(timeout=60)[0]
+    out = head + _rest_after_ctrl_c(proc)
     os.close(leader)
     assert proc.returncode == 130, out
     assert "interrupted.\nBefore it:\n  step 1: `dsv4ops status" in out
