@@ -112,7 +112,7 @@ def _print_plan(plan: BucketPlan) -> None:
     step_law, dist, k, source = plan.step_law, plan.dist, plan.graph_budget, plan.source
     kept, profile, memory, evals = plan.kept, plan.profile, plan.memory, plan.evals
     lines = [
-        f"step law {step_law.a_ms:g} + {step_law.b_ms:g}·bs ms ({plan.law_source}); "
+        f"step law {step_law.a_ms:g} + {step_law.b_ms:g}·bs ms ({plan.law_source.words}); "
         f"{len(dist)} batch sizes observed ({min(dist)}..{max(dist)}); at most {k} graphs"
     ]
     if source is not None:

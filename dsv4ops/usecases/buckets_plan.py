@@ -5,6 +5,7 @@ shipped ladders, and the `profile set` command that makes the plan a revision.""
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
@@ -16,10 +17,27 @@ if TYPE_CHECKING:
     from dsv4ops.buckets.sources import ReportLevels
 
 LADDERS = ("step8", "step4:40-96", "sglang-default")  # what the planned ladder is compared with
-# Where the plan's step law came from, said beside it: a plan on a law nobody measured must say so.
-LAW_GIVEN = "given by --law"
-LAW_MEASURED = "fitted by the report"
-LAW_ASSUMED = "assumed: the seeds' law, none was measured (a sweep report or --law A,B gives one)"
+
+
+class LawSource(enum.Enum):
+    """Where the plan's step law came from (`law_source` in --json, its words beside the law in
+    the text): a plan on a law nobody measured must say so."""
+
+    GIVEN = "given"
+    FITTED = "fitted"
+    ASSUMED = "assumed"
+
+    @property
+    def words(self) -> str:
+        return _LAW_WORDS[self]
+
+
+_LAW_WORDS = {
+    LawSource.GIVEN: "given by --law",
+    LawSource.FITTED: "fitted by the report",
+    LawSource.ASSUMED: "assumed: the seeds' law, none was measured (a sweep report or --law A,B "
+    "gives one)",
+}
 
 
 class LawJSON(TypedDict):
@@ -44,7 +62,7 @@ class BucketPlanJSON(TypedDict):
     """What `buckets plan --json` prints (BucketPlan.to_json)."""
 
     law: LawJSON
-    law_source: str  # LAW_GIVEN, LAW_MEASURED or LAW_ASSUMED
+    law_source: str  # LawSource's value: given, fitted or assumed
     graph_budget: int
     distribution: dict[str, float]
     graph_memory: GraphMemoryJSON
@@ -75,7 +93,7 @@ class BucketPlan:
     # the DSV4 decode graph width follows it (sglang#40442), so a law holds at its own only.
     measured_context: int | None = None
     profile_context: int | None = None
-    law_source: str = LAW_ASSUMED
+    law_source: LawSource = LawSource.ASSUMED
 
     @property
     def context_note(self) -> str | None:
@@ -98,7 +116,7 @@ class BucketPlan:
     def to_json(self) -> BucketPlanJSON:
         return {
             "law": {"a_ms": self.step_law.a_ms, "b_ms": self.step_law.b_ms},
-            "law_source": self.law_source,
+            "law_source": self.law_source.value,
             "graph_budget": self.graph_budget,
             "distribution": {str(n): round(p, 5) for n, p in self.dist.items()},
             "graph_memory": {
@@ -143,7 +161,9 @@ def plan_buckets(
     counts, step_law, observed_gb, captured, source = _read_counts(
         report, distribution, metrics_url, window_s, law
     )
-    law_source = LAW_GIVEN if law else LAW_MEASURED if step_law is not None else LAW_ASSUMED
+    law_source = (
+        LawSource.GIVEN if law else LawSource.FITTED if step_law is not None else LawSource.ASSUMED
+    )
     step_law = step_law or P.StepLaw()
     try:
         dist = P.normalise(counts)

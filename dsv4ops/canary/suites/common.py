@@ -164,8 +164,9 @@ def judge_errors(
     """FAIL when more than `max_error_rate` of the requests failed (our own cancellations aside).
 
     With `hangs_judged`, the streams the watchdog cut are left to `judge_hangs` (see
-    `judge_streams`). Also notes streams that completed on a finish_reason without `data: [DONE]`: complete, but a
-    server that omits the marker is worth knowing about (a proxy may be dropping it)."""
+    `judge_streams`). Also notes streams that completed on a finish_reason without
+    `data: [DONE]`: complete, but a server that omits the marker is worth knowing about (a proxy
+    may be dropping it)."""
     no_done = [r for r in records if r.ended_without_done]
     if no_done:
         f.note(
