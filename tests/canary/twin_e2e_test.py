@@ -148,16 +148,23 @@ def safe_stack() -> Iterator[TwinStack]:
         yield stack
 
 
+# Not serial: these suites' verdicts rest on errors, hangs, tool calls and a wedge, not on a
+# duration the other workers' load would stretch; they share the machine at TH's loose loop-lag
+# bound. The sweep's law and sawtooth are measured alone (below).
+@pytest.mark.parametrize("suite", ["smoke", "corruption", "soak", "abort-cascade"])
+def test_hazards_off_every_other_suite_passes(safe_stack: TwinStack, suite: str) -> None:
+    result = _run(safe_stack, suite)
+    assert result.verdict is Verdict.PASS, result.reasons
+    if suite == "corruption":
+        assert result.metrics["tool_calls"]["checked"] >= 80 * TH.corruption_turns
+        assert result.metrics["consistency"]["agreement"] == 1.0
+
+
 @serial
-def test_hazards_off_every_suite_passes_and_the_sweep_recovers_the_law(
-    safe_stack: TwinStack, tmp_path: Path
-) -> None:
-    result = _run(safe_stack, "all", report_dir=tmp_path)
-    verdicts = {r.suite: r.verdict for r in result.sub_results}
-    assert verdicts == dict.fromkeys(
-        ("smoke", "corruption", "sweep", "soak", "abort-cascade"), Verdict.PASS
-    ), result.reasons
-    sweep = next(r for r in result.sub_results if r.suite == "sweep").metrics
+def test_hazards_off_the_sweep_recovers_the_law(safe_stack: TwinStack, tmp_path: Path) -> None:
+    result = _run(safe_stack, "sweep", report_dir=tmp_path)
+    assert result.verdict is Verdict.PASS, result.reasons
+    sweep = result.metrics
     law = sweep["fit"]["metrics"]  # the server's own accounting (the twin computes it)
     for bs in (32, 48, 64):  # the padded batches the sweep measured (STEP8 buckets)
         predicted = law["a_ms"] + law["b_ms"] * bs
@@ -178,9 +185,6 @@ def test_hazards_off_every_suite_passes_and_the_sweep_recovers_the_law(
         (p["bs"], p["output_tok_s_metrics"], p["output_tok_s_ci"], p["output_tok_s_n"])
         for p in sweep["levels"]
     ]
-    corruption = next(r for r in result.sub_results if r.suite == "corruption").metrics
-    assert corruption["tool_calls"]["checked"] >= 80 * TH.corruption_turns
-    assert corruption["consistency"]["agreement"] == 1.0
     assert (tmp_path / "report.json").exists() and (tmp_path / "sweep-sweep.png").exists()
 
 
