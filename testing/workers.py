@@ -1,4 +1,4 @@
-"""How `make test` spreads the suite over pytest-xdist workers (`-n 3` on CI's two cores).
+"""How `make test` spreads the suite over pytest-xdist workers (Makefile TEST_WORKERS: 5).
 
 One work unit per test file, as `--dist loadfile` has it: a file's module-scoped fixtures (a
 twin stack, an sshd session) start once, on one worker. Two exceptions:
