@@ -20,18 +20,29 @@ from dsv4ops.profiles.excerpt import excerpt
 MAX_FILE_BYTES = MAX_DOCUMENT_CHARS  # profiles are a few KB
 MAX_NAME_CHARS = 1024  # a whole reference; Linux's PATH_MAX is 4096
 MAX_PART_BYTES = 255  # one path component (Linux NAME_MAX)
+# Format characters (the bidi overrides and isolates, zero-width joiners) and the line and
+# paragraph separators: shown, they change how the rest of a line reads.
+_UNSEEN = frozenset({"Cf", "Zl", "Zp"})
 
 
 def reference_problem(ref: str) -> str | None:
-    """Why `ref` cannot name a profile file (None when it can): empty, control characters, or
-    longer than a file name may be."""
+    """Why `ref` cannot name a profile file (None when it can): empty, control, invisible or
+    reordering characters, or longer than a file name may be."""
     if not ref.strip():
         return "expected the name of a profile or a path to a .yaml file, got an empty name"
     for i, ch in enumerate(ref):
-        if unicodedata.category(ch) == "Cc":
+        category = unicodedata.category(ch)
+        if category == "Cc":
             return (
                 f"a profile name cannot contain the control character U+{ord(ch):04X} "
                 f"(position {i})"
+            )
+        if category in _UNSEEN:
+            # A bidi override or a zero-width character makes the name a prompt shows ("deploy
+            # X to box?") read as another profile's; no file name needs one.
+            return (
+                f"a profile name cannot contain the invisible or reordering character "
+                f"U+{ord(ch):04X} (position {i})"
             )
     if len(ref) > MAX_NAME_CHARS:
         return f"a profile name of {len(ref)} characters is longer than {MAX_NAME_CHARS}"

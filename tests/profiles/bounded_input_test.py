@@ -115,10 +115,21 @@ def test_bad_utf8_names_its_line(pdir: Path) -> None:
         ("b" * 300, "is too long for a file name"),
         ('"base\\0x"', "control character U+0000"),
         ('"ba\\nse"', "control character U+000A"),
+        ('"base\\u202Eenilesab"', "invisible or reordering character U+202E (position 4)"),
+        ('"ba\\u200Bse"', "invisible or reordering character U+200B (position 2)"),
         ('"  "', "got an empty name"),
         ("[base]", "expected the name of a profile or a path to a .yaml file, got ['base']"),
     ],
-    ids=["5000-chars", "long-part", "nul", "newline", "blank", "list"],
+    ids=[
+        "5000-chars",
+        "long-part",
+        "nul",
+        "newline",
+        "rtl-override",
+        "zero-width",
+        "blank",
+        "list",
+    ],
 )
 def test_a_bad_extends_name_is_a_clear_error_at_its_line(
     write: Callable[[str, str], Path], pdir: Path, value: str, fragment: str
@@ -136,6 +147,23 @@ def test_a_bad_profile_name_on_the_command_line_is_a_clear_error(pdir: Path) -> 
         assert run.code == 1 and "Traceback" not in run.text and "internal error" not in run.text
         assert "longer than 1024 (the profile named on the command line)" in run.err, run.err
         assert len(run.err) < 600
+
+
+def test_a_profile_name_that_would_read_as_another_is_refused_before_any_prompt(
+    pdir: Path,
+) -> None:
+    """A right-to-left override shows "base\u202eenilesab" as "baselinesab...": at deploy's
+    confirm prompt, the name an operator reads would not be the one deployed. Refused, the name
+    itself never printed, before anything asks or runs."""
+    for args in (
+        ("profile", "render", "base\u202eenilesab"),
+        ("deploy", "base\u202eenilesab", "--dry-run"),
+        ("deploy", "ba\u200bse", "--target", "twin-local"),
+    ):
+        run = run_cli(*args, profiles_dir=pdir)
+        assert run.code == 1 and "Traceback" not in run.text, run.text
+        assert "invisible or reordering character U+" in run.err, run.err
+        assert "\u202e" not in run.text and "\u200b" not in run.text
 
 
 def test_an_extends_cycle_names_the_line_that_closes_it(write: Callable[[str, str], Path]) -> None:
