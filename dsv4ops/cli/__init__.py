@@ -228,7 +228,7 @@ def _run(args: list[str]) -> int:
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        _show_terminal_safe(exc)
         # click's usage error is its 2; ours is REFUSED (2 means "observed to be wrong")
         code = exitcodes.REFUSED if exc.exit_code == 2 else exc.exit_code
         return _json_error(as_json, exc.format_message(), None, code)
@@ -251,6 +251,19 @@ def _run(args: list[str]) -> int:
             exitcodes.BUG,
         )
     return rv if isinstance(rv, int) else exitcodes.OK
+
+
+def _show_terminal_safe(exc: click.ClickException) -> None:
+    """click's own message (usage, "Try ... --help", "Error: ..."), with what it quotes of the
+    command line escaped: an option or value typed or pasted with an escape sequence would
+    otherwise reach the terminal as one."""
+    import io
+
+    from dsv4ops.cli._output import terminal_safe
+
+    shown = io.StringIO()
+    exc.show(file=shown)
+    click.echo(terminal_safe(shown.getvalue().rstrip("\n"), keep_newlines=True), err=True)
 
 
 def _json_error(as_json: bool, message: str, hint: str | None, code: int) -> int:

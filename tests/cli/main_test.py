@@ -113,6 +113,28 @@ def test_usage_error_is_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Missing argument" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        # an unknown option (click 8.5 quotes it by repr) and an extra argument (quoted as
+        # typed: a title-setting OSC, which click's CSI-only stripping off a terminal misses)
+        ["deploy", "--no\x1bcsuch"],
+        ["status", "extra\x1b]0;owned\x07"],
+    ],
+    ids=["option", "extra-argument"],
+)
+def test_a_usage_error_quotes_the_command_line_escaped(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What click quotes of the command line reaches the terminal escaped, as every other
+    message does; its usage and hint lines stay as they were."""
+    assert cli_pkg.main(argv) == 1  # refused, as every usage mistake
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err, err
+    assert "\\x1b" in err and err.startswith("Usage: dsv4ops "), err
+    assert "Try 'dsv4ops " in err and "Error: " in err, err
+
+
 def test_ctx_exit_code_is_kept() -> None:
     """A command that ends with ctx.exit(n) (e.g. a canary verdict) must exit n, not 0."""
     import click
