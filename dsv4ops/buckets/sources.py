@@ -19,11 +19,18 @@ from pathlib import Path
 from dsv4ops.buckets.plan import StepLaw
 from dsv4ops.errors import DsOpsError
 from dsv4ops.jsontypes import JSONObject, JSONValue
+from dsv4ops.localfiles import FileRefused, read_regular
+
+# A sweep or A/B report is tens of KB, a distribution file a list of samples: a window of a
+# day's 1 s samples is ~0.5 MB. Anything larger was named by mistake.
+MAX_INPUT_BYTES = 64 * 1024 * 1024
 
 
 def _read_json(path: Path) -> JSONValue:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_regular(path, MAX_INPUT_BYTES, "input").decode("utf-8"))
+    except FileRefused as exc:
+        raise DsOpsError(f"{path}: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DsOpsError(f"{path}: cannot read: {exc}") from None
     except json.JSONDecodeError as exc:

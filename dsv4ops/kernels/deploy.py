@@ -20,6 +20,7 @@ from dsv4ops.constants import BOX_ARCH, BOX_DEVICE_NAME, BOX_TRITON_VERSION
 from dsv4ops.errors import KernelPackageError
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.kernels.manifest import Manifest, TargetRuntime, check_compatible, parse
+from dsv4ops.localfiles import FileRefused, read_regular
 from dsv4ops.remote.agent import kernel_archive
 from dsv4ops.remote.base import Executor
 from dsv4ops.remote.errors import AgentCallError
@@ -39,7 +40,9 @@ class Artifact:
 def open_artifact(path: Path) -> Artifact:
     """Read and fully verify an artifact locally; raises KernelPackageError on any refusal."""
     try:
-        data = Path(path).read_bytes()
+        data = read_regular(Path(path), kernel_archive.MAX_ARCHIVE_BYTES, "artifact")
+    except FileRefused as exc:
+        raise KernelPackageError(f"{path}: {exc}") from None
     except OSError as exc:
         raise KernelPackageError(f"{path}: cannot read artifact: {exc.strerror}") from None
     try:

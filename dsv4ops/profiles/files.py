@@ -8,13 +8,12 @@ end) is refused before it is opened; a file is read up to MAX_FILE_BYTES and no 
 
 from __future__ import annotations
 
-import os
-import stat
 import unicodedata
 from pathlib import Path
 
 from dsv4ops._yaml import MAX_DOCUMENT_CHARS
 from dsv4ops.errors import ProfileError
+from dsv4ops.localfiles import FileRefused, read_regular, too_big
 from dsv4ops.profiles.excerpt import excerpt
 
 MAX_FILE_BYTES = MAX_DOCUMENT_CHARS  # profiles are a few KB
@@ -68,28 +67,16 @@ def read_bounded(path: Path, what: str = "profile") -> str:
     anything else, at the line of the bad byte, or at line 1 when the whole file is the problem
     (so every error reads file:line, which editors and CI annotations jump to);
     FileNotFoundError is left to the caller."""
-    shown = str(path)
     try:
-        info = path.stat()
-        if not stat.S_ISREG(info.st_mode):
-            raise ProfileError(f"cannot read {what}: not a regular file", path=shown, line=1)
-        if info.st_size > MAX_FILE_BYTES:
-            raise ProfileError(_too_big(what, info.st_size), path=shown, line=1)
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise ProfileError(
-            f"cannot read {what}: {exc.strerror or exc}", path=shown, line=1
-        ) from None
-    return decode_bounded(data, shown, what)
+        data = read_regular(path, MAX_FILE_BYTES, what)
+    except FileRefused as exc:
+        raise ProfileError(str(exc), path=str(path), line=1) from None
+    return decode_bounded(data, str(path), what)
 
 
 def decode_bounded(data: bytes, shown: str, what: str = "profile") -> str:
     if len(data) > MAX_FILE_BYTES:
-        raise ProfileError(_too_big(what, len(data)), path=shown, line=1)
+        raise ProfileError(too_big(what, len(data), MAX_FILE_BYTES), path=shown, line=1)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -99,7 +86,3 @@ def decode_bounded(data: bytes, shown: str, what: str = "profile") -> str:
             path=shown,
             line=line,
         ) from None
-
-
-def _too_big(what: str, size: int) -> str:
-    return f"the {what} file is {size} bytes; at most {MAX_FILE_BYTES} are read (profiles are a few KB)"

@@ -34,7 +34,6 @@ ALLOWED: dict[str, int] = {
     "dsv4ops/orchestrate/drift.py::process_drift": 11,
     "dsv4ops/profiles/bucket_rules.py::rule_buckets": 11,
     "dsv4ops/profiles/buckets.py::resolve_buckets": 11,
-    "dsv4ops/remote/agent/kernel_archive.py::read_safe": 11,
     "dsv4ops/runbooks/directives.py::parse_directives": 16,
     "dsv4ops/runbooks/parse.py::parse_runbook": 16,
     "dsv4ops/twin/batch.py::_stream": 11,

@@ -47,6 +47,7 @@ LAYERS: dict[str, float] = {
     "timings": 6,  # every timing default of the lifecycle (stop grace, ready, drain), once
     "secrets": 6,
     "whoami": 6,
+    "localfiles": 6,  # a file an operator named, read as a regular file to a bound
     "waits": 6,  # the wait seam: long steps report to an observer the CLI draws (cli/_live.py)
     "sglang_paths": 6,  # what SGLang 0.5.23 reads per MoE path (kernels, profiles, the twin)
     # the declared settings and the declared sections (canary, probe): the profile builds them,

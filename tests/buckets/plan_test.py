@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from dsv4ops.buckets.plan import (
     padded,
     plan,
 )
+from dsv4ops.buckets.sources import MAX_INPUT_BYTES
 from dsv4ops.profiles.buckets import resolve_buckets
 from dsv4ops.usecases.buckets import LiveSample
 
@@ -342,3 +344,37 @@ def test_the_plan_says_which_law_it_used(tmp_path: Path, monkeypatch: pytest.Mon
     kw["law"] = "30,2"
     out = plan_buckets(report=fitted, profile="baseline", **kw).to_json()  # type: ignore[arg-type]
     assert out["law"] == {"a_ms": 30.0, "b_ms": 2.0} and out["law_source"] == "given"
+
+
+def _big_sparse(path: Path, size: int) -> Path:
+    with open(path, "wb") as f:
+        f.truncate(size)  # sparse: no disk, no time
+    return path
+
+
+def test_an_input_that_is_no_regular_file_or_too_big_is_refused_at_once(tmp_path: Path) -> None:
+    """A FIFO (the open would wait for a writer), /dev/zero (the read never ends) or a huge file
+    given by mistake: each is refused, named, before it is read; the command hung on the first
+    two and read the last whole into memory."""
+    fifo = tmp_path / "report.json"
+    os.mkfifo(fifo)
+    huge = _big_sparse(tmp_path / "huge.json", MAX_INPUT_BYTES + 1)
+    for option, path, why in (
+        ("--distribution", "/dev/zero", "not a regular file"),
+        ("--distribution", str(fifo), "not a regular file"),
+        ("--from", str(fifo), "not a regular file"),
+        (
+            "--from",
+            str(huge),
+            f"is {MAX_INPUT_BYTES + 1} bytes; at most {MAX_INPUT_BYTES} are read",
+        ),
+    ):
+        run = subprocess.run(
+            [sys.executable, "-m", "dsv4ops", "buckets", "plan", option, path],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,  # the old code never ended on the first two
+        )
+        assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+        assert run.stderr.startswith(f"error: {path}: ") and why in run.stderr, run.stderr

@@ -21,7 +21,14 @@ import uuid
 from collections.abc import Callable
 
 from .common import AgentError, JsonObject, Workdir, read_json, write_json_atomic
-from .kernel_archive import PackageError, check_target, read_safe, verify_members, verify_tree
+from .kernel_archive import (
+    MAX_ARCHIVE_BYTES,
+    PackageError,
+    check_target,
+    read_safe,
+    verify_members,
+    verify_tree,
+)
 
 STATE = "kernels"  # <workdir>/state/kernels.json
 
@@ -100,7 +107,7 @@ def install(wd: Workdir, upload: str, arch: str | None, triton: str | None) -> J
         )
     try:
         with open(upload, "rb") as f:
-            top, files = read_safe(f.read())
+            top, files = read_safe(f.read(MAX_ARCHIVE_BYTES + 1))
         manifest = verify_members(files)
         check_target(manifest, arch, triton)
         name, version = str(manifest["name"]), str(manifest["version"])
