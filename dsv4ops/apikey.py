@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dsv4ops.errors import DsOpsError
+from dsv4ops.localfiles import FileRefused, read_regular
 from dsv4ops.secrets import REDACTED
 
 API_KEY_FLAG = "--api-key"
@@ -30,6 +31,7 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # so free-text redaction (which skips values under 4) always hides it and a typo'd one-word
 # placeholder is not deployed as a key.
 KEY_TEXT = re.compile(r"[\x21-\x7e]{8,4096}")
+_MAX_KEY_FILE_BYTES = 64 * 1024  # a key of at most 4096 characters, with room for whitespace
 
 
 class ApiKeyError(DsOpsError):
@@ -77,7 +79,13 @@ def read_key(ref: ApiKeyRef, environ: Mapping[str, str] | None = None) -> str:
     else:
         path = Path(str(ref.file)).expanduser()
         try:
-            value = path.read_text(encoding="utf-8")
+            # a FIFO or a device named by mistake would block or never end the read
+            value = read_regular(path, _MAX_KEY_FILE_BYTES, "API key").decode("utf-8")
+        except FileRefused as exc:
+            raise ApiKeyError(
+                f"the router's API key: {where}: {exc}",
+                hint=f"write the key into {path} (mode 600); {fix}",
+            ) from None
         except (OSError, UnicodeDecodeError) as exc:
             raise ApiKeyError(
                 f"the router's API key: cannot read {where}: {type(exc).__name__}",

@@ -4,6 +4,7 @@ the reference, never the key."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,16 @@ def test_an_unset_variable_or_missing_file_says_which_and_how_to_fix(tmp_path: P
     assert info.value.hint is not None and "export ROUTER_KEY=" in info.value.hint
     with pytest.raises(ApiKeyError, match="cannot read file .*missing.key: FileNotFoundError"):
         read_key(ApiKeyRef(file=str(tmp_path / "missing.key")))
+
+
+def test_a_key_file_that_is_a_fifo_or_a_device_is_refused_at_once(tmp_path: Path) -> None:
+    """A FIFO waited for a writer and /dev/zero never ended: every deploy, canary and watch
+    that reads the key hung."""
+    fifo = tmp_path / "router.key"
+    os.mkfifo(fifo)
+    for path in (str(fifo), "/dev/zero"):
+        with pytest.raises(ApiKeyError, match=f"file {path}: cannot read API key: not a regular"):
+            read_key(ApiKeyRef(file=path))
 
 
 @pytest.mark.parametrize(
