@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from dsv4ops.cli._output import echo_json, echo_lines, json_option, table
+from dsv4ops.cli._params import HTTP_URL
 
 if TYPE_CHECKING:
     from dsv4ops.usecases.buckets_plan import BucketPlan
@@ -32,7 +33,9 @@ def buckets() -> None:
     default=None,
     help='JSON: a list of running batch sizes, or {"size": weight}.',
 )
-@click.option("--metrics-url", default=None, help="A live decode's /metrics to sample.")
+@click.option(
+    "--metrics-url", type=HTTP_URL, default=None, help="A live decode's /metrics to sample."
+)
 @click.option(
     "--window",
     type=float,

@@ -11,6 +11,7 @@ import click
 
 from dsv4ops import exitcodes
 from dsv4ops.cli._output import echo_json, echo_lines, json_option, table, target_option
+from dsv4ops.cli._params import HTTP_URL
 from dsv4ops.jsontypes import JSONObject
 
 if TYPE_CHECKING:
@@ -53,11 +54,15 @@ SUITES = ("smoke", "corruption", "abort-cascade", "sweep", "soak", "all")
     help="Write report.json, report.md and PNG plots into this directory.",
 )
 @click.option(
-    "--url", default=None, help="OpenAI-compatible endpoint (e.g. the router) instead of --target."
+    "--url",
+    type=HTTP_URL,
+    default=None,
+    help="OpenAI-compatible endpoint (e.g. the router) instead of --target.",
 )
 @click.option(
     "--worker-url",
     "worker_urls",
+    type=HTTP_URL,
     multiple=True,
     help="Prefill/decode server URL for /metrics and /abort_request (repeatable).",
 )

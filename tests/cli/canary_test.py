@@ -76,3 +76,45 @@ def test_target_without_a_deployment(capsys: pytest.CaptureFixture[str]) -> None
 def test_bad_option_values(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["canary", "--suite", "bogus", "--url", "http://x"]) == 1
     assert main(["canary", "--suite", "smoke", "--concurrency", "0", "--url", "http://x"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "why"),
+    [
+        (["canary", "--suite", "smoke", "--url", "http://[::1"], "not a URL (Invalid IPv6 URL)"),
+        (["canary", "--suite", "smoke", "--url", "http://127.0.0.1:99999"], "not a URL (Port"),
+        (["canary", "--suite", "smoke", "--url", "ftp://x"], "expected an http:// or https://"),
+        (["canary", "--suite", "smoke", "--url", "http://127.0.0.1:0"], "port 0 is not a port"),
+        (
+            [
+                "canary",
+                "--suite",
+                "smoke",
+                "--url",
+                "http://127.0.0.1:1",
+                "--worker-url",
+                "http://:5",
+            ],
+            "'--worker-url': 'http://:5': the URL names no host",
+        ),
+        (
+            ["buckets", "plan", "--metrics-url", "file:///etc/passwd"],
+            "'--metrics-url': 'file:///etc/passwd': expected an http:// or https://",
+        ),
+    ],
+    ids=["bracket", "port-range", "scheme", "port-0", "worker-no-host", "metrics-file"],
+)
+def test_a_url_that_is_no_http_url_is_a_usage_error_naming_the_option(
+    argv: list[str], why: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A malformed URL was an internal error (exit 3, a crash report) or a connection error
+    that blamed the network; it is refused before anything is sent, naming the option."""
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert why in err and "internal error" not in err and "cannot reach" not in err, err
+
+
+def test_a_bad_url_with_a_password_is_not_quoted_back(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["canary", "--suite", "smoke", "--url", "http://op:hunter2@127.0.0.1:99999"]) == 1
+    err = capsys.readouterr().err
+    assert "hunter2" not in err and "not shown: it has a user part" in err, err

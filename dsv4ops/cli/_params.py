@@ -1,0 +1,49 @@
+"""Option types the commands share: a value is refused by click, as a usage error naming the
+option, before any command runs."""
+
+from __future__ import annotations
+
+import urllib.parse
+
+import click
+
+from dsv4ops.cli._output import terminal_safe
+
+
+class HttpUrl(click.ParamType[str]):
+    """An http:// or https:// URL with a host and, if given, a port from 1 to 65535. Anything
+    else was a bug's traceback (`http://[::1`, a port of 99999) or a connection error that
+    blamed the network (`ftp://x`)."""
+
+    name = "URL"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> str:
+        text = str(value).strip()
+        problem = _problem(text)
+        if problem is not None:
+            # a URL's user:password@ part is a secret: such a URL is not quoted back
+            shown = "the URL (not shown: it has a user part)" if "@" in text else repr(text)
+            self.fail(f"{terminal_safe(shown)}: {problem}", param, ctx)
+        return text
+
+
+def _problem(text: str) -> str | None:
+    if any(ch.isspace() for ch in text):
+        return "a URL has no spaces or line breaks"
+    try:
+        parts = urllib.parse.urlsplit(text)
+        port = parts.port  # ValueError when out of range or not a number
+    except ValueError as exc:
+        return f"not a URL ({exc})"
+    if parts.scheme not in ("http", "https"):
+        return "expected an http:// or https:// URL (e.g. http://127.0.0.1:8000)"
+    if not parts.hostname:
+        return "the URL names no host (e.g. http://127.0.0.1:8000)"
+    if port == 0:
+        return "port 0 is not a port a server listens on"
+    return None
+
+
+HTTP_URL = HttpUrl()
