@@ -3,6 +3,7 @@ option, before any command runs."""
 
 from __future__ import annotations
 
+import math
 import urllib.parse
 
 import click
@@ -47,3 +48,18 @@ def _problem(text: str) -> str | None:
 
 
 HTTP_URL = HttpUrl()
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click.FloatRange that also refuses nan and infinity: a range check passes nan (every
+    comparison with it is false), and `--duration inf` or `--block-duration nan` ran a load or
+    an experiment without end, or printed "nan h" as its estimate."""
+
+    # `value` is what was typed (a str) or a default; click's stubs declare the base's as float
+    def convert(
+        self, value: float, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        number = float(super().convert(value, param, ctx))
+        if not math.isfinite(number):
+            self.fail(f"{number} is not a finite number", param, ctx)
+        return number

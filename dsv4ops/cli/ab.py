@@ -21,6 +21,7 @@ from dsv4ops.cli._output import (
     target_option,
     yes_option,
 )
+from dsv4ops.cli._params import FiniteFloatRange
 
 if TYPE_CHECKING:
     from dsv4ops.usecases.ab_outcome import ABOutcome
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--effect",
-    type=click.FloatRange(0, 100, min_open=True, max_open=True),
+    type=FiniteFloatRange(0, 100, min_open=True, max_open=True),
     default=5.0,
     show_default=True,
     help="The smallest tok/s effect worth a switch, in percent: the budget is sized to "
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--variation",
-    type=click.FloatRange(0, 50, max_open=True),
+    type=FiniteFloatRange(0, 50, max_open=True),
     default=2.0,
     show_default=True,
     help="The box's deploy-to-deploy sd per block, in percent (never understate it: the "
@@ -67,13 +68,13 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--block-duration",
-    type=click.FloatRange(min=0.5),
+    type=FiniteFloatRange(min=0.5),
     default=None,
     help="Seconds measured per block (default: the suite's own length).",
 )
 @click.option(
     "--warmup",
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     default=10.0,
     show_default=True,
     help="Seconds of load after each deploy before the measured part (discarded).",
@@ -86,7 +87,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--confidence",
-    type=click.FloatRange(0.5, 0.999),
+    type=FiniteFloatRange(0.5, 0.999),
     default=0.95,
     show_default=True,
     help="Confidence over all looks: a wrong verdict has probability at most 1 - C.",

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from dsv4ops.cli._output import echo_json, echo_lines, json_option, table
-from dsv4ops.cli._params import HTTP_URL
+from dsv4ops.cli._params import HTTP_URL, FiniteFloatRange
 
 if TYPE_CHECKING:
     from dsv4ops.usecases.buckets_plan import BucketPlan
@@ -38,7 +38,7 @@ def buckets() -> None:
 )
 @click.option(
     "--window",
-    type=float,
+    type=FiniteFloatRange(min=1.0, max=7 * 86400.0),
     default=60.0,
     show_default=True,
     help="Seconds to sample --metrics-url for.",
@@ -56,14 +56,14 @@ def buckets() -> None:
 )
 @click.option(
     "--graph-mb",
-    type=click.FloatRange(min=0.0),
+    type=FiniteFloatRange(min=0.0),
     default=None,
     help="Graph memory per bucket in MB (for the memory budget and the table); a live "
     "decode's sglang:graph_memory_usage_gb is used instead when observed.",
 )
 @click.option(
     "--memory-mb",
-    type=click.FloatRange(min=0.0),
+    type=FiniteFloatRange(min=0.0),
     default=None,
     help="Budget for all graphs' memory in MB (with --graph-mb).",
 )

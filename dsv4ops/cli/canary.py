@@ -11,7 +11,7 @@ import click
 
 from dsv4ops import exitcodes
 from dsv4ops.cli._output import echo_json, echo_lines, json_option, table, target_option
-from dsv4ops.cli._params import HTTP_URL
+from dsv4ops.cli._params import HTTP_URL, FiniteFloatRange
 from dsv4ops.jsontypes import JSONObject
 
 if TYPE_CHECKING:
@@ -39,12 +39,12 @@ SUITES = ("smoke", "corruption", "abort-cascade", "sweep", "soak", "all")
 )
 @click.option(
     "--rate",
-    type=click.FloatRange(min=0.01),
+    type=FiniteFloatRange(min=0.01),
     default=None,
     help="smoke/soak: open-loop Poisson arrivals per second (capped at --concurrency).",
 )
 @click.option(
-    "--duration", "-d", type=click.FloatRange(min=0.1), default=None, help="Seconds of load."
+    "--duration", "-d", type=FiniteFloatRange(min=0.1), default=None, help="Seconds of load."
 )
 @click.option(
     "--report",

@@ -13,6 +13,7 @@ from dsv4ops.cli._output import (
     target_option,
     yes_option,
 )
+from dsv4ops.cli._params import FiniteFloatRange
 
 
 @click.command()
@@ -41,7 +42,7 @@ from dsv4ops.cli._output import (
 )
 @click.option(
     "--canary-duration",
-    type=click.FloatRange(min=1.0),
+    type=FiniteFloatRange(min=1.0),
     default=None,
     help="Seconds per flag-aware canary suite (default: the profile's canary.gate_duration_s, 20).",
 )

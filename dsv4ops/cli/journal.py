@@ -19,7 +19,13 @@ if TYPE_CHECKING:
 @click.command()
 @target_option
 @json_option
-@click.option("--limit", type=int, default=20, show_default=True, help="Newest N entries.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="Newest N entries (0: every entry).",
+)
 @click.option(
     "--merge",
     "merge",

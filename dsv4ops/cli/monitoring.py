@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from dsv4ops.cli._output import echo_json, json_option, target_option
+from dsv4ops.cli._params import FiniteFloatRange
 from dsv4ops.errors import DsOpsError
 
 
@@ -27,21 +28,21 @@ def monitoring() -> None:
 )
 @click.option(
     "--scrape-interval",
-    type=click.FloatRange(min=0.1, max=300.0),
+    type=FiniteFloatRange(min=0.1, max=300.0),
     default=5.0,
     show_default=True,
     help="Seconds between scrapes (and rule evaluations).",
 )
 @click.option(
     "--max-step-ms",
-    type=click.FloatRange(min=1.0, max=10_000.0),
+    type=FiniteFloatRange(min=1.0, max=10_000.0),
     default=150.0,
     show_default=True,
     help="Slowest decode step to allow for in the wedge window.",
 )
 @click.option(
     "--law-a-ms",
-    type=click.FloatRange(min=0.0, max=10_000.0),
+    type=FiniteFloatRange(min=0.0, max=10_000.0),
     default=18.0,
     show_default=True,
     help="Dashboard: the step-time law's fixed cost (a canary "
@@ -49,7 +50,7 @@ def monitoring() -> None:
 )
 @click.option(
     "--law-b-ms",
-    type=click.FloatRange(min=0.0, max=1_000.0),
+    type=FiniteFloatRange(min=0.0, max=1_000.0),
     default=1.05,
     show_default=True,
     help="Dashboard: the law's cost per running request.",

@@ -18,6 +18,7 @@ import click
 
 from dsv4ops import exitcodes
 from dsv4ops.cli._output import echo_lines, json_option, target_option
+from dsv4ops.cli._params import FiniteFloatRange
 from dsv4ops.errors import DsOpsError
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ UNKNOWN_EXIT = exitcodes.UNDECIDED
 @click.option(
     "--interval",
     "interval_s",
-    type=click.FloatRange(min=0.1, max=3600.0),
+    type=FiniteFloatRange(min=0.1, max=3600.0),
     default=5.0,
     show_default=True,
     help="Seconds between scrapes (model seconds on a scaled twin).",
@@ -40,7 +41,7 @@ UNKNOWN_EXIT = exitcodes.UNDECIDED
 @click.option(
     "--probe-every",
     "probe_every_s",
-    type=click.FloatRange(min=0.0, max=86400.0),
+    type=FiniteFloatRange(min=0.0, max=86400.0),
     default=30.0,
     show_default=True,
     help="Seconds between end-to-end probes through the router; 0: no probes.",

@@ -1,4 +1,5 @@
-"""The one error boundary: user mistake → 1 line + exit 1, bug → 3 + report, Ctrl-C → 130."""
+"""The one error boundary: user mistake → 1 line + exit 1, bug → 3 + report, Ctrl-C → 130; and
+the option types every command shares."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import click
 import pytest
 
 from dsv4ops import cli as cli_pkg
+from dsv4ops.cli._params import FiniteFloatRange
 from dsv4ops.errors import DsOpsError
+from tests.exitcodes_test import LEAVES
 
 
 @click.command()
@@ -151,3 +154,35 @@ def test_ctx_exit_code_is_kept() -> None:
         assert cli_mod.main(["exits-four"]) == 4
     finally:
         cli_mod.cli.commands.pop("exits-four", None)
+
+
+# --- the option types every command shares (cli/_params.py), over every option of every command
+FLOAT_OPTIONS = [
+    (f"{' '.join(path)} {param.opts[0]}", param)
+    for path, cmd in LEAVES
+    for param in cmd.params
+    if isinstance(param.type, click.types.FloatParamType)
+]
+
+
+def test_every_float_option_is_found() -> None:
+    names = {name for name, _ in FLOAT_OPTIONS}
+    assert {"canary --duration", "ab --block-duration", "buckets plan --window"} <= names
+
+
+@pytest.mark.parametrize(("name", "param"), FLOAT_OPTIONS, ids=[n for n, _ in FLOAT_OPTIONS])
+def test_no_float_option_takes_nan_or_infinity(name: str, param: click.Parameter) -> None:
+    """A range passes nan (every comparison with it is false): `canary --duration inf` loaded
+    the box without end, `ab --block-duration nan --dry-run` estimated "nan h"."""
+    assert isinstance(param.type, FiniteFloatRange), name
+    for value in ("nan", "inf", "-inf"):  # as typed on the command line
+        with pytest.raises(click.BadParameter, match="finite|not in the range"):
+            param.type_cast_value(click.Context(click.Command("x")), value)
+
+
+def test_through_the_command_line_nan_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        cli_pkg.main(["ab", "baseline", "overlap-on", "--block-duration", "nan", "--dry-run"]) == 1
+    )
+    err = capsys.readouterr().err
+    assert "Invalid value for '--block-duration': nan is not a finite number" in err, err
