@@ -9,6 +9,7 @@ import click
 
 from dsv4ops.cli._output import echo_json, echo_lines, json_option, table
 from dsv4ops.cli._params import HTTP_URL, FiniteFloatRange
+from dsv4ops.usecases.buckets import MAX_WINDOW_S
 
 if TYPE_CHECKING:
     from dsv4ops.usecases.buckets_plan import BucketPlan
@@ -38,7 +39,7 @@ def buckets() -> None:
 )
 @click.option(
     "--window",
-    type=FiniteFloatRange(min=1.0, max=7 * 86400.0),
+    type=FiniteFloatRange(min=1.0, max=MAX_WINDOW_S),
     default=60.0,
     show_default=True,
     help="Seconds to sample --metrics-url for.",

@@ -57,12 +57,29 @@ async def _sample(url: str, window_s: float, interval_s: float) -> LiveSample:
                     counts[round(gauges.running)] += 1
             await asyncio.sleep(interval_s)
         captured = await _captured_graphs(client, url) if graph_gb else None
-    if not seen:
-        raise DsOpsError(
-            f"{url}: no sglang:num_running_reqs in any scrape",
-            hint="the decode needs --enable-metrics; give its /metrics URL",
-        )
+        if not seen:
+            got, hint = await _why_no_gauge(client, url)
+            raise DsOpsError(f"{url}: no scrape held sglang:num_running_reqs ({got})", hint=hint)
     return LiveSample(dict(counts), graph_gb, captured)
+
+
+async def _why_no_gauge(client: ChatClient, url: str) -> tuple[str, str]:
+    """(what one more scrape got, the hint) after none held the decode's running gauge: an
+    unreachable URL blamed the decode's --enable-metrics before."""
+    from dsv4ops.canary.sampler import metrics_url
+    from dsv4ops.metrics.prom import METRICS_READ_CAP_BYTES
+
+    status, _, why = await client.get_text_reply(metrics_url(url), max_bytes=METRICS_READ_CAP_BYTES)
+    if status == 0:
+        return f"the scrape failed: {why}", "check the URL and that this machine reaches the port"
+    if why is not None:
+        return f"HTTP {status}, a body over {METRICS_READ_CAP_BYTES} bytes, not read", _DECODE
+    if status != 200:
+        return f"HTTP {status}", _DECODE
+    return "the page has no such gauge", "the decode needs --enable-metrics; " + _DECODE
+
+
+_DECODE = "give the decode's own /metrics URL (e.g. http://box:30001/metrics)"
 
 
 async def _captured_graphs(client: ChatClient, url: str) -> int | None:

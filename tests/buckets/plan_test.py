@@ -378,3 +378,40 @@ def test_an_input_that_is_no_regular_file_or_too_big_is_refused_at_once(tmp_path
         )
         assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
         assert run.stderr.startswith(f"error: {path}: ") and why in run.stderr, run.stderr
+
+
+def test_sampling_that_never_sees_the_gauge_says_what_the_scrape_got(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A URL nothing listens on was blamed on the decode's --enable-metrics."""
+    import functools
+    import http.server
+    import threading
+
+    from dsv4ops.cli import main as cli_main
+    from testing.ports import free_port
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    served = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        for url, got, hint in (
+            (
+                f"http://127.0.0.1:{free_port()}/metrics",
+                "the scrape failed: connection refused",
+                "reaches the port",
+            ),
+            (f"{served}/metrics", "(HTTP 404)", "the decode's own /metrics URL"),
+            (f"{served}/page", "(the page has no such gauge)", "needs --enable-metrics"),
+        ):
+            if url.endswith("/page"):
+                (tmp_path / "page").mkdir()
+                (tmp_path / "page" / "metrics").write_text("# nothing of SGLang's\nup 1\n")
+            assert cli_main(["buckets", "plan", "--metrics-url", url, "--window", "1"]) == 1
+            err = capsys.readouterr().err
+            assert "no scrape held sglang:num_running_reqs" in err and got in err, err
+            assert hint in err, err
+    finally:
+        server.shutdown()
+        server.server_close()
