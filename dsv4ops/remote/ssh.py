@@ -34,6 +34,7 @@ import paramiko
 
 from dsv4ops.clock import SystemClock
 from dsv4ops.errors import ConnectionLostError, TargetError
+from dsv4ops.localfiles import FileRefused
 from dsv4ops.remote._redact import check_result, make_result
 from dsv4ops.remote.base import CommandResult
 from dsv4ops.remote.errors import upload_failed
@@ -178,7 +179,7 @@ class SSHExecutor:
         client = conn.client
         try:
             revoked = load_known_hosts(client.get_host_keys(), kh)
-        except (OSError, UnicodeDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, FileRefused) as exc:
             raise TargetError(f"{self.where}: cannot read known_hosts {kh}: {exc}") from None
         client.set_missing_host_key_policy(
             HostKeyPolicy(revoked, kh if self.trust_on_first_use else None)

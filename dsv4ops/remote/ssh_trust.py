@@ -11,6 +11,8 @@ from pathlib import Path
 
 import paramiko
 
+from dsv4ops.localfiles import read_regular
+
 
 class RevokedHostKey(paramiko.SSHException):  # type: ignore[misc]  # paramiko is untyped
     """The server presented a key that known_hosts marks @revoked (raised before auth)."""
@@ -24,8 +26,13 @@ def key_id(key: paramiko.PKey) -> tuple[str, str]:
     return key.get_name(), key.get_base64()
 
 
+# ~100 bytes a line: a million hosts' keys. Anything larger is not a known_hosts file.
+MAX_KNOWN_HOSTS_BYTES = 128 * 1024 * 1024
+
+
 def load_known_hosts(keys: paramiko.HostKeys, path: Path) -> set[tuple[str, str]]:
-    """Load plain host-key lines into `keys`; return the keys marked `@revoked`.
+    """Load plain host-key lines into `keys`; return the keys marked `@revoked`. Raises
+    localfiles.FileRefused for anything but a regular file of at most MAX_KNOWN_HOSTS_BYTES.
 
     paramiko's own loader raises on a marker line or a damaged line, which would make a normal
     operator known_hosts unusable, so lines are parsed one by one. A revoked key is never
@@ -38,7 +45,9 @@ def load_known_hosts(keys: paramiko.HostKeys, path: Path) -> set[tuple[str, str]
     """
     trusted: list[paramiko.hostkeys.HostKeyEntry] = []
     revoked: set[tuple[str, str]] = set()
-    for lineno, raw in enumerate(path.read_text().splitlines(), 1):
+    # a FIFO or a device named as known_hosts in targets.yaml would block or never end the read
+    text = read_regular(path, MAX_KNOWN_HOSTS_BYTES, "known_hosts").decode("utf-8")
+    for lineno, raw in enumerate(text.splitlines(), 1):
         parsed = _parse_line(raw, lineno)
         if parsed is None:
             continue

@@ -282,6 +282,10 @@ def test_revoked_key_with_another_trusted_key_of_its_type_is_called_revoked(
 def test_unreadable_known_hosts_is_a_target_error(sshd: SshdServer, tmp_path: Path) -> None:
     with pytest.raises(TargetError, match="cannot read known_hosts"):
         sshd.executor(known_hosts=str(tmp_path)).run(["true"])  # a directory
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # reading it waited for a writer: the command hung before connecting
+    with pytest.raises(TargetError, match=r"fifo: cannot read known_hosts: not a regular file"):
+        sshd.executor(known_hosts=str(fifo)).run(["true"])
 
 
 # ---------------------------------------------------------------- timeouts end the remote command
