@@ -109,7 +109,21 @@ def yes_option(f: FC) -> FC:
 
 
 def reason_option(f: FC) -> FC:
-    return click.option("--reason", "-m", "reason", default=None, help=REASON_HELP)(f)
+    return click.option(
+        "--reason", "-m", "reason", default=None, help=REASON_HELP, callback=_plain_reason
+    )(f)
+
+
+def _plain_reason(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """A reason is journaled and shown to the next operator: an escape sequence or a bidi
+    override in it is refused here, for every verb, as `profile set` refused it (line breaks and
+    tabs are text)."""
+    bad = _CONTROL.search(value.replace("\n", "").replace("\t", "")) if value else None
+    if bad is not None:
+        raise click.BadParameter(
+            f"holds the control character U+{ord(bad.group()):04X}; plain text only"
+        )
+    return value
 
 
 def accept_inconclusive_option(f: FC) -> FC:

@@ -186,3 +186,26 @@ def test_through_the_command_line_nan_is_a_usage_error(capsys: pytest.CaptureFix
     )
     err = capsys.readouterr().err
     assert "Invalid value for '--block-duration': nan is not a finite number" in err, err
+
+
+REASON_COMMANDS = [
+    " ".join(path) for path, cmd in LEAVES if any(p.name == "reason" for p in cmd.params)
+]
+
+
+def test_every_reason_option_is_found() -> None:
+    assert {"deploy", "rollback", "stop", "ab", "profile set"} <= set(REASON_COMMANDS)
+
+
+@pytest.mark.parametrize("command", REASON_COMMANDS)
+def test_a_reason_with_an_escape_sequence_or_a_bidi_override_is_refused(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reason is journaled and shown to the next operator; deploy, rollback and stop took
+    one with an escape sequence (only `profile set` refused it). Refused before the command
+    runs (its other arguments are never looked at), naming the character, never echoing it."""
+    for reason, code_point in (("a\x1b[2Jb", "U+001B"), ("abc\u202edef", "U+202E")):
+        assert cli_pkg.main([*command.split(), "--reason", reason]) == 1
+        err = capsys.readouterr().err
+        assert f"'--reason' / '-m': holds the control character {code_point}" in err, err
+        assert "\x1b" not in err and "\u202e" not in err
