@@ -7,6 +7,7 @@ Kept apart from the executor (`remote.ssh`), which only asks this module what a 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import paramiko
@@ -45,8 +46,12 @@ def load_known_hosts(keys: paramiko.HostKeys, path: Path) -> set[tuple[str, str]
     """
     trusted: list[paramiko.hostkeys.HostKeyEntry] = []
     revoked: set[tuple[str, str]] = set()
-    # a FIFO or a device named as known_hosts in targets.yaml would block or never end the read
-    text = read_regular(path, MAX_KNOWN_HOSTS_BYTES, "known_hosts").decode("utf-8")
+    # a FIFO or a device named as known_hosts in targets.yaml would block or never end the read;
+    # /dev/null, OpenSSH's idiom for "trust no stored key", is read as the empty file it is
+    if path.resolve() == Path(os.devnull):
+        text = ""
+    else:
+        text = read_regular(path, MAX_KNOWN_HOSTS_BYTES, "known_hosts").decode("utf-8")
     for lineno, raw in enumerate(text.splitlines(), 1):
         parsed = _parse_line(raw, lineno)
         if parsed is None:
