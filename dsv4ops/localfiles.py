@@ -17,18 +17,21 @@ class FileRefused(Exception):
     """The file is not read: why, in words for the operator (the caller names the file)."""
 
 
-def read_regular(path: Path, limit: int, what: str) -> bytes:
+def read_regular(path: Path, limit: int, what: str, *, pipe_ok: bool = False) -> bytes:
     """At most `limit` bytes of the regular file `path`, whole. Raises FileRefused for anything
     else (not a regular file, larger than `limit`, unreadable: its OS reason); FileNotFoundError
-    is left to the caller, who knows what a missing file means."""
+    is left to the caller, who knows what a missing file means. `pipe_ok`: a pipe is read too,
+    to its end or the bound (a shell's `<(command)` is one; a FIFO nobody writes waits for a
+    writer, as `cat` does)."""
     try:
         info = path.stat()
-        if not stat.S_ISREG(info.st_mode):
+        pipe = pipe_ok and stat.S_ISFIFO(info.st_mode)
+        if not stat.S_ISREG(info.st_mode) and not pipe:
             raise FileRefused(f"cannot read {what}: not a regular file")
         if info.st_size > limit:
             raise FileRefused(too_big(what, info.st_size, limit))
         # O_NONBLOCK: a FIFO swapped in after the stat does not block the open
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | (0 if pipe else os.O_NONBLOCK))
         with os.fdopen(fd, "rb") as f:
             data = f.read(limit + 1)
     except FileNotFoundError:

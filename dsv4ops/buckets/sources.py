@@ -28,7 +28,9 @@ MAX_INPUT_BYTES = 64 * 1024 * 1024
 
 def _read_json(path: Path) -> JSONValue:
     try:
-        return json.loads(read_regular(path, MAX_INPUT_BYTES, "input").decode("utf-8"))
+        # a pipe too: `--distribution <(promtool query ... | jq ...)`
+        data = read_regular(path, MAX_INPUT_BYTES, "input", pipe_ok=True)
+        return json.loads(data.decode("utf-8"))
     except FileRefused as exc:
         raise DsOpsError(f"{path}: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
