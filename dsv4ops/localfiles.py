@@ -1,9 +1,11 @@
 """Reading a file an operator named on this machine: a regular file, read to a bound.
 
-A path on a command line can be anything: a FIFO (opening it to read blocks until a writer
+A path an operator names can be anything: a FIFO (opening it to read blocks until a writer
 comes), /dev/zero or a device (a read never ends), or a multi-GB file given by mistake (read
 whole into memory). Every reader of such a path (profiles, `buckets plan`'s inputs, `kernels
-verify/deploy`'s artifact) refuses those with one reason, before reading more than it allows.
+verify/deploy`'s artifact, the router's API key file, SSH's known_hosts) refuses those with one
+reason, before reading more than it allows; `buckets plan` also reads a pipe (`<(command)`),
+to the same bound, and known_hosts may be /dev/null (remote/ssh_trust.py).
 """
 
 from __future__ import annotations

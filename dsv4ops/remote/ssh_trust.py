@@ -33,7 +33,8 @@ MAX_KNOWN_HOSTS_BYTES = 128 * 1024 * 1024
 
 def load_known_hosts(keys: paramiko.HostKeys, path: Path) -> set[tuple[str, str]]:
     """Load plain host-key lines into `keys`; return the keys marked `@revoked`. Raises
-    localfiles.FileRefused for anything but a regular file of at most MAX_KNOWN_HOSTS_BYTES.
+    localfiles.FileRefused for anything but /dev/null (no keys) or a regular file of at most
+    MAX_KNOWN_HOSTS_BYTES.
 
     paramiko's own loader raises on a marker line or a damaged line, which would make a normal
     operator known_hosts unusable, so lines are parsed one by one. A revoked key is never
