@@ -4,11 +4,11 @@ option, before any command runs."""
 from __future__ import annotations
 
 import math
-import urllib.parse
 
 import click
 
 from dsv4ops.cli._output import terminal_safe
+from dsv4ops.urls import Flaw, check_http_url
 
 
 class HttpUrl(click.ParamType[str]):
@@ -30,21 +30,20 @@ class HttpUrl(click.ParamType[str]):
         return text
 
 
+_SAID = {
+    Flaw.NOT_HTTP: "expected an http:// or https:// URL (e.g. http://127.0.0.1:8000)",
+    Flaw.NO_HOST: "the URL names no host (e.g. http://127.0.0.1:8000)",
+    Flaw.PORT_ZERO: "port 0 is not a port a server listens on",
+}
+
+
 def _problem(text: str) -> str | None:
     if any(ch.isspace() for ch in text):
         return "a URL has no spaces or line breaks"
-    try:
-        parts = urllib.parse.urlsplit(text)
-        port = parts.port  # ValueError when out of range or not a number
-    except ValueError as exc:
-        return f"not a URL ({exc})"
-    if parts.scheme not in ("http", "https"):
-        return "expected an http:// or https:// URL (e.g. http://127.0.0.1:8000)"
-    if not parts.hostname:
-        return "the URL names no host (e.g. http://127.0.0.1:8000)"
-    if port == 0:
-        return "port 0 is not a port a server listens on"
-    return None
+    checked = check_http_url(text)
+    if checked.flaw is Flaw.UNPARSABLE:
+        return f"not a URL ({checked.detail})"
+    return None if checked.flaw is None else _SAID[checked.flaw]
 
 
 HTTP_URL = HttpUrl()

@@ -7,7 +7,6 @@ tables of docs/profiles.md (profiles/reference.py) are derived from these models
 from __future__ import annotations
 
 from typing import Annotated, Literal
-from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -29,6 +28,7 @@ from dsv4ops.profiles.schema import (
     NameText,
     Section,
 )
+from dsv4ops.urls import Flaw, check_http_url
 
 # Settings of a target whose processes dsv4ops starts: meaningless for a cluster, whose
 # controller runs the pods. Refused by name rather than as unknown keys, so the message says why.
@@ -67,12 +67,11 @@ OptionalArgv = Annotated[ArgvText | None, BeforeValidator(_empty_is_null)]
 def check_url(url: str) -> str:
     """A server's base URL, `http(s)://host[:port]` (no path: the callers append /metrics,
     /readiness ...); returned without a trailing '/'."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port  # ValueError for a port that is not a number in 0-65535
-    except ValueError as exc:
-        raise problem(f"not a URL ({exc}): {excerpt(url)}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    checked = check_http_url(url)
+    if checked.parts is None:
+        raise problem(f"not a URL ({checked.detail}): {excerpt(url)}")
+    parts = checked.parts
+    if checked.flaw in (Flaw.NOT_HTTP, Flaw.NO_HOST):
         raise problem(f"expected http://host[:port] or https://host[:port], got {excerpt(url)}")
     if parts.username is not None or parts.password is not None:
         # It would be printed, journaled and sent in every report: no credentials in a URL.
@@ -85,7 +84,7 @@ def check_url(url: str) -> str:
             f"expected the server's base URL without a path, got {excerpt(url)}",
             hint="/metrics, /readiness ... are appended",
         )
-    if port == 0:
+    if checked.flaw is Flaw.PORT_ZERO:
         raise problem(f"port 0 is not a port to connect to: {excerpt(url)}")
     return f"{parts.scheme}://{parts.netloc}"
 
