@@ -36,6 +36,7 @@ def test_an_unset_variable_or_missing_file_says_which_and_how_to_fix(tmp_path: P
         read_key(ApiKeyRef(file=str(tmp_path / "missing.key")))
 
 
+@pytest.mark.timeout(10)  # a regression blocks in open(): fail in seconds, not the suite's 300
 def test_a_key_file_that_is_a_fifo_or_a_device_is_refused_at_once(tmp_path: Path) -> None:
     """A FIFO waited for a writer and /dev/zero never ended: every deploy, canary and watch
     that reads the key hung."""

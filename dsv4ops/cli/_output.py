@@ -15,6 +15,7 @@ from typing import TypeVar
 import click
 
 from dsv4ops.errors import DsOpsError
+from dsv4ops.plaintext import CONTROL, reason_problem
 
 # A command function a click option decorates (returned as it came, with the option added).
 FC = TypeVar("FC", bound=Callable[..., object])
@@ -22,10 +23,6 @@ FC = TypeVar("FC", bound=Callable[..., object])
 # Whether this invocation printed its JSON document: the error boundary (cli/__init__.py) then
 # adds no second object to stdout (the document says how it ended: `exit`, `error`).
 PRINTED: list[bool] = []
-
-# C0 and C1 controls, DEL, line/paragraph separators and the bidirectional overrides (which
-# reorder what the terminal shows).
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def terminal_safe(text: str, *, keep_newlines: bool = False) -> str:
@@ -36,7 +33,7 @@ def terminal_safe(text: str, *, keep_newlines: bool = False) -> str:
         c = m.group()
         return c if keep_newlines and c == "\n" else c.encode("unicode_escape").decode("ascii")
 
-    return _CONTROL.sub(escape, text)
+    return CONTROL.sub(escape, text)
 
 
 class Block(str):
@@ -116,13 +113,11 @@ def reason_option(f: FC) -> FC:
 
 def _plain_reason(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     """A reason is journaled and shown to the next operator: an escape sequence or a bidi
-    override in it is refused here, for every verb, as `profile set` refused it (line breaks and
-    tabs are text)."""
-    bad = _CONTROL.search(value.replace("\n", "").replace("\t", "")) if value else None
-    if bad is not None:
-        raise click.BadParameter(
-            f"holds the control character U+{ord(bad.group()):04X}; plain text only"
-        )
+    override in it is refused here, for every verb, by the rule `profile set`'s commit applies
+    too (plaintext.reason_problem; line breaks and tabs are text)."""
+    problem = reason_problem(value) if value else None
+    if problem is not None:
+        raise click.BadParameter(problem)
     return value
 
 

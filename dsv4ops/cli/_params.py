@@ -24,9 +24,7 @@ class HttpUrl(click.ParamType[str]):
         text = str(value).strip()
         problem = _problem(text)
         if problem is not None:
-            # a URL's user:password@ part is a secret: such a URL is not quoted back
-            shown = "the URL (not shown: it has a user part)" if "@" in text else repr(text)
-            self.fail(f"{terminal_safe(shown)}: {problem}", param, ctx)
+            self.fail(f"{terminal_safe(repr(_without_user(text)))}: {problem}", param, ctx)
         return text
 
 
@@ -44,6 +42,17 @@ def _problem(text: str) -> str | None:
     if checked.flaw is Flaw.UNPARSABLE:
         return f"not a URL ({checked.detail})"
     return None if checked.flaw is None else _SAID[checked.flaw]
+
+
+def _without_user(text: str) -> str:
+    """The URL as typed, all between its scheme and its last "@" as `***`: a user:password@
+    part is a secret. Found by the text, not by urlsplit (a refused URL may be one it cannot
+    parse), and to the last "@" because a password typed raw may hold "/", "?" or "#"."""
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "", text
+    user_end = rest.rfind("@")
+    return text if user_end < 0 else f"{scheme}{sep}***{rest[user_end:]}"
 
 
 HTTP_URL = HttpUrl()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from dsv4ops.errors import DsOpsError, ProfileError
 from dsv4ops.jsontypes import JSONObject
+from dsv4ops.plaintext import reason_problem
 from dsv4ops.profiles import git as gitio
 from dsv4ops.profiles.json_schema import modeline, modeline_of
 from dsv4ops.profiles.load import load_profile, profile_path
@@ -226,13 +227,15 @@ def _reason(reason: str | None) -> str | None:
     """The operator's why, first in the commit body (the flags' own hazard lines follow)."""
     if reason is None:
         return None
+    # checked as typed: splitlines would turn U+2028 and other separators into line breaks
+    problem = reason_problem(reason)
+    if problem is not None:
+        raise DsOpsError(f"--reason {problem}")
     text = "\n".join(line.rstrip() for line in reason.strip().splitlines())
     if not text:
         raise DsOpsError("--reason is empty", hint='say why, e.g. -m "A/B won by 6%, see ab/..."')
     if len(text) > MAX_REASON_CHARS:
         raise DsOpsError(f"--reason is {len(text)} characters; at most {MAX_REASON_CHARS}")
-    if any(ord(c) < 32 and c not in "\n\t" for c in text):
-        raise DsOpsError("--reason holds control characters", hint="plain text only")
     return text
 
 

@@ -48,6 +48,7 @@ LAYERS: dict[str, float] = {
     "secrets": 6,
     "whoami": 6,
     "localfiles": 6,  # a file an operator named, read as a regular file to a bound
+    "plaintext": 6,  # what is no plain text: the CLI escapes it, a --reason refuses it
     "urls": 6,  # what makes a string a server's http(s) URL: targets.yaml and the CLI's options
     "waits": 6,  # the wait seam: long steps report to an observer the CLI draws (cli/_live.py)
     "sglang_paths": 6,  # what SGLang 0.5.23 reads per MoE path (kernels, profiles, the twin)
@@ -132,12 +133,13 @@ def test_nothing_imports_cli_but_the_programs_that_start_it() -> None:
 # What cli/ may import of the package (docs/architecture.md, layer 1): the use cases, and the
 # leaf modules a command's parsing and printing need (the error boundary's errors and exit
 # codes, the wait seam's values the live line draws, the YAML printer, constants, the clock, the
-# JSON value aliases, the URL check its options share with targets.yaml).
+# JSON value aliases, the URL check its options share with targets.yaml, the plain-text rule `profile set` shares).
 # The composition root, cli/_context.py, also builds a target's executor, supervisor and
 # journal. Anything else is an import a use case should make for the command.
 CLI_MAY_IMPORT = (
     "usecases",
     "urls",
+    "plaintext",
     "errors",
     "exitcodes",
     "waits",

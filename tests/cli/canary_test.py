@@ -114,7 +114,22 @@ def test_a_url_that_is_no_http_url_is_a_usage_error_naming_the_option(
     assert why in err and "internal error" not in err and "cannot reach" not in err, err
 
 
-def test_a_bad_url_with_a_password_is_not_quoted_back(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["canary", "--suite", "smoke", "--url", "http://op:hunter2@127.0.0.1:99999"]) == 1
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://op:hunter2@127.0.0.1:99999", "'http://***@127.0.0.1:99999'"),
+        ("http://op:hunter2@[::1", "'http://***@[::1'"),  # one urlsplit cannot parse
+        ("op:hunter2@x:99999/p", "'***@x:99999/p'"),  # no scheme
+        ("ftp://op:a/b?c#d@host/x", "'ftp://***@host/x'"),  # a password typed raw
+        ("ftp://host/a@b", "'ftp://***@b'"),  # an "@" in the path: the rest is still shown
+        ("ftp://host/p", "'ftp://host/p'"),
+    ],
+)
+def test_a_bad_url_is_quoted_back_without_its_user_part(
+    url: str, shown: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A user:password@ part is a secret: the refused URL is quoted with all before its last
+    "@" as ***, scheme and host as typed (it was hidden whole whenever it held an "@")."""
+    assert main(["canary", "--suite", "smoke", "--url", url]) == 1
     err = capsys.readouterr().err
-    assert "hunter2" not in err and "not shown: it has a user part" in err, err
+    assert "hunter2" not in err and f"'--url': {shown}: " in err, err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -106,6 +107,29 @@ def test_no_change_is_refused(repo: Path, pdir: Path) -> None:
     with pytest.raises(DsOpsError, match="nothing changes"):
         set_flags("base", ["overlap=off"], as_name="same", in_place=False)
     assert not (pdir / "same.yaml").exists()
+
+
+def test_a_reason_that_is_no_plain_text_is_refused_and_nothing_written(
+    repo: Path, pdir: Path
+) -> None:
+    """The commit's reason is shown by `git log` and the next operator's terminal: the setter
+    refuses what the CLI's --reason refuses (a bidi override too, not only C0 controls), so a
+    caller without the CLI gets the same rule; line breaks and tabs are text."""
+    head = _git(repo, "rev-parse", "HEAD")
+    for reason, code_point in (
+        ("a\x1b[2Jb", "U+001B"),
+        ("abc\u202edef", "U+202E"),
+        ("a\x9bb", "U+009B"),
+        ("a\u2028b", "U+2028"),  # a separator splitlines would have made a line break
+        ("\x85", "U+0085"),  # one strip() would have made an empty reason
+    ):
+        with pytest.raises(
+            DsOpsError, match=re.escape(f"--reason holds the control character {code_point}")
+        ):
+            set_flags("base", ["overlap=on"], as_name="fast", in_place=False, reason=reason)
+        assert not (pdir / "fast.yaml").exists() and _git(repo, "rev-parse", "HEAD") == head
+    set_flags("base", ["overlap=on"], as_name="fast", in_place=False, reason="A/B won\n\tby 6%")
+    assert "A/B won\n\tby 6%" in _git(repo, "log", "-1", "--format=%B")
 
 
 def test_invalid_result_is_refused_and_original_kept(repo: Path, pdir: Path) -> None:

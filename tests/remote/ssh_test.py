@@ -279,6 +279,7 @@ def test_revoked_key_with_another_trusted_key_of_its_type_is_called_revoked(
         sshd.executor(known_hosts=str(kh)).run(["true"])
 
 
+@pytest.mark.timeout(60)  # a regression blocks in open(): fail in a minute, not the suite's 300
 def test_unreadable_known_hosts_is_a_target_error(sshd: SshdServer, tmp_path: Path) -> None:
     with pytest.raises(TargetError, match="cannot read known_hosts"):
         sshd.executor(known_hosts=str(tmp_path)).run(["true"])  # a directory
