@@ -85,8 +85,29 @@ def repo_root(path: Path) -> Path:
     return Path(_git(["rev-parse", "--show-toplevel"], directory).strip())
 
 
+MAX_REVISION_CHARS = 256  # a sha is 40 or 64; `main@{2}` or `HEAD~3` far fewer
+
+
+def _revision_problem(rev: str) -> str | None:
+    """Why `rev` is no git revision this reads (`--rev`, a journal's commit), or None. A
+    leading "-" git would take as an option; a ":" would name another file than the profile."""
+    if not rev or len(rev) > MAX_REVISION_CHARS:
+        return f"a git revision is 1 to {MAX_REVISION_CHARS} characters"
+    if rev.startswith("-"):
+        return "a git revision does not start with '-' (git would read it as an option)"
+    if ":" in rev or any(c.isspace() or not c.isprintable() for c in rev):
+        return "a git revision has no ':', spaces or control characters"
+    return None
+
+
 def show_file(path: Path, rev: str) -> str:
     """Contents of `path` at commit `rev`. Raises ProfileError if the file is not in that commit."""
+    problem = _revision_problem(rev)
+    if problem is not None:
+        shown = repr(rev[:40] + ("..." if len(rev) > 40 else ""))
+        raise ProfileError(
+            f"{shown}: {problem}", path=str(path), hint="e.g. HEAD~1, main or a commit's sha"
+        )
     try:
         root = repo_root(path.resolve().parent if path.resolve().parent.exists() else Path.cwd())
         rel = path.resolve().relative_to(root)

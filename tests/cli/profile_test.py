@@ -148,6 +148,40 @@ def test_show_and_diff_at_git_revisions(pdir: Path, monkeypatch: pytest.MonkeyPa
     ]
 
 
+@pytest.mark.parametrize(
+    ("rev", "why"),
+    [
+        ("--output={out}", "does not start with '-' (git would read it as an option)"),
+        ("-p", "does not start with '-'"),
+        ("HEAD:profiles/other.yaml", "has no ':', spaces or control characters"),
+        ("HEAD\x1b[2J", "has no ':', spaces or control characters"),
+        ("a" * 300, "is 1 to 256 characters"),
+    ],
+    ids=["option-output", "option-p", "colon", "escape", "long"],
+)
+def test_a_revision_git_would_read_as_an_option_or_another_file_is_refused(
+    rev: str,
+    why: str,
+    pdir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--rev went to `git cat-file` and `git show` as it was typed: `--output=FILE` is an option
+    of `git show` (it writes FILE), a ':' names another file. Refused before git runs, exit 1,
+    the value shown escaped and cut, for show and diff alike."""
+    monkeypatch.chdir(pdir.parent)
+    subprocess.run(["git", "init", "-q"], cwd=pdir.parent, check=True)
+    out = tmp_path / "written"
+    rev = rev.format(out=out)
+    for args in (("show", "fast", "--rev", rev), ("diff", "base", "fast", "--rev-b", rev)):
+        code = main(["profile", *args])
+        text = capsys.readouterr().err
+        assert code == 1 and f"a git revision {why}" in text, text
+        assert "\x1b" not in text and len(text) < 600 and "hint: e.g. HEAD~1" in text, text
+    assert not out.exists()
+
+
 def test_validate_single_broken_profile_is_one_error_line(
     pdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
