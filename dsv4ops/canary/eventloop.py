@@ -13,6 +13,8 @@ import os
 from collections.abc import Callable, Coroutine
 from typing import Never, TypeVar
 
+from dsv4ops.errors import DsOpsError
+
 T = TypeVar("T")
 
 
@@ -20,7 +22,10 @@ def loop_factory(kind: str | None = None) -> tuple[str, Callable[[], asyncio.Abs
     """(name, factory) of the loop to use: `kind` or $DSV4OPS_EVENT_LOOP, "uvloop" or "asyncio"."""
     kind = kind or os.environ.get("DSV4OPS_EVENT_LOOP", "") or "uvloop"
     if kind not in ("uvloop", "asyncio"):
-        raise ValueError(f"DSV4OPS_EVENT_LOOP must be uvloop or asyncio, not {kind!r}")
+        raise DsOpsError(
+            f"DSV4OPS_EVENT_LOOP={kind!r}: expected uvloop or asyncio",
+            hint="unset it for the default (uvloop)",
+        )
     if kind == "uvloop":
         try:
             import uvloop
@@ -31,7 +36,11 @@ def loop_factory(kind: str | None = None) -> tuple[str, Callable[[], asyncio.Abs
 
 
 def run(coro: Coroutine[object, Never, T], *, kind: str | None = None) -> T:
-    """`asyncio.run(coro)` on the chosen loop."""
-    _, factory = loop_factory(kind)
+    """`asyncio.run(coro)` on the chosen loop; `coro` closed unrun if none can be chosen."""
+    try:
+        _, factory = loop_factory(kind)
+    except DsOpsError:
+        coro.close()  # else Python warns, after the error, that it was never awaited
+        raise
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(coro)

@@ -8,7 +8,9 @@ awkward places). It counts connections, so keep-alive reuse is observable from o
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import warnings
 from collections.abc import Sequence
 
 import pytest
@@ -16,6 +18,7 @@ import pytest
 from dsv4ops.canary import eventloop, rawhttp
 from dsv4ops.canary import records as R
 from dsv4ops.canary.loadgen import ChatClient
+from dsv4ops.errors import DsOpsError
 from testing.canary import Script, ScriptedServer
 from testing.ports import free_port
 
@@ -251,8 +254,26 @@ def test_event_loop_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DSV4OPS_EVENT_LOOP", "asyncio")
     assert eventloop.run(name()).startswith("asyncio")
     monkeypatch.setenv("DSV4OPS_EVENT_LOOP", "trio")
-    with pytest.raises(ValueError, match="uvloop or asyncio"):
+    with pytest.raises(DsOpsError, match="uvloop or asyncio"):
         eventloop.loop_factory()
+
+
+def test_an_unknown_event_loop_is_a_clear_error_and_the_canary_runs_nothing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A typo in DSV4OPS_EVENT_LOOP was an internal error (exit 3, a crash report) and a
+    "coroutine was never awaited" warning: it is a refusal (exit 1) that says what is wanted."""
+    from dsv4ops.cli import main
+
+    monkeypatch.setenv("DSV4OPS_EVENT_LOOP", "trio")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["canary", "--suite", "smoke", "--url", "http://127.0.0.1:9"]) == 1
+        gc.collect()
+    assert not [w for w in caught if "never awaited" in str(w.message)], caught
+    err = capsys.readouterr().err
+    assert "DSV4OPS_EVENT_LOOP='trio': expected uvloop or asyncio" in err, err
+    assert "unset it for the default (uvloop)" in err and "internal error" not in err, err
 
 
 # -- how a stream ends, the same on both engines (aiohttp serves https and credentialed URLs) ------
