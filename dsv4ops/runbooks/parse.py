@@ -20,7 +20,7 @@ import shlex
 from collections.abc import Collection
 from pathlib import Path
 
-from dsv4ops.constants import project_dir
+from dsv4ops.constants import PROJECT_HINT, project_dir
 from dsv4ops.runbooks.directives import Directives, parse_directives
 from dsv4ops.runbooks.model import (
     END,
@@ -61,7 +61,15 @@ def runbooks_dir() -> Path:
 
 
 def list_runbooks(directory: Path | None = None) -> list[Path]:
+    """The runbooks in `directory` (default: runbooks_dir()). Raises RunbookError when it is no
+    directory: an empty list read as "no runbooks here", a wrong directory is the likelier
+    mistake (as profiles/load.py's list_profiles says)."""
     d = directory or runbooks_dir()
+    if not d.is_dir():
+        what = "is not a directory" if d.exists() else "does not exist"
+        raise RunbookError(
+            f"runbooks directory {d} {what}", hint=PROJECT_HINT + " (or set DSV4OPS_RUNBOOKS_DIR)"
+        )
     return sorted(p for p in d.glob("*.md") if p.name != README)
 
 

@@ -103,6 +103,23 @@ def test_refusals_are_user_errors(env: OrchEnv, capsys: pytest.CaptureFixture[st
     assert "unknown target 'elsewhere'" in capsys.readouterr().err
 
 
+def test_a_runbooks_directory_that_is_not_there_is_said_not_listed_empty(
+    env: OrchEnv, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`runbook list` of a wrong DSV4OPS_RUNBOOKS_DIR (or project) printed an empty table and
+    exit 0, as if the project had no runbooks; `show` said "have: none"."""
+    for directory, what in (
+        (env.root / "nowhere", "does not exist"),
+        (Path("/dev/null"), "is not a directory"),
+    ):
+        monkeypatch.setenv("DSV4OPS_RUNBOOKS_DIR", str(directory))
+        for argv in (["runbook", "list"], ["runbook", "list", "--json"], ["runbook", "show", "x"]):
+            assert main(argv) == 1, argv
+            err = capsys.readouterr().err
+            assert f"runbooks directory {directory} {what}" in err, err
+            assert "DSV4OPS_RUNBOOKS_DIR" in err and "have: none" not in err, err
+
+
 def test_dry_run_rehearsal_on_a_twin_target(
     env: OrchEnv, capsys: pytest.CaptureFixture[str]
 ) -> None:
