@@ -68,6 +68,7 @@ def parse_toggles(items: tuple[str, ...] | list[str]) -> list[Toggle]:
     if not items:
         raise DsOpsError("nothing to set", hint=f"give one or more of {TOGGLES_USAGE}")
     out: dict[str, Toggle] = {}
+    given: dict[str, str] = {}  # each key's first value, as YAML
     for item in items:
         name, eq, raw = item.partition("=")
         name, raw = name.strip(), raw.strip()
@@ -87,7 +88,20 @@ def parse_toggles(items: tuple[str, ...] | list[str]) -> list[Toggle]:
             if raw.lower() not in _ONOFF:
                 raise DsOpsError(f"bad value in {excerpt(item)}; expected on or off")
             out[name] = Toggle(name, TOGGLES[name], _ONOFF[raw.lower()], raw.lower())
+        _refuse_second_value(name, given, out[name].yaml_value)
     return list(out.values())
+
+
+def _refuse_second_value(name: str, given: dict[str, str], yaml_value: str) -> None:
+    """`overlap=on overlap=off` kept the last and then said "nothing changes: baseline already
+    has overlap=on, overlap=off"; one key with two values is refused (the same value twice is
+    one change)."""
+    first = given.setdefault(name, yaml_value)
+    if first != yaml_value:
+        raise DsOpsError(
+            f"{name} is given twice, as {excerpt(first)} and {excerpt(yaml_value)}",
+            hint=f"give {name}=... once",
+        )
 
 
 def _bucket_value(raw: str) -> str | list[int]:

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 import re
 import shlex
 from collections.abc import Collection
 from pathlib import Path
 
-from dsv4ops.constants import PROJECT_HINT, project_dir
+from dsv4ops.runbooks.catalogue import find_runbook
 from dsv4ops.runbooks.directives import Directives, parse_directives
 from dsv4ops.runbooks.model import (
     END,
@@ -43,7 +42,6 @@ __all__ = [
     "parse_runbook",
 ]
 
-README = "README.md"
 MAX_RUNBOOK_BYTES = 1 << 20  # 1 MiB: the longest shipped runbook is a few KiB
 STEP_BLOCK = "step"
 SHELL_TOKENS = {"|", "||", "&", "&&", ";", ">", ">>", "<", "<<", "2>", "2>&1"}
@@ -52,40 +50,6 @@ _STEP = re.compile(r"^(\d+)[.)]\s+(.*)$")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _EXPECT = re.compile(r"^expect\s+exit\s+(\d+(?:\s*(?:,|or)\s*\d+)*)\s*$")
 _SUMMARY = re.compile(r"^\*\*(Symptom|When)\.?\*\*\.?\s*(.*)$")
-
-
-def runbooks_dir() -> Path:
-    """Directory holding runbooks: $DSV4OPS_RUNBOOKS_DIR, else PROJECT/runbooks."""
-    env = os.environ.get("DSV4OPS_RUNBOOKS_DIR")
-    return Path(env) if env else project_dir() / "runbooks"
-
-
-def list_runbooks(directory: Path | None = None) -> list[Path]:
-    """The runbooks in `directory` (default: runbooks_dir()). Raises RunbookError when it is no
-    directory: an empty list read as "no runbooks here", a wrong directory is the likelier
-    mistake (as profiles/load.py's list_profiles says)."""
-    d = directory or runbooks_dir()
-    if not d.is_dir():
-        what = "is not a directory" if d.exists() else "does not exist"
-        raise RunbookError(
-            f"runbooks directory {d} {what}", hint=PROJECT_HINT + " (or set DSV4OPS_RUNBOOKS_DIR)"
-        )
-    return sorted(p for p in d.glob("*.md") if p.name != README)
-
-
-def find_runbook(ref: str, directory: Path | None = None) -> Path:
-    """A runbook by name (runbooks/NAME.md) or path. Raises RunbookError."""
-    path = Path(ref)
-    if ref.endswith(".md") or os.sep in ref:
-        if path.is_file():
-            return path
-        raise RunbookError(f"no runbook file {ref}")
-    d = directory or runbooks_dir()
-    candidate = d / f"{ref}.md"
-    if candidate.is_file() and candidate.name != README:
-        return candidate
-    names = ", ".join(p.stem for p in list_runbooks(d)) or "none"
-    raise RunbookError(f"no runbook named {ref!r} in {d}/ (have: {names})")
 
 
 def load_runbook(ref: str, *, verbs: Collection[str] | None = None) -> Runbook:

@@ -40,7 +40,7 @@ class RunbookRow(TypedDict):
 def runbook_rows(verbs: Collection[str]) -> list[RunbookRow]:
     """`runbook list`: every runbook's name, title, symptom, step count and whether it has a
     rehearsal."""
-    from dsv4ops.runbooks.parse import list_runbooks
+    from dsv4ops.runbooks.catalogue import list_runbooks
 
     books = [load_book(str(p), verbs) for p in list_runbooks()]
     return [

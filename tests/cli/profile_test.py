@@ -225,6 +225,27 @@ def test_set_through_the_cli_commits(pdir: Path, monkeypatch: pytest.MonkeyPatch
     assert main(["profile", "set", "base", "overlap=sometimes", "--as", "x"]) == 1
 
 
+def test_a_toggle_given_twice_with_two_values_is_refused(
+    pdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`overlap=on overlap=off` kept the last and said "nothing changes: base already has
+    overlap=on, overlap=off" (base has it off). Two values of one key are refused, nothing
+    written; the same value twice (any spelling) is one change."""
+    for toggles, why in (
+        (["overlap=on", "overlap=off"], "overlap is given twice, as 'on' and 'off'"),
+        (["buckets=8,16", "buckets=step8"], "buckets is given twice, as '[8, 16]' and 'step8'"),
+    ):
+        assert main(["profile", "set", "base", *toggles, "--as", "x", "--no-commit"]) == 1
+        err = capsys.readouterr().err
+        assert why in err and "nothing changes" not in err, err
+        assert not (pdir / "x.yaml").exists()
+    assert (
+        main(["profile", "set", "base", "overlap=on", "overlap=ON", "--as", "x", "--no-commit"])
+        == 0
+    )
+    assert "overlap_schedule: on" in (pdir / "x.yaml").read_text()
+
+
 def test_set_help_lists_every_toggle_its_declaration_declares_and_none_by_hand() -> None:
     """`profile set --help` lists each on/off flag (a FlagsSection field with a Switch) and
     the buckets, from the declarations: a new Switch field is in the help, unwritten."""

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from dsv4ops.cli import COMMANDS
-from dsv4ops.runbooks.parse import list_runbooks, load_runbook
+from dsv4ops.runbooks.catalogue import list_runbooks
+from dsv4ops.runbooks.parse import load_runbook
 from testing.runbooks import SHIPPED_RUNBOOKS
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
