@@ -11,6 +11,9 @@ from dsv4ops.cli._output import echo_json, echo_lines, json_option, table
 from dsv4ops.cli._params import HTTP_URL, FiniteFloatRange
 from dsv4ops.usecases.buckets import MAX_WINDOW_S
 
+# 1 TiB in MB: more than any GPU holds; `--graph-mb 1e308` summed to "inf" in the table
+MAX_MB = 1024.0 * 1024.0
+
 if TYPE_CHECKING:
     from dsv4ops.usecases.buckets_plan import BucketPlan
 
@@ -57,14 +60,14 @@ def buckets() -> None:
 )
 @click.option(
     "--graph-mb",
-    type=FiniteFloatRange(min=0.0),
+    type=FiniteFloatRange(min=0.0, max=MAX_MB),
     default=None,
     help="Graph memory per bucket in MB (for the memory budget and the table); a live "
     "decode's sglang:graph_memory_usage_gb is used instead when observed.",
 )
 @click.option(
     "--memory-mb",
-    type=FiniteFloatRange(min=0.0),
+    type=FiniteFloatRange(min=0.0, max=MAX_MB),
     default=None,
     help="Budget for all graphs' memory in MB (with --graph-mb).",
 )
@@ -131,6 +134,8 @@ def _print_plan(plan: BucketPlan) -> None:
             f"nothing about smaller batches): {' '.join(map(str, kept))}"
         )
     lines.append(memory.sentence)
+    if plan.budget_note:
+        lines.append(f"note: {plan.budget_note}")
     rows = [
         [
             e.name,

@@ -64,6 +64,8 @@ class BucketPlanJSON(TypedDict):
     law: LawJSON
     law_source: str  # LawSource's value: given, fitted or assumed
     graph_budget: int
+    memory_budget_mb: float | None
+    over_budget: list[str]  # the ladders over --memory-mb
     distribution: dict[str, float]
     graph_memory: GraphMemoryJSON
     ladders: list[dict[str, object]]  # each ladder's Evaluation.to_json
@@ -94,6 +96,34 @@ class BucketPlan:
     measured_context: int | None = None
     profile_context: int | None = None
     law_source: LawSource = LawSource.ASSUMED
+    memory_budget_mb: float | None = None  # --memory-mb
+
+    @property
+    def over_budget(self) -> list[str]:
+        """The ladders whose graphs' memory is over --memory-mb (the planned one included)."""
+        budget = self.memory_budget_mb
+        return [
+            e.name
+            for e in self.evals
+            if budget is not None and e.graph_memory_mb is not None and e.graph_memory_mb > budget
+        ]
+
+    @property
+    def budget_note(self) -> str | None:
+        """Said when --memory-mb was given: unused (no graph size), below one graph, or exceeded
+        by the ladders the plan is compared with."""
+        budget, per_graph = self.memory_budget_mb, self.memory.mb_per_graph
+        if budget is None:
+            return None
+        if per_graph is None:
+            return f"--memory-mb {budget:g} not used: the memory of one graph is unknown"
+        if budget < per_graph:
+            return (
+                f"--memory-mb {budget:g} holds no graph of {per_graph:g} MB; the plan keeps "
+                f"only {self.best[-1]}, the largest batch, which is always a bucket"
+            )
+        over = self.over_budget
+        return f"over the {budget:g} MB budget: {', '.join(over)}" if over else None
 
     @property
     def context_note(self) -> str | None:
@@ -118,6 +148,8 @@ class BucketPlan:
             "law": {"a_ms": self.step_law.a_ms, "b_ms": self.step_law.b_ms},
             "law_source": self.law_source.value,
             "graph_budget": self.graph_budget,
+            "memory_budget_mb": self.memory_budget_mb,
+            "over_budget": self.over_budget,
             "distribution": {str(n): round(p, 5) for n, p in self.dist.items()},
             "graph_memory": {
                 "mb_per_graph": self.memory.mb_per_graph,
@@ -201,6 +233,7 @@ def plan_buckets(
         measured,
         _profile_context(profile) if measured is not None else None,
         law_source,
+        memory_mb,
     )
 
 

@@ -345,6 +345,39 @@ def test_the_plan_says_which_law_it_used(tmp_path: Path, monkeypatch: pytest.Mon
     assert out["law"] == {"a_ms": 30.0, "b_ms": 2.0} and out["law_source"] == "given"
 
 
+def test_the_plan_says_how_the_memory_budget_bore_on_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--memory-mb was honoured by the plan alone: a budget below one graph planned one graph
+    without a word, the shipped ladders over it were compared as if allowed, and without a
+    graph size the budget was dropped silently. Each is said (text and --json); a graph size
+    that overflowed the table ("inf" MB) is refused."""
+    from dsv4ops.cli import main
+
+    dist = tmp_path / "dist.json"
+    dist.write_text(json.dumps([8, 16, 24, 40, 56, 57, 60, 80]))
+
+    def plan(*extra: str) -> tuple[str, dict[str, object]]:
+        argv = ["buckets", "plan", "--distribution", str(dist), *extra]
+        assert main(argv) == 0
+        text = capsys.readouterr().out
+        assert main([*argv, "--json"]) == 0
+        return text, json.loads(capsys.readouterr().out)
+
+    text, out = plan("--graph-mb", "5", "--memory-mb", "100")
+    assert "note: over the 100 MB budget: step4:40-96" in text, text
+    assert out["memory_budget_mb"] == 100.0 and out["over_budget"] == ["step4:40-96"]
+    text, out = plan("--graph-mb", "5", "--memory-mb", "1")
+    assert "note: --memory-mb 1 holds no graph of 5 MB; the plan keeps only 96" in text, text
+    assert out["over_budget"] == ["planned", "step8", "step4:40-96", "sglang-default"]
+    text, out = plan("--memory-mb", "1")
+    assert "note: --memory-mb 1 not used: the memory of one graph is unknown" in text, text
+    text, out = plan("--graph-mb", "5")
+    assert "note:" not in text and out["memory_budget_mb"] is None and out["over_budget"] == []
+    assert main(["buckets", "plan", "--distribution", str(dist), "--graph-mb", "1e308"]) == 1
+    assert "'--graph-mb': 1e+308 is not in the range" in capsys.readouterr().err
+
+
 def _big_sparse(path: Path, size: int) -> Path:
     with open(path, "wb") as f:
         f.truncate(size)  # sparse: no disk, no time
