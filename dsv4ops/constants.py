@@ -13,6 +13,9 @@ BOX_TRITON_VERSION = "3.8.0"
 BOX_TORCH_VERSION = "2.14.1"
 BOX_ARCH = "sm_120"
 BOX_DEVICE_NAME = "NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition"
+# The most streams a canary level opens (the profile's concurrency settings and `canary -c`):
+# `-c 100000` on one client was all connect timeouts of its own making, judged FAIL.
+MAX_CONCURRENCY = 4096
 # Decode iterations between two metric reports when `--decode-log-interval` is not given
 # (srt/arg_groups/fields/observability.py L136-139).
 SGLANG_DEFAULT_DECODE_LOG_INTERVAL = 40

@@ -33,6 +33,8 @@ from typing import Annotated, Literal, Self
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 
+from dsv4ops.constants import MAX_CONCURRENCY
+
 
 def _tuple(value: object) -> object:
     # A YAML or JSON list is the tuple the frozen model holds (strict mode takes only tuples).
@@ -132,8 +134,6 @@ def _expected(info: FieldInfo) -> str:
     return _WORDS[kind]
 
 
-# Bounds of the canary's concurrency levels.
-MAX_CONCURRENCY = 4096
 # How the deploy's end-to-end probe asks for its tool call (orchestrate/probe.py): forced with
 # `tool_choice: required` (SGLang constrains the output to the parser's call grammar), asked with
 # `auto` (the parser must still find a call), or not asked at all.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -40,6 +41,22 @@ def report_json(result: SuiteResult, thresholds: Thresholds | None = None) -> JS
     }
     cleaned: JSONObject = clean_json(data)
     return cleaned
+
+
+def prepare_report_dir(directory: Path) -> None:
+    """Make `directory` and prove a file can be written in it, before any load is sent: found
+    only after the run, an unwritable report lost the run and its verdict (a soak's hours).
+    Raises CanaryError."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        why = "not a directory" if isinstance(exc, FileExistsError) else exc.strerror or str(exc)
+        raise CanaryError(
+            f"cannot write the report to {directory}: {why}; nothing was sent",
+            hint="give --report a directory you can write (it is made if missing)",
+        ) from None
 
 
 def write_report(

@@ -72,6 +72,10 @@ def run_suite(
     """
     if name not in SUITE_NAMES:
         raise CanaryError(f"unknown suite {name!r}; choose from {', '.join(SUITE_NAMES)}")
+    if report_dir is not None:
+        from dsv4ops.canary.report import prepare_report_dir
+
+        prepare_report_dir(Path(report_dir))
     ctx = SuiteContext(
         base_url=base_url,
         worker_urls=tuple(dict.fromkeys(worker_urls)),

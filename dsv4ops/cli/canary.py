@@ -12,6 +12,7 @@ import click
 from dsv4ops import exitcodes
 from dsv4ops.cli._output import echo_json, echo_lines, json_option, table, target_option
 from dsv4ops.cli._params import HTTP_URL, FiniteFloatRange
+from dsv4ops.constants import MAX_CONCURRENCY
 from dsv4ops.jsontypes import JSONObject
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ SUITES = ("smoke", "corruption", "abort-cascade", "sweep", "soak", "all")
 @click.option(
     "--concurrency",
     "-c",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_CONCURRENCY),
     default=None,
     help="Streams (sweep: the highest staircase level).",
 )

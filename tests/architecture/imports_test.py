@@ -43,7 +43,7 @@ LAYERS: dict[str, float] = {
     "clock": 6,
     "_yaml": 6,
     "jsontypes": 7,  # the one alias of untyped JSON (JSONValue, JSONObject): every layer annotates with it
-    "constants": 6,
+    "constants": 7,  # stdlib only; settings bounds the canary's concurrency with it
     "timings": 6,  # every timing default of the lifecycle (stop grace, ready, drain), once
     "secrets": 6,
     "whoami": 6,

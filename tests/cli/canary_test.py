@@ -114,6 +114,34 @@ def test_a_url_that_is_no_http_url_is_a_usage_error_naming_the_option(
     assert why in err and "internal error" not in err and "cannot reach" not in err, err
 
 
+def test_a_report_directory_that_cannot_be_written_is_refused_before_any_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was found only after the run: the run and its verdict were lost (a soak's hours).
+    Checked first now: the URL below is never tried (nothing listens there), the error is the
+    report's. A directory that is missing is made."""
+    for report, why in (("/dev/null", "not a directory"), (str(tmp_path / "f" / "x"), None)):
+        if why is None:
+            (tmp_path / "f").write_text("a file where a directory is asked for")
+        argv = ["canary", "--suite", "smoke", "--url", "http://127.0.0.1:9", "--report", report]
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert f"cannot write the report to {report}: " in err and "nothing was sent" in err, err
+        assert "cannot reach" not in err, err
+    assert main([*argv[:-1], str(tmp_path / "new" / "dir")]) == 1
+    assert "cannot reach" in capsys.readouterr().err  # the report's check passed: on to the run
+    assert (tmp_path / "new" / "dir").is_dir() and not list((tmp_path / "new" / "dir").iterdir())
+
+
+def test_more_streams_than_a_canary_level_opens_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`-c 100000` on one client: every connect timed out of the client's own making, judged
+    FAIL. The bound is the profile's (MAX_CONCURRENCY)."""
+    assert main(["canary", "--suite", "smoke", "--url", "http://127.0.0.1:9", "-c", "4097"]) == 1
+    assert "'--concurrency' / '-c': 4097 is not in the range 1<=x<=4096" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("url", "shown"),
     [
