@@ -147,6 +147,8 @@ class FakeUnit:
             return HttpReply(None, "", "timed out", 2.0)
         if self.probe == "fail":
             return HttpReply(500, "upstream error", None, 0.1)
+        if self.probe == "unauthorized":  # sglang-router 0.3.2's answer to a wrong key
+            return HttpReply(401, "Unauthorized", None, 0.01)
         if not body.get("tools"):
             return HttpReply(
                 200, sse([{"delta": {"content": "Fine."}, "finish_reason": "stop"}]), None, 0.1

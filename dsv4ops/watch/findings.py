@@ -27,6 +27,9 @@ KINDS: dict[str, tuple[Severity, str]] = {
     "probe_stream_blind": (Severity.WARNING, "decode-wedge"),
     "pd_transfer_degraded": (Severity.WARNING, "bootstrap-degradation"),
     "probe_failed_while_healthy": (Severity.WARNING, "bootstrap-degradation"),
+    # HTTP 401/403 to the probes: a key mismatch on this side, not a PD incident (it was sent to
+    # bootstrap-degradation); the unit is unjudged end to end, so not OK
+    "probe_unauthorized": (Severity.WARNING, "router-change"),
     "queue_stuck": (Severity.WARNING, "bootstrap-degradation"),
     # the decode's transfer queue never empties: requests held with no token, no notice coming
     # (NIXL, sglang#36033) until the decode's waiting timeout fails them

@@ -40,6 +40,13 @@ class ProbeOutcome:
     status: str  # ok | stalled (no answer in time) | failed (error, no text) | corrupt
     detail: str
     elapsed_s: float
+    http_status: int | None = None  # the reply's, when it was no 200
+
+    @property
+    def unauthorized(self) -> bool:
+        """The router refused this machine's credentials: evidence about the key watch sends,
+        none about the unit behind the router."""
+        return self.http_status in (401, 403)
 
 
 def probe_requests(model: str, round_no: int, *, tool_call: bool = True) -> list[ProbeRequest]:
@@ -112,7 +119,8 @@ def parse_stream(body: str) -> _Stream:
 
 def judge(req: ProbeRequest, reply: HttpReply) -> ProbeOutcome:
     def out(status: str, detail: str) -> ProbeOutcome:
-        return ProbeOutcome(req.kind, status, detail, reply.elapsed_s)
+        code = reply.status if reply.status != 200 else None
+        return ProbeOutcome(req.kind, status, detail, reply.elapsed_s, code)
 
     if reply.status is None:
         return out(STALLED, f"no answer in time ({reply.error or 'no reply'})")

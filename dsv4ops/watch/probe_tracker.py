@@ -20,6 +20,7 @@ class ProbeTracker:
         self.last_stall = ""
         self._stall_started: float | None = None
         self._failed: tuple[float, str] | None = None
+        self._unauthorized: tuple[float, str] | None = None
         self._corrupt: tuple[float, str] | None = None
         self.rounds = 0
 
@@ -33,7 +34,9 @@ class ProbeTracker:
         else:
             self.stalled_rounds, self._stall_started = 0, None
         for o in outcomes:
-            if o.status == FAILED and healthy:
+            if o.status == FAILED and o.unauthorized:
+                self._unauthorized = (now, f"{o.kind} probe: {o.detail}")
+            elif o.status == FAILED and healthy:
                 self._failed = (now, f"{o.kind} probe: {o.detail}")
             elif o.status == CORRUPT:
                 self._corrupt = (now, f"{o.kind} probe: {o.detail}")
@@ -80,6 +83,19 @@ class ProbeTracker:
                     "unit",
                     "probes fail while every /health is green",
                     (self._failed[1], "/health never exercises the KV transfer"),
+                )
+            )
+        if self._unauthorized and now - self._unauthorized[0] <= window:
+            out.append(
+                Finding(
+                    "probe_unauthorized",
+                    "router",
+                    "the router refuses this machine's probes: the unit is not judged end to end",
+                    (
+                        self._unauthorized[1],
+                        "the API key watch sends (the profile's router.api_key) is not the "
+                        "router's; nothing about the prefill or decode follows from it",
+                    ),
                 )
             )
         if self._corrupt and now - self._corrupt[0] <= window:

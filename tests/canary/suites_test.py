@@ -163,6 +163,22 @@ def test_clean_corruption_suite_passes_with_consistency() -> None:
     assert result.metrics["stream_pairs"]["compared"] == 1
 
 
+def test_a_corruption_run_where_no_request_succeeds_fails_on_the_errors_not_a_crash() -> None:
+    """The decode killed: every request fails, so no consistency prompt was answered alone and
+    under load. That compared nothing (an IndexError, exit 3, before): the failures are the
+    FAIL, and the consistency is said to be unmeasured, never 0 %."""
+    with fake_server({"error_every": 1}) as url:
+        result = _run(url, "corruption")
+    assert result.verdict is Verdict.FAIL, result.reasons
+    assert any("requests failed (http_status=" in r for r in result.reasons), result.reasons
+    assert any(
+        "no consistency prompt completed both at concurrency 1 and under load" in r
+        for r in result.reasons
+    ), result.reasons
+    assert result.metrics["consistency"]["agreement"] is None
+    assert not any("output consistency" in r for r in result.reasons), result.reasons
+
+
 def test_abort_cascade_recovers_or_detects_the_wedge() -> None:
     with fake_server({"a_ms": 10}) as url:
         ok = _run(url, "abort-cascade")

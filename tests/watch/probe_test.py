@@ -101,6 +101,20 @@ def test_probe_failures_count_only_while_every_health_check_is_green() -> None:
     assert not _probing(unit, 1, busy=True)[0].findings
 
 
+def test_a_probe_the_router_refuses_for_its_key_is_said_as_such_not_a_pd_incident() -> None:
+    """A wrong router API key (HTTP 401) was `probe_failed_while_healthy` -> the
+    bootstrap-degradation runbook: a PD incident for a key mismatch on this machine. It is its
+    own finding, on the router, not OK, whatever the health checks say."""
+    for health in (200, 503):
+        unit = FakeUnit(probe="unauthorized")
+        unit.decode.health = health
+        r = _probing(unit, 1, busy=True)[0]
+        assert {f.code for f in r.findings} == {"probe_unauthorized"}, r.findings
+        f = r.findings[0]
+        assert (f.severity.name, f.component, f.runbook) == ("WARNING", "router", "router-change")
+        assert "HTTP 401" in f.evidence[0] and "router.api_key" in f.evidence[1], f.evidence
+
+
 def test_a_profile_without_tool_call_checks_gets_no_tool_probe() -> None:
     """canary.tool_calls false (the model cannot echo a nonce): the generation alone, so watch
     does not report the model's inability as corruption."""

@@ -96,14 +96,16 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
     pair_metrics = _judge_pairs(f, pairs, problems)
     _judge_calls(f, problems, h.records, th)
     agreement, diffs = _agreement(reference, loaded)
-    if loaded and agreement < th.consistency_min_agreement:
+    if agreement is None:
+        # no prompt answered both alone and under load (the decode down, every request
+        # refused): nothing to compare, which says neither consistent nor not
+        f.unsure("no consistency prompt completed both at concurrency 1 and under load", Kind.BLIND)
+    elif agreement < th.consistency_min_agreement:
         f.fail(
             f"output consistency {agreement:.0%} < {th.consistency_min_agreement:.0%} between "
             f"concurrency 1 and {sessions}; first: {diffs[0]}",
             Kind.INCONSISTENT,
         )
-    elif not loaded:
-        f.unsure("consistency prompts under load did not complete", Kind.BLIND)
     garbled = [r.rid for r in h.records if GARBLED in r.content]
     if garbled:
         f.fail(
@@ -115,7 +117,7 @@ async def run_corruption(ctx: SuiteContext) -> SuiteResult:
     f.note(
         f"{len(problems)} tool calls checked in {sessions} sessions and "
         f"{pair_metrics['compared']} stream pairs; consistency "
-        f"{agreement:.0%} over {len(loaded)} prompts"
+        + ("not measured" if agreement is None else f"{agreement:.0%} over {len(loaded)} prompts")
     )
     metrics: JSONObject = {
         "summary": summary,
@@ -252,10 +254,14 @@ async def _consistency(h: Harness, ctx: SuiteContext, i: int, tag: str) -> Reque
     return await h.client.stream(body, rid=f"consistency-{tag}-{i}", tag=tag, sink=h.records)
 
 
-def _agreement(ref: list[RequestRecord], loaded: list[RequestRecord]) -> tuple[float, list[str]]:
+def _agreement(
+    ref: list[RequestRecord], loaded: list[RequestRecord]
+) -> tuple[float | None, list[str]]:
+    """The share of prompts answered alike alone and under load, and how the others differ;
+    None when no prompt was answered both times (not 0: nothing was compared)."""
     pairs = [(a, b) for a, b in zip(ref, loaded, strict=False) if a.ok and b.ok]
     if not pairs:
-        return 0.0, []
+        return None, []
     diffs = [
         f"{b.rid}: {(a.reasoning + a.content)[:40]!r} vs {(b.reasoning + b.content)[:40]!r}"
         for a, b in pairs
