@@ -8,7 +8,6 @@ import click
 
 from dsv4ops.cli._output import echo_json, json_option, target_option
 from dsv4ops.cli._params import FiniteFloatRange
-from dsv4ops.errors import DsOpsError
 
 
 @click.group()
@@ -24,7 +23,8 @@ def monitoring() -> None:
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Write prometheus.yml and dsv4ops-alerts.yml here (default: print the rules).",
+    help="Write prometheus.yml, dsv4ops-alerts.yml and dsv4ops-dashboard.json here (default: "
+    "print the rules); files this command did not write are left alone (see --force).",
 )
 @click.option(
     "--scrape-interval",
@@ -63,6 +63,12 @@ def monitoring() -> None:
     help="Where the runbooks are published: each alert links BASE/runbooks/NAME.md "
     "(default: the path in the project; $DSV4OPS_RUNBOOK_URL).",
 )
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --out: replace files of the same name that this command did not write (each "
+    "kept as NAME.bak).",
+)
 @json_option
 def render_cmd(
     profile: str,
@@ -73,14 +79,14 @@ def render_cmd(
     law_a_ms: float,
     law_b_ms: float,
     runbook_url: str | None,
+    force: bool,
     as_json: bool,
 ) -> None:
     """Render the rules, the scrape config and the Grafana dashboard for PROFILE as deployed
     on the target."""
-    import json
-
     from dsv4ops import _yaml
     from dsv4ops.usecases.monitoring import render_monitoring
+    from dsv4ops.usecases.monitoring_files import write_rendered
 
     files = render_monitoring(
         profile,
@@ -98,16 +104,5 @@ def render_cmd(
     if out_dir is None:
         click.echo(_yaml.dump(rules), nl=False)
         return
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "prometheus.yml").write_text(_yaml.dump(config), encoding="utf-8")
-        (out_dir / "dsv4ops-alerts.yml").write_text(_yaml.dump(rules), encoding="utf-8")
-        (out_dir / "dsv4ops-dashboard.json").write_text(
-            json.dumps(board, indent=2) + "\n", encoding="utf-8"
-        )
-    except OSError as exc:
-        raise DsOpsError(f"--out {out_dir}: cannot write: {exc.strerror or exc}") from None
-    click.echo(
-        f"wrote {out_dir / 'prometheus.yml'}, {out_dir / 'dsv4ops-alerts.yml'} and "
-        f"{out_dir / 'dsv4ops-dashboard.json'}"
-    )
+    written = write_rendered(files, out_dir, force=force)
+    click.echo("wrote " + ", ".join(str(p) for p in written))

@@ -224,8 +224,10 @@ def check_runbook_url(url: str) -> str:
     Raises ValueError naming what is wrong."""
     if not url.startswith(("https://", "http://")) or len(url) > 500:
         raise ValueError("expected an http:// or https:// URL (at most 500 characters)")
-    if any(c.isspace() or c in "\"'<>`" or ord(c) < 32 for c in url):
-        raise ValueError("spaces, quotes, <, > and control characters are not allowed in it")
+    # "{" and "}": Prometheus reads an annotation as a Go template, and `{{` in a link
+    # would make it refuse the whole rules file at its next reload
+    if any(c.isspace() or c in "\"'<>`{}" or ord(c) < 32 for c in url):
+        raise ValueError("spaces, quotes, <, >, {, } and control characters are not allowed in it")
     return url
 
 

@@ -61,3 +61,29 @@ def test_without_a_base_the_links_stay_project_paths_and_a_bad_base_is_refused(
     bad = _render(tmp_path / "bad", "--runbook-url", "wiki/runbooks")
     assert bad.returncode == 1 and "--runbook-url" in bad.stderr and "http" in bad.stderr
     assert "Traceback" not in bad.stderr and not (tmp_path / "bad").exists()
+    braces = _render(tmp_path / "braces", "--runbook-url", "http://wiki/{{ $labels.job }}")
+    assert braces.returncode == 1 and "{, }" in braces.stderr, braces.stderr  # a Go template
+
+
+def test_out_replaces_only_what_it_wrote_and_leaves_someone_elses_file(tmp_path: Path) -> None:
+    """`--out /etc/prometheus` (instead of a directory of its own) replaced Prometheus's own
+    prometheus.yml without a word. A file this command did not write is left alone and nothing
+    is written; --force replaces it and keeps it as NAME.bak; its own files it replaces."""
+    mine = "global: {scrape_interval: 15s}  # the operator's own\n"
+    (tmp_path / "prometheus.yml").write_text(mine)
+    refused = _render(tmp_path)
+    assert refused.returncode == 1, refused.stderr
+    assert "prometheus.yml exists and was not written by `dsv4ops monitoring render`" in (
+        refused.stderr
+    )
+    assert "--force" in refused.stderr and "Traceback" not in refused.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prometheus.yml"]
+    assert (tmp_path / "prometheus.yml").read_text() == mine
+    forced = _render(tmp_path, "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert (tmp_path / "prometheus.yml.bak").read_text() == mine
+    assert _yaml.safe_load((tmp_path / "prometheus.yml").read_text())["scrape_configs"]
+    again = _render(tmp_path, "--runbook-url", BASE)  # its own files: replaced, no --force
+    assert again.returncode == 0, again.stderr
+    assert _links(tmp_path)[0].startswith(BASE + "/runbooks/")
+    assert (tmp_path / "prometheus.yml.bak").read_text() == mine
