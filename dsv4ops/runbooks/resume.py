@@ -21,6 +21,7 @@ from dsv4ops.runbooks.session import (
     resolve_all,
     selected_steps,
 )
+from dsv4ops.whoami import local_host
 
 
 @dataclass
@@ -91,6 +92,18 @@ def _check_same_run(s: Session, rec: RunRecord) -> None:
         raise RunbookError(
             f"run {rec.op} ended {rec.status.value}; there is nothing to resume",
             hint=f"start a new run: `dsv4ops runbook run {s.runbook.name} --target {s.target}`",
+        )
+    if rec.held:
+        # its process is alive (or on another machine, where its end cannot be told from here)
+        assert rec.holder is not None
+        what = "resumed" if rec.holder.claim else "run"
+        where = rec.holder.owner.get("host")
+        elsewhere = f" on {where}" if where and where != local_host() else ""
+        raise RunbookStopped(
+            f"run {rec.op} is being {what} by {rec.holder.who or 'another operator'} (pid "
+            f"{rec.holder.owner.get('pid')}{elsewhere}); this resume did not start: nothing ran",
+            hint="follow it with `dsv4ops journal`; resume only once it has stopped"
+            + (f" (a process on {where} is judged gone only there)" if elsewhere else ""),
         )
     if rec.runbook != s.runbook.name:
         raise RunbookError(f"run {rec.op} is a run of {rec.runbook!r}, not {s.runbook.name!r}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypedDict
 
@@ -44,6 +45,16 @@ REHEARSE = "rehearse"
 HEADER = "run"
 
 
+@dataclass(frozen=True)
+class Holder:
+    """The process a run's begin, or a resume's claim, names as the run's owner."""
+
+    who: str
+    owner: dict[str, object]
+    releases: bool  # it writes a release when it stops (records from before that do not)
+    claim: str | None = None  # the claim's token; None: the run's own begin
+
+
 @dataclass
 class RunRecord:
     """What the journal says about one run, folded for --resume."""
@@ -61,8 +72,10 @@ class RunRecord:
     owner: dict[str, object] = field(default_factory=dict)  # the process running it (last header)
     digest: str = ""  # the runbook text's sha256 when the run began ("" before it was recorded)
     step_digests: dict[str, str] = field(default_factory=dict)
-    header_records: int = 0  # `run` records so far (each resume adds one): the claim's basis
+    header_records: int = 0  # `run` records so far (each resume adds one)
     claims: list[JSONObject] = field(default_factory=list)  # each resume's claim, in order
+    holder: Holder | None = None  # who took the run last (None: released)
+    held: bool = False  # the holder's process holds it still: a resume refuses
 
     @property
     def resume_at(self) -> int | str | None:
@@ -120,32 +133,35 @@ class RunLog:
             "sha256": digest,
             "steps": step_digests or {},
             "owner": owner(),
+            "releases": True,  # this owner writes a release when it stops (see `fold_run`)
         }
         self.journal.step(self.op, HEADER, "done", detail=json.dumps(header, sort_keys=True))
         return self.op
 
     def reopen(self, rec: RunRecord, who: str, reason: str | None = None) -> None:
-        """Claim the run for this resume. Two operators resuming the same run both append a claim
-        naming the run's state they saw (its `run` record count); the journal of record orders
-        the appends, so the first claim on that state wins and the other gets RunbookStopped
-        before any step runs. The claim names this process as the run's owner, and carries the
-        resume's --reason (`resumes` reads them back), as the run's begin carries its own."""
+        """Claim the run for this resume. The claim is appended, then the run is read back: the
+        journal of record orders the appends, and a claim holds the run only when no earlier
+        claim (or the run's own process) still held it when it was appended (`fold_run`). So of
+        two resumes racing, whichever read the run first, the one whose claim reached the journal
+        second gets RunbookStopped before any step runs. The claim names this process as the
+        run's owner, and carries the resume's --reason (`resumes` reads them back), as the run's
+        begin carries its own."""
         claim = {
             "resumed": True,
             "after": rec.header_records,
             "claim": secrets.token_hex(8),
             "who": who,
             "owner": owner(),
+            "releases": True,
         }
         if reason:
             claim["reason"] = reason
         self.journal.step(rec.op, HEADER, "done", detail=json.dumps(claim, sort_keys=True))
         now = fold_run(self.journal.get(rec.op))
-        rivals = [c for c in now.claims if c.get("after") == rec.header_records]
-        winner = rivals[0] if rivals else claim
-        if winner.get("claim") != claim["claim"]:
+        if now.holder is None or now.holder.claim != claim["claim"]:
             raise RunbookStopped(
-                f"run {rec.op} is being resumed by {winner.get('who') or 'another operator'} "
+                f"run {rec.op} is being resumed by "
+                f"{now.holder.who if now.holder else 'another operator'} "
                 "(their claim reached the journal first); this resume did not start: nothing ran",
                 hint="follow it with `dsv4ops journal`; resume only once it has stopped",
             )
@@ -155,7 +171,12 @@ class RunLog:
 
     def stop(self, message: str) -> None:
         """The run stopped where `--resume` continues it (the message names the command)."""
-        if self.op and self.journal.get(self.op).status is Status.RUNNING:
+        if not self.op:
+            return
+        # released before INTERRUPTED is written: a resume reading the run in between sees the
+        # release, never an INTERRUPTED run whose live process still holds it
+        self.journal.step(self.op, HEADER, "done", detail=json.dumps({"released": True}))
+        if self.journal.get(self.op).status is Status.RUNNING:
             self.journal.transition(self.op, Status.INTERRUPTED, message=message)
 
     def start(self, where: str, preconditions: Snapshot | None) -> None:
@@ -195,12 +216,9 @@ def fold_run(op: Operation) -> RunRecord:
         detail = _json(s.detail)
         if s.name == HEADER:
             rec.header_records += 1
+            _fold_header(rec, op, detail)
             if "runbook" in detail:
                 header = detail
-            if isinstance(detail.get("owner"), dict):
-                rec.owner = detail["owner"]
-            if detail.get("resumed") and "claim" in detail:
-                rec.claims.append(detail)
             continue
         if s.name == REHEARSE:
             rec.rehearsed = rec.rehearsed or s.phase == "done"
@@ -215,6 +233,7 @@ def fold_run(op: Operation) -> RunRecord:
             rec.done[n] = detail
             rec.last = n
             rec.in_flight = None
+    rec.held = rec.holder is not None and holds(rec.holder, op)
     rec.runbook = str(header.get("runbook", ""))
     rec.target = str(header.get("target", ""))
     rec.variables = {str(k): str(v) for k, v in (header.get("variables") or {}).items()}
@@ -222,6 +241,43 @@ def fold_run(op: Operation) -> RunRecord:
     steps = header.get("steps")
     rec.step_digests = {str(k): str(v) for k, v in steps.items()} if isinstance(steps, dict) else {}
     return rec
+
+
+def _fold_header(rec: RunRecord, op: Operation, detail: Mapping[str, object]) -> None:
+    """The run's begin holds it; a release lets it go; a claim takes it only when nobody holds
+    it (a claim appended while another live process held the run lost, and holds nothing)."""
+    if detail.get("released"):
+        rec.holder = None
+        return
+    claim = bool(detail.get("resumed") and "claim" in detail)
+    if claim:
+        rec.claims.append(dict(detail))
+    elif "runbook" not in detail:
+        return
+    # a run that ended takes no claim (a resume that read it open and claimed it after the
+    # winner finished it must not run its steps again)
+    if claim and rec.holder is not None and (op.status.terminal or holds(rec.holder, op)):
+        return
+    who = detail.get("owner")
+    rec.holder = Holder(
+        who=str(detail.get("who") or op.user) if claim else op.user,
+        owner=dict(who) if isinstance(who, dict) else {},
+        releases=bool(detail.get("releases")),
+        claim=str(detail["claim"]) if claim else None,
+    )
+    if rec.holder.owner:
+        rec.owner = rec.holder.owner
+
+
+def holds(holder: Holder, op: Operation) -> bool:
+    """Does the process a header or claim names still hold the run? Not once the run ended;
+    not once its process is gone (judged on its own machine: another machine's is taken as
+    alive). A record from before releases were written holds only a RUNNING run."""
+    if op.status.terminal:
+        return False
+    if not holder.releases and op.status is not Status.RUNNING:
+        return False
+    return not dead_here(holder.owner) if holder.owner else op.status is Status.RUNNING
 
 
 def resumes(op: Operation) -> list[Resume]:

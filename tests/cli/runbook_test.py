@@ -5,11 +5,18 @@ twin target (status and profile validate: nothing is deployed)."""
 from __future__ import annotations
 
 import json
+import os
+import select
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from dsv4ops.cli import main
+from dsv4ops.journal.store import Journal
+from dsv4ops.runbooks.runlog import fold_run
 from testing.cli import EVIL, SHOWN, printable
 from testing.orchestrate import OrchEnv, add_real_box, make_env
 from testing.runbooks import SHIPPED_RUNBOOKS
@@ -214,3 +221,70 @@ def test_show_and_a_dry_run_print_the_runbook_file_escaped(
         both = printable(capsys)
         assert code == 0, both
         assert f"Look{SHOWN}" in both, both
+
+
+HELD = """\
+# Held
+
+**When.** a test.
+
+1. Decide: go on?
+   ```step
+   kind: confirm
+   question: Go on?
+   ```
+2. Verify: a wait nobody meets here (nothing is deployed).
+   ```step
+   kind: wait
+   until: status healthy
+   timeout: 60
+   ```
+"""
+
+
+def _read_until(proc: subprocess.Popen[str], text: str, within_s: float = 60.0) -> str:
+    """The process's output up to `text`, read as it comes; fails if it ends or `within_s`
+    passes first (a bound on a hang, not a guess at when it is ready)."""
+    assert proc.stdout is not None
+    fd, seen = proc.stdout.fileno(), b""
+    deadline = time.monotonic() + within_s
+    while text.encode() not in seen:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {text!r} within {within_s} s: {seen.decode(errors='replace')}"
+        if select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 65536)
+            assert chunk, f"it ended before {text!r}: {seen.decode(errors='replace')}"
+            seen += chunk
+    return seen.decode()
+
+
+def test_a_run_being_resumed_by_a_live_process_is_not_resumed_again(
+    env: OrchEnv, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A second `--resume` of a run another process is resuming (here waiting in step 2) stops
+    before anything runs, naming who holds it; it claims nothing."""
+    book = tmp_path / "held.md"
+    book.write_text(HELD)
+    assert main(["runbook", "run", str(book), "--target", env.target, "--json"]) == 1
+    run_id = json.loads(capfd.readouterr().out)["run"]  # not interactive: stopped at step 1
+    resume = ["runbook", "run", str(book), "--target", env.target, "--resume", run_id, "--yes"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dsv4ops", *resume],
+        env=dict(os.environ),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        head = _read_until(proc, "(at most 60 s)")  # it claimed the run and waits in step 2
+        assert f"resuming run {run_id}" in head, head
+        assert main(resume) == 1
+        out, err = capfd.readouterr()
+        assert f"run {run_id} is being resumed by " in err, out + err
+        assert "nothing ran" in err and "resuming run" not in out, out + err
+        assert proc.poll() is None  # the first resume goes on
+        assert len(fold_run(Journal(env.target).get(run_id)).claims) == 1
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)
