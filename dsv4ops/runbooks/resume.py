@@ -35,7 +35,7 @@ class Plan:
 def plan(s: Session) -> Plan:
     """Check everything that can be checked before the first step. Raises RunbookError or
     RunbookStopped."""
-    if s.resume:
+    if s.resume is not None:  # `--resume ""` is a resume without an id, never a fresh run
         return _resume(s)
     values = {**(s.variables or {}), "target": s.target}
     steps = selected_steps(s.runbook, s.start)
@@ -57,12 +57,18 @@ def plan(s: Session) -> Plan:
 
 def _resume(s: Session) -> Plan:
     assert s.resume is not None
-    if s.journal is None:
-        raise RunbookError("--resume needs the target's journal")
+    if not s.resume.strip():
+        raise RunbookError(
+            "--resume takes a run id; it was given an empty one",
+            hint="`dsv4ops journal` lists the runs (kind runbook) and their ids",
+        )
+    # the flags first: a --dry-run has no journal, and that is not what is wrong with it
     if s.dry_run or s.start is not None or s.rehearse:
         raise RunbookError(
             "--resume continues a run as recorded: no --from, --rehearse or --dry-run"
         )
+    if s.journal is None:
+        raise RunbookError("--resume needs the target's journal")
     rec = load(s.journal, s.resume)
     _check_same_run(s, rec)
     _check_unchanged(s, rec)

@@ -288,3 +288,25 @@ def test_a_run_being_resumed_by_a_live_process_is_not_resumed_again(
     finally:
         proc.kill()
         proc.communicate(timeout=30)
+
+
+def test_an_empty_resume_id_and_a_resumed_dry_run_are_refused_before_anything_runs(
+    env: OrchEnv, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`--resume ""` is a resume without an id (it started a new run from step 1); `--resume R
+    --dry-run` says which flags a resume takes (it said the journal was missing)."""
+    book = tmp_path / "short.md"
+    book.write_text(SHORT)
+    base = ["runbook", "run", str(book), "--target", env.target]
+    assert main([*base, "--resume", ""]) == 1
+    out, err = capfd.readouterr()
+    assert "--resume takes a run id; it was given an empty one" in err, out + err
+    assert "$ dsv4ops" not in out and "journaled as run" not in out, out
+    assert main(["journal", "--json", "--target", env.target]) == 0
+    entries = json.loads(capfd.readouterr().out)["entries"]
+    assert not [e for e in entries if e["kind"] == "runbook"], entries
+    for flag in (["--dry-run"], ["--from", "2"]):
+        assert main([*base, "--resume", "r-1", *flag]) == 1
+        out, err = capfd.readouterr()
+        assert "--resume continues a run as recorded: no --from, --rehearse or --dry-run" in err
+        assert "$ dsv4ops" not in out, out
