@@ -4,6 +4,7 @@ one of them by name or path (`find_runbook`); parse.py reads what it finds."""
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 from dsv4ops.constants import PROJECT_HINT, project_dir
@@ -44,3 +45,16 @@ def find_runbook(ref: str, directory: Path | None = None) -> Path:
         return candidate
     names = ", ".join(p.stem for p in list_runbooks(d)) or "none"
     raise RunbookError(f"no runbook named {ref!r} in {d}/ (have: {names})")
+
+
+def run_command(name: str, path: str, target: str) -> str:
+    """`dsv4ops runbook run REF --target T`, pasteable: REF is the name when the name finds this
+    very file, else its path as it was given (a runbook run from a file outside the directory
+    is no name), each word shell-quoted."""
+    ref = path or name
+    try:
+        if name and path and find_runbook(name).resolve() == Path(path).resolve():
+            ref = name
+    except (RunbookError, OSError):
+        pass
+    return f"dsv4ops runbook run {shlex.quote(ref)} --target {shlex.quote(target)}"

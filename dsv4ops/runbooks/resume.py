@@ -19,6 +19,7 @@ from dsv4ops.runbooks.session import (
     RunbookStopped,
     Session,
     resolve_all,
+    run_command,
     selected_steps,
 )
 from dsv4ops.whoami import local_host
@@ -97,7 +98,7 @@ def _check_same_run(s: Session, rec: RunRecord) -> None:
     if rec.status.terminal:
         raise RunbookError(
             f"run {rec.op} ended {rec.status.value}; there is nothing to resume",
-            hint=f"start a new run: `dsv4ops runbook run {s.runbook.name} --target {s.target}`",
+            hint=f"start a new run: `{run_command(s)}`",
         )
     if rec.held:
         # its process is alive (or on another machine, where its end cannot be told from here)
@@ -138,7 +139,7 @@ def _check_unchanged(s: Session, rec: RunRecord) -> None:
         f"not resuming run {rec.op}: {s.runbook.path} changed since the run began ({what}; "
         f"sha256 {rec.digest[:12]} then, {s.runbook.digest[:12]} now). Nothing ran.",
         hint="restore the runbook as it was (git), or start a new run of the edited one "
-        f"(`dsv4ops runbook run {s.runbook.name} --target {s.target} --from N`)",
+        f"(`{run_command(s)} --from N`)",
     )
 
 
@@ -162,7 +163,7 @@ def _check_preconditions(s: Session, rec: RunRecord) -> None:
         + "; ".join(blocking)
         + "). Nothing ran.",
         hint=f"look with `dsv4ops status --target {s.target}`, then start a new run "
-        f"(`dsv4ops runbook run {s.runbook.name} --target {s.target}`)",
+        f"(`{run_command(s)}`)",
     )
 
 

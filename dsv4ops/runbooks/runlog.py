@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypedDict
@@ -24,6 +25,7 @@ from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.remote.procident import dead_here, identity
+from dsv4ops.runbooks.catalogue import run_command
 from dsv4ops.runbooks.model import RunbookError
 from dsv4ops.runbooks.preconditions import Snapshot
 from dsv4ops.whoami import local_host
@@ -70,6 +72,7 @@ class RunRecord:
     last: int | None = None  # the last step that ended
     rehearsed: bool = False
     owner: dict[str, object] = field(default_factory=dict)  # the process running it (last header)
+    path: str = ""  # the runbook's path as the run was given it
     digest: str = ""  # the runbook text's sha256 when the run began ("" before it was recorded)
     step_digests: dict[str, str] = field(default_factory=dict)
     header_records: int = 0  # `run` records so far (each resume adds one)
@@ -235,6 +238,7 @@ def fold_run(op: Operation) -> RunRecord:
             rec.in_flight = None
     rec.held = rec.holder is not None and holds(rec.holder, op)
     rec.runbook = str(header.get("runbook", ""))
+    rec.path = str(header.get("path", ""))
     rec.target = str(header.get("target", ""))
     rec.variables = {str(k): str(v) for k, v in (header.get("variables") or {}).items()}
     rec.digest = str(header.get("sha256") or "")
@@ -299,7 +303,7 @@ def run_state(op: Operation) -> tuple[str, str | None]:
     is INTERRUPTED. The note names the resume command for an open run."""
     rec = fold_run(op)
     resume = (
-        f"dsv4ops runbook run {rec.runbook} --target {rec.target} --resume {op.op}"
+        f"{run_command(rec.runbook, rec.path, rec.target)} --resume {shlex.quote(op.op)}"
         if rec.runbook
         else None
     )

@@ -7,6 +7,7 @@ these names, run.py imports them, and no import goes back (tests/architecture/cy
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -15,6 +16,7 @@ from dsv4ops import exitcodes
 from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.store import RUNBOOK_RUN_ENV, Journal
+from dsv4ops.runbooks import catalogue
 from dsv4ops.runbooks.model import Command, Condition, Runbook, RunbookError, Step
 from dsv4ops.runbooks.preconditions import Snapshot
 from dsv4ops.runbooks.runlog import RunbookStopped as RunbookStopped  # its home is runlog
@@ -134,14 +136,19 @@ def before(history: list[str], target: str) -> str:
     )
 
 
+def run_command(s: Session) -> str:
+    """`dsv4ops runbook run REF --target T` for this runbook, as a shell reads it back."""
+    return catalogue.run_command(s.runbook.name, s.runbook.path, s.target)
+
+
 def resume_command(s: Session, run_id: str) -> str:
-    return f"dsv4ops runbook run {s.runbook.name} --target {s.target} --resume {run_id}"
+    return f"{run_command(s)} --resume {shlex.quote(run_id)}"
 
 
 def resume_hint(s: Session, p: Progress, step: Step | None) -> str:
     if p.run_id:
         return f"once handled, resume with `{resume_command(s, p.run_id)}`"
-    base = f"dsv4ops runbook run {s.runbook.name} --target {s.target}"
+    base = run_command(s)
     if step is None:
         return f"fix the rehearsal setup, or skip it: `{base}`"
     return f"once handled, resume with `{base} --from {step.number}`"

@@ -236,9 +236,7 @@ def test_ctrl_c_at_a_prompt_then_resume(
     os.close(leader)
     assert proc.returncode == 130, out
     assert "interrupted.\nBefore it:\n  step 1: `dsv4ops status" in out
-    assert (
-        f"resume with: dsv4ops runbook run resumable --target {env.target} --resume {run_id}" in out
-    )
+    assert f"resume with: dsv4ops runbook run {book} --target {env.target} --resume {run_id}" in out
     rec = fold_run(Journal(env.target).get(run_id))
     assert rec.status is Status.INTERRUPTED and rec.done[2]["outcome"] == "interrupted"
     # Not interactive now: the confirmation step is refused without --yes, and nothing ran.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shlex
 import subprocess
 import sys
 import time
@@ -182,7 +183,7 @@ def test_json_run_prints_one_object_and_journals_the_reason(
     assert doc["exit"] == 2 and "step 2 of runbook short failed" in doc["error"]
     assert [r["exit"] for r in doc["ran"]] == [1] and doc["run"]
     assert doc["resume"] == (
-        f"dsv4ops runbook run short --target {env.target} " f"--resume {doc['run']}"
+        f"dsv4ops runbook run {book} --target {env.target} --resume {doc['run']}"
     )
     assert "no-such-profile" in err and "$ dsv4ops profile validate" in err
     assert main(["journal", "--json", "--target", env.target]) == 0
@@ -310,3 +311,35 @@ def test_an_empty_resume_id_and_a_resumed_dry_run_are_refused_before_anything_ru
         out, err = capfd.readouterr()
         assert "--resume continues a run as recorded: no --from, --rehearse or --dry-run" in err
         assert "$ dsv4ops" not in out, out
+
+
+def test_the_printed_resume_command_runs_the_same_runbook_file(
+    env: OrchEnv,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A runbook run from a file (not a name under runbooks/), in a directory whose name has a
+    space and a `$`: the resume command it prints, and the one `journal` names, are pasteable
+    (the path as given, shell-quoted) and resume that run; a runbook run by name is named."""
+    folder = tmp_path / "on call $USER"
+    folder.mkdir()
+    book = folder / "d.md"
+    book.write_text(SHORT.replace("  # expect exit 1", ""))  # step 2 fails
+    assert main(["runbook", "run", str(book), "--target", env.target, "--from", "2"]) == 2
+    _, err = capfd.readouterr()
+    hint = err.split("once handled, resume with `", 1)[1].split("`", 1)[0]
+    assert main(["journal", "--json", "--target", env.target]) == 0
+    run = json.loads(capfd.readouterr().out)["entries"][-1]
+    assert run["next"] == f"resume with `{hint}`", run
+    argv = shlex.split(hint)  # as a shell reads what the operator pastes
+    assert argv[:4] == ["dsv4ops", "runbook", "run", str(book)], argv
+    assert main([*argv[1:], "--yes"]) == 2  # step 2 fails again: it resumed the run
+    out, _ = capfd.readouterr()
+    assert f"resuming run {run['id']} of d on {env.target} at step 2" in out, out
+
+    # by name: the name, which finds the file from anywhere
+    monkeypatch.setenv("DSV4OPS_RUNBOOKS_DIR", str(folder))
+    assert main(["runbook", "run", "d", "--target", env.target, "--from", "2", "--json"]) == 2
+    doc = json.loads(capfd.readouterr().out)
+    assert doc["resume"] == f"dsv4ops runbook run d --target {env.target} --resume {doc['run']}"

@@ -206,6 +206,6 @@ def test_ctrl_c_at_a_prompt_says_what_ran_and_how_to_resume(journal: Journal) ->
     assert "interrupted.\nBefore it:\n  step 1: `dsv4ops status --target t1` exited 0" in "\n".join(
         out
     )
-    assert out[-1] == f"resume with: dsv4ops runbook run book --target t1 --resume {run_id}"
+    assert out[-1] == f"resume with: dsv4ops runbook run book.md --target t1 --resume {run_id}"
     rec = fold_run(journal.get(run_id))
     assert rec.done[3]["outcome"] == "interrupted" and rec.resume_at == 3

@@ -95,7 +95,7 @@ def test_stops_at_first_unexpected_exit_and_says_what_happened() -> None:
     assert "whatever state those commands left it: check `dsv4ops status --target twin-test`" in msg
     assert (
         exc.value.hint
-        == "once handled, resume with `dsv4ops runbook run wedge --target twin-test --from 1`"
+        == "once handled, resume with `dsv4ops runbook run wedge.md --target twin-test --from 1`"
     )
     assert asked == []
 
