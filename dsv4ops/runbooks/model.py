@@ -13,7 +13,7 @@ import hashlib
 import json
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict
 
@@ -41,6 +41,16 @@ SELF_CONFIRMING = {
     ("kernels", "rollback"),
     ("twin", "hazard"),
 }
+# The options of the MUTATING commands that take a value (all others there are flags): what
+# follows one is its value, never a flag, as click parses it (`stop -m --dry-run` stops, with
+# the reason "--dry-run"). tests/runbooks/parse_test.py checks this against the CLI's own.
+VALUE_OPTIONS = frozenset(
+    {"--target", "-t", "--only", "--canary-duration", "--reason", "-m", "--to", "--name"}
+    | {"--as", "--state"}
+)
+# The groups whose sub-command is the word after them (a placeholder there would pick the
+# command at run time, past what `runbook show` says of it).
+GROUPS = frozenset({"buckets", "export", "kernels", "monitoring", "profile", "twin"})
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_-]*)\}")
 _PLAIN = re.compile(r"[\w{}@%+=:,./-]+")
 
@@ -100,10 +110,7 @@ class Command:
     @property
     def mutating(self) -> bool:
         """True when the command changes the box (and so needs a confirmation)."""
-        args = self.argv[1:]
-        if "--dry-run" in args:
-            return False
-        return tuple(args[:1]) in MUTATING or tuple(args[:2]) in MUTATING
+        return mutating(self.argv)
 
     @property
     def placeholders(self) -> set[str]:
@@ -119,8 +126,24 @@ class Command:
                 hint="pass " + " ".join(f"--var {m}=VALUE" for m in missing),
             )
         argv = [PLACEHOLDER.sub(lambda m: values[m.group(1)], a) for a in self.argv]
+        # A --var value must not change what the command is: one that made it mutating (an
+        # option that swallows its --dry-run) would run it unasked; one that names a target
+        # would send it elsewhere than the run's target.
+        if mutating(argv) and not self.mutating:
+            raise RunbookError(
+                f"line {self.line}: with these --var values `{join(argv)}` would change the "
+                "target, where the runbook shows it as a dry run (never asked); nothing ran",
+                hint="a --var value is a value, not an option",
+            )
+        wrong = [v for v in target_values(argv) if v != values.get("target")]
+        if wrong:
+            raise RunbookError(
+                f"line {self.line}: with these --var values `{join(argv)}` goes to target "
+                f"{wrong[0]!r}, not the run's {values.get('target')!r}; nothing ran",
+                hint="a --var value is a value, not an option; the run's --target is the target",
+            )
         asks = tuple(argv[1:2]) in SELF_CONFIRMING or tuple(argv[1:3]) in SELF_CONFIRMING
-        if self.mutating and asks and not {"--yes", "-y"} & set(argv):
+        if self.mutating and asks and not {"--yes", "-y"} & {o for o, _ in options(argv[1:])}:
             argv.append("--yes")
         return argv
 
@@ -289,3 +312,46 @@ class Runbook:
 def join(argv: tuple[str, ...] | list[str]) -> str:
     """shlex.join, but a bare {placeholder} stays readable (it is not shell syntax here)."""
     return " ".join(a if _PLAIN.fullmatch(a) else shlex.quote(a) for a in argv)
+
+
+def options(args: Sequence[str]) -> list[tuple[str, str | None]]:
+    """(option, its value or None for a flag) as click reads `args`: a VALUE_OPTIONS option
+    takes the next word (`-m --dry-run`: the value "--dry-run"), or what follows `=` or, for a
+    short one, its letter (`-mX`); `--` ends the options; other words are arguments."""
+    found: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        i += 1
+        if a == "--":
+            break
+        if a.startswith("--"):
+            name, eq, value = a.partition("=")
+            if name in VALUE_OPTIONS and not eq:
+                value, i = (args[i], i + 1) if i < len(args) else ("", i)
+            found.append((name, value if name in VALUE_OPTIONS else None))
+        elif a.startswith("-") and len(a) > 1:
+            for j, ch in enumerate(a[1:], start=2):
+                if f"-{ch}" in VALUE_OPTIONS:
+                    value = a[j:]
+                    if not value:
+                        value, i = (args[i], i + 1) if i < len(args) else ("", i)
+                    found.append((f"-{ch}", value))
+                    break
+                found.append((f"-{ch}", None))
+    return found
+
+
+def mutating(argv: Sequence[str]) -> bool:
+    """Does this dsv4ops command change the box? A MUTATING command, unless --dry-run is one of
+    its flags (not an option's value)."""
+    args = list(argv[1:])
+    path = next((args[:n] for n in (2, 1) if tuple(args[:n]) in MUTATING), None)
+    if path is None:
+        return False
+    return ("--dry-run", None) not in options(args[len(path) :])
+
+
+def target_values(argv: Sequence[str]) -> list[str]:
+    """The values of each --target/-t in the command as click reads it."""
+    return [v or "" for o, v in options(argv[1:]) if o in ("--target", "-t")]

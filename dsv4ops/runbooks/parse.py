@@ -23,12 +23,15 @@ from dsv4ops.runbooks.catalogue import find_runbook
 from dsv4ops.runbooks.directives import Directives, parse_directives
 from dsv4ops.runbooks.model import (
     END,
+    GROUPS,
+    PLACEHOLDER,
     PROGRAM,
     Command,
     Runbook,
     RunbookError,
     Step,
     join,
+    target_values,
 )
 
 __all__ = [
@@ -319,6 +322,14 @@ def _check_argv(argv: list[str], where: str, verbs: Collection[str] | None) -> N
         raise RunbookError(
             f"{where}: {shell[0]!r} is shell syntax; runbook commands run without a shell"
         )
+    path = argv[1:3] if argv[1] in GROUPS else argv[1:2]
+    held = [w for w in path if PLACEHOLDER.search(w)]
+    if held:
+        raise RunbookError(
+            f"{where}: {held[0]!r} picks the command at run time; write the command itself "
+            "(what it does, and whether it asks first, must show before the run)",
+            hint="a placeholder may stand for an option's value or an argument, not a command",
+        )
     if argv[1] == "runbook":
         raise RunbookError(f"{where}: a runbook cannot run runbooks")
     if verbs is not None and argv[1] not in verbs:
@@ -339,14 +350,10 @@ def _expected_exits(comment: str, where: str) -> frozenset[int]:
 
 
 def _check_target(argv: list[str], where: str) -> None:
-    """A hard-coded target would send a rehearsal to the box: only {target} is allowed."""
-    for i, a in enumerate(argv):
-        value = None
-        if a in ("--target", "-t") and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif a.startswith("--target="):
-            value = a.split("=", 1)[1]
-        if value is not None and value != "{target}":
+    """A hard-coded target would send a rehearsal to the box: only {target} is allowed (a
+    --var value that names one is refused when the run resolves the command, model.py)."""
+    for value in target_values(argv):
+        if value != "{target}":
             raise RunbookError(
                 f"{where}: write '--target {{target}}', not a fixed target {value!r}"
             )

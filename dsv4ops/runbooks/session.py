@@ -114,7 +114,8 @@ def command_env(s: Session, p: Progress) -> dict[str, str]:
 
 
 def resolve_all(s: Session, steps: Sequence[Step], values: Mapping[str, str]) -> None:
-    """A missing --var stops the run before anything changes. Raises RunbookError."""
+    """A missing --var, or one that changes what a command is, stops the run before anything
+    changes. Raises RunbookError."""
     selected: list[Command] = [
         *(s.runbook.rehearse if s.rehearse else ()),
         *(c for st in steps for c in st.commands),
@@ -125,6 +126,8 @@ def resolve_all(s: Session, steps: Sequence[Step], values: Mapping[str, str]) ->
             f"{s.runbook.path}: no value for {', '.join('{' + m + '}' for m in missing)}",
             hint="pass " + " ".join(f"--var {m}=VALUE" for m in missing),
         )
+    for c in selected:  # a --var value that changes a command's target or kind: refused now
+        c.resolve(values)
 
 
 def before(history: list[str], target: str) -> str:

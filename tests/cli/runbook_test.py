@@ -343,3 +343,56 @@ def test_the_printed_resume_command_runs_the_same_runbook_file(
     assert main(["runbook", "run", "d", "--target", env.target, "--from", "2", "--json"]) == 2
     doc = json.loads(capfd.readouterr().out)
     assert doc["resume"] == f"dsv4ops runbook run d --target {env.target} --resume {doc['run']}"
+
+
+STOPS = """\
+# Stops
+
+**When.** a test.
+
+1. Stop: with a reason that reads like a flag.
+   ```dsv4ops
+   dsv4ops stop --target {target} --yes -m --dry-run
+   ```
+"""
+
+
+def test_a_dry_run_flag_that_is_an_options_value_still_asks_first(
+    env: OrchEnv, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`stop -m --dry-run` stops (click reads "--dry-run" as the reason): `runbook show` marks it
+    as asking first and a run without a person to ask refuses it; a --var value that swallows a
+    dry run's flag, or names another target, is refused before anything runs."""
+    book = tmp_path / "stops.md"
+    book.write_text(STOPS)
+    assert main(["runbook", "show", str(book), "--json"]) == 0
+    doc = json.loads(capfd.readouterr().out)
+    assert doc["steps"][0]["commands"][0]["mutating"] is True, doc
+    assert main(["runbook", "show", str(book)]) == 0
+    assert "<- asks first" in capfd.readouterr().out
+    assert main(["runbook", "run", str(book), "--target", env.target]) == 1
+    out, err = capfd.readouterr()
+    assert "$ dsv4ops stop" not in out and "not interactive" in out + err, out + err
+
+    book.write_text(STOPS.replace("--yes -m --dry-run", "{why} --dry-run"))
+    args = ["runbook", "run", str(book), "--target", env.target]
+    assert main([*args, "--var", "why=-m"]) == 1
+    out, err = capfd.readouterr()
+    assert "would change the target" in err and "$ dsv4ops stop" not in out, out + err
+    book.write_text(STOPS.replace("--yes -m --dry-run", "--dry-run {opt}"))
+    assert main([*args, "--var", "opt=--target=elsewhere"]) == 1
+    out, err = capfd.readouterr()
+    assert "goes to target 'elsewhere'" in err and "$ dsv4ops stop" not in out, out + err
+
+
+def test_a_placeholder_for_the_command_itself_is_refused_at_parse_time(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`dsv4ops twin {verb} wedge` would pick at run time a command `runbook show` cannot
+    classify (with verb=hazard: a mutating one, never asked): refused, naming file:line."""
+    book = tmp_path / "verb.md"
+    for command in ("dsv4ops twin {verb} wedge --yes", "dsv4ops {verb} --target {target}"):
+        book.write_text(STOPS.replace("dsv4ops stop --target {target} --yes -m --dry-run", command))
+        assert main(["runbook", "show", str(book)]) == 1
+        err = capfd.readouterr().err
+        assert f"{book}:7: '{{verb}}' picks the command at run time" in err, err

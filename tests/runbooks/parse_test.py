@@ -316,3 +316,28 @@ def test_kind_and_blocks_must_agree() -> None:
         parse_runbook(commands_in_a_wait, path="k.md")
     with pytest.raises(RunbookError, match="k.md:1: a step block must be inside a numbered step"):
         parse_runbook("```step\nkind: wait\n```\n# T\n1. a\n", path="k.md")
+
+
+def test_the_option_table_is_the_clis_own() -> None:
+    """model.py reads a command's flags as click does from two tables: the options of the
+    mutating commands that take a value, and the groups whose sub-command is the next word.
+    They must be the CLI's, or `stop -X --dry-run` (X a new option) would be read wrongly."""
+    import click
+
+    from dsv4ops.cli import COMMANDS, cli
+    from dsv4ops.runbooks.model import GROUPS, MUTATING, VALUE_OPTIONS
+
+    ctx = click.Context(cli)
+    groups = {n for n in COMMANDS if isinstance(cli.get_command(ctx, n), click.Group)}
+    assert groups - {"runbook"} == GROUPS  # a runbook runs no runbook (refused before)
+    takes_value: set[str] = set()
+    for path in MUTATING:
+        command = cli.get_command(ctx, path[0])
+        for word in path[1:]:
+            assert isinstance(command, click.Group)
+            command = command.get_command(ctx, word)
+        assert command is not None, path
+        for p in command.params:
+            if isinstance(p, click.Option) and not (p.is_flag or p.count):
+                takes_value.update(p.opts + p.secondary_opts)
+    assert takes_value == VALUE_OPTIONS
