@@ -24,6 +24,7 @@ from dsv4ops.cli._output import (
     terminal_safe,
     yes_option,
 )
+from dsv4ops.errors import DsOpsError
 
 if TYPE_CHECKING:
     from dsv4ops.usecases.runbook import Runbook
@@ -53,15 +54,23 @@ def list_cmd(as_json: bool) -> None:
     from dsv4ops.usecases.runbook import runbook_rows
 
     rows = runbook_rows(_verbs())
+    bad = [r for r in rows if r["error"]]
     if as_json:
         echo_json(rows)
-        return
-    click.echo(
-        table(
-            ([r["name"], r["title"], _short(r["symptom"])] for r in rows),
-            ["name", "title", "symptom"],
+    else:
+        click.echo(
+            table(
+                ([r["name"], r["title"], _short(r["symptom"])] for r in rows if not r["error"]),
+                ["name", "title", "symptom"],
+            )
         )
-    )
+        for r in bad:  # the file's own words may be in it: terminal-safe
+            echo_lines([f"invalid: {r['error']}"], err=True)
+    if bad:
+        raise DsOpsError(
+            f"{len(bad)} of {len(rows)} runbook files are invalid (listed above)",
+            hint="fix or remove each file named; the others are listed",
+        )
 
 
 def _short(text: str, width: int = 70) -> str:

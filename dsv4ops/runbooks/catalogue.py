@@ -38,7 +38,16 @@ def find_runbook(ref: str, directory: Path | None = None) -> Path:
     if ref.endswith(".md") or os.sep in ref:
         if path.is_file():
             return path
-        raise RunbookError(f"no runbook file {ref}")
+        why = (
+            "is a directory"
+            if path.is_dir()
+            else f"is a broken link (to {os.readlink(path)})"
+            if path.is_symlink()
+            else "does not exist"
+            if not path.exists()
+            else "is not a regular file"
+        )
+        raise RunbookError(f"no runbook file {ref}: it {why}")
     d = directory or runbooks_dir()
     candidate = d / f"{ref}.md"
     if candidate.is_file() and candidate.name != README:

@@ -28,31 +28,51 @@ def load_book(ref: str, verbs: Collection[str]) -> Runbook:
 
 
 class RunbookRow(TypedDict):
-    """One runbook in `runbook list` (its --json rows)."""
+    """One runbook in `runbook list` (its --json rows); `error`: why the file is no runbook
+    (None for a good one, whose other fields are then empty)."""
 
     name: str
     title: str
     symptom: str
     steps: int
     rehearsal: bool
+    error: str | None
 
 
 def runbook_rows(verbs: Collection[str]) -> list[RunbookRow]:
     """`runbook list`: every runbook's name, title, symptom, step count and whether it has a
-    rehearsal."""
+    rehearsal. A file that is no runbook (unreadable, empty, a broken link, a directory) is a
+    row saying why, so one bad file does not hide the others."""
     from dsv4ops.runbooks.catalogue import list_runbooks
+    from dsv4ops.runbooks.model import RunbookError
 
-    books = [load_book(str(p), verbs) for p in list_runbooks()]
-    return [
-        {
-            "name": b.name,
-            "title": b.title,
-            "symptom": b.summary,
-            "steps": len(b.steps),
-            "rehearsal": bool(b.rehearse),
-        }
-        for b in books
-    ]
+    rows: list[RunbookRow] = []
+    for p in list_runbooks():
+        try:
+            b = load_book(str(p), verbs)
+        except RunbookError as exc:
+            rows.append(
+                {
+                    "name": p.stem,
+                    "title": "",
+                    "symptom": "",
+                    "steps": 0,
+                    "rehearsal": False,
+                    "error": str(exc),
+                }
+            )
+            continue
+        rows.append(
+            {
+                "name": b.name,
+                "title": b.title,
+                "symptom": b.summary,
+                "steps": len(b.steps),
+                "rehearsal": bool(b.rehearse),
+                "error": None,
+            }
+        )
+    return rows
 
 
 def checklist_lines(book: Runbook) -> list[str]:

@@ -396,3 +396,32 @@ def test_a_placeholder_for_the_command_itself_is_refused_at_parse_time(
         assert main(["runbook", "show", str(book)]) == 1
         err = capfd.readouterr().err
         assert f"{book}:7: '{{verb}}' picks the command at run time" in err, err
+
+
+def test_one_bad_file_does_not_hide_the_other_runbooks(
+    env: OrchEnv,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`runbook list` with an empty .md, a broken link and a directory named x.md beside a good
+    runbook: the good one is listed, each bad one named with why, and the list exits 1."""
+    books = tmp_path / "books"
+    books.mkdir()
+    (books / "good.md").write_text(SHORT)
+    (books / "empty.md").write_text("")
+    (books / "dangling.md").symlink_to(books / "nowhere.md")
+    (books / "folder.md").mkdir()
+    monkeypatch.setenv("DSV4OPS_RUNBOOKS_DIR", str(books))
+    assert main(["runbook", "list"]) == 1
+    out, err = capfd.readouterr()
+    assert "good" in out and "Short check" in out, out + err
+    for bad in ("empty", "dangling", "folder"):
+        assert "invalid: " in err and str(books / f"{bad}.md") in err, err
+        assert bad not in out, out
+    assert "dangling.md: it is a broken link" in err and "folder.md: it is a directory" in err
+    assert "3 of 4 runbook files are invalid" in err, err
+    assert main(["runbook", "list", "--json"]) == 1
+    rows = {r["name"]: r for r in json.loads(capfd.readouterr().out)}
+    assert rows["good"]["error"] is None and rows["good"]["steps"] == 2, rows
+    assert all(rows[b]["error"] for b in ("empty", "dangling", "folder")), rows
