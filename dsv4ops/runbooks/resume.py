@@ -72,6 +72,7 @@ def _resume(s: Session) -> Plan:
         raise RunbookError("--resume needs the target's journal")
     rec = load(s.journal, s.resume)
     _check_same_run(s, rec)
+    over = _check_held(s, rec)
     _check_unchanged(s, rec)
     values = {**rec.variables, **(s.variables or {}), "target": s.target}
     at = rec.resume_at
@@ -88,9 +89,8 @@ def _resume(s: Session) -> Plan:
         _check_preconditions(s, rec)
         _check_repeat(s, rec, first)
     log = RunLog(s.journal)
-    log.reopen(
-        rec, s.who(), s.reason
-    )  # RunbookStopped when another operator's resume claimed it first
+    # RunbookStopped when another operator's resume claimed it first
+    log.reopen(rec, s.who(), s.reason, over=over)
     return Plan(first, values, log, rehearse=False)
 
 
@@ -100,22 +100,38 @@ def _check_same_run(s: Session, rec: RunRecord) -> None:
             f"run {rec.op} ended {rec.status.value}; there is nothing to resume",
             hint=f"start a new run: `{run_command(s)}`",
         )
-    if rec.held:
-        # its process is alive (or on another machine, where its end cannot be told from here)
-        assert rec.holder is not None
-        what = "resumed" if rec.holder.claim else "run"
-        where = rec.holder.owner.get("host")
-        elsewhere = f" on {where}" if where and where != local_host() else ""
-        raise RunbookStopped(
-            f"run {rec.op} is being {what} by {rec.holder.who or 'another operator'} (pid "
-            f"{rec.holder.owner.get('pid')}{elsewhere}); this resume did not start: nothing ran",
-            hint="follow it with `dsv4ops journal`; resume only once it has stopped"
-            + (f" (a process on {where} is judged gone only there)" if elsewhere else ""),
-        )
     if rec.runbook != s.runbook.name:
         raise RunbookError(f"run {rec.op} is a run of {rec.runbook!r}, not {s.runbook.name!r}")
     if rec.target != s.target:
         raise RunbookError(f"run {rec.op} ran against {rec.target!r}, not {s.target!r}")
+
+
+def _check_held(s: Session, rec: RunRecord) -> str | None:
+    """Refuse a run some live process holds (RunbookStopped). A holder on another machine
+    cannot be judged from here: a person at a terminal may say it is gone and take the run over
+    (the key returned goes into the claim); a script may not."""
+    if not rec.held or rec.holder is None:
+        return None
+    what = "resumed" if rec.holder.claim else "run"
+    where = rec.holder.owner.get("host")
+    elsewhere = f" on {where}" if where and where != local_host() else ""
+    held = (
+        f"run {rec.op} is being {what} by {rec.holder.who or 'another operator'} (pid "
+        f"{rec.holder.owner.get('pid')}{elsewhere})"
+    )
+    question = f"{held}, which cannot be checked from here: is it gone? take the run over?"
+    if elsewhere and s.interactive and s.confirm(question):
+        return rec.holder.key
+    raise RunbookStopped(
+        f"{held}; this resume did not start: nothing ran",
+        hint="follow it with `dsv4ops journal`; resume only once it has stopped"
+        + (
+            f" (a process on {where} is judged gone only there; at a terminal, a resume asks "
+            "whether it is gone and may take the run over)"
+            if elsewhere
+            else ""
+        ),
+    )
 
 
 def _check_unchanged(s: Session, rec: RunRecord) -> None:

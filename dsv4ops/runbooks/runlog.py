@@ -56,6 +56,11 @@ class Holder:
     releases: bool  # it writes a release when it stops (records from before that do not)
     claim: str | None = None  # the claim's token; None: the run's own begin
 
+    @property
+    def key(self) -> str:
+        """What a claim that takes the run over from this holder names (`over`)."""
+        return self.claim or "begin"
+
 
 @dataclass
 class RunRecord:
@@ -141,14 +146,17 @@ class RunLog:
         self.journal.step(self.op, HEADER, "done", detail=json.dumps(header, sort_keys=True))
         return self.op
 
-    def reopen(self, rec: RunRecord, who: str, reason: str | None = None) -> None:
+    def reopen(
+        self, rec: RunRecord, who: str, reason: str | None = None, *, over: str | None = None
+    ) -> None:
         """Claim the run for this resume. The claim is appended, then the run is read back: the
         journal of record orders the appends, and a claim holds the run only when no earlier
         claim (or the run's own process) still held it when it was appended (`fold_run`). So of
         two resumes racing, whichever read the run first, the one whose claim reached the journal
         second gets RunbookStopped before any step runs. The claim names this process as the
         run's owner, and carries the resume's --reason (`resumes` reads them back), as the run's
-        begin carries its own."""
+        begin carries its own. `over`: the holder (Holder.key) a person said is gone, on a
+        machine where that cannot be checked: this claim takes the run from it."""
         claim = {
             "resumed": True,
             "after": rec.header_records,
@@ -159,6 +167,8 @@ class RunLog:
         }
         if reason:
             claim["reason"] = reason
+        if over:
+            claim["over"] = over
         self.journal.step(rec.op, HEADER, "done", detail=json.dumps(claim, sort_keys=True))
         now = fold_run(self.journal.get(rec.op))
         if now.holder is None or now.holder.claim != claim["claim"]:
@@ -260,8 +270,10 @@ def _fold_header(rec: RunRecord, op: Operation, detail: Mapping[str, object]) ->
         return
     # a run that ended takes no claim (a resume that read it open and claimed it after the
     # winner finished it must not run its steps again)
-    if claim and rec.holder is not None and (op.status.terminal or holds(rec.holder, op)):
-        return
+    if claim and rec.holder is not None:
+        taken_over = detail.get("over") == rec.holder.key  # a person said its process is gone
+        if op.status.terminal or (holds(rec.holder, op) and not taken_over):
+            return
     who = detail.get("owner")
     rec.holder = Holder(
         who=str(detail.get("who") or op.user) if claim else op.user,

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -128,3 +129,38 @@ def test_two_operators_resuming_one_run_only_one_wins(
     assert alice_ex.calls == [] and [c[1] for c in bob_ex.calls] == ["rollback", "status"]
     rec = fold_run(alice.get(run_id))
     assert rec.status is Status.SUCCEEDED and [c["who"] for c in rec.claims] == ["bob@b", "alice@a"]
+
+
+def test_a_run_held_on_another_machine_is_taken_over_only_by_a_person(
+    record: Supervisor, tmp_path: Path
+) -> None:
+    """Bob's resume holds the run from his laptop, where only it can be told whether his process
+    lives: a script's resume here is refused; a person at a terminal who says it is gone takes
+    the run over (journaled), and then holds it."""
+    journal = _journal(record, tmp_path / "alice")
+    run_id = _interrupted_run(journal)
+    bob = {"pid": 4242, "pid_start": 1, "host": "bobs-laptop"}
+    claim = {"resumed": True, "claim": "b0b", "who": "bob@b", "owner": bob, "releases": True}
+    journal.step(run_id, "run", "done", detail=json.dumps(claim))
+    journal.transition(run_id, Status.RUNNING)
+    ex = FakeExecutor(lambda argv: 0)
+    s, _ = _session(journal, BOOK, "alice@a", ex, resume=run_id, interactive=False)
+    with pytest.raises(RunbookStopped, match=r"being resumed by bob@b \(pid 4242 on bobs-laptop"):
+        run(s)
+    asked: list[str] = []
+    s, _ = _session(journal, BOOK, "alice@a", ex, resume=run_id)
+
+    def no(question: str) -> bool:
+        asked.append(question)
+        return False
+
+    s.confirm = no
+    with pytest.raises(RunbookStopped, match="nothing ran"):
+        run(s)
+    assert ex.calls == [] and "cannot be checked from here" in asked[0], asked
+    s, _ = _session(journal, BOOK, "alice@a", ex, resume=run_id)
+    run(s)
+    assert [c[1] for c in ex.calls] == ["rollback", "status"]
+    rec = fold_run(journal.get(run_id))
+    assert rec.status is Status.SUCCEEDED, rec
+    assert [(c["who"], c.get("over")) for c in rec.claims] == [("bob@b", None), ("alice@a", "b0b")]
