@@ -110,14 +110,16 @@ def _unmanaged_lines(report: StatusReport) -> list[str]:
     return [f"UNMANAGED: {found['why']}"] if found else []
 
 
-def _stopped_lines(stopped: StoppedBy | None) -> list[str]:
+def _stopped_lines(stopped: StoppedBy | None, target: str) -> list[str]:
     """A unit the journal records stopped: by whom, when, and the command that starts it."""
+    from dsv4ops.usecases.status import command
+
     if not stopped:
         return []
     line = f"stopped: by {stopped['by']} at {stopped['since']} (stop {stopped['op']})"
-    if stopped.get("last_profile"):
-        line += f"; last deployed {stopped['last_profile']}"
-        line += f" (`dsv4ops deploy {stopped['last_profile']}` starts it again)"
+    last = stopped.get("last_profile")
+    if last:
+        line += f"; last deployed {last} ({command('deploy', target, last)} starts it again)"
     return [line]
 
 
@@ -170,7 +172,7 @@ def render(report: StatusReport) -> list[str]:
     from dsv4ops.usecases.status import health_word
 
     lines = [f"target {report['target']}: {report.get('status') or health_word(report)}"]
-    lines += _stopped_lines(report.get("stopped")) or _deployed_lines(
+    lines += _stopped_lines(report.get("stopped"), report["target"]) or _deployed_lines(
         d, report.get("kernel_package")
     )
     lines += _pd_timeout_lines(report.get("pd_timeouts"))

@@ -4,6 +4,7 @@ command gets meanwhile. Pure functions of the two copies' bytes."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from dsv4ops.errors import JournalError
@@ -11,7 +12,10 @@ from dsv4ops.journal import recordfile
 from dsv4ops.journal.backend import Divergence
 from dsv4ops.jsontypes import JSONObject
 
-MERGE_COMMAND = "dsv4ops journal --target {target} --merge"
+
+def merge_command(target: str) -> str:
+    """`journal --merge` for `target`, the target shell-quoted (pasted, it names that target)."""
+    return shlex.join(["dsv4ops", "journal", "--target", target, "--merge"])
 
 
 def describe(kept: bytes, record: bytes, copy: Path, target: str) -> Divergence | None:
@@ -29,7 +33,7 @@ def describe(kept: bytes, record: bytes, copy: Path, target: str) -> Divergence 
         "target_last_ts": _last_ts(theirs) or None,
         "missing_on_target": len(missing),
         "newer": "target" if _last_ts(theirs) > _last_ts(mine) else "cache",
-        "merge_command": MERGE_COMMAND.format(target=target),
+        "merge_command": merge_command(target),
     }
 
 

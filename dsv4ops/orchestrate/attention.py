@@ -5,6 +5,7 @@ Read-only, from the journal and the lock alone.
 
 from __future__ import annotations
 
+from dsv4ops.journal.commands import command, recover_commands
 from dsv4ops.journal.records import Kind
 from dsv4ops.journal.store import UNKNOWN, Journal
 from dsv4ops.remote.results import LockInfo
@@ -13,6 +14,7 @@ from dsv4ops.remote.results import LockInfo
 def attention_notes(journal: Journal, lock: LockInfo | None) -> list[str]:
     """Half-finished operations and stale locks, each with what to do."""
     notes = []
+    recover: str | None = None  # read once, and only when an operation needs it
     flying = journal.in_flight()
     holder = lock.holder.get("op_id") if lock is not None and not lock.stale else None
     # A live A/B experiment holds the lock for the deploys nested in it (usecases/ab.py).
@@ -33,10 +35,10 @@ def attention_notes(journal: Journal, lock: LockInfo | None) -> list[str]:
             if ours is not None
             else "it never finished"
         )
+        recover = recover or recover_commands(journal)
         notes.append(
             f"{op.kind.value} {op.op} of {op.profile_name or '-'} was interrupted {where}: {why}. "
-            "Run `dsv4ops rollback --recover` to restore the last known-good deployment, or "
-            "`dsv4ops deploy PROFILE --recover`"
+            f"Resolve it with {recover}"
         )
     unknown = journal.deployed_is_unknown()
     if unknown is not None and unknown.status.terminal and unknown.running == UNKNOWN:
@@ -45,12 +47,19 @@ def attention_notes(journal: Journal, lock: LockInfo | None) -> list[str]:
             "",
         )
         good = journal.last_known_good()
-        to = f" ({good.profile_name}, {good.op})" if good else ""
+        # rollback refuses with nothing known-good: then stopping is what makes the state known
+        fix = (
+            f"run {command('rollback', journal.target)} to restore the last known-good "
+            f"deployment ({good.profile_name}, {good.op})"
+            if good is not None
+            else f"nothing is known-good to roll back to: run {command('stop', journal.target)} "
+            f"to stop whatever runs, then {command('deploy', journal.target, 'PROFILE')}"
+        )
         notes.append(
             f"{unknown.kind.value} {unknown.op} of {unknown.profile_name or '-'} ended "
             f"{unknown.status.value} without knowing what runs"
             + (f" ({why.rstrip('.')})" if why else "")
-            + f"; run `dsv4ops rollback` to restore the last known-good deployment{to}"
+            + f"; {fix}"
         )
     if (
         lock is not None
@@ -60,6 +69,7 @@ def attention_notes(journal: Journal, lock: LockInfo | None) -> list[str]:
         notes.append(
             f"the deploy lock was left by dead process pid {lock.holder.get('pid')} "
             f"(operation {lock.holder.get('op_id')}); pass --recover to the next deploy/rollback/stop "
-            "(it is cleared without asking when the journal shows that operation ended)"
+            f"({command('stop', journal.target, '--recover')}, say; it is cleared without asking "
+            "when the journal shows that operation ended)"
         )
     return notes

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dsv4ops.deployment import START_ORDER, Deployment
+from dsv4ops.journal.commands import command
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import UNKNOWN
 from dsv4ops.orchestrate import plan as P
@@ -21,9 +22,14 @@ from dsv4ops.orchestrate.engine import Interrupted, Runner, StepFailed, process_
 from dsv4ops.orchestrate.interrupts import signal_name_of
 
 KnownGood = tuple[Operation, Deployment]
-FIX_UNKNOWN = (
-    "run `dsv4ops status`, then `dsv4ops rollback` to restore the last known-good deployment"
-)
+
+
+def fix_unknown(target: str) -> str:
+    """What makes an unknown state known again on `target`."""
+    return (
+        f"run {command('status', target)}, then {command('rollback', target)} to restore the "
+        f"last known-good deployment, or {command('stop', target)} to stop whatever runs"
+    )
 
 
 @dataclass
@@ -91,7 +97,7 @@ def roll_back(
             except StepFailed as stop_failure:
                 msg = (
                     f"{what}\n{did_line}\nThe automatic rollback could not stop the processes "
-                    f"({stop_failure}). Running now: unknown; {FIX_UNKNOWN}."
+                    f"({stop_failure}). Running now: unknown; {fix_unknown(journal.target)}."
                 )
                 return end(Status.FAILED, msg, UNKNOWN, "unknown")
             if good_op is None or good is None:
@@ -101,7 +107,7 @@ def roll_back(
             runner.run(P.restore_steps(good), good)
         except (Interrupted, KeyboardInterrupt) as again:
             doing = f"restoring {good.describe()}" if good is not None else "stopping the processes"
-            return _interrupted_again(end, what, did_line, again, doing)
+            return _interrupted_again(end, what, did_line, again, doing, journal.target)
         except StepFailed as restore_failure:
             assert good_op is not None and good is not None
             tried.append(
@@ -117,18 +123,24 @@ def roll_back(
             f"probe passed.\nRunning now: {good.describe()}."
         )
         return end(Status.ROLLED_BACK, msg, good_op.op, good.describe())
-    return end(Status.FAILED, f"{what}\n{did_line}\n" + _nothing_left(tried), "", "nothing")
+    redeploy = command("deploy", journal.target, new.profile_name)
+    return end(
+        Status.FAILED, f"{what}\n{did_line}\n" + _nothing_left(tried, redeploy), "", "nothing"
+    )
 
 
-def _nothing_left(tried: list[str]) -> str:
+def _nothing_left(tried: list[str], again: str) -> str:
+    """Everything was stopped and the operation ended: no --recover is needed, only a deploy
+    once the cause is fixed (`again`: the command that deploys the profile that failed)."""
     if not tried:
         return (
             "No known-good deployment to roll back to, so everything was stopped. "
-            "Running now: nothing."
+            f"Running now: nothing. To recover: fix the cause, then run {again}."
         )
     return "".join(t + "\n" for t in tried) + (
         f"No other known-good deployment left to try ({len(tried)} tried), so everything "
-        "was stopped. Running now: nothing (everything was stopped)."
+        f"was stopped. Running now: nothing (everything was stopped). To recover: fix the "
+        f"cause, then run {again}."
     )
 
 
@@ -138,12 +150,13 @@ def _interrupted_again(
     did_line: str,
     again: BaseException,
     doing: str,
+    target: str,
 ) -> Ending:
     at = f", at '{again.step}'" if isinstance(again, StepFailed) and again.step else ""
     msg = (
         f"{what}\n{did_line}\nThe automatic rollback was interrupted too "
         f"({signal_name_of(again)} while {doing}{at}), so it stopped there.\nRunning now: unknown "
-        f"(some components may be up); {FIX_UNKNOWN}."
+        f"(some components may be up); {fix_unknown(target)}."
     )
     return end(Status.FAILED, msg, UNKNOWN, "unknown")
 

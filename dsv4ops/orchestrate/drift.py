@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dsv4ops.deployment import START_ORDER, Component, Deployment
+from dsv4ops.journal.commands import command
 from dsv4ops.remote.base import ProcessState, redact_argv, redact_env
 from dsv4ops.sglang_paths import CONFIG_DIR_ENV, PLUGINS_ENV
 
@@ -84,6 +85,25 @@ def process_drift(
                 f"{name} runs with a different environment than deployed (keys: {', '.join(keys)})"
             )
     return out
+
+
+def restart_drift(
+    states: Mapping[str, ProcessState], deployed: Deployment | None, target: str
+) -> list[str]:
+    """With a component of the deployment not running (process_drift says which), the command
+    that restarts the unit on `target`. One component alone is never restarted: against a
+    running prefill a new decode breaks KV transfer (docs/deploy.md, the PD pair rule); a
+    deploy of the deployed profile restarts all three."""
+    if deployed is None or not any(_down(states.get(n)) for n in START_ORDER):
+        return []
+    return [
+        f"to restart it: {command('deploy', target, deployed.profile_name)} restarts "
+        "prefill, decode and router together"
+    ]
+
+
+def _down(state: ProcessState | None) -> bool:
+    return state is None or not state.alive
 
 
 def profile_drift(

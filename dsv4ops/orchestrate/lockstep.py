@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dsv4ops.errors import AgentCallError, DiskFullError, DsOpsError, LockHeldError, TargetError
+from dsv4ops.journal.commands import command as printed  # `command`: the lock holder's
+from dsv4ops.journal.commands import recover_commands
 from dsv4ops.journal.records import Operation, Status
 from dsv4ops.journal.store import UNKNOWN, Journal
 from dsv4ops.orchestrate.control import TargetControl
@@ -20,10 +22,10 @@ from dsv4ops.remote.errors import DeployLockError
 from dsv4ops.remote.results import lock_holder
 from dsv4ops.whoami import local_host
 
-RESOLVE_HINT = (
-    "see `dsv4ops status`; resolve with `dsv4ops rollback --recover` (restore the "
-    "last known-good) or `dsv4ops deploy PROFILE --recover`"
-)
+
+def resolve_hint(journal: Journal) -> str:
+    """What resolves what an interrupted operation left, on this journal's target."""
+    return f"see {printed('status', journal.target)}; resolve with {recover_commands(journal)}"
 
 
 def take_lock(
@@ -46,7 +48,7 @@ def take_lock(
             f"{command}: cannot take the deploy lock on the target: {exc.reply.get('error')}. "
             "Nothing was changed: whatever ran before runs still.",
             hint=f"free space on the target's disk (`df -h {control.workdir}` there), then run "
-            "the command again; `dsv4ops status` shows what runs",
+            f"the command again; {printed('status', journal.target)} shows what runs",
         ) from None
     except DeployLockError as exc:
         held = exc.holder
@@ -62,7 +64,9 @@ def take_lock(
         elif stale and recover:
             notes.append(f"broke the deploy lock left by dead process pid {held.get('pid')}")
         elif stale:
-            raise LockHeldError(f"{exc}. {interrupted_line(held_op)}", hint=RESOLVE_HINT) from None
+            raise LockHeldError(
+                f"{exc}. {interrupted_line(held_op)}", hint=resolve_hint(journal)
+            ) from None
         else:
             raise
         control.lock_acquire(holder, force=True)
@@ -73,7 +77,7 @@ def take_lock(
         raise LockHeldError(
             f"{interrupted_line(flying[-1])} and never ended; what it left running is unknown. "
             "Nothing was changed.",
-            hint=RESOLVE_HINT,
+            hint=resolve_hint(journal),
         )
     for op in flying:
         msg = f"interrupted {op.position}; resolved by {op_id}"

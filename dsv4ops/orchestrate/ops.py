@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dsv4ops.clock import Clock, SystemClock
 from dsv4ops.deployment import START_ORDER, Deployment
 from dsv4ops.errors import DsOpsError, PreflightError
+from dsv4ops.journal.commands import command
 from dsv4ops.journal.gates import GateSource
 from dsv4ops.journal.records import Kind, Status, undo_of
 from dsv4ops.journal.store import UNKNOWN, Journal, gate_source
@@ -333,7 +334,7 @@ class Operator:
                 runner.run(P.engine_steps(P.stop_steps()), None)
             except (StepFailed, KeyboardInterrupt) as exc:
                 ok, status, running = False, Status.FAILED, UNKNOWN
-                msg = _stop_failure(exc)
+                msg = _stop_failure(exc, self.journal.target)
             except U.JournalLost as lost:
                 msg, _ = U.stop_unrecorded(op, self.control, lost, "stop")
                 ok, status, running = False, Status.FAILED, UNKNOWN
@@ -389,11 +390,11 @@ class Operator:
         return Runner(self.control, self.journal, op_id, self.settings, source)
 
 
-def _stop_failure(exc: BaseException) -> str:
+def _stop_failure(exc: BaseException, target: str) -> str:
     if isinstance(exc, StepFailed) and not isinstance(exc, Interrupted):
         return f"stop failed at '{exc.step}': {exc.reason}\nRunning now: unknown."
     where = exc.step if isinstance(exc, StepFailed) else "its start"
     return (
         f"stop was interrupted by {signal_name_of(exc)} at '{where}'.\nRunning "
-        "now: unknown (some components may be up); run `dsv4ops stop` to finish."
+        f"now: unknown (some components may be up); run {command('stop', target)} to finish."
     )

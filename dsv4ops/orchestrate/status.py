@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from dsv4ops.deployment import START_ORDER, Component, Deployment
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.backend import JournalSource
+from dsv4ops.journal.commands import command
 from dsv4ops.journal.records import Operation, judged_json
 from dsv4ops.journal.store import Journal
 from dsv4ops.jsontypes import JSONValue
@@ -26,6 +27,7 @@ from dsv4ops.orchestrate.drift import (
     kernel_package_drift,
     process_drift,
     profile_drift,
+    restart_drift,
 )
 from dsv4ops.orchestrate.health import stopped_by
 from dsv4ops.orchestrate.partial import describe_mix, is_mixed
@@ -87,6 +89,7 @@ def gather_status(
     components = [_component(name, states[name], deployed, replies, infos) for name in START_ORDER]
     drift = (
         process_drift(states, deployed, recorded_processes(journal), started_by(journal))
+        + restart_drift(states, deployed, target)
         if deployed is not None or not view.running  # running but unreadable: not shown
         else []
     )
@@ -95,7 +98,7 @@ def gather_status(
         # that the kept parts are not the profile's.
         drift.append(
             f"partial restart: {describe_mix(current)}. This mix is not known-good; "
-            f"`dsv4ops deploy {current.profile_name}` restarts the whole unit from it"
+            f"{command('deploy', target, current.profile_name or 'PROFILE')} restarts the whole unit from it"
         )
     elif deployed is not None and render_now is not None:
         try:

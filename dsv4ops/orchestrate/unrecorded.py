@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 from dsv4ops.deployment import START_ORDER, Deployment
 from dsv4ops.errors import DsOpsError
+from dsv4ops.journal.commands import command, recover_commands
 from dsv4ops.journal.records import Status
 from dsv4ops.journal.schema import StatusRecord, to_json
 from dsv4ops.journal.store import UNKNOWN, Journal
@@ -22,11 +23,6 @@ from dsv4ops.orchestrate.control import TargetControl
 from dsv4ops.orchestrate.operation import RunningOperation
 from dsv4ops.orchestrate.outcome import Outcome
 from dsv4ops.orchestrate.steplog import RunLog
-
-RECOVER = (
-    "free space on the disk, then run `dsv4ops rollback --recover` (restore the last "
-    "known-good) or `dsv4ops stop --recover`"
-)
 
 
 class JournalLost(Exception):
@@ -128,4 +124,14 @@ def stop_unrecorded(
             else f"\n{left} journal record(s) of what happened could not be written anywhere: "
             "they are listed in this command's --json output (notes)."
         )
-    return f"{message}\nTo recover: {RECOVER}.", running
+    return f"{message}\nTo recover: free space on the disk, then run {recover(journal)}.", running
+
+
+def recover(journal: Journal) -> str:
+    """The commands that resolve it, on this journal's target (the journal that lost records
+    may refuse to be read: then both commands, which judge it themselves when run)."""
+    try:
+        return recover_commands(journal)
+    except DsOpsError:
+        t = journal.target
+        return f"{command('rollback', t, '--recover')} or {command('stop', t, '--recover')}"

@@ -14,9 +14,11 @@ from dsv4ops import exitcodes
 from dsv4ops.errors import DsOpsError
 from dsv4ops.journal.backend import JournalSource as JournalSource  # cli/journal.py's
 from dsv4ops.journal.backend import MergeDone
+from dsv4ops.journal.commands import command, recover_commands
 from dsv4ops.journal.gates import GateVerdict
 from dsv4ops.journal.records import Judgement, Kind, Operation, OperationSummary
 from dsv4ops.journal.schema import read_gate
+from dsv4ops.journal.store import Journal
 from dsv4ops.journal.target import TargetJournal
 from dsv4ops.jsontypes import JSONObject
 from dsv4ops.orchestrate.status_report import StatusReport
@@ -87,7 +89,7 @@ def journal_listing(session: TargetSession, limit: int) -> Listing:
         source,
         j.skipped_lines,
         merges,
-        [entry(o, judged, lock) for o in ops],
+        [entry(o, judged, j, lock) for o in ops],
         j.warnings(),
     )
 
@@ -111,7 +113,9 @@ def lock_of_report(report: StatusReport) -> SeenLock:
     return LockInfo(lock["holder"], lock["stale"]) if lock else None
 
 
-def entry(o: Operation, judged: Mapping[str, Judgement], lock: SeenLock = UNSEEN) -> JournalEntry:
+def entry(
+    o: Operation, judged: Mapping[str, Judgement], journal: Journal, lock: SeenLock = UNSEEN
+) -> JournalEntry:
     """One operation's summary with its true state and what to run next: a runbook run is
     RUNNING only while its process lives (runbooks/runlog.run_state); an operation that never
     ended is RUNNING only while the deploy lock names it (or the experiment it runs within)
@@ -126,10 +130,11 @@ def entry(o: Operation, judged: Mapping[str, Judgement], lock: SeenLock = UNSEEN
     s: JournalEntry = {**summary, "next": None}
     if o.status.terminal:
         return s
-    recover = "`dsv4ops rollback --recover`" + (
-        " (puts the box back on A; `ab` has no " "--recover of its own)"
+    recover = (
+        command("rollback", journal.target, "--recover")
+        + " (puts the box back on A; `ab` has no --recover of its own)"
         if o.kind is Kind.EXPERIMENT
-        else ""
+        else recover_commands(journal)
     )
     if lock is UNSEEN:
         s["next"] = f"if its process is gone: {recover}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dsv4ops import exitcodes
+from dsv4ops.journal.commands import command as command  # a printed command names its target
 from dsv4ops.journal.store import FileBackend, Journal
 from dsv4ops.orchestrate.health import health_word as health_word  # the report's one word
 from dsv4ops.orchestrate.health import process_word as process_word  # a component's process
@@ -87,7 +88,7 @@ def open_operations(journal: Journal, lock: SeenLock) -> list[OpenOperation]:
     out: list[OpenOperation] = []
     # The index knows which are not ended: only those operations are read (10^6-record journals).
     for o in (ops[i] for i in ops.positions(terminal=False)):
-        s = entry(o, judged, lock)
+        s = entry(o, judged, journal, lock)
         if not o.status.terminal:
             out.append(
                 {

@@ -85,4 +85,4 @@ def test_a_wedged_decode_with_streams_in_flight_is_stopped_not_drained(
     assert [c["pid"] for c in doc["components"]] == [None, None, None]
     code, text, _ = cli(env, capsys, "status")
     assert text.splitlines()[0] == f"target {env.target}: STOPPED"
-    assert f"`dsv4ops deploy {dep.profile_name}` starts it again" in text
+    assert f"`dsv4ops deploy {dep.profile_name} --target {env.target}` starts it again" in text

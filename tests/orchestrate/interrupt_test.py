@@ -73,14 +73,19 @@ def test_a_second_sigint_stops_the_rollback_and_status_names_the_fix(journal: Jo
     out = operator(control, journal).deploy(make_deployment("new", 3), fallback=good)
     assert out.interrupted and out.status == "FAILED", out.message
     assert "The automatic rollback was interrupted too (SIGINT" in out.message
-    assert "Running now: unknown" in out.message and "`dsv4ops rollback`" in out.message
+    assert (
+        "Running now: unknown" in out.message
+        and f"`dsv4ops rollback --target {journal.target}`" in out.message
+    )
     assert out.op_id is not None  # the operation ran, so it was journaled
     op = journal.get(out.op_id)
     assert op.status is Status.FAILED and op.running == UNKNOWN and control.lock is None
     report = gather_status(control, journal, target="fake")
     assert not report["healthy"]
     assert any(
-        "without knowing what runs" in a and "`dsv4ops rollback`" in a and "baseline" in a
+        "without knowing what runs" in a
+        and f"`dsv4ops rollback --target {journal.target}`" in a
+        and "baseline" in a
         for a in report["attention"]
     ), report["attention"]
 

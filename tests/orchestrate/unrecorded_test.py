@@ -85,7 +85,7 @@ def test_a_journal_that_cannot_record_start_decode_fails_naming_what_runs(
     # What runs now is what the target runs: the new prefill alone.
     [pid] = out["pids"]
     assert f"Running now: prefill (pid {pid}); not running: decode, router." in out["message"]
-    assert "`dsv4ops rollback --recover`" in out["message"]
+    assert "`dsv4ops stop --recover --target " in out["message"]
     assert "Nothing was changed" not in out["message"]
 
 
