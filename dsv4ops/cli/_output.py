@@ -7,6 +7,7 @@ forge lines ("worker ... ok"). Every line a command prints in text mode goes thr
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -70,7 +71,7 @@ def output_option(what: str) -> Callable[[FC], FC]:
             "-o",
             "--output",
             "output",
-            type=click.Path(dir_okay=False, path_type=Path),
+            type=OutputPath(dir_okay=False, path_type=Path),
             default=None,
             help=f"Write {what} here (default: stdout).",
         )(f)
@@ -143,7 +144,59 @@ def target_option(f: FC) -> FC:
         "--target",
         "-t",
         "target",
+        type=NAMED,
         default=None,
         envvar="DSV4OPS_TARGET",
+        callback=env_not_empty,
         help="Target name from profiles/targets.yaml (default: twin-local).",
     )(f)
+
+
+# A value that names something (a target, a profile, an image, a file) and is empty is a
+# script's unset variable (`--target "$T"`), never a choice: it used to fall back to the default
+# silently, so `stop --target "$T"` stopped the default target.
+EMPTY = (
+    "an empty value names nothing (an unset shell variable?); leave the option out for its default"
+)
+
+
+class Named(click.ParamType[str]):
+    """Text that names something: refused when empty or only blanks."""
+
+    name = "text"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> str:
+        text = str(value)
+        if not text.strip():
+            self.fail(EMPTY, param, ctx)
+        return text
+
+
+NAMED = Named()
+
+
+class OutputPath(click.Path):
+    """click.Path for a file to write, refusing an empty name (click made it ".", a directory,
+    and the write then failed as "-o .: cannot write")."""
+
+    def convert(  # type: ignore[override]  # click's stubs type `value` as the converted result
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> object:
+        if isinstance(value, str) and not value.strip():
+            self.fail(EMPTY, param, ctx)
+        return super().convert(value, param, ctx)  # type: ignore[arg-type]
+
+
+def env_not_empty(ctx: click.Context, param: click.Parameter, value: object) -> object:
+    """click reads an environment variable set but empty as unset, so `DSV4OPS_TARGET=` fell
+    back to the default target: refused, naming the variable."""
+    var = getattr(param, "envvar", None)
+    if value is None and isinstance(var, str) and os.environ.get(var) == "":
+        raise click.BadParameter(
+            f"{var} is set but empty; unset it for the default, or set it to a name",
+            ctx=ctx,
+            param=param,
+        )
+    return value

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from dsv4ops.cli._output import echo_json, echo_lines, json_option, table
+from dsv4ops.cli._output import NAMED, echo_json, echo_lines, json_option, table
 from dsv4ops.cli._params import HTTP_URL, FiniteFloatRange
 from dsv4ops.usecases.buckets import MAX_WINDOW_S
 
@@ -74,6 +74,7 @@ def buckets() -> None:
 @click.option(
     "--profile",
     "profile",
+    type=NAMED,
     default="baseline",
     show_default=True,
     help="The profile the printed `profile set` command starts from.",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from dsv4ops import exitcodes
-from dsv4ops.cli._output import echo_json, echo_lines, json_option, table, target_option
+from dsv4ops.cli._output import NAMED, echo_json, echo_lines, json_option, table, target_option
 from dsv4ops.cli._params import HTTP_URL, FiniteFloatRange
 from dsv4ops.constants import MAX_CONCURRENCY
 from dsv4ops.jsontypes import JSONObject
@@ -27,6 +27,7 @@ SUITES = ("smoke", "corruption", "abort-cascade", "sweep", "soak", "all")
     "--profile",
     "-p",
     "profile_ref",
+    type=NAMED,
     default=None,
     help="Profile whose `canary` thresholds and buckets apply (default: the deployed one).",
 )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from dsv4ops.cli._output import output_option, write_or_echo
+from dsv4ops.cli._output import NAMED, output_option, write_or_echo
 
 
 @click.group()
@@ -16,14 +16,17 @@ def export() -> None:
 
 @export.command("rbg")
 @click.argument("profile")
-@click.option("--image", default=None, help="SGLang image for prefill and decode.")
+@click.option("--image", type=NAMED, default=None, help="SGLang image for prefill and decode.")
 @click.option(
     "--router-image",
+    type=NAMED,
     default=None,
     help="The router's image (default for sglang-router: lmsysorg/sglang-router:v0.3.2; "
     "required for router.kind: smg).",
 )
-@click.option("--namespace", default=None, help="metadata.namespace of the RoleBasedGroup.")
+@click.option(
+    "--namespace", type=NAMED, default=None, help="metadata.namespace of the RoleBasedGroup."
+)
 @click.option(
     "--replicas",
     type=int,
@@ -31,7 +34,9 @@ def export() -> None:
     show_default=True,
     help="Prefill:decode pairs (N:N); the router stays one.",
 )
-@click.option("--name", default=None, help="RoleBasedGroup name (default: the profile's).")
+@click.option(
+    "--name", type=NAMED, default=None, help="RoleBasedGroup name (default: the profile's)."
+)
 @click.option(
     "--python",
     "python",

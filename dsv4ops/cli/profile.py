@@ -12,9 +12,11 @@ import click
 
 from dsv4ops.cli._output import (
     FC,
+    NAMED,
     dry_run_option,
     echo_json,
     echo_lines,
+    env_not_empty,
     json_option,
     output_option,
     reason_option,
@@ -37,8 +39,10 @@ def _target_opt(f: FC) -> FC:
         "--target",
         "-t",
         "target",
+        type=NAMED,
         default=None,
         envvar="DSV4OPS_TARGET",
+        callback=env_not_empty,
         help="Target from profiles/targets.yaml (default: the production box).",
     )(f)
 

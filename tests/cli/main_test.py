@@ -10,6 +10,7 @@ import click
 import pytest
 
 from dsv4ops import cli as cli_pkg
+from dsv4ops.cli._output import Named, env_not_empty
 from dsv4ops.cli._params import FiniteFloatRange
 from dsv4ops.errors import DsOpsError
 from tests.exitcodes_test import LEAVES
@@ -209,3 +210,54 @@ def test_a_reason_with_an_escape_sequence_or_a_bidi_override_is_refused(
         err = capsys.readouterr().err
         assert f"'--reason' / '-m': holds the control character {code_point}" in err, err
         assert "\x1b" not in err and "\u202e" not in err
+
+
+# --- an empty value of an option that names something is refused, never the default
+TARGET_OPTIONS = [
+    (" ".join(path), param)
+    for path, cmd in LEAVES
+    for param in cmd.params
+    if param.name == "target"
+]
+
+
+def test_every_target_option_refuses_an_empty_name_and_an_empty_variable() -> None:
+    assert {"stop", "deploy", "rollback", "status", "profile validate"} <= {
+        n for n, _ in TARGET_OPTIONS
+    }
+    for name, param in TARGET_OPTIONS:
+        assert isinstance(param.type, Named) and param.callback is env_not_empty, name
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["stop", "--target", "", "--dry-run"], "'--target' / '-t'"),
+        (["export", "rbg", "baseline", "--image", ""], "'--image'"),
+        (["export", "rbg", "baseline", "-o", ""], "'-o' / '--output'"),
+        (["canary", "--suite", "smoke", "--profile", " "], "'--profile' / '-p'"),
+        (["buckets", "plan", "--profile", ""], "'--profile'"),
+    ],
+)
+def test_an_empty_name_is_refused_naming_the_option(
+    args: list[str],
+    option: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`stop --target "$T"` with T unset stopped the default target (and ignored
+    DSV4OPS_TARGET); `--image ''` used the default image; `-o ''` wrote to "."."""
+    monkeypatch.setenv("DSV4OPS_TARGET", "twin-fast")
+    assert cli_pkg.main(args) == 1
+    out, err = capsys.readouterr()
+    assert f"Invalid value for {option}: an empty value names nothing" in err, err
+    assert out == "", out  # no plan, no manifest: nothing ran
+
+
+def test_an_empty_target_variable_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DSV4OPS_TARGET", "")
+    assert cli_pkg.main(["stop", "--dry-run"]) == 1
+    out, err = capsys.readouterr()
+    assert "DSV4OPS_TARGET is set but empty" in err and out == "", err
