@@ -23,6 +23,17 @@ SGLANG_DEFAULT_DECODE_LOG_INTERVAL = 40
 # step law needs a third level to be tested by (canary/suites/sweep_law.py), and a profile's
 # canary.sweep_concurrency that lists fewer can never give one (profiles/rules.py refuses it).
 MIN_SWEEP_LAW_LEVELS = 3
+# The A/B's bounds (`ab`). Each block deploys the box (minutes of model load) before it measures,
+# so a budget of more blocks, a longer block or warm-up, is days of wall time nobody meant: the
+# design itself never sizes more than 32 blocks (ab/sequential.py MAX_LOOKS), and 128 blocks is
+# already a day or so on the box. The bounds also keep the design computable: its boundaries
+# spend alpha over the looks (alpha * (1/looks)^3 at the first), which past ~50000 looks is
+# below what a float can tell from 0 (`--blocks 100000` crashed in the normal quantile).
+AB_MAX_BLOCKS = 128
+AB_MAX_BLOCK_S = 3 * 3600.0  # 8 blocks (a usual budget) of 3 h is a day
+AB_MAX_WARMUP_S = 3600.0
+# A sweep's staircase within one block: each level is judged at its Bonferroni share of alpha.
+AB_MAX_LEVELS = 32
 
 # Seconds an SSH target's calls ride out a dropped connection (remote/rideout.py): a blip is
 # seconds; a box that stays away longer is an outage the operator should hear about.

@@ -35,6 +35,7 @@ WITHIN_BLOCK_FLOOR = 0.003  # sd of a block's own noise, log scale: a floor, not
 VARIANCE_CHECK_Q = 0.9  # the data override the stated bound when their 90% lower limit exceeds it
 _N = NormalDist()
 _GRID = 60  # Simpson panels over a look's continuation region
+_SMALLEST = 1e-300  # a probability the normal quantile still takes (0 has no quantile)
 
 
 def _phi(x: float) -> float:
@@ -91,7 +92,9 @@ def boundaries(looks: int, alpha: float) -> tuple[float, ...]:
     density: list[tuple[float, float]] = []
     for k, a_k in enumerate(spent(looks, alpha), start=1):
         if k == 1:
-            c = _N.inv_cdf(1 - a_k / 2)
+            # The lower tail, negated: 1 - a_k/2 rounds to 1.0 for a tiny a_k (many looks), and
+            # the quantile of 1 does not exist; a_k/2 itself stays exact down to ~1e-308.
+            c = -_N.inv_cdf(max(a_k / 2, _SMALLEST))
         else:
             lo, hi = 0.0, 12.0
             for _ in range(60):  # exit probability falls as the bound rises

@@ -22,6 +22,13 @@ from dsv4ops.cli._output import (
     yes_option,
 )
 from dsv4ops.cli._params import FiniteFloatRange
+from dsv4ops.constants import (
+    AB_MAX_BLOCK_S,
+    AB_MAX_BLOCKS,
+    AB_MAX_LEVELS,
+    AB_MAX_WARMUP_S,
+    MAX_CONCURRENCY,
+)
 
 if TYPE_CHECKING:
     from dsv4ops.usecases.ab_outcome import ABOutcome
@@ -40,7 +47,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--blocks",
-    type=click.IntRange(min=2),
+    type=click.IntRange(min=2, max=AB_MAX_BLOCKS),
     default=None,
     help="The budget: the most blocks, in the ABBA BAAB order (even; default: sized by "
     "the design for --effect at --variation). The experiment stops when decided.",
@@ -64,17 +71,18 @@ if TYPE_CHECKING:
 @click.option(
     "--levels",
     default=None,
-    help="Concurrency levels, e.g. 48,56,57,64 (default: A's sweep levels).",
+    help=f"Concurrency levels, e.g. 48,56,57,64 (default: A's sweep levels; at most "
+    f"{AB_MAX_LEVELS}, each 1 to {MAX_CONCURRENCY}).",
 )
 @click.option(
     "--block-duration",
-    type=FiniteFloatRange(min=0.5),
+    type=FiniteFloatRange(min=0.5, max=AB_MAX_BLOCK_S),
     default=None,
     help="Seconds measured per block (default: the suite's own length).",
 )
 @click.option(
     "--warmup",
-    type=FiniteFloatRange(min=0),
+    type=FiniteFloatRange(min=0, max=AB_MAX_WARMUP_S),
     default=10.0,
     show_default=True,
     help="Seconds of load after each deploy before the measured part (discarded).",
@@ -204,11 +212,24 @@ def _levels(text: str | None) -> tuple[int, ...]:
     if not text:
         return ()
     try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
+        levels = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise click.BadParameter(
             f"{text!r}: expected integers separated by commas", param_hint="--levels"
         ) from None
+    # A level is a canary's concurrency (MAX_CONCURRENCY: the profile's own bound); each one
+    # takes a share of the alpha and of the block's time (AB_MAX_LEVELS).
+    wrong = [c for c in levels if not 1 <= c <= MAX_CONCURRENCY]
+    if wrong:
+        raise click.BadParameter(
+            f"{wrong[0]} is not a concurrency level from 1 to {MAX_CONCURRENCY}",
+            param_hint="--levels",
+        )
+    if len(levels) > AB_MAX_LEVELS:
+        raise click.BadParameter(
+            f"{len(levels)} levels: at most {AB_MAX_LEVELS}", param_hint="--levels"
+        )
+    return levels
 
 
 def _workload(suite: str, max_tokens: int | None) -> dict[str, int]:

@@ -160,3 +160,10 @@ def test_a_failed_gate_settles_the_experiment_for_a() -> None:
 
 
 ARMS: tuple[Arm, ...] = ("A", "B")
+
+
+def test_a_first_look_spending_below_float_resolution_still_has_a_boundary() -> None:
+    """1 - a/2 rounds to 1.0 below a ~ 2e-16 (what `--blocks 100000` spent at its first look),
+    whose normal quantile does not exist: the boundary comes from the lower tail instead."""
+    (c,) = boundaries(1, 1e-17)
+    assert 8.0 < c < 9.0 and math.isfinite(c)

@@ -99,6 +99,20 @@ def test_dry_run_prints_the_plan_and_changes_nothing(
     assert Journal(env.target).operations() == [] and our_processes(env) == []
 
 
+def test_the_largest_accepted_design_is_planned_not_a_crash(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every bound at once, at the strictest confidence: the design's boundaries at the most
+    looks and the smallest alpha share are computed."""
+    code, plan, err = cli(
+        env, capsys, "ab", "baseline", "overlap-on", "--dry-run", "--json",
+        "--blocks", "128", "--confidence", "0.999", "--block-duration", "10800",
+        "--warmup", "3600", "--levels", ",".join(map(str, range(4065, 4097))),
+    )  # fmt: skip
+    assert code == 0, err
+    assert plan["blocks"] == 128 and len(plan["levels"]) == 32, plan
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -106,6 +120,13 @@ def test_dry_run_prints_the_plan_and_changes_nothing(
         (("baseline", "overlap-on", "--blocks", "3"), "even and at least 2"),
         (("baseline", "no-such-profile"), "no-such-profile"),
         (("baseline", "overlap-on", "--suite", "soak", "--levels", "8,16"), "the soak exactly one"),
+        # no upper bound was an internal error (--blocks 100000: the design's quantile) or
+        # an estimate of years (--block-duration 1e12: "3333333333.4 h")
+        (("baseline", "overlap-on", "--blocks", "100000"), "'--blocks': 100000 is not in the"),
+        (("baseline", "overlap-on", "--block-duration", "1e12"), "'--block-duration': 1"),
+        (("baseline", "overlap-on", "--warmup", "1e9"), "'--warmup': 1"),
+        (("baseline", "overlap-on", "--levels", "99999999"), "99999999 is not a concurrency"),
+        (("baseline", "overlap-on", "--levels", ",".join(map(str, range(1, 34)))), "at most 32"),
     ],
 )
 def test_bad_input_is_one_clear_error_and_changes_nothing(
