@@ -10,10 +10,13 @@ fabric, aiohttp, torch or triton.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import os
 import sys
 import traceback
+import typing
 from collections.abc import Sequence
 
 import click
@@ -184,13 +187,64 @@ def _crash_report(exc: BaseException, argv: Sequence[str]) -> str | None:
         return None
 
 
+class _ReaderMayLeave(io.TextIOBase):
+    """sys.stdout while a command runs. When the reader of a pipe leaves (`status | head`), a
+    write fails with EPIPE, which click turns into its exit 1 with no word, in the middle of the
+    command: `status` exiting 2 exited 1. Here the rest of the output is dropped instead and the
+    command finishes, so its exit code is its own (README's table), decided where it always is."""
+
+    def __init__(self, inner: io.TextIOBase | typing.TextIO) -> None:
+        super().__init__()
+        self.inner, self.gone = inner, False
+
+    @property  # type: ignore[override]  # read-only at run time too (io.TextIOBase's)
+    def encoding(self) -> str:  # click picks its writer by it
+        return str(getattr(self.inner, "encoding", None) or "utf-8")
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return self.inner.isatty()
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self.inner.write(text)
+            except BrokenPipeError:
+                self._leave()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.inner.flush()
+            except BrokenPipeError:
+                self._leave()
+
+    def _leave(self) -> None:
+        self.gone = True
+        # What the real stdout still buffers would fail again at its flush when Python exits
+        # (exit code 120): it goes to /dev/null instead. A captured stdout has no descriptor.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.inner.fileno())
+            os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code (never raises for user mistakes)."""
     args = list(sys.argv[1:] if argv is None else argv)
     project = os.environ.get(PROJECT_ENV)
+    stdout = sys.stdout
+    sys.stdout = _ReaderMayLeave(stdout)
     try:
         return _run(args)
     finally:
+        sys.stdout = stdout
         if project is None:
             os.environ.pop(PROJECT_ENV, None)
         else:

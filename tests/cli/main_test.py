@@ -3,6 +3,9 @@ the option types every command shares."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -13,6 +16,8 @@ from dsv4ops import cli as cli_pkg
 from dsv4ops.cli._output import Named, env_not_empty
 from dsv4ops.cli._params import FiniteFloatRange
 from dsv4ops.errors import DsOpsError
+from testing.cli import REPO, TIME_CEILING_S
+from testing.orchestrate import OrchEnv
 from tests.exitcodes_test import LEAVES
 
 
@@ -261,3 +266,26 @@ def test_an_empty_target_variable_is_refused_naming_it(
     assert cli_pkg.main(["stop", "--dry-run"]) == 1
     out, err = capsys.readouterr()
     assert "DSV4OPS_TARGET is set but empty" in err and out == "", err
+
+
+# --- a reader that leaves (`dsv4ops status | head`) keeps the command's own exit code
+def test_a_closed_stdout_keeps_the_commands_exit_code(fresh_target: OrchEnv) -> None:
+    """`status` of a target where nothing runs exits 2 (NOT HEALTHY); with its pipe's reader
+    gone before it writes (as `| head` leaves one), click made it 1 with no word. The read end
+    is closed before the process starts, so every write fails: no race."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "dsv4ops", "status", "--target", fresh_target.target],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            cwd=REPO,
+            timeout=TIME_CEILING_S,
+        )
+    finally:
+        os.close(write)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
