@@ -159,7 +159,12 @@ class KernelReading:
 
 
 def kernel_package_drift(
-    profile_name: str, deployed: str | None, active: KernelReading, loaded: KernelReading
+    profile_name: str,
+    deployed: str | None,
+    active: KernelReading,
+    loaded: KernelReading,
+    *,
+    target: str,
 ) -> list[str]:
     """One sentence when the kernel package the deployment pinned (`deployed`, "name@version"),
     the one active on the target (the `kernels` deploy's current pointer) and the one the
@@ -176,24 +181,17 @@ def kernel_package_drift(
     if not (active_off or loaded_off):
         return []
     name, _, version = deployed.partition("@")
-    deploy = f"`dsv4ops deploy {profile_name}`"
+    deploy = command("deploy", target, profile_name)
+    back = command("kernels rollback", target, "--name", name, "--to", version)
     fixes = []
     if loaded_off:
         fixes.append(
             f"restart the unit with {deploy} (prefill, decode and router together) to load "
             f"{deployed}, which the profile pins"
-            + (
-                f", after `dsv4ops kernels rollback --name {name} --to {version}` makes it "
-                "active on the target again"
-                if active_off
-                else ""
-            )
+            + (f", after {back} makes it active on the target again" if active_off else "")
         )
     elif active_off:
-        fixes.append(
-            f"`dsv4ops kernels rollback --name {name} --to {version}` makes the running "
-            f"{deployed} active on the target again"
-        )
+        fixes.append(f"{back} makes the running {deployed} active on the target again")
     if active_off and active.package:
         fixes.append(
             f"or, to serve {active.package}, set `kernel_package: {active.package}` in profile "

@@ -134,11 +134,11 @@ class Operator:
         # rest (drain, stop router/decode/prefill, start prefill/decode/router, probe, canary).
         with_canary = run_canary and self.settings.canary is not None
         steps = P.engine_steps(P.deploy_plan(new, scope.components, canary=with_canary))
-        unit_after(new, scope, self.journal.deployed())  # refuse a partial restart of nothing
+        unit_after(new, scope, self.journal.deployed(), self.journal.target)  # refuse if nothing
         with self._operation(kind, recover, within) as op:
             notes += op.notes
             prev = self.journal.deployed()  # again: under the lock, nobody changes it now
-            unit, scope_record = unit_after(new, scope, prev)
+            unit, scope_record = unit_after(new, scope, prev, self.journal.target)
             op.begin(
                 profile=unit.profile_record(),
                 components=unit.component_records(),

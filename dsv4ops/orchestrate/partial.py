@@ -15,6 +15,7 @@ from typing import TypedDict
 from dsv4ops import exitcodes
 from dsv4ops.deployment import START_ORDER, Deployment
 from dsv4ops.errors import DeployError
+from dsv4ops.journal.commands import command
 from dsv4ops.journal.records import Operation
 from dsv4ops.orchestrate.pd import RestartScope
 
@@ -37,7 +38,7 @@ class ScopeRecord(TypedDict):
 
 
 def unit_after(
-    new: Deployment, scope: RestartScope, current: Operation | None
+    new: Deployment, scope: RestartScope, current: Operation | None, target: str
 ) -> tuple[Deployment, ScopeRecord | None]:
     """(the deployment that runs once `scope` of `new` is restarted, the journal's scope record).
 
@@ -52,7 +53,7 @@ def unit_after(
             f"--only restarts {', '.join(scope.components)} of the unit, but the journal records "
             f"no deployment running on this target, so what {', '.join(kept_names)} would keep "
             "running is unknown. Nothing was changed.",
-            hint=f"deploy the whole unit: `dsv4ops deploy {new.profile_name}` (without --only)",
+            hint=f"deploy the whole unit: {command('deploy', target, new.profile_name)} (without --only)",
         )
     kept = current.deployment()
     components = tuple(

@@ -16,6 +16,7 @@ from dataclasses import replace
 from dsv4ops import exitcodes
 from dsv4ops.deployment import Deployment
 from dsv4ops.errors import DeployError, DsOpsError, RecordedSettingError
+from dsv4ops.journal.commands import command
 from dsv4ops.journal.knowngood import arm_of, commands_hash
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
@@ -111,7 +112,7 @@ def rollback_target(journal: Journal, to: str | None) -> Operation:
         raise RollbackTargetError(
             f"no deployment in the journal matches {to!r} (a journal id or a git commit). "
             + _choices(good),
-            hint="list them with `dsv4ops journal`",
+            hint=f"list them with {command('journal', journal.target)}",
         )
     arm_a = unfinished_experiment_arm_a(journal, good)
     if arm_a is not None:
@@ -128,8 +129,15 @@ def rollback_target(journal: Journal, to: str | None) -> Operation:
     raise RollbackTargetError(
         "no earlier known-good deployment to roll back to"
         + (f" (only {current.profile_name}, which is what runs now)" if current else ""),
-        hint="`dsv4ops journal` shows why each deployment is or is not known-good; name one "
-        "with `dsv4ops rollback --to ID`",
+        hint=f"{command('journal', journal.target)} shows why each deployment is or is not "
+        f"known-good; name one with {command('rollback', journal.target, '--to', 'ID')}"
+        # with nothing to restore, an interrupted operation is resolved by stopping
+        + (
+            f", or end what an interrupted operation left with "
+            f"{command('stop', journal.target, '--recover')}"
+            if journal.in_flight()
+            else ""
+        ),
     )
 
 

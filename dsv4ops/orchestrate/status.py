@@ -105,7 +105,7 @@ def gather_status(
             drift += profile_drift(deployed, render_now(deployed.profile_name))
         except DsOpsError as exc:
             drift += profile_drift(deployed, None, str(exc))
-    kernel = _kernel_row(control, states, infos, kernels, deployed, drift)
+    kernel = _kernel_row(control, states, infos, kernels, deployed, drift, target)
     lock = control.lock_info()
     attention = attention_notes(journal, lock)
     healthy = (
@@ -139,6 +139,7 @@ def _kernel_row(
     kernels: KernelStatus | None,
     deployed: Deployment | None,
     drift: list[str],
+    target: str,
 ) -> KernelRow | None:
     """The deployment's kernel package: pinned, active, loaded (its drift added to `drift`)."""
     if deployed is None or not deployed.kernel_package:
@@ -148,7 +149,7 @@ def _kernel_row(
     loaded = _decode_package(
         control, states["decode"], infos.get("decode"), kernels, ref, deployed.component("decode")
     )
-    kernel_drift = kernel_package_drift(deployed.profile_name, ref, active, loaded)
+    kernel_drift = kernel_package_drift(deployed.profile_name, ref, active, loaded, target=target)
     drift += kernel_drift
     return {
         "deployed": ref,

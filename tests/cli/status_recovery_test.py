@@ -52,6 +52,11 @@ def test_with_nothing_known_good_the_recovery_names_the_target_and_offers_stop(
     err = capsys.readouterr().err
     assert f"`dsv4ops stop --recover --target {t}`" in err, err
     assert "rollback --recover" not in err, err
+    # rollback --recover, tried anyway, is refused (nothing to restore) and says what works
+    assert main(["rollback", "--recover", "--target", t, "--yes"]) == 1
+    err = capsys.readouterr().err
+    assert "no earlier known-good deployment" in err, err
+    assert f"`dsv4ops stop --recover --target {t}`" in err, err
 
 
 def test_with_a_known_good_rollback_recover_is_offered_for_that_target(

@@ -77,38 +77,38 @@ X, Y = f"{PKG}@0.2.0", f"{PKG}@0.1.0"
 
 
 def test_kernel_package_all_three_agree_or_cannot_be_told() -> None:
-    assert kernel_package_drift("k", X, KernelReading(X), KernelReading(X)) == []
+    assert kernel_package_drift("k", X, KernelReading(X), KernelReading(X), target="t") == []
     # Real SGLang does not name what it loaded: unknown is shown, never counted as drift.
     unknown = KernelReading(None, known=False, detail="real SGLang does not report it")
-    assert kernel_package_drift("k", X, KernelReading(X), unknown) == []
+    assert kernel_package_drift("k", X, KernelReading(X), unknown, target="t") == []
     assert unknown.text() == "unknown (real SGLang does not report it)"
     # A profile that names no package is not compared (its own env decides).
-    assert kernel_package_drift("k", None, KernelReading(Y), KernelReading(None)) == []
+    assert kernel_package_drift("k", None, KernelReading(Y), KernelReading(None), target="t") == []
 
 
 def test_kernel_package_switched_on_the_target_after_the_unit_started() -> None:
-    (line,) = kernel_package_drift("k", X, KernelReading(Y), KernelReading(X))
+    (line,) = kernel_package_drift("k", X, KernelReading(Y), KernelReading(X), target="t")
     assert line.startswith(f"kernel package: deployed {X}, active on target {Y}, decode loaded {X}")
     # The running decode is what was deployed: re-point the target, or pin Y and redeploy the unit.
-    assert f"`dsv4ops kernels rollback --name {PKG} --to 0.2.0`" in line
-    assert f"set `kernel_package: {Y}` in profile k and run `dsv4ops deploy k`" in line
+    assert f"`dsv4ops kernels rollback --name {PKG} --to 0.2.0 --target t`" in line
+    assert f"set `kernel_package: {Y}` in profile k and run `dsv4ops deploy k --target t`" in line
     assert "Never restart decode alone" in line and "--only" not in line
 
 
 def test_kernel_package_decode_did_not_load_the_deployed_one() -> None:
     fell_back = KernelReading(None, detail="server fell back to default MoE configs: Using default")
-    (line,) = kernel_package_drift("k", X, KernelReading(X), fell_back)
+    (line,) = kernel_package_drift("k", X, KernelReading(X), fell_back, target="t")
     assert f"active on target {X}, decode loaded none (server fell back to default" in line
     assert (
-        f"restart the unit with `dsv4ops deploy k` (prefill, decode and router together) to load {X}"
+        f"restart the unit with `dsv4ops deploy k --target t` (prefill, decode and router together) to load {X}"
         in line
     )
     assert "kernels rollback" not in line
-    (line,) = kernel_package_drift("k", X, KernelReading(Y), KernelReading(Y))
-    assert f"decode loaded {Y}" in line and "`dsv4ops deploy k`" in line
-    assert f"after `dsv4ops kernels rollback --name {PKG} --to 0.2.0`" in line
+    (line,) = kernel_package_drift("k", X, KernelReading(Y), KernelReading(Y), target="t")
+    assert f"decode loaded {Y}" in line and "`dsv4ops deploy k --target t`" in line
+    assert f"after `dsv4ops kernels rollback --name {PKG} --to 0.2.0 --target t`" in line
     # Nothing current on the target: no "serve that one" advice for a package that is not there.
     none = KernelReading(None, detail=f"no version of {PKG} is current on the target")
-    (line,) = kernel_package_drift("k", X, none, KernelReading(X))
+    (line,) = kernel_package_drift("k", X, none, KernelReading(X), target="t")
     assert f"active on target none (no version of {PKG} is current" in line
     assert "kernel_package:" not in line.split(" — ", 1)[1]

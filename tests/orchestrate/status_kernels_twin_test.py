@@ -99,7 +99,10 @@ def test_kernel_package_drift_through_the_twin(
         f"active on target {REF}, decode loaded none (not loaded: no '[dsv4ops-kernel-plugin]"
         in line
     )
-    assert "restart the unit with `dsv4ops deploy kernels-on` (prefill, decode and router" in line
+    assert (
+        "restart the unit with `dsv4ops deploy kernels-on --target " in line
+        and "(prefill, decode and router" in line
+    )
     decode = next(c for c in st["components"] if c["name"] == "decode")
     assert decode["kernel_package"] is None and decode["healthy"]
 
@@ -139,8 +142,8 @@ def test_kernel_package_drift_through_the_twin(
     assert line.startswith(
         f"kernel package: deployed {REF}, active on target {PKG}@0.1.0, decode loaded {REF}"
     )
-    assert f"`dsv4ops kernels rollback --name {PKG} --to 0.2.0`" in line
-    assert "`dsv4ops deploy kernels-on`" in line and "Never restart decode alone" in line
+    assert f"`dsv4ops kernels rollback --name {PKG} --to 0.2.0 --target " in line
+    assert "`dsv4ops deploy kernels-on --target " in line and "Never restart decode alone" in line
     text = "\n".join(render(cast("StatusReport", st)))  # the --json output, as printed
     assert "NOT HEALTHY" in text and f"drift: {line}" in text
     assert f"kernel package: {REF} (active on target: {PKG}@0.1.0; decode loaded: {REF})" in text

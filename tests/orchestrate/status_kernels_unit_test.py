@@ -129,7 +129,7 @@ def test_twin_decode_reports_no_package(deployed: tuple[SglangControl, Journal])
     assert not st["healthy"]
     (line,) = st["drift"]
     assert "decode loaded none (not loaded: no '[dsv4ops-kernel-plugin] loaded' line" in line
-    assert "restart the unit with `dsv4ops deploy kernels-on`" in line
+    assert "restart the unit with `dsv4ops deploy kernels-on --target " in line
     assert kernel_of(st)["loaded"] is None and kernel_of(st)["drift"]
 
 
