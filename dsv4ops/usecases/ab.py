@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from dsv4ops.clock import utc_now_iso
 from dsv4ops.errors import DsOpsError
+from dsv4ops.journal.commands import command as printed  # `command`: the lock holder's
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.orchestrate.engine import Progress
 from dsv4ops.orchestrate.interrupts import signal_name_of
@@ -88,7 +89,7 @@ def run_ab(
                 op.finish(
                     Status.FAILED,
                     message=f"the experiment crashed: {type(exc).__name__}: "
-                    f"{_first(str(exc))}; see `dsv4ops status` for what runs",
+                    f"{_first(str(exc))}; see {printed('status', session.journal.target)} for what runs",
                 )
             raise
 
