@@ -79,6 +79,12 @@ def check_options(opts: ExportOptions, kernel_package: str | None) -> None:
     if opts.router_image is not None:
         V.check_image("--router-image", opts.router_image)
     V.check_program(opts.python)
+    if opts.kernel_image is not None and not kernel_package:  # was ignored without a word
+        raise DsOpsError(
+            "--kernel-image: the profile has no kernel_package, so no container would use "
+            "the image; nothing was exported",
+            hint="drop --kernel-image, or export a profile with a kernel_package (kernels-attn)",
+        )
     if kernel_package:
         V.check_package(kernel_package)
         name, _, version = kernel_package.partition("@")

@@ -211,6 +211,8 @@ def test_a_broken_profile_is_refused_with_file_and_line(
         (["--gpus-per-node", "2"], "--gpus-per-node"),
         (["--replicas", "0"], "--replicas"),
         (["--name", "Not_DNS"], "--name"),
+        # baseline has no kernel package: the image would go nowhere (it was ignored)
+        (["--kernel-image", "registry/k:0.2.0"], "--kernel-image: the profile has no kernel"),
     ],
 )
 def test_an_impossible_option_is_refused_naming_it(args: list[str], named: str) -> None:
