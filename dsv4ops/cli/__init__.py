@@ -204,6 +204,12 @@ class _ReaderMayLeave(io.TextIOBase):
     def writable(self) -> bool:
         return True
 
+    @property
+    def buffer(self) -> typing.BinaryIO:
+        """The binary stream under it, for click's bytes (shell completion writes them): an
+        AttributeError where there is none, which click reads as "write text"."""
+        return typing.cast(typing.BinaryIO, self.inner.buffer)  # type: ignore[union-attr]
+
     def isatty(self) -> bool:
         return self.inner.isatty()
 

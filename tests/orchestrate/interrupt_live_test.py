@@ -107,7 +107,7 @@ def test_a_second_ctrl_c_during_the_rollback_leaves_a_state_status_names(
 
     code, st, _ = cli(env, capsys, "status", "--json")
     assert not st["healthy"] and st["lock"] is None
-    fix = [a for a in st["attention"] if "`dsv4ops rollback`" in a]
+    fix = [a for a in st["attention"] if f"`dsv4ops rollback --target {env.target}`" in a]
     assert fix and "interrupted" in fix[0], st["attention"]
     assert not any("restarted outside dsv4ops" in d for d in st["drift"]), st["drift"]
 
