@@ -25,6 +25,15 @@ from collections.abc import Mapping
 from dsv4ops.exitcodes import FAILED, REFUSED
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM to a command with no handler of its own (canary, watch, a runbook run), raised as
+    Ctrl-C's KeyboardInterrupt is, so the command says where it stopped and exits 130 (README's
+    table) instead of dying with 143 and nothing journaled. The deploy engine installs its own
+    handler while an operation runs (orchestrate/interrupts.py)."""
+
+    signal_name = "SIGTERM"
+
+
 class DsOpsError(Exception):
     """Base class: a failure we can explain to the user in one line (plus an optional hint)."""
 

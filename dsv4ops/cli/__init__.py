@@ -14,16 +14,19 @@ import contextlib
 import importlib
 import io
 import os
+import signal
 import sys
+import threading
 import traceback
 import typing
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from types import FrameType
 
 import click
 
 from dsv4ops import __version__, exitcodes
 from dsv4ops.constants import ENVIRONMENT, PROJECT_ENV
-from dsv4ops.errors import DsOpsError
+from dsv4ops.errors import DsOpsError, Terminated
 
 # name -> (module, attribute, one-line help). Order is the order shown in --help.
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -241,6 +244,28 @@ class _ReaderMayLeave(io.TextIOBase):
             os.close(devnull)
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """While the command runs, SIGTERM raises `Terminated` (a KeyboardInterrupt): every command
+    ends on it as on Ctrl-C. Only where SIGTERM has its default action (the main thread of a
+    process nobody else set a handler in), and put back after."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
+        yield
+        return
+
+    def handle(_signum: int, _frame: FrameType | None) -> None:
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, handle)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code (never raises for user mistakes)."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -248,7 +273,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     stdout = sys.stdout
     sys.stdout = _ReaderMayLeave(stdout)
     try:
-        return _run(args)
+        with _sigterm_as_interrupt():
+            return _run(args)
     finally:
         sys.stdout = stdout
         if project is None:

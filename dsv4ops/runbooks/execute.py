@@ -12,6 +12,7 @@ run's one JSON object.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -40,7 +41,11 @@ def execute(argv: Sequence[str], env: Mapping[str, str], *, stdout_to_stderr: bo
     )  # fd 2: this stderr
     try:
         return proc.wait()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        # A terminal's Ctrl-C reached the child's process group already; a SIGTERM sent to this
+        # process alone did not: the child deploy is told the same, to roll back as it would.
+        if getattr(exc, "signal_name", "SIGINT") == "SIGTERM":
+            proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=INTERRUPT_GRACE_S)
         except subprocess.TimeoutExpired:

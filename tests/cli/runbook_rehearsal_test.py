@@ -250,6 +250,25 @@ def test_ctrl_c_at_a_prompt_then_resume(
     assert rec.status is Status.SUCCEEDED and rec.done[2]["confirmation"]["how"] == "--yes"
 
 
+def test_sigterm_ends_a_run_as_ctrl_c_does(
+    env: OrchEnv, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`kill PID` (a supervisor's stop, a CI job's timeout) of a runbook run ended it with 143,
+    no word and no end in the journal; README's table says 130. It is ended as Ctrl-C ends it:
+    the step closed, what ran said, the resume command printed, the run INTERRUPTED."""
+    book = tmp_path / "resumable.md"
+    book.write_text(RESUMABLE)
+    proc, leader, run_id, head = _start_resumable(env, book)
+    proc.send_signal(signal.SIGTERM)
+    out = head + _rest_after_ctrl_c(proc)
+    os.close(leader)
+    assert proc.returncode == 130, out
+    assert "interrupted.\nBefore it:\n  step 1: `dsv4ops status" in out, out
+    assert f"--resume {run_id}" in out, out
+    rec = fold_run(Journal(env.target).get(run_id))
+    assert rec.status is Status.INTERRUPTED and rec.done[2]["outcome"] == "interrupted"
+
+
 def test_a_killed_run_resumes_and_a_changed_target_refuses(
     env: OrchEnv, capfd: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
