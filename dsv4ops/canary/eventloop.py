@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import threading
 from collections.abc import Callable, Coroutine
 from typing import Never, TypeVar
 
-from dsv4ops.errors import DsOpsError
+from dsv4ops.errors import DsOpsError, Terminated
 
 T = TypeVar("T")
 
@@ -42,5 +44,35 @@ def run(coro: Coroutine[object, Never, T], *, kind: str | None = None) -> T:
     except DsOpsError:
         coro.close()  # else Python warns, after the error, that it was never awaited
         raise
+    previous = signal.getsignal(signal.SIGTERM)
     with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(coro)
+        try:
+            return runner.run(_cancelled_by_sigterm(coro))
+        finally:
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, previous)  # the loop's removal set the default
+
+
+async def _cancelled_by_sigterm(coro: Coroutine[object, Never, T]) -> T:
+    """`coro`, cancelled by a SIGTERM as asyncio.Runner cancels it on Ctrl-C, then raised as
+    Terminated (the CLI's SIGTERM). A KeyboardInterrupt raised by a Python signal handler lands
+    in whatever callback runs, and uvloop reports one raised in a transport's callback as a
+    "fatal error on transport" and runs on: the suite did not stop."""
+    task = asyncio.current_task()
+    if task is None or threading.current_thread() is not threading.main_thread():
+        return await coro
+    loop, termed = asyncio.get_running_loop(), []
+
+    def on_sigterm() -> None:
+        termed.append(True)
+        task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    try:
+        return await coro
+    except asyncio.CancelledError:
+        if termed:
+            raise Terminated() from None
+        raise
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
