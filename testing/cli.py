@@ -2,16 +2,20 @@
 
 - process: Run `python -m dsv4ops ...` as a real process with a time and memory ceiling.
 - terminal: hostile text (ESC, BEL) and the check that a command printed none of it raw.
+- read_until: a running command's output up to a line it prints (a bound on a hang).
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import select
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -125,3 +129,20 @@ def printable(capsys: pytest.CaptureFixture[str]) -> str:
     both = out + err
     assert "Traceback" not in both and all(c.isprintable() for c in both.replace("\n", "")), both
     return both
+
+
+def read_until(proc: subprocess.Popen[Any], text: str, within_s: float = 60.0) -> str:
+    """The process's output up to and including `text` (read from its pipe as it comes, so
+    `communicate` later returns the rest); fails if it ends or `within_s` passes first (a bound
+    on a hang, not a guess at when it is ready)."""
+    assert proc.stdout is not None
+    fd, seen = proc.stdout.fileno(), b""
+    deadline = time.monotonic() + within_s
+    while text.encode() not in seen:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {text!r} within {within_s} s: {seen.decode(errors='replace')}"
+        if select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 65536)
+            assert chunk, f"it ended before {text!r}: {seen.decode(errors='replace')}"
+            seen += chunk
+    return seen.decode()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import pty
-import select
 import signal
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from dsv4ops.cli import main
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.runbooks.runlog import fold_run, run_state
+from testing.cli import read_until
 from testing.orchestrate import OrchEnv, commit_all, module_env, set_gate_duration
 from testing.profiles import TRITON_MOE_PATH_YAML
 
@@ -168,22 +168,6 @@ def children_of(env: OrchEnv, run_id: str) -> list[Any]:
 PROMPT = "Go on with the change? [y/N]:"  # RESUMABLE's step 2, as click.confirm writes it
 
 
-def _read_until(proc: subprocess.Popen[Any], text: str, within_s: float = 60.0) -> str:
-    """The process's output up to and including `text` (read from its pipe as it comes, so
-    `communicate` later returns the rest); fails if it ends or `within_s` passes first."""
-    assert proc.stdout is not None
-    fd, seen = proc.stdout.fileno(), b""
-    deadline = time.monotonic() + within_s
-    while text.encode() not in seen:
-        left = deadline - time.monotonic()
-        assert left > 0, f"no {text!r} within {within_s} s: {seen.decode(errors='replace')}"
-        if select.select([fd], [], [], left)[0]:
-            chunk = os.read(fd, 65536)
-            assert chunk, f"it ended before {text!r}: {seen.decode(errors='replace')}"
-            seen += chunk
-    return seen.decode()
-
-
 def _start_resumable(env: OrchEnv, book: Path) -> tuple[subprocess.Popen[Any], int, str, str]:
     """The resumable runbook in a real process whose stdin is a terminal, stopped at step 2's
     prompt. Returns (process, the pty's controlling fd, run id, its output so far)."""
@@ -201,7 +185,7 @@ def _start_resumable(env: OrchEnv, book: Path) -> tuple[subprocess.Popen[Any], i
     run_id = _wait_for_step(env, "step 2", "start", proc, before)
     # the prompt is on its output: click.confirm is reading the terminal (a Ctrl-C now is one
     # at the prompt), so no timer guesses when the question was written
-    return proc, leader, run_id, _read_until(proc, PROMPT)
+    return proc, leader, run_id, read_until(proc, PROMPT)
 
 
 def _rest_after_ctrl_c(proc: subprocess.Popen[Any]) -> str:
@@ -225,20 +209,29 @@ def _rest_after_ctrl_c(proc: subprocess.Popen[Any]) -> str:
         ) from None
 
 
-def test_ctrl_c_at_a_prompt_then_resume(
-    env: OrchEnv, capfd: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def _interrupted_at_the_prompt(
+    env: OrchEnv, tmp_path: Path, sig: signal.Signals
+) -> tuple[Path, str]:
+    """RESUMABLE run to its prompt, then `sig` to the runbook process: it ends as Ctrl-C ends
+    it (exit 130, what ran said, the resume command, the run INTERRUPTED). The book and run."""
     book = tmp_path / "resumable.md"
     book.write_text(RESUMABLE)
     proc, leader, run_id, head = _start_resumable(env, book)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out = head + _rest_after_ctrl_c(proc)
     os.close(leader)
     assert proc.returncode == 130, out
-    assert "interrupted.\nBefore it:\n  step 1: `dsv4ops status" in out
+    assert "interrupted.\nBefore it:\n  step 1: `dsv4ops status" in out, out
     assert f"resume with: dsv4ops runbook run {book} --target {env.target} --resume {run_id}" in out
     rec = fold_run(Journal(env.target).get(run_id))
     assert rec.status is Status.INTERRUPTED and rec.done[2]["outcome"] == "interrupted"
+    return book, run_id
+
+
+def test_ctrl_c_at_a_prompt_then_resume(
+    env: OrchEnv, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    book, run_id = _interrupted_at_the_prompt(env, tmp_path, signal.SIGINT)
     # Not interactive now: the confirmation step is refused without --yes, and nothing ran.
     code, text = runbook(env, capfd, str(book), "--resume", run_id)
     assert code == 1 and "not interactive" in text, text
@@ -256,17 +249,7 @@ def test_sigterm_ends_a_run_as_ctrl_c_does(
     """`kill PID` (a supervisor's stop, a CI job's timeout) of a runbook run ended it with 143,
     no word and no end in the journal; README's table says 130. It is ended as Ctrl-C ends it:
     the step closed, what ran said, the resume command printed, the run INTERRUPTED."""
-    book = tmp_path / "resumable.md"
-    book.write_text(RESUMABLE)
-    proc, leader, run_id, head = _start_resumable(env, book)
-    proc.send_signal(signal.SIGTERM)
-    out = head + _rest_after_ctrl_c(proc)
-    os.close(leader)
-    assert proc.returncode == 130, out
-    assert "interrupted.\nBefore it:\n  step 1: `dsv4ops status" in out, out
-    assert f"--resume {run_id}" in out, out
-    rec = fold_run(Journal(env.target).get(run_id))
-    assert rec.status is Status.INTERRUPTED and rec.done[2]["outcome"] == "interrupted"
+    _interrupted_at_the_prompt(env, tmp_path, signal.SIGTERM)
 
 
 def test_a_killed_run_resumes_and_a_changed_target_refuses(

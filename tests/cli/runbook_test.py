@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +16,7 @@ import pytest
 from dsv4ops.cli import main
 from dsv4ops.journal.store import Journal
 from dsv4ops.runbooks.runlog import fold_run
-from testing.cli import EVIL, SHOWN, printable
+from testing.cli import EVIL, SHOWN, printable, read_until
 from testing.orchestrate import OrchEnv, add_real_box, make_env
 from testing.runbooks import SHIPPED_RUNBOOKS
 
@@ -243,22 +241,6 @@ HELD = """\
 """
 
 
-def _read_until(proc: subprocess.Popen[str], text: str, within_s: float = 60.0) -> str:
-    """The process's output up to `text`, read as it comes; fails if it ends or `within_s`
-    passes first (a bound on a hang, not a guess at when it is ready)."""
-    assert proc.stdout is not None
-    fd, seen = proc.stdout.fileno(), b""
-    deadline = time.monotonic() + within_s
-    while text.encode() not in seen:
-        left = deadline - time.monotonic()
-        assert left > 0, f"no {text!r} within {within_s} s: {seen.decode(errors='replace')}"
-        if select.select([fd], [], [], left)[0]:
-            chunk = os.read(fd, 65536)
-            assert chunk, f"it ended before {text!r}: {seen.decode(errors='replace')}"
-            seen += chunk
-    return seen.decode()
-
-
 def test_a_run_being_resumed_by_a_live_process_is_not_resumed_again(
     env: OrchEnv, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -278,7 +260,7 @@ def test_a_run_being_resumed_by_a_live_process_is_not_resumed_again(
         text=True,
     )
     try:
-        head = _read_until(proc, "(at most 60 s)")  # it claimed the run and waits in step 2
+        head = read_until(proc, "(at most 60 s)")  # it claimed the run and waits in step 2
         assert f"resuming run {run_id}" in head, head
         assert main(resume) == 1
         out, err = capfd.readouterr()
