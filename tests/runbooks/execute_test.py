@@ -25,8 +25,14 @@ def test_a_sigterm_to_the_run_is_passed_on_to_its_running_command() -> None:
         argv = ["dsv4ops", "canary", "--suite", "soak", "--url", url, "--model", "m", "-d", "120"]
         timer = threading.Timer(4.0, os.kill, (os.getpid(), signal.SIGTERM))
         started = time.monotonic()
-        with _sigterm_as_interrupt(), pytest.raises(Terminated):
+        with _sigterm_as_interrupt():
             timer.start()
-            execute(argv, {}, stdout_to_stderr=True)
+            try:
+                with pytest.raises(Terminated):
+                    execute(argv, {}, stdout_to_stderr=True)
+            finally:
+                # never let the timer fire after the handler is gone: it would end the worker
+                timer.cancel()
+                timer.join()
         took = time.monotonic() - started
     assert took < 4.0 + INTERRUPT_GRACE_S / 3, f"the command ran on for {took - 4.0:.1f} s"
