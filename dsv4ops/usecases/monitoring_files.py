@@ -13,11 +13,13 @@ from pathlib import Path
 
 from dsv4ops import _yaml
 from dsv4ops.errors import DsOpsError
+from dsv4ops.localfiles import FileRefused, read_regular
 from dsv4ops.usecases.monitoring import MonitoringFiles
 
 # The first line of each YAML file written: what marks a file as this command's to replace.
 HEADER = "# written by `dsv4ops monitoring render`: rendering again replaces this file\n"
 DASHBOARD_UID = "dsv4ops-pd"  # the dashboard's own mark (JSON has no comments)
+MAX_OWN_BYTES = 4 * 1024 * 1024  # far above what it writes (~10 KB): larger is someone else's
 
 
 def rendered_texts(files: MonitoringFiles) -> dict[str, str]:
@@ -64,9 +66,10 @@ def _ours_or_absent(path: Path) -> bool:
     if not path.exists() and not path.is_symlink():
         return True
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")[:1_000_000]
-    except OSError:
-        return False  # a directory, or unreadable: not a file this command wrote
+        # a regular file, bounded: a FIFO of that name would block a plain read
+        text = read_regular(path, MAX_OWN_BYTES, path.name).decode("utf-8", errors="replace")
+    except (FileRefused, FileNotFoundError):
+        return False  # a directory, a device, too big, unreadable: not a file this wrote
     if path.suffix == ".json":
         try:
             return bool(json.loads(text).get("uid") == DASHBOARD_UID)

@@ -87,3 +87,8 @@ def test_out_replaces_only_what_it_wrote_and_leaves_someone_elses_file(tmp_path:
     assert again.returncode == 0, again.stderr
     assert _links(tmp_path)[0].startswith(BASE + "/runbooks/")
     assert (tmp_path / "prometheus.yml.bak").read_text() == mine
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "dsv4ops-alerts.yml")  # read as it was, it blocked the render
+    stuck = _render(fifo)
+    assert stuck.returncode == 1 and "dsv4ops-alerts.yml exists and was not" in stuck.stderr
