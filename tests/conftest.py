@@ -68,9 +68,10 @@ if importlib.util.find_spec("xdist") is not None:  # a hook of pytest-xdist's (t
 def pytest_runtest_protocol(
     item: pytest.Item, nextitem: pytest.Item | None
 ) -> Generator[None, object, object]:
-    """A test marked `serial` (it measures time) runs while no other worker runs a test; every
-    other test shares the run with the other workers, once every serial test of the run has
-    ended (testing/workers.py `RunLock`).
+    """A test marked `serial` (it measures time) runs while no other worker runs a test that
+    is not serial (under `--dist loadfile`, beside at most one other serial test: the lanes of
+    testing/workers.py); every other test shares the run with the other workers, once every
+    serial test of the run has ended (testing/workers.py `RunLock`).
 
     Outermost around the whole protocol: the wait for the lock comes before pytest-timeout's
     clock starts (a test that waited out another worker's serial stretch was timed out for it)
@@ -83,7 +84,8 @@ def pytest_runtest_protocol(
     serial = item.get_closest_marker("serial") is not None
     if not serial:
         lock.wait_for_serial_phase()
-    lock.acquire(serial)
+    if not (serial and lock.in_lanes):
+        lock.acquire(serial)
     try:
         return (yield)
     finally:
@@ -104,7 +106,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not workerinput.get(SERIAL_FIRST):  # (a worker's own --dist reads "no")
         return
     serial = [item.nodeid for item in items if item.get_closest_marker("serial") is not None]
-    run_lock(config).serial_tests = record_serial(config, serial)
+    lock = run_lock(config)
+    lock.serial_tests = record_serial(config, serial)
+    lock.in_lanes = True
 
 
 # Where an install put a venv, in place of the record `make install` writes into .venv (a checkout

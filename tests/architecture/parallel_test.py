@@ -20,12 +20,15 @@ from testing import ports
 from testing.workers import (
     HEAVY,
     KERNELS_UNIT,
+    SERIAL_SECONDS,
+    SERIAL_SECONDS_DEFAULT,
     SERIAL_SUFFIX,
     RunLock,
     exclusive_if,
     next_is_serial_here,
     remove_run_dir,
     run_once,
+    serial_lanes,
     unit_of,
     unit_rank,
 )
@@ -169,6 +172,9 @@ from recorder import record
 
 @pytest.mark.parametrize("n", range(20))
 def test_b(n): record(f"b{n}", 0.2)
+
+@pytest.mark.serial
+def test_s4(): record("s4", 1.5)
 """
 RECORDER = """\
 import json, os, time
@@ -177,8 +183,10 @@ def record(name, seconds):
     t0 = time.monotonic()
     time.sleep(seconds)
     with open(os.environ["RUNLOCK_LOG"], "a") as f:
-        f.write(json.dumps([name, t0, time.monotonic()]) + "\\n")
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        f.write(json.dumps([name, t0, time.monotonic(), worker]) + "\\n")
 """
+SERIAL = ("s1", "s2", "s3", "s4")
 
 
 def _run_serial_and_other_files(
@@ -204,30 +212,63 @@ def _run_serial_and_other_files(
     return proc, log
 
 
-def test_on_real_workers_no_test_runs_between_or_beside_a_files_serial_tests(
+def _runs(log: Path) -> dict[str, tuple[float, float, str]]:
+    rows = map(json.loads, log.read_text().splitlines())
+    return {name: (t0, t1, worker) for name, t0, t1, worker in rows}
+
+
+def test_on_real_workers_the_serial_tests_run_first_in_two_lanes_and_nothing_beside_them(
     tmp_path: Path,
 ) -> None:
-    """tests/conftest.py's lock hook on two xdist workers: one file's three serial tests run as
-    one stretch, first (the serial phase), with no test of either worker before or inside it,
-    though a test of their own file comes before them in it; and the tests that waited out the
-    stretch (4.5 s) are not timed out at 3 s: pytest-timeout times the test, not the wait."""
+    """tests/conftest.py's lock hook on two xdist workers: the serial tests run first (the
+    serial phase), one file's three as one stretch on one worker, the other file's beside them
+    on the other worker (the lanes), and no other test before or inside the phase, though a
+    test of their own file comes before them in it; and the tests that waited out the phase
+    (4.5 s) are not timed out at 3 s: pytest-timeout times the test, not the wait."""
     proc, log = _run_serial_and_other_files(tmp_path, "--dist", "loadfile", "-o", "timeout=3")
-    assert proc.returncode == 0 and "24 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr
-    runs = {name: (t0, t1) for name, t0, t1 in map(json.loads, log.read_text().splitlines())}
-    start, end = runs["s1"][0], runs["s3"][1]
-    assert runs["s1"][1] <= runs["s2"][0] and runs["s2"][1] <= runs["s3"][0]
-    assert end - start >= 4.5
-    # Every other test, its own file's first one included, started once the stretch had ended:
+    assert proc.returncode == 0 and "25 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr
+    runs = _runs(log)
+    s1, s2, s3, s4 = (runs[name] for name in SERIAL)
+    assert s1[1] <= s2[0] and s2[1] <= s3[0] and s1[2] == s2[2] == s3[2], runs  # one lane
+    assert s3[1] - s1[0] >= 4.5
+    assert s4[2] != s1[2] and s4[0] < s3[1] and s1[0] < s4[1], runs  # the other lane, beside
+    end = max(s3[1], s4[1])
+    # Every other test, its own file's first one included, started once the phase had ended:
     # the one started first waited all of it and passed.
-    early = [n for n, (t0, _) in runs.items() if not n.startswith("s") and t0 < end]
+    early = [n for n, (t0, _, _) in runs.items() if n not in SERIAL and t0 < end]
     assert not early, (early, runs)
 
 
 def test_under_another_dist_the_serial_tests_are_alone_but_not_first(tmp_path: Path) -> None:
     """`pytest -n 2` (xdist's own `--dist load`) hands the tests out in any order: a test that is
-    not serial must not wait for serial tests still queued behind it (the run stalled)."""
-    proc, _ = _run_serial_and_other_files(tmp_path, "-o", "timeout=20")
-    assert proc.returncode == 0 and "24 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr
+    not serial must not wait for serial tests queued behind it (the run stalled), and each serial
+    test runs with no other test beside it (the flocks: no lanes here)."""
+    proc, log = _run_serial_and_other_files(tmp_path, "-o", "timeout=20")
+    assert proc.returncode == 0 and "25 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr
+    runs = _runs(log)
+    beside = [
+        (name, other)
+        for name in SERIAL
+        for other, (t0, t1, _) in runs.items()
+        if other != name and t0 < runs[name][1] and runs[name][0] < t1
+    ]
+    assert not beside, (beside, runs)
+
+
+def test_the_serial_units_go_in_lanes_of_about_equal_seconds_each_in_the_queues_order() -> None:
+    units = [f + SERIAL_SUFFIX for f in SERIAL_SECONDS] + ["tests/new_test.py" + SERIAL_SUFFIX]
+    lanes = serial_lanes(units)
+    assert len(lanes) == 2 and sorted(lanes[0] + lanes[1]) == sorted(units)
+
+    def seconds(lane: list[str]) -> float:
+        known = SERIAL_SECONDS.get
+        return sum(known(u.removesuffix(SERIAL_SUFFIX), SERIAL_SECONDS_DEFAULT) for u in lane)
+
+    # longest first, each to the shorter lane: apart by no more than the longest unit
+    assert abs(seconds(lanes[0]) - seconds(lanes[1])) <= max(SERIAL_SECONDS.values()), lanes
+    assert all(lane == [u for u in units if u in lane] for lane in lanes)  # the queue's order
+    assert serial_lanes(units[:1]) == [units[:1]]  # no empty lane
+    assert serial_lanes([]) == []
 
 
 class _Item:
