@@ -72,7 +72,8 @@ demo: install
 # 752 s on four workers (back to back, the machine otherwise idle): four. 2026-12-07, 2261 tests,
 # the serial phase ~25 s shorter: 635 s on five workers (715 s before that cut): five.
 # 2026-12-08, 2360 tests: the serial tests in two lanes (testing/workers.py), 641 s on five
-# workers (701-799 s the same day with them one at a time).
+# workers (701-799 s the same day with them one at a time); 617 s once the canary's suites no
+# longer collected the whole heap of the worker that runs them (dsv4ops/canary/runner.py).
 TEST_WORKERS ?= 5
 test: install
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
