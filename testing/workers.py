@@ -22,8 +22,9 @@ a lane runs one serial test at a time, the lanes side by side. Alone, the serial
 of the two cores busy over a 170 s phase (by /proc/stat, 0.25 s windows: above 75% in 4 of 738);
 in two lanes the phase took 80-84 s and every serial test passed in each of five runs. No
 deadlock: a worker runs its units in the order handed out, so every worker's serial tests come
-before any test of its that waits for them. The kernels' two costly session fixtures are made once per
-run, not per worker (`run_once`): the kernel-rollout rehearsal, on the other worker, reuses them.
+before any test of its that waits for them. The kernels' two costly session fixtures are made
+once per run, not per worker (`run_once`): the kernel-rollout rehearsal, on the other worker,
+reuses them.
 """
 
 from __future__ import annotations
@@ -120,6 +121,7 @@ class FileScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships 
     their own, the serial units first (in lanes, a lane to a worker), then the long units."""
 
     _serial: frozenset[str] | None = None
+    _lanes: list[list[str]] | None = None  # the serial units' lanes not yet handed out
 
     def _split_scope(self, nodeid: str) -> str:
         if self._serial is None:
@@ -128,8 +130,6 @@ class FileScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships 
             self._serial = read_serial(_run_dir(self.config.option.testrunuid))
         unit = unit_of(nodeid)
         return unit + SERIAL_SUFFIX if nodeid in self._serial else unit
-
-    _lanes: list[list[str]] | None = None
 
     def _assign_work_unit(self, node: WorkerController) -> None:
         if self._lanes is None:  # the first assignment: the queue is complete, nothing sent yet
@@ -201,7 +201,7 @@ def read_serial(run_dir: Path) -> frozenset[str]:
         return frozenset()
 
 
-# --- serial tests: alone on the machine while they run ---------------------------------------
+# --- serial tests: apart from every other test while they run ----------------------------------
 #
 # A test that measures time (a step-law fit, a stall caught within 3 s, model seconds from a
 # twin's sleeps) is marked `serial`: while it runs, no test that is not serial runs on another

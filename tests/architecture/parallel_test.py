@@ -383,6 +383,9 @@ def test_the_serial_pattern_sees_decorators_and_the_module_mark(tmp_path: Path) 
 def test_the_long_files_listed_first_exist() -> None:
     missing = [u for u in HEAVY if u != KERNELS_UNIT and not (ROOT / u).is_file()]
     assert not missing, f"testing/workers.py HEAVY names no test file: {missing}"
+    # a file renamed away would count the default seconds and unbalance the lanes unseen
+    missing = [f for f in SERIAL_SECONDS if not (ROOT / f).is_file()]
+    assert not missing, f"testing/workers.py SERIAL_SECONDS names no test file: {missing}"
 
 
 def test_xdist_workers_share_one_lock_directory_per_run() -> None:
