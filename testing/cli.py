@@ -3,6 +3,7 @@
 - process: Run `python -m dsv4ops ...` as a real process with a time and memory ceiling.
 - terminal: hostile text (ESC, BEL) and the check that a command printed none of it raw.
 - read_until: a running command's output up to a line it prints (a bound on a hang).
+- wait_blocked: until a process sleeps in a system call (its prompt's read), before a signal.
 """
 
 from __future__ import annotations
@@ -146,3 +147,19 @@ def read_until(proc: subprocess.Popen[Any], text: str, within_s: float = 60.0) -
             assert chunk, f"it ended before {text!r}: {seen.decode(errors='replace')}"
             seen += chunk
     return seen.decode()
+
+
+def wait_blocked(pid: int, within_s: float = 30.0) -> None:
+    """Until the process's main thread sleeps in a system call (/proc/PID/stat state S): after
+    a prompt is written, that is the read of its answer. A signal that lands between the prompt's
+    write and that read runs CPython's C handler (a flag) but interrupts no read, and the read
+    then blocks for good: a full run saw a runbook hang 60 s after SIGTERM at its prompt so.
+    Fails if `within_s` passes first."""
+    deadline = time.monotonic() + within_s
+    while True:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        if state in ("S", "D"):
+            return
+        assert time.monotonic() < deadline, f"pid {pid} never blocked within {within_s} s: {state}"
+        time.sleep(0.01)

@@ -27,7 +27,7 @@ from dsv4ops.cli import main
 from dsv4ops.journal.records import Kind, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.runbooks.runlog import fold_run, run_state
-from testing.cli import read_until
+from testing.cli import read_until, wait_blocked
 from testing.orchestrate import OrchEnv, commit_all, module_env, set_gate_duration
 from testing.profiles import TRITON_MOE_PATH_YAML
 
@@ -183,16 +183,18 @@ def _start_resumable(env: OrchEnv, book: Path) -> tuple[subprocess.Popen[Any], i
     )
     os.close(follower)
     run_id = _wait_for_step(env, "step 2", "start", proc, before)
-    # the prompt is on its output: click.confirm is reading the terminal (a Ctrl-C now is one
-    # at the prompt), so no timer guesses when the question was written
-    return proc, leader, run_id, read_until(proc, PROMPT)
+    # the prompt is on its output and the process sleeps in the read of its answer: a Ctrl-C
+    # now is one at the prompt, so no timer guesses when the question was written
+    head = read_until(proc, PROMPT)
+    wait_blocked(proc.pid)
+    return proc, leader, run_id, head
 
 
 def _rest_after_ctrl_c(proc: subprocess.Popen[Any]) -> str:
-    """The run's output to its end. A full run once saw no end within 60 s (not reproduced in
-    six loaded runs alone): the failure then says whether the runbook itself had exited (a
-    process still holding its output pipe would block the read) and what dsv4ops processes
-    were left, instead of a bare TimeoutExpired."""
+    """The run's output to its end. Two full runs saw no end within 60 s: the signal had landed
+    between the prompt's write and the read of its answer (`wait_blocked` now waits for that
+    read). Should it recur, the failure says whether the runbook itself had exited (a process
+    still holding its output pipe would block the read) and what dsv4ops processes were left."""
     try:
         return str(proc.communicate(timeout=60)[0])
     except subprocess.TimeoutExpired as exc:
