@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
+from dsv4ops.errors import Terminated
 from dsv4ops.runbooks.parse import PROGRAM
 
 INTERRUPT_GRACE_S = 60.0  # how long a child may take to finish after Ctrl-C before it is killed
@@ -44,7 +45,7 @@ def execute(argv: Sequence[str], env: Mapping[str, str], *, stdout_to_stderr: bo
     except KeyboardInterrupt as exc:
         # A terminal's Ctrl-C reached the child's process group already; a SIGTERM sent to this
         # process alone did not: the child deploy is told the same, to roll back as it would.
-        if getattr(exc, "signal_name", "SIGINT") == "SIGTERM":
+        if isinstance(exc, Terminated):
             proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=INTERRUPT_GRACE_S)
