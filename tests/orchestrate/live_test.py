@@ -38,7 +38,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.router]
 # DSV4_TWIN_FORCE=corrupt would corrupt the baseline too, so its restore could not be judged.
 # A decode step of 80 model ms (4 ms wall at the test time scale) so a stream lasts seconds
 # because the decode is generating it, not because a busy client is reading buffered tokens.
+# A decode restarted alone degrades its pair (the twin's degrade hazard): a seeded fraction of
+# rooms is lost, but the router draws each request's room at random, so whether the end-to-end
+# probe after the override's decode-only restart met one was chance (its deploy then rolled back).
+# Fraction 0: the pair is still marked degraded (asserted), and the probe's verdict is certain.
 TWIN_ENV = {
+    "DSV4_TWIN_DEGRADE_FAIL_FRACTION": "0",
     "DSV4_TWIN_CORRUPT_MIN_BS": "8",
     "DSV4_TWIN_CORRUPT_PROB": "0.5",
     "DSV4_TWIN_STEP_A_MS": "80",
@@ -230,6 +235,7 @@ def test_decode_only_override_restarts_only_the_decode_and_warns_loudly(
     stopped = {e["role"] for e in events if e["event"] == "shutdown"}
     assert "decode" in restarted and "decode" in stopped
     assert "prefill" not in restarted and "prefill" not in stopped  # twin event log
+    assert [e for e in events if e["event"] == "degraded"]  # the stale peer the prefill now holds
     now = {c["name"]: c["pid"] for c in cli(env, capsys, "status", "--json")[1]["components"]}
     assert now["prefill"] == pids["prefill"] and now["decode"] != pids["decode"]
     assert len(our_processes(env)) == 3

@@ -206,8 +206,8 @@ STUCK = {
 PREFILL = ["--disaggregation-mode", "prefill", "--enable-metrics"]
 
 
-def _stuck_room_computed(url: str) -> bool:
-    return value(scrape(url), "sglang:realtime_tokens_total", mode="prefill_compute") > 0
+def _prefill_computed(url: str) -> float:
+    return value(scrape(url), "sglang:realtime_tokens_total", mode="prefill_compute")
 
 
 def test_prefill_reports_its_batches_and_a_room_waiting_for_bootstrap() -> None:
@@ -216,8 +216,10 @@ def test_prefill_reports_its_batches_and_a_room_waiting_for_bootstrap() -> None:
     # (10 s of wall once did on a loaded run); the test ends without waiting for it.
     env = {**ENV, "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "3600"}
     with twin_server(PREFILL, env=env) as proc:
+        # Counted from here: the readiness probe's /health already ran a one-token prefill.
+        before = _prefill_computed(proc.url)
         threading.Thread(target=_prefill_post, args=(proc.url, STUCK), daemon=True).start()
-        wait_for("the stuck room", lambda: _stuck_room_computed(proc.url))
+        wait_for("the stuck room", lambda: _prefill_computed(proc.url) > before)
         _generate(proc.url, 1)  # a fake-bootstrap request: one more prefill batch
         got = scrape(proc.url)
         assert value(got, "sglang:num_prefill_bootstrap_queue_reqs") == 1
@@ -230,9 +232,10 @@ def test_a_room_never_bootstrapped_fails_as_a_bootstrap_failure_and_idle_zeroes_
 ):
     env = {**ENV, "DSV4_TWIN_BOOTSTRAP_TIMEOUT_S": "5"}  # 1 s of wall after its compute
     with twin_server(PREFILL, env=env) as proc:
+        before = _prefill_computed(proc.url)
         t = threading.Thread(target=_prefill_post, args=(proc.url, STUCK))
         t.start()
-        wait_for("the stuck room", lambda: _stuck_room_computed(proc.url))
+        wait_for("the stuck room", lambda: _prefill_computed(proc.url) > before)
         t.join(40)
         assert not t.is_alive()
         got = scrape(proc.url)
