@@ -187,6 +187,7 @@ MUTATING = {
     ("kernels", "rollback"),
     ("ab",),
     ("runbook", "run"),
+    ("runbook", "abandon"),  # ends a run's record in the journal; nothing on the target
     ("twin", "hazard"),
     ("profile", "set"),
 }

@@ -1,10 +1,15 @@
-"""`dsv4ops runbook list|show|run`: the incident procedures under runbooks/, read or executed.
+"""`dsv4ops runbook list|show|run|abandon`: the incident procedures under runbooks/, read or
+executed, and a stopped run closed.
 
 `run` exits 0 when every step met its expectation, 2 when a step did not (the runbook stops
 there; `--resume RUN_ID` continues it), 1 for an unknown runbook, a bad file, a declined or
 refused confirmation or a refused resume, 130 on Ctrl-C. It takes the flags every mutating
 command takes (cli/_output.py); with `--json` its own lines and its children's output go to
 stderr and stdout carries one object: the run, what ran, and how it ended.
+
+`abandon RUN_ID` closes a stopped run that will not be resumed (exit 0), changing nothing on the
+target; 1 when it is not an open run of that target, a live process holds it, or it was not
+confirmed.
 """
 
 from __future__ import annotations
@@ -205,3 +210,62 @@ def _pause(msg: str) -> None:
         )
     except click.Abort:
         raise KeyboardInterrupt from None
+
+
+@runbook.command("abandon")
+@click.argument("run_id", metavar="RUN_ID")
+@target_option
+@yes_option
+@dry_run_option
+@reason_option
+@json_option
+def abandon_cmd(
+    run_id: str, target: str | None, yes: bool, dry_run: bool, reason: str | None, as_json: bool
+) -> None:
+    """Close a stopped run that will not be resumed: `status` stops listing it, and
+    `--resume` refuses it. Nothing on the target changes; what its steps did stays done."""
+    import sys
+
+    from dsv4ops.cli._context import open_target
+    from dsv4ops.usecases.runbook import abandon_run
+
+    session = open_target(target, verb="runbook abandon")
+    try:
+        out = abandon_run(
+            session,
+            run_id,
+            reason=reason,
+            confirm=_ask,
+            interactive=sys.stdin.isatty(),
+            yes=yes,
+            dry_run=dry_run,
+        )
+    finally:
+        session.close()
+    if as_json:
+        echo_json(out.to_json())
+        return
+    if out.dry_run:
+        echo_lines(
+            [
+                f"would abandon run {out.run} of {out.runbook} on {out.target} (stopped at "
+                f"{out.stopped_at}, {out.was}); dry run: nothing changed"
+            ]
+        )
+        return
+    echo_lines(
+        [
+            f"run {out.run} of {out.runbook} on {out.target}: ABANDONED "
+            f"(it had stopped at {out.stopped_at}, {out.was})",
+            "nothing on the target changed; what its steps did stays done "
+            f"(`dsv4ops journal --target {out.target}` shows them)",
+        ]
+    )
+
+
+def _ask(question: str) -> bool:
+    """y/N on stderr; Ctrl-C or end of input at the prompt is a no."""
+    try:
+        return bool(click.confirm(terminal_safe(question), default=False, err=True))
+    except click.Abort:
+        return False

@@ -149,14 +149,30 @@ class RunLog:
     def reopen(
         self, rec: RunRecord, who: str, reason: str | None = None, *, over: str | None = None
     ) -> None:
-        """Claim the run for this resume. The claim is appended, then the run is read back: the
-        journal of record orders the appends, and a claim holds the run only when no earlier
-        claim (or the run's own process) still held it when it was appended (`fold_run`). So of
-        two resumes racing, whichever read the run first, the one whose claim reached the journal
-        second gets RunbookStopped before any step runs. The claim names this process as the
-        run's owner, and carries the resume's --reason (`resumes` reads them back), as the run's
-        begin carries its own. `over`: the holder (Holder.key) a person said is gone, on a
-        machine where that cannot be checked: this claim takes the run from it."""
+        """Claim the run for this resume (`claim`), and move an INTERRUPTED run back to RUNNING.
+        The claim carries the resume's --reason (`resumes` reads them back), as the run's begin
+        carries its own."""
+        self.claim(rec, who, reason, over=over, doing="resumed")
+        if self.journal.get(rec.op).status is Status.INTERRUPTED:
+            self.journal.transition(rec.op, Status.RUNNING)
+
+    def claim(
+        self,
+        rec: RunRecord,
+        who: str,
+        reason: str | None = None,
+        *,
+        over: str | None = None,
+        doing: str,
+    ) -> None:
+        """Take the run for this process (a resume, or an abandon: `doing`). The claim is
+        appended, then the run is read back: the journal of record orders the appends, and a
+        claim holds the run only when no earlier claim (or the run's own process) still held it
+        when it was appended (`fold_run`). So of two claims racing, whichever read the run first,
+        the one that reached the journal second gets RunbookStopped before it changes anything.
+        The claim names this process as the run's owner. `over`: the holder (Holder.key) a
+        person said is gone, on a machine where that cannot be checked: this claim takes the
+        run from it."""
         claim = {
             "resumed": True,
             "after": rec.header_records,
@@ -165,6 +181,8 @@ class RunLog:
             "owner": owner(),
             "releases": True,
         }
+        if doing != "resumed":
+            claim["doing"] = doing
         if reason:
             claim["reason"] = reason
         if over:
@@ -172,15 +190,18 @@ class RunLog:
         self.journal.step(rec.op, HEADER, "done", detail=json.dumps(claim, sort_keys=True))
         now = fold_run(self.journal.get(rec.op))
         if now.holder is None or now.holder.claim != claim["claim"]:
+            outcome = (
+                "this resume did not start: nothing ran"
+                if doing == "resumed"
+                else f"it was not {doing}: nothing changed"
+            )
             raise RunbookStopped(
                 f"run {rec.op} is being resumed by "
                 f"{now.holder.who if now.holder else 'another operator'} "
-                "(their claim reached the journal first); this resume did not start: nothing ran",
-                hint="follow it with `dsv4ops journal`; resume only once it has stopped",
+                f"(their claim reached the journal first); {outcome}",
+                hint="follow it with `dsv4ops journal`; act on it only once it has stopped",
             )
         self.op = rec.op
-        if self.journal.get(rec.op).status is Status.INTERRUPTED:
-            self.journal.transition(rec.op, Status.RUNNING)
 
     def stop(self, message: str) -> None:
         """The run stopped where `--resume` continues it (the message names the command)."""
@@ -319,12 +340,16 @@ def run_state(op: Operation) -> tuple[str, str | None]:
         if rec.runbook
         else None
     )
+    # a run that will not be resumed is closed by `runbook abandon` (runbooks/abandon.py)
+    close = f" (or close it: `dsv4ops runbook abandon {shlex.quote(op.op)} --target " + (
+        f"{shlex.quote(rec.target)}`)" if rec.target else "TARGET`)"
+    )
     if op.status is Status.RUNNING:
         if rec.owner and dead_here(rec.owner):
             return (
                 Status.INTERRUPTED.value,
                 f"its process (pid {rec.owner.get('pid')}) ended without ending the run; "
-                f"resume with `{resume}`",
+                f"resume with `{resume}`{close}",
             )
         where = rec.owner.get("host") if rec.owner else None
         mine = rec.owner and where == local_host()
@@ -335,7 +360,7 @@ def run_state(op: Operation) -> tuple[str, str | None]:
             f"is gone, resume with `{resume}`"
         )
     if op.status is Status.INTERRUPTED:
-        return Status.INTERRUPTED.value, f"resume with `{resume}`"
+        return Status.INTERRUPTED.value, f"resume with `{resume}`{close}"
     return op.status.value, None
 
 

@@ -1,5 +1,6 @@
-"""`dsv4ops runbook list|show|run`: the runbooks under runbooks/ read (their list, one's
-checklist), and a parsed runbook run against a target's session, journaled.
+"""`dsv4ops runbook list|show|run|abandon`: the runbooks under runbooks/ read (their list, one's
+checklist), a parsed runbook run against a target's session, journaled, and a stopped run
+closed.
 
 The engine (`dsv4ops.runbooks.run`) gets the session's journal, its commands run as child
 `dsv4ops` commands (`runbooks/execute.py`), and its world is the target as `dsv4ops status`
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, TypedDict
 from dsv4ops.usecases.session import TargetSession
 
 if TYPE_CHECKING:
+    from dsv4ops.runbooks.abandon import Abandoned
     from dsv4ops.runbooks.model import Runbook as Runbook  # re-exported: the CLI annotates it
     from dsv4ops.runbooks.session import Ran
     from dsv4ops.runbooks.world import TargetWorld
@@ -156,6 +158,34 @@ def run_runbook(
         raise
     report(R.result_json(run_session, exit_code=exitcodes.OK))
     return ran
+
+
+def abandon_run(
+    session: TargetSession,
+    run_id: str,
+    *,
+    reason: str | None,
+    confirm: Callable[[str], bool],
+    interactive: bool,
+    yes: bool,
+    dry_run: bool,
+) -> Abandoned:
+    """`runbook abandon`: close a stopped run of the session's target ABANDONED, changing
+    nothing on the target (runbooks/abandon.py says when it is refused)."""
+    from dsv4ops.runbooks.abandon import abandon
+    from dsv4ops.whoami import operator_identity
+
+    return abandon(
+        session.journal,
+        run_id,
+        target=session.target.name,
+        who=operator_identity(),
+        reason=reason,
+        confirm=confirm,
+        interactive=interactive,
+        yes=yes,
+        dry_run=dry_run,
+    )
 
 
 def _world(session: TargetSession) -> TargetWorld:

@@ -313,7 +313,8 @@ def test_the_printed_resume_command_runs_the_same_runbook_file(
     hint = err.split("once handled, resume with `", 1)[1].split("`", 1)[0]
     assert main(["journal", "--json", "--target", env.target]) == 0
     run = json.loads(capfd.readouterr().out)["entries"][-1]
-    assert run["next"] == f"resume with `{hint}`", run
+    close = f"dsv4ops runbook abandon {run['id']} --target {env.target}"
+    assert run["next"] == f"resume with `{hint}` (or close it: `{close}`)", run
     argv = shlex.split(hint)  # as a shell reads what the operator pastes
     assert argv[:4] == ["dsv4ops", "runbook", "run", str(book)], argv
     assert main([*argv[1:], "--yes"]) == 2  # step 2 fails again: it resumed the run
