@@ -5,8 +5,19 @@ message is about, never on the default one (DSV4OPS_TARGET or twin-local)."""
 from __future__ import annotations
 
 import shlex
+from typing import Protocol
 
-from dsv4ops.journal.store import Journal
+from dsv4ops.journal.records import Operation
+
+
+class _Judged(Protocol):
+    """What `recover_commands` reads of a Journal (a Protocol: store.py imports this module
+    for the commands its own errors name)."""
+
+    @property
+    def target(self) -> str: ...
+
+    def last_known_good(self) -> Operation | None: ...
 
 
 def command(verb: str, target: str, *args: str) -> str:
@@ -15,7 +26,7 @@ def command(verb: str, target: str, *args: str) -> str:
     return "`" + shlex.join(["dsv4ops", *verb.split(), *args, "--target", target]) + "`"
 
 
-def recover_commands(journal: Journal) -> str:
+def recover_commands(journal: _Judged) -> str:
     """What resolves an operation that never ended on `journal`'s target: `stop --recover`
     always works; `rollback --recover` only with a known-good deployment to restore (the
     journal's own rule, `Journal.last_known_good`), so it is offered only then."""

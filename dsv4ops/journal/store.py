@@ -13,6 +13,7 @@ from dsv4ops.clock import Clock, SystemClock, utc_now_iso
 from dsv4ops.errors import DsOpsError, JournalError
 from dsv4ops.journal import opids, recordfile
 from dsv4ops.journal.backend import FileBackend, JournalBackend, JournalSource, journal_path
+from dsv4ops.journal.commands import command
 from dsv4ops.journal.gates import GATES_RECORDED, GateResult, GateSource
 from dsv4ops.journal.index import Index
 from dsv4ops.journal.lazy import Judgements, KnownGood, Operations
@@ -284,7 +285,8 @@ class Journal:
             "cannot read",
             hint=f"look at it (`sed -n {n}p {self.path}`), mend that line of the "
             f"journal of record {where} by hand (it is append-only: nothing in dsv4ops rewrites "
-            "it), then retry; `dsv4ops journal` and `dsv4ops status` read the rest meanwhile",
+            f"it), then retry; {command('journal', self.target)} and "
+            f"{command('status', self.target)} read the rest meanwhile",
         )
 
     def sync(self) -> None:

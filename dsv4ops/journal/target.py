@@ -18,15 +18,20 @@ from dsv4ops.clock import Clock, SystemClock, age_s, utc_now_iso
 from dsv4ops.errors import AgentCallError, DiskFullError, JournalError, TargetError
 from dsv4ops.journal import divergence, opids, recordfile
 from dsv4ops.journal.backend import Divergence, JournalSource, MergeDone
+from dsv4ops.journal.commands import command
 from dsv4ops.journal.schema import MergeRecord, to_json
 from dsv4ops.jsontypes import JSONObject, JSONValue
 from dsv4ops.whoami import local_host, operator_identity
 
 R = TypeVar("R")
-OFFLINE_HINT = (
-    "the journal of record lives on the target: mutating commands need it; `dsv4ops status` "
-    "and `dsv4ops journal` answer from the local cache meanwhile"
-)
+
+
+def offline_hint(target: str) -> str:
+    return (
+        "the journal of record lives on the target: mutating commands need it; "
+        f"{command('status', target)} and {command('journal', target)} answer from the local "
+        "cache meanwhile"
+    )
 
 
 class _Host(Protocol):
@@ -61,6 +66,7 @@ class TargetJournal:
     ) -> None:
         self.agent = agent
         self.path = self.home = cache  # home: the cache's own place (path may move: _to_spare)
+        self.target = cache.name.removesuffix(".jsonl")  # journal_path names it after its target
         self._notify = notify or (lambda _line: None)
         self._cache_error: str | None = None  # why the cache cannot be written
         self.marker = cache.with_name(cache.name.removesuffix(".jsonl") + ".sync.json")
@@ -101,7 +107,8 @@ class TargetJournal:
             if exc.kind == "lock_lost":
                 raise JournalError(
                     f"{self.agent.executor.host}: {exc.reply.get('error')}",
-                    hint="another operator took over this target; see `dsv4ops status`",
+                    hint="another operator took over this target; see "
+                    + command("status", self.target),
                 ) from None
             raise JournalError(f"cannot append to the journal of record: {exc}") from None
         except TargetError as exc:
@@ -347,7 +354,7 @@ class TargetJournal:
             return exc  # its message says what was left behind and how to make space
         return TargetError(
             f"{exc}; the journal of record on the target cannot be reached: nothing was changed",
-            hint=OFFLINE_HINT,
+            hint=offline_hint(self.target),
         )
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from dsv4ops.journal.commands import command
 from dsv4ops.journal.records import Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.runbooks.catalogue import run_command
@@ -72,12 +73,12 @@ def abandon(
     if rec.target and rec.target != target:
         raise RunbookError(
             f"run {rec.op} ran against {rec.target!r}, not {target!r}; nothing changed",
-            hint=f"`dsv4ops runbook abandon {rec.op} --target {rec.target}`",
+            hint=command("runbook abandon", rec.target, rec.op),
         )
     if rec.status.terminal:
         raise RunbookError(
             f"run {rec.op} already ended {rec.status.value}; there is nothing to abandon",
-            hint=f"`dsv4ops journal --target {target}` shows it",
+            hint=f"{command('journal', target)} shows it",
         )
     over = _check_held(rec, target, confirm if interactive else None)
     was, _ = run_state(journal.get(rec.op))
@@ -108,7 +109,7 @@ def _ask(rec: RunRecord, target: str, state: str, confirm: Callable[[str], bool]
         f"run {rec.op} was not abandoned: "
         + ("declined" if confirm is not None else "it asks first, and no terminal is there")
         + "; nothing changed",
-        hint=f"`dsv4ops runbook abandon {rec.op} --target {target} --yes` closes it without asking",
+        hint=f"{command('runbook abandon', target, rec.op, '--yes')} closes it without asking",
     )
 
 

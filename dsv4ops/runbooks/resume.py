@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dsv4ops.journal.commands import command
 from dsv4ops.runbooks.model import RunbookError, Step
 from dsv4ops.runbooks.preconditions import changes
 from dsv4ops.runbooks.runlog import RunLog, RunRecord, load
@@ -61,7 +62,7 @@ def _resume(s: Session) -> Plan:
     if not s.resume.strip():
         raise RunbookError(
             "--resume takes a run id; it was given an empty one",
-            hint="`dsv4ops journal` lists the runs (kind runbook) and their ids",
+            hint=f"{command('journal', s.target)} lists the runs (kind runbook) and their ids",
         )
     # the flags first: a --dry-run has no journal, and that is not what is wrong with it
     if s.dry_run or s.start is not None or s.rehearse:
@@ -124,7 +125,7 @@ def _check_held(s: Session, rec: RunRecord) -> str | None:
         return rec.holder.key
     raise RunbookStopped(
         f"{held}; this resume did not start: nothing ran",
-        hint="follow it with `dsv4ops journal`; resume only once it has stopped"
+        hint=f"follow it with {command('journal', s.target)}; resume only once it has stopped"
         + (
             f" (a process on {where} is judged gone only there; at a terminal, a resume asks "
             "whether it is gone and may take the run over)"
@@ -198,5 +199,6 @@ def _check_repeat(s: Session, rec: RunRecord, first: Step) -> None:
     raise RunbookStopped(
         f"not resuming run {rec.op}: step {first.number} is not safe to repeat and was not "
         "confirmed again. Nothing ran.",
-        hint="check what it did with `dsv4ops journal`, then resume at a terminal (or --yes)",
+        hint=f"check what it did with {command('journal', s.target)}, then resume at a terminal "
+        "(or --yes)",
     )

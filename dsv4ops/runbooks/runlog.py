@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TypedDict
 
 from dsv4ops.errors import DsOpsError, JournalError
+from dsv4ops.journal.commands import command
 from dsv4ops.journal.records import Kind, Operation, Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.jsontypes import JSONObject
@@ -199,7 +200,8 @@ class RunLog:
                 f"run {rec.op} is being resumed by "
                 f"{now.holder.who if now.holder else 'another operator'} "
                 f"(their claim reached the journal first); {outcome}",
-                hint="follow it with `dsv4ops journal`; act on it only once it has stopped",
+                hint=f"follow it with {command('journal', self.journal.target)}; act on it only "
+                "once it has stopped",
             )
         self.op = rec.op
 
@@ -236,7 +238,7 @@ def load(journal: Journal, run_id: str) -> RunRecord:
         op = journal.get(run_id)
     except JournalError as exc:
         raise RunbookError(
-            str(exc), hint="`dsv4ops journal` lists the runs (kind runbook)"
+            str(exc), hint=f"{command('journal', journal.target)} lists the runs (kind runbook)"
         ) from None
     if op.kind is not Kind.RUNBOOK:
         raise RunbookError(f"journal entry {op.op} is a {op.kind.value}, not a runbook run")
@@ -341,9 +343,7 @@ def run_state(op: Operation) -> tuple[str, str | None]:
         else None
     )
     # a run that will not be resumed is closed by `runbook abandon` (runbooks/abandon.py)
-    close = f" (or close it: `dsv4ops runbook abandon {shlex.quote(op.op)} --target " + (
-        f"{shlex.quote(rec.target)}`)" if rec.target else "TARGET`)"
-    )
+    close = f" (or close it: {command('runbook abandon', rec.target, op.op)})" if rec.target else ""
     if op.status is Status.RUNNING:
         if rec.owner and dead_here(rec.owner):
             return (

@@ -158,6 +158,7 @@ def test_a_garbled_record_line_is_named_and_the_rest_stays_readable(
     err = capsys.readouterr().err
     assert f"{bob_cache}:{line}: not UTF-8" in err and "nothing was changed" in err, err
     assert "hint: look at it" in err and "Traceback" not in err
+    assert f"`dsv4ops journal --target {fresh_target.target}`" in err, err  # names the target
     assert _ids(_listing(capsys)) == ids[1:]  # nothing was journaled
     # The brake always works: a stop takes nothing known-good into account; the line is named.
     assert main(["stop", "--yes"]) == 0

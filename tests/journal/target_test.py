@@ -181,7 +181,8 @@ def test_unreachable_target_reads_answer_from_the_cache_and_writes_refuse(
     writer = _journal(gone, state)
     with pytest.raises(TargetError, match="nothing was changed") as exc:
         writer.in_flight()
-    assert "status" in (exc.value.hint or "")
+    # the commands it names read this target, not the default one
+    assert f"`dsv4ops status --target {TARGET}`" in (exc.value.hint or ""), exc.value.hint
     with pytest.raises(TargetError, match="nothing was changed"):
         writer.begin(Kind.STOP)
     assert reader.path.read_bytes() == cached
