@@ -55,6 +55,11 @@ def rollback(
         run_rollback,
     )
 
+    if to is not None and not to.strip():  # `--to "$ID"` with ID unset: never the default
+        raise click.BadParameter(
+            "takes a journal id (prefix) or a git commit; it was given an empty one",
+            param_hint="--to",
+        )
     progress = progress_printer(as_json)
     session = open_target(target, verb="rollback")
     try:

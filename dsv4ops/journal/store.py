@@ -313,6 +313,8 @@ class Journal:
 
     def get(self, op_id: str) -> Operation:
         """The operation with this id (or unique id prefix); raise JournalError if none."""
+        if not op_id.strip():  # a prefix of every id: with one operation it would be that one
+            raise JournalError(f"an empty operation id names no journal entry in {self.path}")
         view = self._view()
         exact = view.entry(op_id)
         if exact is not None:

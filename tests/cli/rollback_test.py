@@ -49,3 +49,17 @@ def test_rollback_to_an_unknown_id_is_a_user_mistake_listing_the_choices(
     assert f"{op} (baseline @ 0123456789ab)" in err  # what --to accepts: IDs and REVs
     assert "Traceback" not in err and len(err.strip().splitlines()) <= 2  # error + hint
     assert Journal(env.target).operations() == before and not (env.workdir / "run").exists()
+
+
+def test_rollback_to_an_empty_id_is_refused_never_read_as_the_default(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--to "$ID"` with ID unset: refused, not a rollback to the last known-good."""
+    _known_good(env, "0123456789abcdef")
+    before = Journal(env.target).operations()
+    for empty in ("", " "):
+        code = main(["rollback", "--to", empty, "--yes", "--target", env.target])
+        err = capsys.readouterr().err
+        assert code == 1, err  # a usage error: the user's mistake
+        assert "--to" in err and "given an empty one" in err, err
+    assert Journal(env.target).operations() == before and not (env.workdir / "run").exists()

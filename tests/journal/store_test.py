@@ -362,3 +362,13 @@ def test_before_an_operation_began_a_refused_record_is_not_kept(tmp_path: Path) 
     with pytest.raises(JournalError):
         journal.begin(Kind.DEPLOY)  # refused: nothing happened, nothing to keep
     assert journal.unwritten() == []
+
+
+def test_an_id_prefix_finds_one_operation_and_an_empty_id_finds_none(journal: Journal) -> None:
+    """An empty id is a prefix of every id: with one operation journaled it named that one, so a
+    `runbook abandon ""` (or any command taking an id) acted on whatever was there."""
+    op = journal.begin(Kind.STOP)
+    assert journal.get(op[:8]).op == op
+    for empty in ("", "  "):
+        with pytest.raises(JournalError, match="an empty operation id names no journal entry"):
+            journal.get(empty)
