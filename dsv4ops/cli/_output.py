@@ -170,7 +170,10 @@ class Named(click.ParamType[str]):
     ) -> str:
         text = str(value)
         if not text.strip():
-            self.fail(EMPTY, param, ctx)
+            # an argument has no default to fall back to: only the first half of the advice
+            self.fail(
+                EMPTY.split(";")[0] if isinstance(param, click.Argument) else EMPTY, param, ctx
+            )
         return text
 
 

@@ -68,7 +68,12 @@ SUITES = ("smoke", "corruption", "abort-cascade", "sweep", "soak", "all")
     multiple=True,
     help="Prefill/decode server URL for /metrics and /abort_request (repeatable).",
 )
-@click.option("--model", default=None, help="Model name sent in requests (default: the profile's).")
+@click.option(
+    "--model",
+    type=NAMED,
+    default=None,
+    help="Model name sent in requests (default: the profile's).",
+)
 @click.option(
     "--api-key-env",
     default=None,

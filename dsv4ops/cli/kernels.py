@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from dsv4ops.cli._output import (
+    NAMED,
     dry_run_option,
     echo_json,
     echo_lines,
@@ -254,8 +255,12 @@ def list_cmd(target: str | None, as_json: bool) -> None:
 
 
 @kernels.command("rollback")
-@click.option("--name", default="dsv4-decode-kernels", show_default=True, help="Package name.")
-@click.option("--to", "to", default=None, help="Version to switch to (default: the previous one).")
+@click.option(
+    "--name", type=NAMED, default="dsv4-decode-kernels", show_default=True, help="Package name."
+)
+@click.option(
+    "--to", "to", type=NAMED, default=None, help="Version to switch to (default: the previous one)."
+)
 @target_option
 @json_option
 @_recover_option

@@ -68,7 +68,9 @@ def list_cmd(as_json: bool) -> None:
 
 @profile.command("show")
 @click.argument("name")
-@click.option("--rev", default=None, help="Show the profile as it was at this git revision.")
+@click.option(
+    "--rev", type=NAMED, default=None, help="Show the profile as it was at this git revision."
+)
 @json_option
 def show_cmd(name: str, rev: str | None, as_json: bool) -> None:
     """Show a profile's resolved values (after extends and defaults) and its warnings."""
@@ -173,8 +175,10 @@ def render_cmd(name: str, target: str | None, as_json: bool) -> None:
 @profile.command("diff")
 @click.argument("a")
 @click.argument("b")
-@click.option("--rev-a", default=None, help="Read A (and its extends chain) at this git revision.")
-@click.option("--rev-b", default=None, help="Read B at this git revision.")
+@click.option(
+    "--rev-a", type=NAMED, default=None, help="Read A (and its extends chain) at this git revision."
+)
+@click.option("--rev-b", type=NAMED, default=None, help="Read B at this git revision.")
 @_target_opt
 @json_option
 def diff_cmd(
@@ -215,7 +219,9 @@ class _SetCommand(click.Command):
 @profile.command("set", cls=_SetCommand, context_settings={"ignore_unknown_options": False})
 @click.argument("name")
 @click.argument("toggles", nargs=-1, required=True)
-@click.option("--as", "as_name", default=None, help="Write a new profile NEW that extends NAME.")
+@click.option(
+    "--as", "as_name", type=NAMED, default=None, help="Write a new profile NEW that extends NAME."
+)
 @click.option("--in-place", is_flag=True, help="Edit NAME itself instead of writing a new profile.")
 @click.option("--no-commit", is_flag=True, help="Write the file but do not git commit it.")
 @reason_option

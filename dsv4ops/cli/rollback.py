@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from dsv4ops.cli._output import (
+    NAMED,
     echo_json,
     echo_lines,
     json_option,
@@ -18,7 +19,12 @@ from dsv4ops.cli._output import (
 @click.command()
 @target_option
 @click.option(
-    "--to", "to", default=None, metavar="ID|REV", help="Journal id (prefix) or git commit."
+    "--to",
+    "to",
+    type=NAMED,
+    default=None,
+    metavar="ID|REV",
+    help="Journal id (prefix) or git commit.",
 )
 @yes_option
 @json_option
@@ -55,11 +61,6 @@ def rollback(
         run_rollback,
     )
 
-    if to is not None and not to.strip():  # `--to "$ID"` with ID unset: never the default
-        raise click.BadParameter(
-            "takes a journal id (prefix) or a git commit; it was given an empty one",
-            param_hint="--to",
-        )
     progress = progress_printer(as_json)
     session = open_target(target, verb="rollback")
     try:

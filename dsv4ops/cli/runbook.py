@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import click
 
 from dsv4ops.cli._output import (
+    NAMED,
     dry_run_option,
     echo_json,
     echo_lines,
@@ -213,7 +214,7 @@ def _pause(msg: str) -> None:
 
 
 @runbook.command("abandon")
-@click.argument("run_id", metavar="RUN_ID")
+@click.argument("run_id", metavar="RUN_ID", type=NAMED)
 @target_option
 @yes_option
 @dry_run_option

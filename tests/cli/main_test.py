@@ -242,6 +242,14 @@ def test_every_target_option_refuses_an_empty_name_and_an_empty_variable() -> No
         (["export", "rbg", "baseline", "-o", ""], "'-o' / '--output'"),
         (["canary", "--suite", "smoke", "--profile", " "], "'--profile' / '-p'"),
         (["buckets", "plan", "--profile", ""], "'--profile'"),
+        # `--to "$ID"` with ID unset rolled back to the last known-good / the previous package
+        (["rollback", "--to", "", "--dry-run"], "'--to'"),
+        (["kernels", "rollback", "--to", " ", "--dry-run"], "'--to'"),
+        (["kernels", "rollback", "--name", "", "--dry-run"], "'--name'"),
+        (["profile", "show", "baseline", "--rev", ""], "'--rev'"),  # showed the working copy
+        (["profile", "diff", "baseline", "baseline", "--rev-b", ""], "'--rev-b'"),
+        (["canary", "--suite", "smoke", "--model", ""], "'--model'"),
+        (["runbook", "abandon", ""], "'RUN_ID'"),  # an empty prefix matches every id
     ],
 )
 def test_an_empty_name_is_refused_naming_the_option(

@@ -61,5 +61,5 @@ def test_rollback_to_an_empty_id_is_refused_never_read_as_the_default(
         code = main(["rollback", "--to", empty, "--yes", "--target", env.target])
         err = capsys.readouterr().err
         assert code == 1, err  # a usage error: the user's mistake
-        assert "--to" in err and "given an empty one" in err, err
+        assert "--to" in err and "an empty value names nothing" in err, err
     assert Journal(env.target).operations() == before and not (env.workdir / "run").exists()
