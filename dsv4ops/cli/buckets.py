@@ -94,6 +94,7 @@ def plan_cmd(
     as_json: bool,
 ) -> None:
     """The bucket list with the least expected time per generated token (exact)."""
+    from dsv4ops.cli._context import live_waits
     from dsv4ops.usecases.buckets_plan import plan_buckets
 
     plan = plan_buckets(
@@ -107,6 +108,7 @@ def plan_cmd(
         graph_mb=graph_mb,
         memory_mb=memory_mb,
         profile=profile,
+        waits=live_waits(),  # a --metrics-url window is sampled for up to --window seconds
     )
     if as_json:
         echo_json(plan.to_json())

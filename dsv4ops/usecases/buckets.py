@@ -11,11 +11,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dsv4ops.errors import DsOpsError
+from dsv4ops.waits import QUIET, WaitObserver
 
 if TYPE_CHECKING:
     from dsv4ops.canary.loadgen import ChatClient
+    from dsv4ops.waits import Wait
 
 MAX_WINDOW_S = 6 * 3600.0
+# The first scrapes must hold the gauge: a wrong URL (nothing listening, not a decode's /metrics)
+# is said after these few tries, not after the whole window (up to 6 h) of sampling nothing.
+FIRST_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -25,41 +30,53 @@ class LiveSample:
     captured_graphs: int | None  # len(decode_cuda_graph_bs) from its /server_info, when it says
 
 
-def sample_decode(metrics_url: str, *, window_s: float, interval_s: float = 1.0) -> LiveSample:
+def sample_decode(
+    metrics_url: str, *, window_s: float, interval_s: float = 1.0, waits: WaitObserver = QUIET
+) -> LiveSample:
     """{running batch size: samples} from `sglang:num_running_reqs` every `interval_s` for
     `window_s` seconds (idle samples, 0 running, are dropped: they generate no tokens), plus the
-    decode's graph memory and captured graph count."""
+    decode's graph memory and captured graph count. DsOpsError when none of the first
+    FIRST_TRIES scrapes holds the gauge (said at once) or none of the window's did. `waits`
+    shows the sampling while it runs."""
     if not 0 < window_s <= MAX_WINDOW_S or not 0.05 <= interval_s <= window_s:
         raise DsOpsError(
             f"--window {window_s:g}s / interval {interval_s:g}s: expected a window "
             f"up to {MAX_WINDOW_S:g}s and an interval from 0.05s to the window"
         )
-    return asyncio.run(_sample(metrics_url, window_s, interval_s))
+    with waits.waiting(f"sampling {metrics_url} every {interval_s:g} s", window_s) as seen:
+        return asyncio.run(_sample(metrics_url, window_s, interval_s, seen))
 
 
-async def _sample(url: str, window_s: float, interval_s: float) -> LiveSample:
+async def _sample(url: str, window_s: float, interval_s: float, seen_by: Wait) -> LiveSample:
     from dsv4ops.canary.loadgen import ChatClient
     from dsv4ops.canary.sampler import scrape_once
 
     counts: Counter[int] = Counter()
-    seen = 0
+    seen = tries = 0
     graph_gb: float | None = None
     loop = asyncio.get_running_loop()
     end = loop.time() + window_s
     async with ChatClient(url, connections=2, total_timeout_s=10.0, engine="aiohttp") as client:
-        while loop.time() < end:
+        while loop.time() < end and (seen or tries < FIRST_TRIES):
             gauges = await scrape_once(client, url)
+            tries += 1
             if gauges is not None and gauges.running is not None:
                 seen += 1
                 if gauges.decode_graph_memory_gb is not None:
                     graph_gb = gauges.decode_graph_memory_gb
                 if gauges.running >= 1:
                     counts[round(gauges.running)] += 1
+                seen_by.observe(f"{seen} scrapes, {sum(counts.values())} with requests running")
             await asyncio.sleep(interval_s)
         captured = await _captured_graphs(client, url) if graph_gb else None
         if not seen:
             got, hint = await _why_no_gauge(client, url)
-            raise DsOpsError(f"{url}: no scrape held sglang:num_running_reqs ({got})", hint=hint)
+            early = loop.time() < end
+            raise DsOpsError(
+                f"{url}: no scrape held sglang:num_running_reqs ({got}); {tries} tried"
+                + (", then sampling stopped before the window's end" if early else ""),
+                hint=hint,
+            )
     return LiveSample(dict(counts), graph_gb, captured)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
 from dsv4ops.errors import DsOpsError
+from dsv4ops.waits import QUIET, WaitObserver
 
 if TYPE_CHECKING:
     from dsv4ops.buckets.plan import Evaluation, GraphMemory, StepLaw
@@ -181,8 +182,10 @@ def plan_buckets(
     graph_mb: float | None,
     memory_mb: float | None,
     profile: str,
+    waits: WaitObserver = QUIET,
 ) -> BucketPlan:
-    """Plan from exactly one of `report`, `distribution`, `metrics_url`. Raises DsOpsError."""
+    """Plan from exactly one of `report`, `distribution`, `metrics_url` (its sampling shown to
+    `waits`). Raises DsOpsError."""
     from dsv4ops.buckets import plan as P
     from dsv4ops.profiles.buckets import resolve_buckets
 
@@ -191,7 +194,7 @@ def plan_buckets(
             "give exactly one of --from REPORT, --distribution FILE, --metrics-url URL"
         )
     counts, step_law, observed_gb, captured, source = _read_counts(
-        report, distribution, metrics_url, window_s, law
+        report, distribution, metrics_url, window_s, law, waits
     )
     law_source = (
         LawSource.GIVEN if law else LawSource.FITTED if step_law is not None else LawSource.ASSUMED
@@ -252,6 +255,7 @@ def _read_counts(
     metrics_url: str | None,
     window: float,
     law: str | None,
+    waits: WaitObserver,
 ) -> tuple[dict[int, float], StepLaw | None, float | None, int | None, ReportLevels | None]:
     """The observed batch sizes from the one source given: a canary report (with its step law),
     a distribution file, or a live decode's /metrics (with its graph memory)."""
@@ -269,7 +273,7 @@ def _read_counts(
     else:
         from dsv4ops.usecases.buckets import sample_decode
 
-        live = sample_decode(str(metrics_url), window_s=window)
+        live = sample_decode(str(metrics_url), window_s=window, waits=waits)
         counts, observed_gb, captured = live.counts, live.graph_memory_gb, live.captured_graphs
     return counts, step_law, observed_gb, captured, source
 

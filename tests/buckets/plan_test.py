@@ -450,9 +450,11 @@ def test_sampling_that_never_sees_the_gauge_says_what_the_scrape_got(
             if url.endswith("/page"):
                 (tmp_path / "page").mkdir()
                 (tmp_path / "page" / "metrics").write_text("# nothing of SGLang's\nup 1\n")
-            assert cli_main(["buckets", "plan", "--metrics-url", url, "--window", "1"]) == 1
+            # an hour's window: a wrong URL is said after the first few scrapes, not the window
+            assert cli_main(["buckets", "plan", "--metrics-url", url, "--window", "3600"]) == 1
             err = capsys.readouterr().err
             assert "no scrape held sglang:num_running_reqs" in err and got in err, err
+            assert "3 tried, then sampling stopped before the window's end" in err, err
             assert hint in err, err
     finally:
         server.shutdown()
