@@ -79,12 +79,32 @@ def output_option(what: str) -> Callable[[FC], FC]:
     return deco
 
 
-def write_or_echo(text: str, output: Path | None) -> bool:
+# How much of an existing -o file is read for the mark of the command that wrote it.
+MARK_WITHIN = 1024
+
+
+def write_or_echo(text: str, output: Path | None, *, mark: str) -> bool:
     """`text` on stdout, or into `output` (an unwritable path is a clear error, never a
-    traceback); True when it was written to the file."""
+    traceback); True when it was written to the file. An existing file is replaced only when
+    it is empty or was written by the same command: `mark` (what every output of the command
+    holds near its start) within its first MARK_WITHIN characters. Anything else (a profile,
+    the docs a table belongs in) is refused, nothing written: `-o` never eats a file by a slip."""
     if output is None:
         click.echo(text, nl=False)
         return False
+    try:
+        with output.open(encoding="utf-8", errors="replace") as f:
+            head = f.read(MARK_WITHIN)
+    except FileNotFoundError:
+        head = ""
+    except OSError:
+        head = ""  # a directory or an unreadable path: the write below says why
+    if head.strip() and mark not in head:
+        raise DsOpsError(
+            f"-o {output}: that file exists and was not written by this command (it lacks "
+            f"{mark!r}); nothing was written",
+            hint="give another path, or move that file away first if it is to be replaced",
+        )
     try:
         output.write_text(text, encoding="utf-8")
     except OSError as exc:

@@ -69,7 +69,7 @@ def rbg(
     output: Path | None,
 ) -> None:
     """Render PROFILE as the box would run it, then as a RoleBasedGroup (v1alpha2)."""
-    from dsv4ops.usecases.export import export_rbg
+    from dsv4ops.usecases.export import RBG_MARK, export_rbg
 
     export = export_rbg(
         profile,
@@ -82,7 +82,7 @@ def rbg(
         gpus_per_node=gpus_per_node,
         kernel_image=kernel_image,
     )
-    if not write_or_echo(export.text, output):
+    if not write_or_echo(export.text, output, mark=RBG_MARK):
         return
     policy = " and its CoordinatedPolicy" if export.with_policy else ""
     click.echo(

@@ -289,7 +289,8 @@ def schema_cmd(targets: bool, markdown: bool, output: Path | None) -> None:
     profiles/schema/ ships it and every shipped YAML names it on its first line
     (`# yaml-language-server: $schema=...`). The loader still checks more than it can say:
     rules across keys and files (docs/profiles.md, "The JSON Schema (editors and CI)")."""
-    from dsv4ops.usecases.profile import profile_schema
+    from dsv4ops.usecases.profile import profile_schema, schema_mark
 
-    if write_or_echo(profile_schema(targets=targets, markdown=markdown), output):
+    text = profile_schema(targets=targets, markdown=markdown)
+    if write_or_echo(text, output, mark=schema_mark(markdown=markdown)):
         click.echo(f"wrote {output}")

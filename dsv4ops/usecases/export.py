@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The manifest's first words: `export rbg -o FILE` replaces only a file that begins so.
+RBG_MARK = "# dsv4ops export rbg "
+
 
 @dataclass(frozen=True)
 class RbgExport:
@@ -50,7 +53,7 @@ def export_rbg(
     check_documents(docs)
     manifest = docs[-1]
     group = str(manifest["metadata"]["name"])
-    text = "# dsv4ops export rbg " + p.name + ": apply with kubectl apply -f; the Secret "
+    text = RBG_MARK + p.name + ": apply with kubectl apply -f; the Secret "
     text += f"{group}-env holds any secret env/flag values (not printed)\n"
     text += "---\n".join(_yaml.dump(d) for d in docs)
     return RbgExport(text, group, len(docs) > 1)

@@ -50,3 +50,31 @@ def test_an_unknown_option_is_a_usage_error(capsys: pytest.CaptureFixture[str]) 
     assert main(["profile", "schema", "--yaml"]) == exitcodes.REFUSED
     err = capsys.readouterr().err
     assert "Error: No such option '--yaml'" in err and "Traceback" not in err
+
+
+def test_dash_o_replaces_only_a_file_the_command_wrote(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`-o docs/profiles.md` (or a profile) by a slip replaced that file with the tables; now a
+    file the command did not write is refused, nothing written, and its own output is renewed."""
+    shipped = Path(__file__).resolve().parents[2] / "docs" / "profiles.md"
+    docs = tmp_path / "profiles.md"
+    docs.write_text(shipped.read_text(encoding="utf-8"), encoding="utf-8")
+    before = docs.read_bytes()
+    assert main(["profile", "schema", "--markdown", "-o", str(docs)]) == exitcodes.REFUSED
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: -o {docs}: that file exists and was not written by this "), err
+    assert "nothing was written" in err and "another path" in err, err
+    assert docs.read_bytes() == before
+    # the command's own output, stale or not, is replaced: JSON and tables alike
+    for args, name in ((["--targets"], "t.json"), (["--markdown"], "t.md")):
+        out = tmp_path / name
+        out.write_text("")  # an empty file is nobody's
+        assert main(["profile", "schema", *args, "-o", str(out)]) == 0
+        out.write_text(out.read_text(encoding="utf-8") + "stale\n")
+        assert main(["profile", "schema", *args, "-o", str(out)]) == 0
+        capsys.readouterr()
+    assert json.loads((tmp_path / "t.json").read_text()) == targets_json_schema()
+    # a JSON Schema file is not the tables', nor the tables the JSON's
+    assert main(["profile", "schema", "--markdown", "-o", str(tmp_path / "t.json")]) == 1
+    assert json.loads((tmp_path / "t.json").read_text()) == targets_json_schema()
