@@ -259,7 +259,7 @@ def abandon_cmd(
             f"run {out.run} of {out.runbook} on {out.target}: ABANDONED "
             f"(it had stopped at {out.stopped_at}, {out.was})",
             "nothing on the target changed; what its steps did stays done "
-            f"(`dsv4ops journal --target {out.target}` shows them)",
+            f"({out.shown_by} shows them)",
         ]
     )
 

@@ -36,6 +36,7 @@ class Abandoned:
     was: str  # its state before: INTERRUPTED (or RUNNING with its process gone)
     stopped_at: str  # "step N", "its end", or "its start"
     message: str  # as journaled (a dry run: what it would journal)
+    shown_by: str  # the command that shows the run's steps (`dsv4ops journal --target T`)
     dry_run: bool = False  # checked only: nothing was written
 
     def to_json(self) -> dict[str, object]:
@@ -47,6 +48,7 @@ class Abandoned:
             "stopped_at": self.stopped_at,
             "status": self.was if self.dry_run else Status.ABANDONED.value,
             "message": self.message,
+            "shown_by": self.shown_by,
             "dry_run": self.dry_run,
         }
 
@@ -88,14 +90,17 @@ def abandon(
         f"{stopped_at}, {was}); nothing on the target was changed by abandoning it: what its "
         "steps did stays done"
     )
+    out = Abandoned(
+        rec.op, rec.runbook, target, was, stopped_at, message, command("journal", target), dry_run
+    )
     if dry_run:
-        return Abandoned(rec.op, rec.runbook, rec.target or target, was, stopped_at, message, True)
+        return out
     if not yes:
         _ask(rec, target, f"stopped at {stopped_at}, {was}", confirm if interactive else None)
     log = RunLog(journal)
     log.claim(rec, who, reason, over=over, doing="abandoned")
     journal.transition(rec.op, Status.ABANDONED, message=message)
-    return Abandoned(rec.op, rec.runbook, rec.target or target, was, stopped_at, message)
+    return out
 
 
 def _ask(rec: RunRecord, target: str, state: str, confirm: Callable[[str], bool] | None) -> None:

@@ -196,10 +196,13 @@ class RunLog:
                 if doing == "resumed"
                 else f"it was not {doing}: nothing changed"
             )
+            by = now.holder.who if now.holder else "another operator"
             raise RunbookStopped(
-                f"run {rec.op} is being resumed by "
-                f"{now.holder.who if now.holder else 'another operator'} "
-                f"(their claim reached the journal first); {outcome}",
+                # ended meanwhile: another's claim won and ended it (an abandon does at once)
+                f"run {rec.op} ended {now.status.value} meanwhile, by {by}; {outcome}"
+                if now.status.terminal
+                else f"run {rec.op} is being resumed by {by} (their claim reached the journal "
+                f"first); {outcome}",
                 hint=f"follow it with {command('journal', self.journal.target)}; act on it only "
                 "once it has stopped",
             )

@@ -14,7 +14,7 @@ from dsv4ops.runbooks.abandon import abandon
 from dsv4ops.runbooks.model import RunbookError
 from dsv4ops.runbooks.parse import parse_runbook
 from dsv4ops.runbooks.run import RunbookFailed, RunbookStopped, Session, run
-from dsv4ops.runbooks.runlog import fold_run, run_state
+from dsv4ops.runbooks.runlog import RunLog, fold_run, load, run_state
 from testing.clock import FakeClock
 from testing.runbooks import FakeExecutor, FakeWorld
 
@@ -144,3 +144,19 @@ def test_a_run_held_on_another_machine_is_abandoned_only_by_a_person(journal: Jo
         ("bob@b", None),
         ("carol@c", "b0b"),
     ]
+
+
+def test_a_resume_that_read_the_run_before_it_was_abandoned_runs_nothing(
+    journal: Journal,
+) -> None:
+    """The race, in the journal's order: a resume read the run open, an abandon's claim reached
+    the journal first and ended it; the resume's claim then holds nothing and it stops."""
+    run_id = _stopped_run(journal)
+    read_by_the_resume = load(journal, run_id)
+    _abandon(journal, run_id)
+    with pytest.raises(
+        RunbookStopped,
+        match="ended ABANDONED meanwhile, by bob@b; this resume did not start: nothing ran",
+    ):
+        RunLog(journal).reopen(read_by_the_resume, "carol@c")
+    assert journal.get(run_id).status is Status.ABANDONED

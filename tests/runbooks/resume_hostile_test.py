@@ -123,7 +123,7 @@ def test_two_operators_resuming_one_run_only_one_wins(
         between.at_first_snapshot = lambda: run(bob_session)
         alice_ex = FakeExecutor(lambda argv: 0)
         s, _ = _session(alice, BOOK, "alice@a", alice_ex, world=between, resume=run_id)
-        with pytest.raises(RunbookStopped, match="being resumed by bob@b") as exc:
+        with pytest.raises(RunbookStopped, match="ended SUCCEEDED meanwhile, by bob@b") as exc:
             run(s)
         assert "nothing ran" in str(exc.value)
     assert alice_ex.calls == [] and [c[1] for c in bob_ex.calls] == ["rollback", "status"]
