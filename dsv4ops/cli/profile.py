@@ -266,6 +266,7 @@ def set_cmd(
     click.echo(f"{'would write' if dry_run else 'wrote'} {result.path}")
     for line in result.changes:
         click.echo(f"  {line}")
+    echo_lines((f"warning: {w}" for w in result.warnings), err=True)  # as `render` says them
     if dry_run:
         click.echo(result.diff.rstrip("\n"))
         click.echo("dry run: nothing was written or committed")

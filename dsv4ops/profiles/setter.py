@@ -14,7 +14,7 @@ from dsv4ops.plaintext import reason_problem
 from dsv4ops.profiles import git as gitio
 from dsv4ops.profiles.json_schema import modeline, modeline_of
 from dsv4ops.profiles.load import load_profile, profile_path
-from dsv4ops.profiles.model import Target
+from dsv4ops.profiles.model import Profile, Target
 from dsv4ops.profiles.render import render
 from dsv4ops.profiles.toggles import (
     check_new_name,
@@ -34,6 +34,7 @@ class SetResult:
     changes: tuple[str, ...]
     diff: str = ""  # the file's unified diff (a new profile: all of it added)
     dry_run: bool = False  # nothing was written
+    warnings: tuple[str, ...] = ()  # the result's warnings that the profile it changed lacked
 
     def to_json(self) -> JSONObject:
         return {
@@ -43,6 +44,7 @@ class SetResult:
             "changes": list(self.changes),
             "message": self.message,
             "diff": self.diff,
+            "warnings": list(self.warnings),
         }
 
 
@@ -91,6 +93,7 @@ def set_flags(
     original = _Original.of(dest)
 
     changes: list[str] = []
+    warnings: list[str] = []
 
     def check(tmp: Path) -> None:
         # Runs on the temp file: a ProfileError or "nothing changes" leaves the original untouched.
@@ -103,6 +106,7 @@ def set_flags(
                 key=exc.key,
             ) from None
         changes.extend(effective_changes(source, toggles, candidate))
+        warnings.extend(_new_warnings(source, candidate, tmp, dest))
         if not changes:
             raise DsOpsError(f"nothing changes: {source.name} already has {', '.join(items)}")
         if target is not None:
@@ -119,7 +123,18 @@ def set_flags(
             str(dest),
         )
     )
-    return SetResult(str(dest), message, sha, tuple(changes), diff, dry_run)
+    return SetResult(str(dest), message, sha, tuple(changes), diff, dry_run, tuple(warnings))
+
+
+def _new_warnings(source: Profile, candidate: Profile, tmp: Path, dest: Path) -> list[str]:
+    """The result's warnings that the profile it changed lacked (the change's own), each named
+    after the file written, not the temp copy it was checked as."""
+    had = {(w.code, w.message) for w in source.warnings}
+    return [
+        str(w).replace(str(tmp), str(dest))
+        for w in candidate.warnings
+        if (w.code, w.message) not in had
+    ]
 
 
 @dataclass(frozen=True)

@@ -131,17 +131,26 @@ def effective_changes(profile: Profile, toggles: list[Toggle], new: Profile) -> 
             if getattr(profile.flags, flag) != on:
                 lines.append(switch.on_words if on else switch.off_words)
         elif profile.decode_buckets != new.decode_buckets:
-            old_pad = worst_padding(profile.decode_buckets, PADDING_FROM)
-            new_pad = worst_padding(new.decode_buckets, PADDING_FROM)
+            old_pad = _padding_words(profile.decode_buckets)
+            new_pad = _padding_words(new.decode_buckets)
             lines.append(
                 f"buckets={t.yaml_value}: {len(profile.decode_buckets)} -> {len(new.decode_buckets)} decode "
-                f"CUDA graphs, worst padding above {PADDING_FROM} running {old_pad} -> {new_pad} slots (step-8 edges cost 726->663 tok/s at "
+                f"CUDA graphs, worst padding above {PADDING_FROM} running {old_pad} -> {new_pad} (step-8 edges cost 726->663 tok/s at "
                 f"56->57 running in the seeds; more graphs cost capture time and memory)"
             )
     return lines
 
 
 PADDING_FROM = 40  # the seeds' operating range (C60 -> C90) starts above this
+
+
+def _padding_words(buckets: tuple[int, ...]) -> str:
+    """The worst padding in the seeds' range, or that the range has no graph at all: a batch
+    above the largest bucket runs eager (no padding, but far slower steps), never "0 slots"."""
+    top = max(buckets, default=0)
+    if top <= PADDING_FROM:
+        return f"none: no graph above {top} running, eager"
+    return f"{worst_padding(buckets, PADDING_FROM)} slots"
 
 
 def worst_padding(buckets: tuple[int, ...], above: int = 0) -> int:

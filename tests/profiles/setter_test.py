@@ -81,7 +81,7 @@ def test_set_in_place_keeps_comments_and_changes_one_line(repo: Path, pdir: Path
     message = _git(repo, "log", "-1", "--format=%B")
     assert (
         "tool-call corruption" in message
-        and "worst padding above 40 running 7 -> 3 slots" in message
+        and "worst padding above 40 running 7 slots -> 3 slots" in message
     )
     assert message.startswith("profile base: multi-stream overlap on; buckets=step4:40-96\n")
 
@@ -182,3 +182,22 @@ def test_worst_padding() -> None:
         and worst_padding((4,)) == 3
     )
     assert worst_padding((32, 40, 44, 48), above=40) == 3 and worst_padding((32, 48), above=40) == 7
+
+
+def test_the_changes_new_warnings_are_said_and_no_graph_is_never_zero_padding(
+    repo: Path, pdir: Path
+) -> None:
+    """buckets=1,2,3 under 96 running said "worst padding above 40 running 7 -> 0 slots" and
+    nothing else: above 3 running no graph is captured (eager), which the profile's own check
+    warns of; the result names it, once, and a change adding no warning names none."""
+    out = set_flags("base", ["buckets=1,2,3"], as_name="tiny", in_place=False, commit=False)
+    assert (
+        "worst padding above 40 running 7 slots -> none: no graph above 3 running, eager"
+        in (out.changes[0])
+    )
+    (warning,) = out.warnings
+    assert warning.startswith(f"{pdir / 'tiny.yaml'}:") and "run without a CUDA graph" in warning
+    assert ".tmp-" not in warning  # named after the file written, not the checked temp copy
+    assert out.to_json()["warnings"] == [warning]
+    quiet = set_flags("base", ["buckets=step4"], as_name="step4", in_place=False, commit=False)
+    assert quiet.warnings == ()
