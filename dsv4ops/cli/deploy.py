@@ -75,6 +75,8 @@ def deploy(
         else:
             echo_lines(plan.lines())
         return
+    # the profile's known hazards, before the question and the first change (stdout: --json's)
+    echo_lines((f"warning: {w}" for w in plan.warnings()), err=True)
     if not yes:
         click.confirm(f"deploy {plan.deployment.describe()} to {plan.target.name}?", abort=True)
     progress = progress_printer(as_json)

@@ -36,6 +36,7 @@ class DeployPlanRecord(TypedDict):
     commit: str | None
     commands_hash: str
     note: str | None
+    warnings: list[str]  # the profile's known hazards, as `profile validate` says them
     plan: list[dict[str, object]]
 
 
@@ -57,6 +58,7 @@ class DeployPlan:
             "commit": self.deployment.git_commit,
             "commands_hash": self.deployment.commands_hash,
             "note": self.scope.note,
+            "warnings": self.warnings(),
             "plan": P.plan_json(self.steps),
         }
 
@@ -68,7 +70,12 @@ class DeployPlan:
         ]
         if self.scope.note:
             out.append(f"note: {self.scope.note}")
-        return out + P.render_plan(self.steps)
+        return out + [f"warning: {w}" for w in self.warnings()] + P.render_plan(self.steps)
+
+    def warnings(self) -> list[str]:
+        """The profile's warnings (known hazards, soft rules), `where: message` as `profile
+        validate` prints them: said before a deploy asks or starts, and in its dry run."""
+        return [str(w) for w in self.deployment.warnings]
 
 
 def plan_deploy(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shlex
 
@@ -48,3 +49,28 @@ def test_unknown_profile_is_one_clear_error(
     code = main(["deploy", "no-such-profile", "--yes", "--target", env.target])
     err = capsys.readouterr().err
     assert code == 1 and "no-such-profile" in err and "Traceback" not in err
+
+
+def test_the_profiles_warnings_are_said_in_the_plan_and_before_the_question(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deploy said nothing of the hazards `profile validate` warns of (multi-stream overlap's
+    tool-call corruption): they are in the dry run (text and --json) and on stderr before the
+    confirmation, which is declined here (nothing changes)."""
+    hazard = "multi-stream overlap on: the CUDA-graph capture race corrupted tool calls"
+    assert main(["deploy", "multi-stream-on", "--dry-run", "--target", env.target]) == 0
+    out = capsys.readouterr().out
+    (line,) = [x for x in out.splitlines() if x.startswith("warning: ")]
+    assert "multi-stream-on.yaml:" in line and hazard in line, out
+    assert main(["deploy", "multi-stream-on", "--dry-run", "--json", "--target", env.target]) == 0
+    (warning,) = json.loads(capsys.readouterr().out)["warnings"]
+    assert hazard in warning
+    assert main(["deploy", "baseline", "--dry-run", "--json", "--target", env.target]) == 0
+    assert json.loads(capsys.readouterr().out)["warnings"] == []
+    # asked, the warning said first; the operator answers no
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    assert main(["deploy", "multi-stream-on", "--target", env.target]) == 1
+    out, err = capsys.readouterr()
+    assert "deploy multi-stream-on" in out and "[y/N]" in out, out
+    assert err.startswith("warning: ") and hazard in err.splitlines()[0], err
+    assert Journal(env.target).operations() == []
