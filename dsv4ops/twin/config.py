@@ -37,6 +37,9 @@ class TwinConfig:
     step_a_ms: float = 18.0
     step_b_ms: float = 1.05
     overlap_hidden_ms: float = 5.0
+    # A decode step that runs no CUDA graph (above the largest captured bucket, or graphs off)
+    # costs this many times the law's step: kernel launches no graph hides (docs/twin.md).
+    eager_factor: float = 2.0
     prefill_ms_per_token: float = 0.1
     model_load_s: float = 60.0
     capture_s_per_bucket: float = 0.25
@@ -97,6 +100,7 @@ _FLOATS = {
     "STEP_A_MS": "step_a_ms",
     "STEP_B_MS": "step_b_ms",
     "OVERLAP_HIDDEN_MS": "overlap_hidden_ms",
+    "EAGER_FACTOR": "eager_factor",
     "PREFILL_MS_PER_TOKEN": "prefill_ms_per_token",
     "MODEL_LOAD_S": "model_load_s",
     "CAPTURE_S_PER_BUCKET": "capture_s_per_bucket",
@@ -188,6 +192,8 @@ def load_config(env: Mapping[str, str] | None = None) -> TwinConfig:
         values["heartbeat_interval_s"] = max(float(values["heartbeat_interval_s"]), 2.0)  # type: ignore[arg-type]  # a number: _number
     if values.get("time_scale", 1.0) == 0:
         raise TwinConfigError(f"{PREFIX}TIME_SCALE must be > 0")
+    if float(values.get("eager_factor", 1.0)) < 1.0:  # type: ignore[arg-type]  # a number
+        raise TwinConfigError(f"{PREFIX}EAGER_FACTOR must be >= 1 (eager is never faster)")
     force_raw = env.get(PREFIX + "FORCE", "")
     force = frozenset(h.strip() for h in force_raw.split(",") if h.strip())
     unknown = force - set(HAZARD_NAMES)

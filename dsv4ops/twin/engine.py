@@ -337,6 +337,7 @@ class DecodeEngine:
                     a=self.config.step_a_ms,
                     b=self.config.step_b_ms,
                     hidden_ms=self.config.overlap_hidden_ms if self.overlap else 0.0,
+                    eager_factor=self.config.eager_factor,
                 )
                 / 1000.0
             )

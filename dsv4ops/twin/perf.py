@@ -2,7 +2,8 @@
 
 step_ms = a + b * padded_bs (- overlap_hidden_ms with the overlap scheduler), where padded_bs is
 the smallest captured bucket >= the running batch; above the largest bucket the batch runs eager
-at its own size. Seeds: a = 18 ms, b = 1.05 ms/request, ~5 ms hidden by overlap.
+at its own size, the whole step times the eager factor. Seeds: a = 18 ms, b = 1.05 ms/request,
+~5 ms hidden by overlap.
 """
 
 from __future__ import annotations
@@ -69,11 +70,24 @@ def padded_batch(running: int, buckets: list[int]) -> int:
     return buckets[i] if i < len(buckets) else running
 
 
-def step_ms(running: int, buckets: list[int], *, a: float, b: float, hidden_ms: float) -> float:
-    """Model milliseconds of one decode step for `running` requests (0 when idle)."""
+def step_ms(
+    running: int,
+    buckets: list[int],
+    *,
+    a: float,
+    b: float,
+    hidden_ms: float,
+    eager_factor: float = 1.0,
+) -> float:
+    """Model milliseconds of one decode step for `running` requests (0 when idle). A batch no
+    captured graph holds (above the largest bucket; every batch with graphs off) runs eager:
+    the step times `eager_factor`, never its padding-free law alone, which was faster than the
+    graph (sglang#33900: ~4x per token on a small model; #40346: ~2x on sm_120)."""
     if running <= 0:
         return 0.0
-    return max(a - hidden_ms, 0.0) + b * padded_batch(running, buckets)
+    law = max(a - hidden_ms, 0.0) + b * padded_batch(running, buckets)
+    eager = not buckets or running > buckets[-1]
+    return law * eager_factor if eager else law
 
 
 class StepVariation:

@@ -9,7 +9,7 @@ from dsv4ops.twin.hazards import HazardBoard
 def test_defaults_are_the_seed_numbers() -> None:
     cfg = load_config({})
     assert (cfg.step_a_ms, cfg.step_b_ms, cfg.overlap_hidden_ms) == (18.0, 1.05, 5.0)
-    assert cfg.time_scale == 1.0
+    assert cfg.time_scale == 1.0 and cfg.eager_factor == 2.0
     assert cfg.health_timeout_s == 20.0 and cfg.waiting_timeout_s == 300.0
 
 
@@ -33,6 +33,7 @@ def test_env_overrides_and_sglang_timeout_names() -> None:
         ({"DSV4_TWIN_FORCE": "wedge,melt"}, "unknown hazard"),
         ({"DSV4_TWIN_STEP_B_MS": "-1"}, "must not be negative"),
         ({"DSV4_TWIN_TIME_SCALE": "0"}, "must be > 0"),
+        ({"DSV4_TWIN_EAGER_FACTOR": "0.5"}, "EAGER_FACTOR must be >= 1"),
         ({"DSV4_TWIN_HAZARDS": "maybe"}, "expected auto or off"),
     ],
 )

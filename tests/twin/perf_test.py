@@ -83,3 +83,17 @@ def test_default_buckets_follow_sglang_generation_and_runtime_clamp() -> None:
         )
         == []
     )
+
+
+def test_a_batch_no_graph_holds_runs_eager_at_the_eager_factor_never_faster_than_the_graph() -> (
+    None
+):
+    """Above the largest bucket the step was the unpadded law: 97 running cost less than the
+    graph of 96 would. Eager (no graph; every batch with graphs off) costs the factor."""
+    law = dict(a=18.0, b=1.05, hidden_ms=0.0)
+    graph_96 = step_ms(96, STEP8, **law, eager_factor=2.0)
+    assert graph_96 == pytest.approx(18 + 1.05 * 96)  # inside the graphs: the law, unchanged
+    assert step_ms(97, STEP8, **law, eager_factor=2.0) == pytest.approx(2 * (18 + 1.05 * 97))
+    assert step_ms(97, STEP8, **law, eager_factor=2.0) > graph_96
+    assert step_ms(4, [], **law, eager_factor=3.0) == pytest.approx(3 * (18 + 1.05 * 4))
+    assert step_ms(97, STEP8, **law) == pytest.approx(18 + 1.05 * 97)  # factor 1: the bare law
