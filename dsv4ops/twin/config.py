@@ -135,6 +135,14 @@ _SGLANG_TIMEOUTS = {
 }
 
 
+def _check_bounds(values: Mapping[str, object]) -> None:
+    """The bounds a number's own parse does not hold (TwinConfigError)."""
+    if values.get("time_scale", 1.0) == 0:
+        raise TwinConfigError(f"{PREFIX}TIME_SCALE must be > 0")
+    if float(values.get("eager_factor", 1.0)) < 1.0:  # type: ignore[arg-type]  # a number
+        raise TwinConfigError(f"{PREFIX}EAGER_FACTOR must be >= 1 (eager is never faster)")
+
+
 def _number(env: Mapping[str, str], name: str, kind: type[int] | type[float]) -> float | int | None:
     raw = env.get(name)
     if raw is None or raw.strip() == "":
@@ -190,10 +198,7 @@ def load_config(env: Mapping[str, str] | None = None) -> TwinConfig:
         values["heartbeat_max_failure"] = max(int(failures), 1)  # conn.py:483-485
     if "heartbeat_interval_s" in values:
         values["heartbeat_interval_s"] = max(float(values["heartbeat_interval_s"]), 2.0)  # type: ignore[arg-type]  # a number: _number
-    if values.get("time_scale", 1.0) == 0:
-        raise TwinConfigError(f"{PREFIX}TIME_SCALE must be > 0")
-    if float(values.get("eager_factor", 1.0)) < 1.0:  # type: ignore[arg-type]  # a number
-        raise TwinConfigError(f"{PREFIX}EAGER_FACTOR must be >= 1 (eager is never faster)")
+    _check_bounds(values)
     force_raw = env.get(PREFIX + "FORCE", "")
     force = frozenset(h.strip() for h in force_raw.split(",") if h.strip())
     unknown = force - set(HAZARD_NAMES)

@@ -38,7 +38,7 @@ ALLOWED: dict[str, int] = {
     "dsv4ops/runbooks/parse.py::parse_runbook": 16,
     "dsv4ops/twin/batch.py::_stream": 11,
     "dsv4ops/twin/batch.py::serve_batch": 11,
-    "dsv4ops/twin/config.py::load_config": 16,
+    "dsv4ops/twin/config.py::load_config": 15,
     "dsv4ops/twin/parse.py::parse_batch": 11,
 }
 
