@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from dsv4ops.cli._output import (
+    NAMED,
     accept_inconclusive_option,
     echo_json,
     echo_lines,
@@ -70,6 +71,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--levels",
+    type=NAMED,  # `--levels "$L"` with L unset: refused, never A's levels
     default=None,
     help=f"Concurrency levels, e.g. 48,56,57,64 (default: A's sweep levels; at most "
     f"{AB_MAX_LEVELS}, each 1 to {MAX_CONCURRENCY}).",

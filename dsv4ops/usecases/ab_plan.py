@@ -16,8 +16,10 @@ estimate from the profile's decode bucket count.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dsv4ops.deployment import Deployment
@@ -195,6 +197,27 @@ class ABPlan:
         return out
 
 
+def _check_report_dir(directory: Path) -> None:
+    """The report is written when the experiment ends, hours later: a --report this process
+    cannot write is refused before anything is deployed (checked without creating it, so a dry
+    run changes nothing). Raises DsOpsError."""
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    why = None
+    if not existing.is_dir():
+        why = f"{existing} is not a directory"
+    elif not os.access(existing, os.W_OK | os.X_OK):
+        why = f"{existing} is not writable by this user"
+    if why is not None:
+        raise DsOpsError(
+            f"--report {directory}: {why}, and the report is written only when the experiment "
+            "ends; nothing was deployed",
+            hint="give --report a directory you can write (it is made if missing), or leave it "
+            "out for the state directory's ab/EXPERIMENT_ID",
+        )
+
+
 def plan_ab(
     session: TargetSession,
     a_ref: str,
@@ -219,6 +242,8 @@ def plan_ab(
     from dsv4ops.ab.sequential import size_budget
 
     _check_design(suite, confidence=confidence, effect=effect, variation=variation)
+    if report_dir is not None:
+        _check_report_dir(Path(report_dir))
     target_name = session.target.name
     a, b = (
         plan_deploy(a_ref, target_name, canary=False),

@@ -127,6 +127,10 @@ def test_the_largest_accepted_design_is_planned_not_a_crash(
         (("baseline", "overlap-on", "--warmup", "1e9"), "'--warmup': 1"),
         (("baseline", "overlap-on", "--levels", "99999999"), "99999999 is not a concurrency"),
         (("baseline", "overlap-on", "--levels", ",".join(map(str, range(1, 34)))), "at most 32"),
+        # `--levels "$L"` with L unset ran A's levels
+        (("baseline", "overlap-on", "--levels", ""), "'--levels': an empty value names nothing"),
+        # a report dir that cannot be written was found when the experiment ended, hours later
+        (("baseline", "overlap-on", "--report", "/dev/null/ab"), "/dev/null is not a directory"),
     ],
 )
 def test_bad_input_is_one_clear_error_and_changes_nothing(
