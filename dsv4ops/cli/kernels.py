@@ -279,12 +279,15 @@ def rollback_cmd(
 ) -> None:
     """Switch the package back to its previous (or a named) installed version."""
     from dsv4ops.cli._context import open_target, progress_printer
-    from dsv4ops.usecases.kernels import rollback_package
+    from dsv4ops.usecases.kernels import rollback_choice, rollback_package
 
     ctx = open_target(target, verb="kernels rollback")
     try:
         if dry_run or not yes:
-            what = f"switch {name} on {ctx.target.name} back to {to or 'its previous version'}"
+            # the versions, read from the target: a plan or a question about "its previous
+            # version" when there is none was answered only by the refusal after the yes
+            current, version = rollback_choice(ctx, name, to)
+            what = f"switch {name} on {ctx.target.name} from {current or '-'} back to {version}"
             if dry_run:
                 _print_dry_run(
                     as_json,
@@ -292,7 +295,8 @@ def rollback_cmd(
                         "dry_run": True,
                         "action": "rollback",
                         "name": name,
-                        "to": to,
+                        "to": version,
+                        "current": current,
                         "target": ctx.target.name,
                     },
                     what,

@@ -63,6 +63,36 @@ def installed_packages(session: TargetSession) -> JSONObject:
     return list_packages(session.supervisor.executor, t.workdir, t.python)
 
 
+def rollback_choice(session: TargetSession, name: str, to: str | None) -> tuple[str | None, str]:
+    """(the current version, the one a rollback would switch to), read from the target, so the
+    question and the dry run name them. DsOpsError when there is none to switch to (no
+    previous version, or `to` not installed): what the rollback itself would refuse, said
+    before asking. The rollback re-checks on the target (another operator may act between)."""
+    from dsv4ops.errors import DsOpsError
+
+    packages = installed_packages(session).get("packages") or {}
+    entry = packages.get(name) if isinstance(packages, dict) else None
+    where = session.target.name
+    if not isinstance(entry, dict):
+        raise DsOpsError(
+            f"{name}: not installed on {where}; nothing to roll back",
+            hint=f"`dsv4ops kernels list --target {where}` shows what is installed",
+        )
+    current, previous = entry.get("current"), entry.get("previous")
+    version = to or previous
+    if not version:
+        raise DsOpsError(
+            f"{name}: no previous version to roll back to on {where} (current: {current or '-'})",
+            hint=f"name one with --to (`dsv4ops kernels list --target {where}` lists them)",
+        )
+    if version not in (entry.get("versions") or []):
+        raise DsOpsError(
+            f"{name}: version {version} is not installed on {where}",
+            hint=f"`dsv4ops kernels list --target {where}` lists the installed versions",
+        )
+    return (str(current) if current else None), str(version)
+
+
 def target_runtime(session: TargetSession) -> TargetRuntime:
     """What the target runs (arch, triton): a twin stands in for the box, else it is probed."""
     from dsv4ops.kernels.deploy import probe_runtime, twin_runtime

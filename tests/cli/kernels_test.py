@@ -64,6 +64,11 @@ def test_build_verify_deploy_list_rollback(
     assert main(["kernels", "list", "--json"]) == 0
     listing = json.loads(capsys.readouterr().out)
     assert listing["packages"]["dsv4-decode-kernels"]["current"] == "0.3.0"
+    assert main(["kernels", "rollback", "--dry-run"]) == 0  # names both versions
+    assert (
+        "switch dsv4-decode-kernels on twin-local from 0.3.0 back to 0.1.0"
+        in capsys.readouterr().out
+    )
     assert main(["kernels", "rollback", "--yes"]) == 0
     assert "current is now 0.1.0" in capsys.readouterr().out
     # Each switch is journaled: who, when, what was asked, which package it left current.
@@ -103,6 +108,21 @@ def test_refusal_is_one_error_line_and_exit_1(
     assert op.kernel == {"action": "deploy", "artifact": "bad.tar.gz"}
     assert main(["kernels", "verify", str(tmp_path / "missing.tar.gz")]) == 1
     assert "cannot read artifact" in capsys.readouterr().err
+
+
+def test_a_rollback_with_nothing_to_switch_to_is_refused_before_it_asks(
+    twin_target: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its dry run planned "switch ... back to its previous version" on a target with no
+    package, and its question asked the same: only the yes met the refusal."""
+    for args in (["--dry-run"], [], ["--to", "0.9.9", "--dry-run"]):
+        assert main(["kernels", "rollback", *args]) == 1
+        out, err = capsys.readouterr()
+        assert "dsv4-decode-kernels: not installed on twin-local; nothing to roll back" in err
+        assert "kernels list --target twin-local" in err and "plan:" not in out, out + err
+    from dsv4ops.journal.store import Journal
+
+    assert Journal("twin-local").operations() == []
 
 
 def test_cli_and_pipeline_modules_do_not_import_torch_or_triton() -> None:
