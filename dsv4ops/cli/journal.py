@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from dsv4ops.cli._output import echo_json, echo_lines, json_option, table, target_option
+from dsv4ops.cli._output import NAMED, echo_json, echo_lines, json_option, table, target_option
 from dsv4ops.jsontypes import JSONObject
 
 if TYPE_CHECKING:
-    from dsv4ops.usecases.journal import JournalEntry, JournalSource
+    from dsv4ops.usecases.journal import JournalEntry, JournalSource, OperationView
 
 
 @click.command()
@@ -33,13 +33,26 @@ if TYPE_CHECKING:
     help="Append the records this machine kept when the target's record lost history "
     "(shorter or diverged) back into the record; mutating commands refuse until then.",
 )
-def journal(target: str | None, as_json: bool, limit: int, merge: bool) -> None:
-    """List the target's journal, newest last."""
+@click.option(
+    "--id",
+    "op_id",
+    type=NAMED,
+    default=None,
+    metavar="ID",
+    help="One operation (id or unique prefix): its outcome and every step it recorded.",
+)
+def journal(target: str | None, as_json: bool, limit: int, merge: bool, op_id: str | None) -> None:
+    """List the target's journal, newest last (--id: one operation, step by step)."""
     from dsv4ops.cli._context import open_target
     from dsv4ops.usecases.journal import journal_listing
 
+    if merge and op_id is not None:
+        raise click.UsageError("--merge and --id do different things: give one")
     if merge:
         _merge(target)
+        return
+    if op_id is not None:
+        _operation(target, op_id, as_json)
         return
     ctx = open_target(target, verb="journal", read_only=True)
     try:
@@ -120,6 +133,72 @@ def _known_good_cell(s: JournalEntry) -> str:
 
         return "yes (INCONCLUSIVE accepted)" if accepted_inconclusive(s) else "yes"
     return "no: " + why.removeprefix("not known-good: ")[:70]
+
+
+def _operation(target: str | None, op_id: str, as_json: bool) -> None:
+    """`journal --id ID`: the operation's outcome, then its steps (each record's own words,
+    printed terminal-safe)."""
+    from dsv4ops.cli._context import open_target
+    from dsv4ops.usecases.journal import journal_operation
+
+    ctx = open_target(target, verb="journal", read_only=True)
+    try:
+        view = journal_operation(ctx, op_id)
+    finally:
+        ctx.close()
+    if as_json:
+        echo_json({"target": view.target, "record": view.source, **view.entry, "steps": view.steps})
+    else:
+        echo_lines([*record_lines(view.source), *_operation_lines(view)])
+    click.get_current_context().exit(view.exit)
+
+
+def _operation_lines(view: OperationView) -> list[str]:
+    e = view.entry
+    what = e["profile"] or e["package"] or "-"
+    commit = f" @ {e['commit'][:12]}" if e["commit"] else ""
+    lines = [
+        f"{e['kind']} {e['id']} of {what}{commit} by {e['who']}: {e['status']}",
+        f"  started {e['when']}" + (f", ended {e['ended']}" if e["ended"] else ", not ended"),
+    ]
+    if e["reason"]:
+        lines.append(f"  reason: {e['reason']}")
+    for i, line in enumerate((e["message"] or "").splitlines()):
+        lines.append(("  message: " if i == 0 else "           ") + line)
+    if e.get("known_good_why"):
+        lines.append(f"  known-good: {_known_good_cell(e)}")
+    gates = _gates_cell(e)
+    if gates != "-":
+        lines.append(f"  gates: {gates}")
+    if e.get("in_flight"):
+        lines.append(f"  IN FLIGHT: {e['in_flight']}")
+    if e.get("next"):
+        lines.append(f"  next: {e['next']}")
+    rows = _step_rows(view)
+    lines.append(
+        table(rows, ["when", "step", "outcome", "seconds", "detail"]) if rows else "no steps"
+    )
+    return lines
+
+
+def _step_rows(view: OperationView) -> list[list[object]]:
+    """One row a step: its start folded with its end (done, failed), or "IN FLIGHT" when it
+    never ended (its process died in it); --json keeps every record as written."""
+    rows: list[list[object]] = []
+    open_at: dict[str, int] = {}  # step name -> its row while started and not ended
+    for s in view.steps:
+        detail = (s["detail"] or "").splitlines()[0][:160] if s["detail"] else ""
+        seconds = "-" if s["duration_s"] is None else f"{s['duration_s']:.2f}"
+        if s["phase"] == "start":
+            open_at[s["name"]] = len(rows)
+            rows.append([s["ts"], s["name"], "IN FLIGHT", "-", detail])
+            continue
+        i = open_at.pop(s["name"], None)
+        if i is None:
+            rows.append([s["ts"], s["name"], s["phase"], seconds, detail])
+        else:
+            rows[i][2:] = [s["phase"], seconds, detail or rows[i][4]]
+    return rows
 
 
 def _merge(target: str | None) -> None:

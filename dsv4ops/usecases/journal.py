@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import TYPE_CHECKING, Final, TypeAlias, TypedDict
 
 from dsv4ops import exitcodes
 from dsv4ops.errors import DsOpsError
@@ -92,6 +92,53 @@ def journal_listing(session: TargetSession, limit: int) -> Listing:
         [entry(o, judged, j, lock) for o in ops],
         j.warnings(),
     )
+
+
+class StepView(TypedDict):
+    """One step record of an operation, as `journal --id` shows it."""
+
+    ts: str
+    name: str
+    phase: str  # start | done | failed
+    duration_s: float | None
+    detail: str | None
+    gate: str | None  # the gate its end recorded, as listed (GateResult.label); whole: `gates`
+
+
+@dataclass(frozen=True)
+class OperationView:
+    """`dsv4ops journal --id ID`: one operation as `journal` lists it (its entry: true state,
+    known-good and why, gates, what to run next) and every step it recorded, in order."""
+
+    target: str
+    source: JournalSource
+    entry: JournalEntry
+    steps: list[StepView]
+
+    @property
+    def exit(self) -> int:
+        """UNDECIDED while the record lacks records this machine kept, as the listing."""
+        return exitcodes.UNDECIDED if self.source.get("diverged") else exitcodes.OK
+
+
+def journal_operation(session: TargetSession, op_id: str) -> OperationView:
+    """The operation with this id (or unique prefix) and its steps. Raises JournalError (no
+    such operation, an ambiguous prefix)."""
+    j = session.journal
+    o = j.get(op_id)
+    source = j.source()
+    steps: list[StepView] = [
+        {
+            "ts": s.ts,
+            "name": s.name,
+            "phase": s.phase,
+            "duration_s": s.duration_s,
+            "detail": s.detail,
+            "gate": s.gate.label if s.gate is not None else None,
+        }
+        for s in o.steps
+    ]
+    return OperationView(j.target, source, entry(o, j.judged(), j, _lock(session, source)), steps)
 
 
 def _lock(session: TargetSession, source: JournalSource) -> SeenLock:
