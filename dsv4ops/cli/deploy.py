@@ -36,6 +36,12 @@ from dsv4ops.cli._params import FiniteFloatRange
     is_flag=True,
     help="DANGEROUS: really restart one PD worker alone (see the bootstrap incident).",
 )
+@click.option(
+    "--restart",
+    is_flag=True,
+    help="Restart what runs: refused unless PROFILE renders the very commands the deployed unit "
+    "runs (a restart changes nothing else).",
+)
 @click.option("--recover", is_flag=True, help="Resolve a deploy that was interrupted (stale lock).")
 @click.option(
     "--no-canary", is_flag=True, help="Skip the canary (the end-to-end probe always runs)."
@@ -56,6 +62,7 @@ def deploy(
     as_json: bool,
     only: tuple[str, ...],
     allow_partial_pair: bool,
+    restart: bool,
     recover: bool,
     no_canary: bool,
     canary_duration: float | None,
@@ -69,6 +76,12 @@ def deploy(
     plan = D.plan_deploy(
         profile, target, only=only, allow_partial_pair=allow_partial_pair, canary=not no_canary
     )
+    if restart:  # refused before the plan is shown or anything asked (a dry run: read-only)
+        checked = open_target(target, verb="deploy", read_only=dry_run)
+        try:
+            D.check_restart(checked, plan)
+        finally:
+            checked.close()
     if dry_run:
         if as_json:
             echo_json(plan.to_json())

@@ -9,6 +9,8 @@ from typing import TypedDict
 
 from dsv4ops.apikey import ApiKeyError, read_key
 from dsv4ops.deployment import Deployment
+from dsv4ops.errors import DsOpsError
+from dsv4ops.journal.commands import command
 from dsv4ops.orchestrate import plan as P
 from dsv4ops.orchestrate.engine import CanaryStep, Progress
 from dsv4ops.orchestrate.operation import RunningOperation
@@ -94,6 +96,44 @@ def plan_deploy(
     new = deployment_for(profile_ref, target)
     scope = restart_scope(only, allow_partial_pair=allow_partial_pair)
     return DeployPlan(target, new, scope, P.deploy_plan(new, scope.components, canary=canary))
+
+
+def check_restart(session: TargetSession, plan: DeployPlan) -> None:
+    """`deploy --restart`: what runs is restarted as it is, so the plan's commands must be the
+    deployed unit's (its commands hash, as journaled). A runbook's restart names the deployed
+    profile by hand (`--var profile=...`); a wrong one would have deployed another profile under
+    the name of a restart. Checked before the deploy takes the lock: another operator's deploy
+    in between is what the deploy then replaces, as any deploy does. Raises DsOpsError, nothing
+    changed."""
+    target = session.target.name
+    running = session.journal.deployed()
+    if running is None:
+        raise DsOpsError(
+            f"--restart: the journal records nothing running on {target}; there is nothing to "
+            "restart. Nothing was changed.",
+            hint=f"deploy a profile without --restart; {command('status', target)} shows what runs",
+        )
+    was = running.profile or {}
+    if was.get("commands_hash") == plan.deployment.commands_hash:
+        return
+    name = running.profile_name or "-"
+    exactly = command("rollback", target, "--to", running.op)
+    if name == plan.deployment.profile_name:  # the same profile, changed since it was deployed
+        hint = (
+            f"restart exactly what runs with {exactly} (rebuilt from the journal, at its "
+            f"commit); or deploy {name} without --restart to apply the change"
+        )
+    else:
+        hint = (
+            f"restart what runs: {command('deploy', target, name, '--restart')} (or {exactly}); "
+            f"or deploy {plan.deployment.profile_name} as the change it is, without --restart"
+        )
+    raise DsOpsError(
+        f"--restart: {plan.deployment.describe()} renders other commands than what runs on "
+        f"{target} ({name} @ {str(was.get('git_commit') or 'uncommitted')[:12]}, deployed by "
+        f"{running.op}): a restart changes nothing else. Nothing was changed.",
+        hint=hint,
+    )
 
 
 def require_router_key(d: Deployment) -> None:

@@ -74,3 +74,40 @@ def test_the_profiles_warnings_are_said_in_the_plan_and_before_the_question(
     assert "deploy multi-stream-on" in out and "[y/N]" in out, out
     assert err.startswith("warning: ") and hazard in err.splitlines()[0], err
     assert Journal(env.target).operations() == []
+
+
+def _running(env: OrchEnv, profile: str) -> str:
+    """`profile` journaled as the deployed unit, with the commands hash its render has now."""
+    from dsv4ops.journal.records import Kind, Status
+    from dsv4ops.usecases.deploy import plan_deploy
+
+    d = plan_deploy(profile, env.target).deployment
+    j = Journal(env.target)
+    op = j.begin(Kind.DEPLOY, profile=d.profile_record(), components=d.component_records())
+    j.transition(op, Status.RUNNING)
+    j.transition(op, Status.SUCCEEDED, running=op)
+    return op
+
+
+def test_restart_is_refused_unless_the_profile_renders_what_runs(
+    env: OrchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A restart runbook names the deployed profile by hand (--var profile=...): a wrong one
+    deployed another profile under the name of a restart. --restart refuses it, before the plan
+    or the question; the same profile is planned as usual."""
+    base = ["--restart", "--dry-run", "--target", env.target]
+    assert main(["deploy", "baseline", *base]) == 1  # nothing runs: nothing to restart
+    assert "the journal records nothing running on" in capsys.readouterr().err
+    op = _running(env, "baseline")
+    assert main(["deploy", "baseline", *base]) == 0
+    assert "dry run: nothing is changed" in capsys.readouterr().out
+    assert main(["deploy", "overlap-on", *base]) == 1
+    out, err = capsys.readouterr()
+    assert "--restart: overlap-on" in err and "renders other commands than what runs" in err
+    assert "(baseline @ " in err and op in err and "Nothing was changed" in err, err
+    assert f"`dsv4ops deploy baseline --restart --target {env.target}`" in err, err
+    assert "plan:" not in out, out
+    # without --dry-run: refused before the question (stdin is never read) and the first change
+    assert main(["deploy", "overlap-on", "--restart", "--target", env.target]) == 1
+    assert "renders other commands than what runs" in capsys.readouterr().err
+    assert len(Journal(env.target).operations()) == 1
