@@ -107,6 +107,14 @@ def check_restart(session: TargetSession, plan: DeployPlan) -> None:
     changed."""
     target = session.target.name
     running = session.journal.deployed()
+    unknown = session.journal.deployed_is_unknown() if running is None else None
+    if unknown is not None:  # the journal's last word: an operation that left it unknown
+        raise DsOpsError(
+            f"--restart: what runs on {target} is unknown ({unknown.kind.value} {unknown.op} "
+            "ended without knowing): a restart of it cannot be proved to change nothing. "
+            "Nothing was changed.",
+            hint=f"{command('status', target)} shows what runs; deploy a profile without --restart",
+        )
     if running is None:
         raise DsOpsError(
             f"--restart: the journal records nothing running on {target}; there is nothing to "

@@ -111,3 +111,13 @@ def test_restart_is_refused_unless_the_profile_renders_what_runs(
     assert main(["deploy", "overlap-on", "--restart", "--target", env.target]) == 1
     assert "renders other commands than what runs" in capsys.readouterr().err
     assert len(Journal(env.target).operations()) == 1
+    # the journal's last word is "unknown" (a deploy that ended without knowing what runs)
+    from dsv4ops.journal.records import Kind, Status
+
+    j = Journal(env.target)
+    lost = j.begin(Kind.DEPLOY, profile={"name": "baseline"})
+    j.transition(lost, Status.RUNNING)
+    j.transition(lost, Status.FAILED, message="lost", running="?")
+    assert main(["deploy", "baseline", *base]) == 1
+    err = capsys.readouterr().err
+    assert f"what runs on {env.target} is unknown (deploy {lost} ended without knowing)" in err
