@@ -76,38 +76,34 @@ def deploy(
     plan = D.plan_deploy(
         profile, target, only=only, allow_partial_pair=allow_partial_pair, canary=not no_canary
     )
-    if restart:  # refused before the plan is shown or anything asked (a dry run: read-only)
-        checked = open_target(target, verb="deploy", read_only=dry_run)
-        try:
-            D.check_restart(checked, plan)
-        finally:
-            checked.close()
-    if dry_run:
-        if as_json:
-            echo_json(plan.to_json())
-        else:
-            echo_lines(plan.lines())
-        return
-    # the profile's known hazards, before the question and the first change (stdout: --json's)
-    echo_lines((f"warning: {w}" for w in plan.warnings()), err=True)
-    if not yes:
-        click.confirm(f"deploy {plan.deployment.describe()} to {plan.target.name}?", abort=True)
-    progress = progress_printer(as_json)
-    session = open_target(target, verb="deploy")
+    # --restart reads what runs first: refused before the plan is shown or anything asked, on
+    # the session the deploy then uses (a dry run's: read-only, closed after the plan)
+    session = open_target(target, verb="deploy", read_only=dry_run) if restart else None
     try:
+        if session is not None:
+            D.check_restart(session, plan)
+        if dry_run:
+            echo_json(plan.to_json()) if as_json else echo_lines(plan.lines())
+            return
+        # the profile's known hazards, before the question and the first change
+        echo_lines((f"warning: {w}" for w in plan.warnings()), err=True)
+        if not yes:
+            click.confirm(f"deploy {plan.deployment.describe()} to {plan.target.name}?", abort=True)
+        session = session or open_target(target, verb="deploy")
         out = D.run_deploy(
             session,
             plan,
             command=f"dsv4ops deploy {profile}",
-            progress=progress,
             canary=not no_canary,
             canary_duration_s=canary_duration,
             accept_inconclusive=accept_inconclusive,
             recover=recover,
             reason=reason,
+            progress=progress_printer(as_json),
         )
     finally:
-        session.close()
+        if session is not None:
+            session.close()
     if as_json:
         echo_json(out.to_json())
     else:

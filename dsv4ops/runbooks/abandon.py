@@ -22,8 +22,7 @@ from dsv4ops.journal.records import Status
 from dsv4ops.journal.store import Journal
 from dsv4ops.runbooks.catalogue import run_command
 from dsv4ops.runbooks.model import RunbookError
-from dsv4ops.runbooks.runlog import RunbookStopped, RunLog, RunRecord, load, run_state
-from dsv4ops.whoami import local_host
+from dsv4ops.runbooks.runlog import RunbookStopped, RunLog, RunRecord, held_by, load, run_state
 
 
 @dataclass(frozen=True)
@@ -128,16 +127,12 @@ def _stopped_at(rec: RunRecord) -> str:
 def _check_held(rec: RunRecord, target: str, confirm: Callable[[str], bool] | None) -> str | None:
     """Refuse a run a live process holds (RunbookStopped); the holder's key when a person said
     the holder on another machine is gone."""
-    if not rec.held or rec.holder is None:
+    holder = held_by(rec)
+    if holder is None or rec.holder is None:
         return None
-    where = rec.holder.owner.get("host")
-    elsewhere = f" on {where}" if where and where != local_host() else ""
-    held = (
-        f"run {rec.op} is being {'resumed' if rec.holder.claim else 'run'} by "
-        f"{rec.holder.who or 'another operator'} (pid {rec.holder.owner.get('pid')}{elsewhere})"
-    )
+    held, where = holder
     question = f"{held}, which cannot be checked from here: is it gone? abandon the run?"
-    if elsewhere and confirm is not None and confirm(question):
+    if where and confirm is not None and confirm(question):
         return rec.holder.key
     resume = f"{run_command(rec.runbook, rec.path, target)} --resume {rec.op}"
     raise RunbookStopped(
@@ -147,7 +142,7 @@ def _check_held(rec: RunRecord, target: str, confirm: Callable[[str], bool] | No
         + (
             f" (a process on {where} is judged gone only there; at a terminal, abandon asks "
             "whether it is gone)"
-            if elsewhere
+            if where
             else ""
         ),
     )

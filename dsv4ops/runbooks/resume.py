@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from dsv4ops.journal.commands import command
 from dsv4ops.runbooks.model import RunbookError, Step
 from dsv4ops.runbooks.preconditions import changes
-from dsv4ops.runbooks.runlog import RunLog, RunRecord, load
+from dsv4ops.runbooks.runlog import RunLog, RunRecord, held_by, load
 from dsv4ops.runbooks.session import (
     RunbookStopped,
     Session,
@@ -23,7 +23,6 @@ from dsv4ops.runbooks.session import (
     run_command,
     selected_steps,
 )
-from dsv4ops.whoami import local_host
 
 
 @dataclass
@@ -111,17 +110,12 @@ def _check_held(s: Session, rec: RunRecord) -> str | None:
     """Refuse a run some live process holds (RunbookStopped). A holder on another machine
     cannot be judged from here: a person at a terminal may say it is gone and take the run over
     (the key returned goes into the claim); a script may not."""
-    if not rec.held or rec.holder is None:
+    holder = held_by(rec)
+    if holder is None or rec.holder is None:
         return None
-    what = "resumed" if rec.holder.claim else "run"
-    where = rec.holder.owner.get("host")
-    elsewhere = f" on {where}" if where and where != local_host() else ""
-    held = (
-        f"run {rec.op} is being {what} by {rec.holder.who or 'another operator'} (pid "
-        f"{rec.holder.owner.get('pid')}{elsewhere})"
-    )
+    held, where = holder
     question = f"{held}, which cannot be checked from here: is it gone? take the run over?"
-    if elsewhere and s.interactive and s.confirm(question):
+    if where and s.interactive and s.confirm(question):
         return rec.holder.key
     raise RunbookStopped(
         f"{held}; this resume did not start: nothing ran",
@@ -129,7 +123,7 @@ def _check_held(s: Session, rec: RunRecord) -> str | None:
         + (
             f" (a process on {where} is judged gone only there; at a terminal, a resume asks "
             "whether it is gone and may take the run over)"
-            if elsewhere
+            if where
             else ""
         ),
     )

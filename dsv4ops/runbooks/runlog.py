@@ -311,6 +311,22 @@ def _fold_header(rec: RunRecord, op: Operation, detail: Mapping[str, object]) ->
         rec.owner = rec.holder.owner
 
 
+def held_by(rec: RunRecord) -> tuple[str, str | None] | None:
+    """Who holds the run, said once for every command that refuses a held run: ("run R is being
+    resumed|run by WHO (pid P[ on HOST])", HOST when that process runs on another machine, where
+    only that machine can tell it is gone, else None); None when no live process holds it."""
+    if not rec.held or rec.holder is None:
+        return None
+    where = rec.holder.owner.get("host")
+    elsewhere = str(where) if where and where != local_host() else None
+    held = (
+        f"run {rec.op} is being {'resumed' if rec.holder.claim else 'run'} by "
+        f"{rec.holder.who or 'another operator'} (pid {rec.holder.owner.get('pid')}"
+        + (f" on {elsewhere})" if elsewhere else ")")
+    )
+    return held, elsewhere
+
+
 def holds(holder: Holder, op: Operation) -> bool:
     """Does the process a header or claim names still hold the run? Not once the run ended;
     not once its process is gone (judged on its own machine: another machine's is taken as
